@@ -1,0 +1,1 @@
+"""dutchbook benchmarks; run with `make bench`."""

@@ -1,0 +1,154 @@
+"""Shared vocabulary of a single provider exchange.
+
+These types are the contract between `providers` (which speaks one request to one API)
+and `engine` (which decides when to send, retry and record). They carry no behaviour
+beyond small conveniences so both sides can rely on them without importing each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    """How one HTTP attempt ended. The first six are the paper's retry causes."""
+
+    OK = "ok"
+    RATE_LIMIT = "rate_limit"
+    PROVIDER_ERROR = "provider_error"
+    CONNECTION_ERROR = "connection_error"
+    TIMEOUT = "timeout"
+    INTERRUPTED = "interrupted"
+    MISSING_ROUTING_METADATA = "missing_routing_metadata"
+    INVALID_RESPONSE = "invalid_response"
+    REFUSAL = "refusal"
+    TRUNCATED = "truncated"
+    AUTH_ERROR = "auth_error"
+    BAD_REQUEST = "bad_request"
+
+
+#: Outcomes the paper re-asked; everything else is permanent for that request.
+RETRYABLE: frozenset[Outcome] = frozenset(
+    {
+        Outcome.RATE_LIMIT,
+        Outcome.PROVIDER_ERROR,
+        Outcome.CONNECTION_ERROR,
+        Outcome.TIMEOUT,
+        Outcome.INTERRUPTED,
+        Outcome.MISSING_ROUTING_METADATA,
+        Outcome.INVALID_RESPONSE,
+        Outcome.REFUSAL,
+        Outcome.TRUNCATED,
+    }
+)
+
+PROVIDERS: tuple[str, ...] = ("sim", "openai", "groq", "deepinfra", "azure", "bedrock", "vertex")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One `[[models]]` entry of a campaign spec, as the providers and engine need it.
+
+    Secrets are never stored here: only the *name* of an environment variable may be.
+    """
+
+    name: str
+    provider: str
+    model: str
+    base_url: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    reasoning_effort: str | None = None
+    json_mode: bool = False
+    api_key_env: str | None = None
+    region: str | None = None
+    project: str | None = None
+    location: str | None = None
+    api_version: str | None = None
+    # Engine-side limits; providers ignore them.
+    rpm: float | None = None
+    tpm: float | None = None
+    concurrency: int | None = None
+    price_in_per_mtok: float | None = None
+    price_out_per_mtok: float | None = None
+    timeout_s: float = 120.0
+    # Free-form provider-specific extras (e.g. a simulated forecaster's personality).
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One elicitation: a system and a user message sent to one model."""
+
+    request_id: str
+    system: str
+    user: str
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    """A fully built HTTP request; `omitted` names options dropped because the model rejects them."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    body: bytes
+    omitted: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:  # headers may carry credentials
+        return f"HttpRequest({self.method} {self.url}, {len(self.body)} bytes, omitted={self.omitted})"
+
+
+@dataclass(frozen=True)
+class RateLimitInfo:
+    """What a provider's headers said about its limits; every field optional."""
+
+    limit_requests: float | None = None
+    remaining_requests: float | None = None
+    reset_requests_s: float | None = None
+    limit_tokens: float | None = None
+    remaining_tokens: float | None = None
+    reset_tokens_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A successful reply envelope (the answer inside may still be invalid)."""
+
+    text: str
+    finish_reason: str | None
+    tokens_in: int | None
+    tokens_out: int | None
+    provider_request_id: str | None
+    model_reported: str | None
+    limits: RateLimitInfo = RateLimitInfo()
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A classified failure of one attempt."""
+
+    outcome: Outcome
+    detail: str
+    http_status: int | None = None
+    retry_after_s: float | None = None
+    provider_request_id: str | None = None
+    #: The provider says a daily (or longer) quota is spent: pause the lane, don't retry in a loop.
+    quota_exhausted: bool = False
+    limits: RateLimitInfo = RateLimitInfo()
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    raw_text: str | None = None
+
+    @property
+    def retryable(self) -> bool:
+        return self.outcome in RETRYABLE
+
+
+class ConfigError(ValueError):
+    """A model entry cannot be used as written (missing credential, bad option)."""
