@@ -1,0 +1,17 @@
+"""Run every benchmark in one process so ratios compare like with like."""
+
+from __future__ import annotations
+
+import importlib
+
+BENCHMARKS = ("bench.lp", "bench.dispatch")
+
+
+def main() -> None:
+    for name in BENCHMARKS:
+        module = importlib.import_module(name)
+        module.main()
+
+
+if __name__ == "__main__":
+    main()
