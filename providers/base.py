@@ -1,0 +1,137 @@
+"""The contract every provider adapter fulfils, and the few helpers they all need.
+
+An adapter is pure: it turns one `ChatRequest` into one `HttpRequest` and one reply into a
+`Completion` or a classified `Failure`. Retries, pacing and I/O belong to the engine, so an
+adapter can be tested on canned bytes and reused against the simulator or the real service.
+The only side effect allowed is refreshing a credential (an OAuth token) inside `build`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+
+from providers.types import ChatRequest, Completion, Failure, HttpRequest
+
+#: How many characters of a provider's error text a `Failure.detail` keeps (the ledger stays small).
+DETAIL_LIMIT = 300
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """Speaks one model's wire format; see module docstring for what it must not do."""
+
+    provider: str
+
+    def build(self, req: ChatRequest) -> HttpRequest:
+        """Return the full HTTP request for one elicitation."""
+        ...
+
+    def parse(self, status: int, headers: Mapping[str, str], body: bytes) -> Completion | Failure:
+        """Classify one reply: a completion, or a failure with its retry hints."""
+        ...
+
+
+class Headers(Mapping[str, str]):
+    """Case-insensitive read-only view of response headers.
+
+    HTTP header names are case-insensitive, but the engine hands adapters plain dicts (and
+    aiohttp's `CIMultiDict` is not what every caller has), so adapters look names up here.
+    """
+
+    def __init__(self, raw: Mapping[str, str] | None = None) -> None:
+        self._items: dict[str, str] = {}
+        for key, value in (raw or {}).items():
+            self._items[key.lower()] = value
+
+    def __getitem__(self, key: str) -> str:
+        return self._items[key.lower()]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.lower() in self._items
+
+    def get_first(self, *names: str) -> str | None:
+        """The first present, non-empty value among `names` (providers differ in spelling)."""
+        for name in names:
+            value = self._items.get(name.lower())
+            if value is not None and value.strip():
+                return value.strip()
+        return None
+
+
+def header(headers: Mapping[str, str], name: str) -> str | None:
+    """Case-insensitive lookup on any mapping, without copying it when the case matches."""
+    if name in headers:
+        return headers[name]
+    lowered = name.lower()
+    for key, value in headers.items():
+        if key.lower() == lowered:
+            return value
+    return None
+
+
+def load_json(body: bytes) -> Any:
+    """Decode a reply body, or return `None` when it is not JSON at all (a truncated body)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def short(text: str, limit: int = DETAIL_LIMIT) -> str:
+    """Trim provider text for `Failure.detail`; long HTML error pages would bloat the ledger."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def body_excerpt(body: bytes, limit: int = DETAIL_LIMIT) -> str:
+    """A printable excerpt of a raw body for failure details."""
+    return short(body.decode("utf-8", errors="replace"), limit)
+
+
+def as_int(value: object) -> int | None:
+    """Token counts arrive as ints, sometimes floats or strings; anything else is unknown."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def as_float(value: object) -> float | None:
+    """A finite number or `None`: costs and similar optional numeric fields."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        number = float(value)
+        return number if number == number and abs(number) != float("inf") else None
+    return None
+
+
+__all__ = [
+    "DETAIL_LIMIT",
+    "Adapter",
+    "ChatRequest",
+    "Completion",
+    "Failure",
+    "Headers",
+    "HttpRequest",
+    "as_float",
+    "as_int",
+    "body_excerpt",
+    "header",
+    "load_json",
+    "short",
+]

@@ -1,0 +1,145 @@
+"""Reading the wait hints and limit headers providers send, in all their spellings.
+
+The engine paces each lane from these numbers, so a misread (milliseconds taken as seconds,
+an HTTP date taken as garbage, Groq's `2m59.56s` taken as nothing) either hammers a provider
+or stalls a campaign. Every adapter uses these functions rather than its own parsing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+
+from providers.base import Headers
+from providers.types import RateLimitInfo
+
+#: One `<number><unit>` piece of a Go-style duration string (`2m59.56s`, `120ms`, `1h0m0s`).
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|ns|h|m|s|d)")
+_UNIT_SECONDS = {
+    "d": 86400.0,
+    "h": 3600.0,
+    "m": 60.0,
+    "s": 1.0,
+    "ms": 1e-3,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ns": 1e-9,
+}
+#: Reset values above this are epoch timestamps, not durations (no limit resets in 30 years).
+_EPOCH_THRESHOLD = 1e9
+
+
+def _finite_nonnegative(value: float) -> float | None:
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def parse_number(text: str | None) -> float | None:
+    """A plain non-negative number, or None (Azure sends `-1` for "not reported")."""
+    if text is None:
+        return None
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return _finite_nonnegative(value)
+
+
+def parse_duration(text: str | None, now: float | None = None) -> float | None:
+    """Seconds from a duration string: `7.66s`, `2m59.56s`, `120ms`, `1h2m`, or a bare number.
+
+    A bare number is seconds, unless it is so large that it can only be an epoch timestamp,
+    in which case it becomes the time remaining until then. Anything else is None: a wrong
+    guess here is worse than no hint, because the engine then falls back to its own backoff.
+    """
+    if text is None:
+        return None
+    cleaned = text.strip().lower()
+    if not cleaned:
+        return None
+    number = parse_number(cleaned)
+    if number is not None:
+        if number > _EPOCH_THRESHOLD:
+            return max(0.0, number - (time.time() if now is None else now))
+        return number
+    pos = 0
+    total = 0.0
+    for match in _DURATION_PART.finditer(cleaned):
+        if match.start() != pos:
+            return None
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if pos != len(cleaned) or pos == 0:
+        return None
+    return _finite_nonnegative(total)
+
+
+def parse_retry_after(text: str | None, now: float | None = None) -> float | None:
+    """Seconds from a `Retry-After` value: delta-seconds or an HTTP date (RFC 9110 §10.2.3)."""
+    if text is None:
+        return None
+    number = parse_number(text)
+    if number is not None:
+        return number
+    try:
+        when = parsedate_to_datetime(text.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # RFC dates are GMT; a naive result means it said so implicitly
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """The server's wait hint: `retry-after-ms` first (more precise), then `retry-after`."""
+    view = headers if isinstance(headers, Headers) else Headers(headers)
+    millis = parse_number(view.get_first("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000.0
+    return parse_retry_after(view.get_first("retry-after"), now)
+
+
+def rate_limit_info(headers: Mapping[str, str], now: float | None = None) -> RateLimitInfo:
+    """The `x-ratelimit-*` family (OpenAI, Groq, Azure spellings) as one record.
+
+    Which window a number describes differs by provider (Groq's request limits are per day,
+    its token limits per minute); the record keeps the numbers and the adapter decides.
+    """
+    view = headers if isinstance(headers, Headers) else Headers(headers)
+    return RateLimitInfo(
+        limit_requests=parse_number(view.get_first("x-ratelimit-limit-requests")),
+        remaining_requests=parse_number(view.get_first("x-ratelimit-remaining-requests")),
+        reset_requests_s=parse_duration(view.get_first("x-ratelimit-reset-requests"), now),
+        limit_tokens=parse_number(view.get_first("x-ratelimit-limit-tokens")),
+        remaining_tokens=parse_number(view.get_first("x-ratelimit-remaining-tokens")),
+        reset_tokens_s=parse_duration(view.get_first("x-ratelimit-reset-tokens"), now),
+    )
+
+
+#: Phrases in a provider's message that give a wait ("Please try again in 5.289s",
+#: "try again in 1m26.4s", "Please retry after 6 seconds"); used when no header has the hint.
+_MESSAGE_WAIT = re.compile(
+    r"(?:try again|retry)\s+(?:after|in)\s+(?:"
+    r"(?P<go>(?:\d+(?:\.\d+)?(?:ms|h|m|s))+)(?![a-z])"
+    r"|(?P<value>\d+(?:\.\d+)?)\s*(?P<unit>milliseconds?|seconds?|secs?|minutes?|mins?)\b)",
+    re.IGNORECASE,
+)
+
+
+def wait_from_message(message: str) -> float | None:
+    """A wait stated in an error message's prose, in seconds, or None."""
+    match = _MESSAGE_WAIT.search(message)
+    if match is None:
+        return None
+    if match.group("go") is not None:
+        return parse_duration(match.group("go"))
+    value = float(match.group("value"))
+    unit = match.group("unit").lower()
+    if unit.startswith("milli"):
+        return value / 1000.0
+    if unit.startswith("min"):
+        return value * 60.0
+    return value
