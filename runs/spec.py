@@ -1,0 +1,294 @@
+"""Campaign specs: a TOML file read strictly, so that a typo fails before a cent is spent.
+
+Every problem is reported as `SpecError` naming the file, the key (as a dotted path such as
+`models[2].rpm`) and what was expected. Parsing uses `tomllib` only: nothing in a spec is ever
+evaluated as code, and secrets are never read from it (only the *names* of variables).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from providers.types import PROVIDERS, ModelConfig
+
+PARSERS = ("strict", "lenient")
+
+
+class SpecError(ValueError):
+    """A spec that cannot be run as written."""
+
+    def __init__(self, file: Path | str, key: str, expected: str) -> None:
+        self.file, self.key, self.expected = str(file), key, expected
+        where = f"{self.file}: {key}: " if key else f"{self.file}: "
+        super().__init__(where + expected)
+
+
+@dataclass(frozen=True)
+class ArmEntry:
+    name: str
+    passes: int
+    models: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Where units come from; `None` paths mean the embedded defaults."""
+
+    returns: Path | None = None
+    headlines: Path | None = None
+    stock_days: int = 100
+    families: Path | None = None
+
+
+@dataclass(frozen=True)
+class CampaignSpec:
+    name: str
+    seed: int
+    parser: str
+    data: DataSpec
+    models: tuple[ModelConfig, ...]
+    arms: tuple[ArmEntry, ...]
+    path: Path
+    coverage_floor: float = 0.9
+    max_attempts: int = 8
+    text: str = field(default="", repr=False, compare=False)
+
+    def model(self, name: str) -> ModelConfig:
+        for m in self.models:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def models_for(self, arm: ArmEntry) -> tuple[ModelConfig, ...]:
+        if arm.models is None:
+            return self.models
+        return tuple(m for m in self.models if m.name in arm.models)
+
+    @property
+    def digest(self) -> str:
+        """Hash of the spec text, to tell a resume of the same campaign from a different one."""
+        return hashlib.sha256(self.text.encode()).hexdigest()[:16]
+
+
+_TOP_KEYS = {"name", "seed", "parser", "data", "models", "arms", "coverage_floor", "max_attempts"}
+_DATA_KEYS = {"returns", "headlines", "stock_days", "families"}
+_ARM_KEYS = {"name", "passes", "models"}
+# Spec key -> (type(s), check, description). ModelConfig field names match spec keys except prices.
+_MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
+    "name": ((str,), "a non-empty string"),
+    "provider": ((str,), f"one of {', '.join(PROVIDERS)}"),
+    "model": ((str,), "the provider's model id (a non-empty string)"),
+    "base_url": ((str,), "an http(s) URL"),
+    "rpm": ((int, float), "requests per minute > 0"),
+    "tpm": ((int, float), "tokens per minute > 0"),
+    "concurrency": ((int,), "an integer >= 1"),
+    "temperature": ((int, float), "a number in [0, 2]"),
+    "max_tokens": ((int,), "an integer >= 1"),
+    "seed": ((int,), "an integer"),
+    "reasoning_effort": ((str,), "a string such as low, medium or high"),
+    "json_mode": ((bool,), "true or false"),
+    "api_key_env": ((str,), "the NAME of an environment variable (never the key itself)"),
+    "region": ((str,), "a cloud region such as us-east-1"),
+    "project": ((str,), "a Google Cloud project id"),
+    "location": ((str,), "a Google Cloud location such as us-central1"),
+    "api_version": ((str,), "an API version string"),
+    "timeout_s": ((int, float), "seconds > 0"),
+    "price_in": ((int, float), "USD per million input tokens >= 0"),
+    "price_out": ((int, float), "USD per million output tokens >= 0"),
+    "personality": ((str,), "a simulated forecaster's personality"),
+}
+
+
+def load_spec(path: str | Path, *, arm_names: set[str] | None = None) -> CampaignSpec:
+    """Read and validate a spec. `arm_names` is the catalogue to check arms against."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(path, "", "no such file") from None
+    except OSError as exc:
+        raise SpecError(path, "", f"cannot read: {exc.strerror}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(path, "", f"not valid TOML ({exc})") from None
+    if arm_names is None:
+        from panels.arms import ARMS
+
+        arm_names = set(ARMS)
+    return parse_spec(raw, path, arm_names=arm_names, text=text)
+
+
+def parse_spec(
+    raw: Mapping[str, Any], path: Path, *, arm_names: set[str], text: str = ""
+) -> CampaignSpec:
+    _unknown(raw, _TOP_KEYS, path, "")
+    name = _get(raw, "name", str, path, "", "a campaign name (letters, digits, - and _)")
+    if not name or not all(c.isalnum() or c in "-_" for c in name):
+        raise SpecError(path, "name", "letters, digits, '-' and '_' only (it names the run folder)")
+    seed = _get(raw, "seed", int, path, "", "an integer", default=0)
+    parser = _get(raw, "parser", str, path, "", "strict or lenient", default="strict")
+    if parser not in PARSERS:
+        raise SpecError(path, "parser", f"strict or lenient, not {parser!r}")
+    floor = float(_get(raw, "coverage_floor", (int, float), path, "", "a number", default=0.9))
+    if not 0 <= floor <= 1:
+        raise SpecError(path, "coverage_floor", "a share in [0, 1]")
+    max_attempts = _get(raw, "max_attempts", int, path, "", "an integer", default=8)
+    if max_attempts < 1:
+        raise SpecError(path, "max_attempts", "an integer >= 1")
+    data = _parse_data(raw.get("data", {}), path)
+    models = _parse_models(raw.get("models"), path)
+    arms = _parse_arms(raw.get("arms"), path, arm_names, {m.name for m in models})
+    return CampaignSpec(
+        name=name, seed=seed, parser=parser, data=data, models=models, arms=arms, path=path,
+        coverage_floor=floor, max_attempts=max_attempts, text=text,
+    )
+
+
+def _parse_data(raw: Any, path: Path) -> DataSpec:
+    if not isinstance(raw, dict):
+        raise SpecError(path, "data", "a table")
+    _unknown(raw, _DATA_KEYS, path, "data.")
+    base = path.parent
+
+    def optional_path(key: str) -> Path | None:
+        value = _get(raw, key, str, path, "data.", "a path relative to the spec file", default=None)
+        if value is None:
+            return None
+        resolved = (base / value).resolve()
+        if not resolved.exists():
+            raise SpecError(path, f"data.{key}", f"a file or folder that exists ({resolved} does not)")
+        return resolved
+
+    stock_days = _get(raw, "stock_days", int, path, "data.", "an integer", default=100)
+    if stock_days < 2 or stock_days % 2:
+        raise SpecError(path, "data.stock_days", "an even integer >= 2 (two stocks per date)")
+    return DataSpec(
+        returns=optional_path("returns"), headlines=optional_path("headlines"),
+        stock_days=stock_days, families=optional_path("families"),
+    )
+
+
+def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(path, "models", "at least one [[models]] table")
+    models: list[ModelConfig] = []
+    for i, entry in enumerate(raw):
+        where = f"models[{i}]."
+        if not isinstance(entry, dict):
+            raise SpecError(path, f"models[{i}]", "a table")
+        _unknown(entry, set(_MODEL_KEYS), path, where)
+        for key, (types, expected) in _MODEL_KEYS.items():
+            if key in entry and (
+                not isinstance(entry[key], types) or (isinstance(entry[key], bool) and bool not in types)
+            ):
+                raise SpecError(path, where + key, expected)
+        for key in ("name", "provider", "model"):
+            if not entry.get(key):
+                raise SpecError(path, where + key, _MODEL_KEYS[key][1])
+        models.append(_model_config(entry, path, where))
+    names = [m.name for m in models]
+    for name in names:
+        if names.count(name) > 1:
+            raise SpecError(path, "models", f"unique names; {name!r} appears {names.count(name)} times")
+    return tuple(models)
+
+
+def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
+    if entry["provider"] not in PROVIDERS:
+        raise SpecError(path, where + "provider", f"one of {', '.join(PROVIDERS)}, not {entry['provider']!r}")
+    checks = {
+        "rpm": lambda v: v > 0,
+        "tpm": lambda v: v > 0,
+        "concurrency": lambda v: v >= 1,
+        "temperature": lambda v: 0 <= v <= 2,
+        "max_tokens": lambda v: v >= 1,
+        "timeout_s": lambda v: v > 0,
+        "price_in": lambda v: v >= 0,
+        "price_out": lambda v: v >= 0,
+    }
+    for key, ok in checks.items():
+        if key in entry and (not math.isfinite(entry[key]) or not ok(entry[key])):
+            raise SpecError(path, where + key, _MODEL_KEYS[key][1])
+    base_url = entry.get("base_url")
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        raise SpecError(path, where + "base_url", "an http:// or https:// URL")
+    env_name = entry.get("api_key_env")
+    if env_name is not None and not env_name.replace("_", "").isalnum():
+        raise SpecError(path, where + "api_key_env", _MODEL_KEYS["api_key_env"][1])
+    extra = {"personality": entry["personality"]} if "personality" in entry else {}
+    fields = {k: v for k, v in entry.items() if k not in {"price_in", "price_out", "personality"}}
+    if "rpm" in fields:
+        fields["rpm"] = float(fields["rpm"])
+    if "tpm" in fields:
+        fields["tpm"] = float(fields["tpm"])
+    return replace(
+        ModelConfig(**fields),
+        price_in_per_mtok=entry.get("price_in"),
+        price_out_per_mtok=entry.get("price_out"),
+        extra=extra,
+    )
+
+
+def _parse_arms(raw: Any, path: Path, arm_names: set[str], model_names: set[str]) -> tuple[ArmEntry, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(path, "arms", "at least one [[arms]] table")
+    arms: list[ArmEntry] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(raw):
+        where = f"arms[{i}]."
+        if not isinstance(entry, dict):
+            raise SpecError(path, f"arms[{i}]", "a table")
+        _unknown(entry, _ARM_KEYS, path, where)
+        name = _get(entry, "name", str, path, where, "an arm name")
+        if name not in arm_names:
+            raise SpecError(path, where + "name", f"an arm from the catalogue, not {name!r} ({_close(name, arm_names)})")
+        if name in seen:
+            raise SpecError(path, where + "name", f"each arm once; {name!r} is repeated")
+        seen.add(name)
+        passes = _get(entry, "passes", int, path, where, "an integer >= 1", default=1)
+        if passes < 1:
+            raise SpecError(path, where + "passes", "an integer >= 1")
+        subset = entry.get("models")
+        if subset is not None:
+            if not isinstance(subset, list) or not all(isinstance(m, str) for m in subset) or not subset:
+                raise SpecError(path, where + "models", "a non-empty list of model names")
+            for m in subset:
+                if m not in model_names:
+                    raise SpecError(path, where + "models", f"names declared in [[models]]; {m!r} is not")
+        arms.append(ArmEntry(name=name, passes=passes, models=tuple(subset) if subset else None))
+    return tuple(arms)
+
+
+def _close(name: str, choices: set[str]) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(name, sorted(choices), n=3)
+    return f"did you mean {', '.join(near)}?" if near else "see `dutchbook arms`"
+
+
+def _unknown(raw: Mapping[str, Any], allowed: set[str], path: Path, where: str) -> None:
+    for key in raw:
+        if key not in allowed:
+            raise SpecError(path, where + key, f"a known key ({', '.join(sorted(allowed))}); this one is unknown")
+
+
+def _get(
+    raw: Mapping[str, Any], key: str, types: type | tuple[type, ...], path: Path, where: str,
+    expected: str, *, default: Any = ...,
+) -> Any:
+    if key not in raw:
+        if default is ...:
+            raise SpecError(path, where + key, f"required: {expected}")
+        return default
+    value = raw[key]
+    allowed = types if isinstance(types, tuple) else (types,)
+    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+        raise SpecError(path, where + key, expected)
+    return value
