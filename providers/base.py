@@ -23,7 +23,10 @@ DETAIL_LIMIT = 300
 class Adapter(Protocol):
     """Speaks one model's wire format; see module docstring for what it must not do."""
 
-    provider: str
+    @property
+    def provider(self) -> str:
+        """The provider name recorded with every attempt (`groq`, `azure`, ...)."""
+        ...
 
     def build(self, req: ChatRequest) -> HttpRequest:
         """Return the full HTTP request for one elicitation."""

@@ -64,3 +64,12 @@ def redact(text: str, secrets: Iterable[str | Secret]) -> str:
 def redact_env(text: str, env: Mapping[str, str], names: Iterable[str]) -> str:
     """`redact` for the credential variables an adapter read from `env`."""
     return redact(text, secret_values(env, names))
+
+
+def first_set(env: Mapping[str, str], names: Iterable[str]) -> tuple[str, Secret] | None:
+    """The first of `names` set (non-empty) in `env`, with its value wrapped as a `Secret`."""
+    for name in names:
+        value = env.get(name)
+        if value:
+            return name, Secret(value)
+    return None

@@ -1,0 +1,44 @@
+"""Any OpenAI-compatible chat server: OpenAI itself, vLLM, llama.cpp, Ollama, gateways.
+
+The server is the user's, so nothing is assumed: `base_url` is required and a key is sent
+only when the spec names the variable holding it (`api_key_env`); local servers need none.
+The output cap goes out as `max_tokens`, the spelling every such server understands;
+`extra.token_field = "max_completion_tokens"` switches it for OpenAI's reasoning models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from providers.openai_compat import Dialect, OpenAICompatAdapter, chat_url, token_field
+from providers.secrets import first_set
+from providers.types import ConfigError, ModelConfig
+
+PROVIDER = "openai"
+DIALECT = Dialect(provider=PROVIDER, token_field="max_tokens")
+
+
+def required_env(config: ModelConfig, env: Mapping[str, str] | None = None) -> list[str]:
+    return [config.api_key_env] if config.api_key_env else []
+
+
+def create_adapter(config: ModelConfig, env: Mapping[str, str]) -> OpenAICompatAdapter:
+    if not config.base_url:
+        raise ConfigError(
+            f"model {config.name!r} (openai): set base_url to the server's API root,"
+            " e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1"
+        )
+    credential = None
+    if config.api_key_env:
+        found = first_set(env, (config.api_key_env,))
+        if found is None:
+            raise ConfigError(f"model {config.name!r} (openai): set {config.api_key_env}")
+        credential = found[1]
+    return OpenAICompatAdapter(
+        provider=PROVIDER,
+        config=config,
+        url=chat_url(config.base_url),
+        dialect=replace(DIALECT, token_field=token_field(config, DIALECT.token_field)),
+        credential=credential,
+    )

@@ -1,0 +1,421 @@
+"""The OpenAI chat-completions shape shared by OpenAI-compatible servers, Groq, DeepInfra, Azure
+and Vertex's open-model endpoint: one body builder and one reply classifier.
+
+Providers differ only in small ways (the name of the output-token cap, where the request id
+lives, whether a 429 means "per day"), so each states its differences as a `Dialect` and
+options a model is known to reject are data in `REJECTED_OPTIONS`, not branches in code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from providers.base import Headers, as_float, as_int, body_excerpt, load_json, short
+from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
+from providers.secrets import Secret, redact
+from providers.types import (
+    ChatRequest,
+    Completion,
+    ConfigError,
+    Failure,
+    HttpRequest,
+    ModelConfig,
+    Outcome,
+    RateLimitInfo,
+)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one provider's flavour of the OpenAI shape differs from the others."""
+
+    provider: str
+    #: Body field for the output-token cap (`max_tokens` is deprecated on OpenAI/Groq/Azure).
+    token_field: str = "max_completion_tokens"
+    #: Response headers that may carry a request id, tried in order after the body's `id`.
+    request_id_headers: tuple[str, ...] = ("x-request-id",)
+    #: A 200 lacking these top-level body fields is `missing_routing_metadata`.
+    required_fields: tuple[str, ...] = ("id", "model")
+    #: The provider's `x-ratelimit-*-requests` window is a day (Groq): remaining 0 on a 429
+    #: means the daily quota is spent rather than a short burst limit.
+    requests_header_is_daily: bool = False
+
+
+@dataclass(frozen=True)
+class OptionRule:
+    """A model (by provider and id pattern) that rejects an option: omit it and record why."""
+
+    provider: str
+    model_pattern: str
+    option: str
+    reason: str
+
+    def applies(self, provider: str, model_names: tuple[str, ...]) -> bool:
+        if self.provider != provider:
+            return False
+        pattern = re.compile(self.model_pattern, re.IGNORECASE)
+        return any(pattern.search(name) for name in model_names)
+
+
+_OPENAI_REASONING = r"^(?:[\w.-]+/)?(?:gpt-5|o1|o3|o4)"
+#: Options known to be rejected (400) by a model; sources in ../shared/providers-reference.md
+#: (§1 Groq, §5 Azure reasoning models) and the paper's Appendix C.
+REJECTED_OPTIONS: tuple[OptionRule, ...] = (
+    OptionRule("azure", _OPENAI_REASONING, "temperature",
+               "Azure reasoning models (o-series, GPT-5) accept only the default temperature"),
+    OptionRule("openai", r"^(?:gpt-5|o1|o3|o4)", "temperature",
+               "OpenAI reasoning models accept only the default temperature"),
+    OptionRule("groq", r"^(?!.*(?:gpt-oss|qwen3))", "reasoning_effort",
+               "Groq accepts reasoning_effort only on gpt-oss and qwen3 models"),
+)
+
+
+def omitted_options(
+    provider: str, model_names: tuple[str, ...], rules: tuple[OptionRule, ...] = REJECTED_OPTIONS
+) -> tuple[str, ...]:
+    """Names of the options this provider/model pair rejects, in rule order."""
+    seen: list[str] = []
+    for rule in rules:
+        if rule.option not in seen and rule.applies(provider, model_names):
+            seen.append(rule.option)
+    return tuple(seen)
+
+
+def rule_model_names(config: ModelConfig) -> tuple[str, ...]:
+    """Names matched against `REJECTED_OPTIONS`: the model id and, for deployments whose name
+    says nothing, the `base_model` extra (e.g. Azure deployment `luna` of `gpt-5.6`)."""
+    names = [config.model]
+    base_model = config.extra.get("base_model")
+    if base_model:
+        names.append(base_model)
+    return tuple(names)
+
+
+def build_body(
+    config: ModelConfig, req: ChatRequest, dialect: Dialect, model_field: str | None = None
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The chat-completions body and the options left out because the model rejects them.
+
+    A per-request seed (`ChatRequest.seed`, different per pass) wins over the model's default.
+    """
+    messages: list[dict[str, str]] = []
+    if req.system:
+        messages.append({"role": "system", "content": req.system})
+    messages.append({"role": "user", "content": req.user})
+    wanted: dict[str, Any] = {}
+    if config.temperature is not None:
+        wanted["temperature"] = config.temperature
+    if config.max_tokens is not None:
+        wanted[dialect.token_field] = config.max_tokens
+    seed = req.seed if req.seed is not None else config.seed
+    if seed is not None:
+        wanted["seed"] = seed
+    if config.reasoning_effort is not None:
+        wanted["reasoning_effort"] = config.reasoning_effort
+    if config.json_mode:
+        wanted["response_format"] = {"type": "json_object"}
+    rejected = omitted_options(dialect.provider, rule_model_names(config))
+    body: dict[str, Any] = {"model": model_field or config.model, "messages": messages}
+    omitted: list[str] = []
+    for key, value in wanted.items():
+        if key in rejected:
+            omitted.append(key)
+        else:
+            body[key] = value
+    return body, tuple(omitted)
+
+
+TOKEN_FIELDS = ("max_completion_tokens", "max_tokens")
+
+
+def token_field(config: ModelConfig, default: str) -> str:
+    """The output-cap field name: the provider's default, or `extra.token_field` for servers
+    that only know the other spelling (older vLLM, llama.cpp and Ollama know `max_tokens`)."""
+    chosen = config.extra.get("token_field", default)
+    if chosen not in TOKEN_FIELDS:
+        raise ConfigError(
+            f"model {config.name!r}: extra.token_field must be one of {', '.join(TOKEN_FIELDS)}"
+        )
+    return chosen
+
+
+def chat_url(base_url: str) -> str:
+    """`{base}/chat/completions`, accepting a base that already ends with that path."""
+    base = base_url.rstrip("/")
+    return base if base.endswith("/chat/completions") else base + "/chat/completions"
+
+
+def encode(body: Mapping[str, Any]) -> bytes:
+    """Body bytes: orjson is exact for floats and fast enough for hundreds of thousands."""
+    return orjson.dumps(body)
+
+
+@dataclass(frozen=True, repr=False)
+class OpenAICompatAdapter:
+    """An adapter for one model behind an OpenAI-shaped chat-completions URL.
+
+    `auth_header` is the header name and `credential` its value (a `Secret`, or None for
+    keyless local servers); `bearer` prefixes the value with `Bearer `.
+    """
+
+    provider: str
+    config: ModelConfig
+    url: str
+    dialect: Dialect
+    credential: Secret | None = None
+    auth_header: str = "Authorization"
+    bearer: bool = True
+    model_field: str | None = None
+    extra_headers: Mapping[str, str] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(provider={self.provider!r}, model={self.config.model!r}, "
+            f"url={self.url!r}, credential={'***' if self.credential else None})"
+        )
+
+    def headers(self) -> dict[str, str]:
+        """Request headers, the credential (if any) included."""
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers.update(self.extra_headers)
+        if self.credential is not None:
+            value = self.credential.reveal()
+            headers[self.auth_header] = f"Bearer {value}" if self.bearer else value
+        return headers
+
+    def build(self, req: ChatRequest) -> HttpRequest:
+        body, omitted = build_body(self.config, req, self.dialect, self.model_field)
+        return HttpRequest("POST", self.url, self.headers(), encode(body), omitted)
+
+    def parse(self, status: int, headers: Mapping[str, str], body: bytes) -> Completion | Failure:
+        result = parse_reply(status, headers, body, self.dialect)
+        if isinstance(result, Failure) and self.credential is not None:
+            # A proxy echoing our request back must not carry the key into the ledger.
+            secret = [self.credential]
+            result = _redact_failure(result, secret)
+        return result
+
+
+def _redact_failure(failure: Failure, secrets: list[Secret]) -> Failure:
+    from dataclasses import replace
+
+    raw = redact(failure.raw_text, secrets) if failure.raw_text is not None else None
+    return replace(failure, detail=redact(failure.detail, secrets), raw_text=raw)
+
+
+# --------------------------------------------------------------------------- reply parsing
+
+_RATE_LIMIT_TEXT = re.compile(r"rate.?limit|too many requests|throttl", re.IGNORECASE)
+_QUOTA_TEXT = re.compile(
+    r"per day|\b(?:RPD|TPD)\b|daily|insufficient_quota|exceeded your current quota"
+    r"|billing|credits? (?:exhausted|depleted)|out of credits",
+    re.IGNORECASE,
+)
+_BUSY_TEXT = re.compile(r"\bbusy\b|overloaded", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _Envelope:
+    """What every reply says about itself, read once for whichever branch classifies it."""
+
+    status: int
+    headers: Headers
+    data: Any
+    body: bytes
+    limits: RateLimitInfo
+    retry_after_s: float | None
+    header_request_id: str | None
+
+
+def _error_fields(data: Any) -> tuple[str, str, str]:
+    """(message, code, type) from `{"error": {...}}` or `{"error": "text"}`; empty when absent."""
+    if not isinstance(data, dict):
+        return "", "", ""
+    error = data.get("error")
+    if isinstance(error, str):
+        return error, "", ""
+    if not isinstance(error, dict):
+        message = data.get("message") or data.get("detail")
+        return (str(message) if message else ""), "", ""
+    message = error.get("message")
+    return (
+        str(message) if message is not None else "",
+        str(error.get("code") or ""),
+        str(error.get("type") or ""),
+    )
+
+
+def _usage(data: Mapping[str, Any]) -> tuple[int | None, int | None, float | None]:
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        return None, None, None
+    return (
+        as_int(usage.get("prompt_tokens")),
+        as_int(usage.get("completion_tokens")),
+        as_float(usage.get("estimated_cost")),
+    )
+
+
+def _body_request_id(data: Mapping[str, Any]) -> str | None:
+    x_groq = data.get("x_groq")
+    if isinstance(x_groq, dict) and isinstance(x_groq.get("id"), str) and x_groq["id"]:
+        return str(x_groq["id"])
+    value = data.get("id")
+    return value if isinstance(value, str) and value else None
+
+
+def _text(content: Any) -> str | None:
+    """Message content as text: a string, or a list of `{"type": "text", "text": ...}` parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict)]
+        texts = [p for p in parts if isinstance(p, str)]
+        return "".join(texts) if texts else None
+    return None
+
+
+def parse_reply(
+    status: int, headers: Mapping[str, str], body: bytes, dialect: Dialect
+) -> Completion | Failure:
+    """Classify one chat-completions reply (section 6 of the provider reference)."""
+    view = Headers(headers)
+    data = load_json(body)
+    env = _Envelope(
+        status=status,
+        headers=view,
+        data=data,
+        body=body,
+        limits=rate_limit_info(view),
+        retry_after_s=retry_after_seconds(view),
+        header_request_id=view.get_first(*dialect.request_id_headers),
+    )
+    if not 200 <= status < 300:
+        return _classify_error(env, dialect)
+    return _classify_success(env, dialect)
+
+
+def _failure(env: _Envelope, outcome: Outcome, detail: str, **extra: Any) -> Failure:
+    request_id = extra.pop("provider_request_id", None) or env.header_request_id
+    return Failure(
+        outcome=outcome,
+        detail=short(detail),
+        http_status=env.status,
+        retry_after_s=extra.pop("retry_after_s", env.retry_after_s),
+        provider_request_id=request_id,
+        limits=env.limits,
+        **extra,
+    )
+
+
+def _status_outcome(status: int, message: str, code: str) -> Outcome:
+    """The outcome a non-2xx status means before any provider-specific reading of the body."""
+    if status in (429, 498):  # 498: Groq flex tier capacity_exceeded
+        return Outcome.PROVIDER_ERROR if _BUSY_TEXT.search(message) else Outcome.RATE_LIMIT
+    if status == 408:
+        return Outcome.TIMEOUT
+    if status in (401, 403):
+        return Outcome.AUTH_ERROR
+    if status >= 500 or status in (409, 424, 499):
+        return Outcome.PROVIDER_ERROR
+    if code == "json_validate_failed":  # Groq: the model's JSON failed; a retry can succeed
+        return Outcome.INVALID_RESPONSE
+    if code == "content_filter":  # Azure: the prompt tripped the content filter
+        return Outcome.REFUSAL
+    return Outcome.BAD_REQUEST
+
+
+def _classify_error(env: _Envelope, dialect: Dialect) -> Failure:
+    message, code, kind = _error_fields(env.data)
+    outcome = _status_outcome(env.status, message, code)
+    label = " ".join(part for part in (code, kind) if part and part != str(env.status))
+    text = message or (body_excerpt(env.body) if env.body else "")
+    detail = f"HTTP {env.status}" + (f" {label}" if label else "") + (f": {text}" if text else "")
+    extra: dict[str, Any] = {}
+    if outcome in (Outcome.RATE_LIMIT, Outcome.PROVIDER_ERROR) and env.retry_after_s is None:
+        waited = wait_from_message(message)
+        if waited is not None:
+            extra["retry_after_s"] = waited
+    if outcome is Outcome.RATE_LIMIT:
+        daily = dialect.requests_header_is_daily and env.limits.remaining_requests == 0
+        extra["quota_exhausted"] = daily or bool(
+            _QUOTA_TEXT.search(message) or _QUOTA_TEXT.search(code)
+        )
+    if outcome is Outcome.INVALID_RESPONSE and isinstance(env.data, dict):
+        error = env.data.get("error")
+        generation = error.get("failed_generation") if isinstance(error, dict) else None
+        if isinstance(generation, str):
+            extra["raw_text"] = generation
+    return _failure(env, outcome, detail, **extra)
+
+
+def _classify_success(env: _Envelope, dialect: Dialect) -> Completion | Failure:
+    data = env.data
+    if not isinstance(data, dict):
+        return _failure(env, Outcome.INVALID_RESPONSE,
+                        f"unparseable body: {body_excerpt(env.body, 120)}")
+    message_text, code, _ = _error_fields(data)
+    if "error" in data and not data.get("choices"):
+        outcome = (
+            Outcome.RATE_LIMIT
+            if _RATE_LIMIT_TEXT.search(message_text) or code in ("429", "rate_limit_exceeded")
+            else Outcome.PROVIDER_ERROR
+        )
+        extra: dict[str, Any] = {}
+        if outcome is Outcome.RATE_LIMIT:
+            extra["quota_exhausted"] = bool(_QUOTA_TEXT.search(message_text))
+            if env.retry_after_s is None:
+                extra["retry_after_s"] = wait_from_message(message_text)
+        return _failure(env, outcome, f"error in 200 body: {message_text or code}", **extra)
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return _failure(env, Outcome.INVALID_RESPONSE, "reply has no choices")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        return _failure(env, Outcome.INVALID_RESPONSE, "choice has no message")
+    tokens_in, tokens_out, cost = _usage(data)
+    request_id = _body_request_id(data) or env.header_request_id
+    reported = data.get("model")
+    model_reported = reported if isinstance(reported, str) and reported else None
+    finish = choice.get("finish_reason")
+    finish_reason = finish if isinstance(finish, str) else None
+    text = _text(message.get("content"))
+    counted = {"tokens_in": tokens_in, "tokens_out": tokens_out}
+
+    missing = [
+        name for name in dialect.required_fields
+        if not (isinstance(data.get(name), str) and data.get(name))
+        and not (name == "id" and _body_request_id(data))
+    ]
+    if missing:
+        return _failure(env, Outcome.MISSING_ROUTING_METADATA,
+                        f"200 reply without {', '.join(missing)}",
+                        provider_request_id=request_id, raw_text=text, **counted)
+    refusal = message.get("refusal")
+    if finish_reason == "content_filter" or (isinstance(refusal, str) and refusal.strip()):
+        why = refusal if isinstance(refusal, str) and refusal.strip() else "content_filter"
+        return _failure(env, Outcome.REFUSAL, f"refused: {why}",
+                        provider_request_id=request_id, raw_text=text, **counted)
+    if finish_reason == "length":
+        return _failure(env, Outcome.TRUNCATED,
+                        f"output cap reached after {tokens_out} tokens",
+                        provider_request_id=request_id, raw_text=text, **counted)
+    if text is None or not text.strip():
+        return _failure(env, Outcome.INVALID_RESPONSE, f"empty content (finish {finish_reason})",
+                        provider_request_id=request_id, raw_text=text, **counted)
+    return Completion(
+        text=text,
+        finish_reason=finish_reason,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        provider_request_id=request_id,
+        model_reported=model_reported,
+        limits=env.limits,
+        cost_usd=cost,
+    )
