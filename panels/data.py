@@ -1,0 +1,309 @@
+"""Return data, headlines and the paper's stock-day sampling.
+
+The only I/O in `panels`: reading a user's return and headline files (CSV or Parquet) or the
+embedded default. Files are validated up front with errors that name the file and the column,
+because a campaign should fail before its first paid request, not after.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from panels.calendar import first_session_after
+from panels.units import (
+    FUTURE_DAYS_KEPT,
+    FUTURE_DAYS_REQUIRED,
+    HISTORY_DAYS,
+    DatePair,
+    StockDay,
+)
+
+__all__ = [
+    "EMBEDDED_RETURNS",
+    "DataError",
+    "first_session_after",
+    "load_headlines",
+    "load_returns",
+    "sample_date_pairs",
+    "sample_stock_days",
+]
+
+#: The default data: 20 large US stocks, 2018-2022 (see `panels/data/PROVENANCE.md`).
+EMBEDDED_RETURNS = Path(__file__).parent / "data" / "returns.parquet"
+
+#: The paper first draws this many stock-days, then dates from them (section 3, "Sample").
+PAPER_POOL_SIZE = 10_000
+
+
+class DataError(ValueError):
+    """A return or headline file cannot be used; the message names the file and column."""
+
+
+def _read_table(path: Path) -> pl.DataFrame:
+    if not path.exists():
+        raise DataError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            return pl.read_parquet(path)
+        if suffix in {".csv", ".txt"}:
+            # Everything as text first, so each column is converted (and blamed) by us.
+            return pl.read_csv(path, infer_schema=False)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise DataError(f"{path}: cannot be read as {suffix[1:]}: {exc}") from exc
+    raise DataError(f"{path}: expected a .csv or .parquet file")
+
+
+def _require(df: pl.DataFrame, path: Path, columns: Sequence[str]) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise DataError(
+            f"{path}: missing column(s) {', '.join(missing)}; found {', '.join(df.columns)}"
+        )
+
+
+def _first_bad(df: pl.DataFrame, ok: pl.Series, column: str) -> str:
+    row = int(ok.not_().arg_true()[0])
+    return f"row {row + 1} has {df[column][row]!r}"
+
+
+def _as_date(df: pl.DataFrame, path: Path) -> pl.Series:
+    col = df["date"]
+    if col.dtype == pl.Date:
+        out = col
+    elif isinstance(col.dtype, pl.Datetime):
+        out = col.dt.date()
+    elif col.dtype == pl.String:
+        out = col.str.strip_chars().str.to_date("%Y-%m-%d", strict=False)
+    else:
+        raise DataError(f"{path}: column 'date' must hold dates (YYYY-MM-DD), found {col.dtype}")
+    ok = out.is_not_null()
+    if not ok.all():
+        raise DataError(
+            f"{path}: column 'date' must hold dates as YYYY-MM-DD; {_first_bad(df, ok, 'date')}"
+        )
+    return out.alias("date")
+
+
+def _as_text(df: pl.DataFrame, path: Path, column: str, *, required: bool) -> pl.Series:
+    col = df[column]
+    if col.dtype not in (pl.String, pl.Categorical, pl.Null):
+        if col.dtype.is_integer():
+            col = col.cast(pl.String)
+        else:
+            raise DataError(f"{path}: column {column!r} must hold text, found {col.dtype}")
+    col = col.cast(pl.String)
+    if required:
+        ok = col.is_not_null() & (col.str.strip_chars().str.len_chars() > 0)
+        if not ok.all():
+            raise DataError(f"{path}: column {column!r} is empty; {_first_bad(df, ok, column)}")
+    return col.alias(column)
+
+
+def _as_return(df: pl.DataFrame, path: Path) -> pl.Series:
+    col = df["ret"]
+    if col.dtype == pl.String:
+        col = col.str.strip_chars().cast(pl.Float64, strict=False)
+    elif col.dtype.is_numeric():
+        col = col.cast(pl.Float64)
+    else:
+        raise DataError(f"{path}: column 'ret' must hold numbers, found {col.dtype}")
+    ok = col.is_not_null() & col.is_finite()
+    if not ok.all():
+        raise DataError(
+            f"{path}: column 'ret' must hold finite numbers (simple returns, 0.01 = 1%); "
+            f"{_first_bad(df, ok, 'ret')}"
+        )
+    below = col <= -1.0
+    if below.any():
+        raise DataError(
+            f"{path}: column 'ret' has a simple return of -100% or less; "
+            f"{_first_bad(df, below.not_(), 'ret')}"
+        )
+    return col.alias("ret")
+
+
+def load_returns(path: str | Path | None = None) -> pl.DataFrame:
+    """Daily simple returns as `date, asset, ret, name, ticker`, sorted by asset and date.
+
+    `None` loads the embedded default. `name` and `ticker` are optional in the file (null
+    when absent); the identity arms need them.
+    """
+    source = EMBEDDED_RETURNS if path is None else Path(path)
+    raw = _read_table(source)
+    _require(raw, source, ("date", "asset", "ret"))
+    columns = [
+        _as_date(raw, source),
+        _as_text(raw, source, "asset", required=True),
+        _as_return(raw, source),
+    ]
+    for optional in ("name", "ticker"):
+        if optional in raw.columns:
+            columns.append(_as_text(raw, source, optional, required=False))
+        else:
+            columns.append(pl.Series(optional, [None] * raw.height, dtype=pl.String))
+    df = pl.DataFrame(columns).sort(["asset", "date"])
+    dup = df.select("date", "asset").is_duplicated()
+    if dup.any():
+        row = df.filter(dup).row(0, named=True)
+        raise DataError(
+            f"{source}: columns 'date', 'asset' must be unique; "
+            f"{row['asset']} appears twice on {row['date']}"
+        )
+    return df
+
+
+def load_headlines(path: str | Path) -> pl.DataFrame:
+    """Headlines as `date, asset, headline` (published before that date's close).
+
+    When a stock-day has several rows, the first one in file order is its headline.
+    """
+    source = Path(path)
+    raw = _read_table(source)
+    _require(raw, source, ("date", "asset", "headline"))
+    df = pl.DataFrame(
+        [
+            _as_date(raw, source),
+            _as_text(raw, source, "asset", required=True),
+            _as_text(raw, source, "headline", required=True).str.strip_chars(),
+        ]
+    )
+    return df.unique(subset=["date", "asset"], keep="first", maintain_order=True)
+
+
+def _sample_sd(values: Sequence[float]) -> float:
+    """Sample standard deviation, ddof=1 (the paper's "sample standard deviation")."""
+    return float(np.std(np.asarray(values, dtype=np.float64), ddof=1))
+
+
+def _eligible(returns: pl.DataFrame, headlines: pl.DataFrame | None) -> pl.DataFrame:
+    """Stock-days with >= 60 returns up to and including the date and >= 5 after it."""
+    df = returns.sort(["asset", "date"]).with_columns(
+        pl.int_range(pl.len()).over("asset").alias("_i"),
+        pl.len().over("asset").alias("_n"),
+    )
+    df = df.filter(
+        (pl.col("_i") >= HISTORY_DAYS - 1)
+        & (pl.col("_n") - 1 - pl.col("_i") >= FUTURE_DAYS_REQUIRED)
+    )
+    if headlines is not None:
+        df = df.join(headlines, on=["date", "asset"], how="inner")
+    return df.select("date", "asset").sort(["date", "asset"])
+
+
+def sample_stock_days(
+    returns: pl.DataFrame,
+    n: int,
+    seed: int,
+    headlines: pl.DataFrame | None = None,
+    pool_size: int = PAPER_POOL_SIZE,
+) -> list[StockDay]:
+    """Draw `n` stock-days the way the paper did (section 3, "Sample").
+
+    Keep stock-days with at least 60 prior and 5 later trading days (and, when `headlines`
+    is given, a headline); draw a pool of `pool_size` of them uniformly without replacement
+    (all of them if fewer); pick `n / 2` dates uniformly among the pool's dates that have at
+    least two stocks; on each date draw two of the pool's stocks uniformly. Deterministic per
+    seed. Ordered by date, the two stocks of a date in the order drawn.
+    """
+    if n <= 0 or n % 2:
+        raise DataError(f"n must be a positive even number (two stocks per date), got {n}")
+    rng = np.random.default_rng(seed)
+    eligible = _eligible(returns, headlines)
+    if eligible.height == 0:
+        need = " with a headline" if headlines is not None else ""
+        raise DataError(
+            f"no stock-day has {HISTORY_DAYS} prior and {FUTURE_DAYS_REQUIRED} later "
+            f"trading days{need}"
+        )
+    if eligible.height > pool_size:
+        picks = np.sort(rng.choice(eligible.height, size=pool_size, replace=False))
+        pool = eligible[picks.tolist()]
+    else:
+        pool = eligible
+    per_date = pool.group_by("date", maintain_order=True).agg(pl.col("asset"))
+    per_date = per_date.filter(pl.col("asset").list.len() >= 2).sort("date")
+    n_dates = n // 2
+    if per_date.height < n_dates:
+        raise DataError(
+            f"asked for {n} stock-days ({n_dates} dates with two stocks each) but only "
+            f"{per_date.height} dates qualify"
+        )
+    date_rows = np.sort(rng.choice(per_date.height, size=n_dates, replace=False))
+    heads = _headline_map(headlines)
+    out: list[StockDay] = []
+    for row in date_rows.tolist():
+        date = per_date["date"][row]
+        assets = sorted(per_date["asset"][row])
+        for k in rng.choice(len(assets), size=2, replace=False).tolist():
+            out.append(stock_day(returns, assets[k], date, heads.get((date, assets[k]))))
+    return out
+
+
+def _headline_map(headlines: pl.DataFrame | None) -> dict[tuple[dt.date, str], str]:
+    if headlines is None:
+        return {}
+    return {
+        (r["date"], r["asset"]): r["headline"] for r in headlines.iter_rows(named=True)
+    }
+
+
+def stock_day(
+    returns: pl.DataFrame, asset: str, date: dt.date, headline: str | None = None
+) -> StockDay:
+    """Build one StockDay from the return table (the date must be one of the asset's rows)."""
+    rows = returns.filter(pl.col("asset") == asset).sort("date")
+    dates: list[dt.date] = rows["date"].to_list()
+    try:
+        i = dates.index(date)
+    except ValueError:
+        raise DataError(f"{asset} has no return on {date}") from None
+    if i < HISTORY_DAYS - 1 or len(dates) - 1 - i < FUTURE_DAYS_REQUIRED:
+        raise DataError(
+            f"{asset} on {date} lacks {HISTORY_DAYS} prior or {FUTURE_DAYS_REQUIRED} later days"
+        )
+    rets: list[float] = rows["ret"].to_list()
+    history = rets[i - HISTORY_DAYS + 1 : i + 1]
+    scale = _sample_sd(history)
+    if not math.isfinite(scale) or scale <= 0.0:
+        raise DataError(f"{asset} on {date}: the 60 prior returns have no spread")
+    future = rets[i + 1 : i + 1 + FUTURE_DAYS_KEPT]
+    first = rows.row(i, named=True)
+    return StockDay(
+        date=date,
+        asset=asset,
+        name=first["name"],
+        ticker=first["ticker"],
+        history_dates=tuple(dates[i - HISTORY_DAYS + 1 : i + 1]),
+        history_returns=tuple(history),
+        scale=scale,
+        history_z=tuple(r / scale for r in history),
+        future_dates=tuple(dates[i + 1 : i + 1 + FUTURE_DAYS_KEPT]),
+        future_z=tuple(r / scale for r in future),
+        headline=headline,
+    )
+
+
+def sample_date_pairs(stock_days: Sequence[StockDay], both_orders: bool = True) -> list[DatePair]:
+    """The two stocks of each sampled date as a pair (Asset A first); both role orders if asked.
+
+    Expects the output of `sample_stock_days` (exactly two stock-days per date).
+    """
+    by_date: dict[dt.date, list[StockDay]] = {}
+    for sd in stock_days:
+        by_date.setdefault(sd.date, []).append(sd)
+    pairs: list[DatePair] = []
+    for date, days in by_date.items():
+        if len(days) != 2:
+            raise DataError(f"{date}: expected two stock-days for a pair, found {len(days)}")
+        pair = DatePair(days[0], days[1])
+        pairs.append(pair)
+        if both_orders:
+            pairs.append(pair.swapped())
+    return pairs
