@@ -93,9 +93,10 @@ def main(argv: list[str]) -> None:
     returns = to_returns(read_prices(Path(argv[1])))
     OUT.parent.mkdir(parents=True, exist_ok=True)
     returns.write_parquet(OUT, compression="zstd", compression_level=19, statistics=False)
+    first, last = (str(returns["date"].min()), str(returns["date"].max()))
     print(
         f"wrote {OUT} ({OUT.stat().st_size} bytes): {returns.height} rows, "
-        f"{returns['asset'].n_unique()} assets, {str(returns['date'].min())}..{str(returns['date'].max())}"
+        f"{returns['asset'].n_unique()} assets, {first}..{last}"
     )
 
 
