@@ -240,7 +240,7 @@ def _parse_arms(raw: Any, path: Path, arm_names: set[str], model_names: set[str]
     if not isinstance(raw, list) or not raw:
         raise SpecError(path, "arms", "at least one [[arms]] table")
     arms: list[ArmEntry] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for i, entry in enumerate(raw):
         where = f"arms[{i}]."
         if not isinstance(entry, dict):
@@ -249,9 +249,6 @@ def _parse_arms(raw: Any, path: Path, arm_names: set[str], model_names: set[str]
         name = _get(entry, "name", str, path, where, "an arm name")
         if name not in arm_names:
             raise SpecError(path, where + "name", f"an arm from the catalogue, not {name!r} ({_close(name, arm_names)})")
-        if name in seen:
-            raise SpecError(path, where + "name", f"each arm once; {name!r} is repeated")
-        seen.add(name)
         passes = _get(entry, "passes", int, path, where, "an integer >= 1", default=1)
         if passes < 1:
             raise SpecError(path, where + "passes", "an integer >= 1")
@@ -262,6 +259,12 @@ def _parse_arms(raw: Any, path: Path, arm_names: set[str], model_names: set[str]
             for m in subset:
                 if m not in model_names:
                     raise SpecError(path, where + "models", f"names declared in [[models]]; {m!r} is not")
+        # An arm may appear more than once (e.g. 5 passes for one model, 1 for the rest), but a
+        # model may meet each arm only once, or its answers would be planned twice.
+        for m in subset or sorted(model_names):
+            if (name, m) in seen:
+                raise SpecError(path, where + "models", f"each model once per arm; {m!r} already has {name!r}")
+            seen.add((name, m))
         arms.append(ArmEntry(name=name, passes=passes, models=tuple(subset) if subset else None))
     return tuple(arms)
 

@@ -1,0 +1,109 @@
+"""Specs are rejected before anything is sent, with the file, the key and what was expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runs.spec import SpecError, load_spec
+
+ARMS = {"baseline", "full-panel", "families/isolated"}
+GOOD = """
+name = "demo"
+seed = 3
+parser = "lenient"
+
+[data]
+stock_days = 4
+
+[[models]]
+name = "a"
+provider = "sim"
+model = "sim-coherent"
+rpm = 600
+price_in = 0.15
+price_out = 0.6
+
+[[models]]
+name = "b"
+provider = "groq"
+model = "openai/gpt-oss-120b"
+temperature = 1.0
+max_tokens = 8192
+
+[[arms]]
+name = "baseline"
+passes = 5
+models = ["a"]
+
+[[arms]]
+name = "baseline"
+passes = 1
+models = ["b"]
+
+[[arms]]
+name = "full-panel"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "spec.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_good_spec_loads(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, GOOD), arm_names=ARMS)
+    assert spec.name == "demo" and spec.parser == "lenient" and spec.data.stock_days == 4
+    a = spec.model("a")
+    assert a.rpm == 600.0 and a.price_in_per_mtok == 0.15 and a.price_out_per_mtok == 0.6
+    assert [(e.name, e.passes, e.models) for e in spec.arms] == [
+        ("baseline", 5, ("a",)), ("baseline", 1, ("b",)), ("full-panel", 1, None),
+    ]
+    assert [m.name for m in spec.models_for(spec.arms[2])] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "key", "words"),
+    [
+        (("rpm = 600", "rpm = 600\nrpn = 3"), "models[0].rpn", "unknown"),
+        (('name = "full-panel"', 'name = "full-panels"'), "arms[2].name", "did you mean full-panel"),
+        (("temperature = 1.0", "temperature = 7.0"), "models[1].temperature", "[0, 2]"),
+        (('provider = "groq"', 'provider = "grok"'), "models[1].provider", "one of"),
+        (("rpm = 600", "rpm = -1"), "models[0].rpm", "> 0"),
+        (("passes = 5", "passes = 0"), "arms[0].passes", ">= 1"),
+        (('models = ["a"]', 'models = ["zz"]'), "arms[0].models", "'zz'"),
+        (('models = ["b"]', 'models = ["a"]'), "arms[1].models", "already has"),
+        (("stock_days = 4", "stock_days = 5"), "data.stock_days", "even"),
+        (('parser = "lenient"', 'parser = "loose"'), "parser", "strict or lenient"),
+        (("max_tokens = 8192", 'max_tokens = "8k"'), "models[1].max_tokens", "integer"),
+        (("[data]", "[data]\nreturns = \"nowhere.csv\""), "data.returns", "does not"),
+        (("price_in = 0.15", "price_in = true"), "models[0].price_in", "USD"),
+    ],
+)
+def test_bad_specs_name_the_key(tmp_path: Path, edit: tuple[str, str], key: str, words: str) -> None:
+    old, new = edit
+    assert old in GOOD
+    path = write(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(SpecError) as info:
+        load_spec(path, arm_names=ARMS)
+    message = str(info.value)
+    assert message.startswith(str(path)), message
+    assert info.value.key == key, message
+    assert words in message, message
+
+
+def test_missing_file_and_bad_toml(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="no such file"):
+        load_spec(tmp_path / "absent.toml", arm_names=ARMS)
+    with pytest.raises(SpecError, match="not valid TOML"):
+        load_spec(write(tmp_path, "name = "), arm_names=ARMS)
+
+
+def test_a_key_in_the_spec_is_refused_by_name_not_read(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace('rpm = 600', 'rpm = 600\napi_key = "sk-live-123"', 1))
+    with pytest.raises(SpecError) as info:
+        load_spec(path, arm_names=ARMS)
+    assert info.value.key == "models[0].api_key"
+    assert "sk-live-123" not in str(info.value)
