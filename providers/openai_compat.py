@@ -87,9 +87,10 @@ def omitted_options(
 
 
 def rule_model_names(config: ModelConfig) -> tuple[str, ...]:
-    """Names matched against `REJECTED_OPTIONS`: the model id and, for deployments whose name
-    says nothing, the `base_model` extra (e.g. Azure deployment `luna` of `gpt-5.6`)."""
-    names = [config.model]
+    """Names matched against `REJECTED_OPTIONS`: the model id, the spec's display name, and the
+    `base_model` extra. An Azure deployment id may say nothing of the model behind it, so a
+    model named "GPT-5.6 Luna" is treated as GPT-5 family even if deployed as `luna`."""
+    names = [config.model, config.name]
     base_model = config.extra.get("base_model")
     if base_model:
         names.append(base_model)
