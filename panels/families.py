@@ -1,0 +1,239 @@
+"""Question families (the family benchmark's design) loaded from TOML files.
+
+A family is a handful of statements about the same small set of possible worlds. The
+worlds are the truth assignments of the family's propositional variables that satisfy its
+constraints; each statement is a formula over those variables. Mistakes in a family file
+change what "coherent" means, so loading is strict: every problem is reported with the
+file, the statement and the position, and nothing unknown is silently ignored.
+
+File format (one family per file)::
+
+    id = "fed-cut"            # unique across files
+    title = "..."
+    shape = "threshold"       # negation | threshold | deadline | partition | conjunction | story
+    control = false           # true for exact-answer controls (dice, coins, cards)
+    variables = ["a", "b"]
+    constraints = ["b -> a"]  # optional formulas that every world satisfies
+    notes = "..."             # optional free text (sources, resolution criteria)
+
+    [[statements]]
+    id = "q1"
+    text = "the question as asked"
+    formula = "a"
+    exact = 0.5               # optional: the known probability (controls)
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from panels.algebra import Panel
+from panels.events import Event
+from panels.formula import RESERVED, Formula, FormulaError, parse
+from panels.space import OutcomeSpace
+
+FAMILIES_DIR = Path(__file__).parent / "families"
+SHAPES = ("negation", "threshold", "deadline", "partition", "conjunction", "story")
+MAX_VARIABLES = 16  # 2^16 worlds; families are meant to be small
+
+_FAMILY_KEYS = {"id", "title", "shape", "control", "variables", "constraints", "notes",
+                "statements"}  # fmt: skip
+_REQUIRED_FAMILY_KEYS = ("id", "title", "shape", "variables", "statements")
+_STATEMENT_KEYS = {"id", "text", "formula", "exact"}
+
+
+class FamilyError(ValueError):
+    """A family file is malformed; the message names file, statement and position."""
+
+    def __init__(
+        self, file: str, message: str, statement: str | None = None, position: int | None = None
+    ) -> None:
+        where = f"{file}: " + (f"statement {statement!r}: " if statement is not None else "")
+        at = f" at position {position}" if position is not None else ""
+        super().__init__(f"{where}{message}{at}")
+        self.file = file
+        self.statement = statement
+        self.position = position
+
+
+@dataclass(frozen=True)
+class Statement:
+    id: str
+    text: str
+    formula: Formula
+    exact: float | None = None
+
+
+@dataclass(frozen=True)
+class Family:
+    id: str
+    title: str
+    shape: str
+    control: bool
+    variables: tuple[str, ...]
+    constraints: tuple[Formula, ...]
+    statements: tuple[Statement, ...]
+    notes: str = ""
+    path: Path | None = field(default=None, compare=False)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(s.id for s in self.statements)
+
+    def space(self) -> OutcomeSpace:
+        """Truth assignments of the variables that satisfy every constraint."""
+        return OutcomeSpace(
+            {name: (False, True) for name in self.variables},
+            [c.evaluate for c in self.constraints],
+        )
+
+    @cached_property
+    def _panel(self) -> Panel:
+        events = [Event(s.id, s.text, s.formula.evaluate, group=self.id) for s in self.statements]
+        return Panel.from_space(self.space(), events)
+
+    def panel(self) -> Panel:
+        """The family's events over its worlds (computed once per family object)."""
+        return self._panel
+
+    @property
+    def exact(self) -> dict[str, float]:
+        """The known probabilities of the statements that have one."""
+        return {s.id: s.exact for s in self.statements if s.exact is not None}
+
+
+def _text(file: str, raw: Mapping[str, Any], key: str, statement: str | None = None) -> str:
+    value = raw.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise FamilyError(file, f"{key!r} must be a non-empty string", statement)
+    return value
+
+
+def _formula(file: str, text: object, variables: tuple[str, ...], statement: str | None,
+             what: str) -> Formula:  # fmt: skip
+    if not isinstance(text, str):
+        raise FamilyError(file, f"{what} must be a string", statement)
+    try:
+        return parse(text, variables)
+    except FormulaError as error:
+        message = error.message if statement is not None else f"{what}: {error.message}"
+        raise FamilyError(file, message, statement, error.position) from None
+
+
+def family_from_mapping(raw: Mapping[str, Any], file: str = "<family>") -> Family:
+    """Validate an already-decoded family table (the TOML file's content)."""
+    unknown = sorted(set(raw) - _FAMILY_KEYS)
+    if unknown:
+        raise FamilyError(file, f"unknown key {unknown[0]!r}")
+    for key in _REQUIRED_FAMILY_KEYS:
+        if key not in raw:
+            raise FamilyError(file, f"missing key {key!r}")
+    family_id = _text(file, raw, "id")
+    title = _text(file, raw, "title")
+    shape = raw["shape"]
+    if shape not in SHAPES:
+        raise FamilyError(file, f"unknown shape {shape!r} (expected one of {', '.join(SHAPES)})")
+    control = raw.get("control", False)
+    if not isinstance(control, bool):
+        raise FamilyError(file, "'control' must be true or false")
+    notes = raw.get("notes", "")
+    if not isinstance(notes, str):
+        raise FamilyError(file, "'notes' must be a string")
+
+    variables = raw["variables"]
+    if not isinstance(variables, list) or not variables:
+        raise FamilyError(file, "'variables' must be a non-empty list of names")
+    seen: set[str] = set()
+    for name in variables:
+        if not isinstance(name, str) or not name.isidentifier() or not name.isascii():
+            raise FamilyError(file, f"variable {name!r} is not a valid name")
+        if name in RESERVED:
+            raise FamilyError(file, f"variable {name!r} is a reserved word")
+        if name in seen:
+            raise FamilyError(file, f"duplicate variable {name!r}")
+        seen.add(name)
+    if len(variables) > MAX_VARIABLES:
+        raise FamilyError(file, f"{len(variables)} variables; at most {MAX_VARIABLES} allowed")
+    names = tuple(variables)
+
+    raw_constraints = raw.get("constraints", [])
+    if not isinstance(raw_constraints, list):
+        raise FamilyError(file, "'constraints' must be a list of formulas")
+    constraints = tuple(
+        _formula(file, text, names, None, f"constraint {n + 1}")
+        for n, text in enumerate(raw_constraints)
+    )
+
+    raw_statements = raw["statements"]
+    if not isinstance(raw_statements, list) or not raw_statements:
+        raise FamilyError(file, "'statements' must be a non-empty list of tables")
+    statements: list[Statement] = []
+    statement_ids: set[str] = set()
+    for n, entry in enumerate(raw_statements):
+        if not isinstance(entry, dict):
+            raise FamilyError(file, f"statement {n + 1} must be a table")
+        label = entry.get("id") if isinstance(entry.get("id"), str) else f"#{n + 1}"
+        unknown = sorted(set(entry) - _STATEMENT_KEYS)
+        if unknown:
+            raise FamilyError(file, f"unknown key {unknown[0]!r}", label)
+        statement_id = _text(file, entry, "id", label)
+        if statement_id in statement_ids:
+            raise FamilyError(file, "duplicate statement id", statement_id)
+        statement_ids.add(statement_id)
+        text = _text(file, entry, "text", statement_id)
+        if "formula" not in entry:
+            raise FamilyError(file, "missing key 'formula'", statement_id)
+        formula = _formula(file, entry["formula"], names, statement_id, "formula")
+        exact = entry.get("exact")
+        if exact is not None:
+            if isinstance(exact, bool) or not isinstance(exact, int | float):
+                raise FamilyError(file, "'exact' must be a number", statement_id)
+            if not 0.0 <= float(exact) <= 1.0:
+                raise FamilyError(file, f"'exact' = {exact} is outside [0, 1]", statement_id)
+            exact = float(exact)
+        statements.append(Statement(statement_id, text, formula, exact))
+
+    family = Family(family_id, title, shape, control, names, constraints, tuple(statements), notes)
+    try:
+        family.panel()
+    except ValueError:
+        raise FamilyError(file, "the constraints leave no possible world") from None
+    return family
+
+
+def load_family(path: str | Path) -> Family:
+    """Read and validate one family file."""
+    path = Path(path)
+    file = str(path)
+    try:
+        with path.open("rb") as handle:
+            raw = tomllib.load(handle)
+    except FileNotFoundError:
+        raise FamilyError(file, "no such file") from None
+    except tomllib.TOMLDecodeError as error:
+        raise FamilyError(file, f"not valid TOML ({error})") from None
+    family = family_from_mapping(raw, file)
+    return Family(
+        family.id, family.title, family.shape, family.control, family.variables,
+        family.constraints, family.statements, family.notes, path,
+    )  # fmt: skip
+
+
+def load_families(directory: str | Path = FAMILIES_DIR) -> dict[str, Family]:
+    """Every `*.toml` family in a directory, keyed by family id, in file-name order."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FamilyError(str(directory), "not a directory")
+    families: dict[str, Family] = {}
+    for path in sorted(directory.glob("*.toml")):
+        family = load_family(path)
+        if family.id in families:
+            other = families[family.id].path
+            raise FamilyError(str(path), f"family id {family.id!r} already used by {other}")
+        families[family.id] = family
+    return families
