@@ -1,0 +1,230 @@
+"""The two row types the ledger stores, and their one mapping to journal lines and Parquet.
+
+Keeping the on-disk column names and types in one place means the journal, the shards
+and every reader agree without each re-deriving them; `pass_` in Python becomes `pass`
+on disk (design.md, Records) because `pass` is a keyword.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import polars as pl
+
+#: Parquet/Polars schema of `attempts/` (one row per HTTP attempt).
+ATTEMPT_SCHEMA: dict[str, pl.DataType] = {
+    "request_id": pl.String(),
+    "attempt": pl.Int64(),
+    "model": pl.String(),
+    "provider": pl.String(),
+    "started_at": pl.Datetime("us", "UTC"),
+    "elapsed_ms": pl.Float64(),
+    "outcome": pl.String(),
+    "http_status": pl.Int64(),
+    "provider_request_id": pl.String(),
+    "retry_after_s": pl.Float64(),
+    "tokens_in": pl.Int64(),
+    "tokens_out": pl.Int64(),
+    "detail": pl.String(),
+    "raw_text": pl.String(),
+    "finish_reason": pl.String(),
+}
+
+#: Parquet/Polars schema of `responses/` (one row per accepted query).
+RESPONSE_SCHEMA: dict[str, pl.DataType] = {
+    "request_id": pl.String(),
+    "model": pl.String(),
+    "arm": pl.String(),
+    "unit": pl.String(),
+    "pass": pl.Int64(),
+    "events": pl.List(pl.String()),
+    "keys": pl.List(pl.String()),
+    "raw_text": pl.String(),
+    "values": pl.List(pl.Float64()),
+    "finish_reason": pl.String(),
+    "tokens_in": pl.Int64(),
+    "tokens_out": pl.Int64(),
+    "attempts": pl.Int64(),
+    "accepted_at": pl.Datetime("us", "UTC"),
+}
+
+
+def utc_now() -> datetime:
+    """Every ledger timestamp is timezone-aware UTC (design.md, Records)."""
+    return datetime.now(UTC)
+
+
+def _as_utc(value: datetime) -> datetime:
+    # A naive datetime would be silently read as local time by some readers: refuse the doubt.
+    if value.tzinfo is None:
+        raise ValueError("ledger timestamps must be timezone-aware (UTC)")
+    return value.astimezone(UTC)
+
+
+def iso_utc(value: datetime) -> str:
+    """The journal's timestamp spelling: ISO 8601, UTC offset, always microseconds."""
+    return _as_utc(value).isoformat(timespec="microseconds")
+
+
+def _ts_in(value: str) -> datetime:
+    return _as_utc(datetime.fromisoformat(value))
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One HTTP attempt, whatever its outcome.
+
+    `raw_text` keeps the reply of attempts that produced one (accepted or rejected as
+    `invalid_response`) so a run can be re-parsed without new calls; `finish_reason` goes
+    with it. Both are optional extensions of the contract fields.
+    """
+
+    request_id: str
+    attempt: int
+    model: str
+    provider: str
+    started_at: datetime
+    elapsed_ms: float
+    outcome: str
+    http_status: int | None
+    provider_request_id: str | None
+    retry_after_s: float | None
+    tokens_in: int | None
+    tokens_out: int | None
+    detail: str
+    raw_text: str | None = None
+    finish_reason: str | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        """A JSON-safe dict with on-disk column names (timestamps as ISO strings)."""
+        return {
+            "request_id": self.request_id,
+            "attempt": self.attempt,
+            "model": self.model,
+            "provider": self.provider,
+            "started_at": iso_utc(self.started_at),
+            "elapsed_ms": float(self.elapsed_ms),
+            "outcome": str(self.outcome),
+            "http_status": self.http_status,
+            "provider_request_id": self.provider_request_id,
+            "retry_after_s": self.retry_after_s,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "detail": self.detail,
+            "raw_text": self.raw_text,
+            "finish_reason": self.finish_reason,
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> AttemptRecord:
+        started = row["started_at"]
+        return cls(
+            request_id=row["request_id"],
+            attempt=int(row["attempt"]),
+            model=row["model"],
+            provider=row["provider"],
+            started_at=_ts_in(started) if isinstance(started, str) else _as_utc(started),
+            elapsed_ms=float(row["elapsed_ms"]),
+            outcome=row["outcome"],
+            http_status=row.get("http_status"),
+            provider_request_id=row.get("provider_request_id"),
+            retry_after_s=row.get("retry_after_s"),
+            tokens_in=row.get("tokens_in"),
+            tokens_out=row.get("tokens_out"),
+            detail=row.get("detail") or "",
+            raw_text=row.get("raw_text"),
+            finish_reason=row.get("finish_reason"),
+        )
+
+
+@dataclass(frozen=True)
+class ResponseRecord:
+    """One accepted answer set: the raw reply and the parsed values aligned with `keys`.
+
+    `attempts` is the number of the attempt that was accepted (attempt numbers continue
+    across resumes, so it is also the count of attempts made for this request).
+    """
+
+    request_id: str
+    model: str
+    arm: str
+    unit: str
+    pass_: int
+    events: list[str]
+    keys: list[str]
+    raw_text: str
+    values: list[float]
+    finish_reason: str | None
+    tokens_in: int | None
+    tokens_out: int | None
+    attempts: int
+    accepted_at: datetime
+
+    def __post_init__(self) -> None:
+        if len(self.values) != len(self.keys):
+            raise ValueError(
+                f"{self.request_id}: {len(self.values)} values for {len(self.keys)} keys"
+            )
+
+    def to_row(self) -> dict[str, Any]:
+        """A JSON-safe dict with on-disk column names (`pass`, ISO timestamps)."""
+        return {
+            "request_id": self.request_id,
+            "model": self.model,
+            "arm": self.arm,
+            "unit": self.unit,
+            "pass": self.pass_,
+            "events": list(self.events),
+            "keys": list(self.keys),
+            "raw_text": self.raw_text,
+            "values": [float(v) for v in self.values],
+            "finish_reason": self.finish_reason,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "attempts": self.attempts,
+            "accepted_at": iso_utc(self.accepted_at),
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ResponseRecord:
+        accepted = row["accepted_at"]
+        return cls(
+            request_id=row["request_id"],
+            model=row["model"],
+            arm=row["arm"],
+            unit=row["unit"],
+            pass_=int(row["pass"]),
+            events=list(row["events"]),
+            keys=list(row["keys"]),
+            raw_text=row["raw_text"],
+            values=[float(v) for v in row["values"]],
+            finish_reason=row.get("finish_reason"),
+            tokens_in=row.get("tokens_in"),
+            tokens_out=row.get("tokens_out"),
+            attempts=int(row["attempts"]),
+            accepted_at=_ts_in(accepted) if isinstance(accepted, str) else _as_utc(accepted),
+        )
+
+
+_ISO_FORMAT = "%Y-%m-%dT%H:%M:%S%.f%:z"
+
+
+def _frame(rows: list[dict[str, Any]], schema: dict[str, pl.DataType], ts: str) -> pl.DataFrame:
+    """Rows as written by `to_row` (ISO timestamps) → a frame with the on-disk schema."""
+    string_schema = dict(schema)
+    string_schema[ts] = pl.String()
+    frame = pl.DataFrame(rows, schema=string_schema)
+    parsed = pl.col(ts).str.to_datetime(time_unit="us", time_zone="UTC", format=_ISO_FORMAT)
+    return frame.with_columns(parsed)
+
+
+def attempts_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """Attempt rows (from `AttemptRecord.to_row` or journal lines) as an attempts table."""
+    return _frame(rows, ATTEMPT_SCHEMA, "started_at")
+
+
+def responses_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """Response rows (from `ResponseRecord.to_row` or journal lines) as a responses table."""
+    return _frame(rows, RESPONSE_SCHEMA, "accepted_at")

@@ -1,0 +1,144 @@
+"""Parquet shards of the ledger: atomic writes, naming, and whole-table replacement.
+
+A shard is `part-<id>.parquet` where `<id>` is the journal segment it was folded from (or
+a fresh id for a re-parse), so redoing an interrupted compaction rewrites the same file
+rather than adding a second copy. Files are written to a hidden temp name, fsync'd and
+renamed, so a reader never sees half a shard.
+
+Replacing every response shard at once (re-parse) cannot be one rename, so it goes
+through an intent file: write the new shard under a temp name, write
+`.replace-intent.json` naming the new shard and the old ones, rename the new shard into
+place (the commit point), delete the old ones, delete the intent. Readers that find an
+intent whose new shard exists ignore the old shards it lists; `settle_replacement`
+finishes (or abandons, if the new shard never landed) an interrupted replacement.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import orjson
+import polars as pl
+
+from engine.journal import fsync_dir
+
+_PART = re.compile(r"^part-(\d{8})\.parquet$")
+INTENT_NAME = ".replace-intent.json"
+
+
+def shard_name(shard_id: int) -> str:
+    return f"part-{shard_id:08d}.parquet"
+
+
+def list_shards(directory: Path) -> list[tuple[int, Path]]:
+    """Committed shards in `directory`, by id (temp files never match)."""
+    found: list[tuple[int, Path]] = []
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return found
+    for name in names:
+        match = _PART.match(name)
+        if match:
+            found.append((int(match.group(1)), directory / name))
+    found.sort()
+    return found
+
+
+def max_shard_id(*directories: Path) -> int:
+    ids = [shard_id for d in directories for shard_id, _ in list_shards(d)]
+    return max(ids, default=0)
+
+
+def write_atomic(frame: pl.DataFrame, target: Path) -> None:
+    """Temp file, fsync, rename, fsync the directory: the shard is all there or absent."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    frame.write_parquet(tmp)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, target)
+    fsync_dir(target.parent)
+
+
+def remove_temp_files(directory: Path) -> None:
+    """Drop temp shards a killed writer left behind (never visible to readers anyway)."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return
+    for name in names:
+        if name.startswith(".") and name.endswith(".tmp"):
+            (directory / name).unlink(missing_ok=True)
+
+
+def _read_intent(directory: Path) -> dict[str, object] | None:
+    try:
+        data = (directory / INTENT_NAME).read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        intent = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None  # torn intent: written before the commit rename, so the old set stands
+    return intent if isinstance(intent, dict) else None
+
+
+def visible_shards(directory: Path) -> list[Path]:
+    """The shards a reader should union now, honouring a committed replacement."""
+    shards = list_shards(directory)
+    intent = _read_intent(directory)
+    if intent is not None:
+        new_name = str(intent.get("new"))
+        if (directory / new_name).exists():
+            retired = {str(name) for name in intent.get("old", [])}  # type: ignore[attr-defined]
+            return [p for _, p in shards if p.name not in retired]
+    return [p for _, p in shards]
+
+
+def replace_all(directory: Path, frame: pl.DataFrame, new_id: int) -> Path:
+    """Atomically make `frame` the only shard of `directory` (see module docstring)."""
+    old = [p.name for _, p in list_shards(directory)]
+    new_name = shard_name(new_id)
+    if new_name in old:
+        raise ValueError(f"shard id {new_id} already used in {directory}")
+    tmp = directory / f".{new_name}.tmp"
+    frame.write_parquet(tmp)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    intent_tmp = directory / f"{INTENT_NAME}.tmp"
+    intent_tmp.write_bytes(orjson.dumps({"new": new_name, "old": old}))
+    fd = os.open(intent_tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(intent_tmp, directory / INTENT_NAME)
+    fsync_dir(directory)
+    os.replace(tmp, directory / new_name)  # the commit point
+    fsync_dir(directory)
+    settle_replacement(directory)
+    return directory / new_name
+
+
+def settle_replacement(directory: Path) -> None:
+    """Finish a committed replacement, or abandon one whose new shard never landed."""
+    intent = _read_intent(directory)
+    if intent is None:
+        (directory / INTENT_NAME).unlink(missing_ok=True)
+        (directory / f"{INTENT_NAME}.tmp").unlink(missing_ok=True)
+        return
+    new_name = str(intent.get("new"))
+    if (directory / new_name).exists():
+        for name in intent.get("old", []):  # type: ignore[attr-defined]
+            (directory / str(name)).unlink(missing_ok=True)
+        fsync_dir(directory)
+    (directory / INTENT_NAME).unlink(missing_ok=True)
+    fsync_dir(directory)
