@@ -1,0 +1,86 @@
+"""Sending one built request and turning transport trouble into a classified `Failure`.
+
+Adapters only see replies that arrived; refused connections, resets and client timeouts
+never reach them, so this is the one place those become `connection_error` and `timeout`.
+Details keep the exception's kind and the host, never the query string (some providers put
+keys there) nor headers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from providers.base import Adapter
+from providers.types import Completion, Failure, HttpRequest, Outcome
+
+
+def _where(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+
+
+class HttpClient:
+    """One aiohttp session shared by every lane (connection reuse, one loop)."""
+
+    def __init__(self, *, max_connections: int = 0) -> None:
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> HttpClient:
+        connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
+        self._session = aiohttp.ClientSession(
+            connector=connector, auto_decompress=True, trust_env=False
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def fetch(
+        self, request: HttpRequest, timeout_s: float
+    ) -> tuple[int, Mapping[str, str], bytes] | Failure:
+        """The raw reply, or a transport `Failure` (connection error or client timeout)."""
+        session = self._session
+        if session is None:
+            raise RuntimeError("HttpClient used outside `async with`")
+        try:
+            async with session.request(
+                request.method,
+                request.url,
+                headers=dict(request.headers),
+                data=request.body,
+                timeout=aiohttp.ClientTimeout(total=timeout_s),
+            ) as reply:
+                body = await reply.read()
+                return reply.status, reply.headers, body
+        except TimeoutError:
+            return Failure(
+                Outcome.TIMEOUT, f"no reply within {timeout_s:g}s from {_where(request.url)}"
+            )
+        except aiohttp.ClientError as exc:
+            return Failure(
+                Outcome.CONNECTION_ERROR, f"{type(exc).__name__} talking to {_where(request.url)}"
+            )
+        except OSError as exc:
+            return Failure(
+                Outcome.CONNECTION_ERROR,
+                f"{type(exc).__name__} ({exc.errno}) talking to {_where(request.url)}",
+            )
+
+    async def send(
+        self, adapter: Adapter, request: HttpRequest, timeout_s: float
+    ) -> Completion | Failure:
+        """Fetch and let the adapter classify the reply."""
+        raw = await self.fetch(request, timeout_s)
+        if isinstance(raw, Failure):
+            return raw
+        status, headers, body = raw
+        return adapter.parse(status, headers, body)
+
+
+__all__ = ["HttpClient"]

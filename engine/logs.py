@@ -1,0 +1,161 @@
+"""The engine's structured log: every event as a JSON line in `run_dir/logs/engine.jsonl`,
+and the ones a person watching needs (lane stopped, paused, cap changed) concisely on stderr.
+
+Loggers are built per run with `structlog.wrap_logger` rather than by configuring structlog
+globally, so two runs (or a test and a run) in one process never write into each other's file.
+Secrets are scrubbed by a processor before any renderer sees the event: fields whose names
+look like credentials are masked and values that look like keys (bearer tokens, `sk-...`,
+AWS key ids, `key=` query parameters) are replaced wherever they appear.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, MutableMapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+import orjson
+import structlog
+
+_SECRET_FIELD = re.compile(r"(api[_-]?key|authorization|secret|password|token$|credential)", re.I)
+_SECRET_VALUE = re.compile(
+    r"(Bearer\s+[A-Za-z0-9._\-~+/]+=*"
+    r"|\bsk-[A-Za-z0-9_\-]{8,}"
+    r"|\bgsk_[A-Za-z0-9]{8,}"
+    r"|\bAKIA[0-9A-Z]{12,}"
+    r"|\bAIza[0-9A-Za-z_\-]{20,}"
+    r"|([?&](?:key|api[_-]?key|access_token|sig)=)[^&\s\"']+)",
+    re.I,
+)
+MASK = "[redacted]"
+
+
+def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """`text` with anything that looks like a credential, and every known secret, masked."""
+    for secret in secrets:
+        if secret and len(secret) >= 6:
+            text = text.replace(secret, MASK)
+    return _SECRET_VALUE.sub(lambda m: (m.group(2) or "") + MASK, text)
+
+
+class Redactor:
+    """structlog processor: masks secret-looking fields and values, recursively."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self.secrets = tuple(s for s in secrets if s)
+
+    def _clean(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return redact_text(value, self.secrets)
+        if isinstance(value, dict):
+            return {
+                k: MASK if _SECRET_FIELD.search(str(k)) else self._clean(v)
+                for k, v in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self._clean(v) for v in value]
+        return value
+
+    def __call__(
+        self, logger: Any, name: str, event: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        for key in list(event):
+            event[key] = MASK if _SECRET_FIELD.search(key) else self._clean(event[key])
+        return event
+
+
+def _timestamp(logger: Any, name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    event["ts"] = datetime.now(UTC).isoformat(timespec="milliseconds")
+    event["level"] = name
+    return event
+
+
+def _json_line(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
+    return orjson.dumps(event, default=str).decode()
+
+
+def _concise(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
+    head = event.pop("event", "")
+    event.pop("ts", None)
+    event.pop("level", None)
+    rest = " ".join(f"{k}={v}" for k, v in event.items())
+    return f"dutchbook {name}: {head} {rest}".rstrip()
+
+
+class _LineWriter:
+    """The minimal logger structlog needs: `msg(str)` per level, one line each, flushed."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def msg(self, line: str) -> None:
+        self._stream.write(line + "\n")
+        self._stream.flush()
+
+    debug = info = warning = error = critical = msg
+
+
+class EngineLog:
+    """The run's logger: `log.info("event", field=...)` goes to the file, and to stderr when
+    the level is at least `console_level` (warning by default: quiet unless something is wrong).
+    """
+
+    _LEVELS: ClassVar[dict[str, int]] = {
+        "debug": 10,
+        "info": 20,
+        "warning": 30,
+        "error": 40,
+        "critical": 50,
+    }
+
+    def __init__(
+        self,
+        run_dir: Path | None,
+        *,
+        console: IO[str] | None = sys.stderr,
+        console_level: str = "warning",
+        secrets: Iterable[str] = (),
+    ) -> None:
+        redactor = Redactor(secrets)
+        self._file: IO[str] | None = None
+        self._to_file: Any = None
+        if run_dir is not None:
+            path = Path(run_dir) / "logs" / "engine.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = path.open("a", encoding="utf-8")
+            self._to_file = structlog.wrap_logger(
+                _LineWriter(self._file), processors=[redactor, _timestamp, _json_line]
+            )
+        self._to_console: Any = (
+            structlog.wrap_logger(_LineWriter(console), processors=[redactor, _timestamp, _concise])
+            if console is not None
+            else None
+        )
+        self._console_level = self._LEVELS[console_level]
+
+    def _emit(self, level: str, event: str, fields: dict[str, Any]) -> None:
+        if self._to_file is not None:
+            getattr(self._to_file, level)(event, **fields)
+        if self._to_console is not None and self._LEVELS[level] >= self._console_level:
+            getattr(self._to_console, level)(event, **fields)
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._emit("debug", event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._emit("info", event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._emit("warning", event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._emit("error", event, fields)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            self._to_file = None
