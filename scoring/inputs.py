@@ -1,0 +1,57 @@
+"""Checking and normalising what callers hand to the scoring functions.
+
+Every public scoring function accepts an incidence matrix and stated probabilities in
+the same loose forms (lists, ints, one set or many); converting and validating them in
+one place keeps the error messages identical and the solvers free of defensive code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def as_incidence(incidence: npt.ArrayLike) -> FloatArray:
+    """Return the (n events, m atoms) 0/1 matrix as floats, or raise ValueError.
+
+    An all-zero row (an event that holds in no atom) is allowed: its only coherent
+    probability is 0, which the LPs handle without special cases.
+    """
+    matrix = np.asarray(incidence)
+    if matrix.ndim != 2:
+        raise ValueError(
+            f"incidence must be a 2-D (events x atoms) matrix, got shape {matrix.shape}"
+        )
+    if matrix.shape[1] == 0:
+        raise ValueError("incidence must have at least one atom (column)")
+    if matrix.dtype == object or not np.issubdtype(matrix.dtype, np.number) and (
+        matrix.dtype != np.bool_
+    ):
+        raise ValueError(f"incidence must be numeric 0/1, got dtype {matrix.dtype}")
+    as_float = matrix.astype(np.float64)
+    if not np.all((as_float == 0.0) | (as_float == 1.0)):
+        raise ValueError("incidence entries must all be 0 or 1")
+    return as_float
+
+
+def as_probs(probs: npt.ArrayLike, n_events: int) -> tuple[FloatArray, bool]:
+    """Return probabilities as a (K, n) float matrix and whether the input was 1-D.
+
+    NaN marks an unanswered event and is kept; anything else outside [0, 1] is an error.
+    """
+    array = np.asarray(probs, dtype=np.float64)
+    one_set = array.ndim == 1
+    if one_set:
+        array = array[np.newaxis, :]
+    if array.ndim != 2:
+        raise ValueError(f"probs must be (n,) or (K, n), got shape {np.shape(probs)}")
+    if array.shape[1] != n_events:
+        raise ValueError(
+            f"probs has {array.shape[1]} events per set but incidence has {n_events} rows"
+        )
+    answered = array[~np.isnan(array)]
+    if answered.size and (np.any(answered < 0.0) or np.any(answered > 1.0)):
+        raise ValueError("probs must lie in [0, 1] (NaN marks an unanswered event)")
+    return array, one_set
