@@ -1,0 +1,195 @@
+"""OAuth access tokens for Vertex AI through google-auth, cached and refreshed ahead of expiry.
+
+Every Vertex request carries `Authorization: Bearer <token>`. Fetching a token is a blocking
+HTTP call to the credential's token endpoint (a service-account file's `token_uri`, or the
+gcloud / metadata endpoints behind Application Default Credentials), so it must not happen
+per request: `TokenCache` hands out the cached token and refreshes it only when fewer than
+`REFRESH_MARGIN_S` seconds remain, under a lock so that concurrent builders refresh once.
+
+Because a refresh blocks, the engine may call an adapter's `build` in a worker thread
+(`asyncio.to_thread`); this module is thread-safe for that.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from providers.types import ConfigError
+
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+#: Refresh when less than this is left: a token must outlive the request it is sent with,
+#: including queueing, a slow reply and the engine's client timeout.
+REFRESH_MARGIN_S = 300.0
+#: Seconds a token-endpoint call may take before we give up on it.
+TOKEN_HTTP_TIMEOUT_S = 30.0
+CREDENTIALS_FILE_ENV = "GOOGLE_APPLICATION_CREDENTIALS"
+
+
+class RefreshableCredentials(Protocol):
+    """The part of `google.auth.credentials.Credentials` the cache uses."""
+
+    token: str | None
+    expiry: datetime | None
+
+    def refresh(self, request: Any) -> None: ...
+
+
+class TokenRefreshError(RuntimeError):
+    """A token could not be fetched; `retryable` says whether trying again may help.
+
+    The message names the credential kind and the failure class only: google-auth's own
+    messages can quote the token endpoint's reply, which we do not pass on.
+    """
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class _TimeoutRequest:
+    """google-auth's urllib3 transport with a default timeout (google-auth sets none)."""
+
+    def __init__(self, timeout_s: float) -> None:
+        import urllib3
+        from google.auth.transport.urllib3 import Request
+
+        self._inner = Request(urllib3.PoolManager(retries=False))  # type: ignore[no-untyped-call]
+        self._timeout_s = timeout_s
+
+    def __call__(
+        self,
+        url: str,
+        method: str = "GET",
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        return self._inner(
+            url, method=method, body=body, headers=headers,
+            timeout=timeout or self._timeout_s, **kwargs,
+        )
+
+
+def default_request_factory() -> Any:
+    """The transport token refreshes go through (urllib3: `requests` is not installed)."""
+    return _TimeoutRequest(TOKEN_HTTP_TIMEOUT_S)
+
+
+def _expiry_epoch(expiry: datetime | None) -> float | None:
+    """google-auth keeps expiry as a naive UTC datetime; None means it never said."""
+    if expiry is None:
+        return None
+    if expiry.tzinfo is None:
+        expiry = expiry.replace(tzinfo=UTC)
+    return expiry.timestamp()
+
+
+class TokenCache:
+    """One credential's access token, refreshed when fewer than `margin_s` seconds remain."""
+
+    def __init__(
+        self,
+        credentials: RefreshableCredentials,
+        *,
+        clock: Callable[[], float] = time.time,
+        margin_s: float = REFRESH_MARGIN_S,
+        request_factory: Callable[[], Any] = default_request_factory,
+    ) -> None:
+        self._credentials = credentials
+        self._clock = clock
+        self._margin_s = margin_s
+        self._request_factory = request_factory
+        self._request: Any = None
+        self._lock = threading.Lock()
+        self.refreshes = 0
+
+    def __repr__(self) -> str:
+        return f"TokenCache({type(self._credentials).__name__}, refreshes={self.refreshes})"
+
+    @property
+    def quota_project_id(self) -> str | None:
+        """The project billed for quota, when the credential names one (`x-goog-user-project`)."""
+        value = getattr(self._credentials, "quota_project_id", None)
+        return value if isinstance(value, str) and value else None
+
+    def _fresh(self) -> bool:
+        token = self._credentials.token
+        if not token:
+            return False
+        expires = _expiry_epoch(self._credentials.expiry)
+        return expires is None or expires - self._clock() > self._margin_s
+
+    def token(self) -> str:
+        """A token valid for at least `margin_s` more seconds; may block to refresh."""
+        if self._fresh():
+            return str(self._credentials.token)
+        with self._lock:
+            if not self._fresh():  # another thread may have refreshed while we waited
+                self._refresh()
+            return str(self._credentials.token)
+
+    def _refresh(self) -> None:
+        from google.auth import exceptions
+
+        if self._request is None:
+            self._request = self._request_factory()
+        kind = type(self._credentials).__name__
+        try:
+            self._credentials.refresh(self._request)
+        except exceptions.RefreshError as exc:
+            retryable = bool(getattr(exc, "retryable", False))
+            raise TokenRefreshError(
+                f"token refresh for {kind} was refused by the token endpoint", retryable=retryable
+            ) from None
+        except exceptions.TransportError:
+            raise TokenRefreshError(
+                f"token endpoint for {kind} could not be reached", retryable=True
+            ) from None
+        if not self._credentials.token:
+            raise TokenRefreshError(f"token refresh for {kind} returned no token", retryable=True)
+        self.refreshes += 1
+
+
+def load_credentials(
+    env: Mapping[str, str], model_name: str, scopes: Sequence[str] = (CLOUD_PLATFORM_SCOPE,)
+) -> tuple[Any, str | None]:
+    """Credentials and their project: the file `GOOGLE_APPLICATION_CREDENTIALS` names in
+    `env` (service account or gcloud user), else Application Default Credentials.
+
+    Loading a file does no network I/O; `google.auth.default()` may probe the metadata server,
+    so call this lazily when no file is named.
+    """
+    import google.auth
+    from google.auth import exceptions
+
+    path = env.get(CREDENTIALS_FILE_ENV, "").strip()
+    try:
+        if path:
+            credentials, project = google.auth.load_credentials_from_file(  # type: ignore[no-untyped-call]
+                path, scopes=list(scopes)
+            )
+        else:
+            credentials, project = google.auth.default(scopes=list(scopes))
+    except exceptions.DefaultCredentialsError as exc:
+        where = f"the file {CREDENTIALS_FILE_ENV} names" if path else "Default Credentials"
+        raise ConfigError(
+            f"model {model_name!r}: Google credentials from {where} could not be loaded "
+            f"({type(exc).__name__}); set {CREDENTIALS_FILE_ENV} to a service-account file "
+            "or run `gcloud auth application-default login`"
+        ) from None
+    return credentials, project if isinstance(project, str) and project else None
+
+
+__all__ = [
+    "CLOUD_PLATFORM_SCOPE",
+    "CREDENTIALS_FILE_ENV",
+    "REFRESH_MARGIN_S",
+    "TokenCache",
+    "TokenRefreshError",
+    "load_credentials",
+]
