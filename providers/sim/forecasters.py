@@ -1,0 +1,184 @@
+"""Simulated forecasters: deterministic stand-ins for language models.
+
+Each one holds a latent *coherent* belief (smoothed bin frequencies of the history it was
+shown, days independent, the two assets' joint cell frequencies when there are two) and
+then reports it through a personality that distorts it the way real models were seen to:
+
+- `coherent`: reports the belief, rounded to four decimals (incoherence ~ rounding only);
+- `noisy`: independent noise on every query, so related answers stop adding up;
+- `anchored`: pulled toward any percentage stated in the prompt (or toward 50%);
+- `framing`: inflates events worded as complements and sways with emotional wording;
+- `fraction`: answers in prose with fractions such as "11/36" (only a lenient parser copes).
+
+Answers depend only on (model, seed, system, user), so reruns and resumes are comparable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import re
+from fractions import Fraction
+from itertools import product
+
+from providers.sim.prompts import AskedEvent, ParsedPrompt, parse_prompt
+
+PERSONALITIES: tuple[str, ...] = ("coherent", "noisy", "anchored", "framing", "fraction")
+#: Personalities a model name without an explicit one may be given: all strict-parseable.
+_IMPLICIT: tuple[str, ...] = ("coherent", "noisy", "anchored", "framing")
+
+#: P(bin) under a standard normal: the prior the history's frequencies are shrunk toward.
+NORMAL_BINS: tuple[float, float, float, float] = (0.158655, 0.341345, 0.341345, 0.158655)
+_PRIOR_WEIGHT = 4.0
+
+_POSITIVE = re.compile(r"\b(optimistic|love|exciting|excited|great|confident)\b", re.I)
+_NEGATIVE = re.compile(r"\b(scared|afraid|anxious|worried|nervous|fear)\b", re.I)
+
+
+def personality_for(model: str, explicit: str | None = None) -> str:
+    """The personality named in the model id (e.g. `sim-noisy`), else a stable pick by hash."""
+    if explicit:
+        if explicit not in PERSONALITIES:
+            raise ValueError(f"unknown personality {explicit!r}; known: {PERSONALITIES}")
+        return explicit
+    lowered = model.lower()
+    for name in PERSONALITIES:
+        if name in lowered:
+            return name
+    digest = hashlib.sha256(model.encode()).digest()
+    return _IMPLICIT[digest[0] % len(_IMPLICIT)]
+
+
+def _rng(*parts: object) -> random.Random:
+    digest = hashlib.sha256("\x00".join(str(p) for p in parts).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def _bin_of(z: float) -> int:
+    if z < -1.0:
+        return 0
+    if z < 0.0:
+        return 1
+    if z < 1.0:
+        return 2
+    return 3
+
+
+def _marginal(history: tuple[float, ...]) -> list[float]:
+    counts = [0.0] * 4
+    for z in history:
+        counts[_bin_of(z)] += 1.0
+    total = len(history) + _PRIOR_WEIGHT
+    return [(c + _PRIOR_WEIGHT * p) / total for c, p in zip(counts, NORMAL_BINS, strict=True)]
+
+
+def _joint(a: tuple[float, ...], b: tuple[float, ...]) -> list[list[float]]:
+    counts = [[0.0] * 4 for _ in range(4)]
+    for za, zb in zip(a, b, strict=False):
+        counts[_bin_of(za)][_bin_of(zb)] += 1.0
+    total = min(len(a), len(b)) + _PRIOR_WEIGHT
+    return [
+        [(counts[i][j] + _PRIOR_WEIGHT * NORMAL_BINS[i] * NORMAL_BINS[j]) / total for j in range(4)]
+        for i in range(4)
+    ]
+
+
+def belief(prompt: ParsedPrompt, event: AskedEvent, model: str) -> float:
+    """The latent coherent probability of one event (generic events: a stable hash belief)."""
+    if not event.conditions or not prompt.histories:
+        return _generic_belief(event, model)
+    days = sorted({c.day for c in event.conditions})
+    p = 1.0
+    for day in days:
+        slot = {c.asset: c.bins for c in event.conditions if c.day == day}
+        if "A" in prompt.histories and "B" in prompt.histories:
+            joint = _joint(prompt.histories["A"], prompt.histories["B"])
+            bins_a = slot.get("A", frozenset(range(4)))
+            bins_b = slot.get("B", frozenset(range(4)))
+            p *= sum(joint[i][j] for i, j in product(sorted(bins_a), sorted(bins_b)))
+        else:
+            history = next(iter(prompt.histories.values()))
+            q = _marginal(history)
+            bins = frozenset(range(4))
+            for b in slot.values():
+                bins &= b
+            p *= sum(q[i] for i in bins)
+    return min(1.0, max(0.0, p))
+
+
+_NEGATION_WORDS = re.compile(r"\b(not|never|no|fails to|does not|doesn't|won't|will not)\b", re.I)
+
+
+def _generic_belief(event: AskedEvent, model: str) -> float:
+    """Non-stock questions: a stable belief per statement, complements consistent with it."""
+    text = event.text.lower()
+    negated = len(_NEGATION_WORDS.findall(text)) % 2 == 1
+    core = re.sub(r"\s+", " ", _NEGATION_WORDS.sub(" ", text)).strip()
+    base = 0.05 + 0.9 * _rng("generic", model, core).random()
+    return 1.0 - base if negated else base
+
+
+def _direction(event: AskedEvent) -> int:
+    """+1 if the event only concerns up-bins, -1 if only down-bins, 0 otherwise."""
+    bins = set().union(*(c.bins for c in event.conditions)) if event.conditions else set()
+    if bins and bins <= {2, 3}:
+        return 1
+    if bins and bins <= {0, 1}:
+        return -1
+    return 0
+
+
+def report(personality: str, p: float, prompt: ParsedPrompt, event: AskedEvent,
+           rng: random.Random) -> float:
+    """Distort the belief `p` the way the personality does; always a probability."""
+    if personality == "noisy":
+        p = p + rng.gauss(0.0, 0.07)
+    elif personality == "anchored":
+        anchor = prompt.anchors[-1] if prompt.anchors else 0.5
+        weight = 0.45 if prompt.anchors else 0.25
+        p = (1 - weight) * p + weight * anchor + rng.gauss(0.0, 0.005)
+    elif personality == "framing":
+        if event.complement_wording:
+            p = p + 0.08 * (1.0 - p)
+        mood = (1 if _POSITIVE.search(prompt.text) else 0) - (
+            1 if _NEGATIVE.search(prompt.text) else 0
+        )
+        p = p + 0.06 * mood * _direction(event) + rng.gauss(0.0, 0.005)
+    return min(0.9999, max(0.0001, p)) if personality != "coherent" else min(1.0, max(0.0, p))
+
+
+def _as_fraction(p: float) -> str:
+    f = Fraction(p).limit_denominator(40)
+    if f.numerator == 0:
+        f = Fraction(1, 40)
+    if f == 1:
+        f = Fraction(39, 40)
+    return f"{f.numerator}/{f.denominator}"
+
+
+def answer(model: str, system: str, user: str, seed: int | None = None,
+           personality: str | None = None) -> str:
+    """The simulated model's full reply text to one elicitation."""
+    chosen = personality_for(model, personality)
+    prompt = parse_prompt(user)
+    values: dict[str, float] = {}
+    for event in prompt.events:
+        rng = _rng(model, seed, system, user, event.key)
+        values[event.key] = report(chosen, belief(prompt, event, model), prompt, event, rng)
+    if chosen == "fraction":
+        shown = {k: _as_fraction(v) for k, v in values.items()}
+        body = json.dumps(shown)
+        first = next(iter(shown.values()))
+        return (
+            f"Looking at the history, I would put this at about {first}.\n\n"
+            f"```json\n{body}\n```"
+        )
+    rounded = {k: round(v, 4) for k, v in values.items()}
+    return "{" + ", ".join(f"{json.dumps(k)}: {v:.4f}" for k, v in rounded.items()) + "}"
+
+
+def count_tokens(text: str) -> int:
+    """A rough token count (4 characters a token), enough for usage fields and caps."""
+    return max(1, math.ceil(len(text) / 4))

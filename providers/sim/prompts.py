@@ -1,0 +1,192 @@
+"""Reading an elicitation prompt the way a simulated forecaster needs to.
+
+The simulator may not import `panels` (providers stand alone), and it must keep working
+when the prompt wording evolves, so this reads prompts by their landmarks rather than by
+exact templates: dated history lines, `B0`..`B3` bin names, `day N`, `Asset A/B`,
+negations, and the requested JSON keys (`probability`, or `Q01`.. for grouped prompts).
+Anything it cannot place becomes a *generic* event, answered from a hash of its text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_DATE_LINE = re.compile(r"^\s*[-•*|]?\s*(\d{4}-\d{2}-\d{2})\b(.*)$")
+_NUMBER = re.compile(r"(?<![\w.])[-+\u2212]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_GROUP_KEY_LINE = re.compile(
+    r"^\s*[-•*]?\s*\**\s*(Q\d{2,3})\b\s*\**\s*[:.)\-\u2013\u2014]?\s*(.*)$"
+)
+_KEY_REQUEST = re.compile(
+    r"(?:field|key)\s+(?:named|called)\s+[\"'\u2018\u201c`]?([A-Za-z_][A-Za-z0-9_]*)"
+)
+_BIN = re.compile(r"\bB([0-3])\b")
+_DAY = re.compile(r"\bday\s+(\d+)\b", re.IGNORECASE)
+_ASSET = re.compile(r"\bAsset\s+([AB])\b|\bz_?\{?([AB])\}?(?![A-Za-z])")
+_NEGATION = re.compile(
+    r"\b(?:does\s+not|do\s+not|doesn't|don't|not|never|outside|fails\s+to)\b", re.IGNORECASE
+)
+_UP = re.compile(r"\b(?:up|positive|rises?|above\s+(?:zero|0)|at\s+least\s+(?:zero|0))\b", re.I)
+_DOWN = re.compile(r"\b(?:down|negative|below\s+(?:zero|0))\b", re.IGNORECASE)
+_TAILS = re.compile(r"\b(?:tails?|extreme)\b", re.IGNORECASE)
+_CENTER = re.compile(r"\b(?:cent(?:er|re)|middle)\b", re.IGNORECASE)
+_QUESTION_LEAD = re.compile(
+    r"what probability would you assign|assign a probability|how likely|probability that",
+    re.IGNORECASE,
+)
+_INSTRUCTION = re.compile(r"^\s*(?:return|respond|reply|answer|output)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One asset's scaled return on one future day lies in `bins` (subset of 0..3)."""
+
+    asset: str  # "" for single-asset prompts, "A" or "B" for two-asset ones
+    day: int
+    bins: frozenset[int]
+
+
+@dataclass(frozen=True)
+class AskedEvent:
+    """One event the prompt asks about, under the JSON key that should answer it."""
+
+    key: str
+    text: str
+    conditions: tuple[Condition, ...]  # empty: not a stock-bin event (answered generically)
+    complement_wording: bool
+
+
+@dataclass(frozen=True)
+class ParsedPrompt:
+    """What the forecaster could make of a prompt."""
+
+    histories: dict[str, tuple[float, ...]]  # asset ("" | "A" | "B") -> scaled returns
+    events: tuple[AskedEvent, ...]
+    anchors: tuple[float, ...]  # numbers stated as percentages outside the data (0..1)
+    text: str
+
+
+def _to_float(token: str) -> float:
+    return float(token.replace("\u2212", "-"))
+
+
+def parse_history(user: str) -> dict[str, tuple[float, ...]]:
+    """Dated lines carry one scaled return (single asset) or two (assets A and B)."""
+    rows: list[list[float]] = []
+    for line in user.splitlines():
+        m = _DATE_LINE.match(line)
+        if not m:
+            continue
+        numbers = [_to_float(t) for t in _NUMBER.findall(m.group(2))]
+        if numbers:
+            rows.append(numbers)
+    if not rows:
+        return {}
+    if all(len(r) >= 2 for r in rows) and len(rows) >= 2:
+        return {"A": tuple(r[0] for r in rows), "B": tuple(r[1] for r in rows)}
+    return {"": tuple(r[0] for r in rows)}
+
+
+def _bins_of(clause: str) -> frozenset[int] | None:
+    found = {int(b) for b in _BIN.findall(clause)}
+    if found:
+        return frozenset(found)
+    if _TAILS.search(clause):
+        return frozenset({0, 3})
+    if _CENTER.search(clause):
+        return frozenset({1, 2})
+    if _UP.search(clause):
+        return frozenset({2, 3})
+    if _DOWN.search(clause):
+        return frozenset({0, 1})
+    return None
+
+
+def _clauses(block: str) -> list[str]:
+    """Split an event's text into per-day / per-asset clauses (lines, bullets, dashes)."""
+    parts: list[str] = []
+    for line in block.splitlines():
+        for piece in re.split(r"\s[\u2013\u2014]\s|\s•\s|;", line):
+            piece = piece.strip(" -•*\t")
+            if piece:
+                parts.append(piece)
+    return parts
+
+
+def parse_event(key: str, block: str, two_assets: bool) -> AskedEvent:
+    """Turn one event's wording into conditions; unknown wording yields no conditions."""
+    by_slot: dict[tuple[str, int], frozenset[int]] = {}
+    complement = False
+    for clause in _clauses(block):
+        if _QUESTION_LEAD.search(clause) and not _BIN.search(clause):
+            continue
+        bins = _bins_of(clause)
+        if bins is None:
+            continue
+        # Strip parenthesised bin descriptions ("below -1") before looking for negation words.
+        bare = re.sub(r"\([^)]*\)", "", clause)
+        if _NEGATION.search(bare):
+            bins = frozenset(range(4)) - bins
+            complement = True
+        day_match = _DAY.search(clause)
+        day = int(day_match.group(1)) if day_match else 1
+        asset = ""
+        if two_assets:
+            a = _ASSET.search(clause)
+            asset = (a.group(1) or a.group(2)) if a else "A"
+        slot = (asset, day)
+        by_slot[slot] = by_slot.get(slot, frozenset(range(4))) & bins
+    conditions = tuple(Condition(a, d, b) for (a, d), b in sorted(by_slot.items()))
+    return AskedEvent(key, block.strip(), conditions, complement)
+
+
+def _event_region(lines: list[str]) -> list[str]:
+    """The lines after the last question lead (where the event wording lives)."""
+    start = 0
+    for i, line in enumerate(lines):
+        if _QUESTION_LEAD.search(line):
+            start = i
+    return lines[start:]
+
+
+def parse_events(user: str, two_assets: bool) -> tuple[AskedEvent, ...]:
+    """Grouped prompts list `Qnn` items; single ones ask one event under one key."""
+    lines = user.splitlines()
+    region = _event_region(lines)
+    grouped: list[tuple[str, list[str]]] = []
+    for line in region:
+        m = _GROUP_KEY_LINE.match(line)
+        if m:
+            grouped.append((m.group(1), [m.group(2)]))
+        elif grouped and line.strip() and not _INSTRUCTION.match(line):
+            grouped[-1][1].append(line)
+        elif grouped and _INSTRUCTION.match(line):
+            break
+    if grouped:
+        seen: dict[str, AskedEvent] = {}
+        for key, block in grouped:
+            seen.setdefault(key, parse_event(key, "\n".join(block), two_assets))
+        return tuple(seen.values())
+    key_match = _KEY_REQUEST.search(user)
+    key = key_match.group(1) if key_match else "probability"
+    body = [ln for ln in region if not _INSTRUCTION.match(ln)]
+    return (parse_event(key, "\n".join(body), two_assets),)
+
+
+def parse_anchors(user: str) -> tuple[float, ...]:
+    """Percentages stated outside the data lines and bin statistics (e.g. "around 70%")."""
+    anchors: list[float] = []
+    for line in user.splitlines():
+        if _DATE_LINE.match(line) or _BIN.search(line):
+            continue
+        for m in re.finditer(r"(\d+(?:\.\d+)?)\s*(?:%|percent\b)", line):
+            value = float(m.group(1)) / 100.0
+            if 0.0 <= value <= 1.0:
+                anchors.append(value)
+    return tuple(anchors)
+
+
+def parse_prompt(user: str) -> ParsedPrompt:
+    histories = parse_history(user)
+    events = parse_events(user, two_assets="A" in histories)
+    return ParsedPrompt(histories, events, parse_anchors(user), user)
