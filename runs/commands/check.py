@@ -1,7 +1,382 @@
-"""Placeholder until the `check` command lands; registers nothing."""
+"""`dutchbook check FILE`: score one set of stated probabilities, no campaign needed.
 
+The input (TOML, or JSON when the name ends in `.json`) has one of two forms:
+
+- propositional: `variables = ["a", ...]`, optional `constraints = ["formula", ...]`, and
+  `[[events]]` with `id`, `formula`, `p` (optional `text`);
+- explicit atoms: `atoms = m` and `[[events]]` with `id`, `atoms` (0-based indices of the
+  atoms where the event holds), `p` (optional `text`).
+
+Everything is validated before any LP is solved, and every problem is reported as one line
+naming the file (and the event), because this is the command a newcomer runs first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import math
+import os
+import sys
+import tomllib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from panels.algebra import Panel
+from panels.events import Event
+from panels.formula import RESERVED, Formula, FormulaError, parse
+from panels.space import OutcomeSpace
+from runs.commands._errors import fail
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Stakes smaller than this are solver noise, not part of the book.
+STAKE_EPSILON = 1e-9
+
+
+class Norm(enum.StrEnum):
+    inf = "inf"
+    l1 = "l1"
+
+
+class CheckInputError(ValueError):
+    """The input file cannot be scored as written (one line, names the file)."""
+
+
+@dataclass(frozen=True)
+class CheckInput:
+    """A validated input: the panel, the stated probabilities, and how to name an atom."""
+
+    panel: Panel
+    probs: FloatArray
+    describe_atom: Callable[[int], str]
+
+
+# -- reading and validating ------------------------------------------------------------
+def _decode(path: Path) -> dict[str, Any]:
+    name = str(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckInputError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise CheckInputError(f"{name}: is a directory, not a file") from None
+    except OSError as error:
+        raise CheckInputError(f"{name}: cannot read ({error.strerror})") from None
+    try:
+        if path.suffix.lower() == ".json":
+            raw = orjson.loads(data)
+        else:
+            raw = tomllib.loads(data.decode("utf-8"))
+    except (orjson.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        kind = "JSON" if path.suffix.lower() == ".json" else "TOML"
+        detail = " ".join(str(error).split())
+        raise CheckInputError(f"{name}: not valid {kind} ({detail})") from None
+    if not isinstance(raw, dict):
+        raise CheckInputError(f"{name}: the top level must be an object/table")
+    return raw
+
+
+def _probability(name: str, event_id: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CheckInputError(f"{name}: event {event_id!r}: 'p' must be a number, not {value!r}")
+    p = float(value)
+    if not (math.isfinite(p) and 0.0 <= p <= 1.0):
+        raise CheckInputError(f"{name}: event {event_id!r}: p = {value} is outside [0, 1]")
+    return p
+
+
+def _event_tables(name: str, raw: Mapping[str, Any], shape_key: str) -> list[dict[str, Any]]:
+    """The `[[events]]` tables, with ids checked and unknown keys rejected."""
+    events = raw.get("events")
+    if not isinstance(events, list) or not events:
+        raise CheckInputError(f"{name}: 'events' must be a non-empty list of tables")
+    allowed = {"id", "p", "text", shape_key}
+    seen: set[str] = set()
+    for n, entry in enumerate(events):
+        if not isinstance(entry, dict):
+            raise CheckInputError(f"{name}: event {n + 1} must be a table/object")
+        event_id = entry.get("id")
+        if not isinstance(event_id, str) or not event_id.strip():
+            raise CheckInputError(f"{name}: event {n + 1}: 'id' must be a non-empty string")
+        unknown = sorted(set(entry) - allowed)
+        if unknown:
+            raise CheckInputError(f"{name}: event {event_id!r}: unknown key {unknown[0]!r}")
+        for key in ("p", shape_key):
+            if key not in entry:
+                raise CheckInputError(f"{name}: event {event_id!r}: missing key {key!r}")
+        if "text" in entry and not isinstance(entry["text"], str):
+            raise CheckInputError(f"{name}: event {event_id!r}: 'text' must be a string")
+        if event_id in seen:
+            raise CheckInputError(f"{name}: duplicate event id {event_id!r}")
+        seen.add(event_id)
+    return events
+
+
+def _formula(name: str, where: str, text: object, variables: tuple[str, ...]) -> Formula:
+    if not isinstance(text, str):
+        raise CheckInputError(f"{name}: {where}: the formula must be a string")
+    try:
+        return parse(text, variables)
+    except FormulaError as error:
+        raise CheckInputError(f"{name}: {where}: {error}") from None
+
+
+def _propositional(name: str, raw: Mapping[str, Any]) -> CheckInput:
+    variables = raw.get("variables")
+    if not isinstance(variables, list) or not variables:
+        raise CheckInputError(f"{name}: 'variables' must be a non-empty list of names")
+    for variable in variables:
+        valid = isinstance(variable, str) and variable.isidentifier() and variable.isascii()
+        if not valid or variable in RESERVED:
+            raise CheckInputError(f"{name}: {variable!r} is not a valid variable name")
+    if len(set(variables)) != len(variables):
+        raise CheckInputError(f"{name}: 'variables' repeats a name")
+    if len(variables) > 20:
+        raise CheckInputError(f"{name}: {len(variables)} variables; at most 20 are supported")
+    names = tuple(variables)
+    constraints_raw = raw.get("constraints", [])
+    if not isinstance(constraints_raw, list):
+        raise CheckInputError(f"{name}: 'constraints' must be a list of formulas")
+    constraints = [
+        _formula(name, f"constraint {n + 1}", text, names) for n, text in enumerate(constraints_raw)
+    ]
+    tables = _event_tables(name, raw, "formula")
+    events, probs = [], []
+    for entry in tables:
+        formula = _formula(name, f"event {entry['id']!r}", entry["formula"], names)
+        text = entry.get("text", entry["formula"])
+        events.append(Event(entry["id"], text, formula.evaluate))
+        probs.append(_probability(name, entry["id"], entry["p"]))
+    space = OutcomeSpace({v: (False, True) for v in names}, [c.evaluate for c in constraints])
+    try:
+        panel = Panel.from_space(space, events)
+    except ValueError:
+        raise CheckInputError(f"{name}: the constraints leave no possible world") from None
+
+    def describe(atom: int) -> str:
+        worlds = panel.atoms[atom].outcomes
+        first = ", ".join(f"{k}={'T' if v else 'F'}" for k, v in worlds[0].items())
+        more = len(worlds) - 1
+        return first + (f" (and {more} more world{'s' if more > 1 else ''})" if more else "")
+
+    return _checked(name, panel, probs, describe, "its formula is impossible")
+
+
+def _explicit_atoms(name: str, raw: Mapping[str, Any]) -> CheckInput:
+    m = raw.get("atoms")
+    if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= 1_000_000:
+        raise CheckInputError(f"{name}: 'atoms' must be a positive whole number, not {m!r}")
+    tables = _event_tables(name, raw, "atoms")
+    events, probs = [], []
+    for entry in tables:
+        event_id, members = entry["id"], entry["atoms"]
+        if not isinstance(members, list):
+            raise CheckInputError(f"{name}: event {event_id!r}: 'atoms' must be a list of indices")
+        for index in members:
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < m:
+                raise CheckInputError(
+                    f"{name}: event {event_id!r}: atom index {index!r} is not in 0..{m - 1}"
+                )
+        chosen = frozenset(members)
+        events.append(Event(event_id, entry.get("text", event_id), _member_of(chosen)))
+        probs.append(_probability(name, event_id, entry["p"]))
+    panel = Panel.from_space(OutcomeSpace({"atom": tuple(range(m))}), events)
+
+    def describe(atom: int) -> str:
+        indices = [str(world["atom"]) for world in panel.atoms[atom].outcomes]
+        return ("atom " if len(indices) == 1 else "atoms ") + ", ".join(indices)
+
+    return _checked(name, panel, probs, describe, "its 'atoms' list is empty")
+
+
+def _member_of(chosen: frozenset[int]) -> Callable[[Mapping[str, Any]], bool]:
+    return lambda world: world["atom"] in chosen
+
+
+def _checked(
+    name: str, panel: Panel, probs: list[float], describe: Callable[[int], str], why: str
+) -> CheckInput:
+    empty = np.flatnonzero(panel.incidence.sum(axis=1) == 0)
+    if empty.size:
+        raise CheckInputError(f"{name}: event {panel.ids[empty[0]]!r} holds in no atom ({why})")
+    return CheckInput(panel, np.asarray(probs, dtype=np.float64), describe)
+
+
+def read_input(path: Path) -> CheckInput:
+    """Decode and validate a check file; raises `CheckInputError` with a one-line message."""
+    name = str(path)
+    raw = _decode(path)
+    if "atoms" in raw and "variables" in raw:
+        raise CheckInputError(f"{name}: give either 'variables' or 'atoms', not both")
+    form = "atoms" if "atoms" in raw else "variables"
+    allowed = {"atoms", "events"} if form == "atoms" else {"variables", "constraints", "events"}
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise CheckInputError(f"{name}: unknown key {unknown[0]!r}")
+    if form == "atoms":
+        return _explicit_atoms(name, raw)
+    if "variables" not in raw:
+        raise CheckInputError(f"{name}: missing key 'variables' (or 'atoms')")
+    return _propositional(name, raw)
+
+
+# -- the report ------------------------------------------------------------------------
+def atom_payoffs(incidence: npt.ArrayLike, probs: FloatArray, stakes: FloatArray) -> FloatArray:
+    """Net payoff of the whole book in each atom: sum_i b_i (M_ij - p_i)."""
+    matrix = np.asarray(incidence, dtype=np.float64)
+    return np.asarray(stakes @ (matrix - probs[:, None]), dtype=np.float64)
+
+
+def book_rows(
+    incidence: npt.ArrayLike, probs: FloatArray, stakes: FloatArray
+) -> tuple[int, list[tuple[int, float]]]:
+    """The worst atom for the bookie and each traded contract's net payoff there.
+
+    A contract bought at stake b > 0 costs b * p and pays b if its event happens; sold
+    (b < 0), the bookie receives |b| * p and pays |b| if it happens. Its net payoff in atom j
+    is b * (M_ij - p_i). The *worst atom* is the one where the whole book earns least; the
+    book's guarantee is exactly its total there, so the per-contract payoffs in that atom
+    add up to the profit, showing which trades carry the guarantee and which pay for it.
+    """
+    matrix = np.asarray(incidence, dtype=np.float64)
+    worst = int(np.argmin(atom_payoffs(matrix, probs, stakes)))
+    rows = [
+        (i, float(stakes[i] * (matrix[i, worst] - probs[i])))
+        for i in range(len(probs))
+        if abs(stakes[i]) > STAKE_EPSILON
+    ]
+    return worst, rows
+
+
+def _as_dict(ids: tuple[str, ...], values: FloatArray) -> dict[str, float | None]:
+    return {i: (None if math.isnan(v) else float(v)) for i, v in zip(ids, values, strict=True)}
+
+
+def _print_report(
+    data: CheckInput,
+    norm: str,
+    profit: float,
+    stakes: FloatArray,
+    coherent: FloatArray,
+    repaired: FloatArray | None,
+) -> None:
+    console = Console(highlight=False)
+    panel, probs = data.panel, data.probs
+    ids = panel.ids
+    norm_words = "total stake at most 1" if norm == "inf" else "at most 1 of each contract"
+    console.print(
+        f"{len(ids)} events, {panel.n_atoms} atoms; norm {norm} ({norm_words})\n"
+        f"Dutch-book profit: [bold]{profit:.5f}[/]"
+    )
+    if profit <= STAKE_EPSILON:
+        console.print("[green]coherent[/]: no Dutch book exists against these probabilities")
+    else:
+        worst, rows = book_rows(panel.incidence, probs, stakes)
+        table = Table(title="Dutch book (guaranteed profit in every atom)")
+        for column in ("event", "action", "stake", "price", "payoff in worst atom"):
+            table.add_column(column, justify="left" if column in ("event", "action") else "right")
+        for i, payoff in rows:
+            action = "buy" if stakes[i] > 0 else "sell"
+            table.add_row(escape(ids[i]), action, f"{abs(stakes[i]):.4f}", f"{probs[i]:.4f}",
+                          f"{payoff:+.5f}")  # fmt: skip
+        table.add_section()
+        table.add_row("total", "", f"{np.abs(stakes).sum():.4f}", "", f"{profit:+.5f}")
+        console.print(table)
+        console.print(f"worst atom: {escape(data.describe_atom(worst))}")
+    table = Table(title=f"Nearest coherent forecast ({norm} distance)")
+    for column in ("event", "stated", "coherent") + (("repaired",) if repaired is not None else ()):
+        table.add_column(column, justify="left" if column == "event" else "right")
+    for i, event_id in enumerate(ids):
+        cells = [escape(event_id), f"{probs[i]:.4f}", f"{coherent[i]:.4f}"]
+        if repaired is not None:
+            cells.append(f"{repaired[i]:.4f}")
+        table.add_row(*cells)
+    console.print(table)
+    if repaired is not None:
+        moved = float(np.linalg.norm(repaired - probs))
+        console.print(f"repair: Euclidean projection onto the coherent set moved p by {moved:.5f}")
+
+
+@contextlib.contextmanager
+def _native_stdout_to_stderr() -> Iterator[None]:
+    """Send anything native code writes to stdout (HiGHS prints a banner) to stderr.
+
+    `--json` promises exactly one object on stdout; the solver library writes its banner
+    straight to file descriptor 1, below Python, so it must be diverted at that level.
+    """
+    try:
+        stdout_fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else 1
+        saved = os.dup(stdout_fd)
+    except (OSError, ValueError):  # no real stdout (embedded use): nothing to protect
+        yield
+        return
+    sys.stdout.flush()
+    try:
+        os.dup2(sys.__stderr__.fileno() if sys.__stderr__ is not None else 2, stdout_fd)
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        os.dup2(saved, stdout_fd)
+        os.close(saved)
+
+
+def check(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="probabilities (TOML or JSON)")],
+    norm: Annotated[
+        Norm, typer.Option("--norm", help="inf: total stake <= 1 (paper); l1: <= 1 per contract")
+    ] = Norm.inf,
+    repair: Annotated[bool, typer.Option("--repair", help="also show the Euclidean repair")] = (
+        False
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Score one set of stated probabilities: profit, Dutch book, nearest coherent forecast."""
+    try:
+        data = read_input(file)
+    except CheckInputError as error:
+        fail(escape(str(error)))
+        return
+    try:
+        with _native_stdout_to_stderr():
+            import scoring  # deferred: keeps `--help` fast and input errors solver-free
+
+            result = scoring.dutch_books(data.panel.incidence, data.probs, norm=norm.value)
+            repaired = None
+            if repair:
+                projected = scoring.repair(data.panel.incidence, data.probs)
+                repaired = np.asarray(projected, dtype=np.float64)
+    except ValueError as error:
+        fail(escape(f"{file}: {' '.join(str(error).split())}"), code=1)
+        return
+    profit = float(result.profit[0])
+    stakes = np.asarray(result.stakes[0], dtype=np.float64)
+    coherent = np.asarray(result.coherent[0], dtype=np.float64)
+    if as_json:
+        ids = data.panel.ids
+        payload: dict[str, Any] = {
+            "norm": norm.value,
+            "profit": profit,
+            "stakes": _as_dict(ids, stakes),
+            "coherent": _as_dict(ids, coherent),
+        }
+        if repaired is not None:
+            payload["repaired"] = _as_dict(ids, repaired)
+        typer.echo(orjson.dumps(payload).decode())
+        return
+    _print_report(data, norm.value, profit, stakes, coherent, repaired)
 
 
 def register(app: typer.Typer) -> None:
-    del app
+    app.command(name="check")(check)
