@@ -48,18 +48,28 @@ class Dialect:
 
 @dataclass(frozen=True)
 class OptionRule:
-    """A model (by provider and id pattern) that rejects an option: omit it and record why."""
+    """A model (by provider and id pattern) that rejects an option: omit it and record why.
+
+    The rule applies when any of the model's names matches `model_pattern` and none matches
+    `except_pattern` (for "every model but these" rules).
+    """
 
     provider: str
     model_pattern: str
     option: str
     reason: str
+    except_pattern: str | None = None
 
     def applies(self, provider: str, model_names: tuple[str, ...]) -> bool:
         if self.provider != provider:
             return False
         pattern = re.compile(self.model_pattern, re.IGNORECASE)
-        return any(pattern.search(name) for name in model_names)
+        if not any(pattern.search(name) for name in model_names):
+            return False
+        if self.except_pattern is None:
+            return True
+        exempt = re.compile(self.except_pattern, re.IGNORECASE)
+        return not any(exempt.search(name) for name in model_names)
 
 
 _OPENAI_REASONING = r"^(?:[\w.-]+/)?(?:gpt-5|o1|o3|o4)"
@@ -68,10 +78,11 @@ _OPENAI_REASONING = r"^(?:[\w.-]+/)?(?:gpt-5|o1|o3|o4)"
 REJECTED_OPTIONS: tuple[OptionRule, ...] = (
     OptionRule("azure", _OPENAI_REASONING, "temperature",
                "Azure reasoning models (o-series, GPT-5) accept only the default temperature"),
-    OptionRule("openai", r"^(?:gpt-5|o1|o3|o4)", "temperature",
+    OptionRule("openai", _OPENAI_REASONING, "temperature",
                "OpenAI reasoning models accept only the default temperature"),
-    OptionRule("groq", r"^(?!.*(?:gpt-oss|qwen3))", "reasoning_effort",
-               "Groq accepts reasoning_effort only on gpt-oss and qwen3 models"),
+    OptionRule("groq", r".", "reasoning_effort",
+               "Groq accepts reasoning_effort only on gpt-oss and qwen3 models",
+               except_pattern=r"gpt-oss|qwen3"),
 )
 
 
