@@ -1,7 +1,9 @@
 """An adaptive cap on requests in flight for one lane (AIMD).
 
 Why adaptive: a provider's real capacity (shared account limits, load) is not known in
-advance, and a fixed cap either wastes it or triggers rate-limit storms. The cap is cut by a
+advance, and a fixed cap either wastes it or triggers rate-limit storms. The cap is started at one
+request in flight and doubled per clean answer up to its configured value (slow start: a lane
+with a bad key learns so from one request, not from a whole burst of them), cut by a
 factor on a rate-limit episode (one cut per cooldown, so a burst of 429s from the same
 moment counts once) and grown by one after a cap's worth of clean answers. Every change is
 reported through `on_change` so the logs show why the lane slowed down.
@@ -28,12 +30,14 @@ class AdaptiveCap:
         cooldown_s: float = 2.0,
         on_change: Callable[[int, int, str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        slow_start: bool = False,
     ) -> None:
         if initial < 1:
             raise ValueError("the concurrency cap must be at least 1")
         self.maximum = max(initial, maximum or initial)
         self.minimum = max(1, min(minimum, initial))
-        self.limit = initial
+        self.limit = 1 if slow_start else initial
+        self._target = initial if slow_start else 0
         self.in_use = 0
         self._decrease = decrease
         self._cooldown_s = cooldown_s
@@ -78,6 +82,7 @@ class AdaptiveCap:
     def on_rate_limit(self) -> None:
         """Cut the cap, at most once per cooldown (one episode, one cut)."""
         self._clean = 0
+        self._target = 0  # slow start ends at the first sign of the provider's limit
         now = self._clock()
         if now - self._last_cut < self._cooldown_s:
             return
@@ -85,7 +90,10 @@ class AdaptiveCap:
         self._set(max(self.minimum, int(self.limit * self._decrease)), "rate_limit")
 
     def on_success(self) -> None:
-        """Grow by one after `limit` consecutive clean answers."""
+        """Double while slow-starting, then grow by one after `limit` clean answers in a row."""
+        if self.limit < self._target:
+            self._set(min(self._target, self.limit * 2), "slow_start")
+            return
         if self.limit >= self.maximum:
             return
         self._clean += 1

@@ -47,16 +47,23 @@ class TokenBucket:
         self._lock = asyncio.Lock()
 
     @classmethod
-    def per_minute(cls, limit: float, burst_s: float = 0.1) -> TokenBucket:
+    def per_minute(
+        cls,
+        limit: float,
+        burst_s: float = 0.1,
+        margin: float = 0.02,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> TokenBucket:
         """A bucket that never admits more than `limit` in any 60 s (see module docstring).
 
         The burst is `burst_s` worth of budget (at least one unit), so a late wake-up of the
-        event loop does not waste budget at high rates.
+        event loop does not waste budget at high rates; `margin` keeps a little of the limit
+        unused so that requests bunched up in transit still arrive under it.
         """
         if limit <= 1:
             raise ValueError(f"a per-minute limit must exceed 1, got {limit}")
-        capacity = min(max(1.0, limit * burst_s / 60.0), limit / 2)
-        return cls((limit - capacity) / 60.0, capacity)
+        capacity = min(max(1.0, limit * burst_s / 60.0), limit / 4)
+        return cls((limit * (1.0 - margin) - capacity) / 60.0, capacity, clock)
 
     def _refill(self, now: float) -> None:
         if now > self._stamp:
@@ -68,19 +75,25 @@ class TokenBucket:
         self._refill(self._clock())
         return self._level
 
-    async def acquire(self, amount: float = 1.0) -> None:
-        """Wait until `amount` (clipped to the capacity) is available, then take all of it."""
+    def try_take(self, amount: float, now: float) -> float:
+        """Take `amount` at time `now` and return 0, or return the seconds to wait first.
+
+        The clock is a parameter so the pacing rule can be checked without sleeping.
+        """
+        self._refill(now)
+        wait = self._hold_until - now
+        if wait > 0:
+            return wait
         need = min(amount, self.capacity)
+        if self._level >= need:
+            self._level -= amount
+            return 0.0
+        return max((need - self._level) / self.rate_per_s, 1e-6)
+
+    async def acquire(self, amount: float = 1.0) -> None:
+        """Wait (FIFO among callers) until `amount`, clipped to the capacity, can be taken."""
         async with self._lock:
-            while True:
-                now = self._clock()
-                self._refill(now)
-                wait = self._hold_until - now
-                if wait <= 0:
-                    if self._level >= need:
-                        self._level -= amount
-                        return
-                    wait = (need - self._level) / self.rate_per_s
+            while (wait := self.try_take(amount, self._clock())) > 0:
                 await asyncio.sleep(wait)
 
     def adjust(self, extra: float) -> None:

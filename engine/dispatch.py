@@ -1,0 +1,397 @@
+"""Dispatch a plan: stream its rows, skip what is accepted, and ask the rest through lanes.
+
+This is the engine's entry point (`dispatch`). It owns what spans lanes: the one HTTP
+session, the ledger (opened here, so recovery of interrupted attempts happens before any new
+dispatch), periodic compaction, the progress display, the log, and the summary.
+
+Plans stream: each lane reads the plan file in row slices of `batch_rows` (Polars pushes the
+slice down to the Parquet reader), first only `request_id` and `model`, and reads the full
+rows only for the ones it still has to ask. A lane reads on its own, so a lane whose queue is
+full (a slow provider) never stops another lane's reading. Memory is therefore bounded by
+the batch size and queue length, not by the plan's length.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Protocol
+
+import polars as pl
+
+from engine.http import HttpClient
+from engine.lanes import Lane, LaneState, LaneStats, PlanItem
+from engine.ledger import Ledger, scan_attempts
+from engine.logs import EngineLog
+from engine.retry import RetryPolicy
+from providers.base import Adapter
+from providers.types import ModelConfig
+
+PLAN_COLUMNS = (
+    "request_id",
+    "model",
+    "arm",
+    "unit",
+    "events",
+    "keys",
+    "pass",
+    "seed",
+    "system",
+    "user",
+)
+
+
+class ProgressSink(Protocol):
+    """What `dispatch` drives; `engine.progress.LiveProgress` is the rich implementation."""
+
+    def start(self, lanes: list[LaneStats]) -> None: ...
+
+    def refresh(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass
+class DispatchSummary:
+    """What one dispatch did, per lane and in total."""
+
+    lanes: dict[str, LaneStats]
+    #: Plan rows whose model has no entry in `models` (not asked, not counted as planned).
+    unconfigured: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    compactions: int = 0
+    interrupted_recovered: int = 0
+
+    @property
+    def planned(self) -> int:
+        return sum(s.planned for s in self.lanes.values())
+
+    @property
+    def already_accepted(self) -> int:
+        return sum(s.already_accepted for s in self.lanes.values())
+
+    @property
+    def accepted(self) -> int:
+        return sum(s.accepted for s in self.lanes.values())
+
+    @property
+    def unaccepted(self) -> int:
+        return self.planned - self.already_accepted - self.accepted
+
+    @property
+    def attempts(self) -> int:
+        return sum(s.attempts for s in self.lanes.values())
+
+    @property
+    def complete(self) -> bool:
+        return self.unaccepted == 0
+
+    def halted(self) -> dict[str, str]:
+        """Lanes that ended early (stopped, paused, cancelled) and why."""
+        return {
+            name: f"{s.state.value}: {s.message}"
+            for name, s in self.lanes.items()
+            if s.state in (LaneState.STOPPED, LaneState.PAUSED, LaneState.CANCELLED)
+        }
+
+    def lines(self) -> list[str]:
+        """A few human lines: totals, then one per lane that did not simply finish."""
+        out = [
+            f"{self.accepted} answers accepted in {self.elapsed_s:.1f}s "
+            f"({self.already_accepted} already accepted, {self.unaccepted} still unanswered, "
+            f"{self.attempts} attempts)"
+        ]
+        for name, s in self.lanes.items():
+            retries = ", ".join(f"{k} {v}" for k, v in sorted(s.retries.by_cause.items()))
+            out.append(
+                f"  {name}: {s.state.value}, {s.done}/{s.planned} done"
+                + (f", retries: {retries}" if retries else "")
+                + (
+                    f", {s.retries.exhausted} gave up after max attempts"
+                    if s.retries.exhausted
+                    else ""
+                )
+                + (f" — {s.message}" if s.message else "")
+            )
+        for name, rows in self.unconfigured.items():
+            out.append(f"  {name}: {rows} plan rows skipped (model not configured)")
+        return out
+
+
+# --------------------------------------------------------------------------- plan reading
+
+
+def plan_counts(plan_path: Path) -> dict[str, int]:
+    """Rows per model, read from the `model` column only."""
+    counts = pl.scan_parquet(plan_path).group_by("model").len().collect()
+    return dict(zip(counts["model"].to_list(), counts["len"].to_list(), strict=True))
+
+
+def _read_ids(
+    plan_path: Path, offset: int, rows: int, model: str
+) -> tuple[int, list[int], list[str]]:
+    """(rows in the slice, positions of `model`'s rows in it, their request ids)."""
+    frame = (
+        pl.scan_parquet(plan_path)
+        .select("request_id", "model")
+        .slice(offset, rows)
+        .with_row_index("_pos")
+        .collect()
+    )
+    mine = frame.filter(pl.col("model") == model)
+    return frame.height, mine["_pos"].to_list(), mine["request_id"].to_list()
+
+
+def _read_rows(plan_path: Path, offset: int, rows: int, positions: list[int]) -> pl.DataFrame:
+    return (
+        pl.scan_parquet(plan_path)
+        .select(*PLAN_COLUMNS)
+        .slice(offset, rows)
+        .with_row_index("_pos")
+        .filter(pl.col("_pos").is_in(positions))
+        .collect()
+    )
+
+
+def _prior_attempts(run_dir: Path, ids: list[str]) -> dict[str, int]:
+    """Highest attempt number recorded so far for each of `ids` (attempts continue on resume)."""
+    found = (
+        scan_attempts(run_dir)
+        .select("request_id", "attempt")
+        .filter(pl.col("request_id").is_in(ids))
+        .group_by("request_id")
+        .agg(pl.col("attempt").max())
+        .collect()
+    )
+    return dict(zip(found["request_id"].to_list(), found["attempt"].to_list(), strict=True))
+
+
+def _items(frame: pl.DataFrame, prior: Mapping[str, int]) -> list[PlanItem]:
+    return [
+        PlanItem(
+            request_id=row[0],
+            model=row[1],
+            arm=row[2],
+            unit=str(row[3]),
+            events=list(row[4]),
+            keys=list(row[5]),
+            pass_=int(row[6]),
+            seed=None if row[7] is None else int(row[7]),
+            system=row[8] or "",
+            user=row[9] or "",
+            prior_attempts=prior.get(row[0], 0),
+        )
+        for row in frame.select(*PLAN_COLUMNS).iter_rows()
+    ]
+
+
+async def _feed(
+    lane: Lane,
+    plan_path: Path,
+    run_dir: Path,
+    ledger: Ledger,
+    queue: asyncio.Queue[PlanItem | None],
+    batch_rows: int,
+    has_history: bool,
+) -> None:
+    """Stream the plan into one lane's queue, skipping accepted rows; `None` marks the end."""
+    name = lane.config.name
+    offset = 0
+    try:
+        while not lane.halted:
+            height, positions, ids = await asyncio.to_thread(
+                _read_ids, plan_path, offset, batch_rows, name
+            )
+            if height == 0:
+                break
+            todo = [
+                (p, r) for p, r in zip(positions, ids, strict=True) if not ledger.is_accepted(r)
+            ]
+            lane.stats.already_accepted += len(ids) - len(todo)
+            if todo:
+                frame = await asyncio.to_thread(
+                    _read_rows, plan_path, offset, batch_rows, [p for p, _ in todo]
+                )
+                prior: dict[str, int] = {}
+                if has_history:
+                    prior = await asyncio.to_thread(_prior_attempts, run_dir, [r for _, r in todo])
+                for item in _items(frame, prior):
+                    await queue.put(item)
+                    if lane.halted:
+                        break
+            offset += height
+    finally:
+        while True:  # make room for the end marker even if workers are gone
+            try:
+                queue.put_nowait(None)
+                break
+            except asyncio.QueueFull:
+                queue.get_nowait()
+
+
+async def _run_lane(
+    lane: Lane, plan_path: Path, run_dir: Path, ledger: Ledger, batch_rows: int, has_history: bool
+) -> None:
+    queue: asyncio.Queue[PlanItem | None] = asyncio.Queue(maxsize=2 * lane.workers + 16)
+    feeder = asyncio.create_task(
+        _feed(lane, plan_path, run_dir, ledger, queue, batch_rows, has_history)
+    )
+    try:
+        await lane.run(queue)
+    finally:
+        if not feeder.done():
+            feeder.cancel()
+        await asyncio.gather(feeder, return_exceptions=True)
+        if feeder.done() and not feeder.cancelled() and feeder.exception() is not None:
+            raise feeder.exception()  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- compaction
+
+
+class _Compactor:
+    """Folds the journal into shards every `every_n` results or `every_s` seconds."""
+
+    def __init__(
+        self, ledger: Ledger, lanes: list[Lane], every_s: float, every_n: int, log: EngineLog
+    ) -> None:
+        self.ledger, self.lanes, self.every_s, self.every_n = ledger, lanes, every_s, every_n
+        self.log = log
+        self.count = 0
+
+    async def run(self, done: asyncio.Event) -> None:
+        last_results, last_time = 0, time.monotonic()
+        while not done.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), timeout=min(0.2, self.every_s))
+            results = sum(lane.results for lane in self.lanes)
+            due = results - last_results >= self.every_n or (
+                results > last_results and time.monotonic() - last_time >= self.every_s
+            )
+            if due and not done.is_set():
+                t0 = time.perf_counter()
+                folded = await asyncio.to_thread(self.ledger.compact)
+                self.count += 1
+                self.log.debug(
+                    "compacted", segments=folded, ms=round((time.perf_counter() - t0) * 1000, 1)
+                )
+                last_results, last_time = results, time.monotonic()
+
+
+async def _refresh(progress: ProgressSink, done: asyncio.Event, every_s: float = 0.25) -> None:
+    while not done.is_set():
+        progress.refresh()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), timeout=every_s)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+async def dispatch(
+    plan_path: Path | str,
+    run_dir: Path | str,
+    models: Mapping[str, ModelConfig],
+    adapters: Mapping[str, Adapter],
+    parser: str = "strict",
+    progress: ProgressSink | None = None,
+    *,
+    max_attempts: int = 6,
+    stop_event: asyncio.Event | None = None,
+    policy: RetryPolicy | None = None,
+    batch_rows: int = 20_000,
+    compact_every_s: float = 30.0,
+    compact_every_n: int = 20_000,
+    log_console: IO[str] | None = sys.stderr,
+    secrets: Iterable[str] = (),
+    fsync: bool = False,
+) -> DispatchSummary:
+    """Ask every unaccepted plan row of the configured models; see the module docstring.
+
+    `models` and `adapters` are keyed by model name (the plan's `model` column). Rows of
+    models not in `models` are left alone and reported as unconfigured. `stop_event`, when
+    set, stops every lane from starting new attempts; attempts in flight are finished and
+    recorded. Raises `engine.ledger.LedgerBusy` if another process is writing this run.
+    """
+    plan_path, run_dir = Path(plan_path), Path(run_dir)
+    policy = policy or RetryPolicy(max_attempts=max_attempts)
+    t0 = time.monotonic()
+    log = EngineLog(run_dir, console=log_console, secrets=secrets)
+    counts = plan_counts(plan_path)
+    missing = [name for name in models if name not in adapters]
+    if missing:
+        raise ValueError(f"no adapter for model(s): {', '.join(sorted(missing))}")
+    ledger = Ledger.open(run_dir, fsync=fsync)
+    summary = DispatchSummary(
+        lanes={}, unconfigured={str(name): n for name, n in counts.items() if name not in models}
+    )
+    summary.interrupted_recovered = ledger.interrupted_recovered
+    if ledger.interrupted_recovered:
+        log.warning("interrupted_recovered", attempts=ledger.interrupted_recovered)
+    has_history = any((run_dir / "attempts").glob("*.parquet"))
+    done = asyncio.Event()
+    try:
+        async with HttpClient() as http:
+            lanes = [
+                Lane(
+                    models[name],
+                    adapters[name],
+                    ledger,
+                    http,
+                    log,
+                    parser=parser,
+                    policy=policy,
+                    stop_event=stop_event,
+                )
+                for name in models
+                if counts.get(name, 0) > 0
+            ]
+            for lane in lanes:
+                lane.stats.planned = counts[lane.config.name]
+                summary.lanes[lane.config.name] = lane.stats
+            log.info(
+                "dispatch_started",
+                plan=str(plan_path),
+                lanes=[ln.config.name for ln in lanes],
+                planned=summary.planned,
+                parser=parser,
+            )
+            compactor = _Compactor(ledger, lanes, compact_every_s, compact_every_n, log)
+            helpers = [asyncio.create_task(compactor.run(done))]
+            if progress is not None:
+                progress.start([lane.stats for lane in lanes])
+                helpers.append(asyncio.create_task(_refresh(progress, done)))
+            try:
+                results = await asyncio.gather(
+                    *(
+                        _run_lane(lane, plan_path, run_dir, ledger, batch_rows, has_history)
+                        for lane in lanes
+                    ),
+                    return_exceptions=True,
+                )
+            finally:
+                done.set()
+                await asyncio.gather(*helpers, return_exceptions=True)
+                if progress is not None:
+                    progress.refresh()
+                    progress.stop()
+            summary.compactions = compactor.count
+            for lane, outcome in zip(lanes, results, strict=True):
+                if isinstance(outcome, BaseException):
+                    lane.stats.state = LaneState.STOPPED
+                    lane.stats.message = f"internal error: {type(outcome).__name__}: {outcome}"
+                    log.error("lane_crashed", model=lane.config.name, error=repr(outcome))
+    finally:
+        ledger.close()
+        summary.elapsed_s = time.monotonic() - t0
+        for line in summary.lines():
+            log.info("summary", line=line)
+        for name, why in summary.halted().items():
+            log.warning("lane_halted", model=name, reason=why)
+        log.close()
+    return summary

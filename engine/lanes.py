@@ -1,0 +1,446 @@
+"""One model's lane: its pacing, its retries, its ledger writes, its fate.
+
+Each model gets a lane so that one slow, rate-limited or misconfigured provider never holds
+up another: lanes share only the event loop, the HTTP session and the ledger. Inside a lane a
+pool of workers takes plan items from the lane's own queue; every attempt waits for the
+lane's hold (Retry-After, rate-limit resets), its adaptive concurrency cap, its request bucket
+and its token bucket, is journalled before it is sent and after it returns, and is retried by
+the policy. A lane ends when its queue is drained, or early: `stopped` after a streak of
+permanent failures (bad key, unknown model, rejected parameter) and `paused` when the
+provider says a quota is spent. Either way the other lanes carry on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Protocol
+
+from engine.answers import AnswerError, parse_answer
+from engine.concurrency import AdaptiveCap
+from engine.http import HttpClient
+from engine.limits import Hold, TokenBucket, estimate_tokens
+from engine.logs import EngineLog
+from engine.records import AttemptRecord, ResponseRecord
+from engine.retry import PERMANENT, RetryPolicy, RetryTally
+from providers.base import Adapter
+from providers.types import (
+    ChatRequest,
+    Completion,
+    Failure,
+    ModelConfig,
+    Outcome,
+    RateLimitInfo,
+)
+
+#: Finish reasons that mean "the output cap cut the answer off" across providers.
+_CUT_OFF = frozenset({"length", "max_tokens", "MAX_TOKENS"})
+#: Concurrency when the spec gives none: polite to a real provider, plenty for a simulator.
+DEFAULT_CONCURRENCY = 8
+#: How far above its configured concurrency a lane may grow while answers are clean.
+GROWTH_FACTOR = 2
+
+
+class LedgerWriter(Protocol):
+    """What a lane needs from `engine.ledger.Ledger` (a protocol so tests can count calls)."""
+
+    def record_dispatch(
+        self, request_id: str, attempt: int, model: str, provider: str, started_at: datetime
+    ) -> None: ...
+
+    def record_result(self, attempt: AttemptRecord, response: ResponseRecord | None) -> bool: ...
+
+
+@dataclass(slots=True)
+class PlanItem:
+    """One plan row waiting to be asked, with the attempts it already had in earlier runs."""
+
+    request_id: str
+    model: str
+    arm: str
+    unit: str
+    events: list[str]
+    keys: list[str]
+    pass_: int
+    seed: int | None
+    system: str
+    user: str
+    prior_attempts: int = 0
+
+
+class LaneState(StrEnum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    DONE = "done"
+    STOPPED = "stopped"  # permanent failures: nothing more will be sent this run
+    PAUSED = "paused"  # quota exhausted: resume later
+    CANCELLED = "cancelled"  # the caller asked the run to stop
+
+
+@dataclass
+class LaneStats:
+    """Live counters of one lane, read by the progress display, status and the summary."""
+
+    model: str
+    provider: str
+    planned: int = 0  # rows of this model in the plan
+    already_accepted: int = 0  # accepted before this run started
+    accepted: int = 0  # accepted in this run
+    attempts: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    retries: RetryTally = field(default_factory=RetryTally)
+    gave_up: int = 0  # requests left unaccepted after a permanent failure
+    in_flight: int = 0
+    cap: int = 0
+    state: LaneState = LaneState.WAITING
+    message: str = ""
+    started: float = 0.0
+    finished: float = 0.0
+
+    @property
+    def done(self) -> int:
+        return self.already_accepted + self.accepted
+
+    @property
+    def elapsed_s(self) -> float:
+        if not self.started:
+            return 0.0
+        return (self.finished or time.monotonic()) - self.started
+
+    @property
+    def rate_per_s(self) -> float:
+        elapsed = self.elapsed_s
+        return self.accepted / elapsed if elapsed > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        remaining = self.planned - self.done
+        rate = self.rate_per_s
+        if remaining <= 0:
+            return 0.0
+        return remaining / rate if rate > 0 else None
+
+
+class Lane:
+    """Dispatches one model's plan items (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        adapter: Adapter,
+        ledger: LedgerWriter,
+        http: HttpClient,
+        log: EngineLog,
+        *,
+        parser: str = "strict",
+        policy: RetryPolicy | None = None,
+        stop_event: asyncio.Event | None = None,
+    ) -> None:
+        self.config = config
+        self.adapter = adapter
+        self.ledger = ledger
+        self.http = http
+        self.log = log
+        self.parser = parser
+        self.policy = policy or RetryPolicy()
+        self.stop_event = stop_event
+        self.stats = LaneStats(model=config.name, provider=adapter.provider)
+        start = config.concurrency or DEFAULT_CONCURRENCY
+        self.cap = AdaptiveCap(
+            start, start * GROWTH_FACTOR, on_change=self._cap_changed, slow_start=True
+        )
+        self.stats.cap = self.cap.limit
+        self.requests = TokenBucket.per_minute(config.rpm) if config.rpm else None
+        self.tokens = TokenBucket.per_minute(config.tpm) if config.tpm else None
+        self.hold = Hold()
+        self._permanent_streak = 0
+        self.results = 0  # finished attempts, read by the dispatcher's compaction trigger
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def halted(self) -> bool:
+        if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED, LaneState.CANCELLED):
+            return True
+        if self.stop_event is not None and self.stop_event.is_set():
+            self.stats.state = LaneState.CANCELLED
+            self.stats.message = "stop requested"
+            return True
+        return False
+
+    def _cap_changed(self, old: int, new: int, why: str) -> None:
+        self.stats.cap = new
+        self.log.info("concurrency_changed", model=self.config.name, old=old, new=new, why=why)
+
+    def _halt(self, state: LaneState, message: str) -> None:
+        if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED):
+            return
+        self.stats.state = state
+        self.stats.message = message
+        self.log.error(f"lane_{state.value}", model=self.config.name, reason=message)
+
+    # -- running -------------------------------------------------------------------------
+
+    @property
+    def workers(self) -> int:
+        return self.cap.maximum
+
+    async def run(self, queue: asyncio.Queue[PlanItem | None]) -> None:
+        """Work through `queue` (ended by a `None`) until it is drained or the lane halts."""
+        self.stats.state = LaneState.RUNNING
+        self.stats.started = time.monotonic()
+        self.log.info(
+            "lane_started",
+            model=self.config.name,
+            provider=self.adapter.provider,
+            concurrency=self.cap.limit,
+            rpm=self.config.rpm,
+            tpm=self.config.tpm,
+        )
+        try:
+            await asyncio.gather(*(self._worker(queue) for _ in range(self.workers)))
+        finally:
+            self.stats.finished = time.monotonic()
+            if self.stats.state is LaneState.RUNNING:
+                self.stats.state = LaneState.DONE
+            self.log.info(
+                "lane_finished",
+                model=self.config.name,
+                state=self.stats.state.value,
+                accepted=self.stats.accepted,
+                attempts=self.stats.attempts,
+                retries=dict(self.stats.retries.by_cause),
+                message=self.stats.message,
+            )
+
+    async def _worker(self, queue: asyncio.Queue[PlanItem | None]) -> None:
+        while not self.halted:
+            item = await queue.get()
+            if item is None:
+                queue.put_nowait(None)  # let the other workers see the end too
+                return
+            await self._ask(item)
+
+    async def _ask(self, item: PlanItem) -> None:
+        """Attempt one plan item until accepted, given up, or the lane halts."""
+        attempt_no = item.prior_attempts
+        estimate = estimate_tokens(item.system, item.user, self.config.max_tokens)
+        chat = ChatRequest(item.request_id, item.system, item.user, item.seed)
+        for tries in range(1, self.policy.max_attempts + 1):
+            if self.halted:
+                return
+            await self.hold.wait()
+            await self.cap.acquire()
+            try:
+                if self.halted:
+                    return
+                if self.requests is not None:
+                    await self.requests.acquire(1)
+                if self.tokens is not None:
+                    await self.tokens.acquire(estimate)
+                await self.hold.wait()
+                attempt_no += 1
+                result, started, elapsed_ms = await self._send(chat, item, attempt_no)
+            finally:
+                self.cap.release()
+            if result is None:
+                return  # the request could not even be built: the lane has been stopped
+            failure = self._settle(item, attempt_no, result, started, elapsed_ms, estimate)
+            if failure is None:
+                return
+            if not failure.retryable or failure.quota_exhausted:
+                self.stats.gave_up += 1
+                return
+            if tries == self.policy.max_attempts:
+                break
+            self.stats.retries.count(failure.outcome)
+            await asyncio.sleep(self.policy.delay(tries, failure.retry_after_s))
+        self.stats.retries.exhausted += 1
+        self.log.warning(
+            "attempts_exhausted",
+            model=self.config.name,
+            request_id=item.request_id,
+            attempts=attempt_no,
+        )
+
+    async def _send(
+        self, chat: ChatRequest, item: PlanItem, attempt_no: int
+    ) -> tuple[Completion | Failure | None, datetime, float]:
+        started = datetime.now(UTC)
+        try:
+            request = self.adapter.build(chat)
+        except Exception as exc:  # a credential refresh or option error: permanent for the lane
+            self._halt(
+                LaneState.STOPPED,
+                f"{self.config.name} ({self.adapter.provider}): cannot build a request: "
+                f"{type(exc).__name__}: {exc}",
+            )
+            return None, started, 0.0
+        self.ledger.record_dispatch(
+            item.request_id, attempt_no, self.config.name, self.adapter.provider, started
+        )
+        self.stats.in_flight += 1
+        t0 = time.perf_counter()
+        try:
+            result = await self.http.send(self.adapter, request, self.config.timeout_s)
+        except Exception as exc:  # an adapter bug must not kill the lane silently
+            result = Failure(Outcome.PROVIDER_ERROR, f"adapter failed: {type(exc).__name__}")
+        finally:
+            self.stats.in_flight -= 1
+        return result, started, (time.perf_counter() - t0) * 1000.0
+
+    def _settle(
+        self,
+        item: PlanItem,
+        attempt_no: int,
+        result: Completion | Failure,
+        started: datetime,
+        elapsed_ms: float,
+        estimate: int,
+    ) -> Failure | None:
+        """Validate, journal and account one finished attempt; the failure, if any."""
+        response: ResponseRecord | None = None
+        failure: Failure | None
+        if isinstance(result, Completion):
+            failure = None
+            try:
+                parsed = parse_answer(result.text, item.keys, self.parser)
+            except AnswerError as exc:
+                cut = result.finish_reason in _CUT_OFF
+                failure = Failure(
+                    Outcome.TRUNCATED if cut else Outcome.INVALID_RESPONSE,
+                    f"{exc.subcause}: {exc.detail}",
+                    http_status=200,
+                    provider_request_id=result.provider_request_id,
+                    limits=result.limits,
+                    tokens_in=result.tokens_in,
+                    tokens_out=result.tokens_out,
+                    raw_text=result.text,
+                )
+            else:
+                response = ResponseRecord(
+                    request_id=item.request_id,
+                    model=item.model,
+                    arm=item.arm,
+                    unit=item.unit,
+                    pass_=item.pass_,
+                    events=item.events,
+                    keys=item.keys,
+                    raw_text=result.text,
+                    values=[parsed[k] for k in item.keys],
+                    finish_reason=result.finish_reason,
+                    tokens_in=result.tokens_in,
+                    tokens_out=result.tokens_out,
+                    attempts=attempt_no,
+                    accepted_at=datetime.now(UTC),
+                )
+            record = AttemptRecord(
+                request_id=item.request_id,
+                attempt=attempt_no,
+                model=self.config.name,
+                provider=self.adapter.provider,
+                started_at=started,
+                elapsed_ms=elapsed_ms,
+                outcome=(failure.outcome if failure else Outcome.OK).value,
+                http_status=200,
+                provider_request_id=result.provider_request_id,
+                retry_after_s=None,
+                tokens_in=result.tokens_in,
+                tokens_out=result.tokens_out,
+                detail=failure.detail if failure else "",
+                raw_text=result.text,
+                finish_reason=result.finish_reason,
+            )
+            tokens_in, tokens_out, limits = result.tokens_in, result.tokens_out, result.limits
+        else:
+            failure = result
+            record = AttemptRecord(
+                request_id=item.request_id,
+                attempt=attempt_no,
+                model=self.config.name,
+                provider=self.adapter.provider,
+                started_at=started,
+                elapsed_ms=elapsed_ms,
+                outcome=result.outcome.value,
+                http_status=result.http_status,
+                provider_request_id=result.provider_request_id,
+                retry_after_s=result.retry_after_s,
+                tokens_in=result.tokens_in,
+                tokens_out=result.tokens_out,
+                detail=result.detail,
+                raw_text=result.raw_text,
+            )
+            tokens_in, tokens_out, limits = result.tokens_in, result.tokens_out, result.limits
+        accepted = self.ledger.record_result(record, response)
+        self.results += 1
+        stats = self.stats
+        stats.attempts += 1
+        stats.outcomes[record.outcome] += 1
+        self._correct_tokens(estimate, tokens_in, tokens_out)
+        self._respect_limits(limits)
+        if failure is None:
+            self._permanent_streak = 0
+            self.cap.on_success()
+            if accepted:
+                stats.accepted += 1
+            else:
+                self.log.warning(
+                    "duplicate_refused", model=self.config.name, request_id=item.request_id
+                )
+            return None
+        self._on_failure(failure)
+        return failure
+
+    def _correct_tokens(self, estimate: int, tokens_in: int | None, tokens_out: int | None) -> None:
+        if self.tokens is not None and tokens_in is not None and tokens_out is not None:
+            self.tokens.adjust(tokens_in + tokens_out - estimate)
+
+    def _respect_limits(self, limits: RateLimitInfo) -> None:
+        """A provider saying "0 remaining until reset" holds the lane until the reset."""
+        waits = []
+        if limits.remaining_requests == 0 and limits.reset_requests_s:
+            waits.append(limits.reset_requests_s)
+        if limits.remaining_tokens == 0 and limits.reset_tokens_s:
+            waits.append(limits.reset_tokens_s)
+        if waits:
+            wait = min(max(waits), self.policy.max_retry_after_s)
+            self.hold.extend(wait)
+            self.log.info("limit_reset_wait", model=self.config.name, seconds=round(wait, 3))
+
+    def _on_failure(self, failure: Failure) -> None:
+        name, provider = self.config.name, self.adapter.provider
+        if failure.outcome is Outcome.RATE_LIMIT:
+            self.cap.on_rate_limit()
+            if failure.retry_after_s:
+                self.hold.extend(min(failure.retry_after_s, self.policy.max_retry_after_s))
+        if failure.quota_exhausted:
+            self._halt(
+                LaneState.PAUSED,
+                f"{name} ({provider}): quota exhausted, lane paused until a later resume: "
+                f"{failure.detail}",
+            )
+            return
+        if failure.outcome in PERMANENT:
+            self._permanent_streak += 1
+            self.log.warning(
+                "permanent_failure",
+                model=name,
+                provider=provider,
+                outcome=failure.outcome.value,
+                http_status=failure.http_status,
+                detail=failure.detail,
+                streak=self._permanent_streak,
+            )
+            if self._permanent_streak >= self.policy.permanent_streak:
+                status = f"HTTP {failure.http_status}" if failure.http_status else "no status"
+                self._halt(
+                    LaneState.STOPPED,
+                    f"{name} ({provider}) stopped after {self._permanent_streak} "
+                    f"{failure.outcome.value} failures in a row ({status}): {failure.detail}",
+                )
+        else:
+            self._permanent_streak = 0

@@ -1,0 +1,114 @@
+"""Engine test helpers: plans written to disk, models pointed at the local simulator.
+
+Every dispatch test talks real HTTP to `providers.sim` (no mock transport), so what is
+tested is what a campaign does, minus the provider's bill.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from providers import openai as openai_provider
+from providers.base import Adapter
+from providers.sim.server import SimHandle, start_sim
+from providers.types import ModelConfig
+
+PLAN_SCHEMA: dict[str, Any] = {
+    "request_id": pl.String,
+    "model": pl.String,
+    "arm": pl.String,
+    "unit": pl.String,
+    "events": pl.List(pl.String),
+    "keys": pl.List(pl.String),
+    "pass": pl.Int64,
+    "seed": pl.Int64,
+    "system": pl.String,
+    "user": pl.String,
+}
+
+SYSTEM = "You are a careful forecaster. Answer only with the JSON object requested."
+
+
+def plan_rows(
+    model: str, n: int, *, grouped_every: int = 3, start: int = 0
+) -> list[dict[str, Any]]:
+    """`n` plan rows for `model`: single-key questions, and every `grouped_every`-th grouped."""
+    rows = []
+    for i in range(start, start + n):
+        rid = hashlib.sha256(f"{model}|{i}".encode()).hexdigest()[:24]
+        if grouped_every and i % grouped_every == 0:
+            keys = ["Q01", "Q02"]
+            user = (
+                f"Q01: asset {i} closes up tomorrow\nQ02: asset {i} closes down tomorrow\n"
+                "Reply with a JSON object with keys Q01, Q02."
+            )
+        else:
+            keys = ["probability"]
+            user = (
+                f'Will asset {i} close up tomorrow? Reply with a JSON object {{"probability": p}}.'
+            )
+        rows.append(
+            {
+                "request_id": rid,
+                "model": model,
+                "arm": "test",
+                "unit": f"u{i}",
+                "events": [f"e{i}:{k}" for k in keys],
+                "keys": keys,
+                "pass": 0,
+                "seed": i,
+                "system": SYSTEM,
+                "user": user,
+            }
+        )
+    return rows
+
+
+def write_plan(path: Path, rows: list[dict[str, Any]]) -> Path:
+    pl.DataFrame(rows, schema=PLAN_SCHEMA).write_parquet(path)
+    return path
+
+
+def sim_model(
+    name: str, root_url: str, *, route: str = "sim/v1", **limits: Any
+) -> tuple[ModelConfig, Adapter]:
+    """A model behind the simulator's keyless OpenAI-shaped route, with engine limits."""
+    config = ModelConfig(
+        name=name,
+        provider="openai",
+        model=name,
+        base_url=f"{root_url}/{route}",
+        max_tokens=64,
+        timeout_s=limits.pop("timeout_s", 10.0),
+        **limits,
+    )
+    return config, openai_provider.create_adapter(config, {})
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[SimHandle]:
+    handle = await start_sim(port=0, faults="none")
+    try:
+        yield handle
+    finally:
+        await handle.stop()
+
+
+class Kit:
+    """The helpers above as a fixture (test modules cannot import conftest under importlib)."""
+
+    plan_rows = staticmethod(plan_rows)
+    write_plan = staticmethod(write_plan)
+    sim_model = staticmethod(sim_model)
+    PLAN_SCHEMA = PLAN_SCHEMA
+
+
+@pytest.fixture
+def kit() -> type[Kit]:
+    return Kit

@@ -1,0 +1,229 @@
+"""Dispatch against the local simulator: everything accepted once, retries accounted by cause,
+lanes independent, permanent failures stop only their own lane."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from engine.dispatch import dispatch
+from engine.lanes import LaneState
+from engine.ledger import scan_attempts, scan_responses
+from engine.retry import RetryPolicy
+from providers import groq as groq_provider
+from providers.base import Adapter
+from providers.sim.server import start_sim
+from providers.types import Completion, Failure, ModelConfig, Outcome
+
+FAST = RetryPolicy(max_attempts=8, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05)
+
+
+async def test_all_rows_accepted_once_across_two_lanes(tmp_path: Path, kit, sim) -> None:
+    plan = kit.write_plan(
+        tmp_path / "plan.parquet", kit.plan_rows("sim-a", 60) + kit.plan_rows("sim-b", 40)
+    )
+    a, b = kit.sim_model("sim-a", sim.root_url), kit.sim_model("sim-b", sim.root_url)
+    summary = await dispatch(
+        plan,
+        tmp_path / "run",
+        {"sim-a": a[0], "sim-b": b[0]},
+        {"sim-a": a[1], "sim-b": b[1]},
+        policy=FAST,
+        log_console=None,
+    )
+    assert summary.complete and summary.accepted == 100 and summary.attempts == 100
+    responses = scan_responses(tmp_path / "run").collect()
+    assert responses.height == 100 and responses["request_id"].n_unique() == 100
+    grouped = responses.filter(pl.col("keys").list.len() == 2)
+    assert grouped.height == 20 + 14
+    assert all(len(v) == 2 and all(0 <= x <= 1 for x in v) for v in grouped["values"].to_list())
+    # resume: nothing left to ask, nothing sent
+    before = sim.counts()["requests"]
+    again = await dispatch(
+        plan,
+        tmp_path / "run",
+        {"sim-a": a[0], "sim-b": b[0]},
+        {"sim-a": a[1], "sim-b": b[1]},
+        policy=FAST,
+        log_console=None,
+    )
+    assert again.accepted == 0 and again.already_accepted == 100 and again.attempts == 0
+    assert sim.counts()["requests"] == before
+
+
+async def test_retries_counted_by_cause_and_reconciled_with_simulator(tmp_path: Path, kit) -> None:
+    async with await start_sim(port=0, faults="hostile", seed=7, retry_after_s=0.01) as sim:
+        plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 150))
+        config, adapter = kit.sim_model("sim-coherent", sim.root_url, timeout_s=0.5)
+        summary = await dispatch(
+            plan,
+            tmp_path / "run",
+            {config.name: config},
+            {config.name: adapter},
+            policy=RetryPolicy(max_attempts=30, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05),
+            log_console=None,
+        )
+        counts = sim.counts()
+    assert summary.complete, summary.lines()
+    attempts = scan_attempts(tmp_path / "run").collect()
+    by_outcome = dict(attempts.group_by("outcome").len().iter_rows())
+    assert by_outcome["ok"] == 150
+    assert attempts.height == counts["requests"]  # every request the simulator saw is a row
+    lane = summary.lanes[config.name]
+    # retries by cause add up to the failed attempts
+    assert lane.retries.total == attempts.height - 150
+    assert sum(lane.retries.by_cause.values()) == sum(v for k, v in by_outcome.items() if k != "ok")
+    assert by_outcome.get("rate_limit", 0) == counts.get("fault.rate_limit", 0) + counts.get(
+        "fault.rate_limit_bare", 0
+    )
+    assert by_outcome.get("provider_error", 0) >= counts.get("fault.server_error", 0)
+    assert lane.retries.by_cause["rate_limit"] > 0 and lane.retries.by_cause["connection_error"] > 0
+    # the ledger never holds two ok attempts for one request
+    oks = attempts.filter(pl.col("outcome") == "ok").group_by("request_id").len()
+    assert oks["len"].max() == 1
+
+
+async def test_bad_key_stops_its_lane_and_the_other_lane_finishes(tmp_path: Path, kit, sim) -> None:
+    plan = kit.write_plan(
+        tmp_path / "plan.parquet", kit.plan_rows("good", 30) + kit.plan_rows("badkey", 30)
+    )
+    good = kit.sim_model("good", sim.root_url)
+    bad_config = ModelConfig(
+        name="badkey",
+        provider="groq",
+        model="llama",
+        base_url=f"{sim.root_url}/groq/openai/v1",
+        api_key_env="GROQ_API_KEY",
+        max_tokens=64,
+    )
+    bad = groq_provider.create_adapter(bad_config, {"GROQ_API_KEY": "gsk_wrongwrongwrong1234"})
+    console = io.StringIO()
+    summary = await dispatch(
+        plan,
+        tmp_path / "run",
+        {"good": good[0], "badkey": bad_config},
+        {"good": good[1], "badkey": bad},
+        policy=FAST,
+        log_console=console,
+    )
+    bad_lane, good_lane = summary.lanes["badkey"], summary.lanes["good"]
+    assert good_lane.state is LaneState.DONE and good_lane.accepted == 30
+    assert bad_lane.state is LaneState.STOPPED and bad_lane.accepted == 0
+    assert bad_lane.attempts == FAST.permanent_streak  # stopped early, not 30 tries
+    assert "badkey" in bad_lane.message and "groq" in bad_lane.message
+    assert "Invalid API Key" in bad_lane.message  # the provider's own words
+    assert "badkey" in summary.halted()
+    assert "gsk_wrongwrong" not in console.getvalue()
+    log = (tmp_path / "run" / "logs" / "engine.jsonl").read_text()
+    assert "lane_stopped" in log and "gsk_wrongwrong" not in log
+    assert summary.unaccepted == 30
+
+
+class QuotaSpent:
+    """Wraps a real adapter; its replies say the daily quota is spent (as Groq's RPD 429 does)."""
+
+    def __init__(self, inner: Adapter) -> None:
+        self.inner, self.provider = inner, inner.provider
+
+    def build(self, req):  # type: ignore[no-untyped-def]
+        return self.inner.build(req)
+
+    def parse(self, status: int, headers: Mapping[str, str], body: bytes) -> Completion | Failure:
+        return Failure(
+            Outcome.RATE_LIMIT,
+            "daily request quota exhausted",
+            http_status=429,
+            quota_exhausted=True,
+            retry_after_s=3600.0,
+        )
+
+
+async def test_quota_exhausted_pauses_lane_without_retry_loop(tmp_path: Path, kit, sim) -> None:
+    plan = kit.write_plan(
+        tmp_path / "plan.parquet", kit.plan_rows("q", 20) + kit.plan_rows("ok", 20)
+    )
+    q, ok = kit.sim_model("q", sim.root_url, concurrency=1), kit.sim_model("ok", sim.root_url)
+    summary = await dispatch(
+        plan,
+        tmp_path / "run",
+        {"q": q[0], "ok": ok[0]},
+        {"q": QuotaSpent(q[1]), "ok": ok[1]},
+        policy=FAST,
+        log_console=None,
+    )
+    lane = summary.lanes["q"]
+    assert lane.state is LaneState.PAUSED and "quota" in lane.message
+    assert lane.attempts == 1 and lane.retries.total == 0
+    assert summary.lanes["ok"].accepted == 20
+    assert "q" in summary.halted() and "paused" in summary.halted()["q"]
+
+
+async def test_invalid_answers_are_retried_and_raw_text_kept(tmp_path: Path, kit, sim) -> None:
+    # keys the forecaster will not answer under: the strict parser rejects every reply
+    rows = [
+        dict(r, keys=["Q07"], events=["e"])
+        for r in kit.plan_rows("sim-coherent", 3, grouped_every=0)
+    ]
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    config, adapter = kit.sim_model("sim-coherent", sim.root_url)
+    policy = replace(FAST, max_attempts=3)
+    summary = await dispatch(
+        plan,
+        tmp_path / "run",
+        {config.name: config},
+        {config.name: adapter},
+        policy=policy,
+        log_console=None,
+    )
+    lane = summary.lanes[config.name]
+    assert summary.accepted == 0 and lane.retries.exhausted == 3
+    assert lane.retries.by_cause["invalid_response"] == 6  # two retries each, third gives up
+    attempts = scan_attempts(tmp_path / "run").collect()
+    assert attempts.height == 9 and set(attempts["outcome"]) == {"invalid_response"}
+    assert all(d.startswith(("missing_key", "extra_key")) for d in attempts["detail"])
+    assert all(t and "probability" in t for t in attempts["raw_text"])
+    # a resume continues the attempt numbers
+    await dispatch(
+        plan,
+        tmp_path / "run",
+        {config.name: config},
+        {config.name: adapter},
+        policy=policy,
+        log_console=None,
+    )
+    attempts = scan_attempts(tmp_path / "run").collect()
+    assert sorted(set(attempts["attempt"])) == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("stop_after", [5])
+async def test_stop_event_leaves_rest_unaccepted(tmp_path: Path, kit, sim, stop_after: int) -> None:
+    import asyncio
+
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 200))
+    config, adapter = kit.sim_model("m", sim.root_url, concurrency=2, rpm=600)
+    stop = asyncio.Event()
+
+    async def stopper() -> None:
+        while sim.counts().get("requests", 0) < stop_after:
+            await asyncio.sleep(0.01)
+        stop.set()
+
+    task = asyncio.create_task(stopper())
+    summary = await dispatch(
+        plan,
+        tmp_path / "run",
+        {"m": config},
+        {"m": adapter},
+        policy=FAST,
+        log_console=None,
+        stop_event=stop,
+    )
+    await task
+    assert summary.lanes["m"].state is LaneState.CANCELLED
+    assert 0 < summary.accepted < 200 and summary.unaccepted == 200 - summary.accepted
+    assert scan_responses(tmp_path / "run").collect().height == summary.accepted
