@@ -19,6 +19,7 @@ An unanswered event gets free rows, which drops it from that set without a rebui
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import highspy
 import numpy as np
@@ -28,6 +29,14 @@ FloatArray = npt.NDArray[np.float64]
 
 #: Tolerances well below the 1e-9 agreement the results are certified to.
 _TOLERANCE = 1e-10
+
+
+def new_highs() -> Any:
+    """A silent single-threaded HiGHS instance (highspy ships without complete stubs)."""
+    highs = highspy.Highs()  # type: ignore[no-untyped-call]
+    highs.silent()
+    highs.setOptionValue("threads", 1)
+    return highs
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,7 @@ class BatchModel:
         self._highs = self._build(block)
         self._event_rows = self._event_row_indices()
 
-    def _build(self, block: FloatArray) -> highspy.Highs:
+    def _build(self, block: FloatArray) -> Any:
         rows, cols = self.rows_per_block, self.cols_per_block
         cap = self.capacity
         # Column-major nonzeros of one block, then shifted for every copy.
@@ -91,13 +100,14 @@ class BatchModel:
         row_upper = np.full(rows, inf)
         row_lower[-1] = row_upper[-1] = 1.0  # sum pi = 1; event rows start free
 
-        highs = highspy.Highs()
-        highs.silent()
+        highs = new_highs()
         for name, value in (
             ("presolve", "off"),  # presolve would discard the warm basis every batch
             ("solver", "simplex"),
             ("simplex_strategy", 1),  # dual simplex: stays dual feasible under new p
-            ("threads", 1),
+            # Devex pricing: steepest-edge weights cost more than they save on tiny blocks
+            # (measured about 20% faster at horizon 1 with bench/lp.py).
+            ("simplex_dual_edge_weight_strategy", 1),
             ("primal_feasibility_tolerance", _TOLERANCE),
             ("dual_feasibility_tolerance", _TOLERANCE),
         ):
@@ -122,9 +132,8 @@ class BatchModel:
     def _event_row_indices(self) -> npt.NDArray[np.int32]:
         """Indices of the 2n event rows of every block (the simplex rows never change)."""
         starts = self.rows_per_block * np.arange(self.capacity)
-        return (starts[:, np.newaxis] + np.arange(2 * self.n)[np.newaxis, :]).ravel().astype(
-            np.int32
-        )
+        rows = starts[:, np.newaxis] + np.arange(2 * self.n)[np.newaxis, :]
+        return np.asarray(rows.ravel(), dtype=np.int32)
 
     def reset(self) -> None:
         """Forget the warm basis so a call's results depend only on its own inputs."""

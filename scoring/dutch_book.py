@@ -27,7 +27,7 @@ CERTIFY_TOLERANCE = 1e-9
 
 #: Rows per batched model: big enough to amortise call overhead, small enough that the
 #: dual simplex stays in cache. Measured with bench/lp.py on horizon-1 and horizon-4 sets.
-_TARGET_ROWS = 4096
+_TARGET_ROWS = 1024
 _MAX_CACHED_MODELS = 8
 
 

@@ -26,9 +26,7 @@ def as_incidence(incidence: npt.ArrayLike) -> FloatArray:
         )
     if matrix.shape[1] == 0:
         raise ValueError("incidence must have at least one atom (column)")
-    if matrix.dtype == object or not np.issubdtype(matrix.dtype, np.number) and (
-        matrix.dtype != np.bool_
-    ):
+    if not (np.issubdtype(matrix.dtype, np.number) or matrix.dtype == np.bool_):
         raise ValueError(f"incidence must be numeric 0/1, got dtype {matrix.dtype}")
     as_float = matrix.astype(np.float64)
     if not np.all((as_float == 0.0) | (as_float == 1.0)):
