@@ -25,13 +25,26 @@ Incidence = npt.NDArray[np.uint8]
 
 @dataclass(frozen=True)
 class Atom:
-    """One atom: the worlds sharing a membership signature (first world = representative)."""
+    """One atom: the worlds sharing a membership signature (first world = representative).
+
+    `positions` are the worlds' places in the space's enumeration, so merged atoms can keep
+    their worlds in space order.
+    """
 
     outcomes: tuple[Mapping[str, Any], ...]
+    positions: tuple[int, ...]
 
     @property
     def representative(self) -> Mapping[str, Any]:
         return self.outcomes[0]
+
+
+def _first(item: tuple[int, Mapping[str, Any]]) -> int:
+    return item[0]
+
+
+def _atom(group: list[tuple[int, Mapping[str, Any]]]) -> Atom:
+    return Atom(tuple(o for _, o in group), tuple(p for p, _ in group))
 
 
 class Panel:
@@ -76,8 +89,8 @@ class Panel:
         events = tuple(events)
         signature_index: dict[bytes, int] = {}
         columns: list[npt.NDArray[np.uint8]] = []
-        members: list[list[Mapping[str, Any]]] = []
-        for outcome in space.outcomes():
+        members: list[list[tuple[int, Mapping[str, Any]]]] = []
+        for position, outcome in enumerate(space.outcomes()):
             signature = np.fromiter(
                 (event.holds(outcome) for event in events), dtype=np.uint8, count=len(events)
             )
@@ -86,16 +99,13 @@ class Panel:
             if slot is None:
                 signature_index[key] = len(columns)
                 columns.append(signature)
-                members.append([outcome])
+                members.append([(position, outcome)])
             else:
-                members[slot].append(outcome)
+                members[slot].append((position, outcome))
         if not columns:
             raise ValueError("the outcome space is empty: no world satisfies the constraints")
-        incidence = np.stack(columns, axis=1) if events else np.zeros((0, 1), dtype=np.uint8)
-        if not events:  # one atom: every world looks the same to an empty panel
-            members = [[outcome for group in members for outcome in group]]
-        atoms = [Atom(tuple(group)) for group in members]
-        return cls(events, incidence, atoms)
+        incidence = np.stack(columns, axis=1)
+        return cls(events, incidence, [_atom(group) for group in members])
 
     # -- basic views -------------------------------------------------------------------
     @property
@@ -158,7 +168,7 @@ class Panel:
         sub = self._incidence[rows, :]
         slot_of: dict[bytes, int] = {}
         columns: list[npt.NDArray[np.uint8]] = []
-        members: list[list[Mapping[str, Any]]] = []
+        members: list[list[tuple[int, Mapping[str, Any]]]] = []
         for j, atom in enumerate(self._atoms):
             column = sub[:, j]
             key = column.tobytes()
@@ -166,14 +176,12 @@ class Panel:
             if slot is None:
                 slot_of[key] = len(columns)
                 columns.append(column)
-                members.append(list(atom.outcomes))
-            else:
-                members[slot].extend(atom.outcomes)
-        incidence = np.stack(columns, axis=1) if rows else np.zeros((0, 1), dtype=np.uint8)
-        if not rows:
-            members = [[o for group in members for o in group]]
+                members.append([])
+                slot = len(members) - 1
+            members[slot].extend(zip(atom.positions, atom.outcomes, strict=True))
+        incidence = np.stack(columns, axis=1)
         events = tuple(self._events[r] for r in rows)
-        return Panel(events, incidence, [Atom(tuple(group)) for group in members])
+        return Panel(events, incidence, [_atom(sorted(group, key=_first)) for group in members])
 
     def signature(self, outcome: Mapping[str, Any]) -> npt.NDArray[np.uint8]:
         """Which events hold in `outcome` (the realised 0/1 vector used by Brier scores)."""
