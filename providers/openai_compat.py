@@ -228,7 +228,6 @@ _QUOTA_TEXT = re.compile(
     r"|billing|credits? (?:exhausted|depleted)|out of credits",
     re.IGNORECASE,
 )
-_BUSY_TEXT = re.compile(r"\bbusy\b|overloaded", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -253,6 +252,8 @@ def _error_fields(data: Any) -> tuple[str, str, str]:
         return error, "", ""
     if not isinstance(error, dict):
         message = data.get("message") or data.get("detail")
+        if isinstance(message, dict):  # DeepInfra: {"detail": {"error": "Unauthorized"}}
+            message = message.get("error") or message.get("message") or message
         return (str(message) if message else ""), "", ""
     message = error.get("message")
     return (
@@ -328,7 +329,9 @@ def _failure(env: _Envelope, outcome: Outcome, detail: str, **extra: Any) -> Fai
 def _status_outcome(status: int, message: str, code: str) -> Outcome:
     """The outcome a non-2xx status means before any provider-specific reading of the body."""
     if status in (429, 498):  # 498: Groq flex tier capacity_exceeded
-        return Outcome.PROVIDER_ERROR if _BUSY_TEXT.search(message) else Outcome.RATE_LIMIT
+        # DeepInfra's "Model busy" 429 (autoscaling) is a rate limit too: backing the lane
+        # off is the right answer to a busy model, and the detail keeps its wording.
+        return Outcome.RATE_LIMIT
     if status == 408:
         return Outcome.TIMEOUT
     if status in (401, 403):

@@ -56,8 +56,16 @@ def secret_values(env: Mapping[str, str], names: Iterable[str]) -> tuple[str, ..
 def redact(text: str, secrets: Iterable[str | Secret]) -> str:
     """`text` with every occurrence of every secret value replaced by `***`."""
     raw = [s.reveal() if isinstance(s, Secret) else s for s in secrets]
-    for value in sorted({v for v in raw if len(v) >= MIN_SECRET_LENGTH}, key=len, reverse=True):
-        text = text.replace(value, MASK)
+    values = sorted({v for v in raw if len(v) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
+    # Repeat until stable: a replacement can splice a new occurrence together (a key made of
+    # asterisks, or one secret's tail next to another). Each pass shortens the text, so it ends.
+    changed = True
+    while changed:
+        changed = False
+        for value in values:
+            if value in text:
+                text = text.replace(value, MASK)
+                changed = True
     return text
 
 

@@ -102,7 +102,9 @@ def test_groq_rate_limit_headers() -> None:
 
 
 def test_azure_minus_one_means_not_reported() -> None:
-    info = rate_limit_info({"X-RateLimit-Remaining-Tokens": "-1", "x-ratelimit-remaining-requests": "0"})
+    info = rate_limit_info(
+        {"X-RateLimit-Remaining-Tokens": "-1", "x-ratelimit-remaining-requests": "0"}
+    )
     assert info.remaining_tokens is None
     assert info.remaining_requests == 0
     assert parse_number("-1") is None

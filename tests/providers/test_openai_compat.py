@@ -120,13 +120,18 @@ def test_token_field_override_and_url() -> None:
     assert chat_url("http://h/v1/chat/completions") == "http://h/v1/chat/completions"
 
 
-@given(system=st.text(), user=st.text(min_size=1), seed=st.none() | st.integers(-(2**63), 2**63 - 1))
+@given(
+    system=st.text(), user=st.text(min_size=1), seed=st.none() | st.integers(-(2**63), 2**63 - 1)
+)
 def test_body_bytes_round_trip_any_text(system: str, user: str, seed: int | None) -> None:
     body, _ = build_body(cfg(), ChatRequest("r", system, user, seed), PLAIN)
     decoded = orjson.loads(orjson.dumps(body))
     assert decoded["messages"][-1]["content"] == user
     assert decoded.get("seed") == seed
-    assert (decoded["messages"][0]["content"] == system) if system else len(decoded["messages"]) == 1
+    if system:
+        assert decoded["messages"][0] == {"role": "system", "content": system}
+    else:
+        assert len(decoded["messages"]) == 1
 
 
 # ----------------------------------------------------------------------------- success
@@ -174,7 +179,8 @@ def test_header_request_id_when_body_has_only_routing_id(completion: Build) -> N
         (429, {"error": {"message": "Rate limit reached", "code": "rate_limit_exceeded"}},
          Outcome.RATE_LIMIT),
         (498, {"error": {"message": "capacity", "code": "capacity_exceeded"}}, Outcome.RATE_LIMIT),
-        (429, {"error": {"message": "Model busy, retry later"}}, Outcome.PROVIDER_ERROR),
+        (429, {"error": {"message": "Model busy, retry later"}}, Outcome.RATE_LIMIT),
+        (401, {"detail": {"error": "Unauthorized"}}, Outcome.AUTH_ERROR),
         (500, {"error": {"message": "internal"}}, Outcome.PROVIDER_ERROR),
         (502, b"<html>Bad Gateway</html>", Outcome.PROVIDER_ERROR),
         (503, b"", Outcome.PROVIDER_ERROR),

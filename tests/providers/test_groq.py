@@ -1,0 +1,115 @@
+"""Groq: URL, bearer key, field names, body request id, daily request counter, JSON failures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+
+from providers import groq
+from providers.types import ChatRequest, Completion, ConfigError, Failure, ModelConfig, Outcome
+
+KEY = "gsk_test_groq_key_abcdef0123456789"
+ENV = {"GROQ_API_KEY": KEY}
+REQ = ChatRequest("r1", "sys", "user", seed=9)
+CONFIG = ModelConfig(name="GPT-OSS-120B", provider="groq", model="openai/gpt-oss-120b",
+                     temperature=1.0, max_tokens=8192, reasoning_effort="medium", json_mode=True)
+GROQ_HEADERS = {
+    "x-ratelimit-limit-requests": "14400",
+    "x-ratelimit-remaining-requests": "14370",
+    "x-ratelimit-limit-tokens": "18000",
+    "x-ratelimit-remaining-tokens": "17997",
+    "x-ratelimit-reset-requests": "2m59.56s",
+    "x-ratelimit-reset-tokens": "7.66s",
+}
+
+
+def test_request_shape() -> None:
+    http = groq.create_adapter(CONFIG, ENV).build(REQ)
+    assert http.method == "POST"
+    assert http.url == "https://api.groq.com/openai/v1/chat/completions"
+    assert http.headers["Authorization"] == f"Bearer {KEY}"
+    body = orjson.loads(http.body)
+    assert body["max_completion_tokens"] == 8192 and "max_tokens" not in body
+    assert body["reasoning_effort"] == "medium"
+    assert body["response_format"] == {"type": "json_object"}
+    assert body["seed"] == 9 and body["temperature"] == 1.0
+    assert http.omitted == ()
+
+
+def test_base_url_override_and_named_key_variable() -> None:
+    config = ModelConfig(name="g", provider="groq", model="llama-3.3-70b-versatile",
+                         base_url="http://127.0.0.1:9/groq/openai/v1/", api_key_env="MY_GROQ",
+                         reasoning_effort="low")
+    http = groq.create_adapter(config, {"MY_GROQ": "gsk_other_key_0123"}).build(REQ)
+    assert http.url == "http://127.0.0.1:9/groq/openai/v1/chat/completions"
+    assert http.headers["Authorization"] == "Bearer gsk_other_key_0123"
+    assert http.omitted == ("reasoning_effort",)  # only gpt-oss and qwen3 take it
+    assert groq.required_env(config) == ["MY_GROQ"]
+
+
+def test_missing_key_names_model_and_variable() -> None:
+    with pytest.raises(ConfigError) as info:
+        groq.create_adapter(CONFIG, {"GROQ_API_KEY": ""})
+    assert "GPT-OSS-120B" in str(info.value) and "GROQ_API_KEY" in str(info.value)
+    assert groq.required_env(CONFIG) == ["GROQ_API_KEY"]
+
+
+def test_success_reads_x_groq_id_and_limits(completion: Callable[..., dict[str, Any]]) -> None:
+    body = completion(id="chatcmpl-abc", x_groq={"id": "req_01jx"},
+                      usage={"prompt_tokens": 30, "completion_tokens": 12, "queue_time": 0.01,
+                             "completion_tokens_details": {"reasoning_tokens": 8}})
+    result = groq.create_adapter(CONFIG, ENV).parse(200, GROQ_HEADERS, orjson.dumps(body))
+    assert isinstance(result, Completion)
+    assert result.provider_request_id == "req_01jx"
+    assert (result.tokens_in, result.tokens_out) == (30, 12)
+    assert result.limits.reset_requests_s == pytest.approx(179.56)
+    assert result.limits.reset_tokens_s == pytest.approx(7.66)
+    assert result.limits.remaining_requests == 14370
+
+
+def parse(status: int, body: Any, headers: dict[str, str] | None = None) -> Failure:
+    result = groq.create_adapter(CONFIG, ENV).parse(status, headers or {}, orjson.dumps(body))
+    assert isinstance(result, Failure)
+    return result
+
+
+def test_tpm_429_waits_from_header() -> None:
+    body = {"error": {"message": "Rate limit reached for model `openai/gpt-oss-120b` in "
+                      "organization `org_x` service tier `on_demand` on tokens per minute (TPM): "
+                      "Limit 15000, Used 11972, Requested 4351. Please try again in 5.289s.",
+                      "type": "tokens", "code": "rate_limit_exceeded"}}
+    result = parse(429, body, {**GROQ_HEADERS, "retry-after": "6"})
+    assert result.outcome is Outcome.RATE_LIMIT
+    assert result.retry_after_s == 6.0  # the header wins over the prose
+    assert not result.quota_exhausted
+    assert result.limits.limit_tokens == 18000
+
+
+def test_daily_quota_spent_is_flagged() -> None:
+    headers = {**GROQ_HEADERS, "x-ratelimit-remaining-requests": "0", "retry-after": "3600"}
+    body = {"error": {"message": "Rate limit reached ... on requests per day (RPD): Limit 14400, "
+                      "Used 14400, Requested 1.", "type": "requests",
+                      "code": "rate_limit_exceeded"}}
+    result = parse(429, body, headers)
+    assert result.quota_exhausted and result.retry_after_s == 3600.0
+
+
+def test_json_validate_failed_is_retryable_invalid_response() -> None:
+    body = {"error": {"message": "Failed to generate JSON. Please adjust your prompt.",
+                      "type": "invalid_request_error", "code": "json_validate_failed",
+                      "failed_generation": "{\"probability\": 0.4,"}}
+    result = parse(400, body)
+    assert result.outcome is Outcome.INVALID_RESPONSE and result.retryable
+    assert result.raw_text == "{\"probability\": 0.4,"
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [(498, Outcome.RATE_LIMIT), (503, Outcome.PROVIDER_ERROR), (413, Outcome.BAD_REQUEST),
+     (422, Outcome.BAD_REQUEST), (404, Outcome.BAD_REQUEST), (401, Outcome.AUTH_ERROR)],
+)
+def test_groq_statuses(status: int, outcome: Outcome) -> None:
+    assert parse(status, {"error": {"message": "x", "code": "c"}}).outcome is outcome
