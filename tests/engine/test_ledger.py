@@ -1,0 +1,254 @@
+"""The ledger's promises: exactly once, nothing lost, readable by anyone while running."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.journal import list_segments
+from engine.ledger import (
+    Ledger,
+    LedgerBusy,
+    accepted_ids,
+    attempt_counts,
+    read_pid,
+    scan_attempts,
+    scan_responses,
+)
+from engine.records import AttemptRecord, ResponseRecord
+from engine.shards import list_shards
+
+T0 = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)
+
+
+def attempt(rid: str, n: int, outcome: str = "ok", raw: str | None = None) -> AttemptRecord:
+    return AttemptRecord(
+        request_id=rid, attempt=n, model="m1", provider="sim",
+        started_at=T0 + timedelta(seconds=n), elapsed_ms=12.5, outcome=outcome,
+        http_status=200 if outcome == "ok" else 429, provider_request_id=f"p-{rid}-{n}",
+        retry_after_s=None if outcome == "ok" else 1.5, tokens_in=100, tokens_out=7,
+        detail="" if outcome == "ok" else f"{outcome}: details", raw_text=raw,
+    )
+
+
+def response(rid: str, n: int, value: float = 0.25) -> ResponseRecord:
+    return ResponseRecord(
+        request_id=rid, model="m1", arm="baseline", unit="AAPL@2024-01-02", pass_=1,
+        events=["d1:B0"], keys=["probability"], raw_text=f'{{"probability": {value}}}',
+        values=[value], finish_reason="stop", tokens_in=100, tokens_out=7, attempts=n,
+        accepted_at=T0 + timedelta(minutes=n),
+    )
+
+
+def accept(ledger: Ledger, rid: str, n: int = 1, value: float = 0.25) -> bool:
+    ledger.record_dispatch(rid, n, "m1", "sim", T0)
+    return ledger.record_result(attempt(rid, n), response(rid, n, value))
+
+
+def test_open_creates_layout_and_pid_file(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "run") as ledger:
+        for name in ("journal", "attempts", "responses"):
+            assert (ledger.run_dir / name).is_dir()
+        info = read_pid(ledger.run_dir)
+        assert info is not None and info["alive"] is True
+    assert read_pid(tmp_path / "run") is None  # a clean close removes it
+
+
+def test_records_round_trip_through_journal_and_shards(tmp_path: Path) -> None:
+    ledger = Ledger.open(tmp_path)
+    ledger.record_dispatch("a", 1, "m1", "sim", T0)
+    ledger.record_result(attempt("a", 1, "rate_limit"), None)
+    assert accept(ledger, "a", 2, 0.4)
+    assert accept(ledger, "b", 1, 0.6)
+    # While open: all rows still in the journal.
+    before_attempts = scan_attempts(tmp_path).sort("request_id", "attempt").collect()
+    before_responses = scan_responses(tmp_path).sort("request_id").collect()
+    ledger.close()
+    assert list_segments(tmp_path / "journal") == []  # a finished run leaves no journal
+    after_attempts = scan_attempts(tmp_path).sort("request_id", "attempt").collect()
+    after_responses = scan_responses(tmp_path).sort("request_id").collect()
+    assert before_attempts.equals(after_attempts)
+    assert before_responses.equals(after_responses)
+    rows = [AttemptRecord.from_row(r) for r in after_attempts.iter_rows(named=True)]
+    assert rows[0] == attempt("a", 1, "rate_limit")
+    # The accepted attempt keeps the raw reply too, so re-parse needs only attempts.
+    assert rows[1].raw_text == '{"probability": 0.4}'
+    got = [ResponseRecord.from_row(r) for r in after_responses.iter_rows(named=True)]
+    assert got == [response("a", 2, 0.4), response("b", 1, 0.6)]
+    assert after_responses["pass"].to_list() == [1, 1]
+    # Anyone can read the folder without our code.
+    assert pl.read_parquet(tmp_path / "responses" / "*.parquet").height == 2
+
+
+def test_duplicate_acceptance_is_refused_even_after_reopen(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path) as ledger:
+        assert accept(ledger, "a", 1, 0.1)
+        assert not accept(ledger, "a", 2, 0.9)
+        assert ledger.accepted_ids() == {"a"}
+    with Ledger.open(tmp_path) as ledger:
+        assert not accept(ledger, "a", 3, 0.9)
+    responses = scan_responses(tmp_path).collect()
+    assert responses["values"].to_list() == [[0.1]]
+    attempts = scan_attempts(tmp_path).sort("attempt").collect()
+    assert attempts["attempt"].to_list() == [1, 2, 3]  # the paid attempts are still recorded
+    assert all("duplicate" in d for d in attempts["detail"].to_list()[1:])
+
+
+def _die(ledger: Ledger) -> None:
+    """Simulate kill -9: drop descriptors without compacting or clearing anything."""
+    import os
+
+    assert ledger._writer is not None and ledger._lock_fd is not None
+    os.close(ledger._writer._fd)  # type: ignore[arg-type]
+    os.close(ledger._lock_fd)
+    ledger._writer = None
+    ledger._lock_fd = None
+
+
+def test_unfinished_dispatch_becomes_one_interrupted_attempt(tmp_path: Path) -> None:
+    ledger = Ledger.open(tmp_path)
+    assert accept(ledger, "done", 1)
+    ledger.record_dispatch("lost", 1, "m1", "sim", T0)
+    ledger.record_dispatch("lost", 2, "m1", "sim", T0)
+    ledger.record_result(attempt("lost", 1, "timeout"), None)
+    _die(ledger)
+    again = Ledger.open(tmp_path)
+    assert again.interrupted_recovered == 1
+    assert again.attempt_counts() == {"done": 1, "lost": 2}
+    _die(again)
+    third = Ledger.open(tmp_path)
+    assert third.interrupted_recovered == 0
+    third.close()
+    rows = scan_attempts(tmp_path).filter(pl.col("request_id") == "lost").sort("attempt").collect()
+    assert rows["outcome"].to_list() == ["timeout", "interrupted"]
+    assert accepted_ids(tmp_path) == {"done"}
+
+
+def test_in_flight_dispatch_survives_compaction(tmp_path: Path) -> None:
+    """A compaction between dispatch and result must not turn the attempt into a loss."""
+    ledger = Ledger.open(tmp_path)
+    ledger.record_dispatch("slow", 1, "m1", "sim", T0)
+    accept(ledger, "fast", 1)
+    ledger.compact()
+    ledger.compact()
+    _die(ledger)
+    reopened = Ledger.open(tmp_path)  # "slow" never finished: interrupted, exactly once
+    assert reopened.interrupted_recovered == 1
+    reopened.close()
+    ledger = Ledger.open(tmp_path)
+    ledger.record_dispatch("slow", 2, "m1", "sim", T0)
+    ledger.compact()
+    ledger.record_result(attempt("slow", 2), response("slow", 2))
+    ledger.close()
+    assert Ledger.open(tmp_path).interrupted_recovered == 0
+    outcomes = scan_attempts(tmp_path).sort("request_id", "attempt").collect()["outcome"]
+    assert outcomes.to_list() == ["ok", "interrupted", "ok"]
+
+
+def test_kill_between_compaction_steps_neither_loses_nor_duplicates(tmp_path: Path) -> None:
+    """Shard written but segment not yet deleted: readers dedupe, reopen redoes the fold."""
+    ledger = Ledger.open(tmp_path)
+    for i in range(5):
+        accept(ledger, f"r{i}", 1)
+    ledger.record_result(attempt("x", 1, "provider_error"), None)
+    saved = {p.name: p.read_bytes() for _, p in list_segments(tmp_path / "journal")}
+    ledger.compact()
+    _die(ledger)
+    for name, data in saved.items():  # put the folded segment back, as if unlink never ran
+        (tmp_path / "journal" / name).write_bytes(data)
+    assert scan_attempts(tmp_path).collect().height == 6
+    assert scan_responses(tmp_path).collect().height == 5
+    reopened = Ledger.open(tmp_path)
+    reopened.close()
+    assert scan_attempts(tmp_path).collect().height == 6
+    assert sorted(accepted_ids(tmp_path)) == [f"r{i}" for i in range(5)]
+    assert len(list_shards(tmp_path / "responses")) == 1
+
+
+def test_second_writer_is_refused(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path), pytest.raises(LedgerBusy):
+        Ledger.open(tmp_path)
+
+
+def test_readers_see_everything_while_writer_compacts(tmp_path: Path) -> None:
+    ledger = Ledger.open(tmp_path)
+    for i in range(30):
+        accept(ledger, f"r{i:02d}", 1)
+        if i % 7 == 0:
+            ledger.compact()
+        assert scan_responses(tmp_path).collect().height == i + 1
+        assert scan_attempts(tmp_path).collect().height == i + 1
+    ledger.close()
+
+
+def test_torn_journal_tail_is_ignored_on_open_and_by_readers(tmp_path: Path) -> None:
+    ledger = Ledger.open(tmp_path)
+    accept(ledger, "a", 1)
+    segment = list_segments(tmp_path / "journal")[-1][1]
+    _die(ledger)
+    with segment.open("ab") as handle:
+        handle.write(b'{"kind": "result", "attempt": {"request_id": "b"')
+    assert accepted_ids(tmp_path) == {"a"}
+    with Ledger.open(tmp_path) as reopened:
+        assert reopened.accepted_ids() == {"a"}
+        assert accept(reopened, "b", 1)
+    assert accepted_ids(tmp_path) == {"a", "b"}
+
+
+def test_segment_ids_never_reused_after_compaction(tmp_path: Path) -> None:
+    for round_ in range(3):
+        with Ledger.open(tmp_path) as ledger:
+            accept(ledger, f"r{round_}", 1)
+    shards = list_shards(tmp_path / "responses")
+    assert len(shards) == 3
+    assert accepted_ids(tmp_path) == {"r0", "r1", "r2"}
+
+
+def test_naive_timestamps_are_refused(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path) as ledger, pytest.raises(ValueError, match="timezone"):
+        ledger.record_dispatch("a", 1, "m1", "sim", datetime(2026, 1, 1))
+
+
+@given(
+    script=st.lists(
+        st.tuples(st.integers(0, 4), st.sampled_from(["ok", "rate_limit", "compact"])),
+        max_size=25,
+    )
+)
+def test_any_interleaving_matches_a_simple_model(script: list[tuple[int, str]]) -> None:
+    """Accepted = first ok per request; attempts = every result; whatever the compactions."""
+    import tempfile
+
+    run_dir = Path(tempfile.mkdtemp())
+    try:
+        ledger = Ledger.open(run_dir, pid_file=False)
+        counts: dict[str, int] = {}
+        accepted: dict[str, int] = {}
+        for index, action in script:
+            rid = f"r{index}"
+            if action == "compact":
+                ledger.compact()
+                continue
+            n = counts.get(rid, 0) + 1
+            counts[rid] = n
+            ledger.record_dispatch(rid, n, "m1", "sim", T0)
+            if action == "ok":
+                fresh = ledger.record_result(attempt(rid, n), response(rid, n))
+                assert fresh == (rid not in accepted)
+                accepted.setdefault(rid, n)
+            else:
+                ledger.record_result(attempt(rid, n, action), None)
+        assert ledger.attempt_counts() == counts
+        ledger.close()
+        assert attempt_counts(run_dir) == counts
+        got = scan_responses(run_dir).select("request_id", "attempts").collect()
+        assert dict(got.iter_rows()) == accepted
+        assert scan_attempts(run_dir).collect().height == sum(counts.values())
+    finally:
+        shutil.rmtree(run_dir)
