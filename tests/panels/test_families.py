@@ -1,0 +1,172 @@
+"""Family files: worlds from variables and constraints, and errors that say where."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from panels.families import FAMILIES_DIR, FamilyError, load_families, load_family
+
+GOOD = """
+id = "{id}"
+title = "Two coins"
+shape = "conjunction"
+control = true
+variables = ["h1", "h2"]
+
+[[statements]]
+id = "first"
+text = "The first coin lands heads."
+formula = "h1"
+exact = 0.5
+
+[[statements]]
+id = "both"
+text = "Both coins land heads."
+formula = "h1 and h2"
+exact = 0.25
+
+[[statements]]
+id = "either"
+text = "At least one coin lands heads."
+formula = "h1 | h2"
+exact = 0.75
+"""
+
+PARTITION = """
+id = "cup"
+title = "Who wins"
+shape = "partition"
+variables = ["x", "y", "other"]
+constraints = ["exactly_one(x, y, other)"]
+notes = "one winner"
+
+[[statements]]
+id = "x"
+text = "X wins."
+formula = "x"
+
+[[statements]]
+id = "y"
+text = "Y wins."
+formula = "y"
+
+[[statements]]
+id = "rest"
+text = "Someone else wins."
+formula = "other"
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "x.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_load_a_family_and_its_panel(tmp_path: Path) -> None:
+    family = load_family(_write(tmp_path, GOOD.format(id="coins")))
+    assert (family.id, family.shape, family.control) == ("coins", "conjunction", True)
+    assert family.ids == ("first", "both", "either")
+    assert family.exact == {"first": 0.5, "both": 0.25, "either": 0.75}
+    panel = family.panel()
+    assert panel.ids == family.ids
+    assert panel.n_atoms == 4  # (h1,h2) = FF: none; FT: either; TF: first+either; TT: all
+    worlds = {(w["h1"], w["h2"]) for atom in panel.atoms for w in atom.outcomes}
+    assert len(worlds) == 4
+    # the exact answers are the probabilities of the uniform distribution over worlds
+    weights = np.array([len(atom.outcomes) for atom in panel.atoms]) / 4
+    np.testing.assert_allclose(panel.incidence @ weights, [0.5, 0.25, 0.75])
+
+
+def test_constraints_cut_the_worlds(tmp_path: Path) -> None:
+    family = load_family(_write(tmp_path, PARTITION))
+    panel = family.panel()
+    assert family.space().size() == 3
+    np.testing.assert_array_equal(panel.incidence.sum(axis=0), [1, 1, 1])
+    assert family.notes == "one winner"
+
+
+def _broken(tmp_path: Path, old: str, new: str, base: str = GOOD) -> str:
+    text = base.format(id="coins") if "{id}" in base else base
+    assert old in text
+    path = _write(tmp_path, text.replace(old, new, 1))
+    with pytest.raises(FamilyError) as caught:
+        load_family(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ")
+    assert "\n" not in message
+    return message
+
+
+def test_unknown_variable_names_file_statement_and_position(tmp_path: Path) -> None:
+    message = _broken(tmp_path, 'formula = "h1 and h2"', 'formula = "h1 and c"')
+    assert message.endswith("statement 'both': unknown variable 'c' at position 7")
+
+
+def test_malformed_formula(tmp_path: Path) -> None:
+    message = _broken(tmp_path, 'formula = "h1 | h2"', 'formula = "h1 |"')
+    assert "statement 'either'" in message and "at position 4" in message
+
+
+def test_bad_constraint(tmp_path: Path) -> None:
+    message = _broken(tmp_path, "exactly_one(x, y, other)", "exactly_one(x, y, z)", PARTITION)
+    assert "constraint 1: unknown variable 'z' at position 18" in message
+
+
+def test_duplicate_statement_ids(tmp_path: Path) -> None:
+    message = _broken(tmp_path, 'id = "both"', 'id = "first"')
+    assert "statement 'first': duplicate statement id" in message
+
+
+def test_unknown_shape(tmp_path: Path) -> None:
+    assert "unknown shape 'lottery'" in _broken(tmp_path, '"conjunction"', '"lottery"')
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", '"half"', "true"])
+def test_exact_must_be_a_probability(tmp_path: Path, value: str) -> None:
+    message = _broken(tmp_path, "exact = 0.25", f"exact = {value}")
+    assert "statement 'both'" in message and "'exact'" in message
+
+
+def test_constraints_that_leave_no_world(tmp_path: Path) -> None:
+    message = _broken(tmp_path, 'constraints = ["exactly_one(x, y, other)"]',
+                      'constraints = ["x and not x"]', PARTITION)  # fmt: skip
+    assert "no possible world" in message
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ('title = "Two coins"\n', 'title = "Two coins"\ncolour = "red"\n', "unknown key 'colour'"),
+        ('text = "Both coins land heads."', 'txt = "x"', "unknown key 'txt'"),
+        ('variables = ["h1", "h2"]', 'variables = ["h1", "h1", "h2"]', "duplicate variable"),
+        ('variables = ["h1", "h2"]', 'variables = ["h1", "h2", "and"]', "reserved word"),
+        ('variables = ["h1", "h2"]', 'variables = ["h1", "h2", "2x"]', "not a valid name"),
+        ("control = true", 'control = "yes"', "'control' must be true or false"),
+        ('formula = "h1 and h2"\n', "\n", "missing key 'formula'"),
+        ('id = "coins"', 'id = "coins"\nid = "again"', "not valid TOML"),
+    ],
+)
+def test_other_validation(tmp_path: Path, old: str, new: str, expected: str) -> None:
+    assert expected in _broken(tmp_path, old, new)
+
+
+def test_load_families_keys_by_id_and_rejects_reused_ids(tmp_path: Path) -> None:
+    _write(tmp_path, GOOD.format(id="coins"), "a.toml")
+    _write(tmp_path, PARTITION, "b.toml")
+    (tmp_path / "readme.md").write_text("not a family")
+    families = load_families(tmp_path)
+    assert list(families) == ["coins", "cup"]
+    assert families["cup"].path == tmp_path / "b.toml"
+    _write(tmp_path, GOOD.format(id="cup"), "c.toml")
+    with pytest.raises(FamilyError, match="already used"):
+        load_families(tmp_path)
+    with pytest.raises(FamilyError, match="no such file"):
+        load_family(tmp_path / "missing.toml")
+
+
+def test_stock_families_live_next_to_the_module() -> None:
+    assert FAMILIES_DIR.name == "families" and FAMILIES_DIR.parent.name == "panels"
