@@ -1,12 +1,130 @@
-"""Bedrock, Vertex and OAuth routes (being added)."""
+"""Routes for the cloud providers: Bedrock Converse, Vertex (Gemini and OpenAI), OAuth.
+
+They differ from the OpenAI-compatible ones mainly in authentication: Bedrock requests are
+SigV4-verified against the configured AWS keys (or carry a Bedrock API key), and Vertex
+requests must carry an access token this simulator issued from its own token endpoint.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
+import time
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs
 
+import orjson
 from aiohttp import web
 
+from providers.sim import sigv4
+from providers.sim.call import BadRequest, ChatCall
+from providers.sim.oauth import GOOGLE_TOKEN_URI, JWT_BEARER, GrantError, verify_assertion
+from providers.sim.wire_bedrock import BedrockDialect, parse_converse_body
+from providers.sim.wire_openai import VertexOpenAIDialect, parse_chat_body
+from providers.sim.wire_vertex import VertexDialect, parse_generate_body
 
-def cloud_routes(sim: Any) -> list[web.RouteDef]:
-    del sim
-    return []
+if TYPE_CHECKING:
+    from providers.sim.server import Simulator
+
+VERTEX_UNAUTHENTICATED = (
+    "Request had invalid authentication credentials. Expected OAuth 2 access token, login "
+    "cookie or other valid authentication credential. See "
+    "https://developers.google.com/identity/sign-in/web/devconsole-project."
+)
+
+
+def _headers_multi(request: web.Request) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name, value in request.headers.items():
+        out.setdefault(name.lower(), []).append(value)
+    return out
+
+
+def cloud_routes(sim: Simulator) -> list[web.RouteDef]:
+    state = sim.state
+    creds = state.credentials
+    bedrock = BedrockDialect()
+    vertex = VertexDialect()
+    vertex_openai = VertexOpenAIDialect()
+
+    def bedrock_auth(request: web.Request, body: bytes) -> None:
+        header = request.headers.get("Authorization", "")
+        if header.lower().startswith("bearer "):
+            if header[7:].strip() != creds.bedrock_api_key:
+                raise BadRequest("The security token included in the request is invalid.",
+                                 status=403, code="UnrecognizedClientException", kind="auth")
+            return
+        if not header:
+            raise BadRequest("Missing Authentication Token", status=403,
+                             code="MissingAuthenticationTokenException", kind="auth")
+        raw_path, _, query = request.raw_path.partition("?")
+        try:
+            sigv4.verify(
+                request.method, raw_path, query, _headers_multi(request), body,
+                lambda key: creds.aws_secret_access_key if key == creds.aws_access_key_id
+                else None,
+                service="bedrock", session_token=creds.aws_session_token,
+                now=dt.datetime.now(dt.UTC),
+            )
+        except sigv4.SigV4Error as exc:
+            raise BadRequest(exc.message, status=exc.status, code=exc.code, kind="auth") from None
+
+    def vertex_auth(request: web.Request, body: bytes) -> None:
+        del body
+        header = request.headers.get("Authorization", "")
+        token = header[7:].strip() if header.lower().startswith("bearer ") else None
+        if not state.tokens.valid(token):
+            raise BadRequest(VERTEX_UNAUTHENTICATED, status=401, kind="auth")
+
+    async def converse(request: web.Request) -> web.StreamResponse:
+        model_id = request.match_info["model_id"]
+
+        def parse(body: bytes) -> ChatCall:
+            return parse_converse_body(model_id, body)
+
+        return await sim.serve(request, bedrock, bedrock_auth, parse)
+
+    async def generate_content(request: web.Request) -> web.StreamResponse:
+        model = request.match_info["model"]
+
+        def parse(body: bytes) -> ChatCall:
+            return parse_generate_body(model, body)
+
+        return await sim.serve(request, vertex, vertex_auth, parse)
+
+    async def vertex_chat(request: web.Request) -> web.StreamResponse:
+        def parse(body: bytes) -> ChatCall:
+            return parse_chat_body("vertex", body)
+
+        return await sim.serve(request, vertex_openai, vertex_auth, parse)
+
+    async def token(request: web.Request) -> web.Response:
+        form = parse_qs((await request.read()).decode("utf-8", "replace"))
+        grant = (form.get("grant_type") or [""])[0]
+        try:
+            if grant != JWT_BEARER:
+                raise GrantError("unsupported_grant_type", f"Invalid grant_type: {grant}")
+            assertion = (form.get("assertion") or [""])[0]
+            verify_assertion(
+                assertion, creds.sa_public_key, creds.sa_client_email,
+                (f"{state.root_url}/oauth2/token", GOOGLE_TOKEN_URI), time.time(),
+            )
+        except GrantError as exc:
+            state.counts["oauth.rejected"] += 1
+            return web.Response(
+                body=orjson.dumps({"error": exc.error, "error_description": exc.description}),
+                status=exc.status, content_type="application/json")
+        access, ttl = state.tokens.issue()
+        state.counts["tokens_issued"] += 1
+        return web.Response(
+            body=orjson.dumps({"access_token": access, "expires_in": ttl,
+                               "token_type": "Bearer"}),
+            content_type="application/json")
+
+    vertex_base = "/vertex/{version:v1|v1beta1}/projects/{project}/locations/{location}"
+    return [
+        web.post("/bedrock/model/{model_id:.+}/converse", converse),
+        web.post(vertex_base + "/publishers/google/models/{model}:generateContent",
+                 generate_content),
+        web.post(vertex_base + "/endpoints/openapi/chat/completions", vertex_chat),
+        web.post("/oauth2/token", token),
+    ]

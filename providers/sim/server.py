@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import signal
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from providers.sim import forecasters
 from providers.sim.call import BadRequest, ChatCall, Dialect, Finish, Reply
 from providers.sim.credentials import DEFAULT_CREDENTIALS, SimCredentials
 from providers.sim.faults import FaultInjector, FaultKind, FaultProfile, parse_faults
+from providers.sim.oauth import TokenStore
 from providers.sim.ratelimit import WINDOW_S, SlidingWindowLimiter
 from providers.sim.wire_openai import (
     AzureDialect,
@@ -45,6 +47,7 @@ class SimState:
     credentials: SimCredentials
     limiter: SlidingWindowLimiter | None
     retry_after_s: float
+    tokens: TokenStore = field(default_factory=TokenStore)
     counts: Counter[str] = field(default_factory=Counter)
     root_url: str = ""
 
@@ -245,8 +248,8 @@ class Simulator:
         return routes
 
     def extra_routes(self) -> list[web.RouteDef]:
-        """Bedrock, Vertex and the OAuth token endpoint (see their modules)."""
-        from providers.sim.routes_cloud import cloud_routes
+        """Bedrock, Vertex and the OAuth token endpoint (see `routes_cloud`)."""
+        from providers.sim.routes_cloud import cloud_routes  # it needs this class: import late
 
         return cloud_routes(self)
 
@@ -325,12 +328,14 @@ async def start_sim(
     credentials: SimCredentials | None = None,
     retry_after_s: float = 1.0,
     rate_limit_window_s: float = WINDOW_S,
+    token_ttl_s: float = 3600.0,
 ) -> SimHandle:
     """Start the simulator on 127.0.0.1 (`port=0`: any free port) and return its handle.
 
     `faults` is a profile name or `kind=rate,...`; `seed` fixes the fault sequence;
     `rate_limit_rpm` turns on the simulator's own per-model sliding-window limit;
-    `retry_after_s` is the wait hint injected rate-limit faults carry.
+    `retry_after_s` is the wait hint injected rate-limit faults carry; `token_ttl_s` is
+    the lifetime of the OAuth access tokens it issues (short values test refresh).
     """
     limiter = (
         SlidingWindowLimiter(rate_limit_rpm, rate_limit_window_s)
@@ -342,6 +347,7 @@ async def start_sim(
         credentials=credentials or DEFAULT_CREDENTIALS,
         limiter=limiter,
         retry_after_s=retry_after_s,
+        tokens=TokenStore(ttl_s=token_ttl_s),
     )
     runner = web.AppRunner(build_app(state), access_log=None, handle_signals=False)
     await runner.setup()
@@ -355,26 +361,52 @@ async def start_sim(
     return SimHandle(runner, state, root)
 
 
+async def _wait_for_signal() -> None:
+    """Until SIGINT or SIGTERM (installed explicitly: a background job may ignore SIGINT)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+    try:
+        await stop.wait()
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
 async def serve_forever(
     port: int,
     faults: str,
     *,
     seed: int = 0,
     rate_limit_rpm: float | None = None,
+    retry_after_s: float = 1.0,
     on_start: Callable[[SimHandle], None] | None = None,
+    on_stop: Callable[[dict[str, int]], None] | None = None,
     until: Awaitable[None] | None = None,
 ) -> dict[str, int]:
-    """Run until cancelled (Ctrl-C) or until `until` completes; return the final counts."""
-    handle = await start_sim(port, faults, seed=seed, rate_limit_rpm=rate_limit_rpm)
+    """Run until cancelled (Ctrl-C) or until `until` completes; report the final counts.
+
+    `on_stop` sees the counts even when the run ends by cancellation, which is how a
+    standalone `dutchbook serve-sim` ends.
+    """
+    handle = await start_sim(
+        port, faults, seed=seed, rate_limit_rpm=rate_limit_rpm, retry_after_s=retry_after_s
+    )
     if on_start is not None:
         on_start(handle)
     try:
         if until is not None:
             await until
         else:
-            await asyncio.Event().wait()
+            await _wait_for_signal()
     finally:
         counts = handle.counts()
         with contextlib.suppress(Exception):
             await handle.stop()
+        if on_stop is not None:
+            on_stop(counts)
     return counts

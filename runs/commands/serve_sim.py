@@ -1,7 +1,87 @@
-"""Placeholder until the `serve_sim` command lands; registers nothing."""
+"""`dutchbook serve-sim`: the provider simulator, standalone, for rehearsing a campaign.
+
+A user points a spec's models at it (or lets `provider = "sim"` models default to it) and
+runs the whole pipeline for free before spending money; the counts printed on exit say how
+many requests each provider route answered and which faults were injected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from providers.sim.credentials import DEFAULT_CREDENTIALS
+from providers.sim.faults import PROFILES, parse_faults
+from providers.sim.rehearse import BASE_PATHS
+from providers.sim.server import SimHandle, serve_forever
+
+#: The port `provider = "sim"` models use when a spec gives no base_url.
+DEFAULT_PORT = 8765
+
+
+def describe_start(handle: SimHandle, faults: str, console: Console) -> None:
+    """What a user needs to point a campaign at the running simulator."""
+    console.print(f"dutchbook simulator listening on [bold]{handle.root_url}[/bold]")
+    console.print(f"fault profile: {faults}")
+    table = Table("provider", "base_url", title="routes (all answers are simulated)")
+    for provider, path in BASE_PATHS.items():
+        table.add_row(provider, handle.root_url + path)
+    console.print(table)
+    console.print("Fake credentials the simulator accepts (never real ones):")
+    for line in DEFAULT_CREDENTIALS.export_lines(handle.root_url):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print("Press Ctrl-C to stop.")
+
+
+def describe_stop(counts: dict[str, int], console: Console) -> None:
+    table = Table("count", "value", title="simulator counts")
+    for key in sorted(counts):
+        table.add_row(key, str(counts[key]))
+    console.print(table)
+
+
+def serve_sim(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = DEFAULT_PORT,
+    faults: Annotated[
+        str,
+        typer.Option(
+            help=f"Fault profile ({', '.join(PROFILES)}) or explicit rates, e.g. "
+            "'rate_limit=0.05,server_error=0.02,slow_delay_s=3'."
+        ),
+    ] = "none",
+    seed: Annotated[int, typer.Option(help="Seed of the fault sequence.")] = 0,
+    rpm: Annotated[
+        float | None, typer.Option(help="Enforce this many requests per minute per model.")
+    ] = None,
+    retry_after: Annotated[
+        float, typer.Option(help="Seconds injected 429s ask clients to wait.")
+    ] = 1.0,
+) -> None:
+    """Run the local provider simulator until Ctrl-C (all answers are simulated)."""
+    console = Console()
+    try:
+        parse_faults(faults)
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] --faults: {exc}")
+        raise typer.Exit(2) from None
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(
+            serve_forever(
+                port,
+                faults,
+                seed=seed,
+                rate_limit_rpm=rpm,
+                retry_after_s=retry_after,
+                on_start=lambda handle: describe_start(handle, faults, console),
+                on_stop=lambda counts: describe_stop(counts, console),
+            )
+        )
 
 
 def register(app: typer.Typer) -> None:
-    del app
+    app.command("serve-sim")(serve_sim)
