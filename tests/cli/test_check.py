@@ -1,0 +1,227 @@
+"""`dutchbook check`: the paper's Figure 1 end to end, both input forms, and every bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from runs.commands import check as check_module
+from runs.commands.check import atom_payoffs, book_rows
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+CONSOLE_SCRIPT = Path(sys.executable).parent / "dutchbook"
+
+
+def _app() -> typer.Typer:
+    """Just the check command, so these tests do not depend on the other commands."""
+    app = typer.Typer(pretty_exceptions_enable=False)
+    check_module.register(app)
+
+    @app.callback()
+    def _root() -> None:
+        """dutchbook (test harness)."""
+
+    return app
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(_app(), ["check", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _json(*args: str) -> dict[str, object]:
+    code, out, err = _run(*args, "--json")
+    assert code == 0, err
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+# -- the paper's example, through the installed console script ------------------------
+@pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason="console script not installed")
+def test_figure_1_through_the_console_script() -> None:
+    done = subprocess.run(
+        [str(CONSOLE_SCRIPT), "check", str(EXAMPLES / "figure1.toml"), "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)  # stdout is exactly one JSON object
+    assert set(payload) == {"norm", "profit", "stakes", "coherent"}
+    assert payload["norm"] == "inf"
+    assert round(payload["profit"], 5) == 0.01113
+    assert {k: round(v, 4) for k, v in payload["coherent"].items()} == {
+        "4": 0.4111, "5": 0.8056, "7": 0.3944,
+    }  # fmt: skip
+    stakes = payload["stakes"]
+    assert stakes["4"] == pytest.approx(1 / 3) and stakes["7"] == pytest.approx(1 / 3)
+    assert stakes["5"] == pytest.approx(-1 / 3)
+
+    shown = subprocess.run(
+        [str(CONSOLE_SCRIPT), "check", str(EXAMPLES / "figure1.toml")],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={"COLUMNS": "120", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "Dutch-book profit: 0.01113" in shown.stdout
+    for row in ("buy", "sell", "0.3333", "0.4111", "0.8056", "0.3944", "+0.01113"):
+        assert row in shown.stdout
+
+
+def test_atoms_form_gives_the_same_answer_as_the_formula_form() -> None:
+    by_formula = _json(str(EXAMPLES / "figure1.toml"))
+    by_atoms = _json(str(EXAMPLES / "atoms.json"))
+    assert by_atoms["profit"] == pytest.approx(by_formula["profit"], abs=1e-12)
+    assert by_atoms["coherent"] == pytest.approx(by_formula["coherent"], abs=1e-9)
+
+
+def test_l1_norm_and_repair() -> None:
+    payload = _json(str(EXAMPLES / "conjunction.toml"), "--norm", "l1", "--repair")
+    assert payload["norm"] == "l1"
+    # P(A)+P(B) - P(A and B) - P(A or B) = -0.1: one of each contract earns 0.1
+    assert payload["profit"] == pytest.approx(0.1, abs=1e-9)
+    repaired = payload["repaired"]
+    assert isinstance(repaired, dict)
+    # the projection spreads the 0.1 gap evenly over the four events
+    expected = {"A": 0.625, "B": 0.525, "A and B": 0.375, "A or B": 0.775}
+    assert repaired == pytest.approx(expected, abs=1e-6)
+
+
+def test_coherent_input_reports_no_book(tmp_path: Path) -> None:
+    path = tmp_path / "ok.toml"
+    path.write_text(
+        'variables = ["a"]\n[[events]]\nid = "a"\nformula = "a"\np = 0.3\n'
+        '[[events]]\nid = "not a"\nformula = "not a"\np = 0.7\n'
+    )
+    code, out, _ = _run(str(path))
+    assert code == 0
+    assert "profit: 0.00000" in out and "coherent" in out and "Dutch book (" not in out
+    assert _json(str(path))["profit"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_human_output_shows_the_book_and_the_worst_atom() -> None:
+    code, out, _ = _run(str(EXAMPLES / "conjunction.toml"), "--norm", "l1", "--repair")
+    assert code == 0
+    assert "payoff in worst atom" in out and "worst atom: a=F, b=F" in out
+    assert "repaired" in out
+
+
+# -- bad input: one line, non-zero exit, no traceback ----------------------------------
+HEADER = 'variables = ["a", "b"]\n'
+
+
+def _event(event_id: str, formula: str, p: str) -> str:
+    return f'[[events]]\nid = "{event_id}"\nformula = "{formula}"\np = {p}\n'
+
+
+BAD_INPUTS = {
+    "p above 1": (HEADER + _event("x", "a", "1.2"), "p = 1.2 is outside [0, 1]"),
+    "p below 0": (HEADER + _event("x", "a", "-0.1"), "outside [0, 1]"),
+    "p nan": (HEADER + _event("x", "a", "nan"), "outside [0, 1]"),
+    "p not a number": (HEADER + _event("x", "a", '"0.5"'), "'p' must be a number"),
+    "duplicate ids": (HEADER + _event("x", "a", "0.5") + _event("x", "b", "0.5"),
+                      "duplicate event id 'x'"),
+    "impossible event": (HEADER + _event("x", "a and not a", "0.5"),
+                         "event 'x' holds in no atom"),
+    "parse error": (HEADER + _event("x", "a and", "0.5"),
+                    "event 'x': expected a variable, 'not' or '(' but found end of formula "
+                    "at position 5"),
+    "unknown variable": (HEADER + _event("x", "a or c", "0.5"),
+                         "event 'x': unknown variable 'c' at position 5"),
+    "unknown top-level key": (HEADER + "colour = 1\n" + _event("x", "a", "0.5"),
+                              "unknown key 'colour'"),
+    "unknown event key": (HEADER + _event("x", "a", "0.5") + "weight = 2\n",
+                          "event 'x': unknown key 'weight'"),
+    "missing p": (HEADER + '[[events]]\nid = "x"\nformula = "a"\n', "missing key 'p'"),
+    "no events": (HEADER, "'events' must be a non-empty list"),
+    "no world": (HEADER + 'constraints = ["a", "not a"]\n' + _event("x", "a", "0.5"),
+                 "no possible world"),
+    "bad constraint": (HEADER + 'constraints = ["a ->"]\n' + _event("x", "a", "0.5"),
+                       "constraint 1:"),
+    "both forms": (HEADER + "atoms = 3\n" + _event("x", "a", "0.5"), "not both"),
+    "neither form": (_event("x", "a", "0.5"), "missing key 'variables'"),
+    "invalid toml": ("variables = [\n", "not valid TOML"),
+    "atoms: empty event": ('atoms = 3\n[[events]]\nid = "x"\natoms = []\np = 0.5\n',
+                           "event 'x' holds in no atom"),
+    "atoms: index out of range": ('atoms = 3\n[[events]]\nid = "x"\natoms = [3]\np = 0.5\n',
+                                  "atom index 3 is not in 0..2"),
+    "atoms: not a count": ('atoms = 0\n[[events]]\nid = "x"\natoms = [0]\np = 0.5\n',
+                           "'atoms' must be a positive whole number"),
+    "atoms: formula key": ('atoms = 2\n[[events]]\nid = "x"\nformula = "a"\np = 0.5\n',
+                           "unknown key 'formula'"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_one_line_and_non_zero(tmp_path: Path, case: str) -> None:
+    text, expected = BAD_INPUTS[case]
+    path = tmp_path / "input.toml"
+    path.write_text(text)
+    code, out, err = _run(str(path))
+    assert code != 0
+    assert out == ""
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("error: ") and str(path) in err
+    assert expected in err
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("missing.toml", None, "no such file"),
+        ("bad.json", "{not json", "not valid JSON"),
+        ("list.json", "[1, 2]", "top level must be an object"),
+        ("dup.json", '{"atoms": 2, "events": [{"id": "x", "atoms": [0], "p": 0.2},'
+                     ' {"id": "x", "atoms": [1], "p": 0.2}]}', "duplicate event id 'x'"),
+        ("p.json", '{"atoms": 2, "events": [{"id": "x", "atoms": [0], "p": 2}]}',
+         "outside [0, 1]"),
+    ],
+)  # fmt: skip
+def test_bad_files(tmp_path: Path, name: str, content: str | None, expected: str) -> None:
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    code, _, err = _run(str(path))
+    assert code != 0 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and expected in err
+
+
+@pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason="console script not installed")
+def test_bad_input_through_the_console_script(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(HEADER + _event("x", "a", "1.5"))
+    done = subprocess.run([str(CONSOLE_SCRIPT), "check", str(path)], capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.strip().count("\n") == 0 and "outside [0, 1]" in done.stderr
+
+
+# -- the Dutch-book table's arithmetic -------------------------------------------------
+@given(
+    st.integers(2, 5).flatmap(
+        lambda m: st.tuples(
+            st.lists(st.lists(st.integers(0, 1), min_size=m, max_size=m), min_size=1, max_size=5),
+            st.lists(st.floats(0, 1), min_size=5, max_size=5),
+            st.lists(st.floats(-1, 1), min_size=5, max_size=5),
+        )
+    )
+)
+def test_worst_atom_payoffs_add_up_to_the_book_total(
+    case: tuple[list[list[int]], list[float], list[float]],
+) -> None:
+    rows, p, b = case
+    incidence = np.array(rows, dtype=np.uint8)
+    n = len(rows)
+    probs, stakes = np.array(p[:n]), np.array(b[:n])
+    worst, contracts = book_rows(incidence, probs, stakes)
+    payoffs = atom_payoffs(incidence, probs, stakes)
+    assert payoffs[worst] == pytest.approx(payoffs.min())
+    assert sum(v for _, v in contracts) == pytest.approx(payoffs[worst], abs=1e-9)
