@@ -1,0 +1,243 @@
+"""Behaviour of `scoring.dutch_books`: the profit, the book and the nearest coherent forecast."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import scoring.batch_lp as batch_lp
+from scoring import dutch_books
+
+Reference = Callable[[np.ndarray, np.ndarray, str], float]
+Coherence = Callable[[np.ndarray, np.ndarray], bool]
+NORMS = ("inf", "l1")
+
+
+@st.composite
+def panels(draw: st.DrawFn, max_events: int = 8, max_atoms: int = 6) -> np.ndarray:
+    n = draw(st.integers(1, max_events))
+    m = draw(st.integers(1, max_atoms))
+    return draw(hnp.arrays(np.uint8, (n, m), elements=st.integers(0, 1)))
+
+
+def stated(n: int, k: int | None = None, nan: bool = False) -> st.SearchStrategy[np.ndarray]:
+    """Stated probabilities as a model would give them (4 decimals), optionally with NaN."""
+    value = st.integers(0, 10_000).map(lambda i: i / 10_000)
+    if nan:
+        value = st.one_of(value, st.just(float("nan")))
+    return hnp.arrays(np.float64, (n,) if k is None else (k, n), elements=value)
+
+
+@st.composite
+def panel_and_probs(draw: st.DrawFn, nan: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    incidence = draw(panels())
+    return incidence, draw(stated(incidence.shape[0], k=draw(st.integers(1, 5)), nan=nan))
+
+
+def payoffs(incidence: np.ndarray, p: np.ndarray, stakes: np.ndarray) -> np.ndarray:
+    """Net payoff of the book in each atom (answered events only)."""
+    answered = ~np.isnan(p)
+    b = stakes[answered]
+    return b @ incidence[answered] - b @ p[answered]
+
+
+# -- coherent forecasts score zero -------------------------------------------------
+@given(panels(), st.data())
+def test_coherent_forecasts_score_zero(incidence: np.ndarray, data: st.DataObject) -> None:
+    weights = data.draw(hnp.arrays(np.float64, incidence.shape[1], elements=st.floats(0, 1)))
+    assume(weights.sum() > 1e-3)
+    p = incidence @ (weights / weights.sum())
+    for norm in NORMS:
+        result = dutch_books(incidence, p, norm)
+        assert result.profit[0] <= 1e-9
+        np.testing.assert_allclose(result.coherent[0], p, atol=1e-9)
+
+
+# -- the book, the certificate and the independent LP -------------------------------
+@given(case=panel_and_probs(nan=True), norm=st.sampled_from(NORMS))
+def test_scores_match_independent_lp_and_books_pay(
+    case: tuple[np.ndarray, np.ndarray],
+    norm: str,
+    reference_distance: Reference,
+    is_coherent: Coherence,
+) -> None:
+    incidence, probs = case
+    result = dutch_books(incidence, probs, norm)
+    assert result.norm == norm
+    assert result.profit.shape == (probs.shape[0],)
+    assert result.stakes.shape == result.coherent.shape == probs.shape
+    for k, p in enumerate(probs):
+        answered = ~np.isnan(p)
+        assert np.array_equal(np.isnan(result.stakes[k]), ~answered)
+        assert np.array_equal(np.isnan(result.coherent[k]), ~answered)
+        if not answered.any():
+            assert np.isnan(result.profit[k])
+            continue
+        profit = result.profit[k]
+        # primal (the book) and dual (the distance) agree with an independent LP
+        assert abs(profit - reference_distance(incidence, p, norm)) <= 1e-9
+        # the book respects its budget and wins at least `profit` in every atom
+        b = result.stakes[k][answered]
+        if norm == "inf":
+            assert np.abs(b).sum() <= 1 + 1e-9
+        else:
+            assert np.abs(b).max() <= 1 + 1e-9
+        assert payoffs(incidence, p, result.stakes[k]).min() >= profit - 1e-9
+        # the nearest coherent forecast is coherent and exactly `profit` away
+        q = result.coherent[k]
+        assert is_coherent(incidence, q)
+        gap = np.abs(q - p)[answered]
+        assert abs((gap.max() if norm == "inf" else gap.sum()) - profit) <= 1e-9
+
+
+@given(panel_and_probs(), st.data())
+def test_profit_never_falls_when_events_are_added(
+    case: tuple[np.ndarray, np.ndarray], data: st.DataObject
+) -> None:
+    incidence, probs = case
+    n = incidence.shape[0]
+    keep = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    assume(any(keep))
+    rows = np.flatnonzero(keep)
+    for norm in NORMS:
+        full = dutch_books(incidence, probs, norm).profit
+        part = dutch_books(incidence[rows], probs[:, rows], norm).profit
+        assert np.all(part <= full + 1e-9)
+
+
+@given(panel_and_probs(nan=True), st.sampled_from(NORMS))
+def test_unanswered_events_score_as_the_sub_panel(
+    case: tuple[np.ndarray, np.ndarray], norm: str
+) -> None:
+    incidence, probs = case
+    result = dutch_books(incidence, probs, norm)
+    for k, p in enumerate(probs):
+        answered = ~np.isnan(p)
+        if not answered.any():
+            continue
+        sub = dutch_books(incidence[answered], p[answered], norm)
+        assert abs(sub.profit[0] - result.profit[k]) <= 1e-9
+
+
+@given(panel_and_probs(nan=True), st.sampled_from(NORMS))
+def test_batch_equals_one_at_a_time(case: tuple[np.ndarray, np.ndarray], norm: str) -> None:
+    incidence, probs = case
+    batch = dutch_books(incidence, probs, norm).profit
+    alone = np.array([dutch_books(incidence, p, norm).profit[0] for p in probs])
+    np.testing.assert_allclose(batch, alone, atol=1e-9, rtol=0)
+
+
+def test_many_batches_of_horizon1_sets_match_the_independent_lp(
+    reference_distance: Reference,
+) -> None:
+    """Several hundred sets: many reused batches, warm starts and a ragged last batch."""
+    bins = range(4)
+    events = [s for size in (1, 2, 3) for s in itertools.combinations(bins, size)]
+    incidence = np.array([[b in s for b in bins] for s in events], dtype=np.uint8)
+    rng = np.random.default_rng(7)
+    probs = np.round(rng.uniform(size=(301, 14)), 4)
+    probs[::17, 3] = np.nan
+    for norm in NORMS:
+        result = dutch_books(incidence, probs, norm)
+        expected = [reference_distance(incidence, p, norm) for p in probs]
+        np.testing.assert_allclose(result.profit, expected, atol=1e-9, rtol=0)
+
+
+def test_a_bad_batch_solution_is_caught_and_re_solved(
+    monkeypatch: pytest.MonkeyPatch, reference_distance: Reference
+) -> None:
+    """The duality certificate, not the solver's word, decides what is returned."""
+    solve = batch_lp.BatchModel.solve
+
+    def sabotaged(self: batch_lp.BatchModel, probs: np.ndarray) -> batch_lp.BlockSolution:
+        good = solve(self, probs)
+        if self.capacity == 1:
+            return good
+        return batch_lp.BlockSolution(
+            objective=good.objective,
+            atom_weights=np.ones_like(good.atom_weights),  # a wrong mixture
+            stakes=good.stakes,
+            ok=good.ok,
+        )
+
+    monkeypatch.setattr(batch_lp.BatchModel, "solve", sabotaged)
+    incidence = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 0, 1]])
+    probs = np.round(np.random.default_rng(3).uniform(size=(40, 4)), 4)
+    result = dutch_books(incidence, probs)
+    expected = [reference_distance(incidence, p, "inf") for p in probs]
+    np.testing.assert_allclose(result.profit, expected, atol=1e-9, rtol=0)
+
+
+# -- worked examples ----------------------------------------------------------------
+def test_paper_figure_1() -> None:
+    # The four return bins, each represented by a point inside it; events are intervals
+    # of the standardised return z, so the incidence is derived, not typed.
+    bins = {"B0": -2.0, "B1": -0.5, "B2": 0.5, "B3": 2.0}  # z<-1, -1<=z<0, 0<=z<1, z>=1
+    events = [(-1.0, 0.0), (0.0, 1.0), (-1.0, 1.0)]
+    incidence = np.array([[lo <= z < hi for z in bins.values()] for lo, hi in events])
+    result = dutch_books(incidence, [0.4000, 0.3833, 0.8167])
+    assert round(float(result.profit[0]), 5) == 0.01113
+    np.testing.assert_array_equal(np.round(result.coherent[0], 4), [0.4111, 0.3944, 0.8056])
+    # the book: buy both halves, sell the union, a third of the budget each
+    np.testing.assert_allclose(result.stakes[0], [1 / 3, 1 / 3, -1 / 3], atol=1e-9)
+
+
+def test_negation_worked_by_hand_in_both_norms() -> None:
+    # Events A and not-A over atoms {A, not A}; stated P(A) = P(not A) = 0.6.
+    # Selling both contracts at 0.6 collects 1.2 and pays out exactly 1 in either atom.
+    # l1 (at most one of each contract): sell one of each, profit 1.2 - 1 = 0.2, and the
+    #   L1 distance to the nearest coherent (a, 1-a) with a in [0.4, 0.6] is 0.2.
+    # inf (total stake at most 1): sell half of each, profit 0.6 - 0.5 = 0.1, and the
+    #   sup-norm distance to the nearest coherent forecast (0.5, 0.5) is 0.1.
+    incidence = np.array([[1, 0], [0, 1]])
+    l1 = dutch_books(incidence, [0.6, 0.6], norm="l1")
+    inf = dutch_books(incidence, [0.6, 0.6], norm="inf")
+    assert abs(l1.profit[0] - 0.2) <= 1e-12
+    np.testing.assert_allclose(l1.stakes[0], [-1.0, -1.0], atol=1e-12)
+    assert abs(inf.profit[0] - 0.1) <= 1e-12
+    np.testing.assert_allclose(inf.stakes[0], [-0.5, -0.5], atol=1e-12)
+    np.testing.assert_allclose(inf.coherent[0], [0.5, 0.5], atol=1e-12)
+
+
+def test_one_set_in_gives_one_row_out_and_unanswered_sets_are_nan() -> None:
+    incidence = np.array([[1, 0], [0, 1]])
+    single = dutch_books(incidence, [0.3, 0.3])
+    assert single.profit.shape == (1,) and single.stakes.shape == (1, 2)
+    empty = dutch_books(incidence, [[np.nan, np.nan], [0.5, 0.5]])
+    assert np.isnan(empty.profit[0]) and empty.profit[1] == 0.0
+    assert np.isnan(empty.stakes[0]).all() and np.isnan(empty.coherent[0]).all()
+
+
+def test_an_event_holding_in_no_atom_must_be_priced_zero() -> None:
+    result = dutch_books(np.array([[0, 0], [1, 1]]), [0.25, 1.0])
+    # The sure event is priced right; selling the impossible one (budget 1) wins 0.25.
+    assert abs(result.profit[0] - 0.25) <= 1e-12
+    np.testing.assert_allclose(result.stakes[0], [-1.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(result.coherent[0], [0.0, 1.0], atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("incidence", "probs", "norm", "message"),
+    [
+        (np.ones(3), [0.5], "inf", "2-D"),
+        (np.ones((2, 0)), [0.5, 0.5], "inf", "at least one atom"),
+        (np.array([[1, 2]]), [0.5], "inf", "0 or 1"),
+        (np.array([[1, 0]]), [0.5, 0.5], "inf", "incidence has 1 rows"),
+        (np.array([[1, 0]]), [1.5], "inf", r"\[0, 1\]"),
+        (np.array([[1, 0]]), [-0.1], "inf", r"\[0, 1\]"),
+        (np.array([[1, 0]]), [np.inf], "inf", r"\[0, 1\]"),
+        (np.array([[1, 0]]), np.zeros((1, 1, 1)), "inf", r"\(n,\) or \(K, n\)"),
+        (np.array([[1, 0]]), [0.5], "l2", "norm"),
+    ],
+)
+def test_bad_input_is_a_clear_value_error(
+    incidence: np.ndarray, probs: object, norm: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        dutch_books(incidence, probs, norm)  # type: ignore[arg-type]
