@@ -9,9 +9,11 @@ of `rpm` it bursts a whole minute's budget at once, which a token-bucket provide
 tokens), cannot be corrected after the call from reported usage, and cannot be held shut until
 a provider's reset time. `TokenBucket` does all four with exact sleeps and FIFO order.
 
-Safety margin: a bucket of capacity `c` refilled at `r` per second admits at most
-`c + r * 60` units in any 60-second window, so the refill rate is `(limit - c) / 60`: whatever
-window algorithm the provider uses, this lane alone can never exceed `limit` per minute.
+Safety margin: a bucket of capacity `c` refilled at `r` per second admits fewer than
+`c + r * 60` units in any half-open 60-second window, so a refill rate of
+`(limit * (1 - margin) - c + 1) / 60` keeps this lane at or under `limit` per minute whatever
+window algorithm the provider uses, with `margin` (2%) to spare for requests bunched up in
+transit.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class TokenBucket:
         if limit <= 1:
             raise ValueError(f"a per-minute limit must exceed 1, got {limit}")
         capacity = min(max(1.0, limit * burst_s / 60.0), limit / 4)
-        return cls((limit * (1.0 - margin) - capacity) / 60.0, capacity, clock)
+        return cls((limit * (1.0 - margin) - capacity + 1.0) / 60.0, capacity, clock)
 
     def _refill(self, now: float) -> None:
         if now > self._stamp:
