@@ -300,7 +300,7 @@ class BedrockAdapter:
         self._credentials: _CredentialSource | None = (
             None if self._bearer else _CredentialSource(config.name, env)
         )
-        self._seen_secrets: set[str] = set()
+        self._seen_secrets: set[Secret] = set()  # Secret: masked even in vars(adapter)
         self._secrets_lock = threading.Lock()
         self._omitted_rules = options_omitted(config.model)
         self._thinking, self._thinking_omits_temperature = self._thinking_fields()
@@ -404,7 +404,7 @@ class BedrockAdapter:
 
     def _remember(self, secrets: tuple[str, ...]) -> None:
         with self._secrets_lock:
-            self._seen_secrets.update(secrets)
+            self._seen_secrets.update(Secret(value) for value in secrets)
 
     def _redact(self, text: str) -> str:
         with self._secrets_lock:

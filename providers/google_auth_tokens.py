@@ -12,6 +12,7 @@ Because a refresh blocks, the engine may call an adapter's `build` in a worker t
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -155,11 +156,40 @@ class TokenCache:
         self.refreshes += 1
 
 
+def _from_file(path: str, scopes: Sequence[str]) -> tuple[Any, str | None]:
+    """Service-account or gcloud user credentials from a key file, built explicitly.
+
+    google-auth's generic loader also accepts external-account configurations that run
+    commands or fetch URLs; a key file is user input, so only the two plain kinds are taken.
+    """
+    from google.oauth2 import credentials as user_credentials
+    from google.oauth2 import service_account
+
+    with open(path, encoding="utf-8") as handle:
+        info = json.load(handle)
+    if not isinstance(info, dict):
+        raise ValueError("not a JSON object")
+    kind = info.get("type")
+    if kind == "service_account":
+        credentials = service_account.Credentials.from_service_account_info(  # type: ignore[no-untyped-call]
+            info, scopes=list(scopes)
+        )
+        project = info.get("project_id")
+    elif kind == "authorized_user":
+        credentials = user_credentials.Credentials.from_authorized_user_info(  # type: ignore[no-untyped-call]
+            info, scopes=list(scopes)
+        )
+        project = info.get("quota_project_id")
+    else:
+        raise ValueError(f"unsupported credential type {kind!r}")
+    return credentials, project if isinstance(project, str) and project else None
+
+
 def load_credentials(
     env: Mapping[str, str], model_name: str, scopes: Sequence[str] = (CLOUD_PLATFORM_SCOPE,)
 ) -> tuple[Any, str | None]:
     """Credentials and their project: the file `GOOGLE_APPLICATION_CREDENTIALS` names in
-    `env` (service account or gcloud user), else Application Default Credentials.
+    `env` (a service-account key or a gcloud user file), else Application Default Credentials.
 
     Loading a file does no network I/O; `google.auth.default()` may probe the metadata server,
     so call this lazily when no file is named.
@@ -170,12 +200,10 @@ def load_credentials(
     path = env.get(CREDENTIALS_FILE_ENV, "").strip()
     try:
         if path:
-            credentials, project = google.auth.load_credentials_from_file(  # type: ignore[no-untyped-call]
-                path, scopes=list(scopes)
-            )
-        else:
-            credentials, project = google.auth.default(scopes=list(scopes))
-    except exceptions.DefaultCredentialsError as exc:
+            return _from_file(path, scopes)
+        credentials, project = google.auth.default(scopes=list(scopes))
+    except (OSError, ValueError, KeyError, exceptions.GoogleAuthError) as exc:
+        # The exception text may quote the file (a private key); name only its kind.
         where = f"the file {CREDENTIALS_FILE_ENV} names" if path else "Default Credentials"
         raise ConfigError(
             f"model {model_name!r}: Google credentials from {where} could not be loaded "

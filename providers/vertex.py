@@ -203,7 +203,7 @@ class VertexAdapter:
         self._env_token: Secret | None = None
         self._tokens = tokens
         self._tokens_lock = threading.Lock()
-        self._issued: deque[str] = deque(maxlen=_TOKENS_REMEMBERED)
+        self._issued: deque[Secret] = deque(maxlen=_TOKENS_REMEMBERED)
         self._credentials_file = env.get(CREDENTIALS_FILE_ENV, "").strip()
         self._env = {CREDENTIALS_FILE_ENV: self._credentials_file} if self._credentials_file else {}
         file_project: str | None = None
@@ -274,8 +274,8 @@ class VertexAdapter:
         cache = self._token_cache()
         token = cache.token()
         with self._tokens_lock:
-            if token not in self._issued:
-                self._issued.append(token)
+            if not self._issued or self._issued[-1].reveal() != token:
+                self._issued.append(Secret(token))
         headers = {"Authorization": f"Bearer {token}"}
         if cache.quota_project_id:
             headers["x-goog-user-project"] = cache.quota_project_id

@@ -359,3 +359,40 @@ def test_codeless_errors_fall_back_on_status(status: int, outcome: Outcome) -> N
     failure = failed(b"<html>upstream trouble</html>", status=status, headers={})
     assert failure.outcome is outcome
     assert "upstream trouble" in failure.detail
+
+
+# ----------------------------------------------------------------------------- secrets
+
+
+def test_secrets_never_reach_details_reprs_or_errors() -> None:
+    """AWS echoes the canonical request (session token included) on a signature mismatch."""
+    token = "FwoGZXIvYXdzEXAMPLEsessiontoken0123456789"
+    env = {**KEYS, "AWS_SESSION_TOKEN": token}
+    a = adapter(env)
+    request = a.build(REQ)
+    secrets = [*KEYS.values(), token]
+    message = (
+        "The request signature we calculated does not match the signature you provided. "
+        "The Canonical String for this request should have been 'POST\n/model/x/converse\n\n"
+        f"host:bedrock-runtime.us-east-1.amazonaws.com\nx-amz-security-token:{token}\n' "
+        f"Credential={KEYS['AWS_ACCESS_KEY_ID']} secret {KEYS['AWS_SECRET_ACCESS_KEY']}"
+    )
+    headers, body = _error("InvalidSignatureException", 403, message, where="header")
+    failure = failed(body, status=403, headers=headers, a=a)
+    assert failure.outcome is Outcome.AUTH_ERROR
+    stray = _error("AccessDeniedException", 403, "key AKIAOTHERKEY00000000 is not allowed",
+                   where="header")
+    other = failed(stray[1], status=403, headers=stray[0], a=a)
+    assert "AKIAOTHERKEY00000000" not in other.detail
+    with pytest.raises(ConfigError) as half:
+        adapter({"AWS_ACCESS_KEY_ID": KEYS["AWS_ACCESS_KEY_ID"]})
+    printable = [failure.detail, repr(failure), repr(a), str(a), repr(vars(a)), repr(request),
+                 str(half.value), repr(a._credentials and vars(a._credentials))]
+    for text in printable:
+        for secret in secrets:
+            assert secret not in text, text
+    bearer = adapter({"AWS_BEARER_TOKEN_BEDROCK": "ABSKbedrockapikey0123456789"})
+    echoed = failed(orjson.dumps({"message": "bad key ABSKbedrockapikey0123456789"}),
+                    status=403, headers={}, a=bearer)
+    assert "ABSKbedrockapikey0123456789" not in echoed.detail
+    assert "ABSKbedrockapikey0123456789" not in repr(vars(bearer))

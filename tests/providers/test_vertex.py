@@ -1,0 +1,381 @@
+"""Vertex adapter: Gemini `generateContent` and the OpenAI-compatible MaaS endpoint; request
+building, every finishReason and google.rpc status on canned replies (providers-reference §4)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+import pytest
+
+from providers.google_auth_tokens import TokenCache
+from providers.openai_compat import Dialect, build_body
+from providers.types import ChatRequest, Completion, ConfigError, Failure, ModelConfig, Outcome
+from providers.vertex import (
+    VertexAdapter,
+    default_base_url,
+    required_env,
+    uses_openai_endpoint,
+)
+
+REQ = ChatRequest(request_id="r1", system="You forecast.", user="P(up)?", seed=7)
+TOKEN = "ya29.a0AfB_test_access_token_000000000000"
+MAVERICK = "meta/llama-4-maverick-17b-128e-instruct-maas"
+
+
+class StaticCredentials:
+    """A google-auth-like credential that always holds one long-lived token."""
+
+    quota_project_id: str | None = None
+
+    def __init__(self, token: str = TOKEN) -> None:
+        self.token: str | None = token
+        self.expiry: datetime | None = datetime.now(UTC).replace(tzinfo=None) + timedelta(hours=1)
+
+    def refresh(self, request: Any) -> None:
+        raise AssertionError("a fresh token must not be refreshed")
+
+
+def cfg(**kw: Any) -> ModelConfig:
+    base: dict[str, Any] = {
+        "name": "gemini", "provider": "vertex", "model": "gemini-3.5-flash",
+        "project": "my-proj", "location": "us-central1",
+    }
+    base.update(kw)
+    return ModelConfig(**base)
+
+
+def adapter(env: dict[str, str] | None = None, creds: Any = None, **kw: Any) -> VertexAdapter:
+    tokens = TokenCache(creds or StaticCredentials(), request_factory=lambda: None)
+    return VertexAdapter(cfg(**kw), env or {}, tokens=tokens)
+
+
+def gemini(text: str | None = '{"probability": 0.4}', finish: str | None = "STOP",
+           **extra: Any) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"text": "Let me think.", "thought": True}]
+    if text is not None:
+        parts.append({"text": text})
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if finish is not None:
+        candidate["finishReason"] = finish
+    body: dict[str, Any] = {
+        "candidates": [candidate],
+        "usageMetadata": {"promptTokenCount": 20, "candidatesTokenCount": 9,
+                          "thoughtsTokenCount": 30, "totalTokenCount": 59},
+        "modelVersion": "gemini-3.5-flash-001",
+        "responseId": "resp-abc123",
+    }
+    body.update(extra)
+    return body
+
+
+def parse(body: Any, status: int = 200, a: VertexAdapter | None = None,
+          headers: dict[str, str] | None = None) -> Completion | Failure:
+    raw = body if isinstance(body, bytes) else orjson.dumps(body)
+    return (a or adapter()).parse(status, headers or {}, raw)
+
+
+def failed(*args: Any, **kw: Any) -> Failure:
+    result = parse(*args, **kw)
+    assert isinstance(result, Failure), result
+    return result
+
+
+def rpc(status: str, code: int, message: str = "Something happened.") -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "status": status}}
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def test_gemini_request() -> None:
+    request = adapter(temperature=1.0, max_tokens=8192, json_mode=True).build(REQ)
+    assert request.url == (
+        "https://us-central1-aiplatform.googleapis.com/v1/projects/my-proj/locations/"
+        "us-central1/publishers/google/models/gemini-3.5-flash:generateContent"
+    )
+    assert orjson.loads(request.body) == {
+        "contents": [{"role": "user", "parts": [{"text": "P(up)?"}]}],
+        "systemInstruction": {"parts": [{"text": "You forecast."}]},
+        "generationConfig": {"temperature": 1.0, "maxOutputTokens": 8192, "seed": 7,
+                             "responseMimeType": "application/json"},
+    }
+    assert request.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert request.omitted == ()
+    assert TOKEN not in repr(request)
+
+
+def test_model_seed_is_the_fallback_for_the_request_seed() -> None:
+    body = orjson.loads(adapter(seed=99).build(ChatRequest("r", "s", "u")).body)
+    assert body["generationConfig"] == {"seed": 99}
+    body = orjson.loads(adapter(seed=99).build(REQ).body)
+    assert body["generationConfig"] == {"seed": 7}
+
+
+def test_global_location_uses_the_global_host() -> None:
+    assert default_base_url("global") == "https://aiplatform.googleapis.com"
+    url = adapter(location="global").build(REQ).url
+    assert url.startswith("https://aiplatform.googleapis.com/v1/projects/my-proj/locations/global/")
+
+
+def test_project_and_location_from_env_and_base_url_override() -> None:
+    env = {"GOOGLE_CLOUD_PROJECT": "env-proj", "GOOGLE_CLOUD_LOCATION": "europe-west4"}
+    a = adapter(env, project=None, location=None, base_url="http://127.0.0.1:9/vertex/",
+                api_version="v1beta1")
+    assert a.url == (
+        "http://127.0.0.1:9/vertex/v1beta1/projects/env-proj/locations/europe-west4/"
+        "publishers/google/models/gemini-3.5-flash:generateContent"
+    )
+
+
+@pytest.mark.parametrize("missing", ["project", "location"])
+def test_missing_project_or_location_is_a_config_error(missing: str) -> None:
+    with pytest.raises(ConfigError, match=r"'gemini'.*GOOGLE_CLOUD_" + missing.upper()):
+        adapter(**{missing: None})
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "thinking", "omitted"),
+    [
+        ("gemini-3.5-flash", "low", {"thinkingLevel": "LOW"}, ()),
+        ("gemini-3-pro-preview", "high", {"thinkingLevel": "HIGH"}, ()),
+        ("gemini-3.5-flash", "none", None, ("reasoning_effort",)),
+        ("gemini-2.5-flash", "none", {"thinkingBudget": 0}, ()),
+        ("gemini-2.5-flash", "medium", {"thinkingBudget": 8192}, ()),
+        ("gemini-2.5-pro", "none", None, ("reasoning_effort",)),
+        ("gemini-2.0-flash-001", "high", None, ("reasoning_effort",)),
+        ("gemini-3.5-flash", "default", None, ()),
+    ],
+)
+def test_reasoning_effort_maps_to_thinking_config(model: str, effort: str, thinking: Any,
+                                                  omitted: tuple[str, ...]) -> None:
+    request = adapter(model=model, reasoning_effort=effort).build(REQ)
+    config = orjson.loads(request.body).get("generationConfig", {})
+    assert config.get("thinkingConfig") == thinking
+    assert request.omitted == omitted
+
+
+def test_unknown_effort_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="reasoning_effort"):
+        adapter(reasoning_effort="extreme")
+
+
+def test_endpoint_choice() -> None:
+    assert uses_openai_endpoint(cfg(model=MAVERICK))
+    assert not uses_openai_endpoint(cfg())
+    assert uses_openai_endpoint(cfg(model="qwen/qwen3-235b", extra={"endpoint": "openai"}))
+    assert not uses_openai_endpoint(cfg(model=MAVERICK, extra={"endpoint": "gemini"}))
+    with pytest.raises(ConfigError, match=r"extra\.endpoint"):
+        uses_openai_endpoint(cfg(extra={"endpoint": "grpc"}))
+
+
+def test_openai_endpoint_request_reuses_the_shared_builder() -> None:
+    a = adapter(model=MAVERICK, location="us-east5", temperature=1.0, max_tokens=8192,
+                reasoning_effort="high")
+    request = a.build(REQ)
+    assert request.url == (
+        "https://us-east5-aiplatform.googleapis.com/v1/projects/my-proj/locations/us-east5/"
+        "endpoints/openapi/chat/completions"
+    )
+    expected, _ = build_body(cfg(model=MAVERICK, temperature=1.0, max_tokens=8192), REQ,
+                             Dialect(provider="vertex", token_field="max_tokens"))
+    assert orjson.loads(request.body) == expected
+    assert expected["model"] == MAVERICK and expected["seed"] == 7
+    assert request.omitted == ("reasoning_effort",)
+    assert request.headers["Authorization"] == f"Bearer {TOKEN}"
+
+
+def test_quota_project_header() -> None:
+    creds = StaticCredentials()
+    creds.quota_project_id = "billing-proj"
+    assert adapter(creds=creds).build(REQ).headers["x-goog-user-project"] == "billing-proj"
+
+
+def test_access_token_from_a_named_variable() -> None:
+    a = VertexAdapter(cfg(api_key_env="VERTEX_TOKEN"), {"VERTEX_TOKEN": "ya29.fromenv0000"})
+    assert a.build(REQ).headers["Authorization"] == "Bearer ya29.fromenv0000"
+    with pytest.raises(ConfigError, match="VERTEX_TOKEN"):
+        VertexAdapter(cfg(api_key_env="VERTEX_TOKEN"), {})
+
+
+def test_required_env() -> None:
+    assert required_env(cfg(), {}) == ["GOOGLE_APPLICATION_CREDENTIALS"]
+    assert required_env(cfg(project=None, location=None, api_key_env="T"), {}) == [
+        "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "T",
+    ]
+
+
+# ----------------------------------------------------------------------------- Gemini replies
+
+
+def test_completion_skips_thoughts_and_counts_them_as_output() -> None:
+    result = parse(gemini())
+    assert isinstance(result, Completion)
+    assert result.text == '{"probability": 0.4}'
+    assert result.finish_reason == "STOP"
+    assert (result.tokens_in, result.tokens_out) == (20, 39)
+    assert result.provider_request_id == "resp-abc123"
+    assert result.model_reported == "gemini-3.5-flash-001"
+
+
+@pytest.mark.parametrize(
+    ("finish", "outcome"),
+    [
+        ("MAX_TOKENS", Outcome.TRUNCATED),
+        ("SAFETY", Outcome.REFUSAL),
+        ("PROHIBITED_CONTENT", Outcome.REFUSAL),
+        ("BLOCKLIST", Outcome.REFUSAL),
+        ("SPII", Outcome.REFUSAL),
+        ("RECITATION", Outcome.REFUSAL),
+        ("MALFORMED_FUNCTION_CALL", Outcome.INVALID_RESPONSE),
+        ("OTHER", Outcome.INVALID_RESPONSE),
+    ],
+)
+def test_finish_reasons(finish: str, outcome: Outcome) -> None:
+    failure = failed(gemini(text='{"probab', finish=finish))
+    assert failure.outcome is outcome
+    assert finish in failure.detail
+    assert failure.raw_text == '{"probab'
+    assert failure.provider_request_id == "resp-abc123"
+    assert (failure.tokens_in, failure.tokens_out) == (20, 39)
+
+
+def test_max_tokens_with_only_thoughts_is_truncated() -> None:
+    assert failed(gemini(text=None, finish="MAX_TOKENS")).outcome is Outcome.TRUNCATED
+
+
+@pytest.mark.parametrize("reason", ["SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "OTHER"])
+def test_blocked_prompt_is_a_refusal(reason: str) -> None:
+    body = gemini()
+    del body["candidates"]
+    body["promptFeedback"] = {"blockReason": reason, "blockReasonMessage": "blocked"}
+    failure = failed(body)
+    assert failure.outcome is Outcome.REFUSAL
+    assert reason in failure.detail
+
+
+def test_no_candidates_without_a_block_reason_is_invalid() -> None:
+    assert failed(gemini(candidates=[])).outcome is Outcome.INVALID_RESPONSE
+
+
+@pytest.mark.parametrize("field", ["responseId", "modelVersion"])
+def test_missing_routing_metadata(field: str) -> None:
+    body = gemini()
+    del body[field]
+    failure = failed(body)
+    assert failure.outcome is Outcome.MISSING_ROUTING_METADATA
+    assert field in failure.detail
+
+
+@pytest.mark.parametrize("raw", [b'{"candidates": [{"content": {"par', b"", b"<html/>"])
+def test_unparseable_bodies_are_invalid(raw: bytes) -> None:
+    assert failed(raw).outcome is Outcome.INVALID_RESPONSE
+
+
+def test_stop_without_text_is_invalid() -> None:
+    assert failed(gemini(text=None)).outcome is Outcome.INVALID_RESPONSE
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "outcome"),
+    [
+        ("RESOURCE_EXHAUSTED", 429, Outcome.RATE_LIMIT),
+        ("RESOURCE_EXHAUSTED", 503, Outcome.RATE_LIMIT),
+        ("UNAVAILABLE", 503, Outcome.PROVIDER_ERROR),
+        ("INTERNAL", 500, Outcome.PROVIDER_ERROR),
+        ("UNKNOWN", 500, Outcome.PROVIDER_ERROR),
+        ("CANCELLED", 499, Outcome.PROVIDER_ERROR),
+        ("DEADLINE_EXCEEDED", 504, Outcome.TIMEOUT),
+        ("UNAUTHENTICATED", 401, Outcome.AUTH_ERROR),
+        ("PERMISSION_DENIED", 403, Outcome.AUTH_ERROR),
+        ("INVALID_ARGUMENT", 400, Outcome.BAD_REQUEST),
+        ("FAILED_PRECONDITION", 400, Outcome.BAD_REQUEST),
+        ("NOT_FOUND", 404, Outcome.BAD_REQUEST),
+    ],
+)
+@pytest.mark.parametrize("model", ["gemini-3.5-flash", MAVERICK])
+def test_rpc_statuses(status: str, code: int, outcome: Outcome, model: str) -> None:
+    failure = failed(rpc(status, code), status=code, a=adapter(model=model))
+    assert failure.outcome is outcome
+    assert failure.detail == f"{status}: Something happened."
+    assert failure.http_status == code
+
+
+def test_list_wrapped_envelope() -> None:
+    failure = failed([rpc("RESOURCE_EXHAUSTED", 429)], status=429)
+    assert failure.outcome is Outcome.RATE_LIMIT
+
+
+def test_error_envelope_inside_a_200_is_not_a_completion() -> None:
+    assert failed(rpc("RESOURCE_EXHAUSTED", 429), status=200).outcome is Outcome.RATE_LIMIT
+    codeless = {"error": {"code": 429, "message": "Resource exhausted."}}
+    assert failed(codeless, status=200).outcome is Outcome.RATE_LIMIT
+
+
+@pytest.mark.parametrize(
+    ("message", "quota"),
+    [
+        ("Resource exhausted. Please try again later. Please refer to "
+         "https://cloud.google.com/vertex-ai/generative-ai/docs/error-code-429 for more details.",
+         False),
+        ("Quota exceeded for aiplatform.googleapis.com/generate_content_requests_per_minute_per"
+         "_project_per_base_model with base model: gemini-3.5-flash.", False),
+        ("Quota exceeded for aiplatform.googleapis.com/generate_content_requests_per_day.", True),
+    ],
+)
+def test_daily_quota_is_flagged(message: str, quota: bool) -> None:
+    failure = failed(rpc("RESOURCE_EXHAUSTED", 429, message), status=429)
+    assert failure.quota_exhausted is quota
+    assert failure.retry_after_s is None
+
+
+def test_retry_hints_in_headers_and_prose() -> None:
+    hinted = failed(rpc("RESOURCE_EXHAUSTED", 429), status=429, headers={"retry-after": "7"})
+    assert hinted.retry_after_s == 7.0
+    prose = failed(rpc("UNAVAILABLE", 503, "Overloaded. Please retry after 4 seconds."), status=503)
+    assert prose.retry_after_s == 4.0
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [(429, Outcome.RATE_LIMIT), (502, Outcome.PROVIDER_ERROR), (504, Outcome.TIMEOUT),
+     (401, Outcome.AUTH_ERROR), (404, Outcome.BAD_REQUEST)],
+)
+def test_envelope_free_errors_fall_back_on_status(status: int, outcome: Outcome) -> None:
+    failure = failed(b"<html>gateway says no</html>", status=status)
+    assert failure.outcome is outcome
+    assert "gateway says no" in failure.detail
+
+
+# ----------------------------------------------------------------------------- OpenAI endpoint
+
+
+def test_openai_endpoint_reply(completion: Any) -> None:
+    a = adapter(model=MAVERICK)
+    result = parse(completion(model=MAVERICK, id="chatcmpl-v1"), a=a)
+    assert isinstance(result, Completion)
+    assert result.model_reported == MAVERICK
+    assert result.provider_request_id == "chatcmpl-v1"
+    truncated = failed(completion(finish_reason="length"), a=a)
+    assert truncated.outcome is Outcome.TRUNCATED
+    missing = failed(completion(model=None), a=a)
+    assert missing.outcome is Outcome.MISSING_ROUTING_METADATA
+    openai_error = {"error": {"message": "rate limited", "type": "rate_limit", "code": 429}}
+    assert failed(openai_error, status=429, a=a).outcome is Outcome.RATE_LIMIT
+
+
+# ----------------------------------------------------------------------------- secrets
+
+
+def test_echoed_tokens_never_reach_the_failure_detail() -> None:
+    a = adapter()
+    a.build(REQ)  # the adapter learns the token it sent
+    echoed = rpc("UNAUTHENTICATED", 401, f"Request had invalid authentication: Bearer {TOKEN}")
+    failure = failed(echoed, status=401, a=a)
+    assert failure.outcome is Outcome.AUTH_ERROR
+    assert TOKEN not in failure.detail and "***" in failure.detail
+    assert TOKEN not in repr(failure) and TOKEN not in repr(a)

@@ -1,0 +1,311 @@
+"""Vertex OAuth tokens: the cache refreshes only near expiry (fake clock), once across threads,
+and real google-auth service-account credentials fetch a token from a local token endpoint
+(an RSA key generated here; the endpoint verifies the JWT grant's signature)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from google.auth import exceptions, jwt
+
+from providers.google_auth_tokens import (
+    CLOUD_PLATFORM_SCOPE,
+    REFRESH_MARGIN_S,
+    TokenCache,
+    TokenRefreshError,
+    load_credentials,
+)
+from providers.types import ChatRequest, ConfigError, ModelConfig, Outcome
+from providers.vertex import VertexAdapter, create_adapter
+
+#: google-auth's service-account grants are addressed to Google's token URL whatever
+#: `token_uri` they are posted to (providers-reference §4a).
+AUDIENCE = "https://oauth2.googleapis.com/token"
+REQ = ChatRequest(request_id="r1", system="s", user="u", seed=1)
+
+
+class FakeClock:
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeCredentials:
+    """Hands out `tok-N` valid for `lifetime_s` of the fake clock; counts refreshes."""
+
+    def __init__(self, clock: FakeClock, lifetime_s: float = 3600.0, delay_s: float = 0.0,
+                 error: Exception | None = None) -> None:
+        self.clock = clock
+        self.lifetime_s = lifetime_s
+        self.delay_s = delay_s
+        self.error = error
+        self.token: str | None = None
+        self.expiry: datetime | None = None
+        self.calls = 0
+
+    def refresh(self, request: Any) -> None:
+        self.calls += 1
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        if self.error is not None:
+            raise self.error
+        self.token = f"tok-{self.calls}"
+        moment = datetime.fromtimestamp(self.clock() + self.lifetime_s, UTC)
+        self.expiry = moment.replace(tzinfo=None)  # google-auth keeps naive UTC
+
+
+def test_refreshes_only_when_less_than_the_margin_is_left() -> None:
+    clock = FakeClock()
+    creds = FakeCredentials(clock)
+    cache = TokenCache(creds, clock=clock, request_factory=lambda: None)
+    assert cache.token() == "tok-1"
+    clock.now += 3600 - REFRESH_MARGIN_S - 1  # 301 s left: still good
+    assert cache.token() == "tok-1"
+    assert creds.calls == 1
+    clock.now += 2  # 299 s left: refresh before it can expire mid-request
+    assert cache.token() == "tok-2"
+    assert cache.token() == "tok-2"
+    assert (creds.calls, cache.refreshes) == (2, 2)
+
+
+def test_a_token_without_expiry_is_kept() -> None:
+    clock = FakeClock()
+    creds = FakeCredentials(clock)
+    cache = TokenCache(creds, clock=clock, request_factory=lambda: None)
+    cache.token()
+    creds.expiry = None
+    clock.now += 10 * 3600
+    assert cache.token() == "tok-1"
+
+
+def test_concurrent_callers_share_one_refresh() -> None:
+    clock = FakeClock()
+    creds = FakeCredentials(clock, delay_s=0.05)
+    cache = TokenCache(creds, clock=clock, request_factory=lambda: None)
+    results: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def worker() -> None:
+        barrier.wait()
+        results.append(cache.token())
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == ["tok-1"] * 8
+    assert creds.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "retryable"),
+    [
+        (exceptions.RefreshError("invalid_grant: SECRET-ish detail", retryable=False), False),
+        (exceptions.RefreshError("internal_failure", retryable=True), True),
+        (exceptions.TransportError("connection refused to oauth2"), True),
+    ],
+)
+def test_refresh_failures_are_classified_without_their_text(error: Exception,
+                                                            retryable: bool) -> None:
+    clock = FakeClock()
+    cache = TokenCache(FakeCredentials(clock, error=error), clock=clock,
+                       request_factory=lambda: None)
+    with pytest.raises(TokenRefreshError) as caught:
+        cache.token()
+    assert caught.value.retryable is retryable
+    assert "SECRET" not in str(caught.value) and "oauth2" not in str(caught.value)
+    assert caught.value.__cause__ is None
+
+
+# ----------------------------------------------------------------------------- real google-auth
+
+
+class TokenEndpoint:
+    """A local OAuth token endpoint that checks the JWT-bearer grant's RS256 signature."""
+
+    def __init__(self, public_pem: str) -> None:
+        self.public_pem = public_pem
+        self.grants: list[dict[str, Any]] = []
+        self.fail_with: tuple[int, dict[str, str]] | None = None
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers["Content-Length"])
+                form = urllib.parse.parse_qs(self.rfile.read(length).decode())
+                status, reply = endpoint.answer(form)
+                data = json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/token"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def answer(self, form: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
+        if self.fail_with is not None:
+            return self.fail_with
+        if form.get("grant_type") != ["urn:ietf:params:oauth:grant-type:jwt-bearer"]:
+            return 400, {"error": "unsupported_grant_type"}
+        try:
+            claims = jwt.decode(form["assertion"][0], certs=self.public_pem, audience=AUDIENCE)
+        except (ValueError, exceptions.GoogleAuthError):
+            return 400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."}
+        self.grants.append(claims)
+        return 200, {"access_token": f"ya29.local-{len(self.grants)}", "expires_in": 3600,
+                     "token_type": "Bearer"}
+
+
+@pytest.fixture(scope="module")
+def rsa_key() -> tuple[str, str]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption()).decode()
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return private, public
+
+
+@pytest.fixture
+def endpoint(rsa_key: tuple[str, str]) -> Iterator[TokenEndpoint]:
+    server = TokenEndpoint(rsa_key[1])
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def write_service_account(path: Path, private_pem: str, token_uri: str) -> Path:
+    path.write_text(json.dumps({
+        "type": "service_account",
+        "project_id": "sa-project",
+        "private_key_id": "test-key-1",
+        "private_key": private_pem,
+        "client_email": "forecaster@sa-project.iam.gserviceaccount.com",
+        "client_id": "1234567890",
+        "token_uri": token_uri,
+    }))
+    return path
+
+
+def vertex_config(**kw: Any) -> ModelConfig:
+    base: dict[str, Any] = {"name": "gemini", "provider": "vertex", "model": "gemini-3.5-flash",
+                            "location": "us-central1"}
+    base.update(kw)
+    return ModelConfig(**base)
+
+
+def test_service_account_token_is_fetched_once_and_reused(
+    tmp_path: Path, rsa_key: tuple[str, str], endpoint: TokenEndpoint
+) -> None:
+    sa = write_service_account(tmp_path / "sa.json", rsa_key[0], endpoint.url)
+    adapter = VertexAdapter(vertex_config(), {"GOOGLE_APPLICATION_CREDENTIALS": str(sa)})
+    assert "/projects/sa-project/" in adapter.url  # project from the key file
+    assert endpoint.grants == []  # loading the file does no network I/O
+    for _ in range(3):
+        request = adapter.build(REQ)
+        assert request.headers["Authorization"] == "Bearer ya29.local-1"
+    assert len(endpoint.grants) == 1
+    claims = endpoint.grants[0]
+    assert claims["iss"] == "forecaster@sa-project.iam.gserviceaccount.com"
+    assert claims["scope"] == CLOUD_PLATFORM_SCOPE
+    assert claims["exp"] - claims["iat"] == 3600
+
+
+def test_service_account_token_is_refreshed_near_expiry(
+    tmp_path: Path, rsa_key: tuple[str, str], endpoint: TokenEndpoint
+) -> None:
+    sa = write_service_account(tmp_path / "sa.json", rsa_key[0], endpoint.url)
+    credentials, project = load_credentials({"GOOGLE_APPLICATION_CREDENTIALS": str(sa)}, "m")
+    assert project == "sa-project"
+    clock = FakeClock(time.time())
+    cache = TokenCache(credentials, clock=clock)
+    assert cache.token() == "ya29.local-1"
+    clock.now += 3600 - REFRESH_MARGIN_S - 30
+    assert cache.token() == "ya29.local-1"
+    clock.now += 60
+    assert cache.token() == "ya29.local-2"
+    assert len(endpoint.grants) == 2
+
+
+def test_key_files_name_the_project_and_bad_files_are_config_errors(
+    tmp_path: Path, rsa_key: tuple[str, str]
+) -> None:
+    sa = write_service_account(tmp_path / "sa.json", rsa_key[0], "http://127.0.0.1:9/t")
+    adapter = create_adapter(vertex_config(), {"GOOGLE_APPLICATION_CREDENTIALS": str(sa)})
+    assert "/projects/sa-project/" in adapter.url
+    external = tmp_path / "external.json"
+    external.write_text(json.dumps({"type": "external_account", "audience": "x"}))
+    broken = tmp_path / "broken.json"
+    broken.write_text(rsa_key[0])  # a bare PEM, not a key file
+    for path in (tmp_path / "absent.json", external, broken):
+        with pytest.raises(ConfigError, match="GOOGLE_APPLICATION_CREDENTIALS") as caught:
+            create_adapter(vertex_config(), {"GOOGLE_APPLICATION_CREDENTIALS": str(path)})
+        assert rsa_key[0].splitlines()[1] not in str(caught.value)
+
+
+def test_a_key_the_endpoint_does_not_trust_is_refused(tmp_path: Path, endpoint: TokenEndpoint,
+                                                      rsa_key: tuple[str, str]) -> None:
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    stranger = other.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption()).decode()
+    sa = write_service_account(tmp_path / "sa.json", stranger, endpoint.url)
+    adapter = VertexAdapter(vertex_config(), {"GOOGLE_APPLICATION_CREDENTIALS": str(sa)})
+    with pytest.raises(TokenRefreshError) as caught:
+        adapter.build(REQ)
+    assert caught.value.retryable is False
+    assert "Invalid JWT" not in str(caught.value)
+    assert endpoint.grants == []
+
+
+def test_an_unreachable_token_endpoint_is_retryable(tmp_path: Path,
+                                                    rsa_key: tuple[str, str]) -> None:
+    probe = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    port = probe.server_address[1]
+    probe.server_close()  # nothing listens there now
+    sa = write_service_account(tmp_path / "sa.json", rsa_key[0], f"http://127.0.0.1:{port}/t")
+    adapter = VertexAdapter(vertex_config(), {"GOOGLE_APPLICATION_CREDENTIALS": str(sa)})
+    with pytest.raises(TokenRefreshError) as caught:
+        adapter.build(REQ)
+    assert caught.value.retryable is True
+
+
+def test_secrets_stay_out_of_reprs_errors_and_details(
+    tmp_path: Path, rsa_key: tuple[str, str], endpoint: TokenEndpoint
+) -> None:
+    """The private key, and the access tokens it buys, never show in anything printable."""
+    sa = write_service_account(tmp_path / "sa.json", rsa_key[0], endpoint.url)
+    adapter = VertexAdapter(vertex_config(), {"GOOGLE_APPLICATION_CREDENTIALS": str(sa)})
+    request = adapter.build(REQ)
+    token = "ya29.local-1"
+    key_body = rsa_key[0].splitlines()[1]  # a line of the base64 key material
+    echo = json.dumps({"error": {"code": 401, "status": "UNAUTHENTICATED",
+                                 "message": f"Bearer {token} was rejected"}}).encode()
+    failure = adapter.parse(401, {}, echo)
+    assert failure.outcome is Outcome.AUTH_ERROR  # type: ignore[union-attr]
+    printable = [repr(adapter), str(adapter), repr(request), repr(failure),
+                 repr(adapter._token_cache()), repr(vars(adapter))]
+    for text in printable:
+        assert token not in text
+        assert key_body not in text
+    assert token not in failure.detail  # type: ignore[union-attr]
