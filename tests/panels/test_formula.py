@@ -176,3 +176,24 @@ def test_arbitrary_unicode_never_escapes_as_another_exception(text: str) -> None
 def test_long_flat_chains_are_fine() -> None:
     formula = parse(" and ".join(["a"] * 1500), ("a",))
     assert formula.evaluate({"a": True}) and not formula.evaluate({"a": False})
+
+
+@pytest.mark.parametrize(
+    ("text", "truth"),
+    [
+        ("a and b", lambda a, b: a and b),
+        ("a & b", lambda a, b: a and b),
+        ("a or b", lambda a, b: a or b),
+        ("a | b", lambda a, b: a or b),
+        ("not a", lambda a, b: not a),
+        ("~a", lambda a, b: not a),
+        ("!a", lambda a, b: not a),
+        ("a -> b", lambda a, b: (not a) or b),
+        ("exactly_one(a, b)", lambda a, b: a != b),
+        ("(a)", lambda a, b: a),
+    ],
+)
+def test_each_operator_has_its_truth_table(text: str, truth: object) -> None:
+    formula = parse(text, ("a", "b"))
+    for a, b in itertools.product((False, True), repeat=2):
+        assert formula.evaluate({"a": a, "b": b}) == truth(a, b), (text, a, b)  # type: ignore[operator]
