@@ -44,7 +44,7 @@ def payoffs(incidence: np.ndarray, p: np.ndarray, stakes: np.ndarray) -> np.ndar
     """Net payoff of the book in each atom (answered events only)."""
     answered = ~np.isnan(p)
     b = stakes[answered]
-    return b @ incidence[answered] - b @ p[answered]
+    return np.asarray(b @ incidence[answered] - b @ p[answered])
 
 
 # -- coherent forecasts score zero -------------------------------------------------

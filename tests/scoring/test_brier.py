@@ -1,0 +1,34 @@
+"""Behaviour of `scoring.brier`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scoring import brier
+
+
+def test_mean_squared_error_of_one_set() -> None:
+    assert brier([0.9, 0.2], [1, 0]) == pytest.approx((0.01 + 0.04) / 2)
+
+
+def test_unanswered_events_are_left_out_not_counted_wrong() -> None:
+    assert brier([0.9, np.nan, 0.2], [1, 1, 0]) == pytest.approx(0.025)
+    assert np.isnan(brier([np.nan, np.nan], [1, 0]))
+
+
+def test_vectorised_over_leading_axes_with_broadcast_outcomes() -> None:
+    probs = np.array([[[1.0, 0.0], [0.5, 0.5]], [[0.0, 1.0], [np.nan, 1.0]]])
+    scores = brier(probs, np.array([1, 0]))
+    assert isinstance(scores, np.ndarray) and scores.shape == (2, 2)
+    np.testing.assert_allclose(scores, [[0.0, 0.25], [1.0, 1.0]])
+
+
+def test_one_outcome_vector_per_set() -> None:
+    scores = brier([[1.0, 0.0], [1.0, 0.0]], [[1, 0], [0, 1]])
+    np.testing.assert_allclose(scores, [0.0, 1.0])
+
+
+def test_misaligned_inputs_are_rejected() -> None:
+    with pytest.raises(ValueError, match="do not align"):
+        brier([0.5, 0.5, 0.5], [1, 0])

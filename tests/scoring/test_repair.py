@@ -1,0 +1,98 @@
+"""Behaviour of `scoring.repair`: the Euclidean projection onto the coherent forecasts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from scoring import brier, repair
+
+Coherence = Callable[[np.ndarray, np.ndarray], bool]
+
+
+@st.composite
+def panel_and_probs(draw: st.DrawFn, nan: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    n = draw(st.integers(1, 8))
+    m = draw(st.integers(1, 6))
+    incidence = draw(hnp.arrays(np.uint8, (n, m), elements=st.integers(0, 1)))
+    value = st.integers(0, 10_000).map(lambda i: i / 10_000)
+    if nan:
+        value = st.one_of(value, st.just(float("nan")))
+    k = draw(st.integers(1, 3))
+    return incidence, draw(hnp.arrays(np.float64, (k, n), elements=value))
+
+
+@given(case=panel_and_probs(nan=True))
+def test_repair_never_raises_the_brier_score_whatever_happens(
+    case: tuple[np.ndarray, np.ndarray], is_coherent: Coherence
+) -> None:
+    incidence, probs = case
+    repaired = repair(incidence, probs)
+    assert repaired.shape == probs.shape
+    assert np.array_equal(np.isnan(repaired), np.isnan(probs))
+    for k, p in enumerate(probs):
+        if np.isnan(p).all():
+            continue
+        assert is_coherent(incidence, repaired[k])
+        for atom in incidence.T:  # every world that could happen
+            assert brier(repaired[k], atom) <= brier(p, atom) + 1e-9
+
+
+@given(case=panel_and_probs(nan=True))
+def test_repair_is_the_nearest_point(case: tuple[np.ndarray, np.ndarray]) -> None:
+    # Projection onto conv{M_j}: q is optimal iff (p - q).(M_j - q) <= 0 for every atom j.
+    incidence, probs = case
+    repaired = repair(incidence, probs)
+    for p, q in zip(probs, repaired, strict=True):
+        answered = ~np.isnan(p)
+        if not answered.any():
+            continue
+        residual = (p - q)[answered]
+        toward_atoms = incidence[answered].T - q[answered]
+        assert (toward_atoms @ residual).max() <= 1e-9
+
+
+@given(case=panel_and_probs(), data=st.data())
+def test_coherent_forecasts_are_left_alone(
+    case: tuple[np.ndarray, np.ndarray], data: st.DataObject
+) -> None:
+    incidence, _ = case
+    weights = data.draw(hnp.arrays(np.float64, incidence.shape[1], elements=st.floats(0, 1)))
+    assume(weights.sum() > 1e-3)
+    p = incidence @ (weights / weights.sum())
+    np.testing.assert_allclose(repair(incidence, p), p, atol=1e-8)
+
+
+@given(case=panel_and_probs(nan=True))
+def test_unanswered_events_do_not_move_the_others(case: tuple[np.ndarray, np.ndarray]) -> None:
+    incidence, probs = case
+    repaired = repair(incidence, probs)
+    for p, q in zip(probs, repaired, strict=True):
+        answered = ~np.isnan(p)
+        if answered.any():
+            sub = repair(incidence[answered], p[answered])
+            np.testing.assert_allclose(q[answered], sub, atol=1e-7)
+
+
+def test_figure_1_repair_worked_by_hand() -> None:
+    # Events B1, B2, B1|B2. The coherent set is {(a, b, a + b)}; the residual
+    # r = p1 + p2 - p3 is removed along its normal (1, 1, -1), so q = p - r/3 * (1, 1, -1).
+    incidence = np.array([[0, 1, 0, 0], [0, 0, 1, 0], [0, 1, 1, 0]])
+    p = np.array([0.4000, 0.3833, 0.8167])
+    r = p[0] + p[1] - p[2]
+    np.testing.assert_allclose(repair(incidence, p), p - r / 3 * np.array([1, 1, -1]), atol=1e-9)
+
+
+def test_negation_worked_by_hand() -> None:
+    np.testing.assert_allclose(repair(np.eye(2), [0.6, 0.6]), [0.5, 0.5], atol=1e-9)
+    np.testing.assert_allclose(repair(np.eye(2), [0.9, 0.3]), [0.8, 0.2], atol=1e-9)
+
+
+def test_bad_input_is_rejected() -> None:
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        repair(np.eye(2), [0.5, 1.2])

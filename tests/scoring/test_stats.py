@@ -1,0 +1,113 @@
+"""Behaviour of `scoring.stats`: clustered bootstrap, paired differences, Spearman."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy.stats import spearmanr
+
+from scoring import stats
+
+REPS = 2_000  # enough to test behaviour; the default (20,000) is for reports
+
+
+def clustered_sample(n_clusters: int, per_cluster: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Values sharing a strong per-cluster shock, as stock-days on one date do."""
+    rng = np.random.default_rng(seed)
+    shock = rng.normal(size=n_clusters)
+    clusters = np.repeat(np.arange(n_clusters), per_cluster)
+    return shock[clusters] + 0.1 * rng.normal(size=clusters.size), clusters
+
+
+@pytest.mark.filterwarnings("ignore:An input array is constant")
+@given(
+    pairs=st.lists(
+        st.tuples(st.integers(0, 6), st.integers(-3, 3)),  # small ranges force ties
+        min_size=3, max_size=40,
+    )
+)
+def test_spearman_matches_scipy_with_ties(pairs: list[tuple[int, int]]) -> None:
+    x, y = (np.array(v, dtype=float) for v in zip(*pairs, strict=True))
+    expected = spearmanr(x, y).statistic
+    got = stats.spearman(x, y)
+    if np.isnan(expected):
+        assert np.isnan(got)
+    else:
+        assert got == pytest.approx(expected, abs=1e-12)
+
+
+def test_spearman_drops_incomplete_pairs() -> None:
+    assert stats.spearman([1, 2, np.nan, 3], [1, 2, 5, 3]) == pytest.approx(1.0)
+    assert stats.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+
+
+def test_bootstrap_interval_contains_the_mean_and_is_deterministic() -> None:
+    values, clusters = clustered_sample(30, 5, seed=1)
+    first = stats.cluster_bootstrap_mean(values, clusters, reps=REPS, seed=11)
+    again = stats.cluster_bootstrap_mean(values, clusters, reps=REPS, seed=11)
+    other = stats.cluster_bootstrap_mean(values, clusters, reps=REPS, seed=12)
+    assert first == again
+    assert other != first and other.mean == first.mean
+    assert first.lo < first.mean < first.hi
+    assert first.mean == pytest.approx(values.mean())
+
+
+def test_interval_shrinks_with_more_clusters() -> None:
+    small = stats.cluster_bootstrap_mean(*clustered_sample(20, 5, seed=2), reps=REPS, seed=0)
+    large = stats.cluster_bootstrap_mean(*clustered_sample(500, 5, seed=2), reps=REPS, seed=0)
+    assert (large.hi - large.lo) < 0.5 * (small.hi - small.lo)
+
+
+def test_clustering_widens_the_interval_when_values_move_together() -> None:
+    values, clusters = clustered_sample(40, 10, seed=3)
+    by_date = stats.cluster_bootstrap_mean(values, clusters, reps=REPS, seed=0)
+    naive = stats.cluster_bootstrap_mean(values, np.arange(values.size), reps=REPS, seed=0)
+    assert (by_date.hi - by_date.lo) > 2 * (naive.hi - naive.lo)
+
+
+def test_default_is_twenty_thousand_replicates_and_nan_is_dropped() -> None:
+    values = np.array([1.0, 2.0, np.nan, 4.0])
+    result = stats.cluster_bootstrap_mean(values, ["d1", "d1", "d2", "d2"])
+    assert result.mean == pytest.approx(7 / 3)
+    assert stats.DEFAULT_REPS == 20_000
+    # two clusters: means {1.5, 4, 7/3 (both)}, so the interval spans the cluster means
+    assert result.lo == pytest.approx(1.5) and result.hi == pytest.approx(4.0)
+
+
+def test_paired_difference_is_the_bootstrap_of_differences() -> None:
+    values, clusters = clustered_sample(25, 4, seed=4)
+    baseline = values - 0.3 + 0.01 * np.random.default_rng(0).normal(size=values.size)
+    paired = stats.paired_difference(values, baseline, clusters, reps=REPS, seed=5)
+    direct = stats.cluster_bootstrap_mean(values - baseline, clusters, reps=REPS, seed=5)
+    assert paired == direct
+    assert paired.excludes_zero() and paired.mean == pytest.approx(0.3, abs=0.01)
+    # pairing removes the shared shock that separate intervals would carry
+    alone = stats.cluster_bootstrap_mean(values, clusters, reps=REPS, seed=5)
+    assert (paired.hi - paired.lo) < 0.1 * (alone.hi - alone.lo)
+
+
+def test_count_pairwise_significant() -> None:
+    values, clusters = clustered_sample(30, 4, seed=6)
+    noise = np.random.default_rng(1).normal(scale=0.01, size=(3, values.size))
+    models = {
+        "a": values + noise[0],
+        "b": values + 0.5 + noise[1],
+        "c": values + 1.0 + noise[2],
+    }
+    assert stats.count_pairwise_significant(models, clusters, reps=REPS, seed=0) == 3
+    same = {"a": values + noise[0], "b": values + noise[1], "c": values + noise[2] + 1.0}
+    pairs = stats.pairwise_differences(same, clusters, reps=REPS, seed=0)
+    assert set(pairs) == {("a", "b"), ("a", "c"), ("b", "c")}
+    assert not pairs[("a", "b")].excludes_zero()
+    assert stats.count_pairwise_significant(same, clusters, reps=REPS, seed=0) == 2
+
+
+def test_misaligned_inputs_are_rejected() -> None:
+    with pytest.raises(ValueError, match="same length"):
+        stats.cluster_bootstrap_mean([1.0, 2.0], ["d1"])
+    with pytest.raises(ValueError, match="paired"):
+        stats.paired_difference([1.0, 2.0], [1.0], ["d1", "d2"])
+    with pytest.raises(ValueError, match="no finite"):
+        stats.cluster_bootstrap_mean([np.nan], ["d1"])
