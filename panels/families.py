@@ -215,8 +215,9 @@ def load_family(path: str | Path) -> Family:
             raw = tomllib.load(handle)
     except FileNotFoundError:
         raise FamilyError(file, "no such file") from None
-    except tomllib.TOMLDecodeError as error:
-        raise FamilyError(file, f"not valid TOML ({error})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        detail = " ".join(str(error).split())
+        raise FamilyError(file, f"not valid TOML ({detail})") from None
     family = family_from_mapping(raw, file)
     return Family(
         family.id, family.title, family.shape, family.control, family.variables,

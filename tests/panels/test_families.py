@@ -170,3 +170,10 @@ def test_load_families_keys_by_id_and_rejects_reused_ids(tmp_path: Path) -> None
 
 def test_stock_families_live_next_to_the_module() -> None:
     assert FAMILIES_DIR.name == "families" and FAMILIES_DIR.parent.name == "panels"
+
+
+def test_a_file_that_is_not_utf8_is_a_family_error(tmp_path: Path) -> None:
+    path = tmp_path / "binary.toml"
+    path.write_bytes(b'id = "\xff"\n')
+    with pytest.raises(FamilyError, match="not valid TOML"):
+        load_family(path)
