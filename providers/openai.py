@@ -2,12 +2,14 @@
 
 The server is the user's, so nothing is assumed: `base_url` is required and a key is sent
 only when the spec names the variable holding it (`api_key_env`); local servers need none.
-The output cap goes out as `max_tokens`, the spelling every such server understands;
-`extra.token_field = "max_completion_tokens"` switches it for OpenAI's reasoning models.
+The output cap goes out as `max_tokens`, the spelling every such server understands, except
+for OpenAI's reasoning models (gpt-5, o-series), which reject it and need
+`max_completion_tokens`; `extra.token_field` overrides either choice.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -17,6 +19,15 @@ from providers.types import ConfigError, ModelConfig
 
 PROVIDER = "openai"
 DIALECT = Dialect(provider=PROVIDER, token_field="max_tokens")
+#: Models that reject `max_tokens` (OpenAI reasoning models) get `max_completion_tokens`.
+_COMPLETION_TOKENS_MODELS = re.compile(r"^(?:openai/)?(?:gpt-5|o1|o3|o4)", re.IGNORECASE)
+
+
+def default_token_field(config: ModelConfig) -> str:
+    """`max_completion_tokens` for OpenAI reasoning models, else `max_tokens`."""
+    if _COMPLETION_TOKENS_MODELS.search(config.model):
+        return "max_completion_tokens"
+    return DIALECT.token_field
 
 
 def required_env(config: ModelConfig, env: Mapping[str, str] | None = None) -> list[str]:
@@ -39,6 +50,6 @@ def create_adapter(config: ModelConfig, env: Mapping[str, str]) -> OpenAICompatA
         provider=PROVIDER,
         config=config,
         url=chat_url(config.base_url),
-        dialect=replace(DIALECT, token_field=token_field(config, DIALECT.token_field)),
+        dialect=replace(DIALECT, token_field=token_field(config, default_token_field(config))),
         credential=credential,
     )

@@ -114,3 +114,15 @@ def test_cloud_providers_dispatch_to_their_modules() -> None:
     )
     assert vertex.provider == "vertex"
     assert ":generateContent" in vertex.build(ChatRequest("r", "s", "u")).url
+
+
+@pytest.mark.parametrize(
+    ("model", "field"),
+    [("gpt-5", "max_completion_tokens"), ("o3-mini", "max_completion_tokens"),
+     ("meta-llama/Llama-3.1-8B-Instruct", "max_tokens"), ("gpt-4o", "max_tokens")],
+)
+def test_openai_server_token_field_follows_the_model(model: str, field: str) -> None:
+    config = ModelConfig(name="m", provider="openai", model=model, base_url="http://h/v1",
+                         max_tokens=99)
+    body = orjson.loads(adapter_for(config, {}).build(ChatRequest("r", "s", "u")).body)
+    assert body[field] == 99 and len({"max_tokens", "max_completion_tokens"} & set(body)) == 1
