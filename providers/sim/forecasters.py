@@ -134,10 +134,10 @@ def report(personality: str, p: float, prompt: ParsedPrompt, event: AskedEvent,
            rng: random.Random) -> float:
     """Distort the belief `p` the way the personality does; always a probability."""
     if personality == "noisy":
-        p = p + rng.gauss(0.0, 0.07)
+        p = p + rng.gauss(0.0, 0.04)
     elif personality == "anchored":
         anchor = prompt.anchors[-1] if prompt.anchors else 0.5
-        weight = 0.45 if prompt.anchors else 0.25
+        weight = 0.45 if prompt.anchors else 0.15
         p = (1 - weight) * p + weight * anchor + rng.gauss(0.0, 0.005)
     elif personality == "framing":
         if event.complement_wording:

@@ -28,6 +28,7 @@ _NEGATION = re.compile(
 )
 _UP = re.compile(r"\b(?:up|positive|rises?|above\s+(?:zero|0)|at\s+least\s+(?:zero|0))\b", re.I)
 _DOWN = re.compile(r"\b(?:down|negative|below\s+(?:zero|0))\b", re.IGNORECASE)
+_Z = re.compile(r"(?<![\w])z(?:_?\{?[AB]\}?)?(?![\w])")
 _TAILS = re.compile(r"\b(?:tails?|extreme)\b", re.IGNORECASE)
 _CENTER = re.compile(r"\b(?:cent(?:er|re)|middle)\b", re.IGNORECASE)
 _QUESTION_LEAD = re.compile(
@@ -91,6 +92,8 @@ def _bins_of(clause: str) -> frozenset[int] | None:
     found = {int(b) for b in _BIN.findall(clause)}
     if found:
         return frozenset(found)
+    if not _Z.search(clause):  # direction words count only in statements about z
+        return None
     if _TAILS.search(clause):
         return frozenset({0, 3})
     if _CENTER.search(clause):
@@ -106,8 +109,8 @@ def _clauses(block: str) -> list[str]:
     """Split an event's text into per-day / per-asset clauses (lines, bullets, dashes)."""
     parts: list[str] = []
     for line in block.splitlines():
-        for piece in re.split(r"\s[\u2013\u2014]\s|\s•\s|;", line):
-            piece = piece.strip(" -•*\t")
+        for piece in re.split(r"\s[\u2013\u2014]\s|\s•\s|;|(?<=[.?!])\s+(?=[A-Z\u2013])", line):
+            piece = piece.strip(" -•*\t\u2013")
             if piece:
                 parts.append(piece)
     return parts
