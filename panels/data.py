@@ -278,8 +278,8 @@ def stock_day(
     return StockDay(
         date=date,
         asset=asset,
-        name=first["name"],
-        ticker=first["ticker"],
+        name=first.get("name"),
+        ticker=first.get("ticker"),
         history_dates=tuple(dates[i - HISTORY_DAYS + 1 : i + 1]),
         history_returns=tuple(history),
         scale=scale,

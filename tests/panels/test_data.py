@@ -1,0 +1,212 @@
+"""Return data, headlines, and the paper's stock-day sampling."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from panels.calendar import sessions_between
+from panels.data import (
+    EMBEDDED_RETURNS,
+    DataError,
+    load_headlines,
+    load_returns,
+    sample_date_pairs,
+    sample_stock_days,
+    stock_day,
+)
+
+
+@pytest.fixture(scope="module")
+def embedded() -> pl.DataFrame:
+    return load_returns()
+
+
+def _synthetic(n_days: int, assets: tuple[str, ...] = ("X", "Y"), seed: int = 0) -> pl.DataFrame:
+    """A small return table on real sessions; returns drawn at random."""
+    dates = sessions_between(dt.date(2024, 1, 2), dt.date(2025, 12, 31))[:n_days]
+    rng = np.random.default_rng(seed)
+    rows = [
+        {"date": d, "asset": a, "ret": float(rng.normal(0, 0.02))} for a in assets for d in dates
+    ]
+    return pl.DataFrame(rows)
+
+
+def test_embedded_returns_are_real_and_small(embedded: pl.DataFrame) -> None:
+    assert EMBEDDED_RETURNS.stat().st_size < 2_000_000
+    assert embedded.columns == ["date", "asset", "ret", "name", "ticker"]
+    assert embedded.schema["date"] == pl.Date
+    assert embedded.schema["ret"] == pl.Float64
+    assert embedded["asset"].n_unique() == 20
+    assert embedded["name"].null_count() == 0
+    assert embedded["ticker"].null_count() == 0
+    assert embedded.filter(pl.col("asset") == "AAPL")["name"][0] == "Apple Inc."
+    span = embedded["date"].max() - embedded["date"].min()  # type: ignore[operator]
+    assert span > dt.timedelta(days=4 * 365)
+    # Daily stock returns: centred near zero, a few percent wide, no absurd values.
+    assert abs(embedded["ret"].mean()) < 0.005  # type: ignore[arg-type]
+    assert 0.005 < embedded["ret"].std() < 0.05  # type: ignore[operator]
+    assert embedded["ret"].abs().max() < 0.5  # type: ignore[operator]
+    # Provenance is recorded next to the data.
+    provenance = (EMBEDDED_RETURNS.parent / "PROVENANCE.md").read_text()
+    assert "skfolio" in provenance and "BSD 3-Clause" in provenance
+
+
+def test_csv_roundtrip_with_optional_columns_absent(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    path.write_text("date,asset,ret\n2024-01-03,X,0.01\n2024-01-02,X,-0.02\n2024-01-02,Y,0.5\n")
+    df = load_returns(path)
+    assert df.columns == ["date", "asset", "ret", "name", "ticker"]
+    assert df["date"].to_list() == [dt.date(2024, 1, 2), dt.date(2024, 1, 3), dt.date(2024, 1, 2)]
+    assert df["ret"].to_list() == [-0.02, 0.01, 0.5]
+    assert df["name"].null_count() == 3
+
+
+def test_parquet_with_names(tmp_path: Path) -> None:
+    path = tmp_path / "r.parquet"
+    pl.DataFrame(
+        {
+            "date": [dt.date(2024, 1, 2)],
+            "asset": ["X"],
+            "ret": [0.01],
+            "name": ["Ex Corp"],
+            "ticker": ["EX"],
+        }
+    ).write_parquet(path)
+    df = load_returns(path)
+    assert df.row(0) == (dt.date(2024, 1, 2), "X", 0.01, "Ex Corp", "EX")
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ("date,asset\n2024-01-02,X\n", "missing column(s) ret"),
+        ("date,asset,ret\n02/01/2024,X,0.01\n", "column 'date'"),
+        ("date,asset,ret\n2024-01-02,X,abc\n", "column 'ret'"),
+        ("date,asset,ret\n2024-01-02,X,\n", "column 'ret'"),
+        ("date,asset,ret\n2024-01-02,X,-1.5\n", "-100%"),
+        ("date,asset,ret\n2024-01-02,,0.01\n", "column 'asset'"),
+        ("date,asset,ret\n2024-01-02,X,0.01\n2024-01-02,X,0.02\n", "unique"),
+    ],
+)
+def test_bad_files_name_the_file_and_column(tmp_path: Path, body: str, needle: str) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(body)
+    with pytest.raises(DataError) as info:
+        load_returns(path)
+    assert str(path) in str(info.value)
+    assert needle in str(info.value)
+
+
+def test_wrong_type_in_parquet_and_bad_paths(tmp_path: Path) -> None:
+    path = tmp_path / "r.parquet"
+    pl.DataFrame({"date": [1], "asset": ["X"], "ret": [0.1]}).write_parquet(path)
+    with pytest.raises(DataError, match="column 'date'"):
+        load_returns(path)
+    with pytest.raises(DataError, match="no such file"):
+        load_returns(tmp_path / "missing.csv")
+    other = tmp_path / "r.xlsx"
+    other.write_text("x")
+    with pytest.raises(DataError, match=r"\.csv or \.parquet"):
+        load_returns(other)
+
+
+def test_headlines_first_row_wins(tmp_path: Path) -> None:
+    path = tmp_path / "h.csv"
+    path.write_text(
+        "date,asset,headline\n2024-01-02,X,First news\n2024-01-02,X,Second\n2024-01-03,X,  Later \n"
+    )
+    df = load_headlines(path)
+    assert df.rows() == [
+        (dt.date(2024, 1, 2), "X", "First news"),
+        (dt.date(2024, 1, 3), "X", "Later"),
+    ]
+    bad = tmp_path / "h2.csv"
+    bad.write_text("date,asset\n2024-01-02,X\n")
+    with pytest.raises(DataError, match="headline"):
+        load_headlines(bad)
+
+
+def test_sample_is_the_papers_design_and_deterministic(embedded: pl.DataFrame) -> None:
+    days = sample_stock_days(embedded, 100, seed=11)
+    assert days == sample_stock_days(embedded, 100, seed=11)
+    assert days != sample_stock_days(embedded, 100, seed=12)
+    assert len(days) == 100
+    dates = [d.date for d in days]
+    assert len(set(dates)) == 50
+    for date in set(dates):
+        assets = [d.asset for d in days if d.date == date]
+        assert len(assets) == 2 and assets[0] != assets[1]
+    assert dates == sorted(dates)
+
+
+def test_stock_day_contents_match_the_table(embedded: pl.DataFrame) -> None:
+    for sd in sample_stock_days(embedded, 6, seed=3):
+        rows = embedded.filter(pl.col("asset") == sd.asset).sort("date")
+        dates = rows["date"].to_list()
+        i = dates.index(sd.date)
+        assert i >= 59 and len(dates) - 1 - i >= 5
+        hist = np.array(rows["ret"].to_list()[i - 59 : i + 1])
+        assert sd.history_dates == tuple(dates[i - 59 : i + 1])
+        assert sd.history_dates[-1] == sd.date  # the anchor day's return is known at close
+        assert sd.scale == pytest.approx(float(np.std(hist, ddof=1)), rel=1e-12)
+        np.testing.assert_allclose(np.array(sd.history_z) * sd.scale, hist, rtol=1e-12)
+        assert np.std(sd.history_z, ddof=1) == pytest.approx(1.0)
+        future = np.array(rows["ret"].to_list()[i + 1 : i + 5])
+        np.testing.assert_allclose(np.array(sd.future_z) * sd.scale, future, rtol=1e-12)
+        assert sd.future_dates == tuple(dates[i + 1 : i + 5])
+        assert sd.name and sd.ticker == sd.asset
+        assert sd.id == f"{sd.date.isoformat()}:{sd.asset}"
+
+
+def test_eligibility_boundary_60_prior_5_later() -> None:
+    # 65 sessions: only the 60th row (index 59) has 60 returns up to it and 5 after it.
+    df = _synthetic(65)
+    days = sample_stock_days(df, 2, seed=0)
+    dates = sorted(df["date"].unique().to_list())
+    assert {d.date for d in days} == {dates[59]}
+    with pytest.raises(DataError, match="dates qualify"):
+        sample_stock_days(df, 4, seed=0)
+    with pytest.raises(DataError, match="no stock-day"):
+        sample_stock_days(_synthetic(64), 2, seed=0)
+    with pytest.raises(DataError, match="even"):
+        sample_stock_days(df, 3, seed=0)
+
+
+def test_headlines_restrict_the_sample(embedded: pl.DataFrame) -> None:
+    dates = sorted(embedded["date"].unique().to_list())[100:110]
+    heads = pl.DataFrame(
+        {
+            "date": [d for d in dates for _ in range(3)],
+            "asset": [a for _ in dates for a in ("AAPL", "MSFT", "KO")],
+            "headline": [f"{a} news on {d}" for d in dates for a in ("AAPL", "MSFT", "KO")],
+        }
+    )
+    days = sample_stock_days(embedded, 8, seed=5, headlines=heads)
+    for sd in days:
+        assert sd.date in dates and sd.asset in {"AAPL", "MSFT", "KO"}
+        assert sd.headline == f"{sd.asset} news on {sd.date}"
+
+
+def test_date_pairs_both_orders(embedded: pl.DataFrame) -> None:
+    days = sample_stock_days(embedded, 10, seed=2)
+    pairs = sample_date_pairs(days)
+    assert len(pairs) == 10
+    assert len({p.id for p in pairs}) == 10
+    for ab, ba in zip(pairs[::2], pairs[1::2], strict=True):
+        assert ab.first == ba.second and ab.second == ba.first
+        assert ab.cluster == ba.cluster
+    assert len(sample_date_pairs(days, both_orders=False)) == 5
+    with pytest.raises(DataError):
+        sample_date_pairs(days[:3])
+
+
+def test_stock_day_rejects_flat_history() -> None:
+    df = _synthetic(70).with_columns(pl.lit(0.0).alias("ret"))
+    date = sorted(df["date"].unique().to_list())[60]
+    with pytest.raises(DataError, match="spread"):
+        stock_day(df, "X", date)
