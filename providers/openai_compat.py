@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -214,8 +214,6 @@ class OpenAICompatAdapter:
 
 
 def _redact_failure(failure: Failure, secrets: list[Secret]) -> Failure:
-    from dataclasses import replace
-
     raw = redact(failure.raw_text, secrets) if failure.raw_text is not None else None
     return replace(failure, detail=redact(failure.detail, secrets), raw_text=raw)
 
