@@ -223,3 +223,22 @@ async def test_simulators_own_rate_limit_is_a_rate_limit_with_a_wait(provider: s
     assert isinstance(first, Completion)
     assert isinstance(second, Failure) and second.outcome is Outcome.RATE_LIMIT
     assert second.retry_after_s is not None and second.retry_after_s > 0
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_rehearsed_configs_work_with_our_adapters(provider: str, tmp_path: Any) -> None:
+    """The simulator's `rehearse_model` and our adapters agree on URLs and credentials."""
+    from providers.sim.rehearse import rehearse_model
+
+    spec_entry = ModelConfig(
+        name=f"{provider}-spec", provider=provider,
+        model="gpt-5.6-luna" if provider == "azure" else "openai/gpt-oss-120b",
+        base_url="http://127.0.0.1:8000/v1" if provider == "openai" else None,
+        api_version="2024-10-21" if provider == "azure" else None, max_tokens=512,
+    )
+    async with await start_sim() as sim:
+        config, env = rehearse_model(spec_entry, sim.root_url, tmp_path)
+        adapter = adapter_for(config, env)
+        async with aiohttp.ClientSession(trust_env=False) as session:
+            result = await exchange(session, adapter, adapter.build(PROMPT))
+    assert isinstance(result, Completion), result
