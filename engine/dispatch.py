@@ -225,13 +225,18 @@ async def _feed(
                     if lane.halted:
                         break
             offset += height
-    finally:
-        while True:  # make room for the end marker even if workers are gone
+    except BaseException:
+        # Reading failed or the lane is being torn down: workers may be gone, so make room
+        # for the end marker by dropping queued items (they stay unaccepted for a resume).
+        while True:
             try:
                 queue.put_nowait(None)
                 break
             except asyncio.QueueFull:
                 queue.get_nowait()
+        raise
+    # Normal end: wait for room like any item, so nothing queued is ever dropped.
+    await queue.put(None)
 
 
 async def _run_lane(

@@ -111,9 +111,14 @@ async def test_engine_runs_near_simulator_limit_without_earning_429(tmp_path: Pa
         n = 70  # about 7 s at 10/s: the 5 s window slides over the run
         plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", n))
         config, adapter = kit.sim_model("sim-coherent", sim.root_url, rpm=rpm, concurrency=16)
-        summary = await dispatch(plan, tmp_path / "run", {config.name: config},
-                                 {config.name: adapter}, policy=RetryPolicy(),
-                                 log_console=None)
+        summary = await dispatch(
+            plan,
+            tmp_path / "run",
+            {config.name: config},
+            {config.name: adapter},
+            policy=RetryPolicy(),
+            log_console=None,
+        )
         counts = sim.counts()
     assert summary.complete
     assert counts.get("rate_limiter.429", 0) == 0  # no 429 of our own making
