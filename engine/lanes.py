@@ -41,8 +41,6 @@ from providers.types import (
 _CUT_OFF = frozenset({"length", "max_tokens", "MAX_TOKENS"})
 #: Concurrency when the spec gives none: polite to a real provider, plenty for a simulator.
 DEFAULT_CONCURRENCY = 8
-#: How far above its configured concurrency a lane may grow while answers are clean.
-GROWTH_FACTOR = 2
 
 
 class LedgerWriter(Protocol):
@@ -150,9 +148,7 @@ class Lane:
         self.stop_event = stop_event
         self.stats = LaneStats(model=config.name, provider=adapter.provider)
         start = config.concurrency or DEFAULT_CONCURRENCY
-        self.cap = AdaptiveCap(
-            start, start * GROWTH_FACTOR, on_change=self._cap_changed, slow_start=True
-        )
+        self.cap = AdaptiveCap(start, start, on_change=self._cap_changed, slow_start=True)
         self.stats.cap = self.cap.limit
         self.requests = TokenBucket.per_minute(config.rpm) if config.rpm else None
         self.tokens = TokenBucket.per_minute(config.tpm) if config.tpm else None
