@@ -100,12 +100,20 @@ def _ace(card: tuple[int, str]) -> bool:
     return card[0] == 1
 
 
+def _sum_at_least(k: int) -> Callable[[tuple[int, ...]], bool]:
+    return lambda w: w[0] + w[1] >= k
+
+
+def _head_by(k: int) -> Callable[[tuple[int, ...]], bool]:
+    return lambda w: 1 in w[:k]
+
+
 CONTROLS: dict[str, tuple[Sequence[Any], dict[str, Callable[[Any], bool]]]] = {
     "two-dice-sum-threshold": (DICE2, {
-        f"sum-at-least-{k}": (lambda w, k=k: w[0] + w[1] >= k) for k in (4, 6, 7, 10, 12)
+        f"sum-at-least-{k}": _sum_at_least(k) for k in (4, 6, 7, 10, 12)
     }),
     "coin-first-head-deadline": (COINS5, {
-        f"head-by-toss-{k}": (lambda w, k=k: 1 in w[:k]) for k in (1, 2, 3, 4, 5)
+        f"head-by-toss-{k}": _head_by(k) for k in (1, 2, 3, 4, 5)
     }),
     "one-die-partition": (DIE, {
         "one": lambda w: w == 1, "two": lambda w: w == 2,

@@ -212,7 +212,7 @@ def test_identity_and_headline() -> None:
     text = rendered(ARMS["headline"], sd)[0].user
     assert f"{sd.name} (ticker: {sd.ticker})" in text
     assert prompts.HEADLINE_LEAD + "\nCompany beats quarterly estimates" in text
-    assert sd.name not in rendered(ARMS["baseline"], sd)[0].user
+    assert sd.name is not None and sd.name not in rendered(ARMS["baseline"], sd)[0].user
     with pytest.raises(ValueError, match="headlines file"):
         rendered(ARMS["headline"], sample()[0])
 
