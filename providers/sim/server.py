@@ -349,9 +349,11 @@ async def start_sim(
         retry_after_s=retry_after_s,
         tokens=TokenStore(ttl_s=token_ttl_s),
     )
-    runner = web.AppRunner(build_app(state), access_log=None, handle_signals=False)
+    runner = web.AppRunner(
+        build_app(state), access_log=None, handle_signals=False, shutdown_timeout=0.5
+    )
     await runner.setup()
-    site = web.TCPSite(runner, HOST, port, shutdown_timeout=0.5)
+    site = web.TCPSite(runner, HOST, port)
     await site.start()
     server = site._server
     sockets = getattr(server, "sockets", None) or []

@@ -26,7 +26,8 @@ TOP_LEVEL_FIELDS = frozenset({
 })
 INFERENCE_FIELDS = frozenset({"maxTokens", "temperature", "topP", "stopSequences"})
 _CLAUDE_VERSION = re.compile(
-    r"claude-(?:(?:opus|sonnet|haiku|fable)-(\d)(?:-(\d))?(?![0-9])|(\d)-(\d)-(?:opus|sonnet|haiku))"
+    r"claude-(?:(?:opus|sonnet|haiku|fable)-(\d)(?:-(\d))?(?![0-9])"
+    r"|(\d)(?:-(\d))?-(?:opus|sonnet|haiku|instant))"
 )
 
 
@@ -37,7 +38,7 @@ def claude_version(model_id: str) -> tuple[int, int] | None:
         return None
     if m.group(1):
         return int(m.group(1)), int(m.group(2) or 0)
-    return int(m.group(3)), int(m.group(4))
+    return int(m.group(3)), int(m.group(4) or 0)
 
 
 def aws_error(code: str, message: str, status: int,
