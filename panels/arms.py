@@ -13,7 +13,7 @@ the same prompts byte for byte.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
@@ -23,6 +23,7 @@ from panels.algebra import Panel
 from panels.calendar import target_session
 from panels.data import sample_date_pairs
 from panels.events import Event
+from panels.families import Family
 from panels.space import OutcomeSpace
 from panels.stock import (
     bin_of,
@@ -87,10 +88,14 @@ def _date_pair(unit: Unit, arm: str) -> DatePair:
     return unit
 
 
-def _family(unit: Unit, arm: str) -> Any:
-    if not isinstance(unit, FamilyUnit):
-        raise TypeError(f"arm {arm!r} takes family units, got {type(unit).__name__}")
-    return unit.family
+def _family(unit: Unit, arm: str) -> Family:
+    """The family of a unit; a bare `Family` is accepted as its own unit."""
+    if isinstance(unit, FamilyUnit):
+        family: Family = unit.family
+        return family
+    if isinstance(unit, Family):
+        return unit
+    raise TypeError(f"arm {arm!r} takes family units, got {type(unit).__name__}")
 
 
 def _day_outcome(sd: StockDay, days: int) -> dict[str, int]:
@@ -550,14 +555,18 @@ ARMS: dict[str, Arm] = _catalogue()
 
 
 def units_for(
-    arm: Arm, stock_days: Sequence[StockDay] = (), families: Iterable[Any] = ()
+    arm: Arm,
+    stock_days: Sequence[StockDay] = (),
+    families: Iterable[Family] | Mapping[str, Family] = (),
 ) -> list[Unit]:
     """The units an arm runs on, from a stock-day sample and loaded families.
 
     Date-pair arms use both role orders of each date's two stocks (paper, footnote 2).
+    `families` may be `load_families()`'s dict or any iterable of families.
     """
     if arm.unit_kind == "stock-day":
         return list(stock_days)
     if arm.unit_kind == "date-pair":
         return list(sample_date_pairs(stock_days, both_orders=True))
-    return [FamilyUnit(f) for f in families]
+    values = families.values() if isinstance(families, Mapping) else families
+    return [FamilyUnit(f) for f in values]

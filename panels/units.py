@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+
+from panels.families import Family
 
 #: Returns shown in every prompt (paper, section 3: "the previous 60 daily returns").
 HISTORY_DAYS = 60
@@ -90,12 +91,9 @@ class DatePair:
 
 @dataclass(frozen=True)
 class FamilyUnit:
-    """A question family as a unit; `family` is a `panels.families.Family`.
+    """A question family as a unit (arms also accept a bare `Family` as its own unit)."""
 
-    Typed loosely so this module does not depend on the family loader's import order.
-    """
-
-    family: Any
+    family: Family
 
     @property
     def id(self) -> str:
@@ -106,4 +104,5 @@ class FamilyUnit:
         return str(self.family.id)
 
 
-Unit = StockDay | DatePair | FamilyUnit
+#: Anything an arm can be asked about; a bare Family counts as a family unit.
+Unit = StockDay | DatePair | FamilyUnit | Family

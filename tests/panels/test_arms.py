@@ -217,8 +217,13 @@ def test_family_arms() -> None:
         if exact is not None:
             assert set(exact) == set(fam.ids)
         assert [s.name for s in iso.scoring_sets(unit)] == ["family"]
+        # A bare Family is its own unit (the runner may pass load_families() values).
+        assert iso.queries(fam, 0, 5) == single
+        assert joint.queries(fam, 0, 5) == [grouped]
+        assert iso.panel(fam) is fam.panel()
     orders = {joint.queries(families()[-1], p, 5)[0].events for p in range(5)}
     assert len(orders) > 1
+    assert len(units_for(joint, families=load_families())) == 37
 
 
 def test_wrong_unit_kind_is_a_clear_error() -> None:
