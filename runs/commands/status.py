@@ -1,7 +1,88 @@
-"""Placeholder until the `status` command lands; registers nothing."""
+"""`dutchbook status DIR`: how far a run has got, safe to use while it runs or after it died."""
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from engine.journal import JournalError
+from engine.status import status as run_status
+from runs.commands._errors import user_errors
+
+_STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow"}
+
+
+def _fraction(done: int, planned: int | None) -> str:
+    if planned is None:
+        return f"{done:,}/?"
+    share = f" ({done / planned:.0%})" if planned else ""
+    return f"{done:,}/{planned:,}{share}"
+
+
+def render(summary: dict[str, Any], console: Console) -> None:
+    """The human view: a header, one row per model, retries by cause, pending failures."""
+    state = summary["state"]
+    pid = summary.get("pid") or {}
+    who = f" (pid {pid['pid']} on {pid.get('host', '?')})" if pid else ""
+    console.print(
+        f"[bold]{summary['run_dir']}[/]: [{_STATE_STYLE.get(state, 'white')}]{state}[/]{who}"
+    )
+    console.print(
+        f"accepted {_fraction(summary['accepted'], summary['planned'])}, "
+        f"{summary['attempts']:,} attempts, {summary['retries']:,} retries over "
+        f"{summary['requests_retried']:,} requests, last attempt {summary['last_attempt_at']}"
+        f" ({summary['attempts_last_minute']:,} in its last minute), "
+        f"{summary['journal_segments']} journal segment(s) not yet compacted"
+    )
+    models = Table(title="per model", title_justify="left")
+    for column in ("model", "done/planned", "attempts", "retries", "pending failures"):
+        models.add_column(column, justify="left" if column == "model" else "right")
+    for name, entry in summary["models"].items():
+        retries = sum(n for outcome, n in entry["outcomes"].items() if outcome != "ok")
+        models.add_row(
+            name, _fraction(entry["accepted"], entry["planned"]), f"{entry['attempts']:,}",
+            f"{retries:,}", f"{entry['pending_failures']:,}",
+        )
+    console.print(models)
+    if summary["retries_by_cause"]:
+        causes = Table(title="retries by cause", title_justify="left")
+        causes.add_column("cause")
+        causes.add_column("attempts", justify="right")
+        for cause, n in summary["retries_by_cause"].items():
+            causes.add_row(cause, f"{n:,}")
+        console.print(causes)
+    pending = summary["pending_failures"]
+    if pending["total"]:
+        console.print(
+            f"{pending['total']:,} request(s) failed and are not yet answered "
+            f"({pending['permanent']:,} permanent): "
+            + ", ".join(f"{k} {v:,}" for k, v in pending["by_outcome"].items())
+        )
+        for example in pending["examples"]:
+            console.print(
+                f"  {example['request_id']} [{example['model']}] after {example['attempts']} "
+                f"attempt(s): {example['outcome']} {example['detail']}",
+                soft_wrap=True, highlight=False, markup=False,
+            )
+
+
+def status(
+    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder")],
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+) -> None:
+    """Show a run's progress: done/planned per model, retries by cause, failures, live or died."""
+    with user_errors(FileNotFoundError, JournalError):
+        summary = run_status(run_dir)
+    if as_json:
+        typer.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
+    else:
+        render(summary, Console())
 
 
 def register(app: typer.Typer) -> None:
-    del app
+    app.command("status")(status)

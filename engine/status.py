@@ -1,0 +1,151 @@
+"""Where a run stands, read from its folder alone: while it runs, after it finished or died.
+
+Nothing here takes the ledger's lock or writes a file, so `dutchbook status` is safe to
+run next to a live dispatch. Every count comes from the lazy readers (shards ∪ journal,
+torn last line skipped, deduplicated), so a run killed with -9 reads the same as one
+that is still going, only its state differs.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from engine.journal import list_segments
+from engine.ledger import JOURNAL, read_pid, scan_attempts, scan_responses
+from providers.types import RETRYABLE, Outcome
+
+PLAN = "plan.parquet"
+_RETRYABLE = sorted(str(o) for o in RETRYABLE)
+_EXAMPLES = 10
+
+
+def _state(run_dir: Path, pid: dict[str, Any] | None, remaining: int | None, any_rows: bool) -> str:
+    """live: a writer holds the run now; died: it stopped without closing (kill, crash);
+    finished: nothing left to ask; stopped: closed cleanly with work left; not started."""
+    if pid is not None:
+        return "live" if pid.get("alive") else "died"
+    if remaining == 0:
+        return "finished"
+    if any_rows or list_segments(run_dir / JOURNAL):
+        return "stopped"
+    return "not started"
+
+
+def _counts(frame: pl.DataFrame, key: str) -> dict[str, int]:
+    return {str(k): int(v) for k, v in frame.select(key, "len").iter_rows()}
+
+
+def status(run_dir: Path | str) -> dict[str, Any]:
+    """A JSON-ready summary of a run folder (see `dutchbook status --json`).
+
+    Keys: `state`, `pid`, `planned`, `accepted`, `remaining`, `attempts`, `outcomes`,
+    `retries_by_cause` (every attempt that did not end in an accepted answer, by cause),
+    `requests_retried`, `tokens_in`, `tokens_out`, `last_attempt_at`,
+    `attempts_last_minute`, `journal_segments`, `models` (per model: planned, accepted,
+    attempts, outcomes, pending_failures), `pending_failures` (requests with attempts but
+    no accepted answer: total, by last outcome, how many are permanent, a few examples).
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"no run folder at {run_dir}")
+    attempts = scan_attempts(run_dir)
+    responses = scan_responses(run_dir)
+
+    planned_by_model: dict[str, int] | None = None
+    plan_path = run_dir / PLAN
+    if plan_path.exists():
+        plan = pl.scan_parquet(plan_path).group_by("model").len().collect()
+        planned_by_model = _counts(plan, "model")
+    accepted_by_model = _counts(responses.group_by("model").len().collect(), "model")
+
+    by_model_outcome = attempts.group_by("model", "outcome").len().collect()
+    totals = attempts.select(
+        pl.len().alias("n"),
+        pl.col("tokens_in").sum().alias("tokens_in"),
+        pl.col("tokens_out").sum().alias("tokens_out"),
+        pl.col("started_at").max().alias("last"),
+    ).collect()
+    last = totals["last"][0]
+    recent = 0
+    if last is not None:
+        recent = attempts.filter(pl.col("started_at") > last - timedelta(minutes=1)).select(
+            pl.len()
+        ).collect().item()
+
+    outcomes: dict[str, int] = {}
+    per_model: dict[str, dict[str, Any]] = {}
+    for model, outcome, n in by_model_outcome.iter_rows():
+        outcomes[outcome] = outcomes.get(outcome, 0) + n
+        entry = per_model.setdefault(model, {"attempts": 0, "outcomes": {}})
+        entry["attempts"] += n
+        entry["outcomes"][outcome] = n
+    # A retry is any attempt that did not yield the accepted answer (the paper's count).
+    retries = {k: v for k, v in outcomes.items() if k != Outcome.OK}
+    duplicates = (
+        attempts.filter(pl.col("outcome") == Outcome.OK)
+        .group_by("request_id").len().filter(pl.col("len") > 1)
+        .select((pl.col("len") - 1).sum()).collect().item()
+    )
+    retried = (
+        attempts.filter(pl.col("outcome") != Outcome.OK)
+        .select(pl.col("request_id").n_unique()).collect().item()
+    )
+
+    last_attempts = (
+        attempts.group_by("request_id")
+        .agg(
+            pl.col("model").first(),
+            pl.col("attempt").max().alias("attempts"),
+            pl.col("outcome").sort_by("attempt").last(),
+            pl.col("detail").sort_by("attempt").last(),
+        )
+        .join(responses.select("request_id"), on="request_id", how="anti")
+        .collect()
+    )
+    failures_by_outcome = _counts(last_attempts.group_by("outcome").len(), "outcome")
+    permanent = int(last_attempts.filter(~pl.col("outcome").is_in(_RETRYABLE)).height)
+    examples = last_attempts.sort("request_id").head(_EXAMPLES).to_dicts()
+    failures_by_model = _counts(last_attempts.group_by("model").len(), "model")
+
+    models = sorted(set(per_model) | set(accepted_by_model) | set(planned_by_model or {}))
+    for model in models:
+        entry = per_model.setdefault(model, {"attempts": 0, "outcomes": {}})
+        entry["planned"] = None if planned_by_model is None else planned_by_model.get(model, 0)
+        entry["accepted"] = accepted_by_model.get(model, 0)
+        entry["pending_failures"] = failures_by_model.get(model, 0)
+
+    planned = None if planned_by_model is None else sum(planned_by_model.values())
+    accepted = sum(accepted_by_model.values())
+    remaining = None if planned is None else max(planned - accepted, 0)
+    pid = read_pid(run_dir)
+    n_attempts = int(totals["n"][0])
+    return {
+        "run_dir": str(run_dir),
+        "state": _state(run_dir, pid, remaining, n_attempts > 0),
+        "pid": pid,
+        "planned": planned,
+        "accepted": accepted,
+        "remaining": remaining,
+        "attempts": n_attempts,
+        "outcomes": dict(sorted(outcomes.items())),
+        "retries_by_cause": dict(sorted(retries.items())),
+        "retries": sum(retries.values()),
+        "requests_retried": int(retried),
+        "duplicate_ok_attempts": int(duplicates or 0),
+        "tokens_in": int(totals["tokens_in"][0] or 0),
+        "tokens_out": int(totals["tokens_out"][0] or 0),
+        "last_attempt_at": None if last is None else last.isoformat(),
+        "attempts_last_minute": int(recent),
+        "journal_segments": len(list_segments(run_dir / JOURNAL)),
+        "models": {m: per_model[m] for m in models},
+        "pending_failures": {
+            "total": last_attempts.height,
+            "permanent": permanent,
+            "by_outcome": dict(sorted(failures_by_outcome.items())),
+            "examples": examples,
+        },
+    }

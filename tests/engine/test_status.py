@@ -1,0 +1,163 @@
+"""`status` reads a run folder while it is written, after a clean stop and after kill -9."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from engine.ledger import Ledger
+from engine.records import AttemptRecord, ResponseRecord
+from engine.status import status
+
+T0 = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)
+
+
+def _attempt(rid: str, n: int, model: str, outcome: str, detail: str = "") -> AttemptRecord:
+    return AttemptRecord(
+        request_id=rid, attempt=n, model=model, provider="sim",
+        started_at=T0 + timedelta(seconds=10 * n), elapsed_ms=5.0, outcome=outcome,
+        http_status=None, provider_request_id=None, retry_after_s=None, tokens_in=50,
+        tokens_out=5, detail=detail,
+    )
+
+
+def _response(rid: str, n: int, model: str) -> ResponseRecord:
+    return ResponseRecord(
+        request_id=rid, model=model, arm="baseline", unit="u", pass_=0, events=["e"],
+        keys=["probability"], raw_text='{"probability": 0.5}', values=[0.5],
+        finish_reason="stop", tokens_in=50, tokens_out=5, attempts=n, accepted_at=T0,
+    )
+
+
+def _plan(run_dir: Path, per_model: dict[str, int]) -> None:
+    rows = [
+        {"request_id": f"{model}-{i}", "model": model, "arm": "baseline", "unit": "u"}
+        for model, n in per_model.items()
+        for i in range(n)
+    ]
+    pl.DataFrame(rows).write_parquet(run_dir / "plan.parquet")
+
+
+def _populate(ledger: Ledger) -> None:
+    """alpha: 3 of 4 accepted (one after two rate limits); beta: one invalid, one auth error."""
+    for i in range(3):
+        rid = f"alpha-{i}"
+        n = 1
+        if i == 0:
+            for n in (1, 2):
+                ledger.record_result(_attempt(rid, n, "alpha", "rate_limit"), None)
+            n = 3
+        ledger.record_result(_attempt(rid, n, "alpha", "ok"), _response(rid, n, "alpha"))
+    ledger.record_result(
+        _attempt("beta-0", 1, "beta", "invalid_response", "not_a_number: 'x'"), None
+    )
+    ledger.record_result(_attempt("beta-1", 1, "beta", "auth_error", "bad key"), None)
+
+
+def test_counts_by_model_cause_and_pending_failure(tmp_path: Path) -> None:
+    _plan(tmp_path, {"alpha": 4, "beta": 2})
+    with Ledger.open(tmp_path) as ledger:
+        _populate(ledger)
+        live = status(tmp_path)
+    done = status(tmp_path)
+    assert live["state"] == "live"
+    assert done["state"] == "stopped"
+    for summary in (live, done):
+        assert summary["planned"] == 6
+        assert summary["accepted"] == 3
+        assert summary["remaining"] == 3
+        assert summary["attempts"] == 7
+        assert summary["outcomes"] == {
+            "auth_error": 1, "invalid_response": 1, "ok": 3, "rate_limit": 2,
+        }
+        assert summary["retries_by_cause"] == {
+            "auth_error": 1, "invalid_response": 1, "rate_limit": 2,
+        }
+        assert summary["requests_retried"] == 3
+        assert summary["models"]["alpha"]["planned"] == 4
+        assert summary["models"]["alpha"]["accepted"] == 3
+        assert summary["models"]["alpha"]["pending_failures"] == 0
+        assert summary["models"]["beta"]["accepted"] == 0
+        assert summary["models"]["beta"]["pending_failures"] == 2
+        pending = summary["pending_failures"]
+        assert pending["total"] == 2 and pending["permanent"] == 1
+        assert pending["by_outcome"] == {"auth_error": 1, "invalid_response": 1}
+        assert [e["request_id"] for e in pending["examples"]] == ["beta-0", "beta-1"]
+        assert summary["tokens_in"] == 7 * 50
+    assert live["journal_segments"] >= 1 and done["journal_segments"] == 0
+
+
+def test_finished_and_not_started(tmp_path: Path) -> None:
+    assert status(tmp_path)["state"] == "not started"
+    _plan(tmp_path, {"alpha": 1})
+    with Ledger.open(tmp_path) as ledger:
+        ok = _attempt("alpha-0", 1, "alpha", "ok")
+        ledger.record_result(ok, _response("alpha-0", 1, "alpha"))
+    summary = status(tmp_path)
+    assert summary["state"] == "finished" and summary["remaining"] == 0
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from datetime import UTC, datetime
+    from engine.ledger import Ledger
+    from engine.records import AttemptRecord
+    ledger = Ledger.open(sys.argv[1])
+    for n in range(1, 6):
+        ledger.record_dispatch("r", n, "alpha", "sim", datetime.now(UTC))
+        ledger.record_result(AttemptRecord("r", n, "alpha", "sim", datetime.now(UTC), 1.0,
+            "timeout", None, None, None, None, None, "timeout: no reply"), None)
+    ledger.record_dispatch("r", 6, "alpha", "sim", datetime.now(UTC))
+    print("WROTE", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+@pytest.mark.timeout(60)
+def test_live_then_died_after_kill_nine(tmp_path: Path) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "WROTE"
+        live = status(tmp_path)
+        assert live["state"] == "live" and live["pid"]["pid"] == child.pid
+        assert live["outcomes"] == {"timeout": 5}
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    dead = status(tmp_path)
+    assert dead["state"] == "died"
+    assert dead["outcomes"] == {"timeout": 5}  # the in-flight 6th shows up on the next open
+    Ledger.open(tmp_path).close()
+    assert status(tmp_path)["outcomes"] == {"interrupted": 1, "timeout": 5}
+
+
+def test_command_line_json_and_table(tmp_path: Path) -> None:
+    from runs.cli import app
+
+    _plan(tmp_path, {"alpha": 4, "beta": 2})
+    with Ledger.open(tmp_path) as ledger:
+        _populate(ledger)
+    runner = CliRunner()
+    as_json = runner.invoke(app, ["status", str(tmp_path), "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    parsed = orjson.loads(as_json.output)
+    assert parsed["accepted"] == 3 and parsed["planned"] == 6
+    table = runner.invoke(app, ["status", str(tmp_path)])
+    assert table.exit_code == 0, table.output
+    assert "stopped" in table.output and "3/4" in table.output and "rate_limit" in table.output
+    missing = runner.invoke(app, ["status", str(tmp_path / "nope")])
+    assert missing.exit_code == 2
