@@ -337,10 +337,9 @@ class BedrockAdapter:
                     f"model {self._config.name!r}: reasoning_effort {effort!r} is not one of "
                     f"{sorted(_THINKING_BUDGETS)}"
                 )
-            budget = _THINKING_BUDGETS[effort]
             cap = self._config.max_tokens
-            if cap is not None:
-                budget = min(budget, cap - 1)
+            # The budget must stay below maxTokens, whose Bedrock default we cannot see.
+            budget = min(_THINKING_BUDGETS[effort], cap - 1) if cap is not None else 0
             if budget < _MIN_THINKING_BUDGET:
                 raise ConfigError(
                     f"model {self._config.name!r}: extended thinking needs max_tokens above "

@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from providers import bedrock
 from providers.bedrock import BedrockAdapter, create_adapter, options_omitted, required_env
@@ -157,9 +159,15 @@ def test_reasoning_effort_budget_on_older_claude() -> None:
     assert body["additionalModelRequestFields"] == {
         "thinking": {"type": "enabled", "budget_tokens": 4096},
     }
-    with pytest.raises(ConfigError, match="max_tokens"):
-        adapter(model="anthropic.claude-3-7-sonnet-20250219-v1:0", reasoning_effort="low",
-                max_tokens=1000)
+    for cap in (1000, None):
+        with pytest.raises(ConfigError, match="max_tokens"):
+            adapter(model="anthropic.claude-3-7-sonnet-20250219-v1:0", reasoning_effort="low",
+                    max_tokens=cap)
+    capped = adapter(model="us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+                     reasoning_effort="high", max_tokens=2048).build(REQ)
+    assert orjson.loads(capped.body)["additionalModelRequestFields"]["thinking"] == {
+        "type": "enabled", "budget_tokens": 2047,
+    }
 
 
 def test_reasoning_effort_on_a_model_without_thinking_is_omitted() -> None:
@@ -396,3 +404,30 @@ def test_secrets_never_reach_details_reprs_or_errors() -> None:
                     status=403, headers={}, a=bearer)
     assert "ABSKbedrockapikey0123456789" not in echoed.detail
     assert "ABSKbedrockapikey0123456789" not in repr(vars(bearer))
+
+
+# ----------------------------------------------------------------------------- robustness
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["output", "message", "content", "text", "stopReason", "usage",
+                         "inputTokens", "__type", "message", "Message", "code"]),
+        inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(status=st.sampled_from([200, 400, 403, 408, 424, 429, 500, 503, 299, 302]),
+       body=_json, error_type=st.one_of(st.none(), st.text(max_size=30)),
+       request_id=st.booleans())
+def test_parse_never_raises_and_only_a_200_completes(status: int, body: Any,
+                                                      error_type: str | None,
+                                                      request_id: bool) -> None:
+    headers = dict(RID) if request_id else {}
+    if error_type is not None:
+        headers["x-amzn-ErrorType"] = error_type
+    result = parse(orjson.dumps(body), status=status, headers=headers)
+    assert isinstance(result, Completion | Failure)
+    if isinstance(result, Completion):
+        assert status == 200 and request_id and result.text.strip()

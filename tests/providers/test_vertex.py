@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from providers.google_auth_tokens import TokenCache
 from providers.openai_compat import Dialect, build_body
@@ -379,3 +381,26 @@ def test_echoed_tokens_never_reach_the_failure_detail() -> None:
     assert failure.outcome is Outcome.AUTH_ERROR
     assert TOKEN not in failure.detail and "***" in failure.detail
     assert TOKEN not in repr(failure) and TOKEN not in repr(a)
+
+
+# ----------------------------------------------------------------------------- robustness
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["candidates", "content", "parts", "text", "thought", "finishReason",
+                         "responseId", "modelVersion", "usageMetadata", "promptFeedback",
+                         "blockReason", "error", "status", "code", "message", "choices", "id",
+                         "model"]),
+        inner, max_size=4),
+    max_leaves=14,
+)
+
+
+@given(status=st.sampled_from([200, 400, 401, 429, 499, 500, 503, 504, 302]), body=_json,
+       model=st.sampled_from(["gemini-3.5-flash", MAVERICK]))
+def test_parse_never_raises_and_only_a_200_completes(status: int, body: Any, model: str) -> None:
+    result = parse(orjson.dumps(body), status=status, a=adapter(model=model))
+    assert isinstance(result, Completion | Failure)
+    if isinstance(result, Completion):
+        assert status == 200 and result.text.strip() and result.provider_request_id

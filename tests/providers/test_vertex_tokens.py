@@ -114,9 +114,12 @@ def test_concurrent_callers_share_one_refresh() -> None:
 @pytest.mark.parametrize(
     ("error", "retryable"),
     [
-        (exceptions.RefreshError("invalid_grant: SECRET-ish detail", retryable=False), False),
-        (exceptions.RefreshError("internal_failure", retryable=True), True),
-        (exceptions.TransportError("connection refused to oauth2"), True),
+        (exceptions.RefreshError(  # type: ignore[no-untyped-call]
+            "invalid_grant: SECRET-ish detail", retryable=False), False),
+        (exceptions.RefreshError("internal_failure", retryable=True),  # type: ignore[no-untyped-call]
+         True),
+        (exceptions.TransportError("connection refused to oauth2"),  # type: ignore[no-untyped-call]
+         True),
     ],
 )
 def test_refresh_failures_are_classified_without_their_text(error: Exception,
@@ -169,7 +172,8 @@ class TokenEndpoint:
         if form.get("grant_type") != ["urn:ietf:params:oauth:grant-type:jwt-bearer"]:
             return 400, {"error": "unsupported_grant_type"}
         try:
-            claims = jwt.decode(form["assertion"][0], certs=self.public_pem, audience=AUDIENCE)
+            claims = jwt.decode(  # type: ignore[no-untyped-call]
+                form["assertion"][0], certs=self.public_pem, audience=AUDIENCE)
         except (ValueError, exceptions.GoogleAuthError):
             return 400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."}
         self.grants.append(claims)
