@@ -21,11 +21,13 @@ worker thread. It raises `ConfigError` when credentials cannot be loaded at all,
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -140,15 +142,28 @@ def required_env(config: ModelConfig, env: Mapping[str, str]) -> list[str]:
 
     The credential is a service-account (or gcloud) file named by
     `GOOGLE_APPLICATION_CREDENTIALS`, unless the spec's `api_key_env` names a variable holding
-    a ready access token.
+    a ready access token or gcloud's application-default file exists.
     """
     needed: list[str] = []
     if not config.project:
         needed.append(PROJECT_ENVS[0])
     if not config.location:
         needed.append(LOCATION_ENVS[0])
-    needed.append(config.api_key_env or CREDENTIALS_FILE_ENV)
+    if config.api_key_env:
+        needed.append(config.api_key_env)
+    elif env.get(CREDENTIALS_FILE_ENV) or not _gcloud_adc_file(env).is_file():
+        needed.append(CREDENTIALS_FILE_ENV)
     return needed
+
+
+def _gcloud_adc_file(env: Mapping[str, str]) -> Path:
+    """Where `gcloud auth application-default login` leaves credentials (google-auth looks
+    there when `GOOGLE_APPLICATION_CREDENTIALS` is unset)."""
+    config_dir = env.get("CLOUDSDK_CONFIG")
+    if config_dir:
+        return Path(config_dir) / "application_default_credentials.json"
+    home = Path(env.get("HOME") or os.path.expanduser("~"))
+    return home / ".config" / "gcloud" / "application_default_credentials.json"
 
 
 def rpc_error(payload: Any) -> tuple[str, str, int | None] | None:

@@ -4,6 +4,7 @@ building, every finishReason and google.rpc status on canned replies (providers-
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -201,8 +202,12 @@ def test_access_token_from_a_named_variable() -> None:
         VertexAdapter(cfg(api_key_env="VERTEX_TOKEN"), {})
 
 
-def test_required_env() -> None:
-    assert required_env(cfg(), {}) == ["GOOGLE_APPLICATION_CREDENTIALS"]
+def test_required_env(tmp_path: Path) -> None:
+    assert required_env(cfg(), {"HOME": str(tmp_path)}) == ["GOOGLE_APPLICATION_CREDENTIALS"]
+    adc = tmp_path / "gcloud" / "application_default_credentials.json"
+    adc.parent.mkdir()
+    adc.write_text("{}")
+    assert required_env(cfg(), {"CLOUDSDK_CONFIG": str(adc.parent)}) == []
     assert required_env(cfg(project=None, location=None, api_key_env="T"), {}) == [
         "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "T",
     ]
