@@ -152,7 +152,7 @@ class Simulator:
             await asyncio.sleep(self.state.faults.profile.slow_delay_s)
         reply = self._reply(dialect, call, fault)
         response = dialect.success(call, reply)
-        if fault is None or fault is FaultKind.SLOW:
+        if fault is None:
             self.state.counts[f"answered.{dialect.provider}"] += 1
         if fault is FaultKind.MALFORMED_JSON:
             raw = bytes(response.body) if isinstance(response.body, bytes | bytearray) else b"{}"

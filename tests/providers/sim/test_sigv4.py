@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from urllib.parse import quote
 
 import pytest
@@ -111,7 +112,7 @@ def test_botocore_signed_requests_verify_and_tampering_fails(
     model: str, text: str, port: int
 ) -> None:
     """botocore is the oracle: whatever it signs, the verifier must accept, byte for byte."""
-    body = ('{"messages":[{"role":"user","content":[{"text":%s}]}]}' % repr(text)).encode()
+    body = json.dumps({"messages": [{"role": "user", "content": [{"text": text}]}]}).encode()
     url = f"http://127.0.0.1:{port}/bedrock/model/{quote(model, safe='')}/converse"
     headers = botocore_signed(url, body, KEY, SECRET)
     received = {k.lower(): [v] for k, v in headers.items()}
