@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from functools import lru_cache
 
 from panels.events import Clause
 from panels.stock import BINS, bin_of
@@ -137,15 +138,23 @@ def bins_block() -> list[str]:
 
 
 def history_block(sd: StockDay) -> list[str]:
+    return list(_history_lines(sd))
+
+
+@lru_cache(maxsize=512)
+def _history_lines(sd: StockDay) -> tuple[str, ...]:
+    """Cached: every query about a unit repeats the same 60 lines (hundreds per unit)."""
     lines = [
         NORMALIZATION.format(sd=fmt_scale(sd.scale)),
         NOT_CENTERED,
         Z_DEFINITION,
         HISTORY_HEADER,
     ]
-    lines += [f"{d.isoformat()}: {fmt_z(z)}" for d, z in zip(sd.history_dates, sd.history_z,
-                                                              strict=True)]
-    return lines
+    lines += [
+        f"{d.isoformat()}: {fmt_z(z)}"
+        for d, z in zip(sd.history_dates, sd.history_z, strict=True)
+    ]
+    return tuple(lines)
 
 
 def two_asset_history_block(pair: DatePair) -> list[str]:
