@@ -260,7 +260,8 @@ class VertexAdapter:
                 request_id_headers=("x-request-id",),
             )
         else:
-            model = config.model.removeprefix("google/")
+            # Accept the short id and the resource-style spellings of it.
+            model = config.model.removeprefix("publishers/google/models/").removeprefix("google/")
             self._url = f"{prefix}/publishers/google/models/{quote(model, safe='')}:generateContent"
             self._dialect = Dialect(provider=PROVIDER)
         self._thinking = None if self._openai else self._thinking_config()

@@ -109,6 +109,13 @@ def test_gemini_request() -> None:
     assert TOKEN not in repr(request)
 
 
+@pytest.mark.parametrize("spelling", ["gemini-2.5-flash", "google/gemini-2.5-flash",
+                                      "publishers/google/models/gemini-2.5-flash"])
+def test_model_id_spellings(spelling: str) -> None:
+    assert adapter(model=spelling).url.endswith("/publishers/google/models/"
+                                                "gemini-2.5-flash:generateContent")
+
+
 def test_model_seed_is_the_fallback_for_the_request_seed() -> None:
     body = orjson.loads(adapter(seed=99).build(ChatRequest("r", "s", "u")).body)
     assert body["generationConfig"] == {"seed": 99}
