@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from panels.calendar import sessions_between
 from panels.data import (
@@ -211,3 +213,24 @@ def test_stock_day_rejects_flat_history() -> None:
     date = sorted(df["date"].unique().to_list())[60]
     with pytest.raises(DataError, match="spread"):
         stock_day(df, "X", date)
+
+
+@settings(max_examples=10)
+@given(seed=st.integers(0, 2**31), half=st.integers(1, 6))
+def test_any_seed_gives_a_valid_paper_sample(seed: int, half: int) -> None:
+    df = _embedded_cached()
+    days = sample_stock_days(df, 2 * half, seed)
+    assert len({d.date for d in days}) == half
+    assert len({d.id for d in days}) == 2 * half
+    for sd in days:
+        assert len(sd.history_z) == 60 and len(sd.future_z) == 4
+        assert sd.history_dates[-1] == sd.date < sd.future_dates[0]
+
+
+_CACHE: dict[str, pl.DataFrame] = {}
+
+
+def _embedded_cached() -> pl.DataFrame:
+    if "df" not in _CACHE:
+        _CACHE["df"] = load_returns()
+    return _CACHE["df"]

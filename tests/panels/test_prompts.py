@@ -296,3 +296,10 @@ def test_horizon_preamble_only_beyond_one_day() -> None:
     sd = sample()[0]
     assert "next 3 trading days" in rendered(ARMS["horizon/3"], sd)[0].user
     assert "trading days (future" not in rendered(ARMS["baseline"], sd)[0].user
+
+
+def test_identity_needs_names() -> None:
+    nameless = dataclasses.replace(sample()[0], name=None, ticker=None)
+    with pytest.raises(ValueError, match="company name and ticker"):
+        rendered(ARMS["identity"], nameless)
+    assert rendered(ARMS["baseline"], nameless)  # only the identity arms need them
