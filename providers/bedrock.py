@@ -209,7 +209,9 @@ def required_env(config: ModelConfig, env: Mapping[str, str]) -> list[str]:
     if not config.region:
         set_names = [name for name in REGION_ENVS if env.get(name)]
         needed.append(set_names[0] if set_names else REGION_ENVS[0])
-    if env.get(BEARER_ENV):
+    if config.api_key_env:
+        needed.append(config.api_key_env)  # the spec names where its Bedrock API key is
+    elif env.get(BEARER_ENV):
         needed.append(BEARER_ENV)
     elif any(env.get(name) for name in KEY_ENVS) or not _chain_configured(env):
         needed.extend(KEY_ENVS)
@@ -295,7 +297,11 @@ class BedrockAdapter:
         self._clock = clock
         base = (config.base_url or f"https://bedrock-runtime.{region}.amazonaws.com").rstrip("/")
         self._url = f"{base}/model/{quote(config.model, safe='')}/converse"
-        bearer = env.get(BEARER_ENV, "").strip()
+        bearer = env.get(config.api_key_env or BEARER_ENV, "").strip()
+        if config.api_key_env and not bearer:
+            raise ConfigError(
+                f"model {config.name!r}: {config.api_key_env} (a Bedrock API key) is not set"
+            )
         self._bearer: Secret | None = Secret(bearer) if bearer else None
         self._credentials: _CredentialSource | None = (
             None if self._bearer else _CredentialSource(config.name, env)

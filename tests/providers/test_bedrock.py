@@ -184,6 +184,15 @@ def test_bearer_api_key_takes_precedence_and_is_not_signed() -> None:
     assert "ABSK" not in repr(adapter(env)) and "ABSK" not in repr(request)
 
 
+def test_api_key_from_the_variable_the_spec_names() -> None:
+    named = adapter({"MY_BEDROCK_KEY": "ABSKnamedkey0000"}, api_key_env="MY_BEDROCK_KEY")
+    request = named.build(REQ)
+    assert request.headers["Authorization"] == "Bearer ABSKnamedkey0000"
+    assert required_env(cfg(api_key_env="MY_BEDROCK_KEY"), {}) == ["MY_BEDROCK_KEY"]
+    with pytest.raises(ConfigError, match="MY_BEDROCK_KEY"):
+        adapter(KEYS, api_key_env="MY_BEDROCK_KEY")
+
+
 def test_session_token_is_sent_and_signed() -> None:
     env = {**KEYS, "AWS_SESSION_TOKEN": "FwoGZXIvYXdzEXAMPLEsessiontoken"}
     request = adapter(env).build(REQ)
