@@ -107,9 +107,13 @@ def test_outcomes_follow_the_future_returns(name: str) -> None:
                 "d1": bin_of(unit.first.future_z[0]),
                 "d2": bin_of(unit.first.future_z[1]),
             }
-        assert set(outcomes) == set(arm.panel(unit).ids)
+        panel = arm.panel(unit)
+        assert set(outcomes) == set(panel.ids)
         for event_id, value in outcomes.items():
             assert value == _holds(event_id, bins), event_id
+        # What happened is one of the panel's atoms (a vertex of the coherent set).
+        realised = np.array([outcomes[i] for i in panel.ids], dtype=np.uint8)
+        assert (panel.incidence == realised[:, None]).all(axis=0).any()
 
 
 def test_outcomes_absent_where_unknown() -> None:
