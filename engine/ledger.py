@@ -68,6 +68,7 @@ from engine.shards import (
     list_shards,
     max_shard_id,
     remove_temp_files,
+    replace_all,
     settle_replacement,
     shard_name,
     visible_shards,
@@ -468,6 +469,36 @@ class Ledger:
             if response is not None:
                 self._accepted.add(response.request_id)
         return accepted
+
+    # -- re-parse ---------------------------------------------------------------------
+
+    def replace_responses(self, frame: pl.DataFrame) -> Path:
+        """Make `frame` the whole responses table (used by re-parse; see `engine.shards`).
+
+        The journal is compacted first and must then hold no results, so no accepted
+        answer can live outside the replaced shards; the new shard takes a fresh id that
+        no segment will reuse.
+        """
+        missing = set(RESPONSE_SCHEMA) - set(frame.columns)
+        if missing:
+            raise ValueError(f"responses frame lacks {sorted(missing)}")
+        if frame["request_id"].n_unique() != frame.height:
+            raise ValueError("responses frame has a request_id twice")
+        self.compact()
+        with self._compact_lock, self._lock:
+            if self._writer is None:
+                raise RuntimeError("ledger is closed")
+            if self._writer.lines > self._carried:
+                raise RuntimeError("results arrived while replacing responses; not replacing")
+            self._segment_id += 1
+            new_id = self._segment_id
+            path = replace_all(
+                self._responses_dir,
+                frame.select(list(RESPONSE_SCHEMA)).cast(pl.Schema(RESPONSE_SCHEMA)),
+                new_id,
+            )
+            self._accepted = set(frame["request_id"].to_list())
+        return path
 
     # -- compaction -------------------------------------------------------------------
 

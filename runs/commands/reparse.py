@@ -1,7 +1,61 @@
-"""Placeholder until the `reparse` command lands; registers nothing."""
+"""`dutchbook reparse DIR --parser lenient|strict`: rebuild the answers from kept replies."""
 
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import orjson
 import typer
+from rich.console import Console
+
+from engine.journal import JournalError
+from engine.ledger import LedgerBusy
+from engine.reparse import reparse as run_reparse
+from runs.commands._errors import user_errors
+
+
+class Parser(StrEnum):
+    strict = "strict"
+    lenient = "lenient"
+
+
+def reparse(
+    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder")],
+    parser: Annotated[
+        Parser, typer.Option("--parser", help="strict (the paper's rule) or lenient")
+    ] = Parser.strict,
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+) -> None:
+    """Re-parse every kept reply with another parser, without a single API call.
+
+    Replaces the run's responses; score the run again afterwards to update the scores.
+    """
+    with user_errors(FileNotFoundError, LedgerBusy, JournalError):
+        summary = run_reparse(run_dir, parser.value)
+    if as_json:
+        typer.echo(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        return
+    console = Console(highlight=False)
+    console.print(
+        f"re-parsed {summary.requests_with_replies:,} requests' replies with the "
+        f"[bold]{summary.parser}[/] parser: accepted {summary.accepted_before:,} → "
+        f"{summary.accepted_after:,} (newly accepted {summary.newly_accepted:,}, "
+        f"newly rejected {summary.newly_rejected:,}, values changed "
+        f"{summary.values_changed:,}, unchanged {summary.unchanged:,})"
+    )
+    if summary.still_rejected_by_subcause:
+        console.print(
+            "still rejected: "
+            + ", ".join(f"{k} {v:,}" for k, v in summary.still_rejected_by_subcause.items())
+        )
+    if summary.skipped_without_keys:
+        console.print(
+            f"[yellow]{summary.skipped_without_keys:,} request(s) skipped: no plan.parquet row "
+            "says which keys were asked[/]"
+        )
 
 
 def register(app: typer.Typer) -> None:
-    del app
+    app.command("reparse")(reparse)

@@ -1,0 +1,176 @@
+"""Re-parse a run: rebuild its accepted answers from the raw replies it kept, no new calls.
+
+Every reply a model sent is archived in the attempts table (`raw_text`: accepted
+attempts and those rejected as `invalid_response`). Re-parsing walks each request's
+replies in attempt order and accepts the FIRST one the chosen parser takes, which is what
+a run with that parser would have accepted from the same replies. The answer therefore
+depends only on the replies and the parser, never on earlier re-parses: going to
+lenient and back to strict restores the strict answers.
+
+The attempts table is history and is left as it was (an attempt once rejected keeps its
+`invalid_response` outcome). Only the responses are rebuilt, and they replace the old
+ones atomically: one new shard, committed by rename through an intent file that readers
+honour, then the old shards are deleted (`engine.shards.replace_all`). The run must not
+be live: re-parse takes the ledger's lock like any writer.
+
+Replies are read into memory for the rebuild (one row per reply, raw text included):
+fine for a paper-scale run (~365k replies of a few hundred bytes), not streaming.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from engine.answers import AnswerError, parse_answer
+from engine.ledger import Ledger, scan_attempts, scan_responses
+from engine.records import ResponseRecord, responses_frame
+from providers.types import Outcome
+
+PLAN = "plan.parquet"
+_REPLY_OUTCOMES = [str(Outcome.OK), str(Outcome.INVALID_RESPONSE)]
+_META = ["request_id", "model", "arm", "unit", "pass", "events", "keys"]
+
+
+@dataclass
+class ReparseSummary:
+    """What changed; `newly_accepted` are requests the new parser rescued."""
+
+    parser: str
+    requests_with_replies: int = 0
+    accepted_before: int = 0
+    accepted_after: int = 0
+    newly_accepted: int = 0
+    newly_rejected: int = 0
+    values_changed: int = 0
+    unchanged: int = 0
+    skipped_without_keys: int = 0
+    still_rejected_by_subcause: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _metadata(run_dir: Path, old: pl.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per request: what was asked (model, arm, unit, pass, events, keys); plan first."""
+    frames = [old.select(_META)]
+    plan_path = run_dir / PLAN
+    if plan_path.exists():
+        frames.insert(0, pl.scan_parquet(plan_path).select(_META).collect())
+    meta = pl.concat(frames, how="vertical_relaxed").unique("request_id", keep="first")
+    return {row["request_id"]: row for row in meta.iter_rows(named=True)}
+
+
+def _rebuild(
+    replies: pl.DataFrame,
+    meta: dict[str, dict[str, Any]],
+    old: dict[str, dict[str, Any]],
+    parser: str,
+    summary: ReparseSummary,
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    rejected: Counter[str] = Counter()
+    current: str | None = None
+    settled = False
+    last_error: str | None = None
+
+    def close_request() -> None:
+        if current is not None and not settled and last_error is not None:
+            rejected[last_error] += 1
+
+    for reply in replies.iter_rows(named=True):
+        rid = reply["request_id"]
+        if rid != current:
+            close_request()
+            current, settled, last_error = rid, False, None
+            summary.requests_with_replies += 1
+            if rid not in meta:
+                summary.skipped_without_keys += 1
+                settled = True
+        if settled:
+            continue
+        asked = meta[rid]
+        keys = list(asked["keys"])
+        try:
+            parsed = parse_answer(reply["raw_text"], keys, parser)
+        except AnswerError as exc:
+            last_error = exc.subcause
+            continue
+        settled = True
+        before = old.get(rid)
+        same_attempt = before is not None and before["attempts"] == reply["attempt"]
+        arrived = reply["started_at"] + timedelta(milliseconds=reply["elapsed_ms"] or 0.0)
+        record = ResponseRecord(
+            request_id=rid, model=asked["model"], arm=asked["arm"], unit=asked["unit"],
+            pass_=int(asked["pass"]), events=list(asked["events"]), keys=keys,
+            raw_text=reply["raw_text"], values=[parsed[k] for k in keys],
+            finish_reason=reply["finish_reason"], tokens_in=reply["tokens_in"],
+            tokens_out=reply["tokens_out"], attempts=int(reply["attempt"]),
+            accepted_at=before["accepted_at"] if same_attempt and before else arrived,
+        )
+        rows.append(record.to_row())
+    close_request()
+    summary.still_rejected_by_subcause = dict(sorted(rejected.items()))
+    return rows
+
+
+def _compare(old: dict[str, dict[str, Any]], new: pl.DataFrame, summary: ReparseSummary) -> None:
+    after = {r["request_id"]: r for r in new.iter_rows(named=True)}
+    summary.accepted_before = len(old)
+    summary.accepted_after = len(after)
+    summary.newly_accepted = len(after.keys() - old.keys())
+    summary.newly_rejected = len(old.keys() - after.keys())
+    for rid in after.keys() & old.keys():
+        a, b = after[rid], old[rid]
+        if a["values"] == b["values"] and a["attempts"] == b["attempts"]:
+            summary.unchanged += 1
+        else:
+            summary.values_changed += 1
+
+
+def reparse(run_dir: Path | str, parser: str) -> ReparseSummary:
+    """Rebuild `responses/` from the archived replies under `parser` ("strict"|"lenient").
+
+    Raises `engine.ledger.LedgerBusy` if a run is writing this folder.
+    """
+    if parser not in ("strict", "lenient"):
+        raise ValueError(f"parser must be 'strict' or 'lenient', not {parser!r}")
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"no run folder at {run_dir}")
+    summary = ReparseSummary(parser=parser)
+    with Ledger.open(run_dir) as ledger:  # the lock, recovery and a full compaction
+        old_frame = scan_responses(run_dir).collect()
+        old = {r["request_id"]: r for r in old_frame.iter_rows(named=True)}
+        columns = [
+            "request_id", "attempt", "raw_text", "finish_reason", "tokens_in", "tokens_out",
+            "started_at", "elapsed_ms",
+        ]
+        archived = (
+            scan_attempts(run_dir)
+            .filter(pl.col("outcome").is_in(_REPLY_OUTCOMES) & pl.col("raw_text").is_not_null())
+            .select(columns)
+        )
+        # An accepted reply is archived in its attempt row; the response row is a fallback
+        # for ledgers written before that was so.
+        answered = old_frame.lazy().select(
+            "request_id", pl.col("attempts").alias("attempt"), "raw_text", "finish_reason",
+            "tokens_in", "tokens_out", pl.col("accepted_at").alias("started_at"),
+            pl.lit(0.0).alias("elapsed_ms"),
+        )
+        replies = (
+            pl.concat([archived, answered], how="vertical")
+            .unique(["request_id", "attempt"], keep="first", maintain_order=True)
+            .sort("request_id", "attempt")
+            .collect()
+        )
+        rows = _rebuild(replies, _metadata(run_dir, old_frame), old, parser, summary)
+        new_frame = responses_frame(rows)
+        _compare(old, new_frame, summary)
+        ledger.replace_responses(new_frame)
+    return summary

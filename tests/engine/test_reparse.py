@@ -1,0 +1,204 @@
+"""Re-parse: rebuild answers from kept replies, no network, atomic replacement of responses."""
+
+from __future__ import annotations
+
+import socket
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from engine.answers import parse_answer
+from engine.ledger import Ledger, LedgerBusy, scan_attempts, scan_responses
+from engine.records import RESPONSE_SCHEMA, AttemptRecord, ResponseRecord
+from engine.reparse import reparse
+from engine.shards import (
+    INTENT_NAME,
+    list_shards,
+    settle_replacement,
+    shard_name,
+    visible_shards,
+    write_atomic,
+)
+
+T0 = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)
+
+# request id → (keys, replies in attempt order). Under strict, the first strictly valid
+# reply was accepted and every earlier one was rejected as invalid_response.
+REPLIES: dict[str, tuple[list[str], list[str]]] = {
+    "frac": (["probability"], ['{"probability": "11/36"}', '{"probability": 0.3056}']),
+    "pct": (["probability"], ['```json\n{"probability": "35%"}\n```', '{"probability": 0,35}']),
+    "plain": (["probability"], ['{"probability": 0.8}']),
+    "grouped": (
+        ["Q01", "Q02"],
+        ['Sure: {"Q01": 1/4, "Q02": "75%"}', '{"Q01": 0.2, "Q02": 0.7}'],
+    ),
+    "hopeless": (["probability"], ['{"probability": "0,5"}', "I cannot answer that."]),
+}
+
+
+@pytest.fixture()
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("re-parse opened a socket")
+
+    monkeypatch.setattr(socket, "socket", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def _strict_run(run_dir: Path) -> None:
+    """What a strict-mode dispatch would have recorded for REPLIES."""
+    plan: list[dict[str, Any]] = [
+        {"request_id": rid, "model": "m1", "arm": "grouped" if len(keys) > 1 else "baseline",
+         "unit": "AAPL@2024-01-02", "events": [f"e{i}" for i in range(len(keys))],
+         "keys": keys, "pass": 0, "seed": 1, "system": "s", "user": "u"}
+        for rid, (keys, _) in REPLIES.items()
+    ]
+    pl.DataFrame(plan).write_parquet(run_dir / "plan.parquet")
+    with Ledger.open(run_dir) as ledger:
+        for rid, (keys, texts) in REPLIES.items():
+            row = next(p for p in plan if p["request_id"] == rid)
+            for n, text in enumerate(texts, start=1):
+                try:
+                    parsed = parse_answer(text, keys, "strict")
+                except Exception as exc:  # AnswerError: recorded with its raw text
+                    attempt = _attempt(rid, n, "invalid_response", str(exc), text)
+                    ledger.record_result(attempt, None)
+                    continue
+                response = ResponseRecord(
+                    request_id=rid, model="m1", arm=row["arm"], unit=row["unit"], pass_=0,
+                    events=row["events"], keys=keys, raw_text=text,
+                    values=[parsed[k] for k in keys], finish_reason="stop", tokens_in=90,
+                    tokens_out=9, attempts=n, accepted_at=T0 + timedelta(hours=n),
+                )
+                ledger.record_result(_attempt(rid, n, "ok", "", None), response)
+                break
+
+
+def _attempt(rid: str, n: int, outcome: str, detail: str, raw: str | None) -> AttemptRecord:
+    return AttemptRecord(
+        request_id=rid, attempt=n, model="m1", provider="sim",
+        started_at=T0 + timedelta(minutes=n), elapsed_ms=250.0, outcome=outcome,
+        http_status=200, provider_request_id=None, retry_after_s=None, tokens_in=90,
+        tokens_out=9, detail=detail, raw_text=raw, finish_reason="stop",
+    )
+
+
+def _answers(run_dir: Path) -> dict[str, tuple[int, list[float]]]:
+    frame = scan_responses(run_dir).select("request_id", "attempts", "values").collect()
+    return {rid: (n, values) for rid, n, values in frame.iter_rows()}
+
+
+def test_lenient_rescues_fractions_and_strict_restores_the_original(
+    tmp_path: Path, no_network: None
+) -> None:
+    _strict_run(tmp_path)
+    original = scan_responses(tmp_path).sort("request_id").collect()
+    attempts_before = scan_attempts(tmp_path).sort("request_id", "attempt").collect()
+    assert _answers(tmp_path) == {
+        "frac": (2, [0.3056]), "plain": (1, [0.8]), "grouped": (2, [0.2, 0.7]),
+    }
+
+    lenient = reparse(tmp_path, "lenient")
+    got = _answers(tmp_path)
+    assert got["frac"][0] == 1 and got["frac"][1] == pytest.approx([11 / 36], abs=1e-15)
+    assert got["pct"] == (1, [0.35])
+    assert got["grouped"] == (1, [0.25, 0.75])
+    assert got["plain"] == (1, [0.8])
+    assert "hopeless" not in got
+    assert (lenient.newly_accepted, lenient.newly_rejected) == (1, 0)
+    assert (lenient.values_changed, lenient.unchanged) == (2, 1)
+    assert lenient.still_rejected_by_subcause == {"not_json": 1}  # hopeless's last reply
+    rescued = scan_responses(tmp_path).filter(pl.col("request_id") == "pct").collect()
+    assert rescued["raw_text"][0].startswith("```json")
+    assert rescued["keys"][0].to_list() == ["probability"]
+
+    strict = reparse(tmp_path, "strict")
+    assert (strict.newly_accepted, strict.newly_rejected, strict.values_changed) == (0, 1, 2)
+    restored = scan_responses(tmp_path).sort("request_id").collect()
+    assert restored.drop("accepted_at").equals(original.drop("accepted_at"))
+    # History is untouched: the attempts table never changes.
+    after = scan_attempts(tmp_path).sort("request_id", "attempt").collect()
+    assert after.equals(attempts_before)
+    assert len(list_shards(tmp_path / "responses")) == 1
+    assert not (tmp_path / "responses" / INTENT_NAME).exists()
+
+
+def test_reparse_of_a_strict_run_with_strict_changes_nothing(
+    tmp_path: Path, no_network: None
+) -> None:
+    _strict_run(tmp_path)
+    before = scan_responses(tmp_path).sort("request_id").collect()
+    summary = reparse(tmp_path, "strict")
+    assert summary.unchanged == 3 and summary.values_changed == 0
+    assert scan_responses(tmp_path).sort("request_id").collect().equals(before)
+
+
+def test_reparse_refuses_a_live_run(tmp_path: Path) -> None:
+    _strict_run(tmp_path)
+    with Ledger.open(tmp_path), pytest.raises(LedgerBusy):
+        reparse(tmp_path, "lenient")
+
+
+def _frame(ids: list[str]) -> pl.DataFrame:
+    rows = [
+        ResponseRecord(
+            request_id=rid, model="m", arm="a", unit="u", pass_=0, events=["e"],
+            keys=["probability"], raw_text="{}", values=[0.5], finish_reason=None,
+            tokens_in=None, tokens_out=None, attempts=1, accepted_at=T0,
+        ).to_row()
+        for rid in ids
+    ]
+    frame = pl.DataFrame(rows, schema={**RESPONSE_SCHEMA, "accepted_at": pl.String()})
+    return frame.with_columns(pl.col("accepted_at").str.to_datetime(time_zone="UTC"))
+
+
+def test_interrupted_replacement_is_finished_or_abandoned(tmp_path: Path) -> None:
+    """The intent protocol: before the commit rename the old set stands, after it the new."""
+    write_atomic(_frame(["a", "b"]), tmp_path / shard_name(1))
+    write_atomic(_frame(["c"]), tmp_path / shard_name(2))
+    intent = orjson.dumps({"new": shard_name(3), "old": [shard_name(1), shard_name(2)]})
+    (tmp_path / INTENT_NAME).write_bytes(intent)
+    # Killed before the commit: the new shard is only a temp file.
+    _frame(["z"]).write_parquet(tmp_path / f".{shard_name(3)}.tmp")
+    assert [p.name for p in visible_shards(tmp_path)] == [shard_name(1), shard_name(2)]
+    settle_replacement(tmp_path)
+    assert not (tmp_path / INTENT_NAME).exists()
+    assert len(list_shards(tmp_path)) == 2
+    # Killed after the commit, before deleting the old shards.
+    (tmp_path / INTENT_NAME).write_bytes(intent)
+    write_atomic(_frame(["z"]), tmp_path / shard_name(3))
+    assert [p.name for p in visible_shards(tmp_path)] == [shard_name(3)]
+    settle_replacement(tmp_path)
+    assert [p.name for _, p in list_shards(tmp_path)] == [shard_name(3)]
+
+
+def test_ledger_open_settles_an_interrupted_replacement(tmp_path: Path) -> None:
+    _strict_run(tmp_path)
+    responses = tmp_path / "responses"
+    old = [p.name for _, p in list_shards(responses)]
+    write_atomic(_frame(["only"]), responses / shard_name(999))
+    (responses / INTENT_NAME).write_bytes(orjson.dumps({"new": shard_name(999), "old": old}))
+    assert set(scan_responses(tmp_path).collect()["request_id"]) == {"only"}
+    with Ledger.open(tmp_path) as ledger:
+        assert ledger.accepted_ids() == {"only"}
+    assert [p.name for _, p in list_shards(responses)] == [shard_name(999)]
+
+
+def test_command_line(tmp_path: Path, no_network: None) -> None:
+    from runs.cli import app
+
+    _strict_run(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(app, ["reparse", str(tmp_path), "--parser", "lenient", "--json"])
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.output)["newly_accepted"] == 1
+    result = runner.invoke(app, ["reparse", str(tmp_path), "--parser", "strict"])
+    assert result.exit_code == 0, result.output
+    assert "newly rejected 1" in result.output
+    bad = runner.invoke(app, ["reparse", str(tmp_path), "--parser", "loose"])
+    assert bad.exit_code != 0
