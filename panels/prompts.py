@@ -89,6 +89,7 @@ UNRESOLVED = (
 Z_DEFINITION = "Future daily returns are divided by the same standard deviation and denoted z."
 HISTORY_HEADER = "Date: return divided by the standard deviation (oldest first)"
 BINS_HEADER = "Ranges for z:"
+TWO_ASSET_BINS_HEADER = "Ranges for z (the same for z_A and z_B):"
 IDENTITY = "The stock is {name} (ticker: {ticker})."
 HORIZON_PREAMBLE = (
     "This forecast concerns the stock’s returns over each of the next {h} trading days "
@@ -133,8 +134,8 @@ def bins_phrase(bins: Sequence[int]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " or " + parts[-1]
 
 
-def bins_block() -> list[str]:
-    return [BINS_HEADER, *(b.paper_line for b in BINS)]
+def bins_block(header: str = BINS_HEADER) -> list[str]:
+    return [header, *(b.paper_line for b in BINS)]
 
 
 def history_block(sd: StockDay) -> list[str]:
@@ -348,7 +349,7 @@ def two_asset_user_message(
 ) -> str:
     lines = [TIMING.format(date=pair.date.isoformat())]
     lines += two_asset_history_block(pair)
-    lines += bins_block()
+    lines += bins_block(TWO_ASSET_BINS_HEADER)
     lines += question
     lines.append(response)
     return "\n".join(lines)
