@@ -25,10 +25,13 @@ from typing import IO, Protocol
 import polars as pl
 
 from engine.http import HttpClient
+from engine.journal import read_journal
 from engine.lanes import Lane, LaneState, LaneStats, PlanItem
-from engine.ledger import Ledger, scan_attempts
+from engine.ledger import Ledger
 from engine.logs import EngineLog
+from engine.records import ATTEMPT_SCHEMA
 from engine.retry import RetryPolicy
+from engine.shards import list_shards
 from providers.base import Adapter
 from providers.types import ModelConfig
 
@@ -159,16 +162,31 @@ def _read_rows(plan_path: Path, offset: int, rows: int, positions: list[int]) ->
 
 
 def _prior_attempts(run_dir: Path, ids: list[str]) -> dict[str, int]:
-    """Highest attempt number recorded so far for each of `ids` (attempts continue on resume)."""
-    found = (
-        scan_attempts(run_dir)
-        .select("request_id", "attempt")
-        .filter(pl.col("request_id").is_in(ids))
-        .group_by("request_id")
-        .agg(pl.col("attempt").max())
-        .collect()
-    )
-    return dict(zip(found["request_id"].to_list(), found["attempt"].to_list(), strict=True))
+    """Highest attempt number recorded so far for each of `ids` (attempts continue on resume).
+
+    Reads the attempt shards with the id filter pushed into the scan (plus the journal),
+    rather than through `scan_attempts`, whose de-duplication would hold every attempt of
+    the campaign in memory at once; a maximum needs no de-duplication.
+    """
+    found: dict[str, int] = {}
+    shards = [path for _, path in list_shards(run_dir / "attempts")]
+    if shards:
+        frame = (
+            pl.scan_parquet(shards, schema=ATTEMPT_SCHEMA)
+            .select("request_id", "attempt")
+            .filter(pl.col("request_id").is_in(ids))
+            .group_by("request_id")
+            .agg(pl.col("attempt").max())
+            .collect()
+        )
+        found.update(zip(frame["request_id"].to_list(), frame["attempt"].to_list(), strict=True))
+    wanted = set(ids)
+    for _, record in read_journal(run_dir / "journal"):
+        row = record.get("attempt") if record.get("kind") == "result" else record
+        if isinstance(row, dict) and row.get("request_id") in wanted:
+            rid, attempt = row["request_id"], int(row["attempt"])
+            found[rid] = max(found.get(rid, 0), attempt)
+    return found
 
 
 def _items(frame: pl.DataFrame, prior: Mapping[str, int]) -> list[PlanItem]:
