@@ -234,3 +234,24 @@ def _embedded_cached() -> pl.DataFrame:
     if "df" not in _CACHE:
         _CACHE["df"] = load_returns()
     return _CACHE["df"]
+
+
+def test_build_script_transformation() -> None:
+    """The embedded file's recipe: simple returns per ticker, from FIRST_DATE, with names."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "build_embedded_returns.py"
+    spec = importlib.util.spec_from_file_location("build_embedded_returns", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    first = script.FIRST_DATE
+    dates = [first - dt.timedelta(days=1), first, first + dt.timedelta(days=1)]
+    prices = pl.DataFrame({"Date": dates, "AAPL": [100.0, 110.0, 99.0], "KO": [50.0, 50.0, 51.0]})
+    out = script.to_returns(prices)
+    assert out.columns == ["date", "asset", "ret", "name", "ticker"]
+    assert out["date"].to_list() == [first, dates[2], first, dates[2]]
+    np.testing.assert_allclose(out["ret"].to_numpy(), [0.1, -0.1, 0.0, 0.02], atol=1e-12)
+    assert out["name"].to_list()[0] == "Apple Inc." and out["ticker"].to_list()[2] == "KO"
+    with pytest.raises(SystemExit, match="no company name"):
+        script.to_returns(prices.rename({"KO": "ZZZZ"}))
