@@ -37,6 +37,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -213,24 +214,32 @@ def accepted_ids(run_dir: Path | str) -> set[str]:
     return ids
 
 
-def attempt_counts(run_dir: Path | str) -> dict[str, int]:
+def attempt_counts(
+    run_dir: Path | str, request_ids: Collection[str] | None = None
+) -> dict[str, int]:
     """Highest attempt number per request so far (recorded results and pending dispatches).
 
-    No deduplication needed: a maximum does not change when a row is seen twice.
+    `request_ids` limits the answer to those requests (the filter is pushed into the
+    Parquet scan, so a batch of a large campaign reads little). No deduplication needed:
+    a maximum does not change when a row is seen twice.
     """
     run_dir = Path(run_dir)
+    wanted = None if request_ids is None else set(request_ids)
     recent: dict[str, int] = {}
     for _, record in read_journal(run_dir / JOURNAL):
         kind = record.get("kind")
         row = record if kind == _DISPATCH else record.get("attempt") if kind == _RESULT else None
-        if row is not None:
+        if row is not None and (wanted is None or row["request_id"] in wanted):
             rid = row["request_id"]
             recent[rid] = max(recent.get(rid, 0), int(row["attempt"]))
     counts: dict[str, int] = {}
     shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
     if shards:
+        scan = pl.scan_parquet(shards, schema=ATTEMPT_SCHEMA).select("request_id", "attempt")
+        if wanted is not None:
+            scan = scan.filter(pl.col("request_id").is_in(list(wanted)))
         done = (
-            pl.scan_parquet(shards, schema=ATTEMPT_SCHEMA)
+            scan
             .group_by("request_id")
             .agg(pl.col("attempt").max())
             .collect()

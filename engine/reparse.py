@@ -1,7 +1,8 @@
 """Re-parse a run: rebuild its accepted answers from the raw replies it kept, no new calls.
 
 Every reply a model sent is archived in the attempts table (`raw_text`: accepted
-attempts and those rejected as `invalid_response`). Re-parsing walks each request's
+attempts and those rejected as `invalid_response`, or as `truncated` when a cut-off reply
+did not parse). Re-parsing walks each request's
 replies in attempt order and accepts the FIRST one the chosen parser takes, which is what
 a run with that parser would have accepted from the same replies. The answer therefore
 depends only on the replies and the parser, never on earlier re-parses: going to
@@ -33,7 +34,8 @@ from engine.records import ResponseRecord, responses_frame
 from providers.types import Outcome
 
 PLAN = "plan.parquet"
-_REPLY_OUTCOMES = [str(Outcome.OK), str(Outcome.INVALID_RESPONSE)]
+# Replies a parser decided on: accepted, rejected as invalid, or cut off and unparseable.
+_REPLY_OUTCOMES = [str(Outcome.OK), str(Outcome.INVALID_RESPONSE), str(Outcome.TRUNCATED)]
 _META = ["request_id", "model", "arm", "unit", "pass", "events", "keys"]
 
 

@@ -29,19 +29,38 @@ T0 = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)
 
 def attempt(rid: str, n: int, outcome: str = "ok", raw: str | None = None) -> AttemptRecord:
     return AttemptRecord(
-        request_id=rid, attempt=n, model="m1", provider="sim",
-        started_at=T0 + timedelta(seconds=n), elapsed_ms=12.5, outcome=outcome,
-        http_status=200 if outcome == "ok" else 429, provider_request_id=f"p-{rid}-{n}",
-        retry_after_s=None if outcome == "ok" else 1.5, tokens_in=100, tokens_out=7,
-        detail="" if outcome == "ok" else f"{outcome}: details", raw_text=raw,
+        request_id=rid,
+        attempt=n,
+        model="m1",
+        provider="sim",
+        started_at=T0 + timedelta(seconds=n),
+        elapsed_ms=12.5,
+        outcome=outcome,
+        http_status=200 if outcome == "ok" else 429,
+        provider_request_id=f"p-{rid}-{n}",
+        retry_after_s=None if outcome == "ok" else 1.5,
+        tokens_in=100,
+        tokens_out=7,
+        detail="" if outcome == "ok" else f"{outcome}: details",
+        raw_text=raw,
     )
 
 
 def response(rid: str, n: int, value: float = 0.25) -> ResponseRecord:
     return ResponseRecord(
-        request_id=rid, model="m1", arm="baseline", unit="AAPL@2024-01-02", pass_=1,
-        events=["d1:B0"], keys=["probability"], raw_text=f'{{"probability": {value}}}',
-        values=[value], finish_reason="stop", tokens_in=100, tokens_out=7, attempts=n,
+        request_id=rid,
+        model="m1",
+        arm="baseline",
+        unit="AAPL@2024-01-02",
+        pass_=1,
+        events=["d1:B0"],
+        keys=["probability"],
+        raw_text=f'{{"probability": {value}}}',
+        values=[value],
+        finish_reason="stop",
+        tokens_in=100,
+        tokens_out=7,
+        attempts=n,
         accepted_at=T0 + timedelta(minutes=n),
     )
 
@@ -247,6 +266,8 @@ def test_any_interleaving_matches_a_simple_model(script: list[tuple[int, str]]) 
         assert ledger.attempt_counts() == counts
         ledger.close()
         assert attempt_counts(run_dir) == counts
+        some = {k: v for k, v in counts.items() if k in ("r0", "r3")}
+        assert attempt_counts(run_dir, ["r0", "r3"]) == some
         got = scan_responses(run_dir).select("request_id", "attempts").collect()
         assert dict(got.iter_rows()) == accepted
         assert scan_attempts(run_dir).collect().height == sum(counts.values())

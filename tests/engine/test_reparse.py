@@ -38,6 +38,8 @@ REPLIES: dict[str, tuple[list[str], list[str]]] = {
         ['Sure: {"Q01": 1/4, "Q02": "75%"}', '{"Q01": 0.2, "Q02": 0.7}'],
     ),
     "hopeless": (["probability"], ['{"probability": "0,5"}', "I cannot answer that."]),
+    # Cut off by the output cap and unparseable under strict: recorded as truncated.
+    "cut": (["probability"], ['{"probability": "2/3"} and my reasoning is that']),
 }
 
 
@@ -66,7 +68,8 @@ def _strict_run(run_dir: Path) -> None:
                 try:
                     parsed = parse_answer(text, keys, "strict")
                 except Exception as exc:  # AnswerError: recorded with its raw text
-                    attempt = _attempt(rid, n, "invalid_response", str(exc), text)
+                    outcome = "truncated" if rid == "cut" else "invalid_response"
+                    attempt = _attempt(rid, n, outcome, str(exc), text)
                     ledger.record_result(attempt, None)
                     continue
                 response = ResponseRecord(
@@ -109,8 +112,9 @@ def test_lenient_rescues_fractions_and_strict_restores_the_original(
     assert got["pct"] == (1, [0.35])
     assert got["grouped"] == (1, [0.25, 0.75])
     assert got["plain"] == (1, [0.8])
+    assert got["cut"][0] == 1 and got["cut"][1] == pytest.approx([2 / 3], abs=1e-15)
     assert "hopeless" not in got
-    assert (lenient.newly_accepted, lenient.newly_rejected) == (1, 0)
+    assert (lenient.newly_accepted, lenient.newly_rejected) == (2, 0)
     assert (lenient.values_changed, lenient.unchanged) == (2, 1)
     assert lenient.still_rejected_by_subcause == {"not_json": 1}  # hopeless's last reply
     rescued = scan_responses(tmp_path).filter(pl.col("request_id") == "pct").collect()
@@ -118,7 +122,7 @@ def test_lenient_rescues_fractions_and_strict_restores_the_original(
     assert rescued["keys"][0].to_list() == ["probability"]
 
     strict = reparse(tmp_path, "strict")
-    assert (strict.newly_accepted, strict.newly_rejected, strict.values_changed) == (0, 1, 2)
+    assert (strict.newly_accepted, strict.newly_rejected, strict.values_changed) == (0, 2, 2)
     restored = scan_responses(tmp_path).sort("request_id").collect()
     assert restored.drop("accepted_at").equals(original.drop("accepted_at"))
     # History is untouched: the attempts table never changes.
@@ -196,9 +200,9 @@ def test_command_line(tmp_path: Path, no_network: None) -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["reparse", str(tmp_path), "--parser", "lenient", "--json"])
     assert result.exit_code == 0, result.output
-    assert orjson.loads(result.output)["newly_accepted"] == 1
+    assert orjson.loads(result.output)["newly_accepted"] == 2
     result = runner.invoke(app, ["reparse", str(tmp_path), "--parser", "strict"])
     assert result.exit_code == 0, result.output
-    assert "newly rejected 1" in result.output
+    assert "newly rejected 2" in result.output
     bad = runner.invoke(app, ["reparse", str(tmp_path), "--parser", "loose"])
     assert bad.exit_code != 0
