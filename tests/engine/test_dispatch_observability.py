@@ -1,0 +1,92 @@
+"""What a person sees: the JSON log, the concise console lines, the live table; none of
+them may carry a credential."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from engine.dispatch import dispatch
+from engine.lanes import LaneState, LaneStats
+from engine.logs import EngineLog, redact_text
+from engine.progress import LiveProgress, render
+
+KEY = "sk-proj-THISISASECRETKEY1234567890"
+
+
+def test_log_file_is_json_lines_and_console_concise(tmp_path: Path) -> None:
+    console = io.StringIO()
+    log = EngineLog(tmp_path, console=console, secrets=["hunter2-very-secret"])
+    log.info("lane_started", model="m", concurrency=4)
+    log.error("lane_stopped", model="m", reason="HTTP 401: bad key hunter2-very-secret")
+    log.warning(
+        "oops",
+        api_key=KEY,
+        detail=f"Authorization: Bearer {KEY}",
+        url="https://x/?key=AIzaSyA1234567890123456789012",
+    )
+    log.close()
+    lines = (tmp_path / "logs" / "engine.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    assert [e["event"] for e in events] == ["lane_started", "lane_stopped", "oops"]
+    assert all("ts" in e and e["level"] in {"info", "error", "warning"} for e in events)
+    text = "\n".join(lines) + console.getvalue()
+    assert "hunter2-very-secret" not in text and KEY not in text and "AIzaSy" not in text
+    assert "lane_started" not in console.getvalue()  # info stays in the file
+    assert "dutchbook error: lane_stopped model=m" in console.getvalue()
+
+
+def test_redact_text_masks_common_key_shapes() -> None:
+    for secret in (KEY, "gsk_abcdefghijklmnop1234", "AKIAIOSFODNN7EXAMPLE"):
+        assert secret not in redact_text(f"failed with {secret} again")
+    assert redact_text("HTTP 500 upstream busy") == "HTTP 500 upstream busy"
+
+
+def test_progress_table_shows_each_lane() -> None:
+    a = LaneStats(model="gpt-x", provider="openai", planned=100, already_accepted=10, accepted=40)
+    a.retries.by_cause["rate_limit"] = 3
+    b = LaneStats(
+        model="llama",
+        provider="groq",
+        planned=50,
+        state=LaneState.STOPPED,
+        message="llama (groq) stopped after 3 auth_error failures",
+    )
+    console = Console(file=io.StringIO(), width=200, force_terminal=False)
+    console.print(render([a, b]))
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "gpt-x" in out and "50/100" in out and "rate_limit 3" in out
+    assert "stopped" in out and "auth_error" in out
+
+
+def test_live_progress_is_inert_without_a_terminal() -> None:
+    sink = io.StringIO()
+    progress = LiveProgress(Console(file=sink, force_terminal=False))
+    progress.start([LaneStats(model="m", provider="p")])
+    progress.refresh()
+    progress.stop()
+    assert not progress.enabled and sink.getvalue() == ""
+
+
+async def test_dispatch_drives_progress_and_logs_summary(tmp_path: Path, sim, kit) -> None:
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 20))
+    config, adapter = kit.sim_model("sim-coherent", sim.root_url)
+    sink = io.StringIO()
+    progress = LiveProgress(Console(file=sink, force_terminal=True, width=160), force=True)
+    summary = await dispatch(
+        plan,
+        tmp_path / "run",
+        {config.name: config},
+        {config.name: adapter},
+        progress=progress,
+        log_console=None,
+    )
+    assert summary.complete
+    assert "20/20" in sink.getvalue() and "sim-coherent" in sink.getvalue()
+    events = [json.loads(x) for x in (tmp_path / "run/logs/engine.jsonl").read_text().splitlines()]
+    names = [e["event"] for e in events]
+    assert names[0] == "dispatch_started" and "lane_finished" in names and "summary" in names
+    assert any("20 answers accepted" in e.get("line", "") for e in events)

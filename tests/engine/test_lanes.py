@@ -1,0 +1,144 @@
+"""Lane mechanics: the adaptive cap (slow start, AIMD, one cut per episode), the backoff
+policy's bounds, and lane behaviour under rate limits against the simulator."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import polars as pl
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.concurrency import AdaptiveCap
+from engine.dispatch import dispatch
+from engine.ledger import scan_attempts
+from engine.retry import PERMANENT, RetryPolicy
+from providers.sim.server import start_sim
+from providers.types import RETRYABLE, Outcome
+
+
+def test_cap_slow_starts_then_cuts_once_per_episode_and_grows_back() -> None:
+    now = [0.0]
+    changes: list[tuple[int, int, str]] = []
+    cap = AdaptiveCap(
+        16,
+        16,
+        slow_start=True,
+        cooldown_s=1.0,
+        on_change=lambda o, n, w: changes.append((o, n, w)),
+        clock=lambda: now[0],
+    )
+    assert cap.limit == 1
+    for _ in range(4):
+        cap.on_success()
+    assert cap.limit == 16 and [c[2] for c in changes] == ["slow_start"] * 4
+    cap.on_rate_limit()
+    cap.on_rate_limit()  # same episode: no second cut
+    assert cap.limit == 8
+    now[0] = 2.0
+    cap.on_rate_limit()
+    assert cap.limit == 4
+    for _ in range(4):
+        cap.on_success()
+    assert cap.limit == 5  # additive growth: +1 after a cap's worth of clean answers
+    for _ in range(5 + 6 + 7 + 8 + 9 + 10 + 11 + 12 + 13 + 14 + 15 + 100):
+        cap.on_success()
+    assert cap.limit == 16  # never past the configured maximum
+    assert all(why in {"slow_start", "rate_limit", "clean"} for _, _, why in changes)
+
+
+async def test_cap_blocks_beyond_limit_and_hands_slots_over_in_order() -> None:
+    cap = AdaptiveCap(2)
+    await cap.acquire()
+    await cap.acquire()
+    order: list[int] = []
+
+    async def waiter(i: int) -> None:
+        await cap.acquire()
+        order.append(i)
+
+    tasks = [asyncio.create_task(waiter(i)) for i in range(3)]
+    await asyncio.sleep(0.01)
+    assert order == [] and cap.in_use == 2
+    cap.release()
+    await asyncio.sleep(0.01)
+    assert order == [0]
+    cap.release()
+    cap.release()
+    await asyncio.gather(*tasks)
+    assert order == [0, 1, 2] and cap.in_use == 2
+
+
+async def test_cancelled_waiter_does_not_leak_a_slot() -> None:
+    cap = AdaptiveCap(1)
+    await cap.acquire()
+    task = asyncio.create_task(cap.acquire())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    cap.release()
+    assert cap.in_use == 0
+    await asyncio.wait_for(cap.acquire(), 0.1)
+
+
+@given(
+    attempt=st.integers(min_value=1, max_value=40),
+    retry_after=st.one_of(st.none(), st.floats(min_value=0, max_value=10_000)),
+    base=st.floats(min_value=0.01, max_value=2),
+    cap_s=st.floats(min_value=0.1, max_value=60),
+)
+def test_backoff_is_capped_jittered_and_honours_retry_after(
+    attempt: int, retry_after: float | None, base: float, cap_s: float
+) -> None:
+    policy = RetryPolicy(base_s=base, cap_s=cap_s, max_retry_after_s=300)
+    delay = policy.delay(attempt, retry_after)
+    assert 0 <= delay <= max(cap_s, min(retry_after or 0, 300))
+    if retry_after:
+        assert delay >= min(retry_after, 300)
+
+
+def test_backoff_grows_and_varies() -> None:
+    policy = RetryPolicy(base_s=0.1, cap_s=100)
+    early = [policy.delay(1) for _ in range(200)]
+    late = [policy.delay(8) for _ in range(200)]
+    assert max(early) <= 0.2 + 1e-9 and sum(late) / 200 > 5 * sum(early) / 200
+    assert len(set(late)) > 150  # jittered, not in lock-step
+
+
+def test_retry_classes_match_the_paper() -> None:
+    assert Outcome.INVALID_RESPONSE in RETRYABLE and Outcome.REFUSAL in RETRYABLE
+    assert {Outcome.AUTH_ERROR, Outcome.BAD_REQUEST} == PERMANENT
+    assert not PERMANENT & RETRYABLE
+
+
+async def test_retry_after_is_waited_out_and_cap_cut_is_logged(tmp_path: Path, kit) -> None:
+    async with await start_sim(port=0, faults="rate_limit=0.3", seed=5, retry_after_s=0.25) as sim:
+        plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 30))
+        config, adapter = kit.sim_model("sim-coherent", sim.root_url, concurrency=4)
+        summary = await dispatch(
+            plan,
+            tmp_path / "run",
+            {config.name: config},
+            {config.name: adapter},
+            policy=RetryPolicy(max_attempts=20, base_s=0.001, cap_s=0.002),
+            log_console=None,
+        )
+    assert summary.complete
+    attempts = scan_attempts(tmp_path / "run").sort("request_id", "attempt").collect()
+    limited = attempts.filter(pl.col("outcome") == "rate_limit")
+    assert limited.height > 0 and (limited["retry_after_s"] == 0.25).all()
+    # the next attempt of a rate-limited request starts no sooner than Retry-After says
+    gaps = (
+        attempts.with_columns(
+            nxt=pl.col("started_at").shift(-1).over("request_id"),
+        )
+        .filter(pl.col("outcome") == "rate_limit")
+        .select(gap=(pl.col("nxt") - pl.col("started_at")).dt.total_microseconds() / 1e6)
+    )["gap"]
+    assert gaps.min() >= 0.25
+    events = [json.loads(line) for line in (tmp_path / "run/logs/engine.jsonl").open()]
+    cuts = [e for e in events if e["event"] == "concurrency_changed" and e["why"] == "rate_limit"]
+    assert cuts and all(e["new"] < e["old"] for e in cuts)
+    assert summary.lanes[config.name].retries.by_cause["rate_limit"] == limited.height
