@@ -141,7 +141,7 @@ def report(personality: str, p: float, prompt: ParsedPrompt, event: AskedEvent,
         p = (1 - weight) * p + weight * anchor + rng.gauss(0.0, 0.005)
     elif personality == "framing":
         if event.complement_wording:
-            p = p + 0.08 * (1.0 - p)
+            p = p + 0.03 + 0.06 * (1.0 - p)
         mood = (1 if _POSITIVE.search(prompt.text) else 0) - (
             1 if _NEGATIVE.search(prompt.text) else 0
         )

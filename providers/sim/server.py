@@ -363,20 +363,15 @@ async def start_sim(
     return SimHandle(runner, state, root)
 
 
-async def _wait_for_signal() -> None:
-    """Until SIGINT or SIGTERM (installed explicitly: a background job may ignore SIGINT)."""
-    stop = asyncio.Event()
+def _install_stop_signals(stop: asyncio.Event) -> list[signal.Signals]:
+    """SIGINT/SIGTERM set `stop` (installed explicitly: a background job may ignore SIGINT)."""
     loop = asyncio.get_running_loop()
     installed = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
             installed.append(sig)
-    try:
-        await stop.wait()
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
+    return installed
 
 
 async def serve_forever(
@@ -390,22 +385,27 @@ async def serve_forever(
     on_stop: Callable[[dict[str, int]], None] | None = None,
     until: Awaitable[None] | None = None,
 ) -> dict[str, int]:
-    """Run until cancelled (Ctrl-C) or until `until` completes; report the final counts.
+    """Run until SIGINT/SIGTERM (or until `until` completes); report the final counts.
 
-    `on_stop` sees the counts even when the run ends by cancellation, which is how a
-    standalone `dutchbook serve-sim` ends.
+    Signal handlers are in place before `on_start` announces the server, so a caller that
+    signals as soon as it reads the announcement still gets the counts via `on_stop`.
     """
     handle = await start_sim(
         port, faults, seed=seed, rate_limit_rpm=rate_limit_rpm, retry_after_s=retry_after_s
     )
-    if on_start is not None:
-        on_start(handle)
+    stop = asyncio.Event()
+    installed = _install_stop_signals(stop) if until is None else []
     try:
+        if on_start is not None:
+            on_start(handle)
         if until is not None:
             await until
         else:
-            await _wait_for_signal()
+            await stop.wait()
     finally:
+        loop = asyncio.get_running_loop()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
         counts = handle.counts()
         with contextlib.suppress(Exception):
             await handle.stop()

@@ -100,7 +100,7 @@ def test_scope_service_date_and_skew_are_checked() -> None:
         sigv4.verify("GET", "/", "", headers, b"", {KEY: SECRET}.get, service="service",
                      now=dt.datetime(2015, 8, 30, 13, 0, tzinfo=dt.UTC))
     with pytest.raises(sigv4.SigV4Error) as err:
-        sigv4.verify("GET", "/", "", headers, b"", {}.get, service="service")
+        sigv4.verify("GET", "/", "", headers, b"", lambda key: None, service="service")
     assert err.value.code == "UnrecognizedClientException"
 
 
