@@ -30,19 +30,13 @@ import highspy
 import numpy as np
 import numpy.typing as npt
 
+from scoring.highs import new_highs
+
 FloatArray = npt.NDArray[np.float64]
 IndexArray = npt.NDArray[np.int32]
 
 #: Tolerances well below the 1e-9 agreement the results are certified to.
 _TOLERANCE = 1e-10
-
-
-def new_highs() -> Any:
-    """A silent single-threaded HiGHS instance (highspy ships without complete stubs)."""
-    highs = highspy.Highs()  # type: ignore[no-untyped-call]
-    highs.silent()
-    highs.setOptionValue("threads", 1)
-    return highs
 
 
 @dataclass(frozen=True)

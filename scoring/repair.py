@@ -18,7 +18,7 @@ import highspy
 import numpy as np
 import numpy.typing as npt
 
-from scoring.batch_lp import new_highs
+from scoring.highs import new_highs
 from scoring.inputs import FloatArray, as_incidence, as_probs
 
 #: Largest violation of the optimality condition accepted from the QP solver.
