@@ -18,8 +18,8 @@ from yarl import URL
 
 from providers.registry import adapter_for
 from providers.sim.rehearse import BASE_PATHS, rehearse_model
-from providers.sim.server import SimHandle
-from providers.types import ChatRequest, Completion, ConfigError, Failure, ModelConfig
+from providers.sim.server import SimHandle, start_sim
+from providers.types import ChatRequest, Completion, ConfigError, Failure, ModelConfig, Outcome
 
 MODELS = [
     ModelConfig(name="sim-a", provider="sim", model="sim-x", extra={"personality": "noisy"}),
@@ -113,3 +113,38 @@ async def test_decoding_the_signed_bedrock_path_in_transit_is_caught(
         assert resp.status == 403
         result = adapter.parse(resp.status, dict(resp.headers), await resp.read())
     assert isinstance(result, Failure) and result.outcome.value == "auth_error"
+
+
+EXPECTED = {
+    "rate_limit": Outcome.RATE_LIMIT,
+    "rate_limit_bare": Outcome.RATE_LIMIT,
+    "server_error": Outcome.PROVIDER_ERROR,
+    "malformed_json": Outcome.INVALID_RESPONSE,
+    "refusal": Outcome.REFUSAL,
+    "output_cap": Outcome.TRUNCATED,
+    "missing_routing": Outcome.MISSING_ROUTING_METADATA,
+}
+
+
+@pytest.mark.parametrize("config", MODELS, ids=[m.name for m in MODELS])
+async def test_each_adapter_classifies_each_injected_fault(
+    tmp_path: Path, config: ModelConfig
+) -> None:
+    """The simulator's faults, read by the real adapters, land in the intended classes."""
+    wrong: dict[str, object] = {}
+    for kind, outcome in EXPECTED.items():
+        async with await start_sim(faults=f"{kind}=1", retry_after_s=2.0) as sim:
+            result = await _call(config, sim, tmp_path)
+        got = result.outcome if isinstance(result, Failure) else "completion"
+        prose_refusal = kind == "refusal" and config.provider in ("groq", "deepinfra")
+        if prose_refusal:
+            # Groq and DeepInfra have no refusal signal: the refusal is prose, and the
+            # answer parser (not the adapter) rejects it.
+            assert isinstance(result, Completion) and "can't help" in result.text
+            continue
+        if got != outcome:
+            wrong[kind] = got
+            continue
+        if kind == "rate_limit":
+            assert isinstance(result, Failure) and result.retry_after_s == pytest.approx(2.0)
+    assert not wrong, wrong
