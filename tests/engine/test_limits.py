@@ -141,3 +141,61 @@ async def test_acquire_is_fifo_and_paced() -> None:
     await asyncio.gather(*(take(i) for i in range(21)))
     assert order == list(range(21))
     assert time.monotonic() - t0 >= 20 / 200.0 * 0.95
+
+
+class _ResetHeaders:
+    """Wraps a real adapter: its first reply says "0 requests remaining, reset in 0.3 s"."""
+
+    def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
+        self.inner, self.provider, self.replies = inner, inner.provider, 0
+
+    def build(self, req):  # type: ignore[no-untyped-def]
+        return self.inner.build(req)
+
+    def parse(self, status, headers, body):  # type: ignore[no-untyped-def]
+        from dataclasses import replace
+
+        from providers.types import RateLimitInfo
+
+        result = self.inner.parse(status, headers, body)
+        self.replies += 1
+        if self.replies == 1:
+            return replace(result, limits=RateLimitInfo(remaining_requests=0, reset_requests_s=0.3))
+        return result
+
+
+async def test_zero_remaining_holds_the_lane_until_reset(tmp_path: Path, sim, kit) -> None:
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 5))
+    config, adapter = kit.sim_model("sim-coherent", sim.root_url, concurrency=1)
+    summary = await dispatch(
+        plan,
+        tmp_path / "run",
+        {config.name: config},
+        {config.name: _ResetHeaders(adapter)},
+        log_console=None,
+    )
+    assert summary.complete
+    started = scan_attempts(tmp_path / "run").sort("started_at").collect()["started_at"]
+    assert (started[1] - started[0]).total_seconds() >= 0.3
+    assert (started[-1] - started[1]).total_seconds() < 0.3  # and only until the reset
+
+
+async def test_token_rate_limit_paces_by_estimated_and_reported_tokens(
+    tmp_path: Path, sim, kit
+) -> None:
+    rows = kit.plan_rows("sim-coherent", 16, grouped_every=0)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    tpm = 20_000.0  # estimate ~ 100 tokens a call (prompt/4 + 64 output cap)
+    config, adapter = kit.sim_model("sim-coherent", sim.root_url, tpm=tpm, concurrency=8)
+    summary = await dispatch(
+        plan, tmp_path / "run", {config.name: config}, {config.name: adapter}, log_console=None
+    )
+    assert summary.complete
+    attempts = scan_attempts(tmp_path / "run").sort("started_at").collect()
+    used = (attempts["tokens_in"] + attempts["tokens_out"]).to_list()
+    span = (attempts["started_at"][-1] - attempts["started_at"][0]).total_seconds()
+    estimate = estimate_tokens(rows[0]["system"], rows[0]["user"], 64)
+    bucket = TokenBucket.per_minute(tpm)
+    # without the limit 16 calls take a few ms; with it, all but the burst wait for refill
+    assert span >= (sum(used[:-1]) - bucket.capacity - estimate) / bucket.rate_per_s * 0.8
+    assert span >= 0.5
