@@ -1,22 +1,30 @@
 """From a spec to plan rows: models x arms x units x passes x queries.
 
-Request ids are a hash of what identifies a query (campaign, model, arm, unit, the events it
-asks, pass), so planning the same spec twice gives the same ids and resume is "plan minus
-accepted". Rows are written in bounded batches so a paper-scale plan never sits in memory.
+Request ids are content-addressed: a hash of the campaign, the model, the pass and the exact
+messages sent. Planning the same spec twice gives the same ids (resume is "plan minus
+accepted"), and a question that two arms ask word for word is asked and paid for once — the
+paper's linked and dispersed sets are scored on answers from the two-asset and horizon-2 arms,
+which is how its total comes to 365,100.
+
+Two files come out: `plan.parquet` (one row per distinct query: what the engine sends) and
+`plan_members.parquet` (one row per arm's view of a query: how answers map back to arms,
+units and events). Rows are written in bounded batches, never held whole.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from panels.arms import ARMS, Arm
+from panels.arms import ARMS, Arm, Query
+from providers.types import ModelConfig
 from runs.spec import ArmEntry, CampaignSpec, SpecError
 from runs.units import UnitSource
 
@@ -32,21 +40,37 @@ PLAN_SCHEMA: dict[str, Any] = {
     "system": pl.String,
     "user": pl.String,
 }
+MEMBER_SCHEMA: dict[str, Any] = {
+    "request_id": pl.String,
+    "model": pl.String,
+    "arm": pl.String,
+    "unit": pl.String,
+    "pass": pl.Int32,
+    "events": pl.List(pl.String),
+    "keys": pl.List(pl.String),
+}
 BATCH_ROWS = 20_000
 CHARS_PER_TOKEN = 4.0  # a conservative rule of thumb for English prose and digits
 #: Typical completion size per requested key when a model answers tersely (JSON + a little text).
 TYPICAL_OUTPUT_TOKENS_PER_KEY = 24
 
 
-def request_id(campaign: str, model: str, arm: str, unit: str, events: Sequence[str], pass_index: int) -> str:
-    key = "\x1f".join((campaign, model, arm, unit, ",".join(events), str(pass_index)))
-    return hashlib.sha256(key.encode()).hexdigest()[:24]
+def _digest(*parts: object) -> bytes:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
 
 
-def pass_seed(campaign_seed: int, arm: str, unit: str, pass_index: int) -> int:
-    """A task-specific seed, different per pass (Appendix C), stable across models."""
-    digest = hashlib.sha256(f"{campaign_seed}\x1f{arm}\x1f{unit}\x1f{pass_index}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+def request_id(campaign: str, model: str, pass_index: int, query: Query) -> str:
+    return _digest(campaign, model, pass_index, query.system, query.user, ",".join(query.keys)).hex()[:24]
+
+
+def render_seed(campaign_seed: int, arm: str, unit: str, pass_index: int) -> int:
+    """Seed for what an arm randomises while rendering (grouped arms' question order)."""
+    return int.from_bytes(_digest(campaign_seed, arm, unit, pass_index)[:4], "big") & 0x7FFFFFFF
+
+
+def request_seed(campaign_seed: int, pass_index: int, query: Query) -> int:
+    """The seed sent to the provider: task-specific and different per pass (Appendix C)."""
+    return int.from_bytes(_digest(campaign_seed, pass_index, query.system, query.user)[:4], "big") & 0x7FFFFFFF
 
 
 def arm_of(entry: ArmEntry, spec: CampaignSpec) -> Arm:
@@ -56,115 +80,163 @@ def arm_of(entry: ArmEntry, spec: CampaignSpec) -> Arm:
         raise SpecError(spec.path, "arms", f"an arm from the catalogue, not {entry.name!r}") from None
 
 
-def iter_rows(spec: CampaignSpec, units: UnitSource) -> Iterator[dict[str, Any]]:
+@dataclass(frozen=True)
+class PlannedQuery:
+    model: ModelConfig
+    arm: str
+    unit: str
+    pass_index: int
+    query: Query
+    request_id: str
+    seed: int
+
+
+def iter_queries(spec: CampaignSpec, units: UnitSource) -> Iterator[PlannedQuery]:
+    """Every arm's view of every query, in spec order (duplicates across arms included)."""
     for entry in spec.arms:
         arm = arm_of(entry, spec)
+        models = spec.models_for(entry)
         for unit in units.for_arm(arm):
             for pass_index in range(entry.passes):
-                seed = pass_seed(spec.seed, arm.name, unit.id, pass_index)
-                queries = arm.queries(unit, pass_index, seed)
-                for model in spec.models_for(entry):
+                queries = arm.queries(unit, pass_index, render_seed(spec.seed, arm.name, unit.id, pass_index))
+                for model in models:
                     for q in queries:
-                        yield {
-                            "request_id": request_id(spec.name, model.name, arm.name, unit.id, q.events, pass_index),
-                            "model": model.name,
-                            "arm": arm.name,
-                            "unit": unit.id,
-                            "events": list(q.events),
-                            "keys": list(q.keys),
-                            "pass": pass_index,
-                            "seed": seed,
-                            "system": q.system,
-                            "user": q.user,
-                        }
+                        yield PlannedQuery(
+                            model=model, arm=arm.name, unit=unit.id, pass_index=pass_index, query=q,
+                            request_id=request_id(spec.name, model.name, pass_index, q),
+                            seed=request_seed(spec.seed, pass_index, q),
+                        )
+
+
+class _PartWriter:
+    """Writes row batches to numbered Parquet parts, then one file through a streaming sink."""
+
+    def __init__(self, folder: Path, schema: dict[str, Any]) -> None:
+        self.folder, self.schema = folder, schema
+        self.rows: list[dict[str, Any]] = []
+        self.parts = 0
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            pl.DataFrame(self.rows, schema=self.schema).write_parquet(self.folder / f"part-{self.parts:05d}.parquet")
+            self.parts += 1
+            self.rows = []
+
+    def finish(self, target: Path) -> None:
+        self.flush()
+        tmp = target.with_suffix(".parquet.tmp")
+        if self.parts == 0:
+            pl.DataFrame(schema=self.schema).write_parquet(tmp)
+        else:
+            pl.scan_parquet(str(self.folder / "*.parquet")).sink_parquet(tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        tmp.replace(target)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def write_plan(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None) -> Path:
-    """Write `plan.parquet` atomically, streaming batches through temporary part files."""
+    """Write `plan.parquet` and `plan_members.parquet` atomically; returns the plan's path."""
     units = units or UnitSource.from_spec(spec)
     run_dir.mkdir(parents=True, exist_ok=True)
-    parts_dir = run_dir / ".plan-parts"
-    shutil.rmtree(parts_dir, ignore_errors=True)
-    parts_dir.mkdir()
-    batch: list[dict[str, Any]] = []
-    part = 0
-
-    def flush() -> None:
-        nonlocal part, batch
-        if batch:
-            pl.DataFrame(batch, schema=PLAN_SCHEMA).write_parquet(parts_dir / f"part-{part:05d}.parquet")
-            part += 1
-            batch = []
-
-    for row in iter_rows(spec, units):
-        batch.append(row)
-        if len(batch) >= BATCH_ROWS:
-            flush()
-    flush()
-    target = run_dir / "plan.parquet"
-    tmp = run_dir / "plan.parquet.tmp"
-    if part == 0:
-        pl.DataFrame(schema=PLAN_SCHEMA).write_parquet(tmp)
-    else:
-        pl.scan_parquet(str(parts_dir / "*.parquet")).sink_parquet(tmp)
-    with open(tmp, "rb") as fh:
-        import os
-
-        os.fsync(fh.fileno())
-    tmp.replace(target)
-    shutil.rmtree(parts_dir, ignore_errors=True)
-    return target
+    plan = _PartWriter(run_dir / ".plan-parts", PLAN_SCHEMA)
+    members = _PartWriter(run_dir / ".member-parts", MEMBER_SCHEMA)
+    seen: set[str] = set()
+    for pq in iter_queries(spec, units):
+        events, keys = list(pq.query.events), list(pq.query.keys)
+        members.add({"request_id": pq.request_id, "model": pq.model.name, "arm": pq.arm, "unit": pq.unit,
+                     "pass": pq.pass_index, "events": events, "keys": keys})
+        if pq.request_id in seen:
+            continue
+        seen.add(pq.request_id)
+        plan.add({"request_id": pq.request_id, "model": pq.model.name, "arm": pq.arm, "unit": pq.unit,
+                  "events": events, "keys": keys, "pass": pq.pass_index, "seed": pq.seed,
+                  "system": pq.query.system, "user": pq.query.user})
+    members.finish(run_dir / "plan_members.parquet")
+    plan.finish(run_dir / "plan.parquet")
+    return run_dir / "plan.parquet"
 
 
-@dataclass(frozen=True)
+@dataclass
 class PlanLine:
-    """Planned queries and their estimated tokens and cost for one (model, arm)."""
+    """Distinct queries and their estimated tokens and cost for one (model, arm).
+
+    A query another arm already asks is counted under the first arm that asks it.
+    """
 
     model: str
     arm: str
-    queries: int
-    tokens_in: int
-    tokens_out: int
-    tokens_out_max: int
-    cost_usd: float | None
-    cost_usd_max: float | None
+    queries: int = 0
+    shared: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    tokens_out_max: int = 0
+    cost_usd: float | None = None
+    cost_usd_max: float | None = None
+    approximate: bool = False
+    _chars: int = field(default=0, repr=False)
 
 
 def estimate(spec: CampaignSpec, units: UnitSource | None = None) -> list[PlanLine]:
-    """Counts are exact; tokens come from rendering one unit per arm (prompts differ little by unit)."""
+    """Exact query counts (after sharing) and token estimates from the rendered prompts.
+
+    Arms whose inputs are missing (the headline arm without headlines) cannot be rendered; they
+    are counted exactly and their tokens estimated from the identity arm, marked approximate.
+    """
     units = units or UnitSource.from_spec(spec)
-    lines: list[PlanLine] = []
-    for entry in spec.arms:
-        arm = arm_of(entry, spec)
-        unit_list = list(units.for_arm(arm))
-        if not unit_list:
+    lines: dict[tuple[str, str], PlanLine] = {}
+    seen: set[str] = set()
+    ready = [e for e in spec.arms if units.requirements_met(arm_of(e, spec))]
+    pending = [e for e in spec.arms if e not in ready]
+    ready_spec = _with_arms(spec, ready)
+    for pq in iter_queries(ready_spec, units):
+        line = lines.setdefault((pq.model.name, pq.arm), PlanLine(pq.model.name, pq.arm))
+        if pq.request_id in seen:
+            line.shared += 1
             continue
-        sample = arm.queries(unit_list[0], 0, pass_seed(spec.seed, arm.name, unit_list[0].id, 0))
-        per_unit = len(sample)
-        chars = sum(len(q.system) + len(q.user) for q in sample)
-        keys = sum(len(q.keys) for q in sample)
-        n_units = len(unit_list)
-        for model in spec.models_for(entry):
-            queries = per_unit * n_units * entry.passes
-            tokens_in = round(chars / CHARS_PER_TOKEN * n_units * entry.passes)
-            tokens_out = keys * TYPICAL_OUTPUT_TOKENS_PER_KEY * n_units * entry.passes
-            cap = model.max_tokens or 8192
-            tokens_out_max = queries * cap
-            lines.append(
-                PlanLine(
-                    model=model.name, arm=arm.name, queries=queries, tokens_in=tokens_in,
-                    tokens_out=tokens_out, tokens_out_max=tokens_out_max,
-                    cost_usd=_cost(model.price_in_per_mtok, model.price_out_per_mtok, tokens_in, tokens_out),
-                    cost_usd_max=_cost(model.price_in_per_mtok, model.price_out_per_mtok, tokens_in, tokens_out_max),
-                )
-            )
-    return lines
+        seen.add(pq.request_id)
+        line.queries += 1
+        line._chars += len(pq.query.system) + len(pq.query.user)
+        line.tokens_out += len(pq.query.keys) * TYPICAL_OUTPUT_TOKENS_PER_KEY
+        line.tokens_out_max += pq.model.max_tokens or 8192
+    for entry in pending:
+        arm = arm_of(entry, spec)
+        proxy = ARMS["identity"]
+        for unit in units.for_arm(arm, check=False):
+            count = arm.query_count(unit) * entry.passes
+            sample = proxy.queries(unit, 0, 0)
+            chars = sum(len(q.system) + len(q.user) for q in sample) / max(len(sample), 1)
+            for model in spec.models_for(entry):
+                line = lines.setdefault((model.name, arm.name), PlanLine(model.name, arm.name, approximate=True))
+                line.queries += count
+                line._chars += round(chars * count)
+                line.tokens_out += count * TYPICAL_OUTPUT_TOKENS_PER_KEY
+                line.tokens_out_max += count * (model.max_tokens or 8192)
+    for line in lines.values():
+        model = spec.model(line.model)
+        line.tokens_in = round(line._chars / CHARS_PER_TOKEN)
+        line.cost_usd = _cost(model, line.tokens_in, line.tokens_out)
+        line.cost_usd_max = _cost(model, line.tokens_in, line.tokens_out_max)
+    return list(lines.values())
 
 
-def _cost(price_in: float | None, price_out: float | None, tokens_in: int, tokens_out: int) -> float | None:
-    if price_in is None and price_out is None:
+def _with_arms(spec: CampaignSpec, arms: Sequence[ArmEntry]) -> CampaignSpec:
+    from dataclasses import replace
+
+    return replace(spec, arms=tuple(arms))
+
+
+def _cost(model: ModelConfig, tokens_in: int, tokens_out: int) -> float | None:
+    if model.price_in_per_mtok is None and model.price_out_per_mtok is None:
         return None
-    return ((price_in or 0.0) * tokens_in + (price_out or 0.0) * tokens_out) / 1e6
+    return ((model.price_in_per_mtok or 0.0) * tokens_in + (model.price_out_per_mtok or 0.0) * tokens_out) / 1e6
 
 
 def summarise(lines: Sequence[PlanLine]) -> dict[str, Any]:
@@ -174,8 +246,9 @@ def summarise(lines: Sequence[PlanLine]) -> dict[str, Any]:
         out: dict[str, dict[str, Any]] = {}
         for line in lines:
             name = getattr(line, key)
-            acc = out.setdefault(name, {"queries": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": None})
+            acc = out.setdefault(name, {"queries": 0, "shared": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": None})
             acc["queries"] += line.queries
+            acc["shared"] += line.shared
             acc["tokens_in"] += line.tokens_in
             acc["tokens_out"] += line.tokens_out
             if line.cost_usd is not None:
@@ -187,11 +260,13 @@ def summarise(lines: Sequence[PlanLine]) -> dict[str, Any]:
     return {
         "total": {
             "queries": sum(line.queries for line in lines),
+            "shared": sum(line.shared for line in lines),
             "tokens_in": sum(line.tokens_in for line in lines),
             "tokens_out": sum(line.tokens_out for line in lines),
             "cost_usd": sum(costs) if costs else None,
             "cost_usd_max": sum(costs_max) if costs_max else None,
             "priced_models": sorted({line.model for line in lines if line.cost_usd is not None}),
+            "approximate_arms": sorted({line.arm for line in lines if line.approximate}),
         },
         "by_model": fold("model"),
         "by_arm": fold("arm"),

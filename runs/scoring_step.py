@@ -41,8 +41,12 @@ def native_norm(arm: str) -> str:
 
 
 def build_forecasts(run_dir: Path) -> pl.DataFrame:
-    responses = scan_responses(run_dir).select("model", "arm", "unit", "pass", "events", "values")
-    frame = responses.collect()
+    """Every arm's answers as a long table, through the plan's membership of shared queries."""
+    members = pl.scan_parquet(run_dir / "plan_members.parquet").select(
+        "request_id", "model", "arm", "unit", "pass", "events"
+    )
+    answers = scan_responses(run_dir).select("request_id", "values").unique("request_id", keep="first")
+    frame = members.join(answers, on="request_id", how="inner").collect()
     if frame.height == 0:
         return pl.DataFrame(schema=FORECAST_SCHEMA)
     long = (

@@ -14,6 +14,7 @@ from typing import Any
 from panels import data as panel_data
 from panels.arms import Arm
 from panels.families import FAMILIES_DIR, load_families
+from panels.units import FamilyUnit
 from runs.spec import CampaignSpec, SpecError
 
 
@@ -48,20 +49,23 @@ class UnitSource:
 
     @cached_property
     def families(self) -> Sequence[Any]:
-        return load_families(self.spec.data.families or FAMILIES_DIR)
+        return [FamilyUnit(f) for f in load_families(self.spec.data.families or FAMILIES_DIR).values()]
 
     def check_requirements(self, arm: Arm) -> None:
         """Refuse an arm whose inputs the campaign's data lacks, before anything is sent."""
-        needs = set(getattr(arm, "requires", ()) or ())
-        if "headlines" in needs and self.spec.data.headlines is None:
+        if not self.requirements_met(arm):
             raise SpecError(
                 self.spec.path, "data.headlines",
                 f"arm {arm.name!r} needs headlines (a CSV or Parquet with date, asset, headline); "
                 "the embedded default data has none",
             )
 
-    def for_arm(self, arm: Arm) -> Sequence[Any]:
-        self.check_requirements(arm)
+    def requirements_met(self, arm: Arm) -> bool:
+        return "headlines" not in arm.requires or self.spec.data.headlines is not None
+
+    def for_arm(self, arm: Arm, *, check: bool = True) -> Sequence[Any]:
+        if check:
+            self.check_requirements(arm)
         kind = arm.unit_kind
         if kind == "stock-day":
             return self.stock_days
@@ -70,20 +74,3 @@ class UnitSource:
         if kind == "family":
             return self.families
         raise ValueError(f"arm {arm.name!r} has an unknown unit kind {kind!r}")
-
-    def lookup(self, arm: Arm, unit_id: str) -> Any:
-        key = f"{arm.unit_kind}:{unit_id}"
-        if not self._cache:
-            for kind, units in (
-                ("stock-day", self.stock_days if self._needs("stock-day") else ()),
-                ("date-pair", self.date_pairs if self._needs("date-pair") else ()),
-                ("family", self.families if self._needs("family") else ()),
-            ):
-                for u in units:
-                    self._cache[f"{kind}:{u.id}"] = u
-        return self._cache[key]
-
-    def _needs(self, kind: str) -> bool:
-        from panels.arms import ARMS
-
-        return any(ARMS[a.name].unit_kind == kind for a in self.spec.arms)
