@@ -15,20 +15,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
+import orjson
 import polars as pl
+from rich.console import Console
 
 from engine.http import HttpClient
 from engine.journal import read_journal
 from engine.lanes import Lane, LaneState, LaneStats, PlanItem
 from engine.ledger import Ledger
 from engine.logs import EngineLog
+from engine.progress import LiveProgress
 from engine.records import ATTEMPT_SCHEMA
 from engine.retry import RetryPolicy
 from engine.shards import list_shards
@@ -306,11 +311,81 @@ class _Compactor:
                 last_results, last_time = results, time.monotonic()
 
 
-async def _refresh(progress: ProgressSink, done: asyncio.Event, every_s: float = 0.25) -> None:
+#: Where the lanes' states are written while a run goes (read by `read_lane_states`).
+LANES_FILE = Path("logs") / "lanes.json"
+
+
+def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
+    """JSON-ready state of every lane: what `status` shows about paused or stopped lanes."""
+    return {
+        "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "lanes": {
+            s.model: {
+                "provider": s.provider,
+                "state": s.state.value,
+                "message": s.message,
+                "planned": s.planned,
+                "done": s.done,
+                "accepted_this_run": s.accepted,
+                "attempts_this_run": s.attempts,
+                "retries_by_cause": dict(s.retries.by_cause),
+                "gave_up_after_max_attempts": s.retries.exhausted,
+                "gave_up_permanent": s.gave_up,
+                "concurrency_cap": s.cap,
+                "in_flight": s.in_flight,
+                "rate_per_s": round(s.rate_per_s, 3),
+            }
+            for s in lanes
+        },
+    }
+
+
+def write_lane_states(run_dir: Path, lanes: list[LaneStats]) -> None:
+    """Atomically replace `logs/lanes.json` (a reader never sees half a file)."""
+    target = run_dir / LANES_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_bytes(orjson.dumps(lane_states(lanes), option=orjson.OPT_INDENT_2))
+    os.replace(tmp, target)
+
+
+def read_lane_states(run_dir: Path | str) -> dict[str, Any] | None:
+    """The last lane states a dispatch of this run wrote, or None if none ever did."""
+    try:
+        data = orjson.loads((Path(run_dir) / LANES_FILE).read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+async def _refresh(
+    progress: ProgressSink | None,
+    run_dir: Path,
+    lanes: list[LaneStats],
+    done: asyncio.Event,
+    every_s: float = 0.25,
+    write_every_s: float = 1.0,
+) -> None:
+    last_write = 0.0
     while not done.is_set():
-        progress.refresh()
+        if progress is not None:
+            progress.refresh()
+        if time.monotonic() - last_write >= write_every_s:
+            await asyncio.to_thread(write_lane_states, run_dir, lanes)
+            last_write = time.monotonic()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), timeout=every_s)
+
+
+def _as_sink(progress: ProgressSink | Console | bool | None) -> ProgressSink | None:
+    """`dispatch(progress=...)` takes a sink, a rich Console to draw on, True, or None."""
+    if progress is None or progress is False:
+        return None
+    if progress is True:
+        return LiveProgress()
+    if isinstance(progress, Console):
+        return LiveProgress(progress)
+    return progress
 
 
 # --------------------------------------------------------------------------- entry point
@@ -322,7 +397,7 @@ async def dispatch(
     models: Mapping[str, ModelConfig],
     adapters: Mapping[str, Adapter],
     parser: str = "strict",
-    progress: ProgressSink | None = None,
+    progress: ProgressSink | Console | bool | None = None,
     *,
     max_attempts: int = 6,
     stop_event: asyncio.Event | None = None,
@@ -342,6 +417,7 @@ async def dispatch(
     recorded. Raises `engine.ledger.LedgerBusy` if another process is writing this run.
     """
     plan_path, run_dir = Path(plan_path), Path(run_dir)
+    sink = _as_sink(progress)
     policy = policy or RetryPolicy(max_attempts=max_attempts)
     t0 = time.monotonic()
     log = EngineLog(run_dir, console=log_console, secrets=secrets)
@@ -385,10 +461,13 @@ async def dispatch(
                 parser=parser,
             )
             compactor = _Compactor(ledger, lanes, compact_every_s, compact_every_n, log)
-            helpers = [asyncio.create_task(compactor.run(done))]
-            if progress is not None:
-                progress.start([lane.stats for lane in lanes])
-                helpers.append(asyncio.create_task(_refresh(progress, done)))
+            stats = [lane.stats for lane in lanes]
+            if sink is not None:
+                sink.start(stats)
+            helpers = [
+                asyncio.create_task(compactor.run(done)),
+                asyncio.create_task(_refresh(sink, run_dir, stats, done)),
+            ]
             try:
                 results = await asyncio.gather(
                     *(
@@ -400,9 +479,9 @@ async def dispatch(
             finally:
                 done.set()
                 await asyncio.gather(*helpers, return_exceptions=True)
-                if progress is not None:
-                    progress.refresh()
-                    progress.stop()
+                if sink is not None:
+                    sink.refresh()
+                    sink.stop()
             summary.compactions = compactor.count
             for lane, outcome in zip(lanes, results, strict=True):
                 if isinstance(outcome, BaseException):
@@ -411,6 +490,7 @@ async def dispatch(
                     log.error("lane_crashed", model=lane.config.name, error=repr(outcome))
     finally:
         ledger.close()
+        write_lane_states(run_dir, list(summary.lanes.values()))
         summary.elapsed_s = time.monotonic() - t0
         for line in summary.lines():
             log.info("summary", line=line)

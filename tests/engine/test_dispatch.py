@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from engine.dispatch import dispatch
+from engine.dispatch import dispatch, read_lane_states
 from engine.lanes import LaneState
 from engine.ledger import scan_attempts, scan_responses
 from engine.retry import RetryPolicy
@@ -158,6 +158,9 @@ async def test_quota_exhausted_pauses_lane_without_retry_loop(tmp_path: Path, ki
     )
     lane = summary.lanes["q"]
     assert lane.state is LaneState.PAUSED and "quota" in lane.message
+    states = read_lane_states(tmp_path / "run")  # what `dutchbook status` can show
+    assert states is not None and states["lanes"]["q"]["state"] == "paused"
+    assert "quota" in states["lanes"]["q"]["message"]
     assert lane.attempts == 1 and lane.retries.total == 0
     assert summary.lanes["ok"].accepted == 20
     assert "q" in summary.halted() and "paused" in summary.halted()["q"]
