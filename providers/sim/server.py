@@ -114,10 +114,7 @@ class Simulator:
         return await self._respond(request, dialect, call, fault)
 
     def _reply(self, dialect: Dialect, call: ChatCall, fault: FaultKind | None) -> Reply:
-        explicit = call.extra.get("personality") if isinstance(call.extra, dict) else None
-        personality = forecasters.personality_for(
-            call.model, explicit if isinstance(explicit, str) else None
-        )
+        personality = forecasters.personality_for(call.model)
         text = forecasters.answer(call.model, call.system, call.user, call.seed, personality)
         text, finish = truncate_to_cap(text, call.max_tokens)
         if fault is FaultKind.OUTPUT_CAP:

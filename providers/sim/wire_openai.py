@@ -174,20 +174,23 @@ class GroqDialect(OpenAIDialect):
     def __init__(self) -> None:
         super().__init__("groq")
         self.day_limit = 14400
+        self.minute_tokens = 18000
         self.used_today = 0
 
     def request_id(self) -> str:
         return "req_" + uuid.uuid4().hex[:26]
 
     def headers(self, reply: Reply | None = None) -> dict[str, str]:
+        """Groq sends these on every reply: requests per day, tokens per minute."""
+        spent = 0
         if reply is not None:
             self.used_today += 1
+            spent = reply.tokens_in + reply.tokens_out
         return {
             "x-ratelimit-limit-requests": str(self.day_limit),
             "x-ratelimit-remaining-requests": str(max(0, self.day_limit - self.used_today)),
-            "x-ratelimit-limit-tokens": "18000",
-            "x-ratelimit-remaining-tokens": str(max(0, 18000 - (reply.tokens_in + reply.tokens_out)
-                                                    if reply else 18000)),
+            "x-ratelimit-limit-tokens": str(self.minute_tokens),
+            "x-ratelimit-remaining-tokens": str(max(0, self.minute_tokens - spent)),
             "x-ratelimit-reset-requests": "2m59.56s",
             "x-ratelimit-reset-tokens": "7.66s",
         }

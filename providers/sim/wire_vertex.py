@@ -8,6 +8,7 @@ to the proto), signals safety blocks through `finishReason`, and reports every e
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from typing import Any
 
 import orjson
@@ -129,7 +130,7 @@ class VertexDialect:
         self._server_errors = 0
 
     def request_id(self) -> str:
-        return "sim" + dt.datetime.now(dt.UTC).strftime("%H%M%S%f")
+        return "sim-" + uuid.uuid4().hex[:20]
 
     def error(self, exc: BadRequest) -> web.Response:
         return google_error(exc.status, exc.message)

@@ -160,3 +160,32 @@ def _worst_profit(personality: str, name: str) -> float:
 def test_coherent_forecaster_reads_every_stock_arm_correctly(name: str) -> None:
     assert _worst_profit("coherent", name) < 1e-3
     assert _worst_profit("noisy", name) > 0.01
+
+
+BIN_WORDS = {0: "B0 (below −1)", 1: "B1 (between −1 and 0)", 2: "B2 (between 0 and 1)",
+             3: "B3 (at least 1)"}
+bin_sets = st.frozensets(st.integers(0, 3), min_size=1, max_size=3)
+
+
+@given(st.lists(bin_sets, min_size=1, max_size=4), st.booleans())
+def test_prompt_reader_recovers_any_multi_day_event(days: list[frozenset[int]],
+                                                     grouped: bool) -> None:
+    """Whatever days and bins an event names, in either wording, the reader gets them back."""
+    lines = []
+    for day, bins in enumerate(days, start=1):
+        if len(bins) == 3:
+            (missing,) = set(range(4)) - bins
+            lines.append(f"– On future trading day {day}, z does not fall in {BIN_WORDS[missing]}.")
+        else:
+            names = " or ".join(BIN_WORDS[b] for b in sorted(bins))
+            lines.append(f"– On future trading day {day}, z falls in {names}.")
+    lead = {1: "the following", 2: "both of the following"}.get(len(days), "all of the following")
+    if grouped:
+        body = ("Assign a probability to each of these labeled forecast events:\nQ01: "
+                + " ".join(line.lstrip("– ") for line in lines))
+    else:
+        body = f"What probability would you assign to {lead} occurring?\n" + "\n".join(lines)
+    parsed = parse_prompt(single_prompt(0, frozenset({0})).split("What probability")[0] + body)
+    (event,) = parsed.events
+    assert event.key == ("Q01" if grouped else "probability")
+    assert [(c.day, c.bins) for c in event.conditions] == list(enumerate(days, start=1))
