@@ -37,7 +37,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -167,35 +167,54 @@ def _journal_rows(run_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, A
 
 
 def _union(
-    shards: list[Path], journal: pl.DataFrame, schema: dict[str, pl.DataType]
+    shards: list[Path],
+    journal: pl.DataFrame,
+    schema: dict[str, pl.DataType],
+    key: list[str],
+    columns: Sequence[str] | None,
 ) -> pl.LazyFrame:
-    frames: list[pl.LazyFrame] = []
-    if shards:
-        frames.append(pl.scan_parquet(shards, schema=schema))
-    frames.append(journal.lazy())
-    return pl.concat(frames, how="vertical")
+    """Shards ∪ journal, one row per `key`, narrowed to `columns` (plus the key).
+
+    Shards are disjoint by construction (a segment's rows go only to the shard named after
+    it; a redone fold rewrites that same file), so the only duplicates are journal rows of
+    a segment already folded but not yet deleted. Those are removed by an anti-join of the
+    (small) journal against the shard rows with the same request ids, instead of hashing
+    every row of the campaign.
+    """
+    wanted = list(schema) if columns is None else key + [c for c in columns if c not in key]
+    recent = journal.lazy().select(wanted).unique(subset=key, keep="first", maintain_order=True)
+    if not shards:
+        frame = recent
+    else:
+        folded = pl.scan_parquet(shards, schema=schema).select(wanted)
+        if journal.height:
+            ids = journal["request_id"].unique().to_list()
+            overlap = folded.filter(pl.col("request_id").is_in(ids)).select(key)
+            recent = recent.join(overlap, on=key, how="anti")
+        frame = pl.concat([folded, recent], how="vertical")
+    return frame if columns is None else frame.select(list(columns))
 
 
-def scan_attempts(run_dir: Path | str) -> pl.LazyFrame:
+def scan_attempts(run_dir: Path | str, columns: Sequence[str] | None = None) -> pl.LazyFrame:
     """Every attempt (shards ∪ journal, torn last line skipped), one row per (request, attempt).
 
     Safe while a writer is running: the journal is read before the shards are listed, so a
     segment compacted in between is found as a shard (and deduplicated), never missed.
+    `columns` narrows the scan (cheaper on big runs than selecting afterwards).
     """
     run_dir = Path(run_dir)
     attempts, _ = _journal_rows(run_dir)
     shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
-    frame = _union(shards, attempts_frame(attempts), ATTEMPT_SCHEMA)
-    return frame.unique(subset=["request_id", "attempt"], keep="first", maintain_order=False)
+    key = ["request_id", "attempt"]
+    return _union(shards, attempts_frame(attempts), ATTEMPT_SCHEMA, key, columns)
 
 
-def scan_responses(run_dir: Path | str) -> pl.LazyFrame:
-    """Every accepted answer (shards ∪ journal), one row per request_id."""
+def scan_responses(run_dir: Path | str, columns: Sequence[str] | None = None) -> pl.LazyFrame:
+    """Every accepted answer (shards ∪ journal), one row per request_id; `columns` narrows."""
     run_dir = Path(run_dir)
     _, responses = _journal_rows(run_dir)
     shards = visible_shards(run_dir / RESPONSES)
-    frame = _union(shards, responses_frame(responses), RESPONSE_SCHEMA)
-    return frame.unique(subset=["request_id"], keep="first", maintain_order=False)
+    return _union(shards, responses_frame(responses), RESPONSE_SCHEMA, ["request_id"], columns)
 
 
 def accepted_ids(run_dir: Path | str) -> set[str]:

@@ -21,6 +21,10 @@ from providers.types import RETRYABLE, Outcome
 PLAN = "plan.parquet"
 _RETRYABLE = sorted(str(o) for o in RETRYABLE)
 _EXAMPLES = 10
+_ATTEMPT_COLUMNS = [
+    "request_id", "attempt", "model", "outcome", "detail", "tokens_in", "tokens_out",
+    "started_at",
+]
 
 
 def _state(run_dir: Path, pid: dict[str, Any] | None, remaining: int | None, any_rows: bool) -> str:
@@ -52,8 +56,9 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
-    attempts = scan_attempts(run_dir)
-    responses = scan_responses(run_dir)
+    # One narrow pass over each table; every count below works on these frames.
+    attempts = scan_attempts(run_dir, _ATTEMPT_COLUMNS).collect().lazy()
+    responses = scan_responses(run_dir, ["request_id", "model"]).collect().lazy()
 
     planned_by_model: dict[str, int] | None = None
     plan_path = run_dir / PLAN
@@ -85,25 +90,20 @@ def status(run_dir: Path | str) -> dict[str, Any]:
         entry["outcomes"][outcome] = n
     # A retry is any attempt that did not yield the accepted answer (the paper's count).
     retries = {k: v for k, v in outcomes.items() if k != Outcome.OK}
-    duplicates = (
-        attempts.filter(pl.col("outcome") == Outcome.OK)
-        .group_by("request_id").len().filter(pl.col("len") > 1)
-        .select((pl.col("len") - 1).sum()).collect().item()
-    )
     retried = (
         attempts.filter(pl.col("outcome") != Outcome.OK)
         .select(pl.col("request_id").n_unique()).collect().item()
     )
 
     last_attempts = (
-        attempts.group_by("request_id")
+        attempts.join(responses.select("request_id"), on="request_id", how="anti")
+        .group_by("request_id")
         .agg(
             pl.col("model").first(),
             pl.col("attempt").max().alias("attempts"),
             pl.col("outcome").sort_by("attempt").last(),
             pl.col("detail").sort_by("attempt").last(),
         )
-        .join(responses.select("request_id"), on="request_id", how="anti")
         .collect()
     )
     failures_by_outcome = _counts(last_attempts.group_by("outcome").len(), "outcome")
@@ -135,7 +135,8 @@ def status(run_dir: Path | str) -> dict[str, Any]:
         "retries_by_cause": dict(sorted(retries.items())),
         "retries": sum(retries.values()),
         "requests_retried": int(retried),
-        "duplicate_ok_attempts": int(duplicates or 0),
+        # Each accepted answer has exactly one ok attempt; any other ok was refused.
+        "duplicate_ok_attempts": max(outcomes.get(Outcome.OK, 0) - accepted, 0),
         "tokens_in": int(totals["tokens_in"][0] or 0),
         "tokens_out": int(totals["tokens_out"][0] or 0),
         "last_attempt_at": None if last is None else last.isoformat(),

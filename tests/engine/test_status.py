@@ -161,3 +161,14 @@ def test_command_line_json_and_table(tmp_path: Path) -> None:
     assert "stopped" in table.output and "3/4" in table.output and "rate_limit" in table.output
     missing = runner.invoke(app, ["status", str(tmp_path / "nope")])
     assert missing.exit_code == 2
+
+
+def test_refused_duplicate_acceptances_are_counted(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path) as ledger:
+        for n in (1, 2):
+            ok = _attempt("alpha-0", n, "alpha", "ok")
+            ledger.record_result(ok, _response("alpha-0", n, "alpha"))
+    summary = status(tmp_path)
+    assert summary["accepted"] == 1 and summary["outcomes"] == {"ok": 2}
+    assert summary["duplicate_ok_attempts"] == 1
+    assert summary["pending_failures"]["total"] == 0
