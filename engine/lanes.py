@@ -229,7 +229,7 @@ class Lane:
         for tries in range(1, self.policy.max_attempts + 1):
             if self.halted:
                 return
-            await self.hold.wait()
+            await self._sleep(self.hold.remaining())
             await self.cap.acquire()
             try:
                 if self.halted:
@@ -238,7 +238,10 @@ class Lane:
                     await self.requests.acquire(1)
                 if self.tokens is not None:
                     await self.tokens.acquire(estimate)
-                await self.hold.wait()
+                if self.hold.remaining() > 0:  # a Retry-After arrived while we queued
+                    await self._sleep(self.hold.remaining())
+                    if self.halted:
+                        return
                 attempt_no += 1
                 result, started, elapsed_ms = await self._send(chat, item, attempt_no)
             finally:
@@ -254,7 +257,7 @@ class Lane:
             if tries == self.policy.max_attempts:
                 break
             self.stats.retries.count(failure.outcome)
-            await asyncio.sleep(self.policy.delay(tries, failure.retry_after_s))
+            await self._sleep(self.policy.delay(tries, failure.retry_after_s))
         self.stats.retries.exhausted += 1
         self.log.warning(
             "attempts_exhausted",
@@ -262,6 +265,12 @@ class Lane:
             request_id=item.request_id,
             attempts=attempt_no,
         )
+
+    async def _sleep(self, seconds: float, tick: float = 0.25) -> None:
+        """Sleep, but wake early when the lane halts (a stop must not wait out a long hold)."""
+        deadline = time.monotonic() + seconds
+        while not self.halted and (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, tick))
 
     async def _send(
         self, chat: ChatRequest, item: PlanItem, attempt_no: int
@@ -409,7 +418,7 @@ class Lane:
 
     def _on_failure(self, failure: Failure) -> None:
         name, provider = self.config.name, self.adapter.provider
-        if failure.outcome is Outcome.RATE_LIMIT:
+        if failure.outcome is Outcome.RATE_LIMIT and not failure.quota_exhausted:
             self.cap.on_rate_limit()
             if failure.retry_after_s:
                 self.hold.extend(min(failure.retry_after_s, self.policy.max_retry_after_s))

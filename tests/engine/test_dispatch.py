@@ -230,3 +230,22 @@ async def test_stop_event_leaves_rest_unaccepted(tmp_path: Path, kit, sim, stop_
     assert summary.lanes["m"].state is LaneState.CANCELLED
     assert 0 < summary.accepted < 200 and summary.unaccepted == 200 - summary.accepted
     assert scan_responses(tmp_path / "run").collect().height == summary.accepted
+
+
+async def test_stop_is_prompt_even_during_a_long_retry_after(tmp_path: Path, kit) -> None:
+    import asyncio
+    import time
+
+    async with await start_sim(port=0, faults="rate_limit=1.0", retry_after_s=30.0) as sim:
+        plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 10))
+        config, adapter = kit.sim_model("m", sim.root_url)
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.3, stop.set)
+        t0 = time.monotonic()
+        summary = await dispatch(
+            plan, tmp_path / "run", {"m": config}, {"m": adapter}, log_console=None, stop_event=stop
+        )
+    assert time.monotonic() - t0 < 3.0
+    lane = summary.lanes["m"]
+    assert lane.state is LaneState.CANCELLED and lane.outcomes["rate_limit"] >= 1
+    assert summary.accepted == 0
