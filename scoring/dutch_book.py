@@ -38,8 +38,9 @@ class DutchBookResult:
 
     `profit` (K,) is the guaranteed profit (0 = coherent; NaN when a set answered
     nothing); `stakes` (K, n) the Dutch book, positive = buy the contract at its stated
-    price, negative = sell; `coherent` (K, n) the nearest coherent forecast in `norm`.
-    Both are NaN for unanswered events. A 1-D `probs` gives K = 1.
+    price, negative = sell; `coherent` (K, n) a nearest coherent forecast in `norm`
+    (in these norms it need not be unique, nor need the book; the profit is). Both are
+    NaN for unanswered events. A 1-D `probs` gives K = 1.
     """
 
     profit: FloatArray
@@ -124,10 +125,8 @@ def _solve(incidence: FloatArray, probs: FloatArray, norm: str) -> tuple[FloatAr
     for start in range(0, n_sets, capacity):
         chunk = probs[start : start + capacity]
         solution = model.solve(chunk)
-        if not solution.ok:
-            # Rare: let the certificate flag every set of this batch for a lone re-solve.
-            solution.atom_weights[:] = np.nan
-        weights[start : start + len(chunk)] = solution.atom_weights
+        # Not optimal (rare): NaN weights make the certificate send each set to a lone solve.
+        weights[start : start + len(chunk)] = solution.atom_weights if solution.ok else np.nan
         stakes[start : start + len(chunk)] = solution.stakes
     return _certify(incidence, probs, weights, stakes, norm)
 
