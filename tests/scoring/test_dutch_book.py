@@ -241,3 +241,17 @@ def test_bad_input_is_a_clear_value_error(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         dutch_books(incidence, probs, norm)  # type: ignore[arg-type]
+
+
+def test_results_do_not_depend_on_earlier_calls() -> None:
+    """Models are cached between calls, but each call starts cold: same input, same book."""
+    incidence = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0], [0, 1, 1]])
+    rng = np.random.default_rng(11)
+    first = np.round(rng.uniform(size=(50, 5)), 4)
+    other = np.round(rng.uniform(size=(50, 5)), 4)
+    alone = dutch_books(incidence, first)
+    dutch_books(incidence, other)
+    again = dutch_books(incidence, first)
+    np.testing.assert_array_equal(alone.stakes, again.stakes)
+    np.testing.assert_array_equal(alone.coherent, again.coherent)
+    np.testing.assert_array_equal(alone.profit, again.profit)
