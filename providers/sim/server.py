@@ -48,6 +48,7 @@ class SimState:
     limiter: SlidingWindowLimiter | None
     retry_after_s: float
     tokens: TokenStore = field(default_factory=TokenStore)
+    token_limiter: SlidingWindowLimiter | None = None
     counts: Counter[str] = field(default_factory=Counter)
     root_url: str = ""
 
@@ -62,6 +63,20 @@ def _bearer(request: web.Request) -> str | None:
 
 def _same(a: str | None, b: str) -> bool:
     return a is not None and hmac.compare_digest(a.encode(), b.encode())
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A forecaster's reply before any fault touches it (its size feeds the tpm window)."""
+
+    personality: str
+    text: str
+    finish: Finish
+    tokens_in: int
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + forecasters.count_tokens(self.text)
 
 
 def truncate_to_cap(text: str, cap: int | None) -> tuple[str, Finish]:
@@ -103,39 +118,70 @@ class Simulator:
         except BadRequest as exc:
             counts["bad_request"] += 1
             return dialect.error(exc)
-        if self.state.limiter is not None:
-            wait = self.state.limiter.admit(f"{dialect.provider}:{call.model}")
-            if wait is not None:
-                counts["rate_limiter.429"] += 1
-                return dialect.rate_limited(wait)
+        generated = self._generate(call)
+        wait = self._over_limit(f"{dialect.provider}:{call.model}", generated.tokens)
+        if wait is not None:
+            return dialect.rate_limited(wait)
         fault = self.state.faults.draw()
         if fault is not None:
             counts[f"fault.{fault.value}"] += 1
-        return await self._respond(request, dialect, call, fault)
+        return await self._respond(request, dialect, call, fault, generated)
 
-    def _reply(self, dialect: Dialect, call: ChatCall, fault: FaultKind | None) -> Reply:
+    def _generate(self, call: ChatCall) -> Generated:
+        """The forecaster's reply, capped by the request's output-token limit."""
         personality = forecasters.personality_for(call.model)
         text = forecasters.answer(call.model, call.system, call.user, call.seed, personality)
         text, finish = truncate_to_cap(text, call.max_tokens)
+        tokens_in = forecasters.count_tokens(call.system + call.user)
+        return Generated(personality, text, finish, tokens_in)
+
+    def _over_limit(self, key: str, tokens: int) -> float | None:
+        """Seconds to wait if the request would break the rpm or tpm window, else None.
+
+        Both windows are checked before either records, so a request refused by one does
+        not use up the other.
+        """
+        rpm, tpm = self.state.limiter, self.state.token_limiter
+        waits = [w for w in (rpm.check(key) if rpm else None,
+                             tpm.check(key, tokens) if tpm else None) if w is not None]
+        if waits:
+            self.state.counts["rate_limiter.429"] += 1
+            if tpm is not None and tpm.check(key, tokens) is not None:
+                self.state.counts["rate_limiter.tpm_429"] += 1
+            return max(waits)
+        if rpm is not None:
+            rpm.record(key)
+        if tpm is not None:
+            tpm.record(key, tokens)
+        return None
+
+    def _reply(
+        self, dialect: Dialect, fault: FaultKind | None, generated: Generated
+    ) -> Reply:
+        text, finish = generated.text, generated.finish
         if fault is FaultKind.OUTPUT_CAP:
             text, finish = text[: max(1, len(text) // 3)], Finish.LENGTH
         elif fault is FaultKind.REFUSAL:
             text, finish = "", Finish.REFUSAL
-        tokens_in = forecasters.count_tokens(call.system + call.user)
         tokens_out = forecasters.count_tokens(text) if text else 0
         self.state.counts["usage.completion_tokens"] += tokens_out
         return Reply(
             text=text,
             finish=finish,
-            tokens_in=tokens_in,
+            tokens_in=generated.tokens_in,
             tokens_out=tokens_out,
-            model_label=f"sim/{personality}",
+            model_label=f"sim/{generated.personality}",
             request_id=dialect.request_id(),
             routing=fault is not FaultKind.MISSING_ROUTING,
         )
 
     async def _respond(
-        self, request: web.Request, dialect: Dialect, call: ChatCall, fault: FaultKind | None
+        self,
+        request: web.Request,
+        dialect: Dialect,
+        call: ChatCall,
+        fault: FaultKind | None,
+        generated: Generated,
     ) -> web.StreamResponse:
         if fault is FaultKind.RATE_LIMIT:
             return dialect.rate_limited(self.state.retry_after_s)
@@ -147,7 +193,7 @@ class Simulator:
             return await _reset(request)
         if fault is FaultKind.SLOW:
             await asyncio.sleep(self.state.faults.profile.slow_delay_s)
-        reply = self._reply(dialect, call, fault)
+        reply = self._reply(dialect, fault, generated)
         response = dialect.success(call, reply)
         if fault is None:
             self.state.counts[f"answered.{dialect.provider}"] += 1
@@ -322,6 +368,7 @@ async def start_sim(
     *,
     seed: int = 0,
     rate_limit_rpm: float | None = None,
+    rate_limit_tpm: float | None = None,
     credentials: SimCredentials | None = None,
     retry_after_s: float = 1.0,
     rate_limit_window_s: float = WINDOW_S,
@@ -330,7 +377,8 @@ async def start_sim(
     """Start the simulator on 127.0.0.1 (`port=0`: any free port) and return its handle.
 
     `faults` is a profile name or `kind=rate,...`; `seed` fixes the fault sequence;
-    `rate_limit_rpm` turns on the simulator's own per-model sliding-window limit;
+    `rate_limit_rpm` / `rate_limit_tpm` turn on the simulator's own per-model sliding-window
+    limits (tokens: prompt plus completion, as the reply will report them);
     `retry_after_s` is the wait hint injected rate-limit faults carry; `token_ttl_s` is
     the lifetime of the OAuth access tokens it issues (short values test refresh).
     """
@@ -345,6 +393,11 @@ async def start_sim(
         limiter=limiter,
         retry_after_s=retry_after_s,
         tokens=TokenStore(ttl_s=token_ttl_s),
+        token_limiter=(
+            SlidingWindowLimiter(rate_limit_tpm, rate_limit_window_s)
+            if rate_limit_tpm is not None
+            else None
+        ),
     )
     runner = web.AppRunner(
         build_app(state), access_log=None, handle_signals=False, shutdown_timeout=0.5
@@ -377,6 +430,7 @@ async def serve_forever(
     *,
     seed: int = 0,
     rate_limit_rpm: float | None = None,
+    rate_limit_tpm: float | None = None,
     retry_after_s: float = 1.0,
     on_start: Callable[[SimHandle], None] | None = None,
     on_stop: Callable[[dict[str, int]], None] | None = None,
@@ -388,7 +442,12 @@ async def serve_forever(
     signals as soon as it reads the announcement still gets the counts via `on_stop`.
     """
     handle = await start_sim(
-        port, faults, seed=seed, rate_limit_rpm=rate_limit_rpm, retry_after_s=retry_after_s
+        port,
+        faults,
+        seed=seed,
+        rate_limit_rpm=rate_limit_rpm,
+        rate_limit_tpm=rate_limit_tpm,
+        retry_after_s=retry_after_s,
     )
     stop = asyncio.Event()
     installed = _install_stop_signals(stop) if until is None else []

@@ -58,6 +58,10 @@ def serve_sim(
     rpm: Annotated[
         float | None, typer.Option(help="Enforce this many requests per minute per model.")
     ] = None,
+    tpm: Annotated[
+        float | None,
+        typer.Option(help="Enforce this many tokens (prompt + completion) per minute per model."),
+    ] = None,
     retry_after: Annotated[
         float, typer.Option(help="Seconds injected 429s ask clients to wait.")
     ] = 1.0,
@@ -76,6 +80,7 @@ def serve_sim(
                 faults,
                 seed=seed,
                 rate_limit_rpm=rpm,
+                rate_limit_tpm=tpm,
                 retry_after_s=retry_after,
                 on_start=lambda handle: describe_start(handle, faults, console),
                 on_stop=lambda counts: describe_stop(counts, console),

@@ -61,3 +61,43 @@ async def test_server_enforces_rpm_with_retry_after_and_counts_it_apart() -> Non
     assert counts["rate_limiter.429"] == 3
     assert counts["answered.sim"] == 6
     assert not any(key.startswith("fault.") for key in counts)
+
+
+def test_token_window_weighs_each_request_by_its_cost() -> None:
+    clock = FakeClock()
+    limiter = SlidingWindowLimiter(100, clock=clock)
+    assert limiter.admit("m", 60) is None
+    clock.now += 10
+    assert limiter.admit("m", 30) is None
+    clock.now += 10
+    wait = limiter.check("m", 30)  # 90 spent: needs the first entry (60) to leave
+    assert wait is not None and abs(wait - 40.0) < 1e-9
+    assert limiter.check("m", 10) is None and limiter.remaining("m") == 10
+    clock.now += 40.001
+    assert limiter.admit("m", 30) is None
+
+
+def test_a_request_larger_than_the_window_is_admitted_only_alone() -> None:
+    clock = FakeClock()
+    limiter = SlidingWindowLimiter(50, clock=clock)
+    assert limiter.admit("m", 80) is None  # an empty window takes it rather than starve it
+    assert limiter.admit("m", 1) is not None
+    clock.now += 61
+    assert limiter.admit("m", 1) is None
+    assert limiter.admit("m", 80) is not None
+
+
+async def test_server_enforces_tokens_per_minute_and_rpm_together() -> None:
+    async with await start_sim(rate_limit_tpm=20, rate_limit_rpm=100) as sim:
+        async with aiohttp.ClientSession() as http:
+            statuses = []
+            for _ in range(4):
+                async with http.post(sim.root_url + "/sim/v1/chat/completions",
+                                     json=chat_body("sim-a")) as resp:
+                    body = await resp.json()
+                    statuses.append(resp.status)
+                    if resp.status == 200:
+                        assert body["usage"]["total_tokens"] <= 10
+        counts = sim.counts()
+    assert statuses[:2] == [200, 200] and 429 in statuses
+    assert counts["rate_limiter.tpm_429"] == counts["rate_limiter.429"] == statuses.count(429)
