@@ -148,3 +148,30 @@ async def test_each_adapter_classifies_each_injected_fault(
         if kind == "rate_limit":
             assert isinstance(result, Failure) and result.retry_after_s == pytest.approx(2.0)
     assert not wrong, wrong
+
+
+WRONG_ENV = {
+    "groq": {"GROQ_API_KEY": "gsk_wrong"},
+    "deepinfra": {"DEEPINFRA_API_KEY": "wrong"},
+    "azure": {"AZURE_OPENAI_API_KEY": "wrong"},
+    "bedrock": {"AWS_SECRET_ACCESS_KEY": "wrong/secret"},
+}
+
+
+@pytest.mark.parametrize("config", [m for m in MODELS if m.provider in WRONG_ENV],
+                         ids=lambda m: m.name)
+async def test_adapters_classify_the_simulators_auth_rejections(
+    sim: SimHandle, tmp_path: Path, config: ModelConfig
+) -> None:
+    rehearsed, env = rehearse_model(config, sim.root_url, tmp_path)
+    adapter = adapter_for(rehearsed, {**env, **WRONG_ENV[config.provider]})
+    http = adapter.build(ChatRequest("r1", SYSTEM, "hello", seed=1))
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(http.method, URL(http.url, encoded=True), data=http.body,
+                        headers=dict(http.headers)) as resp,
+    ):
+        result = adapter.parse(resp.status, dict(resp.headers), await resp.read())
+    assert isinstance(result, Failure) and result.outcome is Outcome.AUTH_ERROR
+    assert not result.retryable
+    assert sim.counts()["auth_rejected"] == 1
