@@ -8,6 +8,7 @@ requests must carry an access token this simulator issued from its own token end
 from __future__ import annotations
 
 import datetime as dt
+import hmac
 import time
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
@@ -49,7 +50,7 @@ def cloud_routes(sim: Simulator) -> list[web.RouteDef]:
     def bedrock_auth(request: web.Request, body: bytes) -> None:
         header = request.headers.get("Authorization", "")
         if header.lower().startswith("bearer "):
-            if header[7:].strip() != creds.bedrock_api_key:
+            if not hmac.compare_digest(header[7:].strip().encode(), creds.bedrock_api_key.encode()):
                 raise BadRequest("The security token included in the request is invalid.",
                                  status=403, code="UnrecognizedClientException", kind="auth")
             return

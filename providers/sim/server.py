@@ -347,10 +347,7 @@ class SimHandle:
 
     def counts(self) -> dict[str, int]:
         """Requests answered by provider, faults by kind, limiter 429s, tokens issued, ..."""
-        out = dict(self.state.counts)
-        for kind, n in self.state.faults.counts.items():
-            out[f"fault.{kind.value}"] = n
-        return out
+        return dict(self.state.counts)
 
     async def stop(self) -> None:
         await self._runner.cleanup()
