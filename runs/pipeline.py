@@ -17,8 +17,8 @@ from rich.console import Console
 
 from engine.dispatch import dispatch
 from panels.arms import ARMS
-from providers.registry import adapter_for, required_env
-from providers.types import ModelConfig
+from providers.registry import adapter_for
+from providers.types import ConfigError, ModelConfig
 from runs.planner import estimate, summarise, write_plan
 from runs.report import write_report
 from runs.scoring_step import score_run
@@ -59,17 +59,21 @@ def freeze_spec(spec: CampaignSpec, run_dir: Path) -> bool:
 
 
 def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
-    """Every real provider's credentials must be present before anything is sent."""
-    for model in spec.models:
+    """Every real provider's credentials must be present before anything is sent.
+
+    Building the adapter is the check: it is what the run would do, so the message is the
+    provider module's own (naming the model and the variables, never their values).
+    """
+    for index, model in enumerate(spec.models):
         if model.provider == "sim":
             continue
-        missing = [name for name in required_env(model) if not env.get(name)]
-        if missing:
+        try:
+            adapter_for(model, env)
+        except ConfigError as exc:
             raise SpecError(
-                spec.path, f"models[{spec.models.index(model)}]",
-                f"model {model.name!r} ({model.provider}) needs {' or '.join(missing)} in the environment "
-                "(or run with --rehearse to use the local simulator)",
-            )
+                spec.path, f"models[{index}]",
+                f"{exc} (or run with --rehearse to use the local simulator)",
+            ) from None
 
 
 @contextlib.asynccontextmanager

@@ -102,7 +102,13 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "price_in": ((int, float), "USD per million input tokens >= 0"),
     "price_out": ((int, float), "USD per million output tokens >= 0"),
     "personality": ((str,), "a simulated forecaster's personality"),
+    "deployment": ((str,), "an Azure deployment name"),
+    "base_model": ((str,), "the model behind a deployment or gateway alias (e.g. gpt-5)"),
+    "token_field": ((str,), "max_tokens or max_completion_tokens"),
+    "endpoint": ((str,), "'openai' or 'gemini' (Vertex)"),
 }
+#: Provider-specific keys passed through to `ModelConfig.extra` for the adapters.
+_EXTRA_KEYS = ("personality", "deployment", "base_model", "token_field", "endpoint")
 
 
 def load_spec(path: str | Path, *, arm_names: set[str] | None = None) -> CampaignSpec:
@@ -222,8 +228,8 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
     env_name = entry.get("api_key_env")
     if env_name is not None and not env_name.replace("_", "").isalnum():
         raise SpecError(path, where + "api_key_env", _MODEL_KEYS["api_key_env"][1])
-    extra = {"personality": entry["personality"]} if "personality" in entry else {}
-    fields = {k: v for k, v in entry.items() if k not in {"price_in", "price_out", "personality"}}
+    extra = {k: entry[k] for k in _EXTRA_KEYS if k in entry}
+    fields = {k: v for k, v in entry.items() if k not in {"price_in", "price_out", *_EXTRA_KEYS}}
     if "rpm" in fields:
         fields["rpm"] = float(fields["rpm"])
     if "tpm" in fields:
