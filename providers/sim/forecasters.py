@@ -108,16 +108,17 @@ def belief(prompt: ParsedPrompt, event: AskedEvent, model: str) -> float:
     return min(1.0, max(0.0, p))
 
 
-_NEGATION_WORDS = re.compile(r"\b(not|never|no|fails to|does not|doesn't|won't|will not)\b", re.I)
+#: What the simulator believes about statements it cannot read (family questions): even
+#: odds. Reading plain-language statements is beyond it, and a constant 1/2 is the one
+#: ignorant answer that stays coherent under negation, thresholds, deadlines, conjunctions
+#: and added detail; only families that force a total (partitions) expose it.
+UNREADABLE_BELIEF = 0.5
 
 
 def _generic_belief(event: AskedEvent, model: str) -> float:
-    """Non-stock questions: a stable belief per statement, complements consistent with it."""
-    text = event.text.lower()
-    negated = len(_NEGATION_WORDS.findall(text)) % 2 == 1
-    core = re.sub(r"\s+", " ", _NEGATION_WORDS.sub(" ", text)).strip()
-    base = 0.05 + 0.9 * _rng("generic", model, core).random()
-    return 1.0 - base if negated else base
+    """Non-stock questions: even odds (see `UNREADABLE_BELIEF`), whatever the wording."""
+    del event, model
+    return UNREADABLE_BELIEF
 
 
 def _direction(event: AskedEvent) -> int:
