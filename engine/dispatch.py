@@ -29,14 +29,11 @@ import polars as pl
 from rich.console import Console
 
 from engine.http import HttpClient
-from engine.journal import read_journal
 from engine.lanes import Lane, LaneState, LaneStats, PlanItem
-from engine.ledger import Ledger
+from engine.ledger import Ledger, attempt_counts
 from engine.logs import EngineLog
 from engine.progress import LiveProgress
-from engine.records import ATTEMPT_SCHEMA
 from engine.retry import RetryPolicy
-from engine.shards import list_shards
 from providers.base import Adapter
 from providers.types import ModelConfig
 
@@ -166,34 +163,6 @@ def _read_rows(plan_path: Path, offset: int, rows: int, positions: list[int]) ->
     )
 
 
-def _prior_attempts(run_dir: Path, ids: list[str]) -> dict[str, int]:
-    """Highest attempt number recorded so far for each of `ids` (attempts continue on resume).
-
-    Reads the attempt shards with the id filter pushed into the scan (plus the journal),
-    rather than through `scan_attempts`, whose de-duplication would hold every attempt of
-    the campaign in memory at once; a maximum needs no de-duplication.
-    """
-    found: dict[str, int] = {}
-    shards = [path for _, path in list_shards(run_dir / "attempts")]
-    if shards:
-        frame = (
-            pl.scan_parquet(shards, schema=ATTEMPT_SCHEMA)
-            .select("request_id", "attempt")
-            .filter(pl.col("request_id").is_in(ids))
-            .group_by("request_id")
-            .agg(pl.col("attempt").max())
-            .collect()
-        )
-        found.update(zip(frame["request_id"].to_list(), frame["attempt"].to_list(), strict=True))
-    wanted = set(ids)
-    for _, record in read_journal(run_dir / "journal"):
-        row = record.get("attempt") if record.get("kind") == "result" else record
-        if isinstance(row, dict) and row.get("request_id") in wanted:
-            rid, attempt = row["request_id"], int(row["attempt"])
-            found[rid] = max(found.get(rid, 0), attempt)
-    return found
-
-
 def _items(frame: pl.DataFrame, prior: Mapping[str, int]) -> list[PlanItem]:
     return [
         PlanItem(
@@ -242,7 +211,7 @@ async def _feed(
                 )
                 prior: dict[str, int] = {}
                 if has_history:
-                    prior = await asyncio.to_thread(_prior_attempts, run_dir, [r for _, r in todo])
+                    prior = await asyncio.to_thread(attempt_counts, run_dir, [r for _, r in todo])
                 for item in _items(frame, prior):
                     await queue.put(item)
                     if lane.halted:
@@ -377,6 +346,19 @@ async def _refresh(
             await asyncio.wait_for(done.wait(), timeout=every_s)
 
 
+def _adapter_secrets(adapters: Mapping[str, Adapter]) -> list[str]:
+    """Credential values the adapters hold (`Secret`s), so the log can mask them verbatim."""
+    found = []
+    for adapter in adapters.values():
+        credential = getattr(adapter, "credential", None)
+        reveal = getattr(credential, "reveal", None)
+        if callable(reveal):
+            value = reveal()
+            if isinstance(value, str) and value:
+                found.append(value)
+    return found
+
+
 def _as_sink(progress: ProgressSink | Console | bool | None) -> ProgressSink | None:
     """`dispatch(progress=...)` takes a sink, a rich Console to draw on, True, or None."""
     if progress is None or progress is False:
@@ -420,7 +402,7 @@ async def dispatch(
     sink = _as_sink(progress)
     policy = policy or RetryPolicy(max_attempts=max_attempts)
     t0 = time.monotonic()
-    log = EngineLog(run_dir, console=log_console, secrets=secrets)
+    log = EngineLog(run_dir, console=log_console, secrets=[*secrets, *_adapter_secrets(adapters)])
     counts = plan_counts(plan_path)
     missing = [name for name in models if name not in adapters]
     if missing:

@@ -28,6 +28,14 @@ class HttpClient:
     def __init__(self, *, max_connections: int = 0) -> None:
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+
+    def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
+        """One immutable timeout object per distinct value, not one per request."""
+        timeout = self._timeouts.get(seconds)
+        if timeout is None:
+            timeout = self._timeouts[seconds] = aiohttp.ClientTimeout(total=seconds)
+        return timeout
 
     async def __aenter__(self) -> HttpClient:
         connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
@@ -52,9 +60,9 @@ class HttpClient:
             async with session.request(
                 request.method,
                 request.url,
-                headers=dict(request.headers),
+                headers=request.headers,
                 data=request.body,
-                timeout=aiohttp.ClientTimeout(total=timeout_s),
+                timeout=self._timeout(timeout_s),
             ) as reply:
                 body = await reply.read()
                 return reply.status, reply.headers, body

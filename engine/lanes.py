@@ -224,7 +224,9 @@ class Lane:
     async def _ask(self, item: PlanItem) -> None:
         """Attempt one plan item until accepted, given up, or the lane halts."""
         attempt_no = item.prior_attempts
-        estimate = estimate_tokens(item.system, item.user, self.config.max_tokens)
+        estimate = (
+            estimate_tokens(item.system, item.user, self.config.max_tokens) if self.tokens else 0
+        )
         chat = ChatRequest(item.request_id, item.system, item.user, item.seed)
         for tries in range(1, self.policy.max_attempts + 1):
             if self.halted:

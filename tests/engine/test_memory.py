@@ -121,10 +121,9 @@ def _peak(tmp: Path, rows: int) -> dict[str, float]:
 @pytest.mark.timeout(240)
 @pytest.mark.xfail(
     strict=True,
-    reason="engine.ledger.Ledger.open holds every accepted request id in a Python set "
-    "(accepted_ids): about 190 MB of peak for 1M ids, against ~10 MB for the engine's own "
-    "plan streaming and attempt lookups. Remove this marker when the ledger keeps them "
-    "compactly (strict: the test fails as soon as it passes, so the marker cannot linger).",
+    reason="Ledger.open still peaks ~+106 MB while loading 1M accepted ids (engine.ledger, "
+    "AcceptedIds), against ~+10 MB for the dispatcher's own plan streaming and skipping; "
+    "strict, so this marker must go (the test then fails) as soon as the ledger fits.",
 )
 def test_peak_memory_does_not_grow_with_plan_size(tmp_path: Path) -> None:
     small = _peak(tmp_path, 10_000)
