@@ -125,6 +125,7 @@ async def test_engine_runs_near_simulator_limit_without_earning_429(tmp_path: Pa
     started = scan_attempts(tmp_path / "run").sort("started_at").collect()["started_at"]
     span = (started[-1] - started[0]).total_seconds()
     achieved = (n - 1) / span * 60.0
+    print(f"achieved {achieved:.1f} rpm against a {rpm:.0f} rpm limit")
     assert achieved >= 0.95 * rpm, achieved
     assert achieved <= rpm * 1.001
 
