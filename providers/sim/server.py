@@ -13,9 +13,11 @@ import asyncio
 import contextlib
 import hmac
 import signal
+import threading
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -32,6 +34,8 @@ from providers.sim.wire_openai import (
     OpenAIDialect,
     parse_chat_body,
 )
+
+T = TypeVar("T")
 
 HOST = "127.0.0.1"
 SIMULATED_HEADER = "x-dutchbook-simulated"
@@ -333,11 +337,46 @@ def build_app(state: SimState) -> web.Application:
     return app
 
 
+class _LoopThread:
+    """A private event loop on a daemon thread: the simulator's own "machine".
+
+    A real provider does not share the client's event loop, and neither should its fake: a
+    client that blocks its loop (google-auth refreshing a token synchronously, a long LP)
+    would otherwise stall the very server it is waiting for.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="dutchbook-sim", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the simulator's loop and await its result from the caller's."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    async def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        await asyncio.to_thread(self._thread.join, 5.0)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
 class SimHandle:
     """A running simulator: where it listens, what it has counted, how to stop it."""
 
-    def __init__(self, runner: web.AppRunner, state: SimState, root_url: str) -> None:
+    def __init__(
+        self,
+        runner: web.AppRunner,
+        state: SimState,
+        root_url: str,
+        thread: _LoopThread | None = None,
+    ) -> None:
         self._runner = runner
+        self._thread = thread
         self.state = state
         self.root_url = root_url
 
@@ -346,17 +385,37 @@ class SimHandle:
         return int(self.root_url.rsplit(":", 1)[1])
 
     def counts(self) -> dict[str, int]:
-        """Requests answered by provider, faults by kind, limiter 429s, tokens issued, ..."""
-        return dict(self.state.counts)
+        """Requests answered by provider, faults by kind, limiter 429s, tokens issued, ...
+
+        A snapshot (the server may be counting on its own thread meanwhile).
+        """
+        return dict(self.state.counts.copy())
 
     async def stop(self) -> None:
-        await self._runner.cleanup()
+        if self._thread is None:
+            await self._runner.cleanup()
+            return
+        await self._thread.run(self._runner.cleanup())
+        await self._thread.close()
 
     async def __aenter__(self) -> SimHandle:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+async def _listen(state: SimState, port: int) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(
+        build_app(state), access_log=None, handle_signals=False, shutdown_timeout=0.5
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, HOST, port)
+    await site.start()
+    server = site._server
+    sockets = getattr(server, "sockets", None) or []
+    bound = sockets[0].getsockname()[1] if sockets else port
+    return runner, f"http://{HOST}:{bound}"
 
 
 async def start_sim(
@@ -370,6 +429,7 @@ async def start_sim(
     retry_after_s: float = 1.0,
     rate_limit_window_s: float = WINDOW_S,
     token_ttl_s: float = 3600.0,
+    own_thread: bool = True,
 ) -> SimHandle:
     """Start the simulator on 127.0.0.1 (`port=0`: any free port) and return its handle.
 
@@ -378,16 +438,16 @@ async def start_sim(
     limits (tokens: prompt plus completion, as the reply will report them);
     `retry_after_s` is the wait hint injected rate-limit faults carry; `token_ttl_s` is
     the lifetime of the OAuth access tokens it issues (short values test refresh).
+    The server runs on its own thread and loop unless `own_thread=False`.
     """
-    limiter = (
-        SlidingWindowLimiter(rate_limit_rpm, rate_limit_window_s)
-        if rate_limit_rpm is not None
-        else None
-    )
     state = SimState(
         faults=FaultInjector(parse_faults(faults), seed),
         credentials=credentials or DEFAULT_CREDENTIALS,
-        limiter=limiter,
+        limiter=(
+            SlidingWindowLimiter(rate_limit_rpm, rate_limit_window_s)
+            if rate_limit_rpm is not None
+            else None
+        ),
         retry_after_s=retry_after_s,
         tokens=TokenStore(ttl_s=token_ttl_s),
         token_limiter=(
@@ -396,18 +456,18 @@ async def start_sim(
             else None
         ),
     )
-    runner = web.AppRunner(
-        build_app(state), access_log=None, handle_signals=False, shutdown_timeout=0.5
-    )
-    await runner.setup()
-    site = web.TCPSite(runner, HOST, port)
-    await site.start()
-    server = site._server
-    sockets = getattr(server, "sockets", None) or []
-    bound = sockets[0].getsockname()[1] if sockets else port
-    root = f"http://{HOST}:{bound}"
+    if not own_thread:
+        runner, root = await _listen(state, port)
+        state.root_url = root
+        return SimHandle(runner, state, root)
+    thread = _LoopThread()
+    try:
+        runner, root = await thread.run(_listen(state, port))
+    except BaseException:
+        await thread.close()
+        raise
     state.root_url = root
-    return SimHandle(runner, state, root)
+    return SimHandle(runner, state, root, thread)
 
 
 def _install_stop_signals(stop: asyncio.Event) -> list[signal.Signals]:

@@ -296,3 +296,13 @@ async def test_token_endpoint_rejects_bad_grants(
         assert data["token_type"] == "Bearer" and data["expires_in"] == 3600
     counts = sim.counts()
     assert (counts["oauth.rejected"], counts["tokens_issued"]) == (len(cases), 1)
+
+
+async def test_a_client_blocking_its_own_loop_is_still_served(
+    sim: SimHandle, creds: SimCredentials
+) -> None:
+    """google-auth refreshes synchronously; the simulator, on its own loop, still answers."""
+    credentials = _google_credentials(sim, creds)
+    pool = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(total=2.0))
+    credentials.refresh(GoogleRequest(pool))  # type: ignore[no-untyped-call]  # blocks this loop
+    assert credentials.token and sim.counts()["tokens_issued"] == 1
