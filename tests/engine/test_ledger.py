@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from engine.journal import list_segments
 from engine.ledger import (
+    AcceptedIds,
     Ledger,
     LedgerBusy,
     accepted_ids,
@@ -273,3 +274,23 @@ def test_any_interleaving_matches_a_simple_model(script: list[tuple[int, str]]) 
         assert scan_attempts(run_dir).collect().height == sum(counts.values())
     finally:
         shutil.rmtree(run_dir)
+
+
+_ids = st.text(alphabet=st.sampled_from(["a", "b", "\0", "é", "0", "f"]), max_size=6)
+
+
+@given(initial=st.lists(_ids, max_size=30), added=st.lists(_ids, max_size=30),
+       probes=st.lists(_ids, max_size=30))
+def test_compact_accepted_ids_behave_like_a_set(
+    initial: list[str], added: list[str], probes: list[str]
+) -> None:
+    ids = AcceptedIds(pl.Series(initial, dtype=pl.String))
+    ids._MERGE_AT = 4  # merge often so every path runs
+    model = set(initial)
+    for rid in added:
+        ids.add(rid)
+        model.add(rid)
+    everything = probes + initial + added
+    assert [rid in ids for rid in everything] == [rid in model for rid in everything]
+    assert ids.mask(everything) == [rid in model for rid in everything]
+    assert ids.to_set() == model and len(ids) == len(model)
