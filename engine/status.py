@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from engine.dispatch import read_lane_states
 from engine.journal import list_segments
 from engine.ledger import JOURNAL, read_pid, scan_attempts, scan_responses
 from providers.types import RETRYABLE, Outcome
@@ -50,8 +51,10 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     `retries_by_cause` (every attempt that did not end in an accepted answer, by cause),
     `requests_retried`, `tokens_in`, `tokens_out`, `last_attempt_at`,
     `attempts_last_minute`, `journal_segments`, `models` (per model: planned, accepted,
-    attempts, outcomes, pending_failures), `pending_failures` (requests with attempts but
-    no accepted answer: total, by last outcome, how many are permanent, a few examples).
+    attempts, outcomes, pending_failures, and from the engine's `logs/lanes.json` when
+    present: lane_state, lane_message, rate_per_s), `lanes_updated_at`, `pending_failures`
+    (requests with attempts but no accepted answer: total, by last outcome, how many are
+    permanent, a few examples).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -118,6 +121,17 @@ def status(run_dir: Path | str) -> dict[str, Any]:
         entry["accepted"] = accepted_by_model.get(model, 0)
         entry["pending_failures"] = failures_by_model.get(model, 0)
 
+    # What the dispatcher last said about each lane (paused on a quota, stopped on a bad
+    # key, its rate): written by the engine every second, absent for older runs.
+    lanes = read_lane_states(run_dir)
+    lane_states = (lanes or {}).get("lanes", {}) if isinstance(lanes, dict) else {}
+    for model in models:
+        lane = lane_states.get(model) if isinstance(lane_states, dict) else None
+        entry = per_model[model]
+        entry["lane_state"] = lane.get("state") if isinstance(lane, dict) else None
+        entry["lane_message"] = lane.get("message") if isinstance(lane, dict) else None
+        entry["rate_per_s"] = lane.get("rate_per_s") if isinstance(lane, dict) else None
+
     planned = None if planned_by_model is None else sum(planned_by_model.values())
     accepted = sum(accepted_by_model.values())
     remaining = None if planned is None else max(planned - accepted, 0)
@@ -143,6 +157,7 @@ def status(run_dir: Path | str) -> dict[str, Any]:
         "attempts_last_minute": int(recent),
         "journal_segments": len(list_segments(run_dir / JOURNAL)),
         "models": {m: per_model[m] for m in models},
+        "lanes_updated_at": (lanes or {}).get("updated_at") if isinstance(lanes, dict) else None,
         "pending_failures": {
             "total": last_attempts.height,
             "permanent": permanent,

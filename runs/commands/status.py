@@ -24,6 +24,14 @@ def _fraction(done: int, planned: int | None) -> str:
     return f"{done:,}/{planned:,}{share}"
 
 
+def _eta(entry: dict[str, Any], *, live: bool) -> str:
+    planned, rate = entry.get("planned"), entry.get("rate_per_s")
+    if not live or planned is None or not rate:
+        return ""
+    seconds = max(planned - entry["accepted"], 0) / rate
+    return f"{int(seconds // 3600)}:{int(seconds % 3600 // 60):02d}:{int(seconds % 60):02d}"
+
+
 def render(summary: dict[str, Any], console: Console) -> None:
     """The human view: a header, one row per model, retries by cause, pending failures."""
     state = summary["state"]
@@ -40,13 +48,18 @@ def render(summary: dict[str, Any], console: Console) -> None:
         f"{summary['journal_segments']} journal segment(s) not yet compacted"
     )
     models = Table(title="per model", title_justify="left")
-    for column in ("model", "done/planned", "attempts", "retries", "pending failures"):
-        models.add_column(column, justify="left" if column == "model" else "right")
+    columns = ("model", "done/planned", "attempts", "retries", "pending failures", "lane", "ETA")
+    for column in columns:
+        models.add_column(column, justify="left" if column in ("model", "lane") else "right")
     for name, entry in summary["models"].items():
         retries = sum(n for outcome, n in entry["outcomes"].items() if outcome != "ok")
+        lane = entry.get("lane_state") or ""
+        if entry.get("lane_message"):
+            lane += f": {entry['lane_message']}"
         models.add_row(
             name, _fraction(entry["accepted"], entry["planned"]), f"{entry['attempts']:,}",
-            f"{retries:,}", f"{entry['pending_failures']:,}",
+            f"{retries:,}", f"{entry['pending_failures']:,}", lane,
+            _eta(entry, live=state == "live"),
         )
     console.print(models)
     if summary["retries_by_cause"]:

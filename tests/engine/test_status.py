@@ -172,3 +172,27 @@ def test_refused_duplicate_acceptances_are_counted(tmp_path: Path) -> None:
     assert summary["accepted"] == 1 and summary["outcomes"] == {"ok": 2}
     assert summary["duplicate_ok_attempts"] == 1
     assert summary["pending_failures"]["total"] == 0
+
+
+def test_lane_states_from_the_engine_are_shown(tmp_path: Path) -> None:
+    from runs.cli import app
+
+    _plan(tmp_path, {"alpha": 4, "beta": 2})
+    with Ledger.open(tmp_path) as ledger:
+        _populate(ledger)
+    (tmp_path / "logs").mkdir()
+    lanes = {
+        "updated_at": "2026-03-02T21:00:00+00:00",
+        "lanes": {
+            "alpha": {"state": "done", "message": "", "rate_per_s": 12.5},
+            "beta": {"state": "stopped", "message": "beta (sim): 401 invalid api key",
+                     "rate_per_s": 0.0},
+        },
+    }
+    (tmp_path / "logs" / "lanes.json").write_bytes(orjson.dumps(lanes))
+    summary = status(tmp_path)
+    assert summary["models"]["beta"]["lane_state"] == "stopped"
+    assert "invalid api key" in summary["models"]["beta"]["lane_message"]
+    assert summary["models"]["alpha"]["rate_per_s"] == 12.5
+    table = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "240"})
+    assert table.exit_code == 0 and "invalid api key" in table.output
