@@ -8,7 +8,6 @@ requests must carry an access token this simulator issued from its own token end
 from __future__ import annotations
 
 import datetime as dt
-import hmac
 import time
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
@@ -19,12 +18,13 @@ from aiohttp import web
 from providers.sim import sigv4
 from providers.sim.call import BadRequest, ChatCall
 from providers.sim.oauth import GOOGLE_TOKEN_URI, JWT_BEARER, GrantError, verify_assertion
+from providers.sim.routes_openai import bearer_token, same_secret
 from providers.sim.wire_bedrock import BedrockDialect, parse_converse_body
 from providers.sim.wire_openai import VertexOpenAIDialect, parse_chat_body
 from providers.sim.wire_vertex import VertexDialect, parse_generate_body
 
 if TYPE_CHECKING:
-    from providers.sim.server import Simulator
+    from providers.sim.pipeline import Simulator
 
 VERTEX_UNAUTHENTICATED = (
     "Request had invalid authentication credentials. Expected OAuth 2 access token, login "
@@ -50,7 +50,7 @@ def cloud_routes(sim: Simulator) -> list[web.RouteDef]:
     def bedrock_auth(request: web.Request, body: bytes) -> None:
         header = request.headers.get("Authorization", "")
         if header.lower().startswith("bearer "):
-            if not hmac.compare_digest(header[7:].strip().encode(), creds.bedrock_api_key.encode()):
+            if not same_secret(bearer_token(request), creds.bedrock_api_key):
                 raise BadRequest("The security token included in the request is invalid.",
                                  status=403, code="UnrecognizedClientException", kind="auth")
             return
@@ -71,9 +71,7 @@ def cloud_routes(sim: Simulator) -> list[web.RouteDef]:
 
     def vertex_auth(request: web.Request, body: bytes) -> None:
         del body
-        header = request.headers.get("Authorization", "")
-        token = header[7:].strip() if header.lower().startswith("bearer ") else None
-        if not state.tokens.valid(token):
+        if not state.tokens.valid(bearer_token(request)):
             raise BadRequest(VERTEX_UNAUTHENTICATED, status=401, kind="auth")
 
     async def converse(request: web.Request) -> web.StreamResponse:

@@ -1,0 +1,114 @@
+"""Routes for the OpenAI-shaped providers: generic, sim, Groq, DeepInfra and Azure.
+
+They share one body parser and differ in authentication (none, a bearer key, Azure's
+`api-key` header or bearer) and in the dialect that words their replies and errors.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from providers.sim.call import BadRequest, ChatCall
+from providers.sim.wire_openai import (
+    AzureDialect,
+    DeepInfraDialect,
+    GroqDialect,
+    OpenAIDialect,
+    parse_chat_body,
+)
+
+if TYPE_CHECKING:
+    from providers.sim.pipeline import Authenticator, Simulator
+
+AZURE_DENIED = (
+    "Access denied due to invalid subscription key or wrong API endpoint. Make sure to "
+    "provide a valid key for an active subscription and use a correct regional API endpoint "
+    "for your resource."
+)
+
+
+def bearer_token(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def same_secret(given: str | None, expected: str) -> bool:
+    """Constant-time comparison, so response timing says nothing about the key."""
+    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def bearer_auth(key: str, missing: str, wrong: str) -> Authenticator:
+    def check(request: web.Request, body: bytes) -> None:
+        del body
+        token = bearer_token(request)
+        if token is None:
+            raise BadRequest(missing, status=401, code="invalid_api_key", kind="auth")
+        if not same_secret(token, key):
+            raise BadRequest(wrong, status=401, code="invalid_api_key", kind="auth")
+
+    return check
+
+
+def openai_routes(sim: Simulator) -> list[web.RouteDef]:
+    creds = sim.state.credentials
+    generic = OpenAIDialect("openai")
+    simulated = OpenAIDialect("sim")
+    groq = GroqDialect()
+    deepinfra = DeepInfraDialect()
+    azure = AzureDialect()
+    groq_auth = bearer_auth(creds.groq_api_key, "Invalid API Key", "Invalid API Key")
+    deepinfra_auth = bearer_auth(
+        creds.deepinfra_api_key, "Missing authorization", "Unauthorized"
+    )
+
+    def azure_auth(request: web.Request, body: bytes) -> None:
+        del body
+        given = request.headers.get("api-key") or bearer_token(request)
+        if not same_secret(given, creds.azure_api_key):
+            raise BadRequest(AZURE_DENIED, status=401, kind="auth")
+
+    def chat(provider: str) -> Callable[[bytes], ChatCall]:
+        return lambda body: parse_chat_body(provider, body)
+
+    async def openai_chat(request: web.Request) -> web.StreamResponse:
+        return await sim.serve(request, generic, None, chat("openai"), generic.validate)
+
+    async def sim_chat(request: web.Request) -> web.StreamResponse:
+        return await sim.serve(request, simulated, None, chat("sim"), simulated.validate)
+
+    async def groq_chat(request: web.Request) -> web.StreamResponse:
+        return await sim.serve(request, groq, groq_auth, chat("groq"), groq.validate)
+
+    async def deepinfra_chat(request: web.Request) -> web.StreamResponse:
+        return await sim.serve(
+            request, deepinfra, deepinfra_auth, chat("deepinfra"), deepinfra.validate
+        )
+
+    async def azure_deployment_chat(request: web.Request) -> web.StreamResponse:
+        deployment = request.match_info["deployment"]
+
+        def parse(body: bytes) -> ChatCall:
+            if not request.query.get("api-version"):
+                raise BadRequest("Resource not found", status=404, kind="not_found")
+            return parse_chat_body("azure", body, model_override=deployment)
+
+        return await sim.serve(request, azure, azure_auth, parse, azure.validate)
+
+    async def azure_v1_chat(request: web.Request) -> web.StreamResponse:
+        return await sim.serve(request, azure, azure_auth, chat("azure"), azure.validate)
+
+    return [
+        web.post("/openai/v1/chat/completions", openai_chat),
+        web.post("/sim/v1/chat/completions", sim_chat),
+        web.post("/groq/openai/v1/chat/completions", groq_chat),
+        web.post("/deepinfra/v1/openai/chat/completions", deepinfra_chat),
+        web.post("/azure/openai/deployments/{deployment}/chat/completions", azure_deployment_chat),
+        web.post("/azure/openai/v1/chat/completions", azure_v1_chat),
+    ]
