@@ -231,7 +231,7 @@ class GroqDialect(OpenAIDialect):
         if body.get("reasoning_format") == "raw" and isinstance(fmt, dict) and fmt.get(
             "type", "text"
         ) != "text":
-            raise BadRequest("response_format` json_object cannot be combined with "
+            raise BadRequest("`response_format` json mode cannot be combined with "
                              "reasoning_format raw", param="reasoning_format")
 
     def success(self, call: ChatCall, reply: Reply) -> web.Response:

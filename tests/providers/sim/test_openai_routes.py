@@ -237,3 +237,14 @@ async def test_tiny_output_cap_truncates_with_length(
     assert choice["finish_reason"] == "length"
     assert len(choice["message"]["content"]) <= 8
     assert data["usage"]["completion_tokens"] <= 2
+
+
+async def test_groq_refuses_raw_reasoning_with_json_mode(
+    sim: SimHandle, http: aiohttp.ClientSession, creds: SimCredentials
+) -> None:
+    body = chat_body(reasoning_format="raw", response_format={"type": "json_object"})
+    status, _, data = await post(http, sim.root_url + GROQ, body, bearer(creds.groq_api_key))
+    assert status == 400 and data["error"]["param"] == "reasoning_format"
+    body = chat_body(reasoning_format="hidden", response_format={"type": "json_object"})
+    status, _, _ = await post(http, sim.root_url + GROQ, body, bearer(creds.groq_api_key))
+    assert status == 200
