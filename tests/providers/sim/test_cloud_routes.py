@@ -306,3 +306,15 @@ async def test_a_client_blocking_its_own_loop_is_still_served(
     pool = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(total=2.0))
     credentials.refresh(GoogleRequest(pool))  # type: ignore[no-untyped-call]  # blocks this loop
     assert credentials.token and sim.counts()["tokens_issued"] == 1
+
+
+async def test_inference_profile_arns_route_and_keep_their_model_rules(
+    sim: SimHandle, http: aiohttp.ClientSession, creds: SimCredentials
+) -> None:
+    arn = ("arn:aws:bedrock:us-east-1:123456789012:inference-profile/"
+           "us.anthropic.claude-opus-4-7-v1:0")
+    status, _, _ = await converse(http, sim, creds, arn, converse_body())
+    assert status == 200
+    status, _, data = await converse(http, sim, creds, arn, converse_body(
+        inferenceConfig={"temperature": 1.0}))
+    assert status == 400 and "deprecated" in data["message"]
