@@ -257,8 +257,9 @@ def test_grouped_answers_follow_keys_not_order(
             assert math.isclose(got[key], expected[key], abs_tol=0.5 * 10.0**-digits)
 
 
-_JSONISH = st.text(alphabet='{}[]"\':,.%/eE+-0123456789 \n\tprobabilityQ01٠５½truefalsenull`',
-                   max_size=80)
+_JSONISH = st.text(
+    alphabet="{}[]\"':,.%/eE+-0123456789 \n\tprobabilityQ01٠５½truefalsenull`", max_size=80
+)
 
 
 @given(text=st.one_of(st.text(max_size=80), _JSONISH), mode=st.sampled_from(["strict", "lenient"]))
