@@ -234,6 +234,29 @@ def _accepted_scans(run_dir: Path) -> list[pl.LazyFrame]:
     ]
 
 
+def scan_ledger(
+    run_dir: Path | str,
+    attempt_columns: Sequence[str] | None = None,
+    response_columns: Sequence[str] | None = None,
+) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Attempts and responses from ONE read of the journal, for readers that compare them.
+
+    Response shards are listed before attempt shards, and compaction writes a segment's
+    attempts shard before its responses shard, so every response seen has its attempt
+    seen too (while a writer runs, attempts may run slightly ahead, never behind).
+    """
+    run_dir = Path(run_dir)
+    attempts, responses = _journal_rows(run_dir)
+    response_shards = visible_shards(run_dir / RESPONSES)
+    attempt_shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
+    return (
+        _union(attempt_shards, attempts_frame(attempts), ATTEMPT_SCHEMA,
+               ["request_id", "attempt"], attempt_columns),
+        _union(response_shards, responses_frame(responses), RESPONSE_SCHEMA, ["request_id"],
+               response_columns),
+    )
+
+
 def accepted_ids(run_dir: Path | str) -> set[str]:
     """Request ids with an accepted answer: resume skips exactly these.
 

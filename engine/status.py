@@ -16,7 +16,7 @@ import polars as pl
 
 from engine.dispatch import read_lane_states
 from engine.journal import list_segments
-from engine.ledger import JOURNAL, read_pid, scan_attempts, scan_responses
+from engine.ledger import JOURNAL, read_pid, scan_ledger
 from providers.types import RETRYABLE, Outcome
 
 PLAN = "plan.parquet"
@@ -60,8 +60,9 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
     # One narrow pass over each table; every count below works on these frames.
-    attempts = scan_attempts(run_dir, _ATTEMPT_COLUMNS).collect().lazy()
-    responses = scan_responses(run_dir, ["request_id", "model"]).collect().lazy()
+    attempts_scan, responses_scan = scan_ledger(run_dir, _ATTEMPT_COLUMNS, ["request_id", "model"])
+    responses = responses_scan.collect().lazy()
+    attempts = attempts_scan.collect().lazy()
 
     planned_by_model: dict[str, int] | None = None
     plan_path = run_dir / PLAN

@@ -196,3 +196,49 @@ def test_lane_states_from_the_engine_are_shown(tmp_path: Path) -> None:
     assert summary["models"]["alpha"]["rate_per_s"] == 12.5
     table = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "240"})
     assert table.exit_code == 0 and "invalid api key" in table.output
+
+
+_BUSY_WRITER = textwrap.dedent(
+    """
+    import sys
+    from datetime import UTC, datetime
+    from engine.ledger import Ledger
+    from engine.records import AttemptRecord, ResponseRecord
+    ledger = Ledger.open(sys.argv[1])
+    print("READY", flush=True)
+    now = datetime.now(UTC)
+    for i in range(100_000):
+        rid = f"r{i:06d}"
+        ledger.record_dispatch(rid, 1, "alpha", "sim", now)
+        ledger.record_result(
+            AttemptRecord(rid, 1, "alpha", "sim", now, 1.0, "ok", 200, None, None, 1, 1, ""),
+            ResponseRecord(rid, "alpha", "a", "u", 0, ["e"], ["probability"], "{}", [0.5],
+                           "stop", 1, 1, 1, now),
+        )
+        if i % 50 == 49:
+            ledger.compact()
+    """
+)
+
+
+@pytest.mark.timeout(60)
+def test_status_while_a_writer_compacts_never_fails_nor_goes_backwards(tmp_path: Path) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", _BUSY_WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "READY"
+        seen: list[int] = []
+        for _ in range(25):
+            summary = status(tmp_path)
+            # One journal read for both tables: attempts may lead answers, never trail them.
+            assert summary["accepted"] <= summary["outcomes"].get("ok", 0)
+            assert summary["state"] == "live"
+            seen.append(summary["accepted"])
+        assert seen == sorted(seen) and seen[-1] > seen[0]
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    after = status(tmp_path)
+    assert after["state"] == "died" and after["accepted"] >= seen[-1]
+    assert after["accepted"] == after["attempts"]
