@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,13 +138,18 @@ async def run_campaign(
         f"[bold]{spec.name}[/]: {plan_summary['total']['queries']:,} queries planned"
         + (" (resuming)" if resumed else "") + (" — rehearsal on the local simulator" if rehearse else "")
     )
-    async with simulator_if_needed(spec, rehearse) as sim_root:
-        models, envs = resolve_models(spec, sim_root, rehearse, run_dir / "logs")
-        adapters = {name: adapter_for(config, envs[name]) for name, config in models.items()}
-        summary = await dispatch(
-            plan_path, run_dir, models, adapters, parser=spec.parser,
-            progress=console if progress else None, max_attempts=spec.max_attempts,
-        )
+    # The simulator's fake credentials (a service-account key among them) live in a temporary
+    # folder, never in the run folder, which users share.
+    # The simulator's fake credentials (a service-account key among them) live in a temporary
+    # folder, never in the run folder, which users share.
+    with tempfile.TemporaryDirectory(prefix="dutchbook-sim-") as sim_workdir:
+        async with simulator_if_needed(spec, rehearse) as sim_root:
+            models, envs = resolve_models(spec, sim_root, rehearse, Path(sim_workdir))
+            adapters = {name: adapter_for(config, envs[name]) for name, config in models.items()}
+            summary = await dispatch(
+                plan_path, run_dir, models, adapters, parser=spec.parser,
+                progress=console if progress else None, max_attempts=spec.max_attempts,
+            )
     scores = score_run(spec, run_dir, units)
     report = write_report(run_dir, scores, floor=spec.coverage_floor, seed=spec.seed, console=console)
     return CampaignResult(run_dir=run_dir, summary=summary, report=report)

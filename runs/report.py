@@ -134,9 +134,9 @@ def write_report(run_dir: Path, scores: pl.DataFrame, *, floor: float, seed: int
     (out / "summary.json").write_bytes(
         orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY, default=_nan_safe)
     )
-    table = leaderboard(rows)
-    (out / "leaderboard.txt").write_text(_render_plain(table), encoding="utf-8")
-    (console or Console()).print(table)
+    (out / "leaderboard.txt").write_text(_render_plain(leaderboard(rows)), encoding="utf-8")
+    (console or Console()).print(compact_leaderboard(rows))
+    (console or Console()).print(f"details with 95% date-clustered intervals: {out / 'leaderboard.txt'}")
     if summary["spearman_profit_brier"] is not None:
         (console or Console()).print(f"Spearman(profit, Brier) across models: {summary['spearman_profit_brier']:.4f}")
     return summary
@@ -165,6 +165,38 @@ def leaderboard(rows: list[ArmRow]) -> Table:
         vs = f"{r.vs_baseline[0]:+.5f} [{r.vs_baseline[1]:+.5f}, {r.vs_baseline[2]:+.5f}]" if r.vs_baseline else ""
         af = f"{r.arbitrage_free:.0%}" if r.arbitrage_free is not None else ""
         table.add_row(r.model, r.arm, str(r.units), profit, ci, vs, _fmt(r.brier, 4), af, f"{r.coverage:.0%}")
+    return table
+
+
+def compact_leaderboard(rows: list[ArmRow]) -> Table:
+    """Arms down, models across (most coherent on the baseline first): fits a terminal."""
+    models = sorted(
+        {r.model for r in rows},
+        key=lambda m: next((r.profit for r in rows if r.model == m and r.arm == BASELINE_ARM and r.scored), 1e9),
+    )
+    cell = {(r.model, r.arm): r for r in rows}
+    table = Table(title="Mean arbitrage profit per unit stake (lower is more coherent)", title_justify="left")
+    table.add_column("arm", no_wrap=True)
+    for m in models:
+        table.add_column(m, justify="right")
+    for arm in sorted({r.arm for r in rows}):
+        values = []
+        for m in models:
+            r = cell.get((m, arm))
+            values.append("" if r is None else (_fmt(r.profit, 4) if r.scored else "not scored"))
+        table.add_row(arm, *values)
+        if arm.startswith("families/"):
+            table.add_row(
+                "  arb-free share",
+                *[f"{cell[(m, arm)].arbitrage_free:.0%}" if (m, arm) in cell and cell[(m, arm)].scored
+                  and cell[(m, arm)].arbitrage_free is not None else "" for m in models],
+            )
+    briers = [cell.get((m, BASELINE_ARM)) for m in models]
+    if any(r is not None and r.brier is not None for r in briers):
+        table.add_row("Brier (baseline)", *[_fmt(r.brier, 4) if r else "" for r in briers], style="dim")
+    table.add_row(
+        "coverage", *[f"{max(r.coverage for r in rows if r.model == m):.0%}" for m in models], style="dim"
+    )
     return table
 
 
