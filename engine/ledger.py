@@ -463,6 +463,19 @@ class Ledger:
                 f"{self.run_dir} is being written by another process"
                 + (f" (pid {info['pid']})" if info else "")
             ) from None
+        try:
+            self._recover(pid_file)
+        except BaseException:
+            # e.g. a corrupt journal line: report it, but leave the run openable once fixed.
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise
+
+    def _recover(self, pid_file: bool) -> None:
         for directory in (self._attempts_dir, self._responses_dir):
             remove_temp_files(directory)
             settle_replacement(directory)

@@ -294,3 +294,18 @@ def test_compact_accepted_ids_behave_like_a_set(
     assert [rid in ids for rid in everything] == [rid in model for rid in everything]
     assert ids.mask(everything) == [rid in model for rid in everything]
     assert ids.to_set() == model and len(ids) == len(model)
+
+
+def test_corrupt_journal_is_reported_and_the_lock_released(tmp_path: Path) -> None:
+    from engine.journal import JournalError
+
+    ledger = Ledger.open(tmp_path)
+    accept(ledger, "a", 1)
+    segment = list_segments(tmp_path / "journal")[-1][1]
+    _die(ledger)
+    lines = segment.read_bytes().split(b"\n")
+    lines.insert(1, b'{"kind": "result", "attem')  # a torn line that is NOT the last
+    segment.write_bytes(b"\n".join(lines))
+    for _ in range(2):  # the same process may try again: no LedgerBusy from a leaked lock
+        with pytest.raises(JournalError, match="only the last line"):
+            Ledger.open(tmp_path)
