@@ -201,9 +201,8 @@ async def _feed(
             )
             if height == 0:
                 break
-            todo = [
-                (p, r) for p, r in zip(positions, ids, strict=True) if not ledger.is_accepted(r)
-            ]
+            accepted = ledger.accepted_mask(ids)
+            todo = [(p, r) for p, r, a in zip(positions, ids, accepted, strict=True) if not a]
             lane.stats.already_accepted += len(ids) - len(todo)
             if todo:
                 frame = await asyncio.to_thread(
@@ -384,7 +383,7 @@ async def dispatch(
     max_attempts: int = 6,
     stop_event: asyncio.Event | None = None,
     policy: RetryPolicy | None = None,
-    batch_rows: int = 20_000,
+    batch_rows: int = 10_000,
     compact_every_s: float = 30.0,
     compact_every_n: int = 20_000,
     log_console: IO[str] | None = sys.stderr,

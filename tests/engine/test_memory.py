@@ -119,12 +119,6 @@ def _peak(tmp: Path, rows: int) -> dict[str, float]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-@pytest.mark.xfail(
-    strict=True,
-    reason="Ledger.open still peaks ~+106 MB while loading 1M accepted ids (engine.ledger, "
-    "AcceptedIds), against ~+10 MB for the dispatcher's own plan streaming and skipping; "
-    "strict, so this marker must go (the test then fails) as soon as the ledger fits.",
-)
 def test_peak_memory_does_not_grow_with_plan_size(tmp_path: Path) -> None:
     small = _peak(tmp_path, 10_000)
     large = _peak(tmp_path, 1_000_000)
