@@ -228,3 +228,8 @@ def attempts_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
 def responses_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     """Response rows (from `ResponseRecord.to_row` or journal lines) as a responses table."""
     return _frame(rows, RESPONSE_SCHEMA, "accepted_at")
+
+
+#: A rejected answer is an ordinary attempt: outcome `invalid_response`, `detail`
+#: "subcause: short detail" (see `engine.answers.AnswerError`), `raw_text` kept for re-parse.
+InvalidAnswerRecord = AttemptRecord
