@@ -142,3 +142,29 @@ async def test_retry_after_is_waited_out_and_cap_cut_is_logged(tmp_path: Path, k
     cuts = [e for e in events if e["event"] == "concurrency_changed" and e["why"] == "rate_limit"]
     assert cuts and all(e["new"] < e["old"] for e in cuts)
     assert summary.lanes[config.name].retries.by_cause["rate_limit"] == limited.height
+
+
+async def test_a_slow_provider_never_stalls_another_lane(tmp_path: Path, kit) -> None:
+    from providers.sim.faults import FaultKind, FaultProfile
+
+    slow_profile = FaultProfile("all-slow", {FaultKind.SLOW: 1.0}, slow_delay_s=1.5)
+    async with (
+        await start_sim(port=0, faults=slow_profile) as slow_sim,
+        await start_sim(port=0, faults="none") as fast_sim,
+    ):
+        rows = kit.plan_rows("slow", 4) + kit.plan_rows("fast", 150)
+        plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+        slow = kit.sim_model("slow", slow_sim.root_url, concurrency=2)
+        fast = kit.sim_model("fast", fast_sim.root_url, concurrency=8)
+        summary = await dispatch(
+            plan,
+            tmp_path / "run",
+            {"slow": slow[0], "fast": fast[0]},
+            {"slow": slow[1], "fast": fast[1]},
+            log_console=None,
+        )
+    assert summary.complete
+    fast_lane, slow_lane = summary.lanes["fast"], summary.lanes["slow"]
+    assert slow_lane.elapsed_s >= 2.9  # two rounds of 1.5 s answers at concurrency 2
+    assert fast_lane.elapsed_s < 0.5 * slow_lane.elapsed_s  # not held up by the slow lane
+    assert fast_lane.finished < slow_lane.finished
