@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Literal, Protocol
 
 import orjson
 import polars as pl
@@ -386,7 +386,7 @@ async def dispatch(
     batch_rows: int = 10_000,
     compact_every_s: float = 30.0,
     compact_every_n: int = 20_000,
-    log_console: IO[str] | None = sys.stderr,
+    log_console: IO[str] | Literal["stderr"] | None = "stderr",
     secrets: Iterable[str] = (),
     fsync: bool = False,
 ) -> DispatchSummary:
@@ -401,7 +401,8 @@ async def dispatch(
     sink = _as_sink(progress)
     policy = policy or RetryPolicy(max_attempts=max_attempts)
     t0 = time.monotonic()
-    log = EngineLog(run_dir, console=log_console, secrets=[*secrets, *_adapter_secrets(adapters)])
+    console = sys.stderr if log_console == "stderr" else log_console  # bound at call time
+    log = EngineLog(run_dir, console=console, secrets=[*secrets, *_adapter_secrets(adapters)])
     counts = plan_counts(plan_path)
     missing = [name for name in models if name not in adapters]
     if missing:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable, MutableMapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, Literal
 
 import orjson
 import structlog
@@ -115,10 +115,12 @@ class EngineLog:
         self,
         run_dir: Path | None,
         *,
-        console: IO[str] | None = sys.stderr,
+        console: IO[str] | Literal["stderr"] | None = "stderr",
         console_level: str = "warning",
         secrets: Iterable[str] = (),
     ) -> None:
+        if console == "stderr":
+            console = sys.stderr  # looked up per log, so a redirected stderr is honoured
         redactor = Redactor(secrets)
         self._file: IO[str] | None = None
         self._to_file: Any = None

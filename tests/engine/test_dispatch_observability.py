@@ -90,3 +90,12 @@ async def test_dispatch_drives_progress_and_logs_summary(tmp_path: Path, sim, ki
     names = [e["event"] for e in events]
     assert names[0] == "dispatch_started" and "lane_finished" in names and "summary" in names
     assert any("20 answers accepted" in e.get("line", "") for e in events)
+
+
+def test_default_console_is_the_current_stderr(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    log = EngineLog(tmp_path)
+    log.warning("lane_paused", model="m", reason="quota")
+    log.info("quiet_detail", model="m")
+    log.close()
+    err = capsys.readouterr().err
+    assert "lane_paused model=m reason=quota" in err and "quiet_detail" not in err
