@@ -119,8 +119,9 @@ async def test_bad_key_stops_its_lane_and_the_other_lane_finishes(tmp_path: Path
     assert "Invalid API Key" in bad_lane.message  # the provider's own words
     assert "badkey" in summary.halted()
     assert "gsk_wrongwrong" not in console.getvalue()
+    assert "wrongwrongwrong1234" not in console.getvalue()
     log = (tmp_path / "run" / "logs" / "engine.jsonl").read_text()
-    assert "lane_stopped" in log and "gsk_wrongwrong" not in log
+    assert "lane_stopped" in log and "wrongwrongwrong1234" not in log
     assert summary.unaccepted == 30
 
 
