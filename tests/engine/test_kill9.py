@@ -114,11 +114,11 @@ async def test_kill9_at_random_moments_loses_and_duplicates_nothing(tmp_path: Pa
     assert oks["request_id"].n_unique() == oks.height == len(planned)
     joined = responses.join(oks.select("request_id", "attempt"), on="request_id")
     assert (joined["attempts"] == joined["attempt"]).all()
-    # attempt numbers continue across resumes: no (request, attempt) pair reused
+    # attempt numbers continue across resumes: no (request, attempt) pair names two
+    # different attempts in the shards (identical copies from a re-done fold are deduped)
     raw = pl.concat([pl.read_parquet(p) for p in sorted((run_dir / "attempts").glob("part-*"))])
-    assert raw.select("request_id", "attempt").is_duplicated().sum() == 0 or (
-        raw.unique().height == raw.unique(subset=["request_id", "attempt"]).height
-    )
+    distinct = raw.select("request_id", "attempt", "outcome", "started_at").unique()
+    assert distinct.group_by("request_id", "attempt").len()["len"].max() == 1
     # interrupted attempts were recorded, and the simulator reconciles
     interrupted = attempts.filter(pl.col("outcome") == "interrupted").height
     finished = attempts.height - interrupted
