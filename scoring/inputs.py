@@ -8,6 +8,9 @@ one place keeps the error messages identical and the solvers free of defensive c
 from __future__ import annotations
 
 import numpy as np
+
+#: Float error tolerated (and clipped) at the ends of [0, 1].
+ROUNDING = 1e-12
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
@@ -50,6 +53,7 @@ def as_probs(probs: npt.ArrayLike, n_events: int) -> tuple[FloatArray, bool]:
             f"probs has {array.shape[1]} events per set but incidence has {n_events} rows"
         )
     answered = array[~np.isnan(array)]
-    if answered.size and (np.any(answered < 0.0) or np.any(answered > 1.0)):
+    if answered.size and (np.any(answered < -ROUNDING) or np.any(answered > 1.0 + ROUNDING)):
         raise ValueError("probs must lie in [0, 1] (NaN marks an unanswered event)")
-    return array, one_set
+    # Forecasts computed as M @ pi may overshoot 1 by an ulp; clip what is only rounding.
+    return np.clip(array, 0.0, 1.0), one_set
