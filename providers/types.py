@@ -91,7 +91,7 @@ class ChatRequest:
 
 @dataclass(frozen=True)
 class HttpRequest:
-    """A fully built HTTP request; `omitted` names options dropped because the model rejects them."""
+    """A fully built HTTP request; `omitted` names options left out as the model rejects them."""
 
     method: str
     url: str
@@ -100,7 +100,9 @@ class HttpRequest:
     omitted: tuple[str, ...] = ()
 
     def __repr__(self) -> str:  # headers may carry credentials
-        return f"HttpRequest({self.method} {self.url}, {len(self.body)} bytes, omitted={self.omitted})"
+        return (
+            f"HttpRequest({self.method} {self.url}, {len(self.body)} bytes, omitted={self.omitted})"
+        )
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,8 @@ def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
             adapter_for(model, env)
         except ConfigError as exc:
             raise SpecError(
-                spec.path, f"models[{index}]",
+                spec.path,
+                f"models[{index}]",
                 f"{exc} (or run with --rehearse to use the local simulator)",
             ) from None
 
@@ -129,14 +130,17 @@ async def run_campaign(
     plan_summary = summarise(estimate(spec, units))
     cost = plan_summary["total"]["cost_usd"]
     if max_cost is not None and cost is not None and cost > max_cost and not rehearse:
-        raise RunError(f"estimated cost ${cost:,.2f} exceeds --max-cost ${max_cost:,.2f}; nothing was sent")
+        raise RunError(
+            f"estimated cost ${cost:,.2f} exceeds --max-cost ${max_cost:,.2f}; nothing was sent"
+        )
     resumed = freeze_spec(spec, run_dir)
     plan_path = run_dir / "plan.parquet"
     if not plan_path.exists():
         write_plan(spec, run_dir, units)
     console.print(
         f"[bold]{spec.name}[/]: {plan_summary['total']['queries']:,} queries planned"
-        + (" (resuming)" if resumed else "") + (" — rehearsal on the local simulator" if rehearse else "")
+        + (" (resuming)" if resumed else "")
+        + (" — rehearsal on the local simulator" if rehearse else "")
     )
     # The simulator's fake credentials (a service-account key among them) live in a temporary
     # folder, never in the run folder, which users share.
@@ -147,11 +151,16 @@ async def run_campaign(
             models, envs = resolve_models(spec, sim_root, rehearse, Path(sim_workdir))
             adapters = {name: adapter_for(config, envs[name]) for name, config in models.items()}
             summary = await dispatch(
-                plan_path, run_dir, models, adapters, parser=spec.parser,
-                progress=console if progress else None, max_attempts=spec.max_attempts,
+                plan_path,
+                run_dir,
+                models,
+                adapters,
+                parser=spec.parser,
+                progress=console if progress else None,
+                max_attempts=spec.max_attempts,
             )
     scores = score_run(spec, run_dir, units)
-    report = write_report(run_dir, scores, floor=spec.coverage_floor, seed=spec.seed, console=console)
+    report = write_report(
+        run_dir, scores, floor=spec.coverage_floor, seed=spec.seed, console=console
+    )
     return CampaignResult(run_dir=run_dir, summary=summary, report=report)
-
-

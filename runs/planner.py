@@ -60,7 +60,9 @@ def _digest(*parts: object) -> bytes:
 
 
 def request_id(campaign: str, model: str, pass_index: int, query: Query) -> str:
-    return _digest(campaign, model, pass_index, query.system, query.user, ",".join(query.keys)).hex()[:24]
+    return _digest(
+        campaign, model, pass_index, query.system, query.user, ",".join(query.keys)
+    ).hex()[:24]
 
 
 def render_seed(campaign_seed: int, arm: str, unit: str, pass_index: int) -> int:
@@ -70,14 +72,19 @@ def render_seed(campaign_seed: int, arm: str, unit: str, pass_index: int) -> int
 
 def request_seed(campaign_seed: int, pass_index: int, query: Query) -> int:
     """The seed sent to the provider: task-specific and different per pass (Appendix C)."""
-    return int.from_bytes(_digest(campaign_seed, pass_index, query.system, query.user)[:4], "big") & 0x7FFFFFFF
+    return (
+        int.from_bytes(_digest(campaign_seed, pass_index, query.system, query.user)[:4], "big")
+        & 0x7FFFFFFF
+    )
 
 
 def arm_of(entry: ArmEntry, spec: CampaignSpec) -> Arm:
     try:
         return ARMS[entry.name]
     except KeyError:
-        raise SpecError(spec.path, "arms", f"an arm from the catalogue, not {entry.name!r}") from None
+        raise SpecError(
+            spec.path, "arms", f"an arm from the catalogue, not {entry.name!r}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -98,11 +105,17 @@ def iter_queries(spec: CampaignSpec, units: UnitSource) -> Iterator[PlannedQuery
         models = spec.models_for(entry)
         for unit in units.for_arm(arm):
             for pass_index in range(entry.passes):
-                queries = arm.queries(unit, pass_index, render_seed(spec.seed, arm.name, unit.id, pass_index))
+                queries = arm.queries(
+                    unit, pass_index, render_seed(spec.seed, arm.name, unit.id, pass_index)
+                )
                 for model in models:
                     for q in queries:
                         yield PlannedQuery(
-                            model=model, arm=arm.name, unit=unit.id, pass_index=pass_index, query=q,
+                            model=model,
+                            arm=arm.name,
+                            unit=unit.id,
+                            pass_index=pass_index,
+                            query=q,
                             request_id=request_id(spec.name, model.name, pass_index, q),
                             seed=request_seed(spec.seed, pass_index, q),
                         )
@@ -125,7 +138,9 @@ class _PartWriter:
 
     def flush(self) -> None:
         if self.rows:
-            pl.DataFrame(self.rows, schema=self.schema).write_parquet(self.folder / f"part-{self.parts:05d}.parquet")
+            pl.DataFrame(self.rows, schema=self.schema).write_parquet(
+                self.folder / f"part-{self.parts:05d}.parquet"
+            )
             self.parts += 1
             self.rows = []
 
@@ -151,14 +166,34 @@ def write_plan(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = Non
     seen: set[str] = set()
     for pq in iter_queries(spec, units):
         events, keys = list(pq.query.events), list(pq.query.keys)
-        members.add({"request_id": pq.request_id, "model": pq.model.name, "arm": pq.arm, "unit": pq.unit,
-                     "pass": pq.pass_index, "events": events, "keys": keys})
+        members.add(
+            {
+                "request_id": pq.request_id,
+                "model": pq.model.name,
+                "arm": pq.arm,
+                "unit": pq.unit,
+                "pass": pq.pass_index,
+                "events": events,
+                "keys": keys,
+            }
+        )
         if pq.request_id in seen:
             continue
         seen.add(pq.request_id)
-        plan.add({"request_id": pq.request_id, "model": pq.model.name, "arm": pq.arm, "unit": pq.unit,
-                  "events": events, "keys": keys, "pass": pq.pass_index, "seed": pq.seed,
-                  "system": pq.query.system, "user": pq.query.user})
+        plan.add(
+            {
+                "request_id": pq.request_id,
+                "model": pq.model.name,
+                "arm": pq.arm,
+                "unit": pq.unit,
+                "events": events,
+                "keys": keys,
+                "pass": pq.pass_index,
+                "seed": pq.seed,
+                "system": pq.query.system,
+                "user": pq.query.user,
+            }
+        )
     members.finish(run_dir / "plan_members.parquet")
     plan.finish(run_dir / "plan.parquet")
     return run_dir / "plan.parquet"
@@ -214,7 +249,9 @@ def estimate(spec: CampaignSpec, units: UnitSource | None = None) -> list[PlanLi
             sample = proxy.queries(unit, 0, 0)
             chars = sum(len(q.system) + len(q.user) for q in sample) / max(len(sample), 1)
             for model in spec.models_for(entry):
-                line = lines.setdefault((model.name, arm.name), PlanLine(model.name, arm.name, approximate=True))
+                line = lines.setdefault(
+                    (model.name, arm.name), PlanLine(model.name, arm.name, approximate=True)
+                )
                 line.queries += count
                 line._chars += round(chars * count)
                 line.tokens_out += count * TYPICAL_OUTPUT_TOKENS_PER_KEY
@@ -236,7 +273,10 @@ def _with_arms(spec: CampaignSpec, arms: Sequence[ArmEntry]) -> CampaignSpec:
 def _cost(model: ModelConfig, tokens_in: int, tokens_out: int) -> float | None:
     if model.price_in_per_mtok is None and model.price_out_per_mtok is None:
         return None
-    return ((model.price_in_per_mtok or 0.0) * tokens_in + (model.price_out_per_mtok or 0.0) * tokens_out) / 1e6
+    return (
+        (model.price_in_per_mtok or 0.0) * tokens_in
+        + (model.price_out_per_mtok or 0.0) * tokens_out
+    ) / 1e6
 
 
 def summarise(lines: Sequence[PlanLine]) -> dict[str, Any]:
@@ -246,7 +286,9 @@ def summarise(lines: Sequence[PlanLine]) -> dict[str, Any]:
         out: dict[str, dict[str, Any]] = {}
         for line in lines:
             name = getattr(line, key)
-            acc = out.setdefault(name, {"queries": 0, "shared": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": None})
+            acc = out.setdefault(
+                name, {"queries": 0, "shared": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": None}
+            )
             acc["queries"] += line.queries
             acc["shared"] += line.shared
             acc["tokens_in"] += line.tokens_in

@@ -23,14 +23,28 @@ from runs.units import UnitSource
 from scoring import brier, dutch_books
 
 FORECAST_SCHEMA: dict[str, Any] = {
-    "model": pl.String, "arm": pl.String, "unit": pl.String, "pass": pl.Int32,
-    "event": pl.String, "p": pl.Float64,
+    "model": pl.String,
+    "arm": pl.String,
+    "unit": pl.String,
+    "pass": pl.Int32,
+    "event": pl.String,
+    "p": pl.Float64,
 }
 SCORE_SCHEMA: dict[str, Any] = {
-    "model": pl.String, "arm": pl.String, "unit": pl.String, "pass": pl.Int32, "set": pl.String,
-    "cluster": pl.String, "norm": pl.String, "profit": pl.Float64, "coverage": pl.Float64,
-    "events": pl.List(pl.String), "stakes": pl.List(pl.Float64), "coherent": pl.List(pl.Float64),
-    "brier": pl.Float64, "answered": pl.Int32,
+    "model": pl.String,
+    "arm": pl.String,
+    "unit": pl.String,
+    "pass": pl.Int32,
+    "set": pl.String,
+    "cluster": pl.String,
+    "norm": pl.String,
+    "profit": pl.Float64,
+    "coverage": pl.Float64,
+    "events": pl.List(pl.String),
+    "stakes": pl.List(pl.Float64),
+    "coherent": pl.List(pl.Float64),
+    "brier": pl.Float64,
+    "answered": pl.Int32,
 }
 FAMILY_ARM_PREFIX = "families/"
 
@@ -45,7 +59,9 @@ def build_forecasts(run_dir: Path) -> pl.DataFrame:
     members = pl.scan_parquet(run_dir / "plan_members.parquet").select(
         "request_id", "model", "arm", "unit", "pass", "events"
     )
-    answers = scan_responses(run_dir).select("request_id", "values").unique("request_id", keep="first")
+    answers = (
+        scan_responses(run_dir).select("request_id", "values").unique("request_id", keep="first")
+    )
     frame = members.join(answers, on="request_id", how="inner").collect()
     if frame.height == 0:
         return pl.DataFrame(schema=FORECAST_SCHEMA)
@@ -68,7 +84,10 @@ class _Batch:
 
 
 def score_forecasts(
-    spec: CampaignSpec, forecasts: pl.DataFrame, units: UnitSource, norms: Iterable[str] | None = None
+    spec: CampaignSpec,
+    forecasts: pl.DataFrame,
+    units: UnitSource,
+    norms: Iterable[str] | None = None,
 ) -> pl.DataFrame:
     lookup: dict[tuple[str, str, str, int], dict[str, float]] = defaultdict(dict)
     for model, arm, unit, pass_, event, p in forecasts.iter_rows():
@@ -94,14 +113,25 @@ def score_forecasts(
                             answers = lookup.get((model, arm.name, unit.id, pass_index), {})
                             probs = np.array([answers.get(e, np.nan) for e in ids], dtype=float)
                             outcome_vec = (
-                                np.array([float(outcomes[e]) for e in ids]) if outcomes is not None else None
+                                np.array([float(outcomes[e]) for e in ids])
+                                if outcomes is not None
+                                else None
                             )
                             batch.rows.append(probs)
-                            batch.meta.append({
-                                "model": model, "arm": arm.name, "unit": unit.id, "pass": pass_index,
-                                "set": scoring_set.name, "cluster": cluster, "norm": norm, "events": ids,
-                                "answered": int(np.isfinite(probs).sum()), "outcomes": outcome_vec,
-                            })
+                            batch.meta.append(
+                                {
+                                    "model": model,
+                                    "arm": arm.name,
+                                    "unit": unit.id,
+                                    "pass": pass_index,
+                                    "set": scoring_set.name,
+                                    "cluster": cluster,
+                                    "norm": norm,
+                                    "events": ids,
+                                    "answered": int(np.isfinite(probs).sum()),
+                                    "outcomes": outcome_vec,
+                                }
+                            )
     records: list[dict[str, Any]] = []
     for (norm, _, _), batch in batches.items():
         probs = np.vstack(batch.rows)
@@ -110,17 +140,23 @@ def score_forecasts(
             outcome_vec = meta.pop("outcomes")
             n = len(meta["events"])
             answered = meta["answered"]
-            records.append({
-                **meta,
-                "profit": float(result.profit[k]),
-                "coverage": answered / n if n else 0.0,
-                "stakes": [_finite_or_none(v) for v in result.stakes[k]],
-                "coherent": [_finite_or_none(v) for v in result.coherent[k]],
-                "brier": float(brier(probs[k], outcome_vec)) if outcome_vec is not None and answered else None,
-            })
+            records.append(
+                {
+                    **meta,
+                    "profit": float(result.profit[k]),
+                    "coverage": answered / n if n else 0.0,
+                    "stakes": [_finite_or_none(v) for v in result.stakes[k]],
+                    "coherent": [_finite_or_none(v) for v in result.coherent[k]],
+                    "brier": float(brier(probs[k], outcome_vec))
+                    if outcome_vec is not None and answered
+                    else None,
+                }
+            )
     if not records:
         return pl.DataFrame(schema=SCORE_SCHEMA)
-    return pl.DataFrame(records, schema=SCORE_SCHEMA).sort(["model", "arm", "unit", "set", "pass", "norm"])
+    return pl.DataFrame(records, schema=SCORE_SCHEMA).sort(
+        ["model", "arm", "unit", "set", "pass", "norm"]
+    )
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -152,8 +152,16 @@ def parse_spec(
     models = _parse_models(raw.get("models"), path)
     arms = _parse_arms(raw.get("arms"), path, arm_names, {m.name for m in models})
     return CampaignSpec(
-        name=name, seed=seed, parser=parser, data=data, models=models, arms=arms, path=path,
-        coverage_floor=floor, max_attempts=max_attempts, text=text,
+        name=name,
+        seed=seed,
+        parser=parser,
+        data=data,
+        models=models,
+        arms=arms,
+        path=path,
+        coverage_floor=floor,
+        max_attempts=max_attempts,
+        text=text,
     )
 
 
@@ -167,17 +175,21 @@ def _parse_data(raw: Any, path: Path) -> DataSpec:
         value = _get(raw, key, str, path, "data.", "a path relative to the spec file", default=None)
         if value is None:
             return None
-        resolved = (base / value).resolve()
+        resolved: Path = (base / value).resolve()
         if not resolved.exists():
-            raise SpecError(path, f"data.{key}", f"a file or folder that exists ({resolved} does not)")
+            raise SpecError(
+                path, f"data.{key}", f"a file or folder that exists ({resolved} does not)"
+            )
         return resolved
 
     stock_days = _get(raw, "stock_days", int, path, "data.", "an integer", default=100)
     if stock_days < 2 or stock_days % 2:
         raise SpecError(path, "data.stock_days", "an even integer >= 2 (two stocks per date)")
     return DataSpec(
-        returns=optional_path("returns"), headlines=optional_path("headlines"),
-        stock_days=stock_days, families=optional_path("families"),
+        returns=optional_path("returns"),
+        headlines=optional_path("headlines"),
+        stock_days=stock_days,
+        families=optional_path("families"),
     )
 
 
@@ -192,7 +204,8 @@ def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
         _unknown(entry, set(_MODEL_KEYS), path, where)
         for key, (types, expected) in _MODEL_KEYS.items():
             if key in entry and (
-                not isinstance(entry[key], types) or (isinstance(entry[key], bool) and bool not in types)
+                not isinstance(entry[key], types)
+                or (isinstance(entry[key], bool) and bool not in types)
             ):
                 raise SpecError(path, where + key, expected)
         for key in ("name", "provider", "model"):
@@ -202,14 +215,18 @@ def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
     names = [m.name for m in models]
     for name in names:
         if names.count(name) > 1:
-            raise SpecError(path, "models", f"unique names; {name!r} appears {names.count(name)} times")
+            raise SpecError(
+                path, "models", f"unique names; {name!r} appears {names.count(name)} times"
+            )
     return tuple(models)
 
 
 def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
     if entry["provider"] not in PROVIDERS:
-        raise SpecError(path, where + "provider", f"one of {', '.join(PROVIDERS)}, not {entry['provider']!r}")
-    checks = {
+        raise SpecError(
+            path, where + "provider", f"one of {', '.join(PROVIDERS)}, not {entry['provider']!r}"
+        )
+    checks: dict[str, Callable[[float], bool]] = {
         "rpm": lambda v: v > 0,
         "tpm": lambda v: v > 0,
         "concurrency": lambda v: v >= 1,
@@ -242,7 +259,9 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
     )
 
 
-def _parse_arms(raw: Any, path: Path, arm_names: set[str], model_names: set[str]) -> tuple[ArmEntry, ...]:
+def _parse_arms(
+    raw: Any, path: Path, arm_names: set[str], model_names: set[str]
+) -> tuple[ArmEntry, ...]:
     if not isinstance(raw, list) or not raw:
         raise SpecError(path, "arms", "at least one [[arms]] table")
     arms: list[ArmEntry] = []
@@ -254,22 +273,34 @@ def _parse_arms(raw: Any, path: Path, arm_names: set[str], model_names: set[str]
         _unknown(entry, _ARM_KEYS, path, where)
         name = _get(entry, "name", str, path, where, "an arm name")
         if name not in arm_names:
-            raise SpecError(path, where + "name", f"an arm from the catalogue, not {name!r} ({_close(name, arm_names)})")
+            raise SpecError(
+                path,
+                where + "name",
+                f"an arm from the catalogue, not {name!r} ({_close(name, arm_names)})",
+            )
         passes = _get(entry, "passes", int, path, where, "an integer >= 1", default=1)
         if passes < 1:
             raise SpecError(path, where + "passes", "an integer >= 1")
         subset = entry.get("models")
         if subset is not None:
-            if not isinstance(subset, list) or not all(isinstance(m, str) for m in subset) or not subset:
+            if (
+                not isinstance(subset, list)
+                or not all(isinstance(m, str) for m in subset)
+                or not subset
+            ):
                 raise SpecError(path, where + "models", "a non-empty list of model names")
             for m in subset:
                 if m not in model_names:
-                    raise SpecError(path, where + "models", f"names declared in [[models]]; {m!r} is not")
+                    raise SpecError(
+                        path, where + "models", f"names declared in [[models]]; {m!r} is not"
+                    )
         # An arm may appear more than once (e.g. 5 passes for one model, 1 for the rest), but a
         # model may meet each arm only once, or its answers would be planned twice.
         for m in subset or sorted(model_names):
             if (name, m) in seen:
-                raise SpecError(path, where + "models", f"each model once per arm; {m!r} already has {name!r}")
+                raise SpecError(
+                    path, where + "models", f"each model once per arm; {m!r} already has {name!r}"
+                )
             seen.add((name, m))
         arms.append(ArmEntry(name=name, passes=passes, models=tuple(subset) if subset else None))
     return tuple(arms)
@@ -285,12 +316,22 @@ def _close(name: str, choices: set[str]) -> str:
 def _unknown(raw: Mapping[str, Any], allowed: set[str], path: Path, where: str) -> None:
     for key in raw:
         if key not in allowed:
-            raise SpecError(path, where + key, f"a known key ({', '.join(sorted(allowed))}); this one is unknown")
+            raise SpecError(
+                path,
+                where + key,
+                f"a known key ({', '.join(sorted(allowed))}); this one is unknown",
+            )
 
 
 def _get(
-    raw: Mapping[str, Any], key: str, types: type | tuple[type, ...], path: Path, where: str,
-    expected: str, *, default: Any = ...,
+    raw: Mapping[str, Any],
+    key: str,
+    types: type | tuple[type, ...],
+    path: Path,
+    where: str,
+    expected: str,
+    *,
+    default: Any = ...,
 ) -> Any:
     if key not in raw:
         if default is ...:

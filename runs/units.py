@@ -49,13 +49,16 @@ class UnitSource:
 
     @cached_property
     def families(self) -> Sequence[Any]:
-        return [FamilyUnit(f) for f in load_families(self.spec.data.families or FAMILIES_DIR).values()]
+        return [
+            FamilyUnit(f) for f in load_families(self.spec.data.families or FAMILIES_DIR).values()
+        ]
 
     def check_requirements(self, arm: Arm) -> None:
         """Refuse an arm whose inputs the campaign's data lacks, before anything is sent."""
         if not self.requirements_met(arm):
             raise SpecError(
-                self.spec.path, "data.headlines",
+                self.spec.path,
+                "data.headlines",
                 f"arm {arm.name!r} needs headlines (a CSV or Parquet with date, asset, headline); "
                 "the embedded default data has none",
             )

@@ -8,12 +8,11 @@ one place keeps the error messages identical and the solvers free of defensive c
 from __future__ import annotations
 
 import numpy as np
-
-#: Float error tolerated (and clipped) at the ends of [0, 1].
-ROUNDING = 1e-12
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+#: Float error tolerated (and clipped) at the ends of [0, 1].
+ROUNDING = 1e-12
 
 
 def as_incidence(incidence: npt.ArrayLike) -> FloatArray:

@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
 
 
 def project_imports(path: Path) -> set[str]:
-    """Top-level project packages a module imports (absolute imports only; relative ones stay inside)."""
+    """Top-level project packages a module imports (absolute imports; relative ones stay inside)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -73,7 +73,10 @@ def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
         pytest.skip("lint-imports is not installed in this environment")
     return subprocess.run(
         [str(exe), "--config", str(root / "pyproject.toml")],
-        cwd=root, capture_output=True, text=True, timeout=240,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=240,
         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
     )
 

@@ -1,4 +1,4 @@
-"""`dutchbook plan SPEC`: what a campaign will ask, and roughly what it will cost, before it runs."""
+"""`dutchbook plan SPEC`: what a campaign will ask and roughly what it will cost."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ def _money(value: float | None) -> str:
 
 def plan(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="campaign spec (TOML)")],
-    as_json: Annotated[bool, typer.Option("--json", help="one JSON object: total, by_model, by_arm")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="one JSON object: total, by_model, by_arm")
+    ] = False,
 ) -> None:
     """Count queries per model and arm, with estimated tokens and cost."""
     with user_errors(SpecError, FileNotFoundError, ValueError):
@@ -37,8 +39,13 @@ def plan(
         for col in (title, "queries", "tokens in", "tokens out (typical)", "cost (typical)"):
             table.add_column(col, justify="left" if col == title else "right")
         for name, row in summary[key].items():
-            table.add_row(name, f"{row['queries']:,}", f"{row['tokens_in']:,}", f"{row['tokens_out']:,}",
-                          _money(row["cost_usd"]))
+            table.add_row(
+                name,
+                f"{row['queries']:,}",
+                f"{row['tokens_in']:,}",
+                f"{row['tokens_out']:,}",
+                _money(row["cost_usd"]),
+            )
         console.print(table)
     total = summary["total"]
     console.print(

@@ -16,12 +16,18 @@ from runs.spec import SpecError
 
 def run(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="campaign spec (TOML)")],
-    out: Annotated[Path | None, typer.Option("--out", help="run folder (default out/<name>)")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="run folder (default out/<name>)")
+    ] = None,
     max_cost: Annotated[
-        float | None, typer.Option("--max-cost", metavar="USD", help="refuse to start above this estimate")
+        float | None,
+        typer.Option("--max-cost", metavar="USD", help="refuse to start above this estimate"),
     ] = None,
     rehearse: Annotated[
-        bool, typer.Option("--rehearse", help="swap every provider for the local simulator: no keys, no spending")
+        bool,
+        typer.Option(
+            "--rehearse", help="swap every provider for the local simulator: no keys, no spending"
+        ),
     ] = False,
 ) -> None:
     """Run a campaign into a folder; an interrupted run resumes where it stopped."""

@@ -109,7 +109,9 @@ def test_linked_sets_are_scored_on_answers_other_arms_already_bought(spec_path: 
     assert by_arm["horizon/2"]["queries"] == 52 * 2
 
 
-def test_a_campaign_runs_scores_and_resumes_without_paying_twice(spec_path: Path, tmp_path: Path) -> None:
+def test_a_campaign_runs_scores_and_resumes_without_paying_twice(
+    spec_path: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "run"
     run(spec_path, out)
     plan = pl.read_parquet(out / "plan.parquet")
@@ -121,7 +123,17 @@ def test_a_campaign_runs_scores_and_resumes_without_paying_twice(spec_path: Path
     scores = pl.read_parquet(out / "scores.parquet")
     forecasts = pl.read_parquet(out / "forecasts.parquet")
     assert forecasts.columns == ["model", "arm", "unit", "pass", "event", "p"]
-    assert {"model", "arm", "unit", "pass", "norm", "profit", "coverage", "stakes", "coherent"} <= set(scores.columns)
+    assert {
+        "model",
+        "arm",
+        "unit",
+        "pass",
+        "norm",
+        "profit",
+        "coverage",
+        "stakes",
+        "coherent",
+    } <= set(scores.columns)
     # linked sets are scored although no linked query was sent
     linked = scores.filter(pl.col("arm") == "linked")
     assert linked.height > 0 and linked["coverage"].min() == 1.0
@@ -140,7 +152,9 @@ def test_a_campaign_runs_scores_and_resumes_without_paying_twice(spec_path: Path
     assert np.allclose(again["profit"].to_numpy(), scores["profit"].to_numpy(), equal_nan=True)
 
 
-def test_a_different_spec_will_not_resume_into_the_same_folder(spec_path: Path, tmp_path: Path) -> None:
+def test_a_different_spec_will_not_resume_into_the_same_folder(
+    spec_path: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "run"
     out.mkdir()
     (out / "spec.toml").write_text("name = 'other'\n")

@@ -59,7 +59,9 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
     a = spec.model("a")
     assert a.rpm == 600.0 and a.price_in_per_mtok == 0.15 and a.price_out_per_mtok == 0.6
     assert [(e.name, e.passes, e.models) for e in spec.arms] == [
-        ("baseline", 5, ("a",)), ("baseline", 1, ("b",)), ("full-panel", 1, None),
+        ("baseline", 5, ("a",)),
+        ("baseline", 1, ("b",)),
+        ("full-panel", 1, None),
     ]
     assert [m.name for m in spec.models_for(spec.arms[2])] == ["a", "b"]
 
@@ -68,7 +70,11 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
     ("edit", "key", "words"),
     [
         (("rpm = 600", "rpm = 600\nrpn = 3"), "models[0].rpn", "unknown"),
-        (('name = "full-panel"', 'name = "full-panels"'), "arms[2].name", "did you mean full-panel"),
+        (
+            ('name = "full-panel"', 'name = "full-panels"'),
+            "arms[2].name",
+            "did you mean full-panel",
+        ),
         (("temperature = 1.0", "temperature = 7.0"), "models[1].temperature", "[0, 2]"),
         (('provider = "groq"', 'provider = "grok"'), "models[1].provider", "one of"),
         (("rpm = 600", "rpm = -1"), "models[0].rpm", "> 0"),
@@ -78,11 +84,13 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
         (("stock_days = 4", "stock_days = 5"), "data.stock_days", "even"),
         (('parser = "lenient"', 'parser = "loose"'), "parser", "strict or lenient"),
         (("max_tokens = 8192", 'max_tokens = "8k"'), "models[1].max_tokens", "integer"),
-        (("[data]", "[data]\nreturns = \"nowhere.csv\""), "data.returns", "does not"),
+        (("[data]", '[data]\nreturns = "nowhere.csv"'), "data.returns", "does not"),
         (("price_in = 0.15", "price_in = true"), "models[0].price_in", "USD"),
     ],
 )
-def test_bad_specs_name_the_key(tmp_path: Path, edit: tuple[str, str], key: str, words: str) -> None:
+def test_bad_specs_name_the_key(
+    tmp_path: Path, edit: tuple[str, str], key: str, words: str
+) -> None:
     old, new = edit
     assert old in GOOD
     path = write(tmp_path, GOOD.replace(old, new, 1))
@@ -102,7 +110,7 @@ def test_missing_file_and_bad_toml(tmp_path: Path) -> None:
 
 
 def test_a_key_in_the_spec_is_refused_by_name_not_read(tmp_path: Path) -> None:
-    path = write(tmp_path, GOOD.replace('rpm = 600', 'rpm = 600\napi_key = "sk-live-123"', 1))
+    path = write(tmp_path, GOOD.replace("rpm = 600", 'rpm = 600\napi_key = "sk-live-123"', 1))
     with pytest.raises(SpecError) as info:
         load_spec(path, arm_names=ARMS)
     assert info.value.key == "models[0].api_key"
