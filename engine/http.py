@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import aiohttp
+import yarl
 
 from providers.base import Adapter
 from providers.types import Completion, Failure, HttpRequest, Outcome
@@ -59,7 +60,9 @@ class HttpClient:
         try:
             async with session.request(
                 request.method,
-                request.url,
+                # Verbatim: the URL is already percent-encoded and (Bedrock) signed as is; a
+                # plain str lets yarl decode `%3A` and the server's signature check fails.
+                yarl.URL(request.url, encoded=True),
                 headers=request.headers,
                 data=request.body,
                 timeout=self._timeout(timeout_s),
