@@ -8,11 +8,10 @@ it reports the call's price as `usage.estimated_cost`, which we keep as `cost_us
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
-from providers.openai_compat import Dialect, OpenAICompatAdapter, chat_url, token_field
+from providers.openai_compat import Dialect, OpenAICompatAdapter, bearer_key_adapter
 from providers.secrets import first_set
-from providers.types import ConfigError, ModelConfig
+from providers.types import ModelConfig
 
 PROVIDER = "deepinfra"
 DEFAULT_BASE_URL = "https://api.deepinfra.com/v1/openai"
@@ -32,15 +31,4 @@ def required_env(config: ModelConfig, env: Mapping[str, str] | None = None) -> l
 
 
 def create_adapter(config: ModelConfig, env: Mapping[str, str]) -> OpenAICompatAdapter:
-    found = first_set(env, key_variables(config))
-    if found is None:
-        raise ConfigError(
-            f"model {config.name!r} (deepinfra): set {' or '.join(key_variables(config))}"
-        )
-    return OpenAICompatAdapter(
-        provider=PROVIDER,
-        config=config,
-        url=chat_url(config.base_url or DEFAULT_BASE_URL),
-        dialect=replace(DIALECT, token_field=token_field(config, DIALECT.token_field)),
-        credential=found[1],
-    )
+    return bearer_key_adapter(config, env, DIALECT, key_variables(config), DEFAULT_BASE_URL)

@@ -17,7 +17,7 @@ import orjson
 
 from providers.base import Headers, as_float, as_int, body_excerpt, load_json, short
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
-from providers.secrets import Secret, redact
+from providers.secrets import Secret, first_set, redact
 from providers.types import (
     ChatRequest,
     Completion,
@@ -211,6 +211,25 @@ class OpenAICompatAdapter:
             secret = [self.credential]
             result = _redact_failure(result, secret)
         return result
+
+
+def bearer_key_adapter(
+    config: ModelConfig, env: Mapping[str, str], dialect: Dialect, variables: tuple[str, ...],
+    default_base_url: str,
+) -> OpenAICompatAdapter:
+    """A hosted OpenAI-compatible API keyed by the first of `variables` set in `env`."""
+    found = first_set(env, variables)
+    if found is None:
+        raise ConfigError(
+            f"model {config.name!r} ({dialect.provider}): set {' or '.join(variables)}"
+        )
+    return OpenAICompatAdapter(
+        provider=dialect.provider,
+        config=config,
+        url=chat_url(config.base_url or default_base_url),
+        dialect=replace(dialect, token_field=token_field(config, dialect.token_field)),
+        credential=found[1],
+    )
 
 
 def _redact_failure(failure: Failure, secrets: list[Secret]) -> Failure:
