@@ -34,19 +34,30 @@ def plan(
         typer.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
         return
     console = Console()
+    shared = summary["total"]["shared"] > 0
     for key, title in (("by_model", "model"), ("by_arm", "arm")):
         table = Table(title=f"{spec.name}: queries by {title}")
-        for col in (title, "queries", "tokens in", "tokens out (typical)", "cost (typical)"):
+        columns = [title, "queries", "tokens in", "tokens out (typical)", "cost (typical)"]
+        if shared:
+            columns.insert(2, "reused")
+        for col in columns:
             table.add_column(col, justify="left" if col == title else "right")
         for name, row in summary[key].items():
-            table.add_row(
+            cells = [
                 name,
                 f"{row['queries']:,}",
                 f"{row['tokens_in']:,}",
                 f"{row['tokens_out']:,}",
                 _money(row["cost_usd"]),
-            )
+            ]
+            if shared:
+                cells.insert(2, f"{row['shared']:,}")
+            table.add_row(*cells)
         console.print(table)
+    if shared:
+        console.print(
+            "reused: questions another arm asks word for word; answered once, scored in both"
+        )
     total = summary["total"]
     console.print(
         f"total: [bold]{total['queries']:,}[/] queries, ~{total['tokens_in']:,} tokens in, "
