@@ -1,0 +1,81 @@
+"""The shipped specs plan what they claim: the paper's 365,100 elicitations, arm by arm."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from runs.planner import estimate, summarise
+from runs.spec import load_spec
+
+SPECS = Path(__file__).resolve().parents[2] / "runs" / "specs"
+WORKHORSE = "gpt-oss-120b"
+
+
+@pytest.fixture(scope="module")
+def paper() -> dict[str, object]:
+    return summarise(estimate(load_spec(SPECS / "paper.toml")))
+
+
+def test_the_paper_spec_plans_the_papers_total(paper: dict[str, object]) -> None:
+    total, by_model, by_arm = paper["total"], paper["by_model"], paper["by_arm"]
+    assert total["queries"] == 365_100  # type: ignore[index]
+    assert by_model[WORKHORSE]["queries"] == 345_500  # type: ignore[index]  # Appendix C
+    others = {m: v["queries"] for m, v in by_model.items() if m != WORKHORSE}  # type: ignore[attr-defined]
+    assert len(others) == 14 and set(others.values()) == {14 * 100}
+    expected = {
+        "statistics": 7_000,
+        "instructions": 7_000,
+        "identity": 7_000,
+        "headline": 7_000,
+        "complement-pairs": 3_500,
+        "relation-poor-pairs": 3_500,
+        "full-panel": 500,
+        "unresolved/2": 7_000,
+        "two-asset": 22_000,
+        "horizon/2": 26_000,
+        "horizon/3": 61_000,
+        "horizon/4": 124_000,
+        "linked": 0,
+        "dispersed": 0,
+    }
+    for arm, queries in expected.items():
+        assert by_arm[arm]["queries"] == queries, arm  # type: ignore[index]
+    assert by_arm["baseline"]["queries"] == 7_000 + 19_600  # type: ignore[index]
+    # linked and dispersed questions are all asked already by two-asset and horizon/2
+    assert by_arm["linked"]["shared"] == by_arm["dispersed"]["shared"] == 44 * 100 * 5  # type: ignore[index]
+    assert total["approximate_arms"] == ["headline"]  # type: ignore[index]  # no headlines shipped
+
+
+def test_the_comment_account_adds_up_to_the_same_total() -> None:
+    text = (SPECS / "paper.toml").read_text(encoding="utf-8")
+    assert "365,100" in text and "345,500" in text
+
+
+def test_quickstart_and_families_specs_load_and_plan() -> None:
+    quick = summarise(estimate(load_spec(SPECS / "quickstart.toml")))
+    assert quick["total"]["queries"] > 1_000
+    assert all(name.startswith("sim-") for name in quick["by_model"])
+    families = summarise(estimate(load_spec(SPECS / "families.toml")))
+    per_model = {m: v["queries"] for m, v in families["by_model"].items()}
+    # ~160 calls per model: every statement alone plus each family once (37 families)
+    assert len(set(per_model.values())) == 1
+    assert 150 <= next(iter(per_model.values())) <= 200
+
+
+def test_plan_json_from_the_command_line() -> None:
+    exe = Path(sys.executable).with_name("dutchbook")
+    out = subprocess.run(
+        [str(exe), "plan", str(SPECS / "quickstart.toml"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    data = orjson.loads(out.stdout)
+    assert set(data) == {"total", "by_model", "by_arm"}
+    assert data["total"]["queries"] == sum(v["queries"] for v in data["by_arm"].values())
