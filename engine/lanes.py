@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -28,10 +29,12 @@ from engine.logs import EngineLog
 from engine.records import AttemptRecord, ResponseRecord
 from engine.retry import PERMANENT, RetryPolicy, RetryTally
 from providers.base import Adapter
+from providers.google_auth_tokens import TokenRefreshError
 from providers.types import (
     ChatRequest,
     Completion,
     Failure,
+    HttpRequest,
     ModelConfig,
     Outcome,
     RateLimitInfo,
@@ -41,6 +44,28 @@ from providers.types import (
 _CUT_OFF = frozenset({"length", "max_tokens", "MAX_TOKENS"})
 #: Concurrency when the spec gives none: polite to a real provider, plenty for a simulator.
 DEFAULT_CONCURRENCY = 8
+#: Threads per lane for adapters whose `build` may block. They mostly queue on the adapter's
+#: own refresh lock, so a few suffice; a lane's own pool means a stuck token endpoint can
+#: never take the threads other lanes (or plan reading and compaction) need.
+BUILD_THREADS = 4
+
+
+def builds_may_block(adapter: Adapter) -> bool:
+    """Whether `adapter.build` may block (token refresh, credential-chain lookup).
+
+    Adapters opt in with a `may_block = True` attribute; threading every build would cost
+    the fast bearer-key providers throughput for nothing (see `bench.dispatch`).
+    """
+    return bool(getattr(adapter, "may_block", False))
+
+
+class _BuildFailed(Exception):
+    """A request could not be built; `retryable` says whether to try again like a
+    connection error or stop the lane."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class LedgerWriter(Protocol):
@@ -155,6 +180,8 @@ class Lane:
         self.hold = Hold()
         self._permanent_streak = 0
         self.results = 0  # finished attempts, read by the dispatcher's compaction trigger
+        self._build_in_thread = builds_may_block(adapter)
+        self._build_pool: ThreadPoolExecutor | None = None
 
     # -- state ---------------------------------------------------------------------------
 
@@ -200,6 +227,8 @@ class Lane:
         try:
             await asyncio.gather(*(self._worker(queue) for _ in range(self.workers)))
         finally:
+            if self._build_pool is not None:  # never wait here for a build stuck in a thread
+                self._build_pool.shutdown(wait=False, cancel_futures=True)
             self.stats.finished = time.monotonic()
             if self.stats.state is LaneState.RUNNING:
                 self.stats.state = LaneState.DONE
@@ -233,6 +262,7 @@ class Lane:
                 return
             await self._sleep(self.hold.remaining())
             await self.cap.acquire()
+            unbuilt: _BuildFailed | None = None
             try:
                 if self.halted:
                     return
@@ -244,12 +274,30 @@ class Lane:
                     await self._sleep(self.hold.remaining())
                     if self.halted:
                         return
-                attempt_no += 1
-                result, started, elapsed_ms = await self._send(chat, item, attempt_no)
+                try:
+                    request = await self._build(chat)
+                except _BuildFailed as exc:
+                    unbuilt = exc
+                else:
+                    attempt_no += 1
+                    result, started, elapsed_ms = await self._send(request, item, attempt_no)
             finally:
                 self.cap.release()
-            if result is None:
-                return  # the request could not even be built: the lane has been stopped
+            if unbuilt is not None:
+                # Nothing was sent, so nothing is journalled; a transient credential failure
+                # is retried and counted like the connection error it is.
+                name, provider = self.config.name, self.adapter.provider
+                if not unbuilt.retryable:
+                    self._halt(LaneState.STOPPED, f"{name} ({provider}): {unbuilt}")
+                    return
+                self.log.warning(
+                    "build_failed_retrying", model=name, provider=provider, detail=str(unbuilt)
+                )
+                if tries == self.policy.max_attempts:
+                    break
+                self.stats.retries.count(Outcome.CONNECTION_ERROR)
+                await self._sleep(self.policy.delay(tries))
+                continue
             failure = self._settle(item, attempt_no, result, started, elapsed_ms, estimate)
             if failure is None:
                 return
@@ -274,19 +322,34 @@ class Lane:
         while not self.halted and (left := deadline - time.monotonic()) > 0:
             await asyncio.sleep(min(left, tick))
 
-    async def _send(
-        self, chat: ChatRequest, item: PlanItem, attempt_no: int
-    ) -> tuple[Completion | Failure | None, datetime, float]:
-        started = datetime.now(UTC)
+    async def _build(self, chat: ChatRequest) -> HttpRequest:
+        """The adapter's request; built on the lane's own threads when `build` may block.
+
+        A Vertex token refresh or an AWS credential-chain lookup can block for many seconds;
+        on the loop it would stall every lane, not just this one.
+        """
         try:
-            request = self.adapter.build(chat)
-        except Exception as exc:  # a credential refresh or option error: permanent for the lane
-            self._halt(
-                LaneState.STOPPED,
-                f"{self.config.name} ({self.adapter.provider}): cannot build a request: "
-                f"{type(exc).__name__}: {exc}",
-            )
-            return None, started, 0.0
+            if not self._build_in_thread:
+                return self.adapter.build(chat)
+            if self._build_pool is None:
+                self._build_pool = ThreadPoolExecutor(
+                    BUILD_THREADS, thread_name_prefix=f"build-{self.config.name}"
+                )
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._build_pool, self.adapter.build, chat)
+        except TokenRefreshError as exc:  # its message is written to carry no secret
+            raise _BuildFailed(
+                f"credential refresh failed: {exc}", retryable=exc.retryable
+            ) from None
+        except Exception as exc:  # a credential or option error: permanent for the lane
+            raise _BuildFailed(
+                f"cannot build a request: {type(exc).__name__}: {exc}", retryable=False
+            ) from None
+
+    async def _send(
+        self, request: HttpRequest, item: PlanItem, attempt_no: int
+    ) -> tuple[Completion | Failure, datetime, float]:
+        started = datetime.now(UTC)
         self.ledger.record_dispatch(
             item.request_id, attempt_no, self.config.name, self.adapter.provider, started
         )

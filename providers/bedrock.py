@@ -279,6 +279,8 @@ class BedrockAdapter:
     """Speaks Converse for one Bedrock model; see the module docstring."""
 
     provider = PROVIDER
+    #: `build` may block (token refresh / credential chain): the engine builds on a thread.
+    may_block = True
 
     def __init__(
         self,

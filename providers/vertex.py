@@ -205,6 +205,8 @@ class VertexAdapter:
     """One Vertex model; see the module docstring for which endpoint it speaks."""
 
     provider = PROVIDER
+    #: `build` may block (token refresh / credential chain): the engine builds on a thread.
+    may_block = True
 
     def __init__(
         self,
