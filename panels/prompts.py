@@ -159,6 +159,12 @@ def _history_lines(sd: StockDay) -> tuple[str, ...]:
 
 
 def two_asset_history_block(pair: DatePair) -> list[str]:
+    return list(_two_asset_history_lines(pair))
+
+
+@lru_cache(maxsize=512)
+def _two_asset_history_lines(pair: DatePair) -> tuple[str, ...]:
+    """Cached like `_history_lines`: 44 questions per pair share these 60 lines."""
     a, b = pair.first, pair.second
     if a.history_dates != b.history_dates:
         raise ValueError(
@@ -177,7 +183,7 @@ def two_asset_history_block(pair: DatePair) -> list[str]:
         f"{d.isoformat()} | {fmt_z(za)} | {fmt_z(zb)}"
         for d, za, zb in zip(a.history_dates, a.history_z, b.history_z, strict=True)
     ]
-    return lines
+    return tuple(lines)
 
 
 def statistics_block(sd: StockDay) -> list[str]:

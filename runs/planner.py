@@ -59,10 +59,16 @@ def _digest(*parts: object) -> bytes:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
 
 
-def request_id(campaign: str, model: str, pass_index: int, query: Query) -> str:
-    return _digest(
-        campaign, model, pass_index, query.system, query.user, ",".join(query.keys)
-    ).hex()[:24]
+def content_digest(query: Query) -> str:
+    """What identifies a question: the exact messages and the keys asked for."""
+    return _digest(query.system, query.user, ",".join(query.keys)).hex()
+
+
+def request_id(
+    campaign: str, model: str, pass_index: int, query: Query, digest: str | None = None
+) -> str:
+    digest = digest or content_digest(query)
+    return _digest(campaign, model, pass_index, digest).hex()[:24]
 
 
 def render_seed(campaign_seed: int, arm: str, unit: str, pass_index: int) -> int:
@@ -70,12 +76,12 @@ def render_seed(campaign_seed: int, arm: str, unit: str, pass_index: int) -> int
     return int.from_bytes(_digest(campaign_seed, arm, unit, pass_index)[:4], "big") & 0x7FFFFFFF
 
 
-def request_seed(campaign_seed: int, pass_index: int, query: Query) -> int:
+def request_seed(
+    campaign_seed: int, pass_index: int, query: Query, digest: str | None = None
+) -> int:
     """The seed sent to the provider: task-specific and different per pass (Appendix C)."""
-    return (
-        int.from_bytes(_digest(campaign_seed, pass_index, query.system, query.user)[:4], "big")
-        & 0x7FFFFFFF
-    )
+    digest = digest or content_digest(query)
+    return int.from_bytes(_digest(campaign_seed, pass_index, digest)[:4], "big") & 0x7FFFFFFF
 
 
 def arm_of(entry: ArmEntry, spec: CampaignSpec) -> Arm:
@@ -108,16 +114,20 @@ def iter_queries(spec: CampaignSpec, units: UnitSource) -> Iterator[PlannedQuery
                 queries = arm.queries(
                     unit, pass_index, render_seed(spec.seed, arm.name, unit.id, pass_index)
                 )
+                digests = [content_digest(q) for q in queries]
+                seeds = [
+                    request_seed(spec.seed, pass_index, q, d) for q, d in zip(queries, digests, strict=False)
+                ]
                 for model in models:
-                    for q in queries:
+                    for q, digest, seed in zip(queries, digests, seeds, strict=True):
                         yield PlannedQuery(
                             model=model,
                             arm=arm.name,
                             unit=unit.id,
                             pass_index=pass_index,
                             query=q,
-                            request_id=request_id(spec.name, model.name, pass_index, q),
-                            seed=request_seed(spec.seed, pass_index, q),
+                            request_id=request_id(spec.name, model.name, pass_index, q, digest),
+                            seed=seed,
                         )
 
 
