@@ -116,7 +116,8 @@ def iter_queries(spec: CampaignSpec, units: UnitSource) -> Iterator[PlannedQuery
                 )
                 digests = [content_digest(q) for q in queries]
                 seeds = [
-                    request_seed(spec.seed, pass_index, q, d) for q, d in zip(queries, digests, strict=False)
+                    request_seed(spec.seed, pass_index, q, d)
+                    for q, d in zip(queries, digests, strict=True)
                 ]
                 for model in models:
                     for q, digest, seed in zip(queries, digests, seeds, strict=True):
