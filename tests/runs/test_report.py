@@ -1,0 +1,409 @@
+"""The campaign report's statistics, checked on synthetic scores whose answers are known.
+
+Expected values come from hand arithmetic, scipy (Spearman, an independent LP) or direct
+calls on hand-built vectors, never from the report itself.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+from scipy import optimize
+from scipy import stats as scipy_stats
+
+from runs.report import (
+    SCHEMA,
+    incidence_from_units,
+    repeated_elicitation,
+    write_report,
+)
+from runs.scoring_step import FORECAST_SCHEMA, SCORE_SCHEMA
+from scoring import dutch_books, stats
+
+REPS = 1_000
+COMPLEMENT = np.array([[1, 0], [0, 1]], dtype=np.uint8)  # events A, not-A over atoms {A, ¬A}
+
+
+def row(
+    model: str,
+    arm: str,
+    unit: str,
+    pass_: int,
+    profit: float,
+    *,
+    brier: float | None = None,
+    cluster: str | None = None,
+    set_: str = "h1",
+    coverage: float = 1.0,
+    events: Sequence[str] = ("A", "notA"),
+) -> dict[str, Any]:
+    return {
+        "model": model,
+        "arm": arm,
+        "unit": unit,
+        "pass": pass_,
+        "set": set_,
+        "cluster": cluster if cluster is not None else unit.split(":")[0],
+        "norm": "l1" if arm.startswith("families/") else "inf",
+        "profit": profit,
+        "coverage": coverage,
+        "events": list(events),
+        "stakes": [],
+        "coherent": [],
+        "brier": brier,
+        "answered": len(events),
+    }
+
+
+def frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=SCORE_SCHEMA)
+
+
+def report(tmp_path: Path, scores: pl.DataFrame, **kw: Any) -> tuple[dict[str, Any], str]:
+    out = StringIO()
+    console = Console(file=out, width=200, color_system=None)
+    kw.setdefault("figures", False)
+    summary = write_report(tmp_path, scores, floor=0.9, seed=3, reps=REPS, console=console, **kw)
+    return summary, out.getvalue()
+
+
+def cell(summary: dict[str, Any], model: str, arm: str) -> dict[str, Any]:
+    (found,) = [r for r in summary["rows"] if r["model"] == model and r["arm"] == arm]
+    return found
+
+
+UNITS = [f"2025-01-0{d}:{s}" for d in (1, 2, 3) for s in ("AAA", "BBB")]
+
+
+def test_profit_is_pass_averaged_per_unit_with_a_date_clustered_interval(tmp_path: Path) -> None:
+    pass0 = [0.0, 0.002, 0.004, 0.006, 0.012, 0.0008]
+    pass1 = [0.0, 0.004, 0.006, float("nan"), 0.010, 0.0012]  # a NaN pass is left out
+    briers = [0.20, 0.22, 0.18, 0.25, 0.21, 0.19]
+    scores = frame(
+        [row("m", "baseline", u, 0, p, brier=b) for u, p, b in zip(UNITS, pass0, briers)]
+        + [row("m", "baseline", u, 1, p, brier=b) for u, p, b in zip(UNITS, pass1, briers)]
+    )
+    summary, _ = report(tmp_path, scores)
+    got = cell(summary, "m", "baseline")
+    per_unit = np.array([0.0, 0.003, 0.005, 0.006, 0.011, 0.001])
+    dates = np.array([u.split(":")[0] for u in UNITS])
+    assert got["status"] == "scored" and got["units"] == 6 and got["clusters"] == 3
+    assert got["profit"]["mean"] == pytest.approx(per_unit.mean())
+    expected = stats.cluster_bootstrap_mean(per_unit, dates, reps=REPS, seed=3)
+    assert got["profit"]["lo"] == pytest.approx(expected.lo)
+    assert got["profit"]["hi"] == pytest.approx(expected.hi)
+    assert got["profit"]["lo"] < got["profit"]["mean"] < got["profit"]["hi"]
+    # the paper's 4.1 counts: >= 0.001 (five units), >= 0.005 (three), >= 0.01 (one)
+    assert got["at_least"]["0.001"] == {"units": 5, "share": pytest.approx(5 / 6)}
+    assert got["at_least"]["0.005"]["units"] == 3
+    assert got["at_least"]["0.01"]["units"] == 1
+    assert got["brier"]["mean"] == pytest.approx(np.mean(briers))
+    assert got["brier"]["lo"] <= np.mean(briers) <= got["brier"]["hi"]
+    assert got["vs_baseline"] is None and got["arbitrage_free"] is None
+
+
+def test_other_arms_are_paired_with_the_baseline_on_the_same_units(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0, 0.01, len(UNITS))
+    scores = frame(
+        [row("m", "baseline", u, 0, p) for u, p in zip(UNITS, base)]
+        + [row("m", "statistics", u, 0, p + 0.002) for u, p in zip(UNITS, base)]
+        + [row("m", "identity", u, 0, p) for u, p in zip(UNITS[:4], base)]
+    )
+    summary, _ = report(tmp_path, scores)
+    shifted = cell(summary, "m", "statistics")["vs_baseline"]
+    assert shifted["mean"] == pytest.approx(0.002)
+    assert shifted["lo"] == pytest.approx(0.002) and shifted["hi"] == pytest.approx(0.002)
+    assert shifted["excludes_zero"] is True and shifted["units"] == 6
+    same = cell(summary, "m", "identity")["vs_baseline"]
+    assert same["units"] == 4 and same["excludes_zero"] is False
+    assert same["mean"] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_across_models_spearman_and_pairwise_counts(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    unit_profit = rng.uniform(0, 0.01, len(UNITS))
+    unit_brier = rng.uniform(0.15, 0.25, len(UNITS))
+    # profit offsets: a and b identical (1 pair not significant, 5 of 6 are);
+    # Brier offsets: a = b and c = d (2 pairs not significant, 4 of 6 are)
+    profit_shift = {"a": 0.0, "b": 0.0, "c": 0.01, "d": 0.03}
+    brier_shift = {"a": 0.0, "b": 0.0, "c": 0.02, "d": 0.02}
+    rows = [
+        row(m, "baseline", u, 0, p + profit_shift[m], brier=b + brier_shift[m])
+        for m in profit_shift
+        for u, p, b in zip(UNITS, unit_profit, unit_brier)
+    ]
+    # a fifth model under the coverage floor must not enter any cross-model statistic
+    rows += [row("low", "baseline", u, 0, 0.5, brier=0.9, coverage=0.5) for u in UNITS]
+    summary, text = report(tmp_path, frame(rows))
+    across = summary["across_models"]
+    assert across["models"] == ["a", "b", "c", "d"]
+    assert across["units"] == 6 and across["pairs"] == 6
+    assert across["profit_pairs_excluding_zero"] == 5
+    assert across["brier_pairs_excluding_zero"] == 4
+    means_p = [unit_profit.mean() + profit_shift[m] for m in "abcd"]
+    means_b = [unit_brier.mean() + brier_shift[m] for m in "abcd"]
+    expected = scipy_stats.spearmanr(means_p, means_b).statistic
+    assert across["spearman_profit_brier"] == pytest.approx(expected)
+    assert "profit 5/6, Brier 4/6" in text
+
+
+def test_under_the_coverage_floor_a_model_is_not_scored_never_incoherent(tmp_path: Path) -> None:
+    fams = [f"fam{i}" for i in range(5)]
+    rows = [
+        row("good", "families/isolated", f, 0, p, cluster=f, set_="family")
+        for f, p in zip(fams, [0.0, 0.05, 0.06, 0.2, 0.01])
+    ]
+    # "flaky" answered only 60% of its questions: large profits must not show as incoherence
+    rows += [
+        row("flaky", "families/isolated", f, 0, 0.9, cluster=f, set_="family", coverage=0.6)
+        for f in fams
+    ]
+    rows += [row("flaky", "baseline", u, 0, 0.3, coverage=0.6) for u in UNITS]
+    summary, text = report(tmp_path, frame(rows))
+    good = cell(summary, "good", "families/isolated")
+    # 0.0, 0.05 (at most 5 cents counts) and 0.01 are arbitrage-free: 3 of 5
+    assert good["arbitrage_free"]["mean"] == pytest.approx(0.6)
+    assert 0.0 <= good["arbitrage_free"]["lo"] <= 0.6 <= good["arbitrage_free"]["hi"] <= 1.0
+    flaky = cell(summary, "flaky", "families/isolated")
+    assert flaky["status"] == "below_coverage_floor" and flaky["scored"] is False
+    assert flaky["profit"] is None and flaky["arbitrage_free"] is None
+    assert flaky["at_least"] is None and flaky["coverage"] == pytest.approx(0.6)
+    fam = {(f["model"], f["arm"]): f for f in summary["families"]}
+    assert fam[("flaky", "families/isolated")]["scored"] is False
+    assert fam[("flaky", "families/isolated")]["arbitrage_free"] is None
+    assert fam[("good", "families/isolated")]["arbitrage_free"]["mean"] == pytest.approx(0.6)
+    assert "coverage floor" in fam[("good", "families/isolated")]["rule"]
+    assert summary["across_models"]["models"] == []
+    assert "not scored" in text and "0.9000" not in text
+
+
+def test_family_profit_is_averaged_over_passes_before_the_five_cent_rule(tmp_path: Path) -> None:
+    rows = [
+        row("m", "families/joint", "f1", 0, 0.04, cluster="f1", set_="family"),
+        row("m", "families/joint", "f1", 1, 0.08, cluster="f1", set_="family"),  # mean 0.06
+        row("m", "families/joint", "f2", 0, 0.0, cluster="f2", set_="family"),
+        row("m", "families/joint", "f2", 1, 0.02, cluster="f2", set_="family"),
+    ]
+    summary, _ = report(tmp_path, frame(rows))
+    assert cell(summary, "m", "families/joint")["arbitrage_free"]["mean"] == pytest.approx(0.5)
+
+
+def complement_frames(
+    answers: dict[tuple[str, int], tuple[float, float]], model: str = "m"
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Scores and forecasts of a complement pair; its sup-norm profit is |pA + p¬A - 1| / 2."""
+    scores, forecasts = [], []
+    for (unit, pass_), (pa, pn) in answers.items():
+        scores.append(row(model, "baseline", unit, pass_, abs(pa + pn - 1) / 2))
+        forecasts += [
+            {"model": model, "arm": "baseline", "unit": unit, "pass": pass_, "event": e, "p": p}
+            for e, p in (("A", pa), ("notA", pn))
+        ]
+    return frame(scores), pl.DataFrame(forecasts, schema=FORECAST_SCHEMA)
+
+
+def complement_incidence(arm: str, unit: str, set_name: str, events: Sequence[str]) -> Any:
+    assert list(events) == ["A", "notA"]
+    return COMPLEMENT
+
+
+def test_repeated_elicitation_averages_answers_before_solving(tmp_path: Path) -> None:
+    answers = {
+        ("2025-01-01:AAA", 0): (0.6, 0.6),  # 0.1
+        ("2025-01-01:AAA", 1): (0.3, 0.5),  # 0.1; averaged (0.45, 0.55): 0
+        ("2025-01-02:AAA", 0): (0.7, 0.5),  # 0.1
+        ("2025-01-02:AAA", 1): (0.7, 0.1),  # 0.1; averaged (0.7, 0.3): 0
+        ("2025-01-03:AAA", 0): (0.5, 0.7),  # 0.1
+        ("2025-01-03:AAA", 1): (0.5, 0.9),  # 0.2; averaged (0.5, 0.8): 0.15
+    }
+    scores, forecasts = complement_frames(answers)
+    summary, text = report(
+        tmp_path, scores, forecasts=forecasts, incidence_for=complement_incidence
+    )
+    (rep,) = summary["repeated_elicitation"]
+    assert rep["passes"] == 2 and rep["units"] == 3
+    assert rep["single_pass_mean"] == pytest.approx((0.1 + 0.1 + 0.15) / 3)
+    assert [k["k"] for k in rep["by_k"]] == [1, 2]
+    assert rep["by_k"][0]["mean"] == pytest.approx(0.1)
+    assert rep["by_k"][1]["mean"] == pytest.approx(0.05)
+    assert rep["by_k"][-1]["mean"] <= rep["single_pass_mean"]  # convexity
+    assert "lowers mean profit in 1 of 1" in text
+
+
+def test_repeated_elicitation_reads_forecasts_from_the_run_folder(tmp_path: Path) -> None:
+    answers = {(u, p): (0.5 + 0.1 * p, 0.6) for u in UNITS for p in range(3)}
+    scores, forecasts = complement_frames(answers)
+    forecasts.write_parquet(tmp_path / "forecasts.parquet")
+    summary, _ = report(tmp_path, scores, incidence_for=complement_incidence)
+    (rep,) = summary["repeated_elicitation"]
+    # pA over the first k passes: 0.5, 0.55, 0.6 -> profit |pA + 0.6 - 1| / 2
+    assert [k["mean"] for k in rep["by_k"]] == pytest.approx([0.05, 0.075, 0.1])
+    # without an incidence callback the section is absent, not empty
+    summary, _ = report(tmp_path, scores)
+    assert summary["repeated_elicitation"] is None
+
+
+# Three atoms; events: the atoms, the union of the first two, and the certain event.
+PANEL = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0], [1, 1, 1]], dtype=np.uint8)
+
+
+def sup_distance(incidence: np.ndarray, p: np.ndarray) -> float:
+    """Independent LP: min t s.t. |M pi - p| <= t, pi in the simplex (scipy, not HiGHS via us)."""
+    incidence = incidence.astype(float)
+    n, m = incidence.shape
+    c = np.r_[np.zeros(m), 1.0]
+    a_ub = np.block([[incidence, -np.ones((n, 1))], [-incidence, -np.ones((n, 1))]])
+    b_ub = np.r_[p, -p]
+    a_eq = np.r_[np.ones(m), 0.0][None, :]
+    res = optimize.linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0], bounds=(0, None))
+    assert res.success
+    return float(res.fun)
+
+
+@settings(deadline=None)
+@given(
+    st.lists(
+        st.lists(st.floats(0, 1), min_size=PANEL.shape[0], max_size=PANEL.shape[0]),
+        min_size=2,
+        max_size=4,
+    )
+)
+def test_averaging_over_passes_never_raises_profit(passes: list[list[float]]) -> None:
+    ids = [f"e{i}" for i in range(PANEL.shape[0])]
+    probs = np.array(passes)
+    single = dutch_books(PANEL, probs).profit
+    scores = frame(
+        [
+            row("m", "baseline", "2025-01-01:AAA", k, float(single[k]), events=ids)
+            for k in range(len(passes))
+        ]
+    )
+    forecasts = pl.DataFrame(
+        [
+            {
+                "model": "m",
+                "arm": "baseline",
+                "unit": "2025-01-01:AAA",
+                "pass": k,
+                "event": e,
+                "p": float(probs[k, i]),
+            }
+            for k in range(len(passes))
+            for i, e in enumerate(ids)
+        ],
+        schema=FORECAST_SCHEMA,
+    )
+    from runs.report import build_rows
+
+    rows = build_rows(scores, {}, floor=0.9, seed=0, reps=50)
+    (rep,) = repeated_elicitation(scores, forecasts, lambda *a: PANEL, rows, seed=0, reps=50)
+    by_k = [k["mean"] for k in rep["by_k"]]
+    for k, got in enumerate(by_k, start=1):
+        assert got == pytest.approx(sup_distance(PANEL, probs[:k].mean(axis=0)), abs=1e-7)
+        assert got <= single[:k].mean() + 1e-9
+    assert rep["single_pass_mean"] == pytest.approx(single.mean())
+
+
+def test_summary_json_has_the_documented_shape_and_no_nan(tmp_path: Path) -> None:
+    scores = frame(
+        [row("m", "baseline", u, 0, 0.001 * i) for i, u in enumerate(UNITS)]  # no outcomes
+        + [row("m", "statistics", u, 0, float("nan"), coverage=0.0) for u in UNITS]
+    )
+    summary, _ = report(tmp_path, scores)
+    text = (tmp_path / "report" / "summary.json").read_text()
+
+    def no_constants(name: str) -> None:
+        raise AssertionError(f"{name} in summary.json")
+
+    on_disk = json.loads(text, parse_constant=no_constants)
+    assert on_disk == summary
+    assert set(on_disk) == {
+        "schema", "coverage_floor", "bootstrap_replicates", "seed", "level", "baseline_arm",
+        "thresholds", "arbitrage_free_cents", "rows", "models", "across_models",
+        "repeated_elicitation", "families", "figures",
+    }  # fmt: skip
+    assert on_disk["schema"] == SCHEMA and on_disk["bootstrap_replicates"] == REPS
+    base = cell(on_disk, "m", "baseline")
+    assert set(base) == {
+        "model", "arm", "norm", "status", "scored", "coverage", "units", "clusters", "profit",
+        "brier", "at_least", "arbitrage_free", "vs_baseline",
+    }  # fmt: skip
+    assert base["brier"] is None  # no outcomes: null, not NaN
+    empty = cell(on_disk, "m", "statistics")
+    assert empty["status"] == "no_answers" and empty["profit"] is None
+    assert on_disk["across_models"]["spearman_profit_brier"] is None
+    assert on_disk["models"] == {"m": {"coverage": pytest.approx(0.5)}}
+    assert (tmp_path / "report" / "leaderboard.txt").read_text().count("not scored") == 1
+
+
+def test_terminal_output_is_the_table_and_a_few_lines(tmp_path: Path) -> None:
+    rows = [
+        row(m, "baseline", u, 0, 0.001 * i + s, brier=0.2 + s)
+        for m, s in (("a", 0.0), ("b", 0.01), ("c", 0.02))
+        for i, u in enumerate(UNITS)
+    ]
+    _, text = report(tmp_path, frame(rows))
+    after_table = text.split("└")[-1].strip().splitlines()[1:]
+    assert 1 <= len(after_table) <= 3
+    assert "Spearman(profit, Brier) 1.000" in after_table[0]
+
+
+def test_figures_are_drawn_when_matplotlib_is_there(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    rows = [
+        row(m, arm, u, 0, 0.002 * (i + 1) * (1 + s) + 0.001 * j, brier=0.2 + 0.01 * i)
+        for m, s in (("a", 0), ("b", 1))
+        for j, arm in enumerate(("baseline", "statistics"))
+        for i, u in enumerate(UNITS)
+    ]
+    summary, _ = report(tmp_path, frame(rows), figures=True)
+    assert summary["figures"] == {
+        "profit_brier": "report/profit_brier.png",
+        "arms": "report/arms.png",
+        "note": None,
+    }
+    for name in ("profit_brier.png", "arms.png"):
+        assert (tmp_path / "report" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_without_matplotlib_the_report_notes_it_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import now raises ImportError
+    rows = [row("a", "baseline", u, 0, 0.001) for u in UNITS]
+    summary, text = report(tmp_path, frame(rows), figures=True)
+    assert summary["figures"]["profit_brier"] is None and summary["figures"]["arms"] is None
+    assert "matplotlib is not installed" in summary["figures"]["note"]
+    assert "matplotlib is not installed" in text
+    assert not (tmp_path / "report" / "arms.png").exists()
+
+
+def test_incidence_from_units_gives_each_scoring_sets_matrix() -> None:
+    from panels.arms import ARMS
+    from runs.spec import load_spec
+    from runs.units import UnitSource
+
+    spec = load_spec(Path(__file__).parents[2] / "runs" / "specs" / "quickstart.toml")
+    units = UnitSource.from_spec(spec)
+    unit = units.for_arm(ARMS["baseline"])[0]
+    (scoring_set,) = ARMS["baseline"].scoring_sets(unit)
+    events = list(scoring_set.event_ids)
+    incidence = incidence_from_units(units)("baseline", unit.id, scoring_set.name, events)
+    assert incidence.shape[0] == len(events) == 14
+    # a point mass on any atom is coherent; every atom is a distinct signature
+    assert len({tuple(col) for col in incidence.T}) == incidence.shape[1]
+    point = incidence[:, 0].astype(float)
+    assert dutch_books(incidence, point).profit[0] == pytest.approx(0.0, abs=1e-9)
+    assert dutch_books(incidence, np.full(len(events), 0.5)).profit[0] > 0.01
