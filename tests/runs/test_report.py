@@ -79,8 +79,11 @@ def report(tmp_path: Path, scores: pl.DataFrame, **kw: Any) -> tuple[dict[str, A
 
 
 def cell(summary: dict[str, Any], model: str, arm: str) -> dict[str, Any]:
-    (found,) = [r for r in summary["rows"] if r["model"] == model and r["arm"] == arm]
-    return found
+    found: list[dict[str, Any]] = [
+        r for r in summary["rows"] if r["model"] == model and r["arm"] == arm
+    ]
+    assert len(found) == 1
+    return found[0]
 
 
 UNITS = [f"2025-01-0{d}:{s}" for d in (1, 2, 3) for s in ("AAA", "BBB")]
@@ -91,8 +94,14 @@ def test_profit_is_pass_averaged_per_unit_with_a_date_clustered_interval(tmp_pat
     pass1 = [0.0, 0.004, 0.006, float("nan"), 0.010, 0.0012]  # a NaN pass is left out
     briers = [0.20, 0.22, 0.18, 0.25, 0.21, 0.19]
     scores = frame(
-        [row("m", "baseline", u, 0, p, brier=b) for u, p, b in zip(UNITS, pass0, briers)]
-        + [row("m", "baseline", u, 1, p, brier=b) for u, p, b in zip(UNITS, pass1, briers)]
+        [
+            row("m", "baseline", u, 0, p, brier=b)
+            for u, p, b in zip(UNITS, pass0, briers, strict=True)
+        ]
+        + [
+            row("m", "baseline", u, 1, p, brier=b)
+            for u, p, b in zip(UNITS, pass1, briers, strict=True)
+        ]
     )
     summary, _ = report(tmp_path, scores)
     got = cell(summary, "m", "baseline")
@@ -117,9 +126,9 @@ def test_other_arms_are_paired_with_the_baseline_on_the_same_units(tmp_path: Pat
     rng = np.random.default_rng(1)
     base = rng.uniform(0, 0.01, len(UNITS))
     scores = frame(
-        [row("m", "baseline", u, 0, p) for u, p in zip(UNITS, base)]
-        + [row("m", "statistics", u, 0, p + 0.002) for u, p in zip(UNITS, base)]
-        + [row("m", "identity", u, 0, p) for u, p in zip(UNITS[:4], base)]
+        [row("m", "baseline", u, 0, p) for u, p in zip(UNITS, base, strict=True)]
+        + [row("m", "statistics", u, 0, p + 0.002) for u, p in zip(UNITS, base, strict=True)]
+        + [row("m", "identity", u, 0, p) for u, p in zip(UNITS[:4], base[:4], strict=True)]
     )
     summary, _ = report(tmp_path, scores)
     shifted = cell(summary, "m", "statistics")["vs_baseline"]
@@ -142,7 +151,7 @@ def test_across_models_spearman_and_pairwise_counts(tmp_path: Path) -> None:
     rows = [
         row(m, "baseline", u, 0, p + profit_shift[m], brier=b + brier_shift[m])
         for m in profit_shift
-        for u, p, b in zip(UNITS, unit_profit, unit_brier)
+        for u, p, b in zip(UNITS, unit_profit, unit_brier, strict=True)
     ]
     # a fifth model under the coverage floor must not enter any cross-model statistic
     rows += [row("low", "baseline", u, 0, 0.5, brier=0.9, coverage=0.5) for u in UNITS]
@@ -163,7 +172,7 @@ def test_under_the_coverage_floor_a_model_is_not_scored_never_incoherent(tmp_pat
     fams = [f"fam{i}" for i in range(5)]
     rows = [
         row("good", "families/isolated", f, 0, p, cluster=f, set_="family")
-        for f, p in zip(fams, [0.0, 0.05, 0.06, 0.2, 0.01])
+        for f, p in zip(fams, [0.0, 0.05, 0.06, 0.2, 0.01], strict=True)
     ]
     # "flaky" answered only 60% of its questions: large profits must not show as incoherence
     rows += [
