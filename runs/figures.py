@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 BASELINE_ARM = "baseline"
+#: Beyond 20 models colours repeat, so the marker changes with them.
+_MARKERS = ("o", "s", "^", "D")
 
 
 def write_figures(summary: Mapping[str, Any], out_dir: Path) -> dict[str, str | None]:
@@ -109,7 +111,8 @@ def _arms(rows: Sequence[Mapping[str, Any]], baseline_arm: str, path: Path) -> N
     arms = sorted({r["arm"] for r in rows}, key=lambda a: (a != baseline_arm, a))
     models = sorted({r["model"] for r in rows})
     cell = {(r["model"], r["arm"]): r["profit"] for r in rows}
-    height = max(2.5, 0.32 * len(arms) * max(1.0, math.sqrt(len(models))) + 1.5)
+    height = max(2.5, 0.22 * len(arms) * max(1.0, math.sqrt(len(models))) + 1.5)
+    colours = plt.get_cmap("tab20" if len(models) > 10 else "tab10")
     fig, ax = plt.subplots(figsize=(9, height))
     spread = 0.7
     step = spread / max(len(models), 1)
@@ -125,11 +128,11 @@ def _arms(rows: Sequence[Mapping[str, Any]], baseline_arm: str, path: Path) -> N
                 [iv["mean"] for iv in ivs],
                 ys,
                 xerr=_errors(ivs),
-                fmt="o",
+                fmt=_MARKERS[(j // 20) % len(_MARKERS)],
                 markersize=4,
                 capsize=2,
                 label=model,
-                color=f"C{j % 10}",
+                color=colours(j % 20 if len(models) > 10 else j % 10),
             )
     if _use_log([iv["lo"] for iv in cell.values()]):
         ax.set_xscale("log")
