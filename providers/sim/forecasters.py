@@ -20,10 +20,12 @@ import json
 import math
 import random
 import re
+from collections.abc import Sequence
 from fractions import Fraction
 from itertools import product
 
-from providers.sim.prompts import AskedEvent, ParsedPrompt, parse_prompt
+from providers.sim import family_beliefs
+from providers.sim.prompts import AskedEvent, ParsedPrompt, parse_prompt, statement_text
 
 PERSONALITIES: tuple[str, ...] = ("coherent", "noisy", "anchored", "framing", "fraction")
 #: Personalities a model name without an explicit one may be given: all strict-parseable.
@@ -86,9 +88,11 @@ def _joint(a: tuple[float, ...], b: tuple[float, ...]) -> list[list[float]]:
 
 
 def belief(prompt: ParsedPrompt, event: AskedEvent, model: str) -> float:
-    """The latent coherent probability of one event (generic events: a stable hash belief)."""
+    """The latent coherent probability of one stock-bin event; other statements are read as
+    sentences (see `_generic_beliefs`), whatever the model."""
+    del model
     if not event.conditions or not prompt.histories:
-        return _generic_belief(event, model)
+        return _generic_beliefs([event])[event.key]
     days = sorted({c.day for c in event.conditions})
     p = 1.0
     for day in days:
@@ -108,17 +112,15 @@ def belief(prompt: ParsedPrompt, event: AskedEvent, model: str) -> float:
     return min(1.0, max(0.0, p))
 
 
-#: What the simulator believes about statements it cannot read (family questions): even
-#: odds. Reading plain-language statements is beyond it, and a constant 1/2 is the one
-#: ignorant answer that stays coherent under negation, thresholds, deadlines, conjunctions
-#: and added detail; only families that force a total (partitions) expose it.
-UNREADABLE_BELIEF = 0.5
-
-
-def _generic_belief(event: AskedEvent, model: str) -> float:
-    """Non-stock questions: even odds (see `UNREADABLE_BELIEF`), whatever the wording."""
-    del event, model
-    return UNREADABLE_BELIEF
+def _generic_beliefs(events: Sequence[AskedEvent]) -> dict[str, float]:
+    """Statements that are not stock bins (the question families): beliefs read from the
+    sentences (`family_beliefs`); asked together, the structure across them is used too."""
+    texts = [statement_text(e) for e in events]
+    if len(texts) == 1:
+        values = [family_beliefs.statement_belief(texts[0])]
+    else:
+        values = family_beliefs.joint_beliefs(texts)
+    return {e.key: v for e, v in zip(events, values, strict=True)}
 
 
 def _direction(event: AskedEvent) -> int:
@@ -151,6 +153,11 @@ def report(personality: str, p: float, prompt: ParsedPrompt, event: AskedEvent,
 
 
 def _as_fraction(p: float) -> str:
+    """Small fractions the way people write them; an exactly computed chance (a dice or card
+    control, e.g. 11/36 or 33/221) is written exactly."""
+    exact = Fraction(p).limit_denominator(52 * 51)
+    if exact.denominator <= 52 * 51 and abs(float(exact) - p) < 1e-12 and 0 < exact < 1:
+        return f"{exact.numerator}/{exact.denominator}"
     f = Fraction(p).limit_denominator(40)
     if f.numerator == 0:
         f = Fraction(1, 40)
@@ -164,16 +171,20 @@ def answer(model: str, system: str, user: str, seed: int | None = None,
     """The simulated model's full reply text to one elicitation."""
     chosen = personality_for(model, personality)
     prompt = parse_prompt(user)
+    generic = [e for e in prompt.events if not e.conditions or not prompt.histories]
+    beliefs = _generic_beliefs(generic) if generic else {}
     values: dict[str, float] = {}
     for event in prompt.events:
         rng = _rng(model, seed, system, user, event.key)
-        values[event.key] = report(chosen, belief(prompt, event, model), prompt, event, rng)
+        p = beliefs[event.key] if event.key in beliefs else belief(prompt, event, model)
+        values[event.key] = report(chosen, p, prompt, event, rng)
     if chosen == "fraction":
         shown = {k: _as_fraction(v) for k, v in values.items()}
         body = json.dumps(shown)
         first = next(iter(shown.values()))
+        lead = "Looking at the history" if prompt.histories else "Thinking it through"
         return (
-            f"Looking at the history, I would put this at about {first}.\n\n"
+            f"{lead}, I would put this at about {first}.\n\n"
             f"```json\n{body}\n```"
         )
     rounded = {k: round(v, 4) for k, v in values.items()}

@@ -189,6 +189,22 @@ def parse_anchors(user: str) -> tuple[float, ...]:
     return tuple(anchors)
 
 
+def statement_text(event: AskedEvent) -> str:
+    """The plain statement an event asks about, without the question lead or bullets.
+
+    Family prompts ask about sentences rather than bins; the belief is a function of the
+    sentence alone, so the same statement reads the same asked alone or among others.
+    """
+    lines = []
+    for line in event.text.splitlines():
+        if _QUESTION_LEAD.search(line) and not _BIN.search(line):
+            continue
+        stripped = line.strip().lstrip("-\u2013\u2014\u2022*").strip()
+        if stripped:
+            lines.append(stripped)
+    return " ".join(lines)
+
+
 def parse_prompt(user: str) -> ParsedPrompt:
     histories = parse_history(user)
     events = parse_events(user, two_assets="A" in histories)
