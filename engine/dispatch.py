@@ -34,6 +34,7 @@ from engine.ledger import Ledger, attempt_counts
 from engine.logs import EngineLog
 from engine.progress import LiveProgress
 from engine.retry import RetryPolicy
+from engine.spend import SpendCap, dollars, recorded_spend, unpriced
 from providers.base import Adapter
 from providers.types import ModelConfig
 
@@ -71,6 +72,14 @@ class DispatchSummary:
     elapsed_s: float = 0.0
     compactions: int = 0
     interrupted_recovered: int = 0
+    #: The running spend cap (`budget_usd`), None when the dispatch had none.
+    spend: SpendCap | None = None
+    #: Models whose spend the cap could not count (no prices in their config).
+    unpriced: list[str] = field(default_factory=list)
+
+    @property
+    def spend_cap_reached(self) -> bool:
+        return self.spend is not None and self.spend.reached
 
     @property
     def planned(self) -> int:
@@ -125,6 +134,18 @@ class DispatchSummary:
             )
         for name, rows in self.unconfigured.items():
             out.append(f"  {name}: {rows} plan rows skipped (model not configured)")
+        if self.spend is not None:
+            cap = self.spend
+            out.append(
+                cap.message()
+                if cap.reached
+                else f"spend: {dollars(cap.spent_usd)} of the {dollars(cap.budget_usd)} cap"
+            )
+            if self.unpriced:
+                out.append(
+                    f"  not counted toward the cap (no prices in the spec): "
+                    f"{', '.join(self.unpriced)}"
+                )
         return out
 
 
@@ -389,13 +410,17 @@ async def dispatch(
     log_console: IO[str] | Literal["stderr"] | None = "stderr",
     secrets: Iterable[str] = (),
     fsync: bool = False,
+    budget_usd: float | None = None,
 ) -> DispatchSummary:
     """Ask every unaccepted plan row of the configured models; see the module docstring.
 
     `models` and `adapters` are keyed by model name (the plan's `model` column). Rows of
     models not in `models` are left alone and reported as unconfigured. `stop_event`, when
     set, stops every lane from starting new attempts; attempts in flight are finished and
-    recorded. Raises `engine.ledger.LedgerBusy` if another process is writing this run.
+    recorded. `budget_usd` is a running spend cap over the reported usage of priced models,
+    this run's and the ledger's earlier attempts alike (`engine.spend`): once the next attempt
+    could pass it, no lane starts another. Raises `engine.ledger.LedgerBusy` if another
+    process is writing this run.
     """
     plan_path, run_dir = Path(plan_path), Path(run_dir)
     sink = _as_sink(progress)
@@ -416,7 +441,15 @@ async def dispatch(
         log.warning("interrupted_recovered", attempts=ledger.interrupted_recovered)
     has_history = any((run_dir / "attempts").glob("*.parquet"))
     done = asyncio.Event()
+    spend: SpendCap | None = None
     try:
+        if budget_usd is not None:
+            before = await asyncio.to_thread(recorded_spend, run_dir, models)
+            spend = summary.spend = SpendCap(budget_usd, before)
+            summary.unpriced = unpriced(models.values())
+            log.info("spend_cap", budget_usd=budget_usd, spent_before_usd=round(before, 6))
+            if summary.unpriced:
+                log.warning("spend_not_counted", models=summary.unpriced)
         async with HttpClient() as http:
             lanes = [
                 Lane(
@@ -428,6 +461,7 @@ async def dispatch(
                     parser=parser,
                     policy=policy,
                     stop_event=stop_event,
+                    spend=spend,
                 )
                 for name in models
                 if counts.get(name, 0) > 0

@@ -28,6 +28,7 @@ from engine.limits import Hold, TokenBucket, estimate_tokens
 from engine.logs import EngineLog
 from engine.records import AttemptRecord, ResponseRecord
 from engine.retry import PERMANENT, RetryPolicy, RetryTally
+from engine.spend import SpendCap, prices_of, worst_case_cost
 from providers.base import Adapter
 from providers.google_auth_tokens import TokenRefreshError
 from providers.types import (
@@ -162,6 +163,7 @@ class Lane:
         parser: str = "strict",
         policy: RetryPolicy | None = None,
         stop_event: asyncio.Event | None = None,
+        spend: SpendCap | None = None,
     ) -> None:
         self.config = config
         self.adapter = adapter
@@ -171,6 +173,10 @@ class Lane:
         self.parser = parser
         self.policy = policy or RetryPolicy()
         self.stop_event = stop_event
+        #: Shared by every lane: when reached, all stop starting attempts. Only priced models
+        #: reserve and count spend.
+        self.spend = spend
+        self.prices = prices_of(config) if spend is not None else None
         self.stats = LaneStats(model=config.name, provider=adapter.provider)
         start = config.concurrency or DEFAULT_CONCURRENCY
         self.cap = AdaptiveCap(start, start, on_change=self._cap_changed, slow_start=True)
@@ -192,6 +198,10 @@ class Lane:
         if self.stop_event is not None and self.stop_event.is_set():
             self.stats.state = LaneState.CANCELLED
             self.stats.message = "stop requested"
+            return True
+        if self.spend is not None and self.spend.reached:
+            self.stats.state = LaneState.CANCELLED
+            self.stats.message = self.spend.message()
             return True
         return False
 
@@ -257,6 +267,11 @@ class Lane:
             estimate_tokens(item.system, item.user, self.config.max_tokens) if self.tokens else 0
         )
         chat = ChatRequest(item.request_id, item.system, item.user, item.seed)
+        worst = (
+            worst_case_cost(self.prices, self.config, item.system, item.user)
+            if self.spend is not None and self.prices is not None
+            else None
+        )
         for tries in range(1, self.policy.max_attempts + 1):
             if self.halted:
                 return
@@ -272,15 +287,26 @@ class Lane:
                     await self.tokens.acquire(estimate)
                 if self.hold.remaining() > 0:  # a Retry-After arrived while we queued
                     await self._sleep(self.hold.remaining())
-                    if self.halted:
-                        return
+                if self.halted:  # a stop may have come while we waited for the buckets
+                    return
+                if worst is not None and not await self._reserve(worst):
+                    return
                 try:
                     request = await self._build(chat)
                 except _BuildFailed as exc:
                     unbuilt = exc
+                    self._unreserve(worst)
                 else:
                     attempt_no += 1
-                    result, started, elapsed_ms = await self._send(request, item, attempt_no)
+                    try:
+                        result, started, elapsed_ms = await self._send(request, item, attempt_no)
+                    except BaseException:
+                        self._unreserve(worst)
+                        raise
+                    if worst is not None and self.spend is not None and self.prices is not None:
+                        self.spend.settle(
+                            worst, self.prices.cost(result.tokens_in, result.tokens_out)
+                        )
             finally:
                 self.cap.release()
             if unbuilt is not None:
@@ -315,6 +341,20 @@ class Lane:
             request_id=item.request_id,
             attempts=attempt_no,
         )
+
+    async def _reserve(self, worst: float) -> bool:
+        """Room in the spend cap for one attempt; False (and the lane halts) once it is spent."""
+        assert self.spend is not None
+        if not await self.spend.reserve(worst):
+            return False
+        if self.halted:  # stopped while waiting for room
+            self.spend.release(worst)
+            return False
+        return True
+
+    def _unreserve(self, worst: float | None) -> None:
+        if worst is not None and self.spend is not None:
+            self.spend.release(worst)
 
     async def _sleep(self, seconds: float, tick: float = 0.25) -> None:
         """Sleep, but wake early when the lane halts (a stop must not wait out a long hold)."""

@@ -1,0 +1,158 @@
+"""A running spend cap: stop starting attempts before reported usage could pass a budget.
+
+An estimate checked once before a run cannot protect a user from a model that answers at
+length, retries that pile up, or a resume on top of earlier spending. So spend is counted as
+it happens, from the tokens every attempt reports (accepted or not: a rejected answer is paid
+for too), priced per model, and added to what the ledger already holds for this run folder.
+
+Before an attempt starts, a worst-case cost for it (its prompt, generously tokenised, plus its
+full output cap) is reserved. An attempt whose worst case would take the spend past the budget
+is not started and the cap is marked reached: every lane then stops starting attempts, as on a
+stop request. While the budget is only tied up in reservations of attempts in flight, a new
+attempt waits for them to settle instead, so the budget is used up rather than abandoned
+early. Spend therefore stays at or under the budget unless a provider reports more tokens than
+the worst case, and never passes it by more than the attempts in flight.
+
+Models without prices are not counted (their usage costs nothing we know of).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from providers.types import ModelConfig
+
+#: Output tokens assumed for a model without `max_tokens` (providers' defaults run this high).
+DEFAULT_OUTPUT_CAP = 8192
+#: Characters per token in the worst case: far denser than English's ~4 (digits, JSON).
+WORST_CHARS_PER_TOKEN = 2
+
+
+@dataclass(frozen=True)
+class Prices:
+    """US dollars per million input and output tokens."""
+
+    in_per_mtok: float
+    out_per_mtok: float
+
+    def cost(self, tokens_in: int | None, tokens_out: int | None) -> float:
+        return ((tokens_in or 0) * self.in_per_mtok + (tokens_out or 0) * self.out_per_mtok) / 1e6
+
+
+def prices_of(config: ModelConfig) -> Prices | None:
+    """The model's prices, or None when the spec gives neither (its spend is not counted)."""
+    if config.price_in_per_mtok is None and config.price_out_per_mtok is None:
+        return None
+    return Prices(config.price_in_per_mtok or 0.0, config.price_out_per_mtok or 0.0)
+
+
+def worst_case_cost(prices: Prices, config: ModelConfig, system: str, user: str) -> float:
+    """What one attempt could cost at most: a dense prompt and every output token allowed."""
+    tokens_in = (len(system) + len(user)) // WORST_CHARS_PER_TOKEN + 32  # + chat framing
+    return prices.cost(tokens_in, config.max_tokens or DEFAULT_OUTPUT_CAP)
+
+
+def recorded_spend(run_dir: Path | str, models: Mapping[str, ModelConfig]) -> float:
+    """Dollars the ledger's attempts of priced `models` cost (earlier runs of this folder)."""
+    priced = {name: p for name, c in models.items() if (p := prices_of(c)) is not None}
+    if not priced:
+        return 0.0
+    from engine.ledger import scan_attempts  # the ledger is only read when prices are set
+
+    try:
+        usage = (
+            scan_attempts(run_dir, columns=["model", "tokens_in", "tokens_out"])
+            .filter(pl.col("model").is_in(list(priced)))
+            .group_by("model")
+            .agg(pl.col("tokens_in").sum(), pl.col("tokens_out").sum())
+            .collect()
+        )
+    except (FileNotFoundError, pl.exceptions.ComputeError):
+        return 0.0
+    return sum(
+        priced[model].cost(tokens_in, tokens_out) for model, tokens_in, tokens_out in usage.rows()
+    )
+
+
+def dollars(value: float) -> str:
+    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+
+
+class SpendCap:
+    """The budget shared by every lane of one dispatch (see the module docstring)."""
+
+    def __init__(self, budget_usd: float, spent_before_usd: float = 0.0) -> None:
+        if budget_usd < 0:
+            raise ValueError("a spend cap cannot be negative")
+        self.budget_usd = budget_usd
+        self.spent_before_usd = spent_before_usd
+        self.spent_now_usd = 0.0  # settled attempts of this dispatch
+        self.reserved_usd = 0.0  # worst cases of attempts in flight
+        self.in_flight = 0
+        self.reached = False
+        self._changed = asyncio.Event()
+
+    @property
+    def spent_usd(self) -> float:
+        return self.spent_before_usd + self.spent_now_usd
+
+    def message(self) -> str:
+        return f"spend cap reached: {dollars(self.spent_usd)} of {dollars(self.budget_usd)}"
+
+    def _reach(self) -> None:
+        self.reached = True
+        self._changed.set()
+
+    async def reserve(self, worst_usd: float) -> bool:
+        """Hold `worst_usd` for an attempt about to start; False once the cap is reached."""
+        while True:
+            if self.reached:
+                return False
+            if self.spent_usd + worst_usd > self.budget_usd:
+                self._reach()
+                return False
+            if self.spent_usd + self.reserved_usd + worst_usd <= self.budget_usd:
+                self.reserved_usd += worst_usd
+                self.in_flight += 1
+                return True
+            # The room is held by attempts in flight: their real cost decides.
+            self._changed.clear()
+            await self._changed.wait()
+
+    def settle(self, worst_usd: float, actual_usd: float) -> None:
+        """An attempt finished: replace its reservation by what it reportedly cost."""
+        self.release(worst_usd)
+        self.spent_now_usd += actual_usd
+
+    def release(self, worst_usd: float) -> None:
+        """An attempt reserved for was not sent after all."""
+        self.in_flight -= 1
+        # Recomputed from zero when idle, so float drift can never leave phantom reservations.
+        self.reserved_usd = max(0.0, self.reserved_usd - worst_usd) if self.in_flight else 0.0
+        self._changed.set()
+
+    def stop_waiting(self) -> None:
+        """Wake reservers waiting for room (the lanes are being stopped)."""
+        self._changed.set()
+
+
+def unpriced(models: Iterable[ModelConfig]) -> list[str]:
+    """Names of models whose spend a cap cannot count."""
+    return sorted(c.name for c in models if prices_of(c) is None)
+
+
+__all__ = [
+    "DEFAULT_OUTPUT_CAP",
+    "Prices",
+    "SpendCap",
+    "dollars",
+    "prices_of",
+    "recorded_spend",
+    "unpriced",
+    "worst_case_cost",
+]

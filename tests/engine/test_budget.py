@@ -1,0 +1,176 @@
+"""The running spend cap: spend counted from reported usage stops new attempts before it could
+pass the budget, counts earlier runs of the folder, and a resume with a higher cap finishes."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.dispatch import dispatch
+from engine.lanes import LaneState
+from engine.ledger import scan_attempts, scan_responses
+from engine.retry import RetryPolicy
+from engine.spend import Prices, SpendCap, recorded_spend, worst_case_cost
+from providers.sim.server import start_sim
+
+FAST = RetryPolicy(max_attempts=6, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05)
+PRICES = {"price_in_per_mtok": 800.0, "price_out_per_mtok": 2400.0}
+CONCURRENCY = 4
+
+
+def ledger_spend(run_dir: Path, prices: Prices, model: str) -> float:
+    attempts = scan_attempts(run_dir).filter(pl.col("model") == model).collect()
+    return sum(
+        prices.cost(i, o)
+        for i, o in zip(attempts["tokens_in"], attempts["tokens_out"], strict=True)
+    )
+
+
+async def test_cap_stops_part_way_and_resume_with_higher_cap_finishes(tmp_path: Path, kit) -> None:
+    prices = Prices(PRICES["price_in_per_mtok"], PRICES["price_out_per_mtok"])
+    rows = kit.plan_rows("paid", 40)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run = tmp_path / "run"
+    # Retries cost too: a fault profile makes some attempts fail and still report usage.
+    async with await start_sim(faults="output_cap=0.15", seed=3) as sim:
+        config, adapter = kit.sim_model("paid", sim.root_url, concurrency=CONCURRENCY, **PRICES)
+        worst = max(worst_case_cost(prices, config, r["system"], r["user"]) for r in rows)
+        # Learn what one answer costs from a throwaway run, then cap at ~half the plan.
+        probe = await dispatch(
+            kit.write_plan(tmp_path / "probe.parquet", rows[:4]),
+            tmp_path / "probe",
+            {"paid": config},
+            {"paid": adapter},
+            policy=FAST,
+            log_console=None,
+        )
+        assert probe.complete
+        per_answer = ledger_spend(tmp_path / "probe", prices, "paid") / 4
+        cap = per_answer * 20
+
+        console = io.StringIO()
+        first = await dispatch(
+            plan,
+            run,
+            {"paid": config},
+            {"paid": adapter},
+            policy=FAST,
+            log_console=console,
+            budget_usd=cap,
+        )
+        spent = ledger_spend(run, prices, "paid")
+        attempts = scan_attempts(run).collect()
+        cut = attempts.filter(pl.col("outcome") == "truncated")
+        assert cut.height > 0 and cut["tokens_out"].sum() > 0  # failed attempts are paid too
+        assert first.spend_cap_reached and not first.complete
+        lane = first.lanes["paid"]
+        assert lane.state is LaneState.CANCELLED and "spend cap reached" in lane.message
+        assert 5 <= lane.accepted < 40, first.lines()  # stopped part-way, not at the start
+        # Never past the cap by more than the attempts that can be in flight at once.
+        assert spent <= cap + CONCURRENCY * worst
+        # In fact the worst-case reservations keep it under the cap itself.
+        assert spent <= cap + 1e-12
+        # The room left is less than one more worst-case attempt: the budget was used.
+        assert cap - spent < worst
+        assert first.spend is not None
+        assert first.spend.spent_usd == pytest.approx(spent, rel=1e-9)
+        assert any(line.startswith("spend cap reached: $") for line in first.lines())
+
+        # The same cap again: the ledger's earlier spend counts, so (almost) nothing is sent.
+        again = await dispatch(
+            plan,
+            run,
+            {"paid": config},
+            {"paid": adapter},
+            policy=FAST,
+            log_console=None,
+            budget_usd=cap,
+        )
+        assert again.spend is not None
+        assert again.spend.spent_before_usd == pytest.approx(spent, rel=1e-9)
+        assert again.spend_cap_reached and again.attempts <= CONCURRENCY
+
+        resumed = await dispatch(
+            plan,
+            run,
+            {"paid": config},
+            {"paid": adapter},
+            policy=FAST,
+            log_console=None,
+            budget_usd=cap * 10,
+        )
+    assert resumed.complete and not resumed.spend_cap_reached, resumed.lines()
+    responses = scan_responses(run).collect()
+    assert responses.height == 40 and responses["request_id"].n_unique() == 40
+    assert recorded_spend(run, {"paid": config}) == pytest.approx(
+        ledger_spend(run, prices, "paid"), rel=1e-9
+    )
+
+
+async def test_unpriced_models_are_not_counted_and_said_so_once(tmp_path: Path, kit, sim) -> None:
+    plan = kit.write_plan(
+        tmp_path / "plan.parquet", kit.plan_rows("paid", 6) + kit.plan_rows("free", 6)
+    )
+    paid = kit.sim_model("paid", sim.root_url, **PRICES)
+    free = kit.sim_model("free", sim.root_url)
+    summary = await dispatch(
+        plan,
+        tmp_path / "run",
+        {"paid": paid[0], "free": free[0]},
+        {"paid": paid[1], "free": free[1]},
+        policy=FAST,
+        log_console=None,
+        budget_usd=100.0,
+    )
+    assert summary.complete and not summary.spend_cap_reached
+    assert summary.unpriced == ["free"]
+    lines = summary.lines()
+    notes = [line for line in lines if "not counted toward the cap" in line]
+    assert len(notes) == 1 and "free" in notes[0] and "paid" not in notes[0]
+    assert summary.spend is not None
+    expected = ledger_spend(
+        tmp_path / "run", Prices(PRICES["price_in_per_mtok"], PRICES["price_out_per_mtok"]), "paid"
+    )
+    assert 0 < summary.spend.spent_usd == pytest.approx(expected, rel=1e-9)
+
+
+@given(
+    budget=st.floats(0.0, 5.0),
+    costs=st.lists(st.tuples(st.floats(0.01, 1.0), st.floats(0.0, 1.0)), min_size=1, max_size=40),
+    workers=st.integers(1, 6),
+)
+def test_spend_never_passes_the_budget_and_is_not_abandoned_early(
+    budget: float, costs: list[tuple[float, float]], workers: int
+) -> None:
+    """Attempts of worst case `w` really costing `w * f` (f <= 1), run by concurrent workers."""
+
+    async def scenario() -> tuple[SpendCap, list[float]]:
+        cap = SpendCap(budget)
+        queue = list(costs)
+        refused: list[float] = []
+
+        async def worker() -> None:
+            while queue:
+                worst, fraction = queue.pop()
+                if not await cap.reserve(worst):
+                    refused.append(worst)
+                    return
+                await asyncio.sleep(0)  # in flight: other workers run meanwhile
+                cap.settle(worst, worst * fraction)
+
+        await asyncio.gather(*(worker() for _ in range(workers)))
+        return cap, refused
+
+    cap, refused = asyncio.run(scenario())
+    assert cap.spent_usd <= budget + 1e-9
+    assert cap.in_flight == 0 and cap.reserved_usd == 0.0
+    if refused:
+        assert cap.reached
+        # the first refusal was for an attempt whose worst case truly did not fit
+        assert any(cap.spent_usd + w > budget - 1e-9 for w in refused)
