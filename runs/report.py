@@ -152,11 +152,36 @@ def native_scores(scores: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+#: Single-set arms keep their name; for the others each kind of set is its own report row,
+#: since a day's marginals, a whole horizon panel or a linked set are not comparable units.
+SET_LABEL = (
+    pl.when(pl.col("set").is_in(["h1", "family"]))
+    .then(pl.col("arm"))
+    .when(pl.col("arm").is_in(["linked", "dispersed"]))
+    .then(
+        pl.col("arm")
+        + pl.when(pl.col("set").str.split("/").list.get(1).is_in(["A", "B"]))
+        .then(pl.lit(" (assets)"))
+        .otherwise(pl.lit(" (days)"))
+    )
+    .otherwise(pl.col("arm") + pl.lit(" ") + pl.col("set"))
+)
+
+
+def arm_of_label(label: str) -> str:
+    """The catalogue arm behind a report row label ("horizon/2 full" -> "horizon/2")."""
+    return label.split(" ", 1)[0]
+
+
 def per_unit(scores: pl.DataFrame) -> pl.DataFrame:
-    """Average the LP value over passes for each unit and set (the paper's statistic)."""
+    """Average the LP value over passes (and over the sets of one row label) for each unit.
+
+    The `arm` column of the result is the report row label (see `SET_LABEL`).
+    """
     return (
         native_scores(scores)
-        .group_by(["model", "arm", "unit", "set", "cluster"], maintain_order=True)
+        .with_columns(SET_LABEL.alias("arm"))
+        .group_by(["model", "arm", "unit", "cluster"], maintain_order=True)
         .agg(
             pl.col("profit").drop_nans().mean().alias("profit"),
             pl.col("brier").drop_nans().mean().alias("brier"),
@@ -212,7 +237,7 @@ def build_rows(
     for (model, arm), group in units.group_by(["model", "arm"], maintain_order=True):
         model, arm = str(model), str(arm)
         norm = native_norm(arm)
-        cov = arm_coverage.get((model, arm))
+        cov = arm_coverage.get((model, arm_of_label(arm)))
         if cov is None:
             cov = float(group["coverage"].fill_null(0.0).mean() or 0.0)  # type: ignore[arg-type]
         group = group.filter(pl.col("profit").is_not_null() & pl.col("profit").is_not_nan())
@@ -270,13 +295,12 @@ def _vs_baseline(
     """Paired difference (arm - baseline) on the same stock-days' one-day panel."""
     if arm == BASELINE_ARM or arm.startswith(FAMILY_ARM_PREFIX):
         return None, 0
-    mine = units.filter(
-        (pl.col("model") == model) & (pl.col("arm") == arm) & (pl.col("set") == "h1")
-    )
+    # Rows of single-set arms keep the arm's name (their set is the one-day panel, h1).
+    mine = units.filter((pl.col("model") == model) & (pl.col("arm") == arm))
     base = units.filter((pl.col("model") == model) & (pl.col("arm") == BASELINE_ARM))
     if mine.height == 0 or base.height == 0:
         return None, 0
-    paired = mine.join(base, on=["unit", "set", "cluster"], suffix="_base").filter(
+    paired = mine.join(base, on=["unit", "cluster"], suffix="_base").filter(
         pl.col("profit").is_not_nan() & pl.col("profit_base").is_not_nan()
     )
     paired = paired.drop_nulls(["profit", "profit_base"])
@@ -347,9 +371,9 @@ def across_models(
 
 
 def _aligned(units: pl.DataFrame, models: Sequence[str], metric: str) -> pl.DataFrame:
-    """One column per model, one row per (unit, set) that every model has a finite value for."""
+    """One column per model, one row per unit that every model has a finite value for."""
     finite = units.filter(pl.col(metric).is_not_null() & pl.col(metric).is_not_nan())
-    wide = finite.pivot(on="model", index=["unit", "set", "cluster"], values=metric)
+    wide = finite.pivot(on="model", index=["unit", "cluster"], values=metric)
     if any(m not in wide.columns for m in models):
         return wide.clear()
     return wide.drop_nulls(list(models))

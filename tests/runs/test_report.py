@@ -416,3 +416,28 @@ def test_incidence_from_units_gives_each_scoring_sets_matrix() -> None:
     point = incidence[:, 0].astype(float)
     assert dutch_books(incidence, point).profit[0] == pytest.approx(0.0, abs=1e-9)
     assert dutch_books(incidence, np.full(len(events), 0.5)).profit[0] > 0.01
+
+
+def test_multi_set_arms_report_each_kind_of_set_on_its_own_row(tmp_path: Path) -> None:
+    units = UNITS[:4]
+    rows = []
+    for u in units:
+        rows += [
+            row("m", "horizon/2", u, 0, 0.01, set_="d1"),
+            row("m", "horizon/2", u, 0, 0.05, set_="full"),
+            row("m", "linked", u, 0, 0.02, set_="linked/A/B0"),
+            row("m", "linked", u, 0, 0.04, set_="linked/B/B1"),
+            row("m", "linked", u, 0, 0.30, set_="linked/d1/c0o1/B2sB3d"),
+        ]
+    summary, _ = report(tmp_path, frame(rows))
+    assert cell(summary, "m", "horizon/2 d1")["profit"]["mean"] == pytest.approx(0.01)
+    assert cell(summary, "m", "horizon/2 full")["profit"]["mean"] == pytest.approx(0.05)
+    # the eight two-asset sets of a unit are averaged together, apart from the two-day ones
+    assert cell(summary, "m", "linked (assets)")["profit"]["mean"] == pytest.approx(0.03)
+    assert cell(summary, "m", "linked (days)")["profit"]["mean"] == pytest.approx(0.30)
+    assert {r["arm"] for r in summary["rows"]} == {
+        "horizon/2 d1",
+        "horizon/2 full",
+        "linked (assets)",
+        "linked (days)",
+    }
