@@ -365,7 +365,7 @@ _COMPARISON_WORDS = frozenset(
 )
 _NEGATION = re.compile(r"\b(?:(?:do|does|did|will)\s+not|not)\b\s*", re.I)
 _DETAIL = re.compile(
-    r",\s*(?:and\s+)?(?:that|it|after|caused by|which|who|whose|where|a|an)\b"
+    r",\s*(?:and\b|(?:that|it|after|caused by|which|who|whose|where|a|an)\b)"
     r"|\s+(?:that|which|who|by an?)\s",
     re.I,
 )

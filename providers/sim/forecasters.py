@@ -10,6 +10,13 @@ then reports it through a personality that distorts it the way real models were 
 - `framing`: inflates events worded as complements and sways with emotional wording;
 - `fraction`: answers in prose with fractions such as "11/36" (only a lenient parser copes).
 
+Question-family prompts (plain-language statements, no history) are read as sentences by
+`providers.sim.family_beliefs`: chance controls computed exactly, thresholds monotone in the
+number, deadlines in the year, complements, added detail, "A and B" / "A or B"; in a joint
+prompt also mutually exclusive alternatives (renormalised). The same personalities then
+distort those beliefs. Asked in isolation, alternatives of a partition are not seen together,
+so even `coherent` can be incoherent there, as real models are.
+
 Answers depend only on (model, seed, system, user), so reruns and resumes are comparable.
 """
 
