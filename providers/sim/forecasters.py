@@ -140,8 +140,9 @@ def _direction(event: AskedEvent) -> int:
     return 0
 
 
-def report(personality: str, p: float, prompt: ParsedPrompt, event: AskedEvent,
-           rng: random.Random) -> float:
+def report(
+    personality: str, p: float, prompt: ParsedPrompt, event: AskedEvent, rng: random.Random
+) -> float:
     """Distort the belief `p` the way the personality does; always a probability."""
     if personality == "noisy":
         p = p + rng.gauss(0.0, 0.04)
@@ -173,8 +174,9 @@ def _as_fraction(p: float) -> str:
     return f"{f.numerator}/{f.denominator}"
 
 
-def answer(model: str, system: str, user: str, seed: int | None = None,
-           personality: str | None = None) -> str:
+def answer(
+    model: str, system: str, user: str, seed: int | None = None, personality: str | None = None
+) -> str:
     """The simulated model's full reply text to one elicitation."""
     chosen = personality_for(model, personality)
     prompt = parse_prompt(user)
@@ -190,10 +192,7 @@ def answer(model: str, system: str, user: str, seed: int | None = None,
         body = json.dumps(shown)
         first = next(iter(shown.values()))
         lead = "Looking at the history" if prompt.histories else "Thinking it through"
-        return (
-            f"{lead}, I would put this at about {first}.\n\n"
-            f"```json\n{body}\n```"
-        )
+        return f"{lead}, I would put this at about {first}.\n\n```json\n{body}\n```"
     rounded = {k: round(v, 4) for k, v in values.items()}
     return "{" + ", ".join(f"{json.dumps(k)}: {v:.4f}" for k, v in rounded.items()) + "}"
 
