@@ -40,6 +40,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from itertools import combinations, permutations, product
 from statistics import NormalDist
 
@@ -294,6 +295,7 @@ def _compound(text: str, atom: Callable[[str], Predicate | None]) -> Predicate |
     return atom(text)
 
 
+@lru_cache(maxsize=4096)
 def exact_probability(text: str) -> Fraction | None:
     """The exact chance of a simple dice, coin or card statement, or None if unreadable."""
     text = _clean(text)
@@ -480,6 +482,7 @@ def conjunction(pa: float, pb: float) -> float:
     return independent + CONJUNCTION_DEPENDENCE * (min(pa, pb) - independent)
 
 
+@lru_cache(maxsize=4096)
 def statement_belief(text: str) -> float:
     """The belief in one statement, a function of its text only."""
     text = _clean(text)
