@@ -191,14 +191,16 @@ def test_prompt_reader_recovers_any_multi_day_event(days: list[frozenset[int]],
     assert [(c.day, c.bins) for c in event.conditions] == list(enumerate(days, start=1))
 
 
-def test_statements_it_cannot_read_get_even_odds_from_a_coherent_forecaster() -> None:
-    """Family questions have no history to read: coherent says 1/2, which a negation, a
-    threshold ladder or an added detail cannot catch; noisy still wobbles around it."""
+def test_family_statements_are_answered_with_their_structure() -> None:
+    """Family questions have no history to read: the coherent forecaster reads the wording
+    (a negation, a later deadline) and stays coherent; noisy wobbles around it."""
     user = ("Assign a probability to each of these labeled forecast events:\n"
             "Q01: Humans land on Mars by 2035.\nQ02: Humans do not land on Mars by 2035.\n"
             "Q03: Humans land on Mars by 2040.\n"
             'Return only a JSON object with exactly these keys: "Q01", "Q02", "Q03".')
     coherent = json.loads(answer("sim-coherent", "sys", user, 1))
-    assert coherent == {"Q01": 0.5, "Q02": 0.5, "Q03": 0.5}
+    assert list(coherent) == ["Q01", "Q02", "Q03"]
+    assert abs(coherent["Q01"] + coherent["Q02"] - 1.0) <= 1e-4
+    assert coherent["Q03"] >= coherent["Q01"]
     noisy = json.loads(answer("sim-noisy", "sys", user, 1))
-    assert list(noisy) == ["Q01", "Q02", "Q03"] and set(noisy.values()) != {0.5}
+    assert list(noisy) == ["Q01", "Q02", "Q03"] and noisy != coherent
