@@ -27,9 +27,11 @@ def plan(
     ] = False,
 ) -> None:
     """Count queries per model and arm, with estimated tokens and cost."""
+    # Rendering every prompt of a paper-scale plan takes seconds: say so on stderr.
     with user_errors(SpecError, FileNotFoundError, ValueError):
         spec = load_spec(spec_path)
-        summary = summarise(estimate(spec, UnitSource.from_spec(spec)))
+        with Console(stderr=True).status(f"planning {spec.name}: rendering every query..."):
+            summary = summarise(estimate(spec, UnitSource.from_spec(spec)))
     if as_json:
         typer.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
         return
