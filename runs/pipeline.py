@@ -2,14 +2,22 @@
 
 Running the same spec into the same folder again resumes: the plan is the same (deterministic
 request ids), the ledger says what is already accepted, and only the rest is asked.
+
+Ctrl-C (SIGINT) or SIGTERM during dispatch stops starting attempts, lets those in flight
+finish and be recorded, compacts the ledger and still scores what is there; a second signal
+cancels at once (the ledger records what was in flight as `interrupted` when next opened).
+`--max-cost` is both a refusal of a run whose estimate is above it and a running cap on the
+spend reported by the providers (`engine.spend`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import signal
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,11 +39,71 @@ class RunError(RuntimeError):
     """A campaign that cannot start or continue; the message says why and what to do."""
 
 
+#: What the user is told after an interrupt (tests and scripts look for it).
+INTERRUPTED_MESSAGE = "interrupted — run the same command again to resume"
+#: What the user is told when the running spend cap stopped the run.
+SPEND_CAP_HINT = "raise --max-cost and run the same command again to resume"
+
+
 @dataclass(frozen=True)
 class CampaignResult:
     run_dir: Path
     summary: Any
     report: dict[str, Any]
+    #: A signal stopped the dispatch (the run is resumable).
+    interrupted: bool = False
+    #: The running spend cap stopped the dispatch (resumable with a higher cap).
+    spend_cap_reached: bool = False
+
+
+class StopSignals:
+    """SIGINT/SIGTERM handlers for one dispatch: the first asks the engine to stop starting
+    attempts (`stop`), a second cancels the dispatch task outright.
+
+    Installed on the running loop for the dispatch only; the handlers that were there
+    before (asyncio.run's own, a test runner's) are put back afterwards.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, on_first: Callable[[], None] | None = None) -> None:
+        self.stop = asyncio.Event()
+        self.count = 0
+        self.task: asyncio.Task[Any] | None = None
+        self._on_first = on_first
+
+    def _handle(self) -> None:
+        self.count += 1
+        if self.count == 1:
+            self.stop.set()
+            if self._on_first is not None:
+                self._on_first()
+        elif self.task is not None and not self.task.done():
+            self.task.cancel()
+
+    @property
+    def hard(self) -> bool:
+        """A second signal came: the dispatch was cancelled, not wound down."""
+        return self.count > 1
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[StopSignals]:
+        loop = asyncio.get_running_loop()
+        previous: dict[signal.Signals, Any] = {}
+        for sig in self.SIGNALS:
+            try:
+                before = signal.getsignal(sig)
+                loop.add_signal_handler(sig, self._handle)
+            except (NotImplementedError, RuntimeError, ValueError):
+                continue  # not the main thread, or no signals here: run without handlers
+            previous[sig] = before
+        try:
+            yield self
+        finally:
+            for sig, before in previous.items():
+                loop.remove_signal_handler(sig)
+                with contextlib.suppress(TypeError, ValueError):
+                    signal.signal(sig, before if before is not None else signal.SIG_DFL)
 
 
 def default_run_dir(spec: CampaignSpec) -> Path:
@@ -119,6 +187,11 @@ async def run_campaign(
     console: Console | None = None,
     progress: bool = True,
 ) -> CampaignResult:
+    """Plan, dispatch, score and report one campaign (see the module docstring).
+
+    A signal or the spend cap ends dispatch early without an error: the result says so
+    (`interrupted`, `spend_cap_reached`) and what was answered is scored.
+    """
     console = console or Console()
     spec = load_spec(spec_path)
     run_dir = Path(out) if out else default_run_dir(spec)
@@ -142,25 +215,58 @@ async def run_campaign(
         + (" (resuming)" if resumed else "")
         + (" — rehearsal on the local simulator" if rehearse else "")
     )
-    # The simulator's fake credentials (a service-account key among them) live in a temporary
-    # folder, never in the run folder, which users share.
+    signals = StopSignals(
+        on_first=lambda: console.print(
+            "stopping: finishing the attempts in flight (signal again to stop at once)",
+            soft_wrap=True,
+        )
+    )
     # The simulator's fake credentials (a service-account key among them) live in a temporary
     # folder, never in the run folder, which users share.
     with tempfile.TemporaryDirectory(prefix="dutchbook-sim-") as sim_workdir:
         async with simulator_if_needed(spec, rehearse) as sim_root:
             models, envs = resolve_models(spec, sim_root, rehearse, Path(sim_workdir))
             adapters = {name: adapter_for(config, envs[name]) for name, config in models.items()}
-            summary = await dispatch(
-                plan_path,
-                run_dir,
-                models,
-                adapters,
-                parser=spec.parser,
-                progress=console if progress else None,
-                max_attempts=spec.max_attempts,
-            )
+            with signals.installed():
+                signals.task = asyncio.ensure_future(
+                    dispatch(
+                        plan_path,
+                        run_dir,
+                        models,
+                        adapters,
+                        parser=spec.parser,
+                        progress=console if progress else None,
+                        max_attempts=spec.max_attempts,
+                        stop_event=signals.stop,
+                        budget_usd=max_cost,
+                    )
+                )
+                try:
+                    summary = await signals.task
+                except asyncio.CancelledError:
+                    if not signals.hard:
+                        raise  # cancelled from outside, not by a second signal
+                    summary = None
+    if summary is None:  # second signal: no scoring, out at once
+        console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
+        return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True)
+    interrupted = signals.count > 0
+    if interrupted or not summary.complete or summary.spend is not None:
+        for line in summary.lines():
+            console.print(line, soft_wrap=True, highlight=False, markup=False)
     scores = score_run(spec, run_dir, units)
     report = write_report(
         run_dir, scores, floor=spec.coverage_floor, seed=spec.seed, console=console
     )
-    return CampaignResult(run_dir=run_dir, summary=summary, report=report)
+    if summary.spend_cap_reached:
+        assert summary.spend is not None
+        console.print(f"{summary.spend.message()} — {SPEND_CAP_HINT}", soft_wrap=True)
+    if interrupted:
+        console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
+    return CampaignResult(
+        run_dir=run_dir,
+        summary=summary,
+        report=report,
+        interrupted=interrupted,
+        spend_cap_reached=summary.spend_cap_reached,
+    )

@@ -1,4 +1,9 @@
-"""`dutchbook run SPEC`: plan, dispatch, score and report a campaign; running it again resumes."""
+"""`dutchbook run SPEC`: plan, dispatch, score and report a campaign; running it again resumes.
+
+Exit codes: 0 done, 2 a user error (bad spec, missing key, estimate above --max-cost), 3 the
+running spend cap stopped the run, 130 interrupted (SIGINT/SIGTERM; 128 + SIGINT as shells
+report Ctrl-C). The last two are resumable by running the same command again.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +15,13 @@ import typer
 
 from providers.types import ConfigError
 from runs.commands._errors import user_errors
-from runs.pipeline import RunError, run_campaign
+from runs.pipeline import INTERRUPTED_MESSAGE, RunError, run_campaign
 from runs.spec import SpecError
+
+#: Exit status after an interrupt: what a shell reports for a command killed by SIGINT.
+EXIT_INTERRUPTED = 130
+#: Exit status when the running spend cap stopped the run.
+EXIT_SPEND_CAP = 3
 
 
 def run(
@@ -21,7 +31,12 @@ def run(
     ] = None,
     max_cost: Annotated[
         float | None,
-        typer.Option("--max-cost", metavar="USD", help="refuse to start above this estimate"),
+        typer.Option(
+            "--max-cost",
+            metavar="USD",
+            help="refuse to start above this estimate, and stop starting requests before the "
+            "spend reported so far (this folder's earlier runs included) could pass it",
+        ),
     ] = None,
     rehearse: Annotated[
         bool,
@@ -31,9 +46,17 @@ def run(
     ] = False,
 ) -> None:
     """Run a campaign into a folder; an interrupted run resumes where it stopped."""
-    with user_errors(SpecError, RunError, ConfigError, FileNotFoundError):
-        result = asyncio.run(run_campaign(spec_path, out, max_cost=max_cost, rehearse=rehearse))
+    try:
+        with user_errors(SpecError, RunError, ConfigError, FileNotFoundError):
+            result = asyncio.run(run_campaign(spec_path, out, max_cost=max_cost, rehearse=rehearse))
+    except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
+        typer.echo(INTERRUPTED_MESSAGE)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     typer.echo(f"run folder: {result.run_dir}")
+    if result.interrupted:
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if result.spend_cap_reached:
+        raise typer.Exit(EXIT_SPEND_CAP)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,219 @@
+"""Stopping `dutchbook run` early and resuming: Ctrl-C / SIGTERM, and the running spend cap.
+
+The command runs as a user runs it, in a subprocess, against the provider simulator that this
+test process serves on a loopback port with slow replies, so attempts really are in flight
+when the signal comes. A first signal lets them finish and be recorded; a second cancels at
+once. Either way the exit status is 130, the ledger stays readable and reconciles with the
+requests the simulator saw, and running the same command again finishes with every planned
+request accepted exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from engine.ledger import accepted_ids, scan_attempts, scan_responses
+from providers.sim.server import SimHandle, start_sim
+from runs.pipeline import INTERRUPTED_MESSAGE, SPEND_CAP_HINT
+
+DUTCHBOOK = str(Path(sys.executable).with_name("dutchbook"))
+
+SPEC = """
+name = "interrupt-me"
+seed = 5
+
+[data]
+stock_days = 2
+
+[[models]]
+name = "coherent"
+provider = "openai"
+model = "sim-coherent"
+base_url = "{root}/sim/v1"
+concurrency = 4
+
+[[arms]]
+name = "baseline"
+"""
+PLANNED = 28  # baseline on two stock-days (checked against the plan below)
+SLOW = "slow=0.5,slow_delay_s=1.0"  # half the replies take a second: attempts in flight
+
+
+@pytest.fixture
+async def slow_sim() -> AsyncIterator[SimHandle]:
+    async with await start_sim(faults=SLOW, seed=1) as handle:
+        yield handle
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="200", NO_COLOR="1")
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
+def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [DUTCHBOOK, "run", *args],
+        cwd=cwd,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [DUTCHBOOK, "run", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _wait_for_answers(proc: subprocess.Popen[str], run_dir: Path, at_least: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if (run_dir / "plan.parquet").exists():
+            try:
+                if len(accepted_ids(run_dir)) >= at_least:
+                    return
+            except (FileNotFoundError, pl.exceptions.ComputeError):
+                pass
+        time.sleep(0.1)
+    raise AssertionError("the run never got going")
+
+
+def _assert_ledger_intact(run_dir: Path) -> pl.DataFrame:
+    attempts = scan_attempts(run_dir).collect()
+    assert attempts["outcome"].null_count() == 0
+    assert attempts.select("request_id", "attempt").is_unique().all()
+    oks = attempts.filter(pl.col("outcome") == "ok")
+    assert oks["request_id"].is_unique().all()  # no answer paid for twice
+    responses = scan_responses(run_dir).collect()
+    assert responses["request_id"].is_unique().all()
+    assert set(responses["request_id"]) == set(oks["request_id"])
+    assert not (run_dir / "run.pid").exists()
+    return attempts
+
+
+def _assert_resumes_to_completion(tmp_path: Path, run_dir: Path) -> pl.DataFrame:
+    again = _run(["spec.toml", "--out", str(run_dir)], tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "(resuming)" in again.stdout
+    plan_ids = set(pl.read_parquet(run_dir / "plan.parquet")["request_id"])
+    assert len(plan_ids) == PLANNED
+    responses = scan_responses(run_dir).collect()
+    assert responses.height == PLANNED and set(responses["request_id"]) == plan_ids
+    attempts = _assert_ledger_intact(run_dir)
+    per_request = attempts.filter(pl.col("outcome") == "ok").group_by("request_id").len()
+    assert per_request.height == PLANNED and per_request["len"].max() == 1
+    return attempts
+
+
+async def _interrupt(tmp_path: Path, sim: SimHandle, signals: list[signal.Signals]) -> float:
+    """Start a run, signal it once a few answers are in; return the time of the first signal."""
+    (tmp_path / "spec.toml").write_text(SPEC.format(root=sim.root_url))
+    run_dir = tmp_path / "run"
+    proc = _start(["spec.toml", "--out", str(run_dir)], tmp_path)
+    await asyncio.to_thread(_wait_for_answers, proc, run_dir, 3)
+    signalled = time.time()
+    for sig in signals:
+        proc.send_signal(sig)
+        await asyncio.sleep(0.05)
+    out, err = await asyncio.to_thread(proc.communicate, None, 60)
+    assert proc.returncode == 130, out + err
+    assert INTERRUPTED_MESSAGE in out
+    assert "Traceback" not in err
+    return signalled
+
+
+async def test_ctrl_c_finishes_in_flight_attempts_exits_130_and_resumes(
+    tmp_path: Path, slow_sim: SimHandle
+) -> None:
+    signalled = await _interrupt(tmp_path, slow_sim, [signal.SIGINT])
+    run_dir = tmp_path / "run"
+    attempts = _assert_ledger_intact(run_dir)
+    # every request the simulator saw is an attempt with a real outcome: none left in flight
+    assert attempts.height == slow_sim.counts()["requests"]
+    assert "interrupted" not in set(attempts["outcome"])
+    ended = [
+        s.timestamp() + ms / 1000
+        for s, ms in zip(attempts["started_at"], attempts["elapsed_ms"], strict=True)
+    ]
+    in_flight = [
+        o
+        for s, e, o in zip(attempts["started_at"], ended, attempts["outcome"], strict=True)
+        if s.timestamp() < signalled < e
+    ]
+    assert in_flight and set(in_flight) == {"ok"}  # in flight at the signal, finished, kept
+    assert 3 <= attempts.filter(pl.col("outcome") == "ok").height < PLANNED  # part-way
+    leftovers = [p for p in (run_dir / "journal").iterdir() if p.stat().st_size > 0]
+    assert leftovers == []  # compacted
+    assert (run_dir / "scores.parquet").exists()  # what was there was scored
+    await asyncio.to_thread(_assert_resumes_to_completion, tmp_path, run_dir)
+    assert scan_attempts(run_dir).collect().height == slow_sim.counts()["requests"]
+
+
+async def test_second_signal_cancels_at_once_and_the_run_still_resumes(
+    tmp_path: Path, slow_sim: SimHandle
+) -> None:
+    t0 = time.monotonic()
+    await _interrupt(tmp_path, slow_sim, [signal.SIGTERM, signal.SIGTERM])
+    run_dir = tmp_path / "run"
+    _assert_ledger_intact(run_dir)
+    resumed = await asyncio.to_thread(_assert_resumes_to_completion, tmp_path, run_dir)
+    # attempts cut off by the second signal are on record as `interrupted` after the resume
+    assert resumed.height == slow_sim.counts()["requests"]
+    assert time.monotonic() - t0 < 60
+
+
+SPEND_SPEC = """
+name = "capped"
+seed = 5
+
+[data]
+stock_days = 2
+
+[[models]]
+name = "llama"
+provider = "groq"
+model = "llama-3.3-70b-versatile"
+max_tokens = 256
+concurrency = 2
+price_in = 1000
+price_out = 1000
+
+[[arms]]
+name = "baseline"
+"""
+
+
+def test_spend_cap_stops_the_run_non_zero_and_a_higher_cap_resumes(tmp_path: Path) -> None:
+    """Rehearsed (the estimate check is skipped then), so the running cap is what stops it."""
+    (tmp_path / "spec.toml").write_text(SPEND_SPEC)
+    run_dir = tmp_path / "run"
+    first = _run(["spec.toml", "--out", str(run_dir), "--rehearse", "--max-cost", "5"], tmp_path)
+    assert first.returncode == 3, first.stdout + first.stderr
+    assert "spend cap reached: $" in first.stdout and SPEND_CAP_HINT in first.stdout
+    attempts = _assert_ledger_intact(run_dir)
+    spent = ((attempts["tokens_in"].sum() + attempts["tokens_out"].sum()) * 1000) / 1e6
+    assert 0 < attempts.filter(pl.col("outcome") == "ok").height < PLANNED
+    assert spent <= 5.0
+    second = _run(["spec.toml", "--out", str(run_dir), "--rehearse", "--max-cost", "100"], tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "spend: $" in second.stdout  # the cap is reported when it did not stop the run
+    assert scan_responses(run_dir).collect().height == PLANNED
