@@ -60,6 +60,14 @@ def builds_may_block(adapter: Adapter) -> bool:
     return bool(getattr(adapter, "may_block", False))
 
 
+def with_omitted(detail: str, omitted: tuple[str, ...]) -> str:
+    """An attempt's detail naming the options left out of its request (`omitted: a, b`)."""
+    if not omitted:
+        return detail
+    note = "omitted: " + ", ".join(omitted)
+    return f"{detail} [{note}]" if detail else note
+
+
 class _BuildFailed(Exception):
     """A request could not be built; `retryable` says whether to try again like a
     connection error or stop the lane."""
@@ -187,6 +195,7 @@ class Lane:
         self._permanent_streak = 0
         self.results = 0  # finished attempts, read by the dispatcher's compaction trigger
         self._build_in_thread = builds_may_block(adapter)
+        self._omitted_logged = False
         self._build_pool: ThreadPoolExecutor | None = None
 
     # -- state ---------------------------------------------------------------------------
@@ -324,7 +333,9 @@ class Lane:
                 self.stats.retries.count(Outcome.CONNECTION_ERROR)
                 await self._sleep(self.policy.delay(tries))
                 continue
-            failure = self._settle(item, attempt_no, result, started, elapsed_ms, estimate)
+            failure = self._settle(
+                item, attempt_no, result, started, elapsed_ms, estimate, request.omitted
+            )
             if failure is None:
                 return
             if not failure.retryable or failure.quota_exhausted:
@@ -411,8 +422,16 @@ class Lane:
         started: datetime,
         elapsed_ms: float,
         estimate: int,
+        omitted: tuple[str, ...] = (),
     ) -> Failure | None:
-        """Validate, journal and account one finished attempt; the failure, if any."""
+        """Validate, journal and account one finished attempt; the failure, if any.
+
+        Options the adapter left out because the model rejects them (`omitted`) are named in
+        the attempt's `detail`, so the ledger says what each answer was asked with.
+        """
+        if omitted and not self._omitted_logged:
+            self._omitted_logged = True
+            self.log.info("options_omitted", model=self.config.name, options=list(omitted))
         response: ResponseRecord | None = None
         failure: Failure | None
         if isinstance(result, Completion):
@@ -461,7 +480,7 @@ class Lane:
                 retry_after_s=None,
                 tokens_in=result.tokens_in,
                 tokens_out=result.tokens_out,
-                detail=failure.detail if failure else "",
+                detail=with_omitted(failure.detail if failure else "", omitted),
                 raw_text=result.text,
                 finish_reason=result.finish_reason,
             )
@@ -481,7 +500,7 @@ class Lane:
                 retry_after_s=result.retry_after_s,
                 tokens_in=result.tokens_in,
                 tokens_out=result.tokens_out,
-                detail=result.detail,
+                detail=with_omitted(result.detail, omitted),
                 raw_text=result.raw_text,
             )
             tokens_in, tokens_out, limits = result.tokens_in, result.tokens_out, result.limits

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -33,6 +33,9 @@ from runs.report import write_report
 from runs.scoring_step import score_run
 from runs.spec import CampaignSpec, SpecError, load_spec
 from runs.units import UnitSource
+
+if TYPE_CHECKING:  # the simulator is imported only when a run needs it
+    from providers.sim.credentials import SimCredentials
 
 
 class RunError(RuntimeError):
@@ -147,13 +150,15 @@ def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
 
 
 @contextlib.asynccontextmanager
-async def simulator_if_needed(spec: CampaignSpec, rehearse: bool) -> AsyncIterator[str | None]:
+async def simulator_if_needed(
+    spec: CampaignSpec, rehearse: bool, credentials: SimCredentials | None = None
+) -> AsyncIterator[str | None]:
     if not rehearse and all(m.provider != "sim" for m in spec.models):
         yield None
         return
     from providers.sim.server import start_sim
 
-    handle = await start_sim(port=0, faults="none", seed=spec.seed)
+    handle = await start_sim(port=0, faults="none", seed=spec.seed, credentials=credentials)
     try:
         yield handle.root_url
     finally:
@@ -161,7 +166,11 @@ async def simulator_if_needed(spec: CampaignSpec, rehearse: bool) -> AsyncIterat
 
 
 def resolve_models(
-    spec: CampaignSpec, sim_root: str | None, rehearse: bool, workdir: Path
+    spec: CampaignSpec,
+    sim_root: str | None,
+    rehearse: bool,
+    workdir: Path,
+    credentials: SimCredentials | None = None,
 ) -> tuple[dict[str, ModelConfig], dict[str, Mapping[str, str]]]:
     """Point simulated (and, when rehearsing, all) models at the local simulator."""
     models: dict[str, ModelConfig] = {}
@@ -171,7 +180,10 @@ def resolve_models(
             assert sim_root is not None
             from providers.sim.rehearse import rehearse_model
 
-            config, env = rehearse_model(model, sim_root, workdir)
+            if credentials is None:
+                config, env = rehearse_model(model, sim_root, workdir)
+            else:
+                config, env = rehearse_model(model, sim_root, workdir, credentials)
             models[model.name], envs[model.name] = config, env
         else:
             models[model.name], envs[model.name] = model, os.environ
@@ -186,11 +198,14 @@ async def run_campaign(
     rehearse: bool = False,
     console: Console | None = None,
     progress: bool = True,
+    sim_credentials: SimCredentials | None = None,
 ) -> CampaignResult:
     """Plan, dispatch, score and report one campaign (see the module docstring).
 
     A signal or the spend cap ends dispatch early without an error: the result says so
     (`interrupted`, `spend_cap_reached`) and what was answered is scored.
+    `sim_credentials` replaces the simulator's default fake credentials (rehearsing, say,
+    AWS session tokens); the default is `providers.sim.credentials.DEFAULT_CREDENTIALS`.
     """
     console = console or Console()
     spec = load_spec(spec_path)
@@ -224,8 +239,10 @@ async def run_campaign(
     # The simulator's fake credentials (a service-account key among them) live in a temporary
     # folder, never in the run folder, which users share.
     with tempfile.TemporaryDirectory(prefix="dutchbook-sim-") as sim_workdir:
-        async with simulator_if_needed(spec, rehearse) as sim_root:
-            models, envs = resolve_models(spec, sim_root, rehearse, Path(sim_workdir))
+        async with simulator_if_needed(spec, rehearse, sim_credentials) as sim_root:
+            models, envs = resolve_models(
+                spec, sim_root, rehearse, Path(sim_workdir), sim_credentials
+            )
             adapters = {name: adapter_for(config, envs[name]) for name, config in models.items()}
             with signals.installed():
                 signals.task = asyncio.ensure_future(
