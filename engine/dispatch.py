@@ -158,10 +158,15 @@ def plan_counts(plan_path: Path) -> dict[str, int]:
     return dict(zip(counts["model"].to_list(), counts["len"].to_list(), strict=True))
 
 
-def _read_ids(
-    plan_path: Path, offset: int, rows: int, model: str
-) -> tuple[int, list[int], list[str]]:
-    """(rows in the slice, positions of `model`'s rows in it, their request ids)."""
+def _read_pending(
+    plan_path: Path, offset: int, rows: int, model: str, ledger: Ledger
+) -> tuple[int, int, list[int], list[str]]:
+    """One plan slice: (its rows, `model`'s rows in it, positions and ids still to ask).
+
+    Only `request_id` and `model` are decoded, and acceptance is decided for the slice's id
+    column at once (`Ledger.accepted_series`: one search of the ledger's shards), so rows
+    already accepted never become Python objects.
+    """
     frame = (
         pl.scan_parquet(plan_path)
         .select("request_id", "model")
@@ -169,8 +174,11 @@ def _read_ids(
         .with_row_index("_pos")
         .collect()
     )
+    height = frame.height
     mine = frame.filter(pl.col("model") == model)
-    return frame.height, mine["_pos"].to_list(), mine["request_id"].to_list()
+    del frame
+    todo = mine.filter(~ledger.accepted_series(mine["request_id"]))
+    return height, mine.height, todo["_pos"].to_list(), todo["request_id"].to_list()
 
 
 def _read_rows(plan_path: Path, offset: int, rows: int, positions: list[int]) -> pl.DataFrame:
@@ -217,21 +225,19 @@ async def _feed(
     offset = 0
     try:
         while not lane.halted:
-            height, positions, ids = await asyncio.to_thread(
-                _read_ids, plan_path, offset, batch_rows, name
+            height, mine, positions, ids = await asyncio.to_thread(
+                _read_pending, plan_path, offset, batch_rows, name, ledger
             )
             if height == 0:
                 break
-            accepted = ledger.accepted_mask(ids)
-            todo = [(p, r) for p, r, a in zip(positions, ids, accepted, strict=True) if not a]
-            lane.stats.already_accepted += len(ids) - len(todo)
-            if todo:
+            lane.stats.already_accepted += mine - len(ids)
+            if ids:
                 frame = await asyncio.to_thread(
-                    _read_rows, plan_path, offset, batch_rows, [p for p, _ in todo]
+                    _read_rows, plan_path, offset, batch_rows, positions
                 )
                 prior: dict[str, int] = {}
                 if has_history:
-                    prior = await asyncio.to_thread(attempt_counts, run_dir, [r for _, r in todo])
+                    prior = await asyncio.to_thread(attempt_counts, run_dir, ids)
                 for item in _items(frame, prior):
                     await queue.put(item)
                     if lane.halted:

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import engine.ledger
 from engine.journal import list_segments
 from engine.ledger import (
-    AcceptedIds,
     Ledger,
     LedgerBusy,
     accepted_ids,
@@ -276,24 +276,118 @@ def test_any_interleaving_matches_a_simple_model(script: list[tuple[int, str]]) 
         shutil.rmtree(run_dir)
 
 
-_ids = st.text(alphabet=st.sampled_from(["a", "b", "\0", "é", "0", "f"]), max_size=6)
+def test_acceptances_are_found_in_journal_shards_and_after_a_crash(tmp_path: Path) -> None:
+    """Resume skips exactly the accepted ids wherever they live: this run's journal, a
+    shard, or the journal of a writer that died before compacting."""
+    ledger = Ledger.open(tmp_path)
+    assert accept(ledger, "a")
+    assert list_shards(tmp_path / "responses") == []  # only in the journal so far
+    assert ledger.accepted_mask(["a", "b"]) == [True, False]
+    ledger.compact()
+    assert len(list_shards(tmp_path / "responses")) == 1
+    assert ledger.accepted_mask(["a", "b"]) == [True, False]
+    assert accept(ledger, "b")
+    _die(ledger)  # "b" is in a journal segment nobody folded
+    again = Ledger.open(tmp_path)
+    series = again.accepted_series(pl.Series(["c", "b", "a", "b"]))
+    assert series.dtype == pl.Boolean and series.to_list() == [False, True, True, True]
+    assert again.is_accepted("a") and not again.is_accepted("c")
+    assert not accept(again, "b", 2)
+    assert accept(again, "c")
+    assert again.accepted_ids() == {"a", "b", "c"} and again.accepted_count() == 3
+    again.close()
 
 
-@given(initial=st.lists(_ids, max_size=30), added=st.lists(_ids, max_size=30),
-       probes=st.lists(_ids, max_size=30))
-def test_compact_accepted_ids_behave_like_a_set(
-    initial: list[str], added: list[str], probes: list[str]
+@pytest.mark.parametrize("fold", [False, True])
+def test_an_acceptance_racing_a_search_is_never_cached_as_absent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fold: bool
 ) -> None:
-    ids = AcceptedIds(pl.Series(initial, dtype=pl.String))
-    ids._MERGE_AT = 4  # merge often so every path runs
-    model = set(initial)
-    for rid in added:
-        ids.add(rid)
-        model.add(rid)
-    everything = probes + initial + added
-    assert [rid in ids for rid in everything] == [rid in model for rid in everything]
-    assert ids.mask(everything) == [rid in model for rid in everything]
-    assert ids.to_set() == model and len(ids) == len(model)
+    """A search that started before "x" was accepted (by another lane) finds it absent; that
+    stale answer must not let a second answer for "x" through later, whether or not a
+    compaction folded "x" into a shard while the search ran."""
+    ledger = Ledger.open(tmp_path)
+    assert accept(ledger, "old")
+    ledger.compact()
+    real = engine.ledger._found_among
+    raced: list[bool] = []
+
+    def racing(shards: list[Path], ids: pl.Series) -> pl.Series:
+        found = real(shards, ids)
+        if not raced:
+            raced.append(True)
+            assert accept(ledger, "x")
+            if fold:
+                ledger.compact()
+        return found
+
+    monkeypatch.setattr(engine.ledger, "_found_among", racing)
+    ledger.accepted_series(pl.Series(["x", "y"]))
+    monkeypatch.undo()
+    assert raced
+    assert not accept(ledger, "x", 2)
+    ledger.compact()
+    assert not accept(ledger, "x", 3)
+    assert accept(ledger, "y")
+    ledger.close()
+    assert scan_responses(tmp_path).collect()["request_id"].sort().to_list() == ["old", "x", "y"]
+
+
+@given(
+    script=st.lists(
+        st.tuples(
+            st.sampled_from(["accept", "fail", "probe", "compact", "reopen", "crash"]),
+            st.integers(0, 5),
+        ),
+        max_size=20,
+    )
+)
+def test_accepted_answers_match_a_simple_model(script: list[tuple[str, int]]) -> None:
+    """Whatever the order of answers, probes, compactions, reopenings and crashes: each
+    request is accepted once, refused after, and every way of asking agrees with a set.
+    The absence cache is kept tiny so that its evictions run too."""
+    import tempfile
+
+    run_dir = Path(tempfile.mkdtemp())
+    everyone = [f"r{i}" for i in range(6)]
+    try:
+        ledger = Ledger.open(run_dir, pid_file=False)
+        model: set[str] = set()
+        attempts: dict[str, int] = {}
+        for action, index in script:
+            rid = f"r{index}"
+            ledger._absent_max = 1
+            if action in ("accept", "fail"):
+                n = attempts[rid] = attempts.get(rid, 0) + 1
+                ledger.record_dispatch(rid, n, "m1", "sim", T0)
+                if action == "fail":
+                    ledger.record_result(attempt(rid, n, "rate_limit"), None)
+                else:
+                    assert ledger.record_result(attempt(rid, n), response(rid, n)) == (
+                        rid not in model
+                    )
+                    model.add(rid)
+            elif action == "probe":
+                assert ledger.accepted_mask(everyone[index:]) == [
+                    r in model for r in everyone[index:]
+                ]
+                assert ledger.is_accepted(rid) == (rid in model)
+            elif action == "compact":
+                ledger.compact()
+            elif action == "reopen":
+                ledger.close()
+                ledger = Ledger.open(run_dir, pid_file=False)
+            else:
+                _die(ledger)
+                ledger = Ledger.open(run_dir, pid_file=False)
+        assert ledger.accepted_ids() == model and ledger.accepted_count() == len(model)
+        assert ledger.accepted_series(pl.Series(everyone)).to_list() == [
+            r in model for r in everyone
+        ]
+        ledger.close()
+        assert accepted_ids(run_dir) == model
+        assert scan_responses(run_dir).collect().height == len(model)
+    finally:
+        shutil.rmtree(run_dir)
 
 
 def test_corrupt_journal_is_reported_and_the_lock_released(tmp_path: Path) -> None:
