@@ -4,15 +4,19 @@ journal (no in-memory copy of the campaign's ids), against the local simulator."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from engine.dispatch import dispatch
 from engine.ledger import scan_attempts, scan_responses
 from engine.retry import RetryPolicy
+from providers.sim.server import SimHandle
 
 FAST = RetryPolicy(max_attempts=4, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05)
 
 
-async def test_resume_asks_only_what_earlier_runs_left(tmp_path: Path, kit, sim) -> None:
+async def test_resume_asks_only_what_earlier_runs_left(
+    tmp_path: Path, kit: Any, sim: SimHandle
+) -> None:
     rows = kit.plan_rows("sim-a", 50)
     first = kit.write_plan(tmp_path / "first.parquet", rows[:30])
     grown = kit.write_plan(tmp_path / "grown.parquet", rows)  # the same campaign, extended
@@ -48,7 +52,7 @@ async def test_resume_asks_only_what_earlier_runs_left(tmp_path: Path, kit, sim)
 
 
 async def test_a_row_accepted_earlier_in_this_run_is_skipped_on_a_later_slice(
-    tmp_path: Path, kit, sim
+    tmp_path: Path, kit: Any, sim: SimHandle
 ) -> None:
     """The plan repeats row 0 as row 100: by the time the feeder reads row 100's slice, the
     first copy was accepted in this run (journal, or a shard after a compaction); it must be
