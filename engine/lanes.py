@@ -13,6 +13,7 @@ provider says a quota is spent. Either way the other lanes carry on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -290,10 +291,10 @@ class Lane:
             try:
                 if self.halted:
                     return
-                if self.requests is not None:
-                    await self.requests.acquire(1)
-                if self.tokens is not None:
-                    await self.tokens.acquire(estimate)
+                if self.requests is not None and not await self._pace(self.requests, 1):
+                    return
+                if self.tokens is not None and not await self._pace(self.tokens, estimate):
+                    return
                 if self.hold.remaining() > 0:  # a Retry-After arrived while we queued
                     await self._sleep(self.hold.remaining())
                 if self.halted:  # a stop may have come while we waited for the buckets
@@ -352,6 +353,30 @@ class Lane:
             request_id=item.request_id,
             attempts=attempt_no,
         )
+
+    async def _pace(self, bucket: TokenBucket, amount: float, tick: float = 0.25) -> bool:
+        """Wait for `bucket`; False if the lane halted meanwhile.
+
+        Under a low rate limit a worker can wait many seconds for its turn, and a stop (Ctrl-C)
+        must not wait for every queued worker's turn to come and then send anyway.
+        """
+        if bucket.level >= min(amount, bucket.capacity):  # the common case: no wait, no task
+            await bucket.acquire(amount)
+            return True
+        waiter = asyncio.ensure_future(bucket.acquire(amount))
+        try:
+            while True:
+                done, _ = await asyncio.wait({waiter}, timeout=tick)
+                if done:
+                    waiter.result()
+                    return True
+                if self.halted:
+                    return False
+        finally:
+            if not waiter.done():
+                waiter.cancel()  # leaves the bucket untouched: nothing was taken yet
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiter
 
     async def _reserve(self, worst: float) -> bool:
         """Room in the spend cap for one attempt; False (and the lane halts) once it is spent."""

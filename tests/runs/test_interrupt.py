@@ -217,3 +217,67 @@ def test_spend_cap_stops_the_run_non_zero_and_a_higher_cap_resumes(tmp_path: Pat
     assert second.returncode == 0, second.stdout + second.stderr
     assert "spend: $" in second.stdout  # the cap is reported when it did not stop the run
     assert scan_responses(run_dir).collect().height == PLANNED
+
+
+async def test_a_stop_does_not_wait_out_rate_limit_pacing(tmp_path: Path) -> None:
+    """Workers queued behind a low rpm stop at once instead of each sending on its turn."""
+    from engine.dispatch import dispatch
+    from providers import openai as openai_provider
+    from providers.types import ModelConfig
+
+    rows = [
+        {
+            "request_id": f"r{i}",
+            "model": "m",
+            "arm": "a",
+            "unit": f"u{i}",
+            "events": ["e"],
+            "keys": ["probability"],
+            "pass": 0,
+            "seed": i,
+            "system": "Forecaster.",
+            "user": f'Will asset {i} close up? Reply with a JSON object {{"probability": p}}.',
+        }
+        for i in range(8)
+    ]
+    plan = tmp_path / "plan.parquet"
+    pl.DataFrame(rows).write_parquet(plan)
+    async with await start_sim() as sim:
+        config = ModelConfig(
+            name="m",
+            provider="openai",
+            model="sim-coherent",
+            base_url=f"{sim.root_url}/sim/v1",
+            rpm=6,
+            concurrency=4,
+            max_tokens=64,  # one request, then one every ten seconds
+        )
+        stop = asyncio.Event()
+
+        async def stop_after_first_answer() -> None:
+            while True:
+                try:
+                    if scan_responses(tmp_path / "run").collect().height:
+                        break
+                except (FileNotFoundError, pl.exceptions.ComputeError):
+                    pass  # the run folder is not there yet
+                await asyncio.sleep(0.05)
+            stop.set()
+
+        stopper = asyncio.create_task(stop_after_first_answer())
+        t0 = time.monotonic()
+        summary = await dispatch(
+            plan,
+            tmp_path / "run",
+            {"m": config},
+            {"m": openai_provider.create_adapter(config, {})},
+            stop_event=stop,
+            log_console=None,
+            compact_every_s=0.1,
+        )
+        elapsed = time.monotonic() - t0
+        await stopper
+        requests = sim.counts()["requests"]
+    assert summary.lanes["m"].state.value == "cancelled"
+    assert summary.attempts == requests == 1
+    assert elapsed < 5.0  # not the ~10 s per queued worker the bucket would have made them wait
