@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from engine.dispatch import dispatch
+from engine.ledger import LedgerBusy
 from panels.arms import ARMS
 from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
@@ -264,6 +265,8 @@ async def run_campaign(
                     if not signals.hard:
                         raise  # cancelled from outside, not by a second signal
                     summary = None
+                except LedgerBusy as exc:
+                    raise RunError(f"{exc}; let it finish, or stop it, then run again") from None
     if summary is None:  # second signal: no scoring, out at once
         console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
         return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True)

@@ -281,3 +281,20 @@ async def test_a_stop_does_not_wait_out_rate_limit_pacing(tmp_path: Path) -> Non
     assert summary.lanes["m"].state.value == "cancelled"
     assert summary.attempts == requests == 1
     assert elapsed < 5.0  # not the ~10 s per queued worker the bucket would have made them wait
+
+
+async def test_a_run_folder_in_use_is_a_one_line_error(tmp_path: Path) -> None:
+    """A second `run` into a folder another process is writing says so instead of crashing."""
+    from engine.ledger import Ledger
+    from runs.pipeline import RunError, run_campaign
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC.format(root="http://127.0.0.1:9"))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    holder = Ledger.open(run_dir)
+    try:
+        with pytest.raises(RunError, match="being written by another process"):
+            await run_campaign(spec, run_dir, progress=False)
+    finally:
+        holder.close()
