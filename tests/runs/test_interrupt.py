@@ -53,6 +53,7 @@ SLOW = "slow=0.5,slow_delay_s=1.0"  # half the replies take a second: attempts i
 async def slow_sim() -> AsyncIterator[SimHandle]:
     async with await start_sim(faults=SLOW, seed=1) as handle:
         yield handle
+        await asyncio.sleep(1.1)  # let slow replies to a cancelled client run out before stopping
 
 
 def _env() -> dict[str, str]:
