@@ -168,7 +168,8 @@ Formatter = Callable[[float, int], tuple[str, float]]
 
 
 def _decimal(p: float, digits: int) -> tuple[str, float]:
-    return f"{p:.{digits}f}", 0.5 * 10.0**-digits
+    # + 1e-15: a tie such as 0.75 -> "0.8" errs by exactly half a unit, give or take an ulp
+    return f"{p:.{digits}f}", 0.5 * 10.0**-digits + 1e-15
 
 
 def _percent(p: float, digits: int) -> tuple[str, float]:
