@@ -30,7 +30,7 @@ from panels.arms import ARMS
 from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
 from runs.planner import estimate, summarise, write_plan
-from runs.report import write_report
+from runs.report import incidence_from_units, write_report
 from runs.scoring_step import score_run
 from runs.spec import CampaignSpec, SpecError, load_spec
 from runs.units import UnitSource
@@ -276,7 +276,12 @@ async def run_campaign(
             console.print(line, soft_wrap=True, highlight=False, markup=False)
     scores = score_run(spec, run_dir, units)
     report = write_report(
-        run_dir, scores, floor=spec.coverage_floor, seed=spec.seed, console=console
+        run_dir,
+        scores,
+        floor=spec.coverage_floor,
+        seed=spec.seed,
+        console=console,
+        incidence_for=incidence_from_units(units),
     )
     if summary.spend_cap_reached:
         assert summary.spend is not None
