@@ -25,10 +25,13 @@ alone, or the segment and (some of) its shards: readers deduplicate attempts on
 overwriting the same shard names. Nothing is lost, nothing counted twice.
 
 Resume: the plan minus what is accepted. The writer does not hold the accepted ids of a
-campaign in memory (a million of them cost 21-190 MB, depending on how): it asks the
-response shards, one pushed-down `is_in` scan of their `request_id` column per batch of ids
-(`Ledger.accepted_series`), and keeps in memory only what this process accepted and has not
-yet folded into a shard. A dispatch with no result line anywhere becomes one `interrupted`
+campaign in memory (a million of them cost 21 MB as a sorted byte array, 190 MB as a set):
+it asks the response shards, one pushed-down `is_in` scan of their `request_id` column per
+batch of ids (`Ledger.accepted_series`), and keeps in memory only what this process accepted
+and has not yet folded into a shard. Measured on a resumed 1,000,000-row plan with 998,000
+answers: peak RSS 128 -> 133 MB from a 10,000-row plan (was 137 -> 159 MB holding the ids),
+at about 35 ms per 10,000-row plan slice per million answers searched (that resume took
+4.9-5.4 s instead of 3.7 s). A dispatch with no result line anywhere becomes one `interrupted`
 attempt when the ledger is opened (written as a result line, so opening twice writes it
 once).
 """
