@@ -283,23 +283,20 @@ def accepted_ids(run_dir: Path | str) -> set[str]:
 def _found_among(shards: list[Path], request_ids: pl.Series) -> pl.Series:
     """Those of `request_ids` present in the `request_id` column of `shards`.
 
-    One pass over that column, with the filter pushed into the Parquet reader so that only
-    matches are kept (peak memory grows with the number of ids asked about, not with the
-    shards). Rows are matched first on a 64-bit hash of the id, about twice as fast as on
-    the strings (measured on a million ids), then on the id itself, so a hash collision
-    can never count as a match.
+    One pass over that column, with the `is_in` filter pushed into the Parquet reader so
+    that only matches are kept: peak memory grows with the number of ids asked about, not
+    with the shards. (Matching on a 64-bit hash first was no faster, measured on a million
+    ids, 26 vs 28 ms per 10,000 asked.)
     """
     if not shards or request_ids.is_empty():
         return pl.Series("request_id", [], dtype=pl.String)
-    wanted = request_ids.unique()
-    candidates = (
+    return (
         pl.scan_parquet(shards, schema=RESPONSE_SCHEMA)
         .select("request_id")
-        .filter(pl.col("request_id").hash().is_in(wanted.hash().implode()))
-        .collect()  # apart from the exact match: Polars would fuse the two filters
+        .filter(pl.col("request_id").is_in(request_ids.unique().implode()))
+        .collect()
         .get_column("request_id")
     )
-    return candidates.filter(candidates.is_in(wanted.implode()))
 
 
 def _distinct_ids(shards: list[Path]) -> pl.Series:
