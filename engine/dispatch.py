@@ -5,10 +5,12 @@ session, the ledger (opened here, so recovery of interrupted attempts happens be
 dispatch), periodic compaction, the progress display, the log, and the summary.
 
 Plans stream: each lane reads the plan file in row slices of `batch_rows` (Polars pushes the
-slice down to the Parquet reader), first only `request_id` and `model`, and reads the full
-rows only for the ones it still has to ask. A lane reads on its own, so a lane whose queue is
-full (a slow provider) never stops another lane's reading. Memory is therefore bounded by
-the batch size and queue length, not by the plan's length.
+slice down to the Parquet reader), first only `request_id` and `model`, asks the ledger which
+of those ids are accepted (a search of its shards: the campaign's accepted ids are never held
+in memory), and reads the full rows only for the ones it still has to ask. A lane reads on
+its own, so a lane whose queue is full (a slow provider) never stops another lane's reading.
+Memory is therefore bounded by the batch size and queue length, not by the plan's length
+or by how much of it is already answered.
 """
 
 from __future__ import annotations
