@@ -95,8 +95,10 @@ COMPACT_PAUSE_ENV = "DUTCHBOOK_TEST_COMPACT_PAUSE_S"
 SPLIT_WRITE_ENV = "DUTCHBOOK_TEST_SPLIT_WRITE_S"
 
 #: The absence cache's smallest bound (see `Ledger.accepted_series`); it also grows to
-#: four times the largest batch asked about, so a plan slice in flight is never evicted.
+#: `ABSENT_CACHE_BATCHES` times the largest batch asked about, so that the ids of a plan
+#: slice in flight are not evicted (each eviction of one later accepted costs a search).
 ABSENT_CACHE_MIN = 1 << 16
+ABSENT_CACHE_BATCHES = 4
 
 _DISPATCH = "dispatch"
 _RESULT = "result"
@@ -545,7 +547,7 @@ class Ledger:
             with self._lock:
                 if self._folds != folds:
                     continue
-                self._absent_max = max(self._absent_max, 4 * len(ids))
+                self._absent_max = max(self._absent_max, ABSENT_CACHE_BATCHES * len(ids))
                 for rid in ids.filter(~accepted).to_list():
                     self._absent[rid] = None
                 self._trim_absent()
