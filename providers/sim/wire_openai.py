@@ -171,11 +171,25 @@ class OpenAIDialect:
 class GroqDialect(OpenAIDialect):
     """Groq: strict about unsupported OpenAI options, generous with rate-limit headers."""
 
-    def __init__(self) -> None:
+    #: A paid tier's daily request allowance: a rehearsal of a paper-scale campaign must not
+    #: stall on the free tier's 14,400 (tests that need the limit set it low).
+    DAY_LIMIT = 1_000_000
+    DAY_S = 86_400.0
+
+    def __init__(self, day_limit: int = DAY_LIMIT, day_s: float = DAY_S) -> None:
         super().__init__("groq")
-        self.day_limit = 14400
+        self.day_limit = day_limit
+        self.day_s = day_s
         self.minute_tokens = 18000
         self.used_today = 0
+        self.day_started = time.monotonic()
+
+    def _roll_day(self) -> float:
+        """Start a new day when the old one is over; seconds left in the current day."""
+        now = time.monotonic()
+        if now - self.day_started >= self.day_s:
+            self.day_started, self.used_today = now, 0
+        return self.day_s - (now - self.day_started)
 
     def request_id(self) -> str:
         return "req_" + uuid.uuid4().hex[:26]
@@ -183,6 +197,7 @@ class GroqDialect(OpenAIDialect):
     def headers(self, reply: Reply | None = None) -> dict[str, str]:
         """Groq sends these on every reply: requests per day, tokens per minute."""
         spent = 0
+        day_left = self._roll_day()
         if reply is not None:
             self.used_today += 1
             spent = reply.tokens_in + reply.tokens_out
@@ -191,7 +206,8 @@ class GroqDialect(OpenAIDialect):
             "x-ratelimit-remaining-requests": str(max(0, self.day_limit - self.used_today)),
             "x-ratelimit-limit-tokens": str(self.minute_tokens),
             "x-ratelimit-remaining-tokens": str(max(0, self.minute_tokens - spent)),
-            "x-ratelimit-reset-requests": "2m59.56s",
+            # The requests counter is per day: its reset is when this day ends, truthfully.
+            "x-ratelimit-reset-requests": _go_duration(day_left),
             "x-ratelimit-reset-tokens": "7.66s",
         }
 
@@ -386,3 +402,15 @@ class VertexOpenAIDialect(OpenAIDialect):
     def server_error(self) -> web.Response:
         return json_response({"error": {"code": 503, "message": "The service is currently "
                                         "unavailable.", "status": "UNAVAILABLE"}}, 503)
+
+
+def _go_duration(seconds: float) -> str:
+    """Groq's duration format: "2m59.56s", "7.66s", "1h2m3s"."""
+    hours, rest = divmod(max(seconds, 0.0), 3600.0)
+    minutes, secs = divmod(rest, 60.0)
+    text = f"{secs:.2f}s"
+    if minutes or hours:
+        text = f"{int(minutes)}m" + text
+    if hours:
+        text = f"{int(hours)}h" + text
+    return text
