@@ -598,7 +598,8 @@ def write_report(
     summary = _clean(summary)
     (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     (out / "leaderboard.txt").write_text(details_text(rows, summary), encoding="utf-8")
-    console.print(compact_leaderboard(rows, model_cov))
+    for table in terminal_leaderboard(rows, model_cov, console.width):
+        console.print(table)
     for line in headline_lines(summary, out):
         console.print(line, highlight=False)
     return summary
@@ -762,15 +763,68 @@ def details_text(rows: Sequence[ArmRow], summary: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def compact_leaderboard(rows: Sequence[ArmRow], model_coverage: dict[str, float]) -> Table:
-    """Arms down, models across (most coherent on the baseline first): fits a terminal."""
+#: Terminal width a model column needs in the arms-by-models table (name cut to fit).
+MODEL_COLUMN_WIDTH = 13
+ARM_COLUMN_WIDTH = 24
+
+
+def terminal_leaderboard(
+    rows: Sequence[ArmRow], model_coverage: dict[str, float], width: int
+) -> list[Table]:
+    """What fits the terminal: every arm by every model when the models fit side by side;
+    otherwise the models ranked on the baseline, then the arms of the models that ran several
+    (a paper-style workhorse), as many as fit."""
+    models = _ranked_models(rows)
+    fits = (width - ARM_COLUMN_WIDTH) // MODEL_COLUMN_WIDTH
+    if len(models) <= fits:
+        return [compact_leaderboard(rows, model_coverage)]
+    tables = [model_ranking(rows, model_coverage)]
+    arms_per_model = defaultdict(set)
+    for r in rows:
+        arms_per_model[r.model].add(r.arm)
+    busy = [m for m in models if len(arms_per_model[m]) > 1][: max(fits, 1)]
+    if busy:
+        tables.append(compact_leaderboard([r for r in rows if r.model in busy], model_coverage))
+    return tables
+
+
+def _ranked_models(rows: Sequence[ArmRow]) -> list[str]:
     cell = {(r.model, r.arm): r for r in rows}
 
     def baseline_profit(m: str) -> float:
         r = cell.get((m, BASELINE_ARM))
         return r.profit.mean if r is not None and r.profit is not None else 1e9
 
-    models = sorted({r.model for r in rows}, key=lambda m: (baseline_profit(m), m))
+    return sorted({r.model for r in rows}, key=lambda m: (baseline_profit(m), m))
+
+
+def model_ranking(rows: Sequence[ArmRow], model_coverage: dict[str, float]) -> Table:
+    """Models down, ranked by mean profit on the baseline arm (the paper's Figure 2)."""
+    cell = {(r.model, r.arm): r for r in rows}
+    table = Table(
+        title="Baseline arm: models ranked by mean arbitrage profit (lower is more coherent)",
+        title_justify="left",
+    )
+    for col in ("model", "profit", "95% CI", "Brier", "coverage"):
+        table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
+    for m in _ranked_models(rows):
+        r = cell.get((m, BASELINE_ARM))
+        if r is None:
+            continue
+        table.add_row(
+            m,
+            _fmt(r.profit.mean, 5) if r.profit else "not scored",
+            f"[{_fmt(r.profit.lo, 5)}, {_fmt(r.profit.hi, 5)}]" if r.profit else "",
+            _fmt(r.brier.mean, 4) if r.brier else "",
+            f"{model_coverage[m]:.0%}" if m in model_coverage else "",
+        )
+    return table
+
+
+def compact_leaderboard(rows: Sequence[ArmRow], model_coverage: dict[str, float]) -> Table:
+    """Arms down, models across (most coherent on the baseline first)."""
+    cell = {(r.model, r.arm): r for r in rows}
+    models = _ranked_models(rows)
     table = Table(
         title="Mean arbitrage profit per unit stake (lower is more coherent)", title_justify="left"
     )

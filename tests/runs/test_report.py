@@ -441,3 +441,43 @@ def test_multi_set_arms_report_each_kind_of_set_on_its_own_row(tmp_path: Path) -
         "linked (assets)",
         "linked (days)",
     }
+
+
+def test_the_terminal_table_fits_many_models_by_ranking_them_on_the_baseline(
+    tmp_path: Path,
+) -> None:
+    models = [f"model-{i:02d}" for i in range(15)]
+    rows = [
+        row(m, "baseline", u, 0, 0.001 * (i + 1) + 0.0001 * k)
+        for i, m in enumerate(models)
+        for k, u in enumerate(UNITS)
+    ]
+    rows += [row("model-03", "full-panel", u, 0, 0.0005) for u in UNITS]
+    out = StringIO()
+    summary = write_report(
+        tmp_path,
+        frame(rows),
+        floor=0.9,
+        seed=3,
+        reps=REPS,
+        figures=False,
+        console=Console(file=out, width=80, color_system=None),
+    )
+    text = out.getvalue()
+    assert "…" not in text.split("Mean arbitrage profit")[0]  # names and numbers not cut
+    ranking = [line.split("│")[1].strip() for line in text.splitlines() if "│ model-" in line]
+    assert ranking[:15] == models  # ranked by baseline profit, most coherent first
+    assert "full-panel" in text  # the model with several arms gets its arms table
+    assert len(summary["rows"]) == 16
+
+    few = StringIO()
+    write_report(
+        tmp_path,
+        frame(rows[: len(UNITS) * 2]),
+        floor=0.9,
+        seed=3,
+        reps=REPS,
+        figures=False,
+        console=Console(file=few, width=80, color_system=None),
+    )
+    assert "Baseline arm: models ranked" not in few.getvalue()  # two models fit side by side
