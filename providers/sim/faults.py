@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from providers.types import Outcome
+
 
 class FaultKind(StrEnum):
     """One way a provider exchange can go wrong, as a client observes it."""
@@ -30,6 +32,22 @@ class FaultKind(StrEnum):
 
 
 ALL_KINDS: tuple[FaultKind, ...] = tuple(FaultKind)
+
+#: How a client should classify each injected fault: the simulator's promise, which the
+#: adapter tests hold every provider's parser to (a provider whose wire lacks a signal, such
+#: as a refusal on Groq, is the test's own exception to make).
+INTENDED_OUTCOME: dict[FaultKind, Outcome] = {
+    FaultKind.RATE_LIMIT: Outcome.RATE_LIMIT,
+    FaultKind.RATE_LIMIT_BARE: Outcome.RATE_LIMIT,
+    FaultKind.SERVER_ERROR: Outcome.PROVIDER_ERROR,
+    FaultKind.CONNECTION_RESET: Outcome.CONNECTION_ERROR,
+    FaultKind.SLOW: Outcome.TIMEOUT,
+    FaultKind.TRUNCATED_BODY: Outcome.CONNECTION_ERROR,
+    FaultKind.MALFORMED_JSON: Outcome.INVALID_RESPONSE,
+    FaultKind.REFUSAL: Outcome.REFUSAL,
+    FaultKind.OUTPUT_CAP: Outcome.TRUNCATED,
+    FaultKind.MISSING_ROUTING: Outcome.MISSING_ROUTING_METADATA,
+}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import pytest
 from providers.base import Adapter
 from providers.registry import adapter_for
 from providers.sim.credentials import DEFAULT_CREDENTIALS as CREDS
-from providers.sim.faults import FaultKind, FaultProfile
+from providers.sim.faults import INTENDED_OUTCOME, FaultKind, FaultProfile
 from providers.sim.server import start_sim
 from providers.types import (
     ChatRequest,
@@ -116,16 +116,7 @@ def expected(provider: str, kind: FaultKind) -> tuple[Outcome | None, float | No
         return Outcome.RATE_LIMIT, 6.0 if provider == "azure" else None
     if kind is FaultKind.REFUSAL and provider in ("groq", "deepinfra"):
         return None, None  # their wire has no refusal signal: the refusal is the model's text
-    return {
-        FaultKind.SERVER_ERROR: Outcome.PROVIDER_ERROR,
-        FaultKind.CONNECTION_RESET: Outcome.CONNECTION_ERROR,
-        FaultKind.SLOW: Outcome.TIMEOUT,
-        FaultKind.TRUNCATED_BODY: Outcome.CONNECTION_ERROR,
-        FaultKind.MALFORMED_JSON: Outcome.INVALID_RESPONSE,
-        FaultKind.REFUSAL: Outcome.REFUSAL,
-        FaultKind.OUTPUT_CAP: Outcome.TRUNCATED,
-        FaultKind.MISSING_ROUTING: Outcome.MISSING_ROUTING_METADATA,
-    }[kind], None
+    return INTENDED_OUTCOME[kind], None
 
 
 @pytest.mark.parametrize("kind", list(FaultKind), ids=lambda k: k.value)

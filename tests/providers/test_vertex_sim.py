@@ -21,7 +21,7 @@ from providers.base import Adapter
 from providers.google_auth_tokens import TokenCache, TokenRefreshError, load_credentials
 from providers.registry import adapter_for
 from providers.sim.credentials import SimCredentials
-from providers.sim.faults import FaultKind, FaultProfile
+from providers.sim.faults import INTENDED_OUTCOME, FaultKind, FaultProfile
 from providers.sim.rehearse import rehearse_model
 from providers.sim.server import start_sim
 from providers.types import ChatRequest, Completion, Failure, HttpRequest, ModelConfig, Outcome
@@ -149,18 +149,7 @@ async def test_a_service_account_the_simulator_does_not_trust(tmp_path: Path) ->
 
 
 def expected(kind: FaultKind) -> tuple[Outcome, float | None]:
-    return {
-        FaultKind.RATE_LIMIT: (Outcome.RATE_LIMIT, RETRY_AFTER_S),
-        FaultKind.RATE_LIMIT_BARE: (Outcome.RATE_LIMIT, None),
-        FaultKind.SERVER_ERROR: (Outcome.PROVIDER_ERROR, None),
-        FaultKind.CONNECTION_RESET: (Outcome.CONNECTION_ERROR, None),
-        FaultKind.SLOW: (Outcome.TIMEOUT, None),
-        FaultKind.TRUNCATED_BODY: (Outcome.CONNECTION_ERROR, None),
-        FaultKind.MALFORMED_JSON: (Outcome.INVALID_RESPONSE, None),
-        FaultKind.REFUSAL: (Outcome.REFUSAL, None),
-        FaultKind.OUTPUT_CAP: (Outcome.TRUNCATED, None),
-        FaultKind.MISSING_ROUTING: (Outcome.MISSING_ROUTING_METADATA, None),
-    }[kind]
+    return INTENDED_OUTCOME[kind], (RETRY_AFTER_S if kind is FaultKind.RATE_LIMIT else None)
 
 
 @pytest.mark.parametrize("kind", list(FaultKind), ids=lambda k: k.value)
