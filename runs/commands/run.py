@@ -1,8 +1,10 @@
 """`dutchbook run SPEC`: plan, dispatch, score and report a campaign; running it again resumes.
 
-Exit codes: 0 done, 2 a user error (bad spec, missing key, estimate above --max-cost), 3 the
-running spend cap stopped the run, 130 interrupted (SIGINT/SIGTERM; 128 + SIGINT as shells
-report Ctrl-C). The last two are resumable by running the same command again.
+Exit codes: 0 done (every planned query answered), 2 a user error (bad spec, missing key,
+estimate above --max-cost), 3 the running spend cap stopped the run, 4 finished but incomplete
+(a lane stopped on a permanent failure or a spent quota, or requests ran out of attempts: the
+report scores what there is and says so), 130 interrupted (SIGINT/SIGTERM; 128 + SIGINT as
+shells report Ctrl-C). All but 2 are resumable by running the same command again.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from runs.spec import SpecError
 EXIT_INTERRUPTED = 130
 #: Exit status when the running spend cap stopped the run.
 EXIT_SPEND_CAP = 3
+#: Exit status when the dispatch ended with planned queries still unanswered.
+EXIT_INCOMPLETE = 4
 
 
 def run(
@@ -57,6 +61,13 @@ def run(
         raise typer.Exit(EXIT_INTERRUPTED)
     if result.spend_cap_reached:
         raise typer.Exit(EXIT_SPEND_CAP)
+    if not result.summary.complete:
+        typer.echo(
+            f"incomplete: {result.summary.unaccepted:,} planned queries unanswered (see above); "
+            "fix the cause and run the same command again to resume",
+            err=True,
+        )
+        raise typer.Exit(EXIT_INCOMPLETE)
 
 
 def register(app: typer.Typer) -> None:

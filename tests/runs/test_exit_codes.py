@@ -1,0 +1,58 @@
+"""A run that ends with questions unanswered says so and exits 4; the other lanes finish."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+
+from providers.sim.server import start_sim
+
+WRONG_KEY = "gsk_wrong_key_for_exit_code_test_0001"
+SPEC = """
+name = "badkey"
+seed = 1
+[data]
+stock_days = 2
+[[models]]
+name = "groq-wrong-key"
+provider = "groq"
+model = "openai/gpt-oss-120b"
+base_url = "{root}/groq/openai/v1"
+[[models]]
+name = "sim-ok"
+provider = "sim"
+model = "sim-coherent"
+[[arms]]
+name = "baseline"
+"""
+
+
+async def test_a_stopped_lane_leaves_the_run_incomplete_exit_4(tmp_path: Path) -> None:
+    async with await start_sim(port=0) as sim:
+        spec = tmp_path / "badkey.toml"
+        spec.write_text(SPEC.format(root=sim.root_url), encoding="utf-8")
+        out = tmp_path / "run"
+        env = {**os.environ, "GROQ_API_KEY": WRONG_KEY}
+        result = subprocess.run(
+            [str(Path(sys.executable).with_name("dutchbook")), "run", str(spec), "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+        )
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "incomplete: 28 planned queries unanswered" in result.stderr
+    assert "stopped after 3 auth_error failures in a row" in result.stdout + result.stderr
+    responses = pl.scan_parquet(out / "responses" / "*.parquet").collect()
+    assert set(responses["model"]) == {"sim-ok"} and responses.height == 28
+    scores = pl.read_parquet(out / "scores.parquet")
+    assert scores.filter(pl.col("model") == "groq-wrong-key")["coverage"].max() == 0.0
+    for path in [p for p in out.rglob("*") if p.is_file()]:
+        # Parquet pages are compressed: decode them rather than trust a byte scan.
+        text = str(pl.read_parquet(path).to_dicts()) if path.suffix == ".parquet" else ""
+        assert WRONG_KEY.encode() not in path.read_bytes() and WRONG_KEY not in text, path
+    assert WRONG_KEY not in result.stdout + result.stderr
