@@ -763,28 +763,31 @@ def details_text(rows: Sequence[ArmRow], summary: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-#: Terminal width a model column needs in the arms-by-models table (name cut to fit).
-MODEL_COLUMN_WIDTH = 13
-ARM_COLUMN_WIDTH = 24
+def _columns_that_fit(rows: Sequence[ArmRow], models: Sequence[str], width: int) -> int:
+    """How many model columns fit beside the arm column (rich adds 3 characters a column)."""
+    arm_width = max([len(r.arm) for r in rows] + [len("Brier (baseline)")]) + 3
+    model_width = max([len(m) for m in models] + [len("not scored")]) + 3
+    return max((width - 1 - arm_width) // model_width, 1)
 
 
 def terminal_leaderboard(
     rows: Sequence[ArmRow], model_coverage: dict[str, float], width: int
 ) -> list[Table]:
-    """What fits the terminal: every arm by every model when the models fit side by side;
-    otherwise the models ranked on the baseline, then the arms of the models that ran several
-    (a paper-style workhorse), as many as fit."""
+    """What fits the terminal, never cut: every arm by every model when the models fit side by
+    side; otherwise the models ranked on the baseline, then the arms of the models that ran
+    several (a paper-style workhorse), in as many tables as it takes."""
     models = _ranked_models(rows)
-    fits = (width - ARM_COLUMN_WIDTH) // MODEL_COLUMN_WIDTH
+    fits = _columns_that_fit(rows, models, width)
     if len(models) <= fits:
         return [compact_leaderboard(rows, model_coverage)]
     tables = [model_ranking(rows, model_coverage)]
-    arms_per_model = defaultdict(set)
+    arms_per_model: dict[str, set[str]] = defaultdict(set)
     for r in rows:
         arms_per_model[r.model].add(r.arm)
-    busy = [m for m in models if len(arms_per_model[m]) > 1][: max(fits, 1)]
-    if busy:
-        tables.append(compact_leaderboard([r for r in rows if r.model in busy], model_coverage))
+    busy = [m for m in models if len(arms_per_model[m]) > 1]
+    for start in range(0, len(busy), fits):
+        chunk = set(busy[start : start + fits])
+        tables.append(compact_leaderboard([r for r in rows if r.model in chunk], model_coverage))
     return tables
 
 
