@@ -481,3 +481,27 @@ def test_the_terminal_table_fits_many_models_by_ranking_them_on_the_baseline(
         console=Console(file=few, width=80, color_system=None),
     )
     assert "Baseline arm: models ranked" not in few.getvalue()  # two models fit side by side
+
+
+def test_no_model_is_dropped_when_the_arms_table_is_split(tmp_path: Path) -> None:
+    models = [f"simulated-model-{i}" for i in range(5)]
+    rows = [
+        row(m, arm, u, 0, 0.001 * (i + 1))
+        for i, m in enumerate(models)
+        for arm in ("baseline", "full-panel")
+        for u in UNITS
+    ]
+    out = StringIO()
+    write_report(
+        tmp_path,
+        frame(rows),
+        floor=0.9,
+        seed=3,
+        reps=REPS,
+        figures=False,
+        console=Console(file=out, width=80, color_system=None),
+    )
+    arms_tables = out.getvalue().split("Mean arbitrage profit per unit stake", 1)[1]
+    for m in models:
+        assert m in arms_tables, m
+    assert "…" not in out.getvalue()
