@@ -24,7 +24,8 @@ from panels.data import load_returns, sample_date_pairs, sample_stock_days
 from panels.stock import bin_of, horizon_panel
 from panels.units import DatePair, StockDay
 
-PAPER = Path("/work/shared/reference/dutch-books-paper.txt")
+# The paper sits in the `shared/` folder beside the repository (so in CI too).
+PAPER = Path(__file__).resolve().parents[3] / "shared" / "reference" / "dutch-books-paper.txt"
 
 
 def _math(segment: str) -> str:
