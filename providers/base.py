@@ -8,12 +8,12 @@ The only side effect allowed is refreshing a credential (an OAuth token) inside 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from providers.types import ChatRequest, Completion, Failure, HttpRequest
+from providers.types import ChatRequest, Completion, Failure, HttpRequest, Outcome
 
 #: How many characters of a provider's error text a `Failure.detail` keeps (the ledger stays small).
 DETAIL_LIMIT = 300
@@ -138,3 +138,31 @@ __all__ = [
     "load_json",
     "short",
 ]
+
+
+def status_outcome(
+    status: int,
+    *,
+    rate_limits: Collection[int] = (),
+    timeouts: Collection[int] = (),
+    provider_errors: Collection[int] = (),
+    otherwise: Outcome = Outcome.BAD_REQUEST,
+) -> Outcome:
+    """What an HTTP status means when the body names no error the adapter knows.
+
+    The common reading (429 rate limit, 408 timeout, 401/403 auth, 5xx provider, other 4xx our
+    bad request) is shared by every adapter; each passes only the statuses its provider uses
+    differently (Groq's 498, Vertex's 504 deadline, Bedrock's 424) and what a non-error status
+    carrying an error means for it (`otherwise`).
+    """
+    if status == 429 or status in rate_limits:
+        return Outcome.RATE_LIMIT
+    if status == 408 or status in timeouts:
+        return Outcome.TIMEOUT
+    if status in (401, 403):
+        return Outcome.AUTH_ERROR
+    if status >= 500 or status in provider_errors:
+        return Outcome.PROVIDER_ERROR
+    if 400 <= status < 500:
+        return Outcome.BAD_REQUEST
+    return otherwise

@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 import orjson
 
-from providers.base import Headers, as_int, load_json, short
+from providers.base import Headers, as_int, load_json, short, status_outcome
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
 from providers.secrets import Secret, redact
 from providers.sigv4 import AwsCredentials, Clock, signed_headers, utc_now
@@ -164,21 +164,6 @@ def error_code(headers: Mapping[str, str], payload: Any) -> str | None:
     code = raw.split(":", 1)[0]
     code = code.rsplit("#", 1)[-1]
     return code.strip() or None
-
-
-def _status_outcome(status: int) -> Outcome:
-    """Fallback when no error code is given (a proxy's page, a bare status)."""
-    if status == 429:
-        return Outcome.RATE_LIMIT
-    if status == 408:
-        return Outcome.TIMEOUT
-    if status in (401, 403):
-        return Outcome.AUTH_ERROR
-    if status >= 500 or status == 424:
-        return Outcome.PROVIDER_ERROR
-    if 400 <= status < 500:
-        return Outcome.BAD_REQUEST
-    return Outcome.INVALID_RESPONSE
 
 
 def _region(config: ModelConfig, env: Mapping[str, str]) -> str | None:
@@ -490,7 +475,11 @@ class BedrockAdapter:
                     break
         elif payload is None:
             message = body.decode("utf-8", errors="replace")
-        outcome = ERROR_CODES.get(code or "", _status_outcome(status))
+        outcome = ERROR_CODES.get(
+            code or "",
+            # 424 is ModelErrorException without its header; a non-error status is no envelope
+            status_outcome(status, provider_errors=(424,), otherwise=Outcome.INVALID_RESPONSE),
+        )
         quota = outcome is Outcome.RATE_LIMIT and (
             code == "ServiceQuotaExceededException" or bool(_QUOTA_MESSAGE.search(message))
         )

@@ -15,7 +15,15 @@ from typing import Any
 
 import orjson
 
-from providers.base import Headers, as_float, as_int, body_excerpt, load_json, short
+from providers.base import (
+    Headers,
+    as_float,
+    as_int,
+    body_excerpt,
+    load_json,
+    short,
+    status_outcome,
+)
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
 from providers.secrets import Secret, first_set, redact
 from providers.types import (
@@ -345,16 +353,11 @@ def _failure(env: _Envelope, outcome: Outcome, detail: str, **extra: Any) -> Fai
 
 def _status_outcome(status: int, message: str, code: str) -> Outcome:
     """The outcome a non-2xx status means before any provider-specific reading of the body."""
-    if status in (429, 498):  # 498: Groq flex tier capacity_exceeded
-        # DeepInfra's "Model busy" 429 (autoscaling) is a rate limit too: backing the lane
-        # off is the right answer to a busy model, and the detail keeps its wording.
-        return Outcome.RATE_LIMIT
-    if status == 408:
-        return Outcome.TIMEOUT
-    if status in (401, 403):
-        return Outcome.AUTH_ERROR
-    if status >= 500 or status in (409, 424, 499):
-        return Outcome.PROVIDER_ERROR
+    # 498: Groq flex tier capacity_exceeded. DeepInfra's "Model busy" 429 (autoscaling) is a
+    # rate limit too: backing the lane off is the right answer to a busy model.
+    outcome = status_outcome(status, rate_limits=(498,), provider_errors=(409, 424, 499))
+    if outcome is not Outcome.BAD_REQUEST:
+        return outcome
     if code == "json_validate_failed":  # Groq: the model's JSON failed; a retry can succeed
         return Outcome.INVALID_RESPONSE
     if code == "content_filter":  # Azure: the prompt tripped the content filter

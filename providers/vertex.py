@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 import orjson
 
-from providers.base import Headers, as_int, load_json, short
+from providers.base import Headers, as_int, load_json, short, status_outcome
 from providers.google_auth_tokens import (
     CREDENTIALS_FILE_ENV,
     TokenCache,
@@ -187,18 +187,11 @@ def rpc_error(payload: Any) -> tuple[str, str, int | None] | None:
     )
 
 
-def _status_outcome(status: int) -> Outcome:
-    if status == 429:
-        return Outcome.RATE_LIMIT
-    if status in (408, 504):
-        return Outcome.TIMEOUT
-    if status in (401, 403):
-        return Outcome.AUTH_ERROR
-    if status >= 500 or status == 499:
-        return Outcome.PROVIDER_ERROR
-    if 400 <= status < 500:
-        return Outcome.BAD_REQUEST
-    return Outcome.PROVIDER_ERROR  # a 200 carrying an error envelope
+def _status(status: int) -> Outcome:
+    """504 is DEADLINE_EXCEEDED, 499 CANCELLED; a 200 carrying an error envelope is theirs."""
+    return status_outcome(
+        status, timeouts=(504,), provider_errors=(499,), otherwise=Outcome.PROVIDER_ERROR
+    )
 
 
 class VertexAdapter:
@@ -390,7 +383,7 @@ class VertexAdapter:
             result = parse_reply(status, view, body, self._dialect)
         elif status != 200:
             result = Failure(
-                _status_outcome(status),
+                _status(status),
                 short(f"HTTP {status}: {body.decode('utf-8', errors='replace')}"),
                 http_status=status,
                 retry_after_s=retry_after_seconds(view),
@@ -407,7 +400,7 @@ class VertexAdapter:
     ) -> Failure:
         rpc_status, message, code = envelope
         # The envelope's status names the error; without it, its code (a 200 may carry a 429).
-        outcome = RPC_STATUS.get(rpc_status) or _status_outcome(code or status)
+        outcome = RPC_STATUS.get(rpc_status) or _status(code or status)
         retry_after = retry_after_seconds(view)
         if retry_after is None and outcome in (Outcome.RATE_LIMIT, Outcome.PROVIDER_ERROR):
             retry_after = wait_from_message(message)
