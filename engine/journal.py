@@ -44,13 +44,18 @@ def list_segments(journal_dir: Path) -> list[tuple[int, Path]]:
     return found
 
 
-def fsync_dir(directory: Path) -> None:
-    """Make a rename/unlink inside `directory` durable (POSIX needs the directory fsync'd)."""
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_path(path: Path) -> None:
+    """Flush a file's bytes, or a directory's entries, to the disk."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename/unlink inside `directory` durable (POSIX needs the directory fsync'd)."""
+    fsync_path(directory)
 
 
 class JournalWriter:

@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from engine.journal import fsync_dir
+from engine.journal import fsync_dir, fsync_path
 
 _PART = re.compile(r"^part-(\d{8})\.parquet$")
 INTENT_NAME = ".replace-intent.json"
@@ -56,11 +56,12 @@ def write_atomic(frame: pl.DataFrame, target: Path) -> None:
     """Temp file, fsync, rename, fsync the directory: the shard is all there or absent."""
     tmp = target.with_name(f".{target.name}.tmp")
     frame.write_parquet(tmp)
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    commit_file(tmp, target)
+
+
+def commit_file(tmp: Path, target: Path) -> None:
+    """Make a fully written temporary file `target`, durably: fsync, rename, fsync the folder."""
+    fsync_path(tmp)
     os.replace(tmp, target)
     fsync_dir(target.parent)
 
@@ -108,18 +109,10 @@ def replace_all(directory: Path, frame: pl.DataFrame, new_id: int) -> Path:
         raise ValueError(f"shard id {new_id} already used in {directory}")
     tmp = directory / f".{new_name}.tmp"
     frame.write_parquet(tmp)
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(tmp)
     intent_tmp = directory / f"{INTENT_NAME}.tmp"
     intent_tmp.write_bytes(orjson.dumps({"new": new_name, "old": old}))
-    fd = os.open(intent_tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(intent_tmp)
     os.replace(intent_tmp, directory / INTENT_NAME)
     fsync_dir(directory)
     os.replace(tmp, directory / new_name)  # the commit point

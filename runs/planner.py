@@ -14,7 +14,6 @@ units and events). Rows are written in bounded batches, never held whole.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Any
 
 import polars as pl
 
+from engine.shards import commit_file
 from panels.arms import ARMS, Arm, Query
 from providers.types import ModelConfig
 from runs.spec import ArmEntry, CampaignSpec, SpecError
@@ -162,9 +162,7 @@ class _PartWriter:
             pl.DataFrame(schema=self.schema).write_parquet(tmp)
         else:
             pl.scan_parquet(str(self.folder / "*.parquet")).sink_parquet(tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        tmp.replace(target)
+        commit_file(tmp, target)
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

@@ -6,7 +6,6 @@ batched `dutch_books` call, whatever model, unit or pass they come from.
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from engine.ledger import scan_responses
+from engine.shards import write_atomic
 from panels.arms import ARMS
 from runs.spec import CampaignSpec
 from runs.units import UnitSource
@@ -161,14 +161,6 @@ def score_forecasts(
 
 def _finite_or_none(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
-
-
-def write_atomic(frame: pl.DataFrame, path: Path) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    frame.write_parquet(tmp)
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    tmp.replace(path)
 
 
 def score_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None) -> pl.DataFrame:
