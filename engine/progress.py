@@ -11,6 +11,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from engine.lanes import LaneStats
 
@@ -46,8 +47,8 @@ def render(lanes: list[LaneStats]) -> Table:
             retries += f" (gave up {s.retries.exhausted})"
         state = s.state.value if not s.message else f"{s.state.value}: {s.message[:60]}"
         table.add_row(
-            s.model,
-            state,
+            Text(s.model),  # user text (a model name, a provider's words), never markup
+            Text(state),
             f"{s.done}/{s.planned}",
             f"{s.rate_per_s:.1f}",
             str(s.in_flight),

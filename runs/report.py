@@ -59,6 +59,7 @@ import orjson
 import polars as pl
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from runs.scoring_step import native_norm
 from scoring import dutch_books, stats
@@ -700,7 +701,7 @@ def leaderboard(rows: Sequence[ArmRow]) -> Table:
                 else "not scored: no answers"
             )
             table.add_row(
-                r.model,
+                Text(r.model),
                 r.arm,
                 str(r.units),
                 reason,
@@ -715,7 +716,7 @@ def leaderboard(rows: Sequence[ArmRow]) -> Table:
             else ""
         )
         table.add_row(
-            r.model,
+            Text(r.model),
             r.arm,
             str(r.units),
             _fmt_iv(r.profit),
@@ -753,7 +754,7 @@ def details_text(rows: Sequence[ArmRow], summary: dict[str, Any]) -> str:
         for r in repeated:
             cells = [f"{_fmt(b['mean'])} [{_fmt(b['lo'])}, {_fmt(b['hi'])}]" for b in r["by_k"]]
             table.add_row(
-                r["model"],
+                Text(r["model"]),
                 r["arm"],
                 _fmt(r["single_pass_mean"]),
                 *cells,
@@ -815,7 +816,7 @@ def model_ranking(rows: Sequence[ArmRow], model_coverage: dict[str, float]) -> T
         if r is None:
             continue
         table.add_row(
-            m,
+            Text(m),
             _fmt(r.profit.mean, 5) if r.profit else "not scored",
             f"[{_fmt(r.profit.lo, 5)}, {_fmt(r.profit.hi, 5)}]" if r.profit else "",
             _fmt(r.brier.mean, 4) if r.brier else "",
@@ -833,7 +834,7 @@ def compact_leaderboard(rows: Sequence[ArmRow], model_coverage: dict[str, float]
     )
     table.add_column("arm", no_wrap=True)
     for m in models:
-        table.add_column(m, justify="right")
+        table.add_column(Text(m), justify="right")  # a model name is not markup
     for arm in sorted({r.arm for r in rows}):
         values = []
         for m in models:

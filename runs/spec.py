@@ -120,6 +120,10 @@ def load_spec(path: str | Path, *, arm_names: set[str] | None = None) -> Campaig
         raise SpecError(path, "", "no such file") from None
     except OSError as exc:
         raise SpecError(path, "", f"cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            path, "", f"not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
+        ) from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

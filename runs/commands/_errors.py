@@ -1,25 +1,73 @@
-"""One-line errors for users: a message and a non-zero exit, never a traceback."""
+"""One-line errors for users: a message and a non-zero exit, never a traceback.
+
+Every command goes through `user_errors`: the kinds of error a user can cause (a bad spec,
+family, data file or journal, a file that is not UTF-8, missing credentials) are always turned
+into one line and exit 2, plus whatever else a command lists. User text (file names, keys,
+model names such as `[/x]`) is printed literally, never read as Rich markup.
+"""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 _stderr = Console(stderr=True, highlight=False)
 
+#: Exit status of a user error: nothing was sent, fix the input and run again.
+EXIT_USER_ERROR = 2
 
-def fail(message: str, code: int = 2) -> None:
-    _stderr.print(f"[red]error:[/] {message}", soft_wrap=True)
+
+def fail(message: str, code: int = EXIT_USER_ERROR) -> NoReturn:
+    """Print `error: <message>` on stderr (the message literally) and exit with `code`."""
+    line = Text("error: ", style="red")
+    line.append(message)
+    _stderr.print(line, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def common_user_errors() -> tuple[type[BaseException], ...]:
+    """The errors a user's own input can cause, shared by every command.
+
+    Imported here, when an error is being handled, so that a command's start-up pays nothing
+    for modules it may never touch.
+    """
+    from engine.journal import JournalError
+    from panels.data import DataError
+    from panels.families import FamilyError
+    from panels.formula import FormulaError
+    from providers.types import ConfigError
+    from runs.spec import SpecError
+
+    return (
+        SpecError,
+        FamilyError,
+        FormulaError,
+        DataError,
+        ConfigError,
+        JournalError,
+        UnicodeDecodeError,
+    )
 
 
 @contextlib.contextmanager
 def user_errors(*kinds: type[BaseException]) -> Iterator[None]:
-    """Turn the listed exception types into a one-line message and exit code 2."""
+    """Turn the common user errors and the listed kinds into a one-line message and exit 2."""
     try:
         yield
-    except kinds as exc:
-        fail(str(exc))
+    except typer.Exit:
+        raise
+    except Exception as exc:
+        if isinstance(exc, (*kinds, *common_user_errors())):
+            fail(_describe(exc))
+        raise
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"a file is not UTF-8 text ({exc.reason} at byte {exc.start})"
+    return str(exc)

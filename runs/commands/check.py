@@ -346,8 +346,7 @@ def check(
     try:
         data = read_input(file)
     except CheckInputError as error:
-        fail(escape(str(error)))
-        return
+        fail(str(error))
     try:
         with _native_stdout_to_stderr():
             import scoring  # deferred: keeps `--help` fast and input errors solver-free
@@ -358,7 +357,7 @@ def check(
                 projected = scoring.repair(data.panel.incidence, data.probs)
                 repaired = np.asarray(projected, dtype=np.float64)
     except ValueError as error:
-        fail(escape(f"{file}: {' '.join(str(error).split())}"), code=1)
+        fail(f"{file}: {' '.join(str(error).split())}", code=1)
         return
     profit = float(result.profit[0])
     stakes = np.asarray(result.stakes[0], dtype=np.float64)

@@ -15,10 +15,8 @@ from typing import Annotated
 
 import typer
 
-from providers.types import ConfigError
 from runs.commands._errors import user_errors
 from runs.pipeline import INTERRUPTED_MESSAGE, RunError, run_campaign
-from runs.spec import SpecError
 
 #: Exit status after an interrupt: what a shell reports for a command killed by SIGINT.
 EXIT_INTERRUPTED = 130
@@ -51,7 +49,7 @@ def run(
 ) -> None:
     """Run a campaign into a folder; an interrupted run resumes where it stopped."""
     try:
-        with user_errors(SpecError, RunError, ConfigError, FileNotFoundError):
+        with user_errors(RunError, FileNotFoundError):
             result = asyncio.run(run_campaign(spec_path, out, max_cost=max_cost, rehearse=rehearse))
     except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
         typer.echo(INTERRUPTED_MESSAGE)

@@ -9,6 +9,7 @@ import orjson
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from engine.journal import JournalError
 from engine.status import status as run_status
@@ -17,10 +18,16 @@ from runs.commands._errors import user_errors
 _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow"}
 
 
+def percent_done(done: int, planned: int) -> str:
+    """A share rounded DOWN to 0.1%: 532 of 534 is 99.6%, never a 100% that is not done."""
+    tenths = done * 1000 // planned
+    return f"{tenths // 10}%" if tenths % 10 == 0 else f"{tenths / 10:.1f}%"
+
+
 def _fraction(done: int, planned: int | None) -> str:
     if planned is None:
         return f"{done:,}/?"
-    share = f" ({done / planned:.0%})" if planned else ""
+    share = f" ({percent_done(done, planned)})" if planned else ""
     return f"{done:,}/{planned:,}{share}"
 
 
@@ -37,9 +44,9 @@ def render(summary: dict[str, Any], console: Console) -> None:
     state = summary["state"]
     pid = summary.get("pid") or {}
     who = f" (pid {pid['pid']} on {pid.get('host', '?')})" if pid else ""
-    console.print(
-        f"[bold]{summary['run_dir']}[/]: [{_STATE_STYLE.get(state, 'white')}]{state}[/]{who}"
-    )
+    header = Text(str(summary["run_dir"]), style="bold")  # a path is not markup
+    header.append(": ").append(state, style=_STATE_STYLE.get(state, "white")).append(who)
+    console.print(header)
     console.print(
         f"accepted {_fraction(summary['accepted'], summary['planned'])}, "
         f"{summary['attempts']:,} attempts, {summary['retries']:,} retries over "
@@ -57,8 +64,8 @@ def render(summary: dict[str, Any], console: Console) -> None:
         if entry.get("lane_message"):
             lane += f": {entry['lane_message']}"
         models.add_row(
-            name, _fraction(entry["accepted"], entry["planned"]), f"{entry['attempts']:,}",
-            f"{retries:,}", f"{entry['pending_failures']:,}", lane,
+            Text(name), _fraction(entry["accepted"], entry["planned"]), f"{entry['attempts']:,}",
+            f"{retries:,}", f"{entry['pending_failures']:,}", Text(lane),
             _eta(entry, live=state == "live"),
         )
     console.print(models)
@@ -67,7 +74,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
         causes.add_column("cause")
         causes.add_column("attempts", justify="right")
         for cause, n in summary["retries_by_cause"].items():
-            causes.add_row(cause, f"{n:,}")
+            causes.add_row(Text(cause), f"{n:,}")
         console.print(causes)
     pending = summary["pending_failures"]
     if pending["total"]:

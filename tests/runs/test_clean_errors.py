@@ -1,0 +1,124 @@
+"""Fault 2 and 5 of issue 9: every user error of `dutchbook run` ends in one literal line, exit 2.
+
+A bad family or returns file, a corrupt journal line in the middle of a segment, a spec that
+is not UTF-8: each used to end in a traceback and exit 1. Error text that looks like Rich
+markup (`[[models]]`, `[/x]`) is printed as written.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from engine.lanes import LaneStats
+from engine.progress import render
+from runs.cli import app
+
+SPEC = """
+name = "clean"
+seed = 3
+[data]
+stock_days = 2
+{data}
+[[models]]
+name = "{model}"
+provider = "sim"
+model = "sim-coherent"
+[[arms]]
+name = "{arm}"
+"""
+
+
+def write_spec(tmp_path: Path, *, data: str = "", model: str = "m", arm: str = "baseline") -> Path:
+    path = tmp_path / "spec.toml"
+    path.write_text(SPEC.format(data=data, model=model, arm=arm), encoding="utf-8")
+    return path
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    assert not isinstance(result.exception, Exception) or isinstance(
+        result.exception, SystemExit
+    ), result.exception
+    return result.exit_code, result.output
+
+
+def assert_one_clean_line(output: str, *needles: str) -> None:
+    assert "Traceback" not in output, output
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, output
+    for needle in needles:
+        assert needle in errors[0], output
+
+
+def test_run_refuses_a_bad_family_file_cleanly(tmp_path: Path) -> None:
+    families = tmp_path / "families"
+    families.mkdir()
+    (families / "bad.toml").write_text('id = "x"\ntitle = "t"\n', encoding="utf-8")
+    spec = write_spec(tmp_path, data=f'families = "{families.as_posix()}"', arm="families/isolated")
+    code, output = invoke("run", str(spec), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert_one_clean_line(output, "bad.toml", "missing key")
+
+
+def test_run_refuses_a_bad_returns_file_cleanly(tmp_path: Path) -> None:
+    returns = tmp_path / "returns.csv"
+    returns.write_text("date,asset\n2020-01-02,A\n", encoding="utf-8")
+    spec = write_spec(tmp_path, data=f'returns = "{returns.as_posix()}"')
+    code, output = invoke("run", str(spec), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert_one_clean_line(output, "returns.csv")
+
+
+def test_run_refuses_a_spec_that_is_not_utf8_cleanly(tmp_path: Path) -> None:
+    spec = tmp_path / "latin1.toml"
+    spec.write_bytes('name = "caf\u00e9"\n'.encode("latin-1"))
+    for command in ("run", "plan"):
+        code, output = invoke(command, str(spec))
+        assert code == 2
+        assert_one_clean_line(output, "latin1.toml", "not UTF-8")
+
+
+def test_run_refuses_a_corrupt_journal_line_mid_segment_cleanly(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path)
+    out = tmp_path / "out"
+    code, output = invoke("run", str(spec), "--out", str(out))
+    assert code == 0, output
+    journal = out / "journal"
+    journal.mkdir(exist_ok=True)
+    # A segment whose middle line is torn (a tail could be a crash mid-write; a middle is not).
+    (journal / "seg-00000001.jsonl").write_text('{"kind": "result", "attem\n{}\n')
+    code, output = invoke("run", str(spec), "--out", str(out))
+    assert code == 2
+    assert_one_clean_line(output, "seg-00000001.jsonl")
+
+
+@pytest.mark.parametrize("arm", ["[[models]]", "[/x]"])
+def test_error_text_is_printed_literally_not_as_markup(tmp_path: Path, arm: str) -> None:
+    spec = write_spec(tmp_path, arm=arm)
+    code, output = invoke("run", str(spec))
+    assert code == 2
+    assert_one_clean_line(output, repr(arm))
+
+
+def test_model_names_that_look_like_markup_run_report_and_show_in_status(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, model="[/x]")
+    out = tmp_path / "out"
+    code, output = invoke("run", str(spec), "--out", str(out))
+    assert code == 0, output
+    assert "[/x]" in output
+    code, output = invoke("status", str(out))
+    assert code == 0, output
+    assert "[/x]" in output
+
+
+def test_the_live_progress_table_prints_a_markup_like_name_literally() -> None:
+    lane = LaneStats(model="[/x]", provider="sim", planned=2, message="[bold]down[/]")
+    console = Console(width=200, record=True, file=io.StringIO(), color_system=None)
+    console.print(render([lane]))
+    text = console.export_text()
+    assert "[/x]" in text and "[bold]down[/]" in text
