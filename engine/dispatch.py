@@ -104,6 +104,11 @@ class DispatchSummary:
         return sum(s.attempts for s in self.lanes.values())
 
     @property
+    def retry_attempts(self) -> int:
+        """Attempts of this dispatch that were not accepted (`engine.audit`'s definition)."""
+        return sum(s.retries.total for s in self.lanes.values())
+
+    @property
     def complete(self) -> bool:
         return self.unaccepted == 0
 
@@ -120,13 +125,18 @@ class DispatchSummary:
         out = [
             f"{self.accepted} answers accepted in {self.elapsed_s:.1f}s "
             f"({self.already_accepted} already accepted, {self.unaccepted} still unanswered, "
-            f"{self.attempts} attempts)"
+            f"{self.attempts} attempts, {self.retry_attempts} retry attempts)"
         ]
         for name, s in self.lanes.items():
             retries = ", ".join(f"{k} {v}" for k, v in sorted(s.retries.by_cause.items()))
             out.append(
                 f"  {name}: {s.state.value}, {s.done}/{s.planned} done"
-                + (f", retries: {retries}" if retries else "")
+                + (f", retry attempts: {retries}" if retries else "")
+                + (
+                    f", {s.retries.unsent} credential failures before sending"
+                    if s.retries.unsent
+                    else ""
+                )
                 + (
                     f", {s.retries.exhausted} gave up after max attempts"
                     if s.retries.exhausted

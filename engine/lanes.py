@@ -28,7 +28,7 @@ from engine.http import HttpClient
 from engine.limits import Hold, TokenBucket, estimate_tokens
 from engine.logs import EngineLog
 from engine.records import AttemptRecord, ResponseRecord
-from engine.retry import PERMANENT, RetryPolicy, RetryTally
+from engine.retry import DUPLICATE, PERMANENT, RetryPolicy, RetryTally
 from engine.spend import SpendCap, prices_of, worst_case_cost
 from providers.base import Adapter
 from providers.google_auth_tokens import TokenRefreshError
@@ -329,9 +329,9 @@ class Lane:
                 self.log.warning(
                     "build_failed_retrying", model=name, provider=provider, detail=str(unbuilt)
                 )
+                self.stats.retries.unsent += 1
                 if tries == self.policy.max_attempts:
                     break
-                self.stats.retries.count(Outcome.CONNECTION_ERROR)
                 await self._sleep(self.policy.delay(tries))
                 continue
             failure = self._settle(
@@ -344,7 +344,6 @@ class Lane:
                 return
             if tries == self.policy.max_attempts:
                 break
-            self.stats.retries.count(failure.outcome)
             await self._sleep(self.policy.delay(tries, failure.retry_after_s))
         self.stats.retries.exhausted += 1
         self.log.warning(
@@ -542,10 +541,12 @@ class Lane:
             if accepted:
                 stats.accepted += 1
             else:
+                stats.retries.count(DUPLICATE)
                 self.log.warning(
                     "duplicate_refused", model=self.config.name, request_id=item.request_id
                 )
             return None
+        stats.retries.count(failure.outcome)
         self._on_failure(failure)
         return failure
 

@@ -19,6 +19,9 @@ from providers.types import RETRYABLE, Outcome
 #: Failures that will fail the same way on every try: they stop a lane after a few in a row.
 PERMANENT: frozenset[Outcome] = frozenset({Outcome.AUTH_ERROR, Outcome.BAD_REQUEST})
 
+#: The retry cause of a valid reply to a request that already had an accepted answer.
+DUPLICATE = "duplicate"
+
 _RETRYING = tenacity.Retrying()
 
 
@@ -59,13 +62,23 @@ class RetryPolicy:
 
 @dataclass
 class RetryTally:
-    """Retries by cause, plus requests given up on, for one lane."""
+    """One lane's retry attempts by cause, as `engine.audit` defines them for the ledger.
+
+    Every attempt of this dispatch that was not the accepted one counts once, under its
+    outcome (a refused duplicate answer under `duplicate`): the last failed attempt of a
+    request given up and a permanent failure included, so a fresh run's tally equals what
+    `dutchbook audit` reads from the folder. Credential failures before anything was sent
+    are not attempts (nothing is journalled); they are counted apart in `unsent`.
+    """
 
     by_cause: Counter[str] = field(default_factory=Counter)
+    #: Requests that ran out of attempts within this dispatch.
     exhausted: int = 0
+    #: Tries that failed before sending (a transient credential refresh failure).
+    unsent: int = 0
 
-    def count(self, outcome: Outcome) -> None:
-        self.by_cause[outcome.value] += 1
+    def count(self, cause: Outcome | str) -> None:
+        self.by_cause[str(cause)] += 1
 
     @property
     def total(self) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from engine.audit import by_cause, classify
 from engine.dispatch import read_lane_states
 from engine.journal import list_segments
 from engine.ledger import JOURNAL, read_pid, scan_ledger
@@ -48,11 +49,13 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     """A JSON-ready summary of a run folder (see `dutchbook status --json`).
 
     Keys: `state`, `pid`, `planned`, `accepted`, `remaining`, `attempts`, `outcomes`,
-    `retries_by_cause` (every attempt that did not end in an accepted answer, by cause),
+    `retries_by_cause` (retry attempts by cause, as `engine.audit.classify` defines them:
+    every attempt that was not the accepted one; nonzero causes only), `retries`,
     `requests_retried`, `tokens_in`, `tokens_out`, `last_attempt_at`,
     `attempts_last_minute`, `journal_segments`, `models` (per model: planned, accepted,
-    attempts, outcomes, pending_failures, and from the engine's `logs/lanes.json` when
-    present: lane_state, lane_message, rate_per_s), `lanes_updated_at`, `pending_failures`
+    attempts, outcomes, retries, retries_by_cause (every cause), pending_failures, and
+    from the engine's `logs/lanes.json` when present: lane_state, lane_message,
+    rate_per_s), `lanes_updated_at`, `pending_failures`
     (requests with attempts but no accepted answer: total, by last outcome, how many are
     permanent, a few examples).
     """
@@ -60,9 +63,14 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
     # One narrow pass over each table; every count below works on these frames.
-    attempts_scan, responses_scan = scan_ledger(run_dir, _ATTEMPT_COLUMNS, ["request_id", "model"])
+    attempts_scan, responses_scan = scan_ledger(
+        run_dir, _ATTEMPT_COLUMNS, ["request_id", "model", "attempts"]
+    )
     responses = responses_scan.collect().lazy()
     attempts = attempts_scan.collect().lazy()
+    # Retries by the one definition shared with `run`, `audit` and the report (engine.audit).
+    marked = classify(attempts.drop("detail"), responses).filter(pl.col("cause").is_not_null())
+    retries_by_model = marked.group_by("model", "cause").len().collect()
 
     planned_by_model: dict[str, int] | None = None
     plan_path = run_dir / PLAN
@@ -92,12 +100,12 @@ def status(run_dir: Path | str) -> dict[str, Any]:
         entry = per_model.setdefault(model, {"attempts": 0, "outcomes": {}})
         entry["attempts"] += n
         entry["outcomes"][outcome] = n
-    # A retry is any attempt that did not yield the accepted answer (the paper's count).
-    retries = {k: v for k, v in outcomes.items() if k != Outcome.OK}
-    retried = (
-        attempts.filter(pl.col("outcome") != Outcome.OK)
-        .select(pl.col("request_id").n_unique()).collect().item()
-    )
+    retries: dict[str, int] = {}
+    for model, cause, n in retries_by_model.iter_rows():
+        retries[cause] = retries.get(cause, 0) + n
+        entry = per_model.setdefault(model, {"attempts": 0, "outcomes": {}})
+        entry.setdefault("retries_by_cause", {})[cause] = n
+    retried = marked.select(pl.col("request_id").n_unique()).collect().item()
 
     last_attempts = (
         attempts.join(responses.select("request_id"), on="request_id", how="anti")
@@ -118,6 +126,8 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     models = sorted(set(per_model) | set(accepted_by_model) | set(planned_by_model or {}))
     for model in models:
         entry = per_model.setdefault(model, {"attempts": 0, "outcomes": {}})
+        entry["retries_by_cause"] = by_cause(entry.get("retries_by_cause", {}))
+        entry["retries"] = sum(entry["retries_by_cause"].values())
         entry["planned"] = None if planned_by_model is None else planned_by_model.get(model, 0)
         entry["accepted"] = accepted_by_model.get(model, 0)
         entry["pending_failures"] = failures_by_model.get(model, 0)

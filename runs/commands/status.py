@@ -59,7 +59,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
     for column in columns:
         models.add_column(column, justify="left" if column in ("model", "lane") else "right")
     for name, entry in summary["models"].items():
-        retries = sum(n for outcome, n in entry["outcomes"].items() if outcome != "ok")
+        retries = entry["retries"]
         lane = entry.get("lane_state") or ""
         if entry.get("lane_message"):
             lane += f": {entry['lane_message']}"

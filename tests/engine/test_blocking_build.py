@@ -124,7 +124,7 @@ async def test_a_blocking_build_does_not_stall_another_lane(tmp_path: Path, kit,
     assert len(during) >= 10, (len(during), start, end, sorted(fast_times)[:5])
 
 
-async def test_retryable_refresh_failure_is_retried_like_a_connection_error(
+async def test_retryable_refresh_failure_is_retried_without_an_attempt(
     tmp_path: Path, kit, sim
 ) -> None:
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("v", 5))
@@ -136,7 +136,8 @@ async def test_retryable_refresh_failure_is_retried_like_a_connection_error(
     )
     lane = summary.lanes["v"]
     assert summary.complete and lane.state is LaneState.DONE, summary.lines()
-    assert lane.retries.by_cause["connection_error"] == 2
+    # nothing was sent on a failed refresh: no attempt, no retry attempt, counted apart
+    assert lane.retries.unsent == 2 and lane.retries.total == 0
     attempts = scan_attempts(tmp_path / "run").collect()
     assert attempts.height == 5 and set(attempts["outcome"]) == {"ok"}  # nothing was sent twice
     log = (tmp_path / "run" / "logs" / "engine.jsonl").read_text()

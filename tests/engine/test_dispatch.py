@@ -162,7 +162,8 @@ async def test_quota_exhausted_pauses_lane_without_retry_loop(tmp_path: Path, ki
     states = read_lane_states(tmp_path / "run")  # what `dutchbook status` can show
     assert states is not None and states["lanes"]["q"]["state"] == "paused"
     assert "quota" in states["lanes"]["q"]["message"]
-    assert lane.attempts == 1 and lane.retries.total == 0
+    # one attempt, not accepted: one retry attempt (the audit's definition), and no loop
+    assert lane.attempts == 1 and lane.retries.total == 1
     assert summary.lanes["ok"].accepted == 20
     assert "q" in summary.halted() and "paused" in summary.halted()["q"]
 
@@ -186,7 +187,8 @@ async def test_invalid_answers_are_retried_and_raw_text_kept(tmp_path: Path, kit
     )
     lane = summary.lanes[config.name]
     assert summary.accepted == 0 and lane.retries.exhausted == 3
-    assert lane.retries.by_cause["invalid_response"] == 6  # two retries each, third gives up
+    # every attempt not accepted is a retry attempt, the one that gave up included
+    assert lane.retries.by_cause["invalid_response"] == 9
     attempts = scan_attempts(tmp_path / "run").collect()
     assert attempts.height == 9 and set(attempts["outcome"]) == {"invalid_response"}
     assert all(d.startswith(("missing_key", "extra_key")) for d in attempts["detail"])

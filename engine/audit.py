@@ -1,0 +1,502 @@
+"""One definition of a retry, and the audit of a run folder read from its ledger alone.
+
+The paper (Appendix C) counts "4,744 retry attempts across 4,114 requests out of 345,500,
+attributed to rate limits (2,459), provider/response errors (2,268), ...". Here that count
+has ONE definition, used by `dutchbook run`'s summary, `status`, `audit` and the report:
+
+    a request's accepted attempt is the one its response row names (`responses.attempts`);
+    every other attempt is one retry attempt, attributed to its outcome class.
+
+So the last failed attempt of a request that was given up counts (it was not accepted), a
+permanent failure counts, and an attempt in flight when the process died counts once, as
+`interrupted`. Two cases have no outcome class of their own: a valid reply to a request
+that already had an accepted answer (refused as a duplicate, or superseded because a
+re-parse accepted an earlier reply) is a `duplicate`; a reply recorded `ok` that the current
+parser rejects (after `reparse --parser strict`) is an `invalid_response`. An
+`invalid_response` is further split by subcause: the answer parser's (`not_json`,
+`missing_key`, ...), `malformed_reply` when the provider's reply itself was unusable, and
+`rejected_on_reparse`.
+
+Everything here reads the ledger lock-free through its lazy readers (shards ∪ journal), so
+it works on a finished, interrupted or running campaign, and streams: the attempts are
+scanned once, narrowed to the few columns needed, and reduced by group-bys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from engine.answers import SUBCAUSES
+from engine.ledger import scan_ledger
+from engine.retry import DUPLICATE
+from engine.spend import Prices
+
+PLAN = "plan.parquet"
+
+#: Retry causes: the attempt outcome classes, in the order tables list them.
+CAUSES: tuple[str, ...] = (
+    "rate_limit",
+    "provider_error",
+    "connection_error",
+    "timeout",
+    "interrupted",
+    "missing_routing_metadata",
+    "invalid_response",
+    "refusal",
+    "truncated",
+    "auth_error",
+    "bad_request",
+    "duplicate",
+)
+INVALID = "invalid_response"
+#: Subcauses of `invalid_response` beyond the answer parser's.
+MALFORMED_REPLY = "malformed_reply"
+REJECTED_ON_REPARSE = "rejected_on_reparse"
+INVALID_SUBCAUSES: tuple[str, ...] = (*SUBCAUSES, MALFORMED_REPLY, REJECTED_ON_REPARSE)
+
+#: How each cause reads in the audit sentence.
+CAUSE_LABELS: dict[str, str] = {
+    "rate_limit": "rate limits",
+    "provider_error": "provider errors",
+    "connection_error": "connection errors",
+    "timeout": "timeouts",
+    "interrupted": "interrupted dispatches",
+    "missing_routing_metadata": "missing routing metadata",
+    "invalid_response": "invalid responses",
+    "refusal": "refusals",
+    "truncated": "truncations",
+    "auth_error": "authentication errors",
+    "bad_request": "bad requests",
+    "duplicate": "duplicate answers",
+}
+
+#: Outcome of the attempt a timeline bin counts when it was the accepted one.
+ACCEPTED = "accepted"
+
+_ATTEMPT_COLUMNS = [
+    "request_id", "attempt", "model", "provider", "outcome", "elapsed_ms", "tokens_in",
+    "tokens_out", "detail",
+]
+_SUBCAUSE_PATTERN = r"^(" + "|".join(SUBCAUSES) + r"):"
+_QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
+
+
+# --------------------------------------------------------------------------- the definition
+
+
+def classify(attempts: pl.LazyFrame, responses: pl.LazyFrame) -> pl.LazyFrame:
+    """`attempts` with `accepted` (bool), `answered` (bool) and `cause` (null if accepted).
+
+    `attempts` needs `request_id`, `attempt`, `outcome` (and `detail` for `subcause`, which
+    is added when present); `responses` needs `request_id`, `attempts`. This is THE
+    definition of a retry attempt: a row whose `cause` is not null.
+    """
+    chosen = responses.select("request_id", pl.col("attempts").alias("_accepted_attempt"))
+    marked = attempts.join(chosen, on="request_id", how="left").with_columns(
+        pl.col("_accepted_attempt").is_not_null().alias("answered"),
+        (pl.col("attempt") == pl.col("_accepted_attempt")).fill_null(False).alias("accepted"),
+    )
+    ok = pl.col("outcome") == "ok"
+    marked = marked.with_columns(
+        pl.when(pl.col("accepted"))
+        .then(None)
+        .when(ok & pl.col("answered"))
+        .then(pl.lit(DUPLICATE))
+        .when(ok)
+        .then(pl.lit(INVALID))
+        .otherwise(pl.col("outcome"))
+        .alias("cause")
+    )
+    if "detail" in marked.collect_schema().names():
+        marked = marked.with_columns(
+            pl.when(pl.col("cause") != INVALID)
+            .then(None)
+            .when(ok)
+            .then(pl.lit(REJECTED_ON_REPARSE))
+            .otherwise(
+                pl.col("detail").str.extract(_SUBCAUSE_PATTERN, 1).fill_null(MALFORMED_REPLY)
+            )
+            .alias("subcause")
+        )
+    return marked.drop("_accepted_attempt")
+
+
+def by_cause(counts: Mapping[str, int]) -> dict[str, int]:
+    """Every known cause (zero when absent) in table order, then any unknown outcome."""
+    out = {cause: int(counts.get(cause, 0)) for cause in CAUSES}
+    out.update({k: int(v) for k, v in sorted(counts.items()) if k not in out})
+    return out
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def _join(parts: list[str]) -> str:
+    if len(parts) <= 2:
+        return " and ".join(parts)
+    return ", ".join(parts[:-1]) + ", and " + parts[-1]
+
+
+def retry_sentence(retry_attempts: int, requests_retried: int, requests: int,
+                   retries_by_cause: Mapping[str, int]) -> str:
+    """The paper's sentence: "N retry attempts across M requests out of T, attributed to
+    rate limits (a), provider errors (b), ..." with every nonzero cause, largest first."""
+    if retry_attempts == 0:
+        return f"No retry attempts: every attempt was accepted ({_plural(requests, 'request')})."
+    order = {cause: i for i, cause in enumerate(CAUSES)}
+    causes = sorted(
+        ((c, n) for c, n in retries_by_cause.items() if n),
+        key=lambda item: (-item[1], order.get(item[0], len(order)), item[0]),
+    )
+    parts = [f"{CAUSE_LABELS.get(c, c.replace('_', ' '))} ({n:,})" for c, n in causes]
+    return (
+        f"{_plural(retry_attempts, 'retry attempt')} across "
+        f"{_plural(requests_retried, 'request')} out of {requests:,}, attributed to "
+        f"{_join(parts)}."
+    )
+
+
+# --------------------------------------------------------------------------- the audit
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """The audit of one scope (a model, a provider, or the whole run)."""
+
+    #: Requests planned (distinct queries); without a plan, those seen in the ledger.
+    requests: int
+    accepted: int
+    attempts: int
+    retry_attempts: int
+    requests_retried: int
+    retries_by_cause: dict[str, int]
+    #: Subcauses of `invalid_response` retry attempts.
+    invalid_response_subcauses: dict[str, int]
+    #: Requests with attempts but no accepted answer, by the cause of their last attempt
+    #: (in a live run some of these are still being retried).
+    given_up: dict[str, int]
+    #: Latency of accepted attempts, ms (None when nothing was accepted).
+    latency_ms: dict[str, float | None]
+    tokens_in: int
+    tokens_out: int
+    #: Reported usage priced with the spec's prices (None when no model in scope is priced).
+    cost_usd: float | None
+    #: Requests never attempted yet (planned, no attempt in the ledger).
+    not_attempted: int = 0
+
+    @property
+    def given_up_total(self) -> int:
+        return sum(self.given_up.values())
+
+    def sentence(self) -> str:
+        return retry_sentence(
+            self.retry_attempts, self.requests_retried, self.requests, self.retries_by_cause
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "accepted": self.accepted,
+            "attempts": self.attempts,
+            "retry_attempts": self.retry_attempts,
+            "requests_retried": self.requests_retried,
+            "retries_by_cause": dict(self.retries_by_cause),
+            "invalid_response_subcauses": dict(self.invalid_response_subcauses),
+            "given_up": dict(self.given_up),
+            "not_attempted": self.not_attempted,
+            "latency_ms": dict(self.latency_ms),
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "cost_usd": self.cost_usd,
+        }
+
+
+@dataclass(frozen=True)
+class Audit:
+    """A run folder's retry and failure audit: totals, per model, per provider."""
+
+    totals: AuditRow
+    by_model: dict[str, AuditRow]
+    by_provider: dict[str, AuditRow]
+    #: The provider of each model (from its attempts, else from the caller's mapping).
+    providers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def sentence(self) -> str:
+        return self.totals.sentence()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `dutchbook audit --json` object."""
+        return {
+            "totals": self.totals.to_dict(),
+            "by_model": {m: row.to_dict() for m, row in self.by_model.items()},
+            "by_provider": {p: row.to_dict() for p, row in self.by_provider.items()},
+            "providers": dict(self.providers),
+            "sentence": self.sentence,
+        }
+
+    def table(self) -> pl.DataFrame:
+        """One row per model, then one per provider, then `all`: the flat audit table.
+
+        Columns: `scope` (model|provider|all), `name`, `provider`, the counts, one
+        `retries.<cause>` and one `given_up.<cause>` column per cause, the invalid-response
+        subcauses (`invalid.<subcause>`), `latency_p50_ms` ... and `cost_usd`.
+        """
+        rows = [("model", m, self.providers.get(m), r) for m, r in self.by_model.items()]
+        rows += [("provider", p, p, r) for p, r in self.by_provider.items()]
+        rows.append(("all", "all", None, self.totals))
+        causes = list(self.totals.retries_by_cause)
+        subcauses = list(self.totals.invalid_response_subcauses)
+        records = []
+        for scope, name, provider, row in rows:
+            record: dict[str, Any] = {
+                "scope": scope,
+                "name": name,
+                "provider": provider,
+                "requests": row.requests,
+                "accepted": row.accepted,
+                "attempts": row.attempts,
+                "retry_attempts": row.retry_attempts,
+                "requests_retried": row.requests_retried,
+                "given_up": row.given_up_total,
+                "not_attempted": row.not_attempted,
+            }
+            record.update({f"retries.{c}": row.retries_by_cause.get(c, 0) for c in causes})
+            record.update(
+                {f"invalid.{s}": row.invalid_response_subcauses.get(s, 0) for s in subcauses}
+            )
+            record.update({f"given_up.{c}": row.given_up.get(c, 0) for c in causes})
+            record.update({f"latency_{k}_ms": v for k, v in row.latency_ms.items()})
+            record.update(
+                {"tokens_in": row.tokens_in, "tokens_out": row.tokens_out, "cost_usd": row.cost_usd}
+            )
+            records.append(record)
+        return pl.DataFrame(records, infer_schema_length=None)
+
+
+def _counts(frame: pl.DataFrame, key: str, value: str) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for scope, name, n in frame.select("_scope", key, value).iter_rows():
+        out.setdefault(str(scope), {})[str(name)] = int(n)
+    return out
+
+
+def _scoped(frame: pl.LazyFrame, key: pl.Expr) -> pl.LazyFrame:
+    return frame.with_columns(key.cast(pl.String).alias("_scope"))
+
+
+def _reduce(marked: pl.LazyFrame, key: pl.Expr) -> list[pl.LazyFrame]:
+    """The four group-bys of one scope: summary, causes, subcauses, given-up requests."""
+    rows = _scoped(marked, key)
+    retry = ~pl.col("accepted")
+    accepted_latency = pl.col("elapsed_ms").filter(pl.col("accepted"))
+    summary = rows.group_by("_scope").agg(
+        pl.len().alias("attempts"),
+        retry.sum().alias("retry_attempts"),
+        pl.col("request_id").filter(retry).n_unique().alias("requests_retried"),
+        pl.col("request_id").n_unique().alias("requests_seen"),
+        pl.col("tokens_in").sum().alias("tokens_in"),
+        pl.col("tokens_out").sum().alias("tokens_out"),
+        *(
+            accepted_latency.quantile(q, interpolation="linear").alias(name)
+            for name, q in _QUANTILES.items()
+        ),
+    )
+    causes = rows.filter(retry).group_by("_scope", "cause").agg(pl.len().alias("n"))
+    subcauses = (
+        rows.filter(pl.col("cause") == INVALID)
+        .group_by("_scope", "subcause")
+        .agg(pl.len().alias("n"))
+    )
+    # A request with attempts and no accepted answer: the cause of its last attempt.
+    given_up = (
+        rows.filter(~pl.col("answered"))
+        .group_by("request_id")
+        .agg(pl.col("_scope").first(), pl.col("cause").sort_by("attempt").last())
+        .group_by("_scope", "cause")
+        .agg(pl.len().alias("n"))
+    )
+    return [summary, causes, subcauses, given_up]
+
+
+def _plan_counts(run_dir: Path) -> dict[str, int] | None:
+    path = run_dir / PLAN
+    if not path.exists():
+        return None
+    frame = pl.scan_parquet(path).group_by("model").len().collect()
+    return {str(m): int(n) for m, n in frame.iter_rows()}
+
+
+def audit(
+    run_dir: Path | str,
+    *,
+    prices: Mapping[str, Prices] | None = None,
+    providers: Mapping[str, str] | None = None,
+) -> Audit:
+    """Audit a run folder from its plan and ledger (no lock, no provider, no write).
+
+    `prices` (model -> `engine.spend.Prices`) prices the reported usage; `providers`
+    (model -> provider) names the provider of models with no attempt yet (others are
+    read from their attempts).
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"no run folder at {run_dir}")
+    attempts, responses = scan_ledger(
+        run_dir, _ATTEMPT_COLUMNS, ["request_id", "model", "attempts"]
+    )
+    marked = classify(attempts, responses)
+    provider_of = marked.group_by("model").agg(pl.col("provider").drop_nulls().first())
+    scopes = {"model": pl.col("model"), "provider": pl.col("provider"), "all": pl.lit("all")}
+    queries: list[pl.LazyFrame] = [provider_of, responses.group_by("model").agg(pl.len())]
+    for key in scopes.values():
+        queries.extend(_reduce(marked, key))
+    frames = pl.collect_all(queries, engine="streaming")
+    mapping = {str(m): str(p) for m, p in frames[0].iter_rows() if p is not None}
+    for model, provider in (providers or {}).items():
+        mapping.setdefault(model, provider)
+    accepted_by_model = {str(m): int(n) for m, n in frames[1].iter_rows()}
+    planned = _plan_counts(run_dir)
+
+    reduced: dict[str, list[pl.DataFrame]] = {}
+    for i, scope in enumerate(scopes):
+        reduced[scope] = frames[2 + 4 * i : 6 + 4 * i]
+
+    models = sorted(set(planned or {}) | set(accepted_by_model) | set(_names(reduced["model"][0])))
+    by_model = {
+        m: _row(reduced["model"], m, _sum(planned, [m]), accepted_by_model.get(m, 0),
+                _cost(prices, [m], reduced["model"][0]))
+        for m in models
+    }
+    by_provider_names: dict[str, list[str]] = {}
+    for m in models:
+        by_provider_names.setdefault(mapping.get(m, "unknown"), []).append(m)
+    by_provider = {
+        p: _row(reduced["provider"], p, _sum(planned, ms),
+                sum(accepted_by_model.get(m, 0) for m in ms),
+                _cost(prices, ms, reduced["model"][0]))
+        for p, ms in sorted(by_provider_names.items())
+    }
+    totals = _row(reduced["all"], "all", _sum(planned, models), sum(accepted_by_model.values()),
+                  _cost(prices, models, reduced["model"][0]))
+    return Audit(totals=totals, by_model=by_model, by_provider=by_provider,
+                 providers={m: mapping[m] for m in models if m in mapping})
+
+
+def _names(summary: pl.DataFrame) -> list[str]:
+    return [str(s) for s in summary["_scope"].to_list() if s is not None]
+
+
+def _sum(planned: Mapping[str, int] | None, models: Iterable[str]) -> int | None:
+    if planned is None:
+        return None
+    return sum(planned.get(m, 0) for m in models)
+
+
+def _cost(
+    prices: Mapping[str, Prices] | None, models: list[str], summary: pl.DataFrame
+) -> float | None:
+    if not prices or not any(m in prices for m in models):
+        return None
+    total = 0.0
+    usage = summary.select("_scope", "tokens_in", "tokens_out")
+    for scope, tokens_in, tokens_out in usage.iter_rows():
+        if scope in models and scope in prices:
+            total += prices[scope].cost(tokens_in, tokens_out)
+    return total
+
+
+def _row(
+    frames: list[pl.DataFrame], name: str, planned: int | None, accepted: int, cost: float | None
+) -> AuditRow:
+    summary, causes, subcauses, given_up = frames
+    found = summary.filter(pl.col("_scope") == name)
+    stats: dict[str, Any] = found.row(0, named=True) if found.height else {}
+    seen = int(stats.get("requests_seen") or 0)
+    requests = planned if planned is not None else max(seen, accepted)
+    return AuditRow(
+        requests=requests,
+        accepted=accepted,
+        attempts=int(stats.get("attempts") or 0),
+        retry_attempts=int(stats.get("retry_attempts") or 0),
+        requests_retried=int(stats.get("requests_retried") or 0),
+        retries_by_cause=by_cause(_counts(causes, "cause", "n").get(name, {})),
+        invalid_response_subcauses=_subcauses(_counts(subcauses, "subcause", "n").get(name, {})),
+        given_up=by_cause(_counts(given_up, "cause", "n").get(name, {})),
+        latency_ms={k: _maybe(stats.get(k)) for k in _QUANTILES},
+        tokens_in=int(stats.get("tokens_in") or 0),
+        tokens_out=int(stats.get("tokens_out") or 0),
+        cost_usd=cost,
+        not_attempted=max(requests - seen, 0) if planned is not None else 0,
+    )
+
+
+def _subcauses(counts: Mapping[str, int]) -> dict[str, int]:
+    out = {s: int(counts.get(s, 0)) for s in INVALID_SUBCAUSES}
+    out.update({k: int(v) for k, v in sorted(counts.items()) if k not in out})
+    return out
+
+
+def _maybe(value: Any) -> float | None:
+    return None if value is None else round(float(value), 3)
+
+
+# --------------------------------------------------------------------------- figure 8
+
+
+def attempt_timeline(run_dir: Path | str, bins: int = 60) -> pl.DataFrame:
+    """Attempts over time by outcome, per model: the data of the report's audit figure.
+
+    The campaign's span (first to last attempt start) is cut into `bins` equal bins; each
+    row counts one model's attempts in one bin with one outcome: `accepted` for the accepted
+    attempt, else its retry cause (`classify`). Columns: `model`, `bin` (0-based), `start`,
+    `end` (UTC datetimes), `outcome`, `attempts`. Empty frame when nothing was attempted.
+    """
+    if bins < 1:
+        raise ValueError("bins must be at least 1")
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"no run folder at {run_dir}")
+    attempts, responses = scan_ledger(
+        run_dir, ["request_id", "attempt", "model", "outcome", "started_at"],
+        ["request_id", "attempts"],
+    )
+    marked = classify(attempts, responses).select(
+        "model", "started_at", pl.col("cause").fill_null(ACCEPTED).alias("outcome")
+    )
+    epoch = pl.col("started_at").dt.epoch("us")
+    span = marked.select(epoch.min().alias("t0"), epoch.max().alias("t1")).collect()
+    t0, t1 = span["t0"][0], span["t1"][0]
+    schema = {
+        "model": pl.String(), "bin": pl.Int64(), "start": pl.Datetime("us", "UTC"),
+        "end": pl.Datetime("us", "UTC"), "outcome": pl.String(), "attempts": pl.Int64(),
+    }
+    if t0 is None:
+        return pl.DataFrame(schema=schema)
+    width_us = max(int(t1) - int(t0), 1) / bins
+    offset = (epoch - int(t0)).cast(pl.Float64)
+    counted = (
+        marked.with_columns(
+            (offset / width_us).floor().cast(pl.Int64).clip(0, bins - 1).alias("bin")
+        )
+        .group_by("model", "bin", "outcome")
+        .agg(pl.len().cast(pl.Int64).alias("attempts"))
+        .collect(engine="streaming")
+    )
+    start = pl.lit(int(t0)) + (pl.col("bin").cast(pl.Float64) * width_us).cast(pl.Int64)
+    end = pl.lit(int(t0)) + ((pl.col("bin") + 1).cast(pl.Float64) * width_us).cast(pl.Int64)
+    return (
+        counted.with_columns(
+            start.cast(pl.Datetime("us")).dt.replace_time_zone("UTC").alias("start"),
+            end.cast(pl.Datetime("us")).dt.replace_time_zone("UTC").alias("end"),
+        )
+        .select(list(schema))
+        .cast(schema)  # type: ignore[arg-type]
+        .sort("model", "bin", "outcome")
+    )
