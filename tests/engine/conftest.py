@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
 
+from engine.records import AttemptRecord, ResponseRecord
 from providers import openai as openai_provider
 from providers.base import Adapter
 from providers.sim.server import SimHandle, start_sim
@@ -91,6 +93,42 @@ def sim_model(
     return config, openai_provider.create_adapter(config, {})
 
 
+#: When hand-written ledger rows start (attempt n starts 10 n seconds later).
+T0 = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)
+
+
+def attempt_row(
+    rid: str, n: int, model: str, outcome: str, detail: str = "", *, provider: str = "sim",
+    elapsed: float = 5.0,
+) -> AttemptRecord:
+    """A hand-written attempt (50 tokens in, 5 out) for ledger readers' tests."""
+    return AttemptRecord(
+        request_id=rid, attempt=n, model=model, provider=provider,
+        started_at=T0 + timedelta(seconds=10 * n), elapsed_ms=elapsed, outcome=outcome,
+        http_status=None, provider_request_id=None, retry_after_s=None, tokens_in=50,
+        tokens_out=5, detail=detail,
+    )
+
+
+def response_row(rid: str, n: int, model: str) -> ResponseRecord:
+    """The accepted answer of attempt `n` of `rid`."""
+    return ResponseRecord(
+        request_id=rid, model=model, arm="baseline", unit="u", pass_=0, events=["e"],
+        keys=["probability"], raw_text='{"probability": 0.5}', values=[0.5],
+        finish_reason="stop", tokens_in=50, tokens_out=5, attempts=n, accepted_at=T0,
+    )
+
+
+def write_id_plan(run_dir: Path, per_model: dict[str, int]) -> None:
+    """A plan of `per_model[m]` requests `m-0`, `m-1`, ... (ids and models only)."""
+    rows = [
+        {"request_id": f"{model}-{i}", "model": model, "arm": "baseline", "unit": "u"}
+        for model, n in per_model.items()
+        for i in range(n)
+    ]
+    pl.DataFrame(rows).write_parquet(run_dir / "plan.parquet")
+
+
 @pytest.fixture
 async def sim() -> AsyncIterator[SimHandle]:
     handle = await start_sim(port=0, faults="none")
@@ -106,7 +144,11 @@ class Kit:
     plan_rows = staticmethod(plan_rows)
     write_plan = staticmethod(write_plan)
     sim_model = staticmethod(sim_model)
+    attempt = staticmethod(attempt_row)
+    response = staticmethod(response_row)
+    id_plan = staticmethod(write_id_plan)
     PLAN_SCHEMA = PLAN_SCHEMA
+    T0 = T0
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -13,89 +13,41 @@ import pytest
 
 from engine.audit import CAUSES, attempt_timeline, audit, retry_sentence
 from engine.ledger import Ledger
-from engine.records import AttemptRecord, ResponseRecord
 from engine.spend import Prices
 
-T0 = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)
+# (request, attempt, outcome, detail, latency ms, answer recorded with it)
+_ALPHA = [  # groq: accepted after two rate limits and a 5xx; accepted at once; given up
+    ("alpha-0", 1, "rate_limit", "", 5.0, False),
+    ("alpha-0", 2, "rate_limit", "", 5.0, False),
+    ("alpha-0", 3, "provider_error", "", 5.0, False),
+    ("alpha-0", 4, "ok", "", 100.0, True),
+    ("alpha-1", 1, "ok", "", 300.0, True),
+    ("alpha-2", 1, "timeout", "", 5.0, False),
+    ("alpha-2", 2, "interrupted", "", 5.0, False),
+]
+_BETA = [  # bedrock: a parser rejection then accepted; a malformed reply given up; two auth
+    # errors (permanent); an answer accepted, then the same request answered again
+    ("beta-0", 1, "invalid_response", "not_a_number: 'x'", 5.0, False),
+    ("beta-0", 2, "ok", "", 20.0, True),
+    ("beta-1", 1, "invalid_response", "reply has no choices", 5.0, False),
+    ("beta-2", 1, "auth_error", "", 5.0, False),
+    ("beta-2", 2, "auth_error", "", 5.0, False),
+    ("beta-3", 1, "ok", "", 40.0, True),
+    ("beta-3", 2, "ok", "", 50.0, True),  # the ledger refuses this second acceptance
+]
 
 
-def _attempt(
-    rid: str, n: int, model: str, outcome: str, detail: str = "", *, provider: str = "sim",
-    elapsed: float = 5.0, seconds: float | None = None, tokens: tuple[int, int] = (50, 5),
-) -> AttemptRecord:
-    return AttemptRecord(
-        request_id=rid, attempt=n, model=model, provider=provider,
-        started_at=T0 + timedelta(seconds=10 * n if seconds is None else seconds),
-        elapsed_ms=elapsed, outcome=outcome, http_status=None, provider_request_id=None,
-        retry_after_s=None, tokens_in=tokens[0], tokens_out=tokens[1], detail=detail,
-    )
+def _scenario(ledger: Ledger, kit) -> None:
+    for model, provider, rows in (("alpha", "groq", _ALPHA), ("beta", "bedrock", _BETA)):
+        for rid, n, outcome, detail, ms, answer in rows:
+            attempt = kit.attempt(rid, n, model, outcome, detail, provider=provider, elapsed=ms)
+            ledger.record_result(attempt, kit.response(rid, n, model) if answer else None)
 
 
-def _response(rid: str, n: int, model: str) -> ResponseRecord:
-    return ResponseRecord(
-        request_id=rid, model=model, arm="baseline", unit="u", pass_=0, events=["e"],
-        keys=["probability"], raw_text='{"probability": 0.5}', values=[0.5],
-        finish_reason="stop", tokens_in=50, tokens_out=5, attempts=n, accepted_at=T0,
-    )
-
-
-def _plan(run_dir: Path, per_model: dict[str, int]) -> None:
-    rows = [
-        {"request_id": f"{model}-{i}", "model": model, "arm": "baseline", "unit": "u"}
-        for model, n in per_model.items()
-        for i in range(n)
-    ]
-    pl.DataFrame(rows).write_parquet(run_dir / "plan.parquet")
-
-
-def _scenario(ledger: Ledger) -> None:
-    """alpha (groq): a request accepted after two rate limits and a 5xx; one accepted at
-    once; one given up after a timeout then an interrupted dispatch; one never attempted.
-    beta (bedrock): a parser rejection then accepted; a malformed reply given up; two auth
-    errors (permanent); a refused duplicate answer."""
-    for n, outcome in enumerate(("rate_limit", "rate_limit", "provider_error"), start=1):
-        ledger.record_result(_attempt("alpha-0", n, "alpha", outcome, provider="groq"), None)
-    ledger.record_result(
-        _attempt("alpha-0", 4, "alpha", "ok", provider="groq", elapsed=100.0),
-        _response("alpha-0", 4, "alpha"),
-    )
-    ledger.record_result(
-        _attempt("alpha-1", 1, "alpha", "ok", provider="groq", elapsed=300.0),
-        _response("alpha-1", 1, "alpha"),
-    )
-    ledger.record_result(_attempt("alpha-2", 1, "alpha", "timeout", provider="groq"), None)
-    ledger.record_result(_attempt("alpha-2", 2, "alpha", "interrupted", provider="groq"), None)
-    ledger.record_result(
-        _attempt("beta-0", 1, "beta", "invalid_response", "not_a_number: 'x'",
-                 provider="bedrock"),
-        None,
-    )
-    ledger.record_result(
-        _attempt("beta-0", 2, "beta", "ok", provider="bedrock", elapsed=20.0),
-        _response("beta-0", 2, "beta"),
-    )
-    ledger.record_result(
-        _attempt("beta-1", 1, "beta", "invalid_response", "reply has no choices",
-                 provider="bedrock"),
-        None,
-    )
-    for n in (1, 2):
-        ledger.record_result(_attempt("beta-2", n, "beta", "auth_error", provider="bedrock"), None)
-    ledger.record_result(
-        _attempt("beta-3", 1, "beta", "ok", provider="bedrock", elapsed=40.0),
-        _response("beta-3", 1, "beta"),
-    )
-    # the same request answered again: the ledger refuses the second acceptance
-    ledger.record_result(
-        _attempt("beta-3", 2, "beta", "ok", provider="bedrock", elapsed=50.0),
-        _response("beta-3", 2, "beta"),
-    )
-
-
-def test_every_attempt_not_accepted_is_one_retry_attempt(tmp_path: Path) -> None:
-    _plan(tmp_path, {"alpha": 4, "beta": 4})
+def test_every_attempt_not_accepted_is_one_retry_attempt(tmp_path: Path, kit) -> None:
+    kit.id_plan(tmp_path, {"alpha": 4, "beta": 4})
     with Ledger.open(tmp_path) as ledger:
-        _scenario(ledger)
+        _scenario(ledger, kit)
         live = audit(tmp_path)  # journal only, read while the writer holds the ledger
     done = audit(tmp_path)  # compacted into shards
     for report in (live, done):
@@ -135,17 +87,17 @@ def test_every_attempt_not_accepted_is_one_retry_attempt(tmp_path: Path) -> None
     )
 
 
-def test_accepted_attempt_is_the_one_the_response_names(tmp_path: Path) -> None:
+def test_accepted_attempt_is_the_one_the_response_names(tmp_path: Path, kit) -> None:
     """After a lenient re-parse accepted a reply recorded `invalid_response`, that attempt is
     not a retry; the later `ok` becomes a duplicate. A reply recorded `ok` that the current
     parser rejects (no response row) is an invalid response, rejected on re-parse."""
     with Ledger.open(tmp_path) as ledger:
         ledger.record_result(
-            _attempt("r-0", 1, "m", "invalid_response", "not_json: 11/36"),
-            _response("r-0", 1, "m"),
+            kit.attempt("r-0", 1, "m", "invalid_response", "not_json: 11/36"),
+            kit.response("r-0", 1, "m"),
         )
-        ledger.record_result(_attempt("r-0", 2, "m", "ok"), None)
-        ledger.record_result(_attempt("r-1", 1, "m", "ok"), None)
+        ledger.record_result(kit.attempt("r-0", 2, "m", "ok"), None)
+        ledger.record_result(kit.attempt("r-1", 1, "m", "ok"), None)
     report = audit(tmp_path).by_model["m"]
     assert report.accepted == 1 and report.attempts == 3 and report.retry_attempts == 2
     assert report.retries_by_cause["duplicate"] == 1
@@ -155,7 +107,7 @@ def test_accepted_attempt_is_the_one_the_response_names(tmp_path: Path) -> None:
     assert report.requests == 2  # no plan: the requests the ledger has seen
 
 
-def test_random_ledgers_match_a_plain_count(tmp_path: Path) -> None:
+def test_random_ledgers_match_a_plain_count(tmp_path: Path, kit) -> None:
     rng = random.Random(3)
     outcomes = ["rate_limit", "provider_error", "timeout", "connection_error", "refusal"]
     expected_causes: Counter[str] = Counter()
@@ -175,7 +127,7 @@ def test_random_ledgers_match_a_plain_count(tmp_path: Path) -> None:
                     ms = rng.uniform(1, 1000)
                     latencies.append(ms)
                     ledger.record_result(
-                        _attempt(rid, n, model, "ok", elapsed=ms), _response(rid, n, model)
+                        kit.attempt(rid, n, model, "ok", elapsed=ms), kit.response(rid, n, model)
                     )
                 else:
                     outcome = rng.choice(outcomes)
@@ -183,7 +135,7 @@ def test_random_ledgers_match_a_plain_count(tmp_path: Path) -> None:
                     retried.add(rid)
                     if last:
                         expected_given_up[outcome] += 1
-                    ledger.record_result(_attempt(rid, n, model, outcome), None)
+                    ledger.record_result(kit.attempt(rid, n, model, outcome), None)
             if r % 50 == 0:
                 ledger.compact()
     report = audit(tmp_path, prices=prices)
@@ -222,9 +174,9 @@ def test_sentence_form() -> None:
     assert retry_sentence(0, 0, 7, {}).startswith("No retry attempts")
 
 
-def test_timeline_counts_every_attempt_once(tmp_path: Path) -> None:
+def test_timeline_counts_every_attempt_once(tmp_path: Path, kit) -> None:
     with Ledger.open(tmp_path) as ledger:
-        _scenario(ledger)
+        _scenario(ledger, kit)
     frame = attempt_timeline(tmp_path, bins=4)
     assert frame["attempts"].sum() == 14
     assert set(frame["bin"]) <= {0, 1, 2, 3} and frame["bin"].max() == 3
@@ -233,7 +185,7 @@ def test_timeline_counts_every_attempt_once(tmp_path: Path) -> None:
     assert by_outcome["duplicate"] == 1
     assert (frame["end"] > frame["start"]).all()
     first = frame.filter(pl.col("bin") == 0)["start"].min()
-    assert first == T0 + timedelta(seconds=10)
+    assert first == kit.T0 + timedelta(seconds=10)
     assert attempt_timeline(tmp_path, bins=1)["bin"].max() == 0
 
 

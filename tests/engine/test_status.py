@@ -6,67 +6,36 @@ import signal
 import subprocess
 import sys
 import textwrap
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
-import polars as pl
 import pytest
 from typer.testing import CliRunner
 
 from engine.ledger import Ledger
-from engine.records import AttemptRecord, ResponseRecord
 from engine.status import status
 
-T0 = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)
 
-
-def _attempt(rid: str, n: int, model: str, outcome: str, detail: str = "") -> AttemptRecord:
-    return AttemptRecord(
-        request_id=rid, attempt=n, model=model, provider="sim",
-        started_at=T0 + timedelta(seconds=10 * n), elapsed_ms=5.0, outcome=outcome,
-        http_status=None, provider_request_id=None, retry_after_s=None, tokens_in=50,
-        tokens_out=5, detail=detail,
-    )
-
-
-def _response(rid: str, n: int, model: str) -> ResponseRecord:
-    return ResponseRecord(
-        request_id=rid, model=model, arm="baseline", unit="u", pass_=0, events=["e"],
-        keys=["probability"], raw_text='{"probability": 0.5}', values=[0.5],
-        finish_reason="stop", tokens_in=50, tokens_out=5, attempts=n, accepted_at=T0,
-    )
-
-
-def _plan(run_dir: Path, per_model: dict[str, int]) -> None:
-    rows = [
-        {"request_id": f"{model}-{i}", "model": model, "arm": "baseline", "unit": "u"}
-        for model, n in per_model.items()
-        for i in range(n)
-    ]
-    pl.DataFrame(rows).write_parquet(run_dir / "plan.parquet")
-
-
-def _populate(ledger: Ledger) -> None:
+def _populate(ledger: Ledger, kit) -> None:
     """alpha: 3 of 4 accepted (one after two rate limits); beta: one invalid, one auth error."""
     for i in range(3):
         rid = f"alpha-{i}"
         n = 1
         if i == 0:
             for n in (1, 2):
-                ledger.record_result(_attempt(rid, n, "alpha", "rate_limit"), None)
+                ledger.record_result(kit.attempt(rid, n, "alpha", "rate_limit"), None)
             n = 3
-        ledger.record_result(_attempt(rid, n, "alpha", "ok"), _response(rid, n, "alpha"))
+        ledger.record_result(kit.attempt(rid, n, "alpha", "ok"), kit.response(rid, n, "alpha"))
     ledger.record_result(
-        _attempt("beta-0", 1, "beta", "invalid_response", "not_a_number: 'x'"), None
+        kit.attempt("beta-0", 1, "beta", "invalid_response", "not_a_number: 'x'"), None
     )
-    ledger.record_result(_attempt("beta-1", 1, "beta", "auth_error", "bad key"), None)
+    ledger.record_result(kit.attempt("beta-1", 1, "beta", "auth_error", "bad key"), None)
 
 
-def test_counts_by_model_cause_and_pending_failure(tmp_path: Path) -> None:
-    _plan(tmp_path, {"alpha": 4, "beta": 2})
+def test_counts_by_model_cause_and_pending_failure(tmp_path: Path, kit) -> None:
+    kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})
     with Ledger.open(tmp_path) as ledger:
-        _populate(ledger)
+        _populate(ledger, kit)
         live = status(tmp_path)
     done = status(tmp_path)
     assert live["state"] == "live"
@@ -96,12 +65,12 @@ def test_counts_by_model_cause_and_pending_failure(tmp_path: Path) -> None:
     assert live["journal_segments"] >= 1 and done["journal_segments"] == 0
 
 
-def test_finished_and_not_started(tmp_path: Path) -> None:
+def test_finished_and_not_started(tmp_path: Path, kit) -> None:
     assert status(tmp_path)["state"] == "not started"
-    _plan(tmp_path, {"alpha": 1})
+    kit.id_plan(tmp_path, {"alpha": 1})
     with Ledger.open(tmp_path) as ledger:
-        ok = _attempt("alpha-0", 1, "alpha", "ok")
-        ledger.record_result(ok, _response("alpha-0", 1, "alpha"))
+        ok = kit.attempt("alpha-0", 1, "alpha", "ok")
+        ledger.record_result(ok, kit.response("alpha-0", 1, "alpha"))
     summary = status(tmp_path)
     assert summary["state"] == "finished" and summary["remaining"] == 0
 
@@ -145,12 +114,12 @@ def test_live_then_died_after_kill_nine(tmp_path: Path) -> None:
     assert status(tmp_path)["outcomes"] == {"interrupted": 1, "timeout": 5}
 
 
-def test_command_line_json_and_table(tmp_path: Path) -> None:
+def test_command_line_json_and_table(tmp_path: Path, kit) -> None:
     from runs.cli import app
 
-    _plan(tmp_path, {"alpha": 4, "beta": 2})
+    kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})
     with Ledger.open(tmp_path) as ledger:
-        _populate(ledger)
+        _populate(ledger, kit)
     runner = CliRunner()
     as_json = runner.invoke(app, ["status", str(tmp_path), "--json"])
     assert as_json.exit_code == 0, as_json.output
@@ -163,23 +132,23 @@ def test_command_line_json_and_table(tmp_path: Path) -> None:
     assert missing.exit_code == 2
 
 
-def test_refused_duplicate_acceptances_are_counted(tmp_path: Path) -> None:
+def test_refused_duplicate_acceptances_are_counted(tmp_path: Path, kit) -> None:
     with Ledger.open(tmp_path) as ledger:
         for n in (1, 2):
-            ok = _attempt("alpha-0", n, "alpha", "ok")
-            ledger.record_result(ok, _response("alpha-0", n, "alpha"))
+            ok = kit.attempt("alpha-0", n, "alpha", "ok")
+            ledger.record_result(ok, kit.response("alpha-0", n, "alpha"))
     summary = status(tmp_path)
     assert summary["accepted"] == 1 and summary["outcomes"] == {"ok": 2}
     assert summary["duplicate_ok_attempts"] == 1
     assert summary["pending_failures"]["total"] == 0
 
 
-def test_lane_states_from_the_engine_are_shown(tmp_path: Path) -> None:
+def test_lane_states_from_the_engine_are_shown(tmp_path: Path, kit) -> None:
     from runs.cli import app
 
-    _plan(tmp_path, {"alpha": 4, "beta": 2})
+    kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})
     with Ledger.open(tmp_path) as ledger:
-        _populate(ledger)
+        _populate(ledger, kit)
     (tmp_path / "logs").mkdir()
     lanes = {
         "updated_at": "2026-03-02T21:00:00+00:00",
