@@ -13,9 +13,38 @@ from typing import Any
 
 from panels import data as panel_data
 from panels.arms import Arm
-from panels.families import FAMILIES_DIR, load_families
+from panels.families import FAMILIES_DIR, Family, FamilyError, load_families
 from panels.units import FamilyUnit
 from runs.spec import CampaignSpec, SpecError
+
+#: Largest Dutch-book profit (L1 norm) a control's exact answers may admit: the LP's own
+#: tolerance, far below what a typo or a rounded 1/6 (0.1667 gives 3e-5) leaves.
+CONTROL_TOLERANCE = 1e-6
+
+
+def check_control_coherent(family: Family) -> None:
+    """A control family's `exact` answers must themselves be coherent.
+
+    Controls are the benchmark's yardstick: a model that states the exact answers should
+    score zero. Checked with the scoring LP (panels cannot import scoring, so the check is
+    here, where a campaign's families are loaded before anything is sent).
+    """
+    import numpy as np
+
+    import scoring
+
+    exact = family.exact
+    if not exact:
+        return
+    probs = np.array([exact.get(i, np.nan) for i in family.ids], dtype=np.float64)
+    profit = float(scoring.dutch_books(family.panel().incidence, probs, norm="l1").profit[0])
+    if profit > CONTROL_TOLERANCE:
+        raise FamilyError(
+            str(family.path or family.id),
+            f"control family {family.id!r} is incoherent: its exact answers admit a Dutch book "
+            f"with profit {profit:.6g} (L1); a control must be coherent (check the values, "
+            "and write fractions such as 1/6 to full precision)",
+        )
 
 
 @dataclass
@@ -49,9 +78,18 @@ class UnitSource:
 
     @cached_property
     def families(self) -> Sequence[Any]:
-        return [
-            FamilyUnit(f) for f in load_families(self.spec.data.families or FAMILIES_DIR).values()
-        ]
+        folder = self.spec.data.families or FAMILIES_DIR
+        families = load_families(folder)
+        if not families:
+            raise SpecError(
+                self.spec.path,
+                "data.families",
+                f"a folder holding at least one family file (*.toml); {folder} has none",
+            )
+        for family in families.values():
+            if family.control:
+                check_control_coherent(family)
+        return [FamilyUnit(f) for f in families.values()]
 
     def check_requirements(self, arm: Arm) -> None:
         """Refuse an arm whose inputs the campaign's data lacks, before anything is sent."""

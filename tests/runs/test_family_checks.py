@@ -1,0 +1,80 @@
+"""Issue 9: an empty families folder and an incoherent control family are refused at plan time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from panels.families import FamilyError
+from runs.spec import SpecError, load_spec
+from runs.units import UnitSource
+
+SPEC = """
+name = "fam"
+seed = 1
+[data]
+families = "{families}"
+[[models]]
+name = "m"
+provider = "sim"
+model = "sim-coherent"
+[[arms]]
+name = "families/isolated"
+"""
+
+COIN = """
+id = "coin"
+title = "A fair coin"
+shape = "negation"
+control = true
+variables = ["heads"]
+[[statements]]
+id = "heads"
+text = "heads"
+formula = "heads"
+exact = {heads}
+[[statements]]
+id = "tails"
+text = "tails"
+formula = "not heads"
+exact = {tails}
+"""
+
+
+def units_for(tmp_path: Path, files: dict[str, str]) -> UnitSource:
+    folder = tmp_path / "families"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(SPEC.format(families=folder.as_posix()), encoding="utf-8")
+    return UnitSource.from_spec(load_spec(spec_path))
+
+
+def test_an_empty_families_folder_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"data\.families: a folder holding at least one family"):
+        units_for(tmp_path, {}).families  # noqa: B018
+
+
+def test_a_coherent_control_is_accepted(tmp_path: Path) -> None:
+    units = units_for(tmp_path, {"coin.toml": COIN.format(heads=0.5, tails=0.5)})
+    assert [u.id for u in units.families] == ["coin"]
+
+
+def test_an_incoherent_control_is_refused_naming_the_file_and_profit(tmp_path: Path) -> None:
+    # P(heads) + P(not heads) = 1.1: the L1 distance to the coherent set (a + b = 1) is 0.1,
+    # which is the L1 Dutch-book profit (sell both contracts: collect 1.1, pay out 1).
+    units = units_for(tmp_path, {"coin.toml": COIN.format(heads=0.5, tails=0.6)})
+    with pytest.raises(FamilyError, match=r"coin\.toml: .*incoherent.*profit 0\.1 \(L1\)"):
+        units.families  # noqa: B018
+
+
+def test_the_shipped_controls_are_coherent() -> None:
+    from panels.families import FAMILIES_DIR, load_families
+    from runs.units import check_control_coherent
+
+    controls = [f for f in load_families(FAMILIES_DIR).values() if f.control]
+    assert len(controls) >= 9
+    for family in controls:
+        check_control_coherent(family)
