@@ -8,6 +8,8 @@ keys there) nor headers.
 
 from __future__ import annotations
 
+import errno
+import socket
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -21,6 +23,28 @@ from providers.types import Completion, Failure, HttpRequest, Outcome
 def _where(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}{parts.path}"
+
+
+def _unreachable(exc: Exception, cause: OSError, url: str) -> Failure:
+    """A connection that never opened: refused (nothing listens there) or a name that does not
+    resolve are marked `unreachable`, with the URL and what to check, so a lane whose server is
+    down says so at once instead of spending every query's attempts."""
+    where = _where(url)
+    if isinstance(cause, ConnectionRefusedError) or cause.errno == errno.ECONNREFUSED:
+        return Failure(
+            Outcome.CONNECTION_ERROR,
+            f"connection refused by {where}: is the server running, on this host and port?",
+            unreachable=True,
+        )
+    if isinstance(cause, socket.gaierror):
+        return Failure(
+            Outcome.CONNECTION_ERROR,
+            f"cannot resolve the host of {where}: is base_url spelled right?",
+            unreachable=True,
+        )
+    return Failure(
+        Outcome.CONNECTION_ERROR, f"{type(exc).__name__} ({cause.errno}) talking to {where}"
+    )
 
 
 class HttpClient:
@@ -73,15 +97,14 @@ class HttpClient:
             return Failure(
                 Outcome.TIMEOUT, f"no reply within {timeout_s:g}s from {_where(request.url)}"
             )
+        except aiohttp.ClientConnectorError as exc:
+            return _unreachable(exc, exc.os_error, request.url)
         except aiohttp.ClientError as exc:
             return Failure(
                 Outcome.CONNECTION_ERROR, f"{type(exc).__name__} talking to {_where(request.url)}"
             )
         except OSError as exc:
-            return Failure(
-                Outcome.CONNECTION_ERROR,
-                f"{type(exc).__name__} ({exc.errno}) talking to {_where(request.url)}",
-            )
+            return _unreachable(exc, exc, request.url)
 
     async def send(
         self, adapter: Adapter, request: HttpRequest, timeout_s: float

@@ -345,8 +345,9 @@ class BedrockAdapter:
         config = self._config
         omitted: list[str] = []
         inference: dict[str, Any] = {}
-        if config.max_tokens is not None:
-            inference["maxTokens"] = config.max_tokens
+        cap = req.cap(config)
+        if cap is not None:
+            inference["maxTokens"] = cap
         if config.temperature is not None:
             if "temperature" in self._omitted_rules or self._thinking_omits_temperature:
                 omitted.append("temperature")
@@ -357,6 +358,8 @@ class BedrockAdapter:
             omitted.append("seed")  # see OPTION_RULES: nowhere to put it
         if config.json_mode:
             omitted.append("json_mode")  # Converse structured output needs a schema we lack
+        if config.response_format:
+            omitted.append("response_format")  # the OpenAI-shaped forms mean nothing here
         if config.reasoning_effort and self._thinking is None:
             effort = config.reasoning_effort.strip().lower()
             if effort not in ("default", "none"):

@@ -4,7 +4,9 @@ The server is the user's, so nothing is assumed: `base_url` is required and a ke
 only when the spec names the variable holding it (`api_key_env`); local servers need none.
 The output cap goes out as `max_tokens`, the spelling every such server understands, except
 for OpenAI's reasoning models (gpt-5, o-series), which reject it and need
-`max_completion_tokens`; `extra.token_field` overrides either choice.
+`max_completion_tokens`; `extra.token_field` overrides either choice. `extra.base_url_env`
+names a variable whose value, when set, replaces `base_url` (a local server started on a free
+port; the spec stays the same, so a resume is the same campaign).
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
+from providers.constrained import RESPONSE_FORMATS
 from providers.openai_compat import Dialect, OpenAICompatAdapter, chat_url, token_field
 from providers.secrets import first_set
 from providers.types import ConfigError, ModelConfig
 
 PROVIDER = "openai"
-DIALECT = Dialect(provider=PROVIDER, token_field="max_tokens")
+#: The server is the user's: any constrained-output form may be what it takes.
+DIALECT = Dialect(
+    provider=PROVIDER, token_field="max_tokens", response_formats=frozenset(RESPONSE_FORMATS)
+)
 #: Models that reject `max_tokens` (OpenAI reasoning models) get `max_completion_tokens`.
 _COMPLETION_TOKENS_MODELS = re.compile(r"^(?:openai/)?(?:gpt-5|o1|o3|o4)", re.IGNORECASE)
 
@@ -34,8 +40,18 @@ def required_env(config: ModelConfig, env: Mapping[str, str] | None = None) -> l
     return [config.api_key_env] if config.api_key_env else []
 
 
+def base_url(config: ModelConfig, env: Mapping[str, str]) -> str | None:
+    """The server's API root: the variable named by `base_url_env` when it is set (a local
+    server on a port chosen at start), else the spec's `base_url`."""
+    variable = config.extra.get("base_url_env")
+    if variable and env.get(variable):
+        return env[variable]
+    return config.base_url
+
+
 def create_adapter(config: ModelConfig, env: Mapping[str, str]) -> OpenAICompatAdapter:
-    if not config.base_url:
+    root = base_url(config, env)
+    if not root:
         raise ConfigError(
             f"model {config.name!r} (openai): set base_url to the server's API root,"
             " e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1"
@@ -49,7 +65,7 @@ def create_adapter(config: ModelConfig, env: Mapping[str, str]) -> OpenAICompatA
     return OpenAICompatAdapter(
         provider=PROVIDER,
         config=config,
-        url=chat_url(config.base_url),
+        url=chat_url(root),
         dialect=replace(DIALECT, token_field=token_field(config, default_token_field(config))),
         credential=credential,
     )

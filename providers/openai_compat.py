@@ -24,6 +24,7 @@ from providers.base import (
     short,
     status_outcome,
 )
+from providers.constrained import constraint_fields, fold_system
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
 from providers.secrets import Secret, first_set, redact
 from providers.types import (
@@ -52,6 +53,10 @@ class Dialect:
     #: The provider's `x-ratelimit-*-requests` window is a day (Groq): remaining 0 on a 429
     #: means the daily quota is spent rather than a short burst limit.
     requests_header_is_daily: bool = False
+    #: Constrained-output forms the server takes (`providers.constrained`); a model asking for
+    #: another has it left out and recorded rather than sent to fail. Hosted OpenAI-shaped APIs
+    #: take OpenAI's `json_schema`; a generic OpenAI-compatible server may take any of them.
+    response_formats: frozenset[str] = frozenset({"json_schema"})
 
 
 @dataclass(frozen=True)
@@ -121,17 +126,24 @@ def build_body(
 ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The chat-completions body and the options left out because the model rejects them.
 
-    A per-request seed (`ChatRequest.seed`, different per pass) wins over the model's default.
+    A per-request seed (`ChatRequest.seed`, different per pass) and output cap (a retry's)
+    win over the model's defaults. With `fold_system` the system message opens the user turn
+    (`request_notes` says so for the ledger). Constrained output is generated from the
+    request's keys in the form `config.response_format` names, if the dialect takes it.
     """
     messages: list[dict[str, str]] = []
-    if req.system:
-        messages.append({"role": "system", "content": req.system})
-    messages.append({"role": "user", "content": req.user})
+    if config.fold_system:
+        messages.append({"role": "user", "content": fold_system(req.system, req.user)})
+    else:
+        if req.system:
+            messages.append({"role": "system", "content": req.system})
+        messages.append({"role": "user", "content": req.user})
     wanted: dict[str, Any] = {}
     if config.temperature is not None:
         wanted["temperature"] = config.temperature
-    if config.max_tokens is not None:
-        wanted[dialect.token_field] = config.max_tokens
+    cap = req.cap(config)
+    if cap is not None:
+        wanted[dialect.token_field] = cap
     seed = req.seed if req.seed is not None else config.seed
     if seed is not None:
         wanted["seed"] = seed
@@ -139,7 +151,12 @@ def build_body(
         wanted["reasoning_effort"] = config.reasoning_effort
     if config.json_mode:
         wanted["response_format"] = {"type": "json_object"}
-    rejected = omitted_options(dialect.provider, rule_model_names(config))
+    rejected = set(omitted_options(dialect.provider, rule_model_names(config)))
+    if config.response_format and req.keys:
+        fields = constraint_fields(config.response_format, req.keys)
+        if config.response_format not in dialect.response_formats:
+            rejected.update(fields)
+        wanted.update(fields)
     body: dict[str, Any] = {"model": model_field or config.model, "messages": messages}
     omitted: list[str] = []
     for key, value in wanted.items():
@@ -148,6 +165,13 @@ def build_body(
         else:
             body[key] = value
     return body, tuple(omitted)
+
+
+def request_notes(config: ModelConfig, req: ChatRequest) -> tuple[str, ...]:
+    """What `build_body` did to the messages that the attempt should record."""
+    if config.fold_system and req.system:
+        return ("system folded into user turn",)
+    return ()
 
 
 TOKEN_FIELDS = ("max_completion_tokens", "max_tokens")
@@ -210,10 +234,16 @@ class OpenAICompatAdapter:
 
     def build(self, req: ChatRequest) -> HttpRequest:
         body, omitted = build_body(self.config, req, self.dialect, self.model_field)
-        return HttpRequest("POST", self.url, self.headers(), encode(body), omitted)
+        notes = request_notes(self.config, req)
+        return HttpRequest("POST", self.url, self.headers(), encode(body), omitted, notes)
 
     def parse(self, status: int, headers: Mapping[str, str], body: bytes) -> Completion | Failure:
         result = parse_reply(status, headers, body, self.dialect)
+        if isinstance(result, Failure) and result.http_status in (404, 405):
+            # The URL is the likely culprit: say which one, and for a user's own server how
+            # such a URL usually goes wrong.
+            hint = "; does base_url end in /v1?" if self.provider == "openai" else ""
+            result = replace(result, detail=short(f"{result.detail} (POST {self.url}{hint})"))
         if isinstance(result, Failure) and self.credential is not None:
             # A proxy echoing our request back must not carry the key into the ledger.
             secret = [self.credential]
@@ -436,14 +466,17 @@ def _classify_success(env: _Envelope, dialect: Dialect) -> Completion | Failure:
     if finish_reason == "content_filter" or (isinstance(refusal, str) and refusal.strip()):
         why = refusal if isinstance(refusal, str) and refusal.strip() else "content_filter"
         return _failure(env, Outcome.REFUSAL, f"refused: {why}",
-                        provider_request_id=request_id, raw_text=text, **counted)
+                        provider_request_id=request_id, raw_text=text,
+                        finish_reason=finish_reason, **counted)
     if finish_reason == "length":
         return _failure(env, Outcome.TRUNCATED,
                         f"output cap reached after {tokens_out} tokens",
-                        provider_request_id=request_id, raw_text=text, **counted)
+                        provider_request_id=request_id, raw_text=text,
+                        finish_reason=finish_reason, **counted)
     if text is None or not text.strip():
         return _failure(env, Outcome.INVALID_RESPONSE, f"empty content (finish {finish_reason})",
-                        provider_request_id=request_id, raw_text=text, **counted)
+                        provider_request_id=request_id, raw_text=text,
+                        finish_reason=finish_reason, **counted)
     return Completion(
         text=text,
         finish_reason=finish_reason,

@@ -15,12 +15,19 @@ from dataclasses import replace
 from typing import Protocol, cast
 
 from providers.base import Adapter
+from providers.constrained import RESPONSE_FORMATS
 from providers.openai_compat import Dialect, OpenAICompatAdapter, chat_url, token_field
 from providers.types import PROVIDERS, ConfigError, ModelConfig
 
 #: Where `provider = "sim"` models go when the spec gives no `base_url` (`dutchbook serve-sim`).
 SIM_DEFAULT_BASE_URL = "http://127.0.0.1:8765/sim/v1"
-_SIM_DIALECT = Dialect(provider="sim", token_field="max_completion_tokens")
+#: The simulator ignores constraints (its forecasters answer in shape anyway), so it takes every
+#: form: a local spec rehearses unchanged.
+_SIM_DIALECT = Dialect(
+    provider="sim",
+    token_field="max_completion_tokens",
+    response_formats=frozenset(RESPONSE_FORMATS),
+)
 
 
 class ProviderModule(Protocol):

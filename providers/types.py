@@ -63,6 +63,12 @@ class ModelConfig:
     seed: int | None = None
     reasoning_effort: str | None = None
     json_mode: bool = False
+    #: Constrained output (`providers.constrained.RESPONSE_FORMATS`), generated from the keys.
+    response_format: str | None = None
+    #: Fold the system message into the user turn (chat templates without a system role).
+    fold_system: bool = False
+    #: A tokenizer known to fit the model (`runs.tokens`), for token estimates.
+    tokenizer: str | None = None
     api_key_env: str | None = None
     region: str | None = None
     project: str | None = None
@@ -87,6 +93,14 @@ class ChatRequest:
     system: str
     user: str
     seed: int | None = None
+    #: The answer's JSON keys, in order (constrained output is generated from them).
+    keys: tuple[str, ...] = ()
+    #: An output cap for this attempt that wins over the model's (a retry after a truncation).
+    max_tokens: int | None = None
+
+    def cap(self, config: ModelConfig) -> int | None:
+        """The output-token cap of this request: its own, else the model's."""
+        return self.max_tokens if self.max_tokens is not None else config.max_tokens
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,8 @@ class HttpRequest:
     headers: Mapping[str, str]
     body: bytes
     omitted: tuple[str, ...] = ()
+    #: What was done to the request that the ledger should say (e.g. the system prompt folded).
+    notes: tuple[str, ...] = ()
 
     def __repr__(self) -> str:  # headers may carry credentials
         return (
@@ -146,6 +162,11 @@ class Failure:
     tokens_in: int | None = None
     tokens_out: int | None = None
     raw_text: str | None = None
+    #: The finish reason as the server sent it (a truncated reply says `length`).
+    finish_reason: str | None = None
+    #: Nothing answered at that address (connection refused, unknown host): retrying at once
+    #: is pointless, and a lane that never reached its server stops with the hint.
+    unreachable: bool = False
 
     @property
     def retryable(self) -> bool:

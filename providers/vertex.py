@@ -333,13 +333,16 @@ class VertexAdapter:
         generation: dict[str, Any] = {}
         if config.temperature is not None:
             generation["temperature"] = config.temperature
-        if config.max_tokens is not None:
-            generation["maxOutputTokens"] = config.max_tokens
+        cap = req.cap(config)
+        if cap is not None:
+            generation["maxOutputTokens"] = cap
         seed = req.seed if req.seed is not None else config.seed
         if seed is not None:
             generation["seed"] = seed
         if config.json_mode:
             generation["responseMimeType"] = "application/json"
+        if config.response_format:
+            omitted.append("response_format")  # the OpenAI-shaped forms mean nothing here
         effort = (config.reasoning_effort or "").strip().lower()
         if self._thinking is not None:
             generation["thinkingConfig"] = self._thinking

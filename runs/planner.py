@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from engine.shards import commit_file
 from panels.arms import ARMS, Arm, Query
 from providers.types import ModelConfig
 from runs.spec import ArmEntry, CampaignSpec, SpecError
+from runs.tokens import estimator as token_estimator
 from runs.units import UnitSource
 
 PLAN_SCHEMA: dict[str, Any] = {
@@ -50,7 +51,6 @@ MEMBER_SCHEMA: dict[str, Any] = {
     "keys": pl.List(pl.String),
 }
 BATCH_ROWS = 20_000
-CHARS_PER_TOKEN = 4.0  # a conservative rule of thumb for English prose and digits
 #: Typical completion size per requested key when a model answers tersely (JSON + a little text).
 TYPICAL_OUTPUT_TOKENS_PER_KEY = 24
 
@@ -225,7 +225,8 @@ class PlanLine:
     cost_usd: float | None = None
     cost_usd_max: float | None = None
     approximate: bool = False
-    _chars: int = field(default=0, repr=False)
+    #: How `tokens_in` was counted (`runs.tokens`): "exact: ..." or "rough: ...".
+    tokens_method: str = ""
 
 
 def estimate(spec: CampaignSpec, units: UnitSource | None = None) -> list[PlanLine]:
@@ -235,6 +236,9 @@ def estimate(spec: CampaignSpec, units: UnitSource | None = None) -> list[PlanLi
     are counted exactly and their tokens estimated from the identity arm, marked approximate.
     """
     units = units or UnitSource.from_spec(spec)
+    counters = {
+        m.name: token_estimator(m.tokenizer, fold_system=m.fold_system) for m in spec.models
+    }
     lines: dict[tuple[str, str], PlanLine] = {}
     seen: set[str] = set()
     ready = [e for e in spec.arms if units.requirements_met(arm_of(e, spec))]
@@ -247,7 +251,7 @@ def estimate(spec: CampaignSpec, units: UnitSource | None = None) -> list[PlanLi
             continue
         seen.add(pq.request_id)
         line.queries += 1
-        line._chars += len(pq.query.system) + len(pq.query.user)
+        line.tokens_in += counters[pq.model.name].prompt_tokens(pq.query.system, pq.query.user)
         line.tokens_out += len(pq.query.keys) * TYPICAL_OUTPUT_TOKENS_PER_KEY
         line.tokens_out_max += pq.model.max_tokens or 8192
     for entry in pending:
@@ -256,18 +260,19 @@ def estimate(spec: CampaignSpec, units: UnitSource | None = None) -> list[PlanLi
         for unit in units.for_arm(arm, check=False):
             count = arm.query_count(unit) * entry.passes
             sample = proxy.queries(unit, 0, 0)
-            chars = sum(len(q.system) + len(q.user) for q in sample) / max(len(sample), 1)
             for model in spec.models_for(entry):
+                counter = counters[model.name]
+                tokens = sum(counter.prompt_tokens(q.system, q.user) for q in sample)
                 line = lines.setdefault(
                     (model.name, arm.name), PlanLine(model.name, arm.name, approximate=True)
                 )
                 line.queries += count
-                line._chars += round(chars * count)
+                line.tokens_in += round(tokens / max(len(sample), 1) * count)
                 line.tokens_out += count * TYPICAL_OUTPUT_TOKENS_PER_KEY
                 line.tokens_out_max += count * (model.max_tokens or 8192)
     for line in lines.values():
         model = spec.model(line.model)
-        line.tokens_in = round(line._chars / CHARS_PER_TOKEN)
+        line.tokens_method = counters[line.model].label
         line.cost_usd = _cost(model, line.tokens_in, line.tokens_out)
         line.cost_usd_max = _cost(model, line.tokens_in, line.tokens_out_max)
     return list(lines.values())
@@ -318,6 +323,8 @@ def summarise(lines: Sequence[PlanLine]) -> dict[str, Any]:
             "cost_usd_max": sum(costs_max) if costs_max else None,
             "priced_models": sorted({line.model for line in lines if line.cost_usd is not None}),
             "approximate_arms": sorted({line.arm for line in lines if line.approximate}),
+            # How each model's input tokens were counted: "exact: ..." or "rough: ...".
+            "tokens_in_method": {line.model: line.tokens_method for line in lines},
         },
         "by_model": fold("model"),
         "by_arm": fold("arm"),

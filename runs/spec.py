@@ -15,7 +15,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from providers.constrained import RESPONSE_FORMATS
 from providers.types import PROVIDERS, ModelConfig
+from runs.tokens import TOKENIZERS
 
 PARSERS = ("strict", "lenient")
 
@@ -57,6 +59,9 @@ class CampaignSpec:
     path: Path
     coverage_floor: float = 0.9
     max_attempts: int = 8
+    #: Attempts per request that may fail on the answer itself (truncated, invalid), counted
+    #: across resumes; smaller than `max_attempts` because such failures tend to repeat.
+    max_answer_failures: int = 3
     text: str = field(default="", repr=False, compare=False)
 
     def model(self, name: str) -> ModelConfig:
@@ -76,7 +81,10 @@ class CampaignSpec:
         return hashlib.sha256(self.text.encode()).hexdigest()[:16]
 
 
-_TOP_KEYS = {"name", "seed", "parser", "data", "models", "arms", "coverage_floor", "max_attempts"}
+_TOP_KEYS = {
+    "name", "seed", "parser", "data", "models", "arms", "coverage_floor", "max_attempts",
+    "max_answer_failures",
+}
 _DATA_KEYS = {"returns", "headlines", "stock_days", "families"}
 _ARM_KEYS = {"name", "passes", "models"}
 # Spec key -> (type(s), check, description). ModelConfig field names match spec keys except prices.
@@ -93,6 +101,9 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "seed": ((int,), "an integer"),
     "reasoning_effort": ((str,), "a string such as low, medium or high"),
     "json_mode": ((bool,), "true or false"),
+    "response_format": ((str,), f"one of {', '.join(RESPONSE_FORMATS)}"),
+    "fold_system": ((bool,), "true or false"),
+    "tokenizer": ((str,), f"one of {', '.join(TOKENIZERS)}"),
     "api_key_env": ((str,), "the NAME of an environment variable (never the key itself)"),
     "region": ((str,), "a cloud region such as us-east-1"),
     "project": ((str,), "a Google Cloud project id"),
@@ -106,9 +117,12 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "base_model": ((str,), "the model behind a deployment or gateway alias (e.g. gpt-5)"),
     "token_field": ((str,), "max_tokens or max_completion_tokens"),
     "endpoint": ((str,), "'openai' or 'gemini' (Vertex)"),
+    "base_url_env": ((str,), "the NAME of a variable whose value, when set, replaces base_url"),
 }
 #: Provider-specific keys passed through to `ModelConfig.extra` for the adapters.
-_EXTRA_KEYS = ("personality", "deployment", "base_model", "token_field", "endpoint")
+_EXTRA_KEYS = (
+    "personality", "deployment", "base_model", "token_field", "endpoint", "base_url_env",
+)
 
 
 def load_spec(path: str | Path, *, arm_names: set[str] | None = None) -> CampaignSpec:
@@ -152,6 +166,13 @@ def parse_spec(
     max_attempts = _get(raw, "max_attempts", int, path, "", "an integer", default=8)
     if max_attempts < 1:
         raise SpecError(path, "max_attempts", "an integer >= 1")
+    answer_failures = _get(
+        raw, "max_answer_failures", int, path, "", "an integer", default=min(3, max_attempts)
+    )
+    if not 1 <= answer_failures <= max_attempts:
+        raise SpecError(
+            path, "max_answer_failures", f"an integer in [1, max_attempts={max_attempts}]"
+        )
     data = _parse_data(raw.get("data", {}), path)
     models = _parse_models(raw.get("models"), path)
     arms = _parse_arms(raw.get("arms"), path, arm_names, {m.name for m in models})
@@ -165,6 +186,7 @@ def parse_spec(
         path=path,
         coverage_floor=floor,
         max_attempts=max_attempts,
+        max_answer_failures=answer_failures,
         text=text,
     )
 
@@ -243,12 +265,24 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
     for key, ok in checks.items():
         if key in entry and (not math.isfinite(entry[key]) or not ok(entry[key])):
             raise SpecError(path, where + key, _MODEL_KEYS[key][1])
+    choices = {"response_format": RESPONSE_FORMATS, "tokenizer": tuple(TOKENIZERS)}
+    for key, allowed in choices.items():
+        if key in entry and entry[key] not in allowed:
+            raise SpecError(
+                path, where + key, f"one of {', '.join(allowed)}, not {entry[key]!r}"
+            )
+    if entry.get("json_mode") and "response_format" in entry:
+        raise SpecError(
+            path, where + "json_mode",
+            "json_mode or response_format, not both (response_format already asks for JSON)",
+        )
     base_url = entry.get("base_url")
     if base_url is not None and not base_url.startswith(("http://", "https://")):
         raise SpecError(path, where + "base_url", "an http:// or https:// URL")
-    env_name = entry.get("api_key_env")
-    if env_name is not None and not env_name.replace("_", "").isalnum():
-        raise SpecError(path, where + "api_key_env", _MODEL_KEYS["api_key_env"][1])
+    for key in ("api_key_env", "base_url_env"):
+        env_name = entry.get(key)
+        if env_name is not None and not env_name.replace("_", "").isalnum():
+            raise SpecError(path, where + key, _MODEL_KEYS[key][1])
     extra = {k: entry[k] for k in _EXTRA_KEYS if k in entry}
     fields = {k: v for k, v in entry.items() if k not in {"price_in", "price_out", *_EXTRA_KEYS}}
     if "rpm" in fields:

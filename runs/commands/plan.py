@@ -61,6 +61,8 @@ def plan(
             "reused: questions another arm asks word for word; answered once, scored in both"
         )
     total = summary["total"]
+    for model, method in total["tokens_in_method"].items():
+        console.print(f"tokens in for {model}: {method}", highlight=False)
     console.print(
         f"total: [bold]{total['queries']:,}[/] queries, ~{total['tokens_in']:,} tokens in, "
         f"~{total['tokens_out']:,} out; cost {_money(total['cost_usd'])} typical, "

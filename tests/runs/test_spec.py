@@ -86,6 +86,18 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
         (("max_tokens = 8192", 'max_tokens = "8k"'), "models[1].max_tokens", "integer"),
         (("[data]", '[data]\nreturns = "nowhere.csv"'), "data.returns", "does not"),
         (("price_in = 0.15", "price_in = true"), "models[0].price_in", "USD"),
+        (("max_tokens = 8192", 'max_tokens = 8192\nresponse_format = "xml"'),
+         "models[1].response_format", "json_schema, json_object_schema, grammar"),
+        (("max_tokens = 8192", 'max_tokens = 8192\njson_mode = true\nresponse_format = "grammar"'),
+         "models[1].json_mode", "not both"),
+        (("max_tokens = 8192", 'max_tokens = 8192\ntokenizer = "gpt2"'),
+         "models[1].tokenizer", "gemma3"),
+        (("max_tokens = 8192", 'max_tokens = 8192\nfold_system = "yes"'),
+         "models[1].fold_system", "true or false"),
+        (("max_tokens = 8192", 'max_tokens = 8192\nbase_url_env = "http://x"'),
+         "models[1].base_url_env", "NAME"),
+        (("seed = 3", "seed = 3\nmax_answer_failures = 9"), "max_answer_failures",
+         "max_attempts=8"),
     ],
 )
 def test_bad_specs_name_the_key(
@@ -100,6 +112,21 @@ def test_bad_specs_name_the_key(
     assert message.startswith(str(path)), message
     assert info.value.key == key, message
     assert words in message, message
+
+
+def test_local_model_keys_load(tmp_path: Path) -> None:
+    extra = (
+        'max_tokens = 8192\nresponse_format = "grammar"\nfold_system = true\n'
+        'tokenizer = "gemma3"\nbase_url_env = "LOCAL_URL"'
+    )
+    text = GOOD.replace("max_tokens = 8192", extra, 1).replace("seed = 3", "seed = 3\n"
+                                                              "max_answer_failures = 2")
+    spec = load_spec(write(tmp_path, text), arm_names=ARMS)
+    b = spec.model("b")
+    assert (b.response_format, b.fold_system, b.tokenizer) == ("grammar", True, "gemma3")
+    assert b.extra["base_url_env"] == "LOCAL_URL"
+    assert spec.max_answer_failures == 2
+    assert load_spec(write(tmp_path, GOOD), arm_names=ARMS).max_answer_failures == 3
 
 
 def test_missing_file_and_bad_toml(tmp_path: Path) -> None:

@@ -1,0 +1,90 @@
+"""Errors a user can act on, and what the server said recorded as it said it."""
+
+from __future__ import annotations
+
+import socket
+
+import orjson
+from llamafake import FakeLlama
+
+from engine.http import HttpClient
+from providers.registry import adapter_for
+from providers.types import ChatRequest, Completion, Failure, ModelConfig, Outcome
+
+REQ = ChatRequest("r1", "You forecast.", "P(Q01)?", keys=("Q01",))
+
+
+def gemma(base_url: str, **kw: object) -> ModelConfig:
+    return ModelConfig(name="gemma", provider="openai", model="gemma-3-270m", base_url=base_url,
+                       temperature=0.0, max_tokens=16, **kw)  # type: ignore[arg-type]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def ask(config: ModelConfig, req: ChatRequest = REQ) -> Completion | Failure:
+    adapter = adapter_for(config, {})
+    async with HttpClient() as http:
+        return await http.send(adapter, adapter.build(req), 10.0)
+
+
+async def test_a_base_url_without_v1_names_the_url_and_the_likely_fix(llama: FakeLlama) -> None:
+    result = await ask(gemma(llama.root_url))  # the API root is {root}/v1
+    assert isinstance(result, Failure)
+    assert result.outcome is Outcome.BAD_REQUEST
+    assert result.http_status == 404
+    assert f"POST {llama.root_url}/chat/completions" in result.detail
+    assert "does base_url end in /v1?" in result.detail
+
+
+async def test_a_server_not_running_is_unreachable_with_the_url_and_a_hint() -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    result = await ask(gemma(url))
+    assert isinstance(result, Failure)
+    assert result.outcome is Outcome.CONNECTION_ERROR
+    assert result.unreachable
+    assert f"{url}/chat/completions" in result.detail
+    assert "is the server running" in result.detail
+
+
+async def test_truncated_reply_keeps_the_servers_finish_reason(llama: FakeLlama) -> None:
+    result = await ask(gemma(llama.root_url + "/v1"))
+    assert isinstance(result, Failure)
+    assert result.outcome is Outcome.TRUNCATED
+    assert result.finish_reason == "length"
+    assert result.raw_text and result.raw_text.startswith("<start_of_turn>user")
+
+
+async def test_gemma_format_drops_a_system_message_unless_folded(llama: FakeLlama) -> None:
+    await ask(gemma(llama.root_url + "/v1", response_format="grammar"))
+    assert "You forecast." not in llama.seen[-1]
+    await ask(gemma(llama.root_url + "/v1", response_format="grammar", fold_system=True))
+    assert "You forecast." in llama.seen[-1]
+
+
+async def test_openai_json_schema_is_an_http_500_on_llama_cpp_python(llama: FakeLlama) -> None:
+    result = await ask(gemma(llama.root_url + "/v1", response_format="json_schema"))
+    assert isinstance(result, Failure)
+    assert result.outcome is Outcome.PROVIDER_ERROR
+    assert "Input should be 'text' or 'json_object'" in result.detail
+
+
+async def test_json_object_schema_gets_the_keys_but_not_the_bounds(llama: FakeLlama) -> None:
+    result = await ask(gemma(llama.root_url + "/v1", response_format="json_object_schema"))
+    assert isinstance(result, Completion)
+    assert orjson.loads(result.text) == {"Q01": 2}
+    assert llama.requests[-1]["response_format"]["schema"]["required"] == ["Q01"]
+
+
+async def test_grammar_replies_are_one_bounded_object(llama: FakeLlama) -> None:
+    from llamafake import gbnf_regex
+
+    req = ChatRequest("r2", "s", "u", seed=3, keys=("Q01", "Q02"))
+    result = await ask(gemma(llama.root_url + "/v1", response_format="grammar"), req)
+    assert isinstance(result, Completion)
+    grammar, text = llama.walked[-1]
+    assert text == result.text
+    assert gbnf_regex(grammar).fullmatch(text)
