@@ -505,3 +505,34 @@ def test_no_model_is_dropped_when_the_arms_table_is_split(tmp_path: Path) -> Non
     for m in models:
         assert m in arms_tables, m
     assert "…" not in out.getvalue()
+
+
+def test_every_table_is_also_written_as_csv_and_markdown(tmp_path: Path) -> None:
+    rows = [
+        row(m, arm, u, 0, 0.001 * i + s, brier=0.2 + s)
+        for m, s in (("a", 0.0), ("b", 0.01), ("c", 0.02))
+        for arm in ("baseline", "statistics")
+        for i, u in enumerate(UNITS)
+    ]
+    summary, _ = report(tmp_path, frame(rows))
+    out = tmp_path / "report"
+    board = pl.read_csv(out / "leaderboard.csv")
+    assert board.height == len(summary["rows"]) == 6
+    for r in summary["rows"]:
+        got = board.filter((pl.col("model") == r["model"]) & (pl.col("arm") == r["arm"]))
+        assert got["profit"][0] == pytest.approx(r["profit"]["mean"])
+        assert got["profit_lo"][0] == pytest.approx(r["profit"]["lo"])
+        assert got["brier_hi"][0] == pytest.approx(r["brier"]["hi"])
+        if r["vs_baseline"] is None:
+            assert got["vs_baseline"][0] is None
+        else:
+            assert got["vs_baseline"][0] == pytest.approx(r["vs_baseline"]["mean"])
+    across = pl.read_csv(out / "across_models.csv")
+    assert across["spearman_profit_brier"][0] == pytest.approx(
+        summary["across_models"]["spearman_profit_brier"]
+    )
+    assert pl.read_csv(out / "models.csv")["model"].to_list() == ["a", "b", "c"]
+    assert not (out / "repeated_elicitation.csv").exists()  # section not computed
+    markdown = (out / "report.md").read_text()
+    assert markdown.count("\n| a | baseline |") == 1
+    assert "Spearman(profit, Brier) = 1.0000" in markdown

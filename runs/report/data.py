@@ -1,0 +1,450 @@
+"""The report's data: per-unit values, each (model, arm) row's statistics, the cross-model
+and family sections. No printing, no files written: `runs.report.tables` renders this,
+`runs.report.summary` turns it into `summary.json`, and the page's figures read it.
+
+Statistics follow the paper (section 4): the LP value is averaged over passes per unit, then
+over units, with a 95% percentile bootstrap clustered on date (stock-days of one date share
+news, so whole dates are resampled); arms are compared with the baseline as paired
+differences; models are compared on the baseline by the Spearman correlation of their mean
+profit and mean Brier and by how many pairwise differences have an interval excluding zero.
+Families follow the benchmark: the arbitrage-free rate (share of families where the L1 bookie
+locks in at most 5 cents), and no score at all under the coverage floor, since a dropped call
+must never read as incoherence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from runs.scoring_step import native_norm
+from scoring import stats
+from scoring.stats import Interval
+
+SCHEMA = "dutchbook.report/1"
+ARBITRAGE_FREE_CENTS = 0.05
+BASELINE_ARM = "baseline"
+FAMILY_ARM_PREFIX = "families/"
+THRESHOLDS = (0.001, 0.005, 0.01)
+LEVEL = 0.95
+COVERAGE_RULE = (
+    "a model whose answered share of this arm's planned queries is under the coverage floor "
+    "is not scored: an unanswered question is never counted as incoherence"
+)
+
+STATUS_SCORED = "scored"
+STATUS_BELOW_FLOOR = "below_coverage_floor"
+STATUS_NO_ANSWERS = "no_answers"
+
+
+@dataclass(frozen=True)
+class ArmRow:
+    """One (model, arm) cell: its statistics, or why it is not scored."""
+
+    model: str
+    arm: str
+    norm: str
+    units: int
+    clusters: int
+    coverage: float
+    status: str
+    profit: Interval | None = None
+    brier: Interval | None = None
+    at_least: dict[float, int] = field(default_factory=dict)
+    arbitrage_free: Interval | None = None
+    vs_baseline: Interval | None = None
+    vs_baseline_units: int = 0
+
+    @property
+    def scored(self) -> bool:
+        return self.status == STATUS_SCORED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "arm": self.arm,
+            "norm": self.norm,
+            "status": self.status,
+            "scored": self.scored,
+            "coverage": self.coverage,
+            "units": self.units,
+            "clusters": self.clusters,
+            "profit": interval_json(self.profit),
+            "brier": interval_json(self.brier),
+            "at_least": (
+                {
+                    threshold_key(t): {"units": c, "share": c / self.units if self.units else None}
+                    for t, c in self.at_least.items()
+                }
+                if self.scored
+                else None
+            ),
+            "arbitrage_free": interval_json(self.arbitrage_free),
+            "vs_baseline": (
+                None
+                if self.vs_baseline is None
+                else {
+                    **interval_json(self.vs_baseline),  # type: ignore[dict-item]
+                    "excludes_zero": self.vs_baseline.excludes_zero(),
+                    "units": self.vs_baseline_units,
+                }
+            ),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-unit values and coverage
+
+
+def native_scores(scores: pl.DataFrame) -> pl.DataFrame:
+    """Each arm scored in its own metric: sup-norm for the paper's arms, L1 for families."""
+    return scores.filter(
+        pl.when(pl.col("arm").str.starts_with(FAMILY_ARM_PREFIX))
+        .then(pl.col("norm") == "l1")
+        .otherwise(pl.col("norm") == "inf")
+    )
+
+
+#: Single-set arms keep their name; for the others each kind of set is its own report row,
+#: since a day's marginals, a whole horizon panel or a linked set are not comparable units.
+SET_LABEL = (
+    pl.when(pl.col("set").is_in(["h1", "family"]))
+    .then(pl.col("arm"))
+    .when(pl.col("arm").is_in(["linked", "dispersed"]))
+    .then(
+        pl.col("arm")
+        + pl.when(pl.col("set").str.split("/").list.get(1).is_in(["A", "B"]))
+        .then(pl.lit(" (assets)"))
+        .otherwise(pl.lit(" (days)"))
+    )
+    .otherwise(pl.col("arm") + pl.lit(" ") + pl.col("set"))
+)
+
+
+def arm_of_label(label: str) -> str:
+    """The catalogue arm behind a report row label ("horizon/2 full" -> "horizon/2")."""
+    return label.split(" ", 1)[0]
+
+
+def per_unit(scores: pl.DataFrame) -> pl.DataFrame:
+    """Average the LP value over passes (and over the sets of one row label) for each unit.
+
+    The `arm` column of the result is the report row label (see `SET_LABEL`).
+    """
+    return (
+        native_scores(scores)
+        .with_columns(SET_LABEL.alias("arm"))
+        .group_by(["model", "arm", "unit", "cluster"], maintain_order=True)
+        .agg(
+            pl.col("profit").drop_nans().mean().alias("profit"),
+            pl.col("brier").drop_nans().mean().alias("brier"),
+            pl.col("coverage").mean().alias("coverage"),
+        )
+    )
+
+
+def ledger_coverage(run_dir: Path) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
+    """Share of planned queries with an accepted answer, per model and per (model, arm).
+
+    Read from `plan_members.parquet` (each arm's view of a query) and the accepted responses;
+    empty when the run folder has no plan (then the scores' own coverage is used).
+    """
+    members_path = run_dir / "plan_members.parquet"
+    if not members_path.exists():
+        return {}, {}
+    from engine.ledger import scan_responses
+
+    accepted = (
+        scan_responses(run_dir, columns=["request_id"])
+        .unique("request_id")
+        .with_columns(pl.lit(1).alias("accepted"))
+    )
+    joined = (
+        pl.scan_parquet(members_path)
+        .select("request_id", "model", "arm")
+        .join(accepted, on="request_id", how="left")
+        .with_columns(pl.col("accepted").fill_null(0))
+        .collect()
+    )
+    by_model = joined.group_by("model").agg(pl.col("accepted").mean())
+    by_arm = joined.group_by("model", "arm").agg(pl.col("accepted").mean())
+    return (
+        {str(m): float(a) for m, a in by_model.iter_rows()},
+        {(str(m), str(arm)): float(a) for m, arm, a in by_arm.iter_rows()},
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows: per model and arm
+
+
+def build_rows(
+    scores: pl.DataFrame,
+    arm_coverage: dict[tuple[str, str], float],
+    floor: float,
+    seed: int,
+    reps: int,
+) -> list[ArmRow]:
+    units = per_unit(scores)
+    rows: list[ArmRow] = []
+    for (model, arm), group in units.group_by(["model", "arm"], maintain_order=True):
+        model, arm = str(model), str(arm)
+        norm = native_norm(arm)
+        cov = arm_coverage.get((model, arm_of_label(arm)))
+        if cov is None:
+            cov = float(group["coverage"].fill_null(0.0).mean() or 0.0)  # type: ignore[arg-type]
+        group = group.filter(pl.col("profit").is_not_null() & pl.col("profit").is_not_nan())
+        if group.height == 0:
+            rows.append(ArmRow(model, arm, norm, 0, 0, cov, STATUS_NO_ANSWERS))
+            continue
+        n_clusters = group["cluster"].n_unique()
+        if cov < floor:
+            rows.append(ArmRow(model, arm, norm, group.height, n_clusters, cov, STATUS_BELOW_FLOOR))
+            continue
+        values = group["profit"].to_numpy()
+        clusters = group["cluster"].to_numpy()
+        profit = stats.cluster_bootstrap_mean(values, clusters, reps=reps, seed=seed, level=LEVEL)
+        briers = group["brier"].fill_null(np.nan).to_numpy()
+        brier = (
+            stats.cluster_bootstrap_mean(briers, clusters, reps=reps, seed=seed, level=LEVEL)
+            if np.isfinite(briers).any()
+            else None
+        )
+        free = (
+            stats.cluster_bootstrap_mean(
+                (values <= ARBITRAGE_FREE_CENTS).astype(float),
+                clusters,
+                reps=reps,
+                seed=seed,
+                level=LEVEL,
+            )
+            if arm.startswith(FAMILY_ARM_PREFIX)
+            else None
+        )
+        vs, vs_units = _vs_baseline(units, model, arm, reps, seed)
+        rows.append(
+            ArmRow(
+                model=model,
+                arm=arm,
+                norm=norm,
+                units=group.height,
+                clusters=n_clusters,
+                coverage=cov,
+                status=STATUS_SCORED,
+                profit=profit,
+                brier=brier,
+                at_least={t: int((values >= t).sum()) for t in THRESHOLDS},
+                arbitrage_free=free,
+                vs_baseline=vs,
+                vs_baseline_units=vs_units,
+            )
+        )
+    return rows
+
+
+def _vs_baseline(
+    units: pl.DataFrame, model: str, arm: str, reps: int, seed: int
+) -> tuple[Interval | None, int]:
+    """Paired difference (arm - baseline) on the same stock-days' one-day panel."""
+    if arm == BASELINE_ARM or arm.startswith(FAMILY_ARM_PREFIX):
+        return None, 0
+    # Rows of single-set arms keep the arm's name (their set is the one-day panel, h1).
+    mine = units.filter((pl.col("model") == model) & (pl.col("arm") == arm))
+    base = units.filter((pl.col("model") == model) & (pl.col("arm") == BASELINE_ARM))
+    if mine.height == 0 or base.height == 0:
+        return None, 0
+    paired = mine.join(base, on=["unit", "cluster"], suffix="_base").filter(
+        pl.col("profit").is_not_nan() & pl.col("profit_base").is_not_nan()
+    )
+    paired = paired.drop_nulls(["profit", "profit_base"])
+    if paired.height == 0:
+        return None, 0
+    interval = stats.paired_difference(
+        paired["profit"].to_numpy(),
+        paired["profit_base"].to_numpy(),
+        paired["cluster"].to_numpy(),
+        reps=reps,
+        seed=seed,
+        level=LEVEL,
+    )
+    return interval, paired.height
+
+
+# ---------------------------------------------------------------------------------------------
+# Across models on the baseline arm
+
+
+def across_models(
+    scores: pl.DataFrame, rows: Sequence[ArmRow], seed: int, reps: int
+) -> dict[str, Any]:
+    """Spearman(profit, Brier) across models and the pairwise-significance counts (4.2).
+
+    Only scored models enter. The counts pair models on the baseline units every one of them
+    answered (and, for Brier, has an outcome for), so each difference is a paired one.
+    """
+    base = sorted(
+        (r for r in rows if r.arm == BASELINE_ARM and r.scored and r.profit is not None),
+        key=lambda r: r.model,
+    )
+    models = [r.model for r in base]
+    result: dict[str, Any] = {
+        "arm": BASELINE_ARM,
+        "models": models,
+        "units": 0,
+        "spearman_profit_brier": None,
+        "pairs": len(models) * (len(models) - 1) // 2,
+        "profit_pairs_excluding_zero": None,
+        "brier_pairs_excluding_zero": None,
+    }
+    with_brier = [r for r in base if r.brier is not None and r.profit is not None]
+    if len(with_brier) >= 3:
+        rho = stats.spearman(
+            np.array([r.profit.mean for r in with_brier if r.profit is not None]),
+            np.array([r.brier.mean for r in with_brier if r.brier is not None]),
+        )
+        result["spearman_profit_brier"] = None if math.isnan(rho) else rho
+    if len(models) < 2:
+        return result
+    units = per_unit(scores).filter((pl.col("arm") == BASELINE_ARM) & pl.col("model").is_in(models))
+    for metric in ("profit", "brier"):
+        wide = _aligned(units, models, metric)
+        if metric == "profit":
+            result["units"] = wide.height
+        if wide.height == 0:
+            continue
+        count = stats.count_pairwise_significant(
+            {m: wide[m].to_numpy() for m in models},
+            wide["cluster"].to_numpy(),
+            reps=reps,
+            seed=seed,
+            level=LEVEL,
+        )
+        result[f"{metric}_pairs_excluding_zero"] = count
+    return result
+
+
+def _aligned(units: pl.DataFrame, models: Sequence[str], metric: str) -> pl.DataFrame:
+    """One column per model, one row per unit that every model has a finite value for."""
+    finite = units.filter(pl.col(metric).is_not_null() & pl.col(metric).is_not_nan())
+    wide = finite.pivot(on="model", index=["unit", "cluster"], values=metric)
+    if any(m not in wide.columns for m in models):
+        return wide.clear()
+    return wide.drop_nulls(list(models))
+
+
+# ---------------------------------------------------------------------------------------------
+# Families
+
+
+def family_section(rows: Sequence[ArmRow]) -> list[dict[str, Any]]:
+    """The benchmark's leaderboard: arbitrage-free rate, or 'not scored' under the floor."""
+    return [
+        {
+            "model": r.model,
+            "arm": r.arm,
+            "families": r.units,
+            "coverage": r.coverage,
+            "status": r.status,
+            "scored": r.scored,
+            "arbitrage_free": interval_json(r.arbitrage_free),
+            "rule": COVERAGE_RULE,
+        }
+        for r in rows
+        if r.arm.startswith(FAMILY_ARM_PREFIX)
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON helpers
+
+
+def clean_json(obj: Any) -> Any:
+    """JSON-ready: numpy scalars to Python, NaN and infinities to None."""
+    if isinstance(obj, dict):
+        return {str(k): clean_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [clean_json(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def interval_json(iv: Interval | None) -> dict[str, float] | None:
+    if iv is None:
+        return None
+    return {"mean": float(iv.mean), "lo": float(iv.lo), "hi": float(iv.hi)}
+
+
+def threshold_key(t: float) -> str:
+    return f"{t:g}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Everything the report shows, computed once
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """A campaign's report as data: what `summary.json`, the tables and the figures show.
+
+    `rows` are the (model, arm) cells (`ArmRow`); `model_coverage` the share of each model's
+    planned queries answered; `across_models` the baseline's cross-model statistics;
+    `repeated` the repeated-elicitation section (None when not computed); `families` the
+    benchmark's rows. `floor`, `seed`, `reps` are the settings the statistics used.
+    """
+
+    rows: list[ArmRow]
+    model_coverage: dict[str, float]
+    across_models: dict[str, Any]
+    repeated: list[dict[str, Any]] | None
+    families: list[dict[str, Any]]
+    floor: float
+    seed: int
+    reps: int
+
+    def row(self, model: str, arm: str) -> ArmRow | None:
+        return next((r for r in self.rows if r.model == model and r.arm == arm), None)
+
+
+def build_report_data(
+    run_dir: Path,
+    scores: pl.DataFrame,
+    *,
+    floor: float,
+    seed: int,
+    reps: int = stats.DEFAULT_REPS,
+    repeated: Any = None,
+) -> ReportData:
+    """The report's statistics from a run's scores (and its plan and ledger, for coverage).
+
+    `repeated`, when given, is called as `repeated(rows)` and returns the repeated-
+    elicitation section (see `runs.report.repeated`); without it the section is None.
+    """
+    model_cov, arm_cov = ledger_coverage(run_dir)
+    rows = build_rows(scores, arm_cov, floor, seed, reps)
+    if not model_cov:
+        model_cov = {
+            str(m): float(c if c is not None else 0.0)
+            for m, c in per_unit(scores)
+            .group_by("model")
+            .agg(pl.col("coverage").mean())
+            .iter_rows()
+        }
+    return ReportData(
+        rows=rows,
+        model_coverage=dict(sorted(model_cov.items())),
+        across_models=across_models(scores, rows, seed, reps),
+        repeated=repeated(rows) if repeated is not None else None,
+        families=family_section(rows),
+        floor=floor,
+        seed=seed,
+        reps=reps,
+    )

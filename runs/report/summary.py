@@ -1,0 +1,69 @@
+"""`report/summary.json` has a stable shape users can script against (schema
+"dutchbook.report/1"; every NaN or missing number is null; an *interval* is
+`{"mean", "lo", "hi"}`, a 95% date-clustered percentile bootstrap):
+
+- `schema`, `coverage_floor`, `bootstrap_replicates`, `seed`, `level` (0.95),
+  `baseline_arm`, `thresholds` ([0.001, 0.005, 0.01]), `arbitrage_free_cents` (0.05).
+- `rows`: one object per (model, arm): `model`, `arm`, `norm` ("inf" paper arms, "l1"
+  family arms), `status` ("scored" | "below_coverage_floor" | "no_answers"), `scored`,
+  `coverage` (share of the arm's planned queries answered), `units` (scored (unit, set)
+  values, each averaged over passes), `clusters` (distinct dates or families), `profit`
+  (interval), `brier` (interval or null), `at_least` (`{"0.001": {"units", "share"}, ...}`:
+  units whose profit is at least the threshold, the paper's 4.1 counts), `arbitrage_free`
+  (family arms: interval over families of the share with profit <= 0.05, else null),
+  `vs_baseline` (`{"mean", "lo", "hi", "excludes_zero", "units"}`: paired difference with
+  the baseline arm on the same stock-days, set `h1`; null for the baseline, family arms or
+  without common units). Unscored rows carry null statistics: never a number.
+- `models`: `{model: {"coverage": share of all its planned queries answered}}`.
+- `across_models`: on the baseline arm, scored models only: `arm`, `models` (names),
+  `units` (units common to all of them, used for the pairwise counts),
+  `spearman_profit_brier` (on the models' mean profit and mean Brier), `pairs`,
+  `profit_pairs_excluding_zero`, `brier_pairs_excluding_zero` (null when undefined).
+- `repeated_elicitation`: null when not computed (see `runs.report.repeated`); else a list,
+  one object per scored (model, arm) with at least two passes: `model`, `arm`, `passes`,
+  `units`, `single_pass_mean` (mean over units of the mean single-pass profit, the row's
+  `profit.mean`), `by_k` (`[{"k", "mean", "lo", "hi"}]`, k = 1..passes: profit after
+  averaging each event's answers over the first k passes). By convexity the k = passes value
+  is never above `single_pass_mean`.
+- `families`: one object per (model, family arm): `model`, `arm`, `families`, `coverage`,
+  `status`, `scored`, `arbitrage_free` (interval or null), `rule` (the coverage rule).
+- `figures`: `{"profit_brier": path or null, "arms": path or null, "note": str or null}`
+  (paths relative to the run folder; a note says why a figure was not drawn).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runs.report.data import (
+    ARBITRAGE_FREE_CENTS,
+    BASELINE_ARM,
+    LEVEL,
+    SCHEMA,
+    THRESHOLDS,
+    ReportData,
+    clean_json,
+)
+
+
+def build_summary(data: ReportData, figures: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`summary.json`'s object (NaN as None); `figures` as `write_figures` returned it."""
+    summary: dict[str, Any] = clean_json(
+        {
+            "schema": SCHEMA,
+            "coverage_floor": data.floor,
+            "bootstrap_replicates": data.reps,
+            "seed": data.seed,
+            "level": LEVEL,
+            "baseline_arm": BASELINE_ARM,
+            "thresholds": list(THRESHOLDS),
+            "arbitrage_free_cents": ARBITRAGE_FREE_CENTS,
+            "rows": [r.to_json() for r in data.rows],
+            "models": {m: {"coverage": c} for m, c in sorted(data.model_coverage.items())},
+            "across_models": data.across_models,
+            "repeated_elicitation": data.repeated,
+            "families": data.families,
+            "figures": figures or {"profit_brier": None, "arms": None, "note": None},
+        }
+    )
+    return summary

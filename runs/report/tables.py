@@ -1,0 +1,553 @@
+"""The report's tables: the terminal leaderboard, `leaderboard.txt`, `report.md` and one CSV
+per table, all rendered from `runs.report.data.ReportData` (nothing here computes a statistic).
+
+CSV files in `report/` (one row per line, header first; empty cell = no value):
+- `leaderboard.csv`: one row per (model, arm) cell: `model, arm, norm, status, coverage,
+  units, clusters, profit, profit_lo, profit_hi, at_least_0.001, at_least_0.005,
+  at_least_0.01` (shares of units), `vs_baseline, vs_baseline_lo, vs_baseline_hi,
+  brier, brier_lo, brier_hi, arbitrage_free, arbitrage_free_lo, arbitrage_free_hi`.
+- `models.csv`: `model, coverage`.
+- `across_models.csv`: one row: `arm, models, units, spearman_profit_brier, pairs,
+  profit_pairs_excluding_zero, brier_pairs_excluding_zero`.
+- `repeated_elicitation.csv`: `model, arm, passes, units, single_pass_mean, k, mean, lo, hi`
+  (one row per k; absent when the section was not computed).
+- `families.csv`: `model, arm, families, coverage, status, arbitrage_free, _lo, _hi`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from runs.report.data import (
+    BASELINE_ARM,
+    FAMILY_ARM_PREFIX,
+    STATUS_BELOW_FLOOR,
+    THRESHOLDS,
+    ArmRow,
+    ReportData,
+    threshold_key,
+)
+from scoring.stats import Interval
+
+
+def _fmt(x: float | None, digits: int = 5) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x:.{digits}f}"
+
+
+def _fmt_iv(iv: Interval | None, digits: int = 5) -> str:
+    if iv is None:
+        return ""
+    return f"{_fmt(iv.mean, digits)} [{_fmt(iv.lo, digits)}, {_fmt(iv.hi, digits)}]"
+
+
+def headline_lines(summary: dict[str, Any], out: Path) -> list[str]:
+    """Two or three lines under the table: the cross-model statistics and where the rest is."""
+    lines: list[str] = []
+    across = summary["across_models"]
+    if len(across["models"]) >= 2:
+        parts = [f"{BASELINE_ARM}, {len(across['models'])} models"]
+        if across["spearman_profit_brier"] is not None:
+            parts.append(f"Spearman(profit, Brier) {across['spearman_profit_brier']:.3f}")
+        if across["profit_pairs_excluding_zero"] is not None:
+            brier = across["brier_pairs_excluding_zero"]
+            parts.append(
+                f"pairs whose 95% interval excludes zero: profit "
+                f"{across['profit_pairs_excluding_zero']}/{across['pairs']}"
+                + (f", Brier {brier}/{across['pairs']}" if brier is not None else "")
+            )
+        lines.append("; ".join(parts))
+    repeated = summary.get("repeated_elicitation") or []
+    if repeated:
+        lower = sum(
+            1
+            for r in repeated
+            if r["by_k"][-1]["mean"] is not None
+            and r["single_pass_mean"] is not None
+            and r["by_k"][-1]["mean"] < r["single_pass_mean"] - 1e-12
+        )
+        lines.append(
+            f"averaging answers over passes before scoring lowers mean profit in {lower} of "
+            f"{len(repeated)} multi-pass cells (never raises it)"
+        )
+    note = summary["figures"].get("note")
+    lines.append(
+        f"95% date-clustered intervals and more: {out / 'leaderboard.txt'}, "
+        f"{out / 'summary.json'}" + (f" ({note})" if note else "")
+    )
+    return lines
+
+
+def _leaderboard_order(rows: Sequence[ArmRow]) -> list[ArmRow]:
+    """By arm, scored first, most coherent first."""
+    return sorted(rows, key=lambda r: (r.arm, not r.scored, r.profit.mean if r.profit else 1e9))
+
+
+def leaderboard(rows: Sequence[ArmRow]) -> Table:
+    table = Table(title="Arbitrage profit per unit stake (lower is more coherent)")
+    columns = (
+        "model",
+        "arm",
+        "units",
+        "profit [95% CI, date-clustered]",
+        *(f"≥{t:g}" for t in THRESHOLDS),
+        "vs baseline [95% CI]",
+        "Brier [95% CI]",
+        "arb-free [95% CI]",
+        "coverage",
+    )
+    for col in columns:
+        table.add_column(col, justify="left" if col in {"model", "arm"} else "right")
+    for r in _leaderboard_order(rows):
+        if not r.scored:
+            table.add_row(
+                r.model,
+                r.arm,
+                str(r.units),
+                _status_text(r),
+                *[""] * (len(columns) - 5),
+                f"{r.coverage:.0%}",
+            )
+            continue
+        shares = [f"{r.at_least[t] / r.units:.0%}" if r.units else "" for t in THRESHOLDS]
+        table.add_row(
+            r.model,
+            r.arm,
+            str(r.units),
+            _fmt_iv(r.profit),
+            *shares,
+            _fmt_signed_iv(r.vs_baseline),
+            _fmt_iv(r.brier, 4),
+            _fmt_iv(r.arbitrage_free, 2),
+            f"{r.coverage:.0%}",
+        )
+    return table
+
+
+def details_text(data: ReportData) -> str:
+    """The full leaderboard plus the cross-model and repeated-elicitation sections, as text."""
+    parts = [_render_plain(leaderboard(data.rows))]
+    across = data.across_models
+    parts.append(
+        f"Across models on {across['arm']} ({len(across['models'])} scored, "
+        f"{across['units']} common units): Spearman(profit, Brier) = "
+        f"{_fmt(across['spearman_profit_brier'], 4)}; pairwise differences whose 95% interval "
+        f"excludes zero: profit {across['profit_pairs_excluding_zero']} of {across['pairs']}, "
+        f"Brier {across['brier_pairs_excluding_zero']} of {across['pairs']}\n"
+    )
+    repeated = data.repeated
+    if repeated is None:
+        parts.append("Repeated elicitation: not computed\n")
+    elif repeated:
+        table = Table(title="Profit after averaging answers over the first k passes")
+        table.add_column("model")
+        table.add_column("arm")
+        table.add_column("mean of single passes", justify="right")
+        k_max = max(r["passes"] for r in repeated)
+        for k in range(1, k_max + 1):
+            table.add_column(f"k={k}", justify="right")
+        for r in repeated:
+            cells = [f"{_fmt(b['mean'])} [{_fmt(b['lo'])}, {_fmt(b['hi'])}]" for b in r["by_k"]]
+            table.add_row(
+                r["model"],
+                r["arm"],
+                _fmt(r["single_pass_mean"]),
+                *cells,
+                *[""] * (k_max - len(cells)),
+            )
+        parts.append(_render_plain(table))
+    return "\n".join(parts)
+
+
+def _columns_that_fit(rows: Sequence[ArmRow], models: Sequence[str], width: int) -> int:
+    """How many model columns fit beside the arm column (rich adds 3 characters a column)."""
+    arm_width = max([len(r.arm) for r in rows] + [len("Brier (baseline)")]) + 3
+    model_width = max([len(m) for m in models] + [len("not scored")]) + 3
+    return max((width - 1 - arm_width) // model_width, 1)
+
+
+def terminal_leaderboard(
+    rows: Sequence[ArmRow], model_coverage: dict[str, float], width: int
+) -> list[Table]:
+    """What fits the terminal, never cut: every arm by every model when the models fit side by
+    side; otherwise the models ranked on the baseline, then the arms of the models that ran
+    several (a paper-style workhorse), in as many tables as it takes."""
+    models = _ranked_models(rows)
+    fits = _columns_that_fit(rows, models, width)
+    if len(models) <= fits:
+        return [compact_leaderboard(rows, model_coverage)]
+    tables = [model_ranking(rows, model_coverage)]
+    arms_per_model: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        arms_per_model[r.model].add(r.arm)
+    busy = [m for m in models if len(arms_per_model[m]) > 1]
+    for start in range(0, len(busy), fits):
+        chunk = set(busy[start : start + fits])
+        tables.append(compact_leaderboard([r for r in rows if r.model in chunk], model_coverage))
+    return tables
+
+
+def _ranked_models(rows: Sequence[ArmRow]) -> list[str]:
+    cell = {(r.model, r.arm): r for r in rows}
+
+    def baseline_profit(m: str) -> float:
+        r = cell.get((m, BASELINE_ARM))
+        return r.profit.mean if r is not None and r.profit is not None else 1e9
+
+    return sorted({r.model for r in rows}, key=lambda m: (baseline_profit(m), m))
+
+
+def model_ranking(rows: Sequence[ArmRow], model_coverage: dict[str, float]) -> Table:
+    """Models down, ranked by mean profit on the baseline arm (the paper's Figure 2)."""
+    cell = {(r.model, r.arm): r for r in rows}
+    table = Table(
+        title="Baseline arm: models ranked by mean arbitrage profit (lower is more coherent)",
+        title_justify="left",
+    )
+    for col in ("model", "profit", "95% CI", "Brier", "coverage"):
+        table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
+    for m in _ranked_models(rows):
+        r = cell.get((m, BASELINE_ARM))
+        if r is None:
+            continue
+        table.add_row(
+            m,
+            _fmt(r.profit.mean, 5) if r.profit else "not scored",
+            f"[{_fmt(r.profit.lo, 5)}, {_fmt(r.profit.hi, 5)}]" if r.profit else "",
+            _fmt(r.brier.mean, 4) if r.brier else "",
+            f"{model_coverage[m]:.0%}" if m in model_coverage else "",
+        )
+    return table
+
+
+def compact_leaderboard(rows: Sequence[ArmRow], model_coverage: dict[str, float]) -> Table:
+    """Arms down, models across (most coherent on the baseline first)."""
+    cell = {(r.model, r.arm): r for r in rows}
+    models = _ranked_models(rows)
+    table = Table(
+        title="Mean arbitrage profit per unit stake (lower is more coherent)", title_justify="left"
+    )
+    table.add_column("arm", no_wrap=True)
+    for m in models:
+        table.add_column(m, justify="right")
+    for arm in sorted({r.arm for r in rows}):
+        values = []
+        for m in models:
+            r = cell.get((m, arm))
+            values.append(
+                "" if r is None else (_fmt(r.profit.mean, 4) if r.profit else "not scored")
+            )
+        table.add_row(arm, *values)
+        if arm.startswith(FAMILY_ARM_PREFIX):
+            free = [cell.get((m, arm)) for m in models]
+            table.add_row(
+                "  arb-free share",
+                *[f"{r.arbitrage_free.mean:.0%}" if r and r.arbitrage_free else "" for r in free],
+            )
+    briers = [cell.get((m, BASELINE_ARM)) for m in models]
+    if any(r is not None and r.brier is not None for r in briers):
+        table.add_row(
+            "Brier (baseline)",
+            *[_fmt(r.brier.mean, 4) if r and r.brier else "" for r in briers],
+            style="dim",
+        )
+    table.add_row(
+        "coverage",
+        *[f"{model_coverage[m]:.0%}" if m in model_coverage else "" for m in models],
+        style="dim",
+    )
+    return table
+
+
+def _render_plain(table: Table) -> str:
+    console = Console(width=200, record=True, file=io.StringIO(), color_system=None)
+    console.print(table)
+    return console.export_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# report.md and the CSV files
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    out = [line(header), "|" + "|".join("---" for _ in header) + "|"]
+    out += [line(r) for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def _status_text(r: ArmRow) -> str:
+    if r.scored:
+        return ""
+    if r.status == STATUS_BELOW_FLOOR:
+        return f"not scored: coverage {r.coverage:.0%} < floor"
+    return "not scored: no answers"
+
+
+def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
+    """`report/report.md`: every table of the report in Markdown, intervals in brackets.
+
+    `extra` paragraphs (the audit sentence, say) are appended as they are.
+    """
+    parts = ["# Campaign report\n"]
+    parts.append(
+        "Profit is the largest guaranteed Dutch-book profit per unit stake (0 = coherent), "
+        "averaged over passes per unit, then over units; intervals are 95% percentile "
+        f"bootstraps clustered on date ({data.reps:,} replicates, seed {data.seed}). A model "
+        f"under the coverage floor ({data.floor:.0%}) is not scored.\n"
+    )
+    parts.append("## Leaderboard\n")
+    header = [
+        "model",
+        "arm",
+        "units",
+        "profit [95% CI]",
+        *(f"≥{t:g}" for t in THRESHOLDS),
+        "vs baseline [95% CI]",
+        "Brier [95% CI]",
+        "arb-free [95% CI]",
+        "coverage",
+    ]
+    body: list[list[str]] = []
+    for r in _leaderboard_order(data.rows):
+        if not r.scored:
+            body.append(
+                [
+                    r.model,
+                    r.arm,
+                    str(r.units),
+                    _status_text(r),
+                    *[""] * (len(header) - 5),
+                    f"{r.coverage:.0%}",
+                ]
+            )
+            continue
+        body.append(
+            [
+                r.model,
+                r.arm,
+                str(r.units),
+                _fmt_iv(r.profit),
+                *(f"{r.at_least[t] / r.units:.0%}" if r.units else "" for t in THRESHOLDS),
+                _fmt_signed_iv(r.vs_baseline),
+                _fmt_iv(r.brier, 4),
+                _fmt_iv(r.arbitrage_free, 2),
+                f"{r.coverage:.0%}",
+            ]
+        )
+    parts.append(_md_table(header, body))
+    across = data.across_models
+    parts.append("## Across models\n")
+    parts.append(
+        f"On {across['arm']} ({len(across['models'])} scored models, {across['units']} common "
+        f"units): Spearman(profit, Brier) = {_fmt(across['spearman_profit_brier'], 4)}; "
+        "pairwise differences whose 95% interval excludes zero: profit "
+        f"{_count(across['profit_pairs_excluding_zero'])} of {across['pairs']}, Brier "
+        f"{_count(across['brier_pairs_excluding_zero'])} of {across['pairs']}.\n"
+    )
+    parts.append("## Repeated elicitation\n")
+    if data.repeated is None:
+        parts.append("Not computed.\n")
+    elif not data.repeated:
+        parts.append("No scored model ran an arm with two passes or more.\n")
+    else:
+        k_max = max(r["passes"] for r in data.repeated)
+        rows = [
+            [
+                r["model"],
+                r["arm"],
+                _fmt(r["single_pass_mean"]),
+                *(f"{_fmt(b['mean'])} [{_fmt(b['lo'])}, {_fmt(b['hi'])}]" for b in r["by_k"]),
+                *[""] * (k_max - len(r["by_k"])),
+            ]
+            for r in data.repeated
+        ]
+        parts.append(
+            "Profit after averaging each event's answers over the first k passes:\n\n"
+            + _md_table(
+                ["model", "arm", "mean of single passes", *(f"k={k}" for k in range(1, k_max + 1))],
+                rows,
+            )
+        )
+    if data.families:
+        parts.append("## Question families\n")
+        parts.append(
+            _md_table(
+                ["model", "arm", "families", "arbitrage-free share [95% CI]", "coverage"],
+                [
+                    [
+                        f["model"],
+                        f["arm"],
+                        str(f["families"]),
+                        _fmt_json_iv(f["arbitrage_free"], 2) if f["scored"] else "not scored",
+                        f"{f['coverage']:.0%}",
+                    ]
+                    for f in data.families
+                ],
+            )
+        )
+    parts += [f"{p.rstrip()}\n" for p in extra]
+    return "\n".join(parts)
+
+
+def _count(value: int | None) -> str:
+    return "—" if value is None else str(value)
+
+
+def _fmt_signed_iv(iv: Interval | None) -> str:
+    if iv is None:
+        return ""
+    return f"{iv.mean:+.5f} [{iv.lo:+.5f}, {iv.hi:+.5f}]"
+
+
+def _fmt_json_iv(iv: dict[str, Any] | None, digits: int = 5) -> str:
+    if iv is None:
+        return ""
+    return f"{_fmt(iv['mean'], digits)} [{_fmt(iv['lo'], digits)}, {_fmt(iv['hi'], digits)}]"
+
+
+def _iv_cells(iv: Interval | None) -> list[float | None]:
+    return [None, None, None] if iv is None else [iv.mean, iv.lo, iv.hi]
+
+
+def _csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow(
+            ["" if v is None or (isinstance(v, float) and not math.isfinite(v)) else v for v in row]
+        )
+    return buffer.getvalue()
+
+
+def csv_tables(data: ReportData) -> dict[str, str]:
+    """One CSV text per table of the report, keyed by file name (see the module docstring)."""
+    tables: dict[str, str] = {}
+    thresholds = [f"at_least_{threshold_key(t)}" for t in THRESHOLDS]
+    tables["leaderboard.csv"] = _csv_text(
+        [
+            "model",
+            "arm",
+            "norm",
+            "status",
+            "coverage",
+            "units",
+            "clusters",
+            "profit",
+            "profit_lo",
+            "profit_hi",
+            *thresholds,
+            "vs_baseline",
+            "vs_baseline_lo",
+            "vs_baseline_hi",
+            "brier",
+            "brier_lo",
+            "brier_hi",
+            "arbitrage_free",
+            "arbitrage_free_lo",
+            "arbitrage_free_hi",
+        ],
+        [
+            [
+                r.model,
+                r.arm,
+                r.norm,
+                r.status,
+                r.coverage,
+                r.units,
+                r.clusters,
+                *_iv_cells(r.profit),
+                *(r.at_least[t] / r.units if r.scored and r.units else None for t in THRESHOLDS),
+                *_iv_cells(r.vs_baseline),
+                *_iv_cells(r.brier),
+                *_iv_cells(r.arbitrage_free),
+            ]
+            for r in data.rows
+        ],
+    )
+    tables["models.csv"] = _csv_text(
+        ["model", "coverage"], [[m, c] for m, c in sorted(data.model_coverage.items())]
+    )
+    a = data.across_models
+    tables["across_models.csv"] = _csv_text(
+        [
+            "arm",
+            "models",
+            "units",
+            "spearman_profit_brier",
+            "pairs",
+            "profit_pairs_excluding_zero",
+            "brier_pairs_excluding_zero",
+        ],
+        [
+            [
+                a["arm"],
+                " ".join(a["models"]),
+                a["units"],
+                a["spearman_profit_brier"],
+                a["pairs"],
+                a["profit_pairs_excluding_zero"],
+                a["brier_pairs_excluding_zero"],
+            ]
+        ],
+    )
+    if data.repeated is not None:
+        tables["repeated_elicitation.csv"] = _csv_text(
+            ["model", "arm", "passes", "units", "single_pass_mean", "k", "mean", "lo", "hi"],
+            [
+                [
+                    r["model"],
+                    r["arm"],
+                    r["passes"],
+                    r["units"],
+                    r["single_pass_mean"],
+                    b["k"],
+                    b["mean"],
+                    b["lo"],
+                    b["hi"],
+                ]
+                for r in data.repeated
+                for b in r["by_k"]
+            ],
+        )
+    tables["families.csv"] = _csv_text(
+        [
+            "model",
+            "arm",
+            "families",
+            "coverage",
+            "status",
+            "arbitrage_free",
+            "arbitrage_free_lo",
+            "arbitrage_free_hi",
+        ],
+        [
+            [
+                f["model"],
+                f["arm"],
+                f["families"],
+                f["coverage"],
+                f["status"],
+                *(
+                    [None] * 3
+                    if f["arbitrage_free"] is None
+                    else [f["arbitrage_free"][k] for k in ("mean", "lo", "hi")]
+                ),
+            ]
+            for f in data.families
+        ],
+    )
+    return tables

@@ -1,0 +1,87 @@
+"""`write_report`: compute the report's data once, then write every view of it.
+
+Files in `report/`: `summary.json` (`runs.report.summary`), `leaderboard.txt` and
+`report.md` and one CSV per table (`runs.report.tables`), and the figures
+(`runs.figures`). The terminal gets the compact leaderboard and a few lines.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+from rich.console import Console
+
+from runs.report.data import ReportData, build_report_data
+from runs.report.repeated import IncidenceFor, repeated_elicitation
+from runs.report.summary import build_summary
+from runs.report.tables import (
+    csv_tables,
+    details_text,
+    headline_lines,
+    report_markdown,
+    terminal_leaderboard,
+)
+from scoring import stats
+
+
+def write_report(
+    run_dir: Path,
+    scores: pl.DataFrame,
+    *,
+    floor: float,
+    seed: int,
+    reps: int = stats.DEFAULT_REPS,
+    console: Console | None = None,
+    forecasts: pl.DataFrame | None = None,
+    incidence_for: IncidenceFor | None = None,
+    figures: bool = True,
+) -> dict[str, Any]:
+    """Write `report/` (see the module docstring) and print a summary; return summary.json.
+
+    `incidence_for` (see `runs.report.repeated`) enables the repeated-elicitation section;
+    `forecasts` defaults to the run folder's `forecasts.parquet`.
+    """
+    console = console or Console()
+    repeated = None
+    if incidence_for is not None:
+        if forecasts is None and (run_dir / "forecasts.parquet").exists():
+            forecasts = pl.read_parquet(run_dir / "forecasts.parquet")
+        if forecasts is not None:
+            answers = forecasts
+
+            def repeated(rows: Any) -> Any:
+                assert incidence_for is not None
+                return repeated_elicitation(scores, answers, incidence_for, rows, seed, reps)
+
+    data = build_report_data(run_dir, scores, floor=floor, seed=seed, reps=reps, repeated=repeated)
+    return write_views(run_dir, data, console=console, figures=figures)
+
+
+def write_views(
+    run_dir: Path, data: ReportData, *, console: Console, figures: bool = True
+) -> dict[str, Any]:
+    """Every file of `report/` from the report's data, and the terminal summary."""
+    out = run_dir / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    summary = build_summary(data)
+    if figures:
+        from runs.figures import write_figures
+
+        drawn = write_figures(summary, out)
+        summary["figures"] = {
+            k: (str(Path(v).relative_to(run_dir)) if k != "note" and v else v)
+            for k, v in drawn.items()
+        }
+    (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    (out / "leaderboard.txt").write_text(details_text(data), encoding="utf-8")
+    (out / "report.md").write_text(report_markdown(data), encoding="utf-8")
+    for name, text in csv_tables(data).items():
+        (out / name).write_text(text, encoding="utf-8")
+    for table in terminal_leaderboard(data.rows, data.model_coverage, console.width):
+        console.print(table)
+    for line in headline_lines(summary, out):
+        console.print(line, highlight=False)
+    return summary
