@@ -93,44 +93,49 @@ def _leaderboard_order(rows: Sequence[ArmRow]) -> list[ArmRow]:
     return sorted(rows, key=lambda r: (r.arm, not r.scored, r.profit.mean if r.profit else 1e9))
 
 
-def leaderboard(rows: Sequence[ArmRow]) -> Table:
-    table = Table(title="Arbitrage profit per unit stake (lower is more coherent)")
-    columns = (
-        "model",
-        "arm",
-        "units",
-        "profit [95% CI, date-clustered]",
-        *(f"≥{t:g}" for t in THRESHOLDS),
-        "vs baseline [95% CI]",
-        "Brier [95% CI]",
-        "arb-free [95% CI]",
-        "coverage",
-    )
-    for col in columns:
-        table.add_column(col, justify="left" if col in {"model", "arm"} else "right")
+LEADERBOARD_COLUMNS = (
+    "model",
+    "arm",
+    "units",
+    "profit [95% CI, date-clustered]",
+    *(f"≥{t:g}" for t in THRESHOLDS),
+    "vs baseline [95% CI]",
+    "Brier [95% CI]",
+    "arb-free [95% CI]",
+    "coverage",
+)
+
+
+def leaderboard_cells(rows: Sequence[ArmRow]) -> list[list[str]]:
+    """The full leaderboard's cells (columns `LEADERBOARD_COLUMNS`), in display order."""
+    out: list[list[str]] = []
     for r in _leaderboard_order(rows):
         if not r.scored:
-            table.add_row(
+            blank = [""] * (len(LEADERBOARD_COLUMNS) - 5)
+            out.append([r.model, r.arm, str(r.units), _status_text(r), *blank, f"{r.coverage:.0%}"])
+            continue
+        out.append(
+            [
                 r.model,
                 r.arm,
                 str(r.units),
-                _status_text(r),
-                *[""] * (len(columns) - 5),
+                _fmt_iv(r.profit),
+                *(f"{r.at_least[t] / r.units:.0%}" if r.units else "" for t in THRESHOLDS),
+                _fmt_signed_iv(r.vs_baseline),
+                _fmt_iv(r.brier, 4),
+                _fmt_iv(r.arbitrage_free, 2),
                 f"{r.coverage:.0%}",
-            )
-            continue
-        shares = [f"{r.at_least[t] / r.units:.0%}" if r.units else "" for t in THRESHOLDS]
-        table.add_row(
-            r.model,
-            r.arm,
-            str(r.units),
-            _fmt_iv(r.profit),
-            *shares,
-            _fmt_signed_iv(r.vs_baseline),
-            _fmt_iv(r.brier, 4),
-            _fmt_iv(r.arbitrage_free, 2),
-            f"{r.coverage:.0%}",
+            ]
         )
+    return out
+
+
+def leaderboard(rows: Sequence[ArmRow]) -> Table:
+    table = Table(title="Arbitrage profit per unit stake (lower is more coherent)")
+    for col in LEADERBOARD_COLUMNS:
+        table.add_column(col, justify="left" if col in {"model", "arm"} else "right")
+    for cells in leaderboard_cells(rows):
+        table.add_row(*cells)
     return table
 
 
@@ -309,45 +314,7 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
         f"under the coverage floor ({data.floor:.0%}) is not scored.\n"
     )
     parts.append("## Leaderboard\n")
-    header = [
-        "model",
-        "arm",
-        "units",
-        "profit [95% CI]",
-        *(f"≥{t:g}" for t in THRESHOLDS),
-        "vs baseline [95% CI]",
-        "Brier [95% CI]",
-        "arb-free [95% CI]",
-        "coverage",
-    ]
-    body: list[list[str]] = []
-    for r in _leaderboard_order(data.rows):
-        if not r.scored:
-            body.append(
-                [
-                    r.model,
-                    r.arm,
-                    str(r.units),
-                    _status_text(r),
-                    *[""] * (len(header) - 5),
-                    f"{r.coverage:.0%}",
-                ]
-            )
-            continue
-        body.append(
-            [
-                r.model,
-                r.arm,
-                str(r.units),
-                _fmt_iv(r.profit),
-                *(f"{r.at_least[t] / r.units:.0%}" if r.units else "" for t in THRESHOLDS),
-                _fmt_signed_iv(r.vs_baseline),
-                _fmt_iv(r.brier, 4),
-                _fmt_iv(r.arbitrage_free, 2),
-                f"{r.coverage:.0%}",
-            ]
-        )
-    parts.append(_md_table(header, body))
+    parts.append(_md_table(LEADERBOARD_COLUMNS, leaderboard_cells(data.rows)))
     across = data.across_models
     parts.append("## Across models\n")
     parts.append(

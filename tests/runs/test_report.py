@@ -535,4 +535,5 @@ def test_every_table_is_also_written_as_csv_and_markdown(tmp_path: Path) -> None
     assert not (out / "repeated_elicitation.csv").exists()  # section not computed
     markdown = (out / "report.md").read_text()
     assert markdown.count("\n| a | baseline |") == 1
+    assert "profit [95% CI, date-clustered]" in markdown
     assert "Spearman(profit, Brier) = 1.0000" in markdown
