@@ -26,6 +26,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from runs.report.data import (
     BASELINE_ARM,
@@ -134,8 +135,8 @@ def leaderboard(rows: Sequence[ArmRow]) -> Table:
     table = Table(title="Arbitrage profit per unit stake (lower is more coherent)")
     for col in LEADERBOARD_COLUMNS:
         table.add_column(col, justify="left" if col in {"model", "arm"} else "right")
-    for cells in leaderboard_cells(rows):
-        table.add_row(*cells)
+    for model, *cells in leaderboard_cells(rows):
+        table.add_row(Text(model), *cells)  # a model name is not markup
     return table
 
 
@@ -164,7 +165,7 @@ def details_text(data: ReportData) -> str:
         for r in repeated:
             cells = [f"{_fmt(b['mean'])} [{_fmt(b['lo'])}, {_fmt(b['hi'])}]" for b in r["by_k"]]
             table.add_row(
-                r["model"],
+                Text(r["model"]),
                 r["arm"],
                 _fmt(r["single_pass_mean"]),
                 *cells,
@@ -226,7 +227,7 @@ def model_ranking(rows: Sequence[ArmRow], model_coverage: dict[str, float]) -> T
         if r is None:
             continue
         table.add_row(
-            m,
+            Text(m),
             _fmt(r.profit.mean, 5) if r.profit else "not scored",
             f"[{_fmt(r.profit.lo, 5)}, {_fmt(r.profit.hi, 5)}]" if r.profit else "",
             _fmt(r.brier.mean, 4) if r.brier else "",
@@ -244,7 +245,7 @@ def compact_leaderboard(rows: Sequence[ArmRow], model_coverage: dict[str, float]
     )
     table.add_column("arm", no_wrap=True)
     for m in models:
-        table.add_column(m, justify="right")
+        table.add_column(Text(m), justify="right")  # a model name is not markup
     for arm in sorted({r.arm for r in rows}):
         values = []
         for m in models:
