@@ -32,8 +32,8 @@ from typing import Any
 import polars as pl
 
 from engine.answers import SUBCAUSES
-from engine.ledger import scan_ledger
 from engine.retry import DUPLICATE
+from engine.scan import scan_ledger
 from engine.spend import Prices
 
 PLAN = "plan.parquet"

@@ -17,41 +17,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol
+from typing import IO, Literal, Protocol
 
-import orjson
-import polars as pl
 from rich.console import Console
 
 from engine.http import HttpClient
+from engine.lanefile import read_lane_states, write_lane_states
 from engine.lanes import Lane, LaneState, LaneStats, PlanItem
-from engine.ledger import Ledger, attempt_counts
+from engine.ledger import Ledger
 from engine.logs import EngineLog
+from engine.plan import plan_counts, plan_items, read_pending, read_rows
 from engine.progress import LiveProgress
 from engine.retry import RetryPolicy
+from engine.scan import attempt_counts
 from engine.spend import SpendCap, dollars, recorded_spend, unpriced
 from providers.base import Adapter
 from providers.types import ModelConfig
 
-PLAN_COLUMNS = (
-    "request_id",
-    "model",
-    "arm",
-    "unit",
-    "events",
-    "keys",
-    "pass",
-    "seed",
-    "system",
-    "user",
-)
+#: `read_lane_states` is named by docs/interfaces.md as `engine.dispatch`'s; it lives in
+#: `engine.lanefile` (so `status` reads lanes.json without importing the dispatcher).
+__all__ = ["DispatchSummary", "ProgressSink", "dispatch", "read_lane_states"]
+
 
 
 class ProgressSink(Protocol):
@@ -161,68 +152,6 @@ class DispatchSummary:
         return out
 
 
-# --------------------------------------------------------------------------- plan reading
-
-
-def plan_counts(plan_path: Path) -> dict[str, int]:
-    """Rows per model, read from the `model` column only."""
-    counts = pl.scan_parquet(plan_path).group_by("model").len().collect()
-    return dict(zip(counts["model"].to_list(), counts["len"].to_list(), strict=True))
-
-
-def _read_pending(
-    plan_path: Path, offset: int, rows: int, model: str, ledger: Ledger
-) -> tuple[int, int, list[int], list[str]]:
-    """One plan slice: (its rows, `model`'s rows in it, positions and ids still to ask).
-
-    Only `request_id` and `model` are decoded, and acceptance is decided for the slice's id
-    column at once (`Ledger.accepted_series`: one search of the ledger's shards), so rows
-    already accepted never become Python objects.
-    """
-    frame = (
-        pl.scan_parquet(plan_path)
-        .select("request_id", "model")
-        .slice(offset, rows)
-        .with_row_index("_pos")
-        .collect()
-    )
-    height = frame.height
-    mine = frame.filter(pl.col("model") == model)
-    del frame
-    todo = mine.filter(~ledger.accepted_series(mine["request_id"]))
-    return height, mine.height, todo["_pos"].to_list(), todo["request_id"].to_list()
-
-
-def _read_rows(plan_path: Path, offset: int, rows: int, positions: list[int]) -> pl.DataFrame:
-    return (
-        pl.scan_parquet(plan_path)
-        .select(*PLAN_COLUMNS)
-        .slice(offset, rows)
-        .with_row_index("_pos")
-        .filter(pl.col("_pos").is_in(positions))
-        .collect()
-    )
-
-
-def _items(frame: pl.DataFrame, prior: Mapping[str, int]) -> list[PlanItem]:
-    return [
-        PlanItem(
-            request_id=row[0],
-            model=row[1],
-            arm=row[2],
-            unit=str(row[3]),
-            events=list(row[4]),
-            keys=list(row[5]),
-            pass_=int(row[6]),
-            seed=None if row[7] is None else int(row[7]),
-            system=row[8] or "",
-            user=row[9] or "",
-            prior_attempts=prior.get(row[0], 0),
-        )
-        for row in frame.select(*PLAN_COLUMNS).iter_rows()
-    ]
-
-
 async def _feed(
     lane: Lane,
     plan_path: Path,
@@ -238,19 +167,19 @@ async def _feed(
     try:
         while not lane.halted:
             height, mine, positions, ids = await asyncio.to_thread(
-                _read_pending, plan_path, offset, batch_rows, name, ledger
+                read_pending, plan_path, offset, batch_rows, name, ledger
             )
             if height == 0:
                 break
             lane.stats.already_accepted += mine - len(ids)
             if ids:
                 frame = await asyncio.to_thread(
-                    _read_rows, plan_path, offset, batch_rows, positions
+                    read_rows, plan_path, offset, batch_rows, positions
                 )
                 prior: dict[str, int] = {}
                 if has_history:
                     prior = await asyncio.to_thread(attempt_counts, run_dir, ids)
-                for item in _items(frame, prior):
+                for item in plan_items(frame, prior):
                     await queue.put(item)
                     if lane.halted:
                         break
@@ -316,53 +245,6 @@ class _Compactor:
                     "compacted", segments=folded, ms=round((time.perf_counter() - t0) * 1000, 1)
                 )
                 last_results, last_time = results, time.monotonic()
-
-
-#: Where the lanes' states are written while a run goes (read by `read_lane_states`).
-LANES_FILE = Path("logs") / "lanes.json"
-
-
-def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
-    """JSON-ready state of every lane: what `status` shows about paused or stopped lanes."""
-    return {
-        "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "lanes": {
-            s.model: {
-                "provider": s.provider,
-                "state": s.state.value,
-                "message": s.message,
-                "planned": s.planned,
-                "done": s.done,
-                "accepted_this_run": s.accepted,
-                "attempts_this_run": s.attempts,
-                "retries_by_cause": dict(s.retries.by_cause),
-                "gave_up_after_max_attempts": s.retries.exhausted,
-                "gave_up_permanent": s.gave_up,
-                "concurrency_cap": s.cap,
-                "in_flight": s.in_flight,
-                "rate_per_s": round(s.rate_per_s, 3),
-            }
-            for s in lanes
-        },
-    }
-
-
-def write_lane_states(run_dir: Path, lanes: list[LaneStats]) -> None:
-    """Atomically replace `logs/lanes.json` (a reader never sees half a file)."""
-    target = run_dir / LANES_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_bytes(orjson.dumps(lane_states(lanes), option=orjson.OPT_INDENT_2))
-    os.replace(tmp, target)
-
-
-def read_lane_states(run_dir: Path | str) -> dict[str, Any] | None:
-    """The last lane states a dispatch of this run wrote, or None if none ever did."""
-    try:
-        data = orjson.loads((Path(run_dir) / LANES_FILE).read_bytes())
-    except (FileNotFoundError, orjson.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 async def _refresh(

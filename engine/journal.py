@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from engine.durable import fsync_dir
+
 _SEGMENT = re.compile(r"^seg-(\d{8})\.jsonl$")
 
 
@@ -42,20 +44,6 @@ def list_segments(journal_dir: Path) -> list[tuple[int, Path]]:
             found.append((int(match.group(1)), journal_dir / name))
     found.sort()
     return found
-
-
-def fsync_path(path: Path) -> None:
-    """Flush a file's bytes, or a directory's entries, to the disk."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make a rename/unlink inside `directory` durable (POSIX needs the directory fsync'd)."""
-    fsync_path(directory)
 
 
 class JournalWriter:

@@ -7,8 +7,11 @@ Layout of a run folder (design.md, "The ledger"):
   in ONE line) when it finished. A line is one `os.write` on an append-only descriptor.
 - `attempts/part-<id>.parquet`, `responses/part-<id>.parquet`: the journal folded into
   Parquet, one shard per journal segment.
-- `run.pid`: who is writing (see `write_pid`); `journal/.lock`: an flock held by the one
-  writer, so two processes can never append to the same ledger.
+- `run.pid`: who is writing; `journal/.lock`: an flock held by the one writer, so two
+  processes can never append to the same ledger (both in `engine.runlock`).
+
+Readers that must not take the lock (status, reparse, scoring, the report) use
+`engine.scan`; this module is the writer.
 
 Durability: `record_result` returns once its line is in the kernel (flushed, not
 fsync'd by default): it survives the process dying, including kill -9, but not a power
@@ -38,26 +41,22 @@ once).
 
 from __future__ import annotations
 
-import fcntl
 import itertools
 import math
 import os
-import socket
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
 import polars as pl
-import psutil
 
+from engine.durable import fsync_dir, write_atomic
 from engine.journal import (
     JournalWriter,
-    fsync_dir,
     list_segments,
     read_journal,
     read_segment,
@@ -71,7 +70,30 @@ from engine.records import (
     attempts_frame,
     iso_utc,
     responses_frame,
-    utc_now,
+)
+from engine.runlock import (
+    LOCK_FILE,
+    PID_FILE,
+    LedgerBusy,
+    acquire_lock,
+    clear_pid,
+    read_pid,
+    release_lock,
+    write_pid,
+)
+from engine.scan import (
+    ATTEMPTS,
+    DISPATCH,
+    JOURNAL,
+    RESPONSES,
+    RESULT,
+    accepted_ids,
+    attempt_counts,
+    distinct_ids,
+    found_among,
+    result_rows,
+    scan_attempts,
+    scan_responses,
 )
 from engine.shards import (
     list_shards,
@@ -81,14 +103,26 @@ from engine.shards import (
     settle_replacement,
     shard_name,
     visible_shards,
-    write_atomic,
 )
 
-JOURNAL = "journal"
-ATTEMPTS = "attempts"
-RESPONSES = "responses"
-PID_FILE = "run.pid"
-LOCK_FILE = ".lock"
+#: Named by docs/interfaces.md as `engine.ledger`'s: the readers live in `engine.scan` and
+#: the pid file and lock in `engine.runlock`; these names are kept importable from here.
+__all__ = [
+    "ATTEMPTS",
+    "JOURNAL",
+    "LOCK_FILE",
+    "PID_FILE",
+    "RESPONSES",
+    "Ledger",
+    "LedgerBusy",
+    "accepted_ids",
+    "attempt_counts",
+    "clear_pid",
+    "read_pid",
+    "scan_attempts",
+    "scan_responses",
+    "write_pid",
+]
 
 #: Test hooks (crash tests): pause between compaction steps / inside each journal line.
 COMPACT_PAUSE_ENV = "DUTCHBOOK_TEST_COMPACT_PAUSE_S"
@@ -100,14 +134,7 @@ SPLIT_WRITE_ENV = "DUTCHBOOK_TEST_SPLIT_WRITE_S"
 ABSENT_CACHE_MIN = 1 << 16
 ABSENT_CACHE_BATCHES = 4
 
-_DISPATCH = "dispatch"
-_RESULT = "result"
-
 INTERRUPTED_DETAIL = "interrupted: dispatched but no result before the process stopped"
-
-
-class LedgerBusy(RuntimeError):
-    """Another live process holds this run's ledger."""
 
 
 def _env_seconds(name: str) -> float | None:
@@ -116,227 +143,6 @@ def _env_seconds(name: str) -> float | None:
         return None
     seconds = float(value)
     return seconds if seconds > 0 else None
-
-
-# --------------------------------------------------------------------------- pid file
-
-
-def write_pid(run_dir: Path | str) -> None:
-    """Record this process as the run's writer (pid plus start time, to survive pid reuse)."""
-    run_dir = Path(run_dir)
-    me = psutil.Process()
-    info = {
-        "pid": me.pid,
-        "create_time": me.create_time(),
-        "host": socket.gethostname(),
-        "started_at": utc_now().isoformat(),
-    }
-    tmp = run_dir / f".{PID_FILE}.tmp"
-    tmp.write_bytes(orjson.dumps(info))
-    os.replace(tmp, run_dir / PID_FILE)
-
-
-def read_pid(run_dir: Path | str) -> dict[str, Any] | None:
-    """The pid file's contents plus `alive: bool`, or None if no run ever wrote one."""
-    try:
-        info = orjson.loads((Path(run_dir) / PID_FILE).read_bytes())
-    except (FileNotFoundError, orjson.JSONDecodeError):
-        return None
-    if not isinstance(info, dict):
-        return None
-    info["alive"] = _pid_alive(info)
-    return info
-
-
-def clear_pid(run_dir: Path | str) -> None:
-    """Remove the pid file if it is ours (a clean exit)."""
-    info = read_pid(run_dir)
-    if info is not None and info.get("pid") == os.getpid():
-        (Path(run_dir) / PID_FILE).unlink(missing_ok=True)
-
-
-def _pid_alive(info: dict[str, Any]) -> bool:
-    if info.get("host") not in (None, socket.gethostname()):
-        return False  # cannot tell across hosts; status reports the host
-    try:
-        proc = psutil.Process(int(info["pid"]))
-        same = abs(proc.create_time() - float(info.get("create_time", 0.0))) < 1.0
-        return bool(same and proc.status() != psutil.STATUS_ZOMBIE)
-    except (psutil.Error, KeyError, TypeError, ValueError):
-        return False
-
-
-# --------------------------------------------------------------------------- readers
-
-
-def _journal_rows(run_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    attempts: list[dict[str, Any]] = []
-    responses: list[dict[str, Any]] = []
-    for _, record in read_journal(run_dir / JOURNAL):
-        if record.get("kind") == _RESULT:
-            attempts.append(record["attempt"])
-            if record.get("response") is not None:
-                responses.append(record["response"])
-    return attempts, responses
-
-
-def _union(
-    shards: list[Path],
-    journal: pl.DataFrame,
-    schema: dict[str, pl.DataType],
-    key: list[str],
-    columns: Sequence[str] | None,
-) -> pl.LazyFrame:
-    """Shards ∪ journal, one row per `key`, narrowed to `columns` (plus the key).
-
-    Shards are disjoint by construction (a segment's rows go only to the shard named after
-    it; a redone fold rewrites that same file), so the only duplicates are journal rows of
-    a segment already folded but not yet deleted. Those are removed by an anti-join of the
-    (small) journal against the shard rows with the same request ids, instead of hashing
-    every row of the campaign.
-    """
-    wanted = list(schema) if columns is None else key + [c for c in columns if c not in key]
-    recent = journal.lazy().select(wanted).unique(subset=key, keep="first", maintain_order=True)
-    if not shards:
-        frame = recent
-    else:
-        folded = pl.scan_parquet(shards, schema=schema).select(wanted)
-        if journal.height:
-            ids = journal["request_id"].unique().to_list()
-            overlap = folded.filter(pl.col("request_id").is_in(ids)).select(key)
-            recent = recent.join(overlap, on=key, how="anti")
-        frame = pl.concat([folded, recent], how="vertical")
-    return frame if columns is None else frame.select(list(columns))
-
-
-def scan_attempts(run_dir: Path | str, columns: Sequence[str] | None = None) -> pl.LazyFrame:
-    """Every attempt (shards ∪ journal, torn last line skipped), one row per (request, attempt).
-
-    Safe while a writer is running: the journal is read before the shards are listed, so a
-    segment compacted in between is found as a shard (and deduplicated), never missed.
-    `columns` narrows the scan (cheaper on big runs than selecting afterwards).
-    """
-    run_dir = Path(run_dir)
-    attempts, _ = _journal_rows(run_dir)
-    shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
-    key = ["request_id", "attempt"]
-    return _union(shards, attempts_frame(attempts), ATTEMPT_SCHEMA, key, columns)
-
-
-def scan_responses(run_dir: Path | str, columns: Sequence[str] | None = None) -> pl.LazyFrame:
-    """Every accepted answer (shards ∪ journal), one row per request_id; `columns` narrows."""
-    run_dir = Path(run_dir)
-    _, responses = _journal_rows(run_dir)
-    shards = visible_shards(run_dir / RESPONSES)
-    return _union(shards, responses_frame(responses), RESPONSE_SCHEMA, ["request_id"], columns)
-
-
-def scan_ledger(
-    run_dir: Path | str,
-    attempt_columns: Sequence[str] | None = None,
-    response_columns: Sequence[str] | None = None,
-) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """Attempts and responses from ONE read of the journal, for readers that compare them.
-
-    Response shards are listed before attempt shards, and compaction writes a segment's
-    attempts shard before its responses shard, so every response seen has its attempt
-    seen too (while a writer runs, attempts may run slightly ahead, never behind).
-    """
-    run_dir = Path(run_dir)
-    attempts, responses = _journal_rows(run_dir)
-    response_shards = visible_shards(run_dir / RESPONSES)
-    attempt_shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
-    return (
-        _union(
-            attempt_shards,
-            attempts_frame(attempts),
-            ATTEMPT_SCHEMA,
-            ["request_id", "attempt"],
-            attempt_columns,
-        ),
-        _union(
-            response_shards,
-            responses_frame(responses),
-            RESPONSE_SCHEMA,
-            ["request_id"],
-            response_columns,
-        ),
-    )
-
-
-def accepted_ids(run_dir: Path | str) -> set[str]:
-    """Request ids with an accepted answer: resume skips exactly these.
-
-    Reads only the `request_id` column, a shard at a time, and lets the set deduplicate
-    (about 0.4 s for a million accepted requests here). A set of a million ids costs
-    ~190 MB; a long-running process should ask `Ledger.accepted_series` about the ids it
-    is handling instead. The journal is read before the shards are listed, so a segment
-    folded in between is found as a shard, never missed.
-    """
-    run_dir = Path(run_dir)
-    _, responses = _journal_rows(run_dir)
-    ids = {row["request_id"] for row in responses}
-    for shard in visible_shards(run_dir / RESPONSES):
-        scan = pl.scan_parquet(shard, schema=RESPONSE_SCHEMA).select("request_id")
-        ids.update(scan.collect().get_column("request_id").to_list())
-    return ids
-
-
-def _found_among(shards: list[Path], request_ids: pl.Series) -> pl.Series:
-    """Those of `request_ids` present in the `request_id` column of `shards`.
-
-    One pass over that column, with the `is_in` filter pushed into the Parquet reader so
-    that only matches are kept: peak memory grows with the number of ids asked about, not
-    with the shards. (Matching on a 64-bit hash first was no faster, measured on a million
-    ids, 26 vs 28 ms per 10,000 asked.)
-    """
-    if not shards or request_ids.is_empty():
-        return pl.Series("request_id", [], dtype=pl.String)
-    return (
-        pl.scan_parquet(shards, schema=RESPONSE_SCHEMA)
-        .select("request_id")
-        .filter(pl.col("request_id").is_in(request_ids.unique().implode()))
-        .collect()
-        .get_column("request_id")
-    )
-
-
-def _distinct_ids(shards: list[Path]) -> pl.Series:
-    if not shards:
-        return pl.Series("request_id", [], dtype=pl.String)
-    scan = pl.scan_parquet(shards, schema=RESPONSE_SCHEMA).select("request_id")
-    return scan.unique().collect().get_column("request_id")
-
-
-def attempt_counts(
-    run_dir: Path | str, request_ids: Collection[str] | None = None
-) -> dict[str, int]:
-    """Highest attempt number per request so far (recorded results and pending dispatches).
-
-    `request_ids` limits the answer to those requests (the filter is pushed into the
-    Parquet scan, so a batch of a large campaign reads little). No deduplication needed:
-    a maximum does not change when a row is seen twice.
-    """
-    run_dir = Path(run_dir)
-    wanted = None if request_ids is None else set(request_ids)
-    recent: dict[str, int] = {}
-    for _, record in read_journal(run_dir / JOURNAL):
-        kind = record.get("kind")
-        row = record if kind == _DISPATCH else record.get("attempt") if kind == _RESULT else None
-        if row is not None and (wanted is None or row["request_id"] in wanted):
-            rid = row["request_id"]
-            recent[rid] = max(recent.get(rid, 0), int(row["attempt"]))
-    counts: dict[str, int] = {}
-    shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
-    if shards:
-        scan = pl.scan_parquet(shards, schema=ATTEMPT_SCHEMA).select("request_id", "attempt")
-        if wanted is not None:
-            scan = scan.filter(pl.col("request_id").is_in(list(wanted)))
-        done = scan.group_by("request_id").agg(pl.col("attempt").max()).collect()
-        counts = dict(zip(done["request_id"].to_list(), done["attempt"].to_list(), strict=True))
-    for rid, attempt in recent.items():
-        counts[rid] = max(counts.get(rid, 0), attempt)
-    return counts
 
 
 # --------------------------------------------------------------------------- the writer
@@ -387,17 +193,7 @@ class Ledger:
     def _start(self, pid_file: bool) -> None:
         for directory in (self._journal_dir, self._attempts_dir, self._responses_dir):
             directory.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(self._journal_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-            info = read_pid(self.run_dir)
-            raise LedgerBusy(
-                f"{self.run_dir} is being written by another process"
-                + (f" (pid {info['pid']})" if info else "")
-            ) from None
+        self._lock_fd = acquire_lock(self.run_dir, self._journal_dir)
         try:
             self._recover(pid_file)
         except BaseException:
@@ -405,8 +201,7 @@ class Ledger:
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
+            release_lock(self._lock_fd)
             self._lock_fd = None
             raise
 
@@ -443,9 +238,9 @@ class Ledger:
             if segment_id == self._segment_id:
                 continue
             kind = record.get("kind")
-            if kind == _DISPATCH:
+            if kind == DISPATCH:
                 dispatched[(record["request_id"], int(record["attempt"]))] = record
-            elif kind == _RESULT:
+            elif kind == RESULT:
                 row = record["attempt"]
                 finished.add((row["request_id"], int(row["attempt"])))
         pending = {key: rec for key, rec in dispatched.items() if key not in finished}
@@ -478,7 +273,7 @@ class Ledger:
                 tokens_out=None,
                 detail=INTERRUPTED_DETAIL,
             )
-            self._append({"kind": _RESULT, "attempt": lost.to_row(), "response": None})
+            self._append({"kind": RESULT, "attempt": lost.to_row(), "response": None})
             self.interrupted_recovered += 1
 
     def close(self) -> None:
@@ -494,8 +289,7 @@ class Ledger:
                     writer.path.unlink(missing_ok=True)
         clear_pid(self.run_dir)
         if self._lock_fd is not None:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
+            release_lock(self._lock_fd)
             self._lock_fd = None
 
     def __enter__(self) -> Ledger:
@@ -511,7 +305,7 @@ class Ledger:
         and small runs; dispatch asks `accepted_series` about the ids at hand instead."""
         with self._lock:
             ids = set().union(*self._recent.values())
-        ids.update(_distinct_ids(visible_shards(self._responses_dir)).to_list())
+        ids.update(distinct_ids(visible_shards(self._responses_dir)).to_list())
         return ids
 
     def is_accepted(self, request_id: str) -> bool:
@@ -527,7 +321,7 @@ class Ledger:
     def accepted_series(self, request_ids: pl.Series) -> pl.Series:
         """Which of `request_ids` (String) are accepted, as a Boolean series; exact.
 
-        Searches the shards (`_found_among`) and this process's unfolded acceptances, in
+        Searches the shards (`found_among`) and this process's unfolded acceptances, in
         that order of snapshot: `_recent` is copied first and the shards listed after, and
         a fold writes its shard before it drops its ids from `_recent`, so an id accepted
         before the call is seen in one or the other. The ids found absent are cached for
@@ -540,7 +334,7 @@ class Ledger:
             with self._lock:
                 folds = self._folds
                 recent = set().union(*self._recent.values())
-            found = _found_among(visible_shards(self._responses_dir), ids)
+            found = found_among(visible_shards(self._responses_dir), ids)
             accepted = ids.is_in(found.implode())
             if recent:
                 accepted = accepted | ids.is_in(pl.Series(list(recent), dtype=pl.String).implode())
@@ -561,7 +355,7 @@ class Ledger:
         if not shards:
             return recent.len()
         # A fold may land between the two snapshots: count its ids once.
-        unfolded = recent.len() - _found_among(shards, recent).n_unique()
+        unfolded = recent.len() - found_among(shards, recent).n_unique()
         scan = pl.scan_parquet(shards, schema=RESPONSE_SCHEMA).select("request_id")
         return unfolded + int(scan.select(pl.col("request_id").n_unique()).collect().item())
 
@@ -579,7 +373,7 @@ class Ledger:
             return True
         if request_id in self._absent:
             return False
-        found = _found_among(
+        found = found_among(
             visible_shards(self._responses_dir), pl.Series([request_id], dtype=pl.String)
         )
         return not found.is_empty()
@@ -601,7 +395,7 @@ class Ledger:
     ) -> None:
         """Journal that an attempt is about to be sent (so a crash shows it as interrupted)."""
         line = {
-            "kind": _DISPATCH,
+            "kind": DISPATCH,
             "request_id": request_id,
             "attempt": int(attempt),
             "model": model,
@@ -648,7 +442,7 @@ class Ledger:
                     + "duplicate acceptance refused",
                 )
             line = {
-                "kind": _RESULT,
+                "kind": RESULT,
                 "attempt": attempt.to_row(),
                 "response": None if response is None else response.to_row(),
             }
@@ -721,13 +515,7 @@ class Ledger:
             return folded
 
     def _fold(self, segment_id: int, path: Path) -> None:
-        attempts: list[dict[str, Any]] = []
-        responses: list[dict[str, Any]] = []
-        for record in read_segment(path):
-            if record.get("kind") == _RESULT:
-                attempts.append(record["attempt"])
-                if record.get("response") is not None:
-                    responses.append(record["response"])
+        attempts, responses = result_rows(read_segment(path))
         self._pause()
         if attempts:
             write_atomic(attempts_frame(attempts), self._attempts_dir / shard_name(segment_id))

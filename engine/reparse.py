@@ -29,8 +29,9 @@ from typing import Any
 import polars as pl
 
 from engine.answers import AnswerError, parse_answer
-from engine.ledger import Ledger, scan_attempts, scan_responses
+from engine.ledger import Ledger
 from engine.records import ResponseRecord, responses_frame
+from engine.scan import scan_attempts, scan_responses
 from providers.types import Outcome
 
 PLAN = "plan.parquet"

@@ -2,8 +2,8 @@
 
 A shard is `part-<id>.parquet` where `<id>` is the journal segment it was folded from (or
 a fresh id for a re-parse), so redoing an interrupted compaction rewrites the same file
-rather than adding a second copy. Files are written to a hidden temp name, fsync'd and
-renamed, so a reader never sees half a shard.
+rather than adding a second copy. Shards are written by `engine.durable.write_atomic`
+(hidden temp name, fsync, rename), so a reader never sees half a shard.
 
 Replacing every response shard at once (re-parse) cannot be one rename, so it goes
 through an intent file: write the new shard under a temp name, write
@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from engine.journal import fsync_dir, fsync_path
+from engine.durable import commit_file, fsync_dir, temp_path
 
 _PART = re.compile(r"^part-(\d{8})\.parquet$")
 INTENT_NAME = ".replace-intent.json"
@@ -50,20 +50,6 @@ def list_shards(directory: Path) -> list[tuple[int, Path]]:
 def max_shard_id(*directories: Path) -> int:
     ids = [shard_id for d in directories for shard_id, _ in list_shards(d)]
     return max(ids, default=0)
-
-
-def write_atomic(frame: pl.DataFrame, target: Path) -> None:
-    """Temp file, fsync, rename, fsync the directory: the shard is all there or absent."""
-    tmp = target.with_name(f".{target.name}.tmp")
-    frame.write_parquet(tmp)
-    commit_file(tmp, target)
-
-
-def commit_file(tmp: Path, target: Path) -> None:
-    """Make a fully written temporary file `target`, durably: fsync, rename, fsync the folder."""
-    fsync_path(tmp)
-    os.replace(tmp, target)
-    fsync_dir(target.parent)
 
 
 def remove_temp_files(directory: Path) -> None:
@@ -107,16 +93,12 @@ def replace_all(directory: Path, frame: pl.DataFrame, new_id: int) -> Path:
     new_name = shard_name(new_id)
     if new_name in old:
         raise ValueError(f"shard id {new_id} already used in {directory}")
-    tmp = directory / f".{new_name}.tmp"
+    tmp = temp_path(directory / new_name)
     frame.write_parquet(tmp)
-    fsync_path(tmp)
     intent_tmp = directory / f"{INTENT_NAME}.tmp"
     intent_tmp.write_bytes(orjson.dumps({"new": new_name, "old": old}))
-    fsync_path(intent_tmp)
-    os.replace(intent_tmp, directory / INTENT_NAME)
-    fsync_dir(directory)
-    os.replace(tmp, directory / new_name)  # the commit point
-    fsync_dir(directory)
+    commit_file(intent_tmp, directory / INTENT_NAME)
+    commit_file(tmp, directory / new_name)  # the commit point
     settle_replacement(directory)
     return directory / new_name
 

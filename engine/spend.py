@@ -62,7 +62,7 @@ def recorded_spend(run_dir: Path | str, models: Mapping[str, ModelConfig]) -> fl
     priced = {name: p for name, c in models.items() if (p := prices_of(c)) is not None}
     if not priced:
         return 0.0
-    from engine.ledger import scan_attempts  # the ledger is only read when prices are set
+    from engine.scan import scan_attempts  # the ledger is only read when prices are set
 
     try:
         usage = (

@@ -15,9 +15,10 @@ from typing import Any
 import polars as pl
 
 from engine.audit import by_cause, classify
-from engine.dispatch import read_lane_states
 from engine.journal import list_segments
-from engine.ledger import JOURNAL, read_pid, scan_ledger
+from engine.lanefile import read_lane_states
+from engine.runlock import read_pid
+from engine.scan import JOURNAL, scan_ledger
 from providers.types import RETRYABLE, Outcome
 
 PLAN = "plan.parquet"

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from engine.dispatch import dispatch
+from engine.durable import write_bytes_atomic
 from engine.ledger import LedgerBusy
 from panels.arms import ARMS
 from providers.registry import adapter_for
@@ -125,9 +126,7 @@ def freeze_spec(spec: CampaignSpec, run_dir: Path) -> bool:
                 "or choose a new folder with --out"
             )
         return True
-    tmp = frozen.with_suffix(".tmp")
-    tmp.write_text(spec.text, encoding="utf-8")
-    tmp.replace(frozen)
+    write_bytes_atomic(frozen, spec.text.encode("utf-8"))
     return False
 
 

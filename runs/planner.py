@@ -22,25 +22,14 @@ from typing import Any
 
 import polars as pl
 
-from engine.shards import commit_file
+from engine.durable import commit_file
+from engine.plan import PLAN_SCHEMA
 from panels.arms import ARMS, Arm, Query
 from providers.types import ModelConfig
 from runs.spec import ArmEntry, CampaignSpec, SpecError
 from runs.tokens import estimator as token_estimator
 from runs.units import UnitSource
 
-PLAN_SCHEMA: dict[str, Any] = {
-    "request_id": pl.String,
-    "model": pl.String,
-    "arm": pl.String,
-    "unit": pl.String,
-    "events": pl.List(pl.String),
-    "keys": pl.List(pl.String),
-    "pass": pl.Int32,
-    "seed": pl.Int64,
-    "system": pl.String,
-    "user": pl.String,
-}
 MEMBER_SCHEMA: dict[str, Any] = {
     "request_id": pl.String,
     "model": pl.String,

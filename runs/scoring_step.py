@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.ledger import scan_responses
-from engine.shards import write_atomic
+from engine.durable import write_atomic
+from engine.scan import scan_responses
 from panels.arms import ARMS
 from runs.spec import CampaignSpec
 from runs.units import UnitSource

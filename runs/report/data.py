@@ -158,7 +158,7 @@ def ledger_coverage(run_dir: Path) -> tuple[dict[str, float], dict[tuple[str, st
     members_path = run_dir / "plan_members.parquet"
     if not members_path.exists():
         return {}, {}
-    from engine.ledger import scan_responses
+    from engine.scan import scan_responses
 
     accepted = (
         scan_responses(run_dir, columns=["request_id"])

@@ -15,24 +15,12 @@ from typing import Any
 import polars as pl
 import pytest
 
+from engine.plan import PLAN_SCHEMA
 from engine.records import AttemptRecord, ResponseRecord
 from providers import openai as openai_provider
 from providers.base import Adapter
 from providers.sim.server import SimHandle, start_sim
 from providers.types import ModelConfig
-
-PLAN_SCHEMA: dict[str, Any] = {
-    "request_id": pl.String,
-    "model": pl.String,
-    "arm": pl.String,
-    "unit": pl.String,
-    "events": pl.List(pl.String),
-    "keys": pl.List(pl.String),
-    "pass": pl.Int64,
-    "seed": pl.Int64,
-    "system": pl.String,
-    "user": pl.String,
-}
 
 SYSTEM = "You are a careful forecaster. Answer only with the JSON object requested."
 

@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from engine.dispatch import dispatch
 from engine.lanes import LaneState, builds_may_block
-from engine.ledger import scan_attempts, scan_responses
 from engine.retry import RetryPolicy
+from engine.scan import scan_attempts, scan_responses
 from providers.base import Adapter
 from providers.google_auth_tokens import TokenRefreshError
 from providers.registry import adapter_for

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from engine.dispatch import dispatch
 from engine.lanes import LaneState
-from engine.ledger import scan_attempts, scan_responses
 from engine.retry import RetryPolicy
+from engine.scan import scan_attempts, scan_responses
 from engine.spend import Prices, SpendCap, recorded_spend, worst_case_cost
 from providers.sim.server import start_sim
 

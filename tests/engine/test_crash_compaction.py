@@ -32,14 +32,9 @@ import polars as pl
 import pytest
 
 from engine.journal import list_segments
-from engine.ledger import (
-    COMPACT_PAUSE_ENV,
-    SPLIT_WRITE_ENV,
-    Ledger,
-    accepted_ids,
-    scan_attempts,
-)
+from engine.ledger import COMPACT_PAUSE_ENV, SPLIT_WRITE_ENV, Ledger
 from engine.records import ATTEMPT_SCHEMA, RESPONSE_SCHEMA
+from engine.scan import accepted_ids, scan_attempts
 from engine.shards import list_shards
 
 N_REQUESTS = 240

@@ -11,10 +11,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from engine.dispatch import dispatch, read_lane_states
+from engine.dispatch import dispatch
+from engine.lanefile import read_lane_states
 from engine.lanes import LaneState
-from engine.ledger import scan_attempts, scan_responses
 from engine.retry import RetryPolicy
+from engine.scan import scan_attempts, scan_responses
 from providers import groq as groq_provider
 from providers.base import Adapter
 from providers.sim.server import start_sim

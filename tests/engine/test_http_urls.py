@@ -14,8 +14,8 @@ from aiohttp import web
 
 from engine.dispatch import dispatch
 from engine.http import HttpClient
-from engine.ledger import scan_attempts, scan_responses
 from engine.retry import RetryPolicy
+from engine.scan import scan_attempts, scan_responses
 from providers.registry import adapter_for
 from providers.sim.rehearse import rehearse_model
 from providers.sim.server import start_sim

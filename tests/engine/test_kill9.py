@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from engine.ledger import scan_attempts, scan_responses
+from engine.scan import scan_attempts, scan_responses
 from providers.sim.server import start_sim
 
 CHILD = textwrap.dedent(

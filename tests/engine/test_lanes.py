@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from engine.concurrency import AdaptiveCap
 from engine.dispatch import dispatch
-from engine.ledger import scan_attempts
 from engine.retry import PERMANENT, RetryPolicy
+from engine.scan import scan_attempts
 from providers.sim.server import start_sim
 from providers.types import RETRYABLE, Outcome
 

@@ -14,16 +14,10 @@ from hypothesis import strategies as st
 
 import engine.ledger
 from engine.journal import list_segments
-from engine.ledger import (
-    Ledger,
-    LedgerBusy,
-    accepted_ids,
-    attempt_counts,
-    read_pid,
-    scan_attempts,
-    scan_responses,
-)
+from engine.ledger import Ledger, LedgerBusy
 from engine.records import AttemptRecord, ResponseRecord
+from engine.runlock import read_pid
+from engine.scan import accepted_ids, attempt_counts, scan_attempts, scan_responses
 from engine.shards import list_shards
 
 T0 = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)
@@ -309,7 +303,7 @@ def test_an_acceptance_racing_a_search_is_never_cached_as_absent(
     ledger = Ledger.open(tmp_path)
     assert accept(ledger, "old")
     ledger.compact()
-    real = engine.ledger._found_among
+    real = engine.ledger.found_among
     raced: list[bool] = []
 
     def racing(shards: list[Path], ids: pl.Series) -> pl.Series:
@@ -321,7 +315,7 @@ def test_an_acceptance_racing_a_search_is_never_cached_as_absent(
                 ledger.compact()
         return found
 
-    monkeypatch.setattr(engine.ledger, "_found_among", racing)
+    monkeypatch.setattr(engine.ledger, "found_among", racing)
     ledger.accepted_series(pl.Series(["x", "y"]))
     monkeypatch.undo()
     assert raced

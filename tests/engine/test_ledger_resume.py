@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.dispatch import dispatch
-from engine.ledger import scan_attempts, scan_responses
 from engine.retry import RetryPolicy
+from engine.scan import scan_attempts, scan_responses
 from providers.sim.server import SimHandle
 
 FAST = RetryPolicy(max_attempts=4, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05)

@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.dispatch import dispatch
-from engine.ledger import scan_attempts
 from engine.limits import Hold, TokenBucket, estimate_tokens
 from engine.retry import RetryPolicy
+from engine.scan import scan_attempts
 from providers.sim.server import start_sim
 
 

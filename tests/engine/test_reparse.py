@@ -13,16 +13,17 @@ import pytest
 from typer.testing import CliRunner
 
 from engine.answers import parse_answer
-from engine.ledger import Ledger, LedgerBusy, scan_attempts, scan_responses
+from engine.durable import write_atomic
+from engine.ledger import Ledger, LedgerBusy
 from engine.records import RESPONSE_SCHEMA, AttemptRecord, ResponseRecord
 from engine.reparse import reparse
+from engine.scan import scan_attempts, scan_responses
 from engine.shards import (
     INTENT_NAME,
     list_shards,
     settle_replacement,
     shard_name,
     visible_shards,
-    write_atomic,
 )
 
 T0 = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)

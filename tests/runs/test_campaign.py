@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from rich.console import Console
 
-from engine.ledger import scan_attempts, scan_responses
+from engine.scan import scan_attempts, scan_responses
 from runs.pipeline import RunError, run_campaign
 from runs.planner import estimate, summarise
 from runs.spec import load_spec

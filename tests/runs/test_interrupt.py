@@ -22,7 +22,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from engine.ledger import accepted_ids, scan_attempts, scan_responses
+from engine.scan import accepted_ids, scan_attempts, scan_responses
 from providers.sim.server import SimHandle, start_sim
 from runs.pipeline import INTERRUPTED_MESSAGE, SPEND_CAP_HINT
 

@@ -20,7 +20,7 @@ import polars as pl
 import pytest
 from rich.console import Console
 
-from engine.ledger import scan_attempts, scan_responses
+from engine.scan import scan_attempts, scan_responses
 from providers.sim.credentials import DEFAULT_CREDENTIALS
 from providers.sim.oauth import TokenStore
 from runs.pipeline import run_campaign

@@ -1,0 +1,64 @@
+"""Durable file writes: the one place a file is made whole-or-absent on disk.
+
+Every file a run writes whole (shards, the plan, scores, `spec.toml`, `run.pid`,
+`logs/lanes.json`) goes through here: write a hidden temporary beside the target, flush it,
+rename it over the target (atomic on POSIX), then flush the folder so the rename itself
+survives a power cut. A reader therefore sees the old file or the new one, never half.
+
+Append-only files (the journal) are not written here; they use `fsync_path`/`fsync_dir`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file's bytes, or a directory's entries, to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename/unlink inside `directory` durable (POSIX needs the directory fsync'd)."""
+    fsync_path(directory)
+
+
+def temp_path(target: Path) -> Path:
+    """The hidden temporary a write of `target` goes through (`.name.tmp`, same folder)."""
+    return target.with_name(f".{target.name}.tmp")
+
+
+def commit_file(tmp: Path, target: Path, *, sync: bool = True) -> None:
+    """Make a fully written temporary file `target`: fsync, rename, fsync the folder.
+
+    `sync=False` keeps the rename's atomicity (a reader never sees half a file) but skips
+    both flushes: for files rewritten every second whose loss to a power cut is harmless.
+    """
+    if sync:
+        fsync_path(tmp)
+    os.replace(tmp, target)
+    if sync:
+        fsync_dir(target.parent)
+
+
+def write_bytes_atomic(target: Path, data: bytes, *, sync: bool = True) -> None:
+    """Replace `target` with `data`, all or nothing (see `commit_file` for `sync`)."""
+    tmp = temp_path(target)
+    tmp.write_bytes(data)
+    commit_file(tmp, target, sync=sync)
+
+
+def write_atomic(frame: pl.DataFrame, target: Path) -> None:
+    """Write `frame` as the Parquet file `target`, durably: all there or absent."""
+    tmp = temp_path(target)
+    frame.write_parquet(tmp)
+    commit_file(tmp, target)

@@ -1,0 +1,64 @@
+"""`logs/lanes.json`: the lanes' states as a dispatch last wrote them.
+
+Written by `engine.dispatch` every second and at the end; read by `status` (which lane is
+paused or stopped, and why) without importing the dispatcher.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from engine.durable import write_bytes_atomic
+
+if TYPE_CHECKING:
+    from engine.lanes import LaneStats
+
+#: Where the lanes' states are written while a run goes (read by `read_lane_states`).
+LANES_FILE = Path("logs") / "lanes.json"
+
+
+def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
+    """JSON-ready state of every lane: what `status` shows about paused or stopped lanes."""
+    return {
+        "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "lanes": {
+            s.model: {
+                "provider": s.provider,
+                "state": s.state.value,
+                "message": s.message,
+                "planned": s.planned,
+                "done": s.done,
+                "accepted_this_run": s.accepted,
+                "attempts_this_run": s.attempts,
+                "retries_by_cause": dict(s.retries.by_cause),
+                "gave_up_after_max_attempts": s.retries.exhausted,
+                "gave_up_permanent": s.gave_up,
+                "concurrency_cap": s.cap,
+                "in_flight": s.in_flight,
+                "rate_per_s": round(s.rate_per_s, 3),
+            }
+            for s in lanes
+        },
+    }
+
+
+def write_lane_states(run_dir: Path, lanes: list[LaneStats]) -> None:
+    """Atomically replace `logs/lanes.json` (a reader never sees half a file)."""
+    target = run_dir / LANES_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Rewritten every second and rebuilt by the next dispatch: atomic, not fsync'd.
+    data = orjson.dumps(lane_states(lanes), option=orjson.OPT_INDENT_2)
+    write_bytes_atomic(target, data, sync=False)
+
+
+def read_lane_states(run_dir: Path | str) -> dict[str, Any] | None:
+    """The last lane states a dispatch of this run wrote, or None if none ever did."""
+    try:
+        data = orjson.loads((Path(run_dir) / LANES_FILE).read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,94 @@
+"""The plan file (`plan.parquet`): its columns, defined once, and how the engine reads it.
+
+`runs.planner` writes plans with `PLAN_SCHEMA`; `engine.dispatch` reads them in row slices
+through the functions here, decoding full rows only for requests still to ask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from engine.lanes import PlanItem
+
+if TYPE_CHECKING:
+    from engine.ledger import Ledger
+
+#: Plan rows, in order (docs/interfaces.md, "Plan rows").
+PLAN_SCHEMA: dict[str, Any] = {
+    "request_id": pl.String,
+    "model": pl.String,
+    "arm": pl.String,
+    "unit": pl.String,
+    "events": pl.List(pl.String),
+    "keys": pl.List(pl.String),
+    "pass": pl.Int32,
+    "seed": pl.Int64,
+    "system": pl.String,
+    "user": pl.String,
+}
+PLAN_COLUMNS = tuple(PLAN_SCHEMA)
+
+
+def plan_counts(plan_path: Path) -> dict[str, int]:
+    """Rows per model, read from the `model` column only."""
+    counts = pl.scan_parquet(plan_path).group_by("model").len().collect()
+    return dict(zip(counts["model"].to_list(), counts["len"].to_list(), strict=True))
+
+
+def read_pending(
+    plan_path: Path, offset: int, rows: int, model: str, ledger: Ledger
+) -> tuple[int, int, list[int], list[str]]:
+    """One plan slice: (its rows, `model`'s rows in it, positions and ids still to ask).
+
+    Only `request_id` and `model` are decoded, and acceptance is decided for the slice's id
+    column at once (`Ledger.accepted_series`: one search of the ledger's shards), so rows
+    already accepted never become Python objects.
+    """
+    frame = (
+        pl.scan_parquet(plan_path)
+        .select("request_id", "model")
+        .slice(offset, rows)
+        .with_row_index("_pos")
+        .collect()
+    )
+    height = frame.height
+    mine = frame.filter(pl.col("model") == model)
+    del frame
+    todo = mine.filter(~ledger.accepted_series(mine["request_id"]))
+    return height, mine.height, todo["_pos"].to_list(), todo["request_id"].to_list()
+
+
+def read_rows(plan_path: Path, offset: int, rows: int, positions: list[int]) -> pl.DataFrame:
+    """The full rows at `positions` (row numbers within the slice `offset`, `rows`)."""
+    return (
+        pl.scan_parquet(plan_path)
+        .select(*PLAN_COLUMNS)
+        .slice(offset, rows)
+        .with_row_index("_pos")
+        .filter(pl.col("_pos").is_in(positions))
+        .collect()
+    )
+
+
+def plan_items(frame: pl.DataFrame, prior: Mapping[str, int]) -> list[PlanItem]:
+    """Plan rows as lane work items; `prior` is attempts already made per request id."""
+    return [
+        PlanItem(
+            request_id=row[0],
+            model=row[1],
+            arm=row[2],
+            unit=str(row[3]),
+            events=list(row[4]),
+            keys=list(row[5]),
+            pass_=int(row[6]),
+            seed=None if row[7] is None else int(row[7]),
+            system=row[8] or "",
+            user=row[9] or "",
+            prior_attempts=prior.get(row[0], 0),
+        )
+        for row in frame.select(*PLAN_COLUMNS).iter_rows()
+    ]

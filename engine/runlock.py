@@ -1,0 +1,94 @@
+"""Who writes a run: the pid file (`run.pid`) and the writer's lock (`journal/.lock`).
+
+The lock is an flock held by the one writer for as long as its ledger is open, so two
+processes can never append to the same journal; the kernel drops it when the process dies,
+however it dies. The pid file says who holds it (pid, start time, host), for `status` and for
+the one-line error a second writer gets; it is advisory, the lock is what excludes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+
+from engine.durable import write_bytes_atomic
+from engine.records import utc_now
+
+PID_FILE = "run.pid"
+LOCK_FILE = ".lock"
+
+
+class LedgerBusy(RuntimeError):
+    """Another live process holds this run's ledger."""
+
+
+def acquire_lock(run_dir: Path, lock_dir: Path) -> int:
+    """Take the writer's lock in `lock_dir` (an open descriptor), or raise `LedgerBusy`."""
+    fd = os.open(lock_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        info = read_pid(run_dir)
+        raise LedgerBusy(
+            f"{run_dir} is being written by another process"
+            + (f" (pid {info['pid']})" if info else "")
+        ) from None
+    return fd
+
+
+def release_lock(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+def write_pid(run_dir: Path | str) -> None:
+    """Record this process as the run's writer (pid plus start time, to survive pid reuse)."""
+    run_dir = Path(run_dir)
+    me = psutil.Process()
+    info = {
+        "pid": me.pid,
+        "create_time": me.create_time(),
+        "host": socket.gethostname(),
+        "started_at": utc_now().isoformat(),
+    }
+    # Not fsync'd: a power cut ends the process too, and a stale pid file reads as not alive.
+    write_bytes_atomic(run_dir / PID_FILE, orjson.dumps(info), sync=False)
+
+
+def read_pid(run_dir: Path | str) -> dict[str, Any] | None:
+    """The pid file's contents plus `alive: bool`, or None if no run ever wrote one."""
+    try:
+        info = orjson.loads((Path(run_dir) / PID_FILE).read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(info, dict):
+        return None
+    info["alive"] = _pid_alive(info)
+    return info
+
+
+def clear_pid(run_dir: Path | str) -> None:
+    """Remove the pid file if it is ours (a clean exit)."""
+    info = read_pid(run_dir)
+    if info is not None and info.get("pid") == os.getpid():
+        (Path(run_dir) / PID_FILE).unlink(missing_ok=True)
+
+
+def _pid_alive(info: dict[str, Any]) -> bool:
+    if info.get("host") not in (None, socket.gethostname()):
+        return False  # cannot tell across hosts; status reports the host
+    try:
+        proc = psutil.Process(int(info["pid"]))
+        same = abs(proc.create_time() - float(info.get("create_time", 0.0))) < 1.0
+        return bool(same and proc.status() != psutil.STATUS_ZOMBIE)
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return False
+
+

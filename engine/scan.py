@@ -1,0 +1,207 @@
+"""Lock-free readers of a run's ledger: safe while a writer runs, or after it crashed.
+
+`status`, `reparse`, `spend`, scoring and the report read a run through these functions
+and never import the writer (`engine.ledger`). Each reads the journal before listing the
+shards, so a segment compacted in between is found as a shard (and deduplicated), never
+missed. The layout they read (folder names, journal line kinds) is defined here and written
+by `engine.ledger.Ledger`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from engine.journal import read_journal
+from engine.records import ATTEMPT_SCHEMA, RESPONSE_SCHEMA, attempts_frame, responses_frame
+from engine.shards import list_shards, visible_shards
+
+JOURNAL = "journal"
+ATTEMPTS = "attempts"
+RESPONSES = "responses"
+
+#: Journal line kinds: `dispatch` before a request is sent, `result` when it finished.
+DISPATCH = "dispatch"
+RESULT = "result"
+
+
+def result_rows(
+    records: Iterable[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The attempt rows and accepted-response rows of a stream of journal records."""
+    attempts: list[dict[str, Any]] = []
+    responses: list[dict[str, Any]] = []
+    for record in records:
+        if record.get("kind") == RESULT:
+            attempts.append(record["attempt"])
+            if record.get("response") is not None:
+                responses.append(record["response"])
+    return attempts, responses
+
+
+def _journal_rows(run_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    return result_rows(record for _, record in read_journal(run_dir / JOURNAL))
+
+
+def _union(
+    shards: list[Path],
+    journal: pl.DataFrame,
+    schema: dict[str, pl.DataType],
+    key: list[str],
+    columns: Sequence[str] | None,
+) -> pl.LazyFrame:
+    """Shards ∪ journal, one row per `key`, narrowed to `columns` (plus the key).
+
+    Shards are disjoint by construction (a segment's rows go only to the shard named after
+    it; a redone fold rewrites that same file), so the only duplicates are journal rows of
+    a segment already folded but not yet deleted. Those are removed by an anti-join of the
+    (small) journal against the shard rows with the same request ids, instead of hashing
+    every row of the campaign.
+    """
+    wanted = list(schema) if columns is None else key + [c for c in columns if c not in key]
+    recent = journal.lazy().select(wanted).unique(subset=key, keep="first", maintain_order=True)
+    if not shards:
+        frame = recent
+    else:
+        folded = pl.scan_parquet(shards, schema=schema).select(wanted)
+        if journal.height:
+            ids = journal["request_id"].unique().to_list()
+            overlap = folded.filter(pl.col("request_id").is_in(ids)).select(key)
+            recent = recent.join(overlap, on=key, how="anti")
+        frame = pl.concat([folded, recent], how="vertical")
+    return frame if columns is None else frame.select(list(columns))
+
+
+def scan_attempts(run_dir: Path | str, columns: Sequence[str] | None = None) -> pl.LazyFrame:
+    """Every attempt (shards ∪ journal, torn last line skipped), one row per (request, attempt).
+
+    Safe while a writer is running: the journal is read before the shards are listed, so a
+    segment compacted in between is found as a shard (and deduplicated), never missed.
+    `columns` narrows the scan (cheaper on big runs than selecting afterwards).
+    """
+    run_dir = Path(run_dir)
+    attempts, _ = _journal_rows(run_dir)
+    shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
+    key = ["request_id", "attempt"]
+    return _union(shards, attempts_frame(attempts), ATTEMPT_SCHEMA, key, columns)
+
+
+def scan_responses(run_dir: Path | str, columns: Sequence[str] | None = None) -> pl.LazyFrame:
+    """Every accepted answer (shards ∪ journal), one row per request_id; `columns` narrows."""
+    run_dir = Path(run_dir)
+    _, responses = _journal_rows(run_dir)
+    shards = visible_shards(run_dir / RESPONSES)
+    return _union(shards, responses_frame(responses), RESPONSE_SCHEMA, ["request_id"], columns)
+
+
+def scan_ledger(
+    run_dir: Path | str,
+    attempt_columns: Sequence[str] | None = None,
+    response_columns: Sequence[str] | None = None,
+) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Attempts and responses from ONE read of the journal, for readers that compare them.
+
+    Response shards are listed before attempt shards, and compaction writes a segment's
+    attempts shard before its responses shard, so every response seen has its attempt
+    seen too (while a writer runs, attempts may run slightly ahead, never behind).
+    """
+    run_dir = Path(run_dir)
+    attempts, responses = _journal_rows(run_dir)
+    response_shards = visible_shards(run_dir / RESPONSES)
+    attempt_shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
+    return (
+        _union(
+            attempt_shards,
+            attempts_frame(attempts),
+            ATTEMPT_SCHEMA,
+            ["request_id", "attempt"],
+            attempt_columns,
+        ),
+        _union(
+            response_shards,
+            responses_frame(responses),
+            RESPONSE_SCHEMA,
+            ["request_id"],
+            response_columns,
+        ),
+    )
+
+
+def accepted_ids(run_dir: Path | str) -> set[str]:
+    """Request ids with an accepted answer: resume skips exactly these.
+
+    Reads only the `request_id` column, a shard at a time, and lets the set deduplicate
+    (about 0.4 s for a million accepted requests here). A set of a million ids costs
+    ~190 MB; a long-running process should ask `Ledger.accepted_series` about the ids it
+    is handling instead. The journal is read before the shards are listed, so a segment
+    folded in between is found as a shard, never missed.
+    """
+    run_dir = Path(run_dir)
+    _, responses = _journal_rows(run_dir)
+    ids = {row["request_id"] for row in responses}
+    for shard in visible_shards(run_dir / RESPONSES):
+        scan = pl.scan_parquet(shard, schema=RESPONSE_SCHEMA).select("request_id")
+        ids.update(scan.collect().get_column("request_id").to_list())
+    return ids
+
+
+def found_among(shards: list[Path], request_ids: pl.Series) -> pl.Series:
+    """Those of `request_ids` present in the `request_id` column of `shards`.
+
+    One pass over that column, with the `is_in` filter pushed into the Parquet reader so
+    that only matches are kept: peak memory grows with the number of ids asked about, not
+    with the shards. (Matching on a 64-bit hash first was no faster, measured on a million
+    ids, 26 vs 28 ms per 10,000 asked.)
+    """
+    if not shards or request_ids.is_empty():
+        return pl.Series("request_id", [], dtype=pl.String)
+    return (
+        pl.scan_parquet(shards, schema=RESPONSE_SCHEMA)
+        .select("request_id")
+        .filter(pl.col("request_id").is_in(request_ids.unique().implode()))
+        .collect()
+        .get_column("request_id")
+    )
+
+
+def distinct_ids(shards: list[Path]) -> pl.Series:
+    if not shards:
+        return pl.Series("request_id", [], dtype=pl.String)
+    scan = pl.scan_parquet(shards, schema=RESPONSE_SCHEMA).select("request_id")
+    return scan.unique().collect().get_column("request_id")
+
+
+def attempt_counts(
+    run_dir: Path | str, request_ids: Collection[str] | None = None
+) -> dict[str, int]:
+    """Highest attempt number per request so far (recorded results and pending dispatches).
+
+    `request_ids` limits the answer to those requests (the filter is pushed into the
+    Parquet scan, so a batch of a large campaign reads little). No deduplication needed:
+    a maximum does not change when a row is seen twice.
+    """
+    run_dir = Path(run_dir)
+    wanted = None if request_ids is None else set(request_ids)
+    recent: dict[str, int] = {}
+    for _, record in read_journal(run_dir / JOURNAL):
+        kind = record.get("kind")
+        row = record if kind == DISPATCH else record.get("attempt") if kind == RESULT else None
+        if row is not None and (wanted is None or row["request_id"] in wanted):
+            rid = row["request_id"]
+            recent[rid] = max(recent.get(rid, 0), int(row["attempt"]))
+    counts: dict[str, int] = {}
+    shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
+    if shards:
+        scan = pl.scan_parquet(shards, schema=ATTEMPT_SCHEMA).select("request_id", "attempt")
+        if wanted is not None:
+            scan = scan.filter(pl.col("request_id").is_in(list(wanted)))
+        done = scan.group_by("request_id").agg(pl.col("attempt").max()).collect()
+        counts = dict(zip(done["request_id"].to_list(), done["attempt"].to_list(), strict=True))
+    for rid, attempt in recent.items():
+        counts[rid] = max(counts.get(rid, 0), attempt)
+    return counts
+
+
