@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from urllib.parse import quote, urlencode
 
-from providers.openai_compat import Dialect, OpenAICompatAdapter, token_field
+from providers.openai_compat import ClientDialect, OpenAICompatAdapter, token_field
 from providers.secrets import first_set
 from providers.types import ConfigError, ModelConfig
 
@@ -21,7 +21,7 @@ PROVIDER = "azure"
 KEY_VARIABLE = "AZURE_OPENAI_API_KEY"
 TOKEN_VARIABLE = "AZURE_OPENAI_AD_TOKEN"
 ENDPOINT_VARIABLE = "AZURE_OPENAI_ENDPOINT"
-DIALECT = Dialect(
+DIALECT = ClientDialect(
     provider=PROVIDER,
     token_field="max_completion_tokens",
     request_id_headers=("apim-request-id", "x-request-id", "x-ms-request-id"),

@@ -29,7 +29,7 @@ import orjson
 from providers.base import Headers, as_int, load_json, short, status_outcome
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
 from providers.secrets import Secret, redact
-from providers.sigv4 import AwsCredentials, Clock, signed_headers, utc_now
+from providers.sigv4_signer import AwsCredentials, Clock, signed_headers, utc_now
 from providers.types import (
     ChatRequest,
     Completion,

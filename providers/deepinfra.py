@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from providers.openai_compat import Dialect, OpenAICompatAdapter, bearer_key_adapter
+from providers.openai_compat import ClientDialect, OpenAICompatAdapter, bearer_key_adapter
 from providers.secrets import first_set
 from providers.types import ModelConfig
 
 PROVIDER = "deepinfra"
 DEFAULT_BASE_URL = "https://api.deepinfra.com/v1/openai"
 KEY_VARIABLES = ("DEEPINFRA_API_KEY", "DEEPINFRA_TOKEN")
-DIALECT = Dialect(provider=PROVIDER, token_field="max_tokens")
+DIALECT = ClientDialect(provider=PROVIDER, token_field="max_tokens")
 
 
 def key_variables(config: ModelConfig) -> tuple[str, ...]:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from providers.openai_compat import Dialect, OpenAICompatAdapter, bearer_key_adapter
+from providers.openai_compat import ClientDialect, OpenAICompatAdapter, bearer_key_adapter
 from providers.types import ModelConfig
 
 PROVIDER = "groq"
 DEFAULT_BASE_URL = "https://api.groq.com/openai/v1"
 KEY_VARIABLES = ("GROQ_API_KEY",)
-DIALECT = Dialect(
+DIALECT = ClientDialect(
     provider=PROVIDER,
     token_field="max_completion_tokens",
     request_id_headers=("x-request-id", "x-groq-request-id"),

@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from providers.constrained import RESPONSE_FORMATS
-from providers.openai_compat import Dialect, OpenAICompatAdapter, chat_url, token_field
+from providers.openai_compat import ClientDialect, OpenAICompatAdapter, chat_url, token_field
 from providers.secrets import first_set
 from providers.types import ConfigError, ModelConfig
 
 PROVIDER = "openai"
 #: The server is the user's: any constrained-output form may be what it takes.
-DIALECT = Dialect(
+DIALECT = ClientDialect(
     provider=PROVIDER, token_field="max_tokens", response_formats=frozenset(RESPONSE_FORMATS)
 )
 #: Models that reject `max_tokens` (OpenAI reasoning models) get `max_completion_tokens`.

@@ -2,7 +2,7 @@
 and Vertex's open-model endpoint: one body builder and one reply classifier.
 
 Providers differ only in small ways (the name of the output-token cap, where the request id
-lives, whether a 429 means "per day"), so each states its differences as a `Dialect` and
+lives, whether a 429 means "per day"), so each states its differences as a `ClientDialect` and
 options a model is known to reject are data in `REJECTED_OPTIONS`, not branches in code.
 """
 
@@ -40,7 +40,7 @@ from providers.types import (
 
 
 @dataclass(frozen=True)
-class Dialect:
+class ClientDialect:
     """How one provider's flavour of the OpenAI shape differs from the others."""
 
     provider: str
@@ -122,7 +122,7 @@ def rule_model_names(config: ModelConfig) -> tuple[str, ...]:
 
 
 def build_body(
-    config: ModelConfig, req: ChatRequest, dialect: Dialect, model_field: str | None = None
+    config: ModelConfig, req: ChatRequest, dialect: ClientDialect, model_field: str | None = None
 ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The chat-completions body and the options left out because the model rejects them.
 
@@ -210,7 +210,7 @@ class OpenAICompatAdapter:
     provider: str
     config: ModelConfig
     url: str
-    dialect: Dialect
+    dialect: ClientDialect
     credential: Secret | None = None
     auth_header: str = "Authorization"
     bearer: bool = True
@@ -252,7 +252,7 @@ class OpenAICompatAdapter:
 
 
 def bearer_key_adapter(
-    config: ModelConfig, env: Mapping[str, str], dialect: Dialect, variables: tuple[str, ...],
+    config: ModelConfig, env: Mapping[str, str], dialect: ClientDialect, variables: tuple[str, ...],
     default_base_url: str,
 ) -> OpenAICompatAdapter:
     """A hosted OpenAI-compatible API keyed by the first of `variables` set in `env`."""
@@ -349,7 +349,7 @@ def _text(content: Any) -> str | None:
 
 
 def parse_reply(
-    status: int, headers: Mapping[str, str], body: bytes, dialect: Dialect
+    status: int, headers: Mapping[str, str], body: bytes, dialect: ClientDialect
 ) -> Completion | Failure:
     """Classify one chat-completions reply (section 6 of the provider reference)."""
     view = Headers(headers)
@@ -395,7 +395,7 @@ def _status_outcome(status: int, message: str, code: str) -> Outcome:
     return Outcome.BAD_REQUEST
 
 
-def _classify_error(env: _Envelope, dialect: Dialect) -> Failure:
+def _classify_error(env: _Envelope, dialect: ClientDialect) -> Failure:
     message, code, kind = _error_fields(env.data)
     outcome = _status_outcome(env.status, message, code)
     label = " ".join(part for part in (code, kind) if part and part != str(env.status))
@@ -419,7 +419,7 @@ def _classify_error(env: _Envelope, dialect: Dialect) -> Failure:
     return _failure(env, outcome, detail, **extra)
 
 
-def _classify_success(env: _Envelope, dialect: Dialect) -> Completion | Failure:
+def _classify_success(env: _Envelope, dialect: ClientDialect) -> Completion | Failure:
     data = env.data
     if not isinstance(data, dict):
         return _failure(env, Outcome.INVALID_RESPONSE,

@@ -16,14 +16,14 @@ from typing import Protocol, cast
 
 from providers.base import Adapter
 from providers.constrained import RESPONSE_FORMATS
-from providers.openai_compat import Dialect, OpenAICompatAdapter, chat_url, token_field
+from providers.openai_compat import ClientDialect, OpenAICompatAdapter, chat_url, token_field
 from providers.types import PROVIDERS, ConfigError, ModelConfig
 
 #: Where `provider = "sim"` models go when the spec gives no `base_url` (`dutchbook serve-sim`).
 SIM_DEFAULT_BASE_URL = "http://127.0.0.1:8765/sim/v1"
 #: The simulator ignores constraints (its forecasters answer in shape anyway), so it takes every
 #: form: a local spec rehearses unchanged.
-_SIM_DIALECT = Dialect(
+_SIM_DIALECT = ClientDialect(
     provider="sim",
     token_field="max_completion_tokens",
     response_formats=frozenset(RESPONSE_FORMATS),

@@ -41,7 +41,7 @@ from providers.google_auth_tokens import (
     load_credentials,
 )
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
-from providers.openai_compat import Dialect, build_body, encode, parse_reply, token_field
+from providers.openai_compat import ClientDialect, build_body, encode, parse_reply, token_field
 from providers.secrets import Secret, redact
 from providers.types import (
     ChatRequest,
@@ -249,7 +249,7 @@ class VertexAdapter:
         )
         if self._openai:
             self._url = f"{prefix}/endpoints/openapi/chat/completions"
-            self._dialect = Dialect(
+            self._dialect = ClientDialect(
                 provider=PROVIDER,
                 token_field=token_field(config, "max_tokens"),
                 request_id_headers=("x-request-id",),
@@ -258,7 +258,7 @@ class VertexAdapter:
             # Accept the short id and the resource-style spellings of it.
             model = config.model.removeprefix("publishers/google/models/").removeprefix("google/")
             self._url = f"{prefix}/publishers/google/models/{quote(model, safe='')}:generateContent"
-            self._dialect = Dialect(provider=PROVIDER)
+            self._dialect = ClientDialect(provider=PROVIDER)
         self._thinking = None if self._openai else self._thinking_config()
 
     def __repr__(self) -> str:

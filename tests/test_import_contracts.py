@@ -95,3 +95,73 @@ def test_import_linter_contracts_can_fail(tmp_path: Path) -> None:
     result = _lint_imports(tmp_path)
     assert result.returncode != 0
     assert "providers" in result.stdout
+
+
+def module_graph(root: Path) -> dict[str, set[str]]:
+    """Project module -> project modules it imports (TYPE_CHECKING imports included)."""
+    modules = {
+        ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): path
+        for package in PACKAGES
+        for path in (root / package).rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                for alias in node.names:
+                    child = f"{node.module}.{alias.name}"
+                    edges.add(child if child in modules else node.module)
+        graph[name] = {m for m in edges if m in modules and m != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph[module]):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """The tree reads top-down: no import cycle between modules, even for type checking."""
+    assert cycles(module_graph(ROOT)) == []
+
+
+def test_the_cycle_check_catches_a_cycle(tmp_path: Path) -> None:
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "providers" / "a.py").write_text("from providers.b import x\n")
+    (tmp_path / "providers" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from providers import a\n"
+    )
+    (tmp_path / "providers" / "c.py").write_text("import providers.a\n")
+    assert cycles(module_graph(tmp_path)) == [["providers.a", "providers.b"]]

@@ -67,7 +67,7 @@ class BadRequest(Exception):
         self.kind = kind  # "bad_request" | "auth" | "not_found"
 
 
-class Dialect(Protocol):
+class ServerDialect(Protocol):
     """How one provider says things: its errors, its 429s and its successful replies."""
 
     provider: str

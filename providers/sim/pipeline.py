@@ -15,16 +15,12 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from providers.sim import forecasters
-from providers.sim.call import BadRequest, ChatCall, Dialect, Finish, Reply
+from providers.sim.auth import Authenticator
+from providers.sim.call import BadRequest, ChatCall, Finish, Reply, ServerDialect
 from providers.sim.credentials import SimCredentials
 from providers.sim.faults import FaultInjector, FaultKind
 from providers.sim.oauth import TokenStore
 from providers.sim.ratelimit import SlidingWindowLimiter
-from providers.sim.routes_cloud import cloud_routes
-from providers.sim.routes_openai import openai_routes
-
-#: Checks a request's credentials; raises `BadRequest(kind="auth")` to refuse it.
-Authenticator = Callable[[web.Request, bytes], None]
 
 
 @dataclass
@@ -72,7 +68,7 @@ class Simulator:
     async def serve(
         self,
         request: web.Request,
-        dialect: Dialect,
+        dialect: ServerDialect,
         authenticate: Authenticator | None,
         parse: Callable[[bytes], ChatCall],
         validate: Callable[[ChatCall], None] | None = None,
@@ -132,7 +128,7 @@ class Simulator:
         return None
 
     def _reply(
-        self, dialect: Dialect, fault: FaultKind | None, generated: Generated
+        self, dialect: ServerDialect, fault: FaultKind | None, generated: Generated
     ) -> Reply:
         text, finish = generated.text, generated.finish
         if fault is FaultKind.OUTPUT_CAP:
@@ -154,7 +150,7 @@ class Simulator:
     async def _respond(
         self,
         request: web.Request,
-        dialect: Dialect,
+        dialect: ServerDialect,
         call: ChatCall,
         fault: FaultKind | None,
         generated: Generated,
@@ -180,10 +176,6 @@ class Simulator:
             raw = bytes(response.body) if isinstance(response.body, bytes | bytearray) else b"{}"
             return await _truncated(request, response, raw)
         return response
-
-    def routes(self) -> list[web.RouteDef]:
-        """Every provider's routes, all served through `serve`."""
-        return openai_routes(self) + cloud_routes(self)
 
 
 async def _reset(request: web.Request) -> web.StreamResponse:

@@ -15,10 +15,10 @@ from urllib.parse import parse_qs
 import orjson
 from aiohttp import web
 
-from providers.sim import sigv4
+from providers.sim import sigv4_verifier
+from providers.sim.auth import bearer_token, same_secret
 from providers.sim.call import BadRequest, ChatCall
 from providers.sim.oauth import GOOGLE_TOKEN_URI, JWT_BEARER, GrantError, verify_assertion
-from providers.sim.routes_openai import bearer_token, same_secret
 from providers.sim.wire_bedrock import BedrockDialect, parse_converse_body
 from providers.sim.wire_openai import VertexOpenAIDialect, parse_chat_body
 from providers.sim.wire_vertex import VertexDialect, parse_generate_body
@@ -59,14 +59,14 @@ def cloud_routes(sim: Simulator) -> list[web.RouteDef]:
                              code="MissingAuthenticationTokenException", kind="auth")
         raw_path, _, query = request.raw_path.partition("?")
         try:
-            sigv4.verify(
+            sigv4_verifier.verify(
                 request.method, raw_path, query, _headers_multi(request), body,
                 lambda key: creds.aws_secret_access_key if key == creds.aws_access_key_id
                 else None,
                 service="bedrock", session_token=creds.aws_session_token,
                 now=dt.datetime.now(dt.UTC),
             )
-        except sigv4.SigV4Error as exc:
+        except sigv4_verifier.SigV4Error as exc:
             raise BadRequest(exc.message, status=exc.status, code=exc.code, kind="auth") from None
 
     def vertex_auth(request: web.Request, body: bytes) -> None:

@@ -6,12 +6,12 @@ They share one body parser and differ in authentication (none, a bearer key, Azu
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from providers.sim.auth import bearer_auth, bearer_token, same_secret
 from providers.sim.call import BadRequest, ChatCall
 from providers.sim.wire_openai import (
     AzureDialect,
@@ -22,38 +22,13 @@ from providers.sim.wire_openai import (
 )
 
 if TYPE_CHECKING:
-    from providers.sim.pipeline import Authenticator, Simulator
+    from providers.sim.pipeline import Simulator
 
 AZURE_DENIED = (
     "Access denied due to invalid subscription key or wrong API endpoint. Make sure to "
     "provide a valid key for an active subscription and use a correct regional API endpoint "
     "for your resource."
 )
-
-
-def bearer_token(request: web.Request) -> str | None:
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
-
-
-def same_secret(given: str | None, expected: str) -> bool:
-    """Constant-time comparison, so response timing says nothing about the key."""
-    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
-
-
-def bearer_auth(key: str, missing: str, wrong: str) -> Authenticator:
-    def check(request: web.Request, body: bytes) -> None:
-        del body
-        token = bearer_token(request)
-        if token is None:
-            raise BadRequest(missing, status=401, code="invalid_api_key", kind="auth")
-        if not same_secret(token, key):
-            raise BadRequest(wrong, status=401, code="invalid_api_key", kind="auth")
-
-    return check
 
 
 def openai_routes(sim: Simulator) -> list[web.RouteDef]:

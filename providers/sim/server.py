@@ -22,6 +22,8 @@ from providers.sim.faults import FaultInjector, FaultProfile, parse_faults
 from providers.sim.oauth import TokenStore
 from providers.sim.pipeline import SimState, Simulator
 from providers.sim.ratelimit import WINDOW_S, SlidingWindowLimiter
+from providers.sim.routes_cloud import cloud_routes
+from providers.sim.routes_openai import openai_routes
 
 T = TypeVar("T")
 
@@ -38,7 +40,10 @@ def build_app(state: SimState) -> web.Application:
     """The aiohttp application (exposed for tests that want their own runner)."""
     app = web.Application(client_max_size=8 * 1024 * 1024)
     app.on_response_prepare.append(_label_simulated)
-    app.add_routes(Simulator(state).routes())
+    sim = Simulator(state)
+    # The route table lives here, not in the pipeline, so the pipeline and the routes that
+    # call it import one way (routes -> pipeline).
+    app.add_routes(openai_routes(sim) + cloud_routes(sim))
     return app
 
 

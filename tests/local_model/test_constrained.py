@@ -19,7 +19,7 @@ from providers.constrained import (
     answer_schema,
     constraint_fields,
 )
-from providers.openai_compat import Dialect, build_body, request_notes
+from providers.openai_compat import ClientDialect, build_body, request_notes
 from providers.registry import adapter_for
 from providers.types import ChatRequest, ModelConfig
 
@@ -115,9 +115,9 @@ def cfg(**kw: Any) -> ModelConfig:
 
 
 REQ = ChatRequest("r1", "You forecast.", "P(Q01), P(Q02)?", seed=5, keys=("Q01", "Q02"))
-ANY = Dialect(provider="openai", token_field="max_tokens",
+ANY = ClientDialect(provider="openai", token_field="max_tokens",
               response_formats=frozenset(RESPONSE_FORMATS))
-HOSTED = Dialect(provider="groq")
+HOSTED = ClientDialect(provider="groq")
 
 
 @pytest.mark.parametrize("kind", RESPONSE_FORMATS)

@@ -16,7 +16,7 @@ import yarl
 
 from providers.base import Adapter
 from providers.registry import adapter_for
-from providers.sigv4 import AwsCredentials, signed_headers
+from providers.sigv4_signer import AwsCredentials, signed_headers
 from providers.sim.credentials import DEFAULT_CREDENTIALS, SimCredentials
 from providers.sim.faults import INTENDED_OUTCOME, FaultKind, FaultProfile
 from providers.sim.rehearse import rehearse_model

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from providers.openai_compat import (
     REJECTED_OPTIONS,
-    Dialect,
+    ClientDialect,
     build_body,
     chat_url,
     omitted_options,
@@ -22,8 +22,8 @@ from providers.openai_compat import (
 from providers.types import ChatRequest, Completion, ConfigError, Failure, ModelConfig, Outcome
 
 Build = Callable[..., dict[str, Any]]
-PLAIN = Dialect(provider="openai", token_field="max_tokens")
-GROQ = Dialect(provider="groq", requests_header_is_daily=True)
+PLAIN = ClientDialect(provider="openai", token_field="max_tokens")
+GROQ = ClientDialect(provider="groq", requests_header_is_daily=True)
 REQ = ChatRequest(request_id="r1", system="You forecast.", user="P(up)?", seed=11)
 
 
@@ -34,7 +34,7 @@ def cfg(**kw: Any) -> ModelConfig:
 
 
 def reply(body: Any, status: int = 200, headers: dict[str, str] | None = None,
-          dialect: Dialect = PLAIN) -> Completion | Failure:
+          dialect: ClientDialect = PLAIN) -> Completion | Failure:
     raw = body if isinstance(body, bytes) else orjson.dumps(body)
     return parse_reply(status, headers or {}, raw, dialect)
 
@@ -94,7 +94,7 @@ def test_rejected_options_are_omitted_and_recorded(
 ) -> None:
     config = cfg(provider=provider, model=model, name=name, temperature=1.0,
                  reasoning_effort="medium", max_tokens=100)
-    body, omitted = build_body(config, REQ, Dialect(provider=provider))
+    body, omitted = build_body(config, REQ, ClientDialect(provider=provider))
     assert omitted == dropped
     for option in dropped:
         assert option not in body
@@ -105,7 +105,9 @@ def test_rejected_options_are_omitted_and_recorded(
 def test_rules_are_data_and_omit_only_what_was_asked() -> None:
     assert all(rule.provider and rule.reason for rule in REJECTED_OPTIONS)
     # No temperature asked: nothing is recorded as omitted even for a GPT-5 deployment.
-    _, omitted = build_body(cfg(provider="azure", model="gpt-5"), REQ, Dialect(provider="azure"))
+    _, omitted = build_body(
+        cfg(provider="azure", model="gpt-5"), REQ, ClientDialect(provider="azure")
+    )
     assert omitted == ()
     assert omitted_options("bedrock", ("gpt-5",)) == ()
 
@@ -161,7 +163,9 @@ def test_groq_body_request_id_and_content_parts(completion: Build) -> None:
 
 
 def test_header_request_id_when_body_has_only_routing_id(completion: Build) -> None:
-    dialect = Dialect(provider="azure", request_id_headers=("apim-request-id", "x-request-id"))
+    dialect = ClientDialect(
+        provider="azure", request_id_headers=("apim-request-id", "x-request-id")
+    )
     result = reply(completion(id="chatcmpl-9"), headers={"APIM-Request-Id": "apim-1"},
                    dialect=dialect)
     assert isinstance(result, Completion) and result.provider_request_id == "chatcmpl-9"
@@ -244,7 +248,7 @@ def test_rate_limit_wait_from_headers_then_message() -> None:
          "Please retry after 6 seconds.", {"x-ratelimit-remaining-requests": "3"}, GROQ, False),
     ],
 )
-def test_quota_exhausted(message: str, headers: dict[str, str], dialect: Dialect,
+def test_quota_exhausted(message: str, headers: dict[str, str], dialect: ClientDialect,
                          exhausted: bool) -> None:
     result = failure({"error": {"message": message}}, 429, headers, dialect=dialect)
     assert result.outcome is Outcome.RATE_LIMIT
@@ -311,7 +315,7 @@ def test_missing_routing_metadata(drop: str, completion: Build) -> None:
     groq = completion(id=None, x_groq={"id": "req_1"})
     assert isinstance(reply(groq, dialect=GROQ), Completion)
     # A dialect may expect less (a local server that sends no model).
-    lax = Dialect(provider="openai", required_fields=("id",))
+    lax = ClientDialect(provider="openai", required_fields=("id",))
     assert isinstance(reply(completion(model=None), dialect=lax), Completion)
 
 

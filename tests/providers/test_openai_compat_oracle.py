@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from openai.types.chat import ChatCompletion
 
 from providers.base import Adapter
-from providers.openai_compat import Dialect, parse_reply
+from providers.openai_compat import ClientDialect, parse_reply
 from providers.registry import adapter_for
 from providers.types import ChatRequest, Completion, Failure, HttpRequest, ModelConfig
 
@@ -177,7 +177,7 @@ def test_parser_agrees_with_openai_types(
                   "total_tokens": prompt + completion},
     }
     oracle = ChatCompletion.model_validate(body)
-    result = parse_reply(200, {}, orjson.dumps(body), Dialect(provider="openai"))
+    result = parse_reply(200, {}, orjson.dumps(body), ClientDialect(provider="openai"))
     choice = oracle.choices[0]
     tokens = (oracle.usage.prompt_tokens, oracle.usage.completion_tokens) if oracle.usage else ()
     if isinstance(result, Completion):

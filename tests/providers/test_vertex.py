@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from providers.google_auth_tokens import TokenCache
-from providers.openai_compat import Dialect, build_body
+from providers.openai_compat import ClientDialect, build_body
 from providers.types import ChatRequest, Completion, ConfigError, Failure, ModelConfig, Outcome
 from providers.vertex import (
     VertexAdapter,
@@ -189,7 +189,7 @@ def test_openai_endpoint_request_reuses_the_shared_builder() -> None:
         "endpoints/openapi/chat/completions"
     )
     expected, _ = build_body(cfg(model=MAVERICK, temperature=1.0, max_tokens=8192), REQ,
-                             Dialect(provider="vertex", token_field="max_tokens"))
+                             ClientDialect(provider="vertex", token_field="max_tokens"))
     assert orjson.loads(request.body) == expected
     assert expected["model"] == MAVERICK and expected["seed"] == 7
     assert request.omitted == ("reasoning_effort",)

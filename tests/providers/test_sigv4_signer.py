@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from providers.bedrock import BedrockAdapter
-from providers.sigv4 import AwsCredentials, canonical_request, signed_headers
+from providers.sigv4_signer import AwsCredentials, canonical_request, signed_headers
 from providers.types import ChatRequest, ModelConfig
 
 KEY = "AKIDEXAMPLE"

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from simkit import botocore_signed
 
-from providers.sim import sigv4
+from providers.sim import sigv4_verifier as sigv4
 
 KEY = "AKIDEXAMPLE"
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
