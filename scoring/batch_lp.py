@@ -143,6 +143,19 @@ class BatchModel:
         )
         self._missing = missing
 
+    def basic(self, b: int) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """Which columns (b, cols) and rows (b, rows) of the first b blocks are basic now."""
+        _, basic = self._highs.getBasicVariables()
+        basic = np.asarray(basic)
+        cols = np.zeros(self.capacity * self.cols_per_block, dtype=bool)
+        rows = np.zeros(self.capacity * self.rows_per_block, dtype=bool)
+        cols[basic[basic >= 0]] = True
+        rows[-1 - basic[basic < 0]] = True  # HiGHS numbers a basic row's slack -1 - row
+        return (
+            cols.reshape(self.capacity, -1)[:b],
+            rows.reshape(self.capacity, -1)[:b],
+        )
+
     def solve(self, probs: FloatArray) -> BlockSolution:
         """Solve the sets in `probs` (b <= capacity rows of n values; NaN = unanswered)."""
         b = probs.shape[0]

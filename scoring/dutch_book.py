@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from scoring import vertex_table
 from scoring.batch_lp import BatchModel, block_matrix
 from scoring.inputs import FloatArray, as_incidence, as_probs
 
@@ -30,6 +31,11 @@ CERTIFY_TOLERANCE = 1e-9
 #: model, one horizon-4 set.
 _TARGET_NONZEROS = 4096
 _MAX_CACHED_MODELS = 8
+#: Fully answered sets a call needs before it uses (and if need be builds) a vertex
+#: table: building one costs about as much as solving a few thousand sets by LP. The
+#: choice depends only on the call's own inputs, so a set scored in a call of the same
+#: sets gets the same answer in any process, whatever was scored before.
+TABLE_MIN_SETS = 512
 
 
 @dataclass(frozen=True)
@@ -131,6 +137,39 @@ def _solve(incidence: FloatArray, probs: FloatArray, norm: str) -> tuple[FloatAr
     return _certify(incidence, probs, weights, stakes, norm)
 
 
+def _solve_fast(incidence: FloatArray, probs: FloatArray, norm: str) -> tuple[FloatArray, ...]:
+    """Certified answers from the vertex table where it has them, the batched LP elsewhere."""
+    complete = np.flatnonzero(~np.isnan(probs).any(axis=1))
+    table = None
+    if complete.size >= TABLE_MIN_SETS:
+        table = vertex_table.table_for(incidence, norm)
+    if table is None:
+        return _solve(incidence, probs, norm)
+    sets = probs[complete]
+    vertices = table.vertices(sets)
+    stakes = table.stakes[vertices]
+    found = _certify(incidence, sets, table.weights(vertices, sets, bases=4), stakes, norm)
+    certified = found[3] <= CERTIFY_TOLERANCE
+    again = np.flatnonzero(~certified)
+    if again.size:
+        # A degenerate vertex has several bases; try them all before the LP.
+        weights = table.weights(vertices[again], sets[again], bases=table.gain.shape[1])
+        second = _certify(incidence, sets[again], weights, stakes[again], norm)
+        for part, value in zip(found, second, strict=True):
+            part[again] = value
+        certified = found[3] <= CERTIFY_TOLERANCE
+    rest = np.ones(len(probs), dtype=bool)
+    rest[complete[certified]] = False
+    out = tuple(np.empty((len(probs), *part.shape[1:])) for part in found)
+    for part, value in zip(out, found, strict=True):
+        part[complete[certified]] = value[certified]
+    if rest.any():
+        solved = _solve(incidence, probs[rest], norm)
+        for part, value in zip(out, solved, strict=True):
+            part[rest] = value
+    return out
+
+
 def dutch_books(
     incidence: npt.ArrayLike, probs: npt.ArrayLike, norm: str = "inf"
 ) -> DutchBookResult:
@@ -151,16 +190,14 @@ def dutch_books(
         nan_sets = np.full((n_sets, n), np.nan)
         return DutchBookResult(np.full(n_sets, np.nan), nan_sets, nan_sets.copy(), norm)
 
-    profit, stakes, coherent, gap = _solve(matrix, sets, norm)
+    profit, stakes, coherent, gap = _solve_fast(matrix, sets, norm)
     retry = np.flatnonzero(~(gap <= CERTIFY_TOLERANCE) & ~np.isnan(profit))
     if retry.size:
         lone = _model_for(matrix, norm, 1)
         for k in retry:
             lone.reset()
             solution = lone.solve(sets[k : k + 1])
-            fixed = _certify(
-                matrix, sets[k : k + 1], solution.atom_weights, solution.stakes, norm
-            )
+            fixed = _certify(matrix, sets[k : k + 1], solution.atom_weights, solution.stakes, norm)
             if not fixed[3][0] <= CERTIFY_TOLERANCE:
                 raise RuntimeError(
                     f"Dutch-book LP for set {k} could not be certified "
