@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from engine.dispatch import dispatch
-from engine.durable import write_bytes_atomic
 from engine.ledger import LedgerBusy
 from panels.arms import ARMS
 from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
+from runs.design import DesignChanged, freeze_design
 from runs.planner import estimate, summarise, write_plan
 from runs.report import incidence_from_units, write_report
 from runs.scoring_step import score_run
@@ -113,21 +113,6 @@ class StopSignals:
 
 def default_run_dir(spec: CampaignSpec) -> Path:
     return Path("out") / spec.name
-
-
-def freeze_spec(spec: CampaignSpec, run_dir: Path) -> bool:
-    """Write `spec.toml` into the run folder; True when this is a resume of the same spec."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    frozen = run_dir / "spec.toml"
-    if frozen.exists():
-        if frozen.read_text(encoding="utf-8") != spec.text:
-            raise RunError(
-                f"{run_dir} holds a different campaign spec; resume with the same spec, "
-                "or choose a new folder with --out"
-            )
-        return True
-    write_bytes_atomic(frozen, spec.text.encode("utf-8"))
-    return False
 
 
 def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
@@ -221,7 +206,10 @@ async def run_campaign(
         raise RunError(
             f"estimated cost ${cost:,.2f} exceeds --max-cost ${max_cost:,.2f}; nothing was sent"
         )
-    resumed = freeze_spec(spec, run_dir)
+    try:
+        resumed = freeze_design(spec, run_dir)
+    except DesignChanged as exc:
+        raise RunError(str(exc)) from None
     plan_path = run_dir / "plan.parquet"
     if not plan_path.exists():
         write_plan(spec, run_dir, units)

@@ -158,5 +158,5 @@ def test_a_different_spec_will_not_resume_into_the_same_folder(
     out = tmp_path / "run"
     out.mkdir()
     (out / "spec.toml").write_text("name = 'other'\n")
-    with pytest.raises(RunError, match="different campaign spec"):
+    with pytest.raises(RunError, match=r"different design; changed: .*name"):
         run(spec_path, out)

@@ -1,0 +1,206 @@
+"""What a run folder's plan was built from, and what a resume may change.
+
+A run folder's plan is made once; a resume reuses it and scoring reads the data files again.
+So a resume must be of the same *design*, or two designs would be mixed without a word:
+
+- `design.json` records a SHA-256 of every input file the plan was built from (the returns
+  and headlines the stock arms read, each family file the family arms read; the embedded
+  ones included, so an upgrade that changes the shipped data is caught too) and the
+  dutchbook version. A resume whose files differ is refused, naming each changed file.
+- the spec's *design* settings (models' identities and sampling options, arms, passes, seed,
+  parser, prompts, `stock_days`) may not change on resume; its *operational* settings
+  (`OPERATIONAL_MODEL_KEYS`, `OPERATIONAL_TOP_KEYS`) may: a run that died of a too-short
+  `timeout_s` can be resumed with a longer one. Every spec a folder was run with is kept in
+  `spec-history.jsonl` with the keys that changed; `spec.toml` is the one in use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from engine.durable import write_bytes_atomic
+from runs.spec import CampaignSpec
+
+SPEC_FILE = "spec.toml"
+DESIGN_FILE = "design.json"
+HISTORY_FILE = "spec-history.jsonl"
+
+#: Model keys a resume may change: how fast and where requests go, and what they cost.
+OPERATIONAL_MODEL_KEYS = frozenset(
+    {"concurrency", "rpm", "tpm", "timeout_s", "base_url", "api_key_env", "price_in", "price_out"}
+)
+#: Top-level keys a resume may change: how hard to retry, and when a model counts as covered.
+OPERATIONAL_TOP_KEYS = frozenset({"max_attempts", "coverage_floor"})
+#: Data keys naming files: compared by the files' contents (`design.json`), not their paths,
+#: so a spec moved beside a copy of its data still resumes.
+_DATA_PATH_KEYS = frozenset({"returns", "headlines", "families"})
+
+
+class DesignChanged(RuntimeError):
+    """A resume that would mix two designs; the message names what changed."""
+
+
+# --------------------------------------------------------------------------- spec changes
+
+
+def spec_changes(old_text: str, new_text: str) -> tuple[list[str], list[str]]:
+    """(design keys, operational keys) that differ between two specs, as dotted paths."""
+    old, new = _flatten_spec(tomllib.loads(old_text)), _flatten_spec(tomllib.loads(new_text))
+    keys = old.keys() | new.keys()
+    changed = sorted(k for k in keys if old.get(k, _ABSENT) != new.get(k, _ABSENT))
+    design = [k for k in changed if not _operational(k)]
+    operational = [k for k in changed if _operational(k)]
+    return design, operational
+
+
+_ABSENT = object()
+
+
+def _operational(key: str) -> bool:
+    last = key.rsplit(".", 1)[-1]
+    if key.startswith("models["):
+        return last in OPERATIONAL_MODEL_KEYS
+    return key in OPERATIONAL_TOP_KEYS
+
+
+def _flatten_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted keys to values; models keyed by name (their order is not a design choice)."""
+    flat: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "models" and isinstance(value, list):
+            for model in value:
+                name = model.get("name", "?") if isinstance(model, dict) else "?"
+                for mkey, mvalue in (model.items() if isinstance(model, dict) else ()):
+                    flat[f"models[{name}].{mkey}"] = mvalue
+        elif key == "data" and isinstance(value, dict):
+            for dkey, dvalue in value.items():
+                if dkey not in _DATA_PATH_KEYS:
+                    flat[f"data.{dkey}"] = dvalue
+        else:
+            flat[key] = value
+    return flat
+
+
+# --------------------------------------------------------------------------- input files
+
+
+def input_files(spec: CampaignSpec) -> Iterator[tuple[str, Path]]:
+    """(label, path) of every file the plan is built from, labels stable across machines."""
+    from panels.arms import ARMS
+    from panels.data import EMBEDDED_RETURNS
+    from panels.families import FAMILIES_DIR
+
+    kinds = {ARMS[entry.name].unit_kind for entry in spec.arms if entry.name in ARMS}
+    if kinds & {"stock-day", "date-pair"}:
+        returns = spec.data.returns
+        yield ("returns" if returns else "returns (embedded)"), returns or EMBEDDED_RETURNS
+        if spec.data.headlines is not None:
+            yield "headlines", spec.data.headlines
+    if "family" in kinds:
+        folder = spec.data.families
+        prefix = "families" if folder else "families (shipped)"
+        for path in sorted((folder or FAMILIES_DIR).glob("*.toml")):
+            yield f"{prefix}/{path.name}", path
+
+
+def fingerprint(spec: CampaignSpec) -> dict[str, Any]:
+    """The design record: every input file's path and SHA-256, and the dutchbook version."""
+    files = {
+        label: {"path": str(path), "sha256": _sha256(path)} for label, path in input_files(spec)
+    }
+    return {"dutchbook": _version(), "files": files}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _version() -> str:
+    try:
+        return metadata.version("dutchbook")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def changed_files(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """One phrase per input file that differs between two fingerprints."""
+    before, after = recorded.get("files", {}), now.get("files", {})
+    phrases = []
+    for label in sorted(before.keys() | after.keys()):
+        if label not in after:
+            phrases.append(f"{label} ({before[label]['path']}) is no longer an input")
+        elif label not in before:
+            phrases.append(f"{label} ({after[label]['path']}) is new")
+        elif before[label]["sha256"] != after[label]["sha256"]:
+            phrases.append(f"{label} ({after[label]['path']}) changed")
+    return phrases
+
+
+# --------------------------------------------------------------------------- the folder
+
+
+def freeze_design(spec: CampaignSpec, run_dir: Path) -> bool:
+    """Record (first run) or check (resume) the folder's spec and inputs; True on a resume.
+
+    Raises `DesignChanged` naming the spec keys or the files that changed. An allowed,
+    operational change is recorded in `spec-history.jsonl` and the new spec becomes
+    `spec.toml`. Call with the folder's lock held.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    frozen = run_dir / SPEC_FILE
+    now = fingerprint(spec)
+    if not frozen.exists():
+        _write(run_dir / DESIGN_FILE, orjson.dumps(now, option=orjson.OPT_INDENT_2))
+        _record(run_dir, spec, [])
+        _write(frozen, spec.text.encode())
+        return False
+    old_text = frozen.read_text(encoding="utf-8")
+    design, operational = spec_changes(old_text, spec.text) if old_text != spec.text else ([], [])
+    if design:
+        raise DesignChanged(
+            f"{run_dir} was run with a different design; changed: {', '.join(design)} "
+            "(only operational settings may change on resume: "
+            f"{', '.join(sorted(OPERATIONAL_MODEL_KEYS | OPERATIONAL_TOP_KEYS))}); "
+            "resume with the same design, or choose a new folder with --out"
+        )
+    design_path = run_dir / DESIGN_FILE
+    if design_path.exists():
+        changed = changed_files(orjson.loads(design_path.read_bytes()), now)
+        if changed:
+            raise DesignChanged(
+                f"{run_dir} was planned from other data: {'; '.join(changed)}; put the original "
+                "files back to resume, or choose a new folder with --out"
+            )
+    else:  # a folder made before inputs were recorded: record them from now on
+        _write(design_path, orjson.dumps(now, option=orjson.OPT_INDENT_2))
+    if old_text != spec.text:
+        _record(run_dir, spec, operational)
+        _write(frozen, spec.text.encode())
+    return True
+
+
+def _record(run_dir: Path, spec: CampaignSpec, changed: list[str]) -> None:
+    line = {
+        "at": datetime.now(UTC).isoformat(),
+        "spec_sha256": hashlib.sha256(spec.text.encode()).hexdigest(),
+        "changed": changed,
+        "text": spec.text,
+    }
+    with (run_dir / HISTORY_FILE).open("ab") as handle:
+        handle.write(orjson.dumps(line) + b"\n")
+
+
+def _write(path: Path, data: bytes) -> None:
+    write_bytes_atomic(path, data)

@@ -1,0 +1,115 @@
+"""Faults 1 and 7 of issue 9: a resume may not mix two designs, and may change operations.
+
+1. Data edited between runs: the folder records a digest of every input file (the shipped
+   ones included) and refuses a resume whose files differ, naming each changed file.
+7. A different spec: operational settings (timeout, rate limits, prices...) may change and are
+   recorded in `spec-history.jsonl`; design settings may not, and the refusal names the keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+
+import orjson
+import pytest
+from rich.console import Console
+
+from engine.ledger import scan_attempts
+from runs.design import spec_changes
+from runs.pipeline import RunError, run_campaign
+
+SPEC = """
+name = "design"
+seed = 5
+max_attempts = {max_attempts}
+[data]
+stock_days = 2
+families = "{families}"
+[[models]]
+name = "m"
+provider = "sim"
+model = "sim-coherent"
+timeout_s = {timeout}
+temperature = {temperature}
+[[arms]]
+name = "baseline"
+[[arms]]
+name = "families/isolated"
+"""
+
+COIN = """
+id = "coin"
+title = "A fair coin"
+shape = "negation"
+control = true
+variables = ["heads"]
+[[statements]]
+id = "heads"
+text = "{text}"
+formula = "heads"
+exact = 0.5
+[[statements]]
+id = "tails"
+text = "A fair coin tossed once does not land heads."
+formula = "not heads"
+exact = 0.5
+"""
+
+
+def write(tmp_path: Path, *, timeout: float = 30, temperature: float = 0,
+          max_attempts: int = 8, text: str = "A fair coin lands heads.") -> Path:  # fmt: skip
+    families = tmp_path / "families"
+    families.mkdir(exist_ok=True)
+    (families / "coin.toml").write_text(COIN.format(text=text), encoding="utf-8")
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        SPEC.format(families=families.as_posix(), timeout=timeout, temperature=temperature,
+                    max_attempts=max_attempts),
+        encoding="utf-8",
+    )  # fmt: skip
+    return spec
+
+
+def run(spec: Path, out: Path) -> None:
+    console = Console(file=io.StringIO(), width=200)
+    asyncio.run(run_campaign(spec, out, console=console, progress=False))
+
+
+def test_a_data_file_edited_between_runs_is_refused_naming_it(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run(write(tmp_path), out)
+    design = orjson.loads((out / "design.json").read_bytes())
+    assert set(design["files"]) == {"returns (embedded)", "families/coin.toml"}
+    attempts = scan_attempts(out).collect().height
+    write(tmp_path, text="A fair coin, tossed once, lands heads.")  # the family file edited
+    with pytest.raises(RunError, match=r"planned from other data: families/coin\.toml .* changed"):
+        run(tmp_path / "spec.toml", out)
+    assert scan_attempts(out).collect().height == attempts  # nothing sent, nothing lost
+    write(tmp_path)  # the original back: the resume goes through
+    run(tmp_path / "spec.toml", out)
+
+
+def test_operational_changes_resume_and_are_recorded(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run(write(tmp_path, timeout=30), out)
+    run(write(tmp_path, timeout=120, max_attempts=12), out)
+    lines = (out / "spec-history.jsonl").read_bytes().splitlines()
+    history = [orjson.loads(line) for line in lines]
+    assert [h["changed"] for h in history] == [[], ["max_attempts", "models[m].timeout_s"]]
+    assert "timeout_s = 120" in (out / "spec.toml").read_text(encoding="utf-8")
+
+
+def test_design_changes_are_refused_naming_the_keys(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run(write(tmp_path), out)
+    with pytest.raises(RunError, match=r"different design; changed: models\[m\]\.temperature \("):
+        run(write(tmp_path, temperature=0.7, timeout=99), out)
+    assert len((out / "spec-history.jsonl").read_bytes().splitlines()) == 1
+
+
+def test_spec_changes_sorts_design_from_operations() -> None:
+    old = 'seed = 1\n[data]\nreturns = "a.csv"\n[[models]]\nname = "x"\nrpm = 10\nmodel = "a"\n'
+    new = 'seed = 2\n[data]\nreturns = "b/a.csv"\n[[models]]\nname = "x"\nrpm = 20\nmodel = "b"\n'
+    assert spec_changes(old, new) == (["models[x].model", "seed"], ["models[x].rpm"])
