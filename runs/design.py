@@ -162,9 +162,9 @@ def freeze_design(spec: CampaignSpec, run_dir: Path) -> bool:
     frozen = run_dir / SPEC_FILE
     now = fingerprint(spec)
     if not frozen.exists():
-        _write(run_dir / DESIGN_FILE, orjson.dumps(now, option=orjson.OPT_INDENT_2))
+        write_bytes_atomic(run_dir / DESIGN_FILE, orjson.dumps(now, option=orjson.OPT_INDENT_2))
         _record(run_dir, spec, [])
-        _write(frozen, spec.text.encode())
+        write_bytes_atomic(frozen, spec.text.encode())
         return False
     old_text = frozen.read_text(encoding="utf-8")
     design, operational = spec_changes(old_text, spec.text) if old_text != spec.text else ([], [])
@@ -184,10 +184,10 @@ def freeze_design(spec: CampaignSpec, run_dir: Path) -> bool:
                 "files back to resume, or choose a new folder with --out"
             )
     else:  # a folder made before inputs were recorded: record them from now on
-        _write(design_path, orjson.dumps(now, option=orjson.OPT_INDENT_2))
+        write_bytes_atomic(design_path, orjson.dumps(now, option=orjson.OPT_INDENT_2))
     if old_text != spec.text:
         _record(run_dir, spec, operational)
-        _write(frozen, spec.text.encode())
+        write_bytes_atomic(frozen, spec.text.encode())
     return True
 
 
@@ -200,7 +200,3 @@ def _record(run_dir: Path, spec: CampaignSpec, changed: list[str]) -> None:
     }
     with (run_dir / HISTORY_FILE).open("ab") as handle:
         handle.write(orjson.dumps(line) + b"\n")
-
-
-def _write(path: Path, data: bytes) -> None:
-    write_bytes_atomic(path, data)
