@@ -120,7 +120,8 @@ def compare(name: str, incidence: FloatArray, n_sets: int, seed: int, rounds: in
         else "batched LP (no vertex table for this matrix)"
     )
     print(
-        f"{name} [{path}]: {n_sets} sets x {incidence.shape[0]} events x {incidence.shape[1]} atoms | "
+        f"{name} [{path}]: {n_sets} sets x {incidence.shape[0]} events x "
+        f"{incidence.shape[1]} atoms | "
         f"dutch_books {fast:,.0f} sets/s | linprog loop {slow:,.0f} sets/s | "
         f"ratio {fast / slow:.1f}x | max |diff| {worst:.1e} on {done} sets{note}"
     )
