@@ -26,6 +26,7 @@ from rich.console import Console
 
 from engine.dispatch import dispatch
 from engine.ledger import LedgerBusy
+from engine.runlock import acquire_lock, clear_pid, release_lock, write_pid
 from panels.arms import ARMS
 from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
@@ -42,6 +43,10 @@ if TYPE_CHECKING:  # the simulator is imported only when a run needs it
 
 class RunError(RuntimeError):
     """A campaign that cannot start or continue; the message says why and what to do."""
+
+
+class RunBusy(RunError):
+    """Another live process is running a campaign in this folder."""
 
 
 #: What the user is told after an interrupt (tests and scripts look for it).
@@ -206,6 +211,53 @@ async def run_campaign(
         raise RunError(
             f"estimated cost ${cost:,.2f} exceeds --max-cost ${max_cost:,.2f}; nothing was sent"
         )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock_fd = take_folder_lock(run_dir)
+    try:
+        return await _run_locked(
+            spec,
+            run_dir,
+            units,
+            plan_summary,
+            max_cost=max_cost,
+            rehearse=rehearse,
+            console=console,
+            progress=progress,
+            sim_credentials=sim_credentials,
+        )
+    finally:
+        clear_pid(run_dir)
+        release_lock(lock_fd)
+
+
+def take_folder_lock(run_dir: Path) -> int:
+    """The folder's lock (`run_dir/.lock`), held from before anything is written to the end.
+
+    The ledger's own lock (`journal/.lock`) is taken only at dispatch; two runs started at
+    once on a new folder would both plan into it before that. This one comes first, so the
+    second run is told the folder is busy before it writes a byte. The pid file says who.
+    """
+    try:
+        fd = acquire_lock(run_dir, run_dir)
+    except LedgerBusy as exc:
+        raise RunBusy(f"{exc}; let it finish, or stop it, then run again") from None
+    write_pid(run_dir)
+    return fd
+
+
+async def _run_locked(
+    spec: CampaignSpec,
+    run_dir: Path,
+    units: UnitSource,
+    plan_summary: dict[str, Any],
+    *,
+    max_cost: float | None,
+    rehearse: bool,
+    console: Console,
+    progress: bool,
+    sim_credentials: SimCredentials | None,
+) -> CampaignResult:
+    """The campaign once this process holds the folder: design, plan, dispatch, score, report."""
     try:
         resumed = freeze_design(spec, run_dir)
     except DesignChanged as exc:

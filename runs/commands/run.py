@@ -3,8 +3,9 @@
 Exit codes: 0 done (every planned query answered), 2 a user error (bad spec, missing key,
 estimate above --max-cost), 3 the running spend cap stopped the run, 4 finished but incomplete
 (a lane stopped on a permanent failure or a spent quota, or requests ran out of attempts: the
-report scores what there is and says so), 130 interrupted (SIGINT/SIGTERM; 128 + SIGINT as
-shells report Ctrl-C). All but 2 are resumable by running the same command again.
+report scores what there is and says so), 5 busy (another process is running a campaign in
+the folder; nothing was done), 130 interrupted (SIGINT/SIGTERM; 128 + SIGINT as shells report
+Ctrl-C). All but 2 are resumable by running the same command again (5 once the other is done).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Annotated
 
 import typer
 
-from runs.commands._errors import user_errors
-from runs.pipeline import INTERRUPTED_MESSAGE, RunError, run_campaign
+from runs.commands._errors import fail, user_errors
+from runs.pipeline import INTERRUPTED_MESSAGE, RunBusy, RunError, run_campaign
 
 #: Exit status after an interrupt: what a shell reports for a command killed by SIGINT.
 EXIT_INTERRUPTED = 130
@@ -24,6 +25,8 @@ EXIT_INTERRUPTED = 130
 EXIT_SPEND_CAP = 3
 #: Exit status when the dispatch ended with planned queries still unanswered.
 EXIT_INCOMPLETE = 4
+#: Exit status when another process is running a campaign in the folder (nothing was done).
+EXIT_BUSY = 5
 
 
 def run(
@@ -50,7 +53,12 @@ def run(
     """Run a campaign into a folder; an interrupted run resumes where it stopped."""
     try:
         with user_errors(RunError, FileNotFoundError):
-            result = asyncio.run(run_campaign(spec_path, out, max_cost=max_cost, rehearse=rehearse))
+            try:
+                result = asyncio.run(
+                    run_campaign(spec_path, out, max_cost=max_cost, rehearse=rehearse)
+                )
+            except RunBusy as exc:
+                fail(str(exc), EXIT_BUSY)
     except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
         typer.echo(INTERRUPTED_MESSAGE)
         raise typer.Exit(EXIT_INTERRUPTED) from None
