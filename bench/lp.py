@@ -9,13 +9,14 @@ ratio of sets per second is the figure issues 2 and 12 set targets for (issue 12
 from __future__ import annotations
 
 import itertools
+import os
 import time
 
 import numpy as np
 import numpy.typing as npt
 from scipy.optimize import linprog
 
-from scoring import dutch_books, vertex_table
+from scoring import dutch_books, score_groups, vertex_table
 from scoring.dutch_book import TABLE_MIN_SETS
 
 FloatArray = npt.NDArray[np.float64]
@@ -128,6 +129,35 @@ def compare(name: str, incidence: FloatArray, n_sets: int, seed: int, rounds: in
     return fast / slow
 
 
+def pool_speedup(incidence: FloatArray, n_sets: int, seed: int, rounds: int = 2) -> float:
+    """`score_groups` on every core against one process, same sets, turns interleaved.
+
+    The pool's time includes starting its workers (spawned: an interpreter, numpy and
+    HiGHS each); results must be identical.
+    """
+    rng = np.random.default_rng(seed)
+    probs = np.round(rng.uniform(0.0, 1.0, size=(n_sets, incidence.shape[0])), 4)
+    groups = [(incidence, probs, "inf")]
+    workers = os.cpu_count() or 1
+    one_s: list[float] = []
+    pool_s: list[float] = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        alone = score_groups(groups, workers=1)[0]
+        one_s.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        pooled = score_groups(groups, workers=workers)[0]
+        pool_s.append(time.perf_counter() - start)
+        if not np.array_equal(alone.profit, pooled.profit):
+            raise AssertionError("pooled scores differ from one process")
+    ratio = float(np.median(one_s) / np.median(pool_s))
+    print(
+        f"pool (horizon 4, {n_sets} sets, {workers} workers vs 1 process, median of "
+        f"{rounds} interleaved runs, worker start-up included): speed-up {ratio:.2f}x"
+    )
+    return ratio
+
+
 def main() -> None:
     h4, source = horizon4_incidence()
     print(
@@ -136,6 +166,7 @@ def main() -> None:
     )
     compare("horizon 1", horizon1_incidence(), 10_000, seed=1)
     compare("horizon 4", h4, 1_000, seed=4)
+    pool_speedup(h4, 320, seed=5)
 
 
 if __name__ == "__main__":

@@ -116,8 +116,6 @@ def repair(incidence: npt.ArrayLike, probs: npt.ArrayLike) -> FloatArray:
         residual = np.where(answered, p - q, 0.0)
         violation = float(((matrix - q[:, np.newaxis]).T @ residual).max())
         if violation > OPTIMALITY_TOLERANCE:
-            raise RuntimeError(
-                f"repair QP for set {k} is not optimal (violation {violation:.3g})"
-            )
+            raise RuntimeError(f"repair QP for set {k} is not optimal (violation {violation:.3g})")
         repaired[k] = np.where(answered, q, np.nan)
     return repaired[0] if one_set else repaired

@@ -255,9 +255,20 @@ _lock = threading.Lock()
 _tables: OrderedDict[tuple[object, ...], VertexTable | None] = OrderedDict()
 
 
+def key_of(incidence: FloatArray, norm: str) -> tuple[object, ...]:
+    """The cache key of a matrix and norm."""
+    return (norm, incidence.shape, incidence.tobytes())
+
+
+def install(tables: dict[tuple[object, ...], VertexTable]) -> None:
+    """Put tables built elsewhere (a pool's parent) into this process's cache."""
+    with _lock:
+        _tables.update(tables)
+
+
 def table_for(incidence: FloatArray, norm: str) -> VertexTable | None:
     """The cached table of this matrix and norm (built on first use), or None."""
-    key = (norm, incidence.shape, incidence.tobytes())
+    key = key_of(incidence, norm)
     with _lock:
         if key in _tables:
             _tables.move_to_end(key)

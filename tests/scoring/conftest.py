@@ -30,8 +30,13 @@ def distance_to_coherent(incidence: FloatArray, p: FloatArray, norm: str) -> flo
     b_ub = np.concatenate((p_a, -p_a))
     a_eq = np.concatenate((np.ones(m), np.zeros(gaps)))[np.newaxis, :]
     result = linprog(
-        cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0],
-        bounds=[(0, None)] * (m + gaps), method="highs",
+        cost,
+        A_ub=a_ub,
+        b_ub=b_ub,
+        A_eq=a_eq,
+        b_eq=[1.0],
+        bounds=[(0, None)] * (m + gaps),
+        method="highs",
         options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
     )
     assert result.status == 0, result.message

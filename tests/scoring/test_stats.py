@@ -25,7 +25,8 @@ def clustered_sample(n_clusters: int, per_cluster: int, seed: int) -> tuple[np.n
 @given(
     pairs=st.lists(
         st.tuples(st.integers(0, 6), st.integers(-3, 3)),  # small ranges force ties
-        min_size=3, max_size=40,
+        min_size=3,
+        max_size=40,
     )
 )
 def test_spearman_matches_scipy_with_ties(pairs: list[tuple[int, int]]) -> None:
