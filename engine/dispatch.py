@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal, Protocol
@@ -37,6 +37,7 @@ from engine.retry import RetryPolicy
 from engine.scan import attempt_counts
 from engine.spend import SpendCap, dollars, recorded_spend, unpriced
 from providers.base import Adapter
+from providers.secrets import Secret
 from providers.types import ModelConfig
 
 #: `read_lane_states` is named by docs/interfaces.md as `engine.dispatch`'s; it lives in
@@ -266,17 +267,17 @@ async def _refresh(
             await asyncio.wait_for(done.wait(), timeout=every_s)
 
 
-def _adapter_secrets(adapters: Mapping[str, Adapter]) -> list[str]:
-    """Credential values the adapters hold (`Secret`s), so the log can mask them verbatim."""
-    found = []
-    for adapter in adapters.values():
-        credential = getattr(adapter, "credential", None)
-        reveal = getattr(credential, "reveal", None)
-        if callable(reveal):
-            value = reveal()
-            if isinstance(value, str) and value:
-                found.append(value)
-    return found
+def _secrets_of(
+    extra: Iterable[str], adapters: Mapping[str, Adapter]
+) -> Callable[[], list[str | Secret]]:
+    """What the log masks at each event: `extra`, and the credentials each adapter declares
+    now (`Adapter.secrets`: an OAuth token or AWS session token issued mid-run included)."""
+    fixed: list[str | Secret] = list(extra)
+
+    def current() -> list[str | Secret]:
+        return fixed + [s for adapter in adapters.values() for s in adapter.secrets()]
+
+    return current
 
 
 def _as_sink(progress: ProgressSink | Console | bool | None) -> ProgressSink | None:
@@ -327,7 +328,7 @@ async def dispatch(
     policy = policy or RetryPolicy(max_attempts=max_attempts)
     t0 = time.monotonic()
     console = sys.stderr if log_console == "stderr" else log_console  # bound at call time
-    log = EngineLog(run_dir, console=console, secrets=[*secrets, *_adapter_secrets(adapters)])
+    log = EngineLog(run_dir, console=console, secrets=_secrets_of(secrets, adapters))
     counts = plan_counts(plan_path)
     missing = [name for name in models if name not in adapters]
     if missing:

@@ -55,10 +55,10 @@ BUILD_THREADS = 4
 def builds_may_block(adapter: Adapter) -> bool:
     """Whether `adapter.build` may block (token refresh, credential-chain lookup).
 
-    Adapters opt in with a `may_block = True` attribute; threading every build would cost
-    the fast bearer-key providers throughput for nothing (see `bench.dispatch`).
+    Declared by the adapter (`providers.base.Adapter.may_block`); threading every build
+    would cost the fast bearer-key providers throughput for nothing (see `bench.dispatch`).
     """
-    return bool(getattr(adapter, "may_block", False))
+    return adapter.may_block
 
 
 def with_omitted(detail: str, omitted: tuple[str, ...]) -> str:

@@ -4,15 +4,16 @@ and the ones a person watching needs (lane stopped, paused, cap changed) concise
 Loggers are built per run with `structlog.wrap_logger` rather than by configuring structlog
 globally, so two runs (or a test and a run) in one process never write into each other's file.
 Secrets are scrubbed by a processor before any renderer sees the event: fields whose names
-look like credentials are masked and values that look like keys (bearer tokens, `sk-...`,
-AWS key ids, `key=` query parameters) are replaced wherever they appear.
+look like credentials are masked, and every string goes through `providers.secrets.redact`
+(the adapters' declared credential values, and anything shaped like a key), so the log and
+the ledger hide secrets the same way, behind the same mask.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, ClassVar, Literal
@@ -20,50 +21,39 @@ from typing import IO, Any, ClassVar, Literal
 import orjson
 import structlog
 
+from providers.secrets import MASK, Secret, redact
+
 _SECRET_FIELD = re.compile(r"(api[_-]?key|authorization|secret|password|token$|credential)", re.I)
-_SECRET_VALUE = re.compile(
-    r"(Bearer\s+[A-Za-z0-9._\-~+/]+=*"
-    r"|\bsk-[A-Za-z0-9_\-]{8,}"
-    r"|\bgsk_[A-Za-z0-9]{8,}"
-    r"|\bAKIA[0-9A-Z]{12,}"
-    r"|\bAIza[0-9A-Za-z_\-]{20,}"
-    r"|([?&](?:key|api[_-]?key|access_token|sig)=)[^&\s\"']+)",
-    re.I,
-)
-MASK = "[redacted]"
-
-
-def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
-    """`text` with anything that looks like a credential, and every known secret, masked."""
-    for secret in secrets:
-        if secret and len(secret) >= 6:
-            text = text.replace(secret, MASK)
-    return _SECRET_VALUE.sub(lambda m: (m.group(2) or "") + MASK, text)
+#: Secret values to mask: fixed, or asked for at each event (credentials that appear mid-run).
+Secrets = Iterable[str | Secret] | Callable[[], Iterable[str | Secret]]
 
 
 class Redactor:
-    """structlog processor: masks secret-looking fields and values, recursively."""
+    """structlog processor: masks secret-named fields, and secret values anywhere, recursively
+    (`providers.secrets.redact`: known values and credential shapes, one mask)."""
 
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self.secrets = tuple(s for s in secrets if s)
+    def __init__(self, secrets: Secrets = ()) -> None:
+        self._source = secrets if callable(secrets) else None
+        self._fixed: tuple[str | Secret, ...] = () if callable(secrets) else tuple(secrets)
 
-    def _clean(self, value: Any) -> Any:
+    def _clean(self, value: Any, secrets: tuple[str | Secret, ...]) -> Any:
         if isinstance(value, str):
-            return redact_text(value, self.secrets)
+            return redact(value, secrets)
         if isinstance(value, dict):
             return {
-                k: MASK if _SECRET_FIELD.search(str(k)) else self._clean(v)
+                k: MASK if _SECRET_FIELD.search(str(k)) else self._clean(v, secrets)
                 for k, v in value.items()
             }
         if isinstance(value, list | tuple):
-            return [self._clean(v) for v in value]
+            return [self._clean(v, secrets) for v in value]
         return value
 
     def __call__(
         self, logger: Any, name: str, event: MutableMapping[str, Any]
     ) -> MutableMapping[str, Any]:
+        secrets = self._fixed if self._source is None else tuple(self._source())
         for key in list(event):
-            event[key] = MASK if _SECRET_FIELD.search(key) else self._clean(event[key])
+            event[key] = MASK if _SECRET_FIELD.search(key) else self._clean(event[key], secrets)
         return event
 
 
@@ -117,7 +107,7 @@ class EngineLog:
         *,
         console: IO[str] | Literal["stderr"] | None = "stderr",
         console_level: str = "warning",
-        secrets: Iterable[str] = (),
+        secrets: Secrets = (),
     ) -> None:
         if console == "stderr":
             console = sys.stderr  # looked up per log, so a redirected stderr is honoured

@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
+from providers.secrets import Secret
 from providers.types import ChatRequest, Completion, Failure, HttpRequest, Outcome
 
 #: How many characters of a provider's error text a `Failure.detail` keeps (the ledger stays small).
@@ -21,11 +22,29 @@ DETAIL_LIMIT = 300
 
 @runtime_checkable
 class Adapter(Protocol):
-    """Speaks one model's wire format; see module docstring for what it must not do."""
+    """Speaks one model's wire format; see module docstring for what it must not do.
+
+    `provider`, `may_block` and `secrets()` are everything the engine asks of an adapter
+    besides `build` and `parse`.
+    """
 
     @property
     def provider(self) -> str:
         """The provider name recorded with every attempt (`groq`, `azure`, ...)."""
+        ...
+
+    @property
+    def may_block(self) -> bool:
+        """Whether `build` may block its thread (a token refresh, a credential-chain lookup).
+
+        The engine then builds on worker threads; others build on the event loop (threading
+        every build cost about a third of the dispatch throughput).
+        """
+        ...
+
+    def secrets(self) -> tuple[Secret, ...]:
+        """The credential values this adapter holds now (keys, AWS secrets and session
+        tokens, issued OAuth tokens): the engine masks them wherever it writes text."""
         ...
 
     def build(self, req: ChatRequest) -> HttpRequest:

@@ -138,7 +138,6 @@ ERROR_CODES: dict[str, Outcome] = {
 #: A throttling message that means a long quota is spent, not a momentary rate.
 _QUOTA_MESSAGE = re.compile(r"quota|per[ _-]day|daily", re.IGNORECASE)
 #: Access key ids, even when the server echoes one we did not send ourselves.
-_ACCESS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{12,}\b")
 
 
 def options_omitted(model_id: str) -> frozenset[str]:
@@ -401,12 +400,13 @@ class BedrockAdapter:
         with self._secrets_lock:
             self._seen_secrets.update(Secret(value) for value in secrets)
 
-    def _redact(self, text: str) -> str:
+    def secrets(self) -> tuple[Secret, ...]:
         with self._secrets_lock:
-            secrets: list[str | Secret] = list(self._seen_secrets)
-        if self._bearer is not None:
-            secrets.append(self._bearer)
-        return _ACCESS_KEY_ID.sub("***", redact(text, secrets))
+            seen = tuple(self._seen_secrets)
+        return seen if self._bearer is None else (*seen, self._bearer)
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self.secrets())
 
     # ---- parsing --------------------------------------------------------------------------
 

@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from providers.constrained import RESPONSE_FORMATS
-from providers.openai_compat import ClientDialect, OpenAICompatAdapter, chat_url, token_field
+from providers.openai_compat import (
+    OPENAI_REASONING,
+    ClientDialect,
+    OpenAICompatAdapter,
+    chat_url,
+    token_field,
+)
 from providers.secrets import first_set
 from providers.types import ConfigError, ModelConfig
 
@@ -26,7 +32,7 @@ DIALECT = ClientDialect(
     provider=PROVIDER, token_field="max_tokens", response_formats=frozenset(RESPONSE_FORMATS)
 )
 #: Models that reject `max_tokens` (OpenAI reasoning models) get `max_completion_tokens`.
-_COMPLETION_TOKENS_MODELS = re.compile(r"^(?:openai/)?(?:gpt-5|o1|o3|o4)", re.IGNORECASE)
+_COMPLETION_TOKENS_MODELS = re.compile(OPENAI_REASONING, re.IGNORECASE)
 
 
 def default_token_field(config: ModelConfig) -> str:

@@ -26,7 +26,7 @@ from providers.base import (
 )
 from providers.constrained import constraint_fields, fold_system
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
-from providers.secrets import Secret, first_set, redact
+from providers.secrets import Secret, first_set, redact_failure
 from providers.types import (
     ChatRequest,
     Completion,
@@ -85,13 +85,15 @@ class OptionRule:
         return not any(exempt.search(name) for name in model_names)
 
 
-_OPENAI_REASONING = r"^(?:[\w.-]+/)?(?:gpt-5|o1|o3|o4)"
+#: OpenAI's reasoning models (o-series, GPT-5), under any org prefix: they take only the
+#: default temperature and `max_completion_tokens`, never `max_tokens`.
+OPENAI_REASONING = r"^(?:[\w.-]+/)?(?:gpt-5|o1|o3|o4)"
 #: Options known to be rejected (400) by a model; sources in ../shared/providers-reference.md
 #: (§1 Groq, §5 Azure reasoning models) and the paper's Appendix C.
 REJECTED_OPTIONS: tuple[OptionRule, ...] = (
-    OptionRule("azure", _OPENAI_REASONING, "temperature",
+    OptionRule("azure", OPENAI_REASONING, "temperature",
                "Azure reasoning models (o-series, GPT-5) accept only the default temperature"),
-    OptionRule("openai", _OPENAI_REASONING, "temperature",
+    OptionRule("openai", OPENAI_REASONING, "temperature",
                "OpenAI reasoning models accept only the default temperature"),
     OptionRule("groq", r".", "reasoning_effort",
                "Groq accepts reasoning_effort only on gpt-oss and qwen3 models",
@@ -217,6 +219,12 @@ class OpenAICompatAdapter:
     model_field: str | None = None
     extra_headers: Mapping[str, str] = field(default_factory=dict)
 
+    #: Building is pure: the engine builds on its event loop.
+    may_block = False
+
+    def secrets(self) -> tuple[Secret, ...]:
+        return () if self.credential is None else (self.credential,)
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(provider={self.provider!r}, model={self.config.model!r}, "
@@ -244,10 +252,9 @@ class OpenAICompatAdapter:
             # such a URL usually goes wrong.
             hint = "; does base_url end in /v1?" if self.provider == "openai" else ""
             result = replace(result, detail=short(f"{result.detail} (POST {self.url}{hint})"))
-        if isinstance(result, Failure) and self.credential is not None:
+        if isinstance(result, Failure):
             # A proxy echoing our request back must not carry the key into the ledger.
-            secret = [self.credential]
-            result = _redact_failure(result, secret)
+            result = redact_failure(result, self.secrets())
         return result
 
 
@@ -268,11 +275,6 @@ def bearer_key_adapter(
         dialect=replace(dialect, token_field=token_field(config, dialect.token_field)),
         credential=found[1],
     )
-
-
-def _redact_failure(failure: Failure, secrets: list[Secret]) -> Failure:
-    raw = redact(failure.raw_text, secrets) if failure.raw_text is not None else None
-    return replace(failure, detail=redact(failure.detail, secrets), raw_text=raw)
 
 
 # --------------------------------------------------------------------------- reply parsing

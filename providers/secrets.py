@@ -2,13 +2,18 @@
 
 A key must never reach a log line, an exception, a repr or the ledger: runs are shared,
 attempt details are written to Parquet, and a leaked key costs money. Adapters hold keys as
-`Secret` (whose repr and str are masked) and pass any provider text through `redact` before
-it can become a `Failure.detail`.
+`Secret` (whose repr and str are masked), declare the values to mask (`Adapter.secrets`), and
+pass any provider text through `redact` before it can become a `Failure.detail`; the engine's
+log passes every field through the same `redact`, with the same `MASK`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from providers.types import Failure
 
 MASK = "***"
 #: Values shorter than this are not treated as secrets: masking "1" or "us" everywhere would
@@ -47,14 +52,36 @@ class Secret:
         raise TypeError("Secret values are not picklable")
 
 
-def secret_values(env: Mapping[str, str], names: Iterable[str]) -> tuple[str, ...]:
-    """The values of `names` present in `env`, longest first (so overlaps mask fully)."""
-    values = {env[name] for name in names if env.get(name)}
-    return tuple(sorted(values, key=len, reverse=True))
+#: Credential shapes masked even when their value was never handed to `redact`: a key from
+#: another provider echoed back, a token a proxy minted, a private key in a stack trace.
+#: Values only a provider knows the shape of (an AWS secret key, a session token, a
+#: DeepInfra or Azure key) are masked by value: adapters declare them (`Adapter.secrets`).
+_SHAPES = re.compile(
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"  # PEM
+    r"|(Bearer\s+)[A-Za-z0-9._~+/-]{16,}=*"  # any bearer credential (OAuth token, API key)
+    r"|\bsk-[A-Za-z0-9_-]{8,}"  # OpenAI keys
+    r"|\bgsk_[A-Za-z0-9]{8,}"  # Groq keys
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{12,}"  # AWS access key ids (long-term, temporary)
+    r"|\bABSK[A-Za-z0-9+/=]{16,}"  # Bedrock API keys
+    r"|\bya29\.[A-Za-z0-9._-]{8,}"  # Google OAuth access tokens
+    r"|\bAIza[0-9A-Za-z_-]{20,}"  # Google API keys
+    r"|([?&](?:key|api[_-]?key|access_token|sig)=)[^&\s\"']+",  # keys in query strings
+    re.IGNORECASE | re.DOTALL,
+)
 
 
-def redact(text: str, secrets: Iterable[str | Secret]) -> str:
-    """`text` with every occurrence of every secret value replaced by `***`."""
+def _mask_shape(match: re.Match[str]) -> str:
+    """The mask, keeping the `Bearer ` or `?key=` that says what was there."""
+    return (match.group(1) or match.group(2) or "") + MASK
+
+
+def redact(text: str, secrets: Iterable[str | Secret] = ()) -> str:
+    """`text` with every known secret value, and anything shaped like a credential, masked.
+
+    The one redaction of the project: adapters pass failure text through it before it can
+    reach the ledger, and the engine's log passes every field through it. Values shorter
+    than `MIN_SECRET_LENGTH` are not treated as secrets.
+    """
     raw = [s.reveal() if isinstance(s, Secret) else s for s in secrets]
     values = sorted({v for v in raw if len(v) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
     # Repeat until stable: a replacement can splice a new occurrence together (a key made of
@@ -66,12 +93,14 @@ def redact(text: str, secrets: Iterable[str | Secret]) -> str:
             if value in text:
                 text = text.replace(value, MASK)
                 changed = True
-    return text
+    return _SHAPES.sub(_mask_shape, text)
 
 
-def redact_env(text: str, env: Mapping[str, str], names: Iterable[str]) -> str:
-    """`redact` for the credential variables an adapter read from `env`."""
-    return redact(text, secret_values(env, names))
+def redact_failure(failure: Failure, secrets: Iterable[str | Secret]) -> Failure:
+    """`failure` with its detail and raw text redacted (what the ledger keeps of a reply)."""
+    secrets = tuple(secrets)
+    raw = redact(failure.raw_text, secrets) if failure.raw_text is not None else None
+    return replace(failure, detail=redact(failure.detail, secrets), raw_text=raw)
 
 
 def first_set(env: Mapping[str, str], names: Iterable[str]) -> tuple[str, Secret] | None:

@@ -42,7 +42,7 @@ from providers.google_auth_tokens import (
 )
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
 from providers.openai_compat import ClientDialect, build_body, encode, parse_reply, token_field
-from providers.secrets import Secret, redact
+from providers.secrets import Secret, redact_failure
 from providers.types import (
     ChatRequest,
     Completion,
@@ -292,12 +292,10 @@ class VertexAdapter:
             headers["x-goog-user-project"] = cache.quota_project_id
         return headers
 
-    def _redact(self, text: str) -> str:
+    def secrets(self) -> tuple[Secret, ...]:
         with self._tokens_lock:
-            secrets: list[str | Secret] = list(self._issued)
-        if self._env_token is not None:
-            secrets.append(self._env_token)
-        return redact(text, secrets)
+            issued = tuple(self._issued)
+        return issued if self._env_token is None else (*issued, self._env_token)
 
     # ---- building -------------------------------------------------------------------------
 
@@ -394,8 +392,7 @@ class VertexAdapter:
         else:
             result = self._gemini_reply(status, view, payload, body)
         if isinstance(result, Failure):
-            raw = self._redact(result.raw_text) if result.raw_text is not None else None
-            result = replace(result, detail=self._redact(result.detail), raw_text=raw)
+            result = redact_failure(result, self.secrets())
         return result
 
     def _rpc_failure(

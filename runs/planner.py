@@ -24,6 +24,7 @@ import polars as pl
 
 from engine.durable import commit_file
 from engine.plan import PLAN_SCHEMA
+from engine.spend import prices_of
 from panels.arms import ARMS, Arm, Query
 from providers.types import ModelConfig
 from runs.spec import ArmEntry, CampaignSpec, SpecError
@@ -274,12 +275,8 @@ def _with_arms(spec: CampaignSpec, arms: Sequence[ArmEntry]) -> CampaignSpec:
 
 
 def _cost(model: ModelConfig, tokens_in: int, tokens_out: int) -> float | None:
-    if model.price_in_per_mtok is None and model.price_out_per_mtok is None:
-        return None
-    return (
-        (model.price_in_per_mtok or 0.0) * tokens_in
-        + (model.price_out_per_mtok or 0.0) * tokens_out
-    ) / 1e6
+    prices = prices_of(model)
+    return None if prices is None else prices.cost(tokens_in, tokens_out)
 
 
 def summarise(lines: Sequence[PlanLine]) -> dict[str, Any]:

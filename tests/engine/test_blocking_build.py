@@ -38,7 +38,7 @@ class BlockingBuild:
     may_block = True
 
     def __init__(self, inner: Adapter) -> None:
-        self.inner, self.provider = inner, inner.provider
+        self.inner, self.provider, self.secrets = inner, inner.provider, inner.secrets
         self.window: tuple[float, float] | None = None
         self._lock = threading.Lock()
 
@@ -60,7 +60,7 @@ class FlakyRefresh:
     may_block = True
 
     def __init__(self, inner: Adapter, failures: int, *, retryable: bool) -> None:
-        self.inner, self.provider = inner, inner.provider
+        self.inner, self.provider, self.secrets = inner, inner.provider, inner.secrets
         self.failures, self.retryable, self.calls = failures, retryable, 0
         self._lock = threading.Lock()
 

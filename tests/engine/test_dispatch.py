@@ -131,6 +131,7 @@ class QuotaSpent:
 
     def __init__(self, inner: Adapter) -> None:
         self.inner, self.provider = inner, inner.provider
+        self.may_block, self.secrets = inner.may_block, inner.secrets
 
     def build(self, req):  # type: ignore[no-untyped-def]
         return self.inner.build(req)

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from engine.dispatch import dispatch
 from engine.lanes import LaneState, LaneStats
-from engine.logs import EngineLog, redact_text
+from engine.logs import EngineLog
 from engine.progress import LiveProgress, render
 
 KEY = "sk-proj-THISISASECRETKEY1234567890"
@@ -37,12 +37,6 @@ def test_log_file_is_json_lines_and_console_concise(tmp_path: Path) -> None:
     assert "hunter2-very-secret" not in text and KEY not in text and "AIzaSy" not in text
     assert "lane_started" not in console.getvalue()  # info stays in the file
     assert "dutchbook error: lane_stopped model=m" in console.getvalue()
-
-
-def test_redact_text_masks_common_key_shapes() -> None:
-    for secret in (KEY, "gsk_abcdefghijklmnop1234", "AKIAIOSFODNN7EXAMPLE"):
-        assert secret not in redact_text(f"failed with {secret} again")
-    assert redact_text("HTTP 500 upstream busy") == "HTTP 500 upstream busy"
 
 
 def test_progress_table_shows_each_lane() -> None:

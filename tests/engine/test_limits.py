@@ -149,6 +149,7 @@ class _ResetHeaders:
 
     def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
         self.inner, self.provider, self.replies = inner, inner.provider, 0
+        self.may_block, self.secrets = inner.may_block, inner.secrets
 
     def build(self, req):  # type: ignore[no-untyped-def]
         return self.inner.build(req)

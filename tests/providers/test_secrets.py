@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from providers.registry import adapter_for, required_env
-from providers.secrets import MASK, Secret, first_set, redact, redact_env, secret_values
-from providers.types import ChatRequest, ConfigError, Failure, ModelConfig
+from providers.secrets import MASK, Secret, first_set, redact, redact_failure
+from providers.types import ChatRequest, ConfigError, Failure, ModelConfig, Outcome
 
 FAKE = {
     "GROQ_API_KEY": "gsk_LEAKCHECK_groq_0123456789",
@@ -109,10 +109,8 @@ def test_secret_views_are_masked() -> None:
 
 def test_redact_helpers() -> None:
     env = {"A": "abcdef123456", "B": "abcdef", "SHORT": "us", "EMPTY": ""}
-    assert secret_values(env, ["A", "B", "SHORT", "EMPTY", "MISSING"]) == (
-        "abcdef123456", "abcdef", "us")
     # The longer secret is masked whole, not left as "***123456".
-    assert redact_env("k=abcdef123456 j=abcdef", env, ["A", "B"]) == "k=*** j=***"
+    assert redact("k=abcdef123456 j=abcdef", ["abcdef", Secret("abcdef123456")]) == "k=*** j=***"
     assert redact("region us-east-1", ["us"]) == "region us-east-1"  # too short to be a key
     assert first_set(env, ["EMPTY", "B"]) == ("B", Secret("abcdef"))
     assert first_set(env, ["EMPTY"]) is None
@@ -128,3 +126,105 @@ def test_redact_removes_every_occurrence(prefix: str, suffix: str, secret: str) 
 def test_redact_cannot_splice_a_key_back_together() -> None:
     assert "******" not in redact("*" * 12, ["******"])
     assert "abcdefgh" not in redact("abcdabcdefghefgh", ["abcdefgh"])
+
+
+# Every provider's credential shapes (made up, realistic in form). Masked by shape: found with
+# no value given. Masked by value: shapes only their provider knows, declared by the adapter.
+BY_SHAPE = {
+    "openai key": "sk-proj-Abc123_def456-GHI789jkl012MNO345",
+    "groq key": "gsk_4Qm2ZxT9bV7nK1pL8sD3fG6hJ0wE5rYu",
+    "bearer header": "Authorization: Bearer 9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+    "aws access key id": "AKIAIOSFODNN7EXAMPLE",
+    "aws temporary key id": "ASIAQNZGKIQY3EXAMPLE",
+    "bedrock api key": "ABSKQmVkcm9ja0FQSUtleS1leGFtcGxlLWtleQ==",
+    "google oauth token": "ya29.a0AfB_byC1x2y3z4-EXAMPLE_token.value",
+    "google api key": "AIzaSyA1234567890abcdefghijKLMNOPQRS",
+    "key in a url": "https://example.invalid/v1/models?key=s3cr3tv4lu3&alt=json",
+    "service-account private key": (
+        "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\\n"
+        "-----END PRIVATE KEY-----\\n"
+    ),
+    "private key cut off": "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA0Z3",
+}
+BY_VALUE = {
+    "deepinfra key": "x7Gq2LmN9pR4sT6vW8yZ1aB3cD5eF0hJ",
+    "azure key": "0123456789abcdef0123456789abcdef",
+    "aws secret access key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "aws session token": "IQoJb3JpZ2luX2VjEHYaCXVzLWVhc3QtMSJHMEUCIQD+example//token==",
+    "entra token": "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.eyJhdWQiOiJleGFtcGxlIn0.c2ln",
+}
+
+
+def _secret_part(text: str) -> str:
+    """What must disappear: the credential, not the words around it."""
+    for marker in ("Bearer ", "?key="):
+        if marker in text:
+            return text.split(marker, 1)[1].split("&", 1)[0]
+    return text
+
+
+@pytest.mark.parametrize("shape", sorted(BY_SHAPE))
+def test_redact_masks_every_credential_shape_unasked(shape: str) -> None:
+    text = f"upstream said: {BY_SHAPE[shape]} (request 42)"
+    cleaned = redact(text)
+    assert _secret_part(BY_SHAPE[shape]).strip("\\n") not in cleaned
+    assert MASK in cleaned and cleaned.startswith("upstream said: ")
+
+
+@pytest.mark.parametrize("shape", sorted(BY_VALUE))
+def test_redact_masks_declared_values(shape: str) -> None:
+    value = BY_VALUE[shape]
+    text = f'{{"error": "denied for {value}", "again": "{value}"}}'
+    assert value not in redact(text, [Secret(value)])
+    assert redact(text, [Secret(value)]).count(MASK) == 2
+
+
+def test_redact_leaves_ordinary_text_alone() -> None:
+    for text in (
+        "HTTP 500 upstream busy",
+        "Missing Bearer token",
+        'Invalid JSON: {"Q01": 0.25, "Q02": 0.5}',
+        "model anthropic.claude-3-haiku-20240307-v1:0 in us-east-1",
+    ):
+        assert redact(text) == text
+
+
+def test_redact_failure_masks_detail_and_raw_text() -> None:
+    key = BY_VALUE["azure key"]
+    failure = Failure(Outcome.AUTH_ERROR, f"bad key {key}", raw_text=f"echo {key}")
+    cleaned = redact_failure(failure, [Secret(key)])
+    assert key not in cleaned.detail + (cleaned.raw_text or "")
+    assert cleaned.outcome is Outcome.AUTH_ERROR
+
+
+def test_every_adapter_declares_the_credentials_it_holds() -> None:
+    for config, env in zip(CONFIGS, ENVS, strict=True):
+        adapter = adapter_for(config, env)
+        sent = " ".join(adapter.build(ChatRequest("r", "s", "u", seed=1)).headers.values())
+        declared = [s.reveal() for s in adapter.secrets()]
+        assert declared and all(value in sent for value in declared), config.name
+        assert adapter.may_block is False
+    aws = {
+        "AWS_ACCESS_KEY_ID": BY_SHAPE["aws temporary key id"],
+        "AWS_SECRET_ACCESS_KEY": BY_VALUE["aws secret access key"],
+        "AWS_SESSION_TOKEN": BY_VALUE["aws session token"],
+        "AWS_REGION": "us-east-1",
+    }
+    bedrock = adapter_for(
+        ModelConfig(name="b", provider="bedrock", model="anthropic.claude-3-haiku-20240307-v1:0"),
+        aws,
+    )
+    assert bedrock.may_block is True
+    bedrock.build(ChatRequest("r", "s", "u", seed=1))
+    declared = {s.reveal() for s in bedrock.secrets()}
+    assert declared == {aws["AWS_ACCESS_KEY_ID"], aws["AWS_SECRET_ACCESS_KEY"],
+                        aws["AWS_SESSION_TOKEN"]}
+    token = BY_SHAPE["google oauth token"]
+    vertex = adapter_for(
+        ModelConfig(name="v", provider="vertex", model="gemini-2.5-flash", api_key_env="TOKEN",
+                    project="p", location="us-central1"),
+        {"TOKEN": token},
+    )
+    assert vertex.may_block is True
+    assert [s.reveal() for s in vertex.secrets()] == [token]
+    assert token in " ".join(vertex.build(ChatRequest("r", "s", "u", seed=1)).headers.values())
