@@ -18,7 +18,7 @@ import os
 import signal
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +64,8 @@ class CampaignResult:
     interrupted: bool = False
     #: The running spend cap stopped the dispatch (resumable with a higher cap).
     spend_cap_reached: bool = False
+    #: Faults the simulator this run started injected, by kind (empty without one).
+    injected_faults: dict[str, int] = field(default_factory=dict)
 
 
 class StopSignals:
@@ -120,6 +122,30 @@ def default_run_dir(spec: CampaignSpec) -> Path:
     return Path("out") / spec.name
 
 
+def check_simulator_options(
+    spec: CampaignSpec, rehearse: bool, faults: str, sim_url: str | None
+) -> None:
+    """`--faults` and `--sim-url` only mean something when the campaign uses the simulator."""
+    from providers.sim.faults import parse_faults
+
+    try:
+        parse_faults(faults)
+    except ValueError as exc:
+        raise RunError(f"--faults: {exc}") from None
+    uses_faults = faults.strip() not in ("", "none")
+    if (uses_faults or sim_url) and not needs_simulator(spec, rehearse):
+        raise RunError(
+            "--faults and --sim-url apply to the local simulator: add --rehearse "
+            "(or use provider = \"sim\" models)"
+        )
+    if uses_faults and sim_url:
+        raise RunError("--faults is the simulator's setting: give it to `serve-sim` at --sim-url")
+    if sim_url is not None and not sim_url.startswith(("http://127.", "http://localhost")):
+        raise RunError(
+            f"--sim-url must be a simulator on this machine (http://127.0.0.1:PORT), not {sim_url}"
+        )
+
+
 def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
     """Every real provider's credentials must be present before anything is sent.
 
@@ -139,20 +165,44 @@ def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
             ) from None
 
 
+def needs_simulator(spec: CampaignSpec, rehearse: bool) -> bool:
+    return rehearse or any(m.provider == "sim" for m in spec.models)
+
+
 @contextlib.asynccontextmanager
 async def simulator_if_needed(
-    spec: CampaignSpec, rehearse: bool, credentials: SimCredentials | None = None
+    spec: CampaignSpec,
+    rehearse: bool,
+    credentials: SimCredentials | None = None,
+    *,
+    faults: str = "none",
+    sim_url: str | None = None,
+    on_stop: Callable[[dict[str, int]], None] | None = None,
 ) -> AsyncIterator[str | None]:
-    if not rehearse and all(m.provider != "sim" for m in spec.models):
+    """The simulator's root URL when the campaign needs one (started here, with `faults`
+    injected, unless `sim_url` names one already running); `on_stop` gets its counts."""
+    if not needs_simulator(spec, rehearse):
         yield None
+        return
+    if sim_url is not None:
+        yield sim_url.rstrip("/")
         return
     from providers.sim.server import start_sim
 
-    handle = await start_sim(port=0, faults="none", seed=spec.seed, credentials=credentials)
+    handle = await start_sim(port=0, faults=faults, seed=spec.seed, credentials=credentials)
     try:
         yield handle.root_url
     finally:
+        counts = handle.counts()
         await handle.stop()
+        if on_stop is not None:
+            on_stop(counts)
+
+
+def fault_counts(counts: Mapping[str, int]) -> dict[str, int]:
+    """The faults a simulator injected, by kind (from its `counts()`)."""
+    prefix = "fault."
+    return {k.removeprefix(prefix): v for k, v in sorted(counts.items()) if k.startswith(prefix)}
 
 
 def resolve_models(
@@ -189,8 +239,14 @@ async def run_campaign(
     console: Console | None = None,
     progress: bool = True,
     sim_credentials: SimCredentials | None = None,
+    faults: str = "none",
+    sim_url: str | None = None,
 ) -> CampaignResult:
     """Plan, dispatch, score and report one campaign (see the module docstring).
+
+    `faults` (a `serve-sim --faults` profile or `kind=rate,...`) is injected by the simulator
+    a rehearsal starts; `sim_url` rehearses against a simulator already running instead (say,
+    one whose fault counts must outlive this process).
 
     A signal or the spend cap ends dispatch early without an error: the result says so
     (`interrupted`, `spend_cap_reached`) and what was answered is scored.
@@ -199,6 +255,7 @@ async def run_campaign(
     """
     console = console or Console()
     spec = load_spec(spec_path)
+    check_simulator_options(spec, rehearse, faults, sim_url)
     run_dir = Path(out) if out else default_run_dir(spec)
     units = UnitSource.from_spec(spec)
     for entry in spec.arms:
@@ -224,6 +281,8 @@ async def run_campaign(
             console=console,
             progress=progress,
             sim_credentials=sim_credentials,
+            faults=faults,
+            sim_url=sim_url,
         )
     finally:
         clear_pid(run_dir)
@@ -256,6 +315,8 @@ async def _run_locked(
     console: Console,
     progress: bool,
     sim_credentials: SimCredentials | None,
+    faults: str,
+    sim_url: str | None,
 ) -> CampaignResult:
     """The campaign once this process holds the folder: design, plan, dispatch, score, report."""
     try:
@@ -276,10 +337,14 @@ async def _run_locked(
             soft_wrap=True,
         )
     )
+    injected: dict[str, int] = {}  # the simulator's counts, once it has stopped
     # The simulator's fake credentials (a service-account key among them) live in a temporary
     # folder, never in the run folder, which users share.
     with tempfile.TemporaryDirectory(prefix="dutchbook-sim-") as sim_workdir:
-        async with simulator_if_needed(spec, rehearse, sim_credentials) as sim_root:
+        async with simulator_if_needed(
+            spec, rehearse, sim_credentials, faults=faults, sim_url=sim_url,
+            on_stop=injected.update,
+        ) as sim_root:  # fmt: skip
             models, envs = resolve_models(
                 spec, sim_root, rehearse, Path(sim_workdir), sim_credentials
             )
@@ -310,6 +375,13 @@ async def _run_locked(
         console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
         return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True)
     interrupted = signals.count > 0
+    if faults != "none" and injected:
+        kinds = fault_counts(injected)
+        console.print(
+            f"simulator injected {sum(kinds.values()):,} faults ({faults}): "
+            + (", ".join(f"{k} {v:,}" for k, v in kinds.items()) or "none drawn"),
+            soft_wrap=True, highlight=False, markup=False,
+        )  # fmt: skip
     if interrupted or not summary.complete or summary.spend is not None:
         for line in summary.lines():
             console.print(line, soft_wrap=True, highlight=False, markup=False)
@@ -333,4 +405,5 @@ async def _run_locked(
         report=report,
         interrupted=interrupted,
         spend_cap_reached=summary.spend_cap_reached,
+        injected_faults=fault_counts(injected),
     )

@@ -49,13 +49,38 @@ def run(
             "--rehearse", help="swap every provider for the local simulator: no keys, no spending"
         ),
     ] = False,
+    faults: Annotated[
+        str,
+        typer.Option(
+            "--faults",
+            metavar="PROFILE",
+            help="with --rehearse: faults the simulator injects, as `serve-sim --faults` "
+            "(none, flaky, hostile, or kind=rate pairs such as 'flaky,server_error=0.1')",
+        ),
+    ] = "none",
+    sim_url: Annotated[
+        str | None,
+        typer.Option(
+            "--sim-url",
+            metavar="URL",
+            help="with --rehearse: use the simulator already running at URL "
+            "(`dutchbook serve-sim`) instead of starting one, e.g. to keep its counts across runs",
+        ),
+    ] = None,
 ) -> None:
     """Run a campaign into a folder; an interrupted run resumes where it stopped."""
     try:
         with user_errors(RunError, FileNotFoundError):
             try:
                 result = asyncio.run(
-                    run_campaign(spec_path, out, max_cost=max_cost, rehearse=rehearse)
+                    run_campaign(
+                        spec_path,
+                        out,
+                        max_cost=max_cost,
+                        rehearse=rehearse,
+                        faults=faults,
+                        sim_url=sim_url,
+                    )
                 )
             except RunBusy as exc:
                 fail(str(exc), EXIT_BUSY)

@@ -1,0 +1,77 @@
+"""`dutchbook run SPEC --rehearse --faults PROFILE` (issue 9): a rehearsal with faults injected,
+whose retries by cause reconcile with what the simulator says it injected."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from engine.audit import audit
+from providers.sim.faults import INTENDED_OUTCOME, FaultKind
+from runs.cli import app
+from runs.pipeline import run_campaign
+
+SPEC = """
+name = "faulty"
+seed = 9
+[data]
+stock_days = 2
+[[models]]
+name = "workhorse"
+provider = "groq"
+model = "openai/gpt-oss-120b"
+[[models]]
+name = "claude"
+provider = "bedrock"
+model = "anthropic.claude-sonnet-4-5"
+[[arms]]
+name = "baseline"
+passes = 2
+"""
+FAULTS = "rate_limit=0.1,server_error=0.08,connection_reset=0.05,malformed_json=0.05"
+
+
+def test_a_rehearsal_with_faults_reconciles_retries_with_the_faults_injected(
+    tmp_path: Path,
+) -> None:
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    console = Console(file=io.StringIO(), width=200)
+    result = asyncio.run(
+        run_campaign(spec, tmp_path / "out", rehearse=True, faults=FAULTS, console=console,
+                     progress=False)
+    )  # fmt: skip
+    assert result.summary.complete
+    injected = result.injected_faults
+    assert sum(injected.values()) >= 5, injected
+    expected: Counter[str] = Counter()
+    for kind, n in injected.items():
+        expected[INTENDED_OUTCOME[FaultKind(kind)].value] += n
+    retries = audit(tmp_path / "out").totals.retries_by_cause
+    assert {cause: n for cause, n in retries.items() if n} == dict(expected)
+    assert "simulator injected" in console.file.getvalue()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rehearse", "--faults", "bogus"], "unknown fault profile 'bogus'"),
+        (["--faults", "flaky"], "add --rehearse"),
+        (["--rehearse", "--sim-url", "http://example.com:80"], "a simulator on this machine"),
+    ],
+)
+def test_fault_options_are_checked_before_anything_is_written(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out), *args])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not out.exists()
