@@ -16,8 +16,9 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import linprog
 
-from scoring import dutch_books, score_groups, vertex_table
+from scoring import dutch_books, vertex_table
 from scoring.dutch_book import TABLE_MIN_SETS
+from scoring.pool import score_groups
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -1,37 +1,97 @@
-"""The `dutchbook` command line: one typer app, one module per command under `runs.commands`."""
+"""The `dutchbook` command line: one typer app, one module per command under `runs.commands`.
+
+Commands are registered lazily so that `dutchbook --help` and a light command answer at
+once: the table below names each command's module and one-line summary, `--help` lists
+the table without importing anything, and only the command being run is imported (its
+module's `register(app)` then adds it as usual). To add a command, write
+`runs/commands/<module>.py` with `register(app)` and add one line to `COMMANDS`; a test
+checks that every summary matches the command's own help.
+
+Keep this module's imports to typer and the standard library: importing it must not pull
+in numpy, polars, aiohttp or matplotlib (tests/runs/test_cli_startup.py).
+"""
 
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
+import click
 import typer
+from typer.core import TyperGroup
+
+#: command name -> (module under runs.commands, one-line summary shown by `--help`)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "check": (
+        "check",
+        "Score one set of stated probabilities: profit, Dutch book, nearest coherent forecast.",
+    ),
+    "serve-sim": (
+        "serve_sim",
+        "Run the local provider simulator until Ctrl-C (all answers are simulated).",
+    ),
+    "plan": ("plan", "Count queries per model and arm, with estimated tokens and cost."),
+    "run": ("run", "Run a campaign into a folder; an interrupted run resumes where it stopped."),
+    "status": (
+        "status",
+        "Show a run's progress: done/planned per model, retries by cause, failures, live or died.",
+    ),
+    "reparse": (
+        "reparse",
+        "Re-parse every kept reply with another parser, without a single API call.",
+    ),
+}
+
+#: Kept for callers that listed the modules (the order is the table's).
+COMMAND_MODULES: tuple[str, ...] = tuple(module for module, _ in COMMANDS.values())
+
+
+class _Stub(click.Command):
+    """Stands in for a command in listings; replaced by the real one when it is run."""
+
+
+def load_command(name: str) -> click.Command:
+    """Import the command's module and return the click command it registers."""
+    module = importlib.import_module(f"runs.commands.{COMMANDS[name][0]}")
+    holder = typer.Typer()
+    module.register(holder)
+    command = typer.main.get_group(holder).commands.get(name)
+    if command is None:
+        raise RuntimeError(f"runs.commands.{COMMANDS[name][0]} registers no command {name!r}")
+    return command
+
+
+class LazyGroup(TyperGroup):
+    """A typer group whose commands are imported only when one of them is run."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, (_, summary) in COMMANDS.items():
+            self.commands.setdefault(name, _Stub(name, help=summary, short_help=summary))
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name is not None and isinstance(command, _Stub):
+            command = self.commands[name] = load_command(name)
+        return name, command, rest
+
 
 app = typer.Typer(
     name="dutchbook",
     help="Label-free coherence scoring of language-model forecasts by Dutch-book LPs.",
+    cls=LazyGroup,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-# Each module exposes `register(app)`; keeping the list here makes the command set explicit.
-COMMAND_MODULES: tuple[str, ...] = (
-    "check",
-    "serve_sim",
-    "plan",
-    "run",
-    "status",
-    "reparse",
-)
 
-
-def _register_all() -> None:
-    for name in COMMAND_MODULES:
-        module = importlib.import_module(f"runs.commands.{name}")
-        module.register(app)
-
-
-_register_all()
+@app.callback()
+def _root() -> None:
+    # A callback makes typer build a group even before any command is loaded.
+    pass
 
 
 def main() -> None:

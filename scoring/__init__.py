@@ -3,7 +3,6 @@
 from scoring import stats
 from scoring.brier import brier
 from scoring.dutch_book import DutchBookResult, dutch_books
-from scoring.pool import score_groups
 from scoring.repair import repair
 
-__all__ = ["DutchBookResult", "brier", "dutch_books", "repair", "score_groups", "stats"]
+__all__ = ["DutchBookResult", "brier", "dutch_books", "repair", "stats"]
