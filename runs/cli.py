@@ -16,9 +16,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-import click
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 #: command name -> (module under runs.commands, one-line summary shown by `--help`)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -46,35 +45,37 @@ COMMANDS: dict[str, tuple[str, str]] = {
 COMMAND_MODULES: tuple[str, ...] = tuple(module for module, _ in COMMANDS.values())
 
 
-class _Stub(click.Command):
-    """Stands in for a command in listings; replaced by the real one when it is run."""
-
-
-def load_command(name: str) -> click.Command:
+def load_command(name: str) -> TyperCommand:
     """Import the command's module and return the click command it registers."""
     module = importlib.import_module(f"runs.commands.{COMMANDS[name][0]}")
     holder = typer.Typer()
     module.register(holder)
     command = typer.main.get_group(holder).commands.get(name)
-    if command is None:
+    if not isinstance(command, TyperCommand):
         raise RuntimeError(f"runs.commands.{COMMANDS[name][0]} registers no command {name!r}")
     return command
 
 
 class LazyGroup(TyperGroup):
-    """A typer group whose commands are imported only when one of them is run."""
+    """A typer group whose commands are imported only when one of them is run.
+
+    Until then each command is a stub carrying its summary, which is all a listing needs.
+    (Typed loosely: typer's click classes live in a private module.)
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._stubs: set[str] = set()
         for name, (_, summary) in COMMANDS.items():
-            self.commands.setdefault(name, _Stub(name, help=summary, short_help=summary))
+            if name not in self.commands:
+                self.commands[name] = TyperCommand(name, help=summary, short_help=summary)
+                self._stubs.add(name)
 
-    def resolve_command(
-        self, ctx: click.Context, args: list[str]
-    ) -> tuple[str | None, click.Command | None, list[str]]:
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, command, rest = super().resolve_command(ctx, args)
-        if name is not None and isinstance(command, _Stub):
+        if name in self._stubs:
             command = self.commands[name] = load_command(name)
+            self._stubs.discard(name)
         return name, command, rest
 
 
