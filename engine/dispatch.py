@@ -28,10 +28,10 @@ from rich.console import Console
 
 from engine.http import HttpClient
 from engine.lanefile import read_lane_states, write_lane_states
-from engine.lanes import Lane, LaneState, LaneStats, PlanItem
+from engine.lanes import Lane, LaneState, LaneStats
 from engine.ledger import Ledger
 from engine.logs import EngineLog
-from engine.plan import plan_counts, plan_items, read_pending, read_rows
+from engine.plan import PlanItem, plan_counts, plan_items, read_pending, read_rows
 from engine.progress import LiveProgress
 from engine.retry import RetryPolicy
 from engine.scan import attempt_counts

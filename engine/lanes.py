@@ -22,13 +22,14 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol
 
-from engine.answers import AnswerError, parse_answer
 from engine.concurrency import AdaptiveCap
 from engine.http import HttpClient
 from engine.limits import Hold, TokenBucket, estimate_tokens
 from engine.logs import EngineLog
+from engine.plan import PlanItem
 from engine.records import AttemptRecord, ResponseRecord
 from engine.retry import DUPLICATE, PERMANENT, RetryPolicy, RetryTally
+from engine.settle import Sent, settle
 from engine.spend import SpendCap, prices_of, worst_case_cost
 from providers.base import Adapter
 from providers.google_auth_tokens import TokenRefreshError
@@ -42,8 +43,6 @@ from providers.types import (
     RateLimitInfo,
 )
 
-#: Finish reasons that mean "the output cap cut the answer off" across providers.
-_CUT_OFF = frozenset({"length", "max_tokens", "MAX_TOKENS"})
 #: Concurrency when the spec gives none: polite to a real provider, plenty for a simulator.
 DEFAULT_CONCURRENCY = 8
 #: Threads per lane for adapters whose `build` may block. They mostly queue on the adapter's
@@ -59,14 +58,6 @@ def builds_may_block(adapter: Adapter) -> bool:
     would cost the fast bearer-key providers throughput for nothing (see `bench.dispatch`).
     """
     return adapter.may_block
-
-
-def with_omitted(detail: str, omitted: tuple[str, ...]) -> str:
-    """An attempt's detail naming the options left out of its request (`omitted: a, b`)."""
-    if not omitted:
-        return detail
-    note = "omitted: " + ", ".join(omitted)
-    return f"{detail} [{note}]" if detail else note
 
 
 class _BuildFailed(Exception):
@@ -86,23 +77,6 @@ class LedgerWriter(Protocol):
     ) -> None: ...
 
     def record_result(self, attempt: AttemptRecord, response: ResponseRecord | None) -> bool: ...
-
-
-@dataclass(slots=True)
-class PlanItem:
-    """One plan row waiting to be asked, with the attempts it already had in earlier runs."""
-
-    request_id: str
-    model: str
-    arm: str
-    unit: str
-    events: list[str]
-    keys: list[str]
-    pass_: int
-    seed: int | None
-    system: str
-    user: str
-    prior_attempts: int = 0
 
 
 class LaneState(StrEnum):
@@ -285,66 +259,26 @@ class Lane:
         for tries in range(1, self.policy.max_attempts + 1):
             if self.halted:
                 return
-            await self._sleep(self.hold.remaining())
-            await self.cap.acquire()
-            unbuilt: _BuildFailed | None = None
-            try:
-                if self.halted:
-                    return
-                if self.requests is not None and not await self._pace(self.requests, 1):
-                    return
-                if self.tokens is not None and not await self._pace(self.tokens, estimate):
-                    return
-                if self.hold.remaining() > 0:  # a Retry-After arrived while we queued
-                    await self._sleep(self.hold.remaining())
-                if self.halted:  # a stop may have come while we waited for the buckets
-                    return
-                if worst is not None and not await self._reserve(worst):
-                    return
-                try:
-                    request = await self._build(chat)
-                except _BuildFailed as exc:
-                    unbuilt = exc
-                    self._unreserve(worst)
-                else:
-                    attempt_no += 1
-                    try:
-                        result, started, elapsed_ms = await self._send(request, item, attempt_no)
-                    except BaseException:
-                        self._unreserve(worst)
-                        raise
-                    if worst is not None and self.spend is not None and self.prices is not None:
-                        self.spend.settle(
-                            worst, self.prices.cost(result.tokens_in, result.tokens_out)
-                        )
-            finally:
-                self.cap.release()
-            if unbuilt is not None:
-                # Nothing was sent, so nothing is journalled; a transient credential failure
-                # is retried and counted like the connection error it is.
-                name, provider = self.config.name, self.adapter.provider
-                if not unbuilt.retryable:
-                    self._halt(LaneState.STOPPED, f"{name} ({provider}): {unbuilt}")
-                    return
-                self.log.warning(
-                    "build_failed_retrying", model=name, provider=provider, detail=str(unbuilt)
-                )
-                self.stats.retries.unsent += 1
-                if tries == self.policy.max_attempts:
-                    break
-                await self._sleep(self.policy.delay(tries))
-                continue
-            failure = self._settle(
-                item, attempt_no, result, started, elapsed_ms, estimate, request.omitted
-            )
-            if failure is None:
+            tried = await self._attempt(item, chat, attempt_no + 1, estimate, worst)
+            if tried is None:
                 return
-            if not failure.retryable or failure.quota_exhausted:
-                self.stats.gave_up += 1
-                return
+            if isinstance(tried, _BuildFailed):
+                if not self._unsent(tried):
+                    return
+                wait = self.policy.delay(tries)
+            else:
+                result, sent = tried
+                attempt_no = sent.attempt
+                failure = self._settle(item, result, sent, estimate)
+                if failure is None:
+                    return
+                if not failure.retryable or failure.quota_exhausted:
+                    self.stats.gave_up += 1
+                    return
+                wait = self.policy.delay(tries, failure.retry_after_s)
             if tries == self.policy.max_attempts:
                 break
-            await self._sleep(self.policy.delay(tries, failure.retry_after_s))
+            await self._sleep(wait)
         self.stats.retries.exhausted += 1
         self.log.warning(
             "attempts_exhausted",
@@ -352,6 +286,69 @@ class Lane:
             request_id=item.request_id,
             attempts=attempt_no,
         )
+
+    async def _attempt(
+        self, item: PlanItem, chat: ChatRequest, attempt_no: int, estimate: int, worst: float | None
+    ) -> tuple[Completion | Failure, Sent] | _BuildFailed | None:
+        """One try under the concurrency cap: admission, build, send.
+
+        None when the lane halted before anything was sent; the build's failure when the
+        request could not be built (nothing sent, nothing journalled).
+        """
+        await self._sleep(self.hold.remaining())
+        await self.cap.acquire()
+        try:
+            if not await self._admit(estimate, worst):
+                return None
+            try:
+                request = await self._build(chat)
+            except _BuildFailed as exc:
+                self._unreserve(worst)
+                return exc
+            try:
+                result, started, elapsed_ms = await self._send(request, item, attempt_no)
+            except BaseException:
+                self._unreserve(worst)
+                raise
+            if worst is not None and self.spend is not None and self.prices is not None:
+                self.spend.settle(worst, self.prices.cost(result.tokens_in, result.tokens_out))
+        finally:
+            self.cap.release()
+        sent = Sent(
+            self.config.name, self.adapter.provider, attempt_no, started, elapsed_ms,
+            request.omitted,
+        )
+        return result, sent
+
+    async def _admit(self, estimate: int, worst: float | None) -> bool:
+        """Wait for the lane's buckets, hold and spend cap; False if the lane halted meanwhile."""
+        if self.halted:
+            return False
+        if self.requests is not None and not await self._pace(self.requests, 1):
+            return False
+        if self.tokens is not None and not await self._pace(self.tokens, estimate):
+            return False
+        if self.hold.remaining() > 0:  # a Retry-After arrived while we queued
+            await self._sleep(self.hold.remaining())
+        if self.halted:  # a stop may have come while we waited for the buckets
+            return False
+        return worst is None or await self._reserve(worst)
+
+    def _unsent(self, unbuilt: _BuildFailed) -> bool:
+        """Account for a request that could not be built; False if the lane stops for it.
+
+        Nothing was sent, so nothing is journalled; a transient credential failure is retried
+        and counted like the connection error it is.
+        """
+        name, provider = self.config.name, self.adapter.provider
+        if not unbuilt.retryable:
+            self._halt(LaneState.STOPPED, f"{name} ({provider}): {unbuilt}")
+            return False
+        self.log.warning(
+            "build_failed_retrying", model=name, provider=provider, detail=str(unbuilt)
+        )
+        self.stats.retries.unsent += 1
+        return True
 
     async def _pace(self, bucket: TokenBucket, amount: float, tick: float = 0.25) -> bool:
         """Wait for `bucket`; False if the lane halted meanwhile.
@@ -439,116 +436,34 @@ class Lane:
         return result, started, (time.perf_counter() - t0) * 1000.0
 
     def _settle(
-        self,
-        item: PlanItem,
-        attempt_no: int,
-        result: Completion | Failure,
-        started: datetime,
-        elapsed_ms: float,
-        estimate: int,
-        omitted: tuple[str, ...] = (),
+        self, item: PlanItem, result: Completion | Failure, sent: Sent, estimate: int
     ) -> Failure | None:
-        """Validate, journal and account one finished attempt; the failure, if any.
-
-        Options the adapter left out because the model rejects them (`omitted`) are named in
-        the attempt's `detail`, so the ledger says what each answer was asked with.
-        """
-        if omitted and not self._omitted_logged:
+        """Journal one finished attempt (`engine.settle.settle`) and account for it; the
+        failure, if any."""
+        if sent.omitted and not self._omitted_logged:
             self._omitted_logged = True
-            self.log.info("options_omitted", model=self.config.name, options=list(omitted))
-        response: ResponseRecord | None = None
-        failure: Failure | None
-        if isinstance(result, Completion):
-            failure = None
-            try:
-                parsed = parse_answer(result.text, item.keys, self.parser)
-            except AnswerError as exc:
-                cut = result.finish_reason in _CUT_OFF
-                failure = Failure(
-                    Outcome.TRUNCATED if cut else Outcome.INVALID_RESPONSE,
-                    f"{exc.subcause}: {exc.detail}",
-                    http_status=200,
-                    provider_request_id=result.provider_request_id,
-                    limits=result.limits,
-                    tokens_in=result.tokens_in,
-                    tokens_out=result.tokens_out,
-                    raw_text=result.text,
-                )
-            else:
-                response = ResponseRecord(
-                    request_id=item.request_id,
-                    model=item.model,
-                    arm=item.arm,
-                    unit=item.unit,
-                    pass_=item.pass_,
-                    events=item.events,
-                    keys=item.keys,
-                    raw_text=result.text,
-                    values=[parsed[k] for k in item.keys],
-                    finish_reason=result.finish_reason,
-                    tokens_in=result.tokens_in,
-                    tokens_out=result.tokens_out,
-                    attempts=attempt_no,
-                    accepted_at=datetime.now(UTC),
-                )
-            record = AttemptRecord(
-                request_id=item.request_id,
-                attempt=attempt_no,
-                model=self.config.name,
-                provider=self.adapter.provider,
-                started_at=started,
-                elapsed_ms=elapsed_ms,
-                outcome=(failure.outcome if failure else Outcome.OK).value,
-                http_status=200,
-                provider_request_id=result.provider_request_id,
-                retry_after_s=None,
-                tokens_in=result.tokens_in,
-                tokens_out=result.tokens_out,
-                detail=with_omitted(failure.detail if failure else "", omitted),
-                raw_text=result.text,
-                finish_reason=result.finish_reason,
-            )
-            tokens_in, tokens_out, limits = result.tokens_in, result.tokens_out, result.limits
-        else:
-            failure = result
-            record = AttemptRecord(
-                request_id=item.request_id,
-                attempt=attempt_no,
-                model=self.config.name,
-                provider=self.adapter.provider,
-                started_at=started,
-                elapsed_ms=elapsed_ms,
-                outcome=result.outcome.value,
-                http_status=result.http_status,
-                provider_request_id=result.provider_request_id,
-                retry_after_s=result.retry_after_s,
-                tokens_in=result.tokens_in,
-                tokens_out=result.tokens_out,
-                detail=with_omitted(result.detail, omitted),
-                raw_text=result.raw_text,
-            )
-            tokens_in, tokens_out, limits = result.tokens_in, result.tokens_out, result.limits
+            self.log.info("options_omitted", model=self.config.name, options=list(sent.omitted))
+        record, response, failure = settle(item, result, sent, self.parser)
         accepted = self.ledger.record_result(record, response)
         self.results += 1
-        stats = self.stats
-        stats.attempts += 1
-        stats.outcomes[record.outcome] += 1
-        self._correct_tokens(estimate, tokens_in, tokens_out)
-        self._respect_limits(limits)
-        if failure is None:
-            self._permanent_streak = 0
-            self.cap.on_success()
-            if accepted:
-                stats.accepted += 1
-            else:
-                stats.retries.count(DUPLICATE)
-                self.log.warning(
-                    "duplicate_refused", model=self.config.name, request_id=item.request_id
-                )
-            return None
-        stats.retries.count(failure.outcome)
-        self._on_failure(failure)
-        return failure
+        self.stats.attempts += 1
+        self.stats.outcomes[record.outcome] += 1
+        self._correct_tokens(estimate, record.tokens_in, record.tokens_out)
+        self._respect_limits(result.limits)
+        if failure is not None:
+            self.stats.retries.count(failure.outcome)
+            self._on_failure(failure)
+            return failure
+        self._permanent_streak = 0
+        self.cap.on_success()
+        if accepted:
+            self.stats.accepted += 1
+        else:
+            self.stats.retries.count(DUPLICATE)
+            self.log.warning(
+                "duplicate_refused", model=self.config.name, request_id=item.request_id
+            )
+        return None
 
     def _correct_tokens(self, estimate: int, tokens_in: int | None, tokens_out: int | None) -> None:
         if self.tokens is not None and tokens_in is not None and tokens_out is not None:

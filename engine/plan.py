@@ -7,12 +7,11 @@ through the functions here, decoding full rows only for requests still to ask.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
-
-from engine.lanes import PlanItem
 
 if TYPE_CHECKING:
     from engine.ledger import Ledger
@@ -31,6 +30,23 @@ PLAN_SCHEMA: dict[str, Any] = {
     "user": pl.String,
 }
 PLAN_COLUMNS = tuple(PLAN_SCHEMA)
+
+
+@dataclass(slots=True)
+class PlanItem:
+    """One plan row waiting to be asked, with the attempts it already had in earlier runs."""
+
+    request_id: str
+    model: str
+    arm: str
+    unit: str
+    events: list[str]
+    keys: list[str]
+    pass_: int
+    seed: int | None
+    system: str
+    user: str
+    prior_attempts: int = 0
 
 
 def plan_counts(plan_path: Path) -> dict[str, int]:
