@@ -26,6 +26,7 @@ from typing import IO, Literal, Protocol
 
 from rich.console import Console
 
+from engine.durable import is_disk_full
 from engine.http import HttpClient
 from engine.lanefile import read_lane_states, write_lane_states
 from engine.lanes import Lane, LaneState, LaneStats
@@ -70,6 +71,8 @@ class DispatchSummary:
     spend: SpendCap | None = None
     #: Models whose spend the cap could not count (no prices in their config).
     unpriced: list[str] = field(default_factory=list)
+    #: Why the run stopped when a write failed for want of space (resumable), else None.
+    disk_full: str | None = None
 
     @property
     def spend_cap_reached(self) -> bool:
@@ -138,6 +141,8 @@ class DispatchSummary:
             )
         for name, rows in self.unconfigured.items():
             out.append(f"  {name}: {rows} plan rows skipped (model not configured)")
+        if self.disk_full is not None:
+            out.append(f"{self.disk_full}; every answer written before it is kept")
         if self.spend is not None:
             cap = self.spend
             out.append(
@@ -261,10 +266,19 @@ async def _refresh(
         if progress is not None:
             progress.refresh()
         if time.monotonic() - last_write >= write_every_s:
-            await asyncio.to_thread(write_lane_states, run_dir, lanes)
+            await asyncio.to_thread(_write_lane_states, run_dir, lanes)
             last_write = time.monotonic()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), timeout=every_s)
+
+
+def _write_lane_states(run_dir: Path, lanes: list[LaneStats]) -> None:
+    """`logs/lanes.json`, a snapshot for readers: skipped, not fatal, when the disk is full."""
+    try:
+        write_lane_states(run_dir, lanes)
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
 
 
 def _secrets_of(
@@ -407,7 +421,10 @@ async def dispatch(
                     log.error("lane_crashed", model=lane.config.name, error=repr(outcome))
     finally:
         ledger.close()
-        write_lane_states(run_dir, list(summary.lanes.values()))
+        if ledger.disk_full is not None:
+            summary.disk_full = str(ledger.disk_full)
+            log.error("disk_full", detail=summary.disk_full)
+        _write_lane_states(run_dir, list(summary.lanes.values()))
         summary.elapsed_s = time.monotonic() - t0
         for line in summary.lines():
             log.info("summary", line=line)

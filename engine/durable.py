@@ -10,12 +10,31 @@ Append-only files (the journal) are not written here; they use `fsync_path`/`fsy
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import polars as pl
+
+#: What a write fails with when the device (or the user's quota) has no room left.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
+class DiskFull(RuntimeError):
+    """A run folder's write failed for want of space: the run stops starting attempts and
+    keeps everything already written; freeing space and running again resumes."""
+
+    def __init__(self, where: Path | str, error: OSError) -> None:
+        self.where = Path(error.filename) if error.filename else Path(where)
+        super().__init__(
+            f"disk full: no space left for {self.where} ({error.strerror or error})"
+        )
 
 
 def fsync_path(path: Path) -> None:

@@ -9,6 +9,7 @@ Parquet, without ever rewriting a file that is being appended to.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -65,6 +66,7 @@ class JournalWriter:
         self._fsync = fsync
         self._split_pause_s = split_pause_s
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._size = os.fstat(self._fd).st_size
         fsync_dir(path.parent)
         self.lines = 0
 
@@ -72,15 +74,23 @@ class JournalWriter:
         if self._fd is None:
             raise RuntimeError(f"journal segment {self.path.name} is closed")
         data = orjson.dumps(record) + b"\n"
-        if self._split_pause_s is not None and len(data) > 1:
-            half = len(data) // 2
-            _write_all(self._fd, data[:half])
-            time.sleep(self._split_pause_s)
-            _write_all(self._fd, data[half:])
-        else:
-            _write_all(self._fd, data)
-        if self._fsync:
-            os.fsync(self._fd)
+        try:
+            if self._split_pause_s is not None and len(data) > 1:
+                half = len(data) // 2
+                _write_all(self._fd, data[:half])
+                time.sleep(self._split_pause_s)
+                _write_all(self._fd, data[half:])
+            else:
+                _write_all(self._fd, data)
+            if self._fsync:
+                os.fsync(self._fd)
+        except OSError:
+            # A write that failed part-way (a full disk) must not leave a torn line that a
+            # later, successful line would put in the middle of the segment: cut it off.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+            raise
+        self._size += len(data)
         self.lines += 1
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from engine.concurrency import AdaptiveCap
+from engine.durable import DiskFull
 from engine.http import HttpClient
 from engine.limits import Hold, TokenBucket, estimate_tokens
 from engine.logs import EngineLog
@@ -77,6 +78,9 @@ class LedgerWriter(Protocol):
     ) -> None: ...
 
     def record_result(self, attempt: AttemptRecord, response: ResponseRecord | None) -> bool: ...
+
+    #: Set once a write failed for want of space (`engine.durable.DiskFull`): stop starting.
+    disk_full: DiskFull | None
 
 
 class LaneState(StrEnum):
@@ -187,6 +191,10 @@ class Lane:
             self.stats.state = LaneState.CANCELLED
             self.stats.message = self.spend.message()
             return True
+        if self.ledger.disk_full is not None:
+            self.stats.state = LaneState.STOPPED
+            self.stats.message = str(self.ledger.disk_full)
+            return True
         return False
 
     def _cap_changed(self, old: int, new: int, why: str) -> None:
@@ -269,7 +277,10 @@ class Lane:
             else:
                 result, sent = tried
                 attempt_no = sent.attempt
-                failure = self._settle(item, result, sent, estimate)
+                try:
+                    failure = self._settle(item, result, sent, estimate)
+                except DiskFull:  # this reply could not be kept: a resume reads `interrupted`
+                    return
                 if failure is None:
                     return
                 if not failure.retryable or failure.quota_exhausted:
@@ -307,6 +318,9 @@ class Lane:
                 return exc
             try:
                 result, started, elapsed_ms = await self._send(request, item, attempt_no)
+            except DiskFull:  # nothing was sent; `halted` now stops every lane
+                self._unreserve(worst)
+                return None
             except BaseException:
                 self._unreserve(worst)
                 raise

@@ -41,6 +41,7 @@ once).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -54,7 +55,7 @@ from typing import Any
 
 import polars as pl
 
-from engine.durable import fsync_dir, write_atomic
+from engine.durable import DiskFull, fsync_dir, is_disk_full, write_atomic
 from engine.journal import (
     JournalWriter,
     list_segments,
@@ -178,6 +179,8 @@ class Ledger:
         self._split_s = _env_seconds(SPLIT_WRITE_ENV)
         #: How many `interrupted` attempts this open recorded (for logs and tests).
         self.interrupted_recovered = 0
+        #: Set when a write failed for want of space; every lane stops starting attempts.
+        self.disk_full: DiskFull | None = None
         self._start(pid_file)
 
     @classmethod
@@ -277,10 +280,15 @@ class Ledger:
             self.interrupted_recovered += 1
 
     def close(self) -> None:
-        """Compact everything, release the lock and the pid file. Idempotent."""
+        """Compact everything, release the lock and the pid file. Idempotent.
+
+        With the disk full, compaction is skipped: the journal holds every result durably
+        and the next open folds it.
+        """
         if self._writer is None:
             return
-        self.compact()
+        with contextlib.suppress(DiskFull):
+            self.compact()
         with self._lock:
             writer, self._writer = self._writer, None
             if writer is not None:
@@ -388,7 +396,18 @@ class Ledger:
         with self._lock:
             if self._writer is None:
                 raise RuntimeError("ledger is closed")
+            self._write(line)
+
+    def _write(self, line: dict[str, Any]) -> None:
+        """One journal line (the lock held); a full disk becomes `DiskFull`, remembered."""
+        assert self._writer is not None
+        try:
             self._writer.append(line)
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            self.disk_full = DiskFull(self._journal_dir, exc)
+            raise self.disk_full from exc
 
     def record_dispatch(
         self, request_id: str, attempt: int, model: str, provider: str, started_at: datetime
@@ -405,7 +424,7 @@ class Ledger:
         with self._lock:
             if self._writer is None:
                 raise RuntimeError("ledger is closed")
-            self._writer.append(line)
+            self._write(line)
             self._inflight[(request_id, int(attempt))] = line
 
     def record_result(self, attempt: AttemptRecord, response: ResponseRecord | None) -> bool:
@@ -446,7 +465,7 @@ class Ledger:
                 "attempt": attempt.to_row(),
                 "response": None if response is None else response.to_row(),
             }
-            self._writer.append(line)
+            self._write(line)
             self._inflight.pop(key, None)
             if response is not None:
                 self._recent.setdefault(self._segment_id, set()).add(response.request_id)
@@ -496,15 +515,28 @@ class Ledger:
         """Fold every sealed journal segment into shards; returns how many were folded.
 
         Writers keep appending to a fresh segment meanwhile (this may run in a thread).
+        Raises `DiskFull` (and remembers it) when a shard cannot be written for want of
+        space; the segment it was folding stays, so nothing is lost.
         """
+        try:
+            return self._compact()
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            self.disk_full = DiskFull(self.run_dir, exc)
+            raise self.disk_full from exc
+
+    def _compact(self) -> int:
         with self._compact_lock:
             with self._lock:
                 if self._writer is None:
                     raise RuntimeError("ledger is closed")
                 if self._writer.lines > self._carried:
                     old = self._writer
-                    self._open_segment(carry=list(self._inflight.values()))
-                    old.close()
+                    try:
+                        self._open_segment(carry=list(self._inflight.values()))
+                    finally:
+                        old.close()
                 live = self._segment_id
             folded = 0
             for segment_id, path in list_segments(self._journal_dir):

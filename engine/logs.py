@@ -80,10 +80,16 @@ class _LineWriter:
 
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
+        self._broken = False
 
     def msg(self, line: str) -> None:
-        self._stream.write(line + "\n")
-        self._stream.flush()
+        if self._broken:
+            return
+        try:
+            self._stream.write(line + "\n")
+            self._stream.flush()
+        except OSError:  # a full disk: logging must never be what stops a run
+            self._broken = True
 
     debug = info = warning = error = critical = msg
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from engine.dispatch import dispatch
+from engine.durable import DiskFull, is_disk_full
 from engine.ledger import LedgerBusy
 from engine.runlock import acquire_lock, clear_pid, release_lock, write_pid
 from panels.arms import ARMS
@@ -66,6 +67,8 @@ class CampaignResult:
     spend_cap_reached: bool = False
     #: Faults the simulator this run started injected, by kind (empty without one).
     injected_faults: dict[str, int] = field(default_factory=dict)
+    #: Why dispatch stopped when the disk filled up (resumable once there is space), else None.
+    disk_full: str | None = None
 
 
 class StopSignals:
@@ -284,6 +287,10 @@ async def run_campaign(
             faults=faults,
             sim_url=sim_url,
         )
+    except OSError as exc:  # planning, scoring or the report ran out of room
+        if not is_disk_full(exc):
+            raise
+        raise DiskFull(run_dir, exc) from exc
     finally:
         clear_pid(run_dir)
         release_lock(lock_fd)
@@ -375,6 +382,13 @@ async def _run_locked(
         console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
         return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True)
     interrupted = signals.count > 0
+    if summary.disk_full is not None:  # scoring needs room too: stop here, resumable
+        for line in summary.lines():
+            console.print(line, soft_wrap=True, highlight=False, markup=False)
+        return CampaignResult(
+            run_dir=run_dir, summary=summary, report={}, injected_faults=fault_counts(injected),
+            disk_full=summary.disk_full,
+        )  # fmt: skip
     if faults != "none" and injected:
         kinds = fault_counts(injected)
         console.print(

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from engine.durable import DiskFull
 from runs.commands._errors import fail, user_errors
 from runs.pipeline import INTERRUPTED_MESSAGE, RunBusy, RunError, run_campaign
 
@@ -27,6 +28,11 @@ EXIT_SPEND_CAP = 3
 EXIT_INCOMPLETE = 4
 #: Exit status when another process is running a campaign in the folder (nothing was done).
 EXIT_BUSY = 5
+#: Exit status when the disk filled up: attempts stopped, everything written kept (resumable).
+EXIT_DISK_FULL = 6
+#: What a user is told to do after a full disk.
+DISK_FULL_HINT = "free some space and run the same command again to resume"
+
 
 
 def run(
@@ -84,10 +90,14 @@ def run(
                 )
             except RunBusy as exc:
                 fail(str(exc), EXIT_BUSY)
+            except DiskFull as exc:  # planning, scoring or the report ran out of room
+                fail(f"{exc}; nothing written was lost; {DISK_FULL_HINT}", EXIT_DISK_FULL)
     except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
         typer.echo(INTERRUPTED_MESSAGE)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     typer.echo(f"run folder: {result.run_dir}")
+    if result.disk_full is not None:
+        fail(f"{result.disk_full}; nothing written was lost; {DISK_FULL_HINT}", EXIT_DISK_FULL)
     if result.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
     if result.spend_cap_reached:

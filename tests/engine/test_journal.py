@@ -70,3 +70,27 @@ def test_fsync_mode_writes_the_same_bytes(tmp_path: Path) -> None:
         writer.append({"k": [1, 2.5, None]})
         writer.close()
     assert a.read_bytes() == b.read_bytes()
+
+
+def test_a_line_cut_short_by_a_full_disk_is_removed(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import errno
+    import os
+
+    from engine.journal import JournalWriter, read_segment
+
+    path = tmp_path / "seg-00000001.jsonl"
+    writer = JournalWriter(path)
+    writer.append({"n": 1})
+    real_write = os.write
+
+    def half_then_full(fd: int, data: bytes) -> int:
+        real_write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(OSError, match="No space left"):
+        writer.append({"n": 2, "text": "x" * 100})
+    monkeypatch.setattr(os, "write", real_write)
+    writer.append({"n": 3})  # space is back: the next line follows a whole one
+    writer.close()
+    assert [r["n"] for r in read_segment(path)] == [1, 3]
