@@ -335,18 +335,16 @@ async def dispatch(
     recorded. `budget_usd` is a running spend cap over the reported usage of priced models,
     this run's and the ledger's earlier attempts alike (`engine.spend`): once the next attempt
     could pass it, no lane starts another. Raises `engine.ledger.LedgerBusy` if another
-    process is writing this run.
+    process is writing this run. (Long only by its keyword options; the work is in `_Run`.)
     """
     plan_path, run_dir = Path(plan_path), Path(run_dir)
-    sink = _as_sink(progress)
-    policy = policy or RetryPolicy(max_attempts=max_attempts)
+    missing = [name for name in models if name not in adapters]
+    if missing:
+        raise ValueError(f"no adapter for model(s): {', '.join(sorted(missing))}")
     t0 = time.monotonic()
     console = sys.stderr if log_console == "stderr" else log_console  # bound at call time
     log = EngineLog(run_dir, console=console, secrets=_secrets_of(secrets, adapters))
     counts = plan_counts(plan_path)
-    missing = [name for name in models if name not in adapters]
-    if missing:
-        raise ValueError(f"no adapter for model(s): {', '.join(sorted(missing))}")
     ledger = Ledger.open(run_dir, fsync=fsync)
     summary = DispatchSummary(
         lanes={}, unconfigured={str(name): n for name, n in counts.items() if name not in models}
@@ -354,81 +352,116 @@ async def dispatch(
     summary.interrupted_recovered = ledger.interrupted_recovered
     if ledger.interrupted_recovered:
         log.warning("interrupted_recovered", attempts=ledger.interrupted_recovered)
-    has_history = any((run_dir / "attempts").glob("*.parquet"))
-    done = asyncio.Event()
-    spend: SpendCap | None = None
+    run = _Run(
+        plan_path, run_dir, ledger, log, _as_sink(progress), batch_rows,
+        has_history=any((run_dir / "attempts").glob("*.parquet")),
+        compact_every=(compact_every_s, compact_every_n),
+    )
     try:
-        if budget_usd is not None:
-            before = await asyncio.to_thread(recorded_spend, run_dir, models)
-            spend = summary.spend = SpendCap(budget_usd, before)
-            summary.unpriced = unpriced(models.values())
-            log.info("spend_cap", budget_usd=budget_usd, spent_before_usd=round(before, 6))
-            if summary.unpriced:
-                log.warning("spend_not_counted", models=summary.unpriced)
+        spend = await _spend_cap(run, models, budget_usd, summary)
         async with HttpClient() as http:
             lanes = [
                 Lane(
-                    models[name],
-                    adapters[name],
-                    ledger,
-                    http,
-                    log,
-                    parser=parser,
-                    policy=policy,
-                    stop_event=stop_event,
-                    spend=spend,
+                    models[name], adapters[name], ledger, http, log, parser=parser,
+                    policy=policy or RetryPolicy(max_attempts=max_attempts),
+                    stop_event=stop_event, spend=spend,
                 )
                 for name in models
                 if counts.get(name, 0) > 0
             ]
-            for lane in lanes:
-                lane.stats.planned = counts[lane.config.name]
-                summary.lanes[lane.config.name] = lane.stats
-            log.info(
-                "dispatch_started",
-                plan=str(plan_path),
-                lanes=[ln.config.name for ln in lanes],
-                planned=summary.planned,
-                parser=parser,
-            )
-            compactor = _Compactor(ledger, lanes, compact_every_s, compact_every_n, log)
-            stats = [lane.stats for lane in lanes]
-            if sink is not None:
-                sink.start(stats)
-            helpers = [
-                asyncio.create_task(compactor.run(done)),
-                asyncio.create_task(_refresh(sink, run_dir, stats, done)),
-            ]
-            try:
-                results = await asyncio.gather(
-                    *(
-                        _run_lane(lane, plan_path, run_dir, ledger, batch_rows, has_history)
-                        for lane in lanes
-                    ),
-                    return_exceptions=True,
-                )
-            finally:
-                done.set()
-                await asyncio.gather(*helpers, return_exceptions=True)
-                if sink is not None:
-                    sink.refresh()
-                    sink.stop()
-            summary.compactions = compactor.count
-            for lane, outcome in zip(lanes, results, strict=True):
-                if isinstance(outcome, BaseException):
-                    lane.stats.state = LaneState.STOPPED
-                    lane.stats.message = f"internal error: {type(outcome).__name__}: {outcome}"
-                    log.error("lane_crashed", model=lane.config.name, error=repr(outcome))
+            summary.compactions = await run.drive(lanes, counts, summary, parser)
     finally:
-        ledger.close()
-        if ledger.disk_full is not None:
-            summary.disk_full = str(ledger.disk_full)
-            log.error("disk_full", detail=summary.disk_full)
-        _write_lane_states(run_dir, list(summary.lanes.values()))
+        run.close(summary, t0)
+    return summary
+
+
+@dataclass
+class _Run:
+    """What one dispatch's lanes share, and the helpers that run beside them."""
+
+    plan_path: Path
+    run_dir: Path
+    ledger: Ledger
+    log: EngineLog
+    sink: ProgressSink | None
+    batch_rows: int
+    has_history: bool
+    compact_every: tuple[float, int]
+
+    async def drive(
+        self, lanes: list[Lane], counts: Mapping[str, int], summary: DispatchSummary, parser: str
+    ) -> int:
+        """Run every lane to its end beside compaction and the progress refresh; a lane that
+        crashed is marked stopped with the error. Returns how many compactions ran."""
+        for lane in lanes:
+            lane.stats.planned = counts[lane.config.name]
+            summary.lanes[lane.config.name] = lane.stats
+        self.log.info(
+            "dispatch_started",
+            plan=str(self.plan_path),
+            lanes=[ln.config.name for ln in lanes],
+            planned=summary.planned,
+            parser=parser,
+        )
+        done = asyncio.Event()
+        compactor = _Compactor(self.ledger, lanes, *self.compact_every, self.log)
+        stats = [lane.stats for lane in lanes]
+        if self.sink is not None:
+            self.sink.start(stats)
+        helpers = [
+            asyncio.create_task(compactor.run(done)),
+            asyncio.create_task(_refresh(self.sink, self.run_dir, stats, done)),
+        ]
+        try:
+            results = await asyncio.gather(
+                *(
+                    _run_lane(
+                        lane, self.plan_path, self.run_dir, self.ledger, self.batch_rows,
+                        self.has_history,
+                    )
+                    for lane in lanes
+                ),
+                return_exceptions=True,
+            )
+        finally:
+            done.set()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            if self.sink is not None:
+                self.sink.refresh()
+                self.sink.stop()
+        for lane, outcome in zip(lanes, results, strict=True):
+            if isinstance(outcome, BaseException):
+                lane.stats.state = LaneState.STOPPED
+                lane.stats.message = f"internal error: {type(outcome).__name__}: {outcome}"
+                self.log.error("lane_crashed", model=lane.config.name, error=repr(outcome))
+        return compactor.count
+
+    def close(self, summary: DispatchSummary, t0: float) -> None:
+        """Close the ledger, write the lanes' last states, log the summary, close the log."""
+        self.ledger.close()
+        if self.ledger.disk_full is not None:
+            summary.disk_full = str(self.ledger.disk_full)
+            self.log.error("disk_full", detail=summary.disk_full)
+        _write_lane_states(self.run_dir, list(summary.lanes.values()))
         summary.elapsed_s = time.monotonic() - t0
         for line in summary.lines():
-            log.info("summary", line=line)
+            self.log.info("summary", line=line)
         for name, why in summary.halted().items():
-            log.warning("lane_halted", model=name, reason=why)
-        log.close()
-    return summary
+            self.log.warning("lane_halted", model=name, reason=why)
+        self.log.close()
+
+
+async def _spend_cap(
+    run: _Run, models: Mapping[str, ModelConfig], budget_usd: float | None,
+    summary: DispatchSummary,
+) -> SpendCap | None:
+    """The running spend cap, counting what the ledger's earlier attempts already spent."""
+    if budget_usd is None:
+        return None
+    before = await asyncio.to_thread(recorded_spend, run.run_dir, models)
+    spend = summary.spend = SpendCap(budget_usd, before)
+    summary.unpriced = unpriced(models.values())
+    run.log.info("spend_cap", budget_usd=budget_usd, spent_before_usd=round(before, 6))
+    if summary.unpriced:
+        run.log.warning("spend_not_counted", models=summary.unpriced)
+    return spend

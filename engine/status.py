@@ -58,7 +58,7 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     from the engine's `logs/lanes.json` when present: lane_state, lane_message,
     rate_per_s), `lanes_updated_at`, `pending_failures`
     (requests with attempts but no accepted answer: total, by last outcome, how many are
-    permanent, a few examples).
+    permanent, a few examples). (Long only by this key list and the dict it describes.)
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -71,16 +71,75 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     attempts = attempts_scan.collect().lazy()
     # Retries by the one definition shared with `run`, `audit` and the report (engine.audit).
     marked = classify(attempts.drop("detail"), responses).filter(pl.col("cause").is_not_null())
-    retries_by_model = marked.group_by("model", "cause").len().collect()
-
-    planned_by_model: dict[str, int] | None = None
-    plan_path = run_dir / PLAN
-    if plan_path.exists():
-        plan = pl.scan_parquet(plan_path).group_by("model").len().collect()
-        planned_by_model = _counts(plan, "model")
+    planned_by_model = _planned_by_model(run_dir)
     accepted_by_model = _counts(responses.group_by("model").len().collect(), "model")
+    outcomes, retries, per_model = _by_model(attempts, marked)
+    pending, failures_by_model = _pending_failures(attempts, responses)
+    models = sorted(set(per_model) | set(accepted_by_model) | set(planned_by_model or {}))
+    counts = {"planned": planned_by_model, "accepted": accepted_by_model,
+              "pending_failures": failures_by_model}
+    lanes = read_lane_states(run_dir)
+    _complete_models(per_model, models, counts, lanes)
 
-    by_model_outcome = attempts.group_by("model", "outcome").len().collect()
+    planned = None if planned_by_model is None else sum(planned_by_model.values())
+    accepted = sum(accepted_by_model.values())
+    remaining = None if planned is None else max(planned - accepted, 0)
+    pid = read_pid(run_dir)
+    activity = _activity(attempts)
+    return {
+        "run_dir": str(run_dir),
+        "state": _state(run_dir, pid, remaining, activity["attempts"] > 0),
+        "pid": pid,
+        "planned": planned,
+        "accepted": accepted,
+        "remaining": remaining,
+        "attempts": activity["attempts"],
+        "outcomes": dict(sorted(outcomes.items())),
+        "retries_by_cause": dict(sorted(retries.items())),
+        "retries": sum(retries.values()),
+        "requests_retried": int(marked.select(pl.col("request_id").n_unique()).collect().item()),
+        # Each accepted answer has exactly one ok attempt; any other ok was refused.
+        "duplicate_ok_attempts": max(outcomes.get(Outcome.OK, 0) - accepted, 0),
+        "tokens_in": activity["tokens_in"],
+        "tokens_out": activity["tokens_out"],
+        "last_attempt_at": activity["last_attempt_at"],
+        "attempts_last_minute": activity["attempts_last_minute"],
+        "journal_segments": len(list_segments(run_dir / JOURNAL)),
+        "models": {m: per_model[m] for m in models},
+        "lanes_updated_at": (lanes or {}).get("updated_at") if isinstance(lanes, dict) else None,
+        "pending_failures": pending,
+    }
+
+
+def _planned_by_model(run_dir: Path) -> dict[str, int] | None:
+    """Plan rows per model, or None before a plan exists."""
+    plan_path = run_dir / PLAN
+    if not plan_path.exists():
+        return None
+    return _counts(pl.scan_parquet(plan_path).group_by("model").len().collect(), "model")
+
+
+def _by_model(
+    attempts: pl.LazyFrame, marked: pl.LazyFrame
+) -> tuple[dict[str, int], dict[str, int], dict[str, dict[str, Any]]]:
+    """Attempts by outcome and retries by cause: in total, and per model."""
+    outcomes: dict[str, int] = {}
+    per_model: dict[str, dict[str, Any]] = {}
+    for model, outcome, n in attempts.group_by("model", "outcome").len().collect().iter_rows():
+        outcomes[outcome] = outcomes.get(outcome, 0) + n
+        entry = per_model.setdefault(model, {"attempts": 0, "outcomes": {}})
+        entry["attempts"] += n
+        entry["outcomes"][outcome] = n
+    retries: dict[str, int] = {}
+    for model, cause, n in marked.group_by("model", "cause").len().collect().iter_rows():
+        retries[cause] = retries.get(cause, 0) + n
+        entry = per_model.setdefault(model, {"attempts": 0, "outcomes": {}})
+        entry.setdefault("retries_by_cause", {})[cause] = n
+    return outcomes, retries, per_model
+
+
+def _activity(attempts: pl.LazyFrame) -> dict[str, Any]:
+    """How much was sent, how many tokens, and how recently."""
     totals = attempts.select(
         pl.len().alias("n"),
         pl.col("tokens_in").sum().alias("tokens_in"),
@@ -93,21 +152,20 @@ def status(run_dir: Path | str) -> dict[str, Any]:
         recent = attempts.filter(pl.col("started_at") > last - timedelta(minutes=1)).select(
             pl.len()
         ).collect().item()
+    return {
+        "attempts": int(totals["n"][0]),
+        "tokens_in": int(totals["tokens_in"][0] or 0),
+        "tokens_out": int(totals["tokens_out"][0] or 0),
+        "last_attempt_at": None if last is None else last.isoformat(),
+        "attempts_last_minute": int(recent),
+    }
 
-    outcomes: dict[str, int] = {}
-    per_model: dict[str, dict[str, Any]] = {}
-    for model, outcome, n in by_model_outcome.iter_rows():
-        outcomes[outcome] = outcomes.get(outcome, 0) + n
-        entry = per_model.setdefault(model, {"attempts": 0, "outcomes": {}})
-        entry["attempts"] += n
-        entry["outcomes"][outcome] = n
-    retries: dict[str, int] = {}
-    for model, cause, n in retries_by_model.iter_rows():
-        retries[cause] = retries.get(cause, 0) + n
-        entry = per_model.setdefault(model, {"attempts": 0, "outcomes": {}})
-        entry.setdefault("retries_by_cause", {})[cause] = n
-    retried = marked.select(pl.col("request_id").n_unique()).collect().item()
 
+def _pending_failures(
+    attempts: pl.LazyFrame, responses: pl.LazyFrame
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """Requests tried but not accepted, by their last outcome (with a few examples), and
+    how many per model."""
     last_attempts = (
         attempts.join(responses.select("request_id"), on="request_id", how="anti")
         .group_by("request_id")
@@ -119,61 +177,33 @@ def status(run_dir: Path | str) -> dict[str, Any]:
         )
         .collect()
     )
-    failures_by_outcome = _counts(last_attempts.group_by("outcome").len(), "outcome")
-    permanent = int(last_attempts.filter(~pl.col("outcome").is_in(_RETRYABLE)).height)
-    examples = last_attempts.sort("request_id").head(_EXAMPLES).to_dicts()
-    failures_by_model = _counts(last_attempts.group_by("model").len(), "model")
+    by_outcome = _counts(last_attempts.group_by("outcome").len(), "outcome")
+    summary = {
+        "total": last_attempts.height,
+        "permanent": int(last_attempts.filter(~pl.col("outcome").is_in(_RETRYABLE)).height),
+        "by_outcome": dict(sorted(by_outcome.items())),
+        "examples": last_attempts.sort("request_id").head(_EXAMPLES).to_dicts(),
+    }
+    return summary, _counts(last_attempts.group_by("model").len(), "model")
 
-    models = sorted(set(per_model) | set(accepted_by_model) | set(planned_by_model or {}))
+
+def _complete_models(
+    per_model: dict[str, dict[str, Any]],
+    models: list[str],
+    counts: dict[str, dict[str, int] | None],
+    lanes: dict[str, Any] | None,
+) -> None:
+    """Every model's entry: retries by every cause, its `counts` (`planned` is None when
+    there is no plan yet), and what the dispatcher last said about its lane (paused on a
+    quota, stopped on a bad key, its rate; from `logs/lanes.json`, absent for older runs)."""
+    lane_states = (lanes or {}).get("lanes", {}) if isinstance(lanes, dict) else {}
     for model in models:
         entry = per_model.setdefault(model, {"attempts": 0, "outcomes": {}})
         entry["retries_by_cause"] = by_cause(entry.get("retries_by_cause", {}))
         entry["retries"] = sum(entry["retries_by_cause"].values())
-        entry["planned"] = None if planned_by_model is None else planned_by_model.get(model, 0)
-        entry["accepted"] = accepted_by_model.get(model, 0)
-        entry["pending_failures"] = failures_by_model.get(model, 0)
-
-    # What the dispatcher last said about each lane (paused on a quota, stopped on a bad
-    # key, its rate): written by the engine every second, absent for older runs.
-    lanes = read_lane_states(run_dir)
-    lane_states = (lanes or {}).get("lanes", {}) if isinstance(lanes, dict) else {}
-    for model in models:
+        for key, by_model in counts.items():
+            entry[key] = None if by_model is None else by_model.get(model, 0)
         lane = lane_states.get(model) if isinstance(lane_states, dict) else None
-        entry = per_model[model]
         entry["lane_state"] = lane.get("state") if isinstance(lane, dict) else None
         entry["lane_message"] = lane.get("message") if isinstance(lane, dict) else None
         entry["rate_per_s"] = lane.get("rate_per_s") if isinstance(lane, dict) else None
-
-    planned = None if planned_by_model is None else sum(planned_by_model.values())
-    accepted = sum(accepted_by_model.values())
-    remaining = None if planned is None else max(planned - accepted, 0)
-    pid = read_pid(run_dir)
-    n_attempts = int(totals["n"][0])
-    return {
-        "run_dir": str(run_dir),
-        "state": _state(run_dir, pid, remaining, n_attempts > 0),
-        "pid": pid,
-        "planned": planned,
-        "accepted": accepted,
-        "remaining": remaining,
-        "attempts": n_attempts,
-        "outcomes": dict(sorted(outcomes.items())),
-        "retries_by_cause": dict(sorted(retries.items())),
-        "retries": sum(retries.values()),
-        "requests_retried": int(retried),
-        # Each accepted answer has exactly one ok attempt; any other ok was refused.
-        "duplicate_ok_attempts": max(outcomes.get(Outcome.OK, 0) - accepted, 0),
-        "tokens_in": int(totals["tokens_in"][0] or 0),
-        "tokens_out": int(totals["tokens_out"][0] or 0),
-        "last_attempt_at": None if last is None else last.isoformat(),
-        "attempts_last_minute": int(recent),
-        "journal_segments": len(list_segments(run_dir / JOURNAL)),
-        "models": {m: per_model[m] for m in models},
-        "lanes_updated_at": (lanes or {}).get("updated_at") if isinstance(lanes, dict) else None,
-        "pending_failures": {
-            "total": last_attempts.height,
-            "permanent": permanent,
-            "by_outcome": dict(sorted(failures_by_outcome.items())),
-            "examples": examples,
-        },
-    }
