@@ -47,7 +47,6 @@ import math
 import os
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -90,7 +89,6 @@ from engine.scan import (
     RESULT,
     accepted_ids,
     attempt_counts,
-    distinct_ids,
     found_among,
     result_rows,
     scan_attempts,
@@ -308,24 +306,6 @@ class Ledger:
 
     # -- state ------------------------------------------------------------------------
 
-    def accepted_ids(self) -> set[str]:
-        """A copy of the accepted request ids: a Python string per id, so for tests, audits
-        and small runs; dispatch asks `accepted_series` about the ids at hand instead."""
-        with self._lock:
-            ids = set().union(*self._recent.values())
-        ids.update(distinct_ids(visible_shards(self._responses_dir)).to_list())
-        return ids
-
-    def is_accepted(self, request_id: str) -> bool:
-        """Exact membership (one search of the shards unless accepted by this process)."""
-        return self.accepted_mask([request_id])[0]
-
-    def accepted_mask(self, request_ids: Sequence[str]) -> list[bool]:
-        """`is_accepted` for a batch of ids, in one search."""
-        series = pl.Series("request_id", list(request_ids), dtype=pl.String)
-        result: list[bool] = self.accepted_series(series).to_list()
-        return result
-
     def accepted_series(self, request_ids: pl.Series) -> pl.Series:
         """Which of `request_ids` (String) are accepted, as a Boolean series; exact.
 
@@ -355,18 +335,6 @@ class Ledger:
                 self._trim_absent()
             return accepted
 
-    def accepted_count(self) -> int:
-        """How many requests have an accepted answer (a scan of the shards' id column)."""
-        with self._lock:
-            recent = pl.Series(list(set().union(*self._recent.values())), dtype=pl.String)
-        shards = visible_shards(self._responses_dir)
-        if not shards:
-            return recent.len()
-        # A fold may land between the two snapshots: count its ids once.
-        unfolded = recent.len() - found_among(shards, recent).n_unique()
-        scan = pl.scan_parquet(shards, schema=RESPONSE_SCHEMA).select("request_id")
-        return unfolded + int(scan.select(pl.col("request_id").n_unique()).collect().item())
-
     def _trim_absent(self) -> None:
         """Drop the oldest cached absences past the bound (held `_lock`): mostly requests
         given up on; one accepted later costs a search, never a wrong answer."""
@@ -385,10 +353,6 @@ class Ledger:
             visible_shards(self._responses_dir), pl.Series([request_id], dtype=pl.String)
         )
         return not found.is_empty()
-
-    def attempt_counts(self) -> dict[str, int]:
-        """Attempts so far per request, so attempt numbers continue across resumes."""
-        return attempt_counts(self.run_dir)
 
     # -- writing ----------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import tenacity
 
-from providers.types import RETRYABLE, Outcome
+from providers.types import Outcome
 
 #: Failures that will fail the same way on every try: they stop a lane after a few in a row.
 PERMANENT: frozenset[Outcome] = frozenset({Outcome.AUTH_ERROR, Outcome.BAD_REQUEST})
@@ -45,10 +45,6 @@ class RetryPolicy:
             raise ValueError("max_attempts must be at least 1")
         wait = tenacity.wait_random_exponential(multiplier=self.base_s, max=self.cap_s)
         object.__setattr__(self, "_wait", wait)
-
-    @staticmethod
-    def retryable(outcome: Outcome) -> bool:
-        return outcome in RETRYABLE
 
     def delay(self, attempt_number: int, retry_after_s: float | None = None) -> float:
         """Seconds to wait after the `attempt_number`-th failed attempt of one request."""

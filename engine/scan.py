@@ -167,11 +167,6 @@ def found_among(shards: list[Path], request_ids: pl.Series) -> pl.Series:
     )
 
 
-def distinct_ids(shards: list[Path]) -> pl.Series:
-    if not shards:
-        return pl.Series("request_id", [], dtype=pl.String)
-    scan = pl.scan_parquet(shards, schema=RESPONSE_SCHEMA).select("request_id")
-    return scan.unique().collect().get_column("request_id")
 
 
 def attempt_counts(

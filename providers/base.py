@@ -89,17 +89,6 @@ class Headers(Mapping[str, str]):
         return None
 
 
-def header(headers: Mapping[str, str], name: str) -> str | None:
-    """Case-insensitive lookup on any mapping, without copying it when the case matches."""
-    if name in headers:
-        return headers[name]
-    lowered = name.lower()
-    for key, value in headers.items():
-        if key.lower() == lowered:
-            return value
-    return None
-
-
 def load_json(body: bytes) -> Any:
     """Decode a reply body, or return `None` when it is not JSON at all (a truncated body)."""
     try:
@@ -153,7 +142,6 @@ __all__ = [
     "as_float",
     "as_int",
     "body_excerpt",
-    "header",
     "load_json",
     "short",
 ]

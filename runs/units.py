@@ -7,7 +7,7 @@ the same stock-days, as in the paper.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -50,7 +50,6 @@ def check_control_coherent(family: Family) -> None:
 @dataclass
 class UnitSource:
     spec: CampaignSpec
-    _cache: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_spec(cls, spec: CampaignSpec) -> UnitSource:

@@ -34,7 +34,7 @@ import pytest
 from engine.journal import list_segments
 from engine.ledger import COMPACT_PAUSE_ENV, SPLIT_WRITE_ENV, Ledger
 from engine.records import ATTEMPT_SCHEMA, RESPONSE_SCHEMA
-from engine.scan import accepted_ids, scan_attempts
+from engine.scan import accepted_ids, attempt_counts, scan_attempts
 from engine.shards import list_shards
 
 N_REQUESTS = 240
@@ -48,12 +48,12 @@ def _child(run_dir: Path) -> None:
     from engine.records import AttemptRecord, ResponseRecord, utc_now
 
     ledger = Ledger.open(run_dir)
-    counts = ledger.attempt_counts()
+    counts = attempt_counts(run_dir)
     print(f"READY {ledger.interrupted_recovered}", flush=True)
     results = 0
     for index in range(N_REQUESTS):
         rid = f"req-{index:04d}"
-        while not ledger.is_accepted(rid):
+        while not ledger.accepted_series(pl.Series([rid], dtype=pl.String))[0]:
             n = counts.get(rid, 0) + 1
             counts[rid] = n
             ledger.record_dispatch(rid, n, "m1", "sim", utc_now())

@@ -17,7 +17,7 @@ from engine.durable import write_atomic
 from engine.ledger import Ledger, LedgerBusy
 from engine.records import RESPONSE_SCHEMA, AttemptRecord, ResponseRecord
 from engine.reparse import reparse
-from engine.scan import scan_attempts, scan_responses
+from engine.scan import accepted_ids, scan_attempts, scan_responses
 from engine.shards import (
     INTENT_NAME,
     list_shards,
@@ -190,7 +190,7 @@ def test_ledger_open_settles_an_interrupted_replacement(tmp_path: Path) -> None:
     (responses / INTENT_NAME).write_bytes(orjson.dumps({"new": shard_name(999), "old": old}))
     assert set(scan_responses(tmp_path).collect()["request_id"]) == {"only"}
     with Ledger.open(tmp_path) as ledger:
-        assert ledger.accepted_ids() == {"only"}
+        assert accepted_ids(ledger.run_dir) == {"only"}
     assert [p.name for _, p in list_shards(responses)] == [shard_name(999)]
 
 

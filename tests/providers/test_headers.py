@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from providers.base import Headers, header
+from providers.base import Headers
 from providers.headers import (
     parse_duration,
     parse_number,
@@ -132,5 +132,3 @@ def test_headers_view_is_case_insensitive() -> None:
     assert view["x-request-id"] == "abc"
     assert "X-REQUEST-ID" in view
     assert view.get_first("apim-request-id", "x-request-id") == "abc"  # blank is skipped
-    assert header({"Retry-After": "3"}, "retry-after") == "3"
-    assert header({}, "retry-after") is None
