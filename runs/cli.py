@@ -35,6 +35,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "status",
         "Show a run's progress: done/planned per model, retries by cause, failures, live or died.",
     ),
+    "audit": (
+        "audit",
+        "Retry attempts by cause, requests given up, latency, tokens and cost, per model.",
+    ),
     "reparse": (
         "reparse",
         "Re-parse every kept reply with another parser, without a single API call.",

@@ -32,6 +32,7 @@ from panels.arms import ARMS
 from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
 from runs.design import DesignChanged, freeze_design
+from runs.audit import run_audit
 from runs.planner import estimate, summarise, write_plan
 from runs.report import incidence_from_units, write_report
 from runs.scoring_step import score_run
@@ -39,6 +40,7 @@ from runs.spec import CampaignSpec, SpecError, load_spec
 from runs.units import UnitSource
 
 if TYPE_CHECKING:  # the simulator is imported only when a run needs it
+    from engine.audit import Audit
     from providers.sim.credentials import SimCredentials
 
 
@@ -69,6 +71,11 @@ class CampaignResult:
     injected_faults: dict[str, int] = field(default_factory=dict)
     #: Why dispatch stopped when the disk filled up (resumable once there is space), else None.
     disk_full: str | None = None
+    #: The folder's retry and failure audit after this dispatch (`engine.audit.Audit`).
+    audit: Audit | None = None
+    #: Everything the simulator this run started counted (`SimHandle.counts()`: requests,
+    #: faults by kind, its limiter's 429s...), None without one.
+    sim_counts: dict[str, int] | None = None
 
 
 class StopSignals:
@@ -344,6 +351,8 @@ async def _run_locked(
             soft_wrap=True,
         )
     )
+    if faults.strip() in ("", "none") and sim_url is None:
+        faults = spec.sim_faults  # the spec's own (the quickstart's light faults), if any
     injected: dict[str, int] = {}  # the simulator's counts, once it has stopped
     # The simulator's fake credentials (a service-account key among them) live in a temporary
     # folder, never in the run folder, which users share.
@@ -396,9 +405,11 @@ async def _run_locked(
             + (", ".join(f"{k} {v:,}" for k, v in kinds.items()) or "none drawn"),
             soft_wrap=True, highlight=False, markup=False,
         )  # fmt: skip
-    if interrupted or not summary.complete or summary.spend is not None:
-        for line in summary.lines():
-            console.print(line, soft_wrap=True, highlight=False, markup=False)
+    # The dispatch summary, then the folder's audit sentence (earlier runs of it included),
+    # counted as `dutchbook audit` and `status` count (engine.audit).
+    audit = run_audit(run_dir)
+    for line in [*summary.lines(), audit.sentence]:
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
     scores = score_run(spec, run_dir, units)
     report = write_report(
         run_dir,
@@ -407,6 +418,7 @@ async def _run_locked(
         seed=spec.seed,
         console=console,
         incidence_for=incidence_from_units(units),
+        audit=audit,
     )
     if summary.spend_cap_reached:
         assert summary.spend is not None
@@ -420,4 +432,6 @@ async def _run_locked(
         interrupted=interrupted,
         spend_cap_reached=summary.spend_cap_reached,
         injected_faults=fault_counts(injected),
+        audit=audit,
+        sim_counts=dict(injected) if injected else None,
     )

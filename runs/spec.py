@@ -62,6 +62,9 @@ class CampaignSpec:
     #: Attempts per request that may fail on the answer itself (truncated, invalid), counted
     #: across resumes; smaller than `max_attempts` because such failures tend to repeat.
     max_answer_failures: int = 3
+    #: Faults the local simulator injects (sim models, `--rehearse`): a profile of
+    #: `providers.sim.faults` or `kind=rate,...`; operational, it changes no answer.
+    sim_faults: str = "none"
     text: str = field(default="", repr=False, compare=False)
 
     def model(self, name: str) -> ModelConfig:
@@ -84,6 +87,7 @@ class CampaignSpec:
 _TOP_KEYS = {
     "name", "seed", "parser", "data", "models", "arms", "coverage_floor", "max_attempts",
     "max_answer_failures",
+    "sim_faults",
 }
 _DATA_KEYS = {"returns", "headlines", "stock_days", "families"}
 _ARM_KEYS = {"name", "passes", "models"}
@@ -173,6 +177,8 @@ def parse_spec(
         raise SpecError(
             path, "max_answer_failures", f"an integer in [1, max_attempts={max_attempts}]"
         )
+    sim_faults = _get(raw, "sim_faults", str, path, "", "a fault profile", default="none")
+    _check_faults(sim_faults, path)
     data = _parse_data(raw.get("data", {}), path)
     models = _parse_models(raw.get("models"), path)
     arms = _parse_arms(raw.get("arms"), path, arm_names, {m.name for m in models})
@@ -187,8 +193,18 @@ def parse_spec(
         coverage_floor=floor,
         max_attempts=max_attempts,
         max_answer_failures=answer_failures,
+        sim_faults=sim_faults,
         text=text,
     )
+
+
+def _check_faults(value: str, path: Path) -> None:
+    from providers.sim.faults import parse_faults
+
+    try:
+        parse_faults(value)
+    except ValueError as exc:
+        raise SpecError(path, "sim_faults", f"a fault profile or kind=rate pairs: {exc}") from None
 
 
 def _parse_data(raw: Any, path: Path) -> DataSpec:

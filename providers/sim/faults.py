@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -84,6 +85,16 @@ PROFILES: dict[str, FaultProfile] = {
             FaultKind.MISSING_ROUTING: 0.002,
         },
     ),
+    # The quickstart's: a few percent of the commonest trouble, so a demo shows retry
+    # accounting at work without slowing down (no wait hints: a hinted 429 holds a lane).
+    "light": FaultProfile(
+        "light",
+        {
+            FaultKind.RATE_LIMIT_BARE: 0.01,
+            FaultKind.SERVER_ERROR: 0.01,
+            FaultKind.MALFORMED_JSON: 0.005,
+        },
+    ),
     # Everything at once, often: for proving that nothing is lost or double counted.
     "hostile": FaultProfile(
         "hostile",
@@ -103,8 +114,37 @@ PROFILES: dict[str, FaultProfile] = {
 }
 
 
+#: Counters of `SimHandle.counts()` that are failures without being injected faults.
+_LIMIT_OUTCOMES: dict[str, Outcome] = {
+    "rate_limiter.429": Outcome.RATE_LIMIT,
+    "auth_rejected": Outcome.AUTH_ERROR,
+    "bad_request": Outcome.BAD_REQUEST,
+}
+
+
+def expected_failures(counts: Mapping[str, int]) -> dict[str, int]:
+    """The failed attempts a client should have recorded, by outcome, from the simulator's
+    counts: each injected fault as `INTENDED_OUTCOME` says, plus the simulator's own rate
+    limiter's 429s and its refusals of bad credentials or requests.
+
+    Exact when every fault reaches the client as intended (a `slow` fault is a timeout only
+    when the client's timeout is shorter than `slow_delay_s`) and the forecasters' answers
+    all parse (a reply the parser rejects is the client's doing, not a fault).
+    """
+    out: dict[str, int] = {}
+    for kind, outcome in INTENDED_OUTCOME.items():
+        n = counts.get(f"fault.{kind.value}", 0)
+        if n:
+            out[outcome.value] = out.get(outcome.value, 0) + n
+    for key, outcome in _LIMIT_OUTCOMES.items():
+        n = counts.get(key, 0)
+        if n:
+            out[outcome.value] = out.get(outcome.value, 0) + n
+    return out
+
+
 def parse_faults(spec: str | FaultProfile) -> FaultProfile:
-    """A profile by name (`none`, `flaky`, `hostile`) or explicit `kind=rate,...`.
+    """A profile by name (`none`, `light`, `flaky`, `hostile`) or explicit `kind=rate,...`.
 
     Explicit form: `rate_limit=0.05,server_error=0.02,slow_delay_s=0.5`; a named profile may
     lead (`flaky,slow=0.1`) and later entries override it. Unknown names fail loudly,

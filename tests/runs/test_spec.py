@@ -64,6 +64,10 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
         ("full-panel", 1, None),
     ]
     assert [m.name for m in spec.models_for(spec.arms[2])] == ["a", "b"]
+    assert spec.sim_faults == "none"
+    text = GOOD.replace('parser = "lenient"', 'parser = "lenient"\nsim_faults = "light"')
+    faulty = load_spec(write(tmp_path, text), arm_names=ARMS)
+    assert faulty.sim_faults == "light"
 
 
 @pytest.mark.parametrize(
@@ -98,6 +102,10 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
          "models[1].base_url_env", "NAME"),
         (("seed = 3", "seed = 3\nmax_answer_failures = 9"), "max_answer_failures",
          "max_attempts=8"),
+        (('parser = "lenient"', 'parser = "lenient"\nsim_faults = "flakey"'), "sim_faults",
+         "unknown fault profile 'flakey'"),
+        (('parser = "lenient"', 'parser = "lenient"\nsim_faults = "rate_limit=2"'),
+         "sim_faults", "sum to <= 1"),
     ],
 )
 def test_bad_specs_name_the_key(

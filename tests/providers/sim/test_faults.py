@@ -19,9 +19,33 @@ from providers.sim.faults import (
     FaultInjector,
     FaultKind,
     FaultProfile,
+    expected_failures,
     parse_faults,
 )
 from providers.sim.server import SimHandle, start_sim
+
+
+def test_expected_failures_map_every_counter_to_its_outcome() -> None:
+    counts = {
+        "requests": 100, "answered.sim": 80, "fault.rate_limit": 2, "fault.rate_limit_bare": 1,
+        "rate_limiter.429": 4, "fault.server_error": 3, "fault.connection_reset": 1,
+        "fault.truncated_body": 2, "fault.slow": 1, "fault.malformed_json": 1,
+        "fault.output_cap": 1, "fault.missing_routing": 1, "fault.refusal": 1,
+        "auth_rejected": 1, "bad_request": 1, "tokens_issued": 9,
+    }
+    assert expected_failures(counts) == {
+        "rate_limit": 7, "provider_error": 3, "connection_error": 3, "timeout": 1,
+        "invalid_response": 1, "truncated": 1, "missing_routing_metadata": 1, "refusal": 1,
+        "auth_error": 1, "bad_request": 1,
+    }
+    assert expected_failures({"requests": 5}) == {}
+
+
+def test_the_quickstart_profile_is_light() -> None:
+    light = parse_faults("light")
+    assert 0 < sum(light.rates.values()) <= 0.05
+    assert {FaultKind.SERVER_ERROR, FaultKind.MALFORMED_JSON} <= set(light.rates)
+    assert any(k in light.rates for k in (FaultKind.RATE_LIMIT, FaultKind.RATE_LIMIT_BARE))
 
 
 def test_named_profiles_and_explicit_rates_parse() -> None:

@@ -1,0 +1,246 @@
+"""A campaign's retry and failure audit, as `audit`, `run` and the report show it.
+
+The counting is `engine.audit`'s (one definition of a retry, read from the ledger alone);
+this module adds what only a campaign knows, the models' prices and providers from the
+spec frozen in the run folder, and renders the result: terminal tables, a Markdown section
+for `report/report.md`, and `report/audit.json` / `report/audit.csv`.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # polars and rich are imported when an audit is made, not at start-up
+    from rich.console import Console
+
+    from engine.audit import Audit, AuditRow
+    from engine.spend import Prices
+
+SPEC = "spec.toml"
+AUDIT_JSON = Path("report") / "audit.json"
+AUDIT_CSV = Path("report") / "audit.csv"
+
+
+def spec_prices(run_dir: Path) -> tuple[dict[str, Prices], dict[str, str]]:
+    """Prices and providers of the models of the spec frozen in `run_dir` (empty if none).
+
+    Read with `tomllib` alone, not validated as a whole: data paths in the spec may not
+    resolve from here, and an audit needs only the models' names, providers and prices.
+    """
+    from engine.spend import Prices
+
+    try:
+        raw = tomllib.loads((run_dir / SPEC).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}, {}
+    prices: dict[str, Prices] = {}
+    providers: dict[str, str] = {}
+    models = raw.get("models")
+    for entry in models if isinstance(models, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            continue
+        name = entry["name"]
+        if isinstance(entry.get("provider"), str):
+            providers[name] = entry["provider"]
+        price_in, price_out = _number(entry.get("price_in")), _number(entry.get("price_out"))
+        if price_in is not None or price_out is not None:
+            prices[name] = Prices(price_in or 0.0, price_out or 0.0)
+    return prices, providers
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def run_audit(run_dir: Path | str) -> Audit:
+    """The audit of a run folder, usage priced with the frozen spec's prices."""
+    from engine.audit import audit
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"no run folder at {run_dir}")
+    prices, providers = spec_prices(run_dir)
+    return audit(run_dir, prices=prices, providers=providers)
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _cost(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def _nonzero(counts: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in counts.items() if v}
+
+
+def summary_rows(report: Audit, scope: str = "model") -> tuple[list[str], list[list[str]]]:
+    """Requests and attempts per model (or per `provider`), then `all`: header and cells."""
+    header = [
+        scope, "requests", "accepted", "attempts", "retry attempts", "requests retried",
+        "given up",
+    ]
+    cells = [
+        [
+            name, f"{r.requests:,}", f"{r.accepted:,}", f"{r.attempts:,}",
+            f"{r.retry_attempts:,}", f"{r.requests_retried:,}", f"{r.given_up_total:,}",
+        ]
+        for name, r in _named(report, scope)
+    ]
+    return header, cells
+
+
+def usage_rows(report: Audit, scope: str = "model") -> tuple[list[str], list[list[str]]]:
+    """Latency of accepted attempts, tokens and cost per model (or provider), then `all`."""
+    header = [scope, "p50 ms", "p95 ms", "p99 ms", "tokens in", "tokens out", "cost"]
+    cells = [
+        [
+            name, _ms(r.latency_ms["p50"]), _ms(r.latency_ms["p95"]), _ms(r.latency_ms["p99"]),
+            f"{r.tokens_in:,}", f"{r.tokens_out:,}", _cost(r.cost_usd),
+        ]
+        for name, r in _named(report, scope)
+    ]
+    return header, cells
+
+
+def _named(report: Audit, scope: str) -> list[tuple[str, AuditRow]]:
+    rows = report.by_provider if scope == "provider" else report.by_model
+    return [*rows.items(), ("all", report.totals)]
+
+
+def cause_rows(report: Audit) -> tuple[list[str], list[list[str]]]:
+    """One row per cause that occurred (largest first): retry attempts, their share, the
+    requests given up with it as their last cause, and the models it struck."""
+    from engine.audit import CAUSE_LABELS
+
+    totals = report.totals
+    causes = sorted(
+        (c for c in totals.retries_by_cause if totals.retries_by_cause[c] or totals.given_up[c]),
+        key=lambda c: -totals.retries_by_cause[c],
+    )
+    header = ["cause", "retry attempts", "share", "given up", "by model"]
+    cells = []
+    for cause in causes:
+        n = totals.retries_by_cause[cause]
+        struck = sorted(
+            ((m, r.retries_by_cause.get(cause, 0)) for m, r in report.by_model.items()),
+            key=lambda item: -item[1],
+        )
+        cells.append([
+            CAUSE_LABELS.get(cause, cause),
+            f"{n:,}",
+            f"{n / totals.retry_attempts:.0%}" if totals.retry_attempts else "-",
+            f"{totals.given_up.get(cause, 0):,}",
+            ", ".join(f"{m} {k:,}" for m, k in struck if k),
+        ])
+    return header, cells
+
+
+def _subcauses_line(report: Audit) -> str | None:
+    found = _nonzero(report.totals.invalid_response_subcauses)
+    if not found:
+        return None
+    return "invalid responses by subcause: " + ", ".join(f"{k} {v:,}" for k, v in found.items())
+
+
+def render(report: Audit, console: Console, *, title: str | None = None) -> None:
+    """The human view of `dutchbook audit`: tables, then the paper's sentence."""
+    from rich.table import Table
+    from rich.text import Text
+
+    def table(
+        name: str, header: list[str], cells: list[list[str]], free_text: bool = False
+    ) -> Table:
+        """Numbers right-aligned under one-word-a-line headers; a last free-text column
+        (`free_text`) left-aligned."""
+        out = Table(title=name, title_justify="left")
+        for i, column in enumerate(header):
+            text = i == 0 or (free_text and i == len(header) - 1)
+            out.add_column(
+                column if text else column.replace(" ", "\n"),
+                justify="left" if text else "right",
+                no_wrap=i == 0,
+            )
+        for row in cells:
+            out.add_row(*(Text(cell) for cell in row))  # model names are never markup
+        return out
+
+    if title:
+        console.print(Text(title, style="bold"))
+    console.print(table("requests and attempts", *summary_rows(report)))
+    console.print(table("latency of accepted attempts, usage", *usage_rows(report)))
+    if len(report.by_provider) > 1:
+        console.print(table("by provider", *summary_rows(report, "provider")))
+    header, cells = cause_rows(report)
+    if cells:
+        console.print(table("retry attempts by cause", header, cells, free_text=True))
+    line = _subcauses_line(report)
+    if line:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(report.sentence, markup=False, highlight=False, soft_wrap=True)
+
+
+def _markdown_table(header: list[str], cells: list[list[str]]) -> list[str]:
+    def row(values: list[str]) -> str:
+        return "| " + " | ".join(v.replace("|", "\\|") for v in values) + " |"
+
+    align = [
+        "---:" if i and cells and _numeric(cells[0][i]) else "---" for i in range(len(header))
+    ]
+    return [row(header), "| " + " | ".join(align) + " |", *(row(c) for c in cells)]
+
+
+def _numeric(cell: str) -> bool:
+    return cell.replace(",", "").replace(".", "").replace("%", "").replace("$", "").isdigit()
+
+
+def markdown(report: Audit) -> str:
+    """The audit section of `report/report.md`: the sentence, then its tables."""
+    lines = ["## Retries and failures", "", report.sentence, ""]
+    lines += _markdown_table(*summary_rows(report))
+    lines += ["", *_markdown_table(*usage_rows(report))]
+    if len(report.by_provider) > 1:
+        lines += ["", *_markdown_table(*summary_rows(report, "provider"))]
+    header, cells = cause_rows(report)
+    if cells:
+        lines += ["", *_markdown_table(header, cells)]
+    line = _subcauses_line(report)
+    if line:
+        lines += ["", line[0].upper() + line[1:] + "."]
+    lines += [
+        "",
+        "A retry attempt is every attempt that was not the accepted one, attributed to its "
+        "outcome; latency is that of accepted attempts. The paper's \"provider/response "
+        "errors\" are the provider errors and invalid responses here.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_files(run_dir: Path | str, report: Audit) -> list[Path]:
+    """`report/audit.json` (the `dutchbook audit --json` object) and `report/audit.csv`."""
+    import orjson
+
+    from engine.shards import commit_file
+
+    run_dir = Path(run_dir)
+    (run_dir / "report").mkdir(parents=True, exist_ok=True)
+    written = []
+    for target, data in (
+        (run_dir / AUDIT_JSON, orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2)),
+        (run_dir / AUDIT_CSV, report.table().write_csv().encode()),
+    ):
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_bytes(data)
+        commit_file(tmp, target)  # a reader never sees half a file
+        written.append(target)
+    return written

@@ -1,0 +1,135 @@
+"""The audit of a campaign run against the simulator with faults.
+
+Proof of the retry accounting: the retry attempts `dutchbook audit` reads from the run
+folder equal, cause by cause, the faults the simulator says it injected; and `run`'s
+summary, `status --json` and `audit --json` agree on the same folder (one definition).
+The forecasters are the simulator's (labelled simulated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+
+import orjson
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from providers.sim.faults import expected_failures
+from runs.cli import app
+from runs.pipeline import run_campaign
+
+# Every kind of fault, often; `slow` replies come after the models' timeout, so each is a
+# timeout. The coherent and noisy forecasters always answer in a form the lenient parser
+# takes, so every failed attempt is an injected fault.
+SPEC = """
+name = "faulty"
+seed = 5
+parser = "lenient"
+sim_faults = "{faults}"
+
+[data]
+stock_days = 2
+
+[[models]]
+name = "coherent"
+provider = "sim"
+model = "sim-coherent"
+timeout_s = 0.5
+
+[[models]]
+name = "noisy"
+provider = "sim"
+model = "sim-noisy"
+timeout_s = 0.5
+
+[[arms]]
+name = "baseline"
+
+[[arms]]
+name = "complement-pairs"
+"""
+FAULTS = (
+    "rate_limit=0.02,rate_limit_bare=0.05,server_error=0.05,connection_reset=0.03,"
+    "truncated_body=0.03,malformed_json=0.04,refusal=0.03,output_cap=0.03,"
+    "missing_routing=0.03,slow=0.02,slow_delay_s=1.0"
+)
+
+
+def _nonzero(counts: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in counts.items() if v}
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("faulty")
+    spec = root / "faulty.toml"
+    spec.write_text(SPEC.format(faults=FAULTS), encoding="utf-8")
+    out = io.StringIO()
+    result = asyncio.run(
+        run_campaign(
+            spec, root / "run", progress=False, console=Console(file=out, width=200)
+        )
+    )
+    return result, out.getvalue()
+
+
+def test_audit_counts_equal_the_faults_the_simulator_injected(campaign) -> None:  # type: ignore[no-untyped-def]
+    result, _ = campaign
+    counts, report = result.sim_counts, result.audit
+    assert counts is not None and report is not None
+    injected = expected_failures(counts)
+    # enough of each kind that a miscount could not hide
+    assert len(injected) >= 8 and sum(injected.values()) >= 30, injected
+    assert _nonzero(report.totals.retries_by_cause) == injected
+    assert report.totals.attempts == counts["requests"]
+    assert report.totals.accepted == report.totals.requests  # everything answered in the end
+    assert report.totals.retry_attempts == sum(injected.values())
+    assert report.totals.invalid_response_subcauses["malformed_reply"] == counts.get(
+        "fault.malformed_json", 0
+    )
+
+
+def test_run_summary_status_and_audit_agree(campaign, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    result, printed = campaign
+    run_dir, report, summary = result.run_dir, result.audit, result.summary
+    runner = CliRunner()
+    audited = runner.invoke(app, ["audit", str(run_dir), "--json"])
+    assert audited.exit_code == 0, audited.output
+    as_json = orjson.loads(audited.output)  # exactly one object
+    shown = runner.invoke(app, ["status", str(run_dir), "--json"])
+    assert shown.exit_code == 0, shown.output
+    state = orjson.loads(shown.output)
+    assert as_json == orjson.loads(orjson.dumps(report.to_dict()))
+    assert set(as_json) >= {"totals", "by_model", "sentence"}
+    for key in (
+        "requests", "accepted", "attempts", "retry_attempts", "requests_retried",
+        "retries_by_cause", "given_up", "latency_ms", "tokens_in", "tokens_out", "cost_usd",
+    ):
+        assert key in as_json["totals"] and key in as_json["by_model"]["noisy"]
+    totals = as_json["totals"]
+    # status counts retries as the audit does
+    assert state["retries_by_cause"] == _nonzero(totals["retries_by_cause"])
+    assert state["retries"] == totals["retry_attempts"]
+    assert state["requests_retried"] == totals["requests_retried"]
+    assert summary.retry_attempts == totals["retry_attempts"]  # a fresh folder: one dispatch
+    for model, lane in summary.lanes.items():
+        by_model = as_json["by_model"][model]
+        assert dict(lane.retries.by_cause) == _nonzero(by_model["retries_by_cause"])
+        assert state["models"][model]["retries_by_cause"] == by_model["retries_by_cause"]
+        assert lane.attempts == by_model["attempts"]
+    # the sentence is printed by run and by audit, and written beside the report
+    assert report.sentence in printed.replace("\n", " ")
+    table = runner.invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "200"})
+    assert table.exit_code == 0 and report.sentence in table.output.replace("\n", " ")
+    written = orjson.loads((run_dir / "report" / "audit.json").read_bytes())
+    assert written["sentence"] == report.sentence
+    assert (run_dir / "report" / "audit.csv").read_text().startswith("scope,name,provider")
+
+
+def test_audit_refuses_a_missing_folder_in_one_line(tmp_path: Path) -> None:
+    missing = CliRunner().invoke(app, ["audit", str(tmp_path / "nope")])
+    assert missing.exit_code == 2
+    assert missing.output.strip().count("\n") == 0 and "no run folder" in missing.output
