@@ -230,7 +230,7 @@ def write_files(run_dir: Path | str, report: Audit) -> list[Path]:
     """`report/audit.json` (the `dutchbook audit --json` object) and `report/audit.csv`."""
     import orjson
 
-    from engine.shards import commit_file
+    from engine.durable import write_bytes_atomic
 
     run_dir = Path(run_dir)
     (run_dir / "report").mkdir(parents=True, exist_ok=True)
@@ -239,8 +239,6 @@ def write_files(run_dir: Path | str, report: Audit) -> list[Path]:
         (run_dir / AUDIT_JSON, orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2)),
         (run_dir / AUDIT_CSV, report.table().write_csv().encode()),
     ):
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_bytes(data)
-        commit_file(tmp, target)  # a reader never sees half a file
+        write_bytes_atomic(target, data)  # a reader never sees half a file
         written.append(target)
     return written

@@ -29,6 +29,8 @@
   `status`, `scored`, `arbitrage_free` (interval or null), `rule` (the coverage rule).
 - `figures`: `{"profit_brier": path or null, "arms": path or null, "note": str or null}`
   (paths relative to the run folder; a note says why a figure was not drawn).
+- `audit_sentence`: the paper's retry sentence (`runs.audit`; the full audit is
+  `report/audit.json`, the object `dutchbook audit --json` prints).
 """
 
 from __future__ import annotations

@@ -8,12 +8,15 @@ Files in `report/`: `summary.json` (`runs.report.summary`), `leaderboard.txt` an
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import polars as pl
 from rich.console import Console
 
+from runs.audit import markdown as audit_markdown
+from runs.audit import run_audit
+from runs.audit import write_files as write_audit_files
 from runs.report.data import ReportData, build_report_data
 from runs.report.repeated import IncidenceFor, repeated_elicitation
 from runs.report.summary import build_summary
@@ -25,6 +28,9 @@ from runs.report.tables import (
     terminal_leaderboard,
 )
 from scoring import stats
+
+if TYPE_CHECKING:
+    from engine.audit import Audit
 
 
 def write_report(
@@ -38,11 +44,13 @@ def write_report(
     forecasts: pl.DataFrame | None = None,
     incidence_for: IncidenceFor | None = None,
     figures: bool = True,
+    audit: Audit | None = None,
 ) -> dict[str, Any]:
     """Write `report/` (see the module docstring) and print a summary; return summary.json.
 
     `incidence_for` (see `runs.report.repeated`) enables the repeated-elicitation section;
-    `forecasts` defaults to the run folder's `forecasts.parquet`.
+    `forecasts` defaults to the run folder's `forecasts.parquet`; `audit` (the folder's
+    `runs.audit.run_audit`, made here when not given) is the retries section.
     """
     console = console or Console()
     repeated = None
@@ -57,16 +65,24 @@ def write_report(
                 return repeated_elicitation(scores, answers, incidence_for, rows, seed, reps)
 
     data = build_report_data(run_dir, scores, floor=floor, seed=seed, reps=reps, repeated=repeated)
-    return write_views(run_dir, data, console=console, figures=figures)
+    return write_views(run_dir, data, console=console, figures=figures, audit=audit)
 
 
 def write_views(
-    run_dir: Path, data: ReportData, *, console: Console, figures: bool = True
+    run_dir: Path,
+    data: ReportData,
+    *,
+    console: Console,
+    figures: bool = True,
+    audit: Audit | None = None,
 ) -> dict[str, Any]:
     """Every file of `report/` from the report's data, and the terminal summary."""
     out = run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
+    audit = audit if audit is not None else run_audit(run_dir)
+    write_audit_files(run_dir, audit)  # report/audit.json, report/audit.csv
     summary = build_summary(data)
+    summary["audit_sentence"] = audit.sentence
     if figures:
         from runs.figures import write_figures
 
@@ -77,7 +93,9 @@ def write_views(
         }
     (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     (out / "leaderboard.txt").write_text(details_text(data), encoding="utf-8")
-    (out / "report.md").write_text(report_markdown(data), encoding="utf-8")
+    (out / "report.md").write_text(
+        report_markdown(data, [audit_markdown(audit)]), encoding="utf-8"
+    )
     for name, text in csv_tables(data).items():
         (out / name).write_text(text, encoding="utf-8")
     for table in terminal_leaderboard(data.rows, data.model_coverage, console.width):

@@ -127,6 +127,10 @@ def test_run_summary_status_and_audit_agree(campaign, tmp_path: Path) -> None:  
     written = orjson.loads((run_dir / "report" / "audit.json").read_bytes())
     assert written["sentence"] == report.sentence
     assert (run_dir / "report" / "audit.csv").read_text().startswith("scope,name,provider")
+    summary_json = orjson.loads((run_dir / "report" / "summary.json").read_bytes())
+    assert summary_json["audit_sentence"] == report.sentence
+    report_md = (run_dir / "report" / "report.md").read_text()
+    assert "## Retries and failures" in report_md and report.sentence in report_md
 
 
 def test_audit_refuses_a_missing_folder_in_one_line(tmp_path: Path) -> None:
