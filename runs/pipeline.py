@@ -31,8 +31,8 @@ from engine.runlock import acquire_lock, clear_pid, release_lock, write_pid
 from panels.arms import ARMS
 from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
-from runs.design import DesignChanged, freeze_design
 from runs.audit import run_audit
+from runs.design import DesignChanged, freeze_design
 from runs.planner import estimate, summarise, write_plan
 from runs.report import incidence_from_units, write_report
 from runs.scoring_step import score_run
