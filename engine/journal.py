@@ -34,15 +34,21 @@ def segment_path(journal_dir: Path, segment_id: int) -> Path:
 
 def list_segments(journal_dir: Path) -> list[tuple[int, Path]]:
     """Segments present now, oldest first."""
+    return numbered_files(journal_dir, _SEGMENT)
+
+
+def numbered_files(directory: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
+    """Files in `directory` whose whole name matches `pattern`, by the number its first group
+    captures (segments here, shards in `engine.shards`); none if the folder is absent."""
     found: list[tuple[int, Path]] = []
     try:
-        names = os.listdir(journal_dir)
+        names = os.listdir(directory)
     except FileNotFoundError:
         return found
     for name in names:
-        match = _SEGMENT.match(name)
+        match = pattern.match(name)
         if match:
-            found.append((int(match.group(1)), journal_dir / name))
+            found.append((int(match.group(1)), directory / name))
     found.sort()
     return found
 

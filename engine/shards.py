@@ -23,6 +23,7 @@ import orjson
 import polars as pl
 
 from engine.durable import commit_file, fsync_dir, temp_path
+from engine.journal import numbered_files
 
 _PART = re.compile(r"^part-(\d{8})\.parquet$")
 INTENT_NAME = ".replace-intent.json"
@@ -34,17 +35,7 @@ def shard_name(shard_id: int) -> str:
 
 def list_shards(directory: Path) -> list[tuple[int, Path]]:
     """Committed shards in `directory`, by id (temp files never match)."""
-    found: list[tuple[int, Path]] = []
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return found
-    for name in names:
-        match = _PART.match(name)
-        if match:
-            found.append((int(match.group(1)), directory / name))
-    found.sort()
-    return found
+    return numbered_files(directory, _PART)
 
 
 def max_shard_id(*directories: Path) -> int:

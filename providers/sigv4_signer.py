@@ -85,13 +85,7 @@ def signed_headers(
     the exact bytes sent: the signature covers both. Host is derived from the URL (without a
     default port), as botocore does, so callers must not send a different Host header.
     """
-    request = AWSRequest(method=method, url=url, headers=dict(headers), data=body)
-    signer = ClockedSigV4Auth(
-        Credentials(credentials.access_key, credentials.secret_key, credentials.token),
-        service,
-        region,
-        clock,
-    )
+    request, signer = _prepare(method, url, headers, body, credentials, region, service, clock)
     signer.add_auth(request)
     return {name: str(value) for name, value in request.headers.items()}
 
@@ -111,6 +105,25 @@ def canonical_request(
 
     Never log the result next to credentials; it holds no secret itself.
     """
+    request, signer = _prepare(method, url, headers, body, credentials, region, service, clock)
+    request.context["timestamp"] = clock().astimezone(UTC).strftime(SIGV4_TIMESTAMP)
+    signer._modify_request_before_signing(request)
+    creq: str = signer.canonical_request(request)
+    sts: str = signer.string_to_sign(request, creq)
+    return creq, sts
+
+
+def _prepare(
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    credentials: AwsCredentials,
+    region: str,
+    service: str,
+    clock: Clock,
+) -> tuple[AWSRequest, ClockedSigV4Auth]:
+    """botocore's request and our clocked signer for one signing."""
     request = AWSRequest(method=method, url=url, headers=dict(headers), data=body)
     signer = ClockedSigV4Auth(
         Credentials(credentials.access_key, credentials.secret_key, credentials.token),
@@ -118,8 +131,4 @@ def canonical_request(
         region,
         clock,
     )
-    request.context["timestamp"] = clock().astimezone(UTC).strftime(SIGV4_TIMESTAMP)
-    signer._modify_request_before_signing(request)
-    creq: str = signer.canonical_request(request)
-    sts: str = signer.string_to_sign(request, creq)
-    return creq, sts
+    return request, signer
