@@ -120,6 +120,9 @@ class Arm:
     events_per_unit: int | None = None
     queries_per_unit: int | None = None
     description: str = ""
+    #: The metric its sets are scored in: the paper's arms cap the total stake ("inf", the
+    #: sup-norm distance), the family benchmark caps each contract ("l1", the L1 distance).
+    norm: Literal["inf", "l1"] = "inf"
 
     def queries(self, unit: Unit, pass_index: int, seed: int) -> list[Query]:
         raise NotImplementedError
@@ -472,6 +475,7 @@ class FamilyArm(Arm):
     """The family benchmark: statements one per query (isolated) or all in one (joint)."""
 
     unit_kind: UnitKind = "family"
+    norm: Literal["inf", "l1"] = "l1"
 
     def __init__(self, joint: bool) -> None:
         self.joint = joint

@@ -43,6 +43,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "reparse",
         "Re-parse every kept reply with another parser, without a single API call.",
     ),
+    "score": (
+        "score",
+        "Rebuild forecasts.parquet, scores.parquet and averaged.parquet from the kept answers.",
+    ),
+    "repair": (
+        "score",
+        "Write repaired.parquet: each answered set's nearest coherent forecast (Euclidean), "
+        "beside the stated probabilities, with the Brier change where outcomes are known.",
+    ),
 }
 
 #: Kept for callers that listed the modules (the order is the table's).

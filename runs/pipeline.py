@@ -34,7 +34,7 @@ from providers.types import ConfigError, ModelConfig
 from runs.audit import run_audit
 from runs.design import DesignChanged, freeze_design
 from runs.planner import estimate, summarise, write_plan
-from runs.report import incidence_from_units, write_report
+from runs.report import write_report
 from runs.scoring_step import score_run
 from runs.spec import CampaignSpec, SpecError, load_spec
 from runs.units import UnitSource
@@ -410,14 +410,14 @@ async def _run_locked(
     audit = run_audit(run_dir)
     for line in [*summary.lines(), audit.sentence]:
         console.print(line, soft_wrap=True, highlight=False, markup=False)
-    scores = score_run(spec, run_dir, units)
+    scored = score_run(spec, run_dir, units)
     report = write_report(
         run_dir,
-        scores,
+        scored.scores,
         floor=spec.coverage_floor,
         seed=spec.seed,
         console=console,
-        incidence_for=incidence_from_units(units),
+        averaged=scored.averaged,
         audit=audit,
     )
     if summary.spend_cap_reached:

@@ -1,13 +1,15 @@
-"""Answers -> forecasts long table -> one exact LP per scored set.
+"""Answers -> forecasts long table -> one exact LP per scored set, one (model, arm) at a time.
 
-Sets sharing an incidence matrix (every stock-day's horizon-1 panel, say) are solved in one
-batched `dutch_books` call, whatever model, unit or pass they come from.
+Each chunk's sets are solved through `scoring.solve_grouped` (sets sharing an incidence matrix
+in one batched `dutch_books` call) and written to a part file at once, so memory is bounded by
+the largest chunk, not by the campaign. The same pass computes repeated elicitation: the
+profit of each set's answers averaged over the first k passes (`averaged.parquet`).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,21 +17,32 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.durable import write_atomic
-from engine.scan import scan_responses
-from panels.arms import ARMS
+from engine.durable import commit_file
+from runs.answered_sets import (
+    FORECAST_SCHEMA,
+    AnsweredSet,
+    AnswerSource,
+    Chunk,
+    answered_sets,
+    chunks,
+    pass_averages,
+)
 from runs.spec import CampaignSpec
 from runs.units import UnitSource
-from scoring import brier, dutch_books
+from scoring import brier
+from scoring.grouped import SetJob, solve_grouped
 
-FORECAST_SCHEMA: dict[str, Any] = {
-    "model": pl.String,
-    "arm": pl.String,
-    "unit": pl.String,
-    "pass": pl.Int32,
-    "event": pl.String,
-    "p": pl.Float64,
-}
+__all__ = [
+    "AVERAGED_SCHEMA",
+    "FORECAST_SCHEMA",
+    "SCORE_SCHEMA",
+    "ScoredRun",
+    "native_norm",
+    "read_scored",
+    "score_forecasts",
+    "score_run",
+]
+
 SCORE_SCHEMA: dict[str, Any] = {
     "model": pl.String,
     "arm": pl.String,
@@ -45,42 +58,109 @@ SCORE_SCHEMA: dict[str, Any] = {
     "coherent": pl.List(pl.Float64),
     "brier": pl.Float64,
     "answered": pl.Int32,
+    "probs": pl.List(pl.Float64),
 }
-FAMILY_ARM_PREFIX = "families/"
+#: The scores' columns without the per-event lists: what the report's statistics read.
+SLIM_COLUMNS: tuple[str, ...] = (
+    *("model", "arm", "unit", "pass", "set", "cluster", "norm"),
+    *("profit", "coverage", "brier", "answered"),
+)
+#: Profit of a set's answers averaged, event by event, over the first `k` passes.
+AVERAGED_SCHEMA: dict[str, Any] = {
+    "model": pl.String,
+    "arm": pl.String,
+    "unit": pl.String,
+    "set": pl.String,
+    "cluster": pl.String,
+    "norm": pl.String,
+    "k": pl.Int32,
+    "profit": pl.Float64,
+}
 
 
 def native_norm(arm: str) -> str:
-    """The paper's arms use its sup-norm metric; the family benchmark uses L1."""
-    return "l1" if arm.startswith(FAMILY_ARM_PREFIX) else "inf"
+    """The metric an arm of the catalogue is scored in (`panels.arms.Arm.norm`)."""
+    from panels.arms import ARMS
+
+    return ARMS[arm].norm if arm in ARMS else "inf"
 
 
-def build_forecasts(run_dir: Path) -> pl.DataFrame:
-    """Every arm's answers as a long table, through the plan's membership of shared queries."""
-    members = pl.scan_parquet(run_dir / "plan_members.parquet").select(
-        "request_id", "model", "arm", "unit", "pass", "events"
+@dataclass(frozen=True)
+class ScoredRun:
+    """What scoring a run gives the report: the scores without their per-event lists
+    (`SLIM_COLUMNS`) and the pass-averaged profits (`AVERAGED_SCHEMA`), both small."""
+
+    scores: pl.DataFrame
+    averaged: pl.DataFrame
+
+
+def _lists(matrix: np.ndarray) -> list[list[float | None]]:
+    return [[float(v) if np.isfinite(v) else None for v in row] for row in matrix]
+
+
+def _score_chunk(
+    chunk: Chunk, sets: Sequence[AnsweredSet], norms: Sequence[str]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Scores (one row per set, pass and norm) and pass-averaged profits of one chunk."""
+    jobs: list[SetJob] = []
+    for s in sets:
+        for norm in norms:
+            jobs.append(SetJob(s.incidence, s.probs, norm))
+            if chunk.passes > 1:
+                # k = 1 is pass 0 itself; k >= 2 are solved.
+                jobs.append(SetJob(s.incidence, pass_averages(s.probs)[1:], norm))
+    results = iter(solve_grouped(jobs))
+    scores: dict[str, list[Any]] = {name: [] for name in SCORE_SCHEMA}
+    averaged: dict[str, list[Any]] = {name: [] for name in AVERAGED_SCHEMA}
+    for s in sets:
+        n = len(s.events)
+        answered = np.isfinite(s.probs).sum(axis=1)
+        briers = brier(s.probs, s.outcomes) if s.outcomes is not None else None
+        for norm in norms:
+            result = next(results)
+            for p in range(chunk.passes):
+                scores["model"].append(chunk.model)
+                scores["arm"].append(chunk.arm.name)
+                scores["unit"].append(s.unit)
+                scores["pass"].append(p)
+                scores["set"].append(s.name)
+                scores["cluster"].append(s.cluster)
+                scores["norm"].append(norm)
+                scores["profit"].append(float(result.profit[p]))
+                scores["coverage"].append(int(answered[p]) / n if n else 0.0)
+                scores["events"].append(list(s.events))
+                scores["brier"].append(
+                    float(np.asarray(briers)[p]) if briers is not None and answered[p] else None
+                )
+                scores["answered"].append(int(answered[p]))
+            scores["stakes"] += _lists(result.stakes)
+            scores["coherent"] += _lists(result.coherent)
+            scores["probs"] += _lists(s.probs)
+            if chunk.passes > 1:
+                profits = np.concatenate(([result.profit[0]], next(results).profit))
+                for k, profit in enumerate(profits, start=1):
+                    for name, value in (
+                        ("model", chunk.model),
+                        ("arm", chunk.arm.name),
+                        ("unit", s.unit),
+                        ("set", s.name),
+                        ("cluster", s.cluster),
+                        ("norm", norm),
+                        ("k", k),
+                        ("profit", float(profit)),
+                    ):
+                        averaged[name].append(value)
+    order = ["unit", "set", "pass", "norm"]
+    return (
+        pl.DataFrame(scores, schema=SCORE_SCHEMA).sort(order, maintain_order=True),
+        pl.DataFrame(averaged, schema=AVERAGED_SCHEMA).sort(
+            ["unit", "set", "norm", "k"], maintain_order=True
+        ),
     )
-    answers = (
-        scan_responses(run_dir).select("request_id", "values").unique("request_id", keep="first")
-    )
-    frame = members.join(answers, on="request_id", how="inner").collect()
-    if frame.height == 0:
-        return pl.DataFrame(schema=FORECAST_SCHEMA)
-    long = (
-        frame.explode(["events", "values"])
-        .rename({"events": "event", "values": "p"})
-        .with_columns(pl.col("pass").cast(pl.Int32), pl.col("p").cast(pl.Float64))
-        # An event answered twice in one unit and pass (never by design) keeps its mean.
-        .group_by(["model", "arm", "unit", "pass", "event"], maintain_order=True)
-        .agg(pl.col("p").mean())
-    )
-    return long.select(list(FORECAST_SCHEMA)).sort(["model", "arm", "unit", "pass", "event"])
 
 
-@dataclass
-class _Batch:
-    incidence: np.ndarray
-    rows: list[np.ndarray]
-    meta: list[dict[str, Any]]
+def _chunk_norms(chunk: Chunk, norms: Iterable[str] | None) -> tuple[str, ...]:
+    return tuple(norms) if norms else (chunk.arm.norm,)
 
 
 def score_forecasts(
@@ -89,85 +169,86 @@ def score_forecasts(
     units: UnitSource,
     norms: Iterable[str] | None = None,
 ) -> pl.DataFrame:
-    lookup: dict[tuple[str, str, str, int], dict[str, float]] = defaultdict(dict)
-    for model, arm, unit, pass_, event, p in forecasts.iter_rows():
-        lookup[(model, arm, unit, pass_)][event] = p
-    batches: dict[tuple[str, tuple[int, ...], bytes], _Batch] = {}
-    for entry in spec.arms:
-        arm = ARMS[entry.name]
-        arm_norms = tuple(norms) if norms else (native_norm(arm.name),)
-        models = [m.name for m in spec.models_for(entry)]
-        for unit in units.for_arm(arm):
-            panel = arm.panel(unit)
-            outcomes = arm.outcomes(unit)
-            cluster = str(getattr(unit, "date", unit.id))
-            for scoring_set in arm.scoring_sets(unit):
-                sub = panel.subset(list(scoring_set.event_ids))
-                ids = list(sub.ids)
-                incidence = np.ascontiguousarray(sub.incidence, dtype=np.uint8)
-                for norm in arm_norms:
-                    key = (norm, incidence.shape, incidence.tobytes())
-                    batch = batches.setdefault(key, _Batch(incidence, [], []))
-                    for model in models:
-                        for pass_index in range(entry.passes):
-                            answers = lookup.get((model, arm.name, unit.id, pass_index), {})
-                            probs = np.array([answers.get(e, np.nan) for e in ids], dtype=float)
-                            outcome_vec = (
-                                np.array([float(outcomes[e]) for e in ids])
-                                if outcomes is not None
-                                else None
-                            )
-                            batch.rows.append(probs)
-                            batch.meta.append(
-                                {
-                                    "model": model,
-                                    "arm": arm.name,
-                                    "unit": unit.id,
-                                    "pass": pass_index,
-                                    "set": scoring_set.name,
-                                    "cluster": cluster,
-                                    "norm": norm,
-                                    "events": ids,
-                                    "answered": int(np.isfinite(probs).sum()),
-                                    "outcomes": outcome_vec,
-                                }
-                            )
-    records: list[dict[str, Any]] = []
-    for (norm, _, _), batch in batches.items():
-        probs = np.vstack(batch.rows)
-        result = dutch_books(batch.incidence, probs, norm=norm)
-        for k, meta in enumerate(batch.meta):
-            outcome_vec = meta.pop("outcomes")
-            n = len(meta["events"])
-            answered = meta["answered"]
-            records.append(
-                {
-                    **meta,
-                    "profit": float(result.profit[k]),
-                    "coverage": answered / n if n else 0.0,
-                    "stakes": [_finite_or_none(v) for v in result.stakes[k]],
-                    "coherent": [_finite_or_none(v) for v in result.coherent[k]],
-                    "brier": float(brier(probs[k], outcome_vec))
-                    if outcome_vec is not None and answered
-                    else None,
-                }
-            )
-    if not records:
+    """Score a forecasts table (`FORECAST_SCHEMA`) held in memory: every set, pass and norm."""
+    parts = []
+    for chunk in chunks(spec):
+        mine = forecasts.filter(
+            (pl.col("model") == chunk.model) & (pl.col("arm") == chunk.arm.name)
+        )
+        sets = list(answered_sets(chunk, mine, units))
+        parts.append(_score_chunk(chunk, sets, _chunk_norms(chunk, norms))[0])
+    if not parts:
         return pl.DataFrame(schema=SCORE_SCHEMA)
-    return pl.DataFrame(records, schema=SCORE_SCHEMA).sort(
-        ["model", "arm", "unit", "set", "pass", "norm"]
+    return pl.concat(parts)
+
+
+class PartFiles:
+    """Part files of one output, concatenated into the final file without loading them all."""
+
+    def __init__(self, folder: Path, name: str, schema: dict[str, Any]) -> None:
+        self.folder, self.name, self.schema = folder, name, schema
+        self.paths: list[Path] = []
+
+    def add(self, frame: pl.DataFrame) -> None:
+        if frame.height:
+            path = self.folder / f"{self.name}-{len(self.paths):05d}.parquet"
+            frame.write_parquet(path)
+            self.paths.append(path)
+
+    def commit(self, target: Path) -> None:
+        tmp = self.folder / f"{self.name}.parquet"
+        if self.paths:
+            pl.scan_parquet(self.paths).sink_parquet(tmp)
+        else:
+            pl.DataFrame(schema=self.schema).write_parquet(tmp)
+        commit_file(tmp, target)
+
+
+def score_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None) -> ScoredRun:
+    """Write `forecasts.parquet`, `scores.parquet` and `averaged.parquet` from the kept answers.
+
+    One (model, arm) at a time; re-running gives the same files. Returns what the report
+    reads (`ScoredRun`), so nothing is written and read back.
+    """
+    units = units or UnitSource.from_spec(spec)
+    source = AnswerSource(run_dir)
+    slim: list[pl.DataFrame] = []
+    averaged: list[pl.DataFrame] = []
+    with tempfile.TemporaryDirectory(prefix=".scoring-", dir=run_dir) as tmp:
+        folder = Path(tmp)
+        outputs = {
+            "forecasts": PartFiles(folder, "forecasts", FORECAST_SCHEMA),
+            "scores": PartFiles(folder, "scores", SCORE_SCHEMA),
+            "averaged": PartFiles(folder, "averaged", AVERAGED_SCHEMA),
+        }
+        for chunk in chunks(spec):
+            forecasts = source.forecasts(chunk.model, chunk.arm.name)
+            outputs["forecasts"].add(forecasts)
+            sets = list(answered_sets(chunk, forecasts, units))
+            del forecasts
+            scores, means = _score_chunk(chunk, sets, _chunk_norms(chunk, None))
+            del sets
+            outputs["scores"].add(scores)
+            outputs["averaged"].add(means)
+            slim.append(scores.select(SLIM_COLUMNS))
+            averaged.append(means)
+            del scores
+        for name, part in outputs.items():
+            part.commit(run_dir / f"{name}.parquet")
+    return ScoredRun(
+        scores=pl.concat(slim) if slim else pl.DataFrame(schema=SCORE_SCHEMA).select(SLIM_COLUMNS),
+        averaged=pl.concat(averaged) if averaged else pl.DataFrame(schema=AVERAGED_SCHEMA),
     )
 
 
-def _finite_or_none(value: float) -> float | None:
-    return float(value) if np.isfinite(value) else None
-
-
-def score_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None) -> pl.DataFrame:
-    """Write `forecasts.parquet` and `scores.parquet`; re-running gives the same files."""
-    units = units or UnitSource.from_spec(spec)
-    forecasts = build_forecasts(run_dir)
-    write_atomic(forecasts, run_dir / "forecasts.parquet")
-    scores = score_forecasts(spec, forecasts, units)
-    write_atomic(scores, run_dir / "scores.parquet")
-    return scores
+def read_scored(run_dir: Path) -> ScoredRun:
+    """A scored run folder's `ScoredRun`, read from its files (only the columns it needs)."""
+    averaged_path = run_dir / "averaged.parquet"
+    return ScoredRun(
+        scores=pl.read_parquet(run_dir / "scores.parquet", columns=list(SLIM_COLUMNS)),
+        averaged=(
+            pl.read_parquet(averaged_path)
+            if averaged_path.exists()
+            else pl.DataFrame(schema=AVERAGED_SCHEMA)
+        ),
+    )

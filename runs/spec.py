@@ -85,7 +85,14 @@ class CampaignSpec:
 
 
 _TOP_KEYS = {
-    "name", "seed", "parser", "data", "models", "arms", "coverage_floor", "max_attempts",
+    "name",
+    "seed",
+    "parser",
+    "data",
+    "models",
+    "arms",
+    "coverage_floor",
+    "max_attempts",
     "max_answer_failures",
     "sim_faults",
 }
@@ -125,7 +132,12 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
 }
 #: Provider-specific keys passed through to `ModelConfig.extra` for the adapters.
 _EXTRA_KEYS = (
-    "personality", "deployment", "base_model", "token_field", "endpoint", "base_url_env",
+    "personality",
+    "deployment",
+    "base_model",
+    "token_field",
+    "endpoint",
+    "base_url_env",
 )
 
 
@@ -284,12 +296,11 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
     choices = {"response_format": RESPONSE_FORMATS, "tokenizer": tuple(TOKENIZERS)}
     for key, allowed in choices.items():
         if key in entry and entry[key] not in allowed:
-            raise SpecError(
-                path, where + key, f"one of {', '.join(allowed)}, not {entry[key]!r}"
-            )
+            raise SpecError(path, where + key, f"one of {', '.join(allowed)}, not {entry[key]!r}")
     if entry.get("json_mode") and "response_format" in entry:
         raise SpecError(
-            path, where + "json_mode",
+            path,
+            where + "json_mode",
             "json_mode or response_format, not both (response_format already asks for JSON)",
         )
     base_url = entry.get("base_url")

@@ -109,14 +109,16 @@ def estimator(tokenizer: str | None, *, fold_system: bool = False) -> Estimator:
     known = TOKENIZERS.get(tokenizer) if tokenizer else None
     if known is None:
         return Estimator(
-            f"rough: {ROUGH_CHARS_PER_TOKEN:g} characters per token", False,
+            f"rough: {ROUGH_CHARS_PER_TOKEN:g} characters per token",
+            False,
             _rough(ROUGH_CHARS_PER_TOKEN),
         )
     path = gguf_path(known) if importlib.util.find_spec("llama_cpp") else None
     if path is None:
         return Estimator(
             f"rough: {known.name} calibrated, {known.chars_per_token:g} characters per token",
-            False, _rough(known.chars_per_token),
+            False,
+            _rough(known.chars_per_token),
         )
     vocabulary = _vocabulary(str(path))
 

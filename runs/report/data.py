@@ -23,14 +23,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from runs.scoring_step import native_norm
+from panels.arms import ARMS
 from scoring import stats
 from scoring.stats import Interval
 
 SCHEMA = "dutchbook.report/1"
 ARBITRAGE_FREE_CENTS = 0.05
 BASELINE_ARM = "baseline"
-FAMILY_ARM_PREFIX = "families/"
 THRESHOLDS = (0.001, 0.005, 0.01)
 LEVEL = 0.95
 COVERAGE_RULE = (
@@ -102,13 +101,25 @@ class ArmRow:
 # Per-unit values and coverage
 
 
+def arm_norm(label: str) -> str:
+    """The metric a report row's arm is scored in (`panels.arms.Arm.norm`; "inf" if unknown)."""
+    arm = ARMS.get(arm_of_label(label))
+    return arm.norm if arm is not None else "inf"
+
+
+def is_family(label: str) -> bool:
+    """A report row of the family benchmark (its units are question families)."""
+    arm = ARMS.get(arm_of_label(label))
+    return arm is not None and arm.unit_kind == "family"
+
+
 def native_scores(scores: pl.DataFrame) -> pl.DataFrame:
-    """Each arm scored in its own metric: sup-norm for the paper's arms, L1 for families."""
-    return scores.filter(
-        pl.when(pl.col("arm").str.starts_with(FAMILY_ARM_PREFIX))
-        .then(pl.col("norm") == "l1")
-        .otherwise(pl.col("norm") == "inf")
+    """Each arm scored in its own metric (`Arm.norm`): sup-norm for the paper's arms, L1 for
+    the family benchmark."""
+    native = pl.col("arm").replace_strict(
+        {name: arm.norm for name, arm in ARMS.items()}, default="inf", return_dtype=pl.String
     )
+    return scores.filter(pl.col("norm") == native)
 
 
 #: Single-set arms keep their name; for the others each kind of set is its own report row,
@@ -195,7 +206,7 @@ def build_rows(
     rows: list[ArmRow] = []
     for (model, arm), group in units.group_by(["model", "arm"], maintain_order=True):
         model, arm = str(model), str(arm)
-        norm = native_norm(arm)
+        norm = arm_norm(arm)
         cov = arm_coverage.get((model, arm_of_label(arm)))
         if cov is None:
             cov = float(group["coverage"].fill_null(0.0).mean() or 0.0)  # type: ignore[arg-type]
@@ -224,7 +235,7 @@ def build_rows(
                 seed=seed,
                 level=LEVEL,
             )
-            if arm.startswith(FAMILY_ARM_PREFIX)
+            if is_family(arm)
             else None
         )
         vs, vs_units = _vs_baseline(units, model, arm, reps, seed)
@@ -252,7 +263,7 @@ def _vs_baseline(
     units: pl.DataFrame, model: str, arm: str, reps: int, seed: int
 ) -> tuple[Interval | None, int]:
     """Paired difference (arm - baseline) on the same stock-days' one-day panel."""
-    if arm == BASELINE_ARM or arm.startswith(FAMILY_ARM_PREFIX):
+    if arm == BASELINE_ARM or is_family(arm):
         return None, 0
     # Rows of single-set arms keep the arm's name (their set is the one-day panel, h1).
     mine = units.filter((pl.col("model") == model) & (pl.col("arm") == arm))
@@ -356,7 +367,7 @@ def family_section(rows: Sequence[ArmRow]) -> list[dict[str, Any]]:
             "rule": COVERAGE_RULE,
         }
         for r in rows
-        if r.arm.startswith(FAMILY_ARM_PREFIX)
+        if is_family(r.arm)
     ]
 
 

@@ -1,13 +1,15 @@
-"""Repeated elicitation (the paper's Figure 4C): average each event's answers over the first
-k passes, then solve the Dutch-book LP again on the averaged forecast.
+"""Repeated elicitation (the paper's Figure 4C): the profit of each set's answers averaged,
+event by event, over the first k passes, k = 1..passes.
 
-By convexity of the profit in the stated probabilities, the k-pass average's profit is never
+Scoring computes those profits (`averaged.parquet`, `runs.scoring_step.AVERAGED_SCHEMA`);
+this module only does their statistics: per report row (model, arm label), the profit after
+k passes averaged over sets per unit, then over units, with the date-clustered bootstrap. By
+convexity of the profit in the stated probabilities, the k-pass average's profit is never
 above the mean of the single passes' profits.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,13 +17,106 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from runs.report.data import LEVEL, ArmRow, native_scores
-from runs.scoring_step import native_norm
-from scoring import dutch_books, stats
+from runs.answered_sets import pass_averages
+from runs.report.data import LEVEL, SET_LABEL, ArmRow, native_scores
+from scoring import stats
+from scoring.grouped import SetJob, solve_grouped
 
 #: `incidence_for(arm, unit, set, events) -> (n_events, n_atoms) 0/1 matrix` of one scoring
 #: set, rows in the order of `events` (the scores row's `events` column).
 IncidenceFor = Callable[[str, str, str, Sequence[str]], npt.NDArray[Any]]
+
+
+def repeated_section(
+    averaged: pl.DataFrame, rows: Sequence[ArmRow], seed: int, reps: int
+) -> list[dict[str, Any]]:
+    """The summary's `repeated_elicitation` list from pass-averaged profits.
+
+    One entry per scored (model, arm row) with at least two passes: `model, arm, passes,
+    units, single_pass_mean` (the row's profit mean), `by_k` ([{k, mean, lo, hi}]).
+    """
+    scored = {(r.model, r.arm): r for r in rows if r.scored and r.profit is not None}
+    if averaged.height == 0:
+        return []
+    per_unit = (
+        native_scores(averaged)
+        .with_columns(SET_LABEL.alias("arm"))
+        .group_by(["model", "arm", "unit", "cluster", "k"], maintain_order=True)
+        .agg(pl.col("profit").drop_nans().mean())
+    )
+    out: list[dict[str, Any]] = []
+    for (model, arm), group in per_unit.group_by(["model", "arm"], maintain_order=True):
+        row = scored.get((str(model), str(arm)))
+        passes = int(group["k"].max())  # type: ignore[arg-type]
+        if row is None or passes < 2:
+            continue
+        answered = group.filter(pl.col("profit").is_not_null() & pl.col("profit").is_not_nan())
+        by_k: list[dict[str, Any]] = []
+        for k in range(1, passes + 1):
+            at_k = answered.filter(pl.col("k") == k)
+            if at_k.height == 0:
+                by_k.append({"k": k, "mean": None, "lo": None, "hi": None})
+                continue
+            iv = stats.cluster_bootstrap_mean(
+                at_k["profit"].to_numpy(),
+                at_k["cluster"].to_numpy(),
+                reps=reps,
+                seed=seed,
+                level=LEVEL,
+            )
+            by_k.append({"k": k, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi})
+        out.append(
+            {
+                "model": str(model),
+                "arm": str(arm),
+                "passes": passes,
+                "units": int(answered["unit"].n_unique()),
+                "single_pass_mean": row.profit.mean if row.profit else None,
+                "by_k": by_k,
+            }
+        )
+    return out
+
+
+def averaged_from_forecasts(
+    scores: pl.DataFrame, forecasts: pl.DataFrame, incidence_for: IncidenceFor
+) -> pl.DataFrame:
+    """Pass-averaged profits from forecasts held in memory (scoring writes them for a run).
+
+    For callers that have forecasts and an incidence lookup but no scored run folder.
+    """
+    from runs.scoring_step import AVERAGED_SCHEMA
+
+    stated = {
+        (m, a, u, int(p), e): v
+        for m, a, u, p, e, v in forecasts.select(
+            "model", "arm", "unit", "pass", "event", "p"
+        ).iter_rows()
+    }
+    native = native_scores(scores)
+    meta: list[tuple[Any, ...]] = []
+    jobs: list[SetJob] = []
+    for (model, arm), group in native.group_by(["model", "arm"], maintain_order=True):
+        passes = sorted(int(p) for p in group["pass"].unique())
+        if len(passes) < 2:
+            continue
+        sets = group.unique(["unit", "set"], keep="first", maintain_order=True)
+        for unit, set_name, cluster, norm, events in sets.select(
+            "unit", "set", "cluster", "norm", "events"
+        ).iter_rows():
+            ids = list(events)
+            probs = np.array(
+                [[stated.get((model, arm, unit, p, e), np.nan) for e in ids] for p in passes]
+            )
+            incidence = np.asarray(incidence_for(str(arm), unit, set_name, ids), dtype=np.uint8)
+            jobs.append(SetJob(incidence, pass_averages(probs), norm))
+            meta.append((model, arm, unit, set_name, cluster, norm))
+    records = [
+        (*m, k, float(profit))
+        for m, result in zip(meta, solve_grouped(jobs), strict=True)
+        for k, profit in enumerate(result.profit, start=1)
+    ]
+    return pl.DataFrame(records, schema=AVERAGED_SCHEMA, orient="row")
 
 
 def repeated_elicitation(
@@ -32,105 +127,14 @@ def repeated_elicitation(
     seed: int,
     reps: int,
 ) -> list[dict[str, Any]]:
-    """Profit of the k-pass average forecast, k = 1..passes, for scored multi-pass arms.
-
-    Each event's answers are averaged over the passes that answered it (an event no pass
-    answered stays unanswered). All LPs sharing an incidence matrix are solved in one batch.
-    """
-    scored = {(r.model, r.arm): r for r in rows if r.scored and r.profit is not None}
-    native = native_scores(scores)
-    answers: dict[tuple[str, str, str, int], dict[str, float]] = defaultdict(dict)
-    for model, arm, unit, pass_, event, p in forecasts.select(
-        "model", "arm", "unit", "pass", "event", "p"
-    ).iter_rows():
-        answers[(model, arm, unit, int(pass_))][event] = p
-    batches: dict[tuple[str, tuple[int, ...], bytes], tuple[npt.NDArray[Any], list[Any]]] = {}
-    plans: list[dict[str, Any]] = []
-    for (model, arm), group in native.group_by(["model", "arm"], maintain_order=True):
-        model, arm = str(model), str(arm)
-        passes = sorted(int(p) for p in group["pass"].unique())
-        if (model, arm) not in scored or len(passes) < 2:
-            continue
-        sets = group.unique(["unit", "set"], keep="first", maintain_order=True)
-        plan: dict[str, Any] = {
-            "model": model,
-            "arm": arm,
-            "norm": native_norm(arm),
-            "passes": len(passes),
-            "clusters": [],
-            "profits": [],
-        }
-        for unit, set_name, cluster, events in sets.select(
-            "unit", "set", "cluster", "events"
-        ).iter_rows():
-            ids = list(events)
-            matrix = np.array(
-                [
-                    [answers.get((model, arm, unit, p), {}).get(e, np.nan) for e in ids]
-                    for p in passes
-                ],
-                dtype=float,
-            )
-            if not np.isfinite(matrix).any():
-                continue
-            incidence = np.ascontiguousarray(
-                incidence_for(arm, unit, set_name, ids), dtype=np.uint8
-            )
-            answered = np.isfinite(matrix)
-            sums = np.cumsum(np.where(answered, matrix, 0.0), axis=0)
-            counts = np.cumsum(answered, axis=0)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                averaged = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-            key = (plan["norm"], incidence.shape, incidence.tobytes())
-            batch = batches.setdefault(key, (incidence, []))
-            slot = np.full(len(passes), np.nan)
-            plan["profits"].append(slot)
-            plan["clusters"].append(cluster)
-            batch[1].append((averaged, slot))
-        plans.append(plan)
-    for (norm, _, _), (incidence, items) in batches.items():
-        result = dutch_books(incidence, np.vstack([a for a, _ in items]), norm=norm)
-        offset = 0
-        for averaged, slot in items:
-            slot[:] = result.profit[offset : offset + averaged.shape[0]]
-            offset += averaged.shape[0]
-    out: list[dict[str, Any]] = []
-    for plan in plans:
-        if not plan["profits"]:
-            continue
-        profits = np.vstack(plan["profits"])
-        clusters = np.array(plan["clusters"])
-        by_k: list[dict[str, Any]] = []
-        for k in range(plan["passes"]):
-            column = profits[:, k]
-            if np.isfinite(column).any():
-                iv = stats.cluster_bootstrap_mean(
-                    column, clusters, reps=reps, seed=seed, level=LEVEL
-                )
-                by_k.append({"k": k + 1, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi})
-            else:
-                by_k.append({"k": k + 1, "mean": None, "lo": None, "hi": None})
-        row = scored[(plan["model"], plan["arm"])]
-        out.append(
-            {
-                "model": plan["model"],
-                "arm": plan["arm"],
-                "passes": plan["passes"],
-                "units": int(profits.shape[0]),
-                "single_pass_mean": row.profit.mean if row.profit else None,
-                "by_k": by_k,
-            }
-        )
-    return out
+    """`repeated_section` from forecasts and an incidence lookup (see `averaged_from_forecasts`)."""
+    return repeated_section(
+        averaged_from_forecasts(scores, forecasts, incidence_for), rows, seed, reps
+    )
 
 
 def incidence_from_units(units: Any) -> IncidenceFor:
-    """An `incidence_for` callback over a campaign's `runs.units.UnitSource`.
-
-    The pipeline passes `incidence_for=incidence_from_units(units)` to `write_report` so the
-    repeated-elicitation section can re-solve averaged forecasts; panels are built on demand
-    (only for multi-pass arms) and cached per scoring set.
-    """
+    """An `incidence_for` callback over a campaign's `runs.units.UnitSource`."""
     from panels.arms import ARMS
 
     by_id: dict[str, dict[str, Any]] = {}

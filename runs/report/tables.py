@@ -30,7 +30,6 @@ from rich.text import Text
 
 from runs.report.data import (
     BASELINE_ARM,
-    FAMILY_ARM_PREFIX,
     STATUS_BELOW_FLOOR,
     THRESHOLDS,
     ArmRow,
@@ -254,8 +253,8 @@ def compact_leaderboard(rows: Sequence[ArmRow], model_coverage: dict[str, float]
                 "" if r is None else (_fmt(r.profit.mean, 4) if r.profit else "not scored")
             )
         table.add_row(arm, *values)
-        if arm.startswith(FAMILY_ARM_PREFIX):
-            free = [cell.get((m, arm)) for m in models]
+        free = [cell.get((m, arm)) for m in models]
+        if any(r is not None and r.arbitrage_free is not None for r in free):
             table.add_row(
                 "  arb-free share",
                 *[f"{r.arbitrage_free.mean:.0%}" if r and r.arbitrage_free else "" for r in free],

@@ -18,7 +18,7 @@ from runs.audit import markdown as audit_markdown
 from runs.audit import run_audit
 from runs.audit import write_files as write_audit_files
 from runs.report.data import ReportData, build_report_data
-from runs.report.repeated import IncidenceFor, repeated_elicitation
+from runs.report.repeated import IncidenceFor, averaged_from_forecasts, repeated_section
 from runs.report.summary import build_summary
 from runs.report.tables import (
     csv_tables,
@@ -44,25 +44,29 @@ def write_report(
     forecasts: pl.DataFrame | None = None,
     incidence_for: IncidenceFor | None = None,
     figures: bool = True,
+    averaged: pl.DataFrame | None = None,
     audit: Audit | None = None,
 ) -> dict[str, Any]:
     """Write `report/` (see the module docstring) and print a summary; return summary.json.
 
-    `incidence_for` (see `runs.report.repeated`) enables the repeated-elicitation section;
-    `forecasts` defaults to the run folder's `forecasts.parquet`; `audit` (the folder's
-    `runs.audit.run_audit`, made here when not given) is the retries section.
+    The repeated-elicitation section comes from `averaged` (pass-averaged profits, as
+    `runs.scoring_step.score_run` returns them), or else from `incidence_for` (see
+    `runs.report.repeated`) with `forecasts` (default: the run folder's `forecasts.parquet`);
+    with neither it is null. `audit` (the folder's `runs.audit.run_audit`, made here when not
+    given) is the retries section.
     """
     console = console or Console()
-    repeated = None
-    if incidence_for is not None:
+    if averaged is None and incidence_for is not None:
         if forecasts is None and (run_dir / "forecasts.parquet").exists():
             forecasts = pl.read_parquet(run_dir / "forecasts.parquet")
         if forecasts is not None:
-            answers = forecasts
+            averaged = averaged_from_forecasts(scores, forecasts, incidence_for)
+    repeated = None
+    if averaged is not None:
+        pass_averaged = averaged
 
-            def repeated(rows: Any) -> Any:
-                assert incidence_for is not None
-                return repeated_elicitation(scores, answers, incidence_for, rows, seed, reps)
+        def repeated(rows: Any) -> Any:
+            return repeated_section(pass_averaged, rows, seed, reps)
 
     data = build_report_data(run_dir, scores, floor=floor, seed=seed, reps=reps, repeated=repeated)
     return write_views(run_dir, data, console=console, figures=figures, audit=audit)

@@ -1,0 +1,72 @@
+"""`dutchbook score DIR` and `dutchbook repair DIR`: rebuild a run's scores, or its Euclidean
+repairs, from the answers kept in the folder, without a single call.
+
+Useful after `dutchbook reparse`, after a family file was corrected, or after an interrupted
+run. The campaign is the folder's own `spec.toml` unless `--spec` names the original (needed
+when its `[data]` paths are relative to where the spec lives).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from runs.commands._errors import fail, user_errors
+
+if TYPE_CHECKING:
+    from runs.spec import CampaignSpec
+
+_SPEC_HELP = "the campaign spec (default: DIR/spec.toml, frozen when the run started)"
+
+
+def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
+    from runs.spec import load_spec
+
+    if not (run_dir / "plan_members.parquet").exists():
+        fail(f"{run_dir} is not a planned run folder (no plan_members.parquet)")
+    return load_spec(spec_path or run_dir / "spec.toml")
+
+
+def score(
+    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder")],
+    spec_path: Annotated[Path | None, typer.Option("--spec", help=_SPEC_HELP)] = None,
+) -> None:
+    """Rebuild forecasts.parquet, scores.parquet and averaged.parquet from the kept answers."""
+    from runs.scoring_step import score_run
+
+    with user_errors(FileNotFoundError):
+        scored = score_run(_load(run_dir, spec_path), run_dir)
+    frame = scored.scores
+    answered = frame.filter(frame["answered"] > 0)
+    typer.echo(
+        f"scored {answered.height:,} answered sets of {frame.height:,} "
+        f"({frame['model'].n_unique()} models, {frame['arm'].n_unique()} arms): "
+        f"{run_dir / 'scores.parquet'}, forecasts.parquet, averaged.parquet"
+    )
+
+
+def repair(
+    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder")],
+    spec_path: Annotated[Path | None, typer.Option("--spec", help=_SPEC_HELP)] = None,
+) -> None:
+    """Write repaired.parquet: each answered set's nearest coherent forecast (Euclidean),
+    beside the stated probabilities, with the Brier change where outcomes are known."""
+    from runs.repair_step import repair_run
+
+    with user_errors(FileNotFoundError):
+        summary = repair_run(_load(run_dir, spec_path), run_dir)
+    line = f"repaired {summary.sets:,} answered sets: {run_dir / 'repaired.parquet'}"
+    if summary.with_outcomes:
+        line += (
+            f"; Brier change over the {summary.with_outcomes:,} with outcomes: mean "
+            f"{summary.mean_brier_change:+.5f}, largest {summary.largest_brier_change:+.2g} "
+            f"(improved {summary.improved:,})"
+        )
+    typer.echo(line)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("score")(score)
+    app.command("repair")(repair)
