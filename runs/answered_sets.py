@@ -33,6 +33,17 @@ FORECAST_SCHEMA: dict[str, Any] = {
 }
 
 
+#: The columns naming one set of one pass, first in every per-set file (scores, repaired).
+SET_KEY_SCHEMA: dict[str, Any] = {
+    "model": pl.String,
+    "arm": pl.String,
+    "unit": pl.String,
+    "pass": pl.Int32,
+    "set": pl.String,
+    "cluster": pl.String,
+}
+
+
 @dataclass(frozen=True)
 class Chunk:
     """One model's part of one arm of the campaign."""

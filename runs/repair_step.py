@@ -17,19 +17,14 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from runs.answered_sets import AnswerSource, answered_sets, chunks
+from runs.answered_sets import SET_KEY_SCHEMA, AnswerSource, answered_sets, chunks
 from runs.scoring_step import PartFiles
 from runs.spec import CampaignSpec
 from runs.units import UnitSource
 from scoring import brier, repair
 
 REPAIRED_SCHEMA: dict[str, Any] = {
-    "model": pl.String,
-    "arm": pl.String,
-    "unit": pl.String,
-    "pass": pl.Int32,
-    "set": pl.String,
-    "cluster": pl.String,
+    **SET_KEY_SCHEMA,
     "events": pl.List(pl.String),
     "stated": pl.List(pl.Float64),
     "repaired": pl.List(pl.Float64),

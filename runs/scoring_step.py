@@ -20,6 +20,7 @@ import polars as pl
 from engine.durable import commit_file
 from runs.answered_sets import (
     FORECAST_SCHEMA,
+    SET_KEY_SCHEMA,
     AnsweredSet,
     AnswerSource,
     Chunk,
@@ -44,12 +45,7 @@ __all__ = [
 ]
 
 SCORE_SCHEMA: dict[str, Any] = {
-    "model": pl.String,
-    "arm": pl.String,
-    "unit": pl.String,
-    "pass": pl.Int32,
-    "set": pl.String,
-    "cluster": pl.String,
+    **SET_KEY_SCHEMA,
     "norm": pl.String,
     "profit": pl.Float64,
     "coverage": pl.Float64,
