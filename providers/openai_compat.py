@@ -421,24 +421,30 @@ def _classify_error(env: _Envelope, dialect: ClientDialect) -> Failure:
     return _failure(env, outcome, detail, **extra)
 
 
+def _error_in_body(env: _Envelope, data: Mapping[str, Any]) -> Failure:
+    """A 2xx reply whose body is an error (some gateways do this): a rate limit when it says
+    so, else the provider's failure."""
+    message_text, code, _ = _error_fields(data)
+    outcome = (
+        Outcome.RATE_LIMIT
+        if _RATE_LIMIT_TEXT.search(message_text) or code in ("429", "rate_limit_exceeded")
+        else Outcome.PROVIDER_ERROR
+    )
+    extra: dict[str, Any] = {}
+    if outcome is Outcome.RATE_LIMIT:
+        extra["quota_exhausted"] = bool(_QUOTA_TEXT.search(message_text))
+        if env.retry_after_s is None:
+            extra["retry_after_s"] = wait_from_message(message_text)
+    return _failure(env, outcome, f"error in 200 body: {message_text or code}", **extra)
+
+
 def _classify_success(env: _Envelope, dialect: ClientDialect) -> Completion | Failure:
     data = env.data
     if not isinstance(data, dict):
         return _failure(env, Outcome.INVALID_RESPONSE,
                         f"unparseable body: {body_excerpt(env.body, 120)}")
-    message_text, code, _ = _error_fields(data)
     if "error" in data and not data.get("choices"):
-        outcome = (
-            Outcome.RATE_LIMIT
-            if _RATE_LIMIT_TEXT.search(message_text) or code in ("429", "rate_limit_exceeded")
-            else Outcome.PROVIDER_ERROR
-        )
-        extra: dict[str, Any] = {}
-        if outcome is Outcome.RATE_LIMIT:
-            extra["quota_exhausted"] = bool(_QUOTA_TEXT.search(message_text))
-            if env.retry_after_s is None:
-                extra["retry_after_s"] = wait_from_message(message_text)
-        return _failure(env, outcome, f"error in 200 body: {message_text or code}", **extra)
+        return _error_in_body(env, data)
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return _failure(env, Outcome.INVALID_RESPONSE, "reply has no choices")

@@ -424,14 +424,7 @@ class VertexAdapter:
                 http_status=status,
                 raw_text=body.decode("utf-8", errors="replace"),
             )
-        usage = payload.get("usageMetadata")
-        tokens_in = tokens_out = None
-        if isinstance(usage, dict):
-            tokens_in = as_int(usage.get("promptTokenCount"))
-            candidates_n = as_int(usage.get("candidatesTokenCount"))
-            thoughts_n = as_int(usage.get("thoughtsTokenCount"))
-            if candidates_n is not None or thoughts_n is not None:
-                tokens_out = (candidates_n or 0) + (thoughts_n or 0)  # thoughts bill as output
+        tokens_in, tokens_out = _gemini_usage(payload.get("usageMetadata"))
         response_id = payload.get("responseId")
         request_id = response_id if isinstance(response_id, str) and response_id else None
         version = payload.get("modelVersion")
@@ -454,14 +447,9 @@ class VertexAdapter:
             missing = ", ".join(name for name, value in fields if value is None)
             return failure(Outcome.MISSING_ROUTING_METADATA, f"200 reply without {missing}")
         if candidate is None:
-            feedback = payload.get("promptFeedback")
-            reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
-            if isinstance(reason, str) and reason:
-                why = feedback.get("blockReasonMessage") if isinstance(feedback, dict) else None
-                return failure(
-                    Outcome.REFUSAL,
-                    f"prompt blocked: {reason}" + (f" ({why})" if isinstance(why, str) else ""),
-                )
+            blocked = _prompt_blocked(payload.get("promptFeedback"))
+            if blocked is not None:
+                return failure(Outcome.REFUSAL, blocked)
             return failure(Outcome.INVALID_RESPONSE, "reply has no candidates")
         finish = candidate.get("finishReason")
         finish_reason = finish if isinstance(finish, str) and finish else None
@@ -478,6 +466,27 @@ class VertexAdapter:
             model_reported=model_version,
             limits=rate_limit_info(view),
         )
+
+
+def _gemini_usage(usage: Any) -> tuple[int | None, int | None]:
+    """(input, output) tokens of `usageMetadata`; thinking tokens bill as output."""
+    if not isinstance(usage, dict):
+        return None, None
+    candidates_n = as_int(usage.get("candidatesTokenCount"))
+    thoughts_n = as_int(usage.get("thoughtsTokenCount"))
+    tokens_out = None
+    if candidates_n is not None or thoughts_n is not None:
+        tokens_out = (candidates_n or 0) + (thoughts_n or 0)
+    return as_int(usage.get("promptTokenCount")), tokens_out
+
+
+def _prompt_blocked(feedback: Any) -> str | None:
+    """Why the prompt was blocked (`promptFeedback.blockReason`), or None if it was not."""
+    reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
+    if not (isinstance(reason, str) and reason):
+        return None
+    why = feedback.get("blockReasonMessage")
+    return f"prompt blocked: {reason}" + (f" ({why})" if isinstance(why, str) else "")
 
 
 def _candidate_text(candidate: Mapping[str, Any]) -> str | None:

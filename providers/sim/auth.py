@@ -1,4 +1,5 @@
-"""How the simulator checks credentials: bearer keys, compared in constant time.
+"""How the simulator checks credentials: bearer keys (compared in constant time), Bedrock's
+SigV4 signatures or API keys, and the OAuth access tokens it issued for Vertex.
 
 Shared by the OpenAI-shaped routes and the cloud routes; `Authenticator` is what the
 pipeline (`providers.sim.pipeline.Simulator.serve`) calls before parsing a body.
@@ -6,12 +7,16 @@ pipeline (`providers.sim.pipeline.Simulator.serve`) calls before parsing a body.
 
 from __future__ import annotations
 
+import datetime as dt
 import hmac
 from collections.abc import Callable
 
 from aiohttp import web
 
+from providers.sim import sigv4_verifier
 from providers.sim.call import BadRequest
+from providers.sim.credentials import SimCredentials
+from providers.sim.oauth import TokenStore
 
 #: Checks a request's credentials; raises `BadRequest(kind="auth")` to refuse it.
 Authenticator = Callable[[web.Request, bytes], None]
@@ -40,3 +45,50 @@ def bearer_auth(key: str, missing: str, wrong: str) -> Authenticator:
             raise BadRequest(wrong, status=401, code="invalid_api_key", kind="auth")
 
     return check
+
+
+def sigv4_or_key_auth(creds: SimCredentials) -> Authenticator:
+    """Bedrock's: a Bedrock API key as a bearer token, or a SigV4 signature by the
+    configured AWS keys (verified from the specification, session token included)."""
+
+    def check(request: web.Request, body: bytes) -> None:
+        header = request.headers.get("Authorization", "")
+        if header.lower().startswith("bearer "):
+            if not same_secret(bearer_token(request), creds.bedrock_api_key):
+                raise BadRequest("The security token included in the request is invalid.",
+                                 status=403, code="UnrecognizedClientException", kind="auth")
+            return
+        if not header:
+            raise BadRequest("Missing Authentication Token", status=403,
+                             code="MissingAuthenticationTokenException", kind="auth")
+        raw_path, _, query = request.raw_path.partition("?")
+        try:
+            sigv4_verifier.verify(
+                request.method, raw_path, query, _headers_multi(request), body,
+                lambda key: creds.aws_secret_access_key if key == creds.aws_access_key_id
+                else None,
+                service="bedrock", session_token=creds.aws_session_token,
+                now=dt.datetime.now(dt.UTC),
+            )
+        except sigv4_verifier.SigV4Error as exc:
+            raise BadRequest(exc.message, status=exc.status, code=exc.code, kind="auth") from None
+
+    return check
+
+
+def issued_token_auth(tokens: TokenStore, refused: str) -> Authenticator:
+    """Vertex's: a bearer access token this simulator's token endpoint issued, still valid."""
+
+    def check(request: web.Request, body: bytes) -> None:
+        del body
+        if not tokens.valid(bearer_token(request)):
+            raise BadRequest(refused, status=401, kind="auth")
+
+    return check
+
+
+def _headers_multi(request: web.Request) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name, value in request.headers.items():
+        out.setdefault(name.lower(), []).append(value)
+    return out

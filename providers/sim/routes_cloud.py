@@ -7,24 +7,23 @@ requests must carry an access token this simulator issued from its own token end
 
 from __future__ import annotations
 
-import datetime as dt
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 import orjson
 from aiohttp import web
 
-from providers.sim import sigv4_verifier
-from providers.sim.auth import bearer_token, same_secret
-from providers.sim.call import BadRequest, ChatCall
+from providers.sim.auth import issued_token_auth, sigv4_or_key_auth
+from providers.sim.call import ChatCall
 from providers.sim.oauth import GOOGLE_TOKEN_URI, JWT_BEARER, GrantError, verify_assertion
 from providers.sim.wire_bedrock import BedrockDialect, parse_converse_body
 from providers.sim.wire_openai import VertexOpenAIDialect, parse_chat_body
 from providers.sim.wire_vertex import VertexDialect, parse_generate_body
 
 if TYPE_CHECKING:
-    from providers.sim.pipeline import Simulator
+    from providers.sim.pipeline import SimState, Simulator
 
 VERTEX_UNAUTHENTICATED = (
     "Request had invalid authentication credentials. Expected OAuth 2 access token, login "
@@ -33,46 +32,15 @@ VERTEX_UNAUTHENTICATED = (
 )
 
 
-def _headers_multi(request: web.Request) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for name, value in request.headers.items():
-        out.setdefault(name.lower(), []).append(value)
-    return out
-
-
 def cloud_routes(sim: Simulator) -> list[web.RouteDef]:
+    """Bedrock Converse, Vertex Gemini and Vertex OpenAI (through `Simulator.serve`), and the
+    OAuth token endpoint Vertex clients get their tokens from."""
     state = sim.state
-    creds = state.credentials
+    bedrock_auth = sigv4_or_key_auth(state.credentials)
+    vertex_auth = issued_token_auth(state.tokens, VERTEX_UNAUTHENTICATED)
     bedrock = BedrockDialect()
     vertex = VertexDialect()
     vertex_openai = VertexOpenAIDialect()
-
-    def bedrock_auth(request: web.Request, body: bytes) -> None:
-        header = request.headers.get("Authorization", "")
-        if header.lower().startswith("bearer "):
-            if not same_secret(bearer_token(request), creds.bedrock_api_key):
-                raise BadRequest("The security token included in the request is invalid.",
-                                 status=403, code="UnrecognizedClientException", kind="auth")
-            return
-        if not header:
-            raise BadRequest("Missing Authentication Token", status=403,
-                             code="MissingAuthenticationTokenException", kind="auth")
-        raw_path, _, query = request.raw_path.partition("?")
-        try:
-            sigv4_verifier.verify(
-                request.method, raw_path, query, _headers_multi(request), body,
-                lambda key: creds.aws_secret_access_key if key == creds.aws_access_key_id
-                else None,
-                service="bedrock", session_token=creds.aws_session_token,
-                now=dt.datetime.now(dt.UTC),
-            )
-        except sigv4_verifier.SigV4Error as exc:
-            raise BadRequest(exc.message, status=exc.status, code=exc.code, kind="auth") from None
-
-    def vertex_auth(request: web.Request, body: bytes) -> None:
-        del body
-        if not state.tokens.valid(bearer_token(request)):
-            raise BadRequest(VERTEX_UNAUTHENTICATED, status=401, kind="auth")
 
     async def converse(request: web.Request) -> web.StreamResponse:
         model_id = request.match_info["model_id"]
@@ -95,6 +63,21 @@ def cloud_routes(sim: Simulator) -> list[web.RouteDef]:
             return parse_chat_body("vertex", body)
 
         return await sim.serve(request, vertex_openai, vertex_auth, parse)
+
+    vertex_base = "/vertex/{version:v1|v1beta1}/projects/{project}/locations/{location}"
+    return [
+        web.post("/bedrock/model/{model_id:.+}/converse", converse),
+        web.post(vertex_base + "/publishers/google/models/{model}:generateContent",
+                 generate_content),
+        web.post(vertex_base + "/endpoints/openapi/chat/completions", vertex_chat),
+        web.post("/oauth2/token", _token_endpoint(state)),
+    ]
+
+
+def _token_endpoint(state: SimState) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """Google's OAuth token endpoint: a JWT-bearer assertion signed by the fake service
+    account buys an access token that `issued_token_auth` accepts."""
+    creds = state.credentials
 
     async def token(request: web.Request) -> web.Response:
         form = parse_qs((await request.read()).decode("utf-8", "replace"))
@@ -119,11 +102,4 @@ def cloud_routes(sim: Simulator) -> list[web.RouteDef]:
                                "token_type": "Bearer"}),
             content_type="application/json")
 
-    vertex_base = "/vertex/{version:v1|v1beta1}/projects/{project}/locations/{location}"
-    return [
-        web.post("/bedrock/model/{model_id:.+}/converse", converse),
-        web.post(vertex_base + "/publishers/google/models/{model}:generateContent",
-                 generate_content),
-        web.post(vertex_base + "/endpoints/openapi/chat/completions", vertex_chat),
-        web.post("/oauth2/token", token),
-    ]
+    return token

@@ -129,7 +129,31 @@ def verify(
         raise SigV4Error("IncompleteSignatureException",
                          "Authorization header requires 'Credential', 'Signature' and "
                          "'SignedHeaders' parameters with the AWS4-HMAC-SHA256 algorithm.")
-    parts = m.group("cred").split("/")
+    access_key, date, region, secret = _scope(m.group("cred"), service, secret_for)
+    signed = tuple(m.group("signed").split(";"))
+    if "host" not in signed:
+        raise SigV4Error("InvalidSignatureException", "'Host' must be a signed header.")
+    amz_date = _checked_date(headers, date, now)
+    _check_session_token(headers, session_token, signed)
+    canonical = canonical_request(
+        method, raw_path, query, headers, signed, _payload_hash(headers, body)
+    )
+    expected = signature(secret, amz_date, region, service, canonical)
+    if not hmac.compare_digest(expected, m.group("sig")):
+        raise SigV4Error(
+            "InvalidSignatureException",
+            "The request signature we calculated does not match the signature you provided. "
+            "Check your AWS Secret Access Key and signing method. Consult the service "
+            "documentation for details.",
+        )
+    return Signed(access_key, date, region, service, signed)
+
+
+def _scope(
+    credential: str, service: str, secret_for: Callable[[str], str | None]
+) -> tuple[str, str, str, str]:
+    """(access key, date, region, secret) of a `Credential=` scope, checked."""
+    parts = credential.split("/")
     if len(parts) != 5 or parts[4] != "aws4_request":
         raise SigV4Error("IncompleteSignatureException", "Credential is malformed.")
     access_key, date, region, scoped_service, _ = parts
@@ -140,9 +164,13 @@ def verify(
     if secret is None:
         raise SigV4Error("UnrecognizedClientException",
                          "The security token included in the request is invalid.")
-    signed = tuple(m.group("signed").split(";"))
-    if "host" not in signed:
-        raise SigV4Error("InvalidSignatureException", "'Host' must be a signed header.")
+    return access_key, date, region, secret
+
+
+def _checked_date(
+    headers: Mapping[str, list[str]], date: str, now: dt.datetime | None
+) -> str:
+    """`X-Amz-Date`, once it matches the scope's date and (unless `now` is None) the clock."""
     amz_date = (headers.get("x-amz-date") or [""])[0]
     if not re.fullmatch(r"\d{8}T\d{6}Z", amz_date):
         raise SigV4Error("IncompleteSignatureException",
@@ -158,6 +186,13 @@ def verify(
             raise SigV4Error("InvalidSignatureException",
                              f"Signature expired: {amz_date} is now earlier than "
                              f"{(now - MAX_SKEW).strftime('%Y%m%dT%H%M%SZ')}.")
+    return amz_date
+
+
+def _check_session_token(
+    headers: Mapping[str, list[str]], session_token: str | None, signed: tuple[str, ...]
+) -> None:
+    """The session token sent must be the expected one, and signed when present."""
     tokens = headers.get("x-amz-security-token")
     token = tokens[0] if tokens else None
     if token != session_token:
@@ -166,6 +201,10 @@ def verify(
     if token is not None and "x-amz-security-token" not in signed:
         raise SigV4Error("InvalidSignatureException",
                          "'x-amz-security-token' must be a signed header.")
+
+
+def _payload_hash(headers: Mapping[str, list[str]], body: bytes) -> str:
+    """The payload hash the signature covers: the declared one, checked, or the body's."""
     declared_values = headers.get("x-amz-content-sha256")
     declared = declared_values[0] if declared_values else None
     actual = _sha256(body)
@@ -173,14 +212,4 @@ def verify(
         raise SigV4Error("InvalidSignatureException",
                          "The provided 'x-amz-content-sha256' header does not match what was "
                          "computed.", status=400)
-    payload_hash = declared or actual
-    canonical = canonical_request(method, raw_path, query, headers, signed, payload_hash)
-    expected = signature(secret, amz_date, region, service, canonical)
-    if not hmac.compare_digest(expected, m.group("sig")):
-        raise SigV4Error(
-            "InvalidSignatureException",
-            "The request signature we calculated does not match the signature you provided. "
-            "Check your AWS Secret Access Key and signing method. Consult the service "
-            "documentation for details.",
-        )
-    return Signed(access_key, date, region, service, signed)
+    return declared or actual
