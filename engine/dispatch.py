@@ -34,8 +34,8 @@ from engine.ledger import Ledger
 from engine.logs import EngineLog
 from engine.plan import PlanItem, plan_counts, plan_items, read_pending, read_rows
 from engine.progress import LiveProgress
-from engine.retry import RetryPolicy
-from engine.scan import attempt_counts
+from engine.retry import ANSWER_FAILURE_CAUSES, RetryPolicy
+from engine.scan import attempt_counts, failure_counts
 from engine.spend import SpendCap, dollars, recorded_spend, unpriced
 from providers.base import Adapter
 from providers.secrets import Secret
@@ -183,9 +183,13 @@ async def _feed(
                     read_rows, plan_path, offset, batch_rows, positions
                 )
                 prior: dict[str, int] = {}
+                failed: dict[str, int] = {}
                 if has_history:
                     prior = await asyncio.to_thread(attempt_counts, run_dir, ids)
-                for item in plan_items(frame, prior):
+                    failed = await asyncio.to_thread(
+                        failure_counts, run_dir, ids, ANSWER_FAILURE_CAUSES
+                    )
+                for item in plan_items(frame, prior, failed):
                     await queue.put(item)
                     if lane.halted:
                         break
@@ -317,6 +321,7 @@ async def dispatch(
     progress: ProgressSink | Console | bool | None = None,
     *,
     max_attempts: int = 6,
+    max_answer_failures: int = 3,
     stop_event: asyncio.Event | None = None,
     policy: RetryPolicy | None = None,
     batch_rows: int = 10_000,
@@ -363,7 +368,11 @@ async def dispatch(
             lanes = [
                 Lane(
                     models[name], adapters[name], ledger, http, log, parser=parser,
-                    policy=policy or RetryPolicy(max_attempts=max_attempts),
+                    policy=policy
+                    or RetryPolicy(
+                        max_attempts=max_attempts,
+                        max_answer_failures=min(max_answer_failures, max_attempts),
+                    ),
                     stop_event=stop_event, spend=spend,
                 )
                 for name in models

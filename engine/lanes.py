@@ -17,7 +17,7 @@ import contextlib
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol
@@ -29,7 +29,14 @@ from engine.limits import Hold, TokenBucket, estimate_tokens
 from engine.logs import EngineLog
 from engine.plan import PlanItem
 from engine.records import AttemptRecord, ResponseRecord
-from engine.retry import DUPLICATE, PERMANENT, RetryPolicy, RetryTally
+from engine.retry import (
+    ANSWER_FAILURES,
+    DUPLICATE,
+    PERMANENT,
+    AnswerRetry,
+    RetryPolicy,
+    RetryTally,
+)
 from engine.settle import Sent, settle
 from engine.spend import SpendCap, prices_of, worst_case_cost
 from providers.base import Adapter
@@ -176,6 +183,9 @@ class Lane:
         self._build_in_thread = builds_may_block(adapter)
         self._omitted_logged = False
         self._build_pool: ThreadPoolExecutor | None = None
+        #: Whether anything answered at the model's address yet: a lane whose server refuses
+        #: connections from the start stops at once with the hint instead of retrying.
+        self._reached = False
 
     # -- state ---------------------------------------------------------------------------
 
@@ -258,7 +268,16 @@ class Lane:
         estimate = (
             estimate_tokens(item.system, item.user, self.config.max_tokens) if self.tokens else 0
         )
-        chat = ChatRequest(item.request_id, item.system, item.user, item.seed)
+        answers = AnswerRetry(
+            base_seed=item.seed if item.seed is not None else self.config.seed,
+            base_cap=self.config.max_tokens,
+            temperature=self.config.temperature,
+            budget=self.policy.max_answer_failures,
+            failures=item.prior_answer_failures,
+        )
+        if answers.spent:  # earlier runs spent this request's answer budget
+            self.stats.retries.exhausted += 1
+            return
         worst = (
             worst_case_cost(self.prices, self.config, item.system, item.user)
             if self.spend is not None and self.prices is not None
@@ -267,6 +286,10 @@ class Lane:
         for tries in range(1, self.policy.max_attempts + 1):
             if self.halted:
                 return
+            chat = ChatRequest(
+                item.request_id, item.system, item.user, answers.seed, tuple(item.keys),
+                answers.cap,
+            )
             tried = await self._attempt(item, chat, attempt_no + 1, estimate, worst)
             if tried is None:
                 return
@@ -277,13 +300,17 @@ class Lane:
             else:
                 result, sent = tried
                 attempt_no = sent.attempt
+                if answers.note():
+                    sent = replace(sent, notes=(*sent.notes, answers.note()))
                 try:
-                    failure = self._settle(item, result, sent, estimate)
+                    failure, stopped = self._settle(item, result, sent, estimate, answers)
                 except DiskFull:  # this reply could not be kept: a resume reads `interrupted`
                     return
                 if failure is None:
                     return
-                if not failure.retryable or failure.quota_exhausted:
+                if stopped and answers.spent:  # out of answer attempts, this run's and earlier
+                    break
+                if not failure.retryable or failure.quota_exhausted or stopped:
                     self.stats.gave_up += 1
                     return
                 wait = self.policy.delay(tries, failure.retry_after_s)
@@ -330,7 +357,7 @@ class Lane:
             self.cap.release()
         sent = Sent(
             self.config.name, self.adapter.provider, attempt_no, started, elapsed_ms,
-            request.omitted,
+            request.omitted, request.notes,
         )
         return result, sent
 
@@ -450,14 +477,29 @@ class Lane:
         return result, started, (time.perf_counter() - t0) * 1000.0
 
     def _settle(
-        self, item: PlanItem, result: Completion | Failure, sent: Sent, estimate: int
-    ) -> Failure | None:
-        """Journal one finished attempt (`engine.settle.settle`) and account for it; the
-        failure, if any."""
+        self,
+        item: PlanItem,
+        result: Completion | Failure,
+        sent: Sent,
+        estimate: int,
+        answers: AnswerRetry | None = None,
+    ) -> tuple[Failure | None, bool]:
+        """Journal one finished attempt (`engine.settle.settle`) and account for it: the
+        failure, if any, and whether the request is not to be asked again (`answers` books an
+        answer failure and says so; the reason goes into the attempt's detail)."""
         if sent.omitted and not self._omitted_logged:
             self._omitted_logged = True
             self.log.info("options_omitted", model=self.config.name, options=list(sent.omitted))
         record, response, failure = settle(item, result, sent, self.parser)
+        stopped = None
+        if failure is not None and answers is not None and failure.outcome in ANSWER_FAILURES:
+            stopped = answers.failed(failure.outcome, failure.raw_text, sent.attempt)
+            if stopped:
+                record = replace(record, detail=f"{record.detail} [gave up: {stopped}]")
+                self.log.warning("answer_retries_stopped", model=self.config.name,
+                                 request_id=item.request_id, reason=stopped)
+        if record.http_status is not None:
+            self._reached = True
         accepted = self.ledger.record_result(record, response)
         self.results += 1
         self.stats.attempts += 1
@@ -467,7 +509,7 @@ class Lane:
         if failure is not None:
             self.stats.retries.count(failure.outcome)
             self._on_failure(failure)
-            return failure
+            return failure, stopped is not None
         self._permanent_streak = 0
         self.cap.on_success()
         if accepted:
@@ -477,7 +519,7 @@ class Lane:
             self.log.warning(
                 "duplicate_refused", model=self.config.name, request_id=item.request_id
             )
-        return None
+        return None, False
 
     def _correct_tokens(self, estimate: int, tokens_in: int | None, tokens_out: int | None) -> None:
         if self.tokens is not None and tokens_in is not None and tokens_out is not None:
@@ -497,6 +539,9 @@ class Lane:
 
     def _on_failure(self, failure: Failure) -> None:
         name, provider = self.config.name, self.adapter.provider
+        if failure.unreachable and not self._reached:
+            self._halt(LaneState.STOPPED, f"{name} ({provider}): {failure.detail}")
+            return
         if failure.outcome is Outcome.RATE_LIMIT and not failure.quota_exhausted:
             self.cap.on_rate_limit()
             if failure.retry_after_s:

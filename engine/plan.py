@@ -47,6 +47,8 @@ class PlanItem:
     system: str
     user: str
     prior_attempts: int = 0
+    #: Answer failures (`engine.retry.ANSWER_FAILURES`) in earlier runs: their budget is kept.
+    prior_answer_failures: int = 0
 
 
 def plan_counts(plan_path: Path) -> dict[str, int]:
@@ -90,8 +92,12 @@ def read_rows(plan_path: Path, offset: int, rows: int, positions: list[int]) -> 
     )
 
 
-def plan_items(frame: pl.DataFrame, prior: Mapping[str, int]) -> list[PlanItem]:
-    """Plan rows as lane work items; `prior` is attempts already made per request id."""
+def plan_items(
+    frame: pl.DataFrame, prior: Mapping[str, int], failed: Mapping[str, int] | None = None
+) -> list[PlanItem]:
+    """Plan rows as lane work items; `prior` is attempts already made per request id, `failed`
+    the answer failures among them (their budget lasts across resumes)."""
+    failed = failed or {}
     return [
         PlanItem(
             request_id=row[0],
@@ -105,6 +111,7 @@ def plan_items(frame: pl.DataFrame, prior: Mapping[str, int]) -> list[PlanItem]:
             system=row[8] or "",
             user=row[9] or "",
             prior_attempts=prior.get(row[0], 0),
+            prior_answer_failures=failed.get(row[0], 0),
         )
         for row in frame.select(*PLAN_COLUMNS).iter_rows()
     ]

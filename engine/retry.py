@@ -19,6 +19,14 @@ from providers.types import Outcome
 #: Failures that will fail the same way on every try: they stop a lane after a few in a row.
 PERMANENT: frozenset[Outcome] = frozenset({Outcome.AUTH_ERROR, Outcome.BAD_REQUEST})
 
+#: Failures of the answer itself (the server replied; the reply is not a usable answer). They
+#: tend to repeat (a small model echoing its prompt to the cap does it on every ask), so they
+#: have their own, smaller budget, kept across resumes, and each retry changes the request.
+ANSWER_FAILURES: frozenset[Outcome] = frozenset(
+    {Outcome.TRUNCATED, Outcome.INVALID_RESPONSE, Outcome.REFUSAL}
+)
+ANSWER_FAILURE_CAUSES: frozenset[str] = frozenset(o.value for o in ANSWER_FAILURES)
+
 #: The retry cause of a valid reply to a request that already had an accepted answer.
 DUPLICATE = "duplicate"
 
@@ -38,11 +46,15 @@ class RetryPolicy:
     max_retry_after_s: float = 600.0
     #: Permanent failures in a row (auth, bad request) that stop a lane.
     permanent_streak: int = 3
+    #: Answer failures (`ANSWER_FAILURES`) per request, counted across resumes.
+    max_answer_failures: int = 3
     _wait: tenacity.wait.wait_base = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        if self.max_answer_failures < 1:
+            raise ValueError("max_answer_failures must be at least 1")
         wait = tenacity.wait_random_exponential(multiplier=self.base_s, max=self.cap_s)
         object.__setattr__(self, "_wait", wait)
 
@@ -79,3 +91,61 @@ class RetryTally:
     @property
     def total(self) -> int:
         return sum(self.by_cause.values())
+
+
+@dataclass
+class AnswerRetry:
+    """How one request is re-asked after answer failures: what changes, and when to stop.
+
+    Re-sending a body that already failed deterministically is pointless (issue 11: 270 of 297
+    failed attempts of a real small model were identical repeats). So each retry changes
+    something: after a truncation the output cap is doubled once, otherwise the seed moves on
+    (`seed + failures`, so a resume continues the sequence instead of repeating it). At
+    temperature 0 a seed changes nothing on most servers: the same reply coming back there
+    stops the request at once, with the cause. `failures` starts from the ledger's count, so
+    the budget holds across resumes.
+    """
+
+    base_seed: int | None
+    base_cap: int | None
+    temperature: float | None
+    budget: int
+    failures: int = 0
+    seed: int | None = None
+    cap: int | None = None
+    _replies: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.seed = self.base_seed
+        if self.failures:  # a resume: carry on from where the earlier runs left the seed
+            self.seed = (self.base_seed or 0) + self.failures
+
+    @property
+    def spent(self) -> bool:
+        return self.failures >= self.budget
+
+    def note(self) -> str:
+        """What this attempt changed, for its ledger detail ('' when nothing did)."""
+        changes = []
+        if self.seed != self.base_seed:
+            changes.append(f"seed {self.seed}")
+        if self.cap is not None and self.cap != self.base_cap:
+            changes.append(f"max_tokens {self.cap}")
+        return ("retry with " + ", ".join(changes)) if changes else ""
+
+    def failed(self, outcome: Outcome, reply: str | None, attempt: int) -> str | None:
+        """Book one answer failure and choose the next request; the reason to stop, if any."""
+        self.failures += 1
+        key = (reply or "").strip()
+        earlier = self._replies.get(key) if key else None
+        if key:
+            self._replies.setdefault(key, attempt)
+        if earlier is not None and self.temperature == 0:
+            return f"same reply as attempt {earlier} at temperature 0: not asked again"
+        if self.spent:
+            return f"{self.failures} answer failures (budget {self.budget}, across runs)"
+        if outcome is Outcome.TRUNCATED and self.cap is None and self.base_cap is not None:
+            self.cap = 2 * self.base_cap
+        else:
+            self.seed = (self.base_seed or 0) + self.failures
+        return None

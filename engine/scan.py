@@ -200,3 +200,34 @@ def attempt_counts(
     return counts
 
 
+def failure_counts(
+    run_dir: Path | str, request_ids: Collection[str], outcomes: Collection[str]
+) -> dict[str, int]:
+    """Recorded attempts per request whose outcome is one of `outcomes` (journal and shards).
+
+    A retry budget that must last across resumes (answer failures) is counted from here. A
+    row may be both in the journal and in a shard until compaction: attempts are counted once
+    by their (request, attempt) pair.
+    """
+    run_dir = Path(run_dir)
+    wanted, kinds = set(request_ids), set(outcomes)
+    seen: set[tuple[str, int]] = set()
+    for _, record in read_journal(run_dir / JOURNAL):
+        row = record.get("attempt") if record.get("kind") == RESULT else None
+        if row is not None and row["request_id"] in wanted and row.get("outcome") in kinds:
+            seen.add((row["request_id"], int(row["attempt"])))
+    shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
+    if shards and wanted:
+        found = (
+            pl.scan_parquet(shards, schema=ATTEMPT_SCHEMA)
+            .select("request_id", "attempt", "outcome")
+            .filter(
+                pl.col("request_id").is_in(list(wanted)) & pl.col("outcome").is_in(list(kinds))
+            )
+            .collect()
+        )
+        seen.update(zip(found["request_id"].to_list(), found["attempt"].to_list(), strict=True))
+    counts: dict[str, int] = {}
+    for rid, _ in seen:
+        counts[rid] = counts.get(rid, 0) + 1
+    return counts

@@ -29,14 +29,20 @@ class Sent:
     started: datetime
     elapsed_ms: float
     omitted: tuple[str, ...] = ()
+    #: What else was done to the request (a folded system prompt, a retry's new seed or cap).
+    notes: tuple[str, ...] = ()
 
 
-def with_omitted(detail: str, omitted: tuple[str, ...]) -> str:
-    """An attempt's detail naming the options left out of its request (`omitted: a, b`)."""
-    if not omitted:
-        return detail
-    note = "omitted: " + ", ".join(omitted)
-    return f"{detail} [{note}]" if detail else note
+def with_omitted(detail: str, omitted: tuple[str, ...], notes: tuple[str, ...] = ()) -> str:
+    """An attempt's detail naming the options left out of its request (`omitted: a, b`) and
+    what else was done to it (`[system folded into user turn; retry with seed 8]`)."""
+    parts = [detail] if detail else []
+    if omitted:
+        note = "omitted: " + ", ".join(omitted)
+        parts.append(f"[{note}]" if detail else note)
+    if notes:
+        parts.append("[" + "; ".join(notes) + "]")
+    return " ".join(parts)
 
 
 def settle(
@@ -50,8 +56,10 @@ def settle(
 
     A completion whose text does not parse under `parser` becomes a failure (`truncated` when
     the output cap cut it off, else `invalid_response`) that keeps the reply for re-parse.
-    Options the adapter left out (`sent.omitted`) are named in the attempt's `detail`, so the
-    ledger says what each answer was asked with. `now` stamps an acceptance (default: now).
+    Options the adapter left out (`sent.omitted`) and what else was done to the request
+    (`sent.notes`) are named in the attempt's `detail`, so the ledger says what each answer
+    was asked with. `finish_reason` is recorded as the server sent it, failures included.
+    `now` stamps an acceptance (default: now).
     """
     response: ResponseRecord | None = None
     raw_text: str | None
@@ -59,7 +67,7 @@ def settle(
         response, failure = _read_answer(item, result, sent.attempt, parser, now)
         raw_text, finish_reason = result.text, result.finish_reason
     else:
-        failure, raw_text, finish_reason = result, result.raw_text, None
+        failure, raw_text, finish_reason = result, result.raw_text, result.finish_reason
     reply = failure or result
     attempt = AttemptRecord(
         request_id=item.request_id,
@@ -74,7 +82,7 @@ def settle(
         retry_after_s=failure.retry_after_s if failure else None,
         tokens_in=reply.tokens_in,
         tokens_out=reply.tokens_out,
-        detail=with_omitted(failure.detail if failure else "", sent.omitted),
+        detail=with_omitted(failure.detail if failure else "", sent.omitted, sent.notes),
         raw_text=raw_text,
         finish_reason=finish_reason,
     )
@@ -98,6 +106,7 @@ def _read_answer(
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
             raw_text=result.text,
+            finish_reason=result.finish_reason,
         )
     return ResponseRecord(
         request_id=item.request_id,

@@ -35,10 +35,15 @@ HISTORY_FILE = "spec-history.jsonl"
 
 #: Model keys a resume may change: how fast and where requests go, and what they cost.
 OPERATIONAL_MODEL_KEYS = frozenset(
-    {"concurrency", "rpm", "tpm", "timeout_s", "base_url", "api_key_env", "price_in", "price_out"}
+    {
+        "concurrency", "rpm", "tpm", "timeout_s", "base_url", "api_key_env", "price_in",
+        "price_out", "base_url_env", "tokenizer",
+    }
 )
 #: Top-level keys a resume may change: how hard to retry, and when a model counts as covered.
-OPERATIONAL_TOP_KEYS = frozenset({"max_attempts", "coverage_floor", "sim_faults"})
+OPERATIONAL_TOP_KEYS = frozenset(
+    {"max_attempts", "max_answer_failures", "coverage_floor", "sim_faults"}
+)
 #: Data keys naming files: compared by the files' contents (`design.json`), not their paths,
 #: so a spec moved beside a copy of its data still resumes.
 _DATA_PATH_KEYS = frozenset({"returns", "headlines", "families"})

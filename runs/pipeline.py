@@ -375,6 +375,7 @@ async def _run_locked(
                         parser=spec.parser,
                         progress=console if progress else None,
                         max_attempts=spec.max_attempts,
+                        max_answer_failures=spec.max_answer_failures,
                         stop_event=signals.stop,
                         budget_usd=max_cost,
                     )

@@ -19,7 +19,11 @@ from engine.scan import scan_attempts, scan_responses
 from engine.spend import Prices, SpendCap, recorded_spend, worst_case_cost
 from providers.sim.server import start_sim
 
-FAST = RetryPolicy(max_attempts=6, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05)
+# Truncations here are random faults, not a model repeating itself: give them every attempt
+# (the answer-failure budget is tested in tests/local_model/test_answer_retries.py).
+FAST = RetryPolicy(
+    max_attempts=6, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05, max_answer_failures=6
+)
 PRICES = {"price_in_per_mtok": 800.0, "price_out_per_mtok": 2400.0}
 CONCURRENCY = 4
 

@@ -66,7 +66,12 @@ async def test_retries_counted_by_cause_and_reconciled_with_simulator(tmp_path: 
             tmp_path / "run",
             {config.name: config},
             {config.name: adapter},
-            policy=RetryPolicy(max_attempts=30, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05),
+            # the simulator's bad answers are random, not a model repeating itself: let them
+            # have every attempt too
+            policy=RetryPolicy(
+                max_attempts=30, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05,
+                max_answer_failures=30,
+            ),
             log_console=None,
         )
         counts = sim.counts()
@@ -195,17 +200,25 @@ async def test_invalid_answers_are_retried_and_raw_text_kept(tmp_path: Path, kit
     assert attempts.height == 9 and set(attempts["outcome"]) == {"invalid_response"}
     assert all(d.startswith(("missing_key", "extra_key")) for d in attempts["detail"])
     assert all(t and "probability" in t for t in attempts["raw_text"])
-    # a resume continues the attempt numbers
+    assert all("gave up" not in d for d in attempts.filter(pl.col("attempt") < 3)["detail"])
+    assert all("3 answer failures" in d for d in attempts.filter(pl.col("attempt") == 3)["detail"])
+    # answer failures keep their budget across resumes: spent, nothing is asked again...
+    again = await dispatch(
+        plan, tmp_path / "run", {config.name: config}, {config.name: adapter},
+        policy=policy, log_console=None,
+    )
+    assert again.attempts == 0 and again.lanes[config.name].retries.exhausted == 3
+    # ...and a larger budget continues the attempt numbers
     await dispatch(
         plan,
         tmp_path / "run",
         {config.name: config},
         {config.name: adapter},
-        policy=policy,
+        policy=replace(policy, max_attempts=5, max_answer_failures=5),
         log_console=None,
     )
     attempts = scan_attempts(tmp_path / "run").collect()
-    assert sorted(set(attempts["attempt"])) == [1, 2, 3, 4, 5, 6]
+    assert sorted(set(attempts["attempt"])) == [1, 2, 3, 4, 5]
 
 
 @pytest.mark.parametrize("stop_after", [5])
