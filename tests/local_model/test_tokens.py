@@ -26,9 +26,16 @@ def test_a_known_tokenizer_without_its_file_is_rough_and_calibrated(
     monkeypatch.setenv(GGUF_ENV, str(tmp_path / "absent.gguf"))
     gemma = estimator("gemma3")
     assert not gemma.exact
-    ratio = TOKENIZERS["gemma3"].chars_per_token
-    assert gemma.label == f"rough: gemma3 calibrated, {ratio:g} characters per token"
-    assert gemma.prompt_tokens("", "9" * 300) == round(300 / ratio)
+    known = TOKENIZERS["gemma3"]
+    assert gemma.label.startswith("rough: gemma3 calibrated (1.38 tokens per digit")
+    # digits are tokens one by one; the rest by the calibrated ratio; plus a per-request cost
+    assert gemma.prompt_tokens("", "9" * 300) == round(300 * known.tokens_per_digit
+                                                        + known.tokens_per_request)
+    assert gemma.prompt_tokens("", "a" * 460) == round(460 / known.chars_per_token
+                                                        + known.tokens_per_request)
+    # the gemma template drops an unfolded system message; folded, it is counted
+    assert gemma.prompt_tokens("a" * 460, "b") < estimator("gemma3", fold_system=True)\
+        .prompt_tokens("a" * 460, "b")
 
 
 def test_plan_labels_each_models_token_count(
