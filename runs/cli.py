@@ -52,6 +52,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Write repaired.parquet: each answered set's nearest coherent forecast (Euclidean), "
         "beside the stated probabilities, with the Brier change where outcomes are known.",
     ),
+    "report": (
+        "report",
+        "Write a run's report (summary, leaderboard, figures, report/index.html) from its folder.",
+    ),
 }
 
 #: Kept for callers that listed the modules (the order is the table's).

@@ -35,6 +35,7 @@ from runs.audit import run_audit
 from runs.design import DesignChanged, freeze_design
 from runs.planner import estimate, summarise, write_plan
 from runs.report import write_report
+from runs.report_page import write_page
 from runs.scoring_step import score_run
 from runs.spec import CampaignSpec, SpecError, load_spec
 from runs.units import UnitSource
@@ -421,6 +422,8 @@ async def _run_locked(
         averaged=scored.averaged,
         audit=audit,
     )
+    page = write_page(run_dir, audit=audit)
+    console.print(f"report page: {page}", highlight=False, soft_wrap=True)
     if summary.spend_cap_reached:
         assert summary.spend is not None
         console.print(f"{summary.spend.message()} — {SPEND_CAP_HINT}", soft_wrap=True)

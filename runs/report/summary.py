@@ -28,7 +28,9 @@
 - `families`: one object per (model, family arm): `model`, `arm`, `families`, `coverage`,
   `status`, `scored`, `arbitrage_free` (interval or null), `rule` (the coverage rule).
 - `figures`: `{"profit_brier": path or null, "arms": path or null, "note": str or null}`
-  (paths relative to the run folder; a note says why a figure was not drawn).
+  and one key per figure of `runs.report_figures.FIGURES` (`books`, `leaderboard`, ...,
+  `audit`: path or null; `report/figures.json` says why a figure was left out); paths
+  relative to the run folder; a note says why no figure at all was drawn.
 - `audit_sentence`: the paper's retry sentence (`runs.audit`; the full audit is
   `report/audit.json`, the object `dutchbook audit --json` prints).
 """

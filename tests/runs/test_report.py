@@ -378,12 +378,13 @@ def test_figures_are_drawn_when_matplotlib_is_there(tmp_path: Path) -> None:
         for i, u in enumerate(UNITS)
     ]
     summary, _ = report(tmp_path, frame(rows), figures=True)
-    assert summary["figures"] == {
-        "profit_brier": "report/profit_brier.png",
-        "arms": "report/arms.png",
-        "note": None,
-    }
-    for name in ("profit_brier.png", "arms.png"):
+    figures = summary["figures"]
+    assert figures["profit_brier"] == figures["leaderboard"] == "report/fig2_leaderboard.png"
+    assert figures["arms"] == "report/fig4_arms.png"
+    assert figures["note"] is None
+    # Without the run's scores and forecasts on disk, the Dutch books cannot be drawn.
+    assert figures["books"] is None
+    for name in ("fig2_leaderboard.png", "fig4_arms.png"):
         assert (tmp_path / "report" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -396,7 +397,7 @@ def test_without_matplotlib_the_report_notes_it_in_one_line(
     assert summary["figures"]["profit_brier"] is None and summary["figures"]["arms"] is None
     assert "matplotlib is not installed" in summary["figures"]["note"]
     assert "matplotlib is not installed" in text
-    assert not (tmp_path / "report" / "arms.png").exists()
+    assert not (tmp_path / "report" / "fig4_arms.png").exists()
 
 
 def test_incidence_from_units_gives_each_scoring_sets_matrix() -> None:

@@ -1,0 +1,60 @@
+"""`dutchbook report DIR`: rebuild a run's report from its folder, without a single call.
+
+Reads the frozen spec and `scores.parquet`, writes `report/summary.json`, the leaderboard,
+the figures and `report/index.html` (the self-contained page), and prints where the page is.
+Run it after `dutchbook reparse`, or to redraw a report with this version's figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from runs.commands._errors import fail
+
+
+def build_report(run_dir: Path, console: Console) -> Path:
+    """Summary, tables, figures and page of a scored run folder; returns the page's path."""
+    import polars as pl
+
+    from runs.report import incidence_from_units, write_report
+    from runs.report_page import write_page
+    from runs.spec import load_spec
+    from runs.units import UnitSource
+
+    spec = load_spec(run_dir / "spec.toml")
+    scores = pl.read_parquet(run_dir / "scores.parquet")
+    write_report(
+        run_dir,
+        scores,
+        floor=spec.coverage_floor,
+        seed=spec.seed,
+        console=console,
+        incidence_for=incidence_from_units(UnitSource.from_spec(spec)),
+    )
+    return write_page(run_dir)
+
+
+def report(
+    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder")],
+) -> None:
+    """Write a run's report (summary, leaderboard, figures, report/index.html) from its folder."""
+    from runs.spec import SpecError
+
+    if not (run_dir / "spec.toml").is_file():
+        fail(f"{run_dir} is not a run folder (no spec.toml); give the folder `dutchbook run` wrote")
+    if not (run_dir / "scores.parquet").is_file():
+        fail(f"{run_dir} has no scores.parquet yet; run the campaign (or resume it) first")
+    console = Console()
+    try:
+        page = build_report(run_dir, console)
+    except (SpecError, OSError) as exc:
+        fail(str(exc))
+    console.print(f"report: {page}", highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)

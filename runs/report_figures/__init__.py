@@ -1,0 +1,77 @@
+"""The report's eight figures, each a counterpart of one of the paper's.
+
+Every figure module has `TITLE` and `draw(inputs, path) -> caption`; a figure whose arms were
+not run raises `Omit` with one line saying why, and nothing is drawn (the page never shows an
+empty chart). `draw_all` draws what it can into `report/` and returns one `Figure` per slot,
+drawn or not, in the paper's order.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runs.report_figures.inputs import FigureInputs
+
+#: (number, key, module): the file is `fig{number}_{key}.png`.
+FIGURES: tuple[tuple[int, str, str], ...] = (
+    (1, "books", "books"),
+    (2, "leaderboard", "leaderboard"),
+    (3, "horizons", "horizons"),
+    (4, "arms", "arms"),
+    (5, "linked", "linked"),
+    (6, "families", "families"),
+    (7, "repeated", "repeated"),
+    (8, "audit", "audit"),
+)
+
+
+class Omit(Exception):
+    """A figure with nothing to show; the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    number: int
+    key: str
+    title: str
+    #: The PNG written, or None when the figure was left out.
+    path: Path | None
+    caption: str | None = None
+    #: Why the figure was left out (None when drawn).
+    omitted: str | None = None
+
+    def to_json(self, relative_to: Path | None = None) -> dict[str, Any]:
+        path = self.path
+        if path is not None and relative_to is not None:
+            path = path.relative_to(relative_to)
+        return {
+            "number": self.number,
+            "key": self.key,
+            "title": self.title,
+            "path": None if path is None else str(path),
+            "caption": self.caption,
+            "omitted": self.omitted,
+        }
+
+
+def draw_all(inputs: FigureInputs, out_dir: Path) -> list[Figure]:
+    """Draw every figure into `out_dir`; a stale PNG of a figure now left out is removed."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = []
+    for number, key, module_name in FIGURES:
+        module: Any = importlib.import_module(f"runs.report_figures.{module_name}")
+        path = out_dir / f"fig{number}_{key}.png"
+        try:
+            caption = module.draw(inputs, path)
+        except Omit as why:
+            path.unlink(missing_ok=True)
+            figures.append(Figure(number, key, module.TITLE, None, omitted=str(why)))
+            continue
+        figures.append(Figure(number, key, module.TITLE, path, caption=caption))
+    return figures
+
+
+__all__ = ["FIGURES", "Figure", "FigureInputs", "Omit", "draw_all"]

@@ -1,0 +1,83 @@
+"""What every figure shares: the Agg backend chosen before pyplot loads, one colour per model,
+error bars from intervals, and one way to save.
+
+matplotlib is imported here only, inside functions, so importing the report costs nothing
+until a figure is drawn (the command line must start fast).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: Pixel density of the PNGs: sharp on a laptop, light enough to inline in one page.
+DPI = 110
+#: Width in inches; the page scales figures down to a phone's width.
+WIDTH = 8.0
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (no display, no GUI toolkit)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(
+        {
+            "font.size": 10,
+            "axes.titlesize": 11,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "figure.dpi": DPI,
+        }
+    )
+    return plt
+
+
+def save(fig: Any, path: Path) -> None:
+    """PNG at `DPI`, trimmed to its content, and the figure freed."""
+    plt = pyplot()
+    fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.15)
+    plt.close(fig)
+
+
+def model_styles(models: Sequence[str]) -> dict[str, tuple[Any, str]]:
+    """A colour and a marker per model, stable in the order given (beyond 10, markers vary)."""
+    plt = pyplot()
+    cmap = plt.get_cmap("tab10")
+    return {m: (cmap(i % 10), _MARKERS[(i // 10) % len(_MARKERS)]) for i, m in enumerate(models)}
+
+
+def errors(ivs: Sequence[Mapping[str, float]]) -> list[list[float]]:
+    """Asymmetric error-bar lengths from `{"mean", "lo", "hi"}` (matplotlib wants distances)."""
+    return [
+        [max(iv["mean"] - iv["lo"], 0.0) for iv in ivs],
+        [max(iv["hi"] - iv["mean"], 0.0) for iv in ivs],
+    ]
+
+
+#: Profits below this are rounding-level (the paper: 4 decimals allow at most 5e-5), so a
+#: log axis reaching down to them would spend most of its width on nothing.
+LOG_FLOOR = 1e-5
+
+
+def use_log(means: Sequence[float]) -> bool:
+    """Log scale when means span two decades or more (the paper's profits span ~100x), none
+    at rounding level."""
+    return bool(means) and min(means) >= LOG_FLOOR and max(means) / min(means) >= 100
+
+
+def interval(value: Any) -> dict[str, float] | None:
+    """A summary interval with all three numbers present, else None."""
+    if not isinstance(value, Mapping):
+        return None
+    if any(value.get(k) is None for k in ("mean", "lo", "hi")):
+        return None
+    return {k: float(value[k]) for k in ("mean", "lo", "hi")}
+
+
+def fmt_interval(iv: Mapping[str, float], digits: int = 4) -> str:
+    return f"{iv['mean']:.{digits}f} [{iv['lo']:.{digits}f}, {iv['hi']:.{digits}f}]"

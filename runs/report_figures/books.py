@@ -1,0 +1,236 @@
+"""Figure 1: the campaign's three most profitable Dutch books, drawn as the paper's Figure 1.
+
+For each book: the events asked (which return bins each covers), the probabilities the model
+stated, the nearest coherent forecast, and the bookie's stakes (buy > 0, sell < 0); the
+binding events (those staked) are highlighted. Books are taken from the sup-norm arms, whose
+profit is per unit of total stake as in the paper; the family benchmark's L1 books are on
+another scale and are drawn only when a campaign has nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from runs.report_figures import _style
+from runs.report_figures.inputs import FigureInputs
+
+TITLE = "The three most profitable Dutch books"
+#: Above this many events a book shows only its binding events (a horizon-4 panel has 248).
+MAX_EVENTS_SHOWN = 16
+#: A stake smaller than this is the LP's zero.
+STAKE_EPS = 1e-9
+_CLAUSE = re.compile(r"^([A-Za-z]\w*):B([0-3](?:\|B[0-3])*)$")
+BIN_LABELS = ("B0\nz<-1", "B1\n-1≤z<0", "B2\n0≤z<1", "B3\nz≥1")
+
+
+@dataclass(frozen=True)
+class Book:
+    """One scored set's Dutch book, with the model's stated probabilities."""
+
+    model: str
+    arm: str
+    unit: str
+    pass_: int
+    set_name: str
+    norm: str
+    profit: float
+    events: list[str]
+    stated: list[float]
+    coherent: list[float]
+    stakes: list[float]
+
+    @property
+    def binding(self) -> list[bool]:
+        return [abs(s) > STAKE_EPS for s in self.stakes]
+
+
+def top_books(inputs: FigureInputs, count: int = 3) -> list[Book]:
+    """The `count` most profitable books, at most one per (model, arm, unit).
+
+    Horizon panels nest (a day's 14 events inside the full panel), so one unit would otherwise
+    fill the figure with the same book seen through ever larger sets.
+    """
+    if inputs.scores is None or inputs.forecasts is None:
+        return []
+    scores = inputs.scores.filter(
+        pl.col("profit").is_not_null() & pl.col("profit").is_not_nan() & (pl.col("profit") > 0)
+    )
+    native = scores.filter(~pl.col("arm").str.starts_with("families/") & (pl.col("norm") == "inf"))
+    picked = _best(native, count)
+    if picked.height == 0:
+        picked = _best(scores.filter(pl.col("norm") == "l1"), count)
+    books = []
+    for row in picked.iter_rows(named=True):
+        stated = _stated(inputs.forecasts, row)
+        books.append(
+            Book(
+                model=row["model"],
+                arm=row["arm"],
+                unit=row["unit"],
+                pass_=int(row["pass"]),
+                set_name=row["set"],
+                norm=row["norm"],
+                profit=float(row["profit"]),
+                events=list(row["events"]),
+                stated=[stated.get(e, float("nan")) for e in row["events"]],
+                coherent=[_num(v) for v in row["coherent"]],
+                stakes=[_num(v) if v is not None else 0.0 for v in row["stakes"]],
+            )
+        )
+    return books
+
+
+def _best(scores: pl.LazyFrame, count: int) -> pl.DataFrame:
+    columns = ["model", "arm", "unit", "pass", "set", "norm", "profit", "events", "stakes"]
+    return (
+        scores.select(*columns, "coherent")
+        .sort(["profit", "model", "arm", "unit", "set", "pass"], descending=[True] + [False] * 5)
+        .unique(["model", "arm", "unit"], keep="first", maintain_order=True)
+        .head(count)
+        .collect()
+    )
+
+
+def _stated(forecasts: pl.LazyFrame, row: dict[str, object]) -> dict[str, float]:
+    frame = forecasts.filter(
+        (pl.col("model") == row["model"])
+        & (pl.col("arm") == row["arm"])
+        & (pl.col("unit") == row["unit"])
+        & (pl.col("pass") == row["pass"])
+    ).collect()
+    return {str(e): float(p) for e, p in frame.select("event", "p").iter_rows()}
+
+
+def _num(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def bin_grid(events: Sequence[str]) -> tuple[list[str], np.ndarray] | None:
+    """Which (factor, bin) cells each event covers, when every event is a conjunction of bin
+    sets (`d1:B0|B1`, `A:B3&B:B2`); None for events of another kind (family statements)."""
+    parsed: list[dict[str, set[int]]] = []
+    for event in events:
+        cells: dict[str, set[int]] = {}
+        for clause in event.split("&"):
+            match = _CLAUSE.match(clause)
+            if match is None:
+                return None
+            cells[match.group(1)] = {int(b) for b in match.group(2).split("|B")}
+        parsed.append(cells)
+    factors = sorted({f for cells in parsed for f in cells})
+    grid = np.zeros((len(events), 4 * len(factors)), dtype=float)
+    for i, cells in enumerate(parsed):
+        for j, factor in enumerate(factors):
+            for b in cells.get(factor, ()):
+                grid[i, 4 * j + b] = 1.0
+    return factors, grid
+
+
+def _bin_ticks(factors: Sequence[str]) -> list[str]:
+    """One factor: the bins with their ranges; several: factor and bin name only."""
+    if len(factors) == 1:
+        return list(BIN_LABELS)
+    return [f"{f}\nB{b}" for f in factors for b in range(4)]
+
+
+def draw(inputs: FigureInputs, path: Path) -> str:
+    """Draw the figure; returns its caption. Raises `Omit` when there is no book to draw."""
+    from runs.report_figures import Omit
+
+    books = top_books(inputs)
+    if not books:
+        raise Omit("no scored set had a positive arbitrage profit: there is no Dutch book to draw")
+    plt = _style.pyplot()
+    shown = [_shown(book) for book in books]
+    heights = [max(len(idx), 3) * 0.22 + 1.3 for idx in shown]
+    fig = plt.figure(figsize=(_style.WIDTH + 2, sum(heights)))
+    grid = fig.add_gridspec(len(books), 3, height_ratios=heights, width_ratios=[1.1, 1.0, 1.0])
+    for row, (book, idx) in enumerate(zip(books, shown, strict=True)):
+        _draw_book(fig, grid, row, book, idx, rank=row + 1)
+    save_caption = (
+        "Each row is one scored set: the events asked (shaded: the return bins each event "
+        "covers), the probabilities the model stated (bars) beside the nearest coherent "
+        "forecast (diamonds), and the bookie's stakes (buy > 0, sell < 0). The binding events, "
+        "those the bookie stakes, are highlighted; the profit is what the stakes win in every "
+        "outcome, per unit of total stake."
+    )
+    fig.tight_layout(h_pad=2.0)
+    _style.save(fig, path)
+    return save_caption
+
+
+def _shown(book: Book) -> list[int]:
+    if len(book.events) <= MAX_EVENTS_SHOWN:
+        return list(range(len(book.events)))
+    return [i for i, b in enumerate(book.binding) if b]
+
+
+def _draw_book(fig: object, grid: object, row: int, book: Book, idx: list[int], rank: int) -> None:
+    events = [book.events[i] for i in idx]
+    binding = [book.binding[i] for i in idx]
+    y = np.arange(len(idx))
+    ax_e = fig.add_subplot(grid[row, 0])  # type: ignore[attr-defined, index]
+    ax_p = fig.add_subplot(grid[row, 1], sharey=ax_e)  # type: ignore[attr-defined, index]
+    ax_s = fig.add_subplot(grid[row, 2], sharey=ax_e)  # type: ignore[attr-defined, index]
+    cells = bin_grid(events)
+    highlight = "#fde68a"
+    for ax in (ax_e, ax_p, ax_s):
+        for i, b in enumerate(binding):
+            if b:
+                ax.axhspan(i - 0.5, i + 0.5, color=highlight, zorder=0)
+    if cells is not None:
+        factors, matrix = cells
+        ax_e.imshow(
+            np.ma.masked_equal(matrix, 0.0),
+            aspect="auto",
+            cmap="Blues",
+            vmin=0.0,
+            vmax=1.4,
+            extent=(-0.5, matrix.shape[1] - 0.5, len(idx) - 0.5, -0.5),
+            zorder=1,
+        )
+        ax_e.set_xticks(range(matrix.shape[1]), _bin_ticks(factors), fontsize=7)
+        for j in range(1, len(factors)):
+            ax_e.axvline(4 * j - 0.5, color="0.3", linewidth=0.8)
+        ax_e.set_xlim(-0.5, matrix.shape[1] - 0.5)
+    else:
+        ax_e.set_xticks([])
+    ax_e.set_yticks(y, [f"{e}" for e in events], fontsize=8)
+    for label, b in zip(ax_e.get_yticklabels(), binding, strict=True):
+        if b:
+            label.set_fontweight("bold")
+    ax_e.set_ylim(len(idx) - 0.5, -0.5)
+    where = f"{book.unit} · pass {book.pass_ + 1}"
+    if book.set_name not in {"h1", "family"}:
+        where += f" · set {book.set_name}"
+    ax_e.set_title(f"#{rank} {book.model} · {book.arm}\n{where}", loc="left", fontsize=9)
+    stated = np.array([book.stated[i] for i in idx])
+    coherent = np.array([book.coherent[i] for i in idx])
+    ax_p.barh(y, stated, color="#60a5fa", height=0.6, zorder=2, label="stated")
+    ax_p.scatter(coherent, y, marker="D", color="black", s=16, zorder=3, label="coherent")
+    for i, (p, c) in enumerate(zip(stated, coherent, strict=True)):
+        if np.isfinite(p):
+            x = max(p, c if np.isfinite(c) else p) + 0.04
+            ax_p.text(x, i, f"{p:.2g}", va="center", fontsize=7, zorder=4)
+    ax_p.set_xlim(0, 1.15)
+    ax_p.set_title("stated (bars),\nnearest coherent (◆)", fontsize=9)
+    ax_p.tick_params(labelleft=False)
+    stakes = np.array([book.stakes[i] for i in idx])
+    ax_s.barh(y, stakes, color=np.where(stakes >= 0, "#16a34a", "#dc2626"), height=0.6, zorder=2)
+    ax_s.axvline(0, color="0.3", linewidth=0.8)
+    lim = max(float(np.abs(stakes).max()) if stakes.size else 0.0, 0.05) * 1.35
+    ax_s.set_xlim(-lim, lim)
+    for i, s in enumerate(stakes):
+        if abs(s) > STAKE_EPS:
+            ax_s.text(s, i, f" {s:+.2g} ", va="center", ha="left" if s > 0 else "right", fontsize=7)
+    unit = "per unit of total stake" if book.norm == "inf" else "(L1 metric)"
+    ax_s.set_title(f"bookie's stakes (buy > 0)\nprofit {book.profit:.4g} {unit}", fontsize=9)
+    ax_s.tick_params(labelleft=False)
+    if len(idx) < len(book.events):
+        ax_e.set_xlabel(f"{len(idx)} binding events of {len(book.events)} shown", fontsize=8)

@@ -1,0 +1,116 @@
+"""What the figures are drawn from: the report's summary plus lazy views of the run folder.
+
+Most figures read `summary.json`'s shape only. Three need rows the summary does not keep (the
+Dutch books themselves, linked-vs-dispersed pairs, families by shape) and one the attempts
+(the audit over time); those are read lazily and filtered before collecting, so a paper-scale
+campaign never loads its whole scores table or ledger for a picture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import polars as pl
+
+BASELINE_ARM = "baseline"
+FAMILY_ARM_PREFIX = "families/"
+ARBITRAGE_FREE_CENTS = 0.05
+
+
+class FamilyInfo(NamedTuple):
+    """What figure 6 needs to know of a question family."""
+
+    shape: str
+    control: bool
+
+
+@dataclass(frozen=True)
+class FigureInputs:
+    """The report summary (schema `dutchbook.report/1`) and, optionally, the run's tables.
+
+    Any table may be None (a summary alone still draws figures 2, 3, 4 and 7); a figure whose
+    table is missing is left out with its reason.
+    """
+
+    summary: Mapping[str, Any]
+    scores: pl.LazyFrame | None = None
+    forecasts: pl.LazyFrame | None = None
+    attempts: pl.LazyFrame | None = None
+    families: Mapping[str, FamilyInfo] = field(default_factory=dict)
+
+    @classmethod
+    def from_run(
+        cls,
+        run_dir: Path,
+        summary: Mapping[str, Any],
+        families: Mapping[str, FamilyInfo] | None = None,
+    ) -> FigureInputs:
+        """Lazy scans of a run folder's `scores.parquet`, `forecasts.parquet` and attempts."""
+        scores = run_dir / "scores.parquet"
+        forecasts = run_dir / "forecasts.parquet"
+        return cls(
+            summary=summary,
+            scores=pl.scan_parquet(scores) if scores.exists() else None,
+            forecasts=pl.scan_parquet(forecasts) if forecasts.exists() else None,
+            attempts=_scan_attempts(run_dir),
+            families=families if families is not None else family_info(run_dir),
+        )
+
+    @property
+    def rows(self) -> list[Mapping[str, Any]]:
+        """The summary's (model, arm) rows that were scored, with a profit interval."""
+        return [r for r in self.summary.get("rows", []) if r.get("scored") and r.get("profit")]
+
+    @property
+    def baseline_arm(self) -> str:
+        return str(self.summary.get("baseline_arm") or BASELINE_ARM)
+
+    @property
+    def reps(self) -> int:
+        return int(self.summary.get("bootstrap_replicates") or 20_000)
+
+    @property
+    def seed(self) -> int:
+        return int(self.summary.get("seed") or 0)
+
+    @property
+    def arbitrage_free_cents(self) -> float:
+        return float(self.summary.get("arbitrage_free_cents") or ARBITRAGE_FREE_CENTS)
+
+
+def _scan_attempts(run_dir: Path) -> pl.LazyFrame | None:
+    if not (run_dir / "attempts").is_dir() and not (run_dir / "journal").is_dir():
+        return None
+    from engine.ledger import scan_attempts
+
+    return scan_attempts(run_dir, columns=["model", "started_at", "outcome"])
+
+
+def family_info(run_dir: Path) -> dict[str, FamilyInfo]:
+    """Shape and control flag of each family the run asked, from the families it was planned
+    with: the frozen spec's `data.families` folder, else the shipped ones.
+
+    A family that can no longer be read is simply absent (figure 6 then counts it as shape
+    "unknown"); drawing a figure never fails on it.
+    """
+    from panels.families import FAMILIES_DIR, FamilyError, load_families
+
+    folder: Path = FAMILIES_DIR
+    frozen = run_dir / "spec.toml"
+    if frozen.exists():
+        from runs.spec import SpecError, load_spec
+
+        try:
+            chosen = load_spec(frozen).data.families
+        except (SpecError, OSError):
+            chosen = None
+        if chosen is not None and chosen.is_dir():
+            folder = chosen
+    try:
+        loaded = load_families(folder)
+    except (FamilyError, OSError):
+        return {}
+    return {fid: FamilyInfo(str(f.shape), bool(f.control)) for fid, f in loaded.items()}

@@ -1,0 +1,69 @@
+"""Figure 2: the model leaderboard on the baseline arm, mean profit and mean Brier score with
+their 95% date-clustered intervals, most coherent first (the paper's Figure 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runs.report_figures import _style
+from runs.report_figures.inputs import FigureInputs
+
+TITLE = "Model leaderboard: incoherence and accuracy"
+
+
+def draw(inputs: FigureInputs, path: Path) -> str:
+    from runs.report_figures import Omit
+
+    base = [r for r in inputs.rows if r["arm"] == inputs.baseline_arm]
+    if not base:
+        raise Omit(f"no model was scored on the {inputs.baseline_arm} arm")
+    base.sort(key=lambda r: (r["profit"]["mean"], r["model"]))
+    plt = _style.pyplot()
+    names = [r["model"] for r in base]
+    y = list(range(len(base)))
+    fig, (ax_p, ax_b) = plt.subplots(
+        1, 2, figsize=(_style.WIDTH, max(2.4, 0.38 * len(base) + 1.3)), sharey=True
+    )
+    profits = [r["profit"] for r in base]
+    ax_p.errorbar(
+        [iv["mean"] for iv in profits],
+        y,
+        xerr=_style.errors(profits),
+        fmt="o",
+        color="C0",
+        capsize=3,
+    )
+    if _style.use_log([iv["mean"] for iv in profits]):
+        ax_p.set_xscale("log")
+        ax_p.set_xlim(left=min(iv["mean"] for iv in profits) / 3)
+    ax_p.set_xlabel("mean profit per unit stake")
+    ax_p.set_title("Incoherence (lower is better)")
+    briered = [
+        (i, iv) for i, r in enumerate(base) if (iv := _style.interval(r.get("brier"))) is not None
+    ]
+    if briered:
+        ivs = [iv for _, iv in briered]
+        ax_b.errorbar(
+            [iv["mean"] for iv in ivs],
+            [i for i, _ in briered],
+            xerr=_style.errors(ivs),
+            fmt="s",
+            color="C1",
+            capsize=3,
+        )
+        ax_b.set_title("Accuracy: Brier score (lower is better)")
+    else:
+        ax_b.set_axis_off()
+        ax_b.set_title("Brier score: no outcomes known")
+    ax_b.set_xlabel("mean Brier score")
+    ax_p.set_yticks(y, names)
+    ax_p.set_ylim(len(base) - 0.5, -0.5)
+    for ax in (ax_p, ax_b):
+        ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    _style.save(fig, path)
+    return (
+        f"Mean arbitrage profit per unit stake and mean Brier score of each model on the "
+        f"{inputs.baseline_arm} arm, with 95% date-clustered bootstrap intervals; models "
+        "ordered from most to least coherent."
+    )

@@ -1,0 +1,463 @@
+"""`report/index.html`: the whole report as one self-contained page.
+
+Everything is inside the file: the figures as PNG data URIs, the CSS inline, no script, no
+font or stylesheet from elsewhere, and a Content-Security-Policy that forbids the browser to
+fetch anything (`default-src 'none'`), so the page reads the same offline, mailed, or
+archived. It is laid out for a laptop and narrows to a phone's width: figures scale down,
+wide tables scroll sideways inside their own box instead of widening the page.
+
+It is built from what the report already wrote (`summary.json`, `figures.json`) and the
+frozen `spec.toml`, so `dutchbook report DIR` can rebuild it without a single call.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runs.figures import read_manifest
+
+PAGE = "index.html"
+#: The browser may load nothing but the page's own inline images and style.
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+STYLE = """
+:root { color-scheme: light; --ink: #1f2937; --muted: #6b7280; --rule: #e5e7eb;
+  --accent: #1d4ed8; --warn: #fef3c7; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 16px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+  color: var(--ink); background: #fff; }
+main { max-width: 1100px; margin: 0 auto; padding: 1.2rem 1rem 3rem; }
+h1 { font-size: 1.6rem; margin: 0.2rem 0 0.4rem; line-height: 1.25; }
+h2 { font-size: 1.25rem; margin: 2.2rem 0 0.5rem; border-bottom: 1px solid var(--rule);
+  padding-bottom: 0.2rem; }
+h3 { font-size: 1.05rem; margin: 1.4rem 0 0.4rem; }
+p { margin: 0.4rem 0 0.8rem; }
+.meta { color: var(--muted); font-size: 0.95rem; }
+.sim { background: var(--warn); padding: 0.5rem 0.8rem; border-radius: 6px; }
+.audit { border-left: 4px solid var(--accent); padding: 0.3rem 0.9rem; background: #eff6ff; }
+figure { margin: 1rem 0 2rem; }
+figure img { display: block; max-width: 100%; height: auto; margin: 0 auto; }
+figcaption { color: var(--muted); font-size: 0.92rem; margin-top: 0.4rem; }
+.scroll { overflow-x: auto; -webkit-overflow-scrolling: touch; margin: 0.5rem 0 1rem;
+  border: 1px solid var(--rule); border-radius: 6px; }
+table { border-collapse: collapse; font-size: 0.9rem; width: 100%; }
+th, td { padding: 0.35rem 0.6rem; border-bottom: 1px solid var(--rule); white-space: nowrap;
+  text-align: right; }
+th { background: #f9fafb; position: sticky; top: 0; }
+th:first-child, td:first-child, .text { text-align: left; }
+tr.unscored td { color: var(--muted); }
+ul.omitted { color: var(--muted); font-size: 0.92rem; padding-left: 1.2rem; }
+nav ol { padding-left: 1.3rem; margin: 0.3rem 0; columns: 2 16rem; font-size: 0.95rem; }
+a { color: var(--accent); }
+@media (max-width: 640px) {
+  body { font-size: 15px; }
+  main { padding: 0.8rem 0.6rem 2rem; }
+  h1 { font-size: 1.3rem; }
+  th, td { padding: 0.3rem 0.45rem; font-size: 0.85rem; }
+}
+"""
+
+
+def write_page(run_dir: Path, *, audit_sentence: str | None = None) -> Path:
+    """Write `report/index.html` from the report already in `run_dir/report/`."""
+    report_dir = run_dir / "report"
+    summary = orjson.loads((report_dir / "summary.json").read_bytes())
+    page = render_page(
+        summary,
+        read_manifest(report_dir),
+        report_dir,
+        spec=_frozen_spec(run_dir),
+        audit_sentence=audit_sentence,
+        files=_files(report_dir),
+    )
+    path = report_dir / PAGE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def _frozen_spec(run_dir: Path) -> Mapping[str, Any]:
+    """The run's spec as plain TOML data (parsed, never evaluated); empty if unreadable."""
+    try:
+        return tomllib.loads((run_dir / "spec.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def _files(report_dir: Path) -> list[str]:
+    """The report's other files, linked at the foot of the page (relative links)."""
+    wanted = {".json", ".txt", ".md", ".csv", ".png"}
+    return sorted(
+        p.name
+        for p in report_dir.iterdir()
+        if p.suffix in wanted and p.name != PAGE and not p.name.endswith(".tmp")
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def render_page(
+    summary: Mapping[str, Any],
+    figures: Sequence[Mapping[str, Any]],
+    report_dir: Path,
+    *,
+    spec: Mapping[str, Any] | None = None,
+    audit_sentence: str | None = None,
+    files: Sequence[str] = (),
+) -> str:
+    """The page as a string; `figures` is the manifest (`figures.json`), paths under
+    `report_dir`."""
+    spec = spec or {}
+    name = str(spec.get("name") or report_dir.parent.name)
+    drawn = [f for f in figures if f.get("path")]
+    omitted = [f for f in figures if not f.get("path")]
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>dutchbook report: {esc(name)}</title>",
+        f"<style>{STYLE}</style>",
+        "</head><body><main>",
+        *_header(name, summary, spec),
+        *_audit(audit_sentence),
+        *_leaderboard(summary),
+        *_contents(drawn),
+        *(_figure(f, report_dir) for f in drawn),
+        *_omitted(omitted),
+        *_arms_table(summary),
+        *_repeated_table(summary),
+        *_families_table(summary),
+        *_footer(files),
+        "</main></body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _header(name: str, summary: Mapping[str, Any], spec: Mapping[str, Any]) -> list[str]:
+    rows = summary.get("rows", [])
+    models = sorted({r["model"] for r in rows})
+    arms = sorted({r["arm"].split(" ")[0] for r in rows})
+    out = [
+        f"<h1>Coherence report: {esc(name)}</h1>",
+        '<p class="meta">'
+        f"{len(models)} models · {len(arms)} arms · arbitrage profit per unit stake "
+        "(lower is more coherent) · 95% intervals from a date-clustered bootstrap of "
+        f"{_int(summary.get('bootstrap_replicates'))} replicates (seed {esc(summary.get('seed'))})"
+        f" · coverage floor {_pct(summary.get('coverage_floor'))}</p>",
+    ]
+    simulated = sorted(
+        str(m.get("name"))
+        for m in spec.get("models", [])
+        if isinstance(m, Mapping) and m.get("provider") == "sim"
+    )
+    if simulated:
+        out.append(
+            '<p class="sim"><strong>Simulated forecasters:</strong> '
+            + esc(", ".join(simulated))
+            + " answered from the local simulator, not a language model; no provider was "
+            "called.</p>"
+        )
+    return out
+
+
+def _audit(sentence: str | None) -> list[str]:
+    if not sentence:
+        return []
+    return ["<h2>Retries and failures</h2>", f'<p class="audit">{esc(sentence)}</p>']
+
+
+def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
+    baseline = str(summary.get("baseline_arm") or "baseline")
+    rows = [r for r in summary.get("rows", []) if r["arm"] == baseline]
+    if not rows:
+        return []
+    rows.sort(key=lambda r: (not r.get("scored"), _mean(r.get("profit")), r["model"]))
+    coverage = summary.get("models", {})
+    body = []
+    rank = 0
+    for r in rows:
+        if r.get("scored") and r.get("profit"):
+            rank += 1
+            body.append(
+                (
+                    str(rank),
+                    r["model"],
+                    _iv(r.get("profit")),
+                    _iv(r.get("brier"), 4),
+                    str(r.get("units", "")),
+                    _pct((coverage.get(r["model"]) or {}).get("coverage")),
+                )
+            )
+        else:
+            body.append(
+                (
+                    "",
+                    r["model"],
+                    _status(r),
+                    "",
+                    str(r.get("units", "")),
+                    _pct((coverage.get(r["model"]) or {}).get("coverage")),
+                )
+            )
+    out = [
+        "<h2>Leaderboard</h2>",
+        f"<p>Models ranked by mean arbitrage profit on the {esc(baseline)} arm "
+        "(the paper's Figure 2).</p>",
+        _table(
+            ("#", "model", "profit [95% CI]", "Brier [95% CI]", "units", "coverage"),
+            body,
+            text_columns={1},
+        ),
+    ]
+    across = summary.get("across_models") or {}
+    if len(across.get("models") or []) >= 2:
+        facts = []
+        if across.get("spearman_profit_brier") is not None:
+            facts.append(
+                f"Spearman rank correlation of profit and Brier "
+                f"{across['spearman_profit_brier']:.3f}"
+            )
+        if across.get("profit_pairs_excluding_zero") is not None:
+            pairs = across.get("pairs")
+            text = (
+                f"pairs of models whose 95% interval of the difference excludes zero: profit "
+                f"{across['profit_pairs_excluding_zero']} of {pairs}"
+            )
+            if across.get("brier_pairs_excluding_zero") is not None:
+                text += f", Brier {across['brier_pairs_excluding_zero']} of {pairs}"
+            facts.append(text + f" (on {across.get('units')} common units)")
+        if facts:
+            out.append(f"<p>{esc('; '.join(facts))}.</p>")
+    return out
+
+
+def _contents(drawn: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not drawn:
+        return []
+    items = "".join(
+        f'<li value="{int(f["number"])}"><a href="#fig{int(f["number"])}">{esc(f["title"])}</a>'
+        "</li>"
+        for f in drawn
+    )
+    return ["<h2>Figures</h2>", f"<nav><ol>{items}</ol></nav>"]
+
+
+def _figure(figure: Mapping[str, Any], report_dir: Path) -> str:
+    number = int(figure["number"])
+    path = report_dir / str(figure["path"])
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    alt = f"Figure {number}: {figure['title']}"
+    return (
+        f'<figure id="fig{number}"><h3>Figure {number}. {esc(figure["title"])}</h3>'
+        # The link opens the PNG beside the page, full size (small screens zoom into it).
+        f'<a href="{esc(figure["path"])}"><img src="data:image/png;base64,{data}" '
+        f'alt="{esc(alt)}"></a>'
+        f"<figcaption>{esc(figure.get('caption') or '')}</figcaption></figure>"
+    )
+
+
+def _omitted(omitted: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not omitted:
+        return []
+    items = "".join(
+        f"<li>Figure {int(f['number'])} ({esc(f['title'])}) is left out: {esc(f['omitted'])}.</li>"
+        for f in omitted
+    )
+    return [f'<ul class="omitted">{items}</ul>']
+
+
+def _arms_table(summary: Mapping[str, Any]) -> list[str]:
+    rows = summary.get("rows", [])
+    if not rows:
+        return []
+    thresholds = [f"{t:g}" for t in summary.get("thresholds", [])]
+    body = []
+    classes = []
+    for r in sorted(rows, key=lambda r: (r["arm"], r["model"])):
+        at_least = r.get("at_least") or {}
+        shares = [_pct((at_least.get(t) or {}).get("share")) for t in thresholds]
+        vs = r.get("vs_baseline")
+        body.append(
+            (
+                r["arm"],
+                r["model"],
+                str(r.get("units", "")),
+                _iv(r.get("profit")) if r.get("scored") else _status(r),
+                _iv(vs, signed=True) if vs else "",
+                *shares,
+                _iv(r.get("brier"), 4),
+                _iv(r.get("arbitrage_free"), 2),
+                _pct(r.get("coverage")),
+            )
+        )
+        classes.append("" if r.get("scored") else "unscored")
+    header = (
+        "arm",
+        "model",
+        "units",
+        "profit [95% CI]",
+        "vs baseline [95% CI]",
+        *(f"≥ {t}" for t in thresholds),
+        "Brier [95% CI]",
+        "arbitrage-free [95% CI]",
+        "coverage",
+    )
+    return [
+        "<h2>Every arm and model</h2>",
+        "<p>Mean profit per unit stake (passes averaged per unit, then units averaged); the "
+        "paired difference with the baseline on the same stock-days; the share of units with "
+        "at least each profit; family arms in the L1 metric with their arbitrage-free rate. "
+        "A model under the coverage floor is not scored: an unanswered question is never "
+        "counted as incoherence.</p>",
+        _table(header, body, text_columns={0, 1}, row_classes=classes),
+    ]
+
+
+def _repeated_table(summary: Mapping[str, Any]) -> list[str]:
+    repeated = summary.get("repeated_elicitation") or []
+    if not repeated:
+        return []
+    k_max = max(int(r["passes"]) for r in repeated)
+    body = []
+    for r in repeated:
+        cells = [_iv(b) for b in r.get("by_k", [])]
+        body.append(
+            (
+                r["arm"],
+                r["model"],
+                _num(r.get("single_pass_mean")),
+                *cells,
+                *[""] * (k_max - len(cells)),
+            )
+        )
+    header = ("arm", "model", "single passes", *(f"k = {k}" for k in range(1, k_max + 1)))
+    return [
+        "<h2>Repeated elicitation</h2>",
+        "<p>Mean profit after averaging each event's answers over the first k passes, beside "
+        "the mean profit of single passes (never below it: the profit is convex).</p>",
+        _table(header, body, text_columns={0, 1}),
+    ]
+
+
+def _families_table(summary: Mapping[str, Any]) -> list[str]:
+    families = summary.get("families") or []
+    if not families:
+        return []
+    body = [
+        (
+            f["arm"],
+            f["model"],
+            str(f.get("families", "")),
+            _iv(f.get("arbitrage_free"), 2) if f.get("scored") else _status(f),
+            _pct(f.get("coverage")),
+        )
+        for f in sorted(families, key=lambda f: (f["arm"], f["model"]))
+    ]
+    rule = families[0].get("rule")
+    cents = summary.get("arbitrage_free_cents")
+    return [
+        "<h2>Question families</h2>",
+        f"<p>Share of families on which the L1 bookie locks in at most {esc(cents)}"
+        + (f"; {esc(rule)}" if rule else "")
+        + ".</p>",
+        _table(
+            ("arm", "model", "families", "arbitrage-free [95% CI]", "coverage"),
+            body,
+            text_columns={0, 1},
+        ),
+    ]
+
+
+def _footer(files: Sequence[str]) -> list[str]:
+    if not files:
+        return []
+    links = " · ".join(f'<a href="{esc(name)}">{esc(name)}</a>' for name in files)
+    return [
+        "<h2>Files</h2>",
+        f'<p class="meta">Beside this page in <code>report/</code>: {links}.</p>',
+    ]
+
+
+def _table(
+    header: Sequence[str],
+    body: Iterable[Sequence[str]],
+    *,
+    text_columns: set[int] = frozenset(),  # type: ignore[assignment]
+    row_classes: Sequence[str] | None = None,
+) -> str:
+    head = "".join(
+        f'<th class="text">{esc(h)}</th>' if j in text_columns else f"<th>{esc(h)}</th>"
+        for j, h in enumerate(header)
+    )
+    lines = []
+    for i, row in enumerate(body):
+        cls = row_classes[i] if row_classes else ""
+        cells = "".join(
+            f'<td class="text">{esc(c)}</td>' if j in text_columns else f"<td>{esc(c)}</td>"
+            for j, c in enumerate(row)
+        )
+        lines.append(f'<tr class="{cls}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
+    return (
+        f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(lines)}</tbody></table></div>"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and math.isfinite(x)
+
+
+def _num(x: Any, digits: int = 5) -> str:
+    return f"{x:.{digits}f}" if _finite(x) else "—"
+
+
+def _mean(iv: Any) -> float:
+    return float(iv["mean"]) if isinstance(iv, Mapping) and _finite(iv.get("mean")) else math.inf
+
+
+def _iv(iv: Any, digits: int = 5, *, signed: bool = False) -> str:
+    if not isinstance(iv, Mapping) or not _finite(iv.get("mean")):
+        return ""
+    sign = "+" if signed else ""
+    lo, hi = iv.get("lo"), iv.get("hi")
+    bounds = (
+        f" [{lo:{sign}.{digits}f}, {hi:{sign}.{digits}f}]" if _finite(lo) and _finite(hi) else ""
+    )
+    return f"{iv['mean']:{sign}.{digits}f}{bounds}"
+
+
+def _pct(x: Any) -> str:
+    return f"{x:.0%}" if _finite(x) else ""
+
+
+def _int(x: Any) -> str:
+    return f"{int(x):,}" if _finite(x) else "—"
+
+
+def _status(row: Mapping[str, Any]) -> str:
+    status = row.get("status")
+    if status == "below_coverage_floor":
+        return f"not scored: coverage {_pct(row.get('coverage'))} under the floor"
+    if status == "no_answers":
+        return "not scored: no answers"
+    return "not scored"

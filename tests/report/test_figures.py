@@ -1,0 +1,239 @@
+"""The report's eight figures: drawn from a real small campaign, left out (with a reason and
+no file) when their arms were not run, and built from the right numbers.
+
+Numbers are checked against independent computations: a drawn Dutch book must win at least
+its profit in every atom of the panel at the stated prices; family rates and time bins are
+counted by hand on synthetic frames.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import polars as pl
+import pytest
+
+from panels.arms import ARMS
+from runs.figures import read_manifest
+from runs.report_figures import FIGURES, FigureInputs, draw_all
+from runs.report_figures.audit import BINS, attempts_over_time
+from runs.report_figures.books import bin_grid, top_books
+from runs.report_figures.families import family_rates
+from runs.report_figures.inputs import FamilyInfo, family_info
+from runs.report_figures.linked import linked_cells
+from runs.scoring_step import SCORE_SCHEMA
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _summary(run: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = orjson.loads((run / "report" / "summary.json").read_bytes())
+    return loaded
+
+
+def test_every_figure_is_drawn_when_its_arms_were_run(figures_run: Path) -> None:
+    manifest = read_manifest(figures_run / "report")
+    assert [(f["number"], f["key"]) for f in manifest] == [(n, k) for n, k, _ in FIGURES]
+    for figure in manifest:
+        assert figure["omitted"] is None, figure
+        assert figure["caption"], figure
+        png = (figures_run / "report" / figure["path"]).read_bytes()
+        assert png.startswith(PNG) and len(png) > 5_000, figure["key"]
+    summary = _summary(figures_run)
+    assert summary["figures"]["books"] == "report/fig1_books.png"
+    assert summary["figures"]["profit_brier"] == "report/fig2_leaderboard.png"
+
+
+def test_a_figure_whose_arms_were_not_run_is_left_out_with_a_reason(tmp_path: Path) -> None:
+    """Only a baseline with one pass: figures 2 and 8 drawn, the rest say why, no file."""
+    summary = {
+        "baseline_arm": "baseline",
+        "rows": [
+            {
+                "model": "m",
+                "arm": "baseline",
+                "scored": True,
+                "profit": {"mean": 0.01, "lo": 0.005, "hi": 0.02},
+                "brier": {"mean": 0.2, "lo": 0.19, "hi": 0.21},
+            }
+        ],
+        "repeated_elicitation": [],
+    }
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    attempts = pl.DataFrame(
+        {
+            "model": ["m", "m"],
+            "started_at": [t0, t0 + dt.timedelta(seconds=5)],
+            "outcome": ["rate_limit", "ok"],
+        }
+    ).lazy()
+    stale = tmp_path / "fig3_horizons.png"
+    stale.write_bytes(PNG)  # from an earlier report of the same folder
+    figures = draw_all(FigureInputs(summary, attempts=attempts), tmp_path)
+    drawn = {f.key for f in figures if f.path is not None}
+    assert drawn == {"leaderboard", "audit"}
+    reasons = {f.key: f.omitted for f in figures}
+    assert "two-asset" in str(reasons["horizons"]) and "horizon" in str(reasons["horizons"])
+    assert "no arm other than baseline" in str(reasons["arms"])
+    assert "linked" in str(reasons["linked"])
+    assert "family" in str(reasons["families"])
+    assert "two or more passes" in str(reasons["repeated"])
+    assert "Dutch book" in str(reasons["books"])
+    for f in figures:
+        if f.path is None:
+            assert f.omitted and "\n" not in f.omitted
+            assert not (tmp_path / f"fig{f.number}_{f.key}.png").exists()
+    assert not stale.exists()
+
+
+def test_the_books_drawn_are_dutch_books_against_the_stated_prices(figures_run: Path) -> None:
+    inputs = FigureInputs.from_run(figures_run, _summary(figures_run))
+    books = top_books(inputs)
+    assert len(books) == 3
+    assert len({(b.model, b.arm, b.unit) for b in books}) == 3
+    scores = pl.read_parquet(figures_run / "scores.parquet").filter(pl.col("norm") == "inf")
+    assert books[0].profit == pytest.approx(float(scores["profit"].max()))
+    assert [b.profit for b in books] == sorted((b.profit for b in books), reverse=True)
+    forecasts = pl.read_parquet(figures_run / "forecasts.parquet")
+    for book in books:
+        stated = dict(
+            forecasts.filter(
+                (pl.col("model") == book.model)
+                & (pl.col("arm") == book.arm)
+                & (pl.col("unit") == book.unit)
+                & (pl.col("pass") == book.pass_)
+            )
+            .select("event", "p")
+            .iter_rows()
+        )
+        assert book.stated == [stated[e] for e in book.events]
+        # Independent of the LP: the stakes win at least the profit in every atom.
+        panel = ARMS[book.arm].panel(_unit(book.arm, book.unit)).subset(book.events)
+        incidence = np.asarray(panel.incidence, dtype=float)
+        b = np.array(book.stakes)
+        p = np.array(book.stated)
+        payoff = b @ (incidence - p[:, None])
+        assert payoff.min() >= book.profit - 1e-7
+        assert np.abs(b).sum() <= 1 + 1e-7
+        assert any(book.binding)
+
+
+def _unit(arm: str, unit_id: str) -> Any:
+    """Stock panels do not depend on the unit; only family arms would need the family."""
+    assert not arm.startswith("families/")
+    return None
+
+
+def test_bin_grid_reads_event_ids() -> None:
+    factors, grid = bin_grid(["d1:B0|B1", "A:B3&B:B2"]) or ([], np.zeros(0))
+    assert factors == ["A", "B", "d1"]
+    assert grid.tolist() == [
+        [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0],
+        [0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0],
+    ]
+    assert bin_grid(["d1:B0", "coin-heads"]) is None
+
+
+def _score(model: str, arm: str, unit: str, pass_: int, profit: float, set_: str) -> dict[str, Any]:
+    return {
+        "model": model,
+        "arm": arm,
+        "unit": unit,
+        "pass": pass_,
+        "set": set_,
+        "cluster": unit.split(":")[0],
+        "norm": "l1" if arm.startswith("families/") else "inf",
+        "profit": profit,
+        "coverage": 1.0,
+        "events": [],
+        "stakes": [],
+        "coherent": [],
+        "brier": None,
+        "answered": 1,
+    }
+
+
+def test_family_rates_by_shape_with_controls_apart() -> None:
+    rows = [
+        # f1 averages to 0.04 (free), f2 to 0.06 (not), f3 is a control at 0.0 (free).
+        _score("m", "families/joint", "f1", 0, 0.03, "family"),
+        _score("m", "families/joint", "f1", 1, 0.05, "family"),
+        _score("m", "families/joint", "f2", 0, 0.06, "family"),
+        _score("m", "families/joint", "f3", 0, 0.0, "family"),
+        _score("m", "families/joint", "f4", 0, 0.2, "family"),
+    ]
+    info = {
+        "f1": FamilyInfo("negation", False),
+        "f2": FamilyInfo("negation", False),
+        "f3": FamilyInfo("negation", True),
+    }
+    inputs = FigureInputs({}, scores=pl.DataFrame(rows, schema=SCORE_SCHEMA).lazy(), families=info)
+    rates = {
+        g: (n, f)
+        for g, n, f in family_rates(inputs).select("group", "families", "free").iter_rows()
+    }
+    assert rates == {"negation": (2, 0.5), "controls": (1, 1.0), "unknown": (1, 0.0)}
+
+
+def test_shipped_families_are_known_by_shape(tmp_path: Path) -> None:
+    info = family_info(tmp_path)  # no spec: the shipped families
+    assert len(info) >= 30
+    assert {i.shape for i in info.values()} >= {"negation", "partition", "story"}
+    assert any(i.control for i in info.values()) and not all(i.control for i in info.values())
+
+
+def test_linked_minus_dispersed_is_paired_on_units() -> None:
+    rows = []
+    for unit, (linked, dispersed) in {"d1:X": (0.3, 0.1), "d2:X": (0.5, 0.2)}.items():
+        rows += [
+            _score("m", "linked", unit, 0, linked, "linked/A/B0"),
+            _score("m", "dispersed", unit, 0, dispersed, "dispersed/A/s1"),
+        ]
+    summary = {
+        "bootstrap_replicates": 200,
+        "rows": [
+            {
+                "model": "m",
+                "arm": f"{a} (assets)",
+                "scored": True,
+                "profit": {"mean": v, "lo": v, "hi": v},
+            }
+            for a, v in (("linked", 0.4), ("dispersed", 0.15))
+        ],
+    }
+    inputs = FigureInputs(summary, scores=pl.DataFrame(rows, schema=SCORE_SCHEMA).lazy())
+    (cell,) = linked_cells(inputs)
+    assert cell.kind == "assets" and cell.units == 2
+    assert cell.difference is not None
+    assert cell.difference["mean"] == pytest.approx(((0.3 - 0.1) + (0.5 - 0.2)) / 2)
+
+
+def test_attempts_are_counted_in_equal_time_slices() -> None:
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    seconds = [0, 1, 2, 39.9, 40, 40, 20]
+    outcomes = ["ok", "ok", "rate_limit", "ok", "timeout", "ok", "ok"]
+    frame = pl.DataFrame(
+        {
+            "model": ["a"] * 6 + ["b"],
+            "started_at": [t0 + dt.timedelta(seconds=s) for s in seconds],
+            "outcome": outcomes,
+        }
+    )
+    counts = attempts_over_time(frame.lazy())
+    assert counts["width_s"][0] == pytest.approx(40 / BINS)
+    got = {
+        (m, b, o): n
+        for m, b, o, n in counts.select("model", "bin", "outcome", "attempts").iter_rows()
+    }
+    assert got == {
+        ("a", 0, "ok"): 1,
+        ("a", 1, "ok"): 1,
+        ("a", 2, "rate_limit"): 1,
+        ("a", BINS - 1, "ok"): 2,
+        ("a", BINS - 1, "timeout"): 1,
+        ("b", BINS // 2, "ok"): 1,
+    }

@@ -1,0 +1,127 @@
+"""`report/index.html` is one self-contained page, and `dutchbook report DIR` rebuilds it
+from a run folder without a call."""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import orjson
+from typer.testing import CliRunner
+
+from runs.cli import app
+from runs.report_page import CSP, render_page, write_page
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[tuple[str, str, str]] = []
+        self.tags: list[str] = []
+        self.meta: list[dict[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in {"src", "href", "srcset", "action", "data", "poster"} and value:
+                self.urls.append((tag, name, value))
+        if tag == "meta":
+            self.meta.append(dict(attrs))
+
+
+def _parse(page: str) -> _Links:
+    parser = _Links()
+    parser.feed(page)
+    return parser
+
+
+def test_the_page_holds_everything_it_shows(figures_run: Path) -> None:
+    page = (figures_run / "report" / "index.html").read_text(encoding="utf-8")
+    parsed = _parse(page)
+    assert {"script", "link", "iframe", "object", "embed"}.isdisjoint(parsed.tags)
+    assert "@import" not in page and "url(" not in page
+    csp = [m for m in parsed.meta if m.get("http-equiv") == "Content-Security-Policy"]
+    assert [m["content"] for m in csp] == [CSP]
+    assert "default-src 'none'" in CSP
+    images = [v for tag, name, v in parsed.urls if tag == "img"]
+    assert len(images) == 8
+    for src in images:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]).startswith(PNG)
+    # The only other links are relative ones to the report's own files and anchors.
+    for tag, _name, url in parsed.urls:
+        if tag == "img":
+            continue
+        assert not re.match(r"^[a-z][a-z0-9+.-]*:|^//", url), url
+        assert url.startswith("#") or (figures_run / "report" / url).is_file(), url
+    assert '<meta name="viewport"' in page
+    for title in (
+        "Leaderboard",
+        "Every arm and model",
+        "Repeated elicitation",
+        "Question families",
+    ):
+        assert f"<h2>{title}</h2>" in page
+    assert "Simulated forecasters:" in page and "sim-noisy" in page
+
+
+def test_left_out_figures_are_named_with_their_reason_and_text_is_escaped(tmp_path: Path) -> None:
+    summary = {
+        "rows": [
+            {
+                "model": "<b>m</b>",
+                "arm": "baseline",
+                "scored": True,
+                "units": 3,
+                "profit": {"mean": 0.01, "lo": 0.0, "hi": 0.02},
+            }
+        ],
+        "models": {"<b>m</b>": {"coverage": 1.0}},
+    }
+    figures = [
+        {
+            "number": 3,
+            "key": "horizons",
+            "title": "Assets and horizons",
+            "path": None,
+            "caption": None,
+            "omitted": "neither the two-asset arm nor a horizon arm was run",
+        }
+    ]
+    page = render_page(summary, figures, tmp_path, spec={"name": "x"}, audit_sentence="9 < 10")
+    assert "Figure 3 (Assets and horizons) is left out: neither the two-asset arm" in page
+    assert "<img" not in page and "<figure" not in page
+    assert "&lt;b&gt;m&lt;/b&gt;" in page and "<b>m</b>" not in page
+    assert '<p class="audit">9 &lt; 10</p>' in page
+
+
+def test_report_command_rebuilds_the_page_from_the_folder(
+    figures_run: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "copy"
+    shutil.copytree(figures_run, run)
+    shutil.rmtree(run / "report")
+    result = CliRunner().invoke(app, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    assert f"report: {run / 'report' / 'index.html'}" in result.output.replace("\n", "")
+    summary = orjson.loads((run / "report" / "summary.json").read_bytes())
+    assert summary["figures"]["audit"] == "report/fig8_audit.png"
+    page = (run / "report" / "index.html").read_text(encoding="utf-8")
+    assert page.count("<img") == 8
+    # The same folder gives the same page (figures are deterministic given the data).
+    before = page
+    write_page(run)
+    assert (run / "report" / "index.html").read_text(encoding="utf-8") == before
+
+
+def test_report_command_on_a_folder_that_is_not_a_run_fails_in_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "not a run folder" in lines[0], result.output
+    assert "Traceback" not in result.output
