@@ -51,6 +51,19 @@ def model_styles(models: Sequence[str]) -> dict[str, tuple[Any, str]]:
     return {m: (cmap(i % 10), _MARKERS[(i // 10) % len(_MARKERS)]) for i, m in enumerate(models)}
 
 
+def bottom_legend(fig: Any, handles: Sequence[Any], labels: Sequence[str], ncol: int) -> None:
+    """One legend for all panels, centred under them."""
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=max(ncol, 1),
+        frameon=False,
+        fontsize=8,
+        bbox_to_anchor=(0.5, -0.01),
+    )
+
+
 def errors(ivs: Sequence[Mapping[str, float]]) -> list[list[float]]:
     """Asymmetric error-bar lengths from `{"mean", "lo", "hi"}` (matplotlib wants distances)."""
     return [

@@ -74,15 +74,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         _panel(ax, name, arms, models, styles, cell)
     handles, labels = axes[0][0].get_legend_handles_labels()
     if len(models) > 1:
-        fig.legend(
-            handles,
-            labels,
-            loc="lower center",
-            ncol=min(len(models), 4),
-            frameon=False,
-            bbox_to_anchor=(0.5, -0.01),
-            fontsize=8,
-        )
+        _style.bottom_legend(fig, handles, labels, min(len(models), 4))
     axes[-1][0].set_xlabel(f"mean profit, arm minus {inputs.baseline_arm} (paired by stock-day)")
     fig.tight_layout(rect=(0, 0.05 if len(models) > 1 else 0, 1, 1))
     _style.save(fig, path)

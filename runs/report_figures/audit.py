@@ -93,15 +93,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     for ax in axes[-1]:
         ax.set_xlabel(f"time since the first attempt ({unit})")
     handles = [plt.Rectangle((0, 0), 1, 1, color=OUTCOME_COLOURS.get(o, "0.5")) for o in outcomes]
-    fig.legend(
-        handles,
-        outcomes,
-        loc="lower center",
-        ncol=min(len(outcomes), 4),
-        frameon=False,
-        fontsize=8,
-        bbox_to_anchor=(0.5, -0.01),
-    )
+    _style.bottom_legend(fig, handles, outcomes, min(len(outcomes), 4))
     fig.tight_layout(rect=(0, 0.04 + 0.02 * (len(outcomes) // 4), 1, 1))
     _style.save(fig, path)
     return (
