@@ -66,16 +66,24 @@ a { color: var(--accent); }
 """
 
 
-def write_page(run_dir: Path, *, audit_sentence: str | None = None) -> Path:
-    """Write `report/index.html` from the report already in `run_dir/report/`."""
+def write_page(run_dir: Path, *, audit: Any = None) -> Path:
+    """Write `report/index.html` from the report already in `run_dir/report/`.
+
+    `audit` (an `engine.audit.Audit`) defaults to the run folder's own audit.
+    """
     report_dir = run_dir / "report"
     summary = orjson.loads((report_dir / "summary.json").read_bytes())
+    if audit is None and ((run_dir / "attempts").is_dir() or (run_dir / "journal").is_dir()):
+        from engine.audit import audit as run_audit
+
+        audit = run_audit(run_dir)
     page = render_page(
         summary,
         read_manifest(report_dir),
         report_dir,
         spec=_frozen_spec(run_dir),
-        audit_sentence=audit_sentence,
+        audit_sentence=None if audit is None else audit.sentence,
+        audit_table=None if audit is None else audit.table(),
         files=_files(report_dir),
     )
     path = report_dir / PAGE
@@ -118,6 +126,7 @@ def render_page(
     *,
     spec: Mapping[str, Any] | None = None,
     audit_sentence: str | None = None,
+    audit_table: Any = None,
     files: Sequence[str] = (),
 ) -> str:
     """The page as a string; `figures` is the manifest (`figures.json`), paths under
@@ -135,7 +144,7 @@ def render_page(
         f"<style>{STYLE}</style>",
         "</head><body><main>",
         *_header(name, summary, spec),
-        *_audit(audit_sentence),
+        *_audit(audit_sentence, audit_table),
         *_leaderboard(summary),
         *_contents(drawn),
         *(_figure(f, report_dir) for f in drawn),
@@ -176,10 +185,54 @@ def _header(name: str, summary: Mapping[str, Any], spec: Mapping[str, Any]) -> l
     return out
 
 
-def _audit(sentence: str | None) -> list[str]:
+#: The audit table's columns shown on the page (`engine.audit.Audit.table()`), and headers.
+AUDIT_COLUMNS = (
+    ("name", "model"),
+    ("provider", "provider"),
+    ("requests", "requests"),
+    ("accepted", "accepted"),
+    ("attempts", "attempts"),
+    ("retry_attempts", "retry attempts"),
+    ("requests_retried", "requests retried"),
+    ("given_up", "given up"),
+    ("latency_p50_ms", "p50 ms"),
+    ("latency_p95_ms", "p95 ms"),
+    ("latency_p99_ms", "p99 ms"),
+    ("tokens_in", "tokens in"),
+    ("tokens_out", "tokens out"),
+    ("cost_usd", "cost $"),
+)
+
+
+def _audit(sentence: str | None, table: Any) -> list[str]:
+    """The paper's retry sentence, then one row per model and the total (`engine.audit`)."""
     if not sentence:
         return []
-    return ["<h2>Retries and failures</h2>", f'<p class="audit">{esc(sentence)}</p>']
+    out = ["<h2>Retries and failures</h2>", f'<p class="audit">{esc(sentence)}</p>']
+    if table is None or not getattr(table, "height", 0):
+        return out
+    rows = [r for r in table.iter_rows(named=True) if r.get("scope") in {"model", "all"}]
+    causes = [c for c in table.columns if c.startswith("retries.") and any(r.get(c) for r in rows)]
+    columns = [(k, h) for k, h in AUDIT_COLUMNS if k in table.columns]
+    header = [h for _, h in columns] + [c.removeprefix("retries.") for c in causes]
+    body = [[_cell(r.get(k)) for k, _ in columns] + [_cell(r.get(c)) for c in causes] for r in rows]
+    out.append(
+        "<p>Per model: planned requests, attempts, retry attempts (every attempt that was not "
+        "the accepted one) and their causes, requests given up, latency of accepted attempts, "
+        "tokens and cost where priced.</p>"
+    )
+    out.append(_table(header, body, text_columns={0, 1}))
+    return out
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:,.2f}" if math.isfinite(value) else ""
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
 
 
 def _leaderboard(summary: Mapping[str, Any]) -> list[str]:

@@ -1,9 +1,9 @@
 """What the figures are drawn from: the report's summary plus lazy views of the run folder.
 
 Most figures read `summary.json`'s shape only. Three need rows the summary does not keep (the
-Dutch books themselves, linked-vs-dispersed pairs, families by shape) and one the attempts
-(the audit over time); those are read lazily and filtered before collecting, so a paper-scale
-campaign never loads its whole scores table or ledger for a picture.
+Dutch books themselves, linked-vs-dispersed pairs, families by shape), read lazily and
+filtered before collecting, so a paper-scale campaign never loads its whole scores table for
+a picture; the audit figure reads the audit's own timeline (`engine.audit.attempt_timeline`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ class FigureInputs:
     summary: Mapping[str, Any]
     scores: pl.LazyFrame | None = None
     forecasts: pl.LazyFrame | None = None
-    attempts: pl.LazyFrame | None = None
+    #: `engine.audit.attempt_timeline`'s frame: attempts per time bin, model and outcome.
+    timeline: pl.DataFrame | None = None
     families: Mapping[str, FamilyInfo] = field(default_factory=dict)
 
     @classmethod
@@ -55,7 +56,7 @@ class FigureInputs:
             summary=summary,
             scores=pl.scan_parquet(scores) if scores.exists() else None,
             forecasts=pl.scan_parquet(forecasts) if forecasts.exists() else None,
-            attempts=_scan_attempts(run_dir),
+            timeline=_timeline(run_dir),
             families=families if families is not None else family_info(run_dir),
         )
 
@@ -81,12 +82,18 @@ class FigureInputs:
         return float(self.summary.get("arbitrage_free_cents") or ARBITRAGE_FREE_CENTS)
 
 
-def _scan_attempts(run_dir: Path) -> pl.LazyFrame | None:
+#: Time bins of the audit figure across the campaign's span.
+TIMELINE_BINS = 40
+
+
+def _timeline(run_dir: Path) -> pl.DataFrame | None:
+    """Attempts over time by outcome, counted as the audit counts them (one definition of a
+    retry: `engine.audit`)."""
     if not (run_dir / "attempts").is_dir() and not (run_dir / "journal").is_dir():
         return None
-    from engine.ledger import scan_attempts
+    from engine.audit import attempt_timeline
 
-    return scan_attempts(run_dir, columns=["model", "started_at", "outcome"])
+    return attempt_timeline(run_dir, bins=TIMELINE_BINS)
 
 
 def family_info(run_dir: Path) -> dict[str, FamilyInfo]:

@@ -1,5 +1,6 @@
-"""One small campaign on the local simulator with every arm a figure needs, shared by the
-report tests (it runs in seconds; its forecasters are simulated and labelled so)."""
+"""One small campaign on the local simulator with every arm a figure needs and light faults,
+shared by the report tests (it runs in seconds; its forecasters are simulated and labelled
+so)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ SPEC = Path(__file__).parents[1] / "runs" / "specs" / "figures.toml"
 def figures_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("figures") / "run"
     console = Console(file=StringIO(), width=120)
-    result = asyncio.run(run_campaign(SPEC, out, console=console, progress=False))
+    # A few percent of 5xx and malformed replies, so the audit has retries to show (rate
+    # limits would also slow the lanes down, and this is shared by every report test).
+    faults = "server_error=0.02,malformed_json=0.01"
+    result = asyncio.run(run_campaign(SPEC, out, console=console, progress=False, faults=faults))
     assert result.summary is not None and result.summary.complete
     return out

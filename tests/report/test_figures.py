@@ -20,7 +20,6 @@ import pytest
 from panels.arms import ARMS
 from runs.figures import read_manifest
 from runs.report_figures import FIGURES, FigureInputs, draw_all
-from runs.report_figures.audit import BINS, attempts_over_time
 from runs.report_figures.books import bin_grid, top_books
 from runs.report_figures.families import family_rates
 from runs.report_figures.inputs import FamilyInfo, family_info
@@ -64,16 +63,20 @@ def test_a_figure_whose_arms_were_not_run_is_left_out_with_a_reason(tmp_path: Pa
         "repeated_elicitation": [],
     }
     t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    attempts = pl.DataFrame(
+    step = dt.timedelta(seconds=5)
+    timeline = pl.DataFrame(  # engine.audit.attempt_timeline's columns
         {
             "model": ["m", "m"],
-            "started_at": [t0, t0 + dt.timedelta(seconds=5)],
-            "outcome": ["rate_limit", "ok"],
+            "bin": [0, 1],
+            "start": [t0, t0 + step],
+            "end": [t0 + step, t0 + 2 * step],
+            "outcome": ["rate_limit", "accepted"],
+            "attempts": [1, 1],
         }
-    ).lazy()
+    )
     stale = tmp_path / "fig3_horizons.png"
     stale.write_bytes(PNG)  # from an earlier report of the same folder
-    figures = draw_all(FigureInputs(summary, attempts=attempts), tmp_path)
+    figures = draw_all(FigureInputs(summary, timeline=timeline), tmp_path)
     drawn = {f.key for f in figures if f.path is not None}
     assert drawn == {"leaderboard", "audit"}
     reasons = {f.key: f.omitted for f in figures}
@@ -210,30 +213,3 @@ def test_linked_minus_dispersed_is_paired_on_units() -> None:
     assert cell.kind == "assets" and cell.units == 2
     assert cell.difference is not None
     assert cell.difference["mean"] == pytest.approx(((0.3 - 0.1) + (0.5 - 0.2)) / 2)
-
-
-def test_attempts_are_counted_in_equal_time_slices() -> None:
-    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    seconds = [0, 1, 2, 39.9, 40, 40, 20]
-    outcomes = ["ok", "ok", "rate_limit", "ok", "timeout", "ok", "ok"]
-    frame = pl.DataFrame(
-        {
-            "model": ["a"] * 6 + ["b"],
-            "started_at": [t0 + dt.timedelta(seconds=s) for s in seconds],
-            "outcome": outcomes,
-        }
-    )
-    counts = attempts_over_time(frame.lazy())
-    assert counts["width_s"][0] == pytest.approx(40 / BINS)
-    got = {
-        (m, b, o): n
-        for m, b, o, n in counts.select("model", "bin", "outcome", "attempts").iter_rows()
-    }
-    assert got == {
-        ("a", 0, "ok"): 1,
-        ("a", 1, "ok"): 1,
-        ("a", 2, "rate_limit"): 1,
-        ("a", BINS - 1, "ok"): 2,
-        ("a", BINS - 1, "timeout"): 1,
-        ("b", BINS // 2, "ok"): 1,
-    }

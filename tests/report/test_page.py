@@ -4,6 +4,7 @@ from a run folder without a call."""
 from __future__ import annotations
 
 import base64
+import html
 import re
 import shutil
 from html.parser import HTMLParser
@@ -12,6 +13,7 @@ from pathlib import Path
 import orjson
 from typer.testing import CliRunner
 
+from engine.audit import audit
 from runs.cli import app
 from runs.report_page import CSP, render_page, write_page
 
@@ -68,6 +70,9 @@ def test_the_page_holds_everything_it_shows(figures_run: Path) -> None:
     ):
         assert f"<h2>{title}</h2>" in page
     assert "Simulated forecasters:" in page and "sim-noisy" in page
+    sentence = audit(figures_run).sentence
+    assert "retry attempts across" in sentence
+    assert f'<p class="audit">{html.escape(sentence)}</p>' in page
 
 
 def test_left_out_figures_are_named_with_their_reason_and_text_is_escaped(tmp_path: Path) -> None:
