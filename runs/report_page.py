@@ -69,12 +69,12 @@ a { color: var(--accent); }
 def write_page(run_dir: Path, *, audit: Any = None) -> Path:
     """Write `report/index.html` from the report already in `run_dir/report/`.
 
-    `audit` (an `engine.audit.Audit`) defaults to the run folder's own audit.
+    `audit` (an `engine.audit.Audit`) defaults to the run folder's own (`runs.audit`).
     """
     report_dir = run_dir / "report"
     summary = orjson.loads((report_dir / "summary.json").read_bytes())
     if audit is None and ((run_dir / "attempts").is_dir() or (run_dir / "journal").is_dir()):
-        from engine.audit import audit as run_audit
+        from runs.audit import run_audit
 
         audit = run_audit(run_dir)
     page = render_page(

@@ -20,22 +20,24 @@ def build_report(run_dir: Path, console: Console) -> Path:
     """Summary, tables, figures and page of a scored run folder; returns the page's path."""
     import polars as pl
 
-    from runs.report import incidence_from_units, write_report
+    from runs.audit import run_audit
+    from runs.report import write_report
     from runs.report_page import write_page
     from runs.spec import load_spec
-    from runs.units import UnitSource
 
     spec = load_spec(run_dir / "spec.toml")
-    scores = pl.read_parquet(run_dir / "scores.parquet")
+    averaged = run_dir / "averaged.parquet"
+    audit = run_audit(run_dir)
     write_report(
         run_dir,
-        scores,
+        pl.read_parquet(run_dir / "scores.parquet"),
         floor=spec.coverage_floor,
         seed=spec.seed,
         console=console,
-        incidence_for=incidence_from_units(UnitSource.from_spec(spec)),
+        averaged=pl.read_parquet(averaged) if averaged.exists() else None,
+        audit=audit,
     )
-    return write_page(run_dir)
+    return write_page(run_dir, audit=audit)
 
 
 def report(

@@ -72,8 +72,13 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         )
     for k in range(len(models), nrows * ncols):
         axes[k // ncols][k % ncols].set_axis_off()
-    for ax in axes[-1]:
-        ax.set_xlabel(f"time since the first attempt ({unit})")
+    for column in range(ncols):  # the lowest drawn panel of each column carries the axis
+        lowest = max(
+            (axes[r][column] for r in range(nrows) if r * ncols + column < len(models)),
+            key=lambda ax: ax.get_subplotspec().rowspan.start,
+        )
+        lowest.xaxis.set_tick_params(labelbottom=True)
+        lowest.set_xlabel(f"time since the first attempt ({unit})")
     handles = [plt.Rectangle((0, 0), 1, 1, color=OUTCOME_COLOURS.get(o, "0.5")) for o in outcomes]
     _style.bottom_legend(fig, handles, outcomes, min(len(outcomes), 4))
     fig.tight_layout(rect=(0, 0.04 + 0.02 * (len(outcomes) // 4), 1, 1))
