@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-BENCHMARKS = ("bench.startup", "bench.lp", "bench.dispatch")
+BENCHMARKS = ("bench.startup", "bench.lp", "bench.dispatch", "bench.whole_run")
 
 
 def main() -> None:

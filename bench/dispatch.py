@@ -198,6 +198,14 @@ def _start_sim() -> tuple[subprocess.Popen[str], str]:
     return proc, root
 
 
+def _stop_sim(sim: subprocess.Popen[str]) -> None:
+    sim.send_signal(signal.SIGINT)
+    try:
+        sim.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        sim.kill()
+
+
 def _run_client(kind: str, root: str, n: int, concurrency: int) -> dict[str, float]:
     out = subprocess.run(
         [
@@ -241,11 +249,7 @@ def main(argv: list[str] | None = None) -> None:
             for kind in KINDS:
                 runs[kind].append(_run_client(kind, root, args.requests, args.concurrency))
     finally:
-        sim.send_signal(signal.SIGINT)
-        try:
-            sim.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            sim.kill()
+        _stop_sim(sim)
     med = {
         k: {f: statistics.median(r[f] for r in runs[k]) for f in runs[k][0] if f != "kind"}
         for k in KINDS

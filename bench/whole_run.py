@@ -1,0 +1,276 @@
+"""The whole `dutchbook run` against a bare aiohttp loop of the same requests (issue 12).
+
+A campaign of family queries (`families/isolated`, `PASSES` passes: 155 x 300 = 46,500
+queries) for one model on the OpenAI-compatible route of the local simulator (its own
+process, answering at once, no faults), concurrency 256, no rpm/tpm limit. The command
+runs in a fresh process exactly as a user starts it (`python -m runs.cli run SPEC --out
+DIR`, through `bench.whole_run --phases`, which only wraps the pipeline's steps with
+timers), so the figure includes start-up, planning, dispatch, scoring and the report.
+The bare loop then sends the same requests (the system and user text of the run's own
+plan) from a fresh process at the same concurrency. Rounds alternate the two.
+
+Phases: start-up (process start to the command running), planning (spec, estimate,
+design, plan file), dispatch (first request to the ledger closed; compactions run inside
+it, in a thread, and are timed on their own), scoring, report, exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.dispatch import _start_sim, _stop_sim
+
+MODEL = "sim-coherent"
+PASSES = 300
+CONCURRENCY = 256
+KEY_ENV = "DUTCHBOOK_BENCH_KEY"
+
+
+def spec_text(root: str, passes: int, concurrency: int) -> str:
+    return (
+        'name = "bench-families"\nseed = 1\nparser = "lenient"\n\n'
+        f'[[models]]\nname = "local"\nprovider = "openai"\nmodel = "{MODEL}"\n'
+        f'base_url = "{root}/sim/v1"\napi_key_env = "{KEY_ENV}"\n'
+        f"concurrency = {concurrency}\nmax_tokens = 64\n\n"
+        f'[[arms]]\nname = "families/isolated"\npasses = {passes}\n'
+    )
+
+
+# --------------------------------------------------------------------------- the run, timed
+
+
+def _phases_child(argv: list[str], out_json: str, launched: float) -> None:
+    """Run the CLI in this process with the pipeline's steps wrapped in timers."""
+    marks: dict[str, Any] = {"launched": launched, "compactions": []}
+    atexit.register(lambda: Path(out_json).write_text(json.dumps({**marks, "exit": time.time()})))
+    import runs.cli  # what the console script imports first
+
+    def wrap(module: Any, name: str, key: str, is_async: bool = False) -> None:
+        inner: Callable[..., Any] = getattr(module, name)
+        if is_async:
+
+            async def timed_async(*args: Any, **kwargs: Any) -> Any:
+                marks[f"{key}_start"] = time.time()
+                try:
+                    return await inner(*args, **kwargs)
+                finally:
+                    marks[f"{key}_end"] = time.time()
+
+            setattr(module, name, timed_async)
+        else:
+
+            def timed(*args: Any, **kwargs: Any) -> Any:
+                marks[f"{key}_start"] = time.time()
+                try:
+                    return inner(*args, **kwargs)
+                finally:
+                    marks[f"{key}_end"] = time.time()
+
+            setattr(module, name, timed)
+
+    import engine.ledger
+    import runs.commands.run
+    import runs.pipeline
+
+    wrap(runs.commands.run, "run_campaign", "campaign", is_async=True)
+    if os.environ.get("DUTCHBOOK_BENCH_NO_COMPACTION"):  # experiment: compaction only at close
+        import functools
+
+        runs.pipeline.dispatch = functools.partial(  # type: ignore[assignment]
+            runs.pipeline.dispatch, compact_every_s=1e9, compact_every_n=10**9
+        )
+    wrap(runs.pipeline, "dispatch", "dispatch", is_async=True)
+    wrap(runs.pipeline, "score_run", "scoring")
+    wrap(runs.pipeline, "write_report", "report")
+    compact = engine.ledger.Ledger.compact
+
+    def timed_compact(self: Any) -> int:
+        start = time.time()
+        try:
+            return compact(self)
+        finally:
+            marks["compactions"].append(time.time() - start)
+
+    engine.ledger.Ledger.compact = timed_compact  # type: ignore[method-assign]
+    sys.argv = ["dutchbook", *argv]
+    profile_to = os.environ.get("DUTCHBOOK_BENCH_PROFILE")
+    if not profile_to:
+        runs.cli.main()
+        return
+    import cProfile  # a developer's view of where the time goes, not part of the figures
+
+    profiler = cProfile.Profile()
+    atexit.register(lambda: profiler.dump_stats(profile_to))
+    profiler.enable()
+    runs.cli.main()
+
+
+def _phases(marks: dict[str, Any]) -> dict[str, float]:
+    total = marks["exit"] - marks["launched"]
+    dispatch = marks["dispatch_end"] - marks["dispatch_start"]
+    # Compactions during dispatch overlap it (a thread); the final ones at close are inside too.
+    return {
+        "total": total,
+        "start-up": marks["campaign_start"] - marks["launched"],
+        "planning": marks["dispatch_start"] - marks["campaign_start"],
+        "dispatch": dispatch,
+        "compaction (in dispatch)": float(sum(marks["compactions"])),
+        "scoring": marks["scoring_end"] - marks["scoring_start"],
+        "report": marks["report_end"] - marks["report_start"],
+        "exit": marks["exit"] - marks["report_end"],
+    }
+
+
+def run_whole(root: str, work: Path, passes: int, concurrency: int) -> dict[str, float]:
+    spec = work / "spec.toml"
+    spec.write_text(spec_text(root, passes, concurrency))
+    out = work / "run"
+    marks_path = work / "marks.json"
+    launched = time.time()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.whole_run",
+            "--phases",
+            str(marks_path),
+            "--launched",
+            repr(launched),
+            "--",
+            "run",
+            str(spec),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.getcwd(), **{KEY_ENV: "bench-not-a-key"}),
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"dutchbook run failed ({done.returncode}): {done.stderr[-2000:]}")
+    return _phases(json.loads(marks_path.read_text()))
+
+
+# --------------------------------------------------------------------------- the bare loop
+
+
+def _bare_child(root: str, plan: str, concurrency: int) -> None:
+    import asyncio
+
+    import aiohttp
+    import orjson
+    import polars as pl
+
+    frame = pl.read_parquet(plan, columns=["system", "user"])
+    bodies = [
+        orjson.dumps(
+            {
+                "model": MODEL,
+                "max_tokens": 64,
+                "messages": [{"role": "system", "content": s}, {"role": "user", "content": u}],
+            }
+        )
+        for s, u in frame.iter_rows()
+    ]
+    url = f"{root}/sim/v1/chat/completions"
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer bench-not-a-key"}
+
+    async def loop() -> float:
+        queue = iter(bodies)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+            async def worker() -> None:
+                for body in queue:
+                    async with session.post(url, data=body, headers=headers) as reply:
+                        await reply.read()
+
+            start = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            return time.perf_counter() - start
+
+    elapsed = asyncio.run(loop())
+    print(json.dumps({"elapsed": elapsed, "requests": len(bodies)}))
+
+
+def run_bare(root: str, plan: Path, concurrency: int) -> dict[str, float]:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.whole_run",
+            "--bare",
+            str(plan),
+            "--root",
+            root,
+            "--concurrency",
+            str(concurrency),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=os.getcwd()),
+    )
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--passes", type=int, default=PASSES)
+    parser.add_argument("--concurrency", type=int, default=CONCURRENCY)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--phases")
+    parser.add_argument("--launched", type=float)
+    parser.add_argument("--bare")
+    parser.add_argument("--root")
+    parser.add_argument("rest", nargs="*")
+    args = parser.parse_args(argv if argv is not None else [])
+    if args.phases:
+        _phases_child(args.rest, args.phases, args.launched)
+        return
+    if args.bare:
+        _bare_child(args.root, args.bare, args.concurrency)
+        return
+    sim, root = _start_sim()
+    whole: list[dict[str, float]] = []
+    bare: list[float] = []
+    requests = 0
+    try:
+        for _ in range(args.rounds):
+            with tempfile.TemporaryDirectory(prefix="dutchbook-bench-run-") as tmp:
+                whole.append(run_whole(root, Path(tmp), args.passes, args.concurrency))
+                loop = run_bare(root, Path(tmp) / "run" / "plan.parquet", args.concurrency)
+                bare.append(loop["elapsed"])
+                requests = int(loop["requests"])
+    finally:
+        _stop_sim(sim)
+    med = {key: statistics.median(r[key] for r in whole) for key in whole[0]}
+    bare_s = statistics.median(bare)
+    print(
+        f"bench.whole_run: `dutchbook run` of {requests:,} family queries, concurrency "
+        f"{args.concurrency}, rpm/tpm unlimited, simulator in its own process; median of "
+        f"{args.rounds} interleaved rounds (each a fresh process)"
+    )
+    print(f"  bare aiohttp loop, same requests: {bare_s:.1f} s")
+    for key, value in med.items():
+        print(f"  {key:26s} {value:6.1f} s")
+    print(f"  whole run / bare loop  = {bare_s / med['total']:.2f}x  (target >= 0.70)")
+    print(f"  dispatch / bare loop   = {bare_s / med['dispatch']:.2f}x  (target >= 0.85)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
