@@ -13,6 +13,8 @@ from typing import Any
 
 import polars as pl
 
+from engine.frames import frame_from_rows
+
 #: Parquet/Polars schema of `attempts/` (one row per HTTP attempt).
 ATTEMPT_SCHEMA: dict[str, pl.DataType] = {
     "request_id": pl.String(),
@@ -215,7 +217,7 @@ def _frame(rows: list[dict[str, Any]], schema: dict[str, pl.DataType], ts: str) 
     """Rows as written by `to_row` (ISO timestamps) → a frame with the on-disk schema."""
     string_schema = dict(schema)
     string_schema[ts] = pl.String()
-    frame = pl.DataFrame(rows, schema=string_schema)
+    frame = frame_from_rows(rows, string_schema)
     parsed = pl.col(ts).str.to_datetime(time_unit="us", time_zone="UTC", format=_ISO_FORMAT)
     return frame.with_columns(parsed)
 

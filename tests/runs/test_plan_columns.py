@@ -1,0 +1,71 @@
+"""Frames built column by column (engine.frames) equal the row-wise construction."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import polars as pl
+import pytest
+
+from engine.frames import frame_from_rows
+from engine.records import ATTEMPT_SCHEMA, RESPONSE_SCHEMA
+from runs.planner import MEMBER_SCHEMA
+
+
+def member_rows(n: int) -> list[dict[str, object]]:
+    return [
+        {
+            "request_id": f"r{i}",
+            "model": "m",
+            "arm": "a",
+            "unit": f"u{i % 7}",
+            "pass": i % 3,
+            "events": [f"e{i}", "d1:B0|B1", "", "a\x1fb"][: i % 5],  # empty lists, odd strings
+            "keys": ["k"] if i % 2 else [],
+        }
+        for i in range(n)
+    ]
+
+
+def response_rows(n: int) -> list[dict[str, object]]:
+    rng = random.Random(3)
+    rows: list[dict[str, object]] = []
+    for i in range(n):
+        k = rng.randint(0, 3)
+        rows.append(
+            {
+                "request_id": f"r{i}",
+                "model": "m",
+                "arm": "a",
+                "unit": "u",
+                "pass": i,
+                "events": None if i % 11 == 0 else [f"e{j}" for j in range(k)],
+                "keys": ["p", "q", "r"][:k],
+                "raw_text": None if i % 5 == 0 else '{"p": 0.5} é',
+                "values": [rng.random() for _ in range(k)] + ([math.nan] if i % 7 == 0 else []),
+                "tokens_in": i,
+                "attempts": 1,
+                # finish_reason, tokens_out and accepted_at missing: read as null
+            }
+        )
+    return rows
+
+
+@pytest.mark.parametrize("n", [0, 1, 37, 600])
+def test_member_frames_match_row_wise_construction(n: int) -> None:
+    rows = member_rows(n)
+    assert frame_from_rows(rows, MEMBER_SCHEMA).equals(pl.DataFrame(rows, schema=MEMBER_SCHEMA))
+
+
+@pytest.mark.parametrize("n", [0, 1, 600])
+def test_journal_frames_match_row_wise_construction(n: int) -> None:
+    schema = {**RESPONSE_SCHEMA, "accepted_at": pl.String()}
+    rows = response_rows(n)
+    expected = pl.DataFrame(rows, schema=schema)
+    got = frame_from_rows(rows, schema)
+    assert got.schema == expected.schema
+    assert got.equals(expected, null_equal=True)
+    attempts = [{"request_id": f"r{i}", "attempt": 1, "elapsed_ms": 0.5} for i in range(n)]
+    schema = {**ATTEMPT_SCHEMA, "started_at": pl.String()}
+    assert frame_from_rows(attempts, schema).equals(pl.DataFrame(attempts, schema=schema))
