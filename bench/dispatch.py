@@ -53,12 +53,11 @@ def _prompts(n: int) -> list[tuple[str, str, str, list[str]]]:
 # --------------------------------------------------------------------------- the clients
 
 
-async def _bare(root: str, n: int, concurrency: int) -> float:
-    import aiohttp
+def chat_bodies(pairs: list[tuple[str, str]]) -> list[bytes]:
+    """OpenAI chat bodies for (system, user) pairs, as a bare client would send them."""
     import orjson
 
-    url = f"{root}/sim/v1/chat/completions"
-    bodies = [
+    return [
         orjson.dumps(
             {
                 "model": MODEL,
@@ -66,9 +65,18 @@ async def _bare(root: str, n: int, concurrency: int) -> float:
                 "messages": [{"role": "system", "content": s}, {"role": "user", "content": u}],
             }
         )
-        for _, s, u, _ in _prompts(n)
+        for s, u in pairs
     ]
-    headers = {"Content-Type": "application/json"}
+
+
+async def bare_loop(root: str, bodies: list[bytes], concurrency: int) -> float:
+    """POST every body to the simulator's chat route from `concurrency` workers; seconds."""
+    import asyncio
+
+    import aiohttp
+
+    url = f"{root}/sim/v1/chat/completions"
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer bench-not-a-key"}
     queue = iter(bodies)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
 
@@ -77,11 +85,14 @@ async def _bare(root: str, n: int, concurrency: int) -> float:
                 async with session.post(url, data=body, headers=headers) as reply:
                     await reply.read()
 
-        import asyncio
-
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         return time.perf_counter() - t0
+
+
+async def _bare(root: str, n: int, concurrency: int) -> float:
+    bodies = chat_bodies([(s, u) for _, s, u, _ in _prompts(n)])
+    return await bare_loop(root, bodies, concurrency)
 
 
 async def _openai(root: str, n: int, concurrency: int) -> float:
@@ -206,21 +217,10 @@ def _stop_sim(sim: subprocess.Popen[str]) -> None:
         sim.kill()
 
 
-def _run_client(kind: str, root: str, n: int, concurrency: int) -> dict[str, float]:
+def child_json(module: str, args: list[str]) -> dict[str, float]:
+    """Run `python -m module args` in a fresh process; its last stdout line, as JSON."""
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.dispatch",
-            "--child",
-            kind,
-            "--root",
-            root,
-            "--requests",
-            str(n),
-            "--concurrency",
-            str(concurrency),
-        ],
+        [sys.executable, "-m", module, *args],
         capture_output=True,
         text=True,
         check=True,
@@ -228,6 +228,20 @@ def _run_client(kind: str, root: str, n: int, concurrency: int) -> dict[str, flo
     )
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
+
+
+def _run_client(kind: str, root: str, n: int, concurrency: int) -> dict[str, float]:
+    args = [
+        "--child",
+        kind,
+        "--root",
+        root,
+        "--requests",
+        str(n),
+        "--concurrency",
+        str(concurrency),
+    ]
+    return child_json("bench.dispatch", args)
 
 
 def main(argv: list[str] | None = None) -> None:

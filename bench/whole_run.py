@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.dispatch import _start_sim, _stop_sim
+from bench.dispatch import _start_sim, _stop_sim, bare_loop, chat_bodies, child_json
 
 MODEL = "sim-coherent"
 PASSES = 300
@@ -84,12 +84,6 @@ def _phases_child(argv: list[str], out_json: str, launched: float) -> None:
     import runs.pipeline
 
     wrap(runs.commands.run, "run_campaign", "campaign", is_async=True)
-    if os.environ.get("DUTCHBOOK_BENCH_NO_COMPACTION"):  # experiment: compaction only at close
-        import functools
-
-        runs.pipeline.dispatch = functools.partial(  # type: ignore[assignment]
-            runs.pipeline.dispatch, compact_every_s=1e9, compact_every_n=10**9
-        )
     wrap(runs.pipeline, "dispatch", "dispatch", is_async=True)
     wrap(runs.pipeline, "score_run", "scoring")
     wrap(runs.pipeline, "write_report", "report")
@@ -168,61 +162,17 @@ def run_whole(root: str, work: Path, passes: int, concurrency: int) -> dict[str,
 def _bare_child(root: str, plan: str, concurrency: int) -> None:
     import asyncio
 
-    import aiohttp
-    import orjson
     import polars as pl
 
     frame = pl.read_parquet(plan, columns=["system", "user"])
-    bodies = [
-        orjson.dumps(
-            {
-                "model": MODEL,
-                "max_tokens": 64,
-                "messages": [{"role": "system", "content": s}, {"role": "user", "content": u}],
-            }
-        )
-        for s, u in frame.iter_rows()
-    ]
-    url = f"{root}/sim/v1/chat/completions"
-    headers = {"Content-Type": "application/json", "Authorization": "Bearer bench-not-a-key"}
-
-    async def loop() -> float:
-        queue = iter(bodies)
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-
-            async def worker() -> None:
-                for body in queue:
-                    async with session.post(url, data=body, headers=headers) as reply:
-                        await reply.read()
-
-            start = time.perf_counter()
-            await asyncio.gather(*(worker() for _ in range(concurrency)))
-            return time.perf_counter() - start
-
-    elapsed = asyncio.run(loop())
+    bodies = chat_bodies(list(frame.iter_rows()))
+    elapsed = asyncio.run(bare_loop(root, bodies, concurrency))
     print(json.dumps({"elapsed": elapsed, "requests": len(bodies)}))
 
 
 def run_bare(root: str, plan: Path, concurrency: int) -> dict[str, float]:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.whole_run",
-            "--bare",
-            str(plan),
-            "--root",
-            root,
-            "--concurrency",
-            str(concurrency),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=dict(os.environ, PYTHONPATH=os.getcwd()),
-    )
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    args = ["--bare", str(plan), "--root", root, "--concurrency", str(concurrency)]
+    return child_json("bench.whole_run", args)
 
 
 # --------------------------------------------------------------------------- the driver
