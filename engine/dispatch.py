@@ -32,6 +32,7 @@ from engine.lanefile import read_lane_states, write_lane_states
 from engine.lanes import Lane, LaneState, LaneStats
 from engine.ledger import Ledger
 from engine.logs import EngineLog
+from engine.outage import OutagePolicy
 from engine.plan import PlanItem, plan_counts, plan_items, read_pending, read_rows
 from engine.progress import LiveProgress
 from engine.retry import ANSWER_FAILURE_CAUSES, RetryPolicy
@@ -135,6 +136,11 @@ class DispatchSummary:
                 + (
                     f", {s.retries.exhausted} gave up after max attempts"
                     if s.retries.exhausted
+                    else ""
+                )
+                + (
+                    f", paused {s.pauses}x for {s.paused_s:.0f}s while its provider was down"
+                    if s.pauses
                     else ""
                 )
                 + (f" — {s.message}" if s.message else "")
@@ -331,6 +337,7 @@ async def dispatch(
     secrets: Iterable[str] = (),
     fsync: bool = False,
     budget_usd: float | None = None,
+    outage: OutagePolicy | None = None,
 ) -> DispatchSummary:
     """Ask every unaccepted plan row of the configured models; see the module docstring.
 
@@ -373,7 +380,7 @@ async def dispatch(
                         max_attempts=max_attempts,
                         max_answer_failures=min(max_answer_failures, max_attempts),
                     ),
-                    stop_event=stop_event, spend=spend,
+                    stop_event=stop_event, spend=spend, outage=outage, run_dir=run_dir,
                 )
                 for name in models
                 if counts.get(name, 0) > 0

@@ -40,6 +40,8 @@ def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
                 "concurrency_cap": s.cap,
                 "in_flight": s.in_flight,
                 "rate_per_s": round(s.rate_per_s, 3),
+                "pauses": s.pauses,
+                "paused_s": round(s.paused_s, 3),
             }
             for s in lanes
         },

@@ -20,13 +20,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from engine.concurrency import AdaptiveCap
 from engine.durable import DiskFull
 from engine.http import HttpClient
 from engine.limits import Hold, TokenBucket, estimate_tokens
 from engine.logs import EngineLog
+from engine.outage import Outage, OutagePolicy, append_pause
 from engine.plan import PlanItem
 from engine.records import AttemptRecord, ResponseRecord
 from engine.retry import (
@@ -96,6 +98,7 @@ class LaneState(StrEnum):
     DONE = "done"
     STOPPED = "stopped"  # permanent failures: nothing more will be sent this run
     PAUSED = "paused"  # quota exhausted: resume later
+    PROBING = "probing"  # provider down: the lane waits, one probe at a time (engine.outage)
     CANCELLED = "cancelled"  # the caller asked the run to stop
 
 
@@ -118,6 +121,8 @@ class LaneStats:
     message: str = ""
     started: float = 0.0
     finished: float = 0.0
+    pauses: int = 0  # times the provider was down and the lane paused to probe
+    paused_s: float = 0.0  # seconds spent paused (ended pauses)
 
     @property
     def done(self) -> int:
@@ -158,6 +163,8 @@ class Lane:
         policy: RetryPolicy | None = None,
         stop_event: asyncio.Event | None = None,
         spend: SpendCap | None = None,
+        outage: OutagePolicy | None = None,
+        run_dir: Path | None = None,
     ) -> None:
         self.config = config
         self.adapter = adapter
@@ -178,6 +185,11 @@ class Lane:
         self.requests = TokenBucket.per_minute(config.rpm) if config.rpm else None
         self.tokens = TokenBucket.per_minute(config.tpm) if config.tpm else None
         self.hold = Hold()
+        #: Where pauses are recorded (`logs/pauses.jsonl`); None records them in the log only.
+        self.run_dir = run_dir
+        self.outage = Outage(
+            outage or OutagePolicy(), on_pause=self._paused, on_resume=self._resumed
+        )
         self._permanent_streak = 0
         self.results = 0  # finished attempts, read by the dispatcher's compaction trigger
         self._build_in_thread = builds_may_block(adapter)
@@ -211,6 +223,27 @@ class Lane:
         self.stats.cap = new
         self.log.info("concurrency_changed", model=self.config.name, old=old, new=new, why=why)
 
+    def _paused(self, cause: str) -> None:
+        self.stats.state = LaneState.PROBING
+        self.stats.message = f"provider down ({cause}); probing"
+        self.log.warning(
+            "lane_paused", model=self.config.name, provider=self.adapter.provider, cause=cause
+        )
+
+    def _resumed(self, pause: dict[str, Any]) -> None:
+        if self.stats.state is LaneState.PROBING:
+            self.stats.state = LaneState.RUNNING
+            self.stats.message = ""
+        self._record_pause(pause)
+        self.log.warning("lane_resumed", model=self.config.name, **pause)
+
+    def _record_pause(self, pause: dict[str, Any]) -> None:
+        self.stats.pauses += 1
+        self.stats.paused_s += float(pause["seconds"])
+        if self.run_dir is not None:
+            line = {"model": self.config.name, "provider": self.adapter.provider, **pause}
+            append_pause(self.run_dir, line)
+
     def _halt(self, state: LaneState, message: str) -> None:
         if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED):
             return
@@ -242,7 +275,9 @@ class Lane:
             if self._build_pool is not None:  # never wait here for a build stuck in a thread
                 self._build_pool.shutdown(wait=False, cancel_futures=True)
             self.stats.finished = time.monotonic()
-            if self.stats.state is LaneState.RUNNING:
+            if self.outage.down:  # the run stopped while the provider was still down
+                self._record_pause(self.outage.record(ended="lane stopped while down"))
+            if self.stats.state in (LaneState.RUNNING, LaneState.PROBING):
                 self.stats.state = LaneState.DONE
             self.log.info(
                 "lane_finished",
@@ -283,16 +318,22 @@ class Lane:
             if self.spend is not None and self.prices is not None
             else None
         )
-        for tries in range(1, self.policy.max_attempts + 1):
+        tries = 0  # attempts charged to this request (a failure while the provider is down
+        # is not: see engine.outage)
+        while tries < self.policy.max_attempts:
             if self.halted:
                 return
             chat = ChatRequest(
                 item.request_id, item.system, item.user, answers.seed, tuple(item.keys),
                 answers.cap,
             )
-            tried = await self._attempt(item, chat, attempt_no + 1, estimate, worst)
+            async with self.outage.gate(lambda: self.halted) as probe:
+                if probe is None:
+                    return
+                tried = await self._attempt(item, chat, attempt_no + 1, estimate, worst)
             if tried is None:
                 return
+            tries += 1
             if isinstance(tried, _BuildFailed):
                 if not self._unsent(tried):
                     return
@@ -307,7 +348,11 @@ class Lane:
                 except DiskFull:  # this reply could not be kept: a resume reads `interrupted`
                     return
                 if failure is None:
+                    self.outage.on_success()
                     return
+                if self.outage.on_failure(failure.outcome, probe=bool(probe)):
+                    tries -= 1  # the provider is down: the gate paces the next try
+                    continue
                 if stopped and answers.spent:  # out of answer attempts, this run's and earlier
                     break
                 if not failure.retryable or failure.quota_exhausted or stopped:

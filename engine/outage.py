@@ -1,0 +1,207 @@
+"""A provider that is down: pause the lane as a whole and probe, instead of burning attempts.
+
+A lane that sees only connection errors, timeouts or 5xx replies for a while (`OutagePolicy`:
+at least `streak` of them in a row, no success or other reply in between)
+is DOWN (the streak is lane-wide, so it is reached long before any one request could spend
+its attempts on the outage). While it is down:
+
+- no worker starts an attempt except ONE probe at a time, sent after a backoff that doubles
+  from `probe_base_s` up to `probe_cap_s`; every other worker waits;
+- a failed probe, or any failure seen while down, is not charged to its request's attempt
+  budget (the provider is down, not the request bad); it is still journalled, because it
+  happened and may have cost money;
+- the first success ends the pause and the lane resumes at once.
+
+Each pause is recorded when it ends (and, if the run stops while it lasts, when the lane
+stops): one line in `logs/pauses.jsonl` (`model, provider, started_at, ended_at, seconds,
+probes, cause, ended`), an event in `logs/engine.jsonl` (`lane_paused`, `lane_probe_failed`,
+`lane_resumed`), and the lane's `pauses` / `paused_s` in `logs/lanes.json`.
+`read_pauses(run_dir)` reads them back for `status` and the audit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from providers.types import Outcome
+
+#: Outcomes that say the provider itself is unreachable or failing (not the request).
+OUTAGE_OUTCOMES: frozenset[Outcome] = frozenset(
+    {Outcome.CONNECTION_ERROR, Outcome.TIMEOUT, Outcome.PROVIDER_ERROR}
+)
+PAUSES_FILE = Path("logs") / "pauses.jsonl"
+
+
+@dataclass(frozen=True)
+class OutagePolicy:
+    """When a lane counts its provider as down, and how it probes."""
+
+    #: Outage-type failures in a row, lane-wide, with no success or other reply between,
+    #: before the lane pauses. Under the simulator's `hostile` profile (about 15% of
+    #: replies are outage-type) twelve in a row by chance is a one-in-10^10 event; a lane of 8
+    #: workers reaches twelve before any request can spend its 8 attempts.
+    streak: int = 12
+    #: ... and the first of them at least this long ago (0: the streak alone decides).
+    after_s: float = 0.0
+    #: Wait before the first probe; doubles after each failed probe, up to `probe_cap_s`.
+    probe_base_s: float = 2.0
+    probe_cap_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.streak < 1 or self.after_s < 0 or self.probe_base_s < 0:
+            raise ValueError("outage policy: streak >= 1, after_s >= 0, probe_base_s >= 0")
+
+
+class Outage:
+    """One lane's view of its provider: up, or down and being probed (see the module doc)."""
+
+    def __init__(
+        self,
+        policy: OutagePolicy,
+        *,
+        on_pause: Callable[[str], None],
+        on_resume: Callable[[dict[str, Any]], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.policy = policy
+        self._on_pause, self._on_resume, self._clock = on_pause, on_resume, clock
+        self._streak = 0
+        self._streak_since = 0.0
+        self._up = asyncio.Event()
+        self._up.set()
+        self._probe = asyncio.Lock()
+        self._next_wait = policy.probe_base_s
+        self._started_at: datetime | None = None
+        self._started = 0.0
+        self.probes = 0
+        self.cause = ""
+
+    @property
+    def down(self) -> bool:
+        return not self._up.is_set()
+
+    # -- gate -----------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def gate(self, halted: Callable[[], bool]) -> Any:
+        """Around one attempt: passes at once while up; while down, only one probe at a
+        time passes, after the probe backoff, and the others wait for the lane to come up.
+        Yields True when the attempt is a probe, False otherwise (None: halted while waiting).
+        """
+        while self.down:
+            if halted():
+                yield None
+                return
+            if self._probe.locked():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._up.wait(), timeout=0.25)
+                continue
+            async with self._probe:
+                if not self.down:
+                    break
+                if not await self._sleep(self._next_wait, halted):
+                    yield None
+                    return
+                self.probes += 1
+                yield True
+                return
+        yield False
+
+    async def _sleep(self, seconds: float, halted: Callable[[], bool]) -> bool:
+        """Sleep up to `seconds`, waking early if the lane comes up; False if it halted."""
+        end = self._clock() + seconds
+        while (left := end - self._clock()) > 0:
+            if halted():
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._up.wait(), timeout=min(left, 0.25))
+            if not self.down:
+                return True
+        return not halted()
+
+    # -- results --------------------------------------------------------------------------
+
+    def on_success(self) -> None:
+        self._streak = 0
+        if self.down:
+            self._resume("provider answered")
+
+    def on_failure(self, outcome: Outcome, *, probe: bool) -> bool:
+        """Note a failed attempt; True when it must not be charged to its request."""
+        if outcome not in OUTAGE_OUTCOMES:
+            # A 429 or a bad answer is the provider talking: it is up (the probe got through).
+            self._streak = 0
+            if self.down:
+                self._resume(f"provider replied ({outcome.value})")
+            return False
+        if self.down:
+            if probe:
+                self._next_wait = min(self._next_wait * 2, self.policy.probe_cap_s)
+            return True
+        now = self._clock()
+        if self._streak == 0:
+            self._streak_since = now
+        self._streak += 1
+        if self._streak >= self.policy.streak and now - self._streak_since >= self.policy.after_s:
+            self._pause(outcome)
+            return True
+        return False
+
+    def _pause(self, outcome: Outcome) -> None:
+        self._up.clear()
+        self._next_wait = self.policy.probe_base_s
+        self._started = self._clock()
+        self._started_at = datetime.now(UTC)
+        self.probes = 0
+        self.cause = (
+            f"{self._streak} {outcome.value} failures in a row over "
+            f"{self._started - self._streak_since:.0f}s"
+        )
+        self._on_pause(self.cause)
+
+    def _resume(self, why: str) -> None:
+        self._up.set()
+        self._on_resume(self.record(ended=why))
+        self._streak = 0
+
+    def record(self, *, ended: str) -> dict[str, Any]:
+        """The pause so far as a `logs/pauses.jsonl` line."""
+        return {
+            "started_at": self._started_at.isoformat() if self._started_at else None,
+            "ended_at": datetime.now(UTC).isoformat(),
+            "seconds": round(self._clock() - self._started, 3),
+            "probes": self.probes,
+            "cause": self.cause,
+            "ended": ended,
+        }
+
+
+def append_pause(run_dir: Path, line: dict[str, Any]) -> None:
+    """One pause, appended to `logs/pauses.jsonl` (a full disk skips it; it is a record)."""
+    path = run_dir / PAUSES_FILE
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab") as handle:
+            handle.write(orjson.dumps(line) + b"\n")
+
+
+def read_pauses(run_dir: Path | str) -> list[dict[str, Any]]:
+    """Every recorded pause of a run folder, oldest first (none if the file is absent)."""
+    try:
+        data = (Path(run_dir) / PAUSES_FILE).read_bytes()
+    except FileNotFoundError:
+        return []
+    pauses = []
+    for line in data.splitlines():
+        with contextlib.suppress(orjson.JSONDecodeError):  # a line torn by a kill
+            pauses.append(orjson.loads(line))
+    return pauses
