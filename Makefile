@@ -2,7 +2,7 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test bench lint demo demo-local test-local local-install clean
+.PHONY: install test bench bench-sweep lint demo demo-local test-local local-install clean
 
 install: $(BIN)/dutchbook
 
@@ -18,6 +18,10 @@ test: install
 
 bench: install
 	$(BIN)/python -m bench
+
+# The paper's 365,100 elicitations rehearsed under the flaky profile with three SIGKILLs.
+bench-sweep: install
+	$(BIN)/python -m bench.sweep
 
 lint: install
 	$(BIN)/ruff check .

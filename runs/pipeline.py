@@ -33,6 +33,7 @@ from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
 from runs.audit import run_audit
 from runs.design import DesignChanged, freeze_design
+from runs.phases import PhaseClock
 from runs.planner import estimate, summarise, write_plan
 from runs.report import write_report
 from runs.report_page import write_page
@@ -264,6 +265,7 @@ async def run_campaign(
     `sim_credentials` replaces the simulator's default fake credentials (rehearsing, say,
     AWS session tokens); the default is `providers.sim.credentials.DEFAULT_CREDENTIALS`.
     """
+    clock = PhaseClock()
     console = console or Console()
     spec = load_spec(spec_path)
     check_simulator_options(spec, rehearse, faults, sim_url)
@@ -294,6 +296,7 @@ async def run_campaign(
             sim_credentials=sim_credentials,
             faults=faults,
             sim_url=sim_url,
+            clock=clock,
         )
     except OSError as exc:  # planning, scoring or the report ran out of room
         if not is_disk_full(exc):
@@ -332,6 +335,7 @@ async def _run_locked(
     sim_credentials: SimCredentials | None,
     faults: str,
     sim_url: str | None,
+    clock: PhaseClock,
 ) -> CampaignResult:
     """The campaign once this process holds the folder: design, plan, dispatch, score, report."""
     try:
@@ -341,6 +345,7 @@ async def _run_locked(
     plan_path = run_dir / "plan.parquet"
     if not plan_path.exists():
         write_plan(spec, run_dir, units)
+    clock.lap("plan", run_dir)
     console.print(
         f"[bold]{spec.name}[/]: {plan_summary['total']['queries']:,} queries planned"
         + (" (resuming)" if resumed else "")
@@ -392,6 +397,7 @@ async def _run_locked(
     if summary is None:  # second signal: no scoring, out at once
         console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
         return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True)
+    clock.lap("dispatch", run_dir)
     interrupted = signals.count > 0
     if summary.disk_full is not None:  # scoring needs room too: stop here, resumable
         for line in summary.lines():
@@ -413,6 +419,7 @@ async def _run_locked(
     for line in [*summary.lines(), audit.sentence]:
         console.print(line, soft_wrap=True, highlight=False, markup=False)
     scored = score_run(spec, run_dir, units)
+    clock.lap("score", run_dir)
     report = write_report(
         run_dir,
         scored.scores,
@@ -424,6 +431,7 @@ async def _run_locked(
     )
     page = write_page(run_dir, audit=audit)
     console.print(f"report page: {page}", highlight=False, soft_wrap=True)
+    clock.lap("report", run_dir)
     if summary.spend_cap_reached:
         assert summary.spend is not None
         console.print(f"{summary.spend.message()} — {SPEND_CAP_HINT}", soft_wrap=True)

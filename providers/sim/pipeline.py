@@ -97,6 +97,9 @@ class Simulator:
         fault = self.state.faults.draw()
         if fault is not None:
             counts[f"fault.{fault.value}"] += 1
+            # By provider too: how a fault reads depends on the wire (a refusal on a wire
+            # without a refusal signal is the model's text, and fails to parse).
+            counts[f"fault_by_provider.{dialect.provider}.{fault.value}"] += 1
         return await self._respond(request, dialect, call, fault, generated)
 
     def _generate(self, call: ChatCall) -> Generated:

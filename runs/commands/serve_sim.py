@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import Annotated
 
+import orjson
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -45,6 +47,14 @@ def describe_stop(counts: dict[str, int], console: Console) -> None:
     console.print(table)
 
 
+def stopped(counts: dict[str, int], console: Console, counts_file: Path | None) -> None:
+    describe_stop(counts, console)
+    if counts_file is not None:
+        counts_file.write_bytes(
+            orjson.dumps(dict(sorted(counts.items())), option=orjson.OPT_INDENT_2)
+        )
+
+
 def serve_sim(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = DEFAULT_PORT,
     faults: Annotated[
@@ -65,6 +75,14 @@ def serve_sim(
     retry_after: Annotated[
         float, typer.Option(help="Seconds injected 429s ask clients to wait.")
     ] = 1.0,
+    counts_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--counts-file",
+            help="Also write the final counts (faults injected by kind, requests, limiter "
+            "429s) to this JSON file on exit, for scripts reconciling a rehearsal.",
+        ),
+    ] = None,
 ) -> None:
     """Run the local provider simulator until Ctrl-C (all answers are simulated)."""
     console = Console()
@@ -83,7 +101,7 @@ def serve_sim(
                 rate_limit_tpm=tpm,
                 retry_after_s=retry_after,
                 on_start=lambda handle: describe_start(handle, faults, console),
-                on_stop=lambda counts: describe_stop(counts, console),
+                on_stop=lambda counts: stopped(counts, console, counts_file),
             )
         )
 

@@ -1,0 +1,51 @@
+"""Wall time of a run's phases (plan, dispatch, score, report), kept in `logs/phases.jsonl`.
+
+One line per finished phase, appended as it ends, so a run killed half way still says how
+long its finished phases took: `{"at": ISO time, "pid": ..., "phase": ..., "seconds": ...}`.
+Benchmarks (`make bench-sweep`) and users read it; nothing in a run depends on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+
+PHASES_FILE = Path("logs") / "phases.jsonl"
+
+
+class PhaseClock:
+    """Laps of one process's run: `lap(name)` ends the phase that began at the last lap."""
+
+    def __init__(self) -> None:
+        self._last = time.monotonic()
+        self.seconds: dict[str, float] = {}
+
+    def lap(self, name: str, run_dir: Path) -> None:
+        now = time.monotonic()
+        self.seconds[name] = now - self._last
+        self._last = now
+        line = {
+            "at": datetime.now(UTC).isoformat(),
+            "pid": os.getpid(),
+            "phase": name,
+            "seconds": round(self.seconds[name], 3),
+        }
+        path = run_dir / PHASES_FILE
+        with contextlib.suppress(OSError):  # a timing record never stops a run (disk full)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("ab") as handle:
+                handle.write(orjson.dumps(line) + b"\n")
+
+
+def read_phases(run_dir: Path | str) -> list[dict[str, object]]:
+    """Every phase line a run folder holds, oldest first (a missing file reads as none)."""
+    try:
+        data = (Path(run_dir) / PHASES_FILE).read_bytes()
+    except FileNotFoundError:
+        return []
+    return [orjson.loads(line) for line in data.splitlines() if line.strip()]
