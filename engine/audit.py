@@ -32,6 +32,7 @@ from typing import Any
 import polars as pl
 
 from engine.answers import SUBCAUSES
+from engine.outage import read_pauses
 from engine.retry import DUPLICATE
 from engine.scan import scan_ledger
 from engine.spend import Prices
@@ -226,10 +227,25 @@ class Audit:
     by_provider: dict[str, AuditRow]
     #: The provider of each model (from its attempts, else from the caller's mapping).
     providers: dict[str, str] = field(default_factory=dict)
+    #: Lanes paused because their provider was down (`engine.outage`, `logs/pauses.jsonl`).
+    pauses: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def sentence(self) -> str:
         return self.totals.sentence()
+
+    def pause_lines(self) -> list[str]:
+        """One line per model whose lane paused while its provider was down."""
+        by_model: dict[str, list[dict[str, Any]]] = {}
+        for pause in self.pauses:
+            by_model.setdefault(str(pause.get("model")), []).append(pause)
+        return [
+            f"{model} paused {len(ps)} time{'s' if len(ps) != 1 else ''} for "
+            f"{sum(float(p.get('seconds') or 0) for p in ps):,.0f}s while its provider was down "
+            f"({sum(int(p.get('probes') or 0) for p in ps):,} probes; "
+            "no request was charged an attempt meanwhile)"
+            for model, ps in by_model.items()
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         """The `dutchbook audit --json` object."""
@@ -239,6 +255,7 @@ class Audit:
             "by_provider": {p: row.to_dict() for p, row in self.by_provider.items()},
             "providers": dict(self.providers),
             "sentence": self.sentence,
+            "pauses": list(self.pauses),
         }
 
     def table(self) -> pl.DataFrame:
@@ -417,7 +434,8 @@ def audit(
     overall = _percentiles(latencies, pl.lit("all").alias("all")).get("all")
     totals = _combine(list(by_model.values()), overall, _cost(prices, models, reduced[0]))
     return Audit(totals=totals, by_model=by_model, by_provider=by_provider,
-                 providers={m: mapping[m] for m in models if m in mapping})
+                 providers={m: mapping[m] for m in models if m in mapping},
+                 pauses=read_pauses(run_dir))
 
 
 def _combine(rows: list[AuditRow], latency: list[Any] | None, cost: float | None) -> AuditRow:

@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from engine.audit import audit
 from engine.dispatch import dispatch
 from engine.lanefile import read_lane_states
 from engine.outage import OutagePolicy, read_pauses
@@ -85,6 +86,9 @@ async def test_a_lane_pauses_and_probes_while_its_provider_is_down(tmp_path: Pat
     assert lanes is not None and lanes["lanes"]["sim-a"]["pauses"] == len(pauses)
     events = (run_dir / "logs" / "engine.jsonl").read_text()
     assert '"lane_paused"' in events and '"lane_resumed"' in events
+    shown = audit(run_dir)
+    assert shown.pauses == pauses and shown.to_dict()["pauses"] == pauses
+    assert shown.pause_lines()[0].startswith(f"sim-a paused {len(pauses)} time")
 
 
 @pytest.mark.timeout(60)
