@@ -48,13 +48,20 @@ def _list_column(name: str, values: Sequence[Any], dtype: pl.List) -> pl.Series:
     return full.get_column(name).cast(dtype)
 
 
+def frame_from_columns(
+    columns: Mapping[str, Sequence[Any]], schema: Mapping[str, Any]
+) -> pl.DataFrame:
+    """`pl.DataFrame(columns, schema=schema)` for a dict of equally long Python lists."""
+    series = []
+    for name, dtype in schema.items():
+        values = columns[name]
+        if isinstance(dtype, pl.List):
+            series.append(_list_column(name, values, dtype))
+        else:
+            series.append(pl.Series(name, values, dtype=dtype))
+    return pl.DataFrame(series, schema=dict(schema))
+
+
 def frame_from_rows(rows: Sequence[Mapping[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
     """`pl.DataFrame(rows, schema=schema)` for dict rows (a missing key reads as null)."""
-    columns = []
-    for name, dtype in schema.items():
-        values = [row.get(name) for row in rows]
-        if isinstance(dtype, pl.List):
-            columns.append(_list_column(name, values, dtype))
-        else:
-            columns.append(pl.Series(name, values, dtype=dtype))
-    return pl.DataFrame(columns, schema=dict(schema))
+    return frame_from_columns({name: [row.get(name) for row in rows] for name in schema}, schema)

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from engine.durable import commit_file
+from engine.frames import frame_from_columns
 from runs.answered_sets import (
     FORECAST_SCHEMA,
     SET_KEY_SCHEMA,
@@ -148,7 +149,8 @@ def _score_chunk(
                         averaged[name].append(value)
     order = ["unit", "set", "pass", "norm"]
     return (
-        pl.DataFrame(scores, schema=SCORE_SCHEMA).sort(order, maintain_order=True),
+        # Column-wise list columns (engine.frames): stakes, forecasts and events per set.
+        frame_from_columns(scores, SCORE_SCHEMA).sort(order, maintain_order=True),
         pl.DataFrame(averaged, schema=AVERAGED_SCHEMA).sort(
             ["unit", "set", "norm", "k"], maintain_order=True
         ),

@@ -69,3 +69,33 @@ def test_journal_frames_match_row_wise_construction(n: int) -> None:
     attempts = [{"request_id": f"r{i}", "attempt": 1, "elapsed_ms": 0.5} for i in range(n)]
     schema = {**ATTEMPT_SCHEMA, "started_at": pl.String()}
     assert frame_from_rows(attempts, schema).equals(pl.DataFrame(attempts, schema=schema))
+
+
+def test_score_columns_match_column_wise_construction() -> None:
+    from engine.frames import frame_from_columns
+    from runs.scoring_step import SCORE_SCHEMA
+
+    rng = random.Random(5)
+    n = 300
+    columns: dict[str, list[object]] = {name: [] for name in SCORE_SCHEMA}
+    for _ in range(n):
+        k = rng.randint(0, 4)
+        row = {name: None for name in SCORE_SCHEMA}
+        row.update(
+            {
+                name: [rng.random() if rng.random() > 0.2 else None for _ in range(k)]
+                for name, dtype in SCORE_SCHEMA.items()
+                if isinstance(dtype, pl.List) and dtype.inner == pl.Float64
+            }
+        )
+        row.update(
+            {
+                name: [f"e{j}" for j in range(k)]
+                for name, dtype in SCORE_SCHEMA.items()
+                if isinstance(dtype, pl.List) and dtype.inner == pl.String
+            }
+        )
+        for name in SCORE_SCHEMA:
+            columns[name].append(row[name])
+    expected = pl.DataFrame(columns, schema=SCORE_SCHEMA)
+    assert frame_from_columns(columns, SCORE_SCHEMA).equals(expected, null_equal=True)
