@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from engine.audit import by_cause, classify
+from engine.audit import by_cause, classify, retry_sentence
 from engine.journal import list_segments
 from engine.lanefile import read_lane_states
 from engine.runlock import read_pid
@@ -52,8 +52,8 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     Keys: `state`, `pid`, `planned`, `accepted`, `remaining`, `attempts`, `outcomes`,
     `retries_by_cause` (retry attempts by cause, as `engine.audit.classify` defines them:
     every attempt that was not the accepted one; nonzero causes only), `retries`,
-    `requests_retried`, `tokens_in`, `tokens_out`, `last_attempt_at`,
-    `attempts_last_minute`, `journal_segments`, `models` (per model: planned, accepted,
+    `requests_retried`, `sentence` (the audit sentence), `tokens_in`, `tokens_out`,
+    `last_attempt_at`, `attempts_last_minute`, `journal_segments`, `models` (per model: planned, accepted,
     attempts, outcomes, retries, retries_by_cause (every cause), pending_failures, and
     from the engine's `logs/lanes.json` when present: lane_state, lane_message,
     rate_per_s), `lanes_updated_at`, `pending_failures`
@@ -86,6 +86,8 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     remaining = None if planned is None else max(planned - accepted, 0)
     pid = read_pid(run_dir)
     activity = _activity(attempts)
+    retried = int(marked.select(pl.col("request_id").n_unique()).collect().item())
+    seen = accepted + pending["total"]
     return {
         "run_dir": str(run_dir),
         "state": _state(run_dir, pid, remaining, activity["attempts"] > 0),
@@ -97,7 +99,11 @@ def status(run_dir: Path | str) -> dict[str, Any]:
         "outcomes": dict(sorted(outcomes.items())),
         "retries_by_cause": dict(sorted(retries.items())),
         "retries": sum(retries.values()),
-        "requests_retried": int(marked.select(pl.col("request_id").n_unique()).collect().item()),
+        "requests_retried": retried,
+        # The paper's sentence, as `dutchbook audit` and the report write it.
+        "sentence": retry_sentence(
+            sum(retries.values()), retried, planned if planned is not None else seen, retries
+        ),
         # Each accepted answer has exactly one ok attempt; any other ok was refused.
         "duplicate_ok_attempts": max(outcomes.get(Outcome.OK, 0) - accepted, 0),
         "tokens_in": activity["tokens_in"],

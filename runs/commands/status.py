@@ -70,7 +70,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
         )
     console.print(models)
     if summary["retries_by_cause"]:
-        causes = Table(title="retries by cause", title_justify="left")
+        causes = Table(title="retry attempts by cause", title_justify="left")
         causes.add_column("cause")
         causes.add_column("attempts", justify="right")
         for cause, n in summary["retries_by_cause"].items():
@@ -89,6 +89,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
                 f"attempt(s): {example['outcome']} {example['detail']}",
                 soft_wrap=True, highlight=False, markup=False,
             )
+    console.print(summary["sentence"], soft_wrap=True, highlight=False, markup=False)
 
 
 def status(

@@ -114,6 +114,7 @@ def test_run_summary_status_and_audit_agree(campaign, tmp_path: Path) -> None:  
     assert state["retries_by_cause"] == _nonzero(totals["retries_by_cause"])
     assert state["retries"] == totals["retry_attempts"]
     assert state["requests_retried"] == totals["requests_retried"]
+    assert state["sentence"] == as_json["sentence"] == report.sentence
     assert summary.retry_attempts == totals["retry_attempts"]  # a fresh folder: one dispatch
     for model, lane in summary.lanes.items():
         by_model = as_json["by_model"][model]
