@@ -54,9 +54,9 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     every attempt that was not the accepted one; nonzero causes only), `retries`,
     `requests_retried`, `sentence` (the audit sentence), `tokens_in`, `tokens_out`,
     `last_attempt_at`, `attempts_last_minute`, `journal_segments`, `models` (per model:
-    planned, accepted, attempts, outcomes, retries, retries_by_cause (every cause), pending_failures, and
-    from the engine's `logs/lanes.json` when present: lane_state, lane_message,
-    rate_per_s), `lanes_updated_at`, `pending_failures`
+    planned, accepted, attempts, outcomes, retries, retries_by_cause (every cause),
+    pending_failures, and from the engine's `logs/lanes.json` when present: lane_state,
+    lane_message, rate_per_s), `lanes_updated_at`, `pending_failures`
     (requests with attempts but no accepted answer: total, by last outcome, how many are
     permanent, a few examples). (Long only by this key list and the dict it describes.)
     """
