@@ -44,6 +44,8 @@ name = "noisy"
 provider = "sim"
 model = "sim-noisy"
 timeout_s = 0.5
+price_in = 0.5
+price_out = 2.0
 
 [[arms]]
 name = "baseline"
@@ -90,6 +92,12 @@ def test_audit_counts_equal_the_faults_the_simulator_injected(campaign) -> None:
     assert report.totals.invalid_response_subcauses["malformed_reply"] == counts.get(
         "fault.malformed_json", 0
     )
+    # usage is priced where the spec gives prices (failed attempts that reported usage too)
+    noisy = report.by_model["noisy"]
+    assert noisy.cost_usd == pytest.approx((noisy.tokens_in * 0.5 + noisy.tokens_out * 2.0) / 1e6)
+    assert report.by_model["coherent"].cost_usd is None
+    assert report.totals.cost_usd == pytest.approx(noisy.cost_usd)
+    assert report.providers == {"coherent": "sim", "noisy": "sim"}
 
 
 def test_run_summary_status_and_audit_agree(campaign, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
