@@ -195,3 +195,4 @@ def test_empty_and_missing_folders(tmp_path: Path) -> None:
     assert empty.totals.attempts == 0 and empty.by_model == {}
     with pytest.raises(FileNotFoundError):
         audit(tmp_path / "nope")
+

@@ -12,6 +12,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from engine.audit import audit
 from engine.ledger import Ledger
 from engine.status import status
 
@@ -95,6 +96,8 @@ _WRITER = textwrap.dedent(
 
 @pytest.mark.timeout(60)
 def test_live_then_died_after_kill_nine(tmp_path: Path) -> None:
+    """status and audit read a run while it is written, after kill -9, and once the attempt
+    in flight is recorded as interrupted (the next open of the ledger)."""
     child = subprocess.Popen(
         [sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True
     )
@@ -104,14 +107,21 @@ def test_live_then_died_after_kill_nine(tmp_path: Path) -> None:
         live = status(tmp_path)
         assert live["state"] == "live" and live["pid"]["pid"] == child.pid
         assert live["outcomes"] == {"timeout": 5}
+        live_audit = audit(tmp_path).totals
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
     dead = status(tmp_path)
     assert dead["state"] == "died"
     assert dead["outcomes"] == {"timeout": 5}  # the in-flight 6th shows up on the next open
+    for row in (live_audit, audit(tmp_path).totals):
+        assert row.retry_attempts == 5 and row.retries_by_cause["timeout"] == 5
+        assert row.given_up["timeout"] == 1 and row.requests_retried == 1
     Ledger.open(tmp_path).close()
     assert status(tmp_path)["outcomes"] == {"interrupted": 1, "timeout": 5}
+    recovered = audit(tmp_path).totals
+    assert recovered.retry_attempts == 6 and recovered.retries_by_cause["interrupted"] == 1
+    assert recovered.given_up["interrupted"] == 1 and recovered.given_up["timeout"] == 0
 
 
 def test_command_line_json_and_table(tmp_path: Path, kit) -> None:
