@@ -87,13 +87,27 @@ def top_books(inputs: FigureInputs, count: int = 3) -> list[Book]:
 
 
 def _best(scores: pl.LazyFrame, count: int) -> pl.DataFrame:
-    columns = ["model", "arm", "unit", "pass", "set", "norm", "profit", "events", "stakes"]
-    return (
-        scores.select(*columns, "coherent")
-        .sort(["profit", "model", "arm", "unit", "set", "pass"], descending=[True] + [False] * 5)
+    """The best set of each of the `count` best (model, arm, unit), with its book.
+
+    Ranked on the scalar columns alone; only the chosen rows' lists (events, stakes,
+    coherent) are then read, so a paper-scale scores table is never held whole.
+    """
+    key = ["model", "arm", "unit", "set", "pass"]
+    chosen = (
+        scores.select(*key, "profit")
+        .sort(["profit", *key], descending=[True] + [False] * len(key))
         .unique(["model", "arm", "unit"], keep="first", maintain_order=True)
         .head(count)
         .collect()
+    )
+    if chosen.height == 0:
+        return chosen
+    columns = [*key, "norm", "profit", "events", "stakes", "coherent"]
+    rows = scores.join(chosen.lazy().select(key), on=key, how="semi").select(columns)
+    return (
+        rows.collect()
+        .unique(key, keep="first")
+        .sort(["profit", *key], descending=[True] + [False] * len(key))
     )
 
 
