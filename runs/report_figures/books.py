@@ -56,9 +56,10 @@ def top_books(inputs: FigureInputs, count: int = 3) -> list[Book]:
     Horizon panels nest (a day's 14 events inside the full panel), so one unit would otherwise
     fill the figure with the same book seen through ever larger sets.
     """
-    if inputs.scores is None or inputs.forecasts is None:
+    scored = inputs.scored_scores()
+    if scored is None or inputs.forecasts is None:
         return []
-    scores = inputs.scores.filter(
+    scores = scored.filter(
         pl.col("profit").is_not_null() & pl.col("profit").is_not_nan() & (pl.col("profit") > 0)
     )
     native = scores.filter(~pl.col("arm").str.starts_with("families/") & (pl.col("norm") == "inf"))

@@ -24,10 +24,11 @@ CONTROLS = "controls"
 
 def family_rates(inputs: FigureInputs) -> pl.DataFrame:
     """`model, arm, group, families, free` (share arbitrage-free) per shape or `controls`."""
-    if inputs.scores is None:
+    scored = inputs.scored_scores()
+    if scored is None:
         return pl.DataFrame()
     per_family = (
-        inputs.scores.filter(
+        scored.filter(
             pl.col("arm").str.starts_with(FAMILY_ARM_PREFIX)
             & (pl.col("norm") == "l1")
             & pl.col("profit").is_not_nan()

@@ -65,6 +65,18 @@ class FigureInputs:
         """The summary's (model, arm) rows that were scored, with a profit interval."""
         return [r for r in self.summary.get("rows", []) if r.get("scored") and r.get("profit")]
 
+    def scored_scores(self) -> pl.LazyFrame | None:
+        """The scores of (model, arm) cells the report scored: a model under the coverage
+        floor is not scored, so no figure may show its partial answers as incoherence."""
+        if self.scores is None:
+            return None
+        pairs = pl.DataFrame(
+            sorted({(str(r["model"]), str(r["arm"]).split(" ", 1)[0]) for r in self.rows}),
+            schema={"model": pl.String, "arm": pl.String},
+            orient="row",
+        )
+        return self.scores.join(pairs.lazy(), on=["model", "arm"], how="semi")
+
     @property
     def baseline_arm(self) -> str:
         return str(self.summary.get("baseline_arm") or BASELINE_ARM)

@@ -21,9 +21,19 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     plt = _style.pyplot()
     names = [r["model"] for r in base]
     y = list(range(len(base)))
-    fig, (ax_p, ax_b) = plt.subplots(
-        1, 2, figsize=(_style.WIDTH, max(2.4, 0.38 * len(base) + 1.3)), sharey=True
+    briered = [
+        (i, iv) for i, r in enumerate(base) if (iv := _style.interval(r.get("brier"))) is not None
+    ]
+    # Without outcomes (unresolved arms) there is no Brier panel at all, not an empty one.
+    ncols = 2 if briered else 1
+    fig, axes = plt.subplots(
+        1,
+        ncols,
+        figsize=(_style.WIDTH if briered else _style.WIDTH * 0.6, max(2.4, 0.38 * len(base) + 1.3)),
+        sharey=True,
+        squeeze=False,
     )
+    ax_p = axes[0][0]
     profits = [r["profit"] for r in base]
     ax_p.errorbar(
         [iv["mean"] for iv in profits],
@@ -38,10 +48,8 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         ax_p.set_xlim(left=min(iv["mean"] for iv in profits) / 3)
     ax_p.set_xlabel("mean profit per unit stake")
     ax_p.set_title("Incoherence (lower is better)")
-    briered = [
-        (i, iv) for i, r in enumerate(base) if (iv := _style.interval(r.get("brier"))) is not None
-    ]
     if briered:
+        ax_b = axes[0][1]
         ivs = [iv for _, iv in briered]
         ax_b.errorbar(
             [iv["mean"] for iv in ivs],
@@ -52,18 +60,16 @@ def draw(inputs: FigureInputs, path: Path) -> str:
             capsize=3,
         )
         ax_b.set_title("Accuracy: Brier score (lower is better)")
-    else:
-        ax_b.set_axis_off()
-        ax_b.set_title("Brier score: no outcomes known")
-    ax_b.set_xlabel("mean Brier score")
+        ax_b.set_xlabel("mean Brier score")
+        ax_b.grid(axis="x", alpha=0.3)
     ax_p.set_yticks(y, names)
     ax_p.set_ylim(len(base) - 0.5, -0.5)
-    for ax in (ax_p, ax_b):
-        ax.grid(axis="x", alpha=0.3)
+    ax_p.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     _style.save(fig, path)
     return (
         f"Mean arbitrage profit per unit stake and mean Brier score of each model on the "
         f"{inputs.baseline_arm} arm, with 95% date-clustered bootstrap intervals; models "
         "ordered from most to least coherent."
+        + ("" if briered else " No outcome is known, so there is no Brier score.")
     )

@@ -53,10 +53,11 @@ def linked_cells(inputs: FigureInputs) -> list[LinkedCell]:
 
 def _paired(inputs: FigureInputs) -> dict[tuple[str, str], tuple[dict[str, float], int]]:
     """Paired difference of the per-unit mean profit, linked - dispersed, per (model, kind)."""
-    if inputs.scores is None:
+    scored = inputs.scored_scores()
+    if scored is None:
         return {}
     per_unit = (
-        inputs.scores.filter(
+        scored.filter(
             pl.col("arm").is_in(["linked", "dispersed"])
             & (pl.col("norm") == "inf")
             & pl.col("profit").is_not_nan()

@@ -174,7 +174,22 @@ def test_family_rates_by_shape_with_controls_apart() -> None:
         "f2": FamilyInfo("negation", False),
         "f3": FamilyInfo("negation", True),
     }
-    inputs = FigureInputs({}, scores=pl.DataFrame(rows, schema=SCORE_SCHEMA).lazy(), families=info)
+    # Model "low" answered under the coverage floor: not scored, so never counted.
+    rows += [_score("low", "families/joint", f, 0, 0.9, "family") for f in ("f1", "f2", "f3")]
+    summary = {
+        "rows": [
+            {
+                "model": m,
+                "arm": "families/joint",
+                "scored": m == "m",
+                "profit": {"mean": 0.1, "lo": 0.0, "hi": 0.2} if m == "m" else None,
+            }
+            for m in ("m", "low")
+        ]
+    }
+    scores = pl.DataFrame(rows, schema=SCORE_SCHEMA).lazy()
+    inputs = FigureInputs(summary, scores=scores, families=info)
+    assert set(family_rates(inputs)["model"].to_list()) == {"m"}
     rates = {
         g: (n, f)
         for g, n, f in family_rates(inputs).select("group", "families", "free").iter_rows()
@@ -213,3 +228,14 @@ def test_linked_minus_dispersed_is_paired_on_units() -> None:
     assert cell.kind == "assets" and cell.units == 2
     assert cell.difference is not None
     assert cell.difference["mean"] == pytest.approx(((0.3 - 0.1) + (0.5 - 0.2)) / 2)
+
+
+def test_without_outcomes_the_leaderboard_has_no_brier_panel(tmp_path: Path) -> None:
+    from runs.report_figures import leaderboard
+
+    row = {"model": "m", "arm": "baseline", "scored": True, "brier": None,
+           "profit": {"mean": 0.01, "lo": 0.005, "hi": 0.02}}  # fmt: skip
+    path = tmp_path / "fig2.png"
+    caption = leaderboard.draw(FigureInputs({"rows": [row]}), path)
+    assert "no Brier score" in caption
+    assert path.read_bytes().startswith(PNG)
