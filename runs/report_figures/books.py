@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -154,6 +155,31 @@ def _bin_ticks(factors: Sequence[str]) -> list[str]:
     return [f"{f}\nB{b}" for f in factors for b in range(4)]
 
 
+def draw_events(ax: Any, events: Sequence[str]) -> None:
+    """The paper's left panel: one row per event, shaded where it covers a return bin (left
+    blank, labels only, for events that are not sets of bins)."""
+    cells = bin_grid(events)
+    if cells is None:
+        ax.set_xticks([])
+    else:
+        factors, matrix = cells
+        ax.imshow(
+            np.ma.masked_equal(matrix, 0.0),
+            aspect="auto",
+            cmap="Blues",
+            vmin=0.0,
+            vmax=1.4,
+            extent=(-0.5, matrix.shape[1] - 0.5, len(events) - 0.5, -0.5),
+            zorder=1,
+        )
+        ax.set_xticks(range(matrix.shape[1]), _bin_ticks(factors), fontsize=7)
+        for j in range(1, len(factors)):
+            ax.axvline(4 * j - 0.5, color="0.3", linewidth=0.8)
+        ax.set_xlim(-0.5, matrix.shape[1] - 0.5)
+    ax.set_yticks(range(len(events)), list(events), fontsize=8)
+    ax.set_ylim(len(events) - 0.5, -0.5)
+
+
 def draw(inputs: FigureInputs, path: Path) -> str:
     """Draw the figure; returns its caption. Raises `Omit` when there is no book to draw."""
     from runs.report_figures import Omit
@@ -193,34 +219,15 @@ def _draw_book(fig: object, grid: object, row: int, book: Book, idx: list[int], 
     ax_e = fig.add_subplot(grid[row, 0])  # type: ignore[attr-defined, index]
     ax_p = fig.add_subplot(grid[row, 1], sharey=ax_e)  # type: ignore[attr-defined, index]
     ax_s = fig.add_subplot(grid[row, 2], sharey=ax_e)  # type: ignore[attr-defined, index]
-    cells = bin_grid(events)
     highlight = "#fde68a"
     for ax in (ax_e, ax_p, ax_s):
         for i, b in enumerate(binding):
             if b:
                 ax.axhspan(i - 0.5, i + 0.5, color=highlight, zorder=0)
-    if cells is not None:
-        factors, matrix = cells
-        ax_e.imshow(
-            np.ma.masked_equal(matrix, 0.0),
-            aspect="auto",
-            cmap="Blues",
-            vmin=0.0,
-            vmax=1.4,
-            extent=(-0.5, matrix.shape[1] - 0.5, len(idx) - 0.5, -0.5),
-            zorder=1,
-        )
-        ax_e.set_xticks(range(matrix.shape[1]), _bin_ticks(factors), fontsize=7)
-        for j in range(1, len(factors)):
-            ax_e.axvline(4 * j - 0.5, color="0.3", linewidth=0.8)
-        ax_e.set_xlim(-0.5, matrix.shape[1] - 0.5)
-    else:
-        ax_e.set_xticks([])
-    ax_e.set_yticks(y, [f"{e}" for e in events], fontsize=8)
+    draw_events(ax_e, events)
     for label, b in zip(ax_e.get_yticklabels(), binding, strict=True):
         if b:
             label.set_fontweight("bold")
-    ax_e.set_ylim(len(idx) - 0.5, -0.5)
     where = f"{book.unit} · pass {book.pass_ + 1}"
     if book.set_name not in {"h1", "family"}:
         where += f" · set {book.set_name}"

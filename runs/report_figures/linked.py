@@ -1,9 +1,10 @@
-"""Figure 5: linked against dispersed event sets (the paper's Figures 5 and 6, panel C).
+"""Figure 5: linked against dispersed event sets (the paper's Figures 5 and 6).
 
 Both kinds of set hold four marginals and four joint events; a linked set's joint events
 decompose one marginal, a dispersed set's are spread over all four. Per model and per kind
 (two assets, two days): the mean profit of each, and the paired difference linked - dispersed
 on the same units with its 95% date-clustered interval, computed here from the scores.
+As in the paper, panels (A) and (B) show one set of each kind (the bins each event covers).
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 import polars as pl
 
 from runs.report_figures import _style
+from runs.report_figures.books import draw_events
 from runs.report_figures.inputs import FigureInputs
 from scoring import stats
 
@@ -105,11 +107,18 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     plt = _style.pyplot()
     kinds = [(k, t) for k, t in KINDS if any(c.kind == k for c in cells)]
     models = sorted({c.model for c in cells})
+    height = max(3.2, 1.0 + 1.1 * len(models) + 1.2)
     fig, axes = plt.subplots(
-        1, len(kinds), figsize=(_style.WIDTH, 1.0 + 1.1 * len(models) + 1.6), squeeze=False
-    )
-    for ax, (kind, title) in zip(axes[0], kinds, strict=True):
-        _panel(ax, [c for c in cells if c.kind == kind], title)
+        len(kinds), 3, figsize=(_style.WIDTH + 2, height * len(kinds)), squeeze=False,
+        width_ratios=[1, 1, 1.5],
+    )  # fmt: skip
+    for row, (kind, title) in zip(axes, kinds, strict=True):
+        dispersed, linked = _examples(kind)
+        draw_events(row[0], dispersed)
+        row[0].set_title(f"(A) a dispersed set, {kind}", loc="left", fontsize=9)
+        draw_events(row[1], linked)
+        row[1].set_title(f"(B) a linked set, {kind}", loc="left", fontsize=9)
+        _panel(row[2], [c for c in cells if c.kind == kind], f"(C) {title}")
     fig.tight_layout()
     _style.save(fig, path)
     lines = [
@@ -122,6 +131,14 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         "Mean profit per unit stake of linked and dispersed sets (same number of events), "
         "with 95% date-clustered intervals. " + ("; ".join(lines) + "." if lines else "")
     )
+
+
+def _examples(kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The first dispersed and the first linked set of a kind, from the catalogue."""
+    from panels.stock import dispersed_sets, linked_sets
+
+    which = cast(Literal["assets", "days"], kind)
+    return next(iter(dispersed_sets(which).values())), next(iter(linked_sets(which).values()))
 
 
 def _panel(ax: Any, cells: list[LinkedCell], title: str) -> None:
