@@ -58,7 +58,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         ncols,
         figsize=(_style.WIDTH + (1.5 if ncols == 2 else 0), 3.2 * len(models)),
         squeeze=False,
-        width_ratios=[1, 1.6] if ncols == 2 else [1],
+        width_ratios=[1, 2.0] if ncols == 2 else [1],
     )
     for row, model in enumerate(models):
         col = 0
@@ -72,9 +72,9 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     return (
         "Mean profit per unit stake with 95% date-clustered intervals. (A) Two assets asked in "
         "one prompt: each asset's marginals alone, both together, and with the 16 joint cells. "
-        "(B) Longer horizons: each day's marginals, all marginals, and the whole panel with the "
-        "joint events across days; compare within a horizon, since each horizon's prompt "
-        "differs (the paper's footnote 3)."
+        "(B) Longer horizons: each day's marginals (d1...), all the marginals (all), and the whole "
+        "panel with the joint events across days (joint); compare within a horizon, since "
+        "each horizon's prompt differs (the paper's footnote 3)."
     )
 
 
@@ -132,18 +132,25 @@ def _days(ax: Any, model: str, cells: Mapping[str, Mapping[str, float]], baselin
     labels: list[str] = []
     ivs: list[Mapping[str, float] | None] = []
     colours: list[str] = []
+    groups: list[tuple[int, float]] = []
     for h in horizons:
-        for key, colour in [
-            *((f"d{d}", "#fcd34d") for d in range(1, h + 1)),
-            ("marginals", "#f59e0b"),
-            ("full", "#92400e"),
+        first = len(labels)
+        for key, label, colour in [
+            *((f"d{d}", f"d{d}", "#fcd34d") for d in range(1, h + 1)),
+            ("marginals", "all", "#f59e0b"),
+            ("full", "joint", "#92400e"),
         ]:
-            labels.append(f"h{h}\n{key if key != 'full' else 'joint'}")
+            labels.append(label)
             ivs.append(cells.get(f"horizon/{h} {key}"))
             colours.append(colour)
+        groups.append((h, (first + len(labels) - 1) / 2))
         labels.append("")
         ivs.append(None)
         colours.append("none")
     _bars(ax, labels[:-1], ivs[:-1], colours[:-1])
+    for h, centre in groups:  # the horizon under its group of bars
+        ax.annotate(f"horizon {h}", xy=(centre, 0), xycoords=("data", "axes fraction"),
+                    xytext=(0, -24), textcoords="offset points", ha="center", va="top",
+                    fontsize=9)  # fmt: skip
     _baseline_line(ax, cells, baseline)
     ax.set_title(f"(B) horizons — {model}: each day, all marginals, with joint events", loc="left")

@@ -239,3 +239,43 @@ def test_without_outcomes_the_leaderboard_has_no_brier_panel(tmp_path: Path) -> 
     caption = leaderboard.draw(FigureInputs({"rows": [row]}), path)
     assert "no Brier score" in caption
     assert path.read_bytes().startswith(PNG)
+
+
+def _iv(mean: float) -> dict[str, float]:
+    return {"mean": mean, "lo": mean * 0.8, "hi": mean * 1.2}
+
+
+def test_a_paper_sized_summary_draws_without_scores(tmp_path: Path) -> None:
+    """15 models on the baseline, the workhorse on every arm, 5 passes: the figures that need
+    only the summary are drawn (the paper's Figures 2, 3, 4 and 4C), the rest say why not."""
+    from panels.arms import ARMS
+
+    models = [f"model-{i:02d}" for i in range(15)]
+    rows = [
+        {"model": m, "arm": "baseline", "scored": True, "profit": _iv(0.002 * (i + 1) ** 1.7),
+         "brier": _iv(0.2 + 0.001 * i), "vs_baseline": None}
+        for i, m in enumerate(models)
+    ]  # fmt: skip
+    single = [a for a in ARMS if "/" not in a or a.startswith(("red-herring/", "unresolved/"))]
+    for arm in single:
+        if arm in {"baseline", "two-asset", "linked", "dispersed"}:
+            continue
+        rows.append({"model": models[0], "arm": arm, "scored": True, "profit": _iv(0.004),
+                     "vs_baseline": _iv(0.002)})  # fmt: skip
+    for key in ("A", "B", "marginals", "full"):
+        rows.append({"model": models[0], "arm": f"two-asset {key}", "scored": True,
+                     "profit": _iv(0.003)})  # fmt: skip
+    for h in (2, 3, 4):
+        for key in [*(f"d{d}" for d in range(1, h + 1)), "marginals", "full"]:
+            rows.append({"model": models[0], "arm": f"horizon/{h} {key}", "scored": True,
+                         "profit": _iv(0.003 * h)})  # fmt: skip
+    repeated = [{"model": models[0], "arm": "baseline", "passes": 5, "single_pass_mean": 0.0021,
+                 "by_k": [{"k": k, **_iv(0.0021 - 0.0001 * k)} for k in range(1, 6)]}]  # fmt: skip
+    figures = draw_all(FigureInputs({"rows": rows, "repeated_elicitation": repeated}), tmp_path)
+    drawn = {f.key for f in figures if f.path is not None}
+    assert drawn == {"leaderboard", "horizons", "arms", "repeated"}
+    for f in figures:
+        if f.path is not None:
+            assert f.path.read_bytes().startswith(PNG)
+        else:
+            assert f.omitted
