@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from engine.dispatch import dispatch
+from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import DiskFull, is_disk_full
 from engine.ledger import LedgerBusy
 from engine.runlock import acquire_lock, clear_pid, release_lock, write_pid
@@ -338,19 +338,8 @@ async def _run_locked(
     clock: PhaseClock,
 ) -> CampaignResult:
     """The campaign once this process holds the folder: design, plan, dispatch, score, report."""
-    try:
-        resumed = freeze_design(spec, run_dir)
-    except DesignChanged as exc:
-        raise RunError(str(exc)) from None
-    plan_path = run_dir / "plan.parquet"
-    if not plan_path.exists():
-        write_plan(spec, run_dir, units)
+    plan_path = _design_and_plan(spec, run_dir, units, plan_summary, rehearse, console)
     clock.lap("plan", run_dir)
-    console.print(
-        f"[bold]{spec.name}[/]: {plan_summary['total']['queries']:,} queries planned"
-        + (" (resuming)" if resumed else "")
-        + (" — rehearsal on the local simulator" if rehearse else "")
-    )
     signals = StopSignals(
         on_first=lambda: console.print(
             "stopping: finishing the attempts in flight (signal again to stop at once)",
@@ -360,19 +349,75 @@ async def _run_locked(
     if faults.strip() in ("", "none") and sim_url is None:
         faults = spec.sim_faults  # the spec's own (the quickstart's light faults), if any
     injected: dict[str, int] = {}  # the simulator's counts, once it has stopped
+    summary = await _dispatch_campaign(
+        spec, run_dir, plan_path, signals, injected.update,
+        max_cost=max_cost, rehearse=rehearse, console=console, progress=progress,
+        sim_credentials=sim_credentials, faults=faults, sim_url=sim_url,
+    )  # fmt: skip
+    if summary is None:  # second signal: no scoring, out at once
+        console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
+        return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True)
+    clock.lap("dispatch", run_dir)
+    return _score_and_report(
+        spec, run_dir, units, summary, signals.count > 0, injected, faults, console, clock
+    )
+
+
+def _design_and_plan(
+    spec: CampaignSpec,
+    run_dir: Path,
+    units: UnitSource,
+    plan_summary: dict[str, Any],
+    rehearse: bool,
+    console: Console,
+) -> Path:
+    """Freeze the design (or check a resume keeps it) and write the plan once; its path."""
+    try:
+        resumed = freeze_design(spec, run_dir)
+    except DesignChanged as exc:
+        raise RunError(str(exc)) from None
+    plan_path = run_dir / "plan.parquet"
+    if not plan_path.exists():
+        write_plan(spec, run_dir, units)
+    console.print(
+        f"[bold]{spec.name}[/]: {plan_summary['total']['queries']:,} queries planned"
+        + (" (resuming)" if resumed else "")
+        + (" — rehearsal on the local simulator" if rehearse else "")
+    )
+    return plan_path
+
+
+async def _dispatch_campaign(
+    spec: CampaignSpec,
+    run_dir: Path,
+    plan_path: Path,
+    signals: StopSignals,
+    on_sim_stop: Callable[[dict[str, int]], None],
+    *,
+    max_cost: float | None,
+    rehearse: bool,
+    console: Console,
+    progress: bool,
+    sim_credentials: SimCredentials | None,
+    faults: str,
+    sim_url: str | None,
+) -> DispatchSummary | None:
+    """Dispatch the plan (beside the simulator when rehearsing), with SIGINT/SIGTERM handled
+    by `signals`; None after a second signal cancelled it."""
     # The simulator's fake credentials (a service-account key among them) live in a temporary
     # folder, never in the run folder, which users share.
     with tempfile.TemporaryDirectory(prefix="dutchbook-sim-") as sim_workdir:
         async with simulator_if_needed(
             spec, rehearse, sim_credentials, faults=faults, sim_url=sim_url,
-            on_stop=injected.update,
+            on_stop=on_sim_stop,
         ) as sim_root:  # fmt: skip
             models, envs = resolve_models(
                 spec, sim_root, rehearse, Path(sim_workdir), sim_credentials
             )
             adapters = {name: adapter_for(config, envs[name]) for name, config in models.items()}
             with signals.installed():
-                signals.task = asyncio.ensure_future(
+                task: asyncio.Task[DispatchSummary]
+                signals.task = task = asyncio.ensure_future(
                     dispatch(
                         plan_path,
                         run_dir,
@@ -387,18 +432,27 @@ async def _run_locked(
                     )
                 )
                 try:
-                    summary = await signals.task
+                    return await task
                 except asyncio.CancelledError:
                     if not signals.hard:
                         raise  # cancelled from outside, not by a second signal
-                    summary = None
+                    return None
                 except LedgerBusy as exc:
                     raise RunError(f"{exc}; let it finish, or stop it, then run again") from None
-    if summary is None:  # second signal: no scoring, out at once
-        console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
-        return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True)
-    clock.lap("dispatch", run_dir)
-    interrupted = signals.count > 0
+
+
+def _score_and_report(
+    spec: CampaignSpec,
+    run_dir: Path,
+    units: UnitSource,
+    summary: DispatchSummary,
+    interrupted: bool,
+    injected: dict[str, int],
+    faults: str,
+    console: Console,
+    clock: PhaseClock,
+) -> CampaignResult:
+    """Say what dispatch did, then score and report what was answered."""
     if summary.disk_full is not None:  # scoring needs room too: stop here, resumable
         for line in summary.lines():
             console.print(line, soft_wrap=True, highlight=False, markup=False)
