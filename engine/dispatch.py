@@ -350,6 +350,9 @@ async def dispatch(
     process is writing this run. (Long only by its keyword options; the work is in `_Run`.)
     """
     plan_path, run_dir = Path(plan_path), Path(run_dir)
+    policy = policy or RetryPolicy(
+        max_attempts=max_attempts, max_answer_failures=min(max_answer_failures, max_attempts)
+    )
     missing = [name for name in models if name not in adapters]
     if missing:
         raise ValueError(f"no adapter for model(s): {', '.join(sorted(missing))}")
@@ -375,12 +378,8 @@ async def dispatch(
             lanes = [
                 Lane(
                     models[name], adapters[name], ledger, http, log, parser=parser,
-                    policy=policy
-                    or RetryPolicy(
-                        max_attempts=max_attempts,
-                        max_answer_failures=min(max_answer_failures, max_attempts),
-                    ),
-                    stop_event=stop_event, spend=spend, outage=outage, run_dir=run_dir,
+                    policy=policy, stop_event=stop_event, spend=spend, outage=outage,
+                    run_dir=run_dir,
                 )
                 for name in models
                 if counts.get(name, 0) > 0

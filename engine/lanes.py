@@ -303,21 +303,11 @@ class Lane:
         estimate = (
             estimate_tokens(item.system, item.user, self.config.max_tokens) if self.tokens else 0
         )
-        answers = AnswerRetry(
-            base_seed=item.seed if item.seed is not None else self.config.seed,
-            base_cap=self.config.max_tokens,
-            temperature=self.config.temperature,
-            budget=self.policy.max_answer_failures,
-            failures=item.prior_answer_failures,
-        )
+        answers = self._answer_retry(item)
         if answers.spent:  # earlier runs spent this request's answer budget
             self.stats.retries.exhausted += 1
             return
-        worst = (
-            worst_case_cost(self.prices, self.config, item.system, item.user)
-            if self.spend is not None and self.prices is not None
-            else None
-        )
+        worst = self._worst_cost(item)
         tries = 0  # attempts charged to this request (a failure while the provider is down
         # is not: see engine.outage)
         while tries < self.policy.max_attempts:
@@ -369,6 +359,22 @@ class Lane:
             request_id=item.request_id,
             attempts=attempt_no,
         )
+
+    def _answer_retry(self, item: PlanItem) -> AnswerRetry:
+        """This request's answer-failure budget and how its retries vary seed and cap."""
+        return AnswerRetry(
+            base_seed=item.seed if item.seed is not None else self.config.seed,
+            base_cap=self.config.max_tokens,
+            temperature=self.config.temperature,
+            budget=self.policy.max_answer_failures,
+            failures=item.prior_answer_failures,
+        )
+
+    def _worst_cost(self, item: PlanItem) -> float | None:
+        """What one attempt could cost at most, when a spend cap counts this model."""
+        if self.spend is None or self.prices is None:
+            return None
+        return worst_case_cost(self.prices, self.config, item.system, item.user)
 
     async def _attempt(
         self, item: PlanItem, chat: ChatRequest, attempt_no: int, estimate: int, worst: float | None
