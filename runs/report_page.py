@@ -17,6 +17,7 @@ import html
 import math
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -451,7 +452,7 @@ def _table(
     header: Sequence[str],
     body: Iterable[Sequence[str]],
     *,
-    text_columns: set[int] = frozenset(),  # type: ignore[assignment]
+    text_columns: AbstractSet[int] = frozenset(),
     row_classes: Sequence[str] | None = None,
 ) -> str:
     head = "".join(

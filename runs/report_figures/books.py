@@ -212,13 +212,13 @@ def _shown(book: Book) -> list[int]:
     return [i for i, b in enumerate(book.binding) if b]
 
 
-def _draw_book(fig: object, grid: object, row: int, book: Book, idx: list[int], rank: int) -> None:
+def _draw_book(fig: Any, grid: Any, row: int, book: Book, idx: list[int], rank: int) -> None:
     events = [book.events[i] for i in idx]
     binding = [book.binding[i] for i in idx]
     y = np.arange(len(idx))
-    ax_e = fig.add_subplot(grid[row, 0])  # type: ignore[attr-defined, index]
-    ax_p = fig.add_subplot(grid[row, 1], sharey=ax_e)  # type: ignore[attr-defined, index]
-    ax_s = fig.add_subplot(grid[row, 2], sharey=ax_e)  # type: ignore[attr-defined, index]
+    ax_e = fig.add_subplot(grid[row, 0])
+    ax_p = fig.add_subplot(grid[row, 1], sharey=ax_e)
+    ax_s = fig.add_subplot(grid[row, 2], sharey=ax_e)
     highlight = "#fde68a"
     for ax in (ax_e, ax_p, ax_s):
         for i, b in enumerate(binding):
