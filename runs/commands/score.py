@@ -8,6 +8,8 @@ when its `[data]` paths are relative to where the spec lives).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,6 +21,20 @@ if TYPE_CHECKING:
     from runs.spec import CampaignSpec
 
 _SPEC_HELP = "the campaign spec (default: DIR/spec.toml, frozen when the run started)"
+
+
+@contextlib.contextmanager
+def _clean_errors() -> Iterator[None]:
+    """The user errors of every command, a missing file, and a full disk: one line each."""
+    from engine.durable import DiskFull, is_disk_full
+
+    with user_errors(FileNotFoundError, DiskFull):
+        try:
+            yield
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            raise DiskFull(exc.filename or ".", exc) from exc
 
 
 def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
@@ -36,7 +52,7 @@ def score(
     """Rebuild forecasts.parquet, scores.parquet and averaged.parquet from the kept answers."""
     from runs.scoring_step import score_run
 
-    with user_errors(FileNotFoundError):
+    with _clean_errors():
         scored = score_run(_load(run_dir, spec_path), run_dir)
     frame = scored.scores
     answered = frame.filter(frame["answered"] > 0)
@@ -55,7 +71,7 @@ def repair(
     beside the stated probabilities, with the Brier change where outcomes are known."""
     from runs.repair_step import repair_run
 
-    with user_errors(FileNotFoundError):
+    with _clean_errors():
         summary = repair_run(_load(run_dir, spec_path), run_dir)
     line = f"repaired {summary.sets:,} answered sets: {run_dir / 'repaired.parquet'}"
     if summary.with_outcomes:

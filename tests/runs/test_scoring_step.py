@@ -225,3 +225,19 @@ def test_repair_never_raises_the_brier_score_on_any_set_of_the_run(
             o = np.array(s["outcomes"], float)
             assert row["brier_change"] == pytest.approx(brier(fixed, o) - brier(stated, o))
     assert "Brier change" in result.output
+
+
+def test_a_full_disk_while_scoring_ends_in_one_line(
+    campaign: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    import runs.scoring_step
+
+    def no_room(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "scores.parquet"))
+
+    monkeypatch.setattr(runs.scoring_step, "score_run", no_room)
+    result = CliRunner().invoke(app, ["score", str(campaign)])
+    assert result.exit_code == 2
+    assert "disk full" in result.output and "Traceback" not in result.output

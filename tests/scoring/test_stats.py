@@ -112,3 +112,36 @@ def test_misaligned_inputs_are_rejected() -> None:
         stats.paired_difference([1.0, 2.0], [1.0], ["d1", "d2"])
     with pytest.raises(ValueError, match="no finite"):
         stats.cluster_bootstrap_mean([np.nan], ["d1"])
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    """The 'linear' percentile, by hand: interpolate between the two nearest order statistics."""
+    h = (len(sorted_values) - 1) * q
+    lower = int(h)
+    upper = min(lower + 1, len(sorted_values) - 1)
+    return sorted_values[lower] + (h - lower) * (sorted_values[upper] - sorted_values[lower])
+
+
+def test_cluster_bootstrap_matches_a_plain_loop_on_a_small_case() -> None:
+    """Independent code: for each replicate, take the drawn dates one by one, pool every
+    value of each (a date drawn twice counts twice), average; then the 2.5/97.5 percentiles.
+    Unequal cluster sizes and a NaN make the pooled mean differ from a mean of date means."""
+    values = [0.010, 0.002, 0.030, float("nan"), 0.004, 0.0, 0.021, 0.006, 0.012]
+    dates = ["d3", "d1", "d3", "d2", "d2", "d1", "d4", "d4", "d4"]
+    reps, seed = 400, 7
+    kept = [(v, d) for v, d in zip(values, dates, strict=True) if v == v]
+    labels = sorted({d for _, d in kept})  # the dates that have a value, in sorted order
+    by_date = {d: [v for v, dd in kept if dd == d] for d in labels}
+    # the same draws the function makes: replicate r picks len(labels) dates with replacement
+    picks = np.random.default_rng(seed).integers(0, len(labels), size=(reps, len(labels)))
+    means = []
+    for row in picks:
+        pooled: list[float] = []
+        for index in row:
+            pooled.extend(by_date[labels[int(index)]])
+        means.append(sum(pooled) / len(pooled))
+    means.sort()
+    got = stats.cluster_bootstrap_mean(values, dates, reps=reps, seed=seed)
+    assert got.mean == pytest.approx(sum(v for v, _ in kept) / len(kept), abs=1e-15)
+    assert got.lo == pytest.approx(_percentile(means, 0.025), abs=1e-15)
+    assert got.hi == pytest.approx(_percentile(means, 0.975), abs=1e-15)
