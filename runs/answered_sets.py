@@ -87,11 +87,19 @@ class AnswerSource:
 
     def forecasts(self, model: str, arm: str) -> pl.DataFrame:
         """`FORECAST_SCHEMA` rows of one (model, arm), sorted by unit, pass and event."""
-        members = self._members.filter((pl.col("model") == model) & (pl.col("arm") == arm))
-        frame = (
-            members.join(self._answers.unique("request_id", keep="first"), on="request_id")
-            .select("model", "arm", "unit", "pass", "events", "values")
+        members = self._members.filter(
+            (pl.col("model") == model) & (pl.col("arm") == arm)
+        ).collect()
+        # Only this chunk's answers are read (a filter the scan applies shard by shard): a
+        # join against the whole ledger would hold every answer of the campaign at once.
+        wanted = members["request_id"].unique().implode()
+        answers = (
+            self._answers.filter(pl.col("request_id").is_in(wanted))
             .collect()
+            .unique("request_id", keep="first")
+        )
+        frame = members.join(answers, on="request_id").select(
+            "model", "arm", "unit", "pass", "events", "values"
         )
         if frame.height == 0:
             return pl.DataFrame(schema=FORECAST_SCHEMA)
