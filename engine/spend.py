@@ -136,10 +136,6 @@ class SpendCap:
         self.reserved_usd = max(0.0, self.reserved_usd - worst_usd) if self.in_flight else 0.0
         self._changed.set()
 
-    def stop_waiting(self) -> None:
-        """Wake reservers waiting for room (the lanes are being stopped)."""
-        self._changed.set()
-
 
 def unpriced(models: Iterable[ModelConfig]) -> list[str]:
     """Names of models whose spend a cap cannot count."""
