@@ -42,6 +42,11 @@ MEMBER_SCHEMA: dict[str, Any] = {
     "keys": pl.List(pl.String),
 }
 BATCH_ROWS = 20_000
+#: Rows per Parquet row group of the plan files. The paper's plan holds 830 MB of prompt
+#: text (8.8 MB compressed); merging its parts with polars' default row groups peaked at
+#: 904 MB, with groups of 2,000 rows at 387 MB (measured on that plan), and readers that
+#: slice the plan read less per slice.
+ROW_GROUP_ROWS = 2_000
 #: Typical completion size per requested key when a model answers tersely (JSON + a little text).
 TYPICAL_OUTPUT_TOKENS_PER_KEY = 24
 
@@ -142,7 +147,7 @@ class _PartWriter:
         if self.rows:
             # Column-wise (engine.frames): row-wise frames cost more than the rest of planning.
             frame_from_rows(self.rows, self.schema).write_parquet(
-                self.folder / f"part-{self.parts:05d}.parquet"
+                self.folder / f"part-{self.parts:05d}.parquet", row_group_size=ROW_GROUP_ROWS
             )
             self.parts += 1
             self.rows = []
@@ -153,7 +158,9 @@ class _PartWriter:
         if self.parts == 0:
             pl.DataFrame(schema=self.schema).write_parquet(tmp)
         else:
-            pl.scan_parquet(str(self.folder / "*.parquet")).sink_parquet(tmp)
+            pl.scan_parquet(str(self.folder / "*.parquet")).sink_parquet(
+                tmp, row_group_size=ROW_GROUP_ROWS
+            )
         commit_file(tmp, target)
         shutil.rmtree(self.folder, ignore_errors=True)
 
