@@ -397,7 +397,27 @@ def _status_outcome(status: int, message: str, code: str) -> Outcome:
     return Outcome.BAD_REQUEST
 
 
+def _validation_errors(data: Any) -> str | None:
+    """The messages of a FastAPI/pydantic request-validation body (`{"detail": [{"loc": [...],
+    "msg": "..."}]}`), or None. llama-cpp-python answers a body it cannot validate (OpenAI's
+    `json_schema` response format) with such a body under HTTP 500: the same request fails the
+    same way every time, so it is the request's fault, not the server's."""
+    if not isinstance(data, dict) or not isinstance(data.get("detail"), list):
+        return None
+    parts = []
+    for item in data["detail"]:
+        if not isinstance(item, dict) or "msg" not in item or "loc" not in item:
+            return None
+        where = ".".join(str(p) for p in item["loc"]) if isinstance(item["loc"], list) else ""
+        parts.append(f"{where}: {item['msg']}" if where else str(item["msg"]))
+    return "; ".join(parts) or None
+
+
 def _classify_error(env: _Envelope, dialect: ClientDialect) -> Failure:
+    invalid = _validation_errors(env.data)
+    if invalid is not None:
+        detail = f"HTTP {env.status}: the server rejected the request: {invalid}"
+        return _failure(env, Outcome.BAD_REQUEST, detail)
     message, code, kind = _error_fields(env.data)
     outcome = _status_outcome(env.status, message, code)
     label = " ".join(part for part in (code, kind) if part and part != str(env.status))

@@ -35,12 +35,14 @@ def plan(path: Path, n: int = 2, keys: tuple[str, ...] = ("Q01", "Q02")) -> Path
     return path
 
 
-async def run(tmp_path: Path, base_url: str, policy: RetryPolicy = FAST, **kw: Any) -> Any:
+async def run(
+    tmp_path: Path, base_url: str, policy: RetryPolicy = FAST, n: int = 2, **kw: Any
+) -> Any:
     config = ModelConfig(name="gemma", provider="openai", model="gemma-3-270m",
                          base_url=base_url, temperature=0.0, max_tokens=16, seed=7,
                          concurrency=1, **kw)
     summary = await dispatch(
-        plan(tmp_path / "plan.parquet"), tmp_path / "run", {"gemma": config},
+        plan(tmp_path / "plan.parquet", n), tmp_path / "run", {"gemma": config},
         {"gemma": adapter_for(config, {})}, policy=policy, log_console=None,
     )
     attempts = scan_attempts(tmp_path / "run").collect().sort("request_id", "attempt")
@@ -124,3 +126,16 @@ def test_answer_retry_budget_counts_earlier_runs_and_varies_what_it_can() -> Non
 def test_a_policy_needs_an_answer_budget(budget: int) -> None:
     with pytest.raises(ValueError, match="max_answer_failures"):
         RetryPolicy(max_answer_failures=budget)
+
+
+async def test_a_form_the_server_rejects_stops_the_lane_with_its_words(
+    tmp_path: Path, llama: FakeLlama
+) -> None:
+    summary, attempts = await run(
+        tmp_path, llama.root_url + "/v1", n=6, response_format="json_schema"
+    )
+    lane = summary.lanes["gemma"]
+    assert lane.state is LaneState.STOPPED
+    assert "Input should be 'text' or 'json_object'" in lane.message
+    assert attempts.height == 3  # three in a row stop the lane: not 6 queries x 6 attempts
+    assert set(attempts["outcome"]) == {"bad_request"}

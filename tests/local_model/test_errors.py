@@ -65,11 +65,29 @@ async def test_gemma_format_drops_a_system_message_unless_folded(llama: FakeLlam
     assert "You forecast." in llama.seen[-1]
 
 
-async def test_openai_json_schema_is_an_http_500_on_llama_cpp_python(llama: FakeLlama) -> None:
+async def test_a_body_the_server_cannot_validate_is_a_bad_request_even_as_a_500(
+    llama: FakeLlama
+) -> None:
+    # llama-cpp-python answers OpenAI's json_schema form with HTTP 500 and pydantic's words:
+    # re-sending it cannot help, so it counts as the permanent failure it is.
     result = await ask(gemma(llama.root_url + "/v1", response_format="json_schema"))
     assert isinstance(result, Failure)
-    assert result.outcome is Outcome.PROVIDER_ERROR
-    assert "Input should be 'text' or 'json_object'" in result.detail
+    assert result.http_status == 500
+    assert result.outcome is Outcome.BAD_REQUEST
+    assert result.detail == (
+        "HTTP 500: the server rejected the request: "
+        "body.response_format.type: Input should be 'text' or 'json_object'"
+    )
+
+
+async def test_a_plain_500_is_still_a_provider_error_worth_retrying() -> None:
+    from providers.openai_compat import ClientDialect, parse_reply
+
+    dialect = ClientDialect(provider="openai")
+    plain = parse_reply(500, {}, b'{"error": {"message": "Internal error"}}', dialect)
+    deepinfra = parse_reply(500, {}, b'{"detail": {"error": "overloaded"}}', dialect)
+    assert isinstance(plain, Failure) and plain.outcome is Outcome.PROVIDER_ERROR
+    assert isinstance(deepinfra, Failure) and deepinfra.outcome is Outcome.PROVIDER_ERROR
 
 
 async def test_json_object_schema_gets_the_keys_but_not_the_bounds(llama: FakeLlama) -> None:
