@@ -6,7 +6,7 @@ stock prompts are mostly numbers: on the local spec four characters per token gu
 times too few input tokens. A model may therefore name its tokenizer (`tokenizer` in the spec):
 
 - exact, when the tokenizer can be loaded cheaply: Gemma 3's vocabulary is inside its .gguf,
-  and llama-cpp-python reads just the vocabulary (`vocab_only=True`, a few seconds) when both
+  and llama-cpp-python reads just the vocabulary (`vocab_only`, under a second) when both
   are installed (`make demo-local` installs them);
 - otherwise a rough estimate calibrated for that tokenizer on this project's prompts
   (`KnownTokenizer.rough`: tokens per digit, characters per token for the rest, and a fixed
@@ -100,10 +100,22 @@ def gguf_path(tokenizer: KnownTokenizer) -> Path | None:
 
 @lru_cache(maxsize=4)
 def _vocabulary(path: str) -> Any:
-    """llama.cpp's tokenizer for a .gguf, reading the vocabulary only (no weights)."""
-    from llama_cpp import Llama
+    """llama.cpp's tokenizer for a .gguf, reading the vocabulary only (no weights).
 
-    return Llama(model_path=path, vocab_only=True, verbose=False)
+    The model object alone loads in under a second and prints nothing; `Llama(vocab_only=True)`
+    (the public class, used if the internal one moves) also makes a context and warns about it
+    on stderr, in the middle of `plan`'s output. Both tokenize alike.
+    """
+    import llama_cpp
+
+    try:
+        from llama_cpp._internals import LlamaModel
+
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = True
+        return LlamaModel(path_model=path, params=params, verbose=False)
+    except (ImportError, AttributeError, TypeError):
+        return llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
 
 
 def _rough(chars_per_token: float) -> Callable[[str, str], int]:
