@@ -21,7 +21,8 @@ from providers.sim.faults import expected_failures
 from runs.cli import app
 from runs.pipeline import run_campaign
 
-# Every kind of fault, often; `slow` replies come after the models' timeout, so each is a
+# Every kind of fault, often; `slow` replies come well after the models' timeout (4 s against
+# 2.5 s, so a reply merely slowed by a loaded machine is not a timeout), so each is a
 # timeout. The coherent and noisy forecasters always answer in a form the lenient parser
 # takes, so every failed attempt is an injected fault.
 SPEC = """
@@ -37,13 +38,13 @@ stock_days = 2
 name = "coherent"
 provider = "sim"
 model = "sim-coherent"
-timeout_s = 0.5
+timeout_s = 2.5
 
 [[models]]
 name = "noisy"
 provider = "sim"
 model = "sim-noisy"
-timeout_s = 0.5
+timeout_s = 2.5
 price_in = 0.5
 price_out = 2.0
 
@@ -56,7 +57,7 @@ name = "complement-pairs"
 FAULTS = (
     "rate_limit=0.02,rate_limit_bare=0.05,server_error=0.05,connection_reset=0.03,"
     "truncated_body=0.03,malformed_json=0.04,refusal=0.03,output_cap=0.03,"
-    "missing_routing=0.03,slow=0.02,slow_delay_s=1.0"
+    "missing_routing=0.03,slow=0.02,slow_delay_s=4.0"
 )
 
 
