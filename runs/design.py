@@ -37,7 +37,7 @@ HISTORY_FILE = "spec-history.jsonl"
 OPERATIONAL_MODEL_KEYS = frozenset(
     {
         "concurrency", "rpm", "tpm", "timeout_s", "base_url", "api_key_env", "price_in",
-        "price_out", "base_url_env", "tokenizer",
+        "price_out", "base_url_env", "tokenizer", "about",
     }
 )
 #: Top-level keys a resume may change: how hard to retry, and when a model counts as covered.

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import html
 import math
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import orjson
 
 from runs.figures import read_manifest
+from runs.report.models import frozen_spec, model_notes, simulated_models
 
 PAGE = "index.html"
 #: The browser may load nothing but the page's own inline images and style.
@@ -43,6 +43,7 @@ h3 { font-size: 1.05rem; margin: 1.4rem 0 0.4rem; }
 p { margin: 0.4rem 0 0.8rem; }
 .meta { color: var(--muted); font-size: 0.95rem; }
 .sim { background: var(--warn); padding: 0.5rem 0.8rem; border-radius: 6px; }
+.about { background: var(--soft, #f3f4f6); padding: 0.5rem 0.8rem; border-radius: 6px; }
 .audit { border-left: 4px solid var(--accent); padding: 0.3rem 0.9rem; background: #eff6ff; }
 figure { margin: 1rem 0 2rem; }
 figure img { display: block; max-width: 100%; height: auto; margin: 0 auto; }
@@ -82,7 +83,7 @@ def write_page(run_dir: Path, *, audit: Any = None) -> Path:
         summary,
         read_manifest(report_dir),
         report_dir,
-        spec=_frozen_spec(run_dir),
+        spec=frozen_spec(run_dir),
         audit_sentence=None if audit is None else audit.sentence,
         audit_table=None if audit is None else audit.table(),
         files=_files(report_dir),
@@ -92,14 +93,6 @@ def write_page(run_dir: Path, *, audit: Any = None) -> Path:
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(path)
     return path
-
-
-def _frozen_spec(run_dir: Path) -> Mapping[str, Any]:
-    """The run's spec as plain TOML data (parsed, never evaluated); empty if unreadable."""
-    try:
-        return tomllib.loads((run_dir / "spec.toml").read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
 
 
 def _files(report_dir: Path) -> list[str]:
@@ -171,11 +164,7 @@ def _header(name: str, summary: Mapping[str, Any], spec: Mapping[str, Any]) -> l
         f"{_int(summary.get('bootstrap_replicates'))} replicates (seed {esc(summary.get('seed'))})"
         f" · coverage floor {_pct(summary.get('coverage_floor'))}</p>",
     ]
-    simulated = sorted(
-        str(m.get("name"))
-        for m in spec.get("models", [])
-        if isinstance(m, Mapping) and m.get("provider") == "sim"
-    )
+    simulated = simulated_models(spec)
     if simulated:
         out.append(
             '<p class="sim"><strong>Simulated forecasters:</strong> '
@@ -183,6 +172,10 @@ def _header(name: str, summary: Mapping[str, Any], spec: Mapping[str, Any]) -> l
             + " answered from the local simulator, not a language model; no provider was "
             "called.</p>"
         )
+    out.extend(
+        f'<p class="about"><strong>{esc(name)}:</strong> {esc(text)}</p>'
+        for name, text in model_notes(spec)
+    )
     return out
 
 

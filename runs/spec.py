@@ -98,6 +98,8 @@ _TOP_KEYS = {
 }
 _DATA_KEYS = {"returns", "headlines", "stock_days", "families"}
 _ARM_KEYS = {"name", "passes", "models"}
+#: Longest `about` text a model may carry (one line of the report).
+ABOUT_MAX = 200
 # Spec key -> (type(s), check, description). ModelConfig field names match spec keys except prices.
 _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "name": ((str,), "a non-empty string"),
@@ -129,6 +131,7 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "token_field": ((str,), "max_tokens or max_completion_tokens"),
     "endpoint": ((str,), "'openai' or 'gemini' (Vertex)"),
     "base_url_env": ((str,), "the NAME of a variable whose value, when set, replaces base_url"),
+    "about": ((str,), f"a short description for the report (at most {ABOUT_MAX} characters)"),
 }
 #: Provider-specific keys passed through to `ModelConfig.extra` for the adapters.
 _EXTRA_KEYS = (
@@ -311,7 +314,12 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
         if env_name is not None and not env_name.replace("_", "").isalnum():
             raise SpecError(path, where + key, _MODEL_KEYS[key][1])
     extra = {k: entry[k] for k in _EXTRA_KEYS if k in entry}
-    fields = {k: v for k, v in entry.items() if k not in {"price_in", "price_out", *_EXTRA_KEYS}}
+    if len(entry.get("about", "")) > ABOUT_MAX:
+        raise SpecError(path, where + "about", _MODEL_KEYS["about"][1])
+    # `about` is for the report only (it reads the frozen spec): no adapter sees it.
+    fields = {
+        k: v for k, v in entry.items() if k not in {"price_in", "price_out", "about", *_EXTRA_KEYS}
+    }
     if "rpm" in fields:
         fields["rpm"] = float(fields["rpm"])
     if "tpm" in fields:

@@ -18,6 +18,7 @@ from runs.audit import markdown as audit_markdown
 from runs.audit import run_audit
 from runs.audit import write_files as write_audit_files
 from runs.report.data import ReportData, build_report_data
+from runs.report.models import frozen_spec, models_markdown
 from runs.report.repeated import IncidenceFor, averaged_from_forecasts, repeated_section
 from runs.report.summary import build_summary
 from runs.report.tables import (
@@ -97,9 +98,9 @@ def write_views(
         }
     (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     (out / "leaderboard.txt").write_text(details_text(data), encoding="utf-8")
-    (out / "report.md").write_text(
-        report_markdown(data, [audit_markdown(audit)]), encoding="utf-8"
-    )
+    models_section = models_markdown(frozen_spec(run_dir))
+    extra = [audit_markdown(audit), *([models_section] if models_section else [])]
+    (out / "report.md").write_text(report_markdown(data, extra), encoding="utf-8")
     for name, text in csv_tables(data).items():
         (out / name).write_text(text, encoding="utf-8")
     for table in terminal_leaderboard(data.rows, data.model_coverage, console.width):

@@ -105,6 +105,21 @@ def test_left_out_figures_are_named_with_their_reason_and_text_is_escaped(tmp_pa
     assert '<p class="audit">9 &lt; 10</p>' in page
 
 
+def test_a_model_described_in_the_spec_is_described_on_the_page(tmp_path: Path) -> None:
+    summary = {"rows": [], "models": {}}
+    spec = {
+        "name": "x",
+        "models": [
+            {"name": "gemma", "provider": "openai", "about": "a 270M <base> model"},
+            {"name": "plain", "provider": "openai"},
+        ],
+    }
+    page = render_page(summary, [], tmp_path, spec=spec, audit_sentence=None)
+    assert '<p class="about"><strong>gemma:</strong> a 270M &lt;base&gt; model</p>' in page
+    assert page.count('class="about"') == 1
+    assert "Simulated forecasters:" not in page
+
+
 def test_report_command_rebuilds_the_page_from_the_folder(
     figures_run: Path, tmp_path: Path
 ) -> None:

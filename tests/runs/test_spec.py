@@ -102,6 +102,10 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
          "models[1].base_url_env", "NAME"),
         (("seed = 3", "seed = 3\nmax_answer_failures = 9"), "max_answer_failures",
          "max_attempts=8"),
+        (("max_tokens = 8192", "max_tokens = 8192\nabout = 3"), "models[1].about",
+         "a short description"),
+        (("max_tokens = 8192", 'max_tokens = 8192\nabout = "' + "x" * 201 + '"'),
+         "models[1].about", "at most 200 characters"),
         (('parser = "lenient"', 'parser = "lenient"\nsim_faults = "flakey"'), "sim_faults",
          "unknown fault profile 'flakey'"),
         (('parser = "lenient"', 'parser = "lenient"\nsim_faults = "rate_limit=2"'),
@@ -135,6 +139,13 @@ def test_local_model_keys_load(tmp_path: Path) -> None:
     assert b.extra["base_url_env"] == "LOCAL_URL"
     assert spec.max_answer_failures == 2
     assert load_spec(write(tmp_path, GOOD), arm_names=ARMS).max_answer_failures == 3
+
+
+def test_about_is_for_the_report_and_reaches_no_adapter(tmp_path: Path) -> None:
+    text = GOOD.replace("max_tokens = 8192", 'max_tokens = 8192\nabout = "a 270M base model"', 1)
+    b = load_spec(write(tmp_path, text), arm_names=ARMS).model("b")
+    assert "about" not in b.extra
+    assert "270M" not in repr(b)
 
 
 def test_missing_file_and_bad_toml(tmp_path: Path) -> None:
