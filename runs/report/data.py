@@ -113,6 +113,11 @@ def is_family(label: str) -> bool:
     return arm is not None and arm.unit_kind == "family"
 
 
+def family_arm() -> pl.Expr:
+    """True on rows of the family benchmark's arms (their `Arm.unit_kind` is "family")."""
+    return pl.col("arm").is_in([n for n, a in ARMS.items() if a.unit_kind == "family"])
+
+
 def native_scores(scores: pl.DataFrame) -> pl.DataFrame:
     """Each arm scored in its own metric (`Arm.norm`): sup-norm for the paper's arms, L1 for
     the family benchmark."""

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from runs.report.data import family_arm
 from runs.report_figures import _style
 from runs.report_figures.inputs import FigureInputs
 
@@ -63,7 +64,7 @@ def top_books(inputs: FigureInputs, count: int = 3) -> list[Book]:
     scores = scored.filter(
         pl.col("profit").is_not_null() & pl.col("profit").is_not_nan() & (pl.col("profit") > 0)
     )
-    native = scores.filter(~pl.col("arm").str.starts_with("families/") & (pl.col("norm") == "inf"))
+    native = scores.filter(~family_arm() & (pl.col("norm") == "inf"))
     picked = _best(native, count)
     if picked.height == 0:
         picked = _best(scores.filter(pl.col("norm") == "l1"), count)

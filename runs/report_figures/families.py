@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from runs.report.data import family_arm
 from runs.report_figures import _style
 from runs.report_figures.inputs import FAMILY_ARM_PREFIX, FigureInputs
 
@@ -29,7 +30,7 @@ def family_rates(inputs: FigureInputs) -> pl.DataFrame:
         return pl.DataFrame()
     per_family = (
         scored.filter(
-            pl.col("arm").str.starts_with(FAMILY_ARM_PREFIX)
+            family_arm()
             & (pl.col("norm") == "l1")
             & pl.col("profit").is_not_nan()
         )
