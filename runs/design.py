@@ -172,9 +172,42 @@ def freeze_design(spec: CampaignSpec, run_dir: Path) -> bool:
         write_bytes_atomic(frozen, spec.text.encode())
         return False
     old_text = frozen.read_text(encoding="utf-8")
-    design, operational = spec_changes(old_text, spec.text) if old_text != spec.text else ([], [])
+    problem = _design_problem(run_dir, spec, old_text, now)
+    if problem is not None:
+        raise DesignChanged(problem)
+    design_path = run_dir / DESIGN_FILE
+    if not design_path.exists():  # a folder made before inputs were recorded: record them now
+        write_bytes_atomic(design_path, orjson.dumps(now, option=orjson.OPT_INDENT_2))
+    if old_text != spec.text:
+        _, operational = spec_changes(old_text, spec.text)
+        _record(run_dir, spec, operational)
+        write_bytes_atomic(frozen, spec.text.encode())
+    return True
+
+
+def design_matches(spec: CampaignSpec, run_dir: Path) -> bool:
+    """Whether `spec` would resume into `run_dir` (`freeze_design` would not refuse it).
+
+    Read-only, so a caller may decide before taking the folder's lock what a resume can
+    reuse (the plan's estimate); `freeze_design` checks again under the lock.
+    """
+    frozen = run_dir / SPEC_FILE
+    if not frozen.exists() or not (run_dir / DESIGN_FILE).exists():
+        return False
+    try:
+        old_text = frozen.read_text(encoding="utf-8")
+        return _design_problem(run_dir, spec, old_text, fingerprint(spec)) is None
+    except (OSError, ValueError):  # unreadable or not TOML: let freeze_design say so
+        return False
+
+
+def _design_problem(
+    run_dir: Path, spec: CampaignSpec, old_text: str, now: Mapping[str, Any]
+) -> str | None:
+    """Why a resume of `run_dir` with `spec` would mix two designs, or None."""
+    design, _ = spec_changes(old_text, spec.text) if old_text != spec.text else ([], [])
     if design:
-        raise DesignChanged(
+        return (
             f"{run_dir} was run with a different design; changed: {', '.join(design)} "
             "(only operational settings may change on resume: "
             f"{', '.join(sorted(OPERATIONAL_MODEL_KEYS | OPERATIONAL_TOP_KEYS))}); "
@@ -184,16 +217,11 @@ def freeze_design(spec: CampaignSpec, run_dir: Path) -> bool:
     if design_path.exists():
         changed = changed_files(orjson.loads(design_path.read_bytes()), now)
         if changed:
-            raise DesignChanged(
+            return (
                 f"{run_dir} was planned from other data: {'; '.join(changed)}; put the original "
                 "files back to resume, or choose a new folder with --out"
             )
-    else:  # a folder made before inputs were recorded: record them from now on
-        write_bytes_atomic(design_path, orjson.dumps(now, option=orjson.OPT_INDENT_2))
-    if old_text != spec.text:
-        _record(run_dir, spec, operational)
-        write_bytes_atomic(frozen, spec.text.encode())
-    return True
+    return None
 
 
 def _record(run_dir: Path, spec: CampaignSpec, changed: list[str]) -> None:

@@ -34,7 +34,8 @@ from providers.types import ConfigError, ModelConfig
 from runs.audit import run_audit
 from runs.design import DesignChanged, freeze_design
 from runs.phases import PhaseClock
-from runs.planner import estimate, summarise, write_plan
+from runs.plan_estimate import resumed_estimate, save_estimate
+from runs.planner import PlanLine, estimate, summarise, write_plan
 from runs.report import write_report
 from runs.report_page import write_page
 from runs.scoring_step import score_run
@@ -275,7 +276,11 @@ async def run_campaign(
         units.check_requirements(ARMS[entry.name])
     if not rehearse:
         check_credentials(spec, os.environ)
-    plan_summary = summarise(estimate(spec, units))
+    # A resume of the same design reads the estimate saved with its plan (runs.plan_estimate)
+    # instead of rendering every prompt again; a new folder renders and counts.
+    saved = resumed_estimate(spec, run_dir)
+    lines = saved if saved is not None else estimate(spec, units)
+    plan_summary = summarise(lines)
     cost = plan_summary["total"]["cost_usd"]
     if max_cost is not None and cost is not None and cost > max_cost and not rehearse:
         raise RunError(
@@ -289,6 +294,7 @@ async def run_campaign(
             run_dir,
             units,
             plan_summary,
+            lines if saved is None else None,
             max_cost=max_cost,
             rehearse=rehearse,
             console=console,
@@ -327,6 +333,7 @@ async def _run_locked(
     run_dir: Path,
     units: UnitSource,
     plan_summary: dict[str, Any],
+    to_save: list[PlanLine] | None,
     *,
     max_cost: float | None,
     rehearse: bool,
@@ -338,7 +345,7 @@ async def _run_locked(
     clock: PhaseClock,
 ) -> CampaignResult:
     """The campaign once this process holds the folder: design, plan, dispatch, score, report."""
-    plan_path = _design_and_plan(spec, run_dir, units, plan_summary, rehearse, console)
+    plan_path = _design_and_plan(spec, run_dir, units, plan_summary, to_save, rehearse, console)
     clock.lap("plan", run_dir)
     signals = StopSignals(
         on_first=lambda: console.print(
@@ -368,10 +375,14 @@ def _design_and_plan(
     run_dir: Path,
     units: UnitSource,
     plan_summary: dict[str, Any],
+    to_save: list[PlanLine] | None,
     rehearse: bool,
     console: Console,
 ) -> Path:
-    """Freeze the design (or check a resume keeps it) and write the plan once; its path."""
+    """Freeze the design (or check a resume keeps it) and write the plan once; its path.
+
+    `to_save` (the estimate rendered for this run, None when it was read back) is kept
+    beside the plan for the next resume."""
     try:
         resumed = freeze_design(spec, run_dir)
     except DesignChanged as exc:
@@ -379,6 +390,8 @@ def _design_and_plan(
     plan_path = run_dir / "plan.parquet"
     if not plan_path.exists():
         write_plan(spec, run_dir, units)
+    if to_save is not None:
+        save_estimate(run_dir, spec, to_save)
     console.print(
         f"[bold]{spec.name}[/]: {plan_summary['total']['queries']:,} queries planned"
         + (" (resuming)" if resumed else "")

@@ -270,11 +270,17 @@ def estimate(spec: CampaignSpec, units: UnitSource | None = None) -> list[PlanLi
                 line.tokens_out += count * TYPICAL_OUTPUT_TOKENS_PER_KEY
                 line.tokens_out_max += count * (model.max_tokens or 8192)
     for line in lines.values():
-        model = spec.model(line.model)
         line.tokens_method = counters[line.model].label
+    return price_lines(spec, list(lines.values()))
+
+
+def price_lines(spec: CampaignSpec, lines: list[PlanLine]) -> list[PlanLine]:
+    """Set each line's cost from its tokens at the spec's prices (None where unpriced)."""
+    for line in lines:
+        model = spec.model(line.model)
         line.cost_usd = _cost(model, line.tokens_in, line.tokens_out)
         line.cost_usd_max = _cost(model, line.tokens_in, line.tokens_out_max)
-    return list(lines.values())
+    return lines
 
 
 def _with_arms(spec: CampaignSpec, arms: Sequence[ArmEntry]) -> CampaignSpec:

@@ -1,0 +1,127 @@
+"""A resume of the same design reads its plan's estimate back instead of rendering every
+prompt again (issue 9: 21-46 s per resume of the paper's sweep), and prints the same counts.
+
+The forecaster is the simulator's (labelled simulated); no real provider is involved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from rich.console import Console
+
+import runs.planner as planner
+from runs.pipeline import run_campaign
+from runs.plan_estimate import ESTIMATE_FILE, plan_counts
+from runs.planner import estimate, summarise
+from runs.spec import load_spec
+
+SPEC = """
+name = "estimate"
+seed = 3
+[data]
+stock_days = 2
+[[models]]
+name = "m"
+provider = "sim"
+model = "sim-coherent"
+price_in = {price}
+price_out = 2.0
+[[models]]
+name = "n"
+provider = "sim"
+model = "sim-noisy"
+[[arms]]
+name = "baseline"
+passes = 2
+[[arms]]
+name = "two-asset"
+[[arms]]
+name = "linked"
+"""
+
+
+@pytest.fixture
+def renders(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many queries the planner rendered (estimate and write_plan both go through it)."""
+    count = [0]
+    real = planner.iter_queries
+
+    def counting(*args: Any, **kwargs: Any) -> Iterator[planner.PlannedQuery]:
+        for pq in real(*args, **kwargs):
+            count[0] += 1
+            yield pq
+
+    monkeypatch.setattr(planner, "iter_queries", counting)
+    return count
+
+
+def run(spec_path: Path, out: Path) -> str:
+    text = io.StringIO()
+    console = Console(file=text, width=200)
+    asyncio.run(run_campaign(spec_path, out, console=console, progress=False))
+    return text.getvalue()
+
+
+def planned_line(output: str) -> str:
+    return next(line for line in output.splitlines() if "queries planned" in line)
+
+
+def write_spec(tmp_path: Path, price: float) -> Path:
+    path = tmp_path / "estimate.toml"
+    path.write_text(SPEC.format(price=price), encoding="utf-8")
+    return path
+
+
+def test_a_resume_reads_the_saved_estimate_and_renders_nothing(
+    tmp_path: Path, renders: list[int]
+) -> None:
+    spec_path, out = write_spec(tmp_path, 1.0), tmp_path / "run"
+    first = run(spec_path, out)
+    assert renders[0] > 0 and (out / ESTIMATE_FILE).exists()
+    lines = estimate(load_spec(spec_path))
+    rendered = summarise(lines)
+    renders[0] = 0
+
+    again = run(spec_path, out)
+    assert renders[0] == 0  # neither the estimate nor the plan rendered a prompt
+    assert planned_line(again) == planned_line(first).replace("planned", "planned (resuming)")
+    assert f"{rendered['total']['queries']:,} queries planned" in planned_line(again)
+    # the saved counts are the plan's own, arm by arm (shared queries under their first arm)
+    expected = {(line.model, line.arm): line.queries for line in lines if line.queries}
+    assert plan_counts(out / "plan.parquet") == expected
+    assert rendered["by_arm"]["linked"]["shared"] > 0  # sharing is part of what is compared
+
+
+def test_a_resume_at_new_prices_reprices_the_saved_tokens(tmp_path: Path) -> None:
+    from runs.plan_estimate import resumed_estimate
+
+    out = tmp_path / "run"
+    run(write_spec(tmp_path, 1.0), out)
+    spec = load_spec(write_spec(tmp_path, 5.0))  # prices are operational: may change
+    saved = resumed_estimate(spec, out)
+    assert saved is not None
+    assert summarise(saved) == summarise(estimate(spec))  # the same figures, priced anew
+
+
+def test_an_estimate_that_disagrees_with_the_plan_is_rendered_again(
+    tmp_path: Path, renders: list[int]
+) -> None:
+    spec_path, out = write_spec(tmp_path, 1.0), tmp_path / "run"
+    first = run(spec_path, out)
+    record = orjson.loads((out / ESTIMATE_FILE).read_bytes())
+    record["lines"][0]["queries"] += 1  # not what plan.parquet holds
+    (out / ESTIMATE_FILE).write_bytes(orjson.dumps(record))
+    renders[0] = 0
+    again = run(spec_path, out)
+    assert renders[0] > 0  # counted again from the prompts
+    assert planned_line(again) == planned_line(first).replace("planned", "planned (resuming)")
+    # and the estimate is saved again, now agreeing with the plan
+    fixed = orjson.loads((out / ESTIMATE_FILE).read_bytes())
+    assert fixed["lines"][0]["queries"] == record["lines"][0]["queries"] - 1
