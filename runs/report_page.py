@@ -159,7 +159,8 @@ def _header(name: str, summary: Mapping[str, Any], spec: Mapping[str, Any]) -> l
     out = [
         f"<h1>Coherence report: {esc(name)}</h1>",
         '<p class="meta">'
-        f"{len(models)} models · {len(arms)} arms · arbitrage profit per unit stake "
+        f"{_counted(len(models), 'model')} · {_counted(len(arms), 'arm')} · "
+        "arbitrage profit per unit stake "
         "(lower is more coherent) · 95% intervals from a date-clustered bootstrap of "
         f"{_int(summary.get('bootstrap_replicates'))} replicates (seed {esc(summary.get('seed'))})"
         f" · coverage floor {_pct(summary.get('coverage_floor'))}</p>",
@@ -495,6 +496,11 @@ def _iv(iv: Any, digits: int = 5, *, signed: bool = False) -> str:
 
 def _pct(x: Any) -> str:
     return f"{x:.0%}" if _finite(x) else ""
+
+
+def _counted(n: int, noun: str) -> str:
+    """'1 model', '3 models'."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _int(x: Any) -> str:

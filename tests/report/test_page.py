@@ -99,6 +99,7 @@ def test_left_out_figures_are_named_with_their_reason_and_text_is_escaped(tmp_pa
         }
     ]
     page = render_page(summary, figures, tmp_path, spec={"name": "x"}, audit_sentence="9 < 10")
+    assert "1 model · 1 arm · " in page
     assert "Figure 3 (Assets and horizons) is left out: neither the two-asset arm" in page
     assert "<img" not in page and "<figure" not in page
     assert "&lt;b&gt;m&lt;/b&gt;" in page and "<b>m</b>" not in page
@@ -117,6 +118,7 @@ def test_a_model_described_in_the_spec_is_described_on_the_page(tmp_path: Path) 
     page = render_page(summary, [], tmp_path, spec=spec, audit_sentence=None)
     assert '<p class="about"><strong>gemma:</strong> a 270M &lt;base&gt; model</p>' in page
     assert page.count('class="about"') == 1
+    assert "0 models · 0 arms" in page
     assert "Simulated forecasters:" not in page
 
 
