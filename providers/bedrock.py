@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import orjson
-
 from providers.base import Headers, as_int, load_json, short, status_outcome
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
+from providers.openai_compat import encode
 from providers.secrets import Secret, redact
 from providers.sigv4_signer import AwsCredentials, Clock, signed_headers, utc_now
 from providers.types import (
@@ -372,7 +371,7 @@ class BedrockAdapter:
             payload["inferenceConfig"] = inference
         if self._thinking is not None:
             payload["additionalModelRequestFields"] = self._thinking
-        return orjson.dumps(payload), tuple(omitted)
+        return encode(payload), tuple(omitted)
 
     def build(self, req: ChatRequest) -> HttpRequest:
         """The signed Converse request. May block once to resolve the AWS credential chain."""

@@ -8,12 +8,11 @@ options a model is known to reject are data in `REJECTED_OPTIONS`, not branches 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
-
-import orjson
 
 from providers.base import (
     Headers,
@@ -197,8 +196,15 @@ def chat_url(base_url: str) -> str:
 
 
 def encode(body: Mapping[str, Any]) -> bytes:
-    """Body bytes: orjson is exact for floats and fast enough for hundreds of thousands."""
-    return orjson.dumps(body)
+    """A request body's bytes (compact JSON, UTF-8, floats in shortest round-trip form).
+
+    The standard library, not orjson: with orjson 3.13 each body encoded left about 3 KB
+    behind in a long dispatch (RSS 236 -> 254 MB over 5,400 requests of a rehearsal, and
+    growing with the campaign; 233 -> 238 MB and flat with `json`, same campaign, same
+    session), which is what made a paper-scale dispatch grow past 600 MB (issue 9). The
+    cost is a few microseconds per request, nothing beside the request itself.
+    """
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 @dataclass(frozen=True, repr=False)

@@ -31,8 +31,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import orjson
-
 from providers.base import Headers, as_int, load_json, short, status_outcome
 from providers.google_auth_tokens import (
     CREDENTIALS_FILE_ENV,
@@ -351,7 +349,7 @@ class VertexAdapter:
             payload["systemInstruction"] = {"parts": [{"text": req.system}]}
         if generation:
             payload["generationConfig"] = generation
-        return orjson.dumps(payload), tuple(omitted)
+        return encode(payload), tuple(omitted)
 
     def _openai_body(self, req: ChatRequest) -> tuple[bytes, tuple[str, ...]]:
         config = self._config
