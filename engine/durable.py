@@ -10,10 +10,13 @@ Append-only files (the journal) are not written here; they use `fsync_path`/`fsy
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import orjson
 
 if TYPE_CHECKING:
     import polars as pl
@@ -81,3 +84,28 @@ def write_atomic(frame: pl.DataFrame, target: Path) -> None:
     tmp = temp_path(target)
     frame.write_parquet(tmp)
     commit_file(tmp, target)
+
+
+def append_record_line(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line to a best-effort record file (pauses, phase timings).
+
+    Such a record never stops a run: a full disk or a read-only folder skips the line. The
+    ledger's own journal is not written this way (it must be durable and say so when not).
+    """
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab") as handle:
+            handle.write(orjson.dumps(record) + b"\n")
+
+
+def read_record_lines(path: Path) -> list[dict[str, Any]]:
+    """Every line of a record file, oldest first; none if it is absent, a torn line skipped."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    records = []
+    for line in data.splitlines():
+        with contextlib.suppress(orjson.JSONDecodeError):  # a line torn by a kill
+            records.append(orjson.loads(line))
+    return records

@@ -30,8 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from engine.durable import append_record_line, read_record_lines
 from providers.types import Outcome
 
 #: Outcomes that say the provider itself is unreachable or failing (not the request).
@@ -187,21 +186,9 @@ class Outage:
 
 def append_pause(run_dir: Path, line: dict[str, Any]) -> None:
     """One pause, appended to `logs/pauses.jsonl` (a full disk skips it; it is a record)."""
-    path = run_dir / PAUSES_FILE
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("ab") as handle:
-            handle.write(orjson.dumps(line) + b"\n")
+    append_record_line(run_dir / PAUSES_FILE, line)
 
 
 def read_pauses(run_dir: Path | str) -> list[dict[str, Any]]:
     """Every recorded pause of a run folder, oldest first (none if the file is absent)."""
-    try:
-        data = (Path(run_dir) / PAUSES_FILE).read_bytes()
-    except FileNotFoundError:
-        return []
-    pauses = []
-    for line in data.splitlines():
-        with contextlib.suppress(orjson.JSONDecodeError):  # a line torn by a kill
-            pauses.append(orjson.loads(line))
-    return pauses
+    return read_record_lines(Path(run_dir) / PAUSES_FILE)

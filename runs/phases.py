@@ -7,13 +7,12 @@ Benchmarks (`make bench-sweep`) and users read it; nothing in a run depends on i
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import orjson
+from engine.durable import append_record_line, read_record_lines
 
 PHASES_FILE = Path("logs") / "phases.jsonl"
 
@@ -35,17 +34,9 @@ class PhaseClock:
             "phase": name,
             "seconds": round(self.seconds[name], 3),
         }
-        path = run_dir / PHASES_FILE
-        with contextlib.suppress(OSError):  # a timing record never stops a run (disk full)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("ab") as handle:
-                handle.write(orjson.dumps(line) + b"\n")
+        append_record_line(run_dir / PHASES_FILE, line)  # never stops a run (disk full)
 
 
 def read_phases(run_dir: Path | str) -> list[dict[str, object]]:
     """Every phase line a run folder holds, oldest first (a missing file reads as none)."""
-    try:
-        data = (Path(run_dir) / PHASES_FILE).read_bytes()
-    except FileNotFoundError:
-        return []
-    return [orjson.loads(line) for line in data.splitlines() if line.strip()]
+    return read_record_lines(Path(run_dir) / PHASES_FILE)
