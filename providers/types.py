@@ -81,6 +81,21 @@ class ModelConfig:
     price_in_per_mtok: float | None = None
     price_out_per_mtok: float | None = None
     timeout_s: float = 120.0
+    #: `"live"` (one HTTP request per query) or `"batch"` (jobs through the provider's batch
+    #: API, `providers.batch`); issue 13.
+    dispatch: str = "live"
+    #: Where batch input and output files live for providers that use object storage
+    #: (`s3://bucket/prefix` for Bedrock, `gs://bucket/prefix` for Vertex).
+    batch_bucket: str | None = None
+    #: The IAM role Bedrock assumes to read and write `batch_bucket` (its API requires one).
+    batch_role_arn: str | None = None
+    #: Whether lines a job failed or expired may be re-asked live (else they go in a new job).
+    batch_fallback_live: bool = False
+    #: Published batch prices (USD per million tokens), and when and where prices were read.
+    batch_price_in_per_mtok: float | None = None
+    batch_price_out_per_mtok: float | None = None
+    price_date: str | None = None
+    price_source: str | None = None
     # Free-form provider-specific extras (e.g. a simulated forecaster's personality).
     extra: Mapping[str, str] = field(default_factory=dict)
 

@@ -1,0 +1,160 @@
+"""The batch contract: what the engine asks of a provider's batch API (issue 13).
+
+A model with `dispatch = "batch"` sends its pending queries as jobs: one input file of
+request lines, a job created over it, polled until it ends, then its result lines read back.
+Each provider's `BatchClient` speaks its own API (OpenAI-shaped files and batches for Groq,
+DeepInfra and Azure; S3 plus model invocation jobs for Bedrock; Cloud Storage plus batch
+prediction jobs for Vertex). The engine owns the HTTP session, the timeouts, the retries of
+control-plane calls, the job records in the run folder and the ledger: a client only builds
+requests, sends them through the `Fetch` it is handed, and reads the replies.
+
+Why the client gets a `Fetch` instead of being pure like `Adapter`: some steps take several
+requests whose number depends on earlier replies (listing an output prefix, then reading
+each object), and each provider's sequence differs. Why the engine still records each step:
+exactly once across crashes needs the job's input reference written down before the job is
+created, and the job id written down as soon as it is known (`engine.batch`).
+
+Result lines are classified by the model's live `Adapter.parse` wherever the line carries
+the live reply body, so a batch answer and a live answer of the same text get the same
+outcome, and the answer parser, the ledger rows and the audit are unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from providers.secrets import Secret
+from providers.types import ChatRequest, Completion, Failure, HttpRequest
+
+#: Sends one request and returns the raw reply, or a transport failure (timeout, refused).
+Fetch = Callable[[HttpRequest], Awaitable["tuple[int, Mapping[str, str], bytes] | Failure"]]
+
+
+class JobStatus(StrEnum):
+    """A job's state, normalised across providers (each client maps its own words)."""
+
+    VALIDATING = "validating"
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINALIZING = "finalizing"
+    DONE = "done"
+    #: Ended with only part of its lines answered (Bedrock `PartiallyCompleted`, Vertex
+    #: `JOB_STATE_PARTIALLY_SUCCEEDED`); its results are read like a done job's.
+    PARTIAL = "partial"
+    EXPIRED = "expired"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+#: States after which a job changes no more: its results (if any) can be read.
+FINAL: frozenset[JobStatus] = frozenset(
+    {JobStatus.DONE, JobStatus.PARTIAL, JobStatus.EXPIRED, JobStatus.FAILED, JobStatus.CANCELLED}
+)
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """One provider's documented job limits, and where they were read."""
+
+    max_lines: int
+    max_bytes: int
+    max_jobs_in_flight: int
+    #: The completion window asked for (`"24h"`), as the provider spells it.
+    completion_window: str
+    #: Fewest lines a job may hold (Bedrock has a floor); smaller remainders go live or wait.
+    min_lines: int = 1
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What the provider says of one job."""
+
+    job_id: str
+    status: JobStatus
+    #: The provider's own word for the state (`in_progress`, `InProgress`, `JOB_STATE_RUNNING`).
+    provider_status: str
+    total: int | None = None
+    completed: int | None = None
+    failed: int | None = None
+    #: Where results are read from (an output file id, an S3 or gs:// prefix), once known.
+    output_ref: str | None = None
+    error_ref: str | None = None
+    #: Why a job failed or expired, in the provider's words (redacted by the engine).
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class LineResult:
+    """One request's result line: its completion or its failure, classified."""
+
+    request_id: str
+    result: Completion | Failure
+
+
+class BatchError(Exception):
+    """A control-plane call failed (upload, create, poll, read); `failure` says how, so the
+    engine can wait and retry a rate limit or a 5xx and stop on an auth or request error."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.detail)
+        self.failure = failure
+
+
+class BatchClient(Protocol):
+    """One model's batch API. Every method raises `BatchError` on a failed call."""
+
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def limits(self) -> BatchLimits: ...
+
+    def secrets(self) -> tuple[Secret, ...]:
+        """Credential values held now, masked by the engine wherever it writes text."""
+        ...
+
+    def line(self, req: ChatRequest) -> bytes:
+        """One input-file line (JSON, no newline) carrying `req.request_id` as its key."""
+        ...
+
+    async def upload(self, fetch: Fetch, job_key: str, lines: Sequence[bytes]) -> str:
+        """Store the input file; return its reference (a file id, an s3:// or gs:// URI).
+
+        `job_key` is the engine's name for the job (unique in the run, safe as a file name
+        and a label); uploading the same key twice must not create two jobs.
+        """
+        ...
+
+    async def create(self, fetch: Fetch, job_key: str, input_ref: str) -> JobState:
+        """Create the job over an uploaded input, tagged with `job_key` so `find` sees it."""
+        ...
+
+    async def find(self, fetch: Fetch, job_key: str) -> JobState | None:
+        """The job tagged `job_key`, if one was created (a crash may have lost the reply)."""
+        ...
+
+    async def poll(self, fetch: Fetch, job_id: str) -> JobState:
+        """The job's state now."""
+        ...
+
+    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+        """Every result line of an ended job (answers and per-line errors alike). Requests
+        of the job with no line at all (an expired job's unfinished lines) are absent: the
+        engine counts those itself from the job's record."""
+        ...
+
+
+__all__ = [
+    "FINAL",
+    "BatchClient",
+    "BatchError",
+    "BatchLimits",
+    "Fetch",
+    "JobState",
+    "JobStatus",
+    "LineResult",
+]
