@@ -38,6 +38,8 @@ OPERATIONAL_MODEL_KEYS = frozenset(
     {
         "concurrency", "rpm", "tpm", "timeout_s", "base_url", "api_key_env", "price_in",
         "price_out", "base_url_env", "tokenizer", "about",
+        # What requests cost and where that was read: prices change while a sweep runs.
+        "batch_price_in", "batch_price_out", "price_date", "price_source",
     }
 )
 #: Top-level keys a resume may change: how hard to retry, and when a model counts as covered.

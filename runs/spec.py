@@ -12,8 +12,10 @@ import math
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import date
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from providers.constrained import RESPONSE_FORMATS
 from providers.types import PROVIDERS, ModelConfig
@@ -100,6 +102,15 @@ _DATA_KEYS = {"returns", "headlines", "stock_days", "families"}
 _ARM_KEYS = {"name", "passes", "models"}
 #: Longest `about` text a model may carry (one line of the report).
 ABOUT_MAX = 200
+#: Longest `price_source` (a pricing page's address or a citation).
+SOURCE_MAX = 300
+#: Spec price keys -> ModelConfig fields (the only model keys whose names differ).
+_PRICE_FIELDS = {
+    "price_in": "price_in_per_mtok",
+    "price_out": "price_out_per_mtok",
+    "batch_price_in": "batch_price_in_per_mtok",
+    "batch_price_out": "batch_price_out_per_mtok",
+}
 # Spec key -> (type(s), check, description). ModelConfig field names match spec keys except prices.
 _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "name": ((str,), "a non-empty string"),
@@ -125,6 +136,14 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "timeout_s": ((int, float), "seconds > 0"),
     "price_in": ((int, float), "USD per million input tokens >= 0"),
     "price_out": ((int, float), "USD per million output tokens >= 0"),
+    "batch_price_in": ((int, float), "USD per million input tokens through the batch API >= 0"),
+    "batch_price_out": ((int, float), "USD per million output tokens through the batch API >= 0"),
+    "price_date": ((str,), "the date the prices were read, as YYYY-MM-DD"),
+    "price_source": (
+        (str,),
+        f"where the prices were read: a URL or a citation (one line, "
+        f"at most {SOURCE_MAX} characters)",
+    ),
     "personality": ((str,), "a simulated forecaster's personality"),
     "deployment": ((str,), "an Azure deployment name"),
     "base_model": ((str,), "the model behind a deployment or gateway alias (e.g. gpt-5)"),
@@ -290,8 +309,7 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
         "temperature": lambda v: 0 <= v <= 2,
         "max_tokens": lambda v: v >= 1,
         "timeout_s": lambda v: v > 0,
-        "price_in": lambda v: v >= 0,
-        "price_out": lambda v: v >= 0,
+        **{key: (lambda v: v >= 0) for key in _PRICE_FIELDS},
     }
     for key, ok in checks.items():
         if key in entry and (not math.isfinite(entry[key]) or not ok(entry[key])):
@@ -313,23 +331,38 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
         env_name = entry.get(key)
         if env_name is not None and not env_name.replace("_", "").isalnum():
             raise SpecError(path, where + key, _MODEL_KEYS[key][1])
+    _check_price_provenance(entry, path, where)
     extra = {k: entry[k] for k in _EXTRA_KEYS if k in entry}
     if len(entry.get("about", "")) > ABOUT_MAX:
         raise SpecError(path, where + "about", _MODEL_KEYS["about"][1])
     # `about` is for the report only (it reads the frozen spec): no adapter sees it.
-    fields = {
-        k: v for k, v in entry.items() if k not in {"price_in", "price_out", "about", *_EXTRA_KEYS}
-    }
+    fields = {k: v for k, v in entry.items() if k not in {*_PRICE_FIELDS, "about", *_EXTRA_KEYS}}
     if "rpm" in fields:
         fields["rpm"] = float(fields["rpm"])
     if "tpm" in fields:
         fields["tpm"] = float(fields["tpm"])
-    return replace(
-        ModelConfig(**fields),
-        price_in_per_mtok=entry.get("price_in"),
-        price_out_per_mtok=entry.get("price_out"),
-        extra=extra,
-    )
+    fields.update({name: entry.get(key) for key, name in _PRICE_FIELDS.items()})
+    return replace(ModelConfig(**fields), extra=extra)
+
+
+def _check_price_provenance(entry: Mapping[str, Any], path: Path, where: str) -> None:
+    """`price_date` a real calendar date written YYYY-MM-DD; `price_source` one short line."""
+    day = entry.get("price_date")
+    if day is not None:
+        try:
+            ok = len(day) == 10 and date.fromisoformat(day).isoformat() == day
+        except ValueError:
+            ok = False
+        if not ok:
+            raise SpecError(path, where + "price_date", f"a date written YYYY-MM-DD, not {day!r}")
+    source = entry.get("price_source")
+    if source is None:
+        return
+    if not source.strip() or len(source) > SOURCE_MAX or "\n" in source or "\r" in source:
+        raise SpecError(path, where + "price_source", _MODEL_KEYS["price_source"][1])
+    url = urlsplit(source) if source.startswith(("http://", "https://")) else None
+    if url is not None and (" " in source or "." not in (url.hostname or "")):
+        raise SpecError(path, where + "price_source", f"a URL with a host, not {source!r}")
 
 
 def _parse_arms(

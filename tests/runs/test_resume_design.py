@@ -113,3 +113,13 @@ def test_spec_changes_sorts_design_from_operations() -> None:
     old = 'seed = 1\n[data]\nreturns = "a.csv"\n[[models]]\nname = "x"\nrpm = 10\nmodel = "a"\n'
     new = 'seed = 2\n[data]\nreturns = "b/a.csv"\n[[models]]\nname = "x"\nrpm = 20\nmodel = "b"\n'
     assert spec_changes(old, new) == (["models[x].model", "seed"], ["models[x].rpm"])
+
+
+def test_prices_and_their_provenance_may_change_on_resume() -> None:
+    old = '[[models]]\nname = "x"\nmodel = "a"\nprice_in = 1\n'
+    new = (
+        '[[models]]\nname = "x"\nmodel = "a"\nprice_in = 2\nbatch_price_in = 1\n'
+        'batch_price_out = 4\nprice_date = "2026-11-30"\nprice_source = "https://e.com/p"\n'
+    )
+    keys = ["batch_price_in", "batch_price_out", "price_date", "price_in", "price_source"]
+    assert spec_changes(old, new) == ([], [f"models[x].{k}" for k in keys])

@@ -90,6 +90,24 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
         (("max_tokens = 8192", 'max_tokens = "8k"'), "models[1].max_tokens", "integer"),
         (("[data]", '[data]\nreturns = "nowhere.csv"'), "data.returns", "does not"),
         (("price_in = 0.15", "price_in = true"), "models[0].price_in", "USD"),
+        (("price_in = 0.15", "price_in = 0.15\nbatch_price_in = -0.1"),
+         "models[0].batch_price_in", "USD per million input tokens through the batch API"),
+        (("price_in = 0.15", "price_in = 0.15\nbatch_price_out = nan"),
+         "models[0].batch_price_out", ">= 0"),
+        (("price_in = 0.15", 'price_in = 0.15\nbatch_price_out = "0.3"'),
+         "models[0].batch_price_out", ">= 0"),
+        (("price_in = 0.15", 'price_in = 0.15\nprice_date = "2026-02-30"'),
+         "models[0].price_date", "YYYY-MM-DD, not '2026-02-30'"),
+        (("price_in = 0.15", 'price_in = 0.15\nprice_date = "20261201"'),
+         "models[0].price_date", "YYYY-MM-DD"),
+        (("price_in = 0.15", "price_in = 0.15\nprice_date = 2026-12-01"),
+         "models[0].price_date", "YYYY-MM-DD"),
+        (("price_in = 0.15", 'price_in = 0.15\nprice_source = "  "'),
+         "models[0].price_source", "a URL or a citation"),
+        (("price_in = 0.15", 'price_in = 0.15\nprice_source = "https://pricing page"'),
+         "models[0].price_source", "a URL with a host"),
+        (("price_in = 0.15", 'price_in = 0.15\nprice_source = "a\\nb"'),
+         "models[0].price_source", "one line"),
         (("max_tokens = 8192", 'max_tokens = 8192\nresponse_format = "xml"'),
          "models[1].response_format", "json_schema, json_object_schema, grammar"),
         (("max_tokens = 8192", 'max_tokens = 8192\njson_mode = true\nresponse_format = "grammar"'),
@@ -124,6 +142,26 @@ def test_bad_specs_name_the_key(
     assert message.startswith(str(path)), message
     assert info.value.key == key, message
     assert words in message, message
+
+
+def test_batch_prices_and_their_provenance_load(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        "price_out = 0.6",
+        'price_out = 0.6\nbatch_price_in = 0.075\nbatch_price_out = 0.3\n'
+        'price_date = "2026-11-30"\nprice_source = "https://groq.com/pricing"',
+        1,
+    )
+    spec = load_spec(write(tmp_path, text), arm_names=ARMS)
+    a, b = spec.model("a"), spec.model("b")
+    assert (a.price_in_per_mtok, a.price_out_per_mtok) == (0.15, 0.6)
+    assert (a.batch_price_in_per_mtok, a.batch_price_out_per_mtok) == (0.075, 0.3)
+    assert (a.price_date, a.price_source) == ("2026-11-30", "https://groq.com/pricing")
+    assert "price_date" not in a.extra and "batch_price_in" not in a.extra
+    assert (b.batch_price_in_per_mtok, b.price_date, b.price_source) == (None, None, None)
+    cited = text.replace("https://groq.com/pricing", "Groq price list, read 2026-11-30")
+    assert load_spec(write(tmp_path, cited), arm_names=ARMS).model("a").price_source == (
+        "Groq price list, read 2026-11-30"
+    )
 
 
 def test_local_model_keys_load(tmp_path: Path) -> None:
