@@ -51,6 +51,16 @@ def prices_of(config: ModelConfig) -> Prices | None:
     return Prices(config.price_in_per_mtok or 0.0, config.price_out_per_mtok or 0.0)
 
 
+def batch_prices_of(config: ModelConfig) -> Prices | None:
+    """The model's batch API prices, or None when the spec gives none (no batch cost known).
+
+    The spec sets both or neither (`runs.spec`), so a missing side is never taken as free.
+    """
+    if config.batch_price_in_per_mtok is None or config.batch_price_out_per_mtok is None:
+        return None
+    return Prices(config.batch_price_in_per_mtok, config.batch_price_out_per_mtok)
+
+
 def worst_case_cost(prices: Prices, config: ModelConfig, system: str, user: str) -> float:
     """What one attempt could cost at most: a dense prompt and every output token allowed."""
     tokens_in = (len(system) + len(user)) // WORST_CHARS_PER_TOKEN + 32  # + chat framing
@@ -146,6 +156,7 @@ __all__ = [
     "DEFAULT_OUTPUT_CAP",
     "Prices",
     "SpendCap",
+    "batch_prices_of",
     "dollars",
     "prices_of",
     "recorded_spend",

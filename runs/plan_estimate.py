@@ -20,13 +20,14 @@ import polars as pl
 
 from engine.durable import write_bytes_atomic
 from runs.design import design_matches
-from runs.planner import PlanLine, price_lines
+from runs.planner import PRICED_FIELDS, PlanLine, price_lines
 from runs.spec import CampaignSpec
 
 ESTIMATE_FILE = "plan-estimate.json"
 _FORMAT = "dutchbook.plan-estimate/1"
-#: PlanLine fields kept; the costs are recomputed from the current prices.
-_KEPT = tuple(f.name for f in fields(PlanLine) if f.name not in ("cost_usd", "cost_usd_max"))
+#: PlanLine fields kept; the costs (live and batch) and the dispatch mode come from the
+#: current spec.
+_KEPT = tuple(f.name for f in fields(PlanLine) if f.name not in PRICED_FIELDS)
 
 
 def _counting(spec: CampaignSpec) -> dict[str, list[Any]]:

@@ -25,7 +25,7 @@ import polars as pl
 from engine.durable import commit_file
 from engine.frames import frame_from_rows
 from engine.plan import PLAN_SCHEMA
-from engine.spend import prices_of
+from engine.spend import Prices, batch_prices_of, prices_of
 from panels.arms import ARMS, Arm, Query
 from providers.types import ModelConfig
 from runs.spec import ArmEntry, CampaignSpec, SpecError
@@ -223,6 +223,11 @@ class PlanLine:
     tokens_out_max: int = 0
     cost_usd: float | None = None
     cost_usd_max: float | None = None
+    #: The same tokens at the model's batch API prices (None without batch prices).
+    batch_cost_usd: float | None = None
+    batch_cost_usd_max: float | None = None
+    #: The model's `dispatch` setting ("live" or "batch"), from the spec in use.
+    dispatch: str = "live"
     approximate: bool = False
     #: How `tokens_in` was counted (`runs.tokens`): "exact: ..." or "rough: ...".
     tokens_method: str = ""
@@ -274,12 +279,21 @@ def estimate(spec: CampaignSpec, units: UnitSource | None = None) -> list[PlanLi
     return price_lines(spec, list(lines.values()))
 
 
+#: PlanLine fields `price_lines` sets from the spec in use (operational: a resume may change them).
+PRICED_FIELDS = ("cost_usd", "cost_usd_max", "batch_cost_usd", "batch_cost_usd_max", "dispatch")
+
+
 def price_lines(spec: CampaignSpec, lines: list[PlanLine]) -> list[PlanLine]:
-    """Set each line's cost from its tokens at the spec's prices (None where unpriced)."""
+    """Set each line's live and batch costs from its tokens at the spec's prices (None where
+    a price is unknown) and its model's dispatch mode."""
     for line in lines:
         model = spec.model(line.model)
-        line.cost_usd = _cost(model, line.tokens_in, line.tokens_out)
-        line.cost_usd_max = _cost(model, line.tokens_in, line.tokens_out_max)
+        live, batch = prices_of(model), batch_prices_of(model)
+        line.cost_usd = _cost(live, line.tokens_in, line.tokens_out)
+        line.cost_usd_max = _cost(live, line.tokens_in, line.tokens_out_max)
+        line.batch_cost_usd = _cost(batch, line.tokens_in, line.tokens_out)
+        line.batch_cost_usd_max = _cost(batch, line.tokens_in, line.tokens_out_max)
+        line.dispatch = model.dispatch
     return lines
 
 
@@ -289,40 +303,67 @@ def _with_arms(spec: CampaignSpec, arms: Sequence[ArmEntry]) -> CampaignSpec:
     return replace(spec, arms=tuple(arms))
 
 
-def _cost(model: ModelConfig, tokens_in: int, tokens_out: int) -> float | None:
-    prices = prices_of(model)
+def _cost(prices: Prices | None, tokens_in: int, tokens_out: int) -> float | None:
     return None if prices is None else prices.cost(tokens_in, tokens_out)
 
 
+def _add(total: float | None, value: float | None) -> float | None:
+    """A sum over the priced lines only: None while none is priced."""
+    return total if value is None else (total or 0.0) + value
+
+
 def summarise(lines: Sequence[PlanLine]) -> dict[str, Any]:
-    """The `--json` shape of `dutchbook plan`: totals, by model and by arm."""
+    """The `--json` shape of `dutchbook plan`: totals, by model and by arm.
+
+    Costs are sums over the lines whose prices are known (`priced_models` and
+    `batch_priced_models` say which models they cover); None where no line is priced.
+    """
 
     def fold(key: str) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for line in lines:
             name = getattr(line, key)
             acc = out.setdefault(
-                name, {"queries": 0, "shared": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": None}
+                name,
+                {
+                    "queries": 0,
+                    "shared": 0,
+                    "tokens_in": 0,
+                    "tokens_out": 0,
+                    "cost_usd": None,
+                    "batch_cost_usd": None,
+                },
             )
+            if key == "model":
+                acc["dispatch"] = line.dispatch
             acc["queries"] += line.queries
             acc["shared"] += line.shared
             acc["tokens_in"] += line.tokens_in
             acc["tokens_out"] += line.tokens_out
-            if line.cost_usd is not None:
-                acc["cost_usd"] = (acc["cost_usd"] or 0.0) + line.cost_usd
+            acc["cost_usd"] = _add(acc["cost_usd"], line.cost_usd)
+            acc["batch_cost_usd"] = _add(acc["batch_cost_usd"], line.batch_cost_usd)
         return out
 
-    costs = [line.cost_usd for line in lines if line.cost_usd is not None]
-    costs_max = [line.cost_usd_max for line in lines if line.cost_usd_max is not None]
+    def total(field: str) -> float | None:
+        acc: float | None = None
+        for line in lines:
+            acc = _add(acc, getattr(line, field))
+        return acc
+
     return {
         "total": {
             "queries": sum(line.queries for line in lines),
             "shared": sum(line.shared for line in lines),
             "tokens_in": sum(line.tokens_in for line in lines),
             "tokens_out": sum(line.tokens_out for line in lines),
-            "cost_usd": sum(costs) if costs else None,
-            "cost_usd_max": sum(costs_max) if costs_max else None,
+            "cost_usd": total("cost_usd"),
+            "cost_usd_max": total("cost_usd_max"),
+            "batch_cost_usd": total("batch_cost_usd"),
+            "batch_cost_usd_max": total("batch_cost_usd_max"),
             "priced_models": sorted({line.model for line in lines if line.cost_usd is not None}),
+            "batch_priced_models": sorted(
+                {line.model for line in lines if line.batch_cost_usd is not None}
+            ),
             "approximate_arms": sorted({line.arm for line in lines if line.approximate}),
             # How each model's input tokens were counted: "exact: ..." or "rough: ...".
             "tokens_in_method": {line.model: line.tokens_method for line in lines},

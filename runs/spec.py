@@ -346,7 +346,12 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
 
 
 def _check_price_provenance(entry: Mapping[str, Any], path: Path, where: str) -> None:
-    """`price_date` a real calendar date written YYYY-MM-DD; `price_source` one short line."""
+    """Batch prices in pairs; `price_date` a real calendar date written YYYY-MM-DD;
+    `price_source` one short line (an address first if it is a URL)."""
+    batch = [k for k in ("batch_price_in", "batch_price_out") if k in entry]
+    if len(batch) == 1:  # half a price would be priced as free: refuse it
+        other = "batch_price_out" if batch == ["batch_price_in"] else "batch_price_in"
+        raise SpecError(path, where + other, f"required with {batch[0]}: {_MODEL_KEYS[other][1]}")
     day = entry.get("price_date")
     if day is not None:
         try:
@@ -360,9 +365,11 @@ def _check_price_provenance(entry: Mapping[str, Any], path: Path, where: str) ->
         return
     if not source.strip() or len(source) > SOURCE_MAX or "\n" in source or "\r" in source:
         raise SpecError(path, where + "price_source", _MODEL_KEYS["price_source"][1])
-    url = urlsplit(source) if source.startswith(("http://", "https://")) else None
-    if url is not None and (" " in source or "." not in (url.hostname or "")):
-        raise SpecError(path, where + "price_source", f"a URL with a host, not {source!r}")
+    # A source may cite more than one page ("URL (live); batch per URL"): the first word of
+    # one that starts with a scheme must be an address with a host.
+    address = source.split()[0] if source.startswith(("http://", "https://")) else None
+    if address is not None and "." not in (urlsplit(address).hostname or ""):
+        raise SpecError(path, where + "price_source", f"a URL with a host, not {address!r}")
 
 
 def _parse_arms(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -17,7 +17,8 @@ from runs.units import UnitSource
 
 
 def _money(value: float | None) -> str:
-    return "—" if value is None else f"${value:,.2f}"
+    """A cost, or "no price" where the spec gives none (a cost is never guessed)."""
+    return "no price" if value is None else f"${value:,.2f}"
 
 
 def plan(
@@ -35,26 +36,33 @@ def plan(
     if as_json:
         typer.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
         return
-    console = Console()
+    _print_tables(Console(), spec.name, summary)
+
+
+def _print_tables(console: Console, name: str, summary: dict[str, Any]) -> None:
+    """The by-model and by-arm tables, live and batch cost side by side, then the totals."""
     shared = summary["total"]["shared"] > 0
     for key, title in (("by_model", "model"), ("by_arm", "arm")):
-        table = Table(title=f"{spec.name}: queries by {title}")
-        columns = [title, "queries", "tokens in", "tokens out (typical)", "cost (typical)"]
+        table = Table(title=f"{name}: queries by {title}")
+        columns = [title, "queries", "tokens in", "tokens out (typical)", "live cost", "batch cost"]
+        if key == "by_model":
+            columns.insert(1, "dispatch")
         if shared:
-            columns.insert(2, "reused")
+            columns.insert(columns.index("queries") + 1, "reused")
         for col in columns:
-            table.add_column(col, justify="left" if col == title else "right")
-        for name, row in summary[key].items():
-            cells = [
-                name,
-                f"{row['queries']:,}",
-                f"{row['tokens_in']:,}",
-                f"{row['tokens_out']:,}",
-                _money(row["cost_usd"]),
-            ]
-            if shared:
-                cells.insert(2, f"{row['shared']:,}")
-            table.add_row(*cells)
+            table.add_column(col, justify="left" if col in (title, "dispatch") else "right")
+        for row_name, row in summary[key].items():
+            cells = {
+                title: row_name,
+                "dispatch": row.get("dispatch", ""),
+                "queries": f"{row['queries']:,}",
+                "reused": f"{row['shared']:,}",
+                "tokens in": f"{row['tokens_in']:,}",
+                "tokens out (typical)": f"{row['tokens_out']:,}",
+                "live cost": _money(row["cost_usd"]),
+                "batch cost": _money(row["batch_cost_usd"]),
+            }
+            table.add_row(*(cells[col] for col in columns))
         console.print(table)
     if shared:
         console.print(
@@ -63,12 +71,30 @@ def plan(
     total = summary["total"]
     for model, method in total["tokens_in_method"].items():
         console.print(f"tokens in for {model}: {method}", highlight=False)
-    console.print(
-        f"total: [bold]{total['queries']:,}[/] queries, ~{total['tokens_in']:,} tokens in, "
-        f"~{total['tokens_out']:,} out; cost {_money(total['cost_usd'])} typical, "
-        f"{_money(total['cost_usd_max'])} if every answer used its whole output cap"
-        + ("" if total["priced_models"] else " (no model has prices set)")
+    console.print(_total_line(total), highlight=False)
+
+
+def _total_line(total: dict[str, Any]) -> str:
+    models = len(total["tokens_in_method"])
+    line = (
+        f"total: {total['queries']:,} queries, ~{total['tokens_in']:,} tokens in, "
+        f"~{total['tokens_out']:,} out"
     )
+    if not total["priced_models"] and not total["batch_priced_models"]:
+        return line + "; no model has prices set, so no cost is shown"
+    for label, key, priced in (
+        ("live", "cost_usd", "priced_models"),
+        ("batch", "batch_cost_usd", "batch_priced_models"),
+    ):
+        count = len(total[priced])
+        if count == 0:
+            line += f"; {label}: no price"
+            continue
+        line += (
+            f"; {label} {_money(total[key])} typical, {_money(total[key + '_max'])} if every "
+            f"answer used its whole output cap ({count} of {models} models priced)"
+        )
+    return line
 
 
 def register(app: typer.Typer) -> None:
