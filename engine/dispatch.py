@@ -26,6 +26,8 @@ from typing import IO, Literal, Protocol
 
 from rich.console import Console
 
+from engine.batch_jobs import JobRecords, fold_jobs, held_ids
+from engine.batch_lane import BatchLane
 from engine.durable import is_disk_full
 from engine.http import HttpClient
 from engine.lanefile import read_lane_states, write_lane_states
@@ -39,6 +41,7 @@ from engine.retry import ANSWER_FAILURE_CAUSES, RetryPolicy
 from engine.scan import attempt_counts, failure_counts
 from engine.spend import SpendCap, dollars, recorded_spend, unpriced
 from providers.base import Adapter
+from providers.batch import BatchClient
 from providers.secrets import Secret
 from providers.types import ModelConfig
 
@@ -164,16 +167,22 @@ class DispatchSummary:
         return out
 
 
+#: A live lane or a batch lane: the dispatcher feeds and drives both the same way.
+AnyLane = Lane | BatchLane
+
+
 async def _feed(
-    lane: Lane,
+    lane: AnyLane,
     plan_path: Path,
     run_dir: Path,
     ledger: Ledger,
     queue: asyncio.Queue[PlanItem | None],
     batch_rows: int,
     has_history: bool,
+    held: frozenset[str] = frozenset(),
 ) -> None:
-    """Stream the plan into one lane's queue, skipping accepted rows; `None` marks the end."""
+    """Stream the plan into one lane's queue, skipping accepted rows and rows `held` by a
+    live batch job (`engine.batch_jobs`); `None` marks the end."""
     name = lane.config.name
     offset = 0
     try:
@@ -196,6 +205,8 @@ async def _feed(
                         failure_counts, run_dir, ids, ANSWER_FAILURE_CAUSES
                     )
                 for item in plan_items(frame, prior, failed):
+                    if item.request_id in held:
+                        continue
                     await queue.put(item)
                     if lane.halted:
                         break
@@ -215,11 +226,12 @@ async def _feed(
 
 
 async def _run_lane(
-    lane: Lane, plan_path: Path, run_dir: Path, ledger: Ledger, batch_rows: int, has_history: bool
+    lane: AnyLane, plan_path: Path, run_dir: Path, ledger: Ledger, batch_rows: int,
+    has_history: bool, held: frozenset[str] = frozenset(),
 ) -> None:
     queue: asyncio.Queue[PlanItem | None] = asyncio.Queue(maxsize=2 * lane.workers + 16)
     feeder = asyncio.create_task(
-        _feed(lane, plan_path, run_dir, ledger, queue, batch_rows, has_history)
+        _feed(lane, plan_path, run_dir, ledger, queue, batch_rows, has_history, held)
     )
     try:
         await lane.run(queue)
@@ -238,7 +250,7 @@ class _Compactor:
     """Folds the journal into shards every `every_n` results or `every_s` seconds."""
 
     def __init__(
-        self, ledger: Ledger, lanes: list[Lane], every_s: float, every_n: int, log: EngineLog
+        self, ledger: Ledger, lanes: list[AnyLane], every_s: float, every_n: int, log: EngineLog
     ) -> None:
         self.ledger, self.lanes, self.every_s, self.every_n = ledger, lanes, every_s, every_n
         self.log = log
@@ -292,14 +304,17 @@ def _write_lane_states(run_dir: Path, lanes: list[LaneStats]) -> None:
 
 
 def _secrets_of(
-    extra: Iterable[str], adapters: Mapping[str, Adapter]
+    extra: Iterable[str], adapters: Mapping[str, Adapter],
+    clients: Mapping[str, BatchClient] | None = None,
 ) -> Callable[[], list[str | Secret]]:
-    """What the log masks at each event: `extra`, and the credentials each adapter declares
-    now (`Adapter.secrets`: an OAuth token or AWS session token issued mid-run included)."""
+    """What the log masks at each event: `extra`, and the credentials each adapter and batch
+    client declares now (`secrets()`: an OAuth token or AWS session token issued mid-run
+    included)."""
     fixed: list[str | Secret] = list(extra)
+    holders: list[Adapter | BatchClient] = [*adapters.values(), *(clients or {}).values()]
 
     def current() -> list[str | Secret]:
-        return fixed + [s for adapter in adapters.values() for s in adapter.secrets()]
+        return fixed + [s for holder in holders for s in holder.secrets()]
 
     return current
 
@@ -338,6 +353,8 @@ async def dispatch(
     fsync: bool = False,
     budget_usd: float | None = None,
     outage: OutagePolicy | None = None,
+    batch_clients: Mapping[str, BatchClient] | None = None,
+    batch_poll_s: float | None = None,
 ) -> DispatchSummary:
     """Ask every unaccepted plan row of the configured models; see the module docstring.
 
@@ -346,19 +363,21 @@ async def dispatch(
     set, stops every lane from starting new attempts; attempts in flight are finished and
     recorded. `budget_usd` is a running spend cap over the reported usage of priced models,
     this run's and the ledger's earlier attempts alike (`engine.spend`): once the next attempt
-    could pass it, no lane starts another. Raises `engine.ledger.LedgerBusy` if another
-    process is writing this run. (Long only by its keyword options; the work is in `_Run`.)
+    could pass it, no lane starts another. Models with `dispatch = "batch"` are asked through
+    jobs (`engine.batch_lane.BatchLane`) with the client of `batch_clients` of their name,
+    polled every `batch_poll_s` (default `engine.batch_lane.poll_interval`); they need an
+    adapter only to fall back live. Raises `engine.ledger.LedgerBusy` if another process is
+    writing this run. (Long only by its keyword options; the work is in `_Run`.)
     """
     plan_path, run_dir = Path(plan_path), Path(run_dir)
     policy = policy or RetryPolicy(
         max_attempts=max_attempts, max_answer_failures=min(max_answer_failures, max_attempts)
     )
-    missing = [name for name in models if name not in adapters]
-    if missing:
-        raise ValueError(f"no adapter for model(s): {', '.join(sorted(missing))}")
+    clients = dict(batch_clients or {})
+    _check_lanes(models, adapters, clients)
     t0 = time.monotonic()
     console = sys.stderr if log_console == "stderr" else log_console  # bound at call time
-    log = EngineLog(run_dir, console=console, secrets=_secrets_of(secrets, adapters))
+    log = EngineLog(run_dir, console=console, secrets=_secrets_of(secrets, adapters, clients))
     counts = plan_counts(plan_path)
     ledger = Ledger.open(run_dir, fsync=fsync)
     summary = DispatchSummary(
@@ -375,12 +394,24 @@ async def dispatch(
     try:
         spend = await _spend_cap(run, models, budget_usd, summary)
         async with HttpClient() as http:
-            lanes = [
-                Lane(
+
+            def live(name: str) -> Lane:
+                return Lane(
                     models[name], adapters[name], ledger, http, log, parser=parser,
                     policy=policy, stop_event=stop_event, spend=spend, outage=outage,
                     run_dir=run_dir,
                 )
+
+            records = JobRecords(run_dir)
+            lanes: list[AnyLane] = [
+                BatchLane(
+                    models[name], clients[name], ledger, http, log, run_dir=run_dir,
+                    plan_path=plan_path, records=records, parser=parser, policy=policy,
+                    stop_event=stop_event, poll_s=batch_poll_s,
+                    fallback=live(name) if models[name].batch_fallback_live else None,
+                )
+                if models[name].dispatch == "batch"
+                else live(name)
                 for name in models
                 if counts.get(name, 0) > 0
             ]
@@ -388,6 +419,27 @@ async def dispatch(
     finally:
         run.close(summary, t0)
     return summary
+
+
+def _check_lanes(
+    models: Mapping[str, ModelConfig], adapters: Mapping[str, Adapter],
+    clients: Mapping[str, BatchClient],
+) -> None:
+    """Every model has what its lane needs: an adapter to ask live (a batch model only when
+    it may fall back live), a batch client to ask in jobs."""
+    for name, config in models.items():
+        if config.dispatch not in ("live", "batch"):
+            raise ValueError(f"{name}: dispatch must be 'live' or 'batch', not {config.dispatch!r}")
+    batch = {n for n, c in models.items() if c.dispatch == "batch"}
+    need_adapter = [
+        n for n, c in models.items() if n not in batch or c.batch_fallback_live
+    ]
+    missing = [name for name in need_adapter if name not in adapters]
+    if missing:
+        raise ValueError(f"no adapter for model(s): {', '.join(sorted(missing))}")
+    no_client = sorted(batch - set(clients))
+    if no_client:
+        raise ValueError(f"no batch client for model(s): {', '.join(no_client)}")
 
 
 @dataclass
@@ -404,10 +456,12 @@ class _Run:
     compact_every: tuple[float, int]
 
     async def drive(
-        self, lanes: list[Lane], counts: Mapping[str, int], summary: DispatchSummary, parser: str
+        self, lanes: list[AnyLane], counts: Mapping[str, int], summary: DispatchSummary,
+        parser: str,
     ) -> int:
         """Run every lane to its end beside compaction and the progress refresh; a lane that
         crashed is marked stopped with the error. Returns how many compactions ran."""
+        held = await asyncio.to_thread(self._held, lanes)
         for lane in lanes:
             lane.stats.planned = counts[lane.config.name]
             summary.lanes[lane.config.name] = lane.stats
@@ -432,7 +486,7 @@ class _Run:
                 *(
                     _run_lane(
                         lane, self.plan_path, self.run_dir, self.ledger, self.batch_rows,
-                        self.has_history,
+                        self.has_history, held.get(lane.config.name, frozenset()),
                     )
                     for lane in lanes
                 ),
@@ -450,6 +504,20 @@ class _Run:
                 lane.stats.message = f"internal error: {type(outcome).__name__}: {outcome}"
                 self.log.error("lane_crashed", model=lane.config.name, error=repr(outcome))
         return compactor.count
+
+    def _held(self, lanes: list[AnyLane]) -> dict[str, frozenset[str]]:
+        """Per model, the requests a batch job not yet collected holds: never asked by the
+        feeder (a model switched from batch to live on resume leaves them to that job)."""
+        jobs = fold_jobs(self.run_dir)
+        held = {ln.config.name: frozenset(held_ids(jobs, ln.config.name)) for ln in lanes}
+        for lane in lanes:
+            ids = held[lane.config.name]
+            if ids and isinstance(lane, Lane):
+                self.log.warning(
+                    "held_by_batch_jobs", model=lane.config.name, requests=len(ids),
+                    hint="asked when the model is dispatched as batch again",
+                )
+        return held
 
     def close(self, summary: DispatchSummary, t0: float) -> None:
         """Close the ledger, write the lanes' last states, log the summary, close the log."""

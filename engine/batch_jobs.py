@@ -1,0 +1,270 @@
+"""`batches/jobs.jsonl`: every batch job of a run, one line per step, so a kill loses none.
+
+A batch job (issue 13) is in the provider's hands for hours, far longer than one process may
+live, and paying for its lines twice is the failure to avoid. So each step is written down
+here before the next one is taken, one JSON line per step, appended and fsync'd (a job has
+a handful of steps, so the flush costs nothing that matters):
+
+- `planned`: the job's key (`job_key`, its name at the provider), model, provider, and the
+  attempt number each request it carries will have: written BEFORE the input is uploaded;
+- `uploaded`: the input's reference (`input_ref`), once the upload returned;
+- `created`: the provider's job id, as soon as the create (or a `find` after a crash) said it;
+- `status`: the job's state whenever it changed (`JobState` fields);
+- `collected`: every line of the ended job is in the ledger; the job holds nothing more.
+
+`fold_jobs` reads the lines back (a line torn by a kill is skipped: the step it named is then
+redone, which every step allows) into each job's current state. A job not yet collected is
+*live*: its requests are never put into another job (`held_ids`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from engine.durable import DiskFull, fsync_dir, is_disk_full, read_record_lines
+from providers.batch import FINAL, JobState, JobStatus
+
+#: The job records of a run, relative to the run folder.
+JOBS_FILE = Path("batches") / "jobs.jsonl"
+
+PLANNED, UPLOADED, CREATED, STATUS, COLLECTED = (
+    "planned", "uploaded", "created", "status", "collected",
+)
+
+
+def new_job_key(model: str) -> str:
+    """A fresh job name: lowercase letters, digits and dashes, at most 48 characters, so it
+    is a valid file name, Bedrock job name and Vertex label; random so that two run folders
+    sharing a provider account never find each other's jobs."""
+    slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")[:28] or "model"
+    return f"db-{slug}-{secrets.token_hex(6)}"
+
+
+@dataclass
+class BatchJob:
+    """One job's state, folded from its record lines."""
+
+    job_key: str
+    model: str
+    provider: str
+    #: Request id -> the attempt number its line in this job has.
+    requests: dict[str, int]
+    planned_at: str = ""
+    input_ref: str | None = None
+    job_id: str | None = None
+    status: JobStatus | None = None
+    provider_status: str = ""
+    total: int | None = None
+    completed: int | None = None
+    failed: int | None = None
+    output_ref: str | None = None
+    error_ref: str | None = None
+    detail: str = ""
+    collected: bool = False
+    #: What collecting wrote (lines answered, failed, absent), once collected.
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def live(self) -> bool:
+        """Holds its requests: not collected (a job ended but unread still holds them)."""
+        return not self.collected
+
+    @property
+    def ended(self) -> bool:
+        return self.status in FINAL
+
+    @property
+    def step(self) -> str:
+        """Where the job stands: the last step taken."""
+        if self.collected:
+            return COLLECTED
+        if self.job_id is not None:
+            return CREATED
+        if self.input_ref is not None:
+            return UPLOADED
+        return PLANNED
+
+    def state(self) -> JobState | None:
+        """The provider's last word on the job, as a `JobState`, once it was created."""
+        if self.job_id is None or self.status is None:
+            return None
+        return JobState(
+            job_id=self.job_id, status=self.status, provider_status=self.provider_status,
+            total=self.total, completed=self.completed, failed=self.failed,
+            output_ref=self.output_ref, error_ref=self.error_ref, detail=self.detail,
+        )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class JobRecords:
+    """The writer of `batches/jobs.jsonl` (one per dispatch; lanes share it)."""
+
+    def __init__(self, run_dir: Path | str) -> None:
+        self.path = Path(run_dir) / JOBS_FILE
+
+    def _append(self, record: dict[str, Any]) -> None:
+        """One line, one `os.write` on an append-only descriptor, fsync'd: a kill leaves at
+        most a torn last line; a full disk raises `DiskFull` (the step is then not taken)."""
+        record = {"at": _now(), **record}
+        data = orjson.dumps(record) + b"\n"
+        try:
+            fresh = not self.path.exists()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                if os.fstat(fd).st_size and not _ends_with_newline(fd):
+                    data = b"\n" + data  # never glue a line onto one torn by a kill
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if fresh:
+                fsync_dir(self.path.parent)
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise DiskFull(self.path, exc) from exc
+            raise
+
+    def planned(self, job: BatchJob) -> None:
+        self._append({
+            "event": PLANNED, "job_key": job.job_key, "model": job.model,
+            "provider": job.provider, "requests": job.requests,
+        })
+
+    def uploaded(self, job: BatchJob, input_ref: str) -> None:
+        job.input_ref = input_ref
+        self._append({"event": UPLOADED, "job_key": job.job_key, "input_ref": input_ref})
+
+    def created(self, job: BatchJob, state: JobState) -> None:
+        _apply_state(job, state)
+        self._append({"event": CREATED, "job_key": job.job_key, **_state_fields(state)})
+
+    def status(self, job: BatchJob, state: JobState) -> None:
+        _apply_state(job, state)
+        self._append({"event": STATUS, "job_key": job.job_key, **_state_fields(state)})
+
+    def collected(self, job: BatchJob, counts: Mapping[str, int]) -> None:
+        job.collected, job.counts = True, dict(counts)
+        self._append({"event": COLLECTED, "job_key": job.job_key, "counts": dict(counts)})
+
+
+def _ends_with_newline(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    return size == 0 or os.pread(fd, 1, size - 1) == b"\n"
+
+
+def _state_fields(state: JobState) -> dict[str, Any]:
+    return {
+        "job_id": state.job_id, "status": state.status.value,
+        "provider_status": state.provider_status, "total": state.total,
+        "completed": state.completed, "failed": state.failed,
+        "output_ref": state.output_ref, "error_ref": state.error_ref, "detail": state.detail,
+    }
+
+
+def _apply_state(job: BatchJob, state: JobState) -> None:
+    job.job_id, job.status, job.provider_status = state.job_id, state.status, state.provider_status
+    job.total, job.completed, job.failed = state.total, state.completed, state.failed
+    job.output_ref, job.error_ref, job.detail = state.output_ref, state.error_ref, state.detail
+
+
+def fold_jobs(run_dir: Path | str) -> dict[str, BatchJob]:
+    """Every job of the run by key, in planning order, each in its latest state."""
+    lines = read_record_lines(Path(run_dir) / JOBS_FILE)
+    jobs: dict[str, BatchJob] = {}
+    for record in lines:
+        event, key = record.get("event"), record.get("job_key")
+        if event == PLANNED and isinstance(key, str):
+            jobs[key] = BatchJob(
+                job_key=key, model=str(record["model"]), provider=str(record["provider"]),
+                requests={str(k): int(v) for k, v in record["requests"].items()},
+                planned_at=str(record.get("at", "")),
+            )
+            continue
+        job = jobs.get(key) if isinstance(key, str) else None
+        if job is None:
+            continue
+        if event == UPLOADED:
+            job.input_ref = str(record["input_ref"])
+        elif event in (CREATED, STATUS):
+            _apply_state(job, _state_of(record))
+        elif event == COLLECTED:
+            job.collected = True
+            job.counts = {str(k): int(v) for k, v in (record.get("counts") or {}).items()}
+    return jobs
+
+
+def _state_of(record: Mapping[str, Any]) -> JobState:
+    return JobState(
+        job_id=str(record["job_id"]), status=JobStatus(record["status"]),
+        provider_status=str(record.get("provider_status") or ""),
+        total=record.get("total"), completed=record.get("completed"),
+        failed=record.get("failed"), output_ref=record.get("output_ref"),
+        error_ref=record.get("error_ref"), detail=str(record.get("detail") or ""),
+    )
+
+
+def held_ids(jobs: Mapping[str, BatchJob], model: str | None = None) -> set[str]:
+    """Request ids carried by a live job (of `model`, when given): not to be asked again."""
+    return {
+        rid
+        for job in jobs.values()
+        if job.live and (model is None or job.model == model)
+        for rid in job.requests
+    }
+
+
+#: How `dutchbook status` groups jobs: by where they stand.
+STATUS_GROUPS = ("queued", "running", "done", "expired", "failed", "collecting")
+
+
+def status_group(job: BatchJob) -> str:
+    """The job's group in `dutchbook status` (a collected job by how it ended)."""
+    status = job.status
+    if status is None or status in (JobStatus.VALIDATING, JobStatus.QUEUED):
+        return "queued"
+    if status in (JobStatus.RUNNING, JobStatus.FINALIZING):
+        return "running"
+    if not job.collected:
+        return "collecting"
+    if status in (JobStatus.DONE, JobStatus.PARTIAL):
+        return "done"
+    if status is JobStatus.EXPIRED:
+        return "expired"
+    return "failed"
+
+
+def jobs_summary(run_dir: Path | str) -> dict[str, dict[str, dict[str, int]]]:
+    """Per model, per group (`STATUS_GROUPS`): how many jobs and how many lines they carry."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for job in fold_jobs(run_dir).values():
+        groups = out.setdefault(job.model, {g: {"jobs": 0, "lines": 0} for g in STATUS_GROUPS})
+        group = groups[status_group(job)]
+        group["jobs"] += 1
+        group["lines"] += len(job.requests)
+    return out
+
+
+__all__ = [
+    "JOBS_FILE",
+    "STATUS_GROUPS",
+    "BatchJob",
+    "JobRecords",
+    "fold_jobs",
+    "held_ids",
+    "jobs_summary",
+    "new_job_key",
+    "status_group",
+]

@@ -1,0 +1,606 @@
+"""One batch model's lane: its pending queries sent as jobs, exactly once across kills.
+
+A model with `dispatch = "batch"` (issue 13) gets a `BatchLane` instead of a `Lane`. It takes
+the same plan items (the dispatcher's feeder skips what is accepted), cuts them into jobs by
+the client's `BatchLimits`, and takes each job through its steps, writing each one down in
+`batches/jobs.jsonl` (`engine.batch_jobs`) before taking the next:
+
+    planned -> upload -> uploaded -> create (or find, after a crash) -> created -> poll ...
+    -> results -> every line journalled through the ledger -> collected
+
+Each result line becomes one attempt exactly as a live reply would (`engine.settle.settle`:
+the same parser, the same outcomes, the same answer-failure budget), numbered after the
+request's earlier attempts. A request the job ran no line for (an expired job's unfinished
+lines, a failed job) becomes a failed attempt too (`TIMEOUT` for an expired job, else
+`PROVIDER_ERROR`), so it counts as a retry by its cause, and goes into the next job, or to a
+live lane when the model allows it (`batch_fallback_live`).
+
+On resume, jobs not yet collected are taken up where their records stop (upload again under
+the same key; `find` before `create`; poll; collect only the lines not yet in the ledger),
+and their requests are never put into another job meanwhile. Control-plane failures (rate
+limits, 5xx, connection errors) are waited out; an auth or request error stops the lane with
+one line, like a live lane's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+import polars as pl
+
+from engine.batch_jobs import BatchJob, JobRecords, fold_jobs, held_ids, new_job_key
+from engine.durable import DiskFull
+from engine.http import HttpClient
+from engine.lanes import Lane, LaneState, LaneStats, LedgerWriter
+from engine.logs import EngineLog
+from engine.plan import PLAN_COLUMNS, PlanItem, plan_items
+from engine.retry import (
+    ANSWER_FAILURE_CAUSES,
+    ANSWER_FAILURES,
+    DUPLICATE,
+    PERMANENT,
+    AnswerRetry,
+    RetryPolicy,
+)
+from engine.scan import attempt_counts, failure_counts, scan_attempts
+from engine.settle import Sent, settle
+from providers.batch import (
+    FINAL,
+    BatchClient,
+    BatchError,
+    BatchLimits,
+    Fetch,
+    JobState,
+    JobStatus,
+    LineResult,
+)
+from providers.secrets import redact
+from providers.types import ChatRequest, Completion, Failure, HttpRequest, ModelConfig, Outcome
+
+#: Seconds between polls of a job, unless the dispatch says otherwise (the simulator's
+#: compressed time wants a fraction of a second; a real provider's jobs take hours).
+POLL_ENV = "DUTCHBOOK_BATCH_POLL_S"
+DEFAULT_POLL_S = 30.0
+#: Polls slow down by this factor per unchanged poll, up to this many times the first wait.
+POLL_GROWTH, POLL_MAX_FACTOR = 1.5, 10.0
+
+T = TypeVar("T")
+
+
+def poll_interval(explicit: float | None = None) -> float:
+    """The first wait between polls: the dispatch's, else `DUTCHBOOK_BATCH_POLL_S`, else 30 s."""
+    if explicit is not None:
+        return explicit
+    value = os.environ.get(POLL_ENV)
+    return float(value) if value else DEFAULT_POLL_S
+
+
+class _Halted(Exception):
+    """The lane halted (stop, pause, disk full) while a job step waited."""
+
+
+@dataclass
+class _Entry:
+    """One request in this lane's hands: its plan row, its answer budget, its tries so far."""
+
+    item: PlanItem
+    answers: AnswerRetry
+    tries: int = 0
+    #: The answer-failure rule stopped it (a repeat at temperature 0, or its budget spent).
+    stopped: bool = False
+
+
+def absent_failure(state: JobState | None, job: BatchJob) -> Failure:
+    """The failed attempt of a request its ended job ran no line for."""
+    jid = job.job_id or job.job_key
+    status = state.status if state is not None else None
+    said = f": {state.detail}" if state is not None and state.detail else ""
+    if status is JobStatus.EXPIRED:
+        return Failure(Outcome.TIMEOUT, f"batch job {jid} expired before this line ran{said}")
+    if status is JobStatus.FAILED:
+        return Failure(Outcome.PROVIDER_ERROR, f"batch job {jid} failed{said}")
+    if status is JobStatus.CANCELLED:
+        return Failure(Outcome.PROVIDER_ERROR, f"batch job {jid} was cancelled{said}")
+    word = status.value if status is not None else "unknown"
+    return Failure(
+        Outcome.PROVIDER_ERROR, f"batch job {jid} ended ({word}) with no line for this request"
+    )
+
+
+class BatchLane:
+    """Dispatches one batch model's plan items as jobs (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        client: BatchClient,
+        ledger: LedgerWriter,
+        http: HttpClient,
+        log: EngineLog,
+        *,
+        run_dir: Path,
+        plan_path: Path,
+        records: JobRecords,
+        parser: str = "strict",
+        policy: RetryPolicy | None = None,
+        stop_event: asyncio.Event | None = None,
+        poll_s: float | None = None,
+        fallback: Lane | None = None,
+    ) -> None:
+        self.config, self.client, self.ledger, self.http, self.log = (
+            config, client, ledger, http, log,
+        )
+        self.run_dir, self.plan_path, self.records = run_dir, plan_path, records
+        self.parser = parser
+        self.policy = policy or RetryPolicy()
+        self.stop_event = stop_event
+        self.poll_s = poll_interval(poll_s)
+        self.limits: BatchLimits = client.limits
+        self.stats = LaneStats(model=config.name, provider=client.provider)
+        self.stats.cap = self.limits.max_jobs_in_flight
+        #: A live lane for lines a job could not answer, when the model allows it.
+        self.fallback = fallback
+        if fallback is not None:
+            fallback.stats = self.stats  # one lane in the summary, whichever way it asked
+        self.results = 0  # finished attempts, read by the dispatcher's compaction trigger
+        #: Jobs of this lane by key, and the requests that live jobs hold (never re-sent).
+        self.jobs: dict[str, BatchJob] = {}
+        self.held: set[str] = set()
+        self._reached = False
+        self._fetch: Fetch = self._send
+
+    # -- state (as `engine.lanes.Lane`'s) ------------------------------------------------
+
+    workers = 1  # the dispatcher's queue length for this lane; jobs bound the rest
+
+    @property
+    def halted(self) -> bool:
+        if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED, LaneState.CANCELLED):
+            return True
+        if self.stop_event is not None and self.stop_event.is_set():
+            self.stats.state, self.stats.message = LaneState.CANCELLED, "stop requested"
+            return True
+        if self.ledger.disk_full is not None:
+            self.stats.state, self.stats.message = LaneState.STOPPED, str(self.ledger.disk_full)
+            return True
+        return False
+
+    def _halt(self, state: LaneState, message: str) -> None:
+        if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED):
+            return
+        self.stats.state, self.stats.message = state, message
+        self.log.error(f"lane_{state.value}", model=self.config.name, reason=message)
+
+    async def _sleep(self, seconds: float, tick: float = 0.25) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.halted and (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, tick))
+
+    async def _send(self, request: HttpRequest) -> tuple[int, Mapping[str, str], bytes] | Failure:
+        return await self.http.fetch(request, self.config.timeout_s)
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self.client.secrets())
+
+    # -- running -------------------------------------------------------------------------
+
+    async def run(self, queue: asyncio.Queue[PlanItem | None]) -> None:
+        """Send `queue`'s items (ended by a `None`) as jobs, after re-attaching to live ones."""
+        self.stats.state, self.stats.started = LaneState.RUNNING, time.monotonic()
+        self.log.info("lane_started", model=self.config.name, provider=self.client.provider,
+                      dispatch="batch", max_lines=self.limits.max_lines,
+                      max_jobs_in_flight=self.limits.max_jobs_in_flight)
+        live_queue: asyncio.Queue[PlanItem | None] = asyncio.Queue()
+        live_task = (
+            asyncio.create_task(self.fallback.run(live_queue)) if self.fallback else None
+        )
+        try:
+            await self._drive(queue, live_queue)
+        finally:
+            if live_task is not None:
+                live_queue.put_nowait(None)
+                await asyncio.gather(live_task, return_exceptions=True)
+            self.stats.finished = time.monotonic()
+            self.stats.in_flight = 0
+            if self.stats.state in (LaneState.RUNNING, LaneState.PROBING):
+                self.stats.state = LaneState.DONE
+            self.log.info("lane_finished", model=self.config.name, state=self.stats.state.value,
+                          accepted=self.stats.accepted, attempts=self.stats.attempts,
+                          retries=dict(self.stats.retries.by_cause), message=self.stats.message)
+
+    async def _drive(
+        self, queue: asyncio.Queue[PlanItem | None], live: asyncio.Queue[PlanItem | None]
+    ) -> None:
+        """The lane's one loop: keep up to `max_jobs_in_flight` jobs going, each cut from the
+        buffer when it is full (or the plan is read to its end), until nothing is left."""
+        tasks: set[asyncio.Task[list[_Entry]]] = set()
+        for job, entries in await self._resumable():
+            tasks.add(asyncio.create_task(self._job(job, entries, lines=None)))
+        buffer: deque[tuple[_Entry, bytes]] = deque()
+        getter: asyncio.Task[PlanItem | None] | None = None
+        feeding = True
+        try:
+            while not self.halted:
+                while len(tasks) < self.limits.max_jobs_in_flight and self._ready(buffer, feeding):
+                    tasks.add(self._start(self._cut(buffer)))
+                if not feeding and not tasks and len(buffer) < self.limits.min_lines:
+                    self._leftover(buffer, live)
+                    return
+                if feeding and getter is None and len(buffer) < self.limits.max_lines:
+                    getter = asyncio.create_task(queue.get())
+                waits: set[asyncio.Future[object]] = {*tasks}  # type: ignore[arg-type]
+                if getter is not None:
+                    waits.add(getter)  # type: ignore[arg-type]
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if getter is not None and getter in done:
+                    item, getter = getter.result(), None
+                    if item is None:
+                        feeding = False
+                    else:
+                        self._take(item, buffer)
+                for job_task in [t for t in tasks if t in done]:
+                    tasks.discard(job_task)
+                    for entry in job_task.result():
+                        self._requeue(entry, buffer, live)
+        finally:
+            if getter is not None:
+                getter.cancel()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _ready(self, buffer: deque[tuple[_Entry, bytes]], feeding: bool) -> bool:
+        """A job can be cut now: the buffer is full, or the plan is read and it holds enough."""
+        if not buffer:
+            return False
+        if len(buffer) >= self.limits.max_lines or self._bytes(buffer) >= self.limits.max_bytes:
+            return True
+        return not feeding and len(buffer) >= self.limits.min_lines
+
+    @staticmethod
+    def _bytes(buffer: deque[tuple[_Entry, bytes]]) -> int:
+        return sum(len(line) + 1 for _, line in buffer)
+
+    def _cut(self, buffer: deque[tuple[_Entry, bytes]]) -> list[tuple[_Entry, bytes]]:
+        """The next job's lines: from the front, within the line and byte limits."""
+        out: list[tuple[_Entry, bytes]] = []
+        size = 0
+        while buffer and len(out) < self.limits.max_lines:
+            line = buffer[0][1]
+            if out and size + len(line) + 1 > self.limits.max_bytes:
+                break
+            out.append(buffer.popleft())
+            size += len(line) + 1
+        return out
+
+    def _take(self, item: PlanItem, buffer: deque[tuple[_Entry, bytes]]) -> None:
+        """A fresh plan item into the buffer, unless a live job holds it or its budget is spent."""
+        if item.request_id in self.held:
+            return  # a job from an earlier run carries it: its result comes from there
+        entry = self._entry(item)
+        if entry.answers.spent:  # earlier runs spent this request's answer budget
+            self.stats.retries.exhausted += 1
+            return
+        buffer.append((entry, self._line(entry)))
+
+    def _entry(self, item: PlanItem) -> _Entry:
+        """A request's entry, its answer budget carried on from earlier runs (as live)."""
+        return _Entry(item, AnswerRetry(
+            base_seed=item.seed if item.seed is not None else self.config.seed,
+            base_cap=self.config.max_tokens, temperature=self.config.temperature,
+            budget=self.policy.max_answer_failures, failures=item.prior_answer_failures,
+        ))
+
+    def _line(self, entry: _Entry) -> bytes:
+        item, answers = entry.item, entry.answers
+        chat = ChatRequest(item.request_id, item.system, item.user, answers.seed,
+                           tuple(item.keys), answers.cap)
+        return self.client.line(chat)
+
+    def _requeue(
+        self, entry: _Entry, buffer: deque[tuple[_Entry, bytes]],
+        live: asyncio.Queue[PlanItem | None],
+    ) -> None:
+        """A line to ask again: live when allowed, else at the front of the next job."""
+        if self.fallback is not None:
+            self._to_live(entry, live)
+        else:
+            buffer.appendleft((entry, self._line(entry)))
+
+    def _to_live(self, entry: _Entry, live: asyncio.Queue[PlanItem | None]) -> None:
+        entry.item.prior_answer_failures = entry.answers.failures
+        live.put_nowait(entry.item)
+
+    def _leftover(
+        self, buffer: deque[tuple[_Entry, bytes]], live: asyncio.Queue[PlanItem | None]
+    ) -> None:
+        """Fewer lines than the provider's smallest job: live when allowed, else they wait."""
+        if not buffer:
+            return
+        if self.fallback is not None:
+            for entry, _ in buffer:
+                self._to_live(entry, live)
+            return
+        self.stats.message = (
+            f"{len(buffer)} queries wait: fewer than {self.client.provider}'s minimum of "
+            f"{self.limits.min_lines} lines per job (batch_fallback = \"live\" would ask them live)"
+        )
+        self.log.warning("batch_leftover", model=self.config.name, lines=len(buffer),
+                         min_lines=self.limits.min_lines)
+
+    # -- one job -------------------------------------------------------------------------
+
+    def _start(self, lines: list[tuple[_Entry, bytes]]) -> asyncio.Task[list[_Entry]]:
+        """Plan a job over `lines` (recorded before anything is sent) and start its task."""
+        requests = {entry.item.request_id: entry.item.prior_attempts + 1 for entry, _ in lines}
+        clash = self.held.intersection(requests)
+        if clash:  # cannot happen by construction; never send a held request twice
+            raise RuntimeError(f"requests already held by a live job: {sorted(clash)[:3]}")
+        job = BatchJob(new_job_key(self.config.name), self.config.name, self.client.provider,
+                       requests, planned_at=datetime.now(UTC).isoformat())
+        self.records.planned(job)
+        self.jobs[job.job_key] = job
+        self.held.update(requests)
+        entries = {entry.item.request_id: entry for entry, _ in lines}
+        payload = [line for _, line in lines]
+        return asyncio.create_task(self._job(job, entries, lines=payload))
+
+    async def _job(
+        self, job: BatchJob, entries: dict[str, _Entry], lines: list[bytes] | None
+    ) -> list[_Entry]:
+        """Take one job from wherever its records stop to collected; returns the entries to
+        ask again. Returns nothing when the lane halts meanwhile (the job stays live)."""
+        self.stats.in_flight += len(job.requests)
+        try:
+            if job.input_ref is None:
+                if lines is None:  # a resumed job planned but not uploaded: same lines again
+                    lines = [self._line(entries[rid]) for rid in job.requests if rid in entries]
+                payload = lines
+                ref = await self._call("upload", lambda: self.client.upload(
+                    self._fetch, job.job_key, payload))
+                self.records.uploaded(job, ref)
+            state = job.state()
+            if state is None:
+                state = await self._create(job)
+            state = await self._until_final(job, state)
+            found = await self._call("results", lambda: self.client.results(self._fetch, state))
+            return self._collect(job, state, found, entries)
+        except (_Halted, DiskFull):
+            return []
+        finally:
+            self.stats.in_flight -= len(job.requests)
+
+    async def _create(self, job: BatchJob) -> JobState:
+        """The job's id: `find` first (a crash may have lost a create's reply), else create."""
+        assert job.input_ref is not None
+        ref = job.input_ref
+        state = await self._call("find", lambda: self.client.find(self._fetch, job.job_key))
+        if state is None:
+            state = await self._call("create", lambda: self.client.create(
+                self._fetch, job.job_key, ref))
+        state = replace(state, detail=self._redact(state.detail))
+        self.records.created(job, state)
+        self.log.info("batch_job_created", model=self.config.name, job_key=job.job_key,
+                      job_id=state.job_id, lines=len(job.requests))
+        return state
+
+    async def _until_final(self, job: BatchJob, state: JobState) -> JobState:
+        """Poll until the job ends, slowing down while nothing changes; records each change."""
+        wait = self.poll_s
+        while state.status not in FINAL:
+            await self._sleep(wait)
+            if self.halted:
+                raise _Halted
+            new = await self._call(
+                "poll", lambda jid=state.job_id: self.client.poll(self._fetch, jid)  # type: ignore[misc]
+            )
+            new = replace(new, detail=self._redact(new.detail))
+            if (new.status, new.completed, new.failed) != (state.status, state.completed,
+                                                            state.failed):
+                self.records.status(job, new)
+                wait = self.poll_s
+            else:
+                wait = min(wait * POLL_GROWTH, self.poll_s * POLL_MAX_FACTOR)
+            state = new
+        return state
+
+    async def _call(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        """One control-plane call, retried while the failure is transient (rate limit, 5xx,
+        connection); an auth or request error stops the lane with one line."""
+        tries = 0
+        while True:
+            if self.halted:
+                raise _Halted
+            try:
+                result = await call()
+            except BatchError as exc:
+                tries += 1
+                await self._control_failed(what, exc.failure, tries)
+                continue
+            self._reached = True
+            return result
+
+    async def _control_failed(self, what: str, failure: Failure, tries: int) -> None:
+        name, provider = self.config.name, self.client.provider
+        detail = self._redact(failure.detail)
+        status = f"HTTP {failure.http_status}" if failure.http_status else "no status"
+        if failure.outcome in PERMANENT or (failure.unreachable and not self._reached):
+            self._halt(LaneState.STOPPED, f"{name} ({provider}): batch {what} failed "
+                       f"({failure.outcome.value}, {status}): {detail}")
+            raise _Halted
+        if failure.quota_exhausted:
+            self._halt(LaneState.PAUSED, f"{name} ({provider}): batch quota exhausted, lane "
+                       f"paused until a later resume: {detail}")
+            raise _Halted
+        wait = self.policy.delay(min(tries, 10), failure.retry_after_s)
+        self.log.warning("batch_call_retry", model=name, call=what,
+                         outcome=failure.outcome.value, http_status=failure.http_status,
+                         detail=detail, tries=tries, wait_s=round(wait, 3))
+        await self._sleep(wait)
+
+    # -- collecting ----------------------------------------------------------------------
+
+    def _collect(
+        self, job: BatchJob, state: JobState, found: Sequence[LineResult],
+        entries: dict[str, _Entry],
+    ) -> list[_Entry]:
+        """Journal every line of an ended job not yet in the ledger, mark it collected, and
+        return the entries to ask again (failed, retryable, attempts left).
+
+        A line is already in the ledger when its request has an accepted attempt, or an
+        attempt of the job's number that is not `interrupted` (a kill between the two
+        journal lines of a line: the answer is then written as the next attempt, so it is
+        neither lost nor paid for again).
+        """
+        results: dict[str, Completion | Failure] = {}
+        for line in found:
+            if line.request_id in job.requests:
+                results.setdefault(line.request_id, line.result)
+        recorded = _recorded(self.run_dir, list(job.requests))
+        started = datetime.fromisoformat(job.planned_at) if job.planned_at else datetime.now(UTC)
+        elapsed_ms = (datetime.now(UTC) - started).total_seconds() * 1000.0
+        counts = {"answered": 0, "failed": 0, "absent": 0, "already": 0}
+        again: list[_Entry] = []
+        for rid, attempt in job.requests.items():
+            entry = entries.get(rid)
+            if entry is None:  # not in the plan any more (a changed plan): nothing to write
+                continue
+            outcomes = recorded.get(rid, {})
+            failure: Failure | None
+            if Outcome.OK.value in outcomes.values() or outcomes.get(
+                attempt, Outcome.INTERRUPTED.value
+            ) != Outcome.INTERRUPTED.value:
+                counts["already"] += 1
+                entry.item.prior_attempts = max(outcomes)
+                failure = (
+                    None if Outcome.OK.value in outcomes.values()
+                    else _as_failure(outcomes[attempt])
+                )
+            else:
+                number = max(attempt, max(outcomes, default=0) + 1)
+                counts["answered" if rid in results else "absent"] += 1
+                notes = tuple(n for n in (entry.answers.note(), f"batch job {job.job_id}") if n)
+                sent = Sent(self.config.name, self.client.provider, number, started, elapsed_ms,
+                            notes=notes)
+                failure = self._settle(entry, results.get(rid) or absent_failure(state, job),
+                                       sent)
+                counts["failed"] += failure is not None
+            if failure is not None and self._again(entry, failure):
+                again.append(entry)
+        self.records.collected(job, counts)
+        self.held.difference_update(job.requests)
+        self.log.info("batch_job_collected", model=self.config.name, job_key=job.job_key,
+                      job_id=job.job_id, status=state.status.value, **counts)
+        return again
+
+    def _settle(self, entry: _Entry, result: Completion | Failure, sent: Sent) -> Failure | None:
+        """Journal one line as an attempt (dispatch line, then result line, as live) and
+        account for it; the failure, if any."""
+        item = entry.item
+        self.ledger.record_dispatch(item.request_id, sent.attempt, sent.model, sent.provider,
+                                    sent.started)
+        record, response, failure = settle(item, result, sent, self.parser)
+        if failure is not None and failure.outcome in ANSWER_FAILURES:
+            stopped = entry.answers.failed(failure.outcome, failure.raw_text, sent.attempt)
+            if stopped:
+                record = replace(record, detail=f"{record.detail} [gave up: {stopped}]")
+                entry.stopped = True
+                self.log.warning("answer_retries_stopped", model=self.config.name,
+                                 request_id=item.request_id, reason=stopped)
+        accepted = self.ledger.record_result(record, response)
+        item.prior_attempts = sent.attempt
+        entry.tries += 1
+        self.results += 1
+        self.stats.attempts += 1
+        self.stats.outcomes[record.outcome] += 1
+        if failure is not None:
+            self.stats.retries.count(failure.outcome)
+            return failure
+        if accepted:
+            self.stats.accepted += 1
+        else:
+            self.stats.retries.count(DUPLICATE)
+        return None
+
+    def _again(self, entry: _Entry, failure: Failure) -> bool:
+        """Whether a failed request is asked again in this dispatch (as `Lane._ask` decides:
+        a permanent failure or a stopped answer gives up; max_attempts exhausts)."""
+        if entry.stopped and entry.answers.spent:
+            self.stats.retries.exhausted += 1
+            return False
+        if not failure.retryable or failure.quota_exhausted or entry.stopped:
+            self.stats.gave_up += 1
+            return False
+        if entry.tries >= self.policy.max_attempts:
+            self.stats.retries.exhausted += 1
+            return False
+        return True
+
+    # -- resume --------------------------------------------------------------------------
+
+    async def _resumable(self) -> list[tuple[BatchJob, dict[str, _Entry]]]:
+        """This model's live jobs from earlier runs, with the plan items they carry."""
+        jobs = await asyncio.to_thread(fold_jobs, self.run_dir)
+        mine = {k: j for k, j in jobs.items() if j.model == self.config.name and j.live}
+        self.jobs.update(mine)
+        self.held = held_ids(mine)
+        if not mine:
+            return []
+        items = await asyncio.to_thread(
+            _read_items, self.plan_path, self.config.name, self.run_dir, sorted(self.held)
+        )
+        entries = {item.request_id: self._entry(item) for item in items}
+        self.log.info("batch_jobs_resumed", model=self.config.name, jobs=len(mine),
+                      lines=len(self.held))
+        return [
+            (job, {rid: entries[rid] for rid in job.requests if rid in entries})
+            for job in mine.values()
+        ]
+
+
+def _read_items(plan_path: Path, model: str, run_dir: Path, ids: list[str]) -> list[PlanItem]:
+    """The plan rows of `ids` as work items, with their attempts and answer failures so far."""
+    frame = (
+        pl.scan_parquet(plan_path)
+        .select(*PLAN_COLUMNS)
+        .filter((pl.col("model") == model) & pl.col("request_id").is_in(ids))
+        .collect()
+    )
+    prior = attempt_counts(run_dir, ids)
+    failed = failure_counts(run_dir, ids, ANSWER_FAILURE_CAUSES)
+    return plan_items(frame, prior, failed)
+
+
+def _recorded(run_dir: Path, ids: list[str]) -> dict[str, dict[int, str]]:
+    """The attempts the ledger already has of `ids`: request -> attempt -> outcome."""
+    if not ids:
+        return {}
+    frame = (
+        scan_attempts(run_dir, ["request_id", "attempt", "outcome"])
+        .filter(pl.col("request_id").is_in(ids))
+        .collect()
+    )
+    out: dict[str, dict[int, str]] = {}
+    for rid, attempt, outcome in frame.iter_rows():
+        out.setdefault(rid, {})[int(attempt)] = str(outcome)
+    return out
+
+
+def _as_failure(outcome: str) -> Failure:
+    """A failure standing for an attempt already in the ledger (for the retry decision)."""
+    try:
+        kind = Outcome(outcome)
+    except ValueError:
+        kind = Outcome.PROVIDER_ERROR
+    return Failure(kind, "recorded before a restart")
+
+
+__all__ = ["BatchLane", "absent_failure", "poll_interval"]

@@ -1,0 +1,222 @@
+"""Batch dispatch (issue 13), engine side, against a FAKE batch provider (tests/engine/
+batch_fake.py): jobs cut by the limits, every line an attempt through the ledger, failed and
+expired lines retried by cause in the next job, and exactly once across a stop at every step
+boundary of a job (before and after upload, create, find, poll, results, and in the middle
+of collecting), each followed by a resume."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+import engine.batch_lane as batch_lane
+from engine.audit import audit
+from engine.batch_jobs import COLLECTED, JOBS_FILE, PLANNED, fold_jobs, jobs_summary
+from engine.dispatch import DispatchSummary, dispatch
+from engine.durable import read_record_lines
+from engine.retry import RetryPolicy
+from engine.scan import scan_attempts, scan_responses
+from providers.types import ModelConfig
+from tests.engine.batch_fake import FakeBatch, Killed
+
+MODEL = "fake-batch"
+POLICY = RetryPolicy(max_attempts=6, base_s=0.001, cap_s=0.002)
+
+
+def _config(**kw: Any) -> ModelConfig:
+    return ModelConfig(name=MODEL, provider="sim", model="m", dispatch="batch", **kw)
+
+
+async def _run(plan: Path, run_dir: Path, fake: FakeBatch) -> DispatchSummary:
+    return await dispatch(
+        plan, run_dir, {MODEL: _config()}, {}, batch_clients={MODEL: fake},
+        policy=POLICY, batch_poll_s=0.001, log_console=None,
+    )
+
+
+def _check_exactly_once(run_dir: Path, fake: FakeBatch, ids: set[str]) -> None:
+    responses = scan_responses(run_dir, ["request_id"]).collect()["request_id"].to_list()
+    assert sorted(responses) == sorted(ids), "every query accepted exactly once"
+    # Paid once: no request's answer was produced by the provider twice.
+    assert max(fake.answered.values()) == 1
+    assert set(fake.answered) == ids
+    # No job created twice under one key (a crash between create and its record).
+    keys = [job.key for job in fake.jobs.values()]
+    assert len(keys) == len(set(keys))
+    # Attempts numbered 1..n without a gap, per request.
+    attempts = scan_attempts(run_dir, ["request_id", "attempt"]).collect()
+    numbers = attempts.group_by("request_id").agg(pl.col("attempt").sort())
+    for rid, got in numbers.iter_rows():
+        assert got == list(range(1, len(got) + 1)), rid
+    # No request in two live jobs, ever: replay the records in order.
+    live: dict[str, set[str]] = {}
+    for record in read_record_lines(run_dir / JOBS_FILE):
+        if record["event"] == PLANNED:
+            carried = set(record["requests"])
+            for other in live.values():
+                assert not carried & other
+            live[record["job_key"]] = carried
+        elif record["event"] == COLLECTED:
+            live.pop(record["job_key"], None)
+    assert not live, "every job collected at the end"
+
+
+def _most_live(run_dir: Path) -> int:
+    live, most = 0, 0
+    for record in read_record_lines(run_dir / JOBS_FILE):
+        live += {PLANNED: 1, COLLECTED: -1}.get(record["event"], 0)
+        most = max(most, live)
+    return most
+
+
+async def test_batch_faults_become_retries_by_cause(tmp_path: Path, kit: Any) -> None:
+    rows = kit.plan_rows(MODEL, 150)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(faults={1: "expire", 2: "fail", 3: "error_lines", 4: "garbage"},
+                     transient={2, 7, 11})
+    summary = await _run(plan, run_dir, fake)
+    assert summary.complete, summary.lines()
+    ids = {r["request_id"] for r in rows}
+    _check_exactly_once(run_dir, fake, ids)
+    # Jobs by the limits: at most 40 lines each (the first three full), at most 3 in flight.
+    jobs = list(fold_jobs(run_dir).values())
+    assert [len(j.requests) for j in jobs[:3]] == [40, 40, 40]
+    assert max(len(j.requests) for j in jobs) == 40
+    assert _most_live(run_dir) == 3
+    # Every failed line is a retry attempt under the cause the fault makes it.
+    report = audit(run_dir)
+    causes = report.totals.retries_by_cause
+    assert causes.get("timeout", 0) == fake.injected["expired_lines"] == 20
+    assert causes.get("provider_error", 0) == 40 + fake.injected["error_lines"]
+    assert causes.get("invalid_response", 0) == fake.injected["garbage_lines"]
+    assert report.totals.retry_attempts == sum(causes.values())
+    assert summary.retry_attempts == report.totals.retry_attempts
+    assert fake.injected["control_rate_limit"] == 3  # waited out, not recorded as attempts
+    # The ledger says which job each answer came from.
+    detail = scan_attempts(run_dir, ["detail"]).collect()["detail"].to_list()
+    assert all("batch job job-" in d for d in detail)
+    groups = jobs_summary(run_dir)[MODEL]
+    assert groups["expired"] == {"jobs": 1, "lines": 40}
+    assert groups["failed"] == {"jobs": 1, "lines": 40}
+    assert groups["done"]["lines"] == sum(len(j.requests) for j in fold_jobs(run_dir).values()) - 80
+
+
+STEPS = [
+    ("upload", 1, "before"), ("upload", 1, "after"), ("upload", 2, "after"),
+    ("create", 1, "before"), ("create", 1, "after"), ("create", 3, "after"),
+    ("find", 2, "before"), ("poll", 1, "after"), ("poll", 4, "before"),
+    ("results", 1, "before"), ("results", 1, "after"), ("results", 2, "after"),
+]
+
+
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: f"{s[0]}{s[1]}-{s[2]}")
+async def test_stop_at_each_step_then_resume_is_exactly_once(
+    tmp_path: Path, kit: Any, step: tuple[str, int, str]
+) -> None:
+    rows = kit.plan_rows(MODEL, 100)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(faults={2: "expire", 3: "error_lines"}, kill_at=step)
+    first = await _run(plan, run_dir, fake)
+    assert not first.complete
+    assert "Killed" in first.lanes[MODEL].message
+    second = await _run(plan, run_dir, fake)
+    assert second.complete, second.lines()
+    _check_exactly_once(run_dir, fake, {r["request_id"] for r in rows})
+
+
+@pytest.mark.parametrize("nth", [1, 17, 39])
+async def test_stop_in_the_middle_of_collecting(
+    tmp_path: Path, kit: Any, monkeypatch: pytest.MonkeyPatch, nth: int
+) -> None:
+    """Killed between a line's dispatch and result lines: the lines written are not written
+    again, the torn one is recorded interrupted and its answer kept as the next attempt."""
+    rows = kit.plan_rows(MODEL, 60)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(faults={1: "error_lines"})
+    real = batch_lane.settle
+    calls = Counter[str]()
+
+    def dying(*args: Any, **kw: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == nth:
+            raise Killed("mid-collection")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(batch_lane, "settle", dying)
+    first = await _run(plan, run_dir, fake)
+    assert not first.complete
+    monkeypatch.setattr(batch_lane, "settle", real)
+    second = await _run(plan, run_dir, fake)
+    assert second.complete, second.lines()
+    _check_exactly_once(run_dir, fake, {r["request_id"] for r in rows})
+    outcomes = scan_attempts(run_dir, ["outcome"]).collect()["outcome"].to_list()
+    assert outcomes.count("interrupted") == 1
+    assert second.interrupted_recovered == 1
+
+
+async def test_auth_error_on_upload_stops_the_lane_with_one_line(
+    tmp_path: Path, kit: Any
+) -> None:
+    from providers.batch import BatchError
+    from providers.types import Failure, Outcome
+
+    class Refused(FakeBatch):
+        async def upload(self, fetch: Any, job_key: str, lines: Any) -> str:
+            raise BatchError(Failure(Outcome.AUTH_ERROR, "invalid api key", http_status=401))
+
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 10))
+    summary = await _run(plan, tmp_path / "run", Refused())
+    lane = summary.lanes[MODEL]
+    assert lane.state.value == "stopped"
+    assert "batch upload failed (auth_error, HTTP 401): invalid api key" in lane.message
+    assert summary.attempts == 0
+
+
+async def test_fallback_live_asks_failed_lines_live(tmp_path: Path, kit: Any, sim: Any) -> None:
+    """`batch_fallback_live`: a failed job's lines are asked live (the simulator), each the
+    request's next attempt; nothing goes into a second job."""
+    rows = kit.plan_rows(MODEL, 60)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    live_config, adapter = kit.sim_model(MODEL, sim.root_url)
+    config = replace(live_config, dispatch="batch", batch_fallback_live=True)
+    fake = FakeBatch(faults={1: "fail"})
+    summary = await dispatch(
+        plan, run_dir, {MODEL: config}, {MODEL: adapter}, batch_clients={MODEL: fake},
+        policy=POLICY, batch_poll_s=0.001, log_console=None,
+    )
+    assert summary.complete, summary.lines()
+    assert len(fake.jobs) == 2  # 40 + 20 lines; the failed job's 40 went live
+    attempts = scan_attempts(run_dir, ["request_id", "attempt", "provider", "outcome"]).collect()
+    live = attempts.filter(pl.col("provider") == "openai")
+    assert live.height == 40 and set(live["attempt"].to_list()) == {2}
+    assert set(live["outcome"].to_list()) == {"ok"}
+    failed = attempts.filter(pl.col("outcome") == "provider_error")
+    assert failed.height == 40 and set(failed["attempt"].to_list()) == {1}
+
+
+async def test_live_lane_skips_requests_a_live_job_holds(
+    tmp_path: Path, kit: Any, sim: Any
+) -> None:
+    """A model switched from batch to live on resume leaves the requests of its uncollected
+    jobs to those jobs (asking them live too could pay twice)."""
+    rows = kit.plan_rows(MODEL, 50)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    await _run(plan, run_dir, FakeBatch(kill_at=("poll", 1, "before")))
+    held = {rid for j in fold_jobs(run_dir).values() if j.live for rid in j.requests}
+    assert len(held) >= 40  # the first job (40 lines) at least, not collected
+    config, adapter = kit.sim_model(MODEL, sim.root_url)
+    summary = await dispatch(plan, run_dir, {MODEL: config}, {MODEL: adapter},
+                             policy=POLICY, log_console=None)
+    asked = set(scan_attempts(run_dir, ["request_id"]).collect()["request_id"].to_list())
+    assert summary.unaccepted == len(held) and not asked & held
+    assert len(asked) == 50 - len(held)
