@@ -15,6 +15,9 @@ from runs.planner import estimate, summarise
 from runs.spec import SpecError, load_spec
 from runs.units import UnitSource
 
+#: Columns the tables get when printed to a file or a pipe (eight columns of figures).
+PIPE_WIDTH = 130
+
 
 def _money(value: float | None) -> str:
     """A cost, or "no price" where the spec gives none (a cost is never guessed)."""
@@ -36,7 +39,10 @@ def plan(
     if as_json:
         typer.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
         return
-    _print_tables(Console(), spec.name, summary)
+    console = Console()
+    if not console.is_terminal:  # a file or a pipe has no width: don't squeeze the figures
+        console = Console(width=max(console.width, PIPE_WIDTH))
+    _print_tables(console, spec.name, summary)
 
 
 def _print_tables(console: Console, name: str, summary: dict[str, Any]) -> None:
@@ -50,7 +56,11 @@ def _print_tables(console: Console, name: str, summary: dict[str, Any]) -> None:
         if shared:
             columns.insert(columns.index("queries") + 1, "reused")
         for col in columns:
-            table.add_column(col, justify="left" if col in (title, "dispatch") else "right")
+            # Names and modes are never wrapped; on a narrow screen figures fold, never cut.
+            text = col in (title, "dispatch")
+            table.add_column(
+                col, justify="left" if text else "right", no_wrap=text, overflow="fold"
+            )
         for row_name, row in summary[key].items():
             cells = {
                 title: row_name,

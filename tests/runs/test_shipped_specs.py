@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import orjson
@@ -49,6 +50,46 @@ def test_the_paper_spec_plans_the_papers_total(paper: dict[str, object]) -> None
     # linked and dispersed questions are all asked already by two-asset and horizon/2
     assert by_arm["linked"]["shared"] == by_arm["dispersed"]["shared"] == 44 * 100 * 5  # type: ignore[index]
     assert total["approximate_arms"] == ["headline"]  # type: ignore[index]  # no headlines shipped
+
+
+PRICE_KEYS = ("price_in", "price_out", "batch_price_in", "batch_price_out")
+
+
+def test_every_price_in_the_paper_spec_carries_its_date_and_source() -> None:
+    raw = tomllib.loads((SPECS / "paper.toml").read_text(encoding="utf-8"))
+    priced = [m for m in raw["models"] if any(k in m for k in PRICE_KEYS)]
+    assert priced, "the paper spec enters at least the prices it could find"
+    for model in priced:
+        assert model.get("price_date") and model.get("price_source"), model["name"]
+    # load_spec checks the date is a real YYYY-MM-DD date and the source a line with a host
+    spec = load_spec(SPECS / "paper.toml")
+    for model in spec.models:
+        has_price = model.price_in_per_mtok is not None or model.batch_price_in_per_mtok is not None
+        assert has_price == (model.price_date is not None), model.name
+
+
+def test_the_paper_plan_prices_the_workhorse_at_its_spec_prices(paper: dict[str, object]) -> None:
+    spec = load_spec(SPECS / "paper.toml")
+    work = spec.model(WORKHORSE)
+    row = paper["by_model"][WORKHORSE]  # type: ignore[index]
+    assert work.price_in_per_mtok is not None and work.price_out_per_mtok is not None
+    assert work.batch_price_in_per_mtok is not None and work.batch_price_out_per_mtok is not None
+    live = (
+        row["tokens_in"] * work.price_in_per_mtok + row["tokens_out"] * work.price_out_per_mtok
+    ) / 1e6
+    batch = (
+        row["tokens_in"] * work.batch_price_in_per_mtok
+        + row["tokens_out"] * work.batch_price_out_per_mtok
+    ) / 1e6
+    assert row["cost_usd"] == pytest.approx(live, rel=1e-12)
+    assert row["batch_cost_usd"] == pytest.approx(batch, rel=1e-12)
+    unpriced = {m.name for m in spec.models if m.price_in_per_mtok is None}
+    for name in unpriced:  # no price entered, no cost shown
+        assert paper["by_model"][name]["cost_usd"] is None, name  # type: ignore[index]
+    total = paper["total"]
+    assert total["batch_priced_models"] == sorted(  # type: ignore[index]
+        m.name for m in spec.models if m.batch_price_in_per_mtok is not None
+    )
 
 
 def test_the_comment_account_adds_up_to_the_same_total() -> None:
