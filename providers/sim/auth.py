@@ -47,6 +47,25 @@ def bearer_auth(key: str, missing: str, wrong: str) -> Authenticator:
     return check
 
 
+AZURE_DENIED = (
+    "Access denied due to invalid subscription key or wrong API endpoint. Make sure to "
+    "provide a valid key for an active subscription and use a correct regional API endpoint "
+    "for your resource."
+)
+
+
+def azure_key_auth(key: str) -> Authenticator:
+    """Azure OpenAI's: the `api-key` header, or an Entra ID token as a bearer."""
+
+    def check(request: web.Request, body: bytes) -> None:
+        del body
+        given = request.headers.get("api-key") or bearer_token(request)
+        if not same_secret(given, key):
+            raise BadRequest(AZURE_DENIED, status=401, kind="auth")
+
+    return check
+
+
 def sigv4_or_key_auth(creds: SimCredentials) -> Authenticator:
     """Bedrock's: a Bedrock API key as a bearer token, or a SigV4 signature by the
     configured AWS keys (verified from the specification, session token included)."""

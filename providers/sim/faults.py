@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypeVar
 
 from providers.types import Outcome
 
@@ -34,6 +35,36 @@ class FaultKind(StrEnum):
 
 ALL_KINDS: tuple[FaultKind, ...] = tuple(FaultKind)
 
+
+class BatchFaultKind(StrEnum):
+    """One way a batch job (issue 13) can go wrong, drawn apart from the live faults.
+
+    Job faults are drawn once per created job, line faults once per line the job runs; the
+    live kinds that make sense inside a result line (`LINE_KINDS`) are drawn with them at
+    their live rates, so a `flaky` rehearsal in batch mode sees the same kinds of trouble.
+    """
+
+    EXPIRE = "batch_expire"  # the job expires with only part of its lines done
+    INVALID = "batch_invalid"  # the job fails validation: no line runs
+    CREATE_DELAY = "batch_create_delay"  # creating the job waits `batch_create_delay_s` first
+    LINE_ERROR = "batch_line_error"  # a line in the error file with an `error` object, no reply
+
+
+JOB_KINDS: tuple[BatchFaultKind, ...] = (
+    BatchFaultKind.EXPIRE, BatchFaultKind.INVALID, BatchFaultKind.CREATE_DELAY
+)
+#: Live faults a batch result line can carry: a non-2xx reply in the error file, or a 200
+#: whose body says refusal, truncation or no routing. Transport faults (resets, slowness,
+#: torn bodies) have no meaning inside a downloaded file.
+LINE_KINDS: tuple[FaultKind, ...] = (
+    FaultKind.RATE_LIMIT,
+    FaultKind.RATE_LIMIT_BARE,
+    FaultKind.SERVER_ERROR,
+    FaultKind.REFUSAL,
+    FaultKind.OUTPUT_CAP,
+    FaultKind.MISSING_ROUTING,
+)
+
 #: How a client should classify each injected fault: the simulator's promise, which the
 #: adapter tests hold every provider's parser to (a provider whose wire lacks a signal, such
 #: as a refusal on Groq, is the test's own exception to make).
@@ -49,6 +80,11 @@ INTENDED_OUTCOME: dict[FaultKind, Outcome] = {
     FaultKind.OUTPUT_CAP: Outcome.TRUNCATED,
     FaultKind.MISSING_ROUTING: Outcome.MISSING_ROUTING_METADATA,
 }
+#: The batch faults a client records as a failed attempt of one line (the others act on a
+#: whole job: its lines come back absent, and the engine counts them from its job record).
+BATCH_INTENDED_OUTCOME: dict[BatchFaultKind, Outcome] = {
+    BatchFaultKind.LINE_ERROR: Outcome.PROVIDER_ERROR,
+}
 
 
 @dataclass(frozen=True)
@@ -58,13 +94,25 @@ class FaultProfile:
     name: str
     rates: dict[FaultKind, float] = field(default_factory=dict)
     slow_delay_s: float = 5.0
+    #: Per-job (`JOB_KINDS`) and per-line (`batch_line_error`) batch fault rates.
+    batch_rates: dict[BatchFaultKind, float] = field(default_factory=dict)
+    #: Compressed time: a batch job's whole life (validating, running, finalizing), seconds.
+    batch_seconds: float = 2.0
+    batch_create_delay_s: float = 2.0
 
     def __post_init__(self) -> None:
         total = sum(self.rates.values())
         if any(r < 0 for r in self.rates.values()) or total > 1.0 + 1e-12:
             raise ValueError(f"fault rates must be >= 0 and sum to <= 1, got {total:.4f}")
-        if self.slow_delay_s < 0:
-            raise ValueError("slow_delay_s must be >= 0")
+        job_total = sum(self.batch_rates.get(k, 0.0) for k in JOB_KINDS)
+        line_total = self.batch_rates.get(BatchFaultKind.LINE_ERROR, 0.0) + sum(
+            self.rates.get(k, 0.0) for k in LINE_KINDS
+        )
+        negative = any(r < 0 for r in self.batch_rates.values())
+        if negative or max(job_total, line_total) > 1.0 + 1e-12:
+            raise ValueError("batch fault rates must be >= 0 and sum to <= 1 per job and per line")
+        if min(self.slow_delay_s, self.batch_seconds, self.batch_create_delay_s) < 0:
+            raise ValueError("slow_delay_s, batch_seconds and batch_create_delay_s must be >= 0")
 
 
 PROFILES: dict[str, FaultProfile] = {
@@ -136,6 +184,10 @@ def expected_failures(counts: Mapping[str, int]) -> dict[str, int]:
         n = counts.get(f"fault.{kind.value}", 0)
         if n:
             out[outcome.value] = out.get(outcome.value, 0) + n
+    for batch_kind, outcome in BATCH_INTENDED_OUTCOME.items():
+        n = counts.get(f"fault.{batch_kind.value}", 0)
+        if n:
+            out[outcome.value] = out.get(outcome.value, 0) + n
     for key, outcome in _LIMIT_OUTCOMES.items():
         n = counts.get(key, 0)
         if n:
@@ -143,70 +195,117 @@ def expected_failures(counts: Mapping[str, int]) -> dict[str, int]:
     return out
 
 
+#: Settings (not rates) an explicit profile may give, as `name=seconds`.
+_SETTINGS = ("slow_delay_s", "batch_seconds", "batch_create_delay_s")
+
+
 def parse_faults(spec: str | FaultProfile) -> FaultProfile:
     """A profile by name (`none`, `light`, `flaky`, `hostile`) or explicit `kind=rate,...`.
 
     Explicit form: `rate_limit=0.05,server_error=0.02,slow_delay_s=0.5`; a named profile may
-    lead (`flaky,slow=0.1`) and later entries override it. Unknown names fail loudly,
-    listing what is known, because a typo would otherwise rehearse nothing.
+    lead (`flaky,slow=0.1`) and later entries override it. Batch kinds (`batch_expire=0.2`)
+    and settings (`batch_seconds=3`, `batch_create_delay_s=5`) mix in the same list. Unknown
+    names fail loudly, listing what is known, because a typo would otherwise rehearse nothing.
     """
     if isinstance(spec, FaultProfile):
         return spec
-    text = spec.strip()
-    if not text:
-        return PROFILES["none"]
     rates: dict[FaultKind, float] = {}
-    delay = 5.0
+    batch_rates: dict[BatchFaultKind, float] = {}
+    settings: dict[str, float] = {"slow_delay_s": 5.0}
     name_parts: list[str] = []
-    for raw in text.split(","):
+    for raw in spec.split(","):
         item = raw.strip()
         if not item:
             continue
-        if "=" not in item:
-            if item not in PROFILES:
-                raise ValueError(
-                    f"unknown fault profile {item!r}; known: {', '.join(PROFILES)}"
-                    " or explicit kind=rate pairs"
-                )
-            base = PROFILES[item]
-            rates.update(base.rates)
-            delay = base.slow_delay_s
-            name_parts.append(item)
-            continue
-        key, _, value = item.partition("=")
-        key = key.strip()
-        try:
-            number = float(value)
-        except ValueError:
-            raise ValueError(f"fault rate for {key!r} is not a number: {value!r}") from None
-        if key == "slow_delay_s":
-            delay = number
-        else:
-            try:
-                kind = FaultKind(key)
-            except ValueError:
-                known = ", ".join(k.value for k in ALL_KINDS)
-                raise ValueError(f"unknown fault kind {key!r}; known: {known}") from None
-            rates[kind] = number
         name_parts.append(item)
-    return FaultProfile(",".join(name_parts) or "none", rates, delay)
+        if "=" not in item:
+            base = _named_profile(item)
+            rates.update(base.rates)
+            batch_rates.update(base.batch_rates)
+            settings["slow_delay_s"] = base.slow_delay_s
+            continue
+        key, number = _pair(item)
+        if key in _SETTINGS:
+            settings[key] = number
+        elif key in _BATCH_NAMES:
+            batch_rates[BatchFaultKind(key)] = number
+        else:
+            rates[_live_kind(key)] = number
+    return FaultProfile(
+        ",".join(name_parts) or "none", rates, settings.pop("slow_delay_s"),
+        batch_rates=batch_rates, **settings,
+    )
+
+
+_BATCH_NAMES = frozenset(k.value for k in BatchFaultKind)
+
+
+def _named_profile(name: str) -> FaultProfile:
+    if name not in PROFILES:
+        raise ValueError(
+            f"unknown fault profile {name!r}; known: {', '.join(PROFILES)}"
+            " or explicit kind=rate pairs"
+        )
+    return PROFILES[name]
+
+
+def _pair(item: str) -> tuple[str, float]:
+    key, _, value = item.partition("=")
+    key = key.strip()
+    try:
+        return key, float(value)
+    except ValueError:
+        raise ValueError(f"fault rate for {key!r} is not a number: {value!r}") from None
+
+
+def _live_kind(key: str) -> FaultKind:
+    try:
+        return FaultKind(key)
+    except ValueError:
+        known = ", ".join([k.value for k in ALL_KINDS] + sorted(_BATCH_NAMES))
+        raise ValueError(f"unknown fault kind {key!r}; known: {known}") from None
+
+
+K = TypeVar("K", FaultKind, BatchFaultKind)
+
+
+def _pick(u: float, rates: Mapping[K, float], kinds: tuple[K, ...]) -> K | None:
+    edge = 0.0
+    for kind in kinds:
+        edge += rates.get(kind, 0.0)
+        if u < edge:
+            return kind
+    return None
 
 
 class FaultInjector:
-    """Draws at most one fault per request from a seeded stream, and counts what it drew."""
+    """Draws at most one fault per request from a seeded stream, and counts what it drew.
+
+    Batch jobs and lines draw from a second stream of the same seed, so turning batch faults
+    on leaves the live sequence of a seed exactly as it was.
+    """
 
     def __init__(self, profile: FaultProfile, seed: int = 0) -> None:
         self.profile = profile
         self._rng = random.Random(seed)
+        self._batch_rng = random.Random(f"batch:{seed}")
         self.counts: Counter[FaultKind] = Counter()
 
     def draw(self) -> FaultKind | None:
         """One uniform draw per request, so the fault sequence depends only on the seed."""
-        u = self._rng.random()
-        edge = 0.0
-        for kind in ALL_KINDS:
-            edge += self.profile.rates.get(kind, 0.0)
-            if u < edge:
-                self.counts[kind] += 1
-                return kind
-        return None
+        kind = _pick(self._rng.random(), self.profile.rates, ALL_KINDS)
+        if kind is not None:
+            self.counts[kind] += 1
+        return kind
+
+    def draw_job(self) -> BatchFaultKind | None:
+        """At most one job fault per created batch job."""
+        return _pick(self._batch_rng.random(), self.profile.batch_rates, JOB_KINDS)
+
+    def draw_line(self) -> FaultKind | BatchFaultKind | None:
+        """At most one fault per batch line: `batch_line_error` or a live `LINE_KINDS` one."""
+        u = self._batch_rng.random()
+        line_error = self.profile.batch_rates.get(BatchFaultKind.LINE_ERROR, 0.0)
+        if u < line_error:
+            return BatchFaultKind.LINE_ERROR
+        return _pick(u - line_error, self.profile.rates, LINE_KINDS)

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from providers.sim import forecasters
 from providers.sim.auth import Authenticator
+from providers.sim.batch_jobs import BatchStore
 from providers.sim.call import BadRequest, ChatCall, Finish, Reply, ServerDialect
 from providers.sim.credentials import SimCredentials
 from providers.sim.faults import FaultInjector, FaultKind
@@ -35,6 +36,11 @@ class SimState:
     token_limiter: SlidingWindowLimiter | None = None
     counts: Counter[str] = field(default_factory=Counter)
     root_url: str = ""
+    #: The OpenAI-shaped files and batch jobs (issue 13), counted in `counts`.
+    batches: BatchStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.batches = BatchStore(self.counts, self.faults)
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,33 @@ class Simulator:
             # without a refusal signal is the model's text, and fails to parse).
             counts[f"fault_by_provider.{dialect.provider}.{fault.value}"] += 1
         return await self._respond(request, dialect, call, fault, generated)
+
+    def answer_line(
+        self,
+        dialect: ServerDialect,
+        parse: Callable[[bytes], ChatCall],
+        validate: Callable[[ChatCall], None] | None,
+        body: bytes,
+        fault: FaultKind | None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One batch line through the pipeline: parse, validate, a forecaster's answer, the
+        line's fault (drawn by the job). No auth (the job's creator had it) and no rate
+        limit (batch has its own quota); transport faults have no meaning in a file."""
+        try:
+            call = parse(body)
+            if validate is not None:
+                validate(call)
+        except BadRequest as exc:
+            self.state.counts["bad_request"] += 1
+            return _parts(dialect.error(exc))
+        generated = self._generate(call)
+        if fault is FaultKind.RATE_LIMIT:
+            return _parts(dialect.rate_limited(self.state.retry_after_s))
+        if fault is FaultKind.RATE_LIMIT_BARE:
+            return _parts(dialect.rate_limited(None))
+        if fault is FaultKind.SERVER_ERROR:
+            return _parts(dialect.server_error())
+        return _parts(dialect.success(call, self._reply(dialect, fault, generated)))
 
     def _generate(self, call: ChatCall) -> Generated:
         """The forecaster's reply, capped by the request's output-token limit."""
@@ -179,6 +212,11 @@ class Simulator:
             raw = bytes(response.body) if isinstance(response.body, bytes | bytearray) else b"{}"
             return await _truncated(request, response, raw)
         return response
+
+
+def _parts(response: web.Response) -> tuple[int, dict[str, str], bytes]:
+    body = response.body if isinstance(response.body, bytes | bytearray) else b""
+    return response.status, dict(response.headers), bytes(body)
 
 
 async def _reset(request: web.Request) -> web.StreamResponse:

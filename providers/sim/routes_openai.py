@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from providers.sim.auth import bearer_auth, bearer_token, same_secret
+from providers.sim.auth import azure_key_auth, bearer_auth
 from providers.sim.call import BadRequest, ChatCall
 from providers.sim.wire_openai import (
     AzureDialect,
@@ -23,13 +23,6 @@ from providers.sim.wire_openai import (
 
 if TYPE_CHECKING:
     from providers.sim.pipeline import Simulator
-
-AZURE_DENIED = (
-    "Access denied due to invalid subscription key or wrong API endpoint. Make sure to "
-    "provide a valid key for an active subscription and use a correct regional API endpoint "
-    "for your resource."
-)
-
 
 def openai_routes(sim: Simulator) -> list[web.RouteDef]:
     creds = sim.state.credentials
@@ -43,11 +36,7 @@ def openai_routes(sim: Simulator) -> list[web.RouteDef]:
         creds.deepinfra_api_key, "Missing authorization", "Unauthorized"
     )
 
-    def azure_auth(request: web.Request, body: bytes) -> None:
-        del body
-        given = request.headers.get("api-key") or bearer_token(request)
-        if not same_secret(given, creds.azure_api_key):
-            raise BadRequest(AZURE_DENIED, status=401, kind="auth")
+    azure_auth = azure_key_auth(creds.azure_api_key)
 
     def chat(provider: str) -> Callable[[bytes], ChatCall]:
         return lambda body: parse_chat_body(provider, body)

@@ -22,6 +22,7 @@ from providers.sim.faults import FaultInjector, FaultProfile, parse_faults
 from providers.sim.oauth import TokenStore
 from providers.sim.pipeline import SimState, Simulator
 from providers.sim.ratelimit import WINDOW_S, SlidingWindowLimiter
+from providers.sim.routes_batch import batch_routes
 from providers.sim.routes_cloud import cloud_routes
 from providers.sim.routes_openai import openai_routes
 
@@ -38,13 +39,29 @@ async def _label_simulated(request: web.Request, response: web.StreamResponse) -
 
 def build_app(state: SimState) -> web.Application:
     """The aiohttp application (exposed for tests that want their own runner)."""
-    app = web.Application(client_max_size=8 * 1024 * 1024)
+    # Batch input files may be up to 200 MB (the documented limit the simulator enforces).
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.on_response_prepare.append(_label_simulated)
     sim = Simulator(state)
     # The route table lives here, not in the pipeline, so the pipeline and the routes that
     # call it import one way (routes -> pipeline).
-    app.add_routes(openai_routes(sim) + cloud_routes(sim))
+    app.add_routes(openai_routes(sim) + cloud_routes(sim) + batch_routes(sim))
+    app.add_routes([web.get(COUNTS_PATH, _live_counts(state))])
     return app
+
+
+#: The counts while the server runs (a kill-test helper watches
+#: `batch.input_files_without_batch` to find the window between upload and create).
+COUNTS_PATH = "/_sim/counts"
+MAX_BODY_BYTES = 210 * 1024 * 1024
+
+
+def _live_counts(state: SimState) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def counts(request: web.Request) -> web.Response:
+        del request
+        return web.json_response(dict(sorted(state.counts.items())))
+
+    return counts
 
 
 class _LoopThread:
