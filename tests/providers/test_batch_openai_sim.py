@@ -78,6 +78,16 @@ async def run_job(client: BatchClient, fetch: Wire, key: str,
     return state, list(await client.results(fetch, state))
 
 
+async def faulted_job(faults: str, name: str, n: int, tmp: Path, seed: int = 0
+                      ) -> tuple[JobState, list[LineResult], dict[str, int]]:
+    """One job of `n` lines through a simulator injecting `faults`, and its counts."""
+    async with await start_sim(faults=f"{QUICK},{faults}", seed=seed) as sim, \
+            aiohttp.ClientSession() as session:
+        client, _, _ = await setup(sim, name, tmp)
+        state, results = await run_job(client, Wire(session), "job", requests(n))
+        return state, results, sim.counts()
+
+
 @pytest.mark.parametrize("name", list(MODELS))
 async def test_a_job_answers_every_line_as_live_would(name: str, tmp_path: Path) -> None:
     reqs = requests(4)
@@ -128,22 +138,14 @@ async def test_a_lost_create_reply_is_found_and_nothing_runs_twice(tmp_path: Pat
 
 
 async def test_a_job_that_fails_validation_returns_no_lines(tmp_path: Path) -> None:
-    async with await start_sim(faults=f"{QUICK},batch_invalid=1.0") as sim, \
-            aiohttp.ClientSession() as session:
-        client, _, _ = await setup(sim, "deepinfra", tmp_path)
-        state, results = await run_job(client, Wire(session), "job-i", requests(3))
-        counts = sim.counts()
+    state, results, counts = await faulted_job("batch_invalid=1.0", "deepinfra", 3, tmp_path)
     assert state.status is JobStatus.FAILED and "batch_invalid" in state.detail
     assert results == [] and counts["fault.batch_invalid"] == 1
     assert counts["batch.jobs.failed"] == 1 and counts.get("batch.lines_run", 0) == 0
 
 
 async def test_an_expired_job_returns_the_lines_it_reached(tmp_path: Path) -> None:
-    async with await start_sim(faults=f"{QUICK},batch_expire=1.0") as sim, \
-            aiohttp.ClientSession() as session:
-        client, _, _ = await setup(sim, "azure", tmp_path)
-        state, results = await run_job(client, Wire(session), "job-e", requests(10))
-        counts = sim.counts()
+    state, results, counts = await faulted_job("batch_expire=1.0", "azure", 10, tmp_path)
     assert state.status is JobStatus.EXPIRED and state.error_ref is not None
     assert len(results) == 5 and all(isinstance(r.result, Completion) for r in results)
     assert counts["fault.batch_expire"] == 1 and counts["batch.lines_unrun"] == 5
@@ -151,11 +153,7 @@ async def test_an_expired_job_returns_the_lines_it_reached(tmp_path: Path) -> No
 
 
 async def test_error_lines_are_failures_of_their_request(tmp_path: Path) -> None:
-    async with await start_sim(faults=f"{QUICK},batch_line_error=1.0") as sim, \
-            aiohttp.ClientSession() as session:
-        client, _, _ = await setup(sim, "groq", tmp_path)
-        state, results = await run_job(client, Wire(session), "job-l", requests(4))
-        counts = sim.counts()
+    state, results, counts = await faulted_job("batch_line_error=1.0", "groq", 4, tmp_path)
     assert state.status is JobStatus.DONE and state.failed == 4 and state.output_ref is None
     assert {r.result.outcome for r in results if isinstance(r.result, Failure)} == {
         Outcome.PROVIDER_ERROR}
@@ -166,23 +164,15 @@ async def test_error_lines_are_failures_of_their_request(tmp_path: Path) -> None
 @pytest.mark.parametrize("kind", LINE_KINDS, ids=lambda k: k.value)
 async def test_live_faults_inside_result_lines_read_as_live(kind: object, tmp_path: Path) -> None:
     assert kind in INTENDED_OUTCOME
-    async with await start_sim(faults=f"{QUICK},{kind}=1.0") as sim, \
-            aiohttp.ClientSession() as session:
-        client, _, _ = await setup(sim, "sim", tmp_path)
-        _, results = await run_job(client, Wire(session), "job-f", requests(2))
-        counts = sim.counts()
+    _, results, counts = await faulted_job(f"{kind}=1.0", "sim", 2, tmp_path)
     outcomes = [r.result.outcome for r in results if isinstance(r.result, Failure)]
     assert outcomes == [INTENDED_OUTCOME[kind]] * 2  # type: ignore[index]
     assert counts[f"fault.{kind}"] == 2
 
 
 async def test_a_mixed_profile_reconciles_with_the_counts(tmp_path: Path) -> None:
-    faults = f"{QUICK},batch_line_error=0.1,rate_limit=0.1,server_error=0.1,output_cap=0.1"
-    async with await start_sim(faults=faults, seed=5) as sim, \
-            aiohttp.ClientSession() as session:
-        client, _, _ = await setup(sim, "sim", tmp_path)
-        _, results = await run_job(client, Wire(session), "job-m", requests(60))
-        counts = sim.counts()
+    faults = "batch_line_error=0.1,rate_limit=0.1,server_error=0.1,output_cap=0.1"
+    _, results, counts = await faulted_job(faults, "sim", 60, tmp_path, seed=5)
     seen = Counter(r.result.outcome.value for r in results if isinstance(r.result, Failure))
     assert len(results) == 60 and sum(seen.values()) > 5
     assert dict(seen) == expected_failures(counts)
