@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 _DATE_LINE = re.compile(r"^\s*[-•*|]?\s*(\d{4}-\d{2}-\d{2})\b(.*)$")
 _NUMBER = re.compile(r"(?<![\w.])[-+\u2212]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -35,6 +36,7 @@ _QUESTION_LEAD = re.compile(
     r"what probability would you assign|assign a probability|how likely|probability that",
     re.IGNORECASE,
 )
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*(?:%|percent\b)")
 _INSTRUCTION = re.compile(r"^\s*(?:return|respond|reply|answer|output)\b", re.IGNORECASE)
 
 
@@ -71,21 +73,51 @@ def _to_float(token: str) -> float:
     return float(token.replace("\u2212", "-"))
 
 
-def parse_history(user: str) -> dict[str, tuple[float, ...]]:
-    """Dated lines carry one scaled return (single asset) or two (assets A and B)."""
-    rows: list[list[float]] = []
-    for line in user.splitlines():
-        m = _DATE_LINE.match(line)
-        if not m:
-            continue
-        numbers = [_to_float(t) for t in _NUMBER.findall(m.group(2))]
-        if numbers:
-            rows.append(numbers)
+@dataclass(frozen=True, slots=True)
+class _LineFacts:
+    """What the prompt readers need to know of one line, computed once per distinct line."""
+
+    numbers: tuple[float, ...] | None  # a dated line's numbers; None if not a dated line
+    has_bin: bool
+    question_lead: bool
+    anchors: tuple[float, ...]  # percentages stated on a line that is neither data nor a bin
+
+
+@lru_cache(maxsize=1 << 14)
+def _facts(line: str) -> _LineFacts:
+    """One line read by every landmark at once, memoised: the prompts of one stock-day share
+    their history lines (60 or more dated lines asked again for every event, arm and pass),
+    and reading those lines again was most of the simulator's CPU per request (issue 9)."""
+    dated = _DATE_LINE.match(line)
+    has_bin = _BIN.search(line) is not None
+    anchors: list[float] = []
+    if dated is None and not has_bin:
+        for m in _PERCENT.finditer(line):
+            value = float(m.group(1)) / 100.0
+            if 0.0 <= value <= 1.0:
+                anchors.append(value)
+    return _LineFacts(
+        numbers=None
+        if dated is None
+        else tuple(_to_float(t) for t in _NUMBER.findall(dated.group(2))),
+        has_bin=has_bin,
+        question_lead=_QUESTION_LEAD.search(line) is not None,
+        anchors=tuple(anchors),
+    )
+
+
+def _history_of(lines: list[str]) -> dict[str, tuple[float, ...]]:
+    rows = [f.numbers for f in map(_facts, lines) if f.numbers]
     if not rows:
         return {}
     if all(len(r) >= 2 for r in rows) and len(rows) >= 2:
         return {"A": tuple(r[0] for r in rows), "B": tuple(r[1] for r in rows)}
     return {"": tuple(r[0] for r in rows)}
+
+
+def parse_history(user: str) -> dict[str, tuple[float, ...]]:
+    """Dated lines carry one scaled return (single asset) or two (assets A and B)."""
+    return _history_of(user.splitlines())
 
 
 def _bins_of(clause: str) -> frozenset[int] | None:
@@ -147,14 +179,17 @@ def _event_region(lines: list[str]) -> list[str]:
     """The lines after the last question lead (where the event wording lives)."""
     start = 0
     for i, line in enumerate(lines):
-        if _QUESTION_LEAD.search(line):
+        if _facts(line).question_lead:
             start = i
     return lines[start:]
 
 
 def parse_events(user: str, two_assets: bool) -> tuple[AskedEvent, ...]:
     """Grouped prompts list `Qnn` items; single ones ask one event under one key."""
-    lines = user.splitlines()
+    return _events_of(user, user.splitlines(), two_assets)
+
+
+def _events_of(user: str, lines: list[str], two_assets: bool) -> tuple[AskedEvent, ...]:
     region = _event_region(lines)
     grouped: list[tuple[str, list[str]]] = []
     for line in region:
@@ -178,15 +213,7 @@ def parse_events(user: str, two_assets: bool) -> tuple[AskedEvent, ...]:
 
 def parse_anchors(user: str) -> tuple[float, ...]:
     """Percentages stated outside the data lines and bin statistics (e.g. "around 70%")."""
-    anchors: list[float] = []
-    for line in user.splitlines():
-        if _DATE_LINE.match(line) or _BIN.search(line):
-            continue
-        for m in re.finditer(r"(\d+(?:\.\d+)?)\s*(?:%|percent\b)", line):
-            value = float(m.group(1)) / 100.0
-            if 0.0 <= value <= 1.0:
-                anchors.append(value)
-    return tuple(anchors)
+    return tuple(a for line in user.splitlines() for a in _facts(line).anchors)
 
 
 def statement_text(event: AskedEvent) -> str:
@@ -206,6 +233,8 @@ def statement_text(event: AskedEvent) -> str:
 
 
 def parse_prompt(user: str) -> ParsedPrompt:
-    histories = parse_history(user)
-    events = parse_events(user, two_assets="A" in histories)
-    return ParsedPrompt(histories, events, parse_anchors(user), user)
+    lines = user.splitlines()
+    histories = _history_of(lines)
+    events = _events_of(user, lines, two_assets="A" in histories)
+    anchors = tuple(a for line in lines for a in _facts(line).anchors)
+    return ParsedPrompt(histories, events, anchors, user)

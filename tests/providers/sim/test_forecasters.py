@@ -204,3 +204,21 @@ def test_family_statements_are_answered_with_their_structure() -> None:
     assert coherent["Q03"] >= coherent["Q01"]
     noisy = json.loads(answer("sim-noisy", "sys", user, 1))
     assert list(noisy) == ["Q01", "Q02", "Q03"] and noisy != coherent
+
+
+def test_memoised_line_reading_matches_a_fresh_reading() -> None:
+    """Prompts sharing lines (a stock-day's history) read the same whether their lines were
+    seen before or not: the per-line memo holds no state a later prompt could change."""
+    from providers.sim import prompts
+
+    texts = [single_prompt(d, frozenset({b})) for d in (1, 2) for b in range(4)]
+    lead = "What probability"
+    texts.append(texts[0].replace(lead, "Around 70% of analysts agree.\n" + lead))
+    warm = [parse_prompt(t) for t in texts]
+    fresh = []
+    for text in texts:
+        prompts._facts.cache_clear()
+        fresh.append(parse_prompt(text))
+    assert warm == fresh
+    assert warm[-1].anchors == (0.7,) and warm[0].anchors == ()
+    assert warm[0].histories and warm[0].events[0].conditions
