@@ -144,7 +144,7 @@ class BatchLane:
         self.stop_event = stop_event
         self.poll_s = poll_interval(poll_s)
         self.limits: BatchLimits = client.limits
-        self.stats = LaneStats(model=config.name, provider=client.provider)
+        self.stats = LaneStats(model=config.name, provider=client.provider, dispatch="batch")
         self.stats.cap = self.limits.max_jobs_in_flight
         #: A live lane for lines a job could not answer, when the model allows it.
         self.fallback = fallback
@@ -209,7 +209,7 @@ class BatchLane:
                 live_queue.put_nowait(None)
                 await asyncio.gather(live_task, return_exceptions=True)
             self.stats.finished = time.monotonic()
-            self.stats.in_flight = 0
+            self.stats.in_flight = self.stats.jobs_in_flight = 0
             if self.stats.state in (LaneState.RUNNING, LaneState.PROBING):
                 self.stats.state = LaneState.DONE
             self.log.info("lane_finished", model=self.config.name, state=self.stats.state.value,
@@ -359,6 +359,7 @@ class BatchLane:
         """Take one job from wherever its records stop to collected; returns the entries to
         ask again. Returns nothing when the lane halts meanwhile (the job stays live)."""
         self.stats.in_flight += len(job.requests)
+        self.stats.jobs_in_flight += 1
         try:
             if job.input_ref is None:
                 if lines is None:  # a resumed job planned but not uploaded: same lines again
@@ -377,6 +378,7 @@ class BatchLane:
             return []
         finally:
             self.stats.in_flight -= len(job.requests)
+            self.stats.jobs_in_flight -= 1
 
     async def _create(self, job: BatchJob) -> JobState:
         """The job's id: `find` first (a crash may have lost a create's reply), else create."""

@@ -39,6 +39,8 @@ def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
                 "gave_up_permanent": s.gave_up,
                 "concurrency_cap": s.cap,
                 "in_flight": s.in_flight,
+                "dispatch": s.dispatch,
+                "jobs_in_flight": s.jobs_in_flight,
                 "rate_per_s": round(s.rate_per_s, 3),
                 "pauses": s.pauses,
                 "paused_s": round(s.paused_s, 3),

@@ -121,6 +121,11 @@ class LaneStats:
     message: str = ""
     started: float = 0.0
     finished: float = 0.0
+    #: How the lane asks: "live" (one request per query) or "batch" (jobs; then `in_flight`
+    #: counts lines in jobs not yet collected, `cap` the jobs it may keep in flight, and
+    #: `jobs_in_flight` the jobs it has).
+    dispatch: str = "live"
+    jobs_in_flight: int = 0
     pauses: int = 0  # times the provider was down and the lane paused to probe
     paused_s: float = 0.0  # seconds spent paused (ended pauses)
 

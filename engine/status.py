@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from engine.audit import by_cause, classify, retry_sentence
+from engine.batch_jobs import jobs_summary
 from engine.journal import list_segments
 from engine.lanefile import read_lane_states
 from engine.runlock import read_pid
@@ -56,7 +57,8 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     `last_attempt_at`, `attempts_last_minute`, `journal_segments`, `models` (per model:
     planned, accepted, attempts, outcomes, retries, retries_by_cause (every cause),
     pending_failures, and from the engine's `logs/lanes.json` when present: lane_state,
-    lane_message, rate_per_s), `lanes_updated_at`, `pending_failures`
+    lane_message, rate_per_s), `batch_jobs` (per batch model, per group of
+    `engine.batch_jobs.STATUS_GROUPS`: jobs and lines), `lanes_updated_at`, `pending_failures`
     (requests with attempts but no accepted answer: total, by last outcome, how many are
     permanent, a few examples). (Long only by this key list and the dict it describes.)
     """
@@ -113,6 +115,7 @@ def status(run_dir: Path | str) -> dict[str, Any]:
         "journal_segments": len(list_segments(run_dir / JOURNAL)),
         "models": {m: per_model[m] for m in models},
         "lanes_updated_at": (lanes or {}).get("updated_at") if isinstance(lanes, dict) else None,
+        "batch_jobs": jobs_summary(run_dir),
         "pending_failures": pending,
     }
 

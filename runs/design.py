@@ -40,6 +40,8 @@ OPERATIONAL_MODEL_KEYS = frozenset(
         "price_out", "base_url_env", "tokenizer", "about",
         # What requests cost and where that was read: prices change while a sweep runs.
         "batch_price_in", "batch_price_out", "price_date", "price_source",
+        # How queries are sent (issue 13): a job's requests are never asked twice either way.
+        "dispatch", "batch_bucket", "batch_role_arn", "batch_fallback",
     }
 )
 #: Top-level keys a resume may change: how hard to retry, and when a model counts as covered.

@@ -29,6 +29,7 @@ from engine.durable import DiskFull, is_disk_full
 from engine.ledger import LedgerBusy
 from engine.runlock import acquire_lock, clear_pid, release_lock, write_pid
 from panels.arms import ARMS
+from providers.batch_registry import batch_client_for
 from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
 from runs.audit import run_audit
@@ -170,6 +171,8 @@ def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
             continue
         try:
             adapter_for(model, env)
+            if model.dispatch == "batch":
+                batch_client_for(model, env)
         except ConfigError as exc:
             raise SpecError(
                 spec.path,
@@ -428,6 +431,11 @@ async def _dispatch_campaign(
                 spec, sim_root, rehearse, Path(sim_workdir), sim_credentials
             )
             adapters = {name: adapter_for(config, envs[name]) for name, config in models.items()}
+            batch_clients = {
+                name: batch_client_for(config, envs[name])
+                for name, config in models.items()
+                if config.dispatch == "batch"
+            }
             with signals.installed():
                 task: asyncio.Task[DispatchSummary]
                 signals.task = task = asyncio.ensure_future(
@@ -442,6 +450,7 @@ async def _dispatch_campaign(
                         max_answer_failures=spec.max_answer_failures,
                         stop_event=signals.stop,
                         budget_usd=max_cost,
+                        batch_clients=batch_clients,
                     )
                 )
                 try:

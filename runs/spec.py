@@ -144,6 +144,10 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
         f"where the prices were read: a URL or a citation (one line, "
         f"at most {SOURCE_MAX} characters)",
     ),
+    "dispatch": ((str,), "'live' (one request per query) or 'batch' (the provider's batch API)"),
+    "batch_bucket": ((str,), "where batch files live: s3://bucket/prefix or gs://bucket/prefix"),
+    "batch_role_arn": ((str,), "the IAM role ARN Bedrock assumes for batch jobs (arn:...)"),
+    "batch_fallback": ((str,), "'batch' (failed lines go into the next job) or 'live'"),
     "personality": ((str,), "a simulated forecaster's personality"),
     "deployment": ((str,), "an Azure deployment name"),
     "base_model": ((str,), "the model behind a deployment or gateway alias (e.g. gpt-5)"),
@@ -332,17 +336,40 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
         if env_name is not None and not env_name.replace("_", "").isalnum():
             raise SpecError(path, where + key, _MODEL_KEYS[key][1])
     _check_price_provenance(entry, path, where)
+    _check_batch(entry, path, where)
     extra = {k: entry[k] for k in _EXTRA_KEYS if k in entry}
     if len(entry.get("about", "")) > ABOUT_MAX:
         raise SpecError(path, where + "about", _MODEL_KEYS["about"][1])
     # `about` is for the report only (it reads the frozen spec): no adapter sees it.
-    fields = {k: v for k, v in entry.items() if k not in {*_PRICE_FIELDS, "about", *_EXTRA_KEYS}}
+    fields = {
+        k: v
+        for k, v in entry.items()
+        if k not in {*_PRICE_FIELDS, "about", "batch_fallback", *_EXTRA_KEYS}
+    }
+    fields["batch_fallback_live"] = entry.get("batch_fallback") == "live"
     if "rpm" in fields:
         fields["rpm"] = float(fields["rpm"])
     if "tpm" in fields:
         fields["tpm"] = float(fields["tpm"])
     fields.update({name: entry.get(key) for key, name in _PRICE_FIELDS.items()})
     return replace(ModelConfig(**fields), extra=extra)
+
+
+def _check_batch(entry: Mapping[str, Any], path: Path, where: str) -> None:
+    """`dispatch` and `batch_fallback` are one of two words; the bucket a storage URI and
+    the role an ARN (issue 13)."""
+    for key in ("dispatch", "batch_fallback"):
+        allowed = ("live", "batch")
+        if key in entry and entry[key] not in allowed:
+            raise SpecError(path, where + key, f"'live' or 'batch', not {entry[key]!r}")
+    bucket = entry.get("batch_bucket")
+    if bucket is not None and not (
+        bucket.startswith(("s3://", "gs://")) and len(bucket.split("/")[2]) > 0
+    ):
+        raise SpecError(path, where + "batch_bucket", _MODEL_KEYS["batch_bucket"][1])
+    role = entry.get("batch_role_arn")
+    if role is not None and not role.startswith("arn:"):
+        raise SpecError(path, where + "batch_role_arn", _MODEL_KEYS["batch_role_arn"][1])
 
 
 def _check_price_provenance(entry: Mapping[str, Any], path: Path, where: str) -> None:

@@ -69,6 +69,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
             _eta(entry, live=state == "live"),
         )
     console.print(models)
+    _render_jobs(summary.get("batch_jobs") or {}, console)
     if summary["retries_by_cause"]:
         causes = Table(title="retry attempts by cause", title_justify="left")
         causes.add_column("cause")
@@ -90,6 +91,23 @@ def render(summary: dict[str, Any], console: Console) -> None:
                 soft_wrap=True, highlight=False, markup=False,
             )
     console.print(summary["sentence"], soft_wrap=True, highlight=False, markup=False)
+
+
+def _render_jobs(jobs: dict[str, dict[str, dict[str, int]]], console: Console) -> None:
+    """Batch jobs per model (issue 13): jobs and the lines they carry, by where they stand."""
+    if not jobs:
+        return
+    groups = list(next(iter(jobs.values())))
+    table = Table(title="batch jobs (jobs / lines)", title_justify="left")
+    table.add_column("model")
+    for group in groups:
+        table.add_column(group, justify="right")
+    for model, by_group in jobs.items():
+        table.add_row(
+            Text(model),
+            *(f"{by_group[g]['jobs']:,} / {by_group[g]['lines']:,}" for g in groups),
+        )
+    console.print(table)
 
 
 def status(

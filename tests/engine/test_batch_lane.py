@@ -220,3 +220,35 @@ async def test_live_lane_skips_requests_a_live_job_holds(
     asked = set(scan_attempts(run_dir, ["request_id"]).collect()["request_id"].to_list())
     assert summary.unaccepted == len(held) and not asked & held
     assert len(asked) == 50 - len(held)
+
+
+async def test_status_shows_jobs_by_where_they_stand(tmp_path: Path, kit: Any) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from engine.status import status
+    from runs.commands.status import render
+
+    rows = kit.plan_rows(MODEL, 100)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(faults={1: "expire"}, kill_at=("poll", 5, "before"))
+    await _run(plan, run_dir, fake)
+    jobs = status(run_dir)["batch_jobs"][MODEL]
+    standing = {g: v for g, v in jobs.items() if v["jobs"]}
+    assert sum(v["lines"] for g, v in standing.items() if g not in ("done", "expired")) > 0
+    assert sum(v["jobs"] for v in jobs.values()) == len(fold_jobs(run_dir))
+    await _run(plan, run_dir, fake)
+    jobs = status(run_dir)["batch_jobs"][MODEL]
+    assert jobs["expired"] == {"jobs": 1, "lines": 40}
+    assert jobs["queued"]["jobs"] == jobs["running"]["jobs"] == jobs["collecting"]["jobs"] == 0
+    assert jobs["done"]["lines"] == 100 - 40 + fake.injected["expired_lines"]
+    out = StringIO()
+    render(status(run_dir), Console(file=out, width=200))
+    text = out.getvalue()
+    assert "batch jobs (jobs / lines)" in text and "1 / 40" in text
+    from engine.lanefile import read_lane_states
+
+    lane = (read_lane_states(run_dir) or {})["lanes"][MODEL]
+    assert (lane["dispatch"], lane["concurrency_cap"], lane["jobs_in_flight"]) == ("batch", 3, 0)
