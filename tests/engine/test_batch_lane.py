@@ -64,6 +64,7 @@ def _check_exactly_once(run_dir: Path, fake: FakeBatch, ids: set[str]) -> None:
         elif record["event"] == COLLECTED:
             live.pop(record["job_key"], None)
     assert not live, "every job collected at the end"
+    assert _most_live(run_dir) <= fake.limits.max_jobs_in_flight
 
 
 def _most_live(run_dir: Path) -> int:
@@ -88,7 +89,7 @@ async def test_batch_faults_become_retries_by_cause(tmp_path: Path, kit: Any) ->
     jobs = list(fold_jobs(run_dir).values())
     assert [len(j.requests) for j in jobs[:3]] == [40, 40, 40]
     assert max(len(j.requests) for j in jobs) == 40
-    assert _most_live(run_dir) == 3
+    assert _most_live(run_dir) <= 3  # max_jobs_in_flight
     # Every failed line is a retry attempt under the cause the fault makes it.
     report = audit(run_dir)
     causes = report.totals.retries_by_cause
