@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from scoring import vertex_table
+from scoring import blas, vertex_table
 from scoring.batch_lp import BatchModel, block_matrix
 from scoring.inputs import FloatArray, as_incidence, as_probs
 
@@ -38,6 +38,10 @@ _MAX_CACHED_MODELS = 8
 #: scored in a call of the same sets gets the same answer in any process, whatever was
 #: scored before.
 TABLE_MIN_SETS = 4096
+#: The same for a matrix whose table is enumerated exactly (`vertex_table.is_exact`):
+#: building the horizon-1 table takes about as long as solving EXACT_TABLE_MIN_SETS sets
+#: by LP a few times over, and a campaign reuses it for every call over that matrix.
+EXACT_TABLE_MIN_SETS = 256
 
 
 @dataclass(frozen=True)
@@ -139,27 +143,51 @@ def _solve(incidence: FloatArray, probs: FloatArray, norm: str) -> tuple[FloatAr
     return _certify(incidence, probs, weights, stakes, norm)
 
 
+def uses_table(shape: tuple[int, ...], norm: str, complete_sets: int) -> bool:
+    """Whether a call with this many fully answered sets over such a matrix uses a table.
+
+    Decided by the call's own inputs only, so a set gets the same answer in any process
+    whatever was scored before (tables are cached per process).
+    """
+    if vertex_table.is_exact(shape, norm):
+        return complete_sets >= EXACT_TABLE_MIN_SETS
+    return complete_sets >= TABLE_MIN_SETS
+
+
+def _from_table(
+    table: vertex_table.VertexTable, incidence: FloatArray, sets: FloatArray, norm: str
+) -> tuple[FloatArray, ...]:
+    """Certified answers from the table (a set's gap says whether it is certified).
+
+    First the best vertex in single precision with a dual from `table.weights`; a set
+    that fails that gets the best vertex in double precision with every one of its bases
+    (a degenerate vertex has several, and only one may be optimal for this p) when it
+    has few, and is left to the LP otherwise.
+    """
+    vertices = table.vertices(sets)
+    found = _certify(incidence, sets, table.weights(vertices, sets), table.stakes[vertices], norm)
+    again = np.flatnonzero(~(found[3] <= CERTIFY_TOLERANCE))
+    best = table.best_exactly(sets[again])
+    few = table.few_bases(best)
+    again, best = again[few], best[few]
+    if again.size:
+        weights, _ = table.weights_all(best, sets[again])
+        second = _certify(incidence, sets[again], weights, table.stakes[best], norm)
+        for part, value in zip(found, second, strict=True):
+            part[again] = value
+    return found
+
+
 def _solve_fast(incidence: FloatArray, probs: FloatArray, norm: str) -> tuple[FloatArray, ...]:
     """Certified answers from the vertex table where it has them, the batched LP elsewhere."""
     complete = np.flatnonzero(~np.isnan(probs).any(axis=1))
     table = None
-    if complete.size >= TABLE_MIN_SETS:
+    if uses_table(incidence.shape, norm, complete.size):
         table = vertex_table.table_for(incidence, norm)
     if table is None:
         return _solve(incidence, probs, norm)
-    sets = probs[complete]
-    vertices = table.vertices(sets)
-    stakes = table.stakes[vertices]
-    found = _certify(incidence, sets, table.weights(vertices, sets, bases=4), stakes, norm)
+    found = _from_table(table, incidence, probs[complete], norm)
     certified = found[3] <= CERTIFY_TOLERANCE
-    again = np.flatnonzero(~certified)
-    if again.size:
-        # A degenerate vertex has several bases; try them all before the LP.
-        weights = table.weights(vertices[again], sets[again], bases=table.gain.shape[1])
-        second = _certify(incidence, sets[again], weights, stakes[again], norm)
-        for part, value in zip(found, second, strict=True):
-            part[again] = value
-        certified = found[3] <= CERTIFY_TOLERANCE
     rest = np.ones(len(probs), dtype=bool)
     rest[complete[certified]] = False
     out = tuple(np.empty((len(probs), *part.shape[1:])) for part in found)
@@ -170,6 +198,27 @@ def _solve_fast(incidence: FloatArray, probs: FloatArray, norm: str) -> tuple[Fl
         for part, value in zip(out, solved, strict=True):
             part[rest] = value
     return out
+
+
+def _solve_certified(
+    matrix: FloatArray, sets: FloatArray, norm: str
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(profit, stakes, coherent) of every set, each certified or an error raised."""
+    profit, stakes, coherent, gap = _solve_fast(matrix, sets, norm)
+    retry = np.flatnonzero(~(gap <= CERTIFY_TOLERANCE) & ~np.isnan(profit))
+    if retry.size:
+        lone = _model_for(matrix, norm, 1)
+        for k in retry:
+            lone.reset()
+            solution = lone.solve(sets[k : k + 1])
+            fixed = _certify(matrix, sets[k : k + 1], solution.atom_weights, solution.stakes, norm)
+            if not fixed[3][0] <= CERTIFY_TOLERANCE:
+                raise RuntimeError(
+                    f"Dutch-book LP for set {k} could not be certified "
+                    f"(duality gap {fixed[3][0]:.3g} > {CERTIFY_TOLERANCE:g})"
+                )
+            profit[k], stakes[k], coherent[k] = fixed[0][0], fixed[1][0], fixed[2][0]
+    return profit, stakes, coherent
 
 
 def dutch_books(
@@ -192,18 +241,6 @@ def dutch_books(
         nan_sets = np.full((n_sets, n), np.nan)
         return DutchBookResult(np.full(n_sets, np.nan), nan_sets, nan_sets.copy(), norm)
 
-    profit, stakes, coherent, gap = _solve_fast(matrix, sets, norm)
-    retry = np.flatnonzero(~(gap <= CERTIFY_TOLERANCE) & ~np.isnan(profit))
-    if retry.size:
-        lone = _model_for(matrix, norm, 1)
-        for k in retry:
-            lone.reset()
-            solution = lone.solve(sets[k : k + 1])
-            fixed = _certify(matrix, sets[k : k + 1], solution.atom_weights, solution.stakes, norm)
-            if not fixed[3][0] <= CERTIFY_TOLERANCE:
-                raise RuntimeError(
-                    f"Dutch-book LP for set {k} could not be certified "
-                    f"(duality gap {fixed[3][0]:.3g} > {CERTIFY_TOLERANCE:g})"
-                )
-            profit[k], stakes[k], coherent[k] = fixed[0][0], fixed[1][0], fixed[2][0]
+    with blas.one_thread():
+        profit, stakes, coherent = _solve_certified(matrix, sets, norm)
     return DutchBookResult(profit=profit, stakes=stakes, coherent=coherent, norm=norm)

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scoring import vertex_table
-from scoring.dutch_book import TABLE_MIN_SETS, DutchBookResult, dutch_books
+from scoring.dutch_book import DutchBookResult, dutch_books, uses_table
 from scoring.inputs import FloatArray, as_incidence, as_probs
 
 #: Sets per chunk at most: large enough for the vertex table and the LP's batches to
@@ -67,7 +67,7 @@ def _tables(chunks: Sequence[_Chunk]) -> dict[tuple[object, ...], vertex_table.V
     """The vertex tables the chunks will use, built here once instead of in every worker."""
     tables = {}
     for incidence, probs, norm in chunks:
-        if int((~np.isnan(probs).any(axis=1)).sum()) >= TABLE_MIN_SETS:
+        if uses_table(incidence.shape, norm, int((~np.isnan(probs).any(axis=1)).sum())):
             table = vertex_table.table_for(incidence, norm)
             if table is not None:
                 tables[vertex_table.key_of(incidence, norm)] = table

@@ -4,250 +4,295 @@ For a fixed incidence matrix M and norm, the bookie's feasible region (books b w
 the stake budget, worst-case payout w <= min_j (M^T b)_j) does not depend on the stated
 probabilities p; they only enter the objective w - p.b. The profit of a set is therefore
 max over the region's vertices v of (floor_v - p.b_v): one matrix product over a table
-of vertices, computed once per matrix.
+of vertices, computed once per matrix, and the argmax is the book.
 
-The table is found by solving the batched LP (`BatchModel`) for many directions p drawn
-from a fixed seed, so it is the same in every process. A table found this way may miss a
-vertex, which is why no table answer is trusted: each set is *certified* exactly as the
-LP's answers are (`dutch_book._certify`). The book b_v is feasible by construction (a
-lower bound); for the upper bound every vertex carries an affine map p -> pi from the
-complementary-slackness equations at that vertex, giving a distribution over atoms whose
-forecast M pi is exactly `profit` away from p when v is optimal. A set whose bounds differ
-by more than the tolerance, or that left an event unanswered (its region is a slice of
-this one, with other vertices), goes to the LP instead.
+Sup-norm tables of small matrices (such as the horizon-1 panel: 723 vertices) are
+*exact*: every vertex and every basis is enumerated (`scoring.vertex_exact`). Other
+tables come from a seeded LP search (`scoring.vertex_search`), which may miss a vertex.
+Either way no table answer is trusted: each set is *certified* as the LP's answers are
+(`dutch_book._certify`). The book b_v is feasible by construction (a lower bound); for
+the upper bound every vertex carries the affine maps p -> pi of its bases (the
+complementary-slackness equations), giving a distribution over atoms whose forecast
+M pi is exactly `profit` away from p at a basis that is optimal for p. A set whose bounds
+differ by more than the tolerance goes to the LP instead.
 
-A matrix whose table would be large (many atoms, many events) gets none: the search
-stops once the table exceeds `MAX_VERTICES` and the caller uses the LP alone.
+A matrix whose table would be large (many atoms, many events) gets none.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
 
-from scoring.batch_lp import BatchModel, block_matrix
+from scoring import vertex_exact, vertex_search
 from scoring.inputs import FloatArray
 
+IntArray = npt.NDArray[np.intp]
 #: Largest table kept: past it, the matrix product costs more than the LP saves.
 MAX_VERTICES = 4096
-#: Directions solved per round of the search, and the share of new vertices in a round
-#: below which the search stops (the table then covers all but rare directions; those are
-#: caught by the certificate and solved by the LP).
-_ROUND = 2048
-_STOP_SHARE = 0.005
-_MAX_ROUNDS = 8
+#: Sup-norm matrices whose enumeration solves at most this many small systems get an
+#: exact table (horizon 1: 30,776 systems, built in about 0.2 s; a 7 x 7 matrix 51,641 in
+#: 0.3 s; 8 x 8 would be 277,168 in 1.5 s, more than its LP solves cost).
+MAX_CANDIDATES = 60_000
 #: Only matrices this small get a search at all: the table of a panel with many atoms
 #: (horizon 2 and up, two assets) outgrows MAX_VERTICES and the search is wasted.
 MAX_EVENTS = 32
 MAX_ATOMS = 8
-_SEED = 20_240_601
-#: A stake or slack below this is taken as zero when reading a vertex's structure.
-_ZERO = 1e-9
+#: A best profit at most this is taken as 0 (a coherent set): the b = 0 vertex's bases,
+#: which reconstruct p as a mixture of atoms, are then the ones to try (if few; else the LP).
+_COHERENT = 1e-12
+#: (set, basis) pairs evaluated per numpy call (bounds the temporaries).
+_PAIRS = 16_384
+#: Bases of a vertex beyond which a set is sent to the LP rather than trying them all.
+_FEW = 32
+#: A face direction's effect on a constraint below this is taken as none.
+_SLOPE = 1e-12
 _MAX_CACHED = 16
-_CHUNK = 1024
-#: Bases kept per vertex (the most often seen): a degenerate vertex has many.
-_MAX_BASES = 32
-#: Share of the search's optimal directions whose vertex the table keeps.
-_COVERAGE = 0.998
 
 
 @dataclass(frozen=True)
 class VertexTable:
-    """Vertices of one (incidence, norm) LP: V books, each with up to B certificate maps."""
+    """Vertices of one (incidence, norm) LP, each with its bases' certificate maps.
 
-    stakes: FloatArray  # (V, n) the book b_v
+    The bases of vertex v are rows start[v]:start[v + 1] of gain and offset (a searched
+    table's most often optimal first); pi = gain[k] @ p + offset[k] at basis k.
+    """
+
+    stakes: FloatArray  # (V, n) the book b_v, within the stake budget
     floor: FloatArray  # (V,) min_j (M^T b_v)_j, the book's worst-case payout
-    gain: FloatArray  # (V, B, m, n) pi = gain[v, k] @ p + offset[v, k] for basis k of v
-    offset: FloatArray  # (V, B, m)
+    gain: FloatArray  # (B, m, n)
+    offset: FloatArray  # (B, m)
+    start: IntArray  # (V + 1,)
     incidence: FloatArray  # (n, m)
     norm: str
+    exact: bool  # every vertex enumerated; vertex 0 is then b = 0
+    faces: vertex_exact.Faces | None = None  # exact tables: each vertex's optimal duals
 
-    def vertices(self, probs: FloatArray) -> npt.NDArray[np.intp]:
+    @cached_property
+    def _single(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        return self.stakes.T.astype(np.float32), self.floor.astype(np.float32)
+
+    def vertices(self, probs: FloatArray) -> IntArray:
         """Index of the table vertex with the largest profit for each fully answered set.
 
         Single precision halves the product's cost; a near-tie it resolves wrongly only
-        fails the certificate (the profit is recomputed in double precision there).
+        fails the certificate, and `best_exactly` then decides in double precision.
         """
-        scores = probs.astype(np.float32) @ self.stakes.T.astype(np.float32)
-        np.subtract(self.floor.astype(np.float32)[np.newaxis, :], scores, out=scores)
-        best: npt.NDArray[np.intp] = np.argmax(scores, axis=1)
+        stakes, floor = self._single
+        scores = probs.astype(np.float32) @ stakes
+        np.subtract(floor[np.newaxis, :], scores, out=scores)
+        best: IntArray = np.argmax(scores, axis=1)
         return best
 
-    def weights(
-        self, vertices: npt.NDArray[np.intp], probs: FloatArray, bases: int = 1
-    ) -> FloatArray:
-        """Atom weights pi from the first `bases` bases of each set's vertex.
+    def best_exactly(self, probs: FloatArray) -> IntArray:
+        """As `vertices` in double precision; a coherent set (profit 0) gets b = 0."""
+        scores = self.floor[np.newaxis, :] - probs @ self.stakes.T
+        best: IntArray = np.argmax(scores, axis=1)
+        if self.exact:
+            best[scores[np.arange(len(probs)), best] <= _COHERENT] = 0
+        return best
 
-        Of those, the one whose forecast lies nearest p is kept: at a basis that is
-        optimal for p that distance equals the book's profit, which the caller checks.
+    def weights(self, vertices: IntArray, probs: FloatArray) -> FloatArray:
+        """Atom weights pi for each set at its vertex by the cheap route, NaN where none.
+
+        Exact tables solve for a dual on the vertex's face (`face_weights`) where that has
+        two dimensions at most; their other vertices (such as b = 0, whose sets are
+        coherent) get NaN, which fails the certificate. Search-built tables take each vertex's first
+        (most often optimal) basis.
         """
-        width = min(bases, self.gain.shape[1])
-        if len(probs) > _CHUNK:  # bound the (sets, bases, m, n) temporaries
-            return np.vstack(
-                [
-                    self.weights(vertices[k : k + _CHUNK], probs[k : k + _CHUNK], width)
-                    for k in range(0, len(probs), _CHUNK)
-                ]
-            )
-        gain = self.gain[vertices, :width]
-        weights = np.einsum("kbmn,kn->kbm", gain, probs) + self.offset[vertices, :width]
-        weights = np.clip(weights, 0.0, None)
-        totals = weights.sum(axis=2, keepdims=True)
-        weights /= np.where(totals > 0, totals, 1.0)
-        if width == 1:
-            first: FloatArray = weights[:, 0]
-            return first
-        gaps = np.abs(weights @ self.incidence.T - probs[:, np.newaxis, :])
-        distance = gaps.max(axis=2) if self.norm == "inf" else gaps.sum(axis=2)
-        pick = np.argmin(distance, axis=1)
-        nearest: FloatArray = weights[np.arange(len(probs)), pick]
-        return nearest
+        if self.faces is None:
+            basis = self.start[vertices]
+            raw = np.einsum("kmn,kn->km", self.gain[basis], probs) + self.offset[basis]
+            return _distribution(raw)
+        out = np.full((len(probs), self.incidence.shape[1]), np.nan)
+        small = self.faces.dim[vertices] <= vertex_exact.MAX_DIM
+        out[small] = self.face_weights(vertices[small], probs[small])
+        return out
+
+    def few_bases(self, vertices: IntArray) -> npt.NDArray[np.bool_]:
+        """Whether trying every basis of each vertex is cheaper than the LP (few bases)."""
+        few: npt.NDArray[np.bool_] = self.start[vertices + 1] - self.start[vertices] <= _FEW
+        return few
+
+    def face_weights(self, vertices: IntArray, probs: FloatArray) -> FloatArray:
+        """A dual pi on each vertex's face (of dimension 2 at most) that is optimal for p.
+
+        pi(t) = pi0 + D t must be >= 0 and its forecast within lambda of p in every event:
+        constraints a + G t >= 0. One free direction: each constraint bounds t on one side
+        and the middle of the interval is taken. Two: Fourier-Motzkin elimination of t2
+        (every pair of a lower and an upper bound on t2 gives a bound on t1) picks t1 in the
+        middle of its exact range, then t2 in the middle of its interval at that t1.
+        """
+        assert self.faces is not None
+        faces = self.faces
+        base = np.einsum("kmn,kn->km", faces.gain[vertices], probs) + faces.offset[vertices]
+        profit = self.floor[vertices] - np.einsum("kn,kn->k", probs, self.stakes[vertices])
+        miss = base @ self.incidence.T - probs
+        dim = faces.dim[vertices]
+        for size in (1, 2):  # dim 0: the face is one point, base itself
+            sets = np.flatnonzero(dim == size)
+            if not sets.size:
+                continue
+            on = vertices[sets]
+            slack = np.hstack(
+                (base[sets], (profit[sets] - miss[sets].T).T, (profit[sets] + miss[sets].T).T)
+            )  # pi >= 0, then forecast within profit of p from above and from below
+            slope = faces.slope[on]
+            t = np.zeros((sets.size, 2))
+            if size == 2:
+                t[:, 0] = _middle(*_eliminate(slack, slope))
+                slack = slack + slope[:, :, 0] * t[:, :1]
+            t[:, size - 1] = _middle(slack, slope[:, :, size - 1])
+            base[sets] += np.einsum("kmd,kd->km", faces.direction[on], t)
+        return _distribution(base)
+
+    def weights_all(self, vertices: IntArray, probs: FloatArray) -> tuple[FloatArray, IntArray]:
+        """Atom weights pi from every basis of each set's vertex, the one nearest p kept.
+
+        At a basis that is optimal for p the forecast M pi lies exactly `profit` from p,
+        and no distribution lies nearer, so the nearest is the one the caller certifies.
+        Also returns which basis that was. One matrix product per vertex.
+        """
+        n, m = self.incidence.shape
+        weights = np.empty((len(probs), m))
+        chosen = np.empty(len(probs), dtype=np.intp)
+        for v in np.unique(vertices):
+            sets = np.flatnonzero(vertices == v)
+            bases = slice(int(self.start[v]), int(self.start[v + 1]))
+            count = bases.stop - bases.start
+            for lo in range(0, len(sets), max(1, _PAIRS // count)):
+                part = sets[lo : lo + max(1, _PAIRS // count)]
+                raw = self.gain[bases].reshape(count * m, n) @ probs[part].T
+                raw = raw.reshape(count, m, -1) + self.offset[bases, :, np.newaxis]
+                pi = _distribution(raw.transpose(2, 0, 1).reshape(-1, m))  # (set, basis)
+                gaps = np.abs(pi @ self.incidence.T - np.repeat(probs[part], count, axis=0))
+                distance = gaps.max(axis=1) if self.norm == "inf" else gaps.sum(axis=1)
+                pick = np.argmin(distance.reshape(len(part), count), axis=1)
+                weights[part] = pi.reshape(len(part), count, m)[np.arange(len(part)), pick]
+                chosen[part] = bases.start + pick
+        return weights, chosen
 
 
-def _basis_map(
+def _distribution(raw: FloatArray) -> FloatArray:
+    """Clip solver-free rounding below 0 and renormalise: pi must be a distribution."""
+    weights = np.clip(raw, 0.0, None)
+    totals = weights.sum(axis=1, keepdims=True)
+    weights /= np.where(totals > 0, totals, 1.0)
+    return weights
+
+
+def _middle(slack: FloatArray, slope: FloatArray) -> FloatArray:
+    """Per row, the middle of the interval of t where slack + slope t >= 0 holds throughout.
+
+    A row whose interval is unbounded on one side gets its finite end, one with no
+    bound at all 0; an empty interval (the face missed: a tie or rounding) still gets a
+    value, which the certificate then rejects or accepts.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bound = -slack / slope
+    low = np.max(np.where(slope > _SLOPE, bound, -np.inf), axis=1, initial=-np.inf)
+    high = np.min(np.where(slope < -_SLOPE, bound, np.inf), axis=1, initial=np.inf)
+    both = np.isfinite(low) & np.isfinite(high)
+    middle = np.where(both, (np.where(both, low, 0.0) + np.where(both, high, 0.0)) / 2, 0.0)
+    ends = np.where(np.isfinite(low), low, np.where(np.isfinite(high), high, 0.0))
+    out: FloatArray = np.where(both, middle, ends)
+    return out
+
+
+def _eliminate(slack: FloatArray, slope: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Constraints on t1 alone implied by slack + slope @ (t1, t2) >= 0 (Fourier-Motzkin).
+
+    A constraint with t2's coefficient g > 0 bounds t2 below by -(a + g1 t1) / g, one with
+    g < 0 above; every such pair must be ordered, which is linear in t1. Constraints
+    without t2 are kept as they are. Non-pairs are padded with 1 + 0 t1 >= 0.
+    """
+    g2 = slope[:, :, 1]
+    lower = g2 > _SLOPE
+    upper = g2 < -_SLOPE
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(lower | upper, slack / g2, 0.0)
+        g = np.where(lower | upper, slope[:, :, 0] / g2, 0.0)
+    pair = lower[:, :, np.newaxis] & upper[:, np.newaxis, :]
+    pair_slack = np.where(pair, a[:, :, np.newaxis] - a[:, np.newaxis, :], 1.0)
+    pair_slope = np.where(pair, g[:, :, np.newaxis] - g[:, np.newaxis, :], 0.0)
+    alone = ~(lower | upper)
+    return (
+        np.hstack((pair_slack.reshape(len(slack), -1), np.where(alone, slack, 1.0))),
+        np.hstack((pair_slope.reshape(len(slack), -1), np.where(alone, slope[:, :, 0], 0.0))),
+    )
+
+
+def _in_budget(books: FloatArray, norm: str) -> FloatArray:
+    """Books scaled (or clipped) into the stake budget exactly, as `_certify` reads them."""
+    if norm == "inf":
+        scaled: FloatArray = books / np.maximum(np.abs(books).sum(axis=1, keepdims=True), 1.0)
+        return scaled
+    clipped: FloatArray = np.clip(books, -1.0, 1.0)
+    return clipped
+
+
+def _assemble(
     incidence: FloatArray,
     norm: str,
-    basic_cols: npt.NDArray[np.bool_],
-    basic_rows: npt.NDArray[np.bool_],
-) -> tuple[FloatArray, FloatArray] | None:
-    """The affine map p -> pi (atom duals) of one optimal basis of the batched LP's block.
-
-    Duals y make every basic column's reduced cost zero (a_j.y = c_j(p), where the
-    contracts cost -p and +p and w costs 1) and vanish on rows whose slack is basic:
-    a square system whose solution is affine in p. None if it is singular.
-    """
-    n, m = incidence.shape
-    block = block_matrix(incidence, norm)
-    rows = block.shape[0]
-    cols = np.flatnonzero(basic_cols)
-    slack = np.flatnonzero(basic_rows)
-    if cols.size + slack.size != rows:
-        return None
-    a = np.zeros((rows, rows))
-    a[: cols.size] = block[:, cols].T
-    a[cols.size + np.arange(slack.size), slack] = 1.0
-    c = np.zeros((rows, n))
-    e = np.zeros(rows)
-    for k, col in enumerate(cols):
-        if col < n:
-            c[k, col] = -1.0
-        elif col < 2 * n:
-            c[k, col - n] = 1.0
-        else:
-            e[k] = 1.0
-    try:
-        inverse = np.linalg.inv(a)
-    except np.linalg.LinAlgError:
-        return None
-    return (inverse @ c)[:m], (inverse @ e)[:m]
+    books: FloatArray,
+    owner: IntArray,
+    gain: FloatArray,
+    offset: FloatArray,
+    exact: bool,
+) -> VertexTable:
+    """A table from books and bases (basis k belongs to book owner[k]), grouped by book."""
+    order = np.argsort(owner, kind="stable")
+    stakes = _in_budget(books, norm)
+    floor = (stakes @ incidence).min(axis=1)
+    return VertexTable(
+        stakes=stakes,
+        floor=floor,
+        gain=gain[order],
+        offset=offset[order],
+        start=np.concatenate(([0], np.cumsum(np.bincount(owner, minlength=len(books))))),
+        incidence=incidence,
+        norm=norm,
+        exact=exact,
+        faces=vertex_exact.faces(incidence, stakes, floor) if exact else None,
+    )
 
 
-def _directions(rng: np.random.Generator, incidence: FloatArray, size: int) -> FloatArray:
-    """Stated probabilities to search with: uniform, near-coherent and extreme sets."""
-    n, m = incidence.shape
-    third = size // 3
-    uniform = np.round(rng.uniform(size=(size - 2 * third, n)), 4)
-    weights = rng.dirichlet(np.ones(m), size=third)
-    near = np.clip(weights @ incidence.T + rng.normal(scale=0.1, size=(third, n)), 0.0, 1.0)
-    corners = rng.uniform(size=(third, n)) ** 4
-    corners = np.where(rng.uniform(size=(third, n)) < 0.5, corners, 1.0 - corners)
-    return np.vstack((uniform, np.round(near, 4), np.round(corners, 4)))
-
-
-BoolArray = npt.NDArray[np.bool_]
-Map = tuple[FloatArray, FloatArray]
-
-
-def _solve_round(model: BatchModel, probs: FloatArray) -> tuple[FloatArray, BoolArray]:
-    """Optimal books and basis flags (basic columns, then rows) of one batch.
-
-    Books are cleaned of solver dust and rounded to 1e-9 so that one vertex found from
-    two directions compares equal; a batch the solver did not finish is dropped.
-    """
-    solution = model.solve(probs)
-    if not solution.ok:
-        width = model.cols_per_block + model.rows_per_block
-        return np.empty((0, model.n)), np.empty((0, width), dtype=bool)
-    cols, rows = model.basic(len(probs))
-    books = np.round(np.where(np.abs(solution.stakes) > _ZERO, solution.stakes, 0.0), 9)
-    return np.asarray(books + 0.0, dtype=np.float64), np.concatenate(
-        (cols, rows), axis=1
-    )  # + 0.0: no -0.0 keys
-
-
-def _search(incidence: FloatArray, norm: str) -> dict[bytes, tuple[FloatArray, Counter[bytes]]]:
-    """Vertex key -> (book, how often each basis was optimal), or {} past MAX_VERTICES."""
-    rng = np.random.default_rng(_SEED)
-    capacity = 32
-    model = BatchModel(incidence, norm, capacity)
-    found: dict[bytes, tuple[FloatArray, Counter[bytes]]] = {}
-    for _ in range(_MAX_ROUNDS):
-        probs = _directions(rng, incidence, _ROUND)
-        batches = [
-            _solve_round(model, probs[start : start + capacity])
-            for start in range(0, len(probs), capacity)
-        ]
-        new = 0
-        for books, flags in batches:
-            for book, basis in zip(books, flags, strict=True):
-                key = book.tobytes()
-                if key not in found:
-                    found[key] = (book, Counter())
-                    new += 1
-                found[key][1][basis.tobytes()] += 1
-        if len(found) > MAX_VERTICES:
-            return {}
-        if new <= _STOP_SHARE * len(probs):
-            break
-    return found
+def is_exact(shape: tuple[int, ...], norm: str) -> bool:
+    """Whether a matrix of this shape gets an enumerated (exact) table in this norm."""
+    n, m = shape
+    return norm == "inf" and vertex_exact.candidate_count(n, m) <= MAX_CANDIDATES
 
 
 def build(incidence: FloatArray, norm: str) -> VertexTable | None:
-    """Search the LP's vertices; None when the matrix is too big for a useful table."""
+    """Enumerate (or search) the LP's vertices; None when the table would be too big."""
     n, m = incidence.shape
+    if is_exact(incidence.shape, norm):
+        found = vertex_exact.enumerate_bases(incidence)
+        if len(found.books) > MAX_VERTICES:
+            return None
+        return _assemble(
+            incidence, norm, found.books, found.owner, found.gain, found.offset, exact=True
+        )
     if n > MAX_EVENTS or m > MAX_ATOMS:
         return None
-    found = _search(incidence, norm)
-    if not found:
+    searched = vertex_search.search(incidence, norm, MAX_VERTICES)
+    if not searched:
         return None
-    entries = sorted(found.values(), key=lambda entry: -entry[1].total())
-    # Drop the rarest vertices (those optimal for a sliver of directions): each costs
-    # every set a column of the product, and a set that needs one goes to the LP.
-    hits = np.array([bases.total() for _, bases in entries])
-    keep = int(np.searchsorted(np.cumsum(hits) / hits.sum(), _COVERAGE)) + 1
-    entries = entries[:keep]
-    stakes = np.array([book for book, _ in entries])
-    if norm == "inf":
-        stakes = stakes / np.maximum(np.abs(stakes).sum(axis=1, keepdims=True), 1.0)
-    else:
-        stakes = np.clip(stakes, -1.0, 1.0)
-    split = 2 * n + 1
-    maps: list[list[Map]] = []
-    for _, bases in entries:
-        usable: list[Map] = []
-        for flags, _ in bases.most_common(_MAX_BASES):
-            basic = np.frombuffer(flags, dtype=bool)
-            one = _basis_map(incidence, norm, basic[:split], basic[split:])
-            if one is not None:
-                usable.append(one)
-        maps.append(usable or [(np.zeros((m, n)), np.full(m, 1.0 / m))])
-    width = max(len(usable) for usable in maps)
-    gain = np.zeros((len(maps), width, m, n))
-    offset = np.zeros((len(maps), width, m))
-    for v, usable in enumerate(maps):
-        for k in range(width):  # pad by repeating: a repeat never wins the argmin
-            gain[v, k], offset[v, k] = usable[k % len(usable)]
-    return VertexTable(
-        stakes=stakes,
-        floor=(stakes @ incidence).min(axis=1),
-        gain=gain,
-        offset=offset,
-        incidence=incidence,
-        norm=norm,
+    owner = np.repeat(np.arange(len(searched)), [len(maps) for _, maps in searched])
+    maps = [one for _, usable in searched for one in usable]
+    return _assemble(
+        incidence,
+        norm,
+        np.array([book for book, _ in searched]),
+        owner,
+        np.array([g for g, _ in maps]),
+        np.array([o for _, o in maps]),
+        exact=False,
     )
 
 
