@@ -2,7 +2,7 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test bench bench-sweep lint demo demo-local test-local local-install clean
+.PHONY: install test bench bench-sweep bench-batch lint demo demo-local test-local local-install clean
 
 install: $(BIN)/dutchbook
 
@@ -22,6 +22,11 @@ bench: install
 # The paper's 365,100 elicitations rehearsed under the flaky profile with three SIGKILLs.
 bench-sweep: install
 	$(BIN)/python -m bench.sweep
+
+# Issue 13's done-when: 20,160 queries in batch mode across the providers, three SIGKILLs
+# (one between an upload and its job's creation), exactly once, audit vs injected faults.
+bench-batch: install
+	$(BIN)/python -m bench.batch
 
 lint: install
 	$(BIN)/ruff check .

@@ -71,6 +71,9 @@ POLL_ENV = "DUTCHBOOK_BATCH_POLL_S"
 DEFAULT_POLL_S = 30.0
 #: Polls slow down by this factor per unchanged poll, up to this many times the first wait.
 POLL_GROWTH, POLL_MAX_FACTOR = 1.5, 10.0
+#: Test hook (kill rehearsals): seconds to wait between an upload's record and the create, so
+#: a SIGKILL can land in that window on purpose.
+UPLOAD_PAUSE_ENV = "DUTCHBOOK_TEST_BATCH_UPLOAD_PAUSE_S"
 
 T = TypeVar("T")
 
@@ -368,6 +371,7 @@ class BatchLane:
                 ref = await self._call("upload", lambda: self.client.upload(
                     self._fetch, job.job_key, payload))
                 self.records.uploaded(job, ref)
+                await asyncio.sleep(float(os.environ.get(UPLOAD_PAUSE_ENV) or 0))
             state = job.state()
             if state is None:
                 state = await self._create(job)

@@ -41,7 +41,8 @@ OPERATIONAL_MODEL_KEYS = frozenset(
         # What requests cost and where that was read: prices change while a sweep runs.
         "batch_price_in", "batch_price_out", "price_date", "price_source",
         # How queries are sent (issue 13): a job's requests are never asked twice either way.
-        "dispatch", "batch_bucket", "batch_role_arn", "batch_fallback",
+        "dispatch", "batch_bucket", "batch_role_arn", "batch_fallback", "batch_max_lines",
+        "batch_max_bytes", "batch_max_jobs",
     }
 )
 #: Top-level keys a resume may change: how hard to retry, and when a model counts as covered.

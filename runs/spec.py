@@ -148,6 +148,9 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "batch_bucket": ((str,), "where batch files live: s3://bucket/prefix or gs://bucket/prefix"),
     "batch_role_arn": ((str,), "the IAM role ARN Bedrock assumes for batch jobs (arn:...)"),
     "batch_fallback": ((str,), "'batch' (failed lines go into the next job) or 'live'"),
+    "batch_max_lines": ((int,), "an integer >= 1 (lowers the provider's lines per job)"),
+    "batch_max_bytes": ((int,), "an integer >= 1 (lowers the provider's bytes per job)"),
+    "batch_max_jobs": ((int,), "an integer >= 1 (lowers the provider's jobs in flight)"),
     "personality": ((str,), "a simulated forecaster's personality"),
     "deployment": ((str,), "an Azure deployment name"),
     "base_model": ((str,), "the model behind a deployment or gateway alias (e.g. gpt-5)"),
@@ -158,6 +161,10 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
 }
 #: Provider-specific keys passed through to `ModelConfig.extra` for the adapters.
 _EXTRA_KEYS = (
+    # Lower (never raise) a batch provider's documented job limits: small jobs for a rehearsal.
+    "batch_max_lines",
+    "batch_max_bytes",
+    "batch_max_jobs",
     "personality",
     "deployment",
     "base_model",
@@ -314,6 +321,8 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
         "max_tokens": lambda v: v >= 1,
         "timeout_s": lambda v: v > 0,
         **{key: (lambda v: v >= 0) for key in _PRICE_FIELDS},
+        **{key: (lambda v: v >= 1) for key in ("batch_max_lines", "batch_max_bytes",
+                                                "batch_max_jobs")},
     }
     for key, ok in checks.items():
         if key in entry and (not math.isfinite(entry[key]) or not ok(entry[key])):

@@ -44,6 +44,8 @@ def test_batch_keys_reach_the_model_config(tmp_path: Path) -> None:
     assert not set(model.extra) & {"dispatch", "batch_fallback"}
     plain = _load(tmp_path, "").model("a")  # type: ignore[attr-defined]
     assert (plain.dispatch, plain.batch_fallback_live, plain.batch_bucket) == ("live", False, None)
+    small = _load(tmp_path, "batch_max_lines = 50\nbatch_max_jobs = 2").model("a")  # type: ignore[attr-defined]
+    assert (small.extra["batch_max_lines"], small.extra["batch_max_jobs"]) == (50, 2)
     batch_fallback = _load(tmp_path, 'dispatch = "batch"\nbatch_fallback = "batch"').model("a")  # type: ignore[attr-defined]
     assert batch_fallback.batch_fallback_live is False
 
@@ -57,6 +59,8 @@ def test_batch_keys_reach_the_model_config(tmp_path: Path) -> None:
         ('batch_bucket = "my-bucket"', "batch_bucket", "s3://bucket/prefix or gs://"),
         ('batch_bucket = "s3://"', "batch_bucket", "s3://bucket/prefix"),
         ('batch_role_arn = "role/batch"', "batch_role_arn", "IAM role ARN"),
+        ("batch_max_lines = 0", "batch_max_lines", "an integer >= 1"),
+        ('batch_max_jobs = "2"', "batch_max_jobs", "an integer >= 1"),
     ],
 )
 def test_bad_batch_keys_are_named(tmp_path: Path, extra: str, key: str, words: str) -> None:
@@ -69,6 +73,7 @@ def test_bad_batch_keys_are_named(tmp_path: Path, extra: str, key: str, words: s
 
 def test_batch_keys_may_change_on_resume() -> None:
     old = '[[models]]\nname = "x"\nmodel = "a"\n'
-    new = old + 'dispatch = "batch"\nbatch_bucket = "gs://b/p"\nbatch_fallback = "live"\n'
-    keys = ["batch_bucket", "batch_fallback", "dispatch"]
+    new = old + ('dispatch = "batch"\nbatch_bucket = "gs://b/p"\nbatch_fallback = "live"\n'
+                 "batch_max_lines = 9\n")
+    keys = ["batch_bucket", "batch_fallback", "batch_max_lines", "dispatch"]
     assert spec_changes(old, new) == ([], [f"models[x].{k}" for k in keys])
