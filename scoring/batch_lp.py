@@ -19,6 +19,19 @@ An unanswered event has its two columns fixed at 0, which drops it from that set
 
 Measured with bench/lp.py: this form with primal devex pricing was about 40% faster
 than the distance form (p in the right-hand side, dual simplex) at horizon 1 and 4.
+Which simplex, and whether a batch starts from the previous batch's basis, depend on the
+size (CPU ms per set, uniform random sets, one session; warm / cold = kept / cleared):
+
+    panel (sets per model)  inf: primal    dual          l1: primal dual
+                            warm   cold   warm   cold   warm   warm   cold
+    horizon 1 (32; l1 64)   0.030  0.040  0.041  0.037  0.085  0.039  0.059
+    horizon 2 (4)           0.193  0.145  0.241  0.174  0.404  0.218  0.216
+    horizon 3 (1)           1.04   0.57   1.25   0.71   2.78   1.04   1.02
+    horizon 4 (1)           6.68   3.12   8.35   2.41   19.6   4.63   3.45
+
+A random set's optimal basis is a poor start for the next one once the blocks are big, so
+models of few sets clear the basis before each batch (`_COLD_BELOW`); the sup norm keeps
+primal simplex for many small blocks and uses dual simplex otherwise, l1 always dual.
 """
 
 from __future__ import annotations
@@ -37,6 +50,8 @@ IndexArray = npt.NDArray[np.int32]
 
 #: Tolerances well below the 1e-9 agreement the results are certified to.
 _TOLERANCE = 1e-10
+#: Models holding fewer sets than this start every batch from scratch (see above).
+_COLD_BELOW = 8
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,7 @@ class BatchModel:
         block = block_matrix(incidence, norm)
         self.rows_per_block, self.cols_per_block = block.shape
         self._contract_upper = np.inf if norm == "inf" else 1.0
+        self._cold = capacity < _COLD_BELOW
         self._highs = self._build(block)
         cols = self.cols_per_block * np.arange(capacity)[:, np.newaxis]
         self._contract_cols: IndexArray = np.asarray(
@@ -115,10 +131,12 @@ class BatchModel:
         lp.a_matrix_.value_ = np.tile(block[row_of, col_of], cap)
 
         highs = new_highs()
+        # Primal simplex: a new p keeps the last basis feasible (many small sup-norm blocks).
+        primal = self.norm == "inf" and not self._cold
         for name, value in (
             ("presolve", "off"),  # presolve would discard the warm basis every batch
             ("solver", "simplex"),
-            ("simplex_strategy", 4),  # primal simplex: a new p keeps the basis feasible
+            ("simplex_strategy", 4 if primal else 1),
             ("simplex_primal_edge_weight_strategy", 1),  # devex: fastest measured
             ("primal_feasibility_tolerance", _TOLERANCE),
             ("dual_feasibility_tolerance", _TOLERANCE),
@@ -167,6 +185,8 @@ class BatchModel:
         self._set_missing(missing)
         cost = np.concatenate((-padded, padded), axis=1).ravel()
         self._highs.changeColsCost(self._contract_cols.size, self._contract_cols, cost)
+        if self._cold:
+            self._highs.clearSolver()
         self._highs.run()
         ok = self._highs.getModelStatus() == highspy.HighsModelStatus.kOptimal
         solution = self._highs.getSolution()

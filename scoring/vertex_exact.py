@@ -52,11 +52,19 @@ class Bases:
     offset: FloatArray  # (B, m)
 
 
-def candidate_count(n: int, m: int) -> int:
-    """Square systems the enumeration solves for an (n, m) matrix (its cost)."""
-    tight = sum(math.comb(n, k) * math.comb(m, k) * 2**k for k in range(1, min(n, m) + 1))
-    zero = sum(math.comb(n, k) * math.comb(m, k + 1) for k in range(min(n, m - 1) + 1))
-    return int(tight + zero)
+def candidate_count(n: int, m: int, limit: int | None = None) -> int:
+    """Square systems the enumeration solves for an (n, m) matrix (its cost).
+
+    Counting stops once past `limit` (any count above it is as good as the exact one).
+    """
+    total = 0
+    for k in range(min(n, m) + 1):
+        total += math.comb(n, k) * math.comb(m, k + 1)  # the b = 0 vertex's bases
+        if k:
+            total += math.comb(n, k) * math.comb(m, k) * 2**k
+        if limit is not None and total > limit:
+            break
+    return total
 
 
 def _subsets(n: int, m: int, k: int, k_atoms: int) -> Iterator[tuple[IntArray, IntArray]]:

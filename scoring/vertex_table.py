@@ -265,7 +265,7 @@ def _assemble(
 def is_exact(shape: tuple[int, ...], norm: str) -> bool:
     """Whether a matrix of this shape gets an enumerated (exact) table in this norm."""
     n, m = shape
-    return norm == "inf" and vertex_exact.candidate_count(n, m) <= MAX_CANDIDATES
+    return norm == "inf" and vertex_exact.candidate_count(n, m, MAX_CANDIDATES) <= MAX_CANDIDATES
 
 
 def build(incidence: FloatArray, norm: str) -> VertexTable | None:
