@@ -52,6 +52,7 @@ from engine.retry import (
 )
 from engine.scan import attempt_counts, failure_counts, scan_attempts
 from engine.settle import Sent, settle
+from engine.spend import SpendCap, batch_prices_of, prices_of, worst_case_cost
 from providers.batch import (
     FINAL,
     BatchClient,
@@ -137,6 +138,7 @@ class BatchLane:
         stop_event: asyncio.Event | None = None,
         poll_s: float | None = None,
         fallback: Lane | None = None,
+        spend: SpendCap | None = None,
     ) -> None:
         self.config, self.client, self.ledger, self.http, self.log = (
             config, client, ledger, http, log,
@@ -154,6 +156,11 @@ class BatchLane:
         if fallback is not None:
             fallback.stats = self.stats  # one lane in the summary, whichever way it asked
         self.results = 0  # finished attempts, read by the dispatcher's compaction trigger
+        #: The dispatch's running spend cap, shared with every lane; a job reserves its worst
+        #: case before it is planned and settles what its lines reportedly cost.
+        self.spend = spend
+        self.prices = (batch_prices_of(config) or prices_of(config)) if spend else None
+        self._reserved: dict[str, float] = {}
         #: Jobs of this lane by key, and the requests that live jobs hold (never re-sent).
         self.jobs: dict[str, BatchJob] = {}
         self.held: set[str] = set()
@@ -170,6 +177,9 @@ class BatchLane:
             return True
         if self.stop_event is not None and self.stop_event.is_set():
             self.stats.state, self.stats.message = LaneState.CANCELLED, "stop requested"
+            return True
+        if self.spend is not None and self.spend.reached:
+            self.stats.state, self.stats.message = LaneState.CANCELLED, self.spend.message()
             return True
         if self.ledger.disk_full is not None:
             self.stats.state, self.stats.message = LaneState.STOPPED, str(self.ledger.disk_full)
@@ -233,7 +243,11 @@ class BatchLane:
         try:
             while not self.halted:
                 while len(tasks) < self.limits.max_jobs_in_flight and self._ready(buffer, feeding):
-                    tasks.add(self._start(self._cut(buffer)))
+                    lines = self._cut(buffer)
+                    worst = await self._reserve(lines)
+                    if worst is None:  # the spend cap is reached: these lines stay unasked
+                        break
+                    tasks.add(self._start(lines, worst))
                 if not feeding and not tasks and len(buffer) < self.limits.min_lines:
                     self._leftover(buffer, live)
                     return
@@ -341,7 +355,21 @@ class BatchLane:
 
     # -- one job -------------------------------------------------------------------------
 
-    def _start(self, lines: list[tuple[_Entry, bytes]]) -> asyncio.Task[list[_Entry]]:
+    async def _reserve(self, lines: list[tuple[_Entry, bytes]]) -> float | None:
+        """Room in the spend cap for a whole job at its worst (every line at its output
+        cap, at the batch prices, else the live ones); None once the cap is reached."""
+        if self.spend is None or self.prices is None:
+            return 0.0
+        worst = sum(
+            worst_case_cost(self.prices, self.config, e.item.system, e.item.user)
+            for e, _ in lines
+        )
+        if await self.spend.reserve(worst):
+            return worst
+        self.stats.state, self.stats.message = LaneState.CANCELLED, self.spend.message()
+        return None
+
+    def _start(self, lines: list[tuple[_Entry, bytes]], worst: float) -> asyncio.Task[list[_Entry]]:
         """Plan a job over `lines` (recorded before anything is sent) and start its task."""
         requests = {entry.item.request_id: entry.item.prior_attempts + 1 for entry, _ in lines}
         clash = self.held.intersection(requests)
@@ -354,6 +382,7 @@ class BatchLane:
         self.held.update(requests)
         entries = {entry.item.request_id: entry for entry, _ in lines}
         payload = [line for _, line in lines]
+        self._reserved[job.job_key] = worst
         return asyncio.create_task(self._job(job, entries, lines=payload))
 
     async def _job(
@@ -381,8 +410,16 @@ class BatchLane:
         except (_Halted, DiskFull):
             return []
         finally:
+            self._unreserve(job)
             self.stats.in_flight -= len(job.requests)
             self.stats.jobs_in_flight -= 1
+
+    def _unreserve(self, job: BatchJob) -> None:
+        """A job this run reserved for left the lane uncollected: free its room (a resume
+        counts what it cost when it collects it)."""
+        worst = self._reserved.pop(job.job_key, None)
+        if worst is not None and self.spend is not None and self.prices is not None:
+            self.spend.release(worst)
 
     async def _create(self, job: BatchJob) -> JobState:
         """The job's id: `find` first (a crash may have lost a create's reply), else create."""
@@ -475,6 +512,7 @@ class BatchLane:
         elapsed_ms = (datetime.now(UTC) - started).total_seconds() * 1000.0
         counts = {"answered": 0, "failed": 0, "absent": 0, "already": 0}
         again: list[_Entry] = []
+        cost = 0.0
         for rid, attempt in job.requests.items():
             entry = entries.get(rid)
             if entry is None:  # not in the plan any more (a changed plan): nothing to write
@@ -496,16 +534,30 @@ class BatchLane:
                 notes = tuple(n for n in (entry.answers.note(), f"batch job {job.job_id}") if n)
                 sent = Sent(self.config.name, self.client.provider, number, started, elapsed_ms,
                             notes=notes)
-                failure = self._settle(entry, results.get(rid) or absent_failure(state, job),
-                                       sent)
+                result = results.get(rid) or absent_failure(state, job)
+                failure = self._settle(entry, result, sent)
+                if self.prices is not None:
+                    cost += self.prices.cost(result.tokens_in, result.tokens_out)
                 counts["failed"] += failure is not None
             if failure is not None and self._again(entry, failure):
                 again.append(entry)
         self.records.collected(job, counts)
+        self._spent(job, cost)
+        self.stats.jobs_collected += 1
         self.held.difference_update(job.requests)
         self.log.info("batch_job_collected", model=self.config.name, job_key=job.job_key,
                       job_id=job.job_id, status=state.status.value, **counts)
         return again
+
+    def _spent(self, job: BatchJob, cost: float) -> None:
+        """What a collected job's lines reportedly cost, against the spend cap."""
+        if self.spend is None or self.prices is None:
+            return
+        worst = self._reserved.pop(job.job_key, None)
+        if worst is None:  # a job of an earlier run: never reserved in this one
+            self.spend.add(cost)
+        else:
+            self.spend.settle(worst, cost)
 
     def _settle(self, entry: _Entry, result: Completion | Failure, sent: Sent) -> Failure | None:
         """Journal one line as an attempt (dispatch line, then result line, as live) and

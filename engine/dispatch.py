@@ -130,6 +130,7 @@ class DispatchSummary:
             retries = ", ".join(f"{k} {v}" for k, v in sorted(s.retries.by_cause.items()))
             out.append(
                 f"  {name}: {s.state.value}, {s.done}/{s.planned} done"
+                + (f" through {s.jobs_collected} batch jobs" if s.dispatch == "batch" else "")
                 + (f", retry attempts: {retries}" if retries else "")
                 + (
                     f", {s.retries.unsent} credential failures before sending"
@@ -407,7 +408,7 @@ async def dispatch(
                 BatchLane(
                     models[name], clients[name], ledger, http, log, run_dir=run_dir,
                     plan_path=plan_path, records=records, parser=parser, policy=policy,
-                    stop_event=stop_event, poll_s=batch_poll_s,
+                    stop_event=stop_event, poll_s=batch_poll_s, spend=spend,
                     fallback=live(name) if models[name].batch_fallback_live else None,
                 )
                 if models[name].dispatch == "batch"

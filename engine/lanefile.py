@@ -41,6 +41,7 @@ def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
                 "in_flight": s.in_flight,
                 "dispatch": s.dispatch,
                 "jobs_in_flight": s.jobs_in_flight,
+                "jobs_collected": s.jobs_collected,
                 "rate_per_s": round(s.rate_per_s, 3),
                 "pauses": s.pauses,
                 "paused_s": round(s.paused_s, 3),

@@ -126,6 +126,7 @@ class LaneStats:
     #: `jobs_in_flight` the jobs it has).
     dispatch: str = "live"
     jobs_in_flight: int = 0
+    jobs_collected: int = 0  # batch jobs whose lines this run journalled
     pauses: int = 0  # times the provider was down and the lane paused to probe
     paused_s: float = 0.0  # seconds spent paused (ended pauses)
 

@@ -139,6 +139,14 @@ class SpendCap:
         self.release(worst_usd)
         self.spent_now_usd += actual_usd
 
+    def add(self, actual_usd: float) -> None:
+        """Spend that was never reserved in this dispatch (a batch job an earlier run sent,
+        collected now); it counts like any settled attempt."""
+        self.spent_now_usd += actual_usd
+        if self.spent_usd >= self.budget_usd:
+            self._reach()
+        self._changed.set()
+
     def release(self, worst_usd: float) -> None:
         """An attempt reserved for was not sent after all."""
         self.in_flight -= 1

@@ -85,6 +85,8 @@ async def test_batch_faults_become_retries_by_cause(tmp_path: Path, kit: Any) ->
     assert summary.complete, summary.lines()
     ids = {r["request_id"] for r in rows}
     _check_exactly_once(run_dir, fake, ids)
+    collected = summary.lanes[MODEL].jobs_collected
+    assert collected == len(fake.jobs) and f"through {collected} batch jobs" in summary.lines()[1]
     # Jobs by the limits: at most 40 lines each (the first three full), at most 3 in flight.
     jobs = list(fold_jobs(run_dir).values())
     assert [len(j.requests) for j in jobs[:3]] == [40, 40, 40]
@@ -253,3 +255,30 @@ async def test_status_shows_jobs_by_where_they_stand(tmp_path: Path, kit: Any) -
 
     lane = (read_lane_states(run_dir) or {})["lanes"][MODEL]
     assert (lane["dispatch"], lane["concurrency_cap"], lane["jobs_in_flight"]) == ("batch", 3, 0)
+
+
+async def test_spend_cap_holds_whole_jobs_at_their_worst(tmp_path: Path, kit: Any) -> None:
+    """A job reserves its worst case (every line at its output cap, at the batch prices)
+    before it is planned, and settles what its lines reportedly cost; once the next job
+    could pass the cap, none is planned, and a resume without the cap finishes exactly once."""
+    rows = kit.plan_rows(MODEL, 150)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    fake = FakeBatch(limits_=replace(FakeBatch().limits, max_jobs_in_flight=1))
+    capped = await dispatch(
+        plan, run_dir, {MODEL: config}, {}, batch_clients={MODEL: fake}, policy=POLICY,
+        batch_poll_s=0.001, log_console=None, budget_usd=0.009,
+    )
+    assert capped.spend_cap_reached and capped.lanes[MODEL].state.value == "cancelled"
+    assert capped.spend is not None
+    spent = capped.spend.spent_usd
+    assert 0 < spent <= 0.009
+    # What the cap counted is what the ledger's usage costs at the batch prices.
+    usage = scan_attempts(run_dir, ["tokens_in", "tokens_out"]).collect().sum()
+    assert spent == pytest.approx((usage["tokens_in"].item() + usage["tokens_out"].item()) / 1e6)
+    assert 0 < capped.accepted < 150
+    assert all(not job.live for job in fold_jobs(run_dir).values())
+    finished = await _run(plan, run_dir, fake)
+    assert finished.complete
+    _check_exactly_once(run_dir, fake, {r["request_id"] for r in rows})
