@@ -149,6 +149,10 @@ class BatchLane:
         self.stop_event = stop_event
         self.poll_s = poll_interval(poll_s)
         self.limits: BatchLimits = client.limits
+        #: Lines buffered before a job is cut while the plan is still read: a full job, plus
+        #: the provider's floor when it has one, so the lines left behind can make a job.
+        floor = self.limits.min_lines if self.limits.min_lines > 1 else 0
+        self._full = self.limits.max_lines + floor
         self.stats = LaneStats(model=config.name, provider=client.provider, dispatch="batch")
         self.stats.cap = self.limits.max_jobs_in_flight
         #: A live lane for lines a job could not answer, when the model allows it.
@@ -243,7 +247,7 @@ class BatchLane:
         try:
             while not self.halted:
                 while len(tasks) < self.limits.max_jobs_in_flight and self._ready(buffer, feeding):
-                    lines = self._cut(buffer)
+                    lines = self._cut(buffer, feeding)
                     worst = await self._reserve(lines)
                     if worst is None:  # the spend cap is reached: these lines stay unasked
                         break
@@ -251,7 +255,7 @@ class BatchLane:
                 if not feeding and not tasks and len(buffer) < self.limits.min_lines:
                     self._leftover(buffer, live)
                     return
-                if feeding and getter is None and len(buffer) < self.limits.max_lines:
+                if feeding and getter is None and len(buffer) < self._full:
                     getter = asyncio.create_task(queue.get())
                 waits: set[asyncio.Future[object]] = {*tasks}  # type: ignore[arg-type]
                 if getter is not None:
@@ -278,7 +282,7 @@ class BatchLane:
         """A job can be cut now: the buffer is full, or the plan is read and it holds enough."""
         if not buffer:
             return False
-        if len(buffer) >= self.limits.max_lines or self._bytes(buffer) >= self.limits.max_bytes:
+        if len(buffer) >= self._full or self._bytes(buffer) >= self.limits.max_bytes:
             return True
         return not feeding and len(buffer) >= self.limits.min_lines
 
@@ -286,11 +290,19 @@ class BatchLane:
     def _bytes(buffer: deque[tuple[_Entry, bytes]]) -> int:
         return sum(len(line) + 1 for _, line in buffer)
 
-    def _cut(self, buffer: deque[tuple[_Entry, bytes]]) -> list[tuple[_Entry, bytes]]:
-        """The next job's lines: from the front, within the line and byte limits."""
+    def _cut(
+        self, buffer: deque[tuple[_Entry, bytes]], feeding: bool = True
+    ) -> list[tuple[_Entry, bytes]]:
+        """The next job's lines: from the front, within the line and byte limits. Once the
+        plan is read, a cut that would leave fewer than the provider's minimum behind leaves
+        exactly the minimum instead (Bedrock's floor: no remainder stranded too small)."""
+        most = self.limits.max_lines
+        floor = self.limits.min_lines
+        if not feeding and floor > 1 and 0 < len(buffer) - most < floor <= len(buffer) - floor:
+            most = len(buffer) - floor
         out: list[tuple[_Entry, bytes]] = []
         size = 0
-        while buffer and len(out) < self.limits.max_lines:
+        while buffer and len(out) < most:
             line = buffer[0][1]
             if out and size + len(line) + 1 > self.limits.max_bytes:
                 break

@@ -282,3 +282,27 @@ async def test_spend_cap_holds_whole_jobs_at_their_worst(tmp_path: Path, kit: An
     finished = await _run(plan, run_dir, fake)
     assert finished.complete
     _check_exactly_once(run_dir, fake, {r["request_id"] for r in rows})
+
+
+async def test_no_remainder_below_the_providers_floor(tmp_path: Path, kit: Any) -> None:
+    """With a floor of 15 lines per job and 40 at most, 50 queries are cut 35 + 15 (a 40 + 10
+    cut would strand 10 below the floor)."""
+    rows = kit.plan_rows(MODEL, 50)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(limits_=replace(FakeBatch().limits, min_lines=15, max_jobs_in_flight=1))
+    summary = await _run(plan, run_dir, fake)
+    assert summary.complete, summary.lines()
+    assert sorted(len(j.requests) for j in fold_jobs(run_dir).values()) == [15, 35]
+    _check_exactly_once(run_dir, fake, {r["request_id"] for r in rows})
+
+
+async def test_leftover_below_the_floor_waits_and_says_why(tmp_path: Path, kit: Any) -> None:
+    rows = kit.plan_rows(MODEL, 10)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    fake = FakeBatch(limits_=replace(FakeBatch().limits, min_lines=15))
+    summary = await _run(plan, tmp_path / "run", fake)
+    assert summary.unaccepted == 10 and not fake.jobs
+    assert "10 queries wait: fewer than sim's minimum of 15 lines per job" in (
+        summary.lanes[MODEL].message
+    )
