@@ -4,21 +4,27 @@
 scoring step collects them) and returns one `DutchBookResult` per group. Each group is
 cut into chunks of at most `CHUNK_SETS` sets at fixed places, and every chunk is one
 `dutch_books` call: in this process, or in a pool of worker processes (one HiGHS each)
-when the work is big enough to pay for starting them. The chunks, and so the calls, are
-the same either way, and a call's answer depends only on its own inputs (vertex tables
-are built from a fixed seed; the parent builds them once and hands them to the workers),
-so the pooled results are identical to the single-process ones, bit for bit.
+when the work is big enough to pay for them. The chunks, and so the calls, are the same
+either way, and a call's answer depends only on its own inputs (vertex tables are
+enumerated, or searched from a fixed seed; the parent builds them once and sends them
+with the chunks that use them), so the pooled results are identical to the
+single-process ones, bit for bit.
 
 Workers are spawned rather than forked: the caller may hold threads (an event loop,
-polars' pool) that a fork would copy in an unknown state.
+polars' pool) that a fork would copy in an unknown state. Spawning one costs about a
+second (an interpreter, numpy and HiGHS), so the pool is kept for the process's life
+and later calls reuse its workers (`shutdown` ends it; it also ends at exit).
 """
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 import numpy.typing as npt
@@ -33,8 +39,9 @@ from scoring.inputs import FloatArray, as_incidence, as_probs
 CHUNK_SETS = 4096
 CHUNK_WORK = 4_000_000
 #: Work (sets x events x atoms, summed) below which a pool costs more than it saves:
-#: starting a worker takes about a second (an interpreter, numpy and HiGHS).
-POOL_MIN_WORK = 20_000_000
+#: starting a worker takes about a second (an interpreter, numpy and HiGHS), and horizon
+#: 4 is solved at about 2.5 ms a set (about 1,000 sets here) in one process.
+POOL_MIN_WORK = 60_000_000
 
 Group = tuple[npt.ArrayLike, npt.ArrayLike, str]
 _Chunk = tuple[FloatArray, FloatArray, str]
@@ -59,19 +66,66 @@ def _score(chunk: _Chunk) -> DutchBookResult:
     return dutch_books(incidence, probs, norm)
 
 
+def _score_in_worker(chunk: _Chunk, table: vertex_table.VertexTable | None) -> DutchBookResult:
+    """`_score` in a worker, with the parent's vertex table installed first if it sent one."""
+    if table is not None:
+        vertex_table.install({vertex_table.key_of(table.incidence, table.norm): table})
+    return _score(chunk)
+
+
 def _work(chunks: Sequence[_Chunk]) -> int:
     return sum(probs.shape[0] * incidence.size for incidence, probs, _ in chunks)
 
 
-def _tables(chunks: Sequence[_Chunk]) -> dict[tuple[object, ...], vertex_table.VertexTable]:
-    """The vertex tables the chunks will use, built here once instead of in every worker."""
-    tables = {}
+def _tables(chunks: Sequence[_Chunk]) -> list[vertex_table.VertexTable | None]:
+    """The vertex table each chunk will use (None: the LP), built here once, not per worker."""
+    tables: list[vertex_table.VertexTable | None] = []
     for incidence, probs, norm in chunks:
+        table = None
         if uses_table(incidence.shape, norm, int((~np.isnan(probs).any(axis=1)).sum())):
             table = vertex_table.table_for(incidence, norm)
-            if table is not None:
-                tables[vertex_table.key_of(incidence, norm)] = table
+        tables.append(table)
     return tables
+
+
+_lock = threading.Lock()
+_pool: ProcessPoolExecutor | None = None
+_pool_size = 0
+
+
+def _executor(workers: int) -> ProcessPoolExecutor:
+    """The process's pool of `workers` spawned workers, started on first use."""
+    global _pool, _pool_size
+    with _lock:
+        if _pool is None or _pool_size != workers:
+            if _pool is not None:
+                _pool.shutdown()
+            _pool = ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+            )
+            _pool_size = workers
+        return _pool
+
+
+def shutdown() -> None:
+    """End the pool's workers (the next pooled call starts new ones)."""
+    global _pool
+    with _lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown()
+
+
+atexit.register(shutdown)
+
+
+def _pooled(chunks: Sequence[_Chunk], workers: int) -> list[DutchBookResult]:
+    pool = _executor(min(workers, len(chunks)))
+    try:
+        return list(pool.map(_score_in_worker, chunks, _tables(chunks)))
+    except BrokenProcessPool:
+        shutdown()  # a worker died (killed, out of memory): the next call starts afresh
+        raise
 
 
 def default_workers(chunks: Sequence[_Chunk]) -> int:
@@ -92,14 +146,7 @@ def score_groups(groups: Sequence[Group], workers: int | None = None) -> list[Du
     if workers <= 1 or len(chunks) < 2:
         results = [_score(chunk) for chunk in chunks]
     else:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(
-            max_workers=min(workers, len(chunks)),
-            mp_context=context,
-            initializer=vertex_table.install,
-            initargs=(_tables(chunks),),
-        ) as pool:
-            results = list(pool.map(_score, chunks))
+        results = _pooled(chunks, workers)
     out: list[DutchBookResult] = []
     position = 0
     for (_, _, norm), count in zip(groups, counts, strict=True):

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 
 from scoring import dutch_books
-from scoring.pool import CHUNK_SETS, score_groups
+from scoring.pool import CHUNK_SETS, score_groups, shutdown
 
 
 def horizon1() -> np.ndarray:
@@ -29,8 +29,13 @@ def test_pool_results_are_identical_to_one_process() -> None:
         (small, np.empty((0, 2)), "inf"),
     ]
     alone = score_groups(groups, workers=1)
-    pooled = score_groups(groups, workers=2)
-    assert len(alone) == len(pooled) == len(groups)
+    try:
+        pooled = score_groups(groups, workers=2)
+        # The pool is kept: a second call reuses its workers (their tables cached) alike.
+        again = score_groups(list(reversed(groups)), workers=2)[::-1]
+    finally:
+        shutdown()
+    assert len(alone) == len(pooled) == len(again) == len(groups)
     for one, many, (incidence, probs, norm) in zip(alone, pooled, groups, strict=True):
         assert one.norm == many.norm == norm
         for field in ("profit", "stakes", "coherent"):
@@ -38,3 +43,6 @@ def test_pool_results_are_identical_to_one_process() -> None:
         # and each group's answers are the dutch_books answers, to 1e-9
         direct = dutch_books(incidence, probs, norm)
         np.testing.assert_allclose(one.profit, direct.profit, atol=1e-9, rtol=0)
+    for one, later in zip(alone, again, strict=True):
+        for field in ("profit", "stakes", "coherent"):
+            np.testing.assert_array_equal(getattr(one, field), getattr(later, field))
