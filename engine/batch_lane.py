@@ -536,6 +536,8 @@ class BatchLane:
             ) != Outcome.INTERRUPTED.value:
                 counts["already"] += 1
                 entry.item.prior_attempts = max(outcomes)
+                if Outcome.OK.value in outcomes.values():  # accepted before this run
+                    self.stats.already_accepted += 1
                 failure = (
                     None if Outcome.OK.value in outcomes.values()
                     else _as_failure(outcomes[attempt])

@@ -189,7 +189,7 @@ async def _feed(
     try:
         while not lane.halted:
             height, mine, positions, ids = await asyncio.to_thread(
-                read_pending, plan_path, offset, batch_rows, name, ledger
+                read_pending, plan_path, offset, batch_rows, name, ledger, held
             )
             if height == 0:
                 break
@@ -206,8 +206,6 @@ async def _feed(
                         failure_counts, run_dir, ids, ANSWER_FAILURE_CAUSES
                     )
                 for item in plan_items(frame, prior, failed):
-                    if item.request_id in held:
-                        continue
                     await queue.put(item)
                     if lane.halted:
                         break

@@ -58,13 +58,15 @@ def plan_counts(plan_path: Path) -> dict[str, int]:
 
 
 def read_pending(
-    plan_path: Path, offset: int, rows: int, model: str, ledger: Ledger
+    plan_path: Path, offset: int, rows: int, model: str, ledger: Ledger,
+    held: frozenset[str] = frozenset(),
 ) -> tuple[int, int, list[int], list[str]]:
     """One plan slice: (its rows, `model`'s rows in it, positions and ids still to ask).
 
     Only `request_id` and `model` are decoded, and acceptance is decided for the slice's id
     column at once (`Ledger.accepted_series`: one search of the ledger's shards), so rows
-    already accepted never become Python objects.
+    already accepted never become Python objects. Rows `held` by a batch job not yet
+    collected are left out of both counts: that job's lane accounts for them.
     """
     frame = (
         pl.scan_parquet(plan_path)
@@ -75,6 +77,8 @@ def read_pending(
     )
     height = frame.height
     mine = frame.filter(pl.col("model") == model)
+    if held:
+        mine = mine.filter(~pl.col("request_id").is_in(list(held)))
     del frame
     todo = mine.filter(~ledger.accepted_series(mine["request_id"]))
     return height, mine.height, todo["_pos"].to_list(), todo["request_id"].to_list()

@@ -306,3 +306,21 @@ async def test_leftover_below_the_floor_waits_and_says_why(tmp_path: Path, kit: 
     assert "10 queries wait: fewer than sim's minimum of 15 lines per job" in (
         summary.lanes[MODEL].message
     )
+
+
+async def test_a_resumed_job_counts_its_lines_once(tmp_path: Path, kit: Any) -> None:
+    """The lines of a job re-attached on resume are counted by the lane when it collects
+    them, never also as accepted-before by the plan reader (which may reach them after)."""
+    rows = kit.plan_rows(MODEL, 100)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=("poll", 3, "before"))
+    first = await _run(plan, run_dir, fake)
+    assert first.accepted < 100
+    second = await dispatch(
+        plan, run_dir, {MODEL: _config()}, {}, batch_clients={MODEL: fake}, policy=POLICY,
+        batch_poll_s=0.001, log_console=None, batch_rows=5,
+    )
+    lane = second.lanes[MODEL]
+    assert (lane.already_accepted, lane.accepted) == (first.accepted, 100 - first.accepted)
+    assert second.complete and lane.done == 100
