@@ -119,4 +119,8 @@ def test_plan_json_from_the_command_line() -> None:
     )
     data = orjson.loads(out.stdout)
     assert set(data) == {"total", "by_model", "by_arm"}
+    # issue 13 extends, never renames: batch costs beside live ones, each model's mode
+    assert {"cost_usd", "batch_cost_usd", "batch_priced_models"} <= set(data["total"])
+    assert all(row["dispatch"] == "live" for row in data["by_model"].values())
+    assert all(row["batch_cost_usd"] is None for row in data["by_model"].values())  # unpriced
     assert data["total"]["queries"] == sum(v["queries"] for v in data["by_arm"].values())
