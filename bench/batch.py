@@ -112,7 +112,8 @@ def uploaded_not_created(out: Path) -> list[str]:
 class Kill:
     how: str  # "share" (of the plan accepted) or "window" (between upload and create)
     share: float = 0.0
-    caught: tuple[str, ...] = ()  # job keys uploaded and not created at the kill
+    caught: tuple[str, ...] = ()  # job keys this run uploaded and had not created at the kill
+    before: frozenset[str] = frozenset()  # keys left uploaded by an earlier kill
     wall_s: float = 0.0
     exit_code: int = 0
 
@@ -122,6 +123,8 @@ def run_once(spec: Path, out: Path, sim: Sim, kill: Kill | None, log: Path) -> K
     env = dict(os.environ, DUTCHBOOK_BATCH_POLL_S=str(POLL_S))
     if kill is not None and kill.how == "window":
         env["DUTCHBOOK_TEST_BATCH_UPLOAD_PAUSE_S"] = str(UPLOAD_PAUSE_S)
+        if (out / "batches" / "jobs.jsonl").exists():
+            kill.before = frozenset(uploaded_not_created(out))
     t0 = time.monotonic()
     with log.open("a") as handle:
         handle.write(f"\n===== run ({record}) =====\n")
@@ -136,7 +139,7 @@ def run_once(spec: Path, out: Path, sim: Sim, kill: Kill | None, log: Path) -> K
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 if kill.how == "window":
-                    kill.caught = tuple(uploaded_not_created(out))
+                    kill.caught = tuple(sorted(set(uploaded_not_created(out)) - kill.before))
                 break
             time.sleep(0.02 if kill is not None and kill.how == "window" else 0.1)
         record.exit_code = proc.returncode
@@ -145,8 +148,10 @@ def run_once(spec: Path, out: Path, sim: Sim, kill: Kill | None, log: Path) -> K
 
 
 def _due(kill: Kill, out: Path, sim: Sim) -> bool:
-    if kill.how == "window":
-        if not (out / "batches" / "jobs.jsonl").exists() or not uploaded_not_created(out):
+    if kill.how == "window":  # a job THIS run uploaded, not yet created at the simulator
+        if not (out / "batches" / "jobs.jsonl").exists():
+            return False
+        if not set(uploaded_not_created(out)) - kill.before:
             return False
         return sim_counts(sim.url).get("batch.input_files_without_batch", 0) > 0
     done, planned = progress(out)
@@ -223,9 +228,9 @@ def report(out: Path, counts: dict[str, int], kills: list[Kill], failures: list[
     window = [k for k in kills if k.how == "window"]
     for kill in window:
         ok = bool(kill.caught) and set(kill.caught) <= created
-        print(f"killed between upload and create: {len(kill.caught)} job(s) uploaded, not "
-              f"created ({', '.join(kill.caught) or 'none'}); each created once after the "
-              f"resume: {'OK' if ok else 'FAILED'}")
+        print(f"killed between upload and create: {len(kill.caught)} job(s) the run uploaded "
+              f"and had not created ({', '.join(kill.caught) or 'none'}); each created once "
+              f"after the resume: {'OK' if ok else 'FAILED'}")
         if not ok:
             failures.append("the kill did not land between an upload and its create")
 

@@ -27,5 +27,6 @@ def test_small_batch_rehearsal_is_exactly_once_and_reconciles(tmp_path: Path) ->
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     assert "exactly once: 168 planned, 168 accepted" in out, out
+    assert "killed between upload and create: 0 " not in out, out
     assert "killed between upload and create:" in out and "FAILED" not in out, out
     assert "MISMATCH" not in out, out
