@@ -284,7 +284,8 @@ async def run_campaign(
     saved = resumed_estimate(spec, run_dir)
     lines = saved if saved is not None else estimate(spec, units)
     plan_summary = summarise(lines)
-    cost = plan_summary["total"]["cost_usd"]
+    # At each model's dispatch mode: a batch model is charged its batch prices.
+    cost = plan_summary["total"]["planned_cost_usd"]
     if max_cost is not None and cost is not None and cost > max_cost and not rehearse:
         raise RunError(
             f"estimated cost ${cost:,.2f} exceeds --max-cost ${max_cost:,.2f}; nothing was sent"

@@ -350,6 +350,16 @@ def summarise(lines: Sequence[PlanLine]) -> dict[str, Any]:
             acc = _add(acc, getattr(line, field))
         return acc
 
+    def planned(suffix: str) -> float | None:
+        # Each line at the price its model will be charged: batch prices for a batch model
+        # that has them, else the live ones (an upper bound; the spend cap counts the same way).
+        acc: float | None = None
+        for line in lines:
+            batch = getattr(line, "batch_cost_usd" + suffix)
+            at_mode = batch if line.dispatch == "batch" and batch is not None else None
+            acc = _add(acc, at_mode if at_mode is not None else getattr(line, "cost_usd" + suffix))
+        return acc
+
     return {
         "total": {
             "queries": sum(line.queries for line in lines),
@@ -360,6 +370,8 @@ def summarise(lines: Sequence[PlanLine]) -> dict[str, Any]:
             "cost_usd_max": total("cost_usd_max"),
             "batch_cost_usd": total("batch_cost_usd"),
             "batch_cost_usd_max": total("batch_cost_usd_max"),
+            "planned_cost_usd": planned(""),
+            "planned_cost_usd_max": planned("_max"),
             "priced_models": sorted({line.model for line in lines if line.cost_usd is not None}),
             "batch_priced_models": sorted(
                 {line.model for line in lines if line.batch_cost_usd is not None}

@@ -104,6 +104,11 @@ def _total_line(total: dict[str, Any]) -> str:
             f"; {label} {_money(total[key])} typical, {_money(total[key + '_max'])} if every "
             f"answer used its whole output cap ({count} of {models} models priced)"
         )
+    if total["planned_cost_usd"] != total["cost_usd"]:  # some model dispatches in batch
+        line += (
+            f"; at each model's dispatch mode {_money(total['planned_cost_usd'])} typical, "
+            f"{_money(total['planned_cost_usd_max'])} at full caps (what --max-cost checks)"
+        )
     return line
 
 

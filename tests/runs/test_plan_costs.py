@@ -6,6 +6,7 @@ million tokens; nothing is read back from the code under test to build an expect
 
 from __future__ import annotations
 
+import asyncio
 import io
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from runs.commands.plan import _print_tables
+from runs.pipeline import RunError, run_campaign
 from runs.plan_estimate import _KEPT
 from runs.planner import PlanLine, price_lines, summarise
 from runs.spec import CampaignSpec, parse_spec
@@ -24,7 +26,8 @@ RAW = {
     "models": [
         # live and batch prices (Groq's gpt-oss-120b figures, batch at half)
         {"name": "a", "provider": "sim", "model": "sim-coherent", "price_in": 0.15,
-         "price_out": 0.60, "batch_price_in": 0.075, "batch_price_out": 0.30},
+         "price_out": 0.60, "batch_price_in": 0.075, "batch_price_out": 0.30,
+         "dispatch": "batch"},
         # live prices only
         {"name": "b", "provider": "sim", "model": "sim-noisy", "price_in": 1.0, "price_out": 2.0},
         # no prices at all
@@ -36,10 +39,7 @@ RAW = {
 
 @pytest.fixture
 def spec() -> CampaignSpec:
-    parsed = parse_spec(RAW, Path("costs.toml"), arm_names={"baseline"})
-    # `dispatch` is read from the spec by the batch engine's keys; set it here directly.
-    models = tuple(replace(m, dispatch="batch") if m.name == "a" else m for m in parsed.models)
-    return replace(parsed, models=models)
+    return parse_spec(RAW, Path("costs.toml"), arm_names={"baseline"})
 
 
 def lines() -> list[PlanLine]:
@@ -81,6 +81,9 @@ def test_the_summary_adds_up_only_what_is_priced(spec: CampaignSpec) -> None:
     assert total["batch_cost_usd"] == pytest.approx(0.30 + 0.03, abs=1e-12)
     # batch cap on a/y: 0.4 M x 0.075 + 0.1 M x 0.30 = 0.03 + 0.03
     assert total["batch_cost_usd_max"] == pytest.approx(1.35 + 0.06, abs=1e-12)
+    # at each model's mode: a (batch) at batch prices, b (live) at live ones, c unpriced
+    assert total["planned_cost_usd"] == pytest.approx(0.30 + 0.03 + 1.50, abs=1e-12)
+    assert total["planned_cost_usd_max"] == pytest.approx(1.35 + 0.06 + 3.00, abs=1e-12)
     assert total["priced_models"] == ["a", "b"]
     assert total["batch_priced_models"] == ["a"]
     assert by_model["a"]["cost_usd"] == pytest.approx(0.66, abs=1e-12)
@@ -105,7 +108,8 @@ def test_the_tables_show_both_costs_the_mode_and_no_invented_price(spec: Campaig
     assert (
         "live $2.16 typical, $5.82 if every answer used its whole output cap (2 of 3 models "
         "priced); batch $0.33 typical, $1.41 if every answer used its whole output cap "
-        "(1 of 3 models priced)"
+        "(1 of 3 models priced); at each model's dispatch mode $1.83 typical, $4.41 at full "
+        "caps (what --max-cost checks)"
     ) in " ".join(text.split())
 
 
@@ -123,3 +127,19 @@ def test_a_saved_estimate_keeps_tokens_not_costs_or_modes() -> None:
     # Costs and the dispatch mode come from the spec of each resume (both may change).
     assert "tokens_in" in _KEPT and "tokens_out_max" in _KEPT
     assert not {"cost_usd", "batch_cost_usd", "batch_cost_usd_max", "dispatch"} & set(_KEPT)
+
+
+def test_max_cost_checks_the_estimate_at_each_models_dispatch_mode(tmp_path: Path) -> None:
+    # Batch prices above the live ones (legal, if odd) tell the two estimates apart: the live
+    # one fits under --max-cost 1, the batch one does not, and the model dispatches in batch.
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        'name = "maxcost"\n[data]\nstock_days = 2\n[[models]]\nname = "m"\nprovider = "sim"\n'
+        'model = "sim-coherent"\ndispatch = "batch"\nprice_in = 0.001\nprice_out = 0.001\n'
+        "batch_price_in = 1000\nbatch_price_out = 1000\n[[arms]]\nname = \"baseline\"\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(RunError, match=r"estimated cost \$[\d,.]+ exceeds --max-cost \$1\.00"):
+        asyncio.run(run_campaign(spec, tmp_path / "run", max_cost=1.0, progress=False,
+                                 console=Console(file=io.StringIO())))  # fmt: skip
+    assert not (tmp_path / "run").exists()  # refused before anything was written
