@@ -160,18 +160,25 @@ def _from_table(
     """Certified answers from the table (a set's gap says whether it is certified).
 
     First the best vertex in single precision with a dual from `table.weights`; a set
-    that fails that gets the best vertex in double precision with every one of its bases
-    (a degenerate vertex has several, and only one may be optimal for this p) when it
-    has few, and is left to the LP otherwise.
+    that fails that gets the best vertex in double precision (a coherent set: b = 0)
+    with a dual from `table.weights` again, then from every one of its bases (a
+    degenerate vertex has several, and only one may be optimal for this p) when it has
+    few; what is still uncertified is left to the LP.
     """
     vertices = table.vertices(sets)
     found = _certify(incidence, sets, table.weights(vertices, sets), table.stakes[vertices], norm)
-    again = np.flatnonzero(~(found[3] <= CERTIFY_TOLERANCE))
-    best = table.best_exactly(sets[again])
-    few = table.few_bases(best)
-    again, best = again[few], best[few]
-    if again.size:
-        weights, _ = table.weights_all(best, sets[again])
+    for every_basis in (False, True):
+        again = np.flatnonzero(~(found[3] <= CERTIFY_TOLERANCE))
+        best = table.best_exactly(sets[again])
+        if every_basis:
+            few = table.few_bases(best)
+            again, best = again[few], best[few]
+        if not again.size:
+            continue
+        if every_basis:
+            weights = table.weights_all(best, sets[again])[0]
+        else:
+            weights = table.weights(best, sets[again])
         second = _certify(incidence, sets[again], weights, table.stakes[best], norm)
         for part, value in zip(found, second, strict=True):
             part[again] = value

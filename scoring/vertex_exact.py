@@ -192,7 +192,9 @@ def faces(incidence: FloatArray, stakes: FloatArray, floor: FloatArray) -> Faces
     dim = np.zeros(count, dtype=np.intp)
     payout = stakes @ incidence
     for v in range(count):
-        support = np.flatnonzero(np.abs(stakes[v]) > _FEASIBLE)
+        # At b = 0 the profit is 0 and every event's forecast must equal p: all are tight.
+        zero = not np.any(np.abs(stakes[v]) > _FEASIBLE)
+        support = np.arange(n) if zero else np.flatnonzero(np.abs(stakes[v]) > _FEASIBLE)
         tight = np.flatnonzero(payout[v] <= floor[v] + _FEASIBLE)
         equations = np.vstack((incidence[np.ix_(support, tight)], np.ones((1, len(tight)))))
         _, values, right = np.linalg.svd(equations)

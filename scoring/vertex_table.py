@@ -43,8 +43,9 @@ MAX_CANDIDATES = 60_000
 #: (horizon 2 and up, two assets) outgrows MAX_VERTICES and the search is wasted.
 MAX_EVENTS = 32
 MAX_ATOMS = 8
-#: A best profit at most this is taken as 0 (a coherent set): the b = 0 vertex's bases,
-#: which reconstruct p as a mixture of atoms, are then the ones to try (if few; else the LP).
+#: A best profit at most this is taken as 0 (a coherent set): the b = 0 vertex's face
+#: (p rebuilt as a mixture of atoms; unique when the atoms' columns are independent, as
+#: at horizon 1) or its bases are then the ones to try.
 _COHERENT = 1e-12
 #: (set, basis) pairs evaluated per numpy call (bounds the temporaries).
 _PAIRS = 16_384
@@ -101,9 +102,9 @@ class VertexTable:
         """Atom weights pi for each set at its vertex by the cheap route, NaN where none.
 
         Exact tables solve for a dual on the vertex's face (`face_weights`) where that has
-        two dimensions at most; their other vertices (such as b = 0, whose sets are
-        coherent) get NaN, which fails the certificate. Search-built tables take each vertex's first
-        (most often optimal) basis.
+        two dimensions at most; their other vertices get NaN, which fails the
+        certificate. Search-built tables take each vertex's first (most often optimal)
+        basis.
         """
         if self.faces is None:
             basis = self.start[vertices]
