@@ -20,7 +20,7 @@ from rich.table import Table
 from providers.sim.credentials import DEFAULT_CREDENTIALS
 from providers.sim.faults import PROFILES, parse_faults
 from providers.sim.rehearse import BASE_PATHS
-from providers.sim.server import SimHandle, serve_forever
+from providers.sim.server import COUNTS_PATH, SimHandle, serve_forever
 
 #: The port `provider = "sim"` models use when a spec gives no base_url.
 DEFAULT_PORT = 8765
@@ -34,6 +34,8 @@ def describe_start(handle: SimHandle, faults: str, console: Console) -> None:
     for provider, path in BASE_PATHS.items():
         table.add_row(provider, handle.root_url + path)
     console.print(table)
+    console.print("OpenAI-shaped routes also serve files and batches (compressed time); counts "
+                  f"while running: {handle.root_url}{COUNTS_PATH}", soft_wrap=True)
     console.print("Fake credentials the simulator accepts (never real ones):")
     for line in DEFAULT_CREDENTIALS.export_lines(handle.root_url):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
