@@ -67,26 +67,54 @@ def worst_case_cost(prices: Prices, config: ModelConfig, system: str, user: str)
     return prices.cost(tokens_in, config.max_tokens or DEFAULT_OUTPUT_CAP)
 
 
+#: What `engine.batch_lane` writes in the detail of every attempt a batch job carried
+#: ("... [batch job <id>]"): how an attempt is told to have been paid at batch prices.
+BATCH_MARK = "batch job "
+
+
+def batch_attempt_prices(config: ModelConfig) -> Prices | None:
+    """What a line a batch job carried costs: the batch prices, else the live ones (an upper
+    bound), as the batch lane reserves and settles them; None for a live model."""
+    if config.dispatch != "batch":
+        return None
+    return batch_prices_of(config) or prices_of(config)
+
+
 def recorded_spend(run_dir: Path | str, models: Mapping[str, ModelConfig]) -> float:
-    """Dollars the ledger's attempts of priced `models` cost (earlier runs of this folder)."""
-    priced = {name: p for name, c in models.items() if (p := prices_of(c)) is not None}
-    if not priced:
+    """Dollars the ledger's attempts of priced `models` cost (earlier runs of this folder):
+    attempts a batch job carried (`BATCH_MARK` in their detail) at the model's batch prices
+    (else its live ones, as the batch lane counts them), other attempts at the live prices."""
+    live = {name: p for name, c in models.items() if (p := prices_of(c)) is not None}
+    # Any model may hold batch attempts (its dispatch may have changed since): price them at
+    # its batch prices where known; the detail column is read only when that can matter.
+    batch = {name: p for name, c in models.items() if (p := batch_prices_of(c) or prices_of(c))}
+    if not batch:  # `batch` holds every model `live` does
         return 0.0
     from engine.scan import scan_attempts  # the ledger is only read when prices are set
 
+    split = any(c.dispatch == "batch" or batch_prices_of(c) for c in models.values())
+    columns = ["model", "tokens_in", "tokens_out"] + (["detail"] if split else [])
+    in_batch = (
+        pl.col("detail").fill_null("").str.contains(BATCH_MARK, literal=True)
+        if split
+        else pl.lit(False)
+    )
     try:
         usage = (
-            scan_attempts(run_dir, columns=["model", "tokens_in", "tokens_out"])
-            .filter(pl.col("model").is_in(list(priced)))
-            .group_by("model")
+            scan_attempts(run_dir, columns=columns)
+            .filter(pl.col("model").is_in(list(batch)))
+            .group_by("model", in_batch.alias("in_batch"))
             .agg(pl.col("tokens_in").sum(), pl.col("tokens_out").sum())
             .collect()
         )
     except (FileNotFoundError, pl.exceptions.ComputeError):
         return 0.0
-    return sum(
-        priced[model].cost(tokens_in, tokens_out) for model, tokens_in, tokens_out in usage.rows()
-    )
+    total = 0.0
+    for model, carried, tokens_in, tokens_out in usage.rows():
+        prices = (batch if carried else live).get(model)
+        if prices is not None:
+            total += prices.cost(tokens_in, tokens_out)
+    return total
 
 
 def dollars(value: float) -> str:
@@ -156,14 +184,19 @@ class SpendCap:
 
 
 def unpriced(models: Iterable[ModelConfig]) -> list[str]:
-    """Names of models whose spend a cap cannot count."""
-    return sorted(c.name for c in models if prices_of(c) is None)
+    """Names of models whose spend a cap cannot count (a batch model with batch prices only
+    is counted: its jobs are)."""
+    return sorted(
+        c.name for c in models if prices_of(c) is None and batch_attempt_prices(c) is None
+    )
 
 
 __all__ = [
+    "BATCH_MARK",
     "DEFAULT_OUTPUT_CAP",
     "Prices",
     "SpendCap",
+    "batch_attempt_prices",
     "batch_prices_of",
     "dollars",
     "prices_of",

@@ -1,0 +1,72 @@
+"""Spend already in the ledger is priced at what each attempt cost (issue 13): lines a batch
+job carried at the model's batch prices, live attempts at the live ones; a batch model priced
+for batch only is counted by the cap, not reported as unpriced.
+
+The batch provider is the engine's fake (tests/engine/batch_fake.py), labelled as such.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.dispatch import dispatch
+from engine.ledger import Ledger
+from engine.retry import RetryPolicy
+from engine.scan import scan_attempts
+from engine.spend import BATCH_MARK, recorded_spend, unpriced
+from providers.types import ModelConfig
+from tests.engine.batch_fake import FakeBatch
+
+MODEL = "fake-batch"
+POLICY = RetryPolicy(max_attempts=6, base_s=0.001, cap_s=0.002)
+# Live at $10 per million tokens either way, batch at $1: the two can't be mistaken.
+PRICED = ModelConfig(
+    name=MODEL, provider="sim", model="m", dispatch="batch",
+    price_in_per_mtok=10.0, price_out_per_mtok=10.0,
+    batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0,
+)  # fmt: skip
+
+
+async def test_earlier_batch_lines_are_priced_at_batch_prices(tmp_path: Path, kit: Any) -> None:
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 40))
+    run_dir = tmp_path / "run"
+    done = await dispatch(
+        plan, run_dir, {MODEL: PRICED}, {}, batch_clients={MODEL: FakeBatch()}, policy=POLICY,
+        batch_poll_s=0.001, log_console=None,
+    )  # fmt: skip
+    assert done.complete
+    attempts = scan_attempts(run_dir, ["tokens_in", "tokens_out", "detail"]).collect()
+    # The mark the batch lane writes is the one recorded_spend looks for, on every line.
+    assert attempts["detail"].str.contains(BATCH_MARK, literal=True).all()
+    tokens = attempts["tokens_in"].sum() + attempts["tokens_out"].sum()
+    assert tokens > 0
+    assert recorded_spend(run_dir, {MODEL: PRICED}) == pytest.approx(tokens * 1.0 / 1e6)
+    # A resume that turned the model live still prices what the jobs carried at batch prices.
+    switched = ModelConfig(**{**PRICED.__dict__, "dispatch": "live"})
+    assert recorded_spend(run_dir, {MODEL: switched}) == pytest.approx(tokens * 1.0 / 1e6)
+    # Without batch prices, the batch lines count at the live ones (an upper bound).
+    live_only = ModelConfig(**{**PRICED.__dict__, "batch_price_in_per_mtok": None,
+                               "batch_price_out_per_mtok": None})  # fmt: skip
+    assert recorded_spend(run_dir, {MODEL: live_only}) == pytest.approx(tokens * 10.0 / 1e6)
+
+
+def test_live_and_batch_attempts_each_at_their_prices(tmp_path: Path, kit: Any) -> None:
+    # kit attempts report 50 tokens in and 5 out; two live, three a batch job carried
+    with Ledger.open(tmp_path) as ledger:
+        for i in range(2):
+            ledger.record_result(kit.attempt(f"l{i}", 1, MODEL, "ok"), None)
+        for i in range(3):
+            ledger.record_result(kit.attempt(f"b{i}", 1, MODEL, "ok", "[batch job j-1]"), None)
+    # 2 x 55 tokens at $10 per million + 3 x 55 at $1 per million
+    expected = (2 * 55 * 10.0 + 3 * 55 * 1.0) / 1e6
+    assert recorded_spend(tmp_path, {MODEL: PRICED}) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_batch_model_priced_for_batch_only_is_counted_by_the_cap() -> None:
+    batch_only = ModelConfig(**{**PRICED.__dict__, "price_in_per_mtok": None,
+                                "price_out_per_mtok": None})  # fmt: skip
+    live_batch_only = ModelConfig(**{**batch_only.__dict__, "name": "x", "dispatch": "live"})
+    assert unpriced([batch_only, live_batch_only]) == ["x"]
