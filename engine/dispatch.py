@@ -35,7 +35,7 @@ from engine.lanes import Lane, LaneState, LaneStats
 from engine.ledger import Ledger
 from engine.logs import EngineLog
 from engine.outage import OutagePolicy
-from engine.plan import PlanItem, plan_counts, plan_items, read_pending, read_rows
+from engine.plan import PlanItem, plan_counts, plan_items, plan_spans, read_pending, read_rows
 from engine.progress import LiveProgress
 from engine.retry import ANSWER_FAILURE_CAUSES, RetryPolicy
 from engine.scan import attempt_counts, failure_counts
@@ -181,13 +181,15 @@ async def _feed(
     batch_rows: int,
     has_history: bool,
     held: frozenset[str] = frozenset(),
+    span: tuple[int, int] | None = None,
 ) -> None:
     """Stream the plan into one lane's queue, skipping accepted rows and rows `held` by a
-    live batch job (`engine.batch_jobs`); `None` marks the end."""
+    live batch job (`engine.batch_jobs`); `None` marks the end. `span` (`plan_spans`) is the
+    stretch of the plan holding the lane's rows; without it the whole plan is read."""
     name = lane.config.name
-    offset = 0
+    offset, end = span if span is not None else (0, None)
     try:
-        while not lane.halted:
+        while not lane.halted and (end is None or offset < end):
             height, mine, positions, ids = await asyncio.to_thread(
                 read_pending, plan_path, offset, batch_rows, name, ledger, held
             )
@@ -226,11 +228,11 @@ async def _feed(
 
 async def _run_lane(
     lane: AnyLane, plan_path: Path, run_dir: Path, ledger: Ledger, batch_rows: int,
-    has_history: bool, held: frozenset[str] = frozenset(),
+    has_history: bool, held: frozenset[str] = frozenset(), span: tuple[int, int] | None = None,
 ) -> None:
     queue: asyncio.Queue[PlanItem | None] = asyncio.Queue(maxsize=2 * lane.workers + 16)
     feeder = asyncio.create_task(
-        _feed(lane, plan_path, run_dir, ledger, queue, batch_rows, has_history, held)
+        _feed(lane, plan_path, run_dir, ledger, queue, batch_rows, has_history, held, span)
     )
     try:
         await lane.run(queue)
@@ -388,7 +390,7 @@ async def dispatch(
     run = _Run(
         plan_path, run_dir, ledger, log, _as_sink(progress), batch_rows,
         has_history=any((run_dir / "attempts").glob("*.parquet")),
-        compact_every=(compact_every_s, compact_every_n),
+        compact_every=(compact_every_s, compact_every_n), spans=plan_spans(plan_path),
     )
     try:
         spend = await _spend_cap(run, models, budget_usd, summary)
@@ -453,6 +455,8 @@ class _Run:
     batch_rows: int
     has_history: bool
     compact_every: tuple[float, int]
+    #: Per model, the stretch of the plan its lane reads (`engine.plan.plan_spans`).
+    spans: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     async def drive(
         self, lanes: list[AnyLane], counts: Mapping[str, int], summary: DispatchSummary,
@@ -486,6 +490,7 @@ class _Run:
                     _run_lane(
                         lane, self.plan_path, self.run_dir, self.ledger, self.batch_rows,
                         self.has_history, held.get(lane.config.name, frozenset()),
+                        self.spans.get(lane.config.name),
                     )
                     for lane in lanes
                 ),

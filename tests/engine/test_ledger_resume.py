@@ -79,3 +79,34 @@ async def test_a_row_accepted_earlier_in_this_run_is_skipped_on_a_later_slice(
         assert summary.attempts == 119
         assert (summary.compactions > 0) == (compact_every_n == 5)
         assert sim.counts().get("requests", 0) - before == 119
+
+
+async def test_each_lane_reads_only_the_stretch_of_the_plan_holding_its_rows(
+    tmp_path: Path, kit: Any, sim: SimHandle, monkeypatch: Any
+) -> None:
+    """A plan sorted by model: the lane of the model at the end starts reading at its first
+    row (not at row 0), and a model whose rows are interleaved is still asked in full."""
+    import engine.dispatch as dispatch_module
+    from engine.plan import plan_spans, read_pending
+
+    rows = kit.plan_rows("sim-a", 30) + kit.plan_rows("sim-b", 10)
+    rows.insert(3, kit.plan_rows("sim-c", 2)[0])
+    rows.append(kit.plan_rows("sim-c", 2)[1])
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    assert plan_spans(plan) == {"sim-a": (0, 31), "sim-c": (3, 42), "sim-b": (31, 41)}
+    offsets: dict[str, list[int]] = {}
+
+    def spy(path: Path, offset: int, n: int, model: str, ledger: Any) -> Any:
+        offsets.setdefault(model, []).append(offset)
+        return read_pending(path, offset, n, model, ledger)
+
+    monkeypatch.setattr(dispatch_module, "read_pending", spy)
+    models = {m: kit.sim_model(m, sim.root_url) for m in ("sim-a", "sim-b", "sim-c")}
+    summary = await dispatch(
+        plan, tmp_path / "run", {m: c for m, (c, _) in models.items()},
+        {m: a for m, (_, a) in models.items()}, policy=FAST, log_console=None, batch_rows=8,
+    )  # fmt: skip
+    assert summary.complete and summary.accepted == 42
+    assert offsets["sim-b"] == [31, 39]
+    assert offsets["sim-a"] == [0, 8, 16, 24]
+    assert offsets["sim-c"] == [3, 11, 19, 27, 35]
