@@ -96,9 +96,9 @@ async def test_each_lane_reads_only_the_stretch_of_the_plan_holding_its_rows(
     assert plan_spans(plan) == {"sim-a": (0, 31), "sim-c": (3, 42), "sim-b": (31, 41)}
     offsets: dict[str, list[int]] = {}
 
-    def spy(path: Path, offset: int, n: int, model: str, ledger: Any) -> Any:
+    def spy(path: Path, offset: int, n: int, model: str, *rest: Any) -> Any:
         offsets.setdefault(model, []).append(offset)
-        return read_pending(path, offset, n, model, ledger)
+        return read_pending(path, offset, n, model, *rest)
 
     monkeypatch.setattr(dispatch_module, "read_pending", spy)
     models = {m: kit.sim_model(m, sim.root_url) for m in ("sim-a", "sim-b", "sim-c")}
