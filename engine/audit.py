@@ -35,7 +35,7 @@ from engine.answers import SUBCAUSES
 from engine.outage import read_pauses
 from engine.retry import DUPLICATE
 from engine.scan import scan_ledger
-from engine.spend import Prices
+from engine.spend import BATCH_MARK, Prices
 
 PLAN = "plan.parquet"
 
@@ -317,12 +317,16 @@ def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
     """Per model: summary counts, causes, subcauses, given-up requests (all additive over
     disjoint sets of requests), and the accepted attempts' latencies."""
     retry = ~pl.col("accepted")
+    # Lines a batch job carried are paid at batch prices (`engine.spend.BATCH_MARK`).
+    carried = pl.col("detail").fill_null("").str.contains(BATCH_MARK, literal=True)
     summary = marked.group_by("model").agg(
         pl.len().alias("attempts"),
         retry.sum().alias("retry_attempts"),
         pl.col("request_id").filter(retry).n_unique().alias("requests_retried"),
         pl.col("tokens_in").sum().alias("tokens_in"),
         pl.col("tokens_out").sum().alias("tokens_out"),
+        pl.col("tokens_in").filter(carried).sum().alias("batch_tokens_in"),
+        pl.col("tokens_out").filter(carried).sum().alias("batch_tokens_out"),
     )
     causes = marked.filter(retry).group_by("model", "cause").agg(pl.len().alias("n"))
     subcauses = (
@@ -385,10 +389,12 @@ def audit(
     *,
     prices: Mapping[str, Prices] | None = None,
     providers: Mapping[str, str] | None = None,
+    batch_prices: Mapping[str, Prices] | None = None,
 ) -> Audit:
     """Audit a run folder from its plan and ledger (no lock, no provider, no write).
 
-    `prices` (model -> `engine.spend.Prices`) prices the reported usage; `providers`
+    `prices` (model -> `engine.spend.Prices`) prices the reported usage; `batch_prices`
+    prices the usage of lines a batch job carried (else `prices` do); `providers`
     (model -> provider) names the provider of models with no attempt yet (others are
     read from their attempts).
 
@@ -419,7 +425,7 @@ def audit(
     per_model = _percentiles(latencies, "model")
     by_model = {
         m: _row(reduced, m, _sum(planned, [m]), accepted_by_model.get(m, 0),
-                _cost(prices, [m], reduced[0]), per_model.get(m))
+                _cost(prices, [m], reduced[0], batch_prices), per_model.get(m))
         for m in models
     }
     by_provider_names: dict[str, list[str]] = {}
@@ -428,11 +434,13 @@ def audit(
     per_provider = _percentiles(latencies, "provider")
     by_provider = {
         p: _combine([by_model[m] for m in ms], per_provider.get(p),
-                    _cost(prices, ms, reduced[0]))
+                    _cost(prices, ms, reduced[0], batch_prices))
         for p, ms in sorted(by_provider_names.items())
     }
     overall = _percentiles(latencies, pl.lit("all").alias("all")).get("all")
-    totals = _combine(list(by_model.values()), overall, _cost(prices, models, reduced[0]))
+    totals = _combine(
+        list(by_model.values()), overall, _cost(prices, models, reduced[0], batch_prices)
+    )
     return Audit(totals=totals, by_model=by_model, by_provider=by_provider,
                  providers={m: mapping[m] for m in models if m in mapping},
                  pauses=read_pauses(run_dir))
@@ -475,15 +483,27 @@ def _sum(planned: Mapping[str, int] | None, models: Iterable[str]) -> int | None
 
 
 def _cost(
-    prices: Mapping[str, Prices] | None, models: list[str], summary: pl.DataFrame
+    prices: Mapping[str, Prices] | None,
+    models: list[str],
+    summary: pl.DataFrame,
+    batch_prices: Mapping[str, Prices] | None = None,
 ) -> float | None:
-    if not prices or not any(m in prices for m in models):
+    """Live attempts at `prices`, lines a batch job carried at `batch_prices` (else `prices`)."""
+    live, batch = prices or {}, batch_prices or {}
+    if not any(m in live or m in batch for m in models):
         return None
     total = 0.0
-    usage = summary.select("model", "tokens_in", "tokens_out")
-    for scope, tokens_in, tokens_out in usage.iter_rows():
-        if scope in models and scope in prices:
-            total += prices[scope].cost(tokens_in, tokens_out)
+    usage = summary.select(
+        "model", "tokens_in", "tokens_out", "batch_tokens_in", "batch_tokens_out"
+    )
+    for scope, tokens_in, tokens_out, batch_in, batch_out in usage.iter_rows():
+        if scope not in models:
+            continue
+        batch_in, batch_out = batch_in or 0, batch_out or 0
+        if scope in live:
+            total += live[scope].cost((tokens_in or 0) - batch_in, (tokens_out or 0) - batch_out)
+        if (carried := batch.get(scope, live.get(scope))) is not None:
+            total += carried.cost(batch_in, batch_out)
     return total
 
 

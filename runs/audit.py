@@ -31,23 +31,42 @@ def spec_prices(run_dir: Path) -> tuple[dict[str, Prices], dict[str, str]]:
     """
     from engine.spend import Prices
 
-    try:
-        raw = tomllib.loads((run_dir / SPEC).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return {}, {}
     prices: dict[str, Prices] = {}
     providers: dict[str, str] = {}
-    models = raw.get("models")
-    for entry in models if isinstance(models, list) else []:
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            continue
-        name = entry["name"]
+    for name, entry in _frozen_models(run_dir):
         if isinstance(entry.get("provider"), str):
             providers[name] = entry["provider"]
         price_in, price_out = _number(entry.get("price_in")), _number(entry.get("price_out"))
         if price_in is not None or price_out is not None:
             prices[name] = Prices(price_in or 0.0, price_out or 0.0)
     return prices, providers
+
+
+def spec_batch_prices(run_dir: Path) -> dict[str, Prices]:
+    """Batch prices (`batch_price_in` and `batch_price_out`, both) of the frozen spec's models."""
+    from engine.spend import Prices
+
+    prices: dict[str, Prices] = {}
+    for name, entry in _frozen_models(run_dir):
+        price_in = _number(entry.get("batch_price_in"))
+        price_out = _number(entry.get("batch_price_out"))
+        if price_in is not None and price_out is not None:
+            prices[name] = Prices(price_in, price_out)
+    return prices
+
+
+def _frozen_models(run_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(name, table) of each named `[[models]]` table of the frozen spec; none if unreadable."""
+    try:
+        raw = tomllib.loads((run_dir / SPEC).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return []
+    models = raw.get("models")
+    return [
+        (entry["name"], entry)
+        for entry in (models if isinstance(models, list) else [])
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str)
+    ]
 
 
 def _number(value: Any) -> float | None:
@@ -57,14 +76,17 @@ def _number(value: Any) -> float | None:
 
 
 def run_audit(run_dir: Path | str) -> Audit:
-    """The audit of a run folder, usage priced with the frozen spec's prices."""
+    """The audit of a run folder, usage priced with the frozen spec's prices (lines a batch
+    job carried at its batch prices)."""
     from engine.audit import audit
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
     prices, providers = spec_prices(run_dir)
-    return audit(run_dir, prices=prices, providers=providers)
+    return audit(
+        run_dir, prices=prices, providers=providers, batch_prices=spec_batch_prices(run_dir)
+    )
 
 
 # --------------------------------------------------------------------------- rendering

@@ -1,6 +1,6 @@
-"""Spend already in the ledger is priced at what each attempt cost (issue 13): lines a batch
-job carried at the model's batch prices, live attempts at the live ones; a batch model priced
-for batch only is counted by the cap, not reported as unpriced.
+"""Spend already in the ledger, and the audit's cost, are priced at what each attempt cost
+(issue 13): lines a batch job carried at the model's batch prices, live attempts at the live
+ones; a batch model priced for batch only is counted by the cap, not reported as unpriced.
 
 The batch provider is the engine's fake (tests/engine/batch_fake.py), labelled as such.
 """
@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 
+from engine.audit import audit
 from engine.dispatch import dispatch
 from engine.ledger import Ledger
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
-from engine.spend import BATCH_MARK, recorded_spend, unpriced
+from engine.spend import BATCH_MARK, Prices, recorded_spend, unpriced
 from providers.types import ModelConfig
+from runs.audit import run_audit
 from tests.engine.batch_fake import FakeBatch
 
 MODEL = "fake-batch"
@@ -44,6 +46,8 @@ async def test_earlier_batch_lines_are_priced_at_batch_prices(tmp_path: Path, ki
     tokens = attempts["tokens_in"].sum() + attempts["tokens_out"].sum()
     assert tokens > 0
     assert recorded_spend(run_dir, {MODEL: PRICED}) == pytest.approx(tokens * 1.0 / 1e6)
+    report = audit(run_dir, prices={MODEL: Prices(10.0, 10.0)}, batch_prices={MODEL: Prices(1, 1)})
+    assert report.totals.cost_usd == pytest.approx(tokens * 1.0 / 1e6)
     # A resume that turned the model live still prices what the jobs carried at batch prices.
     switched = ModelConfig(**{**PRICED.__dict__, "dispatch": "live"})
     assert recorded_spend(run_dir, {MODEL: switched}) == pytest.approx(tokens * 1.0 / 1e6)
@@ -63,6 +67,19 @@ def test_live_and_batch_attempts_each_at_their_prices(tmp_path: Path, kit: Any) 
     # 2 x 55 tokens at $10 per million + 3 x 55 at $1 per million
     expected = (2 * 55 * 10.0 + 3 * 55 * 1.0) / 1e6
     assert recorded_spend(tmp_path, {MODEL: PRICED}) == pytest.approx(expected, rel=1e-12)
+    # The audit prices the same way, from the arguments or from the frozen spec
+    live, batch = {MODEL: Prices(10.0, 10.0)}, {MODEL: Prices(1.0, 1.0)}
+    assert audit(tmp_path, prices=live, batch_prices=batch).totals.cost_usd == pytest.approx(
+        expected, rel=1e-12
+    )
+    assert audit(tmp_path, prices=live).totals.cost_usd == pytest.approx(5 * 55 * 10.0 / 1e6)
+    (tmp_path / "spec.toml").write_text(
+        f'[[models]]\nname = "{MODEL}"\nprovider = "sim"\nprice_in = 10\nprice_out = 10\n'
+        "batch_price_in = 1\nbatch_price_out = 1\n",
+        encoding="utf-8",
+    )
+    report = run_audit(tmp_path)
+    assert report.by_model[MODEL].cost_usd == pytest.approx(expected, rel=1e-12)
 
 
 def test_a_batch_model_priced_for_batch_only_is_counted_by_the_cap() -> None:
