@@ -123,10 +123,12 @@ def routes_for(config: ModelConfig, adapter: OpenAICompatAdapter, env: Mapping[s
     return Routes(f"{root.removesuffix('/openai')}/openai/v1", {})
 
 
-def limits_for(config: ModelConfig) -> BatchLimits:
-    """The provider's limits, lowered (never raised) by `extra.batch_max_lines`,
-    `extra.batch_max_bytes` and `extra.batch_max_jobs` (small jobs for a rehearsal)."""
-    limits = LIMITS[config.provider]
+def limits_for(config: ModelConfig, documented: BatchLimits | None = None) -> BatchLimits:
+    """The provider's limits (`documented`, else this module's `LIMITS` entry), lowered
+    (never raised) by `extra.batch_max_lines`, `extra.batch_max_bytes` and
+    `extra.batch_max_jobs` (small jobs for a rehearsal). The Bedrock and Vertex clients
+    lower theirs here too."""
+    limits = documented or LIMITS[config.provider]
     return replace(
         limits,
         max_lines=_lowered(config, "batch_max_lines", limits.max_lines),

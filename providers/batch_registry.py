@@ -22,6 +22,8 @@ BATCH_MODULES: dict[str, str] = {
     "groq": "providers.batch_openai",
     "deepinfra": "providers.batch_openai",
     "azure": "providers.batch_openai",
+    "bedrock": "providers.batch_bedrock",
+    "vertex": "providers.batch_vertex",
 }
 
 

@@ -373,6 +373,11 @@ class BedrockAdapter:
             payload["additionalModelRequestFields"] = self._thinking
         return encode(payload), tuple(omitted)
 
+    def converse_body(self, req: ChatRequest) -> tuple[bytes, tuple[str, ...]]:
+        """The Converse body of `req` and the options left out: what a batch record carries
+        as its `modelInput` (`providers.batch_bedrock`), byte for byte the live body."""
+        return self._body(req)
+
     def build(self, req: ChatRequest) -> HttpRequest:
         """The signed Converse request. May block once to resolve the AWS credential chain."""
         body, omitted = self._body(req)

@@ -363,9 +363,22 @@ class VertexAdapter:
         body, dropped = build_body(config, req, self._dialect)
         return encode(body), dropped + omitted
 
+    @property
+    def openai_endpoint(self) -> bool:
+        """Whether this model speaks the OpenAI-compatible endpoint (open models)."""
+        return self._openai
+
+    def request_body(self, req: ChatRequest) -> tuple[bytes, tuple[str, ...]]:
+        """The body `build` sends, and the options left out (batch lines carry the same)."""
+        return self._openai_body(req) if self._openai else self._gemini_body(req)
+
+    def auth_headers(self) -> dict[str, str]:
+        """The bearer (and quota-project) headers of the current token; may block to refresh."""
+        return self._auth_headers()
+
     def build(self, req: ChatRequest) -> HttpRequest:
         """The request with a current bearer token (may block once an hour to refresh it)."""
-        body, omitted = self._openai_body(req) if self._openai else self._gemini_body(req)
+        body, omitted = self.request_body(req)
         headers = {"Content-Type": "application/json", **self._auth_headers()}
         return HttpRequest("POST", self._url, headers, body, omitted)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 
 from aiohttp import web
 
@@ -80,19 +80,35 @@ def sigv4_or_key_auth(creds: SimCredentials) -> Authenticator:
         if not header:
             raise BadRequest("Missing Authentication Token", status=403,
                              code="MissingAuthenticationTokenException", kind="auth")
-        raw_path, _, query = request.raw_path.partition("?")
-        try:
-            sigv4_verifier.verify(
-                request.method, raw_path, query, _headers_multi(request), body,
-                lambda key: creds.aws_secret_access_key if key == creds.aws_access_key_id
-                else None,
-                service="bedrock", session_token=creds.aws_session_token,
-                now=dt.datetime.now(dt.UTC),
-            )
-        except sigv4_verifier.SigV4Error as exc:
-            raise BadRequest(exc.message, status=exc.status, code=exc.code, kind="auth") from None
+        _verify_sigv4(request, body, creds, "bedrock")
 
     return check
+
+
+def sigv4_auth(creds: SimCredentials, service: str) -> Authenticator:
+    """SigV4 only, scoped to `service` (S3 for the batch object store: path signed as sent)."""
+
+    def check(request: web.Request, body: bytes) -> None:
+        if not request.headers.get("Authorization"):
+            raise BadRequest("Access Denied", status=403, code="AccessDenied", kind="auth")
+        _verify_sigv4(request, body, creds, service)
+
+    return check
+
+
+def _verify_sigv4(request: web.Request, body: bytes, creds: SimCredentials, service: str) -> None:
+    """Verify the request's signature by the configured AWS keys, or refuse it in AWS's words."""
+    raw_path, _, query = request.raw_path.partition("?")
+    try:
+        sigv4_verifier.verify(
+            request.method, raw_path, query, _headers_multi(request), body,
+            lambda key: creds.aws_secret_access_key if key == creds.aws_access_key_id
+            else None,
+            service=service, session_token=creds.aws_session_token,
+            now=dt.datetime.now(dt.UTC), double_encode=service != "s3",
+        )
+    except sigv4_verifier.SigV4Error as exc:
+        raise BadRequest(exc.message, status=exc.status, code=exc.code, kind="auth") from None
 
 
 def issued_token_auth(tokens: TokenStore, refused: str) -> Authenticator:
@@ -111,3 +127,20 @@ def _headers_multi(request: web.Request) -> dict[str, list[str]]:
     for name, value in request.headers.items():
         out.setdefault(name.lower(), []).append(value)
     return out
+
+
+async def checked_body(
+    request: web.Request,
+    authenticate: Authenticator,
+    counts: MutableMapping[str, int],
+    refuse: Callable[[BadRequest], web.Response],
+) -> bytes | web.Response:
+    """The request's body once its credentials pass, else the refusal in the provider's
+    words (counted as `auth_rejected`): for routes outside `Simulator.serve`."""
+    body = await request.read()
+    try:
+        authenticate(request, body)
+    except BadRequest as exc:
+        counts["auth_rejected"] = counts.get("auth_rejected", 0) + 1
+        return refuse(exc)
+    return body

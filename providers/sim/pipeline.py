@@ -21,6 +21,7 @@ from providers.sim.call import BadRequest, ChatCall, Finish, Reply, ServerDialec
 from providers.sim.credentials import SimCredentials
 from providers.sim.faults import FaultInjector, FaultKind
 from providers.sim.oauth import TokenStore
+from providers.sim.object_store import CloudJobs, ObjectStore
 from providers.sim.ratelimit import SlidingWindowLimiter
 
 
@@ -41,6 +42,9 @@ class SimState:
 
     def __post_init__(self) -> None:
         self.batches = BatchStore(self.counts, self.faults)
+    #: S3- and GCS-shaped objects, and the Bedrock and Vertex batch jobs over them.
+    store: ObjectStore = field(default_factory=ObjectStore)
+    cloud_jobs: CloudJobs = field(default_factory=CloudJobs)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,10 @@ BASE_PATHS: dict[str, str] = {
     "vertex": "/vertex",
 }
 DEFAULT_REGION = "us-east-1"
+#: Where rehearsed Bedrock and Vertex batch jobs keep their files, unless the spec says.
+SIM_BATCH_BUCKETS = {"bedrock": "s3://dutchbook-sim-batch/jobs",
+                     "vertex": "gs://dutchbook-sim-batch/jobs"}
+SIM_BATCH_ROLE = "arn:aws:iam::000000000000:role/dutchbook-sim-batch"
 DEFAULT_LOCATION = "us-central1"
 
 
@@ -73,7 +77,9 @@ def rehearse_model(
         env["AZURE_OPENAI_ENDPOINT"] = base
     elif provider == "bedrock":
         region = config.region or DEFAULT_REGION
-        rehearsed = replace(rehearsed, region=region)
+        rehearsed = replace(rehearsed, region=region,
+                            batch_bucket=config.batch_bucket or SIM_BATCH_BUCKETS[provider],
+                            batch_role_arn=config.batch_role_arn or SIM_BATCH_ROLE)
         if config.extra.get("bedrock_auth") == "api_key":
             env["AWS_BEARER_TOKEN_BEDROCK"] = credentials.bedrock_api_key
         else:
@@ -86,7 +92,8 @@ def rehearse_model(
     elif provider == "vertex":
         project = config.project or credentials.gcp_project
         location = config.location or DEFAULT_LOCATION
-        rehearsed = replace(rehearsed, project=project, location=location)
+        rehearsed = replace(rehearsed, project=project, location=location,
+                            batch_bucket=config.batch_bucket or SIM_BATCH_BUCKETS[provider])
         path = credentials.write_service_account(Path(workdir), f"{root}/oauth2/token")
         env["GOOGLE_APPLICATION_CREDENTIALS"] = str(path)
         env["GOOGLE_CLOUD_PROJECT"] = project

@@ -20,17 +20,10 @@ from providers.sim.call import ChatCall
 from providers.sim.oauth import GOOGLE_TOKEN_URI, JWT_BEARER, GrantError, verify_assertion
 from providers.sim.wire_bedrock import BedrockDialect, parse_converse_body
 from providers.sim.wire_openai import VertexOpenAIDialect, parse_chat_body
-from providers.sim.wire_vertex import VertexDialect, parse_generate_body
+from providers.sim.wire_vertex import VERTEX_UNAUTHENTICATED, VertexDialect, parse_generate_body
 
 if TYPE_CHECKING:
     from providers.sim.pipeline import SimState, Simulator
-
-VERTEX_UNAUTHENTICATED = (
-    "Request had invalid authentication credentials. Expected OAuth 2 access token, login "
-    "cookie or other valid authentication credential. See "
-    "https://developers.google.com/identity/sign-in/web/devconsole-project."
-)
-
 
 def cloud_routes(sim: Simulator) -> list[web.RouteDef]:
     """Bedrock Converse, Vertex Gemini and Vertex OpenAI (through `Simulator.serve`), and the

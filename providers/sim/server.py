@@ -23,8 +23,10 @@ from providers.sim.oauth import TokenStore
 from providers.sim.pipeline import SimState, Simulator
 from providers.sim.ratelimit import WINDOW_S, SlidingWindowLimiter
 from providers.sim.routes_batch import batch_routes
+from providers.sim.routes_bedrock_batch import bedrock_batch_routes
 from providers.sim.routes_cloud import cloud_routes
 from providers.sim.routes_openai import openai_routes
+from providers.sim.routes_vertex_batch import vertex_batch_routes
 
 T = TypeVar("T")
 
@@ -45,7 +47,8 @@ def build_app(state: SimState) -> web.Application:
     sim = Simulator(state)
     # The route table lives here, not in the pipeline, so the pipeline and the routes that
     # call it import one way (routes -> pipeline).
-    app.add_routes(openai_routes(sim) + cloud_routes(sim) + batch_routes(sim))
+    app.add_routes(openai_routes(sim) + cloud_routes(sim) + batch_routes(sim)
+                   + bedrock_batch_routes(sim) + vertex_batch_routes(sim))
     app.add_routes([web.get(COUNTS_PATH, _live_counts(state))])
     return app
 

@@ -80,9 +80,13 @@ def canonical_request(
     headers: Mapping[str, list[str]],
     signed_headers: tuple[str, ...],
     payload_hash: str,
+    *,
+    double_encode: bool = True,
 ) -> str:
-    """The canonical request of the SigV4 specification (lines joined by \\n)."""
-    lines = [method.upper(), canonical_uri(raw_path), canonical_query(query)]
+    """The canonical request of the SigV4 specification (lines joined by \\n). S3 signs the
+    path as sent (`double_encode=False`); every other service encodes it once more."""
+    path = canonical_uri(raw_path) if double_encode else (raw_path or "/")
+    lines = [method.upper(), path, canonical_query(query)]
     header_lines = []
     for name in signed_headers:
         values = headers.get(name, [])
@@ -117,6 +121,7 @@ def verify(
     service: str,
     session_token: str | None = None,
     now: dt.datetime | None = None,
+    double_encode: bool = True,
 ) -> Signed:
     """Verify a SigV4-signed request or raise `SigV4Error` in AWS's words.
 
@@ -136,7 +141,8 @@ def verify(
     amz_date = _checked_date(headers, date, now)
     _check_session_token(headers, session_token, signed)
     canonical = canonical_request(
-        method, raw_path, query, headers, signed, _payload_hash(headers, body)
+        method, raw_path, query, headers, signed, _payload_hash(headers, body),
+        double_encode=double_encode,
     )
     expected = signature(secret, amz_date, region, service, canonical)
     if not hmac.compare_digest(expected, m.group("sig")):

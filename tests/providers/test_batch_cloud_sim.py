@@ -1,0 +1,337 @@
+"""Bedrock and Vertex batch end to end against the simulator: the input file uploaded
+(S3 PutObject / Cloud Storage media upload), the job created (a Converse-type model
+invocation job / a batch prediction job), polled, and its output records read back, every
+call authenticated as on the real services (SigV4 with service `s3` and `bedrock`, verified
+by the simulator's own HMAC code; OAuth tokens from the simulator's token endpoint), each
+batch fault reconciled with the simulator's counts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import orjson
+import pytest
+import yarl
+
+from providers.batch import FINAL, BatchClient, BatchError, Fetch, JobState, JobStatus, LineResult
+from providers.batch_bedrock import BedrockBatchClient
+from providers.batch_cloud import record_key, request_id_of
+from providers.batch_registry import batch_client_for
+from providers.bedrock import BedrockAdapter
+from providers.registry import adapter_for
+from providers.sim.faults import FaultProfile
+from providers.sim.rehearse import rehearse_model
+from providers.sim.server import SimHandle, start_sim
+from providers.types import ChatRequest, Completion, Failure, HttpRequest, ModelConfig, Outcome
+
+SYSTEM = "You are a careful forecaster. Reply with a JSON object only."
+
+
+def prompts(n: int, prefix: str = "") -> list[ChatRequest]:
+    """`n` distinct questions; ids are hex like the planner's (some with a prefix to escape)."""
+    return [
+        ChatRequest(f"{prefix}{i:024x}", SYSTEM,
+                    f'Probability that stock {i} closes up? Reply as {{"probability": p}}.',
+                    seed=i)
+        for i in range(n)
+    ]
+
+
+def make_fetch(session: aiohttp.ClientSession, timeout_s: float = 5.0) -> Fetch:
+    async def fetch(http: HttpRequest) -> tuple[int, Mapping[str, str], bytes] | Failure:
+        try:
+            async with asyncio.timeout(timeout_s):
+                async with session.request(http.method, yarl.URL(http.url, encoded=True),
+                                           headers=dict(http.headers), data=http.body) as r:
+                    return r.status, dict(r.headers), await r.read()
+        except TimeoutError:
+            return Failure(Outcome.TIMEOUT, "client timeout")
+        except aiohttp.ClientError as exc:
+            return Failure(Outcome.CONNECTION_ERROR, type(exc).__name__)
+
+    return fetch
+
+
+@dataclass
+class Rig:
+    sim: SimHandle
+    client: BatchClient
+    fetch: Fetch
+    config: ModelConfig
+    env: dict[str, str]
+
+
+@asynccontextmanager
+async def rig(config: ModelConfig, tmp_path: Path,
+              faults: str | FaultProfile = "batch_seconds=0.4") -> AsyncIterator[Rig]:
+    async with await start_sim(faults=faults) as sim:
+        rehearsed, env = rehearse_model(config, sim.root_url, tmp_path)
+        client = batch_client_for(rehearsed, env)
+        async with aiohttp.ClientSession(trust_env=False) as session:
+            yield Rig(sim, client, make_fetch(session), rehearsed, env)
+
+
+async def wait_final(client: BatchClient, fetch: Fetch, job_id: str,
+                     limit_s: float = 20.0) -> JobState:
+    async with asyncio.timeout(limit_s):
+        while True:
+            state = await client.poll(fetch, job_id)
+            if state.status in FINAL:
+                return state
+            await asyncio.sleep(0.1)
+
+
+async def run_job(r: Rig, job_key: str, requests: list[ChatRequest]
+                  ) -> tuple[JobState, list[LineResult]]:
+    """upload, create, poll to the end, read the results: what the engine does per job."""
+    ref = await r.client.upload(r.fetch, job_key, [r.client.line(q) for q in requests])
+    created = await r.client.create(r.fetch, job_key, ref)
+    final = await wait_final(r.client, r.fetch, created.job_id)
+    return final, list(await r.client.results(r.fetch, final))
+
+
+HAIKU = "anthropic.claude-3-haiku-20240307-v1:0"
+N = 100  # Bedrock's (and the simulator's) minimum records per job
+
+
+def model(**kw: object) -> ModelConfig:
+    fields: dict[str, object] = {"name": "claude", "provider": "bedrock", "model": HAIKU,
+                                 "temperature": 1.0, "max_tokens": 512, "dispatch": "batch"}
+    fields.update(kw)
+    return ModelConfig(**fields)  # type: ignore[arg-type]
+
+
+def test_line_is_the_live_converse_body_under_a_record_id(tmp_path: Path) -> None:
+    env = {"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "x",
+           "AWS_REGION": "us-east-1"}
+    config = model(batch_bucket="s3://bucket/p", batch_role_arn="arn:aws:iam::123456789012:role/r")
+    client = BedrockBatchClient(config, env)
+    req = prompts(1, prefix="Q-")[0]
+    line = orjson.loads(client.line(req))
+    live = BedrockAdapter(config, env).build(req)
+    assert line["modelInput"] == orjson.loads(live.body)
+    assert line["recordId"].isalnum() and request_id_of(line["recordId"]) == req.request_id
+
+
+def test_record_keys_round_trip_and_refuse_what_cannot_fit() -> None:
+    for rid in ("00ab12", "x00", "Q-1", "r1", "a" * 62, "é"):
+        assert request_id_of(record_key(rid)) == rid
+    with pytest.raises(ValueError):
+        record_key("Q" * 40)
+
+
+async def test_a_job_answers_every_record_once(tmp_path: Path) -> None:
+    async with rig(model(), tmp_path) as r:
+        requests = prompts(N)
+        final, results = await run_job(r, "job-0001", requests)
+        counts = r.sim.counts()
+    assert final.status is JobStatus.DONE and final.provider_status == "Completed"
+    assert final.total == N and final.completed == N and final.failed == 0
+    assert sorted(x.request_id for x in results) == sorted(q.request_id for q in requests)
+    assert all(isinstance(x.result, Completion) for x in results)
+    assert counts["batch.lines_run.bedrock"] == N and counts["s3.put"] == 1
+    assert counts.get("auth_rejected", 0) == 0
+
+
+async def test_upload_is_idempotent_and_create_repeats_return_one_job(tmp_path: Path) -> None:
+    async with rig(model(), tmp_path) as r:
+        lines = [r.client.line(q) for q in prompts(N)]
+        first = await r.client.upload(r.fetch, "job-0002", lines)
+        again = await r.client.upload(r.fetch, "job-0002", lines)
+        job = await r.client.create(r.fetch, "job-0002", first)
+        # A lost create reply: the same key again finds, or re-creates into, the same job.
+        found = await r.client.find(r.fetch, "job-0002")
+        repeat = await r.client.create(r.fetch, "job-0002", again)
+        missing = await r.client.find(r.fetch, "job-0003")
+        counts = r.sim.counts()
+    assert first == again and len(r.sim.state.store.keys("dutchbook-sim-batch")) == 1
+    assert found is not None and found.job_id == job.job_id == repeat.job_id
+    assert missing is None
+    assert counts["batch.jobs_created.bedrock"] == 1
+    assert counts.get("batch.bedrock.create_repeated") == 1
+
+
+async def test_find_after_a_create_whose_reply_was_lost(tmp_path: Path) -> None:
+    faults = "batch_create_delay=1.0,batch_create_delay_s=2.0,batch_seconds=0.4"
+    async with rig(model(), tmp_path, faults) as r:
+        ref = await r.client.upload(r.fetch, "job-0004", [r.client.line(q) for q in prompts(N)])
+        async with aiohttp.ClientSession(trust_env=False) as impatient:
+            with pytest.raises(BatchError) as lost:
+                await r.client.create(make_fetch(impatient, timeout_s=0.3), "job-0004", ref)
+        found = await r.client.find(r.fetch, "job-0004")
+        assert found is not None
+        final = await wait_final(r.client, r.fetch, found.job_id)
+        counts = r.sim.counts()
+    assert lost.value.failure.outcome is Outcome.TIMEOUT
+    assert final.status is JobStatus.DONE and counts["batch.jobs_created.bedrock"] == 1
+    assert counts["fault.batch_create_delay"] == 1
+
+
+async def test_expired_job_returns_part_of_its_records(tmp_path: Path) -> None:
+    async with rig(model(), tmp_path, "batch_expire=1.0,batch_seconds=0.4") as r:
+        final, results = await run_job(r, "job-0005", prompts(N))
+        counts = r.sim.counts()
+    assert final.status is JobStatus.EXPIRED and final.provider_status == "Expired"
+    assert len(results) == N // 2 == counts["batch.lines_run.bedrock"]
+    assert counts["fault.batch_expire"] == 1
+
+
+async def test_invalid_job_fails_with_no_records(tmp_path: Path) -> None:
+    async with rig(model(), tmp_path, "batch_invalid=1.0,batch_seconds=0.4") as r:
+        final, results = await run_job(r, "job-0006", prompts(N))
+        counts = r.sim.counts()
+    assert final.status is JobStatus.FAILED and "validation" in final.detail
+    assert results == [] and counts["fault.batch_invalid"] == 1
+
+
+async def test_too_few_records_fail_validation_as_on_bedrock(tmp_path: Path) -> None:
+    async with rig(model(), tmp_path) as r:
+        final, results = await run_job(r, "job-0007", prompts(N - 1))
+    assert final.status is JobStatus.FAILED and "at least 100" in final.detail
+    assert results == []
+
+
+async def test_line_faults_are_classified_and_reconciled(tmp_path: Path) -> None:
+    faults = ("batch_line_error=0.1,refusal=0.1,output_cap=0.1,server_error=0.05,"
+              "rate_limit=0.05,missing_routing=0.05,batch_seconds=0.4")
+    async with rig(model(), tmp_path, faults) as r:
+        final, results = await run_job(r, "job-0008", prompts(3 * N))
+        counts = r.sim.counts()
+    seen = Counter(x.result.outcome.value for x in results if isinstance(x.result, Failure))
+    assert len(results) == 3 * N and final.status is JobStatus.DONE
+    assert seen["provider_error"] == (counts["fault.batch_line_error"]
+                                      + counts["fault.server_error"]) > 0
+    assert seen["rate_limit"] == counts["fault.rate_limit"] > 0
+    assert seen["refusal"] == counts["fault.refusal"] > 0
+    assert seen["truncated"] == counts["fault.output_cap"] > 0
+    assert "missing_routing_metadata" not in seen and counts["batch.inert.missing_routing"] > 0
+    ok = sum(isinstance(x.result, Completion) for x in results)
+    assert ok == counts["answered.bedrock"]
+    assert final.failed == seen["provider_error"] + seen["rate_limit"]
+
+
+async def test_wrong_secret_is_an_auth_error_without_the_secret(tmp_path: Path) -> None:
+    async with rig(model(), tmp_path) as r:
+        env = {**r.env, "AWS_SECRET_ACCESS_KEY": "not-the-simulated-secret"}
+        client = BedrockBatchClient(r.config, env)
+        with pytest.raises(BatchError) as refused:
+            await client.upload(r.fetch, "job-0009", [client.line(q) for q in prompts(2)])
+    assert refused.value.failure.outcome is Outcome.AUTH_ERROR
+    assert "not-the-simulated-secret" not in str(refused.value.failure)
+
+
+# ---- Vertex -------------------------------------------------------------------------------
+
+GEMINI = "gemini-3.5-flash"
+
+
+def gemini(**kw: object) -> ModelConfig:
+    fields: dict[str, object] = {"name": "gemini", "provider": "vertex", "model": GEMINI,
+                                 "temperature": 1.0, "max_tokens": 512, "json_mode": True,
+                                 "dispatch": "batch"}
+    fields.update(kw)
+    return ModelConfig(**fields)  # type: ignore[arg-type]
+
+
+async def test_vertex_line_is_the_live_body_with_a_request_label(tmp_path: Path) -> None:
+    async with rig(gemini(), tmp_path) as r:
+        req = prompts(1, prefix="Q-")[0]
+        line = orjson.loads(r.client.line(req))
+        adapter = adapter_for(r.config, r.env)
+        live = orjson.loads((await asyncio.to_thread(adapter.build, req)).body)
+    labels = line["request"].pop("labels")
+    assert line["request"] == live
+    assert request_id_of(labels["dutchbook_request_id"]) == req.request_id
+
+
+async def test_vertex_job_answers_every_line_once(tmp_path: Path) -> None:
+    async with rig(gemini(), tmp_path) as r:
+        requests = prompts(40, prefix="Q-")
+        final, results = await run_job(r, "job-0101", requests)
+        repeat = await r.client.upload(r.fetch, "job-0101", [r.client.line(q) for q in requests])
+        found = await r.client.find(r.fetch, "job-0101")
+        missing = await r.client.find(r.fetch, "job-0102")
+        counts = r.sim.counts()
+    assert final.status is JobStatus.DONE and final.provider_status == "JOB_STATE_SUCCEEDED"
+    assert final.completed == 40 and final.failed == 0 and final.total == 40
+    assert sorted(x.request_id for x in results) == sorted(q.request_id for q in requests)
+    assert all(isinstance(x.result, Completion) for x in results)
+    assert repeat.startswith("gs://dutchbook-sim-batch/jobs/job-0101/")
+    assert found is not None and found.job_id == final.job_id and missing is None
+    assert counts["batch.jobs_created.vertex"] == 1 and counts["batch.lines_run.vertex"] == 40
+
+
+async def test_vertex_find_after_a_lost_create_reply(tmp_path: Path) -> None:
+    faults = "batch_create_delay=1.0,batch_create_delay_s=2.0,batch_seconds=0.4"
+    async with rig(gemini(), tmp_path, faults) as r:
+        ref = await r.client.upload(r.fetch, "job-0103", [r.client.line(q) for q in prompts(5)])
+        async with aiohttp.ClientSession(trust_env=False) as impatient:
+            with pytest.raises(BatchError) as lost:
+                await r.client.create(make_fetch(impatient, timeout_s=0.3), "job-0103", ref)
+        found = await r.client.find(r.fetch, "job-0103")
+        assert found is not None
+        final = await wait_final(r.client, r.fetch, found.job_id)
+        results = await r.client.results(r.fetch, final)
+    assert lost.value.failure.outcome is Outcome.TIMEOUT
+    assert final.status is JobStatus.DONE and len(results) == 5
+
+
+@pytest.mark.parametrize(("fault", "status", "lines"), [
+    ("batch_expire", JobStatus.EXPIRED, 10),
+    ("batch_invalid", JobStatus.FAILED, 0),
+])
+async def test_vertex_job_faults(tmp_path: Path, fault: str, status: JobStatus,
+                                 lines: int) -> None:
+    async with rig(gemini(), tmp_path, f"{fault}=1.0,batch_seconds=0.4") as r:
+        final, results = await run_job(r, "job-0104", prompts(20))
+        counts = r.sim.counts()
+    assert final.status is status and len(results) == lines
+    assert counts[f"fault.{fault}"] == 1 and counts.get("batch.lines_run.vertex", 0) == lines
+
+
+async def test_vertex_line_faults_are_classified_and_reconciled(tmp_path: Path) -> None:
+    faults = ("batch_line_error=0.1,refusal=0.1,output_cap=0.1,server_error=0.05,"
+              "rate_limit=0.05,missing_routing=0.05,batch_seconds=0.4")
+    async with rig(gemini(), tmp_path, faults) as r:
+        final, results = await run_job(r, "job-0105", prompts(300))
+        counts = r.sim.counts()
+    seen = Counter(x.result.outcome.value for x in results if isinstance(x.result, Failure))
+    assert len(results) == 300 and final.status is JobStatus.DONE
+    assert seen["provider_error"] == (counts["fault.batch_line_error"]
+                                      + counts["fault.server_error"]) > 0
+    assert seen["rate_limit"] == counts["fault.rate_limit"] > 0
+    assert seen["refusal"] == counts["fault.refusal"] > 0
+    assert seen["truncated"] == counts["fault.output_cap"] > 0
+    assert "missing_routing_metadata" not in seen
+    assert sum(isinstance(x.result, Completion) for x in results) == counts["answered.vertex"]
+
+
+def test_vertex_open_models_have_no_batch_here(tmp_path: Path) -> None:
+    from providers.types import ConfigError
+
+    env = {"GOOGLE_CLOUD_PROJECT": "p", "GOOGLE_CLOUD_LOCATION": "us-central1", "TOKEN": "t"}
+    config = gemini(model="meta/llama-4-maverick-17b-128e-instruct-maas", api_key_env="TOKEN",
+                    batch_bucket="gs://bucket/p")
+    with pytest.raises(ConfigError, match="Gemini models only"):
+        batch_client_for(config, env)
+
+
+@pytest.mark.parametrize("config", [model(), gemini()], ids=["bedrock", "vertex"])
+async def test_an_upload_no_job_claimed_shows_in_the_gauge(tmp_path: Path,
+                                                           config: ModelConfig) -> None:
+    """A crash between upload and create leaves an input no job holds: the simulator counts
+    it, and a create after the resume (same key: same object) claims it."""
+    async with rig(config, tmp_path) as r:
+        lines = [r.client.line(q) for q in prompts(N)]
+        ref = await r.client.upload(r.fetch, "job-0201", lines)
+        stranded = r.sim.counts()["batch.input_files_without_batch"]
+        ref = await r.client.upload(r.fetch, "job-0201", lines)  # the resumed run
+        await r.client.create(r.fetch, "job-0201", ref)
+        after = r.sim.counts()["batch.input_files_without_batch"]
+    assert (stranded, after) == (1, 0)
