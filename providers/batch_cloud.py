@@ -17,8 +17,9 @@ from typing import Any
 
 import orjson
 
-from providers.base import body_excerpt, short, status_outcome
+from providers.base import Headers, body_excerpt, short, status_outcome
 from providers.batch import BatchError, Fetch
+from providers.headers import retry_after_seconds
 from providers.secrets import Secret, redact
 from providers.types import ConfigError, Failure, HttpRequest, Outcome
 
@@ -118,8 +119,8 @@ async def send(
     """Send one control-plane request; raise `BatchError` unless its status is in `ok`.
 
     The failure is classified by the provider's error code when `code_of(headers, body)`
-    names one in `codes`, else by `status_outcome`; its detail says which step failed and
-    never holds a credential (`secrets` are masked).
+    names one in `codes`, else by `status_outcome`, and carries the reply's Retry-After;
+    its detail says which step failed and never holds a credential (`secrets` are masked).
     """
     reply = await fetch(http)
     if isinstance(reply, Failure):
@@ -133,7 +134,8 @@ async def send(
     code = code_of(headers, body) if code_of is not None else None
     outcome = (codes or {}).get(code or "") or status_outcome(status)
     detail = redact(f"{what}: HTTP {status} {code or ''} {_message(body)}", secrets)
-    raise BatchError(Failure(outcome, short(detail), http_status=status))
+    raise BatchError(Failure(outcome, short(detail), http_status=status,
+                             retry_after_s=retry_after_seconds(Headers(headers))))
 
 
 __all__ = [

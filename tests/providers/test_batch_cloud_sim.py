@@ -335,3 +335,21 @@ async def test_an_upload_no_job_claimed_shows_in_the_gauge(tmp_path: Path,
         await r.client.create(r.fetch, "job-0201", ref)
         after = r.sim.counts()["batch.input_files_without_batch"]
     assert (stranded, after) == (1, 0)
+
+
+async def test_a_throttled_control_call_is_a_rate_limit_with_its_wait() -> None:
+    """A control-plane 429 raises BatchError(rate_limit) with Retry-After, in AWS's words."""
+    from providers.batch_cloud import send
+
+    async def fetch(http: HttpRequest) -> tuple[int, dict[str, str], bytes]:
+        return 429, {"x-amzn-ErrorType": "ThrottlingException:http://x", "Retry-After": "3"}, \
+            b'{"message": "Rate exceeded"}'
+
+    from providers.bedrock import ERROR_CODES, error_code
+
+    with pytest.raises(BatchError) as raised:
+        await send(fetch, HttpRequest("GET", "http://x/y", {}, b""), "poll batch job", (),
+                   codes=ERROR_CODES, code_of=lambda h, b: error_code(h, orjson.loads(b)))
+    failure = raised.value.failure
+    assert failure.outcome is Outcome.RATE_LIMIT and failure.retry_after_s == 3.0
+    assert failure.detail.startswith("poll batch job: HTTP 429 ThrottlingException")
