@@ -41,7 +41,15 @@ from providers.batch_cloud import (
     split_bucket,
 )
 from providers.batch_openai import limits_for
-from providers.bedrock import ERROR_CODES, BedrockAdapter, _CredentialSource, _region, error_code
+from providers.bedrock import (
+    ERROR_CODES,
+    KEY_ENVS,
+    BedrockAdapter,
+    _chain_configured,
+    _CredentialSource,
+    _region,
+    error_code,
+)
 from providers.secrets import Secret
 from providers.sigv4_signer import Clock, signed_headers, utc_now
 from providers.types import (
@@ -115,6 +123,12 @@ class BedrockBatchClient:
         self._adapter = BedrockAdapter(config, {k: v for k, v in env.items()
                                                 if k != "AWS_BEARER_TOKEN_BEDROCK"},
                                        clock=clock)
+        if not all(env.get(k) for k in KEY_ENVS) and not _chain_configured(env):
+            raise ConfigError(
+                f"model {config.name!r}: Bedrock batch signs its S3 requests with AWS "
+                f"credentials: set {KEY_ENVS[0]} and {KEY_ENVS[1]}, or a profile (a Bedrock "
+                "API key alone cannot sign them)"
+            )
         self._credentials = _CredentialSource(config.name, env)
         self._seen: set[Secret] = set()
         base = (config.base_url or "").rstrip("/")
@@ -156,7 +170,11 @@ class BedrockBatchClient:
             return signed_headers(method, url, headers, body, credentials,
                                   region=self._region, service=service, clock=self._clock)
 
-        return HttpRequest(method, url, await asyncio.to_thread(sign), body)
+        try:
+            headers = await asyncio.to_thread(sign)
+        except ConfigError as exc:  # the chain found nothing, or could not be read
+            raise BatchError(Failure(Outcome.AUTH_ERROR, short(str(exc)))) from None
+        return HttpRequest(method, url, headers, body)
 
     async def _control_call(self, fetch: Fetch, method: str, path: str, what: str,
                             payload: Any = None) -> dict[str, Any]:

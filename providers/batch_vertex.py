@@ -59,6 +59,7 @@ from providers.vertex import (
     LOCATION_ENVS,
     PROJECT_ENVS,
     RPC_STATUS,
+    TokenRefreshError,
     VertexAdapter,
     default_base_url,
 )
@@ -138,7 +139,13 @@ class VertexBatchClient:
 
     async def _call(self, fetch: Fetch, method: str, url: str, what: str,
                     body: bytes = b"", content_type: str = "application/json") -> bytes:
-        auth = await asyncio.to_thread(self._adapter.auth_headers)  # may refresh: blocks
+        try:
+            auth = await asyncio.to_thread(self._adapter.auth_headers)  # may refresh: blocks
+        except TokenRefreshError as exc:  # the token endpoint refused, or was not reached
+            outcome = Outcome.PROVIDER_ERROR if exc.retryable else Outcome.AUTH_ERROR
+            raise BatchError(Failure(outcome, f"{what}: {exc}")) from None
+        except ConfigError as exc:  # no credentials could be loaded at all
+            raise BatchError(Failure(Outcome.AUTH_ERROR, short(str(exc)))) from None
         headers = {**auth, **({"Content-Type": content_type} if body else {})}
         _, _, reply = await send(fetch, HttpRequest(method, url, headers, body), what,
                                  self.secrets(), codes=RPC_STATUS, code_of=_rpc_status)

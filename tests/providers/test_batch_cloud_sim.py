@@ -353,3 +353,29 @@ async def test_a_throttled_control_call_is_a_rate_limit_with_its_wait() -> None:
     failure = raised.value.failure
     assert failure.outcome is Outcome.RATE_LIMIT and failure.retry_after_s == 3.0
     assert failure.detail.startswith("poll batch job: HTTP 429 ThrottlingException")
+
+
+def test_bedrock_batch_refuses_an_api_key_alone(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from providers.types import ConfigError
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.aws files to fall back on
+    env = {"AWS_BEARER_TOKEN_BEDROCK": "ABSKsecret", "AWS_REGION": "us-east-1",
+           "HOME": str(tmp_path)}
+    config = model(batch_bucket="s3://bucket/p", batch_role_arn="arn:aws:iam::1:role/r")
+    with pytest.raises(ConfigError, match="cannot sign") as refused:
+        batch_client_for(config, env)
+    assert "ABSKsecret" not in str(refused.value)
+
+
+async def test_vertex_token_refused_is_an_auth_error(tmp_path: Path) -> None:
+    async with rig(gemini(), tmp_path) as r:
+        env = {**r.env, "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "other.json")}
+        other = r.sim.state.credentials.service_account_info(f"{r.sim.root_url}/oauth2/token")
+        other["client_email"] = "intruder@sim-project.iam.gserviceaccount.com"
+        (tmp_path / "other.json").write_text(orjson.dumps(other).decode())
+        client = batch_client_for(r.config, env)
+        with pytest.raises(BatchError) as refused:
+            await client.upload(r.fetch, "job-0301", [client.line(q) for q in prompts(1)])
+    assert refused.value.failure.outcome is Outcome.AUTH_ERROR
+    assert "upload batch input" in refused.value.failure.detail
