@@ -35,7 +35,12 @@ from providers.sim.object_store import (
     jsonl_input,
     line_fault,
 )
-from providers.sim.wire_bedrock import BedrockDialect, aws_error, parse_converse_body
+from providers.sim.wire_bedrock import (
+    BedrockDialect,
+    aws_error,
+    json_object,
+    parse_converse_body,
+)
 
 if TYPE_CHECKING:
     from providers.sim.pipeline import Simulator
@@ -169,7 +174,7 @@ class _JobRoutes:
         return web.json_response({"jobArn": job.job_id})
 
     def _create(self, body: bytes) -> tuple[CloudJob, bool]:
-        data = _object(body)
+        data = json_object(body)
         token = data.get("clientRequestToken")
         if isinstance(token, str):
             if not _TOKEN.fullmatch(token):
@@ -267,17 +272,6 @@ class _JobRoutes:
 def _wall(created: float, now: float) -> float:
     """A monotonic job time as a wall-clock epoch (the wire wants dates)."""
     return time.time() - (now - created)
-
-
-def _object(body: bytes) -> dict[str, Any]:
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise BadRequest("Could not parse request body into json.",
-                         code="SerializationException") from None
-    if not isinstance(data, dict):
-        raise _validation("request body must be a JSON object")
-    return data
 
 
 def _uri(data: dict[str, Any], outer: str, inner: str) -> tuple[str, str]:

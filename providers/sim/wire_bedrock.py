@@ -66,8 +66,8 @@ def _text_blocks(blocks: Any, where: str) -> str:
     return "".join(texts)
 
 
-def parse_converse_body(model_id: str, body: bytes) -> ChatCall:
-    """Read a Converse body, enforcing the service model and the model's own rules."""
+def json_object(body: bytes) -> dict[str, Any]:
+    """A request body that must be one JSON object, refused in AWS's words otherwise."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -75,6 +75,12 @@ def parse_converse_body(model_id: str, body: bytes) -> ChatCall:
                          code="SerializationException") from None
     if not isinstance(data, dict):
         raise _validation("Malformed input request: request body must be a JSON object.")
+    return data
+
+
+def parse_converse_body(model_id: str, body: bytes) -> ChatCall:
+    """Read a Converse body, enforcing the service model and the model's own rules."""
+    data = json_object(body)
     extra = sorted(set(data) - TOP_LEVEL_FIELDS)
     if extra:
         raise _validation(f"Malformed input request: extraneous key [{extra[0]}] is not "
