@@ -1,10 +1,11 @@
 """Vertex batch prediction in the simulator: a Cloud Storage JSON API and the
 `batchPredictionJobs` resource (issue 13), in compressed time.
 
-Under `/vertex`, as the live Vertex routes: media upload (`/upload/storage/v1/b/<bucket>/o?
-uploadType=media&name=`), download (`/storage/v1/b/<bucket>/o/<object>?alt=media`) and list
-(`?prefix=`), and `/<version>/projects/<p>/locations/<l>/batchPredictionJobs` (create, get,
-list with a `labels.<k>="<v>"` or `display_name="<v>"` filter). Every call needs an access
+Under `/vertex`, as the live Vertex routes: media and multipart upload
+(`/upload/storage/v1/b/<bucket>/o?uploadType=media&name=`), download
+(`/storage/v1/b/<bucket>/o/<object>?alt=media`, or under `/download`) and list
+(`?prefix=`), and `/<version>/projects/<p>/locations/<l>/batchPredictionJobs` (create, get, list
+with a `labels.<k>="<v>"` or `display_name="<v>"` filter). Every call needs an access
 token from the simulator's OAuth endpoint. A finished job writes
 `<outputUriPrefix>/prediction-model-<time>/predictions.jsonl`: one `{"request", "response",
 "status"}` line per input line it ran.
@@ -58,6 +59,7 @@ def vertex_batch_routes(sim: Simulator) -> list[web.RouteDef]:
         web.post("/vertex/upload/storage/v1/b/{bucket}/o", routes.upload),
         web.get("/vertex/storage/v1/b/{bucket}/o", routes.list_objects),
         web.get("/vertex/storage/v1/b/{bucket}/o/{name:.+}", routes.download),
+        web.get("/vertex/download/storage/v1/b/{bucket}/o/{name:.+}", routes.download),
         web.post(BASE + "/batchPredictionJobs", routes.create),
         web.get(BASE + "/batchPredictionJobs", routes.list_jobs),
         web.get(BASE + "/batchPredictionJobs/{job}", routes.get_job),
@@ -85,14 +87,18 @@ class _VertexBatch:
         body = await self._checked(request)
         if isinstance(body, web.Response):
             return body
-        name = request.query.get("name", "")
-        if request.query.get("uploadType") != "media" or not name:
-            return google_error(400, "Only uploadType=media with a name is simulated.")
+        kind, name = request.query.get("uploadType"), request.query.get("name", "")
+        if kind == "multipart":  # what google-cloud-storage sends for small objects
+            name, body = _multipart(request.headers.get("Content-Type", ""), body)
+        if kind not in ("media", "multipart") or not name:
+            return google_error(400, "Only uploadType=media (with a name) and multipart "
+                                "uploads are simulated.")
         bucket = request.match_info["bucket"]
         self.state.store.upload(bucket, name, body, self.state.counts)
         self.state.counts["gcs.upload"] += 1
         return web.json_response({"kind": "storage#object", "bucket": bucket, "name": name,
-                                  "size": str(len(body))})
+                                  "size": str(len(body)), "generation": "1",
+                                  "id": f"{bucket}/{name}/1"})
 
     async def download(self, request: web.Request) -> web.Response:
         checked = await self._checked(request)
@@ -210,6 +216,20 @@ class _VertexBatch:
 
 
 _DIGITS = str.maketrans("abcdefghijklmnopqrstuvwxyz", "12345678901234567890123456")
+
+
+def _multipart(content_type: str, body: bytes) -> tuple[str, bytes]:
+    """(object name, data) of a `multipart/related` upload: JSON metadata, then the data."""
+    boundary = content_type.partition("boundary=")[2].strip().strip('"').encode()
+    parts = [p for p in body.split(b"--" + boundary) if p.strip(b"\r\n-")] if boundary else []
+    if len(parts) != 2:
+        return "", b""
+    (_, _, meta), (_, _, data) = (p.partition(b"\r\n\r\n") for p in parts)
+    try:
+        name = orjson.loads(meta).get("name", "")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "", b""
+    return str(name), data.removesuffix(b"\r\n")
 
 
 def _gs(data: dict[str, Any], outer: str, inner: str, key: str) -> tuple[str, str]:

@@ -127,3 +127,69 @@ def test_our_create_request_fits_the_service_model(tmp_path: Path) -> None:
     converse_in = converse.operation_model("Converse").input_shape
     report = ParamValidator().validate({"modelId": MODEL, **line["modelInput"]}, converse_in)
     assert not report.has_errors(), report.generate_report()
+
+
+# ---- Google: google-cloud-storage and google-genai as the oracles of the GCS and Vertex side --
+
+
+def google_token(sim: SimHandle, tmp_path: Path) -> str:
+    """An access token from the simulator's OAuth endpoint for its service account."""
+    from providers.google_auth_tokens import TokenCache, load_credentials
+
+    _, env = rehearse_model(ModelConfig("g", "vertex", "gemini-3.5-flash"), sim.root_url,
+                            tmp_path)
+    credentials, _ = load_credentials(env, "g")
+    return TokenCache(credentials).token()
+
+
+def test_google_cloud_storage_uploads_lists_and_downloads(sim: SimHandle,
+                                                          tmp_path: Path) -> None:
+    from google.cloud import storage
+    from google.oauth2.credentials import Credentials
+
+    client = storage.Client(project="sim-project",
+                            credentials=Credentials(token=google_token(sim, tmp_path)),
+                            client_options={"api_endpoint": f"{sim.root_url}/vertex"})
+    bucket = client.bucket("oracle-bucket")
+    bucket.blob("in/a b.jsonl").upload_from_string(b'{"x": 1}\n')  # multipart upload
+    bucket.blob("in/b.jsonl").upload_from_string(b"two\n")
+    bucket.blob("other/c").upload_from_string(b"c")
+    assert [b.name for b in client.list_blobs("oracle-bucket", prefix="in/")] == [
+        "in/a b.jsonl", "in/b.jsonl"]
+    assert bucket.blob("in/a b.jsonl").download_as_bytes() == b'{"x": 1}\n'
+    from google.api_core.exceptions import NotFound
+
+    with pytest.raises(NotFound):
+        bucket.blob("in/none").download_as_bytes()
+
+
+def test_google_genai_creates_gets_and_lists_a_vertex_batch_job(sim: SimHandle,
+                                                                tmp_path: Path) -> None:
+    from google import genai
+    from google.genai import types
+    from google.oauth2.credentials import Credentials
+
+    request = {"contents": [{"role": "user", "parts": [{"text": 'P(up)? {"p": x}'}]}]}
+    sim.state.store.put("oracle-bucket", "in/job.jsonl",
+                        orjson.dumps({"request": request}) + b"\n" + orjson.dumps(
+                            {"request": request}) + b"\n")
+    client = genai.Client(
+        vertexai=True, project="sim-project", location="us-central1",
+        credentials=Credentials(token=google_token(sim, tmp_path)),
+        http_options=types.HttpOptions(base_url=f"{sim.root_url}/vertex/", api_version="v1"))
+    job = client.batches.create(
+        model="gemini-3.5-flash", src="gs://oracle-bucket/in/job.jsonl",
+        config=types.CreateBatchJobConfig(dest="gs://oracle-bucket/out",
+                                          display_name="oracle-job"))
+    assert job.name is not None and job.state == types.JobState.JOB_STATE_PENDING
+    asyncio.run(asyncio.sleep(0.3))
+    done = client.batches.get(name=job.name)
+    assert done.state == types.JobState.JOB_STATE_SUCCEEDED
+    assert done.completion_stats is not None and done.completion_stats.successful_count == 2
+    listed = client.batches.list(config=types.ListBatchJobsConfig(
+        filter='display_name="oracle-job"'))
+    assert [j.name for j in listed] == [job.name]
+    out = [k for k in sim.state.store.keys("oracle-bucket", "out/")]
+    assert len(out) == 1 and out[0].endswith("/predictions.jsonl")
+    lines = [orjson.loads(x) for x in sim.state.store.get("oracle-bucket", out[0]).splitlines()]
+    assert [set(x) for x in lines] == [{"request", "response", "status"}] * 2
