@@ -144,7 +144,8 @@ def google_token(sim: SimHandle, tmp_path: Path) -> str:
 
 def test_google_cloud_storage_uploads_lists_and_downloads(sim: SimHandle,
                                                           tmp_path: Path) -> None:
-    from google.cloud import storage
+    # A test extra since issue 13: a checkout whose venv predates it skips, `make install` runs it.
+    storage = pytest.importorskip("google.cloud.storage")
     from google.oauth2.credentials import Credentials
 
     client = storage.Client(project="sim-project",
@@ -165,7 +166,7 @@ def test_google_cloud_storage_uploads_lists_and_downloads(sim: SimHandle,
 
 def test_google_genai_creates_gets_and_lists_a_vertex_batch_job(sim: SimHandle,
                                                                 tmp_path: Path) -> None:
-    from google import genai
+    genai = pytest.importorskip("google.genai")
     from google.genai import types
     from google.oauth2.credentials import Credentials
 
