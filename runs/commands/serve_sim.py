@@ -34,8 +34,10 @@ def describe_start(handle: SimHandle, faults: str, console: Console) -> None:
     for provider, path in BASE_PATHS.items():
         table.add_row(provider, handle.root_url + path)
     console.print(table)
-    console.print("OpenAI-shaped routes also serve files and batches (compressed time); counts "
-                  f"while running: {handle.root_url}{COUNTS_PATH}", soft_wrap=True)
+    console.print("OpenAI-shaped routes also serve files and batches, bedrock S3 objects "
+                  f"({handle.root_url}/bedrock/s3) and model invocation jobs, vertex Cloud "
+                  "Storage and batch prediction jobs (compressed time); counts while running: "
+                  f"{handle.root_url}{COUNTS_PATH}", soft_wrap=True)
     console.print("Fake credentials the simulator accepts (never real ones):")
     for line in DEFAULT_CREDENTIALS.export_lines(handle.root_url):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
