@@ -215,6 +215,11 @@ class BatchLane:
         self.log.info("lane_started", model=self.config.name, provider=self.client.provider,
                       dispatch="batch", max_lines=self.limits.max_lines,
                       max_jobs_in_flight=self.limits.max_jobs_in_flight)
+        if self.limits.max_lines < self.limits.min_lines:  # no job can be valid
+            self._halt(LaneState.STOPPED, (
+                f"{self.config.name} ({self.client.provider}): jobs of at most "
+                f"{self.limits.max_lines} lines cannot reach the provider's minimum of "
+                f"{self.limits.min_lines} lines per job (raise batch_max_lines)"))
         live_queue: asyncio.Queue[PlanItem | None] = asyncio.Queue()
         live_task = (
             asyncio.create_task(self.fallback.run(live_queue)) if self.fallback else None

@@ -324,3 +324,12 @@ async def test_a_resumed_job_counts_its_lines_once(tmp_path: Path, kit: Any) -> 
     lane = second.lanes[MODEL]
     assert (lane.already_accepted, lane.accepted) == (first.accepted, 100 - first.accepted)
     assert second.complete and lane.done == 100
+
+
+async def test_limits_that_allow_no_valid_job_stop_the_lane(tmp_path: Path, kit: Any) -> None:
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    fake = FakeBatch(limits_=replace(FakeBatch().limits, max_lines=12, min_lines=100))
+    summary = await _run(plan, tmp_path / "run", fake)
+    lane = summary.lanes[MODEL]
+    assert lane.state.value == "stopped" and not fake.jobs and summary.attempts == 0
+    assert "jobs of at most 12 lines cannot reach the provider's minimum of 100" in lane.message
