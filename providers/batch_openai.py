@@ -286,7 +286,11 @@ class OpenAIBatchClient:
 
     async def _send(self, fetch: Fetch, method: str, url: str, body: bytes = b"",
                     content_type: str | None = None) -> bytes:
-        headers = {k: v for k, v in self.adapter.headers().items() if k != "Content-Type"}
+        # The adapter's JSON headers, less what a multipart upload or a file download
+        # (JSONL bytes, not JSON) must not claim.
+        dropped = ("Content-Type", "Accept") if method == "GET" and "/content" in url else (
+            "Content-Type",)
+        headers = {k: v for k, v in self.adapter.headers().items() if k not in dropped}
         if content_type is not None:
             headers["Content-Type"] = content_type
         reply = await fetch(HttpRequest(method, url, headers, body))

@@ -200,8 +200,12 @@ async def test_result_lines_are_classified_like_live_replies() -> None:
     output = b"\n".join(orjson.dumps(line) for line in lines[:1]) + b"\n"
     errors = b"\n".join(orjson.dumps(line) for line in lines[1:]) + b"\n{torn"
     state = JobState("b1", JobStatus.DONE, "completed", output_ref="f-out", error_ref="f-err")
-    results = {r.request_id: r.result for r in
-               await made.results(Canned((200, {}, output), (200, {}, errors)), state)}
+    fetch = Canned((200, {}, output), (200, {}, errors))
+    results = {r.request_id: r.result for r in await made.results(fetch, state)}
+    assert [r.url for r in fetch.sent] == [
+        "https://api.groq.com/openai/v1/files/f-out/content",
+        "https://api.groq.com/openai/v1/files/f-err/content"]
+    assert all("Accept" not in r.headers and r.headers["Authorization"] for r in fetch.sent)
     assert set(results) == {"a", "b", "c", "e"}  # the expired line is the engine's to count
     done = results["a"]
     assert isinstance(done, Completion) and done.provider_request_id == "req_g"

@@ -192,3 +192,31 @@ async def test_our_client_reads_a_job_the_openai_client_created(tmp_path: Path) 
             assert state is not None and state.status is JobStatus.DONE
             results = await ours.results(fetch, state)
     assert sorted(r.request_id for r in results) == ["q0", "q1", "q2"]
+
+
+async def test_a_cancelled_job_returns_what_it_ran_and_leaves_out_the_rest(
+    tmp_path: Path
+) -> None:
+    async with await start_sim(faults="batch_seconds=30") as sim:
+        config, env = rehearse_model(MODELS["deepinfra"], sim.root_url, tmp_path)
+        ours = batch_client_for(config, env)
+        client = official("deepinfra", sim.root_url, config.base_url or "")
+        content = b"".join(ours.line(r) + b"\n" for r in REQS)
+        stored = await client.files.create(file=("job-c.jsonl", content), purpose="batch")
+        batch = await client.batches.create(
+            input_file_id=stored.id, endpoint="/v1/chat/completions", completion_window="24h",
+            metadata={METADATA_KEY: "job-c"})
+        cancelled = await client.batches.cancel(batch.id)
+        errors = await client.files.content(cancelled.error_file_id or "")
+        await client.close()
+        async with aiohttp.ClientSession() as http:
+            async def fetch(req: HttpRequest) -> tuple[int, Mapping[str, str], bytes]:
+                return await aiohttp_fetch(http, req)
+
+            state = await ours.poll(fetch, batch.id)
+            results = await ours.results(fetch, state)
+        counts = sim.counts()
+    assert cancelled.status == "cancelled" and state.status is JobStatus.CANCELLED
+    codes = [orjson.loads(line)["error"]["code"] for line in errors.content.splitlines()]
+    assert codes == ["batch_cancelled"] * 3
+    assert results == [] and counts["batch.lines_unrun"] == 3
