@@ -333,3 +333,42 @@ async def test_limits_that_allow_no_valid_job_stop_the_lane(tmp_path: Path, kit:
     lane = summary.lanes[MODEL]
     assert lane.state.value == "stopped" and not fake.jobs and summary.attempts == 0
     assert "jobs of at most 12 lines cannot reach the provider's minimum of 100" in lane.message
+
+
+async def test_budgets_of_a_line_that_always_fails_hold_as_live(tmp_path: Path, kit: Any) -> None:
+    """A request whose line is never a usable answer is asked at most max_answer_failures
+    times, each retry with the next seed; one whose line always errs, max_attempts times."""
+    from providers.batch import LineResult
+    from providers.types import Completion, Failure, Outcome
+
+    rows = kit.plan_rows(MODEL, 30)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    bad, erring = rows[4]["request_id"], rows[7]["request_id"]
+    seeds: list[int] = []
+
+    class Stubborn(FakeBatch):
+        async def results(self, fetch: Any, state: Any) -> Any:
+            lines = await super().results(fetch, state)
+            out = []
+            for line in lines:
+                if line.request_id == bad:
+                    job = self.jobs[state.job_id]
+                    sent = next(x for x in self._lines(job) if x["custom_id"] == bad)
+                    seeds.append(int(sent["seed"]))  # type: ignore[call-overload]
+                    line = LineResult(bad, Completion("no idea", "stop", 5, 2, None, "fake"))
+                elif line.request_id == erring:
+                    line = LineResult(erring, Failure(Outcome.PROVIDER_ERROR, "500 line"))
+                out.append(line)
+            return out
+
+    fake = Stubborn()
+    summary = await _run(plan, tmp_path / "run", fake)
+    attempts = scan_attempts(tmp_path / "run", ["request_id", "attempt", "outcome", "detail"])
+    frame = attempts.collect()
+    mine = frame.filter(pl.col("request_id") == bad).sort("attempt")
+    assert mine["outcome"].to_list() == ["invalid_response"] * POLICY.max_answer_failures
+    assert "gave up: 3 answer failures" in mine["detail"][-1]
+    assert seeds == [seeds[0] + k for k in range(3)]  # each retry asks with the next seed
+    errs = frame.filter(pl.col("request_id") == erring)
+    assert errs["outcome"].to_list() == ["provider_error"] * POLICY.max_attempts
+    assert summary.unaccepted == 2 and summary.lanes[MODEL].retries.exhausted == 2
