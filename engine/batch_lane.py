@@ -28,7 +28,7 @@ import asyncio
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -100,6 +100,37 @@ class _Entry:
     tries: int = 0
     #: The answer-failure rule stopped it (a repeat at temperature 0, or its budget spent).
     stopped: bool = False
+
+
+class _Buffer:
+    """Lines waiting for a job, oldest first, and their size in bytes (kept as lines come and
+    go: summing a 50,000-line buffer on every item would be quadratic)."""
+
+    def __init__(self) -> None:
+        self._lines: deque[tuple[_Entry, bytes]] = deque()
+        self.size = 0
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __iter__(self) -> Iterator[tuple[_Entry, bytes]]:
+        return iter(self._lines)
+
+    def __getitem__(self, index: int) -> tuple[_Entry, bytes]:
+        return self._lines[index]
+
+    def append(self, pair: tuple[_Entry, bytes]) -> None:
+        self._lines.append(pair)
+        self.size += len(pair[1]) + 1
+
+    def appendleft(self, pair: tuple[_Entry, bytes]) -> None:
+        self._lines.appendleft(pair)
+        self.size += len(pair[1]) + 1
+
+    def popleft(self) -> tuple[_Entry, bytes]:
+        pair = self._lines.popleft()
+        self.size -= len(pair[1]) + 1
+        return pair
 
 
 def absent_failure(state: JobState | None, job: BatchJob) -> Failure:
@@ -246,7 +277,7 @@ class BatchLane:
         tasks: set[asyncio.Task[list[_Entry]]] = set()
         for job, entries in await self._resumable():
             tasks.add(asyncio.create_task(self._job(job, entries, lines=None)))
-        buffer: deque[tuple[_Entry, bytes]] = deque()
+        buffer = _Buffer()
         getter: asyncio.Task[PlanItem | None] | None = None
         feeding = True
         try:
@@ -283,20 +314,16 @@ class BatchLane:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _ready(self, buffer: deque[tuple[_Entry, bytes]], feeding: bool) -> bool:
+    def _ready(self, buffer: _Buffer, feeding: bool) -> bool:
         """A job can be cut now: the buffer is full, or the plan is read and it holds enough."""
         if not buffer:
             return False
-        if len(buffer) >= self._full or self._bytes(buffer) >= self.limits.max_bytes:
+        if len(buffer) >= self._full or buffer.size >= self.limits.max_bytes:
             return True
         return not feeding and len(buffer) >= self.limits.min_lines
 
-    @staticmethod
-    def _bytes(buffer: deque[tuple[_Entry, bytes]]) -> int:
-        return sum(len(line) + 1 for _, line in buffer)
-
     def _cut(
-        self, buffer: deque[tuple[_Entry, bytes]], feeding: bool = True
+        self, buffer: _Buffer, feeding: bool = True
     ) -> list[tuple[_Entry, bytes]]:
         """The next job's lines: from the front, within the line and byte limits. Once the
         plan is read, a cut that would leave fewer than the provider's minimum behind leaves
@@ -315,7 +342,7 @@ class BatchLane:
             size += len(line) + 1
         return out
 
-    def _take(self, item: PlanItem, buffer: deque[tuple[_Entry, bytes]]) -> None:
+    def _take(self, item: PlanItem, buffer: _Buffer) -> None:
         """A fresh plan item into the buffer, unless a live job holds it or its budget is spent."""
         if item.request_id in self.held:
             return  # a job from an earlier run carries it: its result comes from there
@@ -340,7 +367,7 @@ class BatchLane:
         return self.client.line(chat)
 
     def _requeue(
-        self, entry: _Entry, buffer: deque[tuple[_Entry, bytes]],
+        self, entry: _Entry, buffer: _Buffer,
         live: asyncio.Queue[PlanItem | None],
     ) -> None:
         """A line to ask again: live when allowed, else at the front of the next job."""
@@ -354,7 +381,7 @@ class BatchLane:
         live.put_nowait(entry.item)
 
     def _leftover(
-        self, buffer: deque[tuple[_Entry, bytes]], live: asyncio.Queue[PlanItem | None]
+        self, buffer: _Buffer, live: asyncio.Queue[PlanItem | None]
     ) -> None:
         """Fewer lines than the provider's smallest job: live when allowed, else they wait."""
         if not buffer:

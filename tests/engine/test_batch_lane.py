@@ -372,3 +372,15 @@ async def test_budgets_of_a_line_that_always_fails_hold_as_live(tmp_path: Path, 
     errs = frame.filter(pl.col("request_id") == erring)
     assert errs["outcome"].to_list() == ["provider_error"] * POLICY.max_attempts
     assert summary.unaccepted == 2 and summary.lanes[MODEL].retries.exhausted == 2
+
+
+async def test_jobs_are_cut_by_bytes_too(tmp_path: Path, kit: Any) -> None:
+    rows = kit.plan_rows(MODEL, 60)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    fake = FakeBatch(limits_=replace(FakeBatch().limits, max_bytes=1000))
+    summary = await _run(plan, tmp_path / "run", fake)
+    assert summary.complete
+    sizes = [sum(len(line) + 1 for line in lines) for _, lines in fake.inputs.values()]
+    longest = max(len(line) + 1 for _, lines in fake.inputs.values() for line in lines)
+    assert max(sizes) <= 1000 and len(sizes) >= 60 * 60 // 1000
+    assert all(size > 1000 - longest for size in sizes[:-1])  # each full but the last
