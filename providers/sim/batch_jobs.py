@@ -286,6 +286,9 @@ class BatchStore:
         self._stamp(job, f"{status}_at")
         job.output_file_id = self._result_file(job, "output", job.output)
         job.error_file_id = self._result_file(job, "error", job.errors)
+        # The result files hold the lines now: a long rehearsal keeps one copy, not three.
+        job.output, job.errors = [], []
+        job.lines = [(custom_id, b"") for custom_id, _ in job.lines]
         self.counts[f"batch.jobs.{status}"] += 1
 
     def _result_file(self, job: SimJob, kind: str, lines: list[bytes]) -> str | None:
