@@ -48,10 +48,17 @@ class BatchFaultKind(StrEnum):
     INVALID = "batch_invalid"  # the job fails validation: no line runs
     CREATE_DELAY = "batch_create_delay"  # creating the job waits `batch_create_delay_s` first
     LINE_ERROR = "batch_line_error"  # a line in the error file with an `error` object, no reply
+    #: A files or batches call refused before it does anything: 429 with the wait hint, or
+    #: a 5xx. Not attempts of any request: the engine waits and calls again.
+    CONTROL_RATE_LIMIT = "batch_control_rate_limit"
+    CONTROL_ERROR = "batch_control_error"
 
 
 JOB_KINDS: tuple[BatchFaultKind, ...] = (
     BatchFaultKind.EXPIRE, BatchFaultKind.INVALID, BatchFaultKind.CREATE_DELAY
+)
+CONTROL_KINDS: tuple[BatchFaultKind, ...] = (
+    BatchFaultKind.CONTROL_RATE_LIMIT, BatchFaultKind.CONTROL_ERROR
 )
 #: Live faults a batch result line can carry: a non-2xx reply in the error file, or a 200
 #: whose body says refusal, truncation or no routing. Transport faults (resets, slowness,
@@ -104,7 +111,8 @@ class FaultProfile:
         total = sum(self.rates.values())
         if any(r < 0 for r in self.rates.values()) or total > 1.0 + 1e-12:
             raise ValueError(f"fault rates must be >= 0 and sum to <= 1, got {total:.4f}")
-        job_total = sum(self.batch_rates.get(k, 0.0) for k in JOB_KINDS)
+        job_total = max(sum(self.batch_rates.get(k, 0.0) for k in kinds)
+                        for kinds in (JOB_KINDS, CONTROL_KINDS))
         line_total = self.batch_rates.get(BatchFaultKind.LINE_ERROR, 0.0) + sum(
             self.rates.get(k, 0.0) for k in LINE_KINDS
         )
@@ -301,6 +309,13 @@ class FaultInjector:
     def draw_job(self) -> BatchFaultKind | None:
         """At most one job fault per created batch job."""
         return _pick(self._batch_rng.random(), self.profile.batch_rates, JOB_KINDS)
+
+    def draw_control(self) -> BatchFaultKind | None:
+        """At most one fault per files or batches call (no draw at all when none is set, so
+        the job and line sequences of a seed stay as they were)."""
+        if not any(self.profile.batch_rates.get(k) for k in CONTROL_KINDS):
+            return None
+        return _pick(self._batch_rng.random(), self.profile.batch_rates, CONTROL_KINDS)
 
     def draw_line(self) -> FaultKind | BatchFaultKind | None:
         """At most one fault per batch line: `batch_line_error` or a live `LINE_KINDS` one."""

@@ -96,7 +96,8 @@ class _Handlers:
                     route.auth(request, b"")  # none of these schemes signs the body
                 if route.needs_api_version and not request.query.get("api-version"):
                     raise BadRequest("Resource not found", status=404, kind="not_found")
-                return await action(request)
+                refused = self._control_fault()
+                return refused if refused is not None else await action(request)
             except BadRequest as exc:
                 counts["batch.refused" if exc.kind != "auth" else "auth_rejected"] += 1
                 return route.dialect.error(exc)
@@ -106,6 +107,18 @@ class _Handlers:
                 return route.dialect.error(BadRequest(exc.message, status=exc.status, kind=kind))
 
         return handle
+
+    def _control_fault(self) -> web.Response | None:
+        """An injected control-plane fault: the call is refused before it does anything."""
+        state = self.sim.state
+        kind = state.faults.draw_control()
+        if kind is None:
+            return None
+        state.counts[f"fault.{kind.value}"] += 1
+        state.counts[f"fault_by_provider.{self.route.provider}.{kind.value}"] += 1
+        if kind is BatchFaultKind.CONTROL_RATE_LIMIT:
+            return self.route.dialect.rate_limited(state.retry_after_s)
+        return self.route.dialect.server_error()
 
     # ----- files ---------------------------------------------------------------------
     async def upload(self, request: web.Request) -> web.StreamResponse:

@@ -194,3 +194,20 @@ async def _counts(session: aiohttp.ClientSession, sim: SimHandle) -> dict[str, i
     async with session.get(sim.root_url + COUNTS_PATH) as resp:
         data: dict[str, int] = orjson.loads(await resp.read())
         return data
+
+
+@pytest.mark.parametrize(("kind", "outcome"), [("batch_control_rate_limit", Outcome.RATE_LIMIT),
+                                               ("batch_control_error", Outcome.PROVIDER_ERROR)])
+async def test_control_plane_faults_refuse_a_call_before_it_does_anything(
+    kind: str, outcome: Outcome, tmp_path: Path
+) -> None:
+    async with await start_sim(faults=f"{QUICK},{kind}=1.0", retry_after_s=0.5) as sim, \
+            aiohttp.ClientSession() as session:
+        client, _, _ = await setup(sim, "groq", tmp_path)
+        with pytest.raises(BatchError) as caught:
+            await client.upload(Wire(session), "job-c", [client.line(requests(1)[0])])
+        counts = sim.counts()
+    assert caught.value.failure.outcome is outcome
+    if outcome is Outcome.RATE_LIMIT:
+        assert caught.value.failure.retry_after_s == 0.5
+    assert counts[f"fault.{kind}"] == 1 and counts.get("batch.files_uploaded", 0) == 0
