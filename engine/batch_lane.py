@@ -28,7 +28,7 @@ import asyncio
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -445,12 +445,17 @@ class BatchLane:
                     self._fetch, job.job_key, payload))
                 self.records.uploaded(job, ref)
                 await asyncio.sleep(float(os.environ.get(UPLOAD_PAUSE_ENV) or 0))
+            lines = None  # uploaded: the provider holds the lines now, not this process
+            _forget_prompts(entries.values())
             state = job.state()
             if state is None:
                 state = await self._create(job)
             state = await self._until_final(job, state)
             found = await self._call("results", lambda: self.client.results(self._fetch, state))
-            return self._collect(job, state, found, entries)
+            again = self._collect(job, state, found, entries)
+            if again:  # asked again: their prompts are read back from the plan
+                await asyncio.to_thread(self._restore_prompts, again)
+            return again
         except (_Halted, DiskFull):
             return []
         finally:
@@ -464,6 +469,18 @@ class BatchLane:
         worst = self._reserved.pop(job.job_key, None)
         if worst is not None and self.spend is not None and self.prices is not None:
             self.spend.release(worst)
+
+    def _restore_prompts(self, entries: list[_Entry]) -> None:
+        ids = [e.item.request_id for e in entries]
+        frame = (
+            pl.scan_parquet(self.plan_path)
+            .filter((pl.col("model") == self.config.name) & pl.col("request_id").is_in(ids))
+            .select("request_id", "system", "user")
+            .collect()
+        )
+        texts = {rid: (system, user) for rid, system, user in frame.iter_rows()}
+        for entry in entries:
+            entry.item.system, entry.item.user = texts[entry.item.request_id]
 
     async def _create(self, job: BatchJob) -> JobState:
         """The job's id: `find` first (a crash may have lost a create's reply), else create."""
@@ -658,8 +675,9 @@ class BatchLane:
         self.held = held_ids(mine)
         if not mine:
             return []
+        unsent = {rid for job in mine.values() if job.input_ref is None for rid in job.requests}
         items = await asyncio.to_thread(
-            _read_items, self.plan_path, self.config.name, self.run_dir, sorted(self.held)
+            _read_items, self.plan_path, self.config.name, self.run_dir, sorted(self.held), unsent
         )
         entries = {item.request_id: self._entry(item) for item in items}
         self.log.info("batch_jobs_resumed", model=self.config.name, jobs=len(mine),
@@ -670,17 +688,33 @@ class BatchLane:
         ]
 
 
-def _read_items(plan_path: Path, model: str, run_dir: Path, ids: list[str]) -> list[PlanItem]:
-    """The plan rows of `ids` as work items, with their attempts and answer failures so far."""
+def _read_items(
+    plan_path: Path, model: str, run_dir: Path, ids: list[str], texts: set[str] | None = None
+) -> list[PlanItem]:
+    """The plan rows of `ids` as work items, with their attempts and answer failures so far;
+    the prompts only of those in `texts` (all when None): a job already uploaded needs none."""
     frame = (
         pl.scan_parquet(plan_path)
         .select(*PLAN_COLUMNS)
         .filter((pl.col("model") == model) & pl.col("request_id").is_in(ids))
         .collect()
     )
+    if texts is not None:
+        keep = pl.col("request_id").is_in(list(texts))
+        frame = frame.with_columns(
+            pl.when(keep).then(pl.col(c)).otherwise(pl.lit("")).alias(c) for c in ("system", "user")
+        )
     prior = attempt_counts(run_dir, ids)
     failed = failure_counts(run_dir, ids, ANSWER_FAILURE_CAUSES)
     return plan_items(frame, prior, failed)
+
+
+def _forget_prompts(entries: Iterable[_Entry]) -> None:
+    """A job's prompts are dropped once it is uploaded (a campaign's in-flight jobs would
+    otherwise hold every prompt they carry: Groq's 20 jobs of 50,000 lines are the whole
+    paper); the few asked again are read back from the plan."""
+    for entry in entries:
+        entry.item.system = entry.item.user = ""
 
 
 def _recorded(run_dir: Path, ids: list[str]) -> dict[str, dict[int, str]]:

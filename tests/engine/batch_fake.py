@@ -80,7 +80,7 @@ class FakeBatch:
 
     def line(self, req: ChatRequest) -> bytes:
         return orjson.dumps({"custom_id": req.request_id, "keys": list(req.keys),
-                             "seed": req.seed})
+                             "seed": req.seed, "user": req.user})
 
     def _enter(self, method: str) -> None:
         self.total_calls += 1

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import orjson
 import polars as pl
 import pytest
 
@@ -45,6 +46,8 @@ def _check_exactly_once(run_dir: Path, fake: FakeBatch, ids: set[str]) -> None:
     # Paid once: no request's answer was produced by the provider twice.
     assert max(fake.answered.values()) == 1
     assert set(fake.answered) == ids
+    # Every line uploaded carried its prompt (a retry's is read back from the plan).
+    assert all(orjson.loads(line)["user"] for _, lines in fake.inputs.values() for line in lines)
     # No job created twice under one key (a crash between create and its record).
     keys = [job.key for job in fake.jobs.values()]
     assert len(keys) == len(set(keys))
