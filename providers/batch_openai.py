@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -95,6 +95,15 @@ LIMITS: dict[str, BatchLimits] = {
 }
 
 
+#: Azure keeps input files forever unless told otherwise, and refuses a resource's 501st file
+#: without expiry ("The quota for files without expiry is reached. The maximum is 500",
+#: Azure/azure-sdk-for-java#47401): v1 uploads ask for Azure's shortest expiry, 14 days
+#: (its how-to: 1209600 to 2592000 seconds), far beyond a job's 24-hour window. The classic
+#: 2024-10-21 API has no such field (the same issue), so there jobs in flight stay bounded.
+AZURE_EXPIRY: Mapping[str, str] = {
+    "expires_after[anchor]": "created_at", "expires_after[seconds]": "1209600"}
+
+
 @dataclass(frozen=True)
 class Routes:
     """Where one provider keeps files and batches, and what a line's `url` says."""
@@ -103,6 +112,8 @@ class Routes:
     #: Azure's classic URLs carry `api-version` on every call.
     query: Mapping[str, str]
     endpoint: str = CHAT_ENDPOINT
+    #: Form fields an upload sends beside `purpose`.
+    upload_fields: Mapping[str, str] = field(default_factory=dict)
 
     def url(self, path: str, **params: str) -> str:
         query = {**self.query, **params}
@@ -118,9 +129,8 @@ def routes_for(config: ModelConfig, adapter: OpenAICompatAdapter, env: Mapping[s
     if config.api_version:
         base = root.removesuffix("/openai")
         return Routes(f"{base}/openai", {"api-version": config.api_version}, "/chat/completions")
-    if root.endswith("/openai/v1"):
-        return Routes(root, {})
-    return Routes(f"{root.removesuffix('/openai')}/openai/v1", {})
+    v1 = root if root.endswith("/openai/v1") else f"{root.removesuffix('/openai')}/openai/v1"
+    return Routes(v1, {}, upload_fields=AZURE_EXPIRY)
 
 
 def limits_for(config: ModelConfig, documented: BatchLimits | None = None) -> BatchLimits:
@@ -181,7 +191,8 @@ class OpenAIBatchClient:
         existing = await self._stored_file(fetch, name, len(content))
         if existing is not None:
             return existing
-        body, content_type = multipart({"purpose": "batch"}, name, content)
+        fields = {"purpose": "batch", **self.routes.upload_fields}
+        body, content_type = multipart(fields, name, content)
         data = await self._json(fetch, "POST", self.routes.url("files"), body, content_type)
         return _text_field(data, "id", "upload")
 

@@ -144,15 +144,22 @@ def form_fields(headers: Mapping[str, str], body: bytes) -> dict[str, bytes]:
     return out
 
 
-async def test_our_requests_match_the_openai_clients() -> None:
+@pytest.mark.parametrize("provider", ["groq", "azure"])
+async def test_our_requests_match_the_openai_clients(provider: str) -> None:
     async with recording() as recorder, aiohttp.ClientSession() as session:
         base = recorder.root_url + "/openai/v1"
-        config = ModelConfig(name="g", provider="groq", model="openai/gpt-oss-120b",
+        config = ModelConfig(name="g", provider=provider, model="openai/gpt-oss-120b",
                              base_url=base)
-        ours = batch_client_for(config, {"GROQ_API_KEY": CREDS.groq_api_key})
-        client = openai.AsyncOpenAI(api_key=CREDS.groq_api_key, base_url=base, max_retries=0)
+        key = CREDS.groq_api_key
+        ours = batch_client_for(config, {"GROQ_API_KEY": key, "AZURE_OPENAI_API_KEY": key})
+        client = openai.AsyncOpenAI(
+            api_key=key, base_url=base, max_retries=0,
+            default_headers={"api-key": key} if provider == "azure" else None)
         line = ours.line(REQS[0])
-        await client.files.create(file=("job-r.jsonl", line + b"\n"), purpose="batch")
+        expiry: Any = ({"anchor": "created_at", "seconds": 1209600} if provider == "azure"
+                       else openai.omit)
+        await client.files.create(file=("job-r.jsonl", line + b"\n"), purpose="batch",
+                                  expires_after=expiry)
         await client.batches.create(input_file_id="file-1", endpoint="/v1/chat/completions",
                                     completion_window="24h", metadata={METADATA_KEY: "job-r"})
         await client.close()
@@ -169,7 +176,8 @@ async def test_our_requests_match_the_openai_clients() -> None:
     assert form_fields(o_up_h, o_up_body) == form_fields(t_up_h, t_up_body)
     assert (o_cr, o_cr_path) == (t_cr, t_cr_path) == ("POST", "/openai/v1/batches")
     assert orjson.loads(o_cr_body) == orjson.loads(t_cr_body)
-    assert o_up_h["authorization"] == t_up_h["authorization"] == o_cr_h["authorization"]
+    auth = "api-key" if provider == "azure" else "authorization"
+    assert o_up_h[auth] == t_up_h[auth] == o_cr_h[auth]
 
 
 async def test_our_client_reads_a_job_the_openai_client_created(tmp_path: Path) -> None:
