@@ -188,7 +188,15 @@ class OpenAIBatchClient:
     async def upload(self, fetch: Fetch, job_key: str, lines: Sequence[bytes]) -> str:
         content = b"".join(line + b"\n" for line in lines)
         name = f"{job_key}.jsonl"
-        existing = await self._stored_file(fetch, name, len(content))
+        try:
+            existing = await self._stored_file(fetch, name, len(content))
+        except BatchError as exc:
+            # A provider that cannot list files (or not by purpose) still takes the upload: a
+            # second copy of an input costs nothing, a second job would, and `create` finds
+            # the job by its tag whatever file it was created over.
+            if exc.failure.outcome is not Outcome.BAD_REQUEST:
+                raise
+            existing = None
         if existing is not None:
             return existing
         fields = {"purpose": "batch", **self.routes.upload_fields}

@@ -131,6 +131,14 @@ async def test_upload_sends_multipart_with_purpose_batch_and_no_key_in_the_body(
     assert b'filename="job-2.jsonl"' in sent.body and KEY.encode() not in sent.body
 
 
+async def test_upload_goes_ahead_where_files_cannot_be_listed() -> None:
+    made = client(groq())
+    fetch = Canned((404, {}, b'{"error": {"message": "Unknown request URL"}}'), ok({"id": "f"}))
+    assert await made.upload(fetch, "job-4", [made.line(REQ)]) == "f"
+    with pytest.raises(BatchError):  # but an auth failure is not papered over
+        await made.upload(Canned((401, {}, b"{}")), "job-4", [made.line(REQ)])
+
+
 async def test_create_tags_the_job_and_does_not_create_twice() -> None:
     made = client(groq())
     batch = {"id": "batch_1", "status": "validating", "metadata": {METADATA_KEY: "job-3"}}
