@@ -41,7 +41,10 @@ MEMBER_SCHEMA: dict[str, Any] = {
     "events": pl.List(pl.String),
     "keys": pl.List(pl.String),
 }
-BATCH_ROWS = 20_000
+#: Rows buffered (as Python rows, then one frame) before a part is written: the plan's peak.
+#: Measured writing the paper's plan (365,100 rows), one session: 20,000 rows peaked at 429 MB
+#: RSS, 5,000 at 292 MB, in the same CPU time (20.0 vs 21.2 s user).
+BATCH_ROWS = 5_000
 #: Rows per Parquet row group of the plan files. The paper's plan holds 830 MB of prompt
 #: text (8.8 MB compressed); merging its parts with polars' default row groups peaked at
 #: 904 MB, with groups of 2,000 rows at 387 MB (measured on that plan), and readers that

@@ -125,3 +125,24 @@ def test_an_estimate_that_disagrees_with_the_plan_is_rendered_again(
     # and the estimate is saved again, now agreeing with the plan
     fixed = orjson.loads((out / ESTIMATE_FILE).read_bytes())
     assert fixed["lines"][0]["queries"] == record["lines"][0]["queries"] - 1
+
+
+def test_the_plan_files_do_not_depend_on_how_many_rows_a_part_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parts are a memory bound only (`planner.BATCH_ROWS`): many small parts merge into the
+    same plan and members files, row for row, as one part holding everything."""
+    import polars as pl
+    from polars.testing import assert_frame_equal
+
+    spec = load_spec(write_spec(tmp_path, 1.0))
+    written = {}
+    for rows in (7, 1_000_000):
+        monkeypatch.setattr(planner, "BATCH_ROWS", rows)
+        out = tmp_path / f"parts-{rows}"
+        planner.write_plan(spec, out)
+        written[rows] = [pl.read_parquet(out / name) for name in ("plan.parquet",
+                                                                  "plan_members.parquet")]
+    assert written[7][0].height > 7 * 3  # several parts of each file were merged
+    for small, whole in zip(written[7], written[1_000_000], strict=True):
+        assert_frame_equal(small, whole)
