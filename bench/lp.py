@@ -14,7 +14,6 @@ import time
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import linprog
 
 from scoring import dutch_books, vertex_table
 from scoring.dutch_book import uses_table
@@ -56,6 +55,10 @@ def horizon4_incidence() -> tuple[FloatArray, str]:
 
 def linprog_profit(incidence: FloatArray, p: FloatArray) -> float:
     """Paper eq. 1 solved directly, one set per call: max t s.t. b.(M_j - p) >= t, |b|_1 <= 1."""
+    # Imported here: the pool's spawned workers re-import this module as __main__, and
+    # scipy would add its import time to their start-up, which a user's pool does not pay.
+    from scipy.optimize import linprog
+
     n, m = incidence.shape
     payoff = incidence - p[:, np.newaxis]  # (n, m): contract i's net payoff in atom j
     # variables: b+ (n), b- (n), t; minimise -t
