@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import resource
 import time
 
 import numpy as np
@@ -149,7 +150,12 @@ def pool_speedup(incidence: FloatArray, n_sets: int, seed: int, rounds: int = 3)
     The pool is kept for the process's life, so the first pooled call pays for spawning
     its workers (an interpreter, numpy and HiGHS each) and later ones do not: both are
     printed, the first against the first one-process turn, the rest as medians. Results
-    must be identical. Returns the warm ratio.
+    must be identical. Also printed: the CPU time the workers used over all pooled turns
+    (read when they exit) against this process's over the one-process turns: the pool's
+    own cost in work, which a loaded machine does not distort as it does the wall clock
+    (with the kernel's autogroup scheduling, a session's processes share one CPU share,
+    so two workers cannot take more than one process would while others are busy).
+    Returns the warm ratio.
     """
     rng = np.random.default_rng(seed)
     probs = np.round(rng.uniform(0.0, 1.0, size=(n_sets, incidence.shape[0])), 4)
@@ -158,10 +164,13 @@ def pool_speedup(incidence: FloatArray, n_sets: int, seed: int, rounds: int = 3)
     one_s: list[float] = []
     pool_s: list[float] = []
     shutdown()  # the first pooled turn starts its workers
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    one_cpu = 0.0
     for _ in range(rounds):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         alone = score_groups(groups, workers=1)[0]
         one_s.append(time.perf_counter() - start)
+        one_cpu += time.process_time() - cpu
         start = time.perf_counter()
         pooled = score_groups(groups, workers=workers)[0]
         pool_s.append(time.perf_counter() - start)
@@ -169,13 +178,16 @@ def pool_speedup(incidence: FloatArray, n_sets: int, seed: int, rounds: int = 3)
             if not np.array_equal(getattr(alone, field), getattr(pooled, field), equal_nan=True):
                 raise AssertionError(f"pooled {field} differ from one process")
     shutdown()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    pool_cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
     cold = one_s[0] / pool_s[0]
     warm = float(np.median(one_s[1:]) / np.median(pool_s[1:]))
     print(
         f"pool (horizon 4, {n_sets} sets, {workers} workers vs 1 process, {rounds} interleaved "
         f"turns, results identical): first call {pool_s[0]:.2f} s vs {one_s[0]:.2f} s = "
         f"{cold:.2f}x (worker start-up included) | later calls, pool kept: median "
-        f"{np.median(pool_s[1:]):.2f} s vs {np.median(one_s[1:]):.2f} s = {warm:.2f}x"
+        f"{np.median(pool_s[1:]):.2f} s vs {np.median(one_s[1:]):.2f} s = {warm:.2f}x | "
+        f"CPU: workers {pool_cpu:.1f} s (start-up included) vs one process {one_cpu:.1f} s"
     )
     return warm
 
