@@ -12,17 +12,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-from threadpoolctl import ThreadpoolController
+from typing import Any
 
 _lock = threading.Lock()
-_controller: ThreadpoolController | None = None
+_controller: Any = None
 
 
-def _get() -> ThreadpoolController:
+def _get() -> Any:
+    """threadpoolctl's controller, made on first use (imported then: commands that load
+    scoring without scoring anything do not pay for it)."""
     global _controller
     with _lock:
         if _controller is None:
+            from threadpoolctl import ThreadpoolController
+
             _controller = ThreadpoolController()
         return _controller
 

@@ -220,6 +220,8 @@ def test_exact_tables_of_random_matrices_reach_the_lp_optimum(
     lp_profit, _, _, gap = dutch_book._solve(matrix, probs, "inf")
     assert np.all(gap <= 1e-9)
     np.testing.assert_allclose(table_profit(table, probs), lp_profit, atol=1e-9, rtol=0)
+    # and through dutch_books (table, face certificates, LP for what they miss)
+    check_against_lp(matrix, probs, "inf", None)
 
 
 @pytest.mark.parametrize("seed", [2, 3])
