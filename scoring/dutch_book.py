@@ -185,21 +185,53 @@ def _from_table(
     return found
 
 
-def _solve_fast(incidence: FloatArray, probs: FloatArray, norm: str) -> tuple[FloatArray, ...]:
-    """Certified answers from the vertex table where it has them, the batched LP elsewhere."""
-    complete = np.flatnonzero(~np.isnan(probs).any(axis=1))
-    table = None
-    if uses_table(incidence.shape, norm, complete.size):
-        table = vertex_table.table_for(incidence, norm)
-    if table is None:
-        return _solve(incidence, probs, norm)
-    found = _from_table(table, incidence, probs[complete], norm)
-    certified = found[3] <= CERTIFY_TOLERANCE
+def _from_tables(
+    incidence: FloatArray, probs: FloatArray, norm: str, out: tuple[FloatArray, ...]
+) -> npt.NDArray[np.bool_]:
+    """Fill `out` with the table's certified answers; True where a set still needs the LP.
+
+    Sets are taken by the events they answered: an unanswered event drops out of the LP,
+    so a set missing some is scored over the matrix of the rest, whose own table (exact
+    and cheap when small) is used when enough sets share that pattern.
+    """
+    answered = ~np.isnan(probs)
+    complete = answered.all(axis=1)
+    groups = [(np.flatnonzero(complete), np.ones(probs.shape[1], dtype=bool))]
+    partial = np.flatnonzero(~complete & answered.any(axis=1))
+    if partial.size:
+        patterns, inverse = np.unique(answered[partial], axis=0, return_inverse=True)
+        inverse = np.asarray(inverse).ravel()
+        groups += [(partial[inverse == k], pattern) for k, pattern in enumerate(patterns)]
     rest = np.ones(len(probs), dtype=bool)
-    rest[complete[certified]] = False
-    out = tuple(np.empty((len(probs), *part.shape[1:])) for part in found)
-    for part, value in zip(out, found, strict=True):
-        part[complete[certified]] = value[certified]
+    for members, events in groups:
+        sub = incidence[events]
+        if not uses_table(sub.shape, norm, members.size):
+            continue
+        table = vertex_table.table_for(sub, norm)
+        if table is None:
+            continue
+        found = _from_table(table, sub, probs[np.ix_(members, events)], norm)
+        certified = found[3] <= CERTIFY_TOLERANCE
+        done = members[certified]
+        for part, value in zip(out, found, strict=True):
+            if part.ndim == 1:
+                part[done] = value[certified]
+            else:
+                part[np.ix_(done, events)] = value[certified]
+        rest[done] = False
+    return rest
+
+
+def _solve_fast(incidence: FloatArray, probs: FloatArray, norm: str) -> tuple[FloatArray, ...]:
+    """Certified answers from vertex tables where they have them, the batched LP elsewhere."""
+    n_sets, n = probs.shape
+    out = (
+        np.full(n_sets, np.nan),
+        np.full((n_sets, n), np.nan),
+        np.full((n_sets, n), np.nan),
+        np.full(n_sets, np.inf),
+    )
+    rest = _from_tables(incidence, probs, norm, out)
     if rest.any():
         solved = _solve(incidence, probs[rest], norm)
         for part, value in zip(out, solved, strict=True):

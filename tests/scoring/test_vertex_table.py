@@ -250,3 +250,37 @@ def test_exact_table_answers_uniform_sets_without_the_lp() -> None:
     weights = table.weights(vertices, probs)
     gap = dutch_book._certify(matrix, probs, weights, table.stakes[vertices], "inf")[3]
     assert np.all(gap <= 1e-9)
+
+
+def test_sets_missing_the_same_events_use_the_smaller_matrixs_table(
+    monkeypatch: pytest.MonkeyPatch, reference_distance: Reference
+) -> None:
+    """A set that left events unanswered is the LP of the other events' rows, so enough
+    sets sharing that pattern are scored from that smaller matrix's exact table; the
+    answers (NaN where unanswered) match the LP alone and scipy."""
+    matrix = horizon1()
+    rng = np.random.default_rng(12)
+    size = dutch_book.EXACT_TABLE_MIN_SETS
+    probs = np.round(rng.uniform(size=(2 * size + 70, 14)), 4)
+    probs[:size, [2, 9]] = np.nan  # one shared pattern
+    probs[size : 2 * size, 0] = np.nan  # another
+    scattered = np.arange(2 * size, 2 * size + 30)
+    probs[scattered, rng.integers(14, size=30)] = np.nan  # too few per pattern
+    # (the last 40 sets answer everything: too few for the full matrix's table either)
+    expected = dutch_book._solve(matrix, probs, "inf")
+    sent_to_lp: list[int] = []
+    solve = dutch_book._solve
+
+    def counting(incidence: np.ndarray, sets: np.ndarray, norm: str) -> tuple[np.ndarray, ...]:
+        sent_to_lp.append(len(sets))
+        return solve(incidence, sets, norm)
+
+    monkeypatch.setattr(dutch_book, "_solve", counting)
+    fast = dutch_books(matrix, probs, "inf")
+    assert sum(sent_to_lp) <= 70  # only the scattered and the complete ones
+    np.testing.assert_allclose(fast.profit, expected[0], atol=1e-9, rtol=0)
+    assert np.array_equal(np.isnan(fast.stakes), np.isnan(probs))
+    assert np.array_equal(np.isnan(fast.coherent), np.isnan(probs))
+    check_against_lp(matrix, probs, "inf", None)
+    for k in range(0, len(probs), 37):
+        assert abs(fast.profit[k] - reference_distance(matrix, probs[k], "inf")) <= 1e-9
