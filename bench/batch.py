@@ -11,7 +11,8 @@ audit that reconciles with the faults the simulator injected. What it does:
    `batch_max_jobs` in flight so the campaign makes dozens of jobs, not five. Models whose
    provider has no batch client yet are left out, and the output says so.
 2. Starts `dutchbook serve-sim` as its OWN process with batch faults (jobs that expire half
-   done, fail validation, or whose create reply is late; error lines; 5xx and 429 lines) and
+   done, fail validation, or whose create reply is late; error lines; 5xx and 429 lines;
+   files and batches calls refused with a 429 or a 5xx, which the engine waits out) and
    compressed time (a job lives `batch_seconds`), so its counts span every kill.
 3. Runs `dutchbook run SPEC --rehearse --sim-url URL` and SIGKILLs it three times: at a
    random share of the plan accepted, then BETWEEN AN UPLOAD AND ITS CREATE (that run waits
@@ -65,7 +66,8 @@ MODELS: dict[str, str] = {
 }
 FAULTS = (
     "batch_seconds=1.5,batch_create_delay_s=1.0,batch_expire=0.12,batch_invalid=0.06,"
-    "batch_create_delay=0.1,batch_line_error=0.01,server_error=0.01,rate_limit=0.01"
+    "batch_create_delay=0.1,batch_line_error=0.01,server_error=0.01,rate_limit=0.01,"
+    "batch_control_rate_limit=0.05,batch_control_error=0.03"
 )
 #: The simulator's own limiter is set out of reach: a control-plane call it refused would be
 #: waited out by the engine, never recorded as an attempt, and the audit would not show it.
@@ -281,6 +283,11 @@ def report(out: Path, counts: dict[str, int], kills: list[Kill], failures: list[
     print(f"  jobs: {counts.get('batch.jobs.completed', 0):,} completed, "
           f"{counts.get('batch.jobs.expired', 0):,} expired ({counts.get('batch.lines_unrun', 0):,}"
           f" lines unrun), {sim_failed:,} failed validation ({failed_jobs} recorded)")
+    control = {k.removeprefix("fault."): n for k, n in counts.items()
+               if k.startswith("fault.batch_control")}
+    if control:
+        print(f"  control-plane calls refused (files and batches, waited out and retried, never "
+              f"an attempt): {', '.join(f'{k} {n:,}' for k, n in sorted(control.items()))}")
     lines = scan_attempts(out, ["detail"]).collect()["detail"].str.contains("batch job").sum()
     print(f"  {lines:,} attempts came from batch result lines")
     print(f"\naudit: {result.sentence}")
