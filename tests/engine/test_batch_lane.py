@@ -387,3 +387,27 @@ async def test_jobs_are_cut_by_bytes_too(tmp_path: Path, kit: Any) -> None:
     longest = max(len(line) + 1 for _, lines in fake.inputs.values() for line in lines)
     assert max(sizes) <= 1000 and len(sizes) >= 60 * 60 // 1000
     assert all(size > 1000 - longest for size in sizes[:-1])  # each full but the last
+
+
+async def test_a_stop_request_leaves_jobs_to_the_next_run(tmp_path: Path, kit: Any) -> None:
+    """Ctrl-C (the dispatch's stop event) stops polling and planning; the jobs stay with the
+    provider, recorded, and the next run collects them: nothing asked twice."""
+    import asyncio
+
+    rows = kit.plan_rows(MODEL, 100)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    stop = asyncio.Event()
+    fake = FakeBatch(polls_to_finish=1000)
+    fake.on_call = lambda method: stop.set() if method == "poll" else None
+    first = await dispatch(
+        plan, run_dir, {MODEL: _config()}, {}, batch_clients={MODEL: fake}, policy=POLICY,
+        batch_poll_s=0.001, log_console=None, stop_event=stop,
+    )
+    assert first.lanes[MODEL].state.value == "cancelled" and first.attempts == 0
+    live = [j for j in fold_jobs(run_dir).values() if j.live]
+    assert any(j.job_id for j in live)  # created, polled once, left running
+    fake.polls_to_finish, fake.on_call = 2, None
+    second = await _run(plan, run_dir, fake)
+    assert second.complete
+    _check_exactly_once(run_dir, fake, {r["request_id"] for r in rows})
