@@ -13,8 +13,10 @@ Either way no table answer is trusted: each set is *certified* as the LP's answe
 (`dutch_book._certify`). The book b_v is feasible by construction (a lower bound); for
 the upper bound every vertex carries the affine maps p -> pi of its bases (the
 complementary-slackness equations), giving a distribution over atoms whose forecast
-M pi is exactly `profit` away from p at a basis that is optimal for p. A set whose bounds
-differ by more than the tolerance goes to the LP instead.
+M pi is exactly `profit` away from p at a basis that is optimal for p. Exact tables also
+carry each vertex's dual face (`vertex_exact.Faces`), on which an optimal pi for p is
+found directly, without trying bases. A set whose bounds differ by more than the
+tolerance goes to the LP instead.
 
 A matrix whose table would be large (many atoms, many events) gets none.
 """
