@@ -44,7 +44,7 @@ batch_max_lines = 10
 [[arms]]
 name = "baseline"
 """
-FAULTS = ("batch_seconds=0.3,batch_expire=0.25,batch_create_delay=0.1,"
+FAULTS = ("batch_seconds=0.3,batch_expire=0.25,batch_create_delay=0.4,"
           "batch_create_delay_s=0.2,batch_line_error=0.05,rate_limit=0.05")
 
 
