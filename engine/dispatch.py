@@ -347,8 +347,8 @@ async def dispatch(
     stop_event: asyncio.Event | None = None,
     policy: RetryPolicy | None = None,
     batch_rows: int = 10_000,
-    compact_every_s: float = 30.0,
-    compact_every_n: int = 20_000,
+    compact_every_s: float = 10.0,
+    compact_every_n: int = 5_000,
     log_console: IO[str] | Literal["stderr"] | None = "stderr",
     secrets: Iterable[str] = (),
     fsync: bool = False,
@@ -368,7 +368,11 @@ async def dispatch(
     jobs (`engine.batch_lane.BatchLane`) with the client of `batch_clients` of their name,
     polled every `batch_poll_s` (default `engine.batch_lane.poll_interval`); they need an
     adapter only to fall back live. Raises `engine.ledger.LedgerBusy` if another process is
-    writing this run. (Long only by its keyword options; the work is in `_Run`.)
+    writing this run. The journal is folded into shards every `compact_every_n` results or
+    `compact_every_s` seconds: a fold holds its segment's rows as Python objects for a moment,
+    and the resident memory that leaves behind grows with the segment (a fifth of the paper's
+    sweep peaked at 503 MB folding every 20,000 or 30 s, 432 MB every 5,000 or 10 s, no
+    slower). (Long only by its keyword options; the work is in `_Run`.)
     """
     plan_path, run_dir = Path(plan_path), Path(run_dir)
     policy = policy or RetryPolicy(
