@@ -45,10 +45,10 @@ from providers.bedrock import (
     ERROR_CODES,
     KEY_ENVS,
     BedrockAdapter,
-    _chain_configured,
-    _CredentialSource,
-    _region,
+    CredentialSource,
+    chain_configured,
     error_code,
+    region_of,
 )
 from providers.secrets import Secret
 from providers.sigv4_signer import Clock, signed_headers, utc_now
@@ -103,7 +103,7 @@ class BedrockBatchClient:
     def __init__(
         self, config: ModelConfig, env: Mapping[str, str], *, clock: Clock = utc_now
     ) -> None:
-        region = _region(config, env)
+        region = region_of(config, env)
         if region is None:
             raise ConfigError(
                 f"model {config.name!r}: no AWS region; set `region` in the spec or AWS_REGION"
@@ -123,13 +123,13 @@ class BedrockBatchClient:
         self._adapter = BedrockAdapter(config, {k: v for k, v in env.items()
                                                 if k != "AWS_BEARER_TOKEN_BEDROCK"},
                                        clock=clock)
-        if not all(env.get(k) for k in KEY_ENVS) and not _chain_configured(env):
+        if not all(env.get(k) for k in KEY_ENVS) and not chain_configured(env):
             raise ConfigError(
                 f"model {config.name!r}: Bedrock batch signs its S3 requests with AWS "
                 f"credentials: set {KEY_ENVS[0]} and {KEY_ENVS[1]}, or a profile (a Bedrock "
                 "API key alone cannot sign them)"
             )
-        self._credentials = _CredentialSource(config.name, env)
+        self._credentials = CredentialSource(config.name, env)
         self._seen: set[Secret] = set()
         base = (config.base_url or "").rstrip("/")
         self._control = (env.get("AWS_ENDPOINT_URL_BEDROCK") or base

@@ -164,7 +164,7 @@ def error_code(headers: Mapping[str, str], payload: Any) -> str | None:
     return code.strip() or None
 
 
-def _region(config: ModelConfig, env: Mapping[str, str]) -> str | None:
+def region_of(config: ModelConfig, env: Mapping[str, str]) -> str | None:
     if config.region:
         return config.region
     for name in REGION_ENVS:
@@ -174,7 +174,7 @@ def _region(config: ModelConfig, env: Mapping[str, str]) -> str | None:
     return None
 
 
-def _chain_configured(env: Mapping[str, str]) -> bool:
+def chain_configured(env: Mapping[str, str]) -> bool:
     """Whether botocore's chain has somewhere to look besides the instance metadata service."""
     if any(env.get(name) for name in CHAIN_HINT_ENVS):
         return True
@@ -196,12 +196,12 @@ def required_env(config: ModelConfig, env: Mapping[str, str]) -> list[str]:
         needed.append(config.api_key_env)  # the spec names where its Bedrock API key is
     elif env.get(BEARER_ENV):
         needed.append(BEARER_ENV)
-    elif any(env.get(name) for name in KEY_ENVS) or not _chain_configured(env):
+    elif any(env.get(name) for name in KEY_ENVS) or not chain_configured(env):
         needed.extend(KEY_ENVS)
     return needed
 
 
-class _CredentialSource:
+class CredentialSource:
     """AWS credentials for signing: fixed keys from `env`, or botocore's session chain.
 
     The chain (profiles, SSO, assumed roles, instance roles) is resolved on first use, not at
@@ -272,7 +272,7 @@ class BedrockAdapter:
         *,
         clock: Clock = utc_now,
     ) -> None:
-        region = _region(config, env)
+        region = region_of(config, env)
         if region is None:
             raise ConfigError(
                 f"model {config.name!r}: no AWS region; set `region` in the spec or AWS_REGION"
@@ -288,8 +288,8 @@ class BedrockAdapter:
                 f"model {config.name!r}: {config.api_key_env} (a Bedrock API key) is not set"
             )
         self._bearer: Secret | None = Secret(bearer) if bearer else None
-        self._credentials: _CredentialSource | None = (
-            None if self._bearer else _CredentialSource(config.name, env)
+        self._credentials: CredentialSource | None = (
+            None if self._bearer else CredentialSource(config.name, env)
         )
         self._seen_secrets: set[Secret] = set()  # Secret: masked even in vars(adapter)
         self._secrets_lock = threading.Lock()
@@ -528,11 +528,15 @@ def create_adapter(config: ModelConfig, env: Mapping[str, str]) -> BedrockAdapte
 
 __all__ = [
     "ERROR_CODES",
+    "KEY_ENVS",
     "OPTION_RULES",
     "STOP_FAILURES",
     "BedrockAdapter",
+    "CredentialSource",
+    "chain_configured",
     "create_adapter",
     "error_code",
     "options_omitted",
+    "region_of",
     "required_env",
 ]
