@@ -6,15 +6,11 @@ the retries by cause reconcile with what the simulator counted."""
 
 from __future__ import annotations
 
-import asyncio
-import io
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-from engine.audit import audit
-from runs.pipeline import run_campaign
+from tests.runs.batch_rehearsal import rehearse_batch
 
 SPEC = """
 name = "cloudy"
@@ -48,15 +44,7 @@ FAULTS = ("batch_seconds=0.3,batch_expire=0.2,batch_create_delay=0.15,"
 def test_a_cloud_batch_rehearsal_reconciles_with_the_faults_injected(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("DUTCHBOOK_BATCH_POLL_S", "0.1")
-    spec = tmp_path / "spec.toml"
-    spec.write_text(SPEC, encoding="utf-8")
-    console = Console(file=io.StringIO(), width=200)
-    result = asyncio.run(run_campaign(spec, tmp_path / "out", rehearse=True, faults=FAULTS,
-                                      console=console, progress=False))
-    assert result.summary.complete and result.sim_counts is not None
-    counts = result.sim_counts
-    totals = audit(tmp_path / "out").totals
+    counts, totals = rehearse_batch(tmp_path, monkeypatch, SPEC, FAULTS)
     assert totals.accepted == totals.requests
     assert counts["batch.jobs_created.bedrock"] >= 1 and counts["batch.jobs_created.vertex"] >= 1
     for kind in ("batch_line_error", "rate_limit"):
