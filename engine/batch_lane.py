@@ -52,7 +52,7 @@ from engine.retry import (
 )
 from engine.scan import attempt_counts, failure_counts, scan_attempts
 from engine.settle import Sent, settle
-from engine.spend import SpendCap, batch_prices_of, prices_of, worst_case_cost
+from engine.spend import BATCH_MARK, SpendCap, batch_prices_of, prices_of, worst_case_cost
 from providers.batch import (
     FINAL,
     BatchClient,
@@ -139,14 +139,14 @@ def absent_failure(state: JobState | None, job: BatchJob) -> Failure:
     status = state.status if state is not None else None
     said = f": {state.detail}" if state is not None and state.detail else ""
     if status is JobStatus.EXPIRED:
-        return Failure(Outcome.TIMEOUT, f"batch job {jid} expired before this line ran{said}")
+        return Failure(Outcome.TIMEOUT, f"{BATCH_MARK}{jid} expired before this line ran{said}")
     if status is JobStatus.FAILED:
-        return Failure(Outcome.PROVIDER_ERROR, f"batch job {jid} failed{said}")
+        return Failure(Outcome.PROVIDER_ERROR, f"{BATCH_MARK}{jid} failed{said}")
     if status is JobStatus.CANCELLED:
-        return Failure(Outcome.PROVIDER_ERROR, f"batch job {jid} was cancelled{said}")
+        return Failure(Outcome.PROVIDER_ERROR, f"{BATCH_MARK}{jid} was cancelled{said}")
     word = status.value if status is not None else "unknown"
     return Failure(
-        Outcome.PROVIDER_ERROR, f"batch job {jid} ended ({word}) with no line for this request"
+        Outcome.PROVIDER_ERROR, f"{BATCH_MARK}{jid} ended ({word}) with no line for this request"
     )
 
 
@@ -594,7 +594,7 @@ class BatchLane:
             else:
                 number = max(attempt, max(outcomes, default=0) + 1)
                 counts["answered" if rid in results else "absent"] += 1
-                notes = tuple(n for n in (entry.answers.note(), f"batch job {job.job_id}") if n)
+                notes = tuple(n for n in (entry.answers.note(), f"{BATCH_MARK}{job.job_id}") if n)
                 sent = Sent(self.config.name, self.client.provider, number, started, elapsed_ms,
                             notes=notes)
                 result = results.get(rid) or absent_failure(state, job)
