@@ -19,6 +19,8 @@ FloatArray = npt.NDArray[np.float64]
 DEFAULT_REPS = 20_000
 #: Cap on resampled cluster indices held at once (reps x clusters), to bound memory.
 _CHUNK_CELLS = 2_000_000
+#: Samples resampled together by `cluster_bootstrap_means` (their means held at once).
+_BATCH = 64
 
 
 class Interval(NamedTuple):
@@ -49,24 +51,62 @@ def _cluster_sums(
     return sums, counts
 
 
-def _bootstrap(
-    sums: FloatArray, counts: FloatArray, reps: int, seed: int, level: float
-) -> Interval:
+def _check(reps: int, level: float) -> None:
     if reps < 1:
         raise ValueError("reps must be positive")
     if not 0.0 < level < 1.0:
         raise ValueError("level must lie in (0, 1)")
-    rng = np.random.default_rng(seed)
-    n_clusters = sums.size
+
+
+def _resampled_means(
+    samples: Sequence[tuple[FloatArray, FloatArray]], reps: int, seed: int
+) -> FloatArray:
+    """(len(samples), reps) bootstrap means of samples with the same number of clusters.
+
+    The resampled cluster indices depend only on the seed and the number of clusters (the
+    same generator, the same chunks), so they are drawn once for all the samples: each row is
+    exactly what a draw of its own would give (the same indices gathered and summed the same
+    way). Equal `counts` share their denominators.
+    """
+    n_clusters = samples[0][0].size
     chunk = max(1, _CHUNK_CELLS // n_clusters)
-    means = np.empty(reps)
+    means = np.empty((len(samples), reps))
+    rng = np.random.default_rng(seed)
     for start in range(0, reps, chunk):
         size = min(chunk, reps - start)
         picks = rng.integers(0, n_clusters, size=(size, n_clusters))
-        means[start : start + size] = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
+        denominators: dict[bytes, FloatArray] = {}
+        for row, (sums, counts) in enumerate(samples):
+            key = counts.tobytes()
+            if key not in denominators:
+                denominators[key] = counts[picks].sum(axis=1)
+            means[row, start : start + size] = sums[picks].sum(axis=1) / denominators[key]
+    return means
+
+
+def _bootstrap_many(
+    samples: Sequence[tuple[FloatArray, FloatArray]], reps: int, seed: int, level: float
+) -> list[Interval]:
+    """The interval of each (sums, counts) from its clusters resampled `reps` times.
+
+    Samples with equally many clusters are resampled together, `_BATCH` at a time so that
+    memory stays bounded however many there are.
+    """
+    _check(reps, level)
     tail = (1.0 - level) / 2.0
-    lo, hi = np.quantile(means, [tail, 1.0 - tail])
-    return Interval(float(sums.sum() / counts.sum()), float(lo), float(hi))
+    out: dict[int, Interval] = {}
+    by_size: dict[int, list[int]] = {}
+    for i, (sums, _) in enumerate(samples):
+        by_size.setdefault(sums.size, []).append(i)
+    for members in by_size.values():
+        for first in range(0, len(members), _BATCH):
+            batch = members[first : first + _BATCH]
+            means = _resampled_means([samples[i] for i in batch], reps, seed)
+            for row, i in enumerate(batch):
+                sums, counts = samples[i]
+                lo, hi = np.quantile(means[row], [tail, 1.0 - tail])
+                out[i] = Interval(float(sums.sum() / counts.sum()), float(lo), float(hi))
+    return [out[i] for i in range(len(samples))]
 
 
 def cluster_bootstrap_mean(
@@ -81,8 +121,23 @@ def cluster_bootstrap_mean(
     `clusters` labels each value (the paper uses the date); NaN values are dropped.
     Returns (mean, lo, hi) as an `Interval`, identical for identical inputs and seed.
     """
-    sums, counts = _cluster_sums(values, clusters)
-    return _bootstrap(sums, counts, reps, seed, level)
+    return cluster_bootstrap_means([(values, clusters)], reps=reps, seed=seed, level=level)[0]
+
+
+def cluster_bootstrap_means(
+    samples: Sequence[tuple[npt.ArrayLike, npt.ArrayLike | Sequence[Hashable]]],
+    reps: int = DEFAULT_REPS,
+    seed: int = 0,
+    level: float = 0.95,
+) -> list[Interval]:
+    """`cluster_bootstrap_mean` of each (values, clusters) pair, in order, with one seed.
+
+    Each interval is identical to `cluster_bootstrap_mean(values, clusters, reps, seed,
+    level)`; many samples (the report's k = 1..passes curve) cost one draw of resampled
+    clusters per number of clusters instead of one per sample.
+    """
+    _check(reps, level)
+    return _bootstrap_many([_cluster_sums(v, c) for v, c in samples], reps, seed, level)
 
 
 def paired_difference(
@@ -99,11 +154,17 @@ def paired_difference(
     which is why arms are compared this way rather than by two separate intervals.
     Pairs with a NaN on either side are dropped.
     """
+    return cluster_bootstrap_mean(
+        _difference(values, baseline), clusters, reps=reps, seed=seed, level=level
+    )
+
+
+def _difference(values: npt.ArrayLike, baseline: npt.ArrayLike) -> FloatArray:
     v = np.asarray(values, dtype=np.float64)
     b = np.asarray(baseline, dtype=np.float64)
     if v.shape != b.shape:
         raise ValueError(f"values {v.shape} and baseline {b.shape} must be paired")
-    return cluster_bootstrap_mean(v - b, clusters, reps=reps, seed=seed, level=level)
+    return v - b
 
 
 def _average_ranks(x: FloatArray) -> FloatArray:
@@ -146,14 +207,15 @@ def pairwise_differences(
 ) -> dict[tuple[str, str], Interval]:
     """Paired clustered interval of (first - second) for every pair of models.
 
-    Each model's values must be aligned on the same units (and `clusters`).
+    Each model's values must be aligned on the same units (and `clusters`). Each interval is
+    `paired_difference`'s, the pairs resampled together (`cluster_bootstrap_means`).
     """
-    return {
-        (a, b): paired_difference(
-            values_by_model[a], values_by_model[b], clusters, reps=reps, seed=seed, level=level
-        )
-        for a, b in itertools.combinations(sorted(values_by_model), 2)
-    }
+    pairs = list(itertools.combinations(sorted(values_by_model), 2))
+    samples = [
+        (_difference(values_by_model[a], values_by_model[b]), clusters) for a, b in pairs
+    ]
+    intervals = cluster_bootstrap_means(samples, reps=reps, seed=seed, level=level)
+    return dict(zip(pairs, intervals, strict=True))
 
 
 def count_pairwise_significant(

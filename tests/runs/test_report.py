@@ -538,3 +538,65 @@ def test_every_table_is_also_written_as_csv_and_markdown(tmp_path: Path) -> None
     assert markdown.count("\n| a | baseline |") == 1
     assert "profit [95% CI, date-clustered]" in markdown
     assert "Spearman(profit, Brier) = 1.0000" in markdown
+
+
+def _by_k_one_at_a_time(
+    averaged: pl.DataFrame, model: str, seed: int, reps: int
+) -> list[dict[str, Any]]:
+    """The repeated-elicitation curve as computed before its k were resampled together (issue
+    12): per k, the rows of that k, their units' mean profit, one bootstrap of its own."""
+    per_unit = (
+        averaged.filter(pl.col("model") == model)
+        .group_by(["unit", "cluster", "k"], maintain_order=True)
+        .agg(pl.col("profit").drop_nans().mean())
+        .filter(pl.col("profit").is_not_null() & pl.col("profit").is_not_nan())
+    )
+    out: list[dict[str, Any]] = []
+    for k in range(1, int(averaged["k"].max()) + 1):  # type: ignore[arg-type]
+        at_k = per_unit.filter(pl.col("k") == k)
+        if at_k.height == 0:
+            out.append({"k": k, "mean": None, "lo": None, "hi": None})
+            continue
+        iv = stats.cluster_bootstrap_mean(
+            at_k["profit"].to_numpy(), at_k["cluster"].to_numpy(), reps=reps, seed=seed
+        )
+        out.append({"k": k, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi})
+    return out
+
+
+def test_repeated_section_is_identical_to_one_bootstrap_per_k() -> None:
+    """Many passes, two models, units over dates, NaN profits, a k where no unit has a profit
+    and a k where a whole date has none (fewer clusters): every k's interval is bit for bit
+    the one a bootstrap of its own gives."""
+    from runs.report import build_rows
+    from runs.report.repeated import repeated_section
+    from runs.scoring_step import AVERAGED_SCHEMA
+
+    rng = np.random.default_rng(4)
+    units = [f"2025-01-{1 + i % 7:02d}:S{i}" for i in range(40)]
+    passes = 30
+    records = []
+    for model in ("m1", "m2"):
+        for unit in units:
+            date = unit.split(":")[0]
+            for k in range(1, passes + 1):
+                profit = float(rng.random() * 0.01)
+                if rng.random() < 0.1 or k == 7 or (k == 9 and date == "2025-01-03"):
+                    profit = float("nan")
+                records.append((model, "families/isolated", unit, "family", date, "l1", k, profit))
+    averaged = pl.DataFrame(records, schema=AVERAGED_SCHEMA, orient="row")
+    scores = frame(
+        [
+            row(m, "families/isolated", u, 0, 0.001, set_="family")
+            for m in ("m1", "m2")
+            for u in units
+        ]
+    )
+    rows = build_rows(scores, {}, floor=0.9, seed=5, reps=200)
+    section = repeated_section(averaged, rows, seed=5, reps=200)
+    assert [s["model"] for s in section] == ["m1", "m2"]
+    for entry in section:
+        expected = _by_k_one_at_a_time(averaged, entry["model"], seed=5, reps=200)
+        assert entry["by_k"] == expected
+        assert entry["by_k"][6]["mean"] is None  # k = 7: nothing answered
+        assert entry["by_k"][8]["mean"] is not None  # k = 9: six dates of seven

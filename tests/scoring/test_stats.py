@@ -145,3 +145,67 @@ def test_cluster_bootstrap_matches_a_plain_loop_on_a_small_case() -> None:
     assert got.mean == pytest.approx(sum(v for v, _ in kept) / len(kept), abs=1e-15)
     assert got.lo == pytest.approx(_percentile(means, 0.025), abs=1e-15)
     assert got.hi == pytest.approx(_percentile(means, 0.975), abs=1e-15)
+
+
+def _bootstrap_one_at_a_time(
+    values: np.ndarray, clusters: np.ndarray, reps: int, seed: int, chunk_cells: int
+) -> stats.Interval:
+    """The interval as computed before samples were resampled together (issue 12): a fresh
+    generator per sample, its cluster indices drawn in chunks of `chunk_cells` cells."""
+    keep = ~np.isnan(values)
+    _, codes = np.unique(clusters[keep], return_inverse=True)
+    sums = np.bincount(codes, weights=values[keep]).astype(np.float64)
+    counts = np.bincount(codes).astype(np.float64)
+    rng = np.random.default_rng(seed)
+    n = sums.size
+    chunk = max(1, chunk_cells // n)
+    means = np.empty(reps)
+    for start in range(0, reps, chunk):
+        size = min(chunk, reps - start)
+        picks = rng.integers(0, n, size=(size, n))
+        means[start : start + size] = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
+    tail = (1.0 - 0.95) / 2.0  # not quite 0.025 in floating point, as before
+    lo, hi = np.quantile(means, [tail, 1.0 - tail])
+    return stats.Interval(float(sums.sum() / counts.sum()), float(lo), float(hi))
+
+
+@pytest.mark.parametrize(
+    ("units", "n_clusters", "reps"),
+    [(37, 37, 2_000), (200, 30, 1_500), (3_000, 900, 3_000), (10, 3, 100)],
+)
+def test_resampling_many_samples_together_is_identical_to_one_at_a_time(
+    units: int, n_clusters: int, reps: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bit for bit, including several chunks of draws (900 clusters), samples whose NaNs leave
+    a cluster empty (fewer clusters, other draws), equal and unequal counts, and more samples
+    than one batch."""
+    monkeypatch.setattr(stats, "_BATCH", 4)
+    rng = np.random.default_rng(units)
+    clusters = rng.integers(0, n_clusters, units).astype(str)
+    samples = []
+    for k in range(10):
+        values = rng.random(units)
+        if k % 2:
+            values[rng.random(units) < 0.2] = np.nan
+        if k == 3:
+            values[clusters == clusters[0]] = np.nan  # one cluster fewer
+        samples.append((values, clusters))
+    together = stats.cluster_bootstrap_means(samples, reps=reps, seed=9)
+    alone = [stats.cluster_bootstrap_mean(v, c, reps=reps, seed=9) for v, c in samples]
+    reference = [
+        _bootstrap_one_at_a_time(v, c, reps, 9, stats._CHUNK_CELLS) for v, c in samples
+    ]
+    assert together == alone == reference
+    assert len(set(together)) == len(together)  # the samples differ, so must their intervals
+
+
+def test_pairwise_differences_are_each_pairs_paired_difference() -> None:
+    values, clusters = clustered_sample(30, 6, seed=8)
+    noise = np.random.default_rng(2).normal(scale=0.05, size=(4, values.size))
+    noise[1, 3] = np.nan  # one pair drops a unit
+    models = {name: values + noise[i] for i, name in enumerate("abcd")}
+    pairs = stats.pairwise_differences(models, clusters, reps=REPS, seed=3)
+    for (a, b), interval in pairs.items():
+        assert interval == stats.paired_difference(
+            models[a], models[b], clusters, reps=REPS, seed=3
+        )
