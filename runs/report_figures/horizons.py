@@ -109,10 +109,18 @@ def _baseline_line(ax: Any, cells: Mapping[str, Mapping[str, float]], baseline: 
         ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
 
 
+def _not_run(ax: Any, why: str) -> None:
+    """A panel another model's row has and this one's does not: said in its slot, which would
+    otherwise be left blank (the rows keep their columns aligned)."""
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, why, ha="center", va="center", fontsize=9, color="0.4",
+            transform=ax.transAxes)  # fmt: skip
+
+
 def _assets(ax: Any, model: str, cells: Mapping[str, Mapping[str, float]], baseline: str) -> None:
     ivs = [cells.get(f"{TWO_ASSET} {key}") for key, _ in _ASSET_SETS]
     if not any(ivs):
-        ax.set_axis_off()
+        _not_run(ax, f"(A) two assets: the two-asset arm\nwas not run for {model}")
         return
     _bars(
         ax,
@@ -127,7 +135,7 @@ def _assets(ax: Any, model: str, cells: Mapping[str, Mapping[str, float]], basel
 def _days(ax: Any, model: str, cells: Mapping[str, Mapping[str, float]], baseline: str) -> None:
     horizons = _horizons(cells)
     if not horizons:
-        ax.set_axis_off()
+        _not_run(ax, f"(B) horizons: no horizon arm\nwas run for {model}")
         return
     labels: list[str] = []
     ivs: list[Mapping[str, float] | None] = []
