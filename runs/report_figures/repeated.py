@@ -5,12 +5,18 @@ averaged forecast can never exceed."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from runs.report_figures import _style
 from runs.report_figures.inputs import FigureInputs
 
 TITLE = "Repeated elicitation: averaging k passes"
+#: Up to this many passes each k is a marker with its interval's error bar and its own tick;
+#: beyond, the curve is a line in a shaded band of its intervals, with a few integer ticks
+#: (hundreds of error bars and tick labels drew a solid block and took seconds).
+MANY_PASSES = 20
 
 
 def draw(inputs: FigureInputs, path: Path) -> str:
@@ -31,21 +37,17 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         for cell in (c for c in cells if c["arm"] == arm):
             points = [(b["k"], iv) for b in cell["by_k"] if (iv := _style.interval(b))]
             colour, marker = styles[cell["model"]]
-            ks = [k for k, _ in points]
-            ivs = [iv for _, iv in points]
-            ax.errorbar(
-                ks,
-                [iv["mean"] for iv in ivs],
-                yerr=_style.errors(ivs),
-                fmt=marker + "-",
-                color=colour,
-                capsize=3,
-                label=cell["model"],
-            )
+            _curve(ax, points, colour, marker, cell["model"], cell["passes"] > MANY_PASSES)
             single = cell.get("single_pass_mean")
             if single is not None:
                 ax.axhline(single, color=colour, linestyle="--", linewidth=0.9, alpha=0.8)
-        ax.set_xticks(range(1, max(c["passes"] for c in cells if c["arm"] == arm) + 1))
+        passes = max(c["passes"] for c in cells if c["arm"] == arm)
+        if passes <= MANY_PASSES:
+            ax.set_xticks(range(1, passes + 1))
+        else:  # a label per k would print hundreds of them on top of one another
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("passes averaged (k)")
         ax.set_title(arm, loc="left")
         ax.grid(alpha=0.3)
@@ -58,3 +60,26 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         "passes, then solving, with 95% date-clustered intervals. Dashed: the mean profit of "
         "single passes, which the averaged forecast can never exceed (the profit is convex)."
     )
+
+
+def _curve(
+    ax: Any,
+    points: Sequence[tuple[int, Mapping[str, float]]],
+    colour: Any,
+    marker: str,
+    label: str,
+    many: bool,
+) -> None:
+    ks = [k for k, _ in points]
+    ivs = [iv for _, iv in points]
+    means = [iv["mean"] for iv in ivs]
+    if not many:
+        ax.errorbar(
+            ks, means, yerr=_style.errors(ivs), fmt=marker + "-", color=colour, capsize=3,
+            label=label,
+        )  # fmt: skip
+        return
+    ax.plot(ks, means, "-", color=colour, linewidth=1.2, label=label)
+    lo = [iv["lo"] for iv in ivs]
+    hi = [iv["hi"] for iv in ivs]
+    ax.fill_between(ks, lo, hi, color=colour, alpha=0.2, linewidth=0)

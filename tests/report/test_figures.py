@@ -279,3 +279,65 @@ def test_a_paper_sized_summary_draws_without_scores(tmp_path: Path) -> None:
             assert f.path.read_bytes().startswith(PNG)
         else:
             assert f.omitted
+
+
+def _drawn_figure(module: Any, inputs: FigureInputs, path: Path, monkeypatch: Any) -> Any:
+    """Draw one figure and keep the matplotlib figure (saved too) to look inside it."""
+    from runs.report_figures import _style
+
+    kept: list[Any] = []
+    save = _style.save
+    monkeypatch.setattr(_style, "save", lambda fig, p: (kept.append(fig), save(fig, p)))
+    module.draw(inputs, path)
+    (fig,) = kept
+    return fig
+
+
+@pytest.mark.parametrize("passes", [5, 300])
+def test_repeated_elicitation_ticks_stay_readable_at_any_number_of_passes(
+    passes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few passes: a tick and an error bar per k. Hundreds: a line in a shaded band, a few
+    integer ticks (one label per k printed them on top of one another)."""
+    from runs.report_figures import repeated as figure
+
+    by_k = [{"k": k, **_iv(0.002 + 0.001 / k)} for k in range(1, passes + 1)]
+    cell = {"model": "m", "arm": "baseline", "passes": passes, "single_pass_mean": 0.003,
+            "by_k": by_k}  # fmt: skip
+    inputs = FigureInputs({"rows": [], "repeated_elicitation": [cell]})
+    fig = _drawn_figure(figure, inputs, tmp_path / "fig7.png", monkeypatch)
+    (ax,) = fig.axes
+    ticks = [t for t in ax.get_xticks() if 1 <= t <= passes]
+    if passes <= figure.MANY_PASSES:
+        assert ticks == list(range(1, passes + 1))
+        assert len(ax.containers) == 1  # the error bars
+    else:
+        assert 3 <= len(ticks) <= 12 and all(float(t).is_integer() for t in ticks)
+        assert not ax.containers
+        (band,) = ax.collections  # the intervals' band
+        edge = band.get_paths()[0].vertices[:, 1]
+        low, high = edge.min(), edge.max()
+        assert low == pytest.approx(min(b["lo"] for b in by_k))
+        assert high == pytest.approx(max(b["hi"] for b in by_k))
+
+
+def test_a_horizons_panel_a_model_did_not_run_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One model ran the two-asset arm only, the other a horizon arm only: each row keeps both
+    columns, and the slot it has nothing for says why instead of standing blank."""
+    from runs.report_figures import horizons as figure
+
+    rows = [{"model": m, "arm": "baseline", "scored": True, "profit": _iv(0.01)} for m in "ab"]
+    rows += [{"model": "a", "arm": f"two-asset {key}", "scored": True, "profit": _iv(0.02)}
+             for key in ("A", "B", "marginals", "full")]  # fmt: skip
+    rows += [{"model": "b", "arm": f"horizon/2 {key}", "scored": True, "profit": _iv(0.03)}
+             for key in ("d1", "d2", "marginals", "full")]  # fmt: skip
+    fig = _drawn_figure(figure, FigureInputs({"rows": rows}), tmp_path / "fig3.png", monkeypatch)
+    assert len(fig.axes) == 4
+    blank = [ax for ax in fig.axes if not ax.axison]
+    said = sorted(" ".join(t.get_text().split()) for ax in blank for t in ax.texts)
+    assert said == [
+        "(A) two assets: the two-asset arm was not run for b",
+        "(B) horizons: no horizon arm was run for a",
+    ]
