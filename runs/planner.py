@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from engine.durable import commit_file
-from engine.frames import frame_from_rows
+from engine.frames import frame_from_columns
 from engine.plan import PLAN_SCHEMA
 from engine.spend import Prices, batch_prices_of, prices_of
 from panels.arms import ARMS, Arm, Query
@@ -54,20 +54,29 @@ ROW_GROUP_ROWS = 2_000
 TYPICAL_OUTPUT_TOKENS_PER_KEY = 24
 
 
+# Every id and seed below is the SHA-256 of its parts' str() joined by "\x1f" (`_digest`).
+# The three computed per query spell that join as an f-string: the same bytes (str() of an
+# int or a str is its format), without a generator per call, which planning pays 3 times a
+# query. A test pins them to `_digest` and to values planned before, since a resume finds
+# its answers by these ids.
+
+
 def _digest(*parts: object) -> bytes:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
 
 
 def content_digest(query: Query) -> str:
     """What identifies a question: the exact messages and the keys asked for."""
-    return _digest(query.system, query.user, ",".join(query.keys)).hex()
+    keys = ",".join(query.keys)
+    return hashlib.sha256(f"{query.system}\x1f{query.user}\x1f{keys}".encode()).hexdigest()
 
 
 def request_id(
     campaign: str, model: str, pass_index: int, query: Query, digest: str | None = None
 ) -> str:
     digest = digest or content_digest(query)
-    return _digest(campaign, model, pass_index, digest).hex()[:24]
+    text = f"{campaign}\x1f{model}\x1f{pass_index}\x1f{digest}"
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
 def render_seed(campaign_seed: int, arm: str, unit: str, pass_index: int) -> int:
@@ -80,7 +89,8 @@ def request_seed(
 ) -> int:
     """The seed sent to the provider: task-specific and different per pass (Appendix C)."""
     digest = digest or content_digest(query)
-    return int.from_bytes(_digest(campaign_seed, pass_index, digest)[:4], "big") & 0x7FFFFFFF
+    hashed = hashlib.sha256(f"{campaign_seed}\x1f{pass_index}\x1f{digest}".encode()).digest()
+    return int.from_bytes(hashed[:4], "big") & 0x7FFFFFFF
 
 
 def arm_of(entry: ArmEntry, spec: CampaignSpec) -> Arm:
@@ -131,17 +141,31 @@ def iter_queries(spec: CampaignSpec, units: UnitSource) -> Iterator[PlannedQuery
                         )
 
 
+def distinct_queries(
+    spec: CampaignSpec, units: UnitSource
+) -> Iterator[tuple[PlannedQuery, bool]]:
+    """`iter_queries`, each with whether it is the first to ask its request id (the plan holds
+    that one; the others are arms sharing it)."""
+    seen: set[str] = set()
+    for pq in iter_queries(spec, units):
+        first = pq.request_id not in seen
+        if first:
+            seen.add(pq.request_id)
+        yield pq, first
+
+
 class _PartWriter:
     """Writes row batches to numbered Parquet parts, then one file through a streaming sink."""
 
     def __init__(self, folder: Path, schema: dict[str, Any]) -> None:
         self.folder, self.schema = folder, schema
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[tuple[Any, ...]] = []
         self.parts = 0
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
 
-    def add(self, row: dict[str, Any]) -> None:
+    def add(self, row: tuple[Any, ...]) -> None:
+        """One row, its values in the schema's column order."""
         self.rows.append(row)
         if len(self.rows) >= BATCH_ROWS:
             self.flush()
@@ -149,7 +173,8 @@ class _PartWriter:
     def flush(self) -> None:
         if self.rows:
             # Column-wise (engine.frames): row-wise frames cost more than the rest of planning.
-            frame_from_rows(self.rows, self.schema).write_parquet(
+            columns = dict(zip(self.schema, map(list, zip(*self.rows, strict=True)), strict=True))
+            frame_from_columns(columns, self.schema).write_parquet(
                 self.folder / f"part-{self.parts:05d}.parquet", row_group_size=ROW_GROUP_ROWS
             )
             self.parts += 1
@@ -168,46 +193,46 @@ class _PartWriter:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+class PlanWriter:
+    """`plan.parquet` and `plan_members.parquet` from queries as they are rendered.
+
+    Rows go to numbered parts under `staging` (bounded batches, never the whole plan held);
+    `commit` merges each file's parts into the run folder atomically, members first, so a
+    folder with `plan.parquet` has both. The staging folder may lie outside the run folder:
+    `dutchbook run` writes the parts while it estimates, before it holds the folder's lock,
+    and commits them once it does (`runs.pipeline`), so prompts are rendered once per run.
+    """
+
+    def __init__(self, staging: Path) -> None:
+        self.plan = _PartWriter(staging / ".plan-parts", PLAN_SCHEMA)
+        self.members = _PartWriter(staging / ".member-parts", MEMBER_SCHEMA)
+
+    def add(self, pq: PlannedQuery, first: bool) -> None:
+        """One arm's view of a query; `first` when no earlier query had its request id."""
+        rid, model, events, keys = pq.request_id, pq.model.name, pq.query.events, pq.query.keys
+        self.members.add((rid, model, pq.arm, pq.unit, pq.pass_index, events, keys))
+        if first:
+            self.plan.add(
+                (rid, model, pq.arm, pq.unit, events, keys, pq.pass_index, pq.seed,
+                 pq.query.system, pq.query.user)
+            )  # fmt: skip
+
+    def commit(self, run_dir: Path) -> Path:
+        """Both files into `run_dir`, atomically each; returns the plan's path."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.members.finish(run_dir / "plan_members.parquet")
+        self.plan.finish(run_dir / "plan.parquet")
+        return run_dir / "plan.parquet"
+
+
 def write_plan(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None) -> Path:
     """Write `plan.parquet` and `plan_members.parquet` atomically; returns the plan's path."""
     units = units or UnitSource.from_spec(spec)
     run_dir.mkdir(parents=True, exist_ok=True)
-    plan = _PartWriter(run_dir / ".plan-parts", PLAN_SCHEMA)
-    members = _PartWriter(run_dir / ".member-parts", MEMBER_SCHEMA)
-    seen: set[str] = set()
-    for pq in iter_queries(spec, units):
-        events, keys = list(pq.query.events), list(pq.query.keys)
-        members.add(
-            {
-                "request_id": pq.request_id,
-                "model": pq.model.name,
-                "arm": pq.arm,
-                "unit": pq.unit,
-                "pass": pq.pass_index,
-                "events": events,
-                "keys": keys,
-            }
-        )
-        if pq.request_id in seen:
-            continue
-        seen.add(pq.request_id)
-        plan.add(
-            {
-                "request_id": pq.request_id,
-                "model": pq.model.name,
-                "arm": pq.arm,
-                "unit": pq.unit,
-                "events": events,
-                "keys": keys,
-                "pass": pq.pass_index,
-                "seed": pq.seed,
-                "system": pq.query.system,
-                "user": pq.query.user,
-            }
-        )
-    members.finish(run_dir / "plan_members.parquet")
-    plan.finish(run_dir / "plan.parquet")
-    return run_dir / "plan.parquet"
+    writer = PlanWriter(run_dir)
+    for pq, first in distinct_queries(spec, units):
+        writer.add(pq, first)
+    return writer.commit(run_dir)
 
 
 @dataclass
@@ -236,27 +261,33 @@ class PlanLine:
     tokens_method: str = ""
 
 
-def estimate(spec: CampaignSpec, units: UnitSource | None = None) -> list[PlanLine]:
+def estimate(
+    spec: CampaignSpec, units: UnitSource | None = None, plan: PlanWriter | None = None
+) -> list[PlanLine]:
     """Exact query counts (after sharing) and token estimates from the rendered prompts.
 
     Arms whose inputs are missing (the headline arm without headlines) cannot be rendered; they
     are counted exactly and their tokens estimated from the identity arm, marked approximate.
+    `plan`, when given, receives every rendered query too (the plan, written in the same
+    pass); it needs every arm rendered, so a spec with such arms raises ValueError.
     """
     units = units or UnitSource.from_spec(spec)
     counters = {
         m.name: token_estimator(m.tokenizer, fold_system=m.fold_system) for m in spec.models
     }
     lines: dict[tuple[str, str], PlanLine] = {}
-    seen: set[str] = set()
     ready = [e for e in spec.arms if units.requirements_met(arm_of(e, spec))]
     pending = [e for e in spec.arms if e not in ready]
+    if plan is not None and pending:
+        raise ValueError(f"cannot plan arms whose inputs are missing: {pending[0].name}")
     ready_spec = _with_arms(spec, ready)
-    for pq in iter_queries(ready_spec, units):
+    for pq, first in distinct_queries(ready_spec, units):
+        if plan is not None:
+            plan.add(pq, first)
         line = lines.setdefault((pq.model.name, pq.arm), PlanLine(pq.model.name, pq.arm))
-        if pq.request_id in seen:
+        if not first:
             line.shared += 1
             continue
-        seen.add(pq.request_id)
         line.queries += 1
         line.tokens_in += counters[pq.model.name].prompt_tokens(pq.query.system, pq.query.user)
         line.tokens_out += len(pq.query.keys) * TYPICAL_OUTPUT_TOKENS_PER_KEY
