@@ -36,7 +36,7 @@ from runs.audit import run_audit
 from runs.design import DesignChanged, freeze_design
 from runs.phases import PhaseClock
 from runs.plan_estimate import resumed_estimate, save_estimate
-from runs.planner import PlanLine, estimate, summarise, write_plan
+from runs.planner import PlanLine, PlanWriter, estimate, summarise, write_plan
 from runs.report import write_report
 from runs.report_page import write_page
 from runs.scoring_step import score_run
@@ -282,7 +282,57 @@ async def run_campaign(
     # A resume of the same design reads the estimate saved with its plan (runs.plan_estimate)
     # instead of rendering every prompt again; a new folder renders and counts.
     saved = resumed_estimate(spec, run_dir)
-    lines = saved if saved is not None else estimate(spec, units)
+    with _staged_plan(run_dir, saved is None) as staged:
+        lines = saved if saved is not None else _estimate(spec, units, staged, run_dir)
+        return await _campaign(
+            spec, run_dir, units, lines, saved is None, staged,
+            max_cost=max_cost, rehearse=rehearse, console=console, progress=progress,
+            sim_credentials=sim_credentials, faults=faults, sim_url=sim_url, clock=clock,
+        )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _staged_plan(run_dir: Path, rendering: bool) -> Iterator[PlanWriter | None]:
+    """Where a new folder's plan is written while the estimate renders every prompt (so they
+    are rendered once): parts in a temporary folder outside the run folder, whose lock is
+    not held yet, committed into it by `_design_and_plan`. None when nothing is rendered or
+    the folder already has its plan."""
+    if not rendering or (run_dir / "plan.parquet").exists():
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="dutchbook-plan-") as staging:
+        yield PlanWriter(Path(staging))
+
+
+def _estimate(
+    spec: CampaignSpec, units: UnitSource, staged: PlanWriter | None, run_dir: Path
+) -> list[PlanLine]:
+    try:
+        return estimate(spec, units, plan=staged)
+    except OSError as exc:  # the staged plan's parts ran out of room
+        if not is_disk_full(exc):
+            raise
+        raise DiskFull(run_dir, exc) from exc
+
+
+async def _campaign(
+    spec: CampaignSpec,
+    run_dir: Path,
+    units: UnitSource,
+    lines: list[PlanLine],
+    rendered: bool,
+    staged: PlanWriter | None,
+    *,
+    max_cost: float | None,
+    rehearse: bool,
+    console: Console,
+    progress: bool,
+    sim_credentials: SimCredentials | None,
+    faults: str,
+    sim_url: str | None,
+    clock: PhaseClock,
+) -> CampaignResult:
+    """The campaign once estimated: the cost check, then everything under the folder's lock."""
     plan_summary = summarise(lines)
     # At each model's dispatch mode: a batch model is charged its batch prices.
     cost = plan_summary["total"]["planned_cost_usd"]
@@ -298,7 +348,8 @@ async def run_campaign(
             run_dir,
             units,
             plan_summary,
-            lines if saved is None else None,
+            lines if rendered else None,
+            staged,
             max_cost=max_cost,
             rehearse=rehearse,
             console=console,
@@ -338,6 +389,7 @@ async def _run_locked(
     units: UnitSource,
     plan_summary: dict[str, Any],
     to_save: list[PlanLine] | None,
+    staged: PlanWriter | None,
     *,
     max_cost: float | None,
     rehearse: bool,
@@ -349,7 +401,9 @@ async def _run_locked(
     clock: PhaseClock,
 ) -> CampaignResult:
     """The campaign once this process holds the folder: design, plan, dispatch, score, report."""
-    plan_path = _design_and_plan(spec, run_dir, units, plan_summary, to_save, rehearse, console)
+    plan_path = _design_and_plan(
+        spec, run_dir, units, plan_summary, to_save, staged, rehearse, console
+    )
     clock.lap("plan", run_dir)
     signals = StopSignals(
         on_first=lambda: console.print(
@@ -380,20 +434,25 @@ def _design_and_plan(
     units: UnitSource,
     plan_summary: dict[str, Any],
     to_save: list[PlanLine] | None,
+    staged: PlanWriter | None,
     rehearse: bool,
     console: Console,
 ) -> Path:
     """Freeze the design (or check a resume keeps it) and write the plan once; its path.
 
     `to_save` (the estimate rendered for this run, None when it was read back) is kept
-    beside the plan for the next resume."""
+    beside the plan for the next resume; `staged`, the plan written while it was rendered,
+    is committed unless the folder has a plan by now (then it is left unused)."""
     try:
         resumed = freeze_design(spec, run_dir)
     except DesignChanged as exc:
         raise RunError(str(exc)) from None
     plan_path = run_dir / "plan.parquet"
     if not plan_path.exists():
-        write_plan(spec, run_dir, units)
+        if staged is not None:
+            staged.commit(run_dir)
+        else:
+            write_plan(spec, run_dir, units)
     if to_save is not None:
         save_estimate(run_dir, spec, to_save)
     console.print(

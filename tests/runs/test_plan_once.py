@@ -1,0 +1,130 @@
+"""A new run renders its prompts once: the plan is written while the estimate renders them
+(issue 12), with the ids, seeds and files planning always gave."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+from rich.console import Console
+
+import runs.planner as planner
+from panels.arms import Query
+from runs.pipeline import run_campaign
+from runs.planner import (
+    PlanWriter,
+    _digest,
+    content_digest,
+    estimate,
+    render_seed,
+    request_id,
+    request_seed,
+    write_plan,
+)
+from runs.spec import load_spec
+from runs.units import UnitSource
+
+SPEC = (
+    'name = "once"\nseed = 3\n[data]\nstock_days = 2\n'
+    '[[models]]\nname = "a"\nprovider = "sim"\nmodel = "sim-coherent"\n'
+    '[[models]]\nname = "b"\nprovider = "sim"\nmodel = "sim-noisy"\n'
+    '[[arms]]\nname = "baseline"\npasses = 2\n'
+    # linked and dispersed share queries with two-asset and horizon/2: rows planned once
+    '[[arms]]\nname = "two-asset"\nmodels = ["a"]\n'
+    '[[arms]]\nname = "linked"\nmodels = ["a"]\n'
+    '[[arms]]\nname = "families/isolated"\nmodels = ["b"]\n'
+)
+
+
+def test_ids_and_seeds_are_those_planned_before() -> None:
+    """A resume finds its answers by these ids: the values planned before the f-string
+    spelling, and `_digest` of the same parts."""
+    q = Query(events=("e1", "e2"), keys=("p_a", "p_b"), system="You forecast.\nÉté",
+              user="Will A rise?\x1f 2")  # fmt: skip
+    digest = content_digest(q)
+    assert digest == "54f116052595f04565e119a77c923a290357da00995a69d424ad17c455c859ea"
+    assert digest == _digest(q.system, q.user, "p_a,p_b").hex()
+    assert request_id("paper", "gpt-oss-120b", 3, q) == "b890ffa7d0ddea5e5c35d30d"
+    assert request_id("c", "m", 0, q) == _digest("c", "m", 0, digest).hex()[:24]
+    assert request_seed(12345, 3, q) == 699853475
+    assert request_seed(9, 1, q) == int.from_bytes(_digest(9, 1, digest)[:4], "big") & 0x7FFFFFFF
+    assert render_seed(7, "baseline", "2025-01-02:AAA", 1) == 2110970288
+
+
+def test_a_plan_written_while_estimating_is_the_plan(tmp_path: Path) -> None:
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(SPEC, encoding="utf-8")
+    spec = load_spec(spec_path)
+    units = UnitSource.from_spec(spec)
+    write_plan(spec, tmp_path / "alone", units)
+    writer = PlanWriter(tmp_path / "staging")
+    lines = estimate(spec, units, plan=writer)
+    assert lines == estimate(spec, units)
+    writer.commit(tmp_path / "together")
+    for name in ("plan.parquet", "plan_members.parquet"):
+        alone = pl.read_parquet(tmp_path / "alone" / name)
+        assert_frame_equal(pl.read_parquet(tmp_path / "together" / name), alone)
+    plan = pl.read_parquet(tmp_path / "together" / "plan.parquet")
+    members = pl.read_parquet(tmp_path / "together" / "plan_members.parquet")
+    assert plan["request_id"].n_unique() == plan.height < members.height  # shared queries
+    assert plan.height == sum(line.queries for line in lines)
+    assert [p.name for p in (tmp_path / "staging").iterdir()] == []  # parts merged and gone
+
+
+def test_a_new_run_renders_its_prompts_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The estimate's pass writes the plan (staged outside the folder until its lock is held);
+    a resume renders nothing; the staged parts are gone after the run."""
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(SPEC, encoding="utf-8")
+    passes: list[str] = []
+    iter_queries = planner.iter_queries
+
+    def counted(spec: Any, units: Any) -> Any:
+        passes.append(spec.name)
+        return iter_queries(spec, units)
+
+    monkeypatch.setattr(planner, "iter_queries", counted)
+    staging_root = tmp_path / "tmp"
+    staging_root.mkdir()
+    monkeypatch.setenv("TMPDIR", str(staging_root))
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    out = tmp_path / "run"
+
+    def run() -> None:
+        result = asyncio.run(run_campaign(spec_path, out, progress=False,
+                                          console=Console(file=io.StringIO())))  # fmt: skip
+        assert result.summary is not None and result.summary.complete
+
+    run()
+    assert passes == ["once"]
+    assert list(staging_root.iterdir()) == []
+    spec = load_spec(spec_path)
+    write_plan(spec, tmp_path / "alone", UnitSource.from_spec(spec))
+    for name in ("plan.parquet", "plan_members.parquet"):
+        assert_frame_equal(pl.read_parquet(out / name), pl.read_parquet(tmp_path / "alone" / name))
+    passes.clear()
+    run()  # a resume: the saved estimate, the plan on disk
+    assert passes == []
+
+
+def test_an_arm_that_cannot_be_rendered_cannot_be_planned_while_estimating(
+    tmp_path: Path,
+) -> None:
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(
+        'name = "h"\n[data]\nstock_days = 2\n[[models]]\nname = "a"\nprovider = "sim"\n'
+        'model = "sim-coherent"\n[[arms]]\nname = "headline"\n',
+        encoding="utf-8",
+    )
+    spec = load_spec(spec_path)
+    units = UnitSource.from_spec(spec)
+    assert estimate(spec, units)[0].approximate  # no headlines: estimated from a proxy
+    with pytest.raises(ValueError, match="headline"):
+        estimate(spec, units, plan=PlanWriter(tmp_path / "staging"))
