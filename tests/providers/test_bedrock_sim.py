@@ -29,8 +29,14 @@ PROMPT = ChatRequest(
     'What is the probability that the S&P 500 closes up tomorrow? Reply as {"probability": p}.',
     seed=7,
 )
-CLIENT_TIMEOUT_S = 0.3
-SLOW_DELAY_S = 0.8
+#: A clean reply takes milliseconds; the client waits seconds, so a loaded machine never
+#: turns one into a timeout (0.3 s once did, under load).
+CLIENT_TIMEOUT_S = 2.0
+#: A slow fault's reply comes after the client gave up, whatever the load (load only
+#: delays it further).
+SLOW_DELAY_S = CLIENT_TIMEOUT_S + 0.5
+#: A test that knows every reply is a slow fault need not wait the whole timeout.
+SLOW_FAULT_TIMEOUT_S = 0.3
 RETRY_AFTER_S = 0.25
 HAIKU = "anthropic.claude-3-haiku-20240307-v1:0"
 OPUS_47 = "us.anthropic.claude-opus-4-7-v1:0"
@@ -44,12 +50,13 @@ def model(model_id: str = HAIKU, **kw: Any) -> ModelConfig:
 
 
 async def exchange(session: aiohttp.ClientSession, adapter: Adapter, http: HttpRequest,
-                   *, verbatim: bool = True) -> Completion | Failure:
+                   *, verbatim: bool = True,
+                   timeout_s: float = CLIENT_TIMEOUT_S) -> Completion | Failure:
     """What the engine does around an adapter. The URL is sent verbatim (`encoded=True`):
     yarl would otherwise decode `%3A` in the model id and break the signature."""
     url: str | yarl.URL = yarl.URL(http.url, encoded=True) if verbatim else http.url
     try:
-        async with asyncio.timeout(CLIENT_TIMEOUT_S):
+        async with asyncio.timeout(timeout_s):
             async with session.request(http.method, url, headers=dict(http.headers),
                                        data=http.body) as response:
                 body = await response.read()
@@ -62,13 +69,15 @@ async def exchange(session: aiohttp.ClientSession, adapter: Adapter, http: HttpR
 
 async def one(config: ModelConfig, tmp_path: Path, faults: str | FaultProfile = "none",
               credentials: SimCredentials = DEFAULT_CREDENTIALS,
-              request: ChatRequest = PROMPT) -> Completion | Failure:
+              request: ChatRequest = PROMPT,
+              timeout_s: float = CLIENT_TIMEOUT_S) -> Completion | Failure:
     async with await start_sim(faults=faults, retry_after_s=RETRY_AFTER_S,
                                credentials=credentials) as sim:
         rehearsed, env = rehearse_model(config, sim.root_url, tmp_path, credentials)
         adapter = adapter_for(rehearsed, env)
         async with aiohttp.ClientSession(trust_env=False) as session:
-            return await exchange(session, adapter, adapter.build(request))
+            return await exchange(session, adapter, adapter.build(request),
+                                  timeout_s=timeout_s)
 
 
 @pytest.mark.parametrize("auth", ["sigv4", "api_key"])
@@ -102,10 +111,15 @@ def expected(kind: FaultKind) -> tuple[Outcome, float | None]:
     return INTENDED_OUTCOME[kind], (RETRY_AFTER_S if kind is FaultKind.RATE_LIMIT else None)
 
 
+def give_up(kind: FaultKind) -> float:
+    """The client's timeout when every reply is `kind`."""
+    return SLOW_FAULT_TIMEOUT_S if kind is FaultKind.SLOW else CLIENT_TIMEOUT_S
+
+
 @pytest.mark.parametrize("kind", list(FaultKind), ids=lambda k: k.value)
 async def test_every_injected_fault_is_classified(kind: FaultKind, tmp_path: Path) -> None:
     profile = FaultProfile(kind.value, {kind: 1.0}, slow_delay_s=SLOW_DELAY_S)
-    result = await one(model(), tmp_path, profile)
+    result = await one(model(), tmp_path, profile, timeout_s=give_up(kind))
     outcome, retry_after = expected(kind)
     assert isinstance(result, Failure), result
     assert result.outcome is outcome, result
@@ -119,7 +133,7 @@ async def test_every_injected_fault_is_classified(kind: FaultKind, tmp_path: Pat
 
 
 async def test_outcomes_reconcile_with_the_simulators_counts(tmp_path: Path) -> None:
-    async with await start_sim(faults="hostile,slow_delay_s=0.8", seed=5,
+    async with await start_sim(faults=f"hostile,slow_delay_s={SLOW_DELAY_S}", seed=5,
                                retry_after_s=RETRY_AFTER_S) as sim:
         rehearsed, env = rehearse_model(model(), sim.root_url, tmp_path)
         adapter = adapter_for(rehearsed, env)

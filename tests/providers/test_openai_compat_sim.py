@@ -38,8 +38,14 @@ PROMPT = ChatRequest(
     'What is the probability that the S&P 500 closes up tomorrow? Reply as {"probability": p}.',
     seed=7,
 )
-CLIENT_TIMEOUT_S = 0.3
-SLOW_DELAY_S = 0.8
+#: A clean reply takes milliseconds; the client waits seconds, so a loaded machine never
+#: turns one into a timeout (0.3 s once did, under load).
+CLIENT_TIMEOUT_S = 2.0
+#: A slow fault's reply comes after the client gave up, whatever the load (load only
+#: delays it further).
+SLOW_DELAY_S = CLIENT_TIMEOUT_S + 0.5
+#: A test that knows every reply is a slow fault need not wait the whole timeout.
+SLOW_FAULT_TIMEOUT_S = 0.3
 RETRY_AFTER_S = 0.25
 
 
@@ -67,12 +73,13 @@ def config_for(provider: str, root: str, **kw: Any) -> ModelConfig:
 
 
 async def exchange(
-    session: aiohttp.ClientSession, adapter: Adapter, http: HttpRequest
+    session: aiohttp.ClientSession, adapter: Adapter, http: HttpRequest,
+    timeout_s: float = CLIENT_TIMEOUT_S,
 ) -> Completion | Failure:
     """What the engine does around an adapter: send, read, and turn transport errors into
     connection_error / timeout failures (docs/interfaces.md)."""
     try:
-        async with asyncio.timeout(CLIENT_TIMEOUT_S):
+        async with asyncio.timeout(timeout_s):
             async with session.request(
                 http.method, http.url, headers=dict(http.headers), data=http.body
             ) as response:
@@ -84,11 +91,12 @@ async def exchange(
         return Failure(Outcome.CONNECTION_ERROR, type(exc).__name__)
 
 
-async def one(provider: str, faults: str | FaultProfile, **kw: Any) -> Completion | Failure:
+async def one(provider: str, faults: str | FaultProfile,
+              timeout_s: float = CLIENT_TIMEOUT_S, **kw: Any) -> Completion | Failure:
     async with await start_sim(faults=faults, retry_after_s=RETRY_AFTER_S) as sim:
         adapter = adapter_for(config_for(provider, sim.root_url, **kw), ENV)
         async with aiohttp.ClientSession(trust_env=False) as session:
-            return await exchange(session, adapter, adapter.build(PROMPT))
+            return await exchange(session, adapter, adapter.build(PROMPT), timeout_s)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -119,11 +127,16 @@ def expected(provider: str, kind: FaultKind) -> tuple[Outcome | None, float | No
     return INTENDED_OUTCOME[kind], None
 
 
+def give_up(kind: FaultKind) -> float:
+    """The client's timeout when every reply is `kind`."""
+    return SLOW_FAULT_TIMEOUT_S if kind is FaultKind.SLOW else CLIENT_TIMEOUT_S
+
+
 @pytest.mark.parametrize("kind", list(FaultKind), ids=lambda k: k.value)
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_every_injected_fault_is_classified(provider: str, kind: FaultKind) -> None:
     profile = FaultProfile(kind.value, {kind: 1.0}, slow_delay_s=SLOW_DELAY_S)
-    result = await one(provider, profile)
+    result = await one(provider, profile, timeout_s=give_up(kind))
     outcome, retry_after = expected(provider, kind)
     if outcome is None:
         assert isinstance(result, Completion), result
@@ -143,7 +156,7 @@ async def test_every_injected_fault_is_classified(provider: str, kind: FaultKind
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_outcomes_reconcile_with_the_simulators_counts(provider: str) -> None:
     """Under a hostile mix, every fault the simulator says it injected is seen as its class."""
-    async with await start_sim(faults="hostile,slow_delay_s=0.8", seed=11,
+    async with await start_sim(faults=f"hostile,slow_delay_s={SLOW_DELAY_S}", seed=11,
                                retry_after_s=RETRY_AFTER_S) as sim:
         adapter = adapter_for(config_for(provider, sim.root_url), ENV)
         seen: Counter[Outcome | None] = Counter()

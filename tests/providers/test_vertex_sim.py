@@ -33,8 +33,14 @@ PROMPT = ChatRequest(
     'What is the probability that the S&P 500 closes up tomorrow? Reply as {"probability": p}.',
     seed=7,
 )
-CLIENT_TIMEOUT_S = 0.3
-SLOW_DELAY_S = 0.8
+#: A clean reply takes milliseconds; the client waits seconds, so a loaded machine never
+#: turns one into a timeout (0.3 s once did, under load).
+CLIENT_TIMEOUT_S = 2.0
+#: A slow fault's reply comes after the client gave up, whatever the load (load only
+#: delays it further).
+SLOW_DELAY_S = CLIENT_TIMEOUT_S + 0.5
+#: A test that knows every reply is a slow fault need not wait the whole timeout.
+SLOW_FAULT_TIMEOUT_S = 0.3
 RETRY_AFTER_S = 0.25
 GEMINI = "gemini-3.5-flash"
 MAVERICK = "meta/llama-4-maverick-17b-128e-instruct-maas"
@@ -50,9 +56,9 @@ def model(model_id: str = GEMINI, **kw: Any) -> ModelConfig:
 
 
 async def exchange(session: aiohttp.ClientSession, adapter: Adapter,
-                   http: HttpRequest) -> Completion | Failure:
+                   http: HttpRequest, timeout_s: float = CLIENT_TIMEOUT_S) -> Completion | Failure:
     try:
-        async with asyncio.timeout(CLIENT_TIMEOUT_S):
+        async with asyncio.timeout(timeout_s):
             async with session.request(http.method, yarl.URL(http.url, encoded=True),
                                        headers=dict(http.headers), data=http.body) as response:
                 body = await response.read()
@@ -69,12 +75,13 @@ async def build(adapter: Adapter, request: ChatRequest = PROMPT) -> HttpRequest:
 
 
 async def one(config: ModelConfig, tmp_path: Path,
-              faults: str | FaultProfile = "none") -> Completion | Failure:
+              faults: str | FaultProfile = "none",
+              timeout_s: float = CLIENT_TIMEOUT_S) -> Completion | Failure:
     async with await start_sim(faults=faults, retry_after_s=RETRY_AFTER_S) as sim:
         rehearsed, env = rehearse_model(config, sim.root_url, tmp_path)
         adapter = adapter_for(rehearsed, env)
         async with aiohttp.ClientSession(trust_env=False) as session:
-            return await exchange(session, adapter, await build(adapter))
+            return await exchange(session, adapter, await build(adapter), timeout_s)
 
 
 @pytest.mark.parametrize("model_id", MODELS)
@@ -152,12 +159,17 @@ def expected(kind: FaultKind) -> tuple[Outcome, float | None]:
     return INTENDED_OUTCOME[kind], (RETRY_AFTER_S if kind is FaultKind.RATE_LIMIT else None)
 
 
+def give_up(kind: FaultKind) -> float:
+    """The client's timeout when every reply is `kind`."""
+    return SLOW_FAULT_TIMEOUT_S if kind is FaultKind.SLOW else CLIENT_TIMEOUT_S
+
+
 @pytest.mark.parametrize("kind", list(FaultKind), ids=lambda k: k.value)
 @pytest.mark.parametrize("model_id", MODELS, ids=["gemini", "maverick"])
 async def test_every_injected_fault_is_classified(model_id: str, kind: FaultKind,
                                                   tmp_path: Path) -> None:
     profile = FaultProfile(kind.value, {kind: 1.0}, slow_delay_s=SLOW_DELAY_S)
-    result = await one(model(model_id), tmp_path, profile)
+    result = await one(model(model_id), tmp_path, profile, timeout_s=give_up(kind))
     outcome, retry_after = expected(kind)
     assert isinstance(result, Failure), result
     assert result.outcome is outcome, result
@@ -173,7 +185,7 @@ async def test_every_injected_fault_is_classified(model_id: str, kind: FaultKind
 @pytest.mark.parametrize("model_id", MODELS, ids=["gemini", "maverick"])
 async def test_outcomes_reconcile_with_the_simulators_counts(model_id: str,
                                                              tmp_path: Path) -> None:
-    async with await start_sim(faults="hostile,slow_delay_s=0.8", seed=3,
+    async with await start_sim(faults=f"hostile,slow_delay_s={SLOW_DELAY_S}", seed=3,
                                retry_after_s=RETRY_AFTER_S) as sim:
         rehearsed, env = rehearse_model(model(model_id), sim.root_url, tmp_path)
         adapter = adapter_for(rehearsed, env)
