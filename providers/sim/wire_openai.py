@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -176,17 +177,23 @@ class GroqDialect(OpenAIDialect):
     DAY_LIMIT = 1_000_000
     DAY_S = 86_400.0
 
-    def __init__(self, day_limit: int = DAY_LIMIT, day_s: float = DAY_S) -> None:
+    def __init__(
+        self,
+        day_limit: int = DAY_LIMIT,
+        day_s: float = DAY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__("groq")
         self.day_limit = day_limit
         self.day_s = day_s
         self.minute_tokens = 18000
         self.used_today = 0
-        self.day_started = time.monotonic()
+        self._clock = clock  # a parameter so a test can end the day without sleeping
+        self.day_started = clock()
 
     def _roll_day(self) -> float:
         """Start a new day when the old one is over; seconds left in the current day."""
-        now = time.monotonic()
+        now = self._clock()
         if now - self.day_started >= self.day_s:
             self.day_started, self.used_today = now, 0
         return self.day_s - (now - self.day_started)

@@ -3,8 +3,6 @@ and its reset header says when that is (a stuck counter once stalled a rehearsal
 
 from __future__ import annotations
 
-import time
-
 from providers.headers import parse_duration
 from providers.sim.call import Finish, Reply
 from providers.sim.wire_openai import GroqDialect, _go_duration
@@ -16,12 +14,20 @@ def reply() -> Reply:
 
 
 def test_the_day_counter_resets_when_the_advertised_reset_has_passed() -> None:
-    groq = GroqDialect(day_limit=3, day_s=0.4)
-    seen = [groq.headers(reply()) for _ in range(3)]
+    # A fake clock: with a real 0.4 s day, a loaded machine could end the day between two
+    # of the first three replies.
+    now = [1000.0]
+    groq = GroqDialect(day_limit=3, day_s=0.4, clock=lambda: now[0])
+    seen = []
+    for _ in range(3):
+        seen.append(groq.headers(reply()))
+        now[0] += 0.01
     assert [h["x-ratelimit-remaining-requests"] for h in seen] == ["2", "1", "0"]
     wait = parse_duration(seen[-1]["x-ratelimit-reset-requests"])
     assert wait is not None and 0 < wait <= 0.4
-    time.sleep(wait + 0.05)
+    now[0] += wait - 0.03  # the day has not ended yet: the counter holds
+    assert groq.headers(reply())["x-ratelimit-remaining-requests"] == "0"
+    now[0] += 0.05  # ... and has now
     assert groq.headers(reply())["x-ratelimit-remaining-requests"] == "2"
 
 
