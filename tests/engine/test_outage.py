@@ -25,6 +25,8 @@ from providers.sim.server import start_sim
 #: Three attempts per request: without the pause, seconds of refused connections exhaust them.
 POLICY = RetryPolicy(max_attempts=3, base_s=0.01, cap_s=0.05)
 QUICK_OUTAGE = OutagePolicy(streak=5, probe_base_s=0.05, probe_cap_s=0.2)
+#: Replies the provider gives before it goes down (of the plan's 60).
+UP_FOR_ANSWERS = 5
 
 
 def free_port() -> int:
@@ -36,8 +38,11 @@ def free_port() -> int:
 async def run_with_provider_down_for(
     tmp_path: Path, kit, outage: OutagePolicy, down_s: float
 ) -> tuple[object, Path]:  # type: ignore[no-untyped-def]
-    """Up for half a second (a lane that never reached its server stops at once instead:
-    a wrong address), down for `down_s`, then up again on the same port."""
+    """Up until it has answered a few requests (a lane that never reached its server stops
+    at once instead: a wrong address), down for `down_s`, then up again on the same port.
+
+    "A few answered" is waited for, not a fixed half second: a loaded machine can take
+    longer than that to start the dispatch."""
     port = free_port()
     root = f"http://127.0.0.1:{port}"
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-a", 60))
@@ -47,7 +52,9 @@ async def run_with_provider_down_for(
 
     async def provider_goes_down_and_comes_back() -> None:
         handle = await start_sim(port=port)
-        await asyncio.sleep(0.5)
+        async with asyncio.timeout(30):
+            while handle.counts().get("answered.sim", 0) < UP_FOR_ANSWERS:
+                await asyncio.sleep(0.01)
         await handle.stop()
         await asyncio.sleep(down_s)
         handle = await start_sim(port=port)
