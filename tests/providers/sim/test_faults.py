@@ -119,12 +119,17 @@ async def _observe(http: aiohttp.ClientSession, url: str, timeout: float) -> str
 
 async def test_every_fault_kind_is_observed_exactly_as_counted() -> None:
     rates = ",".join(f"{k.value}=0.06" for k in ALL_KINDS if k is not FaultKind.SLOW)
-    spec = rates + ",slow=0.02,slow_delay_s=1.5"
+    # A clean reply takes milliseconds: 2 s leaves a loaded machine room (at 0.75 s a late
+    # clean reply would count as a slow fault), and a slow reply comes half a second after
+    # the client gives up, whatever the load.
+    give_up_s = 2.0
+    spec = rates + f",slow=0.02,slow_delay_s={give_up_s + 0.5}"
     sim = await start_sim(faults=spec, seed=11, retry_after_s=0.5)
     connector = aiohttp.TCPConnector(force_close=True)  # no reuse of connections we broke
     try:
         async with aiohttp.ClientSession(connector=connector) as http:
-            seen = Counter([await _observe(http, sim.root_url + "/sim/v1/chat/completions", 0.75)
+            seen = Counter([await _observe(http, sim.root_url + "/sim/v1/chat/completions",
+                                          give_up_s)
                             for _ in range(150)])
         counts = sim.counts()
     finally:
