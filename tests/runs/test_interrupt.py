@@ -177,8 +177,13 @@ async def test_second_signal_cancels_at_once_and_the_run_still_resumes(
     run_dir = tmp_path / "run"
     _assert_ledger_intact(run_dir)
     resumed = await asyncio.to_thread(_assert_resumes_to_completion, tmp_path, run_dir)
-    # attempts cut off by the second signal are on record as `interrupted` after the resume
-    assert resumed.height == slow_sim.counts()["requests"]
+    # attempts cut off by the second signal are on record as `interrupted` after the resume.
+    # Every request the simulator saw is an attempt; an interrupted one may not have reached
+    # it (its dispatch line is written before the request is sent, and on a loaded machine
+    # the cancel can fall in between), so those are the only ones it may not have seen.
+    interrupted = resumed.filter(pl.col("outcome") == "interrupted").height
+    seen = slow_sim.counts()["requests"]
+    assert resumed.height - interrupted <= seen <= resumed.height, (resumed.height, seen)
     assert time.monotonic() - t0 < 60
 
 
