@@ -250,6 +250,13 @@ async def test_stop_event_leaves_rest_unaccepted(tmp_path: Path, kit, sim, stop_
     assert scan_responses(tmp_path / "run").collect().height == summary.accepted
 
 
+def _attempts_so_far(run_dir: Path) -> int:
+    """Attempts on record in a run being written (none before its folder exists)."""
+    try:
+        return scan_attempts(run_dir).collect().height
+    except (FileNotFoundError, pl.exceptions.ComputeError):
+        return 0
+
 async def test_stop_is_prompt_even_during_a_long_retry_after(tmp_path: Path, kit) -> None:
     import asyncio
     import time
@@ -258,12 +265,25 @@ async def test_stop_is_prompt_even_during_a_long_retry_after(tmp_path: Path, kit
         plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 10))
         config, adapter = kit.sim_model("m", sim.root_url)
         stop = asyncio.Event()
-        asyncio.get_running_loop().call_later(0.3, stop.set)
-        t0 = time.monotonic()
+        stopped_at: list[float] = []
+
+        async def stop_once_held() -> None:
+            """Stop once a 429 with its 30 s Retry-After is on record, so the lane is waiting
+            it out (waited for: a fixed 0.3 s could come before a loaded machine sent
+            anything)."""
+            async with asyncio.timeout(30):
+                while not _attempts_so_far(tmp_path / "run"):
+                    await asyncio.sleep(0.01)
+            stopped_at.append(time.monotonic())
+            stop.set()
+
+        stopper = asyncio.create_task(stop_once_held())
         summary = await dispatch(
             plan, tmp_path / "run", {"m": config}, {"m": adapter}, log_console=None, stop_event=stop
         )
-    assert time.monotonic() - t0 < 3.0
+        ended = time.monotonic()
+        await stopper
+    assert ended - stopped_at[0] < 5.0  # not the 30 s Retry-After
     lane = summary.lanes["m"]
     assert lane.state is LaneState.CANCELLED and lane.outcomes["rate_limit"] >= 1
     assert summary.accepted == 0
