@@ -172,8 +172,9 @@ async def test_ctrl_c_finishes_in_flight_attempts_exits_130_and_resumes(
 async def test_second_signal_cancels_at_once_and_the_run_still_resumes(
     tmp_path: Path, slow_sim: SimHandle
 ) -> None:
-    t0 = time.monotonic()
-    await _interrupt(tmp_path, slow_sim, [signal.SIGTERM, signal.SIGTERM])
+    signalled = await _interrupt(tmp_path, slow_sim, [signal.SIGTERM, signal.SIGTERM])
+    # the interrupted run's own exit, not start-up or the resume (29 s together under load)
+    assert time.time() - signalled < 60
     run_dir = tmp_path / "run"
     _assert_ledger_intact(run_dir)
     resumed = await asyncio.to_thread(_assert_resumes_to_completion, tmp_path, run_dir)
@@ -184,7 +185,6 @@ async def test_second_signal_cancels_at_once_and_the_run_still_resumes(
     interrupted = resumed.filter(pl.col("outcome") == "interrupted").height
     seen = slow_sim.counts()["requests"]
     assert resumed.height - interrupted <= seen <= resumed.height, (resumed.height, seen)
-    assert time.monotonic() - t0 < 60
 
 
 SPEND_SPEC = """
