@@ -58,6 +58,23 @@ def make_fetch(session: aiohttp.ClientSession, timeout_s: float = 5.0) -> Fetch:
     return fetch
 
 
+def lost_reply(fetch: Fetch, sim: SimHandle, counter: str) -> Fetch:
+    """`fetch`, but its reply is lost: it gives up (a client timeout) once the simulator has
+    created the job, waited for, not after a fixed 0.3 s that a loaded machine could spend
+    before the request even reached the simulator."""
+
+    async def give_up(http: HttpRequest) -> tuple[int, Mapping[str, str], bytes] | Failure:
+        sending = asyncio.create_task(fetch(http))
+        async with asyncio.timeout(20):
+            while not sim.counts().get(counter, 0):
+                await asyncio.sleep(0.01)
+        assert not sending.done(), "the reply came before the client gave up"
+        sending.cancel()
+        return Failure(Outcome.TIMEOUT, "client timeout")
+
+    return give_up
+
+
 @dataclass
 class Rig:
     sim: SimHandle
@@ -161,9 +178,9 @@ async def test_find_after_a_create_whose_reply_was_lost(tmp_path: Path) -> None:
     faults = "batch_create_delay=1.0,batch_create_delay_s=2.0,batch_seconds=0.4"
     async with rig(model(), tmp_path, faults) as r:
         ref = await r.client.upload(r.fetch, "job-0004", [r.client.line(q) for q in prompts(N)])
-        async with aiohttp.ClientSession(trust_env=False) as impatient:
-            with pytest.raises(BatchError) as lost:
-                await r.client.create(make_fetch(impatient, timeout_s=0.3), "job-0004", ref)
+        with pytest.raises(BatchError) as lost:
+            await r.client.create(lost_reply(r.fetch, r.sim, "batch.jobs_created.bedrock"),
+                                  "job-0004", ref)
         found = await r.client.find(r.fetch, "job-0004")
         assert found is not None
         final = await wait_final(r.client, r.fetch, found.job_id)
@@ -271,9 +288,9 @@ async def test_vertex_find_after_a_lost_create_reply(tmp_path: Path) -> None:
     faults = "batch_create_delay=1.0,batch_create_delay_s=2.0,batch_seconds=0.4"
     async with rig(gemini(), tmp_path, faults) as r:
         ref = await r.client.upload(r.fetch, "job-0103", [r.client.line(q) for q in prompts(5)])
-        async with aiohttp.ClientSession(trust_env=False) as impatient:
-            with pytest.raises(BatchError) as lost:
-                await r.client.create(make_fetch(impatient, timeout_s=0.3), "job-0103", ref)
+        with pytest.raises(BatchError) as lost:
+            await r.client.create(lost_reply(r.fetch, r.sim, "batch.jobs_created.vertex"),
+                                  "job-0103", ref)
         found = await r.client.find(r.fetch, "job-0103")
         assert found is not None
         final = await wait_final(r.client, r.fetch, found.job_id)

@@ -62,6 +62,26 @@ class Wire:
             return Failure(Outcome.TIMEOUT, f"{req.method} timed out")
 
 
+class LostReply:
+    """A `Fetch` whose reply to the create (the POST) is lost: it gives up (a client timeout)
+    once the simulator has created the job, waited for, not after a fixed 0.2 s that a
+    loaded machine could spend before the request even reached the simulator."""
+
+    def __init__(self, wire: Wire, sim: SimHandle, counter: str) -> None:
+        self.wire, self.sim, self.counter = wire, sim, counter
+
+    async def __call__(self, req: HttpRequest) -> tuple[int, Mapping[str, str], bytes] | Failure:
+        if req.method != "POST":  # the client looks for the job first: that reply arrives
+            return await self.wire(req)
+        sending = asyncio.create_task(self.wire(req))
+        async with asyncio.timeout(20):
+            while not self.sim.counts().get(self.counter, 0):
+                await asyncio.sleep(0.01)
+        assert not sending.done(), "the reply came before the client gave up"
+        sending.cancel()
+        return Failure(Outcome.TIMEOUT, f"{req.method} timed out")
+
+
 async def setup(sim: SimHandle, name: str, tmp: Path) -> tuple[BatchClient, ModelConfig,
                                                                   dict[str, str]]:
     config, env = rehearse_model(MODELS[name], sim.root_url, tmp)
@@ -114,7 +134,7 @@ async def test_a_job_answers_every_line_as_live_would(name: str, tmp_path: Path)
 
 
 async def test_a_lost_create_reply_is_found_and_nothing_runs_twice(tmp_path: Path) -> None:
-    faults = f"{QUICK},batch_create_delay=1.0,batch_create_delay_s=0.6"
+    faults = f"{QUICK},batch_create_delay=1.0,batch_create_delay_s=3.0"
     async with await start_sim(faults=faults) as sim, aiohttp.ClientSession() as session:
         client, _, _ = await setup(sim, "groq", tmp_path)
         lines = [client.line(r) for r in requests(3)]
@@ -123,9 +143,9 @@ async def test_a_lost_create_reply_is_found_and_nothing_runs_twice(tmp_path: Pat
         live = await _counts(session, sim)
         assert live["batch.input_files_without_batch"] == 1  # the kill window is visible
         with pytest.raises(BatchError) as caught:  # the reply is lost (our side timed out)
-            await client.create(Wire(session, timeout_s=0.2), "job-k", file_id)
+            await client.create(LostReply(Wire(session), sim, "batch.jobs_created"), "job-k",
+                                file_id)
         assert caught.value.failure.outcome is Outcome.TIMEOUT
-        await asyncio.sleep(0.5)  # the server finished creating meanwhile
         found = await client.find(Wire(session), "job-k")
         assert found is not None
         again = await client.create(Wire(session), "job-k", file_id)
