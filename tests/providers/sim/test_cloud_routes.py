@@ -206,11 +206,15 @@ async def test_vertex_rejects_foreign_and_expired_tokens(
     http: aiohttp.ClientSession, creds: SimCredentials
 ) -> None:
     async with await start_sim(token_ttl_s=0.2) as sim:
+        # The token store on a fake clock: with a real one, a loaded machine could let the
+        # 0.2 s token lapse before its first use.
+        now = [time.time()]
+        sim.state.tokens.clock = lambda: now[0]
         token = await _fetch_token(sim, creds)
         async with http.post(gemini_url(sim), json=gemini_body(),
                              headers={"Authorization": f"Bearer {token}"}) as resp:
             assert resp.status == 200
-        await asyncio.sleep(0.25)
+        now[0] += 0.25
         async with http.post(gemini_url(sim), json=gemini_body(),
                              headers={"Authorization": f"Bearer {token}"}) as resp:
             assert resp.status == 401
