@@ -411,6 +411,12 @@ class TwoAssetArm(Arm):
 
 
 # -- linked and dispersed sets (Appendix D) --------------------------------------------------
+def _style_sets(style: str) -> dict[str, tuple[str, ...]]:
+    """The sets of `style` over assets, then over days: name -> event ids."""
+    make = linked_sets if style == "linked" else dispersed_sets
+    return {**make("assets"), **make("days")}
+
+
 @cache
 def _linked_panel(style: str) -> tuple[Panel, tuple[ScoringSet, ...]]:
     """One panel holding the two-asset and the two-day events the sets of `style` use.
@@ -419,8 +425,7 @@ def _linked_panel(style: str) -> tuple[Panel, tuple[ScoringSet, ...]]:
     Two-asset events read A and B, two-day events d1 and d2, and their ids never collide,
     so each Appendix D set is a plain subset of this one panel.
     """
-    make = linked_sets if style == "linked" else dispersed_sets
-    sets = {**make("assets"), **make("days")}
+    sets = _style_sets(style)
     used = {i for ids in sets.values() for i in ids}
     events: list[Event] = [e for e in two_asset_panel().events if e.id in used]
     events += [e for e in horizon_panel(2).events if e.id in used]
@@ -445,10 +450,13 @@ class LinkedArm(Arm):
     def __init__(self, style: Literal["linked", "dispersed"]) -> None:
         self.style = style
         self.name = style
-        panel, sets = _linked_panel(style)
+        # Counted from the sets' ids (each event of the panel is one of them, once): the panel
+        # itself is built when the arm is first asked or scored, not by importing the catalogue.
+        sets = _style_sets(style)
+        events = len({i for ids in sets.values() for i in ids})
         self.description = f"Appendix D {style} event sets ({len(sets)} sets of 8 events)"
-        self.events_per_unit = len(panel)
-        self.queries_per_unit = len(panel)
+        self.events_per_unit = events
+        self.queries_per_unit = events
 
     def panel(self, unit: Unit) -> Panel:
         return _linked_panel(self.style)[0]

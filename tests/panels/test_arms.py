@@ -235,3 +235,31 @@ def test_wrong_unit_kind_is_a_clear_error() -> None:
         ARMS["two-asset"].queries(days()[0], 0, 1)
     with pytest.raises(TypeError, match="stock-day"):
         ARMS["baseline"].queries(families()[0], 0, 1)
+
+
+def test_importing_the_catalogue_builds_no_large_panel() -> None:
+    """Every command loads the catalogue (issue 12): horizon, linked and dispersed arms count
+    their events without building their panels (248 events over 256 atoms at horizon 4),
+    which are built when the arm is first asked or scored."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json\n"
+        "import panels.algebra as alg\n"
+        "built = []\n"
+        "orig = alg.Panel.from_space.__func__\n"
+        "def spy(cls, space, events):\n"
+        "    events = tuple(events); built.append(len(events)); return orig(cls, space, events)\n"
+        "alg.Panel.from_space = classmethod(spy)\n"
+        "from panels.arms import ARMS\n"
+        "print(json.dumps(sorted(built)))\n"
+        "for name in ('horizon/4', 'linked', 'dispersed'):\n"
+        "    ARMS[name].panel(None)\n"
+        "print(json.dumps(sorted(built)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    at_import, after = (json.loads(line) for line in out.stdout.split("\n")[:2])
+    assert max(at_import) <= 44  # the one-day panel and the two-asset panel
+    assert 248 in after and after.count(44) >= 2  # built on first use: horizon 4, linked sets
