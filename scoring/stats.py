@@ -14,6 +14,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from scoring.resampled_sums import resampled_sums
+
 FloatArray = npt.NDArray[np.float64]
 
 DEFAULT_REPS = 20_000
@@ -65,22 +67,26 @@ def _resampled_means(
 
     The resampled cluster indices depend only on the seed and the number of clusters (the
     same generator, the same chunks), so they are drawn once for all the samples: each row is
-    exactly what a draw of its own would give (the same indices gathered and summed the same
-    way). Equal `counts` share their denominators.
+    exactly what a draw of its own would give (the same indices, their values summed in the
+    same order: `scoring.resampled_sums`). Equal `counts` share their denominators.
     """
     n_clusters = samples[0][0].size
     chunk = max(1, _CHUNK_CELLS // n_clusters)
     means = np.empty((len(samples), reps))
+    numerators = np.stack([sums for sums, _ in samples])
+    first_with: dict[bytes, int] = {}
+    for i, (_, counts) in enumerate(samples):
+        first_with.setdefault(counts.tobytes(), i)
+    counts_rows = np.stack([samples[i][1] for i in first_with.values()])
+    counts_row = [list(first_with).index(counts.tobytes()) for _, counts in samples]
     rng = np.random.default_rng(seed)
     for start in range(0, reps, chunk):
         size = min(chunk, reps - start)
         picks = rng.integers(0, n_clusters, size=(size, n_clusters))
-        denominators: dict[bytes, FloatArray] = {}
-        for row, (sums, counts) in enumerate(samples):
-            key = counts.tobytes()
-            if key not in denominators:
-                denominators[key] = counts[picks].sum(axis=1)
-            means[row, start : start + size] = sums[picks].sum(axis=1) / denominators[key]
+        denominators = resampled_sums(counts_rows, picks)
+        means[:, start : start + size] = (
+            resampled_sums(numerators, picks) / denominators[counts_row]
+        )
     return means
 
 
