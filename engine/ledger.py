@@ -59,7 +59,6 @@ from engine.journal import (
     JournalWriter,
     list_segments,
     read_journal,
-    read_segment,
     segment_path,
 )
 from engine.records import (
@@ -67,9 +66,7 @@ from engine.records import (
     RESPONSE_SCHEMA,
     AttemptRecord,
     ResponseRecord,
-    attempts_frame,
     iso_utc,
-    responses_frame,
 )
 from engine.runlock import (
     LOCK_FILE,
@@ -90,7 +87,7 @@ from engine.scan import (
     accepted_ids,
     attempt_counts,
     found_among,
-    result_rows,
+    result_frames,
     scan_attempts,
     scan_responses,
 )
@@ -511,13 +508,13 @@ class Ledger:
             return folded
 
     def _fold(self, segment_id: int, path: Path) -> None:
-        attempts, responses = result_rows(read_segment(path))
+        attempts, responses = result_frames(path)
         self._pause()
-        if attempts:
-            write_atomic(attempts_frame(attempts), self._attempts_dir / shard_name(segment_id))
+        if attempts.height:
+            write_atomic(attempts, self._attempts_dir / shard_name(segment_id))
         self._pause()
-        if responses:
-            write_atomic(responses_frame(responses), self._responses_dir / shard_name(segment_id))
+        if responses.height:
+            write_atomic(responses, self._responses_dir / shard_name(segment_id))
         with self._lock:
             # The shard now answers for these ids. Evicting them from the absence cache
             # too undoes a search that raced with their acceptance (`accepted_series`).

@@ -210,7 +210,8 @@ class ResponseRecord:
         )
 
 
-_ISO_FORMAT = "%Y-%m-%dT%H:%M:%S%.f%:z"
+#: How `iso_utc` strings are parsed back (`str.to_datetime`).
+ISO_FORMAT = "%Y-%m-%dT%H:%M:%S%.f%:z"
 
 
 def _frame(rows: list[dict[str, Any]], schema: dict[str, pl.DataType], ts: str) -> pl.DataFrame:
@@ -218,7 +219,7 @@ def _frame(rows: list[dict[str, Any]], schema: dict[str, pl.DataType], ts: str) 
     string_schema = dict(schema)
     string_schema[ts] = pl.String()
     frame = frame_from_rows(rows, string_schema)
-    parsed = pl.col(ts).str.to_datetime(time_unit="us", time_zone="UTC", format=_ISO_FORMAT)
+    parsed = pl.col(ts).str.to_datetime(time_unit="us", time_zone="UTC", format=ISO_FORMAT)
     return frame.with_columns(parsed)
 
 
