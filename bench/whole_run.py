@@ -62,10 +62,12 @@ def _phases_child(argv: list[str], out_json: str, launched: float) -> None:
 
             async def timed_async(*args: Any, **kwargs: Any) -> Any:
                 marks[f"{key}_start"] = time.time()
+                marks[f"{key}_cpu_start"] = time.process_time()  # every thread's
                 try:
                     return await inner(*args, **kwargs)
                 finally:
                     marks[f"{key}_end"] = time.time()
+                    marks[f"{key}_cpu_end"] = time.process_time()
 
             setattr(module, name, timed_async)
         else:
@@ -120,6 +122,7 @@ def _phases(marks: dict[str, Any]) -> dict[str, float]:
         "planning": marks["dispatch_start"] - marks["campaign_start"],
         "dispatch": dispatch,
         "compaction (in dispatch)": float(sum(marks["compactions"])),
+        "dispatch CPU": marks["dispatch_cpu_end"] - marks["dispatch_cpu_start"],
         "scoring": marks["scoring_end"] - marks["scoring_start"],
         "report": marks["report_end"] - marks["report_start"],
         "exit": marks["exit"] - marks["report_end"],
@@ -166,8 +169,10 @@ def _bare_child(root: str, plan: str, concurrency: int) -> None:
 
     frame = pl.read_parquet(plan, columns=["system", "user"])
     bodies = chat_bodies(list(frame.iter_rows()))
+    cpu = time.process_time()
     elapsed = asyncio.run(bare_loop(root, bodies, concurrency))
-    print(json.dumps({"elapsed": elapsed, "requests": len(bodies)}))
+    cpu = time.process_time() - cpu
+    print(json.dumps({"elapsed": elapsed, "requests": len(bodies), "cpu": cpu}))
 
 
 def run_bare(root: str, plan: Path, concurrency: int) -> dict[str, float]:
@@ -198,6 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     sim, root = _start_sim()
     whole: list[dict[str, float]] = []
     bare: list[float] = []
+    bare_cpu: list[float] = []
     requests = 0
     try:
         for _ in range(args.rounds):
@@ -205,6 +211,7 @@ def main(argv: list[str] | None = None) -> None:
                 whole.append(run_whole(root, Path(tmp), args.passes, args.concurrency))
                 loop = run_bare(root, Path(tmp) / "run" / "plan.parquet", args.concurrency)
                 bare.append(loop["elapsed"])
+                bare_cpu.append(loop["cpu"])
                 requests = int(loop["requests"])
     finally:
         _stop_sim(sim)
@@ -218,6 +225,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  bare aiohttp loop, same requests: {bare_s:.1f} s")
     for key, value in med.items():
         print(f"  {key:26s} {value:6.1f} s")
+    per_request = 1e6 / requests
+    print(
+        f"  client CPU per request: dispatch {med['dispatch CPU'] * per_request:.0f} µs, "
+        f"bare loop {statistics.median(bare_cpu) * per_request:.0f} µs"
+    )
     print(f"  whole run / bare loop  = {bare_s / med['total']:.2f}x  (target >= 0.70)")
     print(f"  dispatch / bare loop   = {bare_s / med['dispatch']:.2f}x  (target >= 0.85)")
 
