@@ -47,6 +47,10 @@ def _unreachable(exc: Exception, cause: OSError, url: str) -> Failure:
     )
 
 
+#: Distinct URLs `HttpClient` keeps parsed (a campaign has one or a few per model).
+_URL_CACHE = 256
+
+
 class HttpClient:
     """One aiohttp session shared by every lane (connection reuse, one loop)."""
 
@@ -54,6 +58,7 @@ class HttpClient:
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        self._urls: dict[str, yarl.URL] = {}
 
     def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
         """One immutable timeout object per distinct value, not one per request."""
@@ -61,6 +66,18 @@ class HttpClient:
         if timeout is None:
             timeout = self._timeouts[seconds] = aiohttp.ClientTimeout(total=seconds)
         return timeout
+
+    def _url(self, url: str) -> yarl.URL:
+        """One parsed URL per distinct string: a model's URL is the same for every request,
+        and parsing it each time cost microseconds a request. Bounded, should URLs vary."""
+        parsed = self._urls.get(url)
+        if parsed is None:
+            if len(self._urls) >= _URL_CACHE:
+                self._urls.clear()
+            # Verbatim: the URL is already percent-encoded and (Bedrock) signed as is; a
+            # plain str lets yarl decode `%3A` and the server's signature check fails.
+            parsed = self._urls[url] = yarl.URL(url, encoded=True)
+        return parsed
 
     async def __aenter__(self) -> HttpClient:
         connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
@@ -84,9 +101,7 @@ class HttpClient:
         try:
             async with session.request(
                 request.method,
-                # Verbatim: the URL is already percent-encoded and (Bedrock) signed as is; a
-                # plain str lets yarl decode `%3A` and the server's signature check fails.
-                yarl.URL(request.url, encoded=True),
+                self._url(request.url),
                 headers=request.headers,
                 data=request.body,
                 timeout=self._timeout(timeout_s),

@@ -102,6 +102,10 @@ def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) ->
     return parse_retry_after(view.get_first("retry-after"), now)
 
 
+_RATE_LIMIT_PREFIX = "x-ratelimit-"
+_NO_LIMITS = RateLimitInfo()
+
+
 def rate_limit_info(headers: Mapping[str, str], now: float | None = None) -> RateLimitInfo:
     """The `x-ratelimit-*` family (OpenAI, Groq, Azure spellings) as one record.
 
@@ -109,6 +113,8 @@ def rate_limit_info(headers: Mapping[str, str], now: float | None = None) -> Rat
     its token limits per minute); the record keeps the numbers and the adapter decides.
     """
     view = headers if isinstance(headers, Headers) else Headers(headers)
+    if not any(name.startswith(_RATE_LIMIT_PREFIX) for name in view):
+        return _NO_LIMITS  # servers that send none (local ones): six lookups saved a reply
     return RateLimitInfo(
         limit_requests=parse_number(view.get_first("x-ratelimit-limit-requests")),
         remaining_requests=parse_number(view.get_first("x-ratelimit-remaining-requests")),

@@ -8,10 +8,12 @@ options a model is known to reject are data in `REJECTED_OPTIONS`, not branches 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from providers.base import (
@@ -100,10 +102,15 @@ REJECTED_OPTIONS: tuple[OptionRule, ...] = (
 )
 
 
+@functools.lru_cache(maxsize=256)
 def omitted_options(
     provider: str, model_names: tuple[str, ...], rules: tuple[OptionRule, ...] = REJECTED_OPTIONS
 ) -> tuple[str, ...]:
-    """Names of the options this provider/model pair rejects, in rule order."""
+    """Names of the options this provider/model pair rejects, in rule order.
+
+    Cached: the answer depends only on its arguments, and every request of a model asks it
+    (matching the rules' patterns cost several microseconds a request).
+    """
     seen: list[str] = []
     for rule in rules:
         if rule.option not in seen and rule.applies(provider, model_names):
@@ -204,7 +211,12 @@ def encode(body: Mapping[str, Any]) -> bytes:
     session), which is what made a paper-scale dispatch grow past 600 MB (issue 9). The
     cost is a few microseconds per request, nothing beside the request itself.
     """
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return _ENCODER.encode(body).encode()
+
+
+#: What `json.dumps(..., ensure_ascii=False, separators=(",", ":"), allow_nan=False)` makes
+#: for every body; one encoder instead of one built per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 @dataclass(frozen=True, repr=False)
@@ -246,10 +258,16 @@ class OpenAICompatAdapter:
             headers[self.auth_header] = f"Bearer {value}" if self.bearer else value
         return headers
 
+    @functools.cached_property
+    def _sent_headers(self) -> Mapping[str, str]:
+        """`headers()` once per adapter, read-only: the same for every request it builds
+        (the credential is fixed for the adapter's life)."""
+        return MappingProxyType(self.headers())
+
     def build(self, req: ChatRequest) -> HttpRequest:
         body, omitted = build_body(self.config, req, self.dialect, self.model_field)
         notes = request_notes(self.config, req)
-        return HttpRequest("POST", self.url, self.headers(), encode(body), omitted, notes)
+        return HttpRequest("POST", self.url, self._sent_headers, encode(body), omitted, notes)
 
     def parse(self, status: int, headers: Mapping[str, str], body: bytes) -> Completion | Failure:
         result = parse_reply(status, headers, body, self.dialect)

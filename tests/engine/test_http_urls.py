@@ -77,3 +77,16 @@ async def test_fetch_sends_the_path_verbatim() -> None:
 
 def _chat() -> ChatRequest:
     return ChatRequest("r1", "system", 'Reply as {"probability": p}.')
+
+
+def test_parsed_urls_are_reused_and_the_cache_bounded() -> None:
+    from engine import http
+
+    client = HttpClient()
+    url = "http://127.0.0.1:9/bedrock/model/a%3Ab/converse"
+    parsed = client._url(url)
+    assert client._url(url) is parsed
+    assert str(parsed) == url  # still verbatim, `%3A` kept
+    for i in range(http._URL_CACHE + 5):
+        client._url(f"http://127.0.0.1:9/v{i}")
+    assert len(client._urls) <= http._URL_CACHE

@@ -347,3 +347,40 @@ def test_hostile_json_envelopes_never_raise(data: Any) -> None:
     result = parse_reply(200, {}, raw, GROQ)
     if isinstance(result, Completion):
         assert result.text.strip()
+
+
+# ----------------------------------------------------------------------------- per-request costs
+
+
+@given(st.text(), st.text(), st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)))
+def test_encoded_body_is_what_json_dumps_makes(system: str, user: str, seed: int | None) -> None:
+    """One shared encoder writes exactly the bytes `json.dumps` with the same options did."""
+    import json
+
+    from providers.openai_compat import encode
+
+    body, _ = build_body(cfg(temperature=0.7), ChatRequest("r", system, user, seed), PLAIN)
+    expected = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    assert encode(body) == expected.encode()
+
+
+def test_built_requests_share_read_only_headers() -> None:
+    """Headers are made once per adapter: equal to `headers()`, and no caller can change
+    the next request's by editing one request's."""
+    from providers.openai import create_adapter
+
+    adapter = create_adapter(cfg(base_url="http://127.0.0.1:9/v1", api_key_env="K"), {"K": "sk-1"})
+    first, second = adapter.build(REQ), adapter.build(REQ)
+    assert first.headers == adapter.headers()
+    assert first.headers["Authorization"] == "Bearer sk-1"
+    assert second.headers is first.headers
+    with pytest.raises(TypeError):
+        first.headers["Authorization"] = "changed"  # type: ignore[index]
+
+
+def test_omitted_options_answer_is_cached_and_unchanged() -> None:
+    names = ("gpt-5-mini", "luna")
+    assert omitted_options("openai", names) == ("temperature",)
+    hits = omitted_options.cache_info().hits
+    assert omitted_options("openai", names) == ("temperature",)
+    assert omitted_options.cache_info().hits == hits + 1
