@@ -302,6 +302,37 @@ def _lenient_value(key: str, value: str) -> float:
     return lenient_number(token)
 
 
+# --------------------------------------------------------------------------- the common reply
+
+#: The standard library's C scanner, refusing duplicate keys (`_Duplicate`).
+_PLAIN_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_no_duplicates)
+
+
+def _plain_answer(text: str, keys: Sequence[str]) -> dict[str, float] | None:
+    """The reply nearly every model writes, read at C speed; None when it is anything else.
+
+    A JSON object of exactly `keys`, each a JSON number strictly inside (0, 1): both modes
+    accept it, with these values (the float of the literal, correctly rounded, is what the
+    exact parsers return too; a float strictly inside (0, 1) comes from a literal inside it).
+    Anything else (0 or 1 exactly, an integer, a string, a duplicate key, prose around the
+    object) goes to the mode's own parser, which decides and says why. The parsers took
+    15-30 µs a reply, about 2 µs this way.
+    """
+    try:
+        obj = _PLAIN_DECODER.decode(text)
+    except Exception:  # not JSON, a duplicate key, or too deep: the full parser says which
+        return None
+    if type(obj) is not dict or len(obj) != len(keys):
+        return None
+    out: dict[str, float] = {}
+    for key in keys:
+        value = obj.get(key)
+        if type(value) is not float or not 0.0 < value < 1.0:
+            return None
+        out[key] = value
+    return out if len(out) == len(obj) else None  # `keys` named one twice: not this path
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -318,6 +349,9 @@ def parse_answer(text: str, keys: Sequence[str], mode: Mode | str = "strict") ->
         raise AnswerError("not_json", f"the reply is {len(text)} characters long")
     if not keys:
         raise ValueError("parse_answer needs at least one key")
+    plain = _plain_answer(text, keys)
+    if plain is not None:
+        return plain
     try:
         return _strict(text, keys) if mode == "strict" else _lenient(text, keys)
     except AnswerError:

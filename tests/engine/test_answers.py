@@ -294,3 +294,66 @@ def test_decimal_comma_is_never_misread(whole: int, frac: int, quoted: bool) -> 
     token = f"{whole},{frac:03d}"
     value = f'"{token}"' if quoted else token
     assert subcause('{"probability": ' + value + "}", mode="lenient") == "ambiguous"
+
+
+# --------------------------------------------------------------------------- the fast path
+
+_KEYS = st.lists(
+    st.sampled_from(["p", "Q01", "Q02", 'a"b', "é", "x y", ""]), min_size=1, max_size=3
+)
+_LITERAL = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["0", "1", "0.0", "1.0", "-0.0", "1e-3", "5E-1", "0.99999999999999999999",
+                     "1.00000000000000000001", "1e400", "true", "null", '"0.5"', "[0.5]", "NaN",
+                     "Infinity", "0.5%", "1/3", "0,5", ".5"]),
+)
+
+
+@st.composite
+def _replies(draw: st.DrawFn) -> tuple[str, list[str]]:
+    """Objects close to a plain answer: right or wrong keys, duplicates, edge literals, text
+    around them, odd spacing."""
+    import json
+
+    keys = draw(_KEYS)
+    written = draw(st.one_of(st.just(keys), _KEYS))
+    colons = st.sampled_from([":", " : ", ":\n"])
+    pairs = [
+        json.dumps(k, ensure_ascii=draw(st.booleans())) + draw(colons) + draw(_LITERAL)
+        for k in written
+    ]
+    text = "{" + draw(st.sampled_from([",", ", ", " ,\n"])).join(pairs) + "}"
+    return draw(st.sampled_from(["", " ", "\n", "Answer: ", "```json\n"])) + text + draw(
+        st.sampled_from(["", "\n", " thanks", "\n```"])), keys
+
+
+def _outcome(parse: Callable[[], dict[str, float]]) -> dict[str, float] | str:
+    try:
+        return parse()
+    except AnswerError as exc:
+        return exc.subcause
+
+
+@given(reply=_replies(), mode=st.sampled_from(["strict", "lenient"]))
+def test_the_plain_reply_path_decides_as_each_mode_does(
+    reply: tuple[str, list[str]], mode: str
+) -> None:
+    """`parse_answer` reads plain replies without the mode's parser: it must agree with it on
+    every reply, values and subcauses alike."""
+    from engine.answers import _lenient, _strict
+
+    text, keys = reply
+    full = _strict if mode == "strict" else _lenient
+    got = _outcome(lambda: parse_answer(text, keys, mode))
+    want = _outcome(lambda: full(text, keys))
+    assert got == want
+
+
+def test_the_plain_path_takes_only_plain_replies() -> None:
+    from engine.answers import _plain_answer
+
+    assert _plain_answer('{"probability": 0.2998}', ["probability"]) == {"probability": 0.2998}
+    assert _plain_answer(' {"b": 1e-3, "a": 0.5}\n', ["a", "b"]) == {"a": 0.5, "b": 0.001}
+    for text in ('{"p": 0}', '{"p": 1.0}', '{"p": "0.5"}', '{"p": 0.5, "p": 0.5}',
+                 '{"p": 0.5, "q": 0.5}', '```json\n{"p": 0.5}\n```', '{"p": NaN}', "[0.5]"):
+        assert _plain_answer(text, ["p"]) is None, text
