@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal, Protocol
@@ -333,6 +334,39 @@ def _as_sink(progress: ProgressSink | Console | bool | None) -> ProgressSink | N
 
 # --------------------------------------------------------------------------- entry point
 
+#: The youngest generation's collection threshold while lanes run (Python's default: 700).
+DISPATCH_GC_THRESHOLD = 20_000
+
+
+@contextlib.contextmanager
+def _quiet_gc() -> Iterator[None]:
+    """Less cyclic garbage collection while lanes run; the settings are restored after.
+
+    With hundreds of requests in flight, every young-generation collection (each 700
+    container allocations) found their state alive and promoted it, and the older
+    collections then walked it again, with everything the process held before dispatch
+    (imports, the spec, planning's objects): about 8% of the dispatch's CPU time (15,500
+    family queries at concurrency 256, measured). So what exists when dispatch starts is
+    frozen (never walked; still freed by reference counting, and a cycle among it is
+    collected once unfrozen) and the young generation collected every 20,000 allocations.
+    """
+    _gc_users.append(gc.get_threshold())
+    if len(_gc_users) == 1:  # dispatches overlapping in one process: the first sets, the
+        gc.freeze()  # last one out restores
+        gc.set_threshold(max(_gc_users[0][0], DISPATCH_GC_THRESHOLD), *_gc_users[0][1:])
+    try:
+        yield
+    finally:
+        thresholds = _gc_users.pop()
+        if not _gc_users:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
+
+
+#: The collector's settings when each running dispatch entered `_quiet_gc`.
+_gc_users: list[tuple[int, int, int]] = []
+
+
 
 async def dispatch(
     plan_path: Path | str,
@@ -398,29 +432,30 @@ async def dispatch(
     )
     try:
         spend = await _spend_cap(run, models, budget_usd, summary)
-        async with HttpClient() as http:
+        with _quiet_gc():
+            async with HttpClient() as http:
 
-            def live(name: str) -> Lane:
-                return Lane(
-                    models[name], adapters[name], ledger, http, log, parser=parser,
-                    policy=policy, stop_event=stop_event, spend=spend, outage=outage,
-                    run_dir=run_dir,
-                )
+                def live(name: str) -> Lane:
+                    return Lane(
+                        models[name], adapters[name], ledger, http, log, parser=parser,
+                        policy=policy, stop_event=stop_event, spend=spend, outage=outage,
+                        run_dir=run_dir,
+                    )
 
-            records = JobRecords(run_dir)
-            lanes: list[AnyLane] = [
-                BatchLane(
-                    models[name], clients[name], ledger, http, log, run_dir=run_dir,
-                    plan_path=plan_path, records=records, parser=parser, policy=policy,
-                    stop_event=stop_event, poll_s=batch_poll_s, spend=spend,
-                    fallback=live(name) if models[name].batch_fallback_live else None,
-                )
-                if models[name].dispatch == "batch"
-                else live(name)
-                for name in models
-                if counts.get(name, 0) > 0
-            ]
-            summary.compactions = await run.drive(lanes, counts, summary, parser)
+                records = JobRecords(run_dir)
+                lanes: list[AnyLane] = [
+                    BatchLane(
+                        models[name], clients[name], ledger, http, log, run_dir=run_dir,
+                        plan_path=plan_path, records=records, parser=parser, policy=policy,
+                        stop_event=stop_event, poll_s=batch_poll_s, spend=spend,
+                        fallback=live(name) if models[name].batch_fallback_live else None,
+                    )
+                    if models[name].dispatch == "batch"
+                    else live(name)
+                    for name in models
+                    if counts.get(name, 0) > 0
+                ]
+                summary.compactions = await run.drive(lanes, counts, summary, parser)
     finally:
         run.close(summary, t0)
     return summary

@@ -289,3 +289,34 @@ async def test_stop_is_prompt_even_during_a_long_retry_after(tmp_path: Path, kit
     lane = summary.lanes["m"]
     assert lane.state is LaneState.CANCELLED and lane.outcomes["rate_limit"] >= 1
     assert summary.accepted == 0
+
+
+async def test_collector_settings_are_restored_after_overlapping_dispatches(
+    tmp_path: Path, kit, sim
+) -> None:
+    """Dispatch collects less often while lanes run (`engine.dispatch._quiet_gc`); whatever
+    order overlapping dispatches end in, the process gets its settings back."""
+    import asyncio
+    import gc
+
+    from engine.dispatch import DISPATCH_GC_THRESHOLD
+
+    before = gc.get_threshold()
+    seen: list[int] = []
+
+    async def watch() -> None:
+        for _ in range(50):
+            seen.append(gc.get_threshold()[0])
+            await asyncio.sleep(0.005)
+
+    runs = []
+    for name, rows in (("sim-a", 80), ("sim-b", 10)):
+        model = kit.sim_model(name, sim.root_url)
+        plan = kit.write_plan(tmp_path / f"{name}.parquet", kit.plan_rows(name, rows))
+        runs.append(dispatch(plan, tmp_path / name, {name: model[0]}, {name: model[1]},
+                             log_console=None))
+    summaries = await asyncio.gather(*runs, watch())
+    assert [s.accepted for s in summaries[:2]] == [80, 10]
+    assert DISPATCH_GC_THRESHOLD in seen
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
