@@ -67,6 +67,8 @@ def _as_utc(value: datetime) -> datetime:
 
 def iso_utc(value: datetime) -> str:
     """The journal's timestamp spelling: ISO 8601, UTC offset, always microseconds."""
+    if value.tzinfo is UTC:  # the engine's own stamps (`utc_now`): nothing to convert
+        return value.isoformat(timespec="microseconds")
     return _as_utc(value).isoformat(timespec="microseconds")
 
 

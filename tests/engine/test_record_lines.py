@@ -23,3 +23,17 @@ def test_a_write_that_cannot_happen_is_skipped(tmp_path: Path) -> None:
     blocker.write_text("a file where the folder should be")
     append_record_line(blocker / "records.jsonl", {"n": 1})  # no exception
     assert blocker.read_text() == "a file where the folder should be"
+
+
+def test_iso_utc_spells_every_aware_instant_alike_and_refuses_naive() -> None:
+    from datetime import UTC, datetime, timedelta, timezone
+
+    import pytest
+
+    from engine.records import iso_utc
+
+    stamp = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+    assert iso_utc(stamp) == "2026-03-01T12:00:00.000000+00:00"
+    assert iso_utc(stamp.astimezone(timezone(timedelta(hours=2)))) == iso_utc(stamp)
+    with pytest.raises(ValueError):
+        iso_utc(stamp.replace(tzinfo=None))
