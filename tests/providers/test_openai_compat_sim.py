@@ -39,7 +39,7 @@ PROMPT = ChatRequest(
     seed=7,
 )
 #: A clean reply takes milliseconds; the client waits seconds, so a loaded machine never
-#: turns one into a timeout (0.3 s once did, under load).
+#: turns one into a timeout (0.3 s was too tight for that).
 CLIENT_TIMEOUT_S = 2.0
 #: A slow fault's reply comes after the client gave up, whatever the load (load only
 #: delays it further).
