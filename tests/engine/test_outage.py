@@ -104,3 +104,25 @@ async def test_without_the_pause_the_same_outage_exhausts_attempts(tmp_path: Pat
     summary, run_dir = await run_with_provider_down_for(tmp_path, kit, never, 1.5)
     assert not summary.complete  # type: ignore[attr-defined]
     assert read_pauses(run_dir) == []
+
+
+async def test_gate_while_up_passes_at_once_and_while_down_probes() -> None:
+    """Up, every attempt passes as no probe through one shared context; down, the first
+    attempt after the backoff is a probe, and the gate waits no more once up again."""
+    from engine.outage import Outage
+    from providers.types import Outcome
+
+    pauses: list[str] = []
+    outage = Outage(QUICK_OUTAGE, on_pause=pauses.append, on_resume=lambda pause: None)
+    halted = lambda: False  # noqa: E731
+    assert outage.gate(halted) is outage.gate(halted)
+    async with outage.gate(halted) as probe:
+        assert probe is False
+    for _ in range(QUICK_OUTAGE.streak):
+        outage.on_failure(Outcome.CONNECTION_ERROR, probe=False)
+    assert outage.down and pauses
+    async with outage.gate(halted) as probe:
+        assert probe is True
+    outage.on_success()
+    async with outage.gate(halted) as probe:
+        assert probe is False
