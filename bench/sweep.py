@@ -16,7 +16,8 @@ What it does (every figure printed comes from this one run):
    by cause against the faults the simulator injected (attempts in flight at a kill are
    recorded as `interrupted`, so the difference per cause is bounded by those); the audit
    sentence; wall time of planning, dispatch, scoring and report; queries per second; peak
-   memory of each run's whole process tree (and of the simulator, separately).
+   memory of each run's whole process tree, by run and by phase (the phase a sample belongs
+   to is read from the laps the run appends to `logs/phases.jsonl`), and of the simulator.
 
 `python -m bench.sweep --stock-days 4` runs the same at 4/100 scale while developing.
 """
@@ -111,6 +112,11 @@ class RunRecord:
     wall_s: float = 0.0
     peak_rss_mb: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
+    #: Peak of the process tree in each phase the run reached (MB), in the run's order.
+    phase_peaks_mb: dict[str, float] = field(default_factory=dict)
+
+    def peaks_text(self) -> str:
+        return ", ".join(f"{name} {mb:,.0f}" for name, mb in self.phase_peaks_mb.items())
 
 
 def tree_rss(proc: psutil.Process) -> int:
@@ -174,6 +180,30 @@ def progress(run_dir: Path) -> tuple[int, int]:
     return sum(s["done"] for s in lanes), sum(s["planned"] for s in lanes)
 
 
+class PhaseWatch:
+    """Which phase a run's process is in, from the laps it appends to `logs/phases.jsonl`:
+    the phase after its last lap (`plan` until the first). Re-read only when the file grows."""
+
+    def __init__(self, out: Path, pid: int) -> None:
+        from runs.phases import PHASES_FILE
+
+        self.path, self.pid = out / PHASES_FILE, pid
+        self.size, self.done = -1, 0
+
+    def current(self) -> str:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            size = 0
+        if size != self.size:
+            from runs.phases import read_phases
+
+            self.size = size
+            self.done = sum(1 for line in read_phases(self.path.parent.parent)
+                            if line.get("pid") == self.pid)  # fmt: skip
+        return PHASES[min(self.done, len(PHASES) - 1)]
+
+
 def run_once(spec: Path, out: Path, sim: Sim, kill_at: float | None, log: Path) -> RunRecord:
     record = RunRecord(killed_at=kill_at)
     t0 = time.monotonic()
@@ -187,11 +217,13 @@ def run_once(spec: Path, out: Path, sim: Sim, kill_at: float | None, log: Path) 
         )  # fmt: skip
         record.pid = proc.pid
         ps = psutil.Process(proc.pid)
-        peak = 0
+        watch = PhaseWatch(out, proc.pid)
+        peaks: dict[str, int] = {}
         lanes_file = out / "logs" / "lanes.json"
         started = lanes_file.stat().st_mtime if lanes_file.exists() else 0.0
         while proc.poll() is None:
-            peak = max(peak, tree_rss(ps))
+            phase, rss = watch.current(), tree_rss(ps)
+            peaks[phase] = max(peaks.get(phase, 0), rss)
             sim.sample()
             if kill_at is not None and lanes_file.exists() and lanes_file.stat().st_mtime > started:
                 done, planned = progress(out)
@@ -202,7 +234,8 @@ def run_once(spec: Path, out: Path, sim: Sim, kill_at: float | None, log: Path) 
             time.sleep(0.1)
         record.exit_code = proc.returncode
     record.wall_s = time.monotonic() - t0
-    record.peak_rss_mb = peak / 2**20
+    record.phase_peaks_mb = {name: peaks[name] / 2**20 for name in PHASES if name in peaks}
+    record.peak_rss_mb = max(peaks.values(), default=0) / 2**20
     return record
 
 
@@ -294,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
             state = "killed" if moment is not None else f"exit {record.exit_code}"
             print(f"  run {len(records)}: {state}"
                   + (f" at {moment:.0%} accepted" if moment is not None else "")
-                  + f" after {record.wall_s:.1f}s, peak {record.peak_rss_mb:,.0f} MB")  # fmt: skip
+                  + f" after {record.wall_s:.1f}s, peak {record.peak_rss_mb:,.0f} MB"
+                  + f" (by phase: {record.peaks_text()})")  # fmt: skip
     finally:
         counts = sim.stop()
     dispatch_end = time.monotonic()
@@ -369,6 +403,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"peak memory of a run's process tree: {peak_mb:,.0f} MB "
           f"(by run: {', '.join(f'{r.peak_rss_mb:,.0f}' for r in records)}); "
           f"the simulator process: {sim.peak_rss / 2**20:,.0f} MB")  # fmt: skip
+    by_phase = {name: max((r.phase_peaks_mb.get(name, 0.0) for r in records), default=0.0)
+                for name in PHASES}  # fmt: skip
+    print("peak memory by phase (the highest of any run): "
+          + ", ".join(f"{name} {mb:,.0f} MB" for name, mb in by_phase.items() if mb))  # fmt: skip
     if args.stock_days == 100:
         time_ok, mem_ok = total_s < TARGET_SECONDS, peak_mb < TARGET_MB
         print(f"targets: under {TARGET_SECONDS / 60:.0f} min {'MET' if time_ok else 'MISSED'}, "
