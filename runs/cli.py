@@ -113,4 +113,9 @@ def _root() -> None:
 
 
 def main() -> None:
+    # Before any command imports polars: its allocator then returns freed pages at once
+    # instead of keeping recent garbage resident (runs.memory).
+    from runs.memory import return_freed_pages_early
+
+    return_freed_pages_early()
     app()

@@ -34,6 +34,7 @@ from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
 from runs.audit import run_audit
 from runs.design import DesignChanged, freeze_design
+from runs.memory import release_heap
 from runs.phases import PhaseClock
 from runs.plan_estimate import resumed_estimate, save_estimate
 from runs.planner import PlanLine, PlanWriter, estimate, summarise, write_plan
@@ -404,6 +405,7 @@ async def _run_locked(
     plan_path = _design_and_plan(
         spec, run_dir, units, plan_summary, to_save, staged, rehearse, console
     )
+    release_heap()  # planning's garbage (runs.memory), before dispatch allocates its own
     clock.lap("plan", run_dir)
     signals = StopSignals(
         on_first=lambda: console.print(
@@ -551,10 +553,12 @@ def _score_and_report(
         )  # fmt: skip
     # The dispatch summary, then the folder's audit sentence (earlier runs of it included),
     # counted as `dutchbook audit` and `status` count (engine.audit).
+    release_heap()  # dispatch's garbage (runs.memory), before scoring allocates its own
     audit = run_audit(run_dir)
     for line in [*summary.lines(), audit.sentence]:
         console.print(line, soft_wrap=True, highlight=False, markup=False)
     scored = score_run(spec, run_dir, units)
+    release_heap()  # scoring's garbage, before the report's scans
     clock.lap("score", run_dir)
     report = write_report(
         run_dir,
