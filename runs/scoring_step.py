@@ -28,9 +28,10 @@ from runs.answered_sets import (
     chunks,
     pass_averages,
 )
+from runs.memory import trim_heap
 from runs.spec import CampaignSpec
 from runs.units import UnitSource
-from scoring import brier
+from scoring import brier, pool
 from scoring.grouped import SetJob, solve_grouped
 
 __all__ = [
@@ -264,6 +265,7 @@ def score_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None
             "averaged": PartFiles(folder, "averaged", AVERAGED_SCHEMA),
         }
         for chunk in chunks(spec):
+            pooled = pool.pooled_calls()
             forecasts = source.forecasts(chunk.model, chunk.arm.name)
             outputs["forecasts"].add(forecasts)
             sets = list(answered_sets(chunk, forecasts, units))
@@ -274,7 +276,13 @@ def score_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None
             outputs["averaged"].add(means)
             slim.append(scores.select(SLIM_COLUMNS))
             averaged.append(means)
-            del scores
+            del scores, means
+            if pool.pooled_calls() == pooled:
+                # This chunk did not need the workers (only big chunks do: horizon 4 at paper
+                # scale): end them rather than keep them resident beside the chunks to come.
+                pool.shutdown()
+            trim_heap()  # the chunk's garbage goes back before the next chunk allocates
+        pool.shutdown()
         for name, part in outputs.items():
             part.commit(run_dir / f"{name}.parquet")
     return ScoredRun(

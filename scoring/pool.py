@@ -91,6 +91,7 @@ def _tables(chunks: Sequence[_Chunk]) -> list[vertex_table.VertexTable | None]:
 _lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
 _pool_size = 0
+_pooled_calls = 0
 
 
 def _executor(workers: int) -> ProcessPoolExecutor:
@@ -119,7 +120,15 @@ def shutdown() -> None:
 atexit.register(shutdown)
 
 
+def pooled_calls() -> int:
+    """How many calls so far went to the pool: a caller that sees no new one over a stretch
+    of its work knows the workers sat idle there (and may `shutdown` them)."""
+    return _pooled_calls
+
+
 def _pooled(chunks: Sequence[_Chunk], workers: int) -> list[DutchBookResult]:
+    global _pooled_calls
+    _pooled_calls += 1
     pool = _executor(min(workers, len(chunks)))
     try:
         return list(pool.map(_score_in_worker, chunks, _tables(chunks)))

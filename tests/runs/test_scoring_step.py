@@ -241,3 +241,40 @@ def test_a_full_disk_while_scoring_ends_in_one_line(
     result = CliRunner().invoke(app, ["score", str(campaign)])
     assert result.exit_code == 2
     assert "disk full" in result.output and "Traceback" not in result.output
+
+
+def test_workers_end_after_chunks_that_did_not_need_them_and_scores_are_unchanged(
+    campaign: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scoring ends the pool's workers after a chunk that did not use them (and at its end),
+    so they are not resident beside later chunks; the files equal one process's, exactly."""
+    import runs.scoring_step
+    from scoring import pool
+
+    spec = load_spec(campaign / "spec.toml")
+    alone = tmp_path / "alone"
+    shutil.copytree(campaign, alone)
+    monkeypatch.setattr(pool, "default_workers", lambda chunks: 1)
+    runs.scoring_step.score_run(spec, alone)
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(campaign, mixed)
+    # Calls of three or more LP chunks go to two workers, smaller ones stay here: a mix.
+    monkeypatch.setattr(pool, "default_workers", lambda chunks: 2 if len(chunks) >= 3 else 1)
+    ended: list[int] = []  # pooled calls so far, at each shutdown that ended live workers
+    shutdown = pool.shutdown
+
+    def recording_shutdown() -> None:
+        if pool._pool is not None:
+            ended.append(pool.pooled_calls())
+        shutdown()
+
+    monkeypatch.setattr(pool, "shutdown", recording_shutdown)
+    before = pool.pooled_calls()
+    runs.scoring_step.score_run(spec, mixed)
+    assert pool.pooled_calls() > before, "no chunk went to the pool: the test shows nothing"
+    # Ended between chunks (pooled calls came after the first end), and at the end.
+    assert ended and ended[0] < pool.pooled_calls()
+    assert pool._pool is None
+    for name in ("forecasts.parquet", "scores.parquet", "averaged.parquet"):
+        assert pl.read_parquet(mixed / name).equals(pl.read_parquet(alone / name)), name
