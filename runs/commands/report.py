@@ -18,23 +18,25 @@ from runs.commands._errors import fail
 
 def build_report(run_dir: Path, console: Console) -> Path:
     """Summary, tables, figures and page of a scored run folder; returns the page's path."""
-    import polars as pl
-
     from runs.audit import run_audit
     from runs.report import write_report
     from runs.report_page import write_page
+    from runs.scoring_step import read_scored
     from runs.spec import load_spec
 
     spec = load_spec(run_dir / "spec.toml")
-    averaged = run_dir / "averaged.parquet"
+    has_averaged = (run_dir / "averaged.parquet").exists()
     audit = run_audit(run_dir)
+    # The statistics read the scores' slim columns only (the figures scan the file for the
+    # rest): the per-event lists of a paper-scale run are most of its size in memory.
+    scored = read_scored(run_dir)
     write_report(
         run_dir,
-        pl.read_parquet(run_dir / "scores.parquet"),
+        scored.scores,
         floor=spec.coverage_floor,
         seed=spec.seed,
         console=console,
-        averaged=pl.read_parquet(averaged) if averaged.exists() else None,
+        averaged=scored.averaged if has_averaged else None,
         audit=audit,
     )
     return write_page(run_dir, audit=audit)
