@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import tempfile
@@ -285,11 +286,11 @@ async def run_campaign(
     saved = resumed_estimate(spec, run_dir)
     with _staged_plan(run_dir, saved is None) as staged:
         lines = saved if saved is not None else _estimate(spec, units, staged, run_dir)
-        return await _campaign(
-            spec, run_dir, units, lines, saved is None, staged,
+        options = CampaignOptions(
             max_cost=max_cost, rehearse=rehearse, console=console, progress=progress,
             sim_credentials=sim_credentials, faults=faults, sim_url=sim_url, clock=clock,
         )  # fmt: skip
+        return await _campaign(spec, run_dir, units, lines, saved is None, staged, options)
 
 
 @contextlib.contextmanager
@@ -316,6 +317,20 @@ def _estimate(
         raise DiskFull(run_dir, exc) from exc
 
 
+@dataclass(frozen=True)
+class CampaignOptions:
+    """How `run_campaign` was asked to run, handed down its steps as one value."""
+
+    max_cost: float | None
+    rehearse: bool
+    console: Console
+    progress: bool
+    sim_credentials: SimCredentials | None
+    faults: str
+    sim_url: str | None
+    clock: PhaseClock
+
+
 async def _campaign(
     spec: CampaignSpec,
     run_dir: Path,
@@ -323,21 +338,14 @@ async def _campaign(
     lines: list[PlanLine],
     rendered: bool,
     staged: PlanWriter | None,
-    *,
-    max_cost: float | None,
-    rehearse: bool,
-    console: Console,
-    progress: bool,
-    sim_credentials: SimCredentials | None,
-    faults: str,
-    sim_url: str | None,
-    clock: PhaseClock,
+    options: CampaignOptions,
 ) -> CampaignResult:
     """The campaign once estimated: the cost check, then everything under the folder's lock."""
     plan_summary = summarise(lines)
     # At each model's dispatch mode: a batch model is charged its batch prices.
     cost = plan_summary["total"]["planned_cost_usd"]
-    if max_cost is not None and cost is not None and cost > max_cost and not rehearse:
+    max_cost = options.max_cost
+    if max_cost is not None and cost is not None and cost > max_cost and not options.rehearse:
         raise RunError(
             f"estimated cost ${cost:,.2f} exceeds --max-cost ${max_cost:,.2f}; nothing was sent"
         )
@@ -345,20 +353,7 @@ async def _campaign(
     lock_fd = take_folder_lock(run_dir)
     try:
         return await _run_locked(
-            spec,
-            run_dir,
-            units,
-            plan_summary,
-            lines if rendered else None,
-            staged,
-            max_cost=max_cost,
-            rehearse=rehearse,
-            console=console,
-            progress=progress,
-            sim_credentials=sim_credentials,
-            faults=faults,
-            sim_url=sim_url,
-            clock=clock,
+            spec, run_dir, units, plan_summary, lines if rendered else None, staged, options
         )
     except OSError as exc:  # planning, scoring or the report ran out of room
         if not is_disk_full(exc):
@@ -391,19 +386,12 @@ async def _run_locked(
     plan_summary: dict[str, Any],
     to_save: list[PlanLine] | None,
     staged: PlanWriter | None,
-    *,
-    max_cost: float | None,
-    rehearse: bool,
-    console: Console,
-    progress: bool,
-    sim_credentials: SimCredentials | None,
-    faults: str,
-    sim_url: str | None,
-    clock: PhaseClock,
+    options: CampaignOptions,
 ) -> CampaignResult:
     """The campaign once this process holds the folder: design, plan, dispatch, score, report."""
+    console, clock = options.console, options.clock
     plan_path = _design_and_plan(
-        spec, run_dir, units, plan_summary, to_save, staged, rehearse, console
+        spec, run_dir, units, plan_summary, to_save, staged, options.rehearse, console
     )
     release_heap()  # planning's garbage (runs.memory), before dispatch allocates its own
     clock.lap("plan", run_dir)
@@ -413,20 +401,17 @@ async def _run_locked(
             soft_wrap=True,
         )
     )
-    if faults.strip() in ("", "none") and sim_url is None:
-        faults = spec.sim_faults  # the spec's own (the quickstart's light faults), if any
+    if options.faults.strip() in ("", "none") and options.sim_url is None:
+        # the spec's own faults (the quickstart's light ones), if any
+        options = dataclasses.replace(options, faults=spec.sim_faults)
     injected: dict[str, int] = {}  # the simulator's counts, once it has stopped
-    summary = await _dispatch_campaign(
-        spec, run_dir, plan_path, signals, injected.update,
-        max_cost=max_cost, rehearse=rehearse, console=console, progress=progress,
-        sim_credentials=sim_credentials, faults=faults, sim_url=sim_url,
-    )  # fmt: skip
+    summary = await _dispatch_campaign(spec, run_dir, plan_path, signals, injected.update, options)
     if summary is None:  # second signal: no scoring, out at once
         console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
         return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True)
     clock.lap("dispatch", run_dir)
     return _score_and_report(
-        spec, run_dir, units, summary, signals.count > 0, injected, faults, console, clock
+        spec, run_dir, units, summary, signals.count > 0, injected, options.faults, console, clock
     )
 
 
@@ -471,22 +456,16 @@ async def _dispatch_campaign(
     plan_path: Path,
     signals: StopSignals,
     on_sim_stop: Callable[[dict[str, int]], None],
-    *,
-    max_cost: float | None,
-    rehearse: bool,
-    console: Console,
-    progress: bool,
-    sim_credentials: SimCredentials | None,
-    faults: str,
-    sim_url: str | None,
+    options: CampaignOptions,
 ) -> DispatchSummary | None:
     """Dispatch the plan (beside the simulator when rehearsing), with SIGINT/SIGTERM handled
     by `signals`; None after a second signal cancelled it."""
     # The simulator's fake credentials (a service-account key among them) live in a temporary
     # folder, never in the run folder, which users share.
     with tempfile.TemporaryDirectory(prefix="dutchbook-sim-") as sim_workdir:
+        rehearse, sim_credentials = options.rehearse, options.sim_credentials
         async with simulator_if_needed(
-            spec, rehearse, sim_credentials, faults=faults, sim_url=sim_url,
+            spec, rehearse, sim_credentials, faults=options.faults, sim_url=options.sim_url,
             on_stop=on_sim_stop,
         ) as sim_root:  # fmt: skip
             models, envs = resolve_models(
@@ -507,11 +486,11 @@ async def _dispatch_campaign(
                         models,
                         adapters,
                         parser=spec.parser,
-                        progress=console if progress else None,
+                        progress=options.console if options.progress else None,
                         max_attempts=spec.max_attempts,
                         max_answer_failures=spec.max_answer_failures,
                         stop_event=signals.stop,
-                        budget_usd=max_cost,
+                        budget_usd=options.max_cost,
                         batch_clients=batch_clients,
                     )
                 )
