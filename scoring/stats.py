@@ -14,9 +14,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from scoring.resampled_sums import resampled_sums
-
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 DEFAULT_REPS = 20_000
 #: Cap on resampled cluster indices held at once (reps x clusters), to bound memory.
@@ -67,8 +66,9 @@ def _resampled_means(
 
     The resampled cluster indices depend only on the seed and the number of clusters (the
     same generator, the same chunks), so they are drawn once for all the samples: each row is
-    exactly what a draw of its own would give (the same indices, their values summed in the
-    same order: `scoring.resampled_sums`). Equal `counts` share their denominators.
+    exactly what a draw of its own would give (the same indices, their values summed by
+    numpy row by row, as one sample's own bootstrap sums them). Equal `counts` share their
+    denominators.
     """
     n_clusters = samples[0][0].size
     chunk = max(1, _CHUNK_CELLS // n_clusters)
@@ -83,11 +83,16 @@ def _resampled_means(
     for start in range(0, reps, chunk):
         size = min(chunk, reps - start)
         picks = rng.integers(0, n_clusters, size=(size, n_clusters))
-        denominators = resampled_sums(counts_rows, picks)
+        denominators = _resampled_sums(counts_rows, picks)
         means[:, start : start + size] = (
-            resampled_sums(numerators, picks) / denominators[counts_row]
+            _resampled_sums(numerators, picks) / denominators[counts_row]
         )
     return means
+
+
+def _resampled_sums(values: FloatArray, picks: IntArray) -> FloatArray:
+    """(samples, rows): each sample's values at each row of `picks`, summed by numpy."""
+    return np.stack([row[picks].sum(axis=1) for row in values])
 
 
 def _bootstrap_many(
