@@ -285,7 +285,8 @@ async def run_campaign(
     # instead of rendering every prompt again; a new folder renders and counts.
     saved = resumed_estimate(spec, run_dir)
     with _staged_plan(run_dir, saved is None) as staged:
-        lines = saved if saved is not None else _estimate(spec, units, staged, run_dir)
+        writer = staged.writer if staged is not None else None
+        lines = saved if saved is not None else _estimate(spec, units, writer, run_dir)
         options = CampaignOptions(
             max_cost=max_cost, rehearse=rehearse, console=console, progress=progress,
             sim_credentials=sim_credentials, faults=faults, sim_url=sim_url, clock=clock,
@@ -293,17 +294,34 @@ async def run_campaign(
         return await _campaign(spec, run_dir, units, lines, saved is None, staged, options)
 
 
+@dataclass(frozen=True)
+class StagedPlan:
+    """A new folder's plan written while the estimate renders every prompt (so they are
+    rendered once): `writer`'s parts in a temporary folder outside the run folder, whose lock
+    is not held yet, committed into it by `_design_and_plan`, which then `discard`s the
+    folder at once rather than when the campaign ends (a run killed during dispatch would
+    otherwise leave it behind in the system's temporary folder)."""
+
+    writer: PlanWriter
+    folder: tempfile.TemporaryDirectory[str]
+
+    def discard(self) -> None:
+        self.folder.cleanup()  # idempotent: `_staged_plan` calls it again on the way out
+
+
 @contextlib.contextmanager
-def _staged_plan(run_dir: Path, rendering: bool) -> Iterator[PlanWriter | None]:
-    """Where a new folder's plan is written while the estimate renders every prompt (so they
-    are rendered once): parts in a temporary folder outside the run folder, whose lock is
-    not held yet, committed into it by `_design_and_plan`. None when nothing is rendered or
-    the folder already has its plan."""
+def _staged_plan(run_dir: Path, rendering: bool) -> Iterator[StagedPlan | None]:
+    """The `StagedPlan` of a new folder, removed at the latest when the context ends; None
+    when nothing is rendered or the folder already has its plan."""
     if not rendering or (run_dir / "plan.parquet").exists():
         yield None
         return
-    with tempfile.TemporaryDirectory(prefix="dutchbook-plan-") as staging:
-        yield PlanWriter(Path(staging))
+    folder = tempfile.TemporaryDirectory(prefix="dutchbook-plan-")
+    staged = StagedPlan(PlanWriter(Path(folder.name)), folder)
+    try:
+        yield staged
+    finally:
+        staged.discard()
 
 
 def _estimate(
@@ -337,7 +355,7 @@ async def _campaign(
     units: UnitSource,
     lines: list[PlanLine],
     rendered: bool,
-    staged: PlanWriter | None,
+    staged: StagedPlan | None,
     options: CampaignOptions,
 ) -> CampaignResult:
     """The campaign once estimated: the cost check, then everything under the folder's lock."""
@@ -385,7 +403,7 @@ async def _run_locked(
     units: UnitSource,
     plan_summary: dict[str, Any],
     to_save: list[PlanLine] | None,
-    staged: PlanWriter | None,
+    staged: StagedPlan | None,
     options: CampaignOptions,
 ) -> CampaignResult:
     """The campaign once this process holds the folder: design, plan, dispatch, score, report."""
@@ -421,7 +439,7 @@ def _design_and_plan(
     units: UnitSource,
     plan_summary: dict[str, Any],
     to_save: list[PlanLine] | None,
-    staged: PlanWriter | None,
+    staged: StagedPlan | None,
     rehearse: bool,
     console: Console,
 ) -> Path:
@@ -429,7 +447,8 @@ def _design_and_plan(
 
     `to_save` (the estimate rendered for this run, None when it was read back) is kept
     beside the plan for the next resume; `staged`, the plan written while it was rendered,
-    is committed unless the folder has a plan by now (then it is left unused)."""
+    is committed unless the folder has a plan by now (then it is left unused), and its
+    temporary folder removed either way before dispatch starts."""
     try:
         resumed = freeze_design(spec, run_dir)
     except DesignChanged as exc:
@@ -437,9 +456,11 @@ def _design_and_plan(
     plan_path = run_dir / "plan.parquet"
     if not plan_path.exists():
         if staged is not None:
-            staged.commit(run_dir)
+            staged.writer.commit(run_dir)
         else:
             write_plan(spec, run_dir, units)
+    if staged is not None:
+        staged.discard()  # committed, or unused: the folder has its plan either way
     if to_save is not None:
         save_estimate(run_dir, spec, to_save)
     console.print(

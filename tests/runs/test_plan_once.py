@@ -13,6 +13,7 @@ import pytest
 from polars.testing import assert_frame_equal
 from rich.console import Console
 
+import runs.pipeline as pipeline
 import runs.planner as planner
 from panels.arms import Query
 from runs.pipeline import run_campaign
@@ -128,3 +129,35 @@ def test_an_arm_that_cannot_be_rendered_cannot_be_planned_while_estimating(
     assert estimate(spec, units)[0].approximate  # no headlines: estimated from a proxy
     with pytest.raises(ValueError, match="headline"):
         estimate(spec, units, plan=PlanWriter(tmp_path / "staging"))
+
+
+def test_the_staged_plan_folder_is_gone_before_dispatch_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The staged parts' temporary folder lives from the estimate to the plan's commit only:
+    a run killed during dispatch (SIGKILL runs no clean-up) leaves nothing behind in it."""
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(SPEC, encoding="utf-8")
+    staging_root = tmp_path / "tmp"
+    staging_root.mkdir()
+    monkeypatch.setenv("TMPDIR", str(staging_root))
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    seen: dict[str, list[str]] = {}
+    estimate_before = pipeline.estimate
+    dispatch_before = pipeline.dispatch
+
+    def estimating(*args: Any, **kwargs: Any) -> Any:
+        lines = estimate_before(*args, **kwargs)
+        seen["estimated"] = sorted(p.name[:15] for p in staging_root.glob("dutchbook-plan-*"))
+        return lines
+
+    async def dispatching(*args: Any, **kwargs: Any) -> Any:
+        seen["dispatch"] = sorted(p.name for p in staging_root.glob("dutchbook-plan-*"))
+        return await dispatch_before(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "estimate", estimating)
+    monkeypatch.setattr(pipeline, "dispatch", dispatching)
+    result = asyncio.run(run_campaign(spec_path, tmp_path / "run", progress=False,
+                                      console=Console(file=io.StringIO())))  # fmt: skip
+    assert result.summary is not None and result.summary.complete
+    assert seen == {"estimated": ["dutchbook-plan-"], "dispatch": []}
