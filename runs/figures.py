@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+if TYPE_CHECKING:
+    from runs.figure_workers import FigureWorkers
 
 MANIFEST = "figures.json"
 #: The summary's historical keys, kept (extend, never rename).
@@ -22,12 +25,17 @@ LEGACY_KEYS = {"profit_brier": "leaderboard", "arms": "arms"}
 
 
 def write_figures(
-    summary: Mapping[str, Any], out_dir: Path, inputs: Any = None
+    summary: Mapping[str, Any],
+    out_dir: Path,
+    inputs: Any = None,
+    workers: FigureWorkers | None = None,
 ) -> dict[str, str | None]:
     """Draw every figure the run's arms allow into `out_dir` (the run folder's `report/`).
 
     `inputs` (a `runs.report_figures.FigureInputs`) defaults to the run folder above
-    `out_dir`. Without matplotlib the report says so in one line and carries on.
+    `out_dir`; `workers` draw from that folder in their own processes instead (the same
+    files; `runs.figure_workers`). Without matplotlib the report says so in one
+    line and carries on.
     """
     try:
         import matplotlib  # noqa: F401  (only to know it is there; figures import it lazily)
@@ -37,9 +45,12 @@ def write_figures(
         }
     from runs.report_figures import FigureInputs, draw_all
 
-    if inputs is None:
-        inputs = FigureInputs.from_run(out_dir.parent, summary)
-    figures = draw_all(inputs, out_dir)
+    if workers is not None:
+        figures = workers.draw(summary, out_dir)
+    else:
+        if inputs is None:
+            inputs = FigureInputs.from_run(out_dir.parent, summary)
+        figures = draw_all(inputs, out_dir)
     manifest = [f.to_json(relative_to=out_dir) for f in figures]
     (out_dir / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     drawn: dict[str, str | None] = {f.key: str(f.path) if f.path else None for f in figures}

@@ -48,6 +48,7 @@ from runs.units import UnitSource
 if TYPE_CHECKING:  # the simulator is imported only when a run needs it
     from engine.audit import Audit
     from providers.sim.credentials import SimCredentials
+    from runs.figure_workers import FigureWorkers
 
 
 class RunError(RuntimeError):
@@ -60,6 +61,11 @@ class RunBusy(RunError):
 
 #: What the user is told after an interrupt (tests and scripts look for it).
 INTERRUPTED_MESSAGE = "interrupted — run the same command again to resume"
+#: Above this many planned queries the report's figure workers (about 140 MB each, warmed
+#: while planning) are ended before dispatch: dispatch's own memory grows with the campaign,
+#: and with them a paper-scale run (365,100 queries) would pass issue 9's 500 MB for its
+#: process tree; its report is dominated by its statistics anyway, not by the figures.
+WORKERS_MAX_QUERIES = 100_000
 #: What the user is told when the running spend cap stopped the run.
 SPEND_CAP_HINT = "raise --max-cost and run the same command again to resume"
 
@@ -259,6 +265,7 @@ async def run_campaign(
     sim_credentials: SimCredentials | None = None,
     faults: str = "none",
     sim_url: str | None = None,
+    figure_workers: FigureWorkers | None = None,
 ) -> CampaignResult:
     """Plan, dispatch, score and report one campaign (see the module docstring).
 
@@ -270,6 +277,8 @@ async def run_campaign(
     (`interrupted`, `spend_cap_reached`) and what was answered is scored.
     `sim_credentials` replaces the simulator's default fake credentials (rehearsing, say,
     AWS session tokens); the default is `providers.sim.credentials.DEFAULT_CREDENTIALS`.
+    `figure_workers` (`runs.figure_workers`, the caller's to close) draw the report's figures
+    in their own processes, unless the campaign is too big for them (`WORKERS_MAX_QUERIES`).
     """
     clock = PhaseClock()
     console = console or Console()
@@ -290,6 +299,7 @@ async def run_campaign(
         options = CampaignOptions(
             max_cost=max_cost, rehearse=rehearse, console=console, progress=progress,
             sim_credentials=sim_credentials, faults=faults, sim_url=sim_url, clock=clock,
+            figure_workers=figure_workers,
         )  # fmt: skip
         return await _campaign(spec, run_dir, units, lines, saved is None, staged, options)
 
@@ -347,6 +357,7 @@ class CampaignOptions:
     faults: str
     sim_url: str | None
     clock: PhaseClock
+    figure_workers: FigureWorkers | None = None
 
 
 async def _campaign(
@@ -360,6 +371,10 @@ async def _campaign(
 ) -> CampaignResult:
     """The campaign once estimated: the cost check, then everything under the folder's lock."""
     plan_summary = summarise(lines)
+    workers = options.figure_workers
+    if workers is not None and plan_summary["total"]["queries"] > WORKERS_MAX_QUERIES:
+        workers.close()  # before dispatch, whose memory grows with the campaign
+        options = dataclasses.replace(options, figure_workers=None)
     # At each model's dispatch mode: a batch model is charged its batch prices.
     cost = plan_summary["total"]["planned_cost_usd"]
     max_cost = options.max_cost
@@ -429,7 +444,7 @@ async def _run_locked(
         return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True)
     clock.lap("dispatch", run_dir)
     return _score_and_report(
-        spec, run_dir, units, summary, signals.count > 0, injected, options.faults, console, clock
+        spec, run_dir, units, summary, signals.count > 0, injected, options, console, clock
     )
 
 
@@ -532,11 +547,12 @@ def _score_and_report(
     summary: DispatchSummary,
     interrupted: bool,
     injected: dict[str, int],
-    faults: str,
+    options: CampaignOptions,
     console: Console,
     clock: PhaseClock,
 ) -> CampaignResult:
     """Say what dispatch did, then score and report what was answered."""
+    faults = options.faults
     if summary.disk_full is not None:  # scoring needs room too: stop here, resumable
         for line in summary.lines():
             console.print(line, soft_wrap=True, highlight=False, markup=False)
@@ -568,6 +584,7 @@ def _score_and_report(
         console=console,
         averaged=scored.averaged,
         audit=audit,
+        figure_workers=options.figure_workers,
     )
     page = write_page(run_dir, audit=audit)
     console.print(f"report page: {page}", highlight=False, soft_wrap=True)

@@ -6,6 +6,8 @@ estimate above --max-cost), 3 the running spend cap stopped the run, 4 finished 
 report scores what there is and says so), 5 busy (another process is running a campaign in
 the folder; nothing was done), 130 interrupted (SIGINT/SIGTERM; 128 + SIGINT as shells report
 Ctrl-C). All but 2 are resumable by running the same command again (5 once the other is done).
+1 (as for any unexpected error) when a figure worker died before the report was drawn: the
+answers and scores are kept, and `dutchbook report DIR` draws the report again.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import typer
 
 from engine.durable import DiskFull
 from runs.commands._errors import fail, user_errors
+from runs.figure_workers import FigureWorkerDied, FigureWorkers
 from runs.pipeline import INTERRUPTED_MESSAGE, RunBusy, RunError, run_campaign
 
 #: Exit status after an interrupt: what a shell reports for a command killed by SIGINT.
@@ -30,9 +33,10 @@ EXIT_INCOMPLETE = 4
 EXIT_BUSY = 5
 #: Exit status when the disk filled up: attempts stopped, everything written kept (resumable).
 EXIT_DISK_FULL = 6
+#: Exit status when a figure worker died before the report was drawn (`runs.figure_workers`).
+EXIT_REPORT_FAILED = 1
 #: What a user is told to do after a full disk.
 DISK_FULL_HINT = "free some space and run the same command again to resume"
-
 
 
 def run(
@@ -76,7 +80,8 @@ def run(
 ) -> None:
     """Run a campaign into a folder; an interrupted run resumes where it stopped."""
     try:
-        with user_errors(RunError, FileNotFoundError):
+        # Started first, so that the workers import matplotlib while this process plans.
+        with user_errors(RunError, FileNotFoundError), FigureWorkers() as workers:
             try:
                 result = asyncio.run(
                     run_campaign(
@@ -86,12 +91,15 @@ def run(
                         rehearse=rehearse,
                         faults=faults,
                         sim_url=sim_url,
+                        figure_workers=workers,
                     )
                 )
             except RunBusy as exc:
                 fail(str(exc), EXIT_BUSY)
             except DiskFull as exc:  # planning, scoring or the report ran out of room
                 fail(f"{exc}; nothing written was lost; {DISK_FULL_HINT}", EXIT_DISK_FULL)
+            except FigureWorkerDied as exc:
+                fail(str(exc), EXIT_REPORT_FAILED)
     except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
         typer.echo(INTERRUPTED_MESSAGE)
         raise typer.Exit(EXIT_INTERRUPTED) from None

@@ -32,6 +32,7 @@ from scoring import stats
 
 if TYPE_CHECKING:
     from engine.audit import Audit
+    from runs.figure_workers import FigureWorkers
 
 
 def write_report(
@@ -47,6 +48,7 @@ def write_report(
     figures: bool = True,
     averaged: pl.DataFrame | None = None,
     audit: Audit | None = None,
+    figure_workers: FigureWorkers | None = None,
 ) -> dict[str, Any]:
     """Write `report/` (see the module docstring) and print a summary; return summary.json.
 
@@ -54,7 +56,7 @@ def write_report(
     `runs.scoring_step.score_run` returns them), or else from `incidence_for` (see
     `runs.report.repeated`) with `forecasts` (default: the run folder's `forecasts.parquet`);
     with neither it is null. `audit` (the folder's `runs.audit.run_audit`, made here when not
-    given) is the retries section.
+    given) is the retries section. `figure_workers` draw the figures in their own processes.
     """
     console = console or Console()
     if averaged is None and incidence_for is not None:
@@ -70,7 +72,9 @@ def write_report(
             return repeated_section(pass_averaged, rows, seed, reps)
 
     data = build_report_data(run_dir, scores, floor=floor, seed=seed, reps=reps, repeated=repeated)
-    return write_views(run_dir, data, console=console, figures=figures, audit=audit)
+    return write_views(
+        run_dir, data, console=console, figures=figures, audit=audit, workers=figure_workers
+    )
 
 
 def write_views(
@@ -80,8 +84,10 @@ def write_views(
     console: Console,
     figures: bool = True,
     audit: Audit | None = None,
+    workers: FigureWorkers | None = None,
 ) -> dict[str, Any]:
-    """Every file of `report/` from the report's data, and the terminal summary."""
+    """Every file of `report/` from the report's data, and the terminal summary (the
+    figures drawn by `workers` when given, `runs.figure_workers`)."""
     out = run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     audit = audit if audit is not None else run_audit(run_dir)
@@ -91,7 +97,7 @@ def write_views(
     if figures:
         from runs.figures import write_figures
 
-        drawn = write_figures(summary, out)
+        drawn = write_figures(summary, out, workers=workers)
         summary["figures"] = {
             k: (str(Path(v).relative_to(run_dir)) if k != "note" and v else v)
             for k, v in drawn.items()

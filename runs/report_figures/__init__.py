@@ -9,6 +9,7 @@ drawn or not, in the paper's order.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,12 +58,23 @@ class Figure:
         }
 
 
-def draw_all(inputs: FigureInputs, out_dir: Path) -> list[Figure]:
-    """Draw every figure into `out_dir`; a stale PNG of a figure now left out is removed."""
+def module_of(number: int) -> Any:
+    """The module that draws figure `number` (imported on first use)."""
+    name = next(module for n, _, module in FIGURES if n == number)
+    return importlib.import_module(f"runs.report_figures.{name}")
+
+
+def draw_all(
+    inputs: FigureInputs, out_dir: Path, numbers: Collection[int] | None = None
+) -> list[Figure]:
+    """Draw every figure (or those `numbers`) into `out_dir`; a stale PNG of a figure now
+    left out is removed."""
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = []
-    for number, key, module_name in FIGURES:
-        module: Any = importlib.import_module(f"runs.report_figures.{module_name}")
+    for number, key, _ in FIGURES:
+        if numbers is not None and number not in numbers:
+            continue
+        module = module_of(number)
         path = out_dir / f"fig{number}_{key}.png"
         try:
             caption = module.draw(inputs, path)
@@ -74,4 +86,4 @@ def draw_all(inputs: FigureInputs, out_dir: Path) -> list[Figure]:
     return figures
 
 
-__all__ = ["FIGURES", "Figure", "FigureInputs", "Omit", "draw_all"]
+__all__ = ["FIGURES", "Figure", "FigureInputs", "Omit", "draw_all", "module_of"]

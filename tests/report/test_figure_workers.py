@@ -1,0 +1,174 @@
+"""The report's figures drawn by warmed worker processes (runs.figure_workers, issue 12): the
+same bytes as one process, and a worker that fails or dies ends the report in one clear
+line with the run folder intact, `dutchbook report` able to draw it again."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+import runs.figure_workers as figure_workers
+import runs.pipeline as pipeline
+from runs.cli import app
+from runs.commands.report import build_report
+from runs.figure_workers import SHARES, FigureWorkerDied, FigureWorkers
+from runs.report import write_report
+from runs.report_figures import FIGURES
+from runs.report_page import write_page
+from runs.scoring_step import read_scored
+from runs.spec import load_spec
+
+
+def _copy(run: Path, to: Path) -> Path:
+    shutil.copytree(run, to)
+    shutil.rmtree(to / "report")
+    return to
+
+
+def _report(run: Path, workers: FigureWorkers | None) -> None:
+    """What `dutchbook run` writes after scoring, with or without workers."""
+    spec = load_spec(run / "spec.toml")
+    scored = read_scored(run)
+    console = Console(file=open(os.devnull, "w"), width=120)  # noqa: SIM115
+    write_report(run, scored.scores, floor=spec.coverage_floor, seed=spec.seed,
+                 console=console, averaged=scored.averaged, figure_workers=workers)  # fmt: skip
+    write_page(run)
+
+
+def _files(run: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((run / "report").iterdir())}
+
+
+def test_the_shares_are_every_figure_once() -> None:
+    assert sorted(n for share in SHARES for n in share) == [n for n, _, _ in FIGURES]
+
+
+def test_workers_write_the_bytes_one_process_writes(figures_run: Path, tmp_path: Path) -> None:
+    alone = _copy(figures_run, tmp_path / "alone")
+    pooled = _copy(figures_run, tmp_path / "pooled")
+    _report(alone, None)
+    with FigureWorkers() as workers:
+        _report(pooled, workers)
+    files = _files(alone)
+    assert {name for name in files if name.endswith(".png")} == {
+        f"fig{n}_{key}.png" for n, key, _ in FIGURES
+    }  # every figure drawn, so every module's path is compared
+    assert _files(pooled) == files  # the PNGs, figures.json, summary.json and index.html
+
+
+def test_a_killed_worker_fails_the_report_in_one_line(figures_run: Path, tmp_path: Path) -> None:
+    run = _copy(figures_run, tmp_path / "run")
+    with FigureWorkers() as workers:
+        process, _ = workers._workers[1]
+        assert process.pid is not None
+        os.kill(process.pid, signal.SIGKILL)
+        process.join()
+        with pytest.raises(FigureWorkerDied, match=r"dutchbook report .*run. draws the report"):
+            _report(run, workers)
+        with pytest.raises(RuntimeError, match="closed"):  # ended with it, not reused
+            workers.draw({}, run / "report")
+    assert (run / "scores.parquet").exists() and (run / "plan.parquet").exists()
+    build_report(run, Console(file=open(os.devnull, "w")))  # noqa: SIM115
+    alone = _copy(figures_run, tmp_path / "alone")
+    _report(alone, None)
+    assert _files(run) == _files(alone)
+
+
+def test_a_figure_that_fails_in_a_worker_raises_its_own_error(
+    figures_run: Path, tmp_path: Path
+) -> None:
+    run = _copy(figures_run, tmp_path / "run")
+    (run / "report" / "fig1_books.png").mkdir(parents=True)  # figure 1 cannot be saved
+    with FigureWorkers() as workers, pytest.raises(IsADirectoryError):
+        workers.draw(orjson.loads((figures_run / "report" / "summary.json").read_bytes()),
+                     run / "report")  # fmt: skip
+    with pytest.raises(IsADirectoryError):  # as in one process
+        _report(run, None)
+
+
+def test_workers_ignore_a_ctrl_c_meant_for_the_campaign(figures_run: Path, tmp_path: Path) -> None:
+    run = _copy(figures_run, tmp_path / "run")
+    with FigureWorkers() as workers:
+        summary = orjson.loads((figures_run / "report" / "summary.json").read_bytes())
+        workers.draw(summary, run / "report")  # warmed: the SIGINT handler is in place
+        for process, _ in workers._workers:
+            assert process.pid is not None
+            os.kill(process.pid, signal.SIGINT)
+        drawn = workers.draw(summary, run / "report")
+    assert [f.number for f in drawn] == [n for n, _, _ in FIGURES]
+
+
+def test_unused_workers_are_ended_at_once() -> None:
+    workers = FigureWorkers()
+    processes = [process for process, _ in workers._workers]
+    workers.close()
+    for process in processes:
+        process.join()
+        assert process.exitcode == -signal.SIGTERM  # not left to finish importing
+
+
+SPEC = (
+    'name = "workers"\nseed = 2\n[data]\nstock_days = 2\n'
+    '[[models]]\nname = "a"\nprovider = "sim"\nmodel = "sim-noisy"\n'
+    '[[arms]]\nname = "baseline"\n'
+)
+
+
+def test_dutchbook_run_says_in_one_line_that_a_figure_worker_died(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    draw = FigureWorkers.draw
+
+    def killed_first(self: FigureWorkers, *args: Any) -> Any:
+        for process, _ in self._workers:
+            assert process.pid is not None
+            os.kill(process.pid, signal.SIGKILL)
+            process.join()
+        return draw(self, *args)
+
+    monkeypatch.setattr(figure_workers.FigureWorkers, "draw", killed_first)
+    (tmp_path / "spec.toml").write_text(SPEC, encoding="utf-8")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", str(tmp_path / "spec.toml"), "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "a figure worker died" in errors[0], result.output
+    assert "Traceback" not in result.output
+    assert (out / "scores.parquet").exists()
+    monkeypatch.setattr(figure_workers.FigureWorkers, "draw", draw)
+    assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
+    assert (out / "report" / "index.html").exists()
+
+
+def test_a_campaign_too_big_for_the_workers_ends_them_before_dispatch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    used: list[bool] = []
+    draw = FigureWorkers.draw
+
+    def recorded(self: FigureWorkers, *args: Any) -> Any:
+        used.append(True)
+        return draw(self, *args)
+
+    monkeypatch.setattr(figure_workers.FigureWorkers, "draw", recorded)
+    monkeypatch.setattr(pipeline, "WORKERS_MAX_QUERIES", 1)
+    (tmp_path / "spec.toml").write_text(SPEC, encoding="utf-8")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", str(tmp_path / "spec.toml"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert used == []  # drawn here instead and (out / "report" / "index.html").exists()
+    monkeypatch.setattr(pipeline, "WORKERS_MAX_QUERIES", 10**9)
+    shutil.rmtree(out / "report")
+    assert (
+        CliRunner().invoke(app, ["run", str(tmp_path / "spec.toml"), "--out", str(out)]).exit_code
+        == 0
+    )
+    assert used == [True]
