@@ -4,9 +4,11 @@ A campaign's phases outside dispatch run on one core, and on this 2-core machine
 is idle then: the simulator (or a remote provider) keeps it busy during dispatch only. So
 `dutchbook run` starts `FigureWorkers` first thing: two spawned processes that import
 matplotlib and the figure modules (about 0.4 s of the report's 1.6 s, and more under load)
-while this process imports the rest and plans. After scoring, each draws a share of the
-figures (`SHARES`: figure 1, three books of three panels, costs about as much as the other
-seven together) while this one writes the tables.
+while this process imports the rest and plans. After dispatch one of them reads the audit
+(`audit`) while this process scores; once the report's statistics are known, each draws
+a share of the figures (`SHARES`: figure 1, three books of three panels, costs about as
+much as the other seven together), the ones that do not show the repeated-elicitation
+section while this process computes it (`runs.report.write`).
 
 The figures are the same `runs.report_figures` calls on the same inputs as in one process,
 so the files are byte-identical (tested). Spawned, not forked: by then this process holds
@@ -27,30 +29,38 @@ import multiprocessing
 import os
 import signal
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 if TYPE_CHECKING:
+    from engine.audit import Audit
     from runs.report_figures import Figure
+
+T = TypeVar("T")
 
 #: The figure numbers each worker draws (`runs.report_figures.FIGURES`), one share each.
 SHARES: tuple[tuple[int, ...], ...] = ((1,), (2, 3, 4, 5, 6, 7, 8))
+#: The workers' niceness while they warm up beside this process: on two cores, three busy
+#: processes at equal priority would take a third of a core from its start-up and planning.
+WARM_NICENESS = 19
 
 
 class FigureWorkerDied(RuntimeError):
-    """A figure worker ended before its figures were drawn (killed, out of memory)."""
+    """A figure worker ended before its work was done (killed, out of memory)."""
 
 
 def _warm() -> None:
-    """Import what drawing needs, so that none of it is paid when the figures are due.
+    """Import what drawing and the audit need, so that none of it is paid when due.
 
     Only a head start: without matplotlib the report says so itself (`runs.figures`), and
-    a module that fails to import fails again, with its error, when its figure is drawn."""
+    a module that fails to import fails again, with its error, when it is used."""
     try:
+        import runs.audit  # noqa: F401
         from runs.report_figures import FIGURES, _style, module_of
 
         _style.pyplot()
@@ -69,9 +79,15 @@ def _draw_share(
     return draw_all(FigureInputs.from_run(run_dir, summary), out_dir, numbers)
 
 
+def _run_audit(run_dir: Path) -> Audit:
+    from runs.audit import run_audit
+
+    return run_audit(run_dir)
+
+
 def _serve(conn: Connection) -> None:
-    """A worker: warm up, then draw each share asked for until told to stop (None) or the
-    pipe closes; an error goes back to be raised in the parent."""
+    """A worker: warm up, then make each call asked for, in order, until told to stop (None)
+    or the pipe closes; an error goes back to be raised in the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the campaign's Ctrl-C is not ours
     _warm()
     while True:
@@ -81,18 +97,14 @@ def _serve(conn: Connection) -> None:
             return
         if job is None:
             return
+        function, args = job
         try:
-            conn.send(("ok", _draw_share(*job)))
+            conn.send(("ok", function(*args)))
         except Exception as exc:
             try:
                 conn.send(("error", exc))
             except Exception:  # an exception that does not pickle: its text, then
                 conn.send(("error", RuntimeError(traceback.format_exc())))
-
-
-#: The workers' niceness while they warm up beside this process: on two cores, three busy
-#: processes at equal priority would take a third of a core from its start-up and planning.
-WARM_NICENESS = 19
 
 
 def _lower_priority(process: BaseProcess) -> None:
@@ -103,13 +115,45 @@ def _lower_priority(process: BaseProcess) -> None:
             os.setpriority(os.PRIO_PROCESS, process.pid, WARM_NICENESS)
 
 
+@dataclass(frozen=True)
+class Pending(Generic[T]):
+    """A call sent to one worker; `result` waits for its reply (replies come in order)."""
+
+    workers: FigureWorkers
+    worker: int
+    number: int
+
+    def result(self) -> T:
+        value: T = self.workers._reply(self)
+        return value
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """Figures being drawn by the workers; `figures` waits for them, in the paper's order."""
+
+    numbers: frozenset[int]
+    shares: tuple[Pending[list[Figure]], ...]
+
+    def figures(self) -> list[Figure]:
+        drawn = [figure for share in self.shares for figure in share.result()]
+        return sorted(drawn, key=lambda figure: figure.number)
+
+    def joined(self, other: Drawing) -> Drawing:
+        return Drawing(self.numbers | other.numbers, self.shares + other.shares)
+
+
 class FigureWorkers:
-    """Warmed figure workers (one per share): `draw` uses them, `close` ends them."""
+    """Warmed figure workers (one per share): `audit` and `draw` use them, `close` ends
+    them. Not thread-safe: one campaign's steps use them in turn."""
 
     def __init__(self) -> None:
         context = multiprocessing.get_context("spawn")
         self._workers: list[tuple[BaseProcess, Connection]] = []
+        self._sent: list[int] = []
+        self._replies: list[list[tuple[str, Any]]] = []
         self._used = False
+        self._run_dir: Path | None = None
         for _ in SHARES:
             parent_end, child_end = context.Pipe()
             process = context.Process(target=_serve, args=(child_end,), daemon=True,
@@ -118,30 +162,62 @@ class FigureWorkers:
             _lower_priority(process)
             child_end.close()  # the child's copy: its death then reads as EOF here
             self._workers.append((process, parent_end))
+            self._sent.append(0)
+            self._replies.append([])
 
-    def draw(self, summary: Mapping[str, Any], out_dir: Path) -> list[Figure]:
-        """Every figure of `draw_all` into `out_dir` (a run folder's `report/`), in order."""
+    def audit(self, run_dir: Path) -> Pending[Audit]:
+        """`runs.audit.run_audit(run_dir)` in the last worker (figure 1's draws first)."""
+        self._run_dir = run_dir
+        return self._call(len(SHARES) - 1, _run_audit, run_dir)
+
+    def draw(
+        self, summary: Mapping[str, Any], out_dir: Path, numbers: Collection[int] | None = None
+    ) -> Drawing:
+        """Start drawing the figures of `draw_all` (or those `numbers`) into `out_dir`, a
+        run folder's `report/`, each worker its share of them."""
+        self._run_dir = out_dir.parent
+        out_dir.mkdir(parents=True, exist_ok=True)
+        chosen = frozenset(n for share in SHARES for n in share if numbers is None or n in numbers)
+        shares = tuple(
+            self._call(worker, _draw_share, out_dir.parent, dict(summary), out_dir, mine)
+            for worker, share in enumerate(SHARES)
+            if (mine := tuple(n for n in share if n in chosen))
+        )
+        return Drawing(chosen, shares)
+
+    def _call(self, worker: int, function: Callable[..., T], *args: Any) -> Pending[T]:
         if not self._workers:
             raise RuntimeError("the figure workers were closed")
         self._used = True
-        run_dir = out_dir.parent
-        out_dir.mkdir(parents=True, exist_ok=True)
         try:
-            for (_, conn), numbers in zip(self._workers, SHARES, strict=True):
-                conn.send((run_dir, dict(summary), out_dir, numbers))
-            replies = [conn.recv() for _, conn in self._workers]
-        except (EOFError, BrokenPipeError, ConnectionResetError):  # a worker's end closed
-            self.close()
-            raise FigureWorkerDied(
-                f"a figure worker died before drawing the report's figures; the run's answers "
-                f"and scores are kept: `dutchbook report {run_dir}` draws the report again"
-            ) from None
-        figures: list[Figure] = []
-        for status, value in replies:
-            if status == "error":
-                raise value
-            figures.extend(value)
-        return sorted(figures, key=lambda figure: figure.number)
+            self._workers[worker][1].send((function, args))
+        except (BrokenPipeError, ConnectionResetError):  # its end closed: it died
+            self._died()
+        self._sent[worker] += 1
+        return Pending(self, worker, self._sent[worker] - 1)
+
+    def _reply(self, pending: Pending[T]) -> T:
+        replies = self._replies[pending.worker]
+        while len(replies) <= pending.number:
+            if not self._workers:
+                raise RuntimeError("the figure workers were closed")
+            try:
+                replies.append(self._workers[pending.worker][1].recv())
+            except (EOFError, ConnectionResetError):
+                self._died()
+        status, value = replies[pending.number]
+        if status == "error":
+            raise value
+        result: T = value
+        return result
+
+    def _died(self) -> NoReturn:
+        self.close()
+        folder = self._run_dir if self._run_dir is not None else "DIR"
+        raise FigureWorkerDied(
+            f"a figure worker died before the report was drawn; the run's answers and scores "
+            f"are kept: `dutchbook report {folder}` draws the report again"
+        ) from None
 
     def close(self) -> None:
         """End the workers, without waiting: told to stop once used (they are idle; their

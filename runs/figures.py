@@ -1,6 +1,7 @@
 """The report's figures: what `write_report` calls (see `runs.report_figures` for each one).
 
-`write_figures` draws the eight figures into `report/`, writes their manifest
+`write_figures` draws the eight figures into `report/` (or collects those figure workers
+drew, `runs.figure_workers`), writes their manifest
 `report/figures.json` (number, key, title, path relative to `report/`, caption, and why a
 figure was left out) for the page to read, and returns the summary's `figures` entry: the
 historical `profit_brier` (figure 2) and `arms` (figure 4) keys, one key per figure (a path, or null
@@ -10,6 +11,7 @@ matplotlib is imported lazily, on the Agg backend (`runs.report_figures._style`)
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,36 +19,39 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from runs.figure_workers import FigureWorkers
+    from runs.figure_workers import Drawing
 
 MANIFEST = "figures.json"
 #: The summary's historical keys, kept (extend, never rename).
 LEGACY_KEYS = {"profit_brier": "leaderboard", "arms": "arms"}
 
 
+def can_draw() -> bool:
+    """matplotlib is installed (found, not imported: figures import it when they draw)."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def write_figures(
     summary: Mapping[str, Any],
     out_dir: Path,
     inputs: Any = None,
-    workers: FigureWorkers | None = None,
+    drawing: Drawing | None = None,
 ) -> dict[str, str | None]:
     """Draw every figure the run's arms allow into `out_dir` (the run folder's `report/`).
 
     `inputs` (a `runs.report_figures.FigureInputs`) defaults to the run folder above
-    `out_dir`; `workers` draw from that folder in their own processes instead (the same
-    files; `runs.figure_workers`). Without matplotlib the report says so in one
-    line and carries on.
+    `out_dir`. `drawing`, every figure being drawn by figure workers (the same files,
+    `runs.figure_workers`), is waited for instead. Without matplotlib the report says so in
+    one line and carries on.
     """
-    try:
-        import matplotlib  # noqa: F401  (only to know it is there; figures import it lazily)
-    except ImportError:
+    if not can_draw():
         return {key: None for key in LEGACY_KEYS} | {
             "note": "figures skipped: matplotlib is not installed (make install adds it)"
         }
     from runs.report_figures import FigureInputs, draw_all
 
-    if workers is not None:
-        figures = workers.draw(summary, out_dir)
+    if drawing is not None:
+        figures = drawing.figures()
     else:
         if inputs is None:
             inputs = FigureInputs.from_run(out_dir.parent, summary)

@@ -569,11 +569,14 @@ def _score_and_report(
         )  # fmt: skip
     # The dispatch summary, then the folder's audit sentence (earlier runs of it included),
     # counted as `dutchbook audit` and `status` count (engine.audit).
-    release_heap()  # dispatch's garbage (runs.memory), before scoring allocates its own
-    audit = run_audit(run_dir)
-    for line in [*summary.lines(), audit.sentence]:
+    for line in summary.lines():
         console.print(line, soft_wrap=True, highlight=False, markup=False)
+    release_heap()  # dispatch's garbage (runs.memory), before scoring allocates its own
+    workers = options.figure_workers
+    reading = workers.audit(run_dir) if workers is not None else None  # beside scoring
     scored = score_run(spec, run_dir, units)
+    audit = reading.result() if reading is not None else run_audit(run_dir)
+    console.print(audit.sentence, soft_wrap=True, highlight=False, markup=False)
     release_heap()  # scoring's garbage, before the report's scans
     clock.lap("score", run_dir)
     report = write_report(

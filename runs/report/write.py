@@ -7,6 +7,7 @@ Files in `report/`: `summary.json` (`runs.report.summary`), `leaderboard.txt` an
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from rich.console import Console
 from runs.audit import markdown as audit_markdown
 from runs.audit import run_audit
 from runs.audit import write_files as write_audit_files
+from runs.figures import can_draw, write_figures
 from runs.report.data import ReportData, build_report_data
 from runs.report.models import frozen_spec, models_markdown
 from runs.report.repeated import IncidenceFor, averaged_from_forecasts, repeated_section
@@ -28,11 +30,15 @@ from runs.report.tables import (
     report_markdown,
     terminal_leaderboard,
 )
+from runs.report_figures import FIGURES, SHOW_REPEATED
 from scoring import stats
 
 if TYPE_CHECKING:
     from engine.audit import Audit
-    from runs.figure_workers import FigureWorkers
+    from runs.figure_workers import Drawing, FigureWorkers
+
+#: The figures figure workers may draw before the repeated-elicitation section is known.
+EARLY_FIGURES = tuple(n for n, _, _ in FIGURES if n not in SHOW_REPEATED)
 
 
 def write_report(
@@ -71,9 +77,19 @@ def write_report(
         def repeated(rows: Any) -> Any:
             return repeated_section(pass_averaged, rows, seed, reps)
 
-    data = build_report_data(run_dir, scores, floor=floor, seed=seed, reps=reps, repeated=repeated)
+    workers = figure_workers if figures and can_draw() else None
+    early = None
+    if workers is not None and repeated is not None:
+        # The figures that do not show the repeated section are drawn while it is computed.
+        data = build_report_data(run_dir, scores, floor=floor, seed=seed, reps=reps)
+        early = workers.draw(build_summary(data), run_dir / "report", EARLY_FIGURES)
+        data = dataclasses.replace(data, repeated=repeated(data.rows))
+    else:
+        data = build_report_data(
+            run_dir, scores, floor=floor, seed=seed, reps=reps, repeated=repeated
+        )
     return write_views(
-        run_dir, data, console=console, figures=figures, audit=audit, workers=figure_workers
+        run_dir, data, console=console, figures=figures, audit=audit, workers=workers, early=early
     )
 
 
@@ -85,30 +101,36 @@ def write_views(
     figures: bool = True,
     audit: Audit | None = None,
     workers: FigureWorkers | None = None,
+    early: Drawing | None = None,
 ) -> dict[str, Any]:
-    """Every file of `report/` from the report's data, and the terminal summary (the
-    figures drawn by `workers` when given, `runs.figure_workers`)."""
+    """Every file of `report/` from the report's data, and the terminal summary.
+
+    With `workers` (`runs.figure_workers`) the figures are drawn in their processes while
+    this one writes the tables; `early`, those they are drawing already."""
     out = run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     audit = audit if audit is not None else run_audit(run_dir)
     write_audit_files(run_dir, audit)  # report/audit.json, report/audit.csv
     summary = build_summary(data)
     summary["audit_sentence"] = audit.sentence
-    if figures:
-        from runs.figures import write_figures
-
-        drawn = write_figures(summary, out, workers=workers)
-        summary["figures"] = {
-            k: (str(Path(v).relative_to(run_dir)) if k != "note" and v else v)
-            for k, v in drawn.items()
-        }
-    (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    drawing = None
+    if figures and workers is not None:
+        done = early.numbers if early is not None else frozenset()
+        drawing = workers.draw(summary, out, [n for n, _, _ in FIGURES if n not in done])
+        drawing = drawing if early is None else early.joined(drawing)
     (out / "leaderboard.txt").write_text(details_text(data), encoding="utf-8")
     models_section = models_markdown(frozen_spec(run_dir))
     extra = [audit_markdown(audit), *([models_section] if models_section else [])]
     (out / "report.md").write_text(report_markdown(data, extra), encoding="utf-8")
     for name, text in csv_tables(data).items():
         (out / name).write_text(text, encoding="utf-8")
+    if figures:
+        drawn = write_figures(summary, out, drawing=drawing)
+        summary["figures"] = {
+            k: (str(Path(v).relative_to(run_dir)) if k != "note" and v else v)
+            for k, v in drawn.items()
+        }
+    (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     for table in terminal_leaderboard(data.rows, data.model_coverage, console.width):
         console.print(table)
     for line in headline_lines(summary, out):

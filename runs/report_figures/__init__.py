@@ -29,6 +29,11 @@ FIGURES: tuple[tuple[int, str, str], ...] = (
 )
 
 
+#: The figures that show the summary's repeated-elicitation section (the others read its
+#: rows and settings only, so figure workers may draw them before it is computed).
+SHOW_REPEATED: frozenset[int] = frozenset({7})
+
+
 class Omit(Exception):
     """A figure with nothing to show; the message says why, in one line."""
 
@@ -86,4 +91,4 @@ def draw_all(
     return figures
 
 
-__all__ = ["FIGURES", "Figure", "FigureInputs", "Omit", "draw_all", "module_of"]
+__all__ = ["FIGURES", "SHOW_REPEATED", "Figure", "FigureInputs", "Omit", "draw_all", "module_of"]
