@@ -99,3 +99,21 @@ def test_score_columns_match_column_wise_construction() -> None:
             columns[name].append(row[name])
     expected = pl.DataFrame(columns, schema=SCORE_SCHEMA)
     assert frame_from_columns(columns, SCORE_SCHEMA).equals(expected, null_equal=True)
+
+
+@pytest.mark.parametrize("units", [1, 5, 150])
+def test_repeated_string_lists_match_row_wise_construction(units: int) -> None:
+    """A plan's lists repeat once per pass: the interned path must equal the row-wise one
+    (nulls and empty lists among the repeats); 150 distinct lists in 600 rows takes the
+    grouped path instead."""
+    shapes: list[list[str] | None] = [
+        None if u % 4 == 3 else [f"u{u}:e{j}" for j in range(u % 5)] + ["a\x1fb", ""][: u % 3]
+        for u in range(units)
+    ]
+    rows = [
+        {"request_id": f"r{i}", "model": "m", "arm": "a", "unit": f"u{i % units}", "pass": i,
+         "events": shapes[i % units], "keys": shapes[(i + 1) % units]}
+        for i in range(600)
+    ]
+    got = frame_from_rows(rows, MEMBER_SCHEMA)
+    assert got.equals(pl.DataFrame(rows, schema=MEMBER_SCHEMA), null_equal=True)
