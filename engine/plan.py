@@ -123,20 +123,15 @@ def plan_items(
     """Plan rows as lane work items; `prior` is attempts already made per request id, `failed`
     the answer failures among them (their budget lasts across resumes)."""
     failed = failed or {}
+    # Column by column and positional: this runs on the event loop for every request, and
+    # row tuples with keyword construction cost about 1.5 µs an item more.
+    columns = [frame.get_column(name).to_list() for name in PLAN_COLUMNS]
     return [
         PlanItem(
-            request_id=row[0],
-            model=row[1],
-            arm=row[2],
-            unit=str(row[3]),
-            events=list(row[4]),
-            keys=list(row[5]),
-            pass_=int(row[6]),
-            seed=None if row[7] is None else int(row[7]),
-            system=row[8] or "",
-            user=row[9] or "",
-            prior_attempts=prior.get(row[0], 0),
-            prior_answer_failures=failed.get(row[0], 0),
+            rid, model, arm, unit, events, keys, pass_, seed, system or "", user or "",
+            prior.get(rid, 0), failed.get(rid, 0),
         )
-        for row in frame.select(*PLAN_COLUMNS).iter_rows()
+        for rid, model, arm, unit, events, keys, pass_, seed, system, user in zip(
+            *columns, strict=True
+        )
     ]
