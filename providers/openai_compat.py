@@ -13,8 +13,9 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 from typing import Any
+
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from providers.base import (
     Headers,
@@ -25,6 +26,7 @@ from providers.base import (
     short,
     status_outcome,
 )
+from providers.body_template import BodyTemplate, shape, template
 from providers.constrained import constraint_fields, fold_system
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
 from providers.secrets import Secret, first_set, redact_failure
@@ -36,7 +38,6 @@ from providers.types import (
     HttpRequest,
     ModelConfig,
     Outcome,
-    RateLimitInfo,
 )
 
 
@@ -217,6 +218,9 @@ def encode(body: Mapping[str, Any]) -> bytes:
 #: What `json.dumps(..., ensure_ascii=False, separators=(",", ":"), allow_nan=False)` makes
 #: for every body; one encoder instead of one built per call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+#: Body templates an adapter keeps (one per request shape; shapes differ by answer keys only
+#: under constrained output).
+_TEMPLATES = 256
 
 
 @dataclass(frozen=True, repr=False)
@@ -261,13 +265,42 @@ class OpenAICompatAdapter:
     @functools.cached_property
     def _sent_headers(self) -> Mapping[str, str]:
         """`headers()` once per adapter, read-only: the same for every request it builds
-        (the credential is fixed for the adapter's life)."""
-        return MappingProxyType(self.headers())
+        (the credential is fixed for the adapter's life). A multidict proxy because aiohttp
+        copies any other mapping into one on every request (about 1 µs)."""
+        return CIMultiDictProxy(CIMultiDict(self.headers()))
+
+    @functools.cached_property
+    def _templates(self) -> dict[tuple[object, ...], BodyTemplate | None]:
+        """Body templates by request shape (`providers.body_template`); None for a shape that
+        has none."""
+        return {}
+
+    def _template(self, req: ChatRequest) -> BodyTemplate | None:
+        key = shape(req, bool(self.config.response_format))
+        if key is None:
+            return None
+        templates = self._templates
+        try:
+            return templates[key]
+        except KeyError:
+            if len(templates) >= _TEMPLATES:  # answer keys vary by question: stay bounded
+                templates.clear()
+            made = templates[key] = template(req, self._body, _ENCODER.encode)
+            return made
+
+    def _body(self, req: ChatRequest) -> tuple[dict[str, Any], tuple[str, ...]]:
+        return build_body(self.config, req, self.dialect, self.model_field)
 
     def build(self, req: ChatRequest) -> HttpRequest:
-        body, omitted = build_body(self.config, req, self.dialect, self.model_field)
         notes = request_notes(self.config, req)
-        return HttpRequest("POST", self.url, self._sent_headers, encode(body), omitted, notes)
+        body_template = self._template(req)
+        if body_template is None:
+            body, omitted = self._body(req)
+            return HttpRequest("POST", self.url, self._sent_headers, encode(body), omitted, notes)
+        return HttpRequest(
+            "POST", self.url, self._sent_headers, body_template.render(req),
+            body_template.omitted, notes,
+        )
 
     def parse(self, status: int, headers: Mapping[str, str], body: bytes) -> Completion | Failure:
         result = parse_reply(status, headers, body, self.dialect)
@@ -311,17 +344,34 @@ _QUOTA_TEXT = re.compile(
 )
 
 
-@dataclass(frozen=True)
 class _Envelope:
-    """What every reply says about itself, read once for whichever branch classifies it."""
+    """What every reply says about itself, for whichever branch classifies it.
 
-    status: int
-    headers: Headers
-    data: Any
-    body: bytes
-    limits: RateLimitInfo
-    retry_after_s: float | None
-    header_request_id: str | None
+    The limits are read at once (every result carries them); the wait and the header request
+    id only when asked, as a plain success needs neither (its body has the id), and it is most
+    replies. Properties, not `functools.cached_property`: on Python 3.11 that takes a lock on
+    every first read, and a failure reads each at most twice.
+    """
+
+    __slots__ = ("_request_id_headers", "body", "data", "headers", "limits", "status")
+
+    def __init__(
+        self, status: int, headers: Headers, data: Any, body: bytes, dialect: ClientDialect
+    ) -> None:
+        self.status = status
+        self.headers = headers
+        self.data = data
+        self.body = body
+        self.limits = rate_limit_info(headers)
+        self._request_id_headers = dialect.request_id_headers
+
+    @property
+    def retry_after_s(self) -> float | None:
+        return retry_after_seconds(self.headers)
+
+    @property
+    def header_request_id(self) -> str | None:
+        return self.headers.get_first(*self._request_id_headers)
 
 
 def _error_fields(data: Any) -> tuple[str, str, str]:
@@ -378,17 +428,7 @@ def parse_reply(
     status: int, headers: Mapping[str, str], body: bytes, dialect: ClientDialect
 ) -> Completion | Failure:
     """Classify one chat-completions reply (section 6 of the provider reference)."""
-    view = Headers(headers)
-    data = load_json(body)
-    env = _Envelope(
-        status=status,
-        headers=view,
-        data=data,
-        body=body,
-        limits=rate_limit_info(view),
-        retry_after_s=retry_after_seconds(view),
-        header_request_id=view.get_first(*dialect.request_id_headers),
-    )
+    env = _Envelope(status, Headers(headers), load_json(body), body, dialect)
     if not 200 <= status < 300:
         return _classify_error(env, dialect)
     return _classify_success(env, dialect)
@@ -497,7 +537,8 @@ def _classify_success(env: _Envelope, dialect: ClientDialect) -> Completion | Fa
     if not isinstance(message, dict):
         return _failure(env, Outcome.INVALID_RESPONSE, "choice has no message")
     tokens_in, tokens_out, cost = _usage(data)
-    request_id = _body_request_id(data) or env.header_request_id
+    body_request_id = _body_request_id(data)
+    request_id = body_request_id or env.header_request_id
     reported = data.get("model")
     model_reported = reported if isinstance(reported, str) and reported else None
     finish = choice.get("finish_reason")
@@ -508,7 +549,7 @@ def _classify_success(env: _Envelope, dialect: ClientDialect) -> Completion | Fa
     missing = [
         name for name in dialect.required_fields
         if not (isinstance(data.get(name), str) and data.get(name))
-        and not (name == "id" and _body_request_id(data))
+        and not (name == "id" and body_request_id)
     ]
     if missing:
         return _failure(env, Outcome.MISSING_ROUTING_METADATA,

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from providers.openai_compat import (
@@ -384,3 +384,59 @@ def test_omitted_options_answer_is_cached_and_unchanged() -> None:
     hits = omitted_options.cache_info().hits
     assert omitted_options("openai", names) == ("temperature",)
     assert omitted_options.cache_info().hits == hits + 1
+
+
+_HEADER_VALUES = st.sampled_from(["", " ", "7", "1.5", "-1", "2m59.56s", "120ms", "soon", "req-7"])
+_HEADER_NAMES = st.sampled_from([
+    "X-Request-Id", "x-request-id", "APIM-Request-Id", "Retry-After", "retry-after-ms",
+    "x-ratelimit-remaining-requests", "X-RateLimit-Reset-Tokens", "x-ratelimit-limit-tokens",
+    "Content-Type", "Date",
+])
+#: Replies: keyword arguments of the `completion` builder, or a body as it is.
+_REPLY_BODIES = st.sampled_from([
+    {},
+    {"id": ""},
+    {"id": None, "x_groq": {"id": "req_01"}},
+    {"model": None},
+    {"finish_reason": "length"},
+    {"content": ""},
+    {"error": {"message": "Rate limit reached, try again in 1.5s", "code": "rate_limit"}},
+    {"error": "boom"},
+    {"detail": [{"loc": ["body", "x"], "msg": "bad"}]},
+    [],
+    "not json",
+])
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # a pure builder
+@given(
+    st.sampled_from([200, 201, 400, 401, 404, 408, 429, 498, 500, 503]),
+    st.dictionaries(_HEADER_NAMES, _HEADER_VALUES, max_size=6),
+    _REPLY_BODIES,
+)
+def test_every_reply_carries_what_its_headers_say(
+    completion: Build, status: int, headers: dict[str, str], body: Any
+) -> None:
+    """Header readings are made lazily (a plain success reads only the limits): whatever the
+    reply, its limits, request id and wait are what the headers say, read case-insensitively."""
+    from providers.base import Headers
+    from providers.headers import rate_limit_info, retry_after_seconds
+
+    dialect = ClientDialect(provider="azure",
+                            request_id_headers=("apim-request-id", "x-request-id"))
+    if isinstance(body, dict) and "error" not in body and "detail" not in body:
+        body = completion(**body)
+    raw = body.encode() if isinstance(body, str) else orjson.dumps(body)
+    result = parse_reply(status, headers, raw, dialect)
+    view = Headers(headers)
+    assert result.limits == rate_limit_info(view)
+    header_id = view.get_first("apim-request-id", "x-request-id")
+    data = body if isinstance(body, dict) else {}
+    body_id = (data.get("x_groq") or {}).get("id") or data.get("id") or None
+    if isinstance(result, Completion):
+        assert result.provider_request_id == (body_id or header_id)
+        return
+    assert result.provider_request_id in {body_id or header_id, header_id}
+    hinted = retry_after_seconds(view)
+    if hinted is not None:
+        assert result.retry_after_s == hinted
