@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
+import orjson
+
 Mode = Literal["strict", "lenient"]
 
 SUBCAUSES: tuple[str, ...] = (
@@ -304,10 +306,6 @@ def _lenient_value(key: str, value: str) -> float:
 
 # --------------------------------------------------------------------------- the common reply
 
-#: The standard library's C scanner, refusing duplicate keys (`_Duplicate`).
-_PLAIN_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_no_duplicates)
-
-
 def _plain_answer(text: str, keys: Sequence[str]) -> dict[str, float] | None:
     """The reply nearly every model writes, read at C speed; None when it is anything else.
 
@@ -317,10 +315,17 @@ def _plain_answer(text: str, keys: Sequence[str]) -> dict[str, float] | None:
     Anything else (0 or 1 exactly, an integer, a string, a duplicate key, prose around the
     object) goes to the mode's own parser, which decides and says why. The parsers took
     15-30 µs a reply, about 2 µs this way.
+
+    orjson keeps the last of duplicate keys silently, so duplicates are ruled out first by
+    counting quotes: k keys with number values are exactly 2k of them, and an object with
+    a key twice has at least k + 1 key strings (an escaped quote only sends a reply to the
+    full parser). orjson reads the object in about a fifth of the standard library's time.
     """
+    if text.count('"') != 2 * len(keys):
+        return None
     try:
-        obj = _PLAIN_DECODER.decode(text)
-    except Exception:  # not JSON, a duplicate key, or too deep: the full parser says which
+        obj = orjson.loads(text)
+    except Exception:  # not JSON (a lone surrogate too), or too deep: the full parser says which
         return None
     if type(obj) is not dict or len(obj) != len(keys):
         return None

@@ -47,9 +47,15 @@ class AdaptiveCap:
         self._clock = clock
         self._waiters: deque[asyncio.Future[None]] = deque()
 
-    async def acquire(self) -> None:
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free and nobody queues for one, without waiting."""
         if self.in_use < self.limit and not self._waiters:
             self.in_use += 1
+            return True
+        return False
+
+    async def acquire(self) -> None:
+        if self.try_acquire():
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(future)

@@ -154,6 +154,10 @@ class LaneStats:
         return remaining / rate if rate > 0 else None
 
 
+#: The states in which a lane starts nothing more.
+_HALTED = frozenset({LaneState.STOPPED, LaneState.PAUSED, LaneState.CANCELLED})
+
+
 class Lane:
     """Dispatches one model's plan items (see the module docstring)."""
 
@@ -209,7 +213,7 @@ class Lane:
 
     @property
     def halted(self) -> bool:
-        if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED, LaneState.CANCELLED):
+        if self.stats.state in _HALTED:
             return True
         if self.stop_event is not None and self.stop_event.is_set():
             self.stats.state = LaneState.CANCELLED
@@ -319,14 +323,14 @@ class Lane:
         while tries < self.policy.max_attempts:
             if self.halted:
                 return
-            chat = ChatRequest(
-                item.request_id, item.system, item.user, answers.seed, tuple(item.keys),
-                answers.cap,
-            )
-            async with self.outage.gate(lambda: self.halted) as probe:
-                if probe is None:
-                    return
-                tried = await self._attempt(item, chat, attempt_no + 1, estimate, worst)
+            if not self.outage.down:  # nearly always: no gate to pass, not a probe
+                probe: bool | None = False
+                tried = await self._attempt(item, answers, attempt_no + 1, estimate, worst)
+            else:
+                async with self.outage.gate(lambda: self.halted) as probe:
+                    if probe is None:
+                        return
+                    tried = await self._attempt(item, answers, attempt_no + 1, estimate, worst)
             if tried is None:
                 return
             tries += 1
@@ -337,8 +341,9 @@ class Lane:
             else:
                 result, sent = tried
                 attempt_no = sent.attempt
-                if answers.note():
-                    sent = replace(sent, notes=(*sent.notes, answers.note()))
+                # Only an answer failure (this run's or an earlier one) changes seed or cap.
+                if answers.failures and (note := answers.note()):
+                    sent = replace(sent, notes=(*sent.notes, note))
                 try:
                     failure, stopped = self._settle(item, result, sent, estimate, answers)
                 except DiskFull:  # this reply could not be kept: a resume reads `interrupted`
@@ -383,18 +388,30 @@ class Lane:
         return worst_case_cost(self.prices, self.config, item.system, item.user)
 
     async def _attempt(
-        self, item: PlanItem, chat: ChatRequest, attempt_no: int, estimate: int, worst: float | None
+        self,
+        item: PlanItem,
+        answers: AnswerRetry,
+        attempt_no: int,
+        estimate: int,
+        worst: float | None,
     ) -> tuple[Completion | Failure, Sent] | _BuildFailed | None:
-        """One try under the concurrency cap: admission, build, send.
+        """One try under the concurrency cap: admission, build (with the seed and cap
+        `answers` chose for this try), send.
 
         None when the lane halted before anything was sent; the build's failure when the
         request could not be built (nothing sent, nothing journalled).
         """
-        await self._sleep(self.hold.remaining())
-        await self.cap.acquire()
+        if self.hold.remaining() > 0:
+            await self._sleep(self.hold.remaining())
+        if not self.cap.try_acquire():  # the common case takes a slot without an await
+            await self.cap.acquire()
         try:
             if not await self._admit(estimate, worst):
                 return None
+            chat = ChatRequest(
+                item.request_id, item.system, item.user, answers.seed, tuple(item.keys),
+                answers.cap,
+            )
             try:
                 request = await self._build(chat)
             except _BuildFailed as exc:
@@ -454,8 +471,7 @@ class Lane:
         Under a low rate limit a worker can wait many seconds for its turn, and a stop (Ctrl-C)
         must not wait for every queued worker's turn to come and then send anyway.
         """
-        if bucket.level >= min(amount, bucket.capacity):  # the common case: no wait, no task
-            await bucket.acquire(amount)
+        if bucket.try_acquire(amount):  # the common case: no wait, no task, no lock
             return True
         waiter = asyncio.ensure_future(bucket.acquire(amount))
         try:
@@ -584,6 +600,8 @@ class Lane:
 
     def _respect_limits(self, limits: RateLimitInfo) -> None:
         """A provider saying "0 remaining until reset" holds the lane until the reset."""
+        if limits.remaining_requests != 0 and limits.remaining_tokens != 0:  # the common case
+            return
         waits = []
         if limits.remaining_requests == 0 and limits.reset_requests_s:
             waits.append(limits.reset_requests_s)

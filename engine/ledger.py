@@ -342,8 +342,9 @@ class Ledger:
 
     def _already_accepted(self, request_id: str) -> bool:
         """Exact, held `_lock` (so no fold can drop the id from `_recent` meanwhile)."""
-        if any(request_id in ids for ids in self._recent.values()):
-            return True
+        for ids in self._recent.values():
+            if request_id in ids:
+                return True
         if request_id in self._absent:
             return False
         found = found_among(
@@ -429,7 +430,10 @@ class Ledger:
             self._write(line)
             self._inflight.pop(key, None)
             if response is not None:
-                self._recent.setdefault(self._segment_id, set()).add(response.request_id)
+                recent = self._recent.get(self._segment_id)
+                if recent is None:
+                    recent = self._recent[self._segment_id] = set()
+                recent.add(response.request_id)
                 self._absent.pop(response.request_id, None)
         return accepted
 

@@ -47,6 +47,7 @@ class TokenBucket:
         self._stamp = clock()
         self._hold_until = 0.0
         self._lock = asyncio.Lock()
+        self._queued = 0  # callers inside `acquire`: `try_acquire` must not overtake them
 
     @classmethod
     def per_minute(
@@ -92,11 +93,19 @@ class TokenBucket:
             return 0.0
         return max((need - self._level) / self.rate_per_s, 1e-6)
 
+    def try_acquire(self, amount: float = 1.0) -> bool:
+        """Take `amount` now if nobody waits and it is there (`acquire` without the wait)."""
+        return not self._queued and self.try_take(amount, self._clock()) == 0
+
     async def acquire(self, amount: float = 1.0) -> None:
         """Wait (FIFO among callers) until `amount`, clipped to the capacity, can be taken."""
-        async with self._lock:
-            while (wait := self.try_take(amount, self._clock())) > 0:
-                await asyncio.sleep(wait)
+        self._queued += 1
+        try:
+            async with self._lock:
+                while (wait := self.try_take(amount, self._clock())) > 0:
+                    await asyncio.sleep(wait)
+        finally:
+            self._queued -= 1
 
     def adjust(self, extra: float) -> None:
         """Charge `extra` more (or refund, if negative) after the fact: usage correction."""

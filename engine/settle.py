@@ -19,7 +19,7 @@ from providers.types import Completion, Failure, Outcome
 CUT_OFF = frozenset({"length", "max_tokens", "MAX_TOKENS"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, like the records (`engine.records`): one per attempt
 class Sent:
     """What one attempt was: whose, which try, when, how long, and the options left out."""
 
@@ -36,6 +36,8 @@ class Sent:
 def with_omitted(detail: str, omitted: tuple[str, ...], notes: tuple[str, ...] = ()) -> str:
     """An attempt's detail naming the options left out of its request (`omitted: a, b`) and
     what else was done to it (`[system folded into user turn; retry with seed 8]`)."""
+    if not omitted and not notes:  # nearly every attempt
+        return detail
     parts = [detail] if detail else []
     if omitted:
         note = "omitted: " + ", ".join(omitted)

@@ -355,5 +355,24 @@ def test_the_plain_path_takes_only_plain_replies() -> None:
     assert _plain_answer('{"probability": 0.2998}', ["probability"]) == {"probability": 0.2998}
     assert _plain_answer(' {"b": 1e-3, "a": 0.5}\n', ["a", "b"]) == {"a": 0.5, "b": 0.001}
     for text in ('{"p": 0}', '{"p": 1.0}', '{"p": "0.5"}', '{"p": 0.5, "p": 0.5}',
-                 '{"p": 0.5, "q": 0.5}', '```json\n{"p": 0.5}\n```', '{"p": NaN}', "[0.5]"):
+                 '{"p": 0.5, "q": 0.5}', '```json\n{"p": 0.5}\n```', '{"p": NaN}', "[0.5]",
+                 '{"\\u0070": 0.4, "p": 0.5}', '{"p": 0.4, "p": 0.5, "q": 0.6}'):
         assert _plain_answer(text, ["p"]) is None, text
+    # orjson keeps the last of duplicate keys: the same key twice must still not pass.
+    assert _plain_answer('{"p": 0.4, "p": 0.5}', ["p", "q"]) is None
+
+
+@given(
+    digits=st.text("0123456789", min_size=1, max_size=40),
+    exponent=st.one_of(st.just(""), st.integers(-330, 0).map(lambda e: f"e{e}")),
+)
+def test_the_plain_path_reads_a_literal_as_float_does(digits: str, exponent: str) -> None:
+    """The values stored are the correctly rounded float of the literal, as the standard
+    library's parser gave them before the plain path read replies with orjson."""
+    from engine.answers import _plain_answer
+
+    literal = f"0.{digits}{exponent}"
+    value = float(literal)
+    got = _plain_answer(f'{{"p": {literal}}}', ["p"])
+    assert got == ({"p": value} if 0.0 < value < 1.0 else None)
+    assert got is None or type(got["p"]) is float

@@ -168,3 +168,17 @@ async def test_a_slow_provider_never_stalls_another_lane(tmp_path: Path, kit) ->
     assert slow_lane.elapsed_s >= 2.9  # two rounds of 1.5 s answers at concurrency 2
     assert fast_lane.elapsed_s < 0.5 * slow_lane.elapsed_s  # not held up by the slow lane
     assert fast_lane.finished < slow_lane.finished
+
+
+async def test_try_acquire_takes_free_slots_but_never_a_queued_waiters() -> None:
+    cap = AdaptiveCap(2)
+    assert cap.try_acquire() and cap.try_acquire()
+    assert not cap.try_acquire() and cap.in_use == 2
+    waiter = asyncio.create_task(cap.acquire())
+    await asyncio.sleep(0)
+    cap.release()  # handed to the waiter, not left for a newcomer
+    assert not cap.try_acquire()
+    await asyncio.wait_for(waiter, 1.0)
+    assert cap.in_use == 2
+    cap.release()
+    assert cap.try_acquire() and cap.in_use == 2

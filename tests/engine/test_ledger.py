@@ -408,3 +408,60 @@ def test_corrupt_journal_is_reported_and_the_lock_released(tmp_path: Path) -> No
     for _ in range(2):  # the same process may try again: no LedgerBusy from a leaked lock
         with pytest.raises(JournalError, match="only the last line"):
             Ledger.open(tmp_path)
+
+
+#: The journal lines of one dispatch and its accepted result, as the ledger wrote them before
+#: the records and timestamps were made cheaper (issue 12): the line format is a contract.
+GOLDEN_LINES = (
+    b'{"kind":"dispatch","request_id":"r1","attempt":1,"model":"m1","provider":"openai",'
+    b'"started_at":"2026-03-01T12:00:05.000007+00:00"}\n'
+    b'{"kind":"result","attempt":{"request_id":"r1","attempt":1,"model":"m1",'
+    b'"provider":"openai","started_at":"2026-03-01T12:00:05.000007+00:00","elapsed_ms":12.5,'
+    b'"outcome":"ok","http_status":200,"provider_request_id":"chatcmpl-1",'
+    b'"retry_after_s":null,"tokens_in":57,"tokens_out":9,"detail":"",'
+    b'"raw_text":"{\\"Q01\\": 0.25, \\"Q02\\": 0.7}","finish_reason":"stop"},'
+    b'"response":{"request_id":"r1","model":"m1","arm":"base","unit":"u1","pass":0,'
+    b'"events":["e1","\xc3\xa92"],"keys":["Q01","Q02"],'
+    b'"raw_text":"{\\"Q01\\": 0.25, \\"Q02\\": 0.7}","values":[0.25,0.7],'
+    b'"finish_reason":"stop","tokens_in":57,"tokens_out":9,"attempts":1,'
+    b'"accepted_at":"2026-03-01T12:00:05.999999+00:00"}}\n'
+)
+
+
+def test_journal_lines_are_the_same_bytes_as_before(tmp_path: Path) -> None:
+    from datetime import timezone
+
+    started = datetime(2026, 3, 1, 12, 0, 5, 7, tzinfo=UTC)
+    with Ledger.open(tmp_path / "run", pid_file=False) as ledger:
+        ledger.record_dispatch("r1", 1, "m1", "openai", started)
+        ledger.record_result(
+            AttemptRecord(
+                request_id="r1", attempt=1, model="m1", provider="openai", started_at=started,
+                elapsed_ms=12.5, outcome="ok", http_status=200, provider_request_id="chatcmpl-1",
+                retry_after_s=None, tokens_in=57, tokens_out=9, detail="",
+            ),
+            ResponseRecord(
+                request_id="r1", model="m1", arm="base", unit="u1", pass_=0,
+                events=["e1", "é2"], keys=["Q01", "Q02"], raw_text='{"Q01": 0.25, "Q02": 0.7}',
+                values=[0.25, 0.7], finish_reason="stop", tokens_in=57, tokens_out=9, attempts=1,
+                # another offset: converted to the same second as the dispatch, in UTC
+                accepted_at=datetime(
+                    2026, 3, 1, 13, 0, 5, 999999, tzinfo=timezone(timedelta(hours=1))
+                ),
+            ),
+        )
+        (_, path), = list_segments(tmp_path / "run" / "journal")
+        assert path.read_bytes() == GOLDEN_LINES
+
+
+def test_a_result_line_is_in_the_file_when_record_result_returns(tmp_path: Path) -> None:
+    """The crash contract the journal keeps (one write per line, engine.journal): nothing of
+    an attempt waits in the process for a later write that a kill -9 would lose."""
+    from engine.journal import read_segment
+
+    with Ledger.open(tmp_path / "run", pid_file=False) as ledger:
+        assert accept(ledger, "r1")
+        (_, path), = list_segments(tmp_path / "run" / "journal")
+        kinds = [(r["kind"], r.get("request_id") or r["attempt"]["request_id"])
+                 for r in read_segment(path)]
+        assert kinds == [("dispatch", "r1"), ("result", "r1")]

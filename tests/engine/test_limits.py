@@ -245,3 +245,18 @@ async def test_token_rate_limit_paces_by_estimated_and_reported_tokens(
     # without the limit 16 calls take a few ms; with it, all but the burst wait for refill
     assert span >= (sum(used[:-1]) - bucket.capacity - estimate) / bucket.rate_per_s * 0.8
     assert span >= 0.5
+
+
+async def test_try_acquire_takes_at_once_but_never_overtakes_a_waiter() -> None:
+    """The lane's no-await path (`try_acquire`) must keep `acquire`'s FIFO: while a caller
+    waits inside `acquire`, budget refilled meanwhile is theirs, not a newcomer's."""
+    now = [0.0]
+    bucket = TokenBucket(rate_per_s=10.0, capacity=2.0, clock=lambda: now[0])
+    assert bucket.try_acquire() and bucket.try_acquire()
+    assert not bucket.try_acquire()  # empty: nothing taken
+    waiter = asyncio.create_task(bucket.acquire())
+    await asyncio.sleep(0)  # the waiter is queued, sleeping for its 0.1 s
+    now[0] = 1.0  # refilled past the waiter's need
+    assert not bucket.try_acquire()
+    await asyncio.wait_for(waiter, 1.0)
+    assert bucket.try_acquire()  # nobody queued now: taken at once
