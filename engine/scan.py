@@ -10,7 +10,6 @@ by `engine.ledger.Ledger`.
 from __future__ import annotations
 
 import contextlib
-import io
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -97,7 +96,7 @@ def result_frames(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
         lines
     ):
         with contextlib.suppress(pl.exceptions.PolarsError):
-            tables = _result_tables(b"\n".join(results))
+            tables = _result_tables(results)
             if tables is not None:
                 return tables
     attempts, responses = result_rows(read_segment(path))
@@ -111,11 +110,22 @@ def _parses(line: bytes) -> bool:
         return False
 
 
-def _result_tables(results: bytes) -> tuple[pl.DataFrame, pl.DataFrame] | None:
-    """The tables of result lines; None if one lacks its attempt (the slow path says how)."""
+#: The result lines' type, for `str.json_decode`.
+_RESULT_STRUCT = pl.Struct(_RESULT_LINE)
+
+
+def _result_tables(results: list[bytes]) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """The tables of result lines; None if one lacks its attempt (the slow path says how).
+
+    Each line is decoded by `str.json_decode` into the line's struct: about 7 µs of CPU a
+    line where `read_ndjson` of the same lines took 11 (one thread either way, both outside
+    the GIL; measured on 5,000 typical result lines). Compaction runs during dispatch, when
+    the client and the server already keep both cores busy, so its CPU is dispatch's.
+    """
     if not results:
         return attempts_frame([]), responses_frame([])
-    frame = pl.read_ndjson(io.BytesIO(results), schema=_RESULT_LINE)
+    lines = pl.Series("line", results, dtype=pl.Binary).cast(pl.String)
+    frame = lines.str.json_decode(_RESULT_STRUCT).struct.unnest()
     attempts = frame.select(pl.col("attempt").struct.unnest()).with_columns(_utc("started_at"))
     responses = (
         frame.filter(pl.col("response").is_not_null())

@@ -3,6 +3,8 @@ the line-by-line reading (`result_rows` of `read_segment`), whatever the segment
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -131,3 +133,27 @@ def test_compaction_folds_through_it(tmp_path: Path) -> None:
     responses = pl.read_parquet(tmp_path / "run" / "responses")
     assert attempts.height == 30 and responses.height == 22
     assert sorted(responses["request_id"]) == sorted(f"r{i}" for i in range(30) if i % 4)
+
+
+def test_awkward_values_read_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Escapes, control characters, astral characters, extreme floats and signed zero come
+    back from the polars path exactly as the line-by-line reading gives them."""
+    texts = ['{"p": 0.5}\\', "tab\there\x01\x1f", "emoji 🦆 and \u2028 and \"q\"", "", "nul\x00"]
+    values = [[-0.0], [5e-324], [1.7976931348623157e308], [0.1 + 0.2], [1e-300]]
+    path = segment_path(tmp_path, 6)
+    writer = JournalWriter(path)
+    for i, (text, vals) in enumerate(zip(texts, values, strict=True)):
+        attempt = _attempt(i, raw_text=text, detail=text, tokens_in=2**53 + 1)
+        response = replace(_response(i + 1), raw_text=text, keys=["k"], events=[text], values=vals)
+        line = {"kind": "result", "attempt": attempt.to_row(), "response": response.to_row()}
+        writer.append(line)
+    writer.close()
+    _assert_same(path)
+    monkeypatch.setattr("engine.scan.read_segment", None)  # the polars path, nothing else
+    attempts, responses = result_frames(path)
+    assert attempts["raw_text"].to_list() == texts
+    assert attempts["tokens_in"].to_list() == [2**53 + 1] * len(texts)
+    got = [v[0] for v in responses["values"].to_list()]
+    assert [(math.copysign(1, v), v) for v in got] == [
+        (math.copysign(1, v[0]), v[0]) for v in values
+    ]
