@@ -38,7 +38,14 @@ from runs.design import DesignChanged, freeze_design
 from runs.memory import release_heap
 from runs.phases import PhaseClock
 from runs.plan_estimate import resumed_estimate, save_estimate
-from runs.planner import PlanLine, PlanWriter, estimate, summarise, write_plan
+from runs.planner import (
+    PlanLine,
+    PlanWriter,
+    estimate,
+    queries_before_sharing,
+    summarise,
+    write_plan,
+)
 from runs.report import write_report
 from runs.report_page import write_page
 from runs.scoring_step import score_run
@@ -61,10 +68,11 @@ class RunBusy(RunError):
 
 #: What the user is told after an interrupt (tests and scripts look for it).
 INTERRUPTED_MESSAGE = "interrupted — run the same command again to resume"
-#: Above this many planned queries the report's figure workers (about 140 MB each, warmed
-#: while planning) are ended before dispatch: dispatch's own memory grows with the campaign,
-#: and with them a paper-scale run (365,100 queries) would pass issue 9's 500 MB for its
-#: process tree; its report is dominated by its statistics anyway, not by the figures.
+#: Above this many queries (`runs.planner.queries_before_sharing`) the report's figure
+#: workers (about 115 MB each once warm) are ended before planning: planning and dispatch
+#: hold more memory as the campaign grows, and with the workers beside them a paper-scale run
+#: (409,100 queries before sharing) peaked at 468 MB while planning, close to issue 9's 500 MB
+#: for its process tree; its report is dominated by its statistics anyway, not by the figures.
 WORKERS_MAX_QUERIES = 100_000
 #: What the user is told when the running spend cap stopped the run.
 SPEND_CAP_HINT = "raise --max-cost and run the same command again to resume"
@@ -290,6 +298,9 @@ async def run_campaign(
         units.check_requirements(ARMS[entry.name])
     if not rehearse:
         check_credentials(spec, os.environ)
+    if figure_workers is not None and queries_before_sharing(spec, units) > WORKERS_MAX_QUERIES:
+        figure_workers.close()  # before they warm up beside planning (see WORKERS_MAX_QUERIES)
+        figure_workers = None
     # A resume of the same design reads the estimate saved with its plan (runs.plan_estimate)
     # instead of rendering every prompt again; a new folder renders and counts.
     saved = resumed_estimate(spec, run_dir)
@@ -371,10 +382,6 @@ async def _campaign(
 ) -> CampaignResult:
     """The campaign once estimated: the cost check, then everything under the folder's lock."""
     plan_summary = summarise(lines)
-    workers = options.figure_workers
-    if workers is not None and plan_summary["total"]["queries"] > WORKERS_MAX_QUERIES:
-        workers.close()  # before dispatch, whose memory grows with the campaign
-        options = dataclasses.replace(options, figure_workers=None)
     # At each model's dispatch mode: a batch model is charged its batch prices.
     cost = plan_summary["total"]["planned_cost_usd"]
     max_cost = options.max_cost

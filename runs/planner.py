@@ -225,6 +225,18 @@ class PlanWriter:
         return run_dir / "plan.parquet"
 
 
+def queries_before_sharing(spec: CampaignSpec, units: UnitSource) -> int:
+    """How many queries the spec asks for, counting a query two arms share twice: an upper
+    bound of the plan's rows, known without rendering a prompt (milliseconds where planning
+    the paper's campaign takes seconds)."""
+    total = 0
+    for entry in spec.arms:
+        arm = arm_of(entry, spec)
+        per_pass = sum(arm.query_count(unit) for unit in units.for_arm(arm, check=False))
+        total += per_pass * entry.passes * len(spec.models_for(entry))
+    return total
+
+
 def write_plan(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None) -> Path:
     """Write `plan.parquet` and `plan_members.parquet` atomically; returns the plan's path."""
     units = units or UnitSource.from_spec(spec)

@@ -167,23 +167,36 @@ def test_dutchbook_run_says_in_one_line_that_a_figure_worker_died(
     assert (out / "report" / "index.html").exists()
 
 
-def test_a_campaign_too_big_for_the_workers_ends_them_before_dispatch(
+def test_a_campaign_too_big_for_the_workers_ends_them_before_planning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Ended before the estimate renders a prompt, so they never warm up beside planning."""
     used: list[bool] = []
-    draw = FigureWorkers.draw
+    events: list[str] = []
+    draw, close, estimate = FigureWorkers.draw, FigureWorkers.close, pipeline.estimate
 
     def recorded(self: FigureWorkers, *args: Any) -> Any:
         used.append(True)
         return draw(self, *args)
 
+    def closing(self: FigureWorkers) -> None:
+        events.append("close")
+        close(self)
+
+    def estimating(*args: Any, **kwargs: Any) -> Any:
+        events.append("estimate")
+        return estimate(*args, **kwargs)
+
     monkeypatch.setattr(figure_workers.FigureWorkers, "draw", recorded)
+    monkeypatch.setattr(figure_workers.FigureWorkers, "close", closing)
+    monkeypatch.setattr(pipeline, "estimate", estimating)
     monkeypatch.setattr(pipeline, "WORKERS_MAX_QUERIES", 1)
     (tmp_path / "spec.toml").write_text(SPEC, encoding="utf-8")
     out = tmp_path / "run"
     result = CliRunner().invoke(app, ["run", str(tmp_path / "spec.toml"), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert used == []  # drawn here instead and (out / "report" / "index.html").exists()
+    assert events[:2] == ["close", "estimate"]
     monkeypatch.setattr(pipeline, "WORKERS_MAX_QUERIES", 10**9)
     shutil.rmtree(out / "report")
     again = CliRunner().invoke(app, ["run", str(tmp_path / "spec.toml"), "--out", str(out)])

@@ -161,3 +161,16 @@ def test_the_staged_plan_folder_is_gone_before_dispatch_starts(
                                       console=Console(file=io.StringIO())))  # fmt: skip
     assert result.summary is not None and result.summary.complete
     assert seen == {"estimated": ["dutchbook-plan-"], "dispatch": []}
+
+
+def test_queries_before_sharing_count_every_arms_view_unrendered(tmp_path: Path) -> None:
+    """The figure workers' size check: exactly the plan's members (one row per arm's view of
+    a query, shared ones counted per arm), an upper bound of its rows."""
+    (tmp_path / "spec.toml").write_text(SPEC, encoding="utf-8")
+    spec = load_spec(tmp_path / "spec.toml")
+    units = UnitSource.from_spec(spec)
+    write_plan(spec, tmp_path / "run", units)
+    members = pl.read_parquet(tmp_path / "run" / "plan_members.parquet").height
+    rows = pl.read_parquet(tmp_path / "run" / "plan.parquet").height
+    assert rows < members  # the spec shares queries between arms
+    assert planner.queries_before_sharing(spec, units) == members
