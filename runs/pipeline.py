@@ -298,12 +298,12 @@ async def run_campaign(
         units.check_requirements(ARMS[entry.name])
     if not rehearse:
         check_credentials(spec, os.environ)
-    if figure_workers is not None and queries_before_sharing(spec, units) > WORKERS_MAX_QUERIES:
-        figure_workers.close()  # before they warm up beside planning (see WORKERS_MAX_QUERIES)
-        figure_workers = None
     # A resume of the same design reads the estimate saved with its plan (runs.plan_estimate)
     # instead of rendering every prompt again; a new folder renders and counts.
     saved = resumed_estimate(spec, run_dir)
+    if figure_workers is not None and _queries_asked(spec, units, saved) > WORKERS_MAX_QUERIES:
+        figure_workers.close()  # before they warm up beside planning (see WORKERS_MAX_QUERIES)
+        figure_workers = None
     with _staged_plan(run_dir, saved is None) as staged:
         writer = staged.writer if staged is not None else None
         lines = saved if saved is not None else _estimate(spec, units, writer, run_dir)
@@ -313,6 +313,15 @@ async def run_campaign(
             figure_workers=figure_workers,
         )  # fmt: skip
         return await _campaign(spec, run_dir, units, lines, saved is None, staged, options)
+
+
+def _queries_asked(spec: CampaignSpec, units: UnitSource, saved: list[PlanLine] | None) -> int:
+    """Every arm's view of a query, shared ones counted per arm: from a resume's saved
+    estimate (its lines count both), else from the spec without rendering anything (a resume
+    need not load every arm's units for it)."""
+    if saved is not None:
+        return sum(line.queries + line.shared for line in saved)
+    return queries_before_sharing(spec, units)
 
 
 @dataclass(frozen=True)

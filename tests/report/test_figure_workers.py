@@ -202,3 +202,8 @@ def test_a_campaign_too_big_for_the_workers_ends_them_before_planning(
     again = CliRunner().invoke(app, ["run", str(tmp_path / "spec.toml"), "--out", str(out)])
     assert again.exit_code == 0, again.output
     assert used  # the same campaign, small enough: drawn by the workers
+    drawn = len(used)  # a resume counts from its saved estimate: too big again, never used
+    monkeypatch.setattr(pipeline, "WORKERS_MAX_QUERIES", 1)
+    third = CliRunner().invoke(app, ["run", str(tmp_path / "spec.toml"), "--out", str(out)])
+    assert third.exit_code == 0, third.output
+    assert len(used) == drawn

@@ -174,3 +174,5 @@ def test_queries_before_sharing_count_every_arms_view_unrendered(tmp_path: Path)
     rows = pl.read_parquet(tmp_path / "run" / "plan.parquet").height
     assert rows < members  # the spec shares queries between arms
     assert planner.queries_before_sharing(spec, units) == members
+    # what a resume counts instead, from the estimate saved with the plan
+    assert pipeline._queries_asked(spec, units, estimate(spec, units)) == members
