@@ -8,11 +8,13 @@ over clusters, vectorised with numpy and seeded so every report is reproducible.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+
+from scoring import blas
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -59,40 +61,94 @@ def _check(reps: int, level: float) -> None:
         raise ValueError("level must lie in (0, 1)")
 
 
-def _resampled_means(
-    samples: Sequence[tuple[FloatArray, FloatArray]], reps: int, seed: int
-) -> FloatArray:
-    """(len(samples), reps) bootstrap means of samples with the same number of clusters.
+def _draws(n_clusters: int, reps: int, seed: int) -> Iterator[tuple[int, IntArray]]:
+    """(first replicate, resampled cluster indices) chunk by chunk: the same for the same
+    seed and number of clusters, whatever is resampled with them."""
+    chunk = max(1, _CHUNK_CELLS // n_clusters)
+    rng = np.random.default_rng(seed)
+    for start in range(0, reps, chunk):
+        size = min(chunk, reps - start)
+        yield start, rng.integers(0, n_clusters, size=(size, n_clusters))
 
-    The resampled cluster indices depend only on the seed and the number of clusters (the
-    same generator, the same chunks), so they are drawn once for all the samples: each row is
-    exactly what a draw of its own would give (the same indices, their values summed by
-    numpy row by row, as one sample's own bootstrap sums them). Equal `counts` share their
-    denominators.
+
+def _times_picked(picks: IntArray) -> FloatArray:
+    """(clusters, rows): how often each row of `picks` picked each cluster."""
+    size, n = picks.shape
+    flat = (picks + (np.arange(size) * n)[:, None]).ravel()
+    return np.bincount(flat, minlength=size * n).reshape(size, n).T.astype(np.float64)
+
+
+def _resampled_intervals(
+    samples: Sequence[tuple[FloatArray, FloatArray]], reps: int, seed: int, tail: float
+) -> list[tuple[float, float]]:
+    """The (tail, 1 - tail) quantiles of each sample's `reps` bootstrap means, all samples
+    with the same number of clusters (so the same resampled indices, drawn once).
+
+    Bit for bit what summing each replicate's picked values one replicate at a time gives
+    (numpy's sum of the gathered row, then `np.quantile`), without gathering 20,000 x
+    clusters values per sample: a matrix product of the samples by how often each cluster
+    was picked gives every mean to within a proven bound (below); only the replicates whose
+    mean could be one of the order statistics `np.quantile` reads are then summed the
+    gathering way, and `np.quantile` reads the means with those put in. Replicates farther
+    out keep their approximate means, on the same side of every candidate as their exact
+    ones, so the order statistics, hence the quantiles, are the exact ones (tested).
+
+    The bound: both sums are of n = clusters terms whose magnitudes add up to A (the
+    sample's |sums| times the counts), so each is within n*u*A/(1 - n*u) of the true sum
+    (u = 2**-53; the product rounds each term once more); the denominators are integers,
+    exact either way; the division rounds each by u relatively. 4*(n + 2)*u*A/den covers
+    the difference of the two means with room to spare.
     """
     n_clusters = samples[0][0].size
-    chunk = max(1, _CHUNK_CELLS // n_clusters)
-    means = np.empty((len(samples), reps))
     numerators = np.stack([sums for sums, _ in samples])
+    magnitudes = np.abs(numerators)
     first_with: dict[bytes, int] = {}
     for i, (_, counts) in enumerate(samples):
         first_with.setdefault(counts.tobytes(), i)
     counts_rows = np.stack([samples[i][1] for i in first_with.values()])
     counts_row = [list(first_with).index(counts.tobytes()) for _, counts in samples]
-    rng = np.random.default_rng(seed)
-    for start in range(0, reps, chunk):
-        size = min(chunk, reps - start)
-        picks = rng.integers(0, n_clusters, size=(size, n_clusters))
-        denominators = _resampled_sums(counts_rows, picks)
-        means[:, start : start + size] = (
-            _resampled_sums(numerators, picks) / denominators[counts_row]
+    approx = np.empty((len(samples), reps))
+    bound = np.empty((len(samples), reps))
+    kept: list[tuple[int, IntArray]] = []
+    with blas.one_thread():  # small products: OpenBLAS's threads would spin beside the figures
+        for start, picks in _draws(n_clusters, reps, seed):
+            picked = _times_picked(picks)
+            denominators = (counts_rows @ picked)[counts_row]  # integers: exact in any order
+            approx[:, start : start + picks.shape[0]] = (numerators @ picked) / denominators
+            bound[:, start : start + picks.shape[0]] = (magnitudes @ picked) / denominators
+            if start == 0 and picks.shape[0] == reps:
+                kept.append((start, picks))  # one chunk: no need to draw it again
+    slack = 2.0 * 4.0 * (n_clusters + 2) * 2.0**-53 * bound.max(axis=1, keepdims=True)
+    candidates = _candidates(approx, slack, tail)
+    means = approx  # from here on, the candidates' exact means replace their approximations
+    for start, picks in kept or _draws(n_clusters, reps, seed):
+        stop = start + picks.shape[0]
+        for row, (sums, counts) in enumerate(samples):
+            mine = candidates[row][(candidates[row] >= start) & (candidates[row] < stop)]
+            if mine.size:
+                at = picks[mine - start]
+                means[row, mine] = sums[at].sum(axis=1) / counts[at].sum(axis=1)
+    return [(float(lo), float(hi)) for lo, hi in np.quantile(means, [tail, 1.0 - tail], axis=1).T]
+
+
+def _candidates(approx: FloatArray, slack: FloatArray, tail: float) -> list[IntArray]:
+    """Per row of `approx`, the replicates whose exact mean could sit at a rank `np.quantile`
+    reads for `tail` or `1 - tail` (the two around each virtual index, and one more either
+    side for its rounding): every approximate mean within `slack` (twice the row's bound) of
+    those ranks' approximate values, since each rank's exact value is within the bound of
+    its own."""
+    reps = approx.shape[1]
+    windows = []
+    for q in (tail, 1.0 - tail):
+        at = int(np.floor((reps - 1) * q))
+        windows.append((max(at - 1, 0), min(at + 2, reps - 1)))
+    ordered = np.partition(approx, sorted({r for w in windows for r in w}), axis=1)
+    keep = np.zeros(approx.shape, dtype=bool)
+    for low, high in windows:
+        keep |= (approx >= ordered[:, low : low + 1] - slack) & (
+            approx <= ordered[:, high : high + 1] + slack
         )
-    return means
-
-
-def _resampled_sums(values: FloatArray, picks: IntArray) -> FloatArray:
-    """(samples, rows): each sample's values at each row of `picks`, summed by numpy."""
-    return np.stack([row[picks].sum(axis=1) for row in values])
+    return [np.flatnonzero(row) for row in keep]
 
 
 def _bootstrap_many(
@@ -112,11 +168,10 @@ def _bootstrap_many(
     for members in by_size.values():
         for first in range(0, len(members), _BATCH):
             batch = members[first : first + _BATCH]
-            means = _resampled_means([samples[i] for i in batch], reps, seed)
-            for row, i in enumerate(batch):
+            quantiles = _resampled_intervals([samples[i] for i in batch], reps, seed, tail)
+            for i, (lo, hi) in zip(batch, quantiles, strict=True):
                 sums, counts = samples[i]
-                lo, hi = np.quantile(means[row], [tail, 1.0 - tail])
-                out[i] = Interval(float(sums.sum() / counts.sum()), float(lo), float(hi))
+                out[i] = Interval(float(sums.sum() / counts.sum()), lo, hi)
     return [out[i] for i in range(len(samples))]
 
 

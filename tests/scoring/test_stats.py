@@ -209,3 +209,52 @@ def test_pairwise_differences_are_each_pairs_paired_difference() -> None:
         assert interval == stats.paired_difference(
             models[a], models[b], clusters, reps=REPS, seed=3
         )
+
+
+@pytest.mark.parametrize(
+    ("values", "clusters", "reps"),
+    [
+        # two clusters and twenty values: most replicates tie, so every one near a quantile is
+        # a candidate
+        (np.tile([0.25, 0.75], 10), np.tile(["a", "b"], 10), 2_000),
+        # every value equal: every replicate's mean is the same number
+        (np.full(30, 0.1), np.arange(30) % 7, 500),
+        # signs and scales mixed (paired differences), so sums cancel
+        (
+            np.array([1e12, -1e12, 3e-9, -7.5, 2.0, 1e-300, -3.25, 4e5] * 3),
+            np.arange(24) % 5,
+            4_000,
+        ),
+        # very few replicates: the ranks around each virtual index reach both ends
+        (np.linspace(-1.0, 1.0, 12), np.arange(12) % 4, 1),
+        (np.linspace(-1.0, 1.0, 12), np.arange(12) % 4, 2),
+        (np.linspace(-1.0, 1.0, 12), np.arange(12) % 4, 5),
+        # many clusters: several chunks of draws, drawn again for the exact sums
+        (np.random.default_rng(3).normal(size=2_500), np.arange(2_500) % 1_300, 3_100),
+    ],
+)
+def test_exact_quantiles_where_approximate_means_tie_cancel_or_run_out(
+    values: np.ndarray, clusters: np.ndarray, reps: int
+) -> None:
+    """The matrix product's means are only approximations; the intervals must still be bit for
+    bit those of summing each replicate's gathered values (the reference above)."""
+    got = stats.cluster_bootstrap_mean(values, clusters, reps=reps, seed=5)
+    assert got == _bootstrap_one_at_a_time(
+        np.asarray(values, dtype=float), np.asarray(clusters), reps, 5, stats._CHUNK_CELLS
+    )
+
+
+def test_the_exact_step_is_what_makes_the_quantiles_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the candidates' exact sums (every replicate left approximate), some intervals
+    of a cancelling sample differ from the reference: the test above would catch a broken
+    refinement, not pass by luck."""
+    rng = np.random.default_rng(11)
+    samples = [(rng.normal(size=60) * 10.0 ** rng.integers(-3, 8, 60), np.arange(60) % 37)]
+    samples += [(rng.normal(size=60) * 1e6 + 1e-3 * rng.random(60), np.arange(60) % 37)]
+    reference = [
+        _bootstrap_one_at_a_time(v, c, 20_000, 2, stats._CHUNK_CELLS) for v, c in samples
+    ]
+    assert stats.cluster_bootstrap_means(samples, reps=20_000, seed=2) == reference
+    none = np.zeros(0, dtype=np.int64)
+    monkeypatch.setattr(stats, "_candidates", lambda approx, slack, tail: [none for _ in approx])
+    assert stats.cluster_bootstrap_means(samples, reps=20_000, seed=2) != reference
