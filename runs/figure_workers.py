@@ -74,9 +74,10 @@ def _draw_share(
     run_dir: Path, summary: Mapping[str, Any], out_dir: Path, numbers: tuple[int, ...]
 ) -> list[Figure]:
     """One worker's share of `runs.report_figures.draw_all`, from the run folder's inputs."""
-    from runs.report_figures import FigureInputs, draw_all
+    from runs.report_figures import FigureInputs, draw_all, reads_of
 
-    return draw_all(FigureInputs.from_run(run_dir, summary), out_dir, numbers)
+    inputs = FigureInputs.from_run(run_dir, summary, reads=reads_of(numbers))
+    return draw_all(inputs, out_dir, numbers)
 
 
 def _run_audit(run_dir: Path) -> Audit:

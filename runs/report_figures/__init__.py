@@ -29,6 +29,10 @@ FIGURES: tuple[tuple[int, str, str], ...] = (
 )
 
 
+#: The figures that read more of the run folder than its scores and forecasts, and what
+#: (`FigureInputs.from_run`'s `reads`).
+FIGURE_READS: dict[int, frozenset[str]] = {6: frozenset({"families"}), 8: frozenset({"timeline"})}
+
 #: The figures that show the summary's repeated-elicitation section (the others read its
 #: rows and settings only, so figure workers may draw them before it is computed).
 SHOW_REPEATED: frozenset[int] = frozenset({7})
@@ -63,6 +67,11 @@ class Figure:
         }
 
 
+def reads_of(numbers: Collection[int]) -> frozenset[str]:
+    """What `FigureInputs.from_run` must read for these figures (`FIGURE_READS`)."""
+    return frozenset().union(*(FIGURE_READS.get(n, frozenset()) for n in numbers))
+
+
 def module_of(number: int) -> Any:
     """The module that draws figure `number` (imported on first use)."""
     name = next(module for n, _, module in FIGURES if n == number)
@@ -91,4 +100,14 @@ def draw_all(
     return figures
 
 
-__all__ = ["FIGURES", "SHOW_REPEATED", "Figure", "FigureInputs", "Omit", "draw_all", "module_of"]
+__all__ = [
+    "FIGURES",
+    "FIGURE_READS",
+    "SHOW_REPEATED",
+    "Figure",
+    "FigureInputs",
+    "Omit",
+    "draw_all",
+    "module_of",
+    "reads_of",
+]

@@ -19,7 +19,7 @@ import pytest
 
 from panels.arms import ARMS
 from runs.figures import read_manifest
-from runs.report_figures import FIGURES, FigureInputs, draw_all
+from runs.report_figures import FIGURE_READS, FIGURES, FigureInputs, draw_all, reads_of
 from runs.report_figures.books import bin_grid, top_books
 from runs.report_figures.families import family_rates
 from runs.report_figures.inputs import FamilyInfo, family_info
@@ -341,3 +341,25 @@ def test_a_horizons_panel_a_model_did_not_run_says_so(
         "(A) two assets: the two-asset arm was not run for b",
         "(B) horizons: no horizon arm was run for a",
     ]
+
+
+def test_each_figure_drawn_with_only_its_reads_is_the_same_picture(
+    figures_run: Path, tmp_path: Path
+) -> None:
+    """A figure worker reads only what its share of figures uses (`reads_of`): every figure
+    drawn that way is byte for byte the one drawn with everything read, so `FIGURE_READS`
+    leaves nothing out that a figure uses (and a figure that needs a read says so: figure 8
+    without the timeline is left out)."""
+    summary = _summary(figures_run)
+    everything = draw_all(FigureInputs.from_run(figures_run, summary), tmp_path / "all")
+    for figure in everything:
+        alone = FigureInputs.from_run(figures_run, summary, reads=reads_of([figure.number]))
+        [again] = draw_all(alone, tmp_path / f"alone{figure.number}", [figure.number])
+        assert again.omitted == figure.omitted
+        if figure.path is not None:
+            assert again.path is not None
+            assert again.path.read_bytes() == figure.path.read_bytes(), figure.key
+    assert {f.number for f in everything if f.path} >= set(FIGURE_READS)  # the reads matter
+    bare = FigureInputs.from_run(figures_run, summary, reads=())
+    [audit] = draw_all(bare, tmp_path / "bare", [8])
+    assert audit.path is None and audit.omitted
