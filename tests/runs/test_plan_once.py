@@ -176,3 +176,26 @@ def test_queries_before_sharing_count_every_arms_view_unrendered(tmp_path: Path)
     assert planner.queries_before_sharing(spec, units) == members
     # what a resume counts instead, from the estimate saved with the plan
     assert pipeline._queries_asked(spec, units, estimate(spec, units)) == members
+
+
+def test_a_units_repeated_questions_are_hashed_once_with_the_same_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pass of an isolated family asks its statements word for word: the digest is
+    hashed once per distinct question of a unit, and each query's id and seed are those of
+    hashing it afresh."""
+    (tmp_path / "spec.toml").write_text(SPEC.replace("passes = 2", "passes = 3"), "utf-8")
+    spec = load_spec(tmp_path / "spec.toml")
+    hashed: list[Query] = []
+
+    def counting(query: Query) -> str:
+        hashed.append(query)
+        return content_digest(query)
+
+    monkeypatch.setattr(planner, "content_digest", counting)
+    planned = list(planner.iter_queries(spec, UnitSource.from_spec(spec)))
+    per_unit = {(pq.arm, pq.unit, pq.query.system, pq.query.user, pq.query.keys) for pq in planned}
+    assert len(hashed) == len(per_unit) < len(planned)
+    for pq in planned:
+        assert pq.request_id == request_id(spec.name, pq.model.name, pq.pass_index, pq.query)
+        assert pq.seed == request_seed(spec.seed, pq.pass_index, pq.query)
