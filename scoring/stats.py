@@ -24,6 +24,9 @@ DEFAULT_REPS = 20_000
 _CHUNK_CELLS = 2_000_000
 #: Samples resampled together by `cluster_bootstrap_means` (their means held at once).
 _BATCH = 64
+#: Samples resampled together from which the matrix product and its refinement beat
+#: gathering (`_resampled_intervals`): measured at 37 clusters and 20,000 replicates.
+PRODUCT_FROM_SAMPLES = 4
 
 
 class Interval(NamedTuple):
@@ -100,6 +103,8 @@ def _resampled_intervals(
     the difference of the two means with room to spare.
     """
     n_clusters = samples[0][0].size
+    if len(samples) < PRODUCT_FROM_SAMPLES:
+        return _gathered_intervals(samples, reps, seed, tail)
     numerators = np.stack([sums for sums, _ in samples])
     magnitudes = np.abs(numerators)
     first_with: dict[bytes, int] = {}
@@ -128,6 +133,19 @@ def _resampled_intervals(
             if mine.size:
                 at = picks[mine - start]
                 means[row, mine] = sums[at].sum(axis=1) / counts[at].sum(axis=1)
+    return [(float(lo), float(hi)) for lo, hi in np.quantile(means, [tail, 1.0 - tail], axis=1).T]
+
+
+def _gathered_intervals(
+    samples: Sequence[tuple[FloatArray, FloatArray]], reps: int, seed: int, tail: float
+) -> list[tuple[float, float]]:
+    """`_resampled_intervals` by gathering every replicate's picked values, the definition:
+    faster for a few samples than the product and its refinement (tested equal)."""
+    means = np.empty((len(samples), reps))
+    for start, picks in _draws(samples[0][0].size, reps, seed):
+        stop = start + picks.shape[0]
+        for row, (sums, counts) in enumerate(samples):
+            means[row, start:stop] = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
     return [(float(lo), float(hi)) for lo, hi in np.quantile(means, [tail, 1.0 - tail], axis=1).T]
 
 

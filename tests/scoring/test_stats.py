@@ -179,7 +179,7 @@ def test_resampling_many_samples_together_is_identical_to_one_at_a_time(
     """Bit for bit, including several chunks of draws (900 clusters), samples whose NaNs leave
     a cluster empty (fewer clusters, other draws), equal and unequal counts, and more samples
     than one batch."""
-    monkeypatch.setattr(stats, "_BATCH", 4)
+    monkeypatch.setattr(stats, "_BATCH", 4)  # batches of 4 take the product, of 2 gather
     rng = np.random.default_rng(units)
     clusters = rng.integers(0, n_clusters, units).astype(str)
     samples = []
@@ -233,11 +233,18 @@ def test_pairwise_differences_are_each_pairs_paired_difference() -> None:
         (np.random.default_rng(3).normal(size=2_500), np.arange(2_500) % 1_300, 3_100),
     ],
 )
+@pytest.mark.parametrize("product_from", [1, stats.PRODUCT_FROM_SAMPLES])
 def test_exact_quantiles_where_approximate_means_tie_cancel_or_run_out(
-    values: np.ndarray, clusters: np.ndarray, reps: int
+    values: np.ndarray,
+    clusters: np.ndarray,
+    reps: int,
+    product_from: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The matrix product's means are only approximations; the intervals must still be bit for
-    bit those of summing each replicate's gathered values (the reference above)."""
+    bit those of summing each replicate's gathered values (the reference above), whether one
+    sample takes the product (forced here) or gathers (as by default)."""
+    monkeypatch.setattr(stats, "PRODUCT_FROM_SAMPLES", product_from)
     got = stats.cluster_bootstrap_mean(values, clusters, reps=reps, seed=5)
     assert got == _bootstrap_one_at_a_time(
         np.asarray(values, dtype=float), np.asarray(clusters), reps, 5, stats._CHUNK_CELLS
@@ -254,6 +261,7 @@ def test_the_exact_step_is_what_makes_the_quantiles_exact(monkeypatch: pytest.Mo
     reference = [
         _bootstrap_one_at_a_time(v, c, 20_000, 2, stats._CHUNK_CELLS) for v, c in samples
     ]
+    monkeypatch.setattr(stats, "PRODUCT_FROM_SAMPLES", 1)  # two samples take the product
     assert stats.cluster_bootstrap_means(samples, reps=20_000, seed=2) == reference
     none = np.zeros(0, dtype=np.int64)
     monkeypatch.setattr(stats, "_candidates", lambda approx, slack, tail: [none for _ in approx])
