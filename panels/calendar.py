@@ -12,8 +12,6 @@ from __future__ import annotations
 import datetime as dt
 from functools import lru_cache
 
-import holidays
-
 __all__ = [
     "anniversary",
     "first_session_after",
@@ -26,6 +24,8 @@ __all__ = [
 @lru_cache(maxsize=256)
 def _closures(year: int) -> frozenset[dt.date]:
     """Full-day NYSE closures of one year (cached: the holidays object is slow to build)."""
+    import holidays  # here, not at the top: 45 ms of start-up that campaigns without dates skip
+
     calendar = holidays.financial_holidays("NYSE", years=year)
     return frozenset(calendar.keys())
 
