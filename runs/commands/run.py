@@ -21,6 +21,7 @@ import typer
 from engine.durable import DiskFull
 from runs.commands._errors import fail, user_errors
 from runs.figure_workers import FigureWorkerDied, FigureWorkers
+from runs.memory import imports_frozen
 from runs.pipeline import INTERRUPTED_MESSAGE, RunBusy, RunError, run_campaign
 
 #: Exit status after an interrupt: what a shell reports for a command killed by SIGINT.
@@ -81,7 +82,11 @@ def run(
     """Run a campaign into a folder; an interrupted run resumes where it stopped."""
     try:
         # Started first, so that the workers import matplotlib while this process plans.
-        with user_errors(RunError, FileNotFoundError), FigureWorkers() as workers:
+        with (
+            user_errors(RunError, FileNotFoundError),
+            imports_frozen(),
+            FigureWorkers() as workers,
+        ):
             try:
                 result = asyncio.run(
                     run_campaign(
