@@ -7,9 +7,44 @@ beyond small conveniences so both sides can rely on them without importing each 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+
+
+def fills_dict(cls: type[_T]) -> type[_T]:
+    """A frozen dataclass whose `__init__` writes the instance's `__dict__` directly.
+
+    A frozen dataclass sets each field through `object.__setattr__`, about 1.1 µs for eight
+    fields against 0.4 this way, and the engine makes a `ChatRequest`, an `HttpRequest` and a
+    `Completion` for every request (issue 12). Only construction changes: the signature
+    (names, defaults, annotations), equality, hashing, `replace` and the refusal to assign
+    after construction are the dataclass's own (tested against the generated `__init__`,
+    kept as `__init__.__wrapped__`). Fields with a default factory are not supported.
+    """
+    generated: Callable[..., None] = cls.__init__
+    namespace: dict[str, Any] = {}
+    params, lines = [], []
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.default_factory is not MISSING or not f.init:
+            raise TypeError(f"{cls.__name__}.{f.name}: only plain fields and defaults")
+        if f.default is MISSING:
+            params.append(f.name)
+        else:
+            namespace[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+        lines.append(f"    d[{f.name!r}] = {f.name}\n")
+    source = f"def __init__(self, {', '.join(params)}):\n    d = self.__dict__\n{''.join(lines)}"
+    exec(source, namespace)  # as `dataclasses` makes its own `__init__`
+    init = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__annotations__ = dict(generated.__annotations__)
+    init.__wrapped__ = generated
+    cls.__init__ = init  # type: ignore[method-assign]
+    return cls
 
 
 class Outcome(StrEnum):
@@ -100,6 +135,7 @@ class ModelConfig:
     extra: Mapping[str, str] = field(default_factory=dict)
 
 
+@fills_dict
 @dataclass(frozen=True)
 class ChatRequest:
     """One elicitation: a system and a user message sent to one model."""
@@ -118,6 +154,7 @@ class ChatRequest:
         return self.max_tokens if self.max_tokens is not None else config.max_tokens
 
 
+@fills_dict
 @dataclass(frozen=True)
 class HttpRequest:
     """A fully built HTTP request; `omitted` names options left out as the model rejects them."""
@@ -148,6 +185,7 @@ class RateLimitInfo:
     reset_tokens_s: float | None = None
 
 
+@fills_dict
 @dataclass(frozen=True)
 class Completion:
     """A successful reply envelope (the answer inside may still be invalid)."""
