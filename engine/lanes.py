@@ -79,6 +79,14 @@ class _BuildFailed(Exception):
         self.retryable = retryable
 
 
+def _build_failed(exc: Exception) -> _BuildFailed:
+    """Why a request could not be built, and whether to try again."""
+    if isinstance(exc, TokenRefreshError):  # its message is written to carry no secret
+        return _BuildFailed(f"credential refresh failed: {exc}", retryable=exc.retryable)
+    # A credential or option error: permanent for the lane.
+    return _BuildFailed(f"cannot build a request: {type(exc).__name__}: {exc}", retryable=False)
+
+
 class LedgerWriter(Protocol):
     """What a lane needs from `engine.ledger.Ledger` (a protocol so tests can count calls)."""
 
@@ -413,7 +421,10 @@ class Lane:
                 answers.cap,
             )
             try:
-                request = await self._build(chat)
+                # A pure build is a call, not a coroutine to create and await per request.
+                request = (
+                    await self._build(chat) if self._build_in_thread else self._build_now(chat)
+                )
             except _BuildFailed as exc:
                 self._unreserve(worst)
                 return exc
@@ -514,23 +525,24 @@ class Lane:
         A Vertex token refresh or an AWS credential-chain lookup can block for many seconds;
         on the loop it would stall every lane, not just this one.
         """
+        if not self._build_in_thread:
+            return self._build_now(chat)
+        if self._build_pool is None:
+            self._build_pool = ThreadPoolExecutor(
+                BUILD_THREADS, thread_name_prefix=f"build-{self.config.name}"
+            )
+        loop = asyncio.get_running_loop()
         try:
-            if not self._build_in_thread:
-                return self.adapter.build(chat)
-            if self._build_pool is None:
-                self._build_pool = ThreadPoolExecutor(
-                    BUILD_THREADS, thread_name_prefix=f"build-{self.config.name}"
-                )
-            loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._build_pool, self.adapter.build, chat)
-        except TokenRefreshError as exc:  # its message is written to carry no secret
-            raise _BuildFailed(
-                f"credential refresh failed: {exc}", retryable=exc.retryable
-            ) from None
-        except Exception as exc:  # a credential or option error: permanent for the lane
-            raise _BuildFailed(
-                f"cannot build a request: {type(exc).__name__}: {exc}", retryable=False
-            ) from None
+        except Exception as exc:
+            raise _build_failed(exc) from None
+
+    def _build_now(self, chat: ChatRequest) -> HttpRequest:
+        """The adapter's request, built here (`build` does not block)."""
+        try:
+            return self.adapter.build(chat)
+        except Exception as exc:
+            raise _build_failed(exc) from None
 
     async def _send(
         self, request: HttpRequest, item: PlanItem, attempt_no: int

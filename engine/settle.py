@@ -17,6 +17,8 @@ from providers.types import Completion, Failure, Outcome
 
 #: Finish reasons that mean "the output cap cut the answer off" across providers.
 CUT_OFF = frozenset({"length", "max_tokens", "MAX_TOKENS"})
+#: Read once: an enum member's `.value` is a property lookup, and nearly every attempt is ok.
+_OK = Outcome.OK.value
 
 
 @dataclass(slots=True)  # not frozen, like the records (`engine.records`): one per attempt
@@ -78,7 +80,7 @@ def settle(
         provider=sent.provider,
         started_at=sent.started,
         elapsed_ms=sent.elapsed_ms,
-        outcome=(failure.outcome if failure else Outcome.OK).value,
+        outcome=failure.outcome.value if failure else _OK,
         http_status=failure.http_status if failure else 200,
         provider_request_id=reply.provider_request_id,
         retry_after_s=failure.retry_after_s if failure else None,
