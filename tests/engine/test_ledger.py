@@ -465,3 +465,43 @@ def test_a_result_line_is_in_the_file_when_record_result_returns(tmp_path: Path)
         kinds = [(r["kind"], r.get("request_id") or r["attempt"]["request_id"])
                  for r in read_segment(path)]
         assert kinds == [("dispatch", "r1"), ("result", "r1")]
+
+
+def test_journal_lines_do_not_wait_for_the_sealed_segments_fsync(tmp_path: Path) -> None:
+    """Compaction closes (fsyncs) the segment it sealed outside the writers' lock: the event
+    loop's journal lines go on while the disk flushes it."""
+    import threading
+
+    from engine.journal import JournalWriter
+
+    ledger = Ledger.open(tmp_path / "run")
+    ledger.record_dispatch("r1", 1, "m1", "sim", T0)
+    in_close, release = threading.Event(), threading.Event()
+    close = JournalWriter.close
+
+    def slow_close(self: JournalWriter) -> None:
+        if self.lines and not in_close.is_set():  # the sealed segment: r1's dispatch line
+            in_close.set()
+            release.wait(10)
+        close(self)
+
+    with patch.object(JournalWriter, "close", slow_close):
+        compaction = threading.Thread(target=ledger.compact)
+        compaction.start()
+        try:
+            assert in_close.wait(10)
+            written = threading.Event()
+
+            def write() -> None:
+                ledger.record_dispatch("r2", 1, "m1", "sim", T0)
+                written.set()
+
+            threading.Thread(target=write, daemon=True).start()
+            assert written.wait(2), "a journal line waited for the sealed segment's close"
+        finally:
+            release.set()
+            compaction.join(10)
+    ledger.record_result(attempt("r1", 1), response("r1", 1))
+    ledger.close()
+    assert accepted_ids(tmp_path / "run") == {"r1"}
+    assert set(attempt_counts(tmp_path / "run", ["r1", "r2"])) == {"r1", "r2"}
