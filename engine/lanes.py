@@ -423,7 +423,9 @@ class Lane:
             try:
                 # A pure build is a call, not a coroutine to create and await per request.
                 request = (
-                    await self._build(chat) if self._build_in_thread else self._build_now(chat)
+                    await self._build_in_pool(chat)
+                    if self._build_in_thread
+                    else self._build_now(chat)
                 )
             except _BuildFailed as exc:
                 self._unreserve(worst)
@@ -519,14 +521,12 @@ class Lane:
         while not self.halted and (left := deadline - time.monotonic()) > 0:
             await asyncio.sleep(min(left, tick))
 
-    async def _build(self, chat: ChatRequest) -> HttpRequest:
-        """The adapter's request; built on the lane's own threads when `build` may block.
+    async def _build_in_pool(self, chat: ChatRequest) -> HttpRequest:
+        """The adapter's request built on the lane's own threads, for a `build` that may block.
 
         A Vertex token refresh or an AWS credential-chain lookup can block for many seconds;
         on the loop it would stall every lane, not just this one.
         """
-        if not self._build_in_thread:
-            return self._build_now(chat)
         if self._build_pool is None:
             self._build_pool = ThreadPoolExecutor(
                 BUILD_THREADS, thread_name_prefix=f"build-{self.config.name}"
