@@ -113,17 +113,18 @@ def _resampled_intervals(
     row_of = {key: row for row, key in enumerate(first_with)}
     counts_row = [row_of[counts.tobytes()] for _, counts in samples]
     approx = np.empty((len(samples), reps))
-    bound = np.empty((len(samples), reps))
+    largest_bound = np.zeros((len(samples), 1))  # each sample's, over every replicate
     kept: list[tuple[int, IntArray]] = []
     with blas.one_thread():  # small products: OpenBLAS's threads would spin beside the figures
         for start, picks in _draws(n_clusters, reps, seed):
             picked = _times_picked(picks)
             denominators = (counts_rows @ picked)[counts_row]  # integers: exact in any order
             approx[:, start : start + picks.shape[0]] = (numerators @ picked) / denominators
-            bound[:, start : start + picks.shape[0]] = (magnitudes @ picked) / denominators
+            bound = (magnitudes @ picked) / denominators
+            np.maximum(largest_bound, bound.max(axis=1, keepdims=True), out=largest_bound)
             if start == 0 and picks.shape[0] == reps:
                 kept.append((start, picks))  # one chunk: no need to draw it again
-    slack = 2.0 * 4.0 * (n_clusters + 2) * 2.0**-53 * bound.max(axis=1, keepdims=True)
+    slack = 2.0 * 4.0 * (n_clusters + 2) * 2.0**-53 * largest_bound
     candidates = _candidates(approx, slack, tail)
     means = approx  # from here on, the candidates' exact means replace their approximations
     for start, picks in kept or _draws(n_clusters, reps, seed):
