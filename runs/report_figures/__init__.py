@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runs.report_figures.inputs import FigureInputs
+from runs.report_figures.inputs import FAMILIES, TIMELINE, FigureInputs
 
 #: (number, key, module): the file is `fig{number}_{key}.png`.
 FIGURES: tuple[tuple[int, str, str], ...] = (
@@ -31,7 +31,7 @@ FIGURES: tuple[tuple[int, str, str], ...] = (
 
 #: The figures that read more of the run folder than its scores and forecasts, and what
 #: (`FigureInputs.from_run`'s `reads`).
-FIGURE_READS: dict[int, frozenset[str]] = {6: frozenset({"families"}), 8: frozenset({"timeline"})}
+FIGURE_READS: dict[int, frozenset[str]] = {6: frozenset({FAMILIES}), 8: frozenset({TIMELINE})}
 
 #: The figures that show the summary's repeated-elicitation section (the others read its
 #: rows and settings only, so figure workers may draw them before it is computed).

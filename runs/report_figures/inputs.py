@@ -18,7 +18,8 @@ import polars as pl
 BASELINE_ARM = "baseline"
 #: What `FigureInputs.from_run` can read beyond the scores and forecasts: the families'
 #: shapes (figure 6) and the audit's timeline of attempts (figure 8).
-READS: frozenset[str] = frozenset({"families", "timeline"})
+FAMILIES, TIMELINE = "families", "timeline"
+READS: frozenset[str] = frozenset({FAMILIES, TIMELINE})
 FAMILY_ARM_PREFIX = "families/"
 ARBITRAGE_FREE_CENTS = 0.05
 
@@ -61,12 +62,12 @@ class FigureInputs:
         scores = run_dir / "scores.parquet"
         forecasts = run_dir / "forecasts.parquet"
         if families is None:
-            families = family_info(run_dir) if "families" in reads else {}
+            families = family_info(run_dir) if FAMILIES in reads else {}
         return cls(
             summary=summary,
             scores=pl.scan_parquet(scores) if scores.exists() else None,
             forecasts=pl.scan_parquet(forecasts) if forecasts.exists() else None,
-            timeline=_timeline(run_dir) if "timeline" in reads else None,
+            timeline=_timeline(run_dir) if TIMELINE in reads else None,
             families=families,
         )
 
