@@ -4,7 +4,9 @@ For each book: the events asked (which return bins each covers), the probabiliti
 stated, the nearest coherent forecast, and the bookie's stakes (buy > 0, sell < 0); the
 binding events (those staked) are highlighted. Books are taken from the sup-norm arms, whose
 profit is per unit of total stake as in the paper; the family benchmark's L1 books are on
-another scale and are drawn only when a campaign has nothing else.
+another scale and are drawn only when a campaign has nothing else. Their events are
+statements, not return bins, so such a figure has no bins panel (`panels`): the statements
+label the rows of the probabilities.
 """
 
 from __future__ import annotations
@@ -181,6 +183,34 @@ def draw_events(ax: Any, events: Sequence[str]) -> None:
     ax.set_ylim(len(events) - 0.5, -0.5)
 
 
+#: The figure's panels, left to right, when some book's events are return bins.
+WITH_BINS = ("bins", "stated", "stakes")
+#: ... and when none is (the family benchmark's statements).
+WITHOUT_BINS = ("stated", "stakes")
+
+
+def panels(books: Sequence[Book]) -> tuple[str, ...]:
+    """The figure's panels: the bins panel only when some book's events are sets of return
+    bins; for statements it would be an empty box beside their labels."""
+    return WITH_BINS if any(bin_grid(book.events) is not None for book in books) else WITHOUT_BINS
+
+
+def caption(shown: tuple[str, ...]) -> str:
+    """The figure's caption for its panels (`panels`)."""
+    events = (
+        "the events asked (shaded: the return bins each event covers), "
+        if "bins" in shown
+        else "the statements asked, "
+    )
+    return (
+        f"Each row is one scored set: {events}the probabilities the model stated (bars) "
+        "beside the nearest coherent forecast (diamonds), and the bookie's stakes (buy > 0, "
+        "sell < 0). The binding events, those the bookie stakes, are highlighted; the profit "
+        "is what the stakes win in every outcome"
+        + (", per unit of total stake." if "bins" in shown else ".")
+    )
+
+
 def draw(inputs: FigureInputs, path: Path) -> str:
     """Draw the figure; returns its caption. Raises `Omit` when there is no book to draw."""
     from runs.report_figures import Omit
@@ -189,22 +219,17 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     if not books:
         raise Omit("no scored set had a positive arbitrage profit: there is no Dutch book to draw")
     plt = _style.pyplot()
-    shown = [_shown(book) for book in books]
-    heights = [max(len(idx), 3) * 0.22 + 1.3 for idx in shown]
-    fig = plt.figure(figsize=(_style.WIDTH + 2, sum(heights)))
-    grid = fig.add_gridspec(len(books), 3, height_ratios=heights, width_ratios=[1.1, 1.0, 1.0])
-    for row, (book, idx) in enumerate(zip(books, shown, strict=True)):
-        _draw_book(fig, grid, row, book, idx, rank=row + 1)
-    save_caption = (
-        "Each row is one scored set: the events asked (shaded: the return bins each event "
-        "covers), the probabilities the model stated (bars) beside the nearest coherent "
-        "forecast (diamonds), and the bookie's stakes (buy > 0, sell < 0). The binding events, "
-        "those the bookie stakes, are highlighted; the profit is what the stakes win in every "
-        "outcome, per unit of total stake."
-    )
+    shown = panels(books)
+    rows = [_shown(book) for book in books]
+    heights = [max(len(idx), 3) * 0.22 + 1.3 for idx in rows]
+    widths = [1.1, 1.0, 1.0] if "bins" in shown else [1.0, 1.0]
+    fig = plt.figure(figsize=(_style.WIDTH + len(shown) - 1, sum(heights)))
+    grid = fig.add_gridspec(len(books), len(shown), height_ratios=heights, width_ratios=widths)
+    for row, (book, idx) in enumerate(zip(books, rows, strict=True)):
+        _draw_book(fig, grid, row, book, idx, rank=row + 1, bins="bins" in shown)
     fig.tight_layout(h_pad=2.0)
     _style.save(fig, path)
-    return save_caption
+    return caption(shown)
 
 
 def _shown(book: Book) -> list[int]:
@@ -213,26 +238,33 @@ def _shown(book: Book) -> list[int]:
     return [i for i, b in enumerate(book.binding) if b]
 
 
-def _draw_book(fig: Any, grid: Any, row: int, book: Book, idx: list[int], rank: int) -> None:
+def _draw_book(
+    fig: Any, grid: Any, row: int, book: Book, idx: list[int], rank: int, bins: bool
+) -> None:
     events = [book.events[i] for i in idx]
     binding = [book.binding[i] for i in idx]
     y = np.arange(len(idx))
-    ax_e = fig.add_subplot(grid[row, 0])
-    ax_p = fig.add_subplot(grid[row, 1], sharey=ax_e)
-    ax_s = fig.add_subplot(grid[row, 2], sharey=ax_e)
+    ax_e = fig.add_subplot(grid[row, 0]) if bins else None
+    ax_p = fig.add_subplot(grid[row, 1 if bins else 0], sharey=ax_e)
+    ax_s = fig.add_subplot(grid[row, 2 if bins else 1], sharey=ax_p)
+    labelled = ax_p if ax_e is None else ax_e  # the panel whose rows carry the event names
     highlight = "#fde68a"
-    for ax in (ax_e, ax_p, ax_s):
+    for ax in (ax_p, ax_s) if ax_e is None else (ax_e, ax_p, ax_s):
         for i, b in enumerate(binding):
             if b:
                 ax.axhspan(i - 0.5, i + 0.5, color=highlight, zorder=0)
-    draw_events(ax_e, events)
-    for label, b in zip(ax_e.get_yticklabels(), binding, strict=True):
+    if ax_e is None:
+        ax_p.set_yticks(range(len(events)), events, fontsize=8)
+        ax_p.set_ylim(len(events) - 0.5, -0.5)
+    else:
+        draw_events(ax_e, events)
+    for label, b in zip(labelled.get_yticklabels(), binding, strict=True):
         if b:
             label.set_fontweight("bold")
     where = f"{book.unit} · pass {book.pass_ + 1}"
     if book.set_name not in {"h1", "family"}:
         where += f" · set {book.set_name}"
-    ax_e.set_title(f"#{rank} {book.model} · {book.arm}\n{where}", loc="left", fontsize=9)
+    labelled.set_title(f"#{rank} {book.model} · {book.arm}\n{where}", loc="left", fontsize=9)
     stated = np.array([book.stated[i] for i in idx])
     coherent = np.array([book.coherent[i] for i in idx])
     ax_p.barh(y, stated, color="#60a5fa", height=0.6, zorder=2, label="stated")
@@ -242,8 +274,11 @@ def _draw_book(fig: Any, grid: Any, row: int, book: Book, idx: list[int], rank: 
             x = max(p, c if np.isfinite(c) else p) + 0.04
             ax_p.text(x, i, f"{p:.2g}", va="center", fontsize=7, zorder=4)
     ax_p.set_xlim(0, 1.15)
-    ax_p.set_title("stated (bars),\nnearest coherent (◆)", fontsize=9)
-    ax_p.tick_params(labelleft=False)
+    if ax_e is None:  # its title names the book: the panel's own name goes below
+        ax_p.set_xlabel("stated (bars), nearest coherent (◆)", fontsize=8)
+    else:
+        ax_p.set_title("stated (bars),\nnearest coherent (◆)", fontsize=9)
+        ax_p.tick_params(labelleft=False)
     stakes = np.array([book.stakes[i] for i in idx])
     ax_s.barh(y, stakes, color=np.where(stakes >= 0, "#16a34a", "#dc2626"), height=0.6, zorder=2)
     ax_s.axvline(0, color="0.3", linewidth=0.8)
@@ -256,4 +291,8 @@ def _draw_book(fig: Any, grid: Any, row: int, book: Book, idx: list[int], rank: 
     ax_s.set_title(f"bookie's stakes (buy > 0)\nprofit {book.profit:.4g} {unit}", fontsize=9)
     ax_s.tick_params(labelleft=False)
     if len(idx) < len(book.events):
-        ax_e.set_xlabel(f"{len(idx)} binding events of {len(book.events)} shown", fontsize=8)
+        note = f"{len(idx)} binding events of {len(book.events)} shown"
+        if ax_e is None:
+            ax_p.set_xlabel(f"{ax_p.get_xlabel()}\n{note}", fontsize=8)
+        else:
+            ax_e.set_xlabel(note, fontsize=8)

@@ -19,8 +19,16 @@ import pytest
 
 from panels.arms import ARMS
 from runs.figures import read_manifest
-from runs.report_figures import FIGURE_READS, FIGURES, FigureInputs, draw_all, reads_of
-from runs.report_figures.books import bin_grid, top_books
+from runs.report_figures import (
+    FIGURE_READS,
+    FIGURES,
+    FigureInputs,
+    _style,
+    books,
+    draw_all,
+    reads_of,
+)
+from runs.report_figures.books import WITH_BINS, WITHOUT_BINS, bin_grid, panels, top_books
 from runs.report_figures.families import family_rates
 from runs.report_figures.inputs import FamilyInfo, family_info
 from runs.report_figures.linked import linked_cells
@@ -123,6 +131,59 @@ def test_the_books_drawn_are_dutch_books_against_the_stated_prices(figures_run: 
         assert payoff.min() >= book.profit - 1e-7
         assert np.abs(b).sum() <= 1 + 1e-7
         assert any(book.binding)
+
+
+def _drawn_books(
+    inputs: FigureInputs, path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, str]:
+    """Figure 1 drawn from `inputs`: the matplotlib figure (kept, not saved) and its caption."""
+    kept: list[Any] = []
+    monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
+    caption = books.draw(inputs, path)
+    assert len(kept) == 1
+    return kept[0], caption
+
+
+def test_figure_1_shows_the_bins_panel_for_return_bins(
+    figures_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inputs = FigureInputs.from_run(figures_run, _summary(figures_run))
+    drawn = top_books(inputs)
+    assert panels(drawn) == WITH_BINS
+    fig, caption = _drawn_books(inputs, tmp_path / "fig1.png", monkeypatch)
+    assert len(fig.axes) == 3 * len(drawn)
+    assert "return bins each event covers" in caption
+    # The bins panel of each book shades the bins its events cover (an image per book).
+    assert sum(len(ax.images) for ax in fig.axes) == len(drawn)
+
+
+def test_figure_1_of_family_statements_has_no_empty_bins_panel(
+    figures_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A campaign of family arms alone: its books' events are statements, which cover no
+    return bin, so the figure is the probabilities (labelled by statement) and the stakes."""
+    summary = _summary(figures_run)
+    family_rows = [r for r in summary["rows"] if str(r["arm"]).startswith("families/")]
+    assert family_rows
+    only_families = pl.scan_parquet(figures_run / "scores.parquet").filter(
+        pl.col("arm").str.starts_with("families/")
+    )
+    inputs = FigureInputs(
+        {**summary, "rows": family_rows},
+        scores=only_families,
+        forecasts=pl.scan_parquet(figures_run / "forecasts.parquet"),
+    )
+    drawn = top_books(inputs)
+    assert drawn and all(book.norm == "l1" for book in drawn)
+    assert panels(drawn) == WITHOUT_BINS
+    fig, caption = _drawn_books(inputs, tmp_path / "fig1.png", monkeypatch)
+    assert len(fig.axes) == 2 * len(drawn)
+    assert not any(ax.images for ax in fig.axes)
+    assert "return bins" not in caption and "statements asked" in caption
+    probabilities = fig.axes[0]  # the first book's: its rows are named by its statements
+    assert [t.get_text() for t in probabilities.get_yticklabels()] == drawn[0].events[
+        : len(probabilities.get_yticklabels())
+    ]
 
 
 def _unit(arm: str, unit_id: str) -> Any:
