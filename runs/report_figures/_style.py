@@ -51,17 +51,29 @@ def model_styles(models: Sequence[str]) -> dict[str, tuple[Any, str]]:
     return {m: (cmap(i % 10), _MARKERS[(i // 10) % len(_MARKERS)]) for i, m in enumerate(models)}
 
 
-def bottom_legend(fig: Any, handles: Sequence[Any], labels: Sequence[str], ncol: int) -> None:
-    """One legend for all panels, centred under them."""
-    fig.legend(
+def bottom_legend(fig: Any, handles: Sequence[Any], labels: Sequence[str], ncol: int) -> float:
+    """One legend for all panels, centred under them; returns the share of the figure's
+    height to keep free for it (`fig.tight_layout(rect=(0, that, 1, 1))`).
+
+    Measured, not guessed: a fixed share let a legend of two rows, or one under a short
+    figure, cover the lowest panel's axis label."""
+    legend = fig.legend(
         handles,
         labels,
         loc="lower center",
         ncol=max(ncol, 1),
         frameon=False,
         fontsize=8,
-        bbox_to_anchor=(0.5, -0.01),
+        bbox_to_anchor=(0.5, _LEGEND_Y),
     )
+    height = legend.get_window_extent(fig.canvas.get_renderer()).height
+    return _LEGEND_Y + float(height / fig.bbox.height) + _LEGEND_GAP
+
+
+#: Where the bottom legend's lower edge sits (a share of the figure's height; `save` trims).
+_LEGEND_Y = -0.01
+#: Free space between the legend and the axis label above it (a share of the height).
+_LEGEND_GAP = 0.01
 
 
 def errors(ivs: Sequence[Mapping[str, float]]) -> list[list[float]]:

@@ -73,10 +73,11 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     for ax, (name, arms) in zip((a[0] for a in axes), panels, strict=True):
         _panel(ax, name, arms, models, styles, cell)
     handles, labels = axes[0][0].get_legend_handles_labels()
+    legend = 0.0
     if len(models) > 1:
-        _style.bottom_legend(fig, handles, labels, min(len(models), 4))
+        legend = _style.bottom_legend(fig, handles, labels, min(len(models), 4))
     axes[-1][0].set_xlabel(f"mean profit, arm minus {inputs.baseline_arm} (paired by stock-day)")
-    fig.tight_layout(rect=(0, 0.05 if len(models) > 1 else 0, 1, 1))
+    fig.tight_layout(rect=(0, legend, 1, 1))
     _style.save(fig, path)
     return (
         f"Paired difference in mean profit per unit stake between each arm and the "

@@ -83,8 +83,8 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     for ax, arm in zip((a[0] for a in axes), arms, strict=True):
         _panel(ax, arm, groups, models, styles, cell)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    _style.bottom_legend(fig, handles, labels, min(len(models), 5))
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    legend = _style.bottom_legend(fig, handles, labels, min(len(models), 5))
+    fig.tight_layout(rect=(0, legend, 1, 1))
     _style.save(fig, path)
     cents = inputs.arbitrage_free_cents
     return (

@@ -424,3 +424,46 @@ def test_each_figure_drawn_with_only_its_reads_is_the_same_picture(
     bare = FigureInputs.from_run(figures_run, summary, reads=())
     [audit] = draw_all(bare, tmp_path / "bare", [8])
     assert audit.path is None and audit.omitted
+
+
+def _legend_clear_of_axis_labels(fig: Any) -> None:
+    """The figure's bottom legend lies wholly below every panel with its tick labels and axis
+    label (none is covered)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (legend,) = fig.legends
+    top = legend.get_window_extent(renderer).y1
+    panels = [ax for ax in fig.axes if ax.axison]
+    assert panels
+    assert all(top <= ax.get_tightbbox(renderer).y0 for ax in panels)
+
+
+@pytest.mark.parametrize("models", [2, 6])
+def test_figure_4s_legend_leaves_the_axis_label_clear(
+    figures_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models: int
+) -> None:
+    """Six models make two legend rows under a short figure: they once covered the label."""
+    from runs.report_figures import arms
+
+    summary = _summary(figures_run)
+    paired = [r for r in summary["rows"] if r.get("vs_baseline") and " " not in r["arm"]]
+    assert paired
+    rows = [{**r, "model": f"model-{k}"} for k in range(models) for r in paired]
+    kept: list[Any] = []
+    monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
+    arms.draw(FigureInputs({**summary, "rows": rows}), tmp_path / "fig4.png")
+    _legend_clear_of_axis_labels(kept[0])
+
+
+@pytest.mark.parametrize("number", [6, 8])
+def test_the_other_bottom_legends_leave_the_axis_labels_clear(
+    figures_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, number: int
+) -> None:
+    from runs.report_figures import module_of
+
+    kept: list[Any] = []
+    monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
+    module_of(number).draw(
+        FigureInputs.from_run(figures_run, _summary(figures_run)), tmp_path / "f.png"
+    )
+    _legend_clear_of_axis_labels(kept[0])
