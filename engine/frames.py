@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 _ROW = "__row"
+_NULL = "__null"
 
 #: Interning gives up once distinct lists exceed this share of the rows (then it saves nothing).
 _DISTINCT_SHARE = 8
@@ -38,23 +39,36 @@ def _list_column(name: str, values: Sequence[Any], dtype: pl.List) -> pl.Series:
         if value:
             rows.extend([index] * len(value))
             flat.extend(value)
-    inner = dtype.inner
-    exploded = pl.DataFrame(
-        [pl.Series(_ROW, rows, dtype=pl.Int64), pl.Series(name, flat, dtype=inner)]
-    )
-    grouped = exploded.group_by(_ROW, maintain_order=True).agg(pl.col(name))
-    nulls = [value is None for value in values]
-    full = (
-        pl.DataFrame({_ROW: pl.arange(0, len(values), eager=True, dtype=pl.Int64)})
-        .join(grouped, on=_ROW, how="left", maintain_order="left")
-        .with_columns(
-            pl.when(pl.Series(nulls, dtype=pl.Boolean))
-            .then(pl.lit(None, dtype=dtype))
-            .otherwise(pl.col(name).fill_null(pl.lit([], dtype=dtype)))
-            .alias(name)
+    lists = lists_from_flat(
+        name, pl.Series(_ROW, rows, dtype=pl.Int64), pl.Series(name, flat, dtype=dtype.inner),
+        len(values),
+    )  # fmt: skip
+    nulls = pl.Series(_NULL, [value is None for value in values], dtype=pl.Boolean)
+    return (
+        pl.DataFrame([nulls, lists])
+        .select(
+            pl.when(pl.col(_NULL)).then(pl.lit(None, dtype=dtype)).otherwise(name).alias(name)
         )
+        .get_column(name)
+        .cast(dtype)
     )
-    return full.get_column(name).cast(dtype)
+
+
+def lists_from_flat(name: str, rows: pl.Series, flat: pl.Series, height: int) -> pl.Series:
+    """A List column of `height` rows from flat values and the row each belongs to (`rows`,
+    ascending): built by polars, without a Python list per row. A row no value belongs to is
+    an empty list."""
+    grouped = (
+        pl.DataFrame([rows.cast(pl.Int64).alias(_ROW), flat.alias(name)])
+        .group_by(_ROW, maintain_order=True)
+        .agg(pl.col(name))
+    )
+    full = pl.DataFrame({_ROW: pl.arange(0, height, eager=True, dtype=pl.Int64)}).join(
+        grouped, on=_ROW, how="left", maintain_order="left"
+    )
+    return full.get_column(name).fill_null(pl.lit([], dtype=pl.List(flat.dtype))).cast(
+        pl.List(flat.dtype)
+    )
 
 
 def _interned_strings(name: str, values: Sequence[Any], dtype: pl.List) -> pl.Series | None:

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from engine.durable import commit_file
+from engine.frames import lists_from_flat
 from runs.answered_sets import (
     FORECAST_SCHEMA,
     SET_KEY_SCHEMA,
@@ -95,10 +96,7 @@ def _list_column(name: str, values: pl.Series, lengths: np.ndarray) -> pl.Series
     """A list column from flat values and row lengths, without a Python object per value
     (a chunk holds a million values at paper scale; nested Python lists cost ~5x more)."""
     rows = pl.Series("row", np.repeat(np.arange(lengths.size), lengths))
-    grouped = pl.DataFrame([rows, values.alias("v")]).group_by("row", maintain_order=True).agg("v")
-    # Rows of length 0 are absent from the grouping: put them back as empty lists.
-    full = pl.DataFrame({"row": np.arange(lengths.size)}).join(grouped, on="row", how="left")
-    return full["v"].fill_null(pl.lit([], dtype=pl.List(values.dtype))).alias(name)
+    return lists_from_flat(name, rows, values, lengths.size)
 
 
 def _floats(parts: list[np.ndarray]) -> pl.Series:

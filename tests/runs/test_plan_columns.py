@@ -8,7 +8,7 @@ import random
 import polars as pl
 import pytest
 
-from engine.frames import frame_from_rows
+from engine.frames import frame_from_rows, lists_from_flat
 from engine.records import ATTEMPT_SCHEMA, RESPONSE_SCHEMA
 from runs.planner import MEMBER_SCHEMA
 
@@ -117,3 +117,15 @@ def test_repeated_string_lists_match_row_wise_construction(units: int) -> None:
     ]
     got = frame_from_rows(rows, MEMBER_SCHEMA)
     assert got.equals(pl.DataFrame(rows, schema=MEMBER_SCHEMA), null_equal=True)
+
+
+def test_lists_from_flat_keeps_rows_without_values_as_empty_lists() -> None:
+    """Rows 0, 2 and 5 own no value (first, middle, last): each is an empty list, not null."""
+    rows = pl.Series([1, 1, 3, 4, 4, 4])
+    flat = pl.Series([0.5, -1.0, 2.0, 0.0, -0.0, 3.5])
+    lists = lists_from_flat("stakes", rows, flat, 6)
+    assert lists.name == "stakes" and lists.dtype == pl.List(pl.Float64)
+    assert lists.to_list() == [[], [0.5, -1.0], [], [2.0], [0.0, -0.0, 3.5], []]
+    assert lists.null_count() == 0
+    strings = lists_from_flat("events", pl.Series([0, 0], dtype=pl.Int32), pl.Series(["a", "b"]), 2)
+    assert strings.to_list() == [["a", "b"], []] and strings.dtype == pl.List(pl.String)
