@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -169,17 +171,19 @@ def _bootstrap_one_at_a_time(
     return stats.Interval(float(sums.sum() / counts.sum()), float(lo), float(hi))
 
 
+@pytest.mark.parametrize("kept_cells", [stats._KEPT_CELLS, 0])
 @pytest.mark.parametrize(
     ("units", "n_clusters", "reps"),
     [(37, 37, 2_000), (200, 30, 1_500), (3_000, 900, 3_000), (10, 3, 100)],
 )
 def test_resampling_many_samples_together_is_identical_to_one_at_a_time(
-    units: int, n_clusters: int, reps: int, monkeypatch: pytest.MonkeyPatch
+    units: int, n_clusters: int, reps: int, kept_cells: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Bit for bit, including several chunks of draws (900 clusters), samples whose NaNs leave
     a cluster empty (fewer clusters, other draws), equal and unequal counts, and more samples
-    than one batch."""
+    than one batch; with the draws kept for every batch and drawn again for each."""
     monkeypatch.setattr(stats, "_BATCH", 4)  # batches of 4 take the product, of 2 gather
+    monkeypatch.setattr(stats, "_KEPT_CELLS", kept_cells)
     rng = np.random.default_rng(units)
     clusters = rng.integers(0, n_clusters, units).astype(str)
     samples = []
@@ -266,3 +270,27 @@ def test_the_exact_step_is_what_makes_the_quantiles_exact(monkeypatch: pytest.Mo
     none = np.zeros(0, dtype=np.int64)
     monkeypatch.setattr(stats, "_candidates", lambda approx, slack, tail: [none for _ in approx])
     assert stats.cluster_bootstrap_means(samples, reps=20_000, seed=2) != reference
+
+
+def test_the_draws_are_made_once_per_number_of_clusters_while_they_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ten samples in three batches (two by the product, one gathered) share one draw when
+    it is kept; drawn again for every use when it is not."""
+    monkeypatch.setattr(stats, "_BATCH", 4)
+    drawn: list[int] = []
+    draws = stats._draws
+
+    def counting(n_clusters: int, reps: int, seed: int) -> Any:
+        drawn.append(n_clusters)
+        return draws(n_clusters, reps, seed)
+
+    monkeypatch.setattr(stats, "_draws", counting)
+    values, clusters = clustered_sample(30, 6, seed=8)
+    samples = [(values + k, clusters) for k in range(10)]
+    kept = stats.cluster_bootstrap_means(samples, reps=1_000, seed=1)
+    assert drawn == [30]
+    drawn.clear()
+    monkeypatch.setattr(stats, "_KEPT_CELLS", 0)
+    assert stats.cluster_bootstrap_means(samples, reps=1_000, seed=1) == kept
+    assert drawn == [30] * 5  # each product batch draws twice (means, then exact sums)
