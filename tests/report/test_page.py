@@ -147,3 +147,23 @@ def test_report_command_on_a_folder_that_is_not_a_run_fails_in_one_line(tmp_path
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "not a run folder" in lines[0], result.output
     assert "Traceback" not in result.output
+
+
+def test_the_header_names_the_metric_and_clusters_of_the_arms_run(tmp_path: Path) -> None:
+    """The paper's arms: profit per unit stake, dates resampled; question families: L1
+    profit, whole families resampled (their units' cluster); both when both were run."""
+
+    def header(*arms: tuple[str, str]) -> str:
+        rows = [{"model": "m", "arm": arm, "norm": norm, "scored": True} for arm, norm in arms]
+        page = render_page({"rows": rows, "models": {}}, [], tmp_path, spec={"name": "x"})
+        return page.split('<p class="meta">', 1)[1].split("</p>", 1)[0]
+
+    paper = header(("baseline", "inf"))
+    assert "arbitrage profit per unit stake (lower is more coherent)" in paper
+    assert "clustered by date" in paper and "L1" not in paper and "family" not in paper
+    families = header(("families/isolated", "l1"), ("families/joint", "l1"))
+    assert "L1 arbitrage profit (lower is more coherent)" in families
+    assert "clustered by family" in families and "per unit stake" not in families
+    both = header(("baseline", "inf"), ("families/joint", "l1"))
+    assert "per unit stake (question families: L1)" in both
+    assert "clustered by date (question families: by family)" in both
