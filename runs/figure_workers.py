@@ -86,26 +86,44 @@ def _run_audit(run_dir: Path) -> Audit:
     return run_audit(run_dir)
 
 
+#: What sending to a parent that has died raises (its end of the pipe closed with it).
+_PARENT_GONE = (BrokenPipeError, ConnectionResetError)
+
+
 def _serve(conn: Connection) -> None:
     """A worker: warm up, then make each call asked for, in order, until told to stop (None)
-    or the pipe closes; an error goes back to be raised in the parent."""
+    or the pipe closes; an error goes back to be raised in the parent. A parent that died
+    meanwhile (killed during the report) ends the worker quietly: the run's own terminal
+    must not get a worker's traceback about a pipe nobody reads."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the campaign's Ctrl-C is not ours
     _warm()
     while True:
         try:
             job = conn.recv()
-        except EOFError:  # the parent is gone
+        except (EOFError, *_PARENT_GONE):  # the parent is gone
             return
         if job is None:
             return
         function, args = job
         try:
-            conn.send(("ok", function(*args)))
+            reply: tuple[str, Any] = ("ok", function(*args))
         except Exception as exc:
-            try:
-                conn.send(("error", exc))
-            except Exception:  # an exception that does not pickle: its text, then
-                conn.send(("error", RuntimeError(traceback.format_exc())))
+            reply = ("error", exc)
+        try:
+            _send(conn, reply)
+        except _PARENT_GONE:
+            return
+
+
+def _send(conn: Connection, reply: tuple[str, Any]) -> None:
+    """Send `reply`; a result or an exception that does not pickle goes as an error with
+    the traceback's text instead."""
+    try:
+        conn.send(reply)
+    except _PARENT_GONE:
+        raise
+    except Exception:
+        conn.send(("error", RuntimeError(traceback.format_exc())))
 
 
 def _lower_priority(process: BaseProcess) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -207,3 +209,29 @@ def test_a_campaign_too_big_for_the_workers_ends_them_before_planning(
     third = CliRunner().invoke(app, ["run", str(tmp_path / "spec.toml"), "--out", str(out)])
     assert third.exit_code == 0, third.output
     assert len(used) == drawn
+
+
+def test_a_worker_whose_run_was_killed_ends_without_a_word() -> None:
+    """`dutchbook run` killed (kill -9) while a worker draws: the worker's reply finds no
+    reader, and it ends quietly instead of printing tracebacks into the run's terminal."""
+    code = (
+        "import multiprocessing, os, time\n"
+        "from runs import figure_workers\n"
+        "if __name__ == '__main__':\n"
+        "    parent, child = multiprocessing.get_context('spawn').Pipe()\n"
+        "    worker = multiprocessing.get_context('spawn').Process(\n"
+        "        target=figure_workers._serve, args=(child,))\n"
+        "    worker.start()\n"
+        "    child.close()\n"
+        "    parent.send((time.sleep, (0.5,)))\n"
+        "    print(worker.pid, flush=True)\n"
+        "    os._exit(0)  # as a kill: no cleanup, the pipe's end closed by the kernel\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    # `run` returns once every holder of stderr closed it: the worker has ended too.
+    assert done.returncode == 0
+    assert done.stdout.strip().isdigit()
+    assert done.stderr == ""
