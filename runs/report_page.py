@@ -24,6 +24,7 @@ import orjson
 
 from runs.figures import read_manifest
 from runs.report.models import frozen_spec, model_notes, simulated_models
+from runs.report.wording import arm_norms, cluster_words, metric_words
 
 PAGE = "index.html"
 #: The browser may load nothing but the page's own inline images and style.
@@ -152,38 +153,18 @@ def render_page(
     return "\n".join(parts) + "\n"
 
 
-def _metric(rows: Sequence[Mapping[str, Any]]) -> str:
-    """What the profits are: the paper's arms score per unit stake (sup norm), the family
-    benchmark's arms in its L1 metric."""
-    norms = {r.get("norm") for r in rows}
-    if norms and norms <= {"l1"}:
-        return "L1 arbitrage profit"
-    if "l1" in norms:
-        return "arbitrage profit per unit stake (question families: L1)"
-    return "arbitrage profit per unit stake"
-
-
-def _clusters(rows: Sequence[Mapping[str, Any]]) -> str:
-    """What the bootstrap resamples: dates of stock units, whole families of family arms."""
-    families = {str(r.get("arm", "")).startswith("families/") for r in rows}
-    if families == {True}:
-        return "clustered by family"
-    if True in families:
-        return "clustered by date (question families: by family)"
-    return "clustered by date"
-
-
 def _header(name: str, summary: Mapping[str, Any], spec: Mapping[str, Any]) -> list[str]:
     rows = summary.get("rows", [])
     models = sorted({r["model"] for r in rows})
     arms = sorted({r["arm"].split(" ")[0] for r in rows})
+    measured = arm_norms(rows)
     out = [
         f"<h1>Coherence report: {esc(name)}</h1>",
         '<p class="meta">'
         f"{_counted(len(models), 'model')} · {_counted(len(arms), 'arm')} · "
-        f"{_metric(rows)} (lower is more coherent) · 95% intervals from a bootstrap of "
+        f"{metric_words(measured)} (lower is more coherent) · 95% intervals from a bootstrap of "
         f"{_int(summary.get('bootstrap_replicates'))} replicates (seed {esc(summary.get('seed'))})"
-        f" {_clusters(rows)}"
+        f" {cluster_words(measured)}"
         f" · coverage floor {_pct(summary.get('coverage_floor'))}</p>",
     ]
     simulated = simulated_models(spec)

@@ -36,6 +36,7 @@ from runs.report.data import (
     ReportData,
     threshold_key,
 )
+from runs.report.wording import arm_norms, cluster_words, metric_words
 from scoring.stats import Interval
 
 
@@ -81,8 +82,9 @@ def headline_lines(summary: dict[str, Any], out: Path) -> list[str]:
             f"{len(repeated)} multi-pass cells (never raises it)"
         )
     note = summary["figures"].get("note")
+    clusters = cluster_words(arm_norms(summary["rows"]))
     lines.append(
-        f"95% date-clustered intervals and more: {out / 'leaderboard.txt'}, "
+        f"95% intervals ({clusters}) and more: {out / 'leaderboard.txt'}, "
         f"{out / 'summary.json'}" + (f" ({note})" if note else "")
     )
     return lines
@@ -131,7 +133,8 @@ def leaderboard_cells(rows: Sequence[ArmRow]) -> list[list[str]]:
 
 
 def leaderboard(rows: Sequence[ArmRow]) -> Table:
-    table = Table(title="Arbitrage profit per unit stake (lower is more coherent)")
+    metric = metric_words((r.arm, r.norm) for r in rows)
+    table = Table(title=f"{metric[0].upper()}{metric[1:]} (lower is more coherent)")
     for col in LEADERBOARD_COLUMNS:
         table.add_column(col, justify="left" if col in {"model", "arm"} else "right")
     for model, *cells in leaderboard_cells(rows):
@@ -239,9 +242,8 @@ def compact_leaderboard(rows: Sequence[ArmRow], model_coverage: dict[str, float]
     """Arms down, models across (most coherent on the baseline first)."""
     cell = {(r.model, r.arm): r for r in rows}
     models = _ranked_models(rows)
-    table = Table(
-        title="Mean arbitrage profit per unit stake (lower is more coherent)", title_justify="left"
-    )
+    metric = metric_words((r.arm, r.norm) for r in rows)
+    table = Table(title=f"Mean {metric} (lower is more coherent)", title_justify="left")
     table.add_column("arm", no_wrap=True)
     for m in models:
         table.add_column(Text(m), justify="right")  # a model name is not markup

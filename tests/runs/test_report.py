@@ -600,3 +600,22 @@ def test_repeated_section_is_identical_to_one_bootstrap_per_k() -> None:
         assert entry["by_k"] == expected
         assert entry["by_k"][6]["mean"] is None  # k = 7: nothing answered
         assert entry["by_k"][8]["mean"] is not None  # k = 9: six dates of seven
+
+
+def test_the_terminal_names_the_metric_and_clusters_of_the_arms_run(tmp_path: Path) -> None:
+    """Question families alone: L1 profit resampled by family; with the paper's arms beside
+    them, both named (the terminal said per unit stake and date-clustered either way)."""
+    fams = [f"fam{i}" for i in range(4)]
+    family_rows = [
+        row(m, "families/joint", f, 0, 0.01 * (i + 1), cluster=f, set_="family")
+        for m in ("a", "b")
+        for i, f in enumerate(fams)
+    ]
+    text = " ".join(report(tmp_path / "families", frame(family_rows))[1].split())  # unwrapped
+    assert "Mean L1 arbitrage profit (lower is more coherent)" in text
+    assert "95% intervals (clustered by family) and more" in text
+    assert "per unit stake" not in text and "clustered by date" not in text
+    paper_rows = [row(m, "baseline", u, 0, 0.002) for m in ("a", "b") for u in UNITS]
+    both = " ".join(report(tmp_path / "both", frame(family_rows + paper_rows))[1].split())
+    assert "arbitrage profit per unit stake (question families: L1)" in both
+    assert "95% intervals (clustered by date (question families: by family)) and more" in both
