@@ -26,7 +26,7 @@ def metric_words(rows: Iterable[ArmNorm]) -> str:
     if norms and norms <= {"l1"}:
         return "L1 arbitrage profit"
     if "l1" in norms:
-        return "arbitrage profit per unit stake (question families: L1)"
+        return "arbitrage profit per unit stake, question families' in L1"
     return "arbitrage profit per unit stake"
 
 
@@ -36,5 +36,5 @@ def cluster_words(rows: Iterable[ArmNorm]) -> str:
     if families == {True}:
         return "clustered by family"
     if True in families:
-        return "clustered by date (question families: by family)"
+        return "clustered by date, question families' by family"
     return "clustered by date"

@@ -617,5 +617,5 @@ def test_the_terminal_names_the_metric_and_clusters_of_the_arms_run(tmp_path: Pa
     assert "per unit stake" not in text and "clustered by date" not in text
     paper_rows = [row(m, "baseline", u, 0, 0.002) for m in ("a", "b") for u in UNITS]
     both = " ".join(report(tmp_path / "both", frame(family_rows + paper_rows))[1].split())
-    assert "arbitrage profit per unit stake (question families: L1)" in both
-    assert "95% intervals (clustered by date (question families: by family)) and more" in both
+    assert "arbitrage profit per unit stake, question families' in L1" in both
+    assert "95% intervals (clustered by date, question families' by family) and more" in both
