@@ -24,7 +24,7 @@ import orjson
 
 from runs.figures import read_manifest
 from runs.report.models import frozen_spec, model_notes, simulated_models
-from runs.report.wording import arm_norms, cluster_words, metric_words
+from runs.report.wording import cluster_words, metric_words
 
 PAGE = "index.html"
 #: The browser may load nothing but the page's own inline images and style.
@@ -157,14 +157,14 @@ def _header(name: str, summary: Mapping[str, Any], spec: Mapping[str, Any]) -> l
     rows = summary.get("rows", [])
     models = sorted({r["model"] for r in rows})
     arms = sorted({r["arm"].split(" ")[0] for r in rows})
-    measured = arm_norms(rows)
+    labels = [str(r["arm"]) for r in rows]
     out = [
         f"<h1>Coherence report: {esc(name)}</h1>",
         '<p class="meta">'
         f"{_counted(len(models), 'model')} · {_counted(len(arms), 'arm')} · "
-        f"{metric_words(measured)} (lower is more coherent) · 95% intervals from a bootstrap of "
+        f"{metric_words(labels)} (lower is more coherent) · 95% intervals from a bootstrap of "
         f"{_int(summary.get('bootstrap_replicates'))} replicates (seed {esc(summary.get('seed'))})"
-        f" {cluster_words(measured)}"
+        f" {cluster_words(labels)}"
         f" · coverage floor {_pct(summary.get('coverage_floor'))}</p>",
     ]
     simulated = simulated_models(spec)

@@ -4,6 +4,7 @@
 - `runs.report.repeated`: repeated elicitation (average over passes, then solve).
 - `runs.report.summary`: `summary.json` (schema `dutchbook.report/1`, documented there).
 - `runs.report.tables`: terminal leaderboard, `leaderboard.txt`, `report.md`, CSVs.
+- `runs.report.wording`: the metric and the bootstrap's clusters named from the rows' arms.
 - `runs.report.write`: `write_report`, which writes all of them (and the figures).
 """
 

@@ -36,7 +36,7 @@ from runs.report.data import (
     ReportData,
     threshold_key,
 )
-from runs.report.wording import arm_norms, cluster_words, metric_words
+from runs.report.wording import cluster_words, metric_words
 from scoring.stats import Interval
 
 
@@ -82,7 +82,7 @@ def headline_lines(summary: dict[str, Any], out: Path) -> list[str]:
             f"{len(repeated)} multi-pass cells (never raises it)"
         )
     note = summary["figures"].get("note")
-    clusters = cluster_words(arm_norms(summary["rows"]))
+    clusters = cluster_words(str(r["arm"]) for r in summary["rows"])
     lines.append(
         f"95% intervals ({clusters}) and more: {out / 'leaderboard.txt'}, "
         f"{out / 'summary.json'}" + (f" ({note})" if note else "")
@@ -133,7 +133,7 @@ def leaderboard_cells(rows: Sequence[ArmRow]) -> list[list[str]]:
 
 
 def leaderboard(rows: Sequence[ArmRow]) -> Table:
-    metric = metric_words((r.arm, r.norm) for r in rows)
+    metric = metric_words(r.arm for r in rows)
     table = Table(title=f"{metric[0].upper()}{metric[1:]} (lower is more coherent)")
     for col in LEADERBOARD_COLUMNS:
         table.add_column(col, justify="left" if col in {"model", "arm"} else "right")
@@ -242,7 +242,7 @@ def compact_leaderboard(rows: Sequence[ArmRow], model_coverage: dict[str, float]
     """Arms down, models across (most coherent on the baseline first)."""
     cell = {(r.model, r.arm): r for r in rows}
     models = _ranked_models(rows)
-    metric = metric_words((r.arm, r.norm) for r in rows)
+    metric = metric_words(r.arm for r in rows)
     table = Table(title=f"Mean {metric} (lower is more coherent)", title_justify="left")
     table.add_column("arm", no_wrap=True)
     for m in models:

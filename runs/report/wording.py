@@ -1,38 +1,33 @@
-"""How the report names what it measured, from the rows of the arms that were run.
+"""How the report names what it measured, from the arms of its rows.
 
 The paper's arms score profit per unit stake (sup norm) and resample dates; the family
 benchmark's arms score in its L1 metric and resample whole families (a family unit's
 cluster is the family itself). A report that names one when only the other was run
-misleads its reader, so the page and the terminal say it from the rows.
+misleads its reader, so the page and the terminal say it from the rows' arms
+(`runs.report.data.arm_norm`, `is_family`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
-#: One report row's arm and norm ("inf" or "l1"): `arm_norms` makes them from the summary's rows.
-ArmNorm = tuple[str, str | None]
+from runs.report.data import arm_norm, is_family
 
 
-def arm_norms(rows: Iterable[Mapping[str, Any]]) -> list[ArmNorm]:
-    """The (arm, norm) of each of the summary's rows."""
-    return [(str(r.get("arm", "")), r.get("norm")) for r in rows]
-
-
-def metric_words(rows: Iterable[ArmNorm]) -> str:
-    """'arbitrage profit per unit stake', 'L1 arbitrage profit', or both named."""
-    norms = {norm for _, norm in rows}
-    if norms and norms <= {"l1"}:
+def metric_words(labels: Iterable[str]) -> str:
+    """'arbitrage profit per unit stake', 'L1 arbitrage profit', or both named, for the
+    report rows' arm labels."""
+    norms = {arm_norm(label) for label in labels}
+    if norms == {"l1"}:
         return "L1 arbitrage profit"
     if "l1" in norms:
         return "arbitrage profit per unit stake, question families' in L1"
     return "arbitrage profit per unit stake"
 
 
-def cluster_words(rows: Iterable[ArmNorm]) -> str:
+def cluster_words(labels: Iterable[str]) -> str:
     """What the bootstrap resampled: 'clustered by date', 'by family', or both named."""
-    families = {arm.startswith("families/") for arm, _ in rows}
+    families = {is_family(label) for label in labels}
     if families == {True}:
         return "clustered by family"
     if True in families:
