@@ -43,6 +43,8 @@ def _list_column(name: str, values: Sequence[Any], dtype: pl.List) -> pl.Series:
         name, pl.Series(_ROW, rows, dtype=pl.Int64), pl.Series(name, flat, dtype=dtype.inner),
         len(values),
     )  # fmt: skip
+    if not any(value is None for value in values):  # nearly always: no null list to mark
+        return lists
     nulls = pl.Series(_NULL, [value is None for value in values], dtype=pl.Boolean)
     return (
         pl.DataFrame([nulls, lists])
