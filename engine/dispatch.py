@@ -30,6 +30,7 @@ from rich.console import Console
 from engine.batch_jobs import JobRecords, fold_jobs, held_ids
 from engine.batch_lane import BatchLane
 from engine.durable import is_disk_full
+from engine.housekeeping import housekeeping_thread
 from engine.http import HttpClient
 from engine.lanefile import read_lane_states, write_lane_states
 from engine.lanes import Lane, LaneState, LaneStats
@@ -249,7 +250,8 @@ async def _run_lane(
 
 
 class _Compactor:
-    """Folds the journal into shards every `every_n` results or `every_s` seconds."""
+    """Folds the journal into shards every `every_n` results or `every_s` seconds, in a
+    thread of the lowest priority (`engine.housekeeping`): nothing waits for a fold."""
 
     def __init__(
         self, ledger: Ledger, lanes: list[AnyLane], every_s: float, every_n: int, log: EngineLog
@@ -260,21 +262,30 @@ class _Compactor:
 
     async def run(self, done: asyncio.Event) -> None:
         last_results, last_time = 0, time.monotonic()
-        while not done.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), timeout=min(0.2, self.every_s))
-            results = sum(lane.results for lane in self.lanes)
-            due = results - last_results >= self.every_n or (
-                results > last_results and time.monotonic() - last_time >= self.every_s
-            )
-            if due and not done.is_set():
-                t0 = time.perf_counter()
-                folded = await asyncio.to_thread(self.ledger.compact)
-                self.count += 1
-                self.log.debug(
-                    "compacted", segments=folded, ms=round((time.perf_counter() - t0) * 1000, 1)
+        thread = housekeeping_thread("dutchbook-compact")
+        loop = asyncio.get_running_loop()
+        try:
+            while not done.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), timeout=min(0.2, self.every_s))
+                results = sum(lane.results for lane in self.lanes)
+                due = results - last_results >= self.every_n or (
+                    results > last_results and time.monotonic() - last_time >= self.every_s
                 )
-                last_results, last_time = results, time.monotonic()
+                if due and not done.is_set():
+                    t0 = time.perf_counter()
+                    folded = await loop.run_in_executor(thread, self.ledger.compact)
+                    self.count += 1
+                    self.log.debug(
+                        "compacted",
+                        segments=folded,
+                        ms=round((time.perf_counter() - t0) * 1000, 1),
+                    )
+                    last_results, last_time = results, time.monotonic()
+        finally:
+            # A fold still running when cancelled finishes on its own; the ledger's close
+            # waits for it (its compaction lock), so nothing is left half done.
+            thread.shutdown(wait=False)
 
 
 async def _refresh(
