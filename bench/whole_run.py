@@ -183,6 +183,25 @@ def run_bare(root: str, plan: Path, concurrency: int) -> dict[str, float]:
 # --------------------------------------------------------------------------- the driver
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) a process has used so far; None where /proc is absent.
+
+    The simulator's CPU for each side shows what bounds it: the bare loop leaves the
+    simulator's core busy nearly all its wall time, while the run's client and the simulator
+    together keep both cores busy.
+    """
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _spent(pid: int, before: float | None) -> float | None:
+    after = process_cpu_s(pid)
+    return None if before is None or after is None else after - before
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--passes", type=int, default=PASSES)
@@ -204,12 +223,17 @@ def main(argv: list[str] | None = None) -> None:
     whole: list[dict[str, float]] = []
     bare: list[float] = []
     bare_cpu: list[float] = []
+    sim_cpu: dict[str, list[float | None]] = {"run": [], "bare": []}
     requests = 0
     try:
         for _ in range(args.rounds):
             with tempfile.TemporaryDirectory(prefix="dutchbook-bench-run-") as tmp:
+                before = process_cpu_s(sim.pid)
                 whole.append(run_whole(root, Path(tmp), args.passes, args.concurrency))
+                sim_cpu["run"].append(_spent(sim.pid, before))
+                before = process_cpu_s(sim.pid)
                 loop = run_bare(root, Path(tmp) / "run" / "plan.parquet", args.concurrency)
+                sim_cpu["bare"].append(_spent(sim.pid, before))
                 bare.append(loop["elapsed"])
                 bare_cpu.append(loop["cpu"])
                 requests = int(loop["requests"])
@@ -230,6 +254,14 @@ def main(argv: list[str] | None = None) -> None:
         f"  client CPU per request: dispatch {med['dispatch CPU'] * per_request:.0f} µs, "
         f"bare loop {statistics.median(bare_cpu) * per_request:.0f} µs"
     )
+    if all(cpu is not None for cpu in sim_cpu["run"] + sim_cpu["bare"]):
+        sim_run = statistics.median(float(c or 0) for c in sim_cpu["run"])
+        sim_bare = statistics.median(float(c or 0) for c in sim_cpu["bare"])
+        print(
+            f"  simulator CPU per request: run {sim_run * per_request:.0f} µs, bare loop "
+            f"{sim_bare * per_request:.0f} µs (busy {sim_bare / bare_s:.0%} of the bare "
+            f"loop's wall)"
+        )
     print(f"  whole run / bare loop  = {bare_s / med['total']:.2f}x  (target >= 0.70)")
     print(f"  dispatch / bare loop   = {bare_s / med['dispatch']:.2f}x  (target >= 0.85)")
     # Each round's own pair too: on a shared machine they spread by several hundredths, and

@@ -1,0 +1,42 @@
+"""`bench.whole_run` reads another process's CPU time from /proc."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench.whole_run import process_cpu_s
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
+
+#: Waits for a line, spins 0.3 s of CPU, waits for another line.
+SPIN = (
+    "import sys, time\nsys.stdin.readline()\nt = time.process_time()\n"
+    "while time.process_time() - t < 0.3: pass\nsys.stdin.readline()\n"
+)
+
+
+def test_a_busy_child_shows_its_cpu_and_a_gone_one_none() -> None:
+    child = subprocess.Popen([sys.executable, "-c", SPIN], stdin=subprocess.PIPE)
+    assert child.stdin is not None
+    try:
+        time.sleep(0.2)  # let it start up and block
+        before = process_cpu_s(child.pid)
+        assert before is not None
+        child.stdin.write(b"spin\n")
+        child.stdin.flush()
+        used = 0.0
+        deadline = time.monotonic() + 30
+        while used < 0.28 and time.monotonic() < deadline:
+            time.sleep(0.02)
+            now = process_cpu_s(child.pid)
+            assert now is not None
+            used = now - before
+        assert 0.28 <= used < 5  # clock ticks are 10 ms
+    finally:
+        child.communicate(b"done\n")
+    assert process_cpu_s(child.pid) is None
