@@ -6,10 +6,11 @@ from what does wait: the event loop that sends and settles requests, and a model
 the same machine (a local llama.cpp, or the simulator of `bench.whole_run`). So the fold runs
 in its own thread at the lowest priority (nice 19, Linux only: there a priority is per
 thread), and takes only CPU that the loop and the server leave idle. Measured with the
-whole run of `bench.whole_run` (46,500 queries, the simulator on the same two cores), two
-sets of five alternating rounds: dispatch 8.20 s against 8.66 s and 8.26 against 8.54
-(medians), shorter in 7 of the 10 pairs; the folds themselves took 3-7 s of wall time
-instead of about 1.3, which nothing waits for.
+whole run of `bench.whole_run` (46,500 queries, the simulator on the same two cores), three
+sets of alternating rounds: dispatch 8.20 s against 8.66 s, 8.26 against 8.54 and 8.92
+against 9.46 (medians), shorter in 18 of the 23 pairs and as long in one; the folds
+themselves took 3-7 s of wall time instead of about 1.3, which nothing waits for. (An
+earlier session had measured this as no faster, with fewer pairs on a noisier machine.)
 
 A low-priority thread that holds the ledger's lock or the GIL delays the event loop until it
 runs again; it then has the event loop's core to itself (the loop is blocked waiting), so
