@@ -6,9 +6,12 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+# `bench` is the repository's benchmark folder, not an installed package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.whole_run import process_cpu_s
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
