@@ -63,7 +63,8 @@ async def test_dispatch_folds_in_a_lowered_thread_and_loses_nothing(
     monkeypatch.setattr(Ledger, "compact", recorded)
     rows = kit.plan_rows("sim-a", 60)
     plan = kit.write_plan(tmp_path / "plan.parquet", rows)
-    config, adapter = kit.sim_model("sim-a", sim.root_url, concurrency=2)
+    # Paced at 40 requests a second, so the 60 answers span many of the compactor's checks.
+    config, adapter = kit.sim_model("sim-a", sim.root_url, concurrency=2, rpm=2400)
     before = _priority()
     summary = await dispatch(
         plan, tmp_path / "run", {"sim-a": config}, {"sim-a": adapter},
