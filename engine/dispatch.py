@@ -251,7 +251,7 @@ async def _run_lane(
 
 class _Compactor:
     """Folds the journal into shards every `every_n` results or `every_s` seconds, in a
-    thread of the lowest priority (`engine.housekeeping`): nothing waits for a fold."""
+    thread of low priority (`engine.housekeeping`): nothing waits for a fold."""
 
     def __init__(
         self, ledger: Ledger, lanes: list[AnyLane], every_s: float, every_n: int, log: EngineLog

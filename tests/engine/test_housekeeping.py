@@ -1,4 +1,4 @@
-"""Compaction runs in a thread of the lowest priority; nothing else is lowered."""
+"""Compaction runs in a thread of low priority; nothing else is lowered."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_yield_cpu_never_raises_a_priority() -> None:
 
     def body() -> None:
         yield_cpu(HOUSEKEEPING_NICE)
-        yield_cpu(5)  # asked for a higher priority than it has: stays lowest
+        yield_cpu(5)  # asked for a higher priority than it has: keeps its own
         seen.append(_priority())
 
     thread = threading.Thread(target=body)
@@ -51,7 +51,7 @@ def test_yield_cpu_never_raises_a_priority() -> None:
 async def test_dispatch_folds_in_a_lowered_thread_and_loses_nothing(
     tmp_path: Path, kit: Any, sim: SimHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every fold during dispatch runs at the lowest priority; the event loop's thread keeps
+    """Every fold during dispatch runs at the housekeeping priority; the event loop's thread keeps
     its own, and every answer is in the shards once the ledger is closed."""
     folds: list[tuple[int, bool]] = []
     compact = Ledger.compact
