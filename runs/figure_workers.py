@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import os
 import signal
+import threading
 import traceback
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -37,6 +37,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
+from engine.housekeeping import HOUSEKEEPING_NICE, yield_cpu
+
 if TYPE_CHECKING:
     from engine.audit import Audit
     from runs.report_figures import Figure
@@ -45,9 +47,15 @@ T = TypeVar("T")
 
 #: The figure numbers each worker draws (`runs.report_figures.FIGURES`), one share each.
 SHARES: tuple[tuple[int, ...], ...] = ((1,), (2, 3, 4, 5, 6, 7, 8))
-#: The workers' niceness while they warm up beside this process: on two cores, three busy
-#: processes at equal priority would take a third of a core from its start-up and planning.
-WARM_NICENESS = 19
+#: The niceness of a worker's warm-up thread: on two cores, three busy processes at equal
+#: priority would take a third of a core from this process's start-up and planning. Only
+#: the warm-up is lowered, in its own thread (`engine.housekeeping.yield_cpu`), and not to
+#: 19: a worker lowered as a whole to 19 (as before) also drew at 19, and with two nice-0
+#: busy loops beside the run its report still waited after more than 3 minutes; a warm-up
+#: thread at 19 that the first job must wait for kept the run 70-160 s past its report. At
+#: 10 (`HOUSEKEEPING_NICE`, why there) those runs ended in 27-33 s; without the busy loops
+#: it costs the benchmark's whole run about 0.7 s (`README.md`, Performance).
+WARM_NICENESS = HOUSEKEEPING_NICE
 
 
 class FigureWorkerDied(RuntimeError):
@@ -96,7 +104,9 @@ def _serve(conn: Connection) -> None:
     meanwhile (killed during the report) ends the worker quietly: the run's own terminal
     must not get a worker's traceback about a pipe nobody reads."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the campaign's Ctrl-C is not ours
-    _warm()
+    warm_up = threading.Thread(target=_warm_lowered, daemon=True)
+    warm_up.start()
+    warming: threading.Thread | None = warm_up
     while True:
         try:
             job = conn.recv()
@@ -104,6 +114,9 @@ def _serve(conn: Connection) -> None:
             return
         if job is None:
             return
+        if warming is not None:  # the first job: its imports are the warm-up's
+            warming.join()
+            warming = None
         function, args = job
         try:
             reply: tuple[str, Any] = ("ok", function(*args))
@@ -126,12 +139,11 @@ def _send(conn: Connection, reply: tuple[str, Any]) -> None:
         conn.send(("error", RuntimeError(traceback.format_exc())))
 
 
-def _lower_priority(process: BaseProcess) -> None:
-    """Lower a worker's priority (`WARM_NICENESS`) as soon as it exists: before its
-    interpreter's own start-up, not after."""
-    if process.pid is not None and hasattr(os, "setpriority"):
-        with contextlib.suppress(OSError):  # gone already, or not allowed: only slower
-            os.setpriority(os.PRIO_PROCESS, process.pid, WARM_NICENESS)
+def _warm_lowered() -> None:
+    """`_warm` in this thread at `WARM_NICENESS`; the worker's main thread, which draws,
+    keeps its priority."""
+    yield_cpu(WARM_NICENESS)
+    _warm()
 
 
 @dataclass(frozen=True)
@@ -178,7 +190,6 @@ class FigureWorkers:
             process = context.Process(target=_serve, args=(child_end,), daemon=True,
                                       name="dutchbook-figures")  # fmt: skip
             process.start()
-            _lower_priority(process)
             child_end.close()  # the child's copy: its death then reads as EOF here
             self._workers.append((process, parent_end))
             self._sent.append(0)

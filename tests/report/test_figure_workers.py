@@ -127,6 +127,34 @@ def test_replies_are_matched_to_their_calls(figures_run: Path, tmp_path: Path) -
         assert [f.number for f in early.joined(late).figures()] == [1, 7, 8]
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread priority is Linux's")
+def test_only_the_warm_up_is_lowered_the_drawing_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker draws at this process's priority; only its warm-up thread yields. (Lowered
+    as a whole, a worker drew the report at nice 19: with two busy loops beside the run,
+    its report still waited after minutes.)"""
+    import threading
+
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    with FigureWorkers() as workers:
+        for worker, (process, _) in enumerate(workers._workers):
+            # The worker's main thread (which draws) and its process as a whole.
+            assert workers._call(worker, os.getpriority, os.PRIO_PROCESS, 0).result() == own
+            assert process.pid is not None
+            assert os.getpriority(os.PRIO_PROCESS, process.pid) == own
+    seen: list[int] = []
+    monkeypatch.setattr(
+        figure_workers,
+        "_warm",
+        lambda: seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id())),
+    )
+    warm_up = threading.Thread(target=figure_workers._warm_lowered)
+    warm_up.start()
+    warm_up.join()
+    assert seen == [max(own, figure_workers.WARM_NICENESS)]
+
+
 def test_unused_workers_are_ended_at_once() -> None:
     workers = FigureWorkers()
     processes = [process for process, _ in workers._workers]
