@@ -106,7 +106,6 @@ def _serve(conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the campaign's Ctrl-C is not ours
     warm_up = threading.Thread(target=_warm_lowered, daemon=True)
     warm_up.start()
-    warming: threading.Thread | None = warm_up
     while True:
         try:
             job = conn.recv()
@@ -114,9 +113,7 @@ def _serve(conn: Connection) -> None:
             return
         if job is None:
             return
-        if warming is not None:  # the first job: its imports are the warm-up's
-            warming.join()
-            warming = None
+        warm_up.join()  # the first job's imports are the warm-up's (later: already ended)
         function, args = job
         try:
             reply: tuple[str, Any] = ("ok", function(*args))

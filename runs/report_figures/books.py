@@ -249,7 +249,7 @@ def _draw_book(
     ax_s = fig.add_subplot(grid[row, 2 if bins else 1], sharey=ax_p)
     labelled = ax_p if ax_e is None else ax_e  # the panel whose rows carry the event names
     highlight = "#fde68a"
-    for ax in (ax_p, ax_s) if ax_e is None else (ax_e, ax_p, ax_s):
+    for ax in (a for a in (ax_e, ax_p, ax_s) if a is not None):
         for i, b in enumerate(binding):
             if b:
                 ax.axhspan(i - 0.5, i + 0.5, color=highlight, zorder=0)
