@@ -294,3 +294,54 @@ def test_the_draws_are_made_once_per_number_of_clusters_while_they_fit(
     monkeypatch.setattr(stats, "_KEPT_CELLS", 0)
     assert stats.cluster_bootstrap_means(samples, reps=1_000, seed=1) == kept
     assert drawn == [30] * 5  # each product batch draws twice (means, then exact sums)
+
+
+def _bits(pairs: Any) -> bytes:
+    """The exact bits of quantile pairs: -0.0 and 0.0 compare equal but are not the same."""
+    return np.asarray(pairs, dtype=np.float64).tobytes()
+
+
+def _signed_zero_rows(rows: int, length: int) -> np.ndarray:
+    rng = np.random.default_rng(4)
+    return rng.choice([-0.0, 0.0, 1.0, -1.0], size=(rows, length), p=[0.3, 0.3, 0.2, 0.2])
+
+
+@pytest.mark.parametrize("reps", [1, 2, 3, 5, 40, 999, 20_000])
+@pytest.mark.parametrize("level", [0.95, 0.9, 0.5, 0.999])
+def test_sorted_quantiles_are_np_quantiles_bit_for_bit(reps: int, level: float) -> None:
+    """Read from sorted rows, the quantiles are `np.quantile`'s to the bit: rows of distinct
+    means, of ties, of signed zeros, with a NaN, with infinities."""
+    rng = np.random.default_rng(reps)
+    means = np.vstack(
+        [
+            rng.normal(size=(6, reps)),
+            rng.integers(0, 3, size=(3, reps)).astype(np.float64) / 7.0,
+            _signed_zero_rows(3, reps),
+            np.where(rng.random((2, reps)) < 0.1, np.inf, rng.normal(size=(2, reps))),
+        ]
+    )
+    means[-1, reps // 2] = -np.inf
+    with_nan = rng.normal(size=(1, reps))
+    with_nan[0, reps // 3] = np.nan
+    means = np.vstack([means, with_nan])
+    tail = (1.0 - level) / 2.0
+    with np.errstate(invalid="ignore"):  # inf - inf where both read infinities, both ways
+        assert _bits(stats._sorted_quantiles(means.copy(), tail)) == _bits(
+            stats._quantiles(means, tail)
+        )
+
+
+def test_signed_zeros_take_np_quantile_where_a_sort_would_differ() -> None:
+    """A sort and `np.quantile`'s partition put -0.0 and 0.0 in different places: read from
+    the sort alone, some of these rows' quantiles differ in sign from `np.quantile`'s (so the
+    case is real), yet `_sorted_quantiles` gives `np.quantile`'s."""
+    means, tail = _signed_zero_rows(200, 51), 0.25
+    expected = stats._quantiles(means, tail)
+    ordered = np.sort(means, axis=1)
+    read_from_sort = []
+    for q in (tail, 1.0 - tail):
+        index = 50 * q
+        below = int(np.floor(index))
+        read_from_sort.append(np.quantile(ordered[:, below : below + 2], index - below, axis=1))
+    assert _bits(np.column_stack(read_from_sort)) != _bits(expected)
+    assert _bits(stats._sorted_quantiles(means, tail)) == _bits(expected)
