@@ -35,7 +35,7 @@ from engine.answers import SUBCAUSES
 from engine.outage import read_pauses
 from engine.retry import DUPLICATE
 from engine.scan import scan_ledger
-from engine.spend import BATCH_MARK, Prices
+from engine.spend import Prices, carried_by_batch
 
 PLAN = "plan.parquet"
 
@@ -317,8 +317,7 @@ def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
     """Per model: summary counts, causes, subcauses, given-up requests (all additive over
     disjoint sets of requests), and the accepted attempts' latencies."""
     retry = ~pl.col("accepted")
-    # Lines a batch job carried are paid at batch prices (`engine.spend.BATCH_MARK`).
-    carried = pl.col("detail").fill_null("").str.contains(BATCH_MARK, literal=True)
+    carried = carried_by_batch()  # lines a batch job carried are paid at batch prices
     summary = marked.group_by("model").agg(
         pl.len().alias("attempts"),
         retry.sum().alias("retry_attempts"),

@@ -67,9 +67,19 @@ def worst_case_cost(prices: Prices, config: ModelConfig, system: str, user: str)
     return prices.cost(tokens_in, config.max_tokens or DEFAULT_OUTPUT_CAP)
 
 
-#: What `engine.batch_lane` writes in the detail of every attempt a batch job carried
-#: ("... [batch job <id>]"): how an attempt is told to have been paid at batch prices.
+#: What `engine.batch_lane` writes in the detail of every attempt a batch job carried: the
+#: job named in the note that ends it ("... [batch job <id>]", `engine.settle.with_omitted`),
+#: or first for a line the job never ran ("batch job <id> expired ...").
 BATCH_MARK = "batch job "
+#: `BATCH_MARK` where the batch lane puts it, at the start or in the closing note: a live
+#: attempt whose provider's message merely mentions a batch job (its detail begins "HTTP")
+#: is not priced as one.
+BATCH_DETAIL = rf"^{BATCH_MARK}|\[(?:[^\[\]]*; )?{BATCH_MARK}[^\s\[\];]+\]$"
+
+
+def carried_by_batch() -> pl.Expr:
+    """Whether each attempt (its `detail` column) was carried by a batch job."""
+    return pl.col("detail").fill_null("").str.contains(BATCH_DETAIL)
 
 
 def batch_attempt_prices(config: ModelConfig) -> Prices | None:
@@ -82,7 +92,7 @@ def batch_attempt_prices(config: ModelConfig) -> Prices | None:
 
 def recorded_spend(run_dir: Path | str, models: Mapping[str, ModelConfig]) -> float:
     """Dollars the ledger's attempts of priced `models` cost (earlier runs of this folder):
-    attempts a batch job carried (`BATCH_MARK` in their detail) at the model's batch prices
+    attempts a batch job carried (`carried_by_batch`) at the model's batch prices
     (else its live ones, as the batch lane counts them), other attempts at the live prices."""
     live = {name: p for name, c in models.items() if (p := prices_of(c)) is not None}
     # Any model may hold batch attempts (its dispatch may have changed since): price them at
@@ -94,11 +104,7 @@ def recorded_spend(run_dir: Path | str, models: Mapping[str, ModelConfig]) -> fl
 
     split = any(c.dispatch == "batch" or batch_prices_of(c) for c in models.values())
     columns = ["model", "tokens_in", "tokens_out"] + (["detail"] if split else [])
-    in_batch = (
-        pl.col("detail").fill_null("").str.contains(BATCH_MARK, literal=True)
-        if split
-        else pl.lit(False)
-    )
+    in_batch = carried_by_batch() if split else pl.lit(False)
     try:
         usage = (
             scan_attempts(run_dir, columns=columns)
@@ -192,6 +198,7 @@ def unpriced(models: Iterable[ModelConfig]) -> list[str]:
 
 
 __all__ = [
+    "BATCH_DETAIL",
     "BATCH_MARK",
     "DEFAULT_OUTPUT_CAP",
     "Prices",

@@ -17,7 +17,7 @@ from engine.dispatch import dispatch
 from engine.ledger import Ledger
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
-from engine.spend import BATCH_MARK, Prices, recorded_spend, unpriced
+from engine.spend import Prices, carried_by_batch, recorded_spend, unpriced
 from providers.types import ModelConfig
 from runs.audit import run_audit
 from tests.engine.batch_fake import FakeBatch
@@ -42,7 +42,7 @@ async def test_earlier_batch_lines_are_priced_at_batch_prices(tmp_path: Path, ki
     assert done.complete
     attempts = scan_attempts(run_dir, ["tokens_in", "tokens_out", "detail"]).collect()
     # The mark the batch lane writes is the one recorded_spend looks for, on every line.
-    assert attempts["detail"].str.contains(BATCH_MARK, literal=True).all()
+    assert attempts.select(carried_by_batch())["detail"].all()
     tokens = attempts["tokens_in"].sum() + attempts["tokens_out"].sum()
     assert tokens > 0
     assert recorded_spend(run_dir, {MODEL: PRICED}) == pytest.approx(tokens * 1.0 / 1e6)
@@ -87,3 +87,28 @@ def test_a_batch_model_priced_for_batch_only_is_counted_by_the_cap() -> None:
                                 "price_out_per_mtok": None})  # fmt: skip
     live_batch_only = ModelConfig(**{**batch_only.__dict__, "name": "x", "dispatch": "live"})
     assert unpriced([batch_only, live_batch_only]) == ["x"]
+
+
+def test_a_live_attempt_that_mentions_a_batch_job_is_priced_live(tmp_path: Path, kit: Any) -> None:
+    """Only where the batch lane puts its mark (first, or in the closing note) does an attempt
+    count as carried by a batch job: a live attempt whose provider's message mentions one is
+    charged the live prices, not a tenth of them."""
+    live = [
+        "HTTP 400 invalid_request_error: this model is offered as a batch job only",
+        "HTTP 400: see batch job j-2]",
+        "HTTP 429: slow down [omitted: seed]",
+    ]
+    batch = [
+        "[batch job j-1]",
+        "[retry with seed 8; batch job arn:aws:bedrock:us-east-1:1:model-invocation-job/ab]",
+        "batch job j-1 expired before this line ran: too late",
+        "HTTP 500: boom [omitted: seed] [batch job projects/p/batchPredictionJobs/12]",
+    ]
+    with Ledger.open(tmp_path) as ledger:
+        for i, detail in enumerate(live + batch):
+            ledger.record_result(kit.attempt(f"r{i}", 1, MODEL, "ok", detail), None)
+    expected = (len(live) * 55 * 10.0 + len(batch) * 55 * 1.0) / 1e6
+    assert recorded_spend(tmp_path, {MODEL: PRICED}) == pytest.approx(expected, rel=1e-12)
+    prices, batch_prices = {MODEL: Prices(10.0, 10.0)}, {MODEL: Prices(1.0, 1.0)}
+    report = audit(tmp_path, prices=prices, batch_prices=batch_prices)
+    assert report.totals.cost_usd == pytest.approx(expected, rel=1e-12)
