@@ -159,7 +159,8 @@ def _resampled_intervals(
         for start, picks, picked in resamples.counted():
             denominators = (counts_rows @ picked)[counts_row]  # integers: exact in any order
             approx[:, start : start + picks.shape[0]] = (numerators @ picked) / denominators
-    # A/den is a mean of |sums|/counts weighted by counts times picks: at most the largest.
+    # A/den is a mean of |sums|/counts weighted by counts times picks: at most the largest
+    # (every count is at least 1: `_cluster_sums` returns only clusters that hold a value).
     largest_bound = np.stack(
         [(np.abs(sums) / counts).max(keepdims=True) for sums, counts in samples]
     )
