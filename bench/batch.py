@@ -216,12 +216,13 @@ def paid_once(out: Path, counts: dict[str, int], failures: list[str]) -> None:
     import polars as pl
 
     from engine.scan import scan_attempts
+    from engine.spend import carried_by_batch
 
     attempts = scan_attempts(out, ["provider", "outcome", "detail"]).collect()
     for provider in sorted({k.split(".", 1)[1] for k in counts if k.startswith("answered.")}):
         mine = attempts.filter(pl.col("provider") == provider)
         oks = mine.filter(pl.col("outcome") == "ok").height
-        live = mine.filter(~pl.col("detail").fill_null("").str.contains("batch job")).height
+        live = mine.filter(~carried_by_batch()).height
         lost = mine.filter(pl.col("outcome") == "interrupted").height
         answered = counts[f"answered.{provider}"]
         extra = answered - oks
@@ -236,6 +237,7 @@ def paid_once(out: Path, counts: dict[str, int], failures: list[str]) -> None:
 def report(out: Path, counts: dict[str, int], kills: list[Kill], failures: list[str]) -> None:
     from engine.audit import audit
     from engine.scan import scan_attempts
+    from engine.spend import carried_by_batch
 
     planned, accepted, oks = check_exactly_once(out)
     once = planned == accepted == oks
@@ -288,7 +290,7 @@ def report(out: Path, counts: dict[str, int], kills: list[Kill], failures: list[
     if control:
         print(f"  control-plane calls refused (files and batches, waited out and retried, never "
               f"an attempt): {', '.join(f'{k} {n:,}' for k, n in sorted(control.items()))}")
-    lines = scan_attempts(out, ["detail"]).collect()["detail"].str.contains("batch job").sum()
+    lines = scan_attempts(out, ["detail"]).filter(carried_by_batch()).collect().height
     print(f"  {lines:,} attempts came from batch result lines")
     print(f"\naudit: {result.sentence}")
 
