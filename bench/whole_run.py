@@ -184,17 +184,19 @@ def run_bare(root: str, plan: Path, concurrency: int) -> dict[str, float]:
 
 
 def process_cpu_s(pid: int) -> float | None:
-    """CPU seconds (user + system) a process has used so far; None where /proc is absent.
+    """CPU seconds (user + system) a process has used so far; None once it is gone.
 
     The simulator's CPU for each side shows what bounds it: the bare loop leaves the
     simulator's core busy nearly all its wall time, while the run's client and the simulator
     together keep both cores busy.
     """
+    import psutil
+
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return float(times.user + times.system)
 
 
 def _spent(pid: int, before: float | None) -> float | None:

@@ -1,4 +1,4 @@
-"""`bench.whole_run` reads another process's CPU time from /proc."""
+"""`bench.whole_run` reads another process's CPU time (psutil)."""
 
 from __future__ import annotations
 
