@@ -74,6 +74,7 @@ from engine.runlock import (
     LedgerBusy,
     acquire_lock,
     clear_pid,
+    names_this_process,
     read_pid,
     release_lock,
     write_pid,
@@ -157,6 +158,8 @@ class Ledger:
         self._lock = threading.Lock()
         self._compact_lock = threading.Lock()
         self._lock_fd: int | None = None
+        #: Whether this ledger wrote the pid file, and so clears it at close (`_start`).
+        self._clears_pid = False
         self._writer: JournalWriter | None = None
         self._carried = 0
         self._segment_id = 0
@@ -192,18 +195,32 @@ class Ledger:
         for directory in (self._journal_dir, self._attempts_dir, self._responses_dir):
             directory.mkdir(parents=True, exist_ok=True)
         self._lock_fd = acquire_lock(self.run_dir, self._journal_dir)
+        # A pid file naming this process already is its caller's (`dutchbook run` writes one
+        # with the folder's lock and holds both through scoring and the report): the ledger
+        # leaves it for that caller to clear, so the run still reads as live after dispatch.
+        self._clears_pid = pid_file and not names_this_process(read_pid(self.run_dir))
+        if self._clears_pid:
+            write_pid(self.run_dir)
         try:
-            self._recover(pid_file)
+            self._recover()
         except BaseException:
             # e.g. a corrupt journal line: report it, but leave the run openable once fixed.
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
-            release_lock(self._lock_fd)
-            self._lock_fd = None
+            self._release()
             raise
 
-    def _recover(self, pid_file: bool) -> None:
+    def _release(self) -> None:
+        """Clear the pid file if this ledger wrote it, then let go of the lock (in that order:
+        the lock's next holder writes its own)."""
+        if self._clears_pid:
+            clear_pid(self.run_dir)
+        if self._lock_fd is not None:
+            release_lock(self._lock_fd)
+            self._lock_fd = None
+
+    def _recover(self) -> None:
         for directory in (self._attempts_dir, self._responses_dir):
             remove_temp_files(directory)
             settle_replacement(directory)
@@ -212,8 +229,6 @@ class Ledger:
         self._segment_id = max(last_segment, max_shard_id(self._attempts_dir, self._responses_dir))
         self._open_segment(carry=[])
         self._recover_interrupted()
-        if pid_file:
-            write_pid(self.run_dir)
         self.compact()
 
     def _open_segment(self, carry: list[dict[str, Any]]) -> None:
@@ -290,10 +305,7 @@ class Ledger:
                 writer.close()
                 if writer.lines == 0:
                     writer.path.unlink(missing_ok=True)
-        clear_pid(self.run_dir)
-        if self._lock_fd is not None:
-            release_lock(self._lock_fd)
-            self._lock_fd = None
+        self._release()
 
     def __enter__(self) -> Ledger:
         return self

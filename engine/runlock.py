@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +29,33 @@ class LedgerBusy(RuntimeError):
     """Another live process holds this run's ledger."""
 
 
+#: How long a busy lock whose holder has no live pid on file is tried again: a holder writes
+#: its pid just after taking the lock and clears it just before letting go, so a pid-less busy
+#: lock is usually a run starting (its pid appears) or ending (the lock comes free).
+LOCK_GRACE_S = 0.5
+_GRACE_STEP_S = 0.05
+
+
 def acquire_lock(run_dir: Path, lock_dir: Path) -> int:
-    """Take the writer's lock in `lock_dir` (an open descriptor), or raise `LedgerBusy`."""
+    """Take the writer's lock in `lock_dir` (an open descriptor), or raise `LedgerBusy`
+    naming the holder's pid (when it is on file and alive; see `LOCK_GRACE_S`)."""
     fd = os.open(lock_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    deadline = time.monotonic() + LOCK_GRACE_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            info = read_pid(run_dir)
+            holder = info if info is not None and info["alive"] else None
+            if holder is None and time.monotonic() < deadline:
+                time.sleep(_GRACE_STEP_S)
+                continue
         os.close(fd)
-        info = read_pid(run_dir)
         raise LedgerBusy(
             f"{run_dir} is being written by another process"
-            + (f" (pid {info['pid']})" if info else "")
+            + (f" (pid {holder['pid']})" if holder else "")
         ) from None
-    return fd
 
 
 def release_lock(fd: int) -> None:
@@ -72,6 +87,11 @@ def read_pid(run_dir: Path | str) -> dict[str, Any] | None:
         return None
     info["alive"] = _pid_alive(info)
     return info
+
+
+def names_this_process(info: dict[str, Any] | None) -> bool:
+    """Whether a pid file's contents (`read_pid`) name this very process."""
+    return info is not None and info.get("pid") == os.getpid() and bool(info.get("alive"))
 
 
 def clear_pid(run_dir: Path | str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +17,7 @@ import engine.ledger
 from engine.journal import list_segments
 from engine.ledger import Ledger, LedgerBusy
 from engine.records import AttemptRecord, ResponseRecord
-from engine.runlock import read_pid
+from engine.runlock import read_pid, write_pid
 from engine.scan import accepted_ids, attempt_counts, scan_attempts, scan_responses
 from engine.shards import list_shards
 
@@ -505,3 +506,14 @@ def test_journal_lines_do_not_wait_for_the_sealed_segments_fsync(tmp_path: Path)
     ledger.close()
     assert accepted_ids(tmp_path / "run") == {"r1"}
     assert set(attempt_counts(tmp_path / "run", ["r1", "r2"])) == {"r1", "r2"}
+
+
+def test_a_pid_file_its_caller_wrote_outlives_the_ledger(tmp_path: Path) -> None:
+    # `dutchbook run` writes the pid with the folder's lock and scores and reports after
+    # dispatch closed the ledger: the run must still read as live (and a second run be told
+    # its pid) until the caller clears it.
+    write_pid(tmp_path)
+    with Ledger.open(tmp_path):
+        pass
+    info = read_pid(tmp_path)
+    assert info is not None and info["pid"] == os.getpid() and info["alive"]

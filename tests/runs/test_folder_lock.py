@@ -6,13 +6,16 @@ the loser failed with a missing-file message or a polars traceback.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
-from engine.runlock import acquire_lock, release_lock, write_pid
+from engine.runlock import LedgerBusy, acquire_lock, read_pid, release_lock, write_pid
+from engine.status import status
 from runs.cli import app
 
 SPEC = """
@@ -73,3 +76,33 @@ def test_two_runs_started_at_once_on_a_new_folder_one_wins_the_other_is_told(
             assert "being written by another process" in stderr
     assert 0 in [code for code, _, _ in results]
     assert not (out / "run.pid").exists()
+
+
+def test_the_run_reads_as_live_while_it_scores_and_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Dispatch's ledger used to clear the pid file at close, so for the whole of scoring and
+    # the report (minutes at paper scale) `status` said the run had stopped and a second run
+    # was told the folder was busy without the pid.
+    import runs.pipeline
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    out = tmp_path / "out"
+    seen: dict[str, object] = {}
+    score_run = runs.pipeline.score_run
+
+    def scoring(*args: object, **kwargs: object) -> object:
+        seen["pid"] = read_pid(out)
+        seen["state"] = status(out)["state"]
+        with pytest.raises(LedgerBusy, match=rf"\(pid {os.getpid()}\)"):
+            acquire_lock(out, out)  # what a second `dutchbook run` on the folder is told
+        return score_run(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runs.pipeline, "score_run", scoring)
+    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    info = seen["pid"]
+    assert isinstance(info, dict) and info["pid"] == os.getpid() and info["alive"]
+    assert seen["state"] == "live"
+    assert not (out / "run.pid").exists()  # cleared once the run ended

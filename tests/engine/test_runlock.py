@@ -1,0 +1,123 @@
+"""The writer's lock and pid file (`engine.runlock`): who a busy run names, and when.
+
+A holder writes its pid just after taking the lock and clears it just before letting go; a
+second writer arriving in either moment used to be told the folder was busy by "another
+process" with no pid. It now tries again for `LOCK_GRACE_S` while no live pid is on file.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from engine import runlock
+from engine.runlock import LedgerBusy, acquire_lock, read_pid, release_lock, write_pid
+
+#: A process that takes the lock, says so, and holds it until its stdin closes (a holder
+#: that is another process, as a second `dutchbook run` sees it).
+HOLDER = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "from engine.runlock import acquire_lock, write_pid\n"
+    "folder = Path(sys.argv[1])\n"
+    "acquire_lock(folder, folder)\n"
+    "if sys.argv[2] == 'pid':\n"
+    "    write_pid(folder)\n"
+    "print('held', flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+def _holder(folder: Path, with_pid: bool) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(folder), "pid" if with_pid else "none"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=os.getcwd()),
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def _end(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+def test_a_busy_lock_names_its_live_holder_at_once(tmp_path: Path) -> None:
+    holder = _holder(tmp_path, with_pid=True)
+    try:
+        start = time.monotonic()
+        with pytest.raises(LedgerBusy, match=rf"another process \(pid {holder.pid}\)"):
+            acquire_lock(tmp_path, tmp_path)
+        assert time.monotonic() - start < runlock.LOCK_GRACE_S  # no grace wait needed
+    finally:
+        _end(holder)
+
+
+def test_a_holder_that_never_writes_a_pid_is_reported_after_the_grace(tmp_path: Path) -> None:
+    holder = _holder(tmp_path, with_pid=False)
+    try:
+        start = time.monotonic()
+        with pytest.raises(LedgerBusy) as raised:
+            acquire_lock(tmp_path, tmp_path)
+        assert time.monotonic() - start >= runlock.LOCK_GRACE_S
+        assert str(raised.value) == f"{tmp_path} is being written by another process"
+    finally:
+        _end(holder)
+
+
+def test_a_stale_pid_of_a_dead_process_is_not_named(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    stale = {"pid": int(dead.stdout), "create_time": 1.0, "host": None, "started_at": ""}
+    (tmp_path / runlock.PID_FILE).write_bytes(orjson.dumps(stale))
+    holder = _holder(tmp_path, with_pid=False)
+    try:
+        with pytest.raises(LedgerBusy) as raised:
+            acquire_lock(tmp_path, tmp_path)
+        assert str(raised.value).endswith("another process")  # that pid is not the holder
+    finally:
+        _end(holder)
+
+
+def test_a_holder_that_writes_its_pid_during_the_grace_is_named(tmp_path: Path) -> None:
+    holder = _holder(tmp_path, with_pid=False)  # the moment between lock and pid file
+    late = {"pid": holder.pid, "create_time": _create_time(holder.pid), "host": None,
+            "started_at": ""}  # fmt: skip
+    timer = threading.Timer(0.15, lambda: (tmp_path / runlock.PID_FILE).write_bytes(
+        orjson.dumps(late)))  # fmt: skip
+    timer.start()
+    try:
+        with pytest.raises(LedgerBusy, match=rf"\(pid {holder.pid}\)"):
+            acquire_lock(tmp_path, tmp_path)
+    finally:
+        timer.join()
+        _end(holder)
+
+
+def test_a_lock_let_go_during_the_grace_is_taken(tmp_path: Path) -> None:
+    holder = _holder(tmp_path, with_pid=False)  # the moment between pid cleared and lock freed
+    timer = threading.Timer(0.15, _end, args=(holder,))
+    timer.start()
+    try:
+        fd = acquire_lock(tmp_path, tmp_path)
+    finally:
+        timer.join()
+    write_pid(tmp_path)
+    info = read_pid(tmp_path)
+    assert info is not None and info["pid"] == os.getpid()
+    release_lock(fd)
+
+
+def _create_time(pid: int) -> float:
+    import psutil
+
+    return float(psutil.Process(pid).create_time())
