@@ -467,3 +467,40 @@ def test_the_other_bottom_legends_leave_the_axis_labels_clear(
         FigureInputs.from_run(figures_run, _summary(figures_run)), tmp_path / "f.png"
     )
     _legend_clear_of_axis_labels(kept[0])
+
+
+def _save_tight(fig: Any, path: Path) -> None:
+    """What `_style.save` did before: matplotlib's own "tight" trim (a draw, then measure)."""
+    plt = _style.pyplot()
+    fig.savefig(path, dpi=_style.DPI, bbox_inches="tight", pad_inches=_style.PAD_INCHES)
+    plt.close(fig)
+
+
+def test_every_figure_is_saved_byte_for_byte_as_the_tight_trim_saves_it(
+    figures_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inputs = FigureInputs.from_run(figures_run, _summary(figures_run))
+    measured, tight = tmp_path / "measured", tmp_path / "tight"
+    for out in (measured, tight):
+        out.mkdir()
+    draw_all(inputs, measured)
+    monkeypatch.setattr(_style, "save", _save_tight)
+    draw_all(inputs, tight)
+    drawn = sorted(p.name for p in measured.glob("*.png"))
+    assert drawn == sorted(f"fig{n}_{key}.png" for n, key, _ in FIGURES)  # every module
+    for name in drawn:
+        assert (measured / name).read_bytes() == (tight / name).read_bytes(), name
+
+
+def test_a_figure_keeping_a_layout_engine_is_trimmed_the_tight_way(tmp_path: Path) -> None:
+    plt = _style.pyplot()
+    files = []
+    for save in (_style.save, _save_tight):
+        fig = plt.figure(figsize=(4, 3), layout="constrained")
+        ax = fig.add_subplot()
+        ax.plot([0, 1], [0, 1])
+        ax.set_xlabel("a label long enough to reach past the axes on both sides of it")
+        fig.legend(["line"], loc="lower center", bbox_to_anchor=(0.5, -0.2))
+        files.append(tmp_path / f"{len(files)}.png")
+        save(fig, files[-1])
+    assert files[0].read_bytes() == files[1].read_bytes()
