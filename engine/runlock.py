@@ -96,8 +96,7 @@ def names_this_process(info: dict[str, Any] | None) -> bool:
 
 def clear_pid(run_dir: Path | str) -> None:
     """Remove the pid file if it is ours (a clean exit)."""
-    info = read_pid(run_dir)
-    if info is not None and info.get("pid") == os.getpid():
+    if names_this_process(read_pid(run_dir)):
         (Path(run_dir) / PID_FILE).unlink(missing_ok=True)
 
 

@@ -13,34 +13,41 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-import orjson
 import pytest
 
 from engine import runlock
 from engine.runlock import LedgerBusy, acquire_lock, read_pid, release_lock, write_pid
 
 #: A process that takes the lock, says so, and holds it until its stdin closes (a holder
-#: that is another process, as a second `dutchbook run` sees it).
+#: that is another process, as a second `dutchbook run` sees it). Its pid file: written at
+#: once (`pid`), 0.15 s after it said so (`late`: a run starting), or never (`none`).
 HOLDER = (
-    "import sys\n"
+    "import sys, time\n"
     "from pathlib import Path\n"
     "from engine.runlock import acquire_lock, write_pid\n"
-    "folder = Path(sys.argv[1])\n"
+    "folder, pid = Path(sys.argv[1]), sys.argv[2]\n"
     "acquire_lock(folder, folder)\n"
-    "if sys.argv[2] == 'pid':\n"
+    "if pid == 'pid':\n"
     "    write_pid(folder)\n"
     "print('held', flush=True)\n"
+    "if pid == 'late':\n"
+    "    time.sleep(0.15)\n"
+    "    write_pid(folder)\n"
     "sys.stdin.read()\n"
 )
 
 
-def _holder(folder: Path, with_pid: bool) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(folder), "pid" if with_pid else "none"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=os.getcwd()),
+def _python(code: str, *args: str, **popen: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args], text=True,
+        env=dict(os.environ, PYTHONPATH=os.getcwd()), **popen,
     )  # fmt: skip
+
+
+def _holder(folder: Path, pid: str) -> subprocess.Popen[str]:
+    proc = _python(HOLDER, str(folder), pid, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     return proc
 
@@ -52,7 +59,7 @@ def _end(proc: subprocess.Popen[str]) -> None:
 
 
 def test_a_busy_lock_names_its_live_holder_at_once(tmp_path: Path) -> None:
-    holder = _holder(tmp_path, with_pid=True)
+    holder = _holder(tmp_path, "pid")
     try:
         start = time.monotonic()
         with pytest.raises(LedgerBusy, match=rf"another process \(pid {holder.pid}\)"):
@@ -63,7 +70,7 @@ def test_a_busy_lock_names_its_live_holder_at_once(tmp_path: Path) -> None:
 
 
 def test_a_holder_that_never_writes_a_pid_is_reported_after_the_grace(tmp_path: Path) -> None:
-    holder = _holder(tmp_path, with_pid=False)
+    holder = _holder(tmp_path, "none")
     try:
         start = time.monotonic()
         with pytest.raises(LedgerBusy) as raised:
@@ -75,11 +82,12 @@ def test_a_holder_that_never_writes_a_pid_is_reported_after_the_grace(tmp_path: 
 
 
 def test_a_stale_pid_of_a_dead_process_is_not_named(tmp_path: Path) -> None:
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)  # fmt: skip
-    stale = {"pid": int(dead.stdout), "create_time": 1.0, "host": None, "started_at": ""}
-    (tmp_path / runlock.PID_FILE).write_bytes(orjson.dumps(stale))
-    holder = _holder(tmp_path, with_pid=False)
+    # The pid file of a writer that died without clearing it (killed, say).
+    dead = "import sys; from engine.runlock import write_pid; write_pid(sys.argv[1])"
+    assert _python(dead, str(tmp_path)).wait(timeout=30) == 0
+    stale = read_pid(tmp_path)
+    assert stale is not None and not stale["alive"]
+    holder = _holder(tmp_path, "none")
     try:
         with pytest.raises(LedgerBusy) as raised:
             acquire_lock(tmp_path, tmp_path)
@@ -89,22 +97,16 @@ def test_a_stale_pid_of_a_dead_process_is_not_named(tmp_path: Path) -> None:
 
 
 def test_a_holder_that_writes_its_pid_during_the_grace_is_named(tmp_path: Path) -> None:
-    holder = _holder(tmp_path, with_pid=False)  # the moment between lock and pid file
-    late = {"pid": holder.pid, "create_time": _create_time(holder.pid), "host": None,
-            "started_at": ""}  # fmt: skip
-    timer = threading.Timer(0.15, lambda: (tmp_path / runlock.PID_FILE).write_bytes(
-        orjson.dumps(late)))  # fmt: skip
-    timer.start()
+    holder = _holder(tmp_path, "late")  # the moment between lock and pid file
     try:
         with pytest.raises(LedgerBusy, match=rf"\(pid {holder.pid}\)"):
             acquire_lock(tmp_path, tmp_path)
     finally:
-        timer.join()
         _end(holder)
 
 
 def test_a_lock_let_go_during_the_grace_is_taken(tmp_path: Path) -> None:
-    holder = _holder(tmp_path, with_pid=False)  # the moment between pid cleared and lock freed
+    holder = _holder(tmp_path, "none")  # the moment between pid cleared and lock freed
     timer = threading.Timer(0.15, _end, args=(holder,))
     timer.start()
     try:
@@ -115,9 +117,3 @@ def test_a_lock_let_go_during_the_grace_is_taken(tmp_path: Path) -> None:
     info = read_pid(tmp_path)
     assert info is not None and info["pid"] == os.getpid()
     release_lock(fd)
-
-
-def _create_time(pid: int) -> float:
-    import psutil
-
-    return float(psutil.Process(pid).create_time())
