@@ -152,6 +152,27 @@ def default_run_dir(spec: CampaignSpec) -> Path:
     return Path("out") / spec.name
 
 
+def check_run_folder(run_dir: Path) -> None:
+    """Refuse, before anything is planned, a run folder that a file stands in the way of
+    (the folder itself or one of its parents), which `mkdir` would only find after planning."""
+    for path in (run_dir, *run_dir.parents):
+        if path.is_dir():
+            return
+        if path.exists() or path.is_symlink():
+            parent = "" if path == run_dir else f" (a parent of {run_dir})"
+            raise RunError(f"{path}{parent} is in the way: it is not a folder; give --out a folder")
+
+
+def make_run_folder(run_dir: Path) -> None:
+    """`run_dir` made with its parents; a full disk is `DiskFull`, anything else one line."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise DiskFull(run_dir, exc) from exc
+        raise RunError(f"cannot make the run folder {run_dir}: {exc.strerror or exc}") from exc
+
+
 def check_simulator_options(
     spec: CampaignSpec, rehearse: bool, faults: str, sim_url: str | None
 ) -> None:
@@ -293,6 +314,7 @@ async def run_campaign(
     spec = load_spec(spec_path)
     check_simulator_options(spec, rehearse, faults, sim_url)
     run_dir = Path(out) if out else default_run_dir(spec)
+    check_run_folder(run_dir)
     units = UnitSource.from_spec(spec)
     for entry in spec.arms:
         units.check_requirements(ARMS[entry.name])
@@ -398,7 +420,7 @@ async def _campaign(
         raise RunError(
             f"estimated cost ${cost:,.2f} exceeds --max-cost ${max_cost:,.2f}; nothing was sent"
         )
-    run_dir.mkdir(parents=True, exist_ok=True)
+    make_run_folder(run_dir)
     lock_fd = take_folder_lock(run_dir)
     try:
         return await _run_locked(

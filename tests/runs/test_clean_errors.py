@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+import runs.pipeline
 from engine.lanes import LaneStats
 from engine.progress import render
 from runs.cli import app
@@ -122,3 +124,40 @@ def test_the_live_progress_table_prints_a_markup_like_name_literally() -> None:
     console.print(render([lane]))
     text = console.export_text()
     assert "[/x]" in text and "[bold]down[/]" in text
+
+
+@pytest.mark.parametrize("out", ["taken", "taken/run", "dangling"])
+def test_run_refuses_an_out_a_file_stands_in_the_way_of_before_planning(
+    tmp_path: Path, out: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "taken").write_text("not a folder", encoding="utf-8")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+
+    def no_planning(*args: object, **kwargs: object) -> None:
+        raise AssertionError("planned before refusing the folder")
+
+    monkeypatch.setattr(runs.pipeline, "_estimate", no_planning)
+    code, output = invoke("run", str(write_spec(tmp_path)), "--out", str(tmp_path / out))
+    assert code == 2, output
+    blocker = tmp_path / out.split("/")[0]
+    assert_one_clean_line(output, f"{blocker}", "is not a folder; give --out a folder")
+    assert (tmp_path / "taken").read_text(encoding="utf-8") == "not a folder"
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_run_says_in_one_line_when_its_folder_cannot_be_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = tmp_path / "run"
+    mkdir = Path.mkdir
+
+    def refuse_the_run_folder(self: Path, *args: Any, **kwargs: Any) -> None:
+        if self == run_dir:
+            raise PermissionError(13, "Permission denied", str(self))
+        mkdir(self, *args, **kwargs)
+
+    spec = write_spec(tmp_path)
+    monkeypatch.setattr(Path, "mkdir", refuse_the_run_folder)
+    code, output = invoke("run", str(spec), "--out", str(run_dir))
+    assert code == 2, output
+    assert_one_clean_line(output, f"cannot make the run folder {run_dir}", "Permission denied")
