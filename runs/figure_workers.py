@@ -54,7 +54,8 @@ SHARES: tuple[tuple[int, ...], ...] = ((1,), (2, 3, 4, 5, 6, 7, 8))
 #: busy loops beside the run its report still waited after more than 3 minutes; a warm-up
 #: thread at 19 that the first job must wait for kept the run 70-160 s past its report. At
 #: 10 (`HOUSEKEEPING_NICE`, why there) those runs ended in 27-33 s; without the busy loops
-#: it cost the benchmark's whole run 0.15-0.7 s, planning 0.09 s (`README.md`, Performance).
+#: it cost the benchmark's whole run 0.15-0.7 s, planning 0.09 s (`docs/performance.md`,
+#: the session from 05:30 UTC).
 WARM_NICENESS = HOUSEKEEPING_NICE
 
 
