@@ -152,6 +152,12 @@ def default_run_dir(spec: CampaignSpec) -> Path:
     return Path("out") / spec.name
 
 
+def check_max_cost(max_cost: float | None) -> None:
+    """`--max-cost` is a number of USD, zero or more (inf: no cap); NaN would cap nothing."""
+    if max_cost is not None and not max_cost >= 0:  # `not >=` also refuses NaN
+        raise RunError(f"--max-cost must be a number of USD, 0 or more, not {max_cost}")
+
+
 def check_run_folder(run_dir: Path) -> None:
     """Refuse, before anything is planned, a run folder that a file stands in the way of
     (the folder itself or one of its parents), which `mkdir` would only find after planning."""
@@ -311,6 +317,7 @@ async def run_campaign(
     """
     clock = PhaseClock()
     console = console or Console()
+    check_max_cost(max_cost)
     spec = load_spec(spec_path)
     check_simulator_options(spec, rehearse, faults, sim_url)
     run_dir = Path(out) if out else default_run_dir(spec)

@@ -161,3 +161,18 @@ def test_run_says_in_one_line_when_its_folder_cannot_be_made(
     code, output = invoke("run", str(spec), "--out", str(run_dir))
     assert code == 2, output
     assert_one_clean_line(output, f"cannot make the run folder {run_dir}", "Permission denied")
+
+
+@pytest.mark.parametrize("max_cost", ["-1", "nan", "-inf"])
+def test_run_refuses_a_max_cost_that_caps_nothing_before_planning(
+    tmp_path: Path, max_cost: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_planning(*args: object, **kwargs: object) -> None:
+        raise AssertionError("planned before refusing --max-cost")
+
+    monkeypatch.setattr(runs.pipeline, "_estimate", no_planning)
+    spec = write_spec(tmp_path)
+    code, output = invoke("run", str(spec), f"--max-cost={max_cost}", "--out", str(tmp_path / "r"))
+    assert code == 2, output
+    assert_one_clean_line(output, "--max-cost must be a number of USD, 0 or more", max_cost)
+    assert not (tmp_path / "r").exists()
