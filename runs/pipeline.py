@@ -34,6 +34,7 @@ from providers.batch_registry import batch_client_for
 from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
 from runs.audit import run_audit
+from runs.damaged_files import damage_report
 from runs.design import DesignChanged, freeze_design
 from runs.memory import release_heap
 from runs.phases import PhaseClock
@@ -333,7 +334,7 @@ async def run_campaign(
     if figure_workers is not None and _queries_asked(spec, units, saved) > WORKERS_MAX_QUERIES:
         figure_workers.close()  # before they warm up beside planning (see WORKERS_MAX_QUERIES)
         figure_workers = None
-    with _staged_plan(run_dir, saved is None) as staged:
+    with _staged_plan(run_dir, saved is None) as staged, _damage_named(run_dir):
         writer = staged.writer if staged is not None else None
         lines = saved if saved is not None else _estimate(spec, units, writer, run_dir)
         options = CampaignOptions(
@@ -342,6 +343,18 @@ async def run_campaign(
             figure_workers=figure_workers,
         )  # fmt: skip
         return await _campaign(spec, run_dir, units, lines, saved is None, staged, options)
+
+
+@contextlib.contextmanager
+def _damage_named(run_dir: Path) -> Iterator[None]:
+    """A read of a damaged Parquet file of the folder becomes a `RunError` naming the file."""
+    try:
+        yield
+    except Exception as exc:
+        message = damage_report(run_dir, exc)
+        if message is None:
+            raise
+        raise RunError(message) from exc
 
 
 def _queries_asked(spec: CampaignSpec, units: UnitSource, saved: list[PlanLine] | None) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import NoReturn
 
 import typer
@@ -55,8 +56,9 @@ def common_user_errors() -> tuple[type[BaseException], ...]:
 
 
 @contextlib.contextmanager
-def user_errors(*kinds: type[BaseException]) -> Iterator[None]:
-    """Turn the common user errors and the listed kinds into a one-line message and exit 2."""
+def user_errors(*kinds: type[BaseException], folder: Path | None = None) -> Iterator[None]:
+    """Turn the common user errors and the listed kinds into a one-line message and exit 2;
+    with the run `folder`, a read of a damaged Parquet file of it as well, naming the file."""
     try:
         yield
     except typer.Exit:
@@ -64,6 +66,12 @@ def user_errors(*kinds: type[BaseException]) -> Iterator[None]:
     except Exception as exc:
         if isinstance(exc, (*kinds, *common_user_errors())):
             fail(_describe(exc))
+        if folder is not None:
+            from runs.damaged_files import damage_report
+
+            message = damage_report(folder, exc)
+            if message is not None:
+                fail(message)
         raise
 
 

@@ -21,7 +21,7 @@ def audit(
     """Retry attempts by cause, requests given up, latency, tokens and cost, per model."""
     from runs.audit import render, run_audit
 
-    with user_errors(FileNotFoundError):
+    with user_errors(FileNotFoundError, folder=run_dir):
         report = run_audit(run_dir)
     if as_json:
         import orjson

@@ -32,7 +32,7 @@ def reparse(
 
     Replaces the run's responses; score the run again afterwards to update the scores.
     """
-    with user_errors(FileNotFoundError, LedgerBusy, JournalError):
+    with user_errors(FileNotFoundError, LedgerBusy, JournalError, folder=run_dir):
         summary = run_reparse(run_dir, parser.value)
     if as_json:
         typer.echo(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode())

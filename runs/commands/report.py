@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from runs.commands._errors import fail
+from runs.commands._errors import fail, user_errors
 
 
 def build_report(run_dir: Path, console: Console) -> Path:
@@ -53,10 +53,8 @@ def report(
     if not (run_dir / "scores.parquet").is_file():
         fail(f"{run_dir} has no scores.parquet yet; run the campaign (or resume it) first")
     console = Console()
-    try:
+    with user_errors(SpecError, OSError, folder=run_dir):
         page = build_report(run_dir, console)
-    except (SpecError, OSError) as exc:
-        fail(str(exc))
     console.print(f"report: {page}", highlight=False, soft_wrap=True)
 
 

@@ -24,11 +24,12 @@ _SPEC_HELP = "the campaign spec (default: DIR/spec.toml, frozen when the run sta
 
 
 @contextlib.contextmanager
-def _clean_errors() -> Iterator[None]:
-    """The user errors of every command, a missing file, and a full disk: one line each."""
+def _clean_errors(run_dir: Path) -> Iterator[None]:
+    """The user errors of every command, a missing file, a full disk and a damaged file of
+    the folder: one line each."""
     from engine.durable import DiskFull, is_disk_full
 
-    with user_errors(FileNotFoundError, DiskFull):
+    with user_errors(FileNotFoundError, DiskFull, folder=run_dir):
         try:
             yield
         except OSError as exc:
@@ -52,7 +53,7 @@ def score(
     """Rebuild forecasts.parquet, scores.parquet and averaged.parquet from the kept answers."""
     from runs.scoring_step import score_run
 
-    with _clean_errors():
+    with _clean_errors(run_dir):
         scored = score_run(_load(run_dir, spec_path), run_dir)
     frame = scored.scores
     answered = frame.filter(frame["answered"] > 0)
@@ -71,7 +72,7 @@ def repair(
     beside the stated probabilities, with the Brier change where outcomes are known."""
     from runs.repair_step import repair_run
 
-    with _clean_errors():
+    with _clean_errors(run_dir):
         summary = repair_run(_load(run_dir, spec_path), run_dir)
     line = f"repaired {summary.sets:,} answered sets: {run_dir / 'repaired.parquet'}"
     if summary.with_outcomes:

@@ -115,7 +115,7 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Show a run's progress: done/planned per model, retries by cause, failures, live or died."""
-    with user_errors(FileNotFoundError, JournalError):
+    with user_errors(FileNotFoundError, JournalError, folder=run_dir):
         summary = run_status(run_dir)
     if as_json:
         typer.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())

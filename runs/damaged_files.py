@@ -1,0 +1,71 @@
+"""Name the damaged Parquet files of a run folder after a read of one of them failed.
+
+polars reports a truncated or overwritten Parquet file as a `ComputeError` ("parquet: File out
+of specification ...") without its path, from wherever the read happened. A command that
+meets such an error asks `damage_report` which files of the folder cannot be read, and tells
+the user in one line which ones they are and what, if anything, writes each again. Nothing is
+claimed damaged unless a file of the folder is unreadable when read again here: any other
+error goes on as it was (a bug stays a traceback).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: Files `dutchbook score DIR` (or `repair DIR`) writes again from the kept answers.
+DERIVED = {
+    "forecasts.parquet": "dutchbook score",
+    "scores.parquet": "dutchbook score",
+    "averaged.parquet": "dutchbook score",
+    "repaired.parquet": "dutchbook repair",
+}
+
+
+def looks_like_parquet_damage(exc: BaseException) -> bool:
+    """polars' error for a Parquet file it cannot decode (checked before the folder is read)."""
+    import polars as pl
+
+    return isinstance(exc, pl.exceptions.PolarsError) and "parquet" in str(exc).lower()
+
+
+def unreadable(path: Path) -> str | None:
+    """Why `path` cannot be read as Parquet (footer, then every page), or None if it can."""
+    import polars as pl
+
+    try:
+        pl.read_parquet_schema(path)
+        pl.scan_parquet(path).select(pl.len()).collect()  # the footer's count, no pages read
+        pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return None
+
+
+def damaged_parquet_files(folder: Path) -> dict[Path, str]:
+    """Every Parquet file under `folder` that cannot be read, with polars' reason."""
+    found = {}
+    for path in sorted(folder.rglob("*.parquet")):
+        if path.is_file() and (why := unreadable(path)) is not None:
+            found[path] = why
+    return found
+
+
+def damage_report(folder: Path, exc: BaseException) -> str | None:
+    """One line naming the folder's damaged Parquet files and what to do about each, if `exc`
+    came from one; None when it did not (no file of the folder is unreadable)."""
+    if not looks_like_parquet_damage(exc) or not folder.is_dir():
+        return None
+    damaged = damaged_parquet_files(folder)
+    if not damaged:
+        return None
+    parts = []
+    for path, why in damaged.items():
+        rebuild = DERIVED.get(path.name) if path.parent == folder else None
+        remedy = (
+            f"`{rebuild} {folder}` writes it again"
+            if rebuild
+            else "no command writes it again: restore it from a copy, "
+            "or run the spec into a new folder"
+        )
+        parts.append(f"{path} ({why}; {remedy})")
+    return f"damaged file{'s' if len(parts) > 1 else ''} in the run folder: " + "; ".join(parts)

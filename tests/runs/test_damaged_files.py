@@ -1,0 +1,156 @@
+"""A damaged Parquet file of a run folder ends a command in one line naming the file.
+
+A finished campaign on the simulator (simulated forecasters) is copied for each check and
+one of its files truncated, overwritten or corrupted inside a page, as a failing disk or a
+half-finished copy leaves them. Before, each command ended in polars' traceback, which names
+no file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from runs.cli import app
+from runs.damaged_files import damage_report, damaged_parquet_files
+from runs.pipeline import run_campaign
+
+SPEC = """
+name = "damaged"
+seed = 9
+[data]
+stock_days = 2
+[[models]]
+name = "m"
+provider = "sim"
+model = "sim-noisy"
+[[arms]]
+name = "baseline"
+"""
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("damaged")
+    spec = root / "damaged.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    out = root / "run"
+    console = Console(file=open(root / "console.txt", "w"), width=200)  # noqa: SIM115
+    asyncio.run(run_campaign(spec, out, console=console, progress=False))
+    return out
+
+
+@pytest.fixture
+def run_dir(finished: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "run"
+    shutil.copytree(finished, copy)
+    return copy
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:200])
+
+
+def corrupt_the_pages(path: Path) -> None:
+    """Zero every byte between the leading magic and the footer: the footer (schema, row
+    count) still reads, no page does."""
+    data = bytearray(path.read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little")  # its length, before the closing magic
+    end = len(data) - 8 - footer
+    data[4:end] = bytes(end - 4)
+    path.write_bytes(bytes(data))
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.output
+
+
+def one_error_line(output: str) -> str:
+    assert "Traceback" not in output, output
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, output
+    return errors[0]
+
+
+def test_a_healthy_folder_has_no_damaged_file(finished: Path) -> None:
+    assert len(list(finished.rglob("*.parquet"))) >= 6
+    assert damaged_parquet_files(finished) == {}
+
+
+def test_each_kind_of_damage_is_found_and_only_the_damaged_file(run_dir: Path) -> None:
+    shard = sorted((run_dir / "responses").glob("*.parquet"))[0]
+    truncate(run_dir / "plan.parquet")
+    (run_dir / "averaged.parquet").write_bytes(b"not parquet at all")
+    corrupt_the_pages(shard)
+    found = damaged_parquet_files(run_dir)
+    assert sorted(found) == sorted([run_dir / "plan.parquet", run_dir / "averaged.parquet", shard])
+    assert all("parquet" in why.lower() for why in found.values()), found
+
+
+def test_an_error_that_is_not_a_damaged_file_is_left_alone(run_dir: Path) -> None:
+    # Not polars' Parquet error: never diagnosed, whatever the folder holds.
+    truncate(run_dir / "plan.parquet")
+    assert damage_report(run_dir, ValueError("parquet: something")) is None
+    # polars' Parquet error, but every file of the folder reads: not blamed on the folder.
+    healthy = run_dir.parent / "healthy"
+    shutil.copytree(run_dir, healthy)
+    (healthy / "plan.parquet").unlink()
+    error = pl.exceptions.ComputeError("parquet: File out of specification: elsewhere")
+    assert damage_report(healthy, error) is None
+
+
+def test_report_names_a_damaged_scores_file_and_score_writes_it_again(run_dir: Path) -> None:
+    truncate(run_dir / "scores.parquet")
+    code, output = invoke("report", str(run_dir))
+    assert code == 2, output
+    line = one_error_line(output)
+    assert f"{run_dir / 'scores.parquet'} (parquet:" in line, line
+    assert f"`dutchbook score {run_dir}` writes it again" in line, line
+    code, output = invoke("score", str(run_dir))
+    assert code == 0, output
+    assert damaged_parquet_files(run_dir) == {}
+    code, output = invoke("report", str(run_dir))
+    assert code == 0 and "report: " in output, output
+
+
+@pytest.mark.parametrize(
+    ("command", "shards"), [("status", "attempts"), ("audit", "attempts"), ("score", "responses")]
+)
+def test_folder_commands_name_a_damaged_shard(run_dir: Path, command: str, shards: str) -> None:
+    shard = sorted((run_dir / shards).glob("*.parquet"))[0]
+    truncate(shard)
+    code, output = invoke(command, str(run_dir))
+    assert code == 2, output
+    line = one_error_line(output)
+    assert f"damaged file in the run folder: {shard} (parquet:" in line, line
+    assert "no command writes it again" in line, line
+
+
+def test_reparse_names_a_shard_damaged_inside_its_pages(run_dir: Path) -> None:
+    shard = sorted((run_dir / "responses").glob("*.parquet"))[0]
+    corrupt_the_pages(shard)
+    code, output = invoke("reparse", str(run_dir), "--parser", "strict")
+    assert code == 2, output
+    assert f"{shard} (parquet:" in one_error_line(output)
+
+
+def test_a_resume_names_a_damaged_plan_and_sends_nothing(run_dir: Path) -> None:
+    truncate(run_dir / "plan.parquet")
+    attempts_before = sorted(p.name for p in (run_dir / "attempts").iterdir())
+    spec = run_dir.parent / "damaged.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    code, output = invoke("run", str(spec), "--out", str(run_dir))
+    assert code == 2, output
+    line = one_error_line(output)
+    assert f"{run_dir / 'plan.parquet'} (parquet:" in line, line
+    assert "restore it from a copy, or run the spec into a new folder" in line, line
+    assert sorted(p.name for p in (run_dir / "attempts").iterdir()) == attempts_before
+    assert not (run_dir / "run.pid").exists()
