@@ -243,12 +243,46 @@ def queries_before_sharing(spec: CampaignSpec, units: UnitSource) -> int:
     """How many queries the spec asks for, counting a query two arms share twice: an upper
     bound of the plan's rows, known without rendering a prompt (milliseconds where planning
     the paper's campaign takes seconds)."""
-    total = 0
-    for entry in spec.arms:
+    return sum(count for _, count in _queries_by_arm(spec, units))
+
+
+def _queries_by_arm(spec: CampaignSpec, units: UnitSource) -> list[tuple[str, int]]:
+    """Each arm entry's description (for a message) and its queries over passes and models."""
+    counts = []
+    for index, entry in enumerate(spec.arms):
         arm = arm_of(entry, spec)
         per_pass = sum(arm.query_count(unit) for unit in units.for_arm(arm, check=False))
-        total += per_pass * entry.passes * len(spec.models_for(entry))
-    return total
+        models = len(spec.models_for(entry))
+        what = (
+            f"arms[{index}] ({entry.name}): {entry.passes:,} passes x {per_pass:,} queries x "
+            f"{models} model{'s' if models != 1 else ''}"
+        )
+        counts.append((what, per_pass * entry.passes * models))
+    return counts
+
+
+#: The most queries one campaign may ask: a guard against a typo such as `passes =
+#: 1000000000`, which would otherwise plan for weeks in silence. Far above the paper's sweep
+#: (365,100 queries, planned in about 20 s on the development machine, 2 cores); planning
+#: this many would take about 40 minutes there.
+MAX_CAMPAIGN_QUERIES = 50_000_000
+
+
+class CampaignTooLarge(ValueError):
+    """A spec asking more than `MAX_CAMPAIGN_QUERIES` queries (nothing was planned)."""
+
+
+def check_campaign_size(spec: CampaignSpec, units: UnitSource) -> None:
+    """Refuse, before rendering a prompt, a campaign above `MAX_CAMPAIGN_QUERIES`."""
+    counts = _queries_by_arm(spec, units)
+    total = sum(count for _, count in counts)
+    if total > MAX_CAMPAIGN_QUERIES:
+        largest = max(counts, key=lambda pair: pair[1])[0]
+        raise CampaignTooLarge(
+            f"{spec.name} asks {total:,} queries, more than the {MAX_CAMPAIGN_QUERIES:,} a "
+            f"campaign may ask (the paper's sweep asks 365,100); the largest is {largest}: "
+            "check its passes and [data], or split the campaign into several specs"
+        )
 
 
 def write_plan(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None) -> Path:
@@ -298,6 +332,7 @@ def estimate(
     pass); it needs every arm rendered, so a spec with such arms raises ValueError.
     """
     units = units or UnitSource.from_spec(spec)
+    check_campaign_size(spec, units)
     counters = {
         m.name: token_estimator(m.tokenizer, fold_system=m.fold_system) for m in spec.models
     }

@@ -23,6 +23,7 @@ from runs.commands._errors import fail, user_errors
 from runs.figure_workers import FigureWorkerDied, FigureWorkers
 from runs.memory import imports_frozen
 from runs.pipeline import INTERRUPTED_MESSAGE, RunBusy, RunError, run_campaign
+from runs.planner import CampaignTooLarge
 
 #: Exit status after an interrupt: what a shell reports for a command killed by SIGINT.
 EXIT_INTERRUPTED = 130
@@ -83,7 +84,7 @@ def run(
     try:
         # Started first, so that the workers import matplotlib while this process plans.
         with (
-            user_errors(RunError, FileNotFoundError),
+            user_errors(RunError, FileNotFoundError, CampaignTooLarge),
             imports_frozen(),
             FigureWorkers() as workers,
         ):

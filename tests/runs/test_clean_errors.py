@@ -16,9 +16,12 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import runs.pipeline
+import runs.planner
 from engine.lanes import LaneStats
 from engine.progress import render
 from runs.cli import app
+from runs.spec import load_spec
+from runs.units import UnitSource
 
 SPEC = """
 name = "clean"
@@ -176,3 +179,33 @@ def test_run_refuses_a_max_cost_that_caps_nothing_before_planning(
     assert code == 2, output
     assert_one_clean_line(output, "--max-cost must be a number of USD, 0 or more", max_cost)
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_a_campaign_too_large_to_plan_is_refused_at_once(tmp_path: Path, command: str) -> None:
+    spec = write_spec(tmp_path)
+    spec.write_text(spec.read_text(encoding="utf-8") + "passes = 1000000000\n", encoding="utf-8")
+    args = [command, str(spec)] + (["--out", str(tmp_path / "r")] if command == "run" else [])
+    code, output = invoke(*args)  # before the guard: planned for weeks in silence
+    assert code == 2, output
+    assert_one_clean_line(
+        output,
+        "more than the 50,000,000 a campaign may ask",
+        "arms[0] (baseline): 1,000,000,000 passes x ",
+        "check its passes and [data]",
+    )
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_size_guard_admits_a_campaign_at_the_limit_and_refuses_one_above(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = load_spec(write_spec(tmp_path))
+    units = UnitSource.from_spec(spec)
+    asked = runs.planner.queries_before_sharing(spec, units)
+    assert asked > 0
+    monkeypatch.setattr(runs.planner, "MAX_CAMPAIGN_QUERIES", asked)
+    runs.planner.check_campaign_size(spec, units)
+    monkeypatch.setattr(runs.planner, "MAX_CAMPAIGN_QUERIES", asked - 1)
+    with pytest.raises(runs.planner.CampaignTooLarge, match=f"asks {asked:,} queries"):
+        runs.planner.check_campaign_size(spec, units)
