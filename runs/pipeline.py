@@ -28,7 +28,7 @@ from rich.console import Console
 from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import DiskFull, is_disk_full
 from engine.ledger import LedgerBusy
-from engine.runlock import acquire_lock, clear_pid, release_lock, write_pid
+from engine.runlock import clear_pid, release_lock, write_pid
 from panels.arms import ARMS
 from providers.batch_registry import batch_client_for
 from providers.registry import adapter_for
@@ -36,6 +36,8 @@ from providers.types import ConfigError, ModelConfig
 from runs.audit import run_audit
 from runs.damaged_files import damage_report
 from runs.design import DesignChanged, freeze_design
+from runs.folder_lock import FolderBusy
+from runs.folder_lock import take_folder_lock as lock_folder
 from runs.memory import release_heap
 from runs.phases import PhaseClock
 from runs.plan_estimate import resumed_estimate, save_estimate
@@ -463,9 +465,9 @@ def take_folder_lock(run_dir: Path) -> int:
     second run is told the folder is busy before it writes a byte. The pid file says who.
     """
     try:
-        fd = acquire_lock(run_dir, run_dir)
-    except LedgerBusy as exc:
-        raise RunBusy(f"{exc}; let it finish, or stop it, then run again") from None
+        fd = lock_folder(run_dir, "let it finish, or stop it, then run again")
+    except FolderBusy as exc:
+        raise RunBusy(str(exc)) from None
     write_pid(run_dir)
     return fd
 

@@ -64,6 +64,10 @@ def user_errors(*kinds: type[BaseException], folder: Path | None = None) -> Iter
     except typer.Exit:
         raise
     except Exception as exc:
+        from runs.folder_lock import EXIT_BUSY, FolderBusy
+
+        if isinstance(exc, FolderBusy):  # another process holds the run folder
+            fail(str(exc), EXIT_BUSY)
         if isinstance(exc, (*kinds, *common_user_errors())):
             fail(_describe(exc))
         if folder is not None:

@@ -14,6 +14,7 @@ from engine.journal import JournalError
 from engine.ledger import LedgerBusy
 from engine.reparse import reparse as run_reparse
 from runs.commands._errors import user_errors
+from runs.folder_lock import folder_held
 
 
 class Parser(StrEnum):
@@ -32,7 +33,10 @@ def reparse(
 
     Replaces the run's responses; score the run again afterwards to update the scores.
     """
-    with user_errors(FileNotFoundError, LedgerBusy, JournalError, folder=run_dir):
+    with (
+        user_errors(FileNotFoundError, LedgerBusy, JournalError, folder=run_dir),
+        folder_held(run_dir, "reparse"),
+    ):
         summary = run_reparse(run_dir, parser.value)
     if as_json:
         typer.echo(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode())

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runs.commands._errors import fail, user_errors
+from runs.folder_lock import folder_held
 
 if TYPE_CHECKING:
     from runs.spec import CampaignSpec
@@ -54,7 +55,9 @@ def score(
     from runs.scoring_step import score_run
 
     with _clean_errors(run_dir):
-        scored = score_run(_load(run_dir, spec_path), run_dir)
+        spec = _load(run_dir, spec_path)
+        with folder_held(run_dir, "score"):
+            scored = score_run(spec, run_dir)
     frame = scored.scores
     answered = frame.filter(frame["answered"] > 0)
     typer.echo(
@@ -73,7 +76,9 @@ def repair(
     from runs.repair_step import repair_run
 
     with _clean_errors(run_dir):
-        summary = repair_run(_load(run_dir, spec_path), run_dir)
+        spec = _load(run_dir, spec_path)
+        with folder_held(run_dir, "repair"):
+            summary = repair_run(spec, run_dir)
     line = f"repaired {summary.sets:,} answered sets: {run_dir / 'repaired.parquet'}"
     if summary.with_outcomes:
         line += (

@@ -7,6 +7,7 @@ the loser failed with a missing-file message or a polars traceback.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,73 @@ def test_the_run_reads_as_live_while_it_scores_and_reports(
     assert isinstance(info, dict) and info["pid"] == os.getpid() and info["alive"]
     assert seen["state"] == "live"
     assert not (out / "run.pid").exists()  # cleared once the run ended
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("finished")
+    spec = root / "spec.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(root / "out")])
+    assert result.exit_code == 0, result.output
+    return root / "out"
+
+
+def _contents(folder: Path) -> dict[str, bytes]:
+    skip = {".lock", "run.pid"}
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name not in skip
+    }
+
+
+@pytest.mark.parametrize("command", ["score", "repair", "reparse", "report"])
+def test_a_command_that_rewrites_a_run_refuses_a_folder_a_live_run_holds(
+    finished: Path, tmp_path: Path, command: str
+) -> None:
+    # Before, each ran beside the live run: a `score` started during dispatch and ending after
+    # the run's own scoring left partial scores in place of the complete ones.
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    before = _contents(out)
+    fd = acquire_lock(out, out)  # a live run, as far as the command can tell (a different fd)
+    write_pid(out)
+    try:
+        result = CliRunner().invoke(app, [command, str(out)])
+    finally:
+        release_lock(fd)
+        (out / "run.pid").unlink()
+    assert result.exit_code == 5, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.output
+    assert f"being written by another process (pid {os.getpid()})" in errors[0]
+    assert f"then run `dutchbook {command}` again" in errors[0]
+    assert _contents(out) == before
+    again = CliRunner().invoke(app, [command, str(out)])  # the folder free again: it runs
+    assert again.exit_code == 0, again.output
+
+
+def test_while_score_holds_the_folder_a_run_is_refused_and_status_says_not_live(
+    finished: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import runs.scoring_step
+
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    seen: dict[str, object] = {}
+    score_run = runs.scoring_step.score_run
+
+    def scoring(*args: object, **kwargs: object) -> object:
+        with pytest.raises(LedgerBusy, match=r"being written by another process$"):
+            acquire_lock(out, out)  # what `dutchbook run` on the folder is told (no pid)
+        seen["pid"] = read_pid(out)
+        seen["state"] = status(out)["state"]
+        return score_run(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runs.scoring_step, "score_run", scoring)
+    result = CliRunner().invoke(app, ["score", str(out)])
+    assert result.exit_code == 0, result.output
+    assert seen == {"pid": None, "state": "finished"}
+    fd = acquire_lock(out, out)  # released when the command ended
+    release_lock(fd)

@@ -1,0 +1,47 @@
+"""The run folder's lock (`run_dir/.lock`): one process rewrites a run's files at a time.
+
+`dutchbook run` holds it from before planning to the end of its report, and writes its pid
+beside it. The commands that rewrite what a run writes (`score`, `repair`, `reparse`,
+`report`) hold it too, without a pid file (they are not runs: `status` must not call the
+folder live for them), so that none of them interleaves with a live run or with another of
+them: a `score` started during dispatch and ending after the run's own scoring would
+otherwise leave partial scores in place of the complete ones. A second writer is refused in
+one line, exit 5, naming the live run's pid when there is one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from engine.runlock import LedgerBusy, acquire_lock, release_lock
+
+#: Exit status of a command refused because another process holds the folder (as `run`'s).
+EXIT_BUSY = 5
+
+
+class FolderBusy(LedgerBusy):
+    """Another process holds the run folder; the message says who and what to do."""
+
+
+def take_folder_lock(run_dir: Path, then: str) -> int:
+    """The folder's lock (an open descriptor), or `FolderBusy` ending in `then`."""
+    try:
+        return acquire_lock(run_dir, run_dir)
+    except LedgerBusy as exc:
+        raise FolderBusy(f"{exc}; {then}") from None
+
+
+@contextlib.contextmanager
+def folder_held(run_dir: Path, command: str) -> Iterator[None]:
+    """The folder's lock held for `dutchbook <command>` (a folder that does not exist is
+    left to the command to refuse: nothing is created here)."""
+    if not run_dir.is_dir():
+        yield
+        return
+    fd = take_folder_lock(run_dir, f"let it finish, then run `dutchbook {command}` again")
+    try:
+        yield
+    finally:
+        release_lock(fd)
