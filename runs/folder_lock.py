@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from engine.runlock import LedgerBusy, acquire_lock, release_lock
+from runs.leftovers import remove_folder_scratch
 
 #: Exit status of a command refused because another process holds the folder (as `run`'s).
 EXIT_BUSY = 5
@@ -26,11 +27,14 @@ class FolderBusy(LedgerBusy):
 
 
 def take_folder_lock(run_dir: Path, then: str) -> int:
-    """The folder's lock (an open descriptor), or `FolderBusy` ending in `then`."""
+    """The folder's lock (an open descriptor), or `FolderBusy` ending in `then`; the scratch
+    a killed holder left in the folder is removed once the lock is held."""
     try:
-        return acquire_lock(run_dir, run_dir)
+        fd = acquire_lock(run_dir, run_dir)
     except LedgerBusy as exc:
         raise FolderBusy(f"{exc}; {then}") from None
+    remove_folder_scratch(run_dir)
+    return fd
 
 
 @contextlib.contextmanager

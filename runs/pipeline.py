@@ -38,6 +38,7 @@ from runs.damaged_files import damage_report
 from runs.design import DesignChanged, freeze_design
 from runs.folder_lock import FolderBusy
 from runs.folder_lock import take_folder_lock as lock_folder
+from runs.leftovers import remove_orphaned_scratch, scratch_folder
 from runs.memory import release_heap
 from runs.phases import PhaseClock
 from runs.plan_estimate import resumed_estimate, save_estimate
@@ -325,6 +326,7 @@ async def run_campaign(
     check_simulator_options(spec, rehearse, faults, sim_url)
     run_dir = Path(out) if out else default_run_dir(spec)
     check_run_folder(run_dir)
+    remove_orphaned_scratch()  # what runs killed before left in the temporary folder
     units = UnitSource.from_spec(spec)
     for entry in spec.arms:
         units.check_requirements(ARMS[entry.name])
@@ -390,7 +392,7 @@ def _staged_plan(run_dir: Path, rendering: bool) -> Iterator[StagedPlan | None]:
     if not rendering or (run_dir / "plan.parquet").exists():
         yield None
         return
-    folder = tempfile.TemporaryDirectory(prefix="dutchbook-plan-")
+    folder = scratch_folder("plan")
     staged = StagedPlan(PlanWriter(Path(folder.name)), folder)
     try:
         yield staged
@@ -558,7 +560,7 @@ async def _dispatch_campaign(
     by `signals`; None after a second signal cancelled it."""
     # The simulator's fake credentials (a service-account key among them) live in a temporary
     # folder, never in the run folder, which users share.
-    with tempfile.TemporaryDirectory(prefix="dutchbook-sim-") as sim_workdir:
+    with scratch_folder("sim") as sim_workdir:
         rehearse, sim_credentials = options.rehearse, options.sim_credentials
         async with simulator_if_needed(
             spec, rehearse, sim_credentials, faults=options.faults, sim_url=options.sim_url,
