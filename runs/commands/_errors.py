@@ -21,6 +21,8 @@ _stderr = Console(stderr=True, highlight=False)
 
 #: Exit status of a user error: nothing was sent, fix the input and run again.
 EXIT_USER_ERROR = 2
+#: Exit status after Ctrl-C: what a shell reports for a command killed by SIGINT.
+EXIT_INTERRUPTED = 130
 
 
 def fail(message: str, code: int = EXIT_USER_ERROR) -> NoReturn:
@@ -77,6 +79,18 @@ def user_errors(*kinds: type[BaseException], folder: Path | None = None) -> Iter
             if message is not None:
                 fail(message)
         raise
+
+
+@contextlib.contextmanager
+def interrupt_says_rerun() -> Iterator[None]:
+    """Ctrl-C ends the command in one line and exit 130, saying to run it again (typer alone
+    exits 130 without a word): the command writes its files again from the kept answers, so
+    a second run finishes what the first began."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        typer.echo("interrupted — run the same command again to finish", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def _describe(exc: BaseException) -> str:

@@ -13,7 +13,7 @@ from rich.console import Console
 from engine.journal import JournalError
 from engine.ledger import LedgerBusy
 from engine.reparse import reparse as run_reparse
-from runs.commands._errors import user_errors
+from runs.commands._errors import interrupt_says_rerun, user_errors
 from runs.folder_lock import folder_held
 
 
@@ -34,6 +34,7 @@ def reparse(
     Replaces the run's responses; score the run again afterwards to update the scores.
     """
     with (
+        interrupt_says_rerun(),
         user_errors(FileNotFoundError, LedgerBusy, JournalError, folder=run_dir),
         folder_held(run_dir, "reparse"),
     ):

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from runs.commands._errors import fail, user_errors
+from runs.commands._errors import fail, interrupt_says_rerun, user_errors
 from runs.folder_lock import folder_held
 
 
@@ -54,7 +54,11 @@ def report(
     if not (run_dir / "scores.parquet").is_file():
         fail(f"{run_dir} has no scores.parquet yet; run the campaign (or resume it) first")
     console = Console()
-    with user_errors(SpecError, OSError, folder=run_dir), folder_held(run_dir, "report"):
+    with (
+        interrupt_says_rerun(),
+        user_errors(SpecError, OSError, folder=run_dir),
+        folder_held(run_dir, "report"),
+    ):
         page = build_report(run_dir, console)
     console.print(f"report: {page}", highlight=False, soft_wrap=True)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from runs.commands._errors import fail, user_errors
+from runs.commands._errors import fail, interrupt_says_rerun, user_errors
 from runs.folder_lock import folder_held
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def score(
     """Rebuild forecasts.parquet, scores.parquet and averaged.parquet from the kept answers."""
     from runs.scoring_step import score_run
 
-    with _clean_errors(run_dir):
+    with interrupt_says_rerun(), _clean_errors(run_dir):
         spec = _load(run_dir, spec_path)
         with folder_held(run_dir, "score"):
             scored = score_run(spec, run_dir)
@@ -75,7 +75,7 @@ def repair(
     beside the stated probabilities, with the Brier change where outcomes are known."""
     from runs.repair_step import repair_run
 
-    with _clean_errors(run_dir):
+    with interrupt_says_rerun(), _clean_errors(run_dir):
         spec = _load(run_dir, spec_path)
         with folder_held(run_dir, "repair"):
             summary = repair_run(spec, run_dir)

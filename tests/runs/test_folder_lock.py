@@ -6,6 +6,7 @@ the loser failed with a missing-file message or a polars traceback.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -177,3 +178,36 @@ def test_while_score_holds_the_folder_a_run_is_refused_and_status_says_not_live(
     assert seen == {"pid": None, "state": "finished"}
     fd = acquire_lock(out, out)  # released when the command ended
     release_lock(fd)
+
+
+@pytest.mark.parametrize(
+    ("command", "module", "work"),
+    [
+        ("score", "runs.scoring_step", "score_run"),
+        ("repair", "runs.repair_step", "repair_run"),
+        ("reparse", "runs.commands.reparse", "run_reparse"),
+        ("report", "runs.commands.report", "build_report"),
+    ],
+)
+def test_ctrl_c_ends_a_folder_command_in_one_line_and_frees_the_folder(
+    finished: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    module: str,
+    work: str,
+) -> None:
+    # Before, typer turned Ctrl-C into exit 130 without a word.
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module(module), work, interrupted)
+    result = CliRunner().invoke(app, [command, str(out)])
+    assert result.exit_code == 130, result.output
+    assert result.output.strip().splitlines() == [
+        "interrupted — run the same command again to finish"
+    ]
+    release_lock(acquire_lock(out, out))  # the folder's lock went with the command
