@@ -10,9 +10,9 @@ signature) when they exist, since a bookie can win there too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -31,12 +31,44 @@ class Atom:
     their worlds in space order.
     """
 
-    outcomes: tuple[Mapping[str, Any], ...]
+    outcomes: Sequence[Mapping[str, Any]]
     positions: tuple[int, ...]
 
     @property
     def representative(self) -> Mapping[str, Any]:
         return self.outcomes[0]
+
+
+class _Worlds(Sequence[Mapping[str, Any]]):
+    """An atom's worlds, each rebuilt from its position when read: a space of 2^20 worlds
+    (`Panel.from_truth_table`) would otherwise hold a million dicts. Equal to any sequence
+    of the same worlds, as the tuple `from_space` keeps."""
+
+    __slots__ = ("_positions", "_world")
+
+    def __init__(self, positions: tuple[int, ...], world: Callable[[int], Mapping[str, Any]]):
+        self._positions = positions
+        self._world = world
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, index: int) -> Mapping[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Mapping[str, Any], ...]: ...
+    def __getitem__(self, index: int | slice) -> Mapping[str, Any] | tuple[Mapping[str, Any], ...]:
+        if isinstance(index, slice):
+            return tuple(self._world(p) for p in self._positions[index])
+        return self._world(self._positions[index])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or len(other) != len(self):
+            return False
+        return all(mine == theirs for mine, theirs in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
 
 
 def _first(item: tuple[int, Mapping[str, Any]]) -> int:
@@ -106,6 +138,40 @@ class Panel:
             raise ValueError("the outcome space is empty: no world satisfies the constraints")
         incidence = np.stack(columns, axis=1)
         return cls(events, incidence, [_atom(group) for group in members])
+
+    @classmethod
+    def from_truth_table(
+        cls,
+        events: Iterable[Event],
+        holds: npt.NDArray[np.bool_],
+        world: Callable[[int], Mapping[str, Any]],
+    ) -> Panel:
+        """The panel `from_space` derives, from `holds[e, w]`, whether event `e` holds in the
+        space's `w`-th world (its enumeration order), computed elsewhere all at once: one
+        event at a time in Python, `dutchbook check`'s 2^20 worlds took minutes. `world(w)`
+        rebuilds the `w`-th world when an atom's `outcomes` are read."""
+        events = tuple(events)
+        holds = np.asarray(holds, dtype=bool)
+        if holds.ndim != 2 or holds.shape[0] != len(events):
+            raise ValueError(f"holds has shape {holds.shape}, not ({len(events)} events, worlds)")
+        n_worlds = holds.shape[1]
+        if n_worlds == 0:
+            raise ValueError("the outcome space is empty: no world satisfies the constraints")
+        # One fixed-width key per world (its signature's bits), so np.unique groups worlds.
+        packed = np.packbits(holds, axis=0) if len(events) else np.zeros((1, n_worlds), np.uint8)
+        keys = np.ascontiguousarray(packed.T).view(np.dtype((np.void, packed.shape[0]))).ravel()
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")  # atoms by their first world, as from_space
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        atom_of = rank[inverse.ravel()]
+        by_atom = np.argsort(atom_of, kind="stable")  # each atom's worlds stay in space order
+        bounds = np.cumsum(np.bincount(atom_of, minlength=order.size))[:-1]
+        atoms = []
+        for positions in np.split(by_atom, bounds):
+            kept = tuple(positions.tolist())
+            atoms.append(Atom(_Worlds(kept, world), kept))
+        return cls(events, holds[:, first[order]].astype(np.uint8), atoms)
 
     # -- basic views -------------------------------------------------------------------
     @property

@@ -34,8 +34,7 @@ from rich.table import Table
 
 from panels.algebra import Panel
 from panels.events import Event
-from panels.formula import RESERVED, Formula, FormulaError, parse
-from panels.space import OutcomeSpace
+from panels.formula import RESERVED, Formula, FormulaError, parse, truth_table
 from runs.commands._errors import fail
 
 FloatArray = npt.NDArray[np.float64]
@@ -152,15 +151,16 @@ def _propositional(name: str, raw: Mapping[str, Any]) -> CheckInput:
         _formula(name, f"constraint {n + 1}", text, names) for n, text in enumerate(constraints_raw)
     ]
     tables = _event_tables(name, raw, "formula")
-    events, probs = [], []
+    events, formulas, probs = [], [], []
     for entry in tables:
         formula = _formula(name, f"event {entry['id']!r}", entry["formula"], names)
         text = entry.get("text", entry["formula"])
         events.append(Event(entry["id"], text, formula.evaluate))
+        formulas.append(formula)
         probs.append(_probability(name, entry["id"], entry["p"]))
-    space = OutcomeSpace({v: (False, True) for v in names}, [c.evaluate for c in constraints])
+    holds, world = _truth_tables(names, constraints, formulas)
     try:
-        panel = Panel.from_space(space, events)
+        panel = Panel.from_truth_table(events, holds, world)
     except ValueError:
         raise CheckInputError(f"{name}: the constraints leave no possible world") from None
 
@@ -171,6 +171,31 @@ def _propositional(name: str, raw: Mapping[str, Any]) -> CheckInput:
         return first + (f" (and {more} more world{'s' if more > 1 else ''})" if more else "")
 
     return _checked(name, panel, probs, describe, "its formula is impossible")
+
+
+def _truth_tables(
+    names: tuple[str, ...], constraints: list[Formula], formulas: list[Formula]
+) -> tuple[npt.NDArray[np.bool_], Callable[[int], dict[str, bool]]]:
+    """Each formula's truth in every possible world (`holds[event, world]`), and a world
+    rebuilt from its position: all worlds at once, in `OutcomeSpace`'s order ({False, True}
+    per variable, the last varying fastest), which `Panel.from_space` would walk one by one."""
+    codes = np.arange(1 << len(names), dtype=np.uint32)
+    shifts = {v: len(names) - 1 - i for i, v in enumerate(names)}
+    columns = {v: ((codes >> shift) & 1).astype(bool) for v, shift in shifts.items()}
+    possible = np.ones(codes.size, dtype=bool)
+    for constraint in constraints:
+        possible &= truth_table(constraint.root, columns)
+    codes = codes[possible]
+    columns = {v: column[possible] for v, column in columns.items()}
+    holds = np.zeros((len(formulas), codes.size), dtype=bool)
+    for row, formula in enumerate(formulas):
+        holds[row] = truth_table(formula.root, columns)
+
+    def world(position: int) -> dict[str, bool]:
+        code = int(codes[position])
+        return {v: bool((code >> shift) & 1) for v, shift in shifts.items()}
+
+    return holds, world
 
 
 def _explicit_atoms(name: str, raw: Mapping[str, Any]) -> CheckInput:
@@ -191,7 +216,10 @@ def _explicit_atoms(name: str, raw: Mapping[str, Any]) -> CheckInput:
         chosen = frozenset(members)
         events.append(Event(event_id, entry.get("text", event_id), _member_of(chosen)))
         probs.append(_probability(name, event_id, entry["p"]))
-    panel = Panel.from_space(OutcomeSpace({"atom": tuple(range(m))}), events)
+    holds = np.zeros((len(events), m), dtype=bool)
+    for row, entry in enumerate(tables):
+        holds[row, entry["atoms"]] = True
+    panel = Panel.from_truth_table(events, holds, lambda position: {"atom": position})
 
     def describe(atom: int) -> str:
         indices = [str(world["atom"]) for world in panel.atoms[atom].outcomes]
