@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,19 +26,38 @@ if TYPE_CHECKING:
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
-def is_disk_full(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+#: How polars words a write that failed for want of space: it raises its own error types,
+#: with the operating system's message and number in the text, not an `OSError`.
+_POLARS_DISK_FULL = tuple(
+    text for code in sorted(DISK_FULL_ERRNOS) for text in (os.strerror(code), f"(os error {code})")
+)
+
+
+def is_disk_full(exc: BaseException, folder: Path | None = None) -> bool:
+    """ENOSPC or EDQUOT, as an `OSError` or inside a polars error (a Parquet write); given
+    the `folder` written to, also any polars error while its disk has no room left: polars
+    can lose a write's ENOSPC and fail only on reading the truncated file back."""
+    if isinstance(exc, OSError):
+        return exc.errno in DISK_FULL_ERRNOS
+    if not type(exc).__module__.startswith("polars"):
+        return False
+    if any(text in str(exc) for text in _POLARS_DISK_FULL):
+        return True
+    try:
+        return folder is not None and os.statvfs(folder).f_bavail == 0
+    except OSError:
+        return False
 
 
 class DiskFull(RuntimeError):
     """A run folder's write failed for want of space: the run stops starting attempts and
     keeps everything already written; freeing space and running again resumes."""
 
-    def __init__(self, where: Path | str, error: OSError) -> None:
-        self.where = Path(error.filename) if error.filename else Path(where)
-        super().__init__(
-            f"disk full: no space left for {self.where} ({error.strerror or error})"
-        )
+    def __init__(self, where: Path | str, error: BaseException) -> None:
+        filename = getattr(error, "filename", None)
+        self.where = Path(filename) if filename else Path(where)
+        reason = getattr(error, "strerror", None) or os.strerror(errno.ENOSPC)
+        super().__init__(f"disk full: no space left for {self.where} ({reason})")
 
 
 def fsync_path(path: Path) -> None:
@@ -75,15 +95,28 @@ def commit_file(tmp: Path, target: Path, *, sync: bool = True) -> None:
 def write_bytes_atomic(target: Path, data: bytes, *, sync: bool = True) -> None:
     """Replace `target` with `data`, all or nothing (see `commit_file` for `sync`)."""
     tmp = temp_path(target)
-    tmp.write_bytes(data)
-    commit_file(tmp, target, sync=sync)
+    with _removed_on_failure(tmp):
+        tmp.write_bytes(data)
+        commit_file(tmp, target, sync=sync)
 
 
 def write_atomic(frame: pl.DataFrame, target: Path) -> None:
     """Write `frame` as the Parquet file `target`, durably: all there or absent."""
     tmp = temp_path(target)
-    frame.write_parquet(tmp)
-    commit_file(tmp, target)
+    with _removed_on_failure(tmp):
+        frame.write_parquet(tmp)
+        commit_file(tmp, target)
+
+
+@contextlib.contextmanager
+def _removed_on_failure(tmp: Path) -> Iterator[None]:
+    """A failed write (a full disk, say) leaves no half-written temporary behind."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def append_record_line(path: Path, record: dict[str, Any]) -> None:

@@ -405,8 +405,8 @@ def _estimate(
 ) -> list[PlanLine]:
     try:
         return estimate(spec, units, plan=staged)
-    except OSError as exc:  # the staged plan's parts ran out of room
-        if not is_disk_full(exc):
+    except Exception as exc:  # the staged plan's parts ran out of room
+        if not is_disk_full(exc):  # (its parts are in the temporary folder, not run_dir)
             raise
         raise DiskFull(run_dir, exc) from exc
 
@@ -450,8 +450,8 @@ async def _campaign(
         return await _run_locked(
             spec, run_dir, units, plan_summary, lines if rendered else None, staged, options
         )
-    except OSError as exc:  # planning, scoring or the report ran out of room
-        if not is_disk_full(exc):
+    except Exception as exc:  # planning, scoring or the report ran out of room
+        if not is_disk_full(exc, run_dir):
             raise
         raise DiskFull(run_dir, exc) from exc
     finally:
@@ -470,7 +470,13 @@ def take_folder_lock(run_dir: Path) -> int:
         fd = lock_folder(run_dir, "let it finish, or stop it, then run again")
     except FolderBusy as exc:
         raise RunBusy(str(exc)) from None
-    write_pid(run_dir)
+    try:
+        write_pid(run_dir)
+    except OSError as exc:
+        release_lock(fd)
+        if not is_disk_full(exc):
+            raise
+        raise DiskFull(run_dir, exc) from exc
     return fd
 
 

@@ -23,6 +23,8 @@ _stderr = Console(stderr=True, highlight=False)
 EXIT_USER_ERROR = 2
 #: Exit status after Ctrl-C: what a shell reports for a command killed by SIGINT.
 EXIT_INTERRUPTED = 130
+#: Exit status when the disk filled up (every command; `dutchbook run` documents it).
+EXIT_DISK_FULL = 6
 
 
 def fail(message: str, code: int = EXIT_USER_ERROR) -> NoReturn:
@@ -91,6 +93,24 @@ def interrupt_says_rerun() -> Iterator[None]:
     except KeyboardInterrupt:
         typer.echo("interrupted — run the same command again to finish", err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+@contextlib.contextmanager
+def disk_full_says(run_dir: Path) -> Iterator[None]:
+    """A full disk ends the command in one line and exit 6, however the write that failed
+    reported it (an `OSError`, polars' own error, or `DiskFull`): files are replaced whole,
+    so what the folder held before is still there."""
+    from engine.durable import DiskFull, is_disk_full
+
+    try:
+        yield
+    except DiskFull as exc:
+        fail(f"{exc}; free some space and run the same command again", EXIT_DISK_FULL)
+    except Exception as exc:
+        if not is_disk_full(exc, run_dir):
+            raise
+        full = DiskFull(run_dir, exc)
+        fail(f"{full}; free some space and run the same command again", EXIT_DISK_FULL)
 
 
 def _describe(exc: BaseException) -> str:

@@ -13,7 +13,7 @@ from rich.console import Console
 from engine.journal import JournalError
 from engine.ledger import LedgerBusy
 from engine.reparse import reparse as run_reparse
-from runs.commands._errors import interrupt_says_rerun, user_errors
+from runs.commands._errors import disk_full_says, interrupt_says_rerun, user_errors
 from runs.folder_lock import folder_held
 
 
@@ -36,6 +36,7 @@ def reparse(
     with (
         interrupt_says_rerun(),
         user_errors(FileNotFoundError, LedgerBusy, JournalError, folder=run_dir),
+        disk_full_says(run_dir),
         folder_held(run_dir, "reparse"),
     ):
         summary = run_reparse(run_dir, parser.value)

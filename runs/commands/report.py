@@ -13,7 +13,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from runs.commands._errors import fail, interrupt_says_rerun, user_errors
+from runs.commands._errors import (
+    disk_full_says,
+    fail,
+    interrupt_says_rerun,
+    user_errors,
+)
 from runs.folder_lock import folder_held
 
 
@@ -57,6 +62,7 @@ def report(
     with (
         interrupt_says_rerun(),
         user_errors(SpecError, OSError, folder=run_dir),
+        disk_full_says(run_dir),
         folder_held(run_dir, "report"),
     ):
         page = build_report(run_dir, console)

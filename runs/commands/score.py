@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from runs.commands._errors import fail, interrupt_says_rerun, user_errors
+from runs.commands._errors import disk_full_says, fail, interrupt_says_rerun, user_errors
 from runs.folder_lock import folder_held
 
 if TYPE_CHECKING:
@@ -28,15 +28,8 @@ _SPEC_HELP = "the campaign spec (default: DIR/spec.toml, frozen when the run sta
 def _clean_errors(run_dir: Path) -> Iterator[None]:
     """The user errors of every command, a missing file, a full disk and a damaged file of
     the folder: one line each."""
-    from engine.durable import DiskFull, is_disk_full
-
-    with user_errors(FileNotFoundError, DiskFull, folder=run_dir):
-        try:
-            yield
-        except OSError as exc:
-            if not is_disk_full(exc):
-                raise
-            raise DiskFull(exc.filename or ".", exc) from exc
+    with user_errors(FileNotFoundError, folder=run_dir), disk_full_says(run_dir):
+        yield
 
 
 def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:

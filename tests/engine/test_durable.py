@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import polars as pl
@@ -33,6 +35,54 @@ def test_a_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         durable.commit_file(durable.temp_path(target), target)  # nothing was written
     assert target.read_bytes() == b"old"
+
+
+def test_a_write_that_fails_on_a_full_disk_leaves_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before, `.run.pid.tmp` (say) stayed beside the target after ENOSPC.
+    target = tmp_path / "run.pid"
+    durable.write_bytes_atomic(target, b"old")
+
+    def no_room(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(durable.os, "replace", no_room)
+    with pytest.raises(OSError, match="No space left"):
+        durable.write_bytes_atomic(target, b"new")
+    with pytest.raises(OSError, match="No space left"):
+        durable.write_atomic(pl.DataFrame({"a": [1]}), tmp_path / "part.parquet")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pid"]
+    assert target.read_bytes() == b"old"
+
+
+def test_is_disk_full_reads_polars_errors_and_a_folder_without_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert durable.is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    assert durable.is_disk_full(OSError(errno.EDQUOT, "Disk quota exceeded"))
+    assert not durable.is_disk_full(OSError(errno.EACCES, "Permission denied"))
+    wrapped = pl.exceptions.ComputeError(
+        "parquet: File out of specification: underlying IO error: No space left on device "
+        "(os error 28)"
+    )
+    assert durable.is_disk_full(wrapped)
+    assert not durable.is_disk_full(ValueError("No space left on device (os error 28)"))
+    truncated = pl.exceptions.ComputeError(
+        "parquet: File out of specification: Invalid thrift: transport error"
+    )
+    assert not durable.is_disk_full(truncated)  # no folder: nothing says the disk is full
+    assert not durable.is_disk_full(truncated, tmp_path)  # this folder's disk has room
+    real_statvfs = os.statvfs
+
+    class Full:
+        f_bavail = 0
+
+    monkeypatch.setattr(
+        durable.os, "statvfs", lambda path: Full() if path == tmp_path else real_statvfs(path)
+    )
+    assert durable.is_disk_full(truncated, tmp_path)
+    assert not durable.is_disk_full(ValueError("Invalid thrift"), tmp_path)  # not polars'
 
 
 @pytest.mark.parametrize(

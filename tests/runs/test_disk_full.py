@@ -121,3 +121,55 @@ def test_a_disk_too_full_to_plan_says_so_and_leaves_no_pid_file(tmp_path: Path) 
         line = one_error_line(result)
         assert "disk full: no space left for" in line and str(out) in line
         assert not (out / "run.pid").exists()
+
+
+def _finished_run_on(disk: Path, spec_path: Path) -> Path:
+    out = disk / "run"
+    result = dutchbook("run", str(spec_path), "--out", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+def _scratch_left(out: Path) -> list[str]:
+    return sorted(p.name for p in out.iterdir() if p.name.startswith(".") and p.name != ".lock")
+
+
+@pytest.mark.parametrize("leave_kb", [8, 40, 120])
+def test_a_disk_that_fills_after_dispatch_ends_the_run_in_one_line(
+    tmp_path: Path, leave_kb: int
+) -> None:
+    # Scoring and the report write through polars, which reports ENOSPC as its own error (or
+    # loses it and fails reading the truncated part back): each ended in a traceback, exit 1.
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(SPEC, encoding="utf-8")
+    with small_tmpfs(tmp_path / "disk", "8m") as disk:
+        out = _finished_run_on(disk, spec_path)
+        for derived in ("scores.parquet", "forecasts.parquet", "averaged.parquet"):
+            (out / derived).unlink()
+        ballast = fill(disk, leave=leave_kb * 1024)
+        result = dutchbook("run", str(spec_path), "--out", str(out))
+        assert result.returncode == 6, result.stdout + result.stderr
+        assert "disk full: no space left for" in one_error_line(result)
+        assert not (out / "run.pid").exists() and _scratch_left(out) == []
+        ballast.unlink()
+        result = dutchbook("run", str(spec_path), "--out", str(out))
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert (out / "scores.parquet").exists() and (out / "report" / "index.html").exists()
+
+
+@pytest.mark.parametrize("command", ["score", "repair", "reparse", "report"])
+def test_a_folder_command_on_a_full_disk_ends_in_one_line(tmp_path: Path, command: str) -> None:
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(SPEC, encoding="utf-8")
+    with small_tmpfs(tmp_path / "disk", "8m") as disk:
+        out = _finished_run_on(disk, spec_path)
+        ballast = fill(disk, leave=0)
+        result = dutchbook(command, str(out))
+        assert result.returncode == 6, result.stdout + result.stderr
+        line = one_error_line(result)
+        assert "disk full: no space left for" in line, line
+        assert "free some space and run the same command again" in line, line
+        assert _scratch_left(out) == []
+        ballast.unlink()
+        again = dutchbook(command, str(out))
+        assert again.returncode == 0, again.stdout + again.stderr

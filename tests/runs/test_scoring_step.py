@@ -239,7 +239,7 @@ def test_a_full_disk_while_scoring_ends_in_one_line(
 
     monkeypatch.setattr(runs.scoring_step, "score_run", no_room)
     result = CliRunner().invoke(app, ["score", str(campaign)])
-    assert result.exit_code == 2
+    assert result.exit_code == 6  # as `dutchbook run`'s (it was 2, a user error's, before)
     assert "disk full" in result.output and "Traceback" not in result.output
 
 
