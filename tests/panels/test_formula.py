@@ -10,36 +10,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from panels.formula import (
-    And,
-    ExactlyOne,
     FormulaError,
-    Implies,
     Node,
-    Not,
-    Or,
-    Var,
     evaluate,
     parse,
     to_text,
 )
+from tests.panels.formula_trees import formula_trees
 
 NAMES = ("a", "b", "c", "rain_2030")
 
 
 def _trees() -> st.SearchStrategy[Node]:
-    leaves = st.sampled_from(NAMES).map(Var)
-
-    def extend(children: st.SearchStrategy[Node]) -> st.SearchStrategy[Node]:
-        many = st.lists(children, min_size=2, max_size=3).map(tuple)
-        return st.one_of(
-            children.map(Not),
-            many.map(And),
-            many.map(Or),
-            st.tuples(children, children).map(lambda pair: Implies(*pair)),
-            st.lists(children, min_size=1, max_size=3).map(lambda xs: ExactlyOne(tuple(xs))),
-        )
-
-    return st.recursive(leaves, extend, max_leaves=12)
+    return formula_trees(NAMES)
 
 
 def _assignments() -> list[dict[str, bool]]:

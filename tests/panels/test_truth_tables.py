@@ -20,25 +20,14 @@ from hypothesis import strategies as st
 
 from panels.algebra import Panel
 from panels.events import Event
-from panels.formula import And, ExactlyOne, Implies, Node, Not, Or, Var, evaluate, truth_table
+from panels.formula import Node, evaluate, truth_table
 from panels.space import OutcomeSpace
 from runs.commands.check import read_input
+from tests.panels.formula_trees import formula_trees
 
 
 def formulas(names: list[str]) -> st.SearchStrategy[Node]:
-    leaves = st.sampled_from([Var(n) for n in names])
-
-    def grow(inner: st.SearchStrategy[Node]) -> st.SearchStrategy[Node]:
-        many = st.lists(inner, min_size=2, max_size=4).map(tuple)
-        return st.one_of(
-            inner.map(Not),
-            many.map(And),
-            many.map(Or),
-            st.tuples(inner, inner).map(lambda pair: Implies(*pair)),
-            st.lists(inner, min_size=1, max_size=4).map(tuple).map(ExactlyOne),
-        )
-
-    return st.recursive(leaves, grow, max_leaves=12)
+    return formula_trees(names, most_args=4)
 
 
 @st.composite

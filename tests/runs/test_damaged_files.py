@@ -8,18 +8,16 @@ no file.
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from pathlib import Path
 
 import polars as pl
 import pytest
-from rich.console import Console
 from typer.testing import CliRunner
 
 from runs.cli import app
 from runs.damaged_files import damage_report, damaged_parquet_files
-from runs.pipeline import run_campaign
+from tests.runs.quiet_campaign import run_quietly
 
 SPEC = """
 name = "damaged"
@@ -37,13 +35,7 @@ name = "baseline"
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("damaged")
-    spec = root / "damaged.toml"
-    spec.write_text(SPEC, encoding="utf-8")
-    out = root / "run"
-    console = Console(file=open(root / "console.txt", "w"), width=200)  # noqa: SIM115
-    asyncio.run(run_campaign(spec, out, console=console, progress=False))
-    return out
+    return run_quietly(tmp_path_factory.mktemp("damaged"), "damaged", SPEC)
 
 
 @pytest.fixture

@@ -134,7 +134,7 @@ def _scratch_left(out: Path) -> list[str]:
     return sorted(p.name for p in out.iterdir() if p.name.startswith(".") and p.name != ".lock")
 
 
-@pytest.mark.parametrize("leave_kb", [8, 40, 120])
+@pytest.mark.parametrize("leave_kb", [8, 40])
 def test_a_disk_that_fills_after_dispatch_ends_the_run_in_one_line(
     tmp_path: Path, leave_kb: int
 ) -> None:
@@ -157,19 +157,23 @@ def test_a_disk_that_fills_after_dispatch_ends_the_run_in_one_line(
         assert (out / "scores.parquet").exists() and (out / "report" / "index.html").exists()
 
 
-@pytest.mark.parametrize("command", ["score", "repair", "reparse", "report"])
-def test_a_folder_command_on_a_full_disk_ends_in_one_line(tmp_path: Path, command: str) -> None:
+def test_the_folder_commands_on_a_full_disk_end_in_one_line(tmp_path: Path) -> None:
+    # score and repair exited 2 (a user error's status), or with polars' traceback; reparse
+    # and report with a traceback.
     spec_path = tmp_path / "spec.toml"
     spec_path.write_text(SPEC, encoding="utf-8")
+    commands = ("score", "repair", "reparse", "report")
     with small_tmpfs(tmp_path / "disk", "8m") as disk:
         out = _finished_run_on(disk, spec_path)
         ballast = fill(disk, leave=0)
-        result = dutchbook(command, str(out))
-        assert result.returncode == 6, result.stdout + result.stderr
-        line = one_error_line(result)
-        assert "disk full: no space left for" in line, line
-        assert "free some space and run the same command again" in line, line
-        assert _scratch_left(out) == []
+        for command in commands:
+            result = dutchbook(command, str(out))
+            assert result.returncode == 6, (command, result.stdout + result.stderr)
+            line = one_error_line(result)
+            assert "disk full: no space left for" in line, line
+            assert "free some space and run the same command again" in line, line
+            assert _scratch_left(out) == [], command
         ballast.unlink()
-        again = dutchbook(command, str(out))
-        assert again.returncode == 0, again.stdout + again.stderr
+        for command in commands:
+            again = dutchbook(command, str(out))
+            assert again.returncode == 0, (command, again.stdout + again.stderr)

@@ -6,7 +6,6 @@ recomputes what it expects on its own, set by set, from the kept answers and the
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,18 +13,17 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
-from rich.console import Console
 from typer.testing import CliRunner
 
 from panels.arms import ARMS
 from runs.answered_sets import pass_averages
 from runs.cli import app
-from runs.pipeline import run_campaign
 from runs.scoring_step import read_scored
 from runs.spec import load_spec
 from runs.units import UnitSource
 from scoring import brier, dutch_books
 from scoring.grouped import SetJob, solve_grouped
+from tests.runs.quiet_campaign import run_quietly
 
 SPEC = """
 name = "chunks"
@@ -67,13 +65,7 @@ models = ["noisy"]
 
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("chunks")
-    spec = root / "chunks.toml"
-    spec.write_text(SPEC, encoding="utf-8")
-    out = root / "run"
-    console = Console(file=open(root / "console.txt", "w"), width=200)  # noqa: SIM115
-    asyncio.run(run_campaign(spec, out, console=console, progress=False))
-    return out
+    return run_quietly(tmp_path_factory.mktemp("chunks"), "chunks", SPEC)
 
 
 def _sets(run_dir: Path) -> dict[tuple[str, str, str, str], dict[str, Any]]:
