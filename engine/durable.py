@@ -60,6 +60,20 @@ class DiskFull(RuntimeError):
         super().__init__(f"disk full: no space left for {self.where} ({reason})")
 
 
+@contextlib.contextmanager
+def disk_full_raised(where: Path | str, folder: Path | None = None) -> Iterator[None]:
+    """Re-raise, as `DiskFull(where, ...)`, any error that says the disk is full
+    (`is_disk_full`, with `folder` for polars' lost ENOSPC); everything else as it was."""
+    try:
+        yield
+    except DiskFull:
+        raise
+    except Exception as exc:
+        if not is_disk_full(exc, folder):
+            raise
+        raise DiskFull(where, exc) from exc
+
+
 def fsync_path(path: Path) -> None:
     """Flush a file's bytes, or a directory's entries, to the disk."""
     fd = os.open(path, os.O_RDONLY)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from engine.dispatch import DispatchSummary, dispatch
-from engine.durable import DiskFull, is_disk_full
+from engine.durable import DiskFull, disk_full_raised, is_disk_full
 from engine.ledger import LedgerBusy
 from engine.runlock import clear_pid, release_lock, write_pid
 from panels.arms import ARMS
@@ -403,12 +403,9 @@ def _staged_plan(run_dir: Path, rendering: bool) -> Iterator[StagedPlan | None]:
 def _estimate(
     spec: CampaignSpec, units: UnitSource, staged: PlanWriter | None, run_dir: Path
 ) -> list[PlanLine]:
-    try:
+    # The staged plan's parts may run out of room (in the temporary folder, not run_dir).
+    with disk_full_raised(run_dir):
         return estimate(spec, units, plan=staged)
-    except Exception as exc:  # the staged plan's parts ran out of room
-        if not is_disk_full(exc):  # (its parts are in the temporary folder, not run_dir)
-            raise
-        raise DiskFull(run_dir, exc) from exc
 
 
 @dataclass(frozen=True)
@@ -447,13 +444,10 @@ async def _campaign(
     make_run_folder(run_dir)
     lock_fd = take_folder_lock(run_dir)
     try:
-        return await _run_locked(
-            spec, run_dir, units, plan_summary, lines if rendered else None, staged, options
-        )
-    except Exception as exc:  # planning, scoring or the report ran out of room
-        if not is_disk_full(exc, run_dir):
-            raise
-        raise DiskFull(run_dir, exc) from exc
+        with disk_full_raised(run_dir, folder=run_dir):  # planning, scoring or the report
+            return await _run_locked(
+                spec, run_dir, units, plan_summary, lines if rendered else None, staged, options
+            )
     finally:
         clear_pid(run_dir)
         release_lock(lock_fd)
@@ -471,12 +465,11 @@ def take_folder_lock(run_dir: Path) -> int:
     except FolderBusy as exc:
         raise RunBusy(str(exc)) from None
     try:
-        write_pid(run_dir)
-    except OSError as exc:
+        with disk_full_raised(run_dir):
+            write_pid(run_dir)
+    except BaseException:
         release_lock(fd)
-        if not is_disk_full(exc):
-            raise
-        raise DiskFull(run_dir, exc) from exc
+        raise
     return fd
 
 

@@ -100,17 +100,13 @@ def disk_full_says(run_dir: Path) -> Iterator[None]:
     """A full disk ends the command in one line and exit 6, however the write that failed
     reported it (an `OSError`, polars' own error, or `DiskFull`): files are replaced whole,
     so what the folder held before is still there."""
-    from engine.durable import DiskFull, is_disk_full
+    from engine.durable import DiskFull, disk_full_raised
 
     try:
-        yield
+        with disk_full_raised(run_dir, folder=run_dir):
+            yield
     except DiskFull as exc:
         fail(f"{exc}; free some space and run the same command again", EXIT_DISK_FULL)
-    except Exception as exc:
-        if not is_disk_full(exc, run_dir):
-            raise
-        full = DiskFull(run_dir, exc)
-        fail(f"{full}; free some space and run the same command again", EXIT_DISK_FULL)
 
 
 def _describe(exc: BaseException) -> str:
