@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from runs.commands._errors import user_errors
+from runs.commands._run_folder import require_run_folder
 
 
 def audit(
@@ -21,6 +22,7 @@ def audit(
     """Retry attempts by cause, requests given up, latency, tokens and cost, per model."""
     from runs.audit import render, run_audit
 
+    require_run_folder(run_dir)
     with user_errors(FileNotFoundError, folder=run_dir):
         report = run_audit(run_dir)
     if as_json:

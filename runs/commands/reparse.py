@@ -14,6 +14,7 @@ from engine.journal import JournalError
 from engine.ledger import LedgerBusy
 from engine.reparse import reparse as run_reparse
 from runs.commands._errors import disk_full_says, interrupt_says_rerun, user_errors
+from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
 
 
@@ -33,6 +34,7 @@ def reparse(
 
     Replaces the run's responses; score the run again afterwards to update the scores.
     """
+    require_run_folder(run_dir)  # before the lock and the ledger, which would be made in it
     with (
         interrupt_says_rerun(),
         user_errors(FileNotFoundError, LedgerBusy, JournalError, folder=run_dir),

@@ -19,6 +19,7 @@ from runs.commands._errors import (
     interrupt_says_rerun,
     user_errors,
 )
+from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
 
 
@@ -54,6 +55,7 @@ def report(
     """Write a run's report (summary, leaderboard, figures, report/index.html) from its folder."""
     from runs.spec import SpecError
 
+    require_run_folder(run_dir)
     if not (run_dir / "spec.toml").is_file():
         fail(f"{run_dir} is not a run folder (no spec.toml); give the folder `dutchbook run` wrote")
     if not (run_dir / "scores.parquet").is_file():

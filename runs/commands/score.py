@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runs.commands._errors import disk_full_says, fail, interrupt_says_rerun, user_errors
+from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ def _clean_errors(run_dir: Path) -> Iterator[None]:
 def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
     from runs.spec import load_spec
 
+    require_run_folder(run_dir)
     if not (run_dir / "plan_members.parquet").exists():
         fail(f"{run_dir} is not a planned run folder (no plan_members.parquet)")
     return load_spec(spec_path or run_dir / "spec.toml")

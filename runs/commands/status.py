@@ -14,6 +14,7 @@ from rich.text import Text
 from engine.journal import JournalError
 from engine.status import status as run_status
 from runs.commands._errors import user_errors
+from runs.commands._run_folder import require_run_folder
 
 _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow"}
 
@@ -115,6 +116,7 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Show a run's progress: done/planned per model, retries by cause, failures, live or died."""
+    require_run_folder(run_dir)
     with user_errors(FileNotFoundError, JournalError, folder=run_dir):
         summary = run_status(run_dir)
     if as_json:

@@ -185,6 +185,7 @@ def test_dutchbook_score_rebuilds_the_files_without_a_call(campaign: Path, tmp_p
 
 
 def test_score_refuses_a_folder_that_was_never_planned(tmp_path: Path) -> None:
+    (tmp_path / "spec.toml").write_text('name = "x"\n', encoding="utf-8")  # a run killed early
     result = CliRunner().invoke(app, ["score", str(tmp_path)])
     assert result.exit_code == 2
     assert "not a planned run folder" in result.output

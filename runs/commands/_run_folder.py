@@ -1,0 +1,39 @@
+"""Is the folder a user named a run folder? Asked before a command reads or locks it.
+
+`status`, `audit` and `reparse` read a ledger that may legitimately be empty (a run that has
+just started), so given any folder at all they answered with zeros, and `reparse`, which
+takes the folder's lock and opens the ledger, also left `.lock`, `journal/`, `attempts/` and
+`responses/` behind in it. A mistyped path (the parent `runs/`, a home folder) then looked
+like a run in which nothing had failed. A folder counts as a run folder when `dutchbook run`
+has written anything of its own into it: the pid file (its first write), the frozen spec,
+the plan, or the ledger.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runs.commands._errors import fail
+
+#: What `dutchbook run` writes into a folder, first to last; any one of them makes it a run's.
+RUN_FOLDER_MARKS = (
+    "run.pid",
+    "spec.toml",
+    "plan.parquet",
+    "journal",
+    "attempts",
+    "responses",
+)
+
+
+def require_run_folder(run_dir: Path) -> None:
+    """Exit with one line (status 2) unless `run_dir` is a folder `dutchbook run` wrote."""
+    if not run_dir.exists():
+        fail(f"no run folder at {run_dir}")
+    if not run_dir.is_dir():
+        fail(f"{run_dir} is a file, not a run folder; give the folder `dutchbook run` wrote")
+    if not any((run_dir / mark).exists() for mark in RUN_FOLDER_MARKS):
+        fail(
+            f"{run_dir} is not a run folder (it has no {', '.join(RUN_FOLDER_MARKS)}); "
+            "give the folder `dutchbook run` wrote"
+        )
