@@ -35,6 +35,7 @@ from typing import Any
 from panels.algebra import Panel
 from panels.events import Event
 from panels.formula import RESERVED, Formula, FormulaError, parse
+from panels.input_files import TEXT_INPUT_MAX_BYTES, InputFileError, read_input_file
 from panels.space import OutcomeSpace
 
 FAMILIES_DIR = Path(__file__).parent / "families"
@@ -211,13 +212,16 @@ def load_family(path: str | Path) -> Family:
     path = Path(path)
     file = str(path)
     try:
-        with path.open("rb") as handle:
-            raw = tomllib.load(handle)
+        raw = tomllib.loads(read_input_file(path, TEXT_INPUT_MAX_BYTES).decode("utf-8"))
+    except InputFileError as error:
+        raise FamilyError(file, str(error)) from None
     except FileNotFoundError:
         raise FamilyError(file, "no such file") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         detail = " ".join(str(error).split())
         raise FamilyError(file, f"not valid TOML ({detail})") from None
+    except OSError as error:  # a folder named *.toml, a file it may not read
+        raise FamilyError(file, f"cannot read ({error.strerror})") from None
     family = family_from_mapping(raw, file)
     return Family(
         family.id, family.title, family.shape, family.control, family.variables,

@@ -176,9 +176,14 @@ _EXTRA_KEYS = (
 
 def load_spec(path: str | Path, *, arm_names: set[str] | None = None) -> CampaignSpec:
     """Read and validate a spec. `arm_names` is the catalogue to check arms against."""
+    # Here, not at the top: `panels` imports numpy, and importing this module should not.
+    from panels.input_files import TEXT_INPUT_MAX_BYTES, InputFileError, read_input_file
+
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input_file(path, TEXT_INPUT_MAX_BYTES).decode("utf-8")
+    except InputFileError as exc:
+        raise SpecError(path, "", str(exc)) from None
     except FileNotFoundError:
         raise SpecError(path, "", "no such file") from None
     except OSError as exc:

@@ -35,6 +35,7 @@ from rich.table import Table
 from panels.algebra import Panel
 from panels.events import Event
 from panels.formula import RESERVED, Formula, FormulaError, parse, truth_table
+from panels.input_files import CHECK_INPUT_MAX_BYTES, InputFileError, read_input_file
 from runs.commands._errors import fail
 
 FloatArray = npt.NDArray[np.float64]
@@ -65,7 +66,9 @@ class CheckInput:
 def _decode(path: Path) -> dict[str, Any]:
     name = str(path)
     try:
-        data = path.read_bytes()
+        data = read_input_file(path, CHECK_INPUT_MAX_BYTES)
+    except InputFileError as error:
+        raise CheckInputError(f"{name}: {error}") from None
     except FileNotFoundError:
         raise CheckInputError(f"{name}: no such file") from None
     except IsADirectoryError:
