@@ -44,6 +44,7 @@ from engine.spend import SpendCap, prices_of, worst_case_cost
 from providers.base import Adapter
 from providers.google_auth_tokens import TokenRefreshError
 from providers.types import (
+    MAX_CONCURRENCY,
     ChatRequest,
     Completion,
     Failure,
@@ -198,6 +199,10 @@ class Lane:
         self.prices = prices_of(config) if spend is not None else None
         self.stats = LaneStats(model=config.name, provider=adapter.provider)
         start = config.concurrency or DEFAULT_CONCURRENCY
+        if not 1 <= start <= MAX_CONCURRENCY:  # one worker per slot: see MAX_CONCURRENCY
+            raise ValueError(
+                f"{config.name}: concurrency {start} is not from 1 to {MAX_CONCURRENCY:,}"
+            )
         self.cap = AdaptiveCap(start, start, on_change=self._cap_changed, slow_start=True)
         self.stats.cap = self.cap.limit
         self.requests = TokenBucket.per_minute(config.rpm) if config.rpm else None

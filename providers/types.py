@@ -81,6 +81,11 @@ RETRYABLE: frozenset[Outcome] = frozenset(
 
 PROVIDERS: tuple[str, ...] = ("sim", "openai", "groq", "deepinfra", "azure", "bedrock", "vertex")
 
+#: The most requests one model may have in flight. A lane starts one worker per slot, so a
+#: typo such as `concurrency = 1000000000` used to allocate until the machine ran out of
+#: memory (24 GB here, 1,400 queries); no provider serves anything near this many at once.
+MAX_CONCURRENCY = 10_000
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -112,7 +117,7 @@ class ModelConfig:
     # Engine-side limits; providers ignore them.
     rpm: float | None = None
     tpm: float | None = None
-    concurrency: int | None = None
+    concurrency: int | None = None  # at most MAX_CONCURRENCY
     price_in_per_mtok: float | None = None
     price_out_per_mtok: float | None = None
     timeout_s: float = 120.0

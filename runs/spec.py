@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from providers.constrained import RESPONSE_FORMATS
-from providers.types import PROVIDERS, ModelConfig
+from providers.types import MAX_CONCURRENCY, PROVIDERS, ModelConfig
 from runs.tokens import TOKENIZERS
 
 PARSERS = ("strict", "lenient")
@@ -119,7 +119,7 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "base_url": ((str,), "an http(s) URL"),
     "rpm": ((int, float), "requests per minute > 0"),
     "tpm": ((int, float), "tokens per minute > 0"),
-    "concurrency": ((int,), "an integer >= 1"),
+    "concurrency": ((int,), f"an integer from 1 to {MAX_CONCURRENCY:,}"),
     "temperature": ((int, float), "a number in [0, 2]"),
     "max_tokens": ((int,), "an integer >= 1"),
     "seed": ((int,), "an integer"),
@@ -321,7 +321,7 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
     checks: dict[str, Callable[[float], bool]] = {
         "rpm": lambda v: v > 0,
         "tpm": lambda v: v > 0,
-        "concurrency": lambda v: v >= 1,
+        "concurrency": lambda v: 1 <= v <= MAX_CONCURRENCY,
         "temperature": lambda v: 0 <= v <= 2,
         "max_tokens": lambda v: v >= 1,
         "timeout_s": lambda v: v > 0,

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,7 +17,7 @@ from engine.dispatch import dispatch
 from engine.retry import PERMANENT, RetryPolicy
 from engine.scan import scan_attempts
 from providers.sim.server import start_sim
-from providers.types import RETRYABLE, Outcome
+from providers.types import MAX_CONCURRENCY, RETRYABLE, Outcome
 
 
 def test_cap_slow_starts_then_cuts_once_per_episode_and_grows_back() -> None:
@@ -182,3 +183,18 @@ async def test_try_acquire_takes_free_slots_but_never_a_queued_waiters() -> None
     assert cap.in_use == 2
     cap.release()
     assert cap.try_acquire() and cap.in_use == 2
+
+
+async def test_a_concurrency_beyond_the_maximum_is_refused_before_any_worker(
+    tmp_path: Path, kit
+) -> None:
+    # A lane starts one worker per slot: a billion used to allocate until memory ran out.
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 3))
+    config, adapter = kit.sim_model(
+        "sim-coherent", "http://127.0.0.1:9", concurrency=MAX_CONCURRENCY + 1
+    )
+    with pytest.raises(ValueError, match="concurrency 10001 is not from 1 to 10,000"):
+        await dispatch(
+            plan, tmp_path / "run", {config.name: config}, {config.name: adapter},
+            log_console=None,
+        )  # fmt: skip

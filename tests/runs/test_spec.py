@@ -82,6 +82,10 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
         (("temperature = 1.0", "temperature = 7.0"), "models[1].temperature", "[0, 2]"),
         (('provider = "groq"', 'provider = "grok"'), "models[1].provider", "one of"),
         (("rpm = 600", "rpm = -1"), "models[0].rpm", "> 0"),
+        # one worker per slot: a billion used to fill the machine's memory before a request
+        (("rpm = 600", "rpm = 600\nconcurrency = 1000000000"), "models[0].concurrency",
+         "an integer from 1 to 10,000"),
+        (("rpm = 600", "rpm = 600\nconcurrency = 0"), "models[0].concurrency", "from 1"),
         (("passes = 5", "passes = 0"), "arms[0].passes", ">= 1"),
         (('models = ["a"]', 'models = ["zz"]'), "arms[0].models", "'zz'"),
         (('models = ["b"]', 'models = ["a"]'), "arms[1].models", "already has"),
