@@ -33,9 +33,10 @@ from engine.durable import is_disk_full
 from engine.housekeeping import housekeeping_thread
 from engine.http import HttpClient
 from engine.lanefile import read_lane_states, write_lane_states
-from engine.lanes import Lane, LaneState, LaneStats
+from engine.lanes import DEFAULT_CONCURRENCY, Lane, LaneState, LaneStats
 from engine.ledger import Ledger
 from engine.logs import EngineLog
+from engine.open_files import connection_cap, raise_open_files_limit
 from engine.outage import OutagePolicy
 from engine.plan import PlanItem, plan_counts, plan_items, plan_spans, read_pending, read_rows
 from engine.progress import LiveProgress
@@ -379,6 +380,28 @@ _gc_users: list[tuple[int, int, int]] = []
 
 
 
+def _connections(
+    models: Mapping[str, ModelConfig], counts: Mapping[str, int], log: EngineLog
+) -> int:
+    """The connection pool's size: 0 (unbounded; each lane's concurrency bounds it) unless the
+    lanes together ask for more connections than the open-file limit allows
+    (`engine.open_files`), which is first raised as far as the system allows."""
+    wanted = sum(
+        config.concurrency or DEFAULT_CONCURRENCY
+        for name, config in models.items()
+        if counts.get(name, 0) > 0
+    )
+    limit = raise_open_files_limit()
+    cap = connection_cap(wanted, limit)
+    if cap is None:
+        return 0
+    log.warning(
+        "connections_capped", concurrency=wanted, connections=cap, open_files_limit=limit,
+        why="requests beyond wait for a connection; raise `ulimit -n` to send them all at once",
+    )  # fmt: skip
+    return cap
+
+
 async def dispatch(
     plan_path: Path | str,
     run_dir: Path | str,
@@ -444,7 +467,8 @@ async def dispatch(
     try:
         spend = await _spend_cap(run, models, budget_usd, summary)
         with _quiet_gc():
-            async with HttpClient() as http:
+            connections = _connections(models, counts, log)
+            async with HttpClient(max_connections=connections) as http:
 
                 def live(name: str) -> Lane:
                     return Lane(
