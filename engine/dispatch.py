@@ -379,7 +379,6 @@ def _quiet_gc() -> Iterator[None]:
 _gc_users: list[tuple[int, int, int]] = []
 
 
-
 def _connections(
     models: Mapping[str, ModelConfig], counts: Mapping[str, int], log: EngineLog
 ) -> int:
