@@ -176,7 +176,7 @@ def freeze_design(spec: CampaignSpec, run_dir: Path) -> bool:
         _record(run_dir, spec, [])
         write_bytes_atomic(frozen, spec.text.encode())
         return False
-    old_text = frozen.read_text(encoding="utf-8")
+    old_text = _frozen_spec_text(frozen)
     problem = _design_problem(run_dir, spec, old_text, now)
     if problem is not None:
         raise DesignChanged(problem)
@@ -202,7 +202,7 @@ def design_matches(spec: CampaignSpec, run_dir: Path) -> bool:
     try:
         old_text = frozen.read_text(encoding="utf-8")
         return _design_problem(run_dir, spec, old_text, fingerprint(spec)) is None
-    except (OSError, ValueError):  # unreadable or not TOML: let freeze_design say so
+    except (OSError, ValueError, DesignChanged):  # damaged: let freeze_design say so
         return False
 
 
@@ -220,13 +220,52 @@ def _design_problem(
         )
     design_path = run_dir / DESIGN_FILE
     if design_path.exists():
-        changed = changed_files(orjson.loads(design_path.read_bytes()), now)
+        changed = changed_files(_recorded_design(design_path), now)
         if changed:
             return (
                 f"{run_dir} was planned from other data: {'; '.join(changed)}; put the original "
                 "files back to resume, or choose a new folder with --out"
             )
     return None
+
+
+def _frozen_spec_text(frozen: Path) -> str:
+    """The spec a folder was run with, or `DesignChanged` naming the file if it is damaged
+    (a resume used to end in tomllib's traceback)."""
+    try:
+        text = frozen.read_text(encoding="utf-8")
+        tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise DesignChanged(
+            f"{frozen} is damaged ({_brief(exc)}): it is the spec this folder was run with; "
+            f"put it back (the text of each version is in {HISTORY_FILE}), or choose a new "
+            "folder with --out"
+        ) from None
+    return text
+
+
+def _recorded_design(design_path: Path) -> Mapping[str, Any]:
+    """The input files a folder was planned from, or `DesignChanged` naming the file if it is
+    damaged (a resume used to end in orjson's traceback)."""
+    try:
+        recorded: Any = orjson.loads(design_path.read_bytes())
+        files = recorded.get("files", {}) if isinstance(recorded, dict) else None
+        if not isinstance(files, dict) or not all(
+            isinstance(entry, dict) and {"path", "sha256"} <= entry.keys()
+            for entry in files.values()
+        ):
+            raise ValueError("not the record of input files it should hold")
+    except (OSError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
+        raise DesignChanged(
+            f"{design_path} is damaged ({_brief(exc)}): it records the data files this folder "
+            "was planned from; put it back, or delete it to resume without that check (the "
+            "files in use now are then recorded)"
+        ) from None
+    return dict(recorded)
+
+
+def _brief(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _record(run_dir: Path, spec: CampaignSpec, changed: list[str]) -> None:

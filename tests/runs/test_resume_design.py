@@ -123,3 +123,35 @@ def test_prices_and_their_provenance_may_change_on_resume() -> None:
     )
     keys = ["batch_price_in", "batch_price_out", "price_date", "price_in", "price_source"]
     assert spec_changes(old, new) == ([], [f"models[x].{k}" for k in keys])
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "words"),
+    [
+        ("spec.toml", b"garbage{", r"spec\.toml is damaged \(Expected '='.*\): it is the spec "
+         r"this folder was run with; put it back \(the text of each version is in "
+         r"spec-history\.jsonl\)"),
+        ("spec.toml", b"\xff\xfe", r"spec\.toml is damaged \('utf-8' codec"),
+        ("design.json", b"garbage{", r"design\.json is damaged \(unexpected character.*\): it "
+         r"records the data files this folder was planned from; put it back, or delete it"),
+        ("design.json", b'{"files": [1]}', r"design\.json is damaged \(not the record"),
+    ],
+)  # fmt: skip
+def test_a_damaged_record_of_the_design_is_named_and_nothing_is_sent(
+    tmp_path: Path, name: str, damage: bytes, words: str
+) -> None:
+    # Both used to end a resume in the parser's traceback.
+    out = tmp_path / "run"
+    run(write(tmp_path), out)
+    attempts = scan_attempts(out).collect().height
+    original = (out / name).read_bytes()
+    (out / name).write_bytes(damage)
+    with pytest.raises(RunError, match=words):
+        run(tmp_path / "spec.toml", out)
+    assert scan_attempts(out).collect().height == attempts
+    if name == "design.json":  # deleting it, as the message offers, resumes and records anew
+        (out / name).unlink()
+    else:
+        (out / name).write_bytes(original)
+    run(tmp_path / "spec.toml", out)
+    assert orjson.loads((out / "design.json").read_bytes())["files"]
