@@ -200,9 +200,9 @@ def design_matches(spec: CampaignSpec, run_dir: Path) -> bool:
     if not frozen.exists() or not (run_dir / DESIGN_FILE).exists():
         return False
     try:
-        old_text = frozen.read_text(encoding="utf-8")
+        old_text = _frozen_spec_text(frozen)
         return _design_problem(run_dir, spec, old_text, fingerprint(spec)) is None
-    except (OSError, ValueError, DesignChanged):  # damaged: let freeze_design say so
+    except (OSError, ValueError, DesignChanged):  # damaged or unreadable: freeze_design says so
         return False
 
 

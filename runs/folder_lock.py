@@ -18,9 +18,6 @@ from pathlib import Path
 from engine.runlock import LedgerBusy, acquire_lock, release_lock
 from runs.leftovers import remove_folder_scratch
 
-#: Exit status of a command refused because another process holds the folder (as `run`'s).
-EXIT_BUSY = 5
-
 
 class FolderBusy(LedgerBusy):
     """Another process holds the run folder; the message says who and what to do."""
@@ -39,11 +36,8 @@ def take_folder_lock(run_dir: Path, then: str) -> int:
 
 @contextlib.contextmanager
 def folder_held(run_dir: Path, command: str) -> Iterator[None]:
-    """The folder's lock held for `dutchbook <command>` (a folder that does not exist is
-    left to the command to refuse: nothing is created here)."""
-    if not run_dir.is_dir():
-        yield
-        return
+    """The folder's lock held for `dutchbook <command>`, on a folder the command has already
+    found to be a run's (`runs.commands._run_folder`), so the lock file is all it adds."""
     fd = take_folder_lock(run_dir, f"let it finish, then run `dutchbook {command}` again")
     try:
         yield

@@ -25,6 +25,8 @@ EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 #: Exit status when the disk filled up (every command; `dutchbook run` documents it).
 EXIT_DISK_FULL = 6
+#: Exit status when another process holds the run folder (`runs.folder_lock`): nothing done.
+EXIT_BUSY = 5
 
 
 def fail(message: str, code: int = EXIT_USER_ERROR) -> NoReturn:
@@ -68,7 +70,7 @@ def user_errors(*kinds: type[BaseException], folder: Path | None = None) -> Iter
     except typer.Exit:
         raise
     except Exception as exc:
-        from runs.folder_lock import EXIT_BUSY, FolderBusy
+        from runs.folder_lock import FolderBusy
 
         if isinstance(exc, FolderBusy):  # another process holds the run folder
             fail(str(exc), EXIT_BUSY)

@@ -19,22 +19,24 @@ from typing import Annotated
 import typer
 
 from engine.durable import DiskFull
-from runs.commands._errors import EXIT_DISK_FULL, fail, user_errors
+from runs.commands._errors import (
+    EXIT_BUSY,
+    EXIT_DISK_FULL,
+    EXIT_INTERRUPTED,
+    fail,
+    user_errors,
+)
 from runs.figure_workers import FigureWorkerDied, FigureWorkers
 from runs.memory import imports_frozen
 from runs.pipeline import INTERRUPTED_MESSAGE, RunBusy, RunError, run_campaign
 from runs.planner import CampaignTooLarge
 
-# EXIT_DISK_FULL (6, from runs.commands._errors, shared with the other commands): the disk
-# filled up; attempts stopped, everything written kept (resumable).
-#: Exit status after an interrupt: what a shell reports for a command killed by SIGINT.
-EXIT_INTERRUPTED = 130
+# EXIT_BUSY (5), EXIT_DISK_FULL (6) and EXIT_INTERRUPTED (130) are every command's, from
+# runs.commands._errors; the codes below are the run's own.
 #: Exit status when the running spend cap stopped the run.
 EXIT_SPEND_CAP = 3
 #: Exit status when the dispatch ended with planned queries still unanswered.
 EXIT_INCOMPLETE = 4
-#: Exit status when another process is running a campaign in the folder (nothing was done).
-EXIT_BUSY = 5
 #: Exit status when a figure worker died before the report was drawn (`runs.figure_workers`).
 EXIT_REPORT_FAILED = 1
 #: What a user is told to do after a full disk.
