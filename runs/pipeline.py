@@ -50,6 +50,7 @@ from runs.planner import (
     summarise,
     write_plan,
 )
+from runs.planning_progress import PlanningProgress
 from runs.report import write_report
 from runs.report_page import write_page
 from runs.scoring_step import score_run
@@ -340,7 +341,11 @@ async def run_campaign(
         figure_workers = None
     with _staged_plan(run_dir, saved is None) as staged, _damage_named(run_dir):
         writer = staged.writer if staged is not None else None
-        lines = saved if saved is not None else _estimate(spec, units, writer, run_dir)
+        lines = (
+            saved
+            if saved is not None
+            else _estimate(spec, units, writer, run_dir, console, progress)
+        )
         options = CampaignOptions(
             max_cost=max_cost, rehearse=rehearse, console=console, progress=progress,
             sim_credentials=sim_credentials, faults=faults, sim_url=sim_url, clock=clock,
@@ -401,11 +406,19 @@ def _staged_plan(run_dir: Path, rendering: bool) -> Iterator[StagedPlan | None]:
 
 
 def _estimate(
-    spec: CampaignSpec, units: UnitSource, staged: PlanWriter | None, run_dir: Path
+    spec: CampaignSpec,
+    units: UnitSource,
+    staged: PlanWriter | None,
+    run_dir: Path,
+    console: Console,
+    progress: bool,
 ) -> list[PlanLine]:
     # The staged plan's parts may run out of room (in the temporary folder, not run_dir).
-    with disk_full_raised(run_dir):
-        return estimate(spec, units, plan=staged)
+    # Rendering a paper-scale plan takes seconds: count them, as dispatch counts answers.
+    with disk_full_raised(run_dir), PlanningProgress(
+        console, spec.name, enabled=progress and console.is_terminal
+    ) as shown:
+        return estimate(spec, units, plan=staged, progress=shown.update)
 
 
 @dataclass(frozen=True)

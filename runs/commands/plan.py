@@ -12,6 +12,7 @@ from rich.table import Table
 
 from runs.commands._errors import user_errors
 from runs.planner import estimate, summarise
+from runs.planning_progress import PlanningProgress
 from runs.spec import SpecError, load_spec
 from runs.units import UnitSource
 
@@ -31,11 +32,11 @@ def plan(
     ] = False,
 ) -> None:
     """Count queries per model and arm, with estimated tokens and cost."""
-    # Rendering every prompt of a paper-scale plan takes seconds: say so on stderr.
+    # Rendering every prompt of a paper-scale plan takes seconds: count them on stderr.
     with user_errors(SpecError, FileNotFoundError, ValueError):
         spec = load_spec(spec_path)
-        with Console(stderr=True).status(f"planning {spec.name}: rendering every query..."):
-            summary = summarise(estimate(spec, UnitSource.from_spec(spec)))
+        with PlanningProgress(Console(stderr=True), spec.name) as shown:
+            summary = summarise(estimate(spec, UnitSource.from_spec(spec), progress=shown.update))
     if as_json:
         typer.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
         return

@@ -1,0 +1,64 @@
+"""A count of the queries rendered so far while a campaign is planned, against their total.
+
+Planning renders every prompt: the paper's campaign (409,100 arm views of 365,100 queries)
+takes about 16 s here, and a user watching `dutchbook plan` or the start of `dutchbook run`
+saw a spinner or nothing at all for that long, with no way to tell a slow plan from a stuck
+one. `runs.planner.estimate` reports its count every `runs.planner.PROGRESS_EVERY` queries;
+this draws it as a rich progress bar (count, total, time left), transient so the terminal
+keeps only what follows. Like dispatch's table (`engine.progress`) it draws nothing when the
+console is not a terminal, so redirected output and logs stay clean.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+
+class PlanningProgress:
+    """`with PlanningProgress(console, name) as shown: estimate(..., progress=shown.update)`."""
+
+    def __init__(self, console: Console, name: str, *, enabled: bool | None = None) -> None:
+        self.enabled = console.is_terminal if enabled is None else enabled
+        self._progress = Progress(
+            # The campaign's name is the user's text: never read as rich markup.
+            TextColumn("{task.description}", markup=False),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+            disable=not self.enabled,
+        )
+        self._task: TaskID = self._progress.add_task(
+            f"planning {name}: rendering queries", total=None, start=False
+        )
+        #: The last (rendered, total) reported, for a caller that wants the figures.
+        self.last: tuple[int, int] | None = None
+
+    def __enter__(self) -> PlanningProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._progress.stop()
+
+    def update(self, rendered: int, total: int) -> None:
+        """`rendered` of `total` arm views of the queries (shared ones counted per arm)."""
+        if self.last is None:
+            self._progress.start_task(self._task)
+        self.last = (rendered, total)
+        self._progress.update(self._task, completed=rendered, total=total)
