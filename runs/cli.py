@@ -13,8 +13,12 @@ in numpy, polars, aiohttp or matplotlib (tests/runs/test_cli_startup.py).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
-from typing import Any
+import os
+import sys
+from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -118,4 +122,37 @@ def main() -> None:
     from runs.memory import return_freed_pages_early
 
     return_freed_pages_early()
-    app()
+    try:
+        app()
+    except OSError as exc:
+        if exc.errno not in _NO_ROOM:
+            raise
+        _no_room(exc)
+
+
+#: Errors only a write raises, for want of room: a full disk or device, a quota, a size limit.
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _no_room(exc: OSError) -> NoReturn:
+    """One line and exit 6 for a write that found no room and that no command turned into
+    its own message: above all the output itself (`dutchbook audit DIR > file` on a full
+    disk ended in rich's traceback). A run folder's files are replaced whole, so what a
+    folder held before is still there. A broken pipe (`| head`) never gets here: click ends
+    those itself, quietly."""
+    from runs.commands._errors import EXIT_DISK_FULL
+
+    try:
+        sys.stdout.flush()
+    except OSError:
+        # The output is what failed: what is still buffered for it would fail again at exit.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    where = f" to {exc.filename}" if exc.filename else ""
+    with contextlib.suppress(OSError):
+        sys.stderr.write(
+            f"error: a write{where} failed: {exc.strerror or exc}; free some space and run "
+            "the same command again\n"
+        )
+        sys.stderr.flush()
+    raise SystemExit(EXIT_DISK_FULL)
