@@ -23,6 +23,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Column
 
 
 class PlanningProgress:
@@ -32,17 +33,23 @@ class PlanningProgress:
         self.enabled = console.is_terminal if enabled is None else enabled
         self._progress = Progress(
             # The campaign's name is the user's text: never read as rich markup.
-            TextColumn("{task.description}", markup=False),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
+            # A long name is what gives way, never the count or the times: all of it fits
+            # 80 columns (the name cut to 28, then 12 + 13 + 7 + 7 and four spaces).
+            TextColumn(
+                "{task.description}",
+                markup=False,
+                table_column=Column(no_wrap=True, overflow="ellipsis", max_width=28),
+            ),
+            BarColumn(bar_width=12),
+            MofNCompleteColumn(table_column=Column(no_wrap=True, min_width=13)),
+            TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+            TimeRemainingColumn(table_column=Column(no_wrap=True, min_width=7)),
             console=console,
             transient=True,
             disable=not self.enabled,
         )
         self._task: TaskID = self._progress.add_task(
-            f"planning {name}: rendering queries", total=None, start=False
+            f"planning {name}: queries", total=None, start=False
         )
         #: The last (rendered, total) reported, for a caller that wants the figures.
         self.last: tuple[int, int] | None = None

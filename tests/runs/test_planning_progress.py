@@ -65,16 +65,28 @@ def test_estimate_counts_every_query_it_renders_up_to_the_total(
     assert lines == estimate(spec, units)  # counting changes nothing counted
 
 
-def test_the_bar_shows_the_count_and_total_and_the_name_as_text() -> None:
+def _drawn(name: str, rendered: int, total: int) -> str:
+    """The last line drawn for this count, on an 80-column terminal (a default one)."""
     out = io.StringIO()
-    console = Console(file=out, force_terminal=True, width=120, color_system=None)
-    with PlanningProgress(console, "sweep [bold]x[/bold]") as shown:
-        shown.update(5_000, 409_100)
+    console = Console(file=out, force_terminal=True, width=80, color_system=None)
+    with PlanningProgress(console, name) as shown:
+        shown.update(rendered, total)
         shown._progress.refresh()
-        drawn = out.getvalue()
-    assert "planning sweep [bold]x[/bold]: rendering queries" in drawn  # not read as markup
+        assert shown.last == (rendered, total)
+    return out.getvalue().split("\r")[-3]
+
+
+def test_the_bar_shows_the_count_and_total_and_the_name_as_text() -> None:
+    drawn = _drawn("[b]x", 5_000, 409_100)
+    assert "planning [b]x: queries" in drawn  # the name is not read as markup
     assert "5000/409100" in drawn
-    assert shown.last == (5_000, 409_100)
+
+
+def test_a_long_name_gives_way_to_the_count_on_80_columns() -> None:
+    drawn = _drawn("a-campaign-named-at-great-length-" * 3, 195_000, 465_000)
+    assert "planning a-campaign-named" in drawn
+    assert "…" in drawn  # cut short, while the count and both times are whole
+    assert "195000/465000 0:00:00 -:--:--" in drawn
 
 
 def test_nothing_is_drawn_off_a_terminal() -> None:
