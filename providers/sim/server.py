@@ -67,6 +67,18 @@ def _live_counts(state: SimState) -> Callable[[web.Request], Awaitable[web.Respo
     return counts
 
 
+#: How long closing the simulator's loop waits for its cancelled tasks to finish.
+CLOSE_WAIT_S = 5.0
+
+
+async def _cancel_the_others() -> None:
+    """Cancel every other task of the running loop and wait until each has finished."""
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
+
+
 class _LoopThread:
     """A private event loop on a daemon thread: the simulator's own "machine".
 
@@ -89,6 +101,11 @@ class _LoopThread:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
 
     async def close(self) -> None:
+        # What is still running there (a start that a Ctrl-C cut short) is cancelled and
+        # let finish first: a loop stopped under a pending task printed "Task was destroyed
+        # but it is pending!" and "coroutine ... was never awaited" at exit.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.run(_cancel_the_others()), CLOSE_WAIT_S)
         self.loop.call_soon_threadsafe(self.loop.stop)
         await asyncio.to_thread(self._thread.join, 5.0)
         if not self._thread.is_alive():
