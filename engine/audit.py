@@ -145,10 +145,19 @@ def _join(parts: list[str]) -> str:
 
 
 def retry_sentence(retry_attempts: int, requests_retried: int, requests: int,
-                   retries_by_cause: Mapping[str, int]) -> str:
+                   retries_by_cause: Mapping[str, int], attempted: int | None = None) -> str:
     """The paper's sentence: "N retry attempts across M requests out of T, attributed to
-    rate limits (a), provider errors (b), ..." with every nonzero cause, largest first."""
+    rate limits (a), provider errors (b), ..." with every nonzero cause, largest first.
+
+    `attempted`, the requests with an attempt in the ledger: where fewer than `requests`
+    (a run stopped part-way), the sentence without retries says so, where it read as if
+    every planned request had been asked."""
     if retry_attempts == 0:
+        if attempted is not None and attempted < requests:
+            return (
+                f"No retry attempts: every attempt was accepted ({attempted:,} of "
+                f"{_plural(requests, 'request')} attempted so far)."
+            )
         return f"No retry attempts: every attempt was accepted ({_plural(requests, 'request')})."
     order = {cause: i for i, cause in enumerate(CAUSES)}
     causes = sorted(
@@ -197,7 +206,8 @@ class AuditRow:
 
     def sentence(self) -> str:
         return retry_sentence(
-            self.retry_attempts, self.requests_retried, self.requests, self.retries_by_cause
+            self.retry_attempts, self.requests_retried, self.requests, self.retries_by_cause,
+            attempted=self.requests - self.not_attempted,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -104,7 +104,8 @@ def status(run_dir: Path | str) -> dict[str, Any]:
         "requests_retried": retried,
         # The paper's sentence, as `dutchbook audit` and the report write it.
         "sentence": retry_sentence(
-            sum(retries.values()), retried, planned if planned is not None else seen, retries
+            sum(retries.values()), retried, planned if planned is not None else seen, retries,
+            attempted=seen,
         ),
         # Each accepted answer has exactly one ok attempt; any other ok was refused.
         "duplicate_ok_attempts": max(outcomes.get(Outcome.OK, 0) - accepted, 0),

@@ -171,7 +171,37 @@ def test_sentence_form() -> None:
     assert retry_sentence(3, 2, 5, {"timeout": 2, "refusal": 1}).endswith(
         "timeouts (2) and refusals (1)."
     )
-    assert retry_sentence(0, 0, 7, {}).startswith("No retry attempts")
+    assert retry_sentence(0, 0, 7, {}) == (
+        "No retry attempts: every attempt was accepted (7 requests)."
+    )
+    assert retry_sentence(0, 0, 7, {}, attempted=7) == retry_sentence(0, 0, 7, {})
+
+
+def test_sentence_of_a_run_stopped_part_way_says_how_many_were_asked() -> None:
+    """It read "(465,000 requests)" for a run stopped after 7,061: as if all were asked."""
+    assert retry_sentence(0, 0, 465_000, {}, attempted=7_061) == (
+        "No retry attempts: every attempt was accepted (7,061 of 465,000 requests attempted "
+        "so far)."
+    )
+    # With retries the paper's form already says "out of" the planned requests.
+    assert retry_sentence(2, 1, 10, {"timeout": 2}, attempted=3) == (
+        "2 retry attempts across 1 request out of 10, attributed to timeouts (2)."
+    )
+
+
+def test_audit_and_status_of_a_part_answered_plan_say_so(tmp_path: Path, kit) -> None:
+    from engine.status import status as run_status
+
+    kit.id_plan(tmp_path, {"alpha": 5})
+    with Ledger.open(tmp_path) as ledger:
+        for rid in ("alpha-0", "alpha-1"):
+            attempt = kit.attempt(rid, 1, "alpha", "ok", "", provider="groq", elapsed=5.0)
+            ledger.record_result(attempt, kit.response(rid, 1, "alpha"))
+    expected = (
+        "No retry attempts: every attempt was accepted (2 of 5 requests attempted so far)."
+    )
+    assert audit(tmp_path).totals.sentence() == expected
+    assert run_status(tmp_path)["sentence"] == expected
 
 
 def test_timeline_counts_every_attempt_once(tmp_path: Path, kit) -> None:
