@@ -29,7 +29,9 @@ RUN_FOLDER_MARKS = (
 def require_run_folder(run_dir: Path) -> None:
     """Exit with one line (status 2) unless `run_dir` is a folder `dutchbook run` wrote."""
     if not run_dir.exists():
-        fail(f"no run folder at {run_dir}")
+        # A new run renders its plan before it makes its folder (seconds at paper scale): a
+        # `status` asked meanwhile finds nothing there yet, and says why it may be so.
+        fail(f"no run folder at {run_dir} (a new run makes it once its plan is rendered)")
     if not run_dir.is_dir():
         fail(f"{run_dir} is a file, not a run folder; give the folder `dutchbook run` wrote")
     if not any((run_dir / mark).exists() for mark in RUN_FOLDER_MARKS):

@@ -54,7 +54,10 @@ def test_a_file_is_refused(tmp_path: Path, command: str) -> None:
 def test_a_missing_folder_is_named(tmp_path: Path, command: str) -> None:
     result = CliRunner().invoke(app, [command, str(tmp_path / "nope")])
     assert result.exit_code == 2, result.output
-    assert _errors(result.output) == [f"error: no run folder at {tmp_path / 'nope'}"]
+    assert _errors(result.output) == [
+        f"error: no run folder at {tmp_path / 'nope'} (a new run makes it once its plan is "
+        "rendered)"
+    ]
 
 
 def test_a_run_that_has_only_written_its_pid_is_a_run_folder(tmp_path: Path) -> None:
