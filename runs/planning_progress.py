@@ -1,12 +1,13 @@
 """A count of the queries rendered so far while a campaign is planned, against their total.
 
 Planning renders every prompt: the paper's campaign (402,100 arm views rendered from the
-embedded data) takes about 16 s here, and a user watching `dutchbook plan` or the start of `dutchbook run`
-saw a spinner or nothing at all for that long, with no way to tell a slow plan from a stuck
-one. `runs.planner.estimate` reports its count every `runs.planner.PROGRESS_EVERY` queries;
-this draws it as a rich progress bar (count, total, time left), transient so the terminal
-keeps only what follows. Like dispatch's table (`engine.progress`) it draws nothing when the
-console is not a terminal, so redirected output and logs stay clean.
+embedded data) takes about 16 s here, and a user watching `dutchbook plan` or the start of
+`dutchbook run` saw a spinner or nothing at all for that long, with no way to tell a slow
+plan from a stuck one. `runs.planner.estimate` reports its count every
+`runs.planner.PROGRESS_EVERY` queries; this draws it as a rich progress bar (count, total,
+time left), transient so the terminal keeps only what follows. Like dispatch's table
+(`engine.progress`) it draws nothing when the console is not a terminal, so redirected output
+and logs stay clean.
 """
 
 from __future__ import annotations
