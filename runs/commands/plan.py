@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from runs.commands._errors import user_errors
+from runs.commands._errors import interrupt_says_rerun, user_errors
 from runs.planner import estimate, summarise
 from runs.planning_progress import PlanningProgress
 from runs.spec import SpecError, load_spec
@@ -33,7 +33,7 @@ def plan(
 ) -> None:
     """Count queries per model and arm, with estimated tokens and cost."""
     # Rendering every prompt of a paper-scale plan takes seconds: count them on stderr.
-    with user_errors(SpecError, FileNotFoundError, ValueError):
+    with interrupt_says_rerun(), user_errors(SpecError, FileNotFoundError, ValueError):
         spec = load_spec(spec_path)
         with PlanningProgress(Console(stderr=True), spec.name) as shown:
             summary = summarise(estimate(spec, UnitSource.from_spec(spec), progress=shown.update))

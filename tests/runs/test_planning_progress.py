@@ -127,3 +127,19 @@ def test_a_new_run_counts_its_planning_and_writes_the_same_plan(
     expected = write_plan(spec, tmp_path / "direct", units)
     assert (tmp_path / "staged" / "plan.parquet").read_bytes() == expected.read_bytes()
     assert lines == estimate(spec, units)
+
+
+def test_ctrl_c_while_planning_ends_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, `plan` ended a Ctrl-C with exit 130 and an empty line."""
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plan_command, "estimate", interrupted)
+    result = CliRunner().invoke(app, ["plan", str(_spec(tmp_path))])
+    assert result.exit_code == 130, result.output
+    assert result.output.strip().splitlines() == [
+        "interrupted — run the same command again to finish"
+    ]
