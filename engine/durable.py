@@ -49,6 +49,23 @@ def is_disk_full(exc: BaseException, folder: Path | None = None) -> bool:
         return False
 
 
+#: What making a file fails with where this process may not write: a read-only mount, or a
+#: folder of another user's.
+NOT_WRITABLE_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def why_unwritable(folder: Path) -> str | None:
+    """Why this process may not make files in the existing `folder` (the system's words), or
+    None when it may: a check before long work whose first write would find out too late."""
+    if os.access(folder, os.W_OK | os.X_OK):
+        return None
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return os.strerror(errno.EROFS if read_only else errno.EACCES)
+
+
 class DiskFull(RuntimeError):
     """A run folder's write failed for want of space: the run stops starting attempts and
     keeps everything already written; freeing space and running again resumes."""

@@ -14,7 +14,6 @@ in numpy, polars, aiohttp or matplotlib (tests/runs/test_cli_startup.py).
 from __future__ import annotations
 
 import contextlib
-import errno
 import importlib
 import os
 import sys
@@ -22,6 +21,8 @@ from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+
+from runs.output import NO_ROOM_ERRNOS, STDOUT_NAME, OutputFull
 
 #: command name -> (module under runs.commands, one-line summary shown by `--help`)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -125,22 +126,21 @@ def main() -> None:
     try:
         app()
     except OSError as exc:
-        if exc.errno not in _NO_ROOM:
+        if exc.errno not in NO_ROOM_ERRNOS:
             raise
-        _no_room(exc)
+        _no_room(exc, f" to {exc.filename}" if exc.filename else "")
+    except OutputFull as exc:  # a print of a command's (runs.output)
+        _no_room(exc.error, f" to {STDOUT_NAME}")
 
 
-#: Errors only a write raises, for want of room: a full disk or device, a quota, a size limit.
-_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
-
-
-def _no_room(exc: OSError) -> NoReturn:
+def _no_room(exc: OSError, where: str) -> NoReturn:
     """One line and exit 6 for a write that found no room and that no command turned into
     its own message: above all the output itself (`dutchbook audit DIR > file` on a full
     disk ended in rich's traceback). A run folder's files are replaced whole, so what a
-    folder held before is still there. A broken pipe (`| head`) never gets here: click ends
+    folder held before is still there. `where` names what was written to (" to FILE"), or is
+    empty when the error does not say. A broken pipe (`| head`) never gets here: click ends
     those itself, quietly."""
-    from runs.commands._errors import EXIT_DISK_FULL
+    from runs.commands._errors import EXIT_DISK_FULL, NO_ROOM_HINT
 
     try:
         sys.stdout.flush()
@@ -148,11 +148,8 @@ def _no_room(exc: OSError) -> NoReturn:
         # The output is what failed: what is still buffered for it would fail again at exit.
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    where = f" to {exc.filename}" if exc.filename else ""
+        where = where or f" to {STDOUT_NAME}"  # the output failed; its error names no file
     with contextlib.suppress(OSError):
-        sys.stderr.write(
-            f"error: a write{where} failed: {exc.strerror or exc}; free some space and run "
-            "the same command again\n"
-        )
+        sys.stderr.write(f"error: a write{where} failed: {exc.strerror or exc}; {NO_ROOM_HINT}\n")
         sys.stderr.flush()
     raise SystemExit(EXIT_DISK_FULL)

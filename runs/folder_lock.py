@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from engine.durable import NOT_WRITABLE_ERRNOS
 from engine.runlock import LedgerBusy, acquire_lock, release_lock
 from runs.leftovers import remove_folder_scratch
 
@@ -23,13 +24,23 @@ class FolderBusy(LedgerBusy):
     """Another process holds the run folder; the message says who and what to do."""
 
 
-def take_folder_lock(run_dir: Path, then: str) -> int:
-    """The folder's lock (an open descriptor), or `FolderBusy` ending in `then`; the scratch
-    a killed holder left in the folder is removed once the lock is held."""
+class FolderUnwritable(RuntimeError):
+    """This process may not write in the run folder; the message says why and what to do."""
+
+
+def take_folder_lock(run_dir: Path, then: str, unwritable: str) -> int:
+    """The folder's lock (an open descriptor), or `FolderBusy` ending in `then`, or
+    `FolderUnwritable` ending in `unwritable` when the lock file cannot be made there; the
+    scratch a killed holder left in the folder is removed once the lock is held."""
     try:
         fd = acquire_lock(run_dir, run_dir)
     except LedgerBusy as exc:
         raise FolderBusy(f"{exc}; {then}") from None
+    except OSError as exc:
+        if exc.errno not in NOT_WRITABLE_ERRNOS:
+            raise
+        why = f"({exc.strerror}); {unwritable}"
+        raise FolderUnwritable(f"cannot write in {run_dir} {why}") from None
     remove_folder_scratch(run_dir)
     return fd
 
@@ -38,7 +49,12 @@ def take_folder_lock(run_dir: Path, then: str) -> int:
 def folder_held(run_dir: Path, command: str) -> Iterator[None]:
     """The folder's lock held for `dutchbook <command>`, on a folder the command has already
     found to be a run's (`runs.commands._run_folder`), so the lock file is all it adds."""
-    fd = take_folder_lock(run_dir, f"let it finish, then run `dutchbook {command}` again")
+    fd = take_folder_lock(
+        run_dir,
+        f"let it finish, then run `dutchbook {command}` again",
+        f"`dutchbook {command}` writes the run's files there (`status` and `audit` only read "
+        "them): copy the folder somewhere you can write, and give it the copy",
+    )
     try:
         yield
     finally:

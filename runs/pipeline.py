@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from engine.dispatch import DispatchSummary, dispatch
-from engine.durable import DiskFull, disk_full_raised, is_disk_full
+from engine.durable import DiskFull, disk_full_raised, is_disk_full, why_unwritable
 from engine.ledger import LedgerBusy
 from engine.runlock import clear_pid, release_lock, write_pid
 from panels.arms import ARMS
@@ -40,6 +40,7 @@ from runs.folder_lock import FolderBusy
 from runs.folder_lock import take_folder_lock as lock_folder
 from runs.leftovers import remove_orphaned_scratch, scratch_folder
 from runs.memory import release_heap
+from runs.output import stdout_console
 from runs.phases import PhaseClock
 from runs.plan_estimate import resumed_estimate, save_estimate
 from runs.planner import (
@@ -165,9 +166,16 @@ def check_max_cost(max_cost: float | None) -> None:
 
 def check_run_folder(run_dir: Path) -> None:
     """Refuse, before anything is planned, a run folder that a file stands in the way of
-    (the folder itself or one of its parents), which `mkdir` would only find after planning."""
+    (the folder itself or one of its parents), or that this process may not write in (a
+    read-only mount, another user's folder): `mkdir` and the folder's lock would only find
+    out after planning, which takes seconds to minutes."""
     for path in (run_dir, *run_dir.parents):
         if path.is_dir():
+            if (reason := why_unwritable(path)) is not None:
+                of = "" if path == run_dir else f", a parent of {run_dir}"
+                raise RunError(
+                    f"cannot write in {path} ({reason}){of}; give --out a folder you can write in"
+                )
             return
         if path.exists() or path.is_symlink():
             parent = "" if path == run_dir else f" (a parent of {run_dir})"
@@ -321,7 +329,7 @@ async def run_campaign(
     in their own processes, unless the campaign is too big for them (`WORKERS_MAX_QUERIES`).
     """
     clock = PhaseClock()
-    console = console or Console()
+    console = console or stdout_console()
     check_max_cost(max_cost)
     spec = load_spec(spec_path)
     check_simulator_options(spec, rehearse, faults, sim_url)
@@ -474,7 +482,11 @@ def take_folder_lock(run_dir: Path) -> int:
     second run is told the folder is busy before it writes a byte. The pid file says who.
     """
     try:
-        fd = lock_folder(run_dir, "let it finish, or stop it, then run again")
+        fd = lock_folder(
+            run_dir,
+            "let it finish, or stop it, then run again",
+            "give --out a folder you can write in",
+        )
     except FolderBusy as exc:
         raise RunBusy(str(exc)) from None
     try:

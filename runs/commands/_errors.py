@@ -25,6 +25,8 @@ EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 #: Exit status when the disk filled up (every command; `dutchbook run` documents it).
 EXIT_DISK_FULL = 6
+#: What a user is told to do after a write that found no room (`dutchbook run` adds "to resume").
+NO_ROOM_HINT = "free some space and run the same command again"
 #: Exit status when another process holds the run folder (`runs.folder_lock`): nothing done.
 EXIT_BUSY = 5
 
@@ -48,9 +50,11 @@ def common_user_errors() -> tuple[type[BaseException], ...]:
     from panels.families import FamilyError
     from panels.formula import FormulaError
     from providers.types import ConfigError
+    from runs.folder_lock import FolderUnwritable
     from runs.spec import SpecError
 
     return (
+        FolderUnwritable,
         SpecError,
         FamilyError,
         FormulaError,
@@ -108,7 +112,7 @@ def disk_full_says(run_dir: Path) -> Iterator[None]:
         with disk_full_raised(run_dir, folder=run_dir):
             yield
     except DiskFull as exc:
-        fail(f"{exc}; free some space and run the same command again", EXIT_DISK_FULL)
+        fail(f"{exc}; {NO_ROOM_HINT}", EXIT_DISK_FULL)
 
 
 def _describe(exc: BaseException) -> str:

@@ -30,9 +30,9 @@ def audit(
 
         typer.echo(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode())
         return
-    from rich.console import Console
+    from runs.output import stdout_console
 
-    render(report, Console(), title=str(run_dir))
+    render(report, stdout_console(), title=str(run_dir))
 
 
 def register(app: typer.Typer) -> None:

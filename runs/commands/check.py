@@ -28,7 +28,6 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -37,6 +36,7 @@ from panels.events import Event
 from panels.formula import RESERVED, Formula, FormulaError, parse, truth_table
 from panels.input_files import CHECK_INPUT_MAX_BYTES, InputFileError, read_input_file
 from runs.commands._errors import fail
+from runs.output import stdout_console
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -302,7 +302,7 @@ def _print_report(
     coherent: FloatArray,
     repaired: FloatArray | None,
 ) -> None:
-    console = Console(highlight=False)
+    console = stdout_console(highlight=False)
     panel, probs = data.panel, data.probs
     ids = panel.ids
     norm_words = "total stake at most 1" if norm == "inf" else "at most 1 of each contract"

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from runs.commands._errors import interrupt_says_rerun, user_errors
+from runs.output import stdout_console
 from runs.planner import estimate, summarise
 from runs.planning_progress import PlanningProgress
 from runs.spec import SpecError, load_spec
@@ -40,9 +41,9 @@ def plan(
     if as_json:
         typer.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
         return
-    console = Console()
+    console = stdout_console()
     if not console.is_terminal:  # a file or a pipe has no width: don't squeeze the figures
-        console = Console(width=max(console.width, PIPE_WIDTH))
+        console = stdout_console(width=max(console.width, PIPE_WIDTH))
     _print_tables(console, spec.name, summary)
 
 

@@ -8,7 +8,6 @@ from typing import Annotated
 
 import orjson
 import typer
-from rich.console import Console
 
 from engine.journal import JournalError
 from engine.ledger import LedgerBusy
@@ -16,6 +15,7 @@ from engine.reparse import reparse as run_reparse
 from runs.commands._errors import disk_full_says, interrupt_says_rerun, user_errors
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
+from runs.output import stdout_console
 
 
 class Parser(StrEnum):
@@ -45,7 +45,7 @@ def reparse(
     if as_json:
         typer.echo(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode())
         return
-    console = Console(highlight=False)
+    console = stdout_console(highlight=False)
     console.print(
         f"re-parsed {summary.requests_with_replies:,} requests' replies with the "
         f"[bold]{summary.parser}[/] parser: accepted {summary.accepted_before:,} → "

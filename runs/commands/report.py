@@ -21,6 +21,7 @@ from runs.commands._errors import (
 )
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
+from runs.output import stdout_console
 
 
 def build_report(run_dir: Path, console: Console) -> Path:
@@ -60,7 +61,7 @@ def report(
         fail(f"{run_dir} is not a run folder (no spec.toml); give the folder `dutchbook run` wrote")
     if not (run_dir / "scores.parquet").is_file():
         fail(f"{run_dir} has no scores.parquet yet; run the campaign (or resume it) first")
-    console = Console()
+    console = stdout_console()
     with (
         interrupt_says_rerun(),
         user_errors(SpecError, OSError, folder=run_dir),

@@ -4,7 +4,8 @@ Exit codes: 0 done (every planned query answered), 2 a user error (bad spec, mis
 estimate above --max-cost), 3 the running spend cap stopped the run, 4 finished but incomplete
 (a lane stopped on a permanent failure or a spent quota, or requests ran out of attempts: the
 report scores what there is and says so), 5 busy (another process is running a campaign in
-the folder; nothing was done), 130 interrupted (SIGINT/SIGTERM; 128 + SIGINT as shells report
+the folder; nothing was done), 6 a write found no room (the run folder's disk, or the output's:
+the message says which), 130 interrupted (SIGINT/SIGTERM; 128 + SIGINT as shells report
 Ctrl-C). All but 2 are resumable by running the same command again (5 once the other is done).
 1 (as for any unexpected error) when a figure worker died before the report was drawn: the
 answers and scores are kept, and `dutchbook report DIR` draws the report again.
@@ -23,6 +24,7 @@ from runs.commands._errors import (
     EXIT_BUSY,
     EXIT_DISK_FULL,
     EXIT_INTERRUPTED,
+    NO_ROOM_HINT,
     fail,
     user_errors,
 )
@@ -40,7 +42,7 @@ EXIT_INCOMPLETE = 4
 #: Exit status when a figure worker died before the report was drawn (`runs.figure_workers`).
 EXIT_REPORT_FAILED = 1
 #: What a user is told to do after a full disk.
-DISK_FULL_HINT = "free some space and run the same command again to resume"
+DISK_FULL_HINT = f"{NO_ROOM_HINT} to resume"
 
 
 def run(

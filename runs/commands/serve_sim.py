@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import math
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -17,10 +20,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from engine.durable import why_unwritable
 from providers.sim.credentials import DEFAULT_CREDENTIALS
 from providers.sim.faults import PROFILES, parse_faults
 from providers.sim.rehearse import BASE_PATHS
 from providers.sim.server import COUNTS_PATH, SimHandle, serve_forever
+from runs.commands._errors import fail
+from runs.output import stdout_console
 
 #: The port `provider = "sim"` models use when a spec gives no base_url.
 DEFAULT_PORT = 8765
@@ -60,7 +66,9 @@ def stopped(counts: dict[str, int], console: Console, counts_file: Path | None) 
 
 
 def serve_sim(
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = DEFAULT_PORT,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0: any free port).")
+    ] = DEFAULT_PORT,
     faults: Annotated[
         str,
         typer.Option(
@@ -89,25 +97,73 @@ def serve_sim(
     ] = None,
 ) -> None:
     """Run the local provider simulator until Ctrl-C (all answers are simulated)."""
-    console = Console()
+    check_options(faults, rpm, tpm, retry_after, counts_file)
+    console = stdout_console()
+    listening = False
+
+    def started(handle: SimHandle) -> None:
+        nonlocal listening
+        listening = True
+        describe_start(handle, faults, console)
+
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(
+                serve_forever(
+                    port,
+                    faults,
+                    seed=seed,
+                    rate_limit_rpm=rpm,
+                    rate_limit_tpm=tpm,
+                    retry_after_s=retry_after,
+                    on_start=started,
+                    on_stop=lambda counts: stopped(counts, console, counts_file),
+                )
+            )
+    except OSError as exc:
+        if listening or exc.errno not in _CANNOT_LISTEN:
+            raise
+        fail(
+            f"cannot listen on 127.0.0.1:{port}: {_reason(exc)}; give --port another "
+            "(0: any free port)"
+        )
+
+
+#: What binding the port fails with: taken (another simulator?), or reserved for root.
+_CANNOT_LISTEN = frozenset({errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL})
+
+
+def _reason(exc: OSError) -> str:
+    return os.strerror(exc.errno) if exc.errno is not None else str(exc)
+
+
+def check_options(
+    faults: str,
+    rpm: float | None,
+    tpm: float | None,
+    retry_after: float,
+    counts_file: Path | None,
+) -> None:
+    """Refuse, in one line and before anything listens, an option the simulator would only
+    trip over later: with a traceback at start, or (the counts file) on exit, after the
+    whole rehearsal it was to count."""
     try:
         parse_faults(faults)
     except ValueError as exc:
-        console.print(f"[red]error:[/red] --faults: {exc}")
-        raise typer.Exit(2) from None
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(
-            serve_forever(
-                port,
-                faults,
-                seed=seed,
-                rate_limit_rpm=rpm,
-                rate_limit_tpm=tpm,
-                retry_after_s=retry_after,
-                on_start=lambda handle: describe_start(handle, faults, console),
-                on_stop=lambda counts: stopped(counts, console, counts_file),
-            )
-        )
+        fail(f"--faults: {exc}")
+    for name, value in (("--rpm", rpm), ("--tpm", tpm)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            fail(f"{name}: a positive number, not {value}")
+    if not (math.isfinite(retry_after) and retry_after >= 0):
+        fail(f"--retry-after: seconds, 0 or more, not {retry_after}")
+    if counts_file is not None:
+        folder = counts_file.parent
+        if counts_file.is_dir():
+            fail(f"--counts-file: {counts_file} is a folder; give a file name")
+        if not folder.is_dir():
+            fail(f"--counts-file: no folder {folder} to write {counts_file.name} in")
+        if (reason := why_unwritable(folder)) is not None:
+            fail(f"--counts-file: cannot write in {folder} ({reason})")
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,7 @@ from engine.journal import JournalError
 from engine.status import status as run_status
 from runs.commands._errors import user_errors
 from runs.commands._run_folder import require_run_folder
+from runs.output import stdout_console
 
 _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow"}
 
@@ -122,7 +123,7 @@ def status(
     if as_json:
         typer.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     else:
-        render(summary, Console())
+        render(summary, stdout_console())
 
 
 def register(app: typer.Typer) -> None:

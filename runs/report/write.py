@@ -19,6 +19,7 @@ from runs.audit import markdown as audit_markdown
 from runs.audit import run_audit
 from runs.audit import write_files as write_audit_files
 from runs.figures import can_draw, write_figures
+from runs.output import stdout_console
 from runs.report.data import ReportData, build_report_data
 from runs.report.models import frozen_spec, models_markdown
 from runs.report.repeated import IncidenceFor, averaged_from_forecasts, repeated_section
@@ -64,7 +65,7 @@ def write_report(
     with neither it is null. `audit` (the folder's `runs.audit.run_audit`, made here when not
     given) is the retries section. `figure_workers` draw the figures in their own processes.
     """
-    console = console or Console()
+    console = console or stdout_console()
     if averaged is None and incidence_for is not None:
         if forecasts is None and (run_dir / "forecasts.parquet").exists():
             forecasts = pl.read_parquet(run_dir / "forecasts.parquet")

@@ -1,10 +1,13 @@
 """A write with no room that no command turned into its own message ends in one line and
 exit 6, not a traceback: above all the output itself (`dutchbook audit DIR > file` on a full
-disk ended in rich's traceback)."""
+disk ended in rich's traceback). A command's printed output that finds no room is named as
+the output, never taken for its run folder's disk (`runs.output`): `dutchbook run SPEC >
+/dev/full` said "no space left for out/<name>" on a disk with room."""
 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import subprocess
 import sys
@@ -13,31 +16,115 @@ from pathlib import Path
 import pytest
 
 import runs.cli
+from engine.durable import disk_full_raised, is_disk_full
 from runs.commands._errors import EXIT_DISK_FULL
+from runs.output import OutputFull, stdout_console
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
 @pytest.mark.parametrize(
-    "args",
+    ("args", "written"),
     [
-        ["check", "examples/figure1.toml"],
-        ["plan", "runs/specs/quickstart.toml", "--json"],
-        ["plan", "runs/specs/quickstart.toml"],
+        (["check", "examples/figure1.toml"], "a write to the output (stdout)"),
+        (["plan", "runs/specs/quickstart.toml"], "a write to the output (stdout)"),
+        # typer's echo writes through a stream of click's own, which names no file
+        (["plan", "runs/specs/quickstart.toml", "--json"], "a write"),
     ],
 )
-def test_output_to_a_full_device_ends_in_one_line(args: list[str]) -> None:
-    with open("/dev/full", "w") as full:
-        done = subprocess.run(
-            [sys.executable, "-c", "from runs.cli import main; main()", *args],
-            cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+def test_output_to_a_full_device_ends_in_one_line(args: list[str], written: str) -> None:
+    done = _to_dev_full(args)
     assert done.returncode == EXIT_DISK_FULL, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr  # nothing else: no traceback, no error at exit
-    assert lines[0].startswith("error: a write failed: No space left on device")
+    assert lines[0].startswith(f"error: {written} failed: No space left on device;")
     assert "run the same command again" in lines[0]
+
+
+def _to_dev_full(args: list[str]) -> subprocess.CompletedProcess[str]:
+    with open("/dev/full", "w") as full:
+        return subprocess.run(
+            [sys.executable, "-c", "from runs.cli import main; main()", *args],
+            cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_a_run_whose_output_is_full_names_the_output_not_its_folder(tmp_path: Path) -> None:
+    """Both `run` and `report` hold their folder's full-disk handling around their prints;
+    the run stops where its output failed, and the same command with room finishes it."""
+    out = tmp_path / "quick"
+    args = ["run", "runs/specs/quickstart.toml", "--out", str(out)]
+    done = _to_dev_full(args)
+    assert done.returncode == EXIT_DISK_FULL, done.stderr
+    assert done.stderr.splitlines() == [
+        "error: a write to the output (stdout) failed: No space left on device; free some "
+        "space and run the same command again"
+    ]
+    assert (out / "plan.parquet").is_file()  # it stopped at its first print, after planning
+    again = subprocess.run(
+        [sys.executable, "-c", "from runs.cli import main; main()", *args],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert (out / "report" / "index.html").is_file()
+    report = _to_dev_full(["report", str(out)])
+    assert report.returncode == EXIT_DISK_FULL, report.stderr
+    assert report.stderr.startswith("error: a write to the output (stdout) failed:")
+    assert str(out) not in report.stderr
+
+
+def test_only_a_print_without_room_is_the_outputs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The console writes to whatever `sys.stdout` is when it prints; a write that finds no
+    room raises `OutputFull`, any other failure (a closed pipe, which click ends quietly)
+    raises as it was."""
+    console = stdout_console(highlight=False)
+    console.print("to the captured output")
+    assert capsys.readouterr().out == "to the captured output\n"
+
+    class Failing(io.StringIO):
+        def __init__(self, code: int) -> None:
+            super().__init__()
+            self.code = code
+
+        def write(self, text: str) -> int:
+            raise OSError(self.code, os.strerror(self.code))
+
+    for code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        monkeypatch.setattr(sys, "stdout", Failing(code))
+        with pytest.raises(OutputFull) as full:
+            console.print("x")
+        assert full.value.error.errno == code
+    monkeypatch.setattr(sys, "stdout", Failing(errno.EPIPE))
+    with pytest.raises(BrokenPipeError):  # what rich, then click, end quietly
+        console.file.write("x")
+
+
+def test_output_full_is_no_folders_full_disk() -> None:
+    """What lets it pass a run folder's handler (`engine.durable.disk_full_raised`)."""
+    error = OutputFull(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    assert not is_disk_full(error)
+    with pytest.raises(OutputFull), disk_full_raised(Path("out/run")):
+        raise error
+
+
+def test_main_names_the_output_for_output_full(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_room() -> None:
+        raise OutputFull(OSError(errno.EDQUOT, os.strerror(errno.EDQUOT)))
+
+    monkeypatch.setattr(runs.cli, "app", no_room)
+    with pytest.raises(SystemExit) as ended:
+        runs.cli.main()
+    assert ended.value.code == EXIT_DISK_FULL
+    assert capsys.readouterr().err == (
+        f"error: a write to the output (stdout) failed: {os.strerror(errno.EDQUOT)}; free some "
+        "space and run the same command again\n"
+    )
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EFBIG])

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import aiohttp
+import pytest
 from simkit import chat_body
 from typer.testing import CliRunner
 
+import runs.commands.serve_sim as serve_sim_command
 from providers.sim.server import SimHandle, serve_forever
 from runs.cli import app
 
@@ -81,3 +87,88 @@ def test_standalone_process_prints_root_credentials_and_counts_on_sigterm() -> N
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# --------------------------------------------------------------------------- options refused
+# Before, a port in use or out of range and a non-positive --rpm ended in a traceback, and an
+# unwritable --counts-file in one only when the simulator stopped, its counts lost.
+
+
+def _not_served(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the simulator started on options it should have refused")
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        (["--rpm", "-5"], "error: --rpm: a positive number, not -5.0"),
+        (["--tpm", "nan"], "error: --tpm: a positive number, not nan"),
+        (["--rpm", "0"], "error: --rpm: a positive number, not 0.0"),
+        (["--retry-after", "-1"], "error: --retry-after: seconds, 0 or more, not -1.0"),
+        (["--faults", "stormy"], "error: --faults: unknown fault profile 'stormy'"),
+        (["--counts-file", "{tmp}"], "error: --counts-file: {tmp} is a folder; give a file name"),
+        (
+            ["--counts-file", "{tmp}/none/counts.json"],
+            "error: --counts-file: no folder {tmp}/none to write counts.json in",
+        ),
+    ],
+)
+def test_an_option_the_simulator_would_trip_over_is_refused_in_one_line_before_it_listens(
+    options: list[str], error: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(serve_sim_command, "serve_forever", _not_served)
+    given = [option.format(tmp=tmp_path) for option in options]
+    result = CliRunner().invoke(app, ["serve-sim", "--port", "0", *given])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(error.format(tmp=tmp_path)), result.output
+
+
+def test_a_counts_file_in_a_folder_it_cannot_write_in_is_refused_before_it_listens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(serve_sim_command, "serve_forever", _not_served)
+    monkeypatch.setattr(
+        serve_sim_command, "why_unwritable", lambda folder: os.strerror(errno.EROFS)
+    )
+    result = CliRunner().invoke(
+        app, ["serve-sim", "--port", "0", "--counts-file", str(tmp_path / "c.json")]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        f"error: --counts-file: cannot write in {tmp_path} (Read-only file system)"
+    )
+
+
+@pytest.mark.parametrize("port", ["-1", "65536"])
+def test_a_port_out_of_range_is_a_usage_error(port: str) -> None:
+    result = CliRunner().invoke(app, ["serve-sim", "--port", port])
+    assert result.exit_code == 2
+    assert "Invalid value for '--port'" in result.output and "Traceback" not in result.output
+
+
+def test_a_port_in_use_is_said_in_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["serve-sim", "--port", str(port)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use; give --port "
+        "another (0: any free port)"
+    )
+
+
+def test_an_error_after_it_listened_is_not_said_to_be_the_ports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def listened_then_failed(*args: object, on_start: Any, **kwargs: object) -> None:
+        on_start(SimHandle.__new__(SimHandle))
+        raise PermissionError(errno.EACCES, "Permission denied", "/somewhere/counts.json")
+
+    monkeypatch.setattr(serve_sim_command, "serve_forever", listened_then_failed)
+    monkeypatch.setattr(serve_sim_command, "describe_start", lambda *args: None)
+    result = CliRunner().invoke(app, ["serve-sim", "--port", "0"])
+    assert isinstance(result.exception, PermissionError)
+    assert "cannot listen" not in result.output

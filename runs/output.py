@@ -1,0 +1,67 @@
+"""The commands' standard output, whose failed writes say that the output failed.
+
+`dutchbook run SPEC > file` with `file` on a full disk (or `> /dev/full`) fails on a print,
+not on a write to the run folder. Without this, the run's own full-disk handling
+(`engine.durable.disk_full_raised`) read the print's ENOSPC as the run folder's and said
+"no space left for out/<name>", on a disk with room. A print through `stdout_console`
+raises `OutputFull` instead: not an `OSError`, so no folder's handler takes it for its own,
+and `runs.cli.main` ends the command in one line that names the output (exit 6).
+
+Kept free of rich at import: `runs.cli` imports it while handling an error.
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+#: What a write fails with for want of room: a full disk or device, a quota, a size limit.
+NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+#: How the messages name the standard output.
+STDOUT_NAME = "the output (stdout)"
+
+
+class OutputFull(Exception):
+    """A write to the command's standard output found no room (`error` says why)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(f"a write to {STDOUT_NAME} failed: {error.strerror or error}")
+        self.error = error
+
+
+class _Stdout:
+    """`sys.stdout`, looked up at each call (a test's runner swaps it), whose writes that
+    find no room raise `OutputFull`; any other error (a closed pipe: click's to end) as it
+    was. Everything else (isatty, encoding, fileno) is the stream's own."""
+
+    def write(self, text: str) -> int:
+        try:
+            return sys.stdout.write(text)
+        except OSError as exc:
+            raise _no_room_or_same(exc) from exc
+
+    def flush(self) -> None:
+        try:
+            sys.stdout.flush()
+        except OSError as exc:
+            raise _no_room_or_same(exc) from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(sys.stdout, name)
+
+
+def _no_room_or_same(exc: OSError) -> Exception:
+    return OutputFull(exc) if exc.errno in NO_ROOM_ERRNOS else exc
+
+
+def stdout_console(**options: Any) -> Console:
+    """A rich `Console` on the standard output, as `Console(**options)` makes one, whose
+    writes that find no room raise `OutputFull`."""
+    from rich.console import Console
+
+    return Console(file=_Stdout(), **options)  # type: ignore[arg-type]
