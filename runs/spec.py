@@ -210,7 +210,9 @@ def parse_spec(
     name = _get(raw, "name", str, path, "", "a campaign name (letters, digits, - and _)")
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise SpecError(path, "name", "letters, digits, '-' and '_' only (it names the run folder)")
-    seed = _get(raw, "seed", int, path, "", "an integer", default=0)
+    seed = _get(raw, "seed", int, path, "", "an integer >= 0", default=0)
+    if seed < 0:  # numpy's generators (the stock-day sample) take no negative seed
+        raise SpecError(path, "seed", "an integer >= 0")
     parser = _get(raw, "parser", str, path, "", "strict or lenient", default="strict")
     if parser not in PARSERS:
         raise SpecError(path, "parser", f"strict or lenient, not {parser!r}")

@@ -126,6 +126,8 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
          "models[1].base_url_env", "NAME"),
         (("seed = 3", "seed = 3\nmax_answer_failures = 9"), "max_answer_failures",
          "max_attempts=8"),
+        # numpy's generator (the stock-day sample) refused it at planning, naming no key
+        (("seed = 3", "seed = -3"), "seed", "an integer >= 0"),
         (("max_tokens = 8192", "max_tokens = 8192\nabout = 3"), "models[1].about",
          "a short description"),
         (("max_tokens = 8192", 'max_tokens = 8192\nabout = "' + "x" * 201 + '"'),
