@@ -118,4 +118,8 @@ def disk_full_says(run_dir: Path) -> Iterator[None]:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return f"a file is not UTF-8 text ({exc.reason} at byte {exc.start})"
+    if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
+        # "Is a directory: report/index.html", not "[Errno 21] Is a directory: '...'"
+        second = f" -> {exc.filename2}" if exc.filename2 is not None else ""
+        return f"{exc.strerror}: {exc.filename}{second}"
     return str(exc)

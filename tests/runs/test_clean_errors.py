@@ -8,6 +8,7 @@ markup (`[[models]]`, `[/x]`) is printed as written.
 from __future__ import annotations
 
 import io
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +210,22 @@ def test_the_size_guard_admits_a_campaign_at_the_limit_and_refuses_one_above(
     monkeypatch.setattr(runs.planner, "MAX_CAMPAIGN_QUERIES", asked - 1)
     with pytest.raises(runs.planner.CampaignTooLarge, match=f"asks {asked:,} queries"):
         runs.planner.check_campaign_size(spec, units)
+
+
+def test_report_says_what_stands_in_its_way_in_words_not_errno(tmp_path: Path) -> None:
+    # It printed "error: [Errno 21] Is a directory: '.../report/index.tmp' -> '...'".
+    out = tmp_path / "out"
+    code, output = invoke("run", str(write_spec(tmp_path)), "--out", str(out))
+    assert code == 0, output
+    page = out / "report" / "index.html"
+    page.unlink()
+    page.mkdir()
+    code, output = invoke("report", str(out))
+    assert code == 2, output
+    assert_one_clean_line(output, f"Is a directory: {out / 'report' / 'index.tmp'} -> {page}")
+    assert "Errno" not in output
+    shutil.rmtree(out / "report")
+    (out / "report").write_text("in the way", encoding="utf-8")
+    code, output = invoke("report", str(out))
+    assert code == 2, output
+    assert_one_clean_line(output, f"File exists: {out / 'report'}")
