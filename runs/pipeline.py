@@ -214,6 +214,40 @@ def check_simulator_options(
         raise RunError(
             f"--sim-url must be a simulator on this machine (http://127.0.0.1:PORT), not {sim_url}"
         )
+    if sim_url is not None:
+        check_simulator_answers(sim_url)
+
+
+#: How long `--sim-url`'s simulator has to answer before the run is refused.
+SIM_URL_TIMEOUT_S = 5.0
+
+
+def check_simulator_answers(sim_url: str) -> None:
+    """The simulator at `--sim-url` answers its counts route, before anything is planned.
+
+    Without this, a rehearsal against a simulator that is not running planned the whole
+    campaign (seconds to minutes), stopped every lane on its first connection error, and
+    wrote a report of nothing."""
+    import urllib.error
+    import urllib.request
+
+    from providers.sim.server import COUNTS_PATH, SIMULATED_HEADER
+
+    start = "start `dutchbook serve-sim` there first, or leave out --sim-url to start one"
+    url = sim_url.rstrip("/") + COUNTS_PATH
+    try:
+        with urllib.request.urlopen(url, timeout=SIM_URL_TIMEOUT_S) as reply:
+            simulated = reply.headers.get(SIMULATED_HEADER) == "true"
+    except urllib.error.HTTPError as exc:
+        simulated = exc.headers.get(SIMULATED_HEADER) == "true"
+        if simulated:  # the simulator itself, refusing: say what it said
+            raise RunError(f"--sim-url: the simulator at {sim_url} answered {exc.code}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        why = getattr(reason, "strerror", None) or str(reason)
+        raise RunError(f"--sim-url: nothing answers at {sim_url} ({why}); {start}") from None
+    if not simulated:
+        raise RunError(f"--sim-url: {sim_url} answers, but not as dutchbook's simulator; {start}")
 
 
 def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:

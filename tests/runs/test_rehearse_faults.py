@@ -4,7 +4,10 @@ whose retries by cause reconcile with what the simulator says it injected."""
 from __future__ import annotations
 
 import asyncio
+import http.server
 import io
+import socket
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -74,4 +77,55 @@ def test_fault_options_are_checked_before_anything_is_written(
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out), *args])
     assert result.exit_code == 2 and message in result.output, result.output
+    assert not out.exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class _NotTheSimulator(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # the standard library's name
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_sim_url_where_no_simulator_answers_is_refused_before_planning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before, the run planned the campaign, stopped every lane on its first connection error
+    # and wrote a report of nothing (exit 4).
+    import runs.pipeline
+
+    def no_planning(*args: object, **kwargs: object) -> None:
+        raise AssertionError("planned a rehearsal with no simulator to answer it")
+
+    monkeypatch.setattr(runs.pipeline, "_estimate", no_planning)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    out = tmp_path / "out"
+    dead = f"http://127.0.0.1:{_free_port()}"
+    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out), "--rehearse",
+                                      "--sim-url", dead])
+    assert result.exit_code == 2, result.output
+    assert f"error: --sim-url: nothing answers at {dead} (Connection refused); start " \
+        "`dutchbook serve-sim` there first" in result.output
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotTheSimulator)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        other = f"http://127.0.0.1:{server.server_address[1]}"
+        result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out), "--rehearse",
+                                          "--sim-url", other])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == 2, result.output
+    assert f"error: --sim-url: {other} answers, but not as dutchbook's simulator" in result.output
     assert not out.exists()
