@@ -19,19 +19,9 @@ from typer.testing import CliRunner
 from engine.runlock import LedgerBusy, acquire_lock, read_pid, release_lock, write_pid
 from engine.status import status
 from runs.cli import app
+from tests.runs.run_folders import SMALL_SPEC, finish_run, folder_contents
 
-SPEC = """
-name = "race"
-seed = 2
-[data]
-stock_days = 2
-[[models]]
-name = "m"
-provider = "sim"
-model = "sim-coherent"
-[[arms]]
-name = "baseline"
-"""
+SPEC = SMALL_SPEC
 
 
 def test_a_run_on_a_folder_another_process_holds_writes_nothing_and_exits_5(
@@ -112,21 +102,11 @@ def test_the_run_reads_as_live_while_it_scores_and_reports(
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("finished")
-    spec = root / "spec.toml"
-    spec.write_text(SPEC, encoding="utf-8")
-    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(root / "out")])
-    assert result.exit_code == 0, result.output
-    return root / "out"
+    return finish_run(tmp_path_factory.mktemp("finished"), SPEC)
 
 
 def _contents(folder: Path) -> dict[str, bytes]:
-    skip = {".lock", "run.pid"}
-    return {
-        str(p.relative_to(folder)): p.read_bytes()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.name not in skip
-    }
+    return folder_contents(folder, skip=frozenset({".lock", "run.pid"}))
 
 
 @pytest.mark.parametrize("command", ["score", "repair", "reparse", "report"])

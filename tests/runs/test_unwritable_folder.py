@@ -25,36 +25,15 @@ import runs.folder_lock
 import runs.pipeline
 from engine.durable import why_unwritable
 from runs.cli import app
+from tests.runs.run_folders import SMALL_SPEC, finish_run, folder_contents
 
-SPEC = """
-name = "unwritable"
-seed = 3
-[data]
-stock_days = 2
-[[models]]
-name = "m"
-provider = "sim"
-model = "sim-coherent"
-[[arms]]
-name = "baseline"
-"""
+SPEC = SMALL_SPEC
 WRITERS = ["score", "repair", "reparse", "report"]
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("finished")
-    spec = root / "spec.toml"
-    spec.write_text(SPEC, encoding="utf-8")
-    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(root / "out")])
-    assert result.exit_code == 0, result.output
-    return root / "out"
-
-
-def _contents(folder: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
-    }
+    return finish_run(tmp_path_factory.mktemp("finished"), SPEC)
 
 
 def _one_error(output: str) -> str:
@@ -69,7 +48,7 @@ def test_a_command_that_writes_a_run_refuses_a_folder_it_cannot_write_in_one_lin
 ) -> None:
     out = tmp_path / "out"
     shutil.copytree(finished, out)
-    before = _contents(out)
+    before = folder_contents(out)
 
     def read_only(run_dir: Path, lock_dir: Path) -> int:  # what os.open says on such a mount
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(lock_dir / ".lock"))
@@ -82,7 +61,7 @@ def test_a_command_that_writes_a_run_refuses_a_folder_it_cannot_write_in_one_lin
         "the run's files there (`status` and `audit` only read them): copy the folder "
         "somewhere you can write, and give it the copy"
     )
-    assert _contents(out) == before
+    assert folder_contents(out) == before
     for reader in ("status", "audit"):  # they take no lock: they work on it as before
         assert CliRunner().invoke(app, [reader, str(out)]).exit_code == 0
 
