@@ -39,12 +39,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-
-import orjson
 
 from bench.sweep import Sim, check_exactly_once, dutchbook, progress
 
@@ -103,9 +100,9 @@ def write_spec(folder: Path, providers: list[str], stock_days: int, passes: int,
 
 
 def sim_counts(url: str) -> dict[str, int]:
-    with urllib.request.urlopen(f"{url}/_sim/counts", timeout=5) as reply:  # loopback only
-        counts: dict[str, int] = orjson.loads(reply.read())
-        return counts
+    from providers.sim.server import read_live_counts
+
+    return read_live_counts(url) or {}
 
 
 def uploaded_not_created(out: Path) -> list[str]:

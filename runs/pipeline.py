@@ -228,25 +228,16 @@ def check_simulator_answers(sim_url: str) -> None:
     Without this, a rehearsal against a simulator that is not running planned the whole
     campaign (seconds to minutes), stopped every lane on its first connection error, and
     wrote a report of nothing."""
-    import urllib.error
-    import urllib.request
-
-    from providers.sim.server import COUNTS_PATH, SIMULATED_HEADER
+    from providers.sim.server import read_live_counts
 
     start = "start `dutchbook serve-sim` there first, or leave out --sim-url to start one"
-    url = sim_url.rstrip("/") + COUNTS_PATH
     try:
-        with urllib.request.urlopen(url, timeout=SIM_URL_TIMEOUT_S) as reply:
-            simulated = reply.headers.get(SIMULATED_HEADER) == "true"
-    except urllib.error.HTTPError as exc:
-        simulated = exc.headers.get(SIMULATED_HEADER) == "true"
-        if simulated:  # the simulator itself, refusing: say what it said
-            raise RunError(f"--sim-url: the simulator at {sim_url} answered {exc.code}") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+        counts = read_live_counts(sim_url, timeout_s=SIM_URL_TIMEOUT_S)
+    except (OSError, ValueError) as exc:  # URLError is an OSError
         reason = getattr(exc, "reason", exc)
         why = getattr(reason, "strerror", None) or str(reason)
         raise RunError(f"--sim-url: nothing answers at {sim_url} ({why}); {start}") from None
-    if not simulated:
+    if counts is None:
         raise RunError(f"--sim-url: {sim_url} answers, but not as dutchbook's simulator; {start}")
 
 

@@ -59,6 +59,26 @@ COUNTS_PATH = "/_sim/counts"
 MAX_BODY_BYTES = 210 * 1024 * 1024
 
 
+def read_live_counts(root_url: str, timeout_s: float = 5.0) -> dict[str, int] | None:
+    """A running simulator's counts, read from its counts route at `root_url` (blocking;
+    the simulator listens on this machine only); None when what answers there is not the
+    simulator (no `SIMULATED_HEADER`). Nothing answering raises `urllib.error.URLError` or
+    `OSError`, for the caller to word."""
+    import urllib.error
+    import urllib.request
+
+    import orjson
+
+    try:
+        with urllib.request.urlopen(root_url.rstrip("/") + COUNTS_PATH, timeout=timeout_s) as reply:
+            if reply.headers.get(SIMULATED_HEADER) != "true":
+                return None
+            counts: dict[str, int] = orjson.loads(reply.read())
+            return counts
+    except urllib.error.HTTPError:  # something answers, refusing the route: not the simulator
+        return None
+
+
 def _live_counts(state: SimState) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def counts(request: web.Request) -> web.Response:
         del request

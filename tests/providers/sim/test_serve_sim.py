@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import http.server
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from simkit import chat_body
 from typer.testing import CliRunner
 
 import runs.commands.serve_sim as serve_sim_command
-from providers.sim.server import SimHandle, serve_forever
+from providers.sim.server import SimHandle, read_live_counts, serve_forever, start_sim
 from runs.cli import app
 
 
@@ -172,3 +174,26 @@ def test_an_error_after_it_listened_is_not_said_to_be_the_ports(
     result = CliRunner().invoke(app, ["serve-sim", "--port", "0"])
     assert isinstance(result.exception, PermissionError)
     assert "cannot listen" not in result.output
+
+
+async def test_read_live_counts_reads_the_running_simulator_and_nothing_else() -> None:
+    handle = await start_sim(0, "none")
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(handle.root_url + "/sim/v1/chat/completions", json=chat_body()) as resp,
+        ):
+            assert resp.status == 200
+        counts = await asyncio.to_thread(read_live_counts, handle.root_url + "/")
+    finally:
+        await handle.stop()
+    assert counts is not None and counts["answered.sim"] == 1
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:  # something else answering there (a 404 here) is not the simulator
+        other = f"http://127.0.0.1:{server.server_address[1]}"
+        assert await asyncio.to_thread(read_live_counts, other) is None
+    finally:
+        server.shutdown()
+        server.server_close()
