@@ -4,6 +4,12 @@ Adapters only see replies that arrived; refused connections, resets and client t
 never reach them, so this is the one place those become `connection_error` and `timeout`.
 Details keep the exception's kind and the host, never the query string (some providers put
 keys there) nor headers.
+
+A live reply's body is read up to `MAX_REPLY_BYTES` (after decompression): a chat completion
+is kilobytes, and a server that sends more (a misrouted download, a decompression bomb, a
+proxy's endless error page) would otherwise be held whole in memory once per request in
+flight. Measured before the cap: replies of 300 MB at concurrency 16 took a run's memory to
+about 1 GB, each downloaded in full three times before its answer budget ran out.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import yarl
+from aiohttp import hdrs
 
 from providers.base import Adapter
 from providers.types import Completion, Failure, HttpRequest, Outcome
@@ -44,6 +51,42 @@ def _unreachable(exc: Exception, cause: OSError, url: str) -> Failure:
         )
     return Failure(
         Outcome.CONNECTION_ERROR, f"{type(exc).__name__} ({cause.errno}) talking to {where}"
+    )
+
+
+#: The most bytes of one live reply's body that are read (decompressed), so replies hold at
+#: most this much memory per request in flight. Far above any completion the engine asks
+#: for (a reply of 64,000 output tokens is well under 1 MiB).
+MAX_REPLY_BYTES = 16 * 2**20
+
+
+def _declared_within(reply: aiohttp.ClientResponse, limit: int) -> bool | None:
+    """Whether a body of declared length and no content coding fits `limit`; None when its
+    decoded length is not known before reading (chunked, or compressed)."""
+    length = reply.content_length
+    if length is None or hdrs.CONTENT_ENCODING in reply.headers:
+        return None
+    return length <= limit
+
+
+async def _read_counted(reply: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The body, read chunk by chunk and counted as decoded; None once it is longer than
+    `limit` (nothing more is read; the connection is then closed rather than reused)."""
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in reply.content.iter_any():
+        total += len(chunk)
+        if total > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_long(status: int, url: str, limit: int) -> Failure:
+    return Failure(
+        Outcome.INVALID_RESPONSE,
+        f"reply body longer than {limit:,} bytes from {_where(url)}: not read further",
+        http_status=status,
     )
 
 
@@ -92,9 +135,13 @@ class HttpClient:
             self._session = None
 
     async def fetch(
-        self, request: HttpRequest, timeout_s: float
+        self, request: HttpRequest, timeout_s: float, max_bytes: int | None = None
     ) -> tuple[int, Mapping[str, str], bytes] | Failure:
-        """The raw reply, or a transport `Failure` (connection error or client timeout)."""
+        """The raw reply, or a transport `Failure` (connection error or client timeout).
+
+        With `max_bytes`, a body longer than that is not read further: a success status
+        becomes an `invalid_response` failure, an error status reaches the caller with an
+        empty body (its status still classifies it)."""
         session = self._session
         if session is None:
             raise RuntimeError("HttpClient used outside `async with`")
@@ -106,8 +153,17 @@ class HttpClient:
                 data=request.body,
                 timeout=self._timeout(timeout_s),
             ) as reply:
-                body = await reply.read()
-                return reply.status, reply.headers, body
+                if max_bytes is None:
+                    return reply.status, reply.headers, await reply.read()
+                fits = _declared_within(reply, max_bytes)
+                if fits:  # nearly every reply: read at once, as without a limit
+                    return reply.status, reply.headers, await reply.read()
+                body = None if fits is False else await _read_counted(reply, max_bytes)
+                if body is not None:
+                    return reply.status, reply.headers, body
+                if reply.status < 400:
+                    return _too_long(reply.status, request.url, max_bytes)
+                return reply.status, reply.headers, b""
         except TimeoutError:
             return Failure(
                 Outcome.TIMEOUT, f"no reply within {timeout_s:g}s from {_where(request.url)}"
@@ -124,12 +180,12 @@ class HttpClient:
     async def send(
         self, adapter: Adapter, request: HttpRequest, timeout_s: float
     ) -> Completion | Failure:
-        """Fetch and let the adapter classify the reply."""
-        raw = await self.fetch(request, timeout_s)
+        """Fetch (at most `MAX_REPLY_BYTES` of body) and let the adapter classify the reply."""
+        raw = await self.fetch(request, timeout_s, MAX_REPLY_BYTES)
         if isinstance(raw, Failure):
             return raw
         status, headers, body = raw
         return adapter.parse(status, headers, body)
 
 
-__all__ = ["HttpClient"]
+__all__ = ["MAX_REPLY_BYTES", "HttpClient"]
