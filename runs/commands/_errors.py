@@ -9,6 +9,7 @@ model names such as `[/x]`) is printed literally, never read as Rich markup.
 from __future__ import annotations
 
 import contextlib
+import errno
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -121,5 +122,24 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
         # "Is a directory: report/index.html", not "[Errno 21] Is a directory: '...'"
         second = f" -> {exc.filename2}" if exc.filename2 is not None else ""
-        return f"{exc.strerror}: {exc.filename}{second}"
+        return f"{exc.strerror}: {exc.filename}{second}{_in_the_way(exc)}"
     return str(exc)
+
+
+def _in_the_way(exc: OSError) -> str:
+    """What to do when a file stands where a folder goes, or a folder where a file goes
+    (say, a file named `report` in a run folder): which one, and to move it."""
+    names = [n for n in (exc.filename2, exc.filename) if isinstance(n, str)]
+    if exc.errno == errno.EISDIR:
+        found = next((Path(n) for n in names if Path(n).is_dir()), None)
+        what = "a folder where a file goes"
+    elif exc.errno in (errno.EEXIST, errno.ENOTDIR):
+        # ENOTDIR names the whole path: the file in the way is one of its parents.
+        paths = [p for n in names for p in (Path(n), *Path(n).parents)]
+        found = next((p for p in paths if p.exists() and not p.is_dir()), None)
+        what = "a file where a folder goes"
+    else:
+        return ""
+    if found is None:
+        return ""
+    return f" ({found} is {what}: move or remove it, then run the same command again)"

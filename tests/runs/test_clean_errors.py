@@ -16,6 +16,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+import runs.commands._errors
 import runs.pipeline
 import runs.planner
 from engine.lanes import LaneStats
@@ -222,10 +223,36 @@ def test_report_says_what_stands_in_its_way_in_words_not_errno(tmp_path: Path) -
     page.mkdir()
     code, output = invoke("report", str(out))
     assert code == 2, output
-    assert_one_clean_line(output, f"Is a directory: {out / 'report' / 'index.tmp'} -> {page}")
+    assert_one_clean_line(
+        output,
+        f"Is a directory: {out / 'report' / 'index.tmp'} -> {page}",
+        f"({page} is a folder where a file goes: move or remove it, then run the same command",
+    )
     assert "Errno" not in output
     shutil.rmtree(out / "report")
     (out / "report").write_text("in the way", encoding="utf-8")
     code, output = invoke("report", str(out))
     assert code == 2, output
-    assert_one_clean_line(output, f"File exists: {out / 'report'}")
+    # It said only "File exists: DIR/report".
+    assert_one_clean_line(
+        output,
+        f"File exists: {out / 'report'} ({out / 'report'} is a file where a folder goes: move "
+        "or remove it, then run the same command again)",
+    )
+
+
+def test_a_file_in_the_way_of_a_deeper_folder_is_named(tmp_path: Path) -> None:
+    """ENOTDIR names the whole path; the message names the file among its parents."""
+    blocker = tmp_path / "out"
+    blocker.write_text("not a folder", encoding="utf-8")
+    missing = blocker / "report" / "index.html"
+    with pytest.raises(NotADirectoryError) as caught:
+        missing.write_text("x", encoding="utf-8")
+    described = runs.commands._errors._describe(caught.value)
+    assert described.endswith(
+        f"({blocker} is a file where a folder goes: move or remove it, then run the same "
+        "command again)"
+    ), described
+    assert runs.commands._errors._describe(FileNotFoundError(2, "No such file", "x")) == (
+        "No such file: x"
+    )
