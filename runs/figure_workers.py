@@ -13,10 +13,13 @@ section while this process computes it (`runs.report.write`).
 The figures are the same `runs.report_figures` calls on the same inputs as in one process,
 so the files are byte-identical (tested). Spawned, not forked: by then this process holds
 threads (polars' pool, the executor's own) that a fork would copy in an unknown state.
-The workers ignore SIGINT, so a Ctrl-C meant for the campaign (a soft stop, then scoring
-and the report) does not kill them; they end when told, when this process closes them
-(unused ones at once: a run that fails early does not wait for their imports), or when
-their pipe closes because this process died. A worker that dies (killed, out of memory)
+The workers ignore SIGINT and SIGTERM, so a Ctrl-C or a SIGTERM meant for the campaign (a
+soft stop, then scoring and the report) does not kill them: both reach the whole process
+group (a terminal's Ctrl-C; `timeout`, `kill -TERM -PGID`, a service manager stopping its
+unit), and a SIGTERM so sent used to end the workers, so that the run, having stopped
+softly, failed its report. They end when told, when this process closes them (unused ones
+killed at once: a run that fails early does not wait for their imports), or when their
+pipe closes because this process died. A worker that dies (killed, out of memory)
 fails the report with `FigureWorkerDied`, one line saying so; a figure that raises raises
 the same error here as in one process. Either way the run folder keeps its answers and
 scores, and `dutchbook report DIR` draws the report again.
@@ -104,7 +107,8 @@ def _serve(conn: Connection) -> None:
     or the pipe closes; an error goes back to be raised in the parent. A parent that died
     meanwhile (killed during the report) ends the worker quietly: the run's own terminal
     must not get a worker's traceback about a pipe nobody reads."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the campaign's Ctrl-C is not ours
+    for sent_to_the_group in (signal.SIGINT, signal.SIGTERM):  # the campaign's, not ours
+        signal.signal(sent_to_the_group, signal.SIG_IGN)
     warm_up = threading.Thread(target=_warm_lowered, daemon=True)
     warm_up.start()
     while True:
@@ -250,15 +254,16 @@ class FigureWorkers:
     def close(self) -> None:
         """End the workers, without waiting: told to stop once used (they are idle; their
         interpreters' own exit takes a while, this process need not wait for it), else
-        terminated at once (one still importing would otherwise hold up a run that failed
-        early). multiprocessing reaps them (`active_children`, or at exit)."""
+        killed at once (one still importing would otherwise hold up a run that failed early;
+        a SIGTERM it ignores once its handlers are set). multiprocessing reaps them
+        (`active_children`, or at exit)."""
         workers, self._workers = self._workers, []
         for process, conn in workers:
             if self._used:
                 with contextlib.suppress(OSError):  # already gone
                     conn.send(None)
             else:
-                process.terminate()
+                process.kill()
             conn.close()
 
     def __enter__(self) -> FigureWorkers:

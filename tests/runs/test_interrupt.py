@@ -187,6 +187,32 @@ async def test_second_signal_cancels_at_once_and_the_run_still_resumes(
     assert resumed.height - interrupted <= seen <= resumed.height, (resumed.height, seen)
 
 
+async def test_a_sigterm_to_the_whole_process_group_still_draws_the_report(
+    tmp_path: Path, slow_sim: SimHandle
+) -> None:
+    """`timeout`, `kill -TERM -PGID` and service managers signal every process of the group,
+    the figure workers included. They used to die of it, and the run, stopped softly, ended
+    with "a figure worker died before the report was drawn" (exit 1)."""
+    (tmp_path / "spec.toml").write_text(SPEC.format(root=slow_sim.root_url))
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [DUTCHBOOK, "run", "spec.toml", "--out", str(run_dir)],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own group, as under `timeout` or a service manager
+    )
+    await asyncio.to_thread(_wait_for_answers, proc, run_dir, 3)
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, err = await asyncio.to_thread(proc.communicate, None, 60)
+    assert proc.returncode == 130, out + err
+    assert INTERRUPTED_MESSAGE in out and "figure worker died" not in out + err
+    assert (run_dir / "report" / "index.html").exists()
+    await asyncio.to_thread(_assert_resumes_to_completion, tmp_path, run_dir)
+
+
 SPEND_SPEC = """
 name = "capped"
 seed = 5
