@@ -87,6 +87,7 @@ def _too_long(status: int, url: str, limit: int) -> Failure:
         Outcome.INVALID_RESPONSE,
         f"reply body longer than {limit:,} bytes from {_where(url)}: not read further",
         http_status=status,
+        foreign=True,
     )
 
 

@@ -221,6 +221,10 @@ class Lane:
         #: Whether anything answered at the model's address yet: a lane whose server refuses
         #: connections from the start stops at once with the hint instead of retrying.
         self._reached = False
+        #: Whether any reply was in the provider's format yet, and how many in a row were
+        #: not before one was: a lane pointed at a web page stops (`RetryPolicy.foreign_streak`).
+        self._recognised = False
+        self._foreign_streak = 0
 
     # -- state ---------------------------------------------------------------------------
 
@@ -590,6 +594,8 @@ class Lane:
                                  request_id=item.request_id, reason=stopped)
         if record.http_status is not None:
             self._reached = True
+            if failure is None or not failure.foreign:
+                self._recognised = True
         accepted = self.ledger.record_result(record, response)
         self.results += 1
         self.stats.attempts += 1
@@ -633,6 +639,16 @@ class Lane:
         name, provider = self.config.name, self.adapter.provider
         if failure.unreachable and not self._reached:
             self._halt(LaneState.STOPPED, f"{name} ({provider}): {failure.detail}")
+            return
+        if failure.foreign and not self._recognised:
+            self._foreign_streak += 1
+            if self._foreign_streak >= self.policy.foreign_streak:
+                self._halt(
+                    LaneState.STOPPED,
+                    f"{name} ({provider}) stopped: its first {self._foreign_streak} replies were "
+                    f"not in the provider's format (the last: {failure.detail}); is its "
+                    "base_url the API's address?",
+                )
             return
         if failure.outcome is Outcome.RATE_LIMIT and not failure.quota_exhausted:
             self.cap.on_rate_limit()

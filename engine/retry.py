@@ -46,6 +46,9 @@ class RetryPolicy:
     max_retry_after_s: float = 600.0
     #: Permanent failures in a row (auth, bad request) that stop a lane.
     permanent_streak: int = 3
+    #: Replies in a row not in the provider's format (`Failure.foreign`), before any reply
+    #: that was, that stop a lane: its address is not the API's (a wrong base_url).
+    foreign_streak: int = 10
     #: Answer failures (`ANSWER_FAILURES`) per request, counted across resumes.
     max_answer_failures: int = 3
     _wait: tenacity.wait.wait_base = field(init=False, repr=False, compare=False)

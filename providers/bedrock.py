@@ -428,6 +428,7 @@ class BedrockAdapter:
                 http_status=status,
                 provider_request_id=request_id,
                 raw_text=self._redact(body.decode("utf-8", errors="replace")),
+                foreign=True,
             )
         usage = payload.get("usage")
         tokens_in = as_int(usage.get("inputTokens")) if isinstance(usage, dict) else None

@@ -526,12 +526,12 @@ def _classify_success(env: _Envelope, dialect: ClientDialect) -> Completion | Fa
     data = env.data
     if not isinstance(data, dict):
         return _failure(env, Outcome.INVALID_RESPONSE,
-                        f"unparseable body: {body_excerpt(env.body, 120)}")
+                        f"unparseable body: {body_excerpt(env.body, 120)}", foreign=True)
     if "error" in data and not data.get("choices"):
         return _error_in_body(env, data)
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return _failure(env, Outcome.INVALID_RESPONSE, "reply has no choices")
+        return _failure(env, Outcome.INVALID_RESPONSE, "reply has no choices", foreign=True)
     choice = choices[0]
     message = choice.get("message")
     if not isinstance(message, dict):

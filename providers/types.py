@@ -225,6 +225,10 @@ class Failure:
     #: Nothing answered at that address (connection refused, unknown host): retrying at once
     #: is pointless, and a lane that never reached its server stops with the hint.
     unreachable: bool = False
+    #: The reply is not in the provider's format at all (not JSON, no choices, too long): a
+    #: web page or another API at base_url. A lane none of whose replies was in the format
+    #: stops after `RetryPolicy.foreign_streak` of them (`engine.lanes`).
+    foreign: bool = False
 
     @property
     def retryable(self) -> bool:

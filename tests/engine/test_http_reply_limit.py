@@ -82,7 +82,7 @@ async def test_a_longer_success_body_is_an_invalid_response(serve: Serve, declar
         raw = await http.fetch(_post(url), 5.0, max_bytes=4999)
         unlimited = await http.fetch(_post(url), 5.0)
     assert isinstance(raw, Failure)
-    assert raw.outcome is Outcome.INVALID_RESPONSE and raw.http_status == 200
+    assert raw.outcome is Outcome.INVALID_RESPONSE and raw.http_status == 200 and raw.foreign
     assert "longer than 4,999 bytes" in raw.detail and "/v1/chat/completions" in raw.detail
     # Without a limit (the batch lane's downloads) the same body is read whole.
     assert isinstance(unlimited, tuple) and unlimited[2] == body

@@ -1,0 +1,140 @@
+"""A lane whose replies are not in its provider's format at all stops (`Failure.foreign`).
+
+A base_url pointing at a web page (a proxy's, a model server's web UI) answered every request
+with HTML under HTTP 200: each was an `invalid_response`, re-asked up to the answer budget,
+so a campaign of 3,100 queries spent 4,958 attempts and 79 s (and printed 3,289 warnings)
+before it was killed by hand. Now the lane stops after `RetryPolicy.foreign_streak` such
+replies in a row, naming what came back, unless one reply was in the format before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from engine.dispatch import dispatch
+from engine.lanes import LaneState
+from engine.retry import RetryPolicy
+from engine.scan import scan_attempts
+from providers import openai as openai_provider
+from providers.types import Failure, ModelConfig
+
+FAST = RetryPolicy(max_attempts=3, base_s=0.001, cap_s=0.002, max_retry_after_s=0.01)
+PAGE = "<html><body>Welcome to nginx!</body></html>"
+Reply = Callable[[int], web.Response]
+
+
+def _completion(number: int) -> web.Response:
+    """An OpenAI-shaped chat completion answering the plan's single-key questions."""
+    content = '{"probability": 0.4}'
+    return web.json_response(
+        {
+            "id": f"chatcmpl-{number}",
+            "object": "chat.completion",
+            "model": "m",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": content},
+                 "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+        }
+    )  # fmt: skip
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[[Reply], Awaitable[str]]]:
+    runners: list[web.AppRunner] = []
+
+    async def start(reply: Reply) -> str:
+        count = [0]
+
+        async def handler(request: web.Request) -> web.Response:
+            await request.read()
+            count[0] += 1
+            return reply(count[0])
+
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        runners.append(runner)
+        return f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+async def _dispatch(
+    tmp_path: Path, kit: Any, base_url: str, n: int, policy: RetryPolicy = FAST
+) -> Any:
+    config = ModelConfig(
+        name="m", provider="openai", model="m", base_url=base_url, max_tokens=64, concurrency=2
+    )
+    adapter = openai_provider.create_adapter(config, {})
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", n, grouped_every=0))
+    return await dispatch(
+        plan, tmp_path / "run", {"m": config}, {"m": adapter}, policy=policy, log_console=None
+    )
+
+
+async def test_a_web_page_at_base_url_stops_the_lane_naming_it(
+    tmp_path: Path, kit: Any, serve: Any
+) -> None:
+    url = await serve(lambda n: web.Response(text=PAGE, content_type="text/html"))
+    summary = await _dispatch(tmp_path, kit, url, 200)
+    lane = summary.lanes["m"]
+    assert lane.state is LaneState.STOPPED
+    assert "its first 10 replies were not in the provider's format" in lane.message
+    assert "Welcome to nginx" in lane.message and "base_url" in lane.message
+    attempts = scan_attempts(tmp_path / "run").collect()
+    # The streak, plus what was in flight when it ended (concurrency 2): not 3 x 200.
+    assert 10 <= attempts.height <= 12, attempts.height
+    assert set(attempts["outcome"]) == {"invalid_response"}
+
+
+async def test_json_that_is_not_a_chat_completion_is_foreign_too(
+    tmp_path: Path, kit: Any, serve: Any
+) -> None:
+    url = await serve(lambda n: web.json_response({"status": "ok", "version": "1.2"}))
+    summary = await _dispatch(tmp_path, kit, url, 50)
+    assert summary.lanes["m"].state is LaneState.STOPPED
+    assert "reply has no choices" in summary.lanes["m"].message
+
+
+async def test_after_one_reply_in_the_format_foreign_replies_are_only_retried(
+    tmp_path: Path, kit: Any, serve: Any
+) -> None:
+    """A real provider's odd reply now and then never stops its lane: one in the format
+    first, then more pages in a row than the streak, then completions again. Every query is
+    answered (its budgets wide enough that no request gives up among the pages)."""
+
+    def reply(number: int) -> web.Response:
+        if 2 <= number <= 16:
+            return web.Response(text=PAGE, content_type="text/html")
+        return _completion(number)
+
+    url = await serve(reply)
+    wide = RetryPolicy(max_attempts=20, max_answer_failures=20, base_s=0.001, cap_s=0.002)
+    summary = await _dispatch(tmp_path, kit, url, 40, wide)
+    assert summary.lanes["m"].state is LaneState.DONE, summary.lines()
+    attempts = scan_attempts(tmp_path / "run").collect()
+    assert (attempts["outcome"] == "invalid_response").sum() == 15
+    assert summary.complete
+
+
+def test_the_adapters_mark_only_replies_outside_their_format_as_foreign() -> None:
+    config = ModelConfig(name="m", provider="openai", model="m", base_url="http://h/v1")
+    adapter = openai_provider.create_adapter(config, {})
+    page = adapter.parse(200, {}, PAGE.encode())
+    choice = b'{"message": {"content": ""}, "finish_reason": "stop"}'
+    empty = adapter.parse(200, {}, b'{"id": "x", "model": "m", "choices": [' + choice + b"]}")
+    assert isinstance(page, Failure) and page.foreign
+    # An empty answer is the model's, in the format: retried, never a reason to stop.
+    assert isinstance(empty, Failure) and empty.outcome.value == "invalid_response"
+    assert not empty.foreign
