@@ -7,13 +7,14 @@ tested is what a campaign does, minus the provider's bill.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
+from aiohttp import web
 
 from engine.plan import PLAN_SCHEMA
 from engine.records import AttemptRecord, ResponseRecord
@@ -142,3 +143,29 @@ class Kit:
 @pytest.fixture
 def kit() -> type[Kit]:
     return Kit
+
+
+#: A request handler for `serve_any`.
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: `serve_any`'s starter: a handler in, the server's root URL out.
+ServeAny = Callable[[Handler], Awaitable[str]]
+
+
+@pytest.fixture
+async def serve_any() -> AsyncIterator[ServeAny]:
+    """Starts a loopback server answering every method and path with one handler (a server
+    that is not a provider, or a provider misbehaving); returns its root URL."""
+    runners: list[web.AppRunner] = []
+
+    async def start(handler: Handler) -> str:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        runners.append(runner)
+        return f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()

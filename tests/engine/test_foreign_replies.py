@@ -9,7 +9,7 @@ replies in a row, naming what came back, unless one reply was in the format befo
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +46,8 @@ def _completion(number: int) -> web.Response:
 
 
 @pytest.fixture
-async def serve() -> AsyncIterator[Callable[[Reply], Awaitable[str]]]:
-    runners: list[web.AppRunner] = []
+def serve(serve_any: Any) -> Callable[[Reply], Awaitable[str]]:
+    """`serve_any` (conftest) answering the n-th request with `reply(n)`; returns base_url."""
 
     async def start(reply: Reply) -> str:
         count = [0]
@@ -57,17 +57,9 @@ async def serve() -> AsyncIterator[Callable[[Reply], Awaitable[str]]]:
             count[0] += 1
             return reply(count[0])
 
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", handler)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+        return f"{await serve_any(handler)}/v1"
 
-    yield start
-    for runner in runners:
-        await runner.cleanup()
+    return start
 
 
 async def _dispatch(

@@ -7,7 +7,7 @@ read whole into memory for every request in flight, and again on each retry.
 from __future__ import annotations
 
 import gzip
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 from aiohttp import web
@@ -21,22 +21,13 @@ Serve = Callable[[Handler], Awaitable[str]]
 
 
 @pytest.fixture
-async def serve() -> AsyncIterator[Serve]:
-    """Starts a one-route server for a handler; returns its URL."""
-    runners: list[web.AppRunner] = []
+def serve(serve_any: Serve) -> Serve:
+    """`serve_any` (conftest), returning the chat completions URL."""
 
     async def start(handler: Handler) -> str:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", handler)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}/v1/chat/completions"
+        return f"{await serve_any(handler)}/v1/chat/completions"
 
-    yield start
-    for runner in runners:
-        await runner.cleanup()
+    return start
 
 
 def _post(url: str) -> HttpRequest:
