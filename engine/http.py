@@ -154,10 +154,8 @@ class HttpClient:
                 data=request.body,
                 timeout=self._timeout(timeout_s),
             ) as reply:
-                if max_bytes is None:
-                    return reply.status, reply.headers, await reply.read()
-                fits = _declared_within(reply, max_bytes)
-                if fits:  # nearly every reply: read at once, as without a limit
+                # Nearly every reply declares a length within the limit: read at once.
+                if max_bytes is None or (fits := _declared_within(reply, max_bytes)):
                     return reply.status, reply.headers, await reply.read()
                 body = None if fits is False else await _read_counted(reply, max_bytes)
                 if body is not None:

@@ -9,6 +9,7 @@ with `InvalidSignatureException` (the simulator checks SigV4 as AWS does).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -48,7 +49,7 @@ async def test_bedrock_model_with_colon_is_accepted_through_the_engine(tmp_path:
     assert scan_responses(tmp_path / "run").collect().height == 6
 
 
-async def test_fetch_sends_the_path_verbatim() -> None:
+async def test_fetch_sends_the_path_verbatim(serve_any: Any) -> None:
     """Escaped reserved characters reach the server escaped, exactly as built."""
     seen: list[str] = []
 
@@ -56,21 +57,10 @@ async def test_fetch_sends_the_path_verbatim() -> None:
         seen.append(request.raw_path)
         return web.Response(text="{}")
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", record)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
+    root = await serve_any(record)
     path = "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse?x=a%2Fb"
-    try:
-        async with HttpClient() as http:
-            raw = await http.fetch(
-                HttpRequest("POST", f"http://127.0.0.1:{port}{path}", {}, b""), 5.0
-            )
-    finally:
-        await runner.cleanup()
+    async with HttpClient() as http:
+        raw = await http.fetch(HttpRequest("POST", f"{root}{path}", {}, b""), 5.0)
     assert isinstance(raw, tuple) and raw[0] == 200
     assert seen == [path]
 
