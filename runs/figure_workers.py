@@ -19,17 +19,21 @@ group (a terminal's Ctrl-C; `timeout`, `kill -TERM -PGID`, a service manager sto
 unit), and a SIGTERM so sent used to end the workers, so that the run, having stopped
 softly, failed its report. They end when told, when this process closes them (unused ones
 killed at once: a run that fails early does not wait for their imports), or when their
-pipe closes because this process died. A worker that dies (killed, out of memory)
-fails the report with `FigureWorkerDied`, one line saying so; a figure that raises raises
-the same error here as in one process. Either way the run folder keeps its answers and
-scores, and `dutchbook report DIR` draws the report again.
+pipe closes because this process died; told to stop, a worker ends without the
+interpreter's teardown (`_exit_now`), which this process's own exit would wait for. A
+worker that dies (killed, out of memory) fails the report with `FigureWorkerDied`, one
+line saying so; a figure that raises raises the same error here as in one process. Either
+way the run folder keeps its answers and scores, and `dutchbook report DIR` draws the
+report again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import signal
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Collection, Mapping
@@ -117,7 +121,7 @@ def _serve(conn: Connection) -> None:
         except (EOFError, *_PARENT_GONE):  # the parent is gone
             return
         if job is None:
-            return
+            _exit_now()
         warm_up.join()  # the first job's imports are the warm-up's (later: already ended)
         function, args = job
         try:
@@ -128,6 +132,16 @@ def _serve(conn: Connection) -> None:
             _send(conn, reply)
         except _PARENT_GONE:
             return
+
+
+def _exit_now() -> NoReturn:
+    """End this worker at once, without the interpreter's teardown: a worker holds nothing
+    to save (its replies are sent), and `dutchbook run` waits for its children at exit
+    (multiprocessing joins them), so tearing down matplotlib's modules kept every campaign
+    0.14-0.19 s past its report (`docs/performance.md`, the session of 2026-12-03 from 05:31)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _send(conn: Connection, reply: tuple[str, Any]) -> None:

@@ -4,6 +4,7 @@ line with the run folder intact, `dutchbook report` able to draw it again."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -166,6 +167,22 @@ def test_unused_workers_are_ended_at_once() -> None:
     for process in processes:
         process.join()
         assert process.exitcode == -signal.SIGKILL  # not left to finish importing
+
+
+def test_a_worker_told_to_stop_skips_the_interpreters_teardown(tmp_path: Path) -> None:
+    """`dutchbook run`'s exit waits for its workers (multiprocessing joins its children), and
+    their teardown of matplotlib's modules took 0.14-0.19 s of every campaign: a worker told
+    to stop ends at once. An exit handler registered in it is the teardown's witness."""
+    witness = tmp_path / "torn-down"
+    workers = FigureWorkers()
+    processes = [process for process, _ in workers._workers]
+    for worker in range(len(processes)):
+        workers._call(worker, atexit.register, Path.touch, witness).result()
+    workers.close()  # used: told to stop, not killed
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    assert not witness.exists()
 
 
 SPEC = (
