@@ -77,7 +77,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     if len(models) > 1:
         legend = _style.bottom_legend(fig, handles, labels, min(len(models), 4))
     axes[-1][0].set_xlabel(f"mean profit, arm minus {inputs.baseline_arm} (paired by stock-day)")
-    fig.tight_layout(rect=(0, legend, 1, 1))
+    _style.tight_layout(fig, rect=(0, legend, 1, 1))
     _style.save(fig, path)
     return (
         f"Paired difference in mean profit per unit stake between each arm and the "

@@ -81,7 +81,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         lowest.set_xlabel(f"time since the first attempt ({unit})")
     handles = [plt.Rectangle((0, 0), 1, 1, color=OUTCOME_COLOURS.get(o, "0.5")) for o in outcomes]
     legend = _style.bottom_legend(fig, handles, outcomes, min(len(outcomes), 4))
-    fig.tight_layout(rect=(0, legend, 1, 1))
+    _style.tight_layout(fig, rect=(0, legend, 1, 1))
     _style.save(fig, path)
     return (
         "Attempts started in each slice of the campaign, per model, by outcome: accepted "

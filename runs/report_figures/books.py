@@ -227,7 +227,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     grid = fig.add_gridspec(len(books), len(shown), height_ratios=heights, width_ratios=widths)
     for row, (book, idx) in enumerate(zip(books, rows, strict=True)):
         _draw_book(fig, grid, row, book, idx, rank=row + 1, bins="bins" in shown)
-    fig.tight_layout(h_pad=2.0)
+    _style.tight_layout(fig, h_pad=2.0)
     _style.save(fig, path)
     return caption(shown)
 

@@ -84,7 +84,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         _panel(ax, arm, groups, models, styles, cell)
     handles, labels = axes[0][0].get_legend_handles_labels()
     legend = _style.bottom_legend(fig, handles, labels, min(len(models), 5))
-    fig.tight_layout(rect=(0, legend, 1, 1))
+    _style.tight_layout(fig, rect=(0, legend, 1, 1))
     _style.save(fig, path)
     cents = inputs.arbitrage_free_cents
     return (

@@ -67,7 +67,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
             col += 1
         if has_days:
             _days(axes[row][col], model, cells[model], inputs.baseline_arm)
-    fig.tight_layout()
+    _style.tight_layout(fig)
     _style.save(fig, path)
     return (
         "Mean profit per unit stake with 95% date-clustered intervals. (A) Two assets asked in "

@@ -65,7 +65,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     ax_p.set_yticks(y, names)
     ax_p.set_ylim(len(base) - 0.5, -0.5)
     ax_p.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
+    _style.tight_layout(fig)
     _style.save(fig, path)
     return (
         f"Mean arbitrage profit per unit stake and mean Brier score of each model on the "

@@ -119,7 +119,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         draw_events(row[1], linked)
         row[1].set_title(f"(B) a linked set, {kind}", loc="left", fontsize=9)
         _panel(row[2], [c for c in cells if c.kind == kind], f"(C) {title}")
-    fig.tight_layout()
+    _style.tight_layout(fig)
     _style.save(fig, path)
     lines = [
         f"{c.model}, {c.kind}: linked - dispersed {_style.fmt_interval(c.difference, 5)} "

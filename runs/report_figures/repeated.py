@@ -53,7 +53,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("mean profit per unit stake")
     axes[0][0].legend(fontsize=8, frameon=False)
-    fig.tight_layout()
+    _style.tight_layout(fig)
     _style.save(fig, path)
     return (
         "Mean profit per unit stake after averaging each event's answers over the first k "

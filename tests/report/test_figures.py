@@ -492,6 +492,34 @@ def test_every_figure_is_saved_byte_for_byte_as_the_tight_trim_saves_it(
         assert (measured / name).read_bytes() == (tight / name).read_bytes(), name
 
 
+def test_every_figure_is_drawn_once(
+    figures_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Saving draws a figure once: matplotlib draws one that has any layout engine set (even
+    the placeholder `Figure.tight_layout` leaves behind) a second time, rendering off, first."""
+    from matplotlib.figure import Figure as MplFigure
+
+    draws: list[int] = []
+    draw = MplFigure.draw
+
+    def counted(fig: Any, renderer: Any) -> None:
+        draws.append(id(fig))
+        draw(fig, renderer)
+
+    monkeypatch.setattr(MplFigure, "draw", counted)
+    saved: list[int] = []
+    save = _style.save
+
+    def saving(fig: Any, path: Path) -> None:
+        saved.append(id(fig))
+        save(fig, path)
+
+    monkeypatch.setattr(_style, "save", saving)
+    draw_all(FigureInputs.from_run(figures_run, _summary(figures_run)), tmp_path)
+    assert len(saved) == len(FIGURES)
+    assert draws == saved  # each figure once, when it is saved
+
+
 def test_a_figure_keeping_a_layout_engine_is_trimmed_the_tight_way(tmp_path: Path) -> None:
     plt = _style.pyplot()
     files = []
