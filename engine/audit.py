@@ -32,6 +32,7 @@ from typing import Any
 import polars as pl
 
 from engine.answers import SUBCAUSES
+from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
 from engine.retry import DUPLICATE
 from engine.scan import scan_ledger
@@ -228,6 +229,26 @@ class AuditRow:
         }
 
 
+#: How a lane that ended early ended (`engine.lanes.LaneState`, as `logs/lanes.json` spells
+#: it), in the audit's words.
+_ENDED_EARLY = {"stopped": "stopped", "paused": "paused", "cancelled": "was stopped"}
+
+
+def read_lane_ends(run_dir: Path | str) -> list[dict[str, Any]]:
+    """The lanes of this run folder's last dispatch that ended early (stopped on a
+    permanent failure, paused out of quota, cancelled by a stop or the spend cap), each
+    `{model, provider, state, message}`, from `logs/lanes.json` (none if it is absent)."""
+    states = read_lane_states(run_dir)
+    lanes = states.get("lanes") if states is not None else None
+    if not isinstance(lanes, dict):
+        return []
+    return [
+        {"model": model, **{key: lane.get(key) for key in ("provider", "state", "message")}}
+        for model, lane in lanes.items()
+        if isinstance(lane, dict) and lane.get("state") in _ENDED_EARLY
+    ]
+
+
 @dataclass(frozen=True)
 class Audit:
     """A run folder's retry and failure audit: totals, per model, per provider."""
@@ -239,6 +260,8 @@ class Audit:
     providers: dict[str, str] = field(default_factory=dict)
     #: Lanes paused because their provider was down (`engine.outage`, `logs/pauses.jsonl`).
     pauses: list[dict[str, Any]] = field(default_factory=list)
+    #: Lanes whose last dispatch ended before they finished (`read_lane_ends`).
+    lane_ends: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def sentence(self) -> str:
@@ -257,6 +280,38 @@ class Audit:
             for model, ps in by_model.items()
         ]
 
+    def lane_end_lines(self) -> list[str]:
+        """One line per model whose lane ended its last dispatch early and left requests
+        unanswered: how many, how the lane ended, and why (the lane's own message)."""
+        lines = []
+        for end in self.lane_ends:
+            model, provider = str(end.get("model")), str(end.get("provider"))
+            row = self.by_model.get(model)
+            if row is None or row.requests <= row.accepted:
+                continue  # nothing of this model is left unanswered
+            how = _ENDED_EARLY.get(str(end.get("state")), str(end.get("state")))
+            # The lane's message names the lane ("m (p): ...", "m (p) stopped after ..."):
+            # the line has named it already.
+            why = str(end.get("message") or "").removeprefix(f"{model} ({provider})")
+            why = why.removeprefix(" stopped").removeprefix(":").strip()
+            if why.startswith("after "):
+                how = f"{how} {why}"
+            elif why:
+                how = f"{how} ({why})"
+            lines.append(
+                f"{model} ({provider}): {row.requests - row.accepted:,} of {row.requests:,} "
+                f"requests unanswered; its lane {how}"
+            )
+        return lines
+
+    def notes(self) -> list[str]:
+        """What the tables do not show, as sentences: lanes that ended early, then pauses
+        while a provider was down; after lanes that ended early, how to ask what they left."""
+        ends = self.lane_end_lines()
+        resume = ["Running the same command again asks only the unanswered requests"]
+        lines = [*ends, *self.pause_lines(), *(resume if ends else [])]
+        return [line if line.endswith((".", "?", "!")) else f"{line}." for line in lines]
+
     def to_dict(self) -> dict[str, Any]:
         """The `dutchbook audit --json` object."""
         return {
@@ -266,6 +321,7 @@ class Audit:
             "providers": dict(self.providers),
             "sentence": self.sentence,
             "pauses": list(self.pauses),
+            "lanes_ended_early": list(self.lane_ends),
         }
 
     def table(self) -> pl.DataFrame:
@@ -452,7 +508,7 @@ def audit(
     )
     return Audit(totals=totals, by_model=by_model, by_provider=by_provider,
                  providers={m: mapping[m] for m in models if m in mapping},
-                 pauses=read_pauses(run_dir))
+                 pauses=read_pauses(run_dir), lane_ends=read_lane_ends(run_dir))
 
 
 def _combine(rows: list[AuditRow], latency: list[Any] | None, cost: float | None) -> AuditRow:

@@ -209,8 +209,8 @@ def render(report: Audit, console: Console, *, title: str | None = None) -> None
     line = _subcauses_line(report)
     if line:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-    for pause in report.pause_lines():
-        console.print(pause, markup=False, highlight=False, soft_wrap=True)
+    for note in report.notes():
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
     console.print(report.sentence, markup=False, highlight=False, soft_wrap=True)
 
 
@@ -241,9 +241,9 @@ def markdown(report: Audit) -> str:
     line = _subcauses_line(report)
     if line:
         lines += ["", line[0].upper() + line[1:] + "."]
-    pauses = report.pause_lines()
-    if pauses:
-        lines += ["", *(f"- {pause}." for pause in pauses)]
+    notes = report.notes()
+    if notes:
+        lines += ["", *(f"- {note}" for note in notes)]
     lines += [
         "",
         "A retry attempt is every attempt that was not the accepted one, attributed to its "

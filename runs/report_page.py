@@ -87,6 +87,7 @@ def write_page(run_dir: Path, *, audit: Any = None) -> Path:
         spec=frozen_spec(run_dir),
         audit_sentence=None if audit is None else audit.sentence,
         audit_table=None if audit is None else audit.table(),
+        audit_notes=() if audit is None else audit.notes(),
         files=_files(report_dir),
     )
     path = report_dir / PAGE
@@ -122,6 +123,7 @@ def render_page(
     spec: Mapping[str, Any] | None = None,
     audit_sentence: str | None = None,
     audit_table: Any = None,
+    audit_notes: Sequence[str] = (),
     files: Sequence[str] = (),
 ) -> str:
     """The page as a string; `figures` is the manifest (`figures.json`), paths under
@@ -139,7 +141,7 @@ def render_page(
         f"<style>{STYLE}</style>",
         "</head><body><main>",
         *_header(name, summary, spec),
-        *_audit(audit_sentence, audit_table),
+        *_audit(audit_sentence, audit_table, audit_notes),
         *_leaderboard(summary),
         *_contents(drawn),
         *(_figure(f, report_dir) for f in drawn),
@@ -201,11 +203,15 @@ AUDIT_COLUMNS = (
 )
 
 
-def _audit(sentence: str | None, table: Any) -> list[str]:
-    """The paper's retry sentence, then one row per model and the total (`engine.audit`)."""
+def _audit(sentence: str | None, table: Any, notes: Sequence[str] = ()) -> list[str]:
+    """The paper's retry sentence; lanes that ended early and pauses, with why
+    (`engine.audit.Audit.notes`); then one row per model and the total (`engine.audit`)."""
     if not sentence:
         return []
     out = ["<h2>Retries and failures</h2>", f'<p class="audit">{esc(sentence)}</p>']
+    if notes:
+        items = "".join(f"<li>{esc(note)}</li>" for note in notes)
+        out.append(f'<ul class="audit-notes">{items}</ul>')
     if table is None or not getattr(table, "height", 0):
         return out
     rows = [r for r in table.iter_rows(named=True) if r.get("scope") in {"model", "all"}]

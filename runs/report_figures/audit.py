@@ -93,7 +93,9 @@ def draw(inputs: FigureInputs, path: Path) -> str:
 def _panel(ax: Any, model: str, frame: pl.DataFrame, outcomes: Sequence[str], scale: float) -> None:
     bins = sorted(set(frame["bin"].to_list()))
     starts = dict(zip(frame["bin"].to_list(), frame["t"].to_list(), strict=True))
-    width = float(frame["width"].max()) / scale  # type: ignore[arg-type]
+    # Every attempt at one instant (a lane stopped at its first reply) makes slices of no
+    # width: draw them one unit of the axis wide, or the figure shows empty axes.
+    width = float(frame["width"].max()) / scale or 1.0  # type: ignore[arg-type]
     index = {b: i for i, b in enumerate(bins)}
     x = np.array([starts[b] / scale + width / 2 for b in bins])
     bottom = np.zeros(len(bins))
@@ -112,7 +114,13 @@ def _panel(ax: Any, model: str, frame: pl.DataFrame, outcomes: Sequence[str], sc
     retries = int(frame.filter(pl.col("outcome") != ACCEPTED)["attempts"].sum())
     share = f" ({retries / total:.1%})" if total else ""
     ax.set_title(
-        f"{model}: {total:,} attempts, {retries:,} retry attempts{share}", loc="left", fontsize=9
+        f"{model}: {_count(total, 'attempt')}, {_count(retries, 'retry attempt')}{share}",
+        loc="left",
+        fontsize=9,
     )
     ax.set_ylabel("attempts")
     ax.grid(axis="y", alpha=0.3)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")

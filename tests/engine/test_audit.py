@@ -204,6 +204,51 @@ def test_audit_and_status_of_a_part_answered_plan_say_so(tmp_path: Path, kit) ->
     assert run_status(tmp_path)["sentence"] == expected
 
 
+@pytest.mark.parametrize(
+    ("state", "message", "said"),
+    [
+        ("stopped", "alpha (groq): connection refused by http://h/v1: is the server running?",
+         "its lane stopped (connection refused by http://h/v1: is the server running?)."),
+        ("stopped", "alpha (groq) stopped after 3 auth_error failures in a row (HTTP 401): no",
+         "its lane stopped after 3 auth_error failures in a row (HTTP 401): no."),
+        ("paused", "alpha (groq): quota exhausted, lane paused until a later resume: daily",
+         "its lane paused (quota exhausted, lane paused until a later resume: daily)."),
+        ("cancelled", "stop requested", "its lane was stopped (stop requested)."),
+    ],
+    ids=["unreachable", "permanent", "quota", "stop"],
+)
+def test_a_lane_that_ended_early_is_named_with_why_and_what_is_left(
+    tmp_path: Path, kit, state: str, message: str, said: str
+) -> None:
+    """The report, `audit` and `audit --json` say which lane ended its dispatch early, why,
+    and how many of its requests are unanswered (`logs/lanes.json`); a lane that finished,
+    or one that ended early with nothing left, is not named."""
+    from engine.lanefile import write_lane_states
+    from engine.lanes import LaneState, LaneStats
+
+    kit.id_plan(tmp_path, {"alpha": 5, "beta": 2})
+    with Ledger.open(tmp_path) as ledger:
+        for model, rids in (("alpha", ("alpha-0", "alpha-1")), ("beta", ("beta-0", "beta-1"))):
+            for rid in rids:
+                attempt = kit.attempt(rid, 1, model, "ok", "", provider="groq", elapsed=5.0)
+                ledger.record_result(attempt, kit.response(rid, 1, model))
+    assert audit(tmp_path).notes() == []  # no dispatch recorded its lanes: nothing to say
+    alpha = LaneStats("alpha", "groq", state=LaneState(state), message=message)
+    beta = LaneStats("beta", "groq", state=LaneState.CANCELLED, message="stop requested")
+    gamma = LaneStats("gamma", "groq", state=LaneState.STOPPED, message="not in the plan")
+    write_lane_states(tmp_path, [alpha, beta, gamma])
+    found = audit(tmp_path)
+    assert found.notes() == [
+        f"alpha (groq): 3 of 5 requests unanswered; {said}",
+        "Running the same command again asks only the unanswered requests.",
+    ]  # beta: every request answered; gamma: no request of its own in this folder
+    assert [end["model"] for end in found.to_dict()["lanes_ended_early"]] == [
+        "alpha", "beta", "gamma"
+    ]
+    write_lane_states(tmp_path, [LaneStats("alpha", "groq", state=LaneState.DONE)])
+    assert audit(tmp_path).notes() == []
+
+
 def test_timeline_counts_every_attempt_once(tmp_path: Path, kit) -> None:
     with Ledger.open(tmp_path) as ledger:
         _scenario(ledger, kit)

@@ -532,3 +532,23 @@ def test_a_figure_keeping_a_layout_engine_is_trimmed_the_tight_way(tmp_path: Pat
         files.append(tmp_path / f"{len(files)}.png")
         save(fig, files[-1])
     assert files[0].read_bytes() == files[1].read_bytes()
+
+
+def test_the_audit_figure_of_one_attempt_shows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lane stopped at its first reply: every attempt at one instant, slices of no width.
+    The bar is still drawn, and the panel's title counts in the singular."""
+    from runs.report_figures import module_of
+
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    timeline = pl.DataFrame(  # engine.audit.attempt_timeline's columns
+        {"model": ["m"], "bin": [0], "start": [t0], "end": [t0],
+         "outcome": ["connection_error"], "attempts": [1]}
+    )  # fmt: skip
+    kept: list[Any] = []
+    monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
+    module_of(8).draw(FigureInputs({"rows": []}, timeline=timeline), tmp_path / "f.png")
+    [ax] = [ax for ax in kept[0].axes if ax.patches]
+    assert [bar.get_width() > 0 and bar.get_height() == 1 for bar in ax.patches] == [True]
+    assert ax.get_title(loc="left") == "m: 1 attempt, 1 retry attempt (100.0%)"

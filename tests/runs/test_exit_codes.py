@@ -51,6 +51,15 @@ async def test_a_stopped_lane_leaves_the_run_incomplete_exit_4(tmp_path: Path) -
     assert set(responses["model"]) == {"sim-ok"} and responses.height == 28
     scores = pl.read_parquet(out / "scores.parquet")
     assert scores.filter(pl.col("model") == "groq-wrong-key")["coverage"].max() == 0.0
+    # The report a referee reads says which lane stopped, why, and what it left unasked.
+    stopped = (
+        "groq-wrong-key (groq): 28 of 28 requests unanswered; its lane stopped after 3 "
+        "auth_error failures in a row (HTTP 401)"
+    )
+    report = (out / "report" / "report.md").read_text(encoding="utf-8")
+    assert f"- {stopped}" in report and "sim-ok (sim):" not in report
+    assert "- Running the same command again asks only the unanswered requests." in report
+    assert f"<li>{stopped}" in (out / "report" / "index.html").read_text(encoding="utf-8")
     for path in [p for p in out.rglob("*") if p.is_file()]:
         # Parquet pages are compressed: decode them rather than trust a byte scan.
         text = str(pl.read_parquet(path).to_dicts()) if path.suffix == ".parquet" else ""
