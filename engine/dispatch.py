@@ -607,7 +607,9 @@ class _Run:
         for line in summary.lines():
             self.log.info("summary", line=line)
         for name, why in summary.halted().items():
-            self.log.warning("lane_halted", model=name, reason=why)
+            if summary.lanes[name].state is LaneState.CANCELLED:  # a stopped or paused lane
+                # said why when it stopped (`lane_stopped`, `lane_paused`): not twice
+                self.log.warning("lane_halted", model=name, reason=why)
         self.log.close()
 
 

@@ -126,6 +126,7 @@ async def test_bad_key_stops_its_lane_and_the_other_lane_finishes(tmp_path: Path
     assert "badkey" in bad_lane.message and "groq" in bad_lane.message
     assert "Invalid API Key" in bad_lane.message  # the provider's own words
     assert "badkey" in summary.halted()
+    assert console.getvalue().count(bad_lane.message) == 1  # said when it stopped, not again
     assert "gsk_wrongwrong" not in console.getvalue()
     assert "wrongwrongwrong1234" not in console.getvalue()
     log = (tmp_path / "run" / "logs" / "engine.jsonl").read_text()
