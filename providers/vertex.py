@@ -434,6 +434,7 @@ class VertexAdapter:
                 "reply body is not a JSON object",
                 http_status=status,
                 raw_text=body.decode("utf-8", errors="replace"),
+                foreign=True,  # not Gemini's reply at all (a proxy's page): see Failure.foreign
             )
         tokens_in, tokens_out = _gemini_usage(payload.get("usageMetadata"))
         response_id = payload.get("responseId")

@@ -416,3 +416,15 @@ def test_parse_never_raises_and_only_a_200_completes(status: int, body: Any, mod
     assert isinstance(result, Completion | Failure)
     if isinstance(result, Completion):
         assert status == 200 and result.text.strip() and result.provider_request_id
+
+
+@pytest.mark.parametrize("body", [b"<html><body>Sign in</body></html>", b"[1, 2]"])
+def test_a_reply_that_is_not_a_json_object_is_foreign(body: bytes) -> None:
+    """A page (a proxy's sign-in, say) where Gemini's reply belongs is not in the provider's
+    format: its lane stops after ten in a row rather than re-asking every query
+    (`Failure.foreign`, `engine.lanes`). A reply in the format that lacks an answer is not."""
+    failure = adapter().parse(200, {}, body)
+    assert isinstance(failure, Failure) and failure.outcome is Outcome.INVALID_RESPONSE
+    assert failure.foreign
+    empty = adapter().parse(200, {}, orjson.dumps(gemini(text=None)))
+    assert isinstance(empty, Failure) and not empty.foreign
