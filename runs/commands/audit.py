@@ -23,7 +23,7 @@ def audit(
     from runs.audit import render, run_audit
 
     require_run_folder(run_dir)
-    with user_errors(FileNotFoundError, folder=run_dir):
+    with user_errors(OSError, folder=run_dir):  # a file of the folder unreadable, in the way
         report = run_audit(run_dir)
     if as_json:
         import orjson

@@ -118,7 +118,7 @@ def status(
 ) -> None:
     """Show a run's progress: done/planned per model, retries by cause, failures, live or died."""
     require_run_folder(run_dir)
-    with user_errors(FileNotFoundError, JournalError, folder=run_dir):
+    with user_errors(OSError, JournalError, folder=run_dir):
         summary = run_status(run_dir)
     if as_json:
         typer.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())

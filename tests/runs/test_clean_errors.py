@@ -256,3 +256,23 @@ def test_a_file_in_the_way_of_a_deeper_folder_is_named(tmp_path: Path) -> None:
     assert runs.commands._errors._describe(FileNotFoundError(2, "No such file", "x")) == (
         "No such file: x"
     )
+
+
+@pytest.mark.parametrize("command", ["status", "audit"])
+def test_status_and_audit_say_in_one_line_what_stands_where_lanes_json_goes(
+    tmp_path: Path, command: str
+) -> None:
+    """Both read `logs/lanes.json`; a folder standing there ended them in a traceback."""
+    out = tmp_path / "out"
+    code, output = invoke("run", str(write_spec(tmp_path)), "--out", str(out))
+    assert code == 0, output
+    lanes = out / "logs" / "lanes.json"
+    lanes.unlink()
+    lanes.mkdir()
+    code, output = invoke(command, str(out))
+    assert code == 2, output
+    assert_one_clean_line(
+        output,
+        f"Is a directory: {lanes} ({lanes} is a folder where a file goes: move or remove it, "
+        "then run the same command again)",
+    )
