@@ -285,7 +285,8 @@ class Audit:
         unanswered: how many, how the lane ended, and why (the lane's own message)."""
         lines = []
         for end in self.lane_ends:
-            model, provider = str(end.get("model")), str(end.get("provider"))
+            model = str(end.get("model"))
+            provider = str(end.get("provider") or self.providers.get(model, "provider unknown"))
             row = self.by_model.get(model)
             if row is None or row.requests <= row.accepted:
                 continue  # nothing of this model is left unanswered
