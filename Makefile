@@ -4,7 +4,13 @@ BIN := $(VENV)/bin
 
 .PHONY: install test bench bench-sweep bench-batch lint demo demo-local test-local local-install clean
 
+# The project's own modules are compiled here, as pip compiles a regular install's: an
+# editable install leaves that to the first import, which writes nothing where
+# PYTHONDONTWRITEBYTECODE is set (many containers; this machine), so every command compiled
+# the modules it imports from source: 0.1 s of `dutchbook run`'s 0.78 s start-up, in 6 of 6
+# alternating runs (docs/performance.md). Files already compiled are skipped.
 install: $(BIN)/dutchbook
+	@$(BIN)/python -m compileall -q -j 0 bench engine panels providers runs scoring >/dev/null
 
 $(BIN)/dutchbook: pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python >= 3.11)"; exit 1; }
