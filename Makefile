@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 # the modules it imports from source: 0.1 s of `dutchbook run`'s 0.78 s start-up, in 6 of 6
 # alternating runs (docs/performance.md). Files already compiled are skipped.
 install: $(BIN)/dutchbook
-	@$(BIN)/python -m compileall -q -j 0 bench engine panels providers runs scoring >/dev/null
+	@$(BIN)/python -m compileall -q -j 0 bench engine panels providers runs scoring
 
 $(BIN)/dutchbook: pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python >= 3.11)"; exit 1; }
