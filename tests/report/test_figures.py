@@ -492,6 +492,16 @@ def test_every_figure_is_saved_byte_for_byte_as_the_tight_trim_saves_it(
         assert (measured / name).read_bytes() == (tight / name).read_bytes(), name
 
 
+def _noting_whose(function: Any, seen: list[int]) -> Any:
+    """`function`, noting the identity of its first argument (a figure) at each call."""
+
+    def noted(first: Any, *args: Any) -> Any:
+        seen.append(id(first))
+        return function(first, *args)
+
+    return noted
+
+
 def test_every_figure_is_drawn_once(
     figures_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -500,21 +510,9 @@ def test_every_figure_is_drawn_once(
     from matplotlib.figure import Figure as MplFigure
 
     draws: list[int] = []
-    draw = MplFigure.draw
-
-    def counted(fig: Any, renderer: Any) -> None:
-        draws.append(id(fig))
-        draw(fig, renderer)
-
-    monkeypatch.setattr(MplFigure, "draw", counted)
     saved: list[int] = []
-    save = _style.save
-
-    def saving(fig: Any, path: Path) -> None:
-        saved.append(id(fig))
-        save(fig, path)
-
-    monkeypatch.setattr(_style, "save", saving)
+    monkeypatch.setattr(MplFigure, "draw", _noting_whose(MplFigure.draw, draws))
+    monkeypatch.setattr(_style, "save", _noting_whose(_style.save, saved))
     draw_all(FigureInputs.from_run(figures_run, _summary(figures_run)), tmp_path)
     assert len(saved) == len(FIGURES)
     assert draws == saved  # each figure once, when it is saved

@@ -213,14 +213,19 @@ def test_the_size_guard_admits_a_campaign_at_the_limit_and_refuses_one_above(
         runs.planner.check_campaign_size(spec, units)
 
 
-def test_report_says_what_stands_in_its_way_in_words_not_errno(tmp_path: Path) -> None:
-    # It printed "error: [Errno 21] Is a directory: '.../report/index.tmp' -> '...'".
+def _run_with_a_folder_where(tmp_path: Path, file: Path) -> tuple[Path, Path]:
+    """A finished run folder whose `file` (relative to it) is replaced by a folder."""
     out = tmp_path / "out"
     code, output = invoke("run", str(write_spec(tmp_path)), "--out", str(out))
     assert code == 0, output
-    page = out / "report" / "index.html"
-    page.unlink()
-    page.mkdir()
+    (out / file).unlink()
+    (out / file).mkdir()
+    return out, out / file
+
+
+def test_report_says_what_stands_in_its_way_in_words_not_errno(tmp_path: Path) -> None:
+    # It printed "error: [Errno 21] Is a directory: '.../report/index.tmp' -> '...'".
+    out, page = _run_with_a_folder_where(tmp_path, Path("report", "index.html"))
     code, output = invoke("report", str(out))
     assert code == 2, output
     assert_one_clean_line(
@@ -263,12 +268,7 @@ def test_status_and_audit_say_in_one_line_what_stands_where_lanes_json_goes(
     tmp_path: Path, command: str
 ) -> None:
     """Both read `logs/lanes.json`; a folder standing there ended them in a traceback."""
-    out = tmp_path / "out"
-    code, output = invoke("run", str(write_spec(tmp_path)), "--out", str(out))
-    assert code == 0, output
-    lanes = out / "logs" / "lanes.json"
-    lanes.unlink()
-    lanes.mkdir()
+    out, lanes = _run_with_a_folder_where(tmp_path, Path("logs", "lanes.json"))
     code, output = invoke(command, str(out))
     assert code == 2, output
     assert_one_clean_line(
