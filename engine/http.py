@@ -77,9 +77,21 @@ async def _read_counted(reply: aiohttp.ClientResponse, limit: int) -> bytes | No
     async for chunk in reply.content.iter_any():
         total += len(chunk)
         if total > limit:
-            return None
+            chunks.append(chunk)  # its start is what an error reply's detail shows
+            return None if reply.status < 400 else _cut_off(b"".join(chunks), limit)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+#: How much of an error reply longer than the limit is kept, for its failure's detail.
+ERROR_HEAD_BYTES = 300
+
+
+def _cut_off(head: bytes, limit: int) -> bytes:
+    """What an adapter gets of an error reply longer than `limit`: a note saying so, first
+    (details are shortened from their end), then the start of the body."""
+    note = f"[reply body longer than {limit:,} bytes; only its start was read] "
+    return note.encode() + head[:ERROR_HEAD_BYTES]
 
 
 def _too_long(status: int, url: str, limit: int) -> Failure:
@@ -141,8 +153,9 @@ class HttpClient:
         """The raw reply, or a transport `Failure` (connection error or client timeout).
 
         With `max_bytes`, a body longer than that is not read further: a success status
-        becomes an `invalid_response` failure, an error status reaches the caller with an
-        empty body (its status still classifies it)."""
+        becomes an `invalid_response` failure, an error status reaches the caller with a
+        note saying so and the body's first `ERROR_HEAD_BYTES` (its status still classifies
+        it; the detail shows what the server began to say)."""
         session = self._session
         if session is None:
             raise RuntimeError("HttpClient used outside `async with`")
@@ -157,12 +170,15 @@ class HttpClient:
                 # Nearly every reply declares a length within the limit: read at once.
                 if max_bytes is None or (fits := _declared_within(reply, max_bytes)):
                     return reply.status, reply.headers, await reply.read()
-                body = None if fits is False else await _read_counted(reply, max_bytes)
-                if body is not None:
-                    return reply.status, reply.headers, body
-                if reply.status < 400:
+                if fits is None:
+                    body = await _read_counted(reply, max_bytes)
+                elif reply.status >= 400:  # declared too long: its start, for the detail
+                    body = _cut_off(await reply.content.read(ERROR_HEAD_BYTES), max_bytes)
+                else:
+                    body = None
+                if body is None:
                     return _too_long(reply.status, request.url, max_bytes)
-                return reply.status, reply.headers, b""
+                return reply.status, reply.headers, body
         except TimeoutError:
             return Failure(
                 Outcome.TIMEOUT, f"no reply within {timeout_s:g}s from {_where(request.url)}"

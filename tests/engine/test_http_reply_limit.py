@@ -12,7 +12,9 @@ from collections.abc import Awaitable, Callable
 import pytest
 from aiohttp import web
 
+import engine.http
 from engine.http import MAX_REPLY_BYTES, HttpClient
+from providers.base import Adapter
 from providers.registry import adapter_for
 from providers.types import Failure, HttpRequest, ModelConfig, Outcome
 
@@ -28,6 +30,15 @@ def serve(serve_any: Serve) -> Serve:
         return f"{await serve_any(handler)}/v1/chat/completions"
 
     return start
+
+
+def _adapter(url: str) -> Adapter:
+    """An OpenAI adapter whose chat route is `url`."""
+    config = ModelConfig(
+        name="m", provider="openai", model="x", base_url=url.removesuffix("/chat/completions"),
+        api_key_env="KEY",
+    )  # fmt: skip
+    return adapter_for(config, {"KEY": "not-a-key"})
 
 
 def _post(url: str) -> HttpRequest:
@@ -95,14 +106,30 @@ async def test_a_decompression_bomb_is_cut_off_by_its_decoded_size(serve: Serve)
     assert isinstance(whole, tuple) and whole[2] == decoded
 
 
-async def test_an_error_status_keeps_its_status_without_the_long_body(serve: Serve) -> None:
+@pytest.mark.parametrize("declared", [False, True], ids=["chunked", "declared-length"])
+async def test_an_error_status_keeps_its_status_and_the_start_of_its_long_body(
+    serve: Serve, declared: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error page over the limit: its status classifies it, and the adapter's detail shows
+    that the body was cut off and how it began (it read only "HTTP 503")."""
+    page = b"<html><title>503 Service Unavailable</title>" + b"z" * 50_000
+
     async def handler(request: web.Request) -> web.StreamResponse:
-        return await _chunked(request, b"<html>" + b"z" * 50_000, status=503)
+        if declared:
+            await request.read()
+            return web.Response(body=page, status=503)
+        return await _chunked(request, page, status=503)
 
     url = await serve(handler)
+    monkeypatch.setattr(engine.http, "MAX_REPLY_BYTES", 10_000)  # what `send` applies
     async with HttpClient() as http:
         raw = await http.fetch(_post(url), 5.0, max_bytes=10_000)
-    assert isinstance(raw, tuple) and raw[0] == 503 and raw[2] == b""
+        failure = await http.send(_adapter(url), _post(url), 5.0)
+    assert isinstance(raw, tuple) and raw[0] == 503
+    assert raw[2].startswith(b"[reply body longer than 10,000 bytes; only its start was read] ")
+    assert b"<title>503 Service Unavailable</title>" in raw[2] and len(raw[2]) < 500
+    assert isinstance(failure, Failure) and failure.outcome is Outcome.PROVIDER_ERROR
+    assert "only its start was read" in failure.detail and "Service Unavailable" in failure.detail
 
 
 async def test_the_next_request_after_a_cut_off_reply_reads_its_own_body(serve: Serve) -> None:
@@ -132,14 +159,9 @@ async def test_send_reads_a_live_reply_up_to_the_engine_limit(serve: Serve) -> N
         return await _chunked(request, b" " * sizes.pop(0))
 
     url = await serve(handler)
-    config = ModelConfig(
-        name="m", provider="openai", model="x", base_url=url.removesuffix("/chat/completions"),
-        api_key_env="KEY",
-    )  # fmt: skip
-    adapter = adapter_for(config, {"KEY": "not-a-key"})
     async with HttpClient() as http:
-        over = await http.send(adapter, _post(url), 30.0)
-        at = await http.send(adapter, _post(url), 30.0)
+        over = await http.send(_adapter(url), _post(url), 30.0)
+        at = await http.send(_adapter(url), _post(url), 30.0)
     assert isinstance(over, Failure) and "longer than" in over.detail
     # Blanks are not JSON: the adapter's own complaint, not the limit's.
     assert isinstance(at, Failure) and "longer than" not in at.detail
