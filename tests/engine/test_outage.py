@@ -8,6 +8,7 @@ at a time without charging each request an attempt, then resumes when the provid
 from __future__ import annotations
 
 import asyncio
+import html
 import socket
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from engine.outage import OutagePolicy, read_pauses
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts, scan_responses
 from providers.sim.server import start_sim
+from runs.report_page import render_page
 
 #: Three attempts per request: without the pause, seconds of refused connections exhaust them.
 POLICY = RetryPolicy(max_attempts=3, base_s=0.01, cap_s=0.05)
@@ -96,6 +98,12 @@ async def test_a_lane_pauses_and_probes_while_its_provider_is_down(tmp_path: Pat
     shown = audit(run_dir)
     assert shown.pauses == pauses and shown.to_dict()["pauses"] == pauses
     assert shown.pause_lines()[0].startswith(f"sim-a paused {len(pauses)} time")
+    # The report's page shows them too (it showed only the retry sentence and table); the
+    # lane finished, so nothing is said about it ending early.
+    assert shown.notes() == [f"{line}." for line in shown.pause_lines()]
+    page = render_page({"rows": []}, [], run_dir, audit_sentence=shown.sentence,
+                       audit_notes=shown.notes())  # fmt: skip
+    assert f"<li>{html.escape(shown.notes()[0])}</li>" in page
 
 
 @pytest.mark.timeout(60)
