@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import math
 import os
 import signal
 import tempfile
@@ -192,6 +193,23 @@ def make_run_folder(run_dir: Path) -> None:
         raise RunError(f"cannot make the run folder {run_dir}: {exc.strerror or exc}") from exc
 
 
+def check_cap_counts(spec: CampaignSpec, max_cost: float | None) -> None:
+    """A finite `--max-cost` must have a paid model's usage to count: with no model priced
+    the cap counts nothing, and a run meant to be capped would spend without limit (a warning
+    at the start and a line at the end were all it got). The simulator's models cost nothing."""
+    from engine.spend import unpriced
+
+    if max_cost is None or math.isinf(max_cost):
+        return
+    paid = any(m.provider != "sim" for m in spec.models)
+    if paid and len(unpriced(spec.models)) == len(spec.models):
+        raise RunError(
+            f"--max-cost ${max_cost:,.2f} would cap nothing: no model of the spec has prices "
+            "(price_in and price_out, or batch prices for a batch model); add them, or leave "
+            "--max-cost out"
+        )
+
+
 def check_simulator_options(
     spec: CampaignSpec, rehearse: bool, faults: str, sim_url: str | None
 ) -> None:
@@ -358,6 +376,7 @@ async def run_campaign(
     check_max_cost(max_cost)
     spec = load_spec(spec_path)
     check_simulator_options(spec, rehearse, faults, sim_url)
+    check_cap_counts(spec, max_cost)
     run_dir = Path(out) if out else default_run_dir(spec)
     check_run_folder(run_dir)
     remove_orphaned_scratch()  # what runs killed before left in the temporary folder

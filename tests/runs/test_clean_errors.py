@@ -276,3 +276,52 @@ def test_status_and_audit_say_in_one_line_what_stands_where_lanes_json_goes(
         f"Is a directory: {lanes} ({lanes} is a folder where a file goes: move or remove it, "
         "then run the same command again)",
     )
+
+
+PAID_SPEC = """
+name = "paid"
+seed = 3
+[data]
+stock_days = 2
+[[models]]
+name = "g"
+provider = "groq"
+model = "openai/gpt-oss-120b"
+{prices}
+[[models]]
+name = "s"
+provider = "sim"
+model = "sim-coherent"
+[[arms]]
+name = "baseline"
+"""
+
+
+@pytest.mark.parametrize("rehearse", [False, True], ids=["live", "rehearsal"])
+def test_a_max_cost_no_model_is_priced_for_is_refused_before_planning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rehearse: bool
+) -> None:
+    """With no model priced the cap counts nothing: the run was only warned, and spent on."""
+    monkeypatch.setenv("GROQ_API_KEY", "gsk_not_a_real_key_for_the_cap_test")
+
+    def no_planning(*args: object, **kwargs: object) -> None:
+        raise AssertionError("planned before refusing --max-cost")
+
+    monkeypatch.setattr(runs.pipeline, "_estimate", no_planning)
+    spec = tmp_path / "paid.toml"
+    spec.write_text(PAID_SPEC.format(prices=""), encoding="utf-8")
+    out = tmp_path / "r"
+    args = ["run", str(spec), "--max-cost", "5", "--out", str(out)]
+    code, output = invoke(*args, *(["--rehearse"] if rehearse else []))
+    assert code == 2, output
+    assert_one_clean_line(output, "--max-cost $5.00 would cap nothing", "add them")
+    assert not out.exists()
+    # A cap with no limit (inf), or a paid model priced, is not refused; neither is a cap on a
+    # campaign of the simulator's models alone, which cost nothing.
+    for cap, prices, text in (
+        ("inf", "", PAID_SPEC),
+        ("5", "price_in = 0.15\nprice_out = 0.6", PAID_SPEC),
+        ("5", "", SPEC.format(data="", model="m", arm="baseline")),
+    ):
+        spec.write_text(text.format(prices=prices), encoding="utf-8")
+        runs.pipeline.check_cap_counts(load_spec(spec), float(cap))  # raises RunError if not
