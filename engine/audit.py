@@ -135,7 +135,8 @@ def by_cause(counts: Mapping[str, int]) -> dict[str, int]:
     return out
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
+    """'1 request', '2,000 requests'."""
     return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
@@ -157,9 +158,9 @@ def retry_sentence(retry_attempts: int, requests_retried: int, requests: int,
         if attempted is not None and attempted < requests:
             return (
                 f"No retry attempts: every attempt was accepted ({attempted:,} of "
-                f"{_plural(requests, 'request')} attempted so far)."
+                f"{plural(requests, 'request')} attempted so far)."
             )
-        return f"No retry attempts: every attempt was accepted ({_plural(requests, 'request')})."
+        return f"No retry attempts: every attempt was accepted ({plural(requests, 'request')})."
     order = {cause: i for i, cause in enumerate(CAUSES)}
     causes = sorted(
         ((c, n) for c, n in retries_by_cause.items() if n),
@@ -167,8 +168,8 @@ def retry_sentence(retry_attempts: int, requests_retried: int, requests: int,
     )
     parts = [f"{CAUSE_LABELS.get(c, c.replace('_', ' '))} ({n:,})" for c, n in causes]
     return (
-        f"{_plural(retry_attempts, 'retry attempt')} across "
-        f"{_plural(requests_retried, 'request')} out of {requests:,}, attributed to "
+        f"{plural(retry_attempts, 'retry attempt')} across "
+        f"{plural(requests_retried, 'request')} out of {requests:,}, attributed to "
         f"{_join(parts)}."
     )
 

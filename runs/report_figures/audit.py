@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from engine.audit import plural
 from runs.report_figures import _style
 from runs.report_figures.inputs import FigureInputs
 
@@ -114,13 +115,9 @@ def _panel(ax: Any, model: str, frame: pl.DataFrame, outcomes: Sequence[str], sc
     retries = int(frame.filter(pl.col("outcome") != ACCEPTED)["attempts"].sum())
     share = f" ({retries / total:.1%})" if total else ""
     ax.set_title(
-        f"{model}: {_count(total, 'attempt')}, {_count(retries, 'retry attempt')}{share}",
+        f"{model}: {plural(total, 'attempt')}, {plural(retries, 'retry attempt')}{share}",
         loc="left",
         fontsize=9,
     )
     ax.set_ylabel("attempts")
     ax.grid(axis="y", alpha=0.3)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
