@@ -69,18 +69,24 @@ def _declared_within(reply: aiohttp.ClientResponse, limit: int) -> bool | None:
     return length <= limit
 
 
-async def _read_counted(reply: aiohttp.ClientResponse, limit: int) -> bytes | None:
-    """The body, read chunk by chunk and counted as decoded; None once it is longer than
-    `limit` (nothing more is read; the connection is then closed rather than reused)."""
+async def _read_counted(reply: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
+    """The body, read chunk by chunk and counted as decoded, and whether it was read whole.
+    Once longer than `limit`, nothing more is read and only its first `ERROR_HEAD_BYTES`
+    are returned (the chunks read are not joined: up to `limit` bytes per request in
+    flight); the connection is then closed rather than reused."""
     chunks: list[bytes] = []
     total = 0
     async for chunk in reply.content.iter_any():
+        chunks.append(chunk)
         total += len(chunk)
         if total > limit:
-            chunks.append(chunk)  # its start is what an error reply's detail shows
-            return None if reply.status < 400 else _cut_off(b"".join(chunks), limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
+            head = bytearray()
+            for part in chunks:
+                head += part[: ERROR_HEAD_BYTES - len(head)]
+                if len(head) == ERROR_HEAD_BYTES:
+                    break
+            return bytes(head), False
+    return b"".join(chunks), True
 
 
 #: How much of an error reply longer than the limit is kept, for its failure's detail.
@@ -170,15 +176,16 @@ class HttpClient:
                 # Nearly every reply declares a length within the limit: read at once.
                 if max_bytes is None or (fits := _declared_within(reply, max_bytes)):
                     return reply.status, reply.headers, await reply.read()
-                if fits is None:
-                    body = await _read_counted(reply, max_bytes)
-                elif reply.status >= 400:  # declared too long: its start, for the detail
-                    body = _cut_off(await reply.content.read(ERROR_HEAD_BYTES), max_bytes)
-                else:
-                    body = None
-                if body is None:
+                body, whole = (
+                    await _read_counted(reply, max_bytes) if fits is None else (b"", False)
+                )
+                if whole:
+                    return reply.status, reply.headers, body
+                if reply.status < 400:
                     return _too_long(reply.status, request.url, max_bytes)
-                return reply.status, reply.headers, body
+                # Its start, for the failure's detail (declared too long: read it now).
+                head = body or await reply.content.read(ERROR_HEAD_BYTES)
+                return reply.status, reply.headers, _cut_off(head, max_bytes)
         except TimeoutError:
             return Failure(
                 Outcome.TIMEOUT, f"no reply within {timeout_s:g}s from {_where(request.url)}"
