@@ -238,13 +238,17 @@ _ENDED_EARLY = {"stopped": "stopped", "paused": "paused", "cancelled": "was stop
 def read_lane_ends(run_dir: Path | str) -> list[dict[str, Any]]:
     """The lanes of this run folder's last dispatch that ended early (stopped on a
     permanent failure, paused out of quota, cancelled by a stop or the spend cap), each
-    `{model, provider, state, message}`, from `logs/lanes.json` (none if it is absent)."""
+    `{model, provider, state, message, reason}`, from `logs/lanes.json` (none if it is
+    absent; `reason` is None in a file written before lanes kept it)."""
     states = read_lane_states(run_dir)
     lanes = states.get("lanes") if states is not None else None
     if not isinstance(lanes, dict):
         return []
     return [
-        {"model": model, **{key: lane.get(key) for key in ("provider", "state", "message")}}
+        {
+            "model": model,
+            **{key: lane.get(key) for key in ("provider", "state", "message", "reason")},
+        }
         for model, lane in lanes.items()
         if isinstance(lane, dict) and lane.get("state") in _ENDED_EARLY
     ]
@@ -292,10 +296,11 @@ class Audit:
             if row is None or row.requests <= row.accepted:
                 continue  # nothing of this model is left unanswered
             how = _ENDED_EARLY.get(str(end.get("state")), str(end.get("state")))
-            # The lane's message names the lane ("m (p): ...", "m (p) stopped after ..."):
-            # the line has named it already.
-            why = str(end.get("message") or "").removeprefix(f"{model} ({provider})")
-            why = why.removeprefix(" stopped").removeprefix(":").strip()
+            # The reason, not the message, which names the lane the line has named already
+            # (a lanes.json from before lanes kept their reason: its whole message).
+            reason = end.get("reason")
+            why = str(reason if isinstance(reason, str) else end.get("message") or "")
+            why = why.removeprefix("stopped").removeprefix(":").strip()
             if why.startswith("after "):
                 how = f"{how} {why}"
             elif why:

@@ -211,21 +211,26 @@ class BatchLane:
         if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED, LaneState.CANCELLED):
             return True
         if self.stop_event is not None and self.stop_event.is_set():
-            self.stats.state, self.stats.message = LaneState.CANCELLED, "stop requested"
+            self.stats.state = LaneState.CANCELLED
+            self.stats.say("stop requested")
             return True
         if self.spend is not None and self.spend.reached:
-            self.stats.state, self.stats.message = LaneState.CANCELLED, self.spend.message()
+            self.stats.state = LaneState.CANCELLED
+            self.stats.say(self.spend.message())
             return True
         if self.ledger.disk_full is not None:
-            self.stats.state, self.stats.message = LaneState.STOPPED, str(self.ledger.disk_full)
+            self.stats.state = LaneState.STOPPED
+            self.stats.say(str(self.ledger.disk_full))
             return True
         return False
 
-    def _halt(self, state: LaneState, message: str) -> None:
+    def _halt(self, state: LaneState, reason: str) -> None:
+        """Stop or pause the lane for `reason`; its message names the lane first."""
         if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED):
             return
-        self.stats.state, self.stats.message = state, message
-        self.log.error(f"lane_{state.value}", model=self.config.name, reason=message)
+        self.stats.state = state
+        self.stats.say(reason, f"{self.config.name} ({self.client.provider}): ")
+        self.log.error(f"lane_{state.value}", model=self.config.name, reason=self.stats.message)
 
     async def _sleep(self, seconds: float, tick: float = 0.25) -> None:
         deadline = time.monotonic() + seconds
@@ -248,9 +253,8 @@ class BatchLane:
                       max_jobs_in_flight=self.limits.max_jobs_in_flight)
         if self.limits.max_lines < self.limits.min_lines:  # no job can be valid
             self._halt(LaneState.STOPPED, (
-                f"{self.config.name} ({self.client.provider}): jobs of at most "
-                f"{self.limits.max_lines} lines cannot reach the provider's minimum of "
-                f"{self.limits.min_lines} lines per job (raise batch_max_lines)"))
+                f"jobs of at most {self.limits.max_lines} lines cannot reach the provider's "
+                f"minimum of {self.limits.min_lines} lines per job (raise batch_max_lines)"))
         live_queue: asyncio.Queue[PlanItem | None] = asyncio.Queue()
         live_task = (
             asyncio.create_task(self.fallback.run(live_queue)) if self.fallback else None
@@ -390,7 +394,7 @@ class BatchLane:
             for entry, _ in buffer:
                 self._to_live(entry, live)
             return
-        self.stats.message = (
+        self.stats.say(
             f"{len(buffer)} queries wait: fewer than {self.client.provider}'s minimum of "
             f"{self.limits.min_lines} lines per job (batch_fallback = \"live\" would ask them live)"
         )
@@ -410,7 +414,8 @@ class BatchLane:
         )
         if await self.spend.reserve(worst):
             return worst
-        self.stats.state, self.stats.message = LaneState.CANCELLED, self.spend.message()
+        self.stats.state = LaneState.CANCELLED
+        self.stats.say(self.spend.message())
         return None
 
     def _start(self, lines: list[tuple[_Entry, bytes]], worst: float) -> asyncio.Task[list[_Entry]]:
@@ -533,16 +538,16 @@ class BatchLane:
             return result
 
     async def _control_failed(self, what: str, failure: Failure, tries: int) -> None:
-        name, provider = self.config.name, self.client.provider
+        name = self.config.name
         detail = self._redact(failure.detail)
         status = f"HTTP {failure.http_status}" if failure.http_status else "no status"
         if failure.outcome in PERMANENT or (failure.unreachable and not self._reached):
-            self._halt(LaneState.STOPPED, f"{name} ({provider}): batch {what} failed "
+            self._halt(LaneState.STOPPED, f"batch {what} failed "
                        f"({failure.outcome.value}, {status}): {detail}")
             raise _Halted
         if failure.quota_exhausted:
-            self._halt(LaneState.PAUSED, f"{name} ({provider}): batch quota exhausted, lane "
-                       f"paused until a later resume: {detail}")
+            self._halt(LaneState.PAUSED, "batch quota exhausted, lane paused until a later "
+                       f"resume: {detail}")
             raise _Halted
         wait = self.policy.delay(min(tries, 10), failure.retry_after_s)
         self.log.warning("batch_call_retry", model=name, call=what,

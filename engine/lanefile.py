@@ -30,6 +30,7 @@ def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
                 "provider": s.provider,
                 "state": s.state.value,
                 "message": s.message,
+                "reason": s.reason,
                 "planned": s.planned,
                 "done": s.done,
                 "accepted_this_run": s.accepted,

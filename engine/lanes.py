@@ -127,7 +127,10 @@ class LaneStats:
     in_flight: int = 0
     cap: int = 0
     state: LaneState = LaneState.WAITING
+    #: What the terminal and `status` show about the lane's state (set by `say`).
     message: str = ""
+    #: `message` without the lane's name it may begin with (`logs/lanes.json`, for the audit).
+    reason: str = ""
     started: float = 0.0
     finished: float = 0.0
     #: How the lane asks: "live" (one request per query) or "batch" (jobs; then `in_flight`
@@ -142,6 +145,11 @@ class LaneStats:
     @property
     def done(self) -> int:
         return self.already_accepted + self.accepted
+
+    def say(self, reason: str, lead: str = "") -> None:
+        """Set why the lane is in its state: `message` is `reason` after `lead` (the lane's
+        name, where the message is read without it, as on the terminal)."""
+        self.reason, self.message = reason, lead + reason
 
     @property
     def elapsed_s(self) -> float:
@@ -234,15 +242,15 @@ class Lane:
             return True
         if self.stop_event is not None and self.stop_event.is_set():
             self.stats.state = LaneState.CANCELLED
-            self.stats.message = "stop requested"
+            self.stats.say("stop requested")
             return True
         if self.spend is not None and self.spend.reached:
             self.stats.state = LaneState.CANCELLED
-            self.stats.message = self.spend.message()
+            self.stats.say(self.spend.message())
             return True
         if self.ledger.disk_full is not None:
             self.stats.state = LaneState.STOPPED
-            self.stats.message = str(self.ledger.disk_full)
+            self.stats.say(str(self.ledger.disk_full))
             return True
         return False
 
@@ -252,7 +260,7 @@ class Lane:
 
     def _paused(self, cause: str) -> None:
         self.stats.state = LaneState.PROBING
-        self.stats.message = f"provider down ({cause}); probing"
+        self.stats.say(f"provider down ({cause}); probing")
         self.log.warning(
             "lane_paused", model=self.config.name, provider=self.adapter.provider, cause=cause
         )
@@ -260,7 +268,7 @@ class Lane:
     def _resumed(self, pause: dict[str, Any]) -> None:
         if self.stats.state is LaneState.PROBING:
             self.stats.state = LaneState.RUNNING
-            self.stats.message = ""
+            self.stats.say("")
         self._record_pause(pause)
         self.log.warning("lane_resumed", model=self.config.name, **pause)
 
@@ -271,12 +279,13 @@ class Lane:
             line = {"model": self.config.name, "provider": self.adapter.provider, **pause}
             append_pause(self.run_dir, line)
 
-    def _halt(self, state: LaneState, message: str) -> None:
+    def _halt(self, state: LaneState, reason: str, after_name: str = ": ") -> None:
+        """Stop or pause the lane for `reason`; its message names the lane first."""
         if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED):
             return
         self.stats.state = state
-        self.stats.message = message
-        self.log.error(f"lane_{state.value}", model=self.config.name, reason=message)
+        self.stats.say(reason, f"{self.config.name} ({self.adapter.provider}){after_name}")
+        self.log.error(f"lane_{state.value}", model=self.config.name, reason=self.stats.message)
 
     # -- running -------------------------------------------------------------------------
 
@@ -479,7 +488,7 @@ class Lane:
         """
         name, provider = self.config.name, self.adapter.provider
         if not unbuilt.retryable:
-            self._halt(LaneState.STOPPED, f"{name} ({provider}): {unbuilt}")
+            self._halt(LaneState.STOPPED, str(unbuilt))
             return False
         self.log.warning(
             "build_failed_retrying", model=name, provider=provider, detail=str(unbuilt)
@@ -638,16 +647,17 @@ class Lane:
     def _on_failure(self, failure: Failure) -> None:
         name, provider = self.config.name, self.adapter.provider
         if failure.unreachable and not self._reached:
-            self._halt(LaneState.STOPPED, f"{name} ({provider}): {failure.detail}")
+            self._halt(LaneState.STOPPED, failure.detail)
             return
         if failure.foreign and not self._recognised:
             self._foreign_streak += 1
             if self._foreign_streak >= self.policy.foreign_streak:
                 self._halt(
                     LaneState.STOPPED,
-                    f"{name} ({provider}) stopped: its first {self._foreign_streak} replies were "
-                    f"not in the provider's format (the last: {failure.detail}); is its "
-                    "base_url the API's address?",
+                    f"stopped: its first {self._foreign_streak} replies were not in the "
+                    f"provider's format (the last: {failure.detail}); is its base_url the "
+                    "API's address?",
+                    after_name=" ",
                 )
             return
         if failure.outcome is Outcome.RATE_LIMIT and not failure.quota_exhausted:
@@ -657,8 +667,7 @@ class Lane:
         if failure.quota_exhausted:
             self._halt(
                 LaneState.PAUSED,
-                f"{name} ({provider}): quota exhausted, lane paused until a later resume: "
-                f"{failure.detail}",
+                f"quota exhausted, lane paused until a later resume: {failure.detail}",
             )
             return
         if failure.outcome in PERMANENT:
@@ -676,8 +685,9 @@ class Lane:
                 status = f"HTTP {failure.http_status}" if failure.http_status else "no status"
                 self._halt(
                     LaneState.STOPPED,
-                    f"{name} ({provider}) stopped after {self._permanent_streak} "
-                    f"{failure.outcome.value} failures in a row ({status}): {failure.detail}",
+                    f"stopped after {self._permanent_streak} {failure.outcome.value} failures "
+                    f"in a row ({status}): {failure.detail}",
+                    after_name=" ",
                 )
         else:
             self._permanent_streak = 0

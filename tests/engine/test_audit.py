@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
+import orjson
 import polars as pl
 import pytest
 
@@ -205,20 +206,21 @@ def test_audit_and_status_of_a_part_answered_plan_say_so(tmp_path: Path, kit) ->
 
 
 @pytest.mark.parametrize(
-    ("state", "message", "said"),
+    ("state", "reason", "lead", "said"),
     [
-        ("stopped", "alpha (groq): connection refused by http://h/v1: is the server running?",
+        ("stopped", "connection refused by http://h/v1: is the server running?",
+         "alpha (groq): ",
          "its lane stopped (connection refused by http://h/v1: is the server running?)."),
-        ("stopped", "alpha (groq) stopped after 3 auth_error failures in a row (HTTP 401): no",
-         "its lane stopped after 3 auth_error failures in a row (HTTP 401): no."),
-        ("paused", "alpha (groq): quota exhausted, lane paused until a later resume: daily",
+        ("stopped", "stopped after 3 auth_error failures in a row (HTTP 401): no",
+         "alpha (groq) ", "its lane stopped after 3 auth_error failures in a row (HTTP 401): no."),
+        ("paused", "quota exhausted, lane paused until a later resume: daily", "alpha (groq): ",
          "its lane paused (quota exhausted, lane paused until a later resume: daily)."),
-        ("cancelled", "stop requested", "its lane was stopped (stop requested)."),
+        ("cancelled", "stop requested", "", "its lane was stopped (stop requested)."),
     ],
     ids=["unreachable", "permanent", "quota", "stop"],
 )
 def test_a_lane_that_ended_early_is_named_with_why_and_what_is_left(
-    tmp_path: Path, kit, state: str, message: str, said: str
+    tmp_path: Path, kit, state: str, reason: str, lead: str, said: str
 ) -> None:
     """The report, `audit` and `audit --json` say which lane ended its dispatch early, why,
     and how many of its requests are unanswered (`logs/lanes.json`); a lane that finished,
@@ -233,9 +235,12 @@ def test_a_lane_that_ended_early_is_named_with_why_and_what_is_left(
                 attempt = kit.attempt(rid, 1, model, "ok", "", provider="groq", elapsed=5.0)
                 ledger.record_result(attempt, kit.response(rid, 1, model))
     assert audit(tmp_path).notes() == []  # no dispatch recorded its lanes: nothing to say
-    alpha = LaneStats("alpha", "groq", state=LaneState(state), message=message)
-    beta = LaneStats("beta", "groq", state=LaneState.CANCELLED, message="stop requested")
-    gamma = LaneStats("gamma", "groq", state=LaneState.STOPPED, message="not in the plan")
+    alpha = LaneStats("alpha", "groq", state=LaneState(state))
+    alpha.say(reason, lead)
+    beta = LaneStats("beta", "groq", state=LaneState.CANCELLED)
+    beta.say("stop requested")
+    gamma = LaneStats("gamma", "groq", state=LaneState.STOPPED)
+    gamma.say("not in the plan")
     write_lane_states(tmp_path, [alpha, beta, gamma])
     found = audit(tmp_path)
     assert found.notes() == [
@@ -247,6 +252,21 @@ def test_a_lane_that_ended_early_is_named_with_why_and_what_is_left(
     ]
     write_lane_states(tmp_path, [LaneStats("alpha", "groq", state=LaneState.DONE)])
     assert audit(tmp_path).notes() == []
+
+
+def test_a_lanes_file_from_before_lanes_kept_their_reason_shows_the_whole_message(
+    tmp_path: Path, kit
+) -> None:
+    """A `logs/lanes.json` without `reason` (written by an earlier version) loses nothing:
+    the lane's whole message is shown, its name included."""
+    kit.id_plan(tmp_path, {"alpha": 3})
+    message = "alpha (groq): connection refused by http://h/v1"
+    lanes = {"alpha": {"provider": "groq", "state": "stopped", "message": message}}
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "lanes.json").write_bytes(orjson.dumps({"lanes": lanes}))
+    assert audit(tmp_path).notes()[0] == (
+        f"alpha (groq): 3 of 3 requests unanswered; its lane stopped ({message})."
+    )
 
 
 def test_timeline_counts_every_attempt_once(tmp_path: Path, kit) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from engine.dispatch import dispatch
+from engine.dispatch import dispatch, read_lane_states
 from engine.lanes import LaneState
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
@@ -84,6 +84,11 @@ async def test_a_web_page_at_base_url_stops_the_lane_naming_it(
     assert lane.state is LaneState.STOPPED
     assert "its first 10 replies were not in the provider's format" in lane.message
     assert "Welcome to nginx" in lane.message and "base_url" in lane.message
+    # The terminal's message names the lane; the reason kept for the audit does not.
+    assert lane.message == f"m (openai) {lane.reason}"
+    assert lane.reason.startswith("stopped: its first 10 replies")
+    saved = read_lane_states(tmp_path / "run")
+    assert saved is not None and saved["lanes"]["m"]["reason"] == lane.reason
     attempts = scan_attempts(tmp_path / "run").collect()
     # The streak, plus what was in flight when it ended (concurrency 2): not 3 x 200.
     assert 10 <= attempts.height <= 12, attempts.height
