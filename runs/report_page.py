@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from engine.audit import plural
 from runs.figures import read_manifest
 from runs.report.models import frozen_spec, model_notes, simulated_models
 from runs.report.wording import cluster_words, metric_words
@@ -163,7 +164,7 @@ def _header(name: str, summary: Mapping[str, Any], spec: Mapping[str, Any]) -> l
     out = [
         f"<h1>Coherence report: {esc(name)}</h1>",
         '<p class="meta">'
-        f"{_counted(len(models), 'model')} · {_counted(len(arms), 'arm')} · "
+        f"{plural(len(models), 'model')} · {plural(len(arms), 'arm')} · "
         f"{metric_words(labels)} (lower is more coherent) · 95% intervals from a bootstrap of "
         f"{_int(summary.get('bootstrap_replicates'))} replicates (seed {esc(summary.get('seed'))})"
         f" {cluster_words(labels)}"
@@ -504,11 +505,6 @@ def _iv(iv: Any, digits: int = 5, *, signed: bool = False) -> str:
 
 def _pct(x: Any) -> str:
     return f"{x:.0%}" if _finite(x) else ""
-
-
-def _counted(n: int, noun: str) -> str:
-    """'1 model', '3 models'."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _int(x: Any) -> str:
