@@ -19,12 +19,14 @@ $(BIN)/dutchbook: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,figures]'
 	@touch $@
 
-# The suite runs on every core (pytest-xdist; each test is independent and makes its own
-# folders and ports): 5:52 where one process took 9:56 on this 2-core machine, most of it
-# end-to-end campaigns that wait on their own subprocesses. TEST_WORKERS=0 runs it in one.
+# The suite runs on every core, at most four (pytest-xdist; each test is independent and
+# makes its own folders and ports): 5:52 where one process took 9:56 on this 2-core machine,
+# most of it end-to-end campaigns that wait on their own subprocesses. At most four because
+# many of those tests start processes of their own (figure workers, a simulator, a campaign)
+# that a worker per core of a large machine would multiply. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= auto
 test: install
-	$(BIN)/pytest -q -n $(TEST_WORKERS)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --maxprocesses=4
 
 bench: install
 	$(BIN)/python -m bench
