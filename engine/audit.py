@@ -299,9 +299,8 @@ class Audit:
             # The reason, not the message, which names the lane the line has named already
             # (a lanes.json from before lanes kept their reason: its whole message).
             reason = end.get("reason")
-            why = str(reason if isinstance(reason, str) else end.get("message") or "")
-            why = why.removeprefix("stopped").removeprefix(":").strip()
-            if why.startswith("after "):
+            why = str(reason if isinstance(reason, str) else end.get("message") or "").strip()
+            if why.startswith("after "):  # "stopped after 3 auth_error failures in a row ..."
                 how = f"{how} {why}"
             elif why:
                 how = f"{how} ({why})"

@@ -129,7 +129,7 @@ class LaneStats:
     state: LaneState = LaneState.WAITING
     #: What the terminal and `status` show about the lane's state (set by `say`).
     message: str = ""
-    #: `message` without the lane's name it may begin with (`logs/lanes.json`, for the audit).
+    #: `message` without what it may begin with (the lane's name, "stopped"): why, for the audit.
     reason: str = ""
     started: float = 0.0
     finished: float = 0.0
@@ -280,7 +280,8 @@ class Lane:
             append_pause(self.run_dir, line)
 
     def _halt(self, state: LaneState, reason: str, after_name: str = ": ") -> None:
-        """Stop or pause the lane for `reason`; its message names the lane first."""
+        """Stop or pause the lane for `reason` (why, not how it ended: the state says that);
+        its message names the lane first, then `after_name`."""
         if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED):
             return
         self.stats.state = state
@@ -654,10 +655,9 @@ class Lane:
             if self._foreign_streak >= self.policy.foreign_streak:
                 self._halt(
                     LaneState.STOPPED,
-                    f"stopped: its first {self._foreign_streak} replies were not in the "
-                    f"provider's format (the last: {failure.detail}); is its base_url the "
-                    "API's address?",
-                    after_name=" ",
+                    f"its first {self._foreign_streak} replies were not in the provider's "
+                    f"format (the last: {failure.detail}); is its base_url the API's address?",
+                    after_name=" stopped: ",
                 )
             return
         if failure.outcome is Outcome.RATE_LIMIT and not failure.quota_exhausted:
@@ -685,9 +685,9 @@ class Lane:
                 status = f"HTTP {failure.http_status}" if failure.http_status else "no status"
                 self._halt(
                     LaneState.STOPPED,
-                    f"stopped after {self._permanent_streak} {failure.outcome.value} failures "
-                    f"in a row ({status}): {failure.detail}",
-                    after_name=" ",
+                    f"after {self._permanent_streak} {failure.outcome.value} failures in a "
+                    f"row ({status}): {failure.detail}",
+                    after_name=" stopped ",
                 )
         else:
             self._permanent_streak = 0

@@ -85,8 +85,8 @@ async def test_a_web_page_at_base_url_stops_the_lane_naming_it(
     assert "its first 10 replies were not in the provider's format" in lane.message
     assert "Welcome to nginx" in lane.message and "base_url" in lane.message
     # The terminal's message names the lane; the reason kept for the audit does not.
-    assert lane.message == f"m (openai) {lane.reason}"
-    assert lane.reason.startswith("stopped: its first 10 replies")
+    assert lane.message == f"m (openai) stopped: {lane.reason}"
+    assert lane.reason.startswith("its first 10 replies")
     saved = read_lane_states(tmp_path / "run")
     assert saved is not None and saved["lanes"]["m"]["reason"] == lane.reason
     attempts = scan_attempts(tmp_path / "run").collect()
