@@ -22,6 +22,7 @@ from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import read_record_lines
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts, scan_responses
+from engine.settle import settle
 from providers.types import ModelConfig
 from tests.engine.batch_fake import FakeBatch, Killed
 
@@ -147,7 +148,7 @@ async def test_stop_in_the_middle_of_collecting(
     plan = kit.write_plan(tmp_path / "plan.parquet", rows)
     run_dir = tmp_path / "run"
     fake = FakeBatch(faults={1: "error_lines"})
-    real = batch_lane.settle
+    real = settle  # what engine.batch_lane imported and calls
     calls = Counter[str]()
 
     def dying(*args: Any, **kw: Any) -> Any:

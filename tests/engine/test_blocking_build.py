@@ -12,6 +12,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 from cryptography.hazmat.primitives import serialization
@@ -26,6 +27,7 @@ from providers.google_auth_tokens import TokenRefreshError
 from providers.registry import adapter_for
 from providers.sim.credentials import DEFAULT_CREDENTIALS, SimCredentials
 from providers.sim.rehearse import rehearse_model
+from providers.sim.server import SimHandle
 from providers.types import ChatRequest, HttpRequest, ModelConfig
 
 FAST = RetryPolicy(max_attempts=6, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05)
@@ -112,7 +114,7 @@ class FlakyRefresh:
         return self.inner.parse(status, headers, body)
 
 
-def test_only_adapters_that_say_so_are_built_on_threads(kit) -> None:
+def test_only_adapters_that_say_so_are_built_on_threads(kit: Any) -> None:
     _config, adapter = kit.sim_model("m", "http://127.0.0.1:9")
     assert not builds_may_block(adapter)
     assert builds_may_block(BlockingBuild(adapter, CountingParses(adapter)))
@@ -130,7 +132,9 @@ def test_only_adapters_that_say_so_are_built_on_threads(kit) -> None:
     assert builds_may_block(adapter_for(bedrock, env))
 
 
-async def test_a_blocking_build_does_not_stall_another_lane(tmp_path: Path, kit, sim) -> None:
+async def test_a_blocking_build_does_not_stall_another_lane(
+    tmp_path: Path, kit: Any, sim: SimHandle
+) -> None:
     plan = kit.write_plan(
         tmp_path / "plan.parquet", kit.plan_rows("slow", 4) + kit.plan_rows("fast", 60)
     )
@@ -157,7 +161,7 @@ async def test_a_blocking_build_does_not_stall_another_lane(tmp_path: Path, kit,
 
 
 async def test_retryable_refresh_failure_is_retried_without_an_attempt(
-    tmp_path: Path, kit, sim
+    tmp_path: Path, kit: Any, sim: SimHandle
 ) -> None:
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("v", 5))
     config, inner = kit.sim_model("v", sim.root_url, concurrency=1)
@@ -176,7 +180,9 @@ async def test_retryable_refresh_failure_is_retried_without_an_attempt(
     assert "build_failed_retrying" in log and "SECRET-PEM-BODY" not in log + console.getvalue()
 
 
-async def test_permanent_refresh_failure_stops_only_its_lane(tmp_path: Path, kit, sim) -> None:
+async def test_permanent_refresh_failure_stops_only_its_lane(
+    tmp_path: Path, kit: Any, sim: SimHandle
+) -> None:
     plan = kit.write_plan(
         tmp_path / "plan.parquet", kit.plan_rows("v", 5) + kit.plan_rows("ok", 10)
     )
@@ -201,7 +207,7 @@ async def test_permanent_refresh_failure_stops_only_its_lane(tmp_path: Path, kit
 
 
 async def test_vertex_with_a_key_the_token_endpoint_refuses_stops_its_lane(
-    tmp_path: Path, kit, sim
+    tmp_path: Path, kit: Any, sim: SimHandle
 ) -> None:
     """The real path: google-auth's JWT grant refused by the simulator's token endpoint."""
     stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -17,7 +18,7 @@ from engine.lanes import LaneState
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts, scan_responses
 from engine.spend import Prices, SpendCap, recorded_spend, worst_case_cost
-from providers.sim.server import start_sim
+from providers.sim.server import SimHandle, start_sim
 
 # Truncations here are random faults, not a model repeating itself: give them every attempt
 # (the answer-failure budget is tested in tests/local_model/test_answer_retries.py).
@@ -36,7 +37,9 @@ def ledger_spend(run_dir: Path, prices: Prices, model: str) -> float:
     )
 
 
-async def test_cap_stops_part_way_and_resume_with_higher_cap_finishes(tmp_path: Path, kit) -> None:
+async def test_cap_stops_part_way_and_resume_with_higher_cap_finishes(
+    tmp_path: Path, kit: Any
+) -> None:
     prices = Prices(PRICES["price_in_per_mtok"], PRICES["price_out_per_mtok"])
     rows = kit.plan_rows("paid", 40)
     plan = kit.write_plan(tmp_path / "plan.parquet", rows)
@@ -117,7 +120,9 @@ async def test_cap_stops_part_way_and_resume_with_higher_cap_finishes(tmp_path: 
     )
 
 
-async def test_unpriced_models_are_not_counted_and_said_so_once(tmp_path: Path, kit, sim) -> None:
+async def test_unpriced_models_are_not_counted_and_said_so_once(
+    tmp_path: Path, kit: Any, sim: SimHandle
+) -> None:
     plan = kit.write_plan(
         tmp_path / "plan.parquet", kit.plan_rows("paid", 6) + kit.plan_rows("free", 6)
     )

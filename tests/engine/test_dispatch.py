@@ -7,24 +7,27 @@ import io
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 import polars as pl
 import pytest
 
-from engine.dispatch import dispatch
+from engine.dispatch import DispatchSummary, dispatch
 from engine.lanefile import read_lane_states
 from engine.lanes import LaneState
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts, scan_responses
 from providers import groq as groq_provider
 from providers.base import Adapter
-from providers.sim.server import start_sim
+from providers.sim.server import SimHandle, start_sim
 from providers.types import Completion, Failure, ModelConfig, Outcome
 
 FAST = RetryPolicy(max_attempts=8, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05)
 
 
-async def test_all_rows_accepted_once_across_two_lanes(tmp_path: Path, kit, sim) -> None:
+async def test_all_rows_accepted_once_across_two_lanes(
+    tmp_path: Path, kit: Any, sim: SimHandle
+) -> None:
     plan = kit.write_plan(
         tmp_path / "plan.parquet", kit.plan_rows("sim-a", 60) + kit.plan_rows("sim-b", 40)
     )
@@ -57,7 +60,9 @@ async def test_all_rows_accepted_once_across_two_lanes(tmp_path: Path, kit, sim)
     assert sim.counts()["requests"] == before
 
 
-async def test_retries_counted_by_cause_and_reconciled_with_simulator(tmp_path: Path, kit) -> None:
+async def test_retries_counted_by_cause_and_reconciled_with_simulator(
+    tmp_path: Path, kit: Any
+) -> None:
     async with await start_sim(port=0, faults="hostile", seed=7, retry_after_s=0.01) as sim:
         plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 150))
         # 2 s: a slow fault (5 s) is a timeout, a rate limit or a clean reply late on a loaded
@@ -96,7 +101,9 @@ async def test_retries_counted_by_cause_and_reconciled_with_simulator(tmp_path: 
     assert oks["len"].max() == 1
 
 
-async def test_bad_key_stops_its_lane_and_the_other_lane_finishes(tmp_path: Path, kit, sim) -> None:
+async def test_bad_key_stops_its_lane_and_the_other_lane_finishes(
+    tmp_path: Path, kit: Any, sim: SimHandle
+) -> None:
     plan = kit.write_plan(
         tmp_path / "plan.parquet", kit.plan_rows("good", 30) + kit.plan_rows("badkey", 30)
     )
@@ -154,7 +161,9 @@ class QuotaSpent:
         )
 
 
-async def test_quota_exhausted_pauses_lane_without_retry_loop(tmp_path: Path, kit, sim) -> None:
+async def test_quota_exhausted_pauses_lane_without_retry_loop(
+    tmp_path: Path, kit: Any, sim: SimHandle
+) -> None:
     plan = kit.write_plan(
         tmp_path / "plan.parquet", kit.plan_rows("q", 20) + kit.plan_rows("ok", 20)
     )
@@ -178,7 +187,9 @@ async def test_quota_exhausted_pauses_lane_without_retry_loop(tmp_path: Path, ki
     assert "q" in summary.halted() and "paused" in summary.halted()["q"]
 
 
-async def test_invalid_answers_are_retried_and_raw_text_kept(tmp_path: Path, kit, sim) -> None:
+async def test_invalid_answers_are_retried_and_raw_text_kept(
+    tmp_path: Path, kit: Any, sim: SimHandle
+) -> None:
     # keys the forecaster will not answer under: the strict parser rejects every reply
     rows = [
         dict(r, keys=["Q07"], events=["e"])
@@ -225,7 +236,9 @@ async def test_invalid_answers_are_retried_and_raw_text_kept(tmp_path: Path, kit
 
 
 @pytest.mark.parametrize("stop_after", [5])
-async def test_stop_event_leaves_rest_unaccepted(tmp_path: Path, kit, sim, stop_after: int) -> None:
+async def test_stop_event_leaves_rest_unaccepted(
+    tmp_path: Path, kit: Any, sim: SimHandle, stop_after: int
+) -> None:
     import asyncio
 
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 200))
@@ -260,7 +273,7 @@ def _attempts_so_far(run_dir: Path) -> int:
     except (FileNotFoundError, pl.exceptions.ComputeError):
         return 0
 
-async def test_stop_is_prompt_even_during_a_long_retry_after(tmp_path: Path, kit) -> None:
+async def test_stop_is_prompt_even_during_a_long_retry_after(tmp_path: Path, kit: Any) -> None:
     import asyncio
     import time
 
@@ -293,7 +306,7 @@ async def test_stop_is_prompt_even_during_a_long_retry_after(tmp_path: Path, kit
 
 
 async def test_collector_settings_are_restored_after_overlapping_dispatches(
-    tmp_path: Path, kit, sim
+    tmp_path: Path, kit: Any, sim: SimHandle
 ) -> None:
     """Dispatch collects less often while lanes run (`engine.dispatch._quiet_gc`); whatever
     order overlapping dispatches end in, the process gets its settings back."""
@@ -317,7 +330,7 @@ async def test_collector_settings_are_restored_after_overlapping_dispatches(
         runs.append(dispatch(plan, tmp_path / name, {name: model[0]}, {name: model[1]},
                              log_console=None))
     summaries = await asyncio.gather(*runs, watch())
-    assert [s.accepted for s in summaries[:2]] == [80, 10]
+    assert [cast(DispatchSummary, s).accepted for s in summaries[:2]] == [80, 10]
     assert DISPATCH_GC_THRESHOLD in seen
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0

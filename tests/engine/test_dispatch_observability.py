@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -13,6 +14,7 @@ from engine.dispatch import dispatch
 from engine.lanes import LaneState, LaneStats
 from engine.logs import EngineLog
 from engine.progress import LiveProgress, render
+from providers.sim.server import SimHandle
 
 KEY = "sk-proj-THISISASECRETKEY1234567890"
 
@@ -65,7 +67,9 @@ def test_live_progress_is_inert_without_a_terminal() -> None:
     assert not progress.enabled and sink.getvalue() == ""
 
 
-async def test_dispatch_drives_progress_and_logs_summary(tmp_path: Path, sim, kit) -> None:
+async def test_dispatch_drives_progress_and_logs_summary(
+    tmp_path: Path, sim: SimHandle, kit: Any
+) -> None:
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 20))
     config, adapter = kit.sim_model("sim-coherent", sim.root_url)
     sink = io.StringIO()

@@ -47,7 +47,7 @@ def test_a_write_that_fails_on_a_full_disk_leaves_no_temporary(
     def no_room(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(durable.os, "replace", no_room)
+    monkeypatch.setattr(os, "replace", no_room)
     with pytest.raises(OSError, match="No space left"):
         durable.write_bytes_atomic(target, b"new")
     with pytest.raises(OSError, match="No space left"):
@@ -79,7 +79,7 @@ def test_is_disk_full_reads_polars_errors_and_a_folder_without_room(
         f_bavail = 0
 
     monkeypatch.setattr(
-        durable.os, "statvfs", lambda path: Full() if path == tmp_path else real_statvfs(path)
+        os, "statvfs", lambda path: Full() if path == tmp_path else real_statvfs(path)
     )
     assert durable.is_disk_full(truncated, tmp_path)
     assert not durable.is_disk_full(ValueError("Invalid thrift"), tmp_path)  # not polars'

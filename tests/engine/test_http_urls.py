@@ -26,7 +26,9 @@ HAIKU = "anthropic.claude-3-haiku-20240307-v1:0"
 FAST = RetryPolicy(max_attempts=2, base_s=0.01, cap_s=0.02, max_retry_after_s=0.02)
 
 
-async def test_bedrock_model_with_colon_is_accepted_through_the_engine(tmp_path: Path, kit) -> None:
+async def test_bedrock_model_with_colon_is_accepted_through_the_engine(
+    tmp_path: Path, kit: Any
+) -> None:
     config = ModelConfig(name="haiku", provider="bedrock", model=HAIKU, max_tokens=256)
     async with await start_sim() as sim:
         rehearsed, env = rehearse_model(config, sim.root_url, tmp_path / "creds")

@@ -12,6 +12,7 @@ import signal
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -52,7 +53,9 @@ def _segments(run_dir: Path) -> int:
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-async def test_kill9_at_random_moments_loses_and_duplicates_nothing(tmp_path: Path, kit) -> None:
+async def test_kill9_at_random_moments_loses_and_duplicates_nothing(
+    tmp_path: Path, kit: Any
+) -> None:
     rng = random.Random(20261130)
     rows = kit.plan_rows("sim-coherent", 150) + kit.plan_rows("sim-noisy", 150)
     plan = kit.write_plan(tmp_path / "plan.parquet", rows)

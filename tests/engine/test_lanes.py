@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import polars as pl
 import pytest
@@ -114,7 +115,7 @@ def test_retry_classes_match_the_paper() -> None:
     assert not PERMANENT & RETRYABLE
 
 
-async def test_retry_after_is_waited_out_and_cap_cut_is_logged(tmp_path: Path, kit) -> None:
+async def test_retry_after_is_waited_out_and_cap_cut_is_logged(tmp_path: Path, kit: Any) -> None:
     async with await start_sim(port=0, faults="rate_limit=0.3", seed=5, retry_after_s=0.25) as sim:
         plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 30))
         config, adapter = kit.sim_model("sim-coherent", sim.root_url, concurrency=4)
@@ -138,14 +139,14 @@ async def test_retry_after_is_waited_out_and_cap_cut_is_logged(tmp_path: Path, k
         .filter(pl.col("outcome") == "rate_limit")
         .select(gap=(pl.col("nxt") - pl.col("started_at")).dt.total_microseconds() / 1e6)
     )["gap"]
-    assert gaps.min() >= 0.25
+    assert cast(float, gaps.min()) >= 0.25
     events = [json.loads(line) for line in (tmp_path / "run/logs/engine.jsonl").open()]
     cuts = [e for e in events if e["event"] == "concurrency_changed" and e["why"] == "rate_limit"]
     assert cuts and all(e["new"] < e["old"] for e in cuts)
     assert summary.lanes[config.name].retries.by_cause["rate_limit"] == limited.height
 
 
-async def test_a_slow_provider_never_stalls_another_lane(tmp_path: Path, kit) -> None:
+async def test_a_slow_provider_never_stalls_another_lane(tmp_path: Path, kit: Any) -> None:
     from providers.sim.faults import FaultKind, FaultProfile
 
     slow_profile = FaultProfile("all-slow", {FaultKind.SLOW: 1.0}, slow_delay_s=1.5)
@@ -186,7 +187,7 @@ async def test_try_acquire_takes_free_slots_but_never_a_queued_waiters() -> None
 
 
 async def test_a_concurrency_beyond_the_maximum_is_refused_before_any_worker(
-    tmp_path: Path, kit
+    tmp_path: Path, kit: Any
 ) -> None:
     # A lane starts one worker per slot: a billion used to allocate until memory ran out.
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 3))

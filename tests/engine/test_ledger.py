@@ -18,7 +18,13 @@ from engine.journal import list_segments
 from engine.ledger import Ledger, LedgerBusy
 from engine.records import AttemptRecord, ResponseRecord
 from engine.runlock import read_pid, write_pid
-from engine.scan import accepted_ids, attempt_counts, scan_attempts, scan_responses
+from engine.scan import (
+    accepted_ids,
+    attempt_counts,
+    found_among,
+    scan_attempts,
+    scan_responses,
+)
 from engine.shards import list_shards
 
 T0 = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)
@@ -311,7 +317,7 @@ def test_an_acceptance_racing_a_search_is_never_cached_as_absent(
     ledger = Ledger.open(tmp_path)
     assert accept(ledger, "old")
     ledger.compact()
-    real = engine.ledger.found_among
+    real = found_among  # what engine.ledger imported and calls
     raced: list[bool] = []
 
     def racing(shards: list[Path], ids: pl.Series) -> pl.Series:

@@ -8,6 +8,7 @@ import time
 from collections import deque
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -18,7 +19,7 @@ from engine.dispatch import dispatch
 from engine.limits import Hold, TokenBucket, estimate_tokens
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
-from providers.sim.server import start_sim
+from providers.sim.server import SimHandle, start_sim
 
 
 def _greedy(bucket: TokenBucket, amounts: list[float], lag: list[float]) -> list[float]:
@@ -135,7 +136,7 @@ class _PacingClock:
 
 @pytest.mark.timeout(60)
 async def test_engine_runs_near_simulator_limit_without_earning_429(
-    tmp_path: Path, kit, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, kit: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rpm, window = 600.0, 5.0
     pacing = _PacingClock(monkeypatch)
@@ -209,7 +210,9 @@ class _ResetHeaders:
         return result
 
 
-async def test_zero_remaining_holds_the_lane_until_reset(tmp_path: Path, sim, kit) -> None:
+async def test_zero_remaining_holds_the_lane_until_reset(
+    tmp_path: Path, sim: SimHandle, kit: Any
+) -> None:
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 5))
     config, adapter = kit.sim_model("sim-coherent", sim.root_url, concurrency=1)
     summary = await dispatch(
@@ -227,7 +230,7 @@ async def test_zero_remaining_holds_the_lane_until_reset(tmp_path: Path, sim, ki
 
 
 async def test_token_rate_limit_paces_by_estimated_and_reported_tokens(
-    tmp_path: Path, sim, kit
+    tmp_path: Path, sim: SimHandle, kit: Any
 ) -> None:
     rows = kit.plan_rows("sim-coherent", 16, grouped_every=0)
     plan = kit.write_plan(tmp_path / "plan.parquet", rows)

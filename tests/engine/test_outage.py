@@ -11,12 +11,13 @@ import asyncio
 import html
 import socket
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
 
 from engine.audit import audit
-from engine.dispatch import dispatch
+from engine.dispatch import DispatchSummary, dispatch
 from engine.lanefile import read_lane_states
 from engine.outage import OutagePolicy, read_pauses
 from engine.retry import RetryPolicy
@@ -38,8 +39,8 @@ def free_port() -> int:
 
 
 async def run_with_provider_down_for(
-    tmp_path: Path, kit, outage: OutagePolicy, down_s: float
-) -> tuple[object, Path]:  # type: ignore[no-untyped-def]
+    tmp_path: Path, kit: Any, outage: OutagePolicy, down_s: float
+) -> tuple[DispatchSummary, Path]:
     """Up until it has answered a few requests (a lane that never reached its server stops
     at once instead: a wrong address), down for `down_s`, then up again on the same port.
 
@@ -77,9 +78,11 @@ async def run_with_provider_down_for(
 
 
 @pytest.mark.timeout(60)
-async def test_a_lane_pauses_and_probes_while_its_provider_is_down(tmp_path: Path, kit) -> None:
+async def test_a_lane_pauses_and_probes_while_its_provider_is_down(
+    tmp_path: Path, kit: Any
+) -> None:
     summary, run_dir = await run_with_provider_down_for(tmp_path, kit, QUICK_OUTAGE, 1.5)
-    assert summary.complete  # type: ignore[attr-defined]
+    assert summary.complete
     responses = scan_responses(run_dir).collect()
     assert responses.height == responses["request_id"].n_unique() == 60
     attempts = scan_attempts(run_dir).collect()
@@ -107,10 +110,12 @@ async def test_a_lane_pauses_and_probes_while_its_provider_is_down(tmp_path: Pat
 
 
 @pytest.mark.timeout(60)
-async def test_without_the_pause_the_same_outage_exhausts_attempts(tmp_path: Path, kit) -> None:
+async def test_without_the_pause_the_same_outage_exhausts_attempts(
+    tmp_path: Path, kit: Any
+) -> None:
     never = OutagePolicy(streak=10_000)
     summary, run_dir = await run_with_provider_down_for(tmp_path, kit, never, 1.5)
-    assert not summary.complete  # type: ignore[attr-defined]
+    assert not summary.complete
     assert read_pauses(run_dir) == []
 
 

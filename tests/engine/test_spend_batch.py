@@ -43,7 +43,7 @@ async def test_earlier_batch_lines_are_priced_at_batch_prices(tmp_path: Path, ki
     attempts = scan_attempts(run_dir, ["tokens_in", "tokens_out", "detail"]).collect()
     # The mark the batch lane writes is the one recorded_spend looks for, on every line.
     assert attempts.select(carried_by_batch())["detail"].all()
-    tokens = attempts["tokens_in"].sum() + attempts["tokens_out"].sum()
+    tokens = int(attempts["tokens_in"].sum()) + int(attempts["tokens_out"].sum())
     assert tokens > 0
     assert recorded_spend(run_dir, {MODEL: PRICED}) == pytest.approx(tokens * 1.0 / 1e6)
     report = audit(run_dir, prices={MODEL: Prices(10.0, 10.0)}, batch_prices={MODEL: Prices(1, 1)})

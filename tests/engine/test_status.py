@@ -8,6 +8,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -18,7 +19,7 @@ from engine.ledger import Ledger
 from engine.status import status
 
 
-def _populate(ledger: Ledger, kit) -> None:
+def _populate(ledger: Ledger, kit: Any) -> None:
     """alpha: 3 of 4 accepted (one after two rate limits); beta: one invalid, one auth error."""
     for i in range(3):
         rid = f"alpha-{i}"
@@ -34,7 +35,7 @@ def _populate(ledger: Ledger, kit) -> None:
     ledger.record_result(kit.attempt("beta-1", 1, "beta", "auth_error", "bad key"), None)
 
 
-def test_counts_by_model_cause_and_pending_failure(tmp_path: Path, kit) -> None:
+def test_counts_by_model_cause_and_pending_failure(tmp_path: Path, kit: Any) -> None:
     kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})
     with Ledger.open(tmp_path) as ledger:
         _populate(ledger, kit)
@@ -67,7 +68,7 @@ def test_counts_by_model_cause_and_pending_failure(tmp_path: Path, kit) -> None:
     assert live["journal_segments"] >= 1 and done["journal_segments"] == 0
 
 
-def test_finished_and_not_started(tmp_path: Path, kit) -> None:
+def test_finished_and_not_started(tmp_path: Path, kit: Any) -> None:
     assert status(tmp_path)["state"] == "not started"
     kit.id_plan(tmp_path, {"alpha": 1})
     with Ledger.open(tmp_path) as ledger:
@@ -125,7 +126,7 @@ def test_live_then_died_after_kill_nine(tmp_path: Path) -> None:
     assert recovered.given_up["interrupted"] == 1 and recovered.given_up["timeout"] == 0
 
 
-def test_command_line_json_and_table(tmp_path: Path, kit) -> None:
+def test_command_line_json_and_table(tmp_path: Path, kit: Any) -> None:
     from runs.cli import app
 
     kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})
@@ -143,7 +144,7 @@ def test_command_line_json_and_table(tmp_path: Path, kit) -> None:
     assert missing.exit_code == 2
 
 
-def test_refused_duplicate_acceptances_are_counted(tmp_path: Path, kit) -> None:
+def test_refused_duplicate_acceptances_are_counted(tmp_path: Path, kit: Any) -> None:
     with Ledger.open(tmp_path) as ledger:
         for n in (1, 2):
             ok = kit.attempt("alpha-0", n, "alpha", "ok")
@@ -154,7 +155,7 @@ def test_refused_duplicate_acceptances_are_counted(tmp_path: Path, kit) -> None:
     assert summary["pending_failures"]["total"] == 0
 
 
-def test_lane_states_from_the_engine_are_shown(tmp_path: Path, kit) -> None:
+def test_lane_states_from_the_engine_are_shown(tmp_path: Path, kit: Any) -> None:
     from runs.cli import app
 
     kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})

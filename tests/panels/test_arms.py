@@ -156,6 +156,7 @@ def test_two_asset_units_and_sets() -> None:
     arm = ARMS["two-asset"]
     units = units_for(arm, days())
     assert len(units) == len(days())  # both orders of each date
+    assert isinstance(units[0], DatePair) and isinstance(units[1], DatePair)
     assert units[0].id != units[1].id and units[0].cluster == units[1].cluster
     sets = {s.name: s.event_ids for s in arm.scoring_sets(units[0])}
     assert [len(sets[k]) for k in ("A", "B", "marginals", "full")] == [14, 14, 28, 44]

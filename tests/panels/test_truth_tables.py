@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +62,9 @@ def test_from_truth_table_is_from_space(space: tuple[list[str], list[Node], list
     names, constraints, nodes = space
     outcome_space = OutcomeSpace(
         {n: (False, True) for n in names},
-        [lambda w, c=c: evaluate(c, w) for c in constraints],
+        [partial(evaluate, c) for c in constraints],
     )
-    events = [Event(f"e{i}", f"e{i}", lambda w, n=n: evaluate(n, w)) for i, n in enumerate(nodes)]
+    events = [Event(f"e{i}", f"e{i}", partial(evaluate, n)) for i, n in enumerate(nodes)]
     worlds = list(outcome_space.outcomes())
     if not worlds:
         with pytest.raises(ValueError, match="empty"):
@@ -86,6 +87,10 @@ def _assert_same_panel(fast: Panel, slow: Panel) -> None:
     assert [list(a.outcomes) for a in fast.atoms] == [list(a.outcomes) for a in slow.atoms]
     assert fast.atoms == slow.atoms  # lazily rebuilt worlds compare equal to the kept ones
     assert [a.representative for a in fast.atoms] == [a.representative for a in slow.atoms]
+
+
+def _atom_in(atoms: frozenset[int], world: Mapping[str, Any]) -> bool:
+    return world["atom"] in atoms
 
 
 def _slow_panel(names: list[str], constraints: list[str], events: Mapping[str, str]) -> Panel:
@@ -145,7 +150,7 @@ def test_check_reads_an_atoms_file_into_from_spaces_panel(tmp_path: Path) -> Non
     fast = read_input(path).panel
     space = OutcomeSpace({"atom": tuple(range(7))})
     slow = Panel.from_space(
-        space, [Event(i, i, lambda w, m=frozenset(m): w["atom"] in m) for i, m in members.items()]
+        space, [Event(i, i, partial(_atom_in, frozenset(m))) for i, m in members.items()]
     )
     _assert_same_panel(fast, slow)
 

@@ -149,7 +149,7 @@ def test_google_cloud_storage_uploads_lists_and_downloads(sim: SimHandle,
     from google.oauth2.credentials import Credentials
 
     client = storage.Client(project="sim-project",
-                            credentials=Credentials(token=google_token(sim, tmp_path)),
+                            credentials=Credentials(token=google_token(sim, tmp_path)),  # type: ignore[no-untyped-call]
                             client_options={"api_endpoint": f"{sim.root_url}/vertex"})
     bucket = client.bucket("oracle-bucket")
     bucket.blob("in/a b.jsonl").upload_from_string(b'{"x": 1}\n')  # multipart upload
@@ -176,7 +176,7 @@ def test_google_genai_creates_gets_and_lists_a_vertex_batch_job(sim: SimHandle,
                             {"request": request}) + b"\n")
     client = genai.Client(
         vertexai=True, project="sim-project", location="us-central1",
-        credentials=Credentials(token=google_token(sim, tmp_path)),
+        credentials=Credentials(token=google_token(sim, tmp_path)),  # type: ignore[no-untyped-call]
         http_options=types.HttpOptions(base_url=f"{sim.root_url}/vertex/", api_version="v1"))
     job = client.batches.create(
         model="gemini-3.5-flash", src="gs://oracle-bucket/in/job.jsonl",
@@ -192,5 +192,7 @@ def test_google_genai_creates_gets_and_lists_a_vertex_batch_job(sim: SimHandle,
     assert [j.name for j in listed] == [job.name]
     out = [k for k in sim.state.store.keys("oracle-bucket", "out/")]
     assert len(out) == 1 and out[0].endswith("/predictions.jsonl")
-    lines = [orjson.loads(x) for x in sim.state.store.get("oracle-bucket", out[0]).splitlines()]
+    predictions = sim.state.store.get("oracle-bucket", out[0])
+    assert predictions is not None
+    lines = [orjson.loads(x) for x in predictions.splitlines()]
     assert [set(x) for x in lines] == [{"request", "response", "status"}] * 2

@@ -64,7 +64,7 @@ def lost_reply(fetch: Fetch, sim: SimHandle, counter: str) -> Fetch:
     before the request even reached the simulator."""
 
     async def give_up(http: HttpRequest) -> tuple[int, Mapping[str, str], bytes] | Failure:
-        sending = asyncio.create_task(fetch(http))
+        sending = asyncio.ensure_future(fetch(http))  # a Fetch gives an Awaitable
         async with asyncio.timeout(20):
             while not sim.counts().get(counter, 0):
                 await asyncio.sleep(0.01)

@@ -80,7 +80,7 @@ def test_a_line_carries_the_live_body_byte_for_byte() -> None:
     ],
 )
 def test_files_and_batches_sit_where_each_provider_keeps_them(
-    provider: str, extra: dict[str, str], root: str, endpoint: str
+    provider: str, extra: dict[str, Any], root: str, endpoint: str
 ) -> None:
     config = ModelConfig(name="m", provider=provider, model="luna",
                          base_url="https://r.openai.azure.com" if provider == "azure" else None,

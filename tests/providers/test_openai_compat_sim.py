@@ -112,6 +112,7 @@ async def test_clean_answer(provider: str) -> None:
     if provider == "groq":
         assert result.provider_request_id.startswith("req_")
         assert result.limits.limit_requests == 1_000_000
+        assert result.limits.reset_requests_s is not None
         assert 0 < result.limits.reset_requests_s <= 86_400  # the rest of the simulated day
 
 

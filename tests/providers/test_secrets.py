@@ -216,9 +216,9 @@ def test_every_adapter_declares_the_credentials_it_holds() -> None:
     )
     assert bedrock.may_block is True
     bedrock.build(ChatRequest("r", "s", "u", seed=1))
-    declared = {s.reveal() for s in bedrock.secrets()}
-    assert declared == {aws["AWS_ACCESS_KEY_ID"], aws["AWS_SECRET_ACCESS_KEY"],
-                        aws["AWS_SESSION_TOKEN"]}
+    held = {s.reveal() for s in bedrock.secrets()}
+    assert held == {aws["AWS_ACCESS_KEY_ID"], aws["AWS_SECRET_ACCESS_KEY"],
+                    aws["AWS_SESSION_TOKEN"]}
     token = BY_SHAPE["google oauth token"]
     vertex = adapter_for(
         ModelConfig(name="v", provider="vertex", model="gemini-2.5-flash", api_key_env="TOKEN",

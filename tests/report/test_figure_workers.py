@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 import runs.figure_workers as figure_workers
 import runs.pipeline as pipeline
+import runs.planner as planner
 from runs.audit import run_audit
 from runs.cli import app
 from runs.commands.report import build_report
@@ -224,7 +225,7 @@ def test_a_campaign_too_big_for_the_workers_ends_them_before_planning(
     """Ended before the estimate renders a prompt, so they never warm up beside planning."""
     used: list[bool] = []
     events: list[str] = []
-    draw, close, estimate = FigureWorkers.draw, FigureWorkers.close, pipeline.estimate
+    draw, close, estimate = FigureWorkers.draw, FigureWorkers.close, planner.estimate
 
     def recorded(self: FigureWorkers, *args: Any) -> Any:
         used.append(True)

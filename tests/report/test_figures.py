@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -107,7 +107,7 @@ def test_the_books_drawn_are_dutch_books_against_the_stated_prices(figures_run: 
     assert len(books) == 3
     assert len({(b.model, b.arm, b.unit) for b in books}) == 3
     scores = pl.read_parquet(figures_run / "scores.parquet").filter(pl.col("norm") == "inf")
-    assert books[0].profit == pytest.approx(float(scores["profit"].max()))
+    assert books[0].profit == pytest.approx(float(cast(float, scores["profit"].max())))
     assert [b.profit for b in books] == sorted((b.profit for b in books), reverse=True)
     forecasts = pl.read_parquet(figures_run / "forecasts.parquet")
     for book in books:
@@ -348,7 +348,12 @@ def _drawn_figure(module: Any, inputs: FigureInputs, path: Path, monkeypatch: An
 
     kept: list[Any] = []
     save = _style.save
-    monkeypatch.setattr(_style, "save", lambda fig, p: (kept.append(fig), save(fig, p)))
+
+    def keep(fig: Any, p: Path) -> None:
+        kept.append(fig)
+        save(fig, p)
+
+    monkeypatch.setattr(_style, "save", keep)
     module.draw(inputs, path)
     (fig,) = kept
     return fig
@@ -520,7 +525,7 @@ def test_every_figure_is_drawn_once(
 
 def test_a_figure_keeping_a_layout_engine_is_trimmed_the_tight_way(tmp_path: Path) -> None:
     plt = _style.pyplot()
-    files = []
+    files: list[Path] = []
     for save in (_style.save, _save_tight):
         fig = plt.figure(figsize=(4, 3), layout="constrained")
         ax = fig.add_subplot()

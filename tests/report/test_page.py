@@ -9,6 +9,7 @@ import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import orjson
 from typer.testing import CliRunner
@@ -107,7 +108,7 @@ def test_left_out_figures_are_named_with_their_reason_and_text_is_escaped(tmp_pa
 
 
 def test_a_model_described_in_the_spec_is_described_on_the_page(tmp_path: Path) -> None:
-    summary = {"rows": [], "models": {}}
+    summary: dict[str, Any] = {"rows": [], "models": {}}
     spec = {
         "name": "x",
         "models": [

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -140,7 +141,7 @@ def test_a_campaign_runs_scores_and_resumes_without_paying_twice(
     # every stake vector earns at least the profit on every atom (checked via scoring) and the
     # simulated personalities differ the way they should: noisy is less coherent than coherent
     base = scores.filter((pl.col("arm") == "baseline") & (pl.col("norm") == "inf"))
-    mean = {m: float(g["profit"].mean()) for (m,), g in base.group_by("model")}
+    mean = {m: float(cast(float, g["profit"].mean())) for (m,), g in base.group_by("model")}
     assert mean["noisy"] > mean["coherent"]
     fam = scores.filter(pl.col("arm") == "families/isolated")
     assert set(fam["norm"]) == {"l1"} and fam.height == 2  # one family, two models

@@ -77,12 +77,12 @@ def test_the_run_reads_as_live_while_it_scores_and_reports(
     # the report (minutes at paper scale) `status` said the run had stopped and a second run
     # was told the folder was busy without the pid.
     import runs.pipeline
+    from runs.scoring_step import score_run  # what runs.pipeline imported and calls
 
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC, encoding="utf-8")
     out = tmp_path / "out"
     seen: dict[str, object] = {}
-    score_run = runs.pipeline.score_run
 
     def scoring(*args: object, **kwargs: object) -> object:
         seen["pid"] = read_pid(out)

@@ -242,7 +242,7 @@ def test_spend_cap_stops_the_run_non_zero_and_a_higher_cap_resumes(tmp_path: Pat
     assert first.returncode == 3, first.stdout + first.stderr
     assert "spend cap reached: $" in first.stdout and SPEND_CAP_HINT in first.stdout
     attempts = _assert_ledger_intact(run_dir)
-    spent = ((attempts["tokens_in"].sum() + attempts["tokens_out"].sum()) * 1000) / 1e6
+    spent = ((int(attempts["tokens_in"].sum()) + int(attempts["tokens_out"].sum())) * 1000) / 1e6
     assert 0 < attempts.filter(pl.col("outcome") == "ok").height < PLANNED
     assert spent <= 5.0
     second = _run(["spec.toml", "--out", str(run_dir), "--rehearse", "--max-cost", "100"], tmp_path)

@@ -57,7 +57,8 @@ def test_a_command_freezes_what_it_imported_and_only_that() -> None:
     with imports_frozen():
         frozen = gc.get_freeze_count()
         assert frozen > before
-        survivor = [[] for _ in range(1_000)]  # tracked containers, alive past the phase
+        # tracked containers, alive past the phase
+        survivor: list[list[object]] = [[] for _ in range(1_000)]
         release_heap()
         assert gc.get_freeze_count() == frozen and survivor
     assert gc.get_freeze_count() == before
@@ -70,12 +71,13 @@ def test_dutchbook_run_runs_its_campaign_with_its_imports_frozen(
 
     import runs.commands.run as command
     from runs.cli import app
+    from runs.pipeline import RunError
 
     seen: list[int] = []
 
     async def campaign(*args: Any, **kwargs: Any) -> Any:
         seen.append(gc.get_freeze_count())
-        raise command.RunError("stop here")
+        raise RunError("stop here")
 
     monkeypatch.setattr(command, "run_campaign", campaign)
     before = gc.get_freeze_count()

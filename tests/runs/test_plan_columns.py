@@ -80,7 +80,7 @@ def test_score_columns_match_column_wise_construction() -> None:
     columns: dict[str, list[object]] = {name: [] for name in SCORE_SCHEMA}
     for _ in range(n):
         k = rng.randint(0, 4)
-        row = {name: None for name in SCORE_SCHEMA}
+        row: dict[str, object] = {name: None for name in SCORE_SCHEMA}
         row.update(
             {
                 name: [rng.random() if rng.random() > 0.2 else None for _ in range(k)]

@@ -13,6 +13,7 @@ import pytest
 from polars.testing import assert_frame_equal
 from rich.console import Console
 
+import engine.dispatch
 import runs.pipeline as pipeline
 import runs.planner as planner
 from panels.arms import Query
@@ -143,8 +144,8 @@ def test_the_staged_plan_folder_is_gone_before_dispatch_starts(
     monkeypatch.setenv("TMPDIR", str(staging_root))
     monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
     seen: dict[str, list[str]] = {}
-    estimate_before = pipeline.estimate
-    dispatch_before = pipeline.dispatch
+    estimate_before = estimate  # what runs.pipeline imported and calls
+    dispatch_before = engine.dispatch.dispatch
 
     def estimating(*args: Any, **kwargs: Any) -> Any:
         lines = estimate_before(*args, **kwargs)

@@ -53,7 +53,7 @@ def test_estimate_counts_every_query_it_renders_up_to_the_total(
     spec = load_spec(_spec(tmp_path))
     units = UnitSource.from_spec(spec)
     monkeypatch.setattr(planner, "PROGRESS_EVERY", 7)
-    seen: ClassVar[list[tuple[int, int]]] = []
+    seen: list[tuple[int, int]] = []
     lines = estimate(spec, units, progress=lambda done, total: seen.append((done, total)))
     total = queries_before_sharing(spec, units)
     members = sum(line.queries + line.shared for line in lines)

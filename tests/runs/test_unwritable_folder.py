@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import engine.durable
 import runs.folder_lock
 import runs.pipeline
 from engine.durable import why_unwritable
@@ -116,9 +115,9 @@ def test_why_unwritable_says_a_read_only_mount_from_a_folder_of_someone_elses(
     class ReadOnly:
         f_flag = os.ST_RDONLY
 
-    monkeypatch.setattr(engine.durable.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
     assert why_unwritable(tmp_path) == "Permission denied"
-    monkeypatch.setattr(engine.durable.os, "statvfs", lambda path: ReadOnly())
+    monkeypatch.setattr(os, "statvfs", lambda path: ReadOnly())
     assert why_unwritable(tmp_path) == "Read-only file system"
 
 
