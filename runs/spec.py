@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -469,14 +470,34 @@ def _close(name: str, choices: set[str]) -> str:
     return f"did you mean {', '.join(near)}?" if near else "see `dutchbook arms`"
 
 
+#: Names a credential is put under; such a key is refused by name, its value never read.
+_CREDENTIAL_KEY = re.compile(
+    r"(api_?key|key|(api_|access_|auth_|bearer_)?token|secret(_key)?|password|authorization"
+    r"|access_key(_id)?|aws_(secret_access_key|access_key_id|session_token))",
+    re.IGNORECASE,
+)
+
+
 def _unknown(raw: Mapping[str, Any], allowed: set[str], path: Path, where: str) -> None:
     for key in raw:
-        if key not in allowed:
+        if key in allowed:
+            continue
+        if "api_key_env" in allowed and _CREDENTIAL_KEY.fullmatch(key):
             raise SpecError(
                 path,
                 where + key,
-                f"a known key ({', '.join(sorted(allowed))}); this one is unknown",
+                "not read: a credential never goes in a spec; put it in an environment "
+                "variable and give that variable's name as api_key_env",
             )
+        import difflib
+
+        near = difflib.get_close_matches(key, sorted(allowed), n=3)
+        hint = f"did you mean {', '.join(near)}? " if near else ""
+        raise SpecError(
+            path,
+            where + key,
+            f"an unknown key; {hint}the known keys here: {', '.join(sorted(allowed))}",
+        )
 
 
 def _get(

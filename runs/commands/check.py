@@ -253,8 +253,16 @@ def read_input(path: Path) -> CheckInput:
     form = "atoms" if "atoms" in raw else "variables"
     allowed = {"atoms", "events"} if form == "atoms" else {"variables", "constraints", "events"}
     unknown = sorted(set(raw) - allowed)
+    if unknown and {"models", "arms"} & set(raw):
+        raise CheckInputError(
+            f"{name}: a campaign spec, not one set of probabilities: `dutchbook plan {name}` "
+            "checks a spec and `dutchbook run` runs it (`check` reads a file like "
+            "examples/figure1.toml)"
+        )
     if unknown:
-        raise CheckInputError(f"{name}: unknown key {unknown[0]!r}")
+        raise CheckInputError(
+            f"{name}: unknown key {unknown[0]!r} (this file's keys: {', '.join(sorted(allowed))})"
+        )
     if form == "atoms":
         return _explicit_atoms(name, raw)
     if "variables" not in raw:

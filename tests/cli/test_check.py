@@ -136,7 +136,11 @@ BAD_INPUTS = {
     "unknown variable": (HEADER + _event("x", "a or c", "0.5"),
                          "event 'x': unknown variable 'c' at position 5"),
     "unknown top-level key": (HEADER + "colour = 1\n" + _event("x", "a", "0.5"),
-                              "unknown key 'colour'"),
+                              "unknown key 'colour' (this file's keys: constraints, events, "
+                              "variables)"),
+    "a campaign spec": ('name = "demo"\n[[models]]\nname = "m"\nprovider = "sim"\n'
+                        '[[arms]]\nname = "baseline"\n',
+                        "a campaign spec, not one set of probabilities: `dutchbook plan"),
     "unknown event key": (HEADER + _event("x", "a", "0.5") + "weight = 2\n",
                           "event 'x': unknown key 'weight'"),
     "missing p": (HEADER + '[[events]]\nid = "x"\nformula = "a"\n', "missing key 'p'"),

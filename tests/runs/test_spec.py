@@ -207,3 +207,23 @@ def test_a_key_in_the_spec_is_refused_by_name_not_read(tmp_path: Path) -> None:
         load_spec(path, arm_names=ARMS)
     assert info.value.key == "models[0].api_key"
     assert "sk-live-123" not in str(info.value)
+    assert "a credential never goes in a spec" in str(info.value)
+    assert "api_key_env" in info.value.expected
+
+
+@pytest.mark.parametrize("key", ["token", "API_KEY", "secret", "aws_secret_access_key"])
+def test_every_credential_spelling_is_refused_with_the_way_to_give_one(
+    tmp_path: Path, key: str
+) -> None:
+    path = write(tmp_path, GOOD.replace("rpm = 600", f'rpm = 600\n{key} = "sk-live-123"', 1))
+    with pytest.raises(SpecError, match="give that variable's name as api_key_env") as info:
+        load_spec(path, arm_names=ARMS)
+    assert "sk-live-123" not in str(info.value)
+
+
+def test_an_unknown_key_names_the_nearest_known_one(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("rpm = 600", "rpm = 600\nmax_token = 64", 1))
+    with pytest.raises(SpecError) as info:
+        load_spec(path, arm_names=ARMS)
+    assert info.value.key == "models[0].max_token"
+    assert info.value.expected.startswith("an unknown key; did you mean max_tokens?")
