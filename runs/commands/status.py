@@ -18,6 +18,8 @@ from runs.commands._run_folder import require_run_folder
 from runs.output import stdout_console
 
 _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow"}
+#: Lane states that a run which died (kill -9, a hangup, a crash) leaves behind as its last word.
+_ACTIVE_LANE_STATES = ("waiting", "running", "probing")
 
 
 def percent_done(done: int, planned: int) -> str:
@@ -63,6 +65,8 @@ def render(summary: dict[str, Any], console: Console) -> None:
     for name, entry in summary["models"].items():
         retries = entry["retries"]
         lane = entry.get("lane_state") or ""
+        if state == "died" and lane in _ACTIVE_LANE_STATES:
+            lane += " when the run died"  # `lanes.json` was last written by the dead process
         if entry.get("lane_message"):
             lane += f": {entry['lane_message']}"
         models.add_row(

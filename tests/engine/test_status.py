@@ -179,6 +179,31 @@ def test_lane_states_from_the_engine_are_shown(tmp_path: Path, kit: Any) -> None
     assert table.exit_code == 0 and "invalid api key" in table.output
 
 
+def test_a_dead_runs_lanes_read_as_left_when_it_died(tmp_path: Path, kit: Any) -> None:
+    from runs.cli import app
+
+    kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})
+    with Ledger.open(tmp_path) as ledger:
+        _populate(ledger, kit)
+    (tmp_path / "logs").mkdir()
+    lanes = {"lanes": {"alpha": {"state": "running", "message": "", "rate_per_s": 9.0},
+                       "beta": {"state": "stopped", "message": "beta (sim): 401 bad key",
+                                "rate_per_s": 0.0}}}
+    (tmp_path / "logs" / "lanes.json").write_bytes(orjson.dumps(lanes))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that named a process once and names none now
+    (tmp_path / "run.pid").write_bytes(
+        orjson.dumps({"pid": gone.pid, "create_time": 0.0, "host": "here"})
+    )
+    summary = status(tmp_path)
+    assert summary["state"] == "died"
+    assert summary["models"]["alpha"]["lane_state"] == "running"  # what the lane last said
+    table = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "240"})
+    assert table.exit_code == 0
+    assert "running when the run died" in table.output
+    assert "stopped: beta (sim): 401 bad key" in table.output
+
+
 _BUSY_WRITER = textwrap.dedent(
     """
     import sys
