@@ -13,18 +13,18 @@ section while this process computes it (`runs.report.write`).
 The figures are the same `runs.report_figures` calls on the same inputs as in one process,
 so the files are byte-identical (tested). Spawned, not forked: by then this process holds
 threads (polars' pool, the executor's own) that a fork would copy in an unknown state.
-The workers ignore SIGINT and SIGTERM, so a Ctrl-C or a SIGTERM meant for the campaign (a
-soft stop, then scoring and the report) does not kill them: both reach the whole process
-group (a terminal's Ctrl-C; `timeout`, `kill -TERM -PGID`, a service manager stopping its
-unit), and a SIGTERM so sent used to end the workers, so that the run, having stopped
-softly, failed its report. They end when told, when this process closes them (unused ones
-killed at once: a run that fails early does not wait for their imports), or when their
-pipe closes because this process died; told to stop, a worker ends without the
-interpreter's teardown (`_exit_now`), which this process's own exit would wait for. A
-worker that dies (killed, out of memory) fails the report with `FigureWorkerDied`, one
-line saying so; a figure that raises raises the same error here as in one process. Either
-way the run folder keeps its answers and scores, and `dutchbook report DIR` draws the
-report again.
+The workers ignore SIGINT, SIGTERM and SIGHUP, so a Ctrl-C, a SIGTERM or a terminal's hangup
+meant for the campaign (a soft stop, then scoring and the report) does not kill them: each
+reaches the whole process group (a terminal's Ctrl-C or hangup; `timeout`, `kill -TERM
+-PGID`, a service manager stopping its unit), and a SIGTERM so sent used to end the workers,
+so that the run, having stopped softly, failed its report. They end when told, when this
+process closes them (unused ones killed at once: a run that fails early does not wait for
+their imports), or when their pipe closes because this process died; told to stop, a worker
+ends without the interpreter's teardown (`_exit_now`), which this process's own exit would
+wait for. A worker that dies (killed, out of memory) fails the report with
+`FigureWorkerDied`, one line saying so; a figure that raises raises the same error here as
+in one process. Either way the run folder keeps its answers and scores, and `dutchbook
+report DIR` draws the report again.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def _serve(conn: Connection) -> None:
     or the pipe closes; an error goes back to be raised in the parent. A parent that died
     meanwhile (killed during the report) ends the worker quietly: the run's own terminal
     must not get a worker's traceback about a pipe nobody reads."""
-    for sent_to_the_group in (signal.SIGINT, signal.SIGTERM):  # the campaign's, not ours
+    for sent_to_the_group in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the campaign's
         signal.signal(sent_to_the_group, signal.SIG_IGN)
     warm_up = threading.Thread(target=_warm_lowered, daemon=True)
     warm_up.start()

@@ -3,9 +3,10 @@
 Running the same spec into the same folder again resumes: the plan is the same (deterministic
 request ids), the ledger says what is already accepted, and only the rest is asked.
 
-Ctrl-C (SIGINT) or SIGTERM during dispatch stops starting attempts, lets those in flight
-finish and be recorded, compacts the ledger and still scores what is there; a second signal
-cancels at once (the ledger records what was in flight as `interrupted` when next opened).
+Ctrl-C (SIGINT), SIGTERM or a hangup (SIGHUP) during dispatch stops starting attempts, lets
+those in flight finish and be recorded, compacts the ledger and still scores what is there;
+a second signal cancels at once (the ledger records what was in flight as `interrupted` when
+next opened).
 `--max-cost` is both a refusal of a run whose estimate is above it and a running cap on the
 spend reported by the providers (`engine.spend`).
 """
@@ -18,6 +19,7 @@ import dataclasses
 import math
 import os
 import signal
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -106,22 +108,33 @@ class CampaignResult:
 
 
 class StopSignals:
-    """SIGINT/SIGTERM handlers for one dispatch: the first asks the engine to stop starting
-    attempts (`stop`), a second cancels the dispatch task outright.
+    """SIGINT/SIGTERM/SIGHUP handlers for one dispatch: the first asks the engine to stop
+    starting attempts (`stop`), a second cancels the dispatch task outright.
+
+    A hangup (the terminal closed, an SSH session dropped) stops the run as softly as
+    Ctrl-C, so that the answers in flight, already paid for, are kept rather than left
+    `interrupted` and asked again; the terminal is gone, so what this process still writes
+    to it goes to /dev/null instead (a write to a hung-up terminal fails). Under `nohup`
+    (a hangup ignored when the run started) it stays ignored.
 
     Installed on the running loop for the dispatch only; the handlers that were there
     before (asyncio.run's own, a test runner's) are put back afterwards.
     """
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self, on_first: Callable[[], None] | None = None) -> None:
         self.stop = asyncio.Event()
         self.count = 0
         self.task: asyncio.Task[Any] | None = None
         self._on_first = on_first
+        #: Of stdout and stderr, those that were a terminal when the handlers were installed
+        #: (a hung-up terminal no longer says it is one).
+        self._terminal_fds: tuple[int, ...] = ()
 
-    def _handle(self) -> None:
+    def _handle(self, sig: signal.Signals) -> None:
+        if sig == signal.SIGHUP:
+            self._leave_terminal()
         self.count += 1
         if self.count == 1:
             self.stop.set()
@@ -135,14 +148,30 @@ class StopSignals:
         """A second signal came: the dispatch was cancelled, not wound down."""
         return self.count > 1
 
+    def _leave_terminal(self) -> None:
+        """Point stdout and stderr, where they were the terminal, at /dev/null."""
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # flushing into a hung-up terminal fails
+                stream.flush()
+        with contextlib.suppress(OSError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                for fd in self._terminal_fds:
+                    os.dup2(null, fd)
+            finally:
+                os.close(null)
+
     @contextlib.contextmanager
     def installed(self) -> Iterator[StopSignals]:
         loop = asyncio.get_running_loop()
         previous: dict[signal.Signals, Any] = {}
+        self._terminal_fds = tuple(fd for fd in (1, 2) if _is_terminal(fd))
         for sig in self.SIGNALS:
             try:
                 before = signal.getsignal(sig)
-                loop.add_signal_handler(sig, self._handle)
+                if sig == signal.SIGHUP and before == signal.SIG_IGN:
+                    continue  # `nohup`: the user asked that a hangup not stop the run
+                loop.add_signal_handler(sig, self._handle, sig)
             except (NotImplementedError, RuntimeError, ValueError):
                 continue  # not the main thread, or no signals here: run without handlers
             previous[sig] = before
@@ -153,6 +182,13 @@ class StopSignals:
                 loop.remove_signal_handler(sig)
                 with contextlib.suppress(TypeError, ValueError):
                     signal.signal(sig, before if before is not None else signal.SIG_DFL)
+
+
+def _is_terminal(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
 
 
 def default_run_dir(spec: CampaignSpec) -> Path:

@@ -5,8 +5,9 @@ estimate above --max-cost), 3 the running spend cap stopped the run, 4 finished 
 (a lane stopped on a permanent failure or a spent quota, or requests ran out of attempts: the
 report scores what there is and says so), 5 busy (another process is running a campaign in
 the folder; nothing was done), 6 a write found no room (the run folder's disk, or the output's:
-the message says which), 130 interrupted (SIGINT/SIGTERM; 128 + SIGINT as shells report
-Ctrl-C). All but 2 are resumable by running the same command again (5 once the other is done).
+the message says which), 130 interrupted (SIGINT/SIGTERM/SIGHUP; 128 + SIGINT as shells
+report Ctrl-C). All but 2 are resumable by running the same command again (5 once the other
+is done).
 1 (as for any unexpected error) when a figure worker died before the report was drawn: the
 answers and scores are kept, and `dutchbook report DIR` draws the report again.
 """

@@ -1,4 +1,5 @@
-"""Stopping `dutchbook run` early and resuming: Ctrl-C / SIGTERM, and the running spend cap.
+"""Stopping `dutchbook run` early and resuming: Ctrl-C / SIGTERM / a hangup, and the running
+spend cap.
 
 The command runs as a user runs it, in a subprocess, against the provider simulator that this
 test process serves on a loopback port with slow replies, so attempts really are in flight
@@ -11,7 +12,9 @@ request accepted exactly once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -211,6 +214,76 @@ async def test_a_sigterm_to_the_whole_process_group_still_draws_the_report(
     assert INTERRUPTED_MESSAGE in out and "figure worker died" not in out + err
     assert (run_dir / "report" / "index.html").exists()
     await asyncio.to_thread(_assert_resumes_to_completion, tmp_path, run_dir)
+
+
+def _drain(master: int, into: bytearray) -> None:
+    """Whatever the run has written to its terminal so far (a full pty would block it)."""
+    with contextlib.suppress(BlockingIOError, OSError):
+        while chunk := os.read(master, 65536):
+            into += chunk
+
+
+async def test_a_hangup_stops_softly_keeps_the_answers_in_flight_and_resumes(
+    tmp_path: Path, slow_sim: SimHandle
+) -> None:
+    """The terminal closes (an SSH session drops): the run, whose controlling terminal it
+    was, gets SIGHUP, and so does its process group (the figure workers). It stops as Ctrl-C
+    stops it: what is in flight, paid for, is kept, not left `interrupted` to be asked again;
+    writing to the gone terminal fails nothing; the report is drawn; a resume finishes."""
+    (tmp_path / "spec.toml").write_text(SPEC.format(root=slow_sim.root_url))
+    run_dir = tmp_path / "run"
+    master, slave = pty.openpty()
+    os.set_blocking(master, False)
+    proc = subprocess.Popen(
+        # `setsid --ctty`: a session of its own whose controlling terminal is the pty
+        ["setsid", "--ctty", DUTCHBOOK, "run", "spec.toml", "--out", str(run_dir)],
+        cwd=tmp_path, env=_env(), stdin=slave, stdout=slave, stderr=slave,
+    )  # fmt: skip
+    os.close(slave)
+    seen = bytearray()
+    try:
+        deadline = time.monotonic() + 60
+        while len(_answered(run_dir)) < 3:
+            assert proc.poll() is None and time.monotonic() < deadline, bytes(seen)
+            _drain(master, seen)
+            await asyncio.sleep(0.1)
+        _drain(master, seen)
+    finally:
+        os.close(master)  # the hangup: SIGHUP to the session, and writes to it now fail
+    assert await asyncio.to_thread(proc.wait, 60) == 130
+    attempts = _assert_ledger_intact(run_dir)
+    assert attempts.height == slow_sim.counts()["requests"]
+    assert "interrupted" not in set(attempts["outcome"])  # in flight at the hangup: kept
+    assert 3 <= attempts.filter(pl.col("outcome") == "ok").height < PLANNED  # part-way
+    assert (run_dir / "scores.parquet").exists()
+    assert (run_dir / "report" / "index.html").exists()  # the figure workers lived on
+    await asyncio.to_thread(_assert_resumes_to_completion, tmp_path, run_dir)
+
+
+async def test_under_nohup_a_hangup_does_not_stop_the_run(
+    tmp_path: Path, slow_sim: SimHandle
+) -> None:
+    (tmp_path / "spec.toml").write_text(SPEC.format(root=slow_sim.root_url))
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        ["nohup", DUTCHBOOK, "run", "spec.toml", "--out", str(run_dir)],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    await asyncio.to_thread(_wait_for_answers, proc, run_dir, 3)
+    proc.send_signal(signal.SIGHUP)
+    out, err = await asyncio.to_thread(proc.communicate, None, 120)
+    assert proc.returncode == 0, out + err
+    assert INTERRUPTED_MESSAGE not in out
+    assert len(accepted_ids(run_dir)) == PLANNED
+
+
+def _answered(run_dir: Path) -> set[str]:
+    if not (run_dir / "plan.parquet").exists():
+        return set()
+    try:
+        return set(accepted_ids(run_dir))
+    except (FileNotFoundError, pl.exceptions.ComputeError):
+        return set()
 
 
 SPEND_SPEC = """
