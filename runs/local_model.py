@@ -149,12 +149,20 @@ def running_server(
         stop(server)
 
 
+def _stop_signals() -> tuple[signal.Signals, ...]:
+    """Ctrl-C, SIGTERM and a terminal's hangup, unless the hangup is ignored (`nohup`)."""
+    hangup = () if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else (signal.SIGHUP,)
+    return (signal.SIGINT, signal.SIGTERM, *hangup)
+
+
 def run_child(command: Sequence[str], env: dict[str, str]) -> int:
-    """Run `command` to its end, passing it Ctrl-C and SIGTERM rather than dying of them.
+    """Run `command` to its end, passing it Ctrl-C, SIGTERM and a hangup rather than dying of
+    them.
 
     The child is in its own session, so it gets each signal exactly once, from here: `dutchbook
     run` then finishes the attempts in flight and scores what it has (a second signal stops
-    it at once), and only after it exits is the server stopped.
+    it at once), and only after it exits is the server stopped (dying of a hangup here would
+    leave the server running, with no one to stop it).
     """
     child = subprocess.Popen(list(command), env=env, start_new_session=True)
 
@@ -162,7 +170,7 @@ def run_child(command: Sequence[str], env: dict[str, str]) -> int:
         if child.poll() is None:
             child.send_signal(signum)
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, forward) for sig in _stop_signals()}
     try:
         return child.wait()
     finally:
@@ -183,8 +191,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="default: a free port")
     parser.add_argument("rest", nargs="*", help="extra pytest arguments (test)")
     args = parser.parse_args(argv)
-    # SIGTERM while the server starts must stop it too, as Ctrl-C does.
-    signal.signal(signal.SIGTERM, _interrupt)
+    # SIGTERM or a hangup while the server starts must stop it too, as Ctrl-C does.
+    for sig in _stop_signals():
+        if sig != signal.SIGINT:  # Ctrl-C already raises KeyboardInterrupt
+            signal.signal(sig, _interrupt)
     try:
         model = model_file()
         port = args.port or free_port()

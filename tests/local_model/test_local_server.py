@@ -137,5 +137,32 @@ def test_ctrl_c_reaches_the_campaign_once_and_it_decides_when_to_end(tmp_path: P
     assert marker.read_text() == "x"  # forwarded exactly once
 
 
+def test_a_hangup_is_passed_on_and_the_wrapper_outlives_it(tmp_path: Path) -> None:
+    """The terminal of `make demo-local` closes: the wrapper must not die of the hangup (the
+    model server would run on with no one to stop it); the campaign gets it and ends."""
+    child = textwrap.dedent(
+        f"""
+        import signal, sys, time
+        signal.signal(signal.SIGHUP, lambda *_: sys.exit(130))
+        open({str(tmp_path / "ready")!r}, "w").close()
+        time.sleep(30)
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import os, sys
+            from runs.local_model import run_child
+            sys.exit(run_child([sys.executable, "-c", {child!r}], dict(os.environ)))
+        """)],
+        cwd=Path(__file__).parents[2],
+    )
+    for _ in range(200):
+        if (tmp_path / "ready").exists():
+            break
+        time.sleep(0.05)
+    parent.send_signal(signal.SIGHUP)
+    assert parent.wait(timeout=20) == 130
+
+
 def test_run_child_returns_the_childs_status() -> None:
     assert run_child([sys.executable, "-c", "raise SystemExit(4)"], dict(os.environ)) == 4
