@@ -122,6 +122,12 @@ def _write_all(fd: int, data: bytes) -> None:
             view = view[written:]
 
 
+#: What to do about a bad line a crash cannot have left (a disk fault, an edit): deleting it
+#: loses only that line (a result line's request has a dispatch line left, so it is asked
+#: again as `interrupted`; a dispatch line's result stands alone).
+_MEND = "; mend or delete that line and run again (a deleted result is asked again)"
+
+
 def read_segment(path: Path) -> Iterator[dict[str, Any]]:
     """Yield the records of one segment, skipping a torn last line.
 
@@ -146,12 +152,12 @@ def read_segment(path: Path) -> Iterator[dict[str, Any]]:
                 return
             raise JournalError(
                 f"{path}: line {number + 1} of {len(lines)} is corrupt ({exc}); "
-                "only the last line of a segment may be torn"
+                f"only the last line of a segment may be torn{_MEND}"
             ) from exc
         if not isinstance(record, dict):
             if number == last:
                 return
-            raise JournalError(f"{path}: line {number + 1} is not a JSON object")
+            raise JournalError(f"{path}: line {number + 1} is not a JSON object{_MEND}")
         yield record
 
 

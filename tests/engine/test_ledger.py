@@ -413,8 +413,16 @@ def test_corrupt_journal_is_reported_and_the_lock_released(tmp_path: Path) -> No
     lines.insert(1, b'{"kind": "result", "attem')  # a torn line that is NOT the last
     segment.write_bytes(b"\n".join(lines))
     for _ in range(2):  # the same process may try again: no LedgerBusy from a leaked lock
-        with pytest.raises(JournalError, match="only the last line"):
+        with pytest.raises(JournalError, match="only the last line") as info:
             Ledger.open(tmp_path)
+        assert str(info.value).endswith("mend or delete that line and run again "
+                                        "(a deleted result is asked again)")
+    # The advice holds: without the bad line the ledger opens, the answer is still there.
+    lines.pop(1)
+    segment.write_bytes(b"\n".join(lines))
+    with Ledger.open(tmp_path):
+        pass
+    assert accepted_ids(tmp_path) == {"a"}
 
 
 #: The journal lines of one dispatch and its accepted result, as the ledger wrote them before
