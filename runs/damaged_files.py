@@ -10,6 +10,7 @@ error goes on as it was (a bug stays a traceback).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 #: Files `dutchbook score DIR` (or `repair DIR`) writes again from the kept answers.
@@ -37,6 +38,16 @@ def unreadable(path: Path) -> str | None:
     except (pl.exceptions.PolarsError, OSError) as exc:
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return None
+
+
+def check_footers(paths: Iterable[Path]) -> None:
+    """Read each Parquet file's footer, not its pages: raises polars' error for the first one
+    truncated or overwritten (what a disk fault or a half-finished copy leaves). Cheap enough
+    for every resume: a paper-scale run folder has about 150 shards."""
+    import polars as pl
+
+    for path in paths:
+        pl.read_parquet_schema(path)
 
 
 def damaged_parquet_files(folder: Path) -> dict[Path, str]:

@@ -32,12 +32,14 @@ from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import DiskFull, disk_full_raised, is_disk_full, why_unwritable
 from engine.ledger import LedgerBusy
 from engine.runlock import clear_pid, release_lock, write_pid
+from engine.scan import ATTEMPTS, RESPONSES
+from engine.shards import visible_shards
 from panels.arms import ARMS
 from providers.batch_registry import batch_client_for
 from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
 from runs.audit import run_audit
-from runs.damaged_files import damage_report
+from runs.damaged_files import check_footers, damage_report
 from runs.design import DesignChanged, freeze_design
 from runs.folder_lock import FolderBusy
 from runs.folder_lock import take_folder_lock as lock_folder
@@ -594,6 +596,10 @@ async def _run_locked(
     )
     release_heap()  # planning's garbage (runs.memory), before dispatch allocates its own
     clock.lap("plan", run_dir)
+    with _damage_named(run_dir):
+        # Every lane reads the ledger's shards to skip what is answered: a damaged one would
+        # stop each lane with polars' error; here it is one line naming the file.
+        check_footers(p for kind in (ATTEMPTS, RESPONSES) for p in visible_shards(run_dir / kind))
     signals = StopSignals(
         on_first=lambda: console.print(
             "stopping: finishing the attempts in flight (signal again to stop at once)",

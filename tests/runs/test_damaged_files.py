@@ -146,3 +146,19 @@ def test_a_resume_names_a_damaged_plan_and_sends_nothing(run_dir: Path) -> None:
     assert "restore it from a copy, or run the spec into a new folder" in line, line
     assert sorted(p.name for p in (run_dir / "attempts").iterdir()) == attempts_before
     assert not (run_dir / "run.pid").exists()
+
+
+@pytest.mark.parametrize("shards", ["attempts", "responses"])
+def test_a_resume_names_a_damaged_shard_before_any_lane_starts(run_dir: Path, shards: str) -> None:
+    """Every lane reads the shards to skip what is answered: each used to stop with polars'
+    error ("internal error: ComputeError ..."), the run's last line naming the file only
+    after them."""
+    shard = sorted((run_dir / shards).glob("*.parquet"))[0]
+    truncate(shard)
+    spec = run_dir.parent / "damaged.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    code, output = invoke("run", str(spec), "--out", str(run_dir))
+    assert code == 2, output
+    assert f"{shard} (parquet:" in one_error_line(output)
+    assert "internal error" not in output and "ComputeError" not in output, output
+    assert not (run_dir / "run.pid").exists()
