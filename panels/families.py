@@ -32,6 +32,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from panels import toml_text
 from panels.algebra import Panel
 from panels.events import Event
 from panels.formula import RESERVED, Formula, FormulaError, parse
@@ -212,7 +213,7 @@ def load_family(path: str | Path) -> Family:
     path = Path(path)
     file = str(path)
     try:
-        raw = tomllib.loads(read_input_file(path, TEXT_INPUT_MAX_BYTES).decode("utf-8"))
+        raw = toml_text.loads(read_input_file(path, TEXT_INPUT_MAX_BYTES).decode("utf-8"))
     except InputFileError as error:
         raise FamilyError(file, str(error)) from None
     except FileNotFoundError:

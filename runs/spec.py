@@ -178,6 +178,7 @@ _EXTRA_KEYS = (
 def load_spec(path: str | Path, *, arm_names: set[str] | None = None) -> CampaignSpec:
     """Read and validate a spec. `arm_names` is the catalogue to check arms against."""
     # Here, not at the top: `panels` imports numpy, and importing this module should not.
+    from panels import toml_text
     from panels.input_files import TEXT_INPUT_MAX_BYTES, InputFileError, read_input_file
 
     path = Path(path)
@@ -194,7 +195,7 @@ def load_spec(path: str | Path, *, arm_names: set[str] | None = None) -> Campaig
             path, "", f"not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
         ) from None
     try:
-        raw = tomllib.loads(text)
+        raw = toml_text.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(path, "", f"not valid TOML ({exc})") from None
     if arm_names is None:

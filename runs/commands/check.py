@@ -31,6 +31,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from panels import toml_text
 from panels.algebra import Panel
 from panels.events import Event
 from panels.formula import RESERVED, Formula, FormulaError, parse, truth_table
@@ -79,7 +80,7 @@ def _decode(path: Path) -> dict[str, Any]:
         if path.suffix.lower() == ".json":
             raw = orjson.loads(data)
         else:
-            raw = tomllib.loads(data.decode("utf-8"))
+            raw = toml_text.loads(data.decode("utf-8"))
     except (orjson.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         kind = "JSON" if path.suffix.lower() == ".json" else "TOML"
         detail = " ".join(str(error).split())

@@ -1,0 +1,88 @@
+"""Reading TOML that would exhaust the parser ends in one line, not a traceback or a kill.
+
+tomllib recurses into nested arrays and inline tables (`RecursionError` some thousand levels
+down) and its memory grows with the square of a dotted key's parts (a key of 100,000 parts,
+200 KB of text, needed tens of GB). `panels.toml_text.loads` turns both into the
+`TOMLDecodeError` every reader of a spec, family or check file already reports.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from panels import toml_text
+from panels.families import FamilyError, load_family
+from runs.cli import app
+
+DEEP_ARRAY = "x = " + "[" * 100_000 + "]" * 100_000
+DEEP_INLINE = "x = " + "{a=" * 50_000 + "1" + "}" * 50_000
+HUGE_KEY = ".".join(["k"] * 100_000) + " = 1"
+
+
+@pytest.mark.parametrize("text", [DEEP_ARRAY, DEEP_INLINE], ids=["arrays", "inline tables"])
+def test_nesting_too_deep_is_a_decode_error(text: str) -> None:
+    with pytest.raises(tomllib.TOMLDecodeError, match="nested too deeply"):
+        toml_text.loads(text)
+
+
+def _key(parts: int) -> str:
+    return ".".join(f"k{i}" for i in range(parts))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        HUGE_KEY,
+        f"{_key(toml_text.MAX_KEY_PARTS + 1)} = 1",
+        f"t = {{ {_key(toml_text.MAX_KEY_PARTS + 1)} = 1 }}",  # inside an inline table
+        f"[{_key(toml_text.MAX_KEY_PARTS + 1)}]",  # a table header
+        f"""{'."q.x" . '.join(["a"] * (toml_text.MAX_KEY_PARTS + 1))} = 1""",  # quoted parts
+    ],
+    ids=["100,000 parts", "one part too many", "in an inline table", "header", "quoted"],
+)
+def test_a_key_of_too_many_parts_is_refused_before_parsing(text: str) -> None:
+    with pytest.raises(tomllib.TOMLDecodeError, match="more than 32 parts"):
+        toml_text.loads(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{_key(toml_text.MAX_KEY_PARTS)} = 1",
+        "p = [" + ", ".join(["0.125"] * 5_000) + "]",
+        'text = "' + "Sentence one. Sentence two. " * 2_000 + '"',
+        'v = "1.2.3.4 5.6.7.8 e.g. i.e. ... www.example.com"',
+    ],
+    ids=["the most parts allowed", "decimals", "prose", "dots in a value"],
+)
+def test_what_real_inputs_hold_reads_as_tomllib_reads_it(text: str) -> None:
+    assert toml_text.loads(text) == tomllib.loads(text)
+
+
+def test_a_value_shaped_like_a_key_of_too_many_parts_is_refused_too() -> None:
+    """The price of a check made before parsing: a string of 33 dotted words with nothing
+    else between them reads as such a key. No spec, family or check file holds one."""
+    with pytest.raises(tomllib.TOMLDecodeError, match="more than 32 parts"):
+        toml_text.loads('v = "' + ".".join(["1"] * 33) + '"')
+
+
+@pytest.mark.parametrize("command", ["plan", "check"])
+def test_the_commands_end_in_one_line(tmp_path: Path, command: str) -> None:
+    for text in (DEEP_ARRAY, HUGE_KEY):
+        path = tmp_path / "bad.toml"
+        path.write_text(text)
+        result = CliRunner().invoke(app, [command, str(path)])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith(f"error: {path}: not valid TOML ("), result.output
+        assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_a_family_file_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "family.toml"
+    path.write_text('title = "t"\n' + HUGE_KEY)
+    with pytest.raises(FamilyError, match="not valid TOML"):
+        load_family(path)
