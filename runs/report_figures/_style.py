@@ -32,6 +32,10 @@ def pyplot() -> Any:
             "axes.spines.top": False,
             "axes.spines.right": False,
             "figure.dpi": DPI,
+            # Labels are the user's text (model names, event ids, family titles), drawn as
+            # written: a `$` pair in a model's name started mathtext, and a name such as
+            # `m$\frac{$x` failed every figure, and with them the report.
+            "text.parse_math": False,
         }
     )
     return plt
