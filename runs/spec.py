@@ -307,6 +307,13 @@ def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
         for key in ("name", "provider", "model"):
             if not entry.get(key):
                 raise SpecError(path, where + key, _MODEL_KEYS[key][1])
+        if _has_control(entry["name"]):
+            raise SpecError(
+                path,
+                where + "name",
+                "one line without control characters (a line break, a tab, a terminal "
+                "escape): it is shown in every message, log line and table",
+            )
         models.append(_model_config(entry, path, where))
     names = [m.name for m in models]
     for name in names:
@@ -315,6 +322,11 @@ def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
                 path, "models", f"unique names; {name!r} appears {names.count(name)} times"
             )
     return tuple(models)
+
+
+def _has_control(text: str) -> bool:
+    """A control character (C0, DEL, C1) or a Unicode line or paragraph separator."""
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029" for c in text)
 
 
 def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:

@@ -221,6 +221,21 @@ def test_every_credential_spelling_is_refused_with_the_way_to_give_one(
     assert "sk-live-123" not in str(info.value)
 
 
+@pytest.mark.parametrize("name", ["two\\nlines", "tab\\there", "red\\u001b[31m", "x\\u2028y"])
+def test_a_model_name_with_a_control_character_is_refused(tmp_path: Path, name: str) -> None:
+    path = write(tmp_path, GOOD.replace('name = "a"', f'name = "{name}"', 1))
+    with pytest.raises(SpecError, match="one line without control characters") as info:
+        load_spec(path, arm_names=ARMS)
+    assert info.value.key == "models[0].name"
+
+
+def test_a_model_name_may_be_any_printable_text(tmp_path: Path) -> None:
+    name = "ünï cødé <b>x</b> $(id) ../x"
+    path = write(tmp_path, GOOD.replace('name = "a"', f'name = "{name}"', 1).replace(
+        'models = ["a"]', f'models = ["{name}"]'))
+    assert load_spec(path, arm_names=ARMS).models[0].name == name
+
+
 def test_an_unknown_key_names_the_nearest_known_one(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD.replace("rpm = 600", "rpm = 600\nmax_token = 64", 1))
     with pytest.raises(SpecError) as info:
