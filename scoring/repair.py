@@ -9,7 +9,9 @@ and the rows of unanswered events (freed, so they drop out).
 
 The result is recomputed as M pi from the clipped, renormalised mixture (so it is
 exactly coherent) and checked against the projection's optimality condition
-(p - q).(M_j - q) <= 0 for every atom j.
+(p - q).(M_j - q) <= 0 for every atom j. Where HiGHS falls short of it (it rounds an atom
+weight below about 5e-7 to zero), Wolfe's minimum-norm-point algorithm finishes the
+projection from HiGHS's mixture (`_polish`); the check is then made again.
 """
 
 from __future__ import annotations
@@ -95,6 +97,52 @@ class _ProjectionModel:
         return np.asarray(pi / pi.sum(), dtype=np.float64)
 
 
+def _violation(points: FloatArray, x: FloatArray) -> float:
+    """How far `x` (a point of conv{points' columns}, relative to the stated forecast) is
+    from the projection's optimality condition: max_j x.x - P_j.x, at most 0 when optimal."""
+    return float(x @ x - (points.T @ x).min())
+
+
+def _polish(points: FloatArray, weights: FloatArray, max_steps: int) -> FloatArray:
+    """Wolfe's minimum-norm-point algorithm over the columns of `points`, from `weights`.
+
+    HiGHS's QP solver rounds an atom's weight below about 5e-7 to zero, so a forecast with
+    a probability that small (6e-8, say) came back moved by that much, and failed the
+    optimality check. This finishes the job exactly: add the atom that most violates the
+    condition, take the affine hull's minimum-norm point of the support, and while that
+    point has a weight <= 0, step back to the hull's edge and drop the atom (Wolfe 1976).
+    """
+    weights = weights.copy()
+    support = weights > 0
+    for _ in range(max_steps):
+        x = points @ weights
+        j = int(np.argmin(points.T @ x))
+        if x @ x - points[:, j] @ x <= OPTIMALITY_TOLERANCE / 2 or support[j]:
+            break  # optimal (or no atom left to add: the caller's check says which)
+        support[j] = True
+        while True:  # minor cycle: the affine hull's nearest point, kept inside the simplex
+            chosen = np.flatnonzero(support)
+            sub = points[:, chosen]
+            k = chosen.size
+            kkt = np.zeros((k + 1, k + 1))
+            kkt[:k, :k] = sub.T @ sub
+            kkt[:k, k] = kkt[k, :k] = 1.0
+            rhs = np.zeros(k + 1)
+            rhs[k] = 1.0
+            affine = np.linalg.lstsq(kkt, rhs, rcond=None)[0][:k]
+            if (affine > 0).all():
+                weights[:] = 0.0
+                weights[chosen] = affine
+                break
+            current = weights[chosen]
+            falling = affine <= 0
+            step = float(np.min(current[falling] / (current[falling] - affine[falling])))
+            weights[chosen] = current + step * (affine - current)
+            weights[weights < 0] = 0.0
+            support &= weights > 0
+    return np.asarray(weights / weights.sum(), dtype=np.float64)  # a mixture, exactly
+
+
 def repair(incidence: npt.ArrayLike, probs: npt.ArrayLike) -> FloatArray:
     """Return the Euclidean projection of each set onto the coherent forecasts.
 
@@ -111,11 +159,13 @@ def repair(incidence: npt.ArrayLike, probs: npt.ArrayLike) -> FloatArray:
             continue
         if model is None:
             model = _ProjectionModel(matrix)
-        q = matrix @ model.weights(p)
+        weights = model.weights(p)
         # Optimality of a projection onto conv{M_j}: no atom lies at an acute angle.
-        residual = np.where(answered, p - q, 0.0)
-        violation = float(((matrix - q[:, np.newaxis]).T @ residual).max())
+        points = matrix[answered] - p[answered, np.newaxis]
+        if _violation(points, points @ weights) > OPTIMALITY_TOLERANCE:
+            weights = _polish(points, weights, max_steps=4 * matrix.shape[1] + 100)
+        violation = _violation(points, points @ weights)
         if violation > OPTIMALITY_TOLERANCE:
             raise RuntimeError(f"repair QP for set {k} is not optimal (violation {violation:.3g})")
-        repaired[k] = np.where(answered, q, np.nan)
+        repaired[k] = np.where(answered, matrix @ weights, np.nan)
     return repaired[0] if one_set else repaired

@@ -96,3 +96,22 @@ def test_negation_worked_by_hand() -> None:
 def test_bad_input_is_rejected() -> None:
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         repair(np.eye(2), [0.5, 1.2])
+
+
+@pytest.mark.parametrize("tiny", [6e-8, 1e-7, 3e-7])
+def test_a_tiny_stated_probability_is_kept_not_rounded_to_zero(tiny: float) -> None:
+    """HiGHS's QP solver rounds an atom weight below about 5e-7 to zero: a coherent forecast
+    of 6e-8 came back as 0 and `repair` raised "not optimal" (hypothesis found it, with six
+    events that hold in no atom beside the one that does)."""
+    incidence = np.array([[1, 0]] + [[0, 0]] * 6, dtype=np.uint8)
+    stated = incidence @ np.array([tiny, 1.0 - tiny])
+    np.testing.assert_allclose(repair(incidence, stated), stated, rtol=0, atol=1e-15)
+
+
+def test_a_tiny_coordinate_of_the_projection_is_exact() -> None:
+    """A and B exclusive (a third atom is neither): stated 3e-8 and 1 sum past 1 by 3e-8, so
+    the projection onto {q >= 0, q_A + q_B <= 1} takes half of it off each: (1.5e-8, 1 - 1.5e-8),
+    in closed form (to 1e-12: the QP's regularisation moves a projection by about 5e-13)."""
+    incidence = np.array([[1, 0, 0], [0, 1, 0]], dtype=np.uint8)
+    repaired = repair(incidence, np.array([3e-8, 1.0]))
+    np.testing.assert_allclose(repaired, [1.5e-8, 1.0 - 1.5e-8], rtol=0, atol=1e-12)
