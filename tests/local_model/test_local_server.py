@@ -150,7 +150,9 @@ def test_a_hangup_is_passed_on_and_the_wrapper_outlives_it(tmp_path: Path) -> No
     )
     parent = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
-            import os, sys
+            import os, signal, sys
+            # At its default, as under a terminal (the suite may run under nohup).
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
             from runs.local_model import run_child
             sys.exit(run_child([sys.executable, "-c", {child!r}], dict(os.environ)))
         """)],

@@ -216,6 +216,15 @@ async def test_a_sigterm_to_the_whole_process_group_still_draws_the_report(
     await asyncio.to_thread(_assert_resumes_to_completion, tmp_path, run_dir)
 
 
+#: Starts a command with SIGHUP at its default, as a terminal's shell starts one: the suite
+#: may itself run with hangups ignored (under `nohup`), which the command would inherit.
+HANGUP_AT_DEFAULT = [
+    sys.executable, "-c",
+    "import os, signal, sys; signal.signal(signal.SIGHUP, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])",
+]  # fmt: skip
+
+
 def _drain(master: int, into: bytearray) -> None:
     """Whatever the run has written to its terminal so far (a full pty would block it)."""
     with contextlib.suppress(BlockingIOError, OSError):
@@ -236,7 +245,8 @@ async def test_a_hangup_stops_softly_keeps_the_answers_in_flight_and_resumes(
     os.set_blocking(master, False)
     proc = subprocess.Popen(
         # `setsid --ctty`: a session of its own whose controlling terminal is the pty
-        ["setsid", "--ctty", DUTCHBOOK, "run", "spec.toml", "--out", str(run_dir)],
+        ["setsid", "--ctty", *HANGUP_AT_DEFAULT, DUTCHBOOK, "run", "spec.toml", "--out",
+         str(run_dir)],
         cwd=tmp_path, env=_env(), stdin=slave, stdout=slave, stderr=slave,
     )  # fmt: skip
     os.close(slave)
