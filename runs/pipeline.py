@@ -167,7 +167,7 @@ class StopSignals:
     def installed(self) -> Iterator[StopSignals]:
         loop = asyncio.get_running_loop()
         previous: dict[signal.Signals, Any] = {}
-        self._terminal_fds = tuple(fd for fd in (1, 2) if _is_terminal(fd))
+        self._terminal_fds = tuple(fd for fd in (1, 2) if os.isatty(fd))
         for sig in self.SIGNALS:
             try:
                 before = signal.getsignal(sig)
@@ -184,13 +184,6 @@ class StopSignals:
                 loop.remove_signal_handler(sig)
                 with contextlib.suppress(TypeError, ValueError):
                     signal.signal(sig, before if before is not None else signal.SIG_DFL)
-
-
-def _is_terminal(fd: int) -> bool:
-    try:
-        return os.isatty(fd)
-    except OSError:
-        return False
 
 
 def default_run_dir(spec: CampaignSpec) -> Path:

@@ -476,11 +476,11 @@ def _parse_arms(
     return tuple(arms)
 
 
-def _close(name: str, choices: set[str]) -> str:
+def _close(name: str, choices: set[str], otherwise: str = "see `dutchbook arms`") -> str:
     import difflib
 
     near = difflib.get_close_matches(name, sorted(choices), n=3)
-    return f"did you mean {', '.join(near)}?" if near else "see `dutchbook arms`"
+    return f"did you mean {', '.join(near)}?" if near else otherwise
 
 
 #: Names a credential is put under; such a key is refused by name, its value never read.
@@ -502,14 +502,12 @@ def _unknown(raw: Mapping[str, Any], allowed: set[str], path: Path, where: str) 
                 "not read: a credential never goes in a spec; put it in an environment "
                 "variable and give that variable's name as api_key_env",
             )
-        import difflib
-
-        near = difflib.get_close_matches(key, sorted(allowed), n=3)
-        hint = f"did you mean {', '.join(near)}? " if near else ""
+        hint = _close(key, allowed, otherwise="")
         raise SpecError(
             path,
             where + key,
-            f"an unknown key; {hint}the known keys here: {', '.join(sorted(allowed))}",
+            f"an unknown key; {hint + ' ' if hint else ''}the known keys here: "
+            f"{', '.join(sorted(allowed))}",
         )
 
 

@@ -162,9 +162,10 @@ def repair(incidence: npt.ArrayLike, probs: npt.ArrayLike) -> FloatArray:
         weights = model.weights(p)
         # Optimality of a projection onto conv{M_j}: no atom lies at an acute angle.
         points = matrix[answered] - p[answered, np.newaxis]
-        if _violation(points, points @ weights) > OPTIMALITY_TOLERANCE:
-            weights = _polish(points, weights, max_steps=4 * matrix.shape[1] + 100)
         violation = _violation(points, points @ weights)
+        if violation > OPTIMALITY_TOLERANCE:
+            weights = _polish(points, weights, max_steps=4 * matrix.shape[1] + 100)
+            violation = _violation(points, points @ weights)
         if violation > OPTIMALITY_TOLERANCE:
             raise RuntimeError(f"repair QP for set {k} is not optimal (violation {violation:.3g})")
         repaired[k] = np.where(answered, matrix @ weights, np.nan)
