@@ -230,7 +230,7 @@ def child_json(module: str, args: list[str]) -> dict[str, float]:
     return result
 
 
-def _run_client(kind: str, root: str, n: int, concurrency: int) -> dict[str, float]:
+def run_client(kind: str, root: str, n: int, concurrency: int) -> dict[str, float]:
     args = [
         "--child",
         kind,
@@ -258,10 +258,10 @@ def main(argv: list[str] | None = None) -> None:
     sim, root = _start_sim()
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in KINDS}
     try:
-        _run_client("bare", root, min(500, args.requests), args.concurrency)  # warm-up
+        run_client("bare", root, min(500, args.requests), args.concurrency)  # warm-up
         for _ in range(args.rounds):  # interleaved, so load on a shared machine hits all alike
             for kind in KINDS:
-                runs[kind].append(_run_client(kind, root, args.requests, args.concurrency))
+                runs[kind].append(run_client(kind, root, args.requests, args.concurrency))
     finally:
         _stop_sim(sim)
     med = {

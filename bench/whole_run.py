@@ -7,7 +7,11 @@ runs in a fresh process exactly as a user starts it (`python -m runs.cli run SPE
 DIR`, through `bench.whole_run --phases`, which only wraps the pipeline's steps with
 timers), so the figure includes start-up, planning, dispatch, scoring and the report.
 The bare loop then sends the same requests (the system and user text of the run's own
-plan) from a fresh process at the same concurrency. Rounds alternate the two.
+plan) from a fresh process at the same concurrency. Rounds alternate which of the two
+goes first (after a short warm-up of the simulator), and each verdict is the median of the
+rounds' own ratios, each run against the bare loop beside it: the machine's speed drifts
+between rounds, and a ratio of two medians could pair a fast round's bare loop with a slow
+round's run (on 2026-12-03 it read 0.783x where the rounds read 0.57x, 0.65x and 0.80x).
 
 Phases: start-up (process start to the command running), planning (spec, estimate,
 design, plan file), dispatch (first request to the ledger closed; compactions run inside
@@ -20,6 +24,7 @@ import argparse
 import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,12 +34,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.dispatch import _start_sim, _stop_sim, bare_loop, chat_bodies, child_json
+from bench.dispatch import (
+    _start_sim,
+    _stop_sim,
+    bare_loop,
+    chat_bodies,
+    child_json,
+    run_client,
+)
 
 MODEL = "sim-coherent"
 PASSES = 300
 CONCURRENCY = 256
 KEY_ENV = "DUTCHBOOK_BENCH_KEY"
+#: Requests the simulator answers before the first round, so no round pays its warm-up.
+WARM_UP_REQUESTS = 2_000
 
 
 def spec_text(root: str, passes: int, concurrency: int) -> str:
@@ -208,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--passes", type=int, default=PASSES)
     parser.add_argument("--concurrency", type=int, default=CONCURRENCY)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--phases")
     parser.add_argument("--launched", type=float)
     parser.add_argument("--bare")
@@ -227,18 +241,37 @@ def main(argv: list[str] | None = None) -> None:
     bare_cpu: list[float] = []
     sim_cpu: dict[str, list[float | None]] = {"run": [], "bare": []}
     requests = 0
+
+    def one_run(work: Path) -> None:
+        before = process_cpu_s(sim.pid)
+        whole.append(run_whole(root, work, args.passes, args.concurrency))
+        sim_cpu["run"].append(_spent(sim.pid, before))
+
+    def one_bare(plan: Path) -> None:
+        nonlocal requests
+        before = process_cpu_s(sim.pid)
+        loop = run_bare(root, plan, args.concurrency)
+        sim_cpu["bare"].append(_spent(sim.pid, before))
+        bare.append(loop["elapsed"])
+        bare_cpu.append(loop["cpu"])
+        requests = int(loop["requests"])
+
     try:
-        for _ in range(args.rounds):
-            with tempfile.TemporaryDirectory(prefix="dutchbook-bench-run-") as tmp:
-                before = process_cpu_s(sim.pid)
-                whole.append(run_whole(root, Path(tmp), args.passes, args.concurrency))
-                sim_cpu["run"].append(_spent(sim.pid, before))
-                before = process_cpu_s(sim.pid)
-                loop = run_bare(root, Path(tmp) / "run" / "plan.parquet", args.concurrency)
-                sim_cpu["bare"].append(_spent(sim.pid, before))
-                bare.append(loop["elapsed"])
-                bare_cpu.append(loop["cpu"])
-                requests = int(loop["requests"])
+        with tempfile.TemporaryDirectory(prefix="dutchbook-bench-plan-") as keep:
+            # Every round's run makes the same plan (one spec, one seed): the first is kept
+            # for the rounds whose bare loop goes first.
+            plan = Path(keep) / "plan.parquet"
+            run_client("bare", root, WARM_UP_REQUESTS, args.concurrency)
+            for index in range(args.rounds):
+                with tempfile.TemporaryDirectory(prefix="dutchbook-bench-run-") as tmp:
+                    if index % 2 == 0:  # the run first (the first round makes the plan)
+                        one_run(Path(tmp))
+                        if not plan.exists():
+                            shutil.copy(Path(tmp) / "run" / "plan.parquet", plan)
+                        one_bare(plan)
+                    else:
+                        one_bare(plan)
+                        one_run(Path(tmp))
     finally:
         _stop_sim(sim)
     med = {key: statistics.median(r[key] for r in whole) for key in whole[0]}
@@ -264,22 +297,25 @@ def main(argv: list[str] | None = None) -> None:
             f"{sim_bare * per_request:.0f} µs (busy {sim_bare / bare_s:.0%} of the bare "
             f"loop's wall)"
         )
-    # Three decimals and a verdict from the unrounded ratio: 0.696 printed as 0.70 read as met.
-    for label, ratio, target in (
-        ("whole run / bare loop ", bare_s / med["total"], 0.70),
-        ("dispatch / bare loop  ", bare_s / med["dispatch"], 0.85),
+    # The verdict is the median of the rounds' own ratios (see the module docstring), with
+    # three decimals from the unrounded ratio: 0.696 printed as 0.70 read as met. Each
+    # round's ratio is shown too: on a shared machine they spread by tenths.
+    for label, key, target in (
+        ("whole run / bare loop ", "total", 0.70),
+        ("dispatch / bare loop  ", "dispatch", 0.85),
     ):
+        ratios = paired_ratios(bare, [r[key] for r in whole])
+        ratio = statistics.median(ratios)
         verdict = "met" if ratio >= target else "MISSED"
-        print(f"  {label} = {ratio:.3f}x  (target >= {target:.2f}: {verdict})")
-    # Each round's own pair too: on a shared machine they spread by several hundredths, and
-    # a reader judging a ratio against its target should see how far.
-    print(f"  each round, whole run  : {_ratios(bare, [r['total'] for r in whole])}")
-    print(f"  each round, dispatch   : {_ratios(bare, [r['dispatch'] for r in whole])}")
+        print(
+            f"  {label} = {ratio:.3f}x  (target >= {target:.2f}: {verdict}); rounds "
+            + "  ".join(f"{x:.2f}x" for x in ratios)
+        )
 
 
-def _ratios(bare: list[float], ours: list[float]) -> str:
+def paired_ratios(bare: list[float], ours: list[float]) -> list[float]:
     """Bare over ours, round by round (the two were run back to back)."""
-    return "  ".join(f"{b / o:.2f}x" for b, o in zip(bare, ours, strict=True))
+    return [b / o for b, o in zip(bare, ours, strict=True)]
 
 
 if __name__ == "__main__":

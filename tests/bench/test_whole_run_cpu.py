@@ -43,3 +43,14 @@ def test_a_busy_child_shows_its_cpu_and_a_gone_one_none() -> None:
     finally:
         child.communicate(b"done\n")
     assert process_cpu_s(child.pid) is None
+
+
+def test_each_round_is_judged_against_its_own_bare_loop() -> None:
+    from bench.whole_run import paired_ratios
+
+    # A fast round's bare loop beside a slow round's run must not pair up: the ratio of the
+    # medians here would be 12/16 = 0.75, while every round read 0.6 or 0.8.
+    bare, ours = [12.0, 9.6, 16.0], [20.0, 16.0, 20.0]
+    assert paired_ratios(bare, ours) == pytest.approx([0.6, 0.6, 0.8])
+    with pytest.raises(ValueError):
+        paired_ratios([1.0], [1.0, 2.0])
