@@ -24,6 +24,11 @@ from typer.core import TyperCommand, TyperGroup
 
 from runs.output import NO_ROOM_ERRNOS, STDOUT_NAME, OutputFull
 
+#: Exit status after Ctrl-C (as `runs.commands._errors`, which this module must not import:
+#: it loads rich), and what is said when no command said more.
+EXIT_INTERRUPTED = 130
+INTERRUPTED_EARLY = "interrupted — run the same command again"
+
 #: command name -> (module under runs.commands, one-line summary shown by `--help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": (
@@ -99,6 +104,17 @@ class LazyGroup(TyperGroup):
             command = self.commands[name] = load_command(name)
             self._stubs.discard(name)
         return name, command, rest
+
+    def invoke(self, ctx: Any) -> Any:
+        # Ctrl-C while a command is still importing what it needs (the first second of
+        # `dutchbook run`), or in a command with no handler of its own, reaches typer, which
+        # exits 130 without a word: say what happened. Commands that stop softly turn the
+        # interrupt into their own message and exit before it gets here.
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            typer.echo(INTERRUPTED_EARLY, err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 app = typer.Typer(

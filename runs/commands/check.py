@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import json
 import math
 import os
 import sys
@@ -79,6 +80,7 @@ def _decode(path: Path) -> dict[str, Any]:
     try:
         if path.suffix.lower() == ".json":
             raw = orjson.loads(data)
+            _refuse_duplicate_keys(name, data)
         else:
             raw = toml_text.loads(data.decode("utf-8"))
     except (orjson.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
@@ -88,6 +90,26 @@ def _decode(path: Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise CheckInputError(f"{name}: the top level must be an object/table")
     return raw
+
+
+def _refuse_duplicate_keys(name: str, data: bytes) -> None:
+    """A JSON object naming one key twice is refused, as TOML refuses it: JSON readers keep
+    the last value without a word, so `{"p": 0.3, "p": 0.9}` would be scored at 0.9 whatever
+    the writer meant. Run after orjson has accepted the text (so its nesting is bounded)."""
+
+    def refuse_twice_named(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                twice = f"the key {key!r} twice in one object"
+                raise CheckInputError(f"{name}: not valid JSON ({twice})")
+            seen.add(key)
+        return dict(pairs)
+
+    try:
+        json.loads(data, object_pairs_hook=refuse_twice_named)
+    except RecursionError:  # orjson allows 1,024 levels; no check file needs a tenth of that
+        raise CheckInputError(f"{name}: not valid JSON (nested too deeply)") from None
 
 
 def _probability(name: str, event_id: str, value: object) -> float:

@@ -182,6 +182,11 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path, case: str) -> None:
     [
         ("missing.toml", None, "no such file"),
         ("bad.json", "{not json", "not valid JSON"),
+        ("dupkey.json", '{"atoms": 2, "events": [{"id": "x", "atoms": [0], "p": 0.3, "p": 0.9}]}',
+         "not valid JSON (the key 'p' twice in one object)"),
+        ("dupkey2.json", '{"atoms": 2, "atoms": 3, "events": [{"id": "x", "atoms": [0], "p": 0}]}',
+         "the key 'atoms' twice"),
+        ("deep.json", '{"a": ' * 3000 + "1" + "}" * 3000, "not valid JSON"),
         ("list.json", "[1, 2]", "top level must be an object"),
         ("dup.json", '{"atoms": 2, "events": [{"id": "x", "atoms": [0], "p": 0.2},'
                      ' {"id": "x", "atoms": [1], "p": 0.2}]}', "duplicate event id 'x'"),

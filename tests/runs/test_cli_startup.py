@@ -70,3 +70,15 @@ def test_running_a_command_loads_the_real_one() -> None:
     result = CliRunner().invoke(app, ["check", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     assert "--repair" in result.output
+
+
+def test_ctrl_c_while_a_command_imports_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runs.cli
+
+    def interrupted(name: str) -> None:  # Ctrl-C in the first second of `dutchbook run`
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runs.cli, "load_command", interrupted)
+    result = CliRunner().invoke(app, ["run", "spec.toml"])
+    assert result.exit_code == runs.cli.EXIT_INTERRUPTED == 130
+    assert result.output.strip() == runs.cli.INTERRUPTED_EARLY  # typer alone said nothing
