@@ -24,6 +24,17 @@ _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "
 _ACTIVE_LANE_STATES = ("waiting", "running", "probing")
 
 
+#: What a folder with no plan yet says, by state (a run stopped while it planned, as a
+#: hangup or a kill in its first seconds can leave it): every count would read zero.
+_NO_PLAN = {
+    "live": "planning: no plan written yet",
+    "died": "no plan: the run died while planning; run the same command again to plan and start",
+    "stopped": "no plan: the run stopped while planning; run the same command again to plan "
+    "and start",
+    "not started": "no plan yet: `dutchbook run` with this folder as --out plans and starts it",
+}
+
+
 def percent_done(done: int, planned: int) -> str:
     """A share rounded DOWN to 0.1%: 532 of 534 is 99.6%, never a 100% that is not done."""
     tenths = done * 1000 // planned
@@ -53,10 +64,14 @@ def render(summary: dict[str, Any], console: Console) -> None:
     header = Text(str(summary["run_dir"]), style="bold")  # a path is not markup
     header.append(": ").append(state, style=_STATE_STYLE.get(state, "white")).append(who)
     console.print(header)
+    if summary["planned"] is None and not summary["attempts"]:
+        console.print(_NO_PLAN.get(state, _NO_PLAN["stopped"]), soft_wrap=True)
+        return
     console.print(
         f"accepted {_fraction(summary['accepted'], summary['planned'])}, "
         f"{summary['attempts']:,} attempts, {summary['retries']:,} retries over "
-        f"{summary['requests_retried']:,} requests, last attempt {summary['last_attempt_at']}"
+        f"{summary['requests_retried']:,} requests, "
+        f"last attempt {summary['last_attempt_at'] or 'none yet'}"
         f" ({summary['attempts_last_minute']:,} in its last minute), "
         f"{summary['journal_segments']} journal segment(s) not yet compacted"
     )

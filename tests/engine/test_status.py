@@ -204,6 +204,30 @@ def test_a_dead_runs_lanes_read_as_left_when_it_died(tmp_path: Path, kit: Any) -
     assert "stopped: beta (sim): 401 bad key" in table.output
 
 
+
+def test_a_folder_stopped_while_planning_says_how_to_go_on(tmp_path: Path) -> None:
+    from runs.cli import app
+
+    # What a hangup in a run's first seconds leaves: its spec, no plan, a dead writer's pid.
+    (tmp_path / "spec.toml").write_text('name = "x"\n')
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / "run.pid").write_bytes(
+        orjson.dumps({"pid": gone.pid, "create_time": 0.0, "host": "here"})
+    )
+    table = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "240"})
+    assert table.exit_code == 0
+    lines = table.output.strip().splitlines()
+    assert lines[1:] == [
+        "no plan: the run died while planning; run the same command again to plan and start"
+    ]
+    (tmp_path / "run.pid").unlink()
+    table = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "240"})
+    assert table.output.strip().splitlines() == [
+        f"{tmp_path}: not started",
+        "no plan yet: `dutchbook run` with this folder as --out plans and starts it",
+    ]
+
 _BUSY_WRITER = textwrap.dedent(
     """
     import sys
