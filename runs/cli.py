@@ -23,6 +23,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from runs.output import NO_ROOM_ERRNOS, STDOUT_NAME, OutputFull
+from runs.signals import held, stops_as_interrupt
 
 #: Exit status after Ctrl-C (as `runs.commands._errors`, which this module must not import:
 #: it loads rich), and what is said when no command said more.
@@ -73,8 +74,15 @@ COMMAND_MODULES: tuple[str, ...] = tuple(module for module, _ in COMMANDS.values
 
 
 def load_command(name: str) -> TyperCommand:
-    """Import the command's module and return the click command it registers."""
-    module = importlib.import_module(f"runs.commands.{COMMANDS[name][0]}")
+    """Import the command's module and return the click command it registers.
+
+    The stop signals are held during the import (`runs.signals.held`): a Ctrl-C there is
+    acted on once it ends, a few tenths of a second later, rather than inside a compiled
+    module's initialisation, which orjson's does not survive."""
+    with held():
+        import orjson  # noqa: F401  (every command uses it; `audit` only later, unheld)
+
+        module = importlib.import_module(f"runs.commands.{COMMANDS[name][0]}")
     holder = typer.Typer()
     module.register(holder)
     command = typer.main.get_group(holder).commands.get(name)
@@ -105,16 +113,22 @@ class LazyGroup(TyperGroup):
             self._stubs.discard(name)
         return name, command, rest
 
+    # Ctrl-C while a command is still importing what it needs (the first second of
+    # `dutchbook run`), or in a command with no handler of its own, would reach typer, which
+    # exits 130 without a word: say what happened. Commands that stop softly turn the
+    # interrupt into their own message and exit before it gets here.
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            _interrupted_early()
+
     def invoke(self, ctx: Any) -> Any:
-        # Ctrl-C while a command is still importing what it needs (the first second of
-        # `dutchbook run`), or in a command with no handler of its own, reaches typer, which
-        # exits 130 without a word: say what happened. Commands that stop softly turn the
-        # interrupt into their own message and exit before it gets here.
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            typer.echo(INTERRUPTED_EARLY, err=True)
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+            _interrupted_early()
 
 
 app = typer.Typer(
@@ -140,13 +154,25 @@ def main() -> None:
 
     return_freed_pages_early()
     try:
-        app()
+        with stops_as_interrupt():
+            app()
+    except KeyboardInterrupt:  # before typer's own handling began (it builds the command)
+        _interrupted_early()
     except OSError as exc:
         if exc.errno not in NO_ROOM_ERRNOS:
             raise
         _no_room(exc, f" to {exc.filename}" if exc.filename else "")
     except OutputFull as exc:  # a print of a command's (runs.output)
         _no_room(exc.error, f" to {STDOUT_NAME}")
+
+
+def _interrupted_early() -> NoReturn:
+    """One line and exit 130 for a Ctrl-C (or SIGTERM, or a hangup: `runs.signals`) that no
+    command turned into its own message."""
+    with contextlib.suppress(OSError):
+        sys.stderr.write(INTERRUPTED_EARLY + "\n")
+        sys.stderr.flush()
+    raise SystemExit(EXIT_INTERRUPTED)
 
 
 def _no_room(exc: OSError, where: str) -> NoReturn:

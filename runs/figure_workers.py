@@ -45,6 +45,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from engine.housekeeping import HOUSEKEEPING_NICE, yield_cpu
+from runs.signals import STOP_SIGNALS, held
 
 if TYPE_CHECKING:
     from engine.audit import Audit
@@ -111,8 +112,11 @@ def _serve(conn: Connection) -> None:
     or the pipe closes; an error goes back to be raised in the parent. A parent that died
     meanwhile (killed during the report) ends the worker quietly: the run's own terminal
     must not get a worker's traceback about a pipe nobody reads."""
-    for sent_to_the_group in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the campaign's
+    # The campaign's signals, sent to its whole group; held since the worker was started
+    # (`FigureWorkers`), so none arrived before they were ignored.
+    for sent_to_the_group in STOP_SIGNALS:
         signal.signal(sent_to_the_group, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     warm_up = threading.Thread(target=_warm_lowered, daemon=True)
     warm_up.start()
     while True:
@@ -205,7 +209,8 @@ class FigureWorkers:
             parent_end, child_end = context.Pipe()
             process = context.Process(target=_serve, args=(child_end,), daemon=True,
                                       name="dutchbook-figures")  # fmt: skip
-            process.start()
+            with held():  # until the worker ignores them: a Ctrl-C in its start-up killed it
+                process.start()
             child_end.close()  # the child's copy: its death then reads as EOF here
             self._workers.append((process, parent_end))
             self._sent.append(0)

@@ -19,7 +19,6 @@ import dataclasses
 import math
 import os
 import signal
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -60,6 +59,7 @@ from runs.planning_progress import PlanningProgress
 from runs.report import write_report
 from runs.report_page import write_page
 from runs.scoring_step import score_run
+from runs.signals import STOP_SIGNALS, leave_terminal, terminal_fds
 from runs.spec import CampaignSpec, SpecError, load_spec
 from runs.units import UnitSource
 
@@ -123,7 +123,7 @@ class StopSignals:
     before (asyncio.run's own, a test runner's) are put back afterwards.
     """
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    SIGNALS = STOP_SIGNALS
 
     def __init__(self, on_first: Callable[[], None] | None = None) -> None:
         self.stop = asyncio.Event()
@@ -136,7 +136,7 @@ class StopSignals:
 
     def _handle(self, sig: signal.Signals) -> None:
         if sig == signal.SIGHUP:
-            self._leave_terminal()
+            leave_terminal(self._terminal_fds)
         self.count += 1
         if self.count == 1:
             self.stop.set()
@@ -150,24 +150,11 @@ class StopSignals:
         """A second signal came: the dispatch was cancelled, not wound down."""
         return self.count > 1
 
-    def _leave_terminal(self) -> None:
-        """Point stdout and stderr, where they were the terminal, at /dev/null."""
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):  # flushing into a hung-up terminal fails
-                stream.flush()
-        with contextlib.suppress(OSError):
-            null = os.open(os.devnull, os.O_WRONLY)
-            try:
-                for fd in self._terminal_fds:
-                    os.dup2(null, fd)
-            finally:
-                os.close(null)
-
     @contextlib.contextmanager
     def installed(self) -> Iterator[StopSignals]:
         loop = asyncio.get_running_loop()
         previous: dict[signal.Signals, Any] = {}
-        self._terminal_fds = tuple(fd for fd in (1, 2) if os.isatty(fd))
+        self._terminal_fds = terminal_fds()
         for sig in self.SIGNALS:
             try:
                 before = signal.getsignal(sig)

@@ -1,0 +1,99 @@
+"""How `dutchbook` ends on SIGTERM and a hangup (SIGHUP), and what it does with a terminal
+that hung up.
+
+Outside dispatch (while a command imports, plans, scores or draws) both end the command as
+Ctrl-C does: `KeyboardInterrupt`, which each command turns into one line and exit 130. By
+default either signal killed the process without a word. During dispatch
+`runs.pipeline.StopSignals` takes over and stops softly, keeping what is in flight.
+Standard library only: `runs.cli` installs this before any command is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+#: What stops a command: Ctrl-C, `kill`/`timeout`/a service manager, a terminal closing.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def held(signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """Hold `signals` back while the block runs (this thread's signal mask); one that came
+    meanwhile is delivered, and its handler run, as soon as the block ends.
+
+    For imports of compiled modules: orjson's module initialisation crashed the process
+    (SIGSEGV, no message) when a Ctrl-C's `KeyboardInterrupt` was raised inside it, 30 ms
+    into `dutchbook run`. A process started inside the block starts with them held too
+    (the mask is inherited), which the figure workers use to ignore them before any can
+    arrive. Where the platform has no signal masks, the block runs as is.
+
+    The mask is this thread's: a signal sent to the process may still be taken by another
+    thread that does not hold it, and its handler then runs at once. A command's modules
+    are imported before it starts any thread, so there the hold is whole."""
+    try:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def terminal_fds() -> tuple[int, ...]:
+    """Of stdout and stderr, those that are a terminal now (a hung-up one no longer says so)."""
+    return tuple(fd for fd in (1, 2) if os.isatty(fd))
+
+
+def leave_terminal(fds: tuple[int, ...]) -> None:
+    """Point `fds` (stdout and stderr where they were the terminal) at /dev/null: after a
+    hangup a write to the terminal fails, and the command's last line must not."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # flushing into a hung-up terminal fails
+            stream.flush()
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            for fd in fds:
+                os.dup2(null, fd)
+        finally:
+            os.close(null)
+
+
+@contextlib.contextmanager
+def stops_as_interrupt() -> Iterator[None]:
+    """SIGTERM and a hangup raise `KeyboardInterrupt`, as Ctrl-C does, until the block ends
+    (see the module docstring). Nothing paid for is in flight outside dispatch, and each
+    step there is safe to stop anywhere: a resume redoes it. A signal ignored when the
+    command started (a hangup under `nohup`) stays ignored."""
+    fds = terminal_fds()
+
+    def interrupt(signum: int, frame: object) -> None:
+        if signum == signal.SIGHUP:
+            leave_terminal(fds)
+        raise KeyboardInterrupt
+
+    previous: dict[signal.Signals, Any] = {}
+    for sig in STOP_SIGNALS[1:]:  # Ctrl-C raises it already
+        try:
+            before = signal.getsignal(sig)
+            if before == signal.SIG_IGN:
+                continue
+            signal.signal(sig, interrupt)
+        except ValueError:  # not the main thread: leave the signals as they are
+            continue
+        previous[sig] = before
+    try:
+        yield
+    finally:
+        for sig, before in previous.items():
+            signal.signal(sig, before if before is not None else signal.SIG_DFL)
+
+
+__all__ = ["STOP_SIGNALS", "held", "leave_terminal", "stops_as_interrupt", "terminal_fds"]

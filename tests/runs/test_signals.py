@@ -1,0 +1,109 @@
+"""SIGTERM and a hangup outside dispatch end a command as Ctrl-C does (`runs.signals`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from runs.signals import stops_as_interrupt
+
+DUTCHBOOK = str(Path(sys.executable).with_name("dutchbook"))
+SPEC = Path(__file__).resolve().parents[2] / "runs" / "specs" / "quickstart.toml"
+
+linux_only = pytest.mark.skipif(
+    not os.path.exists("/proc/self/status"), reason="reads a process's caught signals in /proc"
+)
+
+
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_inside_the_block_a_signal_is_an_interrupt_and_after_it_as_before(
+    sent: signal.Signals,
+) -> None:
+    before = signal.getsignal(sent)
+    if before == signal.SIG_IGN:  # a suite under `nohup`: put the default in place first
+        signal.signal(sent, signal.SIG_DFL)
+    try:
+        outer = signal.getsignal(sent)
+        with pytest.raises(KeyboardInterrupt), stops_as_interrupt():
+            os.kill(os.getpid(), sent)
+            time.sleep(5)  # a handler runs at the next bytecode: this is never waited out
+        assert signal.getsignal(sent) == outer
+    finally:
+        signal.signal(sent, before)
+
+
+def test_an_ignored_signal_stays_ignored() -> None:
+    """`nohup dutchbook run ...`: the user asked that a hangup not stop the command."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with stops_as_interrupt():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)  # nothing happens
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
+def _catches(pid: int, sent: signal.Signals) -> bool:
+    """Whether process `pid` has a handler for `sent` now (Linux: /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(mask, 16) >> (sent - 1) & 1)
+
+
+@linux_only
+def test_a_sigterm_before_dispatch_ends_the_run_in_one_line_and_it_resumes(
+    tmp_path: Path,
+) -> None:
+    """Sent as soon as the command can catch it: while it still imports what it needs or
+    plans (by default a SIGTERM there killed it without a word, exit -15)."""
+    env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
+    env.pop("PYTEST_CURRENT_TEST", None)
+    command = [DUTCHBOOK, "run", str(SPEC), "--out", str(tmp_path / "run")]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not _catches(proc.pid, signal.SIGTERM):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err
+    said = [line for line in (out + err).splitlines() if line.startswith("interrupted")]
+    assert len(said) == 1, out + err
+    assert said[0].startswith("interrupted — run the same command again")
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "run folder:" in again.stdout
+
+
+def test_a_held_signal_is_acted_on_when_the_block_ends() -> None:
+    """What keeps a Ctrl-C out of a compiled module's initialisation (orjson's crashed)."""
+    from runs.signals import held
+
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        with stops_as_interrupt():
+            reached_the_end = False
+            with pytest.raises(KeyboardInterrupt):
+                with held():
+                    # To this thread: sent to the process, another thread's (the test
+                    # runner's) could take it, as at a command's start none can.
+                    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
+                    time.sleep(0.05)  # a handler would have run by now
+                    reached_the_end = True
+                time.sleep(5)  # never waited out: the interrupt comes as the hold ends
+            assert reached_the_end
+    finally:
+        signal.signal(signal.SIGTERM, before)
