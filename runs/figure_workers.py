@@ -38,6 +38,7 @@ import threading
 import traceback
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -200,6 +201,10 @@ class FigureWorkers:
 
     def __init__(self) -> None:
         context = multiprocessing.get_context("spawn")
+        # Started now, not by the first worker's start: starting it unblocks SIGINT and
+        # SIGTERM in this thread (CPython's own guard for that process), which would let
+        # them reach the first worker before it ignores them.
+        resource_tracker.ensure_running()
         self._workers: list[tuple[BaseProcess, Connection]] = []
         self._sent: list[int] = []
         self._replies: list[list[tuple[str, Any]]] = []

@@ -115,6 +115,20 @@ def test_workers_ignore_a_signal_meant_for_the_campaign(
     assert [f.number for f in drawn] == [n for n, _, _ in FIGURES]
 
 
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_workers_outlive_a_signal_sent_while_they_start(
+    figures_run: Path, sent: signal.Signals
+) -> None:
+    """Sent at once, while each worker is still importing: it is held until the worker
+    ignores it (before, the worker died of it, and the run's report with it)."""
+    with FigureWorkers() as workers:
+        for process, _ in workers._workers:
+            assert process.pid is not None
+            os.kill(process.pid, sent)
+        assert workers.audit(figures_run).result() == run_audit(figures_run)
+        assert all(process.is_alive() for process, _ in workers._workers)
+
+
 def test_a_worker_reads_the_audit_this_process_reads(figures_run: Path) -> None:
     with FigureWorkers() as workers:
         assert workers.audit(figures_run).result() == run_audit(figures_run)
