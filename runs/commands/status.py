@@ -18,8 +18,9 @@ from runs.commands._run_folder import require_run_folder
 from runs.output import stdout_console
 
 _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow"}
-#: Lane states that a run which died (kill -9, a hangup, a crash) leaves behind as its last
-#: word: `engine.lanes.LaneState` values, spelled here because importing that module (aiohttp
+#: Lane states that a run which is not live left behind as its last word: a run that died
+#: (kill -9, a crash) wrote no final `lanes.json`, and one stopped by a full disk could not.
+#: `engine.lanes.LaneState` values, spelled here because importing that module (aiohttp
 #: with it) would add 0.2 s to every `status`.
 _ACTIVE_LANE_STATES = ("waiting", "running", "probing")
 
@@ -82,8 +83,8 @@ def render(summary: dict[str, Any], console: Console) -> None:
     for name, entry in summary["models"].items():
         retries = entry["retries"]
         lane = entry.get("lane_state") or ""
-        if state == "died" and lane in _ACTIVE_LANE_STATES:
-            lane += " when the run died"  # `lanes.json` was last written by the dead process
+        if state != "live" and lane in _ACTIVE_LANE_STATES:  # `lanes.json` is stale
+            lane += " when the run died" if state == "died" else " when the run stopped"
         if entry.get("lane_message"):
             lane += f": {entry['lane_message']}"
         models.add_row(

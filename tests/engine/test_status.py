@@ -202,6 +202,12 @@ def test_a_dead_runs_lanes_read_as_left_when_it_died(tmp_path: Path, kit: Any) -
     assert table.exit_code == 0
     assert "running when the run died" in table.output
     assert "stopped: beta (sim): 401 bad key" in table.output
+    # A run that stopped on a full disk could not write its lanes' last states either.
+    (tmp_path / "run.pid").unlink()
+    assert status(tmp_path)["state"] == "stopped"
+    table = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "240"})
+    assert "running when the run stopped" in table.output
+    assert "when the run died" not in table.output
 
 
 
