@@ -23,12 +23,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from runs.output import NO_ROOM_ERRNOS, STDOUT_NAME, OutputFull
-from runs.signals import held, stops_as_interrupt
-
-#: Exit status after Ctrl-C (as `runs.commands._errors`, which this module must not import:
-#: it loads rich), and what is said when no command said more.
-EXIT_INTERRUPTED = 130
-INTERRUPTED_EARLY = "interrupted — run the same command again"
+from runs.signals import EXIT_INTERRUPTED, INTERRUPTED, held, stops_as_interrupt
 
 #: command name -> (module under runs.commands, one-line summary shown by `--help`)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -170,7 +165,7 @@ def _interrupted_early() -> NoReturn:
     """One line and exit 130 for a Ctrl-C (or SIGTERM, or a hangup: `runs.signals`) that no
     command turned into its own message."""
     with contextlib.suppress(OSError):
-        sys.stderr.write(INTERRUPTED_EARLY + "\n")
+        sys.stderr.write(INTERRUPTED + "\n")
         sys.stderr.flush()
     raise SystemExit(EXIT_INTERRUPTED)
 

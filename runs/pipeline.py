@@ -59,7 +59,7 @@ from runs.planning_progress import PlanningProgress
 from runs.report import write_report
 from runs.report_page import write_page
 from runs.scoring_step import score_run
-from runs.signals import STOP_SIGNALS, leave_terminal, terminal_fds
+from runs.signals import INTERRUPTED, STOP_SIGNALS, leave_terminal, terminal_fds
 from runs.spec import CampaignSpec, SpecError, load_spec
 from runs.units import UnitSource
 
@@ -78,7 +78,7 @@ class RunBusy(RunError):
 
 
 #: What the user is told after an interrupt (tests and scripts look for it).
-INTERRUPTED_MESSAGE = "interrupted — run the same command again to resume"
+INTERRUPTED_MESSAGE = f"{INTERRUPTED} to resume"
 #: Above this many queries (`runs.planner.queries_before_sharing`) the report's figure
 #: workers (about 115 MB each once warm) are ended before planning: planning and dispatch
 #: hold more memory as the campaign grows, and with the workers beside them a paper-scale run

@@ -17,6 +17,10 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+#: Exit status after an interrupt: what a shell reports for a command killed by SIGINT.
+EXIT_INTERRUPTED = 130
+#: What an interrupted command says; a command adds what running it again does.
+INTERRUPTED = "interrupted — run the same command again"
 #: What stops a command: Ctrl-C, `kill`/`timeout`/a service manager, a terminal closing.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -96,4 +100,9 @@ def stops_as_interrupt() -> Iterator[None]:
             signal.signal(sig, before if before is not None else signal.SIG_DFL)
 
 
-__all__ = ["STOP_SIGNALS", "held", "leave_terminal", "stops_as_interrupt", "terminal_fds"]
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "INTERRUPTED",
+    "STOP_SIGNALS",
+    "held", "leave_terminal", "stops_as_interrupt", "terminal_fds",
+]

@@ -18,12 +18,12 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from runs.signals import EXIT_INTERRUPTED, INTERRUPTED
+
 _stderr = Console(stderr=True, highlight=False)
 
 #: Exit status of a user error: nothing was sent, fix the input and run again.
 EXIT_USER_ERROR = 2
-#: Exit status after Ctrl-C: what a shell reports for a command killed by SIGINT.
-EXIT_INTERRUPTED = 130
 #: Exit status when the disk filled up (every command; `dutchbook run` documents it).
 EXIT_DISK_FULL = 6
 #: What a user is told to do after a write that found no room (`dutchbook run` adds "to resume").
@@ -98,7 +98,7 @@ def interrupt_says_rerun() -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        typer.echo("interrupted — run the same command again to finish", err=True)
+        typer.echo(f"{INTERRUPTED} to finish", err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
 
 

@@ -24,7 +24,6 @@ from engine.durable import DiskFull
 from runs.commands._errors import (
     EXIT_BUSY,
     EXIT_DISK_FULL,
-    EXIT_INTERRUPTED,
     NO_ROOM_HINT,
     fail,
     user_errors,
@@ -33,9 +32,10 @@ from runs.figure_workers import FigureWorkerDied, FigureWorkers
 from runs.memory import imports_frozen
 from runs.pipeline import INTERRUPTED_MESSAGE, RunBusy, RunError, run_campaign
 from runs.planner import CampaignTooLarge
+from runs.signals import EXIT_INTERRUPTED
 
-# EXIT_BUSY (5), EXIT_DISK_FULL (6) and EXIT_INTERRUPTED (130) are every command's, from
-# runs.commands._errors; the codes below are the run's own.
+# EXIT_BUSY (5) and EXIT_DISK_FULL (6) are every command's, from runs.commands._errors,
+# and EXIT_INTERRUPTED (130) from runs.signals; the codes below are the run's own.
 #: Exit status when the running spend cap stopped the run.
 EXIT_SPEND_CAP = 3
 #: Exit status when the dispatch ended with planned queries still unanswered.

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runs.cli import COMMANDS, app, load_command
+from runs.signals import EXIT_INTERRUPTED, INTERRUPTED
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = (
@@ -80,5 +81,5 @@ def test_ctrl_c_while_a_command_imports_says_so(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(runs.cli, "load_command", interrupted)
     result = CliRunner().invoke(app, ["run", "spec.toml"])
-    assert result.exit_code == runs.cli.EXIT_INTERRUPTED == 130
-    assert result.output.strip() == runs.cli.INTERRUPTED_EARLY  # typer alone said nothing
+    assert result.exit_code == EXIT_INTERRUPTED == 130
+    assert result.output.strip() == INTERRUPTED  # typer alone said nothing
