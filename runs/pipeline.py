@@ -59,7 +59,7 @@ from runs.planning_progress import PlanningProgress
 from runs.report import write_report
 from runs.report_page import write_page
 from runs.scoring_step import score_run
-from runs.signals import INTERRUPTED, STOP_SIGNALS, leave_terminal, terminal_fds
+from runs.signals import INTERRUPTED, leave_terminal, stop_signals_to_catch, terminal_fds
 from runs.spec import CampaignSpec, SpecError, load_spec
 from runs.units import UnitSource
 
@@ -123,8 +123,6 @@ class StopSignals:
     before (asyncio.run's own, a test runner's) are put back afterwards.
     """
 
-    SIGNALS = STOP_SIGNALS
-
     def __init__(self, on_first: Callable[[], None] | None = None) -> None:
         self.stop = asyncio.Event()
         self.count = 0
@@ -155,11 +153,9 @@ class StopSignals:
         loop = asyncio.get_running_loop()
         previous: dict[signal.Signals, Any] = {}
         self._terminal_fds = terminal_fds()
-        for sig in self.SIGNALS:
+        for sig in stop_signals_to_catch():
             try:
                 before = signal.getsignal(sig)
-                if sig == signal.SIGHUP and before == signal.SIG_IGN:
-                    continue  # `nohup`: the user asked that a hangup not stop the run
                 loop.add_signal_handler(sig, self._handle, sig)
             except (NotImplementedError, RuntimeError, ValueError):
                 continue  # not the main thread, or no signals here: run without handlers

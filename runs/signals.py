@@ -25,6 +25,16 @@ INTERRUPTED = "interrupted — run the same command again"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def stop_signals_to_catch() -> tuple[signal.Signals, ...]:
+    """The stop signals a command catches: Ctrl-C always; SIGTERM and a hangup unless they
+    were ignored when it started (a hangup under `nohup`: the user asked that it not stop
+    the command)."""
+    return tuple(
+        sig for sig in STOP_SIGNALS
+        if sig == signal.SIGINT or signal.getsignal(sig) != signal.SIG_IGN
+    )  # fmt: skip
+
+
 @contextlib.contextmanager
 def held(signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> Iterator[None]:
     """Hold `signals` back while the block runs (this thread's signal mask); one that came
@@ -84,15 +94,13 @@ def stops_as_interrupt() -> Iterator[None]:
         raise KeyboardInterrupt
 
     previous: dict[signal.Signals, Any] = {}
-    for sig in STOP_SIGNALS[1:]:  # Ctrl-C raises it already
+    for sig in stop_signals_to_catch():
+        if sig == signal.SIGINT:  # Ctrl-C raises it already
+            continue
         try:
-            before = signal.getsignal(sig)
-            if before == signal.SIG_IGN:
-                continue
-            signal.signal(sig, interrupt)
+            previous[sig] = signal.signal(sig, interrupt)
         except ValueError:  # not the main thread: leave the signals as they are
             continue
-        previous[sig] = before
     try:
         yield
     finally:
