@@ -39,7 +39,7 @@ import polars as pl
 from engine.batch_jobs import BatchJob, JobRecords, fold_jobs, held_ids, new_job_key
 from engine.durable import DiskFull
 from engine.http import HttpClient
-from engine.lanes import Lane, LaneState, LaneStats, LedgerWriter
+from engine.lanes import Lane, LaneControl, LaneState, LaneStats, LedgerWriter
 from engine.logs import EngineLog
 from engine.plan import PLAN_COLUMNS, PlanItem, plan_items
 from engine.retry import (
@@ -150,7 +150,7 @@ def absent_failure(state: JobState | None, job: BatchJob) -> Failure:
     )
 
 
-class BatchLane:
+class BatchLane(LaneControl):
     """Dispatches one batch model's plan items as jobs (see the module docstring)."""
 
     def __init__(
@@ -202,40 +202,13 @@ class BatchLane:
         self._reached = False
         self._fetch: Fetch = self._send
 
-    # -- state (as `engine.lanes.Lane`'s) ------------------------------------------------
+    # -- state (halting and sleeping: `engine.lanes.LaneControl`) -----------------------
 
     workers = 1  # the dispatcher's queue length for this lane; jobs bound the rest
 
     @property
-    def halted(self) -> bool:
-        if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED, LaneState.CANCELLED):
-            return True
-        if self.stop_event is not None and self.stop_event.is_set():
-            self.stats.state = LaneState.CANCELLED
-            self.stats.say("stop requested")
-            return True
-        if self.spend is not None and self.spend.reached:
-            self.stats.state = LaneState.CANCELLED
-            self.stats.say(self.spend.message())
-            return True
-        if self.ledger.disk_full is not None:
-            self.stats.state = LaneState.STOPPED
-            self.stats.say(str(self.ledger.disk_full))
-            return True
-        return False
-
-    def _halt(self, state: LaneState, reason: str) -> None:
-        """Stop or pause the lane for `reason`; its message names the lane first."""
-        if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED):
-            return
-        self.stats.state = state
-        self.stats.say(reason, f"{self.config.name} ({self.client.provider}): ")
-        self.log.error(f"lane_{state.value}", model=self.config.name, reason=self.stats.message)
-
-    async def _sleep(self, seconds: float, tick: float = 0.25) -> None:
-        deadline = time.monotonic() + seconds
-        while not self.halted and (left := deadline - time.monotonic()) > 0:
-            await asyncio.sleep(min(left, tick))
+    def provider_name(self) -> str:
+        return self.client.provider
 
     async def _send(self, request: HttpRequest) -> tuple[int, Mapping[str, str], bytes] | Failure:
         return await self.http.fetch(request, self.config.timeout_s)

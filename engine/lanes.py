@@ -175,7 +175,57 @@ class LaneStats:
 _HALTED = frozenset({LaneState.STOPPED, LaneState.PAUSED, LaneState.CANCELLED})
 
 
-class Lane:
+class LaneControl:
+    """When a lane starts nothing more, and how it stops: what live lanes (`Lane`) and batch
+    lanes (`engine.batch_lane.BatchLane`) share. A subclass sets these attributes and names
+    its provider (`provider_name`)."""
+
+    config: ModelConfig
+    stats: LaneStats
+    log: EngineLog
+    ledger: LedgerWriter
+    stop_event: asyncio.Event | None
+    spend: SpendCap | None
+
+    @property
+    def provider_name(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def halted(self) -> bool:
+        if self.stats.state in _HALTED:
+            return True
+        if self.stop_event is not None and self.stop_event.is_set():
+            self.stats.state = LaneState.CANCELLED
+            self.stats.say("stop requested")
+            return True
+        if self.spend is not None and self.spend.reached:
+            self.stats.state = LaneState.CANCELLED
+            self.stats.say(self.spend.message())
+            return True
+        if self.ledger.disk_full is not None:
+            self.stats.state = LaneState.STOPPED
+            self.stats.say(str(self.ledger.disk_full))
+            return True
+        return False
+
+    def _halt(self, state: LaneState, reason: str, after_name: str = ": ") -> None:
+        """Stop or pause the lane for `reason` (why, not how it ended: the state says that);
+        its message names the lane first, then `after_name`."""
+        if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED):
+            return
+        self.stats.state = state
+        self.stats.say(reason, f"{self.config.name} ({self.provider_name}){after_name}")
+        self.log.error(f"lane_{state.value}", model=self.config.name, reason=self.stats.message)
+
+    async def _sleep(self, seconds: float, tick: float = 0.25) -> None:
+        """Sleep, but wake early when the lane halts (a stop must not wait out a long hold)."""
+        deadline = time.monotonic() + seconds
+        while not self.halted and (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, tick))
+
+
+class Lane(LaneControl):
     """Dispatches one model's plan items (see the module docstring)."""
 
     def __init__(
@@ -237,22 +287,8 @@ class Lane:
     # -- state ---------------------------------------------------------------------------
 
     @property
-    def halted(self) -> bool:
-        if self.stats.state in _HALTED:
-            return True
-        if self.stop_event is not None and self.stop_event.is_set():
-            self.stats.state = LaneState.CANCELLED
-            self.stats.say("stop requested")
-            return True
-        if self.spend is not None and self.spend.reached:
-            self.stats.state = LaneState.CANCELLED
-            self.stats.say(self.spend.message())
-            return True
-        if self.ledger.disk_full is not None:
-            self.stats.state = LaneState.STOPPED
-            self.stats.say(str(self.ledger.disk_full))
-            return True
-        return False
+    def provider_name(self) -> str:
+        return self.adapter.provider
 
     def _cap_changed(self, old: int, new: int, why: str) -> None:
         self.stats.cap = new
@@ -278,15 +314,6 @@ class Lane:
         if self.run_dir is not None:
             line = {"model": self.config.name, "provider": self.adapter.provider, **pause}
             append_pause(self.run_dir, line)
-
-    def _halt(self, state: LaneState, reason: str, after_name: str = ": ") -> None:
-        """Stop or pause the lane for `reason` (why, not how it ended: the state says that);
-        its message names the lane first, then `after_name`."""
-        if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED):
-            return
-        self.stats.state = state
-        self.stats.say(reason, f"{self.config.name} ({self.adapter.provider}){after_name}")
-        self.log.error(f"lane_{state.value}", model=self.config.name, reason=self.stats.message)
 
     # -- running -------------------------------------------------------------------------
 
@@ -533,12 +560,6 @@ class Lane:
     def _unreserve(self, worst: float | None) -> None:
         if worst is not None and self.spend is not None:
             self.spend.release(worst)
-
-    async def _sleep(self, seconds: float, tick: float = 0.25) -> None:
-        """Sleep, but wake early when the lane halts (a stop must not wait out a long hold)."""
-        deadline = time.monotonic() + seconds
-        while not self.halted and (left := deadline - time.monotonic()) > 0:
-            await asyncio.sleep(min(left, tick))
 
     async def _build_in_pool(self, chat: ChatRequest) -> HttpRequest:
         """The adapter's request built on the lane's own threads, for a `build` that may block.
