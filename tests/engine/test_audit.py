@@ -6,7 +6,7 @@ import random
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import orjson
@@ -16,6 +16,9 @@ import pytest
 from engine.audit import CAUSES, attempt_timeline, audit, retry_sentence
 from engine.ledger import Ledger
 from engine.spend import Prices
+
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
 
 # (request, attempt, outcome, detail, latency ms, answer recorded with it)
 _ALPHA = [  # groq: accepted after two rate limits and a 5xx; accepted at once; given up
@@ -39,14 +42,14 @@ _BETA = [  # bedrock: a parser rejection then accepted; a malformed reply given 
 ]
 
 
-def _scenario(ledger: Ledger, kit: Any) -> None:
+def _scenario(ledger: Ledger, kit: type[Kit]) -> None:
     for model, provider, rows in (("alpha", "groq", _ALPHA), ("beta", "bedrock", _BETA)):
         for rid, n, outcome, detail, ms, answer in rows:
             attempt = kit.attempt(rid, n, model, outcome, detail, provider=provider, elapsed=ms)
             ledger.record_result(attempt, kit.response(rid, n, model) if answer else None)
 
 
-def test_every_attempt_not_accepted_is_one_retry_attempt(tmp_path: Path, kit: Any) -> None:
+def test_every_attempt_not_accepted_is_one_retry_attempt(tmp_path: Path, kit: type[Kit]) -> None:
     kit.id_plan(tmp_path, {"alpha": 4, "beta": 4})
     with Ledger.open(tmp_path) as ledger:
         _scenario(ledger, kit)
@@ -89,7 +92,7 @@ def test_every_attempt_not_accepted_is_one_retry_attempt(tmp_path: Path, kit: An
     )
 
 
-def test_accepted_attempt_is_the_one_the_response_names(tmp_path: Path, kit: Any) -> None:
+def test_accepted_attempt_is_the_one_the_response_names(tmp_path: Path, kit: type[Kit]) -> None:
     """After a lenient re-parse accepted a reply recorded `invalid_response`, that attempt is
     not a retry; the later `ok` becomes a duplicate. A reply recorded `ok` that the current
     parser rejects (no response row) is an invalid response, rejected on re-parse."""
@@ -109,7 +112,7 @@ def test_accepted_attempt_is_the_one_the_response_names(tmp_path: Path, kit: Any
     assert report.requests == 2  # no plan: the requests the ledger has seen
 
 
-def test_random_ledgers_match_a_plain_count(tmp_path: Path, kit: Any) -> None:
+def test_random_ledgers_match_a_plain_count(tmp_path: Path, kit: type[Kit]) -> None:
     rng = random.Random(3)
     outcomes = ["rate_limit", "provider_error", "timeout", "connection_error", "refusal"]
     expected_causes: Counter[str] = Counter()
@@ -191,7 +194,7 @@ def test_sentence_of_a_run_stopped_part_way_says_how_many_were_asked() -> None:
     )
 
 
-def test_audit_and_status_of_a_part_answered_plan_say_so(tmp_path: Path, kit: Any) -> None:
+def test_audit_and_status_of_a_part_answered_plan_say_so(tmp_path: Path, kit: type[Kit]) -> None:
     from engine.status import status as run_status
 
     kit.id_plan(tmp_path, {"alpha": 5})
@@ -222,7 +225,7 @@ def test_audit_and_status_of_a_part_answered_plan_say_so(tmp_path: Path, kit: An
     ids=["unreachable", "permanent", "quota", "stop"],
 )
 def test_a_lane_that_ended_early_is_named_with_why_and_what_is_left(
-    tmp_path: Path, kit: Any, state: str, reason: str, lead: str, said: str
+    tmp_path: Path, kit: type[Kit], state: str, reason: str, lead: str, said: str
 ) -> None:
     """The report, `audit` and `audit --json` say which lane ended its dispatch early, why,
     and how many of its requests are unanswered (`logs/lanes.json`); a lane that finished,
@@ -257,7 +260,7 @@ def test_a_lane_that_ended_early_is_named_with_why_and_what_is_left(
 
 
 def test_a_lanes_file_from_before_lanes_kept_their_reason_shows_the_whole_message(
-    tmp_path: Path, kit: Any
+    tmp_path: Path, kit: type[Kit]
 ) -> None:
     """A `logs/lanes.json` without `reason` (written by an earlier version) loses nothing:
     the lane's whole message is shown, its name included."""
@@ -271,7 +274,7 @@ def test_a_lanes_file_from_before_lanes_kept_their_reason_shows_the_whole_messag
     )
 
 
-def test_timeline_counts_every_attempt_once(tmp_path: Path, kit: Any) -> None:
+def test_timeline_counts_every_attempt_once(tmp_path: Path, kit: type[Kit]) -> None:
     with Ledger.open(tmp_path) as ledger:
         _scenario(ledger, kit)
     frame = attempt_timeline(tmp_path, bins=4)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import polars as pl
@@ -25,6 +25,10 @@ from engine.scan import scan_attempts, scan_responses
 from engine.settle import settle
 from providers.types import ModelConfig
 from tests.engine.batch_fake import FakeBatch, Killed
+
+if TYPE_CHECKING:
+    from providers.sim.server import SimHandle
+    from tests.engine.conftest import Kit
 
 MODEL = "fake-batch"
 POLICY = RetryPolicy(max_attempts=6, base_s=0.001, cap_s=0.002)
@@ -79,7 +83,7 @@ def _most_live(run_dir: Path) -> int:
     return most
 
 
-async def test_batch_faults_become_retries_by_cause(tmp_path: Path, kit: Any) -> None:
+async def test_batch_faults_become_retries_by_cause(tmp_path: Path, kit: type[Kit]) -> None:
     rows = kit.plan_rows(MODEL, 150)
     plan = kit.write_plan(tmp_path / "plan.parquet", rows)
     run_dir = tmp_path / "run"
@@ -124,7 +128,7 @@ STEPS = [
 
 @pytest.mark.parametrize("step", STEPS, ids=lambda s: f"{s[0]}{s[1]}-{s[2]}")
 async def test_stop_at_each_step_then_resume_is_exactly_once(
-    tmp_path: Path, kit: Any, step: tuple[str, int, str]
+    tmp_path: Path, kit: type[Kit], step: tuple[str, int, str]
 ) -> None:
     rows = kit.plan_rows(MODEL, 100)
     plan = kit.write_plan(tmp_path / "plan.parquet", rows)
@@ -140,7 +144,7 @@ async def test_stop_at_each_step_then_resume_is_exactly_once(
 
 @pytest.mark.parametrize("nth", [1, 17, 39])
 async def test_stop_in_the_middle_of_collecting(
-    tmp_path: Path, kit: Any, monkeypatch: pytest.MonkeyPatch, nth: int
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch, nth: int
 ) -> None:
     """Killed between a line's dispatch and result lines: the lines written are not written
     again, the torn one is recorded interrupted and its answer kept as the next attempt."""
@@ -170,7 +174,7 @@ async def test_stop_in_the_middle_of_collecting(
 
 
 async def test_auth_error_on_upload_stops_the_lane_with_one_line(
-    tmp_path: Path, kit: Any
+    tmp_path: Path, kit: type[Kit]
 ) -> None:
     from providers.batch import BatchError
     from providers.types import Failure, Outcome
@@ -187,7 +191,9 @@ async def test_auth_error_on_upload_stops_the_lane_with_one_line(
     assert summary.attempts == 0
 
 
-async def test_fallback_live_asks_failed_lines_live(tmp_path: Path, kit: Any, sim: Any) -> None:
+async def test_fallback_live_asks_failed_lines_live(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle,
+) -> None:
     """`batch_fallback_live`: a failed job's lines are asked live (the simulator), each the
     request's next attempt; nothing goes into a second job."""
     rows = kit.plan_rows(MODEL, 60)
@@ -211,7 +217,7 @@ async def test_fallback_live_asks_failed_lines_live(tmp_path: Path, kit: Any, si
 
 
 async def test_live_lane_skips_requests_a_live_job_holds(
-    tmp_path: Path, kit: Any, sim: Any
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
     """A model switched from batch to live on resume leaves the requests of its uncollected
     jobs to those jobs (asking them live too could pay twice)."""
@@ -229,7 +235,7 @@ async def test_live_lane_skips_requests_a_live_job_holds(
     assert len(asked) == 50 - len(held)
 
 
-async def test_status_shows_jobs_by_where_they_stand(tmp_path: Path, kit: Any) -> None:
+async def test_status_shows_jobs_by_where_they_stand(tmp_path: Path, kit: type[Kit]) -> None:
     from io import StringIO
 
     from rich.console import Console
@@ -261,7 +267,7 @@ async def test_status_shows_jobs_by_where_they_stand(tmp_path: Path, kit: Any) -
     assert (lane["dispatch"], lane["concurrency_cap"], lane["jobs_in_flight"]) == ("batch", 3, 0)
 
 
-async def test_spend_cap_holds_whole_jobs_at_their_worst(tmp_path: Path, kit: Any) -> None:
+async def test_spend_cap_holds_whole_jobs_at_their_worst(tmp_path: Path, kit: type[Kit]) -> None:
     """A job reserves its worst case (every line at its output cap, at the batch prices)
     before it is planned, and settles what its lines reportedly cost; once the next job
     could pass the cap, none is planned, and a resume without the cap finishes exactly once."""
@@ -288,7 +294,7 @@ async def test_spend_cap_holds_whole_jobs_at_their_worst(tmp_path: Path, kit: An
     _check_exactly_once(run_dir, fake, {r["request_id"] for r in rows})
 
 
-async def test_no_remainder_below_the_providers_floor(tmp_path: Path, kit: Any) -> None:
+async def test_no_remainder_below_the_providers_floor(tmp_path: Path, kit: type[Kit]) -> None:
     """With a floor of 15 lines per job and 40 at most, 50 queries are cut 35 + 15 (a 40 + 10
     cut would strand 10 below the floor)."""
     rows = kit.plan_rows(MODEL, 50)
@@ -301,7 +307,7 @@ async def test_no_remainder_below_the_providers_floor(tmp_path: Path, kit: Any) 
     _check_exactly_once(run_dir, fake, {r["request_id"] for r in rows})
 
 
-async def test_leftover_below_the_floor_waits_and_says_why(tmp_path: Path, kit: Any) -> None:
+async def test_leftover_below_the_floor_waits_and_says_why(tmp_path: Path, kit: type[Kit]) -> None:
     rows = kit.plan_rows(MODEL, 10)
     plan = kit.write_plan(tmp_path / "plan.parquet", rows)
     fake = FakeBatch(limits_=replace(FakeBatch().limits, min_lines=15))
@@ -312,7 +318,7 @@ async def test_leftover_below_the_floor_waits_and_says_why(tmp_path: Path, kit: 
     )
 
 
-async def test_a_resumed_job_counts_its_lines_once(tmp_path: Path, kit: Any) -> None:
+async def test_a_resumed_job_counts_its_lines_once(tmp_path: Path, kit: type[Kit]) -> None:
     """The lines of a job re-attached on resume are counted by the lane when it collects
     them, never also as accepted-before by the plan reader (which may reach them after)."""
     rows = kit.plan_rows(MODEL, 100)
@@ -330,7 +336,7 @@ async def test_a_resumed_job_counts_its_lines_once(tmp_path: Path, kit: Any) -> 
     assert second.complete and lane.done == 100
 
 
-async def test_limits_that_allow_no_valid_job_stop_the_lane(tmp_path: Path, kit: Any) -> None:
+async def test_limits_that_allow_no_valid_job_stop_the_lane(tmp_path: Path, kit: type[Kit]) -> None:
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
     fake = FakeBatch(limits_=replace(FakeBatch().limits, max_lines=12, min_lines=100))
     summary = await _run(plan, tmp_path / "run", fake)
@@ -339,7 +345,9 @@ async def test_limits_that_allow_no_valid_job_stop_the_lane(tmp_path: Path, kit:
     assert "jobs of at most 12 lines cannot reach the provider's minimum of 100" in lane.message
 
 
-async def test_budgets_of_a_line_that_always_fails_hold_as_live(tmp_path: Path, kit: Any) -> None:
+async def test_budgets_of_a_line_that_always_fails_hold_as_live(
+    tmp_path: Path, kit: type[Kit],
+) -> None:
     """A request whose line is never a usable answer is asked at most max_answer_failures
     times, each retry with the next seed; one whose line always errs, max_attempts times."""
     from providers.batch import LineResult
@@ -378,7 +386,7 @@ async def test_budgets_of_a_line_that_always_fails_hold_as_live(tmp_path: Path, 
     assert summary.unaccepted == 2 and summary.lanes[MODEL].retries.exhausted == 2
 
 
-async def test_jobs_are_cut_by_bytes_too(tmp_path: Path, kit: Any) -> None:
+async def test_jobs_are_cut_by_bytes_too(tmp_path: Path, kit: type[Kit]) -> None:
     rows = kit.plan_rows(MODEL, 60)
     plan = kit.write_plan(tmp_path / "plan.parquet", rows)
     fake = FakeBatch(limits_=replace(FakeBatch().limits, max_bytes=1000))
@@ -390,7 +398,7 @@ async def test_jobs_are_cut_by_bytes_too(tmp_path: Path, kit: Any) -> None:
     assert all(size > 1000 - longest for size in sizes[:-1])  # each full but the last
 
 
-async def test_a_stop_request_leaves_jobs_to_the_next_run(tmp_path: Path, kit: Any) -> None:
+async def test_a_stop_request_leaves_jobs_to_the_next_run(tmp_path: Path, kit: type[Kit]) -> None:
     """Ctrl-C (the dispatch's stop event) stops polling and planning; the jobs stay with the
     provider, recorded, and the next run collects them: nothing asked twice."""
     import asyncio

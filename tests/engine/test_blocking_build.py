@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 from cryptography.hazmat.primitives import serialization
@@ -29,6 +29,9 @@ from providers.sim.credentials import DEFAULT_CREDENTIALS, SimCredentials
 from providers.sim.rehearse import rehearse_model
 from providers.sim.server import SimHandle
 from providers.types import ChatRequest, HttpRequest, ModelConfig
+
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
 
 FAST = RetryPolicy(max_attempts=6, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05)
 #: Replies the other lane must parse while one build blocks.
@@ -114,7 +117,7 @@ class FlakyRefresh:
         return self.inner.parse(status, headers, body)
 
 
-def test_only_adapters_that_say_so_are_built_on_threads(kit: Any) -> None:
+def test_only_adapters_that_say_so_are_built_on_threads(kit: type[Kit]) -> None:
     _config, adapter = kit.sim_model("m", "http://127.0.0.1:9")
     assert not builds_may_block(adapter)
     assert builds_may_block(BlockingBuild(adapter, CountingParses(adapter)))
@@ -133,7 +136,7 @@ def test_only_adapters_that_say_so_are_built_on_threads(kit: Any) -> None:
 
 
 async def test_a_blocking_build_does_not_stall_another_lane(
-    tmp_path: Path, kit: Any, sim: SimHandle
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
     plan = kit.write_plan(
         tmp_path / "plan.parquet", kit.plan_rows("slow", 4) + kit.plan_rows("fast", 60)
@@ -161,7 +164,7 @@ async def test_a_blocking_build_does_not_stall_another_lane(
 
 
 async def test_retryable_refresh_failure_is_retried_without_an_attempt(
-    tmp_path: Path, kit: Any, sim: SimHandle
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("v", 5))
     config, inner = kit.sim_model("v", sim.root_url, concurrency=1)
@@ -181,7 +184,7 @@ async def test_retryable_refresh_failure_is_retried_without_an_attempt(
 
 
 async def test_permanent_refresh_failure_stops_only_its_lane(
-    tmp_path: Path, kit: Any, sim: SimHandle
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
     plan = kit.write_plan(
         tmp_path / "plan.parquet", kit.plan_rows("v", 5) + kit.plan_rows("ok", 10)
@@ -207,7 +210,7 @@ async def test_permanent_refresh_failure_stops_only_its_lane(
 
 
 async def test_vertex_with_a_key_the_token_endpoint_refuses_stops_its_lane(
-    tmp_path: Path, kit: Any, sim: SimHandle
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
     """The real path: google-auth's JWT grant refused by the simulator's token endpoint."""
     stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import polars as pl
 import pytest
@@ -20,12 +20,20 @@ from engine.scan import scan_attempts, scan_responses
 from engine.spend import Prices, SpendCap, recorded_spend, worst_case_cost
 from providers.sim.server import SimHandle, start_sim
 
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
+
 # Truncations here are random faults, not a model repeating itself: give them every attempt
 # (the answer-failure budget is tested in tests/local_model/test_answer_retries.py).
 FAST = RetryPolicy(
     max_attempts=6, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05, max_answer_failures=6
 )
-PRICES = {"price_in_per_mtok": 800.0, "price_out_per_mtok": 2400.0}
+class _Prices(TypedDict):
+    price_in_per_mtok: float
+    price_out_per_mtok: float
+
+
+PRICES: _Prices = {"price_in_per_mtok": 800.0, "price_out_per_mtok": 2400.0}
 CONCURRENCY = 4
 
 
@@ -38,7 +46,7 @@ def ledger_spend(run_dir: Path, prices: Prices, model: str) -> float:
 
 
 async def test_cap_stops_part_way_and_resume_with_higher_cap_finishes(
-    tmp_path: Path, kit: Any
+    tmp_path: Path, kit: type[Kit]
 ) -> None:
     prices = Prices(PRICES["price_in_per_mtok"], PRICES["price_out_per_mtok"])
     rows = kit.plan_rows("paid", 40)
@@ -121,7 +129,7 @@ async def test_cap_stops_part_way_and_resume_with_higher_cap_finishes(
 
 
 async def test_unpriced_models_are_not_counted_and_said_so_once(
-    tmp_path: Path, kit: Any, sim: SimHandle
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
     plan = kit.write_plan(
         tmp_path / "plan.parquet", kit.plan_rows("paid", 6) + kit.plan_rows("free", 6)

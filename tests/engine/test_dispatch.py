@@ -7,7 +7,7 @@ import io
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 import polars as pl
 import pytest
@@ -22,11 +22,14 @@ from providers.base import Adapter
 from providers.sim.server import SimHandle, start_sim
 from providers.types import Completion, Failure, ModelConfig, Outcome
 
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
+
 FAST = RetryPolicy(max_attempts=8, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05)
 
 
 async def test_all_rows_accepted_once_across_two_lanes(
-    tmp_path: Path, kit: Any, sim: SimHandle
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
     plan = kit.write_plan(
         tmp_path / "plan.parquet", kit.plan_rows("sim-a", 60) + kit.plan_rows("sim-b", 40)
@@ -61,7 +64,7 @@ async def test_all_rows_accepted_once_across_two_lanes(
 
 
 async def test_retries_counted_by_cause_and_reconciled_with_simulator(
-    tmp_path: Path, kit: Any
+    tmp_path: Path, kit: type[Kit]
 ) -> None:
     async with await start_sim(port=0, faults="hostile", seed=7, retry_after_s=0.01) as sim:
         plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 150))
@@ -102,7 +105,7 @@ async def test_retries_counted_by_cause_and_reconciled_with_simulator(
 
 
 async def test_bad_key_stops_its_lane_and_the_other_lane_finishes(
-    tmp_path: Path, kit: Any, sim: SimHandle
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
     plan = kit.write_plan(
         tmp_path / "plan.parquet", kit.plan_rows("good", 30) + kit.plan_rows("badkey", 30)
@@ -162,7 +165,7 @@ class QuotaSpent:
 
 
 async def test_quota_exhausted_pauses_lane_without_retry_loop(
-    tmp_path: Path, kit: Any, sim: SimHandle
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
     plan = kit.write_plan(
         tmp_path / "plan.parquet", kit.plan_rows("q", 20) + kit.plan_rows("ok", 20)
@@ -188,7 +191,7 @@ async def test_quota_exhausted_pauses_lane_without_retry_loop(
 
 
 async def test_invalid_answers_are_retried_and_raw_text_kept(
-    tmp_path: Path, kit: Any, sim: SimHandle
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
     # keys the forecaster will not answer under: the strict parser rejects every reply
     rows = [
@@ -237,7 +240,7 @@ async def test_invalid_answers_are_retried_and_raw_text_kept(
 
 @pytest.mark.parametrize("stop_after", [5])
 async def test_stop_event_leaves_rest_unaccepted(
-    tmp_path: Path, kit: Any, sim: SimHandle, stop_after: int
+    tmp_path: Path, kit: type[Kit], sim: SimHandle, stop_after: int
 ) -> None:
     import asyncio
 
@@ -273,7 +276,9 @@ def _attempts_so_far(run_dir: Path) -> int:
     except (FileNotFoundError, pl.exceptions.ComputeError):
         return 0
 
-async def test_stop_is_prompt_even_during_a_long_retry_after(tmp_path: Path, kit: Any) -> None:
+async def test_stop_is_prompt_even_during_a_long_retry_after(
+    tmp_path: Path, kit: type[Kit],
+) -> None:
     import asyncio
     import time
 
@@ -306,7 +311,7 @@ async def test_stop_is_prompt_even_during_a_long_retry_after(tmp_path: Path, kit
 
 
 async def test_collector_settings_are_restored_after_overlapping_dispatches(
-    tmp_path: Path, kit: Any, sim: SimHandle
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
     """Dispatch collects less often while lanes run (`engine.dispatch._quiet_gc`); whatever
     order overlapping dispatches end in, the process gets its settings back."""

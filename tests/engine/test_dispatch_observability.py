@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -15,6 +15,9 @@ from engine.lanes import LaneState, LaneStats
 from engine.logs import EngineLog
 from engine.progress import LiveProgress, render
 from providers.sim.server import SimHandle
+
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
 
 KEY = "sk-proj-THISISASECRETKEY1234567890"
 
@@ -68,7 +71,7 @@ def test_live_progress_is_inert_without_a_terminal() -> None:
 
 
 async def test_dispatch_drives_progress_and_logs_summary(
-    tmp_path: Path, sim: SimHandle, kit: Any
+    tmp_path: Path, sim: SimHandle, kit: type[Kit]
 ) -> None:
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 20))
     config, adapter = kit.sim_model("sim-coherent", sim.root_url)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from aiohttp import web
@@ -22,6 +22,9 @@ from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
 from providers import openai as openai_provider
 from providers.types import Failure, ModelConfig
+
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit, ServeAny
 
 FAST = RetryPolicy(max_attempts=3, base_s=0.001, cap_s=0.002, max_retry_after_s=0.01)
 PAGE = "<html><body>Welcome to nginx!</body></html>"
@@ -46,7 +49,7 @@ def _completion(number: int) -> web.Response:
 
 
 @pytest.fixture
-def serve(serve_any: Any) -> Callable[[Reply], Awaitable[str]]:
+def serve(serve_any: ServeAny) -> Callable[[Reply], Awaitable[str]]:
     """`serve_any` (conftest) answering the n-th request with `reply(n)`; returns base_url."""
 
     async def start(reply: Reply) -> str:
@@ -63,7 +66,7 @@ def serve(serve_any: Any) -> Callable[[Reply], Awaitable[str]]:
 
 
 async def _dispatch(
-    tmp_path: Path, kit: Any, base_url: str, n: int, policy: RetryPolicy = FAST
+    tmp_path: Path, kit: type[Kit], base_url: str, n: int, policy: RetryPolicy = FAST
 ) -> Any:
     config = ModelConfig(
         name="m", provider="openai", model="m", base_url=base_url, max_tokens=64, concurrency=2
@@ -76,7 +79,7 @@ async def _dispatch(
 
 
 async def test_a_web_page_at_base_url_stops_the_lane_naming_it(
-    tmp_path: Path, kit: Any, serve: Any
+    tmp_path: Path, kit: type[Kit], serve: Any
 ) -> None:
     url = await serve(lambda n: web.Response(text=PAGE, content_type="text/html"))
     summary = await _dispatch(tmp_path, kit, url, 200)
@@ -96,7 +99,7 @@ async def test_a_web_page_at_base_url_stops_the_lane_naming_it(
 
 
 async def test_json_that_is_not_a_chat_completion_is_foreign_too(
-    tmp_path: Path, kit: Any, serve: Any
+    tmp_path: Path, kit: type[Kit], serve: Any
 ) -> None:
     url = await serve(lambda n: web.json_response({"status": "ok", "version": "1.2"}))
     summary = await _dispatch(tmp_path, kit, url, 50)
@@ -105,7 +108,7 @@ async def test_json_that_is_not_a_chat_completion_is_foreign_too(
 
 
 async def test_after_one_reply_in_the_format_foreign_replies_are_only_retried(
-    tmp_path: Path, kit: Any, serve: Any
+    tmp_path: Path, kit: type[Kit], serve: Any
 ) -> None:
     """A real provider's odd reply now and then never stops its lane: one in the format
     first, then more pages in a row than the streak, then completions again. Every query is

@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,6 +16,9 @@ from engine.ledger import Ledger
 from engine.retry import RetryPolicy
 from engine.scan import scan_responses
 from providers.sim.server import SimHandle
+
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="per-thread priority is Linux's")
 
@@ -49,7 +52,7 @@ def test_yield_cpu_never_raises_a_priority() -> None:
 
 
 async def test_dispatch_folds_in_a_lowered_thread_and_loses_nothing(
-    tmp_path: Path, kit: Any, sim: SimHandle, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, kit: type[Kit], sim: SimHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every fold during dispatch runs at the housekeeping priority; the event loop's thread keeps
     its own, and every answer is in the shards once the ledger is closed."""

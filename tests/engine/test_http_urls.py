@@ -9,7 +9,7 @@ with `InvalidSignatureException` (the simulator checks SigV4 as AWS does).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -22,12 +22,15 @@ from providers.sim.rehearse import rehearse_model
 from providers.sim.server import start_sim
 from providers.types import ChatRequest, HttpRequest, ModelConfig
 
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit, ServeAny
+
 HAIKU = "anthropic.claude-3-haiku-20240307-v1:0"
 FAST = RetryPolicy(max_attempts=2, base_s=0.01, cap_s=0.02, max_retry_after_s=0.02)
 
 
 async def test_bedrock_model_with_colon_is_accepted_through_the_engine(
-    tmp_path: Path, kit: Any
+    tmp_path: Path, kit: type[Kit]
 ) -> None:
     config = ModelConfig(name="haiku", provider="bedrock", model=HAIKU, max_tokens=256)
     async with await start_sim() as sim:
@@ -51,7 +54,7 @@ async def test_bedrock_model_with_colon_is_accepted_through_the_engine(
     assert scan_responses(tmp_path / "run").collect().height == 6
 
 
-async def test_fetch_sends_the_path_verbatim(serve_any: Any) -> None:
+async def test_fetch_sends_the_path_verbatim(serve_any: ServeAny) -> None:
     """Escaped reserved characters reach the server escaped, exactly as built."""
     seen: list[str] = []
 

@@ -12,13 +12,16 @@ import signal
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pytest
 
 from engine.scan import scan_attempts, scan_responses
 from providers.sim.server import start_sim
+
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
 
 CHILD = textwrap.dedent(
     """
@@ -54,7 +57,7 @@ def _segments(run_dir: Path) -> int:
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 async def test_kill9_at_random_moments_loses_and_duplicates_nothing(
-    tmp_path: Path, kit: Any
+    tmp_path: Path, kit: type[Kit]
 ) -> None:
     rng = random.Random(20261130)
     rows = kit.plan_rows("sim-coherent", 150) + kit.plan_rows("sim-noisy", 150)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 import polars as pl
 import pytest
@@ -19,6 +19,9 @@ from engine.retry import PERMANENT, RetryPolicy
 from engine.scan import scan_attempts
 from providers.sim.server import start_sim
 from providers.types import MAX_CONCURRENCY, RETRYABLE, Outcome
+
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
 
 
 def test_cap_slow_starts_then_cuts_once_per_episode_and_grows_back() -> None:
@@ -115,7 +118,9 @@ def test_retry_classes_match_the_paper() -> None:
     assert not PERMANENT & RETRYABLE
 
 
-async def test_retry_after_is_waited_out_and_cap_cut_is_logged(tmp_path: Path, kit: Any) -> None:
+async def test_retry_after_is_waited_out_and_cap_cut_is_logged(
+    tmp_path: Path, kit: type[Kit],
+) -> None:
     async with await start_sim(port=0, faults="rate_limit=0.3", seed=5, retry_after_s=0.25) as sim:
         plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 30))
         config, adapter = kit.sim_model("sim-coherent", sim.root_url, concurrency=4)
@@ -146,7 +151,7 @@ async def test_retry_after_is_waited_out_and_cap_cut_is_logged(tmp_path: Path, k
     assert summary.lanes[config.name].retries.by_cause["rate_limit"] == limited.height
 
 
-async def test_a_slow_provider_never_stalls_another_lane(tmp_path: Path, kit: Any) -> None:
+async def test_a_slow_provider_never_stalls_another_lane(tmp_path: Path, kit: type[Kit]) -> None:
     from providers.sim.faults import FaultKind, FaultProfile
 
     slow_profile = FaultProfile("all-slow", {FaultKind.SLOW: 1.0}, slow_delay_s=1.5)
@@ -187,7 +192,7 @@ async def test_try_acquire_takes_free_slots_but_never_a_queued_waiters() -> None
 
 
 async def test_a_concurrency_beyond_the_maximum_is_refused_before_any_worker(
-    tmp_path: Path, kit: Any
+    tmp_path: Path, kit: type[Kit]
 ) -> None:
     # A lane starts one worker per slot: a billion used to allocate until memory ran out.
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 3))

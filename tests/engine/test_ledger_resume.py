@@ -4,18 +4,21 @@ journal (no in-memory copy of the campaign's ids), against the local simulator."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.dispatch import dispatch
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts, scan_responses
 from providers.sim.server import SimHandle
 
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
+
 FAST = RetryPolicy(max_attempts=4, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05)
 
 
 async def test_resume_asks_only_what_earlier_runs_left(
-    tmp_path: Path, kit: Any, sim: SimHandle
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
     rows = kit.plan_rows("sim-a", 50)
     first = kit.write_plan(tmp_path / "first.parquet", rows[:30])
@@ -52,7 +55,7 @@ async def test_resume_asks_only_what_earlier_runs_left(
 
 
 async def test_a_row_accepted_earlier_in_this_run_is_skipped_on_a_later_slice(
-    tmp_path: Path, kit: Any, sim: SimHandle
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
     """The plan repeats row 0 as row 100: by the time the feeder reads row 100's slice, the
     first copy was accepted in this run (journal, or a shard after a compaction); it must be
@@ -82,7 +85,7 @@ async def test_a_row_accepted_earlier_in_this_run_is_skipped_on_a_later_slice(
 
 
 async def test_each_lane_reads_only_the_stretch_of_the_plan_holding_its_rows(
-    tmp_path: Path, kit: Any, sim: SimHandle, monkeypatch: Any
+    tmp_path: Path, kit: type[Kit], sim: SimHandle, monkeypatch: Any
 ) -> None:
     """A plan sorted by model: the lane of the model at the end starts reading at its first
     row (not at row 0), and a model whose rows are interleaved is still asked in full."""

@@ -8,7 +8,7 @@ import time
 from collections import deque
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import given
@@ -20,6 +20,9 @@ from engine.limits import Hold, TokenBucket, estimate_tokens
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
 from providers.sim.server import SimHandle, start_sim
+
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
 
 
 def _greedy(bucket: TokenBucket, amounts: list[float], lag: list[float]) -> list[float]:
@@ -136,7 +139,7 @@ class _PacingClock:
 
 @pytest.mark.timeout(60)
 async def test_engine_runs_near_simulator_limit_without_earning_429(
-    tmp_path: Path, kit: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rpm, window = 600.0, 5.0
     pacing = _PacingClock(monkeypatch)
@@ -211,7 +214,7 @@ class _ResetHeaders:
 
 
 async def test_zero_remaining_holds_the_lane_until_reset(
-    tmp_path: Path, sim: SimHandle, kit: Any
+    tmp_path: Path, sim: SimHandle, kit: type[Kit]
 ) -> None:
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 5))
     config, adapter = kit.sim_model("sim-coherent", sim.root_url, concurrency=1)
@@ -230,7 +233,7 @@ async def test_zero_remaining_holds_the_lane_until_reset(
 
 
 async def test_token_rate_limit_paces_by_estimated_and_reported_tokens(
-    tmp_path: Path, sim: SimHandle, kit: Any
+    tmp_path: Path, sim: SimHandle, kit: type[Kit]
 ) -> None:
     rows = kit.plan_rows("sim-coherent", 16, grouped_every=0)
     plan = kit.write_plan(tmp_path / "plan.parquet", rows)

@@ -11,7 +11,7 @@ import asyncio
 import html
 import socket
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pytest
@@ -24,6 +24,9 @@ from engine.retry import RetryPolicy
 from engine.scan import scan_attempts, scan_responses
 from providers.sim.server import start_sim
 from runs.report_page import render_page
+
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
 
 #: Three attempts per request: without the pause, seconds of refused connections exhaust them.
 POLICY = RetryPolicy(max_attempts=3, base_s=0.01, cap_s=0.05)
@@ -39,7 +42,7 @@ def free_port() -> int:
 
 
 async def run_with_provider_down_for(
-    tmp_path: Path, kit: Any, outage: OutagePolicy, down_s: float
+    tmp_path: Path, kit: type[Kit], outage: OutagePolicy, down_s: float
 ) -> tuple[DispatchSummary, Path]:
     """Up until it has answered a few requests (a lane that never reached its server stops
     at once instead: a wrong address), down for `down_s`, then up again on the same port.
@@ -79,7 +82,7 @@ async def run_with_provider_down_for(
 
 @pytest.mark.timeout(60)
 async def test_a_lane_pauses_and_probes_while_its_provider_is_down(
-    tmp_path: Path, kit: Any
+    tmp_path: Path, kit: type[Kit]
 ) -> None:
     summary, run_dir = await run_with_provider_down_for(tmp_path, kit, QUICK_OUTAGE, 1.5)
     assert summary.complete
@@ -111,7 +114,7 @@ async def test_a_lane_pauses_and_probes_while_its_provider_is_down(
 
 @pytest.mark.timeout(60)
 async def test_without_the_pause_the_same_outage_exhausts_attempts(
-    tmp_path: Path, kit: Any
+    tmp_path: Path, kit: type[Kit]
 ) -> None:
     never = OutagePolicy(streak=10_000)
     summary, run_dir = await run_with_provider_down_for(tmp_path, kit, never, 1.5)

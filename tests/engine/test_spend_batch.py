@@ -8,7 +8,7 @@ The batch provider is the engine's fake (tests/engine/batch_fake.py), labelled a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,6 +22,9 @@ from providers.types import ModelConfig
 from runs.audit import run_audit
 from tests.engine.batch_fake import FakeBatch
 
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
+
 MODEL = "fake-batch"
 POLICY = RetryPolicy(max_attempts=6, base_s=0.001, cap_s=0.002)
 # Live at $10 per million tokens either way, batch at $1: the two can't be mistaken.
@@ -32,7 +35,9 @@ PRICED = ModelConfig(
 )  # fmt: skip
 
 
-async def test_earlier_batch_lines_are_priced_at_batch_prices(tmp_path: Path, kit: Any) -> None:
+async def test_earlier_batch_lines_are_priced_at_batch_prices(
+    tmp_path: Path, kit: type[Kit],
+) -> None:
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 40))
     run_dir = tmp_path / "run"
     done = await dispatch(
@@ -57,7 +62,7 @@ async def test_earlier_batch_lines_are_priced_at_batch_prices(tmp_path: Path, ki
     assert recorded_spend(run_dir, {MODEL: live_only}) == pytest.approx(tokens * 10.0 / 1e6)
 
 
-def test_live_and_batch_attempts_each_at_their_prices(tmp_path: Path, kit: Any) -> None:
+def test_live_and_batch_attempts_each_at_their_prices(tmp_path: Path, kit: type[Kit]) -> None:
     # kit attempts report 50 tokens in and 5 out; two live, three a batch job carried
     with Ledger.open(tmp_path) as ledger:
         for i in range(2):
@@ -89,7 +94,9 @@ def test_a_batch_model_priced_for_batch_only_is_counted_by_the_cap() -> None:
     assert unpriced([batch_only, live_batch_only]) == ["x"]
 
 
-def test_a_live_attempt_that_mentions_a_batch_job_is_priced_live(tmp_path: Path, kit: Any) -> None:
+def test_a_live_attempt_that_mentions_a_batch_job_is_priced_live(
+    tmp_path: Path, kit: type[Kit],
+) -> None:
     """Only where the batch lane puts its mark (first, or in the closing note) does an attempt
     count as carried by a batch job: a live attempt whose provider's message mentions one is
     charged the live prices, not a tenth of them."""

@@ -8,7 +8,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import orjson
 import pytest
@@ -18,8 +18,11 @@ from engine.audit import audit
 from engine.ledger import Ledger
 from engine.status import status
 
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
 
-def _populate(ledger: Ledger, kit: Any) -> None:
+
+def _populate(ledger: Ledger, kit: type[Kit]) -> None:
     """alpha: 3 of 4 accepted (one after two rate limits); beta: one invalid, one auth error."""
     for i in range(3):
         rid = f"alpha-{i}"
@@ -35,7 +38,7 @@ def _populate(ledger: Ledger, kit: Any) -> None:
     ledger.record_result(kit.attempt("beta-1", 1, "beta", "auth_error", "bad key"), None)
 
 
-def test_counts_by_model_cause_and_pending_failure(tmp_path: Path, kit: Any) -> None:
+def test_counts_by_model_cause_and_pending_failure(tmp_path: Path, kit: type[Kit]) -> None:
     kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})
     with Ledger.open(tmp_path) as ledger:
         _populate(ledger, kit)
@@ -68,7 +71,7 @@ def test_counts_by_model_cause_and_pending_failure(tmp_path: Path, kit: Any) -> 
     assert live["journal_segments"] >= 1 and done["journal_segments"] == 0
 
 
-def test_finished_and_not_started(tmp_path: Path, kit: Any) -> None:
+def test_finished_and_not_started(tmp_path: Path, kit: type[Kit]) -> None:
     assert status(tmp_path)["state"] == "not started"
     kit.id_plan(tmp_path, {"alpha": 1})
     with Ledger.open(tmp_path) as ledger:
@@ -126,7 +129,7 @@ def test_live_then_died_after_kill_nine(tmp_path: Path) -> None:
     assert recovered.given_up["interrupted"] == 1 and recovered.given_up["timeout"] == 0
 
 
-def test_command_line_json_and_table(tmp_path: Path, kit: Any) -> None:
+def test_command_line_json_and_table(tmp_path: Path, kit: type[Kit]) -> None:
     from runs.cli import app
 
     kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})
@@ -144,7 +147,7 @@ def test_command_line_json_and_table(tmp_path: Path, kit: Any) -> None:
     assert missing.exit_code == 2
 
 
-def test_refused_duplicate_acceptances_are_counted(tmp_path: Path, kit: Any) -> None:
+def test_refused_duplicate_acceptances_are_counted(tmp_path: Path, kit: type[Kit]) -> None:
     with Ledger.open(tmp_path) as ledger:
         for n in (1, 2):
             ok = kit.attempt("alpha-0", n, "alpha", "ok")
@@ -155,7 +158,7 @@ def test_refused_duplicate_acceptances_are_counted(tmp_path: Path, kit: Any) -> 
     assert summary["pending_failures"]["total"] == 0
 
 
-def test_lane_states_from_the_engine_are_shown(tmp_path: Path, kit: Any) -> None:
+def test_lane_states_from_the_engine_are_shown(tmp_path: Path, kit: type[Kit]) -> None:
     from runs.cli import app
 
     kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})
@@ -179,7 +182,7 @@ def test_lane_states_from_the_engine_are_shown(tmp_path: Path, kit: Any) -> None
     assert table.exit_code == 0 and "invalid api key" in table.output
 
 
-def test_a_dead_runs_lanes_read_as_left_when_it_died(tmp_path: Path, kit: Any) -> None:
+def test_a_dead_runs_lanes_read_as_left_when_it_died(tmp_path: Path, kit: type[Kit]) -> None:
     from runs.cli import app
 
     kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})

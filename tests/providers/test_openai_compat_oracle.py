@@ -5,7 +5,7 @@ its response types must read our canned replies the way our parser does."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import openai
@@ -19,6 +19,9 @@ from providers.base import Adapter
 from providers.openai_compat import ClientDialect, parse_reply
 from providers.registry import adapter_for
 from providers.types import ChatRequest, Completion, Failure, HttpRequest, ModelConfig
+
+if TYPE_CHECKING:
+    from tests.providers.conftest import CaptureServer
 
 KEYS = {
     "GROQ_API_KEY": "gsk_fake_groq_key_0123456789",
@@ -42,7 +45,7 @@ async def send(http: HttpRequest) -> None:
 
 
 async def ours_and_theirs(
-    capture_server: Any, adapter: Adapter, call: Callable[[], Any]
+    capture_server: CaptureServer, adapter: Adapter, call: Callable[[], Any]
 ) -> tuple[Any, Any, HttpRequest]:
     http = adapter.build(REQ)
     await send(http)
@@ -67,7 +70,7 @@ def same(ours: Any, theirs: Any) -> None:
     ],
 )
 async def test_bearer_providers_match_the_openai_client(
-    capture_server: Any, provider: str, model: str, token_kw: str
+    capture_server: CaptureServer, provider: str, model: str, token_kw: str
 ) -> None:
     base = capture_server.root_url + "/v1"
     config = ModelConfig(
@@ -91,7 +94,7 @@ async def test_bearer_providers_match_the_openai_client(
     assert http.omitted == ()
 
 
-async def test_azure_deployment_url_matches_the_azure_client(capture_server: Any) -> None:
+async def test_azure_deployment_url_matches_the_azure_client(capture_server: CaptureServer) -> None:
     config = ModelConfig(
         name="GPT-5.6 Luna", provider="azure", model="gpt-5.6-luna",
         base_url=capture_server.root_url, api_version="2024-10-21", temperature=1.0,
@@ -118,7 +121,7 @@ async def test_azure_deployment_url_matches_the_azure_client(capture_server: Any
     assert http.omitted == ("temperature",)
 
 
-async def test_azure_entra_token_matches_the_azure_client(capture_server: Any) -> None:
+async def test_azure_entra_token_matches_the_azure_client(capture_server: CaptureServer) -> None:
     env = {"AZURE_OPENAI_AD_TOKEN": "eyJfake.entra.token0123", "AZURE_OPENAI_ENDPOINT":
            capture_server.root_url}
     config = ModelConfig(name="gpt-4o", provider="azure", model="gpt-4o", api_version="2024-10-21",
@@ -140,7 +143,7 @@ async def test_azure_entra_token_matches_the_azure_client(capture_server: Any) -
     assert http.omitted == ()
 
 
-async def test_azure_v1_path_matches_the_openai_client(capture_server: Any) -> None:
+async def test_azure_v1_path_matches_the_openai_client(capture_server: CaptureServer) -> None:
     config = ModelConfig(name="luna", provider="azure", model="gpt-5.6-luna",
                          base_url=capture_server.root_url, max_tokens=100)
     client = openai.AsyncOpenAI(base_url=capture_server.root_url + "/openai/v1",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -231,7 +232,7 @@ async def test_simulators_own_rate_limit_is_a_rate_limit_with_a_wait(provider: s
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-async def test_rehearsed_configs_work_with_our_adapters(provider: str, tmp_path: Any) -> None:
+async def test_rehearsed_configs_work_with_our_adapters(provider: str, tmp_path: Path) -> None:
     """The simulator's `rehearse_model` and our adapters agree on URLs and credentials."""
     from providers.sim.rehearse import rehearse_model
 
