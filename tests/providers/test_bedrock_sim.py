@@ -22,22 +22,14 @@ from providers.sim.faults import INTENDED_OUTCOME, FaultKind, FaultProfile
 from providers.sim.rehearse import rehearse_model
 from providers.sim.server import start_sim
 from providers.types import ChatRequest, Completion, Failure, HttpRequest, ModelConfig, Outcome
-
-PROMPT = ChatRequest(
-    "r1",
-    "You are a careful forecaster. Reply with a JSON object only.",
-    'What is the probability that the S&P 500 closes up tomorrow? Reply as {"probability": p}.',
-    seed=7,
+from tests.providers.sim_client import (
+    CLIENT_TIMEOUT_S,
+    PROMPT,
+    RETRY_AFTER_S,
+    SLOW_DELAY_S,
+    SLOW_FAULT_TIMEOUT_S,
 )
-#: A clean reply takes milliseconds; the client waits seconds, so a loaded machine never
-#: turns one into a timeout (0.3 s once did, under load).
-CLIENT_TIMEOUT_S = 2.0
-#: A slow fault's reply comes after the client gave up, whatever the load (load only
-#: delays it further).
-SLOW_DELAY_S = CLIENT_TIMEOUT_S + 0.5
-#: A test that knows every reply is a slow fault need not wait the whole timeout.
-SLOW_FAULT_TIMEOUT_S = 0.3
-RETRY_AFTER_S = 0.25
+
 HAIKU = "anthropic.claude-3-haiku-20240307-v1:0"
 OPUS_47 = "us.anthropic.claude-opus-4-7-v1:0"
 

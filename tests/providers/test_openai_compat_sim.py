@@ -25,6 +25,13 @@ from providers.types import (
     ModelConfig,
     Outcome,
 )
+from tests.providers.sim_client import (
+    CLIENT_TIMEOUT_S,
+    PROMPT,
+    RETRY_AFTER_S,
+    SLOW_DELAY_S,
+    SLOW_FAULT_TIMEOUT_S,
+)
 
 ENV = {
     "GROQ_API_KEY": CREDS.groq_api_key,
@@ -33,21 +40,6 @@ ENV = {
     "SIM_OPENAI_KEY": CREDS.openai_api_key,
 }
 PROVIDERS = ("sim", "openai", "groq", "deepinfra", "azure")
-PROMPT = ChatRequest(
-    "r1",
-    "You are a careful forecaster. Reply with a JSON object only.",
-    'What is the probability that the S&P 500 closes up tomorrow? Reply as {"probability": p}.',
-    seed=7,
-)
-#: A clean reply takes milliseconds; the client waits seconds, so a loaded machine never
-#: turns one into a timeout (0.3 s was too tight for that).
-CLIENT_TIMEOUT_S = 2.0
-#: A slow fault's reply comes after the client gave up, whatever the load (load only
-#: delays it further).
-SLOW_DELAY_S = CLIENT_TIMEOUT_S + 0.5
-#: A test that knows every reply is a slow fault need not wait the whole timeout.
-SLOW_FAULT_TIMEOUT_S = 0.3
-RETRY_AFTER_S = 0.25
 
 
 def config_for(provider: str, root: str, **kw: Any) -> ModelConfig:
