@@ -18,7 +18,7 @@ from providers.base import Adapter
 from providers.registry import adapter_for
 from providers.sigv4_signer import AwsCredentials, signed_headers
 from providers.sim.credentials import DEFAULT_CREDENTIALS, SimCredentials
-from providers.sim.faults import INTENDED_OUTCOME, FaultKind, FaultProfile
+from providers.sim.faults import FaultKind, FaultProfile
 from providers.sim.rehearse import rehearse_model
 from providers.sim.server import start_sim
 from providers.types import ChatRequest, Completion, Failure, HttpRequest, ModelConfig, Outcome
@@ -27,7 +27,10 @@ from tests.providers.sim_client import (
     PROMPT,
     RETRY_AFTER_S,
     SLOW_DELAY_S,
-    SLOW_FAULT_TIMEOUT_S,
+    assert_classified,
+    give_up,
+    intended,
+    only,
 )
 
 HAIKU = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -99,29 +102,12 @@ async def test_an_unencoded_url_breaks_the_signature(tmp_path: Path) -> None:
     assert "signature" in bad.detail.lower()
 
 
-def expected(kind: FaultKind) -> tuple[Outcome, float | None]:
-    return INTENDED_OUTCOME[kind], (RETRY_AFTER_S if kind is FaultKind.RATE_LIMIT else None)
-
-
-def give_up(kind: FaultKind) -> float:
-    """The client's timeout when every reply is `kind`."""
-    return SLOW_FAULT_TIMEOUT_S if kind is FaultKind.SLOW else CLIENT_TIMEOUT_S
-
-
 @pytest.mark.parametrize("kind", list(FaultKind), ids=lambda k: k.value)
 async def test_every_injected_fault_is_classified(kind: FaultKind, tmp_path: Path) -> None:
-    profile = FaultProfile(kind.value, {kind: 1.0}, slow_delay_s=SLOW_DELAY_S)
+    profile = only(kind)
     result = await one(model(), tmp_path, profile, timeout_s=give_up(kind))
-    outcome, retry_after = expected(kind)
-    assert isinstance(result, Failure), result
-    assert result.outcome is outcome, result
-    if kind in (FaultKind.RATE_LIMIT, FaultKind.RATE_LIMIT_BARE):
-        assert result.retry_after_s == (pytest.approx(retry_after) if retry_after else None)
-        assert not result.quota_exhausted
-    if kind is FaultKind.OUTPUT_CAP:
-        assert result.raw_text and result.tokens_out
-    if kind is FaultKind.MISSING_ROUTING:
-        assert result.raw_text
+    outcome, retry_after = intended(kind)
+    assert_classified(result, kind, outcome, retry_after)
 
 
 async def test_outcomes_reconcile_with_the_simulators_counts(tmp_path: Path) -> None:
@@ -139,7 +125,7 @@ async def test_outcomes_reconcile_with_the_simulators_counts(tmp_path: Path) -> 
     injected = {kind: counts.get(f"fault.{kind.value}", 0) for kind in FaultKind}
     want: Counter[Outcome | None] = Counter()
     for kind, n in injected.items():
-        want[expected(kind)[0]] += n
+        want[intended(kind)[0]] += n
     want[None] += 40 - sum(injected.values())
     assert +seen == +want
     assert sum(injected.values()) > 5

@@ -30,7 +30,9 @@ from tests.providers.sim_client import (
     PROMPT,
     RETRY_AFTER_S,
     SLOW_DELAY_S,
-    SLOW_FAULT_TIMEOUT_S,
+    assert_classified,
+    give_up,
+    only,
 )
 
 ENV = {
@@ -121,30 +123,17 @@ def expected(provider: str, kind: FaultKind) -> tuple[Outcome | None, float | No
     return INTENDED_OUTCOME[kind], None
 
 
-def give_up(kind: FaultKind) -> float:
-    """The client's timeout when every reply is `kind`."""
-    return SLOW_FAULT_TIMEOUT_S if kind is FaultKind.SLOW else CLIENT_TIMEOUT_S
-
-
 @pytest.mark.parametrize("kind", list(FaultKind), ids=lambda k: k.value)
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_every_injected_fault_is_classified(provider: str, kind: FaultKind) -> None:
-    profile = FaultProfile(kind.value, {kind: 1.0}, slow_delay_s=SLOW_DELAY_S)
+    profile = only(kind)
     result = await one(provider, profile, timeout_s=give_up(kind))
     outcome, retry_after = expected(provider, kind)
     if outcome is None:
         assert isinstance(result, Completion), result
         assert "can't help" in result.text  # kept raw; the answer parser rejects it
         return
-    assert isinstance(result, Failure), result
-    assert result.outcome is outcome, result
-    if kind in (FaultKind.RATE_LIMIT, FaultKind.RATE_LIMIT_BARE):
-        assert result.retry_after_s == (pytest.approx(retry_after) if retry_after else None)
-        assert not result.quota_exhausted
-    if kind is FaultKind.OUTPUT_CAP:
-        assert result.raw_text and result.tokens_out
-    if kind is FaultKind.MISSING_ROUTING:
-        assert result.raw_text  # the unroutable answer is still kept for the audit
+    assert_classified(result, kind, outcome, retry_after)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

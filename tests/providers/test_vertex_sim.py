@@ -21,7 +21,7 @@ from providers.base import Adapter
 from providers.google_auth_tokens import TokenCache, TokenRefreshError, load_credentials
 from providers.registry import adapter_for
 from providers.sim.credentials import SimCredentials
-from providers.sim.faults import INTENDED_OUTCOME, FaultKind, FaultProfile
+from providers.sim.faults import FaultKind, FaultProfile
 from providers.sim.rehearse import rehearse_model
 from providers.sim.server import start_sim
 from providers.types import ChatRequest, Completion, Failure, HttpRequest, ModelConfig, Outcome
@@ -31,7 +31,10 @@ from tests.providers.sim_client import (
     PROMPT,
     RETRY_AFTER_S,
     SLOW_DELAY_S,
-    SLOW_FAULT_TIMEOUT_S,
+    assert_classified,
+    give_up,
+    intended,
+    only,
 )
 
 GEMINI = "gemini-3.5-flash"
@@ -147,31 +150,14 @@ async def test_a_service_account_the_simulator_does_not_trust(tmp_path: Path) ->
     assert pem.splitlines()[1] not in str(caught.value)
 
 
-def expected(kind: FaultKind) -> tuple[Outcome, float | None]:
-    return INTENDED_OUTCOME[kind], (RETRY_AFTER_S if kind is FaultKind.RATE_LIMIT else None)
-
-
-def give_up(kind: FaultKind) -> float:
-    """The client's timeout when every reply is `kind`."""
-    return SLOW_FAULT_TIMEOUT_S if kind is FaultKind.SLOW else CLIENT_TIMEOUT_S
-
-
 @pytest.mark.parametrize("kind", list(FaultKind), ids=lambda k: k.value)
 @pytest.mark.parametrize("model_id", MODELS, ids=["gemini", "maverick"])
 async def test_every_injected_fault_is_classified(model_id: str, kind: FaultKind,
                                                   tmp_path: Path) -> None:
-    profile = FaultProfile(kind.value, {kind: 1.0}, slow_delay_s=SLOW_DELAY_S)
+    profile = only(kind)
     result = await one(model(model_id), tmp_path, profile, timeout_s=give_up(kind))
-    outcome, retry_after = expected(kind)
-    assert isinstance(result, Failure), result
-    assert result.outcome is outcome, result
-    if kind in (FaultKind.RATE_LIMIT, FaultKind.RATE_LIMIT_BARE):
-        assert result.retry_after_s == (pytest.approx(retry_after) if retry_after else None)
-        assert not result.quota_exhausted
-    if kind is FaultKind.OUTPUT_CAP:
-        assert result.raw_text and result.tokens_out
-    if kind is FaultKind.MISSING_ROUTING:
-        assert result.raw_text
+    outcome, retry_after = intended(kind)
+    assert_classified(result, kind, outcome, retry_after)
 
 
 @pytest.mark.parametrize("model_id", MODELS, ids=["gemini", "maverick"])
@@ -191,7 +177,7 @@ async def test_outcomes_reconcile_with_the_simulators_counts(model_id: str,
     injected = {kind: counts.get(f"fault.{kind.value}", 0) for kind in FaultKind}
     want: Counter[Outcome | None] = Counter()
     for kind, n in injected.items():
-        want[expected(kind)[0]] += n
+        want[intended(kind)[0]] += n
     want[None] += 40 - sum(injected.values())
     assert +seen == +want
     assert sum(injected.values()) > 5
