@@ -70,16 +70,22 @@ class DiskFull(RuntimeError):
     """A run folder's write failed for want of space: the run stops starting attempts and
     keeps everything already written; freeing space and running again resumes."""
 
-    def __init__(self, where: Path | str, error: BaseException) -> None:
+    def __init__(self, where: Path | str, error: BaseException, note: str = "") -> None:
         filename = getattr(error, "filename", None)
         self.where = Path(filename) if filename else Path(where)
         reason = getattr(error, "strerror", None) or os.strerror(errno.ENOSPC)
-        super().__init__(f"disk full: no space left for {self.where} ({reason})")
+        # `note` says what `where` is when it is not the run folder (the user frees space
+        # where the message points: a folder they never named needs saying why it is used).
+        super().__init__(
+            f"disk full: no space left for {self.where} ({reason})" + (f": {note}" if note else "")
+        )
 
 
 @contextlib.contextmanager
-def disk_full_raised(where: Path | str, folder: Path | None = None) -> Iterator[None]:
-    """Re-raise, as `DiskFull(where, ...)`, any error that says the disk is full
+def disk_full_raised(
+    where: Path | str, folder: Path | None = None, note: str = ""
+) -> Iterator[None]:
+    """Re-raise, as `DiskFull(where, ..., note)`, any error that says the disk is full
     (`is_disk_full`, with `folder` for polars' lost ENOSPC); everything else as it was."""
     try:
         yield
@@ -88,7 +94,7 @@ def disk_full_raised(where: Path | str, folder: Path | None = None) -> Iterator[
     except Exception as exc:
         if not is_disk_full(exc, folder):
             raise
-        raise DiskFull(where, exc) from exc
+        raise DiskFull(where, exc, note) from exc
 
 
 def fsync_path(path: Path) -> None:

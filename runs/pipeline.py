@@ -441,6 +441,13 @@ def _queries_asked(spec: CampaignSpec, units: UnitSource, saved: list[PlanLine] 
     return queries_before_sharing(spec, units)
 
 
+#: What a full disk while the plan is staged says the staging folder is, and what to do.
+STAGING_FULL = (
+    "the system's temporary folder, where a new run's plan is written before it goes into the "
+    "run folder; free space there, or point TMPDIR at a folder with room"
+)
+
+
 @dataclass(frozen=True)
 class StagedPlan:
     """A new folder's plan written while the estimate renders every prompt (so they are
@@ -479,9 +486,11 @@ def _estimate(
     console: Console,
     progress: bool,
 ) -> list[PlanLine]:
-    # The staged plan's parts may run out of room (in the temporary folder, not run_dir).
+    # The staged plan's parts may run out of room in the system's temporary folder, not in
+    # run_dir: the message must send the user there (freeing space in run_dir would not help).
     # Rendering a paper-scale plan takes seconds: count them, as dispatch counts answers.
-    with disk_full_raised(run_dir), PlanningProgress(
+    where, note = (run_dir, "") if staged is None else (staged.staging, STAGING_FULL)
+    with disk_full_raised(where, staged.staging if staged else None, note), PlanningProgress(
         console, spec.name, enabled=progress and console.is_terminal
     ) as shown:
         return estimate(spec, units, plan=staged, progress=shown.update)
@@ -619,7 +628,7 @@ def _design_and_plan(
     plan_path = run_dir / "plan.parquet"
     if not plan_path.exists():
         if staged is not None:
-            staged.writer.commit(run_dir)
+            _commit_staged(staged, run_dir)
         else:
             write_plan(spec, run_dir, units)
     if staged is not None:
@@ -632,6 +641,26 @@ def _design_and_plan(
         + (" — rehearsal on the local simulator" if rehearse else "")
     )
     return plan_path
+
+
+def _commit_staged(staged: StagedPlan, run_dir: Path) -> None:
+    """The staged plan into `run_dir`. A part that the full temporary folder cut short may
+    fail only here, read back (polars can lose a write's ENOSPC): then the message names
+    the temporary folder, not the run folder, which has room."""
+    try:
+        staged.writer.commit(run_dir)
+    except Exception as exc:
+        staging = staged.writer.staging
+        if is_disk_full(exc, staging) and _no_room(staging):
+            raise DiskFull(staging, exc, STAGING_FULL) from exc
+        raise
+
+
+def _no_room(folder: Path) -> bool:
+    try:
+        return os.statvfs(folder).f_bavail == 0
+    except OSError:
+        return False
 
 
 async def _dispatch_campaign(

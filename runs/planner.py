@@ -221,6 +221,7 @@ class PlanWriter:
     """
 
     def __init__(self, staging: Path) -> None:
+        self.staging = staging
         self.plan = _PartWriter(staging / ".plan-parts", PLAN_SCHEMA)
         self.members = _PartWriter(staging / ".member-parts", MEMBER_SCHEMA)
 

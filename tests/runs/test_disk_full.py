@@ -66,9 +66,14 @@ def fill(disk: Path, leave: int) -> Path:
     return ballast
 
 
-def dutchbook(*args: str) -> subprocess.CompletedProcess[str]:
+def dutchbook(*args: str, tmpdir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The command in its own process; `tmpdir` becomes its TMPDIR (the system's temporary
+    folder, where a new run stages its plan)."""
     exe = str(Path(sys.executable).with_name("dutchbook"))
-    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=180, check=False)
+    env = None if tmpdir is None else dict(os.environ, TMPDIR=str(tmpdir))
+    return subprocess.run(
+        [exe, *args], capture_output=True, text=True, timeout=180, check=False, env=env
+    )
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -121,6 +126,27 @@ def test_a_disk_too_full_to_plan_says_so_and_leaves_no_pid_file(tmp_path: Path) 
         line = one_error_line(result)
         assert "disk full: no space left for" in line and str(out) in line
         assert not (out / "run.pid").exists()
+
+
+def test_a_full_temporary_folder_while_planning_is_named_with_tmpdir(tmp_path: Path) -> None:
+    # A new run stages its plan in the system's temporary folder before it goes into the run
+    # folder. When that one filled, the message named the run folder (on a disk with room),
+    # so freeing space where it pointed could not help.
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(SPEC, encoding="utf-8")
+    out = tmp_path / "run"
+    with small_tmpfs(tmp_path / "scratch", "1m") as scratch:
+        fill(scratch, leave=4 * 1024)
+        result = dutchbook("run", str(spec_path), "--out", str(out), tmpdir=scratch)
+        assert result.returncode == 6, result.stdout + result.stderr
+        line = one_error_line(result)
+        assert f"no space left for {scratch}/" in line, line
+        assert "TMPDIR" in line and str(out) not in line, line
+        assert not (out / "run.pid").exists()
+        assert [p.name for p in scratch.iterdir()] == ["ballast"]  # the staging is removed
+    result = dutchbook("run", str(spec_path), "--out", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert scan_responses(out).collect().height == PLANNED
 
 
 def _finished_run_on(disk: Path, spec_path: Path) -> Path:
