@@ -144,9 +144,8 @@ def test_a_full_temporary_folder_while_planning_is_named_with_tmpdir(tmp_path: P
         assert "TMPDIR" in line and str(out) not in line, line
         assert not (out / "run.pid").exists()
         assert [p.name for p in scratch.iterdir()] == ["ballast"]  # the staging is removed
-    result = dutchbook("run", str(spec_path), "--out", str(out))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert scan_responses(out).collect().height == PLANNED
+    # Nothing was sent, so nothing is lost; resuming after a full disk is tested above.
+    assert not (out / "journal").exists()
 
 
 def _finished_run_on(disk: Path, spec_path: Path) -> Path:
