@@ -59,7 +59,13 @@ from runs.planning_progress import PlanningProgress
 from runs.report import write_report
 from runs.report_page import write_page
 from runs.scoring_step import score_run
-from runs.signals import INTERRUPTED, leave_terminal, stop_signals_to_catch, terminal_fds
+from runs.signals import (
+    INTERRUPTED,
+    leave_terminal,
+    mark_interrupt_said,
+    stop_signals_to_catch,
+    terminal_fds,
+)
 from runs.spec import CampaignSpec, SpecError, load_spec
 from runs.units import UnitSource
 
@@ -598,6 +604,7 @@ async def _run_locked(
     summary = await _dispatch_campaign(spec, run_dir, plan_path, signals, injected.update, options)
     if summary is None:  # second signal: no scoring, out at once
         console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
+        mark_interrupt_said()
         return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True)
     clock.lap("dispatch", run_dir)
     return _score_and_report(
@@ -774,6 +781,7 @@ def _score_and_report(
         console.print(f"{summary.spend.message()} — {SPEND_CAP_HINT}", soft_wrap=True)
     if interrupted:
         console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
+        mark_interrupt_said()
     return CampaignResult(
         run_dir=run_dir,
         summary=summary,

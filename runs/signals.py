@@ -21,6 +21,22 @@ from typing import Any
 EXIT_INTERRUPTED = 130
 #: What an interrupted command says; a command adds what running it again does.
 INTERRUPTED = "interrupted — run the same command again"
+#: Whether this process has said it was interrupted (`mark_interrupt_said`). typer turns a
+#: Ctrl-C that lands in its own frames (between a command's end and the exit) into exit 130
+#: without a word; `runs.cli.main` says the line then, unless a command already did.
+_interrupt_said = False
+
+
+def mark_interrupt_said() -> None:
+    """Record that the interrupt's line was written (each place that writes it calls this)."""
+    global _interrupt_said
+    _interrupt_said = True
+
+
+def interrupt_said() -> bool:
+    return _interrupt_said
+
+
 #: What stops a command: Ctrl-C, `kill`/`timeout`/a service manager, a terminal closing.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -112,5 +128,10 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "INTERRUPTED",
     "STOP_SIGNALS",
-    "held", "leave_terminal", "stops_as_interrupt", "terminal_fds",
+    "held",
+    "interrupt_said",
+    "leave_terminal",
+    "mark_interrupt_said",
+    "stops_as_interrupt",
+    "terminal_fds",
 ]

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from runs.signals import EXIT_INTERRUPTED, INTERRUPTED
+from runs.signals import EXIT_INTERRUPTED, INTERRUPTED, mark_interrupt_said
 
 _stderr = Console(stderr=True, highlight=False)
 
@@ -99,6 +99,7 @@ def interrupt_says_rerun() -> Iterator[None]:
         yield
     except KeyboardInterrupt:
         typer.echo(f"{INTERRUPTED} to finish", err=True)
+        mark_interrupt_said()
         raise typer.Exit(EXIT_INTERRUPTED) from None
 
 

@@ -32,7 +32,7 @@ from runs.figure_workers import FigureWorkerDied, FigureWorkers
 from runs.memory import imports_frozen
 from runs.pipeline import INTERRUPTED_MESSAGE, RunBusy, RunError, run_campaign
 from runs.planner import CampaignTooLarge
-from runs.signals import EXIT_INTERRUPTED
+from runs.signals import EXIT_INTERRUPTED, mark_interrupt_said
 
 # EXIT_BUSY (5) and EXIT_DISK_FULL (6) are every command's, from runs.commands._errors,
 # and EXIT_INTERRUPTED (130) from runs.signals; the codes below are the run's own.
@@ -113,6 +113,7 @@ def run(
                 fail(str(exc), EXIT_REPORT_FAILED)
     except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
         typer.echo(INTERRUPTED_MESSAGE)
+        mark_interrupt_said()
         raise typer.Exit(EXIT_INTERRUPTED) from None
     typer.echo(f"run folder: {result.run_dir}")
     if result.disk_full is not None:

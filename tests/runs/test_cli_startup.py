@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -83,3 +84,70 @@ def test_ctrl_c_while_a_command_imports_says_so(monkeypatch: pytest.MonkeyPatch)
     result = CliRunner().invoke(app, ["run", "spec.toml"])
     assert result.exit_code == EXIT_INTERRUPTED == 130
     assert result.output.strip() == INTERRUPTED  # typer alone said nothing
+
+
+def _main_exit(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
+    """`runs.cli.main` as the console script runs it; its exit status."""
+    import runs.cli
+    import runs.signals
+
+    monkeypatch.setattr(runs.signals, "_interrupt_said", False)
+    monkeypatch.setattr(sys, "argv", ["dutchbook", *argv])
+    with pytest.raises(SystemExit) as exited:
+        runs.cli.main()
+    code = exited.value.code
+    assert isinstance(code, int)
+    return code
+
+
+def test_ctrl_c_in_typers_own_frames_still_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A Ctrl-C after the command's work, as typer leaves the command's context: typer turns
+    # it into exit 130 without a word (once in about 400 fuzzed early interrupts).
+    import typer
+
+    import runs.cli
+
+    invoked: list[bool] = []
+    invoke = runs.cli.LazyGroup.invoke
+
+    def invoke_then_mark(self: runs.cli.LazyGroup, ctx: Any) -> Any:
+        try:
+            return invoke(self, ctx)
+        finally:
+            invoked.append(True)
+
+    # typer's own click (a private copy): its context class, found through the group.
+    context = typer.main.get_command(app).context_class
+    leave = context.__exit__
+
+    def interrupted(self: Any, *exc: Any) -> Any:
+        if invoked and self.parent is None:  # typer leaving the command's outer context
+            raise KeyboardInterrupt
+        return leave(self, *exc)
+
+    monkeypatch.setattr(runs.cli.LazyGroup, "invoke", invoke_then_mark)
+    monkeypatch.setattr(context, "__exit__", interrupted)
+    assert _main_exit(["check", str(ROOT / "examples" / "figure1.toml")], monkeypatch) == 130
+    assert capsys.readouterr().err.splitlines()[-1:] == [INTERRUPTED]
+
+
+def test_an_interrupt_a_command_already_explained_is_not_said_twice(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import runs.cli
+
+    def interrupted(name: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runs.cli, "load_command", interrupted)
+    assert _main_exit(["run", "spec.toml"], monkeypatch) == 130
+    assert capsys.readouterr().err.count(INTERRUPTED) == 1
+
+
+def test_an_ordinary_exit_says_nothing_of_an_interrupt(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _main_exit(["check", str(ROOT / "examples" / "figure1.toml")], monkeypatch) == 0
+    assert INTERRUPTED not in capsys.readouterr().err
