@@ -25,10 +25,9 @@ from typer.core import TyperCommand, TyperGroup
 from runs.output import NO_ROOM_ERRNOS, STDOUT_NAME, OutputFull
 from runs.signals import (
     EXIT_INTERRUPTED,
-    INTERRUPTED,
     held,
     interrupt_said,
-    mark_interrupt_said,
+    say_interrupted,
     stops_as_interrupt,
 )
 
@@ -162,7 +161,7 @@ def main() -> None:
         # typer's own handler: a Ctrl-C that landed in typer's frames, outside the command
         # (`LazyGroup` catches those inside), exits 130 without a word.
         if exc.code == EXIT_INTERRUPTED and not interrupt_said():
-            _say_interrupted()
+            say_interrupted()
         raise
     except KeyboardInterrupt:  # before typer's own handling began (it builds the command)
         _interrupted_early()
@@ -177,15 +176,8 @@ def main() -> None:
 def _interrupted_early() -> NoReturn:
     """One line and exit 130 for a Ctrl-C (or SIGTERM, or a hangup: `runs.signals`) that no
     command turned into its own message."""
-    _say_interrupted()
+    say_interrupted()
     raise SystemExit(EXIT_INTERRUPTED)
-
-
-def _say_interrupted() -> None:
-    mark_interrupt_said()
-    with contextlib.suppress(OSError):
-        sys.stderr.write(INTERRUPTED + "\n")
-        sys.stderr.flush()
 
 
 def _no_room(exc: OSError, where: str) -> NoReturn:

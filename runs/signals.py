@@ -37,6 +37,14 @@ def interrupt_said() -> bool:
     return _interrupt_said
 
 
+def say_interrupted() -> None:
+    """Write the interrupt's line to stderr (where stderr is still there), once recorded."""
+    mark_interrupt_said()
+    with contextlib.suppress(OSError):
+        sys.stderr.write(INTERRUPTED + "\n")
+        sys.stderr.flush()
+
+
 #: What stops a command: Ctrl-C, `kill`/`timeout`/a service manager, a terminal closing.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -132,6 +140,7 @@ __all__ = [
     "interrupt_said",
     "leave_terminal",
     "mark_interrupt_said",
+    "say_interrupted",
     "stops_as_interrupt",
     "terminal_fds",
 ]

@@ -1,0 +1,54 @@
+"""The console script holds the stop signals while it imports the CLI (`runs.entry`): one
+that arrives then ends the command in one line, exit 130, not an import's traceback
+(Ctrl-C) or a silent death (SIGTERM, a hangup)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runs.entry import _HELD
+from runs.signals import EXIT_INTERRUPTED, INTERRUPTED, STOP_SIGNALS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Runs `dutchbook check` through the console script's `main`, sending itself `SIG` as the
+#: import of `MODULE` begins: `runs.signals` (before any handler exists: the hold must keep
+#: it) or the CLI (typer loading, the longest stretch).
+DURING_IMPORT = """
+import builtins, os, signal, sys
+import runs.entry
+real_import = builtins.__import__
+sent = []
+def importing(name, globals=None, locals=None, fromlist=(), level=0):
+    asked = [name] + [name + "." + item for item in fromlist or ()]
+    if "{module}" in asked and not sent:
+        sent.append(True)
+        os.kill(os.getpid(), signal.{sig})
+    return real_import(name, globals, locals, fromlist, level)
+builtins.__import__ = importing
+sys.argv = ["dutchbook", "check", "examples/figure1.toml"]
+runs.entry.main()
+"""
+
+
+def test_the_entry_holds_exactly_the_stop_signals() -> None:
+    assert set(_HELD) == set(STOP_SIGNALS)
+
+
+@pytest.mark.parametrize("module", ["runs.signals", "runs.cli"])
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_stop_signal_while_the_cli_imports_ends_in_one_line(sig: str, module: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", DURING_IMPORT.format(sig=sig, module=module)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+        # Ctrl-C as a terminal delivers it: not ignored (a background job's would be).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    assert done.returncode == EXIT_INTERRUPTED, done.stderr
+    assert done.stderr.strip() == INTERRUPTED  # no traceback, said once
+    assert "Dutch-book profit" not in done.stdout  # the command never ran
