@@ -43,8 +43,14 @@ def is_disk_full(exc: BaseException, folder: Path | None = None) -> bool:
         return False
     if any(text in str(exc) for text in _POLARS_DISK_FULL):
         return True
+    return folder is not None and has_no_room(folder)
+
+
+def has_no_room(folder: Path) -> bool:
+    """Whether the disk holding `folder` has no block left for this process (False when that
+    cannot be read)."""
     try:
-        return folder is not None and os.statvfs(folder).f_bavail == 0
+        return os.statvfs(folder).f_bavail == 0
     except OSError:
         return False
 

@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from engine.dispatch import DispatchSummary, dispatch
-from engine.durable import DiskFull, disk_full_raised, is_disk_full, why_unwritable
+from engine.durable import (
+    DiskFull,
+    disk_full_raised,
+    has_no_room,
+    is_disk_full,
+    why_unwritable,
+)
 from engine.ledger import LedgerBusy
 from engine.runlock import clear_pid, release_lock, write_pid
 from engine.scan import ATTEMPTS, RESPONSES
@@ -658,16 +664,9 @@ def _commit_staged(staged: StagedPlan, run_dir: Path) -> None:
         staged.writer.commit(run_dir)
     except Exception as exc:
         staging = staged.writer.staging
-        if is_disk_full(exc, staging) and _no_room(staging):
+        if is_disk_full(exc, staging) and has_no_room(staging):
             raise DiskFull(staging, exc, STAGING_FULL) from exc
         raise
-
-
-def _no_room(folder: Path) -> bool:
-    try:
-        return os.statvfs(folder).f_bavail == 0
-    except OSError:
-        return False
 
 
 async def _dispatch_campaign(

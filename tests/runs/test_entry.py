@@ -36,6 +36,13 @@ runs.entry.main()
 """
 
 
+def _not_ignored() -> None:
+    """The child as a terminal's command starts: a background job ignores Ctrl-C and `nohup`
+    (under which the suite may run) a hangup, and an ignored signal stays ignored."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def test_the_entry_holds_exactly_the_stop_signals() -> None:
     assert set(_HELD) == set(STOP_SIGNALS)
 
@@ -46,8 +53,7 @@ def test_a_stop_signal_while_the_cli_imports_ends_in_one_line(sig: str, module: 
     done = subprocess.run(
         [sys.executable, "-c", DURING_IMPORT.format(sig=sig, module=module)],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
-        # Ctrl-C as a terminal delivers it: not ignored (a background job's would be).
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=_not_ignored,
     )  # fmt: skip
     assert done.returncode == EXIT_INTERRUPTED, done.stderr
     assert done.stderr.strip() == INTERRUPTED  # no traceback, said once
