@@ -25,8 +25,8 @@ from typer.core import TyperCommand, TyperGroup
 from runs.output import NO_ROOM_ERRNOS, STDOUT_NAME, OutputFull
 from runs.signals import (
     EXIT_INTERRUPTED,
+    exit_interrupted,
     held,
-    interrupt_said,
     say_interrupted,
     stops_as_interrupt,
 )
@@ -123,13 +123,13 @@ class LazyGroup(TyperGroup):
         try:
             return super().make_context(*args, **kwargs)
         except KeyboardInterrupt:
-            _interrupted_early()
+            exit_interrupted()
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            _interrupted_early()
+            exit_interrupted()
 
 
 app = typer.Typer(
@@ -160,24 +160,17 @@ def main() -> None:
     except SystemExit as exc:
         # typer's own handler: a Ctrl-C that landed in typer's frames, outside the command
         # (`LazyGroup` catches those inside), exits 130 without a word.
-        if exc.code == EXIT_INTERRUPTED and not interrupt_said():
-            say_interrupted()
+        if exc.code == EXIT_INTERRUPTED:
+            say_interrupted()  # unless a command said it already
         raise
     except KeyboardInterrupt:  # before typer's own handling began (it builds the command)
-        _interrupted_early()
+        exit_interrupted()
     except OSError as exc:
         if exc.errno not in NO_ROOM_ERRNOS:
             raise
         _no_room(exc, f" to {exc.filename}" if exc.filename else "")
     except OutputFull as exc:  # a print of a command's (runs.output)
         _no_room(exc.error, f" to {STDOUT_NAME}")
-
-
-def _interrupted_early() -> NoReturn:
-    """One line and exit 130 for a Ctrl-C (or SIGTERM, or a hangup: `runs.signals`) that no
-    command turned into its own message."""
-    say_interrupted()
-    raise SystemExit(EXIT_INTERRUPTED)
 
 
 def _no_room(exc: OSError, where: str) -> NoReturn:

@@ -24,7 +24,7 @@ def main() -> None:
         before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
     except (AttributeError, OSError, ValueError):  # no signal masks here: run as is
         before = None
-    from runs.signals import EXIT_INTERRUPTED, interrupt_said, say_interrupted, stops_as_interrupt
+    from runs.signals import exit_interrupted, stops_as_interrupt
 
     try:
         with stops_as_interrupt():
@@ -35,9 +35,7 @@ def main() -> None:
                     signal.pthread_sigmask(signal.SIG_SETMASK, before)
             cli.main()  # it handles its own interrupts from here on
     except KeyboardInterrupt:
-        if not interrupt_said():
-            say_interrupted()
-        raise SystemExit(EXIT_INTERRUPTED) from None
+        exit_interrupted()
 
 
 __all__ = ["main"]

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 #: Exit status after an interrupt: what a shell reports for a command killed by SIGINT.
 EXIT_INTERRUPTED = 130
@@ -33,16 +33,21 @@ def mark_interrupt_said() -> None:
     _interrupt_said = True
 
 
-def interrupt_said() -> bool:
-    return _interrupt_said
-
-
 def say_interrupted() -> None:
-    """Write the interrupt's line to stderr (where stderr is still there), once recorded."""
+    """Write the interrupt's line to stderr (where stderr is still there), unless this process
+    already said it."""
+    if _interrupt_said:
+        return
     mark_interrupt_said()
     with contextlib.suppress(OSError):
         sys.stderr.write(INTERRUPTED + "\n")
         sys.stderr.flush()
+
+
+def exit_interrupted() -> NoReturn:
+    """The interrupt's line (`say_interrupted`) and exit 130."""
+    say_interrupted()
+    raise SystemExit(EXIT_INTERRUPTED)
 
 
 #: What stops a command: Ctrl-C, `kill`/`timeout`/a service manager, a terminal closing.
@@ -136,8 +141,8 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "INTERRUPTED",
     "STOP_SIGNALS",
+    "exit_interrupted",
     "held",
-    "interrupt_said",
     "leave_terminal",
     "mark_interrupt_said",
     "say_interrupted",
