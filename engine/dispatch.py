@@ -601,7 +601,8 @@ class _Run:
         self.ledger.close()
         if self.ledger.disk_full is not None:
             summary.disk_full = str(self.ledger.disk_full)
-            self.log.error("disk_full", detail=summary.disk_full)
+            # The summary carries it, and the caller says it (the CLI: one line, exit 6).
+            self.log.error("disk_full", echo=False, detail=summary.disk_full)
         _write_lane_states(self.run_dir, list(summary.lanes.values()))
         summary.elapsed_s = time.monotonic() - t0
         for line in summary.lines():

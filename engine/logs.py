@@ -149,8 +149,13 @@ class EngineLog:
     def warning(self, event: str, **fields: Any) -> None:
         self._emit("warning", event, fields)
 
-    def error(self, event: str, **fields: Any) -> None:
-        self._emit("error", event, fields)
+    def error(self, event: str, *, echo: bool = True, **fields: Any) -> None:
+        """An error; `echo=False` keeps it off the console, for one the caller states
+        itself (the CLI's one line for a full disk: said twice, it was two lines)."""
+        if echo:
+            self._emit("error", event, fields)
+        elif self._to_file is not None:
+            self._to_file.error(event, **fields)
 
     def close(self) -> None:
         if self._file is not None:

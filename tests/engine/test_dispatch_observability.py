@@ -44,6 +44,17 @@ def test_log_file_is_json_lines_and_console_concise(tmp_path: Path) -> None:
     assert "dutchbook error: lane_stopped model=m" in console.getvalue()
 
 
+def test_an_error_kept_off_the_console_is_still_logged_redacted(tmp_path: Path) -> None:
+    console = io.StringIO()
+    log = EngineLog(tmp_path, console=console, secrets=["hunter2-very-secret"])
+    log.error("disk_full", echo=False, detail="no space left for hunter2-very-secret")
+    log.close()
+    (event,) = [json.loads(line) for line in (tmp_path / "logs" / "engine.jsonl").open()]
+    assert event["event"] == "disk_full" and event["level"] == "error"
+    assert "hunter2-very-secret" not in event["detail"] and "echo" not in event
+    assert console.getvalue() == ""
+
+
 def test_progress_table_shows_each_lane() -> None:
     a = LaneStats(model="gpt-x", provider="openai", planned=100, already_accepted=10, accepted=40)
     a.retries.by_cause["rate_limit"] = 3

@@ -81,6 +81,9 @@ def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     assert "Traceback" not in output, output
     errors = [line for line in output.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1, output
+    # Nothing else on stderr: the engine's log echoed the full disk there too, just before
+    # the error line ("dutchbook error: disk_full detail=..."), two lines saying one thing.
+    assert result.stderr.strip().splitlines() == errors, result.stderr
     return errors[0]
 
 
