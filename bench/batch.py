@@ -90,7 +90,10 @@ def write_spec(folder: Path, providers: list[str], stock_days: int, passes: int,
         for p in providers
     )
     text = (
-        f'name = "batch-rehearsal"\nseed = 20261201\nparser = "lenient"\nmax_attempts = 8\n\n'
+        # 16 attempts: a line retried alone in a job that expires is not run (an expired job
+        # runs the first half of its lines), about a third of its tries, so 8 left a line
+        # unanswered, and the rehearsal incomplete, in about 3e-4 of small runs.
+        f'name = "batch-rehearsal"\nseed = 20261201\nparser = "lenient"\nmax_attempts = 16\n\n'
         f"[data]\nstock_days = {stock_days}\n\n{models}\n"
         f'[[arms]]\nname = "baseline"\npasses = {passes}\n'
     )

@@ -40,7 +40,8 @@ CHILD = textwrap.dedent(
                              concurrency=4, rpm=3000)
         configs[name] = config
         adapters[name] = openai_provider.create_adapter(config, {})
-    policy = RetryPolicy(max_attempts=20, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05)
+    policy = RetryPolicy(max_attempts=20, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05,
+                         max_answer_failures=8)  # 3 (the default): about 2e-4 of runs incomplete
     summary = asyncio.run(dispatch(plan, run_dir, configs, adapters, policy=policy,
                                    compact_every_n=25, compact_every_s=0.3, log_console=None))
     print("\\n".join(summary.lines()))

@@ -19,6 +19,7 @@ import runs.cli
 from engine.durable import disk_full_raised, is_disk_full
 from runs.commands._errors import EXIT_DISK_FULL
 from runs.output import OutputFull, stdout_console
+from tests.runs.run_folders import quickstart_for_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +56,7 @@ def test_a_run_whose_output_is_full_names_the_output_not_its_folder(tmp_path: Pa
     """Both `run` and `report` hold their folder's full-disk handling around their prints;
     the run stops where its output failed, and the same command with room finishes it."""
     out = tmp_path / "quick"
-    args = ["run", "runs/specs/quickstart.toml", "--out", str(out)]
+    args = ["run", str(quickstart_for_tests(tmp_path)), "--out", str(out)]
     done = _to_dev_full(args)
     assert done.returncode == EXIT_DISK_FULL, done.stderr
     assert done.stderr.splitlines() == [

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from runs.signals import stops_as_interrupt
+from tests.runs.run_folders import quickstart_for_tests
 
 DUTCHBOOK = str(Path(sys.executable).with_name("dutchbook"))
-SPEC = Path(__file__).resolve().parents[2] / "runs" / "specs" / "quickstart.toml"
 
 linux_only = pytest.mark.skipif(
     not os.path.exists("/proc/self/status"), reason="reads a process's caught signals in /proc"
@@ -69,7 +69,8 @@ def test_a_sigterm_before_dispatch_ends_the_run_in_one_line_and_it_resumes(
     plans (by default a SIGTERM there killed it without a word, exit -15)."""
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
     env.pop("PYTEST_CURRENT_TEST", None)
-    command = [DUTCHBOOK, "run", str(SPEC), "--out", str(tmp_path / "run")]
+    spec = quickstart_for_tests(tmp_path)
+    command = [DUTCHBOOK, "run", str(spec), "--out", str(tmp_path / "run")]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
     deadline = time.monotonic() + 30
