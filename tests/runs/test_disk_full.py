@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -151,10 +152,21 @@ def test_a_full_temporary_folder_while_planning_is_named_with_tmpdir(tmp_path: P
     assert not (out / "journal").exists()
 
 
-def _finished_run_on(disk: Path, spec_path: Path) -> Path:
-    out = disk / "run"
-    result = dutchbook("run", str(spec_path), "--out", str(out))
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The spec and a finished run of it, on an ordinary disk: three tests start from one
+    (a run takes seconds), each on its own copy on its own small disk."""
+    root = tmp_path_factory.mktemp("finished")
+    spec_path = root / "spec.toml"
+    spec_path.write_text(SPEC, encoding="utf-8")
+    result = dutchbook("run", str(spec_path), "--out", str(root / "run"))
     assert result.returncode == 0, result.stdout + result.stderr
+    return spec_path, root / "run"
+
+
+def _finished_run_on(disk: Path, finished: tuple[Path, Path]) -> Path:
+    out = disk / "run"
+    shutil.copytree(finished[1], out, symlinks=True)
     return out
 
 
@@ -164,14 +176,13 @@ def _scratch_left(out: Path) -> list[str]:
 
 @pytest.mark.parametrize("leave_kb", [8, 40])
 def test_a_disk_that_fills_after_dispatch_ends_the_run_in_one_line(
-    tmp_path: Path, leave_kb: int
+    tmp_path: Path, leave_kb: int, finished_run: tuple[Path, Path]
 ) -> None:
     # Scoring and the report write through polars, which reports ENOSPC as its own error (or
     # loses it and fails reading the truncated part back): each ended in a traceback, exit 1.
-    spec_path = tmp_path / "spec.toml"
-    spec_path.write_text(SPEC, encoding="utf-8")
+    spec_path = finished_run[0]
     with small_tmpfs(tmp_path / "disk", "8m") as disk:
-        out = _finished_run_on(disk, spec_path)
+        out = _finished_run_on(disk, finished_run)
         for derived in ("scores.parquet", "forecasts.parquet", "averaged.parquet"):
             (out / derived).unlink()
         ballast = fill(disk, leave=leave_kb * 1024)
@@ -185,14 +196,14 @@ def test_a_disk_that_fills_after_dispatch_ends_the_run_in_one_line(
         assert (out / "scores.parquet").exists() and (out / "report" / "index.html").exists()
 
 
-def test_the_folder_commands_on_a_full_disk_end_in_one_line(tmp_path: Path) -> None:
+def test_the_folder_commands_on_a_full_disk_end_in_one_line(
+    tmp_path: Path, finished_run: tuple[Path, Path]
+) -> None:
     # score and repair exited 2 (a user error's status), or with polars' traceback; reparse
     # and report with a traceback.
-    spec_path = tmp_path / "spec.toml"
-    spec_path.write_text(SPEC, encoding="utf-8")
     commands = ("score", "repair", "reparse", "report")
     with small_tmpfs(tmp_path / "disk", "8m") as disk:
-        out = _finished_run_on(disk, spec_path)
+        out = _finished_run_on(disk, finished_run)
         ballast = fill(disk, leave=0)
         for command in commands:
             result = dutchbook(command, str(out))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import shutil
 from pathlib import Path
 
 import orjson
@@ -77,6 +78,14 @@ def run(spec: Path, out: Path) -> None:
     asyncio.run(run_campaign(spec, out, console=console, progress=False))
 
 
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The spec (`write`) and a finished run of it, which tests that only resume it copy."""
+    root = tmp_path_factory.mktemp("finished")
+    run(write(root), root / "run")
+    return root / "spec.toml", root / "run"
+
+
 def test_a_data_file_edited_between_runs_is_refused_naming_it(tmp_path: Path) -> None:
     out = tmp_path / "run"
     run(write(tmp_path), out)
@@ -138,20 +147,20 @@ def test_prices_and_their_provenance_may_change_on_resume() -> None:
     ],
 )  # fmt: skip
 def test_a_damaged_record_of_the_design_is_named_and_nothing_is_sent(
-    tmp_path: Path, name: str, damage: bytes, words: str
+    tmp_path: Path, name: str, damage: bytes, words: str, finished_run: tuple[Path, Path]
 ) -> None:
     # Both used to end a resume in the parser's traceback.
-    out = tmp_path / "run"
-    run(write(tmp_path), out)
+    spec, out = finished_run[0], tmp_path / "run"
+    shutil.copytree(finished_run[1], out, symlinks=True)
     attempts = scan_attempts(out).collect().height
     original = (out / name).read_bytes()
     (out / name).write_bytes(damage)
     with pytest.raises(RunError, match=words):
-        run(tmp_path / "spec.toml", out)
+        run(spec, out)
     assert scan_attempts(out).collect().height == attempts
     if name == "design.json":  # deleting it, as the message offers, resumes and records anew
         (out / name).unlink()
     else:
         (out / name).write_bytes(original)
-    run(tmp_path / "spec.toml", out)
+    run(spec, out)
     assert orjson.loads((out / "design.json").read_bytes())["files"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,11 +100,21 @@ def test_a_resume_reads_the_saved_estimate_and_renders_nothing(
     assert rendered["by_arm"]["linked"]["shared"] > 0  # sharing is part of what is compared
 
 
-def test_a_resume_at_new_prices_reprices_the_saved_tokens(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    """A finished run at price 1.0 (its spec, folder and output), which tests copy."""
+    root = tmp_path_factory.mktemp("finished")
+    spec_path, out = write_spec(root, 1.0), root / "run"
+    return spec_path, out, run(spec_path, out)
+
+
+def test_a_resume_at_new_prices_reprices_the_saved_tokens(
+    tmp_path: Path, finished: tuple[Path, Path, str]
+) -> None:
     from runs.plan_estimate import resumed_estimate
 
     out = tmp_path / "run"
-    run(write_spec(tmp_path, 1.0), out)
+    shutil.copytree(finished[1], out, symlinks=True)
     spec = load_spec(write_spec(tmp_path, 5.0))  # prices are operational: may change
     saved = resumed_estimate(spec, out)
     assert saved is not None
@@ -111,10 +122,10 @@ def test_a_resume_at_new_prices_reprices_the_saved_tokens(tmp_path: Path) -> Non
 
 
 def test_an_estimate_that_disagrees_with_the_plan_is_rendered_again(
-    tmp_path: Path, renders: list[int]
+    tmp_path: Path, renders: list[int], finished: tuple[Path, Path, str]
 ) -> None:
-    spec_path, out = write_spec(tmp_path, 1.0), tmp_path / "run"
-    first = run(spec_path, out)
+    spec_path, out, first = finished[0], tmp_path / "run", finished[2]
+    shutil.copytree(finished[1], out, symlinks=True)
     record = orjson.loads((out / ESTIMATE_FILE).read_bytes())
     record["lines"][0]["queries"] += 1  # not what plan.parquet holds
     (out / ESTIMATE_FILE).write_bytes(orjson.dumps(record))
