@@ -609,8 +609,11 @@ class _Run:
             self.log.info("summary", line=line)
         for name, why in summary.halted().items():
             if summary.lanes[name].state is LaneState.CANCELLED:  # a stopped or paused lane
-                # said why when it stopped (`lane_stopped`, `lane_paused`): not twice
-                self.log.warning("lane_halted", model=name, reason=why)
+                # said why when it stopped (`lane_stopped`, `lane_paused`): not twice. Kept
+                # off the console: the caller asked for it (a signal, the spend cap) and says
+                # so in its own line, and the summary's lane lines say it again; a Ctrl-C of
+                # a 15-model sweep printed 15 warnings before them.
+                self.log.warning("lane_halted", echo=False, model=name, reason=why)
         self.log.close()
 
 

@@ -134,10 +134,10 @@ class EngineLog:
         )
         self._console_level = self._LEVELS[console_level]
 
-    def _emit(self, level: str, event: str, fields: dict[str, Any]) -> None:
+    def _emit(self, level: str, event: str, fields: dict[str, Any], echo: bool = True) -> None:
         if self._to_file is not None:
             getattr(self._to_file, level)(event, **fields)
-        if self._to_console is not None and self._LEVELS[level] >= self._console_level:
+        if echo and self._to_console is not None and self._LEVELS[level] >= self._console_level:
             getattr(self._to_console, level)(event, **fields)
 
     def debug(self, event: str, **fields: Any) -> None:
@@ -146,16 +146,14 @@ class EngineLog:
     def info(self, event: str, **fields: Any) -> None:
         self._emit("info", event, fields)
 
-    def warning(self, event: str, **fields: Any) -> None:
-        self._emit("warning", event, fields)
+    def warning(self, event: str, *, echo: bool = True, **fields: Any) -> None:
+        """A warning; `echo=False` keeps it off the console (see `error`)."""
+        self._emit("warning", event, fields, echo)
 
     def error(self, event: str, *, echo: bool = True, **fields: Any) -> None:
         """An error; `echo=False` keeps it off the console, for one the caller states
         itself (the CLI's one line for a full disk: said twice, it was two lines)."""
-        if echo:
-            self._emit("error", event, fields)
-        elif self._to_file is not None:
-            self._to_file.error(event, **fields)
+        self._emit("error", event, fields, echo)
 
     def close(self) -> None:
         if self._file is not None:

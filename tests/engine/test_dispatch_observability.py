@@ -48,10 +48,14 @@ def test_an_error_kept_off_the_console_is_still_logged_redacted(tmp_path: Path) 
     console = io.StringIO()
     log = EngineLog(tmp_path, console=console, secrets=["hunter2-very-secret"])
     log.error("disk_full", echo=False, detail="no space left for hunter2-very-secret")
+    log.warning("lane_halted", echo=False, model="m", reason="cancelled: stop requested")
     log.close()
-    (event,) = [json.loads(line) for line in (tmp_path / "logs" / "engine.jsonl").open()]
-    assert event["event"] == "disk_full" and event["level"] == "error"
-    assert "hunter2-very-secret" not in event["detail"] and "echo" not in event
+    events = [json.loads(line) for line in (tmp_path / "logs" / "engine.jsonl").open()]
+    assert [(e["event"], e["level"]) for e in events] == [
+        ("disk_full", "error"), ("lane_halted", "warning")
+    ]
+    assert "hunter2-very-secret" not in events[0]["detail"]
+    assert all("echo" not in e for e in events)
     assert console.getvalue() == ""
 
 

@@ -143,6 +143,9 @@ async def _interrupt(tmp_path: Path, sim: SimHandle, signals: list[signal.Signal
     assert proc.returncode == 130, out + err
     assert INTERRUPTED_MESSAGE in out
     assert "Traceback" not in err
+    # One line says it was interrupted; each lane used to warn "cancelled: stop requested"
+    # too, on stderr, before it (the summary's lane lines say so already).
+    assert "lane_halted" not in err, err
     return signalled
 
 
