@@ -151,7 +151,7 @@ def test_a_damaged_record_of_the_design_is_named_and_nothing_is_sent(
 ) -> None:
     # Both used to end a resume in the parser's traceback.
     spec, out = finished_run[0], tmp_path / "run"
-    shutil.copytree(finished_run[1], out, symlinks=True)
+    shutil.copytree(finished_run[1], out)
     attempts = scan_attempts(out).collect().height
     original = (out / name).read_bytes()
     (out / name).write_bytes(damage)

@@ -114,7 +114,7 @@ def test_a_resume_at_new_prices_reprices_the_saved_tokens(
     from runs.plan_estimate import resumed_estimate
 
     out = tmp_path / "run"
-    shutil.copytree(finished[1], out, symlinks=True)
+    shutil.copytree(finished[1], out)
     spec = load_spec(write_spec(tmp_path, 5.0))  # prices are operational: may change
     saved = resumed_estimate(spec, out)
     assert saved is not None
@@ -125,7 +125,7 @@ def test_an_estimate_that_disagrees_with_the_plan_is_rendered_again(
     tmp_path: Path, renders: list[int], finished: tuple[Path, Path, str]
 ) -> None:
     spec_path, out, first = finished[0], tmp_path / "run", finished[2]
-    shutil.copytree(finished[1], out, symlinks=True)
+    shutil.copytree(finished[1], out)
     record = orjson.loads((out / ESTIMATE_FILE).read_bytes())
     record["lines"][0]["queries"] += 1  # not what plan.parquet holds
     (out / ESTIMATE_FILE).write_bytes(orjson.dumps(record))
