@@ -17,6 +17,12 @@ TITLE = "Repeated elicitation: averaging k passes"
 #: beyond, the curve is a line in a shaded band of its intervals, with a few integer ticks
 #: (hundreds of error bars and tick labels drew a solid block and took seconds).
 MANY_PASSES = 20
+#: Panels (arms) per row: the paper's sweep scores ten arms with several passes, and ten
+#: panels side by side left each too narrow for its labels (matplotlib's tight layout gave
+#: up, with a warning on the run's stderr).
+PANELS_PER_ROW = 3
+#: The height of one row of panels (inches).
+ROW_HEIGHT = 3.4
 
 
 def draw(inputs: FigureInputs, path: Path) -> str:
@@ -31,9 +37,16 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         raise Omit("no arm was scored with two or more passes")
     plt = _style.pyplot()
     arms = sorted({c["arm"] for c in cells})
-    fig, axes = plt.subplots(1, len(arms), figsize=(_style.WIDTH, 3.4), squeeze=False, sharey=False)
+    columns = min(len(arms), PANELS_PER_ROW)
+    rows = -(-len(arms) // columns)
+    fig, grid = plt.subplots(
+        rows, columns, figsize=(_style.WIDTH, ROW_HEIGHT * rows), squeeze=False, sharey=False
+    )
+    axes = [ax for row in grid for ax in row]
+    for unused in axes[len(arms):]:
+        unused.set_visible(False)
     styles = _style.model_styles(sorted({c["model"] for c in cells}))
-    for ax, arm in zip(axes[0], arms, strict=True):
+    for ax, arm in zip(axes[: len(arms)], arms, strict=True):
         for cell in (c for c in cells if c["arm"] == arm):
             points = [(b["k"], iv) for b in cell["by_k"] if (iv := _style.interval(b))]
             colour, marker = styles[cell["model"]]
@@ -51,8 +64,9 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         ax.set_xlabel("passes averaged (k)")
         ax.set_title(arm, loc="left")
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("mean profit per unit stake")
-    axes[0][0].legend(fontsize=8, frameon=False)
+    for row in grid:
+        row[0].set_ylabel("mean profit per unit stake")
+    axes[0].legend(fontsize=8, frameon=False)
     _style.tight_layout(fig)
     _style.save(fig, path)
     return (

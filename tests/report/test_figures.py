@@ -387,6 +387,33 @@ def test_repeated_elicitation_ticks_stay_readable_at_any_number_of_passes(
         assert high == pytest.approx(max(b["hi"] for b in by_k))
 
 
+def test_repeated_elicitation_of_the_papers_ten_arms_wraps_into_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The paper's sweep scores ten arms with several passes: side by side, ten panels were
+    too narrow for their labels, and matplotlib's layout gave up with a warning that reached
+    the run's stderr. Three panels a row, each arm in one, no warning."""
+    import warnings
+
+    from runs.report_figures import repeated as figure
+
+    arms = [f"arm-{i}" for i in range(10)]
+    cells = [
+        {"model": m, "arm": arm, "passes": 5, "single_pass_mean": 0.003,
+         "by_k": [{"k": k, **_iv(0.002 + 0.001 / k)} for k in range(1, 6)]}
+        for arm in arms for m in ("gpt-oss-120b", "claude-sonnet-5")
+    ]  # fmt: skip
+    inputs = FigureInputs({"rows": [], "repeated_elicitation": cells})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = _drawn_figure(figure, inputs, tmp_path / "fig7.png", monkeypatch)
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title(loc="left") for ax in shown] == arms
+    rows = sorted({round(ax.get_position().y0, 3) for ax in shown}, reverse=True)
+    assert len(rows) == 4  # 3 + 3 + 3 + 1
+    assert len(fig.axes) - len(shown) == 2  # the last row's two empty places, hidden
+
+
 def test_a_horizons_panel_a_model_did_not_run_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
