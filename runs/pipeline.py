@@ -472,6 +472,7 @@ class StagedPlan:
     folder: tempfile.TemporaryDirectory[str]
 
     def discard(self) -> None:
+        self.writer.close()  # a part still being written would land in the removed folder
         self.folder.cleanup()  # idempotent: `_staged_plan` calls it again on the way out
 
 

@@ -13,9 +13,11 @@ units and events). Rows are written in bounded batches, never held whole.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -172,33 +174,21 @@ def distinct_queries(
 
 
 class _PartWriter:
-    """Writes row batches to numbered Parquet parts, then one file through a streaming sink."""
+    """Writes frames to numbered Parquet parts, then one file through a streaming sink."""
 
     def __init__(self, folder: Path, schema: dict[str, Any]) -> None:
         self.folder, self.schema = folder, schema
-        self.rows: list[tuple[Any, ...]] = []
         self.parts = 0
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
 
-    def add(self, row: tuple[Any, ...]) -> None:
-        """One row, its values in the schema's column order."""
-        self.rows.append(row)
-        if len(self.rows) >= BATCH_ROWS:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.rows:
-            # Column-wise (engine.frames): row-wise frames cost more than the rest of planning.
-            columns = dict(zip(self.schema, map(list, zip(*self.rows, strict=True)), strict=True))
-            frame_from_columns(columns, self.schema).write_parquet(
-                self.folder / f"part-{self.parts:05d}.parquet", row_group_size=ROW_GROUP_ROWS
-            )
-            self.parts += 1
-            self.rows = []
+    def write(self, frame: pl.DataFrame) -> None:
+        frame.write_parquet(
+            self.folder / f"part-{self.parts:05d}.parquet", row_group_size=ROW_GROUP_ROWS
+        )
+        self.parts += 1
 
     def finish(self, target: Path) -> None:
-        self.flush()
         tmp = target.with_suffix(".parquet.tmp")
         if self.parts == 0:
             pl.DataFrame(schema=self.schema).write_parquet(tmp)
@@ -210,6 +200,10 @@ class _PartWriter:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+#: What only the plan holds, beside the columns it shares with the members (`PlanWriter`).
+_PLAN_ONLY = ("seed", "system", "user")
+
+
 class PlanWriter:
     """`plan.parquet` and `plan_members.parquet` from queries as they are rendered.
 
@@ -218,29 +212,94 @@ class PlanWriter:
     folder with `plan.parquet` has both. The staging folder may lie outside the run folder:
     `dutchbook run` writes the parts while it estimates, before it holds the folder's lock,
     and commits them once it does (`runs.pipeline`), so prompts are rendered once per run.
+
+    A batch is converted to a frame once: the plan's part is the members' rows that first
+    ask their request id, with the plan's own columns beside them, rather than the shared
+    columns (lists of events and keys among them) converted twice. The parts are written by
+    a thread of the writer's own (polars writes without the GIL) while the next batch
+    renders; at most one batch is in writing, and its error (a full disk) is raised by the
+    next `flush` or by `commit`. Measured on the 46,500-query family campaign of
+    `bench.whole_run`, estimate and commit in one process, 12 alternated pairs each: both
+    changes 0.92x of the time before them, then the thread 0.84x.
     """
 
     def __init__(self, staging: Path) -> None:
         self.staging = staging
         self.plan = _PartWriter(staging / ".plan-parts", PLAN_SCHEMA)
         self.members = _PartWriter(staging / ".member-parts", MEMBER_SCHEMA)
+        self._rows: list[tuple[Any, ...]] = []  # members' rows
+        self._first: list[bool] = []
+        self._plan_only: list[tuple[int, str, str]] = []  # of the rows that are first
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dutchbook-plan")
+        self._writing: Future[None] | None = None
 
     def add(self, pq: PlannedQuery, first: bool) -> None:
         """One arm's view of a query; `first` when no earlier query had its request id."""
-        rid, model, events, keys = pq.request_id, pq.model.name, pq.query.events, pq.query.keys
-        self.members.add((rid, model, pq.arm, pq.unit, pq.pass_index, events, keys))
+        query = pq.query
+        self._rows.append(
+            (pq.request_id, pq.model.name, pq.arm, pq.unit, pq.pass_index, query.events,
+             query.keys)
+        )  # fmt: skip
+        self._first.append(first)
         if first:
-            self.plan.add(
-                (rid, model, pq.arm, pq.unit, events, keys, pq.pass_index, pq.seed,
-                 pq.query.system, pq.query.user)
-            )  # fmt: skip
+            self._plan_only.append((pq.seed, query.system, query.user))
+        if len(self._rows) >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        """The rows added so far, as one part of each file."""
+        if not self._rows:
+            return
+        # Column-wise (engine.frames): row-wise frames cost more than the rest of planning.
+        members = frame_from_columns(_columns(MEMBER_SCHEMA, self._rows), MEMBER_SCHEMA)
+        only = {name: PLAN_SCHEMA[name] for name in _PLAN_ONLY}
+        plan = pl.concat(
+            [
+                members.filter(pl.Series(self._first, dtype=pl.Boolean)),
+                frame_from_columns(_columns(only, self._plan_only), only),
+            ],
+            how="horizontal",
+        ).select(list(PLAN_SCHEMA))
+        self._rows, self._first, self._plan_only = [], [], []
+        self._wait_for_writes()
+        self._writing = self._writer.submit(self._write_parts, members, plan)
+
+    def _write_parts(self, members: pl.DataFrame, plan: pl.DataFrame) -> None:
+        self.members.write(members)
+        if plan.height:
+            self.plan.write(plan)
+
+    def _wait_for_writes(self) -> None:
+        """The parts being written, done (their error, such as a full disk, raised here)."""
+        if self._writing is not None:
+            writing, self._writing = self._writing, None
+            writing.result()
+
+    def close(self) -> None:
+        """Stop writing without committing (the staging folder may be removed next): waits
+        for the part being written, whose error no longer matters."""
+        with contextlib.suppress(Exception):
+            self._wait_for_writes()
+        self._writer.shutdown()
 
     def commit(self, run_dir: Path) -> Path:
         """Both files into `run_dir`, atomically each; returns the plan's path."""
+        try:
+            self.flush()
+            self._wait_for_writes()
+        finally:
+            self.close()
         run_dir.mkdir(parents=True, exist_ok=True)
         self.members.finish(run_dir / "plan_members.parquet")
         self.plan.finish(run_dir / "plan.parquet")
         return run_dir / "plan.parquet"
+
+
+def _columns(schema: dict[str, Any], rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
+    """Rows (values in `schema`'s order) as one list per column."""
+    if not rows:
+        return {name: [] for name in schema}
+    return dict(zip(schema, map(list, zip(*rows, strict=True)), strict=True))
 
 
 def queries_before_sharing(spec: CampaignSpec, units: UnitSource) -> int:

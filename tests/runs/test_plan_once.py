@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import io
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +78,35 @@ def test_a_plan_written_while_estimating_is_the_plan(tmp_path: Path) -> None:
     assert plan["request_id"].n_unique() == plan.height < members.height  # shared queries
     assert plan.height == sum(line.queries for line in lines)
     assert [p.name for p in (tmp_path / "staging").iterdir()] == []  # parts merged and gone
+
+
+def test_a_part_that_cannot_be_written_stops_the_estimate_with_its_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parts are written by the writer's thread while the next batch renders: a write that
+    fails there (a full disk) is raised in the estimate, not lost with the thread, and the
+    writer then stops without leaving its thread behind."""
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(SPEC, encoding="utf-8")
+    spec = load_spec(spec_path)
+    monkeypatch.setattr(planner, "BATCH_ROWS", 40)
+    write = planner._PartWriter.write
+    written: list[str] = []
+
+    def second_part_fails(self: Any, frame: pl.DataFrame) -> None:
+        if len(written) == 2:  # the members' and the plan's first parts went through
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(self.folder.name)
+        write(self, frame)
+
+    monkeypatch.setattr(planner._PartWriter, "write", second_part_fails)
+    writer = PlanWriter(tmp_path / "staging")
+    with pytest.raises(OSError) as raised:
+        estimate(spec, UnitSource.from_spec(spec), plan=writer)
+    assert raised.value.errno == errno.ENOSPC
+    assert written == [".member-parts", ".plan-parts"]
+    writer.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("dutchbook-plan")]
 
 
 def test_a_new_run_renders_its_prompts_once(
