@@ -219,8 +219,9 @@ class PlanWriter:
     a thread of the writer's own (polars writes without the GIL) while the next batch
     renders; at most one batch is in writing, and its error (a full disk) is raised by the
     next `flush` or by `commit`. Measured on the 46,500-query family campaign of
-    `bench.whole_run`, estimate and commit in one process, 12 alternated pairs each: both
-    changes 0.92x of the time before them, then the thread 0.84x.
+    `bench.whole_run`, estimate and commit in one process, 12 alternated pairs each: the
+    single conversion took 0.92x the time of the writer before it, and with the thread too
+    0.84x (docs/performance.md).
     """
 
     def __init__(self, staging: Path) -> None:

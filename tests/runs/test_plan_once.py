@@ -93,13 +93,13 @@ def test_a_part_that_cannot_be_written_stops_the_estimate_with_its_error(
     write = planner._PartWriter.write
     written: list[str] = []
 
-    def second_part_fails(self: Any, frame: pl.DataFrame) -> None:
-        if len(written) == 2:  # the members' and the plan's first parts went through
+    def second_batch_fails(self: Any, frame: pl.DataFrame) -> None:
+        if len(written) == 2:  # the first batch's two parts went through
             raise OSError(errno.ENOSPC, "No space left on device")
         written.append(self.folder.name)
         write(self, frame)
 
-    monkeypatch.setattr(planner._PartWriter, "write", second_part_fails)
+    monkeypatch.setattr(planner._PartWriter, "write", second_batch_fails)
     writer = PlanWriter(tmp_path / "staging")
     with pytest.raises(OSError) as raised:
         estimate(spec, UnitSource.from_spec(spec), plan=writer)
