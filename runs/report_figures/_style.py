@@ -7,6 +7,7 @@ until a figure is drawn (the command line must start fast).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,33 @@ def use_log(means: Sequence[float]) -> bool:
     """Log scale when means span two decades or more (the paper's profits span ~100x), none
     at rounding level."""
     return bool(means) and min(means) >= LOG_FLOOR and max(means) / min(means) >= 100
+
+
+#: Exponents written as superscripts in plain text (the fonts have them).
+_SUPERSCRIPT = str.maketrans(
+    "-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
+)
+
+
+def decade_label(value: float, _position: int | None = None) -> str:
+    """A log axis' tick as plain text: 10⁻³ for a decade, the number itself otherwise."""
+    if value <= 0:
+        return ""
+    exponent = math.log10(value)
+    if abs(exponent - round(exponent)) > 1e-9:
+        return f"{value:g}"
+    return "10" + str(round(exponent)).translate(_SUPERSCRIPT)
+
+
+def log_x_axis(ax: Any) -> None:
+    """A log x axis whose ticks read 10⁻³. matplotlib writes a log axis' ticks as mathtext
+    (`$\\mathdefault{10^{-3}}$`), which `pyplot` turns off for the user's labels: the ticks
+    were drawn as that raw source, overlapping."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(decade_label))
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def interval(value: Any) -> dict[str, float] | None:

@@ -44,7 +44,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         capsize=3,
     )
     if _style.use_log([iv["mean"] for iv in profits]):
-        ax_p.set_xscale("log")
+        _style.log_x_axis(ax_p)
         ax_p.set_xlim(left=min(iv["mean"] for iv in profits) / 3)
     ax_p.set_xlabel("mean profit per unit stake")
     ax_p.set_title("Incoherence (lower is better)")

@@ -302,6 +302,37 @@ def test_without_outcomes_the_leaderboard_has_no_brier_panel(tmp_path: Path) -> 
     assert path.read_bytes().startswith(PNG)
 
 
+def test_a_log_profit_axis_reads_as_numbers_not_mathtext_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Profits spanning two decades put Figure 2 on a log axis. Its ticks were matplotlib's
+    mathtext (`$\\mathdefault{10^{-2}}$`), which the report turns off for user labels, so
+    the paper-scale rehearsal's figure showed that source, the labels overlapping."""
+    from runs.report_figures import _style, leaderboard
+
+    ticks: list[str] = []
+    save = _style.save
+
+    def read_ticks(fig: Any, path: Path) -> None:
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        assert ax.get_xscale() == "log"
+        low, high = ax.get_xlim()
+        shown = [t for t in ax.get_xticklabels() if low <= t.get_position()[0] <= high]
+        ticks.extend(t.get_text() for t in shown)
+        save(fig, path)
+
+    monkeypatch.setattr(_style, "save", read_ticks)
+    rows = [
+        {"model": f"m{i}", "arm": "baseline", "scored": True, "brier": None, "profit": _iv(v)}
+        for i, v in enumerate((0.0004, 0.003, 0.05))
+    ]
+    leaderboard.draw(FigureInputs({"rows": rows}), tmp_path / "fig2.png")
+    assert ticks == ["10\u207b\u00b3", "10\u207b\u00b2"]
+    assert _style.decade_label(1.0) == "10\u2070" and _style.decade_label(100.0) == "10\u00b2"
+    assert _style.decade_label(0.002) == "0.002"
+
+
 def _iv(mean: float) -> dict[str, float]:
     return {"mean": mean, "lo": mean * 0.8, "hi": mean * 1.2}
 
