@@ -114,7 +114,9 @@ def stops_as_interrupt() -> Iterator[None]:
     """SIGTERM and a hangup raise `KeyboardInterrupt`, as Ctrl-C does, until the block ends
     (see the module docstring). Nothing paid for is in flight outside dispatch, and each
     step there is safe to stop anywhere: a resume redoes it. A signal ignored when the
-    command started (a hangup under `nohup`) stays ignored."""
+    command started (a hangup under `nohup`) stays ignored, except Ctrl-C, which dispatch
+    catches always (`stop_signals_to_catch`): a script's background job starts with it
+    ignored, and a `kill -INT` from that script went unheard until dispatch began."""
     fds = terminal_fds()
 
     def interrupt(signum: int, frame: object) -> None:
@@ -124,8 +126,8 @@ def stops_as_interrupt() -> Iterator[None]:
 
     previous: dict[signal.Signals, Any] = {}
     for sig in stop_signals_to_catch():
-        if sig == signal.SIGINT:  # Ctrl-C raises it already
-            continue
+        if sig == signal.SIGINT and signal.getsignal(sig) is signal.default_int_handler:
+            continue  # Ctrl-C raises it already
         try:
             previous[sig] = signal.signal(sig, interrupt)
         except ValueError:  # not the main thread: leave the signals as they are

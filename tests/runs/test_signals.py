@@ -51,6 +51,26 @@ def test_an_ignored_signal_stays_ignored() -> None:
         signal.signal(signal.SIGHUP, before)
 
 
+def test_a_ctrl_c_ignored_when_the_command_started_stops_it_as_dispatch_would() -> None:
+    """A script's background job (`dutchbook run ... &`) starts with Ctrl-C ignored. Dispatch
+    catches it regardless (`stop_signals_to_catch`); before it, a `kill -INT` went unheard
+    and the run planned and dispatched to the end."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with pytest.raises(KeyboardInterrupt), stops_as_interrupt():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # a handler runs at the next bytecode: this is never waited out
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with stops_as_interrupt():  # not ignored: Python's own handler is left in place
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def _catches(pid: int, sent: signal.Signals) -> bool:
     """Whether process `pid` has a handler for `sent` now (Linux: /proc/PID/status)."""
     try:
