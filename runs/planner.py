@@ -201,7 +201,7 @@ class _PartWriter:
 
 
 #: What only the plan holds, beside the columns it shares with the members (`PlanWriter`).
-_PLAN_ONLY = ("seed", "system", "user")
+_PLAN_ONLY_SCHEMA = {name: PLAN_SCHEMA[name] for name in ("seed", "system", "user")}
 
 
 class PlanWriter:
@@ -253,11 +253,10 @@ class PlanWriter:
             return
         # Column-wise (engine.frames): row-wise frames cost more than the rest of planning.
         members = frame_from_columns(_columns(MEMBER_SCHEMA, self._rows), MEMBER_SCHEMA)
-        only = {name: PLAN_SCHEMA[name] for name in _PLAN_ONLY}
         plan = pl.concat(
             [
                 members.filter(pl.Series(self._first, dtype=pl.Boolean)),
-                frame_from_columns(_columns(only, self._plan_only), only),
+                frame_from_columns(_columns(_PLAN_ONLY_SCHEMA, self._plan_only), _PLAN_ONLY_SCHEMA),
             ],
             how="horizontal",
         ).select(list(PLAN_SCHEMA))
