@@ -406,6 +406,8 @@ class Lane(LaneControl):
                     self.outage.on_success()
                     return
                 if self.outage.on_failure(failure.outcome, probe=bool(probe)):
+                    if probe and self._stopped_unanswered(failure):
+                        return
                     tries -= 1  # the provider is down: the gate paces the next try
                     continue
                 if stopped and answers.spent:  # out of answer attempts, this run's and earlier
@@ -647,6 +649,20 @@ class Lane(LaneControl):
                 "duplicate_refused", model=self.config.name, request_id=item.request_id
             )
         return None, False
+
+    def _stopped_unanswered(self, failure: Failure) -> bool:
+        """Stop the lane (True) once enough probes failed and nothing ever replied (see
+        `engine.outage`): waiting longer for an address that has never answered helps no
+        one, and a run given one would otherwise never end."""
+        if self._reached or self.outage.probes < self.outage.policy.unanswered_probes:
+            return False
+        self._halt(
+            LaneState.STOPPED,
+            f"no reply from its provider since this command started ({self.outage.cause}, then "
+            f"{self.outage.probes} probes failed; the last: {failure.detail}): is the server "
+            f"up, base_url right, and timeout_s ({self.config.timeout_s:g}s) long enough?",
+        )
+        return True
 
     def _correct_tokens(self, estimate: int, tokens_in: int | None, tokens_out: int | None) -> None:
         if self.tokens is not None and tokens_in is not None and tokens_out is not None:

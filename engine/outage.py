@@ -12,6 +12,13 @@ its attempts on the outage). While it is down:
   happened and may have cost money;
 - the first success ends the pause and the lane resumes at once.
 
+A lane whose provider has not replied once in this process (every attempt a connection error
+or a timeout: an address where a server takes connections and never answers, or nothing
+answers at all, or a model slower than `timeout_s`) does not probe for ever: after
+`unanswered_probes` failed probes it stops, saying so (`engine.lanes`). Without this, a run
+given such an address never ended. A provider that did reply and then went down is probed
+until it comes back, however long that takes.
+
 Each pause is recorded when it ends (and, if the run stops while it lasts, when the lane
 stops): one line in `logs/pauses.jsonl` (`model, provider, started_at, ended_at, seconds,
 probes, cause, ended`), an event in `logs/engine.jsonl` (`lane_paused`, `lane_probe_failed`,
@@ -54,10 +61,17 @@ class OutagePolicy:
     #: Wait before the first probe; doubles after each failed probe, up to `probe_cap_s`.
     probe_base_s: float = 2.0
     probe_cap_s: float = 60.0
+    #: Failed probes after which a lane whose provider never replied stops (2 + 4 + 8 s of
+    #: backoff by default, plus the probes' own timeouts).
+    unanswered_probes: int = 3
 
     def __post_init__(self) -> None:
-        if self.streak < 1 or self.after_s < 0 or self.probe_base_s < 0:
-            raise ValueError("outage policy: streak >= 1, after_s >= 0, probe_base_s >= 0")
+        if (self.streak < 1 or self.after_s < 0 or self.probe_base_s < 0
+                or self.unanswered_probes < 1):
+            raise ValueError(
+                "outage policy: streak >= 1, after_s >= 0, probe_base_s >= 0, "
+                "unanswered_probes >= 1"
+            )
 
 
 class _Pass(contextlib.AbstractAsyncContextManager[bool]):

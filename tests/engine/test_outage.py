@@ -142,3 +142,46 @@ async def test_gate_while_up_passes_at_once_and_while_down_probes() -> None:
     outage.on_success()
     async with outage.gate(halted) as probe:
         assert probe is False
+
+
+@pytest.mark.timeout(60)
+async def test_a_lane_whose_provider_never_replies_stops_after_its_probes(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """A server that takes connections and never answers (a black-holed address, a hung
+    proxy) gives timeouts, not refusals: the lane used to pause and probe it for ever, so
+    the run never ended. Now it stops after `unanswered_probes` failed probes, saying what
+    to check, and the rest of the run ends as for any stopped lane."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # the request is read by no one; no byte is ever sent back
+
+    server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("silent", 20))
+    config, adapter = kit.sim_model(
+        "silent", f"http://127.0.0.1:{port}", concurrency=4, timeout_s=0.2
+    )
+    outage = OutagePolicy(streak=5, probe_base_s=0.05, probe_cap_s=0.2, unanswered_probes=3)
+    run_dir = tmp_path / "run"
+    try:
+        summary = await dispatch(
+            plan, run_dir, {"silent": config}, {"silent": adapter}, policy=POLICY,
+            outage=outage, log_console=None,
+        )  # fmt: skip
+    finally:
+        server.close()
+        for writer in held:
+            writer.close()
+    lane = summary.lanes["silent"]
+    assert not summary.complete and lane.accepted == 0
+    assert lane.state.value == "stopped"
+    assert "no reply from its provider since this command started" in lane.message
+    assert "3 probes failed" in lane.message and "timeout_s (0.2s)" in lane.message
+    attempts = scan_attempts(run_dir).collect()
+    assert set(attempts["outcome"]) == {"timeout"}
+    # The streak that showed it down, the attempts already in flight then, and 3 probes.
+    assert outage.streak + 3 <= attempts.height <= outage.streak + 4 + 3
+    pauses = read_pauses(run_dir)
+    assert [(p["probes"], p["ended"]) for p in pauses] == [(3, "lane stopped while down")]
