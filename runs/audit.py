@@ -180,32 +180,30 @@ def render(report: Audit, console: Console, *, title: str | None = None) -> None
     from rich.table import Table
     from rich.text import Text
 
-    def table(
+    from runs.console_tables import print_whole
+
+    def show(
         name: str, header: list[str], cells: list[list[str]], free_text: bool = False
-    ) -> Table:
+    ) -> None:
         """Numbers right-aligned under one-word-a-line headers; a last free-text column
-        (`free_text`) left-aligned."""
+        (`free_text`) left-aligned; nothing cut (`runs.console_tables`)."""
         out = Table(title=name, title_justify="left")
         for i, column in enumerate(header):
             text = i == 0 or (free_text and i == len(header) - 1)
-            out.add_column(
-                column if text else column.replace(" ", "\n"),
-                justify="left" if text else "right",
-                no_wrap=i == 0,
-            )
+            out.add_column(column, justify="left" if text else "right")
         for row in cells:
             out.add_row(*(Text(cell) for cell in row))  # model names are never markup
-        return out
+        print_whole(console, out)
 
     if title:
         console.print(Text(title, style="bold"))
-    console.print(table("requests and attempts", *summary_rows(report)))
-    console.print(table("latency of accepted attempts, usage", *usage_rows(report)))
+    show("requests and attempts", *summary_rows(report))
+    show("latency of accepted attempts, usage", *usage_rows(report))
     if len(report.by_provider) > 1:
-        console.print(table("by provider", *summary_rows(report, "provider")))
+        show("by provider", *summary_rows(report, "provider"))
     header, cells = cause_rows(report)
     if cells:
-        console.print(table("retry attempts by cause", header, cells, free_text=True))
+        show("retry attempts by cause", header, cells, free_text=True)
     line = _subcauses_line(report)
     if line:
         console.print(line, markup=False, highlight=False, soft_wrap=True)

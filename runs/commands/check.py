@@ -38,6 +38,7 @@ from panels.events import Event
 from panels.formula import RESERVED, Formula, FormulaError, parse, truth_table
 from panels.input_files import CHECK_INPUT_MAX_BYTES, InputFileError, read_input_file
 from runs.commands._errors import fail
+from runs.console_tables import print_whole
 from runs.output import stdout_console
 
 FloatArray = npt.NDArray[np.float64]
@@ -354,7 +355,7 @@ def _print_report(
                           f"{payoff:+.5f}")  # fmt: skip
         table.add_section()
         table.add_row("total", "", f"{np.abs(stakes).sum():.4f}", "", f"{profit:+.5f}")
-        console.print(table)
+        print_whole(console, table)
         console.print(f"worst atom: {escape(data.describe_atom(worst))}")
     table = Table(title=f"Nearest coherent forecast ({norm} distance)")
     for column in ("event", "stated", "coherent") + (("repaired",) if repaired is not None else ()):
@@ -364,7 +365,7 @@ def _print_report(
         if repaired is not None:
             cells.append(f"{repaired[i]:.4f}")
         table.add_row(*cells)
-    console.print(table)
+    print_whole(console, table)
     if repaired is not None:
         moved = float(np.linalg.norm(repaired - probs))
         console.print(f"repair: Euclidean projection onto the coherent set moved p by {moved:.5f}")

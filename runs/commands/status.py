@@ -15,6 +15,7 @@ from engine.journal import JournalError
 from engine.status import status as run_status
 from runs.commands._errors import user_errors
 from runs.commands._run_folder import require_run_folder
+from runs.console_tables import print_whole
 from runs.output import stdout_console
 
 _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow"}
@@ -92,7 +93,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
             f"{retries:,}", f"{entry['pending_failures']:,}", Text(lane),
             _eta(entry, live=state == "live"),
         )
-    console.print(models)
+    print_whole(console, models)
     _render_jobs(summary.get("batch_jobs") or {}, console)
     if summary["retries_by_cause"]:
         causes = Table(title="retry attempts by cause", title_justify="left")
@@ -100,7 +101,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
         causes.add_column("attempts", justify="right")
         for cause, n in summary["retries_by_cause"].items():
             causes.add_row(Text(cause), f"{n:,}")
-        console.print(causes)
+        print_whole(console, causes)
     pending = summary["pending_failures"]
     if pending["total"]:
         console.print(
@@ -131,7 +132,7 @@ def _render_jobs(jobs: dict[str, dict[str, dict[str, int]]], console: Console) -
             Text(model),
             *(f"{by_group[g]['jobs']:,} / {by_group[g]['lines']:,}" for g in groups),
         )
-    console.print(table)
+    print_whole(console, table)
 
 
 def status(

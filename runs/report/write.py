@@ -18,6 +18,7 @@ from rich.console import Console
 from runs.audit import markdown as audit_markdown
 from runs.audit import run_audit
 from runs.audit import write_files as write_audit_files
+from runs.console_tables import print_whole
 from runs.figures import can_draw, write_figures
 from runs.output import stdout_console
 from runs.report.data import ReportData, build_report_data
@@ -133,7 +134,7 @@ def write_views(
         }
     (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     for table in terminal_leaderboard(data.rows, data.model_coverage, console.width):
-        console.print(table)
+        print_whole(console, table)
     for line in headline_lines(summary, out):
         console.print(line, highlight=False)
     return summary
