@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from engine.console_tables import keep_whole
 from engine.lanes import LaneStats
 
 
@@ -56,6 +57,9 @@ def render(lanes: list[LaneStats]) -> Table:
             retries,
             _duration(s.eta_s),
         )
+    # A long model name folds as narrow as the terminal needs; done/planned is never cut
+    # ("123456/3…"); a Live display cannot be printed wider than its terminal.
+    keep_whole(table, text_min=None)
     return table
 
 

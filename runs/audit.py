@@ -180,13 +180,13 @@ def render(report: Audit, console: Console, *, title: str | None = None) -> None
     from rich.table import Table
     from rich.text import Text
 
-    from runs.console_tables import print_whole
+    from engine.console_tables import print_whole
 
     def show(
         name: str, header: list[str], cells: list[list[str]], free_text: bool = False
     ) -> None:
         """Numbers right-aligned under one-word-a-line headers; a last free-text column
-        (`free_text`) left-aligned; nothing cut (`runs.console_tables`)."""
+        (`free_text`) left-aligned; nothing cut (`engine.console_tables`)."""
         out = Table(title=name, title_justify="left")
         for i, column in enumerate(header):
             text = i == 0 or (free_text and i == len(header) - 1)

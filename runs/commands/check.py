@@ -32,13 +32,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from engine.console_tables import print_whole
 from panels import toml_text
 from panels.algebra import Panel
 from panels.events import Event
 from panels.formula import RESERVED, Formula, FormulaError, parse, truth_table
 from panels.input_files import CHECK_INPUT_MAX_BYTES, InputFileError, read_input_file
 from runs.commands._errors import fail
-from runs.console_tables import print_whole
 from runs.output import stdout_console
 
 FloatArray = npt.NDArray[np.float64]

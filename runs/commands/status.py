@@ -11,11 +11,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from engine.console_tables import print_whole
 from engine.journal import JournalError
 from engine.status import status as run_status
 from runs.commands._errors import user_errors
 from runs.commands._run_folder import require_run_folder
-from runs.console_tables import print_whole
 from runs.output import stdout_console
 
 _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow"}

@@ -15,10 +15,10 @@ import orjson
 import polars as pl
 from rich.console import Console
 
+from engine.console_tables import print_whole
 from runs.audit import markdown as audit_markdown
 from runs.audit import run_audit
 from runs.audit import write_files as write_audit_files
-from runs.console_tables import print_whole
 from runs.figures import can_draw, write_figures
 from runs.output import stdout_console
 from runs.report.data import ReportData, build_report_data

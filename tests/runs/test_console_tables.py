@@ -1,4 +1,4 @@
-"""Console tables never cut a figure or a name (`runs.console_tables`).
+"""Console tables never cut a figure or a name (`engine.console_tables`).
 
 Found by a hostile run: with a DeepInfra-style model name, an 80-column console (any file
 or pipe) showed the run's closing leaderboard as "0.05…", `audit` as "137,4…" tokens, and
@@ -16,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 from typer.testing import CliRunner
 
+from engine.console_tables import TEXT_MIN_WIDTH, print_whole
 from runs.cli import app
-from runs.console_tables import TEXT_MIN_WIDTH, print_whole
 from tests.runs.run_folders import SMALL_SPEC, finish_run
 
 LONG_NAME = "meta-llama/Llama-3.3-70B-Instruct-Turbo"
@@ -43,9 +43,10 @@ def printed(table: Table, width: int, whole: bool = True) -> str:
     return console.export_text()
 
 
-def first_column(text: str) -> str:
-    """The first column's cells of a printed table, joined (a folded name rejoined)."""
-    return "".join(line.split("│")[1].strip() for line in text.splitlines() if "│" in line)
+def first_column(text: str, index: int = 1) -> str:
+    """The first (or `index`th) column's cells of a printed table, joined (a folded name
+    rejoined)."""
+    return "".join(line.split("│")[index].strip() for line in text.splitlines() if "│" in line)
 
 
 def test_rich_alone_cuts_the_figures_beside_a_long_name() -> None:
@@ -89,3 +90,21 @@ def test_the_commands_show_a_long_named_model_whole(tmp_path: Path) -> None:
     for command, output in outputs.items():
         assert "…" not in output, command
         assert LONG_NAME in output or LONG_NAME in first_column(output), command
+
+
+def test_the_live_dispatch_table_keeps_progress_whole_in_80_columns() -> None:
+    """The live table cannot be printed wider than its terminal: its names fold as narrow
+    as it takes, and a lane's done/planned (shown as "123456/3…" before) stays whole."""
+    from engine.lanes import LaneStats
+    from engine.progress import render
+
+    busy = LaneStats(model=LONG_NAME, provider="deepinfra")
+    busy.planned, busy.accepted, busy.in_flight, busy.cap = 345_500, 123_456, 256, 256
+    busy.retries.by_cause.update({"rate_limit": 1234, "provider_error": 567})
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    console.print(render([busy]))
+    text = console.export_text()
+    assert "…" not in text and "123456/345500" in text
+    assert "rate_limit 1234" in first_column(text, 7).replace(",", ", ")
+    assert LONG_NAME in first_column(text)
+    assert max(len(line) for line in text.splitlines()) <= 80

@@ -4,12 +4,15 @@ rich fits a table to the terminal (80 columns when the output is a file or a pip
 shrinking columns and ending what no longer fits with "…". With a long model name (a
 DeepInfra id such as `meta-llama/Llama-3.3-70B-Instruct`) it kept the name whole and cut
 the figures beside it: the run's closing leaderboard read "0.05…" for a profit, `audit`
-"137,4…" for 137,439 tokens, and `status` showed two such models both as "meta-llama/…".
+"137,4…" for 137,439 tokens, `status` showed two such models both as "meta-llama/…", and
+the live dispatch table (`engine.progress`) a lane's progress as "123456/3…".
 
 `print_whole` prints a table with its right-aligned columns (figures) at their full width
 and its left-aligned ones (names, free text) wrapped, a word longer than the column folded
 onto the next line, never below `TEXT_MIN_WIDTH`. A terminal too narrow even for that gets
-the table at the width it needs, for the terminal to wrap: nothing is cut.
+the table at the width it needs, for the terminal to wrap: nothing is cut. The live table
+cannot be printed wider than its terminal; `keep_whole(table, text_min=None)` keeps its
+figures whole and folds its names as narrow as it takes.
 """
 
 from __future__ import annotations
@@ -48,9 +51,11 @@ def natural_width(table: Table) -> int:
     )
 
 
-def keep_whole(table: Table) -> int:
+def keep_whole(table: Table, text_min: int | None = TEXT_MIN_WIDTH) -> int:
     """Set `table`'s columns as the module says; the width the table needs at the least.
-    Figures' headers go a word a line (a header is wrapped as its column is)."""
+    Figures' headers go a word a line (a header is wrapped as its column is). `text_min`
+    None lets text columns fold as narrow as the console needs (a table that cannot be
+    printed wider: figures first)."""
     need = 1  # the left edge
     for column in table.columns:
         widest = max((_width(cell) for cell in column.cells), default=0)
@@ -60,10 +65,10 @@ def keep_whole(table: Table) -> int:
             least = max(widest, _width(column.header))
             column.no_wrap = True
         else:
-            least = min(max([widest, *_words(column.header)]), TEXT_MIN_WIDTH)
+            least = min(max([widest, *_words(column.header)]), text_min or 1)
             column.no_wrap = False
         column.overflow = "fold"
-        column.min_width = least
+        column.min_width = least if column.no_wrap or text_min else None
         need += least + COLUMN_FRAME
     return need
 
