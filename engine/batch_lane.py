@@ -325,7 +325,7 @@ class BatchLane(LaneControl):
             return  # a job from an earlier run carries it: its result comes from there
         entry = self._entry(item)
         if entry.answers.spent:  # earlier runs spent this request's answer budget
-            self.stats.retries.exhausted += 1
+            self.stats.retries.answer_budget_spent += 1
             return
         buffer.append((entry, self._line(entry)))
 
@@ -631,9 +631,10 @@ class BatchLane(LaneControl):
 
     def _again(self, entry: _Entry, failure: Failure) -> bool:
         """Whether a failed request is asked again in this dispatch (as `Lane._ask` decides:
-        a permanent failure or a stopped answer gives up; max_attempts exhausts)."""
+        a permanent failure or a stopped answer gives up; max_attempts exhausts; a spent
+        answer-failure budget is counted apart)."""
         if entry.stopped and entry.answers.spent:
-            self.stats.retries.exhausted += 1
+            self.stats.retries.answer_budget_spent += 1
             return False
         if not failure.retryable or failure.quota_exhausted or entry.stopped:
             self.stats.gave_up += 1

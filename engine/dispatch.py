@@ -146,6 +146,12 @@ class DispatchSummary:
                     else ""
                 )
                 + (
+                    f", {s.retries.answer_budget_spent} gave up with their answer-failure "
+                    "budget spent"
+                    if s.retries.answer_budget_spent
+                    else ""
+                )
+                + (
                     f", paused {s.pauses}x for {s.paused_s:.0f}s while its provider was down"
                     if s.pauses
                     else ""

@@ -37,6 +37,7 @@ def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
                 "attempts_this_run": s.attempts,
                 "retries_by_cause": dict(s.retries.by_cause),
                 "gave_up_after_max_attempts": s.retries.exhausted,
+                "gave_up_answer_budget_spent": s.retries.answer_budget_spent,
                 "gave_up_permanent": s.gave_up,
                 "concurrency_cap": s.cap,
                 "in_flight": s.in_flight,

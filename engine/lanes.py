@@ -369,7 +369,7 @@ class Lane(LaneControl):
         )
         answers = self._answer_retry(item)
         if answers.spent:  # earlier runs spent this request's answer budget
-            self.stats.retries.exhausted += 1
+            self.stats.retries.answer_budget_spent += 1
             return
         worst = self._worst_cost(item)
         tries = 0  # attempts charged to this request (a failure while the provider is down
@@ -411,7 +411,8 @@ class Lane(LaneControl):
                     tries -= 1  # the provider is down: the gate paces the next try
                     continue
                 if stopped and answers.spent:  # out of answer attempts, this run's and earlier
-                    break
+                    self.stats.retries.answer_budget_spent += 1  # said by `_settle`'s warning
+                    return
                 if not failure.retryable or failure.quota_exhausted or stopped:
                     self.stats.gave_up += 1
                     return

@@ -44,8 +44,9 @@ def render(lanes: list[LaneStats]) -> Table:
         )
     for s in lanes:
         retries = ", ".join(f"{k} {v}" for k, v in sorted(s.retries.by_cause.items())) or "-"
-        if s.retries.exhausted:
-            retries += f" (gave up {s.retries.exhausted})"
+        gave_up = s.retries.exhausted + s.retries.answer_budget_spent
+        if gave_up:
+            retries += f" (gave up {gave_up})"
         state = s.state.value if not s.message else f"{s.state.value}: {s.message[:60]}"
         table.add_row(
             Text(s.model),  # user text (a model name, a provider's words), never markup

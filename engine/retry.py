@@ -85,6 +85,9 @@ class RetryTally:
     by_cause: Counter[str] = field(default_factory=Counter)
     #: Requests that ran out of attempts within this dispatch.
     exhausted: int = 0
+    #: Requests given up because their answer-failure budget (`AnswerRetry`) was spent, in
+    #: this dispatch or an earlier one: not out of attempts, and not counted as such.
+    answer_budget_spent: int = 0
     #: Tries that failed before sending (a transient credential refresh failure).
     unsent: int = 0
 

@@ -383,7 +383,9 @@ async def test_budgets_of_a_line_that_always_fails_hold_as_live(
     assert seeds == [seeds[0] + k for k in range(3)]  # each retry asks with the next seed
     errs = frame.filter(pl.col("request_id") == erring)
     assert errs["outcome"].to_list() == ["provider_error"] * POLICY.max_attempts
-    assert summary.unaccepted == 2 and summary.lanes[MODEL].retries.exhausted == 2
+    retries = summary.lanes[MODEL].retries
+    assert summary.unaccepted == 2 and retries.exhausted == 1  # the erring line
+    assert retries.answer_budget_spent == 1  # the bad one: its answer budget, not attempts
 
 
 async def test_jobs_are_cut_by_bytes_too(tmp_path: Path, kit: type[Kit]) -> None:

@@ -210,7 +210,13 @@ async def test_invalid_answers_are_retried_and_raw_text_kept(
         log_console=None,
     )
     lane = summary.lanes[config.name]
-    assert summary.accepted == 0 and lane.retries.exhausted == 3
+    # given up for their answer-failure budget, not out of attempts (they read "gave up
+    # after max attempts" when the two were counted as one)
+    assert summary.accepted == 0 and lane.retries.answer_budget_spent == 3
+    assert lane.retries.exhausted == 0
+    said = "\n".join(summary.lines())
+    assert "3 gave up with their answer-failure budget spent" in said
+    assert "max attempts" not in said
     # every attempt not accepted is a retry attempt, the one that gave up included
     assert lane.retries.by_cause["invalid_response"] == 9
     attempts = scan_attempts(tmp_path / "run").collect()
@@ -224,7 +230,7 @@ async def test_invalid_answers_are_retried_and_raw_text_kept(
         plan, tmp_path / "run", {config.name: config}, {config.name: adapter},
         policy=policy, log_console=None,
     )
-    assert again.attempts == 0 and again.lanes[config.name].retries.exhausted == 3
+    assert again.attempts == 0 and again.lanes[config.name].retries.answer_budget_spent == 3
     # ...and a larger budget continues the attempt numbers
     await dispatch(
         plan,
