@@ -106,6 +106,12 @@ class DispatchSummary:
         return sum(s.attempts for s in self.lanes.values())
 
     @property
+    def answer_budget_spent(self) -> int:
+        """Unanswered requests whose answer-failure budget is spent: a resume asks them
+        again only once the spec's `max_answer_failures` is raised."""
+        return sum(s.retries.answer_budget_spent for s in self.lanes.values())
+
+    @property
     def retry_attempts(self) -> int:
         """Attempts of this dispatch that were not accepted (`engine.audit`'s definition)."""
         return sum(s.retries.total for s in self.lanes.values())

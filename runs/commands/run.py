@@ -123,9 +123,16 @@ def run(
     if result.spend_cap_reached:
         raise typer.Exit(EXIT_SPEND_CAP)
     if not result.summary.complete:
+        spent = result.summary.answer_budget_spent
         typer.echo(
             f"incomplete: {result.summary.unaccepted:,} planned queries unanswered (see above); "
-            "fix the cause and run the same command again to resume",
+            "fix the cause and run the same command again to resume"
+            + (
+                f" ({spent:,} of them spent their answer-failure budget: a resume asks them "
+                "again only once max_answer_failures is raised in the spec)"
+                if spent
+                else ""
+            ),
             err=True,
         )
         raise typer.Exit(EXIT_INCOMPLETE)

@@ -65,3 +65,31 @@ async def test_a_stopped_lane_leaves_the_run_incomplete_exit_4(tmp_path: Path) -
         text = str(pl.read_parquet(path).to_dicts()) if path.suffix == ".parquet" else ""
         assert WRONG_KEY.encode() not in path.read_bytes() and WRONG_KEY not in text, path
     assert WRONG_KEY not in result.stdout + result.stderr
+
+
+def test_an_answer_budget_spent_is_named_with_what_asks_again(tmp_path: Path) -> None:
+    """Requests given up for their answer-failure budget are not asked by a plain resume:
+    the closing line says so and names the setting that does (it said only "run the same
+    command again", which then changed nothing, run after run)."""
+    from typer.testing import CliRunner
+
+    from runs.cli import app
+
+    spec = tmp_path / "strict.toml"
+    spec.write_text(
+        'name = "strict"\nseed = 1\nparser = "strict"\n[data]\nstock_days = 2\n'
+        '[[models]]\nname = "fractions"\nprovider = "sim"\nmodel = "sim-fraction"\n'
+        '[[arms]]\nname = "baseline"\n',
+        encoding="utf-8",
+    )
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out)])
+    assert result.exit_code == 4, result.output
+    said = result.output  # stdout and stderr together
+    assert "28 gave up with their answer-failure budget spent" in said
+    assert "max attempts" not in said
+    assert (
+        "incomplete: 28 planned queries unanswered (see above); fix the cause and run the same "
+        "command again to resume (28 of them spent their answer-failure budget: a resume asks "
+        "them again only once max_answer_failures is raised in the spec)"
+    ) in said
