@@ -30,6 +30,7 @@ from runs.answered_sets import (
     pass_averages,
 )
 from runs.memory import trim_heap
+from runs.scored_from import answers_now, record_scored_from
 from runs.spec import CampaignSpec
 from runs.units import UnitSource
 from scoring import brier, pool
@@ -252,6 +253,7 @@ def score_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None
     reads (`ScoredRun`), so nothing is written and read back.
     """
     units = units or UnitSource.from_spec(spec)
+    answers = answers_now(run_dir)  # before they are read: what these scores come from
     source = AnswerSource(run_dir)
     slim: list[pl.DataFrame] = []
     averaged: list[pl.DataFrame] = []
@@ -283,6 +285,7 @@ def score_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None
         pool.shutdown()
         for name, part in outputs.items():
             part.commit(run_dir / f"{name}.parquet")
+    record_scored_from(run_dir, answers)
     return ScoredRun(
         scores=pl.concat(slim) if slim else pl.DataFrame(schema=SCORE_SCHEMA).select(SLIM_COLUMNS),
         averaged=pl.concat(averaged) if averaged else pl.DataFrame(schema=AVERAGED_SCHEMA),

@@ -16,6 +16,7 @@ from runs.commands._errors import disk_full_says, interrupt_says_rerun, user_err
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
 from runs.output import stdout_console
+from runs.scored_from import SCORED_FROM, answers_now, record_scored_from, stale_scores
 
 
 class Parser(StrEnum):
@@ -41,7 +42,11 @@ def reparse(
         disk_full_says(run_dir),
         folder_held(run_dir, "reparse"),
     ):
+        scored = (run_dir / SCORED_FROM).exists() and stale_scores(run_dir) is None
         summary = run_reparse(run_dir, parser.value)
+        changed = summary.newly_accepted + summary.newly_rejected + summary.values_changed
+        if scored and not changed:  # the same answers in a new shard: the scores still hold
+            record_scored_from(run_dir, answers_now(run_dir))
     if as_json:
         typer.echo(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode())
         return
@@ -57,6 +62,13 @@ def reparse(
         console.print(
             "still rejected: "
             + ", ".join(f"{k} {v:,}" for k, v in summary.still_rejected_by_subcause.items())
+        )
+    if changed and (run_dir / "scores.parquet").exists():
+        console.print(
+            f"the scores still read the answers before this re-parse: run `dutchbook score "
+            f"{run_dir}`, then `dutchbook report {run_dir}`",
+            markup=False,
+            soft_wrap=True,
         )
     if summary.skipped_without_keys:
         console.print(

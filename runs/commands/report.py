@@ -2,7 +2,8 @@
 
 Reads the frozen spec and `scores.parquet`, writes `report/summary.json`, the leaderboard,
 the figures and `report/index.html` (the self-contained page), and prints where the page is.
-Run it after `dutchbook reparse`, or to redraw a report with this version's figures.
+Run it after `dutchbook reparse` and `dutchbook score` (scores of answers that changed
+since are refused: `runs.scored_from`), or to redraw a report with this version's figures.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from runs.commands._errors import (
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
 from runs.output import stdout_console
+from runs.scored_from import stale_scores
 
 
 def build_report(run_dir: Path, console: Console) -> Path:
@@ -61,6 +63,9 @@ def report(
         fail(f"{run_dir} is not a run folder (no spec.toml); give the folder `dutchbook run` wrote")
     if not (run_dir / "scores.parquet").is_file():
         fail(f"{run_dir} has no scores.parquet yet; run the campaign (or resume it) first")
+    stale = stale_scores(run_dir)
+    if stale is not None:
+        fail(f"{run_dir}: {stale}; run `dutchbook score {run_dir}` first, then this command")
     console = stdout_console()
     with (
         interrupt_says_rerun(),

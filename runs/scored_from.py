@@ -1,0 +1,66 @@
+"""Which answers a run's scores were computed from, so no report mixes old scores with new
+answers.
+
+`dutchbook reparse` replaces a run's answers; `scores.parquet` (and `forecasts.parquet`,
+`averaged.parquet`) still hold what the old answers scored until `dutchbook score` runs
+again. A `dutchbook report` between the two read both: a model whose answers the lenient
+parser had just accepted showed coverage 100% beside "no answers" in the same row of the
+leaderboard. So scoring records the answers it read (`SCORED_FROM`: the response shards and
+any journal segment, by name and size: what a fold, a resume or a re-parse changes) and
+`report` refuses scores whose answers have changed since, saying to score first.
+
+A folder scored before this file existed has none, and is reported as before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from engine.durable import write_bytes_atomic
+from engine.journal import list_segments
+from engine.scan import JOURNAL, RESPONSES
+from engine.shards import visible_shards
+
+SCORED_FROM = "scored-from.json"
+
+
+def answers_now(run_dir: Path) -> dict[str, Any]:
+    """What the folder's answers are made of now: each file by name and size."""
+
+    def sized(paths: list[Path]) -> list[list[Any]]:
+        return [[path.name, path.stat().st_size] for path in sorted(paths)]
+
+    return {
+        "responses": sized(visible_shards(run_dir / RESPONSES)),
+        "journal": sized([path for _, path in list_segments(run_dir / JOURNAL)]),
+    }
+
+
+def record_scored_from(run_dir: Path, answers: dict[str, Any]) -> None:
+    """Note that the folder's scores were computed from `answers` (`answers_now` taken
+    before they were read)."""
+    write_bytes_atomic(run_dir / SCORED_FROM, orjson.dumps(answers, option=orjson.OPT_INDENT_2))
+
+
+def stale_scores(run_dir: Path) -> str | None:
+    """Why the folder's scores no longer match its answers, or None when they do (or when
+    the folder predates the record)."""
+    path = run_dir / SCORED_FROM
+    try:
+        scored = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except orjson.JSONDecodeError:
+        return f"{path} is damaged, so the scores cannot be matched to the answers"
+    if scored != answers_now(run_dir):
+        return (
+            "its answers changed after it was scored (a `dutchbook reparse`, or a resumed run "
+            "that did not finish)"
+        )
+    return None
+
+
+__all__ = ["SCORED_FROM", "answers_now", "record_scored_from", "stale_scores"]
