@@ -421,12 +421,8 @@ class Lane(LaneControl):
                 break
             await self._sleep(wait)
         self.stats.retries.exhausted += 1
-        self.log.warning(
-            "attempts_exhausted",
-            model=self.config.name,
-            request_id=item.request_id,
-            attempts=attempt_no,
-        )
+        self.log.warning("attempts_exhausted", model=self.config.name,
+                         request_id=item.request_id, attempts=attempt_no)  # fmt: skip
 
     def _answer_retry(self, item: PlanItem) -> AnswerRetry:
         """This request's answer-failure budget and how its retries vary seed and cap."""
