@@ -85,6 +85,9 @@ _ATTEMPT_COLUMNS = [
     "tokens_out", "detail",
 ]
 _SUBCAUSE_PATTERN = r"^(" + "|".join(SUBCAUSES) + r"):"
+#: The mark `engine.lanes` adds to the detail of the attempt that spent a request's
+#: answer-failure budget (`engine.retry.AnswerRetry.failed`).
+_BUDGET_SPENT = r"\[gave up: \d+ answer failures \(budget"
 _QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 
 
@@ -201,6 +204,9 @@ class AuditRow:
     cost_usd: float | None
     #: Requests never attempted yet (planned, no attempt in the ledger).
     not_attempted: int = 0
+    #: Of `given_up`, requests whose answer-failure budget (`max_answer_failures`) is spent:
+    #: running the same command again asks them only once the spec raises it.
+    answer_budget_spent: int = 0
 
     @property
     def given_up_total(self) -> int:
@@ -223,6 +229,7 @@ class AuditRow:
             "invalid_response_subcauses": dict(self.invalid_response_subcauses),
             "given_up": dict(self.given_up),
             "not_attempted": self.not_attempted,
+            "answer_budget_spent": self.answer_budget_spent,
             "latency_ms": dict(self.latency_ms),
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
@@ -310,12 +317,25 @@ class Audit:
             )
         return lines
 
+    def budget_lines(self) -> list[str]:
+        """One line per model with requests given up because their answer-failure budget
+        is spent, which running the same command again does not ask."""
+        return [
+            f"{model}: {row.answer_budget_spent:,} request"
+            f"{'s' if row.answer_budget_spent != 1 else ''} given up with the answer-failure "
+            "budget spent; running the same command again asks them only once the spec's "
+            "max_answer_failures is raised"
+            for model, row in self.by_model.items()
+            if row.answer_budget_spent
+        ]
+
     def notes(self) -> list[str]:
         """What the tables do not show, as sentences: lanes that ended early, then pauses
-        while a provider was down; after lanes that ended early, how to ask what they left."""
+        while a provider was down; after lanes that ended early, how to ask what they left;
+        then requests whose answer-failure budget is spent."""
         ends = self.lane_end_lines()
         resume = ["Running the same command again asks only the unanswered requests"]
-        lines = [*ends, *self.pause_lines(), *(resume if ends else [])]
+        lines = [*ends, *self.pause_lines(), *(resume if ends else []), *self.budget_lines()]
         return [line if line.endswith((".", "?", "!")) else f"{line}." for line in lines]
 
     def to_dict(self) -> dict[str, Any]:
@@ -405,13 +425,19 @@ def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
         .group_by("model", "subcause")
         .agg(pl.len().alias("n"))
     )
-    # A request with attempts and no accepted answer: the cause of its last attempt.
+    # A request with attempts and no accepted answer: the cause of its last attempt, and
+    # whether that attempt spent the request's answer-failure budget (a resume does not ask
+    # it again until the budget is raised).
     given_up = (
         marked.filter(~pl.col("answered"))
         .group_by("request_id")
-        .agg(pl.col("model").first(), pl.col("cause").sort_by("attempt").last())
+        .agg(
+            pl.col("model").first(),
+            pl.col("cause").sort_by("attempt").last(),
+            pl.col("detail").sort_by("attempt").last().str.contains(_BUDGET_SPENT).alias("spent"),
+        )
         .group_by("model", "cause")
-        .agg(pl.len().alias("n"))
+        .agg(pl.len().alias("n"), pl.col("spent").sum().alias("spent"))
     )
     latencies = marked.filter(pl.col("accepted")).select(
         pl.col("model", "provider").cast(pl.Categorical), "elapsed_ms"
@@ -433,7 +459,7 @@ def _partitioned(attempts: pl.LazyFrame, responses: pl.LazyFrame) -> list[pl.Dat
         summary.group_by("model").agg(pl.col(c).sum() for c in counts),
         causes.group_by("model", "cause").agg(pl.col("n").sum()),
         subcauses.group_by("model", "subcause").agg(pl.col("n").sum()),
-        given_up.group_by("model", "cause").agg(pl.col("n").sum()),
+        given_up.group_by("model", "cause").agg(pl.col("n").sum(), pl.col("spent").sum()),
         latencies,
     ]
 
@@ -544,6 +570,7 @@ def _combine(rows: list[AuditRow], latency: list[Any] | None, cost: float | None
         tokens_out=total("tokens_out"),
         cost_usd=cost,
         not_attempted=total("not_attempted"),
+        answer_budget_spent=total("answer_budget_spent"),
     )
 
 
@@ -609,6 +636,7 @@ def _row(
         tokens_out=int(stats.get("tokens_out") or 0),
         cost_usd=cost,
         not_attempted=max(requests - seen, 0) if planned is not None else 0,
+        answer_budget_spent=int(given_up.filter(pl.col("model") == name)["spent"].sum()),
     )
 
 

@@ -93,3 +93,13 @@ def test_an_answer_budget_spent_is_named_with_what_asks_again(tmp_path: Path) ->
         "command again to resume (28 of them spent their answer-failure budget: a resume asks "
         "them again only once max_answer_failures is raised in the spec)"
     ) in said
+    # The audit and the report a referee reads say it too (they said only "given up").
+    note = (
+        "fractions: 28 requests given up with the answer-failure budget spent; running the "
+        "same command again asks them only once the spec's max_answer_failures is raised."
+    )
+    audited = CliRunner().invoke(app, ["audit", str(out)])
+    assert note in audited.output.replace("\n", " ")
+    assert f"- {note}" in (out / "report" / "report.md").read_text(encoding="utf-8")
+    as_json = CliRunner().invoke(app, ["audit", str(out), "--json"])
+    assert '"answer_budget_spent": 28' in as_json.output
