@@ -24,6 +24,7 @@ scanned once, narrowed to the few columns needed, and reduced by group-bys.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ import polars as pl
 from engine.answers import SUBCAUSES
 from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
-from engine.retry import DUPLICATE
+from engine.retry import BUDGET_SPENT_REASON, DUPLICATE
 from engine.scan import scan_ledger
 from engine.spend import Prices, carried_by_batch
 
@@ -87,7 +88,7 @@ _ATTEMPT_COLUMNS = [
 _SUBCAUSE_PATTERN = r"^(" + "|".join(SUBCAUSES) + r"):"
 #: The mark `engine.lanes` adds to the detail of the attempt that spent a request's
 #: answer-failure budget (`engine.retry.AnswerRetry.failed`).
-_BUDGET_SPENT = r"\[gave up: \d+ answer failures \(budget"
+_BUDGET_SPENT = r"\[gave up: \d+ " + re.escape(BUDGET_SPENT_REASON)
 _QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 
 
@@ -636,7 +637,7 @@ def _row(
         tokens_out=int(stats.get("tokens_out") or 0),
         cost_usd=cost,
         not_attempted=max(requests - seen, 0) if planned is not None else 0,
-        answer_budget_spent=int(given_up.filter(pl.col("model") == name)["spent"].sum()),
+        answer_budget_spent=sum(_counts(given_up, "cause", "spent").get(name, {}).values()),
     )
 
 

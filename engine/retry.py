@@ -99,6 +99,12 @@ class RetryTally:
         return sum(self.by_cause.values())
 
 
+#: What the reason a spent answer-failure budget stops a request with says after its count
+#: (`AnswerRetry.failed`); the audit finds such requests by it in their last attempt's
+#: detail (`engine.audit`).
+BUDGET_SPENT_REASON = "answer failures (budget"
+
+
 @dataclass
 class AnswerRetry:
     """How one request is re-asked after answer failures: what changes, and when to stop.
@@ -149,7 +155,7 @@ class AnswerRetry:
         if earlier is not None and self.temperature == 0:
             return f"same reply as attempt {earlier} at temperature 0: not asked again"
         if self.spent:
-            return f"{self.failures} answer failures (budget {self.budget}, across runs)"
+            return f"{self.failures} {BUDGET_SPENT_REASON} {self.budget}, across runs)"
         if outcome is Outcome.TRUNCATED and self.cap is None and self.base_cap is not None:
             self.cap = 2 * self.base_cap
         else:

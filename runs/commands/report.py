@@ -63,9 +63,6 @@ def report(
         fail(f"{run_dir} is not a run folder (no spec.toml); give the folder `dutchbook run` wrote")
     if not (run_dir / "scores.parquet").is_file():
         fail(f"{run_dir} has no scores.parquet yet; run the campaign (or resume it) first")
-    stale = stale_scores(run_dir)
-    if stale is not None:
-        fail(f"{run_dir}: {stale}; run `dutchbook score {run_dir}` first, then this command")
     console = stdout_console()
     with (
         interrupt_says_rerun(),
@@ -73,6 +70,10 @@ def report(
         disk_full_says(run_dir),
         folder_held(run_dir, "report"),
     ):
+        # Under the lock: no reparse or score can change the answers or scores after this.
+        stale = stale_scores(run_dir)
+        if stale is not None:
+            fail(f"{run_dir}: {stale}; run `dutchbook score {run_dir}` first, then this command")
         page = build_report(run_dir, console)
     console.print(f"report: {page}", highlight=False, soft_wrap=True)
 
