@@ -34,7 +34,7 @@ from rich.table import Table
 
 from engine.console_tables import print_whole
 from panels import toml_text
-from panels.algebra import Panel
+from panels.algebra import Panel, PanelTooLarge
 from panels.events import Event
 from panels.formula import RESERVED, Formula, FormulaError, parse, truth_table
 from panels.input_files import CHECK_INPUT_MAX_BYTES, InputFileError, read_input_file
@@ -45,6 +45,17 @@ FloatArray = npt.NDArray[np.float64]
 
 #: Stakes smaller than this are solver noise, not part of the book.
 STAKE_EPSILON = 1e-9
+#: The most variables a propositional input may name (2^20 worlds).
+MAX_VARIABLES = 20
+#: The most (formula, world) truth values a file may ask for (a byte each: 256 MiB), checked
+#: before any is computed: 20 variables and a few hundred events would otherwise fill memory
+#: before the LP's own limit below could be checked.
+MAX_TRUTH_VALUES = 2**28
+#: The most (event, atom) pairs solved as one LP. The LP's memory grows with them: measured
+#: here, 10 million dense pairs (1,000 events over 10,000 atoms) took 1.7 GB and 18 s, 22.7
+#: million (300 events over 75,545 atoms) 3.6 GB and 22 s, and 300 events over 2^20
+#: atoms ran a 24 GB machine out of memory after three minutes.
+MAX_LP_PAIRS = 20_000_000
 
 
 class Norm(enum.StrEnum):
@@ -168,8 +179,10 @@ def _propositional(name: str, raw: Mapping[str, Any]) -> CheckInput:
             raise CheckInputError(f"{name}: {variable!r} is not a valid variable name")
     if len(set(variables)) != len(variables):
         raise CheckInputError(f"{name}: 'variables' repeats a name")
-    if len(variables) > 20:
-        raise CheckInputError(f"{name}: {len(variables)} variables; at most 20 are supported")
+    if len(variables) > MAX_VARIABLES:
+        raise CheckInputError(
+            f"{name}: {len(variables)} variables; at most {MAX_VARIABLES} are supported"
+        )
     names = tuple(variables)
     constraints_raw = raw.get("constraints", [])
     if not isinstance(constraints_raw, list):
@@ -178,6 +191,8 @@ def _propositional(name: str, raw: Mapping[str, Any]) -> CheckInput:
         _formula(name, f"constraint {n + 1}", text, names) for n, text in enumerate(constraints_raw)
     ]
     tables = _event_tables(name, raw, "formula")
+    formulas_count = len(constraints) + len(tables)
+    _within_truth_values(name, formulas_count, 1 << len(names), "formulas", "possible worlds")
     events, formulas, probs = [], [], []
     for entry in tables:
         formula = _formula(name, f"event {entry['id']!r}", entry["formula"], names)
@@ -187,7 +202,9 @@ def _propositional(name: str, raw: Mapping[str, Any]) -> CheckInput:
         probs.append(_probability(name, entry["id"], entry["p"]))
     holds, world = _truth_tables(names, constraints, formulas)
     try:
-        panel = Panel.from_truth_table(events, holds, world)
+        panel = Panel.from_truth_table(events, holds, world, max_pairs=MAX_LP_PAIRS)
+    except PanelTooLarge as error:
+        raise _too_large(name, error) from None
     except ValueError:
         raise CheckInputError(f"{name}: the constraints leave no possible world") from None
 
@@ -230,6 +247,7 @@ def _explicit_atoms(name: str, raw: Mapping[str, Any]) -> CheckInput:
     if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= 1_000_000:
         raise CheckInputError(f"{name}: 'atoms' must be a positive whole number, not {m!r}")
     tables = _event_tables(name, raw, "atoms")
+    _within_truth_values(name, len(tables), m, "events", "atoms")
     events, probs = [], []
     for entry in tables:
         event_id, members = entry["id"], entry["atoms"]
@@ -246,7 +264,12 @@ def _explicit_atoms(name: str, raw: Mapping[str, Any]) -> CheckInput:
     holds = np.zeros((len(events), m), dtype=bool)
     for row, entry in enumerate(tables):
         holds[row, entry["atoms"]] = True
-    panel = Panel.from_truth_table(events, holds, lambda position: {"atom": position})
+    try:
+        panel = Panel.from_truth_table(
+            events, holds, lambda position: {"atom": position}, max_pairs=MAX_LP_PAIRS
+        )
+    except PanelTooLarge as error:
+        raise _too_large(name, error) from None
 
     def describe(atom: int) -> str:
         indices = [str(world["atom"]) for world in panel.atoms[atom].outcomes]
@@ -257,6 +280,24 @@ def _explicit_atoms(name: str, raw: Mapping[str, Any]) -> CheckInput:
 
 def _member_of(chosen: frozenset[int]) -> Callable[[Mapping[str, Any]], bool]:
     return lambda world: world["atom"] in chosen
+
+
+def _within_truth_values(name: str, rows: int, worlds: int, what: str, over: str) -> None:
+    """Refuse, before computing any, more truth values than `MAX_TRUTH_VALUES`."""
+    if rows * worlds > MAX_TRUTH_VALUES:
+        raise CheckInputError(
+            f"{name}: {rows:,} {what} over {worlds:,} {over} are {rows * worlds:,} truth values; "
+            f"check computes at most {MAX_TRUTH_VALUES:,} (use fewer {what} or "
+            f"{'variables' if over == 'possible worlds' else 'atoms'})"
+        )
+
+
+def _too_large(name: str, error: PanelTooLarge) -> CheckInputError:
+    pairs = error.n_events * error.n_atoms
+    return CheckInputError(
+        f"{name}: {error} are {pairs:,} event-atom pairs, more than check solves as one LP "
+        f"({MAX_LP_PAIRS:,}, a few GB of memory); use fewer events or fewer distinct worlds"
+    )
 
 
 def _checked(

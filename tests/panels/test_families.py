@@ -177,3 +177,30 @@ def test_a_file_that_is_not_utf8_is_a_family_error(tmp_path: Path) -> None:
     path.write_bytes(b'id = "\xff"\n')
     with pytest.raises(FamilyError, match="not valid TOML"):
         load_family(path)
+
+
+def _many_variables(variables: int, statements: int, constraints: int = 0) -> str:
+    names = ", ".join(f'"v{i}"' for i in range(variables))
+    always = ", ".join(['"v0 or not v0"'] * constraints)
+    text = f'id = "big"\ntitle = "Big"\nshape = "story"\nvariables = [{names}]\n'
+    text += f"constraints = [{always}]\n"
+    for n in range(statements):
+        formula = f"v{n % variables}"
+        text += f'[[statements]]\nid = "s{n}"\ntext = "Statement {n}."\nformula = "{formula}"\n'
+    return text
+
+
+def test_a_family_too_large_to_evaluate_is_refused_before_any_world(tmp_path: Path) -> None:
+    """16 statements over 16 variables need 2^20 truth values, the most allowed; one more
+    statement or constraint is refused in one line, before a world is evaluated (300 such
+    statements took 29 s to load and 2 GB to score one set)."""
+    assert len(load_family(_write(tmp_path, _many_variables(16, 16))).panel().atoms) == 2**16
+    path = _write(tmp_path, _many_variables(16, 17), "over.toml")
+    with pytest.raises(FamilyError) as caught:
+        load_family(path)
+    assert str(caught.value) == (
+        f"{path}: 17 statements and 0 constraints over 16 variables need 1,114,112 truth "
+        "values; at most 1,048,576 (a family is a handful of statements over few variables)"
+    )
+    with pytest.raises(FamilyError, match="16 statements and 1 constraints"):
+        load_family(_write(tmp_path, _many_variables(16, 16, constraints=1), "c.toml"))

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from panels.algebra import Panel
+from panels.algebra import Panel, PanelTooLarge
 from panels.events import Event
 from panels.formula import Node, evaluate, truth_table
 from panels.space import OutcomeSpace
@@ -168,3 +168,24 @@ def test_an_atoms_worlds_are_rebuilt_only_when_read() -> None:
     assert [a.positions for a in panel.atoms] == [(0,), (1,), (2,), (3,)]
     assert panel.atoms[2].outcomes[0] == {"w": 2} and built == [2]
     assert panel.atoms[1].outcomes[:] == ({"w": 1},)
+
+
+def test_max_pairs_refuses_once_atoms_are_counted_and_before_they_are_built() -> None:
+    built: list[int] = []
+
+    def world(position: int) -> dict[str, Any]:
+        built.append(position)
+        return {"w": position}
+
+    events = [Event("x", "x", bool), Event("y", "y", bool)]
+    holds = np.array([[True, False, True, False], [False, False, True, True]])
+    # Two events over four atoms: eight pairs pass a limit of eight, not one of seven.
+    assert Panel.from_truth_table(events, holds, world, max_pairs=8).n_atoms == 4
+    with pytest.raises(PanelTooLarge) as caught:
+        Panel.from_truth_table(events, holds, world, max_pairs=7)
+    assert (caught.value.n_events, caught.value.n_atoms) == (2, 4)
+    assert str(caught.value) == "2 events over 4 atoms"
+    # Worlds that share a signature are one atom: counted after merging, not before.
+    repeated = np.repeat(holds, 1000, axis=1)
+    assert Panel.from_truth_table(events, repeated, world, max_pairs=8).n_atoms == 4
+    assert built == []
