@@ -25,6 +25,7 @@ from providers.openai_compat import (
 )
 from providers.secrets import first_set
 from providers.types import ConfigError, ModelConfig
+from providers.urls import base_url_problem
 
 PROVIDER = "openai"
 #: The server is the user's: any constrained-output form may be what it takes.
@@ -51,7 +52,11 @@ def base_url(config: ModelConfig, env: Mapping[str, str]) -> str | None:
     server on a port chosen at start), else the spec's `base_url`."""
     variable = config.extra.get("base_url_env")
     if variable and env.get(variable):
-        return env[variable]
+        root = env[variable]
+        problem = base_url_problem(root)
+        if problem is not None:  # the value is not shown: it may hold a credential
+            raise ConfigError(f"model {config.name!r} (openai): {variable} must be {problem}")
+        return root
     return config.base_url
 
 

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from providers.constrained import RESPONSE_FORMATS
 from providers.types import MAX_CONCURRENCY, PROVIDERS, ModelConfig
+from providers.urls import base_url_problem
 from runs.tokens import TOKENIZERS
 
 PARSERS = ("strict", "lenient")
@@ -359,8 +360,9 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
             "json_mode or response_format, not both (response_format already asks for JSON)",
         )
     base_url = entry.get("base_url")
-    if base_url is not None and not base_url.startswith(("http://", "https://")):
-        raise SpecError(path, where + "base_url", "an http:// or https:// URL")
+    problem = base_url_problem(base_url) if base_url is not None else None
+    if problem is not None:
+        raise SpecError(path, where + "base_url", problem)
     for key in ("api_key_env", "base_url_env"):
         env_name = entry.get(key)
         if env_name is not None and not env_name.replace("_", "").isalnum():

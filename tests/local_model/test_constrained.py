@@ -21,7 +21,7 @@ from providers.constrained import (
 )
 from providers.openai_compat import ClientDialect, build_body, request_notes
 from providers.registry import adapter_for
-from providers.types import ChatRequest, ModelConfig
+from providers.types import ChatRequest, ConfigError, ModelConfig
 
 KEYS = ("Q01", "Q02", "Q03")
 #: The answers the grammar must admit, written independently of it: `0`, `0.` + 1-4 digits,
@@ -165,6 +165,19 @@ def test_openai_adapter_takes_every_form_and_the_base_url_from_the_named_variabl
     assert request.url == "http://127.0.0.1:4321/v1/chat/completions"
     assert "grammar" in orjson.loads(request.body)
     assert adapter_for(config, {}).build(REQ).url == "http://127.0.0.1:9/v1/chat/completions"
+
+
+def test_a_base_url_from_the_named_variable_is_checked_like_the_specs_and_never_shown() -> None:
+    config = cfg(base_url="http://127.0.0.1:9/v1", extra={"base_url_env": "LOCAL_URL"})
+    for bad, problem in (
+        ("http://[::1", "a well-formed http:// or https:// URL (Invalid IPv6 URL)"),
+        ("http://me:s3cret@h/v1", "a URL without a user or password"),
+        ("127.0.0.1:8080", "an http:// or https:// URL"),
+    ):
+        with pytest.raises(ConfigError) as caught:
+            adapter_for(config, {"LOCAL_URL": bad})
+        assert f"LOCAL_URL must be {problem}" in str(caught.value)
+        assert bad not in str(caught.value) and "s3cret" not in str(caught.value)
 
 
 @pytest.mark.parametrize(

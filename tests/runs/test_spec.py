@@ -124,6 +124,25 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
          "models[1].fold_system", "true or false"),
         (("max_tokens = 8192", 'max_tokens = 8192\nbase_url_env = "http://x"'),
          "models[1].base_url_env", "NAME"),
+        # each was taken and every request then failed in the adapter ("ValueError")
+        (("max_tokens = 8192", 'max_tokens = 8192\nbase_url = "http://[::1"'),
+         "models[1].base_url", "a well-formed http:// or https:// URL (Invalid IPv6 URL)"),
+        (("max_tokens = 8192", 'max_tokens = 8192\nbase_url = "http://h:99999/v1"'),
+         "models[1].base_url", "(Port out of range 0-65535)"),
+        (("max_tokens = 8192", 'max_tokens = 8192\nbase_url = "https://"'),
+         "models[1].base_url", "an http:// or https:// URL naming a host"),
+        (("max_tokens = 8192", 'max_tokens = 8192\nbase_url = "https://a b/v1"'),
+         "models[1].base_url", "naming a host"),
+        (("max_tokens = 8192", 'max_tokens = 8192\nbase_url = "ftp://h/v1"'),
+         "models[1].base_url", "an http:// or https:// URL"),
+        # a password in the URL would reach every failure's detail, and so the ledger
+        (("max_tokens = 8192", 'max_tokens = 8192\nbase_url = "http://me:pw@h/v1"'),
+         "models[1].base_url", "a URL without a user or password"),
+        # chat_url would append its path after the query
+        (("max_tokens = 8192", 'max_tokens = 8192\nbase_url = "http://h/v1?key=1"'),
+         "models[1].base_url", "without a ?query or #fragment"),
+        (("max_tokens = 8192", 'max_tokens = 8192\nbase_url = "http://h/v1#x"'),
+         "models[1].base_url", "without a ?query or #fragment"),
         (("seed = 3", "seed = 3\nmax_answer_failures = 9"), "max_answer_failures",
          "max_attempts=8"),
         # numpy's generator (the stock-day sample) refused it at planning, naming no key

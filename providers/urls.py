@@ -1,0 +1,26 @@
+"""Whether a configured API root (`base_url`, or the variable `base_url_env` names) can be
+used as one: checked when a spec is read and when an adapter takes a root from the
+environment, so a mistyped URL is one line before any request rather than a lane of
+failed attempts, and no credential written into a URL reaches a log or the ledger."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+
+def base_url_problem(url: str) -> str | None:
+    """What is wrong with `url` as an API root, or None when it can be used."""
+    if not url.startswith(("http://", "https://")):
+        return "an http:// or https:// URL"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+    except ValueError as error:
+        return f"a well-formed http:// or https:// URL ({error})"
+    if not parts.hostname or any(c.isspace() for c in parts.netloc):
+        return "an http:// or https:// URL naming a host"
+    if "@" in parts.netloc:
+        return "a URL without a user or password (a key is read from api_key_env, never a URL)"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return "the API root, without a ?query or #fragment (paths are added to it)"
+    return None
