@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, MutableMapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -94,9 +95,17 @@ class _LineWriter:
     debug = info = warning = error = critical = msg
 
 
+#: How many times one event of one model is echoed to the console; later ones go only to the
+#: file. Some warnings are per request: a model whose every answer is refused by the parser
+#: printed 11,792 `answer_retries_stopped` lines in one run.
+CONSOLE_REPEATS = 5
+
+
 class EngineLog:
     """The run's logger: `log.info("event", field=...)` goes to the file, and to stderr when
     the level is at least `console_level` (warning by default: quiet unless something is wrong).
+    Each event of each model reaches the console at most `CONSOLE_REPEATS` times, then once
+    more saying that the rest are only in the file.
     """
 
     _LEVELS: ClassVar[dict[str, int]] = {
@@ -133,12 +142,24 @@ class EngineLog:
             else None
         )
         self._console_level = self._LEVELS[console_level]
+        self._echoed: Counter[tuple[str, str]] = Counter()
 
     def _emit(self, level: str, event: str, fields: dict[str, Any], echo: bool = True) -> None:
         if self._to_file is not None:
             getattr(self._to_file, level)(event, **fields)
         if echo and self._to_console is not None and self._LEVELS[level] >= self._console_level:
-            getattr(self._to_console, level)(event, **fields)
+            key = (event, str(fields.get("model", "")))
+            self._echoed[key] += 1
+            if self._echoed[key] <= CONSOLE_REPEATS:
+                getattr(self._to_console, level)(event, **fields)
+            elif self._echoed[key] == CONSOLE_REPEATS + 1:
+                shown = {"model": fields["model"]} if "model" in fields else {}
+                more = (
+                    f"more {event} events go only to logs/engine.jsonl"
+                    if self._to_file is not None
+                    else f"more {event} events are not shown"
+                )
+                getattr(self._to_console, level)(more, **shown)
 
     def debug(self, event: str, **fields: Any) -> None:
         self._emit("debug", event, fields)

@@ -119,6 +119,8 @@ class CampaignResult:
     #: Everything the simulator this run started counted (`SimHandle.counts()`: requests,
     #: faults by kind, its limiter's 429s...), None without one.
     sim_counts: dict[str, int] | None = None
+    #: The spec's answer parser ("strict" or "lenient"), for the closing line's advice.
+    parser: str = "strict"
 
 
 class StopSignals:
@@ -791,4 +793,5 @@ def _score_and_report(
         injected_faults=fault_counts(injected),
         audit=audit,
         sim_counts=dict(injected) if injected else None,
+        parser=spec.parser,
     )

@@ -30,7 +30,13 @@ from runs.commands._errors import (
 )
 from runs.figure_workers import FigureWorkerDied, FigureWorkers
 from runs.memory import imports_frozen
-from runs.pipeline import INTERRUPTED_MESSAGE, RunBusy, RunError, run_campaign
+from runs.pipeline import (
+    INTERRUPTED_MESSAGE,
+    CampaignResult,
+    RunBusy,
+    RunError,
+    run_campaign,
+)
 from runs.planner import CampaignTooLarge
 from runs.signals import EXIT_INTERRUPTED, mark_interrupt_said
 
@@ -123,19 +129,31 @@ def run(
     if result.spend_cap_reached:
         raise typer.Exit(EXIT_SPEND_CAP)
     if not result.summary.complete:
-        spent = result.summary.answer_budget_spent
-        typer.echo(
-            f"incomplete: {result.summary.unaccepted:,} planned queries unanswered (see above); "
-            "fix the cause and run the same command again to resume"
-            + (
-                f" ({spent:,} of them spent their answer-failure budget: a resume asks them "
-                "again only once max_answer_failures is raised in the spec)"
-                if spent
-                else ""
-            ),
-            err=True,
-        )
+        typer.echo(_incomplete_line(result), err=True)
         raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def _incomplete_line(result: CampaignResult) -> str:
+    """What an incomplete run says last: how many are unanswered, and what would answer them."""
+    line = (
+        f"incomplete: {result.summary.unaccepted:,} planned queries unanswered (see above); "
+        "fix the cause and run the same command again to resume"
+    )
+    spent = result.summary.answer_budget_spent
+    if not spent:
+        return line
+    line += (
+        f" ({spent:,} of them spent their answer-failure budget: a resume asks them again only "
+        "once max_answer_failures is raised in the spec"
+    )
+    if result.parser == "strict":
+        # Their replies are kept: a model answering in fractions (11/36) failed every answer
+        # under the strict parser, and `reparse` accepted all 11,792 without a call.
+        line += (
+            f"; first try `dutchbook reparse {result.run_dir} --parser lenient`, which reads "
+            "their kept replies again without a call"
+        )
+    return line + ")"
 
 
 def register(app: typer.Typer) -> None:

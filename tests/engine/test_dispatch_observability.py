@@ -12,7 +12,7 @@ from rich.console import Console
 
 from engine.dispatch import dispatch
 from engine.lanes import LaneState, LaneStats
-from engine.logs import EngineLog
+from engine.logs import CONSOLE_REPEATS, EngineLog
 from engine.progress import LiveProgress, render
 from providers.sim.server import SimHandle
 
@@ -57,6 +57,39 @@ def test_an_error_kept_off_the_console_is_still_logged_redacted(tmp_path: Path) 
     assert "hunter2-very-secret" not in events[0]["detail"]
     assert all("echo" not in e for e in events)
     assert console.getvalue() == ""
+
+
+def test_a_per_request_warning_reaches_the_console_a_few_times_per_model(tmp_path: Path) -> None:
+    """A model whose every answer is refused warns once per request: 11,792 console lines in
+    one run. Each (event, model) is echoed `CONSOLE_REPEATS` times, then one line says where
+    the rest are; the file keeps every one."""
+    console = io.StringIO()
+    log = EngineLog(tmp_path, console=console)
+    for n in range(40):
+        for model in ("a", "b"):
+            log.warning("answer_retries_stopped", model=model, request_id=f"r{n}")
+    log.warning("lane_paused", model="a")
+    log.close()
+    lines = console.getvalue().splitlines()
+    for model in ("a", "b"):
+        mine = [line for line in lines if f"model={model}" in line]
+        assert [line.split("request_id=")[-1] for line in mine[:CONSOLE_REPEATS]] == [
+            f"r{n}" for n in range(CONSOLE_REPEATS)
+        ]
+        assert mine[CONSOLE_REPEATS:CONSOLE_REPEATS + 1] == [
+            "dutchbook warning: more answer_retries_stopped events go only to "
+            f"logs/engine.jsonl model={model}"
+        ]
+    assert len(lines) == 2 * (CONSOLE_REPEATS + 1) + 1 and "lane_paused" in lines[-1]
+    events = (tmp_path / "logs" / "engine.jsonl").read_text().splitlines()
+    assert len(events) == 81
+    bare = io.StringIO()
+    quiet = EngineLog(None, console=bare)
+    for _ in range(CONSOLE_REPEATS + 3):
+        quiet.warning("attempts_exhausted")
+    assert bare.getvalue().splitlines()[CONSOLE_REPEATS:] == [
+        "dutchbook warning: more attempts_exhausted events are not shown"
+    ]
 
 
 def test_progress_table_shows_each_lane() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -91,8 +92,10 @@ def test_an_answer_budget_spent_is_named_with_what_asks_again(tmp_path: Path) ->
     assert (
         "incomplete: 28 planned queries unanswered (see above); fix the cause and run the same "
         "command again to resume (28 of them spent their answer-failure budget: a resume asks "
-        "them again only once max_answer_failures is raised in the spec)"
-    ) in said
+        "them again only once max_answer_failures is raised in the spec; first try "
+        f"`dutchbook reparse {out} --parser lenient`, which reads their kept replies again "
+        "without a call)"
+    ) in said.replace("\n", "")
     # The audit and the report a referee reads say it too (they said only "given up").
     note = (
         "fractions: 28 requests given up with the answer-failure budget spent; running the "
@@ -103,3 +106,25 @@ def test_an_answer_budget_spent_is_named_with_what_asks_again(tmp_path: Path) ->
     assert f"- {note}" in (out / "report" / "report.md").read_text(encoding="utf-8")
     as_json = CliRunner().invoke(app, ["audit", str(out), "--json"])
     assert '"answer_budget_spent": 28' in as_json.output
+    # The advice holds: the lenient parser reads every kept fraction, without a call.
+    reparsed = CliRunner().invoke(app, ["reparse", str(out), "--parser", "lenient", "--json"])
+    assert reparsed.exit_code == 0, reparsed.output
+    assert json.loads(reparsed.stdout)["newly_accepted"] == 28
+
+
+def test_the_reparse_advice_is_given_only_where_a_lenient_parser_could_help() -> None:
+    from types import SimpleNamespace
+
+    from runs.commands.run import _incomplete_line
+    from runs.pipeline import CampaignResult
+
+    def line(parser: str, spent: int) -> str:
+        summary = SimpleNamespace(unaccepted=30, answer_budget_spent=spent)
+        return _incomplete_line(CampaignResult(Path("out/x"), summary, {}, parser=parser))
+
+    assert "reparse out/x --parser lenient" in line("strict", 3)
+    assert "max_answer_failures" in line("lenient", 3) and "reparse" not in line("lenient", 3)
+    assert line("strict", 0) == (
+        "incomplete: 30 planned queries unanswered (see above); fix the cause and run the same "
+        "command again to resume"
+    )
