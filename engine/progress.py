@@ -2,11 +2,16 @@
 
 A sweep runs for hours; the person watching needs to see at a glance which lane is slow,
 which is retrying (and why) and which has stopped, without reading logs. The display is a
-rich `Live` table redrawn from the lanes' counters; it draws nothing when the console is not
-a terminal (CI, redirected output), so logs stay clean there.
+rich `Live` table redrawn from the lanes' counters. When the console is not a terminal (CI,
+`nohup`, redirected output) it draws no table, so logs stay clean, but writes one line of
+every lane's count every `LINE_EVERY_S`: a run paced to hours by a low `tpm`, say, otherwise
+said nothing between its first line and its last.
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.live import Live
@@ -64,17 +69,48 @@ def render(lanes: list[LaneStats]) -> Table:
     return table
 
 
-class LiveProgress:
-    """`engine.dispatch.ProgressSink` drawing with rich; inert when not on a terminal."""
+#: How often a console that is not a terminal gets a line of progress (a run shorter than
+#: this gets none).
+LINE_EVERY_S = 60.0
 
-    def __init__(self, console: Console | None = None, *, force: bool = False) -> None:
+
+def progress_line(lanes: list[LaneStats], elapsed_s: float) -> str:
+    """One plain line of every lane's count, rate and time left, for a log."""
+    parts = []
+    for s in lanes:
+        state = "" if s.state.value == "running" else f" {s.state.value}"
+        parts.append(
+            f"{s.model}{state} {s.done:,}/{s.planned:,} ({s.rate_per_s:.1f}/s, "
+            f"ETA {_duration(s.eta_s)})"
+        )
+    return f"dispatch {_duration(elapsed_s)}: " + "; ".join(parts)
+
+
+class LiveProgress:
+    """`engine.dispatch.ProgressSink` drawing with rich; a line every `line_every_s` (None:
+    never) when not on a terminal."""
+
+    def __init__(
+        self,
+        console: Console | None = None,
+        *,
+        force: bool = False,
+        line_every_s: float | None = LINE_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.console = console or Console(stderr=True)
         self.enabled = force or self.console.is_terminal
         self._live: Live | None = None
         self._lanes: list[LaneStats] = []
+        self._line_every_s = None if self.enabled else line_every_s
+        self._clock = clock
+        self._started = self._next_line = 0.0
 
     def start(self, lanes: list[LaneStats]) -> None:
         self._lanes = lanes
+        self._started = self._clock()
+        if self._line_every_s is not None:
+            self._next_line = self._started + self._line_every_s
         if self.enabled:
             self._live = Live(
                 render(lanes), console=self.console, auto_refresh=False, transient=False
@@ -84,6 +120,11 @@ class LiveProgress:
     def refresh(self) -> None:
         if self._live is not None:
             self._live.update(render(self._lanes), refresh=True)
+        elif self._line_every_s is not None and self._clock() >= self._next_line:
+            now = self._clock()
+            line = progress_line(self._lanes, now - self._started)
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+            self._next_line = now + self._line_every_s
 
     def stop(self) -> None:
         if self._live is not None:

@@ -13,7 +13,7 @@ from rich.console import Console
 from engine.dispatch import dispatch
 from engine.lanes import LaneState, LaneStats
 from engine.logs import CONSOLE_REPEATS, EngineLog
-from engine.progress import LiveProgress, render
+from engine.progress import LINE_EVERY_S, LiveProgress, progress_line, render
 from providers.sim.server import SimHandle
 
 if TYPE_CHECKING:
@@ -116,6 +116,42 @@ def test_live_progress_is_inert_without_a_terminal() -> None:
     progress.refresh()
     progress.stop()
     assert not progress.enabled and sink.getvalue() == ""
+
+
+def test_without_a_terminal_a_line_of_progress_comes_every_minute() -> None:
+    """A run paced to hours (a low tpm) said nothing in a log between its first line and its
+    last: now one plain line per `LINE_EVERY_S`, and none in a shorter run."""
+    now = [1000.0]
+    sink = io.StringIO()
+    console = Console(file=sink, force_terminal=False, width=80)
+    progress = LiveProgress(console, clock=lambda: now[0])
+    # `finished` holds the lanes' own clocks still (their rates read time.monotonic).
+    slow = LaneStats(model="slow-model", provider="p", planned=1_550, accepted=2, started=1.0,
+                     finished=101.0, state=LaneState.RUNNING)  # fmt: skip
+    done = LaneStats(model="m2", provider="p", planned=3, accepted=3, state=LaneState.DONE)
+    progress.start([slow, done])
+    now[0] += LINE_EVERY_S - 1
+    progress.refresh()
+    assert sink.getvalue() == ""
+    now[0] += 1
+    for _ in range(3):  # refreshed four times a second: still one line a minute
+        progress.refresh()
+    line = progress_line([slow, done], LINE_EVERY_S)
+    assert sink.getvalue() == line + "\n"
+    assert line == (
+        "dispatch 1:00: slow-model 2/1,550 (0.0/s, ETA 21:30:00); m2 done 3/3 (0.0/s, ETA 0:00)"
+    )
+    now[0] += LINE_EVERY_S
+    progress.refresh()
+    progress.stop()
+    assert sink.getvalue().splitlines()[1].startswith("dispatch 2:00: slow-model 2/1,550")
+    quiet = io.StringIO()
+    never = LiveProgress(Console(file=quiet, force_terminal=False), line_every_s=None,
+                         clock=lambda: now[0])  # fmt: skip
+    never.start([slow])
+    now[0] += 10 * LINE_EVERY_S
+    never.refresh()
+    assert quiet.getvalue() == ""
 
 
 async def test_dispatch_drives_progress_and_logs_summary(
