@@ -11,6 +11,7 @@ said nothing between its first line and its last.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 
 from rich.console import Console
@@ -74,8 +75,25 @@ def render(lanes: list[LaneStats]) -> Table:
 LINE_EVERY_S = 60.0
 
 
+#: The most lanes a progress line names one by one; more are summed up (a campaign of 1,000
+#: models wrote a line of 40 KB).
+LINE_LANES = 8
+
+
 def progress_line(lanes: list[LaneStats], elapsed_s: float) -> str:
-    """One plain line of every lane's count, rate and time left, for a log."""
+    """One plain line of every lane's count, rate and time left, for a log; with more than
+    `LINE_LANES` lanes, their total and how many are in each state."""
+    head = f"dispatch {_duration(elapsed_s)}: "
+    if len(lanes) > LINE_LANES:
+        done, planned = sum(s.done for s in lanes), sum(s.planned for s in lanes)
+        rate = sum(s.rate_per_s for s in lanes)
+        left = (planned - done) / rate if rate > 0 else None
+        states = Counter(s.state.value for s in lanes)
+        by_state = ", ".join(f"{n:,} {state}" for state, n in sorted(states.items()))
+        return (
+            head + f"{len(lanes):,} models {done:,}/{planned:,} ({rate:.1f}/s, "
+            f"ETA {_duration(0.0 if done >= planned else left)}; {by_state})"
+        )
     parts = []
     for s in lanes:
         state = "" if s.state.value == "running" else f" {s.state.value}"
@@ -83,7 +101,7 @@ def progress_line(lanes: list[LaneStats], elapsed_s: float) -> str:
             f"{s.model}{state} {s.done:,}/{s.planned:,} ({s.rate_per_s:.1f}/s, "
             f"ETA {_duration(s.eta_s)})"
         )
-    return f"dispatch {_duration(elapsed_s)}: " + "; ".join(parts)
+    return head + "; ".join(parts)
 
 
 class LiveProgress:

@@ -13,7 +13,7 @@ from rich.console import Console
 from engine.dispatch import dispatch
 from engine.lanes import LaneState, LaneStats
 from engine.logs import CONSOLE_REPEATS, EngineLog
-from engine.progress import LINE_EVERY_S, LiveProgress, progress_line, render
+from engine.progress import LINE_EVERY_S, LINE_LANES, LiveProgress, progress_line, render
 from providers.sim.server import SimHandle
 
 if TYPE_CHECKING:
@@ -145,6 +145,19 @@ def test_without_a_terminal_a_line_of_progress_comes_every_minute() -> None:
     progress.refresh()
     progress.stop()
     assert sink.getvalue().splitlines()[1].startswith("dispatch 2:00: slow-model 2/1,550")
+    # A thousand lanes are summed up, not named: the line stayed 40 KB long.
+    many = [LaneStats(model=f"m{n:04d}", provider="p", planned=37, accepted=n % 38,
+                      started=1.0, finished=11.0) for n in range(1000)]  # fmt: skip
+    many[0].state = LaneState.STOPPED
+    summed = progress_line(many, 61.0)
+    done = sum(n % 38 for n in range(1000))
+    rate = done / 10.0
+    assert summed == (
+        f"dispatch 1:01: 1,000 models {done:,}/37,000 ({rate:.1f}/s, ETA "
+        f"{int((37_000 - done) / rate) // 60}:{int((37_000 - done) / rate) % 60:02d}; "
+        "1 stopped, 999 waiting)"
+    )
+    assert progress_line(many[:LINE_LANES], 1.0).count("; ") == LINE_LANES - 1
     quiet = io.StringIO()
     never = LiveProgress(Console(file=quiet, force_terminal=False), line_every_s=None,
                          clock=lambda: now[0])  # fmt: skip

@@ -613,3 +613,39 @@ def test_the_audit_figure_of_one_attempt_shows_it(
     [ax] = [ax for ax in kept[0].axes if ax.patches]
     assert [bar.get_width() > 0 and bar.get_height() == 1 for bar in ax.patches] == [True]
     assert ax.get_title(loc="left") == "m: 1 attempt, 1 retry attempt (100.0%)"
+
+
+def test_the_audit_figure_of_many_models_draws_those_with_the_most_retries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thousand models took 9 minutes to draw one panel each; the figure draws at most
+    MAX_PANELS, the models with the most retry attempts (ties by name), and says so."""
+    from runs.report_figures import module_of
+    from runs.report_figures.audit import MAX_PANELS
+
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    models = [f"m{n:03d}" for n in range(100)]
+    # Model n: 5 accepted attempts and n % 7 rate limits (none for multiples of 7).
+    rows = [(m, 0, t0, t0 + dt.timedelta(seconds=1), "accepted", 5) for m in models] + [
+        (m, 0, t0, t0 + dt.timedelta(seconds=1), "rate_limit", n % 7)
+        for n, m in enumerate(models) if n % 7
+    ]  # fmt: skip
+    timeline = pl.DataFrame(
+        rows, schema=["model", "bin", "start", "end", "outcome", "attempts"], orient="row"
+    )
+    kept: list[Any] = []
+    monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
+    caption = module_of(8).draw(FigureInputs({"rows": []}, timeline=timeline), tmp_path / "f.png")
+    titles = [ax.get_title(loc="left") for ax in kept[0].axes if ax.patches]
+    # By retries, then name: the 14 models with 6 (n % 7 == 6), then 10 of those with 5.
+    most = sorted(models, key=lambda m: (-(int(m[1:]) % 7), m))[:MAX_PANELS]
+    assert [title.split(":")[0] for title in titles] == sorted(most)
+    assert caption.endswith(
+        f" Drawn: the {MAX_PANELS} of 100 models with the most retry attempts; every model's "
+        "counts are in audit.csv."
+    )
+    kept.clear()
+    few = timeline.filter(pl.col("model").is_in(models[:MAX_PANELS]))
+    caption = module_of(8).draw(FigureInputs({"rows": []}, timeline=few), tmp_path / "g.png")
+    assert len([ax for ax in kept[0].axes if ax.patches]) == MAX_PANELS
+    assert "Drawn:" not in caption
