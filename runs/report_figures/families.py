@@ -19,6 +19,12 @@ from runs.report_figures import _style
 from runs.report_figures.inputs import FAMILY_ARM_PREFIX, FigureInputs
 
 TITLE = "Question families: arbitrage-free rate by shape"
+#: The most models drawn as bars, one colour each: the palette has 10 colours, and at 32 models
+#: bars of one colour stood for three or four models. More models are drawn as a table of
+#: shares (a heatmap), one row each, at most `MAX_ROWS` (those first by name; all are in
+#: families.csv).
+MAX_BAR_MODELS = 10
+MAX_ROWS = 60
 SHAPES = ("negation", "threshold", "deadline", "partition", "conjunction", "story")
 CONTROLS = "controls"
 
@@ -75,6 +81,9 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         (m, a, g): (f, n)
         for m, a, g, n, f in rates.select("model", "arm", "group", "families", "free").iter_rows()
     }
+    cents = inputs.arbitrage_free_cents
+    if len(models) > MAX_BAR_MODELS:
+        return _draw_table(arms, groups, models, cell, path, cents)
     plt = _style.pyplot()
     fig, axes = plt.subplots(
         len(arms), 1, figsize=(_style.WIDTH, 2.6 * len(arms) + 0.8), squeeze=False, sharex=True
@@ -86,13 +95,74 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     legend = _style.bottom_legend(fig, handles, labels, min(len(models), 5))
     _style.tight_layout(fig, rect=(0, legend, 1, 1))
     _style.save(fig, path)
-    cents = inputs.arbitrage_free_cents
     return (
         f"Share of families on which the L1 bookie locks in at most {cents:g} (profit averaged "
         "over passes), by family shape, for statements asked one at a time and a whole family "
         "asked in one query; control families (exact probabilities known) apart on the right. "
         "The number under each group is how many families it holds."
     )
+
+
+def _draw_table(
+    arms: Sequence[str],
+    groups: Sequence[str],
+    models: Sequence[str],
+    cell: Mapping[tuple[str, str, str], tuple[float, int]],
+    path: Path,
+    cents: float,
+) -> str:
+    """Many models: per arm, one row per model and one column per shape, each cell the share
+    written in it and shaded by it (blank where the model answered no family of the shape)."""
+    import numpy as np
+
+    shown = list(models[:MAX_ROWS])
+    plt = _style.pyplot()
+    fig, axes = plt.subplots(
+        1, len(arms), figsize=(_style.WIDTH, 0.22 * len(shown) + 1.6), squeeze=False, sharey=True
+    )
+    for ax, arm in zip(axes[0], arms, strict=True):
+        shares = np.array(
+            [[cell.get((m, arm, g), (np.nan, 0))[0] for g in groups] for m in shown], dtype=float
+        )
+        image = ax.imshow(shares, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        for (row, column), value in np.ndenumerate(shares):
+            if not np.isnan(value):
+                colour = "black" if value > 0.6 else "white"
+                ax.text(column, row, f"{value:.0%}", ha="center", va="center", fontsize=6,
+                        color=colour)  # fmt: skip
+        labels = _group_labels(arm, groups, cell, " ")
+        ax.set_xticks(range(len(groups)), labels, rotation=45, ha="right", fontsize=7)
+        ax.set_yticks(range(len(shown)), shown, fontsize=7)
+        ax.set_title(arm.removeprefix(FAMILY_ARM_PREFIX), loc="left", fontsize=9)
+    fig.colorbar(image, ax=list(axes[0]), shrink=0.6, label="arbitrage-free share")
+    _style.save(fig, path)
+    left_out = (
+        f" Drawn: the first {MAX_ROWS} of {len(models):,} models by name; every model's "
+        "shares are in families.csv."
+        if len(models) > MAX_ROWS
+        else ""
+    )
+    return (
+        f"Share of families on which the L1 bookie locks in at most {cents:g} (profit averaged "
+        "over passes), per model (rows) and family shape (columns), for each family arm; "
+        "control families (exact probabilities known) in the last column. Blank: no family "
+        "of that shape was answered." + left_out
+    )
+
+
+def _group_labels(
+    arm: str,
+    groups: Sequence[str],
+    cell: Mapping[tuple[str, str, str], tuple[float, int]],
+    between: str,
+) -> list[str]:
+    """Each group's name and how many families it holds in `arm` (models that answered
+    different numbers: each number, "4/5")."""
+    labels = []
+    for group in groups:
+        ns = {cell[k][1] for k in cell if k[1] == arm and k[2] == group}
+        labels.append(f"{group}{between}(n={'/'.join(str(n) for n in sorted(ns)) if ns else 0})")
+    return labels
 
 
 def _panel(
@@ -115,15 +185,7 @@ def _panel(
         for x, h in zip(xs, hs, strict=True):
             if h == 0.0:  # a zero bar is invisible: say it, so it is not read as missing
                 ax.text(x, 0.01, "0", ha="center", va="bottom", fontsize=7, color=styles[model][0])
-    counts = []
-    for group in groups:
-        ns = {cell[k][1] for k in cell if k[1] == arm and k[2] == group}
-        counts.append("/".join(str(n) for n in sorted(ns)) if ns else "0")
-    ax.set_xticks(
-        range(len(groups)),
-        [f"{g}\n(n={n})" for g, n in zip(groups, counts, strict=True)],
-        fontsize=8,
-    )
+    ax.set_xticks(range(len(groups)), _group_labels(arm, groups, cell, "\n"), fontsize=8)
     if groups and groups[-1] == CONTROLS:
         ax.axvline(len(groups) - 1.5, color="0.3", linewidth=0.9, linestyle=":")
     ax.set_ylim(0, 1.05)

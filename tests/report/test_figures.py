@@ -649,3 +649,46 @@ def test_the_audit_figure_of_many_models_draws_those_with_the_most_retries(
     caption = module_of(8).draw(FigureInputs({"rows": []}, timeline=few), tmp_path / "g.png")
     assert len([ax for ax in kept[0].axes if ax.patches]) == MAX_PANELS
     assert "Drawn:" not in caption
+
+
+def test_the_family_figure_of_many_models_is_a_table_of_shares(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past 10 models a bar colour stood for several models (32 models: three or four a
+    colour); the figure is then one row per model, each cell its share, written out."""
+    from runs.report_figures import module_of
+    from runs.report_figures.families import MAX_BAR_MODELS
+
+    models = [f"m{n:02d}" for n in range(MAX_BAR_MODELS + 2)]
+    info = {"f1": FamilyInfo("negation", False), "f2": FamilyInfo("negation", False),
+            "c1": FamilyInfo("negation", True)}  # fmt: skip
+    # Model n is arbitrage-free on f1 always, on f2 when n is even; the control always.
+    rows = [
+        _score(m, "families/joint", f, 0, 0.0 if f != "f2" or n % 2 == 0 else 0.5, "family")
+        for n, m in enumerate(models)
+        for f in ("f1", "f2", "c1")
+    ]
+    profit = {"mean": 0.1, "lo": 0.0, "hi": 0.2}
+    summary = {
+        "rows": [
+            {"model": m, "arm": "families/joint", "scored": True, "profit": profit}
+            for m in models
+        ]
+    }
+    inputs = FigureInputs(
+        summary, scores=pl.DataFrame(rows, schema=SCORE_SCHEMA).lazy(), families=info
+    )
+    kept: list[Any] = []
+    monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
+    caption = module_of(6).draw(inputs, tmp_path / "f.png")
+    [ax] = [ax for ax in kept[0].axes if ax.images]
+    assert [t.get_text() for t in ax.get_yticklabels()] == models
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["negation (n=2)", "controls (n=1)"]
+    written = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text()
+               for t in ax.texts}  # fmt: skip
+    assert written == {
+        (n, column): ("100%" if column == 1 or n % 2 == 0 else "50%")
+        for n in range(len(models))
+        for column in (0, 1)
+    }
+    assert "per model (rows) and family shape (columns)" in caption and "Drawn:" not in caption
