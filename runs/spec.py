@@ -315,6 +315,14 @@ def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
                 "one line without control characters (a line break, a tab, a terminal "
                 "escape): it is shown in every message, log line and table",
             )
+        name = entry["name"]
+        if name != name.strip() or len(name) > MODEL_NAME_MAX:
+            raise SpecError(
+                path,
+                where + "name",
+                f"at most {MODEL_NAME_MAX} characters, without leading or trailing spaces "
+                "(\"m\" and \"m \" would read as one model in every table)",
+            )
         models.append(_model_config(entry, path, where))
     names = [m.name for m in models]
     for name in names:
@@ -323,6 +331,11 @@ def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
                 path, "models", f"unique names; {name!r} appears {names.count(name)} times"
             )
     return tuple(models)
+
+
+#: The longest model name: a name is the label of every table row, log line and figure
+#: panel (5,000 characters were taken and printed whole in every one of them).
+MODEL_NAME_MAX = 100
 
 
 def _has_control(text: str) -> bool:

@@ -124,6 +124,10 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
          "models[1].fold_system", "true or false"),
         (("max_tokens = 8192", 'max_tokens = 8192\nbase_url_env = "http://x"'),
          "models[1].base_url_env", "NAME"),
+        # taken and shown blank, or whole in every table, log line and figure panel
+        (('name = "b"', 'name = " "'), "models[1].name", "without leading or trailing spaces"),
+        (('name = "b"', 'name = "b "'), "models[1].name", "without leading or trailing spaces"),
+        (('name = "b"', f'name = "{"b" * 101}"'), "models[1].name", "at most 100 characters"),
         # each was taken and every request then failed in the adapter ("ValueError")
         (("max_tokens = 8192", 'max_tokens = 8192\nbase_url = "http://[::1"'),
          "models[1].base_url", "a well-formed http:// or https:// URL (Invalid IPv6 URL)"),
@@ -261,3 +265,9 @@ def test_an_unknown_key_names_the_nearest_known_one(tmp_path: Path) -> None:
         load_spec(path, arm_names=ARMS)
     assert info.value.key == "models[0].max_token"
     assert info.value.expected.startswith("an unknown key; did you mean max_tokens?")
+
+
+def test_a_model_name_of_the_longest_length_loads(tmp_path: Path) -> None:
+    longest = "b" * 100
+    text = GOOD.replace('name = "b"', f'name = "{longest}"', 1).replace('"b"', f'"{longest}"')
+    assert load_spec(write(tmp_path, text), arm_names=ARMS).model(longest).name == longest
