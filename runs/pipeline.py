@@ -506,7 +506,7 @@ def _estimate(
     # Rendering a paper-scale plan takes seconds: count them, as dispatch counts answers.
     where, note = (run_dir, "") if staged is None else (staged.staging, STAGING_FULL)
     with disk_full_raised(where, staged.staging if staged else None, note), PlanningProgress(
-        console, spec.name, enabled=progress and console.is_terminal
+        console, spec.name, enabled=progress and console.is_terminal, lines=progress
     ) as shown:
         return estimate(spec, units, plan=staged, progress=shown.update)
 

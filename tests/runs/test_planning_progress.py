@@ -16,7 +16,7 @@ import runs.pipeline as pipeline
 import runs.planner as planner
 from runs.cli import app
 from runs.planner import estimate, queries_before_sharing, write_plan
-from runs.planning_progress import PlanningProgress
+from runs.planning_progress import LINE_EVERY_S, PlanningProgress
 from runs.spec import load_spec
 from runs.units import UnitSource
 
@@ -97,6 +97,29 @@ def test_nothing_is_drawn_off_a_terminal() -> None:
         shown.update(10, 20)
     assert out.getvalue() == ""
     assert shown.last == (10, 20)
+
+
+def test_off_a_terminal_a_plain_line_comes_each_minute() -> None:
+    """Planning 15 million queries took two minutes without a word in a log."""
+    now = [50.0]
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=False, width=80)
+    with PlanningProgress(console, "big", clock=lambda: now[0]) as shown:
+        shown.update(1_000, 15_500_000)
+        now[0] += LINE_EVERY_S
+        shown.update(2_000, 15_500_000)
+        shown.update(3_000, 15_500_000)  # the next line is a minute away
+        now[0] += LINE_EVERY_S + 1
+        shown.update(4_000, 15_500_000)
+    assert out.getvalue().splitlines() == [
+        "planning big 1:00: 2,000/15,500,000 queries rendered",
+        "planning big 2:01: 4,000/15,500,000 queries rendered",
+    ]
+    quiet = io.StringIO()
+    with PlanningProgress(Console(file=quiet), "q", lines=False, clock=lambda: now[0]) as shown:
+        now[0] += 10 * LINE_EVERY_S
+        shown.update(1, 2)
+    assert quiet.getvalue() == ""
 
 
 def test_plan_command_counts_to_the_total(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
