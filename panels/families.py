@@ -36,7 +36,12 @@ from panels import toml_text
 from panels.algebra import Panel
 from panels.events import Event
 from panels.formula import RESERVED, Formula, FormulaError, parse
-from panels.input_files import TEXT_INPUT_MAX_BYTES, InputFileError, read_input_file
+from panels.input_files import (
+    TEXT_INPUT_MAX_BYTES,
+    InputFileError,
+    has_control,
+    read_input_file,
+)
 from panels.space import OutcomeSpace
 
 FAMILIES_DIR = Path(__file__).parent / "families"
@@ -114,10 +119,17 @@ class Family:
         return {s.id: s.exact for s in self.statements if s.exact is not None}
 
 
+#: Keys shown in tables, figures and messages: an escape sequence in them would reach the
+#: terminal, a line break would split a one-line message.
+_ONE_LINE_KEYS = frozenset({"id", "title"})
+
+
 def _text(file: str, raw: Mapping[str, Any], key: str, statement: str | None = None) -> str:
     value = raw.get(key)
     if not isinstance(value, str) or not value.strip():
         raise FamilyError(file, f"{key!r} must be a non-empty string", statement)
+    if key in _ONE_LINE_KEYS and has_control(value):
+        raise FamilyError(file, f"{key!r} must be one line without control characters", statement)
     return value
 
 

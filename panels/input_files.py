@@ -37,3 +37,10 @@ def read_input_file(path: Path, limit: int) -> bytes:
     if len(data) > limit:
         raise InputFileError(f"larger than {limit // 2**20} MiB, far more than any input needs")
     return data
+
+
+def has_control(text: str) -> bool:
+    """A control character (C0, DEL, C1) or a Unicode line or paragraph separator: what a
+    name shown in messages, tables and logs may not hold (an escape sequence would reach the
+    terminal; a line break would split a one-line message)."""
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029" for c in text)

@@ -291,6 +291,8 @@ def _parse_data(raw: Any, path: Path) -> DataSpec:
 
 
 def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
+    from panels.input_files import has_control  # loading a spec imports panels anyway
+
     if not isinstance(raw, list) or not raw:
         raise SpecError(path, "models", "at least one [[models]] table")
     models: list[ModelConfig] = []
@@ -308,7 +310,7 @@ def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
         for key in ("name", "provider", "model"):
             if not entry.get(key):
                 raise SpecError(path, where + key, _MODEL_KEYS[key][1])
-        if _has_control(entry["name"]):
+        if has_control(entry["name"]):
             raise SpecError(
                 path,
                 where + "name",
@@ -336,11 +338,6 @@ def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
 #: The longest model name: a name is the label of every table row, log line and figure
 #: panel (5,000 characters were taken and printed whole in every one of them).
 MODEL_NAME_MAX = 100
-
-
-def _has_control(text: str) -> bool:
-    """A control character (C0, DEL, C1) or a Unicode line or paragraph separator."""
-    return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029" for c in text)
 
 
 def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:

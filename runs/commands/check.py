@@ -37,7 +37,12 @@ from panels import toml_text
 from panels.algebra import Panel, PanelTooLarge
 from panels.events import Event
 from panels.formula import RESERVED, Formula, FormulaError, parse, truth_table
-from panels.input_files import CHECK_INPUT_MAX_BYTES, InputFileError, read_input_file
+from panels.input_files import (
+    CHECK_INPUT_MAX_BYTES,
+    InputFileError,
+    has_control,
+    read_input_file,
+)
 from runs.commands._errors import fail
 from runs.output import stdout_console
 
@@ -146,6 +151,10 @@ def _event_tables(name: str, raw: Mapping[str, Any], shape_key: str) -> list[dic
         event_id = entry.get("id")
         if not isinstance(event_id, str) or not event_id.strip():
             raise CheckInputError(f"{name}: event {n + 1}: 'id' must be a non-empty string")
+        if has_control(event_id):  # printed in every table: an escape would reach the terminal
+            raise CheckInputError(
+                f"{name}: event {n + 1}: 'id' must be one line without control characters"
+            )
         unknown = sorted(set(entry) - allowed)
         if unknown:
             raise CheckInputError(f"{name}: event {event_id!r}: unknown key {unknown[0]!r}")
@@ -363,6 +372,10 @@ def book_rows(
     return worst, rows
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def _as_dict(ids: tuple[str, ...], values: FloatArray) -> dict[str, float | None]:
     return {i: (None if math.isnan(v) else float(v)) for i, v in zip(ids, values, strict=True)}
 
@@ -380,7 +393,8 @@ def _print_report(
     ids = panel.ids
     norm_words = "total stake at most 1" if norm == "inf" else "at most 1 of each contract"
     console.print(
-        f"{len(ids)} events, {panel.n_atoms} atoms; norm {norm} ({norm_words})\n"
+        f"{_count(len(ids), 'event')}, {_count(panel.n_atoms, 'atom')}; norm {norm} "
+        f"({norm_words})\n"
         f"Dutch-book profit: [bold]{profit:.5f}[/]"
     )
     if profit <= STAKE_EPSILON:

@@ -133,6 +133,11 @@ BAD_INPUTS = {
     "parse error": (HEADER + _event("x", "a and", "0.5"),
                     "event 'x': expected a variable, 'not' or '(' but found end of formula "
                     "at position 5"),
+    # printed raw in every table: an escape sequence reached the terminal
+    "id with an escape": (HEADER + _event("x\\u001b[31m", "a", "0.5"),
+                          "event 1: 'id' must be one line without control characters"),
+    "id with a line break": (HEADER + _event("x\\ny", "a", "0.5"),
+                             "event 1: 'id' must be one line without control characters"),
     "unknown variable": (HEADER + _event("x", "a or c", "0.5"),
                          "event 'x': unknown variable 'c' at position 5"),
     "unknown top-level key": (HEADER + "colour = 1\n" + _event("x", "a", "0.5"),
@@ -307,3 +312,10 @@ def test_the_lp_limit_counts_atoms_not_worlds(
     monkeypatch.setattr(check_module, "MAX_LP_PAIRS", 3 * 4)
     code, out, _ = _run(str(atoms))
     assert code == 0 and out.startswith("3 events, 4 atoms;")
+
+
+def test_one_event_and_one_atom_read_in_the_singular(tmp_path: Path) -> None:
+    path = tmp_path / "one.toml"
+    path.write_text('atoms = 1\n[[events]]\nid = "x"\natoms = [0]\np = 1.0\n')
+    code, out, _ = _run(str(path))
+    assert code == 0 and out.startswith("1 event, 1 atom; norm inf")

@@ -150,11 +150,12 @@ def test_without_a_terminal_a_line_of_progress_comes_every_minute() -> None:
                       started=1.0, finished=11.0) for n in range(1000)]  # fmt: skip
     many[0].state = LaneState.STOPPED
     summed = progress_line(many, 61.0)
-    done = sum(n % 38 for n in range(1000))
-    rate = done / 10.0
+    answered = sum(n % 38 for n in range(1000))
+    rate = answered / 10.0
+    left = int((37_000 - answered) / rate)
     assert summed == (
-        f"dispatch 1:01: 1,000 models {done:,}/37,000 ({rate:.1f}/s, ETA "
-        f"{int((37_000 - done) / rate) // 60}:{int((37_000 - done) / rate) % 60:02d}; "
+        f"dispatch 1:01: 1,000 models {answered:,}/37,000 ({rate:.1f}/s, ETA "
+        f"{left // 60}:{left % 60:02d}; "
         "1 stopped, 999 waiting)"
     )
     assert progress_line(many[:LINE_LANES], 1.0).count("; ") == LINE_LANES - 1

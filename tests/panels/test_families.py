@@ -148,6 +148,10 @@ def test_constraints_that_leave_no_world(tmp_path: Path) -> None:
         ("control = true", 'control = "yes"', "'control' must be true or false"),
         ('formula = "h1 and h2"\n', "\n", "missing key 'formula'"),
         ('id = "coins"', 'id = "coins"\nid = "again"', "not valid TOML"),
+        # shown in tables and messages: an escape would reach the terminal
+        ('id = "coins"', 'id = "coins\\u001b[2J"', "'id' must be one line without control"),
+        ('title = "Two coins"', 'title = "Two\\ncoins"', "'title' must be one line without"),
+        ('id = "both"', 'id = "bo\\u0007th"', "'id' must be one line without control"),
     ],
 )
 def test_other_validation(tmp_path: Path, old: str, new: str, expected: str) -> None:
