@@ -310,13 +310,14 @@ def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
         for key in ("name", "provider", "model"):
             if not entry.get(key):
                 raise SpecError(path, where + key, _MODEL_KEYS[key][1])
-        if has_control(entry["name"]):
-            raise SpecError(
-                path,
-                where + "name",
-                "one line without control characters (a line break, a tab, a terminal "
-                "escape): it is shown in every message, log line and table",
-            )
+        for key in ("name", "model", "about"):  # shown in messages, tables and the report
+            if has_control(entry.get(key, "")):
+                raise SpecError(
+                    path,
+                    where + key,
+                    "one line without control characters (a line break, a tab, a terminal "
+                    "escape): it is shown in every message, log line and table",
+                )
         name = entry["name"]
         if name != name.strip() or len(name) > MODEL_NAME_MAX:
             raise SpecError(

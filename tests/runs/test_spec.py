@@ -124,6 +124,11 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
          "models[1].fold_system", "true or false"),
         (("max_tokens = 8192", 'max_tokens = 8192\nbase_url_env = "http://x"'),
          "models[1].base_url_env", "NAME"),
+        # written raw into report.md and the audit's tables
+        (('name = "b"', 'name = "b"\nabout = "x\\u001b[31m"'), "models[1].about",
+         "one line without control characters"),
+        (('model = "openai/gpt-oss-120b"', 'model = "openai/gpt\\u0007"'), "models[1].model",
+         "one line without control characters"),
         # taken and shown blank, or whole in every table, log line and figure panel
         (('name = "b"', 'name = " "'), "models[1].name", "without leading or trailing spaces"),
         (('name = "b"', 'name = "b "'), "models[1].name", "without leading or trailing spaces"),
