@@ -10,11 +10,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from providers.types import ModelConfig
 from runs.commands._errors import interrupt_says_rerun, user_errors
 from runs.output import stdout_console
 from runs.planner import estimate, summarise
 from runs.planning_progress import PlanningProgress
-from runs.spec import SpecError, load_spec
+from runs.spec import CampaignSpec, SpecError, load_spec
 from runs.units import UnitSource
 
 #: Columns the tables get when printed to a file or a pipe (eight columns of figures).
@@ -39,12 +40,48 @@ def plan(
         with PlanningProgress(Console(stderr=True), spec.name) as shown:
             summary = summarise(estimate(spec, UnitSource.from_spec(spec), progress=shown.update))
     if as_json:
+        for model, row in summary["by_model"].items():
+            row["min_hours_at_limits"] = _floor_hours(spec.model(model), row)
         typer.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
         return
     console = stdout_console()
     if not console.is_terminal:  # a file or a pipe has no width: don't squeeze the figures
         console = stdout_console(width=max(console.width, PIPE_WIDTH))
     _print_tables(console, spec.name, summary)
+    for line in limit_floors(spec, summary):
+        console.print(line, highlight=False, markup=False)
+
+
+def _floor_hours(model: ModelConfig, row: dict[str, Any]) -> float | None:
+    """The fewest hours a live model's queries take at its `rpm` and `tpm` (typical tokens:
+    the token bucket books what a reply reports), or None without limits or in batch."""
+    if row.get("dispatch") == "batch" or (model.rpm is None and model.tpm is None):
+        return None
+    minutes = max(
+        row["queries"] / model.rpm if model.rpm else 0.0,
+        (row["tokens_in"] + row["tokens_out"]) / model.tpm if model.tpm else 0.0,
+    )
+    return minutes / 60.0
+
+
+def limit_floors(spec: CampaignSpec, summary: dict[str, Any]) -> list[str]:
+    """One line per model whose rate limits hold its queries to an hour or more: a `tpm`
+    of 50 (for 50,000) made a 155-query campaign take about nine hours, silently."""
+    lines = []
+    for name, row in summary["by_model"].items():
+        model = spec.model(name)
+        hours = _floor_hours(model, row)
+        if hours is None or hours < 1.0:
+            continue
+        limits = ", ".join(
+            f"{key} {value:,g}" for key, value in (("rpm", model.rpm), ("tpm", model.tpm)) if value
+        )
+        whole, minutes = divmod(round(hours * 60), 60)
+        lines.append(
+            f"at its rate limits ({limits}), {name} needs at least {whole}:{minutes:02d} "
+            f"(hours:minutes) for its {row['queries']:,} queries"
+        )
+    return lines
 
 
 def _print_tables(console: Console, name: str, summary: dict[str, Any]) -> None:

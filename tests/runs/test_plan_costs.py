@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from runs.commands.plan import _print_tables
+from runs.commands.plan import _print_tables, limit_floors
 from runs.pipeline import RunError, run_campaign
 from runs.plan_estimate import _KEPT
 from runs.planner import PlanLine, price_lines, summarise
@@ -143,3 +143,45 @@ def test_max_cost_checks_the_estimate_at_each_models_dispatch_mode(tmp_path: Pat
         asyncio.run(run_campaign(spec, tmp_path / "run", max_cost=1.0, progress=False,
                                  console=Console(file=io.StringIO())))  # fmt: skip
     assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_rate_limits_that_hold_a_model_to_hours_are_said_by_hand() -> None:
+    """A `tpm` of 50 (meant as 50,000) held 155 queries to about seven hours, and nothing
+    said so before the run. By hand, from the lines above: b asks 5 queries of 1,250,000
+    tokens in all; at tpm 10,000 that is 125 minutes, at rpm 1 five. c (3,100,000 tokens)
+    at rpm 60 alone needs 7 / 60 of a minute: under an hour, no line. a is in batch."""
+    raw = {
+        **RAW,
+        "models": [
+            {**RAW["models"][0], "tpm": 1.0},  # type: ignore[index]
+            {**RAW["models"][1], "rpm": 1.0, "tpm": 10_000.0},  # type: ignore[index]
+            {**RAW["models"][2], "rpm": 60.0},  # type: ignore[index]
+        ],
+    }
+    spec = parse_spec(raw, Path("costs.toml"), arm_names={"baseline"})
+    summary = summarise(price_lines(spec, lines()))
+    assert limit_floors(spec, summary) == [
+        "at its rate limits (rpm 1, tpm 10,000), b needs at least 2:05 (hours:minutes) for its "
+        "5 queries"
+    ]
+
+
+def test_plan_says_the_floor_and_its_json_carries_it(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from runs.cli import app
+
+    path = tmp_path / "slow.toml"
+    path.write_text(
+        'name = "slow"\nseed = 1\n[[models]]\nname = "sim"\nprovider = "sim"\n'
+        'model = "sim-coherent"\ntpm = 50\n[[arms]]\nname = "families/isolated"\n',
+        encoding="utf-8",
+    )
+    said = CliRunner().invoke(app, ["plan", str(path)])
+    assert said.exit_code == 0, said.output
+    assert "at its rate limits (tpm 50), sim needs at least " in said.stdout
+    row = json.loads(CliRunner().invoke(app, ["plan", str(path), "--json"]).stdout)["by_model"]
+    hours = (row["sim"]["tokens_in"] + row["sim"]["tokens_out"]) / 50 / 60
+    assert row["sim"]["min_hours_at_limits"] == pytest.approx(hours) and hours > 1
