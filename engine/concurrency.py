@@ -64,7 +64,7 @@ class AdaptiveCap:
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
                 self.release()  # the slot was handed over just as we were cancelled
-            else:
+            elif future in self._waiters:  # `_wake` may have dropped it already, cancelled
                 self._waiters.remove(future)
             raise
 

@@ -88,6 +88,22 @@ async def test_cancelled_waiter_does_not_leak_a_slot() -> None:
     await asyncio.wait_for(cap.acquire(), 0.1)
 
 
+async def test_a_waiter_cancelled_as_a_slot_frees_is_cancelled_cleanly() -> None:
+    """The slot freed between the cancel and the waiter's turn: `release` drops the cancelled
+    waiter from the queue first, and the waiter's own cleanup raised ValueError (seen when a
+    run stopped at once with workers queued on the cap)."""
+    cap = AdaptiveCap(1)
+    await cap.acquire()
+    task = asyncio.create_task(cap.acquire())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    cap.release()  # before the cancelled waiter runs again
+    [outcome] = await asyncio.gather(task, return_exceptions=True)
+    assert isinstance(outcome, asyncio.CancelledError)
+    assert cap.in_use == 0
+    await asyncio.wait_for(cap.acquire(), 0.1)
+
+
 @given(
     attempt=st.integers(min_value=1, max_value=40),
     retry_after=st.one_of(st.none(), st.floats(min_value=0, max_value=10_000)),
