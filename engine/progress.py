@@ -19,6 +19,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from engine.console_lines import write_line
 from engine.console_tables import keep_whole
 from engine.lanes import LaneStats
 
@@ -140,9 +141,9 @@ class LiveProgress:
             self._live.update(render(self._lanes), refresh=True)
         elif self._line_every_s is not None and self._clock() >= self._next_line:
             now = self._clock()
-            line = progress_line(self._lanes, now - self._started)
-            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
             self._next_line = now + self._line_every_s
+            if not write_line(self.console, progress_line(self._lanes, now - self._started)):
+                self._line_every_s = None  # the output is gone: no more lines
 
     def stop(self) -> None:
         if self._live is not None:

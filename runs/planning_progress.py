@@ -29,6 +29,8 @@ from rich.progress import (
 )
 from rich.table import Column
 
+from engine.console_lines import write_line
+
 #: How often a console that is not a terminal gets a plain line (as dispatch's
 #: `engine.progress.LINE_EVERY_S`, not imported: that module brings the HTTP client with it).
 LINE_EVERY_S = 60.0
@@ -92,9 +94,9 @@ class PlanningProgress:
         if self._next_line is not None and self._clock() >= self._next_line:
             now = self._clock()
             minutes, seconds = divmod(int(now - self._started), 60)
-            self._console.print(
+            line = (
                 f"planning {self._name} {minutes}:{seconds:02d}: {rendered:,}/{total:,} "
-                "queries rendered",
-                markup=False, highlight=False, soft_wrap=True,
-            )  # fmt: skip
-            self._next_line = now + LINE_EVERY_S
+                "queries rendered"
+            )
+            written = write_line(self._console, line)
+            self._next_line = now + LINE_EVERY_S if written else None

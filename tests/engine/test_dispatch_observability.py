@@ -168,6 +168,30 @@ def test_without_a_terminal_a_line_of_progress_comes_every_minute() -> None:
     assert quiet.getvalue() == ""
 
 
+class _ClosedPipe(io.StringIO):
+    """An output whose reader went away (`dutchbook run ... | head -1`): every write fails."""
+
+    writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_progress_line_the_output_refuses_never_stops_the_run() -> None:
+    """Printed through rich, a closed pipe became SystemExit inside the event loop and ended
+    a run mid-dispatch in tracebacks. The line is dropped, and no more are tried."""
+    now = [0.0]
+    pipe = _ClosedPipe()
+    progress = LiveProgress(Console(file=pipe, force_terminal=False), clock=lambda: now[0])
+    progress.start([LaneStats(model="m", provider="p", planned=3)])
+    for _ in range(3):
+        now[0] += LINE_EVERY_S
+        progress.refresh()  # raises nothing
+    progress.stop()
+    assert pipe.writes == 1
+
+
 async def test_dispatch_drives_progress_and_logs_summary(
     tmp_path: Path, sim: SimHandle, kit: type[Kit]
 ) -> None:

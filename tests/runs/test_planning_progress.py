@@ -122,6 +122,23 @@ def test_off_a_terminal_a_plain_line_comes_each_minute() -> None:
     assert quiet.getvalue() == ""
 
 
+def test_a_planning_line_the_output_refuses_is_dropped_and_planning_goes_on() -> None:
+    class Full(io.StringIO):
+        writes = 0
+
+        def write(self, text: str) -> int:
+            self.writes += 1
+            raise OSError(28, "No space left on device")
+
+    now = [0.0]
+    full = Full()
+    with PlanningProgress(Console(file=full), "x", clock=lambda: now[0]) as shown:
+        for rendered in range(1, 4):
+            now[0] += LINE_EVERY_S
+            shown.update(rendered, 3)  # raises nothing
+    assert full.writes == 1 and shown.last == (3, 3)
+
+
 def test_plan_command_counts_to_the_total(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec_path = _spec(tmp_path)
     Recorder.seen = []
