@@ -1,5 +1,5 @@
-"""A plain progress line for a console that is not a terminal, written so it can never stop
-the work it reports on.
+"""A plain progress line for a console that is not a terminal (dispatch's and planning's),
+written so it can never stop the work it reports on, and the durations such lines show.
 
 The lines go to the command's own output, which may be a pipe its reader closed (`run ... |
 head`) or a file on a full disk. Printed through rich, a closed pipe became `SystemExit`
@@ -14,6 +14,15 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+
+def duration(seconds: float | None) -> str:
+    """`m:ss`, or `h:mm:ss` from an hour on; `?` when not known."""
+    if seconds is None:
+        return "?"
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def write_line(console: Console, line: str) -> bool:

@@ -19,18 +19,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from engine.console_lines import write_line
+from engine.console_lines import duration, write_line
 from engine.console_tables import keep_whole
 from engine.lanes import LaneStats
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def render(lanes: list[LaneStats]) -> Table:
@@ -63,7 +54,7 @@ def render(lanes: list[LaneStats]) -> Table:
             str(s.in_flight),
             str(s.cap),
             retries,
-            _duration(s.eta_s),
+            duration(s.eta_s),
         )
     # A long model name folds as narrow as the terminal needs; done/planned is never cut
     # ("123456/3…"); a Live display cannot be printed wider than its terminal.
@@ -84,7 +75,7 @@ LINE_LANES = 8
 def progress_line(lanes: list[LaneStats], elapsed_s: float) -> str:
     """One plain line of every lane's count, rate and time left, for a log; with more than
     `LINE_LANES` lanes, their total and how many are in each state."""
-    head = f"dispatch {_duration(elapsed_s)}: "
+    head = f"dispatch {duration(elapsed_s)}: "
     if len(lanes) > LINE_LANES:
         done, planned = sum(s.done for s in lanes), sum(s.planned for s in lanes)
         rate = sum(s.rate_per_s for s in lanes)
@@ -93,14 +84,14 @@ def progress_line(lanes: list[LaneStats], elapsed_s: float) -> str:
         by_state = ", ".join(f"{n:,} {state}" for state, n in sorted(states.items()))
         return (
             head + f"{len(lanes):,} models {done:,}/{planned:,} ({rate:.1f}/s, "
-            f"ETA {_duration(0.0 if done >= planned else left)}; {by_state})"
+            f"ETA {duration(0.0 if done >= planned else left)}; {by_state})"
         )
     parts = []
     for s in lanes:
         state = "" if s.state.value == "running" else f" {s.state.value}"
         parts.append(
             f"{s.model}{state} {s.done:,}/{s.planned:,} ({s.rate_per_s:.1f}/s, "
-            f"ETA {_duration(s.eta_s)})"
+            f"ETA {duration(s.eta_s)})"
         )
     return head + "; ".join(parts)
 

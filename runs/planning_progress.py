@@ -29,7 +29,7 @@ from rich.progress import (
 )
 from rich.table import Column
 
-from engine.console_lines import write_line
+from engine.console_lines import duration, write_line
 
 #: How often a console that is not a terminal gets a plain line (as dispatch's
 #: `engine.progress.LINE_EVERY_S`, not imported: that module brings the HTTP client with it).
@@ -93,10 +93,9 @@ class PlanningProgress:
         self._progress.update(self._task, completed=rendered, total=total)
         if self._next_line is not None and self._clock() >= self._next_line:
             now = self._clock()
-            minutes, seconds = divmod(int(now - self._started), 60)
             line = (
-                f"planning {self._name} {minutes}:{seconds:02d}: {rendered:,}/{total:,} "
-                "queries rendered"
+                f"planning {self._name} {duration(now - self._started)}: "
+                f"{rendered:,}/{total:,} queries rendered"
             )
             written = write_line(self._console, line)
             self._next_line = now + LINE_EVERY_S if written else None

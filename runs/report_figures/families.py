@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from runs.report.data import family_arm
@@ -113,8 +114,6 @@ def _draw_table(
 ) -> str:
     """Many models: per arm, one row per model and one column per shape, each cell the share
     written in it and shaded by it (blank where the model answered no family of the shape)."""
-    import numpy as np
-
     shown = list(models[:MAX_ROWS])
     plt = _style.pyplot()
     fig, axes = plt.subplots(
