@@ -141,6 +141,8 @@ class LaneStats:
     jobs_collected: int = 0  # batch jobs whose lines this run journalled
     pauses: int = 0  # times the provider was down and the lane paused to probe
     paused_s: float = 0.0  # seconds spent paused (ended pauses)
+    #: `time.monotonic()` when the pause going on began (0: the provider is not down).
+    paused_since: float = 0.0
 
     @property
     def done(self) -> int:
@@ -158,17 +160,29 @@ class LaneStats:
         return (self.finished or time.monotonic()) - self.started
 
     @property
+    def paused_now_s(self) -> float:
+        """Seconds the pause going on has lasted (0 when the provider is not down)."""
+        if not self.paused_since:
+            return 0.0
+        return max((self.finished or time.monotonic()) - self.paused_since, 0.0)
+
+    @property
     def rate_per_s(self) -> float:
-        elapsed = self.elapsed_s
-        return self.accepted / elapsed if elapsed > 0 else 0.0
+        """Answers accepted a second while the provider was up: a three-hour outage would
+        otherwise halve the rate, and double the time left, after the lane resumed."""
+        working = self.elapsed_s - self.paused_s - self.paused_now_s
+        return self.accepted / working if working > 0 else 0.0
 
     @property
     def eta_s(self) -> float | None:
+        """Seconds left at `rate_per_s`; None (not known) while the provider is down."""
         remaining = self.planned - self.done
-        rate = self.rate_per_s
         if remaining <= 0:
             return 0.0
-        return remaining / rate if rate > 0 else None
+        rate = self.rate_per_s
+        if self.state is LaneState.PROBING or rate <= 0:
+            return None
+        return remaining / rate
 
 
 #: The states in which a lane starts nothing more.
@@ -296,6 +310,7 @@ class Lane(LaneControl):
 
     def _paused(self, cause: str) -> None:
         self.stats.state = LaneState.PROBING
+        self.stats.paused_since = time.monotonic()
         self.stats.say(f"provider down ({cause}); probing")
         self.log.warning(
             "lane_paused", model=self.config.name, provider=self.adapter.provider, cause=cause
@@ -311,6 +326,7 @@ class Lane(LaneControl):
     def _record_pause(self, pause: dict[str, Any]) -> None:
         self.stats.pauses += 1
         self.stats.paused_s += float(pause["seconds"])
+        self.stats.paused_since = 0.0
         if self.run_dir is not None:
             line = {"model": self.config.name, "provider": self.adapter.provider, **pause}
             append_pause(self.run_dir, line)

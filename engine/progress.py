@@ -21,7 +21,7 @@ from rich.text import Text
 
 from engine.console_lines import duration, write_line
 from engine.console_tables import keep_whole
-from engine.lanes import LaneStats
+from engine.lanes import LaneState, LaneStats
 
 
 def render(lanes: list[LaneStats]) -> Table:
@@ -86,14 +86,17 @@ def progress_line(lanes: list[LaneStats], elapsed_s: float) -> str:
             head + f"{len(lanes):,} models {done:,}/{planned:,} ({rate:.1f}/s, "
             f"ETA {duration(0.0 if done >= planned else left)}; {by_state})"
         )
-    parts = []
-    for s in lanes:
-        state = "" if s.state.value == "running" else f" {s.state.value}"
-        parts.append(
-            f"{s.model}{state} {s.done:,}/{s.planned:,} ({s.rate_per_s:.1f}/s, "
-            f"ETA {duration(s.eta_s)})"
-        )
-    return head + "; ".join(parts)
+    return head + "; ".join(_lane_part(s) for s in lanes)
+
+
+def _lane_part(s: LaneStats) -> str:
+    """One lane in a progress line: while its provider is down, for how long instead of a
+    rate and a time left that a pause makes meaningless."""
+    state = "" if s.state is LaneState.RUNNING else f" {s.state.value}"
+    counts = f"{s.model}{state} {s.done:,}/{s.planned:,}"
+    if s.state is LaneState.PROBING:
+        return f"{counts} (provider down {duration(s.paused_now_s)})"
+    return f"{counts} ({s.rate_per_s:.1f}/s, ETA {duration(s.eta_s)})"
 
 
 class LiveProgress:

@@ -52,7 +52,11 @@ def _fraction(done: int, planned: int | None) -> str:
 
 def _eta(entry: dict[str, Any], *, live: bool) -> str:
     planned, rate = entry.get("planned"), entry.get("rate_per_s")
-    if not live or planned is None or not rate:
+    if not live or planned is None:
+        return ""
+    if entry.get("lane_state") == "probing":
+        return "?"  # the provider is down: no time left can be told
+    if not rate:
         return ""
     seconds = max(planned - entry["accepted"], 0) / rate
     return f"{int(seconds // 3600)}:{int(seconds % 3600 // 60):02d}:{int(seconds % 60):02d}"

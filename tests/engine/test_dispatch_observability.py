@@ -168,6 +168,22 @@ def test_without_a_terminal_a_line_of_progress_comes_every_minute() -> None:
     assert quiet.getvalue() == ""
 
 
+def test_an_outage_is_left_out_of_the_rate_and_told_as_such() -> None:
+    """A lane probing a provider down for three minutes said "2.3/s, ETA 9:58", falling
+    every minute; after it came back, the rate still counted the pause. While down, the line
+    says for how long and gives no time left; once up, the rate leaves the pauses out."""
+    lane = LaneStats(model="m", provider="p", planned=1_000, accepted=300, started=1.0,
+                     finished=301.0, state=LaneState.PROBING)  # fmt: skip
+    lane.paused_s, lane.paused_since = 50.0, 121.0  # 50 s down before, down since 120 s in
+    assert lane.paused_now_s == 180.0
+    assert lane.rate_per_s == 300 / (300 - 50 - 180)
+    assert lane.eta_s is None
+    assert progress_line([lane], 300.0) == "dispatch 5:00: m probing 300/1,000 (provider down 3:00)"
+    lane.state, lane.paused_since, lane.paused_s = LaneState.RUNNING, 0.0, 230.0
+    assert lane.rate_per_s == 300 / 70 and lane.eta_s == 700 / (300 / 70)
+    assert progress_line([lane], 300.0) == "dispatch 5:00: m 300/1,000 (4.3/s, ETA 2:43)"
+
+
 class _ClosedPipe(io.StringIO):
     """An output whose reader went away (`dutchbook run ... | head -1`): every write fails."""
 

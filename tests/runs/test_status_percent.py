@@ -1,4 +1,4 @@
-"""`status` never shows a run that is not done as 100% (issue 9)."""
+"""`status`: never shows a run that is not done as 100% (issue 9); its time left."""
 
 from __future__ import annotations
 
@@ -14,3 +14,12 @@ from runs.commands.status import percent_done
 )  # fmt: skip
 def test_percent_done_rounds_down(done: int, planned: int, shown: str) -> None:
     assert percent_done(done, planned) == shown
+
+
+def test_a_live_lanes_time_left_is_not_told_while_its_provider_is_down() -> None:
+    from runs.commands.status import _eta
+
+    entry = {"planned": 1_000, "accepted": 400, "rate_per_s": 2.0, "lane_state": "running"}
+    assert _eta(entry, live=True) == "0:05:00"
+    assert _eta({**entry, "lane_state": "probing"}, live=True) == "?"
+    assert _eta({**entry, "lane_state": "probing"}, live=False) == ""
