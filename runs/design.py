@@ -206,6 +206,15 @@ def design_matches(spec: CampaignSpec, run_dir: Path) -> bool:
         return False
 
 
+def other_design(spec: CampaignSpec, run_dir: Path) -> list[str]:
+    """The design keys in which `spec` differs from the spec `run_dir` was run with (none when
+    it is that design; its data files may be elsewhere, or corrected). For commands that read
+    a folder's answers with a spec given beside it: another design would score them as what
+    they were not asked as. `DesignChanged` when the folder's spec is damaged."""
+    old_text = _frozen_spec_text(run_dir / SPEC_FILE, otherwise="")
+    return spec_changes(old_text, spec.text)[0] if old_text != spec.text else []
+
+
 def _design_problem(
     run_dir: Path, spec: CampaignSpec, old_text: str, now: Mapping[str, Any]
 ) -> str | None:
@@ -229,17 +238,18 @@ def _design_problem(
     return None
 
 
-def _frozen_spec_text(frozen: Path) -> str:
+def _frozen_spec_text(frozen: Path, otherwise: str = "or choose a new folder with --out") -> str:
     """The spec a folder was run with, or `DesignChanged` naming the file if it is damaged
-    (a resume used to end in tomllib's traceback)."""
+    (a resume used to end in tomllib's traceback); `otherwise`: another way on than putting
+    it back, if there is one."""
     try:
         text = frozen.read_text(encoding="utf-8")
         tomllib.loads(text)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise DesignChanged(
             f"{frozen} is damaged ({_brief(exc)}): it is the spec this folder was run with; "
-            f"put it back (the text of each version is in {HISTORY_FILE}), or choose a new "
-            "folder with --out"
+            f"put it back (the text of each version is in {HISTORY_FILE})"
+            + (f", {otherwise}" if otherwise else "")
         ) from None
     return text
 

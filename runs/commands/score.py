@@ -34,12 +34,26 @@ def _clean_errors(run_dir: Path) -> Iterator[None]:
 
 
 def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
+    from runs.design import DesignChanged, other_design
     from runs.spec import load_spec
 
     require_run_folder(run_dir)
     if not (run_dir / "plan_members.parquet").exists():
         fail(f"{run_dir} is not a planned run folder (no plan_members.parquet)")
-    return load_spec(spec_path or run_dir / "spec.toml")
+    spec = load_spec(spec_path or run_dir / "spec.toml")
+    if spec_path is None:
+        return spec
+    try:
+        changed = other_design(spec, run_dir)
+    except DesignChanged as exc:  # the folder's own spec is damaged
+        fail(str(exc))
+    if changed:
+        fail(
+            f"{spec_path} is not the design {run_dir} was run with; changed: "
+            f"{', '.join(changed)}; give the spec it was run with, or no --spec to use "
+            f"{run_dir / 'spec.toml'}"
+        )
+    return spec
 
 
 def score(

@@ -192,6 +192,36 @@ def test_score_refuses_a_folder_that_was_never_planned(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("command", ["score", "repair"])
+def test_a_spec_given_beside_a_folder_must_be_its_design(
+    campaign: Path, tmp_path: Path, command: str
+) -> None:
+    """`score --spec` with fewer stock-days rescored a folder as the smaller design (430
+    answered sets where it has 670), written over its scores without a word. Its data files
+    may live elsewhere (what --spec is for); its design may not differ."""
+    copy = tmp_path / "run"
+    shutil.copytree(campaign, copy)
+    before = (copy / "scores.parquet").read_bytes()
+    frozen = (copy / "spec.toml").read_text(encoding="utf-8")
+    other = tmp_path / "other.toml"
+    other.write_text(frozen.replace("passes = 3", "passes = 2"), encoding="utf-8")
+    refused = CliRunner().invoke(app, [command, str(copy), "--spec", str(other)])
+    assert refused.exit_code == 2
+    assert f"{other} is not the design {copy} was run with; changed: arms" in (
+        " ".join(refused.output.split())
+    )
+    assert (copy / "scores.parquet").read_bytes() == before
+    assert not (copy / "repaired.parquet").exists()
+    # An operational change (how hard to retry) is the same design.
+    same = tmp_path / "same.toml"
+    same.write_text("max_attempts = 3\n" + frozen, encoding="utf-8")
+    assert CliRunner().invoke(app, [command, str(copy), "--spec", str(same)]).exit_code == 0
+    (copy / "spec.toml").write_text("broken [", encoding="utf-8")
+    damaged = CliRunner().invoke(app, [command, str(copy), "--spec", str(same)])
+    assert damaged.exit_code == 2 and "is damaged" in damaged.output
+    assert "Traceback" not in damaged.output
+
+
 def test_repair_never_raises_the_brier_score_on_any_set_of_the_run(
     campaign: Path, tmp_path: Path
 ) -> None:
