@@ -7,8 +7,10 @@ over clusters, vectorised with numpy and seeded so every report is reproducible.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
@@ -201,27 +203,26 @@ def _quantiles(means: FloatArray, tail: float) -> list[tuple[float, float]]:
 
 
 def _sorted_quantiles(means: FloatArray, tail: float) -> list[tuple[float, float]]:
-    """`_quantiles`, bit for bit, from the rows sorted (issue 12): numpy sorted 64 rows of
-    20,000 means in 5 ms here where `np.quantile` took 15 (it partitions each row around
-    the order statistics it reads, more slowly than it sorts).
+    """`_quantiles`, bit for bit, from the order statistics it reads, each row partitioned
+    at their ranks (`_ordered_at`).
 
     `np.quantile` reads the two order statistics around (reps - 1) * q and interpolates by
     the fraction past the first; that interpolation is left to `np.quantile` itself, on the
     pair with the same fraction as its quantile (the same arithmetic on the same numbers).
-    A row whose pair holds a zero, or that holds a NaN, takes `np.quantile` whole: a sort
-    and a partition may put -0.0 and 0.0 (equal) in different places, and a NaN makes the
+    A row whose pair holds a zero, or that holds a NaN, takes `np.quantile` whole: two
+    orderings may put -0.0 and 0.0 (equal) in different places, and a NaN makes the
     quantile NaN, not an order statistic.
     """
     reps = means.shape[1]
     lo_q, hi_q = tail, 1.0 - tail
     if reps < 2 or (reps - 1) * hi_q >= reps - 1:  # the last rank: np.quantile's own case
         return _quantiles(means, tail)
-    ordered = np.sort(means, axis=1)
+    belows = [math.floor((reps - 1) * q) for q in (lo_q, hi_q)]
+    ordered = _ordered_at(means, [rank for below in belows for rank in (below, below + 1)])
     ends = []
-    unsorted = np.isnan(ordered[:, -1])  # NaNs sort last
-    for q in (lo_q, hi_q):
+    unsorted = np.isnan(means).any(axis=1)
+    for q, below in zip((lo_q, hi_q), belows, strict=True):
         index = (reps - 1) * q
-        below = math.floor(index)
         pair = ordered[:, below : below + 2]
         unsorted |= (pair == 0.0).any(axis=1)
         ends.append(np.quantile(pair, index - below, axis=1))
@@ -229,6 +230,34 @@ def _sorted_quantiles(means: FloatArray, tail: float) -> list[tuple[float, float
     for row in np.flatnonzero(unsorted):
         found[row] = _quantiles(means[row : row + 1], tail)[0]
     return found
+
+
+def _ordered_at(values: FloatArray, ranks: Sequence[int]) -> FloatArray:
+    """`values` with each row holding at each of `ranks` what its sorted copy holds there (a
+    NaN counting as the largest, as in a sort): the rows sorted, or partitioned at `ranks`,
+    whichever this machine does faster (`_partition_is_faster`); the same values either way."""
+    if _partition_is_faster():
+        return np.partition(values, sorted(set(ranks)), axis=1)
+    return np.sort(values, axis=1)
+
+
+@functools.cache
+def _partition_is_faster() -> bool:
+    """Whether numpy partitions rows at a few ranks faster than it sorts them here, timed
+    once per process on rows like the report's (a few ms). Machines differ by numpy's
+    SIMD sort: 64 rows of 20,000 means sorted in 5 ms and partitioned in 14 on one of this
+    project's machines, and took 40 and 17 on another (AMD EPYC); the report's 300-pass
+    curve orders 10 such batches twice."""
+    rows = (np.sin(np.arange(80_000.0)) * 43_758.5453 % 1.0).reshape(4, 20_000)  # no order
+    ranks = [499, 500, 19_499, 19_500]
+    spent = {}
+    for kind, order in (("sort", lambda: np.sort(rows, axis=1)),
+                        ("partition", lambda: np.partition(rows, ranks, axis=1))):  # fmt: skip
+        order()  # the first call pays for dispatch set-up, not ordering
+        start = time.perf_counter()
+        order()
+        spent[kind] = time.perf_counter() - start
+    return spent["partition"] < spent["sort"]
 
 
 def _candidates(approx: FloatArray, slack: FloatArray, tail: float) -> list[IntArray]:
@@ -242,7 +271,7 @@ def _candidates(approx: FloatArray, slack: FloatArray, tail: float) -> list[IntA
     for q in (tail, 1.0 - tail):
         at = int(np.floor((reps - 1) * q))
         windows.append((max(at - 1, 0), min(at + 2, reps - 1)))
-    ordered = np.sort(approx, axis=1)  # faster than partitioning at those ranks (above)
+    ordered = _ordered_at(approx, [rank for window in windows for rank in window])
     keep = np.zeros(approx.shape, dtype=bool)
     for low, high in windows:
         keep |= (approx >= ordered[:, low : low + 1] - slack) & (

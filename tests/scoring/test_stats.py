@@ -331,6 +331,44 @@ def test_sorted_quantiles_are_np_quantiles_bit_for_bit(reps: int, level: float) 
         )
 
 
+@pytest.mark.parametrize("partition", [True, False])
+def test_ordered_at_holds_at_each_rank_what_a_sort_holds(
+    partition: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partitioned (where this machine partitions faster than it sorts) or sorted, at every
+    rank asked for each row holds its sorted copy's value, ties, infinities and NaNs (the
+    largest) included."""
+    monkeypatch.setattr(stats, "_partition_is_faster", lambda: partition)
+    rng = np.random.default_rng(9)
+    values = np.vstack([rng.normal(size=(4, 500)),
+                        rng.integers(0, 4, size=(3, 500)).astype(np.float64)])  # fmt: skip
+    values[0, ::7], values[1, ::11], values[2, 5] = np.nan, np.inf, -np.inf
+    ranks = [0, 1, 12, 13, 250, 486, 487, 499]
+    got, expected = stats._ordered_at(values, ranks[::-1]), np.sort(values, axis=1)
+    assert np.array_equal(got[:, ranks], expected[:, ranks], equal_nan=True)
+
+
+def test_candidates_are_those_read_from_sorted_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read from rows partitioned at each window's ends, the replicates `_candidates` keeps
+    are exactly those the sorted rows' ends would keep."""
+    monkeypatch.setattr(stats, "_partition_is_faster", lambda: True)
+    rng = np.random.default_rng(10)
+    approx = np.vstack([rng.normal(size=(5, 2_000)),
+                        np.round(rng.normal(size=(3, 2_000)), 2)])  # ties  # fmt: skip
+    slack = np.full((8, 1), 1e-3)
+    for tail in (0.025, 0.05, 0.25):
+        ordered = np.sort(approx, axis=1)
+        keep = np.zeros(approx.shape, dtype=bool)
+        for q in (tail, 1.0 - tail):
+            at = int(np.floor(1_999 * q))
+            low, high = max(at - 1, 0), min(at + 2, 1_999)
+            keep |= (approx >= ordered[:, low : low + 1] - slack) & (
+                approx <= ordered[:, high : high + 1] + slack
+            )
+        got = stats._candidates(approx, slack, tail)
+        assert [row.tolist() for row in got] == [np.flatnonzero(row).tolist() for row in keep]
+
+
 def test_signed_zeros_take_np_quantile_where_a_sort_would_differ() -> None:
     """A sort and `np.quantile`'s partition put -0.0 and 0.0 in different places: read from
     the sort alone, some of these rows' quantiles differ in sign from `np.quantile`'s (so the
