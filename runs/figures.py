@@ -5,7 +5,9 @@ drew, `runs.figure_workers`), writes their manifest
 `report/figures.json` (number, key, title, path relative to `report/`, caption, and why a
 figure was left out) for the page to read, and returns the summary's `figures` entry: the
 historical `profit_brier` (figure 2) and `arms` (figure 4) keys, one key per figure (a path, or null
-when left out: the manifest says why), and a `note` when no figure at all could be drawn.
+when left out: the manifest says why), a `note` when no figure at all could be drawn, and
+`missing_glyphs`: the characters of the figures' text (a model's name, a family's statements)
+that no installed font has, drawn as boxes (also in each such figure's caption).
 matplotlib is imported lazily, on the Agg backend (`runs.report_figures._style`).
 """
 
@@ -24,6 +26,10 @@ if TYPE_CHECKING:
 MANIFEST = "figures.json"
 #: The summary's historical keys, kept (extend, never rename).
 LEGACY_KEYS = {"profit_brier": "leaderboard", "arms": "arms"}
+#: The summary's `figures` key for the characters drawn as boxes in any figure ("" for none).
+MISSING_GLYPHS = "missing_glyphs"
+#: The keys of the summary's `figures` entry that are not a figure's path.
+NOT_PATHS = frozenset({"note", MISSING_GLYPHS})
 
 
 def can_draw() -> bool:
@@ -63,6 +69,7 @@ def write_figures(
     result["note"] = (
         None if any(f.path for f in figures) else "figures skipped: nothing to draw yet"
     )
+    result[MISSING_GLYPHS] = "".join(sorted({c for f in figures for c in f.missing_glyphs}))
     return result
 
 

@@ -87,6 +87,13 @@ def headline_lines(summary: dict[str, Any], out: Path) -> list[str]:
         f"95% intervals ({clusters}) and more: {out / 'leaderboard.txt'}, "
         f"{out / 'summary.json'}" + (f" ({note})" if note else "")
     )
+    boxes = summary["figures"].get("missing_glyphs")
+    if boxes:
+        lines.append(
+            f"figures: no installed font has {' '.join(boxes)}, drawn as boxes in the PNGs; "
+            "the page, tables and files have them whole (a font with them, such as Debian's "
+            "fonts-noto-cjk, mends the figures)"
+        )
     return lines
 
 

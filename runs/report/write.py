@@ -19,7 +19,7 @@ from engine.console_tables import print_whole
 from runs.audit import markdown as audit_markdown
 from runs.audit import run_audit
 from runs.audit import write_files as write_audit_files
-from runs.figures import can_draw, write_figures
+from runs.figures import NOT_PATHS, can_draw, write_figures
 from runs.output import stdout_console
 from runs.report.data import ReportData, build_report_data
 from runs.report.models import frozen_spec, models_markdown
@@ -129,7 +129,7 @@ def write_views(
     if figures:
         drawn = write_figures(summary, out, drawing=drawing)
         summary["figures"] = {
-            k: (str(Path(v).relative_to(run_dir)) if k != "note" and v else v)
+            k: (str(Path(v).relative_to(run_dir)) if k not in NOT_PATHS and v else v)
             for k, v in drawn.items()
         }
     (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))

@@ -8,8 +8,11 @@ drawn or not, in the paper's order.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Collection
+import re
+import warnings
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,38 @@ class Omit(Exception):
     """A figure with nothing to show; the message says why, in one line."""
 
 
+#: matplotlib's warning for a character no font it was given has (drawn as a box).
+_MISSING_GLYPH = re.compile(r"Glyph (\d+) \(.*\) missing from font")
+
+
+@contextlib.contextmanager
+def missing_glyphs() -> Iterator[set[str]]:
+    """The characters drawn as boxes while the block runs, for its caller to say so once.
+    matplotlib's own warnings about them are not shown: a model named in Chinese printed
+    32 lines of them, each with a line of its source, under a run's leaderboard. Other
+    warnings are shown as they would have been."""
+    found: set[str] = set()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.filterwarnings("always", message=_MISSING_GLYPH.pattern, category=UserWarning)
+        yield found
+    for warning in caught:
+        match = _MISSING_GLYPH.match(str(warning.message))
+        if match is not None and issubclass(warning.category, UserWarning):
+            found.add(chr(int(match[1])))
+        else:
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+
+
+def boxes_caption(caption: str | None, found: Collection[str]) -> str | None:
+    """`caption` with a sentence naming the characters drawn as boxes, if any."""
+    if not found:
+        return caption
+    said = f"No installed font has {' '.join(sorted(found))}: drawn as boxes here."
+    return f"{caption} {said}" if caption else said
+
+
 @dataclass(frozen=True)
 class Figure:
     number: int
@@ -52,6 +87,8 @@ class Figure:
     caption: str | None = None
     #: Why the figure was left out (None when drawn).
     omitted: str | None = None
+    #: The characters of its text no installed font has, drawn as boxes.
+    missing_glyphs: str = ""
 
     def to_json(self, relative_to: Path | None = None) -> dict[str, Any]:
         path = self.path
@@ -64,6 +101,7 @@ class Figure:
             "path": None if path is None else str(path),
             "caption": self.caption,
             "omitted": self.omitted,
+            "missing_glyphs": self.missing_glyphs,
         }
 
 
@@ -91,12 +129,16 @@ def draw_all(
         module = module_of(number)
         path = out_dir / f"fig{number}_{key}.png"
         try:
-            caption = module.draw(inputs, path)
+            with missing_glyphs() as boxes:
+                caption = module.draw(inputs, path)
         except Omit as why:
             path.unlink(missing_ok=True)
             figures.append(Figure(number, key, module.TITLE, None, omitted=str(why)))
             continue
-        figures.append(Figure(number, key, module.TITLE, path, caption=caption))
+        figures.append(
+            Figure(number, key, module.TITLE, path, caption=boxes_caption(caption, boxes),
+                   missing_glyphs="".join(sorted(boxes)))
+        )  # fmt: skip
     return figures
 
 

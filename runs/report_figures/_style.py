@@ -7,6 +7,8 @@ until a figure is drawn (the command line must start fast).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,6 +21,40 @@ WIDTH = 8.0
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
+#: Fonts for the characters DejaVu Sans lacks (a model named in Chinese or Japanese, a
+#: family file's statements), tried in this order where installed: matplotlib falls back
+#: glyph by glyph. What none has is drawn as a box (`runs.report_figures.missing_glyphs`).
+FALLBACK_FONTS = (
+    "Noto Sans CJK JP", "Noto Sans CJK SC", "Droid Sans Fallback", "WenQuanYi Zen Hei",
+    "Noto Sans", "Noto Sans Symbols2", "Symbola",
+)  # fmt: skip
+
+
+@functools.cache
+def font_families() -> list[str]:
+    """DejaVu Sans (matplotlib's own, the figures' look), then the installed fallbacks (one
+    not installed would make matplotlib log a warning at each figure)."""
+    installed = _installed_fonts()
+    return ["DejaVu Sans", *(name for name in FALLBACK_FONTS if name in installed)]
+
+
+def _installed_fonts() -> set[str]:
+    """The families of the fonts on this machine now. matplotlib lists them once, in a cache
+    it renews only with its own version: a font installed after that (`apt-get install
+    fonts-noto-cjk` to draw a model's Chinese name) was never used. It is added here, in
+    this process (a few ms to look, when nothing is new), and a font removed since is not
+    named."""
+    from matplotlib import font_manager
+
+    manager = font_manager.fontManager
+    known = {font.fname for font in manager.ttflist}
+    for path in font_manager.findSystemFonts():
+        if path not in known:
+            with contextlib.suppress(OSError, RuntimeError, ValueError):  # unreadable: unused
+                manager.addfont(path)
+    return {font.name for font in manager.ttflist if Path(font.fname).exists()}
+
+
 def pyplot() -> Any:
     """matplotlib.pyplot on the Agg backend (no display, no GUI toolkit)."""
     import matplotlib
@@ -28,6 +64,7 @@ def pyplot() -> Any:
 
     plt.rcParams.update(
         {
+            "font.family": font_families(),
             "font.size": 10,
             "axes.titlesize": 11,
             "axes.spines.top": False,

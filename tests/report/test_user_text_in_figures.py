@@ -1,10 +1,18 @@
 """The figures draw a user's text as written: a model named with `$` signs (mathtext's
-delimiters) used to fail every figure, and with them the report (exit 1, a traceback)."""
+delimiters) used to fail every figure, and with them the report (exit 1, a traceback); the
+characters no installed font has are said once, not warned about at every figure."""
 
 from __future__ import annotations
 
+import shutil
+import warnings
 from pathlib import Path
 
+import orjson
+import pytest
+
+from runs.figures import read_manifest
+from runs.report_figures import missing_glyphs
 from tests.runs.quiet_campaign import run_quietly
 
 SPEC = r"""
@@ -31,3 +39,81 @@ def test_a_model_named_with_dollar_signs_gets_its_report(tmp_path: Path) -> None
     assert "m$\\frac{$x" in page and "costs $5 or $6" in page
     figures = sorted(p.name for p in (run_dir / "report").glob("fig*.png"))
     assert "fig1_books.png" in figures and "fig2_leaderboard.png" in figures, figures
+
+
+#: U+E000, a private-use character: no font has a glyph for it, on any machine.
+NO_FONT_HAS = "\ue000"
+BOXES_SPEC = f"""
+name = "boxes"
+seed = 3
+[data]
+stock_days = 2
+[[models]]
+name = "m{NO_FONT_HAS}"
+provider = "sim"
+model = "sim-noisy"
+[[arms]]
+name = "baseline"
+"""
+
+
+def test_characters_no_font_has_are_said_once_not_warned(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A model named in Chinese printed 32 lines of matplotlib warnings under the run's
+    leaderboard (figures drawn with boxes for its name). Now one line says which characters
+    are boxes, and so do the figures' captions and the summary."""
+    with warnings.catch_warnings(record=True) as caught:  # figures drawn in this process
+        warnings.simplefilter("always")
+        run_dir = run_quietly(tmp_path, "boxes", BOXES_SPEC)
+    assert not [w for w in caught if "Glyph" in str(w.message)]
+    assert "Glyph" not in capfd.readouterr().err  # or in figure workers
+    console = " ".join((tmp_path / "console.txt").read_text(encoding="utf-8").split())
+    assert console.count(f"figures: no installed font has {NO_FONT_HAS}, drawn as boxes") == 1
+    summary = orjson.loads((run_dir / "report" / "summary.json").read_bytes())
+    assert summary["figures"]["missing_glyphs"] == NO_FONT_HAS
+    manifest = {f["key"]: f for f in read_manifest(run_dir / "report")}
+    said = f"No installed font has {NO_FONT_HAS}: drawn as boxes here."
+    assert manifest["leaderboard"]["missing_glyphs"] == NO_FONT_HAS
+    assert manifest["leaderboard"]["caption"].endswith(said)
+    page = (run_dir / "report" / "index.html").read_text(encoding="utf-8")
+    assert said in page
+
+
+def test_other_warnings_while_drawing_are_shown_as_before(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.warns(RuntimeWarning, match="something else"), missing_glyphs() as boxes:
+        warnings.warn("Glyph 57344 (\\N{PRIVATE USE}) missing from font(s) X.", UserWarning,
+                      stacklevel=1)  # fmt: skip
+        warnings.warn("something else", RuntimeWarning, stacklevel=1)
+    assert boxes == {NO_FONT_HAS}
+    assert "Glyph" not in capfd.readouterr().err
+
+
+def test_a_fallback_font_installed_after_matplotlibs_cache_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """matplotlib renews its list of fonts only with its own version: a font installed
+    later (fonts-noto-cjk, to draw a Chinese name) was never used. Here a fallback font
+    (DejaVu Sans Mono, standing in) is missing from the cached list and present on disk."""
+    from matplotlib import font_manager
+
+    from runs.report_figures import _style
+
+    manager = font_manager.fontManager
+    shipped = Path(font_manager.findfont("DejaVu Sans Mono"))
+    installed_later = tmp_path / shipped.name
+    shutil.copy(shipped, installed_later)
+    cached = [f for f in manager.ttflist if f.name != "DejaVu Sans Mono"]
+    monkeypatch.setattr(manager, "ttflist", cached)
+    monkeypatch.setattr(font_manager, "findSystemFonts", lambda: [str(installed_later)])
+    monkeypatch.setattr(_style, "FALLBACK_FONTS", ("DejaVu Sans Mono", "No Such Font"))
+    _style.font_families.cache_clear()
+    try:
+        assert _style.font_families() == ["DejaVu Sans", "DejaVu Sans Mono"]
+        installed_later.unlink()  # and a font removed since is not named
+        _style.font_families.cache_clear()
+        assert _style.font_families() == ["DejaVu Sans"]
+    finally:
+        _style.font_families.cache_clear()
