@@ -198,6 +198,13 @@ def check_run_folder(run_dir: Path) -> None:
     (the folder itself or one of its parents), or that this process may not write in (a
     read-only mount, another user's folder): `mkdir` and the folder's lock would only find
     out after planning, which takes seconds to minutes."""
+    try:
+        _check_run_folder(run_dir)
+    except OSError as exc:  # a name too long, a parent it may not look in: not ENOENT
+        raise RunError(f"cannot make a run folder at {run_dir}: {exc.strerror or exc}") from None
+
+
+def _check_run_folder(run_dir: Path) -> None:
     for path in (run_dir, *run_dir.parents):
         if path.is_dir():
             if (reason := why_unwritable(path)) is not None:

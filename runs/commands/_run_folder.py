@@ -28,6 +28,13 @@ RUN_FOLDER_MARKS = (
 
 def require_run_folder(run_dir: Path) -> None:
     """Exit with one line (status 2) unless `run_dir` is a folder `dutchbook run` wrote."""
+    try:
+        _require_run_folder(run_dir)
+    except OSError as exc:  # a name too long, a folder it may not look in: not ENOENT
+        fail(f"cannot look at {run_dir}: {exc.strerror or exc}")
+
+
+def _require_run_folder(run_dir: Path) -> None:
     if not run_dir.exists():
         # A new run renders its plan before it makes its folder (seconds at paper scale): a
         # `status` asked meanwhile finds nothing there yet, and says why it may be so.

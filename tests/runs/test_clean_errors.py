@@ -168,6 +168,20 @@ def test_run_says_in_one_line_when_its_folder_cannot_be_made(
     assert_one_clean_line(output, f"cannot make the run folder {run_dir}", "Permission denied")
 
 
+@pytest.mark.parametrize("command", ["run", "status", "audit", "reparse", "score", "repair",
+                                     "report"])  # fmt: skip
+def test_a_folder_name_too_long_is_said_in_one_line(tmp_path: Path, command: str) -> None:
+    """`--out` (or a folder command's DIR) with a name over 255 bytes ended in a traceback:
+    `Path.exists` raises ENAMETOOLONG where it answers False for a missing path."""
+    too_long = tmp_path / ("a" * 300)
+    args = ["run", str(write_spec(tmp_path)), "--out"] if command == "run" else [command]
+    code, output = invoke(*args, str(too_long))
+    assert code == 2, output
+    where = "cannot make a run folder at" if command == "run" else "cannot look at"
+    assert_one_clean_line(output, f"{where} {too_long}", "File name too long")
+    assert list(tmp_path.iterdir()) == ([tmp_path / "spec.toml"] if command == "run" else [])
+
+
 @pytest.mark.parametrize("max_cost", ["-1", "nan", "-inf"])
 def test_run_refuses_a_max_cost_that_caps_nothing_before_planning(
     tmp_path: Path, max_cost: str, monkeypatch: pytest.MonkeyPatch
