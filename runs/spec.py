@@ -273,7 +273,13 @@ def _parse_data(raw: Any, path: Path) -> DataSpec:
         if value is None:
             return None
         resolved: Path = (base / value).resolve()
-        if not resolved.exists():
+        try:
+            found = resolved.exists()
+        except OSError as exc:  # a name too long: not ENOENT, which `exists` answers False
+            raise SpecError(
+                path, f"data.{key}", f"a file or folder ({resolved}: {exc.strerror or exc})"
+            ) from None
+        if not found:
             raise SpecError(
                 path, f"data.{key}", f"a file or folder that exists ({resolved} does not)"
             )

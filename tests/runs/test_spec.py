@@ -93,6 +93,8 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
         (('parser = "lenient"', 'parser = "loose"'), "parser", "strict or lenient"),
         (("max_tokens = 8192", 'max_tokens = "8k"'), "models[1].max_tokens", "integer"),
         (("[data]", '[data]\nreturns = "nowhere.csv"'), "data.returns", "does not"),
+        # ENAMETOOLONG, which `Path.exists` raises: a traceback
+        (("[data]", f'[data]\nfamilies = "{"f" * 300}"'), "data.families", "File name too long"),
         (("price_in = 0.15", "price_in = true"), "models[0].price_in", "USD"),
         (("price_in = 0.15", "price_in = 0.15\nbatch_price_in = -0.1\nbatch_price_out = 1"),
          "models[0].batch_price_in", "USD per million input tokens through the batch API"),
