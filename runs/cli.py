@@ -14,6 +14,7 @@ in numpy, polars, aiohttp or matplotlib (tests/runs/test_cli_startup.py).
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import os
 import sys
@@ -130,6 +131,16 @@ class LazyGroup(TyperGroup):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             exit_interrupted()
+        except OSError as exc:
+            # A path the user gave that no file can have (a name over 255 bytes): every
+            # command checks its paths, but `Path.exists` raises this where it answers False
+            # for a missing file, so a check the command has not got ends here, not in a
+            # traceback.
+            if exc.errno != errno.ENAMETOOLONG:
+                raise
+            from runs.commands._errors import fail
+
+            fail(f"{exc.filename}: {exc.strerror}; give a shorter name")
 
 
 app = typer.Typer(

@@ -182,6 +182,15 @@ def test_a_folder_name_too_long_is_said_in_one_line(tmp_path: Path, command: str
     assert list(tmp_path.iterdir()) == ([tmp_path / "spec.toml"] if command == "run" else [])
 
 
+def test_any_other_path_too_long_ends_in_one_line(tmp_path: Path) -> None:
+    """The command line's net for a name no file can have, where a command has no check of
+    its own: `serve-sim --counts-file` ended in a traceback before listening."""
+    too_long = tmp_path / ("c" * 300)
+    code, output = invoke("serve-sim", "--port", "0", "--counts-file", str(too_long))
+    assert code == 2, output
+    assert_one_clean_line(output, f"{too_long}: File name too long", "give a shorter name")
+
+
 @pytest.mark.parametrize("max_cost", ["-1", "nan", "-inf"])
 def test_run_refuses_a_max_cost_that_caps_nothing_before_planning(
     tmp_path: Path, max_cost: str, monkeypatch: pytest.MonkeyPatch
