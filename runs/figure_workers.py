@@ -66,6 +66,9 @@ SHARES: tuple[tuple[int, ...], ...] = ((1,), (2, 3, 4, 5, 6, 7, 8))
 #: it cost the benchmark's whole run 0.15-0.7 s, planning 0.09 s (`docs/performance.md`,
 #: the session from 05:30 UTC).
 WARM_NICENESS = HOUSEKEEPING_NICE
+#: How long `close(kill=True)` waits for each killed worker to be gone (a SIGKILL takes
+#: effect in milliseconds; the bound only keeps a stuck reap from holding the run).
+KILLED_WAIT_S = 5.0
 
 
 class FigureWorkerDied(RuntimeError):
@@ -268,27 +271,33 @@ class FigureWorkers:
         return result
 
     def _died(self) -> NoReturn:
-        self.close()
+        # The others are killed, not told to stop after their share: one still drawing
+        # would write its figures after this report failed, beside the `dutchbook report`
+        # that draws them again (a test's page inlined a figure 1 being rewritten).
+        self.close(kill=True)
         folder = self._run_dir if self._run_dir is not None else "DIR"
         raise FigureWorkerDied(
             f"a figure worker died before the report was drawn; the run's answers and scores "
             f"are kept: `dutchbook report {folder}` draws the report again"
         ) from None
 
-    def close(self) -> None:
-        """End the workers, without waiting: told to stop once used (they are idle; their
-        interpreters' own exit takes a while, this process need not wait for it), else
-        killed at once (one still importing would otherwise hold up a run that failed early;
-        a SIGTERM it ignores once its handlers are set). multiprocessing reaps them
-        (`active_children`, or at exit)."""
+    def close(self, *, kill: bool = False) -> None:
+        """End the workers: told to stop once used (they are idle; their interpreters' own
+        exit takes a while, this process need not wait for it), else killed at once (one
+        still importing would otherwise hold up a run that failed early; a SIGTERM it
+        ignores once its handlers are set). multiprocessing reaps them (`active_children`,
+        or at exit). With `kill`, every one is killed and waited for: none writes again."""
         workers, self._workers = self._workers, []
         for process, conn in workers:
-            if self._used:
+            if self._used and not kill:
                 with contextlib.suppress(OSError):  # already gone
                     conn.send(None)
             else:
                 process.kill()
             conn.close()
+        if kill:
+            for process, _ in workers:
+                process.join(KILLED_WAIT_S)
 
     def __enter__(self) -> FigureWorkers:
         return self

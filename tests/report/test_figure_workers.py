@@ -72,12 +72,16 @@ def test_workers_write_the_bytes_one_process_writes(figures_run: Path, tmp_path:
 def test_a_killed_worker_fails_the_report_in_one_line(figures_run: Path, tmp_path: Path) -> None:
     run = _copy(figures_run, tmp_path / "run")
     with FigureWorkers() as workers:
-        process, _ = workers._workers[1]
+        processes = [process for process, _ in workers._workers]
+        process = processes[1]
         assert process.pid is not None
         os.kill(process.pid, signal.SIGKILL)
         process.join()
         with pytest.raises(FigureWorkerDied, match=r"dutchbook report .*run. draws the report"):
             _report(run, workers)
+        # The other is gone too: told only to stop after its share, it went on writing
+        # figure 1 beside the report drawn again below (most likely why a page once differed).
+        assert not any(p.is_alive() for p in processes)
         with pytest.raises(RuntimeError, match="closed"):  # ended with it, not reused
             workers.draw({}, run / "report")
     assert (run / "scores.parquet").exists() and (run / "plan.parquet").exists()
