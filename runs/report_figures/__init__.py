@@ -56,9 +56,18 @@ def missing_glyphs() -> Iterator[set[str]]:
     32 lines of them, each with a line of its source, under a run's leaderboard. Other
     warnings are shown as they would have been."""
     found: set[str] = set()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.filterwarnings("always", message=_MISSING_GLYPH.pattern, category=UserWarning)
-        yield found
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.filterwarnings(
+                "always", message=_MISSING_GLYPH.pattern, category=UserWarning
+            )
+            yield found
+    finally:  # a figure left out (`Omit`), or failing, keeps its other warnings too
+        _sort_warnings(caught, found)
+
+
+def _sort_warnings(caught: list[warnings.WarningMessage], found: set[str]) -> None:
+    """The missing characters into `found`; any other warning issued again, as it was."""
     for warning in caught:
         match = _MISSING_GLYPH.match(str(warning.message))
         if match is not None and issubclass(warning.category, UserWarning):

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from runs.figures import read_manifest
-from runs.report_figures import missing_glyphs
+from runs.report_figures import Omit, missing_glyphs
 from tests.runs.quiet_campaign import run_quietly
 
 SPEC = r"""
@@ -89,6 +89,11 @@ def test_other_warnings_while_drawing_are_shown_as_before(
         warnings.warn("something else", RuntimeWarning, stacklevel=1)
     assert boxes == {NO_FONT_HAS}
     assert "Glyph" not in capfd.readouterr().err
+    # ... also from a figure left out after it warned
+    left = pytest.warns(RuntimeWarning, match="before leaving")
+    with left, pytest.raises(Omit), missing_glyphs():
+        warnings.warn("before leaving", RuntimeWarning, stacklevel=1)
+        raise Omit("nothing to show")
 
 
 def test_a_fallback_font_installed_after_matplotlibs_cache_is_used(
