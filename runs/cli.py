@@ -165,6 +165,7 @@ def main() -> None:
     from runs.memory import return_freed_pages_early
 
     return_freed_pages_early()
+    spell_what_stdout_cannot()
     try:
         with stops_as_interrupt():
             app()
@@ -182,6 +183,17 @@ def main() -> None:
         _no_room(exc, f" to {exc.filename}" if exc.filename else "")
     except OutputFull as exc:  # a print of a command's (runs.output)
         _no_room(exc.error, f" to {STDOUT_NAME}")
+
+
+def spell_what_stdout_cannot() -> None:
+    """A character the output's encoding has not got (a model named in Chinese, on a
+    terminal or log in ASCII or Latin-1) is written as a backslash escape, as stderr already
+    does: `report` ended in a UnicodeEncodeError at its leaderboard, before writing its
+    page, and `status` at its table."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)  # absent on a replaced stdout
+    if reconfigure is not None:
+        with contextlib.suppress(ValueError, OSError):
+            reconfigure(errors="backslashreplace")
 
 
 def _no_room(exc: OSError, where: str) -> NoReturn:
