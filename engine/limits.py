@@ -22,9 +22,6 @@ import asyncio
 import time
 from collections.abc import Callable
 
-#: The longest `TokenBucket.acquire` sleeps before it looks at its wait again.
-RECHECK_S = 1.0
-
 
 class TokenBucket:
     """A continuously refilled bucket; `acquire(n)` waits in FIFO order until `n` are there.
@@ -101,17 +98,12 @@ class TokenBucket:
         return not self._queued and self.try_take(amount, self._clock()) == 0
 
     async def acquire(self, amount: float = 1.0) -> None:
-        """Wait (FIFO among callers) until `amount`, clipped to the capacity, can be taken.
-
-        The wait is looked at again every `RECHECK_S` at most: a refund (`adjust`) may shorten
-        it. A call charged its `max_tokens` of 1e9 (a typo) left a debt that put the next
-        caller to sleep for months, and the refund its reply brought came too late to wake it:
-        the lane hung."""
+        """Wait (FIFO among callers) until `amount`, clipped to the capacity, can be taken."""
         self._queued += 1
         try:
             async with self._lock:
                 while (wait := self.try_take(amount, self._clock())) > 0:
-                    await asyncio.sleep(min(wait, RECHECK_S))
+                    await asyncio.sleep(wait)
         finally:
             self._queued -= 1
 
