@@ -366,6 +366,15 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
     for key, ok in checks.items():
         if key in entry and (not math.isfinite(entry[key]) or not ok(entry[key])):
             raise SpecError(path, where + key, _MODEL_KEYS[key][1])
+    if "tpm" in entry and entry.get("max_tokens", 0) >= entry["tpm"]:
+        # Each call is charged its prompt and max_tokens against tpm before it is sent (as
+        # Azure counts them): a max_tokens of 1e9 (a typo) put the lane's next call to
+        # sleep for months. Groq answers such a call 413.
+        raise SpecError(
+            path, where + "max_tokens",
+            f"less than the model's tpm ({entry['tpm']:g}): one reply could use more tokens "
+            "than a minute allows",
+        )  # fmt: skip
     choices = {"response_format": RESPONSE_FORMATS, "tokenizer": tuple(TOKENIZERS)}
     for key, allowed in choices.items():
         if key in entry and entry[key] not in allowed:

@@ -82,6 +82,9 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
         (("temperature = 1.0", "temperature = 7.0"), "models[1].temperature", "[0, 2]"),
         (('provider = "groq"', 'provider = "grok"'), "models[1].provider", "one of"),
         (("rpm = 600", "rpm = -1"), "models[0].rpm", "> 0"),
+        # each call is charged its max_tokens against tpm: 1e9 (a typo) slept a lane for months
+        (("max_tokens = 8192", "max_tokens = 8192\ntpm = 8192"), "models[1].max_tokens",
+         "less than the model's tpm (8192): one reply could use more tokens than a minute"),
         # one worker per slot: a billion used to fill the machine's memory before a request
         (("rpm = 600", "rpm = 600\nconcurrency = 1000000000"), "models[0].concurrency",
          "an integer from 1 to 10,000"),
