@@ -10,10 +10,16 @@ dropped, and the caller writes no more; the command's own next print says what f
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+#: How often a console that is not a terminal gets a plain progress line (a step shorter
+#: than this gets none).
+LINE_EVERY_S = 60.0
 
 
 def duration(seconds: float | None) -> str:
@@ -33,3 +39,28 @@ def write_line(console: Console, line: str) -> bool:
     except Exception:  # any failure here is the output's, never the work's
         return False
     return True
+
+
+class PeriodicLines:
+    """Plain lines to `console`, one each `every_s` at most, counted from when it is made;
+    none once one could not be written (`write_line`). `every_s` None: never a line."""
+
+    def __init__(
+        self,
+        console: Console,
+        every_s: float | None = LINE_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._console, self._every_s, self._clock = console, every_s, clock
+        self.started = clock()
+        self._due = None if every_s is None else self.started + every_s
+
+    def offer(self, line_at: Callable[[float], str]) -> None:
+        """Write `line_at(seconds since started)` if a line is due."""
+        if self._due is None or self._every_s is None:
+            return
+        now = self._clock()
+        if now < self._due:
+            return
+        written = write_line(self._console, line_at(now - self.started))
+        self._due = now + self._every_s if written else None

@@ -19,7 +19,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from engine.console_lines import duration, write_line
+from engine.console_lines import LINE_EVERY_S, PeriodicLines, duration
 from engine.console_tables import keep_whole
 from engine.lanes import LaneState, LaneStats
 
@@ -60,11 +60,6 @@ def render(lanes: list[LaneStats]) -> Table:
     # ("123456/3…"); a Live display cannot be printed wider than its terminal.
     keep_whole(table, text_min=None)
     return table
-
-
-#: How often a console that is not a terminal gets a line of progress (a run shorter than
-#: this gets none).
-LINE_EVERY_S = 60.0
 
 
 #: The most lanes a progress line names one by one; more are summed up (a campaign of 1,000
@@ -117,13 +112,11 @@ class LiveProgress:
         self._lanes: list[LaneStats] = []
         self._line_every_s = None if self.enabled else line_every_s
         self._clock = clock
-        self._started = self._next_line = 0.0
+        self._lines: PeriodicLines | None = None
 
     def start(self, lanes: list[LaneStats]) -> None:
         self._lanes = lanes
-        self._started = self._clock()
-        if self._line_every_s is not None:
-            self._next_line = self._started + self._line_every_s
+        self._lines = PeriodicLines(self.console, self._line_every_s, self._clock)
         if self.enabled:
             self._live = Live(
                 render(lanes), console=self.console, auto_refresh=False, transient=False
@@ -133,11 +126,8 @@ class LiveProgress:
     def refresh(self) -> None:
         if self._live is not None:
             self._live.update(render(self._lanes), refresh=True)
-        elif self._line_every_s is not None and self._clock() >= self._next_line:
-            now = self._clock()
-            self._next_line = now + self._line_every_s
-            if not write_line(self.console, progress_line(self._lanes, now - self._started)):
-                self._line_every_s = None  # the output is gone: no more lines
+        elif self._lines is not None:
+            self._lines.offer(lambda elapsed: progress_line(self._lanes, elapsed))
 
     def stop(self) -> None:
         if self._live is not None:

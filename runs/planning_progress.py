@@ -29,11 +29,7 @@ from rich.progress import (
 )
 from rich.table import Column
 
-from engine.console_lines import duration, write_line
-
-#: How often a console that is not a terminal gets a plain line (as dispatch's
-#: `engine.progress.LINE_EVERY_S`, not imported: that module brings the HTTP client with it).
-LINE_EVERY_S = 60.0
+from engine.console_lines import LINE_EVERY_S, PeriodicLines, duration
 
 
 class PlanningProgress:
@@ -49,10 +45,10 @@ class PlanningProgress:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.enabled = console.is_terminal if enabled is None else enabled
-        self._console, self._name, self._clock = console, name, clock
-        self._started = clock()
-        #: When the next plain line is due: never while the bar is drawn, nor without `lines`.
-        self._next_line = None if self.enabled or not lines else self._started + LINE_EVERY_S
+        self._name = name
+        # Plain lines: never while the bar is drawn, nor without `lines`.
+        every = None if self.enabled or not lines else LINE_EVERY_S
+        self._lines = PeriodicLines(console, every, clock)
         self._progress = Progress(
             # The campaign's name is the user's text: never read as rich markup.
             # A long name is what gives way, never the count or the times: all of it fits
@@ -91,11 +87,7 @@ class PlanningProgress:
             self._progress.start_task(self._task)
         self.last = (rendered, total)
         self._progress.update(self._task, completed=rendered, total=total)
-        if self._next_line is not None and self._clock() >= self._next_line:
-            now = self._clock()
-            line = (
-                f"planning {self._name} {duration(now - self._started)}: "
-                f"{rendered:,}/{total:,} queries rendered"
-            )
-            written = write_line(self._console, line)
-            self._next_line = now + LINE_EVERY_S if written else None
+        self._lines.offer(
+            lambda elapsed: f"planning {self._name} {duration(elapsed)}: "
+            f"{rendered:,}/{total:,} queries rendered"
+        )

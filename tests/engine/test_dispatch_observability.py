@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from engine.console_lines import LINE_EVERY_S
 from engine.dispatch import dispatch
 from engine.lanes import LaneState, LaneStats
 from engine.logs import CONSOLE_REPEATS, EngineLog
-from engine.progress import LINE_EVERY_S, LINE_LANES, LiveProgress, progress_line, render
+from engine.progress import LINE_LANES, LiveProgress, progress_line, render
 from providers.sim.server import SimHandle
 
 if TYPE_CHECKING:

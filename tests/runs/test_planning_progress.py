@@ -14,9 +14,10 @@ from typer.testing import CliRunner
 import runs.commands.plan as plan_command
 import runs.pipeline as pipeline
 import runs.planner as planner
+from engine.console_lines import LINE_EVERY_S
 from runs.cli import app
 from runs.planner import estimate, queries_before_sharing, write_plan
-from runs.planning_progress import LINE_EVERY_S, PlanningProgress
+from runs.planning_progress import PlanningProgress
 from runs.spec import load_spec
 from runs.units import UnitSource
 
