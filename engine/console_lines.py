@@ -31,6 +31,18 @@ def duration(seconds: float | None) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+#: A provider's hold shorter than this is not shown: Groq's sub-second Retry-After would
+#: flicker "held 0:00" in and out of the table.
+HOLD_SHOWN_FROM_S = 1.0
+
+
+def held_text(held_s: float | None, by: str | None) -> str:
+    """`held 4:59 more (Retry-After)` while a provider holds a lane; "" otherwise."""
+    if not held_s or held_s < HOLD_SHOWN_FROM_S:
+        return ""
+    return f"held {duration(held_s)} more ({by or 'the provider'})"
+
+
 def write_line(console: Console, line: str) -> bool:
     """Write `line` and a line break to the console's file, flushed; False when that failed."""
     try:

@@ -47,6 +47,8 @@ def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
                 "rate_per_s": round(s.rate_per_s, 3),
                 "pauses": s.pauses,
                 "paused_s": round(s.paused_s, 3),
+                "held_s": round(s.held_now_s, 1),  # left of the provider's hold, when written
+                "held_by": s.held_by,
             }
             for s in lanes
         },

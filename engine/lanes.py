@@ -143,6 +143,11 @@ class LaneStats:
     paused_s: float = 0.0  # seconds spent paused (ended pauses)
     #: `time.monotonic()` when the pause going on began (0: the provider is not down).
     paused_since: float = 0.0
+    #: `time.monotonic()` until which the provider asked the lane to wait (`Hold`), and what
+    #: asked it ("Retry-After", "rate-limit reset"): a hold of minutes is shown, not hidden
+    #: behind "running" and a falling rate.
+    held_until: float = 0.0
+    held_by: str = ""
 
     @property
     def done(self) -> int:
@@ -167,6 +172,13 @@ class LaneStats:
         return max((self.finished or time.monotonic()) - self.paused_since, 0.0)
 
     @property
+    def held_now_s(self) -> float:
+        """Seconds left of the provider's hold on the lane (0 when there is none)."""
+        if not self.held_until or self.finished:
+            return 0.0
+        return max(self.held_until - time.monotonic(), 0.0)
+
+    @property
     def rate_per_s(self) -> float:
         """Answers accepted a second while the provider was up: a three-hour outage would
         otherwise halve the rate, and double the time left, after the lane resumed."""
@@ -175,18 +187,20 @@ class LaneStats:
 
     @property
     def eta_s(self) -> float | None:
-        """Seconds left at `rate_per_s`; None (not known) while the provider is down."""
+        """Seconds left: the provider's hold, then the rest at `rate_per_s`. None (not known)
+        while the provider is down, before a first answer, and once the lane has halted (it
+        asks nothing more this run)."""
         remaining = self.planned - self.done
         if remaining <= 0:
             return 0.0
         rate = self.rate_per_s
-        if self.state is LaneState.PROBING or rate <= 0:
+        if self.state is LaneState.PROBING or self.state in HALTED or rate <= 0:
             return None
-        return remaining / rate
+        return self.held_now_s + remaining / rate
 
 
 #: The states in which a lane starts nothing more.
-_HALTED = frozenset({LaneState.STOPPED, LaneState.PAUSED, LaneState.CANCELLED})
+HALTED = frozenset({LaneState.STOPPED, LaneState.PAUSED, LaneState.CANCELLED})
 
 
 class LaneControl:
@@ -207,7 +221,7 @@ class LaneControl:
 
     @property
     def halted(self) -> bool:
-        if self.stats.state in _HALTED:
+        if self.stats.state in HALTED:
             return True
         if self.stop_event is not None and self.stop_event.is_set():
             self.stats.state = LaneState.CANCELLED
@@ -308,10 +322,15 @@ class Lane(LaneControl):
         self.stats.cap = new
         self.log.info("concurrency_changed", model=self.config.name, old=old, new=new, why=why)
 
+    def _hold_for(self, seconds: float, by: str) -> None:
+        """Hold every attempt of the lane `seconds` more, as the provider asked (`by`)."""
+        self.hold.extend(seconds)
+        self.stats.held_until, self.stats.held_by = self.hold.until, by
+
     def _paused(self, cause: str) -> None:
         self.stats.state = LaneState.PROBING
         self.stats.paused_since = time.monotonic()
-        self.stats.say(f"provider down ({cause}); probing")
+        self.stats.say(f"provider down ({cause})")  # the state says "probing" beside it
         self.log.warning(
             "lane_paused", model=self.config.name, provider=self.adapter.provider, cause=cause
         )
@@ -692,7 +711,7 @@ class Lane(LaneControl):
             waits.append(limits.reset_tokens_s)
         if waits:
             wait = min(max(waits), self.policy.max_retry_after_s)
-            self.hold.extend(wait)
+            self._hold_for(wait, "rate-limit reset")
             self.log.info("limit_reset_wait", model=self.config.name, seconds=round(wait, 3))
 
     def _on_failure(self, failure: Failure) -> None:
@@ -713,7 +732,8 @@ class Lane(LaneControl):
         if failure.outcome is Outcome.RATE_LIMIT and not failure.quota_exhausted:
             self.cap.on_rate_limit()
             if failure.retry_after_s:
-                self.hold.extend(min(failure.retry_after_s, self.policy.max_retry_after_s))
+                wait = min(failure.retry_after_s, self.policy.max_retry_after_s)
+                self._hold_for(wait, "Retry-After")
         if failure.quota_exhausted:
             self._halt(
                 LaneState.PAUSED,

@@ -19,9 +19,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from engine.console_lines import LINE_EVERY_S, PeriodicLines, duration
+from engine.console_lines import LINE_EVERY_S, PeriodicLines, duration, held_text
 from engine.console_tables import keep_whole
-from engine.lanes import LaneState, LaneStats
+from engine.lanes import HALTED, LaneState, LaneStats
 
 
 def render(lanes: list[LaneStats]) -> Table:
@@ -45,7 +45,7 @@ def render(lanes: list[LaneStats]) -> Table:
         gave_up = s.retries.exhausted + s.retries.answer_budget_spent
         if gave_up:
             retries += f" (gave up {gave_up})"
-        state = s.state.value if not s.message else f"{s.state.value}: {s.message[:60]}"
+        state = _state_text(s)
         table.add_row(
             Text(s.model),  # user text (a model name, a provider's words), never markup
             Text(state),
@@ -54,12 +54,18 @@ def render(lanes: list[LaneStats]) -> Table:
             str(s.in_flight),
             str(s.cap),
             retries,
-            duration(s.eta_s),
+            "-" if s.state in HALTED else duration(s.eta_s),
         )
     # A long model name folds as narrow as the terminal needs; done/planned is never cut
     # ("123456/3…"); a Live display cannot be printed wider than its terminal.
     keep_whole(table, text_min=None)
     return table
+
+
+def _state_text(s: LaneStats) -> str:
+    """The state column: the state, and why (the lane's message, or the provider's hold)."""
+    why = s.message or held_text(s.held_now_s, s.held_by)
+    return f"{s.state.value}: {why[:60]}" if why else s.state.value
 
 
 #: The most lanes a progress line names one by one; more are summed up (a campaign of 1,000
@@ -74,24 +80,38 @@ def progress_line(lanes: list[LaneStats], elapsed_s: float) -> str:
     if len(lanes) > LINE_LANES:
         done, planned = sum(s.done for s in lanes), sum(s.planned for s in lanes)
         rate = sum(s.rate_per_s for s in lanes)
-        left = (planned - done) / rate if rate > 0 else None
         states = Counter(s.state.value for s in lanes)
         by_state = ", ".join(f"{n:,} {state}" for state, n in sorted(states.items()))
         return (
             head + f"{len(lanes):,} models {done:,}/{planned:,} ({rate:.1f}/s, "
-            f"ETA {duration(0.0 if done >= planned else left)}; {by_state})"
+            f"ETA {duration(_last_to_finish_s(lanes))}; {by_state})"
         )
     return head + "; ".join(_lane_part(s) for s in lanes)
 
 
+def _last_to_finish_s(lanes: list[LaneStats]) -> float | None:
+    """When the last lane still asking should be done: lanes run side by side, so the
+    campaign's time left is its slowest lane's, not all that is left over all the rates (a
+    lane of 1,000 at 10/s beside one of 10 at 1,000/s has 100 s left, not 1). None when
+    any such lane's time left is not known (its provider down, no answer yet)."""
+    left = [s.eta_s for s in lanes if s.state not in HALTED]
+    if any(eta is None for eta in left):
+        return None
+    return max((eta for eta in left if eta is not None), default=0.0)
+
+
 def _lane_part(s: LaneStats) -> str:
     """One lane in a progress line: while its provider is down, for how long instead of a
-    rate and a time left that a pause makes meaningless."""
+    rate and a time left that a pause makes meaningless; a lane that halted, no time left."""
     state = "" if s.state is LaneState.RUNNING else f" {s.state.value}"
     counts = f"{s.model}{state} {s.done:,}/{s.planned:,}"
     if s.state is LaneState.PROBING:
         return f"{counts} (provider down {duration(s.paused_now_s)})"
-    return f"{counts} ({s.rate_per_s:.1f}/s, ETA {duration(s.eta_s)})"
+    if s.state in HALTED:
+        return counts
+    held = held_text(s.held_now_s, s.held_by)
+    held = f", {held}" if held else ""
+    return f"{counts} ({s.rate_per_s:.1f}/s{held}, ETA {duration(s.eta_s)})"
 
 
 class LiveProgress:

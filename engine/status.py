@@ -217,3 +217,5 @@ def _complete_models(
         entry["lane_state"] = lane.get("state") if isinstance(lane, dict) else None
         entry["lane_message"] = lane.get("message") if isinstance(lane, dict) else None
         entry["rate_per_s"] = lane.get("rate_per_s") if isinstance(lane, dict) else None
+        entry["lane_held_s"] = lane.get("held_s") if isinstance(lane, dict) else None
+        entry["lane_held_by"] = lane.get("held_by") if isinstance(lane, dict) else None

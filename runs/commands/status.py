@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from engine.console_lines import duration, held_text
 from engine.console_tables import print_whole
 from engine.journal import JournalError
 from engine.status import status as run_status
@@ -51,15 +52,27 @@ def _fraction(done: int, planned: int | None) -> str:
 
 
 def _eta(entry: dict[str, Any], *, live: bool) -> str:
-    planned, rate = entry.get("planned"), entry.get("rate_per_s")
-    if not live or planned is None:
+    """The lane's time left, as the progress line spells it: its provider's hold, then the
+    rest at its rate; "?" while the provider is down; nothing for a lane that asks no more."""
+    planned, rate, state = entry.get("planned"), entry.get("rate_per_s"), entry.get("lane_state")
+    if not live or planned is None or state not in _ACTIVE_LANE_STATES:
         return ""
-    if entry.get("lane_state") == "probing":
+    if state == "probing":
         return "?"  # the provider is down: no time left can be told
     if not rate:
         return ""
-    seconds = max(planned - entry["accepted"], 0) / rate
-    return f"{int(seconds // 3600)}:{int(seconds % 3600 // 60):02d}:{int(seconds % 60):02d}"
+    held = entry.get("lane_held_s") or 0.0
+    return duration(held + max(planned - entry["accepted"], 0) / rate)
+
+
+def _lane_text(entry: dict[str, Any], state: str) -> str:
+    """The lane column: its state, whether that is stale, and why (or the provider's hold)."""
+    lane, why = entry.get("lane_state") or "", entry.get("lane_message") or ""
+    if state != "live" and lane in _ACTIVE_LANE_STATES:  # `lanes.json` is stale
+        lane += " when the run died" if state == "died" else " when the run stopped"
+    elif state == "live" and not why:
+        why = held_text(entry.get("lane_held_s"), entry.get("lane_held_by"))
+    return f"{lane}: {why}" if why else lane
 
 
 def render(summary: dict[str, Any], console: Console) -> None:
@@ -87,11 +100,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
         models.add_column(column, justify="left" if column in ("model", "lane") else "right")
     for name, entry in summary["models"].items():
         retries = entry["retries"]
-        lane = entry.get("lane_state") or ""
-        if state != "live" and lane in _ACTIVE_LANE_STATES:  # `lanes.json` is stale
-            lane += " when the run died" if state == "died" else " when the run stopped"
-        if entry.get("lane_message"):
-            lane += f": {entry['lane_message']}"
+        lane = _lane_text(entry, state)
         models.add_row(
             Text(name), _fraction(entry["accepted"], entry["planned"]), f"{entry['attempts']:,}",
             f"{retries:,}", f"{entry['pending_failures']:,}", Text(lane),

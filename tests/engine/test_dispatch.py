@@ -301,6 +301,10 @@ async def test_stop_is_prompt_even_during_a_long_retry_after(
             async with asyncio.timeout(30):
                 while not _attempts_so_far(tmp_path / "run"):
                     await asyncio.sleep(0.01)
+                # ... and `status`'s source says the hold, not just "running"
+                while ((read_lane_states(tmp_path / "run") or {}).get("lanes", {}).get("m", {})
+                       .get("held_s", 0.0) < 1.0):  # fmt: skip
+                    await asyncio.sleep(0.05)
             stopped_at.append(time.monotonic())
             stop.set()
 
@@ -314,6 +318,9 @@ async def test_stop_is_prompt_even_during_a_long_retry_after(
     lane = summary.lanes["m"]
     assert lane.state is LaneState.CANCELLED and lane.outcomes["rate_limit"] >= 1
     assert summary.accepted == 0
+    assert lane.held_by == "Retry-After" and lane.held_until > 0 and lane.held_now_s == 0.0
+    final = read_lane_states(tmp_path / "run")
+    assert final is not None and final["lanes"]["m"]["held_s"] == 0.0  # ended: none left
 
 
 async def test_collector_settings_are_restored_after_overlapping_dispatches(

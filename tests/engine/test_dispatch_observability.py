@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -147,18 +148,18 @@ def test_without_a_terminal_a_line_of_progress_comes_every_minute() -> None:
     progress.stop()
     assert sink.getvalue().splitlines()[1].startswith("dispatch 2:00: slow-model 2/1,550")
     # A thousand lanes are summed up, not named: the line stayed 40 KB long.
-    many = [LaneStats(model=f"m{n:04d}", provider="p", planned=37, accepted=n % 38,
+    many = [LaneStats(model=f"m{n:04d}", provider="p", planned=37, accepted=1 + n % 36,
                       started=1.0, finished=11.0) for n in range(1000)]  # fmt: skip
-    many[0].state = LaneState.STOPPED
+    many[0].state, many[0].accepted = LaneState.STOPPED, 0  # asks nothing more: no time left
     summed = progress_line(many, 61.0)
-    answered = sum(n % 38 for n in range(1000))
-    rate = answered / 10.0
-    left = int((37_000 - answered) / rate)
+    answered = sum(1 + n % 36 for n in range(1, 1000))
+    # The slowest lane still asking (1 answer in 10 s, 36 left) sets the time left: 6:00.
     assert summed == (
-        f"dispatch 1:01: 1,000 models {answered:,}/37,000 ({rate:.1f}/s, ETA "
-        f"{left // 60}:{left % 60:02d}; "
+        f"dispatch 1:01: 1,000 models {answered:,}/37,000 ({answered / 10:.1f}/s, ETA 6:00; "
         "1 stopped, 999 waiting)"
     )
+    many[1].accepted = 0  # a lane with no answer yet: its time left, so the whole, unknown
+    assert "ETA ?;" in progress_line(many, 61.0)
     assert progress_line(many[:LINE_LANES], 1.0).count("; ") == LINE_LANES - 1
     quiet = io.StringIO()
     never = LiveProgress(Console(file=quiet, force_terminal=False), line_every_s=None,
@@ -167,6 +168,42 @@ def test_without_a_terminal_a_line_of_progress_comes_every_minute() -> None:
     now[0] += 10 * LINE_EVERY_S
     never.refresh()
     assert quiet.getvalue() == ""
+
+
+def test_the_summed_time_left_is_the_slowest_lanes() -> None:
+    """Lanes run side by side: the summed line said all that was left over all the rates,
+    so a slow lane beside fast ones read as done (1,008 left at 8,010/s: "ETA 0:00", where
+    the slow lane alone needs 100 s)."""
+    slow = LaneStats(model="slow", provider="p", planned=1_100, accepted=100, started=1.0,
+                     finished=11.0, state=LaneState.RUNNING)  # fmt: skip
+    fast = [LaneStats(model=f"fast{n}", provider="p", planned=10_001, accepted=10_000,
+                      started=1.0, finished=11.0, state=LaneState.RUNNING)
+            for n in range(LINE_LANES)]  # fmt: skip
+    assert progress_line([slow, *fast], 10.0).endswith("(8010.0/s, ETA 1:40; 9 running)")
+    slow.state = LaneState.PROBING
+    assert "ETA ?;" in progress_line([slow, *fast], 10.0)
+
+
+def test_a_providers_hold_is_shown_and_counted_in_the_time_left() -> None:
+    """A Retry-After of up to 600 s showed the lane as running, its rate falling, its time
+    left as if it were asking. Now the hold is said, and added to the time left."""
+    lane = LaneStats(model="m", provider="p", planned=1_000, accepted=300, started=1.0,
+                     state=LaneState.RUNNING)  # fmt: skip
+    lane.started = time.monotonic() - 100.0
+    lane.held_until, lane.held_by = time.monotonic() + 299.6, "Retry-After"
+    assert 299 < lane.held_now_s <= 299.6
+    eta = lane.eta_s
+    assert eta is not None and abs(eta - (299.6 + 700 / (300 / 100))) < 1.0  # hold + rest
+    line = progress_line([lane], 100.0)
+    assert ", held 4:59 more (Retry-After), ETA " in line, line
+    console = Console(file=io.StringIO(), width=200, force_terminal=False)
+    console.print(render([lane]))
+    assert "running: held 4:59 more (Retry-After)" in console.file.getvalue()  # type: ignore[attr-defined]
+    lane.held_until = time.monotonic() + 0.5  # Groq's sub-second waits would flicker
+    assert "held" not in progress_line([lane], 100.0)
+    lane.state = LaneState.STOPPED  # a halted lane has no time left, in the line and table
+    assert progress_line([lane], 100.0) == "dispatch 1:40: m stopped 300/1,000"
+    assert lane.eta_s is None
 
 
 def test_an_outage_is_left_out_of_the_rate_and_told_as_such() -> None:

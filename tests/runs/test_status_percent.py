@@ -20,6 +20,24 @@ def test_a_live_lanes_time_left_is_not_told_while_its_provider_is_down() -> None
     from runs.commands.status import _eta
 
     entry = {"planned": 1_000, "accepted": 400, "rate_per_s": 2.0, "lane_state": "running"}
-    assert _eta(entry, live=True) == "0:05:00"
+    assert _eta(entry, live=True) == "5:00"  # spelled as the progress line spells it
     assert _eta({**entry, "lane_state": "probing"}, live=True) == "?"
     assert _eta({**entry, "lane_state": "probing"}, live=False) == ""
+
+
+def test_a_live_lanes_hold_is_shown_and_counted_and_a_halted_lane_has_no_time_left() -> None:
+    """A Retry-After hold showed as "running" with a time left that ignored it; a stopped
+    lane in a live run showed a time left it would never use."""
+    from runs.commands.status import _eta, _lane_text
+
+    entry = {"planned": 1_000, "accepted": 400, "rate_per_s": 2.0, "lane_state": "running",
+             "lane_held_s": 120.4, "lane_held_by": "Retry-After"}  # fmt: skip
+    assert _eta(entry, live=True) == "7:00"
+    assert _lane_text(entry, "live") == "running: held 2:00 more (Retry-After)"
+    assert _lane_text(entry, "died") == "running when the run died"  # the hold is long gone
+    assert _lane_text({**entry, "lane_held_s": 0.4}, "live") == "running"
+    stopped = {**entry, "lane_state": "stopped", "lane_message": "m stopped: 401 bad key"}
+    assert _eta(stopped, live=True) == ""
+    assert _lane_text(stopped, "live") == "stopped: m stopped: 401 bad key"
+    probing = {**entry, "lane_state": "probing", "lane_message": "provider down (503)"}
+    assert _lane_text(probing, "died") == "probing when the run died: provider down (503)"
