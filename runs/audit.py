@@ -12,6 +12,8 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runs import markdown as md  # `markdown` here is this module's section
+
 if TYPE_CHECKING:  # polars and rich are imported when an audit is made, not at start-up
     from rich.console import Console
 
@@ -212,36 +214,22 @@ def render(report: Audit, console: Console, *, title: str | None = None) -> None
     console.print(report.sentence, markup=False, highlight=False, soft_wrap=True)
 
 
-def _markdown_table(header: list[str], cells: list[list[str]]) -> list[str]:
-    def row(values: list[str]) -> str:
-        return "| " + " | ".join(v.replace("|", "\\|") for v in values) + " |"
-
-    align = [
-        "---:" if i and cells and _numeric(cells[0][i]) else "---" for i in range(len(header))
-    ]
-    return [row(header), "| " + " | ".join(align) + " |", *(row(c) for c in cells)]
-
-
-def _numeric(cell: str) -> bool:
-    return cell.replace(",", "").replace(".", "").replace("%", "").replace("$", "").isdigit()
-
-
 def markdown(report: Audit) -> str:
     """The audit section of `report/report.md`: the sentence, then its tables."""
-    lines = ["## Retries and failures", "", report.sentence, ""]
-    lines += _markdown_table(*summary_rows(report))
-    lines += ["", *_markdown_table(*usage_rows(report))]
+    lines = ["## Retries and failures", "", md.text(report.sentence), ""]
+    lines += md.table(*summary_rows(report))
+    lines += ["", *md.table(*usage_rows(report))]
     if len(report.by_provider) > 1:
-        lines += ["", *_markdown_table(*summary_rows(report, "provider"))]
+        lines += ["", *md.table(*summary_rows(report, "provider"))]
     header, cells = cause_rows(report)
     if cells:
-        lines += ["", *_markdown_table(header, cells)]
+        lines += ["", *md.table(header, cells)]
     line = _subcauses_line(report)
     if line:
-        lines += ["", line[0].upper() + line[1:] + "."]
+        lines += ["", md.text(line[0].upper() + line[1:] + ".")]
     notes = report.notes()
     if notes:
-        lines += ["", *(f"- {note}" for note in notes)]
+        lines += ["", *(f"- {md.text(note)}" for note in notes)]
     lines += [
         "",
         "A retry attempt is every attempt that was not the accepted one, attributed to its "

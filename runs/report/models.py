@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from runs import markdown
+
 
 def frozen_spec(run_dir: Path) -> Mapping[str, Any]:
     """The run's spec as plain TOML data; empty if it is missing or unreadable."""
@@ -48,8 +50,8 @@ def models_markdown(spec: Mapping[str, Any]) -> str | None:
     lines = ["## Models\n"]
     if simulated:
         lines.append(
-            f"Simulated forecasters ({', '.join(simulated)}) answered from the local "
-            "simulator, not a language model; no provider was called.\n"
+            f"Simulated forecasters ({', '.join(map(markdown.text, simulated))}) answered from "
+            "the local simulator, not a language model; no provider was called.\n"
         )
-    lines.extend(f"- **{name}**: {text}" for name, text in notes)
+    lines.extend(f"- **{markdown.text(name)}**: {markdown.text(about)}" for name, about in notes)
     return "\n".join(lines) + "\n"

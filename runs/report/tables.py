@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from runs import markdown
 from runs.report.data import (
     BASELINE_ARM,
     STATUS_BELOW_FLOOR,
@@ -294,12 +295,7 @@ def _render_plain(table: Table) -> str:
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-    out = [line(header), "|" + "|".join("---" for _ in header) + "|"]
-    out += [line(r) for r in rows]
-    return "\n".join(out) + "\n"
+    return "\n".join(markdown.table(header, rows)) + "\n"
 
 
 def _status_text(r: ArmRow) -> str:
@@ -327,8 +323,9 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
     across = data.across_models
     parts.append("## Across models\n")
     parts.append(
-        f"On {across['arm']} ({len(across['models'])} scored models, {across['units']} common "
-        f"units): Spearman(profit, Brier) = {_fmt(across['spearman_profit_brier'], 4)}; "
+        f"On {markdown.text(across['arm'])} ({len(across['models'])} scored models, "
+        f"{across['units']} common units): Spearman(profit, Brier) = "
+        f"{_fmt(across['spearman_profit_brier'], 4)}; "
         "pairwise differences whose 95% interval excludes zero: profit "
         f"{_count(across['profit_pairs_excluding_zero'])} of {across['pairs']}, Brier "
         f"{_count(across['brier_pairs_excluding_zero'])} of {across['pairs']}.\n"
