@@ -35,7 +35,7 @@ import polars as pl
 from engine.answers import SUBCAUSES
 from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
-from engine.retry import BUDGET_SPENT_REASON, DUPLICATE
+from engine.retry import BUDGET_SPENT_REASON, DUPLICATE, GAVE_UP_MARK
 from engine.scan import scan_ledger
 from engine.spend import Prices, carried_by_batch
 
@@ -88,7 +88,7 @@ _ATTEMPT_COLUMNS = [
 _SUBCAUSE_PATTERN = r"^(" + "|".join(SUBCAUSES) + r"):"
 #: The mark `engine.lanes` adds to the detail of the attempt that spent a request's
 #: answer-failure budget (`engine.retry.AnswerRetry.failed`).
-_BUDGET_SPENT = r"\[gave up: \d+ " + re.escape(BUDGET_SPENT_REASON)
+_BUDGET_SPENT = re.escape(GAVE_UP_MARK) + r"\d+ " + re.escape(BUDGET_SPENT_REASON)
 _QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 
 

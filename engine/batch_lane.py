@@ -49,6 +49,7 @@ from engine.retry import (
     PERMANENT,
     AnswerRetry,
     RetryPolicy,
+    gave_up_detail,
 )
 from engine.scan import attempt_counts, failure_counts, scan_attempts
 from engine.settle import Sent, settle
@@ -610,7 +611,7 @@ class BatchLane(LaneControl):
         if failure is not None and failure.outcome in ANSWER_FAILURES:
             stopped = entry.answers.failed(failure.outcome, failure.raw_text, sent.attempt)
             if stopped:
-                record = replace(record, detail=f"{record.detail} [gave up: {stopped}]")
+                record = replace(record, detail=gave_up_detail(record.detail, stopped))
                 entry.stopped = True
                 self.log.warning("answer_retries_stopped", model=self.config.name,
                                  request_id=item.request_id, reason=stopped)

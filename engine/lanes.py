@@ -38,6 +38,7 @@ from engine.retry import (
     AnswerRetry,
     RetryPolicy,
     RetryTally,
+    gave_up_detail,
 )
 from engine.settle import Sent, settle
 from engine.spend import SpendCap, prices_of, worst_case_cost
@@ -654,7 +655,7 @@ class Lane(LaneControl):
         if failure is not None and answers is not None and failure.outcome in ANSWER_FAILURES:
             stopped = answers.failed(failure.outcome, failure.raw_text, sent.attempt)
             if stopped:
-                record = replace(record, detail=f"{record.detail} [gave up: {stopped}]")
+                record = replace(record, detail=gave_up_detail(record.detail, stopped))
                 self.log.warning("answer_retries_stopped", model=self.config.name,
                                  request_id=item.request_id, reason=stopped)
         if record.http_status is not None:

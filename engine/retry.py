@@ -103,6 +103,14 @@ class RetryTally:
 #: (`AnswerRetry.failed`); the audit finds such requests by it in their last attempt's
 #: detail (`engine.audit`).
 BUDGET_SPENT_REASON = "answer failures (budget"
+#: How the detail of the attempt that stopped its request begins its mark (`gave_up_detail`);
+#: the audit finds the requests whose answer-failure budget was spent by it.
+GAVE_UP_MARK = "[gave up: "
+
+
+def gave_up_detail(detail: str, reason: str) -> str:
+    """An attempt's `detail` with the mark that its request is asked no more, and why."""
+    return f"{detail} {GAVE_UP_MARK}{reason}]"
 
 
 @dataclass
