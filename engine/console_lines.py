@@ -37,10 +37,10 @@ HOLD_SHOWN_FROM_S = 1.0
 
 
 def held_text(held_s: float | None, by: str | None) -> str:
-    """`held 4:59 more (Retry-After)` while a provider holds a lane; "" otherwise."""
+    """`held 4:59 more by Retry-After` while a provider holds a lane; "" otherwise."""
     if not held_s or held_s < HOLD_SHOWN_FROM_S:
         return ""
-    return f"held {duration(held_s)} more ({by or 'the provider'})"
+    return f"held {duration(held_s)} more by {by or 'the provider'}"
 
 
 def write_line(console: Console, line: str) -> bool:

@@ -145,7 +145,7 @@ class LaneStats:
     #: `time.monotonic()` when the pause going on began (0: the provider is not down).
     paused_since: float = 0.0
     #: `time.monotonic()` until which the provider asked the lane to wait (`Hold`), and what
-    #: asked it ("Retry-After", "rate-limit reset"): a hold of minutes is shown, not hidden
+    #: asked it ("Retry-After", "a rate-limit reset"): a hold of minutes is shown, not hidden
     #: behind "running" and a falling rate.
     held_until: float = 0.0
     held_by: str = ""
@@ -712,7 +712,7 @@ class Lane(LaneControl):
             waits.append(limits.reset_tokens_s)
         if waits:
             wait = min(max(waits), self.policy.max_retry_after_s)
-            self._hold_for(wait, "rate-limit reset")
+            self._hold_for(wait, "a rate-limit reset")
             self.log.info("limit_reset_wait", model=self.config.name, seconds=round(wait, 3))
 
     def _on_failure(self, failure: Failure) -> None:

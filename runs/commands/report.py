@@ -61,8 +61,6 @@ def report(
     require_run_folder(run_dir)
     if not (run_dir / "spec.toml").is_file():
         fail(f"{run_dir} is not a run folder (no spec.toml); give the folder `dutchbook run` wrote")
-    if not (run_dir / "scores.parquet").is_file():
-        fail(f"{run_dir} has no scores.parquet yet; run the campaign (or resume it) first")
     console = stdout_console()
     with (
         interrupt_says_rerun(),
@@ -70,7 +68,11 @@ def report(
         disk_full_says(run_dir),
         folder_held(run_dir, "report"),
     ):
-        # Under the lock: no reparse or score can change the answers or scores after this.
+        # Under the lock: a run still going says so (it writes the report when it ends),
+        # where "no scores yet; run the campaign" sent its user to a second `run` that the
+        # lock refuses; and no reparse or score can change the answers or scores after this.
+        if not (run_dir / "scores.parquet").is_file():
+            fail(f"{run_dir} has no scores.parquet yet; run the campaign (or resume it) first")
         stale = stale_scores(run_dir)
         if stale is not None:
             fail(f"{run_dir}: {stale}; run `dutchbook score {run_dir}` first, then this command")

@@ -195,10 +195,10 @@ def test_a_providers_hold_is_shown_and_counted_in_the_time_left() -> None:
     eta = lane.eta_s
     assert eta is not None and abs(eta - (299.6 + 700 / (300 / 100))) < 1.0  # hold + rest
     line = progress_line([lane], 100.0)
-    assert ", held 4:59 more (Retry-After), ETA " in line, line
+    assert ", held 4:59 more by Retry-After, ETA " in line, line
     console = Console(file=io.StringIO(), width=200, force_terminal=False)
     console.print(render([lane]))
-    assert "running: held 4:59 more (Retry-After)" in console.file.getvalue()  # type: ignore[attr-defined]
+    assert "running: held 4:59 more by Retry-After" in console.file.getvalue()  # type: ignore[attr-defined]
     lane.held_until = time.monotonic() + 0.5  # Groq's sub-second waits would flicker
     assert "held" not in progress_line([lane], 100.0)
     lane.state = LaneState.STOPPED  # a halted lane has no time left, in the line and table

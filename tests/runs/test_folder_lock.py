@@ -191,3 +191,25 @@ def test_ctrl_c_ends_a_folder_command_in_one_line_and_frees_the_folder(
         "interrupted — run the same command again to finish"
     ]
     release_lock(acquire_lock(out, out))  # the folder's lock went with the command
+
+
+def test_report_on_a_folder_a_run_is_still_planning_says_it_is_being_written(
+    tmp_path: Path,
+) -> None:
+    """`report` on a folder whose run had not scored yet said "no scores.parquet yet; run the
+    campaign (or resume it) first", sending its user to a second `run` the lock refuses."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "spec.toml").write_text(SPEC, encoding="utf-8")
+    fd = acquire_lock(out, out)  # the run, as far as `report` can tell
+    write_pid(out)
+    try:
+        held = CliRunner().invoke(app, ["report", str(out)])
+    finally:
+        release_lock(fd)
+    assert held.exit_code == 5, held.output
+    assert "being written by another process (pid" in held.output
+    assert "run the campaign" not in held.output
+    (out / "run.pid").unlink()
+    idle = CliRunner().invoke(app, ["report", str(out)])  # no run holds it: what it lacks
+    assert idle.exit_code == 2 and "no scores.parquet yet" in idle.output, idle.output

@@ -33,7 +33,7 @@ def test_a_live_lanes_hold_is_shown_and_counted_and_a_halted_lane_has_no_time_le
     entry = {"planned": 1_000, "accepted": 400, "rate_per_s": 2.0, "lane_state": "running",
              "lane_held_s": 120.4, "lane_held_by": "Retry-After"}  # fmt: skip
     assert _eta(entry, live=True) == "7:00"
-    assert _lane_text(entry, "live") == "running: held 2:00 more (Retry-After)"
+    assert _lane_text(entry, "live") == "running: held 2:00 more by Retry-After"
     assert _lane_text(entry, "died") == "running when the run died"  # the hold is long gone
     assert _lane_text({**entry, "lane_held_s": 0.4}, "live") == "running"
     stopped = {**entry, "lane_state": "stopped", "lane_message": "m stopped: 401 bad key"}
