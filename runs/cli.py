@@ -18,7 +18,7 @@ import errno
 import importlib
 import os
 import sys
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -153,8 +153,31 @@ app = typer.Typer(
 )
 
 
+def _print_version(asked: bool) -> None:
+    """`--version`: the installed package's version, which a report's `design.json`
+    records as well (say which one made a folder when reporting a problem)."""
+    if not asked:
+        return
+    from importlib import metadata
+
+    try:
+        version = metadata.version("dutchbook")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        version = "unknown (not installed)"
+    typer.echo(f"dutchbook {version}")
+    raise typer.Exit
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Show the version and exit.", callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
     # A callback makes typer build a group even before any command is loaded.
     pass
 
