@@ -57,10 +57,11 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     `last_attempt_at`, `attempts_last_minute`, `journal_segments`, `models` (per model:
     planned, accepted, attempts, outcomes, retries, retries_by_cause (every cause),
     pending_failures, and from the engine's `logs/lanes.json` when present: lane_state,
-    lane_message, rate_per_s, lane_held_s, lane_held_by), `batch_jobs` (per batch model, per group of
-    `engine.batch_jobs.STATUS_GROUPS`: jobs and lines), `lanes_updated_at`, `pending_failures`
-    (requests with attempts but no accepted answer: total, by last outcome, how many are
-    permanent, a few examples). (Long only by this key list and the dict it describes.)
+    lane_message, rate_per_s, lane_held_s, lane_held_by), `batch_jobs` (per batch model, per
+    group of `engine.batch_jobs.STATUS_GROUPS`: jobs and lines), `lanes_updated_at`,
+    `pending_failures` (requests with attempts but no accepted answer: total, by last
+    outcome, how many are permanent, a few examples). (Long only by this key list and the
+    dict it describes.)
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():

@@ -177,8 +177,11 @@ def _subcauses_line(report: Audit) -> str | None:
     return "invalid responses by subcause: " + ", ".join(f"{k} {v:,}" for k, v in found.items())
 
 
-def render(report: Audit, console: Console, *, title: str | None = None) -> None:
-    """The human view of `dutchbook audit`: tables, then the paper's sentence."""
+def render(
+    report: Audit, console: Console, *, title: str | None = None, note: str | None = None
+) -> None:
+    """The human view of `dutchbook audit`: tables, then the paper's sentence; `note`, a
+    line under the title (a run still going)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -199,6 +202,8 @@ def render(report: Audit, console: Console, *, title: str | None = None) -> None
 
     if title:
         console.print(Text(title, style="bold"))
+    if note:
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
     show("requests and attempts", *summary_rows(report))
     show("latency of accepted attempts, usage", *usage_rows(report))
     if len(report.by_provider) > 1:

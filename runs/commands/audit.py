@@ -1,7 +1,12 @@
 """`dutchbook audit DIR`: retries and failures of a run, read from its folder alone.
 
 Works on a finished, interrupted or running campaign (the ledger is read without its lock)
-and never calls a provider. `--json` prints exactly one object (`engine.audit.Audit.to_dict`).
+and never calls a provider. `--json` prints exactly one object (`engine.audit.Audit.to_dict`,
+and `live`: whether a run is writing the folder now).
+
+Of a run still going, the counts are a snapshot: a request "given up" there is one not
+answered yet, which the run may still retry (a Retry-After being waited out, say). The
+audit says so, where it read as final.
 """
 
 from __future__ import annotations
@@ -20,19 +25,29 @@ def audit(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object")] = False,
 ) -> None:
     """Retry attempts by cause, requests given up, latency, tokens and cost, per model."""
+    from engine.runlock import read_pid
     from runs.audit import render, run_audit
 
     require_run_folder(run_dir)
     with user_errors(OSError, folder=run_dir):  # a file of the folder unreadable, in the way
         report = run_audit(run_dir)
+        writer = read_pid(run_dir)
+    live = bool(writer and writer.get("alive"))
     if as_json:
         import orjson
 
-        typer.echo(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        payload = {**report.to_dict(), "live": live}
+        typer.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
         return
     from runs.output import stdout_console
 
-    render(report, stdout_console(), title=str(run_dir))
+    note = None
+    if live and writer is not None:
+        note = (
+            f"live (pid {writer.get('pid')}): counts as of now; a request counted as given "
+            "up is one not answered yet, which the run may still retry"
+        )
+    render(report, stdout_console(), title=str(run_dir), note=note)
 
 
 def register(app: typer.Typer) -> None:

@@ -119,6 +119,7 @@ def test_run_summary_status_and_audit_agree(campaign, tmp_path: Path) -> None:  
     shown = runner.invoke(app, ["status", str(run_dir), "--json"])
     assert shown.exit_code == 0, shown.output
     state = orjson.loads(shown.output)
+    assert as_json.pop("live") is False  # no run writes the folder now
     assert as_json == orjson.loads(orjson.dumps(report.to_dict()))
     assert set(as_json) >= {"totals", "by_model", "sentence"}
     for key in (
@@ -155,3 +156,27 @@ def test_audit_refuses_a_missing_folder_in_one_line(tmp_path: Path) -> None:
     missing = CliRunner().invoke(app, ["audit", str(tmp_path / "nope")])
     assert missing.exit_code == 2
     assert missing.output.strip().count("\n") == 0 and "no run folder" in missing.output
+
+
+def test_the_audit_of_a_run_still_going_says_its_counts_are_a_snapshot(campaign) -> None:  # type: ignore[no-untyped-def]
+    """Read while a run waited out a Retry-After, the audit showed that request as "given up"
+    with no word that the run could still retry it."""
+    from engine.runlock import acquire_lock, release_lock, write_pid
+
+    run_dir = campaign[0].run_dir
+    fd = acquire_lock(run_dir, run_dir)  # a run writing the folder, as far as audit can tell
+    write_pid(run_dir)
+    try:
+        runner = CliRunner()
+        shown = runner.invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "200"})
+        as_json = orjson.loads(runner.invoke(app, ["audit", str(run_dir), "--json"]).output)
+    finally:
+        (run_dir / "run.pid").unlink()
+        release_lock(fd)
+    assert shown.exit_code == 0, shown.output
+    note = shown.output.splitlines()[1]
+    assert note.startswith("live (pid ") and "counts as of now" in note
+    assert "may still retry" in note
+    assert as_json["live"] is True
+    after = CliRunner().invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "200"})
+    assert "counts as of now" not in after.output  # no run: the counts are final
