@@ -221,7 +221,7 @@ def render(
 
 def markdown(report: Audit) -> str:
     """The audit section of `report/report.md`: the sentence, then its tables."""
-    lines = ["## Retries and failures", "", md.text(report.sentence), ""]
+    lines = ["## Retries and failures", "", md.text(report.sentence, starts_block=True), ""]
     lines += md.table(*summary_rows(report))
     lines += ["", *md.table(*usage_rows(report))]
     if len(report.by_provider) > 1:
@@ -231,10 +231,10 @@ def markdown(report: Audit) -> str:
         lines += ["", *md.table(header, cells)]
     line = _subcauses_line(report)
     if line:
-        lines += ["", md.text(line[0].upper() + line[1:] + ".")]
+        lines += ["", md.text(line[0].upper() + line[1:] + ".", starts_block=True)]
     notes = report.notes()
     if notes:
-        lines += ["", *(f"- {md.text(note)}" for note in notes)]
+        lines += ["", *(f"- {md.text(note, starts_block=True)}" for note in notes)]
     lines += [
         "",
         "A retry attempt is every attempt that was not the accepted one, attributed to its "

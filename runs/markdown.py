@@ -20,10 +20,22 @@ _MARKUP = re.compile(r"[\\`*<>&|~]|\](?=\()|(?<![^\W_])_|_(?![^\W_])")
 _LINE_BREAKS = re.compile(r"[\r\n\v\f\u2028\u2029\x85]+")
 
 
-def text(value: object) -> str:
-    """`value` as Markdown that renders as exactly its characters, on one line."""
+#: What makes a line a heading, quote, list item or rule when it begins one.
+_BLOCK_MARK = re.compile(r"[#>+=-]|\d{1,9}[.)]")
+
+
+def text(value: object, *, starts_block: bool = False) -> str:
+    """`value` as Markdown that renders as exactly its characters, on one line.
+
+    `starts_block`: the text begins a paragraph or a list item, where `# x` would be a
+    heading and `1. x` a list (in a table cell or mid-sentence they are plain text, and
+    `0.12` stays as written)."""
     one_line = _LINE_BREAKS.sub(" ", str(value))
-    return _MARKUP.sub(lambda m: "\\" + m.group(0), one_line)
+    escaped = _MARKUP.sub(lambda m: "\\" + m.group(0), one_line)
+    if starts_block and (mark := _BLOCK_MARK.match(escaped)):
+        cut = mark.end() - 1  # escape the mark's last character: `1\.`, `\#`
+        escaped = escaped[:cut] + "\\" + escaped[cut:]
+    return escaped
 
 
 def _numeric(cell: str) -> bool:

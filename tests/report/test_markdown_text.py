@@ -19,7 +19,8 @@ from tests.runs.quiet_campaign import run_quietly
 PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 #: Pieces that make markup, alone and in the shapes that matter (links, tags, entities,
 #: emphasis inside and around words), with plain letters and a CJK character between.
-PIECES = [*"ab1 _*`<>&|~[]()!#\\-+.:/=\"'", "\n", "\r\n", "&amp;", "<b>", "</b>",
+PIECES = [*"ab1 _*`<>&|~[]()!#\\-+.:/=\"'", "\n", "\r\n", "&amp;", "<b>", "</b>", "1.", "2)",
+          "---", "# ", "> ", "+ ", "===",
           "<img src=x>", "[a](b)", "![i](j)", "模", "_x_", "**", "__init__",
           "<http://a.b>"]  # fmt: skip
 
@@ -46,6 +47,17 @@ def test_text_renders_as_its_characters_in_a_paragraph(seed: int) -> None:
     for s in _strings(1_500, seed):
         rendered = PARSER.render(f"x {text(s)} y").strip().replace("&quot;", '"')
         assert rendered == f"<p>x {_as_rendered(s)} y</p>", s
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_text_that_begins_a_paragraph_or_list_item_renders_as_its_characters(seed: int) -> None:
+    """Where a line begins, `# x` is a heading, `1. x` a list and `> x` a quote."""
+    for s in _strings(1_500, seed):
+        as_block = text(s, starts_block=True)
+        paragraph = PARSER.render(as_block).strip().replace("&quot;", '"')
+        assert paragraph == f"<p>{_as_rendered(s)}</p>", s
+        item = PARSER.render(f"- {as_block}").replace("&quot;", '"')
+        assert item == f"<ul>\n<li>{_as_rendered(s)}</li>\n</ul>\n", s
 
 
 @pytest.mark.parametrize("seed", [3, 4])
