@@ -252,10 +252,15 @@ def read_lane_ends(run_dir: Path | str) -> list[dict[str, Any]]:
     lanes = states.get("lanes") if states is not None else None
     if not isinstance(lanes, dict):
         return []
+    # Each field a string or None: a file edited by hand or damaged on disk is said as far as
+    # it can be, never as a list's or a number's repr.
     return [
         {
             "model": model,
-            **{key: lane.get(key) for key in ("provider", "state", "message", "reason")},
+            **{
+                key: value if isinstance(value := lane.get(key), str) else None
+                for key in ("provider", "state", "message", "reason")
+            },
         }
         for model, lane in lanes.items()
         if isinstance(lane, dict) and lane.get("state") in _ENDED_EARLY

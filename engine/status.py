@@ -8,6 +8,7 @@ that is still going, only its state differs.
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -215,8 +216,28 @@ def _complete_models(
         for key, by_model in counts.items():
             entry[key] = None if by_model is None else by_model.get(model, 0)
         lane = lane_states.get(model) if isinstance(lane_states, dict) else None
-        entry["lane_state"] = lane.get("state") if isinstance(lane, dict) else None
-        entry["lane_message"] = lane.get("message") if isinstance(lane, dict) else None
-        entry["rate_per_s"] = lane.get("rate_per_s") if isinstance(lane, dict) else None
-        entry["lane_held_s"] = lane.get("held_s") if isinstance(lane, dict) else None
-        entry["lane_held_by"] = lane.get("held_by") if isinstance(lane, dict) else None
+        entry.update(_lane_fields(lane if isinstance(lane, dict) else {}))
+
+
+def _lane_fields(lane: dict[str, Any]) -> dict[str, Any]:
+    """A model's lane as `status` shows it, each field of the type it is written with or
+    None: a `lanes.json` edited by hand or damaged on disk ("rate_per_s": "fast") ended
+    `status` in a TypeError where it should say what it can."""
+
+    def text(key: str) -> str | None:
+        value = lane.get(key)
+        return value if isinstance(value, str) else None
+
+    def number(key: str) -> float | None:
+        value = lane.get(key)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return None
+        return float(value) if math.isfinite(value) and value >= 0 else None
+
+    return {
+        "lane_state": text("state"),
+        "lane_message": text("message"),
+        "rate_per_s": number("rate_per_s"),
+        "lane_held_s": number("held_s"),
+        "lane_held_by": text("held_by"),
+    }

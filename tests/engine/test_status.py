@@ -214,6 +214,46 @@ def test_a_dead_runs_lanes_read_as_left_when_it_died(tmp_path: Path, kit: type[K
 
 
 
+def test_a_damaged_lanes_file_is_read_as_far_as_it_can_be(tmp_path: Path, kit: type[Kit]) -> None:
+    """A `lanes.json` edited by hand or damaged on disk ("rate_per_s": "fast") ended a live
+    run's `status` in a TypeError; its lists and numbers reached the audit's lines as reprs."""
+    from runs.cli import app
+
+    kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})
+    with Ledger.open(tmp_path) as ledger:
+        _populate(ledger, kit)
+    (tmp_path / "logs").mkdir()
+    lanes = {"lanes": {
+        "alpha": {"state": "running", "rate_per_s": "fast", "held_s": "x", "held_by": 3},
+        "beta": {"state": "stopped", "provider": 7, "message": ["x"], "reason": {"a": 1}},
+        "gamma": "not a lane",
+    }}  # fmt: skip
+    (tmp_path / "logs" / "lanes.json").write_bytes(orjson.dumps(lanes))
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:  # a live writer, so the time left is worked out from the damaged rate and hold
+        import psutil
+
+        made = psutil.Process(sleeper.pid).create_time()
+        (tmp_path / "run.pid").write_bytes(
+            orjson.dumps({"pid": sleeper.pid, "create_time": made, "host": None})
+        )
+        summary = status(tmp_path)
+        table = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "240"})
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert summary["state"] == "live"
+    alpha = summary["models"]["alpha"]
+    assert alpha["lane_state"] == "running"
+    assert alpha["rate_per_s"] is None and alpha["lane_held_s"] is None
+    assert alpha["lane_held_by"] is None
+    assert summary["models"]["beta"]["lane_message"] is None
+    assert table.exit_code == 0, table.output
+    assert "Traceback" not in table.output
+    ends = audit(tmp_path).lane_end_lines()
+    assert ends == ["beta (sim): 2 of 2 requests unanswered; its lane stopped"], ends
+
+
 def test_a_folder_stopped_while_planning_says_how_to_go_on(tmp_path: Path) -> None:
     from runs.cli import app
 
