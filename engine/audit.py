@@ -24,6 +24,7 @@ scanned once, narrowed to the few columns needed, and reduced by group-bys.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -267,6 +268,13 @@ def read_lane_ends(run_dir: Path | str) -> list[dict[str, Any]]:
     ]
 
 
+def _amount(value: object) -> float:
+    """A count or a duration from a record file, 0 where a damaged line has something else."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return 0.0
+
+
 @dataclass(frozen=True)
 class Audit:
     """A run folder's retry and failure audit: totals, per model, per provider."""
@@ -292,8 +300,8 @@ class Audit:
             by_model.setdefault(str(pause.get("model")), []).append(pause)
         return [
             f"{model} paused {len(ps)} time{'s' if len(ps) != 1 else ''} for "
-            f"{sum(float(p.get('seconds') or 0) for p in ps):,.0f}s while its provider was down "
-            f"({sum(int(p.get('probes') or 0) for p in ps):,} probes; "
+            f"{sum(_amount(p.get('seconds')) for p in ps):,.0f}s while its provider was down "
+            f"({sum(int(_amount(p.get('probes'))) for p in ps):,} probes; "
             "no request was charged an attempt meanwhile)"
             for model, ps in by_model.items()
         ]

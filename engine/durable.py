@@ -175,7 +175,8 @@ def append_record_line(path: Path, record: dict[str, Any]) -> None:
 
 
 def read_record_lines(path: Path) -> list[dict[str, Any]]:
-    """Every line of a record file, oldest first; none if it is absent, a torn line skipped."""
+    """Every record (JSON object) line of a file, oldest first; none if it is absent, a torn
+    or damaged line skipped."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -183,5 +184,7 @@ def read_record_lines(path: Path) -> list[dict[str, Any]]:
     records = []
     for line in data.splitlines():
         with contextlib.suppress(orjson.JSONDecodeError):  # a line torn by a kill
-            records.append(orjson.loads(line))
+            record = orjson.loads(line)
+            if isinstance(record, dict):  # a damaged line may still parse (`7`, `[]`)
+                records.append(record)
     return records

@@ -185,3 +185,24 @@ async def test_a_lane_whose_provider_never_replies_stops_after_its_probes(
     assert outage.streak + 3 <= attempts.height <= outage.streak + 4 + 3
     pauses = read_pauses(run_dir)
     assert [(p["probes"], p["ended"]) for p in pauses] == [(3, "lane stopped while down")]
+
+
+def test_a_damaged_pauses_file_is_read_as_far_as_it_can_be(tmp_path: Path) -> None:
+    """A line of `logs/pauses.jsonl` that parses but is not a pause (`7`, from a damaged
+    disk) ended the audit, and so the report, in an AttributeError; a pause whose seconds
+    were not a number, in a ValueError."""
+    from engine.ledger import Ledger
+
+    with Ledger.open(tmp_path):
+        pass  # an empty ledger: the audit reads the pauses beside it
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    (tmp_path / "logs" / "pauses.jsonl").write_bytes(
+        b'{"model": "m", "seconds": 30.5, "probes": 3}\n7\n[]\n"x"\n'
+        b'{"model": "m", "seconds": "abc", "probes": "x"}\n{"model": "m", "secon\n'
+    )
+    pauses = read_pauses(tmp_path)
+    assert [p["seconds"] for p in pauses] == [30.5, "abc"]  # the objects, as written
+    assert audit(tmp_path).pause_lines() == [
+        "m paused 2 times for 30s while its provider was down (3 probes; "
+        "no request was charged an attempt meanwhile)"
+    ]
