@@ -22,13 +22,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from engine.answers import AnswerError, parse_answer
+from engine.durable import append_record_line, read_record_lines
 from engine.ledger import Ledger
 from engine.records import ResponseRecord, responses_frame
 from engine.scan import scan_attempts, scan_responses
@@ -38,6 +39,10 @@ PLAN = "plan.parquet"
 # Replies a parser decided on: accepted, rejected as invalid, or cut off and unparseable.
 _REPLY_OUTCOMES = [str(Outcome.OK), str(Outcome.INVALID_RESPONSE), str(Outcome.TRUNCATED)]
 _META = ["request_id", "model", "arm", "unit", "pass", "events", "keys"]
+
+
+#: One line per finished reparse: `at`, and `ReparseSummary.to_dict()` (its `parser` first).
+REPARSES_FILE = Path("logs") / "reparses.jsonl"
 
 
 @dataclass
@@ -176,4 +181,14 @@ def reparse(run_dir: Path | str, parser: str) -> ReparseSummary:
         new_frame = responses_frame(rows)
         _compare(old, new_frame, summary)
         ledger.replace_responses(new_frame)
+        # Which parser made the answers now in the folder: the report's provenance reads it.
+        append_record_line(
+            run_dir / REPARSES_FILE,
+            {"at": datetime.now(UTC).isoformat(timespec="seconds"), **summary.to_dict()},
+        )
     return summary
+
+
+def read_reparses(run_dir: Path | str) -> list[dict[str, Any]]:
+    """Every recorded reparse of a run folder, oldest first (none before this was kept)."""
+    return read_record_lines(Path(run_dir) / REPARSES_FILE)

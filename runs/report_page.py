@@ -25,6 +25,7 @@ import orjson
 from engine.audit import plural
 from runs.figures import read_manifest
 from runs.report.models import frozen_spec, model_notes, simulated_models
+from runs.report.provenance import answers_span, parser_words
 from runs.report.wording import cluster_words, metric_words
 
 PAGE = "index.html"
@@ -150,6 +151,7 @@ def render_page(
         *_arms_table(summary),
         *_repeated_table(summary),
         *_families_table(summary),
+        *_provenance(summary.get("provenance")),
         *_footer(files),
         "</main></body></html>",
     ]
@@ -438,6 +440,35 @@ def _families_table(summary: Mapping[str, Any]) -> list[str]:
             body,
             text_columns={0, 1},
         ),
+    ]
+
+
+def _provenance(prov: Any) -> list[str]:
+    """Where the numbers come from (`runs.report.provenance`): spec, versions, when the
+    answers were asked for, and the inputs' digests (folded: a campaign may have dozens)."""
+    if not isinstance(prov, dict):
+        return []  # a summary.json written before reports kept it
+    digest = prov.get("spec_sha256") or "unknown"
+    inputs = prov.get("inputs") or {}
+    rows = "".join(
+        f"<tr><td>{esc(name)}</td><td><code>{esc(sha)}</code></td></tr>"
+        for name, sha in inputs.items()
+    )
+    folded = (
+        f"<details><summary>{len(inputs)} input file{'s' if len(inputs) != 1 else ''} "
+        f"(SHA-256)</summary><div class=\"scroll\"><table><tbody>{rows}</tbody></table></div>"
+        "</details>"
+        if inputs
+        else ""
+    )
+    return [
+        "<h2>Provenance</h2>",
+        f'<p class="meta">Campaign {esc(prov.get("campaign") or "(unnamed)")}, '
+        f"<code>spec.toml</code> SHA-256 <code>{esc(digest)}</code>; "
+        f"{esc(parser_words(prov))}. Planned with dutchbook "
+        f'{esc(prov.get("planned_with") or "unknown")}; this report written with '
+        f'{esc(prov.get("reported_with") or "unknown")}. {esc(answers_span(prov))}</p>',
+        folded,
     ]
 
 

@@ -176,8 +176,14 @@ _EXTRA_KEYS = (
 )
 
 
-def load_spec(path: str | Path, *, arm_names: set[str] | None = None) -> CampaignSpec:
-    """Read and validate a spec. `arm_names` is the catalogue to check arms against."""
+def load_spec(
+    path: str | Path, *, arm_names: set[str] | None = None, data_must_exist: bool = True
+) -> CampaignSpec:
+    """Read and validate a spec. `arm_names` is the catalogue to check arms against.
+
+    `data_must_exist=False` resolves the `[data]` paths without asking that they exist: for a
+    command that reads a run folder's frozen copy and needs no data (`report`), where a path
+    written relative to the original spec's folder does not resolve from the run folder."""
     # Here, not at the top: `panels` imports numpy, and importing this module should not.
     from panels import toml_text
     from panels.input_files import TEXT_INPUT_MAX_BYTES, InputFileError, read_input_file
@@ -203,11 +209,16 @@ def load_spec(path: str | Path, *, arm_names: set[str] | None = None) -> Campaig
         from panels.arms import ARMS
 
         arm_names = set(ARMS)
-    return parse_spec(raw, path, arm_names=arm_names, text=text)
+    return parse_spec(raw, path, arm_names=arm_names, text=text, data_must_exist=data_must_exist)
 
 
 def parse_spec(
-    raw: Mapping[str, Any], path: Path, *, arm_names: set[str], text: str = ""
+    raw: Mapping[str, Any],
+    path: Path,
+    *,
+    arm_names: set[str],
+    text: str = "",
+    data_must_exist: bool = True,
 ) -> CampaignSpec:
     _unknown(raw, _TOP_KEYS, path, "")
     name = _get(raw, "name", str, path, "", "a campaign name (letters, digits, - and _)")
@@ -234,7 +245,7 @@ def parse_spec(
         )
     sim_faults = _get(raw, "sim_faults", str, path, "", "a fault profile", default="none")
     _check_faults(sim_faults, path)
-    data = _parse_data(raw.get("data", {}), path)
+    data = _parse_data(raw.get("data", {}), path, must_exist=data_must_exist)
     models = _parse_models(raw.get("models"), path)
     arms = _parse_arms(raw.get("arms"), path, arm_names, {m.name for m in models})
     return CampaignSpec(
@@ -262,7 +273,7 @@ def _check_faults(value: str, path: Path) -> None:
         raise SpecError(path, "sim_faults", f"a fault profile or kind=rate pairs: {exc}") from None
 
 
-def _parse_data(raw: Any, path: Path) -> DataSpec:
+def _parse_data(raw: Any, path: Path, *, must_exist: bool = True) -> DataSpec:
     if not isinstance(raw, dict):
         raise SpecError(path, "data", "a table")
     _unknown(raw, _DATA_KEYS, path, "data.")
@@ -273,6 +284,8 @@ def _parse_data(raw: Any, path: Path) -> DataSpec:
         if value is None:
             return None
         resolved: Path = (base / value).resolve()
+        if not must_exist:
+            return resolved
         try:
             found = resolved.exists()
         except OSError as exc:  # a name too long: not ENOENT, which `exists` answers False

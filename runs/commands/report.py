@@ -34,7 +34,9 @@ def build_report(run_dir: Path, console: Console) -> Path:
     from runs.scoring_step import read_scored
     from runs.spec import load_spec
 
-    spec = load_spec(run_dir / "spec.toml")
+    # The report reads no data: a `[data]` path written relative to the spec's own folder,
+    # which the frozen copy in the run folder cannot resolve, failed every `report`.
+    spec = load_spec(run_dir / "spec.toml", data_must_exist=False)
     has_averaged = (run_dir / "averaged.parquet").exists()
     audit = run_audit(run_dir)
     # The statistics read the scores' slim columns only (the figures scan the file for the

@@ -23,6 +23,7 @@ from runs.figures import NOT_PATHS, can_draw, write_figures
 from runs.output import stdout_console
 from runs.report.data import ReportData, build_report_data
 from runs.report.models import frozen_spec, models_markdown
+from runs.report.provenance import provenance, provenance_markdown
 from runs.report.repeated import IncidenceFor, averaged_from_forecasts, repeated_section
 from runs.report.summary import build_summary
 from runs.report.tables import (
@@ -115,6 +116,7 @@ def write_views(
     write_audit_files(run_dir, audit)  # report/audit.json, report/audit.csv
     summary = build_summary(data)
     summary["audit_sentence"] = audit.sentence
+    summary["provenance"] = provenance(run_dir)
     drawing = None
     if figures and workers is not None:
         done = early.numbers if early is not None else frozenset()
@@ -122,7 +124,11 @@ def write_views(
         drawing = drawing if early is None else early.joined(drawing)
     (out / "leaderboard.txt").write_text(details_text(data), encoding="utf-8")
     models_section = models_markdown(frozen_spec(run_dir))
-    extra = [audit_markdown(audit), *([models_section] if models_section else [])]
+    extra = [
+        audit_markdown(audit),
+        *([models_section] if models_section else []),
+        provenance_markdown(summary["provenance"]),
+    ]
     (out / "report.md").write_text(report_markdown(data, extra), encoding="utf-8")
     for name, text in csv_tables(data).items():
         (out / name).write_text(text, encoding="utf-8")

@@ -341,7 +341,7 @@ def test_summary_json_has_the_documented_shape_and_no_nan(tmp_path: Path) -> Non
     assert set(on_disk) == {
         "schema", "coverage_floor", "bootstrap_replicates", "seed", "level", "baseline_arm",
         "thresholds", "arbitrage_free_cents", "rows", "models", "across_models",
-        "repeated_elicitation", "families", "figures", "audit_sentence",
+        "repeated_elicitation", "families", "figures", "audit_sentence", "provenance",
     }  # fmt: skip
     assert on_disk["schema"] == SCHEMA and on_disk["bootstrap_replicates"] == REPS
     base = cell(on_disk, "m", "baseline")

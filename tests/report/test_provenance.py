@@ -1,0 +1,110 @@
+"""The report says where its numbers come from (spec, versions, inputs, when the answers were
+asked for), and `dutchbook report` rebuilds it from a folder whose spec names its data
+relative to the spec's own folder (as `runs/specs/local.toml` does): that failed with
+"data.families: a file or folder that exists (.../run/local-families does not)"."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from importlib import metadata
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from panels.families import FAMILIES_DIR
+from runs.cli import app
+from runs.report.provenance import answers_span, provenance
+from runs.report_page import PAGE
+from tests.runs.quiet_campaign import run_quietly
+
+FAMILIES = sorted(FAMILIES_DIR.glob("control-*.toml"))[:2]
+SPEC = """
+name = "provenance"
+seed = 4
+[data]
+stock_days = 2
+families = "my-families"
+[[models]]
+name = "m"
+provider = "sim"
+model = "sim-noisy"
+[[arms]]
+name = "baseline"
+[[arms]]
+name = "families/isolated"
+"""
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("provenance")
+    (root / "my-families").mkdir()
+    for family in FAMILIES:
+        shutil.copy(family, root / "my-families" / family.name)
+    return run_quietly(root, "provenance", SPEC)
+
+
+def test_the_summary_names_spec_versions_inputs_and_when(run_dir: Path) -> None:
+    summary = orjson.loads((run_dir / "report" / "summary.json").read_bytes())
+    prov = summary["provenance"]
+    assert prov["campaign"] == "provenance"
+    assert prov["parser"] == "strict" and prov["parser_from"] == "spec"  # the spec's default
+    assert prov["spec_sha256"] == hashlib.sha256((run_dir / "spec.toml").read_bytes()).hexdigest()
+    assert prov["planned_with"] == prov["reported_with"] == metadata.version("dutchbook")
+    for family in FAMILIES:  # each input by name and digest; no path of this machine
+        digest = hashlib.sha256(family.read_bytes()).hexdigest()
+        assert prov["inputs"][f"families/{family.name}"] == digest
+    assert "returns (embedded)" in prov["inputs"]
+    assert str(run_dir.parent) not in orjson.dumps(prov).decode()
+    assert prov["first_attempt_at"] <= prov["last_attempt_at"] and prov["runs"] == 1
+    markdown = (run_dir / "report" / "report.md").read_text(encoding="utf-8")
+    assert "## Provenance" in markdown and prov["spec_sha256"] in markdown
+    page = (run_dir / "report" / PAGE).read_text(encoding="utf-8")
+    assert "<h2>Provenance</h2>" in page and prov["spec_sha256"] in page
+    assert f"{len(prov['inputs'])} input files (SHA-256)" in page
+
+
+def test_report_rebuilds_from_a_folder_whose_data_paths_were_relative(run_dir: Path) -> None:
+    before = orjson.loads((run_dir / "report" / "summary.json").read_bytes())
+    (run_dir / "report" / "summary.json").unlink()
+    rebuilt = CliRunner().invoke(app, ["report", str(run_dir)], env={"COLUMNS": "200"})
+    assert rebuilt.exit_code == 0, rebuilt.output
+    after = orjson.loads((run_dir / "report" / "summary.json").read_bytes())
+    assert after["rows"] == before["rows"] and after["provenance"] == before["provenance"]
+
+
+def test_a_folder_that_knows_nothing_says_so() -> None:
+    empty = {"first_attempt_at": None, "last_attempt_at": None, "runs": 0}
+    assert answers_span(empty) == "No attempt recorded."
+    three = {"first_attempt_at": "2026-01-01 00:00:00", "last_attempt_at": "2026-01-02 00:00:00",
+             "runs": 3}  # fmt: skip
+    assert answers_span(three).endswith("(UTC), over 3 runs (the first and 2 resumes).")
+
+
+def test_provenance_of_a_bare_folder_is_nulls_not_an_error(tmp_path: Path) -> None:
+    prov = provenance(tmp_path)
+    assert prov["spec_sha256"] is None and prov["inputs"] == {}
+    assert prov["first_attempt_at"] is None and prov["runs"] == 0
+
+
+def test_after_a_reparse_the_report_names_the_parser_that_made_its_answers(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """The spec said strict; after `reparse --parser lenient` the answers were lenient's and
+    nothing in the folder said so."""
+    root = tmp_path / "copy"
+    shutil.copytree(run_dir.parent, root)  # the folder, its spec and its families
+    folder, runner = root / "run", CliRunner()
+    for args in (["reparse", str(folder), "--parser", "lenient"],
+                 ["score", str(folder), "--spec", str(root / "provenance.toml")],
+                 ["report", str(folder)]):  # fmt: skip
+        done = runner.invoke(app, args, env={"COLUMNS": "200"})
+        assert done.exit_code == 0, (args, done.output)
+    prov = orjson.loads((folder / "report" / "summary.json").read_bytes())["provenance"]
+    assert prov["parser"] == "lenient"
+    assert prov["parser_from"].startswith("dutchbook reparse at 20")
+    markdown = (folder / "report" / "report.md").read_text(encoding="utf-8")
+    assert "answers read by the lenient parser (dutchbook reparse at 20" in markdown
