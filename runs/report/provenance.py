@@ -67,8 +67,11 @@ def provenance_markdown(prov: dict[str, Any]) -> str:
 
 
 def parser_words(prov: dict[str, Any]) -> str:
-    """`answers read by the strict parser (the spec's)`, or `(dutchbook reparse at ...)`."""
+    """`answers read by the strict parser (the spec's)`, or `(dutchbook reparse at ...)`;
+    answers of two parsers (a run after a reparse to another parser) are said as such."""
     source = "the spec's" if prov.get("parser_from") == "spec" else prov.get("parser_from")
+    if prov.get("parser") == "mixed":
+        return f"answers read by two parsers: {source}"
     return f"answers read by the {prov.get('parser') or 'unknown'} parser ({source})"
 
 
@@ -85,16 +88,41 @@ def answers_span(prov: dict[str, Any]) -> str:
 
 
 def _parser(run_dir: Path, spec: dict[str, Any]) -> tuple[str | None, str]:
-    """The parser that made the answers now in the folder, and where that is said: the last
-    `dutchbook reparse` (`logs/reparses.jsonl`), else the spec (whose default is strict)."""
+    """The parser that made the answers now in the folder, and where that is said: the spec
+    (whose default is strict), or the last `dutchbook reparse` (`logs/reparses.jsonl`). A
+    run that dispatched after that reparse read its new answers with the spec's parser: if
+    the two differ, the answers are of both, and the words say so."""
     from engine.reparse import read_reparses
 
+    in_spec = _text(spec.get("parser", "strict")) if spec else None
     done = [r for r in read_reparses(run_dir) if isinstance(r.get("parser"), str)]
-    if done:
-        return done[-1]["parser"], f"dutchbook reparse at {done[-1].get('at')}"
-    if not spec:
-        return None, "spec"
-    return _text(spec.get("parser", "strict")), "spec"
+    if not done:
+        return in_spec, "spec"
+    last, when = done[-1]["parser"], _instant(done[-1].get("at"))
+    reparsed = f"dutchbook reparse at {done[-1].get('at')}"
+    if when is not None and in_spec not in (None, last) and _dispatched_after(run_dir, when):
+        return "mixed", f"{last} by {reparsed}, then {in_spec} for what later runs asked"
+    return last, reparsed
+
+
+def _instant(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _dispatched_after(run_dir: Path, when: datetime) -> bool:
+    """Whether a dispatch of this folder ended after `when` (`logs/phases.jsonl`)."""
+    from runs.phases import read_phases
+
+    return any(
+        phase.get("phase") == "dispatch" and (at := _instant(phase.get("at"))) is not None
+        and at > when
+        for phase in read_phases(run_dir)
+    )
 
 
 def _read(path: Path) -> bytes | None:

@@ -35,10 +35,12 @@
   `report/audit.json`, the object `dutchbook audit --json` prints).
 - `provenance` (`runs.report.provenance`; added in a later version of schema 1, so a reader
   of older files finds none): `campaign`, `parser` and `parser_from` (the parser that made
-  the answers now in the folder: "spec", or the last `dutchbook reparse`, recorded in
-  `logs/reparses.jsonl` from this version on), `spec_sha256` (of the folder's
-  `spec.toml`), `planned_with` and `reported_with` (dutchbook versions), `inputs` (`{name:
-  sha256}` of every input file the plan was built from, as `design.json` records them),
+  the answers now in the folder, "strict" or "lenient", and "spec" or the last `dutchbook
+  reparse`, recorded in `logs/reparses.jsonl` from this version on; `parser` "mixed" where a
+  run after a reparse asked with the spec's other parser, `parser_from` saying which),
+  `spec_sha256` (of the folder's `spec.toml`), `planned_with` and `reported_with` (dutchbook
+  versions), `inputs` (`{name: sha256}` of every input file the plan was built from, as
+  `design.json` records them),
   `first_attempt_at` and `last_attempt_at` (UTC, to the second), `runs` (`dutchbook run`
   processes that got past planning: the first run and its resumes). Null where not known.
 """

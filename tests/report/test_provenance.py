@@ -108,3 +108,35 @@ def test_after_a_reparse_the_report_names_the_parser_that_made_its_answers(
     assert prov["parser_from"].startswith("dutchbook reparse at 20")
     markdown = (folder / "report" / "report.md").read_text(encoding="utf-8")
     assert "answers read by the lenient parser (dutchbook reparse at 20" in markdown
+
+
+def test_a_run_after_a_reparse_to_another_parser_leaves_answers_of_both(tmp_path: Path) -> None:
+    """A resume after `reparse --parser lenient` reads its new answers with the spec's strict
+    parser: the folder then holds answers of both, and the report must not name one."""
+    from runs.report.provenance import parser_words
+
+    (tmp_path / "spec.toml").write_text('name = "x"\nparser = "strict"\n', encoding="utf-8")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "reparses.jsonl").write_text(
+        '{"at": "2026-12-04T10:00:00+00:00", "parser": "lenient"}\n', encoding="utf-8"
+    )
+    prov = provenance(tmp_path)
+    assert (prov["parser"], prov["parser_from"]) == (
+        "lenient", "dutchbook reparse at 2026-12-04T10:00:00+00:00"
+    )
+    (logs / "phases.jsonl").write_text(  # a dispatch that ended before the reparse
+        '{"at": "2026-12-04T09:59:59.5+00:00", "pid": 1, "phase": "dispatch", "seconds": 1}\n',
+        encoding="utf-8",
+    )
+    assert provenance(tmp_path)["parser"] == "lenient"
+    with (logs / "phases.jsonl").open("a", encoding="utf-8") as phases:  # and one after it
+        phases.write('{"at": "2026-12-04T10:00:00.5+00:00", "pid": 2, "phase": "dispatch"}\n')
+    mixed = provenance(tmp_path)
+    assert mixed["parser"] == "mixed" and mixed["runs"] == 2
+    assert parser_words(mixed) == (
+        "answers read by two parsers: lenient by dutchbook reparse at "
+        "2026-12-04T10:00:00+00:00, then strict for what later runs asked"
+    )
+    (tmp_path / "spec.toml").write_text('name = "x"\nparser = "lenient"\n', encoding="utf-8")
+    assert provenance(tmp_path)["parser"] == "lenient"  # the same parser both times
