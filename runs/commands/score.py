@@ -9,7 +9,7 @@ when its `[data]` paths are relative to where the spec lives).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -40,9 +40,9 @@ def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
     require_run_folder(run_dir)
     if not (run_dir / "plan_members.parquet").exists():
         fail(f"{run_dir} is not a planned run folder (no plan_members.parquet)")
-    spec = load_spec(spec_path or run_dir / "spec.toml")
     if spec_path is None:
-        return spec
+        return _frozen(run_dir, load_spec)
+    spec = load_spec(spec_path)
     try:
         changed = other_design(spec, run_dir)
     except DesignChanged as exc:  # the folder's own spec is damaged
@@ -54,6 +54,22 @@ def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
             f"{run_dir / 'spec.toml'}"
         )
     return spec
+
+
+def _frozen(run_dir: Path, load_spec: Callable[[Path], CampaignSpec]) -> CampaignSpec:
+    """The folder's own spec; where a `[data]` path in it was relative to the spec's folder
+    (the frozen copy cannot resolve it), the error says to give that spec with `--spec`."""
+    from runs.spec import SpecError
+
+    try:
+        return load_spec(run_dir / "spec.toml")
+    except SpecError as exc:
+        if not exc.key.startswith("data."):
+            raise
+        fail(
+            f"{exc}; [data] paths are relative to the folder of the spec the run was started "
+            "with: give that spec with --spec"
+        )
 
 
 def score(

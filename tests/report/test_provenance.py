@@ -76,6 +76,18 @@ def test_report_rebuilds_from_a_folder_whose_data_paths_were_relative(run_dir: P
     assert after["rows"] == before["rows"] and after["provenance"] == before["provenance"]
 
 
+@pytest.mark.parametrize("command", ["score", "repair"])
+def test_score_without_the_spec_its_relative_data_needs_says_to_give_it(
+    run_dir: Path, command: str
+) -> None:
+    """`score` and `repair` need the data; the frozen copy cannot resolve a relative path,
+    and the error named the path without saying what to do."""
+    done = CliRunner().invoke(app, [command, str(run_dir)], env={"COLUMNS": "200"})
+    assert done.exit_code == 2, done.output
+    assert "data.families" in done.output and "give that spec with --spec" in done.output
+    assert done.output.count("\n") == 1
+
+
 def test_a_folder_that_knows_nothing_says_so() -> None:
     empty = {"first_attempt_at": None, "last_attempt_at": None, "runs": 0}
     assert answers_span(empty) == "No attempt recorded."
