@@ -9,7 +9,7 @@ when its `[data]` paths are relative to where the spec lives).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -41,7 +41,7 @@ def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
     if not (run_dir / "plan_members.parquet").exists():
         fail(f"{run_dir} is not a planned run folder (no plan_members.parquet)")
     if spec_path is None:
-        return _frozen(run_dir, load_spec)
+        return _frozen(run_dir)
     spec = load_spec(spec_path)
     try:
         changed = other_design(spec, run_dir)
@@ -56,10 +56,10 @@ def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
     return spec
 
 
-def _frozen(run_dir: Path, load_spec: Callable[[Path], CampaignSpec]) -> CampaignSpec:
+def _frozen(run_dir: Path) -> CampaignSpec:
     """The folder's own spec; where a `[data]` path in it was relative to the spec's folder
     (the frozen copy cannot resolve it), the error says to give that spec with `--spec`."""
-    from runs.spec import SpecError
+    from runs.spec import SpecError, load_spec
 
     try:
         return load_spec(run_dir / "spec.toml")
