@@ -24,7 +24,6 @@ scanned once, narrowed to the few columns needed, and reduced by group-bys.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from typing import Any
 import polars as pl
 
 from engine.answers import SUBCAUSES
+from engine.durable import record_number
 from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
 from engine.retry import BUDGET_SPENT_REASON, DUPLICATE, GAVE_UP_MARK
@@ -268,13 +268,6 @@ def read_lane_ends(run_dir: Path | str) -> list[dict[str, Any]]:
     ]
 
 
-def _amount(value: object) -> float:
-    """A count or a duration from a record file, 0 where a damaged line has something else."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return 0.0
-
-
 @dataclass(frozen=True)
 class Audit:
     """A run folder's retry and failure audit: totals, per model, per provider."""
@@ -298,10 +291,13 @@ class Audit:
         by_model: dict[str, list[dict[str, Any]]] = {}
         for pause in self.pauses:
             by_model.setdefault(str(pause.get("model")), []).append(pause)
+        def total(pauses: list[dict[str, Any]], key: str) -> float:
+            return sum(record_number(p.get(key)) or 0.0 for p in pauses)  # damaged: 0
+
         return [
             f"{model} paused {len(ps)} time{'s' if len(ps) != 1 else ''} for "
-            f"{sum(_amount(p.get('seconds')) for p in ps):,.0f}s while its provider was down "
-            f"({sum(int(_amount(p.get('probes'))) for p in ps):,} probes; "
+            f"{total(ps, 'seconds'):,.0f}s while its provider was down "
+            f"({int(total(ps, 'probes')):,} probes; "
             "no request was charged an attempt meanwhile)"
             for model, ps in by_model.items()
         ]

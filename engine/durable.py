@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,3 +189,11 @@ def read_record_lines(path: Path) -> list[dict[str, Any]]:
             if isinstance(record, dict):  # a damaged line may still parse (`7`, `[]`)
                 records.append(record)
     return records
+
+
+def record_number(value: object) -> float | None:
+    """A number read from a record file (`read_record_lines`, `logs/lanes.json`), or None
+    where a line edited by hand or damaged on disk holds something else ("abc", true, NaN)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None

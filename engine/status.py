@@ -8,7 +8,6 @@ that is still going, only its state differs.
 
 from __future__ import annotations
 
-import math
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import polars as pl
 
 from engine.audit import by_cause, classify, retry_sentence
 from engine.batch_jobs import jobs_summary
+from engine.durable import record_number
 from engine.journal import list_segments
 from engine.lanefile import read_lane_states
 from engine.runlock import read_pid
@@ -229,10 +229,8 @@ def _lane_fields(lane: dict[str, Any]) -> dict[str, Any]:
         return value if isinstance(value, str) else None
 
     def number(key: str) -> float | None:
-        value = lane.get(key)
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            return None
-        return float(value) if math.isfinite(value) and value >= 0 else None
+        value = record_number(lane.get(key))
+        return value if value is not None and value >= 0 else None
 
     return {
         "lane_state": text("state"),

@@ -158,13 +158,9 @@ def _print_version(asked: bool) -> None:
     records as well (say which one made a folder when reporting a problem)."""
     if not asked:
         return
-    from importlib import metadata
+    from runs.version import installed_version
 
-    try:
-        version = metadata.version("dutchbook")
-    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        version = "unknown (not installed)"
-    typer.echo(f"dutchbook {version}")
+    typer.echo(f"dutchbook {installed_version() or 'unknown (not installed)'}")
     raise typer.Exit
 
 

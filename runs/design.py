@@ -20,7 +20,6 @@ import hashlib
 import tomllib
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ import orjson
 
 from engine.durable import write_bytes_atomic
 from runs.spec import CampaignSpec
+from runs.version import installed_version
 
 SPEC_FILE = "spec.toml"
 DESIGN_FILE = "design.json"
@@ -126,7 +126,7 @@ def fingerprint(spec: CampaignSpec) -> dict[str, Any]:
     files = {
         label: {"path": str(path), "sha256": _sha256(path)} for label, path in input_files(spec)
     }
-    return {"dutchbook": _version(), "files": files}
+    return {"dutchbook": installed_version() or "unknown", "files": files}
 
 
 def _sha256(path: Path) -> str:
@@ -135,13 +135,6 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _version() -> str:
-    try:
-        return metadata.version("dutchbook")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def changed_files(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
@@ -229,7 +222,7 @@ def _design_problem(
         )
     design_path = run_dir / DESIGN_FILE
     if design_path.exists():
-        changed = changed_files(_recorded_design(design_path), now)
+        changed = changed_files(recorded_design(design_path), now)
         if changed:
             return (
                 f"{run_dir} was planned from other data: {'; '.join(changed)}; put the original "
@@ -254,7 +247,7 @@ def _frozen_spec_text(frozen: Path, otherwise: str = "or choose a new folder wit
     return text
 
 
-def _recorded_design(design_path: Path) -> Mapping[str, Any]:
+def recorded_design(design_path: Path) -> Mapping[str, Any]:
     """The input files a folder was planned from, or `DesignChanged` naming the file if it is
     damaged (a resume used to end in orjson's traceback)."""
     try:

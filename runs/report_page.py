@@ -25,7 +25,7 @@ import orjson
 from engine.audit import plural
 from runs.figures import read_manifest
 from runs.report.models import frozen_spec, model_notes, simulated_models
-from runs.report.provenance import answers_span, parser_words
+from runs.report.provenance import provenance_sentences
 from runs.report.wording import cluster_words, metric_words
 
 PAGE = "index.html"
@@ -448,7 +448,6 @@ def _provenance(prov: Any) -> list[str]:
     answers were asked for, and the inputs' digests (folded: a campaign may have dozens)."""
     if not isinstance(prov, dict):
         return []  # a summary.json written before reports kept it
-    digest = prov.get("spec_sha256") or "unknown"
     inputs = prov.get("inputs") or {}
     rows = "".join(
         f"<tr><td>{esc(name)}</td><td><code>{esc(sha)}</code></td></tr>"
@@ -461,15 +460,8 @@ def _provenance(prov: Any) -> list[str]:
         if inputs
         else ""
     )
-    return [
-        "<h2>Provenance</h2>",
-        f'<p class="meta">Campaign {esc(prov.get("campaign") or "(unnamed)")}, '
-        f"<code>spec.toml</code> SHA-256 <code>{esc(digest)}</code>; "
-        f"{esc(parser_words(prov))}. Planned with dutchbook "
-        f'{esc(prov.get("planned_with") or "unknown")}; this report written with '
-        f'{esc(prov.get("reported_with") or "unknown")}. {esc(answers_span(prov))}</p>',
-        folded,
-    ]
+    said = " ".join(provenance_sentences(prov))
+    return ["<h2>Provenance</h2>", f'<p class="meta">{esc(said)}</p>', folded]
 
 
 def _footer(files: Sequence[str]) -> list[str]:

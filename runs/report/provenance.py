@@ -12,61 +12,66 @@ are left out: they name a machine, and the digests say what the files were.
 from __future__ import annotations
 
 import hashlib
-import tomllib
+from collections.abc import Mapping
 from datetime import datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import orjson
 import polars as pl
 
 from runs import markdown
-
-SPEC = "spec.toml"
-DESIGN = "design.json"
+from runs.design import DESIGN_FILE, SPEC_FILE, DesignChanged, recorded_design
+from runs.report.models import frozen_spec
+from runs.version import installed_version
 
 
 def provenance(run_dir: Path) -> dict[str, Any]:
     """summary.json's `provenance` object (every key present; null where not known)."""
-    spec_bytes = _read(run_dir / SPEC)
-    spec = _toml(spec_bytes)
-    design = _design(run_dir / DESIGN)
+    from runs.phases import read_phases
+
+    spec = frozen_spec(run_dir)
+    design = _design(run_dir)
+    phases = read_phases(run_dir)
     first, last = _attempt_span(run_dir)
-    parser, parser_from = _parser(run_dir, spec)
+    parser, parser_from = _parser(run_dir, spec, phases)
     return {
         "campaign": _text(spec.get("name")),
         "parser": parser,
         "parser_from": parser_from,
-        "spec_sha256": hashlib.sha256(spec_bytes).hexdigest() if spec_bytes is not None else None,
+        "spec_sha256": _sha256(run_dir / SPEC_FILE),
         "planned_with": _text(design.get("dutchbook")),
-        "reported_with": _installed_version(),
-        "inputs": _inputs(design),
+        "reported_with": installed_version(),
+        "inputs": {name: entry["sha256"] for name, entry in design.get("files", {}).items()},
         "first_attempt_at": first,
         "last_attempt_at": last,
-        "runs": _runs(run_dir),
+        # `dutchbook run` processes that recorded a phase: each laps its plan first, so a
+        # run killed while it dispatched counts too.
+        "runs": len({phase.get("pid") for phase in phases}),
     }
+
+
+def provenance_sentences(prov: Mapping[str, Any]) -> list[str]:
+    """The provenance in plain sentences, inputs aside: what report.md lists and the page
+    says (each escapes them its own way)."""
+    return [
+        f"Campaign {prov.get('campaign') or '(unnamed)'}, spec.toml SHA-256 "
+        f"{prov.get('spec_sha256') or 'unknown'}; {parser_words(prov)}.",
+        f"Planned with dutchbook {prov.get('planned_with') or 'unknown'}; this report written "
+        f"with {prov.get('reported_with') or 'unknown'}.",
+        answers_span(prov),
+    ]
 
 
 def provenance_markdown(prov: dict[str, Any]) -> str:
     """report.md's "Provenance" section."""
-    text = markdown.text
     lines = ["## Provenance\n"]
-    lines.append(
-        f"- Campaign {text(prov['campaign'] or '(unnamed)')}, spec.toml SHA-256 "
-        f"`{prov['spec_sha256'] or 'unknown'}`; {text(parser_words(prov))}."
-    )
-    lines.append(
-        f"- Planned with dutchbook {text(prov['planned_with'] or 'unknown')}; this report "
-        f"written with {text(prov['reported_with'] or 'unknown')}."
-    )
-    lines.append(f"- {text(answers_span(prov))}")
-    lines.extend(f"- Input {text(name)}: SHA-256 `{digest}`" for name, digest in
-                 prov["inputs"].items())  # fmt: skip
+    lines += [f"- {markdown.text(sentence)}" for sentence in provenance_sentences(prov)]
+    lines += [f"- Input {markdown.text(name)}: SHA-256 `{digest}`"
+              for name, digest in prov["inputs"].items()]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
-def parser_words(prov: dict[str, Any]) -> str:
+def parser_words(prov: Mapping[str, Any]) -> str:
     """`answers read by the strict parser (the spec's)`, or `(dutchbook reparse at ...)`;
     answers of two parsers (a run after a reparse to another parser) are said as such."""
     source = "the spec's" if prov.get("parser_from") == "spec" else prov.get("parser_from")
@@ -75,7 +80,7 @@ def parser_words(prov: dict[str, Any]) -> str:
     return f"answers read by the {prov.get('parser') or 'unknown'} parser ({source})"
 
 
-def answers_span(prov: dict[str, Any]) -> str:
+def answers_span(prov: Mapping[str, Any]) -> str:
     """When the answers were asked for, in one sentence."""
     first, last, runs = prov["first_attempt_at"], prov["last_attempt_at"], prov["runs"]
     if first is None:
@@ -87,7 +92,9 @@ def answers_span(prov: dict[str, Any]) -> str:
     return f"Attempts sent from {first} to {last} (UTC){over}."
 
 
-def _parser(run_dir: Path, spec: dict[str, Any]) -> tuple[str | None, str]:
+def _parser(
+    run_dir: Path, spec: Mapping[str, Any], phases: list[dict[str, object]]
+) -> tuple[str | None, str]:
     """The parser that made the answers now in the folder, and where that is said: the spec
     (whose default is strict), or the last `dutchbook reparse` (`logs/reparses.jsonl`). A
     run that dispatched after that reparse read its new answers with the spec's parser: if
@@ -100,7 +107,7 @@ def _parser(run_dir: Path, spec: dict[str, Any]) -> tuple[str | None, str]:
         return in_spec, "spec"
     last, when = done[-1]["parser"], _instant(done[-1].get("at"))
     reparsed = f"dutchbook reparse at {done[-1].get('at')}"
-    if when is not None and in_spec not in (None, last) and _dispatched_after(run_dir, when):
+    if when is not None and in_spec not in (None, last) and _dispatched_after(phases, when):
         return "mixed", f"{last} by {reparsed}, then {in_spec} for what later runs asked"
     return last, reparsed
 
@@ -114,63 +121,33 @@ def _instant(value: object) -> datetime | None:
         return None
 
 
-def _dispatched_after(run_dir: Path, when: datetime) -> bool:
+def _dispatched_after(phases: list[dict[str, object]], when: datetime) -> bool:
     """Whether a dispatch of this folder ended after `when` (`logs/phases.jsonl`)."""
-    from runs.phases import read_phases
-
     return any(
         phase.get("phase") == "dispatch" and (at := _instant(phase.get("at"))) is not None
         and at > when
-        for phase in read_phases(run_dir)
+        for phase in phases
     )
 
 
-def _read(path: Path) -> bytes | None:
+def _sha256(path: Path) -> str | None:
     try:
-        return path.read_bytes()
+        return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None
 
 
-def _toml(data: bytes | None) -> dict[str, Any]:
-    if data is None:
-        return {}
+def _design(run_dir: Path) -> Mapping[str, Any]:
+    """`design.json` as `runs.design` validates it; empty if it is missing or damaged (the
+    report still says what else it knows)."""
     try:
-        return tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return recorded_design(run_dir / DESIGN_FILE)
+    except DesignChanged:
         return {}
-
-
-def _design(path: Path) -> dict[str, Any]:
-    data = _read(path)
-    try:
-        design = orjson.loads(data) if data is not None else {}
-    except orjson.JSONDecodeError:
-        return {}
-    return design if isinstance(design, dict) else {}
 
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _inputs(design: dict[str, Any]) -> dict[str, str]:
-    """Each input file's name and SHA-256, as `design.json` recorded them."""
-    files = design.get("files")
-    if not isinstance(files, dict):
-        return {}
-    return {
-        str(name): entry["sha256"]
-        for name, entry in files.items()
-        if isinstance(entry, dict) and isinstance(entry.get("sha256"), str)
-    }
-
-
-def _installed_version() -> str | None:
-    try:
-        return metadata.version("dutchbook")
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def _attempt_span(run_dir: Path) -> tuple[str | None, str | None]:
@@ -190,11 +167,3 @@ def _second(value: object) -> str | None:
     if not isinstance(value, datetime):
         return None
     return value.replace(tzinfo=None, microsecond=0).isoformat(sep=" ")
-
-
-def _runs(run_dir: Path) -> int:
-    """`dutchbook run` processes that recorded a phase in the folder (each laps its plan
-    first, so a run killed while it dispatched counts too)."""
-    from runs.phases import read_phases
-
-    return len({phase.get("pid") for phase in read_phases(run_dir)})
