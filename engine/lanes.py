@@ -312,6 +312,8 @@ class Lane(LaneControl):
         #: not before one was: a lane pointed at a web page stops (`RetryPolicy.foreign_streak`).
         self._recognised = False
         self._foreign_streak = 0
+        #: `time.monotonic()` of the lane's last successful reply (`_charged`).
+        self._replied_at = -float("inf")
 
     # -- state ---------------------------------------------------------------------------
 
@@ -408,8 +410,7 @@ class Lane(LaneControl):
             self.stats.retries.answer_budget_spent += 1
             return
         worst = self._worst_cost(item)
-        tries = 0  # attempts charged to this request (a failure while the provider is down
-        # is not: see engine.outage)
+        tries = uncharged = 0  # attempts charged to this request, and those not (`_charged`)
         while tries < self.policy.max_attempts:
             if self.halted:
                 return
@@ -444,7 +445,7 @@ class Lane(LaneControl):
                 if self.outage.on_failure(failure.outcome, probe=bool(probe)):
                     if probe and self._stopped_unanswered(failure):
                         return
-                    tries -= 1  # the provider is down: the gate paces the next try
+                    tries -= 1  # the provider is down (engine.outage): the gate paces
                     continue
                 if stopped and answers.spent:  # out of answer attempts, this run's and earlier
                     self.stats.retries.answer_budget_spent += 1  # said by `_settle`'s warning
@@ -452,13 +453,28 @@ class Lane(LaneControl):
                 if not failure.retryable or failure.quota_exhausted or stopped:
                     self.stats.gave_up += 1
                     return
-                wait = self.policy.delay(tries, failure.retry_after_s)
+                if not self._charged(failure):
+                    tries, uncharged = tries - 1, uncharged + 1
+                wait = self.policy.delay(tries + uncharged, failure.retry_after_s)
             if tries == self.policy.max_attempts:
                 break
             await self._sleep(wait)
         self.stats.retries.exhausted += 1
         self.log.warning("attempts_exhausted", model=self.config.name,
                          request_id=item.request_id, attempts=attempt_no)  # fmt: skip
+
+    def _charged(self, failure: Failure) -> bool:
+        """Whether a failed attempt counts against its request's `max_attempts`. A rate limit
+        does not while the lane has had a successful reply within
+        `RetryPolicy.rate_limit_grace_s`: the provider is pacing the lane, and a sweep throttled
+        hard would otherwise give up requests it could have answered. With no reply for that
+        long (a key always refused) it is charged, so the lane still ends; each reply opens
+        one grace window, so the uncharged retries are bounded."""
+        return not (
+            failure.outcome is Outcome.RATE_LIMIT
+            and not failure.quota_exhausted
+            and time.monotonic() - self._replied_at < self.policy.rate_limit_grace_s
+        )
 
     def _answer_retry(self, item: PlanItem) -> AnswerRetry:
         """This request's answer-failure budget and how its retries vary seed and cap."""
@@ -673,6 +689,7 @@ class Lane(LaneControl):
             self._on_failure(failure)
             return failure, stopped is not None
         self._permanent_streak = 0
+        self._replied_at = time.monotonic()
         self.cap.on_success()
         if accepted:
             self.stats.accepted += 1

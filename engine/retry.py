@@ -51,6 +51,11 @@ class RetryPolicy:
     foreign_streak: int = 10
     #: Answer failures (`ANSWER_FAILURES`) per request, counted across resumes.
     max_answer_failures: int = 3
+    #: A rate limit is not charged to its request's `max_attempts` while the lane has had
+    #: a successful reply within this many seconds: the provider is pacing the lane, not
+    #: refusing the request, and a throttled sweep should not give up answerable requests.
+    #: A lane refused for longer is charged as before, so an always-refused key still ends.
+    rate_limit_grace_s: float = 60.0
     _wait: tenacity.wait.wait_base = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -58,6 +63,8 @@ class RetryPolicy:
             raise ValueError("max_attempts must be at least 1")
         if self.max_answer_failures < 1:
             raise ValueError("max_answer_failures must be at least 1")
+        if self.rate_limit_grace_s < 0:
+            raise ValueError("rate_limit_grace_s must be at least 0")
         wait = tenacity.wait_random_exponential(multiplier=self.base_s, max=self.cap_s)
         object.__setattr__(self, "_wait", wait)
 

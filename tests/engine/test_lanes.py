@@ -167,6 +167,56 @@ async def test_retry_after_is_waited_out_and_cap_cut_is_logged(
     assert summary.lanes[config.name].retries.by_cause["rate_limit"] == limited.height
 
 
+@pytest.mark.parametrize("grace_s", [60.0, 0.0])
+async def test_rate_limits_while_the_lane_is_answered_spend_no_attempts(
+    tmp_path: Path, kit: type[Kit], grace_s: float,
+) -> None:
+    """A 429 is the provider pacing the lane: with replies coming, it is not charged to its
+    request's `max_attempts` (every request is answered although 36% of them meet two 429s
+    in a row, the whole budget). With no grace window, as before, those requests give up."""
+    async with await start_sim(port=0, faults="rate_limit=0.6", seed=3, retry_after_s=0.01) as sim:
+        plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 40))
+        config, adapter = kit.sim_model("sim-coherent", sim.root_url, concurrency=4)
+        summary = await dispatch(
+            plan, tmp_path / "run", {config.name: config}, {config.name: adapter},
+            policy=RetryPolicy(max_attempts=2, base_s=0.001, cap_s=0.002,
+                               rate_limit_grace_s=grace_s),
+            log_console=None,
+        )  # fmt: skip
+    lane = summary.lanes[config.name]
+    tries = scan_attempts(tmp_path / "run").group_by("request_id").len().collect()["len"]
+    if grace_s:
+        assert summary.complete and lane.retries.exhausted == 0
+        assert cast(int, tries.max()) > 2  # retried past the budget, uncharged
+    else:
+        assert not summary.complete and lane.retries.exhausted > 0
+        assert cast(int, tries.max()) == 2
+    assert lane.retries.by_cause["rate_limit"] == cast(int, tries.sum()) - lane.accepted
+
+
+async def test_a_lane_refused_from_the_start_is_charged_its_rate_limits(
+    tmp_path: Path, kit: type[Kit],
+) -> None:
+    """No reply at all within the grace window (a key always refused): each 429 is charged,
+    so every request ends after `max_attempts` and the run ends."""
+    async with await start_sim(port=0, faults="rate_limit=1", seed=3, retry_after_s=0.01) as sim:
+        plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 6))
+        config, adapter = kit.sim_model("sim-coherent", sim.root_url, concurrency=2)
+        summary = await dispatch(
+            plan, tmp_path / "run", {config.name: config}, {config.name: adapter},
+            policy=RetryPolicy(max_attempts=3, base_s=0.001, cap_s=0.002),
+            log_console=None,
+        )  # fmt: skip
+    assert summary.lanes[config.name].retries.exhausted == 6
+    tries = scan_attempts(tmp_path / "run").group_by("request_id").len().collect()["len"]
+    assert tries.to_list() == [3] * 6
+
+
+def test_a_negative_rate_limit_grace_is_refused() -> None:
+    with pytest.raises(ValueError, match="rate_limit_grace_s"):
+        RetryPolicy(rate_limit_grace_s=-1)
+
+
 async def test_a_slow_provider_never_stalls_another_lane(tmp_path: Path, kit: type[Kit]) -> None:
     from providers.sim.faults import FaultKind, FaultProfile
 
