@@ -64,6 +64,7 @@ from runs.planner import (
 from runs.planning_progress import PlanningProgress
 from runs.report import write_report
 from runs.report_page import write_page
+from runs.run_folder import foreign_entries
 from runs.scoring_step import score_run
 from runs.signals import (
     INTERRUPTED,
@@ -211,6 +212,12 @@ def _check_run_folder(run_dir: Path) -> None:
                 of = "" if path == run_dir else f", a parent of {run_dir}"
                 raise RunError(
                     f"cannot write in {path} ({reason}){of}; give --out a folder you can write in"
+                )
+            if path == run_dir and (names := foreign_entries(run_dir)):
+                raise RunError(
+                    f"{run_dir} holds files and is not a run folder ({', '.join(names)}): a run "
+                    "would write its report, scores and logs among them; give --out a new or "
+                    "empty folder (or a run folder, to resume that run)"
                 )
             return
         if path.exists() or path.is_symlink():

@@ -14,16 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runs.commands._errors import fail
-
-#: What `dutchbook run` writes into a folder, first to last; any one of them makes it a run's.
-RUN_FOLDER_MARKS = (
-    "run.pid",
-    "spec.toml",
-    "plan.parquet",
-    "journal",
-    "attempts",
-    "responses",
-)
+from runs.run_folder import RUN_FOLDER_MARKS, has_run_marks
 
 
 def require_run_folder(run_dir: Path) -> None:
@@ -41,7 +32,7 @@ def _require_run_folder(run_dir: Path) -> None:
         fail(f"no run folder at {run_dir} (a new run makes it once its plan is rendered)")
     if not run_dir.is_dir():
         fail(f"{run_dir} is a file, not a run folder; give the folder `dutchbook run` wrote")
-    if not any((run_dir / mark).exists() for mark in RUN_FOLDER_MARKS):
+    if not has_run_marks(run_dir):
         fail(
             f"{run_dir} is not a run folder (it has no {', '.join(RUN_FOLDER_MARKS)}); "
             "give the folder `dutchbook run` wrote"

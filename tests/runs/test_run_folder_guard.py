@@ -11,8 +11,8 @@ from engine.runlock import PID_FILE
 from engine.scan import ATTEMPTS, JOURNAL, RESPONSES
 from engine.status import PLAN as PLAN_FILE
 from runs.cli import app
-from runs.commands._run_folder import RUN_FOLDER_MARKS
-from runs.design import SPEC_FILE
+from runs.design import DESIGN_FILE, SPEC_FILE
+from runs.run_folder import RUN_FOLDER_MARKS
 
 COMMANDS = ["status", "audit", "reparse", "score", "repair", "report"]
 
@@ -22,7 +22,9 @@ def _errors(output: str) -> list[str]:
 
 
 def test_the_marks_are_the_names_a_run_writes() -> None:
-    assert set(RUN_FOLDER_MARKS) == {PID_FILE, SPEC_FILE, PLAN_FILE, JOURNAL, ATTEMPTS, RESPONSES}
+    assert set(RUN_FOLDER_MARKS) == {
+        PID_FILE, DESIGN_FILE, SPEC_FILE, PLAN_FILE, JOURNAL, ATTEMPTS, RESPONSES
+    }
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -64,3 +66,51 @@ def test_a_run_that_has_only_written_its_pid_is_a_run_folder(tmp_path: Path) -> 
     (tmp_path / PID_FILE).write_text('{"pid": 1, "host": "elsewhere"}', encoding="utf-8")
     result = CliRunner().invoke(app, ["status", str(tmp_path)])
     assert result.exit_code == 0, result.output
+
+
+TINY_SPEC = (
+    'name = "tiny"\nseed = 1\nparser = "lenient"\n\n[data]\nstock_days = 2\n\n'
+    '[[models]]\nname = "m1"\nprovider = "sim"\nmodel = "sim-coherent"\n\n'
+    '[[arms]]\nname = "baseline"\npasses = 1\n'
+)
+
+
+def test_run_refuses_a_folder_of_other_files_and_writes_nothing_there(tmp_path: Path) -> None:
+    """`run --out` at a folder of the user's own files wrote its report over theirs."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(TINY_SPEC, encoding="utf-8")
+    folder = tmp_path / "thesis"
+    (folder / "report").mkdir(parents=True)
+    (folder / "report" / "index.html").write_text("MY THESIS", encoding="utf-8")
+    (folder / "scores.parquet").write_text("precious", encoding="utf-8")
+    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(folder)])
+    assert result.exit_code == 2, result.output
+    assert _errors(result.output) == [
+        f"error: {folder} holds files and is not a run folder (report, scores.parquet): a run "
+        "would write its report, scores and logs among them; give --out a new or empty folder "
+        "(or a run folder, to resume that run)"
+    ]
+    assert sorted(p.name for p in folder.rglob("*")) == ["index.html", "report", "scores.parquet"]
+    assert (folder / "report" / "index.html").read_text(encoding="utf-8") == "MY THESIS"
+
+
+@pytest.mark.parametrize(
+    "inside", [[], [".lock"], [".lock", "run.pid"], [".lock", "design.json"], ["spec.toml", "x"]]
+)
+def test_run_takes_an_empty_folder_or_a_runs_own(tmp_path: Path, inside: list[str]) -> None:
+    """An empty folder, one a run was killed or failed in just after taking its lock or
+    writing its design, or a run's own folder (to resume it) are all a run's to write in."""
+    from runs.pipeline import check_run_folder
+
+    for name in inside:
+        (tmp_path / name).write_text("", encoding="utf-8")
+    check_run_folder(tmp_path)  # no RunError
+
+
+def test_foreign_entries_are_named_a_few_at_a_time(tmp_path: Path) -> None:
+    from runs.pipeline import RunError, check_run_folder
+
+    for name in ["e", "d", "c", "b", "a"]:
+        (tmp_path / name).write_text("", encoding="utf-8")
+    with pytest.raises(RunError, match=r"\(a, b, c, \.\.\.\)"):
+        check_run_folder(tmp_path)

@@ -1,0 +1,41 @@
+"""What makes a folder a run's: the names `dutchbook run` writes into it, first to last.
+
+Commands that read a run (`status`, `audit`, `reparse`, ...) refuse a folder with none of
+them (a mistyped path would otherwise read as a run in which nothing failed), and `run`
+refuses to start a new campaign in a folder that holds other files (it would write its
+`report/`, `scores.parquet` and logs over or among them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: What `dutchbook run` writes into a folder, first to last; any one of them makes it a run's:
+#: the pid file (its first write), the design and the frozen spec, the plan, or the ledger.
+RUN_FOLDER_MARKS = (
+    "run.pid",
+    "design.json",
+    "spec.toml",
+    "plan.parquet",
+    "journal",
+    "attempts",
+    "responses",
+)
+
+#: The folder lock, taken before the pid file is written: a run killed between the two
+#: leaves only it.
+_LOCK_NAME = ".lock"
+
+
+def has_run_marks(folder: Path) -> bool:
+    """Whether `folder` holds anything `dutchbook run` writes (see `RUN_FOLDER_MARKS`)."""
+    return any((folder / mark).exists() for mark in RUN_FOLDER_MARKS)
+
+
+def foreign_entries(folder: Path, most: int = 3) -> list[str]:
+    """Up to `most` names in an existing `folder` that is not a run's, sorted; empty when
+    the folder is a run's, or holds nothing but the lock a killed run left."""
+    if has_run_marks(folder):
+        return []
+    names = sorted(p.name for p in folder.iterdir() if p.name != _LOCK_NAME)
+    return names[:most] + (["..."] if len(names) > most else [])
