@@ -63,6 +63,12 @@ def common_user_errors() -> tuple[type[BaseException], ...]:
         ConfigError,
         JournalError,
         UnicodeDecodeError,
+        # A file where a run folder's folder goes (`responses`, `journal`, ...) or the
+        # reverse: one line naming it (`_in_the_way`), where reparse, score, repair and a
+        # resume ended in a traceback.
+        NotADirectoryError,
+        IsADirectoryError,
+        FileExistsError,
     )
 
 

@@ -348,3 +348,43 @@ def test_a_max_cost_no_model_is_priced_for_is_refused_before_planning(
     ):
         spec.write_text(text.format(prices=prices), encoding="utf-8")
         runs.pipeline.check_cap_counts(load_spec(spec), float(cap))  # raises RunError if not
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A finished run folder and its spec, shared (each test copies the folder)."""
+    root = tmp_path_factory.mktemp("finished")
+    spec = write_spec(root)
+    code, output = invoke("run", str(spec), "--out", str(root / "out"))
+    assert code == 0, output
+    return spec, root / "out"
+
+
+@pytest.mark.parametrize("ledger_folder", ["responses", "journal", "attempts"])
+@pytest.mark.parametrize("command", ["reparse", "score", "repair", "run"])
+def test_a_file_where_a_ledger_folder_goes_is_named_by_every_writer(
+    tmp_path: Path, finished_run: tuple[Path, Path], ledger_folder: str, command: str
+) -> None:
+    """`reparse`, `score`, `repair` and a resume ended in a NotADirectoryError or
+    FileExistsError traceback (exit 1) where `status` and `audit` said it in one line."""
+    spec, finished = finished_run
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    shutil.rmtree(out / ledger_folder)
+    (out / ledger_folder).write_text("in the way", encoding="utf-8")
+    args = {
+        "reparse": ["reparse", str(out), "--parser", "strict"],
+        "score": ["score", str(out), "--spec", str(spec)],
+        "repair": ["repair", str(out), "--spec", str(spec)],
+        "run": ["run", str(spec), "--out", str(out)],
+    }[command]
+    code, output = invoke(*args)
+    if command in ("score", "repair") and ledger_folder == "attempts":
+        assert code == 0, output  # they read only the accepted answers
+        return
+    assert code == 2, output
+    assert_one_clean_line(
+        output,
+        f"({out / ledger_folder} is a file where a folder goes: move or remove it, then run "
+        "the same command again)",
+    )
