@@ -8,6 +8,7 @@ same faults) and counted by kind; tests and rehearsals compare what the client s
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from collections.abc import Mapping
@@ -108,19 +109,32 @@ class FaultProfile:
     batch_create_delay_s: float = 2.0
 
     def __post_init__(self) -> None:
+        _check_each_rate(self.rates)
+        _check_each_rate(self.batch_rates)
         total = sum(self.rates.values())
-        if any(r < 0 for r in self.rates.values()) or total > 1.0 + 1e-12:
+        if total > 1.0 + 1e-12:
             raise ValueError(f"fault rates must be >= 0 and sum to <= 1, got {total:.4f}")
         job_total = max(sum(self.batch_rates.get(k, 0.0) for k in kinds)
                         for kinds in (JOB_KINDS, CONTROL_KINDS))
         line_total = self.batch_rates.get(BatchFaultKind.LINE_ERROR, 0.0) + sum(
             self.rates.get(k, 0.0) for k in LINE_KINDS
         )
-        negative = any(r < 0 for r in self.batch_rates.values())
-        if negative or max(job_total, line_total) > 1.0 + 1e-12:
+        if max(job_total, line_total) > 1.0 + 1e-12:
             raise ValueError("batch fault rates must be >= 0 and sum to <= 1 per job and per line")
-        if min(self.slow_delay_s, self.batch_seconds, self.batch_create_delay_s) < 0:
-            raise ValueError("slow_delay_s, batch_seconds and batch_create_delay_s must be >= 0")
+        seconds = (self.slow_delay_s, self.batch_seconds, self.batch_create_delay_s)
+        if not all(math.isfinite(s) and s >= 0 for s in seconds):
+            raise ValueError(
+                "slow_delay_s, batch_seconds and batch_create_delay_s must be finite and >= 0"
+            )
+
+
+def _check_each_rate(rates: Mapping[FaultKind, float] | Mapping[BatchFaultKind, float]) -> None:
+    """Each rate a probability, checked one by one: a NaN compares false with everything, so
+    a sum check alone let `server_error=nan` through, and the draws then went wrong silently
+    (a `hostile` profile with it injected rate limits only)."""
+    for kind, rate in rates.items():
+        if not (math.isfinite(rate) and 0.0 <= rate <= 1.0):
+            raise ValueError(f"fault rate for {kind.value!r} must be >= 0 and <= 1, not {rate}")
 
 
 PROFILES: dict[str, FaultProfile] = {
@@ -214,6 +228,8 @@ def parse_faults(spec: str | FaultProfile) -> FaultProfile:
     lead (`flaky,slow=0.1`) and later entries override it. Batch kinds (`batch_expire=0.2`)
     and settings (`batch_seconds=3`, `batch_create_delay_s=5`) mix in the same list. Unknown
     names fail loudly, listing what is known, because a typo would otherwise rehearse nothing.
+    A kind or setting given twice is refused, naming it: which of the two was meant cannot be
+    told (a named profile's rates are there to be overridden, so they do not count).
     """
     if isinstance(spec, FaultProfile):
         return spec
@@ -221,6 +237,7 @@ def parse_faults(spec: str | FaultProfile) -> FaultProfile:
     batch_rates: dict[BatchFaultKind, float] = {}
     settings: dict[str, float] = {"slow_delay_s": 5.0}
     name_parts: list[str] = []
+    given: set[str] = set()
     for raw in spec.split(","):
         item = raw.strip()
         if not item:
@@ -239,6 +256,9 @@ def parse_faults(spec: str | FaultProfile) -> FaultProfile:
             batch_rates[BatchFaultKind(key)] = number
         else:
             rates[_live_kind(key)] = number
+        if key in given:
+            raise ValueError(f"{key!r} is given twice; give each kind or setting once")
+        given.add(key)
     return FaultProfile(
         ",".join(name_parts) or "none", rates, settings.pop("slow_delay_s"),
         batch_rates=batch_rates, **settings,

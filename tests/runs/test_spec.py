@@ -167,8 +167,12 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
          "models[1].about", "at most 200 characters"),
         (('parser = "lenient"', 'parser = "lenient"\nsim_faults = "flakey"'), "sim_faults",
          "unknown fault profile 'flakey'"),
-        (('parser = "lenient"', 'parser = "lenient"\nsim_faults = "rate_limit=2"'),
+        (('parser = "lenient"',
+          'parser = "lenient"\nsim_faults = "rate_limit=0.6,server_error=0.6"'),
          "sim_faults", "sum to <= 1"),
+        # NaN passed the sum check, and `plan` went on with a profile that drew wrongly
+        (('parser = "lenient"', 'parser = "lenient"\nsim_faults = "hostile,server_error=nan"'),
+         "sim_faults", "'server_error' must be >= 0 and <= 1, not nan"),
     ],
 )
 def test_bad_specs_name_the_key(

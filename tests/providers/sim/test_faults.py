@@ -54,7 +54,7 @@ def test_named_profiles_and_explicit_rates_parse() -> None:
     explicit = parse_faults("rate_limit=0.05,server_error=0.02,slow_delay_s=0.5")
     assert explicit.rates == {FaultKind.RATE_LIMIT: 0.05, FaultKind.SERVER_ERROR: 0.02}
     assert explicit.slow_delay_s == 0.5
-    layered = parse_faults("flaky,server_error=0.2")
+    layered = parse_faults("flaky,server_error=0.2")  # a named profile's rate is overridden
     assert layered.rates[FaultKind.SERVER_ERROR] == 0.2
     assert layered.rates[FaultKind.RATE_LIMIT] == PROFILES["flaky"].rates[FaultKind.RATE_LIMIT]
 
@@ -67,6 +67,18 @@ def test_named_profiles_and_explicit_rates_parse() -> None:
         ("rate_limit=lots", "not a number"),
         ("rate_limit=0.7,server_error=0.7", "sum to <= 1"),
         ("rate_limit=-0.1", ">= 0"),
+        # NaN compares false with everything: the sum check alone let these through, and
+        # `hostile` with it injected rate limits only
+        ("server_error=nan", "'server_error' must be >= 0 and <= 1, not nan"),
+        ("hostile,server_error=nan", "'server_error' must be >= 0 and <= 1, not nan"),
+        ("batch_expire=nan", "'batch_expire' must be >= 0 and <= 1, not nan"),
+        ("server_error=inf", "'server_error' must be >= 0 and <= 1, not inf"),
+        ("slow=1.5", "'slow' must be >= 0 and <= 1, not 1.5"),
+        ("slow_delay_s=nan", "must be finite and >= 0"),
+        ("batch_seconds=inf", "must be finite and >= 0"),
+        # which of the two was meant cannot be told
+        ("server_error=0.5,server_error=0.9", "'server_error' is given twice"),
+        ("flaky,slow_delay_s=1,slow_delay_s=2", "'slow_delay_s' is given twice"),
     ],
 )
 def test_bad_fault_specs_fail_loudly(spec: str, needle: str) -> None:
