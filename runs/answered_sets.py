@@ -20,6 +20,7 @@ import polars as pl
 from engine.scan import scan_responses
 from panels.algebra import Panel
 from panels.arms import ARMS, Arm
+from panels.data import DataError
 from runs.spec import CampaignSpec
 from runs.units import UnitSource
 
@@ -149,15 +150,18 @@ def answered_sets(
         for key, part in forecasts.partition_by("unit", as_dict=True, maintain_order=True).items()
     }
     cache = _SetCache()
+    strays: list[str] = []  # answered events the data given no longer has
     for unit in units.for_arm(arm, check=False):
         panel = arm.panel(unit)
         index = cache.index(panel)
         stated = np.full((chunk.passes, len(index)), np.nan)
-        part = by_unit.get(unit.id)
+        part = by_unit.pop(unit.id, None)
         if part is not None:
             passes = part["pass"].to_numpy()
             cols = np.array([index.get(e, -1) for e in part["event"].to_list()], dtype=np.int64)
             keep = (cols >= 0) & (passes >= 0) & (passes < chunk.passes)
+            if not keep.all():
+                strays += [f"{unit.id}: {e}" for e in part.filter(~pl.Series(keep))["event"]]
             stated[passes[keep], cols[keep]] = part["p"].to_numpy()[keep]
         realised = arm.outcomes(unit)
         cluster = str(getattr(unit, "date", unit.id))
@@ -177,6 +181,33 @@ def answered_sets(
                     else np.array([float(realised[e]) for e in events], dtype=np.float64)
                 ),
             )
+    if by_unit or strays:
+        raise DataError(_stray_answers(chunk, sorted(by_unit), strays))
+
+
+def _stray_answers(chunk: Chunk, units: list[str], events: list[str]) -> str:
+    """Why answers kept in the folder cannot be scored with the data given: scoring them
+    without them gave "no answers" at full coverage, and exit 0 (a family id renamed after
+    the run, say)."""
+    what = []
+    if units:
+        what.append(f"{_count(len(units), 'unit')} ({_some(units)})")
+    if events:
+        what.append(f"{_count(len(events), 'event')} ({_some(events)})")
+    return (
+        f"{chunk.model} / {chunk.arm.name}: the folder holds answers about "
+        f"{' and '.join(what)} that the data given does not have: it is not the data the run "
+        "was planned from (a family, statement or date renamed or removed?); score with the "
+        "data the run asked about"
+    )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def _some(names: list[str], most: int = 3) -> str:
+    return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
 
 
 def pass_averages(probs: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

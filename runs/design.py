@@ -247,6 +247,16 @@ def _frozen_spec_text(frozen: Path, otherwise: str = "or choose a new folder wit
     return text
 
 
+def data_changes(spec: CampaignSpec, run_dir: Path) -> list[str]:
+    """The input files of `spec` that differ from those `run_dir` was planned from (phrases
+    of `changed_files`); none when the folder recorded none. `DesignChanged` when its
+    record is damaged."""
+    design_path = run_dir / DESIGN_FILE
+    if not design_path.exists():
+        return []
+    return changed_files(recorded_design(design_path), fingerprint(spec))
+
+
 def recorded_design(design_path: Path) -> Mapping[str, Any]:
     """The input files a folder was planned from, or `DesignChanged` naming the file if it is
     damaged (a resume used to end in orjson's traceback)."""

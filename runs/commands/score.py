@@ -34,14 +34,33 @@ def _clean_errors(run_dir: Path) -> Iterator[None]:
 
 
 def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
-    from runs.design import DesignChanged, other_design
-    from runs.spec import load_spec
-
+    """The campaign to score the folder's answers as, after saying which of its data files
+    differ from those the run was planned from (a corrected file is a reason to score again,
+    but the user must know the scores no longer describe the data asked about)."""
     require_run_folder(run_dir)
     if not (run_dir / "plan_members.parquet").exists():
         fail(f"{run_dir} is not a planned run folder (no plan_members.parquet)")
-    if spec_path is None:
-        return _frozen(run_dir)
+    spec = _frozen(run_dir) if spec_path is None else _given(run_dir, spec_path)
+    from runs.design import DesignChanged, data_changes
+
+    try:
+        changed = data_changes(spec, run_dir)
+    except DesignChanged as exc:  # design.json is damaged
+        fail(str(exc))
+    if changed:
+        typer.echo(
+            f"note: {run_dir} was planned from other data: {'; '.join(changed)}; its answers "
+            "are scored against the data as it is now",
+            err=True,
+        )
+    return spec
+
+
+def _given(run_dir: Path, spec_path: Path) -> CampaignSpec:
+    """The spec given with `--spec`, which must be the folder's design."""
+    from runs.design import DesignChanged, other_design
+    from runs.spec import load_spec
+
     spec = load_spec(spec_path)
     try:
         changed = other_design(spec, run_dir)
