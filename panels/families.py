@@ -238,7 +238,7 @@ def load_family(path: str | Path) -> Family:
     path = Path(path)
     file = str(path)
     try:
-        raw = toml_text.loads(read_input_file(path, TEXT_INPUT_MAX_BYTES).decode("utf-8"))
+        raw = toml_text.loads(toml_text.decode(read_input_file(path, TEXT_INPUT_MAX_BYTES)))
     except InputFileError as error:
         raise FamilyError(file, str(error)) from None
     except FileNotFoundError:

@@ -6,6 +6,7 @@ command that reads a spec, a family or a check file. And its memory grows with t
 of a dotted key's parts: one key of 100,000 parts, 200 KB of text, had the process killed
 for want of memory (one of 10,000 parts took 400 MB). Read through `loads`, both are a
 `tomllib.TOMLDecodeError`, which each of those readers already reports in one line.
+`decode` turns the file's bytes into the text they read.
 """
 
 from __future__ import annotations
@@ -25,6 +26,18 @@ _PART = r"""(?:[A-Za-z0-9_-]+|"[^"\n]*"|'[^'\n]*')"""
 _TOO_MANY_PARTS = re.compile(
     r"\.(?:[ \t]*" + _PART + r"[ \t]*\.){" + str(MAX_KEY_PARTS - 1) + "}"
 )
+
+
+def decode(data: bytes) -> str:
+    """A TOML input's bytes as text: UTF-8, without one leading byte order mark (U+FEFF).
+
+    Windows editors write the mark at the start of a file saved as UTF-8; it carries no
+    meaning, but `tomllib` reads it as a statement and refused the whole file at line 1,
+    column 1. Dropped here, where the readers of a spec, a family and a `check` file decode,
+    so a spec's kept text (frozen in its run folder, hashed for a resume) has none either.
+    `UnicodeDecodeError` propagates, its byte offsets those of the file.
+    """
+    return data.decode("utf-8").removeprefix("\ufeff")
 
 
 def loads(text: str) -> dict[str, Any]:

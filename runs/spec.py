@@ -190,7 +190,7 @@ def load_spec(
 
     path = Path(path)
     try:
-        text = read_input_file(path, TEXT_INPUT_MAX_BYTES).decode("utf-8")
+        text = toml_text.decode(read_input_file(path, TEXT_INPUT_MAX_BYTES))
     except InputFileError as exc:
         raise SpecError(path, "", str(exc)) from None
     except FileNotFoundError:

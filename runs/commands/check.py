@@ -99,7 +99,7 @@ def _decode(path: Path) -> dict[str, Any]:
             raw = orjson.loads(data)
             _refuse_duplicate_keys(name, data)
         else:
-            raw = toml_text.loads(data.decode("utf-8"))
+            raw = toml_text.loads(toml_text.decode(data))
     except (orjson.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         kind = "JSON" if path.suffix.lower() == ".json" else "TOML"
         detail = " ".join(str(error).split())

@@ -15,8 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from panels import toml_text
-from panels.families import FamilyError, load_family
+from panels.families import FAMILIES_DIR, FamilyError, load_family
 from runs.cli import app
+from runs.spec import load_spec
 
 DEEP_ARRAY = "x = " + "[" * 100_000 + "]" * 100_000
 DEEP_INLINE = "x = " + "{a=" * 50_000 + "1" + "}" * 50_000
@@ -86,3 +87,57 @@ def test_a_family_file_is_refused_by_name(tmp_path: Path) -> None:
     path.write_text('title = "t"\n' + HUGE_KEY)
     with pytest.raises(FamilyError, match="not valid TOML"):
         load_family(path)
+
+
+# -- a byte order mark: Windows editors write one at the start of a UTF-8 file ---------------
+BOM = "\ufeff".encode()
+SMALL_SPEC = """name = "bom"
+seed = 3
+[data]
+stock_days = 2
+[[models]]
+name = "m"
+provider = "sim"
+model = "sim-coherent"
+[[arms]]
+name = "baseline"
+[[arms]]
+name = "families/isolated"
+"""
+
+
+def test_decode_drops_one_leading_byte_order_mark_and_nothing_else() -> None:
+    assert toml_text.decode(BOM + b"a = 1\n") == "a = 1\n"
+    assert toml_text.decode(b'a = "\xef\xbb\xbf"\n') == 'a = "\ufeff"\n'  # inside a value: kept
+    assert toml_text.decode(BOM + BOM + b"a = 1\n") == "\ufeffa = 1\n"  # one mark, not two
+    with pytest.raises(UnicodeDecodeError):
+        toml_text.decode(BOM + b"\xff")
+
+
+def test_a_family_file_with_a_byte_order_mark_loads_as_without(tmp_path: Path) -> None:
+    shipped = sorted(FAMILIES_DIR.glob("*.toml"))[0]
+    path = tmp_path / shipped.name
+    path.write_bytes(BOM + shipped.read_bytes())
+    assert load_family(path) == load_family(shipped)
+
+
+def test_a_check_file_with_a_byte_order_mark_scores_as_without(tmp_path: Path) -> None:
+    figure1 = Path(__file__).resolve().parents[2] / "examples" / "figure1.toml"
+    path = tmp_path / "figure1.toml"
+    path.write_bytes(BOM + figure1.read_bytes())
+    plain, marked = (CliRunner().invoke(app, ["check", str(p), "--json"]) for p in (figure1, path))
+    assert marked.exit_code == 0, marked.output
+    assert marked.stdout == plain.stdout
+
+
+def test_a_spec_with_a_byte_order_mark_plans_and_keeps_no_mark(tmp_path: Path) -> None:
+    """The spec's text is frozen in its run folder and read again there by `tomllib` alone
+    (a resume's comparison, the audit, the report): it must not keep the mark."""
+    plain, marked = tmp_path / "plain.toml", tmp_path / "marked.toml"
+    plain.write_text(SMALL_SPEC, encoding="utf-8")
+    marked.write_bytes(BOM + SMALL_SPEC.encode())
+    assert load_spec(marked).text == SMALL_SPEC
+    assert load_spec(marked).digest == load_spec(plain).digest
+    planned = CliRunner().invoke(app, ["plan", str(marked), "--json"])
+    assert planned.exit_code == 0, planned.output
+    assert planned.stdout == CliRunner().invoke(app, ["plan", str(plain), "--json"]).stdout
