@@ -40,6 +40,7 @@ from panels.input_files import (
     TEXT_INPUT_MAX_BYTES,
     InputFileError,
     has_control,
+    invisible_character,
     read_input_file,
 )
 from panels.space import OutcomeSpace
@@ -122,15 +123,48 @@ class Family:
 #: Keys shown in tables, figures and messages: an escape sequence in them would reach the
 #: terminal, a line break would split a one-line message.
 _ONE_LINE_KEYS = frozenset({"id", "title"})
+#: The longest id, a family's or a statement's: like a model name (`runs.spec.MODEL_NAME_MAX`)
+#: it labels table rows and figure panels (5,000 characters were taken and printed whole).
+ID_MAX = 100
+#: The longest title: one line of the report, like a model's `about` (`runs.spec.ABOUT_MAX`).
+TITLE_MAX = 200
 
 
 def _text(file: str, raw: Mapping[str, Any], key: str, statement: str | None = None) -> str:
     value = raw.get(key)
     if not isinstance(value, str) or not value.strip():
         raise FamilyError(file, f"{key!r} must be a non-empty string", statement)
-    if key in _ONE_LINE_KEYS and has_control(value):
-        raise FamilyError(file, f"{key!r} must be one line without control characters", statement)
+    if key in _ONE_LINE_KEYS:
+        _check_shown(file, key, value, statement)
     return value
+
+
+def _check_shown(file: str, key: str, value: str, statement: str | None) -> None:
+    """An id or title as every table prints it: one line, nothing invisible (two ids that
+    differ only by a zero-width space or a trailing space would read as one), not too long.
+    A title, free text, may join emoji or letters (`invisible_character`)."""
+    if has_control(value):
+        raise FamilyError(file, f"{key!r} must be one line without control characters", statement)
+    invisible = invisible_character(value, joiners_in_words=key == "title")
+    if invisible is not None:
+        raise FamilyError(
+            file,
+            f"{key!r} holds {invisible}, an invisible format character; leave it out (it is "
+            f"printed in every table, where it cannot be seen)",
+            statement,
+        )
+    limit = ID_MAX if key == "id" else TITLE_MAX
+    if len(value) > limit:
+        raise FamilyError(
+            file, f"{key!r} must be at most {limit} characters, not {len(value):,}", statement
+        )
+    if key == "id" and value != value.strip():
+        raise FamilyError(
+            file,
+            "'id' must have no leading or trailing spaces (\"q1\" and \"q1 \" would read as "
+            "one in every table)",
+            statement,
+        )
 
 
 def _formula(file: str, text: object, variables: tuple[str, ...], statement: str | None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+import unicodedata
 from pathlib import Path
 
 #: A campaign spec or a family file: a few kilobytes in practice.
@@ -44,3 +45,37 @@ def has_control(text: str) -> bool:
     name shown in messages, tables and logs may not hold (an escape sequence would reach the
     terminal; a line break would split a one-line message)."""
     return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029" for c in text)
+
+
+#: Zero-width non-joiner and joiner: free text may hold them between two visible characters.
+_JOINERS = frozenset("\u200c\u200d")
+
+
+def invisible_character(text: str, *, joiners_in_words: bool = False) -> str | None:
+    """The first Unicode format character (category Cf) in `text`, named as `U+200B ZERO
+    WIDTH SPACE`, or None: what an id or a name shown in tables may not hold.
+
+    Format characters draw nothing (zero-width spaces and joiners, the byte order mark, a soft
+    hyphen) or reorder what follows (bidi overrides and isolates), so "m1" and "m1" + U+200B
+    read as one model in every table while counting as two. An id or a name refuses them all,
+    a joiner in an emoji sequence too: no id needs one. `joiners_in_words=True` is for free
+    text (a family's title, a model's `about`): a joiner (U+200C, U+200D) between two
+    letters, marks or symbols passes, as Persian and Indic words and emoji sequences such as
+    U+1F469 U+200D U+1F4BB (woman technologist) use them; at an end or beside a space, a
+    digit or punctuation it is refused. Tag characters (U+E0020..U+E007F, which spell the
+    flags of England or Scotland but also hide text) are refused everywhere.
+    """
+    for i, c in enumerate(text):
+        if unicodedata.category(c) != "Cf":
+            continue
+        if joiners_in_words and c in _JOINERS and _between_visible(text, i):
+            continue
+        return f"U+{ord(c):04X} {unicodedata.name(c, 'FORMAT CHARACTER')}"
+    return None
+
+
+def _between_visible(text: str, i: int) -> bool:
+    if i == 0 or i == len(text) - 1:
+        return False
+    before, after = unicodedata.category(text[i - 1]), unicodedata.category(text[i + 1])
+    return (before[0] in "LM" or before in ("So", "Sk")) and (after[0] in "LM" or after == "So")

@@ -310,8 +310,6 @@ def _parse_data(raw: Any, path: Path, *, must_exist: bool = True) -> DataSpec:
 
 
 def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
-    from panels.input_files import has_control  # loading a spec imports panels anyway
-
     if not isinstance(raw, list) or not raw:
         raise SpecError(path, "models", "at least one [[models]] table")
     models: list[ModelConfig] = []
@@ -329,14 +327,7 @@ def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
         for key in ("name", "provider", "model"):
             if not entry.get(key):
                 raise SpecError(path, where + key, _MODEL_KEYS[key][1])
-        for key in ("name", "model", "about"):  # shown in messages, tables and the report
-            if has_control(entry.get(key, "")):
-                raise SpecError(
-                    path,
-                    where + key,
-                    "one line without control characters (a line break, a tab, a terminal "
-                    "escape): it is shown in every message, log line and table",
-                )
+        _check_shown_text(entry, path, where)
         name = entry["name"]
         if name != name.strip() or len(name) > MODEL_NAME_MAX:
             raise SpecError(
@@ -358,6 +349,31 @@ def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
 #: The longest model name: a name is the label of every table row, log line and figure
 #: panel (5,000 characters were taken and printed whole in every one of them).
 MODEL_NAME_MAX = 100
+
+
+def _check_shown_text(entry: Mapping[str, Any], path: Path, where: str) -> None:
+    """`name`, `model` and `about`, shown in messages, tables and the report: one line, and
+    no invisible format character ("m1" and "m1" + U+200B were taken as two models and read
+    as one in every table); `about`, free text, may join emoji or letters."""
+    from panels.input_files import has_control, invisible_character  # a spec imports panels
+
+    for key in ("name", "model", "about"):
+        value = entry.get(key, "")
+        if has_control(value):
+            raise SpecError(
+                path,
+                where + key,
+                "one line without control characters (a line break, a tab, a terminal "
+                "escape): it is shown in every message, log line and table",
+            )
+        invisible = invisible_character(value, joiners_in_words=key == "about")
+        if invisible is not None:
+            raise SpecError(
+                path,
+                where + key,
+                f"text without invisible format characters, not one holding {invisible}: it "
+                "is shown in every message, log line and table, where it cannot be seen",
+            )
 
 
 def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:

@@ -41,6 +41,7 @@ from panels.input_files import (
     CHECK_INPUT_MAX_BYTES,
     InputFileError,
     has_control,
+    invisible_character,
     read_input_file,
 )
 from runs.commands._errors import fail
@@ -138,6 +139,24 @@ def _probability(name: str, event_id: str, value: object) -> float:
     return p
 
 
+def _checked_event_id(where: str, event_id: object) -> str:
+    """An id as every table prints it: an escape would reach the terminal, and ids that
+    differ only by something unseen (a zero-width space, a trailing space) would read as one
+    event while scored as two."""
+    if not isinstance(event_id, str) or not event_id.strip():
+        raise CheckInputError(f"{where} must be a non-empty string")
+    if has_control(event_id):
+        raise CheckInputError(f"{where} must be one line without control characters")
+    invisible = invisible_character(event_id)
+    if invisible is not None:
+        raise CheckInputError(
+            f"{where} holds {invisible}, an invisible format character; leave it out"
+        )
+    if event_id != event_id.strip():
+        raise CheckInputError(f"{where} must have no leading or trailing spaces")
+    return event_id
+
+
 def _event_tables(name: str, raw: Mapping[str, Any], shape_key: str) -> list[dict[str, Any]]:
     """The `[[events]]` tables, with ids checked and unknown keys rejected."""
     events = raw.get("events")
@@ -148,13 +167,7 @@ def _event_tables(name: str, raw: Mapping[str, Any], shape_key: str) -> list[dic
     for n, entry in enumerate(events):
         if not isinstance(entry, dict):
             raise CheckInputError(f"{name}: event {n + 1} must be a table/object")
-        event_id = entry.get("id")
-        if not isinstance(event_id, str) or not event_id.strip():
-            raise CheckInputError(f"{name}: event {n + 1}: 'id' must be a non-empty string")
-        if has_control(event_id):  # printed in every table: an escape would reach the terminal
-            raise CheckInputError(
-                f"{name}: event {n + 1}: 'id' must be one line without control characters"
-            )
+        event_id = _checked_event_id(f"{name}: event {n + 1}: 'id'", entry.get("id"))
         unknown = sorted(set(entry) - allowed)
         if unknown:
             raise CheckInputError(f"{name}: event {event_id!r}: unknown key {unknown[0]!r}")

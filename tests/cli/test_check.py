@@ -138,6 +138,14 @@ BAD_INPUTS = {
                           "event 1: 'id' must be one line without control characters"),
     "id with a line break": (HEADER + _event("x\\ny", "a", "0.5"),
                              "event 1: 'id' must be one line without control characters"),
+    # "x" and "x" + U+200B were scored as two events and printed as one
+    "id with a zero-width space": (
+        HEADER + _event("x", "a", "0.5") + _event("x\\u200b", "b", "0.5"),
+        "event 2: 'id' holds U+200B ZERO WIDTH SPACE"),
+    "id with a direction override": (HEADER + _event("\\u202ex", "a", "0.5"),
+                                     "event 1: 'id' holds U+202E RIGHT-TO-LEFT OVERRIDE"),
+    "id with a trailing space": (HEADER + _event("x", "a", "0.5") + _event("x ", "b", "0.5"),
+                                 "event 2: 'id' must have no leading or trailing spaces"),
     "unknown variable": (HEADER + _event("x", "a or c", "0.5"),
                          "event 'x': unknown variable 'c' at position 5"),
     "unknown top-level key": (HEADER + "colour = 1\n" + _event("x", "a", "0.5"),

@@ -152,10 +152,36 @@ def test_constraints_that_leave_no_world(tmp_path: Path) -> None:
         ('id = "coins"', 'id = "coins\\u001b[2J"', "'id' must be one line without control"),
         ('title = "Two coins"', 'title = "Two\\ncoins"', "'title' must be one line without"),
         ('id = "both"', 'id = "bo\\u0007th"', "'id' must be one line without control"),
+        # invisible: "coins" and "coins" + U+200B were two families that read as one
+        ('id = "coins"', 'id = "coins\\u200b"', "'id' holds U+200B ZERO WIDTH SPACE"),
+        ('id = "coins"', 'id = "co\\u200dins"', "'id' holds U+200D ZERO WIDTH JOINER"),
+        ('id = "coins"', 'id = "\\u202ecoins"', "'id' holds U+202E RIGHT-TO-LEFT OVERRIDE"),
+        ('id = "both"', 'id = "both\\u200b"', "statement 'both\\u200b': 'id' holds U+200B"),
+        ('title = "Two coins"', 'title = "Two\\u00adcoins"', "'title' holds U+00AD SOFT HYPHEN"),
+        ('title = "Two coins"', 'title = "\\u202eTwo coins"', "'title' holds U+202E"),
+        ('title = "Two coins"', 'title = "Two coins \\u200d"', "'title' holds U+200D"),
+        ('id = "coins"', 'id = "coins "', "'id' must have no leading or trailing spaces"),
+        ('id = "both"', 'id = " both"', "'id' must have no leading or trailing spaces"),
+        # 5,000 and 100,000 characters were taken and printed whole in every table
+        ('id = "coins"', f'id = "{"c" * 101}"', "'id' must be at most 100 characters, not 101"),
+        ('title = "Two coins"', f'title = "{"t" * 201}"',
+         "'title' must be at most 200 characters, not 201"),
     ],
 )
 def test_other_validation(tmp_path: Path, old: str, new: str, expected: str) -> None:
     assert expected in _broken(tmp_path, old, new)
+
+
+def test_ids_and_titles_in_any_script_load_and_a_title_may_join_emoji(tmp_path: Path) -> None:
+    """A joiner inside an emoji sequence or a word (Persian, Indic scripts) is part of what a
+    title says; an id needs none, so there it is refused like any other."""
+    technologist, fire_heart = "\U0001f469\u200d\U0001f4bb", "\u2764\ufe0f\u200d\U0001f525"
+    title = f"硬币 café 🤖 {technologist} {fire_heart} \u0645\u06cc\u200c\u062e"
+    text = GOOD.format(id="硬币-café-🤖").replace('"Two coins"', f'"{title}"')
+    family = load_family(_write(tmp_path, text.replace('id = "both"', f'id = "{"b" * 100}"')))
+    assert (family.id, family.title) == ("硬币-café-🤖", title)
+    message = _broken(tmp_path, 'id = "coins"', f'id = "{technologist}"')
+    assert "'id' holds U+200D ZERO WIDTH JOINER" in message
 
 
 def test_load_families_keys_by_id_and_rejects_reused_ids(tmp_path: Path) -> None:

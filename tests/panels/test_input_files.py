@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from panels.families import FamilyError, load_family
-from panels.input_files import TEXT_INPUT_MAX_BYTES, InputFileError, read_input_file
+from panels.input_files import (
+    TEXT_INPUT_MAX_BYTES,
+    InputFileError,
+    invisible_character,
+    read_input_file,
+)
 from runs.spec import SpecError, load_spec
 
 DUTCHBOOK = str(Path(sys.executable).with_name("dutchbook"))
@@ -69,3 +74,44 @@ def test_commands_given_a_device_end_in_one_line(command: str) -> None:
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == f"error: {DEVICE}: is a device, not a file"
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("m1\u200b", "U+200B ZERO WIDTH SPACE"),
+        ("m\u200d1", "U+200D ZERO WIDTH JOINER"),
+        ("\u202em1", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+        ("\ufeffm1", "U+FEFF ZERO WIDTH NO-BREAK SPACE"),
+        ("m\u00ad1", "U+00AD SOFT HYPHEN"),
+        ("m\u20661\u2069", "U+2066 LEFT-TO-RIGHT ISOLATE"),
+        ("\U0001f3f4\U000e0067\U000e0062\U000e007f", "U+E0067 TAG LATIN SMALL LETTER G"),
+    ],
+)
+def test_an_invisible_format_character_is_found_by_code_point(text: str, found: str) -> None:
+    assert invisible_character(text) == found
+    assert invisible_character(text, joiners_in_words=True) == found
+
+
+@pytest.mark.parametrize("text", ["m1", "模型-七", "café", "Ünïcødé", "🤖 bot", "a b"])
+def test_visible_text_of_any_script_has_none(text: str) -> None:
+    assert invisible_character(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\U0001f469\u200d\U0001f4bb",  # woman technologist
+        "\u2764\ufe0f\u200d\U0001f525",  # heart on fire: after a variation selector
+        "\U0001f469\U0001f3fd\u200d\U0001f4bb",  # after a skin tone
+        "\u0645\u06cc\u200c\u062e",  # a Persian word's non-joiner
+    ],
+)
+def test_free_text_may_join_within_a_word_or_an_emoji_sequence(text: str) -> None:
+    assert invisible_character(text, joiners_in_words=True) is None
+    assert invisible_character(text) is not None  # an id or a name: refused
+
+
+@pytest.mark.parametrize("text", ["\u200dm", "m\u200d", "m\u200d1", "m \u200cx", "\u200d\u200d"])
+def test_a_joiner_that_joins_nothing_is_refused_in_free_text_too(text: str) -> None:
+    assert invisible_character(text, joiners_in_words=True) is not None

@@ -266,8 +266,39 @@ def test_a_model_name_with_a_control_character_is_refused(tmp_path: Path, name: 
     assert info.value.key == "models[0].name"
 
 
+@pytest.mark.parametrize(
+    ("key", "old", "value", "shown"),
+    [
+        ("name", 'name = "a"', "a\\u200b", "U+200B ZERO WIDTH SPACE"),
+        ("name", 'name = "a"', "a\\u200d", "U+200D ZERO WIDTH JOINER"),
+        ("name", 'name = "a"', "\\u202ea", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+        ("name", 'name = "a"', "\\ufeffa", "U+FEFF ZERO WIDTH NO-BREAK SPACE"),
+        ("name", 'name = "a"', "\U0001f469\\u200d\U0001f4bb", "U+200D"),  # no name needs one
+        ("model", 'model = "sim-coherent"', "sim-coherent\\u00ad", "U+00AD SOFT HYPHEN"),
+        ("about", 'rpm = 600', "a \\u2066model", "U+2066 LEFT-TO-RIGHT ISOLATE"),
+        ("about", 'rpm = 600', "a model \\u200d", "U+200D"),  # joins nothing
+    ],
+)
+def test_an_invisible_format_character_is_refused_by_key_and_code_point(
+    tmp_path: Path, key: str, old: str, value: str, shown: str
+) -> None:
+    """Two models, "a" and "a" + U+200B, ran under one heading in every table."""
+    new = f'{key} = "{value}"' if key != "about" else f'{old}\nabout = "{value}"'
+    path = write(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(SpecError) as info:
+        load_spec(path, arm_names=ARMS)
+    assert info.value.key == f"models[0].{key}"
+    assert f"holding {shown}" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_model_about_may_join_emoji_and_letters(tmp_path: Path) -> None:
+    about = "\U0001f469\u200d\U0001f4bb \u0645\u06cc\u200c\u062e 模型"
+    path = write(tmp_path, GOOD.replace("rpm = 600", f'rpm = 600\nabout = "{about}"', 1))
+    load_spec(path, arm_names=ARMS)
+
+
 def test_a_model_name_may_be_any_printable_text(tmp_path: Path) -> None:
-    name = "ünï cødé <b>x</b> $(id) ../x"
+    name = "ünï cødé <b>x</b> $(id) ../x 模型 🤖"
     path = write(tmp_path, GOOD.replace('name = "a"', f'name = "{name}"', 1).replace(
         'models = ["a"]', f'models = ["{name}"]'))
     assert load_spec(path, arm_names=ARMS).models[0].name == name
