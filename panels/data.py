@@ -26,7 +26,10 @@ from panels.units import (
 
 __all__ = [
     "EMBEDDED_RETURNS",
+    "MAX_DAILY_RETURN",
     "DataError",
+    "NoStockDay",
+    "TooFewDates",
     "first_session_after",
     "load_headlines",
     "load_returns",
@@ -41,8 +44,30 @@ EMBEDDED_RETURNS = Path(__file__).parent / "data" / "returns.parquet"
 PAPER_POOL_SIZE = 10_000
 
 
+#: The largest daily simple return a file may hold: +1000%, a stock worth eleven times its
+#: price of the day before. Past it the row is a data error (a percentage written where a
+#: fraction goes, a price in the return column), not a market move: the embedded stocks'
+#: largest is +36%. A value such as 1e160 also overflowed the square in the scale of every
+#: history it fell in, which was then said to have "no spread".
+MAX_DAILY_RETURN = 10.0
+
+
 class DataError(ValueError):
     """A return or headline file cannot be used; the message names the file and column."""
+
+
+class NoStockDay(DataError):
+    """No stock-day of the data has the history and future a question needs (the message
+    names no file: `sample_stock_days` is given tables, its caller knows their files)."""
+
+
+class TooFewDates(DataError):
+    """Fewer dates qualify than the stock-days asked for need; `most` is the most that can
+    be drawn from the same data and seed."""
+
+    def __init__(self, message: str, most: int) -> None:
+        super().__init__(message)
+        self.most = most
 
 
 def _read_table(path: Path) -> pl.DataFrame:
@@ -125,6 +150,12 @@ def _as_return(df: pl.DataFrame, path: Path) -> pl.Series:
         raise DataError(
             f"{path}: column 'ret' has a simple return of -100% or less; "
             f"{_first_bad(df, below.not_(), 'ret')}"
+        )
+    above = col > MAX_DAILY_RETURN
+    if above.any():
+        raise DataError(
+            f"{path}: column 'ret' has a daily return above +1000% (ret > {MAX_DAILY_RETURN:g}), "
+            f"a data error (a percentage for a fraction?); {_first_bad(df, above.not_(), 'ret')}"
         )
     return col.alias("ret")
 
@@ -210,15 +241,16 @@ def sample_stock_days(
     is given, a headline); draw a pool of `pool_size` of them uniformly without replacement
     (all of them if fewer); pick `n / 2` dates uniformly among the pool's dates that have at
     least two stocks; on each date draw two of the pool's stocks uniformly. Deterministic per
-    seed. Ordered by date, the two stocks of a date in the order drawn.
+    seed. Ordered by date, the two stocks of a date in the order drawn. `NoStockDay` when
+    no date has two stocks to draw, `TooFewDates` when fewer than `n / 2` have.
     """
     if n <= 0 or n % 2:
         raise DataError(f"n must be a positive even number (two stocks per date), got {n}")
     rng = np.random.default_rng(seed)
     eligible = _eligible(returns, headlines)
+    need = " with a headline" if headlines is not None else ""
     if eligible.height == 0:
-        need = " with a headline" if headlines is not None else ""
-        raise DataError(
+        raise NoStockDay(
             f"no stock-day has {HISTORY_DAYS} prior and {FUTURE_DAYS_REQUIRED} later "
             f"trading days{need}"
         )
@@ -229,11 +261,17 @@ def sample_stock_days(
         pool = eligible
     per_date = pool.group_by("date", maintain_order=True).agg(pl.col("asset"))
     per_date = per_date.filter(pl.col("asset").list.len() >= 2).sort("date")
+    if per_date.height == 0:  # asking for fewer would not help: the data lacks pairs
+        raise NoStockDay(
+            f"no date has two stocks with {HISTORY_DAYS} prior and {FUTURE_DAYS_REQUIRED} later "
+            f"trading days{need}"
+        )
     n_dates = n // 2
     if per_date.height < n_dates:
-        raise DataError(
-            f"asked for {n} stock-days ({n_dates} dates with two stocks each) but only "
-            f"{per_date.height} dates qualify"
+        raise TooFewDates(
+            f"asked for {n:,} stock-days ({n_dates:,} dates with two stocks each) but only "
+            f"{per_date.height:,} dates qualify",
+            most=2 * per_date.height,
         )
     date_rows = np.sort(rng.choice(per_date.height, size=n_dates, replace=False))
     heads = _headline_map(headlines)

@@ -67,9 +67,26 @@ class UnitSource:
 
     @cached_property
     def stock_days(self) -> Sequence[Any]:
-        return panel_data.sample_stock_days(
-            self.returns, self.spec.data.stock_days, self.spec.seed, headlines=self.headlines
-        )
+        """The seeded sample; a sample the data cannot give names what to change: the
+        spec's `data.stock_days` when too many are asked for, else the returns file (the
+        sampler is given tables, not files, and its messages named neither)."""
+        returns, headlines, data = self.returns, self.headlines, self.spec.data
+        try:
+            return panel_data.sample_stock_days(
+                returns, data.stock_days, self.spec.seed, headlines=headlines
+            )
+        except panel_data.TooFewDates as exc:
+            raise SpecError(
+                self.spec.path,
+                "data.stock_days",
+                f"an even number of at most {exc.most:,} with this data and seed: {exc}",
+            ) from None
+        except panel_data.DataError as exc:
+            where = data.returns or panel_data.EMBEDDED_RETURNS
+            also = ""
+            if isinstance(exc, panel_data.NoStockDay) and data.headlines is not None:
+                also = f" (headlines from {data.headlines})"
+            raise panel_data.DataError(f"{where}: {exc}{also}") from None
 
     @cached_property
     def date_pairs(self) -> Sequence[Any]:

@@ -14,7 +14,10 @@ from hypothesis import strategies as st
 from panels.calendar import sessions_between
 from panels.data import (
     EMBEDDED_RETURNS,
+    MAX_DAILY_RETURN,
     DataError,
+    NoStockDay,
+    TooFewDates,
     load_headlines,
     load_returns,
     sample_date_pairs,
@@ -92,6 +95,11 @@ def test_parquet_with_names(tmp_path: Path) -> None:
         ("date,asset,ret\n2024-01-02,X,abc\n", "column 'ret'"),
         ("date,asset,ret\n2024-01-02,X,\n", "column 'ret'"),
         ("date,asset,ret\n2024-01-02,X,-1.5\n", "-100%"),
+        # overflowed the scale's square: a numpy warning, then "no spread" naming no file
+        ("date,asset,ret\n2024-01-02,X,0.01\n2024-01-03,X,1e160\n",
+         "above +1000% (ret > 10), a data error (a percentage for a fraction?); row 2 has "
+         "'1e160'"),
+        ("date,asset,ret\n2024-01-02,X,10.5\n", "row 1 has '10.5'"),
         ("date,asset,ret\n2024-01-02,,0.01\n", "column 'asset'"),
         ("date,asset,ret\n2024-01-02,X,0.01\n2024-01-02,X,0.02\n", "unique"),
     ],
@@ -103,6 +111,19 @@ def test_bad_files_name_the_file_and_column(tmp_path: Path, body: str, needle: s
         load_returns(path)
     assert str(path) in str(info.value)
     assert needle in str(info.value)
+
+
+def test_the_largest_plausible_return_loads_and_the_embedded_data_is_far_below_it(
+    tmp_path: Path, embedded: pl.DataFrame
+) -> None:
+    path = tmp_path / "r.csv"
+    path.write_text(f"date,asset,ret\n2024-01-02,X,{MAX_DAILY_RETURN}\n")
+    assert load_returns(path)["ret"].to_list() == [MAX_DAILY_RETURN]
+    big = tmp_path / "r.parquet"
+    pl.DataFrame({"date": [dt.date(2024, 1, 2)], "asset": ["X"], "ret": [1e160]}).write_parquet(big)
+    with pytest.raises(DataError, match=r"r\.parquet: column 'ret' has a daily return above"):
+        load_returns(big)
+    assert embedded["ret"].max() < MAX_DAILY_RETURN / 20  # type: ignore[operator]
 
 
 def test_wrong_type_in_parquet_and_bad_paths(tmp_path: Path) -> None:
@@ -172,10 +193,13 @@ def test_eligibility_boundary_60_prior_5_later() -> None:
     days = sample_stock_days(df, 2, seed=0)
     dates = sorted(df["date"].unique().to_list())
     assert {d.date for d in days} == {dates[59]}
-    with pytest.raises(DataError, match="dates qualify"):
+    with pytest.raises(TooFewDates, match="dates qualify") as info:
         sample_stock_days(df, 4, seed=0)
-    with pytest.raises(DataError, match="no stock-day"):
+    assert info.value.most == 2
+    with pytest.raises(NoStockDay, match="no stock-day"):
         sample_stock_days(_synthetic(64), 2, seed=0)
+    with pytest.raises(NoStockDay, match="no date has two stocks"):  # not "ask for fewer"
+        sample_stock_days(_synthetic(65, assets=("X",)), 2, seed=0)
     with pytest.raises(DataError, match="even"):
         sample_stock_days(df, 3, seed=0)
 

@@ -81,6 +81,64 @@ def test_run_refuses_a_bad_returns_file_cleanly(tmp_path: Path) -> None:
     assert_one_clean_line(output, "returns.csv")
 
 
+def _real_returns(tmp_path: Path, absurd_row: int | None = None) -> Path:
+    """Two embedded stocks' returns as a CSV, one row's return set to 1e160 if asked."""
+    import polars as pl
+
+    from panels.data import load_returns
+
+    df = load_returns().filter(pl.col("asset").is_in(["AAPL", "MSFT"])).select(
+        "date", "asset", "ret"
+    )
+    if absurd_row is not None:
+        df = df.with_columns(
+            pl.when(pl.int_range(pl.len()) == absurd_row - 1).then(1e160).otherwise("ret")
+            .alias("ret")
+        )
+    path = tmp_path / "returns.csv"
+    df.write_csv(path)
+    return path
+
+
+def test_an_absurd_return_is_refused_by_file_row_and_value_without_a_warning(
+    tmp_path: Path,
+) -> None:
+    """It overflowed the scale's square (numpy's RuntimeWarning on the console), then was
+    said to be a history with "no spread", naming no file or row."""
+    import warnings
+
+    returns = _real_returns(tmp_path, absurd_row=200)
+    spec = write_spec(tmp_path, data=f'returns = "{returns.as_posix()}"')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, output = invoke("plan", str(spec))
+    assert code == 2
+    assert_one_clean_line(output, f"{returns}: column 'ret'", "+1000%", "row 200 has '1e+160'")
+    assert [str(w.message) for w in caught] == []
+
+
+@pytest.mark.parametrize("rows", [0, 64], ids=["header only", "one row short"])
+def test_returns_too_short_for_any_question_are_named(tmp_path: Path, rows: int) -> None:
+    """The sampler's message named no file: the returns file is what to change."""
+    returns = _real_returns(tmp_path)
+    lines = returns.read_text().splitlines()  # AAPL's rows first, by date
+    returns.write_text("\n".join(lines[: rows + 1]) + "\n")
+    spec = write_spec(tmp_path, data=f'returns = "{returns.as_posix()}"')
+    code, output = invoke("plan", str(spec))
+    assert code == 2
+    assert_one_clean_line(output, f"{returns}: no ", "60 prior and 5 later trading days")
+
+
+def test_more_stock_days_than_the_data_holds_names_the_key(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path)
+    spec.write_text(spec.read_text().replace("stock_days = 2", "stock_days = 100000000000"))
+    code, output = invoke("plan", str(spec))
+    assert code == 2
+    assert_one_clean_line(
+        output, f"{spec}: data.stock_days: an even number of at most ", "dates qualify"
+    )
+
+
 def test_run_refuses_a_spec_that_is_not_utf8_cleanly(tmp_path: Path) -> None:
     spec = tmp_path / "latin1.toml"
     spec.write_bytes('name = "caf\u00e9"\n'.encode("latin-1"))
