@@ -424,6 +424,8 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
             raise SpecError(path, where + key, _MODEL_KEYS[key][1])
     _check_price_provenance(entry, path, where)
     _check_batch(entry, path, where)
+    if "personality" in entry:
+        _check_personality(entry, path, where)
     extra = {k: entry[k] for k in _EXTRA_KEYS if k in entry}
     if len(entry.get("about", "")) > ABOUT_MAX:
         raise SpecError(path, where + "about", _MODEL_KEYS["about"][1])
@@ -440,6 +442,28 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
         fields["tpm"] = float(fields["tpm"])
     fields.update({name: entry.get(key) for key, name in _PRICE_FIELDS.items()})
     return replace(ModelConfig(**fields), extra=extra)
+
+
+def _check_personality(entry: Mapping[str, Any], path: Path, where: str) -> None:
+    """A simulated forecaster's `personality` is one the simulator has, and not another
+    than the model id already names (the id wins: `personality = "noisy"` beside
+    `model = "sim-coherent"` was dropped without a word, and an unknown one was refused
+    only after the run had written its folder)."""
+    from providers.sim.forecasters import PERSONALITIES
+
+    given = entry["personality"]
+    if given not in PERSONALITIES:
+        raise SpecError(
+            path, where + "personality", f"one of {', '.join(PERSONALITIES)}, not {given!r}"
+        )
+    named = [p for p in PERSONALITIES if p in str(entry.get("model", "")).lower()]
+    if named and named[0] != given:
+        raise SpecError(
+            path,
+            where + "personality",
+            f"the personality the model id {entry['model']!r} names ({named[0]}), or no "
+            f"personality key, not {given!r} (the id decides)",
+        )
 
 
 def _check_batch(entry: Mapping[str, Any], path: Path, where: str) -> None:

@@ -173,6 +173,14 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
         # NaN passed the sum check, and `plan` went on with a profile that drew wrongly
         (('parser = "lenient"', 'parser = "lenient"\nsim_faults = "hostile,server_error=nan"'),
          "sim_faults", "'server_error' must be >= 0 and <= 1, not nan"),
+        # `plan` took both; `run` refused the first only after writing its folder, and the
+        # second was dropped without a word (the id decides)
+        (("max_tokens = 8192", 'max_tokens = 8192\npersonality = "nope"'),
+         "models[1].personality",
+         "one of coherent, noisy, anchored, framing, fraction, not 'nope'"),
+        (("rpm = 600", 'rpm = 600\npersonality = "noisy"'), "models[0].personality",
+         "the personality the model id 'sim-coherent' names (coherent), or no personality key, "
+         "not 'noisy' (the id decides)"),
     ],
 )
 def test_bad_specs_name_the_key(
@@ -187,6 +195,15 @@ def test_bad_specs_name_the_key(
     assert message.startswith(str(path)), message
     assert info.value.key == key, message
     assert words in message, message
+
+
+def test_a_personality_the_model_id_agrees_with_or_does_not_name_loads(tmp_path: Path) -> None:
+    text = GOOD.replace("rpm = 600", 'rpm = 600\npersonality = "coherent"', 1).replace(
+        "max_tokens = 8192", 'max_tokens = 8192\npersonality = "framing"', 1
+    )
+    spec = load_spec(write(tmp_path, text), arm_names=ARMS)
+    assert spec.model("a").extra["personality"] == "coherent"
+    assert spec.model("b").extra["personality"] == "framing"
 
 
 def test_batch_prices_and_their_provenance_load(tmp_path: Path) -> None:
