@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -79,6 +80,14 @@ class _BuildFailed(Exception):
     def __init__(self, message: str, *, retryable: bool) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class _Regate:
+    """`Lane._attempt`'s answer when the lane went down while the attempt queued for a slot:
+    nothing was sent, and the attempt goes back to the outage gate (only probes pass)."""
+
+
+_REGATE = _Regate()
 
 
 def _build_failed(exc: Exception) -> _BuildFailed:
@@ -314,6 +323,7 @@ class Lane(LaneControl):
         self._foreign_streak = 0
         #: `time.monotonic()` of the lane's last successful reply (`_charged`).
         self._replied_at = -float("inf")
+        self._said_unanswered = False  # `no_answer_yet` is said once
 
     # -- state ---------------------------------------------------------------------------
 
@@ -402,14 +412,11 @@ class Lane(LaneControl):
     async def _ask(self, item: PlanItem) -> None:
         """Attempt one plan item until accepted, given up, or the lane halts."""
         attempt_no = item.prior_attempts
-        estimate = (
-            estimate_tokens(item.system, item.user, self.config.max_tokens) if self.tokens else 0
-        )
         answers = self._answer_retry(item)
         if answers.spent:  # earlier runs spent this request's answer budget
             self.stats.retries.answer_budget_spent += 1
             return
-        worst = self._worst_cost(item)
+        estimate, worst = self._estimate(item), self._worst_cost(item)
         tries = uncharged = 0  # attempts charged to this request, and those not (`_charged`)
         while tries < self.policy.max_attempts:
             if self.halted:
@@ -421,9 +428,13 @@ class Lane(LaneControl):
                 async with self.outage.gate(lambda: self.halted) as probe:
                     if probe is None:
                         return
-                    tried = await self._attempt(item, answers, attempt_no + 1, estimate, worst)
+                    tried = await self._attempt(
+                        item, answers, attempt_no + 1, estimate, worst, probe=probe
+                    )
             if tried is None:
                 return
+            if isinstance(tried, _Regate):
+                continue
             tries += 1
             if isinstance(tried, _BuildFailed):
                 if not self._unsent(tried):
@@ -442,7 +453,9 @@ class Lane(LaneControl):
                 if failure is None:
                     self.outage.on_success()
                     return
-                if self.outage.on_failure(failure.outcome, probe=bool(probe)):
+                if self.outage.on_failure(
+                    failure.outcome, probe=bool(probe), answered=self._answered_once
+                ):
                     if probe and self._stopped_unanswered(failure):
                         return
                     tries -= 1  # the provider is down (engine.outage): the gate paces
@@ -459,9 +472,18 @@ class Lane(LaneControl):
             if tries == self.policy.max_attempts:
                 break
             await self._sleep(wait)
+        self._exhausted(item, attempt_no)
+
+    def _estimate(self, item: PlanItem) -> int:
+        """The tokens one attempt is charged against a `tpm` limit (0 without one)."""
+        if self.tokens is None:
+            return 0
+        return estimate_tokens(item.system, item.user, self.config.max_tokens)
+
+    def _exhausted(self, item: PlanItem, attempts: int) -> None:
         self.stats.retries.exhausted += 1
         self.log.warning("attempts_exhausted", model=self.config.name,
-                         request_id=item.request_id, attempts=attempt_no)  # fmt: skip
+                         request_id=item.request_id, attempts=attempts)  # fmt: skip
 
     def _charged(self, failure: Failure) -> bool:
         """Whether a failed attempt counts against its request's `max_attempts`. A rate limit
@@ -499,18 +521,23 @@ class Lane(LaneControl):
         attempt_no: int,
         estimate: int,
         worst: float | None,
-    ) -> tuple[Completion | Failure, Sent] | _BuildFailed | None:
+        *,
+        probe: bool = False,
+    ) -> tuple[Completion | Failure, Sent] | _BuildFailed | _Regate | None:
         """One try under the concurrency cap: admission, build (with the seed and cap
         `answers` chose for this try), send.
 
         None when the lane halted before anything was sent; the build's failure when the
-        request could not be built (nothing sent, nothing journalled).
+        request could not be built (nothing sent, nothing journalled); `_REGATE` when the
+        provider went down while this try, not a probe, waited for its slot.
         """
         if self.hold.remaining() > 0:
             await self._sleep(self.hold.remaining())
         if not self.cap.try_acquire():  # the common case takes a slot without an await
             await self.cap.acquire()
         try:
+            if self.outage.down and not probe:  # a try queued before the lane went down:
+                return _REGATE  # sent anyway, each took a timeout (22 a lane, not 12 + 3)
             if not await self._admit(estimate, worst):
                 return None
             chat = ChatRequest(
@@ -700,17 +727,32 @@ class Lane(LaneControl):
             )
         return None, False
 
+    @property
+    def _answered_once(self) -> bool:
+        """Whether the provider has answered this lane successfully in this process."""
+        return self._replied_at > -math.inf
+
     def _stopped_unanswered(self, failure: Failure) -> bool:
-        """Stop the lane (True) once enough probes failed and nothing ever replied (see
-        `engine.outage`): waiting longer for an address that has never answered helps no
-        one, and a run given one would otherwise never end."""
-        if self._reached or self.outage.probes < self.outage.policy.unanswered_probes:
+        """Stop the lane (True) once enough probes failed and its provider never answered
+        (see `engine.outage`): waiting longer for an address that has never answered helps
+        no one, and a run given one would otherwise never end. One that replies with errors
+        only is given `unanswered_down_s` first (it may be restarting)."""
+        policy = self.outage.policy
+        if self._answered_once or self.outage.probes < policy.unanswered_probes:
             return False
+        if self._reached and self.outage.down_s < policy.unanswered_down_s:
+            return False
+        what = "reply" if not self._reached else "successful reply"
+        check = (
+            f"is the server up, base_url right, and timeout_s ({self.config.timeout_s:g}s) "
+            "long enough?"
+            if not self._reached
+            else "is the provider up, and the model id right?"
+        )
         self._halt(
             LaneState.STOPPED,
-            f"no reply from its provider since this command started ({self.outage.cause}, then "
-            f"{self.outage.probes} probes failed; the last: {failure.detail}): is the server "
-            f"up, base_url right, and timeout_s ({self.config.timeout_s:g}s) long enough?",
+            f"no {what} from its provider since this command started ({self.outage.cause}, "
+            f"then {self.outage.probes} probes failed; the last: {failure.detail}): {check}",
         )
         return True
 
@@ -737,6 +779,12 @@ class Lane(LaneControl):
         if failure.unreachable and not self._reached:
             self._halt(LaneState.STOPPED, failure.detail)
             return
+        if not self._answered_once and not self._said_unanswered:
+            # Said at once: a lane whose server never answers is otherwise silent until it
+            # pauses, minutes of timeouts later.
+            self._said_unanswered = True
+            self.log.warning("no_answer_yet", model=name, provider=provider,
+                             outcome=failure.outcome.value, detail=failure.detail)  # fmt: skip
         if failure.foreign and not self._recognised:
             self._foreign_streak += 1
             if self._foreign_streak >= self.policy.foreign_streak:

@@ -12,12 +12,15 @@ its attempts on the outage). While it is down:
   happened and may have cost money;
 - the first success ends the pause and the lane resumes at once.
 
-A lane whose provider has not replied once in this process (every attempt a connection error
-or a timeout: an address where a server takes connections and never answers, or nothing
-answers at all, or a model slower than `timeout_s`) does not probe for ever: after
-`unanswered_probes` failed probes it stops, saying so (`engine.lanes`). Without this, a run
-given such an address never ended. A provider that did reply and then went down is probed
-until it comes back, however long that takes.
+A lane whose provider has not answered once in this process pauses after `unanswered_streak`
+(3) such failures rather than 12 (its slow-start cap of 1 sends them one at a time), and does
+not probe for ever: after `unanswered_probes` failed probes it stops, saying so
+(`engine.lanes`), when nothing replied at all (connection errors, timeouts: an address where
+a server takes connections and never answers, or a model slower than `timeout_s`), or when
+the replies were only errors (a gateway's 5xx) and the lane has been down for
+`unanswered_down_s`. Without this, a run given such an address never ended, and one given a
+server that never answers took 44 minutes to stop. A provider that did answer and then went
+down is probed until it comes back, however long that takes.
 
 Each pause is recorded when it ends (and, if the run stops while it lasts, when the lane
 stops): one line in `logs/pauses.jsonl` (`model, provider, started_at, ended_at, seconds,
@@ -61,16 +64,26 @@ class OutagePolicy:
     #: Wait before the first probe; doubles after each failed probe, up to `probe_cap_s`.
     probe_base_s: float = 2.0
     probe_cap_s: float = 60.0
-    #: Failed probes after which a lane whose provider never replied stops (2 + 4 + 8 s of
+    #: Failed probes after which a lane whose provider never answered stops (2 + 4 + 8 s of
     #: backoff by default, plus the probes' own timeouts).
     unanswered_probes: int = 3
+    #: The streak that pauses a lane that has had no successful reply yet in this process.
+    #: Its cap is still at slow start's 1, so its failures come one at a time: against a
+    #: server that takes connections and never answers, 12 timeouts of 120 s in a row took
+    #: 24 minutes before the lane even paused.
+    unanswered_streak: int = 3
+    #: ... and a lane whose provider replies, but only with errors (a gateway's 502 from the
+    #: first request), stops only after it has been down this long: a provider restarting
+    #: as a run starts should not lose its lane for the night.
+    unanswered_down_s: float = 300.0
 
     def __post_init__(self) -> None:
         if (self.streak < 1 or self.after_s < 0 or self.probe_base_s < 0
-                or self.unanswered_probes < 1):
+                or self.unanswered_probes < 1 or self.unanswered_streak < 1
+                or not self.unanswered_down_s >= 0):
             raise ValueError(
                 "outage policy: streak >= 1, after_s >= 0, probe_base_s >= 0, "
-                "unanswered_probes >= 1"
+                "unanswered_probes >= 1, unanswered_streak >= 1, unanswered_down_s >= 0"
             )
 
 
@@ -114,6 +127,11 @@ class Outage:
     @property
     def down(self) -> bool:
         return not self._up.is_set()
+
+    @property
+    def down_s(self) -> float:
+        """Seconds the lane has been down (0 while it is up)."""
+        return self._clock() - self._started if self.down else 0.0
 
     # -- gate -----------------------------------------------------------------------------
 
@@ -167,8 +185,10 @@ class Outage:
         if self.down:
             self._resume("provider answered")
 
-    def on_failure(self, outcome: Outcome, *, probe: bool) -> bool:
-        """Note a failed attempt; True when it must not be charged to its request."""
+    def on_failure(self, outcome: Outcome, *, probe: bool, answered: bool = True) -> bool:
+        """Note a failed attempt; True when it must not be charged to its request.
+        `answered`: whether the provider has answered the lane once in this process (if
+        not, `unanswered_streak` failures pause it)."""
         if outcome not in OUTAGE_OUTCOMES:
             # A 429 or a bad answer is the provider talking: it is up (the probe got through).
             self._streak = 0
@@ -183,7 +203,8 @@ class Outage:
         if self._streak == 0:
             self._streak_since = now
         self._streak += 1
-        if self._streak >= self.policy.streak and now - self._streak_since >= self.policy.after_s:
+        streak = self.policy.streak if answered else self.policy.unanswered_streak
+        if self._streak >= streak and now - self._streak_since >= self.policy.after_s:
             self._pause(outcome)
             return True
         return False

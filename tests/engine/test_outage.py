@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 import pytest
+from aiohttp import web
 
 from engine.audit import audit
 from engine.dispatch import DispatchSummary, dispatch
@@ -26,7 +27,7 @@ from providers.sim.server import start_sim
 from runs.report_page import render_page
 
 if TYPE_CHECKING:
-    from tests.engine.conftest import Kit
+    from tests.engine.conftest import Kit, ServeAny
 
 #: Three attempts per request: without the pause, seconds of refused connections exhaust them.
 POLICY = RetryPolicy(max_attempts=3, base_s=0.01, cap_s=0.05)
@@ -181,10 +182,50 @@ async def test_a_lane_whose_provider_never_replies_stops_after_its_probes(
     assert "3 probes failed" in lane.message and "timeout_s (0.2s)" in lane.message
     attempts = scan_attempts(run_dir).collect()
     assert set(attempts["outcome"]) == {"timeout"}
-    # The streak that showed it down, the attempts already in flight then, and 3 probes.
-    assert outage.streak + 3 <= attempts.height <= outage.streak + 4 + 3
+    # A lane that never had an answer pauses after `unanswered_streak` (3) timeouts, not
+    # `streak` (5 here, 12 by default); then 3 probes and nothing else. The tries queued for
+    # a slot when it went down used to be sent anyway, a timeout each (22 a lane, not 15,
+    # against a real black hole with the defaults: 44 minutes).
+    assert attempts.height == outage.unanswered_streak + 3
     pauses = read_pauses(run_dir)
     assert [(p["probes"], p["ended"]) for p in pauses] == [(3, "lane stopped while down")]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("down_for_s", [0.4, 60.0])
+async def test_a_provider_that_only_ever_errs_stops_its_lane_after_a_while_down(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny, down_for_s: float
+) -> None:
+    """A gateway answering 502 from the first request was probed for ever: the run never
+    ended. A lane that has had no successful reply now stops once its probes failed and it
+    has been down `unanswered_down_s`; until then it keeps probing (a provider restarting)."""
+
+    async def bad_gateway(request: web.Request) -> web.Response:
+        return web.json_response({"error": {"message": "upstream down"}}, status=502)
+
+    root = await serve_any(bad_gateway)
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("gw", 10))
+    config, adapter = kit.sim_model("gw", root, route="v1", concurrency=4)
+    outage = OutagePolicy(
+        streak=5, probe_base_s=0.05, probe_cap_s=0.1, unanswered_down_s=down_for_s
+    )
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(3.0, stop.set)  # the long case: a user's Ctrl-C
+    summary = await dispatch(
+        plan, tmp_path / "run", {"gw": config}, {"gw": adapter}, policy=POLICY,
+        outage=outage, stop_event=stop, log_console=None,
+    )  # fmt: skip
+    lane = summary.lanes["gw"]
+    probes = read_pauses(tmp_path / "run")[0]["probes"]
+    if down_for_s < 1:
+        assert lane.state.value == "stopped" and not stop.is_set()
+        assert lane.message.startswith("gw (openai): no successful reply from its provider")
+        assert "the last: " in lane.message and "502" in lane.message, lane.message
+        assert "is the provider up, and the model id right?" in lane.message
+        assert probes >= outage.unanswered_probes
+    else:  # three failed probes were not enough: it probed on until the stop
+        assert lane.state.value == "cancelled" and stop.is_set()
+        assert probes > outage.unanswered_probes
 
 
 def test_a_damaged_pauses_file_is_read_as_far_as_it_can_be(tmp_path: Path) -> None:
