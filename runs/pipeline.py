@@ -36,6 +36,7 @@ from engine.durable import (
     why_unwritable,
 )
 from engine.ledger import LedgerBusy
+from engine.reparse import read_reparses
 from engine.runlock import clear_pid, release_lock, write_pid
 from engine.scan import ATTEMPTS, RESPONSES
 from engine.shards import visible_shards
@@ -45,7 +46,7 @@ from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
 from runs.audit import run_audit
 from runs.damaged_files import check_footers, damage_report
-from runs.design import DesignChanged, freeze_design
+from runs.design import SPEC_FILE, DesignChanged, data_changes, freeze_design, other_design
 from runs.folder_lock import FolderBusy
 from runs.folder_lock import take_folder_lock as lock_folder
 from runs.leftovers import remove_orphaned_scratch, scratch_folder
@@ -652,6 +653,7 @@ def _design_and_plan(
     is committed unless the folder has a plan by now (then it is left unused), and its
     temporary folder removed either way before dispatch starts."""
     try:
+        _check_last_parser(spec, run_dir)  # before freeze_design writes anything
         resumed = freeze_design(spec, run_dir)
     except DesignChanged as exc:
         raise RunError(str(exc)) from None
@@ -671,6 +673,29 @@ def _design_and_plan(
         + (" — rehearsal on the local simulator" if rehearse else "")
     )
     return plan_path
+
+
+def _check_last_parser(spec: CampaignSpec, run_dir: Path) -> None:
+    """Refuse a resume of a folder whose answers `dutchbook reparse` last read with another
+    parser than the spec's (`logs/reparses.jsonl`): the requests that parser rejected have no
+    answer, so dispatch would ask them again, paying for replies the spec's parser may take as
+    kept, and the folder would hold answers of two parsers. A reparse back to the spec's
+    parser (no call) clears it. Call with the folder's lock held (`reparse` takes it too)."""
+    done = [r for r in read_reparses(run_dir) if isinstance(r.get("parser"), str)]
+    if not done or done[-1]["parser"] == spec.parser:
+        return
+    if (run_dir / SPEC_FILE).exists() and (
+        other_design(spec, run_dir) or data_changes(spec, run_dir)
+    ):
+        return  # another design: `freeze_design` refuses the resume anyway, and says why
+    last, ours = done[-1]["parser"], spec.parser
+    raise RunError(
+        f"{run_dir}: its answers were last parsed with {last} (dutchbook reparse), and this "
+        f"spec reads replies with {ours}: resuming would ask again for the replies {last} "
+        f"rejected and mix two parsers' answers; run `dutchbook reparse {run_dir} --parser "
+        f"{ours}` first (no API call), then run again, or keep {last}'s answers without "
+        f"resuming (`dutchbook score {run_dir}`, then `dutchbook report {run_dir}`)"
+    )
 
 
 def _commit_staged(staged: StagedPlan, run_dir: Path) -> None:

@@ -73,7 +73,8 @@ def provenance_markdown(prov: dict[str, Any]) -> str:
 
 def parser_words(prov: Mapping[str, Any]) -> str:
     """`answers read by the strict parser (the spec's)`, or `(dutchbook reparse at ...)`;
-    answers of two parsers (a run after a reparse to another parser) are said as such."""
+    answers of two parsers (a run after a reparse to another parser, which `run` refuses
+    since `runs.pipeline._check_last_parser`, so a folder of an older version) are said so."""
     source = "the spec's" if prov.get("parser_from") == "spec" else prov.get("parser_from")
     if prov.get("parser") == "mixed":
         return f"answers read by two parsers: {source}"

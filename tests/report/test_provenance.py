@@ -123,8 +123,10 @@ def test_after_a_reparse_the_report_names_the_parser_that_made_its_answers(
 
 
 def test_a_run_after_a_reparse_to_another_parser_leaves_answers_of_both(tmp_path: Path) -> None:
-    """A resume after `reparse --parser lenient` reads its new answers with the spec's strict
-    parser: the folder then holds answers of both, and the report must not name one."""
+    """A resume after `reparse --parser lenient` read its new answers with the spec's strict
+    parser: the folder then holds answers of both, and the report must not name one. `run`
+    now refuses that resume (tests/runs/test_resume_after_reparse.py), but a folder made by
+    an older version may hold both: the records are written here, as such a folder has them."""
     from runs.report.provenance import parser_words
 
     (tmp_path / "spec.toml").write_text('name = "x"\nparser = "strict"\n', encoding="utf-8")
