@@ -145,11 +145,35 @@ def write_bytes_atomic(target: Path, data: bytes, *, sync: bool = True) -> None:
 
 
 def write_atomic(frame: pl.DataFrame, target: Path) -> None:
-    """Write `frame` as the Parquet file `target`, durably: all there or absent."""
+    """Write `frame` as the Parquet file `target`, durably: all there or absent.
+
+    A polars failure for want of space is raised as an `OSError` (ENOSPC or EDQUOT), the
+    error every writer's handler knows (`Ledger.compact` among them)."""
     tmp = temp_path(target)
-    with _removed_on_failure(tmp):
+    # The temporary is removed only after the failure is judged (`with` leaves the inner
+    # manager first): when polars lost the ENOSPC, only a disk with no room says why, and
+    # removing the half-written temporary gives the disk its room back.
+    with _removed_on_failure(tmp), _disk_full_as_os_error(tmp.parent):
         frame.write_parquet(tmp)
         commit_file(tmp, target)
+
+
+@contextlib.contextmanager
+def _disk_full_as_os_error(folder: Path) -> Iterator[None]:
+    """Re-raise a polars error that `is_disk_full` reads as such (given `folder`) as the
+    `OSError` it stands for: ENOSPC, or EDQUOT when polars' text names that."""
+    try:
+        yield
+    except OSError:
+        raise
+    except Exception as exc:
+        if not is_disk_full(exc, folder):
+            raise
+        text = str(exc)
+        code = next(
+            (c for c in sorted(DISK_FULL_ERRNOS) if f"(os error {c})" in text), errno.ENOSPC
+        )
+        raise OSError(code, os.strerror(code)) from exc
 
 
 @contextlib.contextmanager

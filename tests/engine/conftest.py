@@ -7,9 +7,11 @@ tested is what a campaign does, minus the provider's bill.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import polars as pl
@@ -143,6 +145,40 @@ class Kit:
 @pytest.fixture
 def kit() -> type[Kit]:
     return Kit
+
+
+#: How polars reported a Parquet write that filled a small tmpfs (a run's last compaction, 4
+#: times of 4): not the ENOSPC it met, which it lost, but a failure to write the footer.
+LOST_ENOSPC = "parquet: File out of specification: Invalid thrift: transport error"
+
+
+@pytest.fixture
+def polars_loses_enospc(
+    monkeypatch: pytest.MonkeyPatch,
+) -> Callable[[Callable[[Path], bool]], None]:
+    """Makes each polars Parquet write to a path the predicate given accepts fail as it did
+    on a full tmpfs: part of the file written, then `LOST_ENOSPC`. The disk has no room
+    (`os.statvfs`) only while such a half-written `.tmp` file is in the folder asked about,
+    as there: once it was removed, 48 KB were free again."""
+    real_write, real_statvfs = pl.DataFrame.write_parquet, os.statvfs
+
+    def start(fails_at: Callable[[Path], bool]) -> None:
+        def write_parquet(frame: pl.DataFrame, file: Any, *args: Any, **kwargs: Any) -> None:
+            if not fails_at(Path(file)):
+                return real_write(frame, file, *args, **kwargs)
+            Path(file).write_bytes(b"PAR1" + bytes(4096))
+            raise pl.exceptions.ComputeError(LOST_ENOSPC)
+
+        def statvfs(path: Any) -> Any:
+            folder = Path(path)
+            if folder.is_dir() and any(p.name.endswith(".tmp") for p in folder.iterdir()):
+                return SimpleNamespace(f_bavail=0, f_frsize=4096)
+            return real_statvfs(path)
+
+        monkeypatch.setattr(pl.DataFrame, "write_parquet", write_parquet)
+        monkeypatch.setattr(os, "statvfs", statvfs)
+
+    return start
 
 
 #: A request handler for `serve_any`.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -83,6 +84,34 @@ def test_is_disk_full_reads_polars_errors_and_a_folder_without_room(
     )
     assert durable.is_disk_full(truncated, tmp_path)
     assert not durable.is_disk_full(ValueError("Invalid thrift"), tmp_path)  # not polars'
+
+
+def test_a_parquet_write_whose_enospc_polars_lost_is_a_full_disk_and_leaves_no_temporary(
+    tmp_path: Path, polars_loses_enospc: Callable[[Callable[[Path], bool]], None]
+) -> None:
+    # polars' "Invalid thrift" passed as it was: the half-written temporary was removed
+    # before anyone asked the disk, which then had room, so nothing read it as a full disk.
+    target = tmp_path / "part.parquet"
+    durable.write_atomic(pl.DataFrame({"a": [1]}), target)
+    polars_loses_enospc(lambda path: True)
+    with pytest.raises(OSError) as raised:
+        durable.write_atomic(pl.DataFrame({"a": [2]}), target)
+    assert raised.value.errno == errno.ENOSPC and durable.is_disk_full(raised.value)
+    assert isinstance(raised.value.__cause__, pl.exceptions.ComputeError)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["part.parquet"]
+    assert pl.read_parquet(target)["a"].to_list() == [1]
+
+
+def test_a_parquet_write_failing_with_room_left_is_not_called_a_full_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise pl.exceptions.ComputeError("parquet: File out of specification: Invalid thrift")
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", broken)
+    with pytest.raises(pl.exceptions.ComputeError):
+        durable.write_atomic(pl.DataFrame({"a": [1]}), tmp_path / "part.parquet")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from unittest.mock import patch
@@ -531,3 +532,29 @@ def test_a_pid_file_its_caller_wrote_outlives_the_ledger(tmp_path: Path) -> None
         pass
     info = read_pid(tmp_path)
     assert info is not None and info["pid"] == os.getpid() and info["alive"]
+
+
+def test_a_disk_filled_by_the_closing_compaction_keeps_the_journal_for_a_resume(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    polars_loses_enospc: Callable[[Callable[[Path], bool]], None],
+) -> None:
+    # A small tmpfs filled while the close wrote a response shard; polars lost the ENOSPC
+    # and `close` raised its ComputeError: `dutchbook run` ended in a traceback, exit 1.
+    ledger = Ledger.open(tmp_path)
+    for rid in ("a", "b", "c"):
+        assert accept(ledger, rid)
+    polars_loses_enospc(lambda path: path.parent.name == "responses")
+    ledger.close()
+    assert ledger.disk_full is not None
+    assert str(ledger.disk_full).startswith(f"disk full: no space left for {tmp_path} ")
+    assert read_pid(tmp_path) is None  # the close went to its end
+    assert list_segments(tmp_path / "journal") != []  # the answers wait there for a resume
+    left = [p.name for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    assert left == []
+    monkeypatch.undo()  # the space is back
+    with Ledger.open(tmp_path) as resumed:
+        assert not accept(resumed, "a", 2)
+        assert accept(resumed, "d")
+    assert sorted(scan_responses(tmp_path).collect()["request_id"]) == ["a", "b", "c", "d"]
+    assert list_segments(tmp_path / "journal") == []
