@@ -676,13 +676,16 @@ def _design_and_plan(
 
 
 def _check_last_parser(spec: CampaignSpec, run_dir: Path) -> None:
-    """Refuse a resume of a folder whose answers `dutchbook reparse` last read with another
-    parser than the spec's (`logs/reparses.jsonl`): the requests that parser rejected have no
-    answer, so dispatch would ask them again, paying for replies the spec's parser may take as
-    kept, and the folder would hold answers of two parsers. A reparse back to the spec's
-    parser (no call) clears it. Call with the folder's lock held (`reparse` takes it too)."""
+    """Refuse a resume of a folder whose answers `dutchbook reparse` last read with a
+    stricter parser than the spec's (`logs/reparses.jsonl`): the requests it rejected have no
+    answer, so dispatch would ask them again, paying for replies the spec's parser takes as
+    they are kept, and the folder would hold answers of two parsers. A reparse back to the
+    spec's parser (no call) clears it. The other way round (a strict spec's folder read by
+    lenient, as a strict run's closing line advises for a model answering in fractions) is
+    let through: what lenient rejected, strict rejects too, so only those are asked again.
+    Call with the folder's lock held (`reparse` takes it too)."""
     done = [r for r in read_reparses(run_dir) if isinstance(r.get("parser"), str)]
-    if not done or done[-1]["parser"] == spec.parser:
+    if not done or (done[-1]["parser"], spec.parser) != ("strict", "lenient"):
         return
     if (run_dir / SPEC_FILE).exists() and (
         other_design(spec, run_dir) or data_changes(spec, run_dir)

@@ -1,5 +1,5 @@
-"""A resume of a folder whose answers `dutchbook reparse` last read with another parser than
-the spec's is refused before a request is sent.
+"""A resume of a lenient spec's folder whose answers `dutchbook reparse` last read with strict
+is refused before a request is sent; a strict spec's folder read by lenient resumes.
 
 Found by a hostile tester: `reparse --parser strict` of a folder whose spec said lenient left
 the requests strict rejected (a forecaster answering "11/36") without an answer, and the next
@@ -82,17 +82,18 @@ def test_a_resume_after_a_reparse_to_another_parser_is_refused_until_reparsed_ba
     assert _accepted_twice(out) == 0
 
 
-def test_the_other_way_round_is_refused_too(tmp_path: Path) -> None:
+def test_a_strict_folder_read_by_lenient_resumes(tmp_path: Path) -> None:
     """A strict spec's folder read again by lenient (the closing line's advice for a model
-    answering in fractions) would have its rest asked and read by strict."""
+    answering in fractions) resumes: what lenient rejected, strict rejects too, so nothing
+    lenient took is asked again."""
     spec = tmp_path / "strict.toml"
     spec.write_text(SPEC.format(parser="strict"), encoding="utf-8")
     out = tmp_path / "run"
     assert _invoke("run", str(spec), "--out", str(out))[0] == 4  # every fraction rejected
-    assert _invoke("reparse", str(out), "--parser", "lenient")[0] == 0
+    code, said = _invoke("reparse", str(out), "--parser", "lenient")
+    assert code == 0 and "accepted 0 → 28" in said, said
+    attempts = scan_attempts(out).collect().height
     code, said = _invoke("run", str(spec), "--out", str(out))
-    assert code == 2, said
-    assert (
-        "last parsed with lenient (dutchbook reparse), and this spec reads replies with strict:"
-    ) in said
-    assert f"`dutchbook reparse {out} --parser strict` first" in said
+    assert code == 0, said
+    assert scan_attempts(out).collect().height == attempts  # nothing asked again
+    assert _accepted_twice(out) == 0
