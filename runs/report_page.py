@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from engine.audit import plural
+from engine.durable import write_bytes_atomic
 from runs.figures import read_manifest
 from runs.report.models import frozen_spec, model_notes, simulated_models
 from runs.report.provenance import provenance_sentences
@@ -93,9 +94,9 @@ def write_page(run_dir: Path, *, audit: Any = None) -> Path:
         files=_files(report_dir),
     )
     path = report_dir / PAGE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(path)
+    # Through the durable writer: a write the disk cut short leaves no half page (a temporary
+    # of some 200 KB) taking the room the user must free to run the report again.
+    write_bytes_atomic(path, page.encode("utf-8"))
     return path
 
 

@@ -4,14 +4,17 @@ from a run folder without a call."""
 from __future__ import annotations
 
 import base64
+import errno
 import html
+import os
 import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
+import pytest
 from typer.testing import CliRunner
 
 from engine.audit import audit
@@ -140,6 +143,46 @@ def test_report_command_rebuilds_the_page_from_the_folder(
     before = page
     write_page(run)
     assert (run / "report" / "index.html").read_text(encoding="utf-8") == before
+
+
+class _FillsTheDisk:
+    """A file whose first write gets half its bytes onto the disk, then finds no room."""
+
+    def __init__(self, handle: IO[Any]) -> None:
+        self.handle = handle
+
+    def __enter__(self) -> _FillsTheDisk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.handle.close()
+
+    def write(self, data: Any) -> int:
+        self.handle.write(data[: len(data) // 2])
+        self.handle.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_page_the_disk_cuts_short_leaves_no_temporary(
+    figures_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A full disk left `report/index.tmp` (167-209 KB of the page) in the scarce room.
+    run = tmp_path / "copy"
+    shutil.copytree(figures_run, run)
+    report = run / "report"
+    before = (report / "index.html").read_bytes()
+    real_open = Path.open
+
+    def open_on_a_full_disk(path: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        handle = real_open(path, mode, *args, **kwargs)
+        return _FillsTheDisk(handle) if "w" in mode and path.parent == report else handle
+
+    monkeypatch.setattr(Path, "open", open_on_a_full_disk)
+    with pytest.raises(OSError) as raised:
+        write_page(run)
+    assert raised.value.errno == errno.ENOSPC
+    assert [p.name for p in report.iterdir() if p.name.endswith(".tmp")] == []
+    assert (report / "index.html").read_bytes() == before
 
 
 def test_report_command_on_a_folder_that_is_not_a_run_fails_in_one_line(tmp_path: Path) -> None:
