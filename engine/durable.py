@@ -145,16 +145,24 @@ def write_bytes_atomic(target: Path, data: bytes, *, sync: bool = True) -> None:
 
 
 def write_atomic(frame: pl.DataFrame, target: Path) -> None:
-    """Write `frame` as the Parquet file `target`, durably: all there or absent.
+    """Write `frame` as the Parquet file `target`, durably: all there or absent (see
+    `written_whole` for a full disk)."""
+    with written_whole(target) as tmp:
+        frame.write_parquet(tmp)
 
-    A polars failure for want of space is raised as an `OSError` (ENOSPC or EDQUOT), the
-    error every writer's handler knows (`Ledger.compact` among them)."""
+
+@contextlib.contextmanager
+def written_whole(target: Path) -> Iterator[Path]:
+    """The temporary (`temp_path`) to write `target` in, inside the `with`; at its end made
+    `target` (`commit_file`). A failure leaves neither, and a polars failure for want of
+    space is raised as an `OSError` (ENOSPC or EDQUOT), the error every writer's handler
+    knows (`Ledger.compact` among them)."""
     tmp = temp_path(target)
     # The temporary is removed only after the failure is judged (`with` leaves the inner
     # manager first): when polars lost the ENOSPC, only a disk with no room says why, and
     # removing the half-written temporary gives the disk its room back.
     with _removed_on_failure(tmp), _disk_full_as_os_error(tmp.parent):
-        frame.write_parquet(tmp)
+        yield tmp
         commit_file(tmp, target)
 
 

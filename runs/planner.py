@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import polars as pl
 
-from engine.durable import commit_file
+from engine.durable import written_whole
 from engine.frames import frame_from_columns
 from engine.plan import PLAN_SCHEMA
 from engine.spend import Prices, batch_prices_of, prices_of
@@ -189,14 +189,15 @@ class _PartWriter:
         self.parts += 1
 
     def finish(self, target: Path) -> None:
-        tmp = target.with_suffix(".parquet.tmp")
-        if self.parts == 0:
-            pl.DataFrame(schema=self.schema).write_parquet(tmp)
-        else:
-            pl.scan_parquet(str(self.folder / "*.parquet")).sink_parquet(
-                tmp, row_group_size=ROW_GROUP_ROWS
-            )
-        commit_file(tmp, target)
+        # Through the durable writer: a file a full disk cut short leaves no temporary (of up
+        # to the plan's size) in the run folder.
+        with written_whole(target) as tmp:
+            if self.parts == 0:
+                pl.DataFrame(schema=self.schema).write_parquet(tmp)
+            else:
+                pl.scan_parquet(str(self.folder / "*.parquet")).sink_parquet(
+                    tmp, row_group_size=ROW_GROUP_ROWS
+                )
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

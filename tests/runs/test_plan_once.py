@@ -18,6 +18,7 @@ from rich.console import Console
 import engine.dispatch
 import runs.pipeline as pipeline
 import runs.planner as planner
+from engine.durable import is_disk_full
 from panels.arms import Query
 from runs.pipeline import run_campaign
 from runs.planner import (
@@ -107,6 +108,32 @@ def test_a_part_that_cannot_be_written_stops_the_estimate_with_its_error(
     assert written == [".member-parts", ".plan-parts"]
     writer.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("dutchbook-plan")]
+
+
+def test_a_plan_file_the_disk_cuts_short_leaves_no_temporary_in_the_run_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A full run folder kept `plan_members.parquet.tmp` (or `plan.parquet.tmp`), taking the
+    # room the user frees to run again.
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(SPEC, encoding="utf-8")
+    run_dir = tmp_path / "run"
+    sink = pl.LazyFrame.sink_parquet
+
+    def fills_the_run_folder(frame: pl.LazyFrame, path: Any, *args: Any, **kwargs: Any) -> Any:
+        if Path(path).parent != run_dir:
+            return sink(frame, path, *args, **kwargs)
+        Path(path).write_bytes(b"PAR1" + bytes(4096))
+        raise pl.exceptions.ComputeError(
+            "parquet: File out of specification: underlying IO error: No space left on device "
+            "(os error 28)"
+        )
+
+    monkeypatch.setattr(pl.LazyFrame, "sink_parquet", fills_the_run_folder)
+    with pytest.raises(Exception) as raised:
+        write_plan(load_spec(spec_path), run_dir)
+    assert is_disk_full(raised.value)
+    assert sorted(p.name for p in run_dir.iterdir()) == [".member-parts", ".plan-parts"]
 
 
 def test_a_new_run_renders_its_prompts_once(
