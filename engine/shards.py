@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from engine.durable import commit_file, fsync_dir, temp_path
+from engine.durable import fsync_dir, temp_path, write_bytes_atomic, written_whole
 from engine.journal import numbered_files
 
 _PART = re.compile(r"^part-(\d{8})\.parquet$")
@@ -84,12 +84,12 @@ def replace_all(directory: Path, frame: pl.DataFrame, new_id: int) -> Path:
     new_name = shard_name(new_id)
     if new_name in old:
         raise ValueError(f"shard id {new_id} already used in {directory}")
-    tmp = temp_path(directory / new_name)
-    frame.write_parquet(tmp)
-    intent_tmp = directory / f"{INTENT_NAME}.tmp"
-    intent_tmp.write_bytes(orjson.dumps({"new": new_name, "old": old}))
-    commit_file(intent_tmp, directory / INTENT_NAME)
-    commit_file(tmp, directory / new_name)  # the commit point
+    # Both files through the durable writer: a write a full disk cut short leaves no
+    # temporary (of up to the whole table) in the folder, not even until the next open.
+    with written_whole(directory / new_name) as tmp:
+        frame.write_parquet(tmp)
+        write_bytes_atomic(directory / INTENT_NAME, orjson.dumps({"new": new_name, "old": old}))
+    # Leaving the `with` renamed the new shard into place: the commit point.
     settle_replacement(directory)
     return directory / new_name
 
@@ -99,7 +99,7 @@ def settle_replacement(directory: Path) -> None:
     intent = _read_intent(directory)
     if intent is None:
         (directory / INTENT_NAME).unlink(missing_ok=True)
-        (directory / f"{INTENT_NAME}.tmp").unlink(missing_ok=True)
+        temp_path(directory / INTENT_NAME).unlink(missing_ok=True)
         return
     new_name = str(intent.get("new"))
     if (directory / new_name).exists():
