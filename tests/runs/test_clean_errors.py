@@ -305,13 +305,14 @@ def _run_with_a_folder_where(tmp_path: Path, file: Path) -> tuple[Path, Path]:
 
 
 def test_report_says_what_stands_in_its_way_in_words_not_errno(tmp_path: Path) -> None:
-    # It printed "error: [Errno 21] Is a directory: '.../report/index.tmp' -> '...'".
+    # It printed "error: [Errno 21] Is a directory: '.../report/index.tmp' -> '...'" (the
+    # temporary is now .index.html.tmp, engine.durable's).
     out, page = _run_with_a_folder_where(tmp_path, Path("report", "index.html"))
     code, output = invoke("report", str(out))
     assert code == 2, output
     assert_one_clean_line(
         output,
-        f"Is a directory: {out / 'report' / 'index.tmp'} -> {page}",
+        f"Is a directory: {out / 'report' / '.index.html.tmp'} -> {page}",
         f"({page} is a folder where a file goes: move or remove it, then run the same command",
     )
     assert "Errno" not in output

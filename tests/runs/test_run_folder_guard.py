@@ -13,6 +13,7 @@ from engine.status import PLAN as PLAN_FILE
 from runs.cli import app
 from runs.design import DESIGN_FILE, SPEC_FILE
 from runs.run_folder import RUN_FOLDER_MARKS
+from tests.runs.run_folders import SMALL_SPEC
 
 COMMANDS = ["status", "audit", "reparse", "score", "repair", "report"]
 
@@ -68,17 +69,10 @@ def test_a_run_that_has_only_written_its_pid_is_a_run_folder(tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
 
 
-TINY_SPEC = (
-    'name = "tiny"\nseed = 1\nparser = "lenient"\n\n[data]\nstock_days = 2\n\n'
-    '[[models]]\nname = "m1"\nprovider = "sim"\nmodel = "sim-coherent"\n\n'
-    '[[arms]]\nname = "baseline"\npasses = 1\n'
-)
-
-
 def test_run_refuses_a_folder_of_other_files_and_writes_nothing_there(tmp_path: Path) -> None:
     """`run --out` at a folder of the user's own files wrote its report over theirs."""
     spec = tmp_path / "spec.toml"
-    spec.write_text(TINY_SPEC, encoding="utf-8")
+    spec.write_text(SMALL_SPEC, encoding="utf-8")
     folder = tmp_path / "thesis"
     (folder / "report").mkdir(parents=True)
     (folder / "report" / "index.html").write_text("MY THESIS", encoding="utf-8")
