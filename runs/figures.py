@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from engine.durable import write_bytes_atomic
+
 if TYPE_CHECKING:
     from runs.figure_workers import Drawing
 
@@ -63,7 +65,8 @@ def write_figures(
             inputs = FigureInputs.from_run(out_dir.parent, summary)
         figures = draw_all(inputs, out_dir)
     manifest = [f.to_json(relative_to=out_dir) for f in figures]
-    (out_dir / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    manifest_bytes = orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
+    write_bytes_atomic(out_dir / MANIFEST, manifest_bytes, sync=False)  # whole or absent
     drawn: dict[str, str | None] = {f.key: str(f.path) if f.path else None for f in figures}
     result = {legacy: drawn[key] for legacy, key in LEGACY_KEYS.items()} | drawn
     result["note"] = (

@@ -16,6 +16,7 @@ import polars as pl
 from rich.console import Console
 
 from engine.console_tables import print_whole
+from engine.durable import write_bytes_atomic
 from runs.audit import markdown as audit_markdown
 from runs.audit import run_audit
 from runs.audit import write_files as write_audit_files
@@ -122,25 +123,34 @@ def write_views(
         done = early.numbers if early is not None else frozenset()
         drawing = workers.draw(summary, out, [n for n, _, _ in FIGURES if n not in done])
         drawing = drawing if early is None else early.joined(drawing)
-    (out / "leaderboard.txt").write_text(details_text(data), encoding="utf-8")
+    # Each file all or nothing (a full disk or a kill left summary.json cut short, which a
+    # script reading it met before the next report replaced it); the rename's atomicity is
+    # what matters here, not fsync: these files are rebuilt from the folder at will.
+    _write(out / "leaderboard.txt", details_text(data))
     models_section = models_markdown(frozen_spec(run_dir))
     extra = [
         audit_markdown(audit),
         *([models_section] if models_section else []),
         provenance_markdown(summary["provenance"]),
     ]
-    (out / "report.md").write_text(report_markdown(data, extra), encoding="utf-8")
+    _write(out / "report.md", report_markdown(data, extra))
     for name, text in csv_tables(data).items():
-        (out / name).write_text(text, encoding="utf-8")
+        _write(out / name, text)
     if figures:
         drawn = write_figures(summary, out, drawing=drawing)
         summary["figures"] = {
             k: (str(Path(v).relative_to(run_dir)) if k not in NOT_PATHS and v else v)
             for k, v in drawn.items()
         }
-    (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    write_bytes_atomic(
+        out / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2), sync=False
+    )
     for table in terminal_leaderboard(data.rows, data.model_coverage, console.width):
         print_whole(console, table)
     for line in headline_lines(summary, out):
         console.print(line, highlight=False)
     return summary
+
+
+def _write(target: Path, text: str) -> None:
+    write_bytes_atomic(target, text.encode("utf-8"), sync=False)

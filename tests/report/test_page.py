@@ -211,3 +211,26 @@ def test_the_header_names_the_metric_and_clusters_of_the_arms_run(tmp_path: Path
     both = header(("baseline", "inf"), ("families/joint", "l1"))
     assert "per unit stake, question families' in L1 (lower is more coherent)" in both
     assert "clustered by date, question families' by family" in both
+
+
+@pytest.mark.parametrize("name", ["summary.json", "report.md", "leaderboard.txt", "figures.json"])
+def test_a_report_file_the_disk_cuts_short_is_left_as_it_was(
+    figures_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """The report's own files were written in place: a full disk (or a kill) left
+    summary.json cut short, which a script reading it met until the next report."""
+    run = tmp_path / "copy"
+    shutil.copytree(figures_run, run)
+    report = run / "report"
+    before = (report / name).read_bytes()
+    real_open = Path.open
+
+    def open_on_a_full_disk(path: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        handle = real_open(path, mode, *args, **kwargs)
+        return _FillsTheDisk(handle) if "w" in mode and name in path.name else handle
+
+    monkeypatch.setattr(Path, "open", open_on_a_full_disk)
+    result = CliRunner().invoke(app, ["report", str(run)])
+    assert result.exit_code == 6, result.output
+    assert [p.name for p in report.iterdir() if p.name.endswith(".tmp")] == []
+    assert (report / name).read_bytes() == before
