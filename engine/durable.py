@@ -161,15 +161,17 @@ def written_whole(target: Path) -> Iterator[Path]:
     # The temporary is removed only after the failure is judged (`with` leaves the inner
     # manager first): when polars lost the ENOSPC, only a disk with no room says why, and
     # removing the half-written temporary gives the disk its room back.
-    with _removed_on_failure(tmp), _disk_full_as_os_error(tmp.parent):
+    with _removed_on_failure(tmp), disk_full_as_os_error(tmp.parent):
         yield tmp
         commit_file(tmp, target)
 
 
 @contextlib.contextmanager
-def _disk_full_as_os_error(folder: Path) -> Iterator[None]:
+def disk_full_as_os_error(folder: Path) -> Iterator[None]:
     """Re-raise a polars error that `is_disk_full` reads as such (given `folder`) as the
-    `OSError` it stands for: ENOSPC, or EDQUOT when polars' text names that."""
+    `OSError` it stands for: ENOSPC, or EDQUOT when polars' text names that. Judged inside
+    the write, while what it half wrote still fills the disk: removed, it frees the room
+    that said why."""
     try:
         yield
     except OSError:

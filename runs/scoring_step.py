@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.durable import commit_file
+from engine.durable import commit_file, disk_full_as_os_error
 from engine.frames import lists_from_flat
 from runs.answered_sets import (
     FORECAST_SCHEMA,
@@ -231,18 +231,24 @@ class PartFiles:
         self.folder, self.name, self.schema = folder, name, schema
         self.paths: list[Path] = []
 
+    # Polars can lose a write's ENOSPC ("Invalid thrift: transport error"); once the
+    # scoring folder is removed the disk has room again and nothing says why, so the error
+    # is judged while the part is still there (`disk_full_as_os_error`).
+
     def add(self, frame: pl.DataFrame) -> None:
         if frame.height:
             path = self.folder / f"{self.name}-{len(self.paths):05d}.parquet"
-            frame.write_parquet(path)
+            with disk_full_as_os_error(self.folder):
+                frame.write_parquet(path)
             self.paths.append(path)
 
     def commit(self, target: Path) -> None:
         tmp = self.folder / f"{self.name}.parquet"
-        if self.paths:
-            pl.scan_parquet(self.paths).sink_parquet(tmp)
-        else:
-            pl.DataFrame(schema=self.schema).write_parquet(tmp)
+        with disk_full_as_os_error(self.folder):
+            if self.paths:
+                pl.scan_parquet(self.paths).sink_parquet(tmp)
+            else:
+                pl.DataFrame(schema=self.schema).write_parquet(tmp)
         commit_file(tmp, target)
 
 
