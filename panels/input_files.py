@@ -49,6 +49,16 @@ def has_control(text: str) -> bool:
 
 #: Zero-width non-joiner and joiner: free text may hold them between two visible characters.
 _JOINERS = frozenset("\u200c\u200d")
+#: Characters outside category Cf that draw nothing either (Unicode's default-ignorable and
+#: blank ones): the combining grapheme joiner, Khmer's inherent vowels, Mongolian variation
+#: selectors, Hangul fillers, the braille blank. "m1" + U+3164 read as "m1" in a table.
+_BLANKS = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u2800\u3164\uffa0"
+)
+
+
+def _variation_selector(c: str) -> bool:
+    return 0xFE00 <= ord(c) <= 0xFE0F or 0xE0100 <= ord(c) <= 0xE01EF
 
 
 def invisible_character(text: str, *, joiners_in_words: bool = False) -> str | None:
@@ -63,15 +73,27 @@ def invisible_character(text: str, *, joiners_in_words: bool = False) -> str | N
     letters, marks or symbols passes, as Persian and Indic words and emoji sequences such as
     U+1F469 U+200D U+1F4BB (woman technologist) use them; at an end or beside a space, a
     digit or punctuation it is refused. Tag characters (U+E0020..U+E007F, which spell the
-    flags of England or Scotland but also hide text) are refused everywhere.
+    flags of England or Scotland but also hide text) are refused everywhere. So are the
+    blank characters outside Cf (`_BLANKS`: U+3164 HANGUL FILLER, U+2800 BRAILLE PATTERN
+    BLANK, ...), and variation selectors, which free text keeps after a visible character
+    (U+2764 U+FE0F, a red heart).
     """
     for i, c in enumerate(text):
-        if unicodedata.category(c) != "Cf":
-            continue
-        if joiners_in_words and c in _JOINERS and _between_visible(text, i):
+        if unicodedata.category(c) == "Cf" or c in _BLANKS:
+            if joiners_in_words and c in _JOINERS and _between_visible(text, i):
+                continue
+        elif _variation_selector(c):  # free text: after what it varies (an emoji's U+FE0F)
+            if joiners_in_words and i > 0 and _visible(text[i - 1]):
+                continue
+        else:
             continue
         return f"U+{ord(c):04X} {unicodedata.name(c, 'FORMAT CHARACTER')}"
     return None
+
+
+def _visible(c: str) -> bool:
+    category = unicodedata.category(c)
+    return category[0] in "LMN" or category in ("So", "Sk", "Sm")
 
 
 def _between_visible(text: str, i: int) -> bool:

@@ -86,6 +86,11 @@ def test_commands_given_a_device_end_in_one_line(command: str) -> None:
         ("m\u00ad1", "U+00AD SOFT HYPHEN"),
         ("m\u20661\u2069", "U+2066 LEFT-TO-RIGHT ISOLATE"),
         ("\U0001f3f4\U000e0067\U000e0062\U000e007f", "U+E0067 TAG LATIN SMALL LETTER G"),
+        # not format characters, but as blank (found by a hostile tester after Cf was)
+        ("m1\u3164", "U+3164 HANGUL FILLER"),
+        ("m\u034f1", "U+034F COMBINING GRAPHEME JOINER"),
+        ("m1\u2800", "U+2800 BRAILLE PATTERN BLANK"),
+        ("\ufe0fm1", "U+FE0F VARIATION SELECTOR-16"),
     ],
 )
 def test_an_invisible_format_character_is_found_by_code_point(text: str, found: str) -> None:
@@ -105,6 +110,7 @@ def test_visible_text_of_any_script_has_none(text: str) -> None:
         "\u2764\ufe0f\u200d\U0001f525",  # heart on fire: after a variation selector
         "\U0001f469\U0001f3fd\u200d\U0001f4bb",  # after a skin tone
         "\u0645\u06cc\u200c\u062e",  # a Persian word's non-joiner
+        "I \u2764\ufe0f coherence",  # a variation selector after its heart
     ],
 )
 def test_free_text_may_join_within_a_word_or_an_emoji_sequence(text: str) -> None:
