@@ -779,9 +779,10 @@ class Lane(LaneControl):
         if failure.unreachable and not self._reached:
             self._halt(LaneState.STOPPED, failure.detail)
             return
-        if not self._answered_once and not self._said_unanswered:
-            # Said at once: a lane whose server never answers is otherwise silent until it
-            # pauses, minutes of timeouts later.
+        if not self._reached and not self._said_unanswered:
+            # Said at once: a lane whose server never replies is otherwise silent until it
+            # pauses, minutes of timeouts later. (A first reply that is an error, say the
+            # demo's injected 429, is not this: the server is there.)
             self._said_unanswered = True
             self.log.warning("no_answer_yet", model=name, provider=provider,
                              outcome=failure.outcome.value, detail=failure.detail)  # fmt: skip

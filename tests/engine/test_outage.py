@@ -187,6 +187,8 @@ async def test_a_lane_whose_provider_never_replies_stops_after_its_probes(
     # a slot when it went down used to be sent anyway, a timeout each (22 a lane, not 15,
     # against a real black hole with the defaults: 44 minutes).
     assert attempts.height == outage.unanswered_streak + 3
+    events = (run_dir / "logs" / "engine.jsonl").read_text(encoding="utf-8")
+    assert events.count('"no_answer_yet"') == 1  # said at the first timeout, once
     pauses = read_pauses(run_dir)
     assert [(p["probes"], p["ended"]) for p in pauses] == [(3, "lane stopped while down")]
 
@@ -217,6 +219,8 @@ async def test_a_provider_that_only_ever_errs_stops_its_lane_after_a_while_down(
     )  # fmt: skip
     lane = summary.lanes["gw"]
     probes = read_pauses(tmp_path / "run")[0]["probes"]
+    events = (tmp_path / "run" / "logs" / "engine.jsonl").read_text(encoding="utf-8")
+    assert '"no_answer_yet"' not in events  # it replies, with errors: the pause says so
     if down_for_s < 1:
         assert lane.state.value == "stopped" and not stop.is_set()
         assert lane.message.startswith("gw (openai): no successful reply from its provider")
