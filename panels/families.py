@@ -37,6 +37,7 @@ from panels.algebra import Panel
 from panels.events import Event
 from panels.formula import RESERVED, Formula, FormulaError, parse
 from panels.input_files import (
+    ID_MAX,
     TEXT_INPUT_MAX_BYTES,
     InputFileError,
     has_control,
@@ -123,9 +124,6 @@ class Family:
 #: Keys shown in tables, figures and messages: an escape sequence in them would reach the
 #: terminal, a line break would split a one-line message.
 _ONE_LINE_KEYS = frozenset({"id", "title"})
-#: The longest id, a family's or a statement's: like a model name (`runs.spec.MODEL_NAME_MAX`)
-#: it labels table rows and figure panels (5,000 characters were taken and printed whole).
-ID_MAX = 100
 #: The longest title: one line of the report, like a model's `about` (`runs.spec.ABOUT_MAX`).
 TITLE_MAX = 200
 

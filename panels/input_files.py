@@ -47,6 +47,11 @@ def has_control(text: str) -> bool:
     return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029" for c in text)
 
 
+#: The longest id (a family's, a statement's, a `check` event's): like a model name
+#: (`runs.spec.MODEL_NAME_MAX`) it labels table rows and figure panels (5,000 characters
+#: were taken and printed whole).
+ID_MAX = 100
+
 #: Zero-width non-joiner and joiner: free text may hold them between two visible characters.
 _JOINERS = frozenset("\u200c\u200d")
 #: Characters outside category Cf that draw nothing either (Unicode's default-ignorable and

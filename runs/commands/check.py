@@ -39,6 +39,7 @@ from panels.events import Event
 from panels.formula import RESERVED, Formula, FormulaError, parse, truth_table
 from panels.input_files import (
     CHECK_INPUT_MAX_BYTES,
+    ID_MAX,
     InputFileError,
     has_control,
     invisible_character,
@@ -150,10 +151,12 @@ def _checked_event_id(where: str, event_id: object) -> str:
     invisible = invisible_character(event_id)
     if invisible is not None:
         raise CheckInputError(
-            f"{where} holds {invisible}, an invisible format character; leave it out"
+            f"{where} holds {invisible}, an invisible character; leave it out"
         )
     if event_id != event_id.strip():
         raise CheckInputError(f"{where} must have no leading or trailing spaces")
+    if len(event_id) > ID_MAX:  # printed whole in every table
+        raise CheckInputError(f"{where} must be at most {ID_MAX} characters, not {len(event_id):,}")
     return event_id
 
 

@@ -146,6 +146,9 @@ BAD_INPUTS = {
                                      "event 1: 'id' holds U+202E RIGHT-TO-LEFT OVERRIDE"),
     "id with a trailing space": (HEADER + _event("x", "a", "0.5") + _event("x ", "b", "0.5"),
                                  "event 2: 'id' must have no leading or trailing spaces"),
+    # printed whole in every table, as family ids were before they were capped
+    "id of 101 characters": (HEADER + _event("x" * 101, "a", "0.5"),
+                             "event 1: 'id' must be at most 100 characters, not 101"),
     "unknown variable": (HEADER + _event("x", "a or c", "0.5"),
                          "event 'x': unknown variable 'c' at position 5"),
     "unknown top-level key": (HEADER + "colour = 1\n" + _event("x", "a", "0.5"),
