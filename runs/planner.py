@@ -283,6 +283,11 @@ class PlanWriter:
             self._wait_for_writes()
         self._writer.shutdown()
 
+    def remove_parts(self) -> None:
+        """The parts written so far, removed (after `close`)."""
+        for parts in (self.plan, self.members):
+            shutil.rmtree(parts.folder, ignore_errors=True)
+
     def commit(self, run_dir: Path) -> Path:
         """Both files into `run_dir`, atomically each; returns the plan's path."""
         try:
@@ -354,9 +359,16 @@ def write_plan(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = Non
     units = units or UnitSource.from_spec(spec)
     run_dir.mkdir(parents=True, exist_ok=True)
     writer = PlanWriter(run_dir)
-    for pq, first in distinct_queries(spec, units):
-        writer.add(pq, first)
-    return writer.commit(run_dir)
+    try:
+        for pq, first in distinct_queries(spec, units):
+            writer.add(pq, first)
+        return writer.commit(run_dir)
+    except BaseException:
+        # Its parts are staged in the run folder itself: a full disk (or a stop) must not
+        # leave up to the plan's size of them in the room the user frees to run again.
+        writer.close()
+        writer.remove_parts()
+        raise
 
 
 @dataclass
