@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from engine.audit import plural
 from engine.scan import scan_responses
 from panels.algebra import Panel
 from panels.arms import ARMS, Arm
@@ -191,19 +192,15 @@ def _stray_answers(chunk: Chunk, units: list[str], events: list[str]) -> str:
     the run, say)."""
     what = []
     if units:
-        what.append(f"{_count(len(units), 'unit')} ({_some(units)})")
+        what.append(f"{plural(len(units), 'unit')} ({_some(units)})")
     if events:
-        what.append(f"{_count(len(events), 'event')} ({_some(events)})")
+        what.append(f"{plural(len(events), 'event')} ({_some(events)})")
     return (
         f"{chunk.model} / {chunk.arm.name}: the folder holds answers about "
         f"{' and '.join(what)} that the data given does not have: it is not the data the run "
         "was planned from (a family, statement or date renamed or removed?); score with the "
         "data the run asked about"
     )
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _some(names: list[str], most: int = 3) -> str:

@@ -449,19 +449,19 @@ def _check_personality(entry: Mapping[str, Any], path: Path, where: str) -> None
     than the model id already names (the id wins: `personality = "noisy"` beside
     `model = "sim-coherent"` was dropped without a word, and an unknown one was refused
     only after the run had written its folder)."""
-    from providers.sim.forecasters import PERSONALITIES
+    from providers.sim.forecasters import PERSONALITIES, named_personality
 
     given = entry["personality"]
     if given not in PERSONALITIES:
         raise SpecError(
             path, where + "personality", f"one of {', '.join(PERSONALITIES)}, not {given!r}"
         )
-    named = [p for p in PERSONALITIES if p in str(entry.get("model", "")).lower()]
-    if named and named[0] != given:
+    named = named_personality(str(entry.get("model", "")))
+    if named is not None and named != given:
         raise SpecError(
             path,
             where + "personality",
-            f"the personality the model id {entry['model']!r} names ({named[0]}), or no "
+            f"the personality the model id {entry['model']!r} names ({named}), or no "
             f"personality key, not {given!r} (the id decides)",
         )
 

@@ -46,16 +46,23 @@ _POSITIVE = re.compile(r"\b(optimistic|love|exciting|excited|great|confident)\b"
 _NEGATIVE = re.compile(r"\b(scared|afraid|anxious|worried|nervous|fear)\b", re.I)
 
 
+def named_personality(model: str) -> str | None:
+    """The personality the model id names (`sim-noisy`: noisy), the first of
+    `PERSONALITIES` in it; None when it names none. The id decides over a spec's
+    `personality` key, which is checked against it (`runs.spec`)."""
+    lowered = model.lower()
+    return next((name for name in PERSONALITIES if name in lowered), None)
+
+
 def personality_for(model: str, explicit: str | None = None) -> str:
     """The personality named in the model id (e.g. `sim-noisy`), else a stable pick by hash."""
     if explicit:
         if explicit not in PERSONALITIES:
             raise ValueError(f"unknown personality {explicit!r}; known: {PERSONALITIES}")
         return explicit
-    lowered = model.lower()
-    for name in PERSONALITIES:
-        if name in lowered:
-            return name
+    named = named_personality(model)
+    if named is not None:
+        return named
     digest = hashlib.sha256(model.encode()).digest()
     return _IMPLICIT[digest[0] % len(_IMPLICIT)]
 

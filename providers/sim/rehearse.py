@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from providers.sim.credentials import DEFAULT_CREDENTIALS, SimCredentials
-from providers.sim.forecasters import PERSONALITIES
+from providers.sim.forecasters import PERSONALITIES, named_personality
 from providers.types import ConfigError, ModelConfig
 
 #: Where each provider's adapter finds its paths under the simulator root.
@@ -36,7 +36,7 @@ DEFAULT_LOCATION = "us-central1"
 def _sim_model(config: ModelConfig) -> str:
     """Simulated models carry their personality in the id, which the server reads."""
     personality = config.extra.get("personality")
-    if personality is None or any(p in config.model.lower() for p in PERSONALITIES):
+    if personality is None or named_personality(config.model) is not None:
         return config.model
     if personality not in PERSONALITIES:
         raise ConfigError(
