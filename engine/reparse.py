@@ -41,8 +41,21 @@ _REPLY_OUTCOMES = [str(Outcome.OK), str(Outcome.INVALID_RESPONSE), str(Outcome.T
 _META = ["request_id", "model", "arm", "unit", "pass", "events", "keys"]
 
 
-#: One line per finished reparse: `at`, and `ReparseSummary.to_dict()` (its `parser` first).
+#: Two lines per reparse: `{"at", "parser", "begun": true}` before its answers replace the
+#: folder's, then, once they have, `at` and `ReparseSummary.to_dict()` (its `parser` first).
+#: A begun line with no line after it is a reparse killed or failed on the way, whose
+#: answers may or may not be in the folder (`last_reparse`). Folders of earlier versions
+#: hold only the second kind.
 REPARSES_FILE = Path("logs") / "reparses.jsonl"
+
+
+@dataclass(frozen=True)
+class LastReparse:
+    """The last reparse of a folder: its parser, when, and whether it said it finished."""
+
+    parser: str
+    at: str | None
+    finished: bool
 
 
 @dataclass
@@ -180,6 +193,14 @@ def reparse(run_dir: Path | str, parser: str) -> ReparseSummary:
         rows = _rebuild(replies, _metadata(run_dir, old_frame), old, parser, summary)
         new_frame = responses_frame(rows)
         _compare(old, new_frame, summary)
+        # Said first: a kill between the replacement and the line after it would otherwise
+        # leave the new parser's answers with no word of it (and a resume with the old
+        # parser would pay again for every reply the new one rejected).
+        append_record_line(
+            run_dir / REPARSES_FILE,
+            {"at": datetime.now(UTC).isoformat(timespec="seconds"), "parser": parser,
+             "begun": True},
+        )
         ledger.replace_responses(new_frame)
         # Which parser made the answers now in the folder: the report's provenance reads it.
         append_record_line(
@@ -190,5 +211,18 @@ def reparse(run_dir: Path | str, parser: str) -> ReparseSummary:
 
 
 def read_reparses(run_dir: Path | str) -> list[dict[str, Any]]:
-    """Every recorded reparse of a run folder, oldest first (none before this was kept)."""
+    """Every recorded reparse line of a run folder, oldest first (none before this was
+    kept): begun lines and finished ones (`REPARSES_FILE`)."""
     return read_record_lines(Path(run_dir) / REPARSES_FILE)
+
+
+def last_reparse(run_dir: Path | str) -> LastReparse | None:
+    """The folder's last reparse, None if it never had one. `finished` is False when its
+    begun line is the last: it was stopped between saying it would replace the answers and
+    saying it had, so the answers are the ones before it or its own (run it again)."""
+    lines = [r for r in read_reparses(run_dir) if isinstance(r.get("parser"), str)]
+    if not lines:
+        return None
+    last = lines[-1]
+    at = last.get("at")
+    return LastReparse(last["parser"], at if isinstance(at, str) else None, not last.get("begun"))

@@ -36,7 +36,7 @@ from engine.durable import (
     why_unwritable,
 )
 from engine.ledger import LedgerBusy
-from engine.reparse import read_reparses
+from engine.reparse import last_reparse
 from engine.runlock import clear_pid, release_lock, write_pid
 from engine.scan import ATTEMPTS, RESPONSES
 from engine.shards import visible_shards
@@ -684,16 +684,17 @@ def _check_last_parser(spec: CampaignSpec, run_dir: Path) -> None:
     lenient, as a strict run's closing line advises for a model answering in fractions) is
     let through: what lenient rejected, strict rejects too, so only those are asked again.
     Call with the folder's lock held (`reparse` takes it too)."""
-    done = [r for r in read_reparses(run_dir) if isinstance(r.get("parser"), str)]
-    if not done or (done[-1]["parser"], spec.parser) != ("strict", "lenient"):
+    last_one = last_reparse(run_dir)
+    if last_one is None or (last_one.parser, spec.parser) != ("strict", "lenient"):
         return
     if (run_dir / SPEC_FILE).exists() and (
         other_design(spec, run_dir) or data_changes(spec, run_dir)
     ):
         return  # another design: `freeze_design` refuses the resume anyway, and says why
-    last, ours = done[-1]["parser"], spec.parser
+    last, ours = last_one.parser, spec.parser
+    parsed = "were last parsed" if last_one.finished else "may have been parsed (it did not finish)"
     raise RunError(
-        f"{run_dir}: its answers were last parsed with {last} (dutchbook reparse), and this "
+        f"{run_dir}: its answers {parsed} with {last} (dutchbook reparse), and this "
         f"spec reads replies with {ours}: resuming would ask again for the replies {last} "
         f"rejected and mix two parsers' answers; run `dutchbook reparse {run_dir} --parser "
         f"{ours}` first (no API call), then run again, or keep {last}'s answers without "

@@ -78,6 +78,8 @@ def parser_words(prov: Mapping[str, Any]) -> str:
     source = "the spec's" if prov.get("parser_from") == "spec" else prov.get("parser_from")
     if prov.get("parser") == "mixed":
         return f"answers read by two parsers: {source}"
+    if prov.get("parser") == "unknown":
+        return f"answers read by an unknown parser: {source}"
     return f"answers read by the {prov.get('parser') or 'unknown'} parser ({source})"
 
 
@@ -100,14 +102,16 @@ def _parser(
     (whose default is strict), or the last `dutchbook reparse` (`logs/reparses.jsonl`). A
     run that dispatched after that reparse read its new answers with the spec's parser: if
     the two differ, the answers are of both, and the words say so."""
-    from engine.reparse import read_reparses
+    from engine.reparse import last_reparse
 
     in_spec = _text(spec.get("parser", "strict")) if spec else None
-    done = [r for r in read_reparses(run_dir) if isinstance(r.get("parser"), str)]
-    if not done:
+    last_one = last_reparse(run_dir)
+    if last_one is None:
         return in_spec, "spec"
-    last, when = done[-1]["parser"], _instant(done[-1].get("at"))
-    reparsed = f"dutchbook reparse at {done[-1].get('at')}"
+    last, when = last_one.parser, _instant(last_one.at)
+    reparsed = f"dutchbook reparse at {last_one.at}"
+    if not last_one.finished:
+        return "unknown", f"{reparsed} to {last} did not finish; run it again"
     if when is not None and in_spec not in (None, last) and _dispatched_after(phases, when):
         return "mixed", f"{last} by {reparsed}, then {in_spec} for what later runs asked"
     return last, reparsed

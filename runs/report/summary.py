@@ -37,7 +37,8 @@
   of older files finds none): `campaign`, `parser` and `parser_from` (the parser that made
   the answers now in the folder, "strict" or "lenient", and "spec" or the last `dutchbook
   reparse`, recorded in `logs/reparses.jsonl` from this version on; `parser` "mixed" where a
-  run after a reparse asked with the spec's other parser, `parser_from` saying which),
+  run after a reparse asked with the spec's other parser, `parser_from` saying which;
+  "unknown" where the last reparse was stopped before it said it had replaced the answers),
   `spec_sha256` (of the folder's `spec.toml`), `planned_with` and `reported_with` (dutchbook
   versions), `inputs` (`{name: sha256}` of every input file the plan was built from, as
   `design.json` records them),

@@ -13,10 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 from typer.testing import CliRunner
 
-from engine.scan import scan_attempts
+from engine.ledger import Ledger
+from engine.reparse import LastReparse, last_reparse
+from engine.reparse import reparse as engine_reparse
+from engine.scan import scan_attempts, scan_responses
 from runs.cli import app
+from runs.report.provenance import parser_words, provenance
 from tests.runs.run_folders import folder_contents
 
 SPEC = """
@@ -97,3 +102,46 @@ def test_a_strict_folder_read_by_lenient_resumes(tmp_path: Path) -> None:
     assert code == 0, said
     assert scan_attempts(out).collect().height == attempts  # nothing asked again
     assert _accepted_twice(out) == 0
+
+
+def test_a_reparse_killed_after_replacing_the_answers_still_stops_a_paying_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kill between the replacement of the answers and the line saying so left strict's
+    answers with no word of them: the lenient resume then paid again for every reply strict
+    rejected. The reparse now says what it is about to do first; the folder's parser is then
+    unknown until the reparse is run again."""
+    spec = tmp_path / "s1.toml"
+    spec.write_text(SPEC.format(parser="lenient"), encoding="utf-8")
+    out = tmp_path / "rp"
+    assert _invoke("run", str(spec), "--out", str(out))[0] == 0
+    replace = Ledger.replace_responses
+
+    def replaced_then_killed(self: Ledger, frame: pl.DataFrame) -> Path:
+        replace(self, frame)
+        raise KeyboardInterrupt  # the kill: nothing after the replacement runs
+
+    monkeypatch.setattr(Ledger, "replace_responses", replaced_then_killed)
+    with pytest.raises(KeyboardInterrupt):
+        engine_reparse(out, "strict")
+    monkeypatch.undo()
+    assert scan_responses(out).collect().height == 0  # strict's answers are the folder's
+    assert last_reparse(out) == LastReparse("strict", last_reparse(out).at, finished=False)  # type: ignore[union-attr]
+    attempts = scan_attempts(out).collect().height
+
+    code, said = _invoke("run", str(spec), "--out", str(out))
+    assert code == 2, said
+    assert said.startswith(
+        f"error: {out}: its answers may have been parsed (it did not finish) with strict "
+        "(dutchbook reparse), and this spec reads replies with lenient:"
+    ), said
+    assert scan_attempts(out).collect().height == attempts  # nothing paid for again
+    assert provenance(out)["parser"] == "unknown"
+    assert provenance(out)["parser_from"].endswith("to strict did not finish; run it again")
+    assert parser_words(provenance(out)).startswith("answers read by an unknown parser: ")
+
+    assert _invoke("reparse", str(out), "--parser", "strict")[0] == 0  # run again: finished
+    assert last_reparse(out).finished  # type: ignore[union-attr]
+    assert provenance(out)["parser"] == "strict"
+    code, said = _invoke("run", str(spec), "--out", str(out))
+    assert code == 2 and "its answers were last parsed with strict" in said, said
