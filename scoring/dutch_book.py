@@ -26,6 +26,10 @@ NORMS = ("inf", "l1")
 #: Largest gap allowed between the certified lower and upper bounds on a profit.
 CERTIFY_TOLERANCE = 1e-9
 
+#: A profit no larger than this is floating-point rounding of a coherent set's zero (sums
+#: of atoms' weights err by about 1e-16 per term), reported as exactly 0.
+ROUNDING_PROFIT = 1e-12
+
 #: Nonzeros per batched model: big enough to amortise the per-call overhead, small
 #: enough that pivots stay cheap. Measured with bench/lp.py: about 32 horizon-1 sets per
 #: model, one horizon-4 set.
@@ -117,7 +121,9 @@ def _certify(
     worst_payoff = (book @ incidence).min(axis=1) - (book * p).sum(axis=1)
     gap = upper - worst_payoff
 
-    profit = upper.copy()
+    # A coherent set's nearest forecast is itself, but the mixture's product lands 1e-16 or
+    # so away: that rounding is not a profit (and the certificate resolves only 1e-9).
+    profit = np.where(upper <= ROUNDING_PROFIT, 0.0, upper)
     profit[~answered.any(axis=1)] = np.nan
     return (
         profit,

@@ -43,7 +43,19 @@ class Interval(NamedTuple):
     hi: float
 
     def excludes_zero(self) -> bool:
-        return self.lo > 0.0 or self.hi < 0.0
+        return excludes_zero(self.lo, self.hi)
+
+
+#: Means closer to zero than this are not told from it: each profit is certified only to
+#: within 1e-9 (`scoring.dutch_book.CERTIFY_TOLERANCE`), and one answer set scored in two
+#: arms can come out 1e-16 apart in floating point (a referee found -3e-17 [-5.8e-17,
+#: -4.2e-18] drawn as an arm effect that excludes zero, between identical answers).
+RESOLUTION = 1e-9
+
+
+def excludes_zero(lo: float, hi: float) -> bool:
+    """Whether an interval lies clear of zero by more than `RESOLUTION`."""
+    return lo > RESOLUTION or hi < -RESOLUTION
 
 
 def _cluster_sums(

@@ -11,6 +11,7 @@ from typing import Any
 
 from runs.report_figures import _style
 from runs.report_figures.inputs import FigureInputs
+from scoring.stats import excludes_zero
 
 TITLE = "Elicitation arms against the baseline"
 #: The paper's panels, in its order; an arm in none of them goes to "other".
@@ -104,7 +105,7 @@ def _panel(
             if iv is None:
                 continue
             y = i - spread / 2 + step * (j + 0.5)
-            significant = iv["lo"] > 0 or iv["hi"] < 0
+            significant = excludes_zero(iv["lo"], iv["hi"])
             ax.errorbar(
                 [iv["mean"]],
                 [y],

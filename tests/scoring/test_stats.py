@@ -383,3 +383,16 @@ def test_signed_zeros_take_np_quantile_where_a_sort_would_differ() -> None:
         read_from_sort.append(np.quantile(ordered[:, below : below + 2], index - below, axis=1))
     assert _bits(np.column_stack(read_from_sort)) != _bits(expected)
     assert _bits(stats._sorted_quantiles(means, tail)) == _bits(expected)
+
+
+def test_an_interval_within_the_profits_resolution_of_zero_does_not_exclude_it() -> None:
+    """Each profit is certified to 1e-9: a referee's run showed -3e-17 [-5.8e-17, -4.2e-18]
+    between identical answers in two arms, drawn and counted as excluding zero."""
+    from scoring.dutch_book import CERTIFY_TOLERANCE
+    from scoring.stats import RESOLUTION, Interval
+
+    assert RESOLUTION == CERTIFY_TOLERANCE
+    assert not Interval(-2.98e-17, -5.8e-17, -4.2e-18).excludes_zero()
+    assert not Interval(5e-10, 1e-10, 9e-10).excludes_zero()
+    assert Interval(2e-9, 1.5e-9, 3e-9).excludes_zero()
+    assert Interval(-0.01, -0.02, -0.005).excludes_zero()
