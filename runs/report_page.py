@@ -410,7 +410,8 @@ def _repeated_table(summary: Mapping[str, Any]) -> list[str]:
     return [
         "<h2>Repeated elicitation</h2>",
         "<p>Mean profit after averaging each event's answers over the first k passes, beside "
-        "the mean profit of single passes (never below it: the profit is convex).</p>",
+        "the mean profit of single passes (never below the average of all passes: the profit "
+        "is convex; an average of fewer passes may land on either side of it).</p>",
         _table(header, body, text_columns={0, 1}),
     ]
 
@@ -538,7 +539,8 @@ def _int(x: Any) -> str:
 def _status(row: Mapping[str, Any]) -> str:
     status = row.get("status")
     if status == "below_coverage_floor":
-        return f"not scored: coverage {_pct(row.get('coverage'))} under the floor"
+        under = "at or under" if row.get("norm") == "l1" else "under"  # `under_floor`
+        return f"not scored: coverage {_pct(row.get('coverage'))} {under} the floor"
     if status == "no_answers":
         return "not scored: no answers"
     return "not scored"

@@ -35,6 +35,7 @@ from runs.report.data import (
     THRESHOLDS,
     ArmRow,
     ReportData,
+    is_family,
     threshold_key,
 )
 from runs.report.wording import cluster_words, metric_words
@@ -107,13 +108,26 @@ LEADERBOARD_COLUMNS = (
     "model",
     "arm",
     "units",
-    "profit [95% CI, date-clustered]",
+    "profit [95% CI, date-clustered]",  # `leaderboard_columns` names the clusters of the rows
     *(f"≥{t:g}" for t in THRESHOLDS),
     "vs baseline [95% CI]",
     "Brier [95% CI]",
     "arb-free [95% CI]",
     "coverage",
 )
+
+
+def leaderboard_columns(rows: Sequence[ArmRow]) -> tuple[str, ...]:
+    """`LEADERBOARD_COLUMNS` with the profit's clusters as the rows' arms resampled them (a
+    family's profit is resampled by family, not by date)."""
+    families = {is_family(r.arm) for r in rows}
+    if True not in families:
+        return LEADERBOARD_COLUMNS
+    clusters = "family-clustered" if families == {True} else "date- or family-clustered"
+    return tuple(
+        f"profit [95% CI, {clusters}]" if col.startswith("profit [") else col
+        for col in LEADERBOARD_COLUMNS
+    )
 
 
 def leaderboard_cells(rows: Sequence[ArmRow]) -> list[list[str]]:
@@ -143,7 +157,7 @@ def leaderboard_cells(rows: Sequence[ArmRow]) -> list[list[str]]:
 def leaderboard(rows: Sequence[ArmRow]) -> Table:
     metric = metric_words(r.arm for r in rows)
     table = Table(title=f"{metric[0].upper()}{metric[1:]} (lower is more coherent)")
-    for col in LEADERBOARD_COLUMNS:
+    for col in leaderboard_columns(rows):
         table.add_column(col, justify="left" if col in {"model", "arm"} else "right")
     for model, *cells in leaderboard_cells(rows):
         table.add_row(Text(model), *cells)  # a model name is not markup
@@ -302,7 +316,7 @@ def _status_text(r: ArmRow) -> str:
     if r.scored:
         return ""
     if r.status == STATUS_BELOW_FLOOR:
-        return f"not scored: coverage {r.coverage:.0%} < floor"
+        return f"not scored: coverage {r.coverage:.0%} {'≤' if is_family(r.arm) else '<'} floor"
     return "not scored: no answers"
 
 
@@ -312,14 +326,15 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
     `extra` paragraphs (the audit sentence, say) are appended as they are.
     """
     parts = ["# Campaign report\n"]
+    labels = [r.arm for r in data.rows]
     parts.append(
-        "Profit is the largest guaranteed Dutch-book profit per unit stake (0 = coherent), "
-        "averaged over passes per unit, then over units; intervals are 95% percentile "
-        f"bootstraps clustered on date ({data.reps:,} replicates, seed {data.seed}). A model "
-        f"under the coverage floor ({data.floor:.0%}) is not scored.\n"
+        f"Profit is the largest guaranteed Dutch-book profit ({metric_words(labels)}; 0 = "
+        "coherent), averaged over passes per unit, then over units; intervals are 95% "
+        f"percentile bootstraps {cluster_words(labels)} ({data.reps:,} replicates, seed "
+        f"{data.seed}). A model under the coverage floor ({data.floor:.0%}) is not scored.\n"
     )
     parts.append("## Leaderboard\n")
-    parts.append(_md_table(LEADERBOARD_COLUMNS, leaderboard_cells(data.rows)))
+    parts.append(_md_table(leaderboard_columns(data.rows), leaderboard_cells(data.rows)))
     across = data.across_models
     parts.append("## Across models\n")
     parts.append(

@@ -1,7 +1,9 @@
 """Figure 7: repeated elicitation (the paper's Figure 4, panel C): mean profit after averaging
 each event's answers over the first k passes, k = 1..passes, with 95% date-clustered
-intervals; the dashed line is the mean profit of single passes, which by convexity the
-averaged forecast can never exceed."""
+intervals (family-clustered, in L1, for question families); the dashed line is the mean
+profit of single passes, which by convexity the average of all passes can never exceed (an
+average of fewer passes is bounded only by the mean of those passes, so it may land on either
+side)."""
 
 from __future__ import annotations
 
@@ -64,16 +66,30 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         ax.set_xlabel("passes averaged (k)")
         ax.set_title(arm, loc="left")
         ax.grid(alpha=0.3)
+    metric, clusters = _words(inputs.summary.get("rows") or [], set(arms))
     for row in grid:
-        row[0].set_ylabel("mean profit per unit stake")
+        row[0].set_ylabel(f"mean {metric}")
     axes[0].legend(fontsize=8, frameon=False)
     _style.tight_layout(fig)
     _style.save(fig, path)
     return (
-        "Mean profit per unit stake after averaging each event's answers over the first k "
-        "passes, then solving, with 95% date-clustered intervals. Dashed: the mean profit of "
-        "single passes, which the averaged forecast can never exceed (the profit is convex)."
+        f"Mean {metric} after averaging each event's answers over the first k passes, then "
+        f"solving, with 95% {clusters} intervals. Dashed: the mean profit of single passes, "
+        "which the average of all passes can never exceed (the profit is convex); an average "
+        "of fewer passes may land on either side of it."
     )
+
+
+def _words(rows: Sequence[Mapping[str, Any]], arms: set[str]) -> tuple[str, str]:
+    """The profit's metric and the intervals' clusters for the arms drawn, from the norms the
+    summary's rows give them: the family benchmark's arms are scored in L1 and resampled by
+    family, the paper's per unit stake and by date."""
+    norms = {r.get("norm") for r in rows if r.get("arm") in arms}
+    if norms == {"l1"}:
+        return "L1 profit", "family-clustered"
+    if "l1" in norms:
+        return "profit (question families' in L1)", "date- or family-clustered"
+    return "profit per unit stake", "date-clustered"
 
 
 def _curve(

@@ -692,3 +692,27 @@ def test_the_family_figure_of_many_models_is_a_table_of_shares(
         for column in (0, 1)
     }
     assert "per model (rows) and family shape (columns)" in caption and "Drawn:" not in caption
+
+
+def test_repeated_elicitation_of_question_families_names_their_metric_and_clusters(
+    tmp_path: Path,
+) -> None:
+    """Figure 7 said 'per unit stake' and 'date-clustered' of family arms too, which are
+    scored in L1 and resampled by family (the summary's rows give each arm's norm)."""
+    from runs.report_figures import repeated as figure
+
+    by_k = [{"k": k, **_iv(0.02 + 0.01 / k)} for k in (1, 2)]
+    cells = [{"model": "m", "arm": arm, "passes": 2, "single_pass_mean": 0.03, "by_k": by_k}
+             for arm in ("families/isolated", "baseline")]  # fmt: skip
+    rows = [{"model": "m", "arm": "families/isolated", "norm": "l1"},
+            {"model": "m", "arm": "baseline", "norm": "inf"}]  # fmt: skip
+    families = figure.draw(FigureInputs({"rows": rows, "repeated_elicitation": cells[:1]}),
+                           tmp_path / "f.png")  # fmt: skip
+    assert "Mean L1 profit after" in families and "95% family-clustered intervals" in families
+    assert "per unit stake" not in families and "date" not in families
+    paper = figure.draw(FigureInputs({"rows": rows, "repeated_elicitation": cells[1:]}),
+                        tmp_path / "p.png")  # fmt: skip
+    assert "Mean profit per unit stake after" in paper and "95% date-clustered" in paper
+    both = figure.draw(FigureInputs({"rows": rows, "repeated_elicitation": cells}),
+                       tmp_path / "b.png")  # fmt: skip
+    assert "question families' in L1" in both and "date- or family-clustered" in both

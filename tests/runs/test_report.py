@@ -615,7 +615,39 @@ def test_the_terminal_names_the_metric_and_clusters_of_the_arms_run(tmp_path: Pa
     assert "Mean L1 arbitrage profit (lower is more coherent)" in text
     assert "95% intervals (clustered by family) and more" in text
     assert "per unit stake" not in text and "clustered by date" not in text
+    # report.md and leaderboard.txt said per unit stake and date-clustered too (a referee)
+    for name in ("report.md", "leaderboard.txt"):
+        written = (tmp_path / "families" / "report" / name).read_text(encoding="utf-8")
+        assert "profit [95% CI, family-clustered]" in written, name
+        assert "per unit stake" not in written and "date-clustered" not in written, name
+    md = (tmp_path / "families" / "report" / "report.md").read_text(encoding="utf-8")
+    assert "(L1 arbitrage profit; 0 = coherent)" in md and "bootstraps clustered by family" in md
     paper_rows = [row(m, "baseline", u, 0, 0.002) for m in ("a", "b") for u in UNITS]
     both = " ".join(report(tmp_path / "both", frame(family_rows + paper_rows))[1].split())
     assert "arbitrage profit per unit stake, question families' in L1" in both
     assert "95% intervals (clustered by date, question families' by family) and more" in both
+    md = (tmp_path / "both" / "report" / "report.md").read_text(encoding="utf-8")
+    assert "profit [95% CI, date- or family-clustered]" in md
+    assert "clustered by date, question families' by family (" in md
+
+
+def test_a_family_arm_missing_exactly_one_minus_the_floor_is_not_scored(tmp_path: Path) -> None:
+    """The family benchmark: a model that 'fails to answer 10% or more of its families ... is
+    not scored at all'. A referee's model answering 9 of 10 was scored (the rule was
+    'under the floor'); the paper's arms keep the design's 'under the floor'."""
+    fams = [f"fam{i}" for i in range(10)]
+    rows = [
+        row(m, "families/isolated", f, 0, 0.02, cluster=f, set_="family", coverage=cov)
+        for m, cov in (("nine", 0.9), ("all", 1.0), ("more", 0.95))
+        for f in fams
+    ]
+    rows += [row("nine", "baseline", u, 0, 0.3, coverage=0.9) for u in UNITS]
+    summary, text = report(tmp_path, frame(rows))
+    assert cell(summary, "nine", "families/isolated")["status"] == "below_coverage_floor"
+    assert cell(summary, "all", "families/isolated")["scored"] is True
+    assert cell(summary, "more", "families/isolated")["scored"] is True
+    assert cell(summary, "nine", "baseline")["scored"] is True  # at the floor: scored
+    written = (tmp_path / "report" / "leaderboard.txt").read_text(encoding="utf-8")
+    assert "not scored: coverage 90% ≤ floor" in written and "not scored" in text
+    fam = {(f["model"], f["arm"]): f for f in summary["families"]}
+    assert "1 - coverage floor or more" in fam[("nine", "families/isolated")]["rule"]
