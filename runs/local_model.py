@@ -160,14 +160,22 @@ def run_child(command: Sequence[str], env: dict[str, str]) -> int:
     it at once), and only after it exits is the server stopped (dying of a hangup here would
     leave the server running, with no one to stop it).
     """
-    child = subprocess.Popen(list(command), env=env, start_new_session=True)
+    child: subprocess.Popen[bytes] | None = None
+    early: list[int] = []  # signals that came while the child was being started
 
     def forward(signum: int, _frame: object) -> None:
-        if child.poll() is None:
+        if child is None:
+            early.append(signum)
+        elif child.poll() is None:
             child.send_signal(signum)
 
+    # Caught before the child starts: a hangup between its start and these handlers killed
+    # this wrapper and left the child (and the server after it) running.
     previous = {sig: signal.signal(sig, forward) for sig in stop_signals_to_catch()}
     try:
+        child = subprocess.Popen(list(command), env=env, start_new_session=True)
+        for signum in early:
+            forward(signum, None)
         return child.wait()
     finally:
         for sig, handler in previous.items():

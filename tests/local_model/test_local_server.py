@@ -158,12 +158,35 @@ def test_a_hangup_is_passed_on_and_the_wrapper_outlives_it(tmp_path: Path) -> No
         """)],
         cwd=Path(__file__).parents[2],
     )
-    for _ in range(200):
+    for _ in range(1200):  # a loaded machine (the whole suite, a model server) is slow
         if (tmp_path / "ready").exists():
             break
         time.sleep(0.05)
+    assert (tmp_path / "ready").exists()
     parent.send_signal(signal.SIGHUP)
     assert parent.wait(timeout=20) == 130
+
+
+def test_a_hangup_while_the_child_starts_is_passed_on_once_it_has() -> None:
+    """The wrapper caught signals only once the child had started: a hangup in between
+    killed it and left the child running. Sent here just before the child is started."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent("""
+            import os, signal, subprocess, sys
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+            from runs import local_model
+            class HungUpFirst(subprocess.Popen):
+                def __init__(self, *args, **kwargs):
+                    os.kill(os.getpid(), signal.SIGHUP)
+                    super().__init__(*args, **kwargs)
+            local_model.subprocess.Popen = HungUpFirst
+            sys.exit(local_model.run_child(
+                [sys.executable, "-c", "import time; time.sleep(30)"], dict(os.environ)))
+        """)],
+        cwd=Path(__file__).parents[2],
+    )
+    # The wrapper lives on (not killed by the hangup: -1), and the child got it (not 30 s).
+    assert parent.wait(timeout=20) == 256 - signal.SIGHUP
 
 
 def test_run_child_returns_the_childs_status() -> None:
