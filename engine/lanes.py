@@ -489,14 +489,17 @@ class Lane(LaneControl):
         """Whether a failed attempt counts against its request's `max_attempts`. A rate limit
         does not while the lane has had a successful reply within
         `RetryPolicy.rate_limit_grace_s`: the provider is pacing the lane, and a sweep throttled
-        hard would otherwise give up requests it could have answered. With no reply for that
-        long (a key always refused) it is charged, so the lane still ends; each reply opens
-        one grace window, so the uncharged retries are bounded."""
-        return not (
-            failure.outcome is Outcome.RATE_LIMIT
-            and not failure.quota_exhausted
-            and time.monotonic() - self._replied_at < self.policy.rate_limit_grace_s
-        )
+        hard would otherwise give up requests it could have answered. Nor does a server that
+        could not be reached at all (`Failure.unreachable`: connection refused) within that
+        window: a local server restarting took a request's six attempts in six seconds, before
+        the lane's failures in a row paused it. With no reply for that long (a key always
+        refused, a server gone) it is charged, so the lane still ends; each reply opens one
+        grace window, so the uncharged retries are bounded."""
+        if not (failure.outcome is Outcome.RATE_LIMIT and not failure.quota_exhausted) and not (
+            failure.unreachable
+        ):
+            return True
+        return time.monotonic() - self._replied_at >= self.policy.rate_limit_grace_s
 
     def _answer_retry(self, item: PlanItem) -> AnswerRetry:
         """This request's answer-failure budget and how its retries vary seed and cap."""

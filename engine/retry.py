@@ -55,6 +55,8 @@ class RetryPolicy:
     #: a successful reply within this many seconds: the provider is pacing the lane, not
     #: refusing the request, and a throttled sweep should not give up answerable requests.
     #: A lane refused for longer is charged as before, so an always-refused key still ends.
+    #: The same holds for a server not reached at all (`Failure.unreachable`), which is how a
+    #: server restarting looks.
     rate_limit_grace_s: float = 60.0
     _wait: tenacity.wait.wait_base = field(init=False, repr=False, compare=False)
 

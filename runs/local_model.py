@@ -151,9 +151,13 @@ def running_server(
         stop(server)
 
 
-def run_child(command: Sequence[str], env: dict[str, str]) -> int:
+def run_child(
+    command: Sequence[str], env: dict[str, str], server: subprocess.Popen[bytes] | None = None
+) -> int:
     """Run `command` to its end, passing it Ctrl-C, SIGTERM and a hangup rather than dying of
-    them.
+    them. If `server` (the model server it talks to) exits meanwhile, the child is sent a
+    Ctrl-C: no one will start that server again, and the campaign would otherwise probe it
+    for ever (a provider that answered and then went away is waited for).
 
     The child is in its own session, so it gets each signal exactly once, from here: `dutchbook
     run` then finishes the attempts in flight and scores what it has (a second signal stops
@@ -176,14 +180,52 @@ def run_child(command: Sequence[str], env: dict[str, str]) -> int:
         child = subprocess.Popen(list(command), env=env, start_new_session=True)
         for signum in early:
             forward(signum, None)
-        return child.wait()
+        return _wait_watching(child, server)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
+def _wait_watching(
+    child: subprocess.Popen[bytes], server: subprocess.Popen[bytes] | None, tick: float = 1.0
+) -> int:
+    """`child.wait()`, sending the child one Ctrl-C if `server` exits first."""
+    while True:
+        try:
+            return child.wait(timeout=None if server is None else tick)
+        except subprocess.TimeoutExpired:
+            if server is not None and server.poll() is not None:
+                child.send_signal(signal.SIGINT)
+                server = None  # once: a second Ctrl-C would stop the campaign at once
+
+
+def server_gone(server: Server) -> str | None:
+    """The closing line when the model server exited before the campaign ended, else None."""
+    code = server.process.poll()
+    if code is None:
+        return None
+    return (
+        f"the model server (pid {server.pid}) exited with status {code} while the campaign "
+        f"ran (see {server.log}); what it answered is kept: run the same command again to "
+        "resume"
+    )
+
+
 def _interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
+
+
+#: The exit status when the model server died during the campaign: `dutchbook run`'s own
+#: for a campaign left incomplete, which a rerun resumes.
+SERVER_GONE_EXIT = 4
+
+
+def _child_command(args: argparse.Namespace) -> list[str]:
+    if args.what == "demo":
+        command = [*DUTCHBOOK, "run", str(args.spec)]
+        return command + (["--out", str(args.out)] if args.out is not None else [])
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests_local",
+            *args.rest]  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -207,16 +249,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with running_server(server_command(model, port, args.threads), port, log) as server:
             print(f"model server ready at {server.base_url} (pid {server.pid})", flush=True)
             env = {**os.environ, BASE_URL_ENV: server.base_url}
-            if args.what == "demo":
-                command = [*DUTCHBOOK, "run", str(args.spec)]
-                command += ["--out", str(args.out)] if args.out is not None else []
-                return run_child(command, env)
-            if args.what == "test":
-                return run_child(
-                    [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                     "tests_local", *args.rest],
-                    env,
-                )
+            if args.what in ("demo", "test"):
+                code = run_child(_child_command(args), env, server.process)
+                if code != 0 and (gone := server_gone(server)) is not None:
+                    print(f"error: {gone}", file=sys.stderr)
+                    return SERVER_GONE_EXIT
+                return code
             print("serving until Ctrl-C", flush=True)
             while server.process.poll() is None:
                 time.sleep(1.0)

@@ -270,3 +270,40 @@ async def test_a_concurrency_beyond_the_maximum_is_refused_before_any_worker(
             plan, tmp_path / "run", {config.name: config}, {config.name: adapter},
             log_console=None,
         )  # fmt: skip
+
+
+@pytest.mark.parametrize("grace_s", [60.0, 0.0])
+async def test_a_server_restarting_after_answering_spends_no_attempts(
+    tmp_path: Path, kit: type[Kit], grace_s: float,
+) -> None:
+    """A hostile tester killed a local model server after a few answers and restarted it ten
+    seconds later: the request in flight spent its six attempts on refused connections in six
+    seconds (before twelve failures in a row pause the lane) and was given up. A server not
+    reached at all, while the lane has had replies within the grace window, is now treated as
+    a rate limit is: not charged. With no grace window, as before, the request gives up."""
+    sim = await start_sim(port=0, seed=3)
+    port = sim.port
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-coherent", 12))
+    config, adapter = kit.sim_model("sim-coherent", sim.root_url, concurrency=1)
+    run = asyncio.create_task(dispatch(
+        plan, tmp_path / "run", {config.name: config}, {config.name: adapter},
+        policy=RetryPolicy(max_attempts=2, base_s=0.05, cap_s=0.1, rate_limit_grace_s=grace_s),
+        log_console=None,
+    ))  # fmt: skip
+    while sum(sim.counts().values()) < 4:  # a few answers first
+        await asyncio.sleep(0.005)
+    await sim.stop()
+    await asyncio.sleep(1.0)  # refused meanwhile: about ten tries, under the pause's twelve
+    sim = await start_sim(port=port, seed=3)
+    try:
+        summary = await asyncio.wait_for(run, timeout=60)
+    finally:
+        await sim.stop()
+    lane = summary.lanes[config.name]
+    tries = scan_attempts(tmp_path / "run").group_by("request_id").len().collect()["len"]
+    assert lane.retries.by_cause["connection_error"] > 2
+    if grace_s:
+        assert summary.complete and lane.retries.exhausted == 0
+        assert cast(int, tries.max()) > 2  # retried past the budget, uncharged
+    else:
+        assert not summary.complete and lane.retries.exhausted > 0

@@ -17,10 +17,12 @@ import pytest
 from runs.local_model import (
     BASE_URL_ENV,
     LocalModelError,
+    Server,
     free_port,
     run_child,
     running_server,
     server_command,
+    server_gone,
 )
 
 STAND_IN = textwrap.dedent(
@@ -191,3 +193,44 @@ def test_a_hangup_while_the_child_starts_is_passed_on_once_it_has() -> None:
 
 def test_run_child_returns_the_childs_status() -> None:
     assert run_child([sys.executable, "-c", "raise SystemExit(4)"], dict(os.environ)) == 4
+
+
+def test_a_server_that_dies_mid_campaign_stops_the_campaign_with_one_line(tmp_path: Path) -> None:
+    """The model server died after answering: the campaign probed it for ever (a provider
+    that answered is waited for), though no one would start it again. The wrapper now sends
+    the campaign a Ctrl-C and says why in its closing line."""
+    ready = tmp_path / "campaign-ready"
+    server_process = subprocess.Popen(  # dies once the campaign is under way
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import os, time
+            while not os.path.exists({str(ready)!r}):
+                time.sleep(0.05)
+            raise SystemExit(3)
+        """)]
+    )
+    server = Server(server_process, "http://127.0.0.1:9/v1", tmp_path / "server.log")
+    campaign = textwrap.dedent(
+        f"""
+        import signal, sys, time
+        signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+        open({str(ready)!r}, "w").close()
+        time.sleep(30)
+        """
+    )
+    started = time.monotonic()
+    assert run_child([sys.executable, "-c", campaign], dict(os.environ), server_process) == 130
+    assert time.monotonic() - started < 25  # not the campaign's 30 s
+    assert server_gone(server) == (
+        f"the model server (pid {server.pid}) exited with status 3 while the campaign ran "
+        f"(see {tmp_path / 'server.log'}); what it answered is kept: run the same command "
+        "again to resume"
+    )
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert server_gone(Server(alive, "", tmp_path / "server.log")) is None
+        # A live server does not stop the campaign: its own status comes back.
+        status = run_child([sys.executable, "-c", "raise SystemExit(4)"], dict(os.environ), alive)
+        assert status == 4
+    finally:
+        alive.kill()
+        alive.wait()
