@@ -10,6 +10,9 @@ a handful of steps, so the flush costs nothing that matters):
 - `uploaded`: the input's reference (`input_ref`), once the upload returned;
 - `created`: the provider's job id, as soon as the create (or a `find` after a crash) said it;
 - `status`: the job's state whenever it changed (`JobState` fields);
+- `abandoned`: the provider answered 404 for the job and the user named it to
+  `dutchbook run --abandon-batch-jobs` (its `detail` says what the provider said): its lines
+  are then journalled as failed attempts and asked again, and a `collected` line follows;
 - `collected`: every line of the ended job is in the ledger; the job holds nothing more.
 
 `fold_jobs` reads the lines back (a line torn by a kill is skipped: the step it named is then
@@ -39,6 +42,7 @@ JOBS_FILE = Path("batches") / "jobs.jsonl"
 PLANNED, UPLOADED, CREATED, STATUS, COLLECTED = (
     "planned", "uploaded", "created", "status", "collected",
 )
+ABANDONED = "abandoned"
 
 
 def new_job_key(model: str) -> str:
@@ -70,6 +74,8 @@ class BatchJob:
     error_ref: str | None = None
     detail: str = ""
     collected: bool = False
+    #: Why the user abandoned the job (the provider's 404), once recorded; "" while not.
+    abandoned: str = ""
     #: What collecting wrote (lines answered, failed, absent), once collected.
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -155,6 +161,11 @@ class JobRecords:
         _apply_state(job, state)
         self._append({"event": STATUS, "job_key": job.job_key, **_state_fields(state)})
 
+    def abandoned(self, job: BatchJob, detail: str) -> None:
+        job.abandoned = detail or "not found"
+        self._append({"event": ABANDONED, "job_key": job.job_key, "job_id": job.job_id,
+                      "detail": job.abandoned})
+
     def collected(self, job: BatchJob, counts: Mapping[str, int]) -> None:
         job.collected, job.counts = True, dict(counts)
         self._append({"event": COLLECTED, "job_key": job.job_key, "counts": dict(counts)})
@@ -200,6 +211,8 @@ def fold_jobs(run_dir: Path | str) -> dict[str, BatchJob]:
             job.input_ref = str(record["input_ref"])
         elif event in (CREATED, STATUS):
             _apply_state(job, _state_of(record))
+        elif event == ABANDONED:
+            job.abandoned = str(record.get("detail") or "not found")
         elif event == COLLECTED:
             job.collected = True
             job.counts = {str(k): int(v) for k, v in (record.get("counts") or {}).items()}
@@ -226,12 +239,15 @@ def held_ids(jobs: Mapping[str, BatchJob], model: str | None = None) -> set[str]
     }
 
 
-#: How `dutchbook status` groups jobs: by where they stand.
-STATUS_GROUPS = ("queued", "running", "done", "expired", "failed", "collecting")
+#: How `dutchbook status` groups jobs: by where they stand ("abandoned": given up by the
+#: user after the provider answered 404 for it, its lines asked again).
+STATUS_GROUPS = ("queued", "running", "done", "expired", "failed", "collecting", "abandoned")
 
 
 def status_group(job: BatchJob) -> str:
     """The job's group in `dutchbook status` (a collected job by how it ended)."""
+    if job.abandoned:  # its last status is what the provider said before it forgot the job
+        return "abandoned"
     status = job.status
     if status is None or status in (JobStatus.VALIDATING, JobStatus.QUEUED):
         return "queued"
@@ -258,6 +274,7 @@ def jobs_summary(run_dir: Path | str) -> dict[str, dict[str, dict[str, int]]]:
 
 
 __all__ = [
+    "ABANDONED",
     "JOBS_FILE",
     "STATUS_GROUPS",
     "BatchJob",

@@ -20,6 +20,16 @@ the same key; `find` before `create`; poll; collect only the lines not yet in th
 and their requests are never put into another job meanwhile. Control-plane failures (rate
 limits, 5xx, connection errors) are waited out; an auth or request error stops the lane with
 one line, like a live lane's.
+
+A job the provider answers 404 for (poll, results) is *lost*: the provider dropped it, or the
+user now asks another account, key or region, under which it may still run and be billed. The
+lane cannot tell which, so it never asks the job's lines again on its own: it goes on with the
+rest and then stops with one line naming the lost jobs and both ways out. A job the user names
+to `dutchbook run --abandon-batch-jobs` is, once the provider answers 404 for it, recorded
+`abandoned` and its lines journalled as failed attempts and asked again. After
+`FAILED_JOB_STREAK` jobs in a row failed with no line run (an input the provider refuses
+fails every job the same way) the lane stops with the provider's words instead of submitting
+more.
 """
 
 from __future__ import annotations
@@ -39,7 +49,7 @@ import polars as pl
 from engine.batch_jobs import BatchJob, JobRecords, fold_jobs, held_ids, new_job_key
 from engine.durable import DiskFull
 from engine.http import HttpClient
-from engine.lanes import Lane, LaneControl, LaneState, LaneStats, LedgerWriter
+from engine.lanes import HALTED, Lane, LaneControl, LaneState, LaneStats, LedgerWriter
 from engine.logs import EngineLog
 from engine.plan import PLAN_COLUMNS, PlanItem, plan_items
 from engine.retry import (
@@ -76,6 +86,12 @@ POLL_GROWTH, POLL_MAX_FACTOR = 1.5, 10.0
 #: Test hook (kill rehearsals): seconds to wait between an upload's record and the create, so
 #: a SIGKILL can land in that window on purpose.
 UPLOAD_PAUSE_ENV = "DUTCHBOOK_TEST_BATCH_UPLOAD_PAUSE_S"
+#: Jobs failed in a row, no line run, before the lane stops: what fails validation once
+#: fails again (the simulator's `batch_invalid=1.0` made 96 such jobs before giving up), and
+#: a transient refusal seldom hits three jobs in a row.
+FAILED_JOB_STREAK = 3
+#: The flag of `dutchbook run` that abandons lost jobs (named in the lane's stop line).
+ABANDON_FLAG = "--abandon-batch-jobs"
 
 T = TypeVar("T")
 
@@ -90,6 +106,14 @@ def poll_interval(explicit: float | None = None) -> float:
 
 class _Halted(Exception):
     """The lane halted (stop, pause, disk full) while a job step waited."""
+
+
+class _Unknown(Exception):
+    """The provider answered 404 for a job it created: see `BatchLane._lost_job`."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.detail)
+        self.failure = failure
 
 
 @dataclass
@@ -139,6 +163,9 @@ def absent_failure(state: JobState | None, job: BatchJob) -> Failure:
     jid = job.job_id or job.job_key
     status = state.status if state is not None else None
     said = f": {state.detail}" if state is not None and state.detail else ""
+    if job.abandoned:
+        return Failure(Outcome.PROVIDER_ERROR, f"{BATCH_MARK}{jid} abandoned by the user "
+                       f"({ABANDON_FLAG}) after the provider answered 404: {job.abandoned}")
     if status is JobStatus.EXPIRED:
         return Failure(Outcome.TIMEOUT, f"{BATCH_MARK}{jid} expired before this line ran{said}")
     if status is JobStatus.FAILED:
@@ -171,6 +198,7 @@ class BatchLane(LaneControl):
         poll_s: float | None = None,
         fallback: Lane | None = None,
         spend: SpendCap | None = None,
+        abandon: frozenset[str] = frozenset(),
     ) -> None:
         self.config, self.client, self.ledger, self.http, self.log = (
             config, client, ledger, http, log,
@@ -202,6 +230,11 @@ class BatchLane(LaneControl):
         self.held: set[str] = set()
         self._reached = False
         self._fetch: Fetch = self._send
+        #: Job ids or keys the user said to abandon if the provider answers 404 for them.
+        self.abandon = abandon
+        #: Jobs the provider answered 404 for, not abandoned: job key -> what it said.
+        self.lost: dict[str, str] = {}
+        self._failed_streak = 0
 
     # -- state (halting and sleeping: `engine.lanes.LaneControl`) -----------------------
 
@@ -241,8 +274,12 @@ class BatchLane(LaneControl):
                 await asyncio.gather(live_task, return_exceptions=True)
             self.stats.finished = time.monotonic()
             self.stats.in_flight = self.stats.jobs_in_flight = 0
+            # DONE too: a live fallback lane shares these stats and says DONE when its queue ends.
+            if self.lost and self.stats.state in (LaneState.RUNNING, LaneState.DONE):
+                self._halt(LaneState.STOPPED, self._lost_message())
             if self.stats.state in (LaneState.RUNNING, LaneState.PROBING):
                 self.stats.state = LaneState.DONE
+            self._say_open_jobs()
             self.log.info("lane_finished", model=self.config.name, state=self.stats.state.value,
                           accepted=self.stats.accepted, attempts=self.stats.attempts,
                           retries=dict(self.stats.retries.by_cause), message=self.stats.message)
@@ -426,12 +463,12 @@ class BatchLane(LaneControl):
                 await asyncio.sleep(float(os.environ.get(UPLOAD_PAUSE_ENV) or 0))
             lines = None  # uploaded: the provider holds the lines now, not this process
             _forget_prompts(entries.values())
-            state = job.state()
-            if state is None:
-                state = await self._create(job)
-            state = await self._until_final(job, state)
-            found = await self._call("results", lambda: self.client.results(self._fetch, state))
+            ended = await self._ended(job)
+            if ended is None:  # lost: it keeps its lines until the user decides
+                return []
+            state, found = ended
             again = self._collect(job, state, found, entries)
+            self._count_failed(job, state)
             if again:  # asked again: their prompts are read back from the plan
                 await asyncio.to_thread(self._restore_prompts, again)
             return again
@@ -460,6 +497,80 @@ class BatchLane(LaneControl):
         texts = {rid: (system, user) for rid, system, user in frame.iter_rows()}
         for entry in entries:
             entry.item.system, entry.item.user = texts[entry.item.request_id]
+
+    async def _ended(self, job: BatchJob) -> tuple[JobState, Sequence[LineResult]] | None:
+        """The job's last state and its result lines, once it ended (or was abandoned); None
+        when the provider answers 404 for it and the user has not abandoned it."""
+        if job.abandoned:  # a kill came between its `abandoned` and `collected` records
+            return _abandoned_state(job), ()
+        try:
+            state = job.state()
+            if state is None:
+                state = await self._create(job)
+            state = await self._until_final(job, state)
+            ended = state
+            found = await self._call("results", lambda: self.client.results(self._fetch, ended))
+        except _Unknown as exc:
+            return self._lost_job(job, exc.failure)
+        return state, found
+
+    def _lost_job(
+        self, job: BatchJob, failure: Failure
+    ) -> tuple[JobState, Sequence[LineResult]] | None:
+        """A job the provider answers 404 for. Abandoned (its lines asked again) only when
+        the user named it: a 404 may mean the provider dropped it (no line ran), or that it
+        is asked under other credentials, account or region, where it may still run and be
+        billed; asking its lines again on a guess could pay for them twice."""
+        detail = self._redact(failure.detail)
+        if {job.job_id, job.job_key} & self.abandon:
+            self.records.abandoned(job, detail)
+            self.log.warning("batch_job_abandoned", model=self.config.name, job_key=job.job_key,
+                             job_id=job.job_id, lines=len(job.requests), detail=detail)
+            return _abandoned_state(job), ()
+        self.lost[job.job_key] = detail
+        self.log.error("batch_job_unknown", model=self.config.name, job_key=job.job_key,
+                       job_id=job.job_id, lines=len(job.requests), detail=detail)
+        return None
+
+    def _lost_message(self) -> str:
+        """The stop line of a lane with lost jobs: which, what a 404 means, both ways out."""
+        jobs = [self.jobs[key] for key in self.lost]
+        ids = ",".join(job.job_id or job.job_key for job in jobs)
+        lines = sum(len(job.requests) for job in jobs)
+        said = next(iter(self.lost.values()))
+        return (
+            f"the provider answers 404 (not found) for {len(jobs)} batch job(s) of this run "
+            f"folder, {ids}, holding {lines} queries ({said}); if they were created under other "
+            "credentials, another account or region, switch back and run again (they may still "
+            "run and be billed there); if the provider dropped them, run again with "
+            f"{ABANDON_FLAG} {ids} to ask their queries again"
+        )
+
+    def _count_failed(self, job: BatchJob, state: JobState) -> None:
+        """Stop after `FAILED_JOB_STREAK` jobs in a row failed with no line run, saying why
+        in the provider's words (as a live lane stops after permanent failures in a row)."""
+        if state.status is not JobStatus.FAILED or job.counts.get("answered", 0):
+            self._failed_streak = 0
+            return
+        self._failed_streak += 1
+        if self._failed_streak >= FAILED_JOB_STREAK:
+            self._halt(LaneState.STOPPED, (
+                f"after {self._failed_streak} batch jobs in a row failed with no line run "
+                f"(the last, {job.job_id}: {state.provider_status or state.status.value}): "
+                f"{state.detail or 'the provider gave no reason'}"), after_name=" stopped ")
+
+    def _say_open_jobs(self) -> None:
+        """A halted lane's line says how many of its jobs are still at the provider: they
+        may still run and be billed, and only a resume collects their answers."""
+        open_jobs = sum(
+            1 for job in self.jobs.values()
+            if job.live and job.job_id is not None and job.job_key not in self.lost
+        )
+        if open_jobs and self.stats.state in HALTED:
+            tail = (f"; {open_jobs} batch job(s) not yet collected from the provider (they may "
+                    "still run and be billed; running the same command again collects them)")
+            self.stats.message += tail
+            self.stats.reason += tail
 
     async def _create(self, job: BatchJob) -> JobState:
         """The job's id: `find` first (a crash may have lost a create's reply), else create."""
@@ -515,6 +626,8 @@ class BatchLane(LaneControl):
         name = self.config.name
         detail = self._redact(failure.detail)
         status = f"HTTP {failure.http_status}" if failure.http_status else "no status"
+        if failure.http_status == 404 and what in ("poll", "results"):
+            raise _Unknown(failure)  # the job, or its output, is gone: `_lost_job` decides
         if failure.outcome in PERMANENT or (failure.unreachable and not self._reached):
             self._halt(LaneState.STOPPED, f"batch {what} failed "
                        f"({failure.outcome.value}, {status}): {detail}")
@@ -689,6 +802,12 @@ def _read_items(
     return plan_items(frame, prior, failed)
 
 
+def _abandoned_state(job: BatchJob) -> JobState:
+    """An abandoned job's end, as collecting reads it: no line of it ran."""
+    return JobState(job.job_id or job.job_key, JobStatus.CANCELLED, "abandoned",
+                    total=len(job.requests), completed=0, detail=job.abandoned)
+
+
 def _forget_prompts(entries: Iterable[_Entry]) -> None:
     """A job's prompts are dropped once it is uploaded (a campaign's in-flight jobs would
     otherwise hold every prompt they carry: Groq's 20 jobs of 50,000 lines are the whole
@@ -721,4 +840,4 @@ def _as_failure(outcome: str) -> Failure:
     return Failure(kind, "recorded before a restart")
 
 
-__all__ = ["BatchLane", "absent_failure", "poll_interval"]
+__all__ = ["ABANDON_FLAG", "FAILED_JOB_STREAK", "BatchLane", "absent_failure", "poll_interval"]

@@ -435,6 +435,7 @@ async def dispatch(
     outage: OutagePolicy | None = None,
     batch_clients: Mapping[str, BatchClient] | None = None,
     batch_poll_s: float | None = None,
+    batch_abandon: frozenset[str] = frozenset(),
 ) -> DispatchSummary:
     """Ask every unaccepted plan row of the configured models; see the module docstring.
 
@@ -446,12 +447,14 @@ async def dispatch(
     could pass it, no lane starts another. Models with `dispatch = "batch"` are asked through
     jobs (`engine.batch_lane.BatchLane`) with the client of `batch_clients` of their name,
     polled every `batch_poll_s` (default `engine.batch_lane.poll_interval`); they need an
-    adapter only to fall back live. Raises `engine.ledger.LedgerBusy` if another process is
-    writing this run. The journal is folded into shards every `compact_every_n` results or
-    `compact_every_s` seconds: a fold holds its segment's rows as Python objects for a moment,
-    and the resident memory that leaves behind grows with the segment (a fifth of the paper's
-    sweep peaked at 503 MB folding every 20,000 or 30 s, 432 MB every 5,000 or 10 s, no
-    slower). (Long only by its keyword options; the work is in `_Run`.)
+    adapter only to fall back live. `batch_abandon` names batch jobs (ids or keys) to give up if
+    their provider answers 404 for them (`dutchbook run --abandon-batch-jobs`). Raises
+    `engine.ledger.LedgerBusy` if another process is writing this run. The journal is folded
+    into shards every `compact_every_n` results or `compact_every_s` seconds: a fold holds its
+    segment's rows as Python objects for a moment, and the resident memory that leaves behind
+    grows with the segment (a fifth of the paper's sweep peaked at 503 MB folding every 20,000
+    or 30 s, 432 MB every 5,000 or 10 s, no slower). (Long only by its keyword options; the work
+    is in `_Run`.)
     """
     plan_path, run_dir = Path(plan_path), Path(run_dir)
     policy = policy or RetryPolicy(
@@ -494,6 +497,7 @@ async def dispatch(
                         models[name], clients[name], ledger, http, log, run_dir=run_dir,
                         plan_path=plan_path, records=records, parser=parser, policy=policy,
                         stop_event=stop_event, poll_s=batch_poll_s, spend=spend,
+                        abandon=batch_abandon,
                         fallback=live(name) if models[name].batch_fallback_live else None,
                     )
                     if models[name].dispatch == "batch"

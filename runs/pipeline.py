@@ -20,13 +20,14 @@ import math
 import os
 import signal
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from engine.batch_jobs import fold_jobs
 from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import (
     DiskFull,
@@ -204,6 +205,25 @@ def check_run_folder(run_dir: Path) -> None:
         _check_run_folder(run_dir)
     except OSError as exc:  # a name too long, a parent it may not look in: not ENOENT
         raise RunError(f"cannot make a run folder at {run_dir}: {exc.strerror or exc}") from None
+
+
+def check_abandon(run_dir: Path, names: Iterable[str]) -> frozenset[str]:
+    """The batch jobs `--abandon-batch-jobs` names (comma-separated ids or keys), each one a
+    job of this folder not yet collected: a typo must not pass silently while the job it
+    meant stays stuck, nor name a job of another folder."""
+    wanted = frozenset(n.strip() for name in names for n in name.split(",") if n.strip())
+    if not wanted:
+        return wanted
+    jobs = fold_jobs(run_dir) if run_dir.is_dir() else {}
+    known = {name for job in jobs.values() if job.live for name in (job.job_id, job.job_key)}
+    strangers = sorted(wanted - known)
+    if strangers:
+        raise RunError(
+            f"--abandon-batch-jobs: {', '.join(strangers)} is not a batch job of {run_dir} "
+            "waiting to be collected (its ids are in the run's last stop line and in "
+            "batches/jobs.jsonl); nothing was sent"
+        )
+    return wanted
 
 
 def _check_run_folder(run_dir: Path) -> None:
@@ -400,6 +420,7 @@ async def run_campaign(
     faults: str = "none",
     sim_url: str | None = None,
     figure_workers: FigureWorkers | None = None,
+    abandon_batch_jobs: Iterable[str] = (),
 ) -> CampaignResult:
     """Plan, dispatch, score and report one campaign (see the module docstring).
 
@@ -413,6 +434,8 @@ async def run_campaign(
     AWS session tokens); the default is `providers.sim.credentials.DEFAULT_CREDENTIALS`.
     `figure_workers` (`runs.figure_workers`, the caller's to close) draw the report's figures
     in their own processes, unless the campaign is too big for them (`WORKERS_MAX_QUERIES`).
+    `abandon_batch_jobs` names batch jobs of the folder (ids or keys) to give up, and ask their
+    lines again, if their provider answers 404 for them (`engine.batch_lane`).
     """
     clock = PhaseClock()
     console = console or stdout_console()
@@ -422,6 +445,7 @@ async def run_campaign(
     check_cap_counts(spec, max_cost)
     run_dir = Path(out) if out else default_run_dir(spec)
     check_run_folder(run_dir)
+    abandon = check_abandon(run_dir, abandon_batch_jobs)
     remove_orphaned_scratch()  # what runs killed before left in the temporary folder
     units = UnitSource.from_spec(spec)
     for entry in spec.arms:
@@ -444,7 +468,7 @@ async def run_campaign(
         options = CampaignOptions(
             max_cost=max_cost, rehearse=rehearse, console=console, progress=progress,
             sim_credentials=sim_credentials, faults=faults, sim_url=sim_url, clock=clock,
-            figure_workers=figure_workers,
+            figure_workers=figure_workers, abandon_batch_jobs=abandon,
         )  # fmt: skip
         return await _campaign(spec, run_dir, units, lines, saved is None, staged, options)
 
@@ -539,6 +563,8 @@ class CampaignOptions:
     sim_url: str | None
     clock: PhaseClock
     figure_workers: FigureWorkers | None = None
+    #: Batch jobs (ids or keys) to abandon if their provider answers 404 for them.
+    abandon_batch_jobs: frozenset[str] = frozenset()
 
 
 async def _campaign(
@@ -757,6 +783,7 @@ async def _dispatch_campaign(
                         stop_event=signals.stop,
                         budget_usd=options.max_cost,
                         batch_clients=batch_clients,
+                        batch_abandon=options.abandon_batch_jobs,
                     )
                 )
                 try:

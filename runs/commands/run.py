@@ -90,6 +90,16 @@ def run(
             "(`dutchbook serve-sim`) instead of starting one, e.g. to keep its counts across runs",
         ),
     ] = None,
+    abandon_batch_jobs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--abandon-batch-jobs",
+            metavar="IDS",
+            help="batch jobs of this run folder (comma-separated ids) to give up if their "
+            "provider answers 404 (not found) for them: their queries are asked again, which "
+            "pays twice if the jobs still run under other credentials, account or region",
+        ),
+    ] = None,
 ) -> None:
     """Run a campaign into a folder; an interrupted run resumes where it stopped."""
     try:
@@ -109,6 +119,7 @@ def run(
                         faults=faults,
                         sim_url=sim_url,
                         figure_workers=workers,
+                        abandon_batch_jobs=abandon_batch_jobs or (),
                     )
                 )
             except RunBusy as exc:

@@ -1,0 +1,201 @@
+"""Batch lanes that could not end before (against the FAKE provider, tests/engine/batch_fake.py):
+a job the provider no longer knows (HTTP 404) stops the lane with its ids and both ways out,
+and is given up only when the user names it (`--abandon-batch-jobs`), recorded; jobs that
+always fail are not resubmitted without end; a stopped or cancelled lane says how many of its
+jobs are still at the provider."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+import pytest
+
+from engine.batch_jobs import ABANDONED, JOBS_FILE, fold_jobs, jobs_summary
+from engine.batch_lane import FAILED_JOB_STREAK
+from engine.dispatch import DispatchSummary, dispatch
+from engine.durable import read_record_lines
+from engine.retry import RetryPolicy
+from engine.scan import scan_attempts, scan_responses
+from providers.batch import BatchError, Fetch, JobState
+from providers.types import Failure, ModelConfig, Outcome
+from runs.pipeline import RunError, check_abandon
+from tests.engine.batch_fake import FakeBatch
+
+if TYPE_CHECKING:
+    from providers.sim.server import SimHandle
+    from tests.engine.conftest import Kit
+
+MODEL = "fake-batch"
+POLICY = RetryPolicy(max_attempts=6, base_s=0.001, cap_s=0.002)
+
+
+class Forgetful(FakeBatch):
+    """A provider that may forget its jobs (restarted, or asked under another account)."""
+
+    forgotten: frozenset[str] = frozenset()
+
+    def forget(self) -> None:
+        """Every job so far is unknown from now on (kept only so new ids never reuse theirs)."""
+        self.forgotten = frozenset(self.jobs)
+
+    async def poll(self, fetch: Fetch, job_id: str) -> JobState:
+        if job_id in self.forgotten:
+            self._enter("poll")
+            raise BatchError(Failure(Outcome.BAD_REQUEST,
+                                     f"No batch found with id '{job_id}'.", http_status=404))
+        return await super().poll(fetch, job_id)
+
+
+async def _run(
+    plan: Path, run_dir: Path, fake: FakeBatch, **kw: Any
+) -> DispatchSummary:
+    config = ModelConfig(name=MODEL, provider="sim", model="m", dispatch="batch")
+    return await dispatch(
+        plan, run_dir, {MODEL: config}, {}, batch_clients={MODEL: fake},
+        policy=POLICY, batch_poll_s=0.001, log_console=None, **kw,
+    )
+
+
+async def test_a_job_the_provider_forgot_waits_for_the_user_then_is_abandoned(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    rows = kit.plan_rows(MODEL, 100)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = Forgetful(kill_at=("poll", 1, "before"))
+    await _run(plan, run_dir, fake)
+    lost = {j.job_id: j for j in fold_jobs(run_dir).values() if j.live and j.job_id}
+    assert lost, "the kill left created jobs uncollected"
+    held = {rid for job in lost.values() for rid in job.requests}
+    fake.forget()
+
+    # Asked again without a word from the user: never re-sent, the rest done, one clear line.
+    stuck = await _run(plan, run_dir, fake)
+    lane = stuck.lanes[MODEL]
+    assert lane.state.value == "stopped" and stuck.unaccepted == len(held)
+    ids = ",".join(sorted(lost))
+    assert "\n" not in lane.message
+    assert "404" in lane.message and "No batch found" in lane.message
+    assert f"--abandon-batch-jobs {ids}" in lane.message
+    assert "other credentials" in lane.message  # the case where asking again pays twice
+    assert not held & set(scan_attempts(run_dir, ["request_id"]).collect()["request_id"])
+
+    # Named by the user: recorded abandoned, each line a failed attempt, then asked again.
+    done = await _run(plan, run_dir, fake, batch_abandon=frozenset(lost))
+    assert done.complete, done.lines()
+    events = [r for r in read_record_lines(run_dir / JOBS_FILE) if r["event"] == ABANDONED]
+    assert sorted(r["job_id"] for r in events) == sorted(lost)
+    assert all("No batch found" in r["detail"] for r in events)
+    attempts = scan_attempts(run_dir, ["request_id", "attempt", "outcome", "detail"]).collect()
+    gone = attempts.filter(pl.col("request_id").is_in(list(held)))
+    assert gone.filter(pl.col("attempt") == 1)["outcome"].unique().to_list() == ["provider_error"]
+    assert gone.filter(pl.col("attempt") == 1)["detail"].str.contains("abandoned").all()
+    responses = scan_responses(run_dir, ["request_id"]).collect()["request_id"].to_list()
+    assert sorted(responses) == sorted(r["request_id"] for r in rows)
+    assert max(fake.answered.values()) == 1  # the forgotten jobs never ran: nothing paid twice
+    assert jobs_summary(run_dir)[MODEL]["abandoned"] == {"jobs": len(lost), "lines": len(held)}
+
+
+async def test_abandon_keeps_a_job_the_provider_still_knows(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Naming a job only permits giving it up on a 404: one still known is collected."""
+    rows = kit.plan_rows(MODEL, 60)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = Forgetful(kill_at=("poll", 1, "before"))
+    await _run(plan, run_dir, fake)
+    named = frozenset(j.job_id for j in fold_jobs(run_dir).values() if j.live and j.job_id)
+    summary = await _run(plan, run_dir, fake, batch_abandon=named)
+    assert summary.complete
+    assert not [r for r in read_record_lines(run_dir / JOBS_FILE) if r["event"] == ABANDONED]
+    assert max(fake.ran.values()) == 1
+
+
+def test_abandon_names_only_this_folders_live_jobs(tmp_path: Path, kit: type[Kit]) -> None:
+    rows = kit.plan_rows(MODEL, 50)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    asyncio.run(_run(plan, run_dir, FakeBatch(kill_at=("poll", 1, "before"))))
+    job = next(j for j in fold_jobs(run_dir).values() if j.job_id)
+    assert check_abandon(run_dir, [f"{job.job_id}, "]) == {job.job_id}
+    assert check_abandon(run_dir, []) == frozenset()
+    with pytest.raises(RunError, match="--abandon-batch-jobs: batch_typo is not a batch job"):
+        check_abandon(run_dir, [f"{job.job_id},batch_typo"])
+
+
+async def test_jobs_that_always_fail_stop_the_lane_in_the_providers_words(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    rows = kit.plan_rows(MODEL, 100)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    fake = FakeBatch(faults={n: "fail" for n in range(1, 200)})
+    summary = await _run(plan, tmp_path / "run", fake)
+    lane = summary.lanes[MODEL]
+    assert lane.state.value == "stopped", summary.lines()
+    assert f"stopped after {FAILED_JOB_STREAK} batch jobs in a row failed" in lane.message
+    assert "input failed validation" in lane.message and "\n" not in lane.message
+    # The jobs in flight when it stopped are all it made (3 at a time), not 15 and more.
+    assert len(fake.jobs) <= FAILED_JOB_STREAK + fake.limits.max_jobs_in_flight
+    assert f"{MODEL}: stopped, 0/100 done" in summary.lines()[1]
+
+
+async def test_a_job_that_answers_breaks_the_failed_streak(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    rows = kit.plan_rows(MODEL, 100)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    fake = FakeBatch(faults={1: "fail", 2: "fail"},
+                     limits_=FakeBatch().limits.__class__(
+                         max_lines=20, max_bytes=1 << 20, max_jobs_in_flight=1,
+                         completion_window="24h"))
+    summary = await _run(plan, tmp_path / "run", fake)
+    assert summary.complete, summary.lines()
+
+
+async def test_a_stopped_run_says_how_many_jobs_are_still_at_the_provider(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Ctrl-C leaves the jobs running at the provider: the lane's line says so (they may be
+    billed) and that running the same command again collects them."""
+    rows = kit.plan_rows(MODEL, 100)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    stop = asyncio.Event()
+    fake = FakeBatch(polls_to_finish=1000)
+    fake.on_call = lambda method: stop.set() if method == "poll" else None
+    summary = await _run(plan, tmp_path / "run", fake, stop_event=stop)
+    lane = summary.lanes[MODEL]
+    open_jobs = [j for j in fold_jobs(tmp_path / "run").values() if j.live and j.job_id]
+    assert lane.state.value == "cancelled" and open_jobs
+    assert (f"stop requested; {len(open_jobs)} batch job(s) not yet collected from the "
+            "provider (they may still run and be billed") in summary.lines()[1]
+
+
+async def test_a_lost_job_stops_a_lane_with_a_live_fallback_too(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle,
+) -> None:
+    """A live fallback lane shares the batch lane's counters and ends DONE: the lost job must
+    still stop the lane (Bedrock's rehearsal said `done, 12/112` with 100 lines lost)."""
+    rows = kit.plan_rows(MODEL, 50)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    live_config, adapter = kit.sim_model(MODEL, sim.root_url)
+    config = replace(live_config, dispatch="batch", batch_fallback_live=True)
+    fake = Forgetful(kill_at=("poll", 1, "before"))
+
+    async def run() -> DispatchSummary:
+        return await dispatch(plan, run_dir, {MODEL: config}, {MODEL: adapter},
+                              batch_clients={MODEL: fake}, policy=POLICY, batch_poll_s=0.001,
+                              log_console=None)
+
+    await run()
+    fake.forget()
+    summary = await run()
+    lane = summary.lanes[MODEL]
+    assert lane.state.value == "stopped", summary.lines()
+    assert "--abandon-batch-jobs job-1,job-2 " in lane.message
+    assert summary.unaccepted == 50 and summary.attempts == 0
