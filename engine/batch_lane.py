@@ -111,9 +111,10 @@ class _Halted(Exception):
 class _Unknown(Exception):
     """The provider answered 404 for a job it created: see `BatchLane._lost_job`."""
 
-    def __init__(self, failure: Failure) -> None:
+    def __init__(self, failure: Failure, what: str) -> None:
         super().__init__(failure.detail)
         self.failure = failure
+        self.what = what  # "poll" (the job is unknown) or "results" (its output is gone)
 
 
 @dataclass
@@ -234,6 +235,9 @@ class BatchLane(LaneControl):
         self.abandon = abandon
         #: Jobs the provider answered 404 for, not abandoned: job key -> what it said.
         self.lost: dict[str, str] = {}
+        #: Of those, jobs that ended and whose results the provider no longer has: their
+        #: lines ran and were billed, so abandoning them pays for them again.
+        self.lost_output: set[str] = set()
         self._failed_streak = 0
 
     # -- state (halting and sleeping: `engine.lanes.LaneControl`) -----------------------
@@ -511,6 +515,8 @@ class BatchLane(LaneControl):
             ended = state
             found = await self._call("results", lambda: self.client.results(self._fetch, ended))
         except _Unknown as exc:
+            if exc.what == "results":
+                self.lost_output.add(job.job_key)
             return self._lost_job(job, exc.failure)
         return state, found
 
@@ -544,6 +550,12 @@ class BatchLane(LaneControl):
             "credentials, another account or region, switch back and run again (they may still "
             "run and be billed there); if the provider dropped them, run again with "
             f"{ABANDON_FLAG} {ids} to ask their queries again"
+            + (
+                f" ({len(gone)} of them ended and their results are gone: their lines ran and "
+                "were billed, and asking them again pays for them twice)"
+                if (gone := self.lost_output & self.lost.keys())
+                else ""
+            )
         )
 
     def _count_failed(self, job: BatchJob, state: JobState) -> None:
@@ -627,7 +639,7 @@ class BatchLane(LaneControl):
         detail = self._redact(failure.detail)
         status = f"HTTP {failure.http_status}" if failure.http_status else "no status"
         if failure.http_status == 404 and what in ("poll", "results"):
-            raise _Unknown(failure)  # the job, or its output, is gone: `_lost_job` decides
+            raise _Unknown(failure, what)  # the job, or its output, is gone: `_lost_job` decides
         if failure.outcome in PERMANENT or (failure.unreachable and not self._reached):
             self._halt(LaneState.STOPPED, f"batch {what} failed "
                        f"({failure.outcome.value}, {status}): {detail}")

@@ -7,6 +7,7 @@ jobs are still at the provider."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import read_record_lines
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts, scan_responses
-from providers.batch import BatchError, Fetch, JobState
+from providers.batch import BatchError, Fetch, JobState, LineResult
 from providers.types import Failure, ModelConfig, Outcome
 from runs.pipeline import RunError, check_abandon
 from tests.engine.batch_fake import FakeBatch
@@ -98,6 +99,35 @@ async def test_a_job_the_provider_forgot_waits_for_the_user_then_is_abandoned(
     assert sorted(responses) == sorted(r["request_id"] for r in rows)
     assert max(fake.answered.values()) == 1  # the forgotten jobs never ran: nothing paid twice
     assert jobs_summary(run_dir)[MODEL]["abandoned"] == {"jobs": len(lost), "lines": len(held)}
+
+
+class OutputGone(Forgetful):
+    """A provider that still knows its jobs but no longer has their results (expired)."""
+
+    async def poll(self, fetch: Fetch, job_id: str) -> JobState:
+        return await FakeBatch.poll(self, fetch, job_id)
+
+    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+        if state.job_id in self.forgotten:
+            self._enter("results")
+            raise BatchError(Failure(Outcome.BAD_REQUEST, "File not found.", http_status=404))
+        return await super().results(fetch, state)
+
+
+async def test_a_job_whose_results_are_gone_says_abandoning_it_pays_twice(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """A 404 for the results of a job that ended: its lines ran and were billed, so the stop
+    line must say that abandoning it pays for them again (a 404 at poll may mean no line ran)."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 100))
+    run_dir = tmp_path / "run"
+    fake = OutputGone(kill_at=("poll", 1, "before"))
+    await _run(plan, run_dir, fake)
+    fake.forget()
+    lane = (await _run(plan, run_dir, fake)).lanes[MODEL]
+    assert lane.state.value == "stopped" and "File not found" in lane.message
+    assert "their results are gone: their lines ran and were billed" in lane.message
+    assert "pays for them twice" in lane.message and "\n" not in lane.message
 
 
 async def test_abandon_keeps_a_job_the_provider_still_knows(
