@@ -223,9 +223,13 @@ async def test_a_lost_job_stops_a_lane_with_a_live_fallback_too(
                               log_console=None)
 
     await run()
+    # The jobs created before the kill: both, or on a loaded machine only the first.
+    lost = sorted(j.job_id for j in fold_jobs(run_dir).values() if j.live and j.job_id)
+    held = {rid for j in fold_jobs(run_dir).values() if j.live and j.job_id for rid in j.requests}
+    assert lost
     fake.forget()
     summary = await run()
     lane = summary.lanes[MODEL]
     assert lane.state.value == "stopped", summary.lines()
-    assert "--abandon-batch-jobs job-1,job-2 " in lane.message
-    assert summary.unaccepted == 50 and summary.attempts == 0
+    assert f"--abandon-batch-jobs {','.join(lost)} " in lane.message
+    assert summary.unaccepted == len(held)  # the rest went live or into a new job

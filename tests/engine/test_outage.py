@@ -8,6 +8,7 @@ at a time without charging each request an attempt, then resumes when the provid
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import html
 import socket
 from pathlib import Path
@@ -43,7 +44,8 @@ def free_port() -> int:
 
 
 async def run_with_provider_down_for(
-    tmp_path: Path, kit: type[Kit], outage: OutagePolicy, down_s: float
+    tmp_path: Path, kit: type[Kit], outage: OutagePolicy, down_s: float,
+    policy: RetryPolicy = POLICY,
 ) -> tuple[DispatchSummary, Path]:
     """Up until it has answered a few requests (a lane that never reached its server stops
     at once instead: a wrong address), down for `down_s`, then up again on the same port.
@@ -72,7 +74,7 @@ async def run_with_provider_down_for(
     await asyncio.sleep(0.05)
     try:
         summary = await dispatch(
-            plan, run_dir, {"sim-a": config}, {"sim-a": adapter}, policy=POLICY, outage=outage,
+            plan, run_dir, {"sim-a": config}, {"sim-a": adapter}, policy=policy, outage=outage,
             log_console=None,
         )  # fmt: skip
     finally:
@@ -118,9 +120,25 @@ async def test_without_the_pause_the_same_outage_exhausts_attempts(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
     never = OutagePolicy(streak=10_000)
-    summary, run_dir = await run_with_provider_down_for(tmp_path, kit, never, 1.5)
+    # Nor the grace for refused connections after replies (`Lane._charged`), which alone
+    # would carry the requests through this outage too.
+    no_grace = dataclasses.replace(POLICY, rate_limit_grace_s=0.0)
+    summary, run_dir = await run_with_provider_down_for(tmp_path, kit, never, 1.5, no_grace)
     assert not summary.complete
     assert read_pauses(run_dir) == []
+
+
+@pytest.mark.timeout(60)
+async def test_refused_connections_after_replies_are_not_charged_so_a_short_outage_passes(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Without the pause, the grace alone (`RetryPolicy.rate_limit_grace_s`: a refused
+    connection within a minute of a reply is not charged) carries every request through."""
+    never = OutagePolicy(streak=10_000)
+    summary, run_dir = await run_with_provider_down_for(tmp_path, kit, never, 1.5)
+    assert summary.complete and read_pauses(run_dir) == []
+    refused = scan_attempts(run_dir).filter(pl.col("outcome") == "connection_error").collect()
+    assert refused.group_by("request_id").len()["len"].max() >= POLICY.max_attempts  # type: ignore[operator]
 
 
 async def test_gate_while_up_passes_at_once_and_while_down_probes() -> None:
