@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pytest
 
-from engine.batch_jobs import ABANDONED, JOBS_FILE, fold_jobs, jobs_summary
+from engine.batch_jobs import ABANDONED, JOBS_FILE, BatchJob, fold_jobs, jobs_summary
 from engine.batch_lane import FAILED_JOB_STREAK
 from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import read_record_lines
@@ -61,15 +61,28 @@ async def _run(
     )
 
 
+def _uncollected(run_dir: Path) -> dict[str, BatchJob]:
+    """The created jobs a kill left uncollected, by id."""
+    return {j.job_id: j for j in fold_jobs(run_dir).values() if j.live and j.job_id}
+
+
+async def _killed_at_first_poll(
+    tmp_path: Path, kit: type[Kit], fake: FakeBatch, rows: int
+) -> tuple[Path, Path, list[dict[str, Any]]]:
+    """A plan of `rows` queries dispatched to `fake` until the kill at its first poll."""
+    planned = kit.plan_rows(MODEL, rows)
+    plan = kit.write_plan(tmp_path / "plan.parquet", planned)
+    run_dir = tmp_path / "run"
+    await _run(plan, run_dir, fake)
+    return plan, run_dir, planned
+
+
 async def test_a_job_the_provider_forgot_waits_for_the_user_then_is_abandoned(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
-    rows = kit.plan_rows(MODEL, 100)
-    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
-    run_dir = tmp_path / "run"
     fake = Forgetful(kill_at=("poll", 1, "before"))
-    await _run(plan, run_dir, fake)
-    lost = {j.job_id: j for j in fold_jobs(run_dir).values() if j.live and j.job_id}
+    plan, run_dir, rows = await _killed_at_first_poll(tmp_path, kit, fake, 100)
+    lost = _uncollected(run_dir)
     assert lost, "the kill left created jobs uncollected"
     held = {rid for job in lost.values() for rid in job.requests}
     fake.forget()
@@ -119,10 +132,8 @@ async def test_a_job_whose_results_are_gone_says_abandoning_it_pays_twice(
 ) -> None:
     """A 404 for the results of a job that ended: its lines ran and were billed, so the stop
     line must say that abandoning it pays for them again (a 404 at poll may mean no line ran)."""
-    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 100))
-    run_dir = tmp_path / "run"
     fake = OutputGone(kill_at=("poll", 1, "before"))
-    await _run(plan, run_dir, fake)
+    plan, run_dir, _ = await _killed_at_first_poll(tmp_path, kit, fake, 100)
     fake.forget()
     lane = (await _run(plan, run_dir, fake)).lanes[MODEL]
     assert lane.state.value == "stopped" and "File not found" in lane.message
@@ -134,12 +145,9 @@ async def test_abandon_keeps_a_job_the_provider_still_knows(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
     """Naming a job only permits giving it up on a 404: one still known is collected."""
-    rows = kit.plan_rows(MODEL, 60)
-    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
-    run_dir = tmp_path / "run"
     fake = Forgetful(kill_at=("poll", 1, "before"))
-    await _run(plan, run_dir, fake)
-    named = frozenset(j.job_id for j in fold_jobs(run_dir).values() if j.live and j.job_id)
+    plan, run_dir, _ = await _killed_at_first_poll(tmp_path, kit, fake, 60)
+    named = frozenset(_uncollected(run_dir))
     summary = await _run(plan, run_dir, fake, batch_abandon=named)
     assert summary.complete
     assert not [r for r in read_record_lines(run_dir / JOBS_FILE) if r["event"] == ABANDONED]
@@ -224,8 +232,8 @@ async def test_a_lost_job_stops_a_lane_with_a_live_fallback_too(
 
     await run()
     # The jobs created before the kill: both, or on a loaded machine only the first.
-    lost = sorted(j.job_id for j in fold_jobs(run_dir).values() if j.live and j.job_id)
-    held = {rid for j in fold_jobs(run_dir).values() if j.live and j.job_id for rid in j.requests}
+    lost = sorted(_uncollected(run_dir))
+    held = {rid for job in _uncollected(run_dir).values() for rid in job.requests}
     assert lost
     fake.forget()
     summary = await run()
