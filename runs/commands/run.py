@@ -146,9 +146,10 @@ def run(
 
 def _incomplete_line(result: CampaignResult) -> str:
     """What an incomplete run says last: how many are unanswered, and what would answer them."""
+    left = result.summary.unaccepted
     line = (
-        f"incomplete: {result.summary.unaccepted:,} planned queries unanswered (see above); "
-        "fix the cause and run the same command again to resume"
+        f"incomplete: {left:,} planned {'query' if left == 1 else 'queries'} unanswered (see "
+        "above); fix the cause and run the same command again to resume"
     )
     spent = result.summary.answer_budget_spent
     if not spent:

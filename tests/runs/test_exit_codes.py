@@ -128,3 +128,15 @@ def test_the_reparse_advice_is_given_only_where_a_lenient_parser_could_help() ->
         "incomplete: 30 planned queries unanswered (see above); fix the cause and run the same "
         "command again to resume"
     )
+
+
+def test_one_unanswered_query_is_said_in_the_singular() -> None:
+    """A hostile tester's run ended 'incomplete: 1 planned queries unanswered'."""
+    from types import SimpleNamespace
+
+    from runs.commands.run import _incomplete_line
+    from runs.pipeline import CampaignResult
+
+    summary = SimpleNamespace(unaccepted=1, answer_budget_spent=0)
+    said = _incomplete_line(CampaignResult(Path("out/x"), summary, {}, parser="strict"))
+    assert said.startswith("incomplete: 1 planned query unanswered (see above);")
