@@ -467,7 +467,7 @@ class BatchLane(LaneControl):
                 await asyncio.sleep(float(os.environ.get(UPLOAD_PAUSE_ENV) or 0))
             lines = None  # uploaded: the provider holds the lines now, not this process
             _forget_prompts(entries.values())
-            ended = await self._ended(job)
+            ended = await self._ended_uploading_again(job, entries)
             if ended is None:  # lost: it keeps its lines until the user decides
                 return []
             state, found = ended
@@ -515,10 +515,43 @@ class BatchLane(LaneControl):
             ended = state
             found = await self._call("results", lambda: self.client.results(self._fetch, ended))
         except _Unknown as exc:
+            if exc.what == "create":
+                raise  # `_ended_uploading_again` decides
             if exc.what == "results":
                 self.lost_output.add(job.job_key)
             return self._lost_job(job, exc.failure)
         return state, found
+
+    async def _ended_uploading_again(
+        self, job: BatchJob, entries: dict[str, _Entry]
+    ) -> tuple[JobState, Sequence[LineResult]] | None:
+        """`_ended`, uploading the job's lines once more when the provider answers 404 to
+        creating it: `find` had found no job of its key, so nothing was made from the input
+        it lost (say, deleted between a kill after the upload and the resume) and nothing
+        is paid twice. A second 404 (a model or endpoint it does not know) stops the lane
+        with the provider's words."""
+        for uploaded_again in (False, True):
+            try:
+                return await self._ended(job)
+            except _Unknown as exc:
+                if uploaded_again:
+                    self._halt(LaneState.STOPPED, (
+                        "batch create failed (HTTP 404) though the job's input was uploaded "
+                        f"again: {self._redact(exc.failure.detail)}"))
+                    return None
+                await self._upload_again(job, entries, self._redact(exc.failure.detail))
+        return None
+
+    async def _upload_again(self, job: BatchJob, entries: dict[str, _Entry], why: str) -> None:
+        mine = [entries[rid] for rid in job.requests if rid in entries]
+        await asyncio.to_thread(self._restore_prompts, mine)
+        lines = [self._line(entry) for entry in mine]
+        ref = await self._call("upload", lambda: self.client.upload(
+            self._fetch, job.job_key, lines))
+        self.records.uploaded(job, ref)
+        self.log.warning("batch_input_uploaded_again", model=self.config.name,
+                         job_key=job.job_key, lines=len(lines), why=why)
+        _forget_prompts(mine)
 
     def _lost_job(
         self, job: BatchJob, failure: Failure
@@ -638,7 +671,7 @@ class BatchLane(LaneControl):
         name = self.config.name
         detail = self._redact(failure.detail)
         status = f"HTTP {failure.http_status}" if failure.http_status else "no status"
-        if failure.http_status == 404 and what in ("poll", "results"):
+        if failure.http_status == 404 and what in ("poll", "results", "create"):
             raise _Unknown(failure, what)  # the job, or its output, is gone: `_lost_job` decides
         if failure.outcome in PERMANENT or (failure.unreachable and not self._reached):
             self._halt(LaneState.STOPPED, f"batch {what} failed "

@@ -66,10 +66,10 @@ def _uncollected(run_dir: Path) -> dict[str, BatchJob]:
     return {j.job_id: j for j in fold_jobs(run_dir).values() if j.live and j.job_id}
 
 
-async def _killed_at_first_poll(
+async def _dispatched_until_killed(
     tmp_path: Path, kit: type[Kit], fake: FakeBatch, rows: int
 ) -> tuple[Path, Path, list[dict[str, Any]]]:
-    """A plan of `rows` queries dispatched to `fake` until the kill at its first poll."""
+    """A plan of `rows` queries dispatched to `fake` until the kill its `kill_at` sets."""
     planned = kit.plan_rows(MODEL, rows)
     plan = kit.write_plan(tmp_path / "plan.parquet", planned)
     run_dir = tmp_path / "run"
@@ -81,7 +81,7 @@ async def test_a_job_the_provider_forgot_waits_for_the_user_then_is_abandoned(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
     fake = Forgetful(kill_at=("poll", 1, "before"))
-    plan, run_dir, rows = await _killed_at_first_poll(tmp_path, kit, fake, 100)
+    plan, run_dir, rows = await _dispatched_until_killed(tmp_path, kit, fake, 100)
     lost = _uncollected(run_dir)
     assert lost, "the kill left created jobs uncollected"
     held = {rid for job in lost.values() for rid in job.requests}
@@ -133,7 +133,7 @@ async def test_a_job_whose_results_are_gone_says_abandoning_it_pays_twice(
     """A 404 for the results of a job that ended: its lines ran and were billed, so the stop
     line must say that abandoning it pays for them again (a 404 at poll may mean no line ran)."""
     fake = OutputGone(kill_at=("poll", 1, "before"))
-    plan, run_dir, _ = await _killed_at_first_poll(tmp_path, kit, fake, 100)
+    plan, run_dir, _ = await _dispatched_until_killed(tmp_path, kit, fake, 100)
     fake.forget()
     lane = (await _run(plan, run_dir, fake)).lanes[MODEL]
     assert lane.state.value == "stopped" and "File not found" in lane.message
@@ -141,12 +141,70 @@ async def test_a_job_whose_results_are_gone_says_abandoning_it_pays_twice(
     assert "pays for them twice" in lane.message and "\n" not in lane.message
 
 
+class LosesInputs(FakeBatch):
+    """A provider that loses uploaded input files (deleted before a job was made of them)."""
+
+    lost_files: frozenset[str] = frozenset()
+    always_404: bool = False
+
+    def lose_inputs(self) -> None:
+        self.lost_files = frozenset(ref for ref, _ in self.inputs.values())
+
+    async def upload(self, fetch: Fetch, job_key: str, lines: Sequence[bytes]) -> str:
+        if job_key in self.inputs and self.inputs[job_key][0] in self.lost_files:
+            self._enter("upload")
+            self.inputs[job_key] = (f"file-again-{len(self.inputs)}", list(lines))
+            return self.inputs[job_key][0]
+        return await super().upload(fetch, job_key, lines)
+
+    async def create(self, fetch: Fetch, job_key: str, input_ref: str) -> JobState:
+        if self.always_404 or input_ref in self.lost_files:
+            self._enter("create")
+            raise BatchError(Failure(Outcome.BAD_REQUEST, f"File {input_ref} not found.",
+                                     http_status=404))
+        return await super().create(fetch, job_key, input_ref)
+
+
+async def test_a_job_whose_uploaded_input_is_gone_is_uploaded_again(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Killed after the upload, before the job was made; the provider then lost the file:
+    creating the job answered 404 on every resume, with no way out. No job was made of that
+    input (`find` found none), so its lines are uploaded again, the same lines, and the job
+    made of them: nothing is paid twice."""
+    fake = LosesInputs(kill_at=("find", 1, "before"))  # uploaded and recorded, nothing made
+    plan, run_dir, _ = await _dispatched_until_killed(tmp_path, kit, fake, 40)
+    (sent_first,) = [lines for _, lines in fake.inputs.values()]
+    fake.lose_inputs()
+    summary = await _run(plan, run_dir, fake)
+    assert summary.complete, summary.lines()
+    assert fake.calls["upload"] == 2 and fake.calls["create"] == 2 and len(fake.jobs) == 1
+    (job,) = fake.jobs.values()
+    assert job.input_ref.startswith("file-again") and fake.inputs[job.key][1] == sent_first
+    assert max(fake.answered.values()) == 1
+    uploads = [r for r in read_record_lines(run_dir / JOBS_FILE) if r["event"] == "uploaded"]
+    assert [r["input_ref"] for r in uploads] == ["file-1", job.input_ref]
+
+
+async def test_a_create_that_404s_after_a_fresh_upload_stops_the_lane(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """A 404 that uploading again does not cure (a model the provider does not know) stops
+    the lane in the provider's words, once, instead of uploading for ever."""
+    fake = LosesInputs()
+    fake.always_404 = True
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 20))
+    lane = (await _run(plan, tmp_path / "run", fake)).lanes[MODEL]
+    assert lane.state.value == "stopped" and fake.calls["upload"] == 2
+    assert "though the job's input was uploaded again: File file-" in lane.message
+
+
 async def test_abandon_keeps_a_job_the_provider_still_knows(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
     """Naming a job only permits giving it up on a 404: one still known is collected."""
     fake = Forgetful(kill_at=("poll", 1, "before"))
-    plan, run_dir, _ = await _killed_at_first_poll(tmp_path, kit, fake, 60)
+    plan, run_dir, _ = await _dispatched_until_killed(tmp_path, kit, fake, 60)
     named = frozenset(_uncollected(run_dir))
     summary = await _run(plan, run_dir, fake, batch_abandon=named)
     assert summary.complete
