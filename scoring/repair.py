@@ -11,10 +11,16 @@ The result is recomputed as M pi from the clipped, renormalised mixture (so it i
 exactly coherent) and checked against the projection's optimality condition
 (p - q).(M_j - q) <= 0 for every atom j. Where HiGHS falls short of it (it rounds an atom
 weight below about 5e-7 to zero), Wolfe's minimum-norm-point algorithm finishes the
-projection from HiGHS's mixture (`_polish`); the check is then made again.
+projection from HiGHS's mixture (`_polish`); the check is then made again, and failing it
+(or when HiGHS gives no answer within its iteration cap) Wolfe's algorithm starts from the
+atom nearest to the forecast. Atoms alike on a set's answered events are merged first (one
+point of the hull; repeated columns stalled HiGHS). A repair that moves no probability by
+more than 1e-12 returns the stated forecast itself (`ROUNDING_MOVE`).
 """
 
 from __future__ import annotations
+
+import math
 
 import highspy
 import numpy as np
@@ -25,6 +31,19 @@ from scoring.inputs import FloatArray, as_incidence, as_probs
 
 #: Largest violation of the optimality condition accepted from the QP solver.
 OPTIMALITY_TOLERANCE = 1e-9
+#: A repair that moves no probability by more than this is the rounding of a coherent
+#: forecast's own mixture (it made the Brier change of coherent sets +3e-14, where the
+#: README says repair never raises it): the stated forecast is returned as it is.
+ROUNDING_MOVE = 1e-12
+#: HiGHS's time for one set's QP; past it Wolfe's algorithm answers alone. A referee's
+#: matrix with repeated columns kept HiGHS's active-set solver going for minutes, memory
+#: growing (repeated atoms are now merged first, and iterations capped below).
+QP_TIME_LIMIT_S = 10.0
+#: HiGHS's QP iterations for one set, per variable, beyond a floor: a referee's two-event
+#: set 3e-7 from 0 and 1 over three atoms cycled until `QP_TIME_LIMIT_S` (10 s a set); a
+#: well-posed QP needs about one active-set change per variable. Past it, Wolfe answers.
+QP_ITERATIONS_PER_VARIABLE = 10
+QP_ITERATION_FLOOR = 1000
 
 
 class _ProjectionModel:
@@ -72,13 +91,18 @@ class _ProjectionModel:
         # The atom weights carry no curvature, so the active-set solver regularises them;
         # its default (1e-7) biases the projection by about that much.
         self._highs.setOptionValue("qp_regularization_value", 1e-12)
+        self._highs.setOptionValue("time_limit", QP_TIME_LIMIT_S)
+        self._highs.setOptionValue(
+            "qp_iteration_limit", QP_ITERATION_FLOOR + QP_ITERATIONS_PER_VARIABLE * (m + n)
+        )
         if self._highs.passModel(model) == highspy.HighsStatus.kError:
             raise RuntimeError("HiGHS rejected the repair QP")
         self._q_cols = (m + np.arange(n)).astype(np.int32)
         self._event_rows = np.arange(n, dtype=np.int32)
 
-    def weights(self, probs: FloatArray) -> FloatArray:
-        """The optimal mixture over atoms for one set (NaN events freed from the fit)."""
+    def weights(self, probs: FloatArray) -> FloatArray | None:
+        """The optimal mixture over atoms for one set (NaN events freed from the fit); None
+        when HiGHS does not reach an optimum within `QP_TIME_LIMIT_S`."""
         missing = np.isnan(probs)
         inf = highspy.kHighsInf
         self._highs.changeColsCost(self.n, self._q_cols, np.where(missing, 0.0, -2.0 * probs))
@@ -89,11 +113,12 @@ class _ProjectionModel:
             np.where(missing, inf, 0.0),
         )
         self._highs.run()
-        status = self._highs.getModelStatus()
-        if status != highspy.HighsModelStatus.kOptimal:
-            raise RuntimeError(f"repair QP not solved: {self._highs.modelStatusToString(status)}")
+        if self._highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None  # Wolfe's algorithm finishes from the nearest atom (`_project`)
         values = np.asarray(self._highs.getSolution().col_value, dtype=np.float64)
         pi = np.clip(values[: self.m], 0.0, None)
+        if not pi.sum() > 0:
+            return None
         return np.asarray(pi / pi.sum(), dtype=np.float64)
 
 
@@ -152,21 +177,44 @@ def repair(incidence: npt.ArrayLike, probs: npt.ArrayLike) -> FloatArray:
     matrix = as_incidence(incidence)
     sets, one_set = as_probs(probs, matrix.shape[0])
     repaired = np.full(sets.shape, np.nan)
-    model: _ProjectionModel | None = None
+    # Per answered pattern, the atoms as the answered events see them, each once: atoms alike
+    # on those events are one point of the hull, and repeated columns stalled HiGHS.
+    models: dict[bytes, tuple[FloatArray, _ProjectionModel]] = {}
     for k, p in enumerate(sets):
         answered = ~np.isnan(p)
         if not answered.any():
             continue
-        if model is None:
-            model = _ProjectionModel(matrix)
-        weights = model.weights(p)
-        # Optimality of a projection onto conv{M_j}: no atom lies at an acute angle.
-        points = matrix[answered] - p[answered, np.newaxis]
-        violation = _violation(points, points @ weights)
-        if violation > OPTIMALITY_TOLERANCE:
-            weights = _polish(points, weights, max_steps=4 * matrix.shape[1] + 100)
-            violation = _violation(points, points @ weights)
-        if violation > OPTIMALITY_TOLERANCE:
-            raise RuntimeError(f"repair QP for set {k} is not optimal (violation {violation:.3g})")
-        repaired[k] = np.where(answered, matrix @ weights, np.nan)
+        key = answered.tobytes()
+        if key not in models:
+            seen = matrix[answered]
+            first = np.unique(seen, axis=1, return_index=True)[1]
+            atoms = seen[:, np.sort(first)]  # in their order: HiGHS's answer depends on it
+            models[key] = (atoms, _ProjectionModel(atoms))
+        atoms, model = models[key]
+        repaired[k, answered] = _project(atoms, p[answered], model.weights(p[answered]), k)
     return repaired[0] if one_set else repaired
+
+
+def _project(atoms: FloatArray, p: FloatArray, weights: FloatArray | None, k: int) -> FloatArray:
+    """The projection of `p` from HiGHS's mixture `weights`, finished by Wolfe's algorithm
+    (`_polish`) if it falls short; failing that (HiGHS gave none, or its mixture led Wolfe's
+    steps astray on a degenerate hull: a referee's set with probabilities 1e-7 from 0 and 1),
+    Wolfe's algorithm from the atom nearest to `p`. Checked by the optimality condition: no
+    atom lies at an acute angle."""
+    points = atoms - p[:, np.newaxis]
+    nearest = np.zeros(atoms.shape[1])
+    nearest[int(np.argmin((points * points).sum(axis=0)))] = 1.0
+    violation = math.inf
+    for start in (weights, nearest):
+        if start is None:
+            continue
+        violation = _violation(points, points @ start)
+        if violation > OPTIMALITY_TOLERANCE:
+            start = _polish(points, start, max_steps=4 * atoms.shape[1] + 100)
+            violation = _violation(points, points @ start)
+        if violation <= OPTIMALITY_TOLERANCE:
+            repaired = np.asarray(atoms @ start, dtype=np.float64)
+            if np.abs(repaired - p).max() <= ROUNDING_MOVE:
+                return p.copy()  # coherent already: the mixture's rounding is no repair
+            return repaired
+    raise RuntimeError(f"repair QP for set {k} is not optimal (violation {violation:.3g})")
