@@ -495,9 +495,8 @@ class Lane(LaneControl):
         the lane's failures in a row paused it. With no reply for that long (a key always
         refused, a server gone) it is charged, so the lane still ends; each reply opens one
         grace window, so the uncharged retries are bounded."""
-        if not (failure.outcome is Outcome.RATE_LIMIT and not failure.quota_exhausted) and not (
-            failure.unreachable
-        ):
+        paced = failure.outcome is Outcome.RATE_LIMIT and not failure.quota_exhausted
+        if not (paced or failure.unreachable):
             return True
         return time.monotonic() - self._replied_at >= self.policy.rate_limit_grace_s
 
