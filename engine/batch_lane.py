@@ -114,7 +114,9 @@ class _Unknown(Exception):
     def __init__(self, failure: Failure, what: str) -> None:
         super().__init__(failure.detail)
         self.failure = failure
-        self.what = what  # "poll" (the job is unknown) or "results" (its output is gone)
+        # "poll" (the job is unknown), "results" (its output is gone) or "create" (the
+        # input it was to be made of is gone)
+        self.what = what
 
 
 @dataclass
@@ -460,10 +462,7 @@ class BatchLane(LaneControl):
             if job.input_ref is None:
                 if lines is None:  # a resumed job planned but not uploaded: same lines again
                     lines = [self._line(entries[rid]) for rid in job.requests if rid in entries]
-                payload = lines
-                ref = await self._call("upload", lambda: self.client.upload(
-                    self._fetch, job.job_key, payload))
-                self.records.uploaded(job, ref)
+                await self._upload(job, lines)
                 await asyncio.sleep(float(os.environ.get(UPLOAD_PAUSE_ENV) or 0))
             lines = None  # uploaded: the provider holds the lines now, not this process
             _forget_prompts(entries.values())
@@ -546,12 +545,16 @@ class BatchLane(LaneControl):
         mine = [entries[rid] for rid in job.requests if rid in entries]
         await asyncio.to_thread(self._restore_prompts, mine)
         lines = [self._line(entry) for entry in mine]
-        ref = await self._call("upload", lambda: self.client.upload(
-            self._fetch, job.job_key, lines))
-        self.records.uploaded(job, ref)
+        await self._upload(job, lines)
         self.log.warning("batch_input_uploaded_again", model=self.config.name,
                          job_key=job.job_key, lines=len(lines), why=why)
         _forget_prompts(mine)
+
+    async def _upload(self, job: BatchJob, lines: list[bytes]) -> None:
+        """The job's lines to the provider, and where they went (`uploaded`) to its record."""
+        ref = await self._call("upload", lambda: self.client.upload(
+            self._fetch, job.job_key, lines))
+        self.records.uploaded(job, ref)
 
     def _lost_job(
         self, job: BatchJob, failure: Failure

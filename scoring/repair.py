@@ -4,8 +4,8 @@ The coherent set is the convex hull of the incidence columns, so the projection 
 convex QP  min ||q - p||^2  s.t.  q = M pi,  pi in the simplex. Projecting onto a convex
 set that contains every possible outcome vector moves the forecast closer to each of
 them, so repair never raises the Brier score, whatever happens. HiGHS solves the QP;
-one model per incidence matrix is reused across sets, changing only the linear costs
-and the rows of unanswered events (freed, so they drop out).
+one model per pattern of answered events (over the rows answered, atoms alike on them
+merged) is reused across the sets of that pattern, changing only the linear costs.
 
 The result is recomputed as M pi from the clipped, renormalised mixture (so it is
 exactly coherent) and checked against the projection's optimality condition
@@ -98,20 +98,11 @@ class _ProjectionModel:
         if self._highs.passModel(model) == highspy.HighsStatus.kError:
             raise RuntimeError("HiGHS rejected the repair QP")
         self._q_cols = (m + np.arange(n)).astype(np.int32)
-        self._event_rows = np.arange(n, dtype=np.int32)
 
     def weights(self, probs: FloatArray) -> FloatArray | None:
-        """The optimal mixture over atoms for one set (NaN events freed from the fit); None
-        when HiGHS does not reach an optimum within `QP_TIME_LIMIT_S`."""
-        missing = np.isnan(probs)
-        inf = highspy.kHighsInf
-        self._highs.changeColsCost(self.n, self._q_cols, np.where(missing, 0.0, -2.0 * probs))
-        self._highs.changeRowsBounds(
-            self.n,
-            self._event_rows,
-            np.where(missing, -inf, 0.0),
-            np.where(missing, inf, 0.0),
-        )
+        """The optimal mixture over atoms for one fully answered set; None when HiGHS does
+        not reach an optimum within its iteration cap or `QP_TIME_LIMIT_S`."""
+        self._highs.changeColsCost(self.n, self._q_cols, -2.0 * probs)
         self._highs.run()
         if self._highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None  # Wolfe's algorithm finishes from the nearest atom (`_project`)
