@@ -27,7 +27,7 @@ from urllib.parse import quote
 from providers.base import Headers, as_int, load_json, short, status_outcome
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
 from providers.openai_compat import encode
-from providers.secrets import Secret, redact
+from providers.secrets import Secret, redact, redact_result
 from providers.sigv4_signer import AwsCredentials, Clock, signed_headers, utc_now
 from providers.types import (
     ChatRequest,
@@ -415,7 +415,13 @@ class BedrockAdapter:
     # ---- parsing --------------------------------------------------------------------------
 
     def parse(self, status: int, headers: Mapping[str, str], body: bytes) -> Completion | Failure:
-        """Classify one Converse reply (see `STOP_FAILURES` and `ERROR_CODES`)."""
+        """Classify one Converse reply (see `STOP_FAILURES` and `ERROR_CODES`), redacted
+        (`redact_result`: an answer's text can echo a credential too)."""
+        return redact_result(self._classify(status, headers, body), self.secrets())
+
+    def _classify(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> Completion | Failure:
         view = Headers(headers)
         request_id = view.get_first("x-amzn-RequestId", "x-amz-request-id")
         payload = load_json(body)
@@ -427,7 +433,7 @@ class BedrockAdapter:
                 "reply body is not a JSON object",
                 http_status=status,
                 provider_request_id=request_id,
-                raw_text=self._redact(body.decode("utf-8", errors="replace")),
+                raw_text=body.decode("utf-8", errors="replace"),
                 foreign=True,
             )
         usage = payload.get("usage")

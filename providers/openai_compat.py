@@ -29,7 +29,7 @@ from providers.base import (
 from providers.body_template import BodyTemplate, shape, template
 from providers.constrained import constraint_fields, fold_system
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
-from providers.secrets import Secret, first_set, redact_failure
+from providers.secrets import Secret, first_set, redact_result
 from providers.types import (
     ChatRequest,
     Completion,
@@ -309,10 +309,8 @@ class OpenAICompatAdapter:
             # such a URL usually goes wrong.
             hint = "; does base_url end in /v1?" if self.provider == "openai" else ""
             result = replace(result, detail=short(f"{result.detail} (POST {self.url}{hint})"))
-        if isinstance(result, Failure):
-            # A proxy echoing our request back must not carry the key into the ledger.
-            result = redact_failure(result, self.secrets())
-        return result
+        # A proxy echoing our request back must not carry the key into the ledger.
+        return redact_result(result, self.secrets())
 
 
 def bearer_key_adapter(

@@ -40,7 +40,7 @@ from providers.google_auth_tokens import (
 )
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
 from providers.openai_compat import ClientDialect, build_body, encode, parse_reply, token_field
-from providers.secrets import Secret, redact_failure
+from providers.secrets import Secret, redact_result
 from providers.types import (
     ChatRequest,
     Completion,
@@ -402,9 +402,7 @@ class VertexAdapter:
             )
         else:
             result = self._gemini_reply(status, view, payload, body)
-        if isinstance(result, Failure):
-            result = redact_failure(result, self.secrets())
-        return result
+        return redact_result(result, self.secrets())
 
     def _rpc_failure(
         self, status: int, view: Headers, envelope: tuple[str, str, int | None]

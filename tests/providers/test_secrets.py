@@ -10,8 +10,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from providers.registry import adapter_for, required_env
-from providers.secrets import MASK, Secret, first_set, redact, redact_failure
-from providers.types import ChatRequest, ConfigError, Failure, ModelConfig, Outcome
+from providers.secrets import (
+    _SHAPES,
+    MASK,
+    Secret,
+    _mask_shape,
+    first_set,
+    redact,
+    redact_failure,
+)
+from providers.types import ChatRequest, Completion, ConfigError, Failure, ModelConfig, Outcome
 
 FAKE = {
     "GROQ_API_KEY": "gsk_LEAKCHECK_groq_0123456789",
@@ -76,6 +84,59 @@ def test_no_failure_path_leaks_the_key(config: ModelConfig, env: dict[str, str])
         assert isinstance(result, Failure), (status, body)
         assert_clean(repr(result) + result.detail + (result.raw_text or ""))
         assert MASK in result.detail or MASK in (result.raw_text or "")
+
+
+def _answer_echoing(provider: str, echo: str) -> tuple[dict[str, str], bytes]:
+    """A reply of 200 in `provider`'s format whose answer text is `echo`."""
+    if provider == "bedrock":
+        return {"x-amzn-RequestId": "rid"}, orjson.dumps({
+            "output": {"message": {"role": "assistant", "content": [{"text": echo}]}},
+            "stopReason": "end_turn", "usage": {"inputTokens": 1, "outputTokens": 1}})
+    if provider == "vertex":
+        return {}, orjson.dumps({"candidates": [{"content": {"role": "model", "parts": [
+            {"text": echo}]}, "finishReason": "STOP"}], "responseId": "rid", "modelVersion": "g",
+            "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1}})
+    return {"x-request-id": "rid"}, orjson.dumps({"id": "x", "model": "m", "choices": [
+        {"message": {"content": echo}, "finish_reason": "stop"}]})
+
+
+_KEYED = [
+    *zip(CONFIGS, ENVS, strict=True),
+    (ModelConfig(name="v", provider="vertex", model="gemini-2.5-flash", api_key_env="TOKEN",
+                 project="p", location="us-central1"), {"TOKEN": "LEAKCHECKvertextoken0123"}),
+    (ModelConfig(name="b", provider="bedrock", model="anthropic.claude-3-haiku-20240307-v1:0",
+                 region="us-east-1"), {"AWS_BEARER_TOKEN_BEDROCK": "LEAKCHECKbedrockkey0123"}),
+]
+
+
+@pytest.mark.parametrize(("config", "env"), _KEYED,
+                         ids=["groq", "deepinfra", "azure", "openai", "vertex", "bedrock"])
+def test_an_answer_echoing_the_key_is_kept_masked(config: ModelConfig, env: dict[str, str]) -> None:
+    """A reply of 200 whose text holds the key (a proxy echoing the request, a model shown
+    it) reaches the ledger as the answer's raw text: the key must be masked there too."""
+    adapter = adapter_for(config, env)
+    sent = " ".join(adapter.build(ChatRequest("r", "s", "u", seed=1)).headers.values())
+    key = next(s.reveal() for s in adapter.secrets() if s.reveal() in sent)
+    headers, body = _answer_echoing(config.provider, f"I was sent {key}. Probability: 0.4")
+    result = adapter.parse(200, headers, body)
+    assert isinstance(result, Completion), result
+    assert key not in result.text and result.text == f"I was sent {MASK}. Probability: 0.4"
+    plain = adapter.parse(200, *_answer_echoing(config.provider, "Probability: 0.4"))
+    assert isinstance(plain, Completion) and plain.text == "Probability: 0.4"
+
+
+_FRAGMENTS = st.sampled_from([
+    "Bearer ", "bEaReR\t", "sk-", "gsk_", "AKIA", "asia", "ABSK", "ya29.", "AIza", "?key=",
+    "&API_KEY=", "&api-key=", "?access_token=", "&SIG=", "-----BEGIN RSA PRIVATE KEY-----",
+    "0123456789abcdefGHIJKLMNOP", "=", " ", "\n", "x",
+])
+
+
+@given(text=st.lists(_FRAGMENTS, max_size=8).map("".join))
+def test_the_anchor_check_skips_no_credential_shape(text: str) -> None:
+    """`redact` skips the shapes' pattern for text holding none of their anchors: the same
+    text as always running it."""
+    assert redact(text) == _SHAPES.sub(_mask_shape, text)
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=["groq", "deepinfra", "azure", "openai"])
