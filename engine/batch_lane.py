@@ -680,11 +680,13 @@ class BatchLane(LaneControl):
             self._halt(LaneState.STOPPED, f"batch {what} failed "
                        f"({failure.outcome.value}, {status}): {detail}")
             raise _Halted
-        if failure.quota_exhausted:
+        if self.policy.quota_pauses(failure):
             self._halt(LaneState.PAUSED, "batch quota exhausted, lane paused until a later "
                        f"resume: {detail}")
             raise _Halted
         wait = self.policy.delay(min(tries, 10), failure.retry_after_s)
+        if failure.quota_exhausted:  # the wait it stated, past the Retry-After clip
+            wait = max(wait, failure.retry_after_s or 0.0)
         self.log.warning("batch_call_retry", model=name, call=what,
                          outcome=failure.outcome.value, http_status=failure.http_status,
                          detail=detail, tries=tries, wait_s=round(wait, 3))
@@ -798,7 +800,7 @@ class BatchLane(LaneControl):
         if entry.stopped and entry.answers.spent:
             self.stats.retries.answer_budget_spent += 1
             return False
-        if not failure.retryable or failure.quota_exhausted or entry.stopped:
+        if not failure.retryable or self.policy.quota_pauses(failure) or entry.stopped:
             self.stats.gave_up += 1
             return False
         if entry.tries >= self.policy.max_attempts:

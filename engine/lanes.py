@@ -7,7 +7,8 @@ lane's hold (Retry-After, rate-limit resets), its adaptive concurrency cap, its 
 and its token bucket, is journalled before it is sent and after it returns, and is retried by
 the policy. A lane ends when its queue is drained, or early: `stopped` after a streak of
 permanent failures (bad key, unknown model, rejected parameter) and `paused` when the
-provider says a quota is spent. Either way the other lanes carry on.
+provider says a quota is spent and not when it returns (one that says so within
+`RetryPolicy.max_quota_wait_s` is held out). Either way the other lanes carry on.
 """
 
 from __future__ import annotations
@@ -154,8 +155,8 @@ class LaneStats:
     #: `time.monotonic()` when the pause going on began (0: the provider is not down).
     paused_since: float = 0.0
     #: `time.monotonic()` until which the provider asked the lane to wait (`Hold`), and what
-    #: asked it ("Retry-After", "a rate-limit reset"): a hold of minutes is shown, not hidden
-    #: behind "running" and a falling rate.
+    #: asked it ("Retry-After", "a rate-limit reset", "a spent quota"): a hold of minutes is
+    #: shown, not hidden behind "running" and a falling rate.
     held_until: float = 0.0
     held_by: str = ""
 
@@ -463,7 +464,7 @@ class Lane(LaneControl):
                 if stopped and answers.spent:  # out of answer attempts, this run's and earlier
                     self.stats.retries.answer_budget_spent += 1  # said by `_settle`'s warning
                     return
-                if not failure.retryable or failure.quota_exhausted or stopped:
+                if not failure.retryable or self.policy.quota_pauses(failure) or stopped:
                     self.stats.gave_up += 1
                     return
                 if not self._charged(failure):
@@ -495,7 +496,7 @@ class Lane(LaneControl):
         the lane's failures in a row paused it. With no reply for that long (a key always
         refused, a server gone) it is charged, so the lane still ends; each reply opens one
         grace window, so the uncharged retries are bounded."""
-        paced = failure.outcome is Outcome.RATE_LIMIT and not failure.quota_exhausted
+        paced = failure.outcome is Outcome.RATE_LIMIT and not self.policy.quota_pauses(failure)
         if not (paced or failure.unreachable):
             return True
         return time.monotonic() - self._replied_at >= self.policy.rate_limit_grace_s
@@ -776,6 +777,22 @@ class Lane(LaneControl):
             self._hold_for(wait, "a rate-limit reset")
             self.log.info("limit_reset_wait", model=self.config.name, seconds=round(wait, 3))
 
+    def _quota_paused(self, failure: Failure) -> bool:
+        """A spent quota: pause the lane until a resume (True), or, when the provider said
+        when it returns (`RetryPolicy.quota_pauses`), hold the lane that long and carry on.
+        Its concurrency is left alone: what ran out is the quota, not the parallelism."""
+        if self.policy.quota_pauses(failure):
+            self._halt(
+                LaneState.PAUSED,
+                f"quota exhausted, lane paused until a later resume: {failure.detail}",
+            )
+            return True
+        wait = failure.retry_after_s or 0.0
+        self._hold_for(wait, "a spent quota")
+        self.log.warning("quota_wait", model=self.config.name, seconds=round(wait, 3),
+                         detail=failure.detail)  # fmt: skip
+        return False
+
     def _on_failure(self, failure: Failure) -> None:
         name, provider = self.config.name, self.adapter.provider
         if failure.unreachable and not self._reached:
@@ -803,11 +820,7 @@ class Lane(LaneControl):
             if failure.retry_after_s:
                 wait = min(failure.retry_after_s, self.policy.max_retry_after_s)
                 self._hold_for(wait, "Retry-After")
-        if failure.quota_exhausted:
-            self._halt(
-                LaneState.PAUSED,
-                f"quota exhausted, lane paused until a later resume: {failure.detail}",
-            )
+        if failure.quota_exhausted and self._quota_paused(failure):
             return
         if failure.outcome in PERMANENT:
             self._permanent_streak += 1

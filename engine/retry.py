@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import tenacity
 
-from providers.types import Outcome
+from providers.types import Failure, Outcome
 
 #: Failures that will fail the same way on every try: they stop a lane after a few in a row.
 PERMANENT: frozenset[Outcome] = frozenset({Outcome.AUTH_ERROR, Outcome.BAD_REQUEST})
@@ -44,6 +44,15 @@ class RetryPolicy:
     cap_s: float = 30.0
     #: A Retry-After longer than this is clipped (a bogus header must not stall a lane for days).
     max_retry_after_s: float = 600.0
+    #: The longest wait a spent quota (`Failure.quota_exhausted`) may state and still be held
+    #: out in this run, the lane carrying on after it; a quota stating none, or a longer one,
+    #: pauses the lane until a resume (`quota_pauses`). An hour rather than the 600 s above:
+    #: that clips a wait a provider asks of a burst, while a quota names when it returns, and
+    #: Groq's rolling per-day limits name waits past ten minutes (a TPD 429's "try again in
+    #: 11m39.216s"). A held lane sends nothing and costs nothing, where a paused one waits
+    #: for someone to resume it; a wait past an hour is a day's quota the user is better told
+    #: of, and a bogus one stalls the lane an hour at most (the hold is shown as it runs).
+    max_quota_wait_s: float = 3600.0
     #: Permanent failures in a row (auth, bad request) that stop a lane.
     permanent_streak: int = 3
     #: Replies in a row not in the provider's format (`Failure.foreign`), before any reply
@@ -67,8 +76,19 @@ class RetryPolicy:
             raise ValueError("max_answer_failures must be at least 1")
         if self.rate_limit_grace_s < 0:
             raise ValueError("rate_limit_grace_s must be at least 0")
+        if self.max_quota_wait_s < 0:
+            raise ValueError("max_quota_wait_s must be at least 0")
         wait = tenacity.wait_random_exponential(multiplier=self.base_s, max=self.cap_s)
         object.__setattr__(self, "_wait", wait)
+
+    def quota_pauses(self, failure: Failure) -> bool:
+        """Whether `failure` pauses its lane until a resume: a spent quota that states no
+        wait (`retry_after_s`), or one past `max_quota_wait_s`. One rule for every provider;
+        a quota saying when it returns within the cap is held out instead."""
+        if not failure.quota_exhausted:
+            return False
+        wait = failure.retry_after_s
+        return not wait or wait > self.max_quota_wait_s
 
     def delay(self, attempt_number: int, retry_after_s: float | None = None) -> float:
         """Seconds to wait after the `attempt_number`-th failed attempt of one request."""

@@ -495,6 +495,13 @@ def _classify_error(env: _Envelope, dialect: ClientDialect) -> Failure:
         extra["quota_exhausted"] = daily or bool(
             _QUOTA_TEXT.search(message) or _QUOTA_TEXT.search(code)
         )
+        reset = env.limits.reset_requests_s
+        if daily and reset:
+            # The day's request counter is what is spent: capacity returns at its reset, the
+            # quota's stated wait (`engine.retry.RetryPolicy.quota_pauses`) even where a
+            # retry-after names a shorter one.
+            stated = extra.get("retry_after_s", env.retry_after_s)
+            extra["retry_after_s"] = max(stated or 0.0, reset)
     if outcome is Outcome.INVALID_RESPONSE and isinstance(env.data, dict):
         error = env.data.get("error")
         generation = error.get("failed_generation") if isinstance(error, dict) else None

@@ -214,7 +214,9 @@ class Failure:
     http_status: int | None = None
     retry_after_s: float | None = None
     provider_request_id: str | None = None
-    #: The provider says a daily (or longer) quota is spent: pause the lane, don't retry in a loop.
+    #: The provider says a daily (or longer) quota is spent: don't retry in a loop. The lane
+    #: holds out the wait `retry_after_s` states, up to a cap, and pauses without one
+    #: (`engine.retry.RetryPolicy.quota_pauses`).
     quota_exhausted: bool = False
     limits: RateLimitInfo = RateLimitInfo()
     tokens_in: int | None = None

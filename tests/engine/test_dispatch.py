@@ -4,6 +4,7 @@ lanes independent, permanent failures stop only their own lane."""
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -145,27 +146,33 @@ async def test_bad_key_stops_its_lane_and_the_other_lane_finishes(
 
 
 class QuotaSpent:
-    """Wraps a real adapter; its replies say the daily quota is spent (as Groq's RPD 429 does)."""
+    """Wraps a real adapter; its first `spent` replies say the daily quota is spent (as Groq's
+    RPD 429 does), stating `wait_s` until it returns (None: no wait stated)."""
 
-    def __init__(self, inner: Adapter) -> None:
+    def __init__(self, inner: Adapter, wait_s: float | None, spent: int = 10**9) -> None:
         self.inner, self.provider = inner, inner.provider
         self.may_block, self.secrets = inner.may_block, inner.secrets
+        self.wait_s, self.spent, self.replies = wait_s, spent, 0
 
     def build(self, req):  # type: ignore[no-untyped-def]
         return self.inner.build(req)
 
     def parse(self, status: int, headers: Mapping[str, str], body: bytes) -> Completion | Failure:
+        self.replies += 1
+        if self.replies > self.spent:
+            return self.inner.parse(status, headers, body)
         return Failure(
             Outcome.RATE_LIMIT,
             "daily request quota exhausted",
             http_status=429,
             quota_exhausted=True,
-            retry_after_s=3600.0,
+            retry_after_s=self.wait_s,
         )
 
 
+@pytest.mark.parametrize("wait_s", [None, 7200.0], ids=["no-wait-stated", "wait-past-the-cap"])
 async def test_quota_exhausted_pauses_lane_without_retry_loop(
-    tmp_path: Path, kit: type[Kit], sim: SimHandle
+    tmp_path: Path, kit: type[Kit], sim: SimHandle, wait_s: float | None
 ) -> None:
     plan = kit.write_plan(
         tmp_path / "plan.parquet", kit.plan_rows("q", 20) + kit.plan_rows("ok", 20)
@@ -175,7 +182,7 @@ async def test_quota_exhausted_pauses_lane_without_retry_loop(
         plan,
         tmp_path / "run",
         {"q": q[0], "ok": ok[0]},
-        {"q": QuotaSpent(q[1]), "ok": ok[1]},
+        {"q": QuotaSpent(q[1], wait_s), "ok": ok[1]},
         policy=FAST,
         log_console=None,
     )
@@ -188,6 +195,31 @@ async def test_quota_exhausted_pauses_lane_without_retry_loop(
     assert lane.attempts == 1 and lane.retries.total == 1
     assert summary.lanes["ok"].accepted == 20
     assert "q" in summary.halted() and "paused" in summary.halted()["q"]
+
+
+async def test_a_quota_that_says_when_it_returns_holds_the_lane_then_carries_on(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    """Groq's per-day limits roll: its RPD 429 says when capacity returns (retry-after, the
+    request reset, "try again in 2m59.56s"). The lane holds that long, past the policy's
+    Retry-After clip, without cutting its concurrency, and then finishes by itself."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("q", 8))
+    q = kit.sim_model("q", sim.root_url, concurrency=2)
+    summary = await dispatch(
+        plan, tmp_path / "run", {"q": q[0]}, {"q": QuotaSpent(q[1], 0.4, spent=1)},
+        policy=FAST, log_console=None,
+    )  # fmt: skip
+    lane = summary.lanes["q"]
+    assert summary.complete and lane.state is LaneState.DONE and lane.accepted == 8
+    assert lane.retries.by_cause["rate_limit"] == 1 and lane.gave_up == 0
+    attempts = scan_attempts(tmp_path / "run").sort("started_at").collect()
+    spent = attempts.filter(pl.col("outcome") == "rate_limit").row(0, named=True)
+    replied = spent["started_at"].timestamp() + spent["elapsed_ms"] / 1000
+    later = [t.timestamp() for t in attempts["started_at"] if t.timestamp() > replied]
+    assert later and min(later) - replied >= 0.39  # FAST clips a Retry-After to 0.05 s
+    events = [json.loads(line) for line in (tmp_path / "run/logs/engine.jsonl").open()]
+    assert "quota_wait" in {e["event"] for e in events}
+    assert not [e for e in events if e["event"] == "concurrency_changed" and e["new"] < e["old"]]
 
 
 async def test_invalid_answers_are_retried_and_raw_text_kept(

@@ -18,7 +18,7 @@ from engine.dispatch import dispatch
 from engine.retry import PERMANENT, RetryPolicy
 from engine.scan import scan_attempts
 from providers.sim.server import start_sim
-from providers.types import MAX_CONCURRENCY, RETRYABLE, Outcome
+from providers.types import MAX_CONCURRENCY, RETRYABLE, Failure, Outcome
 
 if TYPE_CHECKING:
     from tests.engine.conftest import Kit
@@ -126,6 +126,20 @@ def test_backoff_grows_and_varies() -> None:
     late = [policy.delay(8) for _ in range(200)]
     assert max(early) <= 0.2 + 1e-9 and sum(late) / 200 > 5 * sum(early) / 200
     assert len(set(late)) > 150  # jittered, not in lock-step
+
+
+@pytest.mark.parametrize(
+    ("quota", "wait_s", "pauses"),
+    [(False, None, False), (True, None, True), (True, 0.0, True), (True, 179.56, False),
+     (True, 699.216, False), (True, 3600.0, False), (True, 3601.0, True)],
+)
+def test_a_spent_quota_pauses_only_without_a_wait_it_states_within_the_cap(
+    quota: bool, wait_s: float | None, pauses: bool
+) -> None:
+    """One rule for every provider's quota: a stated wait up to `max_quota_wait_s` (an hour)
+    is held, past the Retry-After clip (600 s); none, or a longer one, pauses the lane."""
+    failure = Failure(Outcome.RATE_LIMIT, "x", quota_exhausted=quota, retry_after_s=wait_s)
+    assert RetryPolicy().quota_pauses(failure) is pauses
 
 
 def test_retry_classes_match_the_paper() -> None:

@@ -97,6 +97,27 @@ def test_daily_quota_spent_is_flagged() -> None:
     assert result.quota_exhausted and result.retry_after_s == 3600.0
 
 
+@pytest.mark.parametrize("retry_after", [None, "5"])
+def test_a_spent_day_waits_for_the_request_counters_reset(retry_after: str | None) -> None:
+    """The daily counter at 0 is what is spent: capacity returns at its reset (2m59.56s),
+    which is the quota's stated wait even when retry-after names a shorter one."""
+    headers = {**GROQ_HEADERS, "x-ratelimit-remaining-requests": "0"}
+    if retry_after is not None:
+        headers["retry-after"] = retry_after
+    body = {"error": {"message": "Rate limit reached on requests per day (RPD): Limit 14400, "
+                      "Used 14400, Requested 1.", "code": "rate_limit_exceeded"}}
+    result = parse(429, body, headers)
+    assert result.quota_exhausted and result.retry_after_s == pytest.approx(179.56)
+
+
+def test_a_spent_token_day_states_its_wait_in_the_message() -> None:
+    body = {"error": {"message": "Rate limit reached for model `x` on tokens per day (TPD): "
+                      "Limit 100000, Used 99658, Requested 1153. Please try again in 11m39.216s.",
+                      "type": "tokens", "code": "rate_limit_exceeded"}}
+    result = parse(429, body, GROQ_HEADERS)  # the token headers count a minute, not the day
+    assert result.quota_exhausted and result.retry_after_s == pytest.approx(699.216)
+
+
 def test_json_validate_failed_is_retryable_invalid_response() -> None:
     body = {"error": {"message": "Failed to generate JSON. Please adjust your prompt.",
                       "type": "invalid_request_error", "code": "json_validate_failed",
