@@ -248,7 +248,6 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
     if not rows:
         return []
     rows.sort(key=lambda r: (not r.get("scored"), _mean(r.get("profit")), r["model"]))
-    coverage = summary.get("models", {})
     body = []
     rank = 0
     for r in rows:
@@ -261,7 +260,7 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
                     _iv(r.get("profit")),
                     _iv(r.get("brier"), 4),
                     str(r.get("units", "")),
-                    _pct((coverage.get(r["model"]) or {}).get("coverage")),
+                    _pct(r.get("coverage")),  # this arm's, which the floor was held to
                 )
             )
         else:
@@ -272,7 +271,7 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
                     _status(r),
                     "",
                     str(r.get("units", "")),
-                    _pct((coverage.get(r["model"]) or {}).get("coverage")),
+                    _pct(r.get("coverage")),  # this arm's, which the floor was held to
                 )
             )
     out = [
@@ -352,14 +351,16 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
     for r in sorted(rows, key=lambda r: (r["arm"], r["model"])):
         at_least = r.get("at_least") or {}
         shares = [_pct((at_least.get(t) or {}).get("share")) for t in thresholds]
-        vs = r.get("vs_baseline")
+        vs, marginals = r.get("vs_baseline"), r.get("vs_marginals")
         body.append(
             (
                 r["arm"],
                 r["model"],
                 str(r.get("units", "")),
                 _iv(r.get("profit")) if r.get("scored") else _status(r),
-                _iv(vs, signed=True) if vs else "",
+                f"{_iv(marginals, signed=True)} vs marginals"
+                if marginals
+                else (_iv(vs, signed=True) if vs else ""),
                 *shares,
                 _iv(r.get("brier"), 4),
                 _iv(r.get("arbitrage_free"), 2),
@@ -381,7 +382,9 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
     return [
         "<h2>Every arm and model</h2>",
         "<p>Mean profit per unit stake (passes averaged per unit, then units averaged); the "
-        "paired difference with the baseline on the same stock-days; the share of units with "
+        "paired difference with the baseline on the same stock-days (for joint events, with "
+        "the same arm's marginals: a panel of several days or assets is compared within its "
+        "arm, as in the paper); the share of units with "
         "at least each profit; family arms in the L1 metric with their arbitrage-free rate. "
         "A model under the coverage floor is not scored: an unanswered question is never "
         "counted as incoherence.</p>",
@@ -410,8 +413,10 @@ def _repeated_table(summary: Mapping[str, Any]) -> list[str]:
     return [
         "<h2>Repeated elicitation</h2>",
         "<p>Mean profit after averaging each event's answers over the first k passes, beside "
-        "the mean profit of single passes (never below the average of all passes: the profit "
-        "is convex; an average of fewer passes may land on either side of it).</p>",
+        "the mean profit of single passes (never below the average of all passes when every "
+        "pass answered the same questions, the profit being convex; an average of fewer "
+        "passes, or of passes that left different questions unanswered, may land on either "
+        "side of it).</p>",
         _table(header, body, text_columns={0, 1}),
     ]
 

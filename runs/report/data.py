@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,10 @@ COVERAGE_RULE = (
 #: The family benchmark's own words: a model that "fails to answer 10% or more of its
 #: families" is not scored, so a share missing of exactly 1 - floor is not scored either.
 FAMILY_COVERAGE_RULE = (
-    "a model that leaves 1 - coverage floor or more of this arm's planned queries unanswered "
-    "(10% at the default floor of 90%) is not scored: an unanswered question is never "
-    "counted as incoherence"
+    "a model that leaves 1 - coverage floor or more of this arm's families unanswered (10% "
+    "at the default floor of 90%; a family is unanswered in a pass where any of its "
+    "statements is) is not scored, and an unanswered family counts neither way: a dropped "
+    "call is never counted as incoherence, nor as coherence"
 )
 
 STATUS_SCORED = "scored"
@@ -66,6 +67,10 @@ class ArmRow:
     arbitrage_free: Interval | None = None
     vs_baseline: Interval | None = None
     vs_baseline_units: int = 0
+    #: A row of joint events ("horizon/2 full"): its paired difference with the same arm's
+    #: marginals (`within_arm_comparison`), in place of one with the baseline.
+    vs_marginals: Interval | None = None
+    vs_marginals_units: int = 0
 
     @property
     def scored(self) -> bool:
@@ -92,16 +97,17 @@ class ArmRow:
                 else None
             ),
             "arbitrage_free": interval_json(self.arbitrage_free),
-            "vs_baseline": (
-                None
-                if self.vs_baseline is None
-                else {
-                    **interval_json(self.vs_baseline),  # type: ignore[dict-item]
-                    "excludes_zero": self.vs_baseline.excludes_zero(),
-                    "units": self.vs_baseline_units,
-                }
-            ),
+            "vs_baseline": difference_json(self.vs_baseline, self.vs_baseline_units),
+            "vs_marginals": difference_json(self.vs_marginals, self.vs_marginals_units),
         }
+
+
+def difference_json(iv: Interval | None, units: int) -> dict[str, Any] | None:
+    """A paired difference as `summary.json` has it: the interval, whether it excludes zero,
+    and over how many paired units."""
+    if iv is None:
+        return None
+    return {**interval_json(iv), "excludes_zero": iv.excludes_zero(), "units": units}  # type: ignore[dict-item]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,19 +182,42 @@ def per_unit(scores: pl.DataFrame) -> pl.DataFrame:
     The `arm` column of the result is the report row label (see `SET_LABEL`).
     """
     return (
-        native_scores(scores)
+        whole_families(native_scores(scores))
         .with_columns(SET_LABEL.alias("arm"))
         .group_by(["model", "arm", "unit", "cluster"], maintain_order=True)
         .agg(
             pl.col("profit").drop_nans().mean().alias("profit"),
             pl.col("brier").drop_nans().mean().alias("brier"),
             pl.col("coverage").mean().alias("coverage"),
+            pl.col("statements").mean(),
         )
     )
 
 
+def whole_families(scores: pl.DataFrame) -> pl.DataFrame:
+    """`scores` with a family asked in part (a statement of it unanswered in that pass) made
+    unanswered, as the benchmark counts families: its profit and Brier NaN, its coverage 0
+    (a whole family's 1; the share of statements answered is kept as `statements`). Scored
+    on its answered statements, it would lose the constraints that tie those to the missing
+    one, and a dropped call would read as coherence (a referee
+    saw 6 of 7 such families arbitrage-free, against 53% of whole ones)."""
+    family = family_arm()
+    part = family & (pl.col("coverage") < 1.0)
+    return scores.with_columns(pl.col("coverage").alias("statements")).with_columns(
+        *(
+            pl.when(part).then(float("nan")).otherwise(pl.col(c)).alias(c)
+            for c in ("profit", "brier")
+        ),
+        pl.when(family)
+        .then((pl.col("coverage") >= 1.0).cast(pl.Float64))
+        .otherwise(pl.col("coverage"))
+        .alias("coverage"),
+    )
+
+
 def ledger_coverage(run_dir: Path) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
-    """Share of planned queries with an accepted answer, per model and per (model, arm).
+    """Share of planned queries with an accepted answer, per model and per (model, arm); for
+    a family arm, the share of its families (in each pass) with every statement answered.
 
     Read from `plan_members.parquet` (each arm's view of a query) and the accepted responses;
     empty when the run folder has no plan (then the scores' own coverage is used).
@@ -205,16 +234,27 @@ def ledger_coverage(run_dir: Path) -> tuple[dict[str, float], dict[tuple[str, st
     )
     joined = (
         pl.scan_parquet(members_path)
-        .select("request_id", "model", "arm")
+        .select("request_id", "model", "arm", "unit", "pass")
         .join(accepted, on="request_id", how="left")
         .with_columns(pl.col("accepted").fill_null(0))
         .collect()
     )
     by_model = joined.group_by("model").agg(pl.col("accepted").mean())
-    by_arm = joined.group_by("model", "arm").agg(pl.col("accepted").mean())
+    by_arm = joined.filter(~family_arm()).group_by("model", "arm").agg(pl.col("accepted").mean())
+    # The family benchmark counts families: one asked in part is unanswered (`whole_families`).
+    by_family_arm = (
+        joined.filter(family_arm())
+        .group_by("model", "arm", "unit", "pass")
+        .agg(pl.col("accepted").min())
+        .group_by("model", "arm")
+        .agg(pl.col("accepted").mean())
+    )
     return (
         {str(m): float(a) for m, a in by_model.iter_rows()},
-        {(str(m), str(arm)): float(a) for m, arm, a in by_arm.iter_rows()},
+        {
+            (str(m), str(arm)): float(a)
+            for m, arm, a in pl.concat([by_arm, by_family_arm]).iter_rows()
+        },
     )
 
 
@@ -237,9 +277,12 @@ def build_rows(
         cov = arm_coverage.get((model, arm_of_label(arm)))
         if cov is None:
             cov = float(group["coverage"].fill_null(0.0).mean() or 0.0)  # type: ignore[arg-type]
+        asked_in_part = bool((group["statements"].fill_null(0.0) > 0).any())
         group = group.filter(pl.col("profit").is_not_null() & pl.col("profit").is_not_nan())
         if group.height == 0:
-            rows.append(ArmRow(model, arm, norm, 0, 0, cov, STATUS_NO_ANSWERS))
+            # A family arm whose families were all asked in part answered something.
+            status = STATUS_BELOW_FLOOR if asked_in_part else STATUS_NO_ANSWERS
+            rows.append(ArmRow(model, arm, norm, 0, 0, cov, status))
             continue
         n_clusters = group["cluster"].n_unique()
         if under_floor(cov, floor, arm):
@@ -265,7 +308,8 @@ def build_rows(
             if is_family(arm)
             else None
         )
-        vs, vs_units = _vs_baseline(units, model, arm, reps, seed)
+        vs, vs_units = _paired(units, model, arm, baseline_of(arm), reps, seed)
+        vm, vm_units = _paired(units, model, arm, marginals_of(arm), reps, seed)
         rows.append(
             ArmRow(
                 model=model,
@@ -281,20 +325,61 @@ def build_rows(
                 arbitrage_free=free,
                 vs_baseline=vs,
                 vs_baseline_units=vs_units,
+                vs_marginals=vm,
+                vs_marginals_units=vm_units,
             )
         )
-    return rows
+    return _compared_only_with_scored(rows)
 
 
-def _vs_baseline(
-    units: pl.DataFrame, model: str, arm: str, reps: int, seed: int
+#: Sets spanning several days' or assets' panels (`SET_LABEL`'s "horizon/2 full"): not
+#: comparable with the one-day baseline, whose profit a larger set can only exceed; the
+#: paper compares them within their arm, joint events against the marginals alone (section
+#: 4.3, Figure 3; footnote 3: "more cleanly interpreted by comparing incoherence within
+#: horizon", each horizon's prompts bearing their own preamble).
+_WITHIN_ARM_SETS = ("full", "marginals")
+
+
+def baseline_of(label: str) -> str | None:
+    """The row a report row is paired with as "vs baseline": the baseline arm, except for the
+    baseline itself, family arms and sets of several panels (`_WITHIN_ARM_SETS`)."""
+    _, space, set_name = label.rpartition(" ")
+    if label == BASELINE_ARM or is_family(label) or (space and set_name in _WITHIN_ARM_SETS):
+        return None
+    return BASELINE_ARM
+
+
+def marginals_of(label: str) -> str | None:
+    """The row of a joint-events row's own marginals ("horizon/2 full" -> "horizon/2
+    marginals"), the paper's within-arm comparison; None for any other row."""
+    head, space, tail = label.rpartition(" ")
+    return f"{head} marginals" if space and tail == "full" else None
+
+
+def _compared_only_with_scored(rows: list[ArmRow]) -> list[ArmRow]:
+    """`rows` without differences against a row that is not scored: a baseline under the
+    coverage floor is not scored, so its numbers enter no comparison either."""
+    scored = {(r.model, r.arm) for r in rows if r.scored}
+    out = []
+    for r in rows:
+        if r.vs_baseline is not None and (r.model, BASELINE_ARM) not in scored:
+            r = replace(r, vs_baseline=None, vs_baseline_units=0)
+        marginals = marginals_of(r.arm)
+        if r.vs_marginals is not None and (r.model, marginals) not in scored:
+            r = replace(r, vs_marginals=None, vs_marginals_units=0)
+        out.append(r)
+    return out
+
+
+def _paired(
+    units: pl.DataFrame, model: str, arm: str, other: str | None, reps: int, seed: int
 ) -> tuple[Interval | None, int]:
-    """Paired difference (arm - baseline) on the same stock-days' one-day panel."""
-    if arm == BASELINE_ARM or is_family(arm):
+    """Paired difference (row `arm` - row `other`) of one model on the units both answered
+    (the same stock-days); (None, 0) without an `other` or a unit in common."""
+    if other is None:
         return None, 0
-    # Rows of single-set arms keep the arm's name (their set is the one-day panel, h1).
     mine = units.filter((pl.col("model") == model) & (pl.col("arm") == arm))
-    base = units.filter((pl.col("model") == model) & (pl.col("arm") == BASELINE_ARM))
+    base = units.filter((pl.col("model") == model) & (pl.col("arm") == other))
     if mine.height == 0 or base.height == 0:
         return None, 0
     paired = mine.join(base, on=["unit", "cluster"], suffix="_base").filter(

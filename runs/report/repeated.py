@@ -5,8 +5,10 @@ Scoring computes those profits (`averaged.parquet`, `runs.scoring_step.AVERAGED_
 this module only does their statistics: per report row (model, arm label), the profit after
 k passes averaged over sets per unit, then over units, with the date-clustered bootstrap. By
 convexity of the profit in the stated probabilities, the k-pass average's profit is never
-above the mean of those k passes' own profits; `single_pass_mean` is over every pass, so only
-the average of all passes is bounded by it (a referee saw k = 1 above it, rightly).
+above the mean of those k passes' own profits when they answered the same events;
+`single_pass_mean` is over every pass, so only the average of all passes is bounded by it (a
+referee saw k = 1 above it, rightly), and only where no pass left an event unanswered that
+another answered (the averaged set then holds more events: a referee saw both cells rise).
 """
 
 from __future__ import annotations

@@ -12,8 +12,12 @@
   units whose profit is at least the threshold, the paper's 4.1 counts), `arbitrage_free`
   (family arms: interval over families of the share with profit <= 0.05, else null),
   `vs_baseline` (`{"mean", "lo", "hi", "excludes_zero", "units"}`: paired difference with
-  the baseline arm on the same stock-days, set `h1`; null for the baseline, family arms or
-  without common units). Unscored rows carry null statistics: never a number.
+  the baseline arm on the same stock-days, set `h1`; null for the baseline, family arms,
+  rows of several panels ("horizon/2 full", "... marginals"), a baseline not scored, or
+  without common units), `vs_marginals` (the same shape: a joint-events row, "... full",
+  against its own arm's marginals on the same units, the paper's within-horizon comparison;
+  null elsewhere or when the marginals are not scored; added in a later version of schema
+  1). Unscored rows carry null statistics: never a number.
 - `models`: `{model: {"coverage": share of all its planned queries answered}}`.
 - `across_models`: on the baseline arm, scored models only: `arm`, `models` (names),
   `units` (units common to all of them, used for the pairwise counts),
@@ -24,7 +28,8 @@
   `units`, `single_pass_mean` (mean over units of the mean single-pass profit, the row's
   `profit.mean`), `by_k` (`[{"k", "mean", "lo", "hi"}]`, k = 1..passes: profit after
   averaging each event's answers over the first k passes). By convexity the k = passes value
-  is never above `single_pass_mean`.
+  is never above `single_pass_mean` when every pass answered the same events (with answers
+  missing, the averaged sets hold events a single pass lacked, and it can be).
 - `families`: one object per (model, family arm): `model`, `arm`, `families`, `coverage`,
   `status`, `scored`, `arbitrage_free` (interval or null), `rule` (the coverage rule).
 - `figures`: `{"profit_brier": path or null, "arms": path or null, "note": str or null}`

@@ -234,3 +234,31 @@ def test_a_report_file_the_disk_cuts_short_is_left_as_it_was(
     assert result.exit_code == 6, result.output
     assert [p.name for p in report.iterdir() if p.name.endswith(".tmp")] == []
     assert (report / name).read_bytes() == before
+
+
+def test_the_leaderboard_shows_the_baseline_arms_coverage(tmp_path: Path) -> None:
+    """A referee: a row read "not scored: coverage 91% under the floor | 93%", the last
+    column being the model's coverage over every arm, not the baseline's the floor judged."""
+    from runs.report.data import ArmRow
+    from runs.report.tables import _render_plain, model_ranking
+    from scoring.stats import Interval
+
+    summary = {
+        "baseline_arm": "baseline",
+        "coverage_floor": 0.92,
+        "rows": [
+            {"model": "low", "arm": "baseline", "scored": False, "units": 6, "coverage": 0.91,
+             "status": "below_coverage_floor"},
+            {"model": "high", "arm": "baseline", "scored": True, "units": 6, "coverage": 0.952,
+             "profit": {"mean": 0.01, "lo": 0.0, "hi": 0.02}},
+        ],
+        "models": {"low": {"coverage": 0.93}, "high": {"coverage": 0.93}},
+    }
+    page = render_page(summary, [], tmp_path, spec={"name": "x"}, audit_sentence="")
+    leaderboard = page.split("<h2>Leaderboard</h2>", 1)[1].split("</table>", 1)[0]
+    assert "<td>91%</td>" in leaderboard.replace(' class="num"', "")
+    assert "95%" in leaderboard and "93%" not in leaderboard
+    rows = [ArmRow("high", "baseline", "inf", 6, 3, 0.952, "scored", Interval(0.01, 0.0, 0.02)),
+            ArmRow("low", "baseline", "inf", 6, 3, 0.91, "below_coverage_floor")]
+    text = _render_plain(model_ranking(rows))
+    assert "95%" in text and "91%" in text and "93%" not in text

@@ -140,6 +140,49 @@ def test_other_arms_are_paired_with_the_baseline_on_the_same_units(tmp_path: Pat
     assert same["mean"] == pytest.approx(0.0, abs=1e-15)
 
 
+def test_a_baseline_not_scored_enters_no_comparison(tmp_path: Path) -> None:
+    """A referee: the baseline read 'not scored: coverage 89% < floor' while other arms still
+    showed 'vs baseline' differences against it (and figure 4 drew them)."""
+    base = np.linspace(0.001, 0.006, len(UNITS))
+    scores = frame(
+        [row("m", "baseline", u, 0, p, coverage=0.85) for u, p in zip(UNITS, base, strict=True)]
+        + [row("m", "statistics", u, 0, p + 0.002) for u, p in zip(UNITS, base, strict=True)]
+    )
+    summary, _ = report(tmp_path, scores)
+    assert cell(summary, "m", "baseline")["scored"] is False
+    statistics = cell(summary, "m", "statistics")
+    assert statistics["scored"] is True and statistics["vs_baseline"] is None
+
+
+def test_joint_events_are_compared_with_their_marginals_not_the_baseline(
+    tmp_path: Path,
+) -> None:
+    """A referee: 'horizon/2 full' (52 events) was paired with the 14-event baseline, which a
+    larger set can only exceed; the paper compares within a horizon, joint events against the
+    marginals alone (Figure 3, footnote 3; section 4.3's two-asset 'average increase')."""
+    base = np.linspace(0.001, 0.006, len(UNITS))
+    rows = [row("m", "baseline", u, 0, p) for u, p in zip(UNITS, base, strict=True)]
+    for set_, shift in (("full", 0.004), ("marginals", 0.001), ("d1", 0.0005)):
+        rows += [row("m", "horizon/2", u, 0, p + shift, set_=set_)
+                 for u, p in zip(UNITS, base, strict=True)]
+    summary, _ = report(tmp_path, frame(rows))
+    full = cell(summary, "m", "horizon/2 full")
+    assert full["vs_baseline"] is None
+    assert full["vs_marginals"]["mean"] == pytest.approx(0.003)
+    assert full["vs_marginals"]["units"] == 6 and full["vs_marginals"]["excludes_zero"] is True
+    marginals = cell(summary, "m", "horizon/2 marginals")
+    assert marginals["vs_baseline"] is None and marginals["vs_marginals"] is None
+    day = cell(summary, "m", "horizon/2 d1")
+    assert day["vs_baseline"]["mean"] == pytest.approx(0.0005) and day["vs_marginals"] is None
+    written = (tmp_path / "report" / "leaderboard.txt").read_text(encoding="utf-8")
+    assert "+0.00300 [+0.00300, +0.00300] vs marginals" in written
+    lines = (tmp_path / "report" / "leaderboard.csv").read_text(encoding="utf-8").splitlines()
+    header = lines[0].split(",")
+    assert header[-3:] == ["vs_marginals", "vs_marginals_lo", "vs_marginals_hi"]
+    full_line = next(line for line in lines if ",horizon/2 full," in line).split(",")
+    assert float(full_line[header.index("vs_marginals")]) == pytest.approx(0.003)
+
+
 def test_across_models_spearman_and_pairwise_counts(tmp_path: Path) -> None:
     rng = np.random.default_rng(7)
     unit_profit = rng.uniform(0, 0.01, len(UNITS))
@@ -188,7 +231,7 @@ def test_under_the_coverage_floor_a_model_is_not_scored_never_incoherent(tmp_pat
     flaky = cell(summary, "flaky", "families/isolated")
     assert flaky["status"] == "below_coverage_floor" and flaky["scored"] is False
     assert flaky["profit"] is None and flaky["arbitrage_free"] is None
-    assert flaky["at_least"] is None and flaky["coverage"] == pytest.approx(0.6)
+    assert flaky["at_least"] is None and flaky["coverage"] == 0.0  # no family whole
     fam = {(f["model"], f["arm"]): f for f in summary["families"]}
     assert fam[("flaky", "families/isolated")]["scored"] is False
     assert fam[("flaky", "families/isolated")]["arbitrage_free"] is None
@@ -347,7 +390,7 @@ def test_summary_json_has_the_documented_shape_and_no_nan(tmp_path: Path) -> Non
     base = cell(on_disk, "m", "baseline")
     assert set(base) == {
         "model", "arm", "norm", "status", "scored", "coverage", "units", "clusters", "profit",
-        "brier", "at_least", "arbitrage_free", "vs_baseline",
+        "brier", "at_least", "arbitrage_free", "vs_baseline", "vs_marginals",
     }  # fmt: skip
     assert base["brier"] is None  # no outcomes: null, not NaN
     empty = cell(on_disk, "m", "statistics")
@@ -635,19 +678,76 @@ def test_a_family_arm_missing_exactly_one_minus_the_floor_is_not_scored(tmp_path
     """The family benchmark: a model that 'fails to answer 10% or more of its families ... is
     not scored at all'. A referee's model answering 9 of 10 was scored (the rule was
     'under the floor'); the paper's arms keep the design's 'under the floor'."""
-    fams = [f"fam{i}" for i in range(10)]
+    fams = [f"fam{i}" for i in range(20)]
+    # "nine" asks 1 of 10 families in part (10% unanswered), "more" 1 of 20 (5%): the rule
+    # counts families, so a family with one statement unanswered is unanswered.
     rows = [
-        row(m, "families/isolated", f, 0, 0.02, cluster=f, set_="family", coverage=cov)
-        for m, cov in (("nine", 0.9), ("all", 1.0), ("more", 0.95))
-        for f in fams
+        row(m, "families/isolated", f, 0, 0.02, cluster=f, set_="family",
+            coverage=0.5 if f == "fam0" and m != "all" else 1.0)
+        for m, n in (("nine", 10), ("all", 10), ("more", 20))
+        for f in fams[:n]
     ]
     rows += [row("nine", "baseline", u, 0, 0.3, coverage=0.9) for u in UNITS]
     summary, text = report(tmp_path, frame(rows))
     assert cell(summary, "nine", "families/isolated")["status"] == "below_coverage_floor"
+    assert cell(summary, "nine", "families/isolated")["coverage"] == pytest.approx(0.9)
     assert cell(summary, "all", "families/isolated")["scored"] is True
     assert cell(summary, "more", "families/isolated")["scored"] is True
+    assert cell(summary, "more", "families/isolated")["units"] == 19
     assert cell(summary, "nine", "baseline")["scored"] is True  # at the floor: scored
     written = (tmp_path / "report" / "leaderboard.txt").read_text(encoding="utf-8")
     assert "not scored: coverage 90% ≤ floor" in written and "not scored" in text
     fam = {(f["model"], f["arm"]): f for f in summary["families"]}
-    assert "1 - coverage floor or more" in fam[("nine", "families/isolated")]["rule"]
+    rule = fam[("nine", "families/isolated")]["rule"]
+    assert "1 - coverage floor or more of this arm's families" in rule
+
+
+def test_a_family_asked_in_part_counts_neither_way(tmp_path: Path) -> None:
+    """A referee: families with a statement unanswered were scored on the rest, losing the
+    constraints that tie them to it, and 6 of 7 read arbitrage-free against 53% of whole
+    ones; the model was scored on 94.9% of its questions answered with 19% of its families
+    asked in part. A family asked in part is unanswered: out of the rate, and counted by
+    the coverage rule."""
+    fams = [f"fam{i}" for i in range(20)]
+    rows = [  # 19 whole families, none arbitrage-free; the one asked in part would be
+        row("m", "families/isolated", f, 0, 0.0 if f == "fam0" else 0.3, cluster=f,
+            set_="family", coverage=0.75 if f == "fam0" else 1.0)
+        for f in fams
+    ]
+    # 4 of 20 families asked in part (20%): 95% of statements answered, not scored
+    rows += [
+        row("gappy", "families/isolated", f, 0, 0.0, cluster=f, set_="family",
+            coverage=0.75 if i < 4 else 1.0)
+        for i, f in enumerate(fams)
+    ]
+    summary, _ = report(tmp_path, frame(rows))
+    m = cell(summary, "m", "families/isolated")
+    assert m["scored"] is True and m["units"] == 19 and m["coverage"] == pytest.approx(0.95)
+    assert m["arbitrage_free"]["mean"] == 0.0 and m["profit"]["mean"] == pytest.approx(0.3)
+    gappy = cell(summary, "gappy", "families/isolated")
+    assert gappy["status"] == "below_coverage_floor" and gappy["coverage"] == pytest.approx(0.8)
+
+
+def test_the_averaging_line_counts_rises_instead_of_denying_them(tmp_path: Path) -> None:
+    """A referee: the terminal said averaging "lowers mean profit in 0 of 2 multi-pass cells
+    (never raises it)" where both rose (answers missing, so the averaged sets held more
+    questions than single passes). The line now counts what happened."""
+    from runs.report.tables import headline_lines
+
+    def cell(single: float, averaged: float) -> dict[str, Any]:
+        return {"single_pass_mean": single, "by_k": [{"mean": single}, {"mean": averaged}]}
+
+    summary: dict[str, Any] = {
+        "across_models": {"models": []},
+        "figures": {},
+        "rows": [{"arm": "baseline"}],
+        "repeated_elicitation": [cell(0.042, 0.045), cell(0.09, 0.12), cell(0.05, 0.03)],
+    }
+    line = headline_lines(summary, tmp_path)[0]
+    assert line.startswith("averaging answers over passes before scoring lowers mean profit in 1")
+    assert " in 1 of 3 multi-pass cells and raises" in line
+    assert "raises it in 2 (passes that answered different questions" in line
+    assert "never raises" not in line
+    summary["repeated_elicitation"] = [cell(0.05, 0.03)]
+    only = headline_lines(summary, tmp_path)[0]
+    assert only.endswith("lowers mean profit in 1 of 1 multi-pass cells")
