@@ -822,6 +822,9 @@ class Lane(LaneControl):
                 self._hold_for(wait, "Retry-After")
         if failure.quota_exhausted and self._quota_paused(failure):
             return
+        if failure.stale_credential:  # the adapter dropped a refused token: not the lane's key
+            self.log.info("credential_refused_renewing", model=name, detail=failure.detail)
+            return
         if failure.outcome in PERMANENT:
             self._permanent_streak += 1
             self.log.warning(

@@ -4,7 +4,10 @@ Every Vertex request carries `Authorization: Bearer <token>`. Fetching a token i
 HTTP call to the credential's token endpoint (a service-account file's `token_uri`, or the
 gcloud / metadata endpoints behind Application Default Credentials), so it must not happen
 per request: `TokenCache` hands out the cached token and refreshes it only when fewer than
-`REFRESH_MARGIN_S` seconds remain, under a lock so that concurrent builders refresh once.
+`REFRESH_MARGIN_S` seconds remain (a quarter of a shorter-lived token's life), under a lock so
+that concurrent builders refresh once. A token the API refuses before it expires is dropped
+once (`reject`), so the next request fetches another, as google-auth's `AuthorizedSession`
+refreshes on a 401.
 
 Because a refresh blocks, the engine may call an adapter's `build` in a worker thread
 (`asyncio.to_thread`); this module is thread-safe for that.
@@ -25,6 +28,11 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 #: Refresh when less than this is left: a token must outlive the request it is sent with,
 #: including queueing, a slow reply and the engine's client timeout.
 REFRESH_MARGIN_S = 300.0
+#: The margin of a token issued for less than four margins, as a share of its life: such a
+#: token (240 s, say) was never fresh, and every request blocked on a refresh. A quarter keeps
+#: it in use for three quarters of its life; a request that outlives it is refused with 401,
+#: and `reject` has the next one fetch another.
+SHORT_TOKEN_MARGIN_SHARE = 0.25
 #: Seconds a token-endpoint call may take before we give up on it.
 TOKEN_HTTP_TIMEOUT_S = 30.0
 CREDENTIALS_FILE_ENV = "GOOGLE_APPLICATION_CREDENTIALS"
@@ -108,6 +116,15 @@ class TokenCache:
         self._request: Any = None
         self._lock = threading.Lock()
         self.refreshes = 0
+        #: Seconds the current token was issued for, when this cache fetched it.
+        self._lifetime_s: float | None = None
+        #: A token the API refused, dropped until the next refresh replaces it.
+        self._dropped: str | None = None
+        #: Whether the current token replaced a refused one (it is not dropped in its turn).
+        self._replacement = False
+        #: Guards the two above: `reject` runs on the event loop (an adapter's `parse`) and
+        #: must not wait for `_lock`, held through a refresh's blocking call.
+        self._rejections = threading.Lock()
 
     def __repr__(self) -> str:
         return f"TokenCache({type(self._credentials).__name__}, refreshes={self.refreshes})"
@@ -120,13 +137,35 @@ class TokenCache:
 
     def _fresh(self) -> bool:
         token = self._credentials.token
-        if not token:
+        if not token or token == self._dropped:
             return False
         expires = _expiry_epoch(self._credentials.expiry)
-        return expires is None or expires - self._clock() > self._margin_s
+        if expires is None:
+            return True
+        margin = self._margin_s
+        if self._lifetime_s is not None:
+            margin = min(margin, self._lifetime_s * SHORT_TOKEN_MARGIN_SHARE)
+        return expires - self._clock() > margin
+
+    def reject(self, token: str) -> bool:
+        """The API refused `token` (HTTP 401): whether the next request carries another.
+
+        The current token is dropped, so the next `token()` fetches a new one, unless it was
+        itself fetched to replace a refused one: then the credential, not the token, is what
+        is refused, and the refusals stand as auth errors (a loop of refreshes helps no one).
+        A token fetched as the last one neared expiry may be dropped once again.
+        """
+        with self._rejections:
+            if token != self._credentials.token or token == self._dropped:
+                return True  # replaced, or dropped by a refusal of another request sent with it
+            if self._replacement:
+                return False
+            self._dropped = token
+            return True
 
     def token(self) -> str:
-        """A token valid for at least `margin_s` more seconds; may block to refresh."""
+        """A token valid for at least `margin_s` more seconds (a quarter of its life, for
+        one issued for less than four margins) and not refused; may block to refresh."""
         if self._fresh():
             return str(self._credentials.token)
         with self._lock:
@@ -154,6 +193,10 @@ class TokenCache:
         if not self._credentials.token:
             raise TokenRefreshError(f"token refresh for {kind} returned no token", retryable=True)
         self.refreshes += 1
+        with self._rejections:
+            self._replacement, self._dropped = self._dropped is not None, None
+        expires = _expiry_epoch(self._credentials.expiry)
+        self._lifetime_s = None if expires is None else expires - self._clock()
 
 
 def _from_file(path: str, scopes: Sequence[str]) -> tuple[Any, str | None]:

@@ -231,10 +231,15 @@ class Failure:
     #: web page or another API at base_url. A lane none of whose replies was in the format
     #: stops after `RetryPolicy.foreign_streak` of them (`engine.lanes`).
     foreign: bool = False
+    #: The provider refused the credential this attempt carried (an OAuth token refused with
+    #: 401 before it expired) and the adapter dropped it: the next attempt carries a fresh one.
+    #: Retried, and not counted toward the lane's permanent failures in a row; an adapter says
+    #: so once per credential, so one refused again is the auth error it is.
+    stale_credential: bool = False
 
     @property
     def retryable(self) -> bool:
-        return self.outcome in RETRYABLE
+        return self.outcome in RETRYABLE or self.stale_credential
 
 
 class ConfigError(ValueError):

@@ -402,7 +402,22 @@ class VertexAdapter:
             )
         else:
             result = self._gemini_reply(status, view, payload, body)
+        if status == 401 and isinstance(result, Failure):
+            result = self._refused(result)
         return redact_result(result, self.secrets())
+
+    def _refused(self, failure: Failure) -> Failure:
+        """A 401 (UNAUTHENTICATED): the token may have been revoked or expired early. Drop it
+        so the next attempt fetches another, as google-auth's AuthorizedSession refreshes and
+        retries on a 401 (`TokenCache.reject`: once per token). The reply does not say which
+        token it refused; the latest handed out is the one almost every request carries."""
+        if self._env_token is not None or self._tokens is None:
+            return failure  # a ready token from the environment cannot be refreshed
+        with self._tokens_lock:
+            latest = self._issued[-1].reveal() if self._issued else None
+        if latest is None or not self._tokens.reject(latest):
+            return failure
+        return replace(failure, stale_credential=True)
 
     def _rpc_failure(
         self, status: int, view: Headers, envelope: tuple[str, str, int | None]

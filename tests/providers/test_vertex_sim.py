@@ -101,9 +101,10 @@ async def test_clean_answer_with_a_token_from_the_simulators_oauth_endpoint(
     assert counts.get("oauth.rejected", 0) == 0
 
 
-async def test_short_lived_tokens_are_refreshed_before_they_expire(tmp_path: Path) -> None:
-    """With tokens living less than the refresh margin, every build fetches a new one, so no
-    request ever goes out with a token about to lapse."""
+async def test_short_lived_tokens_are_reused_for_most_of_their_life(tmp_path: Path) -> None:
+    """A token living less than the refresh margin (120 s against 300) is kept until a quarter
+    of its life is left: every build fetching a new one made each request wait on the token
+    endpoint."""
     async with await start_sim(token_ttl_s=120) as sim:
         rehearsed, env = rehearse_model(model(), sim.root_url, tmp_path)
         adapter = adapter_for(rehearsed, env)
@@ -111,8 +112,8 @@ async def test_short_lived_tokens_are_refreshed_before_they_expire(tmp_path: Pat
             first = await build(adapter)
             second = await build(adapter)
             answers = [await exchange(session, adapter, h) for h in (first, second)]
-        assert sim.counts()["tokens_issued"] == 2
-    assert first.headers["Authorization"] != second.headers["Authorization"]
+        assert sim.counts()["tokens_issued"] == 1
+    assert first.headers["Authorization"] == second.headers["Authorization"]
     assert all(isinstance(a, Completion) for a in answers)
 
 
@@ -130,7 +131,7 @@ async def test_an_expired_token_is_refused_and_a_refreshed_one_accepted(tmp_path
             accepted = await exchange(session, adapter, fresh)
         assert sim.counts()["tokens_issued"] == 2
     assert isinstance(refused, Failure) and refused.outcome is Outcome.AUTH_ERROR
-    assert refused.http_status == 401
+    assert refused.http_status == 401 and refused.stale_credential  # asked again, fresh token
     assert isinstance(accepted, Completion)
     assert stale.headers["Authorization"].removeprefix("Bearer ") not in refused.detail
 

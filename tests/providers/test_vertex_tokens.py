@@ -26,7 +26,7 @@ from providers.google_auth_tokens import (
     TokenRefreshError,
     load_credentials,
 )
-from providers.types import ChatRequest, ConfigError, ModelConfig, Outcome
+from providers.types import ChatRequest, ConfigError, Failure, ModelConfig, Outcome
 from providers.vertex import VertexAdapter, create_adapter
 
 #: google-auth's service-account grants are addressed to Google's token URL whatever
@@ -109,6 +109,66 @@ def test_concurrent_callers_share_one_refresh() -> None:
         thread.join()
     assert results == ["tok-1"] * 8
     assert creds.calls == 1
+
+
+def test_a_short_lived_token_is_reused_for_most_of_its_life() -> None:
+    """A token issued for less than the margin (240 s) was never fresh, so every request
+    blocked on a refresh: such a token's margin is a quarter of its life."""
+    clock = FakeClock()
+    creds = FakeCredentials(clock, lifetime_s=240.0)
+    cache = TokenCache(creds, clock=clock, request_factory=lambda: None)
+    assert cache.token() == "tok-1"
+    clock.now += 179  # 61 s left, more than a quarter of its life: still good
+    assert cache.token() == "tok-1" and creds.calls == 1
+    clock.now += 2
+    assert cache.token() == "tok-2" and creds.calls == 2
+
+
+def test_a_refused_token_is_dropped_once() -> None:
+    """The API refused a token (401) that had not expired: the next request fetches another,
+    as google-auth's AuthorizedSession does; its replacement refused in turn is kept, so a
+    refused credential stops the lane as an auth error instead of refreshing in a loop."""
+    clock = FakeClock()
+    creds = FakeCredentials(clock)
+    cache = TokenCache(creds, clock=clock, request_factory=lambda: None)
+    assert cache.token() == "tok-1"
+    assert cache.reject("tok-1")
+    assert cache.reject("tok-1")  # another request in flight with it: dropped already
+    assert cache.token() == "tok-2" and creds.calls == 2
+    assert cache.reject("tok-1")  # replaced already
+    assert not cache.reject("tok-2")
+    assert cache.token() == "tok-2" and creds.calls == 2
+    clock.now += 3600  # a token fetched as the old one expired may be dropped once again
+    assert cache.token() == "tok-3"
+    assert cache.reject("tok-3")
+    assert cache.token() == "tok-4"
+
+
+UNAUTHENTICATED = json.dumps({"error": {"code": 401, "status": "UNAUTHENTICATED", "message":
+                                        "Request had invalid authentication credentials."}})
+
+
+@pytest.mark.parametrize("model_id", ["gemini-2.5-flash",
+                                      "meta/llama-4-maverick-17b-128e-instruct-maas"])
+def test_a_401_drops_the_token_once_and_is_retried(model_id: str) -> None:
+    clock = FakeClock()
+    creds = FakeCredentials(clock)
+    config = ModelConfig(name="v", provider="vertex", model=model_id, project="p",
+                         location="us-central1")
+    tokens = TokenCache(creds, clock=clock, request_factory=lambda: None)
+    adapter = VertexAdapter(config, {}, tokens=tokens)
+    assert adapter.build(REQ).headers["Authorization"] == "Bearer tok-1"
+    denied = adapter.parse(403, {}, UNAUTHENTICATED.replace("UNAUTHENTICATED",
+                                                            "PERMISSION_DENIED").encode())
+    assert isinstance(denied, Failure) and not denied.stale_credential  # a right, not a token
+    first = adapter.parse(401, {}, UNAUTHENTICATED.encode())
+    assert isinstance(first, Failure) and first.outcome is Outcome.AUTH_ERROR
+    assert first.stale_credential and first.retryable
+    assert adapter.build(REQ).headers["Authorization"] == "Bearer tok-2"
+    second = adapter.parse(401, {}, UNAUTHENTICATED.encode())
+    assert isinstance(second, Failure) and not second.stale_credential
+    assert not second.retryable
+    assert adapter.build(REQ).headers["Authorization"] == "Bearer tok-2" and creds.calls == 2
 
 
 @pytest.mark.parametrize(
