@@ -356,6 +356,21 @@ def marginals_of(label: str) -> str | None:
     return f"{head} marginals" if space and tail == "full" else None
 
 
+def matched_stock_day(label: str) -> pl.Expr:
+    """The `unit` column as the baseline's stock-day a row's unit is matched with: its own,
+    except for one asset's marginals in the two-asset arm ("two-asset A"), whose pair
+    `2025-09-12:AAPL+MSFT` is matched with that asset's day, `2025-09-12:AAPL` (A) or
+    `2025-09-12:MSFT` (B): the paper's "matched baseline elicitation" (section 4.3). A pair
+    id that does not split into two assets matches nothing."""
+    set_name = label.rpartition(" ")[2]
+    if arm_of_label(label) != "two-asset" or set_name not in ("A", "B"):
+        return pl.col("unit")
+    date_and_pair = pl.col("unit").str.splitn(":", 2)
+    assets = date_and_pair.struct.field("field_1").str.split("+")
+    asset = pl.when(assets.list.len() == 2).then(assets.list.get(0 if set_name == "A" else 1))
+    return pl.concat_str(date_and_pair.struct.field("field_0"), pl.lit(":"), asset).alias("unit")
+
+
 def _compared_only_with_scored(rows: list[ArmRow]) -> list[ArmRow]:
     """`rows` without differences against a row that is not scored: a baseline under the
     coverage floor is not scored, so its numbers enter no comparison either."""
@@ -382,6 +397,8 @@ def _paired(
     base = units.filter((pl.col("model") == model) & (pl.col("arm") == other))
     if mine.height == 0 or base.height == 0:
         return None, 0
+    if other == BASELINE_ARM:
+        mine = mine.with_columns(matched_stock_day(arm))
     paired = mine.join(base, on=["unit", "cluster"], suffix="_base").filter(
         pl.col("profit").is_not_nan() & pl.col("profit_base").is_not_nan()
     )

@@ -12,7 +12,8 @@
   units whose profit is at least the threshold, the paper's 4.1 counts), `arbitrage_free`
   (family arms: interval over families of the share with profit <= 0.05, else null),
   `vs_baseline` (`{"mean", "lo", "hi", "excludes_zero", "units"}`: paired difference with
-  the baseline arm on the same stock-days, set `h1`; null for the baseline, family arms,
+  the baseline arm on the same stock-days, set `h1` (one asset's marginals in the two-asset
+  arm, "two-asset A" or "B", on that asset's day); null for the baseline, family arms,
   rows of several panels ("horizon/2 full", "... marginals"), a baseline not scored, or
   without common units), `vs_marginals` (the same shape: a joint-events row, "... full",
   against its own arm's marginals on the same units, the paper's within-horizon comparison;

@@ -751,3 +751,23 @@ def test_the_averaging_line_counts_rises_instead_of_denying_them(tmp_path: Path)
     summary["repeated_elicitation"] = [cell(0.05, 0.03)]
     only = headline_lines(summary, tmp_path)[0]
     assert only.endswith("lowers mean profit in 1 of 1 multi-pass cells")
+
+
+def test_one_assets_marginals_are_paired_with_that_assets_baseline_day(tmp_path: Path) -> None:
+    """The paper (4.3): one stock's marginals in the two-asset arm against "the matched
+    baseline elicitation". Its units are date pairs (`2018-01-02:AAA+BBB`, both orders), so
+    a referee found no "vs baseline" for them at all; A is matched with the first asset's
+    day, B with the second's."""
+    days = {"2018-01-02:AAA": 0.001, "2018-01-02:BBB": 0.004,
+            "2018-01-03:AAA": 0.002, "2018-01-03:BBB": 0.003}
+    rows = [row("m", "baseline", u, 0, p) for u, p in days.items()]
+    for date in ("2018-01-02", "2018-01-03"):
+        for first, second in (("AAA", "BBB"), ("BBB", "AAA")):
+            pair = f"{date}:{first}+{second}"
+            rows.append(row("m", "two-asset", pair, 0, days[f"{date}:{first}"] + 0.01, set_="A"))
+            rows.append(row("m", "two-asset", pair, 0, days[f"{date}:{second}"] + 0.02, set_="B"))
+    summary, _ = report(tmp_path, frame(rows))
+    a = cell(summary, "m", "two-asset A")["vs_baseline"]
+    b = cell(summary, "m", "two-asset B")["vs_baseline"]
+    assert a["units"] == 4 and a["mean"] == pytest.approx(0.01)
+    assert b["units"] == 4 and b["mean"] == pytest.approx(0.02)
