@@ -1,5 +1,6 @@
-"""What every figure shares: the Agg backend chosen before pyplot loads, one colour per model,
-error bars from intervals, and one way to save.
+"""What every figure shares: the Agg backend chosen before pyplot loads, one style per model
+for the whole report, one legend from every panel, error bars from intervals, and one way to
+save.
 
 matplotlib is imported here only, inside functions, so importing the report costs nothing
 until a figure is drawn (the command line must start fast).
@@ -10,15 +11,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 #: Pixel density of the PNGs: sharp on a laptop, light enough to inline in one page.
 DPI = 110
 #: Width in inches; the page scales figures down to a phone's width.
 WIDTH = 8.0
 _MARKERS = ("o", "s", "^", "D", "v", "P")
+_HATCHES = ("", "//", "..", "xx", "\\\\", "++")
 
 
 #: Fonts for the characters DejaVu Sans lacks (a model named in Chinese or Japanese, a
@@ -115,11 +117,45 @@ def save(fig: Any, path: Path) -> None:
     plt.close(fig)
 
 
-def model_styles(models: Sequence[str]) -> dict[str, tuple[Any, str]]:
-    """A colour and a marker per model, stable in the order given (beyond 10, markers vary)."""
+class ModelStyle(NamedTuple):
+    """How one model is drawn: its colour, its marker (points) and its hatching (bars)."""
+
+    colour: Any
+    marker: str
+    hatch: str
+
+
+def model_styles(models: Sequence[str]) -> dict[str, ModelStyle]:
+    """A style per model by its place in `models`: give the report's models
+    (`FigureInputs.models`), not a figure's, so a model looks the same in every figure. Each
+    figure once numbered the models it drew, and orange was one model in figure 4 and another
+    in figure 7. The palette has 10 colours: past them, markers and hatching tell models apart."""
     plt = pyplot()
     cmap = plt.get_cmap("tab10")
-    return {m: (cmap(i % 10), _MARKERS[(i // 10) % len(_MARKERS)]) for i, m in enumerate(models)}
+    return {
+        m: ModelStyle(
+            cmap(i % 10), _MARKERS[(i // 10) % len(_MARKERS)], _HATCHES[(i // 10) % len(_HATCHES)]
+        )
+        for i, m in enumerate(models)
+    }
+
+
+def legend_entries(axes: Iterable[Any], order: Sequence[str]) -> tuple[list[Any], list[str]]:
+    """One handle per label over every panel, labels in `order` (others after, as met).
+
+    Read from every panel: read from the first alone, a model drawn only in a later panel had
+    no entry. An empty container (a model's bars in a panel it has none in) is passed over: its
+    swatch is drawn in matplotlib's default colour, not the model's."""
+    from matplotlib.container import Container
+
+    found: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if not isinstance(handle, Container) or handle.get_children():
+                found.setdefault(label, handle)
+    rank = {label: i for i, label in enumerate(order)}
+    labels = sorted(found, key=lambda label: rank.get(label, len(rank)))  # stable: met order
+    return [found[label] for label in labels], labels
 
 
 def bottom_legend(fig: Any, handles: Sequence[Any], labels: Sequence[str], ncol: int) -> float:

@@ -5,7 +5,7 @@ date-clustered interval, one marker per model. Panel C, repeated elicitation, is
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,8 @@ from runs.report_figures.inputs import FigureInputs
 from scoring.stats import excludes_zero
 
 TITLE = "Elicitation arms against the baseline"
-#: The paper's panels, in its order; an arm in none of them goes to "other".
+#: The paper's panels, in its order, with its letters: (C), repeated elicitation, is figure 7,
+#: so the letters skip it on purpose. An arm in none of them goes to "other".
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("(A) information", ("statistics", "instructions", "identity", "headline")),
     ("(B) several events per query", ("complement-pairs", "relation-poor-pairs", "full-panel")),
@@ -60,7 +61,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
             arms.append(r["arm"])
     panels = [(g, sorted(groups[g])) for g in order if g in groups]
     models = sorted({r["model"] for r in rows})
-    styles = _style.model_styles(models)
+    styles = _style.model_styles(inputs.models)
     cell = {(r["model"], r["arm"]): _style.interval(r["vs_baseline"]) for r in rows}
     plt = _style.pyplot()
     heights = [len(arms) + 1.0 for _, arms in panels]
@@ -73,7 +74,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     )
     for ax, (name, arms) in zip((a[0] for a in axes), panels, strict=True):
         _panel(ax, name, arms, models, styles, cell)
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    handles, labels = _style.legend_entries((a[0] for a in axes), models)
     legend = 0.0
     if len(models) > 1:
         legend = _style.bottom_legend(fig, handles, labels, min(len(models), 4))
@@ -84,6 +85,19 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         f"Paired difference in mean profit per unit stake between each arm and the "
         f"{inputs.baseline_arm} arm on the same stock-days (right of zero: the arm is less "
         "coherent), with 95% date-clustered intervals; a filled marker's interval excludes zero."
+        + _letters_said(name for name, _ in panels)
+    )
+
+
+def _letters_said(drawn: Iterable[str]) -> str:
+    """The caption's word on the letters, which are the paper's (`GROUPS`): a reader saw
+    (A), (B), (D) and looked for (C). A panel whose arms were not run is left out with its
+    letter."""
+    if not any(name.startswith("(") for name in drawn):
+        return ""
+    return (
+        " Panels are lettered as in the paper's Figure 4: its panel (C), repeated elicitation, "
+        "is figure 7."
     )
 
 
@@ -92,14 +106,14 @@ def _panel(
     name: str,
     arms: Sequence[str],
     models: Sequence[str],
-    styles: Mapping[str, tuple[Any, str]],
+    styles: Mapping[str, _style.ModelStyle],
     cell: Mapping[tuple[str, str], Mapping[str, float] | None],
 ) -> None:
     spread = 0.6
     step = spread / max(len(models), 1)
     labelled: set[str] = set()
     for j, model in enumerate(models):
-        colour, marker = styles[model]
+        colour, marker, _ = styles[model]
         for i, arm in enumerate(arms):
             iv = cell.get((model, arm))
             if iv is None:

@@ -89,10 +89,10 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     fig, axes = plt.subplots(
         len(arms), 1, figsize=(_style.WIDTH, 2.6 * len(arms) + 0.8), squeeze=False, sharex=True
     )
-    styles = _style.model_styles(models)
+    styles = _style.model_styles(inputs.models)
     for ax, arm in zip((a[0] for a in axes), arms, strict=True):
         _panel(ax, arm, groups, models, styles, cell)
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    handles, labels = _style.legend_entries((a[0] for a in axes), models)
     legend = _style.bottom_legend(fig, handles, labels, min(len(models), 5))
     _style.tight_layout(fig, rect=(0, legend, 1, 1))
     _style.save(fig, path)
@@ -169,7 +169,7 @@ def _panel(
     arm: str,
     groups: Sequence[str],
     models: Sequence[str],
-    styles: Mapping[str, tuple[Any, str]],
+    styles: Mapping[str, _style.ModelStyle],
     cell: Mapping[tuple[str, str, str], tuple[float, int]],
 ) -> None:
     width = 0.8 / max(len(models), 1)
@@ -180,10 +180,14 @@ def _panel(
             if value is not None:
                 xs.append(i - 0.4 + width * (j + 0.5))
                 hs.append(value[0])
-        ax.bar(xs, hs, width=width * 0.92, color=styles[model][0], label=model)
+        if not xs:  # no bar: an empty one's legend swatch was matplotlib's colour, not its
+            continue
+        style = styles[model]
+        ax.bar(xs, hs, width=width * 0.92, color=style.colour, hatch=style.hatch or None,
+               edgecolor="white" if style.hatch else None, label=model)  # fmt: skip
         for x, h in zip(xs, hs, strict=True):
             if h == 0.0:  # a zero bar is invisible: say it, so it is not read as missing
-                ax.text(x, 0.01, "0", ha="center", va="bottom", fontsize=7, color=styles[model][0])
+                ax.text(x, 0.01, "0", ha="center", va="bottom", fontsize=7, color=style.colour)
     ax.set_xticks(range(len(groups)), _group_labels(arm, groups, cell, "\n"), fontsize=8)
     if groups and groups[-1] == CONTROLS:
         ax.axvline(len(groups) - 1.5, color="0.3", linewidth=0.9, linestyle=":")

@@ -76,6 +76,18 @@ class FigureInputs:
         """The summary's (model, arm) rows that were scored, with a profit interval."""
         return [r for r in self.summary.get("rows", []) if r.get("scored") and r.get("profit")]
 
+    @property
+    def models(self) -> tuple[str, ...]:
+        """Every model the report names, sorted: the summary's models, its rows' and its
+        repeated cells'. The figures' one list of models (`_style.model_styles`), so a model
+        has one colour in all of them; figures drawn before the repeated section was computed
+        see the same list (its cells are rows')."""
+        summary = self.summary
+        named = {str(m) for m in summary.get("models") or {}}
+        for key in ("rows", "repeated_elicitation"):
+            named.update(str(r["model"]) for r in summary.get(key) or [] if "model" in r)
+        return tuple(sorted(named))
+
     def scored_scores(self) -> pl.LazyFrame | None:
         """The scores of (model, arm) cells the report scored: a model under the coverage
         floor is not scored, so no figure may show its partial answers as incoherence."""

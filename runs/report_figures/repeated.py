@@ -47,11 +47,11 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     axes = [ax for row in grid for ax in row]
     for unused in axes[len(arms):]:
         unused.set_visible(False)
-    styles = _style.model_styles(sorted({c["model"] for c in cells}))
+    styles = _style.model_styles(inputs.models)
     for ax, arm in zip(axes[: len(arms)], arms, strict=True):
         for cell in (c for c in cells if c["arm"] == arm):
             points = [(b["k"], iv) for b in cell["by_k"] if (iv := _style.interval(b))]
-            colour, marker = styles[cell["model"]]
+            colour, marker, _ = styles[cell["model"]]
             _curve(ax, points, colour, marker, cell["model"], cell["passes"] > MANY_PASSES)
             single = cell.get("single_pass_mean")
             if single is not None:
@@ -69,8 +69,10 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     metric, clusters = _words(inputs.summary.get("rows") or [], set(arms))
     for row in grid:
         row[0].set_ylabel(f"mean {metric}")
-    axes[0].legend(fontsize=8, frameon=False)
-    _style.tight_layout(fig)
+    models = sorted({c["model"] for c in cells})
+    handles, labels = _style.legend_entries(axes, models)
+    legend = _style.bottom_legend(fig, handles, labels, min(len(labels), 4))
+    _style.tight_layout(fig, rect=(0, legend, 1, 1))
     _style.save(fig, path)
     return (
         f"Mean {metric} after averaging each event's answers over the first k passes, then "
