@@ -2,7 +2,8 @@
 
 Its path is `/v1/openai`, not `/v1`; it documents `max_tokens` (not `max_completion_tokens`);
 it reports the call's price as `usage.estimated_cost`, which we keep as `cost_usd`; and a 429
-"Model busy" is autoscaling, a provider-side fault rather than our rate.
+"Model busy" is autoscaling, a provider-side fault rather than our rate (a provider error,
+retried without cutting the lane's concurrency), where its 429 "Rate limited" is ours.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from providers.types import ModelConfig
 PROVIDER = "deepinfra"
 DEFAULT_BASE_URL = "https://api.deepinfra.com/v1/openai"
 KEY_VARIABLES = ("DEEPINFRA_API_KEY", "DEEPINFRA_TOKEN")
-DIALECT = ClientDialect(provider=PROVIDER, token_field="max_tokens")
+DIALECT = ClientDialect(provider=PROVIDER, token_field="max_tokens", busy_429=r"model busy")
 
 
 def key_variables(config: ModelConfig) -> tuple[str, ...]:

@@ -59,6 +59,10 @@ class ClientDialect:
     #: another has it left out and recorded rather than sent to fail. Hosted OpenAI-shaped APIs
     #: take OpenAI's `json_schema`; a generic OpenAI-compatible server may take any of them.
     response_formats: frozenset[str] = frozenset({"json_schema"})
+    #: A 429 whose message matches this (case-insensitive) is the provider short of capacity,
+    #: not our rate: a provider error, retried without cutting the lane's concurrency, which
+    #: would only slow the lane once the model is back (DeepInfra's "Model busy").
+    busy_429: str | None = None
 
 
 @dataclass(frozen=True)
@@ -445,11 +449,15 @@ def _failure(env: _Envelope, outcome: Outcome, detail: str, **extra: Any) -> Fai
     )
 
 
-def _status_outcome(status: int, message: str, code: str) -> Outcome:
+def _status_outcome(status: int, message: str, code: str, dialect: ClientDialect) -> Outcome:
     """The outcome a non-2xx status means before any provider-specific reading of the body."""
-    # 498: Groq flex tier capacity_exceeded. DeepInfra's "Model busy" 429 (autoscaling) is a
-    # rate limit too: backing the lane off is the right answer to a busy model.
+    # 498: Groq flex tier capacity_exceeded.
     outcome = status_outcome(status, rate_limits=(498,), provider_errors=(409, 424, 499))
+    # DeepInfra's "Model busy, retry later" (autoscaling) is its fault, not our rate
+    # (reference §6): retried, and the lane's concurrency kept for when it is back.
+    busy = dialect.busy_429
+    if status == 429 and busy and re.search(busy, message, re.IGNORECASE):
+        return Outcome.PROVIDER_ERROR
     if outcome is not Outcome.BAD_REQUEST:
         return outcome
     if code == "json_validate_failed":  # Groq: the model's JSON failed; a retry can succeed
@@ -481,7 +489,7 @@ def _classify_error(env: _Envelope, dialect: ClientDialect) -> Failure:
         detail = f"HTTP {env.status}: the server rejected the request: {invalid}"
         return _failure(env, Outcome.BAD_REQUEST, detail)
     message, code, kind = _error_fields(env.data)
-    outcome = _status_outcome(env.status, message, code)
+    outcome = _status_outcome(env.status, message, code, dialect)
     label = " ".join(part for part in (code, kind) if part and part != str(env.status))
     text = message or (body_excerpt(env.body) if env.body else "")
     detail = f"HTTP {env.status}" + (f" {label}" if label else "") + (f": {text}" if text else "")

@@ -280,7 +280,9 @@ class DeepInfraDialect(OpenAIDialect):
         headers = {}
         if retry_after_s is not None:
             headers["retry-after"] = retry_after_value(retry_after_s)
-        return json_response({"error": {"message": "Model busy, retry later"}}, 429, headers)
+        # Over its 200 requests at once (reference §2); its "Model busy" 429 is its own
+        # capacity, a provider error, not the rate limit this fault stands for.
+        return json_response({"error": {"message": "Rate limited"}}, 429, headers)
 
     def server_error(self) -> web.Response:
         return json_response({"error": {"message": "Internal server error"}}, 500)

@@ -51,10 +51,16 @@ def test_estimated_cost_becomes_cost(completion: Callable[..., dict[str, Any]]) 
 
 
 def test_model_busy_429_and_bare_5xx() -> None:
+    """"Model busy" is the model scaling up, the provider's fault (reference §6): retried as a
+    provider error, which leaves the lane's concurrency alone; "Rate limited" (over the 200
+    requests at once) is ours."""
     adapter = deepinfra.create_adapter(CONFIG, {"DEEPINFRA_TOKEN": "t0123456"})
     busy = adapter.parse(429, {}, b'{"error":{"message":"Model busy, retry later"}}')
-    assert isinstance(busy, Failure) and busy.outcome is Outcome.RATE_LIMIT
+    assert isinstance(busy, Failure) and busy.outcome is Outcome.PROVIDER_ERROR
+    assert busy.retryable and busy.http_status == 429
     assert "Model busy" in busy.detail and busy.retry_after_s is None
+    limited = adapter.parse(429, {}, b'{"error":{"message":"Rate limited"}}')
+    assert isinstance(limited, Failure) and limited.outcome is Outcome.RATE_LIMIT
     crash = adapter.parse(500, {}, b'{"error":{"message":"Internal server error"}}')
     assert isinstance(crash, Failure) and crash.outcome is Outcome.PROVIDER_ERROR
     auth = adapter.parse(401, {}, b'{"detail":{"error":"Unauthorized"}}')

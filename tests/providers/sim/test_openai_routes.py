@@ -127,7 +127,7 @@ async def test_groq_accepts_n_equal_one_and_rejects_message_names(
     assert (ok, bad) == (200, 400)
 
 
-async def test_deepinfra_reports_estimated_cost_and_busy_429s(
+async def test_deepinfra_reports_estimated_cost_and_terse_429s(
     http: aiohttp.ClientSession, creds: SimCredentials
 ) -> None:
     from providers.sim.server import start_sim
@@ -135,7 +135,7 @@ async def test_deepinfra_reports_estimated_cost_and_busy_429s(
     async with await start_sim(faults="rate_limit_bare=1") as busy:
         status, _, body = await post(http, busy.root_url + DEEPINFRA, chat_body(),
                                      bearer(creds.deepinfra_api_key))
-        assert (status, body) == (429, {"error": {"message": "Model busy, retry later"}})
+        assert (status, body) == (429, {"error": {"message": "Rate limited"}})
     async with await start_sim() as calm:
         status, _, body = await post(http, calm.root_url + DEEPINFRA,
                                      chat_body("meta-llama/Meta-Llama-3.1-8B-Instruct"),
