@@ -107,6 +107,49 @@ REJECTED_OPTIONS: tuple[OptionRule, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class ValueRule:
+    """A model (by provider and id pattern) that takes an option only with these values.
+
+    Another value is a `ConfigError` naming them, before anything is sent, as Bedrock and
+    Vertex say of an effort they cannot map: the model takes the option, so leaving it out
+    (`OptionRule`) would run it at its default rather than what the spec asked, and sending
+    it has every request answered 400.
+    """
+
+    provider: str
+    model_pattern: str
+    option: str
+    values: tuple[str, ...]
+
+    def refuses(self, provider: str, model_names: tuple[str, ...], value: object) -> bool:
+        if self.provider != provider or value is None or value in self.values:
+            return False
+        pattern = re.compile(self.model_pattern, re.IGNORECASE)
+        return any(pattern.search(name) for name in model_names)
+
+
+#: Option values a model is known to refuse (400); sources in ../shared/providers-reference.md
+#: (§1 Groq: gpt-oss takes low|medium|high, qwen3 none|default).
+ACCEPTED_VALUES: tuple[ValueRule, ...] = (
+    ValueRule("groq", r"qwen3", "reasoning_effort", ("none", "default")),
+    ValueRule("groq", r"gpt-oss", "reasoning_effort", ("low", "medium", "high")),
+)
+
+
+def check_values(config: ModelConfig, provider: str) -> None:
+    """Raise `ConfigError` for an option value the model refuses (`ACCEPTED_VALUES`)."""
+    names = rule_model_names(config)
+    for rule in ACCEPTED_VALUES:
+        value = getattr(config, rule.option)
+        if rule.refuses(provider, names, value):
+            accepted = ", ".join(repr(v) for v in rule.values)
+            raise ConfigError(
+                f"model {config.name!r} ({provider}): {rule.option} {value!r} is not one "
+                f"this model takes ({accepted})"
+            )
+
+
 @functools.lru_cache(maxsize=256)
 def omitted_options(
     provider: str, model_names: tuple[str, ...], rules: tuple[OptionRule, ...] = REJECTED_OPTIONS
@@ -327,6 +370,7 @@ def bearer_key_adapter(
         raise ConfigError(
             f"model {config.name!r} ({dialect.provider}): set {' or '.join(variables)}"
         )
+    check_values(config, dialect.provider)
     return OpenAICompatAdapter(
         provider=dialect.provider,
         config=config,

@@ -39,6 +39,29 @@ def test_request_shape() -> None:
     assert http.omitted == ()
 
 
+@pytest.mark.parametrize(
+    ("model", "effort", "accepted"),
+    [("qwen/qwen3-32b", "low", "'none', 'default'"),
+     ("openai/gpt-oss-120b", "none", "'low', 'medium', 'high'")],
+)
+def test_a_reasoning_effort_the_model_refuses_is_a_config_error(
+    model: str, effort: str, accepted: str
+) -> None:
+    """Groq answers every such request 400 (reference §1): said before anything is sent,
+    naming what the model takes, as Bedrock and Vertex say of an effort they cannot map."""
+    config = ModelConfig(name="q", provider="groq", model=model, reasoning_effort=effort)
+    with pytest.raises(ConfigError, match=rf"'q'.*reasoning_effort '{effort}'.*{accepted}"):
+        groq.create_adapter(config, ENV)
+
+
+@pytest.mark.parametrize("effort", ["none", "default"])
+def test_qwen3_takes_none_and_default(effort: str) -> None:
+    config = ModelConfig(name="q", provider="groq", model="qwen/qwen3-32b",
+                         reasoning_effort=effort)
+    http = groq.create_adapter(config, ENV).build(REQ)
+    assert orjson.loads(http.body)["reasoning_effort"] == effort and http.omitted == ()
+
+
 def test_base_url_override_and_named_key_variable() -> None:
     config = ModelConfig(name="g", provider="groq", model="llama-3.3-70b-versatile",
                          base_url="http://127.0.0.1:9/groq/openai/v1/", api_key_env="MY_GROQ",
