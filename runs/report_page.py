@@ -159,6 +159,13 @@ def render_page(
     return "\n".join(parts) + "\n"
 
 
+def _one_cluster_note(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Why a scored row shows no interval: it spans one cluster (`scoring.stats.MIN_CLUSTERS`)."""
+    if not any(r.get("scored") and r.get("clusters") == 1 for r in rows):
+        return ""
+    return " · no interval where a row spans a single date or family: resampling one gives it back"
+
+
 def _header(name: str, summary: Mapping[str, Any], spec: Mapping[str, Any]) -> list[str]:
     rows = summary.get("rows", [])
     models = sorted({r["model"] for r in rows})
@@ -171,7 +178,7 @@ def _header(name: str, summary: Mapping[str, Any], spec: Mapping[str, Any]) -> l
         f"{metric_words(labels)} (lower is more coherent) · 95% intervals from a bootstrap of "
         f"{_int(summary.get('bootstrap_replicates'))} replicates (seed {esc(summary.get('seed'))})"
         f" {cluster_words(labels)}"
-        f" · coverage floor {_pct(summary.get('coverage_floor'))}</p>",
+        f" · coverage floor {_pct(summary.get('coverage_floor'))}{_one_cluster_note(rows)}</p>",
     ]
     simulated = simulated_models(spec)
     if simulated:

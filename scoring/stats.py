@@ -54,8 +54,16 @@ RESOLUTION = 1e-9
 
 
 def excludes_zero(lo: float, hi: float) -> bool:
-    """Whether an interval lies clear of zero by more than `RESOLUTION`."""
+    """Whether an interval lies clear of zero by more than `RESOLUTION` (never one whose ends
+    are unknown, NaN: see `MIN_CLUSTERS`)."""
     return lo > RESOLUTION or hi < -RESOLUTION
+
+
+#: Clusters below which no interval is drawn: resampling a single date gives back that date
+#: every time, an interval of zero width that says nothing about sampling error (a referee's
+#: one-date run read "+0.01207 [+0.01207, +0.01207]" and every difference as significant).
+#: Its ends are NaN (null in `summary.json`, "—" in tables); the mean stands.
+MIN_CLUSTERS = 2
 
 
 def _cluster_sums(
@@ -295,7 +303,8 @@ def _candidates(approx: FloatArray, slack: FloatArray, tail: float) -> list[IntA
 def _bootstrap_many(
     samples: Sequence[tuple[FloatArray, FloatArray]], reps: int, seed: int, level: float
 ) -> list[Interval]:
-    """The interval of each (sums, counts) from its clusters resampled `reps` times.
+    """The interval of each (sums, counts) from its clusters resampled `reps` times (its
+    ends NaN under `MIN_CLUSTERS` clusters).
 
     Samples with equally many clusters are resampled together, `_BATCH` at a time so that
     memory stays bounded however many there are.
@@ -307,6 +316,11 @@ def _bootstrap_many(
     for i, (sums, _) in enumerate(samples):
         by_size.setdefault(sums.size, []).append(i)
     for size, members in by_size.items():
+        if size < MIN_CLUSTERS:
+            for i in members:
+                sums, counts = samples[i]
+                out[i] = Interval(float(sums.sum() / counts.sum()), math.nan, math.nan)
+            continue
         resamples = _Resamples(size, reps, seed)
         for first in range(0, len(members), _BATCH):
             batch = members[first : first + _BATCH]

@@ -183,11 +183,18 @@ _LEGEND_Y = -0.01
 _LEGEND_GAP = 0.01
 
 
-def errors(ivs: Sequence[Mapping[str, float]]) -> list[list[float]]:
-    """Asymmetric error-bar lengths from `{"mean", "lo", "hi"}` (matplotlib wants distances)."""
+def errors(ivs: Sequence[Mapping[str, float | None]]) -> list[list[float]]:
+    """Asymmetric error-bar lengths from `{"mean", "lo", "hi"}` (matplotlib wants distances);
+    NaN, which matplotlib leaves undrawn, where an end is unknown (`interval`)."""
+
+    def length(far: float | None, near: float | None) -> float:
+        if far is None or near is None or not math.isfinite(far - near):
+            return math.nan
+        return max(far - near, 0.0)
+
     return [
-        [max(iv["mean"] - iv["lo"], 0.0) for iv in ivs],
-        [max(iv["hi"] - iv["mean"], 0.0) for iv in ivs],
+        [length(iv["mean"], iv["lo"]) for iv in ivs],
+        [length(iv["hi"], iv["mean"]) for iv in ivs],
     ]
 
 
@@ -230,13 +237,13 @@ def log_x_axis(ax: Any) -> None:
 
 
 def interval(value: Any) -> dict[str, float] | None:
-    """A summary interval with all three numbers present, else None."""
-    if not isinstance(value, Mapping):
+    """A summary interval with its mean present, else None; ends that are null (fewer than
+    two clusters: `scoring.stats.MIN_CLUSTERS`) are NaN, drawn as no error bar."""
+    if not isinstance(value, Mapping) or value.get("mean") is None:
         return None
-    if any(value.get(k) is None for k in ("mean", "lo", "hi")):
-        return None
-    return {k: float(value[k]) for k in ("mean", "lo", "hi")}
+    return {k: math.nan if value.get(k) is None else float(value[k]) for k in ("mean", "lo", "hi")}
 
 
 def fmt_interval(iv: Mapping[str, float], digits: int = 4) -> str:
-    return f"{iv['mean']:.{digits}f} [{iv['lo']:.{digits}f}, {iv['hi']:.{digits}f}]"
+    ends = [f"{iv[k]:.{digits}f}" if math.isfinite(iv[k]) else "—" for k in ("lo", "hi")]
+    return f"{iv['mean']:.{digits}f} [{ends[0]}, {ends[1]}]"

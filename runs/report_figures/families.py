@@ -40,6 +40,9 @@ def family_rates(inputs: FigureInputs) -> pl.DataFrame:
             family_arm()
             & (pl.col("norm") == "l1")
             & pl.col("profit").is_not_nan()
+            # A family asked in part is unanswered in that pass (the report's rate too:
+            # `runs.report.data.whole_families`).
+            & (pl.col("coverage") >= 1.0)
         )
         .group_by("model", "arm", "unit")
         .agg(pl.col("profit").mean())

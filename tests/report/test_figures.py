@@ -256,6 +256,13 @@ def test_family_rates_by_shape_with_controls_apart() -> None:
         for g, n, f in family_rates(inputs).select("group", "families", "free").iter_rows()
     }
     assert rates == {"negation": (2, 0.5), "controls": (1, 1.0), "unknown": (1, 0.0)}
+    # f2 asked in part in a second pass (a statement unanswered): that pass is unanswered,
+    # as in the report's rate (`runs.report.data.whole_families`), not free at profit 0.
+    rows.append({**_score("m", "families/joint", "f2", 1, 0.0, "family"), "coverage": 0.5})
+    inputs = FigureInputs(summary, scores=pl.DataFrame(rows, schema=SCORE_SCHEMA).lazy(),
+                          families=info)
+    again = family_rates(inputs).filter(pl.col("model") == "m", pl.col("group") == "negation")
+    assert again.select("families", "free").row(0) == (2, 0.5)
 
 
 def test_shipped_families_are_known_by_shape(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -160,6 +161,8 @@ def _bootstrap_one_at_a_time(
     counts = np.bincount(codes).astype(np.float64)
     rng = np.random.default_rng(seed)
     n = sums.size
+    if n < 2:  # one cluster: no interval (`stats.MIN_CLUSTERS`)
+        return stats.Interval(float(sums.sum() / counts.sum()), math.nan, math.nan)
     chunk = max(1, chunk_cells // n)
     means = np.empty(reps)
     for start in range(0, reps, chunk):
@@ -396,3 +399,22 @@ def test_an_interval_within_the_profits_resolution_of_zero_does_not_exclude_it()
     assert not Interval(5e-10, 1e-10, 9e-10).excludes_zero()
     assert Interval(2e-9, 1.5e-9, 3e-9).excludes_zero()
     assert Interval(-0.01, -0.02, -0.005).excludes_zero()
+
+
+def test_one_cluster_gives_no_interval_and_nothing_significant() -> None:
+    """A referee's run on one date read "+0.01207 [+0.01207, +0.01207]", excluding zero, and
+    every model pair as significantly different: resampling one date returns it every time."""
+    values = np.array([0.01, 0.02, 0.015])
+    result = stats.cluster_bootstrap_mean(values, ["d1", "d1", "d1"], reps=REPS, seed=0)
+    assert result.mean == pytest.approx(0.015)
+    assert np.isnan(result.lo) and np.isnan(result.hi) and not result.excludes_zero()
+    difference = stats.paired_difference(values + 0.01, values, ["d1"] * 3, reps=REPS)
+    assert difference.mean == pytest.approx(0.01) and not difference.excludes_zero()
+    many = stats.cluster_bootstrap_means(
+        [(values, ["d1"] * 3), (values, ["d1", "d2", "d2"])], reps=REPS, seed=0
+    )
+    assert np.isnan(many[0].lo) and np.isfinite(many[1].lo)
+    assert stats.count_pairwise_significant({"a": values, "b": values + 1.0}, ["d1"] * 3) == 0
+    assert stats.count_pairwise_significant(
+        {"a": values, "b": values + 1.0}, ["d1", "d2", "d3"], reps=REPS
+    ) == 1
