@@ -1,9 +1,10 @@
 """Figure 7: repeated elicitation (the paper's Figure 4, panel C): mean profit after averaging
 each event's answers over the first k passes, k = 1..passes, with 95% date-clustered
 intervals (family-clustered, in L1, for question families); the dashed line is the mean
-profit of single passes, which by convexity the average of all passes can never exceed (an
-average of fewer passes is bounded only by the mean of those passes, so it may land on either
-side)."""
+profit of single passes, which by convexity the average of all passes can never exceed when
+every pass answered the same events (an average of fewer passes is bounded only by the mean of
+those passes, and an average over passes that left different events unanswered holds events a
+single pass lacked, so either may land on either side)."""
 
 from __future__ import annotations
 
@@ -77,8 +78,9 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     return (
         f"Mean {metric} after averaging each event's answers over the first k passes, then "
         f"solving, with 95% {clusters} intervals. Dashed: the mean profit of single passes, "
-        "which the average of all passes can never exceed (the profit is convex); an average "
-        "of fewer passes may land on either side of it."
+        "which the average of all passes can never exceed when every pass answered the same "
+        "questions (the profit is convex); an average of fewer passes, or over passes that "
+        "left different questions unanswered, may land on either side of it."
     )
 
 

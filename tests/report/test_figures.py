@@ -723,3 +723,18 @@ def test_repeated_elicitation_of_question_families_names_their_metric_and_cluste
     both = figure.draw(FigureInputs({"rows": rows, "repeated_elicitation": cells}),
                        tmp_path / "b.png")  # fmt: skip
     assert "question families' in L1" in both and "date- or family-clustered" in both
+
+
+def test_figure_7_says_when_averaging_cannot_raise_the_profit(tmp_path: Path) -> None:
+    """A referee's run with answers missing saw the all-pass average above the single-pass
+    mean in both cells, under a caption saying it "can never exceed" it: convexity bounds it
+    only when every pass answered the same questions."""
+    from runs.report_figures import repeated as figure
+
+    by_k = [{"k": k, **_iv(0.002 + 0.001 / k)} for k in (1, 2)]
+    cell = {"model": "m", "arm": "baseline", "passes": 2, "single_pass_mean": 0.0025,
+            "by_k": by_k}  # fmt: skip
+    caption = figure.draw(FigureInputs({"rows": [], "repeated_elicitation": [cell]}),
+                          tmp_path / "fig7.png")
+    assert "never exceed when every pass answered the same questions" in caption
+    assert "left different questions unanswered, may land on either side" in caption
