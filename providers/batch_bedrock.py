@@ -17,7 +17,8 @@ Requests are SigV4-signed with botocore (service `s3` for objects, `bedrock` for
 plane at `bedrock.<region>.amazonaws.com`) from the same credential chain as the live
 adapter; resolving that chain may block, so signing runs on a worker thread. Endpoints follow
 botocore's own overrides (`AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL_BEDROCK`), else a model
-whose `base_url` points at the simulator finds both under it.
+whose `base_url` points at the simulator finds both under it; a `base_url` on AWS's own
+runtime host (a FIPS endpoint) gives the control plane's host beside it and S3's own.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from providers.types import (
     ModelConfig,
     Outcome,
 )
+from providers.urls import on_domain
 
 PROVIDER = "bedrock"
 #: Bedrock's batch quotas (AWS General Reference, "Amazon Bedrock endpoints and quotas",
@@ -132,7 +134,12 @@ class BedrockBatchClient:
         self._credentials = CredentialSource(config.name, env)
         self._seen: set[Secret] = set()
         base = (config.base_url or "").rstrip("/")
-        self._control = (env.get("AWS_ENDPOINT_URL_BEDROCK") or base
+        control = base
+        if on_domain(base, "amazonaws.com"):
+            # AWS's own runtime host (`bedrock-runtime-fips.<region>...`): its control plane
+            # is the same host without "-runtime", and S3 is S3's own, not under it.
+            control, base = base.replace("//bedrock-runtime", "//bedrock", 1), ""
+        self._control = (env.get("AWS_ENDPOINT_URL_BEDROCK") or control
                          or f"https://bedrock.{region}.amazonaws.com").rstrip("/")
         s3 = env.get("AWS_ENDPOINT_URL_S3") or (f"{base}/s3" if base else "")
         # Path-style under an override (as botocore does for custom endpoints), else the

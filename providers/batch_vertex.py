@@ -21,8 +21,9 @@ Layout under `batch_bucket` (`gs://bucket/prefix`), named from the engine's job 
 
 Tokens come from the live adapter's google-auth cache (refreshed on a worker thread: it may
 block). Endpoints: the model's `base_url` (the simulator) serves both the Vertex and the
-storage paths; otherwise `STORAGE_EMULATOR_HOST` (google-cloud-storage's own override) or
-`https://storage.googleapis.com`.
+storage paths, unless it is one of Google's own hosts (a regional or multi-region Vertex
+endpoint: storage stays Cloud Storage's); otherwise `STORAGE_EMULATOR_HOST`
+(google-cloud-storage's own override) or `https://storage.googleapis.com`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from providers.types import (
     ModelConfig,
     Outcome,
 )
+from providers.urls import on_domain
 from providers.vertex import (
     LOCATION_ENVS,
     PROJECT_ENVS,
@@ -123,7 +125,10 @@ class VertexBatchClient:
         self._parent = f"projects/{quote(project, safe='')}/locations/{quote(location, safe='')}"
         model = config.model.removeprefix("publishers/google/models/").removeprefix("google/")
         self._model = f"publishers/google/models/{model}"
-        storage = env.get("STORAGE_EMULATOR_HOST") or config.base_url or ""
+        # A simulator or gateway serves storage beside Vertex; Google's own Vertex hosts (a
+        # multi-region `aiplatform.us.rep.googleapis.com`) do not: Cloud Storage is its own.
+        beside = None if on_domain(config.base_url, "googleapis.com") else config.base_url
+        storage = env.get("STORAGE_EMULATOR_HOST") or beside or ""
         self._storage = (storage or "https://storage.googleapis.com").rstrip("/")
 
     def __repr__(self) -> str:

@@ -24,3 +24,12 @@ def base_url_problem(url: str) -> str | None:
     if parts.query or parts.fragment or url.endswith(("?", "#")):
         return "the API root, without a ?query or #fragment (paths are added to it)"
     return None
+
+
+def on_domain(url: str | None, domain: str) -> bool:
+    """Whether `url`'s host is `domain` or under it (`us-aiplatform.googleapis.com` is on
+    `googleapis.com`): a provider's own endpoint, not a simulator or a gateway in front."""
+    if not url:
+        return False
+    host = (urlsplit(url).hostname or "").lower()
+    return host == domain or host.endswith(f".{domain}")

@@ -396,3 +396,40 @@ async def test_vertex_token_refused_is_an_auth_error(tmp_path: Path) -> None:
             await client.upload(r.fetch, "job-0301", [client.line(q) for q in prompts(1)])
     assert refused.value.failure.outcome is Outcome.AUTH_ERROR
     assert "upload batch input" in refused.value.failure.detail
+
+
+async def test_a_providers_own_host_as_base_url_keeps_storage_and_control_their_own() -> None:
+    """A referee: with `base_url` set to a Vertex multi-region host or a Bedrock FIPS runtime
+    host (both in providers-reference), batch uploads went to the Vertex host's
+    `/upload/storage/...` and to `<bedrock-runtime host>/s3/<bucket>`, and Bedrock's jobs to
+    the runtime host, as if it were the simulator's root. Nothing is sent: a recording fetch."""
+    calls: list[tuple[str, str]] = []
+
+    async def fetch(http: HttpRequest) -> tuple[int, Mapping[str, str], bytes]:
+        calls.append((http.method, http.url))
+        if "model-invocation-job" in http.url:
+            arn = "arn:aws:bedrock:us-east-1:1:model-invocation-job/abc"
+            return 200, {}, orjson.dumps({"jobArn": arn, "status": "Submitted"})
+        name = "projects/p/locations/us/batchPredictionJobs/1"
+        return 200, {}, orjson.dumps({"name": name, "state": "JOB_STATE_QUEUED"})
+
+    vertex = batch_client_for(
+        gemini(project="p", location="us", base_url="https://aiplatform.us.rep.googleapis.com",
+               batch_bucket="gs://my-bucket/runs", api_key_env="VTOK"),
+        {"VTOK": "ya29.x0123456789abcdef"},
+    )
+    await vertex.create(fetch, "job-1", await vertex.upload(fetch, "job-1", [b"{}"]))
+    bedrock = BedrockBatchClient(
+        model(region="us-east-1", base_url="https://bedrock-runtime-fips.us-east-1.amazonaws.com",
+              batch_bucket="s3://my-bucket/runs", batch_role_arn="arn:aws:iam::1:role/r"),
+        {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "HOME": "/x"},
+    )
+    await bedrock.create(fetch, "job-1", await bedrock.upload(fetch, "job-1", [b"{}"]))
+    hosts = [(method, str(yarl.URL(url).host)) for method, url in calls]
+    assert hosts == [
+        ("POST", "storage.googleapis.com"),
+        ("POST", "aiplatform.us.rep.googleapis.com"),
+        ("PUT", "my-bucket.s3.us-east-1.amazonaws.com"),
+        ("POST", "bedrock-fips.us-east-1.amazonaws.com"),
+        ("GET", "bedrock-fips.us-east-1.amazonaws.com"),  # the job just made, read back
+    ], calls
