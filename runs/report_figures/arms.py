@@ -74,10 +74,10 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     )
     for ax, (name, arms) in zip((a[0] for a in axes), panels, strict=True):
         _panel(ax, name, arms, models, styles, cell)
-    handles, labels = _style.legend_entries((a[0] for a in axes), models)
+    _, labels = _style.legend_entries((a[0] for a in axes), models)
     legend = 0.0
     if len(models) > 1:
-        legend = _style.bottom_legend(fig, handles, labels, min(len(models), 4))
+        legend = _style.bottom_legend(fig, _swatches(labels, styles), labels, min(len(models), 4))
     axes[-1][0].set_xlabel(f"mean profit, arm minus {inputs.baseline_arm} (paired by stock-day)")
     _style.tight_layout(fig, rect=(0, legend, 1, 1))
     _style.save(fig, path)
@@ -87,6 +87,19 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         "coherent), with 95% date-clustered intervals; a filled marker's interval excludes zero."
         + _letters_said(name for name, _ in panels)
     )
+
+
+def _swatches(labels: Sequence[str], styles: Mapping[str, _style.ModelStyle]) -> list[Any]:
+    """Each model's legend marker, always filled: a drawn handle is filled or hollow as that
+    model's first point excludes zero or not, which a reader would take as said of the model
+    (the caption says what filled means, point by point)."""
+    from matplotlib.lines import Line2D
+
+    return [
+        Line2D([], [], marker=styles[m].marker, color=styles[m].colour, linestyle="none",
+               markersize=5)
+        for m in labels
+    ]
 
 
 def _letters_said(drawn: Iterable[str]) -> str:

@@ -183,3 +183,20 @@ def test_figure_4s_caption_says_why_its_letters_skip_c(tmp_path: Path) -> None:
     assert "its panel (C), repeated elicitation, is figure 7" in caption
     unlettered = arms.draw(_inputs([*rows[:1], _row("a", "unresolved/x")]), tmp_path / "u.png")
     assert "(C)" not in unlettered
+
+
+def test_figure_4s_legend_markers_are_filled_whatever_the_first_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A marker is filled where its interval excludes zero; the legend took each model's
+    first point as its swatch, so a model read as "hollow" when its first arm's did."""
+    straddles = {**_row("b", "statistics"),
+                 "vs_baseline": {"mean": 0.001, "lo": -0.001, "hi": 0.003}}
+    rows = [_row(m, "baseline") for m in "ab"] + [_row("a", "statistics"), straddles]
+    fig = _drawn(4, _inputs(rows), tmp_path, monkeypatch)
+    hollow = [c.get_children()[0] for ax in fig.axes for c in ax.containers
+              if c.get_label() == "b"]
+    assert to_rgba(hollow[0].get_markerfacecolor()) == to_rgba("white")  # drawn hollow
+    (legend,) = fig.legends
+    for text, handle in zip(legend.get_texts(), legend.legend_handles, strict=True):
+        assert to_rgba(handle.get_markerfacecolor()) == _colour(handle), text.get_text()
