@@ -21,10 +21,12 @@ so that the run, having stopped softly, failed its report. They end when told, w
 process closes them (unused ones killed at once: a run that fails early does not wait for
 their imports), or when their pipe closes because this process died; told to stop, a worker
 ends without the interpreter's teardown (`_exit_now`), which this process's own exit would
-wait for. A worker that dies (killed, out of memory) fails the report with
-`FigureWorkerDied`, one line saying so; a figure that raises raises the same error here as
-in one process. Either way the run folder keeps its answers and scores, and `dutchbook
-report DIR` draws the report again.
+wait for. A worker that dies (killed, out of memory, or never started: a Python it may not
+run) leaves its work to this process: every call not answered yet is made here, as without
+workers, and one line on stderr says so (`_fall_back`). The workers are a head start, never
+a condition of the report: a dead one used to end `run` before it scored, when it was the
+audit's, with advice (`dutchbook report`) that needed the scores it had not written. A
+figure that raises raises the same error here as in one process.
 """
 
 from __future__ import annotations
@@ -71,8 +73,11 @@ WARM_NICENESS = HOUSEKEEPING_NICE
 KILLED_WAIT_S = 5.0
 
 
-class FigureWorkerDied(RuntimeError):
-    """A figure worker ended before its work was done (killed, out of memory)."""
+#: What `_fall_back` says, once, on stderr.
+FELL_BACK = (
+    "note: a figure worker ended before its work was done (killed, or out of memory); "
+    "the report is drawn in this process instead"
+)
 
 
 def _warm() -> None:
@@ -172,11 +177,14 @@ def _warm_lowered() -> None:
 
 @dataclass(frozen=True)
 class Pending(Generic[T]):
-    """A call sent to one worker; `result` waits for its reply (replies come in order)."""
+    """A call sent to one worker; `result` waits for its reply (replies come in order), or
+    makes the call here once the workers have died (`FigureWorkers._fall_back`)."""
 
     workers: FigureWorkers
     worker: int
     number: int
+    function: Callable[..., T]
+    args: tuple[Any, ...]
 
     def result(self) -> T:
         value: T = self.workers._reply(self)
@@ -212,7 +220,10 @@ class FigureWorkers:
         self._sent: list[int] = []
         self._replies: list[list[tuple[str, Any]]] = []
         self._used = False
-        self._run_dir: Path | None = None
+        #: Set once a worker died: every call not yet answered is made in this process.
+        self._fell_back = False
+        #: The answers of calls made here after the fall-back, by (worker, number).
+        self._here: dict[tuple[int, int], tuple[str, Any]] = {}
         for _ in SHARES:
             parent_end, child_end = context.Pipe()
             process = context.Process(target=_serve, args=(child_end,), daemon=True,
@@ -226,7 +237,6 @@ class FigureWorkers:
 
     def audit(self, run_dir: Path) -> Pending[Audit]:
         """`runs.audit.run_audit(run_dir)` in the last worker (figure 1's draws first)."""
-        self._run_dir = run_dir
         return self._call(len(SHARES) - 1, _run_audit, run_dir)
 
     def draw(
@@ -234,7 +244,6 @@ class FigureWorkers:
     ) -> Drawing:
         """Start drawing the figures of `draw_all` (or those `numbers`) into `out_dir`, a
         run folder's `report/`, each worker its share of them."""
-        self._run_dir = out_dir.parent
         out_dir.mkdir(parents=True, exist_ok=True)
         chosen = frozenset(n for share in SHARES for n in share if numbers is None or n in numbers)
         shares = tuple(
@@ -245,41 +254,58 @@ class FigureWorkers:
         return Drawing(chosen, shares)
 
     def _call(self, worker: int, function: Callable[..., T], *args: Any) -> Pending[T]:
-        if not self._workers:
+        if not self._workers and not self._fell_back:
             raise RuntimeError("the figure workers were closed")
         self._used = True
-        try:
-            self._workers[worker][1].send((function, args))
-        except (BrokenPipeError, ConnectionResetError):  # its end closed: it died
-            self._died()
+        if not self._fell_back:
+            try:
+                self._workers[worker][1].send((function, args))
+            except (BrokenPipeError, ConnectionResetError):  # its end closed: it died
+                self._fall_back()
         self._sent[worker] += 1
-        return Pending(self, worker, self._sent[worker] - 1)
+        return Pending(self, worker, self._sent[worker] - 1, function, args)
 
     def _reply(self, pending: Pending[T]) -> T:
         replies = self._replies[pending.worker]
-        while len(replies) <= pending.number:
+        while len(replies) <= pending.number and not self._fell_back:
             if not self._workers:
                 raise RuntimeError("the figure workers were closed")
             try:
                 replies.append(self._workers[pending.worker][1].recv())
             except (EOFError, ConnectionResetError):
-                self._died()
-        status, value = replies[pending.number]
+                self._fall_back()
+        if len(replies) > pending.number:
+            status, value = replies[pending.number]
+        else:
+            status, value = self._made_here(pending)
         if status == "error":
             raise value
         result: T = value
         return result
 
-    def _died(self) -> NoReturn:
-        # The others are killed, not told to stop after their share: one still drawing
-        # would write its figures after this report failed, beside the `dutchbook report`
-        # that draws them again (a test's page inlined a figure 1 being rewritten).
+    def _made_here(self, pending: Pending[T]) -> tuple[str, Any]:
+        """`pending`'s call made in this process, once (`Drawing.figures` may be asked
+        twice, as a worker's reply is)."""
+        key = (pending.worker, pending.number)
+        if key not in self._here:
+            try:
+                self._here[key] = ("ok", pending.function(*pending.args))
+            except Exception as exc:
+                self._here[key] = ("error", exc)
+        return self._here[key]
+
+    def _fall_back(self) -> None:
+        """A worker died: end the others too and make every call not answered yet here.
+
+        The others are killed and waited for, not left to finish their share: one still
+        drawing would write its figures beside the same figures drawn here (a test's page
+        once inlined a figure 1 being rewritten), so from now on only this process draws.
+        Replies already received stand; the rest are made here, the same calls on the same
+        inputs, hence the same files."""
         self.close(kill=True)
-        folder = self._run_dir if self._run_dir is not None else "DIR"
-        raise FigureWorkerDied(
-            f"a figure worker died before the report was drawn; the run's answers and scores "
-            f"are kept: `dutchbook report {folder}` draws the report again"
-        ) from None
+        self._fell_back = True
+        with contextlib.suppress(OSError, ValueError):  # stderr closed: the report matters more
+            print(FELL_BACK, file=sys.stderr, flush=True)
 
     def close(self, *, kill: bool = False) -> None:
         """End the workers: told to stop once used (they are idle; their interpreters' own

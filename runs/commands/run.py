@@ -7,9 +7,8 @@ report scores what there is and says so), 5 busy (another process is running a c
 the folder; nothing was done), 6 a write found no room (the run folder's disk, or the output's:
 the message says which), 130 interrupted (SIGINT/SIGTERM/SIGHUP; 128 + SIGINT as shells
 report Ctrl-C). All but 2 are resumable by running the same command again (5 once the other
-is done).
-1 (as for any unexpected error) when a figure worker died before the report was drawn: the
-answers and scores are kept, and `dutchbook report DIR` draws the report again.
+is done). A figure worker that dies (`runs.figure_workers`) is no error: the run draws its
+report in this process instead.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from runs.commands._errors import (
     fail,
     user_errors,
 )
-from runs.figure_workers import FigureWorkerDied, FigureWorkers
+from runs.figure_workers import FigureWorkers
 from runs.memory import imports_frozen
 from runs.pipeline import (
     INTERRUPTED_MESSAGE,
@@ -46,8 +45,6 @@ from runs.signals import EXIT_INTERRUPTED, mark_interrupt_said
 EXIT_SPEND_CAP = 3
 #: Exit status when the dispatch ended with planned queries still unanswered.
 EXIT_INCOMPLETE = 4
-#: Exit status when a figure worker died before the report was drawn (`runs.figure_workers`).
-EXIT_REPORT_FAILED = 1
 #: What a user is told to do after a full disk.
 DISK_FULL_HINT = f"{NO_ROOM_HINT} to resume"
 
@@ -126,8 +123,6 @@ def run(
                 fail(str(exc), EXIT_BUSY)
             except DiskFull as exc:  # planning, scoring or the report ran out of room
                 fail(f"{exc}; nothing written was lost; {DISK_FULL_HINT}", EXIT_DISK_FULL)
-            except FigureWorkerDied as exc:
-                fail(str(exc), EXIT_REPORT_FAILED)
     except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
         typer.echo(INTERRUPTED_MESSAGE)
         mark_interrupt_said()
