@@ -59,6 +59,16 @@ def _no_room_or_same(exc: OSError) -> Exception:
     return OutputFull(exc) if exc.errno in NO_ROOM_ERRNOS else exc
 
 
+def print_text(text: str) -> None:
+    """`text` and a newline on the standard output, as `typer.echo` prints it, but a write
+    that finds no room raises `OutputFull`: the `--json` objects of `status`, `audit` and
+    `plan`, printed by `typer.echo` through a stream of click's own, ended in "a write
+    failed" where their tables say "a write to the output (stdout) failed"."""
+    out = _Stdout()
+    out.write(text + "\n")
+    out.flush()
+
+
 def stdout_console(**options: Any) -> Console:
     """A rich `Console` on the standard output, as `Console(**options)` makes one, whose
     writes that find no room raise `OutputFull`."""

@@ -33,13 +33,14 @@ def audit(
         report = run_audit(run_dir)
         writer = read_pid(run_dir)
     live = bool(writer and writer.get("alive"))
+    from runs.output import print_text, stdout_console
+
     if as_json:
         import orjson
 
         payload = {**report.to_dict(), "live": live}
-        typer.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
+        print_text(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
         return
-    from runs.output import stdout_console
 
     note = None
     if live and writer is not None:

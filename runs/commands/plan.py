@@ -12,7 +12,7 @@ from rich.table import Table
 
 from providers.types import ModelConfig
 from runs.commands._errors import interrupt_says_rerun, user_errors
-from runs.output import stdout_console
+from runs.output import print_text, stdout_console
 from runs.planner import estimate, summarise
 from runs.planning_progress import PlanningProgress
 from runs.spec import CampaignSpec, SpecError, load_spec
@@ -42,7 +42,7 @@ def plan(
     if as_json:
         for model, row in summary["by_model"].items():
             row["min_hours_at_limits"] = _floor_hours(spec.model(model), row)
-        typer.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
+        print_text(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
         return
     console = stdout_console()
     if not console.is_terminal:  # a file or a pipe has no width: don't squeeze the figures

@@ -17,7 +17,7 @@ from engine.journal import JournalError
 from engine.status import status as run_status
 from runs.commands._errors import user_errors
 from runs.commands._run_folder import require_run_folder
-from runs.output import stdout_console
+from runs.output import print_text, stdout_console
 
 _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow"}
 #: Lane states that a run which is not live left behind as its last word: a run that died
@@ -157,7 +157,7 @@ def status(
     with user_errors(OSError, JournalError, folder=run_dir):
         summary = run_status(run_dir)
     if as_json:
-        typer.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
+        print_text(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     else:
         render(summary, stdout_console())
 

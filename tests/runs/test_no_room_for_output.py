@@ -30,12 +30,19 @@ ROOT = Path(__file__).resolve().parents[2]
     [
         (["check", "examples/figure1.toml"], "a write to the output (stdout)"),
         (["plan", "runs/specs/quickstart.toml"], "a write to the output (stdout)"),
-        # typer's echo writes through a stream of click's own, which names no file
-        (["plan", "runs/specs/quickstart.toml", "--json"], "a write"),
+        # --json used typer's echo, whose stream (click's own) names no file: "a write failed"
+        (["plan", "runs/specs/quickstart.toml", "--json"], "a write to the output (stdout)"),
+        (["status", "{folder}", "--json"], "a write to the output (stdout)"),
+        (["audit", "{folder}", "--json"], "a write to the output (stdout)"),
+        (["status", "{folder}"], "a write to the output (stdout)"),
+        (["audit", "{folder}"], "a write to the output (stdout)"),
     ],
 )
-def test_output_to_a_full_device_ends_in_one_line(args: list[str], written: str) -> None:
-    done = _to_dev_full(args)
+def test_output_to_a_full_device_ends_in_one_line(
+    args: list[str], written: str, tmp_path: Path
+) -> None:
+    (tmp_path / "spec.toml").write_text('name = "x"\n')  # a run folder stopped while planning
+    done = _to_dev_full([arg.format(folder=tmp_path) for arg in args])
     assert done.returncode == EXIT_DISK_FULL, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr  # nothing else: no traceback, no error at exit
