@@ -36,8 +36,9 @@ from engine.answers import SUBCAUSES
 from engine.durable import record_number
 from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
+from engine.reparse import ok_means_accepted, parser_in_force
 from engine.retry import BUDGET_SPENT_REASON, DUPLICATE, GAVE_UP_MARK
-from engine.scan import scan_ledger
+from engine.scan import lost_answers, scan_ledger
 from engine.spend import Prices, carried_by_batch
 
 PLAN = "plan.parquet"
@@ -96,15 +97,39 @@ _QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 # --------------------------------------------------------------------------- the definition
 
 
-def classify(attempts: pl.LazyFrame, responses: pl.LazyFrame) -> pl.LazyFrame:
-    """`attempts` with `accepted` (bool), `answered` (bool) and `cause` (null if accepted).
+def classify(
+    attempts: pl.LazyFrame, responses: pl.LazyFrame, *, ok_means_accepted: bool = False
+) -> pl.LazyFrame:
+    """`attempts` with `accepted` (bool), `answered` (bool), `answer_missing` (bool) and
+    `cause` (null if accepted).
 
     `attempts` needs `request_id`, `attempt`, `outcome` (and `detail` for `subcause`, which
     is added when present); `responses` needs `request_id`, `attempts`. This is THE
     definition of a retry attempt: a row whose `cause` is not null.
+
+    `ok_means_accepted` (`engine.reparse.ok_means_accepted`): no reparse since the run read
+    the replies with a stricter parser, so a reply recorded `ok` is one the parser in force
+    takes. A request with such a reply and no answer row then lost its answer from
+    `responses/` (a deleted file), it was not rejected: its first `ok` attempt counts as the
+    accepted one (`answer_missing`), not as an `invalid_response`, which a tester's audit
+    said of 534 answers no reparse had touched.
     """
-    chosen = responses.select("request_id", pl.col("attempts").alias("_accepted_attempt"))
+    chosen = responses.select(
+        "request_id",
+        pl.col("attempts").cast(pl.Int64).alias("_accepted_attempt"),
+        pl.lit(False).alias("answer_missing"),
+    )
+    if ok_means_accepted:
+        lost = (
+            attempts.filter(pl.col("outcome") == "ok")
+            .group_by("request_id")
+            .agg(pl.col("attempt").min().cast(pl.Int64).alias("_accepted_attempt"))
+            .join(chosen.select("request_id"), on="request_id", how="anti")
+            .with_columns(pl.lit(True).alias("answer_missing"))
+        )
+        chosen = pl.concat([chosen, lost], how="vertical")
     marked = attempts.join(chosen, on="request_id", how="left").with_columns(
+        pl.col("answer_missing").fill_null(False),
         pl.col("_accepted_attempt").is_not_null().alias("answered"),
         (pl.col("attempt") == pl.col("_accepted_attempt")).fill_null(False).alias("accepted"),
     )
@@ -131,6 +156,21 @@ def classify(attempts: pl.LazyFrame, responses: pl.LazyFrame) -> pl.LazyFrame:
             .alias("subcause")
         )
     return marked.drop("_accepted_attempt")
+
+
+def missing_answers_line(missing: int, run_dir: str, parser: str | None) -> str | None:
+    """What `audit`, `status` and the report say of accepted answers lost from `responses/`
+    (None when there are none): how many, and the reparse that rebuilds them with the
+    parser that made them (`engine.reparse.parser_in_force`), where a resume would pay."""
+    if not missing:
+        return None
+    which = parser if parser is not None else "<the spec's parser>"
+    return (
+        f"{plural(missing, 'accepted answer')} {'is' if missing == 1 else 'are'} missing "
+        f"from responses/ (their replies are kept in the ledger): `dutchbook reparse "
+        f"{run_dir} --parser {which}` rebuilds them without a call; `dutchbook run` "
+        "refuses to resume until then, as it would pay for them again"
+    )
 
 
 def by_cause(counts: Mapping[str, int]) -> dict[str, int]:
@@ -209,6 +249,9 @@ class AuditRow:
     #: Of `given_up`, requests whose answer-failure budget (`max_answer_failures`) is spent:
     #: running the same command again asks them only once the spec raises it.
     answer_budget_spent: int = 0
+    #: Requests whose accepted attempt is in the ledger and whose answer is not in
+    #: `responses/` (a lost file; `classify`'s `answer_missing`): not retries, not given up.
+    answers_missing: int = 0
 
     @property
     def given_up_total(self) -> int:
@@ -232,6 +275,7 @@ class AuditRow:
             "given_up": dict(self.given_up),
             "not_attempted": self.not_attempted,
             "answer_budget_spent": self.answer_budget_spent,
+            "answers_missing": self.answers_missing,
             "latency_ms": dict(self.latency_ms),
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
@@ -281,6 +325,10 @@ class Audit:
     pauses: list[dict[str, Any]] = field(default_factory=list)
     #: Lanes whose last dispatch ended before they finished (`read_lane_ends`).
     lane_ends: list[dict[str, Any]] = field(default_factory=list)
+    #: The folder, and the parser that made its answers (`engine.reparse.parser_in_force`),
+    #: for the command that rebuilds answers lost from `responses/`.
+    run_dir: str = "DIR"
+    parser: str | None = None
 
     @property
     def sentence(self) -> str:
@@ -340,12 +388,17 @@ class Audit:
         ]
 
     def notes(self) -> list[str]:
-        """What the tables do not show, as sentences: lanes that ended early, then pauses
-        while a provider was down; after lanes that ended early, how to ask what they left;
-        then requests whose answer-failure budget is spent."""
+        """What the tables do not show, as sentences: answers lost from `responses/` first
+        (the folder is damaged), lanes that ended early, then pauses while a provider was
+        down; after lanes that ended early, how to ask what they left; then requests whose
+        answer-failure budget is spent."""
         ends = self.lane_end_lines()
         resume = ["Running the same command again asks only the unanswered requests"]
-        lines = [*ends, *self.pause_lines(), *(resume if ends else []), *self.budget_lines()]
+        lost = missing_answers_line(self.totals.answers_missing, self.run_dir, self.parser)
+        lines = [
+            *([lost] if lost else []), *ends, *self.pause_lines(), *(resume if ends else []),
+            *self.budget_lines(),
+        ]
         return [line if line.endswith((".", "?", "!")) else f"{line}." for line in lines]
 
     def to_dict(self) -> dict[str, Any]:
@@ -428,6 +481,7 @@ def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
         pl.col("tokens_out").sum().alias("tokens_out"),
         pl.col("tokens_in").filter(carried).sum().alias("batch_tokens_in"),
         pl.col("tokens_out").filter(carried).sum().alias("batch_tokens_out"),
+        (pl.col("accepted") & pl.col("answer_missing")).sum().alias("answers_missing"),
     )
     causes = marked.filter(retry).group_by("model", "cause").agg(pl.len().alias("n"))
     subcauses = (
@@ -455,12 +509,18 @@ def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
     return [summary, causes, subcauses, given_up, latencies]
 
 
-def _partitioned(attempts: pl.LazyFrame, responses: pl.LazyFrame) -> list[pl.DataFrame]:
-    """`_reduce` over `PARTS` disjoint sets of requests, counts summed across them."""
+def _partitioned(
+    attempts: pl.LazyFrame, responses: pl.LazyFrame, ok_accepted: bool
+) -> list[pl.DataFrame]:
+    """`_reduce` over `PARTS` disjoint sets of requests, counts summed across them;
+    `ok_accepted` is `classify`'s `ok_means_accepted`."""
     part = pl.col("request_id").hash(0) % PARTS
     pieces: list[list[pl.DataFrame]] = [[] for _ in range(5)]
     for k in range(PARTS):
-        marked = classify(attempts.filter(part == k), responses.filter(part == k))
+        marked = classify(
+            attempts.filter(part == k), responses.filter(part == k),
+            ok_means_accepted=ok_accepted,
+        )
         for i, query in enumerate(_reduce(marked)):
             pieces[i].append(query.collect(engine="streaming"))
     summary, causes, subcauses, given_up, latencies = (pl.concat(p) for p in pieces)
@@ -497,13 +557,15 @@ def audit(
     prices: Mapping[str, Prices] | None = None,
     providers: Mapping[str, str] | None = None,
     batch_prices: Mapping[str, Prices] | None = None,
+    spec_parser: str | None = None,
 ) -> Audit:
     """Audit a run folder from its plan and ledger (no lock, no provider, no write).
 
     `prices` (model -> `engine.spend.Prices`) prices the reported usage; `batch_prices`
     prices the usage of lines a batch job carried (else `prices` do); `providers`
     (model -> provider) names the provider of models with no attempt yet (others are
-    read from their attempts).
+    read from their attempts); `spec_parser`, the run's own parser, tells answers lost
+    from `responses/` from replies a reparse rejected (`classify`).
 
     Memory: the attempts are reduced per model in one streaming pass (a request belongs to
     one model, so provider and total counts are sums of model rows); only the latency
@@ -523,7 +585,10 @@ def audit(
         mapping.setdefault(model, provider)
     answered = responses.group_by("model").agg(pl.len()).collect(engine="streaming")
     accepted_by_model = {str(m): int(n) for m, n in answered.iter_rows()}
-    *reduced, latencies = _partitioned(attempts, responses)
+    # Only a folder that lost answers needs `classify` to look for them: its search added a
+    # third to a paper-scale audit's time and 50 MB to its peak; `lost_answers` costs less.
+    ok_accepted = ok_means_accepted(run_dir, spec_parser) and lost_answers(run_dir) > 0
+    *reduced, latencies = _partitioned(attempts, responses, ok_accepted)
     planned = _plan_counts(run_dir)
 
     models = sorted(
@@ -550,7 +615,8 @@ def audit(
     )
     return Audit(totals=totals, by_model=by_model, by_provider=by_provider,
                  providers={m: mapping[m] for m in models if m in mapping},
-                 pauses=read_pauses(run_dir), lane_ends=read_lane_ends(run_dir))
+                 pauses=read_pauses(run_dir), lane_ends=read_lane_ends(run_dir),
+                 run_dir=str(run_dir), parser=parser_in_force(run_dir, spec_parser))
 
 
 def _combine(rows: list[AuditRow], latency: list[Any] | None, cost: float | None) -> AuditRow:
@@ -581,6 +647,7 @@ def _combine(rows: list[AuditRow], latency: list[Any] | None, cost: float | None
         cost_usd=cost,
         not_attempted=total("not_attempted"),
         answer_budget_spent=total("answer_budget_spent"),
+        answers_missing=total("answers_missing"),
     )
 
 
@@ -628,9 +695,11 @@ def _row(
     found = summary.filter(pl.col("model") == name)
     stats: dict[str, Any] = found.row(0, named=True) if found.height else {}
     given = by_cause(_counts(given_up, "cause", "n").get(name, {}))
-    # Requests the ledger has seen: answered, or attempted and not answered (counted so
-    # rather than by a distinct count of every id, which would cost memory at paper scale).
-    seen = accepted + sum(given.values())
+    # Requests the ledger has seen: answered, answered with the answer lost, or attempted and
+    # not answered (counted so rather than by a distinct count of every id, which would cost
+    # memory at paper scale).
+    missing = int(stats.get("answers_missing") or 0)
+    seen = accepted + missing + sum(given.values())
     requests = planned if planned is not None else seen
     return AuditRow(
         requests=requests,
@@ -647,6 +716,7 @@ def _row(
         cost_usd=cost,
         not_attempted=max(requests - seen, 0) if planned is not None else 0,
         answer_budget_spent=sum(_counts(given_up, "cause", "spent").get(name, {}).values()),
+        answers_missing=missing,
     )
 
 
@@ -696,8 +766,12 @@ def attempt_timeline(run_dir: Path | str, bins: int = 60) -> pl.DataFrame:
     width_us = max(int(t1) - int(t0), 1) / bins
     offset = (epoch - int(t0)).cast(pl.Float64)
     part = pl.col("request_id").hash(0) % PARTS
+    ok_accepted = ok_means_accepted(run_dir, None)  # the run's parser unknown here: cautious
     pieces = [
-        classify(attempts.filter(part == k), responses.filter(part == k))
+        classify(
+            attempts.filter(part == k), responses.filter(part == k),
+            ok_means_accepted=ok_accepted,
+        )
         .select(
             "model",
             (offset / width_us).floor().cast(pl.Int64).clip(0, bins - 1).alias("bin"),

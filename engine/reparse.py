@@ -226,3 +226,21 @@ def last_reparse(run_dir: Path | str) -> LastReparse | None:
     last = lines[-1]
     at = last.get("at")
     return LastReparse(last["parser"], at if isinstance(at, str) else None, not last.get("begun"))
+
+
+def parser_in_force(run_dir: Path | str, spec_parser: str | None) -> str | None:
+    """The parser that made the answers now in the folder: its last reparse's, else the
+    spec's (`spec_parser`, None when unknown). What a reparse that rebuilds lost answers
+    must be given, so that it rebuilds these answers and no others."""
+    last = last_reparse(run_dir)
+    return last.parser if last is not None else spec_parser
+
+
+def ok_means_accepted(run_dir: Path | str, spec_parser: str | None) -> bool:
+    """Whether every reply recorded `ok` is one the parser in force accepts: no reparse, or
+    the last was lenient (which takes all that strict takes), or the run's own parser was
+    strict. Only a strict reparse of a lenient run (or of a run whose parser is unknown,
+    `spec_parser` None) may have rejected them; otherwise such a reply without an answer is
+    an answer lost from `responses/` (`engine.audit.classify`)."""
+    last = last_reparse(run_dir)
+    return last is None or last.parser == "lenient" or spec_parser == "strict"

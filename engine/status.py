@@ -14,11 +14,12 @@ from typing import Any
 
 import polars as pl
 
-from engine.audit import by_cause, classify, retry_sentence
+from engine.audit import by_cause, classify, missing_answers_line, retry_sentence
 from engine.batch_jobs import jobs_summary
 from engine.durable import record_number
 from engine.journal import list_segments
 from engine.lanefile import read_lane_states
+from engine.reparse import ok_means_accepted, parser_in_force
 from engine.runlock import read_pid
 from engine.scan import JOURNAL, scan_ledger
 from providers.types import RETRYABLE, Outcome
@@ -48,7 +49,7 @@ def _counts(frame: pl.DataFrame, key: str) -> dict[str, int]:
     return {str(k): int(v) for k, v in frame.select(key, "len").iter_rows()}
 
 
-def status(run_dir: Path | str) -> dict[str, Any]:
+def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any]:
     """A JSON-ready summary of a run folder (see `dutchbook status --json`).
 
     Keys: `state`, `pid`, `planned`, `accepted`, `remaining`, `attempts`, `outcomes`,
@@ -61,8 +62,10 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     lane_message, rate_per_s, lane_held_s, lane_held_by), `batch_jobs` (per batch model, per
     group of `engine.batch_jobs.STATUS_GROUPS`: jobs and lines), `lanes_updated_at`,
     `pending_failures` (requests with attempts but no accepted answer: total, by last
-    outcome, how many are permanent, a few examples). (Long only by this key list and the
-    dict it describes.)
+    outcome, how many are permanent, a few examples), `answers_missing` (accepted answers
+    lost from `responses/`, `engine.audit.classify`; `spec_parser`, the run's own parser,
+    tells them from replies a reparse rejected), `warnings` (lines saying what is wrong with
+    the folder, and what to do). (Long only by this key list and the dict it describes.)
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -74,11 +77,16 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     responses = responses_scan.collect().lazy()
     attempts = attempts_scan.collect().lazy()
     # Retries by the one definition shared with `run`, `audit` and the report (engine.audit).
-    marked = classify(attempts.drop("detail"), responses).filter(pl.col("cause").is_not_null())
+    every = classify(
+        attempts.drop("detail"), responses,
+        ok_means_accepted=ok_means_accepted(run_dir, spec_parser),
+    )
+    marked = every.filter(pl.col("cause").is_not_null())
+    lost = every.filter(pl.col("answer_missing")).select("request_id").unique().collect()
     planned_by_model = _planned_by_model(run_dir)
     accepted_by_model = _counts(responses.group_by("model").len().collect(), "model")
     outcomes, retries, per_model = _by_model(attempts, marked)
-    pending, failures_by_model = _pending_failures(attempts, responses)
+    pending, failures_by_model = _pending_failures(attempts, responses, lost.lazy())
     models = sorted(set(per_model) | set(accepted_by_model) | set(planned_by_model or {}))
     counts = {"planned": planned_by_model, "accepted": accepted_by_model,
               "pending_failures": failures_by_model}
@@ -91,7 +99,9 @@ def status(run_dir: Path | str) -> dict[str, Any]:
     pid = read_pid(run_dir)
     activity = _activity(attempts)
     retried = int(marked.select(pl.col("request_id").n_unique()).collect().item())
-    seen = accepted + pending["total"]
+    seen = accepted + lost.height + pending["total"]
+    parser = parser_in_force(run_dir, spec_parser)
+    lost_line = missing_answers_line(lost.height, str(run_dir), parser)
     return {
         "run_dir": str(run_dir),
         "state": _state(run_dir, pid, remaining, activity["attempts"] > 0),
@@ -120,6 +130,8 @@ def status(run_dir: Path | str) -> dict[str, Any]:
         "lanes_updated_at": (lanes or {}).get("updated_at") if isinstance(lanes, dict) else None,
         "batch_jobs": jobs_summary(run_dir),
         "pending_failures": pending,
+        "answers_missing": lost.height,
+        "warnings": [lost_line] if lost_line else [],
     }
 
 
@@ -174,12 +186,13 @@ def _activity(attempts: pl.LazyFrame) -> dict[str, Any]:
 
 
 def _pending_failures(
-    attempts: pl.LazyFrame, responses: pl.LazyFrame
+    attempts: pl.LazyFrame, responses: pl.LazyFrame, lost: pl.LazyFrame
 ) -> tuple[dict[str, Any], dict[str, int]]:
     """Requests tried but not accepted, by their last outcome (with a few examples), and
-    how many per model."""
+    how many per model; `lost` (`request_id`), those accepted whose answer is missing."""
+    answered = pl.concat([responses.select("request_id"), lost], how="vertical")
     last_attempts = (
-        attempts.join(responses.select("request_id"), on="request_id", how="anti")
+        attempts.join(answered, on="request_id", how="anti")
         .group_by("request_id")
         .agg(
             pl.col("model").first(),

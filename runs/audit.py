@@ -57,12 +57,25 @@ def spec_batch_prices(run_dir: Path) -> dict[str, Prices]:
     return prices
 
 
+def spec_parser(run_dir: Path) -> str | None:
+    """The parser the frozen spec reads replies with (`strict` when it names none, as
+    `runs.spec` defaults); None when the spec cannot be read or names no parser it knows."""
+    raw = _frozen_spec(run_dir)
+    parser = raw.get("parser", "strict") if raw is not None else None
+    return parser if parser in ("strict", "lenient") else None
+
+
+def _frozen_spec(run_dir: Path) -> dict[str, Any] | None:
+    """The frozen spec's tables, read with `tomllib` alone; None if unreadable."""
+    try:
+        return tomllib.loads((run_dir / SPEC).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+
+
 def _frozen_models(run_dir: Path) -> list[tuple[str, dict[str, Any]]]:
     """(name, table) of each named `[[models]]` table of the frozen spec; none if unreadable."""
-    try:
-        raw = tomllib.loads((run_dir / SPEC).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return []
+    raw = _frozen_spec(run_dir) or {}
     models = raw.get("models")
     return [
         (entry["name"], entry)
@@ -87,7 +100,8 @@ def run_audit(run_dir: Path | str) -> Audit:
         raise FileNotFoundError(f"no run folder at {run_dir}")
     prices, providers = spec_prices(run_dir)
     return audit(
-        run_dir, prices=prices, providers=providers, batch_prices=spec_batch_prices(run_dir)
+        run_dir, prices=prices, providers=providers, batch_prices=spec_batch_prices(run_dir),
+        spec_parser=spec_parser(run_dir),
     )
 
 

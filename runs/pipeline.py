@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from engine.audit import plural
 from engine.batch_jobs import fold_jobs
 from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import (
@@ -37,9 +38,9 @@ from engine.durable import (
     why_unwritable,
 )
 from engine.ledger import LedgerBusy
-from engine.reparse import last_reparse
+from engine.reparse import last_reparse, parser_in_force
 from engine.runlock import clear_pid, release_lock, write_pid
-from engine.scan import ATTEMPTS, RESPONSES
+from engine.scan import ATTEMPTS, RESPONSES, lost_answers
 from engine.shards import visible_shards
 from panels.arms import ARMS
 from providers.batch_registry import batch_client_for
@@ -683,6 +684,8 @@ def _design_and_plan(
         resumed = freeze_design(spec, run_dir)
     except DesignChanged as exc:
         raise RunError(str(exc)) from None
+    if resumed:
+        _check_lost_answers(spec, run_dir)
     plan_path = run_dir / "plan.parquet"
     if not plan_path.exists():
         if staged is not None:
@@ -725,6 +728,30 @@ def _check_last_parser(spec: CampaignSpec, run_dir: Path) -> None:
         f"rejected and mix two parsers' answers; run `dutchbook reparse {run_dir} --parser "
         f"{ours}` first (no API call), then run again, or keep {last}'s answers without "
         f"resuming (`dutchbook score {run_dir}`, then `dutchbook report {run_dir}`)"
+    )
+
+
+def _check_lost_answers(spec: CampaignSpec, run_dir: Path) -> None:
+    """Refuse a resume of a folder whose ledger holds accepted attempts whose answers are not
+    in `responses/` (`engine.scan.lost_answers`: a deleted or moved file). Dispatch skips
+    what `responses/` holds, so it would ask them again and pay for each, as a tester's
+    resume did for 534 (exit 0, every request then accepted twice), though the replies are
+    kept and `dutchbook reparse` rebuilds them without a call. Run after `_check_last_parser`:
+    past it, the parser in force takes every reply recorded `ok`, so none of these is one a
+    reparse rejected.
+
+    The reverse, answers whose attempts are lost from `attempts/`, is not refused: those
+    requests are answered, so a resume asks (and pays for) none of them again; only the
+    audit's retry counts miss what `attempts/` held, which the audit says."""
+    missing = lost_answers(run_dir)
+    if not missing:
+        return
+    parser = parser_in_force(run_dir, spec.parser)
+    raise RunError(
+        f"{run_dir}: {plural(missing, 'accepted answer')} {'is' if missing == 1 else 'are'} "
+        "missing from responses/ (their replies are kept in the ledger); resuming would ask "
+        f"and pay for them again: run `dutchbook reparse {run_dir} --parser {parser}` first, "
+        "which rebuilds them without a call, then run again"
     )
 
 

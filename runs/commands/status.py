@@ -128,6 +128,9 @@ def render(summary: dict[str, Any], console: Console) -> None:
                 f"attempt(s): {example['outcome']} {example['detail']}",
                 soft_wrap=True, highlight=False, markup=False,
             )
+    for warning in summary.get("warnings") or []:
+        console.print(f"warning: {warning}", style="yellow", soft_wrap=True, highlight=False,
+                      markup=False)
     console.print(summary["sentence"], soft_wrap=True, highlight=False, markup=False)
 
 
@@ -154,8 +157,10 @@ def status(
 ) -> None:
     """Show a run's progress: done/planned per model, retries by cause, failures, live or died."""
     require_run_folder(run_dir)
+    from runs.audit import spec_parser
+
     with user_errors(OSError, JournalError, folder=run_dir):
-        summary = run_status(run_dir)
+        summary = run_status(run_dir, spec_parser(run_dir))
     if as_json:
         print_text(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     else:

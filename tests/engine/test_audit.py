@@ -14,7 +14,9 @@ import polars as pl
 import pytest
 
 from engine.audit import CAUSES, attempt_timeline, audit, retry_sentence
+from engine.durable import append_record_line
 from engine.ledger import Ledger
+from engine.reparse import REPARSES_FILE
 from engine.spend import Prices
 
 if TYPE_CHECKING:
@@ -95,7 +97,8 @@ def test_every_attempt_not_accepted_is_one_retry_attempt(tmp_path: Path, kit: ty
 def test_accepted_attempt_is_the_one_the_response_names(tmp_path: Path, kit: type[Kit]) -> None:
     """After a lenient re-parse accepted a reply recorded `invalid_response`, that attempt is
     not a retry; the later `ok` becomes a duplicate. A reply recorded `ok` that the current
-    parser rejects (no response row) is an invalid response, rejected on re-parse."""
+    parser rejects (no response row, after a strict reparse) is an invalid response,
+    rejected on re-parse."""
     with Ledger.open(tmp_path) as ledger:
         ledger.record_result(
             kit.attempt("r-0", 1, "m", "invalid_response", "not_json: 11/36"),
@@ -103,7 +106,15 @@ def test_accepted_attempt_is_the_one_the_response_names(tmp_path: Path, kit: typ
         )
         ledger.record_result(kit.attempt("r-0", 2, "m", "ok"), None)
         ledger.record_result(kit.attempt("r-1", 1, "m", "ok"), None)
-    report = audit(tmp_path).by_model["m"]
+    # With no reparse since, r-1's answer is not rejected but lost from responses/.
+    lost = audit(tmp_path, spec_parser="lenient").by_model["m"]
+    assert lost.retry_attempts == 1 and lost.answers_missing == 1
+    assert lost.invalid_response_subcauses["rejected_on_reparse"] == 0
+    assert sum(lost.given_up.values()) == 0
+    append_record_line(tmp_path / REPARSES_FILE, {"at": "2026-12-01", "parser": "strict"})
+    assert audit(tmp_path, spec_parser="strict").by_model["m"].answers_missing == 1
+    report = audit(tmp_path, spec_parser="lenient").by_model["m"]
+    assert report.answers_missing == 0
     assert report.accepted == 1 and report.attempts == 3 and report.retry_attempts == 2
     assert report.retries_by_cause["duplicate"] == 1
     assert report.retries_by_cause["invalid_response"] == 1
