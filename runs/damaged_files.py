@@ -64,17 +64,36 @@ def damage_report(folder: Path, exc: BaseException) -> str | None:
     came from one; None when it did not (no file of the folder is unreadable)."""
     if not looks_like_parquet_damage(exc) or not folder.is_dir():
         return None
+    from engine.scan import ATTEMPTS
+
     damaged = damaged_parquet_files(folder)
     if not damaged:
         return None
+    # The answers are rebuilt from the replies in attempts/, so only while those read whole.
+    replies_whole = not any(path.parent == folder / ATTEMPTS for path in damaged)
     parts = []
     for path, why in damaged.items():
-        rebuild = DERIVED.get(path.name) if path.parent == folder else None
-        remedy = (
-            f"`{rebuild} {folder}` writes it again"
-            if rebuild
-            else "no command writes it again: restore it from a copy, "
-            "or run the spec into a new folder"
-        )
-        parts.append(f"{path} ({why}; {remedy})")
+        parts.append(f"{path} ({why}; {_remedy(folder, path, replies_whole)})")
     return f"damaged file{'s' if len(parts) > 1 else ''} in the run folder: " + "; ".join(parts)
+
+
+def _remedy(folder: Path, path: Path, replies_whole: bool) -> str:
+    """What writes `path` again: `score` or `repair` for what they derive; `reparse` for an
+    answers shard, whose every answer is rebuilt from the replies kept in `attempts/` (the
+    damaged file moved aside first, as reparse reads it; a name not ending `.parquet` is no
+    shard and no Parquet file of the folder). Else nothing: a copy, or a new folder."""
+    from engine.reparse import parser_in_force
+    from engine.scan import RESPONSES
+    from runs.audit import spec_parser
+
+    rebuild = DERIVED.get(path.name) if path.parent == folder else None
+    if rebuild:
+        return f"`{rebuild} {folder}` writes it again"
+    if path.parent == folder / RESPONSES and replies_whole:
+        parser = parser_in_force(folder, spec_parser(folder)) or "<the spec's parser>"
+        return (
+            f"move it aside (rename it to {path.name}.damaged, say), then `dutchbook reparse "
+            f"{folder} --parser {parser}` rebuilds the answers from the replies kept in "
+            "attempts/, without a call"
+        )
+    return "no command writes it again: restore it from a copy, or run the spec into a new folder"

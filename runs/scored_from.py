@@ -23,6 +23,7 @@ from engine.durable import write_bytes_atomic
 from engine.journal import list_segments
 from engine.scan import JOURNAL, RESPONSES
 from engine.shards import visible_shards
+from runs.damaged_files import check_footers
 
 SCORED_FROM = "scored-from.json"
 
@@ -47,8 +48,13 @@ def record_scored_from(run_dir: Path, answers: dict[str, Any]) -> None:
 
 def stale_scores(run_dir: Path) -> str | None:
     """Why the folder's scores no longer match its answers, or None when they do (or when
-    the folder predates the record)."""
+    the folder predates the record). Raises polars' error for a damaged answers file."""
     path = run_dir / SCORED_FROM
+    # A damaged answers file changes size too: read their footers first, so that polars'
+    # error for it is named as damage (`runs.damaged_files`, by the caller's error handling)
+    # with the reparse that rebuilds the answers, not taken for answers that changed, which
+    # sent a tester to `score`, and `score` then failed on the same file.
+    check_footers(visible_shards(run_dir / RESPONSES))
     try:
         scored = orjson.loads(path.read_bytes())
     except FileNotFoundError:

@@ -1,0 +1,107 @@
+"""A damaged answers file (`responses/part-*.parquet`) is named first, with the remedy that
+works: move it aside and `dutchbook reparse`, which rebuilds the answers without a call.
+
+Found by a hostile tester: with the responses shard truncated, `report` said the answers
+"changed after it was scored ... run `dutchbook score` first" (its size had changed), and
+`score` then named the damaged file with "no command writes it again: restore it from a
+copy, or run the spec into a new folder", that is, pay for every answer again, though every
+reply was kept in `attempts/`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from runs.audit import run_audit
+from runs.cli import app
+from tests.runs.quiet_campaign import run_quietly
+
+SPEC = """
+name = "damaged-answers"
+seed = 6
+parser = "lenient"
+sim_faults = "server_error=0.2"
+[data]
+stock_days = 2
+[[models]]
+name = "m"
+provider = "sim"
+model = "sim-noisy"
+[[arms]]
+name = "baseline"
+"""
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return run_quietly(tmp_path_factory.mktemp("damaged-answers"), "damaged", SPEC)
+
+
+@pytest.fixture
+def run_dir(finished: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "run"
+    shutil.copytree(finished, copy)
+    return copy
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    done = CliRunner().invoke(app, list(args), env={"COLUMNS": "400"})
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.output
+    return done.exit_code, done.output
+
+
+def _error_line(output: str) -> str:
+    assert "Traceback" not in output, output
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, output
+    return errors[0]
+
+
+def _scores(run_dir: Path) -> pl.DataFrame:
+    return pl.read_parquet(run_dir / "scores.parquet").sort("arm", "unit", "pass", "set")
+
+
+def test_the_damage_is_named_first_with_a_remedy_that_works(
+    finished: Path, run_dir: Path
+) -> None:
+    (shard,) = (run_dir / "responses").glob("*.parquet")
+    shard.write_bytes(shard.read_bytes()[:3000])
+    remedy = (
+        f"move it aside (rename it to {shard.name}.damaged, say), then `dutchbook reparse "
+        f"{run_dir} --parser lenient` rebuilds the answers from the replies kept in "
+        "attempts/, without a call"
+    )
+    for command in ("report", "score", "audit"):
+        code, said = _invoke(command, str(run_dir))
+        assert code == 2, said
+        line = _error_line(said)
+        assert line.startswith(f"error: damaged file in the run folder: {shard} (parquet"), line
+        assert remedy in line and "changed after it was scored" not in line, line
+    # The remedy, as the line says it.
+    shard.rename(shard.with_name(f"{shard.name}.damaged"))
+    code, said = _invoke("reparse", str(run_dir), "--parser", "lenient")
+    assert code == 0 and "accepted 0 → 28" in said, said
+    assert _invoke("score", str(run_dir))[0] == 0
+    code, said = _invoke("report", str(run_dir))
+    assert code == 0, said
+    # The same answers, so the same scores, and the same audit: nothing was asked again.
+    assert _scores(run_dir).equals(_scores(finished))
+    assert run_audit(run_dir).sentence == run_audit(finished).sentence
+
+
+def test_with_the_replies_damaged_too_no_reparse_is_offered(run_dir: Path) -> None:
+    """The answers are rebuilt from the replies in attempts/: with those damaged as well, the
+    line does not send the user to a reparse that would fail on them."""
+    for folder in ("responses", "attempts"):
+        (shard,) = (run_dir / folder).glob("*.parquet")
+        shard.write_bytes(shard.read_bytes()[:3000])
+    code, said = _invoke("score", str(run_dir))
+    assert code == 2, said
+    line = _error_line(said)
+    assert line.startswith("error: damaged files in the run folder: "), line
+    assert "dutchbook reparse" not in line and line.count("restore it from a copy") == 2, line
