@@ -23,7 +23,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from runs.output import NO_ROOM_ERRNOS, STDOUT_NAME, OutputFull
+from runs.output import NO_ROOM_ERRNOS, STDOUT_NAME, OutputClosed, OutputFull
 from runs.signals import (
     EXIT_INTERRUPTED,
     exit_interrupted,
@@ -125,12 +125,16 @@ class LazyGroup(TyperGroup):
             return super().make_context(*args, **kwargs)
         except KeyboardInterrupt:
             exit_interrupted()
+        except (BrokenPipeError, OutputClosed):  # `dutchbook plan --bad | head -1`
+            output_closed(None)
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             exit_interrupted()
+        except (BrokenPipeError, OutputClosed):  # typer's echo, or `runs.output`'s console
+            output_closed(ctx.invoked_subcommand)
         except OSError as exc:
             # A path the user gave that no file can have (a name over 255 bytes): every
             # command checks its paths, but `Path.exists` raises this where it answers False
@@ -204,6 +208,30 @@ def main() -> None:
         _no_room(exc.error, f" to {STDOUT_NAME}")
 
 
+#: The commands that write a run folder: their output closing ends them before they finish.
+WRITING_COMMANDS = frozenset({"run", "reparse", "score", "repair", "report"})
+
+
+def output_closed(command: str | None) -> NoReturn:
+    """The standard output's reader went away (`dutchbook status DIR | head -1`): click
+    ended every command so in exit 1 without a word. A command that only reads has nothing
+    left to do that anyone reads: exit 0, quietly, as `head` users expect. One that writes a
+    run folder stopped part-way, which one line says (exit 1); each is rerun safely. Either
+    way stdout is pointed at /dev/null first: what is still buffered for it would fail again
+    at exit, in a traceback of Python's own."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if command not in WRITING_COMMANDS:
+        raise SystemExit(0)
+    with contextlib.suppress(OSError):
+        sys.stderr.write(
+            f"error: the output (stdout) closed before `dutchbook {command}` finished (its "
+            "reader ended); what it wrote is kept: run the same command again to finish it\n"
+        )
+        sys.stderr.flush()
+    raise SystemExit(1)
+
+
 def spell_what_stdout_cannot() -> None:
     """A character the output's encoding has not got (a model named in Chinese, on a
     terminal or log in ASCII or Latin-1) is written as a backslash escape, as stderr already
@@ -220,8 +248,8 @@ def _no_room(exc: OSError, where: str) -> NoReturn:
     its own message: above all the output itself (`dutchbook audit DIR > file` on a full
     disk ended in rich's traceback). A run folder's files are replaced whole, so what a
     folder held before is still there. `where` names what was written to (" to FILE"), or is
-    empty when the error does not say. A broken pipe (`| head`) never gets here: click ends
-    those itself, quietly."""
+    empty when the error does not say. A broken pipe (`| head`) never gets here: `LazyGroup`
+    ends those (`output_closed`)."""
     from runs.commands._errors import EXIT_DISK_FULL, NO_ROOM_HINT
 
     try:

@@ -34,10 +34,22 @@ class OutputFull(Exception):
         self.error = error
 
 
+class OutputClosed(Exception):
+    """The standard output's reader went away (`dutchbook status DIR | head -1`).
+
+    Not a `BrokenPipeError`: rich ends a print that meets one in `SystemExit(1)` without a
+    word (`Console.on_broken_pipe`), before `runs.cli.output_closed` can end a command that
+    only reads in exit 0, as `head` users expect."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(f"the reader of {STDOUT_NAME} went away: {error.strerror or error}")
+        self.error = error
+
+
 class _Stdout:
     """`sys.stdout`, looked up at each call (a test's runner swaps it), whose writes that
-    find no room raise `OutputFull`; any other error (a closed pipe: click's to end) as it
-    was. Everything else (isatty, encoding, fileno) is the stream's own."""
+    find no room raise `OutputFull`, and those that find no reader `OutputClosed`; any
+    other error as it was. Everything else (isatty, encoding, fileno) is the stream's own."""
 
     def write(self, text: str) -> int:
         try:
@@ -56,6 +68,8 @@ class _Stdout:
 
 
 def _no_room_or_same(exc: OSError) -> Exception:
+    if isinstance(exc, BrokenPipeError):
+        return OutputClosed(exc)
     return OutputFull(exc) if exc.errno in NO_ROOM_ERRNOS else exc
 
 

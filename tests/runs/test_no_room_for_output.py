@@ -18,7 +18,7 @@ import pytest
 import runs.cli
 from engine.durable import disk_full_raised, is_disk_full
 from runs.commands._errors import EXIT_DISK_FULL
-from runs.output import OutputFull, stdout_console
+from runs.output import OutputClosed, OutputFull, stdout_console
 from tests.runs.run_folders import quickstart_for_tests
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,8 +87,8 @@ def test_only_a_print_without_room_is_the_outputs(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The console writes to whatever `sys.stdout` is when it prints; a write that finds no
-    room raises `OutputFull`, any other failure (a closed pipe, which click ends quietly)
-    raises as it was."""
+    room raises `OutputFull`, one that finds no reader `OutputClosed` (rich turned a
+    `BrokenPipeError` into exit 1 without a word), any other failure as it was."""
     console = stdout_console(highlight=False)
     console.print("to the captured output")
     assert capsys.readouterr().out == "to the captured output\n"
@@ -107,8 +107,11 @@ def test_only_a_print_without_room_is_the_outputs(
             console.print("x")
         assert full.value.error.errno == code
     monkeypatch.setattr(sys, "stdout", Failing(errno.EPIPE))
-    with pytest.raises(BrokenPipeError):  # what rich, then click, end quietly
-        console.file.write("x")
+    with pytest.raises(OutputClosed):  # `runs.cli.output_closed` ends the command
+        console.print("x")
+    monkeypatch.setattr(sys, "stdout", Failing(errno.EIO))
+    with pytest.raises(OSError, match="Input/output error"):
+        console.print("x")
 
 
 def test_output_full_is_no_folders_full_disk() -> None:

@@ -1,0 +1,65 @@
+"""An output whose reader went away (`dutchbook status DIR | head -1`): a command that only
+reads ends quietly with exit 0, as `head` users expect (click ended it in exit 1 without a
+word); a command that writes a run folder says in one line that its output closed before it
+finished, and the same command finishes it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.runs.run_folders import SMALL_SPEC
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _to_closed_pipe(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """`dutchbook ARGS` whose stdout is a pipe with no reader: every write fails (EPIPE)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", "from runs.cli import main; main()", *args],
+            cwd=ROOT, stdout=write, stderr=subprocess.PIPE, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "{folder}"],
+        ["status", "{folder}", "--json"],
+        ["audit", "{folder}"],
+        ["plan", "runs/specs/quickstart.toml"],
+        ["plan", "runs/specs/quickstart.toml", "--json"],
+        ["check", "examples/figure1.toml"],
+        ["check", "examples/figure1.toml", "--json"],
+    ],
+)
+def test_a_reading_command_ends_quietly(args: list[str], tmp_path: Path) -> None:
+    (tmp_path / "spec.toml").write_text('name = "x"\n')  # a run folder stopped while planning
+    done = _to_closed_pipe([arg.format(folder=tmp_path) for arg in args])
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_a_run_says_its_output_closed_and_the_same_command_finishes(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SMALL_SPEC, encoding="utf-8")
+    args = ["run", str(spec), "--out", str(tmp_path / "out")]
+    done = _to_closed_pipe(args)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: the output (stdout) closed"), lines
+    assert "run the same command again" in lines[0]
+    again = subprocess.run(
+        [sys.executable, "-c", "from runs.cli import main; main()", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "out" / "report" / "index.html").is_file()
