@@ -102,11 +102,14 @@ def score(
         spec = _load(run_dir, spec_path)
         with folder_held(run_dir, "score"):
             scored = score_run(spec, run_dir)
+    from engine.audit import plural
+
     frame = scored.scores
     answered = frame.filter(frame["answered"] > 0)
     typer.echo(
-        f"scored {answered.height:,} answered sets of {frame.height:,} "
-        f"({frame['model'].n_unique()} models, {frame['arm'].n_unique()} arms): "
+        f"scored {plural(answered.height, 'answered set')} of {frame.height:,} "
+        f"({plural(frame['model'].n_unique(), 'model')}, "
+        f"{plural(frame['arm'].n_unique(), 'arm')}): "
         f"{run_dir / 'scores.parquet'}, forecasts.parquet, averaged.parquet"
     )
 

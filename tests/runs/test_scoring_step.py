@@ -24,6 +24,7 @@ from runs.units import UnitSource
 from scoring import brier, dutch_books
 from scoring.grouped import SetJob, solve_grouped
 from tests.runs.quiet_campaign import run_quietly
+from tests.runs.run_folders import SMALL_SPEC, finish_run
 
 SPEC = """
 name = "chunks"
@@ -301,3 +302,11 @@ def test_workers_end_after_chunks_that_did_not_need_them_and_scores_are_unchange
     assert pool._pool is None
     for name in ("forecasts.parquet", "scores.parquet", "averaged.parquet"):
         assert pl.read_parquet(mixed / name).equals(pl.read_parquet(alone / name)), name
+
+
+def test_dutchbook_score_counts_one_model_and_one_arm_in_the_singular(tmp_path: Path) -> None:
+    """It said "(1 models, 1 arms)"."""
+    out = finish_run(tmp_path, SMALL_SPEC)
+    result = CliRunner().invoke(app, ["score", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "(1 model, 1 arm):" in result.output
