@@ -472,7 +472,15 @@ async def dispatch(
     )
     summary.interrupted_recovered = ledger.interrupted_recovered
     if ledger.interrupted_recovered:
-        log.warning("interrupted_recovered", attempts=ledger.interrupted_recovered)
+        n = ledger.interrupted_recovered
+        said = (
+            f"{n:,} attempts were in flight when an earlier run of this folder stopped without "
+            "their replies: they are recorded as interrupted, and their requests are asked again"
+            if n != 1
+            else "1 attempt was in flight when an earlier run of this folder stopped without "
+            "its reply: it is recorded as interrupted, and its request is asked again"
+        )
+        log.warning("interrupted_recovered", attempts=n, say=said)
     run = _Run(
         plan_path, run_dir, ledger, log, _as_sink(progress), batch_rows,
         has_history=any((run_dir / "attempts").glob("*.parquet")),

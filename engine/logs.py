@@ -68,10 +68,17 @@ def _json_line(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
     return orjson.dumps(event, default=str).decode()
 
 
+#: The field of an event that says it to a person: the console shows that sentence alone
+#: (the file keeps every field), where `event key=value ...` would read as a log's spelling.
+SAY = "say"
+
+
 def _concise(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
     head = event.pop("event", "")
     event.pop("ts", None)
     event.pop("level", None)
+    if isinstance(event.get(SAY), str):
+        return f"dutchbook {name}: {event[SAY]}"
     rest = " ".join(f"{k}={v}" for k, v in event.items())
     return f"dutchbook {name}: {head} {rest}".rstrip()
 

@@ -276,3 +276,33 @@ def test_default_console_is_the_current_stderr(tmp_path: Path, capsys) -> None: 
     log.close()
     err = capsys.readouterr().err
     assert "lane_paused model=m reason=quota" in err and "quiet_detail" not in err
+
+
+def test_attempts_recovered_as_interrupted_are_said_in_a_sentence(tmp_path: Path) -> None:
+    """A resume after a kill said `dutchbook warning: interrupted_recovered attempts=16`,
+    the log's own spelling, on the console; the file keeps the event and its count."""
+    import asyncio
+    import os
+
+    from engine.ledger import Ledger
+    from tests.engine.conftest import T0, plan_rows, write_plan
+
+    plan = write_plan(tmp_path / "plan.parquet", plan_rows("alpha", 2))
+    ledger = Ledger.open(tmp_path)
+    for row in plan_rows("alpha", 2):
+        ledger.record_dispatch(row["request_id"], 1, "alpha", "sim", T0)
+    assert ledger._writer is not None and ledger._writer._fd is not None
+    assert ledger._lock_fd is not None
+    os.close(ledger._writer._fd)  # killed: no result, no compaction
+    os.close(ledger._lock_fd)
+    ledger._writer = ledger._lock_fd = None
+    console = io.StringIO()
+    asyncio.run(dispatch(plan, tmp_path, {}, {}, log_console=console))
+    assert console.getvalue().splitlines() == [
+        "dutchbook warning: 2 attempts were in flight when an earlier run of this folder "
+        "stopped without their replies: they are recorded as interrupted, and their requests "
+        "are asked again"
+    ]
+    events = [json.loads(line) for line in (tmp_path / "logs" / "engine.jsonl").open()]
+    recovered = [e for e in events if e["event"] == "interrupted_recovered"]
+    assert len(recovered) == 1 and recovered[0]["attempts"] == 2
