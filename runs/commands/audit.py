@@ -12,12 +12,15 @@ audit says so, where it read as final.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from runs.commands._errors import user_errors
 from runs.commands._run_folder import require_run_folder
+
+if TYPE_CHECKING:
+    from engine.audit import Audit
 
 
 def audit(
@@ -35,11 +38,21 @@ def audit(
     live = bool(writer and writer.get("alive"))
     from runs.output import print_text, stdout_console
 
+    unplanned = _no_plan(run_dir, report)
     if as_json:
         import orjson
 
         payload = {**report.to_dict(), "live": live}
+        if unplanned is not None:
+            payload["sentence"] = unplanned
         print_text(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
+        return
+    if unplanned is not None:
+        from rich.text import Text
+
+        console = stdout_console()
+        console.print(Text(str(run_dir), style="bold"))
+        console.print(unplanned, markup=False, highlight=False, soft_wrap=True)
         return
 
     note = None
@@ -49,6 +62,18 @@ def audit(
             "up is one not answered yet, which the run may still retry"
         )
     render(report, stdout_console(), title=str(run_dir), note=note)
+
+
+def _no_plan(run_dir: Path, report: Audit) -> str | None:
+    """What `status` says of a folder with no plan and nothing asked (a run killed while it
+    planned), where the audit's sentence read "every attempt was accepted (0 requests)";
+    None for a folder with a plan or an attempt."""
+    if (run_dir / "plan.parquet").exists() or report.totals.attempts or report.totals.accepted:
+        return None
+    from engine.status import status
+    from runs.commands.status import no_plan_line
+
+    return no_plan_line(str(status(run_dir)["state"]))
 
 
 def register(app: typer.Typer) -> None:

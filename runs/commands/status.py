@@ -38,6 +38,11 @@ _NO_PLAN = {
 }
 
 
+def no_plan_line(state: str) -> str:
+    """What a folder with no plan yet says in `state` (`status` and `audit` alike)."""
+    return _NO_PLAN.get(state, _NO_PLAN["stopped"])
+
+
 def percent_done(done: int, planned: int) -> str:
     """A share rounded DOWN to 0.1%: 532 of 534 is 99.6%, never a 100% that is not done."""
     tenths = done * 1000 // planned
@@ -84,7 +89,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
     header.append(": ").append(state, style=_STATE_STYLE.get(state, "white")).append(who)
     console.print(header)
     if summary["planned"] is None and not summary["attempts"]:
-        console.print(_NO_PLAN.get(state, _NO_PLAN["stopped"]), soft_wrap=True)
+        console.print(no_plan_line(state), soft_wrap=True)
         return
     console.print(
         f"accepted {_fraction(summary['accepted'], summary['planned'])}, "

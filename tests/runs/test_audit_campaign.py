@@ -180,3 +180,27 @@ def test_the_audit_of_a_run_still_going_says_its_counts_are_a_snapshot(campaign)
     assert as_json["live"] is True
     after = CliRunner().invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "200"})
     assert "counts as of now" not in after.output  # no run: the counts are final
+
+
+def test_audit_of_a_run_that_died_while_planning_says_so(tmp_path: Path) -> None:
+    """A run killed while it planned leaves a spec and no plan: `audit` said "No retry
+    attempts: every attempt was accepted (0 requests)." where `status` says the run died
+    while planning. Both say the same line now, the table and the --json object alike."""
+    import subprocess
+    import sys
+
+    (tmp_path / "spec.toml").write_text('name = "x"\n')
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / "run.pid").write_bytes(
+        orjson.dumps({"pid": gone.pid, "create_time": 0.0, "host": "here"})
+    )
+    said = "no plan: the run died while planning; run the same command again to plan and start"
+    status = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "240"})
+    assert status.output.strip().splitlines()[-1] == said
+    table = CliRunner().invoke(app, ["audit", str(tmp_path)], env={"COLUMNS": "240"})
+    assert table.exit_code == 0, table.output
+    assert table.output.strip().splitlines()[-1] == said
+    assert "every attempt was accepted" not in table.output
+    as_json = CliRunner().invoke(app, ["audit", str(tmp_path), "--json"])
+    assert orjson.loads(as_json.output)["sentence"] == said
