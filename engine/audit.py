@@ -173,6 +173,20 @@ def missing_answers_line(missing: int, run_dir: str, parser: str | None) -> str 
     )
 
 
+def unrecorded_answers_line(unrecorded: int) -> str | None:
+    """What `audit`, `status` and the report say of answers whose accepted attempt is not in
+    `attempts/` (None when there are none). A resume is not refused for them: they are
+    answered, so it asks none of them again; only the audit's counts are short."""
+    if not unrecorded:
+        return None
+    return (
+        f"{plural(unrecorded, 'accepted answer')} {'has' if unrecorded == 1 else 'have'} no "
+        "attempt in attempts/ (a lost or damaged file): the retry counts leave out whatever "
+        "came before them; no command writes attempts/ again (restore it from a copy to count "
+        "them)"
+    )
+
+
 def by_cause(counts: Mapping[str, int]) -> dict[str, int]:
     """Every known cause (zero when absent) in table order, then any unknown outcome."""
     out = {cause: int(counts.get(cause, 0)) for cause in CAUSES}
@@ -192,13 +206,25 @@ def _join(parts: list[str]) -> str:
 
 
 def retry_sentence(retry_attempts: int, requests_retried: int, requests: int,
-                   retries_by_cause: Mapping[str, int], attempted: int | None = None) -> str:
+                   retries_by_cause: Mapping[str, int], attempted: int | None = None,
+                   unrecorded: int = 0) -> str:
     """The paper's sentence: "N retry attempts across M requests out of T, attributed to
     rate limits (a), provider errors (b), ..." with every nonzero cause, largest first.
 
     `attempted`, the requests with an attempt in the ledger: where fewer than `requests`
     (a run stopped part-way), the sentence without retries says so, where it read as if
-    every planned request had been asked."""
+    every planned request had been asked.
+
+    `unrecorded`, accepted answers whose attempt is not in the ledger (a lost attempts
+    file): their retries are unknown, so the sentence never says every attempt was accepted,
+    as it did of a folder whose attempts file was deleted."""
+    if unrecorded and retry_attempts == 0:
+        return (
+            f"No retry attempts recorded, but {unrecorded:,} of "
+            f"{plural(attempted if attempted is not None else requests, 'accepted answer')} "
+            f"{'has' if unrecorded == 1 else 'have'} no recorded attempt, so the retries "
+            "cannot be counted."
+        )
     if retry_attempts == 0:
         if attempted is not None and attempted < requests:
             return (
@@ -212,10 +238,16 @@ def retry_sentence(retry_attempts: int, requests_retried: int, requests: int,
         key=lambda item: (-item[1], order.get(item[0], len(order)), item[0]),
     )
     parts = [f"{CAUSE_LABELS.get(c, c.replace('_', ' '))} ({n:,})" for c, n in causes]
+    unknown = (
+        f" {plural(unrecorded, 'accepted answer')} {'has' if unrecorded == 1 else 'have'} no "
+        "recorded attempt: their retries are not counted."
+        if unrecorded
+        else ""
+    )
     return (
         f"{plural(retry_attempts, 'retry attempt')} across "
         f"{plural(requests_retried, 'request')} out of {requests:,}, attributed to "
-        f"{_join(parts)}."
+        f"{_join(parts)}.{unknown}"
     )
 
 
@@ -252,6 +284,9 @@ class AuditRow:
     #: Requests whose accepted attempt is in the ledger and whose answer is not in
     #: `responses/` (a lost file; `classify`'s `answer_missing`): not retries, not given up.
     answers_missing: int = 0
+    #: Accepted answers whose accepted attempt is not in the ledger (a lost attempts file):
+    #: their retries cannot be counted, so the sentence does not claim there were none.
+    answers_unrecorded: int = 0
 
     @property
     def given_up_total(self) -> int:
@@ -260,7 +295,7 @@ class AuditRow:
     def sentence(self) -> str:
         return retry_sentence(
             self.retry_attempts, self.requests_retried, self.requests, self.retries_by_cause,
-            attempted=self.requests - self.not_attempted,
+            attempted=self.requests - self.not_attempted, unrecorded=self.answers_unrecorded,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -276,6 +311,7 @@ class AuditRow:
             "not_attempted": self.not_attempted,
             "answer_budget_spent": self.answer_budget_spent,
             "answers_missing": self.answers_missing,
+            "answers_unrecorded": self.answers_unrecorded,
             "latency_ms": dict(self.latency_ms),
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
@@ -395,9 +431,10 @@ class Audit:
         ends = self.lane_end_lines()
         resume = ["Running the same command again asks only the unanswered requests"]
         lost = missing_answers_line(self.totals.answers_missing, self.run_dir, self.parser)
+        unrecorded = unrecorded_answers_line(self.totals.answers_unrecorded)
         lines = [
-            *([lost] if lost else []), *ends, *self.pause_lines(), *(resume if ends else []),
-            *self.budget_lines(),
+            *([lost] if lost else []), *([unrecorded] if unrecorded else []), *ends,
+            *self.pause_lines(), *(resume if ends else []), *self.budget_lines(),
         ]
         return [line if line.endswith((".", "?", "!")) else f"{line}." for line in lines]
 
@@ -515,23 +552,38 @@ def _partitioned(
     """`_reduce` over `PARTS` disjoint sets of requests, counts summed across them;
     `ok_accepted` is `classify`'s `ok_means_accepted`."""
     part = pl.col("request_id").hash(0) % PARTS
-    pieces: list[list[pl.DataFrame]] = [[] for _ in range(5)]
+    pieces: list[list[pl.DataFrame]] = [[] for _ in range(6)]
     for k in range(PARTS):
-        marked = classify(
-            attempts.filter(part == k), responses.filter(part == k),
-            ok_means_accepted=ok_accepted,
-        )
-        for i, query in enumerate(_reduce(marked)):
+        some_attempts, some_responses = attempts.filter(part == k), responses.filter(part == k)
+        marked = classify(some_attempts, some_responses, ok_means_accepted=ok_accepted)
+        queries = [*_reduce(marked), unrecorded_by_model(some_attempts, some_responses)]
+        for i, query in enumerate(queries):
             pieces[i].append(query.collect(engine="streaming"))
-    summary, causes, subcauses, given_up, latencies = (pl.concat(p) for p in pieces)
+    summary, causes, subcauses, given_up, latencies, unrecorded = (pl.concat(p) for p in pieces)
     counts = [c for c in summary.columns if c != "model"]
     return [
         summary.group_by("model").agg(pl.col(c).sum() for c in counts),
         causes.group_by("model", "cause").agg(pl.col("n").sum()),
         subcauses.group_by("model", "subcause").agg(pl.col("n").sum()),
         given_up.group_by("model", "cause").agg(pl.col("n").sum(), pl.col("spent").sum()),
+        unrecorded.group_by("model").agg(pl.col("n").sum()),
         latencies,
     ]
+
+
+def unrecorded_by_model(attempts: pl.LazyFrame, responses: pl.LazyFrame) -> pl.LazyFrame:
+    """Per `model`, `n` answers whose accepted attempt (`responses.attempts`) has no row in
+    `attempts`: every answer is written with its attempt, so only a lost file leaves one."""
+    # On a 64-bit hash of the id, as `engine.scan.lost_answers` (a collision could only hide
+    # one): the strings made this join a fifth of a paper-scale audit's time.
+    key = pl.col("request_id").hash(0).alias("key")
+    recorded = attempts.select(key, pl.col("attempt").cast(pl.Int64))
+    return (
+        responses.select(key, "model", pl.col("attempts").cast(pl.Int64).alias("attempt"))
+        .join(recorded, on=["key", "attempt"], how="anti")
+        .group_by("model")
+        .agg(pl.len().cast(pl.Int64).alias("n"))
+    )
 
 
 def _percentiles(latencies: pl.DataFrame, key: str | pl.Expr) -> dict[str, list[Any]]:
@@ -585,9 +637,7 @@ def audit(
         mapping.setdefault(model, provider)
     answered = responses.group_by("model").agg(pl.len()).collect(engine="streaming")
     accepted_by_model = {str(m): int(n) for m, n in answered.iter_rows()}
-    # Only a folder that lost answers needs `classify` to look for them: its search added a
-    # third to a paper-scale audit's time and 50 MB to its peak; `lost_answers` costs less.
-    ok_accepted = ok_means_accepted(run_dir, spec_parser) and lost_answers(run_dir) > 0
+    ok_accepted = _finds_lost_answers(run_dir, spec_parser)
     *reduced, latencies = _partitioned(attempts, responses, ok_accepted)
     planned = _plan_counts(run_dir)
 
@@ -619,6 +669,13 @@ def audit(
                  run_dir=str(run_dir), parser=parser_in_force(run_dir, spec_parser))
 
 
+def _finds_lost_answers(run_dir: Path, spec_parser: str | None) -> bool:
+    """`classify`'s `ok_means_accepted` for the audit: asked only of a folder that lost
+    answers, since the search added a third to a paper-scale audit's time and 50 MB to its
+    peak, where `lost_answers` asks it of the whole folder in a fraction of that."""
+    return ok_means_accepted(run_dir, spec_parser) and lost_answers(run_dir) > 0
+
+
 def _combine(rows: list[AuditRow], latency: list[Any] | None, cost: float | None) -> AuditRow:
     """Several models' rows as one (their requests are disjoint, so counts add up)."""
 
@@ -648,6 +705,7 @@ def _combine(rows: list[AuditRow], latency: list[Any] | None, cost: float | None
         not_attempted=total("not_attempted"),
         answer_budget_spent=total("answer_budget_spent"),
         answers_missing=total("answers_missing"),
+        answers_unrecorded=total("answers_unrecorded"),
     )
 
 
@@ -691,7 +749,7 @@ def _row(
     latency: list[Any] | None,
 ) -> AuditRow:
     """One model's row from `_partitioned`'s frames."""
-    summary, causes, subcauses, given_up = frames
+    summary, causes, subcauses, given_up, unrecorded = frames
     found = summary.filter(pl.col("model") == name)
     stats: dict[str, Any] = found.row(0, named=True) if found.height else {}
     given = by_cause(_counts(given_up, "cause", "n").get(name, {}))
@@ -717,6 +775,7 @@ def _row(
         not_attempted=max(requests - seen, 0) if planned is not None else 0,
         answer_budget_spent=sum(_counts(given_up, "cause", "spent").get(name, {}).values()),
         answers_missing=missing,
+        answers_unrecorded=int(unrecorded.filter(pl.col("model") == name)["n"].sum()),
     )
 
 

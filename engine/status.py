@@ -14,7 +14,14 @@ from typing import Any
 
 import polars as pl
 
-from engine.audit import by_cause, classify, missing_answers_line, retry_sentence
+from engine.audit import (
+    by_cause,
+    classify,
+    missing_answers_line,
+    retry_sentence,
+    unrecorded_answers_line,
+    unrecorded_by_model,
+)
 from engine.batch_jobs import jobs_summary
 from engine.durable import record_number
 from engine.journal import list_segments
@@ -64,8 +71,9 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     `pending_failures` (requests with attempts but no accepted answer: total, by last
     outcome, how many are permanent, a few examples), `answers_missing` (accepted answers
     lost from `responses/`, `engine.audit.classify`; `spec_parser`, the run's own parser,
-    tells them from replies a reparse rejected), `warnings` (lines saying what is wrong with
-    the folder, and what to do). (Long only by this key list and the dict it describes.)
+    tells them from replies a reparse rejected), `answers_unrecorded` (answers whose accepted
+    attempt is not in `attempts/`), `warnings` (lines saying what is wrong with the folder,
+    and what to do). (Long only by this key list and the dict it describes.)
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -101,7 +109,15 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     retried = int(marked.select(pl.col("request_id").n_unique()).collect().item())
     seen = accepted + lost.height + pending["total"]
     parser = parser_in_force(run_dir, spec_parser)
-    lost_line = missing_answers_line(lost.height, str(run_dir), parser)
+    unrecorded = int(unrecorded_by_model(attempts, responses).collect()["n"].sum())
+    warnings = [
+        line
+        for line in (
+            missing_answers_line(lost.height, str(run_dir), parser),
+            unrecorded_answers_line(unrecorded),
+        )
+        if line
+    ]
     return {
         "run_dir": str(run_dir),
         "state": _state(run_dir, pid, remaining, activity["attempts"] > 0),
@@ -117,7 +133,7 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
         # The paper's sentence, as `dutchbook audit` and the report write it.
         "sentence": retry_sentence(
             sum(retries.values()), retried, planned if planned is not None else seen, retries,
-            attempted=seen,
+            attempted=seen, unrecorded=unrecorded,
         ),
         # Each accepted answer has exactly one ok attempt; any other ok was refused.
         "duplicate_ok_attempts": max(outcomes.get(Outcome.OK, 0) - accepted, 0),
@@ -131,7 +147,8 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
         "batch_jobs": jobs_summary(run_dir),
         "pending_failures": pending,
         "answers_missing": lost.height,
-        "warnings": [lost_line] if lost_line else [],
+        "answers_unrecorded": unrecorded,
+        "warnings": warnings,
     }
 
 
