@@ -99,6 +99,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
         f" ({summary['attempts_last_minute']:,} in its last minute), "
         f"{summary['journal_segments']} journal segment(s) not yet compacted"
     )
+    _say_unresolved(summary, console)
     models = Table(title="per model", title_justify="left")
     columns = ("model", "done/planned", "attempts", "retries", "pending failures", "lane", "ETA")
     for column in columns:
@@ -137,6 +138,21 @@ def render(summary: dict[str, Any], console: Console) -> None:
         console.print(f"warning: {warning}", style="yellow", soft_wrap=True, highlight=False,
                       markup=False)
     console.print(summary["sentence"], soft_wrap=True, highlight=False, markup=False)
+
+
+def _say_unresolved(summary: dict[str, Any], console: Console) -> None:
+    """Attempts sent and not resolved (`engine.unresolved`): in flight, or, the run dead,
+    counted above as the interrupted attempts its next run records."""
+    flying, lost = summary.get("in_flight") or 0, summary.get("interrupted_unrecorded") or 0
+    if flying:
+        plural = "s" if flying != 1 else ""
+        console.print(f"{flying:,} attempt{plural} in flight now", soft_wrap=True)
+    if lost:
+        were = f"{lost:,} attempts were" if lost != 1 else "1 attempt was"
+        console.print(
+            f"{were} in flight when the run died: counted as interrupted dispatches, as the "
+            "next run of this folder records them", soft_wrap=True, highlight=False,
+        )  # fmt: skip
 
 
 def _render_jobs(jobs: dict[str, dict[str, dict[str, int]]], console: Console) -> None:

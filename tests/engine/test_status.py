@@ -118,7 +118,12 @@ def test_live_then_died_after_kill_nine(tmp_path: Path) -> None:
         child.wait()
     dead = status(tmp_path)
     assert dead["state"] == "died"
-    assert dead["outcomes"] == {"timeout": 5}  # the in-flight 6th shows up on the next open
+    assert live["in_flight"] == 1 and dead["in_flight"] == 0
+    # The 6th, sent and never resolved, counts as the interrupted attempt the next open
+    # records (engine.unresolved); the engine's audit counts recorded attempts only (the
+    # command's, runs.audit.run_audit, counts it too: tests/runs/test_unresolved_dispatches).
+    assert dead["outcomes"] == {"interrupted": 1, "timeout": 5}
+    assert dead["interrupted_unrecorded"] == 1
     for row in (live_audit, audit(tmp_path).totals):
         assert row.retry_attempts == 5 and row.retries_by_cause["timeout"] == 5
         assert row.given_up["timeout"] == 1 and row.requests_retried == 1
@@ -328,4 +333,6 @@ def test_status_while_a_writer_compacts_never_fails_nor_goes_backwards(tmp_path:
         child.wait()
     after = status(tmp_path)
     assert after["state"] == "died" and after["accepted"] >= seen[-1]
-    assert after["accepted"] == after["attempts"]
+    # The attempt it had sent when killed, if any, counts as the interrupted one it becomes.
+    assert after["interrupted_unrecorded"] in (0, 1)
+    assert after["accepted"] == after["attempts"] - after["interrupted_unrecorded"]
