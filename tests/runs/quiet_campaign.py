@@ -1,4 +1,5 @@
-"""A campaign run to the end for tests that read its folder, its console kept in a file."""
+"""A campaign run to the end for tests that read its folder, its console kept in a file; the
+command line as a user runs it on that folder."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import asyncio
 from pathlib import Path
 
 from rich.console import Console
+from typer.testing import CliRunner
 
+from runs.cli import app
 from runs.pipeline import run_campaign
 
 
@@ -18,3 +21,31 @@ def run_quietly(root: Path, name: str, spec_text: str) -> Path:
     with (root / "console.txt").open("w", encoding="utf-8") as log:
         asyncio.run(run_campaign(spec, out, console=Console(file=log, width=200), progress=False))
     return out
+
+
+def retried_spec(name: str, seed: int) -> str:
+    """One simulated noisy forecaster on the baseline arm over two stock-days, parsed
+    leniently, a fifth of its requests answered by a server error: an audit with retries
+    to get right."""
+    return f"""
+name = "{name}"
+seed = {seed}
+parser = "lenient"
+sim_faults = "server_error=0.2"
+[data]
+stock_days = 2
+[[models]]
+name = "m"
+provider = "sim"
+model = "sim-noisy"
+[[arms]]
+name = "baseline"
+"""
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    """`dutchbook ARGS` in this process, wide enough that no line wraps: (exit code, output);
+    an exception other than the exit is the test's failure, with the output shown."""
+    done = CliRunner().invoke(app, list(args), env={"COLUMNS": "400"})
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.output
+    return done.exit_code, done.output

@@ -15,26 +15,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 from runs.audit import run_audit
-from runs.cli import app
-from tests.runs.quiet_campaign import run_quietly
+from tests.runs.quiet_campaign import invoke, retried_spec, run_quietly
 
-SPEC = """
-name = "damaged-answers"
-seed = 6
-parser = "lenient"
-sim_faults = "server_error=0.2"
-[data]
-stock_days = 2
-[[models]]
-name = "m"
-provider = "sim"
-model = "sim-noisy"
-[[arms]]
-name = "baseline"
-"""
+SPEC = retried_spec("damaged-answers", 6)
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +32,6 @@ def run_dir(finished: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "run"
     shutil.copytree(finished, copy)
     return copy
-
-
-def _invoke(*args: str) -> tuple[int, str]:
-    done = CliRunner().invoke(app, list(args), env={"COLUMNS": "400"})
-    assert done.exception is None or isinstance(done.exception, SystemExit), done.output
-    return done.exit_code, done.output
 
 
 def _error_line(output: str) -> str:
@@ -77,17 +56,17 @@ def test_the_damage_is_named_first_with_a_remedy_that_works(
         "attempts/, without a call"
     )
     for command in ("report", "score", "audit"):
-        code, said = _invoke(command, str(run_dir))
+        code, said = invoke(command, str(run_dir))
         assert code == 2, said
         line = _error_line(said)
         assert line.startswith(f"error: damaged file in the run folder: {shard} (parquet"), line
         assert remedy in line and "changed after it was scored" not in line, line
     # The remedy, as the line says it.
     shard.rename(shard.with_name(f"{shard.name}.damaged"))
-    code, said = _invoke("reparse", str(run_dir), "--parser", "lenient")
+    code, said = invoke("reparse", str(run_dir), "--parser", "lenient")
     assert code == 0 and "accepted 0 → 28" in said, said
-    assert _invoke("score", str(run_dir))[0] == 0
-    code, said = _invoke("report", str(run_dir))
+    assert invoke("score", str(run_dir))[0] == 0
+    code, said = invoke("report", str(run_dir))
     assert code == 0, said
     # The same answers, so the same scores, and the same audit: nothing was asked again.
     assert _scores(run_dir).equals(_scores(finished))
@@ -100,7 +79,7 @@ def test_with_the_replies_damaged_too_no_reparse_is_offered(run_dir: Path) -> No
     for folder in ("responses", "attempts"):
         (shard,) = (run_dir / folder).glob("*.parquet")
         shard.write_bytes(shard.read_bytes()[:3000])
-    code, said = _invoke("score", str(run_dir))
+    code, said = invoke("score", str(run_dir))
     assert code == 2, said
     line = _error_line(said)
     assert line.startswith("error: damaged files in the run folder: "), line

@@ -16,28 +16,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 from engine.audit import audit
 from engine.scan import lost_answers, scan_attempts
-from runs.cli import app
-from tests.runs.quiet_campaign import run_quietly
+from tests.runs.quiet_campaign import invoke, retried_spec, run_quietly
 
-# Server errors on a fifth of the requests: the audit has retries to get right.
-SPEC = """
-name = "lost"
-seed = 4
-parser = "lenient"
-sim_faults = "server_error=0.2"
-[data]
-stock_days = 2
-[[models]]
-name = "m"
-provider = "sim"
-model = "sim-noisy"
-[[arms]]
-name = "baseline"
-"""
+SPEC = retried_spec("lost", 4)
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +40,6 @@ def run_dir(finished: Path, tmp_path: Path) -> Path:
     return tmp_path / "run"
 
 
-def _invoke(*args: str) -> tuple[int, str]:
-    done = CliRunner().invoke(app, list(args), env={"COLUMNS": "400"})
-    assert done.exception is None or isinstance(done.exception, SystemExit), done.output
-    return done.exit_code, done.output
-
-
 def _ok_attempts(run_dir: Path) -> int:
     return scan_attempts(run_dir).filter(pl.col("outcome") == "ok").collect().height
 
@@ -77,17 +55,17 @@ def test_the_audit_calls_them_missing_not_rejected_on_reparse(
     assert after.sentence == before.sentence
     assert after.totals.invalid_response_subcauses["rejected_on_reparse"] == 0
     assert after.totals.answers_missing == 28 and after.totals.given_up_total == 0
-    code, said = _invoke("audit", str(run_dir))
+    code, said = invoke("audit", str(run_dir))
     assert code == 0 and "rejected_on_reparse" not in said, said
     assert (
         f"28 accepted answers are missing from responses/ (their replies are kept in the "
         f"ledger): `dutchbook reparse {run_dir} --parser lenient` rebuilds them without a call"
     ) in said, said
-    code, said = _invoke("status", str(run_dir), "--json")
+    code, said = invoke("status", str(run_dir), "--json")
     summary = json.loads(said)
     assert summary["answers_missing"] == 28 and summary["pending_failures"]["total"] == 0
     assert summary["retries"] == before.totals.retry_attempts
-    code, said = _invoke("status", str(run_dir))
+    code, said = invoke("status", str(run_dir))
     assert code == 0 and f"dutchbook reparse {run_dir} --parser lenient" in said, said
 
 
@@ -95,7 +73,7 @@ def test_a_resume_refuses_to_pay_again_and_reparse_rebuilds_them(run_dir: Path) 
     assert lost_answers(run_dir) == 28
     ok_before = _ok_attempts(run_dir)
     spec = run_dir.parent / "lost.toml"
-    code, said = _invoke("run", str(spec), "--out", str(run_dir))
+    code, said = invoke("run", str(spec), "--out", str(run_dir))
     assert code == 2, said
     assert said == (
         f"error: {run_dir}: 28 accepted answers are missing from responses/ (their replies are "
@@ -104,9 +82,9 @@ def test_a_resume_refuses_to_pay_again_and_reparse_rebuilds_them(run_dir: Path) 
         "then run again\n"
     )
     assert _ok_attempts(run_dir) == ok_before  # nothing was sent
-    code, said = _invoke("reparse", str(run_dir), "--parser", "lenient")
+    code, said = invoke("reparse", str(run_dir), "--parser", "lenient")
     assert code == 0 and "accepted 0 → 28" in said, said
     assert lost_answers(run_dir) == 0
-    code, said = _invoke("run", str(spec), "--out", str(run_dir))
+    code, said = invoke("run", str(spec), "--out", str(run_dir))
     assert code == 0, said
     assert _ok_attempts(run_dir) == ok_before  # nothing asked again, nothing accepted twice

@@ -15,27 +15,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from engine.scan import scan_attempts
 from runs.audit import run_audit
-from runs.cli import app
-from tests.runs.quiet_campaign import run_quietly
+from tests.runs.quiet_campaign import invoke, retried_spec, run_quietly
 
-SPEC = """
-name = "no-attempts"
-seed = 8
-parser = "lenient"
-sim_faults = "server_error=0.2"
-[data]
-stock_days = 2
-[[models]]
-name = "m"
-provider = "sim"
-model = "sim-noisy"
-[[arms]]
-name = "baseline"
-"""
+SPEC = retried_spec("no-attempts", 8)
 
 WARNING = (
     "28 accepted answers have no attempt in attempts/ (a lost or damaged file): the retry "
@@ -60,12 +45,6 @@ def run_dir(finished: Path, tmp_path: Path) -> Path:
     return tmp_path / "run"
 
 
-def _invoke(*args: str) -> tuple[int, str]:
-    done = CliRunner().invoke(app, list(args), env={"COLUMNS": "400"})
-    assert done.exception is None or isinstance(done.exception, SystemExit), done.output
-    return done.exit_code, done.output
-
-
 def test_status_audit_and_report_say_the_attempts_are_missing(
     finished: Path, run_dir: Path
 ) -> None:
@@ -78,17 +57,17 @@ def test_status_audit_and_report_say_the_attempts_are_missing(
         "so the retries cannot be counted."
     )
     for command in ("status", "audit"):
-        code, said = _invoke(command, str(run_dir))
+        code, said = invoke(command, str(run_dir))
         assert code == 0 and WARNING in said, said
         assert "every attempt was accepted" not in said, said
-    summary = json.loads(_invoke("status", str(run_dir), "--json")[1])
+    summary = json.loads(invoke("status", str(run_dir), "--json")[1])
     assert summary["answers_unrecorded"] == 28 and WARNING in summary["warnings"]
-    assert _invoke("report", str(run_dir))[0] == 0
+    assert invoke("report", str(run_dir))[0] == 0
     text = (run_dir / "report" / "report.md").read_text("utf-8")
     assert WARNING in text and "every attempt was accepted" not in text
 
 
 def test_a_resume_asks_nothing_again(run_dir: Path) -> None:
-    code, said = _invoke("run", str(run_dir.parent / "no-attempts.toml"), "--out", str(run_dir))
+    code, said = invoke("run", str(run_dir.parent / "no-attempts.toml"), "--out", str(run_dir))
     assert code == 0, said
     assert scan_attempts(run_dir).collect().height == 0  # answered: nothing asked or paid
