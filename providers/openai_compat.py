@@ -239,7 +239,7 @@ def token_field(config: ModelConfig, default: str) -> str:
     chosen = config.extra.get("token_field", default)
     if chosen not in TOKEN_FIELDS:
         raise ConfigError(
-            f"model {config.name!r}: extra.token_field must be one of {', '.join(TOKEN_FIELDS)}"
+            f"model {config.name!r}: token_field must be one of {', '.join(TOKEN_FIELDS)}"
         )
     return chosen
 

@@ -123,7 +123,7 @@ def uses_openai_endpoint(config: ModelConfig) -> bool:
         return False
     if chosen:
         raise ConfigError(
-            f"model {config.name!r}: extra.endpoint must be 'openai' or 'gemini', not {chosen!r}"
+            f"model {config.name!r}: endpoint must be 'openai' or 'gemini', not {chosen!r}"
         )
     return config.model.startswith("meta/")
 

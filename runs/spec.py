@@ -119,8 +119,10 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "provider": ((str,), f"one of {', '.join(PROVIDERS)}"),
     "model": ((str,), "the provider's model id (a non-empty string)"),
     "base_url": ((str,), "an http(s) URL"),
-    "rpm": ((int, float), "requests per minute > 0"),
-    "tpm": ((int, float), "tokens per minute > 0"),
+    # Over 1: a limit of one a minute or less is not one the token bucket can pace
+    # (`engine.limits.TokenBucket.per_minute`), and `run` failed on it with a traceback.
+    "rpm": ((int, float), "requests per minute > 1"),
+    "tpm": ((int, float), "tokens per minute > 1"),
     "concurrency": ((int,), f"an integer from 1 to {MAX_CONCURRENCY:,}"),
     "temperature": ((int, float), "a number in [0, 2]"),
     "max_tokens": ((int,), "an integer >= 1"),
@@ -382,8 +384,8 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
             path, where + "provider", f"one of {', '.join(PROVIDERS)}, not {entry['provider']!r}"
         )
     checks: dict[str, Callable[[float], bool]] = {
-        "rpm": lambda v: v > 0,
-        "tpm": lambda v: v > 0,
+        "rpm": lambda v: v > 1,
+        "tpm": lambda v: v > 1,
         "concurrency": lambda v: 1 <= v <= MAX_CONCURRENCY,
         "temperature": lambda v: 0 <= v <= 2,
         "max_tokens": lambda v: v >= 1,
@@ -557,11 +559,15 @@ def _parse_arms(
     return tuple(arms)
 
 
-def _close(name: str, choices: set[str], otherwise: str = "see `dutchbook arms`") -> str:
+def _close(name: str, choices: set[str], otherwise: str | None = None) -> str:
+    """The nearest of `choices` to a mistyped `name`, else `otherwise` (else all of them: a
+    hint once named a `dutchbook arms` command that does not exist)."""
     import difflib
 
     near = difflib.get_close_matches(name, sorted(choices), n=3)
-    return f"did you mean {', '.join(near)}?" if near else otherwise
+    if near:
+        return f"did you mean {', '.join(near)}?"
+    return f"one of {', '.join(sorted(choices))}" if otherwise is None else otherwise
 
 
 #: Names a credential is put under; such a key is refused by name, its value never read.

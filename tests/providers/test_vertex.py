@@ -176,7 +176,7 @@ def test_endpoint_choice() -> None:
     assert not uses_openai_endpoint(cfg())
     assert uses_openai_endpoint(cfg(model="qwen/qwen3-235b", extra={"endpoint": "openai"}))
     assert not uses_openai_endpoint(cfg(model=MAVERICK, extra={"endpoint": "gemini"}))
-    with pytest.raises(ConfigError, match=r"extra\.endpoint"):
+    with pytest.raises(ConfigError, match=r"endpoint must be .openai. or .gemini."):
         uses_openai_endpoint(cfg(extra={"endpoint": "grpc"}))
 
 

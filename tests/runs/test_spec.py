@@ -79,9 +79,16 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
             "arms[2].name",
             "did you mean full-panel",
         ),
+        # nothing near: the catalogue itself (the hint named a `dutchbook arms` command that
+        # does not exist)
+        (('name = "full-panel"', 'name = "qqqq"'), "arms[2].name", "one of baseline, "),
         (("temperature = 1.0", "temperature = 7.0"), "models[1].temperature", "[0, 2]"),
         (('provider = "groq"', 'provider = "grok"'), "models[1].provider", "one of"),
-        (("rpm = 600", "rpm = -1"), "models[0].rpm", "> 0"),
+        (("rpm = 600", "rpm = -1"), "models[0].rpm", "> 1"),
+        # a limit of one a minute or less: `run` ended in a traceback from the token bucket
+        (("rpm = 600", "rpm = 0.4"), "models[0].rpm", "requests per minute > 1"),
+        (("rpm = 600", "rpm = 1"), "models[0].rpm", "> 1"),
+        (("rpm = 600", "rpm = 600\ntpm = 1"), "models[0].tpm", "tokens per minute > 1"),
         # each call is charged its max_tokens against tpm: 1e9 (a typo) slept a lane for months
         (("max_tokens = 8192", "max_tokens = 8192\ntpm = 8192"), "models[1].max_tokens",
          "less than the model's tpm (8192): one reply could use more tokens than a minute"),
