@@ -75,7 +75,7 @@ def run(
             "--faults",
             metavar="PROFILE",
             help="with --rehearse: faults the simulator injects, as `serve-sim --faults` "
-            "(none, flaky, hostile, or kind=rate pairs such as 'flaky,server_error=0.1')",
+            "(none, light, flaky, hostile, or kind=rate pairs such as 'flaky,server_error=0.1')",
         ),
     ] = "none",
     sim_url: Annotated[

@@ -36,7 +36,8 @@
 - `figures`: `{"profit_brier": path or null, "arms": path or null, "note": str or null}`
   and one key per figure of `runs.report_figures.FIGURES` (`books`, `leaderboard`, ...,
   `audit`: path or null; `report/figures.json` says why a figure was left out); paths
-  relative to the run folder; a note says why no figure at all was drawn.
+  relative to the run folder; a note says why no figure at all was drawn; `missing_glyphs`:
+  the characters of the figures' text that no installed font has ("" for none).
 - `audit_sentence`: the paper's retry sentence (`runs.audit`; the full audit is
   `report/audit.json`, the object `dutchbook audit --json` prints).
 - `provenance` (`runs.report.provenance`; added in a later version of schema 1, so a reader
