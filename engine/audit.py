@@ -9,13 +9,14 @@ has ONE definition, used by `dutchbook run`'s summary, `status`, `audit` and the
 
 So the last failed attempt of a request that was given up counts (it was not accepted), a
 permanent failure counts, and an attempt in flight when the process died counts once, as
-`interrupted`. Two cases have no outcome class of their own: a valid reply to a request
-that already had an accepted answer (refused as a duplicate, or superseded because a
-re-parse accepted an earlier reply) is a `duplicate`; a reply recorded `ok` that the current
-parser rejects (after `reparse --parser strict`) is an `invalid_response`. An
-`invalid_response` is further split by subcause: the answer parser's (`not_json`,
-`missing_key`, ...), `malformed_reply` when the provider's reply itself was unusable, and
-`rejected_on_reparse`.
+`interrupted` (before the next run records it so, too: `audit` reads the journal's attempts
+sent and not resolved in with the recorded ones). Two cases have no outcome class of their
+own: a valid reply to a request that already had an accepted answer (refused as a
+duplicate, or superseded because a re-parse accepted an earlier reply) is a `duplicate`; a
+reply recorded `ok` that the current parser rejects (after `reparse --parser strict`) is an
+`invalid_response`. An `invalid_response` is further split by subcause: the answer parser's
+(`not_json`, `missing_key`, ...), `malformed_reply` when the provider's reply itself was
+unusable, and `rejected_on_reparse`.
 
 Everything here reads the ledger lock-free through its lazy readers (shards ∪ journal), so
 it works on a finished, interrupted or running campaign, and streams: the attempts are
@@ -25,7 +26,7 @@ scanned once, narrowed to the few columns needed, and reduced by group-bys.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,10 @@ from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
 from engine.reparse import ok_means_accepted, parser_in_force
 from engine.retry import BUDGET_SPENT_REASON, DUPLICATE, GAVE_UP_MARK
+from engine.runlock import read_pid
 from engine.scan import lost_answers, scan_ledger
 from engine.spend import Prices, carried_by_batch
+from engine.unresolved import as_interrupted, in_flight_sentence, unresolved_dispatches
 
 PLAN = "plan.parquet"
 
@@ -365,10 +368,18 @@ class Audit:
     #: for the command that rebuilds answers lost from `responses/`.
     run_dir: str = "DIR"
     parser: str | None = None
+    #: Attempts sent and not resolved (`engine.unresolved`) while a writer is live: in flight,
+    #: in no count but the sentence's (their requests count as asked).
+    in_flight: int = 0
+    #: Attempts sent and not resolved by a run that died: counted as the `interrupted` retry
+    #: attempts the next `Ledger.open` records, so the counts do not jump at the resume.
+    interrupted_unrecorded: int = 0
 
     @property
     def sentence(self) -> str:
-        return self.totals.sentence()
+        totals = self.totals
+        attempted = totals.requests - totals.not_attempted
+        return in_flight_sentence(totals.sentence(), self.in_flight, attempted, totals.requests)
 
     def pause_lines(self) -> list[str]:
         """One line per model whose lane paused while its provider was down."""
@@ -424,19 +435,30 @@ class Audit:
         ]
 
     def notes(self) -> list[str]:
-        """What the tables do not show, as sentences: answers lost from `responses/` first
-        (the folder is damaged), lanes that ended early, then pauses while a provider was
-        down; after lanes that ended early, how to ask what they left; then requests whose
-        answer-failure budget is spent."""
+        """What the tables do not show, as sentences: the attempts a died run left unresolved
+        first, answers lost from `responses/` (the folder is damaged), lanes that ended early,
+        then pauses while a provider was down; after lanes that ended early, how to ask what
+        they left; then requests whose answer-failure budget is spent."""
         ends = self.lane_end_lines()
         resume = ["Running the same command again asks only the unanswered requests"]
         lost = missing_answers_line(self.totals.answers_missing, self.run_dir, self.parser)
         unrecorded = unrecorded_answers_line(self.totals.answers_unrecorded)
         lines = [
+            *self._interrupted_lines(),
             *([lost] if lost else []), *([unrecorded] if unrecorded else []), *ends,
             *self.pause_lines(), *(resume if ends else []), *self.budget_lines(),
         ]
         return [line if line.endswith((".", "?", "!")) else f"{line}." for line in lines]
+
+    def _interrupted_lines(self) -> list[str]:
+        n = self.interrupted_unrecorded
+        if not n:
+            return []
+        were = f"{n:,} attempts were" if n != 1 else "1 attempt was"
+        return [
+            f"{were} in flight when the run died: counted as interrupted dispatches, as the "
+            "next run of this folder records them."
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         """The `dutchbook audit --json` object."""
@@ -448,6 +470,8 @@ class Audit:
             "sentence": self.sentence,
             "pauses": list(self.pauses),
             "lanes_ended_early": list(self.lane_ends),
+            "in_flight": self.in_flight,
+            "interrupted_unrecorded": self.interrupted_unrecorded,
         }
 
     def table(self) -> pl.DataFrame:
@@ -617,7 +641,8 @@ def audit(
     prices the usage of lines a batch job carried (else `prices` do); `providers`
     (model -> provider) names the provider of models with no attempt yet (others are
     read from their attempts); `spec_parser`, the run's own parser, tells answers lost
-    from `responses/` from replies a reparse rejected (`classify`).
+    from `responses/` from replies a reparse rejected (`classify`). The journal's attempts
+    sent and not resolved are read in with the recorded ones (`_with_unresolved`).
 
     Memory: the attempts are reduced per model in one streaming pass (a request belongs to
     one model, so provider and total counts are sums of model rows); only the latency
@@ -629,6 +654,7 @@ def audit(
     attempts, responses = scan_ledger(
         run_dir, _ATTEMPT_COLUMNS, ["request_id", "model", "attempts"]
     )
+    attempts, unresolved = _with_unresolved(run_dir, attempts, responses)
     provider_of = (
         attempts.group_by("model").agg(pl.col("provider").drop_nulls().first()).collect()
     )
@@ -641,32 +667,106 @@ def audit(
     *reduced, latencies = _partitioned(attempts, responses, ok_accepted)
     planned = _plan_counts(run_dir)
 
+    first_asked = unresolved.first_asked
     models = sorted(
         set(planned or {}) | set(accepted_by_model) | {str(m) for m in reduced[0]["model"]}
+        | set(first_asked)
     )
+
+    def cost(names: list[str]) -> float | None:
+        return _cost(prices, names, reduced[0], batch_prices)
+
     per_model = _percentiles(latencies, "model")
     by_model = {
-        m: _row(reduced, m, _sum(planned, [m]), accepted_by_model.get(m, 0),
-                _cost(prices, [m], reduced[0], batch_prices), per_model.get(m))
+        m: _row(reduced, m, _sum(planned, [m]), accepted_by_model.get(m, 0), cost([m]),
+                per_model.get(m), first_asked.get(m, 0))
         for m in models
     }
-    by_provider_names: dict[str, list[str]] = {}
-    for m in models:
-        by_provider_names.setdefault(mapping.get(m, "unknown"), []).append(m)
-    per_provider = _percentiles(latencies, "provider")
-    by_provider = {
-        p: _combine([by_model[m] for m in ms], per_provider.get(p),
-                    _cost(prices, ms, reduced[0], batch_prices))
-        for p, ms in sorted(by_provider_names.items())
-    }
-    overall = _percentiles(latencies, pl.lit("all").alias("all")).get("all")
-    totals = _combine(
-        list(by_model.values()), overall, _cost(prices, models, reduced[0], batch_prices)
-    )
+    by_provider, totals = _rolled_up(by_model, mapping, latencies, cost)
     return Audit(totals=totals, by_model=by_model, by_provider=by_provider,
                  providers={m: mapping[m] for m in models if m in mapping},
                  pauses=read_pauses(run_dir), lane_ends=read_lane_ends(run_dir),
-                 run_dir=str(run_dir), parser=parser_in_force(run_dir, spec_parser))
+                 run_dir=str(run_dir), parser=parser_in_force(run_dir, spec_parser),
+                 in_flight=unresolved.in_flight, interrupted_unrecorded=unresolved.interrupted)
+
+
+def _rolled_up(
+    by_model: dict[str, AuditRow],
+    mapping: Mapping[str, str],
+    latencies: pl.DataFrame,
+    cost: Callable[[list[str]], float | None],
+) -> tuple[dict[str, AuditRow], AuditRow]:
+    """The rows per provider (of each model's, by `mapping`) and the total: sums of model
+    rows, with their own latency percentiles and cost."""
+    names: dict[str, list[str]] = {}
+    for m in by_model:
+        names.setdefault(mapping.get(m, "unknown"), []).append(m)
+    per_provider = _percentiles(latencies, "provider")
+    by_provider = {
+        p: _combine([by_model[m] for m in ms], per_provider.get(p), cost(ms))
+        for p, ms in sorted(names.items())
+    }
+    overall = _percentiles(latencies, pl.lit("all").alias("all")).get("all")
+    return by_provider, _combine(list(by_model.values()), overall, cost(list(by_model)))
+
+
+@dataclass(frozen=True)
+class _Unresolved:
+    """How the audit counts the journal's attempts sent and not resolved (`engine.unresolved`)."""
+
+    #: A live run's: in flight (`Audit.in_flight`).
+    in_flight: int = 0
+    #: A died run's: read in as `interrupted` attempts (`Audit.interrupted_unrecorded`).
+    interrupted: int = 0
+    #: Per model, the requests a live run's in-flight attempts are the first of.
+    first_asked: dict[str, int] = field(default_factory=dict)
+
+
+def _with_unresolved(
+    run_dir: Path, attempts: pl.LazyFrame, responses: pl.LazyFrame
+) -> tuple[pl.LazyFrame, _Unresolved]:
+    """`attempts` (the ledger's scan) with the journal's attempts sent and not resolved.
+
+    Counting only the recorded attempts, a died run read "every attempt was accepted" and,
+    after a resume that sent nothing new, "16 retry attempts ... interrupted dispatches
+    (16)". With no live writer (`read_pid`) they are read in as the `interrupted` attempts
+    the next `Ledger.open` records (`as_interrupted`), before `classify`, so every count is
+    the one the folder reads after the resume. A live run's are in flight, no attempts yet:
+    counted apart, with the requests they are the first attempt of (asked, so no longer
+    "not attempted"). Read after the scan, so that an attempt a live run resolves in between
+    is never counted twice, in flight and recorded."""
+    lines = unresolved_dispatches(run_dir)
+    if not lines:
+        return attempts, _Unresolved()
+    writer = read_pid(run_dir)
+    if not (writer and writer.get("alive")):
+        # A handful of rows beside the streamed scan, in its narrowed columns and types.
+        schema = attempts.collect_schema()
+        rows = as_interrupted(lines).select(schema.names()).cast(schema)
+        return pl.concat([attempts, rows.lazy()]), _Unresolved(interrupted=len(lines))
+    return attempts, _Unresolved(
+        in_flight=len(lines), first_asked=_first_asked(lines, attempts, responses)
+    )
+
+
+def _first_asked(
+    lines: list[dict[str, Any]], attempts: pl.LazyFrame, responses: pl.LazyFrame
+) -> dict[str, int]:
+    """Per model, the requests of `lines` with no attempt and no answer recorded."""
+    ids = sorted({str(line["request_id"]) for line in lines})
+    wanted = pl.col("request_id").is_in(ids)
+    asked = pl.LazyFrame(
+        {"request_id": [str(line["request_id"]) for line in lines],
+         "model": [str(line["model"]) for line in lines]}
+    ).unique("request_id")  # fmt: skip
+    first = (
+        asked.join(attempts.filter(wanted).select("request_id"), on="request_id", how="anti")
+        .join(responses.filter(wanted).select("request_id"), on="request_id", how="anti")
+        .group_by("model")
+        .len()
+        .collect()
+    )
+    return {str(m): int(n) for m, n in first.iter_rows()}
 
 
 def _finds_lost_answers(run_dir: Path, spec_parser: str | None) -> bool:
@@ -747,17 +847,19 @@ def _row(
     accepted: int,
     cost: float | None,
     latency: list[Any] | None,
+    first_asked: int = 0,
 ) -> AuditRow:
-    """One model's row from `_partitioned`'s frames."""
+    """One model's row from `_partitioned`'s frames; `first_asked` requests have nothing
+    recorded but an attempt in flight (`_first_asked`)."""
     summary, causes, subcauses, given_up, unrecorded = frames
     found = summary.filter(pl.col("model") == name)
     stats: dict[str, Any] = found.row(0, named=True) if found.height else {}
     given = by_cause(_counts(given_up, "cause", "n").get(name, {}))
     # Requests the ledger has seen: answered, answered with the answer lost, or attempted and
     # not answered (counted so rather than by a distinct count of every id, which would cost
-    # memory at paper scale).
+    # memory at paper scale), or asked now for the first time.
     missing = int(stats.get("answers_missing") or 0)
-    seen = accepted + missing + sum(given.values())
+    seen = accepted + missing + sum(given.values()) + first_asked
     requests = planned if planned is not None else seen
     return AuditRow(
         requests=requests,

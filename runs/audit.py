@@ -98,14 +98,11 @@ def run_audit(run_dir: Path | str) -> Audit:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
-    from runs.audit_in_flight import with_unresolved
-
     prices, providers = spec_prices(run_dir)
-    recorded = audit(
+    return audit(
         run_dir, prices=prices, providers=providers, batch_prices=spec_batch_prices(run_dir),
         spec_parser=spec_parser(run_dir),
     )
-    return with_unresolved(recorded, run_dir)  # attempts sent and not resolved, counted
 
 
 # --------------------------------------------------------------------------- rendering

@@ -120,18 +120,19 @@ def test_live_then_died_after_kill_nine(tmp_path: Path) -> None:
     assert dead["state"] == "died"
     assert live["in_flight"] == 1 and dead["in_flight"] == 0
     # The 6th, sent and never resolved, counts as the interrupted attempt the next open
-    # records (engine.unresolved); the engine's audit counts recorded attempts only (the
-    # command's, runs.audit.run_audit, counts it too: tests/runs/test_unresolved_dispatches).
+    # records (engine.unresolved), in status and, once the writer is gone, in the audit;
+    # while it is live, the audit counts it in flight only.
     assert dead["outcomes"] == {"interrupted": 1, "timeout": 5}
     assert dead["interrupted_unrecorded"] == 1
-    for row in (live_audit, audit(tmp_path).totals):
-        assert row.retry_attempts == 5 and row.retries_by_cause["timeout"] == 5
-        assert row.given_up["timeout"] == 1 and row.requests_retried == 1
+    assert live_audit.retry_attempts == 5 and live_audit.retries_by_cause["timeout"] == 5
+    assert live_audit.given_up["timeout"] == 1 and live_audit.requests_retried == 1
+    dead_audit = audit(tmp_path).totals
     Ledger.open(tmp_path).close()
     assert status(tmp_path)["outcomes"] == {"interrupted": 1, "timeout": 5}
     recovered = audit(tmp_path).totals
     assert recovered.retry_attempts == 6 and recovered.retries_by_cause["interrupted"] == 1
     assert recovered.given_up["interrupted"] == 1 and recovered.given_up["timeout"] == 0
+    assert dead_audit == recovered
 
 
 def test_command_line_json_and_table(tmp_path: Path, kit: type[Kit]) -> None:
