@@ -79,8 +79,18 @@ def _concise(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
     event.pop("level", None)
     if isinstance(event.get(SAY), str):
         return f"dutchbook {name}: {event[SAY]}"
-    rest = " ".join(f"{k}={v}" for k, v in event.items())
-    return f"dutchbook {name}: {head} {rest}".rstrip()
+    # Without a sentence, the event in words ("lane stopped: model m, reason ..."), where
+    # "lane_stopped model=m reason=..." read as a log file's spelling on a person's console.
+    rest = ", ".join(f"{k.replace('_', ' ')} {_words(v)}" for k, v in event.items())
+    said = str(head).replace("_", " ")
+    return f"dutchbook {name}: {said}: {rest}" if rest else f"dutchbook {name}: {said}"
+
+
+def _words(value: Any) -> str:
+    """A field's value as written to a person: a list as its items, comma-joined."""
+    if isinstance(value, list | tuple | set | frozenset):
+        return " and ".join(str(v) for v in value)
+    return str(value)
 
 
 class _LineWriter:

@@ -42,8 +42,8 @@ def test_log_file_is_json_lines_and_console_concise(tmp_path: Path) -> None:
     assert all("ts" in e and e["level"] in {"info", "error", "warning"} for e in events)
     text = "\n".join(lines) + console.getvalue()
     assert "hunter2-very-secret" not in text and KEY not in text and "AIzaSy" not in text
-    assert "lane_started" not in console.getvalue()  # info stays in the file
-    assert "dutchbook error: lane_stopped model=m" in console.getvalue()
+    assert "lane started" not in console.getvalue()  # info stays in the file
+    assert "dutchbook error: lane stopped: model m, reason " in console.getvalue()
 
 
 def test_an_error_kept_off_the_console_is_still_logged_redacted(tmp_path: Path) -> None:
@@ -74,15 +74,15 @@ def test_a_per_request_warning_reaches_the_console_a_few_times_per_model(tmp_pat
     log.close()
     lines = console.getvalue().splitlines()
     for model in ("a", "b"):
-        mine = [line for line in lines if f"model={model}" in line]
-        assert [line.split("request_id=")[-1] for line in mine[:CONSOLE_REPEATS]] == [
+        mine = [line for line in lines if f"model {model}" in line]
+        assert [line.split("request id ")[-1] for line in mine[:CONSOLE_REPEATS]] == [
             f"r{n}" for n in range(CONSOLE_REPEATS)
         ]
         assert mine[CONSOLE_REPEATS:CONSOLE_REPEATS + 1] == [
-            "dutchbook warning: more answer_retries_stopped events go only to "
-            f"logs/engine.jsonl model={model}"
+            "dutchbook warning: more answer retries stopped events go only to "
+            f"logs/engine.jsonl: model {model}"
         ]
-    assert len(lines) == 2 * (CONSOLE_REPEATS + 1) + 1 and "lane_paused" in lines[-1]
+    assert len(lines) == 2 * (CONSOLE_REPEATS + 1) + 1 and "lane paused" in lines[-1]
     events = (tmp_path / "logs" / "engine.jsonl").read_text().splitlines()
     assert len(events) == 81
     bare = io.StringIO()
@@ -90,7 +90,7 @@ def test_a_per_request_warning_reaches_the_console_a_few_times_per_model(tmp_pat
     for _ in range(CONSOLE_REPEATS + 3):
         quiet.warning("attempts_exhausted")
     assert bare.getvalue().splitlines()[CONSOLE_REPEATS:] == [
-        "dutchbook warning: more attempts_exhausted events are not shown"
+        "dutchbook warning: more attempts exhausted events are not shown"
     ]
 
 
@@ -275,7 +275,7 @@ def test_default_console_is_the_current_stderr(tmp_path: Path, capsys) -> None: 
     log.info("quiet_detail", model="m")
     log.close()
     err = capsys.readouterr().err
-    assert "lane_paused model=m reason=quota" in err and "quiet_detail" not in err
+    assert "lane paused: model m, reason quota" in err and "quiet detail" not in err
 
 
 def test_attempts_recovered_as_interrupted_are_said_in_a_sentence(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     errors = [line for line in output.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1, output
     # Nothing else on stderr: the engine's log echoed the full disk there too, just before
-    # the error line ("dutchbook error: disk_full detail=..."), two lines saying one thing.
+    # the error line ("dutchbook error: disk full: detail ..."), two lines saying one thing.
     assert result.stderr.strip().splitlines() == errors, result.stderr
     return errors[0]
 
