@@ -408,7 +408,9 @@ def _connections(
         return 0
     log.warning(
         "connections_capped", concurrency=wanted, connections=cap, open_files_limit=limit,
-        why="requests beyond wait for a connection; raise `ulimit -n` to send them all at once",
+        say=f"the models' concurrency asks {wanted:,} requests at once, but the open-file "
+        f"limit ({limit:,}) leaves room for {cap:,} connections: requests beyond wait for a "
+        "connection; raise `ulimit -n` to send them all at once",
     )  # fmt: skip
     return cap
 

@@ -148,20 +148,20 @@ def test_max_cost_checks_the_estimate_at_each_models_dispatch_mode(tmp_path: Pat
 def test_rate_limits_that_hold_a_model_to_hours_are_said_by_hand() -> None:
     """A `tpm` of 50 (meant as 50,000) held 155 queries to about seven hours, and nothing
     said so before the run. By hand, from the lines above: b asks 5 queries of 1,250,000
-    tokens in all; at tpm 10,000 that is 125 minutes, at rpm 1 five. c (3,100,000 tokens)
+    tokens in all; at tpm 10,000 that is 125 minutes, at rpm 2 two and a half. c (3,100,000 tokens)
     at rpm 60 alone needs 7 / 60 of a minute: under an hour, no line. a is in batch."""
     raw = {
         **RAW,
         "models": [
-            {**RAW["models"][0], "tpm": 1.0},  # type: ignore[index]
-            {**RAW["models"][1], "rpm": 1.0, "tpm": 10_000.0},  # type: ignore[index]
+            {**RAW["models"][0], "tpm": 2.0},  # limits are over 1 a minute  # type: ignore[index]
+            {**RAW["models"][1], "rpm": 2.0, "tpm": 10_000.0},  # type: ignore[index]
             {**RAW["models"][2], "rpm": 60.0},  # type: ignore[index]
         ],
     }
     spec = parse_spec(raw, Path("costs.toml"), arm_names={"baseline"})
     summary = summarise(price_lines(spec, lines()))
     assert limit_floors(spec, summary) == [
-        "at its rate limits (rpm 1, tpm 10,000), b needs at least 2:05 (hours:minutes) for its "
+        "at its rate limits (rpm 2, tpm 10,000), b needs at least 2:05 (hours:minutes) for its "
         "5 queries"
     ]
 
