@@ -13,7 +13,7 @@ import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 #: Pixel density of the PNGs: sharp on a laptop, light enough to inline in one page.
 DPI = 110
@@ -21,6 +21,8 @@ DPI = 110
 WIDTH = 8.0
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 _HATCHES = ("", "//", "..", "xx", "\\\\", "++")
+
+_T = TypeVar("_T")
 
 
 #: Fonts for the characters DejaVu Sans lacks (a model named in Chinese or Japanese, a
@@ -164,17 +166,38 @@ def bottom_legend(fig: Any, handles: Sequence[Any], labels: Sequence[str], ncol:
 
     Measured, not guessed: a fixed share let a legend of two rows, or one under a short
     figure, cover the lowest panel's axis label."""
+    ncol = max(ncol, 1)
     legend = fig.legend(
-        handles,
-        labels,
+        column_major(handles, ncol),
+        column_major(labels, ncol),
         loc="lower center",
-        ncol=max(ncol, 1),
+        ncol=ncol,
         frameon=False,
         fontsize=8,
         bbox_to_anchor=(0.5, _LEGEND_Y),
     )
     height = legend.get_window_extent(fig.canvas.get_renderer()).height
     return _LEGEND_Y + float(height / fig.bbox.height) + _LEGEND_GAP
+
+
+def column_major(items: Sequence[_T], ncol: int) -> list[_T]:
+    """`items` reordered so that a legend of `ncol` columns reads them row by row.
+
+    matplotlib fills a legend column by column (the first n % ncol columns one entry longer),
+    so five models in four columns read "anchored, fraction, framing, noisy" on the first row
+    and "coherent" under the first: out of the order the report keeps everywhere else."""
+    n = len(items)
+    rows = -(-n // ncol)  # ceil
+    longer = n % ncol or ncol  # columns holding `rows` entries; the rest hold one fewer
+    sizes = [rows if c < longer else rows - 1 for c in range(ncol)]
+    at = {}
+    i = 0
+    for r in range(rows):
+        for c in range(ncol):
+            if r < sizes[c]:
+                at[(r, c)] = items[i]
+                i += 1
+    return [at[(r, c)] for c in range(ncol) for r in range(sizes[c])]
 
 
 #: Where the bottom legend's lower edge sits (a share of the figure's height; `save` trims).

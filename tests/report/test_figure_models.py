@@ -200,3 +200,23 @@ def test_figure_4s_legend_markers_are_filled_whatever_the_first_point(
     (legend,) = fig.legends
     for text, handle in zip(legend.get_texts(), legend.legend_handles, strict=True):
         assert to_rgba(handle.get_markerfacecolor()) == _colour(handle), text.get_text()
+
+
+@pytest.mark.parametrize(("n", "ncol"), [(5, 4), (2, 4), (8, 4), (7, 3), (1, 1), (6, 4)])
+def test_a_bottom_legend_reads_row_by_row(n: int, ncol: int) -> None:
+    """matplotlib fills a legend's columns first: five models in four columns read
+    "anchored, fraction, framing, noisy" then "coherent" under the first."""
+    plt = _style.pyplot()
+    labels = [f"m{i}" for i in range(n)]
+    fig, ax = plt.subplots()
+    handles = [ax.plot([0], [i], label=label)[0] for i, label in enumerate(labels)]
+    _style.bottom_legend(fig, handles, labels, ncol)
+    fig.canvas.draw()
+    (legend,) = fig.legends
+    texts = legend.get_texts()
+    placed = sorted(texts, key=lambda t: (-round(t.get_window_extent().y0),
+                                          t.get_window_extent().x0))  # rows, top first
+    assert [t.get_text() for t in placed] == labels
+    for text, handle in zip(texts, legend.legend_handles, strict=True):  # pairs kept
+        assert handle.get_label() == text.get_text()
+    plt.close(fig)
