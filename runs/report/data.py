@@ -183,6 +183,7 @@ def per_unit(scores: pl.DataFrame) -> pl.DataFrame:
     """
     return (
         whole_families(native_scores(scores))
+        .with_columns(pair_unit())
         .with_columns(SET_LABEL.alias("arm"))
         .group_by(["model", "arm", "unit", "cluster"], maintain_order=True)
         .agg(
@@ -192,6 +193,20 @@ def per_unit(scores: pl.DataFrame) -> pl.DataFrame:
             pl.col("statements").mean(),
         )
     )
+
+
+def pair_unit() -> pl.Expr:
+    """The `unit` column with both orders of a two-asset date pair made one unit for the sets
+    of both assets ("full", "marginals"): the paper asks each pair twice, the roles swapped,
+    "and average[s] the resulting arbitrage profits" (section 4.3, footnote 2), so its counts
+    of sets above a threshold are of pairs. A referee saw 6 units for 3 date pairs. One
+    asset's marginals ("A", "B") stay by order: each is that asset's own set, paired with its
+    baseline day (`matched_stock_day`)."""
+    both = (pl.col("arm") == "two-asset") & pl.col("set").is_in(_WITHIN_ARM_SETS)
+    date_and_pair = pl.col("unit").str.splitn(":", 2)
+    assets = date_and_pair.struct.field("field_1").str.split("+").list.sort().list.join("+")
+    pair = pl.concat_str(date_and_pair.struct.field("field_0"), pl.lit(":"), assets)
+    return pl.when(both).then(pair).otherwise(pl.col("unit")).alias("unit")
 
 
 def whole_families(scores: pl.DataFrame) -> pl.DataFrame:

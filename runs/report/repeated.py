@@ -21,7 +21,7 @@ import numpy.typing as npt
 import polars as pl
 
 from runs.answered_sets import pass_averages
-from runs.report.data import LEVEL, SET_LABEL, ArmRow, native_scores
+from runs.report.data import LEVEL, SET_LABEL, ArmRow, native_scores, pair_unit
 from scoring import stats
 from scoring.grouped import SetJob, solve_grouped
 
@@ -43,6 +43,7 @@ def repeated_section(
         return []
     per_unit = (
         native_scores(averaged)
+        .with_columns(pair_unit())  # both orders of a two-asset pair are one unit, as above
         .with_columns(SET_LABEL.alias("arm"))
         .group_by(["model", "arm", "unit", "cluster", "k"], maintain_order=True)
         .agg(pl.col("profit").drop_nans().mean())

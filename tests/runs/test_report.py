@@ -797,3 +797,22 @@ def test_a_single_date_gives_means_without_intervals_or_significance(tmp_path: P
 
     page = render_page(summary, [], tmp_path, spec={"name": "x"}, audit_sentence="")
     assert "no interval where a row spans a single date or family" in page
+
+
+def test_both_orders_of_a_date_pair_are_one_unit(tmp_path: Path) -> None:
+    """The paper asks each two-asset pair twice, the roles swapped, and averages the two
+    profits (4.3, footnote 2); a referee found 6 units for 3 date pairs, so the shares at
+    least 0.001/0.005/0.01 counted orders, not pairs."""
+    rows = []
+    pairs = {"2018-01-02": (0.004, 0.006), "2018-01-03": (0.0, 0.002)}
+    for date, (first, second) in pairs.items():
+        for (a, b), profit in ((("AAA", "BBB"), first), (("BBB", "AAA"), second)):
+            for set_ in ("full", "marginals"):
+                rows.append(row("m", "two-asset", f"{date}:{a}+{b}", 0, profit, set_=set_))
+            rows.append(row("m", "two-asset", f"{date}:{a}+{b}", 0, profit, set_="A"))
+    summary, _ = report(tmp_path, frame(rows))
+    full = cell(summary, "m", "two-asset full")
+    assert full["units"] == 2 and full["profit"]["mean"] == pytest.approx(0.003)
+    # the pairs average 0.005 and 0.001: each at least 0.001, one at least 0.005
+    assert full["at_least"]["0.001"]["units"] == 2 and full["at_least"]["0.005"]["units"] == 1
+    assert cell(summary, "m", "two-asset A")["units"] == 4  # one asset's own set, by order
