@@ -8,6 +8,7 @@ The only side effect allowed is refreshing a credential (an OAuth token) inside 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -97,9 +98,16 @@ def load_json(body: bytes) -> Any:
         return None
 
 
+#: Control characters a provider's text may carry (an ANSI escape such as ESC [2K): a
+#: failure's detail is printed on a terminal, where they would recolour or erase lines.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def short(text: str, limit: int = DETAIL_LIMIT) -> str:
-    """Trim provider text for `Failure.detail`; long HTML error pages would bloat the ledger."""
-    text = " ".join(text.split())
+    """Trim provider text for `Failure.detail`: one line (long HTML error pages would bloat
+    the ledger), with no control characters (a tester's 400 carried ESC [31m to the console,
+    `status`, `audit` and report.md)."""
+    text = _CONTROLS.sub("", " ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

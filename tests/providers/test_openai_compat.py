@@ -214,6 +214,15 @@ def test_error_statuses(status: int, body: Any, outcome: Outcome) -> None:
     assert result.detail.startswith(f"HTTP {status}")
 
 
+def test_a_detail_carries_no_terminal_control_characters() -> None:
+    """A tester's 400 carried ESC [31m and ESC [2K: the detail reached the console, `status`,
+    `audit` and report.md raw, recolouring and erasing lines."""
+    message = "bad \x1b[31mrequest\x1b[0m\x1b[2K \x07bell\x9b2J end"
+    result = failure({"error": {"message": message}}, 400, dialect=GROQ)
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in result.detail)
+    assert "bad [31mrequest[0m[2K bell2J end" in result.detail
+
+
 def test_json_validate_failed_keeps_the_generation() -> None:
     result = failure({"error": {"message": "Failed", "code": "json_validate_failed",
                                 "failed_generation": "{oops"}}, 400)
