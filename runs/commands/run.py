@@ -2,8 +2,9 @@
 
 Exit codes: 0 done (every planned query answered), 2 a user error (bad spec, missing key,
 estimate above --max-cost), 3 the running spend cap stopped the run, 4 finished but incomplete
-(a lane stopped on a permanent failure or a spent quota, or requests ran out of attempts: the
-report scores what there is and says so), 5 busy (another process is running a campaign in
+(a lane stopped on a permanent failure or a spent quota, or requests ran out of attempts, or
+accepted answers went missing from responses/ while it ran: the report scores what there is
+and says so), 5 busy (another process is running a campaign in
 the folder; nothing was done), 6 a write found no room (the run folder's disk, or the output's:
 the message says which), 130 interrupted (SIGINT/SIGTERM/SIGHUP; 128 + SIGINT as shells
 report Ctrl-C). All but 2 are resumable by running the same command again (5 once the other
@@ -134,9 +135,25 @@ def run(
         raise typer.Exit(EXIT_INTERRUPTED)
     if result.spend_cap_reached:
         raise typer.Exit(EXIT_SPEND_CAP)
+    lost = _lost_answers_line(result)
+    if lost is not None:
+        typer.echo(lost, err=True)
+        raise typer.Exit(EXIT_INCOMPLETE)
     if not result.summary.complete:
         typer.echo(_incomplete_line(result), err=True)
         raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def _lost_answers_line(result: CampaignResult) -> str | None:
+    """Accepted answers gone from `responses/` by the end of the run (a shard moved or
+    deleted while it ran): dispatch counted them, so the run read as done, exit 0, while
+    every arm went unscored (a tester's). The audit found them; so does the exit."""
+    from engine.audit import missing_answers_line  # polars: not for `--help`
+
+    audit = result.audit
+    if audit is None:
+        return None
+    return missing_answers_line(audit.totals.answers_missing, str(result.run_dir), audit.parser)
 
 
 def _incomplete_line(result: CampaignResult) -> str:

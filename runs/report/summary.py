@@ -6,12 +6,14 @@
   `baseline_arm`, `thresholds` ([0.001, 0.005, 0.01]), `arbitrage_free_cents` (0.05).
 - `rows`: one object per (model, arm): `model`, `arm`, `norm` ("inf" paper arms, "l1"
   family arms), `status` ("scored" | "below_coverage_floor" | "no_answers"), `scored`,
-  `coverage` (share of the arm's planned queries answered), `units` (scored (unit, set)
+  `coverage` (share of the arm's planned queries answered; for a family arm, of its
+  families in each pass with every statement answered), `units` (scored (unit, set)
   values, each averaged over passes; both orders of a two-asset date pair are one unit of
-  its "full" and "marginals" rows, as the paper averages them), `clusters` (distinct dates or families), `profit`
-  (interval), `brier` (interval or null), `at_least` (`{"0.001": {"units", "share"}, ...}`:
-  units whose profit is at least the threshold, the paper's 4.1 counts), `arbitrage_free`
-  (family arms: interval over families of the share with profit <= 0.05, else null),
+  its "full" and "marginals" rows, as the paper averages them), `clusters` (distinct dates
+  or families), `profit` (interval), `brier` (interval or null), `at_least`
+  (`{"0.001": {"units", "share"}, ...}`: units whose profit is at least the threshold, the
+  paper's 4.1 counts), `arbitrage_free` (family arms: interval over families of the share
+  with profit <= 0.05, else null),
   `vs_baseline` (`{"mean", "lo", "hi", "excludes_zero", "units"}`: paired difference with
   the baseline arm on the same stock-days, set `h1` (one asset's marginals in the two-asset
   arm, "two-asset A" or "B", on that asset's day); null for the baseline, family arms,
