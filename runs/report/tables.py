@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from engine.audit import plural
 from runs import markdown
 from runs.report.data import (
     BASELINE_ARM,
@@ -184,13 +185,7 @@ def details_text(data: ReportData) -> str:
     """The full leaderboard plus the cross-model and repeated-elicitation sections, as text."""
     parts = [_render_plain(leaderboard(data.rows))]
     across = data.across_models
-    parts.append(
-        f"Across models on {across['arm']} ({len(across['models'])} scored, "
-        f"{across['units']} common units): Spearman(profit, Brier) = "
-        f"{_fmt(across['spearman_profit_brier'], 4)}; pairwise differences whose 95% interval "
-        f"excludes zero: profit {across['profit_pairs_excluding_zero']} of {across['pairs']}, "
-        f"Brier {across['brier_pairs_excluding_zero']} of {across['pairs']}\n"
-    )
+    parts.append(f"Across models {_across_text(across, str(across['arm']))}\n")
     repeated = data.repeated
     if repeated is None:
         parts.append("Repeated elicitation: not computed\n")
@@ -353,14 +348,8 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
     parts.append(_md_table(leaderboard_columns(data.rows), leaderboard_cells(data.rows)))
     across = data.across_models
     parts.append("## Across models\n")
-    parts.append(
-        f"On {markdown.text(across['arm'])} ({len(across['models'])} scored models, "
-        f"{across['units']} common units): Spearman(profit, Brier) = "
-        f"{_fmt(across['spearman_profit_brier'], 4)}; "
-        "pairwise differences whose 95% interval excludes zero: profit "
-        f"{_count(across['profit_pairs_excluding_zero'])} of {across['pairs']}, Brier "
-        f"{_count(across['brier_pairs_excluding_zero'])} of {across['pairs']}.\n"
-    )
+    text = _across_text(across, markdown.text(across["arm"]))
+    parts.append(f"{text[0].upper()}{text[1:]}.\n")
     parts.append("## Repeated elicitation\n")
     if data.repeated is None:
         parts.append("Not computed.\n")
@@ -404,6 +393,22 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
         )
     parts += [f"{p.rstrip()}\n" for p in extra]
     return "\n".join(parts)
+
+
+def _across_text(across: dict[str, Any], arm: str) -> str:
+    """The cross-model statistics in words (leaderboard.txt and report.md): with fewer than
+    two scored models there is no pair to count ("profit None of 0" was printed)."""
+    n = len(across["models"])
+    if n < 2:
+        return f"on {arm}: {plural(n, 'scored model')}, so no pair of models to compare"
+    pairs = across["pairs"]
+    return (
+        f"on {arm} ({n} scored models, {plural(across['units'], 'common unit')}): "
+        f"Spearman(profit, Brier) = {_fmt(across['spearman_profit_brier'], 4)}; pairwise "
+        f"differences whose 95% interval excludes zero: profit "
+        f"{_count(across['profit_pairs_excluding_zero'])} of {pairs}, Brier "
+        f"{_count(across['brier_pairs_excluding_zero'])} of {pairs}"
+    )
 
 
 def _count(value: int | None) -> str:

@@ -816,3 +816,19 @@ def test_both_orders_of_a_date_pair_are_one_unit(tmp_path: Path) -> None:
     # the pairs average 0.005 and 0.001: each at least 0.001, one at least 0.005
     assert full["at_least"]["0.001"]["units"] == 2 and full["at_least"]["0.005"]["units"] == 1
     assert cell(summary, "m", "two-asset A")["units"] == 4  # one asset's own set, by order
+
+
+def test_one_scored_model_has_no_pairs_to_count(tmp_path: Path) -> None:
+    """A tester: leaderboard.txt said "profit None of 0, Brier None of 0" and report.md
+    "1 scored models ... — of 0" when one model was scored."""
+    report(tmp_path, frame([row("m", "baseline", u, 0, 0.002) for u in UNITS]))
+    text = (tmp_path / "report" / "leaderboard.txt").read_text(encoding="utf-8")
+    md = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert "Across models on baseline: 1 scored model, so no pair of models to compare" in text
+    assert "On baseline: 1 scored model, so no pair of models to compare." in md
+    assert "None of" not in text and "of 0" not in md and "scored models" not in md
+    rows = [row(m, "baseline", u, 0, 0.002 + i * 0.001) for i, m in enumerate("ab")
+            for u in UNITS]
+    report(tmp_path / "two", frame(rows))
+    md = (tmp_path / "two" / "report" / "report.md").read_text(encoding="utf-8")
+    assert "On baseline (2 scored models, 6 common units): Spearman(profit, Brier) = —;" in md
