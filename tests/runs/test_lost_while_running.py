@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import runs.pipeline
 from runs.cli import app
+from runs.memory import release_heap
 from tests.runs.quiet_campaign import retried_spec
 
 
@@ -22,7 +22,6 @@ def test_answers_lost_while_running_end_it_as_incomplete(
     spec = tmp_path / "lost.toml"
     spec.write_text(retried_spec("lost-live", 5), encoding="utf-8")
     out = tmp_path / "run"
-    release = runs.pipeline.release_heap
     moved: list[Path] = []
 
     def move_answers_aside(*args: Any, **kwargs: Any) -> Any:
@@ -31,9 +30,9 @@ def test_answers_lost_while_running_end_it_as_incomplete(
         if not moved:
             for shard in (out / "responses").glob("*.parquet"):
                 moved.append(shard.rename(tmp_path / shard.name))
-        return release(*args, **kwargs)
+        return release_heap(*args, **kwargs)
 
-    monkeypatch.setattr(runs.pipeline, "release_heap", move_answers_aside)
+    monkeypatch.setattr("runs.pipeline.release_heap", move_answers_aside)
     done = CliRunner().invoke(app, ["run", str(spec), "--out", str(out)])
     assert moved, done.output
     assert done.exit_code == 4, done.output

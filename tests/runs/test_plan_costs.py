@@ -153,7 +153,7 @@ def test_rate_limits_that_hold_a_model_to_hours_are_said_by_hand() -> None:
     raw = {
         **RAW,
         "models": [
-            {**RAW["models"][0], "tpm": 2.0},  # limits are over 1 a minute  # type: ignore[index]
+            {**RAW["models"][0], "tpm": 2.0},  # type: ignore[index]
             {**RAW["models"][1], "rpm": 2.0, "tpm": 10_000.0},  # type: ignore[index]
             {**RAW["models"][2], "rpm": 60.0},  # type: ignore[index]
         ],
