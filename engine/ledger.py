@@ -58,11 +58,9 @@ from engine.durable import DiskFull, fsync_dir, is_disk_full, write_atomic
 from engine.journal import (
     JournalWriter,
     list_segments,
-    read_journal,
     segment_path,
 )
 from engine.records import (
-    ATTEMPT_SCHEMA,
     RESPONSE_SCHEMA,
     AttemptRecord,
     ResponseRecord,
@@ -93,7 +91,6 @@ from engine.scan import (
     scan_responses,
 )
 from engine.shards import (
-    list_shards,
     max_shard_id,
     remove_temp_files,
     replace_all,
@@ -101,6 +98,7 @@ from engine.shards import (
     shard_name,
     visible_shards,
 )
+from engine.unresolved import interrupted_attempt, pending_dispatches
 
 #: Named by docs/interfaces.md as `engine.ledger`'s: the readers live in `engine.scan` and
 #: the pid file and lock in `engine.runlock`; these names are kept importable from here.
@@ -130,8 +128,6 @@ SPLIT_WRITE_ENV = "DUTCHBOOK_TEST_SPLIT_WRITE_S"
 #: slice in flight are not evicted (each eviction of one later accepted costs a search).
 ABSENT_CACHE_MIN = 1 << 16
 ABSENT_CACHE_BATCHES = 4
-
-INTERRUPTED_DETAIL = "interrupted: dispatched but no result before the process stopped"
 
 
 def _env_seconds(name: str) -> float | None:
@@ -244,48 +240,13 @@ class Ledger:
         self._carried = len(carry)
 
     def _recover_interrupted(self) -> None:
-        """Dispatches with no result anywhere become one `interrupted` attempt each."""
-        dispatched: dict[tuple[str, int], dict[str, Any]] = {}
-        finished: set[tuple[str, int]] = set()
-        for segment_id, record in read_journal(self._journal_dir):
-            if segment_id == self._segment_id:
-                continue
-            kind = record.get("kind")
-            if kind == DISPATCH:
-                dispatched[(record["request_id"], int(record["attempt"]))] = record
-            elif kind == RESULT:
-                row = record["attempt"]
-                finished.add((row["request_id"], int(row["attempt"])))
-        pending = {key: rec for key, rec in dispatched.items() if key not in finished}
-        if not pending:
-            return
-        ids = sorted({rid for rid, _ in pending})
-        shards = [p for _, p in list_shards(self._attempts_dir)]
-        if shards:
-            known = (
-                pl.scan_parquet(shards, schema=ATTEMPT_SCHEMA)
-                .filter(pl.col("request_id").is_in(ids))
-                .select("request_id", "attempt")
-                .collect()
-            )
-            for rid, attempt in known.iter_rows():
-                pending.pop((rid, attempt), None)
-        for (rid, attempt), rec in sorted(pending.items()):
-            lost = AttemptRecord(
-                request_id=rid,
-                attempt=attempt,
-                model=rec["model"],
-                provider=rec["provider"],
-                started_at=datetime.fromisoformat(rec["started_at"]),
-                elapsed_ms=0.0,
-                outcome="interrupted",
-                http_status=None,
-                provider_request_id=None,
-                retry_after_s=None,
-                tokens_in=None,
-                tokens_out=None,
-                detail=INTERRUPTED_DETAIL,
-            )
+        """Dispatches with no result anywhere become one `interrupted` attempt each
+        (`engine.unresolved`, which `status` and `audit` read the same way)."""
+        pending = pending_dispatches(
+            self._journal_dir, self._attempts_dir, skip_segment=self._segment_id
+        )
+        for (rid, attempt), line in pending.items():
+            lost = interrupted_attempt(rid, attempt, line)
             self._append({"kind": RESULT, "attempt": lost.to_row(), "response": None})
             self.interrupted_recovered += 1
 

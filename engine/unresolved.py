@@ -4,7 +4,8 @@ A lane journals a `dispatch` line before it sends a request and a `result` line 
 attempt ends. Between the two the attempt is in flight; if the writer dies then (kill -9, a
 crash), its request was sent (and may be paid for) but nothing records how it ended, until
 the next `Ledger.open` records each such attempt as `interrupted`
-(`engine.ledger.Ledger._recover_interrupted`, whose reading this mirrors).
+(`engine.ledger.Ledger._recover_interrupted`, with `pending_dispatches` and
+`interrupted_attempt` here: one reading for the ledger and its readers).
 
 `status` and `audit` read the folder before that happens. Counting only the recorded
 attempts, a tester's died run read "11 attempts, 0 retries" and "every attempt was accepted"
@@ -23,35 +24,40 @@ from typing import Any
 import polars as pl
 
 from engine.journal import read_journal
-from engine.ledger import INTERRUPTED_DETAIL  # the words the next open records them with
 from engine.records import ATTEMPT_SCHEMA, AttemptRecord, attempts_frame
 from engine.scan import ATTEMPTS, DISPATCH, JOURNAL, RESULT
 from engine.shards import list_shards
 
+#: The detail of an attempt recorded `interrupted`: sent, and no result before its writer died.
+INTERRUPTED_DETAIL = "interrupted: dispatched but no result before the process stopped"
 #: The columns of `unresolved_dispatches`.
 COLUMNS = ("request_id", "attempt", "model", "provider", "started_at")
 
 
-def unresolved_dispatches(run_dir: Path | str) -> list[dict[str, Any]]:
-    """The dispatch lines of the journal with no result line and no attempt row in the
-    shards, oldest first: `request_id, attempt, model, provider, started_at` (ISO text).
+def pending_dispatches(
+    journal_dir: Path, attempts_dir: Path, skip_segment: int | None = None
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """(request_id, attempt) -> dispatch line, for the journal's dispatch lines with no
+    result line and no attempt row in the shards (`skip_segment`: the reader's own live
+    segment, which `Ledger.open` leaves out).
 
     The journal is read before the shards are listed, as `engine.scan`'s readers do: a
     segment compacted in between has its results in a shard, so a finished attempt is
     never taken for one in flight; a result written after the read is (a live run's
     snapshot)."""
-    run_dir = Path(run_dir)
     dispatched: dict[tuple[str, int], dict[str, Any]] = {}
     finished: set[tuple[str, int]] = set()
-    for _, record in read_journal(run_dir / JOURNAL):
+    for segment_id, record in read_journal(journal_dir):
         kind = record.get("kind")
+        if segment_id == skip_segment:
+            continue
         if kind == DISPATCH:
             dispatched[(str(record["request_id"]), int(record["attempt"]))] = record
         elif kind == RESULT and isinstance(record.get("attempt"), dict):
             row = record["attempt"]
             finished.add((str(row["request_id"]), int(row["attempt"])))
     pending = {key: line for key, line in dispatched.items() if key not in finished}
-    shards = [path for _, path in list_shards(run_dir / ATTEMPTS)]
+    shards = [path for _, path in list_shards(attempts_dir)]
     if pending and shards:
         known = (
             pl.scan_parquet(shards, schema=ATTEMPT_SCHEMA)
@@ -61,9 +67,28 @@ def unresolved_dispatches(run_dir: Path | str) -> list[dict[str, Any]]:
         )
         for rid, attempt in known.iter_rows():
             pending.pop((rid, attempt), None)
+    return dict(sorted(pending.items()))
+
+
+def interrupted_attempt(request_id: str, attempt: int, line: dict[str, Any]) -> AttemptRecord:
+    """The `interrupted` attempt recorded for dispatch `line` (sent, no result)."""
+    return AttemptRecord(
+        request_id=request_id, attempt=attempt, model=line["model"], provider=line["provider"],
+        started_at=datetime.fromisoformat(line["started_at"]), elapsed_ms=0.0,
+        outcome="interrupted", http_status=None, provider_request_id=None,
+        retry_after_s=None, tokens_in=None, tokens_out=None, detail=INTERRUPTED_DETAIL,
+    )  # fmt: skip
+
+
+def unresolved_dispatches(run_dir: Path | str) -> list[dict[str, Any]]:
+    """The dispatch lines of the journal with no result line and no attempt row in the
+    shards (`pending_dispatches`), oldest first: `request_id, attempt, model, provider,
+    started_at` (ISO text)."""
+    run_dir = Path(run_dir)
+    pending = pending_dispatches(run_dir / JOURNAL, run_dir / ATTEMPTS)
     return [
         {key: line.get(key) for key in COLUMNS} | {"request_id": rid, "attempt": attempt}
-        for (rid, attempt), line in sorted(pending.items())
+        for (rid, attempt), line in pending.items()
     ]
 
 
@@ -71,16 +96,10 @@ def as_interrupted(unresolved: list[dict[str, Any]]) -> pl.DataFrame:
     """The attempt rows the next `Ledger.open` records for `unresolved` (ATTEMPT_SCHEMA)."""
     return attempts_frame(
         [
-            AttemptRecord(
-                request_id=line["request_id"], attempt=line["attempt"], model=line["model"],
-                provider=line["provider"], started_at=datetime.fromisoformat(line["started_at"]),
-                elapsed_ms=0.0, outcome="interrupted", http_status=None,
-                provider_request_id=None, retry_after_s=None, tokens_in=None, tokens_out=None,
-                detail=INTERRUPTED_DETAIL,
-            ).to_row()
+            interrupted_attempt(line["request_id"], line["attempt"], line).to_row()
             for line in unresolved
         ]
-    )  # fmt: skip
+    )
 
 
 def in_flight_sentence(sentence: str, in_flight: int, attempted: int, requests: int) -> str:
