@@ -39,10 +39,9 @@ from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
 from engine.reparse import ok_means_accepted, parser_in_force
 from engine.retry import BUDGET_SPENT_REASON, DUPLICATE, GAVE_UP_MARK
-from engine.runlock import read_pid
 from engine.scan import lost_answers, scan_ledger
 from engine.spend import Prices, carried_by_batch
-from engine.unresolved import as_interrupted, in_flight_sentence, unresolved_dispatches
+from engine.unresolved import in_flight_sentence, with_unresolved
 
 PLAN = "plan.parquet"
 
@@ -642,7 +641,7 @@ def audit(
     (model -> provider) names the provider of models with no attempt yet (others are
     read from their attempts); `spec_parser`, the run's own parser, tells answers lost
     from `responses/` from replies a reparse rejected (`classify`). The journal's attempts
-    sent and not resolved are read in with the recorded ones (`_with_unresolved`).
+    sent and not resolved are read in with the recorded ones (`engine.unresolved.with_unresolved`).
 
     Memory: the attempts are reduced per model in one streaming pass (a request belongs to
     one model, so provider and total counts are sums of model rows); only the latency
@@ -654,7 +653,7 @@ def audit(
     attempts, responses = scan_ledger(
         run_dir, _ATTEMPT_COLUMNS, ["request_id", "model", "attempts"]
     )
-    attempts, unresolved = _with_unresolved(run_dir, attempts, responses)
+    attempts, unresolved = with_unresolved(run_dir, attempts, responses)
     provider_of = (
         attempts.group_by("model").agg(pl.col("provider").drop_nulls().first()).collect()
     )
@@ -708,65 +707,6 @@ def _rolled_up(
     }
     overall = _percentiles(latencies, pl.lit("all").alias("all")).get("all")
     return by_provider, _combine(list(by_model.values()), overall, cost(list(by_model)))
-
-
-@dataclass(frozen=True)
-class _Unresolved:
-    """How the audit counts the journal's attempts sent and not resolved (`engine.unresolved`)."""
-
-    #: A live run's: in flight (`Audit.in_flight`).
-    in_flight: int = 0
-    #: A died run's: read in as `interrupted` attempts (`Audit.interrupted_unrecorded`).
-    interrupted: int = 0
-    #: Per model, the requests a live run's in-flight attempts are the first of.
-    first_asked: dict[str, int] = field(default_factory=dict)
-
-
-def _with_unresolved(
-    run_dir: Path, attempts: pl.LazyFrame, responses: pl.LazyFrame
-) -> tuple[pl.LazyFrame, _Unresolved]:
-    """`attempts` (the ledger's scan) with the journal's attempts sent and not resolved.
-
-    Counting only the recorded attempts, a died run read "every attempt was accepted" and,
-    after a resume that sent nothing new, "16 retry attempts ... interrupted dispatches
-    (16)". With no live writer (`read_pid`) they are read in as the `interrupted` attempts
-    the next `Ledger.open` records (`as_interrupted`), before `classify`, so every count is
-    the one the folder reads after the resume. A live run's are in flight, no attempts yet:
-    counted apart, with the requests they are the first attempt of (asked, so no longer
-    "not attempted"). Read after the scan, so that an attempt a live run resolves in between
-    is never counted twice, in flight and recorded."""
-    lines = unresolved_dispatches(run_dir)
-    if not lines:
-        return attempts, _Unresolved()
-    writer = read_pid(run_dir)
-    if not (writer and writer.get("alive")):
-        # A handful of rows beside the streamed scan, in its narrowed columns and types.
-        schema = attempts.collect_schema()
-        rows = as_interrupted(lines).select(schema.names()).cast(schema)
-        return pl.concat([attempts, rows.lazy()]), _Unresolved(interrupted=len(lines))
-    return attempts, _Unresolved(
-        in_flight=len(lines), first_asked=_first_asked(lines, attempts, responses)
-    )
-
-
-def _first_asked(
-    lines: list[dict[str, Any]], attempts: pl.LazyFrame, responses: pl.LazyFrame
-) -> dict[str, int]:
-    """Per model, the requests of `lines` with no attempt and no answer recorded."""
-    ids = sorted({str(line["request_id"]) for line in lines})
-    wanted = pl.col("request_id").is_in(ids)
-    asked = pl.LazyFrame(
-        {"request_id": [str(line["request_id"]) for line in lines],
-         "model": [str(line["model"]) for line in lines]}
-    ).unique("request_id")  # fmt: skip
-    first = (
-        asked.join(attempts.filter(wanted).select("request_id"), on="request_id", how="anti")
-        .join(responses.filter(wanted).select("request_id"), on="request_id", how="anti")
-        .group_by("model")
-        .len()
-        .collect()
-    )
-    return {str(m): int(n) for m, n in first.iter_rows()}
 
 
 def _finds_lost_answers(run_dir: Path, spec_parser: str | None) -> bool:

@@ -29,7 +29,7 @@ from engine.lanefile import read_lane_states
 from engine.reparse import ok_means_accepted, parser_in_force
 from engine.runlock import read_pid
 from engine.scan import JOURNAL, scan_ledger
-from engine.unresolved import as_interrupted, in_flight_sentence, unresolved_dispatches
+from engine.unresolved import in_flight_sentence, with_unresolved
 from providers.types import RETRYABLE, Outcome
 
 PLAN = "plan.parquet"
@@ -86,7 +86,7 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     responses = responses_scan.collect().lazy()
     attempts = attempts_scan.collect().lazy()
     pid = read_pid(run_dir)
-    attempts, unresolved = _with_unresolved(run_dir, pid, attempts, responses)
+    attempts, unresolved = with_unresolved(run_dir, attempts, responses)
     # Retries by the one definition shared with `run`, `audit` and the report (engine.audit).
     every = classify(
         attempts.drop("detail"), responses,
@@ -109,7 +109,7 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     remaining = None if planned is None else max(planned - accepted, 0)
     activity = _activity(attempts)
     retried = int(marked.select(pl.col("request_id").n_unique()).collect().item())
-    seen = accepted + lost.height + pending["total"] + unresolved["first_attempts"]
+    seen = accepted + lost.height + pending["total"] + sum(unresolved.first_asked.values())
     parser = parser_in_force(run_dir, spec_parser)
     unrecorded = int(unrecorded_by_model(attempts, responses).collect()["n"].sum())
     warnings = [
@@ -138,12 +138,12 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
                 sum(retries.values()), retried, planned if planned is not None else seen,
                 retries, attempted=seen, unrecorded=unrecorded,
             ),
-            unresolved["in_flight"], seen, planned if planned is not None else seen,
+            unresolved.in_flight, seen, planned if planned is not None else seen,
         ),
         # Sent and not resolved (engine.unresolved): live, in flight; else counted above as
         # the `interrupted` attempts the next run records.
-        "in_flight": unresolved["in_flight"],
-        "interrupted_unrecorded": unresolved["interrupted_unrecorded"],
+        "in_flight": unresolved.in_flight,
+        "interrupted_unrecorded": unresolved.interrupted,
         # Each accepted answer has exactly one ok attempt; any other ok was refused.
         "duplicate_ok_attempts": max(outcomes.get(Outcome.OK, 0) - accepted, 0),
         "tokens_in": activity["tokens_in"],
@@ -159,32 +159,6 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
         "answers_unrecorded": unrecorded,
         "warnings": warnings,
     }
-
-
-def _with_unresolved(
-    run_dir: Path, pid: dict[str, Any] | None, attempts: pl.LazyFrame, responses: pl.LazyFrame
-) -> tuple[pl.LazyFrame, dict[str, int]]:
-    """`attempts` with the attempts sent and not resolved (`engine.unresolved`) as the
-    next run will record them, `interrupted`, unless a writer is alive: then they are in
-    flight, counted apart, and `first_attempts` counts the requests they are the first
-    attempt of (asked, though nothing of theirs is recorded yet)."""
-    lines = unresolved_dispatches(run_dir)
-    counts = {"in_flight": 0, "interrupted_unrecorded": 0, "first_attempts": 0}
-    if not lines:
-        return attempts, counts
-    if not (pid is not None and pid.get("alive")):
-        counts["interrupted_unrecorded"] = len(lines)
-        lost = as_interrupted(lines).select(attempts.collect_schema().names()).lazy()
-        return pl.concat([attempts, lost]), counts
-    asked = pl.LazyFrame({"request_id": sorted({line["request_id"] for line in lines})})
-    first = (
-        asked.join(attempts.select("request_id"), on="request_id", how="anti")
-        .join(responses.select("request_id"), on="request_id", how="anti")
-        .select(pl.len())
-        .collect()
-        .item()
-    )
-    return attempts, counts | {"in_flight": len(lines), "first_attempts": int(first)}
 
 
 def _planned_by_model(run_dir: Path) -> dict[str, int] | None:

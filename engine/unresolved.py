@@ -17,6 +17,7 @@ run will record (`as_interrupted`), so the numbers do not jump at the resume.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ import polars as pl
 
 from engine.journal import read_journal
 from engine.records import ATTEMPT_SCHEMA, AttemptRecord, attempts_frame
+from engine.runlock import read_pid
 from engine.scan import ATTEMPTS, DISPATCH, JOURNAL, RESULT
 from engine.shards import list_shards
 
@@ -114,3 +116,62 @@ def in_flight_sentence(sentence: str, in_flight: int, attempted: int, requests: 
             f"of {requests:,} request{'s' if requests != 1 else ''} attempted so far, {flying})."
         )
     return f"{sentence.rstrip('.')}; {flying}."
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """How `audit` and `status` count the journal's attempts sent and not resolved."""
+
+    #: A live run's: in flight (`Audit.in_flight`).
+    in_flight: int = 0
+    #: A died run's: read in as `interrupted` attempts (`Audit.interrupted_unrecorded`).
+    interrupted: int = 0
+    #: Per model, the requests a live run's in-flight attempts are the first of.
+    first_asked: dict[str, int] = field(default_factory=dict)
+
+
+def with_unresolved(
+    run_dir: Path, attempts: pl.LazyFrame, responses: pl.LazyFrame
+) -> tuple[pl.LazyFrame, Unresolved]:
+    """`attempts` (the ledger's scan) with the journal's attempts sent and not resolved.
+
+    Counting only the recorded attempts, a died run read "every attempt was accepted" and,
+    after a resume that sent nothing new, "16 retry attempts ... interrupted dispatches
+    (16)". With no live writer (`read_pid`) they are read in as the `interrupted` attempts
+    the next `Ledger.open` records (`as_interrupted`), before `classify`, so every count is
+    the one the folder reads after the resume. A live run's are in flight, no attempts yet:
+    counted apart, with the requests they are the first attempt of (asked, so no longer
+    "not attempted"). Read after the scan, so that an attempt a live run resolves in between
+    is never counted twice, in flight and recorded."""
+    lines = unresolved_dispatches(run_dir)
+    if not lines:
+        return attempts, Unresolved()
+    writer = read_pid(run_dir)
+    if not (writer and writer.get("alive")):
+        # A handful of rows beside the streamed scan, in its narrowed columns and types.
+        schema = attempts.collect_schema()
+        rows = as_interrupted(lines).select(schema.names()).cast(schema)
+        return pl.concat([attempts, rows.lazy()]), Unresolved(interrupted=len(lines))
+    return attempts, Unresolved(
+        in_flight=len(lines), first_asked=_first_asked(lines, attempts, responses)
+    )
+
+
+def _first_asked(
+    lines: list[dict[str, Any]], attempts: pl.LazyFrame, responses: pl.LazyFrame
+) -> dict[str, int]:
+    """Per model, the requests of `lines` with no attempt and no answer recorded."""
+    ids = sorted({str(line["request_id"]) for line in lines})
+    wanted = pl.col("request_id").is_in(ids)
+    asked = pl.LazyFrame(
+        {"request_id": [str(line["request_id"]) for line in lines],
+         "model": [str(line["model"]) for line in lines]}
+    ).unique("request_id")  # fmt: skip
+    first = (
+        asked.join(attempts.filter(wanted).select("request_id"), on="request_id", how="anti")
+        .join(responses.filter(wanted).select("request_id"), on="request_id", how="anti")
+        .group_by("model")
+        .len()
+        .collect()
+    )
+    return {str(m): int(n) for m, n in first.iter_rows()}
