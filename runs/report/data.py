@@ -203,10 +203,16 @@ def pair_unit() -> pl.Expr:
     asset's marginals ("A", "B") stay by order: each is that asset's own set, paired with its
     baseline day (`matched_stock_day`)."""
     both = (pl.col("arm") == "two-asset") & pl.col("set").is_in(_WITHIN_ARM_SETS)
-    date_and_pair = pl.col("unit").str.splitn(":", 2)
-    assets = date_and_pair.struct.field("field_1").str.split("+").list.sort().list.join("+")
-    pair = pl.concat_str(date_and_pair.struct.field("field_0"), pl.lit(":"), assets)
+    date, assets = _date_and_assets()
+    pair = pl.concat_str(date, pl.lit(":"), assets.list.sort().list.join("+"))
     return pl.when(both).then(pair).otherwise(pl.col("unit")).alias("unit")
+
+
+def _date_and_assets() -> tuple[pl.Expr, pl.Expr]:
+    """A two-asset unit id `2025-09-12:AAPL+MSFT` (`panels.units.DatePair.id`) as its date
+    and its list of assets, in the pair's order."""
+    date_and_pair = pl.col("unit").str.splitn(":", 2).struct
+    return date_and_pair.field("field_0"), date_and_pair.field("field_1").str.split("+")
 
 
 def whole_families(scores: pl.DataFrame) -> pl.DataFrame:
@@ -380,10 +386,9 @@ def matched_stock_day(label: str) -> pl.Expr:
     set_name = label.rpartition(" ")[2]
     if arm_of_label(label) != "two-asset" or set_name not in ("A", "B"):
         return pl.col("unit")
-    date_and_pair = pl.col("unit").str.splitn(":", 2)
-    assets = date_and_pair.struct.field("field_1").str.split("+")
+    date, assets = _date_and_assets()
     asset = pl.when(assets.list.len() == 2).then(assets.list.get(0 if set_name == "A" else 1))
-    return pl.concat_str(date_and_pair.struct.field("field_0"), pl.lit(":"), asset).alias("unit")
+    return pl.concat_str(date, pl.lit(":"), asset).alias("unit")
 
 
 def _compared_only_with_scored(rows: list[ArmRow]) -> list[ArmRow]:
