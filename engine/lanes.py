@@ -255,7 +255,9 @@ class LaneControl:
             return
         self.stats.state = state
         self.stats.say(reason, f"{self.config.name} ({self.provider_name}){after_name}")
-        self.log.error(f"lane_{state.value}", model=self.config.name, reason=self.stats.message)
+        # The reason without the lead: "model m, reason m (p): ..." named the model twice.
+        self.log.error(f"lane_{state.value}", model=self.config.name,
+                       provider=self.provider_name, reason=self.stats.reason)  # fmt: skip
 
     async def _sleep(self, seconds: float, tick: float = 0.25) -> None:
         """Sleep, but wake early when the lane halts (a stop must not wait out a long hold)."""
@@ -788,9 +790,12 @@ class Lane(LaneControl):
             )
             return True
         wait = failure.retry_after_s or 0.0
+        # Each request in flight as the quota ran out meets it: the file keeps every one,
+        # the console says the lane's hold once (not again while that hold lasts).
+        held = self.stats.held_by == "a spent quota" and self.hold.remaining() > 0
         self._hold_for(wait, "a spent quota")
-        self.log.warning("quota_wait", model=self.config.name, seconds=round(wait, 3),
-                         detail=failure.detail)  # fmt: skip
+        self.log.warning("quota_wait", echo=not held, model=self.config.name,
+                         seconds=round(wait, 3), detail=failure.detail)  # fmt: skip
         return False
 
     def _on_failure(self, failure: Failure) -> None:

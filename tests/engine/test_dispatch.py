@@ -137,7 +137,7 @@ async def test_bad_key_stops_its_lane_and_the_other_lane_finishes(
     assert "badkey" in bad_lane.message and "groq" in bad_lane.message
     assert "Invalid API Key" in bad_lane.message  # the provider's own words
     assert "badkey" in summary.halted()
-    assert console.getvalue().count(bad_lane.message) == 1  # said when it stopped, not again
+    assert console.getvalue().count(bad_lane.reason) == 1  # said when it stopped, not again
     assert "gsk_wrongwrong" not in console.getvalue()
     assert "wrongwrongwrong1234" not in console.getvalue()
     log = (tmp_path / "run" / "logs" / "engine.jsonl").read_text()
@@ -220,6 +220,64 @@ async def test_a_quota_that_says_when_it_returns_holds_the_lane_then_carries_on(
     events = [json.loads(line) for line in (tmp_path / "run/logs/engine.jsonl").open()]
     assert "quota_wait" in {e["event"] for e in events}
     assert not [e for e in events if e["event"] == "concurrency_changed" and e["new"] < e["old"]]
+
+
+class QuotaSpell(QuotaSpent):
+    """After `ok_first` good replies, the next reply and those of every request already sent
+    say the quota is spent for `wait_s`: what the requests in flight as a quota runs out
+    meet, each after the lane's hold began. Later requests wait out the hold, and pass."""
+
+    def __init__(self, inner: Adapter, wait_s: float, ok_first: int) -> None:
+        super().__init__(inner, wait_s)
+        self.ok_first, self.built, self.spent_left = ok_first, 0, -1
+
+    def build(self, req):  # type: ignore[no-untyped-def]
+        self.built += 1
+        return self.inner.build(req)
+
+    def parse(self, status: int, headers: Mapping[str, str], body: bytes) -> Completion | Failure:
+        self.replies += 1
+        if self.replies == self.ok_first + 1:
+            self.spent_left = self.built - self.ok_first  # this one and those in flight
+        if self.spent_left <= 0:
+            return self.inner.parse(status, headers, body)
+        self.spent_left -= 1
+        return Failure(Outcome.RATE_LIMIT, "daily request quota exhausted", http_status=429,
+                       quota_exhausted=True, retry_after_s=self.wait_s)  # fmt: skip
+
+
+async def test_a_quota_wait_is_said_once_per_hold_not_once_per_request(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    """The requests in flight when a quota runs out all meet it: the log file keeps each
+    one's `quota_wait`, and the console says the lane's hold once."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("q", 24))
+    q = kit.sim_model("q", sim.root_url, concurrency=4)
+    console = io.StringIO()
+    summary = await dispatch(
+        plan, tmp_path / "run", {"q": q[0]}, {"q": QuotaSpell(q[1], 0.3, 4)},
+        policy=FAST, log_console=console,
+    )  # fmt: skip
+    assert summary.complete and summary.lanes["q"].accepted == 24
+    events = [json.loads(line) for line in (tmp_path / "run/logs/engine.jsonl").open()]
+    assert len([e for e in events if e["event"] == "quota_wait"]) >= 2
+    assert console.getvalue().count("quota wait") == 1, console.getvalue()
+
+
+async def test_a_halted_lanes_console_line_names_its_model_once(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("quota-q", 4))
+    q = kit.sim_model("quota-q", sim.root_url, concurrency=1)
+    console = io.StringIO()
+    summary = await dispatch(
+        plan, tmp_path / "run", {"quota-q": q[0]}, {"quota-q": QuotaSpent(q[1], None)},
+        policy=FAST, log_console=console,
+    )  # fmt: skip
+    assert summary.lanes["quota-q"].state is LaneState.PAUSED
+    [line] = [ln for ln in console.getvalue().splitlines() if "lane paused" in ln]
+    assert line.count("quota-q") == 1, line
+    assert "openai" in line and "daily request quota exhausted" in line
 
 
 async def test_invalid_answers_are_retried_and_raw_text_kept(
