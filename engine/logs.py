@@ -45,7 +45,7 @@ class Redactor:
                 k: MASK if _SECRET_FIELD.search(str(k)) else self._clean(v, secrets)
                 for k, v in value.items()
             }
-        if isinstance(value, list | tuple):
+        if isinstance(value, list | tuple | set | frozenset):  # a set too: a JSON array
             return [self._clean(v, secrets) for v in value]
         return value
 

@@ -16,6 +16,7 @@ from engine.dispatch import dispatch
 from engine.lanes import LaneState, LaneStats
 from engine.logs import CONSOLE_REPEATS, EngineLog
 from engine.progress import LINE_LANES, LiveProgress, progress_line, render
+from providers.secrets import MASK
 from providers.sim.server import SimHandle
 
 if TYPE_CHECKING:
@@ -44,6 +45,20 @@ def test_log_file_is_json_lines_and_console_concise(tmp_path: Path) -> None:
     assert "hunter2-very-secret" not in text and KEY not in text and "AIzaSy" not in text
     assert "lane started" not in console.getvalue()  # info stays in the file
     assert "dutchbook error: lane stopped: model m, reason " in console.getvalue()
+
+
+def test_secrets_inside_sets_and_tuples_are_masked_too(tmp_path: Path) -> None:
+    """The redactor walks every container a field may be: a set reached the console (its
+    items joined) and the file (its repr) unmasked."""
+    console = io.StringIO()
+    log = EngineLog(tmp_path, console=console, secrets=["hunter2-very-secret"])
+    log.warning("oops", model="m", keys={f"Bearer {KEY}"}, more=frozenset(["hunter2-very-secret"]),
+                nested=({"x": (KEY,)},), shown=("plain",))  # fmt: skip
+    log.close()
+    text = (tmp_path / "logs" / "engine.jsonl").read_text() + console.getvalue()
+    assert KEY not in text and "hunter2-very-secret" not in text
+    [event] = [json.loads(line) for line in (tmp_path / "logs" / "engine.jsonl").open()]
+    assert event["shown"] == ["plain"] and event["more"] == [MASK]
 
 
 def test_an_error_kept_off_the_console_is_still_logged_redacted(tmp_path: Path) -> None:
