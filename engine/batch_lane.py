@@ -47,6 +47,7 @@ from typing import TypeVar
 import polars as pl
 
 from engine.batch_jobs import BatchJob, JobRecords, fold_jobs, held_ids, new_job_key
+from engine.console_lines import plural
 from engine.durable import DiskFull
 from engine.http import HttpClient
 from engine.lanes import HALTED, Lane, LaneControl, LaneState, LaneStats, LedgerWriter
@@ -266,8 +267,9 @@ class BatchLane(LaneControl):
                       max_jobs_in_flight=self.limits.max_jobs_in_flight)
         if self.limits.max_lines < self.limits.min_lines:  # no job can be valid
             self._halt(LaneState.STOPPED, (
-                f"jobs of at most {self.limits.max_lines} lines cannot reach the provider's "
-                f"minimum of {self.limits.min_lines} lines per job (raise batch_max_lines)"))
+                f"jobs of at most {plural(self.limits.max_lines, 'line')} cannot reach the "
+                f"provider's minimum of {plural(self.limits.min_lines, 'line')} per job (raise "
+                "batch_max_lines)"))
         live_queue: asyncio.Queue[PlanItem | None] = asyncio.Queue()
         live_task = (
             asyncio.create_task(self.fallback.run(live_queue)) if self.fallback else None
@@ -411,9 +413,12 @@ class BatchLane(LaneControl):
             for entry, _ in buffer:
                 self._to_live(entry, live)
             return
+        waiting = len(buffer)
         self.stats.say(
-            f"{len(buffer)} queries wait: fewer than {self.client.provider}'s minimum of "
-            f"{self.limits.min_lines} lines per job (batch_fallback = \"live\" would ask them live)"
+            f"{plural(waiting, 'query', 'queries')} {'waits' if waiting == 1 else 'wait'}: "
+            f"fewer than {self.client.provider}'s minimum of "
+            f"{plural(self.limits.min_lines, 'line')} per job (batch_fallback = \"live\" would "
+            f"ask {'it' if waiting == 1 else 'them'} live)"
         )
         self.log.warning("batch_leftover", model=self.config.name, lines=len(buffer),
                          min_lines=self.limits.min_lines)
@@ -581,8 +586,9 @@ class BatchLane(LaneControl):
         lines = sum(len(job.requests) for job in jobs)
         said = next(iter(self.lost.values()))
         return (
-            f"the provider answers 404 (not found) for {len(jobs)} batch job(s) of this run "
-            f"folder, {ids}, holding {lines} queries ({said}); if they were created under other "
+            f"the provider answers 404 (not found) for {plural(len(jobs), 'batch job')} of this "
+            f"run folder, {ids}, holding {plural(lines, 'query', 'queries')} ({said}); if they "
+            "were created under other "
             "credentials, another account or region, switch back and run again (they may still "
             "run and be billed there); if the provider dropped them, run again with "
             f"{ABANDON_FLAG} {ids} to ask their queries again"
@@ -615,8 +621,9 @@ class BatchLane(LaneControl):
             if job.live and job.job_id is not None and job.job_key not in self.lost
         )
         if open_jobs and self.stats.state in HALTED:
-            tail = (f"; {open_jobs} batch job(s) not yet collected from the provider (they may "
-                    "still run and be billed; running the same command again collects them)")
+            tail = (f"; {plural(open_jobs, 'batch job')} not yet collected from the provider "
+                    "(they may still run and be billed; running the same command again "
+                    "collects them)")
             self.stats.message += tail
             self.stats.reason += tail
 

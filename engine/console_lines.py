@@ -31,6 +31,13 @@ def duration(seconds: float | None) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`n` and its noun in agreement: '1 request', '2,000 requests', '1 query', '3 queries'
+    (`many`: the plural when it is not `word` + "s"). `engine.audit.plural` is the same, for
+    regular nouns; this one is importable by the modules `engine.audit` itself imports."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
 #: A provider's hold shorter than this is not shown: Groq's sub-second Retry-After would
 #: flicker "held 0:00" in and out of the table.
 HOLD_SHOWN_FROM_S = 1.0

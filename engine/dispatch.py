@@ -29,6 +29,7 @@ from rich.console import Console
 
 from engine.batch_jobs import JobRecords, fold_jobs, held_ids
 from engine.batch_lane import BatchLane
+from engine.console_lines import plural
 from engine.durable import is_disk_full
 from engine.housekeeping import housekeeping_thread
 from engine.http import HttpClient
@@ -131,18 +132,22 @@ class DispatchSummary:
     def lines(self) -> list[str]:
         """A few human lines: totals, then one per lane that did not simply finish."""
         out = [
-            f"{self.accepted} answers accepted in {self.elapsed_s:.1f}s "
-            f"({self.already_accepted} already accepted, {self.unaccepted} still unanswered, "
-            f"{self.attempts} attempts, {self.retry_attempts} retry attempts)"
+            f"{plural(self.accepted, 'answer')} accepted in {self.elapsed_s:.1f}s "
+            f"({self.already_accepted:,} already accepted, {self.unaccepted:,} still unanswered, "
+            f"{plural(self.attempts, 'attempt')}, {plural(self.retry_attempts, 'retry attempt')})"
         ]
         for name, s in self.lanes.items():
             retries = ", ".join(f"{k} {v}" for k, v in sorted(s.retries.by_cause.items()))
             out.append(
                 f"  {name}: {s.state.value}, {s.done}/{s.planned} done"
-                + (f" through {s.jobs_collected} batch jobs" if s.dispatch == "batch" else "")
+                + (
+                    f" through {plural(s.jobs_collected, 'batch job')}"
+                    if s.dispatch == "batch"
+                    else ""
+                )
                 + (f", retry attempts: {retries}" if retries else "")
                 + (
-                    f", {s.retries.unsent} credential failures before sending"
+                    f", {plural(s.retries.unsent, 'credential failure')} before sending"
                     if s.retries.unsent
                     else ""
                 )
@@ -165,7 +170,7 @@ class DispatchSummary:
                 + (f" — {s.message}" if s.message else "")
             )
         for name, rows in self.unconfigured.items():
-            out.append(f"  {name}: {rows} plan rows skipped (model not configured)")
+            out.append(f"  {name}: {plural(rows, 'plan row')} skipped (model not configured)")
         if self.disk_full is not None:
             out.append(f"{self.disk_full}; every answer written before it is kept")
         if self.spend is not None:
@@ -408,8 +413,9 @@ def _connections(
         return 0
     log.warning(
         "connections_capped", concurrency=wanted, connections=cap, open_files_limit=limit,
-        say=f"the models' concurrency asks {wanted:,} requests at once, but the open-file "
-        f"limit ({limit:,}) leaves room for {cap:,} connections: requests beyond wait for a "
+        say=f"the models' concurrency asks {plural(wanted, 'request')} at once, but the "
+        f"open-file limit ({limit:,}) leaves room for {plural(cap, 'connection')}: requests "
+        "beyond wait for a "
         "connection; raise `ulimit -n` to send them all at once",
     )  # fmt: skip
     return cap

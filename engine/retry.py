@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import tenacity
 
+from engine.console_lines import plural
 from providers.types import Failure, Outcome
 
 #: Failures that will fail the same way on every try: they stop a lane after a few in a row.
@@ -129,9 +130,9 @@ class RetryTally:
 
 
 #: What the reason a spent answer-failure budget stops a request with says after its count
-#: (`AnswerRetry.failed`); the audit finds such requests by it in their last attempt's
-#: detail (`engine.audit`).
-BUDGET_SPENT_REASON = "answer failures (budget"
+#: (`AnswerRetry.failed`: "1 answer failure (budget 1, ...", "3 answer failures (budget 3,
+#: ..."); the audit finds such requests by it in their last attempt's detail (`engine.audit`).
+BUDGET_SPENT_REASON = "answer failure"
 #: How the detail of the attempt that stopped its request begins its mark (`gave_up_detail`);
 #: the audit finds the requests whose answer-failure budget was spent by it.
 GAVE_UP_MARK = "[gave up: "
@@ -192,7 +193,8 @@ class AnswerRetry:
         if earlier is not None and self.temperature == 0:
             return f"same reply as attempt {earlier} at temperature 0: not asked again"
         if self.spent:
-            return f"{self.failures} {BUDGET_SPENT_REASON} {self.budget}, across runs)"
+            spent = plural(self.failures, BUDGET_SPENT_REASON)
+            return f"{spent} (budget {self.budget}, across runs)"
         if outcome is Outcome.TRUNCATED and self.cap is None and self.base_cap is not None:
             self.cap = 2 * self.base_cap
         else:

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from engine.audit import plural
 from engine.batch_jobs import fold_jobs
+from engine.console_lines import plural
 from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import (
     DiskFull,
@@ -697,7 +697,8 @@ def _design_and_plan(
     if to_save is not None:
         save_estimate(run_dir, spec, to_save)
     console.print(
-        f"[bold]{spec.name}[/]: {plan_summary['total']['queries']:,} queries planned"
+        f"[bold]{spec.name}[/]: {plural(plan_summary['total']['queries'], 'query', 'queries')} "
+        "planned"
         + (" (resuming)" if resumed else "")
         + (" — rehearsal on the local simulator" if rehearse else "")
     )
@@ -846,7 +847,7 @@ def _score_and_report(
     if faults != "none" and injected:
         kinds = fault_counts(injected)
         console.print(
-            f"simulator injected {sum(kinds.values()):,} faults ({faults}): "
+            f"simulator injected {plural(sum(kinds.values()), 'fault')} ({faults}): "
             + (", ".join(f"{k} {v:,}" for k, v in kinds.items()) or "none drawn"),
             soft_wrap=True, highlight=False, markup=False,
         )  # fmt: skip

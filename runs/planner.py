@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import polars as pl
 
+from engine.console_lines import plural
 from engine.durable import written_whole
 from engine.frames import frame_from_columns
 from engine.plan import PLAN_SCHEMA
@@ -323,8 +324,8 @@ def _queries_by_arm(spec: CampaignSpec, units: UnitSource) -> list[tuple[str, in
         per_pass = sum(arm.query_count(unit) for unit in units.for_arm(arm, check=False))
         models = len(spec.models_for(entry))
         what = (
-            f"arms[{index}] ({entry.name}): {entry.passes:,} passes x {per_pass:,} queries x "
-            f"{models} model{'s' if models != 1 else ''}"
+            f"arms[{index}] ({entry.name}): {plural(entry.passes, 'pass', 'passes')} x "
+            f"{plural(per_pass, 'query', 'queries')} x {plural(models, 'model')}"
         )
         counts.append((what, per_pass * entry.passes * models))
     return counts

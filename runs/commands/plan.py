@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from engine.console_lines import plural
 from providers.types import ModelConfig
 from runs.commands._errors import interrupt_says_rerun, user_errors
 from runs.output import print_text, stdout_console
@@ -79,7 +80,7 @@ def limit_floors(spec: CampaignSpec, summary: dict[str, Any]) -> list[str]:
         whole, minutes = divmod(round(hours * 60), 60)
         lines.append(
             f"at its rate limits ({limits}), {name} needs at least {whole}:{minutes:02d} "
-            f"(hours:minutes) for its {row['queries']:,} queries"
+            f"(hours:minutes) for its {plural(row['queries'], 'query', 'queries')}"
         )
     return lines
 
@@ -126,7 +127,8 @@ def _print_tables(console: Console, name: str, summary: dict[str, Any]) -> None:
 def _total_line(total: dict[str, Any]) -> str:
     models = len(total["tokens_in_method"])
     line = (
-        f"total: {total['queries']:,} queries, ~{total['tokens_in']:,} tokens in, "
+        f"total: {plural(total['queries'], 'query', 'queries')}, "
+        f"~{plural(total['tokens_in'], 'token')} in, "
         f"~{total['tokens_out']:,} out"
     )
     if not total["priced_models"] and not total["batch_priced_models"]:

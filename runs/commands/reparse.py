@@ -9,6 +9,7 @@ from typing import Annotated
 import orjson
 import typer
 
+from engine.console_lines import plural
 from engine.journal import JournalError
 from engine.ledger import LedgerBusy
 from engine.reparse import reparse as run_reparse
@@ -52,7 +53,7 @@ def reparse(
         return
     console = stdout_console(highlight=False)
     console.print(
-        f"re-parsed {summary.requests_with_replies:,} requests' replies with the "
+        f"re-parsed the replies of {plural(summary.requests_with_replies, 'request')} with the "
         f"[bold]{summary.parser}[/] parser: accepted {summary.accepted_before:,} → "
         f"{summary.accepted_after:,} (newly accepted {summary.newly_accepted:,}, "
         f"newly rejected {summary.newly_rejected:,}, values changed "
@@ -72,7 +73,8 @@ def reparse(
         )
     if summary.skipped_without_keys:
         console.print(
-            f"[yellow]{summary.skipped_without_keys:,} request(s) skipped: no plan.parquet row "
+            f"[yellow]{plural(summary.skipped_without_keys, 'request')} skipped: no plan.parquet "
+            "row "
             "says which keys were asked[/]"
         )
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from engine.console_lines import plural
 from runs.commands._errors import disk_full_says, fail, interrupt_says_rerun, user_errors
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
@@ -102,8 +103,6 @@ def score(
         spec = _load(run_dir, spec_path)
         with folder_held(run_dir, "score"):
             scored = score_run(spec, run_dir)
-    from engine.audit import plural
-
     frame = scored.scores
     answered = frame.filter(frame["answered"] > 0)
     typer.echo(
@@ -126,7 +125,7 @@ def repair(
         spec = _load(run_dir, spec_path)
         with folder_held(run_dir, "repair"):
             summary = repair_run(spec, run_dir)
-    line = f"repaired {summary.sets:,} answered sets: {run_dir / 'repaired.parquet'}"
+    line = f"repaired {plural(summary.sets, 'answered set')}: {run_dir / 'repaired.parquet'}"
     if summary.with_outcomes:
         line += (
             f"; Brier change over the {summary.with_outcomes:,} with outcomes: mean "

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from engine.console_lines import duration, held_text
+from engine.console_lines import duration, held_text, plural
 from engine.console_tables import print_whole
 from engine.journal import JournalError
 from engine.status import status as run_status
@@ -93,11 +93,12 @@ def render(summary: dict[str, Any], console: Console) -> None:
         return
     console.print(
         f"accepted {_fraction(summary['accepted'], summary['planned'])}, "
-        f"{summary['attempts']:,} attempts, {summary['retries']:,} retries over "
-        f"{summary['requests_retried']:,} requests, "
+        f"{plural(summary['attempts'], 'attempt')}, "
+        f"{plural(summary['retries'], 'retry', 'retries')} over "
+        f"{plural(summary['requests_retried'], 'request')}, "
         f"last attempt {summary['last_attempt_at'] or 'none yet'}"
         f" ({summary['attempts_last_minute']:,} in its last minute), "
-        f"{summary['journal_segments']} journal segment(s) not yet compacted"
+        f"{plural(summary['journal_segments'], 'journal segment')} not yet compacted"
     )
     _say_unresolved(summary, console)
     models = Table(title="per model", title_justify="left")
@@ -124,14 +125,16 @@ def render(summary: dict[str, Any], console: Console) -> None:
     pending = summary["pending_failures"]
     if pending["total"]:
         console.print(
-            f"{pending['total']:,} request(s) failed and are not yet answered "
+            f"{plural(pending['total'], 'request')} failed and "
+            f"{'is' if pending['total'] == 1 else 'are'} not yet answered "
             f"({pending['permanent']:,} permanent): "
             + ", ".join(f"{k} {v:,}" for k, v in pending["by_outcome"].items())
         )
         for example in pending["examples"]:
             console.print(
-                f"  {example['request_id']} [{example['model']}] after {example['attempts']} "
-                f"attempt(s): {example['outcome']} {example['detail']}",
+                f"  {example['request_id']} [{example['model']}] after "
+                f"{plural(example['attempts'], 'attempt')}: {example['outcome']} "
+                f"{example['detail']}",
                 soft_wrap=True, highlight=False, markup=False,
             )
     for warning in summary.get("warnings") or []:
@@ -145,8 +148,7 @@ def _say_unresolved(summary: dict[str, Any], console: Console) -> None:
     counted above as the interrupted attempts its next run records."""
     flying, lost = summary.get("in_flight") or 0, summary.get("interrupted_unrecorded") or 0
     if flying:
-        plural = "s" if flying != 1 else ""
-        console.print(f"{flying:,} attempt{plural} in flight now", soft_wrap=True)
+        console.print(f"{plural(flying, 'attempt')} in flight now", soft_wrap=True)
     if lost:
         were = f"{lost:,} attempts were" if lost != 1 else "1 attempt was"
         console.print(

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from engine.console_lines import plural
 from runs.report.data import family_arm
 from runs.report_figures import _style
 from runs.report_figures.inputs import FigureInputs
@@ -291,7 +292,7 @@ def _draw_book(
     ax_s.set_title(f"bookie's stakes (buy > 0)\nprofit {book.profit:.4g} {unit}", fontsize=9)
     ax_s.tick_params(labelleft=False)
     if len(idx) < len(book.events):
-        note = f"{len(idx)} binding events of {len(book.events)} shown"
+        note = f"{plural(len(idx), 'binding event')} of {len(book.events)} shown"
         if ax_e is None:
             ax_p.set_xlabel(f"{ax_p.get_xlabel()}\n{note}", fontsize=8)
         else:

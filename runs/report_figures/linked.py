@@ -17,6 +17,7 @@ from typing import Any, Literal, cast
 import numpy as np
 import polars as pl
 
+from engine.console_lines import plural
 from runs.report_figures import _style
 from runs.report_figures.books import draw_events
 from runs.report_figures.inputs import FigureInputs
@@ -123,7 +124,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     _style.save(fig, path)
     lines = [
         f"{c.model}, {c.kind}: linked - dispersed {_style.fmt_interval(c.difference, 5)} "
-        f"over {c.units} units"
+        f"over {plural(c.units, 'unit')}"
         for c in cells
         if c.difference is not None
     ]

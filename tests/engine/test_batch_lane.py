@@ -307,15 +307,20 @@ async def test_no_remainder_below_the_providers_floor(tmp_path: Path, kit: type[
     _check_exactly_once(run_dir, fake, {r["request_id"] for r in rows})
 
 
-async def test_leftover_below_the_floor_waits_and_says_why(tmp_path: Path, kit: type[Kit]) -> None:
-    rows = kit.plan_rows(MODEL, 10)
+@pytest.mark.parametrize(
+    ("left", "said"),
+    [(10, "10 queries wait: fewer than sim's minimum of 15 lines per job"),
+     (1, "1 query waits: fewer than sim's minimum of 15 lines per job")],  # not "1 queries"
+)  # fmt: skip
+async def test_leftover_below_the_floor_waits_and_says_why(
+    tmp_path: Path, kit: type[Kit], left: int, said: str
+) -> None:
+    rows = kit.plan_rows(MODEL, left)
     plan = kit.write_plan(tmp_path / "plan.parquet", rows)
     fake = FakeBatch(limits_=replace(FakeBatch().limits, min_lines=15))
     summary = await _run(plan, tmp_path / "run", fake)
-    assert summary.unaccepted == 10 and not fake.jobs
-    assert "10 queries wait: fewer than sim's minimum of 15 lines per job" in (
-        summary.lanes[MODEL].message
-    )
+    assert summary.unaccepted == left and not fake.jobs
+    assert said in summary.lanes[MODEL].message
 
 
 async def test_a_resumed_job_counts_its_lines_once(tmp_path: Path, kit: type[Kit]) -> None:

@@ -267,7 +267,8 @@ async def test_a_stopped_run_says_how_many_jobs_are_still_at_the_provider(
     lane = summary.lanes[MODEL]
     open_jobs = [j for j in fold_jobs(tmp_path / "run").values() if j.live and j.job_id]
     assert lane.state.value == "cancelled" and open_jobs
-    assert (f"stop requested; {len(open_jobs)} batch job(s) not yet collected from the "
+    jobs = f"{len(open_jobs)} batch job" + ("s" if len(open_jobs) != 1 else "")
+    assert (f"stop requested; {jobs} not yet collected from the "
             "provider (they may still run and be billed") in summary.lines()[1]
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, cast
 import polars as pl
 import pytest
 
+from engine.audit import audit
 from engine.dispatch import DispatchSummary, dispatch
 from engine.lanefile import read_lane_states
 from engine.lanes import LaneState
@@ -332,6 +333,28 @@ async def test_invalid_answers_are_retried_and_raw_text_kept(
     )
     attempts = scan_attempts(tmp_path / "run").collect()
     assert sorted(set(attempts["attempt"])) == [1, 2, 3, 4, 5]
+
+
+async def test_a_budget_of_one_answer_failure_says_it_in_the_singular(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    """`max_answer_failures = 1` gave up "after 1 answer failures"; the audit still finds
+    the requests given up for their budget, as it does in older ledgers' plural."""
+    rows = [
+        dict(r, keys=["Q07"], events=["e"])
+        for r in kit.plan_rows("sim-coherent", 2, grouped_every=0)
+    ]
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    config, adapter = kit.sim_model("sim-coherent", sim.root_url)
+    summary = await dispatch(
+        plan, tmp_path / "run", {config.name: config}, {config.name: adapter},
+        policy=replace(FAST, max_attempts=3, max_answer_failures=1), log_console=None,
+    )  # fmt: skip
+    assert summary.lanes[config.name].retries.answer_budget_spent == 2
+    details = scan_attempts(tmp_path / "run").collect()["detail"].to_list()
+    assert len(details) == 2
+    assert all("[gave up: 1 answer failure (budget 1, across runs)]" in d for d in details)
+    assert audit(tmp_path / "run").totals.answer_budget_spent == 2
 
 
 @pytest.mark.parametrize("stop_after", [5])

@@ -321,3 +321,23 @@ def test_attempts_recovered_as_interrupted_are_said_in_a_sentence(tmp_path: Path
     events = [json.loads(line) for line in (tmp_path / "logs" / "engine.jsonl").open()]
     recovered = [e for e in events if e["event"] == "interrupted_recovered"]
     assert len(recovered) == 1 and recovered[0]["attempts"] == 2
+
+
+def test_a_summary_of_one_of_each_says_each_in_the_singular() -> None:
+    """The summary said "1 answers accepted", "1 attempts, 1 retry attempts", "through 1
+    batch jobs", "1 credential failures", "1 plan rows skipped"."""
+    from engine.console_lines import plural
+    from engine.dispatch import DispatchSummary
+
+    lane = LaneStats("m", "sim", planned=2, accepted=1, attempts=2, dispatch="batch",
+                     jobs_collected=1, state=LaneState.DONE)  # fmt: skip
+    lane.retries.by_cause["rate_limit"] = 1
+    lane.retries.unsent = 1
+    said = "\n".join(DispatchSummary(lanes={"m": lane}, unconfigured={"x": 1}).lines())
+    assert said.startswith("1 answer accepted in ")
+    assert "2 attempts, 1 retry attempt)" in said
+    assert "through 1 batch job," in said and "1 credential failure before sending" in said
+    assert "x: 1 plan row skipped" in said
+    assert [plural(n, "query", "queries") for n in (0, 1, 2_000)] == [
+        "0 queries", "1 query", "2,000 queries"
+    ]

@@ -41,3 +41,32 @@ def test_a_live_lanes_hold_is_shown_and_counted_and_a_halted_lane_has_no_time_le
     assert _lane_text(stopped, "live") == "stopped: m stopped: 401 bad key"
     probing = {**entry, "lane_state": "probing", "lane_message": "provider down (503)"}
     assert _lane_text(probing, "died") == "probing when the run died: provider down (503)"
+
+
+def test_counts_of_one_are_said_in_the_singular() -> None:
+    """"1 attempts, 1 retries over 1 requests" and "1 request(s) failed and are"."""
+    import io
+
+    from rich.console import Console
+
+    from runs.commands.status import render
+
+    summary = {
+        "run_dir": "r", "state": "died", "planned": 2, "accepted": 1, "attempts": 1,
+        "retries": 1, "requests_retried": 1, "last_attempt_at": None, "attempts_last_minute": 0,
+        "journal_segments": 1, "in_flight": 1, "models": {}, "retries_by_cause": {},
+        "pending_failures": {
+            "total": 1, "permanent": 1, "by_outcome": {"auth_error": 1},
+            "examples": [{"request_id": "q1", "model": "m", "attempts": 1,
+                          "outcome": "auth_error", "detail": "bad key"}],
+        },
+        "sentence": "",
+    }  # fmt: skip
+    out = io.StringIO()
+    render(summary, Console(file=out, width=300, color_system=None))
+    said = out.getvalue()
+    assert "1 attempt, 1 retry over 1 request, " in said
+    assert "1 journal segment not yet compacted" in said
+    assert "1 request failed and is not yet answered" in said
+    assert "q1 [m] after 1 attempt: auth_error bad key" in said
+    assert "1 attempt in flight now" in said
