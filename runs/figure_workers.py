@@ -23,7 +23,13 @@ their imports), or when their pipe closes because this process died; told to sto
 ends without the interpreter's teardown (`_exit_now`), which this process's own exit would
 wait for. A worker that dies (killed, out of memory, or never started: a Python it may not
 run) leaves its work to this process: every call not answered yet is made here, as without
-workers, and one line on stderr says so (`_fall_back`). The workers are a head start, never
+workers, and one line on stderr says so (`_fall_back`). So does one that stops making
+progress (stopped by SIGSTOP or a debugger, or blocked without using the CPU: `_Watch`),
+which is killed first: a stuck worker used to keep `run` waiting after scoring for ever. A
+run that ends by an exception (a Ctrl-C or SIGTERM while it waits on a worker among them)
+kills its workers, which ignore SIGTERM: multiprocessing's exit joins its children, and a
+worker stopped or still drawing kept the interrupted run from ending until a second signal.
+The workers are a head start, never
 a condition of the report: a dead one used to end `run` before it scored, when it was the
 audit's, with advice (`dutchbook report`) that needed the scores it had not written. A
 figure that raises raises the same error here as in one process.
@@ -37,6 +43,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -46,6 +53,8 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
+
+import psutil
 
 from engine.housekeeping import HOUSEKEEPING_NICE, yield_cpu
 from runs.signals import STOP_SIGNALS, held
@@ -73,9 +82,31 @@ WARM_NICENESS = HOUSEKEEPING_NICE
 KILLED_WAIT_S = 5.0
 
 
-#: What `_fall_back` says, once, on stderr.
+#: How often a wait for a worker's reply looks at the worker (`_Watch`); a reply ends the
+#: wait at once, whatever this is.
+POLL_S = 0.5
+#: A worker stopped (SIGSTOP sent to it alone, a debugger) for this long of a wait is taken
+#: for stuck; a stop as short as a debugger's look is not.
+STOPPED_S = 5.0
+#: A worker whose CPU time does not advance for this long of a wait is taken for stuck. A
+#: worker drawing or reading the audit is on the CPU all along, however big the report
+#: (figure 1, the biggest, draws in about 1 s at the benchmark's scale; a slower figure only
+#: advances its CPU time for longer); at nice 10 beside busy processes its warm-up still
+#: gets a share of a core each scheduling period. A worker waits on nothing but this
+#: process, which is reading its pipe while it waits.
+STALLED_S = 60.0
+#: Where the worker cannot be looked at (psutil refused), the wait's only bound.
+UNSEEN_S = 1800.0
+
+
+#: What `_fall_back` says, once, on stderr, for a worker that died.
 FELL_BACK = (
     "note: a figure worker ended before its work was done (killed, or out of memory); "
+    "the report is drawn in this process instead"
+)
+#: What `_fall_back` says for a worker that stopped making progress (`_Watch`).
+STUCK = (
+    "note: a figure worker stopped making progress (stopped, or stuck) and was ended; "
     "the report is drawn in this process instead"
 )
 
@@ -175,6 +206,49 @@ def _warm_lowered() -> None:
     _warm()
 
 
+class _Watch:
+    """Whether a worker awaited for a reply is stuck: stopped for `STOPPED_S`, or its CPU
+    time still for `STALLED_S`, of this wait. Time counts as this process sees it, a step of
+    at most two polls between looks: a Ctrl-Z of the whole group (this process stopped
+    too) does not count against the worker once both go on."""
+
+    def __init__(self, pid: int | None) -> None:
+        self._process: psutil.Process | None = None
+        with contextlib.suppress(psutil.Error, ValueError, TypeError):
+            self._process = psutil.Process(pid)
+        self._cpu: float | None = None
+        self._cpu = self._look()[0]
+        self._last = time.monotonic()
+        self._stopped = self._still = self._unseen = 0.0
+
+    def _look(self) -> tuple[float | None, bool]:
+        """The worker's CPU seconds so far and whether it is stopped; None where unseen."""
+        if self._process is None:
+            return None, False
+        try:
+            with self._process.oneshot():
+                times = self._process.cpu_times()
+                status = self._process.status()
+        except psutil.NoSuchProcess:  # gone: its pipe's end reads as EOF
+            return self._cpu, False
+        except psutil.Error:
+            return None, False
+        stopped = status in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+        return times.user + times.system, stopped
+
+    def stuck(self) -> bool:
+        now = time.monotonic()
+        step, self._last = min(now - self._last, 2 * POLL_S), now
+        cpu, stopped = self._look()
+        if cpu is None:
+            self._unseen += step
+            return self._unseen >= UNSEEN_S
+        self._stopped = self._stopped + step if stopped else 0.0
+        self._still = self._still + step if cpu == self._cpu else 0.0
+        self._cpu = cpu
+        return self._stopped >= STOPPED_S or self._still >= STALLED_S
+
+
 @dataclass(frozen=True)
 class Pending(Generic[T]):
     """A call sent to one worker; `result` waits for its reply (replies come in order), or
@@ -270,8 +344,12 @@ class FigureWorkers:
         while len(replies) <= pending.number and not self._fell_back:
             if not self._workers:
                 raise RuntimeError("the figure workers were closed")
+            process, conn = self._workers[pending.worker]
             try:
-                replies.append(self._workers[pending.worker][1].recv())
+                if _replied(process, conn):
+                    replies.append(conn.recv())
+                else:
+                    self._fall_back(STUCK)
             except (EOFError, ConnectionResetError):
                 self._fall_back()
         if len(replies) > pending.number:
@@ -294,8 +372,9 @@ class FigureWorkers:
                 self._here[key] = ("error", exc)
         return self._here[key]
 
-    def _fall_back(self) -> None:
-        """A worker died: end the others too and make every call not answered yet here.
+    def _fall_back(self, said: str = FELL_BACK) -> None:
+        """A worker died (or is stuck: `said` then says so): end them all and make every
+        call not answered yet here.
 
         The others are killed and waited for, not left to finish their share: one still
         drawing would write its figures beside the same figures drawn here (a test's page
@@ -305,7 +384,7 @@ class FigureWorkers:
         self.close(kill=True)
         self._fell_back = True
         with contextlib.suppress(OSError, ValueError):  # stderr closed: the report matters more
-            print(FELL_BACK, file=sys.stderr, flush=True)
+            print(said, file=sys.stderr, flush=True)
 
     def close(self, *, kill: bool = False) -> None:
         """End the workers: told to stop once used (they are idle; their interpreters' own
@@ -331,4 +410,21 @@ class FigureWorkers:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close()
+        # Ended by an exception (a Ctrl-C or SIGTERM among them), the workers are killed: one
+        # still drawing, or stopped, would hold this process's exit (multiprocessing joins
+        # its children, and they ignore the SIGTERM it sends them first).
+        if exc is None:
+            self.close()
+        else:
+            self.close(kill=True)
+
+
+def _replied(process: BaseProcess, conn: Connection) -> bool:
+    """Wait until `conn` has something to read (a reply, or EOF: the worker died), True; or
+    until the worker is taken for stuck (`_Watch`), False. A signal's exception (Ctrl-C, or
+    SIGTERM as `runs.signals.stops_as_interrupt` raises it) ends the wait at once."""
+    watch = _Watch(process.pid)
+    while not conn.poll(POLL_S):
+        if watch.stuck():
+            return False
+    return True

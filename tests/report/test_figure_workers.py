@@ -5,15 +5,18 @@ leaves its work to this process, which draws the same report."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import orjson
+import psutil
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
@@ -323,3 +326,111 @@ def test_a_worker_whose_run_was_killed_ends_without_a_word() -> None:
     assert done.returncode == 0
     assert done.stdout.strip().isdigit()
     assert done.stderr == ""
+
+
+def _stop(processes: list[Any]) -> list[int]:
+    pids = [process.pid for process in processes]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    return pids
+
+
+def _kill_left(pids: list[int]) -> None:
+    """Those still there (the test failed): killed, or pytest's own exit would wait on them."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.timeout(120)
+def test_a_stopped_worker_is_ended_and_its_work_drawn_here(
+    figures_run: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A worker stopped (SIGSTOP) or stuck used to keep the wait for its reply, and `dutchbook
+    run` with it, waiting for ever after scoring: it is now ended and its work drawn here,
+    the same bytes, with one line saying so."""
+    monkeypatch.setattr(figure_workers, "POLL_S", 0.05)
+    monkeypatch.setattr(figure_workers, "STOPPED_S", 0.5)
+    run = _copy(figures_run, tmp_path / "run")
+    with FigureWorkers() as workers:
+        processes = [process for process, _ in workers._workers]
+        pids = _stop(processes[:1])  # figure 1's
+        try:
+            _report(run, workers)
+            assert not any(p.is_alive() for p in processes)
+        finally:
+            _kill_left(pids)
+    alone = _copy(figures_run, tmp_path / "alone")
+    _report(alone, None)
+    assert _files(run) == _files(alone)
+    said = [line for line in capfd.readouterr().err.splitlines() if "figure worker" in line]
+    assert said == [figure_workers.STUCK], said
+
+
+def test_a_worker_is_stuck_when_its_cpu_time_stands_still_not_while_it_works(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The liveness check behind the wait (`_Watch`): a process blocked without using the
+    CPU is stuck after `STALLED_S`; one that computes, as a slow figure does, never is."""
+    monkeypatch.setattr(figure_workers, "POLL_S", 0.1)
+    monkeypatch.setattr(figure_workers, "STALLED_S", 1.0)
+    code = {"idle": "import time; time.sleep(60)", "busy": "while True: pass"}
+    procs = {kind: subprocess.Popen([sys.executable, "-c", c]) for kind, c in code.items()}
+    try:
+        time.sleep(0.3)  # started
+        watches = {kind: figure_workers._Watch(p.pid) for kind, p in procs.items()}
+        stuck_at: dict[str, float] = {}
+        started = time.monotonic()
+        while time.monotonic() - started < 3.0:
+            time.sleep(0.1)
+            for kind, watch in watches.items():
+                if watch.stuck():
+                    stuck_at.setdefault(kind, time.monotonic() - started)
+        assert "busy" not in stuck_at
+        assert 0.9 <= stuck_at["idle"] < 2.0, stuck_at
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_a_signal_while_run_waits_on_a_stopped_worker_ends_it(
+    tmp_path: Path, sent: signal.Signals
+) -> None:
+    """`dutchbook run` waiting on a stopped worker's reply after dispatch: one signal used to
+    print "interrupted" and leave the process waiting at its exit (multiprocessing joins its
+    children, and the workers ignore the SIGTERM it sends them); now it ends, exit 130."""
+    (tmp_path / "spec.toml").write_text(SPEC, encoding="utf-8")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="200", NO_COLOR="1")
+    env.pop("PYTEST_CURRENT_TEST", None)
+    exe = str(Path(sys.executable).with_name("dutchbook"))
+    proc = subprocess.Popen(
+        [exe, "run", "spec.toml", "--out", str(tmp_path / "run")], cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    pids: list[int] = []
+    try:
+        started = time.monotonic()
+        while len(pids) < len(SHARES) and time.monotonic() - started < 60:
+            pids += [c.pid for c in psutil.Process(proc.pid).children()
+                     if c.pid not in pids and "spawn_main" in " ".join(c.cmdline())]  # fmt: skip
+            time.sleep(0.02)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:  # up to dispatch's summary: the audit is asked of a worker
+            lines.append(line)
+            if "answers accepted" in line:
+                break
+        time.sleep(1.5)  # scored; waiting for the audit (a stopped worker is given 5 s)
+        proc.send_signal(sent)
+        output = "".join(lines) + proc.communicate(timeout=30)[0]
+    finally:
+        proc.kill()
+        _kill_left(pids)
+    assert proc.returncode == 130, output
+    assert pipeline.INTERRUPTED_MESSAGE in output
+    assert "Traceback" not in output
