@@ -18,6 +18,8 @@ import errno
 import importlib
 import os
 import sys
+from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -87,10 +89,33 @@ def load_command(name: str) -> TyperCommand:
         module = importlib.import_module(f"runs.commands.{COMMANDS[name][0]}")
     holder = typer.Typer()
     module.register(holder)
+    for info in holder.registered_commands:  # typer's own class, unless one was chosen
+        if info.cls in (None, TyperCommand):
+            info.cls = _Command
     command = typer.main.get_group(holder).commands.get(name)
     if not isinstance(command, TyperCommand):
         raise RuntimeError(f"runs.commands.{COMMANDS[name][0]} registers no command {name!r}")
     return command
+
+
+def _help_quietly(print_help: Callable[[], None]) -> None:
+    """Print a help page; its reader gone (`dutchbook --help | head -1`), end as a command
+    that only reads does (`output_closed`: exit 0, quietly). typer prints help through a rich
+    console of its own, which meets the closed pipe by exiting 1 without a word
+    (`Console.on_broken_pipe`); nothing else in printing help exits 1."""
+    try:
+        print_help()
+    except SystemExit as exc:
+        if exc.code != 1:
+            raise
+        output_closed(None)
+
+
+class _Command(TyperCommand):
+    """A command whose help, printed to a closed pipe, ends quietly (`_help_quietly`)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _help_quietly(partial(TyperCommand.format_help, self, ctx, formatter))
 
 
 class LazyGroup(TyperGroup):
@@ -114,6 +139,9 @@ class LazyGroup(TyperGroup):
             command = self.commands[name] = load_command(name)
             self._stubs.discard(name)
         return name, command, rest
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _help_quietly(partial(TyperGroup.format_help, self, ctx, formatter))
 
     # Ctrl-C while a command is still importing what it needs (the first second of
     # `dutchbook run`), or in a command with no handler of its own, would reach typer, which

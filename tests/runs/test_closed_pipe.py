@@ -48,6 +48,17 @@ def test_a_reading_command_ends_quietly(args: list[str], tmp_path: Path) -> None
     assert (done.returncode, done.stderr) == (0, "")
 
 
+@pytest.mark.parametrize(
+    "args", [["--help"], ["run", "--help"], ["plan", "--help"], ["status", "--help"]]
+)
+def test_help_to_a_closed_pipe_ends_quietly(args: list[str]) -> None:
+    """`dutchbook --help | head -1`: typer prints help through rich, whose console meeting
+    a closed pipe exits 1 without a word; help is read, not written, so it ends as a reading
+    command does (exit 0), a writing command's help included."""
+    done = _to_closed_pipe(args)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
 def test_a_run_says_its_output_closed_and_the_same_command_finishes(tmp_path: Path) -> None:
     spec = tmp_path / "spec.toml"
     spec.write_text(SMALL_SPEC, encoding="utf-8")
