@@ -291,3 +291,9 @@ def _no_room(exc: OSError, where: str) -> NoReturn:
         sys.stderr.write(f"error: a write{where} failed: {exc.strerror or exc}; {NO_ROOM_HINT}\n")
         sys.stderr.flush()
     raise SystemExit(EXIT_DISK_FULL)
+
+
+if __name__ == "__main__":
+    # `python -m runs.cli ...` (no console script on PATH) ran nothing and exited 0, which a
+    # script reads as a finished run.
+    main()

@@ -58,3 +58,26 @@ def test_a_stop_signal_while_the_cli_imports_ends_in_one_line(sig: str, module: 
     assert done.returncode == EXIT_INTERRUPTED, done.stderr
     assert done.stderr.strip() == INTERRUPTED  # no traceback, said once
     assert "Dutch-book profit" not in done.stdout  # the command never ran
+
+
+def test_the_cli_module_run_with_python_dash_m_runs_the_command() -> None:
+    """`python -m runs.cli check FILE` ran nothing and exited 0 (no `__main__` guard): a
+    script reading its exit status took a command never run for one that succeeded."""
+    done = subprocess.run(
+        [sys.executable, "-m", "runs.cli", "check", "examples/figure1.toml", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"profit"' in done.stdout
+    refused = subprocess.run(
+        [sys.executable, "-m", "runs.cli", "check", "no-such-file.toml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2
+    assert "no-such-file.toml" in refused.stderr
