@@ -39,7 +39,7 @@ from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
 from engine.reparse import ok_means_accepted, parser_in_force
 from engine.retry import BUDGET_SPENT_REASON, DUPLICATE, GAVE_UP_MARK
-from engine.scan import lost_answers, scan_ledger
+from engine.scan import Repeats, lost_answers, repeated_rows, scan_ledger
 from engine.spend import Prices, carried_by_batch
 from engine.unresolved import in_flight_sentence, with_unresolved
 
@@ -186,6 +186,31 @@ def unrecorded_answers_line(unrecorded: int) -> str | None:
         "attempt in attempts/ (a lost or damaged file): the retry counts leave out whatever "
         "came before them; no command writes attempts/ again (restore it from a copy to count "
         "them)"
+    )
+
+
+def repeated_rows_line(repeats: Repeats, run_dir: str) -> str | None:
+    """What `audit`, `status` and the report say of rows a run's shards hold twice (None
+    when there are none, `engine.scan.Repeats`): each is counted once, and the shard that
+    does not belong (a copy, or one put back after a reparse) is for the user to take out;
+    scoring, which reads one copy of each answer, may have read the other."""
+    held = [
+        text
+        for n, text in (
+            (repeats.answers, f"{plural(repeats.answers, 'answer')} in responses/"),
+            (repeats.attempts, f"{plural(repeats.attempts, 'attempt')} in attempts/"),
+        )
+        if n
+    ]
+    if not held:
+        return None
+    one = repeats.answers + repeats.attempts == 1
+    return (
+        f"{' and '.join(held)} {'is a copy' if one else 'are copies'} of "
+        f"{'one' if one else 'ones'} already there (in {_join(list(repeats.shards))}: a shard "
+        "copied, or one put back after a reparse): each is counted once; move each shard that "
+        f"does not belong out of the folder, then `dutchbook score {run_dir}` scores from one "
+        "copy"
     )
 
 
@@ -373,6 +398,9 @@ class Audit:
     #: Attempts sent and not resolved by a run that died: counted as the `interrupted` retry
     #: attempts the next `Ledger.open` records, so the counts do not jump at the resume.
     interrupted_unrecorded: int = 0
+    #: Rows the shards hold twice (a shard copied, or put back after a reparse), counted
+    #: once (`engine.scan.repeated_rows`).
+    repeats: Repeats = field(default_factory=Repeats)
 
     @property
     def sentence(self) -> str:
@@ -442,9 +470,11 @@ class Audit:
         resume = ["Running the same command again asks only the unanswered requests"]
         lost = missing_answers_line(self.totals.answers_missing, self.run_dir, self.parser)
         unrecorded = unrecorded_answers_line(self.totals.answers_unrecorded)
+        repeated = repeated_rows_line(self.repeats, self.run_dir)
         lines = [
             *self._interrupted_lines(),
-            *([lost] if lost else []), *([unrecorded] if unrecorded else []), *ends,
+            *([lost] if lost else []), *([unrecorded] if unrecorded else []),
+            *([repeated] if repeated else []), *ends,
             *self.pause_lines(), *(resume if ends else []), *self.budget_lines(),
         ]
         return [line if line.endswith((".", "?", "!")) else f"{line}." for line in lines]
@@ -471,6 +501,8 @@ class Audit:
             "lanes_ended_early": list(self.lane_ends),
             "in_flight": self.in_flight,
             "interrupted_unrecorded": self.interrupted_unrecorded,
+            "answers_repeated": self.repeats.answers,
+            "attempts_repeated": self.repeats.attempts,
         }
 
     def table(self) -> pl.DataFrame:
@@ -650,8 +682,9 @@ def audit(
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
+    repeats = repeated_rows(run_dir)  # a shard copied: its rows count once
     attempts, responses = scan_ledger(
-        run_dir, _ATTEMPT_COLUMNS, ["request_id", "model", "attempts"]
+        run_dir, _ATTEMPT_COLUMNS, ["request_id", "model", "attempts"], repeats
     )
     attempts, unresolved = with_unresolved(run_dir, attempts, responses)
     provider_of = (
@@ -686,7 +719,8 @@ def audit(
                  providers={m: mapping[m] for m in models if m in mapping},
                  pauses=read_pauses(run_dir), lane_ends=read_lane_ends(run_dir),
                  run_dir=str(run_dir), parser=parser_in_force(run_dir, spec_parser),
-                 in_flight=unresolved.in_flight, interrupted_unrecorded=unresolved.interrupted)
+                 in_flight=unresolved.in_flight, interrupted_unrecorded=unresolved.interrupted,
+                 repeats=repeats)
 
 
 def _rolled_up(
@@ -853,7 +887,7 @@ def attempt_timeline(run_dir: Path | str, bins: int = 60) -> pl.DataFrame:
         raise FileNotFoundError(f"no run folder at {run_dir}")
     attempts, responses = scan_ledger(
         run_dir, ["request_id", "attempt", "model", "outcome", "started_at"],
-        ["request_id", "attempts"],
+        ["request_id", "attempts"], repeated_rows(run_dir),
     )
     epoch = pl.col("started_at").dt.epoch("us")
     span = attempts.select(epoch.min().alias("t0"), epoch.max().alias("t1")).collect()

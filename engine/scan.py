@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,7 @@ def _union(
     schema: dict[str, pl.DataType],
     key: list[str],
     columns: Sequence[str] | None,
+    repeated: int = 0,
 ) -> pl.LazyFrame:
     """Shards ∪ journal, one row per `key`, narrowed to `columns` (plus the key).
 
@@ -154,7 +156,9 @@ def _union(
     it; a redone fold rewrites that same file), so the only duplicates are journal rows of
     a segment already folded but not yet deleted. Those are removed by an anti-join of the
     (small) journal against the shard rows with the same request ids, instead of hashing
-    every row of the campaign.
+    every row of the campaign. Where a shard was copied or put back (`repeated`, rows found
+    in two shards by `repeated_rows`), the shards' rows are made unique by `key` too, the
+    copy in the shard of the highest id kept: the ledger's newest.
     """
     wanted = list(schema) if columns is None else key + [c for c in columns if c not in key]
     recent = journal.lazy().select(wanted).unique(subset=key, keep="first", maintain_order=True)
@@ -162,6 +166,8 @@ def _union(
         frame = recent
     else:
         folded = pl.scan_parquet(shards, schema=schema).select(wanted)
+        if repeated:
+            folded = folded.unique(subset=key, keep="last")
         if journal.height:
             ids = journal["request_id"].unique().to_list()
             overlap = folded.filter(pl.col("request_id").is_in(ids)).select(key)
@@ -196,14 +202,18 @@ def scan_ledger(
     run_dir: Path | str,
     attempt_columns: Sequence[str] | None = None,
     response_columns: Sequence[str] | None = None,
+    repeats: Repeats | None = None,
 ) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """Attempts and responses from ONE read of the journal, for readers that compare them.
 
     Response shards are listed before attempt shards, and compaction writes a segment's
     attempts shard before its responses shard, so every response seen has its attempt
     seen too (while a writer runs, attempts may run slightly ahead, never behind).
+    `repeats` (`repeated_rows`, for readers that count) makes rows found in two shards
+    count once.
     """
     run_dir = Path(run_dir)
+    repeats = repeats or Repeats()
     attempts, responses = _journal_rows(run_dir)
     response_shards = visible_shards(run_dir / RESPONSES)
     attempt_shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
@@ -214,6 +224,7 @@ def scan_ledger(
             ATTEMPT_SCHEMA,
             ["request_id", "attempt"],
             attempt_columns,
+            repeats.attempts,
         ),
         _union(
             response_shards,
@@ -221,8 +232,65 @@ def scan_ledger(
             RESPONSE_SCHEMA,
             ["request_id"],
             response_columns,
+            repeats.answers,
         ),
     )
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """Rows of a run's shards that another row of them already holds: `answers` (a request
+    id twice in `responses/`) and `attempts` (a request's attempt twice in `attempts/`), and
+    the `shards` (`responses/part-….parquet`, …) that hold them. The ledger writes each row to
+    one shard, so these are none unless a shard was copied, or one moved aside before a
+    reparse was put back beside the shard the reparse wrote: then `status` and the audit
+    counted each of its answers twice ("56/28, 200%") and its retries too."""
+
+    answers: int = 0
+    attempts: int = 0
+    shards: tuple[str, ...] = ()
+
+
+def repeated_rows(run_dir: Path | str) -> Repeats:
+    """The `Repeats` of `run_dir`'s shards (none read where a folder has fewer than two).
+
+    Counted on a 64-bit hash of each row's key, then, only where one is found, again on the
+    key itself: on 365,100 answers and 430,000 attempts in 37 shards each, about 30 and 35
+    ms, where making every row unique took 70 and 150 ms; `status` there went 0.38 -> 0.41 s
+    and the audit 0.87 -> 0.90 s (medians of 8 alternating runs, no shard repeated).
+    """
+    run_dir = Path(run_dir)
+    found = [
+        _repeated(shards, schema, key, folder)
+        for folder, shards, schema, key in (
+            (RESPONSES, visible_shards(run_dir / RESPONSES), RESPONSE_SCHEMA, ["request_id"]),
+            (ATTEMPTS, [p for _, p in list_shards(run_dir / ATTEMPTS)], ATTEMPT_SCHEMA,
+             ["request_id", "attempt"]),
+        )
+    ]  # fmt: skip
+    return Repeats(found[0][0], found[1][0], found[0][1] + found[1][1])
+
+
+def _repeated(
+    shards: list[Path], schema: dict[str, pl.DataType], key: list[str], folder: str
+) -> tuple[int, tuple[str, ...]]:
+    """Rows of `shards` beyond the first of their `key`, and the shards holding those keys."""
+    if len(shards) < 2:
+        return 0, ()
+    scan = pl.scan_parquet(shards, schema=schema)
+    hashed = pl.struct(key).hash(0) if len(key) > 1 else pl.col(key[0]).hash(0)
+    counts = scan.select(pl.len(), hashed.n_unique()).collect().row(0)
+    if counts[0] == counts[1]:
+        return 0, ()
+    rows = (
+        pl.scan_parquet(shards, schema=schema, include_file_paths="_shard")
+        .select(*key, "_shard")
+        .filter(pl.struct(key).is_duplicated())
+        .collect()
+    )
+    extra = rows.height - rows.select(key).n_unique()
+    names = sorted({f"{folder}/{Path(path).name}" for path in rows["_shard"]})
+    return extra, tuple(names) if extra else ()
 
 
 def accepted_ids(run_dir: Path | str) -> set[str]:

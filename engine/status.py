@@ -18,6 +18,7 @@ from engine.audit import (
     by_cause,
     classify,
     missing_answers_line,
+    repeated_rows_line,
     retry_sentence,
     unrecorded_answers_line,
     unrecorded_by_model,
@@ -28,7 +29,7 @@ from engine.journal import list_segments
 from engine.lanefile import read_lane_states
 from engine.reparse import ok_means_accepted, parser_in_force
 from engine.runlock import read_pid
-from engine.scan import JOURNAL, scan_ledger
+from engine.scan import JOURNAL, repeated_rows, scan_ledger
 from engine.unresolved import in_flight_sentence, with_unresolved
 from providers.types import RETRYABLE, Outcome
 
@@ -73,15 +74,18 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     outcome, how many are permanent, a few examples), `answers_missing` (accepted answers
     lost from `responses/`, `engine.audit.classify`; `spec_parser`, the run's own parser,
     tells them from replies a reparse rejected), `answers_unrecorded` (answers whose accepted
-    attempt is not in `attempts/`), `warnings` (lines saying what is wrong with the folder,
-    and what to do). (Long only by this key list and the dict it describes.)
+    attempt is not in `attempts/`), `answers_repeated` and `attempts_repeated` (rows a shard
+    copied or put back holds a second time, `engine.scan.repeated_rows`: counted once
+    everywhere else), `warnings` (lines saying what is wrong with the folder, and what to
+    do). (Long only by this key list and the dict it describes.)
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
     # One narrow pass over each table; every count below works on these frames.
+    repeats = repeated_rows(run_dir)  # a shard copied: its rows count once
     attempts_scan, responses_scan = scan_ledger(
-        run_dir, _ATTEMPT_COLUMNS, ["request_id", "model", "attempts"]
+        run_dir, _ATTEMPT_COLUMNS, ["request_id", "model", "attempts"], repeats
     )
     responses = responses_scan.collect().lazy()
     attempts = attempts_scan.collect().lazy()
@@ -117,6 +121,7 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
         for line in (
             missing_answers_line(lost.height, str(run_dir), parser),
             unrecorded_answers_line(unrecorded),
+            repeated_rows_line(repeats, str(run_dir)),
         )
         if line
     ]
@@ -157,6 +162,8 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
         "pending_failures": pending,
         "answers_missing": lost.height,
         "answers_unrecorded": unrecorded,
+        "answers_repeated": repeats.answers,
+        "attempts_repeated": repeats.attempts,
         "warnings": warnings,
     }
 

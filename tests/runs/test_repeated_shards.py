@@ -1,0 +1,77 @@
+"""A shard present twice in a run folder is counted once by `status` and the audit, and said.
+
+Found by a tester: a responses shard moved aside, `dutchbook reparse`, the old shard put
+back: `status` said "accepted 56/28 (200%)" and the audit doubled every retry, while the
+scores (which read one copy of each answer) were right. A copied attempts shard doubled
+the attempts the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.scan import Repeats, repeated_rows
+from runs.audit import run_audit
+from tests.runs.quiet_campaign import invoke, retried_spec, run_quietly
+
+SPEC = retried_spec("repeated", 9)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("repeated")
+    run_quietly(root, "repeated", SPEC)
+    return root / "run"
+
+
+@pytest.fixture
+def run_dir(finished: Path, tmp_path: Path) -> Path:
+    shutil.copytree(finished, tmp_path / "run")
+    return tmp_path / "run"
+
+
+def _counts(run_dir: Path) -> tuple[int, int, int, int]:
+    summary = json.loads(invoke("status", str(run_dir), "--json")[1])
+    return (summary["planned"], summary["accepted"], summary["attempts"], summary["retries"])
+
+
+def test_a_responses_shard_put_back_after_a_reparse_counts_once(
+    finished: Path, run_dir: Path, tmp_path: Path
+) -> None:
+    before, audited = _counts(finished), run_audit(finished).totals
+    assert before[0] == before[1] == 28 and before[3] > 0  # finished, with retries
+    assert repeated_rows(finished) == Repeats()
+    (old,) = (run_dir / "responses").glob("*.parquet")
+    aside = tmp_path / old.name
+    old.rename(aside)
+    assert invoke("reparse", str(run_dir), "--parser", "lenient")[0] == 0
+    aside.rename(old)  # put back beside the shard the reparse wrote
+    assert len(list((run_dir / "responses").glob("*.parquet"))) == 2
+    assert _counts(run_dir) == before  # not 56/28 and twice the retries
+    found = run_audit(run_dir)
+    assert found.totals == audited and found.sentence == run_audit(finished).sentence
+    assert found.repeats.answers == 28 and found.repeats.attempts == 0
+    code, said = invoke("status", str(run_dir))
+    assert code == 0 and "28/28 (100%)" in said, said
+    for command in ("status", "audit"):
+        lines = [line for line in invoke(command, str(run_dir))[1].splitlines()
+                 if "copies of ones already there" in line]  # fmt: skip
+        assert len(lines) == 1 and lines[0].removeprefix("warning: ").startswith(
+            "28 answers in responses/ are copies"
+        ), lines
+        assert old.name in lines[0]
+
+
+def test_a_copied_attempts_shard_counts_once(finished: Path, run_dir: Path) -> None:
+    (shard,) = (run_dir / "attempts").glob("*.parquet")
+    shutil.copy(shard, shard.with_name("part-99999999.parquet"))
+    assert _counts(run_dir) == _counts(finished)
+    assert run_audit(run_dir).totals == run_audit(finished).totals
+    summary = json.loads(invoke("status", str(run_dir), "--json")[1])
+    attempts = summary["attempts"]
+    assert summary["attempts_repeated"] == attempts and summary["answers_repeated"] == 0
+    assert any(f"{attempts} attempts in attempts/ are copies" in w for w in summary["warnings"])
