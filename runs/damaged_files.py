@@ -43,10 +43,17 @@ def unreadable(path: Path) -> str | None:
 def check_footers(paths: Iterable[Path]) -> None:
     """Read each Parquet file's footer, not its pages: raises polars' error for the first one
     truncated or overwritten (what a disk fault or a half-finished copy leaves). Cheap enough
-    for every resume: a paper-scale run folder has about 150 shards."""
+    for every resume: a paper-scale run folder has about 150 shards. A folder named as a
+    shard raises `IsADirectoryError` naming it (one line through the commands' error
+    handling), where polars said "expanded paths were empty" and `reparse` ended in a
+    traceback."""
+    import errno
+
     import polars as pl
 
     for path in paths:
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
         pl.read_parquet_schema(path)
 
 

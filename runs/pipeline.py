@@ -38,9 +38,9 @@ from engine.durable import (
     why_unwritable,
 )
 from engine.ledger import LedgerBusy
-from engine.reparse import last_reparse, parser_in_force
+from engine.reparse import last_reparse
 from engine.runlock import clear_pid, release_lock, write_pid
-from engine.scan import ATTEMPTS, RESPONSES, lost_answers
+from engine.scan import ATTEMPTS, RESPONSES
 from engine.shards import visible_shards
 from panels.arms import ARMS
 from providers.batch_registry import batch_client_for
@@ -52,6 +52,7 @@ from runs.design import SPEC_FILE, DesignChanged, data_changes, freeze_design, o
 from runs.folder_lock import FolderBusy
 from runs.folder_lock import take_folder_lock as lock_folder
 from runs.leftovers import remove_orphaned_scratch, scratch_folder
+from runs.lost_answers import lost_answers_refusal
 from runs.memory import release_heap
 from runs.output import stdout_console
 from runs.phases import PhaseClock
@@ -734,26 +735,22 @@ def _check_last_parser(spec: CampaignSpec, run_dir: Path) -> None:
 
 def _check_lost_answers(spec: CampaignSpec, run_dir: Path) -> None:
     """Refuse a resume of a folder whose ledger holds accepted attempts whose answers are not
-    in `responses/` (`engine.scan.lost_answers`: a deleted or moved file). Dispatch skips
-    what `responses/` holds, so it would ask them again and pay for each, as a tester's
-    resume did for 534 (exit 0, every request then accepted twice), though the replies are
-    kept and `dutchbook reparse` rebuilds them without a call. Run after `_check_last_parser`:
+    in `responses/` (`runs.lost_answers`, as `score`, `repair` and `report` refuse it: a
+    deleted or moved file). Dispatch skips what `responses/` holds, so it would ask them
+    again and pay for each, as a tester's resume did for 534 (exit 0, every request then
+    accepted twice), though the replies are kept and `dutchbook reparse` rebuilds them
+    without a call. Run after `_check_last_parser`:
     past it, the parser in force takes every reply recorded `ok`, so none of these is one a
     reparse rejected.
 
     The reverse, answers whose attempts are lost from `attempts/`, is not refused: those
     requests are answered, so a resume asks (and pays for) none of them again; only the
     audit's retry counts miss what `attempts/` held, which the audit says."""
-    missing = lost_answers(run_dir)
-    if not missing:
-        return
-    parser = parser_in_force(run_dir, spec.parser)
-    raise RunError(
-        f"{run_dir}: {plural(missing, 'accepted answer')} {'is' if missing == 1 else 'are'} "
-        "missing from responses/ (their replies are kept in the ledger); resuming would ask "
-        f"and pay for them again: run `dutchbook reparse {run_dir} --parser {parser}` first, "
-        "which rebuilds them without a call, then run again"
+    refusal = lost_answers_refusal(
+        run_dir, spec.parser, would="resuming would ask and pay for them again", then="run again"
     )
+    if refusal is not None:
+        raise RunError(refusal)
 
 
 def _commit_staged(staged: StagedPlan, run_dir: Path) -> None:

@@ -54,6 +54,24 @@ def build_report(run_dir: Path, console: Console) -> Path:
     return write_page(run_dir, audit=audit)
 
 
+def _refuse_lost_answers(run_dir: Path) -> None:
+    """Exit in one line when `responses/` lost accepted answers (`runs.lost_answers`), where
+    the report said its answers changed and sent its user to `score`, which would score the
+    answers left; `dutchbook reparse` rebuilds them without a call."""
+    from runs.lost_answers import lost_answers_refusal
+    from runs.spec import load_spec
+
+    spec = load_spec(run_dir / "spec.toml", data_must_exist=False)
+    refusal = lost_answers_refusal(
+        run_dir,
+        spec.parser,
+        would="a report now would not match its answers",
+        then=f"`dutchbook score {run_dir}`, then this command",
+    )
+    if refusal is not None:
+        fail(refusal)
+
+
 def report(
     run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder")],
 ) -> None:
@@ -75,6 +93,7 @@ def report(
         # lock refuses; and no reparse or score can change the answers or scores after this.
         if not (run_dir / "scores.parquet").is_file():
             fail(f"{run_dir} has no scores.parquet yet; run the campaign (or resume it) first")
+        _refuse_lost_answers(run_dir)
         stale = stale_scores(run_dir)
         if stale is not None:
             fail(f"{run_dir}: {stale}; run `dutchbook score {run_dir}` first, then this command")

@@ -92,6 +92,18 @@ def _frozen(run_dir: Path) -> CampaignSpec:
         )
 
 
+def _refuse_lost_answers(run_dir: Path, spec: CampaignSpec, would: str, then: str) -> None:
+    """Exit in one line (status 2, a damaged folder's) when `responses/` lost accepted
+    answers whose replies the ledger keeps (`runs.lost_answers`): scoring or repairing the
+    answers left wrote empty output over a finished run's, exit 0, where `dutchbook reparse`
+    rebuilds them without a call. Called with the folder's lock held."""
+    from runs.lost_answers import lost_answers_refusal
+
+    refusal = lost_answers_refusal(run_dir, spec.parser, would=would, then=then)
+    if refusal is not None:
+        fail(refusal)
+
+
 def score(
     run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder")],
     spec_path: Annotated[Path | None, typer.Option("--spec", help=_SPEC_HELP)] = None,
@@ -102,6 +114,12 @@ def score(
     with interrupt_says_rerun(), _clean_errors(run_dir):
         spec = _load(run_dir, spec_path)
         with folder_held(run_dir, "score"):
+            _refuse_lost_answers(
+                run_dir,
+                spec,
+                would="scoring now would replace its scores with those of the answers left",
+                then="score again",
+            )
             scored = score_run(spec, run_dir)
     frame = scored.scores
     answered = frame.filter(frame["answered"] > 0)
@@ -124,6 +142,12 @@ def repair(
     with interrupt_says_rerun(), _clean_errors(run_dir):
         spec = _load(run_dir, spec_path)
         with folder_held(run_dir, "repair"):
+            _refuse_lost_answers(
+                run_dir,
+                spec,
+                would="repairing now would write repaired.parquet from the answers left",
+                then="repair again",
+            )
             summary = repair_run(spec, run_dir)
     line = f"repaired {plural(summary.sets, 'answered set')}: {run_dir / 'repaired.parquet'}"
     if summary.with_outcomes:

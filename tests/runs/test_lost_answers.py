@@ -28,6 +28,8 @@ SPEC = retried_spec("lost", 4)
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("lost")
     run_quietly(root, "lost", SPEC)
+    code, said = invoke("repair", str(root / "run"))
+    assert code == 0, said
     return root
 
 
@@ -38,6 +40,9 @@ def run_dir(finished: Path, tmp_path: Path) -> Path:
     for shard in (tmp_path / "run" / "responses").glob("*.parquet"):
         shard.unlink()
     return tmp_path / "run"
+
+
+_OUTPUT = ("scores.parquet", "forecasts.parquet", "averaged.parquet", "repaired.parquet")
 
 
 def _ok_attempts(run_dir: Path) -> int:
@@ -88,3 +93,78 @@ def test_a_resume_refuses_to_pay_again_and_reparse_rebuilds_them(run_dir: Path) 
     code, said = invoke("run", str(spec), "--out", str(run_dir))
     assert code == 0, said
     assert _ok_attempts(run_dir) == ok_before  # nothing asked again, nothing accepted twice
+
+
+def _refusal(run_dir: Path, would: str, then: str) -> str:
+    return (
+        f"error: {run_dir}: 28 accepted answers are missing from responses/ (their replies are "
+        f"kept in the ledger); {would}: run `dutchbook reparse {run_dir} --parser lenient` "
+        f"first, which rebuilds them without a call, then {then}\n"
+    )
+
+
+@pytest.mark.parametrize("in_their_place", ["nothing", "a folder"])
+def test_score_repair_and_report_refuse_and_keep_what_they_wrote(
+    finished: Path, run_dir: Path, in_their_place: str
+) -> None:
+    """A hostile tester's `repair` of a finished run with responses/ deleted wrote a 0-row
+    repaired.parquet over the good one ("repaired 0 answered sets", exit 0), and `score`
+    scored 0 answered sets; so with the one answers file replaced by a folder."""
+    if in_their_place == "a folder":
+        (run_dir / "responses" / "part-00000001.parquet").mkdir()
+    good = {name: (finished / "run" / name).read_bytes() for name in _OUTPUT}
+    code, said = invoke("score", str(run_dir))
+    assert (code, said) == (
+        2,
+        _refusal(
+            run_dir,
+            "scoring now would replace its scores with those of the answers left",
+            "score again",
+        ),
+    )
+    code, said = invoke("repair", str(run_dir))
+    assert (code, said) == (
+        2,
+        _refusal(
+            run_dir,
+            "repairing now would write repaired.parquet from the answers left",
+            "repair again",
+        ),
+    )
+    code, said = invoke("report", str(run_dir))
+    assert (code, said) == (
+        2,
+        _refusal(
+            run_dir,
+            "a report now would not match its answers",
+            f"`dutchbook score {run_dir}`, then this command",
+        ),
+    )
+    assert {name: (run_dir / name).read_bytes() for name in _OUTPUT} == good
+
+
+def test_a_folder_in_place_of_the_answers_is_named_and_reparse_then_rebuilds(
+    finished: Path, run_dir: Path
+) -> None:
+    """The remedy works: reparse named the folder in one line (it ended in polars'
+    "expanded paths were empty" traceback); moved aside, it rebuilds the answers and
+    `score` and `repair` write what they wrote before."""
+    shard = run_dir / "responses" / "part-00000001.parquet"
+    shard.mkdir()
+    code, said = invoke("reparse", str(run_dir), "--parser", "lenient")
+    assert (code, said) == (
+        2,
+        (
+            f"error: Is a directory: {shard} ({shard} is a folder where a file goes: move or "
+            "remove it, then run the same command again)\n"
+        ),
+    )
+    shard.rename(shard.with_name("part-00000001.parquet.moved"))
+    code, said = invoke("reparse", str(run_dir), "--parser", "lenient")
+    assert code == 0 and "accepted 0 → 28" in said, said
+    for command in ("score", "repair"):
+        code, said = invoke(command, str(run_dir))
+        assert code == 0, said
+    for name in ("scores.parquet", "repaired.parquet"):
+        before = pl.read_parquet(finished / "run" / name)
+        assert pl.read_parquet(run_dir / name).equals(before), name
