@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.runlock import LOCK_FILE, LedgerBusy, acquire_lock, release_lock
 from runs.signals import stop_signals_to_catch
 
 #: The variable `runs/specs/local.toml` reads its base URL from.
@@ -49,12 +53,89 @@ DUTCHBOOK = (sys.executable, "-c", "from runs.cli import main; main()")
 class LocalModelError(RuntimeError):
     """The local server could not be set up; the message says what to do."""
 
+    #: The exit status: `dutchbook run`'s for bad input (nothing sent).
+    exit_code = 2
+
+
+class RunFolderBusy(LocalModelError):
+    """Another process writes the campaign's run folder (`dutchbook run`'s exit 5)."""
+
+    exit_code = 5
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on right now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def check_port_free(port: int, host: str = "127.0.0.1") -> None:
+    """Refuse a port something already listens on: the server started there would fail, and
+    whatever answers there would be taken for it. Bound as uvicorn binds (`SO_REUSEADDR`), so
+    a port with only closing connections left counts as free."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise LocalModelError(
+                f"port {port} is in use ({exc.strerror}): give --port a free one, or leave "
+                "--port out to have one chosen"
+            ) from None
+
+
+def run_folder_of(spec: Path, out: Path | None) -> Path | None:
+    """The folder `dutchbook run SPEC [--out OUT]` writes (`out/<name>` without --out), or
+    None when the spec's name cannot be read (the campaign then says what is wrong)."""
+    if out is not None:
+        return out
+    try:
+        name = tomllib.loads(spec.read_text(encoding="utf-8")).get("name")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    return Path("out") / name if isinstance(name, str) and name else None
+
+
+def check_folder_free(run_dir: Path | None) -> None:
+    """Refuse a run folder a live campaign holds (its lock), before the model is loaded for a
+    campaign that would only be refused by the same lock."""
+    if run_dir is None or not (run_dir / LOCK_FILE).is_file():
+        return  # never run there: nothing can hold it
+    try:
+        fd = acquire_lock(run_dir, run_dir)
+    except LedgerBusy as exc:
+        raise RunFolderBusy(f"{exc}; let it finish, or stop it, then run again") from None
+    except OSError:
+        return  # not ours to open: the campaign says what is wrong
+    release_lock(fd)
+
+
+#: `prctl` option: the signal this process gets when its parent dies (Linux).
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that has the child SIGKILLed when this process dies, however it dies
+    (Linux; None elsewhere). The children run in sessions of their own (so that a terminal's
+    Ctrl-C reaches them only through here), which nothing else ties to this process's life: a
+    SIGKILL here left the model server and the campaign running, holding the port and the
+    run folder. SIGKILL, not SIGTERM: the campaign stops as a killed run does (a rerun
+    resumes it), where a soft stop could wait for ever for the server killed beside it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        if os.getppid() != parent:  # the parent died before the line above
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
 
 
 def model_file() -> Path:
@@ -88,29 +169,52 @@ class Server:
     process: subprocess.Popen[bytes]
     base_url: str
     log: Path
+    #: What `GET /v1/models` lists for it (llama-cpp-python: the `--model` path, its alias).
+    model_id: str = ""
 
     @property
     def pid(self) -> int:
         return self.process.pid
 
 
+def served_models(url: str) -> list[str] | None:
+    """The model ids a `GET /v1/models` at `url` lists, or None while nothing answers 200."""
+    with (
+        contextlib.suppress(urllib.error.URLError, ConnectionError, TimeoutError),
+        urllib.request.urlopen(url, timeout=2.0) as reply,  # loopback only
+    ):
+        if reply.status != 200:
+            return None
+        try:
+            data = json.loads(reply.read()).get("data")
+        except (ValueError, AttributeError, OSError):
+            return []  # answers, but not as llama-cpp-python does
+        entries = data if isinstance(data, list) else []
+        return [str(entry.get("id")) for entry in entries if isinstance(entry, dict)]
+    return None
+
+
 def wait_ready(server: Server, timeout_s: float = READY_TIMEOUT_S, tick: float = 0.5) -> None:
-    """Poll `GET {base_url}/models` until it answers 200; fail early if the process died."""
+    """Poll `GET {base_url}/models` until the server this module started answers it: its
+    process alive, and its model (`server.model_id`) listed. Any other answer is someone
+    else's server, whose replies would be taken for the model's: refused at once."""
     deadline = time.monotonic() + timeout_s
     url = server.base_url + "/models"
     while time.monotonic() < deadline:
-        code = server.process.poll()
+        served = served_models(url)
+        code = server.process.poll()  # after the answer: one that came as ours died is not ours
         if code is not None:
             raise LocalModelError(
                 f"the model server exited with status {code} before it was ready; "
                 f"see {server.log}"
             )
-        with (
-            contextlib.suppress(urllib.error.URLError, ConnectionError, TimeoutError),
-            urllib.request.urlopen(url, timeout=2.0) as reply,  # loopback only
-        ):
-            if reply.status == 200:
+        if served is not None:
+            if server.model_id in served:
                 return
+            raise LocalModelError(
+                f"another server answers {url} (serving {', '.join(served) or 'no model'}, "
+                f"not {server.model_id}): give --port a free one, or leave --port out"
+            )
         time.sleep(tick)
     raise LocalModelError(f"the model server did not answer {url} within {timeout_s:g}s")
 
@@ -130,20 +234,28 @@ def stop(server: Server, timeout_s: float = STOP_TIMEOUT_S) -> None:
 
 @contextlib.contextmanager
 def running_server(
-    command: Sequence[str], port: int, log: Path, ready_timeout_s: float = READY_TIMEOUT_S
+    command: Sequence[str],
+    port: int,
+    log: Path,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+    *,
+    model_id: str,
 ) -> Iterator[Server]:
-    """Start `command` (a server on `port`), wait until it answers, stop it when done.
+    """Start `command` (a server of `model_id` on `port`, which must be free), wait until it
+    answers, stop it when done.
 
     Its own session keeps a terminal's Ctrl-C from reaching it directly: the campaign gets
-    the signal, finishes what is in flight, and then this stops the server.
+    the signal, finishes what is in flight, and then this stops the server. It dies with this
+    process (`die_with_parent`).
     """
+    check_port_free(port)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as sink:
         process = subprocess.Popen(
             list(command), stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=die_with_parent(),
         )
-    server = Server(process, f"http://127.0.0.1:{port}/v1", log)
+    server = Server(process, f"http://127.0.0.1:{port}/v1", log, model_id)
     try:
         wait_ready(server, ready_timeout_s)
         yield server
@@ -177,7 +289,9 @@ def run_child(
     # this wrapper and left the child (and the server after it) running.
     previous = {sig: signal.signal(sig, forward) for sig in stop_signals_to_catch()}
     try:
-        child = subprocess.Popen(list(command), env=env, start_new_session=True)
+        child = subprocess.Popen(
+            list(command), env=env, start_new_session=True, preexec_fn=die_with_parent()
+        )
         for signum in early:
             forward(signum, None)
         return _wait_watching(child, server)
@@ -242,29 +356,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         if sig != signal.SIGINT:  # Ctrl-C already raises KeyboardInterrupt
             signal.signal(sig, _interrupt)
     try:
-        model = model_file()
+        if args.what == "demo":  # a campaign the folder's lock would refuse loads no model
+            check_folder_free(run_folder_of(args.spec, args.out))
         port = args.port or free_port()
+        check_port_free(port)  # said before the model is written or the server started
+        model = model_file()
         log = Path("out") / "local-server.log"
         print(f"starting the model server on 127.0.0.1:{port} (log: {log})", flush=True)
-        with running_server(server_command(model, port, args.threads), port, log) as server:
+        command = server_command(model, port, args.threads)
+        with running_server(command, port, log, model_id=str(model)) as server:
             print(f"model server ready at {server.base_url} (pid {server.pid})", flush=True)
+            if args.what == "serve":
+                return _serve(server)
             env = {**os.environ, BASE_URL_ENV: server.base_url}
-            if args.what in ("demo", "test"):
-                code = run_child(_child_command(args), env, server.process)
-                if code != 0 and (gone := server_gone(server)) is not None:
-                    print(f"error: {gone}", file=sys.stderr)
-                    return SERVER_GONE_EXIT
-                return code
-            print("serving until Ctrl-C", flush=True)
-            while server.process.poll() is None:
-                time.sleep(1.0)
-            return 1
+            code = run_child(_child_command(args), env, server.process)
+            if code != 0 and (gone := server_gone(server)) is not None:
+                print(f"error: {gone}", file=sys.stderr)
+                return SERVER_GONE_EXIT
+            return code
     except LocalModelError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted; the model server was stopped", file=sys.stderr)
         return 130
+
+
+def _serve(server: Server) -> int:
+    """Wait for Ctrl-C (`KeyboardInterrupt`); a server that exits first is said in one line."""
+    print("serving until Ctrl-C", flush=True)
+    while (code := server.process.poll()) is None:
+        time.sleep(1.0)
+    print(
+        f"error: the model server (pid {server.pid}) exited with status {code}; see {server.log}",
+        file=sys.stderr,
+    )
+    return 1
 
 
 if __name__ == "__main__":

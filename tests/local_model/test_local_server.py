@@ -1,19 +1,23 @@
 """The local server's life (`runs.local_model`): started on a free port, waited for, stopped by
-its pid on success, on failure and on interrupt; never left running. A small stand-in server
-(stdlib http.server answering `GET /v1/models`) plays llama-cpp-python's part."""
+its pid on success, on failure and on interrupt, killed with the wrapper; never left running.
+A small stand-in server (stdlib http.server answering `GET /v1/models` as llama-cpp-python
+does, listing its model) plays llama-cpp-python's part."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
+from engine.runlock import LOCK_FILE, acquire_lock, release_lock, write_pid
 from runs.local_model import (
     BASE_URL_ENV,
     LocalModelError,
@@ -23,27 +27,34 @@ from runs.local_model import (
     running_server,
     server_command,
     server_gone,
+    wait_ready,
 )
 
+#: The model the stand-in serves (llama-cpp-python lists its `--model` path).
+MODEL = "m.gguf"
 STAND_IN = textwrap.dedent(
     """
-    import sys, time
+    import json, os, sys, threading, time
     from http.server import BaseHTTPRequestHandler, HTTPServer
-    time.sleep(float(sys.argv[2]))  # loading the model
+    port, delay, model, life = sys.argv[1:5]
+    time.sleep(float(delay))  # loading the model
     class Models(BaseHTTPRequestHandler):
         def do_GET(self):
             self.send_response(200 if self.path == "/v1/models" else 404)
             self.end_headers()
-            self.wfile.write(b'{"data": []}')
+            self.wfile.write(json.dumps({"object": "list", "data": [{"id": model}]}).encode())
         def log_message(self, *args):
             pass
-    HTTPServer(("127.0.0.1", int(sys.argv[1])), Models).serve_forever()
+    if float(life) > 0:  # then it dies, with status 3
+        threading.Timer(float(life), os._exit, (3,)).start()
+    HTTPServer(("127.0.0.1", int(port)), Models).serve_forever()
     """
 )
+REPO = Path(__file__).parents[2]
 
 
-def stand_in(port: int, delay: float = 0.3) -> list[str]:
-    return [sys.executable, "-c", STAND_IN, str(port), str(delay)]
+def stand_in(port: int, delay: float = 0.3, model: str = MODEL, life: float = 0) -> list[str]:
+    return [sys.executable, "-c", STAND_IN, str(port), str(delay), model, str(life)]
 
 
 def alive(pid: int) -> bool:
@@ -56,7 +67,8 @@ def alive(pid: int) -> bool:
 
 def test_server_is_waited_for_then_stopped_by_its_pid(tmp_path: Path) -> None:
     port = free_port()
-    with running_server(stand_in(port), port, tmp_path / "server.log", 20.0) as server:
+    log = tmp_path / "server.log"
+    with running_server(stand_in(port), port, log, 20.0, model_id=MODEL) as server:
         assert server.base_url == f"http://127.0.0.1:{port}/v1"
         assert alive(server.pid)
     assert server.process.poll() is not None  # stopped, and reaped
@@ -66,7 +78,7 @@ def test_server_is_stopped_when_the_work_fails(tmp_path: Path) -> None:
     port = free_port()
     with (
         pytest.raises(RuntimeError, match="campaign failed"),
-        running_server(stand_in(port), port, tmp_path / "server.log", 20.0) as server,
+        running_server(stand_in(port), port, tmp_path / "s.log", 20.0, model_id=MODEL) as server,
     ):
         raise RuntimeError("campaign failed")
     assert server.process.poll() is not None
@@ -78,7 +90,7 @@ def test_a_server_that_dies_while_loading_says_where_its_log_is(tmp_path: Path) 
     log = tmp_path / "server.log"
     with (
         pytest.raises(LocalModelError, match="exited with status 3") as caught,
-        running_server(command, port, log, 20.0),
+        running_server(command, port, log, 20.0, model_id=MODEL),
     ):
         pass
     assert str(log) in str(caught.value)
@@ -89,7 +101,7 @@ def test_a_server_that_never_answers_is_stopped_after_the_timeout(tmp_path: Path
     port = free_port()
     with (
         pytest.raises(LocalModelError, match="did not answer"),
-        running_server(stand_in(port, delay=60), port, tmp_path / "s.log", 1.0),
+        running_server(stand_in(port, delay=60), port, tmp_path / "s.log", 1.0, model_id=MODEL),
     ):
         pass
 
@@ -234,3 +246,146 @@ def test_a_server_that_dies_mid_campaign_stops_the_campaign_with_one_line(tmp_pa
     finally:
         alive.kill()
         alive.wait()
+
+
+def answering(port: int, timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_port_in_use_is_refused_before_anything_is_started(tmp_path: Path) -> None:
+    """Someone else's server on the port: the one started there failed ("address already in
+    use"), the foreign one answered 200, "ready" was said, and the campaign went to it."""
+    port = free_port()
+    foreign = subprocess.Popen(stand_in(port, 0, "someone-elses-model"))
+    started = tmp_path / "started"
+    try:
+        assert answering(port)
+        with (
+            pytest.raises(LocalModelError, match=f"^port {port} is in use"),
+            running_server(
+                [sys.executable, "-c", f"open({str(started)!r}, 'w')"], port,
+                tmp_path / "s.log", 20.0, model_id=MODEL,
+            ),
+        ):  # fmt: skip
+            pass
+        done = run_main(["demo", "--port", str(port)], tmp_path, ["false"])
+    finally:
+        foreign.kill()
+        foreign.wait()
+    assert not started.exists()
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr.startswith(f"error: port {port} is in use (")
+    assert len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "loaded").exists()
+
+
+def test_ready_means_our_process_alive_and_our_model_listed(tmp_path: Path) -> None:
+    """Any 200 on the port counted as ready, whoever answered it."""
+    port = free_port()
+    foreign = subprocess.Popen(stand_in(port, 0, "someone-elses-model"))
+    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        assert answering(port)
+        with pytest.raises(LocalModelError, match=r"another server answers .*someone-elses-model"):
+            wait_ready(Server(ours, url, tmp_path / "s.log", MODEL), 20.0)
+        ours.kill()
+        ours.wait()
+        with pytest.raises(LocalModelError, match="exited with status"):  # it answers, we died
+            wait_ready(Server(ours, url, tmp_path / "s.log", "someone-elses-model"), 20.0)
+    finally:
+        for process in (foreign, ours):
+            process.kill()
+            process.wait()
+
+
+def run_main(argv: list[str], cwd: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
+    """`python -m runs.local_model ARGV` in `cwd`, the model file standing for itself (a file
+    `loaded` says it was asked for) and `command` for the server."""
+    script = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from runs import local_model
+        def model_file():
+            open("loaded", "w").close()
+            return Path({MODEL!r})
+        local_model.model_file = model_file
+        local_model.server_command = lambda *_: {command!r}
+        sys.exit(local_model.main({argv!r}))
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+
+
+def test_serve_says_when_the_server_exits(tmp_path: Path) -> None:
+    """It exited 1 without a word, its last line "serving until Ctrl-C"."""
+    port = free_port()
+    done = run_main(["serve", "--port", str(port)], tmp_path, stand_in(port, 0, MODEL, 3.0))
+    assert done.returncode == 1, done.stderr
+    assert "serving until Ctrl-C" in done.stdout
+    assert done.stderr.splitlines()[-1] == (
+        f"error: the model server (pid {done.stdout.split('(pid ')[1].split(')')[0]}) exited "
+        "with status 3; see out/local-server.log"
+    )
+
+
+def test_a_busy_run_folder_is_refused_before_the_model_is_loaded(tmp_path: Path) -> None:
+    """A second demo loaded a second model server, then its campaign was refused (exit 5)."""
+    (tmp_path / "tiny.toml").write_text('name = "t2"\n')
+    run_dir = tmp_path / "out" / "t2"  # the spec's name, without --out
+    run_dir.mkdir(parents=True)
+    fd = acquire_lock(run_dir, run_dir)
+    write_pid(run_dir)
+    try:
+        port = free_port()
+        argv = ["demo", "--spec", "tiny.toml", "--port", str(port)]
+        done = run_main(argv, tmp_path, stand_in(port))
+    finally:
+        release_lock(fd)
+    assert done.returncode == 5, done.stderr
+    assert done.stderr == (
+        f"error: out/t2 is being written by another process (pid {os.getpid()}); let it "
+        "finish, or stop it, then run again\n"
+    )
+    assert not (tmp_path / "loaded").exists()
+    assert (run_dir / LOCK_FILE).is_file()
+
+
+def test_a_killed_wrapper_takes_the_server_and_the_campaign_with_it(tmp_path: Path) -> None:
+    """SIGKILLed, the wrapper left both running (in sessions of their own), holding the port
+    and the run folder; a rerun loaded a second model and was refused the folder."""
+    port = free_port()
+    campaign = f"import os, time; open({str(tmp_path / 'c')!r}, 'w').write(str(os.getpid()))"
+    wrapper = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import os, sys
+            from pathlib import Path
+            from runs.local_model import run_child, running_server
+            with running_server({stand_in(port)!r}, {port}, Path({str(tmp_path / 'log')!r}),
+                                20.0, model_id={MODEL!r}) as server:
+                open({str(tmp_path / 's')!r}, "w").write(str(server.pid))
+                run_child([sys.executable, "-c", {campaign + "; time.sleep(60)"!r}], {{}})
+        """)],
+        cwd=REPO,
+    )
+    for _ in range(400):
+        if all((tmp_path / name).is_file() and (tmp_path / name).read_text() for name in "sc"):
+            break
+        time.sleep(0.05)
+    children = [psutil.Process(int((tmp_path / name).read_text())) for name in "sc"]
+    assert all(os.getsid(child.pid) == child.pid for child in children)  # Ctrl-C comes via us
+    wrapper.kill()
+    wrapper.wait()
+    _, left = psutil.wait_procs(children, timeout=10)
+    for child in left:
+        child.kill()
+    assert not left
