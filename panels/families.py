@@ -240,14 +240,15 @@ def family_from_mapping(raw: Mapping[str, Any], file: str = "<family>") -> Famil
         if "formula" not in entry:
             raise FamilyError(file, "missing key 'formula'", statement_id)
         formula = _formula(file, entry["formula"], names, statement_id, "formula")
-        exact = entry.get("exact")
-        if exact is not None:
-            if isinstance(exact, bool) or not isinstance(exact, int | float):
-                raise FamilyError(file, "'exact' must be a number", statement_id)
-            if not 0.0 <= float(exact) <= 1.0:
-                raise FamilyError(file, f"'exact' = {exact} is outside [0, 1]", statement_id)
-            exact = float(exact)
+        exact = _exact(file, entry.get("exact"), statement_id)
         statements.append(Statement(statement_id, text, formula, exact))
+    if control and all(s.exact is None for s in statements):
+        raise FamilyError(
+            file,
+            f"family {family_id!r} is a control (control = true) but no statement has "
+            "'exact': a control's statements carry their known probabilities; add them, or "
+            "set control = false",
+        )
 
     values = (len(constraints) + len(statements)) << len(names)
     if values > MAX_TRUTH_VALUES:
@@ -259,10 +260,43 @@ def family_from_mapping(raw: Mapping[str, Any], file: str = "<family>") -> Famil
         )
     family = Family(family_id, title, shape, control, names, constraints, tuple(statements), notes)
     try:
-        family.panel()
+        impossible = family.panel().impossible()
     except ValueError:
         raise FamilyError(file, "the constraints leave no possible world") from None
+    # A control may ask about an impossible event on purpose, its answer stated: exact = 0.
+    meant = {s.id for s in statements if control and s.exact == 0.0}
+    typo = next((i for i in impossible if i not in meant), None)
+    if typo is not None:
+        given = ", given the constraints" if constraints else ""
+        raise FamilyError(
+            file,
+            f"holds in no possible world of family {family_id!r} (its formula is "
+            f"impossible{given}): any probability above 0 would be scored as incoherence; "
+            "correct the formula",
+            typo,
+        )
     return family
+
+
+def _exact(file: str, exact: object, statement: str) -> float | None:
+    """A statement's `exact` probability, checked before it becomes a float: an integer
+    past a float's range (1 and 400 zeros, valid TOML to `tomllib`) raised OverflowError."""
+    if exact is None:
+        return None
+    if isinstance(exact, bool) or not isinstance(exact, int | float):
+        raise FamilyError(file, "'exact' must be a number", statement)
+    if not 0 <= exact <= 1:  # an int is compared exactly, never converted
+        raise FamilyError(file, f"'exact' = {_shown(exact)} is outside [0, 1]", statement)
+    return float(exact)
+
+
+def _shown(number: int | float) -> str:
+    """A number for a one-line message: an integer of many digits cut to its first ones."""
+    text = str(number)
+    digits = text.lstrip("-")
+    if isinstance(number, int) and len(digits) > 24:
+        return f"{text[: len(text) - len(digits)]}{digits[:12]}... ({len(digits):,} digits)"
+    return text
 
 
 def load_family(path: str | Path) -> Family:

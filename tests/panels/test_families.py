@@ -234,3 +234,61 @@ def test_a_family_too_large_to_evaluate_is_refused_before_any_world(tmp_path: Pa
     )
     with pytest.raises(FamilyError, match="16 statements and 1 constraints"):
         load_family(_write(tmp_path, _many_variables(16, 16, constraints=1), "c.toml"))
+
+
+def test_an_impossible_statement_is_refused_naming_file_family_and_statement(
+    tmp_path: Path,
+) -> None:
+    """A hostile tester's family file (a shipped control made `control = false`, its `exact`
+    lines removed, one formula "heart and not heart") was planned and run, exit 0, and the
+    model charged a profit of 0.28 for the author's typo; `dutchbook check` refuses the same
+    event. A statement impossible only under the constraints is refused too."""
+    uncontrolled = GOOD.format(id="coins").replace("control = true", "control = false")
+    uncontrolled = "\n".join(line for line in uncontrolled.split("\n") if "exact" not in line)
+    message = _broken(tmp_path, 'formula = "h1 and h2"', 'formula = "h1 and not h1"', uncontrolled)
+    assert message.endswith(
+        "statement 'both': holds in no possible world of family 'coins' (its formula is "
+        "impossible): any probability above 0 would be scored as incoherence; correct the formula"
+    )
+    message = _broken(tmp_path, 'formula = "y"', 'formula = "y and x"', PARTITION)
+    assert message.endswith(
+        "statement 'y': holds in no possible world of family 'cup' (its formula is "
+        "impossible, given the constraints): any probability above 0 would be scored as "
+        "incoherence; correct the formula"
+    )
+
+
+def test_a_control_may_state_an_impossible_statement_with_exact_zero(tmp_path: Path) -> None:
+    """An impossible event asked on purpose, its known answer stated, is a control's to ask."""
+    text = GOOD.format(id="coins").replace('formula = "h1 and h2"', 'formula = "h1 and not h1"')
+    family = load_family(_write(tmp_path, text.replace("exact = 0.25", "exact = 0")))
+    assert family.panel().impossible() == ("both",)
+
+
+def test_a_control_without_exact_values_is_refused(tmp_path: Path) -> None:
+    """README: controls carry `exact`; the benchmark's controls are those whose exact answers
+    are known. One with none was accepted, a control with nothing to be checked against."""
+    bare = "\n".join(line for line in GOOD.split("\n") if "exact" not in line)
+    message = _broken(tmp_path, "control = true", "control = true", bare)
+    assert message.endswith(
+        "family 'coins' is a control (control = true) but no statement has 'exact': a "
+        "control's statements carry their known probabilities; add them, or set control = false"
+    )
+    one = GOOD.format(id="coins").replace("exact = 0.5\n", "").replace("exact = 0.75\n", "")
+    assert load_family(_write(tmp_path, one, "one.toml")).exact == {"both": 0.25}
+
+
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_an_exact_integer_past_a_float_is_refused_in_one_line(sign: str) -> None:
+    """`exact = 1` and 400 zeros, an integer `tomllib` reads, raised OverflowError from
+    `float(exact)` in family_from_mapping."""
+    from panels.families import family_from_mapping
+    from panels.toml_text import loads
+
+    raw = loads(GOOD.format(id="coins").replace("exact = 0.25", "exact = 0.5"))
+    raw["statements"][1]["exact"] = int(sign + "1" + "0" * 400)
+    with pytest.raises(FamilyError) as caught:
+        family_from_mapping(raw, "f.toml")
+    assert str(caught.value) == (
+        f"f.toml: statement 'both': 'exact' = {sign}100000000000... (401 digits) is outside [0, 1]"
+    )

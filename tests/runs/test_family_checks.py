@@ -78,3 +78,20 @@ def test_the_shipped_controls_are_coherent() -> None:
     assert len(controls) >= 9
     for family in controls:
         check_control_coherent(family)
+
+
+def test_plan_refuses_a_family_with_an_impossible_statement(tmp_path: Path) -> None:
+    """`dutchbook plan` (and `run`) took a family whose statement could never hold, exit 0,
+    and the run charged the model for it; the family file is now refused in one line."""
+    from tests.runs.quiet_campaign import invoke
+
+    impossible = COIN.format(heads=0.5, tails=0.5).replace("control = true", "control = false")
+    impossible = impossible.replace('formula = "not heads"', 'formula = "heads and not heads"')
+    units_for(tmp_path, {"coin.toml": impossible.replace("exact = 0.5\n", "")})
+    code, said = invoke("plan", str(tmp_path / "spec.toml"))
+    assert (code, said) == (
+        2,
+        f"error: {tmp_path / 'families' / 'coin.toml'}: statement 'tails': holds in no possible "
+        "world of family 'coin' (its formula is impossible): any probability above 0 would be "
+        "scored as incoherence; correct the formula\n",
+    )
