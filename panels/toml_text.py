@@ -6,12 +6,19 @@ command that reads a spec, a family or a check file. And its memory grows with t
 of a dotted key's parts: one key of 100,000 parts, 200 KB of text, had the process killed
 for want of memory (one of 10,000 parts took 400 MB). Read through `loads`, both are a
 `tomllib.TOMLDecodeError`, which each of those readers already reports in one line.
+So is an integer outside the 64-bit range TOML allows (`tomllib` keeps any integer): one
+of more than 4,300 decimal digits was a `ValueError` from `int()`, a traceback that advised
+`sys.set_int_max_str_digits()`, and a smaller one too big for a float an `OverflowError`
+wherever a reader took it as a number.
 `decode` turns the file's bytes into the text they read.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
+import sys
 import tomllib
 from typing import Any
 
@@ -28,6 +35,13 @@ _TOO_MANY_PARTS = re.compile(
 )
 
 
+#: The integers TOML allows ("Arbitrary 64-bit signed integers ... If an integer cannot be
+#: represented losslessly, an error must be thrown"); far beyond any count, seed or price.
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+_OUT_OF_RANGE = "an integer outside TOML's 64-bit range, -2^63 to 2^63 - 1"
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def decode(data: bytes) -> str:
     """A TOML input's bytes as text: UTF-8, without one leading byte order mark (U+FEFF).
 
@@ -41,14 +55,63 @@ def decode(data: bytes) -> str:
 
 
 def loads(text: str) -> dict[str, Any]:
-    """`tomllib.loads`; a `TOMLDecodeError` for nesting too deep or a key of too many parts."""
+    """`tomllib.loads`; a `TOMLDecodeError` for nesting too deep, a key of too many parts or
+    an integer outside TOML's 64-bit range."""
     if text.count(".") >= MAX_KEY_PARTS and _TOO_MANY_PARTS.search(text):
         raise tomllib.TOMLDecodeError(
             f"a dotted key of more than {MAX_KEY_PARTS} parts, more than any input needs"
         )
     try:
-        return tomllib.loads(text)
+        table = tomllib.loads(text)
     except RecursionError:
         raise tomllib.TOMLDecodeError(
             "arrays or inline tables nested too deeply to read"
         ) from None
+    except tomllib.TOMLDecodeError:
+        raise
+    except ValueError as error:  # int() of a decimal integer of more digits than it converts
+        raise tomllib.TOMLDecodeError(_too_many_digits(text, error)) from None
+    _refuse_out_of_range(table)
+    return table
+
+
+def finite(value: float) -> float | None:
+    """A number read from a file as a finite float, or None: infinite, not a number, or an
+    integer too big for a float (`float()` raised `OverflowError`, a traceback wherever a
+    reader took a spec's or check file's number without this)."""
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _too_many_digits(text: str, error: ValueError) -> str:
+    """What `tomllib` could not convert, with the line of the first integer that long."""
+    limit = sys.get_int_max_str_digits()
+    if not limit or "integer string conversion" not in str(error):
+        return " ".join(str(error).split())
+    found = re.search(rf"(?<![0-9_])[0-9](?:_?[0-9]){{{limit},}}", text)
+    line = f"line {text.count(chr(10), 0, found.start()) + 1}: " if found else ""
+    return f"{line}an integer of more than {limit:,} digits, outside TOML's 64-bit range"
+
+
+def _refuse_out_of_range(table: dict[str, Any]) -> None:
+    """Every integer within `INT_MIN`..`INT_MAX`, walked without recursion (an array may
+    be nested as deep as `tomllib` reads); one beyond is named by its key path."""
+    pending: list[tuple[str, dict[str, Any] | list[Any]]] = [("", table)]
+    while pending:
+        where, container = pending.pop()
+        items = container.items() if isinstance(container, dict) else enumerate(container)
+        for key, item in items:
+            if isinstance(item, dict | list):
+                pending.append((_key_path(where, key), item))
+            elif type(item) is int and not INT_MIN <= item <= INT_MAX:
+                raise tomllib.TOMLDecodeError(f"{_key_path(where, key)}: {_OUT_OF_RANGE}")
+
+
+def _key_path(where: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{where}[{key}]"
+    part = key if _BARE_KEY.fullmatch(key) else json.dumps(key)
+    return f"{where}.{part}" if where else part

@@ -8,7 +8,6 @@ evaluated as code, and secrets are never read from it (only the *names* of varia
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -232,8 +231,8 @@ def parse_spec(
     parser = _get(raw, "parser", str, path, "", "strict or lenient", default="strict")
     if parser not in PARSERS:
         raise SpecError(path, "parser", f"strict or lenient, not {parser!r}")
-    floor = float(_get(raw, "coverage_floor", (int, float), path, "", "a number", default=0.9))
-    if not 0 <= floor <= 1:
+    floor = _finite(_get(raw, "coverage_floor", (int, float), path, "", "a number", default=0.9))
+    if floor is None or not 0 <= floor <= 1:
         raise SpecError(path, "coverage_floor", "a share in [0, 1]")
     max_attempts = _get(raw, "max_attempts", int, path, "", "an integer", default=8)
     if max_attempts < 1:
@@ -395,7 +394,8 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
                                                 "batch_max_jobs")},
     }
     for key, ok in checks.items():
-        if key in entry and (not math.isfinite(entry[key]) or not ok(entry[key])):
+        number = _finite(entry[key]) if key in entry else None
+        if key in entry and (number is None or not ok(number)):
             raise SpecError(path, where + key, _MODEL_KEYS[key][1])
     if "tpm" in entry and entry.get("max_tokens", 0) >= entry["tpm"]:
         # Each call is charged its prompt and max_tokens against tpm before it is sent (as
@@ -596,6 +596,13 @@ def _unknown(raw: Mapping[str, Any], allowed: set[str], path: Path, where: str) 
             f"an unknown key; {hint + ' ' if hint else ''}the known keys here: "
             f"{', '.join(sorted(allowed))}",
         )
+
+
+def _finite(value: float) -> float | None:
+    """`panels.toml_text.finite`: a finite float, or None for an integer too big for one."""
+    from panels import toml_text  # here: importing this module should not import numpy
+
+    return toml_text.finite(value)
 
 
 def _get(

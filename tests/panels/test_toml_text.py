@@ -141,3 +141,73 @@ def test_a_spec_with_a_byte_order_mark_plans_and_keeps_no_mark(tmp_path: Path) -
     planned = CliRunner().invoke(app, ["plan", str(marked), "--json"])
     assert planned.exit_code == 0, planned.output
     assert planned.stdout == CliRunner().invoke(app, ["plan", str(plain), "--json"]).stdout
+
+
+# -- integers beyond TOML's 64-bit range: tomllib keeps any integer --------------------------
+LONG_INTEGER = "9" * 5_000  # more digits than int() converts (4,300): a ValueError in tomllib
+
+
+def test_an_integer_of_more_digits_than_python_converts_is_a_decode_error() -> None:
+    with pytest.raises(tomllib.TOMLDecodeError) as caught:
+        toml_text.loads(f'a = 1\nb = "x"\n\np = {LONG_INTEGER}\n')
+    message = str(caught.value)
+    assert message == "line 4: an integer of more than 4,300 digits, outside TOML's 64-bit range"
+    assert "sys." not in message  # no advice about Python's internals
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("p = 1" + "0" * 400, "p"),  # too big for a float: an OverflowError where it was used
+        (f"p = {2**63}", "p"),
+        (f"p = {-(2**63) - 1}", "p"),
+        ("p = 0x" + "f" * 5_000, "p"),  # hexadecimal has no digit limit in int()
+        ("[[models]]\nname = 'm'\n[[models]]\nrpm = 1" + "0" * 400, "models[1].rpm"),
+        ('a.b."c d" = [1, [2, 1' + "0" * 30 + "]]", 'a.b."c d"[1][1]'),
+        ("t = {x = [{y = 1" + "0" * 30 + "}]}", "t.x[0].y"),
+    ],
+    ids=["1e400", "2^63", "-2^63 - 1", "hexadecimal", "in an array of tables", "quoted key",
+         "inline"],
+)  # fmt: skip
+def test_an_integer_outside_64_bits_is_refused_by_its_key(text: str, where: str) -> None:
+    with pytest.raises(tomllib.TOMLDecodeError) as caught:
+        toml_text.loads(text)
+    assert str(caught.value) == f"{where}: an integer outside TOML's 64-bit range, " + (
+        "-2^63 to 2^63 - 1"
+    )
+
+
+def test_the_64_bit_integers_read_as_tomllib_reads_them() -> None:
+    text = f"lo = {-(2**63)}\nhi = {2**63 - 1}\nx = [[0x7fffffffffffffff]]\nf = 1e400\n"
+    assert toml_text.loads(text) == tomllib.loads(text)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [f"seed = {LONG_INTEGER}", "coverage_floor = 1" + "0" * 400, "seed = " + str(2**64)],
+)
+def test_plan_and_check_refuse_a_huge_integer_in_one_line(tmp_path: Path, line: str) -> None:
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SMALL_SPEC.replace("seed = 3", line), encoding="utf-8")
+    check = tmp_path / "check.toml"
+    number = line.split(" = ")[1]
+    check.write_text(f'variables = ["a"]\n[[events]]\nid = "x"\nformula = "a"\np = {number}\n')
+    for command, path in (("plan", spec), ("check", check)):
+        result = CliRunner().invoke(app, [command, str(path)])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith(f"error: {path}: not valid TOML ("), result.output
+        assert len(result.output.strip().splitlines()) == 1, result.output
+        assert "Traceback" not in result.output and "sys." not in result.output
+
+
+def test_a_family_file_with_a_huge_integer_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "family.toml"
+    path.write_text(f'title = "t"\nx = {LONG_INTEGER}\n')
+    with pytest.raises(FamilyError, match="not valid TOML"):
+        load_family(path)
+
+
+def test_finite_takes_what_a_float_holds_and_nothing_else() -> None:
+    assert toml_text.finite(3) == 3.0 and toml_text.finite(0.25) == 0.25
+    assert toml_text.finite(10**400) is None  # float() raises OverflowError
+    assert toml_text.finite(float("inf")) is None and toml_text.finite(float("nan")) is None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from runs.spec import SpecError, load_spec
+from runs.spec import SpecError, load_spec, parse_spec
 
 ARMS = {"baseline", "full-panel", "families/isolated"}
 GOOD = """
@@ -260,6 +261,38 @@ def test_missing_file_and_bad_toml(tmp_path: Path) -> None:
         load_spec(tmp_path / "absent.toml", arm_names=ARMS)
     with pytest.raises(SpecError, match="not valid TOML"):
         load_spec(write(tmp_path, "name = "), arm_names=ARMS)
+
+
+HUGE = 10**400  # an integer too big for a float: float() and math.isfinite() raise
+
+
+@pytest.mark.parametrize(
+    ("key", "words"),
+    [
+        ("coverage_floor", "a share in [0, 1]"),
+        ("models[0].rpm", "requests per minute > 1"),
+        ("models[0].timeout_s", "seconds > 0"),
+        ("models[0].price_in", "USD per million input tokens >= 0"),
+        ("models[0].concurrency", "an integer from 1 to"),
+        ("models[1].temperature", "a number in [0, 2]"),
+    ],
+)
+def test_a_number_too_big_for_a_float_is_refused_by_its_key(
+    tmp_path: Path, key: str, words: str
+) -> None:
+    """The TOML reader refuses such an integer, naming its key, before the spec is read
+    (TOML's integers are 64-bit); a table given to `parse_spec` from anywhere else has it
+    refused by the spec's own rule for that key, where it was a traceback."""
+    raw = tomllib.loads(GOOD)
+    table, _, name = key.rpartition(".")
+    target = raw["models"][int(table[7])] if table else raw
+    target[name] = HUGE
+    with pytest.raises(SpecError) as info:
+        parse_spec(raw, Path("spec.toml"), arm_names=ARMS)
+    assert info.value.key == key and words in str(info.value), str(info.value)
+    text = GOOD.replace('parser = "lenient"', f"coverage_floor = {HUGE}")
+    with pytest.raises(SpecError, match=r"not valid TOML \(coverage_floor: an integer outside"):
+        load_spec(write(tmp_path, text), arm_names=ARMS)
 
 
 def test_a_key_in_the_spec_is_refused_by_name_not_read(tmp_path: Path) -> None:
