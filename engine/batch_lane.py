@@ -29,7 +29,9 @@ to `dutchbook run --abandon-batch-jobs` is, once the provider answers 404 for it
 `abandoned` and its lines journalled as failed attempts and asked again. After
 `FAILED_JOB_STREAK` jobs in a row failed with no line run (an input the provider refuses
 fails every job the same way) the lane stops with the provider's words instead of submitting
-more.
+more. Damaged results (unreadable lines, lines for ids never sent, fewer lines than the
+provider counted run: `engine.batch_results`) are said in one line; the requests they lost
+are asked again once at most, and `DAMAGED_JOB_STREAK` damaged jobs in a row stop the lane.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -47,6 +49,15 @@ from typing import TypeVar
 import polars as pl
 
 from engine.batch_jobs import BatchJob, JobRecords, fold_jobs, held_ids, new_job_key
+from engine.batch_results import (
+    DAMAGED_JOB_STREAK,
+    UNRUN_STATES,
+    JobLines,
+    damage_sentence,
+    damaged_failure,
+    sort_lines,
+    streak_message,
+)
 from engine.console_lines import plural
 from engine.durable import DiskFull
 from engine.http import HttpClient
@@ -242,6 +253,7 @@ class BatchLane(LaneControl):
         #: lines ran and were billed, so abandoning them pays for them again.
         self.lost_output: set[str] = set()
         self._failed_streak = 0
+        self._damaged_streak = 0  # damaged jobs in a row (`engine.batch_results`)
 
     # -- state (halting and sleeping: `engine.lanes.LaneControl`) -----------------------
 
@@ -711,55 +723,103 @@ class BatchLane(LaneControl):
         A line is already in the ledger when its request has an accepted attempt, or an
         attempt of the job's number that is not `interrupted` (a kill between the two
         journal lines of a line: the answer is then written as the next attempt, so it is
-        neither lost nor paid for again).
+        neither lost nor paid for again). Damaged results (`engine.batch_results`) are said
+        in one line; a request they lost is asked again once, not twice.
         """
-        results: dict[str, Completion | Failure] = {}
-        for line in found:
-            if line.request_id in job.requests:
-                results.setdefault(line.request_id, line.result)
+        lines = sort_lines(job.requests, found, state)
         recorded = _recorded(self.run_dir, list(job.requests))
-        started = datetime.fromisoformat(job.planned_at) if job.planned_at else datetime.now(UTC)
-        elapsed_ms = (datetime.now(UTC) - started).total_seconds() * 1000.0
         counts = {"answered": 0, "failed": 0, "absent": 0, "already": 0}
         again: list[_Entry] = []
+        spoilt = Counter[str]()  # requests a damaged result lost: asked again, or given up
         cost = 0.0
         for rid, attempt in job.requests.items():
             entry = entries.get(rid)
             if entry is None:  # not in the plan any more (a changed plan): nothing to write
                 continue
             outcomes = recorded.get(rid, {})
-            failure: Failure | None
             if Outcome.OK.value in outcomes.values() or outcomes.get(
                 attempt, Outcome.INTERRUPTED.value
             ) != Outcome.INTERRUPTED.value:
                 counts["already"] += 1
-                entry.item.prior_attempts = max(outcomes)
-                if Outcome.OK.value in outcomes.values():  # accepted before this run
-                    self.stats.already_accepted += 1
-                failure = (
-                    None if Outcome.OK.value in outcomes.values()
-                    else _as_failure(outcomes[attempt])
-                )
+                failure = self._already(entry, outcomes, attempt)
             else:
-                number = max(attempt, max(outcomes, default=0) + 1)
-                counts["answered" if rid in results else "absent"] += 1
-                notes = tuple(n for n in (entry.answers.note(), f"{BATCH_MARK}{job.job_id}") if n)
-                sent = Sent(self.config.name, self.client.provider, number, started, elapsed_ms,
-                            notes=notes)
-                result = results.get(rid) or absent_failure(state, job)
+                counts["answered" if rid in lines.lines else "absent"] += 1
+                result = lines.lines.get(rid) or self._absent(state, job, lines, outcomes)
+                sent = self._sent(entry, job, attempt, outcomes)
                 failure = self._settle(entry, result, sent)
                 if self.prices is not None:
                     cost += self.prices.cost(result.tokens_in, result.tokens_out)
                 counts["failed"] += failure is not None
-            if failure is not None and self._again(entry, failure):
+                if failure is not None:  # this attempt among the request's, as recorded now
+                    outcomes = {**outcomes, entry.item.prior_attempts: failure.outcome.value}
+            if failure is None:
+                continue
+            if _damaged_twice(failure, outcomes):
+                self.stats.gave_up += 1
+                spoilt["given_up"] += 1
+            elif self._again(entry, failure):
                 again.append(entry)
+                spoilt["again"] += failure.outcome is Outcome.DAMAGED_BATCH_RESULT
         self.records.collected(job, counts)
         self._spent(job, cost)
         self.stats.jobs_collected += 1
         self.held.difference_update(job.requests)
         self.log.info("batch_job_collected", model=self.config.name, job_key=job.job_key,
                       job_id=job.job_id, status=state.status.value, **counts)
+        if self._say_damage(job, lines, spoilt):
+            return []  # the lane stops: nothing is bought again
         return again
+
+    def _already(self, entry: _Entry, outcomes: dict[int, str], attempt: int) -> Failure | None:
+        """A line the ledger already has (see `_collect`): None if accepted, else a failure
+        standing for the recorded one, for the retry decision."""
+        entry.item.prior_attempts = max(outcomes)
+        if Outcome.OK.value in outcomes.values():  # accepted before this run
+            self.stats.already_accepted += 1
+            return None
+        return _as_failure(outcomes[attempt])
+
+    def _sent(self, entry: _Entry, job: BatchJob, attempt: int, outcomes: dict[int, str]) -> Sent:
+        """How a line of `job` is journalled: numbered after the request's recorded attempts,
+        started when the job was planned, elapsed until now."""
+        number = max(attempt, max(outcomes, default=0) + 1)
+        started = datetime.fromisoformat(job.planned_at) if job.planned_at else datetime.now(UTC)
+        elapsed_ms = (datetime.now(UTC) - started).total_seconds() * 1000.0
+        notes = tuple(n for n in (entry.answers.note(), f"{BATCH_MARK}{job.job_id}") if n)
+        return Sent(self.config.name, self.client.provider, number, started, elapsed_ms,
+                    notes=notes)
+
+    @staticmethod
+    def _absent(state: JobState, job: BatchJob, lines: JobLines,
+                outcomes: dict[int, str]) -> Failure:
+        """The attempt of a request with no readable line: `damaged_batch_result` when the
+        job's results were damaged (and it ran to its end), else `absent_failure`'s."""
+        if lines.damaged and state.status not in UNRUN_STATES:
+            before = Outcome.DAMAGED_BATCH_RESULT.value in outcomes.values()
+            return damaged_failure(state, job.job_id or job.job_key, lines, before)
+        return absent_failure(state, job)
+
+    def _say_damage(self, job: BatchJob, lines: JobLines, spoilt: Counter[str]) -> bool:
+        """One line (console and log) for a job whose results were damaged; True when it
+        is the `DAMAGED_JOB_STREAK`th such job in a row that lost requests: the lane stops."""
+        if not lines.damaged:
+            self._damaged_streak = 0
+            return False
+        jid = job.job_id or job.job_key
+        self._damaged_streak = self._damaged_streak + 1 if lines.missing else 0
+        stopping = self._damaged_streak >= DAMAGED_JOB_STREAK
+        self.log.warning(
+            "batch_results_damaged", model=self.config.name, job_key=job.job_key, job_id=jid,
+            unreadable=lines.unreadable, unreadable_example=lines.example,
+            foreign=lines.foreign, foreign_ids=lines.foreign_ids, missing=lines.missing,
+            asked_again=0 if stopping else spoilt["again"],
+            not_asked_again=spoilt["given_up"] + (spoilt["again"] if stopping else 0),
+            say=damage_sentence(jid, lines, spoilt["again"], spoilt["given_up"], stopping),
+        )
+        if stopping:
+            self._halt(LaneState.STOPPED, streak_message(self._damaged_streak, jid, lines),
+                       after_name=" stopped ")
+        return stopping
 
     def _spent(self, job: BatchJob, cost: float) -> None:
         """What a collected job's lines reportedly cost, against the spend cap."""
@@ -886,6 +946,13 @@ def _recorded(run_dir: Path, ids: list[str]) -> dict[str, dict[int, str]]:
     for rid, attempt, outcome in frame.iter_rows():
         out.setdefault(rid, {})[int(attempt)] = str(outcome)
     return out
+
+
+def _damaged_twice(failure: Failure, outcomes: dict[int, str]) -> bool:
+    """A request whose line damaged results lost twice (`outcomes`: its attempts, this one
+    included): not asked again, as each time pays for it (`engine.batch_results`)."""
+    damaged = Outcome.DAMAGED_BATCH_RESULT
+    return failure.outcome is damaged and list(outcomes.values()).count(damaged.value) >= 2
 
 
 def _as_failure(outcome: str) -> Failure:

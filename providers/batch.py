@@ -16,7 +16,10 @@ created, and the job id written down as soon as it is known (`engine.batch`).
 
 Result lines are classified by the model's live `Adapter.parse` wherever the line carries
 the live reply body, so a batch answer and a live answer of the same text get the same
-outcome, and the answer parser, the ledger rows and the audit are unchanged.
+outcome, and the answer parser, the ledger rows and the audit are unchanged. A line that
+names no request the client can read (torn, not JSON, no id, an id it never wrote) is not
+dropped: it comes back as `unreadable_line`, so the engine can say that a job's results
+were damaged rather than take the requests it lost for lines the job never ran.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from providers.secrets import Secret
-from providers.types import ChatRequest, Completion, Failure, HttpRequest
+from providers.base import body_excerpt, short
+from providers.secrets import Secret, redact
+from providers.types import ChatRequest, Completion, Failure, HttpRequest, Outcome
 
 #: Sends one request and returns the raw reply, or a transport failure (timeout, refused).
 Fetch = Callable[[HttpRequest], Awaitable["tuple[int, Mapping[str, str], bytes] | Failure"]]
@@ -95,6 +99,18 @@ class LineResult:
     result: Completion | Failure
 
 
+#: The `request_id` of a result line that names no request the client can read: the engine
+#: counts such lines (a damaged result file) and never settles them as a request's attempt.
+UNREADABLE = ""
+
+
+def unreadable_line(raw: bytes, secrets: Sequence[Secret] = ()) -> LineResult:
+    """A result line that names no request (torn, not JSON, no id), with how it began."""
+    excerpt = body_excerpt(raw, 80)
+    return LineResult(UNREADABLE, Failure(
+        Outcome.PROVIDER_ERROR, short(redact(f"unreadable result line: {excerpt}", secrets))))
+
+
 class BatchError(Exception):
     """A control-plane call failed (upload, create, poll, read); `failure` says how, so the
     engine can wait and retry a rate limit or a 5xx and stop on an auth or request error."""
@@ -142,14 +158,16 @@ class BatchClient(Protocol):
         ...
 
     async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
-        """Every result line of an ended job (answers and per-line errors alike). Requests
-        of the job with no line at all (an expired job's unfinished lines) are absent: the
-        engine counts those itself from the job's record."""
+        """Every result line of an ended job (answers and per-line errors alike), and each
+        line naming no request it can read as `unreadable_line` (blank lines are no lines).
+        Requests of the job with no line at all (an expired job's unfinished lines) are
+        absent: the engine counts those itself from the job's record."""
         ...
 
 
 __all__ = [
     "FINAL",
+    "UNREADABLE",
     "BatchClient",
     "BatchError",
     "BatchLimits",
@@ -157,4 +175,5 @@ __all__ = [
     "JobState",
     "JobStatus",
     "LineResult",
+    "unreadable_line",
 ]

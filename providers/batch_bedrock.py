@@ -32,10 +32,19 @@ from xml.etree import ElementTree
 import orjson
 
 from providers.base import short, status_outcome
-from providers.batch import BatchError, BatchLimits, Fetch, JobState, JobStatus, LineResult
+from providers.batch import (
+    BatchError,
+    BatchLimits,
+    Fetch,
+    JobState,
+    JobStatus,
+    LineResult,
+    unreadable_line,
+)
 from providers.batch_cloud import (
     job_name,
-    jsonl_objects,
+    jsonl_records,
+    line_bytes,
     record_key,
     request_id_of,
     send,
@@ -276,12 +285,16 @@ class BedrockBatchClient:
                 return keys
 
     def _lines(self, job_id: str, body: bytes) -> list[LineResult]:
+        """Each record of an output object; one naming no request we wrote (torn, not
+        JSON, no `recordId` of ours) as an `unreadable_line`."""
         out = []
-        for record in jsonl_objects(body):
-            key = record.get("recordId")
+        for record in jsonl_records(body):
+            key = record.get("recordId") if isinstance(record, dict) else None
             request_id = request_id_of(key) if isinstance(key, str) else None
             if request_id is None:
+                out.append(unreadable_line(line_bytes(record), self.secrets()))
                 continue
+            assert isinstance(record, dict)
             # No per-record AWS request id exists; the job and record name the attempt.
             rid = f"{_short_id(job_id)}/{key}"
             output = record.get("modelOutput")

@@ -75,18 +75,23 @@ def split_bucket(uri: str | None, scheme: str, model: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
-def jsonl_objects(body: bytes) -> Iterator[dict[str, Any]]:
-    """Each JSON object line of a JSONL body; blank and unreadable lines are skipped (the
-    requests they held come back absent and the engine counts them from the job record)."""
+def jsonl_records(body: bytes) -> Iterator[dict[str, Any] | bytes]:
+    """Each line of a JSONL body: a JSON object as a dict, any other line (torn, not JSON,
+    not an object) as its raw bytes, for the client to return as an `unreadable_line`;
+    blank lines are skipped."""
     for raw in body.splitlines():
         if not raw.strip():
             continue
         try:
             item = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            continue
-        if isinstance(item, dict):
-            yield item
+            item = None
+        yield item if isinstance(item, dict) else raw
+
+
+def line_bytes(record: dict[str, Any] | bytes) -> bytes:
+    """A `jsonl_records` item as bytes again (for an `unreadable_line`'s excerpt)."""
+    return record if isinstance(record, bytes) else orjson.dumps(record)
 
 
 def _message(body: bytes) -> str:
@@ -140,7 +145,8 @@ async def send(
 
 __all__ = [
     "job_name",
-    "jsonl_objects",
+    "jsonl_records",
+    "line_bytes",
     "record_key",
     "request_id_of",
     "send",

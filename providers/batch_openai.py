@@ -31,7 +31,15 @@ import orjson
 
 from providers import azure
 from providers.base import Headers, as_int, body_excerpt, load_json, short, status_outcome
-from providers.batch import BatchError, BatchLimits, Fetch, JobState, JobStatus, LineResult
+from providers.batch import (
+    BatchError,
+    BatchLimits,
+    Fetch,
+    JobState,
+    JobStatus,
+    LineResult,
+    unreadable_line,
+)
 from providers.headers import retry_after_seconds
 from providers.openai_compat import OpenAICompatAdapter, encode
 from providers.registry import adapter_for
@@ -241,11 +249,15 @@ class OpenAIBatchClient:
 
     # ----- reading result lines --------------------------------------------------------
     def _line_result(self, raw: bytes) -> LineResult | None:
-        """One output or error line; None for a blank, torn or unattributable line, or one
-        the job never ran (`UNRUN_CODES`)."""
-        item = load_json(raw)
-        if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str):
+        """One output or error line (a torn or unattributable one as `unreadable_line`);
+        None for a blank line, or one the job never ran (`UNRUN_CODES`)."""
+        if not raw.strip():
             return None
+        item = load_json(raw)
+        if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str) or not (
+            item["custom_id"]
+        ):
+            return unreadable_line(raw, self.secrets())
         response = item.get("response")
         if isinstance(response, dict) and as_int(response.get("status_code")) is not None:
             return LineResult(item["custom_id"], self._classify(response))

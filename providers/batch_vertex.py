@@ -36,10 +36,19 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from providers.base import as_int, short
-from providers.batch import BatchError, BatchLimits, Fetch, JobState, JobStatus, LineResult
+from providers.batch import (
+    BatchError,
+    BatchLimits,
+    Fetch,
+    JobState,
+    JobStatus,
+    LineResult,
+    unreadable_line,
+)
 from providers.batch_cloud import (
     job_name,
-    jsonl_objects,
+    jsonl_records,
+    line_bytes,
     record_key,
     request_id_of,
     send,
@@ -234,14 +243,18 @@ class VertexBatchClient:
                 return names
 
     def _lines(self, job_id: str, body: bytes) -> list[LineResult]:
+        """Each prediction line; one naming no request we wrote (torn, not JSON, no label
+        of ours) as an `unreadable_line`."""
         out = []
-        for line in jsonl_objects(body):
-            request = line.get("request")
+        for line in jsonl_records(body):
+            request = line.get("request") if isinstance(line, dict) else None
             labels = request.get("labels") if isinstance(request, dict) else None
             key = labels.get(LABEL) if isinstance(labels, dict) else None
             request_id = request_id_of(key) if isinstance(key, str) else None
             if request_id is None:
+                out.append(unreadable_line(line_bytes(line), self.secrets()))
                 continue
+            assert isinstance(line, dict)
             rid = f"{job_id.rsplit('/', 1)[-1]}/{key}"
             out.append(LineResult(request_id, self._line_result(line, rid)))
         return out

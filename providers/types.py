@@ -62,6 +62,11 @@ class Outcome(StrEnum):
     TRUNCATED = "truncated"
     AUTH_ERROR = "auth_error"
     BAD_REQUEST = "bad_request"
+    #: A batch job ran the request's line (the provider counted it, and billed it), but the
+    #: job's results hold no readable line for it: a torn or unreadable line, or lines for
+    #: ids never sent in its place (`engine.batch_lane`). Not one of the paper's causes: a
+    #: provider's fault a live request cannot have, re-asked once and counted apart.
+    DAMAGED_BATCH_RESULT = "damaged_batch_result"
 
 
 #: Outcomes the paper re-asked; everything else is permanent for that request.
@@ -76,6 +81,7 @@ RETRYABLE: frozenset[Outcome] = frozenset(
         Outcome.INVALID_RESPONSE,
         Outcome.REFUSAL,
         Outcome.TRUNCATED,
+        Outcome.DAMAGED_BATCH_RESULT,  # once per request: `engine.batch_lane`
     }
 )
 

@@ -40,6 +40,7 @@ OUTCOME_COLOURS = {
     "auth_error": "#111827",
     "bad_request": "#9a3412",
     "duplicate": "#0891b2",
+    "damaged_batch_result": "#7f1d1d",
 }
 
 

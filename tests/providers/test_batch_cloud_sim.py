@@ -19,10 +19,20 @@ import orjson
 import pytest
 import yarl
 
-from providers.batch import FINAL, BatchClient, BatchError, Fetch, JobState, JobStatus, LineResult
+from providers.batch import (
+    FINAL,
+    UNREADABLE,
+    BatchClient,
+    BatchError,
+    Fetch,
+    JobState,
+    JobStatus,
+    LineResult,
+)
 from providers.batch_bedrock import BedrockBatchClient
 from providers.batch_cloud import record_key, request_id_of
 from providers.batch_registry import batch_client_for
+from providers.batch_vertex import LABEL, VertexBatchClient
 from providers.bedrock import BedrockAdapter
 from providers.registry import adapter_for
 from providers.sim.faults import FaultProfile
@@ -433,3 +443,29 @@ async def test_a_providers_own_host_as_base_url_keeps_storage_and_control_their_
         ("POST", "bedrock-fips.us-east-1.amazonaws.com"),
         ("GET", "bedrock-fips.us-east-1.amazonaws.com"),  # the job just made, read back
     ], calls
+
+
+async def test_unreadable_records_are_returned_not_dropped(tmp_path: Path) -> None:
+    """A torn record, one that is not an object, and one naming no request of ours come back
+    as `UNREADABLE` lines (the engine says a job's results were damaged); a blank line is no
+    line, and a record of ours for a request the job never sent keeps its id (the engine's
+    to count)."""
+    env = {"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "x",
+           "AWS_REGION": "us-east-1"}
+    bedrock = BedrockBatchClient(
+        model(batch_bucket="s3://bucket/p", batch_role_arn="arn:aws:iam::123456789012:role/r"),
+        env)
+    error = {"errorCode": 500, "errorMessage": "boom"}
+    records = [{"recordId": record_key("r1"), "error": error}, {"recordId": "No-Such", **error},
+               {"modelOutput": {}}]
+    body = b"\n".join([*map(orjson.dumps, records), b"", b'{"recordId": "r2", "err', b"[1]"])
+    async with rig(gemini(), tmp_path) as r:
+        assert isinstance(r.client, VertexBatchClient)
+        lines = [{"request": {"labels": {LABEL: record_key("r1")}}, "status": "INTERNAL: x"},
+                 {"request": {"labels": {}}, "status": "INTERNAL: x"}]
+        vertex = r.client._lines("jobs/1", b"\n".join(map(orjson.dumps, lines)) + b"\n{torn\n")
+    got = bedrock._lines("job-1", body)
+    assert [x.request_id for x in got] == ["r1", UNREADABLE, UNREADABLE, UNREADABLE, UNREADABLE]
+    assert [x.request_id for x in vertex] == ["r1", UNREADABLE, UNREADABLE]
+    torn = got[3].result
+    assert isinstance(torn, Failure) and torn.detail.startswith('unreadable result line: {"rec')

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from providers.batch import BatchError, JobState, JobStatus
+from providers.batch import UNREADABLE, BatchError, JobState, JobStatus
 from providers.batch_openai import METADATA_KEY, OpenAIBatchClient, job_state
 from providers.batch_registry import batch_client_for
 from providers.registry import adapter_for
@@ -214,7 +214,10 @@ async def test_result_lines_are_classified_like_live_replies() -> None:
         "https://api.groq.com/openai/v1/files/f-out/content",
         "https://api.groq.com/openai/v1/files/f-err/content"]
     assert all("Accept" not in r.headers and r.headers["Authorization"] for r in fetch.sent)
-    assert set(results) == {"a", "b", "c", "e"}  # the expired line is the engine's to count
+    # the expired line is the engine's to count; the torn one is said, never dropped
+    assert set(results) == {"a", "b", "c", "e", UNREADABLE}
+    torn = results.pop(UNREADABLE)
+    assert isinstance(torn, Failure) and torn.detail == "unreadable result line: {torn"
     done = results["a"]
     assert isinstance(done, Completion) and done.provider_request_id == "req_g"
     assert done.tokens_in == 10 and done.text == '{"probability": 0.6}'

@@ -1,0 +1,166 @@
+"""An ended batch job's result lines read against the requests it sent, and, when its result
+files are damaged, what to say and record.
+
+A job's results are *damaged* when they hold lines that name no request (torn, not JSON,
+no id: `providers.batch.UNREADABLE`), lines for request ids the job never sent, or fewer
+lines than the provider counted run. The provider ran (and billed) the lines it counted,
+so a request of such a job with no readable line is not one the job never ran: its attempt
+is `damaged_batch_result`, its detail says what the results held, and the lane says the
+job's damage in one console line and a `batch_results_damaged` log event. A tester's proxy
+that cut two answer lines short and added a line for an id never sent got, before, "ended
+(done) with no line for this request", nothing said, and the two requests bought again, 8
+times each when every download was damaged: now each is asked again once at most, and
+`engine.batch_lane` stops the lane after `DAMAGED_JOB_STREAK` damaged jobs in a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+from engine.console_lines import plural
+from engine.spend import BATCH_MARK
+from providers.batch import UNREADABLE, JobState, JobStatus, LineResult
+from providers.types import Completion, Failure, Outcome
+
+#: Damaged jobs in a row, each leaving requests with no readable line, before the lane
+#: stops: result files damaged on every download re-bought the same requests until their
+#: attempts ran out (6 requests paid for 8 times each).
+DAMAGED_JOB_STREAK = 3
+#: Ids of lines never sent kept to name in the console line and log event.
+FOREIGN_SHOWN = 3
+#: Job states whose missing lines may simply not have run (their absent requests keep
+#: `engine.batch_lane.absent_failure`'s outcome, the damage still said).
+UNRUN_STATES = frozenset({JobStatus.EXPIRED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+
+@dataclass
+class JobLines:
+    """A job's result lines sorted: the first line of each request it sent, and the rest."""
+
+    lines: dict[str, Completion | Failure] = field(default_factory=dict)
+    #: Requests of the job with no readable line.
+    missing: int = 0
+    #: Lines naming no request, and how the first began.
+    unreadable: int = 0
+    example: str = ""
+    #: Lines for request ids the job never sent, and the first few of those ids.
+    foreign: int = 0
+    foreign_ids: list[str] = field(default_factory=list)
+    #: What the provider counted, as a clause ("" when it counted nothing), and whether it
+    #: counted every line of the job run.
+    counted: str = ""
+    counted_all: bool = False
+
+    @property
+    def damaged(self) -> bool:
+        """The results are not the lines the job ran (see the module docstring)."""
+        return bool(self.unreadable or self.foreign or (self.counted_all and self.missing))
+
+    @property
+    def held(self) -> str:
+        """What the damaged results held: "2 unreadable result lines and 1 line for a
+        request id never sent (never-1), while the provider counted 10 of 10 lines completed"."""
+        return self.wrong + (f", while {self.counted}" if self.counted else "")
+
+    @property
+    def wrong(self) -> str:
+        """`held` without what the provider counted."""
+        parts = []
+        if self.unreadable:
+            parts.append(f"{plural(self.unreadable, 'unreadable result line')}")
+        if self.foreign:
+            ids = ", ".join(self.foreign_ids) + (", ..." if self.foreign > FOREIGN_SHOWN else "")
+            parts.append(f"{plural(self.foreign, 'line')} for "
+                         f"{'a request id' if self.foreign == 1 else 'request ids'} never sent "
+                         f"({ids})")
+        if not parts:
+            parts.append(f"{plural(self.missing, 'line')} fewer than it ran")
+        return " and ".join(parts)
+
+
+def sort_lines(requests: Collection[str], found: Iterable[LineResult],
+               state: JobState) -> JobLines:
+    """`found` read against the job's `requests` (the first line of a request counts)."""
+    out = JobLines()
+    for line in found:
+        if line.request_id in requests:
+            out.lines.setdefault(line.request_id, line.result)
+        elif line.request_id == UNREADABLE:
+            out.unreadable += 1
+            if not out.example and isinstance(line.result, Failure):
+                out.example = line.result.detail
+        else:
+            out.foreign += 1
+            if len(out.foreign_ids) < FOREIGN_SHOWN:
+                out.foreign_ids.append(line.request_id)
+    out.missing = sum(1 for rid in requests if rid not in out.lines)
+    out.counted, out.counted_all = _counted(state)
+    return out
+
+
+def _counted(state: JobState) -> tuple[str, bool]:
+    """What the provider counted of the job's lines, and whether it counted them all run (an
+    expired, failed or cancelled job's count is not taken as a promise of every line)."""
+    if state.completed is None:
+        return "", False
+    failed = f" and {state.failed:,} failed" if state.failed else ""
+    of = f" of {state.total:,}" if state.total is not None else ""
+    clause = f"the provider counted {state.completed:,}{of} lines completed{failed}"
+    run = state.completed + (state.failed or 0)
+    counted_all = state.total is not None and state.total > 0 and run >= state.total
+    return clause, counted_all and state.status not in UNRUN_STATES
+
+
+def damaged_failure(state: JobState, job_id: str, lines: JobLines, before: bool) -> Failure:
+    """The attempt of a request a damaged job's results hold no readable line for; `before`:
+    its line was damaged in an earlier job too, so it is not asked again."""
+    again = (": its line was damaged in an earlier job's results too, so it is not asked "
+             "again (each time pays for it)") if before else ""
+    return Failure(
+        Outcome.DAMAGED_BATCH_RESULT,
+        f"{BATCH_MARK}{job_id} ended ({state.status.value}) and its results hold no readable "
+        f"line for this request: {lines.held}{again}",
+    )
+
+
+def damage_sentence(job_id: str, lines: JobLines, again: int, given_up: int,
+                    stopping: bool = False) -> str:
+    """The console line of a job whose results were damaged: `again` of the requests they
+    lost go into the next job (unless the lane is `stopping`), `given_up` lost twice."""
+    head = f"batch job {job_id} returned {lines.held}"
+    if not lines.missing:
+        return f"{head}; every request of the job has its line, so none is asked again"
+    one = lines.missing == 1
+    lost = (f"{plural(lines.missing, 'request')} of the job {'has' if one else 'have'} no "
+            f"readable line, though the provider ran {'it' if one else 'them'} (billed)")
+    said = []
+    if again and stopping:
+        said.append(f"{again:,} not asked again, as the lane stops")
+    elif again:
+        said.append(f"{again:,} asked again once")
+    if given_up:
+        said.append(f"{given_up:,} not asked again (damaged in an earlier job's results too)")
+    return f"{head}; {lost}" + (f": {', '.join(said)}" if said else "")
+
+
+def streak_message(streak: int, job_id: str, lines: JobLines) -> str:
+    """The stop line of a lane after `DAMAGED_JOB_STREAK` damaged jobs in a row."""
+    return (
+        f"after {streak} batch jobs in a row returned damaged results (the last, {job_id}: "
+        f"{lines.wrong}): the requests they hold no readable line for ran and were billed, and "
+        "asking them again in more jobs pays for them again; check what serves the provider's "
+        "result files (a proxy, the storage) before running the same command again, which asks "
+        "the unanswered requests again"
+    )
+
+
+__all__ = [
+    "DAMAGED_JOB_STREAK",
+    "UNRUN_STATES",
+    "JobLines",
+    "damage_sentence",
+    "damaged_failure",
+    "sort_lines",
+    "streak_message",
+]

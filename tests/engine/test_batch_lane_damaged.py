@@ -1,0 +1,150 @@
+"""A batch job whose result files are damaged (engine.batch_results), against the FAKE batch
+provider (tests/engine/batch_fake.py): lines cut short and a line for an id never sent, while
+the provider counted every line completed. A tester's proxy got no word of it and the lost
+requests bought again, 8 times each when every download was damaged. Now the damage is said
+(console and log), the lost requests' attempts say what the results held, counted apart
+(`damaged_batch_result`), each is asked again once at most, and damaged jobs in a row stop
+the lane."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import polars as pl
+
+from engine.audit import audit
+from engine.batch_results import DAMAGED_JOB_STREAK
+from engine.dispatch import DispatchSummary, dispatch
+from engine.retry import RetryPolicy
+from engine.scan import scan_attempts
+from providers.batch import UNREADABLE, LineResult
+from providers.types import Failure, ModelConfig, Outcome
+from tests.engine.batch_fake import FakeBatch
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from providers.batch import Fetch, JobState
+    from tests.engine.conftest import Kit
+
+MODEL = "fake-batch"
+POLICY = RetryPolicy(max_attempts=8, base_s=0.001, cap_s=0.002)
+DAMAGED = Outcome.DAMAGED_BATCH_RESULT.value
+
+
+@dataclass
+class Damaging(FakeBatch):
+    """Every job's first two lines come back cut short and one line for an id never sent is
+    added: in the first job's results only, or in every job's (`every`)."""
+
+    every: bool = False
+    damaged: int = 0
+
+    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+        lines = list(await super().results(fetch, state))
+        if self.damaged and not self.every:
+            return lines
+        self.damaged += 1
+        cut = Failure(Outcome.PROVIDER_ERROR, 'unreadable result line: {"custom_id": "ab')
+        lines[:2] = [LineResult(UNREADABLE, cut)] * 2
+        return [*lines, LineResult("never-sent-0", lines[-1].result)]
+
+
+async def _run(plan: Path, run_dir: Path, fake: FakeBatch) -> tuple[DispatchSummary, str]:
+    console = io.StringIO()
+    summary = await dispatch(
+        plan, run_dir, {MODEL: ModelConfig(name=MODEL, provider="sim", model="m",
+                                           dispatch="batch")},
+        {}, batch_clients={MODEL: fake}, policy=POLICY, batch_poll_s=0.001,
+        log_console=console,
+    )
+    return summary, console.getvalue()
+
+
+def _attempts(run_dir: Path) -> pl.DataFrame:
+    return scan_attempts(run_dir, ["request_id", "attempt", "outcome", "detail"]).collect()
+
+
+def _events(run_dir: Path, name: str) -> list[dict[str, Any]]:
+    lines = (run_dir / "logs" / "engine.jsonl").read_bytes().splitlines()
+    return [e for e in map(orjson.loads, lines) if e["event"] == name]
+
+
+async def test_damaged_results_are_said_and_their_requests_asked_again_once(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    run_dir = tmp_path / "run"
+    fake = Damaging()
+    summary, console = await _run(plan, run_dir, fake)
+    assert summary.complete, summary.lines()
+    said = ("batch job job-1 returned 2 unreadable result lines and 1 line for a request id "
+            "never sent (never-sent-0), while the provider counted 30 of 30 lines completed; 2 "
+            "requests of the job have no readable line, though the provider ran them (billed): "
+            "2 asked again once")
+    assert said in console
+    [event] = _events(run_dir, "batch_results_damaged")
+    assert (event["unreadable"], event["foreign"], event["missing"]) == (2, 1, 2)
+    lost = _attempts(run_dir).filter(pl.col("outcome") == DAMAGED)
+    assert lost.height == 2 and set(lost["attempt"]) == {1}
+    assert all("batch job job-1 ended (done) and its results hold no readable line for this "
+               "request: 2 unreadable result lines" in d for d in lost["detail"])
+    # Asked again once each, in a second job, and counted apart by the audit.
+    assert sorted(fake.ran.values()) == [1] * 28 + [2, 2]
+    assert audit(run_dir).totals.retries_by_cause[DAMAGED] == 2
+
+
+async def test_a_request_lost_twice_is_not_bought_a_third_time(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 10))
+    run_dir = tmp_path / "run"
+    fake = Damaging(every=True, limits_=replace(FakeBatch().limits, max_jobs_in_flight=1))
+    summary, console = await _run(plan, run_dir, fake)
+    assert max(fake.ran.values()) == 2 and len(fake.jobs) == 2
+    assert summary.unaccepted == 2 and summary.lanes[MODEL].gave_up == 2
+    again = _attempts(run_dir).filter((pl.col("outcome") == DAMAGED) & (pl.col("attempt") == 2))
+    assert again.height == 2
+    assert all("damaged in an earlier job's results too, so it is not asked again" in d
+               for d in again["detail"])
+    assert "2 not asked again (damaged in an earlier job's results too)" in console
+
+
+async def test_damaged_jobs_in_a_row_stop_the_lane(tmp_path: Path, kit: type[Kit]) -> None:
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 100))
+    run_dir = tmp_path / "run"
+    fake = Damaging(every=True, limits_=replace(FakeBatch().limits, max_lines=10,
+                                                   max_jobs_in_flight=1))
+    summary, console = await _run(plan, run_dir, fake)
+    lane = summary.lanes[MODEL]
+    assert lane.state.value == "stopped" and len(fake.jobs) == DAMAGED_JOB_STREAK
+    assert (f"after {DAMAGED_JOB_STREAK} batch jobs in a row returned damaged results (the "
+            "last, job-3: 2 unreadable result lines") in lane.message
+    assert max(fake.ran.values()) <= 2
+    assert console.count("returned 2 unreadable result lines") == DAMAGED_JOB_STREAK
+    assert "2 not asked again, as the lane stops" in console
+
+
+async def test_lines_missing_from_a_job_counted_complete_are_damage(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """No unreadable line, but fewer lines than the provider counted completed: the
+    missing requests ran and were billed, and that is said too."""
+
+    @dataclass
+    class Dropping(FakeBatch):
+        async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+            lines = list(await super().results(fetch, state))
+            return lines[1:] if state.job_id == "job-1" else lines
+
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 20))
+    run_dir = tmp_path / "run"
+    summary, console = await _run(plan, run_dir, Dropping())
+    assert summary.complete
+    assert ("batch job job-1 returned 1 line fewer than it ran, while the provider counted 20 "
+            "of 20 lines completed; 1 request of the job has no readable line") in console
+    assert _attempts(run_dir).filter(pl.col("outcome") == DAMAGED).height == 1
