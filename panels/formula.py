@@ -17,9 +17,8 @@ words ``and or not exactly_one`` are reserved. Every error is a `FormulaError` c
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from functools import reduce
 
 import numpy as np
 import numpy.typing as npt
@@ -97,18 +96,73 @@ def truth_table(node: Node, columns: Mapping[str, npt.NDArray[np.bool_]]) -> npt
     """`evaluate` on many assignments at once: `columns` holds each variable's truth value in
     every assignment (boolean arrays of one length), the result the formula's, rule for rule
     as `evaluate` (a `dutchbook check` space of 20 variables has 2^20 worlds)."""
+    return np.asarray(truth_tables([node], columns)[0], dtype=np.bool_)
+
+
+def truth_tables(
+    nodes: Sequence[Node], columns: Mapping[str, npt.NDArray[np.bool_]]
+) -> npt.NDArray[np.bool_]:
+    """`truth_table` of each node, one row each (`rows[node, assignment]`).
+
+    Evaluated on truth values packed eight to a byte, each variable packed once for all the
+    nodes: an operand costs a pass over an eighth of the bytes, in place. Unpacked, a
+    formula of 10,000 characters (`exactly_one` of 2,840 variables) took 0.9 s over 2^20
+    worlds, each operand a fresh int32 array: 255 such events ran four minutes.
+    """
+    size = len(next(iter(columns.values()))) if columns else 0
+    bits = _PackedColumns(columns)
+    packed = np.empty((len(nodes), (size + 7) // 8), dtype=np.uint8)
+    for row, node in enumerate(nodes):
+        packed[row] = bits.of(node)
+    return np.unpackbits(packed, axis=1, count=size).view(np.bool_)
+
+
+class _PackedColumns:
+    """Truth values as bits (`np.packbits`); a variable's bits are shared, never written."""
+
+    def __init__(self, columns: Mapping[str, npt.NDArray[np.bool_]]) -> None:
+        self._columns = columns
+        self._packed: dict[str, npt.NDArray[np.uint8]] = {}
+
+    def of(self, node: Node) -> npt.NDArray[np.uint8]:
+        """The node's bits: a variable's shared array, or a new one the caller may change."""
+        if isinstance(node, Var):
+            if node.name not in self._packed:
+                self._packed[node.name] = np.packbits(self._columns[node.name])
+            return self._packed[node.name]
+        if isinstance(node, Not):
+            return ~self.of(node.operand)
+        if isinstance(node, Implies):
+            result = ~self.of(node.left)
+            result |= self.of(node.right)
+            return result
+        result = self.of(node.args[0]).copy()
+        if isinstance(node, And):
+            for arg in node.args[1:]:
+                result &= self.of(arg)
+        elif isinstance(node, Or):
+            for arg in node.args[1:]:
+                result |= self.of(arg)
+        else:  # exactly one: true once so far, and not twice
+            twice, both = np.zeros_like(result), np.empty_like(result)
+            for arg in node.args[1:]:
+                bits = self.of(arg)
+                twice |= np.bitwise_and(result, bits, out=both)
+                result |= bits
+            result &= ~twice
+        return result
+
+
+def term_count(node: Node) -> int:
+    """The variables and operators of a tree (`a and not b`: three), the passes over every
+    world `truth_table` makes for it."""
     if isinstance(node, Var):
-        return columns[node.name]
+        return 1
     if isinstance(node, Not):
-        return ~truth_table(node.operand, columns)
-    if isinstance(node, And):
-        return reduce(np.logical_and, (truth_table(arg, columns) for arg in node.args))
-    if isinstance(node, Or):
-        return reduce(np.logical_or, (truth_table(arg, columns) for arg in node.args))
+        return 1 + term_count(node.operand)
     if isinstance(node, Implies):
-        return ~truth_table(node.left, columns) | truth_table(node.right, columns)
-    counts = sum(truth_table(arg, columns).astype(np.int32) for arg in node.args)
-    return np.asarray(counts == 1)
+        return 1 + term_count(node.left) + term_count(node.right)
+    return 1 + sum(term_count(arg) for arg in node.args)
 
 
 def to_text(node: Node) -> str:

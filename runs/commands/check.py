@@ -18,12 +18,13 @@ import enum
 import json
 import math
 import os
+import re
 import sys
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import numpy as np
 import numpy.typing as npt
@@ -36,7 +37,16 @@ from engine.console_tables import print_whole
 from panels import toml_text
 from panels.algebra import Panel, PanelTooLarge
 from panels.events import Event
-from panels.formula import RESERVED, Formula, FormulaError, parse, truth_table
+from panels.formula import (
+    RESERVED,
+    And,
+    Formula,
+    FormulaError,
+    parse,
+    term_count,
+    truth_table,
+    truth_tables,
+)
 from panels.input_files import (
     CHECK_INPUT_MAX_BYTES,
     ID_MAX,
@@ -58,6 +68,11 @@ MAX_VARIABLES = 20
 #: before any is computed: 20 variables and a few hundred events would otherwise fill memory
 #: before the LP's own limit below could be checked.
 MAX_TRUTH_VALUES = 2**28
+#: The most terms (variables and operators) of all formulas times the worlds they are
+#: evaluated in: 32,768 terms over 2^20 worlds, about a second. The truth values alone do
+#: not bound the work: 255 events, each `exactly_one` of 2,840 variables (10,000
+#: characters), took four minutes before evaluation was packed into bits, 8 s after.
+MAX_TERM_WORLDS = 2**35
 #: The most (event, atom) pairs solved as one LP. The LP's memory grows with them: measured
 #: here, 10 million dense pairs (1,000 events over 10,000 atoms) took 1.7 GB and 18 s, 22.7
 #: million (300 events over 75,545 atoms) 3.6 GB and 22 s, and 300 events over 2^20
@@ -96,47 +111,83 @@ def _decode(path: Path) -> dict[str, Any]:
         raise CheckInputError(f"{name}: is a directory, not a file") from None
     except OSError as error:
         raise CheckInputError(f"{name}: cannot read ({error.strerror})") from None
+    is_json = path.suffix.lower() == ".json"
     try:
-        if path.suffix.lower() == ".json":
-            raw = orjson.loads(data)
-            _refuse_duplicate_keys(name, data)
-        else:
-            raw = toml_text.loads(toml_text.decode(data))
-    except (orjson.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        kind = "JSON" if path.suffix.lower() == ".json" else "TOML"
+        text = data.decode("utf-8") if is_json else toml_text.decode(data)
+        del data  # the bytes go before the values are built: one copy of the text at a time
+        raw = _json_document(name, text) if is_json else toml_text.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         detail = " ".join(str(error).split())
+        kind = "JSON" if is_json else "TOML"
         raise CheckInputError(f"{name}: not valid {kind} ({detail})") from None
     if not isinstance(raw, dict):
         raise CheckInputError(f"{name}: the top level must be an object/table")
     return raw
 
 
-def _refuse_duplicate_keys(name: str, data: bytes) -> None:
-    """A JSON object naming one key twice is refused, as TOML refuses it: JSON readers keep
-    the last value without a word, so `{"p": 0.3, "p": 0.9}` would be scored at 0.9 whatever
-    the writer meant. Run after orjson has accepted the text (so its nesting is bounded)."""
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
-    def refuse_twice_named(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+
+def _half_surrogate(value: object) -> str | None:
+    """A code point U+D800..U+DFFF in a string, named `U+D800`: `json` reads an escape such
+    as \\ud800 without its other half as one; no terminal or UTF-8 file can take it."""
+    if not isinstance(value, str) or value.isascii():
+        return None
+    found = _SURROGATE.search(value)
+    return None if found is None else f"U+{ord(found.group()):04X}"
+
+
+def _json_document(name: str, text: str) -> Any:
+    """The JSON text's values, read once, by `json`.
+
+    A JSON object naming one key twice is refused, as TOML refuses it: JSON readers keep
+    the last value without a word, so `{"p": 0.3, "p": 0.9}` would be scored at 0.9 whatever
+    the writer meant. Read by orjson, and again by `json` to see such keys, a file of atom
+    indices took 15 times its size in memory (a 64 MiB one 950 MB; the most accepted, 512
+    MiB, some 7.5 GB): orjson alone peaked at 930 MB reading it, `json` at 400 MB. Read
+    once by `json` (and its indices marked in chunks, `_mark_atoms`), `check` of that file
+    peaks at 360 MB. What orjson refused is refused here too: NaN and Infinity, a string
+    holding half a surrogate pair (no terminal or UTF-8 file takes it), a byte order mark,
+    an integer `int()` does not convert, nesting too deep.
+    """
+
+    def refuse(what: str) -> NoReturn:
+        raise CheckInputError(f"{name}: not valid JSON ({what})")
+
+    def one_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
-        for key, _ in pairs:
+        for key, value in pairs:
             if key in seen:
-                twice = f"the key {key!r} twice in one object"
-                raise CheckInputError(f"{name}: not valid JSON ({twice})")
+                refuse(f"the key {key!r} twice in one object")
             seen.add(key)
+            for string in (key, value):
+                half = _half_surrogate(string)
+                if half is not None:
+                    refuse(f"a string holding {half}, half a surrogate pair, not a character")
         return dict(pairs)
 
+    def no_constant(word: str) -> NoReturn:
+        refuse(f"{word} is not a JSON number")
+
+    if text.startswith("\ufeff"):
+        refuse("a byte order mark (U+FEFF) at the start: JSON has none; save the file without")
     try:
-        json.loads(data, object_pairs_hook=refuse_twice_named)
-    except RecursionError:  # orjson allows 1,024 levels; no check file needs a tenth of that
-        raise CheckInputError(f"{name}: not valid JSON (nested too deeply)") from None
+        return json.loads(text, object_pairs_hook=one_of_each, parse_constant=no_constant)
+    except RecursionError:  # json's C reader stops near Python's recursion limit
+        refuse("nested too deeply")
+    except (CheckInputError, json.JSONDecodeError):
+        raise
+    except ValueError:  # int() of a number of more digits than it converts (4,300)
+        refuse(f"an integer of more than {sys.get_int_max_str_digits():,} digits")
 
 
 def _probability(name: str, event_id: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise CheckInputError(f"{name}: event {event_id!r}: 'p' must be a number, not {value!r}")
-    p = float(value)
-    if not (math.isfinite(p) and 0.0 <= p <= 1.0):
-        raise CheckInputError(f"{name}: event {event_id!r}: p = {value} is outside [0, 1]")
+    p = toml_text.finite(value)
+    if p is None or not 0.0 <= p <= 1.0:
+        shown = value if p is not None or isinstance(value, float) else "an integer that large"
+        raise CheckInputError(f"{name}: event {event_id!r}: p = {shown} is outside [0, 1]")
     return p
 
 
@@ -218,9 +269,13 @@ def _propositional(name: str, raw: Mapping[str, Any]) -> CheckInput:
     tables = _event_tables(name, raw, "formula")
     formulas_count = len(constraints) + len(tables)
     _within_truth_values(name, formulas_count, 1 << len(names), "formulas", "possible worlds")
+    terms = _Terms(name, 1 << len(names))
+    for n, constraint in enumerate(constraints):
+        terms.add(constraint, f"constraint {n + 1}")
     events, formulas, probs = [], [], []
     for entry in tables:
         formula = _formula(name, f"event {entry['id']!r}", entry["formula"], names)
+        terms.add(formula, f"event {entry['id']!r}")
         text = entry.get("text", entry["formula"])
         events.append(Event(entry["id"], text, formula.evaluate))
         formulas.append(formula)
@@ -251,14 +306,11 @@ def _truth_tables(
     codes = np.arange(1 << len(names), dtype=np.uint32)
     shifts = {v: len(names) - 1 - i for i, v in enumerate(names)}
     columns = {v: ((codes >> shift) & 1).astype(bool) for v, shift in shifts.items()}
-    possible = np.ones(codes.size, dtype=bool)
-    for constraint in constraints:
-        possible &= truth_table(constraint.root, columns)
-    codes = codes[possible]
-    columns = {v: column[possible] for v, column in columns.items()}
-    holds = np.zeros((len(formulas), codes.size), dtype=bool)
-    for row, formula in enumerate(formulas):
-        holds[row] = truth_table(formula.root, columns)
+    if constraints:
+        possible = truth_table(And(tuple(c.root for c in constraints)), columns)
+        codes = codes[possible]
+        columns = {v: column[possible] for v, column in columns.items()}
+    holds = truth_tables([formula.root for formula in formulas], columns)
 
     def world(position: int) -> dict[str, bool]:
         code = int(codes[position])
@@ -274,21 +326,14 @@ def _explicit_atoms(name: str, raw: Mapping[str, Any]) -> CheckInput:
     tables = _event_tables(name, raw, "atoms")
     _within_truth_values(name, len(tables), m, "events", "atoms")
     events, probs = [], []
-    for entry in tables:
+    holds = np.zeros((len(tables), m), dtype=bool)
+    for row, entry in enumerate(tables):
         event_id, members = entry["id"], entry["atoms"]
         if not isinstance(members, list):
             raise CheckInputError(f"{name}: event {event_id!r}: 'atoms' must be a list of indices")
-        for index in members:
-            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < m:
-                raise CheckInputError(
-                    f"{name}: event {event_id!r}: atom index {index!r} is not in 0..{m - 1}"
-                )
-        chosen = frozenset(members)
-        events.append(Event(event_id, entry.get("text", event_id), _member_of(chosen)))
+        _mark_atoms(f"{name}: event {event_id!r}", members, m, holds[row])
+        events.append(Event(event_id, entry.get("text", event_id), _member_of(holds[row])))
         probs.append(_probability(name, event_id, entry["p"]))
-    holds = np.zeros((len(events), m), dtype=bool)
-    for row, entry in enumerate(tables):
-        holds[row, entry["atoms"]] = True
     try:
         panel = Panel.from_truth_table(
             events, holds, lambda position: {"atom": position}, max_pairs=MAX_LP_PAIRS
@@ -303,8 +348,32 @@ def _explicit_atoms(name: str, raw: Mapping[str, Any]) -> CheckInput:
     return _checked(name, panel, probs, describe, "its 'atoms' list is empty")
 
 
-def _member_of(chosen: frozenset[int]) -> Callable[[Mapping[str, Any]], bool]:
-    return lambda world: world["atom"] in chosen
+#: Atom indices checked and marked this many at a time: a list of 32 million, converted
+#: whole, held a second 256 MB beside itself, and was checked one index at a time for 7 s.
+_INDEX_CHUNK = 2**20
+
+
+def _mark_atoms(where: str, members: list[Any], m: int, row: npt.NDArray[np.bool_]) -> None:
+    """Mark `row[i]` for each listed index, each a whole number in 0..m-1: a chunk's types
+    told by a set, its range by numpy; a chunk with a bad index is walked to name it."""
+    for start in range(0, len(members), _INDEX_CHUNK):
+        chunk = members[start : start + _INDEX_CHUNK]
+        indices = None
+        if set(map(type, chunk)) == {int}:  # a bool's type is bool
+            with contextlib.suppress(OverflowError):
+                indices = np.array(chunk, dtype=np.int64)
+        if indices is None or indices.min() < 0 or indices.max() >= m:
+            for index in chunk:
+                if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < m:
+                    raise CheckInputError(f"{where}: atom index {index!r} is not in 0..{m - 1}")
+            raise AssertionError("a chunk of atom indices refused with none out of place")
+        row[indices] = True
+
+
+def _member_of(row: npt.NDArray[np.bool_]) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether an atom is the event's, read from its row of `holds` (a set of a million
+    listed indices took some 40 MB an event)."""
+    return lambda world: bool(row[world["atom"]])
 
 
 def _within_truth_values(name: str, rows: int, worlds: int, what: str, over: str) -> None:
@@ -315,6 +384,25 @@ def _within_truth_values(name: str, rows: int, worlds: int, what: str, over: str
             f"check computes at most {MAX_TRUTH_VALUES:,} (use fewer {what} or "
             f"{'variables' if over == 'possible worlds' else 'atoms'})"
         )
+
+
+class _Terms:
+    """The formulas' terms (variables and operators) counted as each is parsed, refused once
+    they times the worlds exceed `MAX_TERM_WORLDS`: before any is evaluated, and before the
+    rest of a file too long for it is parsed."""
+
+    def __init__(self, name: str, worlds: int) -> None:
+        self.name, self.worlds, self.count = name, worlds, 0
+
+    def add(self, formula: Formula, where: str) -> None:
+        self.count += term_count(formula.root)
+        if self.count * self.worlds > MAX_TERM_WORLDS:
+            raise CheckInputError(
+                f"{self.name}: {where}: formulas of {self.count:,} terms (variables and "
+                f"operators) so far, over {self.worlds:,} possible worlds, are "
+                f"{self.count * self.worlds:,} term evaluations; check does at most "
+                f"{MAX_TERM_WORLDS:,} (use shorter formulas, fewer events or fewer variables)"
+            )
 
 
 def _too_large(name: str, error: PanelTooLarge) -> CheckInputError:
@@ -467,7 +555,9 @@ def _native_stdout_to_stderr() -> Iterator[None]:
 
 
 def check(
-    file: Annotated[Path, typer.Argument(metavar="FILE", help="probabilities (TOML or JSON)")],
+    # A string, not a `Path`: `Path("")` is ".", and an empty argument was refused as the
+    # directory "." ("error: .: is a directory, not a file").
+    file: Annotated[str, typer.Argument(metavar="FILE", help="probabilities (TOML or JSON)")],
     norm: Annotated[
         Norm, typer.Option("--norm", help="inf: total stake <= 1 (paper); l1: <= 1 per contract")
     ] = Norm.inf,
@@ -477,8 +567,10 @@ def check(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Score one set of stated probabilities: profit, Dutch book, nearest coherent forecast."""
+    if not file:
+        fail("the FILE argument is empty: name the file of probabilities to check")
     try:
-        data = read_input(file)
+        data = read_input(Path(file))
     except CheckInputError as error:
         fail(str(error))
     try:
