@@ -746,7 +746,7 @@ class BatchLane(LaneControl):
                 counts["answered" if rid in lines.lines else "absent"] += 1
                 result = lines.lines.get(rid) or self._absent(state, job, lines, outcomes)
                 sent = self._sent(entry, job, attempt, outcomes)
-                failure = self._settle(entry, result, sent)
+                failure = self._settle(entry, result, sent, job.job_id or job.job_key)
                 if self.prices is not None:
                     cost += self.prices.cost(result.tokens_in, result.tokens_out)
                 counts["failed"] += failure is not None
@@ -831,12 +831,14 @@ class BatchLane(LaneControl):
         else:
             self.spend.settle(worst, cost)
 
-    def _settle(self, entry: _Entry, result: Completion | Failure, sent: Sent) -> Failure | None:
-        """Journal one line as an attempt (dispatch line, then result line, as live) and
-        account for it; the failure, if any."""
+    def _settle(
+        self, entry: _Entry, result: Completion | Failure, sent: Sent, job_id: str
+    ) -> Failure | None:
+        """Journal one line of job `job_id` as an attempt (dispatch line, naming the job,
+        then result line, as live) and account for it; the failure, if any."""
         item = entry.item
         self.ledger.record_dispatch(item.request_id, sent.attempt, sent.model, sent.provider,
-                                    sent.started)
+                                    sent.started, batch_job=job_id)
         record, response, failure = settle(item, result, sent, self.parser)
         if failure is not None and failure.outcome in ANSWER_FAILURES:
             stopped = entry.answers.failed(failure.outcome, failure.raw_text, sent.attempt)

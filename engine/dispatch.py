@@ -75,6 +75,8 @@ class DispatchSummary:
     elapsed_s: float = 0.0
     compactions: int = 0
     interrupted_recovered: int = 0
+    #: Of those, batch lines being recorded from their job's results: not sent again.
+    interrupted_batch: int = 0
     #: The running spend cap (`budget_usd`), None when the dispatch had none.
     spend: SpendCap | None = None
     #: Models whose spend the cap could not count (no prices in their config).
@@ -421,6 +423,40 @@ def _connections(
     return cap
 
 
+def interrupted_sentence(attempts: int, batch: int) -> str:
+    """The resume's line for `attempts` recorded `interrupted`, `batch` of them batch lines.
+
+    A live attempt's request is asked again. A batch line was not sent alone: it was being
+    recorded from its job's results when the run stopped, and the job, not yet collected, is
+    still at the provider, so its answer is collected from there and its request is not sent
+    again (a resume after a kill mid-collection used to say it was asked again).
+    """
+    live = attempts - batch
+    stopped = "when an earlier run of this folder stopped"
+    if not batch:
+        if live == 1:
+            return (f"1 attempt was in flight {stopped} without its reply: it is recorded as "
+                    "interrupted, and its request is asked again")
+        return (f"{live:,} attempts were in flight {stopped} without their replies: they are "
+                "recorded as interrupted, and their requests are asked again")
+    one = batch == 1
+    collected = (f"collected from {'its batch job' if one else 'their batch jobs'}, still at "
+                 f"the provider, without sending {'its request' if one else 'the requests'} "
+                 "again")
+    if not live:
+        if one:
+            return (f"1 batch line was being recorded from its job's results {stopped}: it is "
+                    f"recorded as interrupted, and its answer is {collected}")
+        return (f"{batch:,} batch lines were being recorded from their jobs' results "
+                f"{stopped}: they are recorded as interrupted, and their answers are "
+                f"{collected}")
+    asked = ("the 1 live attempt's request is asked again" if live == 1
+             else f"the {live:,} live attempts' requests are asked again")
+    answers = "the 1 batch line's answer is" if one else f"the {batch:,} batch lines' answers are"
+    return (f"{attempts:,} attempts were in flight {stopped}: they are recorded as interrupted; "
+            f"{asked}, and {answers} {collected}")
+
+
 async def dispatch(
     plan_path: Path | str,
     run_dir: Path | str,
@@ -479,16 +515,11 @@ async def dispatch(
         lanes={}, unconfigured={str(name): n for name, n in counts.items() if name not in models}
     )
     summary.interrupted_recovered = ledger.interrupted_recovered
+    summary.interrupted_batch = ledger.interrupted_batch
     if ledger.interrupted_recovered:
-        n = ledger.interrupted_recovered
-        said = (
-            f"{n:,} attempts were in flight when an earlier run of this folder stopped without "
-            "their replies: they are recorded as interrupted, and their requests are asked again"
-            if n != 1
-            else "1 attempt was in flight when an earlier run of this folder stopped without "
-            "its reply: it is recorded as interrupted, and its request is asked again"
-        )
-        log.warning("interrupted_recovered", attempts=n, say=said)
+        n, batch = ledger.interrupted_recovered, ledger.interrupted_batch
+        log.warning("interrupted_recovered", attempts=n, batch_lines=batch,
+                    say=interrupted_sentence(n, batch))
     run = _Run(
         plan_path, run_dir, ledger, log, _as_sink(progress), batch_rows,
         has_history=any((run_dir / "attempts").glob("*.parquet")),

@@ -103,7 +103,8 @@ class LedgerWriter(Protocol):
     """What a lane needs from `engine.ledger.Ledger` (a protocol so tests can count calls)."""
 
     def record_dispatch(
-        self, request_id: str, attempt: int, model: str, provider: str, started_at: datetime
+        self, request_id: str, attempt: int, model: str, provider: str, started_at: datetime,
+        *, batch_job: str | None = None,
     ) -> None: ...
 
     def record_result(self, attempt: AttemptRecord, response: ResponseRecord | None) -> bool: ...

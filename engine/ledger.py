@@ -98,7 +98,7 @@ from engine.shards import (
     shard_name,
     visible_shards,
 )
-from engine.unresolved import interrupted_attempt, pending_dispatches
+from engine.unresolved import BATCH_JOB, interrupted_attempt, pending_dispatches
 
 #: Named by docs/interfaces.md as `engine.ledger`'s: the readers live in `engine.scan` and
 #: the pid file and lock in `engine.runlock`; these names are kept importable from here.
@@ -171,8 +171,11 @@ class Ledger:
         self._folds = 0
         self._pause_s = _env_seconds(COMPACT_PAUSE_ENV)
         self._split_s = _env_seconds(SPLIT_WRITE_ENV)
-        #: How many `interrupted` attempts this open recorded (for logs and tests).
+        #: How many `interrupted` attempts this open recorded (for logs and tests), and how
+        #: many of them were batch lines (`record_dispatch`'s `batch_job`): their requests
+        #: are not sent again, their answers are collected from their jobs.
         self.interrupted_recovered = 0
+        self.interrupted_batch = 0
         #: Set when a write failed for want of space; every lane stops starting attempts.
         self.disk_full: DiskFull | None = None
         self._start(pid_file)
@@ -249,6 +252,7 @@ class Ledger:
             lost = interrupted_attempt(rid, attempt, line)
             self._append({"kind": RESULT, "attempt": lost.to_row(), "response": None})
             self.interrupted_recovered += 1
+            self.interrupted_batch += int(BATCH_JOB in line)
 
     def close(self) -> None:
         """Compact everything, release the lock and the pid file. Idempotent.
@@ -345,10 +349,13 @@ class Ledger:
             raise self.disk_full from exc
 
     def record_dispatch(
-        self, request_id: str, attempt: int, model: str, provider: str, started_at: datetime
+        self, request_id: str, attempt: int, model: str, provider: str, started_at: datetime,
+        *, batch_job: str | None = None,
     ) -> None:
-        """Journal that an attempt is about to be sent (so a crash shows it as interrupted)."""
-        line = {
+        """Journal that an attempt is about to be sent (so a crash shows it as interrupted);
+        `batch_job`: the attempt is a line of that batch job, about to be recorded from its
+        results (a crash leaves the answer with the job, which a resume collects)."""
+        line: dict[str, Any] = {
             "kind": DISPATCH,
             "request_id": request_id,
             "attempt": int(attempt),
@@ -356,6 +363,8 @@ class Ledger:
             "provider": provider,
             "started_at": iso_utc(started_at),
         }
+        if batch_job is not None:
+            line[BATCH_JOB] = batch_job
         with self._lock:
             if self._writer is None:
                 raise RuntimeError("ledger is closed")

@@ -32,6 +32,10 @@ from engine.shards import list_shards
 
 #: The detail of an attempt recorded `interrupted`: sent, and no result before its writer died.
 INTERRUPTED_DETAIL = "interrupted: dispatched but no result before the process stopped"
+#: The dispatch line's field naming the batch job whose result line it is
+#: (`engine.ledger.Ledger.record_dispatch`): such an attempt was not sent alone, and its
+#: answer stays with the job, which a resume collects without sending the request again.
+BATCH_JOB = "batch_job"
 #: The columns of `unresolved_dispatches`.
 COLUMNS = ("request_id", "attempt", "model", "provider", "started_at")
 
@@ -74,11 +78,17 @@ def pending_dispatches(
 
 def interrupted_attempt(request_id: str, attempt: int, line: dict[str, Any]) -> AttemptRecord:
     """The `interrupted` attempt recorded for dispatch `line` (sent, no result)."""
+    job = line.get(BATCH_JOB)
+    detail = (
+        f"interrupted: batch job {job}'s line for this request was being recorded when the "
+        "process stopped; its answer is collected from the job, the request not sent again"
+        if job else INTERRUPTED_DETAIL
+    )
     return AttemptRecord(
         request_id=request_id, attempt=attempt, model=line["model"], provider=line["provider"],
         started_at=datetime.fromisoformat(line["started_at"]), elapsed_ms=0.0,
         outcome="interrupted", http_status=None, provider_request_id=None,
-        retry_after_s=None, tokens_in=None, tokens_out=None, detail=INTERRUPTED_DETAIL,
+        retry_after_s=None, tokens_in=None, tokens_out=None, detail=detail,
     )  # fmt: skip
 
 

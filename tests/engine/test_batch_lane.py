@@ -173,6 +173,49 @@ async def test_stop_in_the_middle_of_collecting(
     assert second.interrupted_recovered == 1
 
 
+async def test_a_line_torn_by_a_kill_is_said_collected_not_asked_again(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resume's warning said a batch line torn by a kill "is asked again", as of a live
+    attempt: it is not (its answer is collected from the job, the request not sent again)."""
+    rows = kit.plan_rows(MODEL, 20)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch()
+
+    def dying(*args: Any, **kw: Any) -> Any:
+        raise Killed("mid-collection")
+
+    monkeypatch.setattr(batch_lane, "settle", dying)
+    await _run(plan, run_dir, fake)
+    monkeypatch.setattr(batch_lane, "settle", settle)
+    second = await _run(plan, run_dir, fake)
+    assert second.complete and max(fake.ran.values()) == 1 and len(fake.jobs) == 1
+    events = [orjson.loads(line) for line in (run_dir / "logs" / "engine.jsonl").read_bytes()
+              .splitlines()]
+    [said] = [e["say"] for e in events if e["event"] == "interrupted_recovered"]
+    assert said == (
+        "1 batch line was being recorded from its job's results when an earlier run of this "
+        "folder stopped: it is recorded as interrupted, and its answer is collected from its "
+        "batch job, still at the provider, without sending its request again")
+    assert (second.interrupted_recovered, second.interrupted_batch) == (1, 1)
+    torn = scan_attempts(run_dir, ["outcome", "detail"]).collect().filter(
+        pl.col("outcome") == "interrupted")
+    assert torn["detail"].to_list() == [
+        "interrupted: batch job job-1's line for this request was being recorded when the "
+        "process stopped; its answer is collected from the job, the request not sent again"]
+
+
+def test_the_interrupted_line_tells_live_attempts_from_batch_lines() -> None:
+    from engine.dispatch import interrupted_sentence
+
+    assert interrupted_sentence(3, 0).endswith("their requests are asked again")
+    assert interrupted_sentence(3, 1).endswith(
+        "they are recorded as interrupted; the 2 live attempts' requests are asked again, and "
+        "the 1 batch line's answer is collected from its batch job, still at the provider, "
+        "without sending its request again")
+
+
 async def test_auth_error_on_upload_stops_the_lane_with_one_line(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
