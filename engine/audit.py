@@ -34,6 +34,7 @@ from typing import Any
 import polars as pl
 
 from engine.answers import SUBCAUSES
+from engine.batch_jobs import AtProvider, at_provider, fold_jobs
 from engine.durable import record_number
 from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
@@ -253,6 +254,8 @@ def retry_sentence(retry_attempts: int, requests_retried: int, requests: int,
             "cannot be counted."
         )
     if retry_attempts == 0:
+        if attempted == 0 and requests:  # "every attempt was accepted" of none at all
+            return f"No attempts recorded yet (0 of {plural(requests, 'request')} attempted)."
         if attempted is not None and attempted < requests:
             return (
                 f"No retry attempts: every attempt was accepted ({attempted:,} of "
@@ -275,6 +278,23 @@ def retry_sentence(retry_attempts: int, requests_retried: int, requests: int,
         f"{plural(retry_attempts, 'retry attempt')} across "
         f"{plural(requests_retried, 'request')} out of {requests:,}, attributed to "
         f"{_join(parts)}.{unknown}"
+    )
+
+
+def at_provider_sentence(sentence: str, held: AtProvider) -> str:
+    """The audit sentence of a folder with batch jobs still at the provider (`held`): their
+    queries were asked, and no attempt of theirs is recorded until the jobs are collected."""
+    return f"{sentence.rstrip('.')}; {held.phrase()}." if held else sentence
+
+
+def resume_line(held: AtProvider) -> str:
+    """What running the same command again does, after lanes that ended early: a resume
+    collects the batch jobs still at the provider, never asking their queries again."""
+    if not held:
+        return "Running the same command again asks only the unanswered requests"
+    return (
+        f"Running the same command again collects the {held.phrase()}, without asking their "
+        "queries again, and asks only the other unanswered requests"
     )
 
 
@@ -401,12 +421,17 @@ class Audit:
     #: Rows the shards hold twice (a shard copied, or put back after a reparse), counted
     #: once (`engine.scan.repeated_rows`).
     repeats: Repeats = field(default_factory=Repeats)
+    #: Batch jobs not yet collected: their queries are with the provider (`AtProvider`).
+    at_provider: AtProvider = field(default_factory=AtProvider)
 
     @property
     def sentence(self) -> str:
         totals = self.totals
         attempted = totals.requests - totals.not_attempted
-        return in_flight_sentence(totals.sentence(), self.in_flight, attempted, totals.requests)
+        sentence = in_flight_sentence(
+            totals.sentence(), self.in_flight, attempted, totals.requests
+        )
+        return at_provider_sentence(sentence, self.at_provider)
 
     def pause_lines(self) -> list[str]:
         """One line per model whose lane paused while its provider was down."""
@@ -467,7 +492,7 @@ class Audit:
         then pauses while a provider was down; after lanes that ended early, how to ask what
         they left; then requests whose answer-failure budget is spent."""
         ends = self.lane_end_lines()
-        resume = ["Running the same command again asks only the unanswered requests"]
+        resume = [resume_line(self.at_provider)]
         lost = missing_answers_line(self.totals.answers_missing, self.run_dir, self.parser)
         unrecorded = unrecorded_answers_line(self.totals.answers_unrecorded)
         repeated = repeated_rows_line(self.repeats, self.run_dir)
@@ -503,6 +528,9 @@ class Audit:
             "interrupted_unrecorded": self.interrupted_unrecorded,
             "answers_repeated": self.repeats.answers,
             "attempts_repeated": self.repeats.attempts,
+            "batch_at_provider": {
+                "jobs": self.at_provider.jobs, "queries": self.at_provider.queries,
+            },
         }
 
     def table(self) -> pl.DataFrame:
@@ -720,7 +748,7 @@ def audit(
                  pauses=read_pauses(run_dir), lane_ends=read_lane_ends(run_dir),
                  run_dir=str(run_dir), parser=parser_in_force(run_dir, spec_parser),
                  in_flight=unresolved.in_flight, interrupted_unrecorded=unresolved.interrupted,
-                 repeats=repeats)
+                 repeats=repeats, at_provider=at_provider(fold_jobs(run_dir)))
 
 
 def _rolled_up(

@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from engine.console_lines import plural
 from engine.durable import DiskFull, fsync_dir, is_disk_full, read_record_lines
 from providers.batch import FINAL, JobState, JobStatus
 
@@ -262,10 +263,40 @@ def status_group(job: BatchJob) -> str:
     return "failed"
 
 
-def jobs_summary(run_dir: Path | str) -> dict[str, dict[str, dict[str, int]]]:
-    """Per model, per group (`STATUS_GROUPS`): how many jobs and how many lines they carry."""
+@dataclass(frozen=True)
+class AtProvider:
+    """A run's batch jobs not yet collected (nor abandoned): still in the provider's hands,
+    their queries asked and not to be asked again; a resume collects them. `status` and the
+    audit said of such a folder "not started", "0 of 28 requests attempted" and "running the
+    same command again asks only the unanswered requests"."""
+
+    jobs: int = 0
+    queries: int = 0
+
+    def __bool__(self) -> bool:
+        return self.jobs > 0
+
+    def phrase(self) -> str:
+        """`3 batch jobs (28 queries) still at the provider`."""
+        return (
+            f"{plural(self.jobs, 'batch job')} ({plural(self.queries, 'query', 'queries')}) "
+            "still at the provider"
+        )
+
+
+def at_provider(jobs: Mapping[str, BatchJob]) -> AtProvider:
+    """The jobs of `jobs` (`fold_jobs`) still at the provider, and the queries they hold."""
+    live = [job for job in jobs.values() if job.live and not job.abandoned]
+    return AtProvider(len(live), sum(len(job.requests) for job in live))
+
+
+def jobs_summary(
+    run_dir: Path | str, jobs: Mapping[str, BatchJob] | None = None
+) -> dict[str, dict[str, dict[str, int]]]:
+    """Per model, per group (`STATUS_GROUPS`): how many jobs and how many lines they carry
+    (of `jobs`, the run's `fold_jobs` when the caller has them)."""
     out: dict[str, dict[str, dict[str, int]]] = {}
-    for job in fold_jobs(run_dir).values():
+    for job in (fold_jobs(run_dir) if jobs is None else jobs).values():
         groups = out.setdefault(job.model, {g: {"jobs": 0, "lines": 0} for g in STATUS_GROUPS})
         group = groups[status_group(job)]
         group["jobs"] += 1
@@ -277,8 +308,10 @@ __all__ = [
     "ABANDONED",
     "JOBS_FILE",
     "STATUS_GROUPS",
+    "AtProvider",
     "BatchJob",
     "JobRecords",
+    "at_provider",
     "fold_jobs",
     "held_ids",
     "jobs_summary",

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from engine.audit import (
+    at_provider_sentence,
     by_cause,
     classify,
     missing_answers_line,
@@ -23,7 +24,7 @@ from engine.audit import (
     unrecorded_answers_line,
     unrecorded_by_model,
 )
-from engine.batch_jobs import jobs_summary
+from engine.batch_jobs import at_provider, fold_jobs, jobs_summary
 from engine.durable import record_number
 from engine.journal import list_segments
 from engine.lanefile import read_lane_states
@@ -44,7 +45,9 @@ _ATTEMPT_COLUMNS = [
 
 def _state(run_dir: Path, pid: dict[str, Any] | None, remaining: int | None, any_rows: bool) -> str:
     """live: a writer holds the run now; died: it stopped without closing (kill, crash);
-    finished: nothing left to ask; stopped: closed cleanly with work left; not started."""
+    finished: nothing left to ask; stopped: closed cleanly with work left; not started.
+    `any_rows`: an attempt, or a batch job (a batch run stopped before it collected a job
+    has none of the first, its queries all at the provider: it read "not started")."""
     if pid is not None:
         return "live" if pid.get("alive") else "died"
     if remaining == 0:
@@ -69,7 +72,9 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     planned, accepted, attempts, outcomes, retries, retries_by_cause (every cause),
     pending_failures, and from the engine's `logs/lanes.json` when present: lane_state,
     lane_message, rate_per_s, lane_held_s, lane_held_by), `batch_jobs` (per batch model, per
-    group of `engine.batch_jobs.STATUS_GROUPS`: jobs and lines), `lanes_updated_at`,
+    group of `engine.batch_jobs.STATUS_GROUPS`: jobs and lines), `batch_at_provider` (`jobs`
+    not yet collected and the `queries` they hold: `engine.batch_jobs.AtProvider`),
+    `lanes_updated_at`,
     `pending_failures` (requests with attempts but no accepted answer: total, by last
     outcome, how many are permanent, a few examples), `answers_missing` (accepted answers
     lost from `responses/`, `engine.audit.classify`; `spec_parser`, the run's own parser,
@@ -116,6 +121,8 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     seen = accepted + lost.height + pending["total"] + sum(unresolved.first_asked.values())
     parser = parser_in_force(run_dir, spec_parser)
     unrecorded = int(unrecorded_by_model(attempts, responses).collect()["n"].sum())
+    jobs = fold_jobs(run_dir)
+    held = at_provider(jobs)  # batch jobs not yet collected: their queries were asked
     warnings = [
         line
         for line in (
@@ -127,7 +134,7 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     ]
     return {
         "run_dir": str(run_dir),
-        "state": _state(run_dir, pid, remaining, activity["attempts"] > 0),
+        "state": _state(run_dir, pid, remaining, activity["attempts"] > 0 or bool(jobs)),
         "pid": pid,
         "planned": planned,
         "accepted": accepted,
@@ -138,13 +145,13 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
         "retries": sum(retries.values()),
         "requests_retried": retried,
         # The paper's sentence, as `dutchbook audit` and the report write it.
-        "sentence": in_flight_sentence(
+        "sentence": at_provider_sentence(in_flight_sentence(
             retry_sentence(
                 sum(retries.values()), retried, planned if planned is not None else seen,
                 retries, attempted=seen, unrecorded=unrecorded,
             ),
             unresolved.in_flight, seen, planned if planned is not None else seen,
-        ),
+        ), held),
         # Sent and not resolved (engine.unresolved): live, in flight; else counted above as
         # the `interrupted` attempts the next run records.
         "in_flight": unresolved.in_flight,
@@ -158,7 +165,8 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
         "journal_segments": len(list_segments(run_dir / JOURNAL)),
         "models": {m: per_model[m] for m in models},
         "lanes_updated_at": (lanes or {}).get("updated_at") if isinstance(lanes, dict) else None,
-        "batch_jobs": jobs_summary(run_dir),
+        "batch_jobs": jobs_summary(run_dir, jobs),
+        "batch_at_provider": {"jobs": held.jobs, "queries": held.queries},
         "pending_failures": pending,
         "answers_missing": lost.height,
         "answers_unrecorded": unrecorded,

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from engine.batch_jobs import AtProvider
 from engine.console_lines import duration, held_text, plural
 from engine.console_tables import print_whole
 from engine.journal import JournalError
@@ -87,6 +88,9 @@ def render(summary: dict[str, Any], console: Console) -> None:
     who = f" (pid {pid['pid']} on {pid.get('host', '?')})" if pid else ""
     header = Text(str(summary["run_dir"]), style="bold")  # a path is not markup
     header.append(": ").append(state, style=_STATE_STYLE.get(state, "white")).append(who)
+    held = AtProvider(**summary.get("batch_at_provider") or {})
+    if held:  # a batch run's queries with the provider: "stopped, 3 batch jobs (28 ...) ..."
+        header.append(f", {held.phrase()}")
     console.print(header)
     if summary["planned"] is None and not summary["attempts"]:
         console.print(no_plan_line(state), soft_wrap=True)
