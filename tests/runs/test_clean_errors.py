@@ -420,12 +420,17 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.mark.parametrize("ledger_folder", ["responses", "journal", "attempts"])
-@pytest.mark.parametrize("command", ["reparse", "score", "repair", "run"])
+@pytest.mark.parametrize("command", ["reparse", "score", "repair", "report", "run"])
 def test_a_file_where_a_ledger_folder_goes_is_named_by_every_writer(
     tmp_path: Path, finished_run: tuple[Path, Path], ledger_folder: str, command: str
 ) -> None:
     """`reparse`, `score`, `repair` and a resume ended in a NotADirectoryError or
-    FileExistsError traceback (exit 1) where `status` and `audit` said it in one line."""
+    FileExistsError traceback (exit 1) where `status` and `audit` said it in one line.
+
+    `score`, `repair` and `report` read `attempts/` too: whether `responses/` lost accepted
+    answers is told from the ledger's `ok` attempts (`runs.lost_answers`), and a folder
+    where that cannot be told is not scored (this test had them score it, exit 0, as when
+    they read only the answers). Their files are left as they were."""
     spec, finished = finished_run
     out = tmp_path / "out"
     shutil.copytree(finished, out)
@@ -435,15 +440,17 @@ def test_a_file_where_a_ledger_folder_goes_is_named_by_every_writer(
         "reparse": ["reparse", str(out), "--parser", "strict"],
         "score": ["score", str(out), "--spec", str(spec)],
         "repair": ["repair", str(out), "--spec", str(spec)],
+        "report": ["report", str(out)],
         "run": ["run", str(spec), "--out", str(out)],
     }[command]
+    outputs = ["scores.parquet", "forecasts.parquet", "averaged.parquet", "report/summary.json"]
+    before = {name: (out / name).read_bytes() for name in outputs}
     code, output = invoke(*args)
-    if command in ("score", "repair") and ledger_folder == "attempts":
-        assert code == 0, output  # they read only the accepted answers
-        return
     assert code == 2, output
     assert_one_clean_line(
         output,
         f"({out / ledger_folder} is a file where a folder goes: move or remove it, then run "
         "the same command again)",
     )
+    assert {name: (out / name).read_bytes() for name in outputs} == before
+    assert not (out / "repaired.parquet").exists()
