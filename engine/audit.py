@@ -190,11 +190,14 @@ def unrecorded_answers_line(unrecorded: int) -> str | None:
     )
 
 
-def repeated_rows_line(repeats: Repeats, run_dir: str) -> str | None:
+def repeated_rows_line(repeats: Repeats, run_dir: str, then: str | None = None) -> str | None:
     """What `audit`, `status` and the report say of rows a run's shards hold twice (None
     when there are none, `engine.scan.Repeats`): each is counted once, and the shard that
-    does not belong (a copy, or one put back after a reparse) is for the user to take out;
-    scoring, which reads one copy of each answer, may have read the other."""
+    does not belong (a copy, or one put back after a reparse) is for the user to take out.
+
+    With `then` (what to do once it is out), the one line in which `score`, `repair`,
+    `report` and a resume refuse the folder (`runs.lost_answers`): which of two copies of an
+    answer scoring reads is not known, and a reparse may have changed its values."""
     held = [
         text
         for n, text in (
@@ -206,12 +209,20 @@ def repeated_rows_line(repeats: Repeats, run_dir: str) -> str | None:
     if not held:
         return None
     one = repeats.answers + repeats.attempts == 1
-    return (
+    copies = (
         f"{' and '.join(held)} {'is a copy' if one else 'are copies'} of "
         f"{'one' if one else 'ones'} already there (in {_join(list(repeats.shards))}: a shard "
-        "copied, or one put back after a reparse): each is counted once; move each shard that "
-        f"does not belong out of the folder, then `dutchbook score {run_dir}` scores from one "
-        "copy"
+        "copied, or one put back after a reparse)"
+    )
+    if then is not None:
+        return (
+            f"{run_dir}: {copies}, and which copy of {'it' if one else 'each'} would be "
+            f"read is not known; move each shard that does not belong out of the folder, "
+            f"then {then}"
+        )
+    return (
+        f"{copies}: each is counted once; move each shard that does not belong out of the "
+        f"folder, then `dutchbook score {run_dir}` scores from one copy"
     )
 
 

@@ -251,8 +251,9 @@ class Repeats:
     shards: tuple[str, ...] = ()
 
 
-def repeated_rows(run_dir: Path | str) -> Repeats:
-    """The `Repeats` of `run_dir`'s shards (none read where a folder has fewer than two).
+def repeated_rows(run_dir: Path | str, *, answers_only: bool = False) -> Repeats:
+    """The `Repeats` of `run_dir`'s shards (none read where a folder has fewer than two);
+    `answers_only`: of `responses/` alone (what scoring reads: `runs.lost_answers`).
 
     Counted on a 64-bit hash of each row's key, then, only where one is found, again on the
     key itself: on 365,100 answers and 430,000 attempts in 37 shards each, about 30 and 35
@@ -260,15 +261,13 @@ def repeated_rows(run_dir: Path | str) -> Repeats:
     and the audit 0.87 -> 0.90 s (medians of 8 alternating runs, no shard repeated).
     """
     run_dir = Path(run_dir)
-    found = [
-        _repeated(shards, schema, key, folder)
-        for folder, shards, schema, key in (
-            (RESPONSES, visible_shards(run_dir / RESPONSES), RESPONSE_SCHEMA, ["request_id"]),
-            (ATTEMPTS, [p for _, p in list_shards(run_dir / ATTEMPTS)], ATTEMPT_SCHEMA,
-             ["request_id", "attempt"]),
-        )
-    ]  # fmt: skip
-    return Repeats(found[0][0], found[1][0], found[0][1] + found[1][1])
+    answers = _repeated(visible_shards(run_dir / RESPONSES), RESPONSE_SCHEMA, ["request_id"],
+                        RESPONSES)  # fmt: skip
+    if answers_only:
+        return Repeats(answers[0], 0, answers[1])
+    attempts = _repeated([p for _, p in list_shards(run_dir / ATTEMPTS)], ATTEMPT_SCHEMA,
+                         ["request_id", "attempt"], ATTEMPTS)  # fmt: skip
+    return Repeats(answers[0], attempts[0], answers[1] + attempts[1])
 
 
 def _repeated(

@@ -1,21 +1,29 @@
 """Accepted answers lost from a run folder's `responses/` (a deleted or moved shard, a shard
-replaced by a folder) while their replies are kept in `attempts/`: the one refusal of every
-command that would act on the answers left as if they were all.
+replaced by a folder) while their replies are kept in `attempts/`, or held there twice: the
+one refusal (`answers_refusal`) of every command that would act on the answers as if they
+were whole and single.
 
-A resume would ask and pay for them again; `score`, `repair` and `report` would replace a
-finished run's good output with that of the answers left (a tester's `repair` wrote a 0-row
-`repaired.parquet` over 670 rows, exit 0). `dutchbook reparse DIR --parser P` rebuilds them
-without a call, P the parser that made them (`engine.reparse.parser_in_force`); `status`
-and `audit` say the same in a warning (`engine.audit.missing_answers_line`).
+Lost, a resume would ask and pay for them again; `score`, `repair` and `report` would
+replace a finished run's good output with that of the answers left (a tester's `repair`
+wrote a 0-row `repaired.parquet` over 670 rows, exit 0). `dutchbook reparse DIR --parser P`
+rebuilds them without a call, P the parser that made them (`engine.reparse.parser_in_force`);
+`status` and `audit` say the same in a warning (`engine.audit.missing_answers_line`).
+
+Held twice (a shard copied, or one moved aside before a reparse and put back:
+`engine.scan.repeated_rows`), scoring read the copy in the lowest-numbered shard, the old
+one put back, and so scored values the reparse had replaced, without a word. Which copy
+belongs is the user's to say: they are refused in the line `status` warns with
+(`engine.audit.repeated_rows_line`), naming the shards.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from engine.audit import repeated_rows_line
 from engine.console_lines import plural
 from engine.reparse import ok_means_accepted, parser_in_force
-from engine.scan import lost_answers
+from engine.scan import lost_answers, repeated_rows
 
 
 def lost_answers_refusal(
@@ -42,4 +50,24 @@ def lost_answers_refusal(
     )
 
 
-__all__ = ["lost_answers_refusal"]
+def repeated_answers_refusal(run_dir: Path, then: str) -> str | None:
+    """The one line refusing to act on `run_dir` when its `responses/` shards hold an answer
+    twice, None when they hold none twice (read only where there are two shards or more:
+    about 30 ms on 365,100 answers in 37 shards); `then`, what to do once the shard that
+    does not belong is out. Repeated attempts are left to `status` and the audit, which
+    count them once: no score reads them."""
+    return repeated_rows_line(repeated_rows(run_dir, answers_only=True), str(run_dir), then)
+
+
+def answers_refusal(
+    run_dir: Path, spec_parser: str | None, would: str, then: str
+) -> str | None:
+    """The one line refusing to act on `run_dir`'s answers, lost (`lost_answers_refusal`,
+    with what acting now `would` do) or held twice (`repeated_answers_refusal`); None when
+    they are whole and single. `then`: what to do once the folder is mended."""
+    return lost_answers_refusal(run_dir, spec_parser, would, then) or repeated_answers_refusal(
+        run_dir, then
+    )
+
+
+__all__ = ["answers_refusal", "lost_answers_refusal", "repeated_answers_refusal"]

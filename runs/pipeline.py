@@ -52,7 +52,7 @@ from runs.design import SPEC_FILE, DesignChanged, data_changes, freeze_design, o
 from runs.folder_lock import FolderBusy
 from runs.folder_lock import take_folder_lock as lock_folder
 from runs.leftovers import remove_orphaned_scratch, scratch_folder
-from runs.lost_answers import lost_answers_refusal
+from runs.lost_answers import answers_refusal
 from runs.memory import release_heap
 from runs.output import stdout_console
 from runs.phases import PhaseClock
@@ -745,8 +745,11 @@ def _check_lost_answers(spec: CampaignSpec, run_dir: Path) -> None:
 
     The reverse, answers whose attempts are lost from `attempts/`, is not refused: those
     requests are answered, so a resume asks (and pays for) none of them again; only the
-    audit's retry counts miss what `attempts/` held, which the audit says."""
-    refusal = lost_answers_refusal(
+    audit's retry counts miss what `attempts/` held, which the audit says.
+
+    Answers held twice in `responses/` (a shard put back after a reparse) are refused too,
+    before anything is sent: the run ends by scoring, which could read either copy."""
+    refusal = answers_refusal(
         run_dir, spec.parser, would="resuming would ask and pay for them again", then="run again"
     )
     if refusal is not None:

@@ -57,12 +57,13 @@ def build_report(run_dir: Path, console: Console) -> Path:
 def _refuse_lost_answers(run_dir: Path) -> None:
     """Exit in one line when `responses/` lost accepted answers (`runs.lost_answers`), where
     the report said its answers changed and sent its user to `score`, which would score the
-    answers left; `dutchbook reparse` rebuilds them without a call."""
-    from runs.lost_answers import lost_answers_refusal
+    answers left (`dutchbook reparse` rebuilds them without a call); or holds answers twice,
+    which `score` refuses too."""
+    from runs.lost_answers import answers_refusal
     from runs.spec import load_spec
 
     spec = load_spec(run_dir / "spec.toml", data_must_exist=False)
-    refusal = lost_answers_refusal(
+    refusal = answers_refusal(
         run_dir,
         spec.parser,
         would="a report now would not match its answers",

@@ -94,12 +94,14 @@ def _frozen(run_dir: Path) -> CampaignSpec:
 
 def _refuse_lost_answers(run_dir: Path, spec: CampaignSpec, would: str, then: str) -> None:
     """Exit in one line (status 2, a damaged folder's) when `responses/` lost accepted
-    answers whose replies the ledger keeps (`runs.lost_answers`): scoring or repairing the
-    answers left wrote empty output over a finished run's, exit 0, where `dutchbook reparse`
-    rebuilds them without a call. Called with the folder's lock held."""
-    from runs.lost_answers import lost_answers_refusal
+    answers whose replies the ledger keeps, or holds answers twice (`runs.lost_answers`):
+    scoring or repairing the answers left wrote empty output over a finished run's, exit 0,
+    where `dutchbook reparse` rebuilds them without a call; of two copies, scoring read the
+    older, a reparse's values replaced by the ones it had changed. Called with the folder's
+    lock held."""
+    from runs.lost_answers import answers_refusal
 
-    refusal = lost_answers_refusal(run_dir, spec.parser, would=would, then=then)
+    refusal = answers_refusal(run_dir, spec.parser, would=would, then=then)
     if refusal is not None:
         fail(refusal)
 
