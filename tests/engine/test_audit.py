@@ -13,7 +13,7 @@ import orjson
 import polars as pl
 import pytest
 
-from engine.audit import CAUSES, attempt_timeline, audit, retry_sentence
+from engine.audit import CAUSES, attempt_timeline, audit, by_cause, retry_sentence
 from engine.durable import append_record_line
 from engine.ledger import Ledger
 from engine.reparse import REPARSES_FILE
@@ -307,3 +307,17 @@ def test_empty_and_missing_folders(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         audit(tmp_path / "nope")
 
+
+
+def test_damaged_batch_results_are_a_cause_of_their_own() -> None:
+    """A batch line its job's damaged results lost (`damaged_batch_result`) is counted and
+    named as its own cause, where the sentence read "damaged batch result (2)" by the
+    outcome's own spelling and the table's causes left it out."""
+    assert by_cause({})["damaged_batch_result"] == 0
+    assert list(by_cause({"damaged_batch_result": 2})).index("damaged_batch_result") < list(
+        by_cause({})
+    ).index("invalid_response")
+    assert retry_sentence(3, 3, 10, {"damaged_batch_result": 2, "timeout": 1}) == (
+        "3 retry attempts across 3 requests out of 10, attributed to damaged batch results "
+        "(2) and timeouts (1)."
+    )
