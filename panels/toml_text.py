@@ -6,10 +6,13 @@ command that reads a spec, a family or a check file. And its memory grows with t
 of a dotted key's parts: one key of 100,000 parts, 200 KB of text, had the process killed
 for want of memory (one of 10,000 parts took 400 MB). Read through `loads`, both are a
 `tomllib.TOMLDecodeError`, which each of those readers already reports in one line.
-So is an integer outside the 64-bit range TOML allows (`tomllib` keeps any integer): one
-of more than 4,300 decimal digits was a `ValueError` from `int()`, a traceback that advised
-`sys.set_int_max_str_digits()`, and a smaller one too big for a float an `OverflowError`
-wherever a reader took it as a number.
+So is an integer too long for Python to read or write (`tomllib` keeps any integer): one of
+more than 4,300 decimal digits was a `ValueError` from `int()`, a traceback that advised
+`sys.set_int_max_str_digits()`, and a hexadecimal one as long converted and then failed
+wherever it was printed. Shorter integers are read as `tomllib` reads them, whatever their
+size: TOML's own limit is 64 bits, but seeds of 64 bits and more (`secrets.randbits(64)`,
+numpy's 128-bit entropy) are ordinary, and run folders written before hold them. A reader
+that takes a number as a float does so through `finite`, and each key keeps its own bound.
 `decode` turns the file's bytes into the text they read.
 """
 
@@ -35,10 +38,10 @@ _TOO_MANY_PARTS = re.compile(
 )
 
 
-#: The integers TOML allows ("Arbitrary 64-bit signed integers ... If an integer cannot be
-#: represented losslessly, an error must be thrown"); far beyond any count, seed or price.
-INT_MIN, INT_MAX = -(2**63), 2**63 - 1
-_OUT_OF_RANGE = "an integer outside TOML's 64-bit range, -2^63 to 2^63 - 1"
+#: Bits of the longest integer an input may hold: its decimal digits (about 4,200) within
+#: the 4,300 Python converts to text, so any integer read can be printed in a message.
+MAX_INT_BITS = 14_000
+_TOO_LONG = "an integer of more than 4,000 digits, longer than any input needs"
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -56,7 +59,7 @@ def decode(data: bytes) -> str:
 
 def loads(text: str) -> dict[str, Any]:
     """`tomllib.loads`; a `TOMLDecodeError` for nesting too deep, a key of too many parts or
-    an integer outside TOML's 64-bit range."""
+    an integer too long to print (`MAX_INT_BITS`)."""
     if text.count(".") >= MAX_KEY_PARTS and _TOO_MANY_PARTS.search(text):
         raise tomllib.TOMLDecodeError(
             f"a dotted key of more than {MAX_KEY_PARTS} parts, more than any input needs"
@@ -71,7 +74,7 @@ def loads(text: str) -> dict[str, Any]:
         raise
     except ValueError as error:  # int() of a decimal integer of more digits than it converts
         raise tomllib.TOMLDecodeError(_too_many_digits(text, error)) from None
-    _refuse_out_of_range(table)
+    _refuse_too_long(table)
     return table
 
 
@@ -93,12 +96,13 @@ def _too_many_digits(text: str, error: ValueError) -> str:
         return " ".join(str(error).split())
     found = re.search(rf"(?<![0-9_])[0-9](?:_?[0-9]){{{limit},}}", text)
     line = f"line {text.count(chr(10), 0, found.start()) + 1}: " if found else ""
-    return f"{line}an integer of more than {limit:,} digits, outside TOML's 64-bit range"
+    return f"{line}an integer of more than {limit:,} digits, longer than any input needs"
 
 
-def _refuse_out_of_range(table: dict[str, Any]) -> None:
-    """Every integer within `INT_MIN`..`INT_MAX`, walked without recursion (an array may
-    be nested as deep as `tomllib` reads); one beyond is named by its key path."""
+def _refuse_too_long(table: dict[str, Any]) -> None:
+    """Every integer within `MAX_INT_BITS`, walked without recursion (an array may be nested
+    as deep as `tomllib` reads); a longer one (hexadecimal, octal or binary: a decimal one
+    that long already failed to convert) is named by its key path."""
     pending: list[tuple[str, dict[str, Any] | list[Any]]] = [("", table)]
     while pending:
         where, container = pending.pop()
@@ -106,8 +110,8 @@ def _refuse_out_of_range(table: dict[str, Any]) -> None:
         for key, item in items:
             if isinstance(item, dict | list):
                 pending.append((_key_path(where, key), item))
-            elif type(item) is int and not INT_MIN <= item <= INT_MAX:
-                raise tomllib.TOMLDecodeError(f"{_key_path(where, key)}: {_OUT_OF_RANGE}")
+            elif type(item) is int and item.bit_length() > MAX_INT_BITS:
+                raise tomllib.TOMLDecodeError(f"{_key_path(where, key)}: {_TOO_LONG}")
 
 
 def _key_path(where: str, key: str | int) -> str:
