@@ -111,7 +111,7 @@ def _decode(path: Path) -> dict[str, Any]:
         raise CheckInputError(f"{name}: is a directory, not a file") from None
     except OSError as error:
         raise CheckInputError(f"{name}: cannot read ({error.strerror})") from None
-    is_json = path.suffix.lower() == ".json"
+    is_json = _is_json(path, data)
     try:
         text = data.decode("utf-8") if is_json else toml_text.decode(data)
         del data  # the bytes go before the values are built: one copy of the text at a time
@@ -123,6 +123,19 @@ def _decode(path: Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise CheckInputError(f"{name}: the top level must be an object/table")
     return raw
+
+
+def _is_json(path: Path, data: bytes) -> bool:
+    """JSON by its name's `.json`, or, for a name that says neither (a pipe:
+    `dutchbook check <(make-forecasts)` reads `/dev/fd/63`), by its first character: a JSON
+    object opens with `{`, which no TOML document does. JSON from a pipe was read as TOML."""
+    suffix = path.suffix.lower()
+    if suffix in (".json", ".toml"):
+        return suffix == ".json"
+    return _OPENS_AN_OBJECT.match(data) is not None
+
+
+_OPENS_AN_OBJECT = re.compile(rb"[ \t\r\n]*\{")
 
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")

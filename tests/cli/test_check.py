@@ -330,3 +330,24 @@ def test_one_event_and_one_atom_read_in_the_singular(tmp_path: Path) -> None:
     path.write_text('atoms = 1\n[[events]]\nid = "x"\natoms = [0]\np = 1.0\n')
     code, out, _ = _run(str(path))
     assert code == 0 and out.startswith("1 event, 1 atom; norm inf")
+
+
+def test_json_from_a_pipe_is_read_as_json(tmp_path: Path) -> None:
+    """`dutchbook check <(cat atoms.json)` names `/dev/fd/63`, with no `.json`: it was read as
+    TOML and refused ("not valid TOML"), though a pipe is read like a file. A name that says
+    neither is JSON when it opens with `{`, which no TOML document does."""
+    want = _json(str(EXAMPLES / "atoms.json"))
+    unnamed = tmp_path / "forecasts"  # as a pipe's /dev/fd/N: no suffix
+    unnamed.write_bytes(b"\n  " + (EXAMPLES / "atoms.json").read_bytes())
+    assert _json(str(unnamed)) == want
+    toml_unnamed = tmp_path / "figure1"
+    toml_unnamed.write_bytes((EXAMPLES / "figure1.toml").read_bytes())
+    assert _json(str(toml_unnamed)) == _json(str(EXAMPLES / "figure1.toml"))
+    if Path("/dev/fd").is_dir():  # the pipe itself, as the shell hands it over
+        done = subprocess.run(
+            ["bash", "-c", f'"{sys.executable}" -m runs.cli check <(cat "{EXAMPLES}/atoms.json")'
+             " --json"],
+            capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == want
