@@ -51,8 +51,8 @@ def _one_line_refusal(args: tuple[str, ...], expected: str) -> None:
 
 # -- numbers ---------------------------------------------------------------------------------
 def test_a_probability_too_big_for_a_float_is_refused_in_one_line() -> None:
-    """The TOML reader refuses such an integer first; a value from anywhere else is
-    refused here too (`float()` raised OverflowError)."""
+    """An integer too big for a float, from a TOML file or anywhere else, is refused here
+    (`float()` raised OverflowError)."""
     with pytest.raises(CheckInputError, match=r"^f: event 'x': p = an integer that large is"):
         check_module._probability("f", "x", 10**400)
     with pytest.raises(CheckInputError, match=r"p = inf is outside \[0, 1\]"):
@@ -60,13 +60,22 @@ def test_a_probability_too_big_for_a_float_is_refused_in_one_line() -> None:
     assert check_module._probability("f", "x", 1) == 1.0
 
 
-@pytest.mark.parametrize("number", ["9" * 5_000, "1" + "0" * 400, "0x" + "f" * 5_000])
+@pytest.mark.parametrize(
+    ("number", "refusal"),
+    [
+        ("9" * 5_000, "not valid TOML (line 5: an integer of more than 4,300 digits"),
+        ("0x" + "f" * 5_000, "not valid TOML (events[0].p: an integer of more than 4,000"),
+        ("1" + "0" * 400, "event 'x': p = an integer that large is outside [0, 1]"),
+    ],
+    ids=["too many digits", "too long to print", "too big for a float"],
+)
 def test_a_toml_probability_of_a_huge_integer_is_refused_by_its_key(
-    tmp_path: Path, number: str
+    tmp_path: Path, number: str, refusal: str
 ) -> None:
+    """Too long to read or print, refused as TOML; read whole, refused by the key's rule."""
     path = tmp_path / "big.toml"
     path.write_text(f'variables = ["a"]\n[[events]]\nid = "x"\nformula = "a"\np = {number}\n')
-    _one_line_refusal((str(path),), f"{path}: not valid TOML (")
+    _one_line_refusal((str(path),), f"{path}: {refusal}")
 
 
 @pytest.mark.parametrize(
