@@ -113,33 +113,16 @@ def test_score_repair_and_report_refuse_and_keep_what_they_wrote(
     if in_their_place == "a folder":
         (run_dir / "responses" / "part-00000001.parquet").mkdir()
     good = {name: (finished / "run" / name).read_bytes() for name in _OUTPUT}
-    code, said = invoke("score", str(run_dir))
-    assert (code, said) == (
-        2,
-        _refusal(
-            run_dir,
-            "scoring now would replace its scores with those of the answers left",
-            "score again",
-        ),
-    )
-    code, said = invoke("repair", str(run_dir))
-    assert (code, said) == (
-        2,
-        _refusal(
-            run_dir,
-            "repairing now would write repaired.parquet from the answers left",
-            "repair again",
-        ),
-    )
-    code, said = invoke("report", str(run_dir))
-    assert (code, said) == (
-        2,
-        _refusal(
-            run_dir,
-            "a report now would not match its answers",
-            f"`dutchbook score {run_dir}`, then this command",
-        ),
-    )
+    refusals = {
+        "score": ("scoring now would replace its scores with those of the answers left",
+                  "score again"),
+        "repair": ("repairing now would write repaired.parquet from the answers left",
+                   "repair again"),
+        "report": ("a report now would not match its answers",
+                   f"`dutchbook score {run_dir}`, then this command"),
+    }  # fmt: skip
+    for command, (would, then) in refusals.items():
+        assert invoke(command, str(run_dir)) == (2, _refusal(run_dir, would, then)), command
     assert {name: (run_dir / name).read_bytes() for name in _OUTPUT} == good
 
 
