@@ -213,8 +213,8 @@ class Panel:
         """The ids of the events that hold in no atom (no world of the space), in panel
         order: an impossible statement, whose price any bookie sells for a sure profit, so
         a forecaster is charged for its author's typo ("heart and not heart"). What
-        `dutchbook check` refuses (`runs.commands.check._checked`, which still tests the
-        incidence itself) and a family file is refused for (`panels.families`)."""
+        `dutchbook check` refuses (`runs.commands.check._checked`) and a family file is
+        refused for (`panels.families`)."""
         empty = np.flatnonzero(self._incidence.sum(axis=1) == 0)
         return tuple(self._events[i].id for i in empty)
 

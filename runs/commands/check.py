@@ -429,9 +429,9 @@ def _too_large(name: str, error: PanelTooLarge) -> CheckInputError:
 def _checked(
     name: str, panel: Panel, probs: list[float], describe: Callable[[int], str], why: str
 ) -> CheckInput:
-    empty = np.flatnonzero(panel.incidence.sum(axis=1) == 0)
-    if empty.size:
-        raise CheckInputError(f"{name}: event {panel.ids[empty[0]]!r} holds in no atom ({why})")
+    impossible = panel.impossible()  # the rule a family file is refused by, too
+    if impossible:
+        raise CheckInputError(f"{name}: event {impossible[0]!r} holds in no atom ({why})")
     return CheckInput(panel, np.asarray(probs, dtype=np.float64), describe)
 
 
