@@ -35,6 +35,7 @@ import polars as pl
 
 from engine.answers import SUBCAUSES
 from engine.batch_jobs import AtProvider, at_provider, fold_jobs
+from engine.console_lines import plural
 from engine.durable import record_number
 from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
@@ -233,11 +234,6 @@ def by_cause(counts: Mapping[str, int]) -> dict[str, int]:
     out = {cause: int(counts.get(cause, 0)) for cause in CAUSES}
     out.update({k: int(v) for k, v in sorted(counts.items()) if k not in out})
     return out
-
-
-def plural(n: int, word: str) -> str:
-    """'1 request', '2,000 requests'."""
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 def _join(parts: list[str]) -> str:

@@ -33,8 +33,8 @@ def duration(seconds: float | None) -> str:
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     """`n` and its noun in agreement: '1 request', '2,000 requests', '1 query', '3 queries'
-    (`many`: the plural when it is not `word` + "s"). `engine.audit.plural` is the same, for
-    regular nouns; this one is importable by the modules `engine.audit` itself imports."""
+    (`many`: the plural when it is not `word` + "s"). Here, not in `engine.audit`, so that
+    the modules `engine.audit` itself imports can use it."""
     return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from engine.audit import plural
+from engine.console_lines import plural
 from engine.scan import scan_responses
 from panels.algebra import Panel
 from panels.arms import ARMS, Arm

@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from engine.audit import plural
+from engine.console_lines import plural
 from runs import markdown
 from runs.report.data import (
     BASELINE_ARM,
