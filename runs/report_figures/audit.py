@@ -25,7 +25,8 @@ TITLE = "The audit: attempts over time by outcome"
 #: tall. Beyond it, the models with the most retry attempts are drawn; audit.csv has all.
 MAX_PANELS = 24
 ACCEPTED = "accepted"
-#: Fixed colours so one cause looks the same in every report.
+#: Fixed colours so one cause looks the same in every report; the causes in the order of the
+#: audit's tables (`engine.audit.CAUSES`), which the legend follows.
 OUTCOME_COLOURS = {
     ACCEPTED: "#d1d5db",
     "rate_limit": "#f59e0b",
@@ -34,13 +35,13 @@ OUTCOME_COLOURS = {
     "timeout": "#2563eb",
     "interrupted": "#0f766e",
     "missing_routing_metadata": "#a16207",
+    "damaged_batch_result": "#7f1d1d",
     "invalid_response": "#db2777",
     "refusal": "#4b5563",
     "truncated": "#65a30d",
     "auth_error": "#111827",
     "bad_request": "#9a3412",
     "duplicate": "#0891b2",
-    "damaged_batch_result": "#7f1d1d",
 }
 
 

@@ -738,3 +738,12 @@ def test_figure_7_says_when_averaging_cannot_raise_the_profit(tmp_path: Path) ->
                           tmp_path / "fig7.png")
     assert "never exceed when every pass answered the same questions" in caption
     assert "left different questions unanswered, may land on either side" in caption
+
+
+def test_the_audit_figures_legend_lists_causes_in_the_tables_order() -> None:
+    """Figure 8's legend follows its colour table: `damaged_batch_result`, added last there,
+    came after every other cause where every table lists it before invalid responses."""
+    from engine.audit import CAUSES
+    from runs.report_figures.audit import ACCEPTED, OUTCOME_COLOURS
+
+    assert list(OUTCOME_COLOURS) == [ACCEPTED, *CAUSES]
