@@ -43,7 +43,7 @@ from engine.reparse import ok_means_accepted, parser_in_force
 from engine.retry import BUDGET_SPENT_REASON, DUPLICATE, GAVE_UP_MARK
 from engine.scan import Repeats, lost_answers, repeated_rows, scan_ledger
 from engine.spend import Prices, carried_by_batch
-from engine.unresolved import in_flight_sentence, with_unresolved
+from engine.unresolved import in_flight_sentence, interrupted_note, with_unresolved
 
 PLAN = "plan.parquet"
 
@@ -427,6 +427,8 @@ class Audit:
     #: Attempts sent and not resolved by a run that died: counted as the `interrupted` retry
     #: attempts the next `Ledger.open` records, so the counts do not jump at the resume.
     interrupted_unrecorded: int = 0
+    #: Of `interrupted_unrecorded`, batch lines (collected from their job, not sent again).
+    interrupted_batch: int = 0
     #: Rows the shards hold twice (a shard copied, or put back after a reparse), counted
     #: once (`engine.scan.repeated_rows`).
     repeats: Repeats = field(default_factory=Repeats)
@@ -515,13 +517,7 @@ class Audit:
 
     def _interrupted_lines(self) -> list[str]:
         n = self.interrupted_unrecorded
-        if not n:
-            return []
-        were = f"{n:,} attempts were" if n != 1 else "1 attempt was"
-        return [
-            f"{were} in flight when the run died: counted as interrupted dispatches, as the "
-            "next run of this folder records them."
-        ]
+        return [f"{interrupted_note(n, self.interrupted_batch)}."] if n else []
 
     def to_dict(self) -> dict[str, Any]:
         """The `dutchbook audit --json` object."""
@@ -535,6 +531,7 @@ class Audit:
             "lanes_ended_early": list(self.lane_ends),
             "in_flight": self.in_flight,
             "interrupted_unrecorded": self.interrupted_unrecorded,
+            "interrupted_batch": self.interrupted_batch,
             "answers_repeated": self.repeats.answers,
             "attempts_repeated": self.repeats.attempts,
             "batch_at_provider": {
@@ -757,7 +754,8 @@ def audit(
                  pauses=read_pauses(run_dir), lane_ends=read_lane_ends(run_dir),
                  run_dir=str(run_dir), parser=parser_in_force(run_dir, spec_parser),
                  in_flight=unresolved.in_flight, interrupted_unrecorded=unresolved.interrupted,
-                 repeats=repeats, at_provider=at_provider(fold_jobs(run_dir)))
+                 interrupted_batch=unresolved.interrupted_batch,
+                 repeats=repeats, at_provider=at_provider(fold_jobs(run_dir), attempts))
 
 
 def _rolled_up(

@@ -122,7 +122,7 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     parser = parser_in_force(run_dir, spec_parser)
     unrecorded = int(unrecorded_by_model(attempts, responses).collect()["n"].sum())
     jobs = fold_jobs(run_dir)
-    held = at_provider(jobs)  # batch jobs not yet collected: their queries were asked
+    held = at_provider(jobs, attempts)  # batch jobs not yet collected: their queries asked
     warnings = [
         line
         for line in (
@@ -156,6 +156,7 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
         # the `interrupted` attempts the next run records.
         "in_flight": unresolved.in_flight,
         "interrupted_unrecorded": unresolved.interrupted,
+        "interrupted_batch": unresolved.interrupted_batch,
         # Each accepted answer has exactly one ok attempt; any other ok was refused.
         "duplicate_ok_attempts": max(outcomes.get(Outcome.OK, 0) - accepted, 0),
         "tokens_in": activity["tokens_in"],

@@ -36,8 +36,9 @@ INTERRUPTED_DETAIL = "interrupted: dispatched but no result before the process s
 #: (`engine.ledger.Ledger.record_dispatch`): such an attempt was not sent alone, and its
 #: answer stays with the job, which a resume collects without sending the request again.
 BATCH_JOB = "batch_job"
-#: The columns of `unresolved_dispatches`.
-COLUMNS = ("request_id", "attempt", "model", "provider", "started_at")
+#: The columns of `unresolved_dispatches`: the `batch_job` of a batch line (None for a live
+#: attempt) is kept, so a reader shows the detail the resume records (`interrupted_attempt`).
+COLUMNS = ("request_id", "attempt", "model", "provider", "started_at", BATCH_JOB)
 
 
 def pending_dispatches(
@@ -95,7 +96,7 @@ def interrupted_attempt(request_id: str, attempt: int, line: dict[str, Any]) -> 
 def unresolved_dispatches(run_dir: Path | str) -> list[dict[str, Any]]:
     """The dispatch lines of the journal with no result line and no attempt row in the
     shards (`pending_dispatches`), oldest first: `request_id, attempt, model, provider,
-    started_at` (ISO text)."""
+    started_at` (ISO text), `batch_job` (the job of a batch line, else None)."""
     run_dir = Path(run_dir)
     pending = pending_dispatches(run_dir / JOURNAL, run_dir / ATTEMPTS)
     return [
@@ -138,6 +139,34 @@ class Unresolved:
     interrupted: int = 0
     #: Per model, the requests a live run's in-flight attempts are the first of.
     first_asked: dict[str, int] = field(default_factory=dict)
+    #: Of `interrupted`, the batch lines (being recorded from their job's results).
+    interrupted_batch: int = 0
+
+
+def interrupted_note(attempts: int, batch: int) -> str:
+    """`status`'s and the audit's sentence for a died run's `attempts` sent and not resolved,
+    `batch` of them batch lines. A batch line was not sent alone: it was being recorded from
+    its job's results, and the resume collects its answer from the job without sending the
+    request again (`interrupted_attempt`); said as an in-flight dispatch, it read as one
+    asked again."""
+    counted = "counted as interrupted dispatches, as the next run of this folder records them"
+    live = attempts - batch
+    parts = []
+    if live:
+        were = f"{live:,} attempts were" if live != 1 else "1 attempt was"
+        parts.append(f"{were} in flight when the run died: {counted}")
+    if batch:
+        lines = "1 batch line was" if batch == 1 else f"{batch:,} batch lines were"
+        whose = "its job's" if batch == 1 else "their jobs'"
+        parts.append(
+            f"{lines} being recorded from {whose} results when the run died: counted as "
+            f"{'an interrupted attempt' if batch == 1 else 'interrupted attempts'}, as the "
+            f"next run of this folder records {'it' if batch == 1 else 'them'}; "
+            f"{'its answer is' if batch == 1 else 'their answers are'} collected from "
+            f"{'its job' if batch == 1 else 'their jobs'}, the "
+            f"{'request' if batch == 1 else 'requests'} not sent again"
+        )
+    return "; ".join(parts)
 
 
 def with_unresolved(
@@ -161,7 +190,10 @@ def with_unresolved(
         # A handful of rows beside the streamed scan, in its narrowed columns and types.
         schema = attempts.collect_schema()
         rows = as_interrupted(lines).select(schema.names()).cast(schema)
-        return pl.concat([attempts, rows.lazy()]), Unresolved(interrupted=len(lines))
+        batch = sum(1 for line in lines if line.get(BATCH_JOB))
+        return pl.concat([attempts, rows.lazy()]), Unresolved(
+            interrupted=len(lines), interrupted_batch=batch
+        )
     return attempts, Unresolved(
         in_flight=len(lines), first_asked=_first_asked(lines, attempts, responses)
     )

@@ -16,6 +16,7 @@ from engine.console_lines import duration, held_text, plural
 from engine.console_tables import print_whole
 from engine.journal import JournalError
 from engine.status import status as run_status
+from engine.unresolved import interrupted_note
 from runs.commands._errors import user_errors
 from runs.commands._run_folder import require_run_folder
 from runs.output import print_text, stdout_console
@@ -154,11 +155,8 @@ def _say_unresolved(summary: dict[str, Any], console: Console) -> None:
     if flying:
         console.print(f"{plural(flying, 'attempt')} in flight now", soft_wrap=True)
     if lost:
-        were = f"{lost:,} attempts were" if lost != 1 else "1 attempt was"
-        console.print(
-            f"{were} in flight when the run died: counted as interrupted dispatches, as the "
-            "next run of this folder records them", soft_wrap=True, highlight=False,
-        )  # fmt: skip
+        console.print(interrupted_note(lost, summary.get("interrupted_batch") or 0),
+                      soft_wrap=True, highlight=False)
 
 
 def _render_jobs(jobs: dict[str, dict[str, dict[str, int]]], console: Console) -> None:

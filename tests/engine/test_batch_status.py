@@ -5,19 +5,25 @@ resume collects the jobs and asks none of their queries again."""
 
 from __future__ import annotations
 
+from collections import Counter
 from io import StringIO
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import polars as pl
+import pytest
 from rich.console import Console
 
+from engine import batch_lane
 from engine.audit import audit
 from engine.dispatch import dispatch
 from engine.retry import RetryPolicy
+from engine.scan import scan_attempts
+from engine.settle import settle
 from engine.status import status
 from providers.types import ModelConfig
 from runs.commands.status import render
-from tests.engine.batch_fake import FakeBatch
+from tests.engine.batch_fake import FakeBatch, Killed
 
 if TYPE_CHECKING:
     from tests.engine.conftest import Kit
@@ -63,4 +69,49 @@ async def test_jobs_at_the_provider_are_said_not_started_nowhere(
     done = status(run_dir)
     assert (done["state"], done["batch_at_provider"]) == ("finished", {"jobs": 0, "queries": 0})
     assert AT_PROVIDER not in done["sentence"] and AT_PROVIDER not in audit(run_dir).sentence
+    assert max(fake.ran.values()) == 1
+
+
+async def test_a_job_killed_mid_collection_is_said_as_it_stands(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed while recording a job's lines: only the lines not yet in the ledger are still
+    at the provider (a tester's status said the job's 560, beside 294 accepted), and the line
+    being recorded is said as the resume records it, collected from the job and not sent
+    again (status and audit said "in flight", "dispatched but no result")."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 20))
+    run_dir = tmp_path / "run"
+    fake, calls = FakeBatch(), Counter[str]()
+
+    def dying(*args: Any, **kw: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 8:  # 7 lines recorded, the 8th's dispatch line written
+            raise Killed("mid-collection")
+        return settle(*args, **kw)
+
+    monkeypatch.setattr(batch_lane, "settle", dying)
+    await _run(plan, run_dir, fake)
+    monkeypatch.setattr(batch_lane, "settle", settle)
+    summary = status(run_dir)
+    assert (summary["accepted"], summary["interrupted_unrecorded"]) == (7, 1)
+    assert summary["batch_at_provider"] == {"jobs": 1, "queries": 13}
+    assert summary["sentence"].endswith("; 1 batch job (13 queries) still at the provider.")
+    report = audit(run_dir)
+    assert report.to_dict()["batch_at_provider"] == {"jobs": 1, "queries": 13}
+    note = (
+        "1 batch line was being recorded from its job's results when the run died: counted "
+        "as an interrupted attempt, as the next run of this folder records it; its answer is "
+        "collected from its job, the request not sent again"
+    )
+    assert f"{note}." in report.notes()
+    out = StringIO()
+    render(summary, Console(file=out, width=400))
+    assert note in out.getvalue() and "in flight" not in out.getvalue()
+    [shown] = summary["pending_failures"]["examples"]
+    await _run(plan, run_dir, fake)  # the resume records the same detail, collects the rest
+    torn = scan_attempts(run_dir, ["request_id", "outcome", "detail"]).collect().filter(
+        pl.col("outcome") == "interrupted")
+    assert torn.rows() == [(shown["request_id"], "interrupted", shown["detail"])]
+    assert shown["detail"].startswith("interrupted: batch job job-1's line")
+    assert status(run_dir)["batch_at_provider"] == {"jobs": 0, "queries": 0}
     assert max(fake.ran.values()) == 1
