@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from engine.audit import plural
+from engine.console_lines import plural
 from engine.durable import write_bytes_atomic
 from runs.figures import read_manifest
 from runs.report.models import frozen_spec, model_notes, simulated_models

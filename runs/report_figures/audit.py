@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.audit import plural
+from engine.console_lines import plural
 from runs.report_figures import _style
 from runs.report_figures.inputs import FigureInputs
 
