@@ -106,6 +106,7 @@ FAILED_JOB_STREAK = 3
 ABANDON_FLAG = "--abandon-batch-jobs"
 
 T = TypeVar("T")
+_INTERRUPTED, _DAMAGED = Outcome.INTERRUPTED.value, Outcome.DAMAGED_BATCH_RESULT.value
 
 
 def poll_interval(explicit: float | None = None) -> float:
@@ -254,6 +255,8 @@ class BatchLane(LaneControl):
         self.lost_output: set[str] = set()
         self._failed_streak = 0
         self._damaged_streak = 0  # damaged jobs in a row (`engine.batch_results`)
+        #: Requests damaged results lost, said to be asked again, not yet put in a job.
+        self._queued_again: set[str] = set()
 
     # -- state (halting and sleeping: `engine.lanes.LaneControl`) -----------------------
 
@@ -299,6 +302,7 @@ class BatchLane(LaneControl):
                 self._halt(LaneState.STOPPED, self._lost_message())
             if self.stats.state in (LaneState.RUNNING, LaneState.PROBING):
                 self.stats.state = LaneState.DONE
+            await self._say_unasked()
             self._say_open_jobs()
             self.log.info("lane_finished", model=self.config.name, state=self.stats.state.value,
                           accepted=self.stats.accepted, attempts=self.stats.attempts,
@@ -463,6 +467,7 @@ class BatchLane(LaneControl):
         self.records.planned(job)
         self.jobs[job.job_key] = job
         self.held.update(requests)
+        self._queued_again.difference_update(requests)
         entries = {entry.item.request_id: entry for entry, _ in lines}
         payload = [line for _, line in lines]
         self._reserved[job.job_key] = worst
@@ -625,6 +630,24 @@ class BatchLane(LaneControl):
                 f"(the last, {job.job_id}: {state.provider_status or state.status.value}): "
                 f"{state.detail or 'the provider gave no reason'}"), after_name=" stopped ")
 
+    async def _say_unasked(self) -> None:
+        """Requests damaged results lost, said to be asked again once, that the lane ended
+        before asking (a later job's damage stopped it, or a stop, pause or spend cap): said
+        too, so the console's earlier line is not left promising what did not happen."""
+        if not self._queued_again:
+            return
+        recorded = await asyncio.to_thread(_recorded, self.run_dir, sorted(self._queued_again))
+        unasked = sum(1 for o in recorded.values() if o and o[max(o)] == _DAMAGED)
+        if not unasked:
+            return
+        one = unasked == 1
+        self.log.warning(
+            "batch_damaged_not_asked", model=self.config.name, requests=unasked,
+            say=(f"{plural(unasked, 'request')} damaged batch results lost, to be asked again "
+                 f"once, {'was' if one else 'were'} not asked again: the lane ended first "
+                 f"(running the same command again asks {'it' if one else 'them'})"),
+        )
+
     def _say_open_jobs(self) -> None:
         """A halted lane's line says how many of its jobs are still at the provider: they
         may still run and be billed, and only a resume collects their answers."""
@@ -721,31 +744,28 @@ class BatchLane(LaneControl):
         return the entries to ask again (failed, retryable, attempts left).
 
         A line is already in the ledger when its request has an accepted attempt, or an
-        attempt of the job's number that is not `interrupted` (a kill between the two
-        journal lines of a line: the answer is then written as the next attempt, so it is
-        neither lost nor paid for again). Damaged results (`engine.batch_results`) are said
-        in one line; a request they lost is asked again once, not twice.
+        attempt of the job's number or later that is not `interrupted` (a kill between the
+        two journal lines of a line: the answer is then written as the next attempt, so it is
+        neither lost nor paid for again), unless that attempt is `damaged_batch_result` and
+        the results, downloaded again after a kill, now hold the request's line: that line is
+        taken, not bought in another job. Damaged results (`engine.batch_results`) are said
+        in one line before any attempt is written (a kill mid-collection cannot leave them
+        unsaid); a request they lost is asked again once, not twice.
         """
         lines = sort_lines(job.requests, found, state)
         recorded = _recorded(self.run_dir, list(job.requests))
+        stopping = self._say_damage(job, lines, self._foresee(job, state, lines, recorded, entries))
         counts = {"answered": 0, "failed": 0, "absent": 0, "already": 0}
         again: list[_Entry] = []
-        spoilt = Counter[str]()  # requests a damaged result lost: asked again, or given up
         cost = 0.0
-        for rid, attempt in job.requests.items():
-            entry = entries.get(rid)
-            if entry is None:  # not in the plan any more (a changed plan): nothing to write
-                continue
-            outcomes = recorded.get(rid, {})
-            if Outcome.OK.value in outcomes.values() or outcomes.get(
-                attempt, Outcome.INTERRUPTED.value
-            ) != Outcome.INTERRUPTED.value:
+        for rid, entry, outcomes, number in _lines_of(job, recorded, entries, lines):
+            if number is not None:
                 counts["already"] += 1
-                failure = self._already(entry, outcomes, attempt)
+                failure = self._already(entry, outcomes, number)
             else:
                 counts["answered" if rid in lines.lines else "absent"] += 1
                 result = lines.lines.get(rid) or self._absent(state, job, lines, outcomes)
-                sent = self._sent(entry, job, attempt, outcomes)
+                sent = self._sent(entry, job, job.requests[rid], outcomes)
                 failure = self._settle(entry, result, sent, job.job_id or job.job_key)
                 if self.prices is not None:
                     cost += self.prices.cost(result.tokens_in, result.tokens_out)
@@ -756,28 +776,52 @@ class BatchLane(LaneControl):
                 continue
             if _damaged_twice(failure, outcomes):
                 self.stats.gave_up += 1
-                spoilt["given_up"] += 1
             elif self._again(entry, failure):
                 again.append(entry)
-                spoilt["again"] += failure.outcome is Outcome.DAMAGED_BATCH_RESULT
+                if failure.outcome is Outcome.DAMAGED_BATCH_RESULT and not stopping:
+                    self._queued_again.add(rid)
         self.records.collected(job, counts)
         self._spent(job, cost)
         self.stats.jobs_collected += 1
         self.held.difference_update(job.requests)
         self.log.info("batch_job_collected", model=self.config.name, job_key=job.job_key,
                       job_id=job.job_id, status=state.status.value, **counts)
-        if self._say_damage(job, lines, spoilt):
-            return []  # the lane stops: nothing is bought again
-        return again
+        return [] if stopping else again  # a lane stopping buys nothing again
 
-    def _already(self, entry: _Entry, outcomes: dict[int, str], attempt: int) -> Failure | None:
-        """A line the ledger already has (see `_collect`): None if accepted, else a failure
-        standing for the recorded one, for the retry decision."""
+    def _foresee(
+        self, job: BatchJob, state: JobState, lines: JobLines,
+        recorded: dict[str, dict[int, str]], entries: dict[str, _Entry],
+    ) -> Counter[str]:
+        """What `_collect` will do with the requests damaged results lost, worked out before
+        any attempt is written: asked again (once), or given up (lost twice)."""
+        out = Counter[str]()
+        for rid, entry, outcomes, number in _lines_of(job, recorded, entries, lines):
+            if number is None and rid in lines.lines:
+                continue
+            if number is None:  # journalled now, as the attempt after the recorded ones
+                failure = self._absent(state, job, lines, outcomes)
+                outcomes = {**outcomes, max([0, *outcomes]) + 1: failure.outcome.value}
+                tries = entry.tries + 1
+            elif Outcome.OK.value in outcomes.values():
+                continue
+            else:
+                failure, tries = _as_failure(outcomes[number]), entry.tries
+            if failure.outcome is not Outcome.DAMAGED_BATCH_RESULT:
+                continue
+            if _damaged_twice(failure, outcomes):
+                out["given_up"] += 1
+            elif self._not_again(entry, failure, tries) is None:
+                out["again"] += 1
+        return out
+
+    def _already(self, entry: _Entry, outcomes: dict[int, str], number: int) -> Failure | None:
+        """A line the ledger already has (as attempt `number`, see `_collect`): None if
+        accepted, else a failure standing for the recorded one, for the retry decision."""
         entry.item.prior_attempts = max(outcomes)
         if Outcome.OK.value in outcomes.values():  # accepted before this run
             self.stats.already_accepted += 1
             return None
-        return _as_failure(outcomes[attempt])
+        return _as_failure(outcomes[number])
 
     def _sent(self, entry: _Entry, job: BatchJob, attempt: int, outcomes: dict[int, str]) -> Sent:
         """How a line of `job` is journalled: numbered after the request's recorded attempts,
@@ -800,14 +844,17 @@ class BatchLane(LaneControl):
         return absent_failure(state, job)
 
     def _say_damage(self, job: BatchJob, lines: JobLines, spoilt: Counter[str]) -> bool:
-        """One line (console and log) for a job whose results were damaged; True when it
-        is the `DAMAGED_JOB_STREAK`th such job in a row that lost requests: the lane stops."""
+        """One line (console and log) for a job whose results were damaged, `spoilt` what
+        collecting it will do with the requests they lost; True when it is the
+        `DAMAGED_JOB_STREAK`th such job in a row that lost requests (the lane stops), or the
+        lane has halted already: nothing is asked again."""
         if not lines.damaged:
             self._damaged_streak = 0
             return False
         jid = job.job_id or job.job_key
         self._damaged_streak = self._damaged_streak + 1 if lines.missing else 0
-        stopping = self._damaged_streak >= DAMAGED_JOB_STREAK
+        streak = self._damaged_streak >= DAMAGED_JOB_STREAK
+        stopping = streak or self.halted  # halted already: nothing is bought again either
         self.log.warning(
             "batch_results_damaged", model=self.config.name, job_key=job.job_key, job_id=jid,
             unreadable=lines.unreadable, unreadable_example=lines.example,
@@ -816,7 +863,7 @@ class BatchLane(LaneControl):
             not_asked_again=spoilt["given_up"] + (spoilt["again"] if stopping else 0),
             say=damage_sentence(jid, lines, spoilt["again"], spoilt["given_up"], stopping),
         )
-        if stopping:
+        if streak:
             self._halt(LaneState.STOPPED, streak_message(self._damaged_streak, jid, lines),
                        after_name=" stopped ")
         return stopping
@@ -866,16 +913,24 @@ class BatchLane(LaneControl):
         """Whether a failed request is asked again in this dispatch (as `Lane._ask` decides:
         a permanent failure or a stopped answer gives up; max_attempts exhausts; a spent
         answer-failure budget is counted apart)."""
-        if entry.stopped and entry.answers.spent:
+        why = self._not_again(entry, failure, entry.tries)
+        if why == "budget":
             self.stats.retries.answer_budget_spent += 1
-            return False
-        if not failure.retryable or self.policy.quota_pauses(failure) or entry.stopped:
+        elif why == "gave_up":
             self.stats.gave_up += 1
-            return False
-        if entry.tries >= self.policy.max_attempts:
+        elif why == "exhausted":
             self.stats.retries.exhausted += 1
-            return False
-        return True
+        return why is None
+
+    def _not_again(self, entry: _Entry, failure: Failure, tries: int) -> str | None:
+        """Why a request failed after `tries` tries is not asked again (see `_again`)."""
+        if entry.stopped and entry.answers.spent:
+            return "budget"
+        if not failure.retryable or self.policy.quota_pauses(failure) or entry.stopped:
+            return "gave_up"
+        if tries >= self.policy.max_attempts:
+            return "exhausted"
+        return None
 
     # -- resume --------------------------------------------------------------------------
 
@@ -948,6 +1003,26 @@ def _recorded(run_dir: Path, ids: list[str]) -> dict[str, dict[int, str]]:
     for rid, attempt, outcome in frame.iter_rows():
         out.setdefault(rid, {})[int(attempt)] = str(outcome)
     return out
+
+
+def _lines_of(
+    job: BatchJob, recorded: dict[str, dict[int, str]], entries: dict[str, _Entry],
+    lines: JobLines,
+) -> Iterator[tuple[str, _Entry, dict[int, str], int | None]]:
+    """The job's requests still in the plan, each with its recorded attempts and the attempt
+    the ledger holds the job's line as (None: journal it now; see `BatchLane._collect`)."""
+    for rid, attempt in job.requests.items():
+        entry = entries.get(rid)
+        if entry is None:  # not in the plan any more (a changed plan): nothing to write
+            continue
+        outcomes = recorded.get(rid, {})
+        written = [a for a, o in outcomes.items() if a >= attempt and o != _INTERRUPTED]
+        number = max(written) if written else None
+        if Outcome.OK.value in outcomes.values():
+            number = max(outcomes)
+        elif number == attempt and outcomes[number] == _DAMAGED and rid in lines.lines:
+            number = None  # downloaded again after a kill, its line is readable now: taken
+        yield rid, entry, outcomes, number
 
 
 def _damaged_twice(failure: Failure, outcomes: dict[int, str]) -> bool:

@@ -138,7 +138,7 @@ def damage_sentence(job_id: str, lines: JobLines, again: int, given_up: int,
     if again and stopping:
         said.append(f"{again:,} not asked again, as the lane stops")
     elif again:
-        said.append(f"{again:,} asked again once")
+        said.append(f"{again:,} to be asked again once")
     if given_up:
         said.append(f"{given_up:,} not asked again (damaged in an earlier job's results too)")
     return f"{head}; {lost}" + (f": {', '.join(said)}" if said else "")

@@ -9,21 +9,25 @@ the lane."""
 from __future__ import annotations
 
 import io
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 import polars as pl
+import pytest
 
+from engine import batch_lane
 from engine.audit import audit
 from engine.batch_results import DAMAGED_JOB_STREAK
 from engine.dispatch import DispatchSummary, dispatch
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
+from engine.settle import settle
 from providers.batch import UNREADABLE, LineResult
 from providers.types import Failure, ModelConfig, Outcome
-from tests.engine.batch_fake import FakeBatch
+from tests.engine.batch_fake import FakeBatch, Killed
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -85,7 +89,7 @@ async def test_damaged_results_are_said_and_their_requests_asked_again_once(
     said = ("batch job job-1 returned 2 unreadable result lines and 1 line for a request id "
             "never sent (never-sent-0), while the provider counted 30 of 30 lines completed; 2 "
             "requests of the job have no readable line, though the provider ran them (billed): "
-            "2 asked again once")
+            "2 to be asked again once")
     assert said in console
     [event] = _events(run_dir, "batch_results_damaged")
     assert (event["unreadable"], event["foreign"], event["missing"]) == (2, 1, 2)
@@ -127,6 +131,59 @@ async def test_damaged_jobs_in_a_row_stop_the_lane(tmp_path: Path, kit: type[Kit
     assert max(fake.ran.values()) <= 2
     assert console.count("returned 2 unreadable result lines") == DAMAGED_JOB_STREAK
     assert "2 not asked again, as the lane stops" in console
+
+
+async def test_requests_said_to_be_asked_again_that_a_later_stop_left_unasked_are_said(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Three damaged jobs at once: the first two said their lost requests were "asked again
+    once", the third stopped the lane, and none was asked (the referee's 6 requests, 3
+    creates). Each job's line now says "to be asked again", and the lane's end says those it
+    did not ask."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    run_dir = tmp_path / "run"
+    fake = Damaging(every=True, limits_=replace(FakeBatch().limits, max_lines=10))
+    summary, console = await _run(plan, run_dir, fake)
+    assert summary.lanes[MODEL].state.value == "stopped"
+    assert len(fake.jobs) == DAMAGED_JOB_STREAK and max(fake.ran.values()) == 1
+    assert console.count("2 to be asked again once") == 2
+    assert console.count("2 not asked again, as the lane stops") == 1
+    assert ("4 requests damaged batch results lost, to be asked again once, were not asked "
+            "again: the lane ended first") in console
+    [event] = _events(run_dir, "batch_damaged_not_asked")
+    assert event["requests"] == 4
+
+
+async def test_damage_is_said_before_a_kill_and_the_resume_takes_the_lines_it_now_reads(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after the damaged attempts were written: the damage was in the ledger but said
+    nowhere, and the resume, whose download held those lines intact, bought them again in a
+    second job. The damage is said before the attempts are written, and the resume takes the
+    lines it can now read from the same job."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 10))
+    run_dir = tmp_path / "run"
+    fake, calls = Damaging(), Counter[str]()
+
+    def dying(*args: Any, **kw: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 3:  # the two damaged attempts written, then the kill
+            raise Killed("mid-collection")
+        return settle(*args, **kw)
+
+    monkeypatch.setattr(batch_lane, "settle", dying)
+    await _run(plan, run_dir, fake)
+    monkeypatch.setattr(batch_lane, "settle", settle)
+    assert _attempts(run_dir).filter(pl.col("outcome") == DAMAGED).height == 2
+    [event] = _events(run_dir, "batch_results_damaged")
+    assert event["missing"] == 2
+    summary, _ = await _run(plan, run_dir, fake)
+    assert summary.complete, summary.lines()
+    assert len(fake.jobs) == 1 and max(fake.ran.values()) == 1
+    attempts = _attempts(run_dir)
+    lost = set(attempts.filter(pl.col("outcome") == DAMAGED)["request_id"])
+    taken = attempts.filter(pl.col("request_id").is_in(list(lost)) & (pl.col("attempt") == 2))
+    assert taken.height == 2 and set(taken["outcome"]) == {"ok"}
 
 
 async def test_lines_missing_from_a_job_counted_complete_are_damage(
