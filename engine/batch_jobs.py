@@ -286,6 +286,19 @@ class AtProvider:
         )
 
 
+def line_recorded(attempt: int, outcomes: Mapping[int, str]) -> int | None:
+    """The attempt the ledger holds a batch job's line as, the job having sent its request as
+    `attempt` (`outcomes`: the request's recorded attempts, number -> outcome): its last
+    attempt once one was accepted; else its latest attempt from `attempt` on that is not
+    `interrupted` (a kill between a line's two journal lines leaves it `interrupted`, and the
+    line is then written as the next attempt); None while the line is not recorded. The one
+    rule of the resume's collection (`engine.batch_lane`) and of `at_provider`."""
+    if Outcome.OK.value in outcomes.values():
+        return max(outcomes)
+    written = [a for a, o in outcomes.items() if a >= attempt and o != Outcome.INTERRUPTED.value]
+    return max(written) if written else None
+
+
 def at_provider(
     jobs: Mapping[str, BatchJob], attempts: pl.LazyFrame | None = None
 ) -> AtProvider:
@@ -293,31 +306,26 @@ def at_provider(
 
     A job killed mid-collection has some of its lines in the ledger already: `attempts` (the
     ledger's `request_id, attempt, outcome`) leaves those out, by the rule the resume's
-    collection uses (`engine.batch_lane.BatchLane._collect`): a line is recorded when its
-    request has an `ok` attempt or an attempt of the job's number that is not `interrupted`.
-    Counting every line of the job, a status read "1 batch job (560 queries) still at the
-    provider" beside 294 of them accepted."""
+    collection uses (`line_recorded`). Counting every line of the job, a status read "1 batch
+    job (560 queries) still at the provider" beside 294 of them accepted."""
     live = [job for job in jobs.values() if job.live and not job.abandoned]
     if attempts is None or not live:
         return AtProvider(len(live), sum(len(job.requests) for job in live))
-    lines = pl.LazyFrame(
-        [(rid, attempt) for job in live for rid, attempt in job.requests.items()],
-        schema={"request_id": pl.String, "attempt": pl.Int64}, orient="row",
-    )
-    mine = attempts.select("request_id", pl.col("attempt").cast(pl.Int64),
-                           pl.col("outcome").cast(pl.String)).join(
-        lines.select("request_id").unique(), on="request_id", how="semi"
-    )
-    accepted = mine.filter(pl.col("outcome") == Outcome.OK.value).select("request_id")
-    recorded = mine.filter(pl.col("outcome") != Outcome.INTERRUPTED.value)
-    left = (
-        lines.join(accepted, on="request_id", how="anti")
-        .join(recorded.select("request_id", "attempt"), on=["request_id", "attempt"], how="anti")
-        .select(pl.len())
+    ids = [rid for job in live for rid in job.requests]
+    recorded: dict[str, dict[int, str]] = {}
+    for rid, number, outcome in (
+        attempts.select("request_id", "attempt", pl.col("outcome").cast(pl.String))
+        .filter(pl.col("request_id").is_in(ids))
         .collect()
-        .item()
+        .iter_rows()
+    ):
+        recorded.setdefault(rid, {})[int(number)] = outcome
+    left = sum(
+        line_recorded(attempt, recorded.get(rid, {})) is None
+        for job in live
+        for rid, attempt in job.requests.items()
     )
-    return AtProvider(len(live), int(left))
+    return AtProvider(len(live), left)
 
 
 def jobs_summary(
@@ -345,6 +353,7 @@ __all__ = [
     "fold_jobs",
     "held_ids",
     "jobs_summary",
+    "line_recorded",
     "new_job_key",
     "status_group",
 ]

@@ -48,7 +48,14 @@ from typing import TypeVar
 
 import polars as pl
 
-from engine.batch_jobs import BatchJob, JobRecords, fold_jobs, held_ids, new_job_key
+from engine.batch_jobs import (
+    BatchJob,
+    JobRecords,
+    fold_jobs,
+    held_ids,
+    line_recorded,
+    new_job_key,
+)
 from engine.batch_results import (
     DAMAGED_JOB_STREAK,
     UNRUN_STATES,
@@ -1016,11 +1023,9 @@ def _lines_of(
         if entry is None:  # not in the plan any more (a changed plan): nothing to write
             continue
         outcomes = recorded.get(rid, {})
-        written = [a for a, o in outcomes.items() if a >= attempt and o != _INTERRUPTED]
-        number = max(written) if written else None
-        if Outcome.OK.value in outcomes.values():
-            number = max(outcomes)
-        elif number == attempt and outcomes[number] == _DAMAGED and rid in lines.lines:
+        number = line_recorded(attempt, outcomes)
+        if (number == attempt and outcomes[number] == _DAMAGED and rid in lines.lines
+                and Outcome.OK.value not in outcomes.values()):  # fmt: skip
             number = None  # downloaded again after a kill, its line is readable now: taken
         yield rid, entry, outcomes, number
 

@@ -55,3 +55,28 @@ def test_job_keys_are_labels_every_provider_takes() -> None:
     assert len(keys) == 50
     for key in keys:
         assert re.fullmatch(r"[a-z0-9][a-z0-9-]{0,47}", key), key
+
+
+def test_lines_at_the_provider_follow_the_collections_rule() -> None:
+    """`status` and the audit count a job's lines still at the provider by the rule the
+    resume's collection uses (`line_recorded`): a line whose request has an accepted
+    attempt, or an attempt from the job's own number on that is not interrupted, is in the
+    ledger. A copy of that rule had drifted: a line killed mid-write, then written on the
+    resume as the next attempt (number 3 for a job that sent it as 2), still counted as at
+    the provider."""
+    import polars as pl
+
+    from engine.batch_jobs import AtProvider, BatchJob, at_provider, line_recorded
+
+    job = BatchJob("k", "m", "groq", {"a": 1, "b": 2, "c": 2, "d": 1, "e": 2})
+    attempts = pl.LazyFrame(
+        {
+            "request_id": ["a", "b", "b", "c", "e", "e"],
+            "attempt": [1, 1, 2, 2, 2, 3],
+            "outcome": ["ok", "timeout", "interrupted", "provider_error", "interrupted",
+                        "damaged_batch_result"],
+        }
+    )  # a accepted, c recorded, e recorded as its next attempt; b torn, d never reached
+    assert at_provider({"k": job}, attempts) == AtProvider(1, 2)
+    assert line_recorded(2, {1: "timeout", 2: "interrupted", 3: "provider_error"}) == 3
+    assert line_recorded(2, {1: "ok"}) == 1 and line_recorded(2, {1: "timeout"}) is None
