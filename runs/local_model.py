@@ -23,7 +23,6 @@ import socket
 import subprocess
 import sys
 import time
-import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -90,9 +89,11 @@ def run_folder_of(spec: Path, out: Path | None) -> Path | None:
     None when the spec's name cannot be read (the campaign then says what is wrong)."""
     if out is not None:
         return out
-    try:
-        name = tomllib.loads(spec.read_text(encoding="utf-8")).get("name")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+    from runs.spec import SpecError, read_spec_table
+
+    try:  # read as `dutchbook run` reads it: bounded, a device refused, nesting guarded
+        name = read_spec_table(spec)[0].get("name")
+    except SpecError:
         return None
     return Path("out") / name if isinstance(name, str) and name else None
 
@@ -359,7 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.what == "demo":  # a campaign the folder's lock would refuse loads no model
             check_folder_free(run_folder_of(args.spec, args.out))
         port = args.port or free_port()
-        check_port_free(port)  # said before the model is written or the server started
+        if args.port:  # a port of the user's: said before the model is written (one chosen
+            check_port_free(port)  # just now is free; `running_server` checks again anyway)
         model = model_file()
         log = Path("out") / "local-server.log"
         print(f"starting the model server on 127.0.0.1:{port} (log: {log})", flush=True)

@@ -177,19 +177,14 @@ _EXTRA_KEYS = (
 )
 
 
-def load_spec(
-    path: str | Path, *, arm_names: set[str] | None = None, data_must_exist: bool = True
-) -> CampaignSpec:
-    """Read and validate a spec. `arm_names` is the catalogue to check arms against.
-
-    `data_must_exist=False` resolves the `[data]` paths without asking that they exist: for a
-    command that reads a run folder's frozen copy and needs no data (`report`), where a path
-    written relative to the original spec's folder does not resolve from the run folder."""
+def read_spec_table(path: Path) -> tuple[dict[str, Any], str]:
+    """A spec file's TOML table and text, read as every input file is (bounded, a device
+    refused, nesting and integer length guarded); `SpecError` in one line otherwise. What
+    `load_spec` validates, and what a reader needing one key (`runs.local_model`) reads."""
     # Here, not at the top: `panels` imports numpy, and importing this module should not.
     from panels import toml_text
     from panels.input_files import TEXT_INPUT_MAX_BYTES, InputFileError, read_input_file
 
-    path = Path(path)
     try:
         text = toml_text.decode(read_input_file(path, TEXT_INPUT_MAX_BYTES))
     except InputFileError as exc:
@@ -203,9 +198,21 @@ def load_spec(
             path, "", f"not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
         ) from None
     try:
-        raw = toml_text.loads(text)
+        return toml_text.loads(text), text
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(path, "", f"not valid TOML ({exc})") from None
+
+
+def load_spec(
+    path: str | Path, *, arm_names: set[str] | None = None, data_must_exist: bool = True
+) -> CampaignSpec:
+    """Read and validate a spec. `arm_names` is the catalogue to check arms against.
+
+    `data_must_exist=False` resolves the `[data]` paths without asking that they exist: for a
+    command that reads a run folder's frozen copy and needs no data (`report`), where a path
+    written relative to the original spec's folder does not resolve from the run folder."""
+    path = Path(path)
+    raw, text = read_spec_table(path)
     if arm_names is None:
         from panels.arms import ARMS
 

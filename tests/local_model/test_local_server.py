@@ -389,3 +389,21 @@ def test_a_killed_wrapper_takes_the_server_and_the_campaign_with_it(tmp_path: Pa
     for child in left:
         child.kill()
     assert not left
+
+
+def test_the_run_folder_is_read_from_the_spec_as_a_run_reads_it(tmp_path: Path) -> None:
+    """The runner read the spec's name with bare `tomllib`: nesting too deep ended the
+    wrapper in a RecursionError traceback, and a device was read without end. It reads the
+    spec as `dutchbook run` does; one it cannot read gives no folder (the campaign then says
+    what is wrong, in one line)."""
+    from runs.local_model import run_folder_of
+
+    named = tmp_path / "named.toml"
+    named.write_text('name = "t2"\n', encoding="utf-8")
+    assert run_folder_of(named, None) == Path("out") / "t2"
+    assert run_folder_of(named, tmp_path / "given") == tmp_path / "given"
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 5_000 + "]" * 5_000 + '\nname = "x"\n', encoding="utf-8")
+    assert run_folder_of(deep, None) is None
+    assert run_folder_of(Path("/dev/zero"), None) is None
+    assert run_folder_of(tmp_path / "missing.toml", None) is None
