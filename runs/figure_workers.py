@@ -423,6 +423,8 @@ def _replied(process: BaseProcess, conn: Connection) -> bool:
     """Wait until `conn` has something to read (a reply, or EOF: the worker died), True; or
     until the worker is taken for stuck (`_Watch`), False. A signal's exception (Ctrl-C, or
     SIGTERM as `runs.signals.stops_as_interrupt` raises it) ends the wait at once."""
+    if conn.poll(POLL_S):  # the usual case: no need to look at the worker at all
+        return True
     watch = _Watch(process.pid)
     while not conn.poll(POLL_S):
         if watch.stuck():
