@@ -18,8 +18,6 @@ import errno
 import importlib
 import os
 import sys
-from collections.abc import Callable
-from functools import partial
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -98,27 +96,26 @@ def load_command(name: str) -> TyperCommand:
     return command
 
 
-def _help_quietly(print_help: Callable[[], None]) -> None:
-    """Print a help page; its reader gone (`dutchbook --help | head -1`), end as a command
-    that only reads does (`output_closed`: exit 0, quietly). typer prints help through a rich
-    console of its own, which meets the closed pipe by exiting 1 without a word
-    (`Console.on_broken_pipe`); nothing else in printing help exits 1."""
-    try:
-        print_help()
-    except SystemExit as exc:
-        if exc.code != 1:
-            raise
-        output_closed(None)
-
-
-class _Command(TyperCommand):
-    """A command whose help, printed to a closed pipe, ends quietly (`_help_quietly`)."""
+class _QuietHelp:
+    """A click command or group whose help page, its reader gone (`dutchbook --help | head
+    -1`), ends as a command that only reads does (`output_closed`: exit 0, quietly). typer
+    prints help through a rich console of its own, which meets the closed pipe by exiting 1
+    without a word (`Console.on_broken_pipe`); nothing else in printing help exits 1."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        _help_quietly(partial(TyperCommand.format_help, self, ctx, formatter))
+        try:
+            super().format_help(ctx, formatter)  # type: ignore[misc]
+        except SystemExit as exc:
+            if exc.code != 1:
+                raise
+            output_closed(None)
 
 
-class LazyGroup(TyperGroup):
+class _Command(_QuietHelp, TyperCommand):
+    """A command whose help, printed to a closed pipe, ends quietly (`_QuietHelp`)."""
+
+
+class LazyGroup(_QuietHelp, TyperGroup):
     """A typer group whose commands are imported only when one of them is run.
 
     Until then each command is a stub carrying its summary, which is all a listing needs.
@@ -139,9 +136,6 @@ class LazyGroup(TyperGroup):
             command = self.commands[name] = load_command(name)
             self._stubs.discard(name)
         return name, command, rest
-
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        _help_quietly(partial(TyperGroup.format_help, self, ctx, formatter))
 
     # Ctrl-C while a command is still importing what it needs (the first second of
     # `dutchbook run`), or in a command with no handler of its own, would reach typer, which
