@@ -324,7 +324,7 @@ def _queries_by_arm(spec: CampaignSpec, units: UnitSource) -> list[tuple[str, in
         per_pass = sum(arm.query_count(unit) for unit in units.for_arm(arm, check=False))
         models = len(spec.models_for(entry))
         what = (
-            f"arms[{index}] ({entry.name}): {plural(entry.passes, 'pass', 'passes')} x "
+            f"arms[{index}] ({entry.name}): {_count(entry.passes, 'pass', 'passes')} x "
             f"{plural(per_pass, 'query', 'queries')} x {plural(models, 'model')}"
         )
         counts.append((what, per_pass * entry.passes * models))
@@ -349,10 +349,18 @@ def check_campaign_size(spec: CampaignSpec, units: UnitSource) -> None:
     if total > MAX_CAMPAIGN_QUERIES:
         largest = max(counts, key=lambda pair: pair[1])[0]
         raise CampaignTooLarge(
-            f"{spec.name} asks {total:,} queries, more than the {MAX_CAMPAIGN_QUERIES:,} a "
-            f"campaign may ask (the paper's sweep asks 365,100); the largest is {largest}: "
+            f"{spec.name} asks {_count(total, 'query', 'queries')}, more than the "
+            f"{MAX_CAMPAIGN_QUERIES:,} a campaign may ask (the paper's sweep asks 365,100); "
+            f"the largest is {largest}: "
             "check its passes and [data], or split the campaign into several specs"
         )
+
+
+def _count(number: int, one: str, many: str) -> str:
+    """`plural(number, one, many)`, or its length when the number is longer than a line:
+    `passes` with 400 digits was refused with two numbers of 400 digits."""
+    digits = len(str(number))
+    return plural(number, one, many) if digits <= 24 else f"a {digits:,}-digit number of {many}"
 
 
 def write_plan(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None) -> Path:

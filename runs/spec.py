@@ -101,6 +101,11 @@ _TOP_KEYS = {
 }
 _DATA_KEYS = {"returns", "headlines", "stock_days", "families"}
 _ARM_KEYS = {"name", "passes", "models"}
+#: The largest `max_tokens`: the biggest signed 32-bit integer, the type providers' APIs give
+#: it. A reply's token budget is multiplied by the campaign's queries for the estimate (at
+#: most `runs.planner.MAX_CAMPAIGN_QUERIES`), which must stay a 64-bit integer: a 45-digit
+#: `max_tokens` planned the campaign and then ended `run` in orjson's TypeError traceback.
+MAX_TOKENS = 2**31 - 1
 #: Longest `about` text a model may carry (one line of the report).
 ABOUT_MAX = 200
 #: Longest `price_source` (a pricing page's address or a citation).
@@ -124,7 +129,7 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "tpm": ((int, float), "tokens per minute > 1"),
     "concurrency": ((int,), f"an integer from 1 to {MAX_CONCURRENCY:,}"),
     "temperature": ((int, float), "a number in [0, 2]"),
-    "max_tokens": ((int,), "an integer >= 1"),
+    "max_tokens": ((int,), f"an integer from 1 to {MAX_TOKENS:,}"),
     "seed": ((int,), "an integer"),
     "reasoning_effort": ((str,), "a string such as low, medium or high"),
     "json_mode": ((bool,), "true or false"),
@@ -394,7 +399,7 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
         "tpm": lambda v: v > 1,
         "concurrency": lambda v: 1 <= v <= MAX_CONCURRENCY,
         "temperature": lambda v: 0 <= v <= 2,
-        "max_tokens": lambda v: v >= 1,
+        "max_tokens": lambda v: 1 <= v <= MAX_TOKENS,
         "timeout_s": lambda v: v > 0,
         **{key: (lambda v: v >= 0) for key in _PRICE_FIELDS},
         **{key: (lambda v: v >= 1) for key in ("batch_max_lines", "batch_max_bytes",

@@ -280,6 +280,23 @@ def test_a_campaign_too_large_to_plan_is_refused_at_once(tmp_path: Path, command
     assert not (tmp_path / "r").exists()
 
 
+def test_a_campaign_of_countless_passes_is_refused_with_the_numbers_lengths(
+    tmp_path: Path,
+) -> None:
+    # `passes` of 400 digits was refused with its 400-digit count and the campaign's
+    spec = write_spec(tmp_path)
+    text = spec.read_text(encoding="utf-8") + "passes = 1" + "0" * 400 + "\n"
+    spec.write_text(text, encoding="utf-8")
+    code, output = invoke("run", str(spec), "--out", str(tmp_path / "r"))
+    assert code == 2, output
+    assert_one_clean_line(
+        output,
+        "-digit number of queries, more than the 50,000,000 a campaign may ask",
+        "arms[0] (baseline): a 401-digit number of passes x ",
+    )
+    assert "0,000,000,000,000,000,000,000,000" not in output
+
+
 def test_the_size_guard_admits_a_campaign_at_the_limit_and_refuses_one_above(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -103,6 +103,10 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
         (("stock_days = 4", "stock_days = 5"), "data.stock_days", "even"),
         (('parser = "lenient"', 'parser = "loose"'), "parser", "strict or lenient"),
         (("max_tokens = 8192", 'max_tokens = "8k"'), "models[1].max_tokens", "integer"),
+        # multiplied by the queries for the estimate: 45 digits ended `run` in a TypeError
+        (("max_tokens = 8192", "max_tokens = " + "1" * 45), "models[1].max_tokens",
+         "an integer from 1 to 2,147,483,647"),
+        (("max_tokens = 8192", "max_tokens = 2147483648"), "models[1].max_tokens", "to 2,147,"),
         (("[data]", '[data]\nreturns = "nowhere.csv"'), "data.returns", "does not"),
         # ENAMETOOLONG, which `Path.exists` raises: a traceback
         (("[data]", f'[data]\nfamilies = "{"f" * 300}"'), "data.families", "File name too long"),
