@@ -383,9 +383,11 @@ def bearer_key_adapter(
 # --------------------------------------------------------------------------- reply parsing
 
 _RATE_LIMIT_TEXT = re.compile(r"rate.?limit|too many requests|throttl", re.IGNORECASE)
+#: Not a bare "billing": Groq ends every per-minute 429 with "Need more tokens? Upgrade to Dev
+#: Tier today at https://console.groq.com/settings/billing", which is no spent quota.
 _QUOTA_TEXT = re.compile(
     r"per day|\b(?:RPD|TPD)\b|daily|insufficient_quota|exceeded your current quota"
-    r"|billing|credits? (?:exhausted|depleted)|out of credits",
+    r"|billing[ _]hard[ _]limit|credits? (?:exhausted|depleted)|out of credits",
     re.IGNORECASE,
 )
 

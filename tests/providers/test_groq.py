@@ -111,6 +111,20 @@ def test_tpm_429_waits_from_header() -> None:
     assert result.limits.limit_tokens == 18000
 
 
+def test_the_upgrade_hint_of_a_per_minute_429_is_no_spent_quota() -> None:
+    """Groq's per-minute 429s end with a link to its billing page (as sent: elizaOS/eliza#4040,
+    ago19800/HomeMind#29); that read as a spent quota, which skipped the lane's concurrency cut."""
+    body = {"error": {"message": "Rate limit reached for model `llama-3.3-70b-versatile` in "
+                      "organization `org_x` service tier `on_demand` on tokens per minute (TPM): "
+                      "Limit 12000, Used 4437, Requested 9854. Please try again in 11.455s. Need "
+                      "more tokens? Upgrade to Dev Tier today at "
+                      "https://console.groq.com/settings/billing",
+                      "type": "tokens", "code": "rate_limit_exceeded"}}
+    result = parse(429, body, {**GROQ_HEADERS, "retry-after": "12"})
+    assert result.outcome is Outcome.RATE_LIMIT and not result.quota_exhausted
+    assert result.retry_after_s == 12.0
+
+
 def test_daily_quota_spent_is_flagged() -> None:
     headers = {**GROQ_HEADERS, "x-ratelimit-remaining-requests": "0", "retry-after": "3600"}
     body = {"error": {"message": "Rate limit reached ... on requests per day (RPD): Limit 14400, "
