@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from providers.secrets import Secret
+from providers.secrets import CUT_MARK, Secret
 from providers.types import ChatRequest, Completion, Failure, HttpRequest, Outcome
 
 #: How many characters of a provider's error text a `Failure.detail` keeps (the ledger stays small).
@@ -108,7 +108,7 @@ def short(text: str, limit: int = DETAIL_LIMIT) -> str:
     the ledger), with no control characters (a tester's 400 carried ESC [31m to the console,
     `status`, `audit` and report.md)."""
     text = _CONTROLS.sub("", " ".join(text.split()))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + CUT_MARK
 
 
 def body_excerpt(body: bytes, limit: int = DETAIL_LIMIT) -> str:

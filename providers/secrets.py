@@ -52,6 +52,24 @@ class Secret:
         raise TypeError("Secret values are not picklable")
 
 
+#: What `providers.base.short` ends a text it cut with. The cut may fall inside a key that
+#: the text quoted, and the head it leaves no longer equals the key's value.
+CUT_MARK = "…"
+#: A cut key's head shorter than this is left alone: it says nothing of the key, and a match
+#: that short is as likely the last letters of an ordinary word.
+MIN_CUT_HEAD = 4
+
+
+def _mask_cut_head(text: str, values: list[str]) -> str:
+    """`text` with the head of a known value that its cut (`CUT_MARK`) left at its end masked."""
+    kept = text[: -len(CUT_MARK)]
+    for value in values:
+        for size in range(min(len(value) - 1, len(kept)), MIN_CUT_HEAD - 1, -1):
+            if kept.endswith(value[:size]):
+                return kept[:-size] + MASK + CUT_MARK
+    return text
+
+
 #: Credential shapes masked even when their value was never handed to `redact`: a key from
 #: another provider echoed back, a token a proxy minted, a private key in a stack trace.
 #: Values only a provider knows the shape of (an AWS secret key, a session token, a
@@ -107,6 +125,8 @@ def redact(text: str, secrets: Iterable[str | Secret] = ()) -> str:
             if value in text:
                 text = text.replace(value, MASK)
                 changed = True
+    if values and text.endswith(CUT_MARK):  # a detail cut short before it was redacted
+        text = _mask_cut_head(text, values)
     return _SHAPES.sub(_mask_shape, text) if _may_hold_shape(text) else text
 
 

@@ -9,10 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from providers.base import DETAIL_LIMIT
 from providers.registry import adapter_for, required_env
 from providers.secrets import (
     _SHAPES,
     MASK,
+    MIN_CUT_HEAD,
     Secret,
     _mask_shape,
     first_set,
@@ -84,6 +86,26 @@ def test_no_failure_path_leaks_the_key(config: ModelConfig, env: dict[str, str])
         assert isinstance(result, Failure), (status, body)
         assert_clean(repr(result) + result.detail + (result.raw_text or ""))
         assert MASK in result.detail or MASK in (result.raw_text or "")
+
+
+@pytest.mark.parametrize(
+    ("config", "env"), list(zip(CONFIGS, ENVS, strict=True)),
+    ids=["groq", "deepinfra", "azure-key", "openai"],
+)
+def test_a_key_cut_by_the_details_length_limit_leaves_no_head(
+    config: ModelConfig, env: dict[str, str]
+) -> None:
+    """A detail is cut to `DETAIL_LIMIT` before the adapter redacts it: a key the body echoed
+    across the cut was no longer the key's value, and its head (all but its last character,
+    at worst) reached the ledger."""
+    adapter = adapter_for(config, env)
+    sent = adapter.build(ChatRequest("r", "s", "u", seed=1)).headers.values()
+    secret = next(s for s in SECRETS if s in " ".join(sent))
+    for filler in range(DETAIL_LIMIT - len(secret) - 20, DETAIL_LIMIT):
+        body = orjson.dumps({"error": {"message": "x" * filler + " " + secret + " tail" * 80}})
+        result = adapter.parse(401, {}, body)
+        assert isinstance(result, Failure) and result.detail.endswith("…")
+        assert secret[:MIN_CUT_HEAD] not in result.detail, filler
 
 
 def _answer_echoing(provider: str, echo: str) -> tuple[dict[str, str], bytes]:
