@@ -40,6 +40,7 @@ from panels.input_files import (
     ID_MAX,
     TEXT_INPUT_MAX_BYTES,
     InputFileError,
+    composed,
     has_control,
     invisible_character,
     read_input_file,
@@ -224,7 +225,7 @@ def family_from_mapping(raw: Mapping[str, Any], file: str = "<family>") -> Famil
     if not isinstance(raw_statements, list) or not raw_statements:
         raise FamilyError(file, "'statements' must be a non-empty list of tables")
     statements: list[Statement] = []
-    statement_ids: set[str] = set()
+    statement_ids: dict[str, str] = {}
     for n, entry in enumerate(raw_statements):
         if not isinstance(entry, dict):
             raise FamilyError(file, f"statement {n + 1} must be a table")
@@ -233,9 +234,7 @@ def family_from_mapping(raw: Mapping[str, Any], file: str = "<family>") -> Famil
         if unknown:
             raise FamilyError(file, f"unknown key {unknown[0]!r}", label)
         statement_id = _text(file, entry, "id", label)
-        if statement_id in statement_ids:
-            raise FamilyError(file, "duplicate statement id", statement_id)
-        statement_ids.add(statement_id)
+        _check_new_id(file, statement_ids, statement_id)
         text = _text(file, entry, "text", statement_id)
         if "formula" not in entry:
             raise FamilyError(file, "missing key 'formula'", statement_id)
@@ -276,6 +275,25 @@ def family_from_mapping(raw: Mapping[str, Any], file: str = "<family>") -> Famil
             typo,
         )
     return family
+
+
+def _check_new_id(file: str, ids: dict[str, str], new: str) -> None:
+    """`new` among a family's statement `ids` (composed form -> id as written) once only,
+    compared composed: "café" with U+00E9 and "cafe" + U+0301 are drawn alike in every table
+    and asked of a model as two answer keys it cannot tell apart."""
+    other = ids.get(composed(new))
+    if other is None:
+        ids[composed(new)] = new
+        return
+    if other == new:
+        raise FamilyError(file, "duplicate statement id", new)
+    raise FamilyError(
+        file,
+        f"duplicate statement id, written {other!a} and {new!a}: one id in two "
+        "Unicode forms, drawn alike in every table and asked as two keys no reader can tell "
+        "apart",
+        new,
+    )
 
 
 def _exact(file: str, exact: object, statement: str) -> float | None:
@@ -327,10 +345,14 @@ def load_families(directory: str | Path = FAMILIES_DIR) -> dict[str, Family]:
     if not directory.is_dir():
         raise FamilyError(str(directory), "not a directory")
     families: dict[str, Family] = {}
+    by_form: dict[str, Family] = {}  # compared composed, as statement ids (`_check_new_id`)
     for path in sorted(directory.glob("*.toml")):
         family = load_family(path)
-        if family.id in families:
-            other = families[family.id].path
-            raise FamilyError(str(path), f"family id {family.id!r} already used by {other}")
+        other = by_form.setdefault(composed(family.id), family)
+        if other is not family:  # Family objects: one per file, never cached
+            written = "" if other.id == family.id else f" (written {other.id!a} there)"
+            raise FamilyError(
+                str(path), f"family id {family.id!r} already used by {other.path}{written}"
+            )
         families[family.id] = family
     return families

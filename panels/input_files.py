@@ -47,6 +47,14 @@ def has_control(text: str) -> bool:
     return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029" for c in text)
 
 
+def composed(text: str) -> str:
+    """`text` in Unicode's composed form (NFC), which names compare in: "café" written with
+    U+00E9, or with "e" and U+0301 COMBINING ACUTE ACCENT, are one text drawn alike in every
+    table and figure, but two strings, so two models (or statements) so named ran as two
+    under headings no reader could tell apart."""
+    return unicodedata.normalize("NFC", text)
+
+
 #: The longest id (a family's, a statement's, a `check` event's): like a model name
 #: (`runs.spec.MODEL_NAME_MAX`) it labels table rows and figure panels (5,000 characters
 #: were taken and printed whole).

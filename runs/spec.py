@@ -350,13 +350,30 @@ def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
                 "(\"m\" and \"m \" would read as one model in every table)",
             )
         models.append(_model_config(entry, path, where))
-    names = [m.name for m in models]
+    _check_unique_names([m.name for m in models], path)
+    return tuple(models)
+
+
+def _check_unique_names(names: list[str], path: Path) -> None:
+    """Names unique as read: "café" with U+00E9 and "cafe" + U+0301 are two strings drawn
+    alike, and ran as two models no table, figure or page could tell apart."""
+    from panels.input_files import composed  # a spec imports panels
+
     for name in names:
         if names.count(name) > 1:
             raise SpecError(
                 path, "models", f"unique names; {name!r} appears {names.count(name)} times"
             )
-    return tuple(models)
+    seen: dict[str, str] = {}
+    for name in names:
+        other = seen.setdefault(composed(name), name)
+        if other != name:
+            raise SpecError(
+                path,
+                "models",
+                f"unique names; {name!r} appears twice, as {other!a} and {name!a}: "
+                "one name in two Unicode forms, drawn alike in every table",
+            )
 
 
 #: The longest model name: a name is the label of every table row, log line and figure

@@ -121,6 +121,22 @@ def test_duplicate_statement_ids(tmp_path: Path) -> None:
     assert "statement 'first': duplicate statement id" in message
 
 
+def test_one_statement_id_in_two_unicode_forms_is_a_duplicate(tmp_path: Path) -> None:
+    """"café" with U+00E9 and "cafe" + U+0301 were two statements, drawn alike in every table
+    and asked as two answer keys a model could not tell apart."""
+    text = GOOD.format(id="coins").replace('id = "first"', 'id = "caf\\u00e9"', 1)
+    message = _broken(tmp_path, 'id = "both"', 'id = "cafe\\u0301"', text)
+    assert "duplicate statement id, written 'caf\\xe9' and 'cafe\\u0301'" in message
+
+
+def test_one_family_id_in_two_unicode_forms_is_used_once(tmp_path: Path) -> None:
+    _write(tmp_path, GOOD.format(id="caf\\u00e9"), "a.toml")
+    _write(tmp_path, GOOD.format(id="cafe\\u0301"), "b.toml")
+    with pytest.raises(FamilyError, match=r"already used by .*a\.toml") as info:
+        load_families(tmp_path)
+    assert "(written 'caf\\xe9' there)" in str(info.value)
+
+
 def test_unknown_shape(tmp_path: Path) -> None:
     assert "unknown shape 'lottery'" in _broken(tmp_path, '"conjunction"', '"lottery"')
 

@@ -377,3 +377,17 @@ def test_a_model_name_of_the_longest_length_loads(tmp_path: Path) -> None:
     longest = "b" * 100
     text = GOOD.replace('name = "b"', f'name = "{longest}"', 1).replace('"b"', f'"{longest}"')
     assert load_spec(write(tmp_path, text), arm_names=ARMS).model(longest).name == longest
+
+
+def test_one_model_name_in_two_unicode_forms_is_refused(tmp_path: Path) -> None:
+    """"café" with U+00E9 and "cafe" + U+0301 ran as two models, drawn alike in every table,
+    figure and page of the report."""
+    text = (
+        GOOD.replace('name = "a"', 'name = "caf\\u00e9"', 1)
+        .replace('name = "b"', 'name = "cafe\\u0301"', 1)
+        .replace('models = ["a"]', 'models = ["caf\\u00e9"]')
+    )
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, text), arm_names=ARMS)
+    assert info.value.key == "models"
+    assert "'caf\\xe9' and 'cafe\\u0301'" in str(info.value) and "\n" not in str(info.value)
