@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -81,6 +82,29 @@ def pyplot() -> Any:
         }
     )
     return plt
+
+
+def isolated(text: str) -> str:
+    """A user's text (a model's name, a family's id) set inside a label of ours, as one
+    isolated run for Unicode's bidirectional algorithm, which matplotlib's text layout
+    (libraqm) applies to each line. Written in Hebrew or Arabic, a name took the text beside
+    it into its right-to-left run: "מודל: 18 attempts, ..." was drawn "attempts, ... 18 :מודל"
+    (figure 8), and "#3 <Arabic name> · families/isolated" as "families/isolated · <name> #3"
+    (figure 1). Text with no right-to-left letter, which cannot reorder ours, is left as it
+    is, and so is all text where matplotlib lays text out without that algorithm (it would
+    draw the isolates as boxes, and reorders nothing)."""
+    if not _bidi_layout() or not any(
+        unicodedata.bidirectional(c) in ("R", "AL") for c in text
+    ):
+        return text
+    return f"\u2068{text}\u2069"  # FIRST STRONG ISOLATE ... POP DIRECTIONAL ISOLATE
+
+
+@functools.cache
+def _bidi_layout() -> bool:
+    from matplotlib import ft2font
+
+    return hasattr(ft2font, "__libraqm_version__")
 
 
 #: Margin kept around a figure's content when it is trimmed (inches).

@@ -139,7 +139,8 @@ def _panel(ax: Any, model: str, frame: pl.DataFrame, outcomes: Sequence[str], sc
     retries = int(frame.filter(pl.col("outcome") != ACCEPTED)["attempts"].sum())
     share = f" ({retries / total:.1%})" if total else ""
     ax.set_title(
-        f"{model}: {plural(total, 'attempt')}, {plural(retries, 'retry attempt')}{share}",
+        f"{_style.isolated(model)}: {plural(total, 'attempt')}, "
+        f"{plural(retries, 'retry attempt')}{share}",
         loc="left",
         fontsize=9,
     )

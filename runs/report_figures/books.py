@@ -262,10 +262,11 @@ def _draw_book(
     for label, b in zip(labelled.get_yticklabels(), binding, strict=True):
         if b:
             label.set_fontweight("bold")
-    where = f"{book.unit} · pass {book.pass_ + 1}"
+    where = f"{_style.isolated(book.unit)} · pass {book.pass_ + 1}"  # a family's id
     if book.set_name not in {"h1", "family"}:
         where += f" · set {book.set_name}"
-    labelled.set_title(f"#{rank} {book.model} · {book.arm}\n{where}", loc="left", fontsize=9)
+    title = f"#{rank} {_style.isolated(book.model)} · {book.arm}\n{where}"
+    labelled.set_title(title, loc="left", fontsize=9)
     stated = np.array([book.stated[i] for i in idx])
     coherent = np.array([book.coherent[i] for i in idx])
     ax_p.barh(y, stated, color="#60a5fa", height=0.6, zorder=2, label="stated")

@@ -4,15 +4,19 @@ characters no installed font has are said once, not warned about at every figure
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 import warnings
 from pathlib import Path
+from typing import Any
 
 import orjson
+import polars as pl
 import pytest
 
 from runs.figures import read_manifest
-from runs.report_figures import Omit, missing_glyphs
+from runs.report_figures import Omit, _style, missing_glyphs, module_of
+from runs.report_figures.inputs import FigureInputs
 from tests.runs.quiet_campaign import run_quietly
 
 SPEC = r"""
@@ -122,3 +126,28 @@ def test_a_fallback_font_installed_after_matplotlibs_cache_is_used(
         assert _style.font_families() == ["DejaVu Sans"]
     finally:
         _style.font_families.cache_clear()
+
+
+def test_a_right_to_left_name_keeps_the_text_beside_it_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """matplotlib lays each line out by Unicode's bidirectional algorithm: a model named in
+    Hebrew took the count after it into its right-to-left run, and figure 8's panel title
+    "מודל: 1 attempt, ..." was drawn "attempt, ... 1 :מודל". The name is now an isolated
+    run (FIRST STRONG ISOLATE ... POP DIRECTIONAL ISOLATE); a name without right-to-left
+    letters, which cannot reorder the rest, is drawn as it is."""
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    timeline = pl.DataFrame(  # engine.audit.attempt_timeline's columns
+        {"model": ["\u05de\u05d5\u05d3\u05dc", "m"], "bin": [0, 0], "start": [t0, t0],
+         "end": [t0, t0], "outcome": ["accepted", "accepted"], "attempts": [1, 1]}
+    )  # fmt: skip
+    kept: list[Any] = []
+    monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
+    with missing_glyphs() as boxes:
+        module_of(8).draw(FigureInputs({"rows": []}, timeline=timeline), tmp_path / "f.png")
+    titles = sorted(ax.get_title(loc="left") for ax in kept[0].axes if ax.patches)
+    assert titles == [
+        "m: 1 attempt, 0 retry attempts (0.0%)",
+        "\u2068\u05de\u05d5\u05d3\u05dc\u2069: 1 attempt, 0 retry attempts (0.0%)",
+    ]
+    assert not boxes  # the isolates draw nothing
