@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterator, Mapping
+from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
@@ -152,7 +153,17 @@ __all__ = [
     "body_excerpt",
     "load_json",
     "short",
+    "with_auth_hint",
 ]
+
+
+def with_auth_hint(result: Completion | Failure, hint: str | None) -> Completion | Failure:
+    """An auth failure whose detail opens with where the refused credential came from (`hint`,
+    say "check GROQ_API_KEY"): the lane stops on three of them with this detail, and the
+    provider's words ("Invalid API Key") name no variable, least of all with two set."""
+    if hint is None or not isinstance(result, Failure) or result.outcome is not Outcome.AUTH_ERROR:
+        return result
+    return replace(result, detail=short(f"{hint}: {result.detail}"))
 
 
 def status_outcome(

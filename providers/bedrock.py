@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from providers.base import Headers, as_int, load_json, short, status_outcome
+from providers.base import Headers, as_int, load_json, short, status_outcome, with_auth_hint
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
 from providers.openai_compat import encode
 from providers.secrets import Secret, redact, redact_result
@@ -226,6 +226,14 @@ class CredentialSource:
             missing = KEY_ENVS[1] if access_key else KEY_ENVS[0]
             raise ConfigError(f"model {model_name!r}: {missing} is not set (needed with the other)")
 
+    def hint(self) -> str:
+        """Where these credentials come from, for an auth failure's detail."""
+        if self._static is not None:
+            token = f" and {SESSION_TOKEN_ENV}" if self._static.token else ""
+            return f"check {KEY_ENVS[0]}, {KEY_ENVS[1]}{token}"
+        profile = f"profile {self._profile!r}" if self._profile else "the default profile"
+        return f"check the AWS credentials of {profile} (botocore's chain)"
+
     def current(self) -> AwsCredentials:
         if self._static is not None:
             return self._static
@@ -293,6 +301,10 @@ class BedrockAdapter:
         )
         self._seen_secrets: set[Secret] = set()  # Secret: masked even in vars(adapter)
         self._secrets_lock = threading.Lock()
+        self._auth_hint = (
+            f"check {config.api_key_env or BEARER_ENV}" if self._credentials is None
+            else self._credentials.hint()
+        )
         self._omitted_rules = options_omitted(config.model)
         self._thinking, self._thinking_omits_temperature = self._thinking_fields()
 
@@ -417,7 +429,8 @@ class BedrockAdapter:
     def parse(self, status: int, headers: Mapping[str, str], body: bytes) -> Completion | Failure:
         """Classify one Converse reply (see `STOP_FAILURES` and `ERROR_CODES`), redacted
         (`redact_result`: an answer's text can echo a credential too)."""
-        return redact_result(self._classify(status, headers, body), self.secrets())
+        result = with_auth_hint(self._classify(status, headers, body), self._auth_hint)
+        return redact_result(result, self.secrets())
 
     def _classify(
         self, status: int, headers: Mapping[str, str], body: bytes

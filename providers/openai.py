@@ -68,15 +68,18 @@ def create_adapter(config: ModelConfig, env: Mapping[str, str]) -> OpenAICompatA
             " e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1"
         )
     credential = None
+    # A keyless server asking for a key says so only in its own words: name the spec key.
+    hint = "no key was sent (set api_key_env to the variable holding the server's key)"
     if config.api_key_env:
         found = first_set(env, (config.api_key_env,))
         if found is None:
             raise ConfigError(f"model {config.name!r} (openai): set {config.api_key_env}")
-        credential = found[1]
+        credential, hint = found[1], f"check {config.api_key_env}"
     return OpenAICompatAdapter(
         provider=PROVIDER,
         config=config,
         url=chat_url(root),
         dialect=replace(DIALECT, token_field=token_field(config, default_token_field(config))),
         credential=credential,
+        auth_hint=hint,
     )

@@ -25,6 +25,7 @@ from providers.base import (
     load_json,
     short,
     status_outcome,
+    with_auth_hint,
 )
 from providers.body_template import BodyTemplate, shape, template
 from providers.constrained import constraint_fields, fold_system
@@ -287,6 +288,8 @@ class OpenAICompatAdapter:
     bearer: bool = True
     model_field: str | None = None
     extra_headers: Mapping[str, str] = field(default_factory=dict)
+    #: Where the credential came from, opening an auth failure's detail (`with_auth_hint`).
+    auth_hint: str | None = None
 
     #: Building is pure: the engine builds on its event loop.
     may_block = False
@@ -356,6 +359,7 @@ class OpenAICompatAdapter:
             # such a URL usually goes wrong.
             hint = "; does base_url end in /v1?" if self.provider == "openai" else ""
             result = replace(result, detail=short(f"{result.detail} (POST {self.url}{hint})"))
+        result = with_auth_hint(result, self.auth_hint)
         # A proxy echoing our request back must not carry the key into the ledger.
         return redact_result(result, self.secrets())
 
@@ -377,6 +381,7 @@ def bearer_key_adapter(
         url=chat_url(config.base_url or default_base_url),
         dialect=replace(dialect, token_field=token_field(config, dialect.token_field)),
         credential=found[1],
+        auth_hint=f"check {found[0]}",
     )
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from providers.base import Headers, as_int, load_json, short, status_outcome
+from providers.base import Headers, as_int, load_json, short, status_outcome, with_auth_hint
 from providers.google_auth_tokens import (
     CREDENTIALS_FILE_ENV,
     TokenCache,
@@ -225,6 +225,7 @@ class VertexAdapter:
         elif tokens is None and self._credentials_file:
             credentials, file_project = load_credentials(self._env, config.name)
             self._tokens = TokenCache(credentials)
+        self._auth_hint = self._credential_hint(config)
         project = _first(config.project, env, PROJECT_ENVS) or file_project
         location = _first(config.location, env, LOCATION_ENVS)
         if project is None:
@@ -268,6 +269,14 @@ class VertexAdapter:
         return self._url
 
     # ---- credentials ----------------------------------------------------------------------
+
+    def _credential_hint(self, config: ModelConfig) -> str:
+        """Where the token comes from, for an auth failure's detail."""
+        if self._env_token is not None:
+            return f"check {config.api_key_env}"
+        if self._credentials_file:
+            return f"check {CREDENTIALS_FILE_ENV} and its account's roles"
+        return "check Application Default Credentials (gcloud auth application-default login)"
 
     def _token_cache(self) -> TokenCache:
         if self._tokens is None:
@@ -404,7 +413,7 @@ class VertexAdapter:
             result = self._gemini_reply(status, view, payload, body)
         if status == 401 and isinstance(result, Failure):
             result = self._refused(result)
-        return redact_result(result, self.secrets())
+        return redact_result(with_auth_hint(result, self._auth_hint), self.secrets())
 
     def _refused(self, failure: Failure) -> Failure:
         """A 401 (UNAUTHENTICATED): the token may have been revoked or expired early. Drop it

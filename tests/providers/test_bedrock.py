@@ -332,7 +332,10 @@ def test_error_types(code: str, status: int, outcome: Outcome, where: str) -> No
     headers, body = _error(code, status, "The thing went wrong.", where=where)
     failure = failed(body, status=status, headers=headers)
     assert failure.outcome is outcome
-    assert failure.detail == f"{code}: The thing went wrong."
+    assert failure.detail.endswith(f"{code}: The thing went wrong.")
+    # An auth failure opens with where the refused credentials came from.
+    hinted = failure.detail.startswith("check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: ")
+    assert hinted is (outcome is Outcome.AUTH_ERROR)
     assert failure.http_status == status
     assert failure.provider_request_id == RID["x-amzn-RequestId"]
     assert failure.quota_exhausted is (code == "ServiceQuotaExceededException")

@@ -315,7 +315,8 @@ def test_stop_without_text_is_invalid() -> None:
 def test_rpc_statuses(status: str, code: int, outcome: Outcome, model: str) -> None:
     failure = failed(rpc(status, code), status=code, a=adapter(model=model))
     assert failure.outcome is outcome
-    assert failure.detail == f"{status}: Something happened."
+    assert failure.detail.endswith(f"{status}: Something happened.")
+    assert failure.detail.startswith("check ") is (outcome is Outcome.AUTH_ERROR)
     assert failure.http_status == code
 
 
