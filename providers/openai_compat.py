@@ -500,6 +500,14 @@ def _failure(env: _Envelope, outcome: Outcome, detail: str, **extra: Any) -> Fai
     )
 
 
+#: Groq's 400 codes for a generation its parser refused, the text kept as `failed_generation`:
+#: malformed JSON in JSON mode, and a tool call no request offered (gpt-oss-120b calls
+#: tools such as `repo_browser.open_file` unasked: "Tool choice is none, but model called a
+#: tool"). The model's fault, not the request's: another sample can answer, where a bad
+#: request is never asked again and three in a row stop the lane.
+_GENERATION_FAILED = frozenset({"json_validate_failed", "tool_use_failed"})
+
+
 def _status_outcome(status: int, message: str, code: str, dialect: ClientDialect) -> Outcome:
     """The outcome a non-2xx status means before any provider-specific reading of the body."""
     # 498: Groq flex tier capacity_exceeded.
@@ -511,7 +519,7 @@ def _status_outcome(status: int, message: str, code: str, dialect: ClientDialect
         return Outcome.PROVIDER_ERROR
     if outcome is not Outcome.BAD_REQUEST:
         return outcome
-    if code == "json_validate_failed":  # Groq: the model's JSON failed; a retry can succeed
+    if code in _GENERATION_FAILED:  # Groq: the model's output failed; a retry can succeed
         return Outcome.INVALID_RESPONSE
     if code == "content_filter":  # Azure: the prompt tripped the content filter
         return Outcome.REFUSAL

@@ -164,6 +164,19 @@ def test_json_validate_failed_is_retryable_invalid_response() -> None:
     assert result.raw_text == "{\"probability\": 0.4,"
 
 
+def test_an_unasked_tool_call_is_a_retryable_invalid_response() -> None:
+    """gpt-oss-120b on Groq calls tools no request offered; Groq answers 400 tool_use_failed
+    (as sent: BerriAI/litellm#21242). That was a bad request: never asked again, and three in
+    a row stopped the lane."""
+    generation = '{"name": "repo_browser.open_file", "arguments": {"path": "analysis"}}'
+    body = {"error": {"message": "Tool choice is none, but model called a tool",
+                      "type": "invalid_request_error", "code": "tool_use_failed",
+                      "failed_generation": generation}}
+    result = parse(400, body)
+    assert result.outcome is Outcome.INVALID_RESPONSE and result.retryable
+    assert result.raw_text == generation
+
+
 @pytest.mark.parametrize(
     ("status", "outcome"),
     [(498, Outcome.RATE_LIMIT), (503, Outcome.PROVIDER_ERROR), (413, Outcome.BAD_REQUEST),
