@@ -55,6 +55,14 @@ def composed(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+def right_to_left(text: str) -> bool:
+    """Whether `text` holds a right-to-left letter (Hebrew, Arabic, ...): set inside a line
+    of ours, such a name takes the neutral characters and numbers beside it into its
+    right-to-left run wherever the line is laid out by Unicode's bidirectional algorithm (a
+    browser, matplotlib), and "name: 24 requests" reads "24 :name requests"."""
+    return any(unicodedata.bidirectional(c) in ("R", "AL") for c in text)
+
+
 #: The longest id (a family's, a statement's, a `check` event's): like a model name
 #: (`runs.spec.MODEL_NAME_MAX`) it labels table rows and figure panels (5,000 characters
 #: were taken and printed whole).

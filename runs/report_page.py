@@ -24,6 +24,7 @@ import orjson
 
 from engine.console_lines import plural
 from engine.durable import write_bytes_atomic
+from panels.input_files import right_to_left
 from runs.figures import read_manifest
 from runs.report.models import frozen_spec, model_notes, simulated_models
 from runs.report.provenance import provenance_sentences
@@ -118,6 +119,21 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+def esc_name(name: str) -> str:
+    """A model's name escaped, set in prose of ours: isolated (`<bdi>`) when it holds a
+    right-to-left letter, which took the text beside it into its run ("מודל: 24 requests
+    given up" read "24 :מודל requests given up"; "a, מודל, عربي" swapped the two names about
+    their comma). A name in a table cell of its own needs no isolation."""
+    return f"<bdi>{esc(name)}</bdi>" if right_to_left(name) else esc(name)
+
+
+def _note_html(note: str, names: Iterable[str]) -> str:
+    """A line of the audit's notes (`engine.audit.Audit.notes`), escaped, the model's name
+    it begins with (lanes that ended early, pauses, spent budgets) set by `esc_name`."""
+    name = max((n for n in names if note.startswith(n)), key=len, default="")
+    return esc_name(name) + esc(note[len(name) :]) if name else esc(note)
+
+
 def render_page(
     summary: Mapping[str, Any],
     figures: Sequence[Mapping[str, Any]],
@@ -184,12 +200,12 @@ def _header(name: str, summary: Mapping[str, Any], spec: Mapping[str, Any]) -> l
     if simulated:
         out.append(
             '<p class="sim"><strong>Simulated forecasters:</strong> '
-            + esc(", ".join(simulated))
+            + ", ".join(esc_name(n) for n in simulated)
             + " answered from the local simulator, not a language model; no provider was "
             "called.</p>"
         )
     out.extend(
-        f'<p class="about"><strong>{esc(name)}:</strong> {esc(text)}</p>'
+        f'<p class="about"><strong>{esc_name(name)}:</strong> {esc(text)}</p>'
         for name, text in model_notes(spec)
     )
     return out
@@ -221,7 +237,8 @@ def _audit(sentence: str | None, table: Any, notes: Sequence[str] = ()) -> list[
         return []
     out = ["<h2>Retries and failures</h2>", f'<p class="audit">{esc(sentence)}</p>']
     if notes:
-        items = "".join(f"<li>{esc(note)}</li>" for note in notes)
+        names = [] if table is None or "name" not in table.columns else table["name"].to_list()
+        items = "".join(f"<li>{_note_html(note, map(str, names))}</li>" for note in notes)
         out.append(f'<ul class="audit-notes">{items}</ul>')
     if table is None or not getattr(table, "height", 0):
         return out

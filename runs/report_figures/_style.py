@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -93,9 +92,9 @@ def isolated(text: str) -> str:
     (figure 1). Text with no right-to-left letter, which cannot reorder ours, is left as it
     is, and so is all text where matplotlib lays text out without that algorithm (it would
     draw the isolates as boxes, and reorders nothing)."""
-    if not _bidi_layout() or not any(
-        unicodedata.bidirectional(c) in ("R", "AL") for c in text
-    ):
+    from panels.input_files import right_to_left
+
+    if not _bidi_layout() or not right_to_left(text):
         return text
     return f"\u2068{text}\u2069"  # FIRST STRONG ISOLATE ... POP DIRECTIONAL ISOLATE
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -124,6 +125,33 @@ def test_a_model_described_in_the_spec_is_described_on_the_page(tmp_path: Path) 
     assert page.count('class="about"') == 1
     assert "0 models · 0 arms" in page
     assert "Simulated forecasters:" not in page
+
+
+def test_a_right_to_left_name_in_a_sentence_keeps_the_sentence_in_order(tmp_path: Path) -> None:
+    """A name in Hebrew or Arabic took the text beside it into its right-to-left run in the
+    browser: the audit's "מודל: 24 requests given up ..." read "24 :מודל requests given up",
+    and the simulated models' list swapped two such names about their comma. In our
+    sentences such a name is now isolated (`<bdi>`); other names are written as they were."""
+    hebrew, arabic = "\u05de\u05d5\u05d3\u05dc", "\u0646\u0645\u0648\u0630\u062c"
+    spec = {
+        "name": "x",
+        "models": [
+            {"name": hebrew, "provider": "sim", "model": "sim-noisy", "about": "a model"},
+            {"name": arabic, "provider": "sim", "model": "sim-coherent"},
+            {"name": "m<1>", "provider": "sim", "model": "sim-coherent"},
+        ],
+    }
+    table = pl.DataFrame({"scope": ["model", "model"], "name": [hebrew, "m<1>"]})
+    notes = [f"{hebrew}: 24 requests given up with the answer-failure budget spent.", "m<1>: 2."]
+    page = render_page(
+        {"rows": []}, [], tmp_path, spec=spec, audit_sentence="s", audit_table=table,
+        audit_notes=notes,
+    )  # fmt: skip
+    listed = f"m&lt;1&gt;, <bdi>{hebrew}</bdi>, <bdi>{arabic}</bdi> answered from the local"
+    assert f"<strong>Simulated forecasters:</strong> {listed}" in page
+    assert f'<p class="about"><strong><bdi>{hebrew}</bdi>:</strong> a model</p>' in page
+    assert f"<li><bdi>{hebrew}</bdi>: 24 requests given up" in page
+    assert "<li>m&lt;1&gt;: 2.</li>" in page
 
 
 def test_report_command_rebuilds_the_page_from_the_folder(
