@@ -20,12 +20,14 @@ fine for a paper-scale run (~365k replies of a few hundred bytes), not streaming
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import orjson
 import polars as pl
 
 from engine.answers import AnswerError, parse_answer
@@ -154,6 +156,24 @@ def _compare(old: dict[str, dict[str, Any]], new: pl.DataFrame, summary: Reparse
             summary.values_changed += 1
 
 
+def _say_begun(run_dir: Path, parser: str) -> None:
+    """Record that a reparse with `parser` is about to replace the answers, durably, or raise.
+
+    Said first: a kill between the replacement and the line after it would otherwise leave
+    the new parser's answers with no word of it (and a resume with the old parser would pay
+    again for every reply the new one rejected). Unlike the best-effort record files, a line
+    that cannot be written stops the reparse before the answers change: skipped (a `logs/`
+    this process may not write in), it left strict's answers under a lenient run's name, which
+    `audit`, `score` and `report` then called lost and told the user to undo."""
+    path = run_dir / REPARSES_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = {"at": datetime.now(UTC).isoformat(timespec="seconds"), "parser": parser, "begun": True}
+    with path.open("ab") as handle:
+        handle.write(orjson.dumps(line) + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 def reparse(run_dir: Path | str, parser: str) -> ReparseSummary:
     """Rebuild `responses/` from the archived replies under `parser` ("strict"|"lenient").
 
@@ -193,14 +213,7 @@ def reparse(run_dir: Path | str, parser: str) -> ReparseSummary:
         rows = _rebuild(replies, _metadata(run_dir, old_frame), old, parser, summary)
         new_frame = responses_frame(rows)
         _compare(old, new_frame, summary)
-        # Said first: a kill between the replacement and the line after it would otherwise
-        # leave the new parser's answers with no word of it (and a resume with the old
-        # parser would pay again for every reply the new one rejected).
-        append_record_line(
-            run_dir / REPARSES_FILE,
-            {"at": datetime.now(UTC).isoformat(timespec="seconds"), "parser": parser,
-             "begun": True},
-        )
+        _say_begun(run_dir, parser)
         ledger.replace_responses(new_frame)
         # Which parser made the answers now in the folder: the report's provenance reads it.
         append_record_line(

@@ -39,7 +39,9 @@ def reparse(
     require_run_folder(run_dir)  # before the lock and the ledger, which would be made in it
     with (
         interrupt_says_rerun(),
-        user_errors(FileNotFoundError, LedgerBusy, JournalError, folder=run_dir),
+        # OSError: a part of the folder this process may not write in (`responses/`,
+        # `journal/`, `logs/`) ended in a traceback; a full disk is said first, below.
+        user_errors(OSError, LedgerBusy, JournalError, folder=run_dir),
         disk_full_says(run_dir),
         folder_held(run_dir, "reparse"),
     ):

@@ -207,3 +207,41 @@ def test_command_line(tmp_path: Path, no_network: None) -> None:
     assert "newly rejected 2" in result.output
     bad = runner.invoke(app, ["reparse", str(tmp_path), "--parser", "loose"])
     assert bad.exit_code != 0
+
+
+def _unwritable_record(run_dir: Path) -> None:
+    """`logs/reparses.jsonl` cannot be appended to (a folder stands in its place: what a
+    `logs/` of another user's gives a process that is not root)."""
+    (run_dir / "logs" / "reparses.jsonl").mkdir(parents=True)
+
+
+def _denied_replacement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`responses/` refuses the new shard, as polars reports it for a folder without write
+    permission."""
+
+    def denied(self: Ledger, frame: pl.DataFrame) -> Path:
+        raise PermissionError("Permission denied (os error 13): responses/.part.parquet.tmp")
+
+    monkeypatch.setattr(Ledger, "replace_responses", denied)
+
+
+@pytest.mark.parametrize("unwritable", ["record", "responses"])
+def test_a_reparse_that_cannot_write_ends_in_one_line_and_changes_no_answer(
+    tmp_path: Path, no_network: None, monkeypatch: pytest.MonkeyPatch, unwritable: str
+) -> None:
+    """Before, with `logs/` not writable the reparse replaced strict's answers with lenient's,
+    exit 0, and recorded no parser, so every later command called the new answers lost; with
+    `responses/` not writable it ended in a traceback."""
+    from runs.cli import app
+
+    _strict_run(tmp_path)
+    before = _answers(tmp_path)
+    if unwritable == "record":
+        _unwritable_record(tmp_path)
+    else:
+        _denied_replacement(monkeypatch)
+    result = CliRunner().invoke(app, ["reparse", str(tmp_path), "--parser", "lenient"])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.output
+    assert _answers(tmp_path) == before
