@@ -8,6 +8,7 @@ outage shows where it happened.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,10 @@ TITLE = "The audit: attempts over time by outcome"
 #: tall. Beyond it, the models with the most retry attempts are drawn; audit.csv has all.
 MAX_PANELS = 24
 ACCEPTED = "accepted"
+#: Characters of a panel's title per line, by the columns of panels: a title runs on past
+#: its panel, and beside a second column four models named like
+#: "openai/gpt-oss-120b-deployment-eu-1" wrote their titles over each other, counts unreadable.
+TITLE_CHARS = {1: 100, 2: 48}
 #: Fixed colours so one cause looks the same in every report; the causes in the order of the
 #: audit's tables (`engine.audit.CAUSES`), which the legend follows.
 OUTCOME_COLOURS = {
@@ -70,13 +75,9 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         nrows, ncols, figsize=(_style.WIDTH, 1.9 * nrows + 1.0), squeeze=False, sharex=True
     )
     for k, model in enumerate(models):
-        _panel(
-            axes[k // ncols][k % ncols],
-            model,
-            frame.filter(pl.col("model") == model),
-            outcomes,
-            scale,
-        )
+        ax = axes[k // ncols][k % ncols]
+        counts = _panel(ax, frame.filter(pl.col("model") == model), outcomes, scale)
+        ax.set_title(panel_title(model, counts, TITLE_CHARS[ncols]), loc="left", fontsize=9)
     for k in range(len(models), nrows * ncols):
         axes[k // ncols][k % ncols].set_axis_off()
     for column in range(ncols):  # the lowest drawn panel of each column carries the axis
@@ -115,7 +116,23 @@ def _models_drawn(frame: pl.DataFrame) -> tuple[list[str], str]:
     )
 
 
-def _panel(ax: Any, model: str, frame: pl.DataFrame, outcomes: Sequence[str], scale: float) -> None:
+def panel_title(model: str, counts: str, width: int) -> str:
+    """`model: counts` in lines of at most `width` characters (a line longer only where the
+    name has one unbroken part so long): the name whole, broken at spaces and hyphens first,
+    each of its lines isolated for the bidi algorithm (`_style.isolated`)."""
+    lines = textwrap.wrap(model, width) or [model]
+    last = len(lines[-1])
+    shown = [_style.isolated(line) for line in lines]
+    if last + 2 + len(counts) <= width:
+        shown[-1] += f": {counts}"
+    else:
+        shown[-1] += ":"
+        shown.append(counts)
+    return "\n".join(shown)
+
+
+def _panel(ax: Any, frame: pl.DataFrame, outcomes: Sequence[str], scale: float) -> str:
+    """One model's bars; returns its counts, as its title says them."""
     bins = sorted(set(frame["bin"].to_list()))
     starts = dict(zip(frame["bin"].to_list(), frame["t"].to_list(), strict=True))
     # Every attempt at one instant (a lane stopped at its first reply) makes slices of no
@@ -138,11 +155,6 @@ def _panel(ax: Any, model: str, frame: pl.DataFrame, outcomes: Sequence[str], sc
     total = int(frame["attempts"].sum())
     retries = int(frame.filter(pl.col("outcome") != ACCEPTED)["attempts"].sum())
     share = f" ({retries / total:.1%})" if total else ""
-    ax.set_title(
-        f"{_style.isolated(model)}: {plural(total, 'attempt')}, "
-        f"{plural(retries, 'retry attempt')}{share}",
-        loc="left",
-        fontsize=9,
-    )
     ax.set_ylabel("attempts")
     ax.grid(axis="y", alpha=0.3)
+    return f"{plural(total, 'attempt')}, {plural(retries, 'retry attempt')}{share}"

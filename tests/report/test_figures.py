@@ -622,6 +622,30 @@ def test_the_audit_figure_of_one_attempt_shows_it(
     assert ax.get_title(loc="left") == "m: 1 attempt, 1 retry attempt (100.0%)"
 
 
+def test_the_audit_figures_titles_beside_each_other_do_not_run_into_each_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four models named like "openai/gpt-oss-120b-long-deployment-name-eu-1" (two columns
+    of panels) wrote their titles over each other's, the counts unreadable. A title now
+    breaks into lines that fit its panel, the name whole."""
+    from runs.report_figures import module_of
+    from runs.report_figures.audit import TITLE_CHARS
+
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    models = [f"openai/gpt-oss-120b-long-deployment-name-eu-{n}" for n in range(4)]
+    timeline = pl.DataFrame(
+        [(m, 0, t0, t0 + dt.timedelta(seconds=1), "accepted", 3) for m in models],
+        schema=["model", "bin", "start", "end", "outcome", "attempts"], orient="row",
+    )  # fmt: skip
+    kept: list[Any] = []
+    monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
+    module_of(8).draw(FigureInputs({"rows": []}, timeline=timeline), tmp_path / "f.png")
+    titles = [ax.get_title(loc="left") for ax in kept[0].axes if ax.patches]
+    counts = "3 attempts, 0 retry attempts (0.0%)"
+    assert titles[0] == f"openai/gpt-oss-120b-long-deployment-name-eu-0:\n{counts}"
+    assert all(len(line) <= TITLE_CHARS[2] for title in titles for line in title.split("\n"))
+
+
 def test_the_audit_figure_of_many_models_draws_those_with_the_most_retries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
