@@ -28,7 +28,9 @@ def as_incidence(incidence: npt.ArrayLike) -> FloatArray:
         )
     if matrix.shape[1] == 0:
         raise ValueError("incidence must have at least one atom (column)")
-    if not (np.issubdtype(matrix.dtype, np.number) or matrix.dtype == np.bool_):
+    # Complex entries would be cast to their real parts, the imaginary ones dropped unseen.
+    real = np.issubdtype(matrix.dtype, np.number) and not np.iscomplexobj(matrix)
+    if not (real or matrix.dtype == np.bool_):
         raise ValueError(f"incidence must be numeric 0/1, got dtype {matrix.dtype}")
     as_float = matrix.astype(np.float64)
     if not np.all((as_float == 0.0) | (as_float == 1.0)):
@@ -36,12 +38,27 @@ def as_incidence(incidence: npt.ArrayLike) -> FloatArray:
     return as_float
 
 
+def as_real(values: npt.ArrayLike, name: str) -> FloatArray:
+    """Return `values` as floats, or raise ValueError naming `name`.
+
+    numpy would cast complex numbers to their real parts (a warning at most), and its own
+    errors (a ragged list, a dict) name no argument.
+    """
+    try:
+        array = np.asarray(values)
+        if np.iscomplexobj(array):
+            raise TypeError(f"got dtype {array.dtype}")
+        return array.astype(np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be real numbers: {error}") from error
+
+
 def as_probs(probs: npt.ArrayLike, n_events: int) -> tuple[FloatArray, bool]:
     """Return probabilities as a (K, n) float matrix and whether the input was 1-D.
 
     NaN marks an unanswered event and is kept; anything else outside [0, 1] is an error.
     """
-    array = np.asarray(probs, dtype=np.float64)
+    array = as_real(probs, "probs")
     one_set = array.ndim == 1
     if one_set:
         array = array[np.newaxis, :]

@@ -234,6 +234,13 @@ def test_an_event_holding_in_no_atom_must_be_priced_zero() -> None:
         (np.array([[1, 0]]), [np.inf], "inf", r"\[0, 1\]"),
         (np.array([[1, 0]]), np.zeros((1, 1, 1)), "inf", r"\(n,\) or \(K, n\)"),
         (np.array([[1, 0]]), [0.5], "l2", "norm"),
+        # numpy casts complex to real, dropping 0.5j (a ComplexWarning at most): a value
+        # from the real parts alone came back.
+        (np.array([[1, 0]]), np.array([0.5 + 0.5j]), "inf", "probs must be real"),
+        (np.array([[1 + 1j, 0]]), [0.5], "inf", "incidence must be numeric"),
+        # numpy's own messages named no argument
+        (np.array([[1, 0]]), [{"p": 0.5}], "inf", "probs must be real"),
+        (np.eye(2), [[0.5, 0.5], [0.5]], "inf", "probs must be real"),
     ],
 )
 def test_bad_input_is_a_clear_value_error(
