@@ -42,12 +42,15 @@ def as_real(values: npt.ArrayLike, name: str) -> FloatArray:
     """Return `values` as floats, or raise ValueError naming `name`.
 
     numpy would cast complex numbers to their real parts (a warning at most), and its own
-    errors (a ragged list, a dict) name no argument.
+    errors (a ragged list, a dict) name no argument. A masked array's masked entries are
+    NaN: `np.asarray` drops the mask and would read the values it hid as answers.
     """
     try:
         array = np.asarray(values)
         if np.iscomplexobj(array):
             raise TypeError(f"got dtype {array.dtype}")
+        if np.ma.isMaskedArray(values):
+            return np.where(np.ma.getmaskarray(values), np.nan, array.astype(np.float64))
         return array.astype(np.float64)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{name} must be real numbers: {error}") from error

@@ -250,6 +250,14 @@ def test_bad_input_is_a_clear_value_error(
         dutch_books(incidence, probs, norm)  # type: ignore[arg-type]
 
 
+def test_masked_entries_of_a_masked_array_are_unanswered() -> None:
+    """`np.asarray` drops a mask: the hidden 0.6 was read as an answer and scored 0.1."""
+    probs = np.ma.masked_array([[0.6, 0.6], [0.6, 0.6]], mask=[[False, True], [False, False]])
+    result = dutch_books(np.eye(2), probs)
+    assert result.profit[0] == 0.0 and np.isnan(result.stakes[0, 1])
+    assert abs(result.profit[1] - 0.1) <= 1e-12
+
+
 def test_results_do_not_depend_on_earlier_calls() -> None:
     """Models are cached between calls, but each call starts cold: same input, same book."""
     incidence = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0], [0, 1, 1]])
