@@ -11,6 +11,8 @@ import warnings
 import numpy as np
 import numpy.typing as npt
 
+from scoring.inputs import ROUNDING, as_real
+
 
 def brier(probs: npt.ArrayLike, outcomes: npt.ArrayLike) -> float | npt.NDArray[np.float64]:
     """Mean of (p - o)^2 over the last axis, ignoring NaN in either argument.
@@ -19,8 +21,7 @@ def brier(probs: npt.ArrayLike, outcomes: npt.ArrayLike) -> float | npt.NDArray[
     scores many sets at once. Returns a float for a single set, else an array over the
     leading axes; a set with nothing answered scores NaN.
     """
-    p = np.asarray(probs, dtype=np.float64)
-    o = np.asarray(outcomes, dtype=np.float64)
+    p, o = _checked(probs, outcomes)
     if p.ndim == 0:
         raise ValueError("probs must have at least one event")
     try:
@@ -31,3 +32,23 @@ def brier(probs: npt.ArrayLike, outcomes: npt.ArrayLike) -> float | npt.NDArray[
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN sets give NaN, by design
         score = np.nanmean(squared, axis=-1)
     return float(score) if np.ndim(score) == 0 else np.asarray(score, dtype=np.float64)
+
+
+def _checked(
+    probs: npt.ArrayLike, outcomes: npt.ArrayLike
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Probabilities in [0, 1] and outcomes in {0, 1} (NaN allowed in both), or ValueError.
+
+    The same forecasts `dutch_books` refuses (1.5, -0.1, inf) would otherwise get a Brier
+    score, and an outcome of 0.5 or 2 a number that is no Brier score at all.
+    """
+    p = as_real(probs, "probs")
+    o = as_real(outcomes, "outcomes")
+    stated = p[~np.isnan(p)]
+    # As in `inputs.as_probs`, an ulp past 1 (a forecast computed as M @ pi) is rounding.
+    if np.any(stated < -ROUNDING) or np.any(stated > 1.0 + ROUNDING):
+        raise ValueError("probs must lie in [0, 1] (NaN marks an unanswered event)")
+    known = o[~np.isnan(o)]
+    if not np.all((known == 0.0) | (known == 1.0)):
+        raise ValueError("outcomes must be 0 or 1 (NaN marks an unresolved event)")
+    return p, o

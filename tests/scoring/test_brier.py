@@ -32,3 +32,28 @@ def test_one_outcome_vector_per_set() -> None:
 def test_misaligned_inputs_are_rejected() -> None:
     with pytest.raises(ValueError, match="do not align"):
         brier([0.5, 0.5, 0.5], [1, 0])
+
+
+@pytest.mark.parametrize(
+    ("probs", "outcomes", "message"),
+    [
+        # `dutch_books` refuses these forecasts; brier scored them (1.5 -> 1.145).
+        ([1.5, 0.8], [0, 1], r"probs must lie in \[0, 1\]"),
+        ([-0.5, 0.8], [0, 1], r"probs must lie in \[0, 1\]"),
+        ([np.inf, 0.8], [0, 1], r"probs must lie in \[0, 1\]"),
+        # an outcome either happened or not: 0.5 or 2 gave a number that is no Brier score
+        ([0.2, 0.8], [0.5, 1], "outcomes must be 0 or 1"),
+        ([0.2, 0.8], [2, 1], "outcomes must be 0 or 1"),
+        (np.array([0.2 + 0.5j, 0.8]), [0, 1], "probs must be real"),
+    ],
+)
+def test_probabilities_and_outcomes_out_of_range_are_rejected(
+    probs: object, outcomes: object, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        brier(probs, outcomes)  # type: ignore[arg-type]
+
+
+def test_rounding_past_one_and_unresolved_outcomes_still_score() -> None:
+    assert brier([1.0 + 1e-15, 0.0], [1, 0]) == pytest.approx(0.0)
+    assert brier([0.2, 0.8], [np.nan, True]) == pytest.approx(0.04)
