@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scoring.dutch_book import DutchBookResult
+from scoring.inputs import FloatArray, as_incidence
 from scoring.pool import score_groups
 
 
@@ -34,18 +35,14 @@ def solve_grouped(jobs: Sequence[SetJob], workers: int | None = None) -> list[Du
     Returns one `DutchBookResult` per job, rows in the order of that job's `probs`.
     `workers` is passed to `score_groups` (None: every core for big work, else one).
     """
+    checked = _checked(jobs)
     groups: dict[tuple[str, tuple[int, ...], bytes], list[int]] = {}
-    for index, job in enumerate(jobs):
-        matrix = np.ascontiguousarray(job.incidence, dtype=np.uint8)
-        groups.setdefault((job.norm, matrix.shape, matrix.tobytes()), []).append(index)
+    for index, (job, (key, matrix, _)) in enumerate(zip(jobs, checked, strict=True)):
+        groups.setdefault((job.norm, matrix.shape, key), []).append(index)
     members = list(groups.values())
     solved = score_groups(
         [
-            (
-                jobs[group[0]].incidence,
-                np.vstack([np.atleast_2d(jobs[i].probs) for i in group]),
-                jobs[group[0]].norm,
-            )
+            (checked[group[0]][1], np.vstack([checked[i][2] for i in group]), jobs[group[0]].norm)
             for group in members
         ],
         workers=workers,
@@ -54,7 +51,7 @@ def solve_grouped(jobs: Sequence[SetJob], workers: int | None = None) -> list[Du
     for group, result in zip(members, solved, strict=True):
         offset = 0
         for i in group:
-            k = np.atleast_2d(jobs[i].probs).shape[0]
+            k = checked[i][2].shape[0]
             part = slice(offset, offset + k)
             results[i] = DutchBookResult(
                 profit=result.profit[part],
@@ -64,3 +61,33 @@ def solve_grouped(jobs: Sequence[SetJob], workers: int | None = None) -> list[Du
             )
             offset += k
     return [r for r in results if r is not None]
+
+
+def _checked(jobs: Sequence[SetJob]) -> list[tuple[bytes, FloatArray, npt.NDArray[np.float64]]]:
+    """Each job's grouping key, checked incidence and (K, n) probs; or a ValueError naming it.
+
+    Grouping by the matrix cast to uint8 alone let an invalid one (a NaN entry, a 256) join
+    the group of the valid matrix it cast to and be scored as that one, unchecked. Each
+    distinct matrix is checked once (a campaign's thousands of jobs share a few); the
+    probabilities' shape is checked here, their values by `dutch_books` for the group.
+    """
+    matrices: dict[tuple[str, tuple[int, ...], bytes], tuple[bytes, FloatArray]] = {}
+    out = []
+    for index, job in enumerate(jobs):
+        try:
+            raw = np.asarray(job.incidence)
+            seen = (raw.dtype.str, raw.shape, raw.tobytes())
+            if seen not in matrices:
+                matrix = as_incidence(raw)
+                matrices[seen] = (matrix.astype(np.uint8).tobytes(), matrix)
+            key, matrix = matrices[seen]
+            probs = np.atleast_2d(job.probs)
+            if probs.ndim != 2 or probs.shape[1] != matrix.shape[0]:
+                raise ValueError(
+                    f"probs of shape {np.shape(job.probs)} do not fit an incidence of "
+                    f"{matrix.shape[0]} events"
+                )
+        except ValueError as error:
+            raise ValueError(f"set job {index}: {error}") from error
+        out.append((key, matrix, probs))
+    return out

@@ -1,0 +1,44 @@
+"""`scoring.grouped.solve_grouped`: jobs grouped by matrix and norm, each checked as its own."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scoring import dutch_books
+from scoring.grouped import SetJob, solve_grouped
+
+NEGATION = np.array([[1, 0], [0, 1]], dtype=np.uint8)
+
+
+@pytest.mark.parametrize("bad", [np.nan, 256.0])
+def test_an_invalid_matrix_is_refused_even_beside_the_valid_one_it_casts_to(bad: float) -> None:
+    """Grouped by the matrix cast to uint8, [[1, 0], [nan, 1]] joined the negation's group
+    and was scored as the negation (profit 0.1), never checked."""
+    invalid = np.array([[1.0, 0.0], [bad, 1.0]])
+    jobs = [SetJob(NEGATION, np.array([[0.6, 0.6]])), SetJob(invalid, np.array([[0.6, 0.6]]))]
+    with pytest.raises(ValueError, match="set job 1: incidence entries must all be 0 or 1"):
+        solve_grouped(jobs, workers=1)
+
+
+def test_probabilities_that_do_not_fit_their_matrix_name_the_job() -> None:
+    """numpy's vstack message ('all the input array dimensions ...') named neither."""
+    jobs = [SetJob(NEGATION, np.array([[0.6, 0.6]])), SetJob(NEGATION, np.array([[0.6] * 3]))]
+    with pytest.raises(ValueError, match=r"set job 1: probs of shape \(1, 3\) do not fit"):
+        solve_grouped(jobs, workers=1)
+
+
+def test_each_job_gets_its_rows_as_dutch_books_gives_them() -> None:
+    partition = np.array([[1, 0, 0], [0, 1, 1], [1, 1, 0]], dtype=np.uint8)
+    jobs = [
+        SetJob(NEGATION, np.array([0.6, 0.6])),
+        SetJob(partition, np.array([[0.2, 0.7, 0.95], [0.1, np.nan, 0.5]])),
+        SetJob(NEGATION.astype(bool), np.array([[0.3, 0.3], [0.5, 0.5]])),
+        SetJob(NEGATION, np.array([[0.9, 0.3]]), "l1"),
+    ]
+    results = solve_grouped(jobs, workers=1)
+    negations = dutch_books(NEGATION, [[0.6, 0.6], [0.3, 0.3], [0.5, 0.5]])
+    np.testing.assert_array_equal(results[0].profit, negations.profit[:1])
+    np.testing.assert_array_equal(results[2].profit, negations.profit[1:])
+    np.testing.assert_array_equal(results[1].profit, dutch_books(partition, jobs[1].probs).profit)
+    assert results[3].norm == "l1" and abs(results[3].profit[0] - 0.2) <= 1e-12
