@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import scoring.batch_lp as batch_lp
+from panels.stock import horizon_panel, two_asset_panel
 from scoring import dutch_books
 
 Reference = Callable[[np.ndarray, np.ndarray, str], float]
@@ -186,6 +187,44 @@ def test_paper_figure_1() -> None:
     np.testing.assert_array_equal(np.round(result.coherent[0], 4), [0.4111, 0.3944, 0.8056])
     # the book: buy both halves, sell the union, a third of the budget each
     np.testing.assert_allclose(result.stakes[0], [1 / 3, 1 / 3, -1 / 3], atol=1e-9)
+
+
+def test_paper_rounding_to_four_decimals_wins_at_most_5e_5() -> None:
+    """Section 4.1: answers to four decimals 'can produce at most 5e-5 of arbitrage profit'.
+    Moving each probability of a coherent forecast by up to 5e-5 moves its sup-norm distance
+    to the coherent set by at most that; Figure 1's events attain it."""
+    incidence = horizon_panel(1).incidence
+    weights = np.random.default_rng(7).dirichlet(np.full(4, 0.5), size=300)
+    coherent = weights @ incidence.T
+    assert dutch_books(incidence, np.round(coherent, 4)).profit.max() <= 5e-5
+    signs = np.random.default_rng(8).choice([-1.0, 1.0], size=coherent.shape)
+    moved = np.clip(coherent + 5e-5 * signs, 0.0, 1.0)
+    assert dutch_books(incidence, moved).profit.max() <= 5e-5 + 1e-12
+    # B1, B2 and B1-or-B2 at (0.2, 0.3, 0.5), the halves up and the union down by 5e-5
+    figure_1 = np.array([[0, 1, 0, 0], [0, 0, 1, 0], [0, 1, 1, 0]])
+    worst = dutch_books(figure_1, [0.2 + 5e-5, 0.3 + 5e-5, 0.5 - 5e-5]).profit[0]
+    assert abs(worst - 5e-5) <= 1e-12
+
+
+def test_paper_a_dogmatic_forecast_is_coherent() -> None:
+    """Section 2: probability one on a single outcome is coherent whatever the events."""
+    for h in (1, 2):
+        incidence = horizon_panel(h).incidence
+        for norm in NORMS:
+            result = dutch_books(incidence, incidence.T.astype(float), norm)
+            assert (result.profit == 0.0).all()
+
+
+def test_paper_two_assets_marginals_score_the_larger_of_the_two() -> None:
+    """Section 4.2: 'the two sets of marginal events yields incoherence equal to the maximum
+    of the two separately' (the product of coherent marginals is coherent)."""
+    panel = two_asset_panel()
+    a = [i for i, e in enumerate(panel.ids) if e.startswith("A:") and "&" not in e]
+    b = [i for i, e in enumerate(panel.ids) if e.startswith("B:")]
+    probs = np.round(np.random.default_rng(9).uniform(size=(60, len(panel.ids))), 4)
+    both = dutch_books(panel.incidence[a + b], probs[:, a + b]).profit
+    alone = [dutch_books(panel.incidence[rows], probs[:, rows]).profit for rows in (a, b)]
+    np.testing.assert_allclose(both, np.maximum(*alone), atol=1e-9, rtol=0)
 
 
 def test_negation_worked_by_hand_in_both_norms() -> None:
