@@ -41,7 +41,7 @@ from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
 from engine.reparse import ok_means_accepted, parser_in_force
 from engine.retry import BUDGET_SPENT_REASON, DUPLICATE, GAVE_UP_MARK
-from engine.scan import Repeats, lost_answers, repeated_rows, scan_ledger
+from engine.scan import Repeats, lost_answers, read_settled, repeated_rows, scan_ledger
 from engine.spend import Prices, carried_by_batch
 from engine.unresolved import in_flight_sentence, interrupted_note, with_unresolved
 
@@ -716,6 +716,20 @@ def audit(
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
+    # Read again when a reparse replaced the answers' shards while they were read.
+    return read_settled(
+        run_dir, lambda: _read_audit(run_dir, prices, providers, batch_prices, spec_parser)
+    )
+
+
+def _read_audit(
+    run_dir: Path,
+    prices: Mapping[str, Prices] | None,
+    providers: Mapping[str, str] | None,
+    batch_prices: Mapping[str, Prices] | None,
+    spec_parser: str | None,
+) -> Audit:
+    """`audit`'s report, read once."""
     repeats = repeated_rows(run_dir)  # a shard copied: its rows count once
     attempts, responses = scan_ledger(
         run_dir, _ATTEMPT_COLUMNS, ["request_id", "model", "attempts"], repeats

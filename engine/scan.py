@@ -10,10 +10,10 @@ by `engine.ledger.Ledger`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import polars as pl
@@ -174,6 +174,38 @@ def _union(
             recent = recent.join(overlap, on=key, how="anti")
         frame = pl.concat([folded, recent], how="vertical")
     return frame if columns is None else frame.select(list(columns))
+
+
+_T = TypeVar("_T")
+
+#: How many times `read_settled` reads a folder whose shards a writer replaced meanwhile.
+SETTLE_TRIES = 5
+
+
+def _shard_names(run_dir: Path) -> tuple[list[str], list[str]]:
+    return (
+        [p.name for _, p in list_shards(run_dir / ATTEMPTS)],
+        [p.name for _, p in list_shards(run_dir / RESPONSES)],
+    )
+
+
+def read_settled(run_dir: Path, read: Callable[[], _T]) -> _T:
+    """`read()` of the folder, done again when it met a shard gone because the shards changed
+    while it read; other errors, and a shard missing from a folder that did not change (a
+    deleted file: damage to say), are raised as they are.
+
+    A reader lists the shards, then reads them later (lazily, at `collect`): a `reparse`
+    replacing `responses/` deletes the old shards in between, and `status` and `audit` run
+    beside it ended in "No such file or directory" for a shard the listing had just named.
+    """
+    for left in reversed(range(SETTLE_TRIES)):
+        before = _shard_names(run_dir)
+        try:
+            return read()
+        except FileNotFoundError:
+            if left == 0 or _shard_names(run_dir) == before:
+                raise
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 def scan_attempts(run_dir: Path | str, columns: Sequence[str] | None = None) -> pl.LazyFrame:

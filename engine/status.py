@@ -30,7 +30,7 @@ from engine.journal import list_segments
 from engine.lanefile import read_lane_states
 from engine.reparse import ok_means_accepted, parser_in_force
 from engine.runlock import read_pid
-from engine.scan import JOURNAL, repeated_rows, scan_ledger
+from engine.scan import JOURNAL, read_settled, repeated_rows, scan_ledger
 from engine.unresolved import in_flight_sentence, with_unresolved
 from providers.types import RETRYABLE, Outcome
 
@@ -87,6 +87,13 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
+    # Read again when a reparse replaced the answers' shards while they were read.
+    return read_settled(run_dir, lambda: _read_status(run_dir, spec_parser))
+
+
+def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
+    """`status`'s summary, read once. (Long only by the dict it builds, whose keys `status`
+    lists.)"""
     # One narrow pass over each table; every count below works on these frames.
     repeats = repeated_rows(run_dir)  # a shard copied: its rows count once
     attempts_scan, responses_scan = scan_ledger(

@@ -1,0 +1,60 @@
+"""`status` and `audit` read while a `reparse` replaces the answers' shards.
+
+They list the shards, then read them at `collect`; a reparse in between deleted the shard
+just listed, and both ended in "No such file or directory" (`dutchbook audit` beside a
+reparse failed 7 times in 60). They now read the folder again (`engine.scan.read_settled`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import engine.audit
+import engine.status
+from engine.audit import audit
+from engine.reparse import reparse
+from engine.status import status
+from tests.engine.test_reparse import _strict_run
+
+
+def _reparsed_after_listing(
+    module: Any, run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> list[int]:
+    """The module's `scan_ledger`, followed the first time by a reparse that replaces the
+    shards it has just listed, before anything reads them; returns the calls made."""
+    real: Callable[..., Any] = module.scan_ledger
+    calls: list[int] = []
+
+    def listed_then_replaced(*args: Any, **kwargs: Any) -> Any:
+        frames = real(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 1:
+            reparse(run_dir, "lenient")
+        return frames
+
+    monkeypatch.setattr(module, "scan_ledger", listed_then_replaced)
+    return calls
+
+
+def test_status_reads_again_when_a_reparse_replaced_the_shards_it_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _strict_run(tmp_path)
+    calls = _reparsed_after_listing(engine.status, tmp_path, monkeypatch)
+    summary = status(tmp_path)
+    assert summary["accepted"] == 5  # lenient's answers: read after the replacement
+    assert len(calls) == 2
+
+
+def test_audit_reads_again_when_a_reparse_replaced_the_shards_it_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _strict_run(tmp_path)
+    calls = _reparsed_after_listing(engine.audit, tmp_path, monkeypatch)
+    report = audit(tmp_path)
+    assert report.totals.accepted == 5
+    assert len(calls) == 2
