@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from engine.audit import (
+    REJECTED_ON_REPARSE,
     at_provider_sentence,
     by_cause,
     classify,
@@ -250,6 +251,14 @@ def _pending_failures(
             pl.col("detail").sort_by("attempt").last(),
         )
         .collect()
+    )
+    # An `ok` last attempt without an answer (not a lost one: those are left out above) is a
+    # reply a stricter reparse rejected; it was listed as a failure named "ok", permanent.
+    rejected = pl.col("outcome") == str(Outcome.OK)
+    last_attempts = last_attempts.with_columns(
+        pl.when(rejected).then(pl.lit(str(Outcome.INVALID_RESPONSE))).otherwise("outcome")
+        .alias("outcome"),
+        pl.when(rejected).then(pl.lit(REJECTED_ON_REPARSE)).otherwise("detail").alias("detail"),
     )
     by_outcome = _counts(last_attempts.group_by("outcome").len(), "outcome")
     summary = {

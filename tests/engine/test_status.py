@@ -337,3 +337,32 @@ def test_status_while_a_writer_compacts_never_fails_nor_goes_backwards(tmp_path:
     # The attempt it had sent when killed, if any, counts as the interrupted one it becomes.
     assert after["interrupted_unrecorded"] in (0, 1)
     assert after["accepted"] == after["attempts"] - after["interrupted_unrecorded"]
+
+
+def test_an_answer_a_strict_reparse_rejected_is_pending_as_rejected_not_as_ok(
+    tmp_path: Path,
+) -> None:
+    """Before, status listed such a request as failed with the outcome "ok", permanent."""
+    from engine.records import AttemptRecord, ResponseRecord
+    from engine.reparse import reparse
+    from tests.engine.test_reparse import T0
+
+    raw = '{"probability": "11/36"}'  # what a lenient run accepts and strict does not
+    attempt = AttemptRecord(
+        request_id="frac", attempt=1, model="m1", provider="sim", started_at=T0,
+        elapsed_ms=250.0, outcome="ok", http_status=200, provider_request_id=None,
+        retry_after_s=None, tokens_in=90, tokens_out=9, detail="", raw_text=raw,
+        finish_reason="stop",
+    )
+    answer = ResponseRecord(
+        request_id="frac", model="m1", arm="baseline", unit="AAPL@2024-01-02", pass_=0,
+        events=["e0"], keys=["probability"], raw_text=raw, values=[11 / 36],
+        finish_reason="stop", tokens_in=90, tokens_out=9, attempts=1, accepted_at=T0,
+    )
+    with Ledger.open(tmp_path) as ledger:
+        ledger.record_result(attempt, answer)
+    assert reparse(tmp_path, "strict").newly_rejected == 1
+    pending = status(tmp_path)["pending_failures"]
+    assert pending["by_outcome"] == {"invalid_response": 1}
+    assert pending["permanent"] == 0
+    assert pending["examples"][0]["detail"] == "rejected_on_reparse"
