@@ -389,10 +389,13 @@ def bearer_key_adapter(
 
 _RATE_LIMIT_TEXT = re.compile(r"rate.?limit|too many requests|throttl", re.IGNORECASE)
 #: Not a bare "billing": Groq ends every per-minute 429 with "Need more tokens? Upgrade to Dev
-#: Tier today at https://console.groq.com/settings/billing", which is no spent quota.
+#: Tier today at https://console.groq.com/settings/billing", which is no spent quota. OpenAI's
+#: 429 for an account without billing ("billing_not_active": "... please check your billing
+#: details ...") is one: retrying it within the minute only gives each request up.
 _QUOTA_TEXT = re.compile(
     r"per day|\b(?:RPD|TPD)\b|daily|insufficient_quota|exceeded your current quota"
-    r"|billing[ _]hard[ _]limit|credits? (?:exhausted|depleted)|out of credits",
+    r"|billing[ _]hard[ _]limit|billing_not_active|check your billing details"
+    r"|credits? (?:exhausted|depleted)|out of credits",
     re.IGNORECASE,
 )
 

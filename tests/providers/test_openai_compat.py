@@ -249,6 +249,9 @@ def test_rate_limit_wait_from_headers_then_message() -> None:
         ("Rate limit reached on requests per day (RPD): Limit 1000, Used 1000", {}, GROQ, True),
         ("You exceeded your current quota, please check your plan and billing details.", {},
          PLAIN, True),
+        # an account without billing (BerriAI/litellm#2743): no wait within the minute helps
+        ("Your account is not active, please check your billing details on our website.", {},
+         PLAIN, True),
         ("Rate limit reached on tokens per minute (TPM)", {"x-ratelimit-remaining-requests": "0"},
          GROQ, True),  # Groq's request counter is per day
         ("Rate limit reached on tokens per minute (TPM)", {"x-ratelimit-remaining-requests": "0"},
