@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scoring.dutch_book import DutchBookResult
-from scoring.inputs import FloatArray, as_incidence
+from scoring.inputs import FloatArray, as_incidence, as_real
 from scoring.pool import score_groups
 
 
@@ -81,7 +81,7 @@ def _checked(jobs: Sequence[SetJob]) -> list[tuple[bytes, FloatArray, npt.NDArra
                 matrix = as_incidence(raw)
                 matrices[seen] = (matrix.astype(np.uint8).tobytes(), matrix)
             key, matrix = matrices[seen]
-            probs = np.atleast_2d(job.probs)
+            probs = np.atleast_2d(as_real(job.probs, "probs"))  # a masked array's mask kept
             if probs.ndim != 2 or probs.shape[1] != matrix.shape[0]:
                 raise ValueError(
                     f"probs of shape {np.shape(job.probs)} do not fit an incidence of "

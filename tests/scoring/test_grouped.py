@@ -42,3 +42,10 @@ def test_each_job_gets_its_rows_as_dutch_books_gives_them() -> None:
     np.testing.assert_array_equal(results[2].profit, negations.profit[1:])
     np.testing.assert_array_equal(results[1].profit, dutch_books(partition, jobs[1].probs).profit)
     assert results[3].norm == "l1" and abs(results[3].profit[0] - 0.2) <= 1e-12
+
+
+def test_masked_entries_of_a_job_are_unanswered_as_dutch_books_reads_them() -> None:
+    """`np.atleast_2d` dropped the mask: the hidden 0.6 was scored as an answer (0.1)."""
+    probs = np.ma.masked_array([[0.6, 0.6]], mask=[[0, 1]])
+    (result,) = solve_grouped([SetJob(NEGATION, probs)], workers=1)
+    assert result.profit[0] == dutch_books(NEGATION, probs).profit[0] == 0.0
