@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import numpy.typing as npt
 
-from scoring.inputs import ROUNDING, as_real
+from scoring.inputs import as_real, check_in_unit_range
 
 
 def brier(probs: npt.ArrayLike, outcomes: npt.ArrayLike) -> float | npt.NDArray[np.float64]:
@@ -44,10 +44,7 @@ def _checked(
     """
     p = as_real(probs, "probs")
     o = as_real(outcomes, "outcomes")
-    stated = p[~np.isnan(p)]
-    # As in `inputs.as_probs`, an ulp past 1 (a forecast computed as M @ pi) is rounding.
-    if np.any(stated < -ROUNDING) or np.any(stated > 1.0 + ROUNDING):
-        raise ValueError("probs must lie in [0, 1] (NaN marks an unanswered event)")
+    check_in_unit_range(p)  # as `dutch_books` checks them
     known = o[~np.isnan(o)]
     if not np.all((known == 0.0) | (known == 1.0)):
         raise ValueError("outcomes must be 0 or 1 (NaN marks an unresolved event)")

@@ -56,6 +56,14 @@ def as_real(values: npt.ArrayLike, name: str) -> FloatArray:
         raise ValueError(f"{name} must be real numbers: {error}") from error
 
 
+def check_in_unit_range(probs: FloatArray) -> None:
+    """ValueError unless every stated probability (NaN: unanswered) lies in [0, 1], an
+    overshoot of `ROUNDING` allowed (a forecast computed as M @ pi may pass 1 by an ulp)."""
+    answered = probs[~np.isnan(probs)]
+    if answered.size and (np.any(answered < -ROUNDING) or np.any(answered > 1.0 + ROUNDING)):
+        raise ValueError("probs must lie in [0, 1] (NaN marks an unanswered event)")
+
+
 def as_probs(probs: npt.ArrayLike, n_events: int) -> tuple[FloatArray, bool]:
     """Return probabilities as a (K, n) float matrix and whether the input was 1-D.
 
@@ -71,8 +79,6 @@ def as_probs(probs: npt.ArrayLike, n_events: int) -> tuple[FloatArray, bool]:
         raise ValueError(
             f"probs has {array.shape[1]} events per set but incidence has {n_events} rows"
         )
-    answered = array[~np.isnan(array)]
-    if answered.size and (np.any(answered < -ROUNDING) or np.any(answered > 1.0 + ROUNDING)):
-        raise ValueError("probs must lie in [0, 1] (NaN marks an unanswered event)")
+    check_in_unit_range(array)
     # Forecasts computed as M @ pi may overshoot 1 by an ulp; clip what is only rounding.
     return np.clip(array, 0.0, 1.0), one_set
