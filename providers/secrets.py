@@ -64,10 +64,24 @@ def _mask_cut_head(text: str, values: list[str]) -> str:
     """`text` with the head of a known value that its cut (`CUT_MARK`) left at its end masked."""
     kept = text[: -len(CUT_MARK)]
     for value in values:
-        for size in range(min(len(value) - 1, len(kept)), MIN_CUT_HEAD - 1, -1):
-            if kept.endswith(value[:size]):
-                return kept[:-size] + MASK + CUT_MARK
+        start = _head_start(kept, value)
+        if start is not None:
+            return kept[:start] + MASK + CUT_MARK
     return text
+
+
+def _head_start(kept: str, value: str) -> int | None:
+    """Where the longest head of `value` (`MIN_CUT_HEAD` characters or more, not all of it)
+    that ends `kept` starts, if one does. Only the places where the value's first characters
+    occur are tried: trying every length, each a new slice, took 48 µs for a 1,500-character
+    token and 1.5 ms for ten session tokens beside a long reply."""
+    first = value[:MIN_CUT_HEAD]
+    at = kept.find(first, max(0, len(kept) - len(value) + 1))
+    while at != -1:
+        if value.startswith(kept[at:]):
+            return at
+        at = kept.find(first, at + 1)
+    return None
 
 
 #: Credential shapes masked even when their value was never handed to `redact`: a key from
