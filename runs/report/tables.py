@@ -12,7 +12,8 @@ CSV files in `report/` (one row per line, header first; empty cell = no value):
   profit_pairs_excluding_zero, brier_pairs_excluding_zero`.
 - `repeated_elicitation.csv`: `model, arm, passes, units, single_pass_mean, k, mean, lo, hi`
   (one row per k; absent when the section was not computed).
-- `families.csv`: `model, arm, families, coverage, status, arbitrage_free, _lo, _hi`.
+- `families.csv`: `model, arm, families, coverage, status, arbitrage_free, _lo, _hi,
+  vs_marginals, _lo, _hi` (the last three empty: a family arm has no marginals row).
 """
 
 from __future__ import annotations
@@ -545,6 +546,7 @@ def csv_tables(data: ReportData) -> dict[str, str]:
                 for b in r["by_k"]
             ],
         )
+    by_cell = {(r.model, r.arm): r for r in data.rows}
     tables["families.csv"] = _csv_text(
         [
             "model",
@@ -560,19 +562,17 @@ def csv_tables(data: ReportData) -> dict[str, str]:
             "vs_marginals_hi",
         ],
         [
-            [
-                f["model"],
-                f["arm"],
-                f["families"],
-                f["coverage"],
-                f["status"],
-                *(
-                    [None] * 3
-                    if f["arbitrage_free"] is None
-                    else [f["arbitrage_free"][k] for k in ("mean", "lo", "hi")]
-                ),
-            ]
+            [*_family_cells(f), *_iv_cells(by_cell[f["model"], f["arm"]].vs_marginals)]
             for f in data.families
         ],
     )
     return tables
+
+
+def _family_cells(f: dict[str, Any]) -> list[Any]:
+    """A `families.csv` row up to its arbitrage-free interval; its `vs_marginals` cells come
+    from the leaderboard row (`ReportData.rows`), which the families section leaves out:
+    without them each row stopped three cells short of its header."""
+    free = f["arbitrage_free"]
+    ends = [None] * 3 if free is None else [free[k] for k in ("mean", "lo", "hi")]
+    return [f["model"], f["arm"], f["families"], f["coverage"], f["status"], *ends]

@@ -6,6 +6,7 @@ calls on hand-built vectors, never from the report itself.
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 from collections.abc import Sequence
@@ -239,6 +240,30 @@ def test_under_the_coverage_floor_a_model_is_not_scored_never_incoherent(tmp_pat
     assert "coverage floor" in fam[("good", "families/isolated")]["rule"]
     assert summary["across_models"]["models"] == []
     assert "not scored" in text and "0.9000" not in text
+
+
+def test_every_families_csv_row_has_every_column_of_its_header(tmp_path: Path) -> None:
+    """The header named the vs_marginals columns, but each row stopped after
+    arbitrage_free_hi: 8 cells under 11 names, which a reader keyed by header misread."""
+    fams = [f"fam{i}" for i in range(5)]
+    rows = [
+        row("good", "families/isolated", f, 0, p, cluster=f, set_="family")
+        for f, p in zip(fams, [0.0, 0.05, 0.06, 0.2, 0.01], strict=True)
+    ]
+    rows += [
+        row("flaky", "families/isolated", f, 0, 0.9, cluster=f, set_="family", coverage=0.6)
+        for f in fams
+    ]
+    report(tmp_path, frame(rows))
+    text = (tmp_path / "report" / "families.csv").read_text(encoding="utf-8")
+    header, *lines = list(csv.reader(StringIO(text)))
+    assert header[-3:] == ["vs_marginals", "vs_marginals_lo", "vs_marginals_hi"]
+    assert len(lines) == 2
+    assert all(len(line) == len(header) for line in lines)
+    by_model = {line[0]: dict(zip(header, line, strict=True)) for line in lines}
+    assert float(by_model["good"]["arbitrage_free"]) == pytest.approx(0.6)
+    assert by_model["flaky"]["arbitrage_free"] == ""
+    assert by_model["good"]["vs_marginals"] == ""  # a family arm has no marginals row
 
 
 def test_family_profit_is_averaged_over_passes_before_the_five_cent_rule(tmp_path: Path) -> None:
