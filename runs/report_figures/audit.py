@@ -9,6 +9,7 @@ outage shows where it happened.
 from __future__ import annotations
 
 import textwrap
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -120,7 +121,7 @@ def panel_title(model: str, counts: str, width: int) -> str:
     """`model: counts` in lines of at most `width` characters (a line longer only where the
     name has one unbroken part so long): the name whole, broken at spaces and hyphens first,
     each of its lines isolated for the bidi algorithm (`_style.isolated`)."""
-    lines = textwrap.wrap(model, width) or [model]
+    lines = _NameWrapper(width, break_long_words=False).wrap(model) or [model]
     last = len(lines[-1])
     shown = [_style.isolated(line) for line in lines]
     if last + 2 + len(counts) <= width:
@@ -129,6 +130,21 @@ def panel_title(model: str, counts: str, width: int) -> str:
         shown[-1] += ":"
         shown.append(counts)
     return "\n".join(shown)
+
+
+class _NameWrapper(textwrap.TextWrapper):
+    """`textwrap`'s wrapper that never breaks before a combining mark. Its chunks split at
+    whitespace, and a mark written after a space (an accent shown on its own) began a line
+    apart from the space it sits on; such a mark is kept with the chunk before it."""
+
+    def _split(self, text: str) -> list[str]:
+        chunks: list[str] = []
+        for chunk in super()._split(text):
+            if chunks and unicodedata.category(chunk[0]).startswith("M"):
+                chunks[-1] += chunk
+            else:
+                chunks.append(chunk)
+        return chunks
 
 
 def _panel(ax: Any, frame: pl.DataFrame, outcomes: Sequence[str], scale: float) -> str:

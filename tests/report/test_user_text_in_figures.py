@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
+import unicodedata
 import warnings
 from pathlib import Path
 from typing import Any
@@ -151,3 +152,25 @@ def test_a_right_to_left_name_keeps_the_text_beside_it_in_place(
         "\u2068\u05de\u05d5\u05d3\u05dc\u2069: 1 attempt, 0 retry attempts (0.0%)",
     ]
     assert not boxes  # the isolates draw nothing
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "x" * 70,  # one unbroken part longer than a line
+        "a" + "e\u0301" * 30,  # decomposed accents: a cut at 48 fell between e and its mark
+        "a" * 40 + " \u0301" + "b" * 10,  # a mark after a space began the next line alone
+    ],
+    ids=["unbroken", "accents", "mark-after-space"],
+)
+def test_figure_8s_panel_title_keeps_a_long_name_whole(name: str) -> None:
+    """`panel_title` broke a name with no space in it at the line's width (textwrap breaks
+    long words by default), mid-word and even between a letter and its combining accent;
+    its docstring promised the name whole, a line longer where a part is so long."""
+    from runs.report_figures.audit import panel_title
+
+    lines = panel_title(name, "1 attempt", 48).split("\n")
+    assert not any(unicodedata.category(line[0]).startswith("M") for line in lines)
+    words = [part for line in lines for part in line.removesuffix(":").split(" ") if part]
+    assert words[-2:] == ["1", "attempt"]
+    assert [w for w in name.split(" ") if w] == [w.rstrip(":") for w in words[:-2]]
