@@ -90,5 +90,5 @@ def create_adapter(config: ModelConfig, env: Mapping[str, str]) -> OpenAICompatA
         auth_header="api-key" if is_key else "Authorization",
         bearer=not is_key,
         model_field=deployment(config),
-        auth_hint=f"check {name}",
+        auth_hint=f"credential from {name}",
     )

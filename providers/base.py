@@ -159,8 +159,10 @@ __all__ = [
 
 def with_auth_hint(result: Completion | Failure, hint: str | None) -> Completion | Failure:
     """An auth failure whose detail opens with where the refused credential came from (`hint`,
-    say "check GROQ_API_KEY"): the lane stops on three of them with this detail, and the
-    provider's words ("Invalid API Key") name no variable, least of all with two set."""
+    say "credential from GROQ_API_KEY"): the lane stops on three of them with this detail,
+    and the provider's words ("Invalid API Key") name no variable, least of all with two set.
+    It says where the credential came from, not what to fix: a model the account may not use
+    (Bedrock's AccessDeniedException, Vertex's PERMISSION_DENIED) is refused with valid keys."""
     if hint is None or not isinstance(result, Failure) or result.outcome is not Outcome.AUTH_ERROR:
         return result
     return replace(result, detail=short(f"{hint}: {result.detail}"))

@@ -230,9 +230,9 @@ class CredentialSource:
         """Where these credentials come from, for an auth failure's detail."""
         if self._static is not None:
             token = f" and {SESSION_TOKEN_ENV}" if self._static.token else ""
-            return f"check {KEY_ENVS[0]}, {KEY_ENVS[1]}{token}"
+            return f"AWS credentials from {KEY_ENVS[0]}, {KEY_ENVS[1]}{token}"
         profile = f"profile {self._profile!r}" if self._profile else "the default profile"
-        return f"check the AWS credentials of {profile} (botocore's chain)"
+        return f"AWS credentials of {profile} (botocore's chain)"
 
     def current(self) -> AwsCredentials:
         if self._static is not None:
@@ -302,7 +302,7 @@ class BedrockAdapter:
         self._seen_secrets: set[Secret] = set()  # Secret: masked even in vars(adapter)
         self._secrets_lock = threading.Lock()
         self._auth_hint = (
-            f"check {config.api_key_env or BEARER_ENV}" if self._credentials is None
+            f"credential from {config.api_key_env or BEARER_ENV}" if self._credentials is None
             else self._credentials.hint()
         )
         self._omitted_rules = options_omitted(config.model)

@@ -2,8 +2,9 @@
 
 Groq differs from the common shape in three ways that matter for accounting: the request id
 is in the body as `x_groq.id`, its request-rate headers count per *day* (so remaining 0 on a
-429 means wait for tomorrow, not a few seconds), and a 400 `json_validate_failed` is the
-model's malformed JSON, worth a retry, rather than our bad request.
+429 means wait for tomorrow, not a few seconds), and a 400 `json_validate_failed` (the
+model's malformed JSON) or `tool_use_failed` (a tool call no request offered) is the model's
+invalid response, worth a retry, rather than our bad request.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ def create_adapter(config: ModelConfig, env: Mapping[str, str]) -> OpenAICompatA
         found = first_set(env, (config.api_key_env,))
         if found is None:
             raise ConfigError(f"model {config.name!r} (openai): set {config.api_key_env}")
-        credential, hint = found[1], f"check {config.api_key_env}"
+        credential, hint = found[1], f"credential from {config.api_key_env}"
     return OpenAICompatAdapter(
         provider=PROVIDER,
         config=config,

@@ -381,7 +381,7 @@ def bearer_key_adapter(
         url=chat_url(config.base_url or default_base_url),
         dialect=replace(dialect, token_field=token_field(config, dialect.token_field)),
         credential=found[1],
-        auth_hint=f"check {found[0]}",
+        auth_hint=f"credential from {found[0]}",
     )
 
 

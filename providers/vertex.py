@@ -273,10 +273,13 @@ class VertexAdapter:
     def _credential_hint(self, config: ModelConfig) -> str:
         """Where the token comes from, for an auth failure's detail."""
         if self._env_token is not None:
-            return f"check {config.api_key_env}"
+            return f"credential from {config.api_key_env}"
         if self._credentials_file:
-            return f"check {CREDENTIALS_FILE_ENV} and its account's roles"
-        return "check Application Default Credentials (gcloud auth application-default login)"
+            return f"credentials from {CREDENTIALS_FILE_ENV}"
+        return (
+            "credentials from Application Default Credentials "
+            "(gcloud auth application-default login)"
+        )
 
     def _token_cache(self) -> TokenCache:
         if self._tokens is None:

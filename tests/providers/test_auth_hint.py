@@ -17,29 +17,29 @@ VERTEX_401 = orjson.dumps({"error": {"code": 401, "message": "Request had invali
 AZURE = {"AZURE_OPENAI_ENDPOINT": "https://res.openai.azure.com"}
 CASES = [
     ("groq", "openai/gpt-oss-120b", {"GROQ_API_KEY": "gsk_0123456789abcdef"}, None,
-     OPENAI_401, {}, "check GROQ_API_KEY: "),
+     OPENAI_401, {}, "credential from GROQ_API_KEY: "),
     ("deepinfra", "openai/gpt-oss-20b", {"DEEPINFRA_TOKEN": "di-0123456789abcdef"}, None,
-     OPENAI_401, {}, "check DEEPINFRA_TOKEN: "),
+     OPENAI_401, {}, "credential from DEEPINFRA_TOKEN: "),
     ("groq", "openai/gpt-oss-120b", {"MY_GROQ": "gsk_0123456789abcdef"}, "MY_GROQ",
-     OPENAI_401, {}, "check MY_GROQ: "),
+     OPENAI_401, {}, "credential from MY_GROQ: "),
     ("azure", "gpt-5.6", {**AZURE, "AZURE_OPENAI_API_KEY": "0123456789abcdef"}, None,
-     OPENAI_401, {}, "check AZURE_OPENAI_API_KEY: "),
+     OPENAI_401, {}, "credential from AZURE_OPENAI_API_KEY: "),
     ("azure", "gpt-5.6", {**AZURE, "AZURE_OPENAI_AD_TOKEN": "eyJ0123456789abcdef"}, None,
-     OPENAI_401, {}, "check AZURE_OPENAI_AD_TOKEN: "),
+     OPENAI_401, {}, "credential from AZURE_OPENAI_AD_TOKEN: "),
     ("openai", "m", {"SERVER_KEY": "sk-0123456789abcdef"}, "SERVER_KEY",
-     OPENAI_401, {}, "check SERVER_KEY: "),
+     OPENAI_401, {}, "credential from SERVER_KEY: "),
     ("openai", "m", {}, None, OPENAI_401, {}, "no key was sent (set api_key_env"),
     ("bedrock", "anthropic.claude-3-haiku-20240307-v1:0",
      {"AWS_REGION": "us-east-1", "AWS_BEARER_TOKEN_BEDROCK": "ABSK0123456789abcdef"}, None,
      BEDROCK_403, {"x-amzn-ErrorType": "UnrecognizedClientException"},
-     "check AWS_BEARER_TOKEN_BEDROCK: "),
+     "credential from AWS_BEARER_TOKEN_BEDROCK: "),
     ("bedrock", "anthropic.claude-3-haiku-20240307-v1:0",
      {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIA0123456789ABCDEF",
       "AWS_SECRET_ACCESS_KEY": "secret0123456789", "AWS_SESSION_TOKEN": "token0123456789"},
      None, BEDROCK_403, {"x-amzn-ErrorType": "ExpiredTokenException"},
-     "check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN: "),
+     "AWS credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN: "),
     ("vertex", "gemini-3.5-flash", {"VERTEX_TOKEN": "ya29.0123456789abcdef"}, "VERTEX_TOKEN",
-     VERTEX_401, {}, "check VERTEX_TOKEN: "),
+     VERTEX_401, {}, "credential from VERTEX_TOKEN: "),
 ]
 
 
@@ -64,4 +64,4 @@ def test_other_failures_carry_no_hint() -> None:
     config = ModelConfig(name="m", provider="groq", model="openai/gpt-oss-120b")
     adapter = adapter_for(config, {"GROQ_API_KEY": "gsk_0123456789abcdef"})
     result = adapter.parse(400, {}, orjson.dumps({"error": {"message": "bad"}}))
-    assert isinstance(result, Failure) and not result.detail.startswith("check")
+    assert isinstance(result, Failure) and not result.detail.startswith("credential")

@@ -334,7 +334,8 @@ def test_error_types(code: str, status: int, outcome: Outcome, where: str) -> No
     assert failure.outcome is outcome
     assert failure.detail.endswith(f"{code}: The thing went wrong.")
     # An auth failure opens with where the refused credentials came from.
-    hinted = failure.detail.startswith("check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: ")
+    source = "AWS credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: "
+    hinted = failure.detail.startswith(source)
     assert hinted is (outcome is Outcome.AUTH_ERROR)
     assert failure.http_status == status
     assert failure.provider_request_id == RID["x-amzn-RequestId"]

@@ -316,7 +316,7 @@ def test_rpc_statuses(status: str, code: int, outcome: Outcome, model: str) -> N
     failure = failed(rpc(status, code), status=code, a=adapter(model=model))
     assert failure.outcome is outcome
     assert failure.detail.endswith(f"{status}: Something happened.")
-    assert failure.detail.startswith("check ") is (outcome is Outcome.AUTH_ERROR)
+    assert failure.detail.startswith("credential") is (outcome is Outcome.AUTH_ERROR)
     assert failure.http_status == code
 
 
