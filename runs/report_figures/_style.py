@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -132,14 +133,23 @@ def save(fig: Any, path: Path) -> None:
     measures, so every figure was drawn twice. The files are byte-identical to the "tight"
     ones (tested), and each figure is drawn once (tested). A figure that does keep a layout
     engine is saved the "tight" way, which that engine needs.
+
+    The PNG is made in memory and then written all or nothing (`write_bytes_atomic`): saved
+    straight onto `path`, a report killed while it drew (SIGKILL) left the old figure cut
+    short, 0 bytes once, until the next report replaced it.
     """
+    from engine.durable import write_bytes_atomic
+
     plt = pyplot()
+    png = io.BytesIO()
     if fig.get_layout_engine() is not None:
-        fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=PAD_INCHES)
+        fig.savefig(png, format="png", dpi=DPI, bbox_inches="tight", pad_inches=PAD_INCHES)
     else:
         box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(PAD_INCHES)
-        fig.savefig(path, dpi=DPI, bbox_inches=box)
+        fig.savefig(png, format="png", dpi=DPI, bbox_inches=box)
     plt.close(fig)
+    # No fsync, as for the report's other files: they are rebuilt from the folder at will.
+    write_bytes_atomic(path, png.getvalue(), sync=False)
 
 
 class ModelStyle(NamedTuple):

@@ -602,6 +602,37 @@ def test_a_figure_keeping_a_layout_engine_is_trimmed_the_tight_way(tmp_path: Pat
     assert files[0].read_bytes() == files[1].read_bytes()
 
 
+def test_a_save_cut_short_leaves_the_figure_before_it_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`save` wrote the PNG straight onto its file: a report killed (SIGKILL) while it did
+    left `fig1_books.png` cut short, 0 bytes once. Here the save stops after half a PNG,
+    as a kill would stop it: the file is the one before, and no temporary is left beside."""
+    from matplotlib.figure import Figure as MplFigure
+
+    def cut_short(self: Any, fname: Any, **_kw: Any) -> None:
+        half = b"\x89PNG\r\n\x1a\n half of it"
+        if isinstance(fname, str | Path):
+            Path(fname).write_bytes(half)
+        else:
+            fname.write(half)
+        raise KeyboardInterrupt  # stands for the kill: nothing after this line runs
+
+    plt = _style.pyplot()
+    path = tmp_path / "fig1_books.png"
+    fig = plt.figure(figsize=(2, 2))
+    fig.add_subplot().plot([0, 1], [0, 1])
+    _style.save(fig, path)
+    before = path.read_bytes()
+    monkeypatch.setattr(MplFigure, "savefig", cut_short)
+    fig = plt.figure(figsize=(2, 2))
+    with pytest.raises(KeyboardInterrupt):
+        _style.save(fig, path)
+    plt.close(fig)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
 def test_the_audit_figure_of_one_attempt_shows_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
