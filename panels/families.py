@@ -26,7 +26,7 @@ File format (one family per file)::
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -225,7 +225,7 @@ def family_from_mapping(raw: Mapping[str, Any], file: str = "<family>") -> Famil
     if not isinstance(raw_statements, list) or not raw_statements:
         raise FamilyError(file, "'statements' must be a non-empty list of tables")
     statements: list[Statement] = []
-    statement_ids: dict[str, str] = {}
+    statement_ids: set[str] = set()
     for n, entry in enumerate(raw_statements):
         if not isinstance(entry, dict):
             raise FamilyError(file, f"statement {n + 1} must be a table")
@@ -277,23 +277,41 @@ def family_from_mapping(raw: Mapping[str, Any], file: str = "<family>") -> Famil
     return family
 
 
-def _check_new_id(file: str, ids: dict[str, str], new: str) -> None:
-    """`new` among a family's statement `ids` (composed form -> id as written) once only,
-    compared composed: "café" with U+00E9 and "cafe" + U+0301 are drawn alike in every table
-    and asked of a model as two answer keys it cannot tell apart."""
-    other = ids.get(composed(new))
-    if other is None:
-        ids[composed(new)] = new
-        return
-    if other == new:
+def _check_new_id(file: str, ids: set[str], new: str) -> None:
+    """`new` among a family's statement `ids` once only, as written: two ids in two Unicode
+    forms are refused where a new design is frozen (`check_one_form`), not here, or a run
+    folder an earlier build ran with them could no longer be read."""
+    if new in ids:
         raise FamilyError(file, "duplicate statement id", new)
-    raise FamilyError(
-        file,
-        f"duplicate statement id, written {other!a} and {new!a}: one id in two "
-        "Unicode forms, drawn alike in every table and asked as two keys no reader can tell "
-        "apart",
-        new,
-    )
+    ids.add(new)
+
+
+def check_one_form(families: Iterable[Family]) -> None:
+    """Refuse family ids, and a family's statement ids, written twice in two Unicode forms
+    ("café" with U+00E9 and "cafe" + U+0301): drawn alike in every table, they are asked of a
+    model as two answer keys it cannot tell apart. For a design about to be frozen (a new
+    run folder, `dutchbook plan`); a folder an earlier build ran with such a pair keeps it."""
+    by_form: dict[str, Family] = {}
+    for family in families:
+        other = by_form.setdefault(composed(family.id), family)
+        if other.id != family.id:  # the same id as written: `load_families` refuses it
+            raise FamilyError(
+                str(family.path or "<family>"),
+                f"family id {family.id!a} already used by {other.path or '<family>'} "
+                f"(written {other.id!a} there): one id in two Unicode forms, drawn alike in "
+                "every table",
+            )
+        ids: dict[str, str] = {}
+        for statement in family.statements:
+            seen = ids.setdefault(composed(statement.id), statement.id)
+            if seen != statement.id:
+                raise FamilyError(
+                    str(family.path or "<family>"),
+                    f"duplicate statement id, written {seen!a} and {statement.id!a}: one id "
+                    "in two Unicode forms, drawn alike in every table and asked as two keys "
+                    "no reader can tell apart",
+                    statement.id,
+                )
 
 
 def _exact(file: str, exact: object, statement: str) -> float | None:
@@ -345,14 +363,10 @@ def load_families(directory: str | Path = FAMILIES_DIR) -> dict[str, Family]:
     if not directory.is_dir():
         raise FamilyError(str(directory), "not a directory")
     families: dict[str, Family] = {}
-    by_form: dict[str, Family] = {}  # compared composed, as statement ids (`_check_new_id`)
     for path in sorted(directory.glob("*.toml")):
         family = load_family(path)
-        other = by_form.setdefault(composed(family.id), family)
-        if other is not family:  # Family objects: one per file, never cached
-            written = "" if other.id == family.id else f" (written {other.id!a} there)"
-            raise FamilyError(
-                str(path), f"family id {family.id!r} already used by {other.path}{written}"
-            )
+        if family.id in families:  # as written: see `check_one_form` for two Unicode forms
+            other = families[family.id].path
+            raise FamilyError(str(path), f"family id {family.id!r} already used by {other}")
         families[family.id] = family
     return families

@@ -21,13 +21,16 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from engine.durable import write_bytes_atomic
-from runs.spec import CampaignSpec
+from runs.spec import CampaignSpec, check_one_form
 from runs.version import installed_version
+
+if TYPE_CHECKING:
+    from runs.units import UnitSource
 
 SPEC_FILE = "spec.toml"
 DESIGN_FILE = "design.json"
@@ -152,6 +155,25 @@ def changed_files(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[s
 
 
 # --------------------------------------------------------------------------- the folder
+
+
+def check_new_design(spec: CampaignSpec, units: UnitSource, run_dir: Path | None = None) -> None:
+    """Refuse a model name, family id or statement id written twice in two Unicode forms
+    (`runs.spec.check_one_form`, `panels.families.check_one_form`) in a design about to be
+    planned: `dutchbook plan` (no `run_dir`), or a run into a folder without a frozen spec.
+
+    A folder with one is not asked: a resume of another design is refused by
+    `freeze_design`, and a folder an earlier build ran with such a pair (its tables show
+    both) must stay resumable, scorable and reportable, so the loaders read names as written.
+    """
+    if run_dir is not None and (run_dir / SPEC_FILE).exists():
+        return
+    from panels.arms import ARMS
+    from panels.families import check_one_form as check_families
+
+    check_one_form(spec)
+    if any(ARMS[entry.name].unit_kind == "family" for entry in spec.arms if entry.name in ARMS):
+        check_families(unit.family for unit in units.families)
 
 
 def freeze_design(spec: CampaignSpec, run_dir: Path) -> bool:

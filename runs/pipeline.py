@@ -48,7 +48,14 @@ from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
 from runs.audit import run_audit
 from runs.damaged_files import check_footers, damage_report
-from runs.design import SPEC_FILE, DesignChanged, data_changes, freeze_design, other_design
+from runs.design import (
+    SPEC_FILE,
+    DesignChanged,
+    check_new_design,
+    data_changes,
+    freeze_design,
+    other_design,
+)
 from runs.folder_lock import FolderBusy
 from runs.folder_lock import take_folder_lock as lock_folder
 from runs.leftovers import remove_orphaned_scratch, scratch_folder
@@ -452,6 +459,7 @@ async def run_campaign(
     units = UnitSource.from_spec(spec)
     for entry in spec.arms:
         units.check_requirements(ARMS[entry.name])
+    check_new_design(spec, units, run_dir)  # before the prompts are rendered, for a new folder
     if not rehearse:
         check_credentials(spec, os.environ)
     # A resume of the same design reads the estimate saved with its plan (runs.plan_estimate)

@@ -355,24 +355,31 @@ def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
 
 
 def _check_unique_names(names: list[str], path: Path) -> None:
-    """Names unique as read: "café" with U+00E9 and "cafe" + U+0301 are two strings drawn
-    alike, and ran as two models no table, figure or page could tell apart."""
-    from panels.input_files import composed  # a spec imports panels
-
+    """Names unique as written. One name in two Unicode forms is refused by `check_one_form`
+    when a new design is frozen, not here: this reads a run folder's frozen spec too, and a
+    folder an earlier build ran with such a pair must stay readable."""
     for name in names:
         if names.count(name) > 1:
             raise SpecError(
                 path, "models", f"unique names; {name!r} appears {names.count(name)} times"
             )
+
+
+def check_one_form(spec: CampaignSpec) -> None:
+    """Refuse a model name written twice in two Unicode forms ("café" with U+00E9 and "cafe"
+    + U+0301): two strings drawn alike, they ran as two models no table, figure or page could
+    tell apart. For a design about to be frozen (a new run folder, `dutchbook plan`)."""
+    from panels.input_files import composed  # a spec imports panels
+
     seen: dict[str, str] = {}
-    for name in names:
-        other = seen.setdefault(composed(name), name)
-        if other != name:
+    for model in spec.models:
+        other = seen.setdefault(composed(model.name), model.name)
+        if other != model.name:
             raise SpecError(
-                path,
+                spec.path,
                 "models",
-                f"unique names; {name!r} appears twice, as {other!a} and {name!a}: "
-                "one name in two Unicode forms, drawn alike in every table",
+                f"unique names; {model.name!r} appears twice, as {other!a} and "
+                f"{model.name!a}: one name in two Unicode forms, drawn alike in every table",
             )
 
 
@@ -572,10 +579,7 @@ def _parse_arms(
             ):
                 raise SpecError(path, where + "models", "a non-empty list of model names")
             for m in subset:
-                if m not in model_names:
-                    raise SpecError(
-                        path, where + "models", f"names declared in [[models]]; {m!r} is not"
-                    )
+                _check_declared(m, model_names, path, where)
         # An arm may appear more than once (e.g. 5 passes for one model, 1 for the rest), but a
         # model may meet each arm only once, or its answers would be planned twice.
         for m in subset or sorted(model_names):
@@ -586,6 +590,25 @@ def _parse_arms(
             seen.add((name, m))
         arms.append(ArmEntry(name=name, passes=passes, models=tuple(subset) if subset else None))
     return tuple(arms)
+
+
+def _check_declared(name: str, model_names: set[str], path: Path, where: str) -> None:
+    """An arm's model `name` one of the `[[models]]` names as written there. A name written in
+    another Unicode form than the model's ("café" with U+00E9 for "cafe" + U+0301) is not
+    matched for it (a folder may hold both forms as two models): both spellings are shown
+    escaped, as "'café' is not" alone read as a refusal of the very name declared."""
+    if name in model_names:
+        return
+    from panels.input_files import composed  # a spec imports panels
+
+    alike = sorted(m for m in model_names if composed(m) == composed(name))
+    also = (
+        f" ({name!a} here, declared as {' and '.join(ascii(m) for m in alike)}: one name in "
+        "two Unicode forms; write it as the [[models]] name is written)"
+        if alike
+        else ""
+    )
+    raise SpecError(path, where + "models", f"names declared in [[models]]; {name!r} is not{also}")
 
 
 def _close(name: str, choices: set[str], otherwise: str | None = None) -> str:

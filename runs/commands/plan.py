@@ -13,6 +13,7 @@ from rich.table import Table
 from engine.console_lines import plural
 from providers.types import ModelConfig
 from runs.commands._errors import interrupt_says_rerun, user_errors
+from runs.design import check_new_design
 from runs.output import print_text, stdout_console
 from runs.planner import estimate, summarise
 from runs.planning_progress import PlanningProgress
@@ -38,8 +39,10 @@ def plan(
     # Rendering every prompt of a paper-scale plan takes seconds: count them on stderr.
     with interrupt_says_rerun(), user_errors(SpecError, FileNotFoundError, ValueError):
         spec = load_spec(spec_path)
+        units = UnitSource.from_spec(spec)
+        check_new_design(spec, units)
         with PlanningProgress(Console(stderr=True), spec.name) as shown:
-            summary = summarise(estimate(spec, UnitSource.from_spec(spec), progress=shown.update))
+            summary = summarise(estimate(spec, units, progress=shown.update))
     if as_json:
         for model, row in summary["by_model"].items():
             row["min_hours_at_limits"] = _floor_hours(spec.model(model), row)

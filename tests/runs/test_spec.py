@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.spec import SpecError, load_spec, parse_spec
+from runs.spec import SpecError, check_one_form, load_spec, parse_spec
 
 ARMS = {"baseline", "full-panel", "families/isolated"}
 GOOD = """
@@ -381,13 +381,30 @@ def test_a_model_name_of_the_longest_length_loads(tmp_path: Path) -> None:
 
 def test_one_model_name_in_two_unicode_forms_is_refused(tmp_path: Path) -> None:
     """"café" with U+00E9 and "cafe" + U+0301 ran as two models, drawn alike in every table,
-    figure and page of the report."""
+    figure and page of the report. Loaded as written (a run folder's frozen spec an earlier
+    build ran with them must stay readable), refused by `check_one_form` where a new design
+    is planned."""
     text = (
         GOOD.replace('name = "a"', 'name = "caf\\u00e9"', 1)
         .replace('name = "b"', 'name = "cafe\\u0301"', 1)
         .replace('models = ["a"]', 'models = ["caf\\u00e9"]')
+        .replace('models = ["b"]', 'models = ["cafe\\u0301"]')
+    )
+    spec = load_spec(write(tmp_path, text), arm_names=ARMS)
+    assert [m.name for m in spec.models] == ["caf\u00e9", "cafe\u0301"]
+    with pytest.raises(SpecError) as info:
+        check_one_form(spec)
+    assert info.value.key == "models"
+    assert "'caf\\xe9' and 'cafe\\u0301'" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_an_arm_naming_a_model_in_another_unicode_form_shows_both(tmp_path: Path) -> None:
+    """An arm's "café" written in another form than the model's was refused as "'café' is
+    not [declared]", beside a [[models]] table declaring "café"."""
+    text = GOOD.replace('name = "a"', 'name = "cafe\\u0301"', 1).replace(
+        'models = ["a"]', 'models = ["caf\\u00e9"]'
     )
     with pytest.raises(SpecError) as info:
         load_spec(write(tmp_path, text), arm_names=ARMS)
-    assert info.value.key == "models"
-    assert "'caf\\xe9' and 'cafe\\u0301'" in str(info.value) and "\n" not in str(info.value)
+    assert info.value.key == "arms[0].models"
+    assert "('caf\\xe9' here, declared as 'cafe\\u0301': one name in two" in str(info.value)
