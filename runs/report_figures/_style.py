@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -60,12 +61,40 @@ def _installed_fonts() -> set[str]:
     return {font.name for font in manager.ttflist if Path(font.fname).exists()}
 
 
+#: matplotlib's log line for a font asked in a weight it lacks (`FontManager.findfont`).
+_NO_SUCH_WEIGHT = "findfont: Failed to find font weight %s for %s, now using %s."
+
+
+class _FallbackWeights(logging.Filter):
+    """Drops matplotlib's line for a fallback font used in a weight it lacks. Bold text (the
+    binding events of figure 1) asks every family of `font.family` for a bold face; Noto
+    Sans Symbols2 and Symbola ship a regular one only, and `dutchbook run` printed
+    "findfont: Failed to find font weight bold for Noto Sans Symbols2, now using 400." to
+    the console. The regular face is what a fallback is for: its glyphs are drawn, upright.
+    matplotlib's other font lines, and this one for any other font, pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        return not (
+            record.msg == _NO_SUCH_WEIGHT
+            and isinstance(args, tuple)
+            and len(args) == 3
+            and args[1] in FALLBACK_FONTS
+        )
+
+
+_FALLBACK_WEIGHTS = _FallbackWeights()
+
+
 def pyplot() -> Any:
     """matplotlib.pyplot on the Agg backend (no display, no GUI toolkit)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+
+    # Once per logger: `addFilter` adds a filter it holds already no second time.
+    logging.getLogger("matplotlib.font_manager").addFilter(_FALLBACK_WEIGHTS)
 
     plt.rcParams.update(
         {

@@ -5,6 +5,7 @@ characters no installed font has are said once, not warned about at every figure
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import shutil
 import unicodedata
 import warnings
@@ -127,6 +128,55 @@ def test_a_fallback_font_installed_after_matplotlibs_cache_is_used(
         assert _style.font_families() == ["DejaVu Sans"]
     finally:
         _style.font_families.cache_clear()
+
+
+def _bold_text_saved(path: Path, text: str) -> None:
+    plt = _style.pyplot()
+    fig = plt.figure(figsize=(2, 1))
+    fig.text(0.1, 0.5, text, fontweight="bold")
+    _style.save(fig, path)
+
+
+def test_a_fallback_font_without_a_bold_face_draws_bold_text_unannounced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Noto Sans Symbols2 has a regular face only: figure 1's bold labels made matplotlib log
+    "findfont: Failed to find font weight bold for Noto Sans Symbols2, now using 400.",
+    which `dutchbook run` printed. A fallback drawn upright in bold text is no fault: the
+    line is not logged, and the fallback is still asked for the glyphs it has. DejaVu Sans
+    Mono, its bold faces taken away, stands in for it here."""
+    from matplotlib import font_manager
+
+    manager = font_manager.fontManager
+    findfont_cache: Any = getattr(font_manager.FontManager, "_findfont_cached")  # noqa: B009
+    regular = [f for f in manager.ttflist if f.name != "DejaVu Sans Mono" or f.weight == 400]
+    monkeypatch.setattr(manager, "ttflist", regular)
+    monkeypatch.setattr(font_manager, "findSystemFonts", list)  # nothing installed since
+    monkeypatch.setattr(_style, "FALLBACK_FONTS", ("DejaVu Sans Mono",))
+    _style.font_families.cache_clear()
+    findfont_cache.cache_clear()  # it logs once per question
+    try:
+        with caplog.at_level(logging.INFO, logger="matplotlib.font_manager"):
+            _bold_text_saved(tmp_path / "bold.png", "binding")
+        bold = font_manager.FontProperties(family=_style.font_families(), weight="bold")
+        chain = [Path(p).name for p in manager._find_fonts_by_props(bold)]
+    finally:
+        _style.font_families.cache_clear()
+        findfont_cache.cache_clear()
+        monkeypatch.undo()
+        _style.pyplot()  # rcParams' font.family back to this machine's fallbacks
+    assert not [r for r in caplog.records if "font weight" in r.getMessage()]
+    assert chain == ["DejaVuSans-Bold.ttf", "DejaVuSansMono.ttf"]
+
+
+def test_noto_sans_symbols2_still_draws_its_glyphs_in_bold_text(tmp_path: Path) -> None:
+    """Where Noto Sans Symbols2 is installed, a character only it has (U+2B50, a star) is
+    drawn from it in bold text, not as a box."""
+    if "Noto Sans Symbols2" not in _style.font_families():
+        pytest.skip("Noto Sans Symbols2 is not installed")
+    with missing_glyphs() as boxes:
+        _bold_text_saved(tmp_path / "star.png", "\u2b50 binding")
+    assert not boxes
 
 
 def test_a_right_to_left_name_keeps_the_text_beside_it_in_place(
