@@ -241,14 +241,6 @@ def family_from_mapping(raw: Mapping[str, Any], file: str = "<family>") -> Famil
         formula = _formula(file, entry["formula"], names, statement_id, "formula")
         exact = _exact(file, entry.get("exact"), statement_id)
         statements.append(Statement(statement_id, text, formula, exact))
-    if control and all(s.exact is None for s in statements):
-        raise FamilyError(
-            file,
-            f"family {family_id!r} is a control (control = true) but no statement has "
-            "'exact': a control's statements carry their known probabilities; add them, or "
-            "set control = false",
-        )
-
     values = (len(constraints) + len(statements)) << len(names)
     if values > MAX_TRUTH_VALUES:
         raise FamilyError(
@@ -259,22 +251,39 @@ def family_from_mapping(raw: Mapping[str, Any], file: str = "<family>") -> Famil
         )
     family = Family(family_id, title, shape, control, names, constraints, tuple(statements), notes)
     try:
-        impossible = family.panel().impossible()
+        family.panel()
     except ValueError:
         raise FamilyError(file, "the constraints leave no possible world") from None
-    # A control may ask about an impossible event on purpose, its answer stated: exact = 0.
-    meant = {s.id for s in statements if control and s.exact == 0.0}
-    typo = next((i for i in impossible if i not in meant), None)
-    if typo is not None:
-        given = ", given the constraints" if constraints else ""
-        raise FamilyError(
-            file,
-            f"holds in no possible world of family {family_id!r} (its formula is "
-            f"impossible{given}): any probability above 0 would be scored as incoherence; "
-            "correct the formula",
-            typo,
-        )
     return family
+
+
+def check_well_posed(families: Iterable[Family]) -> None:
+    """Refuse a control with no `exact` value, and a statement that holds in no possible world
+    (a model would be charged for any probability above 0: the author's typo), unless a
+    control states it on purpose with `exact = 0`. For a design about to be frozen (a new run
+    folder, `dutchbook plan`), as `check_one_form`: earlier builds ran such families, and a
+    folder they ran must stay resumable, scorable and reportable, so the loaders take them."""
+    for family in families:
+        file = str(family.path or "<family>")
+        if family.control and all(s.exact is None for s in family.statements):
+            raise FamilyError(
+                file,
+                f"family {family.id!r} is a control (control = true) but no statement has "
+                "'exact': a control's statements carry their known probabilities; add them, "
+                "or set control = false",
+            )
+        # A control may ask about an impossible event on purpose, its answer stated: exact = 0.
+        meant = {s.id for s in family.statements if family.control and s.exact == 0.0}
+        typo = next((i for i in family.panel().impossible() if i not in meant), None)
+        if typo is not None:
+            given = ", given the constraints" if family.constraints else ""
+            raise FamilyError(
+                file,
+                f"holds in no possible world of family {family.id!r} (its formula is "
+                f"impossible{given}): any probability above 0 would be scored as incoherence; "
+                "correct the formula",
+                typo,
+            )
 
 
 def _check_new_id(file: str, ids: set[str], new: str) -> None:

@@ -159,21 +159,27 @@ def changed_files(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[s
 
 def check_new_design(spec: CampaignSpec, units: UnitSource, run_dir: Path | None = None) -> None:
     """Refuse a model name, family id or statement id written twice in two Unicode forms
-    (`runs.spec.check_one_form`, `panels.families.check_one_form`) in a design about to be
-    planned: `dutchbook plan` (no `run_dir`), or a run into a folder without a frozen spec.
+    (`runs.spec.check_one_form`, `panels.families.check_one_form`), and a family whose control
+    has no `exact` value or whose statement is impossible (`panels.families.check_well_posed`),
+    in a design about to be planned: `dutchbook plan` (no `run_dir`), or a run into a folder
+    without a frozen spec.
 
     A folder with one is not asked: a resume of another design is refused by
     `freeze_design`, and a folder an earlier build ran with such a pair (its tables show
-    both) must stay resumable, scorable and reportable, so the loaders read names as written.
+    both, or such a family) must stay resumable, scorable and reportable, so the loaders take
+    them.
     """
     if run_dir is not None and (run_dir / SPEC_FILE).exists():
         return
     from panels.arms import ARMS
     from panels.families import check_one_form as check_families
+    from panels.families import check_well_posed
 
     check_one_form(spec)
     if any(ARMS[entry.name].unit_kind == "family" for entry in spec.arms if entry.name in ARMS):
-        check_families(unit.family for unit in units.families)
+        families = [unit.family for unit in units.families]
+        check_families(families)
+        check_well_posed(families)
 
 
 def freeze_design(spec: CampaignSpec, run_dir: Path) -> bool:

@@ -11,6 +11,7 @@ from panels.families import (
     FAMILIES_DIR,
     FamilyError,
     check_one_form,
+    check_well_posed,
     load_families,
     load_family,
 )
@@ -95,12 +96,17 @@ def test_constraints_cut_the_worlds(tmp_path: Path) -> None:
     assert family.notes == "one winner"
 
 
-def _broken(tmp_path: Path, old: str, new: str, base: str = GOOD) -> str:
+def _broken(tmp_path: Path, old: str, new: str, base: str = GOOD, *, posed: bool = False) -> str:
+    """The one-line error of the family file `base` with `old` replaced by `new`: the
+    loader's, or with `posed` the new-design check's (`check_well_posed`), the loader having
+    taken the file (a folder an earlier build ran with it must stay readable)."""
     text = base.format(id="coins") if "{id}" in base else base
     assert old in text
     path = _write(tmp_path, text.replace(old, new, 1))
     with pytest.raises(FamilyError) as caught:
-        load_family(path)
+        family = load_family(path)
+        if posed:
+            check_well_posed([family])
     message = str(caught.value)
     assert message.startswith(f"{path}: ")
     assert "\n" not in message
@@ -283,12 +289,14 @@ def test_an_impossible_statement_is_refused_naming_file_family_and_statement(
     event. A statement impossible only under the constraints is refused too."""
     uncontrolled = GOOD.format(id="coins").replace("control = true", "control = false")
     uncontrolled = "\n".join(line for line in uncontrolled.split("\n") if "exact" not in line)
-    message = _broken(tmp_path, 'formula = "h1 and h2"', 'formula = "h1 and not h1"', uncontrolled)
+    message = _broken(
+        tmp_path, 'formula = "h1 and h2"', 'formula = "h1 and not h1"', uncontrolled, posed=True
+    )
     assert message.endswith(
         "statement 'both': holds in no possible world of family 'coins' (its formula is "
         "impossible): any probability above 0 would be scored as incoherence; correct the formula"
     )
-    message = _broken(tmp_path, 'formula = "y"', 'formula = "y and x"', PARTITION)
+    message = _broken(tmp_path, 'formula = "y"', 'formula = "y and x"', PARTITION, posed=True)
     assert message.endswith(
         "statement 'y': holds in no possible world of family 'cup' (its formula is "
         "impossible, given the constraints): any probability above 0 would be scored as "
@@ -301,19 +309,22 @@ def test_a_control_may_state_an_impossible_statement_with_exact_zero(tmp_path: P
     text = GOOD.format(id="coins").replace('formula = "h1 and h2"', 'formula = "h1 and not h1"')
     family = load_family(_write(tmp_path, text.replace("exact = 0.25", "exact = 0")))
     assert family.panel().impossible() == ("both",)
+    check_well_posed([family])
 
 
 def test_a_control_without_exact_values_is_refused(tmp_path: Path) -> None:
     """README: controls carry `exact`; the benchmark's controls are those whose exact answers
     are known. One with none was accepted, a control with nothing to be checked against."""
     bare = "\n".join(line for line in GOOD.split("\n") if "exact" not in line)
-    message = _broken(tmp_path, "control = true", "control = true", bare)
+    message = _broken(tmp_path, "control = true", "control = true", bare, posed=True)
     assert message.endswith(
         "family 'coins' is a control (control = true) but no statement has 'exact': a "
         "control's statements carry their known probabilities; add them, or set control = false"
     )
     one = GOOD.format(id="coins").replace("exact = 0.5\n", "").replace("exact = 0.75\n", "")
-    assert load_family(_write(tmp_path, one, "one.toml")).exact == {"both": 0.25}
+    family = load_family(_write(tmp_path, one, "one.toml"))
+    assert family.exact == {"both": 0.25}
+    check_well_posed([family])
 
 
 @pytest.mark.parametrize("sign", ["", "-"])

@@ -95,3 +95,26 @@ def test_plan_refuses_a_family_with_an_impossible_statement(tmp_path: Path) -> N
         "world of family 'coin' (its formula is impossible): any probability above 0 would be "
         "scored as incoherence; correct the formula\n",
     )
+
+
+def test_a_folder_an_earlier_build_ran_with_an_impossible_statement_stays_usable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Earlier builds ran families with an impossible statement; the refusal (at plan time)
+    once ran at every load, so such a folder could no longer be resumed, scored or reported,
+    and a corrected family file would be another design: its paid answers were locked away."""
+    from panels.algebra import Panel
+    from tests.runs.quiet_campaign import invoke
+
+    impossible = COIN.format(heads=0.5, tails=0.5).replace("control = true", "control = false")
+    impossible = impossible.replace('formula = "not heads"', 'formula = "heads and not heads"')
+    units_for(tmp_path, {"coin.toml": impossible.replace("exact = 0.5\n", "")})
+    spec, out = str(tmp_path / "spec.toml"), str(tmp_path / "out")
+    assert invoke("run", spec, "--out", tmp_path.joinpath("new").as_posix())[0] == 2
+    with monkeypatch.context() as earlier_build:
+        earlier_build.setattr(Panel, "impossible", lambda panel: ())  # as it did not look
+        assert invoke("run", spec, "--out", out)[0] == 0
+    for command in (["run", spec, "--out", out], ["score", out], ["report", out], ["audit", out]):
+        code, said = invoke(*command)
+        assert code == 0, said
+        assert "no possible world" not in said
