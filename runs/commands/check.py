@@ -78,6 +78,9 @@ MAX_TERM_WORLDS = 2**35
 #: million (300 events over 75,545 atoms) 3.6 GB and 22 s, and 300 events over 2^20
 #: atoms ran a 24 GB machine out of memory after three minutes.
 MAX_LP_PAIRS = 20_000_000
+#: The most atoms a file may list by hand (`"atoms"`); the refusal names it, since a count
+#: above it is still a positive whole number.
+MAX_ATOMS = 1_000_000
 
 
 class Norm(enum.StrEnum):
@@ -334,8 +337,10 @@ def _truth_tables(
 
 def _explicit_atoms(name: str, raw: Mapping[str, Any]) -> CheckInput:
     m = raw.get("atoms")
-    if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= 1_000_000:
-        raise CheckInputError(f"{name}: 'atoms' must be a positive whole number, not {m!r}")
+    if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_ATOMS:
+        raise CheckInputError(
+            f"{name}: 'atoms' must be a whole number from 1 to {MAX_ATOMS:,}, not {m!r}"
+        )
     tables = _event_tables(name, raw, "atoms")
     _within_truth_values(name, len(tables), m, "events", "atoms")
     events, probs = [], []

@@ -173,7 +173,10 @@ BAD_INPUTS = {
     "atoms: index out of range": ('atoms = 3\n[[events]]\nid = "x"\natoms = [3]\np = 0.5\n',
                                   "atom index 3 is not in 0..2"),
     "atoms: not a count": ('atoms = 0\n[[events]]\nid = "x"\natoms = [0]\np = 0.5\n',
-                           "'atoms' must be a positive whole number"),
+                           "'atoms' must be a whole number from 1 to 1,000,000, not 0"),
+    # Refused as "a positive whole number, not 1000001" before: the bound went unsaid.
+    "atoms: too many": ('atoms = 1000001\n[[events]]\nid = "x"\natoms = [0]\np = 0.5\n',
+                        "'atoms' must be a whole number from 1 to 1,000,000, not 1000001"),
     "atoms: formula key": ('atoms = 2\n[[events]]\nid = "x"\nformula = "a"\np = 0.5\n',
                            "unknown key 'formula'"),
 }  # fmt: skip
