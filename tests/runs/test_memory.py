@@ -60,7 +60,9 @@ def test_a_command_freezes_what_it_imported_and_only_that() -> None:
         # tracked containers, alive past the phase
         survivor: list[list[object]] = [[] for _ in range(1_000)]
         release_heap()
-        assert gc.get_freeze_count() == frozen and survivor
+        # Not `== frozen`: a frozen object may die meanwhile (another test's thread ending
+        # beside the full suite took two); freezing the survivors would add 1,000.
+        assert gc.get_freeze_count() < frozen + len(survivor)
     assert gc.get_freeze_count() == before
 
 
