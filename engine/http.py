@@ -10,6 +10,8 @@ is kilobytes, and a server that sends more (a misrouted download, a decompressio
 proxy's endless error page) would otherwise be held whole in memory once per request in
 flight. Measured before the cap: replies of 300 MB at concurrency 16 took a run's memory to
 about 1 GB, each downloaded in full three times before its answer budget ran out.
+
+Redirects are not followed (`_redirected`): a 3xx is a failure naming where it pointed.
 """
 
 from __future__ import annotations
@@ -109,6 +111,25 @@ def _too_long(status: int, url: str, limit: int) -> Failure:
     )
 
 
+def _redirected(reply: aiohttp.ClientResponse, url: str) -> Failure:
+    """A 3xx, which is never followed: aiohttp would resend the request, its prompt and
+    every credential header but `Authorization` (Azure's `api-key`, AWS's session token) to
+    whatever host `Location` names. No API this engine speaks answers a request so."""
+    to = ""
+    if location := reply.headers.get(hdrs.LOCATION):
+        try:
+            to = f" to {_where(str(reply.url.join(yarl.URL(location))))}"
+        except ValueError:  # the server's words, unparseable: the failure must still be made
+            to = " to an unreadable Location"
+    return Failure(
+        Outcome.INVALID_RESPONSE,
+        f"HTTP {reply.status} redirect{to} from {_where(url)}: not followed (the request and"
+        " its credential go to base_url only)",
+        http_status=reply.status,
+        foreign=True,
+    )
+
+
 #: Distinct URLs `HttpClient` keeps parsed (a campaign has one or a few per model).
 _URL_CACHE = 256
 
@@ -172,7 +193,10 @@ class HttpClient:
                 headers=request.headers,
                 data=request.body,
                 timeout=self._timeout(timeout_s),
+                allow_redirects=False,
             ) as reply:
+                if 300 <= reply.status < 400:
+                    return _redirected(reply, request.url)
                 # Nearly every reply declares a length within the limit: read at once.
                 if max_bytes is None or (fits := _declared_within(reply, max_bytes)):
                     return reply.status, reply.headers, await reply.read()
