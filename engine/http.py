@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import socket
+import ssl
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -35,9 +36,10 @@ def _where(url: str) -> str:
 
 
 def _unreachable(exc: Exception, cause: OSError, url: str) -> Failure:
-    """A connection that never opened: refused (nothing listens there) or a name that does not
-    resolve are marked `unreachable`, with the URL and what to check, so a lane whose server is
-    down says so at once instead of spending every query's attempts."""
+    """A connection that never opened: refused (nothing listens there), a name that does not
+    resolve or a TLS handshake that failed are marked `unreachable`, with the URL and what to
+    check, so a lane whose server is down says so at once instead of spending every query's
+    attempts."""
     where = _where(url)
     if isinstance(cause, ConnectionRefusedError) or cause.errno == errno.ECONNREFUSED:
         return Failure(
@@ -49,6 +51,16 @@ def _unreachable(exc: Exception, cause: OSError, url: str) -> Failure:
         return Failure(
             Outcome.CONNECTION_ERROR,
             f"cannot resolve the host of {where}: is base_url spelled right?",
+            unreachable=True,
+        )
+    if isinstance(cause, ssl.SSLError):
+        # Said as "ClientConnectorSSLError (1)" before: an https base_url at a plain-HTTP
+        # port (WRONG_VERSION_NUMBER) or a certificate not trusted here, every try alike.
+        return Failure(
+            Outcome.CONNECTION_ERROR,
+            f"TLS handshake with {where} failed ({cause.reason or type(cause).__name__}): does"
+            " the server speak https there (else base_url starts http://), with a certificate"
+            " this machine trusts?",
             unreachable=True,
         )
     return Failure(
