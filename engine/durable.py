@@ -204,9 +204,33 @@ def append_record_line(path: Path, record: dict[str, Any]) -> None:
     ledger's own journal is not written this way (it must be durable and say so when not).
     """
     with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("ab") as handle:
-            handle.write(orjson.dumps(record) + b"\n")
+        _append_line(path, record, sync=False)
+
+
+def append_record_line_durably(path: Path, record: dict[str, Any]) -> None:
+    """`append_record_line` for a record that must be on disk before what it announces is
+    done (a reparse's begun line): fsync'd, with its folder when the file is new, and an
+    OSError raised, not skipped."""
+    _append_line(path, record, sync=True)
+
+
+def _append_line(path: Path, record: dict[str, Any], *, sync: bool) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists()
+    with path.open("a+b") as handle:  # appends wherever it seeks; the seek is to read
+        # A last line a kill tore has no newline: written on after it, the new line would be
+        # one damaged line with it, and `read_record_lines` would skip both.
+        torn = False
+        end = handle.seek(0, os.SEEK_END)
+        if end:
+            handle.seek(end - 1)
+            torn = handle.read(1) != b"\n"
+        handle.write((b"\n" if torn else b"") + orjson.dumps(record) + b"\n")
+        if sync:
+            handle.flush()
+            os.fsync(handle.fileno())
+    if sync and new:
+        fsync_dir(path.parent)
 
 
 def read_record_lines(path: Path) -> list[dict[str, Any]]:

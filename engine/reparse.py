@@ -20,18 +20,16 @@ fine for a paper-scale run (~365k replies of a few hundred bytes), not streaming
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import orjson
 import polars as pl
 
 from engine.answers import AnswerError, parse_answer
-from engine.durable import append_record_line, read_record_lines
+from engine.durable import append_record_line, append_record_line_durably, read_record_lines
 from engine.ledger import Ledger
 from engine.records import ResponseRecord, responses_frame
 from engine.scan import scan_attempts, scan_responses
@@ -165,13 +163,8 @@ def _say_begun(run_dir: Path, parser: str) -> None:
     that cannot be written stops the reparse before the answers change: skipped (a `logs/`
     this process may not write in), it left strict's answers under a lenient run's name, which
     `audit`, `score` and `report` then called lost and told the user to undo."""
-    path = run_dir / REPARSES_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
     line = {"at": datetime.now(UTC).isoformat(timespec="seconds"), "parser": parser, "begun": True}
-    with path.open("ab") as handle:
-        handle.write(orjson.dumps(line) + b"\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    append_record_line_durably(run_dir / REPARSES_FILE, line)
 
 
 def reparse(run_dir: Path | str, parser: str) -> ReparseSummary:

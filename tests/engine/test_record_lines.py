@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.durable import append_record_line, read_record_lines
+from engine.durable import append_record_line, append_record_line_durably, read_record_lines
 from engine.records import iso_utc
 
 
@@ -21,6 +21,29 @@ def test_lines_read_back_in_order_and_a_torn_last_line_is_skipped(tmp_path: Path
     with path.open("ab") as handle:
         handle.write(b'{"n": 3')  # a kill mid-write
     assert read_record_lines(path) == [{"n": 1}, {"n": 2}]
+
+
+def test_a_line_written_after_a_torn_one_is_read(tmp_path: Path) -> None:
+    """Appended onto the torn line, the next record made one damaged line with it, and both
+    were skipped: a reparse's begun line so lost read as no reparse at all."""
+    path = tmp_path / "logs" / "records.jsonl"
+    for append in (append_record_line, append_record_line_durably):
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b'{"n": 1}\n{"n": 2')  # a kill mid-write
+        append(path, {"n": 3})
+        assert read_record_lines(path) == [{"n": 1}, {"n": 3}]
+        path.unlink()
+        append(path, {"n": 4})  # a new file: no newline before its first line
+        assert path.read_bytes() == b'{"n":4}\n'
+
+
+def test_a_durable_line_that_cannot_be_written_raises(tmp_path: Path) -> None:
+    import pytest
+
+    blocker = tmp_path / "logs"
+    blocker.write_text("a file where the folder should be")
+    with pytest.raises(OSError):
+        append_record_line_durably(blocker / "records.jsonl", {"n": 1})
 
 
 def test_a_write_that_cannot_happen_is_skipped(tmp_path: Path) -> None:
