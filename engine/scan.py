@@ -202,9 +202,14 @@ def read_settled(run_dir: Path, read: Callable[[], _T]) -> _T:
         before = _shard_names(run_dir)
         try:
             return read()
-        except FileNotFoundError:
-            if left == 0 or _shard_names(run_dir) == before:
+        except FileNotFoundError as exc:
+            if _shard_names(run_dir) == before:
                 raise
+            if left == 0:  # reparses back to back: polars' bare "No such file" read as damage
+                raise FileNotFoundError(
+                    f"the answers in {run_dir} changed {SETTLE_TRIES} times while they were "
+                    "read (a `dutchbook reparse` running?); run this again once it has finished"
+                ) from exc
     raise AssertionError("unreachable: the last try returns or raises")
 
 

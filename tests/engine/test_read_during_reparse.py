@@ -58,3 +58,24 @@ def test_audit_reads_again_when_a_reparse_replaced_the_shards_it_listed(
     report = audit(tmp_path)
     assert report.totals.accepted == 5
     assert len(calls) == 2
+
+
+def test_a_folder_changing_at_every_read_is_said_as_such(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reparses back to back beside an audit (51 of 71 reads) ended in polars' bare "No such
+    file or directory" for a shard, which reads as a damaged folder."""
+    from engine.scan import SETTLE_TRIES
+
+    _strict_run(tmp_path)
+    real: Callable[..., Any] = engine.status.scan_ledger
+    parsers = iter(["lenient", "strict"] * SETTLE_TRIES)
+
+    def replaced_after_every_listing(*args: Any, **kwargs: Any) -> Any:
+        frames = real(*args, **kwargs)
+        reparse(tmp_path, next(parsers))
+        return frames
+
+    monkeypatch.setattr(engine.status, "scan_ledger", replaced_after_every_listing)
+    with pytest.raises(FileNotFoundError, match=f"changed {SETTLE_TRIES} times while they were"):
+        status(tmp_path)
