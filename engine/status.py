@@ -83,7 +83,7 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     attempt is not in `attempts/`), `answers_repeated` and `attempts_repeated` (rows a shard
     copied or put back holds a second time, `engine.scan.repeated_rows`: counted once
     everywhere else), `warnings` (lines saying what is wrong with the folder, and what to
-    do). (Long only by this key list and the dict it describes.)
+    do).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():

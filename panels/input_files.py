@@ -48,10 +48,11 @@ def has_control(text: str) -> bool:
 
 
 def composed(text: str) -> str:
-    """`text` in Unicode's composed form (NFC), which names compare in: "café" written with
-    U+00E9, or with "e" and U+0301 COMBINING ACUTE ACCENT, are one text drawn alike in every
-    table and figure, but two strings, so two models (or statements) so named ran as two
-    under headings no reader could tell apart."""
+    """`text` in Unicode's composed form (NFC), which a new design's names and ids are
+    compared in (`runs.spec.check_one_form`, `panels.families.check_one_form`): "café" written
+    with U+00E9, or with "e" and U+0301 COMBINING ACUTE ACCENT, is one text drawn alike in
+    every table and figure, but two strings, so two models (or statements) so named ran as
+    two under headings no reader could tell apart."""
     return unicodedata.normalize("NFC", text)
 
 
