@@ -40,23 +40,21 @@ def _reparsed_after_listing(
     return calls
 
 
-def test_status_reads_again_when_a_reparse_replaced_the_shards_it_listed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.parametrize(
+    ("module", "accepted"),
+    [
+        (engine.status, lambda run_dir: status(run_dir)["accepted"]),
+        (engine.audit, lambda run_dir: audit(run_dir).totals.accepted),
+    ],
+    ids=["status", "audit"],
+)
+def test_a_reader_reads_again_when_a_reparse_replaced_the_shards_it_listed(
+    module: Any, accepted: Callable[[Path], int], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
     _strict_run(tmp_path)
-    calls = _reparsed_after_listing(engine.status, tmp_path, monkeypatch)
-    summary = status(tmp_path)
-    assert summary["accepted"] == 5  # lenient's answers: read after the replacement
-    assert len(calls) == 2
-
-
-def test_audit_reads_again_when_a_reparse_replaced_the_shards_it_listed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _strict_run(tmp_path)
-    calls = _reparsed_after_listing(engine.audit, tmp_path, monkeypatch)
-    report = audit(tmp_path)
-    assert report.totals.accepted == 5
+    calls = _reparsed_after_listing(module, tmp_path, monkeypatch)
+    assert accepted(tmp_path) == 5  # lenient's answers: read after the replacement
     assert len(calls) == 2
 
 

@@ -212,17 +212,22 @@ def test_across_models_spearman_and_pairwise_counts(tmp_path: Path) -> None:
     assert "profit 5/6, Brier 4/6" in text
 
 
-def test_under_the_coverage_floor_a_model_is_not_scored_never_incoherent(tmp_path: Path) -> None:
+def _good_and_flaky_families() -> list[dict[str, Any]]:
+    """Five families answered by "good" (three arbitrage-free) and by "flaky", which answered
+    only 60% of its questions: its large profits must not show as incoherence."""
     fams = [f"fam{i}" for i in range(5)]
     rows = [
         row("good", "families/isolated", f, 0, p, cluster=f, set_="family")
         for f, p in zip(fams, [0.0, 0.05, 0.06, 0.2, 0.01], strict=True)
     ]
-    # "flaky" answered only 60% of its questions: large profits must not show as incoherence
-    rows += [
+    return rows + [
         row("flaky", "families/isolated", f, 0, 0.9, cluster=f, set_="family", coverage=0.6)
         for f in fams
     ]
+
+
+def test_under_the_coverage_floor_a_model_is_not_scored_never_incoherent(tmp_path: Path) -> None:
+    rows = _good_and_flaky_families()
     rows += [row("flaky", "baseline", u, 0, 0.3, coverage=0.6) for u in UNITS]
     summary, text = report(tmp_path, frame(rows))
     good = cell(summary, "good", "families/isolated")
@@ -245,16 +250,7 @@ def test_under_the_coverage_floor_a_model_is_not_scored_never_incoherent(tmp_pat
 def test_every_families_csv_row_has_every_column_of_its_header(tmp_path: Path) -> None:
     """The header named the vs_marginals columns, but each row stopped after
     arbitrage_free_hi: 8 cells under 11 names, which a reader keyed by header misread."""
-    fams = [f"fam{i}" for i in range(5)]
-    rows = [
-        row("good", "families/isolated", f, 0, p, cluster=f, set_="family")
-        for f, p in zip(fams, [0.0, 0.05, 0.06, 0.2, 0.01], strict=True)
-    ]
-    rows += [
-        row("flaky", "families/isolated", f, 0, 0.9, cluster=f, set_="family", coverage=0.6)
-        for f in fams
-    ]
-    report(tmp_path, frame(rows))
+    report(tmp_path, frame(_good_and_flaky_families()))
     text = (tmp_path / "report" / "families.csv").read_text(encoding="utf-8")
     header, *lines = list(csv.reader(StringIO(text)))
     assert header[-3:] == ["vs_marginals", "vs_marginals_lo", "vs_marginals_hi"]
