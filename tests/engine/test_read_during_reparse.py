@@ -64,9 +64,9 @@ def test_a_folder_changing_at_every_read_is_said_as_such(
     """Reparses back to back beside an audit (51 of 71 reads) ended in polars' bare "No such
     file or directory" for a shard, which reads as a damaged folder."""
     from engine.scan import SETTLE_TRIES
+    from engine.scan import scan_ledger as real
 
     _strict_run(tmp_path)
-    real: Callable[..., Any] = engine.status.scan_ledger
     parsers = iter(["lenient", "strict"] * SETTLE_TRIES)
 
     def replaced_after_every_listing(*args: Any, **kwargs: Any) -> Any:
