@@ -46,6 +46,6 @@ def test_each_job_gets_its_rows_as_dutch_books_gives_them() -> None:
 
 def test_masked_entries_of_a_job_are_unanswered_as_dutch_books_reads_them() -> None:
     """`np.atleast_2d` dropped the mask: the hidden 0.6 was scored as an answer (0.1)."""
-    probs = np.ma.masked_array([[0.6, 0.6]], mask=[[0, 1]])
+    probs = np.ma.masked_array([[0.6, 0.6]], mask=[[False, True]])
     (result,) = solve_grouped([SetJob(NEGATION, probs)], workers=1)
     assert result.profit[0] == dutch_books(NEGATION, probs).profit[0] == 0.0
