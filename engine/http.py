@@ -68,6 +68,22 @@ def _unreachable(exc: Exception, cause: OSError, url: str) -> Failure:
     )
 
 
+#: How much of aiohttp's reason a transport failure's detail keeps.
+_WHY_CHARS = 120
+
+
+def _why(exc: aiohttp.ClientError) -> str:
+    """aiohttp's reason, " (Too many headers received)", or "": without it a reply whose
+    headers were too long, or whose body fell short of its Content-Length, read only
+    "ClientResponseError". Its message alone, never `str(exc)`, which holds the URL (some
+    providers put keys in the query); on one line and cut short (a bad status line's message
+    quotes the bytes that came instead)."""
+    source = exc if isinstance(exc, aiohttp.ClientResponseError) else exc.__cause__
+    message = getattr(source, "message", None)
+    words = " ".join(message.split()) if isinstance(message, str) else ""
+    return f" ({words[:_WHY_CHARS]})" if words else ""
+
+
 #: The most bytes of one live reply's body that are read (decompressed), so replies hold at
 #: most this much memory per request in flight. Far above any completion the engine asks
 #: for (a reply of 64,000 output tokens is well under 1 MiB).
@@ -230,7 +246,8 @@ class HttpClient:
             return _unreachable(exc, exc.os_error, request.url)
         except aiohttp.ClientError as exc:
             return Failure(
-                Outcome.CONNECTION_ERROR, f"{type(exc).__name__} talking to {_where(request.url)}"
+                Outcome.CONNECTION_ERROR,
+                f"{type(exc).__name__}{_why(exc)} talking to {_where(request.url)}",
             )
         except OSError as exc:
             return _unreachable(exc, exc, request.url)
