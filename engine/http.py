@@ -11,7 +11,10 @@ proxy's endless error page) would otherwise be held whole in memory once per req
 flight. Measured before the cap: replies of 300 MB at concurrency 16 took a run's memory to
 about 1 GB, each downloaded in full three times before its answer budget ran out.
 
-Redirects are not followed (`_redirected`): a 3xx is a failure naming where it pointed.
+Redirects of a request that carries a prompt are not followed (`_redirected`): a 3xx is a
+failure naming where it pointed. A GET (a batch job's poll or result download) follows up to
+`MAX_REDIRECTS` hops (`_next_hop`), its credential headers left behind on another host, as a
+storage service's signed download link needs.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import errno
 import socket
 import ssl
 from collections.abc import Mapping
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -139,10 +143,40 @@ def _too_long(status: int, url: str, limit: int) -> Failure:
     )
 
 
+#: Hops a GET follows (`_next_hop`); a chain longer than this is a failure.
+MAX_REDIRECTS = 5
+#: Headers a redirect to another origin leaves behind: each carries a credential.
+CREDENTIAL_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key",
+     "x-amz-security-token", "cookie"}
+)  # fmt: skip
+
+
+def _next_hop(reply: aiohttp.ClientResponse, request: HttpRequest, hops: int) -> HttpRequest | None:
+    """The request a 3xx to a GET leads to, or None where it is not followed: a request with
+    a body (a prompt), too many hops, no readable `Location`, a scheme other than http(s), or
+    https to http. On another origin (a batch result's signed download link on a storage
+    host), the credential headers stay behind (`CREDENTIAL_HEADERS`)."""
+    location = reply.headers.get(hdrs.LOCATION)
+    if request.method != "GET" or hops >= MAX_REDIRECTS or not location:
+        return None
+    try:
+        target = reply.url.join(yarl.URL(location))
+    except ValueError:
+        return None
+    here = reply.url
+    if target.scheme not in ("http", "https") or (here.scheme, target.scheme) == ("https", "http"):
+        return None
+    headers = request.headers
+    if (target.scheme, target.host, target.port) != (here.scheme, here.host, here.port):
+        headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIAL_HEADERS}
+    return replace(request, url=str(target), headers=headers)
+
+
 def _redirected(reply: aiohttp.ClientResponse, url: str) -> Failure:
-    """A 3xx, which is never followed: aiohttp would resend the request, its prompt and
+    """A 3xx not followed (`_next_hop`): aiohttp would resend the request, its prompt and
     every credential header but `Authorization` (Azure's `api-key`, AWS's session token) to
-    whatever host `Location` names. No API this engine speaks answers a request so."""
+    whatever host `Location` names. No API this engine speaks answers a prompt so."""
     to = ""
     if location := reply.headers.get(hdrs.LOCATION):
         try:
@@ -203,14 +237,15 @@ class HttpClient:
             self._session = None
 
     async def fetch(
-        self, request: HttpRequest, timeout_s: float, max_bytes: int | None = None
+        self, request: HttpRequest, timeout_s: float, max_bytes: int | None = None, hops: int = 0
     ) -> tuple[int, Mapping[str, str], bytes] | Failure:
         """The raw reply, or a transport `Failure` (connection error or client timeout).
 
         With `max_bytes`, a body longer than that is not read further: a success status
         becomes an `invalid_response` failure, an error status reaches the caller with a
         note saying so and the body's first `ERROR_HEAD_BYTES` (its status still classifies
-        it; the detail shows what the server began to say)."""
+        it; the detail shows what the server began to say). A redirect is followed only by a
+        GET (`_next_hop`; `hops` already followed), each hop with the whole timeout."""
         session = self._session
         if session is None:
             raise RuntimeError("HttpClient used outside `async with`")
@@ -224,7 +259,11 @@ class HttpClient:
                 allow_redirects=False,
             ) as reply:
                 if 300 <= reply.status < 400:
-                    return _redirected(reply, request.url)
+                    moved = _next_hop(reply, request, hops)
+                    if moved is None:
+                        return _redirected(reply, request.url)
+                    await reply.release()  # the connection back to the pool for the next hop
+                    return await self.fetch(moved, timeout_s, max_bytes, hops + 1)
                 # Nearly every reply declares a length within the limit: read at once.
                 if max_bytes is None or (fits := _declared_within(reply, max_bytes)):
                     return reply.status, reply.headers, await reply.read()

@@ -1,8 +1,11 @@
-"""A 3xx reply is a failure, never followed (`engine.http._redirected`).
+"""A 3xx reply to a request with a prompt is a failure, never followed
+(`engine.http._redirected`); a GET follows it (`engine.http._next_hop`).
 
 Followed, aiohttp resent the request to whatever host `Location` named, with its prompt and
 every credential header but `Authorization`: an Azure model's `api-key` reached a second
 server on another port, which answered, and the run accepted its answers as the model's.
+A batch job's result download is a GET, and a storage service may answer it with a signed
+link on its own host: never following it would leave the job's paid answers uncollected.
 """
 
 from __future__ import annotations
@@ -59,3 +62,52 @@ async def test_a_redirect_with_an_unreadable_location_is_still_a_failure(
         raw = await http.fetch(HttpRequest("POST", url, {}, b"{}"), 5.0)
     assert isinstance(raw, Failure) and raw.http_status == 302
     assert "unreadable Location" in raw.detail
+
+
+async def test_a_get_follows_a_redirect_leaving_its_credentials_on_the_first_host(
+    serve_any: ServeAny,
+) -> None:
+    """A batch result's download redirected to a signed link on a storage host: the bytes
+    are collected, and neither the key nor the bearer token reaches that host."""
+    seen: list[dict[str, str]] = []
+
+    async def storage(request: web.Request) -> web.Response:
+        seen.append(dict(request.headers))
+        return web.Response(body=b'{"custom_id": "r1"}\n')
+
+    storage_root = await serve_any(storage)
+
+    async def provider(request: web.Request) -> web.Response:
+        if request.path == "/files/1/content":  # the same origin: credentials kept
+            assert request.headers["api-key"] == KEY
+            raise web.HTTPFound("/files/1/signed")
+        return web.Response(status=307, headers={"Location": f"{storage_root}/blob?sig=abc"})
+
+    url = f"{await serve_any(provider)}/files/1/content"
+    headers = {"api-key": KEY, "Authorization": "Bearer t", "Accept": "application/json"}
+    async with HttpClient() as http:
+        raw = await http.fetch(HttpRequest("GET", url, headers, b""), 5.0)
+    assert not isinstance(raw, Failure) and raw[0] == 200
+    assert raw[2] == b'{"custom_id": "r1"}\n'
+    assert len(seen) == 1 and seen[0]["Accept"] == "application/json"
+    assert not {"api-key", "authorization"} & {k.lower() for k in seen[0]}
+
+
+async def test_a_get_stops_after_too_many_hops_and_at_another_scheme(serve_any: ServeAny) -> None:
+    from engine.http import MAX_REDIRECTS
+
+    hops: list[str] = []
+
+    async def looping(request: web.Request) -> web.Response:
+        hops.append(request.path)
+        if request.path == "/down":
+            return web.Response(status=302, headers={"Location": "ftp://example.invalid/x"})
+        raise web.HTTPFound(f"/hop{len(hops)}")
+
+    root = await serve_any(looping)
+    async with HttpClient() as http:
+        raw = await http.fetch(HttpRequest("GET", f"{root}/start", {}, b""), 5.0)
+        assert isinstance(raw, Failure) and raw.http_status == 302
+        assert len(hops) == MAX_REDIRECTS + 1  # the first request and its hops
+        down = await http.fetch(HttpRequest("GET", f"{root}/down", {}, b""), 5.0)
+    assert isinstance(down, Failure) and "not followed" in down.detail
