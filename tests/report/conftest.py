@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
 
@@ -30,3 +31,12 @@ def figures_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = asyncio.run(run_campaign(SPEC, out, console=console, progress=False, faults=faults))
     assert result.summary is not None and result.summary.complete
     return out
+
+
+@pytest.fixture(autouse=True)
+def _figures_closed() -> Iterator[None]:
+    """Every figure a test opened closed after it: tests that catch a figure before it is
+    saved leave it open, and past 20 in one worker matplotlib warned of the memory held."""
+    yield
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
