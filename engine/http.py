@@ -143,50 +143,59 @@ def _too_long(status: int, url: str, limit: int) -> Failure:
     )
 
 
-#: Hops a GET follows (`_next_hop`); a chain longer than this is a failure.
+#: Hops a GET follows (`_next_hop`), each with the whole timeout; a longer chain is a failure.
 MAX_REDIRECTS = 5
-#: Headers a redirect to another origin leaves behind: each carries a credential.
-CREDENTIAL_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key",
-     "x-amz-security-token", "cookie"}
-)  # fmt: skip
+#: The only headers a GET takes to another origin (`_next_hop`): a storage host's signed link
+#: carries its own credential, and S3 refuses a presigned request with an unsigned `x-amz-*`
+#: header; every other header (keys, tokens, signatures, a GCP project id) stays behind.
+PORTABLE_HEADERS = frozenset({"accept", "accept-encoding", "user-agent"})
 
 
 def _next_hop(reply: aiohttp.ClientResponse, request: HttpRequest, hops: int) -> HttpRequest | None:
     """The request a 3xx to a GET leads to, or None where it is not followed: a request with
-    a body (a prompt), too many hops, no readable `Location`, a scheme other than http(s), or
-    https to http. On another origin (a batch result's signed download link on a storage
-    host), the credential headers stay behind (`CREDENTIAL_HEADERS`)."""
+    a body (a prompt), too many hops, no readable `Location`, a scheme other than http(s),
+    https to http, or a user and password in the URL. On another origin (a batch result's
+    signed download link on a storage host), only `PORTABLE_HEADERS` go with it."""
     location = reply.headers.get(hdrs.LOCATION)
     if request.method != "GET" or hops >= MAX_REDIRECTS or not location:
         return None
-    try:
-        target = reply.url.join(yarl.URL(location))
-    except ValueError:
-        return None
     here = reply.url
-    if target.scheme not in ("http", "https") or (here.scheme, target.scheme) == ("https", "http"):
+    try:  # the server's URL, taken as written (a signed link's query is checked as sent)
+        target = here.join(yarl.URL(location, encoded=True))
+        moved = target.origin() != here.origin()  # an odd host name raises only when read
+    except ValueError:  # UnicodeError among them: an IDNA host that does not decode
+        return None
+    if (
+        target.scheme not in ("http", "https")
+        or (here.scheme, target.scheme) == ("https", "http")
+        or target.user is not None
+        or target.password is not None
+    ):
         return None
     headers = request.headers
-    if (target.scheme, target.host, target.port) != (here.scheme, here.host, here.port):
-        headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIAL_HEADERS}
+    if moved:
+        headers = {k: v for k, v in headers.items() if k.lower() in PORTABLE_HEADERS}
     return replace(request, url=str(target), headers=headers)
 
 
-def _redirected(reply: aiohttp.ClientResponse, url: str) -> Failure:
+def _redirected(reply: aiohttp.ClientResponse, request: HttpRequest) -> Failure:
     """A 3xx not followed (`_next_hop`): aiohttp would resend the request, its prompt and
     every credential header but `Authorization` (Azure's `api-key`, AWS's session token) to
     whatever host `Location` names. No API this engine speaks answers a prompt so."""
     to = ""
     if location := reply.headers.get(hdrs.LOCATION):
         try:
-            to = f" to {_where(str(reply.url.join(yarl.URL(location))))}"
+            to = f" to {_where(str(reply.url.join(yarl.URL(location, encoded=True))))}"
         except ValueError:  # the server's words, unparseable: the failure must still be made
             to = " to an unreadable Location"
+    why = (
+        f"not followed (more than {MAX_REDIRECTS} hops, or to a URL a download may not go to)"
+        if request.method == "GET"
+        else "not followed (the request and its credential go to base_url only)"
+    )
     return Failure(
         Outcome.INVALID_RESPONSE,
-        f"HTTP {reply.status} redirect{to} from {_where(url)}: not followed (the request and"
-        " its credential go to base_url only)",
+        f"HTTP {reply.status} redirect{to} from {_where(str(reply.url))}: {why}",
         http_status=reply.status,
         foreign=True,
     )
@@ -261,7 +270,7 @@ class HttpClient:
                 if 300 <= reply.status < 400:
                     moved = _next_hop(reply, request, hops)
                     if moved is None:
-                        return _redirected(reply, request.url)
+                        return _redirected(reply, request)
                     await reply.release()  # the connection back to the pool for the next hop
                     return await self.fetch(moved, timeout_s, max_bytes, hops + 1)
                 # Nearly every reply declares a length within the limit: read at once.
