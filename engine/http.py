@@ -39,6 +39,11 @@ def _where(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
+#: OpenSSL's reasons for a handshake with a server that does not speak TLS (a plain-HTTP
+#: port): WRONG_VERSION_NUMBER, and RECORD_LAYER_FAILURE from OpenSSL 3.2 on.
+NOT_TLS = frozenset({"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "HTTP_REQUEST"})
+
+
 def _unreachable(exc: Exception, cause: OSError, url: str) -> Failure:
     """A connection that never opened: refused (nothing listens there), a name that does not
     resolve or a TLS handshake that failed are marked `unreachable`, with the URL and what to
@@ -58,14 +63,17 @@ def _unreachable(exc: Exception, cause: OSError, url: str) -> Failure:
             unreachable=True,
         )
     if isinstance(cause, ssl.SSLError):
-        # Said as "ClientConnectorSSLError (1)" before: an https base_url at a plain-HTTP
-        # port (WRONG_VERSION_NUMBER) or a certificate not trusted here, every try alike.
+        # Said as "ClientConnectorSSLError (1)" before. An https base_url at a plain-HTTP port
+        # or a certificate not trusted here fails every try alike: unreachable, said at once.
+        # Another TLS alert (a server's internal error, a bad record in transit, one backend
+        # mid-rotation) may pass: it is retried as a connection error.
+        lasting = isinstance(cause, ssl.SSLCertVerificationError) or cause.reason in NOT_TLS
+        why = getattr(cause, "verify_message", None) or cause.reason or type(cause).__name__
         return Failure(
             Outcome.CONNECTION_ERROR,
-            f"TLS handshake with {where} failed ({cause.reason or type(cause).__name__}): does"
-            " the server speak https there (else base_url starts http://), with a certificate"
-            " this machine trusts?",
-            unreachable=True,
+            f"TLS handshake with {where} failed ({why}): does the server speak https there"
+            " (else base_url starts http://), with a certificate this machine trusts?",
+            unreachable=lasting,
         )
     return Failure(
         Outcome.CONNECTION_ERROR, f"{type(exc).__name__} ({cause.errno}) talking to {where}"
