@@ -546,7 +546,6 @@ def csv_tables(data: ReportData) -> dict[str, str]:
                 for b in r["by_k"]
             ],
         )
-    by_cell = {(r.model, r.arm): r for r in data.rows}
     tables["families.csv"] = _csv_text(
         [
             "model",
@@ -562,7 +561,7 @@ def csv_tables(data: ReportData) -> dict[str, str]:
             "vs_marginals_hi",
         ],
         [
-            [*_family_cells(f), *_iv_cells(by_cell[f["model"], f["arm"]].vs_marginals)]
+            [*_family_cells(f), None, None, None]  # a family arm has no marginals row
             for f in data.families
         ],
     )
@@ -570,9 +569,8 @@ def csv_tables(data: ReportData) -> dict[str, str]:
 
 
 def _family_cells(f: dict[str, Any]) -> list[Any]:
-    """A `families.csv` row up to its arbitrage-free interval; its `vs_marginals` cells come
-    from the leaderboard row (`ReportData.rows`), which the families section leaves out:
-    without them each row stopped three cells short of its header."""
+    """A `families.csv` row up to its arbitrage-free interval; its three `vs_marginals`
+    cells, empty, follow: without them each row stopped three cells short of its header."""
     free = f["arbitrage_free"]
     ends = [None] * 3 if free is None else [free[k] for k in ("mean", "lo", "hi")]
     return [f["model"], f["arm"], f["families"], f["coverage"], f["status"], *ends]
