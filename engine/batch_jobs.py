@@ -22,7 +22,6 @@ redone, which every step allows) into each job's current state. A job not yet co
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 from collections.abc import Mapping
@@ -31,11 +30,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
 import polars as pl
 
 from engine.console_lines import plural
-from engine.durable import DiskFull, fsync_dir, is_disk_full, read_record_lines
+from engine.durable import (
+    DiskFull,
+    append_record_line_durably,
+    is_disk_full,
+    read_record_lines,
+)
 from providers.batch import FINAL, JobState, JobStatus
 from providers.types import Outcome
 
@@ -124,23 +127,10 @@ class JobRecords:
         self.path = Path(run_dir) / JOBS_FILE
 
     def _append(self, record: dict[str, Any]) -> None:
-        """One line, one `os.write` on an append-only descriptor, fsync'd: a kill leaves at
+        """One line, fsync'd (`engine.durable.append_record_line_durably`): a kill leaves at
         most a torn last line; a full disk raises `DiskFull` (the step is then not taken)."""
-        record = {"at": _now(), **record}
-        data = orjson.dumps(record) + b"\n"
         try:
-            fresh = not self.path.exists()
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                if os.fstat(fd).st_size and not _ends_with_newline(fd):
-                    data = b"\n" + data  # never glue a line onto one torn by a kill
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            if fresh:
-                fsync_dir(self.path.parent)
+            append_record_line_durably(self.path, {"at": _now(), **record})
         except OSError as exc:
             if is_disk_full(exc):
                 raise DiskFull(self.path, exc) from exc
@@ -172,11 +162,6 @@ class JobRecords:
     def collected(self, job: BatchJob, counts: Mapping[str, int]) -> None:
         job.collected, job.counts = True, dict(counts)
         self._append({"event": COLLECTED, "job_key": job.job_key, "counts": dict(counts)})
-
-
-def _ends_with_newline(fd: int) -> bool:
-    size = os.fstat(fd).st_size
-    return size == 0 or os.pread(fd, 1, size - 1) == b"\n"
 
 
 def _state_fields(state: JobState) -> dict[str, Any]:

@@ -215,21 +215,24 @@ def append_record_line_durably(path: Path, record: dict[str, Any]) -> None:
 
 
 def _append_line(path: Path, record: dict[str, Any], *, sync: bool) -> None:
+    """One line, one `os.write` on an append-only descriptor (a kill leaves at most a torn
+    last line), fsync'd with the folder when new if `sync`."""
+    data = orjson.dumps(record) + b"\n"
+    fresh = not path.exists()
     path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists()
-    with path.open("a+b") as handle:  # appends wherever it seeks; the seek is to read
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
         # A last line a kill tore has no newline: written on after it, the new line would be
         # one damaged line with it, and `read_record_lines` would skip both.
-        torn = False
-        end = handle.seek(0, os.SEEK_END)
-        if end:
-            handle.seek(end - 1)
-            torn = handle.read(1) != b"\n"
-        handle.write((b"\n" if torn else b"") + orjson.dumps(record) + b"\n")
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        os.write(fd, data)
         if sync:
-            handle.flush()
-            os.fsync(handle.fileno())
-    if sync and new:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    if sync and fresh:
         fsync_dir(path.parent)
 
 
