@@ -40,7 +40,7 @@ from panels.input_files import (
     ID_MAX,
     TEXT_INPUT_MAX_BYTES,
     InputFileError,
-    composed,
+    form_clash,
     has_control,
     invisible_character,
     read_input_file,
@@ -234,7 +234,9 @@ def family_from_mapping(raw: Mapping[str, Any], file: str = "<family>") -> Famil
         if unknown:
             raise FamilyError(file, f"unknown key {unknown[0]!r}", label)
         statement_id = _text(file, entry, "id", label)
-        _check_new_id(file, statement_ids, statement_id)
+        if statement_id in statement_ids:  # as written: two Unicode forms, `check_one_form`
+            raise FamilyError(file, "duplicate statement id", statement_id)
+        statement_ids.add(statement_id)
         text = _text(file, entry, "text", statement_id)
         if "formula" not in entry:
             raise FamilyError(file, "missing key 'formula'", statement_id)
@@ -286,41 +288,32 @@ def check_well_posed(families: Iterable[Family]) -> None:
             )
 
 
-def _check_new_id(file: str, ids: set[str], new: str) -> None:
-    """`new` among a family's statement `ids` once only, as written: two ids in two Unicode
-    forms are refused where a new design is frozen (`check_one_form`), not here, or a run
-    folder an earlier build ran with them could no longer be read."""
-    if new in ids:
-        raise FamilyError(file, "duplicate statement id", new)
-    ids.add(new)
-
-
 def check_one_form(families: Iterable[Family]) -> None:
     """Refuse family ids, and a family's statement ids, written twice in two Unicode forms
     ("café" with U+00E9 and "cafe" + U+0301): drawn alike in every table, they are asked of a
     model as two answer keys it cannot tell apart. For a design about to be frozen (a new
     run folder, `dutchbook plan`); a folder an earlier build ran with such a pair keeps it."""
-    by_form: dict[str, Family] = {}
+    families = list(families)
+    clash = form_clash(families, lambda family: family.id)
+    if clash is not None:
+        other, family = clash
+        raise FamilyError(
+            str(family.path or "<family>"),
+            f"family id {family.id!a} already used by {other.path or '<family>'} "
+            f"(written {other.id!a} there): one id in two Unicode forms, drawn alike in "
+            "every table",
+        )
     for family in families:
-        other = by_form.setdefault(composed(family.id), family)
-        if other.id != family.id:  # the same id as written: `load_families` refuses it
+        pair = form_clash(family.statements, lambda statement: statement.id)
+        if pair is not None:
+            seen, statement = pair[0].id, pair[1].id
             raise FamilyError(
                 str(family.path or "<family>"),
-                f"family id {family.id!a} already used by {other.path or '<family>'} "
-                f"(written {other.id!a} there): one id in two Unicode forms, drawn alike in "
-                "every table",
+                f"duplicate statement id, written {seen!a} and {statement!a}: one id "
+                "in two Unicode forms, drawn alike in every table and asked as two keys "
+                "no reader can tell apart",
+                statement,
             )
-        ids: dict[str, str] = {}
-        for statement in family.statements:
-            seen = ids.setdefault(composed(statement.id), statement.id)
-            if seen != statement.id:
-                raise FamilyError(
-                    str(family.path or "<family>"),
-                    f"duplicate statement id, written {seen!a} and {statement.id!a}: one id "
-                    "in two Unicode forms, drawn alike in every table and asked as two keys "
-                    "no reader can tell apart",
-                    statement.id,
-                )
 
 
 def _exact(file: str, exact: object, statement: str) -> float | None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import stat
 import unicodedata
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 #: A campaign spec or a family file: a few kilobytes in practice.
 TEXT_INPUT_MAX_BYTES = 16 * 2**20
@@ -54,6 +56,20 @@ def composed(text: str) -> str:
     every table and figure, but two strings, so two models (or statements) so named ran as
     two under headings no reader could tell apart."""
     return unicodedata.normalize("NFC", text)
+
+
+_T = TypeVar("_T")
+
+
+def form_clash(items: Iterable[_T], text: Callable[[_T], str]) -> tuple[_T, _T] | None:
+    """The first two of `items` whose `text` differs as written but not `composed`: one name
+    in two Unicode forms (model names, family ids, a family's statement ids)."""
+    seen: dict[str, _T] = {}
+    for item in items:
+        other = seen.setdefault(composed(text(item)), item)
+        if text(other) != text(item):
+            return other, item
+    return None
 
 
 def right_to_left(text: str) -> bool:

@@ -369,18 +369,17 @@ def check_one_form(spec: CampaignSpec) -> None:
     """Refuse a model name written twice in two Unicode forms ("café" with U+00E9 and "cafe"
     + U+0301): two strings drawn alike, they ran as two models no table, figure or page could
     tell apart. For a design about to be frozen (a new run folder, `dutchbook plan`)."""
-    from panels.input_files import composed  # a spec imports panels
+    from panels.input_files import form_clash  # a spec imports panels
 
-    seen: dict[str, str] = {}
-    for model in spec.models:
-        other = seen.setdefault(composed(model.name), model.name)
-        if other != model.name:
-            raise SpecError(
-                spec.path,
-                "models",
-                f"unique names; {model.name!r} appears twice, as {other!a} and "
-                f"{model.name!a}: one name in two Unicode forms, drawn alike in every table",
-            )
+    clash = form_clash(spec.models, lambda model: model.name)
+    if clash is not None:
+        other, name = clash[0].name, clash[1].name
+        raise SpecError(
+            spec.path,
+            "models",
+            f"unique names; {name!r} appears twice, as {other!a} and {name!a}: one name in "
+            "two Unicode forms, drawn alike in every table",
+        )
 
 
 #: The longest model name: a name is the label of every table row, log line and figure
