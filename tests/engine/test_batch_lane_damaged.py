@@ -8,9 +8,10 @@ the lane."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,9 +48,17 @@ class Damaging(FakeBatch):
 
     every: bool = False
     damaged: int = 0
+    together: int = 0
+    _asked: int = 0
+    _all_asked: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
         lines = list(await super().results(fetch, state))
+        self._asked += 1
+        if self._asked <= self.together:  # held until `together` jobs asked for their results
+            if self._asked == self.together:
+                self._all_asked.set()
+            await self._all_asked.wait()
         if self.damaged and not self.every:
             return lines
         self.damaged += 1
@@ -139,10 +148,13 @@ async def test_requests_said_to_be_asked_again_that_a_later_stop_left_unasked_ar
     """Three damaged jobs at once: the first two said their lost requests were "asked again
     once", the third stopped the lane, and none was asked (the referee's 6 requests, 3
     creates). Each job's line now says "to be asked again", and the lane's end says those it
-    did not ask."""
+    did not ask. The three jobs' results come back together, as they did for the referee: a
+    job whose results came back on their own could free its room for the lost requests'
+    second job before the third was collected, and that is another case."""
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
     run_dir = tmp_path / "run"
-    fake = Damaging(every=True, limits_=replace(FakeBatch().limits, max_lines=10))
+    fake = Damaging(every=True, together=DAMAGED_JOB_STREAK,
+                    limits_=replace(FakeBatch().limits, max_lines=10))
     summary, console = await _run(plan, run_dir, fake)
     assert summary.lanes[MODEL].state.value == "stopped"
     assert len(fake.jobs) == DAMAGED_JOB_STREAK and max(fake.ran.values()) == 1
