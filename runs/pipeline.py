@@ -78,7 +78,7 @@ from runs.report_page import write_page
 from runs.run_folder import foreign_entries
 from runs.scoring_step import score_run
 from runs.signals import (
-    INTERRUPTED,
+    INTERRUPTED_MESSAGE,
     leave_terminal,
     mark_interrupt_said,
     stop_signals_to_catch,
@@ -101,8 +101,6 @@ class RunBusy(RunError):
     """Another live process is running a campaign in this folder."""
 
 
-#: What the user is told after an interrupt (tests and scripts look for it).
-INTERRUPTED_MESSAGE = f"{INTERRUPTED} to resume"
 #: Above this many queries (`runs.planner.queries_before_sharing`) the report's figure
 #: workers (about 115 MB each once warm) are ended before planning: planning and dispatch
 #: hold more memory as the campaign grows, and with the workers beside them a paper-scale run

@@ -21,6 +21,8 @@ from typing import Any, NoReturn
 EXIT_INTERRUPTED = 130
 #: What an interrupted command says; a command adds what running it again does.
 INTERRUPTED = "interrupted — run the same command again"
+#: What an interrupted `dutchbook run` says (tests and scripts look for it).
+INTERRUPTED_MESSAGE = f"{INTERRUPTED} to resume"
 #: Whether this process has said it was interrupted (`mark_interrupt_said`). typer turns a
 #: Ctrl-C that lands in its own frames (between a command's end and the exit) into exit 130
 #: without a word; `runs.cli.main` says the line then, unless a command already did.
@@ -142,6 +144,7 @@ def stops_as_interrupt() -> Iterator[None]:
 __all__ = [
     "EXIT_INTERRUPTED",
     "INTERRUPTED",
+    "INTERRUPTED_MESSAGE",
     "STOP_SIGNALS",
     "exit_interrupted",
     "held",
