@@ -151,3 +151,24 @@ def test_an_ordinary_exit_says_nothing_of_an_interrupt(
 ) -> None:
     assert _main_exit(["check", str(ROOT / "examples" / "figure1.toml")], monkeypatch) == 0
     assert INTERRUPTED not in capsys.readouterr().err
+
+
+def test_run_starts_its_figure_workers_before_it_imports_the_pipeline(tmp_path: Path) -> None:
+    """The workers' matplotlib import then uses the core the pipeline's import leaves idle
+    (issue 12), instead of competing with dispatch."""
+    code = (
+        "import sys\nimport runs.figure_workers as fw\n"
+        "start = fw.FigureWorkers.__init__\n"
+        "def started(self, *args, **kwargs):\n"
+        "    print('PIPELINE LOADED:', 'runs.pipeline' in sys.modules, file=sys.stderr)\n"
+        "    start(self, *args, **kwargs)\n"
+        "fw.FigureWorkers.__init__ = started\n"
+        "from runs.cli import main\n"
+        f"sys.argv = ['dutchbook', 'run', {str(tmp_path / 'no-such-spec.toml')!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert "PIPELINE LOADED: False" in done.stderr.splitlines()
+    assert "no-such-spec.toml" in done.stderr  # it went on to the pipeline, which said so
