@@ -76,7 +76,8 @@ RPC_STATUS: dict[str, Outcome] = {
     "ALREADY_EXISTS": Outcome.BAD_REQUEST,
 }
 
-#: Gemini finishReason -> the failure it means; STOP (and an absent reason) is success.
+#: Gemini finishReason -> the failure it means; STOP (and an absent reason) is success, and
+#: a reason missing here is a failure too (`_finish_failure`).
 FINISH_FAILURES: dict[str, Outcome] = {
     "MAX_TOKENS": Outcome.TRUNCATED,
     "SAFETY": Outcome.REFUSAL,
@@ -85,6 +86,10 @@ FINISH_FAILURES: dict[str, Outcome] = {
     "SPII": Outcome.REFUSAL,
     "RECITATION": Outcome.REFUSAL,
     "IMAGE_SAFETY": Outcome.REFUSAL,
+    "IMAGE_PROHIBITED_CONTENT": Outcome.REFUSAL,
+    "IMAGE_RECITATION": Outcome.REFUSAL,
+    "IMAGE_OTHER": Outcome.INVALID_RESPONSE,
+    "NO_IMAGE": Outcome.INVALID_RESPONSE,
     "LANGUAGE": Outcome.REFUSAL,
     "MALFORMED_FUNCTION_CALL": Outcome.INVALID_RESPONSE,
     "UNEXPECTED_TOOL_CALL": Outcome.INVALID_RESPONSE,
@@ -490,8 +495,9 @@ class VertexAdapter:
             return failure(Outcome.INVALID_RESPONSE, "reply has no candidates")
         finish = candidate.get("finishReason")
         finish_reason = finish if isinstance(finish, str) and finish else None
-        if finish_reason in FINISH_FAILURES:
-            return failure(FINISH_FAILURES[finish_reason], f"finishReason={finish_reason}")
+        finish_failure = _finish_failure(finish_reason)
+        if finish_failure is not None:
+            return failure(*finish_failure)
         if text is None or not text.strip():
             return failure(Outcome.INVALID_RESPONSE, f"no text (finishReason={finish_reason})")
         return Completion(
@@ -515,6 +521,19 @@ def _gemini_usage(usage: Any) -> tuple[int | None, int | None]:
     if candidates_n is not None or thoughts_n is not None:
         tokens_out = (candidates_n or 0) + (thoughts_n or 0)
     return as_int(usage.get("promptTokenCount")), tokens_out
+
+
+def _finish_failure(reason: str | None) -> tuple[Outcome, str] | None:
+    """The failure a candidate's finishReason means, or None for STOP and an absent reason."""
+    if reason is None or reason == "STOP":
+        return None
+    if reason in FINISH_FAILURES:
+        return FINISH_FAILURES[reason], f"finishReason={reason}"
+    # A reason this adapter does not know yet (Google adds them: the IMAGE_* family came after
+    # the rest) still says generation stopped short of its natural end, so the text may be cut
+    # or filtered. Taken as an answer, it would be recorded unread; as an invalid response it
+    # is asked again within the answer-failure budget, and the detail names the reason.
+    return Outcome.INVALID_RESPONSE, f"finishReason={reason}, a reason this adapter does not know"
 
 
 def _prompt_blocked(feedback: Any) -> str | None:
