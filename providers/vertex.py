@@ -12,7 +12,8 @@ differ in body and reply:
   `.../endpoints/openapi/chat/completions`, built and parsed by `providers.openai_compat`.
 
 Errors of both come in Google's `{"error": {"code", "message", "status"}}` envelope, read by
-`status` first because the HTTP code alone is ambiguous (a 503 may be RESOURCE_EXHAUSTED).
+`status` first because the HTTP code alone is ambiguous (a 503 may be RESOURCE_EXHAUSTED); a
+`google.rpc.RetryInfo` among its `details` says how long to wait.
 
 `build` may block to refresh the token (about once an hour); the engine may call it in a
 worker thread. It raises `ConfigError` when credentials cannot be loaded at all, and
@@ -38,7 +39,12 @@ from providers.google_auth_tokens import (
     TokenRefreshError,
     load_credentials,
 )
-from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
+from providers.headers import (
+    parse_number,
+    rate_limit_info,
+    retry_after_seconds,
+    wait_from_message,
+)
 from providers.openai_compat import ClientDialect, build_body, encode, parse_reply, token_field
 from providers.secrets import Secret, redact_result
 from providers.types import (
@@ -105,6 +111,10 @@ _THINKING_LEVELS = {"minimal": "MINIMAL", "low": "LOW", "medium": "MEDIUM", "hig
 _THINKING_BUDGETS = {"none": 0, "low": 1024, "medium": 8192, "high": 24576}
 #: A per-day quota is spent (pause the lane) rather than a per-minute rate hit.
 _DAILY_QUOTA = re.compile(r"per[ _-]?day|daily", re.IGNORECASE)
+#: The `error.details[]` entry that says when to ask again (`retryDelay`, a Duration "37s").
+_RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+#: The longest google.protobuf.Duration (10,000 years): a retryDelay past it is none at all.
+_MAX_DURATION_S = 315_576_000_000.0
 #: How many recently issued tokens are remembered for redaction.
 _TOKENS_REMEMBERED = 8
 
@@ -169,17 +179,22 @@ def _gcloud_adc_file(env: Mapping[str, str]) -> Path:
     return home / ".config" / "gcloud" / "application_default_credentials.json"
 
 
+def _error_object(payload: Any) -> dict[str, Any] | None:
+    """The `error` object of a google.rpc envelope, which Vertex sometimes wraps in a
+    one-element list; None if `payload` is not one."""
+    if isinstance(payload, list) and len(payload) == 1:
+        payload = payload[0]
+    error = payload.get("error") if isinstance(payload, dict) else None
+    return error if isinstance(error, dict) else None
+
+
 def rpc_error(payload: Any) -> tuple[str, str, int | None] | None:
     """(status, message, code) of a google.rpc error envelope, or None if `payload` is not one.
 
     Vertex sometimes wraps the envelope in a one-element list.
     """
-    if isinstance(payload, list) and len(payload) == 1:
-        payload = payload[0]
-    if not isinstance(payload, dict):
-        return None
-    error = payload.get("error")
-    if not isinstance(error, dict):
+    error = _error_object(payload)
+    if error is None:
         return None
     status = error.get("status")
     message = error.get("message")
@@ -188,6 +203,27 @@ def rpc_error(payload: Any) -> tuple[str, str, int | None] | None:
         message if isinstance(message, str) else "",
         as_int(error.get("code")),
     )
+
+
+def _retry_delay(payload: Any) -> float | None:
+    """Seconds of the envelope's google.rpc.RetryInfo `retryDelay`, or None.
+
+    The delay is a Duration in its JSON form ("37s", "1.5s"). Anything else (negative, not a
+    number, past the longest Duration) is ignored as an unreadable Retry-After header is: a
+    wrong guess is worse than the engine's own backoff, and the engine clips a long wait.
+    """
+    error = _error_object(payload)
+    details = error.get("details") if error is not None else None
+    if not isinstance(details, list):
+        return None
+    for detail in details:
+        if isinstance(detail, dict) and detail.get("@type") == _RETRY_INFO:
+            delay = detail.get("retryDelay")
+            if not (isinstance(delay, str) and delay.strip().endswith("s")):
+                return None
+            seconds = parse_number(delay.strip()[:-1])
+            return seconds if seconds is not None and seconds <= _MAX_DURATION_S else None
+    return None
 
 
 def _status(status: int) -> Outcome:
@@ -407,7 +443,9 @@ class VertexAdapter:
         payload = load_json(body)
         envelope = rpc_error(payload)
         if envelope is not None and (envelope[0] or not self._openai):
-            result: Completion | Failure = self._rpc_failure(status, view, envelope)
+            result: Completion | Failure = self._rpc_failure(
+                status, view, envelope, _retry_delay(payload)
+            )
         elif self._openai:
             result = parse_reply(status, view, body, self._dialect)
         elif status != 200:
@@ -437,14 +475,23 @@ class VertexAdapter:
         return replace(failure, stale_credential=True)
 
     def _rpc_failure(
-        self, status: int, view: Headers, envelope: tuple[str, str, int | None]
+        self,
+        status: int,
+        view: Headers,
+        envelope: tuple[str, str, int | None],
+        delay: float | None,
     ) -> Failure:
         rpc_status, message, code = envelope
         # The envelope's status names the error; without it, its code (a 200 may carry a 429).
         outcome = RPC_STATUS.get(rpc_status) or _status(code or status)
-        retry_after = retry_after_seconds(view)
-        if retry_after is None and outcome in (Outcome.RATE_LIMIT, Outcome.PROVIDER_ERROR):
-            retry_after = wait_from_message(message)
+        # Each wait the reply states is the server's: a Retry-After header (a gateway's, as
+        # Google documents none), RetryInfo's `delay` (the API's own) and the prose ("Please
+        # retry in 58.934310785s", finer than RetryInfo's "58s"). The longest is kept, as
+        # asking again at a shorter one only meets the same limit.
+        waits = [retry_after_seconds(view), delay]
+        if outcome in (Outcome.RATE_LIMIT, Outcome.PROVIDER_ERROR):
+            waits.append(wait_from_message(message))
+        retry_after = max((wait for wait in waits if wait is not None), default=None)
         label = rpc_status or f"HTTP {status}"
         return Failure(
             outcome,

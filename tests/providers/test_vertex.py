@@ -380,6 +380,51 @@ def test_retry_hints_in_headers_and_prose() -> None:
     assert prose.retry_after_s == 4.0
 
 
+def retry_info(delay: Any, message: str = "Resource exhausted.") -> dict[str, Any]:
+    """A 429 whose `details` carry google.rpc.RetryInfo, beside the QuotaFailure Google sends."""
+    body = rpc("RESOURCE_EXHAUSTED", 429, message)
+    body["error"]["details"] = [
+        {"@type": "type.googleapis.com/google.rpc.QuotaFailure",
+         "violations": [{"quotaMetric": "generate_content_requests_per_minute"}]},
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay},
+    ]
+    return body
+
+
+@pytest.mark.parametrize(("delay", "seconds"), [("37s", 37.0), ("1.5s", 1.5), ("0.000001s", 1e-6)])
+def test_retry_info_gives_the_wait(delay: str, seconds: float) -> None:
+    assert failed(retry_info(delay), status=429).retry_after_s == seconds
+    assert failed([retry_info(delay)], status=429).retry_after_s == seconds
+
+
+def test_the_longest_stated_wait_wins() -> None:
+    """A Retry-After header (a gateway's; Google documents none), RetryInfo and the prose may
+    all state a wait: coming back at the shortest only meets the limit again."""
+    header = {"retry-after": "60"}
+    assert failed(retry_info("37s"), status=429, headers=header).retry_after_s == 60.0
+    assert failed(retry_info("90s"), status=429, headers=header).retry_after_s == 90.0
+    finer = retry_info("58s", "You exceeded your quota. Please retry in 58.934310785s.")
+    assert failed(finer, status=429).retry_after_s == 58.934310785
+
+
+@pytest.mark.parametrize(
+    "delay",
+    ["-5s", "garbage", "37", "", "nans", "infs", "1e400s", "999999999999999s", 37, None,
+     {"seconds": 37}],
+)
+def test_a_retry_delay_that_is_no_duration_is_ignored(delay: Any) -> None:
+    failure = failed(retry_info(delay), status=429)
+    assert failure.outcome is Outcome.RATE_LIMIT
+    assert failure.retry_after_s is None
+
+
+@pytest.mark.parametrize("details", [None, "x", [None, 3, "s"], [{"@type": 5}], {"a": 1}])
+def test_malformed_details_are_ignored(details: Any) -> None:
+    body = rpc("RESOURCE_EXHAUSTED", 429)
+    body["error"]["details"] = details
+    assert failed(body, status=429).retry_after_s is None
+
+
 @pytest.mark.parametrize(
     ("status", "outcome"),
     [(429, Outcome.RATE_LIMIT), (502, Outcome.PROVIDER_ERROR), (504, Outcome.TIMEOUT),
@@ -429,7 +474,7 @@ _json = st.recursive(
         st.sampled_from(["candidates", "content", "parts", "text", "thought", "finishReason",
                          "responseId", "modelVersion", "usageMetadata", "promptFeedback",
                          "blockReason", "error", "status", "code", "message", "choices", "id",
-                         "model"]),
+                         "model", "details", "@type", "retryDelay"]),
         inner, max_size=4),
     max_leaves=14,
 )
