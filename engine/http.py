@@ -2,6 +2,8 @@
 
 Adapters only see replies that arrived; refused connections, resets and client timeouts
 never reach them, so this is the one place those become `connection_error` and `timeout`.
+One that came once the server took the connection (a reply that could not be read or was cut
+short, a reset) is a `BrokenReply`: a lane tells a server answering badly from one not there.
 Details keep the exception's kind and the host, never the query string (some providers put
 keys there) nor headers.
 
@@ -23,7 +25,7 @@ import errno
 import socket
 import ssl
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -94,6 +96,34 @@ def _why(exc: aiohttp.ClientError) -> str:
     message = getattr(source, "message", None)
     words = " ".join(message.split()) if isinstance(message, str) else ""
     return f" ({words[:_WHY_CHARS]})" if words else ""
+
+
+@dataclass(frozen=True)
+class BrokenReply(Failure):
+    """A connection error after the server took the connection: a reply aiohttp could not
+    read (a bad status line, too many headers), a body cut short, or the connection closed or
+    reset with the request sent. The server is there and answering badly, unlike one refused,
+    unresolved or silent until the timeout; a lane that had no reply but these says so
+    (`engine.lanes`), not "is the server up?"."""
+
+
+#: aiohttp's errors that come once a connection is open (`ClientConnectorError`, a
+#: `ClientOSError` too, is caught before them).
+_AFTER_CONNECT = (
+    aiohttp.ClientResponseError,
+    aiohttp.ClientPayloadError,
+    aiohttp.ServerDisconnectedError,
+    aiohttp.ClientOSError,
+    aiohttp.ClientConnectionResetError,
+)
+
+
+def _client_error(exc: aiohttp.ClientError, url: str) -> Failure:
+    """A transport failure other than a connection not opened: a `BrokenReply` when the
+    server took the connection (`_AFTER_CONNECT`)."""
+    detail = f"{type(exc).__name__}{_why(exc)} talking to {_where(url)}"
+    kind = BrokenReply if isinstance(exc, _AFTER_CONNECT) else Failure
+    return kind(Outcome.CONNECTION_ERROR, detail)
 
 
 #: The most bytes of one live reply's body that are read (decompressed), so replies hold at
@@ -301,10 +331,7 @@ class HttpClient:
         except aiohttp.ClientConnectorError as exc:
             return _unreachable(exc, exc.os_error, request.url)
         except aiohttp.ClientError as exc:
-            return Failure(
-                Outcome.CONNECTION_ERROR,
-                f"{type(exc).__name__}{_why(exc)} talking to {_where(request.url)}",
-            )
+            return _client_error(exc, request.url)
         except OSError as exc:
             return _unreachable(exc, exc, request.url)
 
@@ -319,4 +346,4 @@ class HttpClient:
         return adapter.parse(status, headers, body)
 
 
-__all__ = ["MAX_REPLY_BYTES", "HttpClient"]
+__all__ = ["MAX_REPLY_BYTES", "BrokenReply", "HttpClient"]

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from engine.concurrency import AdaptiveCap
 from engine.durable import DiskFull
-from engine.http import HttpClient
+from engine.http import BrokenReply, HttpClient
 from engine.limits import Hold, TokenBucket, estimate_tokens
 from engine.logs import EngineLog
 from engine.outage import Outage, OutagePolicy, append_pause
@@ -321,6 +321,9 @@ class Lane(LaneControl):
         #: Whether anything answered at the model's address yet: a lane whose server refuses
         #: connections from the start stops at once with the hint instead of retrying.
         self._reached = False
+        #: Whether its server took a connection and broke the reply (`BrokenReply`): a lane
+        #: with no other reply is told to look between and at the server, not if it is up.
+        self._broken_replies = False
         #: Whether any reply was in the provider's format yet, and how many in a row were
         #: not before one was: a lane pointed at a web page stops (`RetryPolicy.foreign_streak`).
         self._recognised = False
@@ -711,6 +714,8 @@ class Lane(LaneControl):
             self._reached = True
             if failure is None or not failure.foreign:
                 self._recognised = True
+        elif isinstance(failure, BrokenReply):
+            self._broken_replies = True
         accepted = self.ledger.record_result(record, response)
         self.results += 1
         self.stats.attempts += 1
@@ -748,13 +753,21 @@ class Lane(LaneControl):
             return False
         if self._reached and self.outage.down_s < policy.unanswered_down_s:
             return False
-        what = "reply" if not self._reached else "successful reply"
-        check = (
-            f"is the server up, base_url right, and timeout_s ({self.config.timeout_s:g}s) "
-            "long enough?"
-            if not self._reached
-            else "is the provider up, and the model id right?"
-        )
+        if self._reached:
+            what, check = "successful reply", "is the provider up, and the model id right?"
+        elif self._broken_replies:
+            what = "readable reply"
+            check = (
+                "the server takes the connections, but its replies come cut short, "
+                "unreadable or reset: is a proxy between failing, what does the server's log "
+                "say, and is base_url the address of the API service?"
+            )
+        else:
+            what = "reply"
+            check = (
+                f"is the server up, base_url right, and timeout_s ({self.config.timeout_s:g}s) "
+                "long enough?"
+            )
         self._halt(
             LaneState.STOPPED,
             f"no {what} from its provider since this command started ({self.outage.cause}, "

@@ -1,0 +1,99 @@
+"""A lane stopped by a server that takes its connections and answers badly says so.
+
+Such a server (a reply with too many headers, a body short of its length, a connection reset
+once the request was sent) gave only connection errors, as a server that is not there does,
+and the lane stopped with the hint for one that never replied: "no reply from its provider
+... is the server up, base_url right, and timeout_s long enough?". The server was up. The
+lane now says its replies could not be read, and what to check for that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from engine.dispatch import dispatch
+from engine.outage import OutagePolicy
+from engine.retry import RetryPolicy
+from engine.scan import scan_attempts
+
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
+
+POLICY = RetryPolicy(max_attempts=3, base_s=0.01, cap_s=0.05)
+OUTAGE = OutagePolicy(streak=5, probe_base_s=0.05, probe_cap_s=0.2, unanswered_probes=3)
+
+#: How a hostile server answers: bytes to send once the request's head is read, and whether
+#: to reset the connection (RST) rather than close it.
+Reply = tuple[bytes, bool]
+Serve = Callable[[Reply], Awaitable[str]]
+
+MANY_HEADERS = b"".join(b"X-H%d: v\r\n" % i for i in range(10_000))
+
+
+@pytest.fixture
+async def hostile() -> AsyncIterator[Serve]:
+    """A loopback server answering every request alike, badly; its root URL."""
+    servers: list[asyncio.Server] = []
+
+    async def start(reply: Reply) -> str:
+        data, reset = reply
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            if data:
+                writer.write(data)
+                await writer.drain()
+            if reset:
+                sock = writer.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                writer.transport.abort()
+            else:
+                writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        servers.append(server)
+        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+    yield start
+    for server in servers:
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "reply",
+    [
+        (b"HTTP/1.1 200 OK\r\n" + MANY_HEADERS + b"Content-Length: 2\r\n\r\n{}", False),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{}", False),
+        (b'HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n{"id"', True),
+        (b"", True),
+    ],
+    ids=["too-many-headers", "short-body", "reset-mid-body", "reset-after-accept"],
+)
+async def test_a_server_answering_unreadably_is_not_asked_whether_it_is_up(
+    tmp_path: Path, kit: type[Kit], hostile: Serve, reply: Reply
+) -> None:
+    root = await hostile(reply)
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("bad", 10))
+    config, adapter = kit.sim_model("bad", root, concurrency=2, timeout_s=2.0)
+    summary = await dispatch(
+        plan, tmp_path / "run", {"bad": config}, {"bad": adapter}, policy=POLICY,
+        outage=OUTAGE, log_console=None,
+    )  # fmt: skip
+    lane = summary.lanes["bad"]
+    assert lane.state.value == "stopped" and lane.accepted == 0
+    assert set(scan_attempts(tmp_path / "run").collect()["outcome"]) == {"connection_error"}
+    message = lane.message
+    assert message.startswith("bad (openai): no readable reply from its provider since"), message
+    assert "3 probes failed" in message and "the last: " in message
+    assert "is the server up" not in message and "timeout_s" not in message
+    assert "the server takes the connections" in message
+    assert "a proxy" in message and "the server's log" in message and "base_url" in message
