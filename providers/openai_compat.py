@@ -29,7 +29,12 @@ from providers.base import (
 )
 from providers.body_template import BodyTemplate, shape, template
 from providers.constrained import constraint_fields, fold_system
-from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
+from providers.headers import (
+    is_spent_quota_wait,
+    rate_limit_info,
+    retry_after_seconds,
+    wait_from_message,
+)
 from providers.secrets import Secret, first_set, redact_result
 from providers.types import (
     ChatRequest,
@@ -562,15 +567,17 @@ def _classify_error(env: _Envelope, dialect: ClientDialect) -> Failure:
             extra["retry_after_s"] = waited
     if outcome is Outcome.RATE_LIMIT:
         daily = dialect.requests_header_is_daily and env.limits.remaining_requests == 0
-        extra["quota_exhausted"] = daily or bool(
-            _QUOTA_TEXT.search(message) or _QUOTA_TEXT.search(code)
+        stated = extra.get("retry_after_s", env.retry_after_s)
+        extra["quota_exhausted"] = (
+            daily
+            or is_spent_quota_wait(stated)
+            or bool(_QUOTA_TEXT.search(message) or _QUOTA_TEXT.search(code))
         )
         reset = env.limits.reset_requests_s
         if daily and reset:
             # The day's request counter is what is spent: capacity returns at its reset, the
             # quota's stated wait (`engine.retry.RetryPolicy.quota_pauses`) even where a
             # retry-after names a shorter one.
-            stated = extra.get("retry_after_s", env.retry_after_s)
             extra["retry_after_s"] = max(stated or 0.0, reset)
     if outcome is Outcome.INVALID_RESPONSE and isinstance(env.data, dict):
         error = env.data.get("error")

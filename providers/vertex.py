@@ -40,6 +40,7 @@ from providers.google_auth_tokens import (
     load_credentials,
 )
 from providers.headers import (
+    is_spent_quota_wait,
     parse_number,
     rate_limit_info,
     retry_after_seconds,
@@ -492,13 +493,14 @@ class VertexAdapter:
         if outcome in (Outcome.RATE_LIMIT, Outcome.PROVIDER_ERROR):
             waits.append(wait_from_message(message))
         retry_after = max((wait for wait in waits if wait is not None), default=None)
+        quota = bool(_DAILY_QUOTA.search(message)) or is_spent_quota_wait(retry_after)
         label = rpc_status or f"HTTP {status}"
         return Failure(
             outcome,
             short(f"{label}: {message}" if message else label),
             http_status=status,
             retry_after_s=retry_after,
-            quota_exhausted=outcome is Outcome.RATE_LIMIT and bool(_DAILY_QUOTA.search(message)),
+            quota_exhausted=outcome is Outcome.RATE_LIMIT and quota,
             limits=rate_limit_info(view),
         )
 

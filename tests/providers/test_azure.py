@@ -115,6 +115,39 @@ def test_azure_429_retry_after_ms() -> None:
     assert isinstance(no_header, Failure) and no_header.retry_after_s == 6.0
 
 
+def s0_429(seconds: int) -> bytes:
+    return orjson.dumps({"error": {"code": "429", "message": (
+        "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version "
+        "2024-10-21 have exceeded token rate limit of your current OpenAI S0 pricing tier. "
+        f"Please retry after {seconds} seconds.")}})
+
+
+@pytest.mark.parametrize(
+    ("said", "headers"),
+    [(86400, {}), (86400, {"retry-after": "86400"}), (6, {"retry-after": "86400"}),
+     (3600, {})],
+)
+def test_a_429_asking_for_an_hour_or_more_is_a_spent_quota(
+    said: int, headers: dict[str, str]
+) -> None:
+    """Retried as a rate limit, its wait clipped to ten minutes, a day's wait is asked again
+    all day and each request given up; as a spent quota the lane pauses and says why."""
+    result = adapter().parse(429, headers, s0_429(said))
+    assert isinstance(result, Failure) and result.outcome is Outcome.RATE_LIMIT
+    assert result.quota_exhausted
+    assert result.retry_after_s == float(headers.get("retry-after", said))
+    assert f"Please retry after {said} seconds." in result.detail
+
+
+@pytest.mark.parametrize(("said", "headers"), [(3599, {}), (6, {"retry-after": "60"})])
+def test_a_429_asking_for_less_than_an_hour_is_a_rate_limit(
+    said: int, headers: dict[str, str]
+) -> None:
+    result = adapter().parse(429, headers, s0_429(said))
+    assert isinstance(result, Failure) and result.outcome is Outcome.RATE_LIMIT
+    assert not result.quota_exhausted
+
+
 def test_unsupported_parameter_is_bad_request() -> None:
     body = {"error": {"message": "Unsupported value: 'temperature' does not support 0.7 with this "
                       "model. Only the default (1) value is supported.",

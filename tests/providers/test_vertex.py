@@ -407,6 +407,16 @@ def test_the_longest_stated_wait_wins() -> None:
     assert failed(finer, status=429).retry_after_s == 58.934310785
 
 
+@pytest.mark.parametrize(("delay", "spent"), [("86400s", True), ("3600s", True), ("3599s", False)])
+def test_a_retry_delay_of_an_hour_or_more_is_a_spent_quota(delay: str, spent: bool) -> None:
+    """As Azure's "Please retry after 86400 seconds" (test_azure): the message says nothing
+    of a day, the wait does."""
+    failure = failed(retry_info(delay), status=429)
+    assert failure.outcome is Outcome.RATE_LIMIT
+    assert failure.quota_exhausted is spent
+    assert failure.detail == "RESOURCE_EXHAUSTED: Resource exhausted."
+
+
 @pytest.mark.parametrize(
     "delay",
     ["-5s", "garbage", "37", "", "nans", "infs", "1e400s", "999999999999999s", 37, None,
