@@ -179,6 +179,23 @@ def missing_answers_line(missing: int, run_dir: str, parser: str | None) -> str 
     )
 
 
+def rejected_answers_line(rejected: int, run_dir: str) -> str | None:
+    """What `status` says of requests whose reply the run accepted and a later
+    `dutchbook reparse --parser strict` rejected (None when there are none): they count as
+    pending, and a lenient spec's resume is refused (`runs.pipeline._check_last_parser`), so
+    the line names the reparse that takes them back. A reply recorded `ok` that strict
+    rejects was accepted by lenient, so lenient is the way back whatever the spec says."""
+    if not rejected:
+        return None
+    return (
+        f"{plural(rejected, 'request')} {'has' if rejected == 1 else 'have'} no answer only "
+        f"because `dutchbook reparse --parser strict` rejected the "
+        f"{'reply' if rejected == 1 else 'replies'} the run had accepted: `dutchbook reparse "
+        f"{run_dir} --parser lenient` takes {'it' if rejected == 1 else 'them'} back without a "
+        "call (a resume with a lenient spec is refused until then)"
+    )
+
+
 def unrecorded_answers_line(unrecorded: int) -> str | None:
     """What `audit`, `status` and the report say of answers whose accepted attempt is not in
     `attempts/` (None when there are none). A resume is not refused for them: they are

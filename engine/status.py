@@ -20,6 +20,7 @@ from engine.audit import (
     by_cause,
     classify,
     missing_answers_line,
+    rejected_answers_line,
     repeated_rows_line,
     retry_sentence,
     unrecorded_answers_line,
@@ -83,7 +84,9 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     attempt is not in `attempts/`), `answers_repeated` and `attempts_repeated` (rows a shard
     copied or put back holds a second time, `engine.scan.repeated_rows`: counted once
     everywhere else), `warnings` (lines saying what is wrong with the folder, and what to
-    do).
+    do), `answers_rejected_on_reparse` (requests whose reply the run accepted and a later
+    `reparse --parser strict` rejected: pending, of `pending_failures`), `notes` (lines
+    saying what the user may do that is not wrong: the reparse that takes those back).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -114,7 +117,7 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
     planned_by_model = _planned_by_model(run_dir)
     accepted_by_model = _counts(responses.group_by("model").len().collect(), "model")
     outcomes, retries, per_model = _by_model(attempts, marked)
-    pending, failures_by_model = _pending_failures(attempts, responses, lost.lazy())
+    pending, failures_by_model, rejected = _pending_failures(attempts, responses, lost.lazy())
     models = sorted(set(per_model) | set(accepted_by_model) | set(planned_by_model or {}))
     counts = {"planned": planned_by_model, "accepted": accepted_by_model,
               "pending_failures": failures_by_model}
@@ -181,7 +184,9 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
         "answers_unrecorded": unrecorded,
         "answers_repeated": repeats.answers,
         "attempts_repeated": repeats.attempts,
+        "answers_rejected_on_reparse": rejected,
         "warnings": warnings,
+        "notes": [line for line in (rejected_answers_line(rejected, str(run_dir)),) if line],
     }
 
 
@@ -237,9 +242,11 @@ def _activity(attempts: pl.LazyFrame) -> dict[str, Any]:
 
 def _pending_failures(
     attempts: pl.LazyFrame, responses: pl.LazyFrame, lost: pl.LazyFrame
-) -> tuple[dict[str, Any], dict[str, int]]:
-    """Requests tried but not accepted, by their last outcome (with a few examples), and
-    how many per model; `lost` (`request_id`), those accepted whose answer is missing."""
+) -> tuple[dict[str, Any], dict[str, int], int]:
+    """Requests tried but not accepted, by their last outcome (with a few examples), how
+    many per model, and how many of them have an `ok` attempt (a reply the run accepted that
+    a stricter reparse rejected); `lost` (`request_id`), those accepted whose answer is
+    missing."""
     answered = pl.concat([responses.select("request_id"), lost], how="vertical")
     last_attempts = (
         attempts.join(answered, on="request_id", how="anti")
@@ -249,9 +256,12 @@ def _pending_failures(
             pl.col("attempt").max().alias("attempts"),
             pl.col("outcome").sort_by("attempt").last(),
             pl.col("detail").sort_by("attempt").last(),
+            (pl.col("outcome") == str(Outcome.OK)).any().alias("_accepted_once"),
         )
         .collect()
     )
+    rejected_on_reparse = int(last_attempts["_accepted_once"].sum())
+    last_attempts = last_attempts.drop("_accepted_once")
     # An `ok` last attempt without an answer (not a lost one: those are left out above) is a
     # reply a stricter reparse rejected; it was listed as a failure named "ok", permanent.
     rejected = pl.col("outcome") == str(Outcome.OK)
@@ -267,7 +277,7 @@ def _pending_failures(
         "by_outcome": dict(sorted(by_outcome.items())),
         "examples": last_attempts.sort("request_id").head(_EXAMPLES).to_dicts(),
     }
-    return summary, _counts(last_attempts.group_by("model").len(), "model")
+    return summary, _counts(last_attempts.group_by("model").len(), "model"), rejected_on_reparse
 
 
 def _complete_models(

@@ -142,6 +142,8 @@ def render(summary: dict[str, Any], console: Console) -> None:
                 f"{example['detail']}",
                 soft_wrap=True, highlight=False, markup=False,
             )
+    for note in summary.get("notes") or []:
+        console.print(note, soft_wrap=True, highlight=False, markup=False)
     for warning in summary.get("warnings") or []:
         console.print(f"warning: {warning}", style="yellow", soft_wrap=True, highlight=False,
                       markup=False)
