@@ -225,9 +225,12 @@ class GroqDialect(OpenAIDialect):
             wait = f"{retry_after_s:.3f}s"
         else:
             wait = "a moment"
+        # Groq's own 429 ends with the link to its billing page, even for a per-minute limit;
+        # a quota reading of "billing" once mistook that for a spent quota.
         body = {"error": {
             "message": "Rate limit reached for model on requests per minute (RPM): Limit 30, "
-                       f"Used 30, Requested 1. Please try again in {wait}.",
+                       f"Used 30, Requested 1. Please try again in {wait}. Need more tokens? "
+                       "Upgrade to Dev Tier today at https://console.groq.com/settings/billing",
             "type": "requests", "code": "rate_limit_exceeded"}}
         return json_response(body, 429, headers)
 

@@ -212,6 +212,22 @@ async def test_simulators_own_rate_limit_is_a_rate_limit_with_a_wait(provider: s
     assert second.retry_after_s is not None and second.retry_after_s > 0
 
 
+async def test_groqs_429_ends_with_the_billing_link_as_groqs_own_does() -> None:
+    """Groq ends its per-minute 429 with "Need more tokens? Upgrade to Dev Tier today at
+    https://console.groq.com/settings/billing", words that once read as a spent quota: the
+    simulator says them too, and the adapter still sees a rate limit."""
+    async with await start_sim(rate_limit_rpm=1) as sim:
+        adapter = adapter_for(config_for("groq", sim.root_url), ENV)
+        async with aiohttp.ClientSession(trust_env=False) as session:
+            await exchange(session, adapter, adapter.build(PROMPT))
+            limited = await exchange(session, adapter, adapter.build(PROMPT))
+    assert isinstance(limited, Failure) and limited.outcome is Outcome.RATE_LIMIT
+    assert limited.detail.endswith(
+        "Need more tokens? Upgrade to Dev Tier today at https://console.groq.com/settings/billing"
+    )
+    assert not limited.quota_exhausted
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_rehearsed_configs_work_with_our_adapters(provider: str, tmp_path: Path) -> None:
     """The simulator's `rehearse_model` and our adapters agree on URLs and credentials."""
