@@ -39,7 +39,7 @@ from engine.console_lines import plural
 from engine.durable import record_number
 from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
-from engine.reparse import ok_means_accepted, parser_in_force
+from engine.reparse import ok_means_accepted, parser_in_force, unfinished_line
 from engine.retry import BUDGET_SPENT_REASON, DUPLICATE, GAVE_UP_MARK
 from engine.scan import Repeats, lost_answers, read_settled, repeated_rows, scan_ledger
 from engine.spend import Prices, carried_by_batch
@@ -451,6 +451,9 @@ class Audit:
     repeats: Repeats = field(default_factory=Repeats)
     #: Batch jobs not yet collected: their queries are with the provider (`AtProvider`).
     at_provider: AtProvider = field(default_factory=AtProvider)
+    #: The line saying the folder's last reparse did not finish and to run it again
+    #: (`engine.reparse.unfinished_line`), None when it did or there was none.
+    reparse_unfinished: str | None = None
 
     @property
     def sentence(self) -> str:
@@ -515,16 +518,18 @@ class Audit:
         ]
 
     def notes(self) -> list[str]:
-        """What the tables do not show, as sentences: the attempts a died run left unresolved
-        first, answers lost from `responses/` (the folder is damaged), lanes that ended early,
-        then pauses while a provider was down; after lanes that ended early, how to ask what
-        they left; then requests whose answer-failure budget is spent."""
+        """What the tables do not show, as sentences: a reparse that did not finish first, then
+        the attempts a died run left unresolved, answers lost from `responses/` (the folder is
+        damaged), lanes that ended early, then pauses while a provider was down; after lanes
+        that ended early, how to ask what they left; then requests whose answer-failure budget
+        is spent."""
         ends = self.lane_end_lines()
         resume = [resume_line(self.at_provider)]
         lost = missing_answers_line(self.totals.answers_missing, self.run_dir, self.parser)
         unrecorded = unrecorded_answers_line(self.totals.answers_unrecorded)
         repeated = repeated_rows_line(self.repeats, self.run_dir)
         lines = [
+            *([self.reparse_unfinished] if self.reparse_unfinished else []),
             *self._interrupted_lines(),
             *([lost] if lost else []), *([unrecorded] if unrecorded else []),
             *([repeated] if repeated else []), *ends,
@@ -554,6 +559,7 @@ class Audit:
             "batch_at_provider": {
                 "jobs": self.at_provider.jobs, "queries": self.at_provider.queries,
             },
+            "reparse_unfinished": self.reparse_unfinished,
         }
 
     def table(self) -> pl.DataFrame:
@@ -786,7 +792,8 @@ def _read_audit(
                  run_dir=str(run_dir), parser=parser_in_force(run_dir, spec_parser),
                  in_flight=unresolved.in_flight, interrupted_unrecorded=unresolved.interrupted,
                  interrupted_batch=unresolved.interrupted_batch,
-                 repeats=repeats, at_provider=at_provider(fold_jobs(run_dir), attempts))
+                 repeats=repeats, at_provider=at_provider(fold_jobs(run_dir), attempts),
+                 reparse_unfinished=unfinished_line(run_dir))
 
 
 def _rolled_up(

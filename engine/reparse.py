@@ -234,6 +234,23 @@ def last_reparse(run_dir: Path | str) -> LastReparse | None:
     return LastReparse(last["parser"], at if isinstance(at, str) else None, not last.get("begun"))
 
 
+def unfinished_line(run_dir: Path | str) -> str | None:
+    """What every command says of a folder whose last reparse did not finish (its begun
+    line is the last, `last_reparse`), None otherwise: the one thing to do, run the same
+    reparse again. Its answers are whole either way (`engine.shards.replace_all` commits the
+    new shard by one rename), but whose they are, its parser's or the ones before, is not
+    recorded; the kept replies rebuild them without a call, so nothing is lost."""
+    last = last_reparse(run_dir)
+    if last is None or last.finished:
+        return None
+    begun = f" begun at {last.at}" if last.at else ""
+    return (
+        f"a `dutchbook reparse --parser {last.parser}`{begun} did not finish, so the answers "
+        f"may be its own or the ones before it: run `dutchbook reparse {run_dir} --parser "
+        f"{last.parser}` again (no API call; it rebuilds them from the kept replies)"
+    )
+
+
 def parser_in_force(run_dir: Path | str, spec_parser: str | None) -> str | None:
     """The parser that made the answers now in the folder: its last reparse's, else the
     spec's (`spec_parser`, None when unknown). What a reparse that rebuilds lost answers

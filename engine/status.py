@@ -30,7 +30,7 @@ from engine.batch_jobs import at_provider, fold_jobs, jobs_summary
 from engine.durable import record_number
 from engine.journal import list_segments
 from engine.lanefile import read_lane_states
-from engine.reparse import ok_means_accepted, parser_in_force
+from engine.reparse import ok_means_accepted, parser_in_force, unfinished_line
 from engine.runlock import read_pid
 from engine.scan import JOURNAL, read_settled, repeated_rows, scan_ledger
 from engine.unresolved import in_flight_sentence, with_unresolved
@@ -86,7 +86,9 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     everywhere else), `warnings` (lines saying what is wrong with the folder, and what to
     do), `answers_rejected_on_reparse` (requests whose reply the run accepted and a later
     `reparse --parser strict` rejected: pending, of `pending_failures`), `notes` (lines
-    saying what the user may do that is not wrong: the reparse that takes those back).
+    saying what the user may do that is not wrong: the reparse that takes those back),
+    `reparse_unfinished` (the last reparse's begun line is the last: its warning, first,
+    says to run it again, `engine.reparse.unfinished_line`).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -134,9 +136,11 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
     unrecorded = int(unrecorded_by_model(attempts, responses).collect()["n"].sum())
     jobs = fold_jobs(run_dir)
     held = at_provider(jobs, attempts)  # batch jobs not yet collected: their queries asked
+    unfinished = unfinished_line(run_dir)
     warnings = [
         line
         for line in (
+            unfinished,
             missing_answers_line(lost.height, str(run_dir), parser),
             unrecorded_answers_line(unrecorded),
             repeated_rows_line(repeats, str(run_dir)),
@@ -185,8 +189,12 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
         "answers_repeated": repeats.answers,
         "attempts_repeated": repeats.attempts,
         "answers_rejected_on_reparse": rejected,
+        "reparse_unfinished": unfinished is not None,
         "warnings": warnings,
-        "notes": [line for line in (rejected_answers_line(rejected, str(run_dir)),) if line],
+        # Not while a reparse is unfinished: its warning says the one thing to do.
+        "notes": [] if unfinished else [
+            line for line in (rejected_answers_line(rejected, str(run_dir)),) if line
+        ],
     }
 
 

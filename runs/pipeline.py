@@ -730,12 +730,20 @@ def _check_last_parser(spec: CampaignSpec, run_dir: Path) -> None:
         return  # another design: `freeze_design` refuses the resume anyway, and says why
     last, ours = last_one.parser, spec.parser
     parsed = "were last parsed" if last_one.finished else "may have been parsed (it did not finish)"
+    # Unfinished, the answers may be strict's or the ones before: scoring them is no way to
+    # keep strict's, finishing the reparse is.
+    keep = (
+        f"keep {last}'s answers without resuming (`dutchbook score {run_dir}`, then "
+        f"`dutchbook report {run_dir}`)"
+        if last_one.finished
+        else f"run `dutchbook reparse {run_dir} --parser {last}` again to finish it and keep "
+        f"{last}'s answers without resuming"
+    )
     raise RunError(
         f"{run_dir}: its answers {parsed} with {last} (dutchbook reparse), and this "
         f"spec reads replies with {ours}: resuming would ask again for the replies {last} "
         f"rejected and mix two parsers' answers; run `dutchbook reparse {run_dir} --parser "
-        f"{ours}` first (no API call), then run again, or keep {last}'s answers without "
-        f"resuming (`dutchbook score {run_dir}`, then `dutchbook report {run_dir}`)"
+        f"{ours}` first (no API call), then run again, or {keep}"
     )
 
 

@@ -77,6 +77,7 @@ def report(
     run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder")],
 ) -> None:
     """Write a run's report (summary, leaderboard, figures, report/index.html) from its folder."""
+    from engine.reparse import unfinished_line
     from runs.spec import SpecError
 
     require_run_folder(run_dir)
@@ -95,10 +96,21 @@ def report(
         if not (run_dir / "scores.parquet").is_file():
             fail(f"{run_dir} has no scores.parquet yet; run the campaign (or resume it) first")
         _refuse_lost_answers(run_dir)
+        unfinished = unfinished_line(run_dir)
         stale = stale_scores(run_dir)
         if stale is not None:
-            fail(f"{run_dir}: {stale}; run `dutchbook score {run_dir}` first, then this command")
+            # A reparse that did not finish is run again first: scoring now would score
+            # answers whose parser no record names.
+            then = f"`dutchbook score {run_dir}`"
+            fail(
+                f"{run_dir}: {stale}; {unfinished}, then {then}, then this command"
+                if unfinished
+                else f"{run_dir}: {stale}; run {then} first, then this command"
+            )
         page = build_report(run_dir, console)
+    if unfinished:  # the page says "an unknown parser"; this says what to do
+        console.print(f"warning: {unfinished}", style="yellow", highlight=False, markup=False,
+                      soft_wrap=True)
     console.print(f"report: {page}", highlight=False, soft_wrap=True)
 
 

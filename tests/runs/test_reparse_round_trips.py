@@ -4,17 +4,26 @@ strict and back, or left unfinished.
 Found by a review of reparse round trips: after `reparse --parser strict` of a lenient run,
 `status` counted the answers strict rejected as pending failures and said nothing of the
 reparse that takes them back, though a resume of the lenient spec is refused until it runs.
+A reparse stopped after its begun line (a full disk, a kill) was said only by the report's
+provenance ("run it again", no command) and by the resume's refusal, which offered to keep
+strict's answers by scoring them though they might not be strict's; `status` and `audit`
+said nothing.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 from pathlib import Path
 
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from engine.ledger import Ledger
+from engine.reparse import last_reparse
+from engine.scan import scan_attempts, scan_responses
 from runs.cli import app
 
 #: A model whose fractions ("11/36") strict rejects and lenient takes, and one that answers
@@ -87,3 +96,67 @@ def test_status_after_a_strict_reparse_names_the_reparse_that_takes_them_back(
     assert summary["answers_rejected_on_reparse"] == 0 and summary["notes"] == []
     assert summary["accepted"] == 56
     assert _invoke("run", str(root / "spec.toml"), "--out", str(out))[0] == 0
+
+
+def _fail_reparse(out: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dutchbook reparse OUT --parser strict` stopped after its begun line: by a full disk
+    before its answers replace the folder's, or by a kill just after."""
+    replace = Ledger.replace_responses
+
+    def full(self: Ledger, frame: pl.DataFrame) -> Path:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def killed(self: Ledger, frame: pl.DataFrame) -> Path:
+        replace(self, frame)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Ledger, "replace_responses", full if where == "before" else killed)
+    code, said = _invoke("reparse", str(out), "--parser", "strict")
+    assert code == (6 if where == "before" else 130), said
+    assert "run the same command again" in said, said
+    monkeypatch.undo()
+    assert last_reparse(out) is not None and not last_reparse(out).finished  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_every_command_names_the_reparse_that_did_not_finish(
+    root: Path, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, spec = root / "run", str(root / "spec.toml")
+    _fail_reparse(out, where, monkeypatch)
+    again = f"run `dutchbook reparse {out} --parser strict` again (no API call; it rebuilds them"
+
+    def lines(said: str) -> list[str]:
+        return [line for line in said.splitlines() if again in line]
+
+    code, said = _invoke("status", str(out))
+    assert code == 0 and len(lines(said)) == 1 and lines(said)[0].startswith("warning: a `"), said
+    assert "takes them back" not in said  # one thing to do, not two
+    summary = json.loads(_invoke("status", str(out), "--json")[1])
+    assert summary["reparse_unfinished"] is True and summary["notes"] == []
+    code, said = _invoke("audit", str(out))
+    assert code == 0 and len(lines(said)) == 1, said
+    audit_json = json.loads(_invoke("audit", str(out), "--json")[1])
+    assert again in audit_json["reparse_unfinished"]
+
+    attempts = scan_attempts(out).collect().height
+    code, said = _invoke("run", spec, "--out", str(out))
+    assert code == 2, said
+    assert f"run `dutchbook reparse {out} --parser lenient` first (no API call)" in said
+    assert f"or run `dutchbook reparse {out} --parser strict` again to finish it" in said
+    assert "keep strict's answers without resuming (`dutchbook score" not in said  # unknown
+    assert scan_attempts(out).collect().height == attempts  # nothing asked again
+
+    code, said = _invoke("report", str(out))
+    if where == "before":  # the answers scored are the folder's: reported, and said
+        assert code == 0 and len(lines(said)) == 1, said
+    else:  # strict's answers are in: not scored, and not to be scored before the reparse
+        assert code == 2 and len(lines(said)) == 1, said
+        assert said.rstrip().endswith(f"then `dutchbook score {out}`, then this command"), said
+
+    assert _invoke("reparse", str(out), "--parser", "strict")[0] == 0  # as every line says
+    assert last_reparse(out).finished  # type: ignore[union-attr]
+    code, said = _invoke("status", str(out))
+    assert code == 0 and not lines(said) and "takes them back without a call" in said, said
+    assert scan_responses(out).collect().height == 28  # strict's answers, nothing lost
+    assert scan_attempts(out).collect().height == attempts
