@@ -112,21 +112,66 @@ def test_an_answer_budget_spent_is_named_with_what_asks_again(tmp_path: Path) ->
     assert json.loads(reparsed.stdout)["newly_accepted"] == 28
 
 
-def test_the_reparse_advice_is_given_only_where_a_lenient_parser_could_help() -> None:
+def spent_requests(run_dir: Path, replies: list[str | None]) -> Path:
+    """A ledger of one request per reply in `replies`, each given up with its answer-failure
+    budget spent on three `invalid_response` attempts, the last keeping that reply (None:
+    one not kept, such as a reply over the size limit)."""
+    from datetime import UTC, datetime
+
+    from engine.ledger import Ledger
+    from engine.records import AttemptRecord
+    from engine.retry import gave_up_detail
+
+    with Ledger.open(run_dir) as ledger:
+        for i, reply in enumerate(replies):
+            for n in (1, 2, 3):
+                detail = "not_json: no JSON object"
+                if n == 3:
+                    detail = gave_up_detail(detail, "3 answer failures (budget 3, across runs)")
+                ledger.record_result(
+                    AttemptRecord(
+                        f"r{i}", n, "m", "sim", datetime(2026, 3, 2, tzinfo=UTC), 5.0,
+                        "invalid_response", 200, None, None, 50, 5, detail,
+                        raw_text=reply if n == 3 else None,
+                    ),
+                    None,
+                )  # fmt: skip
+    return run_dir
+
+
+def test_the_reparse_advice_is_given_only_where_a_lenient_parser_could_help(
+    tmp_path: Path,
+) -> None:
+    """Only where replies were kept: one over the size limit, a body that was not JSON or a
+    refusal is not, and the closing line offered the reparse for them too."""
     from types import SimpleNamespace
 
     from runs.commands.run import _incomplete_line
     from runs.pipeline import CampaignResult
 
-    def line(parser: str, spent: int) -> str:
+    def line(parser: str, spent: int, run_dir: Path) -> str:
         summary = SimpleNamespace(unaccepted=30, answer_budget_spent=spent)
-        return _incomplete_line(CampaignResult(Path("out/x"), summary, {}, parser=parser))
+        return _incomplete_line(CampaignResult(run_dir, summary, {}, parser=parser))
 
-    assert "reparse out/x --parser lenient" in line("strict", 3)
-    assert "max_answer_failures" in line("lenient", 3) and "reparse" not in line("lenient", 3)
-    assert line("strict", 0) == (
+    kept = spent_requests(tmp_path / "kept", ["11/36", "1/2", "0,4"])
+    assert (
+        f"; first try `dutchbook reparse {kept} --parser lenient`, which reads their kept "
+        "replies again without a call)"
+    ) in line("strict", 3, kept)
+    said = line("lenient", 3, kept)
+    assert "max_answer_failures" in said and "reparse" not in said
+    assert line("strict", 0, kept) == (
         "incomplete: 30 planned queries unanswered (see above); fix the cause and run the same "
         "command again to resume"
+    )
+    # Replies not kept (None) or blank are nothing a reparse could read.
+    unread = spent_requests(tmp_path / "unread", [None, None, "  "])
+    said = line("strict", 3, unread)
+    assert "max_answer_failures is raised in the spec)" in said and "reparse" not in said
+    some = spent_requests(tmp_path / "some", [None, "11/36", None])
+    assert line("strict", 3, some).endswith(
+        f"; first try `dutchbook reparse {some} --parser lenient`, which reads the replies "
+        "kept for 1 of them again without a call)"
     )
 
 

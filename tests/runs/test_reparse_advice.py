@@ -1,0 +1,127 @@
+"""`dutchbook run`'s closing line offers `dutchbook reparse --parser lenient` only for
+requests whose kept replies a reparse can read.
+
+The line offered it whenever a strict run had requests given up with their answer-failure
+budget spent. A reply over the engine's size limit is such a failure (`invalid_response`),
+and is not kept: a run against a server sending some replies too long was told to "first try
+`dutchbook reparse ... --parser lenient`, which reads their kept replies again", and the
+reparse then accepted nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from aiohttp import ClientSession, web
+
+from engine.http import MAX_REPLY_BYTES
+from providers.sim.server import start_sim
+
+SPEC = """
+name = "toolong"
+seed = 1
+[data]
+stock_days = 2
+[[models]]
+name = "sim-a"
+provider = "sim"
+model = "sim-coherent"
+[[arms]]
+name = "baseline"
+"""
+#: Replies passed on whole before the proxy sends any too long: the lane has seen the
+#: provider's format, so too-long replies are answer failures, not a foreign address.
+WHOLE_FIRST = 3
+#: Response headers not copied from the simulator's reply (the proxy's own framing).
+HOP_HEADERS = {"content-length", "transfer-encoding", "content-encoding", "connection"}
+
+Proxy = Callable[[str], Awaitable[str]]
+
+
+@pytest.fixture
+async def too_long_for_some() -> AsyncIterator[Proxy]:
+    """A proxy in front of a simulator that, once `WHOLE_FIRST` answers went through, answers
+    about a third of the questions (always the same ones, at every try) with a reply longer
+    than `MAX_REPLY_BYTES`: its head declares the length, and the engine reads no further."""
+    session = ClientSession(auto_decompress=False)
+    runners: list[web.AppRunner] = []
+
+    async def start(sim_root: str) -> str:
+        passed, cut = [0], set[str]()
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            body = await request.read()
+            if request.method == "POST" and request.path.endswith("/chat/completions"):
+                user = json.loads(body)["messages"][-1]["content"]
+                third = hashlib.sha256(user.encode()).digest()[0] % 3 == 0
+                if user in cut or (passed[0] >= WHOLE_FIRST and third):
+                    cut.add(user)
+                    reply = web.StreamResponse(headers={"Content-Type": "application/json"})
+                    reply.content_length = MAX_REPLY_BYTES + 1
+                    await reply.prepare(request)
+                    await reply.write(b'{"id": "chatcmpl-long", "choices": [')
+                    return reply
+                passed[0] += 1
+            headers = {k: v for k, v in request.headers.items() if k.lower() != "host"}
+            async with session.request(
+                request.method, sim_root + request.path_qs, headers=headers, data=body
+            ) as forwarded:
+                kept = {k: v for k, v in forwarded.headers.items() if k.lower() not in HOP_HEADERS}
+                return web.Response(
+                    status=forwarded.status, headers=kept, body=await forwarded.read()
+                )
+
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        runners.append(runner)
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+    await session.close()
+
+
+async def dutchbook(*args: str) -> tuple[int, str, str]:
+    """The CLI in a child process (this loop serves the proxy meanwhile)."""
+    child = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("dutchbook")), *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(child.communicate(), timeout=240)
+    assert child.returncode is not None
+    return child.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.timeout(300)
+async def test_requests_spent_on_replies_never_kept_are_not_sent_to_a_reparse(
+    tmp_path: Path, too_long_for_some: Proxy
+) -> None:
+    spec = tmp_path / "toolong.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    out = tmp_path / "run"
+    async with await start_sim(port=0) as sim:
+        proxy = await too_long_for_some(sim.root_url)
+        code, stdout, stderr = await dutchbook(
+            "run", str(spec), "--out", str(out), "--sim-url", proxy
+        )
+    assert code == 4, stdout + stderr
+    closing = stderr.strip().splitlines()[-1]
+    assert "spent their answer-failure budget" in closing, closing
+    assert "max_answer_failures is raised in the spec" in closing
+    assert "reparse" not in closing, closing
+    # What the advice would have led to: nothing was kept, so nothing is read again.
+    code, stdout, stderr = await dutchbook("reparse", str(out), "--parser", "lenient", "--json")
+    assert code == 0, stdout + stderr
+    assert json.loads(stdout)["newly_accepted"] == 0
