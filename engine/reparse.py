@@ -20,6 +20,7 @@ fine for a paper-scale run (~365k replies of a few hundred bytes), not streaming
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -39,6 +40,10 @@ PLAN = "plan.parquet"
 # Replies a parser decided on: accepted, rejected as invalid, or cut off and unparseable.
 _REPLY_OUTCOMES = [str(Outcome.OK), str(Outcome.INVALID_RESPONSE), str(Outcome.TRUNCATED)]
 _META = ["request_id", "model", "arm", "unit", "pass", "events", "keys"]
+#: What an answers' digest covers: the values scoring reads, and the reply that gave them
+#: (`_compare`'s "unchanged"). The rest of a row (`raw_text`, `accepted_at`, tokens) no score
+#: reads, and `accepted_at` is rebuilt from the reply's own times by a reparse.
+_DIGEST_COLUMNS = ["request_id", "attempts", "values"]
 
 
 #: Two lines per reparse: `{"at", "parser", "begun": true}` before its answers replace the
@@ -72,6 +77,10 @@ class ReparseSummary:
     unchanged: int = 0
     skipped_without_keys: int = 0
     still_rejected_by_subcause: dict[str, int] = field(default_factory=dict)
+    #: `answers_digest` of the folder's answers before and after (`runs.scored_from` keeps
+    #: scores that a round trip brought back to their answers).
+    answers_digest_before: str = ""
+    answers_digest_after: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -140,6 +149,16 @@ def _rebuild(
     return rows
 
 
+def answers_digest(frame: pl.DataFrame) -> str:
+    """A digest of a responses frame's content (`_DIGEST_COLUMNS`), whatever its row order or
+    shards: the sorted row hashes, hashed. A reparse has both frames in memory, so it costs
+    no read (about 50 ms for 365,000 answers). Polars' row hash is stable within one polars
+    version only, so the version is part of the digest: across an upgrade the same answers
+    read as changed (a score again), never the other way."""
+    hashes = frame.select(_DIGEST_COLUMNS).hash_rows(seed=0).sort()
+    return f"polars {pl.__version__}:{hashlib.sha256(hashes.to_numpy().tobytes()).hexdigest()}"
+
+
 def _compare(old: dict[str, dict[str, Any]], new: pl.DataFrame, summary: ReparseSummary) -> None:
     after = {r["request_id"]: r for r in new.iter_rows(named=True)}
     summary.accepted_before = len(old)
@@ -206,6 +225,8 @@ def reparse(run_dir: Path | str, parser: str) -> ReparseSummary:
         rows = _rebuild(replies, _metadata(run_dir, old_frame), old, parser, summary)
         new_frame = responses_frame(rows)
         _compare(old, new_frame, summary)
+        summary.answers_digest_before = answers_digest(old_frame)
+        summary.answers_digest_after = answers_digest(new_frame)
         _say_begun(run_dir, parser)
         ledger.replace_responses(new_frame)
         # Which parser made the answers now in the folder: the report's provenance reads it.

@@ -9,6 +9,13 @@ leaderboard. So scoring records the answers it read (`SCORED_FROM`: the response
 any journal segment, by name and size: what a fold, a resume or a re-parse changes) and
 `report` refuses scores whose answers have changed since, saying to score first.
 
+A re-parse always writes a new shard, so names and sizes alone called a round trip (strict,
+then lenient again) a change, though the answers were those scored. A reparse has the
+answers before and after in memory, so it digests both (`engine.reparse.answers_digest`) and
+`follow_reparse` keeps the record true: the digest of what was scored is written beside the
+names, and when a reparse's answers have that digest the record names their files again.
+`report` still compares names and sizes only: no answer is read to check.
+
 A folder scored before this file existed has none, and is reported as before.
 """
 
@@ -26,6 +33,8 @@ from engine.shards import visible_shards
 from runs.damaged_files import check_footers
 
 SCORED_FROM = "scored-from.json"
+#: The record's keys that name the answers' files; `digest`, when present, is their content.
+_FILES = ("responses", "journal")
 
 
 def answers_now(run_dir: Path) -> dict[str, Any]:
@@ -40,10 +49,39 @@ def answers_now(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def record_scored_from(run_dir: Path, answers: dict[str, Any]) -> None:
+def record_scored_from(run_dir: Path, answers: dict[str, Any], digest: str | None = None) -> None:
     """Note that the folder's scores were computed from `answers` (`answers_now` taken
-    before they were read)."""
-    write_bytes_atomic(run_dir / SCORED_FROM, orjson.dumps(answers, option=orjson.OPT_INDENT_2))
+    before they were read), whose content has `digest` when known (a reparse's)."""
+    record = {key: answers[key] for key in _FILES} | ({"digest": digest} if digest else {})
+    write_bytes_atomic(run_dir / SCORED_FROM, orjson.dumps(record, option=orjson.OPT_INDENT_2))
+
+
+def read_scored_from(run_dir: Path) -> dict[str, Any] | None:
+    """The record, None when there is none or it is damaged."""
+    try:
+        scored = orjson.loads((run_dir / SCORED_FROM).read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return None
+    return scored if isinstance(scored, dict) and all(k in scored for k in _FILES) else None
+
+
+def follow_reparse(
+    run_dir: Path, scored: dict[str, Any] | None, fresh: bool, before: str, after: str
+) -> bool:
+    """After a reparse whose answers' digests were `before` and `after`, keep the record
+    (`scored`, read before it; `fresh`: its scores matched those answers) true; return
+    whether the scores now match the answers. Fresh, the scores were of `before`: that digest
+    is written beside their files' names, so a later reparse back to them is known. When
+    `after` is the digest of the scored answers, the record names the files now."""
+    if scored is None:
+        return False  # never scored, or before the record: as before
+    digest = before if fresh else scored.get("digest")
+    if digest == after:
+        record_scored_from(run_dir, answers_now(run_dir), after)
+        return True
+    if fresh:
+        record_scored_from(run_dir, scored, before)
+    return False
 
 
 def stale_scores(run_dir: Path) -> str | None:
@@ -61,7 +99,7 @@ def stale_scores(run_dir: Path) -> str | None:
         return None
     except orjson.JSONDecodeError:
         return f"{path} is damaged, so the scores cannot be matched to the answers"
-    if scored != answers_now(run_dir):
+    if not isinstance(scored, dict) or {k: scored.get(k) for k in _FILES} != answers_now(run_dir):
         return (
             "its answers changed after it was scored (a `dutchbook reparse`, or a resumed run "
             "that did not finish)"
@@ -69,4 +107,11 @@ def stale_scores(run_dir: Path) -> str | None:
     return None
 
 
-__all__ = ["SCORED_FROM", "answers_now", "record_scored_from", "stale_scores"]
+__all__ = [
+    "SCORED_FROM",
+    "answers_now",
+    "follow_reparse",
+    "read_scored_from",
+    "record_scored_from",
+    "stale_scores",
+]

@@ -17,7 +17,7 @@ from runs.commands._errors import disk_full_says, interrupt_says_rerun, user_err
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
 from runs.output import stdout_console
-from runs.scored_from import SCORED_FROM, answers_now, record_scored_from, stale_scores
+from runs.scored_from import SCORED_FROM, follow_reparse, read_scored_from, stale_scores
 
 
 class Parser(StrEnum):
@@ -45,11 +45,14 @@ def reparse(
         disk_full_says(run_dir),
         folder_held(run_dir, "reparse"),
     ):
-        scored = (run_dir / SCORED_FROM).exists() and stale_scores(run_dir) is None
+        fresh = (run_dir / SCORED_FROM).exists() and stale_scores(run_dir) is None
+        scored = read_scored_from(run_dir)
         summary = run_reparse(run_dir, parser.value)
         changed = summary.newly_accepted + summary.newly_rejected + summary.values_changed
-        if scored and not changed:  # the same answers in a new shard: the scores still hold
-            record_scored_from(run_dir, answers_now(run_dir))
+        # The answers scored, in a new shard (unchanged, or a round trip back): scores hold.
+        holds = follow_reparse(
+            run_dir, scored, fresh, summary.answers_digest_before, summary.answers_digest_after
+        )
     if as_json:
         typer.echo(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode())
         return
@@ -66,7 +69,13 @@ def reparse(
             "still rejected: "
             + ", ".join(f"{k} {v:,}" for k, v in summary.still_rejected_by_subcause.items())
         )
-    if changed and (run_dir / "scores.parquet").exists():
+    if changed and holds:
+        console.print(
+            "the answers are again those the scores were computed from: no new score is needed",
+            markup=False,
+            soft_wrap=True,
+        )
+    elif changed and (run_dir / "scores.parquet").exists():
         console.print(
             f"the scores still read the answers before this re-parse: run `dutchbook score "
             f"{run_dir}`, then `dutchbook report {run_dir}`",

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from engine.answers import parse_answer
 from engine.durable import write_atomic
 from engine.ledger import Ledger, LedgerBusy
-from engine.records import RESPONSE_SCHEMA, AttemptRecord, ResponseRecord
-from engine.reparse import reparse
+from engine.records import RESPONSE_SCHEMA, AttemptRecord, ResponseRecord, responses_frame
+from engine.reparse import answers_digest, reparse
 from engine.scan import accepted_ids, scan_attempts, scan_responses
 from engine.shards import (
     INTENT_NAME,
@@ -131,6 +131,34 @@ def test_lenient_rescues_fractions_and_strict_restores_the_original(
     assert after.equals(attempts_before)
     assert len(list_shards(tmp_path / "responses")) == 1
     assert not (tmp_path / "responses" / INTENT_NAME).exists()
+    # The round trip's answers digest as the run's did, and each step's as it changed.
+    assert strict.answers_digest_after == lenient.answers_digest_before
+    assert lenient.answers_digest_after == strict.answers_digest_before
+    assert strict.answers_digest_after != strict.answers_digest_before
+
+
+def test_the_answers_digest_is_their_content_not_their_order() -> None:
+    """`answers_digest`: the same answers in another order or shards digest the same; one
+    value, one accepted attempt, one answer more or less digests otherwise."""
+    rows = [
+        ResponseRecord(
+            request_id=f"r{i}", model="m1", arm="baseline", unit="u", pass_=1, events=["e0"],
+            keys=["probability"], raw_text="{}", values=[0.1 * i + 0.05], finish_reason="stop",
+            tokens_in=1, tokens_out=1, attempts=1, accepted_at=T0,
+        ).to_row()
+        for i in range(5)
+    ]
+    frame = responses_frame(rows)
+    digest = answers_digest(frame)
+    assert answers_digest(pl.concat([frame.tail(2), frame.head(3)])) == digest
+    assert answers_digest(frame.with_columns(raw_text=pl.lit("other"))) == digest  # unscored
+    value = frame.with_columns(
+        values=pl.when(pl.col("request_id") == "r3").then(pl.lit([0.36])).otherwise("values")
+    )
+    attempt = frame.with_columns(attempts=pl.when(pl.col("request_id") == "r0").then(2)
+                                 .otherwise("attempts"))
+    for changed in (value, attempt, frame.head(4)):
+        assert answers_digest(changed) != digest
 
 
 def test_reparse_of_a_strict_run_with_strict_changes_nothing(

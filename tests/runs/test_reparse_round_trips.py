@@ -160,3 +160,29 @@ def test_every_command_names_the_reparse_that_did_not_finish(
     assert code == 0 and not lines(said) and "takes them back without a call" in said, said
     assert scan_responses(out).collect().height == 28  # strict's answers, nothing lost
     assert scan_attempts(out).collect().height == attempts
+
+
+def test_a_reparse_back_to_the_answers_scored_leaves_the_scores_standing(root: Path) -> None:
+    """`reparse --parser strict`, then `--parser lenient`: the answers are those the run
+    scored, in a new shard; the report used to ask for a new score. A real change still
+    does: strict's answers scored, then lenient's back, are not what was scored."""
+    out = root / "run"
+    stale = "its answers changed after it was scored"
+    assert _invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    code, said = _invoke("report", str(out))
+    assert code == 2 and stale in said, said  # strict's answers are not what was scored
+    code, said = _invoke("reparse", str(out), "--parser", "lenient")
+    assert code == 0 and "no new score is needed" in said and "dutchbook score" not in said, said
+    code, said = _invoke("report", str(out))
+    assert code == 0 and stale not in said, said
+
+    assert _invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    assert _invoke("score", str(out))[0] == 0  # the scores are strict's now
+    assert _invoke("report", str(out))[0] == 0
+    code, said = _invoke("reparse", str(out), "--parser", "lenient")
+    assert code == 0 and f"run `dutchbook score {out}`" in said, said
+    code, said = _invoke("report", str(out))
+    assert code == 2 and stale in said, said
+    assert _invoke("reparse", str(out), "--parser", "strict")[0] == 0  # strict's again
+    code, said = _invoke("report", str(out))
+    assert code == 0, said
