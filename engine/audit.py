@@ -25,7 +25,6 @@ scanned once, narrowed to the few columns needed, and reduced by group-bys.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +39,7 @@ from engine.durable import record_number
 from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
 from engine.reparse import ok_means_accepted, parser_in_force, unfinished_line
-from engine.retry import BUDGET_SPENT_REASON, DUPLICATE, GAVE_UP_MARK
+from engine.retry import BUDGET_SPENT_PATTERN, DUPLICATE
 from engine.scan import Repeats, lost_answers, read_settled, repeated_rows, scan_ledger
 from engine.spend import Prices, carried_by_batch
 from engine.unresolved import in_flight_sentence, interrupted_note, with_unresolved
@@ -94,9 +93,6 @@ _ATTEMPT_COLUMNS = [
     "tokens_out", "detail",
 ]
 _SUBCAUSE_PATTERN = r"^(" + "|".join(SUBCAUSES) + r"):"
-#: The mark `engine.lanes` adds to the detail of the attempt that spent a request's
-#: answer-failure budget (`engine.retry.AnswerRetry.failed`).
-_BUDGET_SPENT = re.escape(GAVE_UP_MARK) + r"\d+ " + re.escape(BUDGET_SPENT_REASON)
 _QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 
 
@@ -647,7 +643,7 @@ def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
         .agg(
             pl.col("model").first(),
             pl.col("cause").sort_by("attempt").last(),
-            pl.col("detail").sort_by("attempt").last().str.contains(_BUDGET_SPENT).alias("spent"),
+            pl.col("detail").sort_by("attempt").last().str.contains(BUDGET_SPENT_PATTERN).alias("spent"),
         )
         .group_by("model", "cause")
         .agg(pl.len().alias("n"), pl.col("spent").sum().alias("spent"))

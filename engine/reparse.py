@@ -33,12 +33,13 @@ from engine.answers import AnswerError, parse_answer
 from engine.durable import append_record_line, append_record_line_durably, read_record_lines
 from engine.ledger import Ledger
 from engine.records import ResponseRecord, responses_frame
+from engine.retry import BUDGET_SPENT_PATTERN
 from engine.scan import scan_attempts, scan_responses
 from providers.types import Outcome
 
 PLAN = "plan.parquet"
 # Replies a parser decided on: accepted, rejected as invalid, or cut off and unparseable.
-_REPLY_OUTCOMES = [str(Outcome.OK), str(Outcome.INVALID_RESPONSE), str(Outcome.TRUNCATED)]
+REPLY_OUTCOMES = [str(Outcome.OK), str(Outcome.INVALID_RESPONSE), str(Outcome.TRUNCATED)]
 _META = ["request_id", "model", "arm", "unit", "pass", "events", "keys"]
 #: What an answers' digest covers: the values scoring reads, and the reply that gave them
 #: (`_compare`'s "unchanged"). The rest of a row (`raw_text`, `accepted_at`, tokens) no score
@@ -206,7 +207,7 @@ def reparse(run_dir: Path | str, parser: str) -> ReparseSummary:
         ]
         archived = (
             scan_attempts(run_dir)
-            .filter(pl.col("outcome").is_in(_REPLY_OUTCOMES) & pl.col("raw_text").is_not_null())
+            .filter(pl.col("outcome").is_in(REPLY_OUTCOMES) & pl.col("raw_text").is_not_null())
             .select(columns)
         )
         # An accepted reply is archived in its attempt row; the response row is a fallback
@@ -288,3 +289,29 @@ def ok_means_accepted(run_dir: Path | str, spec_parser: str | None) -> bool:
     an answer lost from `responses/` (`engine.audit.classify`)."""
     last = last_reparse(run_dir)
     return last is None or last.parser == "lenient" or spec_parser == "strict"
+
+
+def spent_with_kept_replies(run_dir: Path) -> int:
+    """Requests with no answer whose answer-failure budget is spent (`BUDGET_SPENT_PATTERN`
+    in their last attempt's detail, as `engine.audit` counts them) and that have a reply a
+    reparse reads (a `REPLY_OUTCOMES` attempt with text kept, not blank); 0 when the ledger
+    cannot be read. Replies over the size limit, bodies that were not JSON and refusals spend
+    the budget too, and keep nothing a reparse reads."""
+    kept = pl.col("outcome").is_in(REPLY_OUTCOMES) & pl.col("raw_text").str.contains(r"\S")
+    columns = ["request_id", "attempt", "outcome", "detail", "raw_text"]
+    try:
+        requests = (
+            scan_attempts(run_dir, columns)
+            .select("request_id", "attempt", "detail", kept.fill_null(False).alias("kept"))
+            .join(scan_responses(run_dir, ["request_id"]), on="request_id", how="anti")
+            .group_by("request_id")
+            .agg(
+                pl.col("detail").sort_by("attempt").last().str.contains(BUDGET_SPENT_PATTERN)
+                .alias("spent"),
+                pl.col("kept").any(),
+            )
+        )
+        found = requests.filter(pl.col("spent") & pl.col("kept")).select(pl.len()).collect()
+    except (pl.exceptions.PolarsError, OSError):  # advice withheld, not the caller's end
+        return 0
+    return int(found.item())

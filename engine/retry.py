@@ -9,6 +9,7 @@ capped, and never shorter than the provider's own Retry-After.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -136,6 +137,9 @@ BUDGET_SPENT_REASON = "answer failure"
 #: How the detail of the attempt that stopped its request begins its mark (`gave_up_detail`);
 #: the audit finds the requests whose answer-failure budget was spent by it.
 GAVE_UP_MARK = "[gave up: "
+#: The mark in a detail (a regular expression) of the attempt that spent its request's
+#: answer-failure budget: `gave_up_detail` with `BUDGET_SPENT_REASON`.
+BUDGET_SPENT_PATTERN = re.escape(GAVE_UP_MARK) + r"\d+ " + re.escape(BUDGET_SPENT_REASON)
 
 
 def gave_up_detail(detail: str, reason: str) -> str:

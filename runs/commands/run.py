@@ -176,7 +176,11 @@ def _incomplete_line(result: CampaignResult) -> str:
     # A model answering in fractions (11/36) failed every answer under the strict parser,
     # and `reparse` accepted all 11,792 from their kept replies without a call. Replies
     # over the size limit, bodies that were not JSON and refusals are not kept, nor read.
-    kept = _spent_with_kept_replies(result.run_dir) if result.parser == "strict" else 0
+    kept = 0
+    if result.parser == "strict":
+        from engine.reparse import spent_with_kept_replies  # polars: not for `--help`
+
+        kept = spent_with_kept_replies(result.run_dir)
     if kept:
         whose = "their kept replies" if kept >= spent else f"the replies kept for {kept:,} of them"
         line += (
@@ -184,40 +188,6 @@ def _incomplete_line(result: CampaignResult) -> str:
             f"{whose} again without a call"
         )
     return line + ")"
-
-
-def _spent_with_kept_replies(run_dir: Path) -> int:
-    """Requests with no answer whose answer-failure budget is spent (the mark `engine.lanes`
-    leaves on the attempt that spent it, which `engine.audit` counts them by) and that have a
-    reply `dutchbook reparse` reads (`engine.reparse`: an `ok`, `invalid_response` or
-    `truncated` attempt with its text kept); 0 when the ledger cannot be read."""
-    import re
-
-    import polars as pl  # not for `--help`
-
-    from engine.retry import BUDGET_SPENT_REASON, GAVE_UP_MARK
-    from engine.scan import scan_attempts, scan_responses
-    from providers.types import Outcome
-
-    spent = re.escape(GAVE_UP_MARK) + r"\d+ " + re.escape(BUDGET_SPENT_REASON)
-    replies = [Outcome.OK.value, Outcome.INVALID_RESPONSE.value, Outcome.TRUNCATED.value]
-    kept = pl.col("outcome").is_in(replies) & pl.col("raw_text").str.contains(r"\S")
-    columns = ["request_id", "attempt", "outcome", "detail", "raw_text"]
-    try:
-        requests = (
-            scan_attempts(run_dir, columns)
-            .select("request_id", "attempt", "detail", kept.fill_null(False).alias("kept"))
-            .join(scan_responses(run_dir, ["request_id"]), on="request_id", how="anti")
-            .group_by("request_id")
-            .agg(
-                pl.col("detail").sort_by("attempt").last().str.contains(spent).alias("spent"),
-                pl.col("kept").any(),
-            )
-        )
-        found = requests.filter(pl.col("spent") & pl.col("kept")).select(pl.len()).collect()
-    except (pl.exceptions.PolarsError, OSError):  # advice withheld, not the run's end
-        return 0
-    return int(found.item())
 
 
 def register(app: typer.Typer) -> None:
