@@ -102,19 +102,29 @@ def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) ->
     return parse_retry_after(view.get_first("retry-after"), now)
 
 
-#: A rate-limited reply that asks for a wait this long or longer is a spent quota in all but
+#: A rate-limited reply that asks for a wait longer than this is a spent quota in all but
 #: name (Azure's S0 tier: "Please retry after 86400 seconds"). Per-minute limits ask for
 #: seconds, and hourly windows (Groq's audio seconds per hour) for an hour at most, so only a
-#: quota of a day or longer crosses it. Read as a rate limit, its wait is clipped to ten
+#: quota of more than an hour crosses it. Read as a rate limit, its wait is clipped to ten
 #: minutes (`engine.retry.RetryPolicy.max_retry_after_s`) and the lane asks again all day,
-#: each request charged until given up; as a spent quota the lane holds out an hour, the same
-#: figure as `RetryPolicy.max_quota_wait_s`, and pauses for anything longer and says so.
+#: each request charged until given up; as a spent quota the lane pauses and says so.
 SPENT_QUOTA_WAIT_S = 3600.0
+#: The longest wait read as a spent quota: a month, a monthly budget's reset. A longer one
+#: is no quota any provider documents but a bogus or misread value (`retry-after: 1e308`), a
+#: rate limit whose wait the engine clips, as it was before waits meant quotas.
+LONGEST_QUOTA_WAIT_S = 31 * 86400.0
 
 
 def is_spent_quota_wait(seconds: float | None) -> bool:
-    """Whether a rate limit's stated wait is long enough to mean its quota is spent."""
-    return seconds is not None and seconds >= SPENT_QUOTA_WAIT_S
+    """Whether a rate limit's stated wait is long enough, and plausible enough, to mean its
+    quota is spent."""
+    return seconds is not None and SPENT_QUOTA_WAIT_S < seconds <= LONGEST_QUOTA_WAIT_S
+
+
+def spent_quota_said(seconds: float) -> str:
+    """Put before a failure's detail when the wait alone made it a spent quota: the pause
+    line then says why, though the provider's words name no quota or another wait."""
+    return f"asks to wait {seconds / 3600:.3g} h, taken as a spent quota: "
 
 
 _RATE_LIMIT_PREFIX = "x-ratelimit-"

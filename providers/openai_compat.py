@@ -33,6 +33,7 @@ from providers.headers import (
     is_spent_quota_wait,
     rate_limit_info,
     retry_after_seconds,
+    spent_quota_said,
     wait_from_message,
 )
 from providers.secrets import Secret, first_set, redact_result
@@ -568,11 +569,11 @@ def _classify_error(env: _Envelope, dialect: ClientDialect) -> Failure:
     if outcome is Outcome.RATE_LIMIT:
         daily = dialect.requests_header_is_daily and env.limits.remaining_requests == 0
         stated = extra.get("retry_after_s", env.retry_after_s)
-        extra["quota_exhausted"] = (
-            daily
-            or is_spent_quota_wait(stated)
-            or bool(_QUOTA_TEXT.search(message) or _QUOTA_TEXT.search(code))
-        )
+        said = daily or bool(_QUOTA_TEXT.search(message) or _QUOTA_TEXT.search(code))
+        if not said and stated is not None and is_spent_quota_wait(stated):
+            detail = spent_quota_said(stated) + detail
+            said = True
+        extra["quota_exhausted"] = said
         reset = env.limits.reset_requests_s
         if daily and reset:
             # The day's request counter is what is spent: capacity returns at its reset, the

@@ -44,6 +44,7 @@ from providers.headers import (
     parse_number,
     rate_limit_info,
     retry_after_seconds,
+    spent_quota_said,
     wait_from_message,
 )
 from providers.openai_compat import ClientDialect, build_body, encode, parse_reply, token_field
@@ -211,7 +212,8 @@ def _retry_delay(payload: Any) -> float | None:
 
     The delay is a Duration in its JSON form ("37s", "1.5s"). Anything else (negative, not a
     number, past the longest Duration) is ignored as an unreadable Retry-After header is: a
-    wrong guess is worse than the engine's own backoff, and the engine clips a long wait.
+    wrong guess is worse than the engine's own backoff. A long wait is clipped by the engine,
+    or read as a spent quota (`providers.headers.is_spent_quota_wait`).
     """
     error = _error_object(payload)
     details = error.get("details") if error is not None else None
@@ -493,14 +495,18 @@ class VertexAdapter:
         if outcome in (Outcome.RATE_LIMIT, Outcome.PROVIDER_ERROR):
             waits.append(wait_from_message(message))
         retry_after = max((wait for wait in waits if wait is not None), default=None)
-        quota = bool(_DAILY_QUOTA.search(message)) or is_spent_quota_wait(retry_after)
         label = rpc_status or f"HTTP {status}"
+        detail = f"{label}: {message}" if message else label
+        quota = outcome is Outcome.RATE_LIMIT and bool(_DAILY_QUOTA.search(message))
+        spent = retry_after is not None and is_spent_quota_wait(retry_after)
+        if outcome is Outcome.RATE_LIMIT and not quota and spent and retry_after is not None:
+            detail, quota = spent_quota_said(retry_after) + detail, True
         return Failure(
             outcome,
-            short(f"{label}: {message}" if message else label),
+            short(detail),
             http_status=status,
             retry_after_s=retry_after,
-            quota_exhausted=outcome is Outcome.RATE_LIMIT and quota,
+            quota_exhausted=quota,
             limits=rate_limit_info(view),
         )
 

@@ -123,24 +123,30 @@ def s0_429(seconds: int) -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("said", "headers"),
-    [(86400, {}), (86400, {"retry-after": "86400"}), (6, {"retry-after": "86400"}),
-     (3600, {})],
+    ("said", "headers", "wait"),
+    [(86400, {}, "24"), (86400, {"retry-after": "86400"}, "24"),
+     (6, {"retry-after": "86400"}, "24"), (3601, {}, "1")],
 )
-def test_a_429_asking_for_an_hour_or_more_is_a_spent_quota(
-    said: int, headers: dict[str, str]
+def test_a_429_asking_for_more_than_an_hour_is_a_spent_quota(
+    said: int, headers: dict[str, str], wait: str
 ) -> None:
     """Retried as a rate limit, its wait clipped to ten minutes, a day's wait is asked again
-    all day and each request given up; as a spent quota the lane pauses and says why."""
+    all day and each request given up; as a spent quota the lane pauses and says why: the
+    detail begins with the wait that made it one (the words may say another, or none)."""
     result = adapter().parse(429, headers, s0_429(said))
     assert isinstance(result, Failure) and result.outcome is Outcome.RATE_LIMIT
     assert result.quota_exhausted
     assert result.retry_after_s == float(headers.get("retry-after", said))
+    assert result.detail.startswith(f"asks to wait {wait} h, taken as a spent quota: HTTP 429")
     assert f"Please retry after {said} seconds." in result.detail
 
 
-@pytest.mark.parametrize(("said", "headers"), [(3599, {}), (6, {"retry-after": "60"})])
-def test_a_429_asking_for_less_than_an_hour_is_a_rate_limit(
+@pytest.mark.parametrize(
+    ("said", "headers"),
+    [(3599, {}), (3600, {}), (6, {"retry-after": "60"}), (6, {"retry-after": "1e308"}),
+     (6, {"retry-after-ms": "2678400001"})],
+)
+def test_a_429_asking_for_an_hour_or_less_or_an_implausible_wait_is_a_rate_limit(
     said: int, headers: dict[str, str]
 ) -> None:
     result = adapter().parse(429, headers, s0_429(said))
