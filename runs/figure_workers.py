@@ -4,8 +4,9 @@ A campaign's phases outside dispatch run on one core, and on this 2-core machine
 is idle then: the simulator (or a remote provider) keeps it busy during dispatch only. So
 `dutchbook run` starts `FigureWorkers` first thing, before it imports the pipeline: two
 spawned processes that import matplotlib and the figure modules (about 0.4 s of the report's
-1.6 s, and more under load) while this process imports the rest and plans. After dispatch one of them reads the audit
-(`audit`) while this process scores; once the report's statistics are known, each draws
+1.6 s, and more under load) while this process imports the rest and plans. After dispatch
+one of them reads the audit (`audit`) while this process scores; once the report's
+statistics are known, each draws
 a share of the figures (`SHARES`: figure 1, three books of three panels, costs about as
 much as the other seven together), the ones that do not show the repeated-elicitation
 section while this process computes it (`runs.report.write`).
