@@ -321,8 +321,10 @@ class Lane(LaneControl):
         #: Whether anything answered at the model's address yet: a lane whose server refuses
         #: connections from the start stops at once with the hint instead of retrying.
         self._reached = False
-        #: Whether its server took a connection and broke the reply (`BrokenReply`): a lane
-        #: with no other reply is told to look between and at the server, not if it is up.
+        #: Whether its last failure without a reply was a server that took the connection and
+        #: broke the reply (`BrokenReply`), not one unreached or silent: a lane with no other
+        #: reply is then told to look between and at the server, not if it is up. The last,
+        #: as the stop line quotes it: one reset among timeouts keeps the timeouts' hint.
         self._broken_replies = False
         #: Whether any reply was in the provider's format yet, and how many in a row were
         #: not before one was: a lane pointed at a web page stops (`RetryPolicy.foreign_streak`).
@@ -714,8 +716,8 @@ class Lane(LaneControl):
             self._reached = True
             if failure is None or not failure.foreign:
                 self._recognised = True
-        elif isinstance(failure, BrokenReply):
-            self._broken_replies = True
+        elif failure is not None:
+            self._broken_replies = isinstance(failure, BrokenReply)
         accepted = self.ledger.record_result(record, response)
         self.results += 1
         self.stats.attempts += 1

@@ -97,3 +97,41 @@ async def test_a_server_answering_unreadably_is_not_asked_whether_it_is_up(
     assert "is the server up" not in message and "timeout_s" not in message
     assert "the server takes the connections" in message
     assert "a proxy" in message and "the server's log" in message and "base_url" in message
+
+
+@pytest.mark.timeout(60)
+async def test_one_reset_among_timeouts_keeps_the_timeouts_hint(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """A load balancer resets one connection of a server whose every other request times
+    out: the hint follows the last failure, as the stop line quotes it, and asks about
+    timeout_s, not about a proxy breaking replies."""
+    seen = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal seen
+        await reader.readuntil(b"\r\n\r\n")
+        seen += 1
+        if seen == 1:
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+            return
+        await asyncio.sleep(30)  # past every timeout: cancelled when the server closes
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    root = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("slow", 4))
+        config, adapter = kit.sim_model("slow", root, concurrency=1, timeout_s=0.2)
+        summary = await dispatch(
+            plan, tmp_path / "run", {"slow": config}, {"slow": adapter}, policy=POLICY,
+            outage=OUTAGE, log_console=None,
+        )  # fmt: skip
+    finally:
+        server.close()
+    outcomes = list(scan_attempts(tmp_path / "run").collect().sort("started_at")["outcome"])
+    assert outcomes[0] == "connection_error" and outcomes[-1] == "timeout", outcomes
+    message = summary.lanes["slow"].message
+    assert "no reply from its provider since" in message, message
+    assert "timeout_s (0.2s) long enough?" in message and "a proxy" not in message
