@@ -34,6 +34,7 @@ from engine.durable import append_record_line, append_record_line_durably, read_
 from engine.ledger import Ledger
 from engine.records import ResponseRecord, responses_frame
 from engine.retry import BUDGET_SPENT_PATTERN
+from engine.runlock import read_pid
 from engine.scan import scan_attempts, scan_responses
 from providers.types import Outcome
 
@@ -263,7 +264,7 @@ def unfinished_line(run_dir: Path | str) -> str | None:
     new shard by one rename), but whose they are, its parser's or the ones before, is not
     recorded; the kept replies rebuild them without a call, so nothing is lost."""
     last = last_reparse(run_dir)
-    if last is None or last.finished:
+    if last is None or last.finished or _under_way(run_dir, last):
         return None
     begun = f" begun at {last.at}" if last.at else ""
     return (
@@ -271,6 +272,22 @@ def unfinished_line(run_dir: Path | str) -> str | None:
         f"may be its own or the ones before it: run `dutchbook reparse {run_dir} --parser "
         f"{last.parser}` again (no API call; it rebuilds them from the kept replies)"
     )
+
+
+def _under_way(run_dir: Path | str, last: LastReparse) -> bool:
+    """Whether the folder's live writer is the reparse whose begun line is `last`: it took
+    the lock and wrote its pid (`engine.runlock`) before that line, so it started no later
+    (to the second the line's time is written in). Such a reparse is still running, not
+    unfinished: `status` beside it shows the folder live, not a command to run again."""
+    writer = read_pid(run_dir)
+    if writer is None or not writer.get("alive") or last.at is None:
+        return False
+    try:
+        started = datetime.fromisoformat(str(writer["started_at"]))
+        begun = datetime.fromisoformat(last.at)
+        return started <= begun + timedelta(seconds=1)
+    except (KeyError, TypeError, ValueError):  # a pid file or line no build wrote
+        return False
 
 
 def parser_in_force(run_dir: Path | str, spec_parser: str | None) -> str | None:

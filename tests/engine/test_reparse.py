@@ -273,3 +273,26 @@ def test_a_reparse_that_cannot_write_ends_in_one_line_and_changes_no_answer(
     errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "Traceback" not in result.output, result.output
     assert _answers(tmp_path) == before
+
+
+@pytest.mark.parametrize(("writer_started", "said"), [(-5, False), (0, False), (5, True)])
+def test_a_reparse_still_running_is_not_called_unfinished(
+    tmp_path: Path, writer_started: int, said: bool
+) -> None:
+    """Its begun line is the last while it writes its shard (seconds at paper scale): a
+    `status` beside it said "did not finish ... run it again". A live writer that started
+    before the line is that reparse; one that started after it is a later command, and the
+    reparse before it did not finish."""
+    from engine.reparse import REPARSES_FILE, unfinished_line
+    from engine.runlock import PID_FILE, write_pid
+
+    write_pid(tmp_path)  # this process: alive
+    pid = orjson.loads((tmp_path / PID_FILE).read_bytes())
+    begun = datetime.fromisoformat(pid["started_at"]) - timedelta(seconds=writer_started)
+    (tmp_path / REPARSES_FILE).parent.mkdir()
+    (tmp_path / REPARSES_FILE).write_bytes(orjson.dumps(
+        {"at": begun.isoformat(timespec="seconds"), "parser": "strict", "begun": True}) + b"\n")
+    line = unfinished_line(tmp_path)
+    assert (line is not None) is said, line
+    (tmp_path / PID_FILE).unlink()  # the writer gone: unfinished whenever it started
+    assert unfinished_line(tmp_path) is not None
