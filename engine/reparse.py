@@ -313,22 +313,28 @@ def spent_with_kept_replies(run_dir: Path) -> int:
     in their last attempt's detail, as `engine.audit` counts them) and that have a reply a
     reparse reads (a `REPLY_OUTCOMES` attempt with text kept, not blank); 0 when the ledger
     cannot be read. Replies over the size limit, bodies that were not JSON and refusals spend
-    the budget too, and keep nothing a reparse reads."""
-    kept = pl.col("outcome").is_in(REPLY_OUTCOMES) & pl.col("raw_text").str.contains(r"\S")
-    columns = ["request_id", "attempt", "outcome", "detail", "raw_text"]
+    the budget too, and keep nothing a reparse reads. The replies' text is read only for the
+    requests found spent, usually a handful of a campaign's."""
     try:
-        requests = (
-            scan_attempts(run_dir, columns)
-            .select("request_id", "attempt", "detail", kept.fill_null(False).alias("kept"))
+        spent = (
+            scan_attempts(run_dir, ["request_id", "attempt", "detail"])
             .join(scan_responses(run_dir, ["request_id"]), on="request_id", how="anti")
             .group_by("request_id")
-            .agg(
-                pl.col("detail").sort_by("attempt").last().str.contains(BUDGET_SPENT_PATTERN)
-                .alias("spent"),
-                pl.col("kept").any(),
-            )
+            .agg(pl.col("detail").sort_by("attempt").last().str.contains(BUDGET_SPENT_PATTERN))
+            .filter(pl.col("detail"))
+            .select("request_id")
+            .collect()
         )
-        found = requests.filter(pl.col("spent") & pl.col("kept")).select(pl.len()).collect()
+        if spent.is_empty():
+            return 0
+        kept = (
+            scan_attempts(run_dir, ["request_id", "outcome", "raw_text"])
+            .join(spent.lazy(), on="request_id", how="semi")
+            .filter(pl.col("outcome").is_in(REPLY_OUTCOMES))
+            .filter(pl.col("raw_text").str.contains(r"\S"))
+            .select(pl.col("request_id").n_unique())
+            .collect()
+        )
     except (pl.exceptions.PolarsError, OSError):  # advice withheld, not the caller's end
         return 0
-    return int(found.item())
+    return int(kept.item())
