@@ -75,6 +75,8 @@ def _phases_child(argv: list[str], out_json: str, launched: float) -> None:
     atexit.register(lambda: Path(out_json).write_text(json.dumps({**marks, "exit": time.time()})))
     import runs.cli  # what the console script imports first
 
+    if "runs.pipeline" in sys.modules:  # the hook would never fire, and no phase be timed
+        raise SystemExit("bench.whole_run: runs.cli imported runs.pipeline; time it otherwise")
     timers = _TimersOnImport("runs.pipeline", lambda module: _put_timers(module, marks))
     sys.meta_path.insert(0, timers)
     sys.argv = ["dutchbook", *argv]
