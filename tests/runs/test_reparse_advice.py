@@ -35,8 +35,10 @@ model = "sim-coherent"
 [[arms]]
 name = "baseline"
 """
-#: Replies passed on whole before the proxy sends any too long: the lane has seen the
-#: provider's format, so too-long replies are answer failures, not a foreign address.
+#: Replies passed on whole, and sent, before the proxy sends any too long: the lane has
+#: seen the provider's format, so too-long replies are answer failures, not a foreign
+#: address. Counted when asked, ten cut replies could reach the lane before the whole ones
+#: (`RetryPolicy.foreign_streak`) on a loaded machine, and it stopped as foreign.
 WHOLE_FIRST = 3
 #: Response headers not copied from the simulator's reply (the proxy's own framing).
 HOP_HEADERS = {"content-length", "transfer-encoding", "content-encoding", "connection"}
@@ -57,7 +59,8 @@ async def too_long_for_some() -> AsyncIterator[Proxy]:
 
         async def handle(request: web.Request) -> web.StreamResponse:
             body = await request.read()
-            if request.method == "POST" and request.path.endswith("/chat/completions"):
+            chat = request.method == "POST" and request.path.endswith("/chat/completions")
+            if chat:
                 user = json.loads(body)["messages"][-1]["content"]
                 third = hashlib.sha256(user.encode()).digest()[0] % 3 == 0
                 if user in cut or (passed[0] >= WHOLE_FIRST and third):
@@ -67,15 +70,19 @@ async def too_long_for_some() -> AsyncIterator[Proxy]:
                     await reply.prepare(request)
                     await reply.write(b'{"id": "chatcmpl-long", "choices": [')
                     return reply
-                passed[0] += 1
             headers = {k: v for k, v in request.headers.items() if k.lower() != "host"}
             async with session.request(
                 request.method, sim_root + request.path_qs, headers=headers, data=body
             ) as forwarded:
                 kept = {k: v for k, v in forwarded.headers.items() if k.lower() not in HOP_HEADERS}
-                return web.Response(
+                whole = web.Response(
                     status=forwarded.status, headers=kept, body=await forwarded.read()
                 )
+            await whole.prepare(request)
+            await whole.write_eof()
+            if chat:  # counted once sent, not once asked (see WHOLE_FIRST)
+                passed[0] += 1
+            return whole
 
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", handle)
