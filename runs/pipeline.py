@@ -78,7 +78,9 @@ from runs.report_page import write_page
 from runs.run_folder import foreign_entries
 from runs.scoring_step import score_run
 from runs.signals import (
-    INTERRUPTED_MESSAGE,
+    INTERRUPTED_MESSAGE as INTERRUPTED_MESSAGE,  # re-exported: tests and scripts import it here
+)
+from runs.signals import (
     leave_terminal,
     mark_interrupt_said,
     stop_signals_to_catch,
