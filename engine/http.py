@@ -87,13 +87,16 @@ _WHY_CHARS = 120
 
 
 def _why(exc: aiohttp.ClientError) -> str:
-    """aiohttp's reason, " (Too many headers received)", or "": without it a reply whose
-    headers were too long, or whose body fell short of its Content-Length, read only
-    "ClientResponseError". Its message alone, never `str(exc)`, which holds the URL (some
+    """aiohttp's reason, " (Too many headers received)", or the system's for a connection
+    error, " (Connection reset by peer)", or "": without it a reply whose headers were too
+    long, or whose body fell short of its Content-Length, read only "ClientResponseError",
+    and a reset "ClientOSError". Its message alone, never `str(exc)`, which holds the URL (some
     providers put keys in the query); on one line and cut short (a bad status line's message
     quotes the bytes that came instead)."""
     source = exc if isinstance(exc, aiohttp.ClientResponseError) else exc.__cause__
     message = getattr(source, "message", None)
+    if not isinstance(message, str) and isinstance(exc, OSError):
+        message = exc.strerror  # the system's words alone ("Connection reset by peer")
     words = " ".join(message.split()) if isinstance(message, str) else ""
     return f" ({words[:_WHY_CHARS]})" if words else ""
 

@@ -135,3 +135,22 @@ async def test_one_reset_among_timeouts_keeps_the_timeouts_hint(
     message = summary.lanes["slow"].message
     assert "no reply from its provider since" in message, message
     assert "timeout_s (0.2s) long enough?" in message and "a proxy" not in message
+
+
+@pytest.mark.timeout(60)
+async def test_a_reset_says_the_systems_reason(
+    tmp_path: Path, kit: type[Kit], hostile: Serve
+) -> None:
+    """A reset once the request was sent read only "ClientOSError talking to ...": aiohttp's
+    error has no message of its own, the reason is the system's."""
+    root = await hostile((b"", True))
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("reset", 2))
+    config, adapter = kit.sim_model("reset", root, concurrency=1, timeout_s=2.0)
+    await dispatch(
+        plan, tmp_path / "run", {"reset": config}, {"reset": adapter}, policy=POLICY,
+        outage=OUTAGE, log_console=None,
+    )  # fmt: skip
+    details = set(scan_attempts(tmp_path / "run").collect()["detail"])
+    assert details and all(
+        d.startswith("ClientOSError (Connection reset by peer) talking to ") for d in details
+    ), details
