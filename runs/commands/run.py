@@ -71,7 +71,8 @@ def run(
         typer.Option(
             "--faults",
             metavar="PROFILE",
-            help="with --rehearse: faults the simulator injects, as `serve-sim --faults` "
+            help="with --rehearse or `provider = \"sim\"` models: faults the simulator "
+            "injects, as `serve-sim --faults` "
             "(none, light, flaky, hostile, or kind=rate pairs such as 'flaky,server_error=0.1')",
         ),
     ] = "none",
@@ -80,8 +81,9 @@ def run(
         typer.Option(
             "--sim-url",
             metavar="URL",
-            help="with --rehearse: use the simulator already running at URL "
-            "(`dutchbook serve-sim`) instead of starting one, e.g. to keep its counts across runs",
+            help="with --rehearse or `provider = \"sim\"` models: use the simulator already "
+            "running at URL (`dutchbook serve-sim`) instead of starting one, e.g. to keep its "
+            "counts across runs",
         ),
     ] = None,
     abandon_batch_jobs: Annotated[
