@@ -37,10 +37,16 @@ def _clean_errors(run_dir: Path) -> Iterator[None]:
 def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
     """The campaign to score the folder's answers as, after saying which of its data files
     differ from those the run was planned from (a corrected file is a reason to score again,
-    but the user must know the scores no longer describe the data asked about)."""
+    but the user must know the scores no longer describe the data asked about), and that its
+    last reparse did not finish, if so (`engine.reparse.unfinished_line`)."""
     require_run_folder(run_dir)
     if not (run_dir / "plan_members.parquet").exists():
         fail(f"{run_dir} is not a planned run folder (no plan_members.parquet)")
+    from engine.reparse import unfinished_line
+
+    unfinished = unfinished_line(run_dir)
+    if unfinished:  # scored as they are, but whose answers they are is not known
+        typer.echo(f"warning: {unfinished}", err=True)
     spec = _frozen(run_dir) if spec_path is None else _given(run_dir, spec_path)
     from runs.design import DesignChanged, data_changes
 

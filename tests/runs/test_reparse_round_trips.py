@@ -154,6 +154,10 @@ def test_every_command_names_the_reparse_that_did_not_finish(
         assert code == 2 and len(lines(said)) == 1, said
         assert said.rstrip().endswith(f"then `dutchbook score {out}`, then this command"), said
 
+    for command in ("score", "repair"):  # they work on the answers as they are, and say it
+        code, said = _invoke(command, str(out))
+        assert code == 0 and len(lines(said)) == 1 and lines(said)[0].startswith("warning: ")
+
     assert _invoke("reparse", str(out), "--parser", "strict")[0] == 0  # as every line says
     assert last_reparse(out).finished  # type: ignore[union-attr]
     code, said = _invoke("status", str(out))
