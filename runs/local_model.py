@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.runlock import LOCK_FILE, LedgerBusy, acquire_lock, release_lock
-from runs.signals import stop_signals_to_catch
+from runs.signals import held, stop_signals_to_catch
 
 #: The variable `runs/specs/local.toml` reads its base URL from.
 BASE_URL_ENV = "DUTCHBOOK_LOCAL_BASE_URL"
@@ -46,8 +46,24 @@ READY_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 10.0
 
 
-#: `dutchbook` in this interpreter's environment (its console script may not be on PATH).
-DUTCHBOOK = (sys.executable, "-c", "from runs.cli import main; main()")
+#: `dutchbook` in this interpreter's environment (its console script may not be on PATH),
+#: for a child started with the stop signals held (`run_child(..., held_at_start=True)`): it
+#: takes them once it can turn them into its one line. A Ctrl-C or SIGTERM passed on in its
+#: first tenth of a second (Python starting, `runs.cli` importing) ended it in a
+#: KeyboardInterrupt traceback, or killed it without a word (the wrapper's exit 254).
+DUTCHBOOK = (
+    sys.executable,
+    "-c",
+    "import signal\n"
+    "from runs.signals import STOP_SIGNALS, exit_interrupted, stops_as_interrupt\n"
+    "try:\n"
+    "    with stops_as_interrupt():\n"
+    "        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)\n"
+    "        from runs.cli import main\n"
+    "        main()\n"
+    "except KeyboardInterrupt:\n"
+    "    exit_interrupted()\n",
+)
 
 
 class LocalModelError(RuntimeError):
@@ -316,7 +332,11 @@ def running_server(
 
 
 def run_child(
-    command: Sequence[str], env: dict[str, str], server: subprocess.Popen[bytes] | None = None
+    command: Sequence[str],
+    env: dict[str, str],
+    server: subprocess.Popen[bytes] | None = None,
+    *,
+    held_at_start: bool = False,
 ) -> int:
     """Run `command` to its end, passing it Ctrl-C, SIGTERM and a hangup rather than dying of
     them. If `server` (the model server it talks to) exits meanwhile, the child is sent a
@@ -327,6 +347,10 @@ def run_child(
     run` then finishes the attempts in flight and scores what it has (a second signal stops
     it at once), and only after it exits is the server stopped (dying of a hangup here would
     leave the server running, with no one to stop it).
+
+    `held_at_start`: the child starts with the stop signals held (blocked), and unblocks them
+    itself once its handlers are in place (`DUTCHBOOK`); one passed on before is then
+    delivered to it there, not into its start-up.
     """
     child: subprocess.Popen[bytes] | None = None
     early: list[int] = []  # signals that came while the child was being started
@@ -341,9 +365,10 @@ def run_child(
     # this wrapper and left the child (and the server after it) running.
     previous = {sig: signal.signal(sig, forward) for sig in stop_signals_to_catch()}
     try:
-        child = subprocess.Popen(
-            list(command), env=env, start_new_session=True, preexec_fn=die_with_parent()
-        )
+        with held() if held_at_start else contextlib.nullcontext():
+            child = subprocess.Popen(
+                list(command), env=env, start_new_session=True, preexec_fn=die_with_parent()
+            )
         for signum in early:
             forward(signum, None)
         return _wait_watching(child, server)
@@ -422,7 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.what == "serve":
                 return _serve(server)
             env = {**os.environ, BASE_URL_ENV: server.base_url}
-            code = run_child(_child_command(args), env, server.process)
+            held_at_start = args.what == "demo"  # `DUTCHBOOK` unblocks them; pytest would not
+            code = run_child(_child_command(args), env, server.process, held_at_start=held_at_start)
             if code != 0 and (gone := server_gone(server)) is not None:
                 print(f"error: {gone}", file=sys.stderr)
                 return SERVER_GONE_EXIT

@@ -305,9 +305,11 @@ def test_ready_means_our_process_alive_and_our_model_listed(tmp_path: Path) -> N
             process.wait()
 
 
-def run_main(argv: list[str], cwd: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
+def run_main(
+    argv: list[str], cwd: Path, command: list[str], before: str = ""
+) -> subprocess.CompletedProcess[str]:
     """`python -m runs.local_model ARGV` in `cwd`, the model file standing for itself (a file
-    `loaded` says it was asked for) and `command` for the server."""
+    `loaded` says it was asked for) and `command` for the server; `before` runs first."""
     script = textwrap.dedent(f"""
         import sys
         from pathlib import Path
@@ -317,8 +319,7 @@ def run_main(argv: list[str], cwd: Path, command: list[str]) -> subprocess.Compl
             return Path({MODEL!r})
         local_model.model_file = model_file
         local_model.server_command = lambda *_: {command!r}
-        sys.exit(local_model.main({argv!r}))
-    """)
+    """) + textwrap.dedent(before) + f"\nsys.exit(local_model.main({argv!r}))\n"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
         [sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
@@ -407,3 +408,29 @@ def test_the_run_folder_is_read_from_the_spec_as_a_run_reads_it(tmp_path: Path) 
     assert run_folder_of(deep, None) is None
     assert run_folder_of(Path("/dev/zero"), None) is None
     assert run_folder_of(tmp_path / "missing.toml", None) is None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_as_the_campaign_starts_ends_it_in_its_one_line(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """A Ctrl-C or SIGTERM that reached the wrapper as it started the campaign was passed on
+    at once, into the campaign's start-up (Python starting, `runs.cli` importing): it ended
+    in a KeyboardInterrupt traceback, or was killed without a word (the wrapper's exit 254).
+    Sent here to the wrapper just before the campaign is started."""
+    (tmp_path / "tiny.toml").write_text('name = "t2"\n')
+    port = free_port()
+    before = f"""
+        import os, subprocess
+        class StoppedFirst(subprocess.Popen):
+            def __init__(self, args, *rest, **kwargs):
+                if "runs.cli" in " ".join(args):  # the campaign, not the server
+                    os.kill(os.getpid(), {int(sig)})
+                super().__init__(args, *rest, **kwargs)
+        local_model.subprocess.Popen = StoppedFirst
+    """
+    argv = ["demo", "--spec", "tiny.toml", "--port", str(port)]
+    done = run_main(argv, tmp_path, stand_in(port), before)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "interrupted — run the same command again\n"
+    assert not (tmp_path / "out" / "t2").exists()  # the campaign did not begin
