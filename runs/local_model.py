@@ -317,8 +317,15 @@ def running_server(
     process (`die_with_parent`).
     """
     check_port_free(port)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as sink:
+    try:  # `out` a file, or not writable: a traceback before
+        log.parent.mkdir(parents=True, exist_ok=True)
+        sink = log.open("ab")
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise LocalModelError(
+            f"cannot write the model server's log {log} ({where}{exc.strerror or exc})"
+        ) from None
+    with sink:
         process = subprocess.Popen(
             list(command), stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, preexec_fn=die_with_parent(),

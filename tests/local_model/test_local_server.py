@@ -434,3 +434,14 @@ def test_a_stop_as_the_campaign_starts_ends_it_in_its_one_line(
     assert done.returncode == 130, done.stderr
     assert done.stderr == "interrupted — run the same command again\n"
     assert not (tmp_path / "out" / "t2").exists()  # the campaign did not begin
+
+
+def test_a_log_folder_that_cannot_be_written_is_said_in_one_line(tmp_path: Path) -> None:
+    """`out` a file (or not writable): the server's log ended the wrapper in a traceback."""
+    (tmp_path / "out").write_text("")
+    port = free_port()
+    done = run_main(["demo", "--port", str(port)], tmp_path, stand_in(port))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "error: cannot write the model server's log out/local-server.log (out: File exists)\n"
+    )
