@@ -80,9 +80,14 @@ class RunFolderBusy(LocalModelError):
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (the OS picks it)."""
+    """A port nothing listens on right now (the OS picks it); none left is said in one line."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+        try:
+            sock.bind((host, 0))
+        except OSError as exc:  # ephemeral ports used up, or no loopback: a traceback before
+            raise LocalModelError(
+                f"no free port on {host} ({exc.strerror or exc}): give --port one that is free"
+            ) from None
         return int(sock.getsockname()[1])
 
 
@@ -442,6 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.what == "demo":  # a campaign the folder's lock would refuse loads no model
             check_folder_free(run_folder_of(args.spec, args.out))
+        if not 0 <= args.port <= 65535:  # bind's OverflowError was a traceback
+            raise LocalModelError(f"--port {args.port} is not a port (1-65535; 0: a free one)")
         port = args.port or free_port()
         if args.port:  # a port of the user's: said before the model is written (one chosen
             check_port_free(port)  # just now is free; `running_server` checks again anyway)

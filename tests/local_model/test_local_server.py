@@ -5,6 +5,7 @@ does, listing its model) plays llama-cpp-python's part."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -445,3 +446,22 @@ def test_a_log_folder_that_cannot_be_written_is_said_in_one_line(tmp_path: Path)
     assert done.stderr == (
         "error: cannot write the model server's log out/local-server.log (out: File exists)\n"
     )
+
+
+def test_no_free_port_and_a_port_out_of_range_are_said_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ended the wrapper in a traceback (OSError, OverflowError from bind)."""
+    for port in ("99999", "-5"):
+        done = run_main(["demo", "--port", port], tmp_path, ["false"])
+        assert (done.returncode, done.stderr) == (
+            2, f"error: --port {port} is not a port (1-65535; 0: a free one)\n"
+        )  # fmt: skip
+    assert not (tmp_path / "loaded").exists()
+
+    def no_port(self: socket.socket, address: object) -> None:
+        raise OSError(errno.EADDRNOTAVAIL, os.strerror(errno.EADDRNOTAVAIL))
+
+    monkeypatch.setattr(socket.socket, "bind", no_port)
+    with pytest.raises(LocalModelError, match=r"^no free port on 127\.0\.0\.1 \(Cannot assign"):
+        free_port()
