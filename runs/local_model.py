@@ -463,16 +463,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             env = {**os.environ, BASE_URL_ENV: server.base_url}
             held_at_start = args.what == "demo"  # `DUTCHBOOK` unblocks them; pytest would not
             code = run_child(_child_command(args), env, server.process, held_at_start=held_at_start)
-            if code != 0 and (gone := server_gone(server)) is not None:
-                print(f"error: {gone}", file=sys.stderr)
-                return SERVER_GONE_EXIT
-            return code
+            return _child_ended(args.what, code, server)
     except LocalModelError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted; no model server is left running", file=sys.stderr)
         return 130
+
+
+def _child_ended(what: str, code: int, server: Server) -> int:
+    """The exit status for the child's `code`, with the closing line the child could not
+    write itself: the model server gone (exit 4), or the child killed by a signal (the OOM
+    killer, someone's `kill -9`: the wrapper exited 247 without a word), 128 + the signal."""
+    if code != 0 and (gone := server_gone(server)) is not None:
+        print(f"error: {gone}", file=sys.stderr)
+        return SERVER_GONE_EXIT
+    if code >= 0:
+        return code
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    line = (
+        f"the campaign was killed by {name}; what it wrote is kept: run the same command "
+        "again to resume"
+        if what == "demo"
+        else f"the tests were killed by {name}: run the same command again"
+    )
+    print(f"error: {line}", file=sys.stderr)
+    return 128 - code
 
 
 def _serve(server: Server) -> int:

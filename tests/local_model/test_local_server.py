@@ -465,3 +465,19 @@ def test_no_free_port_and_a_port_out_of_range_are_said_in_one_line(
     monkeypatch.setattr(socket.socket, "bind", no_port)
     with pytest.raises(LocalModelError, match=r"^no free port on 127\.0\.0\.1 \(Cannot assign"):
         free_port()
+
+
+def test_a_campaign_killed_by_a_signal_is_said_in_one_line(tmp_path: Path) -> None:
+    """The campaign SIGKILLed (the OOM killer, someone's `kill -9`): the wrapper stopped its
+    server and exited 247 without a word."""
+    port = free_port()
+    before = """
+        local_model._child_command = lambda args: [
+            sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+    """
+    done = run_main(["demo", "--port", str(port)], tmp_path, stand_in(port), before)
+    assert done.returncode == 128 + signal.SIGKILL, done.stderr
+    assert done.stderr == (
+        "error: the campaign was killed by SIGKILL; what it wrote is kept: run the same "
+        "command again to resume\n"
+    )
