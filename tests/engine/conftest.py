@@ -6,8 +6,11 @@ tested is what a campaign does, minus the provider's bill.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+import socket
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -205,3 +208,42 @@ async def serve_any() -> AsyncIterator[ServeAny]:
     yield start
     for runner in runners:
         await runner.cleanup()
+
+
+#: How `raw_server` answers: bytes to send once a request's head is read, and whether to
+#: reset the connection (RST) rather than close it.
+RawReply = tuple[bytes, bool]
+RawServe = Callable[[RawReply], Awaitable[str]]
+#: A reply head of 10,000 headers, more than aiohttp reads.
+MANY_HEADERS = b"".join(b"X-H%d: v\r\n" % i for i in range(10_000))
+
+
+@pytest.fixture
+async def raw_server() -> AsyncIterator[RawServe]:
+    """A loopback server answering every request alike, with bytes no HTTP server would
+    send (a server answering badly); returns its root URL."""
+    servers: list[asyncio.Server] = []
+
+    async def start(reply: RawReply) -> str:
+        data, reset = reply
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            if data:
+                writer.write(data)
+                await writer.drain()
+            if reset:
+                sock = writer.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                writer.transport.abort()
+            else:
+                writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        servers.append(server)
+        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+    yield start
+    for server in servers:
+        server.close()
+        await server.wait_closed()

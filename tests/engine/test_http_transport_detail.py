@@ -7,40 +7,11 @@ Before, a reply with 10,000 headers or a 1 MB header read "ClientResponseError t
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-
 import pytest
 
 from engine.http import HttpClient
 from providers.types import Failure, HttpRequest, Outcome
-
-Raw = Callable[[bytes], Awaitable[str]]
-
-
-@pytest.fixture
-async def raw_server() -> AsyncIterator[Raw]:
-    """A loopback server that answers every request with the given bytes, then closes."""
-    servers: list[asyncio.Server] = []
-
-    async def start(reply: bytes) -> str:
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await reader.readuntil(b"\r\n\r\n")
-            writer.write(reply)
-            await writer.drain()
-            writer.close()
-
-        server = await asyncio.start_server(handle, "127.0.0.1", 0)
-        servers.append(server)
-        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-
-    yield start
-    for server in servers:
-        server.close()
-        await server.wait_closed()
-
-
-MANY_HEADERS = b"".join(b"X-H%d: v\r\n" % i for i in range(10_000))
+from tests.engine.conftest import MANY_HEADERS, RawServe
 
 
 @pytest.mark.parametrize(
@@ -54,9 +25,9 @@ MANY_HEADERS = b"".join(b"X-H%d: v\r\n" % i for i in range(10_000))
     ids=["too-many-headers", "short-body"],
 )  # fmt: skip
 async def test_an_unreadable_reply_says_why_and_not_its_query(
-    raw_server: Raw, reply: bytes, reason: str
+    raw_server: RawServe, reply: bytes, reason: str
 ) -> None:
-    root = await raw_server(reply)
+    root = await raw_server((reply, False))
     request = HttpRequest("POST", f"{root}/v1/x?key=secret-in-query", {}, b"{}")
     async with HttpClient() as http:
         raw = await http.fetch(request, 5.0)

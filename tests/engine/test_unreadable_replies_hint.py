@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,48 +23,12 @@ from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
 
 if TYPE_CHECKING:
-    from tests.engine.conftest import Kit
+    from tests.engine.conftest import Kit, RawReply, RawServe
+
+from tests.engine.conftest import MANY_HEADERS
 
 POLICY = RetryPolicy(max_attempts=3, base_s=0.01, cap_s=0.05)
 OUTAGE = OutagePolicy(streak=5, probe_base_s=0.05, probe_cap_s=0.2, unanswered_probes=3)
-
-#: How a hostile server answers: bytes to send once the request's head is read, and whether
-#: to reset the connection (RST) rather than close it.
-Reply = tuple[bytes, bool]
-Serve = Callable[[Reply], Awaitable[str]]
-
-MANY_HEADERS = b"".join(b"X-H%d: v\r\n" % i for i in range(10_000))
-
-
-@pytest.fixture
-async def hostile() -> AsyncIterator[Serve]:
-    """A loopback server answering every request alike, badly; its root URL."""
-    servers: list[asyncio.Server] = []
-
-    async def start(reply: Reply) -> str:
-        data, reset = reply
-
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await reader.readuntil(b"\r\n\r\n")
-            if data:
-                writer.write(data)
-                await writer.drain()
-            if reset:
-                sock = writer.get_extra_info("socket")
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                writer.transport.abort()
-            else:
-                writer.close()
-
-        server = await asyncio.start_server(handle, "127.0.0.1", 0)
-        servers.append(server)
-        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-
-    yield start
-    for server in servers:
-        server.close()
-        await server.wait_closed()
-
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
@@ -79,9 +42,9 @@ async def hostile() -> AsyncIterator[Serve]:
     ids=["too-many-headers", "short-body", "reset-mid-body", "reset-after-accept"],
 )
 async def test_a_server_answering_unreadably_is_not_asked_whether_it_is_up(
-    tmp_path: Path, kit: type[Kit], hostile: Serve, reply: Reply
+    tmp_path: Path, kit: type[Kit], raw_server: RawServe, reply: RawReply
 ) -> None:
-    root = await hostile(reply)
+    root = await raw_server(reply)
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("bad", 10))
     config, adapter = kit.sim_model("bad", root, concurrency=2, timeout_s=2.0)
     summary = await dispatch(
@@ -139,11 +102,11 @@ async def test_one_reset_among_timeouts_keeps_the_timeouts_hint(
 
 @pytest.mark.timeout(60)
 async def test_a_reset_says_the_systems_reason(
-    tmp_path: Path, kit: type[Kit], hostile: Serve
+    tmp_path: Path, kit: type[Kit], raw_server: RawServe
 ) -> None:
     """A reset once the request was sent read only "ClientOSError talking to ...": aiohttp's
     error has no message of its own, the reason is the system's."""
-    root = await hostile((b"", True))
+    root = await raw_server((b"", True))
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("reset", 2))
     config, adapter = kit.sim_model("reset", root, concurrency=1, timeout_s=2.0)
     await dispatch(

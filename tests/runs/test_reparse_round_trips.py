@@ -19,12 +19,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 from engine.ledger import Ledger
 from engine.reparse import last_reparse
 from engine.scan import scan_attempts, scan_responses
-from runs.cli import app
+from tests.runs.quiet_campaign import invoke
 
 #: A model whose fractions ("11/36") strict rejects and lenient takes, and one that answers
 #: plainly: a lenient run answers all 56, a strict reparse leaves 28.
@@ -47,16 +46,11 @@ name = "baseline"
 """
 
 
-def _invoke(*args: str) -> tuple[int, str]:
-    done = CliRunner().invoke(app, list(args), env={"COLUMNS": "400"})
-    return done.exit_code, done.output
-
-
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("round-trip")
     (root / "spec.toml").write_text(SPEC, encoding="utf-8")
-    code, said = _invoke("run", str(root / "spec.toml"), "--out", str(root / "run"))
+    code, said = invoke("run", str(root / "spec.toml"), "--out", str(root / "run"))
     assert code == 0, said
     return root
 
@@ -72,30 +66,30 @@ def test_status_after_a_strict_reparse_names_the_reparse_that_takes_them_back(
     root: Path,
 ) -> None:
     out = root / "run"
-    code, said = _invoke("reparse", str(out), "--parser", "strict")
+    code, said = invoke("reparse", str(out), "--parser", "strict")
     assert code == 0 and "accepted 56 → 28" in said, said
     line = (
         "28 requests have no answer only because `dutchbook reparse --parser strict` rejected "
         f"the replies the run had accepted: `dutchbook reparse {out} --parser lenient` takes "
         "them back without a call (a resume with a lenient spec is refused until then)"
     )
-    code, said = _invoke("status", str(out))
+    code, said = invoke("status", str(out))
     assert code == 0 and line in said.splitlines(), said
-    code, said = _invoke("status", str(out), "--json")
+    code, said = invoke("status", str(out), "--json")
     summary = json.loads(said)
     assert summary["answers_rejected_on_reparse"] == 28
     assert summary["notes"] == [line]
     assert summary["pending_failures"]["total"] == 28  # as before: still pending
     assert summary["warnings"] == []
 
-    code, said = _invoke("run", str(root / "spec.toml"), "--out", str(out))
+    code, said = invoke("run", str(root / "spec.toml"), "--out", str(out))
     assert code == 2 and f"`dutchbook reparse {out} --parser lenient`" in said, said
-    assert _invoke("reparse", str(out), "--parser", "lenient")[0] == 0  # as the line says
-    code, said = _invoke("status", str(out), "--json")
+    assert invoke("reparse", str(out), "--parser", "lenient")[0] == 0  # as the line says
+    code, said = invoke("status", str(out), "--json")
     summary = json.loads(said)
     assert summary["answers_rejected_on_reparse"] == 0 and summary["notes"] == []
     assert summary["accepted"] == 56
-    assert _invoke("run", str(root / "spec.toml"), "--out", str(out))[0] == 0
+    assert invoke("run", str(root / "spec.toml"), "--out", str(out))[0] == 0
 
 
 def _fail_reparse(out: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,7 +105,7 @@ def _fail_reparse(out: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> Non
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Ledger, "replace_responses", full if where == "before" else killed)
-    code, said = _invoke("reparse", str(out), "--parser", "strict")
+    code, said = invoke("reparse", str(out), "--parser", "strict")
     assert code == (6 if where == "before" else 130), said
     assert "run the same command again" in said, said
     monkeypatch.undo()
@@ -129,25 +123,25 @@ def test_every_command_names_the_reparse_that_did_not_finish(
     def lines(said: str) -> list[str]:
         return [line for line in said.splitlines() if again in line]
 
-    code, said = _invoke("status", str(out))
+    code, said = invoke("status", str(out))
     assert code == 0 and len(lines(said)) == 1 and lines(said)[0].startswith("warning: a `"), said
     assert "takes them back" not in said  # one thing to do, not two
-    summary = json.loads(_invoke("status", str(out), "--json")[1])
+    summary = json.loads(invoke("status", str(out), "--json")[1])
     assert summary["reparse_unfinished"] is True and summary["notes"] == []
-    code, said = _invoke("audit", str(out))
+    code, said = invoke("audit", str(out))
     assert code == 0 and len(lines(said)) == 1, said
-    audit_json = json.loads(_invoke("audit", str(out), "--json")[1])
+    audit_json = json.loads(invoke("audit", str(out), "--json")[1])
     assert again in audit_json["reparse_unfinished"]
 
     attempts = scan_attempts(out).collect().height
-    code, said = _invoke("run", spec, "--out", str(out))
+    code, said = invoke("run", spec, "--out", str(out))
     assert code == 2, said
     assert f"run `dutchbook reparse {out} --parser lenient` first (no API call)" in said
     assert f"or run `dutchbook reparse {out} --parser strict` again to finish it" in said
     assert "keep strict's answers without resuming (`dutchbook score" not in said  # unknown
     assert scan_attempts(out).collect().height == attempts  # nothing asked again
 
-    code, said = _invoke("report", str(out))
+    code, said = invoke("report", str(out))
     if where == "before":  # the answers scored are the folder's: reported, and said
         assert code == 0 and len(lines(said)) == 1, said
     else:  # strict's answers are in: not scored, and not to be scored before the reparse
@@ -155,12 +149,12 @@ def test_every_command_names_the_reparse_that_did_not_finish(
         assert said.rstrip().endswith(f"then `dutchbook score {out}`, then this command"), said
 
     for command in ("score", "repair"):  # they work on the answers as they are, and say it
-        code, said = _invoke(command, str(out))
+        code, said = invoke(command, str(out))
         assert code == 0 and len(lines(said)) == 1 and lines(said)[0].startswith("warning: ")
 
-    assert _invoke("reparse", str(out), "--parser", "strict")[0] == 0  # as every line says
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0  # as every line says
     assert last_reparse(out).finished  # type: ignore[union-attr]
-    code, said = _invoke("status", str(out))
+    code, said = invoke("status", str(out))
     assert code == 0 and not lines(said) and "takes them back without a call" in said, said
     assert scan_responses(out).collect().height == 28  # strict's answers, nothing lost
     assert scan_attempts(out).collect().height == attempts
@@ -172,21 +166,21 @@ def test_a_reparse_back_to_the_answers_scored_leaves_the_scores_standing(root: P
     does: strict's answers scored, then lenient's back, are not what was scored."""
     out = root / "run"
     stale = "its answers changed after it was scored"
-    assert _invoke("reparse", str(out), "--parser", "strict")[0] == 0
-    code, said = _invoke("report", str(out))
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    code, said = invoke("report", str(out))
     assert code == 2 and stale in said, said  # strict's answers are not what was scored
-    code, said = _invoke("reparse", str(out), "--parser", "lenient")
+    code, said = invoke("reparse", str(out), "--parser", "lenient")
     assert code == 0 and "no new score is needed" in said and "dutchbook score" not in said, said
-    code, said = _invoke("report", str(out))
+    code, said = invoke("report", str(out))
     assert code == 0 and stale not in said, said
 
-    assert _invoke("reparse", str(out), "--parser", "strict")[0] == 0
-    assert _invoke("score", str(out))[0] == 0  # the scores are strict's now
-    assert _invoke("report", str(out))[0] == 0
-    code, said = _invoke("reparse", str(out), "--parser", "lenient")
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    assert invoke("score", str(out))[0] == 0  # the scores are strict's now
+    assert invoke("report", str(out))[0] == 0
+    code, said = invoke("reparse", str(out), "--parser", "lenient")
     assert code == 0 and f"run `dutchbook score {out}`" in said, said
-    code, said = _invoke("report", str(out))
+    code, said = invoke("report", str(out))
     assert code == 2 and stale in said, said
-    assert _invoke("reparse", str(out), "--parser", "strict")[0] == 0  # strict's again
-    code, said = _invoke("report", str(out))
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0  # strict's again
+    code, said = invoke("report", str(out))
     assert code == 0, said
