@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from engine.dispatch import dispatch
+from engine.dispatch import DispatchSummary, dispatch
 from engine.outage import OutagePolicy
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
@@ -29,6 +29,19 @@ from tests.engine.conftest import MANY_HEADERS
 
 POLICY = RetryPolicy(max_attempts=3, base_s=0.01, cap_s=0.05)
 OUTAGE = OutagePolicy(streak=5, probe_base_s=0.05, probe_cap_s=0.2, unanswered_probes=3)
+
+async def _dispatch(
+    tmp_path: Path, kit: type[Kit], root: str, model: str, queries: int, *,
+    concurrency: int, timeout_s: float,
+) -> DispatchSummary:
+    """`queries` planned for `model` at `root`, dispatched into tmp_path/run."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(model, queries))
+    config, adapter = kit.sim_model(model, root, concurrency=concurrency, timeout_s=timeout_s)
+    return await dispatch(
+        plan, tmp_path / "run", {model: config}, {model: adapter}, policy=POLICY,
+        outage=OUTAGE, log_console=None,
+    )  # fmt: skip
+
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
@@ -45,12 +58,7 @@ async def test_a_server_answering_unreadably_is_not_asked_whether_it_is_up(
     tmp_path: Path, kit: type[Kit], raw_server: RawServe, reply: RawReply
 ) -> None:
     root = await raw_server(reply)
-    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("bad", 10))
-    config, adapter = kit.sim_model("bad", root, concurrency=2, timeout_s=2.0)
-    summary = await dispatch(
-        plan, tmp_path / "run", {"bad": config}, {"bad": adapter}, policy=POLICY,
-        outage=OUTAGE, log_console=None,
-    )  # fmt: skip
+    summary = await _dispatch(tmp_path, kit, root, "bad", 10, concurrency=2, timeout_s=2.0)
     lane = summary.lanes["bad"]
     assert lane.state.value == "stopped" and lane.accepted == 0
     assert set(scan_attempts(tmp_path / "run").collect()["outcome"]) == {"connection_error"}
@@ -85,12 +93,7 @@ async def test_one_reset_among_timeouts_keeps_the_timeouts_hint(
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     root = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
     try:
-        plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("slow", 4))
-        config, adapter = kit.sim_model("slow", root, concurrency=1, timeout_s=0.2)
-        summary = await dispatch(
-            plan, tmp_path / "run", {"slow": config}, {"slow": adapter}, policy=POLICY,
-            outage=OUTAGE, log_console=None,
-        )  # fmt: skip
+        summary = await _dispatch(tmp_path, kit, root, "slow", 4, concurrency=1, timeout_s=0.2)
     finally:
         server.close()
     outcomes = list(scan_attempts(tmp_path / "run").collect().sort("started_at")["outcome"])
@@ -107,12 +110,7 @@ async def test_a_reset_says_the_systems_reason(
     """A reset once the request was sent read only "ClientOSError talking to ...": aiohttp's
     error has no message of its own, the reason is the system's."""
     root = await raw_server((b"", True))
-    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("reset", 2))
-    config, adapter = kit.sim_model("reset", root, concurrency=1, timeout_s=2.0)
-    await dispatch(
-        plan, tmp_path / "run", {"reset": config}, {"reset": adapter}, policy=POLICY,
-        outage=OUTAGE, log_console=None,
-    )  # fmt: skip
+    await _dispatch(tmp_path, kit, root, "reset", 2, concurrency=1, timeout_s=2.0)
     details = set(scan_attempts(tmp_path / "run").collect()["detail"])
     assert details and all(
         d.startswith("ClientOSError (Connection reset by peer) talking to ") for d in details
