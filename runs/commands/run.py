@@ -31,7 +31,7 @@ from runs.commands._errors import (
 )
 from runs.figure_workers import FigureWorkers
 from runs.memory import imports_frozen
-from runs.signals import EXIT_INTERRUPTED, INTERRUPTED_MESSAGE, mark_interrupt_said
+from runs.signals import EXIT_INTERRUPTED, INTERRUPTED_MESSAGE, held, mark_interrupt_said
 
 if TYPE_CHECKING:
     from runs.pipeline import CampaignResult
@@ -131,8 +131,9 @@ def _run_with_workers(
     imported: they import matplotlib while this process imports the campaign's modules
     (about half a second on one core, the other idle then) and plans."""
     with FigureWorkers() as workers:
-        from runs.pipeline import RunBusy, RunError, run_campaign
-        from runs.planner import CampaignTooLarge
+        with held():  # as every command's imports are (`runs.cli.load_command`, why there)
+            from runs.pipeline import RunBusy, RunError, run_campaign
+            from runs.planner import CampaignTooLarge
 
         with user_errors(RunError, FileNotFoundError, CampaignTooLarge), imports_frozen():
             try:

@@ -163,6 +163,13 @@ def test_run_starts_its_figure_workers_before_it_imports_the_pipeline(tmp_path: 
         "    print('PIPELINE LOADED:', 'runs.pipeline' in sys.modules, file=sys.stderr)\n"
         "    start(self, *args, **kwargs)\n"
         "fw.FigureWorkers.__init__ = started\n"
+        "import signal\n"
+        "class Watch:\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'runs.pipeline':\n"
+        "            held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])\n"
+        "            print('PIPELINE IMPORTED HELD:', held, file=sys.stderr)\n"
+        "sys.meta_path.insert(0, Watch())\n"
         "from runs.cli import main\n"
         f"sys.argv = ['dutchbook', 'run', {str(tmp_path / 'no-such-spec.toml')!r}]\n"
         "try:\n    main()\nexcept SystemExit:\n    pass"
@@ -171,4 +178,6 @@ def test_run_starts_its_figure_workers_before_it_imports_the_pipeline(tmp_path: 
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert "PIPELINE LOADED: False" in done.stderr.splitlines()
+    # and imported with the stop signals held, as `runs.cli.load_command` imports a command
+    assert "PIPELINE IMPORTED HELD: True" in done.stderr.splitlines()
     assert "no-such-spec.toml" in done.stderr  # it went on to the pipeline, which said so
