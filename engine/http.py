@@ -22,6 +22,7 @@ storage service's signed download link needs.
 from __future__ import annotations
 
 import errno
+import os
 import socket
 import ssl
 from collections.abc import Mapping
@@ -95,8 +96,10 @@ def _why(exc: aiohttp.ClientError) -> str:
     quotes the bytes that came instead)."""
     source = exc if isinstance(exc, aiohttp.ClientResponseError) else exc.__cause__
     message = getattr(source, "message", None)
-    if not isinstance(message, str) and isinstance(exc, OSError):
-        message = exc.strerror  # the system's words alone ("Connection reset by peer")
+    if not isinstance(message, str) and isinstance(exc, OSError) and exc.errno:
+        # The system's words for its errno ("Connection reset by peer"), never its own
+        # strerror: aiohttp puts the URL there ("Can not write request body for <url>").
+        message = os.strerror(exc.errno)
     words = " ".join(message.split()) if isinstance(message, str) else ""
     return f" ({words[:_WHY_CHARS]})" if words else ""
 

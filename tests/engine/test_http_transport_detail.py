@@ -34,3 +34,15 @@ async def test_an_unreadable_reply_says_why_and_not_its_query(
     assert isinstance(raw, Failure) and raw.outcome is Outcome.CONNECTION_ERROR
     assert reason in raw.detail and "secret-in-query" not in raw.detail
     assert raw.detail.endswith(f"talking to {root}/v1/x")
+
+
+def test_an_os_errors_reason_is_the_systems_words_never_aiohttps_text() -> None:
+    """aiohttp puts the URL, query and all, in some of its OSErrors' text ("Can not write
+    request body for <url>"): the detail takes the system's words for the errno instead."""
+    import aiohttp
+
+    from engine.http import _why
+
+    sent = aiohttp.ClientOSError(104, "Can not write request body for http://h/x?key=secret")
+    assert _why(sent) == " (Connection reset by peer)"
+    assert _why(aiohttp.ClientOSError()) == ""  # no errno: nothing the system said
