@@ -16,12 +16,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -190,37 +192,53 @@ def model_file() -> Path:
         ) from None
 
 
-#: The suffix of a model file being written (`<name>.<pid>.partial`, beside its place).
+#: The suffix of a model file being written (`<name>.<random>.partial`, beside its place).
 PARTIAL = ".partial"
+#: How long a partial file must have been left unwritten, and unlocked, to be a dead
+#: writer's: one being written changes every moment, and its writer holds its lock.
+PARTIAL_IDLE_S = 60.0
 
 
 def _write_model(package: Any) -> Path:
-    """`model_file`'s writing: the package's file if whole, else written anew, atomically."""
+    """`model_file`'s writing: the package's file if whole, else written anew, atomically.
+    The partial file is named uniquely (two demos may write at once, in other containers or
+    on other hosts sharing a home) and locked while written (`_sweep_partials`)."""
     target = Path(package.default_output_path())
+    _sweep_partials(target)
     if target.is_file():
         with contextlib.suppress(FileExistsError):  # not the package's: written again
             return Path(package.assemble(target))  # checks its sha256
-    for left in target.parent.glob(f"{target.name}.*{PARTIAL}"):  # a killed writer's
-        pid = left.name[len(target.name) + 1 : -len(PARTIAL)]
-        if pid.isdigit() and not _alive(int(pid)):
-            left.unlink(missing_ok=True)
-    partial = target.with_name(f"{target.name}.{os.getpid()}{PARTIAL}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=f"{target.name}.", suffix=PARTIAL, dir=target.parent)
+    partial = Path(name)
     try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
         package.assemble(partial, overwrite=True)
         os.replace(partial, target)
     finally:
+        os.close(handle)
         partial.unlink(missing_ok=True)
     return target
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's
-    return True
+def _sweep_partials(target: Path) -> None:
+    """Remove the partial files killed writers left beside `target` (up to its size each):
+    those nobody holds the lock of and nobody wrote for `PARTIAL_IDLE_S`. A pid in the name
+    said whose it was only within one pid namespace and one host."""
+    for left in target.parent.glob(f"{target.name}.*{PARTIAL}"):
+        try:
+            handle = os.open(left, os.O_RDONLY)
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        try:
+            idle = time.time() - os.fstat(handle).st_mtime > PARTIAL_IDLE_S
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # OSError: being written
+            if idle:
+                left.unlink(missing_ok=True)
+        except OSError:
+            pass
+        finally:
+            os.close(handle)
 
 
 def server_command(model: Path, port: int, threads: int) -> list[str]:
@@ -461,8 +479,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.what == "serve":
                 return _serve(server)
             env = {**os.environ, BASE_URL_ENV: server.base_url}
-            held_at_start = args.what == "demo"  # `DUTCHBOOK` unblocks them; pytest would not
-            code = run_child(_child_command(args), env, server.process, held_at_start=held_at_start)
+            command = _child_command(args)
+            # Held only for `DUTCHBOOK`, which unblocks them itself (pytest would not).
+            held_at_start = tuple(command[: len(DUTCHBOOK)]) == DUTCHBOOK
+            code = run_child(command, env, server.process, held_at_start=held_at_start)
             return _child_ended(args.what, code, server)
     except LocalModelError as exc:
         print(f"error: {exc}", file=sys.stderr)

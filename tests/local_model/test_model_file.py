@@ -6,15 +6,16 @@ bytes for the model) plays its part, so these tests need no model installed."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
-import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from runs.local_model import MODEL_PACKAGE, LocalModelError, model_file
+from runs.local_model import MODEL_PACKAGE, PARTIAL_IDLE_S, LocalModelError, model_file
 
 MODEL = b"GGUF" + bytes(range(256)) * 64
 
@@ -79,15 +80,28 @@ def test_a_cut_or_changed_model_file_is_written_again(package: FakePackage) -> N
     assert sorted(path.name for path in target.parent.iterdir()) == ["model.gguf"]
 
 
-def test_a_killed_writers_partial_is_removed_and_a_live_ones_kept(package: FakePackage) -> None:
+@pytest.mark.parametrize("whole_already", [False, True])
+def test_a_killed_writers_partial_is_removed_and_a_live_ones_kept(
+    package: FakePackage, whole_already: bool
+) -> None:
+    """A killed writer's partial (unlocked, idle) is removed, also when the model is whole
+    already (another writer finished it: it stayed for good); one being written (locked,
+    or written a moment ago) is kept, whoever writes it: a pid said so only within one pid
+    namespace and host."""
     folder = package.default_output_path().parent
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    (folder / f"model.gguf.{dead.pid}.partial").write_bytes(MODEL[:10])
-    (folder / f"model.gguf.{os.getppid()}.partial").write_bytes(MODEL[:10])  # being written
-    model_file()
+    if whole_already:
+        assert model_file().read_bytes() == MODEL
+    stale = time.time() - 2 * PARTIAL_IDLE_S
+    dead, locked, fresh = (folder / f"model.gguf.{name}.partial" for name in ("a", "b", "c"))
+    for path in (dead, locked, fresh):
+        path.write_bytes(MODEL[:10])
+    os.utime(dead, (stale, stale))
+    os.utime(locked, (stale, stale))
+    with locked.open("rb") as writer:
+        fcntl.flock(writer, fcntl.LOCK_EX)  # its writer holds it (another open file here)
+        model_file()
     assert sorted(path.name for path in folder.iterdir()) == [
-        "model.gguf", f"model.gguf.{os.getppid()}.partial",
+        "model.gguf", locked.name, fresh.name,
     ]  # fmt: skip
 
 
