@@ -124,7 +124,7 @@ def is_spent_quota_wait(seconds: float | None) -> bool:
 def spent_quota_said(seconds: float) -> str:
     """Put before a failure's detail when the wait alone made it a spent quota: the pause
     line then says why, though the provider's words name no quota or another wait."""
-    return f"asks to wait {seconds / 3600:.3g} h, taken as a spent quota: "
+    return f"asks to wait {seconds:,.0f} s, taken as a spent quota: "  # 3601 s is not 1 h
 
 
 _RATE_LIMIT_PREFIX = "x-ratelimit-"
