@@ -643,7 +643,8 @@ def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
         .agg(
             pl.col("model").first(),
             pl.col("cause").sort_by("attempt").last(),
-            pl.col("detail").sort_by("attempt").last().str.contains(BUDGET_SPENT_PATTERN).alias("spent"),
+            pl.col("detail").sort_by("attempt").last().str.contains(BUDGET_SPENT_PATTERN)
+            .alias("spent"),
         )
         .group_by("model", "cause")
         .agg(pl.len().alias("n"), pl.col("spent").sum().alias("spent"))

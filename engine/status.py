@@ -87,8 +87,9 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     do), `answers_rejected_on_reparse` (requests whose reply the run accepted and a later
     `reparse --parser strict` rejected: pending, of `pending_failures`), `notes` (lines
     saying what the user may do that is not wrong: the reparse that takes those back),
-    `reparse_unfinished` (the last reparse's begun line is the last: its warning, first,
-    says to run it again, `engine.reparse.unfinished_line`).
+    `reparse_unfinished` (the last reparse's begun line is the last and that reparse is
+    not the folder's live writer: its warning, first, says to run it again,
+    `engine.reparse.unfinished_line`).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
