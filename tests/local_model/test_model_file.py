@@ -123,3 +123,28 @@ def test_a_damaged_package_is_said_in_one_line(
     monkeypatch.setattr(package, "assemble", damaged)
     with pytest.raises(LocalModelError, match=r"^the model package is damaged .*: reinstall"):
         model_file()
+
+
+def test_missing_pieces_of_the_package_are_said_as_a_damaged_package(
+    package: FakePackage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package's own "Missing chunk files" (a FileNotFoundError with no file) was said
+    as a cache that cannot be written, with advice to set HOME."""
+
+    def missing(output_path: Path | None = None, overwrite: bool = False) -> Path:
+        raise FileNotFoundError("Missing chunk files: model.gguf.part02")
+
+    monkeypatch.setattr(package, "assemble", missing)
+    with pytest.raises(LocalModelError, match=r"^the model package is damaged \(Missing chunk"):
+        model_file()
+
+
+def test_no_home_folder_is_said_in_one_line(
+    package: FakePackage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def homeless() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(package, "default_output_path", homeless)
+    with pytest.raises(LocalModelError, match=r"^Could not determine home directory\. \(set HOME"):
+        model_file()
