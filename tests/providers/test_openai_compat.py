@@ -274,6 +274,15 @@ def test_error_in_a_200_body() -> None:
     broken = failure({"error": {"message": "upstream model crashed"}})
     assert broken.outcome is Outcome.PROVIDER_ERROR
     assert failure({"error": "Too many requests"}).outcome is Outcome.RATE_LIMIT
+    assert not limited.quota_exhausted
+
+
+def test_an_error_in_a_200_body_asking_for_a_day_is_a_spent_quota() -> None:
+    """As a 429 asking for a day is (test_azure): a gateway's 200 with the same words."""
+    day = failure({"error": {"message": "Rate limit exceeded. Please retry after 86400 seconds."}})
+    assert day.outcome is Outcome.RATE_LIMIT and day.quota_exhausted
+    assert day.retry_after_s == 86400.0
+    assert day.detail.startswith("asks to wait 86,400 s, taken as a spent quota: error in 200")
 
 
 def test_truncated_keeps_partial_text_and_tokens(completion: Build) -> None:
