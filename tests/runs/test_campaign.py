@@ -18,6 +18,7 @@ from engine.scan import scan_attempts, scan_responses
 from runs.pipeline import RunError, run_campaign
 from runs.planner import estimate, summarise
 from runs.spec import load_spec
+from tests.runs.coin_family import coin_family
 
 SPEC = """
 name = "tiny"
@@ -61,25 +62,7 @@ models = ["coherent"]
 name = "families/isolated"
 """
 
-FAMILY = """
-id = "coin-negation"
-title = "A fair coin"
-shape = "negation"
-control = true
-variables = ["heads"]
-
-[[statements]]
-id = "heads"
-text = "A fair coin tossed once lands heads."
-formula = "heads"
-exact = 0.5
-
-[[statements]]
-id = "tails"
-text = "A fair coin tossed once does not land heads."
-formula = "not heads"
-exact = 0.5
-"""
+FAMILY = coin_family("coin-negation")
 
 
 @pytest.fixture

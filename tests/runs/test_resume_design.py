@@ -20,6 +20,7 @@ from rich.console import Console
 from engine.ledger import scan_attempts
 from runs.design import spec_changes
 from runs.pipeline import RunError, run_campaign
+from tests.runs.coin_family import coin_family
 
 SPEC = """
 name = "design"
@@ -40,30 +41,11 @@ name = "baseline"
 name = "families/isolated"
 """
 
-COIN = """
-id = "coin"
-title = "A fair coin"
-shape = "negation"
-control = true
-variables = ["heads"]
-[[statements]]
-id = "heads"
-text = "{text}"
-formula = "heads"
-exact = 0.5
-[[statements]]
-id = "tails"
-text = "A fair coin tossed once does not land heads."
-formula = "not heads"
-exact = 0.5
-"""
-
-
 def write(tmp_path: Path, *, timeout: float = 30, temperature: float = 0,
           max_attempts: int = 8, text: str = "A fair coin lands heads.") -> Path:  # fmt: skip
     families = tmp_path / "families"
     families.mkdir(exist_ok=True)
-    (families / "coin.toml").write_text(COIN.format(text=text), encoding="utf-8")
+    (families / "coin.toml").write_text(coin_family(heads_text=text), encoding="utf-8")
     spec = tmp_path / "spec.toml"
     spec.write_text(
         SPEC.format(families=families.as_posix(), timeout=timeout, temperature=temperature,

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 import panels.families
 import panels.input_files
 from runs.cli import app
+from tests.runs.coin_family import coin_family
 
 SPEC = """
 name = "forms"
@@ -31,25 +32,6 @@ model = "sim-coherent"
 name = "families/isolated"
 """
 
-FAMILY = """
-id = "{id}"
-title = "A fair coin"
-shape = "negation"
-control = true
-variables = ["heads"]
-[[statements]]
-id = "{heads}"
-text = "A fair coin tossed once lands heads."
-formula = "heads"
-exact = 0.5
-[[statements]]
-id = "tails"
-text = "A fair coin tossed once does not land heads."
-formula = "not heads"
-exact = 0.5
-"""
-
-
 def write(root: Path, *, first: str = "caf\\u00e9", family_id: str = "cafe\\u0301",
           heads: str = "heads") -> Path:  # fmt: skip
     """A spec of two models, "café" in both forms unless `first` says otherwise, over a
@@ -58,7 +40,7 @@ def write(root: Path, *, first: str = "caf\\u00e9", family_id: str = "cafe\\u030
     families = root / "families"
     families.mkdir()
     for name, (id_, heads_id) in {"a": ("caf\\u00e9", "heads"), "b": (family_id, heads)}.items():
-        (families / f"{name}.toml").write_text(FAMILY.format(id=id_, heads=heads_id), "utf-8")
+        (families / f"{name}.toml").write_text(coin_family(id_, heads_id=heads_id), "utf-8")
     spec = root / "spec.toml"
     spec.write_text(SPEC.format(families=families.as_posix(), first=first), "utf-8")
     return spec
@@ -75,7 +57,7 @@ def test_a_folder_an_earlier_build_ran_with_two_forms_stays_usable(
     """Built as a build before the check ran it: names compared as written."""
     spec, out = write(tmp_path), tmp_path / "out"
     (tmp_path / "families" / "b.toml").write_text(
-        FAMILY.format(id="cafe\\u0301", heads="he\\u0301ads").replace(
+        coin_family("cafe\\u0301", heads_id="he\\u0301ads").replace(
             'id = "tails"', 'id = "h\\u00e9ads"'
         ),
         "utf-8",
@@ -112,7 +94,7 @@ def test_a_new_run_with_two_family_ids_in_two_forms_is_refused(tmp_path: Path) -
 def test_a_new_run_with_two_statement_ids_in_two_forms_is_refused(tmp_path: Path) -> None:
     spec = write(tmp_path, first="m", family_id="coin", heads="tails")
     (tmp_path / "families" / "b.toml").write_text(
-        FAMILY.format(id="coin", heads="caf\\u00e9").replace('"tails"', '"cafe\\u0301"'), "utf-8"
+        coin_family("coin", heads_id="caf\\u00e9").replace('"tails"', '"cafe\\u0301"'), "utf-8"
     )
     code, output = dutchbook("run", spec, "--out", tmp_path / "o")
     assert code != 0
