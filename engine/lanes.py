@@ -321,11 +321,6 @@ class Lane(LaneControl):
         #: Whether anything answered at the model's address yet: a lane whose server refuses
         #: connections from the start stops at once with the hint instead of retrying.
         self._reached = False
-        #: Whether its last failure without a reply was a server that took the connection and
-        #: broke the reply (`BrokenReply`), not one unreached or silent: a lane with no other
-        #: reply is then told to look between and at the server, not if it is up. The last,
-        #: as the stop line quotes it: one reset among timeouts keeps the timeouts' hint.
-        self._broken_replies = False
         #: Whether any reply was in the provider's format yet, and how many in a row were
         #: not before one was: a lane pointed at a web page stops (`RetryPolicy.foreign_streak`).
         self._recognised = False
@@ -716,8 +711,6 @@ class Lane(LaneControl):
             self._reached = True
             if failure is None or not failure.foreign:
                 self._recognised = True
-        elif failure is not None:
-            self._broken_replies = isinstance(failure, BrokenReply)
         accepted = self.ledger.record_result(record, response)
         self.results += 1
         self.stats.attempts += 1
@@ -757,7 +750,10 @@ class Lane(LaneControl):
             return False
         if self._reached:
             what, check = "successful reply", "is the provider up, and the model id right?"
-        elif self._broken_replies:
+        elif isinstance(failure, BrokenReply):
+            # The server took the connection and broke the reply: look between and at the
+            # server, not whether it is up. The failure the stop line quotes as the last, so
+            # one reset among timeouts keeps the timeouts' hint.
             what = "readable reply"
             check = (
                 "the server takes the connections, but its replies come cut short, "

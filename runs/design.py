@@ -176,7 +176,7 @@ def check_new_design(spec: CampaignSpec, units: UnitSource, run_dir: Path | None
     from panels.families import check_well_posed
 
     check_one_form(spec)
-    if any(ARMS[entry.name].unit_kind == "family" for entry in spec.arms if entry.name in ARMS):
+    if any(ARMS[entry.name].unit_kind == "family" for entry in spec.arms):
         families = [unit.family for unit in units.families]
         check_families(families)
         check_well_posed(families)
