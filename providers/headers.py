@@ -127,6 +127,15 @@ def spent_quota_said(seconds: float) -> str:
     return f"asks to wait {seconds:,.0f} s, taken as a spent quota: "  # 3601 s is not 1 h
 
 
+def spent_by_wait(detail: str, said: bool, stated: float | None) -> tuple[str, bool]:
+    """A rate limit's detail, and whether its quota is spent: as `said` (its words, or a
+    daily counter at 0), else when its stated wait alone makes one (`is_spent_quota_wait`),
+    the detail then saying so first (`spent_quota_said`)."""
+    if not said and stated is not None and is_spent_quota_wait(stated):
+        return spent_quota_said(stated) + detail, True
+    return detail, said
+
+
 _RATE_LIMIT_PREFIX = "x-ratelimit-"
 _NO_LIMITS = RateLimitInfo()
 

@@ -30,10 +30,9 @@ from providers.base import (
 from providers.body_template import BodyTemplate, shape, template
 from providers.constrained import constraint_fields, fold_system
 from providers.headers import (
-    is_spent_quota_wait,
     rate_limit_info,
     retry_after_seconds,
-    spent_quota_said,
+    spent_by_wait,
     wait_from_message,
 )
 from providers.secrets import Secret, first_set, redact_result
@@ -570,7 +569,7 @@ def _classify_error(env: _Envelope, dialect: ClientDialect) -> Failure:
         daily = dialect.requests_header_is_daily and env.limits.remaining_requests == 0
         stated = extra.get("retry_after_s", env.retry_after_s)
         said = daily or bool(_QUOTA_TEXT.search(message) or _QUOTA_TEXT.search(code))
-        detail, extra["quota_exhausted"] = _spent_by_wait(detail, said, stated)
+        detail, extra["quota_exhausted"] = spent_by_wait(detail, said, stated)
         reset = env.limits.reset_requests_s
         if daily and reset:
             # The day's request counter is what is spent: capacity returns at its reset, the
@@ -601,17 +600,8 @@ def _error_in_body(env: _Envelope, data: Mapping[str, Any]) -> Failure:
         if stated is None:
             stated = extra["retry_after_s"] = wait_from_message(message_text)
         said = bool(_QUOTA_TEXT.search(message_text))
-        detail, extra["quota_exhausted"] = _spent_by_wait(detail, said, stated)
+        detail, extra["quota_exhausted"] = spent_by_wait(detail, said, stated)
     return _failure(env, outcome, detail, **extra)
-
-
-def _spent_by_wait(detail: str, said: bool, stated: float | None) -> tuple[str, bool]:
-    """A rate limit's detail, and whether its quota is spent: as `said` (its words, or a
-    daily counter at 0), else when its stated wait alone makes one (`is_spent_quota_wait`),
-    the detail then saying so first (`spent_quota_said`)."""
-    if not said and stated is not None and is_spent_quota_wait(stated):
-        return spent_quota_said(stated) + detail, True
-    return detail, said
 
 
 def _classify_success(env: _Envelope, dialect: ClientDialect) -> Completion | Failure:

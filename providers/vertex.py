@@ -40,11 +40,10 @@ from providers.google_auth_tokens import (
     load_credentials,
 )
 from providers.headers import (
-    is_spent_quota_wait,
     parse_number,
     rate_limit_info,
     retry_after_seconds,
-    spent_quota_said,
+    spent_by_wait,
     wait_from_message,
 )
 from providers.openai_compat import ClientDialect, build_body, encode, parse_reply, token_field
@@ -497,10 +496,9 @@ class VertexAdapter:
         retry_after = max((wait for wait in waits if wait is not None), default=None)
         label = rpc_status or f"HTTP {status}"
         detail = f"{label}: {message}" if message else label
-        quota = outcome is Outcome.RATE_LIMIT and bool(_DAILY_QUOTA.search(message))
-        spent = retry_after is not None and is_spent_quota_wait(retry_after)
-        if outcome is Outcome.RATE_LIMIT and not quota and spent and retry_after is not None:
-            detail, quota = spent_quota_said(retry_after) + detail, True
+        quota = False
+        if outcome is Outcome.RATE_LIMIT:
+            detail, quota = spent_by_wait(detail, bool(_DAILY_QUOTA.search(message)), retry_after)
         return Failure(
             outcome,
             short(detail),
