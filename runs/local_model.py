@@ -33,7 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.runlock import LOCK_FILE, LedgerBusy, acquire_lock, release_lock
-from runs.signals import held, stop_signals_to_catch
+from runs.signals import (
+    STOP_SIGNALS,
+    exit_interrupted,
+    held,
+    stop_signals_to_catch,
+    stops_as_interrupt,
+)
 
 #: The variable `runs/specs/local.toml` reads its base URL from.
 BASE_URL_ENV = "DUTCHBOOK_LOCAL_BASE_URL"
@@ -48,24 +54,25 @@ READY_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 10.0
 
 
+def launch_held() -> None:
+    """`dutchbook` for a child started with the stop signals held (`DUTCHBOOK`): its handlers
+    first, then the signals let through, then the CLI imported and run. A Ctrl-C or SIGTERM
+    passed on in its first tenth of a second (Python starting, `runs.cli` importing) ended it
+    in a KeyboardInterrupt traceback, or killed it without a word (the wrapper's exit 254)."""
+    try:
+        with stops_as_interrupt():
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            from runs.cli import main
+
+            main()
+    except KeyboardInterrupt:
+        exit_interrupted()
+
+
 #: `dutchbook` in this interpreter's environment (its console script may not be on PATH),
-#: for a child started with the stop signals held (`run_child(..., held_at_start=True)`): it
-#: takes them once it can turn them into its one line. A Ctrl-C or SIGTERM passed on in its
-#: first tenth of a second (Python starting, `runs.cli` importing) ended it in a
-#: KeyboardInterrupt traceback, or killed it without a word (the wrapper's exit 254).
-DUTCHBOOK = (
-    sys.executable,
-    "-c",
-    "import signal\n"
-    "from runs.signals import STOP_SIGNALS, exit_interrupted, stops_as_interrupt\n"
-    "try:\n"
-    "    with stops_as_interrupt():\n"
-    "        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)\n"
-    "        from runs.cli import main\n"
-    "        main()\n"
-    "except KeyboardInterrupt:\n"
-    "    exit_interrupted()\n",
-)
+#: started with the stop signals held (`run_child(..., held_at_start=True)`): `launch_held`
+#: takes them once it can turn them into its one line.
+DUTCHBOOK = (sys.executable, "-c", "from runs.local_model import launch_held; launch_held()")
 
 
 class LocalModelError(RuntimeError):

@@ -425,7 +425,7 @@ def test_a_stop_as_the_campaign_starts_ends_it_in_its_one_line(
         import os, subprocess
         class StoppedFirst(subprocess.Popen):
             def __init__(self, args, *rest, **kwargs):
-                if "runs.cli" in " ".join(args):  # the campaign, not the server
+                if "launch_held" in " ".join(args):  # the campaign, not the server
                     os.kill(os.getpid(), {int(sig)})
                 super().__init__(args, *rest, **kwargs)
         local_model.subprocess.Popen = StoppedFirst
