@@ -38,8 +38,11 @@ from providers.types import Completion, Failure, HttpRequest, Outcome
 
 
 def _where(url: str) -> str:
+    """The URL without its query (a signed link's signature) or a user and password (a
+    redirect's `Location` may hold them; a spec's `base_url` may not, `providers.urls`)."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}{parts.path}"
 
 
 #: OpenSSL's reasons for a handshake with a server that does not speak TLS (a plain-HTTP
@@ -195,51 +198,55 @@ MAX_REDIRECTS = 5
 PORTABLE_HEADERS = frozenset({"accept", "accept-encoding", "user-agent"})
 
 
-def _next_hop(reply: aiohttp.ClientResponse, request: HttpRequest, hops: int) -> HttpRequest | None:
-    """The request a 3xx to a GET leads to, or None where it is not followed: a request with
-    a body (a prompt), too many hops, no readable `Location`, a scheme other than http(s),
-    https to http, or a user and password in the URL. On another origin (a batch result's
-    signed download link on a storage host), only `PORTABLE_HEADERS` go with it."""
-    location = reply.headers.get(hdrs.LOCATION)
-    if request.method != "GET" or hops >= MAX_REDIRECTS or not location:
-        return None
-    here = reply.url
+def _next_hop(
+    reply: aiohttp.ClientResponse, request: HttpRequest, hops: int
+) -> HttpRequest | Failure:
+    """The request a 3xx to a GET leads to, or the failure saying why it is not followed: a
+    request with a body (a prompt), no readable `Location`, too many hops, a scheme other
+    than http(s), https to http, or a user and password in the URL. On another origin (a
+    batch result's signed download link on a storage host), only `PORTABLE_HEADERS` go."""
+    here, location = reply.url, reply.headers.get(hdrs.LOCATION)
+    if not location:
+        return _redirected(reply, None, "no Location")
     try:  # the server's URL, taken as written (a signed link's query is checked as sent)
         target = here.join(yarl.URL(location, encoded=True))
         moved = target.origin() != here.origin()  # an odd host name raises only when read
     except ValueError:  # UnicodeError among them: an IDNA host that does not decode
-        return None
-    if (
-        target.scheme not in ("http", "https")
-        or (here.scheme, target.scheme) == ("https", "http")
-        or target.user is not None
-        or target.password is not None
-    ):
-        return None
+        return _redirected(reply, None, "an unreadable Location")
+    why = (
+        _unfollowed(here, target, hops)
+        if request.method == "GET"
+        else "the request and its credential go to base_url only"
+    )
+    if why is not None:
+        return _redirected(reply, target, why)
     headers = request.headers
     if moved:
         headers = {k: v for k, v in headers.items() if k.lower() in PORTABLE_HEADERS}
     return replace(request, url=str(target), headers=headers)
 
 
-def _redirected(reply: aiohttp.ClientResponse, request: HttpRequest) -> Failure:
-    """A 3xx not followed (`_next_hop`): aiohttp would resend the request, its prompt and
-    every credential header but `Authorization` (Azure's `api-key`, AWS's session token) to
-    whatever host `Location` names. No API this engine speaks answers a prompt so."""
-    to = ""
-    if location := reply.headers.get(hdrs.LOCATION):
-        try:
-            to = f" to {_where(str(reply.url.join(yarl.URL(location, encoded=True))))}"
-        except ValueError:  # the server's words, unparseable: the failure must still be made
-            to = " to an unreadable Location"
-    why = (
-        f"not followed (more than {MAX_REDIRECTS} hops, or to a URL a download may not go to)"
-        if request.method == "GET"
-        else "not followed (the request and its credential go to base_url only)"
-    )
+def _unfollowed(here: yarl.URL, target: yarl.URL, hops: int) -> str | None:
+    """Why a GET's hop from `here` to `target` is not taken, or None to take it."""
+    if hops >= MAX_REDIRECTS:
+        return f"more than {MAX_REDIRECTS} hops"
+    if target.scheme not in ("http", "https"):
+        return f"a download goes by http(s), not {target.scheme or 'no scheme'}"
+    if (here.scheme, target.scheme) == ("https", "http"):
+        return "from https to http"
+    if target.user is not None or target.password is not None:
+        return "a user and password in the URL"
+    return None
+
+
+def _redirected(reply: aiohttp.ClientResponse, target: yarl.URL | None, why: str) -> Failure:
+    """A 3xx not followed (`_next_hop`), and why. aiohttp would resend the request, its
+    prompt and every credential header but `Authorization` (Azure's `api-key`, AWS's session
+    token) to whatever host `Location` names; no API this engine speaks answers a prompt so."""
+    to = "" if target is None else f" to {_where(str(target))}"
     return Failure(
         Outcome.INVALID_RESPONSE,
-        f"HTTP {reply.status} redirect{to} from {_where(str(reply.url))}: {why}",
+        f"HTTP {reply.status} redirect{to} from {_where(str(reply.url))}: not followed ({why})",
         http_status=reply.status,
         foreign=True,
     )
@@ -313,8 +320,8 @@ class HttpClient:
             ) as reply:
                 if 300 <= reply.status < 400:
                     moved = _next_hop(reply, request, hops)
-                    if moved is None:
-                        return _redirected(reply, request)
+                    if isinstance(moved, Failure):
+                        return moved
                     await reply.release()  # the connection back to the pool for the next hop
                     return await self.fetch(moved, timeout_s, max_bytes, hops + 1)
                 # Nearly every reply declares a length within the limit: read at once.

@@ -115,8 +115,10 @@ async def test_a_get_stops_after_too_many_hops_and_at_another_scheme(serve_any: 
         raw = await http.fetch(HttpRequest("GET", f"{root}/start", {}, b""), 5.0)
         assert isinstance(raw, Failure) and raw.http_status == 302
         assert len(hops) == MAX_REDIRECTS + 1  # the first request and its hops
+        assert raw.detail.endswith(f"not followed (more than {MAX_REDIRECTS} hops)")
         down = await http.fetch(HttpRequest("GET", f"{root}/down", {}, b""), 5.0)
-    assert isinstance(down, Failure) and "not followed" in down.detail
+    assert isinstance(down, Failure)
+    assert down.detail.endswith("not followed (a download goes by http(s), not ftp)")
 
 
 @pytest.mark.parametrize(
@@ -139,10 +141,9 @@ async def test_a_get_to_an_odd_location_is_a_failure_not_an_exception(
     async with HttpClient() as http:
         raw = await http.fetch(request, 5.0)
     assert isinstance(raw, Failure)
-    if "u:p" in location:  # a user and password in the URL: not followed
-        assert "not followed (more than 5 hops, or to a URL a download may not go to)" in (
-            raw.detail
-        )
+    if "u:p" in location:  # a user and password in the URL: not followed, nor written down
+        assert "not followed (a user and password in the URL)" in raw.detail
+        assert "u:p" not in raw.detail and "to http://127.0.0.1:1/blob from" in raw.detail
 
 
 def test_a_get_is_not_led_from_https_to_http() -> None:
@@ -151,7 +152,28 @@ def test_a_get_is_not_led_from_https_to_http() -> None:
     reply = Mock(headers={"Location": "http://example.org/blob"},
                  url=yarl.URL("https://example.org/files/1"))  # fmt: skip
     request = HttpRequest("GET", "https://example.org/files/1", {}, b"")
-    assert _next_hop(reply, request, 0) is None
+    refused = _next_hop(reply, request, 0)
+    assert isinstance(refused, Failure)
+    assert refused.detail.endswith("not followed (from https to http)")
     reply.headers = {"Location": "https://example.org/blob"}
     moved = _next_hop(reply, request, 0)
-    assert moved is not None and moved.url == "https://example.org/blob"
+    assert isinstance(moved, HttpRequest) and moved.url == "https://example.org/blob"
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "said"),
+    [
+        ("GET", {}, "redirect from https://example.org/files/1: not followed (no Location)"),
+        ("GET", {"Location": "http://[::1"}, "not followed (an unreadable Location)"),
+        ("POST", {"Location": "/v2"}, "to https://example.org/v2 from https://example.org/"
+         "files/1: not followed (the request and its credential go to base_url only)"),
+    ],
+)  # fmt: skip
+def test_a_redirect_not_followed_says_why(method: str, headers: dict[str, str], said: str) -> None:
+    """Each refusal names its own reason: "more than 5 hops, or to a URL a download may not
+    go to" left a user to guess which of five it was."""
+    from engine.http import _next_hop
+
+    reply = Mock(headers=headers, url=yarl.URL("https://example.org/files/1"), status=302)
+    refused = _next_hop(reply, HttpRequest(method, str(reply.url), {}, b""), 0)
+    assert isinstance(refused, Failure) and said in refused.detail
