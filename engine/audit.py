@@ -516,12 +516,15 @@ class Audit:
     def notes(self) -> list[str]:
         """What the tables do not show, as sentences: a reparse that did not finish first, then
         the attempts a died run left unresolved, answers lost from `responses/` (the folder is
-        damaged), lanes that ended early, then pauses while a provider was down; after lanes
-        that ended early, how to ask what they left; then requests whose answer-failure budget
-        is spent."""
+        damaged; not while a reparse is unfinished, whose line names the same reparse), lanes
+        that ended early, then pauses while a provider was down; after lanes that ended early,
+        how to ask what they left; then requests whose answer-failure budget is spent."""
         ends = self.lane_end_lines()
         resume = [resume_line(self.at_provider)]
-        lost = missing_answers_line(self.totals.answers_missing, self.run_dir, self.parser)
+        # An unfinished reparse's line names the reparse that rebuilds them too: said once.
+        lost = None if self.reparse_unfinished else missing_answers_line(
+            self.totals.answers_missing, self.run_dir, self.parser
+        )
         unrecorded = unrecorded_answers_line(self.totals.answers_unrecorded)
         repeated = repeated_rows_line(self.repeats, self.run_dir)
         lines = [

@@ -89,7 +89,8 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     saying what the user may do that is not wrong: the reparse that takes those back),
     `reparse_unfinished` (the last reparse's begun line is the last and that reparse is
     not the folder's live writer: its warning, first, says to run it again,
-    `engine.reparse.unfinished_line`).
+    `engine.reparse.unfinished_line`, and is then the only line of answers missing from
+    `responses/`, which that reparse rebuilds too).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -142,7 +143,8 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
         line
         for line in (
             unfinished,
-            missing_answers_line(lost.height, str(run_dir), parser),
+            # Its reparse run again rebuilds them too: one line names that command, not two.
+            None if unfinished else missing_answers_line(lost.height, str(run_dir), parser),
             unrecorded_answers_line(unrecorded),
             repeated_rows_line(repeats, str(run_dir)),
         )

@@ -92,8 +92,10 @@ def test_status_after_a_strict_reparse_names_the_reparse_that_takes_them_back(
     assert invoke("run", str(root / "spec.toml"), "--out", str(out))[0] == 0
 
 
-def _fail_reparse(out: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`dutchbook reparse OUT --parser strict` stopped after its begun line: by a full disk
+def _fail_reparse(
+    out: Path, where: str, monkeypatch: pytest.MonkeyPatch, parser: str = "strict"
+) -> None:
+    """`dutchbook reparse OUT --parser PARSER` stopped after its begun line: by a full disk
     before its answers replace the folder's, or by a kill just after."""
     replace = Ledger.replace_responses
 
@@ -105,7 +107,7 @@ def _fail_reparse(out: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> Non
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Ledger, "replace_responses", full if where == "before" else killed)
-    code, said = invoke("reparse", str(out), "--parser", "strict")
+    code, said = invoke("reparse", str(out), "--parser", parser)
     assert code == (6 if where == "before" else 130), said
     assert "run the same command again" in said, said
     monkeypatch.undo()
@@ -158,6 +160,32 @@ def test_every_command_names_the_reparse_that_did_not_finish(
     assert code == 0 and not lines(said) and "takes them back without a call" in said, said
     assert scan_responses(out).collect().height == 28  # strict's answers, nothing lost
     assert scan_attempts(out).collect().height == attempts
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_an_unfinished_lenient_reparse_is_one_line_not_two(
+    root: Path, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lenient reparse back from strict, stopped before its answers replaced strict's,
+    left strict's rejections read as answers lost from responses/ (lenient was the parser
+    in force): `status` warned twice and the audit noted twice, each line naming the same
+    `dutchbook reparse DIR --parser lenient`. The unfinished reparse's line is the one."""
+    out = root / "run"
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    _fail_reparse(out, where, monkeypatch, parser="lenient")
+    command = f"`dutchbook reparse {out} --parser lenient`"
+    code, said = invoke("status", str(out))
+    assert code == 0 and said.count(command) == 1, said
+    assert "did not finish" in said and "missing from responses/" not in said, said
+    summary = json.loads(invoke("status", str(out), "--json")[1])
+    assert len(summary["warnings"]) == 1 and summary["reparse_unfinished"] is True
+    assert summary["answers_missing"] == (28 if where == "before" else 0)  # still counted
+    code, said = invoke("audit", str(out))
+    assert code == 0 and said.count(command) == 1, said
+
+    assert invoke("reparse", str(out), "--parser", "lenient")[0] == 0  # as the line says
+    summary = json.loads(invoke("status", str(out), "--json")[1])
+    assert summary["warnings"] == [] and summary["accepted"] == 56
 
 
 def test_a_reparse_back_to_the_answers_scored_leaves_the_scores_standing(root: Path) -> None:
