@@ -13,10 +13,12 @@ permanent failure counts, and an attempt in flight when the process died counts 
 sent and not resolved in with the recorded ones). Two cases have no outcome class of their
 own: a valid reply to a request that already had an accepted answer (refused as a
 duplicate, or superseded because a re-parse accepted an earlier reply) is a `duplicate`; a
-reply recorded `ok` that the current parser rejects (after `reparse --parser strict`) is an
-`invalid_response`. An `invalid_response` is further split by subcause: the answer parser's
-(`not_json`, `missing_key`, ...), `malformed_reply` when the provider's reply itself was
-unusable, and `rejected_on_reparse`.
+reply recorded `ok` that the current parser rejects (after `reparse --parser strict`) is no
+retry attempt at all: the run accepted it and asked nothing more, so it is counted apart
+(`rejected_on_reparse`, `answers_rejected_on_reparse`), as neither retried nor given up. An
+`invalid_response` is further split by subcause: the answer parser's (`not_json`,
+`missing_key`, ...) and `malformed_reply` when the provider's reply itself was unusable
+(`rejected_on_reparse`, kept as a subcause for scripts that read it, is always 0).
 
 Everything here reads the ledger lock-free through its lazy readers (shards ∪ journal), so
 it works on a finished, interrupted or running campaign, and streams: the attempts are
@@ -102,8 +104,8 @@ _QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 def classify(
     attempts: pl.LazyFrame, responses: pl.LazyFrame, *, ok_means_accepted: bool = False
 ) -> pl.LazyFrame:
-    """`attempts` with `accepted` (bool), `answered` (bool), `answer_missing` (bool) and
-    `cause` (null if accepted).
+    """`attempts` with `accepted` (bool), `answered` (bool), `answer_missing` (bool),
+    `rejected_on_reparse` (bool) and `cause` (null if accepted or rejected on reparse).
 
     `attempts` needs `request_id`, `attempt`, `outcome` (and `detail` for `subcause`, which
     is added when present); `responses` needs `request_id`, `attempts`. This is THE
@@ -115,6 +117,10 @@ def classify(
     `responses/` (a deleted file), it was not rejected: its first `ok` attempt counts as the
     accepted one (`answer_missing`), not as an `invalid_response`, which a tester's audit
     said of 534 answers no reparse had touched.
+
+    Otherwise such a reply is one the run accepted and a stricter reparse rejected
+    (`rejected_on_reparse`): no retry attempt, since the engine sent nothing after it (the
+    paper's retries are queries asked again after an error or an unusable reply).
     """
     chosen = responses.select(
         "request_id",
@@ -136,25 +142,21 @@ def classify(
         (pl.col("attempt") == pl.col("_accepted_attempt")).fill_null(False).alias("accepted"),
     )
     ok = pl.col("outcome") == "ok"
+    rejected = ok & ~pl.col("answered")
     marked = marked.with_columns(
-        pl.when(pl.col("accepted"))
+        rejected.alias(REJECTED_ON_REPARSE),
+        pl.when(pl.col("accepted") | rejected)
         .then(None)
-        .when(ok & pl.col("answered"))
-        .then(pl.lit(DUPLICATE))
         .when(ok)
-        .then(pl.lit(INVALID))
+        .then(pl.lit(DUPLICATE))
         .otherwise(pl.col("outcome"))
-        .alias("cause")
+        .alias("cause"),
     )
     if "detail" in marked.collect_schema().names():
         marked = marked.with_columns(
-            pl.when(pl.col("cause") != INVALID)
-            .then(None)
-            .when(ok)
-            .then(pl.lit(REJECTED_ON_REPARSE))
-            .otherwise(
-                pl.col("detail").str.extract(_SUBCAUSE_PATTERN, 1).fill_null(MALFORMED_REPLY)
-            )
+            pl.when(pl.col("cause") == INVALID)
+            .then(pl.col("detail").str.extract(_SUBCAUSE_PATTERN, 1).fill_null(MALFORMED_REPLY))
+            .otherwise(None)
             .alias("subcause")
         )
     return marked.drop("_accepted_attempt")
@@ -176,7 +178,7 @@ def missing_answers_line(missing: int, run_dir: str, parser: str | None) -> str 
 
 
 def rejected_answers_line(rejected: int, run_dir: str) -> str | None:
-    """What `status` says of requests whose reply the run accepted and a later
+    """What `status` and `audit` say of requests whose reply the run accepted and a later
     `dutchbook reparse --parser strict` rejected (None when there are none): they count as
     pending, and a lenient spec's resume is refused (`runs.pipeline._check_last_parser`), so
     the line names the reparse that takes them back. A reply recorded `ok` that strict
@@ -257,7 +259,7 @@ def _join(parts: list[str]) -> str:
 
 def retry_sentence(retry_attempts: int, requests_retried: int, requests: int,
                    retries_by_cause: Mapping[str, int], attempted: int | None = None,
-                   unrecorded: int = 0) -> str:
+                   unrecorded: int = 0, rejected: int = 0) -> str:
     """The paper's sentence: "N retry attempts across M requests out of T, attributed to
     rate limits (a), provider errors (b), ..." with every nonzero cause, largest first.
 
@@ -267,7 +269,23 @@ def retry_sentence(retry_attempts: int, requests_retried: int, requests: int,
 
     `unrecorded`, accepted answers whose attempt is not in the ledger (a lost attempts
     file): their retries are unknown, so the sentence never says every attempt was accepted,
-    as it did of a folder whose attempts file was deleted."""
+    as it did of a folder whose attempts file was deleted.
+
+    `rejected`, requests whose reply the run accepted and a strict reparse rejected: not
+    retries, and not accepted now, so the sentence says them after the retries and does
+    not say every attempt was accepted."""
+    said = _retries_said(
+        retry_attempts, requests_retried, requests, retries_by_cause, attempted, unrecorded,
+        every="" if rejected else ": every attempt was accepted",
+    )
+    return f"{said.rstrip('.')}; {_rejected_clause(rejected)}." if rejected else said
+
+
+def _retries_said(retry_attempts: int, requests_retried: int, requests: int,
+                  retries_by_cause: Mapping[str, int], attempted: int | None,
+                  unrecorded: int, every: str) -> str:
+    """`retry_sentence` without its clause on replies a reparse rejected; `every`, what
+    follows "No retry attempts" when there were none."""
     if unrecorded and retry_attempts == 0:
         return (
             f"No retry attempts recorded, but {unrecorded:,} of "
@@ -280,10 +298,10 @@ def retry_sentence(retry_attempts: int, requests_retried: int, requests: int,
             return f"No attempts recorded yet (0 of {plural(requests, 'request')} attempted)."
         if attempted is not None and attempted < requests:
             return (
-                f"No retry attempts: every attempt was accepted ({attempted:,} of "
+                f"No retry attempts{every} ({attempted:,} of "
                 f"{plural(requests, 'request')} attempted so far)."
             )
-        return f"No retry attempts: every attempt was accepted ({plural(requests, 'request')})."
+        return f"No retry attempts{every} ({plural(requests, 'request')})."
     order = {cause: i for i, cause in enumerate(CAUSES)}
     causes = sorted(
         ((c, n) for c, n in retries_by_cause.items() if n),
@@ -300,6 +318,16 @@ def retry_sentence(retry_attempts: int, requests_retried: int, requests: int,
         f"{plural(retry_attempts, 'retry attempt')} across "
         f"{plural(requests_retried, 'request')} out of {requests:,}, attributed to "
         f"{_join(parts)}.{unknown}"
+    )
+
+
+def _rejected_clause(rejected: int) -> str:
+    """The audit sentence's words for requests whose reply a strict reparse rejected: one
+    reply each, the one the run accepted."""
+    return (
+        f"{plural(rejected, 'reply', 'replies')} the run accepted "
+        f"{'was' if rejected == 1 else 'were'} rejected by `dutchbook reparse --parser "
+        "strict`, not retried"
     )
 
 
@@ -356,6 +384,9 @@ class AuditRow:
     #: Accepted answers whose accepted attempt is not in the ledger (a lost attempts file):
     #: their retries cannot be counted, so the sentence does not claim there were none.
     answers_unrecorded: int = 0
+    #: Requests whose reply the run accepted and a later `reparse --parser strict` rejected
+    #: (`classify`'s `rejected_on_reparse`): no answer now, yet neither retried nor given up.
+    answers_rejected_on_reparse: int = 0
 
     @property
     def given_up_total(self) -> int:
@@ -365,6 +396,7 @@ class AuditRow:
         return retry_sentence(
             self.retry_attempts, self.requests_retried, self.requests, self.retries_by_cause,
             attempted=self.requests - self.not_attempted, unrecorded=self.answers_unrecorded,
+            rejected=self.answers_rejected_on_reparse,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -381,6 +413,7 @@ class AuditRow:
             "answer_budget_spent": self.answer_budget_spent,
             "answers_missing": self.answers_missing,
             "answers_unrecorded": self.answers_unrecorded,
+            "answers_rejected_on_reparse": self.answers_rejected_on_reparse,
             "latency_ms": dict(self.latency_ms),
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
@@ -516,9 +549,10 @@ class Audit:
     def notes(self) -> list[str]:
         """What the tables do not show, as sentences: a reparse that did not finish first, then
         the attempts a died run left unresolved, answers lost from `responses/` (the folder is
-        damaged; not while a reparse is unfinished, whose line names the same reparse), lanes
-        that ended early, then pauses while a provider was down; after lanes that ended early,
-        how to ask what they left; then requests whose answer-failure budget is spent."""
+        damaged; not while a reparse is unfinished, whose line names the same reparse), the
+        reparse that takes back replies a strict reparse rejected, lanes that ended early,
+        then pauses while a provider was down; after lanes that ended early, how to ask what
+        they left; then requests whose answer-failure budget is spent."""
         ends = self.lane_end_lines()
         resume = [resume_line(self.at_provider)]
         # An unfinished reparse's line names the reparse that rebuilds them too: said once.
@@ -527,11 +561,15 @@ class Audit:
         )
         unrecorded = unrecorded_answers_line(self.totals.answers_unrecorded)
         repeated = repeated_rows_line(self.repeats, self.run_dir)
+        # As `status` notes them, and not while a reparse is unfinished (its line first).
+        rejected = None if self.reparse_unfinished else rejected_answers_line(
+            self.totals.answers_rejected_on_reparse, self.run_dir
+        )
         lines = [
             *([self.reparse_unfinished] if self.reparse_unfinished else []),
             *self._interrupted_lines(),
             *([lost] if lost else []), *([unrecorded] if unrecorded else []),
-            *([repeated] if repeated else []), *ends,
+            *([repeated] if repeated else []), *([rejected] if rejected else []), *ends,
             *self.pause_lines(), *(resume if ends else []), *self.budget_lines(),
         ]
         return [line if line.endswith((".", "?", "!")) else f"{line}." for line in lines]
@@ -619,7 +657,7 @@ PARTS = 4
 def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
     """Per model: summary counts, causes, subcauses, given-up requests (all additive over
     disjoint sets of requests), and the accepted attempts' latencies."""
-    retry = ~pl.col("accepted")
+    retry = pl.col("cause").is_not_null()  # the definition: not accepted, not rejected
     carried = carried_by_batch()  # lines a batch job carried are paid at batch prices
     summary = marked.group_by("model").agg(
         pl.len().alias("attempts"),
@@ -630,6 +668,8 @@ def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
         pl.col("tokens_in").filter(carried).sum().alias("batch_tokens_in"),
         pl.col("tokens_out").filter(carried).sum().alias("batch_tokens_out"),
         (pl.col("accepted") & pl.col("answer_missing")).sum().alias("answers_missing"),
+        pl.col("request_id").filter(pl.col(REJECTED_ON_REPARSE)).n_unique()
+        .alias("answers_rejected_on_reparse"),
     )
     causes = marked.filter(retry).group_by("model", "cause").agg(pl.len().alias("n"))
     subcauses = (
@@ -639,7 +679,8 @@ def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
     )
     # A request with attempts and no accepted answer: the cause of its last attempt, and
     # whether that attempt spent the request's answer-failure budget (a resume does not ask
-    # it again until the budget is raised).
+    # it again until the budget is raised). One whose reply the run accepted and a reparse
+    # rejected was not given up: it is counted apart, above.
     given_up = (
         marked.filter(~pl.col("answered"))
         .group_by("request_id")
@@ -648,7 +689,9 @@ def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
             pl.col("cause").sort_by("attempt").last(),
             pl.col("detail").sort_by("attempt").last().str.contains(BUDGET_SPENT_PATTERN)
             .alias("spent"),
+            pl.col(REJECTED_ON_REPARSE).any().alias("_rejected"),
         )
+        .filter(~pl.col("_rejected"))
         .group_by("model", "cause")
         .agg(pl.len().alias("n"), pl.col("spent").sum().alias("spent"))
     )
@@ -853,6 +896,7 @@ def _combine(rows: list[AuditRow], latency: list[Any] | None, cost: float | None
         answer_budget_spent=total("answer_budget_spent"),
         answers_missing=total("answers_missing"),
         answers_unrecorded=total("answers_unrecorded"),
+        answers_rejected_on_reparse=total("answers_rejected_on_reparse"),
     )
 
 
@@ -902,11 +946,13 @@ def _row(
     found = summary.filter(pl.col("model") == name)
     stats: dict[str, Any] = found.row(0, named=True) if found.height else {}
     given = by_cause(_counts(given_up, "cause", "n").get(name, {}))
-    # Requests the ledger has seen: answered, answered with the answer lost, or attempted and
-    # not answered (counted so rather than by a distinct count of every id, which would cost
-    # memory at paper scale), or asked now for the first time.
+    # Requests the ledger has seen: answered, answered with the answer lost, attempted and
+    # not answered (given up, or rejected on reparse; counted so rather than by a distinct
+    # count of every id, which would cost memory at paper scale), or asked now for the first
+    # time.
     missing = int(stats.get("answers_missing") or 0)
-    seen = accepted + missing + sum(given.values()) + first_asked
+    rejected = int(stats.get("answers_rejected_on_reparse") or 0)
+    seen = accepted + missing + sum(given.values()) + rejected + first_asked
     requests = planned if planned is not None else seen
     return AuditRow(
         requests=requests,
@@ -925,6 +971,7 @@ def _row(
         answer_budget_spent=sum(_counts(given_up, "cause", "spent").get(name, {}).values()),
         answers_missing=missing,
         answers_unrecorded=int(unrecorded.filter(pl.col("model") == name)["n"].sum()),
+        answers_rejected_on_reparse=rejected,
     )
 
 
@@ -950,8 +997,10 @@ def attempt_timeline(run_dir: Path | str, bins: int = 60) -> pl.DataFrame:
 
     The campaign's span (first to last attempt start) is cut into `bins` equal bins; each
     row counts one model's attempts in one bin with one outcome: `accepted` for the accepted
-    attempt, else its retry cause (`classify`). Columns: `model`, `bin` (0-based), `start`,
-    `end` (UTC datetimes), `outcome`, `attempts`. Empty frame when nothing was attempted.
+    attempt, `rejected_on_reparse` for a reply the run accepted and a strict reparse
+    rejected (no retry), else its retry cause (`classify`). Columns: `model`, `bin`
+    (0-based), `start`, `end` (UTC datetimes), `outcome`, `attempts`. Empty frame when
+    nothing was attempted.
     """
     if bins < 1:
         raise ValueError("bins must be at least 1")
@@ -983,7 +1032,10 @@ def attempt_timeline(run_dir: Path | str, bins: int = 60) -> pl.DataFrame:
         .select(
             "model",
             (offset / width_us).floor().cast(pl.Int64).clip(0, bins - 1).alias("bin"),
-            pl.col("cause").fill_null(ACCEPTED).alias("outcome"),
+            pl.when(pl.col(REJECTED_ON_REPARSE))
+            .then(pl.lit(REJECTED_ON_REPARSE))
+            .otherwise(pl.col("cause").fill_null(ACCEPTED))
+            .alias("outcome"),
         )
         .group_by("model", "bin", "outcome")
         .agg(pl.len().cast(pl.Int64).alias("attempts"))

@@ -68,12 +68,14 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
 
     Keys: `state`, `pid`, `planned`, `accepted`, `remaining`, `attempts`, `outcomes`,
     `retries_by_cause` (retry attempts by cause, as `engine.audit.classify` defines them:
-    every attempt that was not the accepted one; nonzero causes only), `retries`,
+    every attempt that was not the accepted one, nor a reply a strict reparse rejected;
+    nonzero causes only), `retries`,
     `requests_retried`, `sentence` (the audit sentence), `tokens_in`, `tokens_out`,
     `last_attempt_at`, `attempts_last_minute`, `journal_segments`, `models` (per model:
     planned, accepted, attempts, outcomes, retries, retries_by_cause (every cause),
-    pending_failures, and from the engine's `logs/lanes.json` when present: lane_state,
-    lane_message, rate_per_s, lane_held_s, lane_held_by), `batch_jobs` (per batch model, per
+    pending_failures, answers_rejected_on_reparse, and from the engine's `logs/lanes.json`
+    when present: lane_state, lane_message, rate_per_s, lane_held_s, lane_held_by),
+    `batch_jobs` (per batch model, per
     group of `engine.batch_jobs.STATUS_GROUPS`: jobs and lines), `batch_at_provider` (`jobs`
     not yet collected and the `queries` they hold: `engine.batch_jobs.AtProvider`),
     `lanes_updated_at`,
@@ -85,7 +87,9 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     copied or put back holds a second time, `engine.scan.repeated_rows`: counted once
     everywhere else), `warnings` (lines saying what is wrong with the folder, and what to
     do), `answers_rejected_on_reparse` (requests whose reply the run accepted and a later
-    `reparse --parser strict` rejected: pending, of `pending_failures`), `notes` (lines
+    `reparse --parser strict` rejected: pending, of `pending_failures`, as `invalid_response`
+    with the detail `rejected_on_reparse`; not retries, and not failures: `dutchbook status`
+    lists as failed only the others), `notes` (lines
     saying what the user may do that is not wrong: the reparse that takes those back),
     `reparse_unfinished` (the last reparse's begun line is the last and that reparse is
     not the folder's live writer: its warning, first, says to run it again,
@@ -121,10 +125,14 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
     planned_by_model = _planned_by_model(run_dir)
     accepted_by_model = _counts(responses.group_by("model").len().collect(), "model")
     outcomes, retries, per_model = _by_model(attempts, marked)
-    pending, failures_by_model, rejected = _pending_failures(attempts, responses, lost.lazy())
+    pending, failures_by_model, rejected_by_model = _pending_failures(
+        attempts, responses, lost.lazy()
+    )
+    rejected = sum(rejected_by_model.values())
     models = sorted(set(per_model) | set(accepted_by_model) | set(planned_by_model or {}))
     counts = {"planned": planned_by_model, "accepted": accepted_by_model,
-              "pending_failures": failures_by_model}
+              "pending_failures": failures_by_model,
+              "answers_rejected_on_reparse": rejected_by_model}
     lanes = read_lane_states(run_dir)
     _complete_models(per_model, models, counts, lanes)
 
@@ -166,7 +174,7 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
         "sentence": at_provider_sentence(in_flight_sentence(
             retry_sentence(
                 sum(retries.values()), retried, planned if planned is not None else seen,
-                retries, attempted=seen, unrecorded=unrecorded,
+                retries, attempted=seen, unrecorded=unrecorded, rejected=rejected,
             ),
             unresolved.in_flight, seen, planned if planned is not None else seen,
         ), held),
@@ -253,11 +261,11 @@ def _activity(attempts: pl.LazyFrame) -> dict[str, Any]:
 
 def _pending_failures(
     attempts: pl.LazyFrame, responses: pl.LazyFrame, lost: pl.LazyFrame
-) -> tuple[dict[str, Any], dict[str, int], int]:
-    """Requests tried but not accepted, by their last outcome (with a few examples), how
-    many per model, and how many of them have an `ok` attempt (a reply the run accepted that
-    a stricter reparse rejected); `lost` (`request_id`), those accepted whose answer is
-    missing."""
+) -> tuple[dict[str, Any], dict[str, int], dict[str, int]]:
+    """Requests tried but not accepted, by their last outcome (with a few examples, those
+    that failed first), how many per model, and per model how many of them have an `ok`
+    attempt (a reply the run accepted that a stricter reparse rejected, `classify`'s
+    `rejected_on_reparse`); `lost` (`request_id`), those accepted whose answer is missing."""
     answered = pl.concat([responses.select("request_id"), lost], how="vertical")
     last_attempts = (
         attempts.join(answered, on="request_id", how="anti")
@@ -267,15 +275,18 @@ def _pending_failures(
             pl.col("attempt").max().alias("attempts"),
             pl.col("outcome").sort_by("attempt").last(),
             pl.col("detail").sort_by("attempt").last(),
-            (pl.col("outcome") == str(Outcome.OK)).any().alias("_accepted_once"),
+            (pl.col("outcome") == str(Outcome.OK)).any().alias("_rejected"),
         )
         .collect()
     )
-    rejected_on_reparse = int(last_attempts["_accepted_once"].sum())
-    last_attempts = last_attempts.drop("_accepted_once")
-    # An `ok` last attempt without an answer (not a lost one: those are left out above) is a
-    # reply a stricter reparse rejected; it was listed as a failure named "ok", permanent.
-    rejected = pl.col("outcome") == str(Outcome.OK)
+    rejected_by_model = _counts(
+        last_attempts.filter(pl.col("_rejected")).group_by("model").len(), "model"
+    )
+    # A reply the run accepted without an answer now (not a lost one: those are left out
+    # above) is one a stricter reparse rejected; it was listed as a failure named "ok",
+    # permanent. It is pending as an invalid response, whatever attempt came after it (a
+    # duplicate), so `dutchbook status` can tell it from the requests that failed.
+    rejected = pl.col("_rejected")
     last_attempts = last_attempts.with_columns(
         pl.when(rejected).then(pl.lit(str(Outcome.INVALID_RESPONSE))).otherwise("outcome")
         .alias("outcome"),
@@ -286,9 +297,10 @@ def _pending_failures(
         "total": last_attempts.height,
         "permanent": int(last_attempts.filter(~pl.col("outcome").is_in(_RETRYABLE)).height),
         "by_outcome": dict(sorted(by_outcome.items())),
-        "examples": last_attempts.sort("request_id").head(_EXAMPLES).to_dicts(),
+        "examples": last_attempts.sort("_rejected", "request_id").head(_EXAMPLES)
+        .drop("_rejected").to_dicts(),
     }
-    return summary, _counts(last_attempts.group_by("model").len(), "model"), rejected_on_reparse
+    return summary, _counts(last_attempts.group_by("model").len(), "model"), rejected_by_model
 
 
 def _complete_models(

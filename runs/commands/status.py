@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from engine.audit import INVALID, REJECTED_ON_REPARSE
 from engine.batch_jobs import AtProvider
 from engine.console_lines import duration, held_text, plural
 from engine.console_tables import print_whole
@@ -113,9 +114,10 @@ def render(summary: dict[str, Any], console: Console) -> None:
     for name, entry in summary["models"].items():
         retries = entry["retries"]
         lane = _lane_text(entry, state)
+        failed = entry["pending_failures"] - (entry.get("answers_rejected_on_reparse") or 0)
         models.add_row(
             Text(name), _fraction(entry["accepted"], entry["planned"]), f"{entry['attempts']:,}",
-            f"{retries:,}", f"{entry['pending_failures']:,}", Text(lane),
+            f"{retries:,}", f"{failed:,}", Text(lane),
             _eta(entry, live=state == "live"),
         )
     print_whole(console, models)
@@ -127,15 +129,15 @@ def render(summary: dict[str, Any], console: Console) -> None:
         for cause, n in summary["retries_by_cause"].items():
             causes.add_row(Text(cause), f"{n:,}")
         print_whole(console, causes)
-    pending = summary["pending_failures"]
-    if pending["total"]:
+    failed, by_outcome, examples = _failures(summary)
+    if failed:
         console.print(
-            f"{plural(pending['total'], 'request')} failed and "
-            f"{'is' if pending['total'] == 1 else 'are'} not yet answered "
-            f"({pending['permanent']:,} permanent): "
-            + ", ".join(f"{k} {v:,}" for k, v in pending["by_outcome"].items())
+            f"{plural(failed, 'request')} failed and "
+            f"{'is' if failed == 1 else 'are'} not yet answered "
+            f"({summary['pending_failures']['permanent']:,} permanent): "
+            + ", ".join(f"{k} {v:,}" for k, v in by_outcome.items())
         )
-        for example in pending["examples"]:
+        for example in examples:
             console.print(
                 f"  {example['request_id']} [{example['model']}] after "
                 f"{plural(example['attempts'], 'attempt')}: {example['outcome']} "
@@ -148,6 +150,22 @@ def render(summary: dict[str, Any], console: Console) -> None:
         console.print(f"warning: {warning}", style="yellow", soft_wrap=True, highlight=False,
                       markup=False)
     console.print(summary["sentence"], soft_wrap=True, highlight=False, markup=False)
+
+
+def _failures(summary: dict[str, Any]) -> tuple[int, dict[str, int], list[dict[str, Any]]]:
+    """The pending requests that failed: their count, last outcomes and examples. Those a
+    strict reparse rejected are pending too (`answers_rejected_on_reparse`, listed as
+    `invalid_response` with the detail `rejected_on_reparse`), but the run accepted their
+    replies, so they neither failed nor were retried: their note says them instead."""
+    pending = summary["pending_failures"]
+    rejected = summary.get("answers_rejected_on_reparse") or 0
+    by_outcome = dict(pending["by_outcome"])
+    if rejected:
+        by_outcome[INVALID] = by_outcome.get(INVALID, 0) - rejected
+    examples = [e for e in pending["examples"] if e.get("detail") != REJECTED_ON_REPARSE]
+    return (
+        pending["total"] - rejected, {k: v for k, v in by_outcome.items() if v > 0}, examples
+    )
 
 
 def _say_unresolved(summary: dict[str, Any], console: Console) -> None:

@@ -27,6 +27,10 @@ TITLE = "The audit: attempts over time by outcome"
 #: tall. Beyond it, the models with the most retry attempts are drawn; audit.csv has all.
 MAX_PANELS = 24
 ACCEPTED = "accepted"
+#: A reply the run accepted and a strict reparse rejected (`engine.audit.classify`): drawn in
+#: the fallback grey, and no retry, since nothing was asked again after it.
+REJECTED = "rejected_on_reparse"
+_NO_RETRY = (ACCEPTED, REJECTED)
 #: Characters of a panel's title per line, by the columns of panels: a title runs on past
 #: its panel, and beside a second column four models named like
 #: "openai/gpt-oss-120b-deployment-eu-1" wrote their titles over each other, counts unreadable.
@@ -92,10 +96,14 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     legend = _style.bottom_legend(fig, handles, outcomes, min(len(outcomes), 4))
     _style.tight_layout(fig, rect=(0, legend, 1, 1))
     _style.save(fig, path)
+    rejected = (
+        f" Except those in grey ({REJECTED}): replies the run accepted and a strict "
+        "reparse rejected, never retried." if REJECTED in seen else ""
+    )
     return (
         "Attempts started in each slice of the campaign, per model, by outcome: accepted "
         "attempts pale, every other attempt (one retry attempt each, as the audit counts "
-        "them) stacked on top in the colour of its cause." + shown
+        "them) stacked on top in the colour of its cause." + rejected + shown
     )
 
 
@@ -107,7 +115,8 @@ def _models_drawn(frame: pl.DataFrame) -> tuple[list[str], str]:
         return every, ""
     retries = (
         frame.group_by("model")
-        .agg(pl.col("attempts").filter(pl.col("outcome") != ACCEPTED).sum().alias("retries"))
+        .agg(pl.col("attempts").filter(~pl.col("outcome").is_in(_NO_RETRY)).sum()
+             .alias("retries"))
         .sort(["retries", "model"], descending=[True, False])
     )
     drawn = sorted(retries["model"].head(MAX_PANELS).to_list())
@@ -169,7 +178,7 @@ def _panel(ax: Any, frame: pl.DataFrame, outcomes: Sequence[str], scale: float) 
         )
         bottom += heights
     total = int(frame["attempts"].sum())
-    retries = int(frame.filter(pl.col("outcome") != ACCEPTED)["attempts"].sum())
+    retries = int(frame.filter(~pl.col("outcome").is_in(_NO_RETRY))["attempts"].sum())
     share = f" ({retries / total:.1%})" if total else ""
     ax.set_ylabel("attempts")
     ax.grid(axis="y", alpha=0.3)

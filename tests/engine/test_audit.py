@@ -97,8 +97,9 @@ def test_every_attempt_not_accepted_is_one_retry_attempt(tmp_path: Path, kit: ty
 def test_accepted_attempt_is_the_one_the_response_names(tmp_path: Path, kit: type[Kit]) -> None:
     """After a lenient re-parse accepted a reply recorded `invalid_response`, that attempt is
     not a retry; the later `ok` becomes a duplicate. A reply recorded `ok` that the current
-    parser rejects (no response row, after a strict reparse) is an invalid response,
-    rejected on re-parse."""
+    parser rejects (no response row, after a strict reparse) is rejected on re-parse: not a
+    retry attempt (it was counted one, an invalid response, and its request given up, though
+    the run had accepted it and asked nothing more)."""
     with Ledger.open(tmp_path) as ledger:
         ledger.record_result(
             kit.attempt("r-0", 1, "m", "invalid_response", "not_json: 11/36"),
@@ -115,12 +116,17 @@ def test_accepted_attempt_is_the_one_the_response_names(tmp_path: Path, kit: typ
     assert audit(tmp_path, spec_parser="strict").by_model["m"].answers_missing == 1
     report = audit(tmp_path, spec_parser="lenient").by_model["m"]
     assert report.answers_missing == 0
-    assert report.accepted == 1 and report.attempts == 3 and report.retry_attempts == 2
-    assert report.retries_by_cause["duplicate"] == 1
-    assert report.retries_by_cause["invalid_response"] == 1
-    assert report.invalid_response_subcauses["rejected_on_reparse"] == 1
-    assert report.given_up["invalid_response"] == 1
+    assert report.accepted == 1 and report.attempts == 3 and report.retry_attempts == 1
+    assert report.retries_by_cause["duplicate"] == 1 and report.requests_retried == 1
+    assert report.retries_by_cause["invalid_response"] == 0
+    assert report.invalid_response_subcauses["rejected_on_reparse"] == 0  # kept, always 0
+    assert report.answers_rejected_on_reparse == 1 and sum(report.given_up.values()) == 0
     assert report.requests == 2  # no plan: the requests the ledger has seen
+    assert report.sentence() == (
+        "1 retry attempt across 1 request out of 2, attributed to duplicate answers (1); "
+        "1 reply the run accepted was rejected by `dutchbook reparse --parser strict`, not "
+        "retried."
+    )
 
 
 def test_random_ledgers_match_a_plain_count(tmp_path: Path, kit: type[Kit]) -> None:

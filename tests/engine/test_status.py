@@ -366,3 +366,65 @@ def test_an_answer_a_strict_reparse_rejected_is_pending_as_rejected_not_as_ok(
     assert pending["by_outcome"] == {"invalid_response": 1}
     assert pending["permanent"] == 0
     assert pending["examples"][0]["detail"] == "rejected_on_reparse"
+
+
+def test_a_reply_a_strict_reparse_rejected_is_neither_a_retry_nor_a_failure(
+    tmp_path: Path,
+) -> None:
+    """The audit counted such a reply as an invalid-response retry attempt and its request
+    as given up, and status listed it as a request that failed (not permanently), where the
+    run had accepted it and asked nothing more. Both now count it apart, and say the same."""
+    import io
+
+    from rich.console import Console
+
+    from engine.records import AttemptRecord, ResponseRecord
+    from engine.reparse import reparse
+    from runs.commands.status import render
+    from tests.engine.test_reparse import T0
+
+    raw = '{"probability": "11/36"}'  # what a lenient run accepts and strict does not
+    fraction = AttemptRecord(
+        request_id="frac", attempt=1, model="m1", provider="sim", started_at=T0,
+        elapsed_ms=250.0, outcome="ok", http_status=200, provider_request_id=None,
+        retry_after_s=None, tokens_in=90, tokens_out=9, detail="", raw_text=raw,
+        finish_reason="stop",
+    )
+    answer = ResponseRecord(
+        request_id="frac", model="m1", arm="baseline", unit="AAPL@2024-01-02", pass_=0,
+        events=["e0"], keys=["probability"], raw_text=raw, values=[11 / 36],
+        finish_reason="stop", tokens_in=90, tokens_out=9, attempts=1, accepted_at=T0,
+    )
+    slow = AttemptRecord(
+        request_id="slow", attempt=1, model="m1", provider="sim", started_at=T0,
+        elapsed_ms=30_000.0, outcome="timeout", http_status=None, provider_request_id=None,
+        retry_after_s=None, tokens_in=0, tokens_out=0, detail="read timed out",
+    )
+    with Ledger.open(tmp_path) as ledger:
+        ledger.record_result(fraction, answer)
+        ledger.record_result(slow, None)
+    assert reparse(tmp_path, "strict").newly_rejected == 1
+
+    summary, report = status(tmp_path), audit(tmp_path)
+    assert summary["retries"] == report.totals.retry_attempts == 1  # the timeout alone
+    assert summary["retries_by_cause"] == {"timeout": 1} and summary["requests_retried"] == 1
+    assert {k: v for k, v in report.totals.given_up.items() if v} == {"timeout": 1}
+    assert summary["answers_rejected_on_reparse"] == 1
+    assert report.totals.answers_rejected_on_reparse == 1
+    assert summary["models"]["m1"]["answers_rejected_on_reparse"] == 1
+    assert summary["pending_failures"]["total"] == 2  # pending, as documented
+    assert summary["sentence"] == report.sentence == (
+        "1 retry attempt across 1 request out of 2, attributed to timeouts (1); 1 reply the "
+        "run accepted was rejected by `dutchbook reparse --parser strict`, not retried."
+    )
+    assert report.notes() == [f"{summary['notes'][0]}."]
+
+    out = io.StringIO()
+    render(summary, Console(file=out, width=400, color_system=None))
+    said = out.getvalue()
+    assert "1 request failed and is not yet answered (0 permanent): timeout 1\n" in said
+    assert "slow [m1] after 1 attempt: timeout read timed out" in said
+    assert "frac [m1]" not in said and "invalid_response" not in said
+    assert "1 retry over 1 request" in said
+    [row] = [line for line in said.splitlines() if line.startswith("│ m1")]
+    assert [cell.strip() for cell in row.split("│")][4:6] == ["1", "1"]  # retries, failed

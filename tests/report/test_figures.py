@@ -652,6 +652,28 @@ def test_the_audit_figure_of_one_attempt_shows_it(
     assert ax.get_title(loc="left") == "m: 1 attempt, 1 retry attempt (100.0%)"
 
 
+def test_the_audit_figure_counts_no_retry_for_replies_a_strict_reparse_rejected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replies the run accepted and a strict reparse rejected (`rejected_on_reparse` in the
+    audit's timeline) were drawn and counted as invalid-response retry attempts, where the
+    audit counts none: they are drawn apart, said in the caption, and no retry."""
+    from runs.report_figures import module_of
+
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    timeline = pl.DataFrame(
+        [("m", 0, t0, t0 + dt.timedelta(seconds=1), outcome, n)
+         for outcome, n in (("accepted", 3), ("rejected_on_reparse", 2), ("timeout", 1))],
+        schema=["model", "bin", "start", "end", "outcome", "attempts"], orient="row",
+    )  # fmt: skip
+    kept: list[Any] = []
+    monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
+    caption = module_of(8).draw(FigureInputs({"rows": []}, timeline=timeline), tmp_path / "f")
+    [ax] = [ax for ax in kept[0].axes if ax.patches]
+    assert ax.get_title(loc="left") == "m: 6 attempts, 1 retry attempt (16.7%)"
+    assert "Except those in grey (rejected_on_reparse): replies the run accepted" in caption
+
+
 def test_the_audit_figures_titles_beside_each_other_do_not_run_into_each_other(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from engine.audit import attempt_timeline
 from engine.ledger import Ledger
 from engine.reparse import last_reparse
 from engine.scan import scan_attempts, scan_responses
@@ -90,6 +91,50 @@ def test_status_after_a_strict_reparse_names_the_reparse_that_takes_them_back(
     assert summary["answers_rejected_on_reparse"] == 0 and summary["notes"] == []
     assert summary["accepted"] == 56
     assert invoke("run", str(root / "spec.toml"), "--out", str(out))[0] == 0
+
+
+def test_status_and_audit_tell_one_story_of_the_answers_a_strict_reparse_rejected(
+    root: Path,
+) -> None:
+    """The audit counted the 28 replies strict rejected as 28 invalid-response retry
+    attempts, their requests given up, while status listed them as failed, 0 permanent: the
+    run had accepted them and asked nothing more. Neither command calls them retries or
+    failures now; both count them (`answers_rejected_on_reparse`), say the reparse that
+    takes them back, and end on the same sentence; figure 8's timeline shows them apart."""
+    out = root / "run"
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    line = (
+        "28 requests have no answer only because `dutchbook reparse --parser strict` rejected "
+        f"the replies the run had accepted: `dutchbook reparse {out} --parser lenient` takes "
+        "them back without a call (a resume with a lenient spec is refused until then)"
+    )
+    sentence = (
+        "No retry attempts (56 requests); 28 replies the run accepted were rejected by "
+        "`dutchbook reparse --parser strict`, not retried."
+    )
+    summary = json.loads(invoke("status", str(out), "--json")[1])
+    assert (summary["retries"], summary["requests_retried"], summary["retries_by_cause"]) == (
+        0, 0, {},
+    )
+    assert summary["models"]["fractions"]["answers_rejected_on_reparse"] == 28
+    assert summary["sentence"] == sentence
+    report = json.loads(invoke("audit", str(out), "--json")[1])
+    totals = report["totals"]
+    assert (totals["retry_attempts"], totals["requests_retried"]) == (0, 0)
+    assert sum(totals["given_up"].values()) == 0
+    assert totals["answers_rejected_on_reparse"] == 28
+    assert report["by_model"]["fractions"]["answers_rejected_on_reparse"] == 28
+    assert report["sentence"] == sentence
+
+    code, said = invoke("status", str(out))
+    assert code == 0 and "0 retries over 0 requests" in said, said
+    assert "failed and" not in said and line in said.splitlines(), said
+    code, said = invoke("audit", str(out))
+    assert code == 0 and f"{line}." in said.splitlines(), said
+    assert "invalid responses" not in said and said.rstrip().endswith(sentence), said
+
+    timeline = attempt_timeline(out).group_by("outcome").agg(pl.col("attempts").sum())
+    assert dict(timeline.iter_rows()) == {"accepted": 28, "rejected_on_reparse": 28}
 
 
 def _fail_reparse(
