@@ -58,15 +58,41 @@ def launch_held() -> None:
     """`dutchbook` for a child started with the stop signals held (`DUTCHBOOK`): its handlers
     first, then the signals let through, then the CLI imported and run. A Ctrl-C or SIGTERM
     passed on in its first tenth of a second (Python starting, `runs.cli` importing) ended it
-    in a KeyboardInterrupt traceback, or killed it without a word (the wrapper's exit 254)."""
+    in a KeyboardInterrupt traceback, or killed it without a word (the wrapper's exit 254).
+
+    Once the CLI has ended, the campaign has written and said all it will: a stop signal then
+    is ignored (`ignore_stops`) and it exits as it ended. One that came as it exited killed it
+    in Python's exit (which puts the default handlers back), and the wrapper said "killed by
+    SIGINT" of a campaign that had completed; or it ended in a KeyboardInterrupt traceback.
+    What `stops_as_interrupt` puts back as it ends is `_after_the_end`, not the default that
+    kills, until the signals are ignored again."""
+    for sig in stop_signals_to_catch():
+        if sig != signal.SIGINT:  # Ctrl-C is left to Python's own handler (asyncio looks)
+            signal.signal(sig, _after_the_end)
     try:
         with stops_as_interrupt():
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             from runs.cli import main
 
-            main()
+            try:
+                main()
+            finally:
+                ignore_stops()
     except KeyboardInterrupt:
         exit_interrupted()
+    finally:
+        ignore_stops()
+
+
+def _after_the_end(_signum: int, _frame: object) -> None:
+    """A stop signal after the campaign ended: nothing is left to stop."""
+
+
+def ignore_stops() -> None:
+    """Ignore the stop signals for the rest of this process's life: it has done its work and
+    only finishes. Ignored, not handled: from Python's exit on a handled one kills it."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
 
 
 #: `dutchbook` in this interpreter's environment (its console script may not be on PATH),
@@ -388,6 +414,7 @@ def run_child(
     server: subprocess.Popen[bytes] | None = None,
     *,
     held_at_start: bool = False,
+    stops: list[int] | None = None,
 ) -> int:
     """Run `command` to its end, passing it Ctrl-C, SIGTERM and a hangup rather than dying of
     them. If `server` (the model server it talks to) exits meanwhile, the child is sent a
@@ -402,6 +429,11 @@ def run_child(
     `held_at_start`: the child starts with the stop signals held (blocked), and unblocks them
     itself once its handlers are in place (`DUTCHBOOK`); one passed on before is then
     delivered to it there, not into its start-up.
+
+    `stops`, when given, gets each stop signal passed on to the child, and each that came
+    after it ended; from its end on they are ignored for the rest of this process's life
+    (`ignore_stops`): the caller only finishes then (says how the child ended, stops the
+    server, exits), where a Ctrl-C ended it as interrupted after a campaign that completed.
     """
     child: subprocess.Popen[bytes] | None = None
     early: list[int] = []  # signals that came while the child was being started
@@ -409,8 +441,11 @@ def run_child(
     def forward(signum: int, _frame: object) -> None:
         if child is None:
             early.append(signum)
-        elif child.poll() is None:
+            return
+        if child.poll() is None:
             child.send_signal(signum)
+        if stops is not None:
+            stops.append(signum)
 
     # Caught before the child starts: a hangup between its start and these handlers killed
     # this wrapper and left the child (and the server after it) running.
@@ -424,8 +459,11 @@ def run_child(
             forward(signum, None)
         return _wait_watching(child, server)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if stops is not None and child is not None and child.returncode is not None:
+            ignore_stops()  # the child has ended: the caller only finishes
+        else:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _wait_watching(
@@ -503,8 +541,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = _child_command(args)
             # Held only for `DUTCHBOOK`, which unblocks them itself (pytest would not).
             held_at_start = tuple(command[: len(DUTCHBOOK)]) == DUTCHBOOK
-            code = run_child(command, env, server.process, held_at_start=held_at_start)
-            return _child_ended(args.what, code, server)
+            stops: list[int] = []
+            code = run_child(
+                command, env, server.process, held_at_start=held_at_start, stops=stops
+            )
+            return _child_ended(args.what, code, server, stops)
     except LocalModelError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -513,13 +554,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _child_ended(what: str, code: int, server: Server) -> int:
+def _child_ended(what: str, code: int, server: Server, stops: Sequence[int] = ()) -> int:
     """The exit status for the child's `code`, with the closing line the child could not
     write itself: the model server gone (exit 4), or the child killed by a signal (the OOM
-    killer, someone's `kill -9`: the wrapper exited 247 without a word), 128 + the signal."""
+    killer, someone's `kill -9`: the wrapper exited 247 without a word), 128 + the signal.
+    A campaign that exited 0 though a stop signal was passed to it (`stops`) had completed
+    before the signal came (one in time ends `dutchbook run` in its interrupt line, exit 130):
+    that is said, to the user who asked it to stop."""
     if code != 0 and (gone := server_gone(server)) is not None:
         print(f"error: {gone}", file=sys.stderr)
         return SERVER_GONE_EXIT
+    if code == 0 and stops and what == "demo":
+        came = {signal.SIGINT: "the Ctrl-C", signal.SIGHUP: "the hangup"}.get(
+            signal.Signals(stops[0]), signal.Signals(stops[0]).name
+        )
+        with contextlib.suppress(OSError):  # after a hangup, no terminal to say it on
+            print(
+                f"the campaign had completed when {came} came: its results are written; "
+                "nothing was interrupted",
+                file=sys.stderr,
+            )
     if code >= 0:
         return code
     try:

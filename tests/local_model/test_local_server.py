@@ -481,3 +481,121 @@ def test_a_campaign_killed_by_a_signal_is_said_in_one_line(tmp_path: Path) -> No
         "error: the campaign was killed by SIGKILL; what it wrote is kept: run the same "
         "command again to resume\n"
     )
+
+
+#: `make demo-local`'s campaign (`launch_held`, with a stand-in for `runs.cli.main`) that
+#: prints its last line and ends; then, as Python exits, the user's Ctrl-C reaches the
+#: wrapper (or a SIGTERM: `SIG`), which passes it on. Where it lands (`PHASE`): an atexit
+#: callback, or the teardown of the campaign's modules (by then Python has put the signals'
+#: defaults back). The campaign waits on the FIFO `passed` until the wrapper has passed it on
+#: (`PASSED_ON`).
+FINISHING = """
+import atexit, os, signal, sys
+import runs.cli
+from runs.local_model import launch_held
+
+def ctrl_c_now(os=os, sig=SIG):  # bound here: module teardown clears the globals
+    passed = os.open("passed", os.O_RDWR)  # its own writer too: a read waits for a byte
+    os.kill(os.getppid(), sig)
+    os.read(passed, 1)
+
+class Teardown:
+    def __del__(self, ctrl_c_now=ctrl_c_now):
+        ctrl_c_now()
+
+def main():
+    print("run folder: out/t2", flush=True)
+    if PHASE == "atexit":
+        atexit.register(ctrl_c_now)
+    else:
+        sys.modules["__main__"].left = Teardown()
+    raise SystemExit(0)
+
+runs.cli.main = main
+launch_held()
+"""
+#: In the wrapper: each signal passed on to the campaign is then said on the FIFO `passed`.
+PASSED_ON = """
+import contextlib, os
+sent = local_model.subprocess.Popen.send_signal
+def send_signal(self, sig):
+    sent(self, sig)
+    with contextlib.suppress(OSError):  # the campaign died of it: no one reads
+        fd = os.open("passed", os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
+local_model.subprocess.Popen.send_signal = send_signal
+"""
+
+
+@pytest.mark.parametrize("phase", ["atexit", "teardown"])
+@pytest.mark.parametrize(
+    ("sig", "said"), [(signal.SIGINT, "the Ctrl-C"), (signal.SIGTERM, "SIGTERM")]
+)
+def test_a_ctrl_c_as_the_finished_campaign_exits_does_not_undo_it(
+    tmp_path: Path, phase: str, sig: signal.Signals, said: str
+) -> None:
+    """A Ctrl-C that reached the campaign after its last line, as it exited, killed it in
+    Python's exit (the wrapper: 'error: the campaign was killed by SIGINT; ...', exit 130)
+    or ended in a KeyboardInterrupt traceback ('Exception ignored in atexit callback'); a
+    SIGTERM killed it in both (the default put back as its handlers ended). The campaign had
+    completed and written its results: it exits as it would have, and the wrapper says the
+    stop came after the end."""
+    os.mkfifo(tmp_path / "passed")
+    port = free_port()
+    campaign = [sys.executable, "-c", f"PHASE, SIG = {phase!r}, {int(sig)}\n" + FINISHING]
+    before = PASSED_ON + f"\nlocal_model._child_command = lambda args: {campaign!r}\n"
+    done = run_main(["demo", "--port", str(port)], tmp_path, stand_in(port), before)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "run folder: out/t2"
+    assert done.stderr == (
+        f"the campaign had completed when {said} came: its results are written; nothing "
+        "was interrupted\n"
+    )
+
+
+def test_a_ctrl_c_after_the_campaign_ended_leaves_its_end_as_it_was(tmp_path: Path) -> None:
+    """A Ctrl-C while the wrapper stopped the model server, the campaign complete: 'interrupted;
+    no model server is left running' and exit 130, the server's stop cut short."""
+    port = free_port()
+    before = """
+        import os, signal
+        stop = local_model.stop
+        def stopped_after_a_ctrl_c(server, *args):
+            os.kill(os.getpid(), signal.SIGINT)
+            stop(server, *args)
+            open("stopped", "w").close()
+        local_model.stop = stopped_after_a_ctrl_c
+        local_model._child_command = lambda args: [
+            sys.executable, "-c", "print('run folder: out/t2')"]
+    """
+    done = run_main(["demo", "--port", str(port)], tmp_path, stand_in(port), before)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines()[-1] == "run folder: out/t2"
+    assert (tmp_path / "stopped").exists()
+
+
+def test_only_a_campaign_that_completed_is_said_to_have_completed_before_a_stop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Any other status is the campaign's own, said in its own last line: 130 (the stop ended
+    it), 4 (left incomplete), 6 (the disk filled up, maybe as the stop came)."""
+    from runs.local_model import _child_ended
+
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    server = Server(alive, "", tmp_path / "server.log")
+    try:
+        for code in (130, 4, 6):
+            assert _child_ended("demo", code, server, [signal.SIGINT]) == code
+        assert _child_ended("test", 0, server, [signal.SIGINT]) == 0  # pytest says its own
+        assert capsys.readouterr().err == ""
+        assert _child_ended("demo", 0, server, [signal.SIGTERM]) == 0
+    finally:
+        alive.kill()
+        alive.wait()
+    assert capsys.readouterr().err == (
+        "the campaign had completed when SIGTERM came: its results are written; nothing was "
+        "interrupted\n"
+    )
