@@ -169,6 +169,86 @@ def check_folder_free(run_dir: Path | None) -> None:
     release_lock(fd)
 
 
+#: The run folder's check (`check_out_folder`) in a process of its own: `runs.pipeline`'s
+#: checks, whose imports (numpy, aiohttp, the engine: about 40 MB) would otherwise stay in
+#: this process beside the campaign and the model server to the end.
+FOLDER_CHECK = (sys.executable, "-c", "from runs.local_model import folder_check; folder_check()")
+#: Its exit status when it refuses the folder, its line on stderr.
+FOLDER_REFUSED = 2
+
+
+def check_out_folder(run_dir: Path | None) -> None:
+    """Refuse, before the model is loaded, a run folder the campaign could not write (`--out
+    /proc/x`, a file in the way, a read-only or another user's folder, one holding other
+    files), which the campaign refused only once the model was loaded and answering. Said in
+    the campaign's own line (`folder_check`); anything else is left to the campaign."""
+    if run_dir is None:
+        return
+    # Started, and left, holding them: a Ctrl-C in its imports crashed orjson's. This process
+    # gets the Ctrl-C too, and ends it.
+    with held():
+        check = subprocess.Popen(
+            [*FOLDER_CHECK, str(run_dir)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, preexec_fn=die_with_parent(),
+        )  # fmt: skip
+    try:
+        said = _stderr_of(check)
+    finally:
+        if check.poll() is None:  # a Ctrl-C here: the check goes first
+            check.kill()
+            check.wait()
+    if check.returncode == FOLDER_REFUSED and said:
+        raise LocalModelError(said)
+
+
+def _stderr_of(process: subprocess.Popen[bytes]) -> str:
+    """What `process` wrote on stderr, once it has ended. Waited for in poll() (a timeout),
+    which a Ctrl-C interrupts: with polars' threads in this process a plain read of the pipe
+    went on until the process ended."""
+    while True:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return process.communicate(timeout=1.0)[1].decode(errors="replace").strip()
+
+
+def folder_check() -> None:
+    """`check_out_folder`'s process: the run folder `sys.argv[1]` checked as `dutchbook run`
+    checks it, then made as it makes it (whether `/proc/x` can be made is known only so) and
+    removed again with the parents made for it; a refusal is the campaign's own line, on
+    stderr, and exit `FOLDER_REFUSED`. A full disk is left to the campaign's line for it."""
+    from engine.durable import DiskFull
+    from runs.pipeline import RunError, check_run_folder, make_run_folder
+
+    run_dir = Path(sys.argv[1])
+    made: list[Path] = []
+    try:
+        check_run_folder(run_dir)
+        try:
+            _make_folders(run_dir, made)
+        except OSError:
+            make_run_folder(run_dir)  # fails so again, in the campaign's words (or makes it)
+    except RunError as exc:
+        sys.stderr.write(f"{exc}\n")
+        raise SystemExit(FOLDER_REFUSED) from None
+    except DiskFull:
+        return
+    finally:
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):  # written in meanwhile: not empty, kept
+                folder.rmdir()
+
+
+def _make_folders(run_dir: Path, made: list[Path]) -> None:
+    """Make `run_dir` and its missing parents, the outermost first, adding to `made` each one
+    made here (one made meanwhile by another process is not)."""
+    missing = [folder for folder in (run_dir, *run_dir.parents) if not folder.is_dir()]
+    for folder in reversed(missing):
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        made.append(folder)
+
+
 #: `prctl` option: the signal this process gets when its parent dies (Linux).
 PR_SET_PDEATHSIG = 1
 
@@ -522,8 +602,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if sig != signal.SIGINT:  # Ctrl-C already raises KeyboardInterrupt
             signal.signal(sig, _interrupt)
     try:
-        if args.what == "demo":  # a campaign the folder's lock would refuse loads no model
-            check_folder_free(run_folder_of(args.spec, args.out))
+        if args.what == "demo":  # a campaign that would refuse its folder loads no model
+            run_dir = run_folder_of(args.spec, args.out)
+            check_folder_free(run_dir)
+            check_out_folder(run_dir)
         if not 0 <= args.port <= 65535:  # bind's OverflowError was a traceback
             raise LocalModelError(f"--port {args.port} is not a port (1-65535; 0: a free one)")
         port = args.port or free_port()

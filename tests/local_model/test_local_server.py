@@ -599,3 +599,65 @@ def test_only_a_campaign_that_completed_is_said_to_have_completed_before_a_stop(
         "the campaign had completed when SIGTERM came: its results are written; nothing was "
         "interrupted\n"
     )
+
+
+def test_an_out_folder_the_campaign_cannot_write_is_refused_before_the_model_is_loaded(
+    tmp_path: Path,
+) -> None:
+    """`--out /proc/x` (or a file in the way, or a folder of other files): the campaign refused
+    it in one line, but only once the model was loaded and answering. The same line now
+    comes before the model is asked for; nothing is left made."""
+    from runs.local_model import DUTCHBOOK
+
+    spec = str(REPO / "runs" / "specs" / "local.toml")
+    (tmp_path / "in-the-way").write_text("")
+    (tmp_path / "not-a-run").mkdir()
+    (tmp_path / "not-a-run" / "notes.txt").write_text("")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for out in ("/proc/x", "in-the-way/run", "not-a-run"):
+        campaign = subprocess.run(
+            [*DUTCHBOOK, "run", spec, "--out", out], cwd=tmp_path, env=env,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert campaign.returncode == 2, campaign.stderr
+        assert campaign.stderr.startswith("error: ") and campaign.stderr.count("\n") == 1
+        port = free_port()
+        argv = ["demo", "--spec", spec, "--out", out, "--port", str(port)]
+        done = run_main(argv, tmp_path, stand_in(port))
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", campaign.stderr)
+    assert not (tmp_path / "loaded").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in-the-way", "not-a-run"]
+
+
+def test_the_out_folders_check_leaves_no_folder_behind(tmp_path: Path) -> None:
+    """The check makes a new run folder to see that it can (`/proc/x` cannot), then removes
+    it and the parents it made: the campaign makes them as before."""
+    port = free_port()
+    before = """
+        local_model._child_command = lambda args: [
+            sys.executable, "-c", "import os, sys; sys.exit(3 if os.path.exists('new') else 0)"]
+    """
+    spec = str(REPO / "runs" / "specs" / "local.toml")
+    argv = ["demo", "--spec", spec, "--out", "new/run", "--port", str(port)]
+    done = run_main(argv, tmp_path, stand_in(port), before)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "loaded").exists()
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_ctrl_c_during_the_out_folders_check_ends_it_and_the_wrapper(tmp_path: Path) -> None:
+    """The check holds the stop signals (its imports must not take one): a Ctrl-C then
+    reaches the wrapper alone, which ends the check and says it was interrupted."""
+    port = free_port()
+    check = (
+        "import os, signal, time; open('check', 'w').write(str(os.getpid())); "
+        "os.kill(os.getppid(), signal.SIGINT); time.sleep(30)"
+    )
+    before = f"local_model.FOLDER_CHECK = (sys.executable, '-c', {check!r})"
+    argv = ["demo", "--spec", str(REPO / "runs" / "specs" / "local.toml"), "--port", str(port)]
+    started = time.monotonic()
+    done = run_main(argv, tmp_path, stand_in(port), before)
+    assert time.monotonic() - started < 25  # not the check's 30 s
+    assert (done.returncode, done.stderr) == (130, "interrupted; no model server is left running\n")
+    assert not alive(int((tmp_path / "check").read_text()))
+    assert not (tmp_path / "loaded").exists()
