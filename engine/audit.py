@@ -602,9 +602,11 @@ class Audit:
     def table(self) -> pl.DataFrame:
         """One row per model, then one per provider, then `all`: the flat audit table.
 
-        Columns: `scope` (model|provider|all), `name`, `provider`, the counts, one
-        `retries.<cause>` and one `given_up.<cause>` column per cause, the invalid-response
-        subcauses (`invalid.<subcause>`), `latency_p50_ms` ... and `cost_usd`.
+        Columns: `scope` (model|provider|all), `name`, `provider`, the counts (with
+        `answers_missing`, `answers_rejected_on_reparse`, `answer_budget_spent` and
+        `answers_unrecorded` as in `--json`), one `retries.<cause>` and one `given_up.<cause>`
+        column per cause, the invalid-response subcauses (`invalid.<subcause>`),
+        `latency_p50_ms` ... and `cost_usd`.
         """
         rows = [("model", m, self.providers.get(m), r) for m, r in self.by_model.items()]
         rows += [("provider", p, p, r) for p, r in self.by_provider.items()]
@@ -624,6 +626,12 @@ class Audit:
                 "requests_retried": row.requests_retried,
                 "given_up": row.given_up_total,
                 "not_attempted": row.not_attempted,
+                # The requests neither accepted, given up nor unasked: without them a row
+                # of a damaged or reparsed folder did not add up to `requests`.
+                "answers_missing": row.answers_missing,
+                "answers_rejected_on_reparse": row.answers_rejected_on_reparse,
+                "answer_budget_spent": row.answer_budget_spent,
+                "answers_unrecorded": row.answers_unrecorded,
             }
             record.update({f"retries.{c}": row.retries_by_cause.get(c, 0) for c in causes})
             record.update(

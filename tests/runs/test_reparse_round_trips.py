@@ -137,6 +137,21 @@ def test_status_and_audit_tell_one_story_of_the_answers_a_strict_reparse_rejecte
     assert dict(timeline.iter_rows()) == {"accepted": 28, "rejected_on_reparse": 28}
 
 
+def test_the_audit_table_of_a_strictly_reparsed_folder_adds_up(root: Path) -> None:
+    """`report/audit.csv` had no column for the requests a strict reparse left without an
+    answer: its row of 56 requests read 28 accepted, none given up, none unasked."""
+    out = root / "run"
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    assert invoke("score", str(out))[0] == 0
+    assert invoke("report", str(out))[0] == 0  # writes report/audit.csv afresh
+    table = pl.read_csv(out / "report" / "audit.csv").filter(pl.col("scope") == "all")
+    row = table.row(0, named=True)
+    assert (row["requests"], row["accepted"], row["answers_rejected_on_reparse"]) == (56, 28, 28)
+    parts = ("accepted", "given_up", "not_attempted", "answers_missing",
+             "answers_rejected_on_reparse")  # fmt: skip
+    assert sum(row[part] for part in parts) == row["requests"]
+
+
 def _fail_reparse(
     out: Path, where: str, monkeypatch: pytest.MonkeyPatch, parser: str = "strict"
 ) -> None:
