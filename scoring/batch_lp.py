@@ -96,6 +96,8 @@ class BatchModel:
             (cols + np.arange(2 * self.n)).ravel(), dtype=np.int32
         )
         self._missing = np.zeros((capacity, self.n), dtype=bool)
+        self._stake_cols: IndexArray = np.asarray(cols.ravel() + 2 * self.n, dtype=np.int32)
+        self._cost_scale = 1.0
 
     def _build(self, block: FloatArray) -> Any:
         rows, cols = self.rows_per_block, self.cols_per_block
@@ -174,8 +176,21 @@ class BatchModel:
             rows.reshape(self.capacity, -1)[:b],
         )
 
-    def solve(self, probs: FloatArray) -> BlockSolution:
-        """Solve the sets in `probs` (b <= capacity rows of n values; NaN = unanswered)."""
+    def _set_cost_scale(self, scale: float) -> None:
+        """Give w the cost `scale` (the contracts' costs are set with it every batch)."""
+        if scale == self._cost_scale:
+            return
+        size = self._stake_cols.size
+        self._highs.changeColsCost(size, self._stake_cols, np.full(size, scale))
+        self._cost_scale = scale
+
+    def solve(self, probs: FloatArray, cost_scale: float = 1.0) -> BlockSolution:
+        """Solve the sets in `probs` (b <= capacity rows of n values; NaN = unanswered).
+
+        `cost_scale` multiplies the objective: the solution is the same LP's, but HiGHS's
+        dual feasibility tolerance (absolute, 1e-10 at the finest) is that much finer on it.
+        The atom weights come back multiplied by it too (they are normalised by the caller).
+        """
         b = probs.shape[0]
         n, cap = self.n, self.capacity
         padded = np.zeros((cap, n))
@@ -183,7 +198,8 @@ class BatchModel:
         missing = np.isnan(padded)
         padded[missing] = 0.0
         self._set_missing(missing)
-        cost = np.concatenate((-padded, padded), axis=1).ravel()
+        self._set_cost_scale(cost_scale)
+        cost = np.concatenate((-padded, padded), axis=1).ravel() * cost_scale
         self._highs.changeColsCost(self._contract_cols.size, self._contract_cols, cost)
         if self._cold:
             self._highs.clearSolver()
