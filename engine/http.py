@@ -211,6 +211,7 @@ def _next_hop(
     try:  # the server's URL, taken as written (a signed link's query is checked as sent)
         target = here.join(yarl.URL(location, encoded=True))
         moved = target.origin() != here.origin()  # an odd host name raises only when read
+        url = str(target)  # and a port that is not a number, or out of range, when spelled
     except ValueError:  # UnicodeError among them: an IDNA host that does not decode
         return _redirected(reply, None, "an unreadable Location")
     why = (
@@ -219,11 +220,11 @@ def _next_hop(
         else "the request and its credential go to base_url only"
     )
     if why is not None:
-        return _redirected(reply, target, why)
+        return _redirected(reply, url, why)
     headers = request.headers
     if moved:
         headers = {k: v for k, v in headers.items() if k.lower() in PORTABLE_HEADERS}
-    return replace(request, url=str(target), headers=headers)
+    return replace(request, url=url, headers=headers)
 
 
 def _unfollowed(here: yarl.URL, target: yarl.URL, hops: int) -> str | None:
@@ -239,11 +240,11 @@ def _unfollowed(here: yarl.URL, target: yarl.URL, hops: int) -> str | None:
     return None
 
 
-def _redirected(reply: aiohttp.ClientResponse, target: yarl.URL | None, why: str) -> Failure:
+def _redirected(reply: aiohttp.ClientResponse, target: str | None, why: str) -> Failure:
     """A 3xx not followed (`_next_hop`), and why. aiohttp would resend the request, its
     prompt and every credential header but `Authorization` (Azure's `api-key`, AWS's session
     token) to whatever host `Location` names; no API this engine speaks answers a prompt so."""
-    to = "" if target is None else f" to {_where(str(target))}"
+    to = "" if target is None else f" to {_where(target)}"
     return Failure(
         Outcome.INVALID_RESPONSE,
         f"HTTP {reply.status} redirect{to} from {_where(str(reply.url))}: not followed ({why})",
