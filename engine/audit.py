@@ -602,11 +602,11 @@ class Audit:
     def table(self) -> pl.DataFrame:
         """One row per model, then one per provider, then `all`: the flat audit table.
 
-        Columns: `scope` (model|provider|all), `name`, `provider`, the counts (with
+        Columns: `scope` (model|provider|all), `name`, `provider`, the counts, one
+        `retries.<cause>` and one `given_up.<cause>` column per cause, the invalid-response
+        subcauses (`invalid.<subcause>`), `latency_p50_ms` ... and `cost_usd`; then
         `answers_missing`, `answers_rejected_on_reparse`, `answer_budget_spent` and
-        `answers_unrecorded` as in `--json`), one `retries.<cause>` and one `given_up.<cause>`
-        column per cause, the invalid-response subcauses (`invalid.<subcause>`),
-        `latency_p50_ms` ... and `cost_usd`.
+        `answers_unrecorded`, as in `--json`.
         """
         rows = [("model", m, self.providers.get(m), r) for m, r in self.by_model.items()]
         rows += [("provider", p, p, r) for p, r in self.by_provider.items()]
@@ -626,12 +626,6 @@ class Audit:
                 "requests_retried": row.requests_retried,
                 "given_up": row.given_up_total,
                 "not_attempted": row.not_attempted,
-                # The requests neither accepted, given up nor unasked: without them a row
-                # of a damaged or reparsed folder did not add up to `requests`.
-                "answers_missing": row.answers_missing,
-                "answers_rejected_on_reparse": row.answers_rejected_on_reparse,
-                "answer_budget_spent": row.answer_budget_spent,
-                "answers_unrecorded": row.answers_unrecorded,
             }
             record.update({f"retries.{c}": row.retries_by_cause.get(c, 0) for c in causes})
             record.update(
@@ -641,6 +635,19 @@ class Audit:
             record.update({f"latency_{k}_ms": v for k, v in row.latency_ms.items()})
             record.update(
                 {"tokens_in": row.tokens_in, "tokens_out": row.tokens_out, "cost_usd": row.cost_usd}
+            )
+            # Last, so a script reading the columns by position reads the old ones as before.
+            # accepted + given_up + not_attempted + answers_missing + answers_rejected_on_reparse
+            # = requests, but for first attempts still in flight (without the last two a
+            # damaged or reparsed folder's row fell short); answer_budget_spent is part of
+            # given_up, answers_unrecorded part of accepted.
+            record.update(
+                {
+                    "answers_missing": row.answers_missing,
+                    "answers_rejected_on_reparse": row.answers_rejected_on_reparse,
+                    "answer_budget_spent": row.answer_budget_spent,
+                    "answers_unrecorded": row.answers_unrecorded,
+                }
             )
             records.append(record)
         return pl.DataFrame(records, infer_schema_length=None)
