@@ -24,6 +24,7 @@ from panels.arms import ARMS, Arm
 from panels.data import DataError
 from runs.spec import CampaignSpec
 from runs.units import UnitSource
+from scoring.inputs import ROUNDING
 
 FORECAST_SCHEMA: dict[str, Any] = {
     "model": pl.String,
@@ -86,6 +87,7 @@ class AnswerSource:
             "request_id", "model", "arm", "unit", "pass", "events"
         )
         self._answers = scan_responses(run_dir, columns=["request_id", "values"])
+        self._run_dir = run_dir
 
     def forecasts(self, model: str, arm: str) -> pl.DataFrame:
         """`FORECAST_SCHEMA` rows of one (model, arm), sorted by unit, pass and event."""
@@ -101,12 +103,18 @@ class AnswerSource:
             .unique("request_id", keep="first")
         )
         frame = members.join(answers, on="request_id").select(
-            "model", "arm", "unit", "pass", "events", "values"
+            "request_id", "model", "arm", "unit", "pass", "events", "values"
         )
         if frame.height == 0:
             return pl.DataFrame(schema=FORECAST_SCHEMA)
+        damaged = _damaged_answers(frame)
+        if damaged is not None:
+            from runs.damaged_files import rebuild_answers
+
+            raise DataError(f"{model} / {arm}: {damaged}; {rebuild_answers(self._run_dir)}")
         return (
-            frame.explode(["events", "values"])
+            frame.drop("request_id")
+            .explode(["events", "values"])
             .rename({"events": "event", "values": "p"})
             .with_columns(pl.col("pass").cast(pl.Int32), pl.col("p").cast(pl.Float64))
             # An event answered twice in one unit and pass (never by design) keeps its mean.
@@ -115,6 +123,29 @@ class AnswerSource:
             .select(list(FORECAST_SCHEMA))
             .sort(["unit", "pass", "event"])
         )
+
+
+def _damaged_answers(frame: pl.DataFrame) -> str | None:
+    """What answers of `frame` hold that no parser writes (a damaged or edited `responses/`
+    shard that still reads as Parquet), or None: scoring them ended in polars' or scoring's
+    traceback ("exploded columns must have matching element counts", "probs must lie in
+    [0, 1]"). NaN is let through: scoring reads it as unanswered."""
+    values = pl.col("values")
+    out_of_range = ~pl.element().is_between(-ROUNDING, 1.0 + ROUNDING) & ~pl.element().is_nan()
+    checks = (
+        ("no values", values.is_null()),
+        ("not one value per event", values.list.len() != pl.col("events").list.len()),
+        ("a value outside [0, 1]", values.list.eval(out_of_range).list.any()),
+    )
+    for what, bad in checks:
+        rows = frame.filter(bad.fill_null(False))
+        if rows.height:
+            more = ", ..." if rows.height > 1 else ""
+            return (
+                f"responses/ holds {plural(rows.height, 'answer')} no parser writes ({what}: "
+                f"request {rows['request_id'][0]}{more})"
+            )
+    return None
 
 
 class _SetCache:

@@ -89,18 +89,24 @@ def _remedy(folder: Path, path: Path, replies_whole: bool) -> str:
     answers shard, whose every answer is rebuilt from the replies kept in `attempts/` (the
     damaged file moved aside first, as reparse reads it; a name not ending `.parquet` is no
     shard and no Parquet file of the folder). Else nothing: a copy, or a new folder."""
-    from engine.reparse import parser_in_force
     from engine.scan import RESPONSES
-    from runs.audit import spec_parser
 
     rebuild = DERIVED.get(path.name) if path.parent == folder else None
     if rebuild:
         return f"`{rebuild} {folder}` writes it again"
     if path.parent == folder / RESPONSES and replies_whole:
-        parser = parser_in_force(folder, spec_parser(folder)) or "<the spec's parser>"
-        return (
-            f"move it aside (rename it to {path.name}.damaged, say), then `dutchbook reparse "
-            f"{folder} --parser {parser}` rebuilds the answers from the replies kept in "
-            "attempts/, without a call"
-        )
+        then = rebuild_answers(folder)
+        return f"move it aside (rename it to {path.name}.damaged, say), then {then}"
     return "no command writes it again: restore it from a copy, or run the spec into a new folder"
+
+
+def rebuild_answers(folder: Path) -> str:
+    """The reparse that rebuilds every answer of `folder` from the replies it keeps."""
+    from engine.reparse import parser_in_force
+    from runs.audit import spec_parser
+
+    parser = parser_in_force(folder, spec_parser(folder)) or "<the spec's parser>"
+    return (
+        f"`dutchbook reparse {folder} --parser {parser}` rebuilds the answers from the replies "
+        "kept in attempts/, without a call"
+    )

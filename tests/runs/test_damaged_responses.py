@@ -11,6 +11,7 @@ reply was kept in `attempts/`.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -84,3 +85,45 @@ def test_with_the_replies_damaged_too_no_reparse_is_offered(run_dir: Path) -> No
     line = _error_line(said)
     assert line.startswith("error: damaged files in the run folder: "), line
     assert "dutchbook reparse" not in line and line.count("restore it from a copy") == 2, line
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (lambda values: [1.5, *values[1:]], "a value outside [0, 1]"),
+        (lambda values: [float("inf"), *values[1:]], "a value outside [0, 1]"),
+        (lambda values: values[:-1], "not one value per event"),
+        (lambda values: None, "no values"),
+    ],
+)
+def test_an_answer_no_parser_writes_is_one_line_and_a_reparse_rebuilds_it(
+    finished: Path,
+    run_dir: Path,
+    damage: Callable[[list[float]], list[float] | None],
+    said: str,
+) -> None:
+    """A shard that reads whole but holds an answer no parser writes (edited, or written by
+    another tool) ended score and repair in a traceback: scoring's "probs must lie in [0, 1]"
+    for 1.5 or inf, polars' "exploded columns must have matching element counts" for a list
+    of the wrong length. Each is one line naming the request, with the reparse that rebuilds
+    the answers; nothing is written."""
+    (shard,) = (run_dir / "responses").glob("*.parquet")
+    answers = pl.read_parquet(shard)
+    request = answers["request_id"][0]
+    column = answers["values"].to_list()
+    column[0] = damage(column[0])
+    answers.with_columns(pl.Series("values", column, dtype=pl.List(pl.Float64))).write_parquet(
+        shard
+    )
+    scores = (run_dir / "scores.parquet").read_bytes()
+    for command in ("score", "repair"):
+        code, output = invoke(command, str(run_dir))
+        assert code == 2, output
+        line = _error_line(output)
+        assert f"({said}: request {request})" in line, line
+        assert f"`dutchbook reparse {run_dir} --parser lenient` rebuilds the answers" in line
+    assert (run_dir / "scores.parquet").read_bytes() == scores
+    assert not (run_dir / "repaired.parquet").exists()
+    assert invoke("reparse", str(run_dir), "--parser", "lenient")[0] == 0
+    assert invoke("score", str(run_dir))[0] == 0
+    assert _scores(run_dir).equals(_scores(finished))
