@@ -629,11 +629,30 @@ def test_an_out_folder_the_campaign_cannot_write_is_refused_before_the_model_is_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in-the-way", "not-a-run"]
 
 
+def watched_check(then: str = "") -> str:
+    """`FOLDER_CHECK`'s code: the real check, its maker watched. Once it has made the run
+    folder and its parents, it writes those it made (and that are folders) to the file `made`,
+    one a line, then runs the line `then`."""
+    return textwrap.dedent(f"""
+        import os, signal
+        from runs import local_model
+        make = local_model._make_folders
+        def making(run_dir, made):
+            make(run_dir, made)
+            open("made", "w").write("".join(f"{{p}}\\n" for p in made if p.is_dir()))
+            {then}
+        local_model._make_folders = making
+        local_model.folder_check()
+    """)
+
+
 def test_the_out_folders_check_leaves_no_folder_behind(tmp_path: Path) -> None:
     """The check makes a new run folder to see that it can (`/proc/x` cannot), then removes
-    it and the parents it made: the campaign makes them as before."""
+    it and the parents it made: the campaign makes them as before. That it made them is seen
+    in its maker (a check that did nothing passed too)."""
     port = free_port()
-    before = """
+    before = f"""
+        local_model.FOLDER_CHECK = (sys.executable, "-c", {watched_check()!r})
         local_model._child_command = lambda args: [
             sys.executable, "-c", "import os, sys; sys.exit(3 if os.path.exists('new') else 0)"]
     """
@@ -641,6 +660,7 @@ def test_the_out_folders_check_leaves_no_folder_behind(tmp_path: Path) -> None:
     argv = ["demo", "--spec", spec, "--out", "new/run", "--port", str(port)]
     done = run_main(argv, tmp_path, stand_in(port), before)
     assert done.returncode == 0, done.stderr
+    assert (tmp_path / "made").read_text() == "new\nnew/run\n"
     assert (tmp_path / "loaded").exists()
     assert not (tmp_path / "new").exists()
 
