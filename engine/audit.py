@@ -120,29 +120,21 @@ def classify(
 
     Otherwise such a reply is one the run accepted and a stricter reparse rejected
     (`rejected_on_reparse`): no retry attempt, since the engine sent nothing after it (the
-    paper's retries are queries asked again after an error or an unusable reply).
+    paper's retries are queries asked again after an error or an unusable reply). That is
+    the request's first `ok` attempt only: a later one was refused as a duplicate, and
+    stays a `duplicate` retry attempt.
     """
-    chosen = responses.select(
-        "request_id",
-        pl.col("attempts").cast(pl.Int64).alias("_accepted_attempt"),
-        pl.lit(False).alias("answer_missing"),
-    )
-    if ok_means_accepted:
-        lost = (
-            attempts.filter(pl.col("outcome") == "ok")
-            .group_by("request_id")
-            .agg(pl.col("attempt").min().cast(pl.Int64).alias("_accepted_attempt"))
-            .join(chosen.select("request_id"), on="request_id", how="anti")
-            .with_columns(pl.lit(True).alias("answer_missing"))
-        )
-        chosen = pl.concat([chosen, lost], how="vertical")
+    chosen = _chosen(attempts, responses, ok_means_accepted)
     marked = attempts.join(chosen, on="request_id", how="left").with_columns(
         pl.col("answer_missing").fill_null(False),
         pl.col("_accepted_attempt").is_not_null().alias("answered"),
         (pl.col("attempt") == pl.col("_accepted_attempt")).fill_null(False).alias("accepted"),
     )
     ok = pl.col("outcome") == "ok"
-    rejected = ok & ~pl.col("answered")
+    # Its first `ok` attempt alone: a later `ok` was refused as a duplicate and stays one.
+    rejected = pl.lit(False) if ok_means_accepted else (
+        ok & (pl.col("attempt") == pl.col("_first_ok")).fill_null(False)
+    )
     marked = marked.with_columns(
         rejected.alias(REJECTED_ON_REPARSE),
         pl.when(pl.col("accepted") | rejected)
@@ -159,7 +151,35 @@ def classify(
             .otherwise(None)
             .alias("subcause")
         )
-    return marked.drop("_accepted_attempt")
+    return marked.drop("_accepted_attempt", "_first_ok", strict=False)
+
+
+def _chosen(
+    attempts: pl.LazyFrame, responses: pl.LazyFrame, ok_means_accepted: bool
+) -> pl.LazyFrame:
+    """Per request, `classify`'s `_accepted_attempt` (the one its response row names) and
+    `answer_missing`; for a request with an `ok` attempt and no answer row, its first `ok`
+    attempt: the reply the run accepted, whose answer is lost (`ok_means_accepted`: the
+    accepted attempt, `answer_missing`) or was rejected by a stricter reparse since
+    (`_first_ok`)."""
+    chosen = responses.select(
+        "request_id",
+        pl.col("attempts").cast(pl.Int64).alias("_accepted_attempt"),
+        pl.lit(False).alias("answer_missing"),
+    )
+    first_ok = (
+        attempts.filter(pl.col("outcome") == "ok")
+        .group_by("request_id")
+        .agg(pl.col("attempt").min().cast(pl.Int64).alias("_first_ok"))
+        .join(chosen.select("request_id"), on="request_id", how="anti")
+    )
+    if not ok_means_accepted:
+        return pl.concat([chosen, first_ok], how="diagonal")
+    lost = first_ok.select(
+        "request_id", pl.col("_first_ok").alias("_accepted_attempt"),
+        pl.lit(True).alias("answer_missing"),
+    )
+    return pl.concat([chosen, lost], how="vertical")
 
 
 def missing_answers_line(missing: int, run_dir: str, parser: str | None) -> str | None:

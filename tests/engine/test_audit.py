@@ -129,6 +129,36 @@ def test_accepted_attempt_is_the_one_the_response_names(tmp_path: Path, kit: typ
     )
 
 
+def test_a_duplicate_after_a_reply_a_strict_reparse_rejected_stays_a_retry(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Attempt 1 accepted, attempt 2 a valid reply refused as a duplicate (recorded `ok`):
+    after a strict reparse rejected the reply, both were taken as the one the run accepted,
+    and the duplicate retry the audit and status counted before ("1 retry attempt ...
+    duplicate answers (1)") was gone ("No retry attempts"). Only the first `ok` attempt is
+    the reply the run accepted; the later one stays a duplicate."""
+    from engine.status import status
+
+    with Ledger.open(tmp_path) as ledger:
+        ledger.record_result(kit.attempt("r-0", 1, "m", "ok"), None)
+        ledger.record_result(kit.attempt("r-0", 2, "m", "ok"), None)
+    append_record_line(tmp_path / REPARSES_FILE, {"at": "2026-12-01", "parser": "strict"})
+    report = audit(tmp_path, spec_parser="lenient").by_model["m"]
+    assert report.answers_missing == 0 and report.answers_rejected_on_reparse == 1
+    assert report.retry_attempts == 1 and report.requests_retried == 1
+    assert {k: v for k, v in report.retries_by_cause.items() if v} == {"duplicate": 1}
+    assert sum(report.given_up.values()) == 0 and report.requests == 1
+    sentence = (
+        "1 retry attempt across 1 request out of 1, attributed to duplicate answers (1); "
+        "1 reply the run accepted was rejected by `dutchbook reparse --parser strict`, not "
+        "retried."
+    )
+    assert report.sentence() == sentence
+    summary = status(tmp_path, spec_parser="lenient")
+    assert summary["retries_by_cause"] == {"duplicate": 1}
+    assert summary["answers_rejected_on_reparse"] == 1 and summary["sentence"] == sentence
+
+
 def test_random_ledgers_match_a_plain_count(tmp_path: Path, kit: type[Kit]) -> None:
     rng = random.Random(3)
     outcomes = ["rate_limit", "provider_error", "timeout", "connection_error", "refusal"]
