@@ -34,6 +34,7 @@ from typing import Any
 
 from engine.runlock import LOCK_FILE, LedgerBusy, acquire_lock, release_lock
 from runs.signals import (
+    EXIT_INTERRUPTED,
     STOP_SIGNALS,
     exit_interrupted,
     held,
@@ -175,6 +176,9 @@ def check_folder_free(run_dir: Path | None) -> None:
 FOLDER_CHECK = (sys.executable, "-c", "from runs.local_model import folder_check; folder_check()")
 #: Its exit status when it refuses the folder, its line on stderr.
 FOLDER_REFUSED = 2
+#: How long the check may take to end once a Ctrl-C is passed on to it (it removes the
+#: folders it made) before it is killed: still in its imports, or stuck.
+CHECK_STOP_TIMEOUT_S = 5.0
 
 
 def check_out_folder(run_dir: Path | None) -> None:
@@ -184,21 +188,39 @@ def check_out_folder(run_dir: Path | None) -> None:
     the campaign's own line (`folder_check`); anything else is left to the campaign."""
     if run_dir is None:
         return
-    # Started, and left, holding them: a Ctrl-C in its imports crashed orjson's. This process
-    # gets the Ctrl-C too, and ends it.
-    with held():
-        check = subprocess.Popen(
-            [*FOLDER_CHECK, str(run_dir)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, preexec_fn=die_with_parent(),
-        )  # fmt: skip
+    check: subprocess.Popen[bytes] | None = None
     try:
+        # Started holding them: a Ctrl-C in its imports crashed orjson's. It lets them in
+        # once imported; this process gets the Ctrl-C too, and passes it on (`_end_check`).
+        with held():
+            check = subprocess.Popen(
+                [*FOLDER_CHECK, str(run_dir)], stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=die_with_parent(),
+            )  # fmt: skip
         said = _stderr_of(check)
     finally:
-        if check.poll() is None:  # a Ctrl-C here: the check goes first
-            check.kill()
-            check.wait()
+        if check is not None:
+            _end_check(check)
     if check.returncode == FOLDER_REFUSED and said:
         raise LocalModelError(said)
+
+
+def _end_check(check: subprocess.Popen[bytes]) -> None:
+    """The check, still running after a Ctrl-C here (or SIGTERM, a hangup), stopped as a
+    Ctrl-C stops it: it removes the folders it made and ends (`folder_check`). Killed if it
+    has not ended in `CHECK_STOP_TIMEOUT_S`, or on a second Ctrl-C. Killed at once, it left
+    the folders it had made (`out/`, `out/local`)."""
+    if check.poll() is not None:
+        return
+    try:
+        check.send_signal(signal.SIGINT)  # caught even where SIGTERM or a hangup is ignored
+        check.wait(timeout=CHECK_STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        if check.poll() is None:
+            check.kill()
+            check.wait()
 
 
 def _stderr_of(process: subprocess.Popen[bytes]) -> str:
@@ -214,39 +236,69 @@ def folder_check() -> None:
     """`check_out_folder`'s process: the run folder `sys.argv[1]` checked as `dutchbook run`
     checks it, then made as it makes it (whether `/proc/x` can be made is known only so) and
     removed again with the parents made for it; a refusal is the campaign's own line, on
-    stderr, and exit `FOLDER_REFUSED`. A full disk is left to the campaign's line for it."""
+    stderr, and exit `FOLDER_REFUSED`. A full disk is left to the campaign's line for it.
+    A stop signal, let in once the imports are done, ends it (exit 130) after it has removed
+    the folders it made."""
     from engine.durable import DiskFull
     from runs.pipeline import RunError, check_run_folder, make_run_folder
 
     run_dir = Path(sys.argv[1])
     made: list[Path] = []
     try:
-        check_run_folder(run_dir)
-        try:
-            _make_folders(run_dir, made)
-        except OSError:
-            make_run_folder(run_dir)  # fails so again, in the campaign's words (or makes it)
+        with _stops_let_in():
+            check_run_folder(run_dir)
+            try:
+                _make_folders(run_dir, made)
+            except OSError:
+                make_run_folder(run_dir)  # fails so again, in the campaign's words (or makes it)
     except RunError as exc:
         sys.stderr.write(f"{exc}\n")
         raise SystemExit(FOLDER_REFUSED) from None
     except DiskFull:
         return
-    finally:
+    except KeyboardInterrupt:
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    finally:  # the stop signals are held again here: nothing stops the removal
         for folder in reversed(made):
             with contextlib.suppress(OSError):  # written in meanwhile: not empty, kept
                 folder.rmdir()
 
 
+@contextlib.contextmanager
+def _stops_let_in() -> Iterator[None]:
+    """The stop signals, held since this process started, let in while the block runs: the
+    first one raises `KeyboardInterrupt` (where it lands, or as the block ends) and those
+    after it are ignored, so that what follows the block (removing what it made) runs to its
+    end. Held again after the block."""
+    stopped: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        if stopped:
+            return
+        stopped.append(signum)
+        raise KeyboardInterrupt
+
+    for sig in stop_signals_to_catch():
+        signal.signal(sig, stop)
+    try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one come already lands here
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
 def _make_folders(run_dir: Path, made: list[Path]) -> None:
     """Make `run_dir` and its missing parents, the outermost first, adding to `made` each one
-    made here (one made meanwhile by another process is not)."""
+    made here (one made meanwhile by another process is not). Each one is made and added with
+    the stop signals held, so that none is made without being added."""
     missing = [folder for folder in (run_dir, *run_dir.parents) if not folder.is_dir()]
     for folder in reversed(missing):
-        try:
-            folder.mkdir()
-        except FileExistsError:
-            continue
-        made.append(folder)
+        with held():
+            try:
+                folder.mkdir()
+            except FileExistsError:
+                continue
+            made.append(folder)
 
 
 #: `prctl` option: the signal this process gets when its parent dies (Linux).

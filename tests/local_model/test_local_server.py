@@ -665,15 +665,39 @@ def test_the_out_folders_check_leaves_no_folder_behind(tmp_path: Path) -> None:
     assert not (tmp_path / "new").exists()
 
 
+def test_a_ctrl_c_during_the_out_folders_check_leaves_no_folder_it_made(tmp_path: Path) -> None:
+    """A Ctrl-C once the check had made `out/` and `out/local`: the wrapper SIGKILLed it, and
+    both were left behind. It now passes the Ctrl-C on, and the check removes them as it ends.
+    The check stands still after making them (on a FIFO nothing writes to) until then."""
+    port = free_port()
+    fifo = tmp_path / "never-written"
+    os.mkfifo(fifo)
+    then = f"os.kill(os.getppid(), signal.SIGINT); open({str(fifo)!r}).read()"
+    before = f"""
+        local_model.FOLDER_CHECK = (sys.executable, "-c", {watched_check(then)!r})
+        local_model.CHECK_STOP_TIMEOUT_S = 50.0  # far more than it takes: nothing races it
+    """
+    argv = ["demo", "--spec", str(REPO / "runs" / "specs" / "local.toml"), "--port", str(port)]
+    done = run_main(argv, tmp_path, stand_in(port), before)
+    assert (done.returncode, done.stderr) == (130, "interrupted; no model server is left running\n")
+    assert (tmp_path / "made").read_text() == "out\nout/local\n"
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "loaded").exists()
+
+
 def test_a_ctrl_c_during_the_out_folders_check_ends_it_and_the_wrapper(tmp_path: Path) -> None:
     """The check holds the stop signals (its imports must not take one): a Ctrl-C then
-    reaches the wrapper alone, which ends the check and says it was interrupted."""
+    reaches the wrapper alone, which passes it on, and kills a check that has not ended in
+    `CHECK_STOP_TIMEOUT_S` (this one never lets the signal in), and says it was interrupted."""
     port = free_port()
     check = (
         "import os, signal, time; open('check', 'w').write(str(os.getpid())); "
         "os.kill(os.getppid(), signal.SIGINT); time.sleep(30)"
     )
-    before = f"local_model.FOLDER_CHECK = (sys.executable, '-c', {check!r})"
+    before = f"""
+        local_model.FOLDER_CHECK = (sys.executable, '-c', {check!r})
+        local_model.CHECK_STOP_TIMEOUT_S = 1.0
+    """
     argv = ["demo", "--spec", str(REPO / "runs" / "specs" / "local.toml"), "--port", str(port)]
     started = time.monotonic()
     done = run_main(argv, tmp_path, stand_in(port), before)
