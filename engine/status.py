@@ -73,23 +73,26 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     `requests_retried`, `sentence` (the audit sentence), `tokens_in`, `tokens_out`,
     `last_attempt_at`, `attempts_last_minute`, `journal_segments`, `models` (per model:
     planned, accepted, attempts, outcomes, retries, retries_by_cause (every cause),
-    pending_failures, answers_rejected_on_reparse, and from the engine's `logs/lanes.json`
+    pending_failures, answers_rejected_on_reparse, failed (pending_failures less those),
+    and from the engine's `logs/lanes.json`
     when present: lane_state, lane_message, rate_per_s, lane_held_s, lane_held_by),
     `batch_jobs` (per batch model, per
     group of `engine.batch_jobs.STATUS_GROUPS`: jobs and lines), `batch_at_provider` (`jobs`
     not yet collected and the `queries` they hold: `engine.batch_jobs.AtProvider`),
     `lanes_updated_at`,
     `pending_failures` (requests with attempts but no accepted answer: total, by last
-    outcome, how many are permanent, a few examples), `answers_missing` (accepted answers
-    lost from `responses/`, `engine.audit.classify`; `spec_parser`, the run's own parser,
-    tells them from replies a reparse rejected), `answers_unrecorded` (answers whose accepted
-    attempt is not in `attempts/`), `answers_repeated` and `attempts_repeated` (rows a shard
+    outcome, how many are permanent, a few examples; of them, `failed` and
+    `failed_by_outcome`: all but replies a strict reparse rejected), `answers_missing`
+    (accepted answers lost from `responses/`, `engine.audit.classify`; `spec_parser`, the
+    run's own parser, tells them from replies a reparse rejected), `answers_unrecorded`
+    (answers whose accepted attempt is not in `attempts/`), `answers_repeated` and
+    `attempts_repeated` (rows a shard
     copied or put back holds a second time, `engine.scan.repeated_rows`: counted once
     everywhere else), `warnings` (lines saying what is wrong with the folder, and what to
     do), `answers_rejected_on_reparse` (requests whose reply the run accepted and a later
     `reparse --parser strict` rejected: pending, of `pending_failures`, as `invalid_response`
-    with the detail `rejected_on_reparse`; not retries, and not failures: `dutchbook status`
-    lists as failed only the others), `notes` (lines
+    with the detail `rejected_on_reparse`; not retries, and not failures: `failed` and
+    `dutchbook status` count as failed only the others), `notes` (lines
     saying what the user may do that is not wrong: the reparse that takes those back),
     `reparse_unfinished` (the last reparse's begun line is the last and that reparse is
     not the folder's live writer: its warning, first, says to run it again,
@@ -122,17 +125,22 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
     )
     marked = every.filter(pl.col("cause").is_not_null())
     lost = every.filter(pl.col("answer_missing")).select("request_id").unique().collect()
+    # Replies the run accepted and a strict reparse rejected: counted as the audit counts them.
+    rejected_ids = (
+        every.filter(pl.col(REJECTED_ON_REPARSE)).select("request_id", "model").unique().collect()
+    )
+    rejected_by_model = _counts(rejected_ids.group_by("model").len(), "model")
+    rejected = rejected_ids.height
     planned_by_model = _planned_by_model(run_dir)
     accepted_by_model = _counts(responses.group_by("model").len().collect(), "model")
     outcomes, retries, per_model = _by_model(attempts, marked)
-    pending, failures_by_model, rejected_by_model = _pending_failures(
-        attempts, responses, lost.lazy()
+    pending, failures_by_model, failed_by_model = _pending_failures(
+        attempts, responses, lost.lazy(), rejected_ids.lazy()
     )
-    rejected = sum(rejected_by_model.values())
     models = sorted(set(per_model) | set(accepted_by_model) | set(planned_by_model or {}))
     counts = {"planned": planned_by_model, "accepted": accepted_by_model,
               "pending_failures": failures_by_model,
-              "answers_rejected_on_reparse": rejected_by_model}
+              "answers_rejected_on_reparse": rejected_by_model, "failed": failed_by_model}
     lanes = read_lane_states(run_dir)
     _complete_models(per_model, models, counts, lanes)
 
@@ -260,12 +268,14 @@ def _activity(attempts: pl.LazyFrame) -> dict[str, Any]:
 
 
 def _pending_failures(
-    attempts: pl.LazyFrame, responses: pl.LazyFrame, lost: pl.LazyFrame
+    attempts: pl.LazyFrame, responses: pl.LazyFrame, lost: pl.LazyFrame,
+    rejected_ids: pl.LazyFrame,
 ) -> tuple[dict[str, Any], dict[str, int], dict[str, int]]:
     """Requests tried but not accepted, by their last outcome (with a few examples, those
-    that failed first), how many per model, and per model how many of them have an `ok`
-    attempt (a reply the run accepted that a stricter reparse rejected, `classify`'s
-    `rejected_on_reparse`); `lost` (`request_id`), those accepted whose answer is missing."""
+    that failed first), how many per model, and how many per model failed: all but those in
+    `rejected_ids` (`request_id`: a reply the run accepted that a stricter reparse rejected,
+    `classify`'s `rejected_on_reparse`); `lost` (`request_id`), those accepted whose answer
+    is missing."""
     answered = pl.concat([responses.select("request_id"), lost], how="vertical")
     last_attempts = (
         attempts.join(answered, on="request_id", how="anti")
@@ -275,12 +285,13 @@ def _pending_failures(
             pl.col("attempt").max().alias("attempts"),
             pl.col("outcome").sort_by("attempt").last(),
             pl.col("detail").sort_by("attempt").last(),
-            (pl.col("outcome") == str(Outcome.OK)).any().alias("_rejected"),
         )
+        .join(
+            rejected_ids.select("request_id", pl.lit(True).alias("_rejected")),
+            on="request_id", how="left",
+        )
+        .with_columns(pl.col("_rejected").fill_null(False))
         .collect()
-    )
-    rejected_by_model = _counts(
-        last_attempts.filter(pl.col("_rejected")).group_by("model").len(), "model"
     )
     # A reply the run accepted without an answer now (not a lost one: those are left out
     # above) is one a stricter reparse rejected; it was listed as a failure named "ok",
@@ -293,14 +304,22 @@ def _pending_failures(
         pl.when(rejected).then(pl.lit(REJECTED_ON_REPARSE)).otherwise("detail").alias("detail"),
     )
     by_outcome = _counts(last_attempts.group_by("outcome").len(), "outcome")
+    failed = last_attempts.filter(~pl.col("_rejected"))
     summary = {
         "total": last_attempts.height,
         "permanent": int(last_attempts.filter(~pl.col("outcome").is_in(_RETRYABLE)).height),
         "by_outcome": dict(sorted(by_outcome.items())),
         "examples": last_attempts.sort("_rejected", "request_id").head(_EXAMPLES)
         .drop("_rejected").to_dicts(),
+        "failed": failed.height,
+        "failed_by_outcome": dict(
+            sorted(_counts(failed.group_by("outcome").len(), "outcome").items())
+        ),
     }
-    return summary, _counts(last_attempts.group_by("model").len(), "model"), rejected_by_model
+    return (
+        summary, _counts(last_attempts.group_by("model").len(), "model"),
+        _counts(failed.group_by("model").len(), "model"),
+    )
 
 
 def _complete_models(

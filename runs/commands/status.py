@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from engine.audit import INVALID, REJECTED_ON_REPARSE
+from engine.audit import REJECTED_ON_REPARSE
 from engine.batch_jobs import AtProvider
 from engine.console_lines import duration, held_text, plural
 from engine.console_tables import print_whole
@@ -107,20 +107,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
         f"{plural(summary['journal_segments'], 'journal segment')} not yet compacted"
     )
     _say_unresolved(summary, console)
-    models = Table(title="per model", title_justify="left")
-    columns = ("model", "done/planned", "attempts", "retries", "pending failures", "lane", "ETA")
-    for column in columns:
-        models.add_column(column, justify="left" if column in ("model", "lane") else "right")
-    for name, entry in summary["models"].items():
-        retries = entry["retries"]
-        lane = _lane_text(entry, state)
-        failed = entry["pending_failures"] - (entry.get("answers_rejected_on_reparse") or 0)
-        models.add_row(
-            Text(name), _fraction(entry["accepted"], entry["planned"]), f"{entry['attempts']:,}",
-            f"{retries:,}", f"{failed:,}", Text(lane),
-            _eta(entry, live=state == "live"),
-        )
-    print_whole(console, models)
+    print_whole(console, _models_table(summary["models"], state))
     _render_jobs(summary.get("batch_jobs") or {}, console)
     if summary["retries_by_cause"]:
         causes = Table(title="retry attempts by cause", title_justify="left")
@@ -129,21 +116,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
         for cause, n in summary["retries_by_cause"].items():
             causes.add_row(Text(cause), f"{n:,}")
         print_whole(console, causes)
-    failed, by_outcome, examples = _failures(summary)
-    if failed:
-        console.print(
-            f"{plural(failed, 'request')} failed and "
-            f"{'is' if failed == 1 else 'are'} not yet answered "
-            f"({summary['pending_failures']['permanent']:,} permanent): "
-            + ", ".join(f"{k} {v:,}" for k, v in by_outcome.items())
-        )
-        for example in examples:
-            console.print(
-                f"  {example['request_id']} [{example['model']}] after "
-                f"{plural(example['attempts'], 'attempt')}: {example['outcome']} "
-                f"{example['detail']}",
-                soft_wrap=True, highlight=False, markup=False,
-            )
+    _say_failures(summary["pending_failures"], console)
     for note in summary.get("notes") or []:
         console.print(note, soft_wrap=True, highlight=False, markup=False)
     for warning in summary.get("warnings") or []:
@@ -152,20 +125,44 @@ def render(summary: dict[str, Any], console: Console) -> None:
     console.print(summary["sentence"], soft_wrap=True, highlight=False, markup=False)
 
 
-def _failures(summary: dict[str, Any]) -> tuple[int, dict[str, int], list[dict[str, Any]]]:
-    """The pending requests that failed: their count, last outcomes and examples. Those a
-    strict reparse rejected are pending too (`answers_rejected_on_reparse`, listed as
-    `invalid_response` with the detail `rejected_on_reparse`), but the run accepted their
-    replies, so they neither failed nor were retried: their note says them instead."""
-    pending = summary["pending_failures"]
-    rejected = summary.get("answers_rejected_on_reparse") or 0
-    by_outcome = dict(pending["by_outcome"])
-    if rejected:
-        by_outcome[INVALID] = by_outcome.get(INVALID, 0) - rejected
-    examples = [e for e in pending["examples"] if e.get("detail") != REJECTED_ON_REPARSE]
-    return (
-        pending["total"] - rejected, {k: v for k, v in by_outcome.items() if v > 0}, examples
+def _models_table(models: dict[str, dict[str, Any]], state: str) -> Table:
+    """One row per model; its pending failures are those that failed (`failed`), not the
+    replies a strict reparse rejected, which their note says."""
+    table = Table(title="per model", title_justify="left")
+    columns = ("model", "done/planned", "attempts", "retries", "pending failures", "lane", "ETA")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("model", "lane") else "right")
+    for name, entry in models.items():
+        table.add_row(
+            Text(name), _fraction(entry["accepted"], entry["planned"]), f"{entry['attempts']:,}",
+            f"{entry['retries']:,}", f"{entry['failed']:,}", Text(_lane_text(entry, state)),
+            _eta(entry, live=state == "live"),
+        )
+    return table
+
+
+def _say_failures(pending: dict[str, Any], console: Console) -> None:
+    """The pending requests that failed (`failed`), by last outcome, with examples. Those a
+    strict reparse rejected are pending too (listed as `invalid_response` with the detail
+    `rejected_on_reparse`), but the run accepted their replies, so they neither failed nor
+    were retried: their note says them instead."""
+    failed = pending["failed"]
+    if not failed:
+        return
+    console.print(
+        f"{plural(failed, 'request')} failed and {'is' if failed == 1 else 'are'} not yet "
+        f"answered ({pending['permanent']:,} permanent): "
+        + ", ".join(f"{k} {v:,}" for k, v in pending["failed_by_outcome"].items())
     )
+    for example in pending["examples"]:
+        if example.get("detail") == REJECTED_ON_REPARSE:
+            continue
+        console.print(
+            f"  {example['request_id']} [{example['model']}] after "
+            f"{plural(example['attempts'], 'attempt')}: {example['outcome']} "
+            f"{example['detail']}",
+            soft_wrap=True, highlight=False, markup=False,
+        )
 
 
 def _say_unresolved(summary: dict[str, Any], console: Console) -> None:

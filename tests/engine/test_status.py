@@ -413,6 +413,8 @@ def test_a_reply_a_strict_reparse_rejected_is_neither_a_retry_nor_a_failure(
     assert report.totals.answers_rejected_on_reparse == 1
     assert summary["models"]["m1"]["answers_rejected_on_reparse"] == 1
     assert summary["pending_failures"]["total"] == 2  # pending, as documented
+    assert summary["pending_failures"]["failed"] == summary["models"]["m1"]["failed"] == 1
+    assert summary["pending_failures"]["failed_by_outcome"] == {"timeout": 1}
     assert summary["sentence"] == report.sentence == (
         "1 retry attempt across 1 request out of 2, attributed to timeouts (1); 1 reply the "
         "run accepted was rejected by `dutchbook reparse --parser strict`, not retried."

@@ -56,7 +56,8 @@ def test_counts_of_one_are_said_in_the_singular() -> None:
         "retries": 1, "requests_retried": 1, "last_attempt_at": None, "attempts_last_minute": 0,
         "journal_segments": 1, "in_flight": 1, "models": {}, "retries_by_cause": {},
         "pending_failures": {
-            "total": 1, "permanent": 1, "by_outcome": {"auth_error": 1},
+            "total": 1, "permanent": 1, "by_outcome": {"auth_error": 1}, "failed": 1,
+            "failed_by_outcome": {"auth_error": 1},
             "examples": [{"request_id": "q1", "model": "m", "attempts": 1,
                           "outcome": "auth_error", "detail": "bad key"}],
         },
