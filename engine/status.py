@@ -31,6 +31,7 @@ from engine.durable import record_number
 from engine.journal import list_segments
 from engine.lanefile import read_lane_states
 from engine.reparse import ok_means_accepted, parser_in_force, unfinished_line
+from engine.retry import DUPLICATE
 from engine.runlock import read_pid
 from engine.scan import JOURNAL, read_settled, repeated_rows, scan_ledger
 from engine.unresolved import in_flight_sentence, with_unresolved
@@ -191,8 +192,9 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
         "in_flight": unresolved.in_flight,
         "interrupted_unrecorded": unresolved.interrupted,
         "interrupted_batch": unresolved.interrupted_batch,
-        # Each accepted answer has exactly one ok attempt; any other ok was refused.
-        "duplicate_ok_attempts": max(outcomes.get(Outcome.OK, 0) - accepted, 0),
+        # `ok` attempts refused as duplicates, as the audit counts them: not a reply the run
+        # accepted and a strict reparse rejected, nor one whose answer is lost.
+        "duplicate_ok_attempts": retries.get(DUPLICATE, 0),
         "tokens_in": activity["tokens_in"],
         "tokens_out": activity["tokens_out"],
         "last_attempt_at": activity["last_attempt_at"],

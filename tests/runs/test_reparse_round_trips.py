@@ -137,6 +137,19 @@ def test_status_and_audit_tell_one_story_of_the_answers_a_strict_reparse_rejecte
     assert dict(timeline.iter_rows()) == {"accepted": 28, "rejected_on_reparse": 28}
 
 
+def test_status_counts_no_duplicate_for_a_reply_a_strict_reparse_rejected(root: Path) -> None:
+    """After a strict reparse, status said 28 duplicate ok attempts (every `ok` attempt less
+    the answers), where the audit counts no duplicate answer: the 28 replies strict rejected
+    are the ones the run accepted, not duplicates. Status counts them as the audit does."""
+    out = root / "run"
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    summary = json.loads(invoke("status", str(out), "--json")[1])
+    report = json.loads(invoke("audit", str(out), "--json")[1])
+    assert summary["outcomes"]["ok"] == 56 and summary["accepted"] == 28
+    assert summary["duplicate_ok_attempts"] == report["totals"]["retries_by_cause"]["duplicate"]
+    assert summary["duplicate_ok_attempts"] == 0
+
+
 def test_the_audit_table_of_a_strictly_reparsed_folder_adds_up(root: Path) -> None:
     """`report/audit.csv` had no column for the requests a strict reparse left without an
     answer: its row of 56 requests read 28 accepted, none given up, none unasked."""
