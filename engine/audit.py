@@ -5,7 +5,8 @@ attributed to rate limits (2,459), provider/response errors (2,268), ...". Here 
 has ONE definition, used by `dutchbook run`'s summary, `status`, `audit` and the report:
 
     a request's accepted attempt is the one its response row names (`responses.attempts`);
-    every other attempt is one retry attempt, attributed to its outcome class.
+    every attempt that is not the accepted one, nor a reply the run accepted that a later
+    strict reparse rejected, is one retry attempt, attributed to its outcome class.
 
 So the last failed attempt of a request that was given up counts (it was not accepted), a
 permanent failure counts, and an attempt in flight when the process died counts once, as

@@ -251,9 +251,10 @@ def markdown(report: Audit) -> str:
         lines += ["", *(f"- {md.text(note, starts_block=True)}" for note in notes)]
     lines += [
         "",
-        "A retry attempt is every attempt that was not the accepted one, attributed to its "
-        "outcome; latency is that of accepted attempts. The paper's \"provider/response "
-        "errors\" are the provider errors and invalid responses here.",
+        "A retry attempt is every attempt that was not the accepted one, nor a reply the run "
+        "accepted that a later strict reparse rejected, attributed to its outcome; latency is "
+        "that of accepted attempts. The paper's \"provider/response errors\" are the provider "
+        "errors and invalid responses here.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -249,8 +249,9 @@ def _audit(sentence: str | None, table: Any, notes: Sequence[str] = ()) -> list[
     body = [[_cell(r.get(k)) for k, _ in columns] + [_cell(r.get(c)) for c in causes] for r in rows]
     out.append(
         "<p>Per model: planned requests, attempts, retry attempts (every attempt that was not "
-        "the accepted one) and their causes, requests given up, latency of accepted attempts, "
-        "tokens and cost where priced.</p>"
+        "the accepted one, nor a reply the run accepted that a later strict reparse rejected) "
+        "and their causes, requests given up, latency of accepted attempts, tokens and cost "
+        "where priced.</p>"
     )
     out.append(_table(header, body, text_columns={0, 1}))
     return out
