@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from engine.audit import REJECTED_ON_REPARSE
 from engine.console_lines import plural
 from runs.report_figures import _style
 from runs.report_figures.inputs import FigureInputs
@@ -27,18 +28,21 @@ TITLE = "The audit: attempts over time by outcome"
 #: tall. Beyond it, the models with the most retry attempts are drawn; audit.csv has all.
 MAX_PANELS = 24
 ACCEPTED = "accepted"
-#: A reply the run accepted and a strict reparse rejected (`engine.audit.classify`): drawn in
-#: the fallback grey, and no retry, since nothing was asked again after it.
-REJECTED = "rejected_on_reparse"
-_NO_RETRY = (ACCEPTED, REJECTED)
+#: Not retries: the accepted attempt, and a reply the run accepted and a strict reparse
+#: rejected (`engine.audit.classify`'s `rejected_on_reparse`: nothing was asked after it).
+_NO_RETRY = (ACCEPTED, REJECTED_ON_REPARSE)
 #: Characters of a panel's title per line, by the columns of panels: a title runs on past
 #: its panel, and beside a second column four models named like
 #: "openai/gpt-oss-120b-deployment-eu-1" wrote their titles over each other, counts unreadable.
 TITLE_CHARS = {1: 100, 2: 48}
 #: Fixed colours so one cause looks the same in every report; the causes in the order of the
-#: audit's tables (`engine.audit.CAUSES`), which the legend follows.
+#: audit's tables (`engine.audit.CAUSES`), which the legend follows. Replies a strict reparse
+#: rejected are pale like the accepted attempts they sit on (no retry), in a blue that
+#: simulated protanopia, deuteranopia and tritanopia still tell from every other entry
+#: (CIEDE2000 at least 15), where the fallback grey was one of three greys.
 OUTCOME_COLOURS = {
     ACCEPTED: "#d1d5db",
+    REJECTED_ON_REPARSE: "#93c5fd",
     "rate_limit": "#f59e0b",
     "provider_error": "#dc2626",
     "connection_error": "#7c3aed",
@@ -97,8 +101,9 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     _style.tight_layout(fig, rect=(0, legend, 1, 1))
     _style.save(fig, path)
     rejected = (
-        f" Except those in grey ({REJECTED}): replies the run accepted and a strict "
-        "reparse rejected, never retried." if REJECTED in seen else ""
+        " Except the replies the run accepted and a strict reparse rejected "
+        f"({REJECTED_ON_REPARSE} in the legend, stacked just above the accepted attempts): "
+        "never retried." if REJECTED_ON_REPARSE in seen else ""
     )
     return (
         "Attempts started in each slice of the campaign, per model, by outcome: accepted "

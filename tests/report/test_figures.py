@@ -657,8 +657,15 @@ def test_the_audit_figure_counts_no_retry_for_replies_a_strict_reparse_rejected(
 ) -> None:
     """Replies the run accepted and a strict reparse rejected (`rejected_on_reparse` in the
     audit's timeline) were drawn and counted as invalid-response retry attempts, where the
-    audit counts none: they are drawn apart, said in the caption, and no retry."""
+    audit counts none: they are drawn apart, said in the caption, and no retry. They were
+    drawn in the fallback grey, which the caption named "those in grey" beside the accepted
+    attempts' grey and the refusals': they have a colour of their own, and the caption names
+    them by what they are, where they are stacked."""
+    from matplotlib.colors import to_rgba
+
+    from engine.audit import REJECTED_ON_REPARSE
     from runs.report_figures import module_of
+    from runs.report_figures.audit import OUTCOME_COLOURS
 
     t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     timeline = pl.DataFrame(
@@ -671,7 +678,16 @@ def test_the_audit_figure_counts_no_retry_for_replies_a_strict_reparse_rejected(
     caption = module_of(8).draw(FigureInputs({"rows": []}, timeline=timeline), tmp_path / "f")
     [ax] = [ax for ax in kept[0].axes if ax.patches]
     assert ax.get_title(loc="left") == "m: 6 attempts, 1 retry attempt (16.7%)"
-    assert "Except those in grey (rejected_on_reparse): replies the run accepted" in caption
+    assert (
+        " Except the replies the run accepted and a strict reparse rejected (rejected_on_reparse"
+        " in the legend, stacked just above the accepted attempts): never retried." in caption
+    )
+    assert "grey" not in caption
+    own = OUTCOME_COLOURS[REJECTED_ON_REPARSE]
+    assert own not in {c for o, c in OUTCOME_COLOURS.items() if o != REJECTED_ON_REPARSE}
+    bottom_up = [to_rgba(p.get_facecolor()) for p in ax.patches]
+    assert bottom_up == [to_rgba(c) for c in (OUTCOME_COLOURS["accepted"], own,
+                                               OUTCOME_COLOURS["timeout"])]
 
 
 def test_the_audit_figures_titles_beside_each_other_do_not_run_into_each_other(
@@ -819,7 +835,8 @@ def test_figure_7_says_when_averaging_cannot_raise_the_profit(tmp_path: Path) ->
 def test_the_audit_figures_legend_lists_causes_in_the_tables_order() -> None:
     """Figure 8's legend follows its colour table: `damaged_batch_result`, added last there,
     came after every other cause where every table lists it before invalid responses."""
-    from engine.audit import CAUSES
+    from engine.audit import CAUSES, REJECTED_ON_REPARSE
     from runs.report_figures.audit import ACCEPTED, OUTCOME_COLOURS
 
-    assert list(OUTCOME_COLOURS) == [ACCEPTED, *CAUSES]
+    # Replies a strict reparse rejected, no retry either, sit on the accepted attempts.
+    assert list(OUTCOME_COLOURS) == [ACCEPTED, REJECTED_ON_REPARSE, *CAUSES]
