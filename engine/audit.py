@@ -103,7 +103,11 @@ _QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 
 
 def classify(
-    attempts: pl.LazyFrame, responses: pl.LazyFrame, *, ok_means_accepted: bool = False
+    attempts: pl.LazyFrame,
+    responses: pl.LazyFrame,
+    *,
+    ok_means_accepted: bool = False,
+    rejected_possible: bool = True,
 ) -> pl.LazyFrame:
     """`attempts` with `accepted` (bool), `answered` (bool), `answer_missing` (bool),
     `rejected_on_reparse` (bool) and `cause` (null if accepted or rejected on reparse).
@@ -123,9 +127,12 @@ def classify(
     (`rejected_on_reparse`): no retry attempt, since the engine sent nothing after it (the
     paper's retries are queries asked again after an error or an unusable reply). That is
     the request's first `ok` attempt only: a later one was refused as a duplicate, and
-    stays a `duplicate` retry attempt.
+    stays a `duplicate` retry attempt. `rejected_possible=False` says no reparse stricter
+    than the run's parser has run (the audit of a folder that lost no answer): nothing is
+    searched for, as that search more than doubled the time of the audit's common case.
     """
-    chosen = _chosen(attempts, responses, ok_means_accepted)
+    rejected_possible = rejected_possible and not ok_means_accepted
+    chosen = _chosen(attempts, responses, ok_means_accepted, rejected_possible)
     marked = attempts.join(chosen, on="request_id", how="left").with_columns(
         pl.col("answer_missing").fill_null(False),
         pl.col("_accepted_attempt").is_not_null().alias("answered"),
@@ -133,8 +140,10 @@ def classify(
     )
     ok = pl.col("outcome") == "ok"
     # Its first `ok` attempt alone: a later `ok` was refused as a duplicate and stays one.
-    rejected = pl.lit(False) if ok_means_accepted else (
+    rejected = (
         ok & (pl.col("attempt") == pl.col("_first_ok")).fill_null(False)
+        if rejected_possible
+        else pl.lit(False)
     )
     marked = marked.with_columns(
         rejected.alias(REJECTED_ON_REPARSE),
@@ -156,7 +165,10 @@ def classify(
 
 
 def _chosen(
-    attempts: pl.LazyFrame, responses: pl.LazyFrame, ok_means_accepted: bool
+    attempts: pl.LazyFrame,
+    responses: pl.LazyFrame,
+    ok_means_accepted: bool,
+    rejected_possible: bool,
 ) -> pl.LazyFrame:
     """Per request, `classify`'s `_accepted_attempt` (the one its response row names) and
     `answer_missing`; for a request with an `ok` attempt and no answer row, its first `ok`
@@ -168,11 +180,13 @@ def _chosen(
         pl.col("attempts").cast(pl.Int64).alias("_accepted_attempt"),
         pl.lit(False).alias("answer_missing"),
     )
-    first_ok = (
+    if not (ok_means_accepted or rejected_possible):
+        return chosen  # no answer lost and none rejected: nothing to look for
+    first_ok = (  # the anti-join first: it leaves few rows (none before a strict reparse)
         attempts.filter(pl.col("outcome") == "ok")
+        .join(chosen.select("request_id"), on="request_id", how="anti")
         .group_by("request_id")
         .agg(pl.col("attempt").min().cast(pl.Int64).alias("_first_ok"))
-        .join(chosen.select("request_id"), on="request_id", how="anti")
     )
     if not ok_means_accepted:
         return pl.concat([chosen, first_ok], how="diagonal")
@@ -738,15 +752,19 @@ def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
 
 
 def _partitioned(
-    attempts: pl.LazyFrame, responses: pl.LazyFrame, ok_accepted: bool
+    attempts: pl.LazyFrame, responses: pl.LazyFrame, ok_accepted: bool, *,
+    rejected_possible: bool = True,
 ) -> list[pl.DataFrame]:
     """`_reduce` over `PARTS` disjoint sets of requests, counts summed across them;
-    `ok_accepted` is `classify`'s `ok_means_accepted`."""
+    `ok_accepted` and `rejected_possible` are `classify`'s."""
     part = pl.col("request_id").hash(0) % PARTS
     pieces: list[list[pl.DataFrame]] = [[] for _ in range(6)]
     for k in range(PARTS):
         some_attempts, some_responses = attempts.filter(part == k), responses.filter(part == k)
-        marked = classify(some_attempts, some_responses, ok_means_accepted=ok_accepted)
+        marked = classify(
+            some_attempts, some_responses, ok_means_accepted=ok_accepted,
+            rejected_possible=rejected_possible,
+        )
         queries = [*_reduce(marked), unrecorded_by_model(some_attempts, some_responses)]
         for i, query in enumerate(queries):
             pieces[i].append(query.collect(engine="streaming"))
@@ -845,8 +863,14 @@ def _read_audit(
         mapping.setdefault(model, provider)
     answered = responses.group_by("model").agg(pl.len()).collect(engine="streaming")
     accepted_by_model = {str(m): int(n) for m, n in answered.iter_rows()}
-    ok_accepted = _finds_lost_answers(run_dir, spec_parser)
-    *reduced, latencies = _partitioned(attempts, responses, ok_accepted)
+    no_stricter_reparse = ok_means_accepted(run_dir, spec_parser)
+    # Lost answers are searched for only in a folder that lost some: the search added a
+    # third to a paper-scale audit's time and 50 MB to its peak, where `lost_answers` asks
+    # it of the whole folder in a fraction of that.
+    ok_accepted = no_stricter_reparse and lost_answers(run_dir) > 0
+    *reduced, latencies = _partitioned(
+        attempts, responses, ok_accepted, rejected_possible=not no_stricter_reparse
+    )
     planned = _plan_counts(run_dir)
 
     first_asked = unresolved.first_asked
@@ -893,13 +917,6 @@ def _rolled_up(
     }
     overall = _percentiles(latencies, pl.lit("all").alias("all")).get("all")
     return by_provider, _combine(list(by_model.values()), overall, cost(list(by_model)))
-
-
-def _finds_lost_answers(run_dir: Path, spec_parser: str | None) -> bool:
-    """`classify`'s `ok_means_accepted` for the audit: asked only of a folder that lost
-    answers, since the search added a third to a paper-scale audit's time and 50 MB to its
-    peak, where `lost_answers` asks it of the whole folder in a fraction of that."""
-    return ok_means_accepted(run_dir, spec_parser) and lost_answers(run_dir) > 0
 
 
 def _combine(rows: list[AuditRow], latency: list[Any] | None, cost: float | None) -> AuditRow:
