@@ -59,7 +59,7 @@ class BlockSolution:
     """Raw per-set values of one batch solve, shape-aligned with the batch's sets."""
 
     objective: FloatArray  # (b,) profit as the solver reports it
-    atom_weights: FloatArray  # (b, m) pi, a distribution over atoms (up to rounding)
+    atom_weights: FloatArray  # (b, m) pi, a distribution over atoms (times `cost_scale`)
     stakes: FloatArray  # (b, n) the book b = u - v
     ok: bool  # HiGHS reported an optimal solution
 
@@ -96,7 +96,7 @@ class BatchModel:
             (cols + np.arange(2 * self.n)).ravel(), dtype=np.int32
         )
         self._missing = np.zeros((capacity, self.n), dtype=bool)
-        self._stake_cols: IndexArray = np.asarray(cols.ravel() + 2 * self.n, dtype=np.int32)
+        self._payout_cols: IndexArray = np.asarray(cols.ravel() + 2 * self.n, dtype=np.int32)
         self._cost_scale = 1.0
 
     def _build(self, block: FloatArray) -> Any:
@@ -177,11 +177,12 @@ class BatchModel:
         )
 
     def _set_cost_scale(self, scale: float) -> None:
-        """Give w the cost `scale` (the contracts' costs are set with it every batch)."""
+        """Give each set's worst-case payout column w the cost `scale` (the contracts' costs
+        are set with it every batch)."""
         if scale == self._cost_scale:
             return
-        size = self._stake_cols.size
-        self._highs.changeColsCost(size, self._stake_cols, np.full(size, scale))
+        size = self._payout_cols.size
+        self._highs.changeColsCost(size, self._payout_cols, np.full(size, scale))
         self._cost_scale = scale
 
     def solve(self, probs: FloatArray, cost_scale: float = 1.0) -> BlockSolution:

@@ -55,8 +55,10 @@ TABLE_MIN_SETS = 4096
 EXACT_TABLE_MIN_SETS = 256
 #: Sets scored against a table at a time: each takes a row of every (sets x vertices)
 #: product, so one call of 100,000 horizon-1 sets in the l1 norm (1,595 vertices) peaked at
-#: 2.4 GB. A slice holds at most 4096 x MAX_VERTICES scores; the pool's chunks are no larger,
-#: so a run's scores are the same as before.
+#: 2.4 GB. A slice holds at most 4096 x MAX_VERTICES scores. The pool's chunks are no larger
+#: (`scoring.pool.CHUNK_SETS`, tested), so a run's scores are as before; a direct call of
+#: more sets may return another book or nearest forecast as certified (neither is unique),
+#: and profits within 1e-14.
 TABLE_SLICE_SETS = 4096
 
 
