@@ -134,6 +134,8 @@ def _damaged_answers(frame: pl.DataFrame) -> str | None:
     out_of_range = ~pl.element().is_between(-ROUNDING, 1.0 + ROUNDING) & ~pl.element().is_nan()
     checks = (
         ("no values", values.is_null()),
+        # A null inside the list (`list.any` skips it) was scored as unanswered, in silence.
+        ("a null value", values.list.eval(pl.element().is_null()).list.any()),
         ("not one value per event", values.list.len() != pl.col("events").list.len()),
         ("a value outside [0, 1]", values.list.eval(out_of_range).list.any()),
     )

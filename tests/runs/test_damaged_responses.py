@@ -94,12 +94,13 @@ def test_with_the_replies_damaged_too_no_reparse_is_offered(run_dir: Path) -> No
         (lambda values: [float("inf"), *values[1:]], "a value outside [0, 1]"),
         (lambda values: values[:-1], "not one value per event"),
         (lambda values: None, "no values"),
+        (lambda values: [None, *values[1:]], "a null value"),  # scored as unanswered before
     ],
 )
 def test_an_answer_no_parser_writes_is_one_line_and_a_reparse_rebuilds_it(
     finished: Path,
     run_dir: Path,
-    damage: Callable[[list[float]], list[float] | None],
+    damage: Callable[[list[float]], list[float | None] | None],
     said: str,
 ) -> None:
     """A shard that reads whole but holds an answer no parser writes (edited, or written by
