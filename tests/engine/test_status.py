@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from engine.audit import audit
 from engine.ledger import Ledger
+from engine.records import AttemptRecord, ResponseRecord
 from engine.status import status
 
 if TYPE_CHECKING:
@@ -339,15 +340,11 @@ def test_status_while_a_writer_compacts_never_fails_nor_goes_backwards(tmp_path:
     assert after["accepted"] == after["attempts"] - after["interrupted_unrecorded"]
 
 
-def test_an_answer_a_strict_reparse_rejected_is_pending_as_rejected_not_as_ok(
-    tmp_path: Path,
-) -> None:
-    """Before, status listed such a request as failed with the outcome "ok", permanent."""
-    from engine.records import AttemptRecord, ResponseRecord
-    from engine.reparse import reparse
+def _fraction_accepted() -> tuple[AttemptRecord, ResponseRecord]:
+    """An attempt and the answer a lenient run accepted from it, which strict rejects."""
     from tests.engine.test_reparse import T0
 
-    raw = '{"probability": "11/36"}'  # what a lenient run accepts and strict does not
+    raw = '{"probability": "11/36"}'
     attempt = AttemptRecord(
         request_id="frac", attempt=1, model="m1", provider="sim", started_at=T0,
         elapsed_ms=250.0, outcome="ok", http_status=200, provider_request_id=None,
@@ -359,6 +356,16 @@ def test_an_answer_a_strict_reparse_rejected_is_pending_as_rejected_not_as_ok(
         events=["e0"], keys=["probability"], raw_text=raw, values=[11 / 36],
         finish_reason="stop", tokens_in=90, tokens_out=9, attempts=1, accepted_at=T0,
     )
+    return attempt, answer
+
+
+def test_an_answer_a_strict_reparse_rejected_is_pending_as_rejected_not_as_ok(
+    tmp_path: Path,
+) -> None:
+    """Before, status listed such a request as failed with the outcome "ok", permanent."""
+    from engine.reparse import reparse
+
+    attempt, answer = _fraction_accepted()
     with Ledger.open(tmp_path) as ledger:
         ledger.record_result(attempt, answer)
     assert reparse(tmp_path, "strict").newly_rejected == 1
@@ -378,23 +385,11 @@ def test_a_reply_a_strict_reparse_rejected_is_neither_a_retry_nor_a_failure(
 
     from rich.console import Console
 
-    from engine.records import AttemptRecord, ResponseRecord
     from engine.reparse import reparse
     from runs.commands.status import render
     from tests.engine.test_reparse import T0
 
-    raw = '{"probability": "11/36"}'  # what a lenient run accepts and strict does not
-    fraction = AttemptRecord(
-        request_id="frac", attempt=1, model="m1", provider="sim", started_at=T0,
-        elapsed_ms=250.0, outcome="ok", http_status=200, provider_request_id=None,
-        retry_after_s=None, tokens_in=90, tokens_out=9, detail="", raw_text=raw,
-        finish_reason="stop",
-    )
-    answer = ResponseRecord(
-        request_id="frac", model="m1", arm="baseline", unit="AAPL@2024-01-02", pass_=0,
-        events=["e0"], keys=["probability"], raw_text=raw, values=[11 / 36],
-        finish_reason="stop", tokens_in=90, tokens_out=9, attempts=1, accepted_at=T0,
-    )
+    fraction, answer = _fraction_accepted()
     slow = AttemptRecord(
         request_id="slow", attempt=1, model="m1", provider="sim", started_at=T0,
         elapsed_ms=30_000.0, outcome="timeout", http_status=None, provider_request_id=None,
