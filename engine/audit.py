@@ -43,6 +43,9 @@ from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
 from engine.reparse import ok_means_accepted, parser_in_force, unfinished_line
 from engine.retry import BUDGET_SPENT_PATTERN, DUPLICATE
+from engine.retry import (
+    REJECTED_ON_REPARSE as REJECTED_ON_REPARSE,  # re-exported: the audit's name for it
+)
 from engine.scan import Repeats, lost_answers, read_settled, repeated_rows, scan_ledger
 from engine.spend import Prices, carried_by_batch
 from engine.unresolved import in_flight_sentence, interrupted_note, with_unresolved
@@ -68,7 +71,6 @@ CAUSES: tuple[str, ...] = (
 INVALID = "invalid_response"
 #: Subcauses of `invalid_response` beyond the answer parser's.
 MALFORMED_REPLY = "malformed_reply"
-REJECTED_ON_REPARSE = "rejected_on_reparse"
 INVALID_SUBCAUSES: tuple[str, ...] = (*SUBCAUSES, MALFORMED_REPLY, REJECTED_ON_REPARSE)
 
 #: How each cause reads in the audit sentence.

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.audit import REJECTED_ON_REPARSE
 from engine.console_lines import plural
+from engine.retry import REJECTED_ON_REPARSE
 from runs.report_figures import _style
 from runs.report_figures.inputs import FigureInputs
 
