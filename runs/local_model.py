@@ -649,9 +649,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="default: a free port")
     parser.add_argument("rest", nargs="*", help="extra pytest arguments (test)")
     args = parser.parse_args(argv)
-    # SIGTERM or a hangup while the server starts must stop it too, as Ctrl-C does.
+    # SIGTERM or a hangup while the server starts must stop it too, as Ctrl-C does; and Ctrl-C
+    # itself where it started ignored (a script's background job), whose `kill -INT` went
+    # unheard here: the folder check, the model and the server went on as if never asked.
     for sig in stop_signals_to_catch():
-        if sig != signal.SIGINT:  # Ctrl-C already raises KeyboardInterrupt
+        if sig != signal.SIGINT or signal.getsignal(sig) is not signal.default_int_handler:
             signal.signal(sig, _interrupt)
     try:
         if args.what == "demo":  # a campaign that would refuse its folder loads no model

@@ -685,16 +685,24 @@ def test_a_ctrl_c_during_the_out_folders_check_leaves_no_folder_it_made(tmp_path
     assert not (tmp_path / "loaded").exists()
 
 
-def test_a_ctrl_c_during_the_out_folders_check_ends_it_and_the_wrapper(tmp_path: Path) -> None:
+@pytest.mark.parametrize("run", ["in a terminal", "as a background job"])
+def test_a_ctrl_c_during_the_out_folders_check_ends_it_and_the_wrapper(
+    tmp_path: Path, run: str
+) -> None:
     """The check holds the stop signals (its imports must not take one): a Ctrl-C then
     reaches the wrapper alone, which passes it on, and kills a check that has not ended in
-    `CHECK_STOP_TIMEOUT_S` (this one never lets the signal in), and says it was interrupted."""
+    `CHECK_STOP_TIMEOUT_S` (this one never lets the signal in), and says it was interrupted.
+    A background job starts with Ctrl-C ignored: its `kill -INT` went unheard, and the
+    wrapper went on to start the server and the campaign (found by CI run in the background)."""
     port = free_port()
     check = (
         "import os, signal, time; open('check', 'w').write(str(os.getpid())); "
         "os.kill(os.getppid(), signal.SIGINT); time.sleep(30)"
     )
+    ignored = "signal.signal(signal.SIGINT, signal.SIG_IGN)" if run != "in a terminal" else ""
     before = f"""
+        import signal
+        {ignored}
         local_model.FOLDER_CHECK = (sys.executable, '-c', {check!r})
         local_model.CHECK_STOP_TIMEOUT_S = 1.0
     """
