@@ -25,12 +25,19 @@ import polars as pl
 
 from panels.arms import ARMS
 from scoring import stats
+from scoring.dutch_book import CERTIFY_TOLERANCE
 from scoring.stats import Interval
 
 SCHEMA = "dutchbook.report/1"
 ARBITRAGE_FREE_CENTS = 0.05
 BASELINE_ARM = "baseline"
 THRESHOLDS = (0.001, 0.005, 0.01)
+#: A profit is certified to `CERTIFY_TOLERANCE`, so one that close to a threshold is on it
+#: (both rules are inclusive: "at most 5 cents", "at least 1 percent"). Compared bare, an L1
+#: profit of exactly 5 cents came back as 0.050000000000000044 and its family was counted
+#: not arbitrage-free (ordinary answers: 0.55 and 0.50 for A and not A), and whether a
+#: profit of exactly 1% counted as "at least 1%" depended on the batch it was scored in.
+THRESHOLD_SLACK = CERTIFY_TOLERANCE
 LEVEL = 0.95
 COVERAGE_RULE = (
     "a model whose answered share of this arm's planned queries is under the coverage floor "
@@ -320,7 +327,7 @@ def build_rows(
         )
         free = (
             stats.cluster_bootstrap_mean(
-                (values <= ARBITRAGE_FREE_CENTS).astype(float),
+                (values <= ARBITRAGE_FREE_CENTS + THRESHOLD_SLACK).astype(float),
                 clusters,
                 reps=reps,
                 seed=seed,
@@ -342,7 +349,7 @@ def build_rows(
                 status=STATUS_SCORED,
                 profit=profit,
                 brier=brier,
-                at_least={t: int((values >= t).sum()) for t in THRESHOLDS},
+                at_least={t: int((values >= t - THRESHOLD_SLACK).sum()) for t in THRESHOLDS},
                 arbitrage_free=free,
                 vs_baseline=vs,
                 vs_baseline_units=vs_units,

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from runs.report.data import family_arm
+from runs.report.data import THRESHOLD_SLACK, family_arm
 from runs.report_figures import _style
 from runs.report_figures.inputs import FAMILY_ARM_PREFIX, FigureInputs
 
@@ -60,7 +60,9 @@ def family_rates(inputs: FigureInputs) -> pl.DataFrame:
     return (
         per_family.with_columns(
             pl.Series("group", groups, dtype=pl.String),
-            (pl.col("profit") <= inputs.arbitrage_free_cents).cast(pl.Float64).alias("free"),
+            (pl.col("profit") <= inputs.arbitrage_free_cents + THRESHOLD_SLACK)
+            .cast(pl.Float64)
+            .alias("free"),
         )
         .group_by("model", "arm", "group")
         .agg(pl.len().alias("families"), pl.col("free").mean())

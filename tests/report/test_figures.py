@@ -33,6 +33,7 @@ from runs.report_figures.families import family_rates
 from runs.report_figures.inputs import FamilyInfo, family_info
 from runs.report_figures.linked import linked_cells
 from runs.scoring_step import SCORE_SCHEMA
+from scoring import dutch_books
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -263,6 +264,22 @@ def test_family_rates_by_shape_with_controls_apart() -> None:
                           families=info)
     again = family_rates(inputs).filter(pl.col("model") == "m", pl.col("group") == "negation")
     assert again.select("families", "free").row(0) == (2, 0.5)
+
+
+def test_a_family_at_exactly_five_cents_is_drawn_arbitrage_free() -> None:
+    """family-benchmark.md: free when the bookie locks in "at most 5 cents". The LP gives an
+    L1 profit of exactly 5 cents (0.55 and 0.50 for A and not A) as 0.050000000000000044,
+    which the figure compared bare and drew as not free, as the report's rate did."""
+    profit = float(dutch_books(np.eye(2), [0.55, 0.50], "l1").profit[0])
+    assert 0.05 < profit <= 0.05 + 1e-12
+    rows = [_score("m", "families/joint", "f1", 0, profit, "family")]
+    summary = {"rows": [{"model": "m", "arm": "families/joint", "scored": True,
+                         "profit": {"mean": profit, "lo": profit, "hi": profit}}]}  # fmt: skip
+    inputs = FigureInputs(
+        summary, scores=pl.DataFrame(rows, schema=SCORE_SCHEMA).lazy(),
+        families={"f1": FamilyInfo("negation", False)},
+    )  # fmt: skip
+    assert family_rates(inputs).select("families", "free").row(0) == (1, 1.0)
 
 
 def test_shipped_families_are_known_by_shape(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pytest
 from rich.console import Console
 
 from panels.stock import horizon_panel
@@ -83,12 +82,6 @@ def test_the_benchmarks_four_runs_are_25_28_30_and_31_of_its_37_families(tmp_pat
 AT_FIVE_CENTS = [(np.eye(2), [0.55, 0.50]), (np.eye(4), [0.30, 0.25, 0.25, 0.25])]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: the LP returns 0.050000000000000044 for an L1 profit of exactly 0.05, and "
-    "runs/report/data.py counts a family arbitrage-free by `profit <= 0.05` with no "
-    "tolerance (the certificate resolves 1e-9), so such a family is counted as not free",
-)
 def test_a_family_the_bookie_wins_exactly_five_cents_on_is_arbitrage_free(tmp_path: Path) -> None:
     """family-benchmark.md lines 39-40: arbitrage-free when the bookie 'can lock in at most
     5 cents'. Both answer sets below give an L1 profit of exactly 0.05 (their sums exceed 1
@@ -102,12 +95,6 @@ def test_a_family_the_bookie_wins_exactly_five_cents_on_is_arbitrage_free(tmp_pa
     assert cell["arbitrage_free"]["mean"] == 1.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: the LP returns 0.009999999999999953 for this set's profit of exactly "
-    "0.01 (a vertex table, in a call of 300 such sets, 0.010000000000000175), and "
-    "runs/report/data.py counts 'at least' by `profit >= 0.01` with no tolerance",
-)
 def test_a_stock_day_whose_profit_is_exactly_one_percent_counts_as_at_least_one_percent(
     tmp_path: Path,
 ) -> None:
