@@ -129,9 +129,11 @@ def classify(
     (`rejected_on_reparse`): no retry attempt, since the engine sent nothing after it (the
     paper's retries are queries asked again after an error or an unusable reply). That is
     the request's first `ok` attempt only: a later one was refused as a duplicate, and
-    stays a `duplicate` retry attempt. `rejected_possible=False` says no reparse stricter
-    than the run's parser has run (the audit of a folder that lost no answer): nothing is
-    searched for, as that search more than doubled the time of the audit's common case.
+    stays a `duplicate` retry attempt. `rejected_possible=False` says every reply recorded
+    `ok` still has its answer row: no reparse stricter than the run's parser has run, and no
+    answer was lost (`engine.scan.lost_answers`; else pass `ok_means_accepted`). Nothing is
+    then searched for, as that search more than doubled the time of the audit's common
+    case; a lost answer's reply would be taken for a duplicate.
     """
     rejected_possible = rejected_possible and not ok_means_accepted
     chosen = _chosen(attempts, responses, ok_means_accepted, rejected_possible)

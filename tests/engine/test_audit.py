@@ -159,6 +159,32 @@ def test_a_duplicate_after_a_reply_a_strict_reparse_rejected_stays_a_retry(
     assert summary["answers_rejected_on_reparse"] == 1 and summary["sentence"] == sentence
 
 
+@pytest.mark.parametrize(
+    ("flags", "reply_b"),
+    [
+        ({"ok_means_accepted": True}, (True, None, False, True)),  # its answer was lost
+        ({}, (False, None, True, False)),  # a stricter reparse rejected it
+        ({"rejected_possible": False}, (False, "duplicate", False, False)),  # as documented
+    ],
+)
+def test_classify_reads_an_ok_reply_without_its_answer_as_its_flags_say(
+    flags: dict[str, bool], reply_b: tuple[bool, str | None, bool, bool]
+) -> None:
+    """Request a has its answer; b's only reply, recorded `ok`, has none: lost (the reply is
+    the accepted one, its answer missing), rejected by a stricter reparse (no retry), or,
+    with `rejected_possible=False` (no such reply searched for), read as a duplicate."""
+    from engine.audit import classify
+
+    attempts = pl.LazyFrame(
+        {"request_id": ["a", "b"], "attempt": [1, 1], "outcome": ["ok", "ok"], "detail": ["", ""]}
+    )
+    responses = pl.LazyFrame({"request_id": ["a"], "attempts": [1]})
+    marked = classify(attempts, responses, **flags).sort("request_id").collect()
+    columns = ("accepted", "cause", "rejected_on_reparse", "answer_missing")
+    assert marked.select(columns).row(0) == (True, None, False, False)
+    assert marked.select(columns).row(1) == reply_b
+
+
 def test_random_ledgers_match_a_plain_count(tmp_path: Path, kit: type[Kit]) -> None:
     rng = random.Random(3)
     outcomes = ["rate_limit", "provider_error", "timeout", "connection_error", "refusal"]
