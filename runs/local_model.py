@@ -38,6 +38,7 @@ from runs.signals import (
     STOP_SIGNALS,
     exit_interrupted,
     held,
+    python_raises,
     stop_signals_to_catch,
     stops_as_interrupt,
 )
@@ -653,7 +654,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # itself where it started ignored (a script's background job), whose `kill -INT` went
     # unheard here: the folder check, the model and the server went on as if never asked.
     for sig in stop_signals_to_catch():
-        if sig != signal.SIGINT or signal.getsignal(sig) is not signal.default_int_handler:
+        if not python_raises(sig):
             signal.signal(sig, _interrupt)
     try:
         if args.what == "demo":  # a campaign that would refuse its folder loads no model

@@ -66,6 +66,13 @@ def stop_signals_to_catch() -> tuple[signal.Signals, ...]:
     )  # fmt: skip
 
 
+def python_raises(sig: signal.Signals) -> bool:
+    """Whether Python's own handler already raises `KeyboardInterrupt` for `sig`: Ctrl-C's,
+    except where it started ignored (a script's background job), when Python installs none
+    and a `kill -INT` goes unheard unless a handler is put in place."""
+    return sig == signal.SIGINT and signal.getsignal(sig) is signal.default_int_handler
+
+
 @contextlib.contextmanager
 def held(signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> Iterator[None]:
     """Hold `signals` back while the block runs (this thread's signal mask); one that came
@@ -128,8 +135,8 @@ def stops_as_interrupt() -> Iterator[None]:
 
     previous: dict[signal.Signals, Any] = {}
     for sig in stop_signals_to_catch():
-        if sig == signal.SIGINT and signal.getsignal(sig) is signal.default_int_handler:
-            continue  # Ctrl-C raises it already
+        if python_raises(sig):
+            continue
         try:
             previous[sig] = signal.signal(sig, interrupt)
         except ValueError:  # not the main thread: leave the signals as they are
@@ -150,6 +157,7 @@ __all__ = [
     "held",
     "leave_terminal",
     "mark_interrupt_said",
+    "python_raises",
     "say_interrupted",
     "stops_as_interrupt",
     "terminal_fds",
