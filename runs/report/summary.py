@@ -13,7 +13,8 @@
   or families), `profit` (interval), `brier` (interval or null), `at_least`
   (`{"0.001": {"units", "share"}, ...}`: units whose profit is at least the threshold, the
   paper's 4.1 counts), `arbitrage_free` (family arms: interval over families of the share
-  with profit <= 0.05, else null),
+  with profit <= 0.05 + `runs.report.data.THRESHOLD_SLACK`, the certificate's 1e-9, else
+  null; `at_least` counts profits >= the threshold less that slack),
   `vs_baseline` (`{"mean", "lo", "hi", "excludes_zero", "units"}`: paired difference with
   the baseline arm on the same stock-days, set `h1` (one asset's marginals in the two-asset
   arm, "two-asset A" or "B", on that asset's day); null for the baseline, family arms,

@@ -13,14 +13,21 @@ import pytest
 from engine.answers import AnswerError, parse_answer
 
 
-@pytest.mark.parametrize("mode", ["strict", "lenient"])
-@pytest.mark.parametrize("reply", ["Probability: 11/36", '{"probability": "11/36"}'])
-def test_the_quoted_fraction_is_never_read_as_0_11(mode: str, reply: str) -> None:
-    """Each parser either reads 11/36 exactly or rejects the reply (kept for a re-parse);
-    neither reads 0.11. The quoted text, no JSON object, is rejected as not_json by both."""
-    try:
-        value = parse_answer(reply, ("probability",), mode)["probability"]
-    except AnswerError as error:
-        assert reply.startswith("{") or error.subcause == "not_json"
+@pytest.mark.parametrize(
+    ("mode", "reply", "read"),
+    [
+        ("strict", "Probability: 11/36", "not_json"),
+        ("lenient", "Probability: 11/36", "not_json"),  # no JSON object: kept for a re-parse
+        ("strict", '{"probability": "11/36"}', "not_a_number"),
+        ("lenient", '{"probability": "11/36"}', 11 / 36),  # the fraction itself, not 0.11
+    ],
+)
+def test_the_quoted_fraction_is_never_read_as_0_11(mode: str, reply: str, read: object) -> None:
+    """Each parser reads 11/36 exactly or rejects the reply with its subcause (kept for a
+    re-parse); neither reads 0.11."""
+    if isinstance(read, float):
+        assert parse_answer(reply, ("probability",), mode)["probability"] == read
         return
-    assert value == 11 / 36
+    with pytest.raises(AnswerError) as error:
+        parse_answer(reply, ("probability",), mode)
+    assert error.value.subcause == read
