@@ -48,7 +48,9 @@ def fills_dict(cls: type[_T]) -> type[_T]:
 
 
 class Outcome(StrEnum):
-    """How one HTTP attempt ended. The first six are the paper's retry causes."""
+    """How one HTTP attempt ended. The first six are the paper's retry causes (Appendix C),
+    whose "provider/response errors" are split here: `provider_error` for the provider's,
+    `invalid_response`, `refusal` and `truncated` for the replies it re-asked."""
 
     OK = "ok"
     RATE_LIMIT = "rate_limit"

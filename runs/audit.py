@@ -254,7 +254,7 @@ def markdown(report: Audit) -> str:
         "A retry attempt is every attempt that was not the accepted one, nor a reply the run "
         "accepted that a later strict reparse rejected, attributed to its outcome; latency is "
         "that of accepted attempts. The paper's \"provider/response errors\" are the provider "
-        "errors and invalid responses here.",
+        "errors, invalid responses, refusals and truncations here.",
     ]
     return "\n".join(lines) + "\n"
 
