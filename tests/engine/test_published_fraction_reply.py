@@ -1,6 +1,6 @@
 """The family benchmark's fraction reply, exactly as it quotes it.
 
-/work/shared/reference/family-benchmark.md lines 50-52: 'Several models answer dice
+../shared/reference/family-benchmark.md lines 50-52: 'Several models answer dice
 questions as fractions ("Probability: 11/36"); a naive parser read that as 0.11.'
 `test_answers.py` reads 11/36 inside the JSON object the prompt asks for; this is the
 quoted reply itself, which is no JSON object.

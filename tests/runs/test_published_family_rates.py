@@ -1,7 +1,7 @@
 """The sources' published rates and inclusive thresholds, through the campaign report.
 
-The family benchmark is /work/shared/reference/family-benchmark.md and the paper
-/work/shared/reference/dutch-books-paper.txt; line numbers below are theirs. Profits at a
+The family benchmark is ../shared/reference/family-benchmark.md and the paper
+../shared/reference/dutch-books-paper.txt; line numbers below are theirs. Profits at a
 threshold come from `dutch_books` on answers whose profit is the threshold exactly (worked
 by hand in each docstring), as a campaign's scores would carry them.
 """

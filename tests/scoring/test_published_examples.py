@@ -1,7 +1,7 @@
 """Worked examples of the two sources, reproduced through the public API.
 
-The paper is /work/shared/reference/dutch-books-paper.txt, the family benchmark
-/work/shared/reference/family-benchmark.md; line numbers below are theirs. Examples the
+The paper is ../shared/reference/dutch-books-paper.txt, the family benchmark
+../shared/reference/family-benchmark.md; line numbers below are theirs. Examples the
 other test files already reproduce (Figure 1 on its three events, the 5e-5 rounding bound,
 a dogmatic forecast, two assets' marginals, convexity, duality) are not repeated here.
 """
