@@ -114,28 +114,23 @@ def test_a_cache_that_cannot_be_written_is_said_in_one_line(
         model_file()
 
 
+@pytest.mark.parametrize(
+    ("failure", "said"),
+    [
+        (ValueError("Assembled file sha256 did not match expected value"), r".*: reinstall"),
+        # The package's own "Missing chunk files" (a FileNotFoundError with no file) was said
+        # as a cache that cannot be written, with advice to set HOME.
+        (FileNotFoundError("Missing chunk files: model.gguf.part02"), r"\(Missing chunk"),
+    ],
+)
 def test_a_damaged_package_is_said_in_one_line(
-    package: FakePackage, monkeypatch: pytest.MonkeyPatch
+    package: FakePackage, monkeypatch: pytest.MonkeyPatch, failure: Exception, said: str
 ) -> None:
     def damaged(output_path: Path | None = None, overwrite: bool = False) -> Path:
-        raise ValueError("Assembled file sha256 did not match expected value")
+        raise failure
 
     monkeypatch.setattr(package, "assemble", damaged)
-    with pytest.raises(LocalModelError, match=r"^the model package is damaged .*: reinstall"):
-        model_file()
-
-
-def test_missing_pieces_of_the_package_are_said_as_a_damaged_package(
-    package: FakePackage, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The package's own "Missing chunk files" (a FileNotFoundError with no file) was said
-    as a cache that cannot be written, with advice to set HOME."""
-
-    def missing(output_path: Path | None = None, overwrite: bool = False) -> Path:
-        raise FileNotFoundError("Missing chunk files: model.gguf.part02")
-
-    monkeypatch.setattr(package, "assemble", missing)
-    with pytest.raises(LocalModelError, match=r"^the model package is damaged \(Missing chunk"):
+    with pytest.raises(LocalModelError, match=rf"^the model package is damaged {said}"):
         model_file()
 
 
