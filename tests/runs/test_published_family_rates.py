@@ -20,28 +20,15 @@ from panels.stock import horizon_panel
 from runs.report import write_report
 from runs.scoring_step import SCORE_SCHEMA
 from scoring import dutch_books
+from tests.runs.test_report import row
 
 FAMILIES = 37  # family-benchmark.md line 21: "The original had 37 families"
 
 
 def _row(model: str, arm: str, unit: str, profit: float, family: bool) -> dict[str, Any]:
-    return {
-        "model": model,
-        "arm": arm,
-        "unit": unit,
-        "pass": 0,
-        "set": "family" if family else "h1",
-        "cluster": unit if family else unit.split(":")[0],
-        "norm": "l1" if family else "inf",
-        "profit": profit,
-        "coverage": 1.0,
-        "events": [],
-        "stakes": [],
-        "coherent": [],
-        "brier": None,
-        "answered": 2,
-        "probs": [],
-    }
+    """One pass's score row of a family (its own cluster) or of a stock-day."""
+    set_, cluster = ("family", unit) if family else ("h1", None)
+    return row(model, arm, unit, 0, profit, set_=set_, cluster=cluster)
 
 
 def _summary(tmp_path: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
