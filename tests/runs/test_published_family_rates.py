@@ -8,19 +8,14 @@ by hand in each docstring), as a campaign's scores would carry them.
 
 from __future__ import annotations
 
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import polars as pl
-from rich.console import Console
 
 from panels.stock import horizon_panel
-from runs.report import write_report
-from runs.scoring_step import SCORE_SCHEMA
 from scoring import dutch_books
-from tests.runs.test_report import row
+from tests.runs.test_report import cell, frame, report, row
 
 FAMILIES = 37  # family-benchmark.md line 21: "The original had 37 families"
 
@@ -29,20 +24,6 @@ def _row(model: str, arm: str, unit: str, profit: float, family: bool) -> dict[s
     """One pass's score row of a family (its own cluster) or of a stock-day."""
     set_, cluster = ("family", unit) if family else ("h1", None)
     return row(model, arm, unit, 0, profit, set_=set_, cluster=cluster)
-
-
-def _summary(tmp_path: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    console = Console(file=StringIO(), width=200, color_system=None)
-    scores = pl.DataFrame(rows, schema=SCORE_SCHEMA)
-    return write_report(
-        tmp_path, scores, floor=0.9, seed=3, reps=200, console=console, figures=False
-    )
-
-
-def _cell(summary: dict[str, Any], model: str, arm: str) -> dict[str, Any]:
-    found = [r for r in summary["rows"] if r["model"] == model and r["arm"] == arm]
-    assert len(found) == 1
-    return dict(found[0])
 
 
 def test_the_benchmarks_four_runs_are_25_28_30_and_31_of_its_37_families(tmp_path: Path) -> None:
@@ -57,11 +38,11 @@ def test_the_benchmarks_four_runs_are_25_28_30_and_31_of_its_37_families(tmp_pat
         for free in published
         for f in range(FAMILIES)
     ]
-    summary = _summary(tmp_path, rows)
+    summary = report(tmp_path, frame(rows))[0]
     for free, rate in published.items():
-        cell = _cell(summary, f"run-{free}", "families/isolated")
-        assert cell["units"] == FAMILIES
-        assert round(100 * cell["arbitrage_free"]["mean"], 1) == rate
+        got = cell(summary, f"run-{free}", "families/isolated")
+        assert got["units"] == FAMILIES
+        assert round(100 * got["arbitrage_free"]["mean"], 1) == rate
 
 
 #: Answers whose L1 profit is five cents exactly: P(A) 0.55 and P(not A) 0.50 sum to 1.05
@@ -78,8 +59,8 @@ def test_a_family_the_bookie_wins_exactly_five_cents_on_is_arbitrage_free(tmp_pa
     rows = [
         _row("m", "families/isolated", f"fam{k}", profit, True) for k, profit in enumerate(profits)
     ]
-    cell = _cell(_summary(tmp_path, rows), "m", "families/isolated")
-    assert cell["arbitrage_free"]["mean"] == 1.0
+    got = cell(report(tmp_path, frame(rows))[0], "m", "families/isolated")
+    assert got["arbitrage_free"]["mean"] == 1.0
 
 
 def test_a_stock_day_whose_profit_is_exactly_one_percent_counts_as_at_least_one_percent(
@@ -95,6 +76,6 @@ def test_a_stock_day_whose_profit_is_exactly_one_percent_counts_as_at_least_one_
     probs[[panel.ids.index("d1:B0"), panel.ids.index("d1:B1|B2|B3")]] += 0.01
     profit = float(dutch_books(panel.incidence, np.round(probs, 4)).profit[0])
     assert abs(profit - 0.01) <= 1e-12
-    cell = _cell(_summary(tmp_path, [_row("m", "baseline", "2025-09-02:AAA", profit, False)]),
-                 "m", "baseline")  # fmt: skip
-    assert cell["at_least"]["0.01"]["units"] == 1
+    scores = frame([_row("m", "baseline", "2025-09-02:AAA", profit, False)])
+    got = cell(report(tmp_path, scores)[0], "m", "baseline")
+    assert got["at_least"]["0.01"]["units"] == 1
