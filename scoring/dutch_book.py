@@ -178,6 +178,8 @@ def _from_table(
     table: vertex_table.VertexTable, incidence: FloatArray, sets: FloatArray, norm: str
 ) -> tuple[FloatArray, ...]:
     """Certified answers from the table, `TABLE_SLICE_SETS` sets at a time."""
+    if len(sets) <= TABLE_SLICE_SETS:  # a run's every call (the pool's chunks): no copy
+        return _from_table_slice(table, incidence, sets, norm)
     parts = [
         _from_table_slice(table, incidence, sets[start : start + TABLE_SLICE_SETS], norm)
         for start in range(0, len(sets), TABLE_SLICE_SETS)
