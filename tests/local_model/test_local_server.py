@@ -717,3 +717,17 @@ def test_a_ctrl_c_during_the_out_folders_check_ends_it_and_the_wrapper(
     assert (done.returncode, done.stderr) == (130, "interrupted; no model server is left running\n")
     assert not alive(int((tmp_path / "check").read_text()))
     assert not (tmp_path / "loaded").exists()
+
+
+def test_the_wrapper_imports_no_polars_before_main_catches_a_ctrl_c() -> None:
+    """Until `main` runs, a Ctrl-C ends `make demo-local` in a KeyboardInterrupt traceback; so
+    the module's own imports are the standard library's and `runs.signals`, not polars
+    (`engine.runlock`, about 0.15 s), which `check_folder_free` imports when it runs, inside
+    `main`'s one-line Ctrl-C."""
+    probe = (
+        "import sys, runs.local_model\n"
+        "print([m for m in ('polars', 'numpy', 'engine.runlock') if m in sys.modules])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
