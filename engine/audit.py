@@ -219,7 +219,7 @@ def missing_answers_line(missing: int, run_dir: str, parser: str | None) -> str 
 def rejected_answers_line(rejected: int, run_dir: str) -> str | None:
     """What `status` and `audit` say of requests whose reply the run accepted and a later
     `dutchbook reparse --parser strict` rejected (None when there are none): they count as
-    pending, and a lenient spec's resume is refused (`runs.pipeline._check_last_parser`), so
+    pending, and a lenient spec's resume is refused (`engine.reparse.resume_refusal`), so
     the line names the reparse that takes them back. A reply recorded `ok` that strict
     rejects was accepted by lenient, so lenient is the way back whatever the spec says."""
     if not rejected:

@@ -298,14 +298,75 @@ def parser_in_force(run_dir: Path | str, spec_parser: str | None) -> str | None:
     return last.parser if last is not None else spec_parser
 
 
+def parsers_maybe_in_force(run_dir: Path | str) -> list[str]:
+    """The parsers of the reparses whose answers the folder may hold, the last first: the
+    last reparse's, and while it did not finish (`last_reparse`), each one's before it back
+    to the last that finished (none finished: the run's own answers may be there too, whose
+    parser is the spec's and not listed). Empty when the folder was never reparsed.
+
+    A lenient reparse back from a strict one, stopped on the way, gives `["lenient",
+    "strict"]`: the answers may still be strict's, without those strict rejected."""
+    lines = [r for r in read_reparses(run_dir) if isinstance(r.get("parser"), str)]
+    parsers: list[str] = []
+    for line in reversed(lines):
+        parsers.append(line["parser"])
+        if not line.get("begun"):  # finished: the answers before it are gone
+            break
+    return parsers
+
+
 def ok_means_accepted(run_dir: Path | str, spec_parser: str | None) -> bool:
     """Whether every reply recorded `ok` is one the parser in force accepts: no reparse, or
-    the last was lenient (which takes all that strict takes), or the run's own parser was
-    strict. Only a strict reparse of a lenient run (or of a run whose parser is unknown,
-    `spec_parser` None) may have rejected them; otherwise such a reply without an answer is
-    an answer lost from `responses/` (`engine.audit.classify`)."""
+    every reparse whose answers the folder may hold was lenient (which takes all that strict
+    takes, `parsers_maybe_in_force`), or the run's own parser was strict. Only a strict
+    reparse of a lenient run (or of a run whose parser is unknown, `spec_parser` None) may
+    have rejected them, its answers the folder's or, a lenient reparse back from it not
+    finished, maybe still the folder's; otherwise such a reply without an answer is an answer
+    lost from `responses/` (`engine.audit.classify`)."""
+    return spec_parser == "strict" or all(
+        parser == "lenient" for parser in parsers_maybe_in_force(run_dir)
+    )
+
+
+def resume_refusal(run_dir: Path | str, spec_parser: str | None, spec: str) -> str | None:
+    """Why a resume of `run_dir` by a spec reading replies with `spec_parser` is refused, and
+    what to do instead; None when it is not. `runs.pipeline` refuses the resume in these
+    words (after `{run_dir}: `; `spec` names the spec, "this spec").
+
+    Refused while the folder may hold a strict reparse's answers and the spec is lenient
+    (`parsers_maybe_in_force`: the last reparse was strict, finished or not, or a lenient one
+    back from it did not finish): the requests strict rejected have no answer, so dispatch
+    would ask them again, paying for replies lenient takes as they are kept, and the folder
+    would hold two parsers' answers. A reparse back to lenient (no call) clears it. A strict
+    spec's folder read by lenient resumes: what lenient rejected, strict rejects too."""
     last = last_reparse(run_dir)
-    return last is None or last.parser == "lenient" or spec_parser == "strict"
+    if last is None or spec_parser != "lenient" or "strict" not in parsers_maybe_in_force(
+        run_dir
+    ):
+        return None
+    lenient = f"`dutchbook reparse {run_dir} --parser lenient`"
+    if last.parser != "strict":  # a reparse back to lenient that did not finish
+        return (
+            f"its answers may still be strict's (dutchbook reparse): a `dutchbook reparse "
+            f"--parser {last.parser}` back from it did not finish, and {spec} reads replies "
+            "with lenient: resuming would ask again for the replies strict rejected and mix "
+            f"two parsers' answers; run {lenient} again first (no API call), then run again"
+        )
+    parsed = "were last parsed" if last.finished else "may have been parsed (it did not finish)"
+    # Unfinished, the answers may be strict's or the ones before: scoring them is no way to
+    # keep strict's, finishing the reparse is.
+    keep = (
+        f"keep strict's answers without resuming (`dutchbook score {run_dir}`, then "
+        f"`dutchbook report {run_dir}`)"
+        if last.finished
+        else f"run `dutchbook reparse {run_dir} --parser strict` again to finish it and keep "
+        "strict's answers without resuming"
+    )
+    return (
+        f"its answers {parsed} with strict (dutchbook reparse), and {spec} reads replies "
+        "with lenient: resuming would ask again for the replies strict rejected and mix two "
+        f"parsers' answers; run {lenient} first (no API call), then run again, or {keep}"
+    )
 
 
 def spent_with_kept_replies(run_dir: Path) -> int:

@@ -38,7 +38,7 @@ from engine.durable import (
     why_unwritable,
 )
 from engine.ledger import LedgerBusy
-from engine.reparse import last_reparse
+from engine.reparse import resume_refusal
 from engine.runlock import clear_pid, release_lock, write_pid
 from engine.scan import ATTEMPTS, RESPONSES
 from engine.shards import visible_shards
@@ -715,38 +715,19 @@ def _design_and_plan(
 
 
 def _check_last_parser(spec: CampaignSpec, run_dir: Path) -> None:
-    """Refuse a resume of a folder whose answers `dutchbook reparse` last read with a
-    stricter parser than the spec's (`logs/reparses.jsonl`): the requests it rejected have no
-    answer, so dispatch would ask them again, paying for replies the spec's parser takes as
-    they are kept, and the folder would hold answers of two parsers. A reparse back to the
-    spec's parser (no call) clears it. The other way round (a strict spec's folder read by
-    lenient, as a strict run's closing line advises for a model answering in fractions) is
-    let through: what lenient rejected, strict rejects too, so only those are asked again.
-    Call with the folder's lock held (`reparse` takes it too)."""
-    last_one = last_reparse(run_dir)
-    if last_one is None or (last_one.parser, spec.parser) != ("strict", "lenient"):
+    """Refuse a resume of a folder whose answers `dutchbook reparse` may have read with a
+    stricter parser than the spec's (`logs/reparses.jsonl`), in the words of
+    `engine.reparse.resume_refusal`, which says why and what to do. A reparse back to the
+    spec's parser (no call) clears it; a strict spec's folder read by lenient is let
+    through. Call with the folder's lock held (`reparse` takes it too)."""
+    refusal = resume_refusal(run_dir, spec.parser, spec="this spec")
+    if refusal is None:
         return
     if (run_dir / SPEC_FILE).exists() and (
         other_design(spec, run_dir) or data_changes(spec, run_dir)
     ):
         return  # another design: `freeze_design` refuses the resume anyway, and says why
-    last, ours = last_one.parser, spec.parser
-    parsed = "were last parsed" if last_one.finished else "may have been parsed (it did not finish)"
-    # Unfinished, the answers may be strict's or the ones before: scoring them is no way to
-    # keep strict's, finishing the reparse is.
-    keep = (
-        f"keep {last}'s answers without resuming (`dutchbook score {run_dir}`, then "
-        f"`dutchbook report {run_dir}`)"
-        if last_one.finished
-        else f"run `dutchbook reparse {run_dir} --parser {last}` again to finish it and keep "
-        f"{last}'s answers without resuming"
-    )
-    raise RunError(
-        f"{run_dir}: its answers {parsed} with {last} (dutchbook reparse), and this "
-        f"spec reads replies with {ours}: resuming would ask again for the replies {last} "
-        f"rejected and mix two parsers' answers; run `dutchbook reparse {run_dir} --parser "
-        f"{ours}` first (no API call), then run again, or {keep}"
-    )
+    raise RunError(f"{run_dir}: {refusal}")
 
 
 def _check_lost_answers(spec: CampaignSpec, run_dir: Path) -> None:

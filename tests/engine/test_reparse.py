@@ -296,3 +296,52 @@ def test_a_reparse_still_running_is_not_called_unfinished(
     assert (line is not None) is said, line
     (tmp_path / PID_FILE).unlink()  # the writer gone: unfinished whenever it started
     assert unfinished_line(tmp_path) is not None
+
+
+def _reparse_lines(run_dir: Path, lines: list[tuple[str, bool]]) -> None:
+    """`logs/reparses.jsonl` of reparses (parser, finished), oldest first: a begun line
+    each, then a finished one for those that finished."""
+    from engine.reparse import REPARSES_FILE
+
+    (run_dir / REPARSES_FILE).parent.mkdir(exist_ok=True)
+    records = []
+    for parser, finished in lines:
+        records.append({"at": T0.isoformat(), "parser": parser, "begun": True})
+        if finished:
+            records.append({"at": T0.isoformat(), "parser": parser})
+    (run_dir / REPARSES_FILE).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+
+@pytest.mark.parametrize(
+    ("lines", "maybe", "ok_accepted", "refused"),
+    [
+        ([], [], True, None),
+        ([("strict", True)], ["strict"], False, "were last parsed with strict"),
+        ([("strict", False)], ["strict"], False, "may have been parsed (it did not finish)"),
+        ([("strict", True), ("lenient", True)], ["lenient"], True, None),
+        # Stopped on the way back: the answers may still be strict's.
+        ([("strict", True), ("lenient", False)], ["lenient", "strict"], False,
+         "may still be strict's"),
+        ([("lenient", True), ("lenient", False)], ["lenient", "lenient"], True, None),
+        ([("strict", False), ("lenient", False)], ["lenient", "strict"], False,
+         "may still be strict's"),
+    ],
+    ids=["none", "strict", "strict-unfinished", "round-trip", "back-unfinished",
+         "lenient-twice", "both-unfinished"],
+)
+def test_the_parsers_a_folder_may_hold_answers_of(
+    tmp_path: Path, lines: list[tuple[str, bool]], maybe: list[str], ok_accepted: bool,
+    refused: str | None,
+) -> None:
+    """A lenient reparse back from strict that did not finish was taken for the parser in
+    force: a reply recorded `ok` then meant an answer lost from responses/, where strict's
+    answers, which may still be the folder's, rejected it."""
+    from engine.reparse import ok_means_accepted, parsers_maybe_in_force, resume_refusal
+
+    _reparse_lines(tmp_path, lines)
+    assert parsers_maybe_in_force(tmp_path) == maybe
+    assert ok_means_accepted(tmp_path, "lenient") is ok_accepted
+    assert ok_means_accepted(tmp_path, "strict") is True  # strict takes no reply lenient not
+    said = resume_refusal(tmp_path, "lenient", spec="this spec")
+    assert (said is None) is (refused is None) and (refused or "") in (said or ""), said
+    assert resume_refusal(tmp_path, "strict", spec="this spec") is None

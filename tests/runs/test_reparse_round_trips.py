@@ -256,13 +256,57 @@ def test_an_unfinished_lenient_reparse_is_one_line_not_two(
     assert "did not finish" in said and "missing from responses/" not in said, said
     summary = json.loads(invoke("status", str(out), "--json")[1])
     assert len(summary["warnings"]) == 1 and summary["reparse_unfinished"] is True
-    assert summary["answers_missing"] == (28 if where == "before" else 0)  # still counted
+    # Strict's rejections, not lost answers: the answers may still be strict's.
+    assert summary["answers_missing"] == 0
+    assert summary["answers_rejected_on_reparse"] == (28 if where == "before" else 0)
     code, said = invoke("audit", str(out))
     assert code == 0 and said.count(command) == 1, said
 
     assert invoke("reparse", str(out), "--parser", "lenient")[0] == 0  # as the line says
     summary = json.loads(invoke("status", str(out), "--json")[1])
     assert summary["warnings"] == [] and summary["accepted"] == 56
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_an_unfinished_lenient_reparse_leaves_strict_rejections_rejected_not_lost(
+    root: Path, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lenient reparse back from strict, stopped before its answers replaced strict's: the
+    28 replies strict rejected were counted by `status --json` and the audit as answers lost
+    from responses/ (`answers_missing` 28, `answers_rejected_on_reparse` 0), and both
+    sentences said "every attempt was accepted" of 28 answers of 56, lenient being taken for
+    the parser in force though the answers may still be strict's. They are rejected on
+    reparse in both. The resume, which only the lost answers' refusal stopped, is still
+    refused before a request is sent; after the replacement there is nothing to count."""
+    out = root / "run"
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    _fail_reparse(out, where, monkeypatch, parser="lenient")
+    rejected = 28 if where == "before" else 0
+    summary = json.loads(invoke("status", str(out), "--json")[1])
+    report = json.loads(invoke("audit", str(out), "--json")[1])
+    for counts in (summary, report["totals"]):
+        assert (
+            counts["accepted"], counts["answers_missing"], counts["answers_rejected_on_reparse"]
+        ) == (56 - rejected, 0, rejected), counts
+    assert (summary["pending_failures"]["total"], summary["pending_failures"]["failed"]) == (
+        rejected, 0,
+    )
+    assert sum(report["totals"]["given_up"].values()) == 0
+    assert summary["sentence"] == report["sentence"] == (
+        "No retry attempts (56 requests); 28 replies the run accepted were rejected by "
+        "`dutchbook reparse --parser strict`, not retried."
+        if rejected
+        else "No retry attempts: every attempt was accepted (56 requests)."
+    )
+
+    attempts = scan_attempts(out).collect().height
+    code, said = invoke("run", str(root / "spec.toml"), "--out", str(out))
+    assert code == 2, said
+    assert f"run `dutchbook reparse {out} --parser lenient` again first (no API call)" in said
+    assert scan_attempts(out).collect().height == attempts  # nothing asked again
+    assert invoke("reparse", str(out), "--parser", "lenient")[0] == 0  # as the refusal says
+    assert invoke("run", str(root / "spec.toml"), "--out", str(out))[0] == 0
+    assert scan_attempts(out).collect().height == attempts
 
 
 def test_a_reparse_back_to_the_answers_scored_leaves_the_scores_standing(root: Path) -> None:
