@@ -41,7 +41,12 @@ from engine.console_lines import plural
 from engine.durable import record_number
 from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
-from engine.reparse import ok_means_accepted, parser_in_force, unfinished_line
+from engine.reparse import (
+    ok_means_accepted,
+    parser_in_force,
+    resume_refusal,
+    unfinished_line,
+)
 from engine.retry import BUDGET_SPENT_PATTERN, DUPLICATE
 from engine.retry import (
     REJECTED_ON_REPARSE as REJECTED_ON_REPARSE,  # re-exported: the audit's name for it
@@ -376,9 +381,14 @@ def at_provider_sentence(sentence: str, held: AtProvider) -> str:
     return f"{sentence.rstrip('.')}; {held.phrase()}." if held else sentence
 
 
-def resume_line(held: AtProvider) -> str:
+def resume_line(held: AtProvider, refused: str | None = None) -> str:
     """What running the same command again does, after lanes that ended early: a resume
-    collects the batch jobs still at the provider, never asking their queries again."""
+    collects the batch jobs still at the provider, never asking their queries again. With
+    `refused` (`engine.reparse.resume_refusal`: the folder may hold a strict reparse's
+    answers and its spec is lenient), it asks nothing: the resume is refused, in the words it
+    is refused in, which say what to do instead."""
+    if refused:
+        return f"Running the same command again is refused: {refused}"
     if not held:
         return "Running the same command again asks only the unanswered requests"
     return (
@@ -522,6 +532,10 @@ class Audit:
     #: The line saying the folder's last reparse did not finish and to run it again
     #: (`engine.reparse.unfinished_line`), None when it did or there was none.
     reparse_unfinished: str | None = None
+    #: Why a resume of the folder by its own spec is refused, and what to do instead
+    #: (`engine.reparse.resume_refusal`), None when it is not: said by `notes()` in place of
+    #: what running the same command again would ask.
+    resume_refused: str | None = None
 
     @property
     def sentence(self) -> str:
@@ -591,9 +605,10 @@ class Audit:
         damaged; not while a reparse is unfinished, whose line names the same reparse), the
         reparse that takes back replies a strict reparse rejected, lanes that ended early,
         then pauses while a provider was down; after lanes that ended early, how to ask what
-        they left; then requests whose answer-failure budget is spent."""
+        they left (or, a resume being refused, why and what to do instead:
+        `resume_refused`); then requests whose answer-failure budget is spent."""
         ends = self.lane_end_lines()
-        resume = [resume_line(self.at_provider)]
+        resume = [resume_line(self.at_provider, self.resume_refused)]
         # An unfinished reparse's line names the reparse that rebuilds them too: said once.
         lost = None if self.reparse_unfinished else missing_answers_line(
             self.totals.answers_missing, self.run_dir, self.parser
@@ -900,7 +915,8 @@ def _read_audit(
                  in_flight=unresolved.in_flight, interrupted_unrecorded=unresolved.interrupted,
                  interrupted_batch=unresolved.interrupted_batch,
                  repeats=repeats, at_provider=at_provider(fold_jobs(run_dir), attempts),
-                 reparse_unfinished=unfinished_line(run_dir))
+                 reparse_unfinished=unfinished_line(run_dir),
+                 resume_refused=resume_refusal(run_dir, spec_parser, spec="its spec"))
 
 
 def _rolled_up(

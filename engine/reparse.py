@@ -331,7 +331,8 @@ def ok_means_accepted(run_dir: Path | str, spec_parser: str | None) -> bool:
 def resume_refusal(run_dir: Path | str, spec_parser: str | None, spec: str) -> str | None:
     """Why a resume of `run_dir` by a spec reading replies with `spec_parser` is refused, and
     what to do instead; None when it is not. `runs.pipeline` refuses the resume in these
-    words (after `{run_dir}: `; `spec` names the spec, "this spec").
+    words (after `{run_dir}: `, `spec` "this spec"), and the audit says them where it would
+    say what running the same command again does (`spec` "its spec").
 
     Refused while the folder may hold a strict reparse's answers and the spec is lenient
     (`parsers_maybe_in_force`: the last reparse was strict, finished or not, or a lenient one

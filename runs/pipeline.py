@@ -717,9 +717,10 @@ def _design_and_plan(
 def _check_last_parser(spec: CampaignSpec, run_dir: Path) -> None:
     """Refuse a resume of a folder whose answers `dutchbook reparse` may have read with a
     stricter parser than the spec's (`logs/reparses.jsonl`), in the words of
-    `engine.reparse.resume_refusal`, which says why and what to do. A reparse back to the
-    spec's parser (no call) clears it; a strict spec's folder read by lenient is let
-    through. Call with the folder's lock held (`reparse` takes it too)."""
+    `engine.reparse.resume_refusal`, which says why and what to do (the audit says the
+    same after lanes that ended early). A reparse back to the spec's parser (no call)
+    clears it; a strict spec's folder read by lenient is let through. Call with the
+    folder's lock held (`reparse` takes it too)."""
     refusal = resume_refusal(run_dir, spec.parser, spec="this spec")
     if refusal is None:
         return

@@ -21,9 +21,12 @@ import polars as pl
 import pytest
 
 from engine.audit import attempt_timeline
+from engine.lanefile import write_lane_states
+from engine.lanes import LaneState, LaneStats
 from engine.ledger import Ledger
 from engine.reparse import last_reparse
 from engine.scan import scan_attempts, scan_responses
+from runs.audit import run_audit
 from tests.runs.quiet_campaign import invoke
 
 #: A model whose fractions ("11/36") strict rejects and lenient takes, and one that answers
@@ -307,6 +310,32 @@ def test_an_unfinished_lenient_reparse_leaves_strict_rejections_rejected_not_los
     assert invoke("reparse", str(out), "--parser", "lenient")[0] == 0  # as the refusal says
     assert invoke("run", str(root / "spec.toml"), "--out", str(out))[0] == 0
     assert scan_attempts(out).collect().height == attempts
+
+
+def test_the_audit_promises_no_resume_that_would_be_refused(root: Path) -> None:
+    """After `reparse --parser strict` of the lenient run, a lane that had ended early made
+    the audit close on "Running the same command again asks only the unanswered requests",
+    and running it was refused (the folder may hold strict's answers, the spec is lenient).
+    The audit says that the resume is refused, in the refusal's own words, with what to do."""
+    out, spec = root / "run", str(root / "spec.toml")
+    lane = LaneStats("fractions", "sim", state=LaneState.CANCELLED)
+    lane.say("stop requested")
+    write_lane_states(out, [lane, LaneStats("plain", "sim", state=LaneState.DONE)])
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    attempts = scan_attempts(out).collect().height
+    code, refused = invoke("run", spec, "--out", str(out))
+    assert code == 2 and refused.startswith(f"error: {out}: "), refused
+    assert scan_attempts(out).collect().height == attempts
+    why = refused.removeprefix(f"error: {out}: ").rstrip("\n").replace("this spec", "its spec")
+
+    code, said = invoke("audit", str(out))
+    assert code == 0, said
+    assert "asks only the unanswered requests" not in said, said
+    assert "fractions (sim): 28 of 28 requests unanswered; its lane was stopped" in said, said
+    assert f"Running the same command again is refused: {why}." in said.splitlines(), said
+    assert f"run `dutchbook reparse {out} --parser lenient` first (no API call)" in why
+    notes = run_audit(out).notes()
+    assert notes[-1] == f"Running the same command again is refused: {why}."
 
 
 def test_a_reparse_back_to_the_answers_scored_leaves_the_scores_standing(root: Path) -> None:
