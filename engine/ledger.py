@@ -88,6 +88,7 @@ from engine.scan import (
     found_among,
     result_frames,
     scan_attempts,
+    scan_ledger,
     scan_responses,
 )
 from engine.shards import (
@@ -115,6 +116,7 @@ __all__ = [
     "clear_pid",
     "read_pid",
     "scan_attempts",
+    "scan_ledger",
     "scan_responses",
     "write_pid",
 ]
