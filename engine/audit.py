@@ -221,20 +221,32 @@ def missing_answers_line(missing: int, run_dir: str, parser: str | None) -> str 
     )
 
 
-def rejected_answers_line(rejected: int, run_dir: str) -> str | None:
+def rejected_answers_line(
+    rejected: int, run_dir: str, *, refusal_said: bool = False
+) -> str | None:
     """What `status` and `audit` say of requests whose reply the run accepted and a later
     `dutchbook reparse --parser strict` rejected (None when there are none): they count as
     pending, and a lenient spec's resume is refused (`engine.reparse.resume_refusal`), so
     the line names the reparse that takes them back. A reply recorded `ok` that strict
-    rejects was accepted by lenient, so lenient is the way back whatever the spec says."""
+    rejects was accepted by lenient, so lenient is the way back whatever the spec says.
+
+    With `refusal_said` (the audit's notes say the resume's refusal, whose words name that
+    reparse command and that the resume waits for it), the command is left to the refusal:
+    the line says only that a lenient reparse gives the answers back without a call."""
     if not rejected:
         return None
+    one = rejected == 1
+    line = (
+        f"{plural(rejected, 'request')} {'has' if one else 'have'} no answer only because "
+        f"`dutchbook reparse --parser strict` rejected the {'reply' if one else 'replies'} "
+        "the run had accepted"
+    )
+    if refusal_said:
+        answers = "its answer" if one else "their answers"
+        return f"{line}; a lenient reparse gives {answers} back without a call"
     return (
-        f"{plural(rejected, 'request')} {'has' if rejected == 1 else 'have'} no answer only "
-        f"because `dutchbook reparse --parser strict` rejected the "
-        f"{'reply' if rejected == 1 else 'replies'} the run had accepted: `dutchbook reparse "
-        f"{run_dir} --parser lenient` takes {'it' if rejected == 1 else 'them'} back without a "
-        "call (a resume with a lenient spec is refused until then)"
+        f"{line}: `dutchbook reparse {run_dir} --parser lenient` takes {'it' if one else 'them'} "
+        "back without a call (a resume with a lenient spec is refused until then)"
     )
 
 
@@ -606,9 +618,11 @@ class Audit:
         reparse that takes back replies a strict reparse rejected, lanes that ended early,
         then pauses while a provider was down; after lanes that ended early, how to ask what
         they left (or, a resume being refused, why and what to do instead:
-        `resume_refused`); then requests whose answer-failure budget is spent."""
+        `resume_refused`, the one line then to name the reparse that takes rejected replies
+        back); then requests whose answer-failure budget is spent."""
         ends = self.lane_end_lines()
-        resume = [resume_line(self.at_provider, self.resume_refused)]
+        refused = self.resume_refused if ends else None
+        resume = [resume_line(self.at_provider, refused)]
         # An unfinished reparse's line names the reparse that rebuilds them too: said once.
         lost = None if self.reparse_unfinished else missing_answers_line(
             self.totals.answers_missing, self.run_dir, self.parser
@@ -617,7 +631,7 @@ class Audit:
         repeated = repeated_rows_line(self.repeats, self.run_dir)
         # As `status` notes them, and not while a reparse is unfinished (its line first).
         rejected = None if self.reparse_unfinished else rejected_answers_line(
-            self.totals.answers_rejected_on_reparse, self.run_dir
+            self.totals.answers_rejected_on_reparse, self.run_dir, refusal_said=bool(refused)
         )
         lines = [
             *([self.reparse_unfinished] if self.reparse_unfinished else []),

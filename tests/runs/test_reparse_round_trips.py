@@ -338,6 +338,47 @@ def test_the_audit_promises_no_resume_that_would_be_refused(root: Path) -> None:
     assert notes[-1] == f"Running the same command again is refused: {why}."
 
 
+def _refusal(root: Path) -> str:
+    """The words `dutchbook run` refuses a resume of `root/run` in, as the audit says them
+    (of "its spec"); nothing is asked."""
+    out = root / "run"
+    attempts = scan_attempts(out).collect().height
+    code, refused = invoke("run", str(root / "spec.toml"), "--out", str(out))
+    assert code == 2 and refused.startswith(f"error: {out}: "), refused
+    assert scan_attempts(out).collect().height == attempts
+    return refused.removeprefix(f"error: {out}: ").rstrip("\n").replace("this spec", "its spec")
+
+
+def test_the_audit_names_the_reparse_back_to_lenient_once(root: Path) -> None:
+    """After `reparse --parser strict` of the lenient run with a lane that had ended early,
+    the audit named `dutchbook reparse DIR --parser lenient` twice: in the line on the
+    replies strict rejected, and in the resume's refusal after the lane's line. The refusal
+    names it, with why the resume waits for it and the other way out; the line keeps that a
+    lenient reparse gives the answers back without a call. `status`, which says no
+    refusal, keeps the command in its line."""
+    out = root / "run"
+    lane = LaneStats("fractions", "sim", state=LaneState.CANCELLED)
+    lane.say("stop requested")
+    write_lane_states(out, [lane, LaneStats("plain", "sim", state=LaneState.DONE)])
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    why = _refusal(root)
+    command = f"`dutchbook reparse {out} --parser lenient`"
+
+    code, said = invoke("audit", str(out))
+    assert code == 0 and said.count(command) == 1, said
+    assert run_audit(out).notes() == [
+        "28 requests have no answer only because `dutchbook reparse --parser strict` rejected "
+        "the replies the run had accepted; a lenient reparse gives their answers back without "
+        "a call.",
+        "fractions (sim): 28 of 28 requests unanswered; its lane was stopped (stop requested).",
+        f"Running the same command again is refused: {why}.",
+    ]
+    assert command in why
+    code, said = invoke("status", str(out))
+    assert code == 0 and said.count(command) == 1, said
+    assert f"{command} takes them back without a call" in said, said
+
+
 def test_a_reparse_back_to_the_answers_scored_leaves_the_scores_standing(root: Path) -> None:
     """`reparse --parser strict`, then `--parser lenient`: the answers are those the run
     scored, in a new shard; the report used to ask for a new score. A real change still
