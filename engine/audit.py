@@ -437,7 +437,7 @@ class AuditRow:
     #: Requests never attempted yet (planned, no attempt in the ledger).
     not_attempted: int = 0
     #: Of `given_up`, requests whose answer-failure budget (`max_answer_failures`) is spent:
-    #: running the same command again asks them only once the spec raises it.
+    #: a resume asks them again only once the spec raises it.
     answer_budget_spent: int = 0
     #: Requests whose accepted attempt is in the ledger and whose answer is not in
     #: `responses/` (a lost file; `classify`'s `answer_missing`): not retries, not given up.
@@ -601,12 +601,18 @@ class Audit:
 
     def budget_lines(self) -> list[str]:
         """One line per model with requests given up because their answer-failure budget
-        is spent, which running the same command again does not ask."""
+        is spent, which running the same command again does not ask. Where that resume is
+        refused (`resume_refused`, which `notes()` then says after these lines), the lines
+        promise it nothing: a resume asks them again only once the budget is raised."""
+        again = (
+            "a resume asks them again"
+            if self.resume_refused
+            else "running the same command again asks them"
+        )
         return [
             f"{model}: {row.answer_budget_spent:,} request"
             f"{'s' if row.answer_budget_spent != 1 else ''} given up with the answer-failure "
-            "budget spent; running the same command again asks them only once the spec's "
-            "max_answer_failures is raised"
+            f"budget spent; {again} only once the spec's max_answer_failures is raised"
             for model, row in self.by_model.items()
             if row.answer_budget_spent
         ]
@@ -617,12 +623,15 @@ class Audit:
         damaged; not while a reparse is unfinished, whose line names the same reparse), the
         reparse that takes back replies a strict reparse rejected, lanes that ended early,
         then pauses while a provider was down; after lanes that ended early, how to ask what
-        they left (or, a resume being refused, why and what to do instead:
-        `resume_refused`, the one line then to name the reparse that takes rejected replies
-        back); then requests whose answer-failure budget is spent."""
-        ends = self.lane_end_lines()
-        refused = self.resume_refused if ends else None
-        resume = [resume_line(self.at_provider, refused)]
+        they left; then requests whose answer-failure budget is spent. A resume being refused
+        (`resume_refused`), no line promises it: after lanes that ended early or requests
+        whose budget is spent, the last line says why running the same command again is
+        refused and what to do instead, the one line to name the reparse that takes
+        rejected replies back."""
+        ends, budget = self.lane_end_lines(), self.budget_lines()
+        # Refused, the resume is said (last) where a line would ask what is left.
+        refused = self.resume_refused if ends or budget else None
+        resume = [resume_line(self.at_provider, refused)] if ends or refused else []
         # An unfinished reparse's line names the reparse that rebuilds them too: said once.
         lost = None if self.reparse_unfinished else missing_answers_line(
             self.totals.answers_missing, self.run_dir, self.parser
@@ -638,7 +647,8 @@ class Audit:
             *self._interrupted_lines(),
             *([lost] if lost else []), *([unrecorded] if unrecorded else []),
             *([repeated] if repeated else []), *([rejected] if rejected else []), *ends,
-            *self.pause_lines(), *(resume if ends else []), *self.budget_lines(),
+            *self.pause_lines(), *([] if refused else resume), *budget,
+            *(resume if refused else []),
         ]
         return [line if line.endswith((".", "?", "!")) else f"{line}." for line in lines]
 

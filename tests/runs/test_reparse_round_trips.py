@@ -379,6 +379,44 @@ def test_the_audit_names_the_reparse_back_to_lenient_once(root: Path) -> None:
     assert f"{command} takes them back without a call" in said, said
 
 
+def test_the_audit_promises_no_resume_for_a_spent_budget_that_would_be_refused(
+    tmp_path: Path,
+) -> None:
+    """A lenient run with requests given up with their answer-failure budget spent, then
+    reparsed strict: the audit said of them "running the same command again asks them only
+    once the spec's max_answer_failures is raised", where running it is refused with the
+    budget raised or not. The budget lines say what a resume asks, and the resume's refusal
+    follows them, in the run's own words, naming the reparse back to lenient once."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        SPEC.replace(
+            'parser = "lenient"\n',
+            'parser = "lenient"\nmax_answer_failures = 1\nsim_faults = "malformed_json=0.3"\n',
+        ),
+        encoding="utf-8",
+    )
+    out = tmp_path / "run"
+    code, said = invoke("run", str(spec), "--out", str(out))
+    assert code == 4 and "spent their answer-failure budget" in said, said
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    why = _refusal(tmp_path)
+    # With the budget raised, as the line said, the resume is refused all the same.
+    spec.write_text(spec.read_text().replace("max_answer_failures = 1", "max_answer_failures = 2"))
+    assert _refusal(tmp_path) == why
+
+    notes = run_audit(out).notes()
+    budget = [note for note in notes if "answer-failure budget spent" in note]
+    assert budget, notes
+    for note in budget:
+        assert note.endswith(
+            "; a resume asks them again only once the spec's max_answer_failures is raised."
+        ), note
+    assert not any("running the same command again asks" in note for note in notes), notes
+    assert notes[-1] == f"Running the same command again is refused: {why}."
+    code, said = invoke("audit", str(out))
+    assert code == 0 and said.count(f"`dutchbook reparse {out} --parser lenient`") == 1, said
+
+
 def test_a_reparse_back_to_the_answers_scored_leaves_the_scores_standing(root: Path) -> None:
     """`reparse --parser strict`, then `--parser lenient`: the answers are those the run
     scored, in a new shard; the report used to ask for a new score. A real change still
