@@ -546,7 +546,8 @@ class Audit:
     reparse_unfinished: str | None = None
     #: Why a resume of the folder by its own spec is refused, and what to do instead
     #: (`engine.reparse.resume_refusal`), None when it is not: said by `notes()` in place of
-    #: what running the same command again would ask.
+    #: what running the same command again would ask (after lanes that ended early or
+    #: budgets spent), and in `--json` as `resume_refused` whether said or not.
     resume_refused: str | None = None
 
     @property
@@ -675,6 +676,8 @@ class Audit:
                 "jobs": self.at_provider.jobs, "queries": self.at_provider.queries,
             },
             "reparse_unfinished": self.reparse_unfinished,
+            # Additive: why a resume by its spec is refused and what to do, or None.
+            "resume_refused": self.resume_refused,
         }
 
     def table(self) -> pl.DataFrame:

@@ -417,6 +417,23 @@ def test_the_audit_promises_no_resume_for_a_spent_budget_that_would_be_refused(
     assert code == 0 and said.count(f"`dutchbook reparse {out} --parser lenient`") == 1, said
 
 
+def test_audit_json_says_whether_a_resume_is_refused(root: Path) -> None:
+    """`audit --json` (and `report/audit.json`, the same object) did not say that a resume
+    of the folder is refused: `resume_refused` is the refusal's words (of "its spec"), or
+    null, whether or not a note says them (no lane ended early here)."""
+    from runs.audit import AUDIT_JSON, write_files
+
+    out = root / "run"
+    assert json.loads(invoke("audit", str(out), "--json")[1])["resume_refused"] is None
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    why = _refusal(root)
+    assert json.loads(invoke("audit", str(out), "--json")[1])["resume_refused"] == why
+    write_files(out, run_audit(out))
+    assert json.loads((out / AUDIT_JSON).read_bytes())["resume_refused"] == why
+    assert invoke("reparse", str(out), "--parser", "lenient")[0] == 0
+    assert json.loads(invoke("audit", str(out), "--json")[1])["resume_refused"] is None
+
+
 def test_a_reparse_back_to_the_answers_scored_leaves_the_scores_standing(root: Path) -> None:
     """`reparse --parser strict`, then `--parser lenient`: the answers are those the run
     scored, in a new shard; the report used to ask for a new score. A real change still
