@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 import orjson
@@ -33,9 +34,41 @@ def shard_name(shard_id: int) -> str:
     return f"part-{shard_id:08d}.parquet"
 
 
+class NotAFileShard(Exception):
+    """A shard's name held by a device, a FIFO or a socket (a link to /dev/zero, say): polars
+    read a device as an empty file and ended in its traceback naming no file, and waited
+    forever on a FIFO, deaf to a signal. `runs.damaged_files` names it as damage."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(f"{path} is {kind}, not a regular file")
+        self.path = path
+
+
+def special_file(path: Path) -> str | None:
+    """What `path` is when it is neither a regular file nor a folder, symlinks followed ("a
+    FIFO", "a character device", ...); None otherwise, or when there is nothing there. Asked
+    of the file's status alone: opening a FIFO waits for a writer."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
 def list_shards(directory: Path) -> list[tuple[int, Path]]:
-    """Committed shards in `directory`, by id (temp files never match)."""
-    return numbered_files(directory, _PART)
+    """Committed shards in `directory`, by id (temp files never match). Raises
+    `NotAFileShard` for one that is a device, a FIFO or a socket: every reader and the writer
+    list the shards here before anything opens them."""
+    shards = numbered_files(directory, _PART)
+    for _, path in shards:
+        kind = special_file(path)
+        if kind is not None:
+            raise NotAFileShard(path, kind)
+    return shards
 
 
 def max_shard_id(*directories: Path) -> int:

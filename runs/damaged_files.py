@@ -5,11 +5,14 @@ of specification ...") without its path, from wherever the read happened. A comm
 meets such an error asks `damage_report` which files of the folder cannot be read, and tells
 the user in one line which ones they are and what, if anything, writes each again. Nothing is
 claimed damaged unless a file of the folder is unreadable when read again here: any other
-error goes on as it was (a bug stays a traceback).
+error goes on as it was (a bug stays a traceback). A device, FIFO or socket in a shard's place
+(`engine.shards.NotAFileShard`, refused by the shard listing before polars opens it) is named
+the same way, never opened here either.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -23,9 +26,14 @@ DERIVED = {
 
 
 def looks_like_parquet_damage(exc: BaseException) -> bool:
-    """polars' error for a Parquet file it cannot decode (checked before the folder is read)."""
+    """polars' error for a Parquet file it cannot decode, or the shard listing's for a device
+    or a FIFO in a shard's place (checked before the folder is read)."""
     import polars as pl
 
+    from engine.shards import NotAFileShard
+
+    if isinstance(exc, NotAFileShard):
+        return True
     return isinstance(exc, pl.exceptions.PolarsError) and "parquet" in str(exc).lower()
 
 
@@ -58,12 +66,24 @@ def check_footers(paths: Iterable[Path]) -> None:
 
 
 def damaged_parquet_files(folder: Path) -> dict[Path, str]:
-    """Every Parquet file under `folder` that cannot be read, with polars' reason."""
+    """Every Parquet file under `folder` that cannot be read, with polars' reason; a device,
+    FIFO or socket under a Parquet file's name (a link to /dev/null, say) with what it is,
+    never opened (a FIFO would wait for a writer)."""
+    from engine.shards import special_file
+
     found = {}
     for path in sorted(folder.rglob("*.parquet")):
-        if path.is_file() and (why := unreadable(path)) is not None:
+        if (kind := special_file(path)) is not None:
+            found[path] = _not_a_file(path, kind)
+        elif path.is_file() and (why := unreadable(path)) is not None:
             found[path] = why
     return found
+
+
+def _not_a_file(path: Path, kind: str) -> str:
+    """What a special file is (`special_file`), and where a link in its place leads."""
+    link = f", linked to {os.readlink(path)}" if path.is_symlink() else ""
+    return f"not a regular file but {kind}{link}"
 
 
 def damage_report(folder: Path, exc: BaseException) -> str | None:

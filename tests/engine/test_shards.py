@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from engine.durable import write_atomic
-from engine.shards import replace_all, shard_name, visible_shards
+from engine.shards import NotAFileShard, replace_all, shard_name, visible_shards
 
 
 def _ids(*request_ids: str) -> pl.DataFrame:
@@ -50,3 +50,19 @@ def test_a_replacement_leaves_the_new_shard_alone(tmp_path: Path) -> None:
     assert replace_all(tmp_path, _ids("z"), 2) == tmp_path / shard_name(2)
     assert sorted(p.name for p in tmp_path.iterdir()) == [shard_name(2)]
     assert pl.read_parquet(tmp_path / shard_name(2))["request_id"].to_list() == ["z"]
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a character device"])
+def test_a_shard_that_is_no_regular_file_is_refused_naming_it(tmp_path: Path, kind: str) -> None:
+    # polars read a link to /dev/null as an empty file (its traceback naming no file) and
+    # waited forever on a FIFO; the listing says which shard it is before anything opens it.
+    write_atomic(_ids("a"), tmp_path / shard_name(1))
+    odd = tmp_path / shard_name(2)
+    if kind == "a FIFO":
+        os.mkfifo(odd)
+    else:
+        odd.symlink_to("/dev/null")
+    with pytest.raises(NotAFileShard, match=f"{odd} is {kind}, not a regular file"):
+        visible_shards(tmp_path)
+    odd.unlink()
+    assert visible_shards(tmp_path) == [tmp_path / shard_name(1)]

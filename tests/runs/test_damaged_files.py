@@ -8,7 +8,10 @@ no file.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -126,6 +129,37 @@ def test_folder_commands_name_a_damaged_shard(run_dir: Path, command: str, shard
     if shards == "attempts":
         assert "no command writes it again" in line, line
     else:  # the answers are rebuilt from the replies (test_damaged_responses)
+        assert f"`dutchbook reparse {run_dir} --parser strict` rebuilds the answers" in line, line
+
+
+@pytest.mark.parametrize("held_by", ["fifo", "/dev/null", "/dev/zero"])
+@pytest.mark.parametrize(
+    ("command", "shards"), [("status", "attempts"), ("audit", "responses"), ("score", "responses")]
+)
+def test_folder_commands_name_a_shard_that_is_no_regular_file(
+    run_dir: Path, command: str, shards: str, held_by: str
+) -> None:
+    """A device linked, or a FIFO made, in a shard's place: polars read the device as an
+    empty file (its traceback naming no file) and waited on the FIFO for ever, deaf to a
+    signal. Run as a user runs it, with a time limit, so that a wait fails the test."""
+    shard = sorted((run_dir / shards).glob("*.parquet"))[0]
+    shard.unlink()
+    if held_by == "fifo":
+        os.mkfifo(shard)
+        what = "a FIFO"
+    else:
+        shard.symlink_to(held_by)
+        what = f"a character device, linked to {held_by}"
+    dutchbook = Path(sys.executable).with_name("dutchbook")
+    done = subprocess.run(
+        [str(dutchbook), command, str(run_dir)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    line = one_error_line(done.stdout + done.stderr)
+    assert f"damaged file in the run folder: {shard} (not a regular file but {what}; " in line
+    if shards == "attempts":
+        assert "no command writes it again" in line, line
+    else:
         assert f"`dutchbook reparse {run_dir} --parser strict` rebuilds the answers" in line, line
 
 
