@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import numpy.typing as npt
 
-from scoring.inputs import as_real, check_in_unit_range
+from scoring.inputs import as_real, in_unit_range
 
 
 def brier(probs: npt.ArrayLike, outcomes: npt.ArrayLike) -> float | npt.NDArray[np.float64]:
@@ -40,11 +40,12 @@ def _checked(
     """Probabilities in [0, 1] and outcomes in {0, 1} (NaN allowed in both), or ValueError.
 
     The same forecasts `dutch_books` refuses (1.5, -0.1, inf) would otherwise get a Brier
-    score, and an outcome of 0.5 or 2 a number that is no Brier score at all.
+    score, and an outcome of 0.5 or 2 a number that is no Brier score at all. Rounding past
+    an end (1 + 1e-12) is clipped as `dutch_books` clips it: unclipped, it scored 1 + 2e-12
+    against an outcome of 0, more than any Brier score.
     """
-    p = as_real(probs, "probs")
+    p = in_unit_range(as_real(probs, "probs"))  # as `dutch_books` checks and clips them
     o = as_real(outcomes, "outcomes")
-    check_in_unit_range(p)  # as `dutch_books` checks them
     known = o[~np.isnan(o)]
     if not np.all((known == 0.0) | (known == 1.0)):
         raise ValueError("outcomes must be 0 or 1 (NaN marks an unresolved event)")

@@ -56,12 +56,15 @@ def as_real(values: npt.ArrayLike, name: str) -> FloatArray:
         raise ValueError(f"{name} must be real numbers: {error}") from error
 
 
-def check_in_unit_range(probs: FloatArray) -> None:
-    """ValueError unless every stated probability (NaN: unanswered) lies in [0, 1], an
-    overshoot of `ROUNDING` allowed (a forecast computed as M @ pi may pass 1 by an ulp)."""
+def in_unit_range(probs: FloatArray) -> FloatArray:
+    """`probs` clipped to [0, 1], or ValueError unless every stated probability (NaN:
+    unanswered, kept) lies in [0, 1] give or take `ROUNDING`: a forecast computed as M @ pi
+    may pass 1 by an ulp, which is clipped as only rounding. Every scoring function that
+    takes probabilities checks them here, so they accept, clip and refuse the same values."""
     answered = probs[~np.isnan(probs)]
     if answered.size and (np.any(answered < -ROUNDING) or np.any(answered > 1.0 + ROUNDING)):
         raise ValueError("probs must lie in [0, 1] (NaN marks an unanswered event)")
+    return np.clip(probs, 0.0, 1.0)
 
 
 def as_probs(probs: npt.ArrayLike, n_events: int) -> tuple[FloatArray, bool]:
@@ -79,6 +82,4 @@ def as_probs(probs: npt.ArrayLike, n_events: int) -> tuple[FloatArray, bool]:
         raise ValueError(
             f"probs has {array.shape[1]} events per set but incidence has {n_events} rows"
         )
-    check_in_unit_range(array)
-    # Forecasts computed as M @ pi may overshoot 1 by an ulp; clip what is only rounding.
-    return np.clip(array, 0.0, 1.0), one_set
+    return in_unit_range(array), one_set

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scoring import brier
+from scoring import brier, dutch_books
 
 
 def test_mean_squared_error_of_one_set() -> None:
@@ -57,3 +57,25 @@ def test_probabilities_and_outcomes_out_of_range_are_rejected(
 def test_rounding_past_one_and_unresolved_outcomes_still_score() -> None:
     assert brier([1.0 + 1e-15, 0.0], [1, 0]) == pytest.approx(0.0)
     assert brier([0.2, 0.8], [np.nan, True]) == pytest.approx(0.04)
+
+
+@pytest.mark.parametrize(("stated", "clipped"), [(1.0 + 1e-12, 1.0), (-1e-12, 0.0)])
+def test_rounding_within_tolerance_is_clipped_as_dutch_books_clips_it(
+    stated: float, clipped: float
+) -> None:
+    # Unclipped, 1 + 1e-12 against an outcome of 0 scored 1 + 2e-12, more than any Brier
+    # score; `dutch_books` clips it to 1 (`scoring.inputs.ROUNDING`).
+    for outcome in (0, 1):
+        assert brier([stated], [outcome]) == (clipped - outcome) ** 2
+    book = dutch_books(np.array([[1.0, 0.0], [0.0, 1.0]]), [stated, 1.0 - clipped])
+    assert book.profit[0] == 0.0
+
+
+@pytest.mark.parametrize("stated", [1.0 + 2e-12, -2e-12])
+def test_past_the_tolerance_brier_refuses_what_dutch_books_refuses(stated: float) -> None:
+    with pytest.raises(ValueError) as from_dutch_books:
+        dutch_books(np.array([[1.0, 0.0], [0.0, 1.0]]), [stated, 0.5])
+    with pytest.raises(ValueError) as from_brier:
+        brier([stated, 0.5], [1, 0])
+    assert str(from_brier.value) == str(from_dutch_books.value)
+    assert str(from_brier.value) == "probs must lie in [0, 1] (NaN marks an unanswered event)"
