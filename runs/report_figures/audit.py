@@ -39,22 +39,27 @@ TITLE_CHARS = {1: 100, 2: 48}
 #: audit's tables (`engine.audit.CAUSES`), which the legend follows. Replies a strict reparse
 #: rejected are pale like the accepted attempts they sit on (no retry), in a blue that
 #: simulated protanopia, deuteranopia and tritanopia still tell from every other entry
-#: (CIEDE2000 at least 15), where the fallback grey was one of three greys.
+#: (CIEDE2000 at least 15), where the fallback grey was one of three greys. Every two entries
+#: stay apart under simulated deuteranopia and protanopia (Machado et al. 2009, full
+#: severity), CIE76 ΔE at least 15 (the tests ask 12): connection errors, violet before, and
+#: timeouts were one blue to a deuteranope (ΔE 1.7), provider errors and missing routing
+#: metadata one olive (3.8), and five more pairs were under 9 (a lime `truncated` beside
+#: `rate_limit` to a protanope, 7.4). Normal vision keeps 18.7 at least, tritanopia 9.6.
 OUTCOME_COLOURS = {
     ACCEPTED: "#d1d5db",
     REJECTED_ON_REPARSE: "#93c5fd",
     "rate_limit": "#f59e0b",
     "provider_error": "#dc2626",
-    "connection_error": "#7c3aed",
+    "connection_error": "#701a75",
     "timeout": "#2563eb",
     "interrupted": "#0f766e",
-    "missing_routing_metadata": "#a16207",
+    "missing_routing_metadata": "#5b21b6",
     "damaged_batch_result": "#7f1d1d",
     "invalid_response": "#db2777",
-    "refusal": "#4b5563",
-    "truncated": "#65a30d",
+    "refusal": "#9ca3af",
+    "truncated": "#16a34a",
     "auth_error": "#111827",
-    "bad_request": "#9a3412",
+    "bad_request": "#ea580c",
     "duplicate": "#0891b2",
 }
 

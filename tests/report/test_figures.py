@@ -9,6 +9,7 @@ counted by hand on synthetic frames.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from pathlib import Path
 from typing import Any, cast
 
@@ -858,3 +859,50 @@ def test_the_audit_figures_legend_lists_causes_in_the_tables_order() -> None:
 
     # Replies a strict reparse rejected, no retry either, sit on the accepted attempts.
     assert list(OUTCOME_COLOURS) == [ACCEPTED, REJECTED_ON_REPARSE, *CAUSES]
+
+
+#: Dichromacy at full severity as Machado, Oliveira and Fernandes (2009) simulate it: a matrix
+#: applied to linear sRGB.
+DICHROMACY = {
+    "deuteranopia": [[0.367322, 0.860646, -0.227968],
+                     [0.280085, 0.672501, 0.047413],
+                     [-0.011820, 0.042940, 0.968881]],
+    "protanopia": [[0.152286, 1.052583, -0.204868],
+                   [0.114503, 0.786281, 0.099216],
+                   [-0.003882, -0.048116, 1.051998]],
+}  # fmt: skip
+#: Linear sRGB to CIE XYZ, and the D65 white, for CIELAB.
+SRGB_TO_XYZ = [[0.4124564, 0.3575761, 0.1804375],
+               [0.2126729, 0.7151522, 0.0721750],
+               [0.0193339, 0.1191920, 0.9503041]]  # fmt: skip
+D65 = (0.95047, 1.0, 1.08883)
+#: The least CIE76 distance asked of two outcome colours as a dichromat sees them: about five
+#: just-noticeable differences (2.3 each). Connection errors and timeouts were 1.7 apart.
+DISTINCT = 12.0
+
+
+def seen_with(kind: str, colour: str) -> np.ndarray:
+    """CIELAB of `colour` (#rrggbb) as simulated `kind` of dichromacy shows it."""
+    srgb = np.array([int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)])
+    linear = np.where(srgb <= 0.04045, srgb / 12.92, ((srgb + 0.055) / 1.055) ** 2.4)
+    simulated = np.clip(np.array(DICHROMACY[kind]) @ linear, 0.0, 1.0)
+    xyz = np.array(SRGB_TO_XYZ) @ simulated / np.array(D65)
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+@pytest.mark.parametrize("kind", sorted(DICHROMACY))
+def test_the_audit_figures_outcome_colours_stay_apart_to_a_dichromat(kind: str) -> None:
+    """Figure 8 drew connection errors (violet) and timeouts (blue) in what a deuteranope sees
+    as one blue (CIE76 1.7), and provider errors and missing routing metadata as one olive
+    (3.8); protanopia joined rate limits and truncated replies (7.4). Every two causes now
+    stay `DISTINCT` apart under both simulations."""
+    from runs.report_figures.audit import OUTCOME_COLOURS
+
+    seen = {outcome: seen_with(kind, colour) for outcome, colour in OUTCOME_COLOURS.items()}
+    close = {
+        (a, b): round(float(np.linalg.norm(seen[a] - seen[b])), 1)
+        for a, b in itertools.combinations(seen, 2)
+        if np.linalg.norm(seen[a] - seen[b]) < DISTINCT
+    }
+    assert close == {}, close
