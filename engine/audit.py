@@ -42,6 +42,7 @@ from engine.durable import record_number
 from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
 from engine.reparse import (
+    lost_after_reparse,
     ok_means_accepted,
     parser_in_force,
     resume_refusal,
@@ -115,6 +116,7 @@ def classify(
     *,
     ok_means_accepted: bool = False,
     rejected_possible: bool = True,
+    lost: pl.LazyFrame | None = None,
 ) -> pl.LazyFrame:
     """`attempts` with `accepted` (bool), `answered` (bool), `answer_missing` (bool),
     `rejected_on_reparse` (bool) and `cause` (null if accepted or rejected on reparse).
@@ -131,17 +133,19 @@ def classify(
     said of 534 answers no reparse had touched.
 
     Otherwise such a reply is one the run accepted and a stricter reparse rejected
-    (`rejected_on_reparse`): no retry attempt, since the engine sent nothing after it (the
-    paper's retries are queries asked again after an error or an unusable reply). That is
-    the request's first `ok` attempt only: a later one was refused as a duplicate, and
-    stays a `duplicate` retry attempt. `rejected_possible=False` says every reply recorded
-    `ok` still has its answer row: no reparse stricter than the run's parser has run, and no
-    answer was lost (`engine.scan.lost_answers`; else pass `ok_means_accepted`). Nothing is
-    then searched for, as that search more than doubled the time of the audit's common
-    case; a lost answer's reply would be taken for a duplicate.
+    (`rejected_on_reparse`), but for the requests in `lost` (`request_id`s whose answer was
+    lost all the same, `engine.reparse.lost_after_reparse`: `answer_missing`): no retry
+    attempt, since the engine sent nothing after it (the paper's retries are queries asked
+    again after an error or an unusable reply). That is the request's first `ok` attempt
+    only: a later one was refused as a duplicate, and stays a `duplicate` retry attempt.
+    `rejected_possible=False` says every reply recorded `ok` still has its answer row: no
+    reparse stricter than the run's parser has run, and no answer was lost
+    (`engine.scan.lost_answers`; else pass `ok_means_accepted`). Nothing is then searched
+    for, as that search more than doubled the time of the audit's common case; a lost
+    answer's reply would be taken for a duplicate.
     """
     rejected_possible = rejected_possible and not ok_means_accepted
-    chosen = _chosen(attempts, responses, ok_means_accepted, rejected_possible)
+    chosen = _chosen(attempts, responses, ok_means_accepted, rejected_possible, lost)
     marked = attempts.join(chosen, on="request_id", how="left").with_columns(
         pl.col("answer_missing").fill_null(False),
         pl.col("_accepted_attempt").is_not_null().alias("answered"),
@@ -178,12 +182,13 @@ def _chosen(
     responses: pl.LazyFrame,
     ok_means_accepted: bool,
     rejected_possible: bool,
+    lost: pl.LazyFrame | None = None,
 ) -> pl.LazyFrame:
     """Per request, `classify`'s `_accepted_attempt` (the one its response row names) and
     `answer_missing`; for a request with an `ok` attempt and no answer row, its first `ok`
-    attempt: the reply the run accepted, whose answer is lost (`ok_means_accepted`: the
-    accepted attempt, `answer_missing`) or was rejected by a stricter reparse since
-    (`_first_ok`)."""
+    attempt: the reply the run accepted, whose answer is lost (`ok_means_accepted`, or the
+    request in `lost`: the accepted attempt, `answer_missing`) or was rejected by a
+    stricter reparse since (`_first_ok`)."""
     chosen = responses.select(
         "request_id",
         pl.col("attempts").cast(pl.Int64).alias("_accepted_attempt"),
@@ -197,13 +202,20 @@ def _chosen(
         .group_by("request_id")
         .agg(pl.col("attempt").min().cast(pl.Int64).alias("_first_ok"))
     )
-    if not ok_means_accepted:
+
+    def missing(frame: pl.LazyFrame) -> pl.LazyFrame:
+        return frame.select(
+            "request_id", pl.col("_first_ok").alias("_accepted_attempt"),
+            pl.lit(True).alias("answer_missing"),
+        )
+
+    if ok_means_accepted:
+        return pl.concat([chosen, missing(first_ok)], how="vertical")
+    if lost is None:
         return pl.concat([chosen, first_ok], how="diagonal")
-    lost = first_ok.select(
-        "request_id", pl.col("_first_ok").alias("_accepted_attempt"),
-        pl.lit(True).alias("answer_missing"),
-    )
-    return pl.concat([chosen, lost], how="vertical")
+    lost_ok = missing(first_ok.join(lost, on="request_id", how="semi"))
+    rejected = first_ok.join(lost, on="request_id", how="anti")
+    return pl.concat([chosen, lost_ok, rejected], how="diagonal")
 
 
 def missing_answers_line(missing: int, run_dir: str, parser: str | None) -> str | None:
@@ -799,17 +811,17 @@ def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
 
 def _partitioned(
     attempts: pl.LazyFrame, responses: pl.LazyFrame, ok_accepted: bool, *,
-    rejected_possible: bool = True,
+    rejected_possible: bool = True, lost: pl.LazyFrame | None = None,
 ) -> list[pl.DataFrame]:
     """`_reduce` over `PARTS` disjoint sets of requests, counts summed across them;
-    `ok_accepted` and `rejected_possible` are `classify`'s."""
+    `ok_accepted`, `rejected_possible` and `lost` are `classify`'s."""
     part = pl.col("request_id").hash(0) % PARTS
     pieces: list[list[pl.DataFrame]] = [[] for _ in range(6)]
     for k in range(PARTS):
         some_attempts, some_responses = attempts.filter(part == k), responses.filter(part == k)
         marked = classify(
             some_attempts, some_responses, ok_means_accepted=ok_accepted,
-            rejected_possible=rejected_possible,
+            rejected_possible=rejected_possible, lost=lost,
         )
         queries = [*_reduce(marked), unrecorded_by_model(some_attempts, some_responses)]
         for i, query in enumerate(queries):
@@ -914,8 +926,15 @@ def _read_audit(
     # third to a paper-scale audit's time and 50 MB to its peak, where `lost_answers` asks
     # it of the whole folder in a fraction of that.
     ok_accepted = no_stricter_reparse and lost_answers(run_dir) > 0
+    # Else those replies are mostly ones a strict reparse rejected; the answers lost among
+    # them, as `status` and the refusals find them (none, at no cost, unless fewer answers
+    # are held than that reparse left).
+    lost = None if no_stricter_reparse else lost_after_reparse(
+        run_dir, sum(accepted_by_model.values())
+    )
     *reduced, latencies = _partitioned(
-        attempts, responses, ok_accepted, rejected_possible=not no_stricter_reparse
+        attempts, responses, ok_accepted, rejected_possible=not no_stricter_reparse,
+        lost=lost.lazy() if lost is not None and lost.height else None,
     )
     planned = _plan_counts(run_dir)
 

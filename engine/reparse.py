@@ -35,7 +35,7 @@ from engine.ledger import Ledger
 from engine.records import ResponseRecord, responses_frame
 from engine.retry import BUDGET_SPENT_PATTERN
 from engine.runlock import read_pid
-from engine.scan import scan_attempts, scan_responses
+from engine.scan import scan_attempts, scan_ledger, scan_responses
 from providers.types import Outcome
 
 PLAN = "plan.parquet"
@@ -48,11 +48,12 @@ _META = ["request_id", "model", "arm", "unit", "pass", "events", "keys"]
 _DIGEST_COLUMNS = ["request_id", "attempts", "values"]
 
 
-#: Two lines per reparse: `{"at", "parser", "begun": true}` before its answers replace the
-#: folder's, then, once they have, `at` and `ReparseSummary.to_dict()` (its `parser` first).
-#: A begun line with no line after it is a reparse killed or failed on the way, whose
-#: answers may or may not be in the folder (`last_reparse`). Folders of earlier versions
-#: hold only the second kind.
+#: Two lines per reparse: `{"at", "parser", "begun": true, "accepted_before",
+#: "accepted_after"}` before its answers replace the folder's, then, once they have, `at`
+#: and `ReparseSummary.to_dict()` (its `parser` first). A begun line with no line after it
+#: is a reparse killed or failed on the way, whose answers may or may not be in the folder
+#: (`last_reparse`). Folders of earlier versions hold only the second kind, or begun lines
+#: without the counts (`fewest_answers`).
 REPARSES_FILE = Path("logs") / "reparses.jsonl"
 
 
@@ -175,8 +176,11 @@ def _compare(old: dict[str, dict[str, Any]], new: pl.DataFrame, summary: Reparse
             summary.values_changed += 1
 
 
-def _say_begun(run_dir: Path, parser: str) -> None:
-    """Record that a reparse with `parser` is about to replace the answers, durably, or raise.
+def _say_begun(run_dir: Path, summary: ReparseSummary) -> None:
+    """Record that a reparse with `summary.parser` is about to replace the answers, durably,
+    or raise; with how many answers the folder holds now and will hold after it
+    (`accepted_before`, `accepted_after`: whichever it holds if the reparse stops on the way,
+    `fewest_answers` knows how many at least).
 
     Said first: a kill between the replacement and the line after it would otherwise leave
     the new parser's answers with no word of it (and a resume with the old parser would pay
@@ -184,7 +188,11 @@ def _say_begun(run_dir: Path, parser: str) -> None:
     that cannot be written stops the reparse before the answers change: skipped (a `logs/`
     this process may not write in), it left strict's answers under a lenient run's name, which
     `audit`, `score` and `report` then called lost and told the user to undo."""
-    line = {"at": datetime.now(UTC).isoformat(timespec="seconds"), "parser": parser, "begun": True}
+    line = {
+        "at": datetime.now(UTC).isoformat(timespec="seconds"), "parser": summary.parser,
+        "begun": True, "accepted_before": summary.accepted_before,
+        "accepted_after": summary.accepted_after,
+    }
     append_record_line_durably(run_dir / REPARSES_FILE, line)
 
 
@@ -229,7 +237,7 @@ def reparse(run_dir: Path | str, parser: str) -> ReparseSummary:
         _compare(old, new_frame, summary)
         summary.answers_digest_before = answers_digest(old_frame)
         summary.answers_digest_after = answers_digest(new_frame)
-        _say_begun(run_dir, parser)
+        _say_begun(run_dir, summary)
         ledger.replace_responses(new_frame)
         # Which parser made the answers now in the folder: the report's provenance reads it.
         append_record_line(
@@ -298,6 +306,19 @@ def parser_in_force(run_dir: Path | str, spec_parser: str | None) -> str | None:
     return last.parser if last is not None else spec_parser
 
 
+def _lines_maybe_in_force(run_dir: Path | str) -> list[dict[str, Any]]:
+    """The reparse lines whose answers the folder may hold, the last first: the last line
+    and, while it is a begun line (its reparse did not finish), each one before it back to
+    the last finished line, that one included. Empty when the folder was never reparsed."""
+    lines = [r for r in read_reparses(run_dir) if isinstance(r.get("parser"), str)]
+    chain: list[dict[str, Any]] = []
+    for line in reversed(lines):
+        chain.append(line)
+        if not line.get("begun"):  # finished: the answers before it are gone
+            break
+    return chain
+
+
 def parsers_maybe_in_force(run_dir: Path | str) -> list[str]:
     """The parsers of the reparses whose answers the folder may hold, the last first: the
     last reparse's, and while it did not finish (`last_reparse`), each one's before it back
@@ -306,13 +327,7 @@ def parsers_maybe_in_force(run_dir: Path | str) -> list[str]:
 
     A lenient reparse back from a strict one, stopped on the way, gives `["lenient",
     "strict"]`: the answers may still be strict's, without those strict rejected."""
-    lines = [r for r in read_reparses(run_dir) if isinstance(r.get("parser"), str)]
-    parsers: list[str] = []
-    for line in reversed(lines):
-        parsers.append(line["parser"])
-        if not line.get("begun"):  # finished: the answers before it are gone
-            break
-    return parsers
+    return [line["parser"] for line in _lines_maybe_in_force(run_dir)]
 
 
 def ok_means_accepted(run_dir: Path | str, spec_parser: str | None) -> bool:
@@ -322,10 +337,97 @@ def ok_means_accepted(run_dir: Path | str, spec_parser: str | None) -> bool:
     reparse of a lenient run (or of a run whose parser is unknown, `spec_parser` None) may
     have rejected them, its answers the folder's or, a lenient reparse back from it not
     finished, maybe still the folder's; otherwise such a reply without an answer is an answer
-    lost from `responses/` (`engine.audit.classify`)."""
+    lost from `responses/` (`engine.audit.classify`). Where it is False, the answers lost
+    are `lost_after_reparse`'s."""
     return spec_parser == "strict" or all(
         parser == "lenient" for parser in parsers_maybe_in_force(run_dir)
     )
+
+
+def _count(value: object) -> int | None:
+    """A count of answers read from a reparse line; None where it holds none (a line of an
+    earlier build, or edited by hand)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def fewest_answers(run_dir: Path | str) -> int | None:
+    """The fewest answers the folder may hold by its reparse lines (`_lines_maybe_in_force`),
+    None where they do not say (never reparsed, or a count missing from a line). A finished
+    reparse left `accepted_after` answers; one that did not finish left those it found
+    (`accepted_before`, in its begun line) or its own (`accepted_after`), and that one's line
+    is not the first only where the ones before it did not finish either, whose own may be
+    there. Nothing but a reparse removes an answer: dispatch adds answers, compaction moves
+    them from the journal into shards, and a resume that could add some to a folder whose
+    answers may be strict's with a lenient spec is refused (`resume_refusal`). So a folder
+    holding fewer has lost at least the difference.
+
+    A lenient reparse's begun line of an earlier build, which counted nothing, is passed
+    over: from the same replies lenient answers every request strict or the run answered,
+    so its answers are never the fewest."""
+    chain = _lines_maybe_in_force(run_dir)
+    counts = [
+        _count(line.get("accepted_after"))
+        for line in chain
+        if not (line.get("begun") and line["parser"] == "lenient" and "accepted_after" not in line)
+    ]
+    if chain and chain[-1].get("begun"):  # none finished: the answers the first one found
+        counts.append(_count(chain[-1].get("accepted_before")))
+    known = [count for count in counts if count is not None]
+    return min(known) if known and len(known) == len(counts) else None
+
+
+def lost_after_reparse(run_dir: Path | str, held: int | None = None) -> pl.DataFrame:
+    """The requests (`request_id`) whose answer `responses/` lost where a strict reparse's
+    answers may be the folder's (`ok_means_accepted` False), where a reply recorded `ok` with
+    no answer is mostly one strict rejected, no loss. Empty unless the folder holds fewer
+    answers (`held`, counted when None) than the fewest its reparses left (`fewest_answers`):
+    then the lost ones are those replies that strict's own parser takes (strict answered
+    them, as a reparse of either parser would), each parsed with its plan's keys.
+
+    The count first, the parse only where it found a loss: the count costs `status` nothing
+    it does not read already, where parsing every reply strict rejected (tens of thousands
+    at paper scale, read back with their text) would slow every `status` of a strictly
+    reparsed folder. The parse names the requests, so that `status`, the audit and the
+    refusals of `score`, `repair`, `report` and a resume count the same ones. Not seen: a
+    loss that leaves at least the fewest answers (the lenient answers of an unfinished
+    reparse back from strict, a shard of them lost: `unfinished_line` says to run that
+    reparse again, which rebuilds them all); lost answers strict rejects (of those same
+    lenient answers); and replies kept only in their lost answer row (old ledgers)."""
+    run_dir = Path(run_dir)
+    none = pl.DataFrame(schema={"request_id": pl.String})
+    fewest = fewest_answers(run_dir)
+    if fewest is None or not (run_dir / PLAN).exists():
+        return none
+    if held is None:
+        ids = scan_responses(run_dir, ["request_id"]).select(pl.col("request_id").n_unique())
+        held = int(ids.collect().item())  # unique: a shard copied counts once, as in `status`
+    if held >= fewest:
+        return none
+    attempts, responses = scan_ledger(
+        run_dir, ["request_id", "outcome", "raw_text"], ["request_id"]
+    )
+    replies = (
+        attempts.filter((pl.col("outcome") == str(Outcome.OK)) & pl.col("raw_text").is_not_null())
+        .join(responses, on="request_id", how="anti")
+        .join(pl.scan_parquet(run_dir / PLAN).select("request_id", "keys"), on="request_id")
+        .select("request_id", "raw_text", "keys")
+        .collect()
+    )
+    lost = {rid for rid, text, keys in replies.iter_rows() if _strict_takes(text, keys)}
+    return pl.DataFrame({"request_id": sorted(lost)}, schema=none.schema)
+
+
+def _strict_takes(text: str, keys: list[str] | None) -> bool:
+    """Whether the strict parser takes the reply `text` as an answer to `keys`."""
+    if not keys:  # nothing to parse it by
+        return False
+    try:
+        parse_answer(text, list(keys), "strict")
+    except AnswerError:
+        return False
+    return True
 
 
 def resume_refusal(run_dir: Path | str, spec_parser: str | None, spec: str) -> str | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from engine.audit import repeated_rows_line
 from engine.console_lines import plural
-from engine.reparse import ok_means_accepted, parser_in_force
+from engine.reparse import lost_after_reparse, ok_means_accepted, parser_in_force
 from engine.scan import lost_answers, repeated_rows
 
 
@@ -33,12 +33,16 @@ def lost_answers_refusal(
     (`engine.scan.lost_answers`), None when it lost none: how many, what acting now `would`
     do, and the reparse that rebuilds them, after which the user should `then` ... .
 
-    A reply recorded `ok` with no answer is a lost answer only while every such reply is one
-    the parser in force accepts (`engine.reparse.ok_means_accepted`): after a strict reparse
-    of a lenient run, the replies strict rejected have no answer by design."""
-    if not ok_means_accepted(run_dir, spec_parser):
-        return None
-    missing = lost_answers(run_dir)
+    A reply recorded `ok` with no answer is a lost answer while every such reply is one the
+    parser in force accepts (`engine.reparse.ok_means_accepted`). After a strict reparse of a
+    lenient run (finished, or with a reparse after it that did not finish), the replies
+    strict rejected have no answer by design: the lost ones are then those strict's parser
+    takes, looked for only where the folder holds fewer answers than that reparse left
+    (`engine.reparse.lost_after_reparse`, as `status` and the audit count them)."""
+    if ok_means_accepted(run_dir, spec_parser):
+        missing = lost_answers(run_dir)
+    else:
+        missing = lost_after_reparse(run_dir).height
     if not missing:
         return None
     parser = parser_in_force(run_dir, spec_parser) or "<the spec's parser>"

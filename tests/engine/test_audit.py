@@ -6,7 +6,7 @@ import random
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -165,14 +165,19 @@ def test_a_duplicate_after_a_reply_a_strict_reparse_rejected_stays_a_retry(
         ({"ok_means_accepted": True}, (True, None, False, True)),  # its answer was lost
         ({}, (False, None, True, False)),  # a stricter reparse rejected it
         ({"rejected_possible": False}, (False, "duplicate", False, False)),  # as documented
+        # A stricter reparse may have rejected it, but b's answer was lost all the same.
+        ({"lost": pl.LazyFrame({"request_id": ["b"]})}, (True, None, False, True)),
+        ({"lost": pl.LazyFrame({"request_id": ["c"]})}, (False, None, True, False)),
     ],
 )
 def test_classify_reads_an_ok_reply_without_its_answer_as_its_flags_say(
-    flags: dict[str, bool], reply_b: tuple[bool, str | None, bool, bool]
+    flags: dict[str, Any], reply_b: tuple[bool, str | None, bool, bool]
 ) -> None:
     """Request a has its answer; b's only reply, recorded `ok`, has none: lost (the reply is
     the accepted one, its answer missing), rejected by a stricter reparse (no retry), or,
-    with `rejected_possible=False` (no such reply searched for), read as a duplicate."""
+    with `rejected_possible=False` (no such reply searched for), read as a duplicate; with
+    `lost` naming b (`engine.reparse.lost_after_reparse`), lost though a stricter reparse
+    may have rejected such replies."""
     from engine.audit import classify
 
     attempts = pl.LazyFrame(

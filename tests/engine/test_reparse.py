@@ -345,3 +345,47 @@ def test_the_parsers_a_folder_may_hold_answers_of(
     said = resume_refusal(tmp_path, "lenient", spec="this spec")
     assert (said is None) is (refused is None) and (refused or "") in (said or ""), said
     assert resume_refusal(tmp_path, "strict", spec="this spec") is None
+
+
+def _counted(parser: str, begun: bool, before: int | None, after: int | None) -> dict[str, Any]:
+    """A reparse line; a count None is left out, as a build before the counts wrote it."""
+    line: dict[str, Any] = {"at": T0.isoformat(), "parser": parser}
+    if begun:
+        line["begun"] = True
+    counts = {"accepted_before": before, "accepted_after": after}
+    return {**line, **{k: v for k, v in counts.items() if v is not None}}
+
+
+@pytest.mark.parametrize(
+    ("lines", "fewest"),
+    [
+        ([], None),
+        ([("strict", True, 56, 28), ("strict", False, 56, 28)], 28),  # begun, then finished
+        # A lenient reparse back stopped on the way: strict's 28 or its 56.
+        ([("strict", False, 56, 28), ("lenient", True, 28, 56)], 28),
+        ([("strict", False, 56, 28), ("lenient", True, None, None)], 28),  # never the fewer
+        # The first reparse stopped: the run's own 56 or strict's 28.
+        ([("strict", True, 56, 28)], 28),
+        ([("strict", True, None, None)], None),  # a begun line that counted nothing
+        ([("lenient", False, 28, 56), ("strict", True, 56, 20)], 20),  # a folder of old lines
+        ([("lenient", False, 28, 56), ("strict", True, None, None)], None),
+        ([("strict", False, 56, "28")], None),  # a count edited into text
+    ],
+    ids=["none", "strict", "back-stopped", "back-stopped-uncounted", "strict-stopped",
+         "strict-stopped-uncounted", "strict-after-lenient", "strict-after-lenient-uncounted",
+         "damaged"],
+)
+def test_the_fewest_answers_a_folder_may_hold(
+    tmp_path: Path, lines: list[tuple[str, bool, Any, Any]], fewest: int | None
+) -> None:
+    """After a strict reparse of a lenient run, a reply recorded `ok` with no answer was
+    always taken for one strict rejected, so answers lost from responses/ were not refused:
+    `score` scored 0 answered sets, exit 0. Nothing but a reparse removes an answer, so the
+    answers a folder holds are at least the fewest any reparse whose answers it may hold
+    left, each line saying how many it found and left."""
+    from engine.reparse import REPARSES_FILE, fewest_answers
+
+    (tmp_path / REPARSES_FILE).parent.mkdir()
+    records = [_counted(*line) for line in lines]
+    (tmp_path / REPARSES_FILE).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    assert fewest_answers(tmp_path) == fewest

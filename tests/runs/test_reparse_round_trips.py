@@ -26,6 +26,7 @@ from engine.lanes import LaneState, LaneStats
 from engine.ledger import Ledger
 from engine.reparse import last_reparse
 from engine.scan import scan_attempts, scan_responses
+from engine.shards import shard_name
 from runs.audit import run_audit
 from tests.runs.quiet_campaign import invoke
 
@@ -458,3 +459,77 @@ def test_a_reparse_back_to_the_answers_scored_leaves_the_scores_standing(root: P
     assert invoke("reparse", str(out), "--parser", "strict")[0] == 0  # strict's again
     code, said = invoke("report", str(out))
     assert code == 0, said
+
+
+def _reparsed(root: Path, state: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The lenient round-trip run reparsed into `state`: `strict` (finished), `strict-stopped`
+    (the first reparse, strict, stopped after replacing the answers), `back-before` and
+    `back-after` (strict, then a lenient reparse back stopped before or after replacing
+    them). The parser of the reparse that rebuilds the folder's answers is returned."""
+    out = root / "run"
+    if state == "strict-stopped":
+        _fail_reparse(out, "after", monkeypatch)
+        return "strict"
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    if state == "strict":
+        return "strict"
+    _fail_reparse(out, state.removeprefix("back-"), monkeypatch, parser="lenient")
+    return "lenient"
+
+
+@pytest.mark.parametrize("state", ["strict", "strict-stopped", "back-before", "back-after"])
+@pytest.mark.parametrize("kept", [0, 10])
+def test_answers_lost_after_a_strict_reparse_are_lost_not_rejected(
+    root: Path, state: str, kept: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lenient run reparsed strict (then, say, a lenient reparse back stopped on the way),
+    its answers' shard deleted: `score` said "scored 0 answered sets", exit 0, over the
+    scores, and `repair` the same, and `status` and the audit counted the lost answers as
+    replies strict rejected, since after a strict reparse a reply recorded `ok` with no
+    answer is mostly one. The folder holds fewer answers than the reparse left (its lines
+    say how many), so the replies strict's parser takes are lost answers: counted so by
+    both, and refused by both commands, the files left as they were; strict's own
+    rejections are still rejections. With 10 of 28 strict answers kept (a shard cut short),
+    the 18 others."""
+    out = root / "run"
+    parser = _reparsed(root, state, monkeypatch)
+    held = scan_responses(out).collect()
+    for shard in (out / "responses").glob("part-*.parquet"):
+        shard.unlink()
+    if kept:  # strict's answers first (a lenient reparse's may hold them all)
+        plain = held.filter(pl.col("model") == "plain").sort("request_id").head(kept)
+        plain.write_parquet(out / "responses" / shard_name(999))
+    missing = 28 - kept
+    summary = json.loads(invoke("status", str(out), "--json")[1])
+    report = json.loads(invoke("audit", str(out), "--json")[1])
+    for counts in (summary, report["totals"]):
+        assert (
+            counts["accepted"], counts["answers_missing"], counts["answers_rejected_on_reparse"]
+        ) == (kept, missing, 28), counts
+    assert summary["models"]["plain"]["answers_rejected_on_reparse"] == 0
+    assert report["by_model"]["plain"]["answers_missing"] == missing
+
+    rebuild = f"run `dutchbook reparse {out} --parser {parser}` first, which rebuilds them"
+    for command, output in (("score", "scores.parquet"), ("repair", "repaired.parquet")):
+        before = (out / output).read_bytes() if (out / output).exists() else None
+        code, said = invoke(command, str(out))
+        assert code == 2 and f"{missing} accepted answers are missing" in said, said
+        assert rebuild in said, said
+        assert ((out / output).read_bytes() if (out / output).exists() else None) == before
+
+    assert invoke("reparse", str(out), "--parser", parser)[0] == 0  # as the refusal says
+    summary = json.loads(invoke("status", str(out), "--json")[1])
+    assert summary["answers_missing"] == 0 and summary["accepted"] in (28, 56)
+    assert invoke("score", str(out))[0] == 0
+
+
+def test_a_reparse_says_how_many_answers_it_found_and_leaves_before_it_replaces_them(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its begun line: whichever of the two the folder holds if it stops on the way."""
+    from engine.reparse import read_reparses
+
+    _fail_reparse(root / "run", "before", monkeypatch)
+    line = read_reparses(root / "run")[-1]
+    assert (line["begun"], line["accepted_before"], line["accepted_after"]) == (True, 56, 28)
+
