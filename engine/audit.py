@@ -561,6 +561,10 @@ class Audit:
     #: what running the same command again would ask (after lanes that ended early or
     #: budgets spent), and in `--json` as `resume_refused` whether said or not.
     resume_refused: str | None = None
+    #: The refusal as `notes()` says it after `reparse_unfinished`'s line, which names the
+    #: reparse to run again: naming no command that line names, and saying what is left once
+    #: it has run (`resume_refusal(..., unfinished_said=True)`); None: `resume_refused`.
+    resume_refused_note: str | None = None
 
     @property
     def sentence(self) -> str:
@@ -640,10 +644,13 @@ class Audit:
         (`resume_refused`), no line promises it: after lanes that ended early or requests
         whose budget is spent, the last line says why running the same command again is
         refused and what to do instead, the one line to name the reparse that takes
-        rejected replies back."""
+        rejected replies back; after a reparse that did not finish, whose line (first) names
+        the reparse to run again, it names no command that line names and says what is left
+        once it has run (`resume_refused_note`)."""
         ends, budget = self.lane_end_lines(), self.budget_lines()
-        # Refused, the resume is said (last) where a line would ask what is left.
-        refused = self.resume_refused if ends or budget else None
+        # Refused, the resume is said (last) where a line would ask what is left; after an
+        # unfinished reparse's line, without the command that line names.
+        refused = (self.resume_refused_note or self.resume_refused) if ends or budget else None
         resume = [resume_line(self.at_provider, refused)] if ends or refused else []
         # An unfinished reparse's line names the reparse that rebuilds them too: said once.
         lost = None if self.reparse_unfinished else missing_answers_line(
@@ -961,8 +968,21 @@ def _read_audit(
                  in_flight=unresolved.in_flight, interrupted_unrecorded=unresolved.interrupted,
                  interrupted_batch=unresolved.interrupted_batch,
                  repeats=repeats, at_provider=at_provider(fold_jobs(run_dir), attempts),
-                 reparse_unfinished=unfinished_line(run_dir),
-                 resume_refused=resume_refusal(run_dir, spec_parser, spec="its spec"))
+                 **_reparse_notes(run_dir, spec_parser))
+
+
+def _reparse_notes(run_dir: Path, spec_parser: str | None) -> dict[str, str | None]:
+    """`Audit.reparse_unfinished`, `.resume_refused` and `.resume_refused_note`: after the
+    unfinished reparse's line, which names the reparse to run again, the refusal names no
+    command that line names and says what is left once it has run. Read without the lock,
+    a reparse still running is said to be (`unlocked`), as `unfinished_line` leaves it."""
+    unfinished = unfinished_line(run_dir)
+    refused = resume_refusal(run_dir, spec_parser, spec="its spec", unlocked=True)
+    note = refused and unfinished and resume_refusal(
+        run_dir, spec_parser, spec="its spec", unfinished_said=True, unlocked=True
+    )
+    return {"reparse_unfinished": unfinished, "resume_refused": refused,
+            "resume_refused_note": note or None}
 
 
 def _rolled_up(

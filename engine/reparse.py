@@ -430,7 +430,18 @@ def _strict_takes(text: str, keys: list[str] | None) -> bool:
     return True
 
 
-def resume_refusal(run_dir: Path | str, spec_parser: str | None, spec: str) -> str | None:
+#: Why a lenient spec's resume of a folder whose answers may be strict's is refused.
+_PAY_AGAIN = "resuming would ask again for the replies strict rejected and mix two parsers' answers"
+
+
+def resume_refusal(
+    run_dir: Path | str,
+    spec_parser: str | None,
+    spec: str,
+    *,
+    unfinished_said: bool = False,
+    unlocked: bool = False,
+) -> str | None:
     """Why a resume of `run_dir` by a spec reading replies with `spec_parser` is refused, and
     what to do instead; None when it is not. `runs.pipeline` refuses the resume in these
     words (after `{run_dir}: `, `spec` "this spec"), and the audit says them where it would
@@ -441,35 +452,95 @@ def resume_refusal(run_dir: Path | str, spec_parser: str | None, spec: str) -> s
     back from it did not finish): the requests strict rejected have no answer, so dispatch
     would ask them again, paying for replies lenient takes as they are kept, and the folder
     would hold two parsers' answers. A reparse back to lenient (no call) clears it. A strict
-    spec's folder read by lenient resumes: what lenient rejected, strict rejects too."""
+    spec's folder read by lenient resumes: what lenient rejected, strict rejects too.
+
+    `unlocked`: the caller reads the folder without its lock (the audit), so the last
+    reparse may still be running (`_under_way`, where `unfinished_line` says nothing): then
+    the words say it is running and what to do once it has finished, not to run it again.
+    `runs.pipeline` holds the lock: none is running, whatever the `run.pid` it wrote itself
+    says (a run started within the second of a reparse's begun line reads as its writer).
+    `unfinished_said`: the caller has said `unfinished_line`, which names the reparse to run
+    again (the audit's first note); the words then name no command it names, and say what
+    is left once that reparse has run."""
+    chain = _lines_maybe_in_force(run_dir)
     last = last_reparse(run_dir)
-    if last is None or spec_parser != "lenient" or "strict" not in parsers_maybe_in_force(
-        run_dir
-    ):
+    if last is None or spec_parser != "lenient" or all(r["parser"] != "strict" for r in chain):
         return None
-    lenient = f"`dutchbook reparse {run_dir} --parser lenient`"
-    if last.parser != "strict":  # a reparse back to lenient that did not finish
+    state = (
+        "finished" if last.finished
+        else "running" if unlocked and _under_way(run_dir, last)
+        else "said" if unfinished_said
+        else "unfinished"
+    )  # fmt: skip
+    if last.parser == "strict":
+        return _strict_refusal(str(run_dir), spec, state, last.at)
+    # A lenient reparse back that did not finish: strict's answers may be the folder's, and
+    # if the strict one did not finish either, the ones before it may be.
+    strict_left = not chain[-1].get("begun") and chain[-1]["parser"] == "strict"
+    held, either = (
+        ("still be those a strict reparse left", "")
+        if strict_left
+        else ("be those of a strict reparse that did not finish, or the ones before it", " either")
+    )
+    back = f"the `dutchbook reparse --parser lenient` begun after it{_at(last.at)}"
+    if state == "running":
         return (
-            f"its answers may still be strict's (dutchbook reparse): a `dutchbook reparse "
-            f"--parser {last.parser}` back from it did not finish, and {spec} reads replies "
-            "with lenient: resuming would ask again for the replies strict rejected and mix "
-            f"two parsers' answers; run {lenient} again first (no API call), then run again"
+            f"its answers may {held} while {back} is still running, and {spec} reads replies "
+            f"with lenient: {_PAY_AGAIN}; let that reparse finish, then run again"
         )
-    parsed = "were last parsed" if last.finished else "may have been parsed (it did not finish)"
-    # Unfinished, the answers may be strict's or the ones before: scoring them is no way to
-    # keep strict's, finishing the reparse is.
+    if state == "said":
+        return (
+            f"until the reparse back to lenient has been run again, its answers may {held}, "
+            f"and {spec} reads replies with lenient: {_PAY_AGAIN}"
+        )
+    return (
+        f"its answers may {held}: {back} did not finish{either}, and {spec} reads replies "
+        f"with lenient: {_PAY_AGAIN}; run `dutchbook reparse {run_dir} --parser lenient` "
+        "again first (no API call), then run again"
+    )
+
+
+def _at(at: str | None) -> str:
+    """" at AT", when a begun line says when."""
+    return f" at {at}" if at else ""
+
+
+def _strict_refusal(run_dir: str, spec: str, state: str, at: str | None) -> str:
+    """`resume_refusal`'s words where the last reparse was strict, by its `state`: finished,
+    running (`_under_way`), unfinished, or unfinished and said by the caller before
+    (`unfinished_said`), whose line names `dutchbook reparse DIR --parser strict`."""
+    lenient = f"`dutchbook reparse {run_dir} --parser lenient`"
     keep = (
         f"keep strict's answers without resuming (`dutchbook score {run_dir}`, then "
         f"`dutchbook report {run_dir}`)"
-        if last.finished
-        else f"run `dutchbook reparse {run_dir} --parser strict` again to finish it and keep "
-        "strict's answers without resuming"
     )
-    return (
-        f"its answers {parsed} with strict (dutchbook reparse), and {spec} reads replies "
-        "with lenient: resuming would ask again for the replies strict rejected and mix two "
-        f"parsers' answers; run {lenient} first (no API call), then run again, or {keep}"
-    )
+    parsed = {
+        "finished": "were last parsed with strict (dutchbook reparse)",
+        "running": "are being parsed with strict (a `dutchbook reparse --parser strict` "
+        f"begun{_at(at)} is still running)",
+        "unfinished": "may have been parsed with strict (a `dutchbook reparse --parser "
+        f"strict` begun{_at(at)} did not finish)",
+        "said": "may have been parsed with strict by the reparse that did not finish",
+    }[state]
+    why = f"its answers {parsed}, and {spec} reads replies with lenient: {_PAY_AGAIN}"
+    if state == "running":
+        return (
+            f"{why}; once it has finished, run {lenient} (no API call), then run again, or "
+            f"{keep}"
+        )
+    if state == "said":
+        return (
+            f"{why}; once that reparse has been run again, run {lenient} (no API call), then "
+            f"run again, or {keep}"
+        )
+    if state == "unfinished":
+        # Unfinished, the answers may be strict's or the ones before: scoring them is no way
+        # to keep strict's, finishing the reparse is.
+        keep = (
+            f"run `dutchbook reparse {run_dir} --parser strict` again to finish it and keep "
+            "strict's answers without resuming"
+        )
+    return f"{why}; run {lenient} first (no API call), then run again, or {keep}"
 
 
 def spent_with_kept_replies(run_dir: Path) -> int:

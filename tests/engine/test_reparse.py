@@ -317,14 +317,18 @@ def _reparse_lines(run_dir: Path, lines: list[tuple[str, bool]]) -> None:
     [
         ([], [], True, None),
         ([("strict", True)], ["strict"], False, "were last parsed with strict"),
-        ([("strict", False)], ["strict"], False, "may have been parsed (it did not finish)"),
+        ([("strict", False)], ["strict"], False,
+         "may have been parsed with strict (a `dutchbook reparse --parser strict` begun at "),
         ([("strict", True), ("lenient", True)], ["lenient"], True, None),
         # Stopped on the way back: the answers may still be strict's.
         ([("strict", True), ("lenient", False)], ["lenient", "strict"], False,
-         "may still be strict's"),
+         "may still be those a strict reparse left: the `dutchbook reparse --parser lenient` "
+         "begun after it at "),
         ([("lenient", True), ("lenient", False)], ["lenient", "lenient"], True, None),
+        # Neither finished: the answers may be strict's or the ones before it.
         ([("strict", False), ("lenient", False)], ["lenient", "strict"], False,
-         "may still be strict's"),
+         "may be those of a strict reparse that did not finish, or the ones before it: the "
+         "`dutchbook reparse --parser lenient` begun after it at "),
     ],
     ids=["none", "strict", "strict-unfinished", "round-trip", "back-unfinished",
          "lenient-twice", "both-unfinished"],
@@ -344,6 +348,7 @@ def test_the_parsers_a_folder_may_hold_answers_of(
     assert ok_means_accepted(tmp_path, "strict") is True  # strict takes no reply lenient not
     said = resume_refusal(tmp_path, "lenient", spec="this spec")
     assert (said is None) is (refused is None) and (refused or "") in (said or ""), said
+    assert "back from it" not in (said or "")  # "it" named no reparse
     assert resume_refusal(tmp_path, "strict", spec="this spec") is None
 
 

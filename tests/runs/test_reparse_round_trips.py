@@ -533,3 +533,80 @@ def test_a_reparse_says_how_many_answers_it_found_and_leaves_before_it_replaces_
     line = read_reparses(root / "run")[-1]
     assert (line["begun"], line["accepted_before"], line["accepted_after"]) == (True, 56, 28)
 
+
+def _lane_stopped(out: Path) -> None:
+    """`logs/lanes.json` of a dispatch whose `fractions` lane was stopped."""
+    lane = LaneStats("fractions", "sim", state=LaneState.CANCELLED)
+    lane.say("stop requested")
+    write_lane_states(out, [lane, LaneStats("plain", "sim", state=LaneState.DONE)])
+
+
+@pytest.mark.parametrize("parser", ["strict", "lenient"])
+def test_the_audit_calls_a_reparse_still_running_running_in_its_refusal_too(
+    root: Path, parser: str
+) -> None:
+    """A reparse running now (the folder's live writer, its begun line the last) is not
+    called unfinished by `unfinished_line`, yet the resume's refusal, the audit's last note
+    and `audit --json`'s `resume_refused` said it "did not finish" and to run it "again".
+    They say it is still running, and what to do once it has finished."""
+    from datetime import UTC, datetime
+
+    from engine.durable import append_record_line
+    from engine.reparse import REPARSES_FILE, unfinished_line
+    from engine.runlock import write_pid
+
+    out = root / "run"
+    _lane_stopped(out)
+    # Strict's answers, then a reparse running: strict again, or lenient back from it.
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    write_pid(out)  # this process, alive: the reparse's writer
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    append_record_line(out / REPARSES_FILE, {"at": now, "parser": parser, "begun": True})
+    assert unfinished_line(out) is None
+
+    notes = run_audit(out).notes()
+    assert not any("did not finish" in note or " again first" in note for note in notes), notes
+    assert notes[-1].startswith("Running the same command again is refused: "), notes
+    running = f"`dutchbook reparse --parser {parser}` begun{' after it' * (parser == 'lenient')}"
+    assert f"{running} at {now} is still running" in notes[-1], notes[-1]
+    assert f"--parser {parser}` again" not in notes[-1]
+    refused = json.loads(invoke("audit", str(out), "--json")[1])["resume_refused"]
+    assert f"{refused}." == notes[-1].removeprefix("Running the same command again is refused: ")
+
+
+@pytest.mark.parametrize("parser", ["strict", "lenient"])
+def test_the_audit_names_the_reparse_that_did_not_finish_once_and_the_same_way(
+    root: Path, parser: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a reparse that did not finish and a lane that ended early, the audit named the
+    same `dutchbook reparse DIR --parser P` in its first note (run it again) and in the
+    resume's refusal, its last; and after a strict one, the first said to run strict again
+    where the last offered "lenient first ... or strict again". The first note names it; the
+    last names no command the first does, and says what is left once it has run. `audit
+    --json`'s `resume_refused` keeps the run's own words, whole."""
+    out = root / "run"
+    _lane_stopped(out)
+    if parser == "lenient":  # stopped before it replaced strict's answers: 28 unanswered
+        assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+        _fail_reparse(out, "before", monkeypatch, parser="lenient")
+    else:  # stopped after it replaced the run's answers with strict's
+        _fail_reparse(out, "after", monkeypatch)
+    why = _refusal(root)
+    again = f"`dutchbook reparse {out} --parser {parser}` again"
+    lenient = f"`dutchbook reparse {out} --parser lenient`"
+
+    notes = run_audit(out).notes()
+    assert again in notes[0] and "did not finish" in notes[0], notes
+    assert "fractions (sim): 28 of 28 requests unanswered" in notes[1], notes
+    last = notes[-1]
+    assert last.startswith("Running the same command again is refused: "), notes
+    assert f"--parser {parser}` again" not in last, last
+    if parser == "lenient":
+        assert "until the reparse back to lenient has been run again" in last, last
+        assert "may still be those a strict reparse left" in last, last
+    else:
+        assert f"once that reparse has been run again, run {lenient} (no API call)" in last
+    code, said = invoke("audit", str(out))
+    assert code == 0 and said.count(again) == 1, said
+    assert said.count(lenient) == 1, said  # in the first note, or else in the last
+    assert json.loads(invoke("audit", str(out), "--json")[1])["resume_refused"] == why
