@@ -47,7 +47,7 @@ from providers.batch_registry import batch_client_for
 from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
 from runs.audit import run_audit
-from runs.damaged_files import check_footers, damage_report
+from runs.damaged_files import check_footers, damage_report, special_files_report
 from runs.design import (
     SPEC_FILE,
     DesignChanged,
@@ -75,7 +75,7 @@ from runs.planner import (
 from runs.planning_progress import PlanningProgress
 from runs.report import write_report
 from runs.report_page import write_page
-from runs.run_folder import foreign_entries
+from runs.run_folder import foreign_entries, has_run_marks
 from runs.scoring_step import score_run
 from runs.signals import (
     INTERRUPTED_MESSAGE as INTERRUPTED_MESSAGE,  # re-exported: tests and scripts import it here
@@ -243,6 +243,12 @@ def _check_run_folder(run_dir: Path) -> None:
                 raise RunError(
                     f"cannot write in {path} ({reason}){of}; give --out a folder you can write in"
                 )
+            if (  # a resume reads the folder's files: a FIFO among them, for ever
+                path == run_dir
+                and has_run_marks(run_dir)
+                and (damaged := special_files_report(run_dir)) is not None
+            ):
+                raise RunError(damaged)
             if path == run_dir and (names := foreign_entries(run_dir)):
                 raise RunError(
                     f"{run_dir} holds files and is not a run folder ({', '.join(names)}): a run "

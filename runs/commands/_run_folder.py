@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runs.commands._errors import fail
+from runs.damaged_files import special_files_report
 from runs.run_folder import RUN_FOLDER_MARKS, has_run_marks
 
 
@@ -37,3 +38,5 @@ def _require_run_folder(run_dir: Path) -> None:
             f"{run_dir} is not a run folder (it has no {', '.join(RUN_FOLDER_MARKS)}); "
             "give the folder `dutchbook run` wrote"
         )
+    if (damaged := special_files_report(run_dir)) is not None:
+        fail(damaged)  # a FIFO among its files: the read would never end

@@ -163,6 +163,46 @@ def test_folder_commands_name_a_shard_that_is_no_regular_file(
         assert f"`dutchbook reparse {run_dir} --parser strict` rebuilds the answers" in line, line
 
 
+@pytest.mark.parametrize(
+    ("name", "held_by", "command"),
+    [
+        ("plan.parquet", "fifo", "status"),
+        ("journal/seg-99999999.jsonl", "fifo", "status"),
+        ("journal/seg-99999999.jsonl", "/dev/zero", "audit"),
+        ("logs/lanes.json", "fifo", "audit"),
+        ("design.json", "fifo", "report"),
+        ("plan.parquet", "/dev/null", "reparse"),
+        ("plan.parquet", "fifo", "run"),
+    ],
+)
+def test_a_folder_command_names_any_special_file_among_the_folders_files(
+    run_dir: Path, name: str, held_by: str, command: str
+) -> None:
+    """Not only shards: a FIFO as the plan, a journal segment or `logs/lanes.json` made
+    `status` wait for ever (deaf to SIGTERM), a link to /dev/zero as a segment read without
+    end, a link to /dev/null as the plan said "No such device" naming no file. Each command
+    now names the file in one line before it reads the folder, and a resume sends nothing."""
+    path = run_dir / name
+    path.unlink(missing_ok=True)
+    if held_by == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(held_by)
+    what = "a FIFO" if held_by == "fifo" else f"a character device, linked to {held_by}"
+    spec = run_dir.parent / "damaged.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    args = [command, str(run_dir)]
+    if command == "run":
+        args = ["run", str(spec), "--out", str(run_dir)]
+    attempts_before = sorted(p.name for p in (run_dir / "attempts").iterdir())
+    dutchbook = Path(sys.executable).with_name("dutchbook")
+    done = subprocess.run([str(dutchbook), *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = one_error_line(done.stdout + done.stderr)
+    assert f"damaged file in the run folder: {path} (not a regular file but {what}; " in line
+    assert sorted(p.name for p in (run_dir / "attempts").iterdir()) == attempts_before
+
+
 def test_reparse_names_a_shard_damaged_inside_its_pages(run_dir: Path) -> None:
     shard = sorted((run_dir / "responses").glob("*.parquet"))[0]
     corrupt_the_pages(shard)
