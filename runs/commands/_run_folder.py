@@ -6,7 +6,8 @@ takes the folder's lock and opens the ledger, also left `.lock`, `journal/`, `at
 `responses/` behind in it. A mistyped path (the parent `runs/`, a home folder) then looked
 like a run in which nothing had failed. A folder counts as a run folder when `dutchbook run`
 has written anything of its own into it: the pid file (its first write), the frozen spec,
-the plan, or the ledger.
+the plan, or the ledger. A run folder with a device, FIFO or socket among its files is
+refused too (`runs.damaged_files.special_files_report`): a read of it never ended.
 """
 
 from __future__ import annotations

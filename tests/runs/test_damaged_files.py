@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -157,8 +158,9 @@ def test_folder_commands_name_a_shard_that_is_no_regular_file(
     assert done.returncode == 2, done.stderr
     line = one_error_line(done.stdout + done.stderr)
     assert f"damaged file in the run folder: {shard} (not a regular file but {what}; " in line
+    assert "remove it (it holds none of the run's data), then " in line, line
     if shards == "attempts":
-        assert "no command writes it again" in line, line
+        assert "restore from a copy the file it took the place of" in line, line
     else:
         assert f"`dutchbook reparse {run_dir} --parser strict` rebuilds the answers" in line, line
 
@@ -201,6 +203,88 @@ def test_a_folder_command_names_any_special_file_among_the_folders_files(
     line = one_error_line(done.stdout + done.stderr)
     assert f"damaged file in the run folder: {path} (not a regular file but {what}; " in line
     assert sorted(p.name for p in (run_dir / "attempts").iterdir()) == attempts_before
+
+
+def _dutchbook(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it, with a time limit, so that a wait on a FIFO fails."""
+    dutchbook = Path(sys.executable).with_name("dutchbook")
+    return subprocess.run([str(dutchbook), *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("name", "then"),
+    [
+        ("responses/part-00000001.parquet", ("reparse", "--parser", "strict")),
+        ("scores.parquet", ("score",)),
+        ("logs/lanes.json", ()),
+    ],
+)
+def test_following_the_advice_for_a_fifo_clears_the_refusal(
+    run_dir: Path, name: str, then: tuple[str, ...]
+) -> None:
+    """The advice is to remove it and then what writes it again. (It was the damaged
+    Parquet file's: rename it `.damaged`, which every command then refused in its turn, or
+    `dutchbook score`, which was refused by the same check.)"""
+    path = run_dir / name
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    refused = _dutchbook("status", str(run_dir))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    line = one_error_line(refused.stdout + refused.stderr)
+    assert "remove it (it holds none of the run's data), then " in line, line
+    if then:
+        assert f"`dutchbook {then[0]} {run_dir}" in line, line
+    path.unlink()
+    if then:
+        assert _dutchbook(then[0], str(run_dir), *then[1:]).returncode == 0
+    after = _dutchbook("status", str(run_dir))
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert "missing" not in after.stdout + after.stderr
+
+
+@pytest.mark.parametrize("folder", ["journal", "responses"])
+def test_a_fifo_in_a_linked_folder_of_the_run_is_named(
+    run_dir: Path, tmp_path: Path, folder: str
+) -> None:
+    """A run folder's `journal/` or `responses/` linked elsewhere is read as the run's: a FIFO
+    there made every command wait for ever (journal/) or end in a traceback (responses/:
+    the shard listing refused it, and the damage search, which did not follow the link,
+    found nothing to name)."""
+    elsewhere = tmp_path / f"{folder}-elsewhere"
+    shutil.move(run_dir / folder, elsewhere)
+    (run_dir / folder).symlink_to(elsewhere, target_is_directory=True)
+    fifo = run_dir / folder / "part-00000009.parquet"
+    if folder == "journal":
+        fifo = run_dir / folder / "seg-99999999.jsonl"
+    os.mkfifo(fifo)
+    done = _dutchbook("status", str(run_dir))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{fifo} (not a regular file but a FIFO; " in one_error_line(done.stdout + done.stderr)
+
+
+def test_a_folder_of_the_run_that_cannot_be_listed_is_said_not_passed_over(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`os.walk` passes over a folder it may not list unless told; what hides there (a
+    FIFO as the plan, say) would be read by name all the same. (Simulated: this suite may
+    run as root, whom permissions do not stop.)"""
+    import runs.damaged_files as damaged_files
+
+    walk = os.walk
+
+    def refusing(
+        top: str, onerror: Callable[[OSError], object], followlinks: bool
+    ) -> Iterator[tuple[str, list[str], list[str]]]:
+        for entry in walk(top, onerror=onerror, followlinks=followlinks):
+            if entry[0].endswith("logs"):
+                onerror(PermissionError(13, "Permission denied", entry[0]))
+            yield entry
+
+    monkeypatch.setattr(os, "walk", refusing)
+    line = damaged_files.special_files_report(run_dir)
+    assert line == (
+        f"cannot look in {run_dir / 'logs'} (Permission denied), a folder of the run {run_dir}"
+    )
 
 
 def test_reparse_names_a_shard_damaged_inside_its_pages(run_dir: Path) -> None:
