@@ -13,7 +13,7 @@ the same way, never opened here either.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 #: Files `dutchbook score DIR` (or `repair DIR`) writes again from the kept answers.
@@ -89,29 +89,30 @@ def special_files(folder: Path) -> dict[Path, str]:
     """Every device, FIFO or socket in `folder`'s tree, with what it is; never opened. Any
     of the folder's files read so (the plan, a journal segment, `logs/lanes.json`) waited for
     ever for a FIFO's writer, deaf to SIGTERM, or read a device (/dev/zero: without end).
-    Links are followed, into linked folders too (a `journal/` linked elsewhere is read as
-    the run's), each folder once (a link back up is no loop). A folder it may not list
-    raises `PermissionError` naming it; one gone while it looks (a live run compacting) is
-    passed over. About 6 µs a file."""
+    Links to files are followed. A folder it may not list raises `PermissionError` naming
+    it; one gone while it looks (a live run compacting) is passed over. About 6 µs a file."""
     from engine.shards import special_file
 
-    found, seen = {}, set()
-    for top, folders, names in os.walk(folder, onerror=_unless_gone, followlinks=True):
-        try:
-            here = os.stat(top)
-        except FileNotFoundError:
-            continue
-        if (here.st_dev, here.st_ino) in seen:
-            folders[:] = []
-            continue
-        seen.add((here.st_dev, here.st_ino))
+    found = {}
+    for path in _files_of(folder):
+        if (kind := special_file(path)) is not None:
+            found[path] = _not_a_file(path, kind)
+    return dict(sorted(found.items()))
+
+
+def _files_of(folder: Path) -> Iterator[Path]:
+    """The files in `folder`'s tree but `report/`, through a link in place of one of its own
+    folders too (a `journal/` linked elsewhere is read as the run's), not through a link
+    deeper down (a link up to `/` is not walked)."""
+    linked = []
+    for top, folders, names in os.walk(folder, onerror=_unless_gone):
         if top == str(folder):
             folders[:] = [name for name in folders if name not in _REPLACED_WHOLE]
-        for name in names:
-            path = Path(top, name)
-            if (kind := special_file(path)) is not None:
-                found[path] = _not_a_file(path, kind)
-    return dict(sorted(found.items()))
+            linked = [Path(top, name) for name in folders if Path(top, name).is_symlink()]
+        yield from (Path(top, name) for name in names)
+    for link in linked:
+        for top, _, names in os.walk(link, onerror=_unless_gone):
+            yield from (Path(top, name) for name in names)
 
 
 def _unless_gone(exc: OSError) -> None:

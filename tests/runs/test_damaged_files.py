@@ -273,7 +273,7 @@ def test_a_folder_of_the_run_that_cannot_be_listed_is_said_not_passed_over(
     walk = os.walk
 
     def refusing(
-        top: str, onerror: Callable[[OSError], object], followlinks: bool
+        top: str, onerror: Callable[[OSError], object], followlinks: bool = False
     ) -> Iterator[tuple[str, list[str], list[str]]]:
         for entry in walk(top, onerror=onerror, followlinks=followlinks):
             if entry[0].endswith("logs"):
@@ -323,3 +323,13 @@ def test_a_resume_names_a_damaged_shard_before_any_lane_starts(run_dir: Path, sh
     assert f"{shard} (parquet:" in one_error_line(output)
     assert "internal error" not in output and "ComputeError" not in output, output
     assert not (run_dir / "run.pid").exists()
+
+
+def test_the_search_follows_a_link_for_a_folder_of_the_run_not_one_deeper(run_dir: Path) -> None:
+    """A link deeper down (to `/`, say) would make every `status` walk the whole disk."""
+    from runs.damaged_files import _files_of
+
+    (run_dir / "logs" / "up").symlink_to("/", target_is_directory=True)
+    files = list(_files_of(run_dir))
+    assert not any((run_dir / "logs" / "up") in path.parents for path in files)
+    assert run_dir / "logs" / "lanes.json" in files
