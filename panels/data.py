@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -73,6 +74,9 @@ class TooFewDates(DataError):
 def _read_table(path: Path) -> pl.DataFrame:
     if not path.exists():
         raise DataError(f"{path}: no such file")
+    why = not_a_file(path)
+    if why is not None:
+        raise DataError(f"{path}: {why}")
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
@@ -83,6 +87,21 @@ def _read_table(path: Path) -> pl.DataFrame:
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise DataError(f"{path}: cannot be read as {suffix[1:]}: {exc}") from exc
     raise DataError(f"{path}: expected a .csv or .parquet file")
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why `path` (followed to its end) is no data file, else None: polars opens a FIFO
+    named `returns.csv` and waits for a writer in native code, deaf to SIGTERM (`plan` and
+    `run` hung until a SIGKILL), reads a device such as `/dev/zero` without end, and named a
+    folder only as "expanded paths were empty (path expansion input: ...)"."""
+    mode = path.stat().st_mode
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a .csv or .parquet file"
+    if stat.S_ISFIFO(mode):
+        return "is a FIFO (a named pipe), not a file: give the data file itself"
+    return "is a device, not a file" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file"
 
 
 def _require(df: pl.DataFrame, path: Path, columns: Sequence[str]) -> None:

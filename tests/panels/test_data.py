@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -137,6 +140,35 @@ def test_wrong_type_in_parquet_and_bad_paths(tmp_path: Path) -> None:
     other.write_text("x")
     with pytest.raises(DataError, match=r"\.csv or \.parquet"):
         load_returns(other)
+
+
+def test_a_fifo_a_device_or_a_folder_as_a_data_file_is_refused_without_reading_it(
+    tmp_path: Path,
+) -> None:
+    """polars opened a FIFO named `returns.csv` and waited for a writer in native code, deaf
+    to SIGTERM (`dutchbook plan` hung until a SIGKILL): run in a child, so a wait fails
+    the test instead of hanging it."""
+    fifo = tmp_path / "returns.csv"
+    os.mkfifo(fifo)
+    code = (
+        "import sys\nfrom panels.data import DataError, load_returns, load_headlines\n"
+        "for load in (load_returns, load_headlines):\n"
+        "    try:\n        load(sys.argv[1])\n"
+        "    except DataError as exc:\n        print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=30
+    )
+    said = f"{fifo}: is a FIFO (a named pipe), not a file: give the data file itself"
+    assert done.stdout.splitlines() == [said, said], done.stderr
+    device = tmp_path / "zero.csv"
+    device.symlink_to("/dev/zero")
+    with pytest.raises(DataError, match=r"zero\.csv: is a device, not a file$"):
+        load_returns(device)
+    folder = tmp_path / "folder.csv"
+    folder.mkdir()
+    with pytest.raises(DataError, match=r"folder\.csv: is a folder, not a \.csv or \.parquet"):
+        load_headlines(folder)
 
 
 def test_headlines_first_row_wins(tmp_path: Path) -> None:
