@@ -25,6 +25,8 @@ File format (one family per file)::
 
 from __future__ import annotations
 
+import contextlib
+import stat
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -359,6 +361,17 @@ def load_family(path: str | Path) -> Family:
     )  # fmt: skip
 
 
+def refuse_a_pipe(path: Path) -> None:
+    """Refuse a FIFO among a folder's family files: opened, it waits for a writer that never
+    comes (`dutchbook plan` hung, and a SIGTERM's line said to run it again, to hang again).
+    A pipe named on its own (`load_family`) is read like a file, as a spec is."""
+    with contextlib.suppress(OSError):  # a dangling link, a loop: `load_family` words them
+        if stat.S_ISFIFO(path.stat().st_mode):
+            raise FamilyError(
+                str(path), "is a FIFO (a named pipe), not a family file; move it out of the folder"
+            )
+
+
 def load_families(directory: str | Path = FAMILIES_DIR) -> dict[str, Family]:
     """Every `*.toml` family in a directory, keyed by family id, in file-name order."""
     directory = Path(directory)
@@ -366,6 +379,7 @@ def load_families(directory: str | Path = FAMILIES_DIR) -> dict[str, Family]:
         raise FamilyError(str(directory), "not a directory")
     families: dict[str, Family] = {}
     for path in sorted(directory.glob("*.toml")):
+        refuse_a_pipe(path)
         family = load_family(path)
         if family.id in families:  # as written: see `check_one_form` for two Unicode forms
             other = families[family.id].path

@@ -17,6 +17,8 @@ So a resume must be of the same *design*, or two designs would be mixed without 
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 import tomllib
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
@@ -127,14 +129,26 @@ def input_files(spec: CampaignSpec) -> Iterator[tuple[str, Path]]:
 def fingerprint(spec: CampaignSpec) -> dict[str, Any]:
     """The design record: every input file's path and SHA-256, and the dutchbook version."""
     files = {
-        label: {"path": str(path), "sha256": _sha256(path)} for label, path in input_files(spec)
+        label: {"path": str(path), "sha256": _sha256(label, path)}
+        for label, path in input_files(spec)
     }
     return {"dutchbook": installed_version() or "unknown", "files": files}
 
 
-def _sha256(path: Path) -> str:
+def _sha256(label: str, path: Path) -> str:
+    """The file's SHA-256, read without waiting: a FIFO among the family files, or as the
+    returns (`score --spec`, a resume: hashed before they are read), was opened and waited
+    on for a writer for ever, and a device read without end. Each is refused as the loaders
+    refuse it (`panels.families.refuse_a_pipe`, `panels.data.not_a_file`)."""
+    from panels.data import DataError, not_a_file
+    from panels.families import refuse_a_pipe
+
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            if label.startswith("families"):
+                refuse_a_pipe(path)
+            raise DataError(f"{path}: {not_a_file(path)}")
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -240,6 +243,24 @@ def test_load_families_keys_by_id_and_rejects_reused_ids(tmp_path: Path) -> None
         load_families(tmp_path)
     with pytest.raises(FamilyError, match="no such file"):
         load_family(tmp_path / "missing.toml")
+
+
+def test_a_fifo_among_the_family_files_is_refused_without_opening_it(tmp_path: Path) -> None:
+    """Opened, a FIFO waits for a writer: `dutchbook plan` hung on one named `z.toml`. Run in
+    a child, so a wait fails the test instead of hanging it."""
+    _write(tmp_path, GOOD.format(id="coins"), "a.toml")
+    fifo = tmp_path / "z.toml"
+    os.mkfifo(fifo)
+    code = (
+        "import sys\nfrom panels.families import FamilyError, load_families\n"
+        "try:\n    load_families(sys.argv[1])\nexcept FamilyError as exc:\n    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=30
+    )
+    assert done.stdout.strip() == (
+        f"{fifo}: is a FIFO (a named pipe), not a family file; move it out of the folder"
+    ), done.stderr
 
 
 def test_stock_families_live_next_to_the_module() -> None:

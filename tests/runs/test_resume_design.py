@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -21,6 +24,8 @@ from engine.ledger import scan_attempts
 from runs.design import spec_changes
 from runs.pipeline import RunError, run_campaign
 from tests.runs.coin_family import coin_family
+
+DUTCHBOOK = str(Path(sys.executable).with_name("dutchbook"))
 
 SPEC = """
 name = "design"
@@ -80,6 +85,29 @@ def test_a_data_file_edited_between_runs_is_refused_naming_it(tmp_path: Path) ->
     assert scan_attempts(out).collect().height == attempts  # nothing sent, nothing lost
     write(tmp_path)  # the original back: the resume goes through
     run(tmp_path / "spec.toml", out)
+
+
+@pytest.mark.parametrize("command", ["score", "repair", "run"])
+def test_a_fifo_among_the_family_files_is_refused_before_the_design_is_hashed(
+    finished_run: tuple[Path, Path], tmp_path: Path, command: str
+) -> None:
+    """`score --spec`, `repair --spec` and a resume hash the design's files before they read
+    them: a FIFO among the family files was opened and waited on for a writer for ever
+    (a SIGTERM's line then said to run the command again). Run as a child with a timeout,
+    so a wait fails the test instead of hanging it."""
+    shutil.copytree(finished_run[1], tmp_path / "run")
+    spec = write(tmp_path)
+    fifo = tmp_path / "families" / "z.toml"
+    os.mkfifo(fifo)
+    out = str(tmp_path / "run")
+    args = [str(spec), "--out", out] if command == "run" else [out, "--spec", str(spec)]
+    done = subprocess.run(
+        [DUTCHBOOK, command, *args], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"error: {fifo}: is a FIFO (a named pipe), not a family file; move it out of the folder"
+    )
 
 
 def test_operational_changes_resume_and_are_recorded(tmp_path: Path) -> None:
