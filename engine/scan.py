@@ -10,7 +10,7 @@ by `engine.ledger.Ledger`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -225,6 +225,34 @@ def scan_attempts(run_dir: Path | str, columns: Sequence[str] | None = None) -> 
     shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
     key = ["request_id", "attempt"]
     return _union(shards, attempts_frame(attempts), ATTEMPT_SCHEMA, key, columns)
+
+
+def attempts_in_parts(
+    run_dir: Path | str, columns: Sequence[str], part_bytes: int
+) -> Iterator[pl.LazyFrame]:
+    """Every attempt's `columns`, in parts: the shards a few at a time, up to `part_bytes` of
+    Parquet a part (a bigger shard alone), then the journal's, so that a reader of a wide
+    column (`raw_text`) holds a part of it at a time, never the campaign's.
+
+    For readers of a set (the requests with such a reply), not of counts: rows are not made
+    unique (a journal line folded into a shard since it was read comes twice, and so do the
+    rows of a shard copied). The journal is read before the shards are listed, so a segment
+    folded in between is found as a shard, never missed."""
+    run_dir = Path(run_dir)
+    attempts, _ = _journal_rows(run_dir)
+    parts: list[list[Path]] = []
+    size = part_bytes  # the first shard starts a part
+    for _, shard in list_shards(run_dir / ATTEMPTS):
+        shard_bytes = shard.stat().st_size
+        if size + shard_bytes > part_bytes:
+            parts.append([])
+            size = 0
+        parts[-1].append(shard)
+        size += shard_bytes
+    for part in parts:
+        yield pl.scan_parquet(part, schema=ATTEMPT_SCHEMA).select(list(columns))
+    if attempts:
+        yield attempts_frame(attempts).lazy().select(list(columns))
 
 
 def scan_responses(run_dir: Path | str, columns: Sequence[str] | None = None) -> pl.LazyFrame:

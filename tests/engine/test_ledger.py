@@ -22,6 +22,7 @@ from engine.runlock import read_pid, write_pid
 from engine.scan import (
     accepted_ids,
     attempt_counts,
+    attempts_in_parts,
     found_among,
     scan_attempts,
     scan_responses,
@@ -215,6 +216,28 @@ def test_readers_see_everything_while_writer_compacts(tmp_path: Path) -> None:
         assert scan_responses(tmp_path).collect().height == i + 1
         assert scan_attempts(tmp_path).collect().height == i + 1
     ledger.close()
+
+
+@pytest.mark.parametrize(("part_bytes", "heights"), [(1, [3, 3, 3, 1]), (10**9, [9, 1])])
+def test_attempts_in_parts_are_every_attempt_a_few_shards_at_a_time(
+    tmp_path: Path, part_bytes: int, heights: list[int]
+) -> None:
+    """The reader of the replies' text that `engine.reparse.lost_after_reparse` holds a
+    part at a time: the shards up to `part_bytes` of them a part (a bigger shard alone), the
+    journal's last; every attempt, as `scan_attempts` reads them."""
+    ledger = Ledger.open(tmp_path)
+    for i in range(9):
+        accept(ledger, f"r{i}", 1)
+        if i % 3 == 2:
+            ledger.compact()  # three shards of three answers
+    accept(ledger, "r9", 1)  # in the journal
+    columns = ["request_id", "attempt"]
+    parts = [part.collect() for part in attempts_in_parts(tmp_path, columns, part_bytes)]
+    every = scan_attempts(tmp_path, columns).sort(columns).collect()
+    ledger.close()
+    assert [part.height for part in parts] == heights
+    assert parts[-1]["request_id"].to_list() == ["r9"]
+    assert pl.concat(parts).sort(columns).equals(every)
 
 
 def test_torn_journal_tail_is_ignored_on_open_and_by_readers(tmp_path: Path) -> None:
