@@ -177,6 +177,23 @@ def classify(
     return marked.drop("_accepted_attempt", "_first_ok", strict=False)
 
 
+def reading_of_ok_replies(
+    run_dir: Path, spec_parser: str | None, held: int | None = None
+) -> tuple[bool, pl.LazyFrame | None]:
+    """`classify`'s `ok_means_accepted` and `lost` for the folder `run_dir`, whose run read
+    replies with `spec_parser` (None where unknown) and which holds `held` answers (counted
+    when None): the one reading of a reply recorded `ok` with no answer that `status` and
+    the audit share. Where no reparse stricter than the run's may have rejected such
+    replies (`engine.reparse.ok_means_accepted`), each is a lost answer (True, None); else
+    they are mostly ones strict rejected, but for the answers lost all the same
+    (`engine.reparse.lost_after_reparse`: none, read at no cost, unless the folder holds
+    fewer answers than that reparse left), `lost` None where there are none."""
+    if ok_means_accepted(run_dir, spec_parser):
+        return True, None
+    lost = lost_after_reparse(run_dir, held)
+    return False, lost.lazy() if lost.height else None
+
+
 def _chosen(
     attempts: pl.LazyFrame,
     responses: pl.LazyFrame,
@@ -928,20 +945,16 @@ def _read_audit(
         mapping.setdefault(model, provider)
     answered = responses.group_by("model").agg(pl.len()).collect(engine="streaming")
     accepted_by_model = {str(m): int(n) for m, n in answered.iter_rows()}
-    no_stricter_reparse = ok_means_accepted(run_dir, spec_parser)
+    no_stricter_reparse, lost = reading_of_ok_replies(
+        run_dir, spec_parser, sum(accepted_by_model.values())
+    )
     # Lost answers are searched for only in a folder that lost some: the search added a
     # third to a paper-scale audit's time and 50 MB to its peak, where `lost_answers` asks
     # it of the whole folder in a fraction of that.
     ok_accepted = no_stricter_reparse and lost_answers(run_dir) > 0
-    # Else those replies are mostly ones a strict reparse rejected; the answers lost among
-    # them, as `status` and the refusals find them (none, at no cost, unless fewer answers
-    # are held than that reparse left).
-    lost = None if no_stricter_reparse else lost_after_reparse(
-        run_dir, sum(accepted_by_model.values())
-    )
     *reduced, latencies = _partitioned(
         attempts, responses, ok_accepted, rejected_possible=not no_stricter_reparse,
-        lost=lost.lazy() if lost is not None and lost.height else None,
+        lost=lost,
     )
     planned = _plan_counts(run_dir)
 

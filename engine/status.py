@@ -20,6 +20,7 @@ from engine.audit import (
     by_cause,
     classify,
     missing_answers_line,
+    reading_of_ok_replies,
     rejected_answers_line,
     repeated_rows_line,
     retry_sentence,
@@ -30,12 +31,7 @@ from engine.batch_jobs import at_provider, fold_jobs, jobs_summary
 from engine.durable import record_number
 from engine.journal import list_segments
 from engine.lanefile import read_lane_states
-from engine.reparse import (
-    lost_after_reparse,
-    ok_means_accepted,
-    parser_in_force,
-    unfinished_line,
-)
+from engine.reparse import parser_in_force, unfinished_line
 from engine.retry import DUPLICATE
 from engine.runlock import read_pid
 from engine.scan import JOURNAL, read_settled, repeated_rows, scan_ledger
@@ -125,16 +121,11 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
     pid = read_pid(run_dir)
     attempts, unresolved = with_unresolved(run_dir, attempts, responses)
     # Retries by the one definition shared with `run`, `audit` and the report (engine.audit).
-    ok_accepted = ok_means_accepted(run_dir, spec_parser)
-    # Else a reply recorded `ok` with no answer is mostly one a strict reparse rejected; the
-    # answers lost among them are found by count first, at no cost unless fewer answers are
-    # held than that reparse left (`lost_after_reparse`, as the audit and refusals read it).
-    lost_ids = None if ok_accepted else lost_after_reparse(
-        run_dir, int(responses.select(pl.len()).collect().item())
+    ok_accepted, lost_ids = reading_of_ok_replies(
+        run_dir, spec_parser, int(responses.select(pl.len()).collect().item())
     )
     every = classify(
-        attempts.drop("detail"), responses, ok_means_accepted=ok_accepted,
-        lost=lost_ids.lazy() if lost_ids is not None and lost_ids.height else None,
+        attempts.drop("detail"), responses, ok_means_accepted=ok_accepted, lost=lost_ids
     )
     marked = every.filter(pl.col("cause").is_not_null())
     lost = every.filter(pl.col("answer_missing")).select("request_id").unique().collect()
