@@ -182,12 +182,12 @@ def reading_of_ok_replies(
 ) -> tuple[bool, pl.LazyFrame | None]:
     """`classify`'s `ok_means_accepted` and `lost` for the folder `run_dir`, whose run read
     replies with `spec_parser` (None where unknown) and which holds `held` answers (counted
-    when None): the one reading of a reply recorded `ok` with no answer that `status` and
-    the audit share. Where no reparse stricter than the run's may have rejected such
-    replies (`engine.reparse.ok_means_accepted`), each is a lost answer (True, None); else
-    they are mostly ones strict rejected, but for the answers lost all the same
-    (`engine.reparse.lost_after_reparse`: none, read at no cost, unless the folder holds
-    fewer answers than that reparse left), `lost` None where there are none."""
+    when None): the one reading of a reply recorded `ok` with no answer that `status`, the
+    audit and figure 8 (`attempt_timeline`) share. Where no reparse stricter than the run's
+    may have rejected such replies (`engine.reparse.ok_means_accepted`), each is a lost
+    answer (True, None); else they are mostly ones strict rejected, but for the answers lost
+    all the same (`engine.reparse.lost_after_reparse`: none, read at no cost, unless the
+    folder holds fewer answers than that reparse left), `lost` None where there are none."""
     if ok_means_accepted(run_dir, spec_parser):
         return True, None
     lost = lost_after_reparse(run_dir, held)
@@ -1149,8 +1149,9 @@ def attempt_timeline(run_dir: Path | str, bins: int = 60) -> pl.DataFrame:
 
     The campaign's span (first to last attempt start) is cut into `bins` equal bins; each
     row counts one model's attempts in one bin with one outcome: `accepted` for the accepted
-    attempt, `rejected_on_reparse` for a reply the run accepted and a strict reparse
-    rejected (no retry), else its retry cause (`classify`). Columns: `model`, `bin`
+    attempt (an answer lost from `responses/` since included, as `status` and the audit read
+    them: `reading_of_ok_replies`), `rejected_on_reparse` for a reply the run accepted and a
+    strict reparse rejected (no retry), else its retry cause (`classify`). Columns: `model`, `bin`
     (0-based), `start`, `end` (UTC datetimes), `outcome`, `attempts`. Empty frame when
     nothing was attempted.
     """
@@ -1175,11 +1176,13 @@ def attempt_timeline(run_dir: Path | str, bins: int = 60) -> pl.DataFrame:
     width_us = max(int(t1) - int(t0), 1) / bins
     offset = (epoch - int(t0)).cast(pl.Float64)
     part = pl.col("request_id").hash(0) % PARTS
-    ok_accepted = ok_means_accepted(run_dir, None)  # the run's parser unknown here: cautious
+    # The run's parser unknown here: cautious. Answers lost after a strict reparse are drawn
+    # as the accepted attempts they were, as `status` and the audit count them.
+    ok_accepted, lost = reading_of_ok_replies(run_dir, None)
     pieces = [
         classify(
             attempts.filter(part == k), responses.filter(part == k),
-            ok_means_accepted=ok_accepted,
+            ok_means_accepted=ok_accepted, lost=lost,
         )
         .select(
             "model",

@@ -477,6 +477,17 @@ def _reparsed(root: Path, state: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return "lenient"
 
 
+def _lose_answers(out: Path, kept: int) -> None:
+    """The answers' shards of `out` deleted, and `kept` of strict's put back in one shard
+    (strict's first: a lenient reparse's may hold them all)."""
+    held = scan_responses(out).collect()
+    for shard in (out / "responses").glob("part-*.parquet"):
+        shard.unlink()
+    if kept:
+        plain = held.filter(pl.col("model") == "plain").sort("request_id").head(kept)
+        plain.write_parquet(out / "responses" / shard_name(999))
+
+
 @pytest.mark.parametrize("state", ["strict", "strict-stopped", "back-before", "back-after"])
 @pytest.mark.parametrize("kept", [0, 10])
 def test_answers_lost_after_a_strict_reparse_are_lost_not_rejected(
@@ -493,12 +504,7 @@ def test_answers_lost_after_a_strict_reparse_are_lost_not_rejected(
     the 18 others."""
     out = root / "run"
     parser = _reparsed(root, state, monkeypatch)
-    held = scan_responses(out).collect()
-    for shard in (out / "responses").glob("part-*.parquet"):
-        shard.unlink()
-    if kept:  # strict's answers first (a lenient reparse's may hold them all)
-        plain = held.filter(pl.col("model") == "plain").sort("request_id").head(kept)
-        plain.write_parquet(out / "responses" / shard_name(999))
+    _lose_answers(out, kept)
     missing = 28 - kept
     summary = json.loads(invoke("status", str(out), "--json")[1])
     report = json.loads(invoke("audit", str(out), "--json")[1])
@@ -521,6 +527,23 @@ def test_answers_lost_after_a_strict_reparse_are_lost_not_rejected(
     summary = json.loads(invoke("status", str(out), "--json")[1])
     assert summary["answers_missing"] == 0 and summary["accepted"] in (28, 56)
     assert invoke("score", str(out))[0] == 0
+
+
+@pytest.mark.parametrize("state", ["strict", "back-before"])
+def test_figure_8_draws_answers_lost_after_a_strict_reparse_as_accepted(
+    root: Path, state: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Figure 8's `attempt_timeline` read every reply recorded `ok` with no answer after a
+    strict reparse as one strict rejected, the 18 answers lost from responses/ too, where
+    `status` and the audit count them lost (`engine.reparse.lost_after_reparse`): it drew
+    46 replies rejected on reparse and 10 accepted (unseen through `report`, which refuses
+    such a folder first). It reads them as `status` and the audit do: the accepted
+    attempts they were, strict's 28 rejections still rejections."""
+    out = root / "run"
+    _reparsed(root, state, monkeypatch)
+    _lose_answers(out, 10)
+    timeline = attempt_timeline(out).group_by("outcome").agg(pl.col("attempts").sum())
+    assert dict(timeline.iter_rows()) == {"accepted": 28, "rejected_on_reparse": 28}
 
 
 def test_a_reparse_says_how_many_answers_it_found_and_leaves_before_it_replaces_them(
