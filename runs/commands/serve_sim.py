@@ -57,12 +57,35 @@ def describe_stop(counts: dict[str, int], console: Console) -> None:
     console.print(table)
 
 
-def stopped(counts: dict[str, int], console: Console, counts_file: Path | None) -> None:
+def stopped(
+    counts: dict[str, int], console: Console, counts_file: Path | None, problems: list[str]
+) -> None:
+    """Print the counts and write them to `counts_file`; a write that fails is put in
+    `problems`, for one line once the simulator is down (it was a traceback: a file such as
+    /proc/version refuses with EIO), a full disk raised for `runs.cli.main` to say."""
     describe_stop(counts, console)
-    if counts_file is not None:
-        counts_file.write_bytes(
-            orjson.dumps(dict(sorted(counts.items())), option=orjson.OPT_INDENT_2)
+    if counts_file is None:
+        return
+    try:
+        write_counts(counts_file, counts)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+        reason = "a named pipe no one reads" if exc.errno == errno.ENXIO else _reason(exc)
+        problems.append(
+            f"--counts-file: the counts could not be written to {counts_file} ({reason}); "
+            "they are in the table above"
         )
+
+
+def write_counts(counts_file: Path, counts: dict[str, int]) -> None:
+    """The counts as JSON, opened without waiting: a named pipe with no reader waited on for
+    ever after the stop (a pipe being read, `--counts-file >(jq .)`, is written as before)."""
+    data = orjson.dumps(dict(sorted(counts.items())), option=orjson.OPT_INDENT_2)
+    fd = os.open(counts_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK, 0o666)
+    with open(fd, "wb") as handle:
+        os.set_blocking(fd, True)
+        handle.write(data)
 
 
 def serve_sim(
@@ -100,6 +123,7 @@ def serve_sim(
     check_options(faults, rpm, tpm, retry_after, counts_file)
     console = stdout_console()
     listening = False
+    problems: list[str] = []
 
     def started(handle: SimHandle) -> None:
         nonlocal listening
@@ -117,7 +141,7 @@ def serve_sim(
                     rate_limit_tpm=tpm,
                     retry_after_s=retry_after,
                     on_start=started,
-                    on_stop=lambda counts: stopped(counts, console, counts_file),
+                    on_stop=lambda counts: stopped(counts, console, counts_file, problems),
                 )
             )
     except OSError as exc:
@@ -127,6 +151,8 @@ def serve_sim(
             f"cannot listen on 127.0.0.1:{port}: {_reason(exc)}; give --port another "
             "(0: any free port)"
         )
+    if problems:
+        fail(problems[0], code=1)
 
 
 #: What binding the port fails with: taken (another simulator?), or reserved for root.

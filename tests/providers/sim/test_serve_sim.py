@@ -91,6 +91,43 @@ def test_standalone_process_prints_root_credentials_and_counts_on_sigterm() -> N
             proc.wait()
 
 
+@pytest.mark.parametrize("kind", ["fifo", "eio"])
+def test_counts_that_cannot_be_written_on_stop_are_said_in_one_line(
+    tmp_path: Path, kind: str
+) -> None:
+    """Stopped, the simulator writes its counts: to a named pipe no one reads it waited for
+    ever, and a file that refuses the write (/proc/version: EIO) ended in a traceback."""
+    if kind == "fifo":
+        target = tmp_path / "counts.json"
+        os.mkfifo(target)
+        reason = "a named pipe no one reads"
+    else:
+        target, reason = Path("/proc/version"), "Input/output error"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from runs.cli import main; main()", "serve-sim", "--port", "0",
+         "--counts-file", str(target)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "Ctrl-C" not in proc.stdout.readline():
+            pass
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+        assert "simulator counts" in out
+        assert err.strip() == (
+            f"error: --counts-file: the counts could not be written to {target} ({reason}); "
+            "they are in the table above"
+        )
+        assert proc.returncode == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 # --------------------------------------------------------------------------- options refused
 # Before, a port in use or out of range and a non-positive --rpm ended in a traceback, and an
 # unwritable --counts-file in one only when the simulator stopped, its counts lost.
