@@ -150,3 +150,12 @@ def _in_the_way(exc: OSError) -> str:
     if found is None:
         return ""
     return f" ({found} is {what}: move or remove it, then run the same command again)"
+
+
+def path_given(value: str) -> Path:
+    """A file or folder argument as typed (`typer`'s `parser=`), an empty one refused as a
+    usage error: `Path("")` is ".", so `status ""` read the current folder and `run SPEC
+    --out ""` would have written a campaign into it."""
+    if not value:
+        raise typer.BadParameter("is empty: name a file or folder")
+    return Path(value)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from runs.commands._errors import user_errors
+from runs.commands._errors import path_given, user_errors
 from runs.commands._run_folder import require_run_folder
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def audit(
-    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder")],
+    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder", parser=path_given)],
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object")] = False,
 ) -> None:
     """Retry attempts by cause, requests given up, latency, tokens and cost, per model."""

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from engine.console_lines import plural
 from providers.types import ModelConfig
-from runs.commands._errors import interrupt_says_rerun, user_errors
+from runs.commands._errors import interrupt_says_rerun, path_given, user_errors
 from runs.design import check_new_design
 from runs.output import print_text, stdout_console
 from runs.planner import estimate, summarise
@@ -31,7 +31,9 @@ def _money(value: float | None) -> str:
 
 
 def plan(
-    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="campaign spec (TOML)")],
+    spec_path: Annotated[
+        Path, typer.Argument(metavar="SPEC", help="campaign spec (TOML)", parser=path_given)
+    ],
     as_json: Annotated[
         bool, typer.Option("--json", help="one JSON object: total, by_model, by_arm")
     ] = False,

@@ -13,7 +13,7 @@ from engine.console_lines import plural
 from engine.journal import JournalError
 from engine.ledger import LedgerBusy
 from engine.reparse import reparse as run_reparse
-from runs.commands._errors import disk_full_says, interrupt_says_rerun, user_errors
+from runs.commands._errors import disk_full_says, interrupt_says_rerun, path_given, user_errors
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
 from runs.output import stdout_console
@@ -26,7 +26,7 @@ class Parser(StrEnum):
 
 
 def reparse(
-    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder")],
+    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder", parser=path_given)],
     parser: Annotated[
         Parser, typer.Option("--parser", help="strict (the paper's rule) or lenient")
     ] = Parser.strict,

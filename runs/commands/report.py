@@ -18,6 +18,7 @@ from runs.commands._errors import (
     disk_full_says,
     fail,
     interrupt_says_rerun,
+    path_given,
     user_errors,
 )
 from runs.commands._run_folder import require_run_folder
@@ -74,7 +75,7 @@ def _refuse_lost_answers(run_dir: Path) -> None:
 
 
 def report(
-    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder")],
+    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder", parser=path_given)],
 ) -> None:
     """Write a run's report (summary, leaderboard, figures, report/index.html) from its folder."""
     from engine.reparse import unfinished_line

@@ -27,6 +27,7 @@ from runs.commands._errors import (
     EXIT_DISK_FULL,
     NO_ROOM_HINT,
     fail,
+    path_given,
     user_errors,
 )
 from runs.figure_workers import FigureWorkers
@@ -47,9 +48,12 @@ DISK_FULL_HINT = f"{NO_ROOM_HINT} to resume"
 
 
 def run(
-    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="campaign spec (TOML)")],
+    spec_path: Annotated[
+        Path, typer.Argument(metavar="SPEC", help="campaign spec (TOML)", parser=path_given)
+    ],
     out: Annotated[
-        Path | None, typer.Option("--out", help="run folder (default out/<name>)")
+        Path | None,
+        typer.Option("--out", help="run folder (default out/<name>)", parser=path_given),
     ] = None,
     max_cost: Annotated[
         float | None,

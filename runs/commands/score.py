@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from engine.console_lines import plural
-from runs.commands._errors import disk_full_says, fail, interrupt_says_rerun, user_errors
+from runs.commands._errors import (
+    disk_full_says,
+    fail,
+    interrupt_says_rerun,
+    path_given,
+    user_errors,
+)
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
 
@@ -113,8 +119,10 @@ def _refuse_lost_answers(run_dir: Path, spec: CampaignSpec, would: str, then: st
 
 
 def score(
-    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder")],
-    spec_path: Annotated[Path | None, typer.Option("--spec", help=_SPEC_HELP)] = None,
+    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder", parser=path_given)],
+    spec_path: Annotated[
+        Path | None, typer.Option("--spec", help=_SPEC_HELP, parser=path_given)
+    ] = None,
 ) -> None:
     """Rebuild forecasts.parquet, scores.parquet and averaged.parquet from the kept answers."""
     from runs.scoring_step import score_run
@@ -140,8 +148,10 @@ def score(
 
 
 def repair(
-    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder")],
-    spec_path: Annotated[Path | None, typer.Option("--spec", help=_SPEC_HELP)] = None,
+    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder", parser=path_given)],
+    spec_path: Annotated[
+        Path | None, typer.Option("--spec", help=_SPEC_HELP, parser=path_given)
+    ] = None,
 ) -> None:
     """Write repaired.parquet: each answered set's nearest coherent forecast (Euclidean),
     beside the stated probabilities, with the Brier change where outcomes are known."""

@@ -25,7 +25,7 @@ from providers.sim.credentials import DEFAULT_CREDENTIALS
 from providers.sim.faults import PROFILES, parse_faults
 from providers.sim.rehearse import BASE_PATHS
 from providers.sim.server import COUNTS_PATH, SimHandle, serve_forever
-from runs.commands._errors import fail
+from runs.commands._errors import fail, path_given
 from runs.output import stdout_console
 
 #: The port `provider = "sim"` models use when a spec gives no base_url.
@@ -114,6 +114,7 @@ def serve_sim(
         Path | None,
         typer.Option(
             "--counts-file",
+            parser=path_given,
             help="Also write the final counts (faults injected by kind, requests, limiter "
             "429s) to this JSON file on exit, for scripts reconciling a rehearsal.",
         ),

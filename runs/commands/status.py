@@ -18,7 +18,7 @@ from engine.console_tables import print_whole
 from engine.journal import JournalError
 from engine.status import status as run_status
 from engine.unresolved import interrupted_note
-from runs.commands._errors import user_errors
+from runs.commands._errors import path_given, user_errors
 from runs.commands._run_folder import require_run_folder
 from runs.output import print_text, stdout_console
 
@@ -194,7 +194,7 @@ def _render_jobs(jobs: dict[str, dict[str, dict[str, int]]], console: Console) -
 
 
 def status(
-    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder")],
+    run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder", parser=path_given)],
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Show a run's progress: done/planned per model, retries by cause, failures, live or died."""
