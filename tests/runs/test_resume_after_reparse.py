@@ -132,9 +132,10 @@ def test_a_reparse_killed_after_replacing_the_answers_still_stops_a_paying_resum
     code, said = _invoke("run", str(spec), "--out", str(out))
     assert code == 2, said
     assert said.startswith(
-        f"error: {out}: its answers may have been parsed (it did not finish) with strict "
-        "(dutchbook reparse), and this spec reads replies with lenient:"
+        f"error: {out}: its answers may have been parsed with strict (a `dutchbook reparse "
+        "--parser strict` begun at "
     ), said
+    assert "did not finish), and this spec reads replies with lenient:" in said, said
     assert scan_attempts(out).collect().height == attempts  # nothing paid for again
     assert provenance(out)["parser"] == "unknown"
     assert provenance(out)["parser_from"].endswith("to strict did not finish; run it again")
