@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -153,9 +154,23 @@ def _in_the_way(exc: OSError) -> str:
 
 
 def path_given(value: str) -> Path:
-    """A file or folder argument as typed (`typer`'s `parser=`), an empty one refused as a
-    usage error: `Path("")` is ".", so `status ""` read the current folder and `run SPEC
-    --out ""` would have written a campaign into it."""
+    """A file or folder argument to read (`typer`'s `parser=`), as typed. Refused as usage
+    errors: an empty one (`Path("")` is ".", so `status ""` read the current folder and `run
+    SPEC --out ""` would have written a campaign into it), and, as click's own `Path` type
+    did before this parser replaced it, one that exists and may not be read."""
+    path = path_to_write(value)
+    if path.exists() and not os.access(path, os.R_OK):
+        raise typer.BadParameter(f"Path {value!r} is not readable.")
+    return path
+
+
+def path_to_write(value: str) -> Path:
+    """`path_given` for a file only written (`serve-sim --counts-file`): empty refused, and
+    one that may be written but not read let through (click's type refused it)."""
     if not value:
         raise typer.BadParameter("is empty: name a file or folder")
     return Path(value)
+
+
+# typer shows a parser's name as the value's type in `--help`: `<path>`, as click's showed.
+path_given.__name__ = path_to_write.__name__ = "path"

@@ -12,6 +12,7 @@ import contextlib
 import errno
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Annotated
 
@@ -25,7 +26,7 @@ from providers.sim.credentials import DEFAULT_CREDENTIALS
 from providers.sim.faults import PROFILES, parse_faults
 from providers.sim.rehearse import BASE_PATHS
 from providers.sim.server import COUNTS_PATH, SimHandle, serve_forever
-from runs.commands._errors import fail, path_given
+from runs.commands._errors import fail, path_to_write
 from runs.output import stdout_console
 
 #: The port `provider = "sim"` models use when a spec gives no base_url.
@@ -71,7 +72,8 @@ def stopped(
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             raise
-        reason = "a named pipe no one reads" if exc.errno == errno.ENXIO else _reason(exc)
+        no_reader = exc.errno == errno.ENXIO and _is_fifo(counts_file)  # a socket: ENXIO too
+        reason = "a named pipe no one reads" if no_reader else _reason(exc)
         problems.append(
             f"--counts-file: the counts could not be written to {counts_file} ({reason}); "
             "they are in the table above"
@@ -114,7 +116,7 @@ def serve_sim(
         Path | None,
         typer.Option(
             "--counts-file",
-            parser=path_given,
+            parser=path_to_write,
             help="Also write the final counts (faults injected by kind, requests, limiter "
             "429s) to this JSON file on exit, for scripts reconciling a rehearsal.",
         ),
@@ -158,6 +160,13 @@ def serve_sim(
 
 #: What binding the port fails with: taken (another simulator?), or reserved for root.
 _CANNOT_LISTEN = frozenset({errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL})
+
+
+def _is_fifo(path: Path) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _reason(exc: OSError) -> str:

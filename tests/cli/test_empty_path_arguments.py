@@ -40,3 +40,25 @@ def test_an_empty_path_argument_is_refused_before_anything_is_read_or_written(
     assert result.exit_code == 2, result.output
     assert f"Invalid value for '{name}': is empty: name a file or folder" in result.output
     assert os.listdir(tmp_path) == []  # nothing made in the current folder
+
+
+def test_help_still_names_the_type_path() -> None:
+    """typer shows a parser's name as the type: `<path_given>` read as a typo in `--help`."""
+    for command in ("status", "run", "serve-sim"):
+        result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+        assert "<path>" in result.output and "path_given" not in result.output, command
+
+
+def test_a_folder_that_may_not_be_read_is_refused_as_before_a_counts_file_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """click's `Path` type refused an existing path that may not be read; the parser that
+    replaced it does so too (simulated: this suite may run as root, whom permissions do not
+    stop). A counts file is only written, so it is not asked to be readable."""
+    import runs.commands._errors as errors
+
+    monkeypatch.setattr(os, "access", lambda path, mode: mode != os.R_OK)
+    result = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert f"Invalid value for 'DIR': Path '{tmp_path}' is not readable." in result.output
+    assert errors.path_to_write(str(tmp_path / "counts.json")) == tmp_path / "counts.json"
