@@ -8,8 +8,8 @@ from typing import Annotated, Any
 import orjson
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from engine.console_lines import plural
 from providers.types import ModelConfig
@@ -109,7 +109,7 @@ def _print_tables(console: Console, name: str, summary: dict[str, Any]) -> None:
             )
         for row_name, row in summary[key].items():
             cells = {
-                title: escape(row_name),  # a model's name as written: "[red]m[/red]" is no markup
+                title: Text(row_name),  # a name as written: "[red]m" is no markup, "m\\" one \\
                 "dispatch": row.get("dispatch", ""),
                 "queries": f"{row['queries']:,}",
                 "reused": f"{row['shared']:,}",
@@ -126,7 +126,7 @@ def _print_tables(console: Console, name: str, summary: dict[str, Any]) -> None:
         )
     total = summary["total"]
     for model, method in total["tokens_in_method"].items():
-        console.print(f"tokens in for {escape(model)}: {method}", highlight=False)
+        console.print(f"tokens in for {model}: {method}", markup=False, highlight=False)
     console.print(_total_line(total), highlight=False)
 
 

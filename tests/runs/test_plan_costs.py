@@ -113,16 +113,19 @@ def test_the_tables_show_both_costs_the_mode_and_no_invented_price(spec: Campaig
     ) in " ".join(text.split())
 
 
-def test_a_model_name_that_reads_as_markup_is_shown_as_written(spec: CampaignSpec) -> None:
+@pytest.mark.parametrize("name", ["[red]m[/red]x", "m\\"])
+def test_a_model_name_that_reads_as_markup_is_shown_as_written(
+    spec: CampaignSpec, name: str
+) -> None:
     """`[red]m[/red]x` was drawn as a red "mx" in the table and in "tokens in for mx" (and a
-    `[link=...]` name as a bare link): every other command shows the name as written."""
-    name = "[red]m[/red]x"
+    `[link=...]` name as a bare link): every other command shows the name as written. Its
+    first mend, markup escaped, showed `m\\` with its trailing backslash twice."""
     marked = replace(spec, models=(replace(spec.models[0], name=name),))
     line = PlanLine(name, "x", queries=3, tokens_in=10, tokens_out=5, tokens_out_max=9)
     out = io.StringIO()
     _print_tables(Console(file=out, width=200), "costs", summarise(price_lines(marked, [line])))
     text = out.getvalue()
-    assert f"│ {name} │" in text
+    assert f"│ {name} " in text and f"{name}\\" not in text
     assert f"tokens in for {name}: " in text
 
 
