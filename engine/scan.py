@@ -241,10 +241,10 @@ def attempts_in_parts(
     run_dir = Path(run_dir)
     attempts, _ = _journal_rows(run_dir)
     parts: list[list[Path]] = []
-    size = part_bytes  # the first shard starts a part
+    size = 0
     for _, shard in list_shards(run_dir / ATTEMPTS):
         shard_bytes = shard.stat().st_size
-        if size + shard_bytes > part_bytes:
+        if not parts or size + shard_bytes > part_bytes:  # the first shard starts a part
             parts.append([])
             size = 0
         parts[-1].append(shard)

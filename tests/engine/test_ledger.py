@@ -27,7 +27,7 @@ from engine.scan import (
     scan_attempts,
     scan_responses,
 )
-from engine.shards import list_shards
+from engine.shards import list_shards, shard_name
 
 T0 = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)
 
@@ -238,6 +238,25 @@ def test_attempts_in_parts_are_every_attempt_a_few_shards_at_a_time(
     assert [part.height for part in parts] == heights
     assert parts[-1]["request_id"].to_list() == ["r9"]
     assert pl.concat(parts).sort(columns).equals(every)
+
+
+def test_attempts_in_parts_start_a_part_with_an_empty_first_shard(tmp_path: Path) -> None:
+    """A first shard of 0 bytes (a file cut short) ended `attempts_in_parts` in an
+    IndexError before any part, where the part was started only by a shard bigger than
+    none: it is a part of its own, which its reader finds unreadable as every reader of the
+    shards does, and the shards after it are read as before."""
+    with Ledger.open(tmp_path) as ledger:
+        for i in range(3):
+            accept(ledger, f"r{i}", 1)
+    (tmp_path / "attempts" / shard_name(0)).touch()
+    shards = list_shards(tmp_path / "attempts")
+    assert shards[0][1].stat().st_size == 0 and len(shards) == 2
+    columns = ["request_id", "attempt"]
+    parts = list(attempts_in_parts(tmp_path, columns, 1))
+    assert len(parts) == 2
+    with pytest.raises(pl.exceptions.ComputeError):
+        parts[0].collect()
+    assert sorted(parts[1].collect()["request_id"]) == ["r0", "r1", "r2"]
 
 
 def test_torn_journal_tail_is_ignored_on_open_and_by_readers(tmp_path: Path) -> None:
