@@ -432,6 +432,7 @@ def lost_after_reparse(run_dir: Path | str, held: int | None = None) -> pl.DataF
         texts, keys = replies["raw_text"].to_list(), replies["keyset"].to_list()
         taken = [_strict_takes(t, keysets[k]) for t, k in zip(texts, keys, strict=True)]
         found.append(replies["request_id"].filter(pl.Series(taken, dtype=pl.Boolean)))
+        del replies, texts, keys, taken  # this part let go of before the next is asked for
     return pl.concat(found).unique().sort().to_frame()
 
 
@@ -439,16 +440,23 @@ def _collected_ahead(queries: Iterable[pl.LazyFrame]) -> Iterator[pl.DataFrame]:
     """Each of `queries` collected, the next one in a thread while the caller reads this
     one: polars reads the next part's replies outside the GIL, on the core their parse
     leaves idle (a sixth of `lost_after_reparse`'s time on the paper-scale folder of
-    `_LOST_PART_BYTES`), one part ahead, no more."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    `_LOST_PART_BYTES`), one part ahead, no more: the next is asked for once this one is
+    read, so that none waits queued while one is awaited. Ended early (an interrupt while
+    a part is awaited, or the caller's), it waits for the part being read, never starts
+    another (the pool shut down with anything queued cancelled), and holds none."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
         pending: Future[pl.DataFrame] | None = None
         for query in queries:
-            ahead = pool.submit(query.collect)
-            if pending is not None:
-                yield pending.result()
-            pending = ahead
+            collected = None if pending is None else pending.result()
+            pending = pool.submit(query.collect)
+            if collected is not None:
+                yield collected
+                del collected  # the caller's now: not held while the next is awaited
         if pending is not None:
             yield pending.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _unanswered(run_dir: Path) -> tuple[pl.DataFrame, list[list[str]]]:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import polars as pl
@@ -394,3 +395,35 @@ def test_the_fewest_answers_a_folder_may_hold(
     records = [_counted(*line) for line in lines]
     (tmp_path / REPARSES_FILE).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     assert fewest_answers(tmp_path) == fewest
+
+
+class _Part:
+    """A part `engine.reparse._collected_ahead` collects, saying in `started` when its read
+    begins; `interrupted`, its read ends in a KeyboardInterrupt, which the part's awaiting
+    re-raises where a Ctrl-C arriving then would be raised."""
+
+    def __init__(self, number: int, started: list[int], interrupted: bool = False) -> None:
+        self.number, self.started, self.interrupted = number, started, interrupted
+
+    def collect(self) -> pl.DataFrame:
+        self.started.append(self.number)
+        if self.interrupted:
+            raise KeyboardInterrupt
+        return pl.DataFrame({"part": [self.number]})
+
+
+def test_an_interrupt_while_a_part_is_awaited_starts_no_part_after_it() -> None:
+    """`_collected_ahead` asked for the next part before awaiting this one, and its pool's
+    exit waited for whatever was queued: a Ctrl-C while part 1 was awaited read part 2 as
+    well before it let go. Now the next part is asked for once this one is read: an
+    interrupt while part 1 is awaited ends the reads there, no part after it begun."""
+    from engine.reparse import _collected_ahead
+
+    started: list[int] = []
+    parts = (_Part(n, started, interrupted=n == 1) for n in range(5))
+    ahead = _collected_ahead(cast(Iterator[pl.LazyFrame], parts))
+    assert next(ahead)["part"].to_list() == [0]
+    with pytest.raises(KeyboardInterrupt):
+        next(ahead)
+    assert started == [0, 1]
+    assert next(ahead, None) is None  # ended

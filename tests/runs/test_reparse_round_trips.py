@@ -15,16 +15,21 @@ from __future__ import annotations
 import errno
 import json
 import shutil
+import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+import engine.reparse
 from engine.audit import attempt_timeline
+from engine.journal import JournalWriter, segment_path
 from engine.lanefile import write_lane_states
 from engine.lanes import LaneState, LaneStats
 from engine.ledger import Ledger
-from engine.reparse import last_reparse
+from engine.records import iso_utc
+from engine.reparse import last_reparse, lost_after_reparse
 from engine.scan import scan_attempts, scan_responses
 from engine.shards import shard_name
 from runs.audit import run_audit
@@ -633,3 +638,68 @@ def test_the_audit_names_the_reparse_that_did_not_finish_once_and_the_same_way(
     assert code == 0 and said.count(again) == 1, said
     assert said.count(lenient) == 1, said  # in the first note, or else in the last
     assert json.loads(invoke("audit", str(out), "--json")[1])["resume_refused"] == why
+
+
+def _attempts_in_shards_and_journal(out: Path, shards: int) -> None:
+    """The attempts of `out` dealt, row by row, into `shards` shards and a journal segment,
+    as a writer stopped between folds leaves them."""
+    every = scan_attempts(out).collect()
+    for shard in (out / "attempts").glob("part-*.parquet"):
+        shard.unlink()
+    dealt = every.with_row_index("_n").with_columns(pl.col("_n") % (shards + 1))
+    for n in range(shards):
+        rows = dealt.filter(pl.col("_n") == n).drop("_n")
+        rows.write_parquet(out / "attempts" / shard_name(1000 + n))
+    journal = dealt.filter(pl.col("_n") == shards).drop("_n").to_dicts()
+    writer = JournalWriter(segment_path(out / "journal", 2000))
+    for row in journal:
+        row["started_at"] = iso_utc(row["started_at"])
+        writer.append({"kind": "result", "attempt": row, "response": None})
+    writer.close()
+    assert scan_attempts(out).collect().sort("request_id", "attempt").equals(
+        every.sort("request_id", "attempt")
+    )
+
+
+def _parts_read(monkeypatch: pytest.MonkeyPatch, bound: list[list[str]]) -> list[int]:
+    """`lost_after_reparse`'s parts counted (their number returned, a call's count appended
+    when it ends), and, each time it asks for a part after its first, which of its names
+    for the last part's replies it still holds, in `bound`."""
+    seen: list[int] = []
+    read = engine.reparse._collected_ahead
+
+    def counting(queries: Iterable[pl.LazyFrame]) -> Iterator[pl.DataFrame]:
+        n = 0
+        for replies in read(queries):
+            n += 1
+            yield replies
+            caller = sys._getframe(1)  # the loop that asks for the next part
+            assert caller.f_code.co_name == "lost_after_reparse"
+            held = ("replies", "texts", "keys", "taken")
+            bound.append([name for name in held if name in caller.f_locals])
+        seen.append(n)
+
+    monkeypatch.setattr(engine.reparse, "_collected_ahead", counting)
+    return seen
+
+
+def test_answers_lost_in_a_folder_of_several_shards_and_a_journal_are_found_part_by_part(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`lost_after_reparse` reads the replies a few shards at a time (`_LOST_PART_BYTES`),
+    but every folder tested held one part: here its attempts are in three shards and a
+    journal, each a part of its own, and it finds the 18 answers lost after a strict
+    reparse that one part of them all finds. It lets go of each part's replies before it
+    asks for the next: none of its names for them is still bound then."""
+    out = root / "run"
+    _reparsed(root, "strict", monkeypatch)
+    _lose_answers(out, 10)
+    _attempts_in_shards_and_journal(out, 3)
+    bound: list[list[str]] = []
+    seen = _parts_read(monkeypatch, bound)
+    whole = lost_after_reparse(out)
+    monkeypatch.setattr(engine.reparse, "_LOST_PART_BYTES", 1)
+    parts = lost_after_reparse(out)
+    assert seen == [2, 4]  # the shards in one part, then the journal; each a part
+    assert whole.height == 18 and parts.equals(whole)
+    assert bound and all(names == [] for names in bound), bound
