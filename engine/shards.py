@@ -44,19 +44,28 @@ class NotAFileShard(Exception):
         self.path = path
 
 
+def file_kind(mode: int) -> str | None:
+    """What a file of status `mode` is when it is no regular file: "a folder", "a FIFO", "a
+    character device", "a block device", "a socket" or "a special file"; None for a regular
+    file. The forced twin of `panels.input_files.file_kind` (the import contracts keep
+    `engine` and `panels` apart): change both, tests/engine/test_shards.py holds them alike."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
 def special_file(path: Path) -> str | None:
     """What `path` is when it is neither a regular file nor a folder, symlinks followed ("a
-    FIFO", "a character device", ...); None otherwise, or when there is nothing there. Asked
-    of the file's status alone: opening a FIFO waits for a writer."""
+    FIFO", "a character device", ...: `file_kind`); None otherwise, or when there is nothing
+    there. Asked of the file's status alone: opening a FIFO waits for a writer."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return None
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return None
-    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
-    return next((name for test, name in kinds if test(mode)), "a special file")
+    return None if stat.S_ISDIR(mode) else file_kind(mode)
 
 
 def list_shards(directory: Path) -> list[tuple[int, Path]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from panels.calendar import first_session_after
+from panels.input_files import file_kind
 from panels.units import (
     FUTURE_DAYS_KEPT,
     FUTURE_DAYS_REQUIRED,
@@ -89,19 +89,15 @@ def _read_table(path: Path) -> pl.DataFrame:
     raise DataError(f"{path}: expected a .csv or .parquet file")
 
 
-def not_a_file(path: Path) -> str | None:
+def not_a_file(path: Path, mode: int | None = None) -> str | None:
     """Why `path` (followed to its end) is no data file, else None: polars opens a FIFO
     named `returns.csv` and waits for a writer in native code, deaf to SIGTERM (`plan` and
     `run` hung until a SIGKILL), reads a device such as `/dev/zero` without end, and named a
-    folder only as "expanded paths were empty (path expansion input: ...)"."""
-    mode = path.stat().st_mode
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISDIR(mode):
-        return "is a folder, not a .csv or .parquet file"
-    if stat.S_ISFIFO(mode):
-        return "is a FIFO (a named pipe), not a file: give the data file itself"
-    return "is a device, not a file" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file"
+    folder only as "expanded paths were empty (path expansion input: ...)". `mode`: the
+    status already taken (`runs.design` asks of the file it opened), else `path` is asked.
+    Worded by `panels.input_files.file_kind`: "is a FIFO, not a .csv or .parquet file"."""
+    kind = file_kind(path.stat().st_mode if mode is None else mode)
+    return None if kind is None else f"is {kind}, not a .csv or .parquet file"
 
 
 def _require(df: pl.DataFrame, path: Path, columns: Sequence[str]) -> None:

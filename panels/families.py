@@ -25,8 +25,6 @@ File format (one family per file)::
 
 from __future__ import annotations
 
-import contextlib
-import stat
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +40,7 @@ from panels.input_files import (
     ID_MAX,
     TEXT_INPUT_MAX_BYTES,
     InputFileError,
+    file_kind,
     form_clash,
     has_control,
     invisible_character,
@@ -352,7 +351,7 @@ def load_family(path: str | Path) -> Family:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         detail = " ".join(str(error).split())
         raise FamilyError(file, f"not valid TOML ({detail})") from None
-    except OSError as error:  # a folder named *.toml, a file it may not read
+    except OSError as error:  # a file it may not read
         raise FamilyError(file, f"cannot read ({error.strerror})") from None
     family = family_from_mapping(raw, file)
     return Family(
@@ -361,15 +360,22 @@ def load_family(path: str | Path) -> Family:
     )  # fmt: skip
 
 
-def refuse_a_pipe(path: Path) -> None:
-    """Refuse a FIFO among a folder's family files: opened, it waits for a writer that never
-    comes (`dutchbook plan` hung, and a SIGTERM's line said to run it again, to hang again).
-    A pipe named on its own (`load_family`) is read like a file, as a spec is."""
-    with contextlib.suppress(OSError):  # a dangling link, a loop: `load_family` words them
-        if stat.S_ISFIFO(path.stat().st_mode):
-            raise FamilyError(
-                str(path), "is a FIFO (a named pipe), not a family file; move it out of the folder"
-            )
+def refuse_a_pipe(path: Path, mode: int | None = None) -> None:
+    """Refuse anything but a regular file among a folder's family files (`load_families`,
+    and `runs.design` before it hashes them, given the `mode` of the file it opened): a
+    FIFO, opened, waits for a writer that never comes (`dutchbook plan` hung, and a
+    SIGTERM's line said to run it again, to hang again); a folder or a device named `*.toml`
+    is no family either. Asked of the file's status, never opened; worded by
+    `panels.input_files.file_kind`: "is a FIFO, not a family file; move it out of the
+    folder". A pipe named on its own (`load_family`) is read like a file, as a spec is."""
+    if mode is None:
+        try:
+            mode = path.stat().st_mode
+        except OSError:  # a dangling link, a loop: `load_family` words them
+            return
+    kind = file_kind(mode)
+    if kind is not None:
+        raise FamilyError(str(path), f"is {kind}, not a family file; move it out of the folder")
 
 
 def load_families(directory: str | Path = FAMILIES_DIR) -> dict[str, Family]:

@@ -26,20 +26,46 @@ class InputFileError(ValueError):
     """The path cannot be read as an input file (the message leaves out the path)."""
 
 
-def read_input_file(path: Path, limit: int) -> bytes:
-    """The whole file, at most `limit` bytes; `InputFileError` for a device or a larger file.
+def file_kind(mode: int) -> str | None:
+    """What a file of status `mode` (`os.stat`'s or `os.fstat`'s `st_mode`) is when it is no
+    regular file: "a folder", "a FIFO", "a character device", "a block device", "a socket" or
+    "a special file"; None for a regular file. Every refusal of a file by its type in
+    `panels` and `runs` words it from here (`panels.data.not_a_file`,
+    `panels.families.refuse_a_pipe`, `read_input_file`, `runs.design`).
 
-    `FileNotFoundError`, `IsADirectoryError` and other `OSError`s propagate, as from
-    `Path.read_bytes`, for each caller to word.
+    Twin: `engine.shards.file_kind`, which `engine.shards.special_file` asks (the import
+    contracts keep `engine` and `panels` apart); tests/engine/test_shards.py holds the two
+    alike for every type of file."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
+def read_input_file(path: Path, limit: int) -> bytes:
+    """The whole file, at most `limit` bytes; `InputFileError` for a device, a folder, a
+    socket or a larger file ("is a character device, not a file": `file_kind`).
+
+    Anything but a file or a pipe is refused from its status before it is opened (opening a
+    device may wait, a terminal's, or do something, a tape's), and again from the opened
+    file's, in case it was swapped in between. A pipe is read (`<(generate-forecasts)`).
+    `FileNotFoundError` and other `OSError`s propagate, as from `Path.read_bytes`, for each
+    caller to word.
     """
+    _refuse_unless_readable(path.stat().st_mode)
     with path.open("rb") as handle:
-        mode = os.fstat(handle.fileno()).st_mode
-        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-            raise InputFileError("is a device, not a file")
+        _refuse_unless_readable(os.fstat(handle.fileno()).st_mode)
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise InputFileError(f"larger than {limit // 2**20} MiB, far more than any input needs")
     return data
+
+
+def _refuse_unless_readable(mode: int) -> None:
+    if not stat.S_ISFIFO(mode) and (kind := file_kind(mode)) is not None:
+        raise InputFileError(f"is {kind}, not a file")
 
 
 def has_control(text: str) -> bool:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import tomllib
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
@@ -138,20 +137,34 @@ def fingerprint(spec: CampaignSpec) -> dict[str, Any]:
 def _sha256(label: str, path: Path) -> str:
     """The file's SHA-256, read without waiting: a FIFO among the family files, or as the
     returns (`score --spec`, a resume: hashed before they are read), was opened and waited
-    on for a writer for ever, and a device read without end. Each is refused as the loaders
-    refuse it (`panels.families.refuse_a_pipe`, `panels.data.not_a_file`)."""
-    from panels.data import DataError, not_a_file
-    from panels.families import refuse_a_pipe
-
+    on for a writer for ever, and a device read without end. Anything but a regular file
+    is refused as the loaders refuse it (`panels.families.refuse_a_pipe`,
+    `panels.data.not_a_file`), from its status before it is opened (a socket cannot be)
+    and from the opened file's, the descriptor closed: a folder was wrapped and said
+    "Is a directory: 3", the descriptor's number, and the descriptor left open."""
+    _refuse_unless_a_file(label, path, path.stat().st_mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        _refuse_unless_a_file(label, path, os.fstat(fd).st_mode)
+        handle = open(fd, "rb")  # noqa: SIM115 - owns `fd` from here; closed by `with`
+    except BaseException:
+        os.close(fd)
+        raise
     digest = hashlib.sha256()
-    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            if label.startswith("families"):
-                refuse_a_pipe(path)
-            raise DataError(f"{path}: {not_a_file(path)}")
+    with handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _refuse_unless_a_file(label: str, path: Path, mode: int) -> None:
+    from panels.data import DataError, not_a_file
+    from panels.families import refuse_a_pipe
+
+    if label.startswith("families"):
+        refuse_a_pipe(path, mode)
+    elif (why := not_a_file(path, mode)) is not None:
+        raise DataError(f"{path}: {why}")
 
 
 def changed_files(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +13,9 @@ import polars as pl
 import pytest
 
 from engine.durable import write_atomic
-from engine.shards import NotAFileShard, replace_all, shard_name, visible_shards
+from engine.shards import NotAFileShard, replace_all, shard_name, special_file, visible_shards
+from engine.shards import file_kind as engine_file_kind
+from panels.input_files import file_kind as panels_file_kind
 
 
 def _ids(*request_ids: str) -> pl.DataFrame:
@@ -66,3 +70,36 @@ def test_a_shard_that_is_no_regular_file_is_refused_naming_it(tmp_path: Path, ki
         visible_shards(tmp_path)
     odd.unlink()
     assert visible_shards(tmp_path) == [tmp_path / shard_name(1)]
+
+
+_MODES = [stat.S_IFREG, stat.S_IFDIR, stat.S_IFIFO, stat.S_IFCHR, stat.S_IFBLK, stat.S_IFSOCK,
+          stat.S_IFLNK, 0]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", _MODES)
+def test_the_engine_and_panels_name_every_type_of_file_alike(mode: int) -> None:
+    # Forced twins (the import contracts keep engine and panels apart): a shard's refusal and
+    # a family's, a data file's or a design file's name a FIFO, a device... in one wording.
+    assert engine_file_kind(mode | 0o644) == panels_file_kind(mode | 0o644)
+
+
+@pytest.mark.parametrize("held_by", ["file", "folder", "fifo", "/dev/null", "socket"])
+def test_special_file_is_the_kind_of_anything_but_a_file_or_a_folder(
+    tmp_path: Path, held_by: str
+) -> None:
+    path = tmp_path / "x"
+    if held_by == "file":
+        path.write_bytes(b"")
+    elif held_by == "folder":
+        path.mkdir()
+    elif held_by == "fifo":
+        os.mkfifo(path)
+    elif held_by == "socket":
+        with socket.socket(socket.AF_UNIX) as listening:
+            listening.bind(str(path))
+    else:
+        path.symlink_to(held_by)
+    kind = panels_file_kind(path.stat().st_mode)
+    assert special_file(path) == (None if held_by == "folder" else kind)
+    assert kind == {"file": None, "folder": "a folder", "fifo": "a FIFO",
+                    "/dev/null": "a character device", "socket": "a socket"}[held_by]  # fmt: skip

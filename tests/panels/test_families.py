@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -259,8 +260,30 @@ def test_a_fifo_among_the_family_files_is_refused_without_opening_it(tmp_path: P
         [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=30
     )
     assert done.stdout.strip() == (
-        f"{fifo}: is a FIFO (a named pipe), not a family file; move it out of the folder"
+        f"{fifo}: is a FIFO, not a family file; move it out of the folder"
     ), done.stderr
+
+
+@pytest.mark.parametrize("held_by", ["folder", "device", "socket"])
+def test_a_folder_or_a_device_among_the_family_files_is_refused_naming_it(
+    tmp_path: Path, held_by: str
+) -> None:
+    """Only a FIFO was refused from its status: a folder named `y.toml` said "cannot read
+    (Is a directory)", a link to /dev/null "is a device, not a file", a socket "cannot read
+    (No such device or address)". Each is now named as `runs.design` names it."""
+    _write(tmp_path, GOOD.format(id="coins"), "a.toml")
+    odd = tmp_path / "y.toml"
+    if held_by == "folder":
+        odd.mkdir()
+    elif held_by == "device":
+        odd.symlink_to("/dev/null")
+    else:
+        with socket.socket(socket.AF_UNIX) as listening:
+            listening.bind(str(odd))
+    kind = {"folder": "a folder", "device": "a character device", "socket": "a socket"}[held_by]
+    with pytest.raises(FamilyError) as raised:
+        load_families(tmp_path)
+    assert str(raised.value) == f"{odd}: is {kind}, not a family file; move it out of the folder"
 
 
 def test_stock_families_live_next_to_the_module() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -36,8 +37,13 @@ def test_a_file_over_the_limit_is_refused(tmp_path: Path) -> None:
         read_input_file(path, 2 * 2**20)
 
 
-def test_a_device_is_refused_without_reading_it() -> None:
-    with pytest.raises(InputFileError, match="is a device, not a file"):
+def test_a_device_is_refused_without_opening_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Refused from its status: opening a device may wait (a terminal's) or do something.
+    def no_opening(*args: object, **kwargs: object) -> None:
+        raise AssertionError("opened")
+
+    monkeypatch.setattr(Path, "open", no_opening)
+    with pytest.raises(InputFileError, match=r"^is a character device, not a file$"):
         read_input_file(DEVICE, TEXT_INPUT_MAX_BYTES)
 
 
@@ -53,7 +59,7 @@ def test_a_pipe_is_read_to_its_end(tmp_path: Path) -> None:
 
 
 def test_a_spec_and_a_family_name_what_is_wrong(tmp_path: Path) -> None:
-    with pytest.raises(SpecError, match=r"^/dev/zero: is a device, not a file$"):
+    with pytest.raises(SpecError, match=r"^/dev/zero: is a character device, not a file$"):
         load_spec(DEVICE)
     huge = tmp_path / "huge.toml"
     huge.write_bytes(b" " * (TEXT_INPUT_MAX_BYTES + 1))
@@ -63,8 +69,10 @@ def test_a_spec_and_a_family_name_what_is_wrong(tmp_path: Path) -> None:
         load_family(huge)
     folder = tmp_path / "folder.toml"
     folder.mkdir()
-    with pytest.raises(FamilyError, match="cannot read"):
+    with pytest.raises(FamilyError, match=r"folder\.toml: is a folder, not a file$"):
         load_family(folder)
+    with pytest.raises(SpecError, match=r"folder\.toml: is a folder, not a file$"):
+        load_spec(folder)
 
 
 @pytest.mark.parametrize("command", ["check", "plan", "run"])
@@ -73,7 +81,26 @@ def test_commands_given_a_device_end_in_one_line(command: str) -> None:
         [DUTCHBOOK, command, str(DEVICE)], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2, done.stderr
-    assert done.stderr.strip() == f"error: {DEVICE}: is a device, not a file"
+    assert done.stderr.strip() == f"error: {DEVICE}: is a character device, not a file"
+
+
+@pytest.mark.parametrize("command", ["check", "plan"])
+@pytest.mark.parametrize("held_by", ["folder", "socket"])
+def test_commands_given_a_folder_or_a_socket_name_it_as_a_device_is(
+    tmp_path: Path, command: str, held_by: str
+) -> None:
+    """A folder was "is a directory, not a file" to `check`, "cannot read: Is a directory" to
+    `plan`; a socket "cannot read (No such device or address)": one wording now, by type."""
+    odd = tmp_path / "in.toml"
+    if held_by == "folder":
+        odd.mkdir()
+    else:
+        with socket.socket(socket.AF_UNIX) as listening:
+            listening.bind(str(odd))
+    done = subprocess.run([DUTCHBOOK, command, str(odd)], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == f"error: {odd}: is a {held_by}, not a file"
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import asyncio
 import io
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +22,10 @@ import pytest
 from rich.console import Console
 
 from engine.ledger import scan_attempts
-from runs.design import spec_changes
+from panels.families import FamilyError
+from runs.design import fingerprint, spec_changes
 from runs.pipeline import RunError, run_campaign
+from runs.spec import load_spec
 from tests.runs.coin_family import coin_family
 
 DUTCHBOOK = str(Path(sys.executable).with_name("dutchbook"))
@@ -106,8 +109,73 @@ def test_a_fifo_among_the_family_files_is_refused_before_the_design_is_hashed(
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (
-        f"error: {fifo}: is a FIFO (a named pipe), not a family file; move it out of the folder"
+        f"error: {fifo}: is a FIFO, not a family file; move it out of the folder"
     )
+
+
+
+def _in_place(path: Path, held_by: str) -> None:
+    if held_by == "folder":
+        path.mkdir()
+    elif held_by == "fifo":
+        os.mkfifo(path)
+    elif held_by == "socket":
+        with socket.socket(socket.AF_UNIX) as listening:
+            listening.bind(str(path))
+    else:
+        path.symlink_to(held_by)
+
+
+_KINDS = {"folder": "a folder", "fifo": "a FIFO", "socket": "a socket",
+          "/dev/zero": "a character device"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("where", "held_by"),
+    [("families", "folder"), ("families", "socket"), ("returns", "folder"),
+     ("returns", "fifo"), ("returns", "/dev/zero"), ("returns", "socket")],
+)  # fmt: skip
+def test_a_design_file_that_is_no_file_is_refused_by_score_naming_it(
+    finished_run: tuple[Path, Path], tmp_path: Path, where: str, held_by: str
+) -> None:
+    """`score --spec` hashes the design's files before anything reads them. Opened without
+    waiting, a folder there was wrapped by `open(fd)`, which said "Is a directory: 3" (the
+    descriptor's number, not the file) and left the descriptor open; a socket said "No such
+    device or address". Each is refused, as the loaders refuse it, naming the file. Run as a
+    child with a timeout, so a wait on the FIFO fails the test instead of hanging it."""
+    shutil.copytree(finished_run[1], tmp_path / "run")
+    spec = write(tmp_path)
+    odd = tmp_path / ("families/y.toml" if where == "families" else "returns.csv")
+    _in_place(odd, held_by)
+    if where == "returns":
+        text = spec.read_text(encoding="utf-8")
+        spec.write_text(text.replace("[data]\n", f'[data]\nreturns = "{odd}"\n'), "utf-8")
+    done = subprocess.run(
+        [DUTCHBOOK, "score", str(tmp_path / "run"), "--spec", str(spec)],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    wanted = "a family file; move it out of the folder" if where == "families" else (
+        "a .csv or .parquet file"
+    )
+    assert done.returncode == 2, done.stderr
+    named = odd.resolve()  # the spec's data paths are resolved: a link names its target
+    assert done.stderr.strip() == f"error: {named}: is {_KINDS[held_by]}, not {wanted}"
+
+
+def test_hashing_a_folder_among_the_design_files_leaves_no_descriptor_open(
+    tmp_path: Path,
+) -> None:
+    """`open(fd)` refused the folder's descriptor and left it open: one more each time."""
+    spec = load_spec(write(tmp_path))
+    (tmp_path / "families" / "y.toml").mkdir()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with pytest.raises((FamilyError, OSError)) as raised:  # OSError: as it was
+            fingerprint(spec)
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert isinstance(raised.value, FamilyError), raised.value
+    said = "y.toml: is a folder, not a family file; move it out of the folder"
+    assert str(raised.value).endswith(said)
 
 
 def test_operational_changes_resume_and_are_recorded(tmp_path: Path) -> None:
