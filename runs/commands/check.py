@@ -110,8 +110,8 @@ def _decode(path: Path) -> dict[str, Any]:
         raise CheckInputError(f"{name}: {error}") from None
     except FileNotFoundError:
         raise CheckInputError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise CheckInputError(f"{name}: is a directory, not a file") from None
+    except IsADirectoryError:  # made a folder after `read_input_file` looked: its words
+        raise CheckInputError(f"{name}: is a folder, not a file") from None
     except OSError as error:
         raise CheckInputError(f"{name}: cannot read ({error.strerror})") from None
     is_json = _is_json(path, data)
