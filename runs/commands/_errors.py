@@ -21,7 +21,7 @@ from rich.text import Text
 
 from runs.signals import EXIT_INTERRUPTED, INTERRUPTED, mark_interrupt_said
 
-_stderr = Console(stderr=True, highlight=False)
+_stderr = Console(stderr=True, highlight=False, emoji=False)  # ":cat:" in a name, as written
 
 #: Exit status of a user error: nothing was sent, fix the input and run again.
 EXIT_USER_ERROR = 2
@@ -159,7 +159,11 @@ def path_given(value: str) -> Path:
     SPEC --out ""` would have written a campaign into it), and, as click's own `Path` type
     did before this parser replaced it, one that exists and may not be read."""
     path = path_to_write(value)
-    if path.exists() and not os.access(path, os.R_OK):
+    try:
+        os.stat(path)
+    except OSError:  # not there, or not to be looked at: the command says which, in its words
+        return path
+    if not os.access(path, os.R_OK):
         raise typer.BadParameter(f"Path {value!r} is not readable.")
     return path
 

@@ -6,6 +6,7 @@ so in its own words: tests/cli/test_check_bounds.py.)"""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -62,3 +63,19 @@ def test_a_folder_that_may_not_be_read_is_refused_as_before_a_counts_file_is_not
     assert result.exit_code == 2
     assert f"Invalid value for 'DIR': Path '{tmp_path}' is not readable." in result.output
     assert errors.path_to_write(str(tmp_path / "counts.json")) == tmp_path / "counts.json"
+
+
+@pytest.mark.parametrize("error", [errno.EACCES, errno.ENAMETOOLONG])
+def test_a_path_that_cannot_be_looked_at_is_left_to_the_command(
+    monkeypatch: pytest.MonkeyPatch, error: int
+) -> None:
+    """`Path.exists` raises where `os.stat` fails otherwise than "no such file": a name too
+    long, a folder above that may not be entered. The parser then ended `status` in a
+    traceback or the CLI's general line; the command says it, as before the parser."""
+    import runs.commands._errors as errors
+
+    def refused(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        raise OSError(error, os.strerror(error), str(path))
+
+    monkeypatch.setattr(os, "stat", refused)
+    assert errors.path_given("locked/run") == Path("locked/run")
