@@ -126,7 +126,7 @@ class LiveProgress:
         line_every_s: float | None = LINE_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(stderr=True, emoji=False)  # names as written
         self.enabled = force or self.console.is_terminal
         self._live: Live | None = None
         self._lanes: list[LaneStats] = []

@@ -85,7 +85,9 @@ def print_text(text: str) -> None:
 
 def stdout_console(**options: Any) -> Console:
     """A rich `Console` on the standard output, as `Console(**options)` makes one, whose
-    writes that find no room raise `OutputFull`."""
+    writes that find no room raise `OutputFull`. Emoji codes are off unless asked: a model
+    named `ft:gpt-4o-mini:acme:cat:x` (a fine-tune's id) printed with a cat in it."""
     from rich.console import Console
 
+    options.setdefault("emoji", False)
     return Console(file=_Stdout(), **options)  # type: ignore[arg-type]

@@ -44,7 +44,7 @@ def plan(
         spec = load_spec(spec_path)
         units = UnitSource.from_spec(spec)
         check_new_design(spec, units)
-        with PlanningProgress(Console(stderr=True), spec.name) as shown:
+        with PlanningProgress(Console(stderr=True, emoji=False), spec.name) as shown:
             summary = summarise(estimate(spec, units, progress=shown.update))
     if as_json:
         for model, row in summary["by_model"].items():

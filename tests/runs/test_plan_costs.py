@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from typer.testing import CliRunner
 
+from runs.cli import app
 from runs.commands.plan import _print_tables, limit_floors
 from runs.pipeline import RunError, run_campaign
 from runs.plan_estimate import _KEPT
@@ -201,3 +203,19 @@ def test_plan_says_the_floor_and_its_json_carries_it(tmp_path: Path) -> None:
     row = json.loads(CliRunner().invoke(app, ["plan", str(path), "--json"]).stdout)["by_model"]
     hours = (row["sim"]["tokens_in"] + row["sim"]["tokens_out"]) / 50 / 60
     assert row["sim"]["min_hours_at_limits"] == pytest.approx(hours) and hours > 1
+
+
+def test_plan_prints_a_fine_tunes_name_as_written(tmp_path: Path) -> None:
+    """rich turned `:cat:` in `ft:gpt-4o-mini:acme:cat:x` (a fine-tune's id, a natural
+    model name) into an emoji: the commands' consoles now write emoji codes as written."""
+    name = "ft:gpt-4o-mini:acme:cat:x"
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        f'name = "s"\n[data]\nstock_days = 2\n[[models]]\nname = "{name}"\nprovider = "sim"\n'
+        'model = "sim-noisy"\n[[arms]]\nname = "baseline"\n',
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(app, ["plan", str(spec)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert f"tokens in for {name}: " in result.output
+    assert f"│ {name} " in result.output

@@ -136,8 +136,8 @@ def test_a_write_that_fails_is_said_by_its_reason(
     """In this process, so that it holds for any user (only root gets past the options'
     check of /proc/version to its EIO)."""
     target = tmp_path / "counts.json"
+    listening = socket.socket(socket.AF_UNIX)
     if make == "socket":
-        listening = socket.socket(socket.AF_UNIX)
         listening.bind(str(target))
     else:
         target.touch()
@@ -147,8 +147,8 @@ def test_a_write_that_fails_is_said_by_its_reason(
 
     monkeypatch.setattr(serve_sim_command, "write_counts", refusing)
     problems: list[str] = []
-    console = Console(file=open(os.devnull, "w"))  # noqa: SIM115
-    serve_sim_command.stopped({"requests": 1}, console, target, problems)
+    with listening, open(os.devnull, "w") as devnull:
+        serve_sim_command.stopped({"requests": 1}, Console(file=devnull), target, problems)
     assert problems == [
         f"--counts-file: the counts could not be written to {target} ({reason}); "
         "they are in the table above"
