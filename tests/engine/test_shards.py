@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import socket
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +15,7 @@ from engine.durable import write_atomic
 from engine.shards import NotAFileShard, replace_all, shard_name, special_file, visible_shards
 from engine.shards import file_kind as engine_file_kind
 from panels.input_files import file_kind as panels_file_kind
+from tests.special_files import put_in_place
 
 
 def _ids(*request_ids: str) -> pl.DataFrame:
@@ -88,17 +88,7 @@ def test_special_file_is_the_kind_of_anything_but_a_file_or_a_folder(
     tmp_path: Path, held_by: str
 ) -> None:
     path = tmp_path / "x"
-    if held_by == "file":
-        path.write_bytes(b"")
-    elif held_by == "folder":
-        path.mkdir()
-    elif held_by == "fifo":
-        os.mkfifo(path)
-    elif held_by == "socket":
-        with socket.socket(socket.AF_UNIX) as listening:
-            listening.bind(str(path))
-    else:
-        path.symlink_to(held_by)
+    put_in_place(path, held_by)
     kind = panels_file_kind(path.stat().st_mode)
     assert special_file(path) == (None if held_by == "folder" else kind)
     assert kind == {"file": None, "folder": "a folder", "fifo": "a FIFO",

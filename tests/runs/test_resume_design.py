@@ -12,7 +12,6 @@ import asyncio
 import io
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from runs.design import fingerprint, spec_changes
 from runs.pipeline import RunError, run_campaign
 from runs.spec import load_spec
 from tests.runs.coin_family import coin_family
+from tests.special_files import put_in_place
 
 DUTCHBOOK = str(Path(sys.executable).with_name("dutchbook"))
 
@@ -114,18 +114,6 @@ def test_a_fifo_among_the_family_files_is_refused_before_the_design_is_hashed(
 
 
 
-def _in_place(path: Path, held_by: str) -> None:
-    if held_by == "folder":
-        path.mkdir()
-    elif held_by == "fifo":
-        os.mkfifo(path)
-    elif held_by == "socket":
-        with socket.socket(socket.AF_UNIX) as listening:
-            listening.bind(str(path))
-    else:
-        path.symlink_to(held_by)
-
-
 _KINDS = {"folder": "a folder", "fifo": "a FIFO", "socket": "a socket",
           "/dev/zero": "a character device"}  # fmt: skip
 
@@ -146,7 +134,7 @@ def test_a_design_file_that_is_no_file_is_refused_by_score_naming_it(
     shutil.copytree(finished_run[1], tmp_path / "run")
     spec = write(tmp_path)
     odd = tmp_path / ("families/y.toml" if where == "families" else "returns.csv")
-    _in_place(odd, held_by)
+    put_in_place(odd, held_by)
     if where == "returns":
         text = spec.read_text(encoding="utf-8")
         spec.write_text(text.replace("[data]\n", f'[data]\nreturns = "{odd}"\n'), "utf-8")
