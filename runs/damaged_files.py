@@ -172,33 +172,33 @@ def _remedy(folder: Path, path: Path, replies_whole: bool) -> str:
     answers shard, whose every answer is rebuilt from the replies kept in `attempts/` (the
     damaged file moved aside first, as reparse reads it; a name not ending `.parquet` is no
     shard and no Parquet file of the folder). Else nothing: a copy, or a new folder. A
-    device or FIFO is removed instead (`_special_remedy`): every command refuses the folder
+    device or FIFO is removed instead, whatever follows: every command refuses the folder
     while one is in it, a renamed one too."""
     from engine.scan import RESPONSES
     from engine.shards import special_file
 
     rebuild = DERIVED.get(path.name) if path.parent == folder else None
-    if special_file(path) is not None:
-        return _special_remedy(folder, path, rebuild, replies_whole)
-    if rebuild:
-        return f"`{rebuild} {folder}` writes it again"
-    if path.parent == folder / RESPONSES and replies_whole:
-        then = rebuild_answers(folder)
-        return f"move it aside (rename it to {path.name}.damaged, say), then {then}"
-    return "no command writes it again: restore it from a copy, or run the spec into a new folder"
-
-
-def _special_remedy(folder: Path, path: Path, rebuild: str | None, replies_whole: bool) -> str:
-    """Remove it (it holds none of the run's data), then what writes it again, if anything."""
-    from engine.scan import RESPONSES
-
+    then = None
     if rebuild:
         then = f"`{rebuild} {folder}` writes it again"
     elif path.parent == folder / RESPONSES and replies_whole:
         then = rebuild_answers(folder)
-    else:
-        then = "run the same command again (restore from a copy the file it took the place of)"
-    return f"remove it (it holds none of the run's data), then {then}"
+    if special_file(path) is not None:
+        then = then or _RESTORE_WHAT_IT_REPLACED
+        return f"remove it (it holds none of the run's data), then {then}"
+    if then is None:
+        return _NOTHING_WRITES_IT
+    if rebuild:
+        return then
+    return f"move it aside (rename it to {path.name}.damaged, say), then {then}"
+
+
+_RESTORE_WHAT_IT_REPLACED = (
+    "run the same command again (restore from a copy the file it took the place of)"
+)
+_NOTHING_WRITES_IT = (
+    "no command writes it again: restore it from a copy, or run the spec into a new folder"
+)
 
 
 def rebuild_answers(folder: Path) -> str:
