@@ -12,7 +12,6 @@ import contextlib
 import errno
 import math
 import os
-import stat
 from pathlib import Path
 from typing import Annotated
 
@@ -22,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.durable import why_unwritable
+from engine.shards import special_file
 from providers.sim.credentials import DEFAULT_CREDENTIALS
 from providers.sim.faults import PROFILES, parse_faults
 from providers.sim.rehearse import BASE_PATHS
@@ -72,7 +72,8 @@ def stopped(
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             raise
-        no_reader = exc.errno == errno.ENXIO and _is_fifo(counts_file)  # a socket: ENXIO too
+        # A socket refuses with ENXIO too.
+        no_reader = exc.errno == errno.ENXIO and special_file(counts_file) == "a FIFO"
         reason = "a named pipe no one reads" if no_reader else _reason(exc)
         problems.append(
             f"--counts-file: the counts could not be written to {counts_file} ({reason}); "
@@ -160,13 +161,6 @@ def serve_sim(
 
 #: What binding the port fails with: taken (another simulator?), or reserved for root.
 _CANNOT_LISTEN = frozenset({errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL})
-
-
-def _is_fifo(path: Path) -> bool:
-    try:
-        return stat.S_ISFIFO(os.stat(path).st_mode)
-    except OSError:
-        return False
 
 
 def _reason(exc: OSError) -> str:
