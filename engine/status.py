@@ -121,8 +121,9 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
     pid = read_pid(run_dir)
     attempts, unresolved = with_unresolved(run_dir, attempts, responses)
     # Retries by the one definition shared with `run`, `audit` and the report (engine.audit).
+    accepted_by_model = _counts(responses.group_by("model").len().collect(), "model")
     ok_accepted, lost_ids = reading_of_ok_replies(
-        run_dir, spec_parser, int(responses.select(pl.len()).collect().item())
+        run_dir, spec_parser, sum(accepted_by_model.values())
     )
     every = classify(
         attempts.drop("detail"), responses, ok_means_accepted=ok_accepted, lost=lost_ids
@@ -136,7 +137,6 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
     rejected_by_model = _counts(rejected_ids.group_by("model").len(), "model")
     rejected = rejected_ids.height
     planned_by_model = _planned_by_model(run_dir)
-    accepted_by_model = _counts(responses.group_by("model").len().collect(), "model")
     outcomes, retries, per_model = _by_model(attempts, marked)
     pending, failures_by_model, failed_by_model = _pending_failures(
         attempts, responses, lost.lazy(), rejected_ids.lazy()

@@ -243,13 +243,12 @@ def _check_run_folder(run_dir: Path) -> None:
                 raise RunError(
                     f"cannot write in {path} ({reason}){of}; give --out a folder you can write in"
                 )
-            if (  # a resume reads the folder's files: a FIFO among them, for ever
-                path == run_dir
-                and has_run_marks(run_dir)
-                and (damaged := special_files_report(run_dir)) is not None
-            ):
-                raise RunError(damaged)
-            if path == run_dir and (names := foreign_entries(run_dir)):
+            if path != run_dir:
+                return
+            if has_run_marks(run_dir):  # a resume reads its files: a FIFO among them, for ever
+                if (damaged := special_files_report(run_dir)) is not None:
+                    raise RunError(damaged)
+            elif names := foreign_entries(run_dir):
                 raise RunError(
                     f"{run_dir} holds files and is not a run folder ({', '.join(names)}): a run "
                     "would write its report, scores and logs among them; give --out a new or "
