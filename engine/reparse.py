@@ -259,12 +259,18 @@ def last_reparse(run_dir: Path | str) -> LastReparse | None:
     """The folder's last reparse, None if it never had one. `finished` is False when its
     begun line is the last: it was stopped between saying it would replace the answers and
     saying it had, so the answers are the ones before it or its own (run it again)."""
-    lines = [r for r in read_reparses(run_dir) if isinstance(r.get("parser"), str)]
-    if not lines:
-        return None
-    last = lines[-1]
-    at = last.get("at")
-    return LastReparse(last["parser"], at if isinstance(at, str) else None, not last.get("begun"))
+    lines = _parser_lines(run_dir)
+    return _as_last(lines[-1]) if lines else None
+
+
+def _parser_lines(run_dir: Path | str) -> list[dict[str, Any]]:
+    """The reparse lines that name their parser (a torn or foreign line names none)."""
+    return [r for r in read_reparses(run_dir) if isinstance(r.get("parser"), str)]
+
+
+def _as_last(line: dict[str, Any]) -> LastReparse:
+    at = line.get("at")
+    return LastReparse(line["parser"], at if isinstance(at, str) else None, not line.get("begun"))
 
 
 def unfinished_line(run_dir: Path | str) -> str | None:
@@ -312,9 +318,8 @@ def _lines_maybe_in_force(run_dir: Path | str) -> list[dict[str, Any]]:
     """The reparse lines whose answers the folder may hold, the last first: the last line
     and, while it is a begun line (its reparse did not finish), each one before it back to
     the last finished line, that one included. Empty when the folder was never reparsed."""
-    lines = [r for r in read_reparses(run_dir) if isinstance(r.get("parser"), str)]
     chain: list[dict[str, Any]] = []
-    for line in reversed(lines):
+    for line in reversed(_parser_lines(run_dir)):
         chain.append(line)
         if not line.get("begun"):  # finished: the answers before it are gone
             break
@@ -527,7 +532,7 @@ def resume_refusal(
     again (the audit's first note); the words then name no command it names, and say what
     is left once that reparse has run."""
     chain = _lines_maybe_in_force(run_dir)
-    last = last_reparse(run_dir)
+    last = _as_last(chain[0]) if chain else None  # one read: the chain's first is the last
     if last is None or spec_parser != "lenient" or all(r["parser"] != "strict" for r in chain):
         return None
     state = (
