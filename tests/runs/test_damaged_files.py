@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from runs.cli import app
 from runs.damaged_files import damage_report, damaged_parquet_files
 from tests.runs.quiet_campaign import run_quietly
+from tests.special_files import put_in_place
 
 SPEC = """
 name = "damaged"
@@ -133,6 +134,12 @@ def test_folder_commands_name_a_damaged_shard(run_dir: Path, command: str, shard
         assert f"`dutchbook reparse {run_dir} --parser strict` rebuilds the answers" in line, line
 
 
+def _dutchbook(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it, with a time limit, so that a wait on a FIFO fails."""
+    dutchbook = Path(sys.executable).with_name("dutchbook")
+    return subprocess.run([str(dutchbook), *args], capture_output=True, text=True, timeout=60)
+
+
 @pytest.mark.parametrize("held_by", ["fifo", "/dev/null", "/dev/zero"])
 @pytest.mark.parametrize(
     ("command", "shards"), [("status", "attempts"), ("audit", "responses"), ("score", "responses")]
@@ -145,16 +152,9 @@ def test_folder_commands_name_a_shard_that_is_no_regular_file(
     signal. Run as a user runs it, with a time limit, so that a wait fails the test."""
     shard = sorted((run_dir / shards).glob("*.parquet"))[0]
     shard.unlink()
-    if held_by == "fifo":
-        os.mkfifo(shard)
-        what = "a FIFO"
-    else:
-        shard.symlink_to(held_by)
-        what = f"a character device, linked to {held_by}"
-    dutchbook = Path(sys.executable).with_name("dutchbook")
-    done = subprocess.run(
-        [str(dutchbook), command, str(run_dir)], capture_output=True, text=True, timeout=60
-    )
+    put_in_place(shard, held_by)
+    what = "a FIFO" if held_by == "fifo" else f"a character device, linked to {held_by}"
+    done = _dutchbook(command, str(run_dir))
     assert done.returncode == 2, done.stderr
     line = one_error_line(done.stdout + done.stderr)
     assert f"damaged file in the run folder: {shard} (not a regular file but {what}; " in line
@@ -186,10 +186,7 @@ def test_a_folder_command_names_any_special_file_among_the_folders_files(
     now names the file in one line before it reads the folder, and a resume sends nothing."""
     path = run_dir / name
     path.unlink(missing_ok=True)
-    if held_by == "fifo":
-        os.mkfifo(path)
-    else:
-        path.symlink_to(held_by)
+    put_in_place(path, held_by)
     what = "a FIFO" if held_by == "fifo" else f"a character device, linked to {held_by}"
     spec = run_dir.parent / "damaged.toml"
     spec.write_text(SPEC, encoding="utf-8")
@@ -197,18 +194,11 @@ def test_a_folder_command_names_any_special_file_among_the_folders_files(
     if command == "run":
         args = ["run", str(spec), "--out", str(run_dir)]
     attempts_before = sorted(p.name for p in (run_dir / "attempts").iterdir())
-    dutchbook = Path(sys.executable).with_name("dutchbook")
-    done = subprocess.run([str(dutchbook), *args], capture_output=True, text=True, timeout=60)
+    done = _dutchbook(*args)
     assert done.returncode == 2, done.stdout + done.stderr
     line = one_error_line(done.stdout + done.stderr)
     assert f"damaged file in the run folder: {path} (not a regular file but {what}; " in line
     assert sorted(p.name for p in (run_dir / "attempts").iterdir()) == attempts_before
-
-
-def _dutchbook(*args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI as a user runs it, with a time limit, so that a wait on a FIFO fails."""
-    dutchbook = Path(sys.executable).with_name("dutchbook")
-    return subprocess.run([str(dutchbook), *args], capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize(
