@@ -93,7 +93,7 @@ from providers.batch import (
     JobStatus,
     LineResult,
 )
-from providers.secrets import redact
+from providers.secrets import redact, redact_failure
 from providers.types import ChatRequest, Completion, Failure, HttpRequest, ModelConfig, Outcome
 
 #: Seconds between polls of a job, unless the dispatch says otherwise (the simulator's
@@ -274,7 +274,9 @@ class BatchLane(LaneControl):
         return self.client.provider
 
     async def _send(self, request: HttpRequest) -> tuple[int, Mapping[str, str], bytes] | Failure:
-        return await self.http.fetch(request, self.config.timeout_s)
+        """One call of the batch API; a transport failure redacted (`HttpClient.send`)."""
+        reply = await self.http.fetch(request, self.config.timeout_s)
+        return redact_failure(reply, self.client.secrets()) if isinstance(reply, Failure) else reply
 
     def _redact(self, text: str) -> str:
         return redact(text, self.client.secrets())

@@ -641,7 +641,9 @@ class _Run:
         for lane, outcome in zip(lanes, results, strict=True):
             if isinstance(outcome, BaseException):
                 lane.stats.state = LaneState.STOPPED
-                lane.stats.say(f"internal error: {type(outcome).__name__}: {outcome}")
+                lane.stats.say(
+                    self.log.redact(f"internal error: {type(outcome).__name__}: {outcome}")
+                )
                 self.log.error("lane_crashed", model=lane.config.name, error=repr(outcome))
         return compactor.count
 

@@ -34,6 +34,7 @@ import yarl
 from aiohttp import hdrs
 
 from providers.base import Adapter
+from providers.secrets import redact_failure
 from providers.types import Completion, Failure, HttpRequest, Outcome
 
 
@@ -217,7 +218,8 @@ def _next_hop(
     why = (
         _unfollowed(here, target, hops)
         if request.method == "GET"
-        else "the request and its credential go to base_url only"
+        else "the request and its credential go to base_url only; if the API moved there, "
+        "set base_url to it"
     )
     if why is not None:
         return _redirected(reply, url, why)
@@ -243,13 +245,18 @@ def _unfollowed(here: yarl.URL, target: yarl.URL, hops: int) -> str | None:
 def _redirected(reply: aiohttp.ClientResponse, target: str | None, why: str) -> Failure:
     """A 3xx not followed (`_next_hop`), and why. aiohttp would resend the request, its
     prompt and every credential header but `Authorization` (Azure's `api-key`, AWS's session
-    token) to whatever host `Location` names; no API this engine speaks answers a prompt so."""
+    token) to whatever host `Location` names; no API this engine speaks answers a prompt so.
+
+    A `bad_request`: it fails the same way on every try (most often an `http://` base_url the
+    server moves to `https://`), so a lane of them stops at once (`PERMANENT`) and the
+    requests keep their answer-failure budget for when base_url is mended. As an
+    `invalid_response` each try spent that budget, which lasts across resumes, so a tiny
+    campaign's requests were given up for good."""
     to = "" if target is None else f" to {_where(target)}"
     return Failure(
-        Outcome.INVALID_RESPONSE,
+        Outcome.BAD_REQUEST,
         f"HTTP {reply.status} redirect{to} from {_where(str(reply.url))}: not followed ({why})",
         http_status=reply.status,
-        foreign=True,
     )
 
 
@@ -352,10 +359,12 @@ class HttpClient:
     async def send(
         self, adapter: Adapter, request: HttpRequest, timeout_s: float
     ) -> Completion | Failure:
-        """Fetch (at most `MAX_REPLY_BYTES` of body) and let the adapter classify the reply."""
+        """Fetch (at most `MAX_REPLY_BYTES` of body) and let the adapter classify the reply.
+        A failure made here (a bad status line, a redirect's target) quotes what the server
+        sent, which can hold the key it was sent: redacted as the adapter's own are."""
         raw = await self.fetch(request, timeout_s, MAX_REPLY_BYTES)
         if isinstance(raw, Failure):
-            return raw
+            return redact_failure(raw, adapter.secrets())
         status, headers, body = raw
         return adapter.parse(status, headers, body)
 

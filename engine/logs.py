@@ -49,10 +49,14 @@ class Redactor:
             return [self._clean(v, secrets) for v in value]
         return value
 
+    def current(self) -> tuple[str | Secret, ...]:
+        """The secret values to mask now."""
+        return self._fixed if self._source is None else tuple(self._source())
+
     def __call__(
         self, logger: Any, name: str, event: MutableMapping[str, Any]
     ) -> MutableMapping[str, Any]:
-        secrets = self._fixed if self._source is None else tuple(self._source())
+        secrets = self.current()
         for key in list(event):
             event[key] = MASK if _SECRET_FIELD.search(key) else self._clean(event[key], secrets)
         return event
@@ -143,7 +147,7 @@ class EngineLog:
     ) -> None:
         if console == "stderr":
             console = sys.stderr  # looked up per log, so a redirected stderr is honoured
-        redactor = Redactor(secrets)
+        redactor = self._redactor = Redactor(secrets)
         self._file: IO[str] | None = None
         self._to_file: Any = None
         if run_dir is not None:
@@ -160,6 +164,11 @@ class EngineLog:
         )
         self._console_level = self._LEVELS[console_level]
         self._echoed: Counter[tuple[str, str]] = Counter()
+
+    def redact(self, text: str) -> str:
+        """`text` masked as the log masks its fields: for words that leave the engine other
+        than by the log (a lane's stop reason, which the summary prints and lanes.json keeps)."""
+        return redact(text, self._redactor.current())
 
     def _emit(self, level: str, event: str, fields: dict[str, Any], echo: bool = True) -> None:
         if self._to_file is not None:

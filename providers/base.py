@@ -100,8 +100,13 @@ def load_json(body: bytes) -> Any:
 
 
 #: Control characters a provider's text may carry (an ANSI escape such as ESC [2K): a
-#: failure's detail is printed on a terminal, where they would recolour or erase lines.
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: failure's detail is printed on a terminal, where they would recolour or erase lines. With
+#: them the invisible format characters that reorder or hide text (bidirectional overrides
+#: and isolates, zero-width characters, the byte-order mark): a tester's 400 with U+202E
+#: printed the rest of its `lane stopped` line reversed.
+_CONTROLS = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+)
 
 
 def short(text: str, limit: int = DETAIL_LIMIT) -> str:
@@ -117,26 +122,35 @@ def body_excerpt(body: bytes, limit: int = DETAIL_LIMIT) -> str:
     return short(body.decode("utf-8", errors="replace"), limit)
 
 
+#: Counts above this do not fit the ledger's Int64 columns (nor are they real).
+_COUNT_LIMIT = 2**63 - 1
+
+
 def as_int(value: object) -> int | None:
-    """Token counts arrive as ints, sometimes floats or strings; anything else is unknown."""
+    """A count (tokens, jobs, bytes, a status code): they arrive as ints, sometimes floats or
+    strings. Anything else is unknown, and so is a negative count or one beyond Int64: a
+    reply's `usage` of 1e30 crashed the lane's journal line, and a negative one lowered the
+    spend that `--max-cost` checks."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
     if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+        value = int(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        value = int(text) if text.isascii() and text.isdigit() else None  # not "²"
+    if isinstance(value, int) and 0 <= value <= _COUNT_LIMIT:
+        return value
     return None
 
 
 def as_float(value: object) -> float | None:
-    """A finite number or `None`: costs and similar optional numeric fields."""
+    """A finite number at least 0, or `None`: costs and similar optional fields (a negative
+    cost would lower the spend that `--max-cost` checks)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
         number = float(value)
-        return number if number == number and abs(number) != float("inf") else None
+        return number if 0 <= number < float("inf") else None  # NaN fails both comparisons
     return None
 
 

@@ -464,6 +464,7 @@ class BedrockAdapter:
                 tokens_in=tokens_in,
                 tokens_out=tokens_out,
                 raw_text=text,
+                finish_reason=stop if isinstance(stop, str) else None,  # as the server sent it
             )
 
         if text is None or not isinstance(stop, str):

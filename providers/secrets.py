@@ -128,8 +128,16 @@ def redact(text: str, secrets: Iterable[str | Secret] = ()) -> str:
     reach the ledger, and the engine's log passes every field through it. Values shorter
     than `MIN_SECRET_LENGTH` are not treated as secrets.
     """
+    return _masked(text, _values(secrets))
+
+
+def _values(secrets: Iterable[str | Secret]) -> list[str]:
+    """The secret values to mask, longest first (a key holding another is masked whole)."""
     raw = [s.reveal() if isinstance(s, Secret) else s for s in secrets]
-    values = sorted({v for v in raw if len(v) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
+    return sorted({v for v in raw if len(v) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
+
+
+def _masked(text: str, values: list[str]) -> str:
     # Repeat until stable: a replacement can splice a new occurrence together (a key made of
     # asterisks, or one secret's tail next to another). Each pass shortens the text, so it ends.
     changed = True
@@ -144,23 +152,59 @@ def redact(text: str, secrets: Iterable[str | Secret] = ()) -> str:
     return _SHAPES.sub(_mask_shape, text) if _may_hold_shape(text) else text
 
 
+def _masked_or_none(text: str | None, values: list[str]) -> str | None:
+    return None if text is None else _masked(text, values)
+
+
 def redact_failure(failure: Failure, secrets: Iterable[str | Secret]) -> Failure:
-    """`failure` with its detail and raw text redacted (what the ledger keeps of a reply)."""
-    secrets = tuple(secrets)
-    raw = redact(failure.raw_text, secrets) if failure.raw_text is not None else None
-    return replace(failure, detail=redact(failure.detail, secrets), raw_text=raw)
+    """`failure` as the ledger may keep it: every string the server sent (the detail, the raw
+    text, the request id and the finish reason) redacted. A server or proxy can echo the key
+    into any of them (a header it copies into `x-request-id`), and the ledger keeps them all."""
+    values = _values(secrets)
+    detail = _masked(failure.detail, values)
+    raw = _masked_or_none(failure.raw_text, values)
+    request_id = _masked_or_none(failure.provider_request_id, values)
+    finish = _masked_or_none(failure.finish_reason, values)
+    if (detail, raw, request_id, finish) == (
+        failure.detail,
+        failure.raw_text,
+        failure.provider_request_id,
+        failure.finish_reason,
+    ):
+        return failure
+    return replace(
+        failure, detail=detail, raw_text=raw, provider_request_id=request_id, finish_reason=finish
+    )
 
 
 def redact_result(
     result: Completion | Failure, secrets: Iterable[str | Secret]
 ) -> Completion | Failure:
-    """An adapter's parsed reply as the ledger may keep it: a failure's detail and text, and
-    a completion's text, redacted. A reply of 200 can carry the key too: a proxy that echoes
-    the request, or a model shown it, writes it into the answer's text."""
+    """An adapter's parsed reply as the ledger may keep it: a failure's strings
+    (`redact_failure`), and a completion's text, request id, reported model and finish
+    reason, redacted. A reply of 200 can carry the key too: a proxy that echoes the request
+    (into its body or its request-id header), or a model shown it, writes it into the answer."""
     if isinstance(result, Failure):
         return redact_failure(result, secrets)
-    text = redact(result.text, secrets)
-    return result if text == result.text else replace(result, text=text)
+    values = _values(secrets)
+    text = _masked(result.text, values)
+    request_id = _masked_or_none(result.provider_request_id, values)
+    model = _masked_or_none(result.model_reported, values)
+    finish = _masked_or_none(result.finish_reason, values)
+    if (text, request_id, model, finish) == (
+        result.text,
+        result.provider_request_id,
+        result.model_reported,
+        result.finish_reason,
+    ):
+        return result
+    return replace(
+        result,
+        text=text,
+        provider_request_id=request_id,
+        model_reported=model,
+        finish_reason=finish,
+    )
 
 
 def first_set(env: Mapping[str, str], names: Iterable[str]) -> tuple[str, Secret] | None:

@@ -530,11 +530,14 @@ class VertexAdapter:
             and isinstance(candidates[0], dict) else None
         )
         text = _candidate_text(candidate) if candidate is not None else None
+        finish = candidate.get("finishReason") if candidate is not None else None
+        finish_reason = finish if isinstance(finish, str) and finish else None
 
         def failure(outcome: Outcome, detail: str) -> Failure:
             return Failure(
                 outcome, short(detail), http_status=status, provider_request_id=request_id,
                 tokens_in=tokens_in, tokens_out=tokens_out, raw_text=text,
+                finish_reason=finish_reason,  # as the server sent it, truncated ones included
             )
 
         if request_id is None or model_version is None:
@@ -546,8 +549,6 @@ class VertexAdapter:
             if blocked is not None:
                 return failure(Outcome.REFUSAL, blocked)
             return failure(Outcome.INVALID_RESPONSE, "reply has no candidates")
-        finish = candidate.get("finishReason")
-        finish_reason = finish if isinstance(finish, str) and finish else None
         finish_failure = _finish_failure(finish_reason)
         if finish_failure is not None:
             return failure(*finish_failure)

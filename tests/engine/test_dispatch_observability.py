@@ -61,6 +61,19 @@ def test_secrets_inside_sets_and_tuples_are_masked_too(tmp_path: Path) -> None:
     assert event["shown"] == ["plain"] and event["more"] == [MASK]
 
 
+def test_words_leaving_other_than_by_the_log_are_masked_as_the_log_masks(tmp_path: Path) -> None:
+    """A crashed lane's stop reason is an exception's text, printed by the summary and kept in
+    logs/lanes.json: `EngineLog.redact` masks it with the secrets the log masks, those a
+    callable declares at that moment included (a token issued mid-run)."""
+    issued: list[str] = []
+    log = EngineLog(None, console=None, secrets=lambda: ["hunter2-very-secret", *issued])
+    issued.append("token-issued-mid-run")
+    said = log.redact(
+        f"internal error: TypeError: hunter2-very-secret, token-issued-mid-run, {KEY}"
+    )
+    assert said == f"internal error: TypeError: {MASK}, {MASK}, {MASK}"
+
+
 def test_an_error_kept_off_the_console_is_still_logged_redacted(tmp_path: Path) -> None:
     console = io.StringIO()
     log = EngineLog(tmp_path, console=console, secrets=["hunter2-very-secret"])

@@ -47,8 +47,9 @@ async def test_a_redirect_to_another_host_is_a_failure_and_not_followed(
     async with HttpClient() as http:
         raw = await http.fetch(request, 5.0)
     assert seen == []  # the other host never heard of the request, nor its key
-    assert isinstance(raw, Failure) and raw.outcome is Outcome.INVALID_RESPONSE
-    assert raw.http_status == status and raw.foreign  # a lane of these stops (not its format)
+    # Permanent (a lane of these stops), and not an answer failure (no request is given up).
+    assert isinstance(raw, Failure) and raw.outcome is Outcome.BAD_REQUEST
+    assert raw.http_status == status and not raw.retryable
     assert f"redirect to {other_root}/v1/chat/completions from" in raw.detail
     assert "sig=abc" not in raw.detail and "not followed" in raw.detail
 
@@ -171,7 +172,8 @@ def test_a_get_is_not_led_from_https_to_http() -> None:
         ("POST", {"Location": "http://h:abc/x"}, "not followed (an unreadable Location)"),
         ("GET", {"Location": "https://h:99999/x"}, "not followed (an unreadable Location)"),
         ("POST", {"Location": "/v2"}, "to https://example.org/v2 from https://example.org/"
-         "files/1: not followed (the request and its credential go to base_url only)"),
+         "files/1: not followed (the request and its credential go to base_url only; if "
+         "the API moved there, set base_url to it)"),
     ],
 )  # fmt: skip
 def test_a_redirect_not_followed_says_why(method: str, headers: dict[str, str], said: str) -> None:

@@ -279,6 +279,7 @@ def test_stop_reasons(stop: str, outcome: Outcome) -> None:
     assert failure.raw_text == '{"probability": 0.'
     assert (failure.tokens_in, failure.tokens_out) == (12, 40)
     assert failure.provider_request_id == RID["x-amzn-RequestId"]
+    assert failure.finish_reason == stop  # recorded as sent, as docs/providers.md says
 
 
 def test_missing_request_id_is_missing_routing_metadata() -> None:

@@ -294,6 +294,44 @@ def test_truncated_keeps_partial_text_and_tokens(completion: Build) -> None:
 
 
 @pytest.mark.parametrize(
+    ("usage", "tokens"),
+    [
+        ({"prompt_tokens": 1e30, "completion_tokens": 5}, (None, 5)),
+        ({"prompt_tokens": float(2**64), "completion_tokens": "7"}, (None, 7)),  # orjson's read
+        ({"prompt_tokens": -5, "completion_tokens": -7.0}, (None, None)),
+        ({"prompt_tokens": "²", "completion_tokens": " 3 "}, (None, 3)),
+        ({"prompt_tokens": 2**63 - 1, "completion_tokens": 0}, (2**63 - 1, 0)),
+    ],
+)
+def test_a_token_count_that_is_not_a_count_is_unknown(
+    completion: Build, usage: dict[str, Any], tokens: tuple[int | None, int | None]
+) -> None:
+    """A usage of 1e30 (or any integer past 2**64, which orjson reads as a float) crashed the
+    lane when its journal line was written; a negative one lowered the spend `--max-cost`
+    checks; "²" passes `str.isdigit` and then `int` raised. Each is unknown instead."""
+    result = reply(completion(usage=usage))
+    assert isinstance(result, Completion) and (result.tokens_in, result.tokens_out) == tokens
+    orjson.dumps({"tokens_in": result.tokens_in})  # what the journal line does with it
+
+
+@pytest.mark.parametrize(("cost", "kept"), [(0.25, 0.25), (0, 0.0), (-100.0, None), (1e400, None)])
+def test_a_cost_below_zero_or_not_finite_is_unknown(
+    completion: Build, cost: float, kept: float | None
+) -> None:
+    result = reply(completion(usage={"prompt_tokens": 1, "completion_tokens": 1,
+                                     "estimated_cost": cost}))  # fmt: skip
+    assert isinstance(result, Completion) and result.cost_usd == kept
+
+
+def test_a_detail_carries_no_text_reordering_or_hidden_characters() -> None:
+    """A tester's 400 with U+202E (right-to-left override) printed the rest of its `lane
+    stopped` line reversed; zero-width characters hide what is there."""
+    message = "all good \u202e\u200b[OK] tsol yek \u2066x\u2069 \ufeffend\u061c"
+    result = failure({"error": {"message": message}}, 400, dialect=GROQ)
+    assert "all good [OK] tsol yek x end" in result.detail
+
+
+@pytest.mark.parametrize(
     "kw",
     [
         {"content": None, "finish_reason": "content_filter"},

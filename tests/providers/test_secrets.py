@@ -20,6 +20,7 @@ from providers.secrets import (
     first_set,
     redact,
     redact_failure,
+    redact_result,
 )
 from providers.types import ChatRequest, Completion, ConfigError, Failure, ModelConfig, Outcome
 
@@ -311,3 +312,52 @@ def test_every_adapter_declares_the_credentials_it_holds() -> None:
     assert vertex.may_block is True
     assert [s.reveal() for s in vertex.secrets()] == [token]
     assert token in " ".join(vertex.build(ChatRequest("r", "s", "u", seed=1)).headers.values())
+
+
+def _echoing_ids(
+    provider: str, key: str, finish: str, text: str
+) -> tuple[dict[str, str], bytes]:
+    """A reply of 200 in `provider`'s format whose request id, reported model and finish
+    reason all echo `key` (a proxy copying the request's header into its own)."""
+    if provider == "bedrock":
+        return {"x-amzn-RequestId": key}, orjson.dumps({
+            "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+            "stopReason": finish, "usage": {"inputTokens": 1, "outputTokens": 1}})
+    if provider == "vertex":
+        return {}, orjson.dumps({"candidates": [{"content": {"role": "model", "parts": [
+            {"text": text}]}, "finishReason": finish}], "responseId": key, "modelVersion": key,
+            "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1}})
+    return {"x-request-id": key}, orjson.dumps({"id": key, "model": key, "choices": [
+        {"message": {"content": text}, "finish_reason": finish}]})
+
+
+@pytest.mark.parametrize(("config", "env"), _KEYED,
+                         ids=["groq", "deepinfra", "azure", "openai", "vertex", "bedrock"])
+@pytest.mark.parametrize("ending", ["answer", "failure"])
+def test_a_request_id_model_or_finish_reason_echoing_the_key_is_masked(
+    config: ModelConfig, env: dict[str, str], ending: str
+) -> None:
+    """The ledger keeps a reply's request id, reported model and finish reason as well as
+    its text: a tester's server put the key in `x-request-id` (and in `finish_reason`), and
+    it reached `attempts/` unmasked while the detail beside it was masked."""
+    adapter = adapter_for(config, env)
+    sent = " ".join(adapter.build(ChatRequest("r", "s", "u", seed=1)).headers.values())
+    key = next(s.reveal() for s in adapter.secrets() if s.reveal() in sent)
+    stop = {"bedrock": "end_turn", "vertex": "STOP"}.get(config.provider, "stop")
+    finish = stop if ending == "answer" else f"weird {key}"
+    text = "0.4" if ending == "answer" else ""  # no text: a failure, with its finish reason
+    result = adapter.parse(200, *_echoing_ids(config.provider, key, finish, text))
+    assert isinstance(result, Completion if ending == "answer" else Failure), result
+    fields = [result.provider_request_id, result.finish_reason]
+    if isinstance(result, Completion):
+        fields.append(result.model_reported)
+    assert not any(key in (field or "") for field in fields), result
+    assert MASK in (result.provider_request_id or "")
+
+
+def test_redact_failure_and_result_leave_clean_replies_as_they_are() -> None:
+    """Nothing to mask, nothing copied (every reply is redacted on the event loop)."""
+    failure = Failure(Outcome.TRUNCATED, "cut", provider_request_id="rid", finish_reason="length")
+    assert redact_failure(failure, [Secret("a-key-0123456789")]) is failure
+    completion = Completion("0.4", "stop", 1, 1, "rid", "m")
+    assert redact_result(completion, [Secret("a-key-0123456789")]) is completion

@@ -253,6 +253,7 @@ def test_finish_reasons(finish: str, outcome: Outcome) -> None:
     assert failure.raw_text == '{"probab'
     assert failure.provider_request_id == "resp-abc123"
     assert (failure.tokens_in, failure.tokens_out) == (20, 39)
+    assert failure.finish_reason == finish  # recorded as sent, as docs/providers.md says
 
 
 @pytest.mark.parametrize(
@@ -273,7 +274,7 @@ def test_a_finish_reason_other_than_stop_is_never_an_answer(finish: str, outcome
     failure = failed(gemini(finish=finish))
     assert failure.outcome is outcome
     assert f"finishReason={finish}" in failure.detail
-    assert failure.raw_text == '{"probability": 0.4}'
+    assert failure.raw_text == '{"probability": 0.4}' and failure.finish_reason == finish
 
 
 def test_max_tokens_with_only_thoughts_is_truncated() -> None:
