@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from providers.types import Completion, Failure
 
@@ -134,7 +135,8 @@ def redact(text: str, secrets: Iterable[str | Secret] = ()) -> str:
 def _values(secrets: Iterable[str | Secret]) -> list[str]:
     """The secret values to mask, longest first (a key holding another is masked whole)."""
     raw = [s.reveal() if isinstance(s, Secret) else s for s in secrets]
-    return sorted({v for v in raw if len(v) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
+    kept = {v for v in raw if len(v) >= MIN_SECRET_LENGTH}
+    return sorted(kept, key=len, reverse=True) if len(kept) > 1 else list(kept)
 
 
 def _masked(text: str, values: list[str]) -> str:
@@ -152,29 +154,36 @@ def _masked(text: str, values: list[str]) -> str:
     return _SHAPES.sub(_mask_shape, text) if _may_hold_shape(text) else text
 
 
-def _masked_or_none(text: str | None, values: list[str]) -> str | None:
-    return None if text is None else _masked(text, values)
+#: The strings of a reply the ledger keeps: a server or proxy can echo the key into any of
+#: them (a header it copies into `x-request-id`, a model shown it into the text).
+_FAILURE_KEPT = ("detail", "raw_text", "provider_request_id", "finish_reason")
+_COMPLETION_KEPT = ("text", "provider_request_id", "model_reported", "finish_reason")
+
+
+def _redacted(record: Any, kept: tuple[str, ...], secrets: Iterable[str | Secret]) -> Any:
+    """`record` (a `Failure` or `Completion`) with its `kept` strings redacted."""
+    values = _values(secrets)
+    texts = [(name, getattr(record, name)) for name in kept]
+    # One look at them all first: nearly every reply holds nothing to mask, and each is
+    # redacted on the event loop (one check of the joined strings, not four).
+    joined = "\n".join(text for _, text in texts if text)
+    if not (
+        any(value in joined for value in values) or CUT_MARK in joined or _may_hold_shape(joined)
+    ):
+        return record
+    changed = {
+        name: masked
+        for name, text in texts
+        if text is not None and (masked := _masked(text, values)) != text
+    }
+    return replace(record, **changed) if changed else record
 
 
 def redact_failure(failure: Failure, secrets: Iterable[str | Secret]) -> Failure:
     """`failure` as the ledger may keep it: every string the server sent (the detail, the raw
-    text, the request id and the finish reason) redacted. A server or proxy can echo the key
-    into any of them (a header it copies into `x-request-id`), and the ledger keeps them all."""
-    values = _values(secrets)
-    detail = _masked(failure.detail, values)
-    raw = _masked_or_none(failure.raw_text, values)
-    request_id = _masked_or_none(failure.provider_request_id, values)
-    finish = _masked_or_none(failure.finish_reason, values)
-    if (detail, raw, request_id, finish) == (
-        failure.detail,
-        failure.raw_text,
-        failure.provider_request_id,
-        failure.finish_reason,
-    ):
-        return failure
-    return replace(
-        failure, detail=detail, raw_text=raw, provider_request_id=request_id, finish_reason=finish
-    )
+    text, the request id and the finish reason) redacted."""
+    redacted: Failure = _redacted(failure, _FAILURE_KEPT, secrets)
+    return redacted
 
 
 def redact_result(
@@ -186,25 +195,8 @@ def redact_result(
     (into its body or its request-id header), or a model shown it, writes it into the answer."""
     if isinstance(result, Failure):
         return redact_failure(result, secrets)
-    values = _values(secrets)
-    text = _masked(result.text, values)
-    request_id = _masked_or_none(result.provider_request_id, values)
-    model = _masked_or_none(result.model_reported, values)
-    finish = _masked_or_none(result.finish_reason, values)
-    if (text, request_id, model, finish) == (
-        result.text,
-        result.provider_request_id,
-        result.model_reported,
-        result.finish_reason,
-    ):
-        return result
-    return replace(
-        result,
-        text=text,
-        provider_request_id=request_id,
-        model_reported=model,
-        finish_reason=finish,
-    )
+    redacted: Completion = _redacted(result, _COMPLETION_KEPT, secrets)
+    return redacted
 
 
 def first_set(env: Mapping[str, str], names: Iterable[str]) -> tuple[str, Secret] | None:
