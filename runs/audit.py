@@ -112,7 +112,9 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def _cost(value: float | None) -> str:
+def cost_text(value: float | None) -> str:
+    """A cost as the audit shows it (and the report page's audit table, without the `$`):
+    to a hundredth of a cent under $1, where a test campaign's costs lie, else to the cent."""
     if value is None:
         return "-"
     return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
@@ -144,7 +146,7 @@ def usage_rows(report: Audit, scope: str = "model") -> tuple[list[str], list[lis
     cells = [
         [
             name, _ms(r.latency_ms["p50"]), _ms(r.latency_ms["p95"]), _ms(r.latency_ms["p99"]),
-            f"{r.tokens_in:,}", f"{r.tokens_out:,}", _cost(r.cost_usd),
+            f"{r.tokens_in:,}", f"{r.tokens_out:,}", cost_text(r.cost_usd),
         ]
         for name, r in _named(report, scope)
     ]

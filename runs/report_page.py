@@ -25,6 +25,7 @@ import orjson
 from engine.console_lines import plural
 from engine.durable import write_bytes_atomic
 from panels.input_files import right_to_left
+from runs.audit import cost_text
 from runs.figures import read_manifest
 from runs.report.models import frozen_spec, model_notes, simulated_models
 from runs.report.provenance import provenance_sentences
@@ -246,7 +247,9 @@ def _audit(sentence: str | None, table: Any, notes: Sequence[str] = ()) -> list[
     causes = [c for c in table.columns if c.startswith("retries.") and any(r.get(c) for r in rows)]
     columns = [(k, h) for k, h in AUDIT_COLUMNS if k in table.columns]
     header = [h for _, h in columns] + [c.removeprefix("retries.") for c in causes]
-    body = [[_cell(r.get(k)) for k, _ in columns] + [_cell(r.get(c)) for c in causes] for r in rows]
+    body = [
+        [_cell(r.get(k), k) for k, _ in columns] + [_cell(r.get(c)) for c in causes] for r in rows
+    ]
     out.append(
         "<p>Per model: planned requests, attempts, retry attempts (every attempt that was not "
         "the accepted one, nor a reply the run accepted that a later strict reparse rejected) "
@@ -257,11 +260,15 @@ def _audit(sentence: str | None, table: Any, notes: Sequence[str] = ()) -> list[
     return out
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, column: str = "") -> str:
     if value is None:
         return ""
+    if isinstance(value, float) and not math.isfinite(value):
+        return ""
+    if column == "cost_usd":  # as `dutchbook audit` shows it: cents alone left rows unsummed
+        return cost_text(value).removeprefix("$")
     if isinstance(value, float):
-        return f"{value:,.2f}" if math.isfinite(value) else ""
+        return f"{value:,.2f}"
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)

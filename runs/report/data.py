@@ -244,8 +244,9 @@ def whole_families(scores: pl.DataFrame) -> pl.DataFrame:
 
 
 def ledger_coverage(run_dir: Path) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
-    """Share of planned queries with an accepted answer, per model and per (model, arm); for
-    a family arm, the share of its families (in each pass) with every statement answered.
+    """Share of planned queries (distinct requests) with an accepted answer, per model and per
+    (model, arm); for a family arm, the share of its families (in each pass) with every
+    statement answered.
 
     Read from `plan_members.parquet` (each arm's view of a query) and the accepted responses;
     empty when the run folder has no plan (then the scores' own coverage is used).
@@ -267,8 +268,17 @@ def ledger_coverage(run_dir: Path) -> tuple[dict[str, float], dict[tuple[str, st
         .with_columns(pl.col("accepted").fill_null(0))
         .collect()
     )
-    by_model = joined.group_by("model").agg(pl.col("accepted").mean())
-    by_arm = joined.filter(~family_arm()).group_by("model", "arm").agg(pl.col("accepted").mean())
+    # A share of queries, each counted once: a query serving two members (one question in two
+    # families of an arm) counted twice, answered or not (1014/1021 where 1014 of 1020 were).
+    by_model = (
+        joined.unique(["model", "request_id"]).group_by("model").agg(pl.col("accepted").mean())
+    )
+    by_arm = (
+        joined.filter(~family_arm())
+        .unique(["model", "arm", "request_id"])
+        .group_by("model", "arm")
+        .agg(pl.col("accepted").mean())
+    )
     # The family benchmark counts families: one asked in part is unanswered (`whole_families`).
     by_family_arm = (
         joined.filter(family_arm())

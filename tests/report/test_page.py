@@ -290,3 +290,21 @@ def test_the_leaderboard_shows_the_baseline_arms_coverage(tmp_path: Path) -> Non
             ArmRow("low", "baseline", "inf", 6, 3, 0.91, "below_coverage_floor")]
     text = _render_plain(model_ranking(rows))
     assert "95%" in text and "91%" in text and "93%" not in text
+
+
+def test_the_audit_tables_costs_are_shown_as_the_audit_shows_them(tmp_path: Path) -> None:
+    """A referee: the page's "cost $" column was rounded to cents, so two models' 0.20 and
+    0.08 stood over a total of 0.29, where `dutchbook audit` read $0.2034, $0.0821, $0.2854."""
+    table = pl.DataFrame(
+        {
+            "scope": ["model", "model", "all"],
+            "name": ["a", "b", "all"],
+            "requests": [10, 10, 20],
+            "latency_p50_ms": [12.345, 6.0, 9.0],
+            "cost_usd": [0.2034, 0.0821, 0.2854 + 1.5],
+        }
+    )
+    page = render_page({"rows": []}, [], tmp_path, audit_sentence="s", audit_table=table)
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
+    assert [c for c in cells if c.startswith(("0.", "1."))] == ["0.2034", "0.0821", "1.79"]
+    assert "12.35" in cells  # other numbers as before
