@@ -16,6 +16,8 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from runs.plan_checksums import PLAN_FILES, REPLAN
+
 #: Files `dutchbook score DIR` (or `repair DIR`) writes again from the kept answers.
 DERIVED = {
     "forecasts.parquet": "dutchbook score",
@@ -171,12 +173,15 @@ def _remedy(folder: Path, path: Path, replies_whole: bool) -> str:
     """What writes `path` again: `score` or `repair` for what they derive; `reparse` for an
     answers shard, whose every answer is rebuilt from the replies kept in `attempts/` (the
     damaged file moved aside first, as reparse reads it; a name not ending `.parquet` is no
-    shard and no Parquet file of the folder). Else nothing: a copy, or a new folder. A
+    shard and no Parquet file of the folder). A plan file is made again once both are removed
+    (`runs.plan_checksums.REPLAN`). Else nothing: a copy, or a new folder. A
     device or FIFO is removed instead, whatever follows: every command refuses the folder
     while one is in it, a renamed one too."""
     from engine.scan import RESPONSES
     from engine.shards import special_file
 
+    if path.parent == folder and path.name in PLAN_FILES:
+        return REPLAN  # the frozen design makes the same plan again
     rebuild = DERIVED.get(path.name) if path.parent == folder else None
     then = None
     if rebuild:

@@ -63,6 +63,7 @@ from runs.lost_answers import answers_refusal
 from runs.memory import release_heap
 from runs.output import stdout_console
 from runs.phases import PhaseClock
+from runs.plan_checksums import plan_damage
 from runs.plan_estimate import resumed_estimate, save_estimate
 from runs.planner import (
     PlanLine,
@@ -701,11 +702,13 @@ def _design_and_plan(
     if resumed:
         _check_lost_answers(spec, run_dir)
     plan_path = run_dir / "plan.parquet"
-    if not plan_path.exists():
-        if staged is not None:
-            _commit_staged(staged, run_dir)
-        else:
-            write_plan(spec, run_dir, units)
+    if plan_path.exists():
+        if (damaged := plan_damage(run_dir)) is not None:
+            raise RunError(damaged)  # a resume would pay for what the damaged plan says
+    elif staged is not None:
+        _commit_staged(staged, run_dir)
+    else:
+        write_plan(spec, run_dir, units)
     if staged is not None:
         staged.discard()  # committed, or unused: the folder has its plan either way
     if to_save is not None:

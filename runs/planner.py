@@ -31,6 +31,7 @@ from engine.plan import PLAN_SCHEMA
 from engine.spend import Prices, batch_prices_of, prices_of
 from panels.arms import ARMS, Arm, Query
 from providers.types import ModelConfig
+from runs.plan_checksums import file_sha256, record_checksums
 from runs.spec import ArmEntry, CampaignSpec, SpecError
 from runs.tokens import estimator as token_estimator
 from runs.units import UnitSource
@@ -189,7 +190,9 @@ class _PartWriter:
         )
         self.parts += 1
 
-    def finish(self, target: Path) -> None:
+    def finish(self, target: Path, before_commit: Callable[[str], None] | None = None) -> str:
+        """Merge the parts into `target`; its sha256, given to `before_commit` (if any) once
+        the file is written whole and before it takes `target`'s name."""
         # Through the durable writer: a file a full disk cut short leaves no temporary (of up
         # to the plan's size) in the run folder.
         with written_whole(target) as tmp:
@@ -199,7 +202,11 @@ class _PartWriter:
                 pl.scan_parquet(str(self.folder / "*.parquet")).sink_parquet(
                     tmp, row_group_size=ROW_GROUP_ROWS
                 )
+            digest = file_sha256(tmp)
+            if before_commit is not None:
+                before_commit(digest)
         shutil.rmtree(self.folder, ignore_errors=True)
+        return digest
 
 
 #: What only the plan holds, beside the columns it shares with the members (`PlanWriter`).
@@ -297,8 +304,14 @@ class PlanWriter:
         finally:
             self.close()
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.members.finish(run_dir / "plan_members.parquet")
-        self.plan.finish(run_dir / "plan.parquet")
+        members = self.members.finish(run_dir / "plan_members.parquet")
+        # The checksums before the plan: a folder with a plan has them (`runs.plan_checksums`).
+        self.plan.finish(
+            run_dir / "plan.parquet",
+            lambda plan: record_checksums(
+                run_dir, {"plan_members.parquet": members, "plan.parquet": plan}
+            ),
+        )
         return run_dir / "plan.parquet"
 
 

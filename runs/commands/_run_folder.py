@@ -16,6 +16,7 @@ from pathlib import Path
 
 from runs.commands._errors import fail
 from runs.damaged_files import special_files_report
+from runs.plan_checksums import plan_damage
 from runs.run_folder import RUN_FOLDER_MARKS, has_run_marks
 
 
@@ -41,3 +42,5 @@ def _require_run_folder(run_dir: Path) -> None:
         )
     if (damaged := special_files_report(run_dir)) is not None:
         fail(damaged)  # a FIFO among its files: the read would never end
+    if (damaged := plan_damage(run_dir)) is not None:
+        fail(damaged)  # counts and coverage against a plan that is not the run's

@@ -285,16 +285,25 @@ def test_reparse_names_a_shard_damaged_inside_its_pages(run_dir: Path) -> None:
     assert f"{shard} (parquet:" in one_error_line(output)
 
 
-def test_a_resume_names_a_damaged_plan_and_sends_nothing(run_dir: Path) -> None:
+@pytest.mark.parametrize("checksums", [True, False], ids=["checksums", "planned-before-them"])
+def test_a_resume_names_a_damaged_plan_and_sends_nothing(run_dir: Path, checksums: bool) -> None:
+    """Named by its checksum (`runs.plan_checksums`), or, in a folder planned before they
+    were kept, by polars' error; either way with what mends it (the same plan made again),
+    not "run the spec into a new folder", which would pay for every answer again."""
+    from runs.plan_checksums import CHECKSUMS_FILE, REPLAN
+
     truncate(run_dir / "plan.parquet")
+    if not checksums:
+        (run_dir / CHECKSUMS_FILE).unlink()
     attempts_before = sorted(p.name for p in (run_dir / "attempts").iterdir())
     spec = run_dir.parent / "damaged.toml"
     spec.write_text(SPEC, encoding="utf-8")
     code, output = invoke("run", str(spec), "--out", str(run_dir))
     assert code == 2, output
     line = one_error_line(output)
-    assert f"{run_dir / 'plan.parquet'} (parquet:" in line, line
-    assert "restore it from a copy, or run the spec into a new folder" in line, line
+    said = "is damaged: not what was written" if checksums else "(parquet:"
+    assert f"{run_dir / 'plan.parquet'} {said}" in line, line
+    assert REPLAN in line, line
     assert sorted(p.name for p in (run_dir / "attempts").iterdir()) == attempts_before
     assert not (run_dir / "run.pid").exists()
 

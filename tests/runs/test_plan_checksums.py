@@ -1,0 +1,96 @@
+"""A plan changed on disk since it was written is refused, never asked
+(`runs.plan_checksums`).
+
+A tester zeroed 100 bytes of a finished run's `plan.parquet`: polars read it without a word,
+444 request ids now held NUL bytes, and the resume paid again for 444 answered queries, exit
+0; `status` then read "accepted 1,874/1,430 (131%)".
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from engine.scan import scan_attempts
+from runs.cli import app
+from runs.plan_checksums import CHECKSUMS_FILE, PLAN_FILES, file_sha256
+from tests.runs.run_folders import SMALL_SPEC, finish_run
+
+
+def _zero_bytes(path: Path) -> None:
+    """A stretch of the file zeroed (a bad sector)."""
+    data = bytearray(path.read_bytes())
+    data[200:260] = bytes(60)
+    path.write_bytes(bytes(data))
+
+
+def _one_id_changed(path: Path) -> None:
+    """Damage polars reads without a word: a valid file whose first id holds a NUL byte."""
+    plan = pl.read_parquet(path)
+    ids = plan["request_id"].to_list()
+    plan.with_columns(pl.Series("request_id", ["\x00" + ids[0][1:], *ids[1:]])).write_parquet(path)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return finish_run(tmp_path_factory.mktemp("plan-checksums"), SMALL_SPEC)
+
+
+def test_a_run_keeps_its_plan_files_checksums(finished: Path) -> None:
+    kept = orjson.loads((finished / CHECKSUMS_FILE).read_bytes())
+    assert kept["sha256"] == {name: file_sha256(finished / name) for name in PLAN_FILES}
+
+
+@pytest.mark.parametrize(
+    ("name", "damage"),
+    [(name, damage) for name in PLAN_FILES for damage in (_zero_bytes, _one_id_changed)],
+)
+def test_a_damaged_plan_is_refused_by_a_resume_and_by_the_folder_commands(
+    finished: Path, tmp_path: Path, name: str, damage: Callable[[Path], None]
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    damage(run / name)
+    attempts = scan_attempts(run).collect().height
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SMALL_SPEC, encoding="utf-8")
+    runner = CliRunner()
+    resumed = runner.invoke(app, ["run", str(spec), "--out", str(run)])
+    assert resumed.exit_code == 2, resumed.output
+    assert f"{run / name} is damaged: not what was written" in resumed.output
+    assert "Traceback" not in resumed.output
+    assert scan_attempts(run).collect().height == attempts  # nothing asked, nothing paid
+    for command in ("status", "audit", "score", "report"):
+        said = runner.invoke(app, [command, str(run)])
+        assert said.exit_code == 2 and "is damaged: not what was written" in said.output, command
+    # The advice: remove the plan's files and run again; the same ids, nothing asked again.
+    for plan_file in PLAN_FILES:
+        (run / plan_file).unlink()
+    again = runner.invoke(app, ["run", str(spec), "--out", str(run)])
+    assert again.exit_code == 0, again.output
+    assert scan_attempts(run).collect().height == attempts
+    assert file_sha256(run / "plan.parquet") == file_sha256(finished / "plan.parquet")
+    assert runner.invoke(app, ["status", str(run)]).exit_code == 0
+
+
+def test_a_folder_planned_before_checksums_were_kept_is_not_checked(
+    finished: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    (run / CHECKSUMS_FILE).unlink()
+    assert CliRunner().invoke(app, ["status", str(run)]).exit_code == 0
+
+
+def test_damaged_checksums_are_said_in_one_line(finished: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    (run / CHECKSUMS_FILE).write_bytes(b"{not json")
+    said = CliRunner().invoke(app, ["status", str(run)])
+    assert said.exit_code == 2 and f"{run / CHECKSUMS_FILE} is damaged" in said.output
