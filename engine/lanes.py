@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import math
 import time
+import traceback
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -681,6 +682,10 @@ class Lane(LaneControl):
             result = await self.http.send(self.adapter, request, self.config.timeout_s)
         except Exception as exc:  # an adapter bug must not kill the lane silently
             result = Failure(Outcome.PROVIDER_ERROR, f"adapter failed: {type(exc).__name__}")
+            # Where it came from, in the log only (redacted there): the attempt's detail names
+            # the exception's type alone, and a tester's KeyErrors could not be traced after.
+            self.log.error("adapter_failed", echo=False, model=self.config.name,
+                           error=repr(exc), traceback=traceback.format_exc())  # fmt: skip
         finally:
             self.stats.in_flight -= 1
         return result, started, (time.perf_counter() - t0) * 1000.0

@@ -465,3 +465,40 @@ async def test_collector_settings_are_restored_after_overlapping_dispatches(
     assert DISPATCH_GC_THRESHOLD in seen
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+
+
+class ParseFails(QuotaSpent):
+    """Wraps a real adapter whose first `failing` parses raise (an adapter's own bug)."""
+
+    def __init__(self, inner: Adapter, failing: int) -> None:
+        super().__init__(inner, None)
+        self.failing = failing
+
+    def parse(self, status: int, headers: Mapping[str, str], body: bytes) -> Completion | Failure:
+        if self.failing > 0:
+            self.failing -= 1
+            empty: dict[str, Completion] = {}
+            return empty["choices"]  # the KeyError of a bug
+        return self.inner.parse(status, headers, body)
+
+
+async def test_an_adapters_exception_is_a_retried_failure_with_its_traceback_in_the_log(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    """A tester's run recorded 20 attempts "adapter failed: KeyError", and nothing said
+    where the KeyError came from: the log now keeps the traceback (redacted), and the
+    lane goes on."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("a", 4))
+    model = kit.sim_model("a", sim.root_url, concurrency=1)
+    summary = await dispatch(
+        plan, tmp_path / "run", {"a": model[0]}, {"a": ParseFails(model[1], 2)},
+        policy=FAST, log_console=None,
+    )  # fmt: skip
+    assert summary.complete and summary.lanes["a"].accepted == 4
+    failed = scan_attempts(tmp_path / "run").filter(pl.col("outcome") == "provider_error")
+    assert failed.collect()["detail"].to_list() == ["adapter failed: KeyError"] * 2
+    events = [json.loads(line) for line in (tmp_path / "run/logs/engine.jsonl").open()]
+    logged = [e for e in events if e["event"] == "adapter_failed"]
+    assert len(logged) == 2 and logged[0]["error"] == "KeyError('choices')"
+    trace = logged[0]["traceback"]
+    assert 'return empty["choices"]' in trace and "test_dispatch.py" in trace
