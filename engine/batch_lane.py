@@ -93,7 +93,7 @@ from providers.batch import (
     JobStatus,
     LineResult,
 )
-from providers.secrets import redact, redact_failure
+from providers.secrets import redact, redact_failure, redact_result
 from providers.types import ChatRequest, Completion, Failure, HttpRequest, ModelConfig, Outcome
 
 #: Seconds between polls of a job, unless the dispatch says otherwise (the simulator's
@@ -895,6 +895,10 @@ class BatchLane(LaneControl):
         item = entry.item
         self.ledger.record_dispatch(item.request_id, sent.attempt, sent.model, sent.provider,
                                     sent.started, batch_job=job_id)
+        # Every line through one redaction with the client's credentials: a line's error is
+        # the server's words (Vertex's status object, Bedrock's record error), which the batch
+        # clients do not all redact, and a session token is masked only by its value.
+        result = redact_result(result, self.client.secrets())
         record, response, failure = settle(item, result, sent, self.parser)
         if failure is not None and failure.outcome in ANSWER_FAILURES:
             stopped = entry.answers.failed(failure.outcome, failure.raw_text, sent.attempt)

@@ -207,22 +207,23 @@ def _next_hop(
     than http(s), https to http, or a user and password in the URL. On another origin (a
     batch result's signed download link on a storage host), only `PORTABLE_HEADERS` go."""
     here, location = reply.url, reply.headers.get(hdrs.LOCATION)
+    prompt = request.method != "GET"
     if not location:
-        return _redirected(reply, None, "no Location")
+        return _redirected(reply, None, "no Location", prompt=prompt)
     try:  # the server's URL, taken as written (a signed link's query is checked as sent)
         target = here.join(yarl.URL(location, encoded=True))
         moved = target.origin() != here.origin()  # an odd host name raises only when read
         url = str(target)  # and a port that is not a number, or out of range, when spelled
     except ValueError:  # UnicodeError among them: an IDNA host that does not decode
-        return _redirected(reply, None, "an unreadable Location")
+        return _redirected(reply, None, "an unreadable Location", prompt=prompt)
     why = (
-        _unfollowed(here, target, hops)
-        if request.method == "GET"
-        else "the request and its credential go to base_url only; if the API moved there, "
+        "the request and its credential go to base_url only; if the API moved there, "
         "set base_url to it"
+        if prompt
+        else _unfollowed(here, target, hops)
     )
     if why is not None:
-        return _redirected(reply, url, why)
+        return _redirected(reply, url, why, prompt=prompt)
     headers = request.headers
     if moved:
         headers = {k: v for k, v in headers.items() if k.lower() in PORTABLE_HEADERS}
@@ -242,21 +243,25 @@ def _unfollowed(here: yarl.URL, target: yarl.URL, hops: int) -> str | None:
     return None
 
 
-def _redirected(reply: aiohttp.ClientResponse, target: str | None, why: str) -> Failure:
+def _redirected(
+    reply: aiohttp.ClientResponse, target: str | None, why: str, *, prompt: bool
+) -> Failure:
     """A 3xx not followed (`_next_hop`), and why. aiohttp would resend the request, its
     prompt and every credential header but `Authorization` (Azure's `api-key`, AWS's session
     token) to whatever host `Location` names; no API this engine speaks answers a prompt so.
 
-    A `bad_request`: it fails the same way on every try (most often an `http://` base_url the
-    server moves to `https://`), so a lane of them stops at once (`PERMANENT`) and the
-    requests keep their answer-failure budget for when base_url is mended. As an
-    `invalid_response` each try spent that budget, which lasts across resumes, so a tiny
-    campaign's requests were given up for good."""
+    One to a request with a `prompt` (a POST) is a `bad_request`: it fails the same way on
+    every try (most often an `http://` base_url the server moves to `https://`), so a lane of
+    them stops at once (`PERMANENT`) and the requests keep their answer-failure budget for
+    when base_url is mended; as an `invalid_response` each try spent that budget, which lasts
+    across resumes, and a tiny campaign's requests were given up for good. A GET's hop not
+    taken (a batch job's poll or download) is an `invalid_response`, retried as before."""
     to = "" if target is None else f" to {_where(target)}"
     return Failure(
-        Outcome.BAD_REQUEST,
+        Outcome.BAD_REQUEST if prompt else Outcome.INVALID_RESPONSE,
         f"HTTP {reply.status} redirect{to} from {_where(str(reply.url))}: not followed ({why})",
         http_status=reply.status,
+        foreign=not prompt,
     )
 
 

@@ -64,6 +64,8 @@ DEFAULT_CONCURRENCY = 8
 #: own refresh lock, so a few suffice; a lane's own pool means a stuck token endpoint can
 #: never take the threads other lanes (or plan reading and compaction) need.
 BUILD_THREADS = 4
+#: Tracebacks of an adapter's exceptions logged per lane and exception type (`Lane._send`).
+TRACEBACKS_LOGGED = 3
 
 
 def builds_may_block(adapter: Adapter) -> bool:
@@ -256,6 +258,9 @@ class LaneControl:
         if self.stats.state in (LaneState.STOPPED, LaneState.PAUSED):
             return
         self.stats.state = state
+        # Redacted here, where every halt passes: a reason can quote an exception's text (a
+        # request that cannot be built), and the summary prints it and lanes.json keeps it.
+        reason = self.log.redact(reason)
         self.stats.say(reason, f"{self.config.name} ({self.provider_name}){after_name}")
         # The reason without the lead: "model m, reason m (p): ..." named the model twice.
         self.log.error(f"lane_{state.value}", model=self.config.name,
@@ -326,6 +331,7 @@ class Lane(LaneControl):
         #: not before one was: a lane pointed at a web page stops (`RetryPolicy.foreign_streak`).
         self._recognised = False
         self._foreign_streak = 0
+        self._adapter_failures: Counter[str] = Counter()  # by exception type
         #: `time.monotonic()` of the lane's last successful reply (`_charged`).
         self._replied_at = -float("inf")
         self._said_unanswered = False  # `no_answer_yet` is said once
@@ -682,13 +688,20 @@ class Lane(LaneControl):
             result = await self.http.send(self.adapter, request, self.config.timeout_s)
         except Exception as exc:  # an adapter bug must not kill the lane silently
             result = Failure(Outcome.PROVIDER_ERROR, f"adapter failed: {type(exc).__name__}")
-            # Where it came from, in the log only (redacted there): the attempt's detail names
-            # the exception's type alone, and a tester's KeyErrors could not be traced after.
-            self.log.error("adapter_failed", echo=False, model=self.config.name,
-                           error=repr(exc), traceback=traceback.format_exc())  # fmt: skip
+            self._log_adapter_failure(exc)
         finally:
             self.stats.in_flight -= 1
         return result, started, (time.perf_counter() - t0) * 1000.0
+
+    def _log_adapter_failure(self, exc: Exception) -> None:
+        """Where an adapter's exception came from, in the log only (redacted there): the
+        attempt's detail names its type alone, and a tester's KeyErrors could not be traced
+        after. The first `TRACEBACKS_LOGGED` of each type: a bug fails every attempt alike."""
+        kind = type(exc).__name__
+        self._adapter_failures[kind] += 1
+        if self._adapter_failures[kind] <= TRACEBACKS_LOGGED:
+            self.log.error("adapter_failed", echo=False, model=self.config.name,
+                           error=repr(exc), traceback=traceback.format_exc())  # fmt: skip
 
     def _settle(
         self,

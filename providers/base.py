@@ -122,30 +122,34 @@ def body_excerpt(body: bytes, limit: int = DETAIL_LIMIT) -> str:
     return short(body.decode("utf-8", errors="replace"), limit)
 
 
-#: Counts above this do not fit the ledger's Int64 columns (nor are they real).
-_COUNT_LIMIT = 2**63 - 1
+#: The largest count taken as one (a trillion: no reply holds that many tokens, no batch file
+#: that many bytes). Far below Int64's limit, so the ledger's sums of millions of them (the
+#: audit's token totals) cannot wrap either.
+COUNT_LIMIT = 10**12
 
 
 def as_int(value: object) -> int | None:
     """A count (tokens, jobs, bytes, a status code): they arrive as ints, sometimes floats or
-    strings. Anything else is unknown, and so is a negative count or one beyond Int64: a
-    reply's `usage` of 1e30 crashed the lane's journal line, and a negative one lowered the
-    spend that `--max-cost` checks."""
+    strings. Anything else is unknown, and so is a negative count or one above `COUNT_LIMIT`:
+    a reply's `usage` of 1e30 crashed the lane's journal line (orjson writes no integer past
+    64 bits), and a negative one lowered the run's token counts."""
     if isinstance(value, bool):
         return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     elif isinstance(value, str):
         text = value.strip()
-        value = int(text) if text.isascii() and text.isdigit() else None  # not "²"
-    if isinstance(value, int) and 0 <= value <= _COUNT_LIMIT:
+        # Short and ASCII first: int() of "²" raises, and of 5,000 digits too (its limit).
+        digits = text.isascii() and text.isdigit() and len(text) <= len(str(COUNT_LIMIT))
+        value = int(text) if digits else None
+    if isinstance(value, int) and 0 <= value <= COUNT_LIMIT:
         return value
     return None
 
 
 def as_float(value: object) -> float | None:
-    """A finite number at least 0, or `None`: costs and similar optional fields (a negative
-    cost would lower the spend that `--max-cost` checks)."""
+    """A finite number at least 0, or `None`: costs and similar optional fields (a provider's
+    negative cost is no cost, and would lower the run's reported total)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):

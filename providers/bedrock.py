@@ -458,7 +458,7 @@ class BedrockAdapter:
         def failure(outcome: Outcome, detail: str) -> Failure:
             return Failure(
                 outcome,
-                detail,
+                short(detail),  # one line, no control or reordering characters: it quotes stop
                 http_status=status,
                 provider_request_id=request_id,
                 tokens_in=tokens_in,

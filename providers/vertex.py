@@ -573,7 +573,7 @@ def _gemini_usage(usage: Any) -> tuple[int | None, int | None]:
     thoughts_n = as_int(usage.get("thoughtsTokenCount"))
     tokens_out = None
     if candidates_n is not None or thoughts_n is not None:
-        tokens_out = (candidates_n or 0) + (thoughts_n or 0)
+        tokens_out = as_int((candidates_n or 0) + (thoughts_n or 0))  # the sum a count too
     return as_int(usage.get("promptTokenCount")), tokens_out
 
 

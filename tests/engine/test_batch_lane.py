@@ -470,3 +470,47 @@ async def test_a_stop_request_leaves_jobs_to_the_next_run(tmp_path: Path, kit: t
     second = await _run(plan, run_dir, fake)
     assert second.complete
     _check_exactly_once(run_dir, fake, {r["request_id"] for r in rows})
+
+
+async def test_a_lines_words_echoing_the_clients_credential_reach_the_ledger_masked(
+    tmp_path: Path, kit: type[Kit],
+) -> None:
+    """A line's error is the server's words (Vertex's status object, Bedrock's record error),
+    which not every batch client redacts: a reviewer's Bedrock line quoting a session token
+    reached `attempts/` as it was. The batch lane masks every line with the client's
+    credentials, its answer's text and request id too."""
+    from providers.batch import LineResult
+    from providers.secrets import Secret
+    from providers.types import Completion, Failure, Outcome
+
+    token = "FwoGZXIvYXdzEJr-SESSION-TOKEN-VALUE"
+    rows = kit.plan_rows(MODEL, 6)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    erring = rows[1]["request_id"]
+
+    class Echoing(FakeBatch):
+        echoed = False
+
+        def secrets(self) -> tuple[Secret, ...]:
+            return (Secret(token),)
+
+        async def results(self, fetch: Any, state: Any) -> Any:
+            out = []
+            for line in await super().results(fetch, state):
+                if line.request_id == erring and not self.echoed:
+                    self.echoed = True
+                    line = LineResult(erring, Failure(
+                        Outcome.PROVIDER_ERROR, f"batch record error 400: bad token {token}",
+                        provider_request_id=token))
+                elif isinstance(line.result, Completion):
+                    line = LineResult(line.request_id, replace(
+                        line.result, provider_request_id=f"rid-{token}"))
+                out.append(line)
+            return out
+
+    fake = Echoing()
+    summary = await _run(plan, tmp_path / "run", fake)
+    assert summary.complete
+    attempts = scan_attempts(tmp_path / "run").collect()
+    kept = " ".join(str(v) for row in attempts.iter_rows() for v in row)
+    assert token not in kept and "bad token ***" in kept and "rid-***" in kept

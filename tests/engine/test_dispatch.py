@@ -21,6 +21,7 @@ from engine.retry import RetryPolicy
 from engine.scan import scan_attempts, scan_responses
 from providers import groq as groq_provider
 from providers.base import Adapter
+from providers.secrets import Secret
 from providers.sim.server import SimHandle, start_sim
 from providers.types import Completion, Failure, ModelConfig, Outcome
 
@@ -502,3 +503,30 @@ async def test_an_adapters_exception_is_a_retried_failure_with_its_traceback_in_
     assert len(logged) == 2 and logged[0]["error"] == "KeyError('choices')"
     trace = logged[0]["traceback"]
     assert 'return empty["choices"]' in trace and "test_dispatch.py" in trace
+
+
+class BuildFails(QuotaSpent):
+    """Wraps a real adapter whose `build` raises with its credential in the message."""
+
+    def build(self, req):  # type: ignore[no-untyped-def]
+        raise ValueError(f"cannot sign with {SECRET_IN_BUILD}")
+
+
+SECRET_IN_BUILD = "LEAKCHECK-build-0123456789"
+
+
+async def test_a_lanes_stop_reason_quoting_an_exception_is_masked(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    """A request that cannot be built stops the lane with the exception's text: the summary
+    prints it and logs/lanes.json keeps it, so it is masked where every halt passes."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("a", 2))
+    config, adapter = kit.sim_model("a", sim.root_url, concurrency=1)
+    failing = BuildFails(adapter, None)
+    failing.secrets = lambda: (*adapter.secrets(), Secret(SECRET_IN_BUILD))
+    summary = await dispatch(
+        plan, tmp_path / "run", {"a": config}, {"a": failing}, policy=FAST, log_console=None
+    )
+    lane = summary.lanes["a"]
+    assert lane.state is LaneState.STOPPED and "cannot sign with ***" in lane.message
+    assert SECRET_IN_BUILD not in (tmp_path / "run" / "logs" / "lanes.json").read_text()

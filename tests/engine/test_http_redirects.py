@@ -184,3 +184,8 @@ def test_a_redirect_not_followed_says_why(method: str, headers: dict[str, str], 
     reply = Mock(headers=headers, url=yarl.URL("https://example.org/files/1"), status=302)
     refused = _next_hop(reply, HttpRequest(method, str(reply.url), {}, b""), 0)
     assert isinstance(refused, Failure) and said in refused.detail
+    # A prompt's redirect fails alike on every try: permanent. A batch GET's hop not taken
+    # stays retried (a storage host's link may be good on the next poll).
+    permanent = method == "POST"
+    assert refused.outcome is (Outcome.BAD_REQUEST if permanent else Outcome.INVALID_RESPONSE)
+    assert refused.retryable is not permanent

@@ -56,7 +56,8 @@ PLAIN_KEY = "LEAKCHECK-plain-0123456789"  # no credential shape: masked only as 
     [
         b"HTTP/1.1 \x1b[31mPWNED " + PLAIN_KEY.encode() + b"\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nX-Echo: " + PLAIN_KEY.encode() + b"x" * 9_000 + b"\r\n\r\n",
-        b"HTTP/1.1 308 Permanent Redirect\r\nLocation: /login/" + PLAIN_KEY.encode()
+        b"HTTP/1.1 308 Permanent Redirect\r\nLocation: /login/"
+        + PLAIN_KEY.encode()
         + b"/x\r\nContent-Length: 0\r\n\r\n",
     ],
     ids=["status-line", "long-header", "redirect-path"],

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from providers import bedrock
+from providers.base import DETAIL_LIMIT
 from providers.bedrock import BedrockAdapter, create_adapter, options_omitted, required_env
 from providers.types import ChatRequest, Completion, ConfigError, Failure, ModelConfig, Outcome
 
@@ -445,3 +446,11 @@ def test_parse_never_raises_and_only_a_200_completes(status: int, body: Any,
     assert isinstance(result, Completion | Failure)
     if isinstance(result, Completion):
         assert status == 200 and request_id and result.text.strip()
+
+
+def test_a_failures_detail_quoting_the_stop_reason_is_one_clean_line() -> None:
+    """The stop reason is the server's text: ESC and U+202E reached the detail raw."""
+    failure = failed(converse(text="", stop="end\u202eturn\x1b[2K" + "x" * 2000))
+    assert failure.detail.startswith("no text content (stopReason=endturn[2Kxxx")
+    assert "\x1b" not in failure.detail and "\u202e" not in failure.detail
+    assert len(failure.detail) <= DETAIL_LIMIT

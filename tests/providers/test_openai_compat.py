@@ -300,15 +300,17 @@ def test_truncated_keeps_partial_text_and_tokens(completion: Build) -> None:
         ({"prompt_tokens": float(2**64), "completion_tokens": "7"}, (None, 7)),  # orjson's read
         ({"prompt_tokens": -5, "completion_tokens": -7.0}, (None, None)),
         ({"prompt_tokens": "²", "completion_tokens": " 3 "}, (None, 3)),
-        ({"prompt_tokens": 2**63 - 1, "completion_tokens": 0}, (2**63 - 1, 0)),
+        ({"prompt_tokens": 10**12, "completion_tokens": 0}, (10**12, 0)),  # COUNT_LIMIT
+        ({"prompt_tokens": 10**12 + 1, "completion_tokens": "9" * 5000}, (None, None)),
     ],
 )
 def test_a_token_count_that_is_not_a_count_is_unknown(
     completion: Build, usage: dict[str, Any], tokens: tuple[int | None, int | None]
 ) -> None:
     """A usage of 1e30 (or any integer past 2**64, which orjson reads as a float) crashed the
-    lane when its journal line was written; a negative one lowered the spend `--max-cost`
-    checks; "²" passes `str.isdigit` and then `int` raised. Each is unknown instead."""
+    lane when its journal line was written; a negative one lowered the run's token counts;
+    "²" passes `str.isdigit` and then `int` raised, as it does for 5,000 digits. Each is
+    unknown instead."""
     result = reply(completion(usage=usage))
     assert isinstance(result, Completion) and (result.tokens_in, result.tokens_out) == tokens
     orjson.dumps({"tokens_in": result.tokens_in})  # what the journal line does with it

@@ -515,3 +515,11 @@ def test_a_reply_that_is_not_a_json_object_is_foreign(body: bytes) -> None:
     assert failure.foreign
     empty = adapter().parse(200, {}, orjson.dumps(gemini(text=None)))
     assert isinstance(empty, Failure) and not empty.foreign
+
+
+def test_a_token_sum_past_a_count_is_unknown() -> None:
+    """Output tokens are the candidates' and the thoughts' sum: each within a count, the sum
+    need not be (a reviewer's two of 2**63-1 summed past Int64, and the shard stored null)."""
+    usage = {"promptTokenCount": 20, "candidatesTokenCount": 10**12, "thoughtsTokenCount": 1}
+    result = parse(gemini(usageMetadata=usage))
+    assert isinstance(result, Completion) and (result.tokens_in, result.tokens_out) == (20, None)
