@@ -63,7 +63,7 @@ from runs.lost_answers import answers_refusal
 from runs.memory import release_heap
 from runs.output import stdout_console
 from runs.phases import PhaseClock
-from runs.plan_checksums import plan_damage
+from runs.plan_checksums import answers_outside_plan, plan_damage
 from runs.plan_estimate import resumed_estimate, save_estimate
 from runs.planner import (
     PlanLine,
@@ -248,6 +248,10 @@ def _check_run_folder(run_dir: Path) -> None:
                 return
             if has_run_marks(run_dir):  # a resume reads its files: a FIFO among them, for ever
                 if (damaged := special_files_report(run_dir)) is not None:
+                    raise RunError(damaged)
+                # Before the estimate, which a damaged plan's counts could make render every
+                # prompt; checked again once the folder is locked (`_design_and_plan`).
+                if (damaged := plan_damage(run_dir)) is not None:
                     raise RunError(damaged)
             elif names := foreign_entries(run_dir):
                 raise RunError(
@@ -709,6 +713,8 @@ def _design_and_plan(
         _commit_staged(staged, run_dir)
     else:
         write_plan(spec, run_dir, units)
+    if resumed and (outside := answers_outside_plan(run_dir)) is not None:
+        raise RunError(outside)  # planned again to other ids: it would pay for them twice
     if staged is not None:
         staged.discard()  # committed, or unused: the folder has its plan either way
     if to_save is not None:

@@ -1,5 +1,6 @@
 """The plan's files' checksums (`plan-checksums.json`): a resume asks what `plan.parquet`
-says, so a plan changed on disk since it was written must be refused, not asked.
+says, so a plan changed on disk since it was written must be refused, not asked; and a
+plan that does not hold the folder's answers (`answers_outside_plan`) is not theirs.
 
 A tester zeroed 100 bytes of a finished run's `plan.parquet`: polars read it without a word,
 444 request ids now held NUL bytes, and the resume paid again for 444 answered queries, exit
@@ -9,7 +10,8 @@ polars checks, and the design (`design.json`) hashes the plan's inputs, not the 
 The checksums are written before the plan is committed (`runs.planner.PlanWriter.commit`),
 so a folder with a plan has them, unless it was planned before they were kept: such a plan
 is not checked. A plan made again (after its files are removed) has the same request ids,
-as the frozen design makes it from the same spec and files.
+as the frozen design makes it from the same spec and files (with the same dutchbook: another
+version may render a prompt differently).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import orjson
 from engine.durable import write_bytes_atomic
 
 CHECKSUMS_FILE = "plan-checksums.json"
+FORMAT = "dutchbook.plan-checksums/1"
 #: The files a plan is, in the order they are committed.
 PLAN_FILES = ("plan_members.parquet", "plan.parquet")
 
@@ -33,7 +36,7 @@ def file_sha256(path: Path) -> str:
 
 def record_checksums(run_dir: Path, sums: dict[str, str]) -> None:
     """Keep the plan files' `sums` (name -> sha256), durably, before they are committed."""
-    data = orjson.dumps({"format": "dutchbook.plan-checksums/1", "sha256": sums})
+    data = orjson.dumps({"format": FORMAT, "sha256": sums})
     write_bytes_atomic(run_dir / CHECKSUMS_FILE, data)
 
 
@@ -44,10 +47,12 @@ def plan_damage(run_dir: Path) -> str | None:
     if not path.is_file():
         return None
     try:
-        sums = orjson.loads(path.read_bytes())["sha256"]
-        expected = {name: str(sums[name]) for name in PLAN_FILES}
-    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-        return f"{path} is damaged ({type(exc).__name__}): remove it too; {REPLAN}"
+        kept = orjson.loads(path.read_bytes())
+        if kept["format"] != FORMAT:
+            raise ValueError(f"format {kept['format']!r}")
+        expected = {name: str(kept["sha256"][name]) for name in PLAN_FILES}
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        return f"{path} is damaged ({exc.__class__.__name__}: {exc}): remove it too; {REPLAN}"
     changed = [
         name
         for name in PLAN_FILES
@@ -63,9 +68,37 @@ def plan_damage(run_dir: Path) -> str | None:
     )
 
 
-#: What mends a damaged plan, whatever the damage (`runs.damaged_files` says it too).
+#: What mends a damaged plan, whatever the damage (`runs.damaged_files` says it too). Only
+#: `dutchbook run` plans, so it is named whichever command refused; the frozen design (spec and
+#: files) gives the same request ids unless this dutchbook renders the prompts differently
+#: from the one that planned the folder.
 REPLAN = (
-    f"remove {' and '.join(PLAN_FILES)}, then run the same command again: the plan is made "
-    "again from the folder's spec and files, with the same request ids, and nothing answered "
-    "is asked again"
+    f"remove {' and '.join(PLAN_FILES)}, then resume with `dutchbook run SPEC --out DIR` "
+    "(the spec the folder was run with): it plans again from the folder's frozen spec and "
+    "files, to the same request ids with the same dutchbook, so nothing answered is asked again"
 )
+
+
+def answers_outside_plan(run_dir: Path) -> str | None:
+    """One line when accepted answers are for requests `plan.parquet` does not hold, else
+    None. The plan a folder's answers were asked from holds every one of their ids; one that
+    does not (planned again by a dutchbook that renders a prompt differently, or changed on
+    disk in a folder planned before checksums were kept) would ask their queries again under
+    new ids, and pay for each."""
+    import polars as pl
+
+    from engine.scan import scan_responses
+
+    plan = pl.scan_parquet(run_dir / "plan.parquet").select("request_id")
+    outside = (
+        scan_responses(run_dir, ["request_id"]).join(plan, on="request_id", how="anti")
+        .select(pl.len()).collect().item()
+    )  # fmt: skip
+    if not outside:
+        return None
+    return (
+        f"{outside:,} accepted answer{'s are' if outside != 1 else ' is'} for requests "
+        f"{run_dir / 'plan.parquet'} does not hold: it is not the plan they were asked from, "
+        "and a resume would ask their queries again; restore the plan files from a copy, or "
+        "resume with the dutchbook that planned the folder (design.json names its version)"
+    )

@@ -190,9 +190,10 @@ class _PartWriter:
         )
         self.parts += 1
 
-    def finish(self, target: Path, before_commit: Callable[[str], None] | None = None) -> str:
-        """Merge the parts into `target`; its sha256, given to `before_commit` (if any) once
-        the file is written whole and before it takes `target`'s name."""
+    @contextlib.contextmanager
+    def written(self, target: Path) -> Iterator[str]:
+        """Merge the parts into `target`: yields the merged file's sha256 once it is written
+        whole, and `target` takes it when the `with` ends (a failure inside leaves neither)."""
         # Through the durable writer: a file a full disk cut short leaves no temporary (of up
         # to the plan's size) in the run folder.
         with written_whole(target) as tmp:
@@ -202,11 +203,8 @@ class _PartWriter:
                 pl.scan_parquet(str(self.folder / "*.parquet")).sink_parquet(
                     tmp, row_group_size=ROW_GROUP_ROWS
                 )
-            digest = file_sha256(tmp)
-            if before_commit is not None:
-                before_commit(digest)
+            yield file_sha256(tmp)
         shutil.rmtree(self.folder, ignore_errors=True)
-        return digest
 
 
 #: What only the plan holds, beside the columns it shares with the members (`PlanWriter`).
@@ -304,14 +302,14 @@ class PlanWriter:
         finally:
             self.close()
         run_dir.mkdir(parents=True, exist_ok=True)
-        members = self.members.finish(run_dir / "plan_members.parquet")
-        # The checksums before the plan: a folder with a plan has them (`runs.plan_checksums`).
-        self.plan.finish(
-            run_dir / "plan.parquet",
-            lambda plan: record_checksums(
-                run_dir, {"plan_members.parquet": members, "plan.parquet": plan}
-            ),
-        )
+        # Both written and hashed, their checksums kept, then the members committed, then the
+        # plan: a folder with a plan has the members and the checksums of both, and a kill
+        # before the plan leaves none that could read as damaged (`runs.plan_checksums`).
+        with (  # left last to first: the members are committed, then the plan
+            self.plan.written(run_dir / "plan.parquet") as plan,
+            self.members.written(run_dir / "plan_members.parquet") as members,
+        ):
+            record_checksums(run_dir, {"plan_members.parquet": members, "plan.parquet": plan})
         return run_dir / "plan.parquet"
 
 

@@ -35,16 +35,14 @@ def _accept(ledger: Ledger, request_id: str, model: str) -> None:
     assert ledger.record_result(attempt, response)
 
 
-@pytest.mark.parametrize(("doubled_answered", "share"), [(False, 3 / 4), (True, 3 / 4)])
-def test_a_query_serving_two_members_counts_once(
-    tmp_path: Path, doubled_answered: bool, share: float
-) -> None:
-    # Four queries of model m; q0 serves two families of the family arm and one unit of
-    # "paper" (a paper arm's view); three of the four are answered.
+@pytest.mark.parametrize("doubled_answered", [False, True])
+def test_a_query_serving_two_members_counts_once(tmp_path: Path, doubled_answered: bool) -> None:
+    # Four queries of model m; q0 serves two families of the family arm and a unit of the
+    # paper arm, q3 two units of the paper arm; three of the four are answered.
     members = [
         ("q0", "families/isolated", "fam1"), ("q0", "families/isolated", "fam2"),
         ("q1", "families/isolated", "fam1"), ("q2", "families/isolated", "fam2"),
-        ("q3", "paper", "u1"), ("q0", "paper", "u1"),
+        ("q3", "paper", "u1"), ("q0", "paper", "u1"), ("q3", "paper", "u2"),
     ]  # fmt: skip
     pl.DataFrame(
         {
@@ -58,7 +56,7 @@ def test_a_query_serving_two_members_counts_once(
         _accept(ledger, request_id, "m")
     ledger.close()
     by_model, by_arm = ledger_coverage(tmp_path)
-    assert by_model == {"m": pytest.approx(share)}  # 3 of 4 queries, whichever is unanswered
+    assert by_model == {"m": pytest.approx(3 / 4)}  # 3 of 4 queries, whichever is unanswered
     assert by_arm[("m", "paper")] == pytest.approx(1.0 if doubled_answered else 0.5)
     # The family rule counts families: q0 unanswered leaves both of its families unanswered.
     assert by_arm[("m", "families/isolated")] == pytest.approx(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import polars as pl
@@ -82,15 +83,77 @@ def test_a_damaged_plan_is_refused_by_a_resume_and_by_the_folder_commands(
 def test_a_folder_planned_before_checksums_were_kept_is_not_checked(
     finished: Path, tmp_path: Path
 ) -> None:
+    """Nothing to check against: a changed plan there reads as before (polars' own errors
+    aside), not as a checksum's refusal."""
     run = tmp_path / "run"
     shutil.copytree(finished, run)
     (run / CHECKSUMS_FILE).unlink()
-    assert CliRunner().invoke(app, ["status", str(run)]).exit_code == 0
+    _one_id_changed(run / "plan.parquet")
+    said = CliRunner().invoke(app, ["status", str(run)])
+    assert said.exit_code == 0 and "damaged" not in said.output, said.output
 
 
 def test_damaged_checksums_are_said_in_one_line(finished: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     shutil.copytree(finished, run)
-    (run / CHECKSUMS_FILE).write_bytes(b"{not json")
-    said = CliRunner().invoke(app, ["status", str(run)])
-    assert said.exit_code == 2 and f"{run / CHECKSUMS_FILE} is damaged" in said.output
+    for kept in (b"{not json", b'{"format": "dutchbook.plan-checksums/9", "sha256": {}}'):
+        (run / CHECKSUMS_FILE).write_bytes(kept)
+        said = CliRunner().invoke(app, ["status", str(run)])
+        assert said.exit_code == 2 and f"{run / CHECKSUMS_FILE} is damaged" in said.output
+
+
+def test_the_checksums_are_kept_before_either_plan_file_is_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checksums, then the members, then the plan: a kill at any step leaves a folder with no
+    plan (planned again on resume) or one whose files match their checksums. A plan's
+    members committed before the checksums of a plan made again could read as damaged."""
+    import engine.durable
+    import runs.planner
+    from runs.planner import write_plan
+    from runs.spec import load_spec
+
+    steps: list[str] = []
+    import runs.plan_checksums
+
+    commit, record = engine.durable.commit_file, runs.plan_checksums.record_checksums
+
+    def committing(tmp: Path, target: Path, **kwargs: Any) -> None:
+        if target.name in PLAN_FILES:
+            steps.append(target.name)
+        commit(tmp, target, **kwargs)
+
+    def recording(run_dir: Path, sums: dict[str, str]) -> None:
+        assert not any((run_dir / name).exists() for name in PLAN_FILES)
+        steps.append(CHECKSUMS_FILE)
+        record(run_dir, sums)
+
+    monkeypatch.setattr(engine.durable, "commit_file", committing)
+    monkeypatch.setattr(runs.planner, "record_checksums", recording)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SMALL_SPEC, encoding="utf-8")
+    write_plan(load_spec(spec), tmp_path / "run")
+    assert steps == [CHECKSUMS_FILE, "plan_members.parquet", "plan.parquet"]
+    kept = orjson.loads((tmp_path / "run" / CHECKSUMS_FILE).read_bytes())["sha256"]
+    assert kept == {name: file_sha256(tmp_path / "run" / name) for name in PLAN_FILES}
+
+
+def test_a_plan_that_does_not_hold_the_answers_is_refused_by_a_resume(
+    finished: Path, tmp_path: Path
+) -> None:
+    """In a folder planned before checksums were kept, or planned again by a dutchbook that
+    renders a prompt differently, a plan without the answers' ids would ask their queries
+    again under new ids: the resume is refused, and nothing is asked."""
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    (run / CHECKSUMS_FILE).unlink()
+    _one_id_changed(run / "plan.parquet")
+    attempts = scan_attempts(run).collect().height
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SMALL_SPEC, encoding="utf-8")
+    resumed = CliRunner().invoke(app, ["run", str(spec), "--out", str(run)])
+    assert resumed.exit_code == 2, resumed.output
+    assert f"1 accepted answer is for requests {run / 'plan.parquet'} does not hold" in (
+        resumed.output
+    )
+    assert scan_attempts(run).collect().height == attempts
