@@ -12,7 +12,7 @@ audit says so, where it read as final.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -61,7 +61,30 @@ def audit(
             f"live (pid {writer.get('pid')}): counts as of now; a request counted as given "
             "up is one not answered yet, which the run may still retry"
         )
+    elif (why := _stopped_early(run_dir, writer)) is not None:
+        note = (
+            f"{why}: a request counted as given up is one not answered yet, which running "
+            "the same command again asks again unless its answer-failure budget is spent"
+        )
     render(report, stdout_console(), title=str(run_dir), note=note)
+
+
+def _stopped_early(run_dir: Path, writer: dict[str, Any] | None) -> str | None:
+    """Why the run's last dispatch ended before its lanes did, or None: it died (a pid left
+    by a kill), or a signal stopped its lanes (`cancelled` in logs/lanes.json). A tester's
+    audit of a run stopped by SIGTERM called its unanswered failed requests given up, where
+    `status` calls them pending and the audit's own last line said a resume asks them."""
+    from engine.lanefile import read_lane_states
+
+    if writer is not None:  # not alive: `live` is checked first
+        return "the run died before it ended"
+    states = read_lane_states(run_dir) or {}
+    lanes = states.get("lanes")
+    if isinstance(lanes, dict) and any(
+        isinstance(lane, dict) and lane.get("state") == "cancelled" for lane in lanes.values()
+    ):
+        return "the run was stopped before it ended"
+    return None
 
 
 def _no_plan(run_dir: Path, report: Audit) -> str | None:

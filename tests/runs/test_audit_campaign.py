@@ -182,6 +182,32 @@ def test_the_audit_of_a_run_still_going_says_its_counts_are_a_snapshot(campaign)
     assert "counts as of now" not in after.output  # no run: the counts are final
 
 
+@pytest.mark.parametrize("ended", ["cancelled", "died"])
+def test_the_audit_of_a_run_stopped_early_says_given_up_is_not_yet_answered(  # type: ignore[no-untyped-def]
+    campaign, tmp_path: Path, ended: str
+) -> None:
+    """A tester's audit of a run stopped by SIGTERM called its unanswered failed requests
+    "given up", where `status` calls them pending and the audit's last line says a resume
+    asks them. A run whose lanes a signal stopped, or that died, says so under its title."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(campaign[0].run_dir, run_dir)
+    if ended == "cancelled":
+        lanes = orjson.loads((run_dir / "logs" / "lanes.json").read_bytes())
+        first = next(iter(lanes["lanes"].values()))
+        first["state"] = "cancelled"
+        (run_dir / "logs" / "lanes.json").write_bytes(orjson.dumps(lanes))
+    else:  # a pid file left by a process that is gone
+        (run_dir / "run.pid").write_bytes(orjson.dumps({"pid": 2**22 + 7, "create_time": 1.0}))
+    shown = CliRunner().invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    said = "was stopped" if ended == "cancelled" else "died"
+    note = shown.output.splitlines()[1]
+    assert note.startswith(f"the run {said} before it ended: a request counted as given up")
+    assert "asks again unless its answer-failure budget is spent" in note
+
+
 def test_audit_of_a_run_that_died_while_planning_says_so(tmp_path: Path) -> None:
     """A run killed while it planned leaves a spec and no plan: `audit` said "No retry
     attempts: every attempt was accepted (0 requests)." where `status` says the run died
