@@ -159,6 +159,11 @@ def _lowered(config: ModelConfig, key: str, documented: int) -> int:
     raw = config.extra.get(key)
     if raw is None:
         return documented
+    if (  # at or above the limit (past as_int's counts too): the limit
+        isinstance(raw, int | float) and not isinstance(raw, bool)
+        and float(raw).is_integer() and raw >= documented
+    ):  # fmt: skip
+        return documented
     value = as_int(raw)
     if value is None or value < 1:
         raise ConfigError(f"model {config.name!r}: extra.{key} must be a positive integer")

@@ -706,14 +706,15 @@ def _design_and_plan(
     if resumed:
         _check_lost_answers(spec, run_dir)
     plan_path = run_dir / "plan.parquet"
-    if plan_path.exists():
+    planned_now = not plan_path.exists()
+    if not planned_now:
         if (damaged := plan_damage(run_dir)) is not None:
             raise RunError(damaged)  # a resume would pay for what the damaged plan says
     elif staged is not None:
         _commit_staged(staged, run_dir)
     else:
         write_plan(spec, run_dir, units)
-    if resumed and (outside := answers_outside_plan(run_dir)) is not None:
+    if resumed and (outside := answers_outside_plan(run_dir, planned_now=planned_now)):
         raise RunError(outside)  # planned again to other ids: it would pay for them twice
     if staged is not None:
         staged.discard()  # committed, or unused: the folder has its plan either way

@@ -79,12 +79,13 @@ REPLAN = (
 )
 
 
-def answers_outside_plan(run_dir: Path) -> str | None:
+def answers_outside_plan(run_dir: Path, *, planned_now: bool) -> str | None:
     """One line when accepted answers are for requests `plan.parquet` does not hold, else
     None. The plan a folder's answers were asked from holds every one of their ids; one that
     does not (planned again by a dutchbook that renders a prompt differently, or changed on
     disk in a folder planned before checksums were kept) would ask their queries again under
-    new ids, and pay for each."""
+    new ids, and pay for each. A plan this process made (`planned_now`) is removed before the
+    line is said, so the folder is left as it was found and the advice works."""
     import polars as pl
 
     from engine.scan import scan_responses
@@ -96,9 +97,25 @@ def answers_outside_plan(run_dir: Path) -> str | None:
     )  # fmt: skip
     if not outside:
         return None
+    if planned_now:
+        for name in (*reversed(PLAN_FILES), CHECKSUMS_FILE):  # the plan first: none half left
+            (run_dir / name).unlink(missing_ok=True)
+        mend = "the plan just made was removed again; resume"
+    else:
+        mend = f"remove {' and '.join(PLAN_FILES)}, then resume"
     return (
         f"{outside:,} accepted answer{'s are' if outside != 1 else ' is'} for requests "
         f"{run_dir / 'plan.parquet'} does not hold: it is not the plan they were asked from, "
-        "and a resume would ask their queries again; restore the plan files from a copy, or "
-        "resume with the dutchbook that planned the folder (design.json names its version)"
+        f"and a resume would ask their queries again under new ids; {mend} with "
+        f"`dutchbook run SPEC --out DIR` under the dutchbook that planned the folder "
+        f"({_planned_by(run_dir)}), which plans their ids again"
     )
+
+
+def _planned_by(run_dir: Path) -> str:
+    """The dutchbook version `design.json` names, in words."""
+    try:
+        version = orjson.loads((run_dir / "design.json").read_bytes()).get("dutchbook")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        version = None
+    return f"version {version}, as design.json says" if version else "design.json names it"

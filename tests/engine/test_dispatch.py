@@ -505,6 +505,38 @@ async def test_an_adapters_exception_is_a_retried_failure_with_its_traceback_in_
     assert 'return empty["choices"]' in trace and "test_dispatch.py" in trace
 
 
+class EveryOtherFails(ParseFails):
+    """`ParseFails` with a good parse between two failing ones: no streak the lane would read
+    as its provider down (`engine.outage`)."""
+
+    calls = 0
+
+    def parse(self, status: int, headers: Mapping[str, str], body: bytes) -> Completion | Failure:
+        self.calls += 1
+        if self.calls % 2 == 0:
+            return self.inner.parse(status, headers, body)
+        return super().parse(status, headers, body)
+
+
+async def test_an_adapters_tracebacks_are_logged_for_the_first_few_of_a_kind(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    """A bug fails every attempt alike: its traceback is logged `TRACEBACKS_LOGGED` times,
+    not once an attempt (a few KB each, into logs/engine.jsonl)."""
+    from engine.lanes import TRACEBACKS_LOGGED
+
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("a", 10))
+    model = kit.sim_model("a", sim.root_url, concurrency=1)
+    failing = TRACEBACKS_LOGGED + 3
+    summary = await dispatch(
+        plan, tmp_path / "run", {"a": model[0]}, {"a": EveryOtherFails(model[1], failing)},
+        policy=FAST, log_console=None,
+    )  # fmt: skip
+    assert summary.complete and summary.lanes["a"].attempts == 10 + failing
+    events = [json.loads(line) for line in (tmp_path / "run/logs/engine.jsonl").open()]
+    assert sum(e["event"] == "adapter_failed" for e in events) == TRACEBACKS_LOGGED
+
+
 class BuildFails(QuotaSpent):
     """Wraps a real adapter whose `build` raises with its credential in the message."""
 

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from providers.batch import UNREADABLE, BatchError, JobState, JobStatus
-from providers.batch_openai import METADATA_KEY, OpenAIBatchClient, job_state
+from providers.batch_openai import LIMITS, METADATA_KEY, OpenAIBatchClient, job_state
 from providers.batch_registry import batch_client_for
 from providers.registry import adapter_for
 from providers.types import (
@@ -106,6 +106,10 @@ def test_rehearsal_limits_only_lower_the_documented_ones() -> None:
     assert made.limits.source
     with pytest.raises(ConfigError, match="batch_max_lines"):
         client(groq(extra={"batch_max_lines": "many"}))
+    # "No lower than documented", past a count's limit too: the documented figure.
+    huge = client(groq(extra={"batch_max_bytes": 10**13, "batch_max_lines": 2e12}))
+    assert huge.limits.max_bytes == LIMITS["groq"].max_bytes
+    assert huge.limits.max_lines == LIMITS["groq"].max_lines
 
 
 async def test_upload_reuses_a_file_already_stored_under_the_job_key() -> None:

@@ -156,4 +156,57 @@ def test_a_plan_that_does_not_hold_the_answers_is_refused_by_a_resume(
     assert f"1 accepted answer is for requests {run / 'plan.parquet'} does not hold" in (
         resumed.output
     )
+    assert "remove plan_members.parquet and plan.parquet, then resume" in resumed.output
     assert scan_attempts(run).collect().height == attempts
+
+
+def test_a_plan_made_again_to_other_ids_is_removed_and_the_advice_works(
+    finished: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plan files removed, then a resume under a dutchbook rendering other ids: refused, and
+    the plan it made is removed again (left, it was the folder's plan for every later
+    resume, refused alike, and `score` rescored the run against it to nothing). The same
+    dutchbook as the folder's then plans the same ids, and asks nothing."""
+    import runs.planner
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    for name in PLAN_FILES:
+        (run / name).unlink()
+    (run / "plan-estimate.json").unlink()  # rendered again, as a new version would
+    attempts = scan_attempts(run).collect().height
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SMALL_SPEC, encoding="utf-8")
+    same = runs.planner.request_id
+    monkeypatch.setattr(runs.planner, "request_id", lambda *a: "other-" + same(*a))
+    refused = CliRunner().invoke(app, ["run", str(spec), "--out", str(run)])
+    assert refused.exit_code == 2, refused.output
+    assert "the plan just made was removed again; resume" in refused.output
+    assert not any((run / name).exists() for name in (*PLAN_FILES, CHECKSUMS_FILE))
+    monkeypatch.setattr(runs.planner, "request_id", same)
+    again = CliRunner().invoke(app, ["run", str(spec), "--out", str(run)])
+    assert again.exit_code == 0, again.output
+    assert scan_attempts(run).collect().height == attempts
+    assert file_sha256(run / "plan.parquet") == file_sha256(finished / "plan.parquet")
+
+
+def test_a_resume_refuses_a_damaged_plan_before_rendering_a_prompt(
+    finished: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan with a row less no longer matches its saved estimate, which a resume would
+    render every prompt again to replace (seconds at paper scale) before it refused."""
+    import runs.pipeline
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    plan = pl.read_parquet(run / "plan.parquet")
+    plan.head(plan.height - 1).write_parquet(run / "plan.parquet")
+
+    def rendering(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("rendered the prompts before refusing")
+
+    monkeypatch.setattr(runs.pipeline, "_estimate", rendering)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SMALL_SPEC, encoding="utf-8")
+    refused = CliRunner().invoke(app, ["run", str(spec), "--out", str(run)])
+    assert refused.exit_code == 2 and "is damaged: not what was written" in refused.output
