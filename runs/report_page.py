@@ -61,6 +61,8 @@ th, td { padding: 0.35rem 0.6rem; border-bottom: 1px solid var(--rule); white-sp
   text-align: right; }
 th { background: #f9fafb; position: sticky; top: 0; }
 th:first-child, td:first-child, .text { text-align: left; }
+td.long { white-space: normal; overflow-wrap: anywhere; min-width: 12rem; }
+p, li, h1, figcaption { overflow-wrap: anywhere; }
 tr.unscored td { color: var(--muted); }
 ul.omitted { color: var(--muted); font-size: 0.92rem; padding-left: 1.2rem; }
 nav ol { padding-left: 1.3rem; margin: 0.3rem 0; columns: 2 16rem; font-size: 0.95rem; }
@@ -528,14 +530,26 @@ def _table(
     for i, row in enumerate(body):
         cls = row_classes[i] if row_classes else ""
         cells = "".join(
-            f'<td class="text">{esc(c)}</td>' if j in text_columns else f"<td>{esc(c)}</td>"
+            f'<td class="{_text_class(c)}">{esc(c)}</td>' if j in text_columns
+            else f"<td>{esc(c)}</td>"
             for j, c in enumerate(row)
-        )
+        )  # fmt: skip
         lines.append(f'<tr class="{cls}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
     return (
         f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(lines)}</tbody></table></div>"
     )
+
+
+def _text_class(text: str) -> str:
+    """A text cell's class: one longer than `WRAPPED_CHARS` wraps (`td.long`), so a name of
+    100 characters neither pushes every number out of its table's box nor widens the page;
+    shorter ones stay on one line, as every table's cells do."""
+    return "text long" if len(text) > WRAPPED_CHARS else "text"
+
+
+#: Text cells longer than this wrap (about the width `td.long` keeps at least).
+WRAPPED_CHARS = 28
 
 
 # ---------------------------------------------------------------------------------------------

@@ -380,6 +380,29 @@ def check_one_form(spec: CampaignSpec) -> None:
             f"unique names; {name!r} appears twice, as {other!a} and {name!a}: one name in "
             "two Unicode forms, drawn alike in every table",
         )
+    for index, model in enumerate(spec.models):
+        if (why := _name_misread(model.name)) is not None:
+            raise SpecError(spec.path, f"models[{index}].name", why)
+
+
+def _name_misread(name: str) -> str | None:
+    """Why a model name would be read as something else in the report, or None. Checked for
+    a new design only (`check_one_form`): a folder an earlier build ran with one stays
+    readable."""
+    if name.startswith(FORMULA_STARTS):
+        return (
+            f"a name not beginning with {', '.join(FORMULA_STARTS)}, not {name!r}: a "
+            "spreadsheet opening the report's CSV files runs such a cell as a formula"
+        )
+    if name.casefold() == TOTAL_ROW:
+        return f"a name other than {TOTAL_ROW!r}, which names the audit's total row"
+    return None
+
+
+#: What a spreadsheet takes a cell beginning with for a formula (or, `@`, a function).
+FORMULA_STARTS = ("=", "+", "-", "@")
+#: The audit's row of every model together (`engine.audit`, the report's tables).
+TOTAL_ROW = "all"
 
 
 #: The longest model name: a name is the label of every table row, log line and figure

@@ -308,3 +308,19 @@ def test_the_audit_tables_costs_are_shown_as_the_audit_shows_them(tmp_path: Path
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
     assert [c for c in cells if c.startswith(("0.", "1."))] == ["0.2034", "0.0821", "1.79"]
     assert "12.35" in cells  # other numbers as before
+
+
+def test_a_long_name_wraps_in_its_cell_and_short_ones_do_not(tmp_path: Path) -> None:
+    """A tester's 100-character model name pushed every number of the audit table out of
+    its box (cells never wrapped) and widened the page (prose did not break it)."""
+    from runs.report_page import STYLE, WRAPPED_CHARS
+
+    long_name, short_name = "X" * 100, "m" * WRAPPED_CHARS
+    table = pl.DataFrame(
+        {"scope": ["model", "model"], "name": [long_name, short_name], "requests": [1, 2]}
+    )
+    page = render_page({"rows": []}, [], tmp_path, audit_sentence="s", audit_table=table)
+    assert f'<td class="text long">{long_name}</td>' in page
+    assert f'<td class="text">{short_name}</td>' in page
+    assert "td.long { white-space: normal; overflow-wrap: anywhere;" in STYLE
+    assert "p, li, h1, figcaption { overflow-wrap: anywhere; }" in STYLE
