@@ -13,6 +13,7 @@ import functools
 import io
 import logging
 import math
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -129,6 +130,28 @@ def isolated(text: str) -> str:
     return f"\u2068{text}\u2069"  # FIRST STRONG ISOLATE ... POP DIRECTIONAL ISOLATE
 
 
+#: The longest name a figure draws whole (`short_name`).
+NAME_CHARS = 32
+
+
+def short_name(name: str, limit: int = NAME_CHARS) -> str:
+    """A model's name as a figure draws it: whole up to `limit` characters, else its start
+    and its end around an ellipsis (names of one provider differ at the end: "-v1", "-v2").
+    A tester's 69-character name ran figure 2's tick labels over its panel titles, and 100
+    characters over figure 1's panels and through figures 4, 7 and 8; the report's tables
+    give every name whole."""
+    if len(name) <= limit:
+        return name
+    tail = (limit - 1) // 3
+    head_end, tail_start = limit - 1 - tail, len(name) - tail
+    # Never between a letter and its combining accent: the mark would sit on the ellipsis.
+    while head_end > 1 and unicodedata.combining(name[head_end]):
+        head_end -= 1
+    while tail_start > head_end and unicodedata.combining(name[tail_start]):
+        tail_start -= 1
+    return f"{name[:head_end].rstrip()}…{name[tail_start:].lstrip()}"
+
+
 @functools.cache
 def _bidi_layout() -> bool:
     from matplotlib import ft2font
@@ -231,7 +254,7 @@ def bottom_legend(fig: Any, handles: Sequence[Any], labels: Sequence[str], ncol:
     ncol = max(ncol, 1)
     legend = fig.legend(
         column_major(handles, ncol),
-        column_major(labels, ncol),
+        column_major([short_name(label) for label in labels], ncol),  # models' names
         loc="lower center",
         ncol=ncol,
         frameon=False,

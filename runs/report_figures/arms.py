@@ -65,10 +65,13 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     cell = {(r["model"], r["arm"]): _style.interval(r["vs_baseline"]) for r in rows}
     plt = _style.pyplot()
     heights = [len(arms) + 1.0 for _, arms in panels]
+    # The legend's rows (4 models a row) get room of their own: 30 models' 8 rows were
+    # drawn over a panel of one arm.
+    legend_rows = -(-len(models) // 4) if len(models) > 1 else 0
     fig, axes = plt.subplots(
         len(panels),
         1,
-        figsize=(_style.WIDTH, 0.42 * sum(heights) + 1.2),
+        figsize=(_style.WIDTH, 0.42 * sum(heights) + 1.2 + 0.2 * max(legend_rows - 2, 0)),
         squeeze=False,
         height_ratios=heights,
     )

@@ -8,6 +8,7 @@ outage shows where it happened.
 
 from __future__ import annotations
 
+import re
 import textwrap
 import unicodedata
 from collections.abc import Sequence
@@ -136,10 +137,20 @@ def _models_drawn(frame: pl.DataFrame) -> tuple[list[str], str]:
     )
 
 
+#: Where `textwrap` may break a title: at whitespace, and after a hyphen.
+_UNBREAKABLE = re.compile(r"\s+|(?<=-)")
+
+
 def panel_title(model: str, counts: str, width: int) -> str:
-    """`model: counts` in lines of at most `width` characters (a line longer only where the
-    name has one unbroken part so long): the name whole, broken at spaces and hyphens first,
+    """`model: counts` in lines of at most `width` characters: the name broken at spaces and
+    hyphens, whole unless a part of it that cannot be broken is longer than
+    `_style.NAME_CHARS` (then shortened around an ellipsis, as every figure shortens it),
     each of its lines isolated for the bidi algorithm (`_style.isolated`)."""
+    # A part the wrapper cannot break (no space, no hyphen) longer than this ran into the
+    # next panel's title: the name is shortened (`_style.short_name`), as every figure does.
+    longest = min(width, _style.NAME_CHARS)
+    if any(len(part) > longest for part in _UNBREAKABLE.split(model)):
+        model = _style.short_name(model, longest)
     lines = _NameWrapper(width, break_long_words=False).wrap(model) or [model]
     last = len(lines[-1])
     shown = [_style.isolated(line) for line in lines]

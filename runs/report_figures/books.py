@@ -265,7 +265,8 @@ def _draw_book(
     where = f"{_style.isolated(book.unit)} · pass {book.pass_ + 1}"  # a family's id
     if book.set_name not in {"h1", "family"}:
         where += f" · set {book.set_name}"
-    title = f"#{rank} {_style.isolated(book.model)} · {book.arm}\n{where}"
+    # 28 characters: with the rank and the arm, the title stops short of the next panel's.
+    title = f"#{rank} {_style.isolated(_style.short_name(book.model, 28))} · {book.arm}\n{where}"
     labelled.set_title(title, loc="left", fontsize=9)
     stated = np.array([book.stated[i] for i in idx])
     coherent = np.array([book.coherent[i] for i in idx])

@@ -129,7 +129,7 @@ def _assets(ax: Any, model: str, cells: Mapping[str, Mapping[str, float]], basel
         ["#93c5fd", "#93c5fd", "#3b82f6", "#1e3a8a"],
     )
     _baseline_line(ax, cells, baseline)
-    ax.set_title(f"(A) two assets — {_style.isolated(model)}", loc="left")
+    ax.set_title(f"(A) two assets — {_style.isolated(_style.short_name(model))}", loc="left")
 
 
 def _days(ax: Any, model: str, cells: Mapping[str, Mapping[str, float]], baseline: str) -> None:
@@ -161,5 +161,5 @@ def _days(ax: Any, model: str, cells: Mapping[str, Mapping[str, float]], baselin
                     xytext=(0, -24), textcoords="offset points", ha="center", va="top",
                     fontsize=9)  # fmt: skip
     _baseline_line(ax, cells, baseline)
-    name = _style.isolated(model)
+    name = _style.isolated(_style.short_name(model))
     ax.set_title(f"(B) horizons — {name}: each day, all marginals, with joint events", loc="left")

@@ -216,14 +216,66 @@ def test_a_right_to_left_name_keeps_the_text_beside_it_in_place(
     ],
     ids=["unbroken", "accents", "mark-after-space"],
 )
-def test_figure_8s_panel_title_keeps_a_long_name_whole(name: str) -> None:
+def test_figure_8s_panel_title_never_cuts_a_mark_from_its_letter(name: str) -> None:
     """`panel_title` broke a name with no space in it at the line's width (textwrap breaks
-    long words by default), mid-word and even between a letter and its combining accent;
-    its docstring promised the name whole, a line longer where a part is so long."""
+    long words by default), mid-word and even between a letter and its combining accent. A
+    part that cannot be broken and is longer than a figure draws whole is shortened around
+    an ellipsis (a tester's 100-character name ran into the next panel's title), its start
+    and end kept, and never with a mark cut from its letter."""
     from runs.report_figures.audit import panel_title
 
     lines = panel_title(name, "1 attempt", 48).split("\n")
     assert not any(unicodedata.category(line[0]).startswith("M") for line in lines)
-    words = [part for line in lines for part in line.removesuffix(":").split(" ") if part]
-    assert words[-2:] == ["1", "attempt"]
-    assert [w for w in name.split(" ") if w] == [w.rstrip(":") for w in words[:-2]]
+    assert all(len(line) <= 48 for line in lines)
+    shown = " ".join(lines).removesuffix(": 1 attempt").removesuffix(":")
+    first, last = name.split(" ")[0], name.split(" ")[-1]
+    assert shown.startswith(first[:10]) and shown.endswith(last[-5:])
+    if "…" in shown:
+        _, tail = shown.split("…")
+        assert not unicodedata.combining(tail[0]) and len(shown) <= 32
+
+@pytest.mark.parametrize(
+    "name",
+    ["short", "x" * 32, "openai/gpt-oss-120b-deployment-eu-west-1-with-a-rather-long-suffix-v2",
+     "X" * 100, "a" + "e\u0301" * 40],
+)  # fmt: skip
+def test_a_figure_draws_a_long_name_as_its_start_and_end(name: str) -> None:
+    """A tester's 69-character name ran figure 2's tick labels over its panel titles; 100
+    characters ran over figure 1's panels and through figures 4, 7 and 8. Figures draw a
+    name whole up to `NAME_CHARS`, else its start and end around an ellipsis (names of one
+    provider differ at the end), never a mark cut from its letter."""
+    shown = _style.short_name(name)
+    if len(name) <= _style.NAME_CHARS:
+        assert shown == name
+        return
+    head, tail = shown.split("…")
+    assert len(shown) <= _style.NAME_CHARS and name.startswith(head) and name.endswith(tail)
+    assert len(tail) >= 8 and not unicodedata.combining(tail[0])
+
+
+def test_figure_2_and_the_legends_draw_long_names_shortened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runs.report_figures import leaderboard
+
+    names = ["openai/gpt-oss-120b-deployment-eu-west-1-with-a-rather-long-suffix-v2", "short"]
+    kept: list[Any] = []
+    monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
+    rows = [
+        {"model": m, "arm": "baseline", "scored": True, "brier": None,
+         "profit": {"mean": v, "lo": v * 0.8, "hi": v * 1.2}}
+        for m, v in zip(names, (0.01, 0.02), strict=True)
+    ]  # fmt: skip
+    leaderboard.draw(FigureInputs({"rows": rows}), tmp_path / "fig2.png")
+    ticks = [t.get_text() for t in kept[0].axes[0].get_yticklabels()]
+    assert ticks == [_style.short_name(names[0]), "short"]
+    plt = _style.pyplot()
+    fig, ax = plt.subplots()
+    for name in names:
+        ax.plot([0], [0], label=name)
+    handles, labels = _style.legend_entries([ax], names)
+    assert labels == names  # whole for the styles they are looked up in
+    _style.bottom_legend(fig, handles, labels, 2)
+    drawn = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert sorted(drawn) == sorted(_style.short_name(n) for n in names)
+    plt.close(fig)
