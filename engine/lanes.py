@@ -214,6 +214,8 @@ class LaneStats:
         return self.held_now_s + remaining / rate
 
 
+#: A lane's reason when a signal stopped it (`LaneState.CANCELLED` is a spend cap's too).
+STOP_REQUESTED = "stop requested"
 #: The states in which a lane starts nothing more.
 HALTED = frozenset({LaneState.STOPPED, LaneState.PAUSED, LaneState.CANCELLED})
 
@@ -240,7 +242,7 @@ class LaneControl:
             return True
         if self.stop_event is not None and self.stop_event.is_set():
             self.stats.state = LaneState.CANCELLED
-            self.stats.say("stop requested")
+            self.stats.say(STOP_REQUESTED)
             return True
         if self.spend is not None and self.spend.reached:
             self.stats.state = LaneState.CANCELLED

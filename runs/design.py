@@ -186,7 +186,8 @@ def changed_files(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[s
 
 def check_new_design(spec: CampaignSpec, units: UnitSource, run_dir: Path | None = None) -> None:
     """Refuse a model name, family id or statement id written twice in two Unicode forms
-    (`runs.spec.check_one_form`, `panels.families.check_one_form`), and a family whose control
+    (`runs.spec.check_one_form`, `panels.families.check_one_form`), a model name the report
+    would misread (a formula's first character, `all`), and a family whose control
     has no `exact` value or whose statement is impossible (`panels.families.check_well_posed`),
     in a design about to be planned: `dutchbook plan` (no `run_dir`), or a run into a folder
     without a frozen spec.

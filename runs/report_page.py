@@ -166,6 +166,7 @@ def render_page(
         *_audit(audit_sentence, audit_table, audit_notes),
         *_leaderboard(summary),
         *_contents(drawn),
+        *_shortened_names(summary, drawn),
         *(_figure(f, report_dir) for f in drawn),
         *_omitted(omitted),
         *_arms_table(summary),
@@ -338,6 +339,19 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
         if facts:
             out.append(f"<p>{esc('; '.join(facts))}.</p>")
     return out
+
+
+def _shortened_names(summary: Mapping[str, Any], drawn: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Say that the figures shorten long names, when a model's name is that long."""
+    from runs.report_figures._style import NAME_CHARS  # a constant: matplotlib not imported
+
+    models = {str(row.get("model", "")) for row in summary.get("rows", [])}
+    if not drawn or all(len(model) <= NAME_CHARS for model in models):
+        return []
+    return [
+        f'<p class="meta">The figures draw a name longer than {NAME_CHARS} characters as its '
+        "start and end around “…”; the tables give every name whole.</p>"
+    ]
 
 
 def _contents(drawn: Sequence[Mapping[str, Any]]) -> list[str]:

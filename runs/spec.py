@@ -368,7 +368,8 @@ def _check_unique_names(names: list[str], path: Path) -> None:
 def check_one_form(spec: CampaignSpec) -> None:
     """Refuse a model name written twice in two Unicode forms ("café" with U+00E9 and "cafe"
     + U+0301): two strings drawn alike, they ran as two models no table, figure or page could
-    tell apart. For a design about to be frozen (a new run folder, `dutchbook plan`)."""
+    tell apart; and a name the report would misread (`_name_misread`). For a design about to
+    be frozen (a new run folder, `dutchbook plan`)."""
     from panels.input_files import form_clash  # a spec imports panels
 
     clash = form_clash(spec.models, lambda model: model.name)
@@ -395,7 +396,10 @@ def _name_misread(name: str) -> str | None:
             "spreadsheet opening the report's CSV files runs such a cell as a formula"
         )
     if name.casefold() == TOTAL_ROW:
-        return f"a name other than {TOTAL_ROW!r}, which names the audit's total row"
+        return (
+            f"a name other than {TOTAL_ROW!r} in any case, not {name!r}: it names the audit's "
+            "total row"
+        )
     return None
 
 

@@ -14,6 +14,7 @@ import io
 import logging
 import math
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -134,22 +135,52 @@ def isolated(text: str) -> str:
 NAME_CHARS = 32
 
 
-def short_name(name: str, limit: int = NAME_CHARS) -> str:
+def short_name(name: str, limit: int = NAME_CHARS, tail: int | None = None) -> str:
     """A model's name as a figure draws it: whole up to `limit` characters, else its start
-    and its end around an ellipsis (names of one provider differ at the end: "-v1", "-v2").
-    A tester's 69-character name ran figure 2's tick labels over its panel titles, and 100
-    characters over figure 1's panels and through figures 4, 7 and 8; the report's tables
-    give every name whole."""
+    and its last `tail` characters (a third by default) around an ellipsis: names of one
+    provider differ at the end ("-v1", "-v2"). A tester's 69-character name ran figure 2's
+    tick labels over its panel titles, and 100 characters over figure 1's panels and through
+    figures 4, 7 and 8; the report's tables give every name whole. A figure naming several
+    models shortens them together (`short_names`), so that no two read alike."""
     if len(name) <= limit:
         return name
-    tail = (limit - 1) // 3
+    tail = (limit - 1) // 3 if tail is None else tail
     head_end, tail_start = limit - 1 - tail, len(name) - tail
-    # Never between a letter and its combining accent: the mark would sit on the ellipsis.
-    while head_end > 1 and unicodedata.combining(name[head_end]):
+    # Never between a character and a mark on it (an accent, a Thai or Devanagari vowel
+    # sign, a variation selector, a joiner): it would sit on the ellipsis.
+    while head_end > 1 and _joins_previous(name[head_end]):
         head_end -= 1
-    while tail_start > head_end and unicodedata.combining(name[tail_start]):
+    while tail_start > head_end and _joins_previous(name[tail_start]):
         tail_start -= 1
     return f"{name[:head_end].rstrip()}…{name[tail_start:].lstrip()}"
+
+
+def short_names(names: Iterable[str], limit: int = NAME_CHARS) -> dict[str, str]:
+    """Each name as `short_name` draws it, those that would read alike given more of their
+    end (a numbered family, "...-variant-07-instruct", kept only its last digit beside
+    nine others), and drawn whole where no such cut tells them apart."""
+    shown = {name: short_name(name, limit) for name in dict.fromkeys(names)}
+    for tail in range((limit - 1) // 3 + 1, limit - 2):
+        clashing = _alike(shown)
+        if not clashing:
+            return shown
+        shown.update((name, short_name(name, limit, tail)) for name in clashing)
+    shown.update((name, name) for name in _alike(shown))
+    return shown
+
+
+def _alike(shown: dict[str, str]) -> list[str]:
+    """The names whose shown forms another name shares."""
+    counts = Counter(shown.values())
+    return [name for name, label in shown.items() if counts[label] > 1]
+
+
+def _joins_previous(char: str) -> bool:
+    return (
+        unicodedata.category(char).startswith("M")  # every mark, not only `combining`'s
+        or char == "\u200d"  # ZERO WIDTH JOINER
+        or "\U0001f3fb" <= char <= "\U0001f3ff"  # an emoji's skin tone
+    )
 
 
 @functools.cache
@@ -252,9 +283,10 @@ def bottom_legend(fig: Any, handles: Sequence[Any], labels: Sequence[str], ncol:
     Measured, not guessed: a fixed share let a legend of two rows, or one under a short
     figure, cover the lowest panel's axis label."""
     ncol = max(ncol, 1)
+    shown = short_names(labels)  # models' names; figure 8's are outcomes, all short
     legend = fig.legend(
         column_major(handles, ncol),
-        column_major([short_name(label) for label in labels], ncol),  # models' names
+        column_major([shown[label] for label in labels], ncol),
         loc="lower center",
         ncol=ncol,
         frameon=False,

@@ -89,10 +89,11 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     fig, axes = plt.subplots(
         nrows, ncols, figsize=(_style.WIDTH, 1.9 * nrows + 1.0), squeeze=False, sharex=True
     )
+    names = title_names(models, TITLE_CHARS[ncols])
     for k, model in enumerate(models):
         ax = axes[k // ncols][k % ncols]
         counts = _panel(ax, frame.filter(pl.col("model") == model), outcomes, scale)
-        ax.set_title(panel_title(model, counts, TITLE_CHARS[ncols]), loc="left", fontsize=9)
+        ax.set_title(panel_title(names[model], counts, TITLE_CHARS[ncols]), loc="left", fontsize=9)
     for k in range(len(models), nrows * ncols):
         axes[k // ncols][k % ncols].set_axis_off()
     for column in range(ncols):  # the lowest drawn panel of each column carries the axis
@@ -138,19 +139,23 @@ def _models_drawn(frame: pl.DataFrame) -> tuple[list[str], str]:
 
 
 #: Where `textwrap` may break a title: at whitespace, and after a hyphen.
-_UNBREAKABLE = re.compile(r"\s+|(?<=-)")
+_BREAKS = re.compile(r"\s+|(?<=-)")
+
+
+def title_names(models: Sequence[str], width: int) -> dict[str, str]:
+    """Each model's name as its panel's title shows it: whole, but for a name with a part
+    `textwrap` cannot break (no space, no hyphen) longer than `_style.NAME_CHARS`, which ran
+    into the next panel's title: those shortened together (`_style.short_names`)."""
+    longest = min(width, _style.NAME_CHARS)
+    cut = [m for m in models if any(len(part) > longest for part in _BREAKS.split(m))]
+    return {**{m: m for m in models}, **_style.short_names(cut, longest)}
 
 
 def panel_title(model: str, counts: str, width: int) -> str:
-    """`model: counts` in lines of at most `width` characters: the name broken at spaces and
-    hyphens, whole unless a part of it that cannot be broken is longer than
-    `_style.NAME_CHARS` (then shortened around an ellipsis, as every figure shortens it),
-    each of its lines isolated for the bidi algorithm (`_style.isolated`)."""
-    # A part the wrapper cannot break (no space, no hyphen) longer than this ran into the
-    # next panel's title: the name is shortened (`_style.short_name`), as every figure does.
-    longest = min(width, _style.NAME_CHARS)
-    if any(len(part) > longest for part in _UNBREAKABLE.split(model)):
-        model = _style.short_name(model, longest)
+    """`model: counts` in lines of at most `width` characters (a line longer only where the
+    name has one unbroken part so long: `title_names` keeps those short): the name broken at
+    spaces and hyphens, each of its lines isolated for the bidi algorithm
+    (`_style.isolated`)."""
     lines = _NameWrapper(width, break_long_words=False).wrap(model) or [model]
     last = len(lines[-1])
     shown = [_style.isolated(line) for line in lines]

@@ -226,8 +226,11 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     widths = [1.1, 1.0, 1.0] if "bins" in shown else [1.0, 1.0]
     fig = plt.figure(figsize=(_style.WIDTH + len(shown) - 1, sum(heights)))
     grid = fig.add_gridspec(len(books), len(shown), height_ratios=heights, width_ratios=widths)
+    # 28 characters: with the rank and the arm, a title stops short of the next panel's.
+    names = _style.short_names((book.model for book in books), 28)
     for row, (book, idx) in enumerate(zip(books, rows, strict=True)):
-        _draw_book(fig, grid, row, book, idx, rank=row + 1, bins="bins" in shown)
+        _draw_book(fig, grid, row, book, idx, rank=row + 1, bins="bins" in shown,
+                   name=names[book.model])  # fmt: skip
     _style.tight_layout(fig, h_pad=2.0)
     _style.save(fig, path)
     return caption(shown)
@@ -240,7 +243,7 @@ def _shown(book: Book) -> list[int]:
 
 
 def _draw_book(
-    fig: Any, grid: Any, row: int, book: Book, idx: list[int], rank: int, bins: bool
+    fig: Any, grid: Any, row: int, book: Book, idx: list[int], rank: int, bins: bool, name: str
 ) -> None:
     events = [book.events[i] for i in idx]
     binding = [book.binding[i] for i in idx]
@@ -265,8 +268,7 @@ def _draw_book(
     where = f"{_style.isolated(book.unit)} · pass {book.pass_ + 1}"  # a family's id
     if book.set_name not in {"h1", "family"}:
         where += f" · set {book.set_name}"
-    # 28 characters: with the rank and the arm, the title stops short of the next panel's.
-    title = f"#{rank} {_style.isolated(_style.short_name(book.model, 28))} · {book.arm}\n{where}"
+    title = f"#{rank} {_style.isolated(name)} · {book.arm}\n{where}"
     labelled.set_title(title, loc="left", fontsize=9)
     stated = np.array([book.stated[i] for i in idx])
     coherent = np.array([book.coherent[i] for i in idx])

@@ -19,7 +19,8 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         raise Omit(f"no model was scored on the {inputs.baseline_arm} arm")
     base.sort(key=lambda r: (r["profit"]["mean"], r["model"]))
     plt = _style.pyplot()
-    names = [_style.short_name(r["model"]) for r in base]  # tick labels: the panels keep room
+    shown = _style.short_names(r["model"] for r in base)  # tick labels: the panels keep room
+    names = [shown[r["model"]] for r in base]
     y = list(range(len(base)))
     briered = [
         (i, iv) for i, r in enumerate(base) if (iv := _style.interval(r.get("brier"))) is not None

@@ -324,3 +324,17 @@ def test_a_long_name_wraps_in_its_cell_and_short_ones_do_not(tmp_path: Path) -> 
     assert f'<td class="text">{short_name}</td>' in page
     assert "td.long { white-space: normal; overflow-wrap: anywhere;" in STYLE
     assert "p, li, h1, figcaption { overflow-wrap: anywhere; }" in STYLE
+
+
+def test_the_page_says_the_figures_shorten_long_names_when_one_is_long(tmp_path: Path) -> None:
+    from runs.report_figures._style import NAME_CHARS
+
+    figures = [{"number": 2, "key": "leaderboard", "title": "t", "path": "fig2.png",
+                "caption": "c", "omitted": None}]  # fmt: skip
+    (tmp_path / "fig2.png").write_bytes(PNG)
+    said = "The figures draw a name longer than"
+    for name, shortened in (("m" * NAME_CHARS, False), ("m" * (NAME_CHARS + 1), True)):
+        summary = {"rows": [{"model": name, "arm": "baseline", "scored": True, "units": 1,
+                             "profit": {"mean": 0.01, "lo": 0.0, "hi": 0.02}}]}  # fmt: skip
+        page = render_page(summary, figures, tmp_path, spec={"name": "x"})
+        assert (said in page) is shortened

@@ -222,9 +222,9 @@ def test_figure_8s_panel_title_never_cuts_a_mark_from_its_letter(name: str) -> N
     part that cannot be broken and is longer than a figure draws whole is shortened around
     an ellipsis (a tester's 100-character name ran into the next panel's title), its start
     and end kept, and never with a mark cut from its letter."""
-    from runs.report_figures.audit import panel_title
+    from runs.report_figures.audit import panel_title, title_names
 
-    lines = panel_title(name, "1 attempt", 48).split("\n")
+    lines = panel_title(title_names([name], 48)[name], "1 attempt", 48).split("\n")
     assert not any(unicodedata.category(line[0]).startswith("M") for line in lines)
     assert all(len(line) <= 48 for line in lines)
     shown = " ".join(lines).removesuffix(": 1 attempt").removesuffix(":")
@@ -237,7 +237,8 @@ def test_figure_8s_panel_title_never_cuts_a_mark_from_its_letter(name: str) -> N
 @pytest.mark.parametrize(
     "name",
     ["short", "x" * 32, "openai/gpt-oss-120b-deployment-eu-west-1-with-a-rather-long-suffix-v2",
-     "X" * 100, "a" + "e\u0301" * 40],
+     "X" * 100, "a" + "e\u0301" * 40, "ab" + "\u0e01\u0e31" * 20 + "x",
+     "\u0915\u093f" * 20 + "x", "m-" + "\u2764\ufe0f" * 20 + "x"],
 )  # fmt: skip
 def test_a_figure_draws_a_long_name_as_its_start_and_end(name: str) -> None:
     """A tester's 69-character name ran figure 2's tick labels over its panel titles; 100
@@ -250,7 +251,25 @@ def test_a_figure_draws_a_long_name_as_its_start_and_end(name: str) -> None:
         return
     head, tail = shown.split("…")
     assert len(shown) <= _style.NAME_CHARS and name.startswith(head) and name.endswith(tail)
-    assert len(tail) >= 8 and not unicodedata.combining(tail[0])
+    assert len(tail) >= 8 and not unicodedata.category(tail[0]).startswith("M")
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        [f"vendor/some-model-family-variant-{i:02d}-instruct" for i in range(30)],
+        ["accounts/fireworks/models/llama-v3p1-405b-instruct",
+         "accounts/fireworks/models/qwen2p5-72b-instruct"],
+        ["a" * 40 + "1" + "b" * 40, "a" * 40 + "2" + "b" * 40],  # alike but in the middle
+    ],
+    ids=["numbered", "same-provider", "middle"],
+)  # fmt: skip
+def test_names_a_figure_draws_together_never_read_alike(names: list[str]) -> None:
+    """A reviewer's 30 models `...-variant-00-instruct` to `-29-` were drawn as ten labels,
+    each three times (only the last digit kept); two Fireworks ids as one."""
+    shown = _style.short_names(names)
+    assert len(set(shown.values())) == len(names)
+    assert all(len(label) <= _style.NAME_CHARS or label == name for name, label in shown.items())
 
 
 def test_figure_2_and_the_legends_draw_long_names_shortened(

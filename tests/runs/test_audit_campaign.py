@@ -182,27 +182,40 @@ def test_the_audit_of_a_run_still_going_says_its_counts_are_a_snapshot(campaign)
     assert "counts as of now" not in after.output  # no run: the counts are final
 
 
-@pytest.mark.parametrize("ended", ["cancelled", "died"])
-def test_the_audit_of_a_run_stopped_early_says_given_up_is_not_yet_answered(  # type: ignore[no-untyped-def]
-    campaign, tmp_path: Path, ended: str
+@pytest.mark.parametrize("ended", ["signal", "died", "spend cap"])
+def test_the_audit_of_a_run_stopped_early_says_given_up_is_not_yet_answered(
+    tmp_path: Path, ended: str
 ) -> None:
     """A tester's audit of a run stopped by SIGTERM called its unanswered failed requests
     "given up", where `status` calls them pending and the audit's last line says a resume
-    asks them. A run whose lanes a signal stopped, or that died, says so under its title."""
-    import shutil
+    asks them. A run whose lanes a signal stopped, or that died, says so under its title;
+    one a spend cap stopped does not (a resume asks nothing until --max-cost is raised)."""
+    from engine.lanes import STOP_REQUESTED
+    from runs.audit import run_audit
 
+    spec = tmp_path / "refused.toml"  # every answer refused by the strict parser: given up
+    spec.write_text(
+        'name = "refused"\nseed = 1\nparser = "strict"\nmax_answer_failures = 1\n'
+        '[data]\nstock_days = 2\n[[models]]\nname = "f"\nprovider = "sim"\n'
+        'model = "sim-fraction"\n[[arms]]\nname = "baseline"\n', encoding="utf-8"
+    )  # fmt: skip
     run_dir = tmp_path / "run"
-    shutil.copytree(campaign[0].run_dir, run_dir)
-    if ended == "cancelled":
+    CliRunner().invoke(app, ["run", str(spec), "--out", str(run_dir)])
+    assert sum(run_audit(run_dir).totals.given_up.values())  # what the note is about
+    if ended == "died":  # a pid file left by a process that is gone
+        (run_dir / "run.pid").write_bytes(orjson.dumps({"pid": 2**22 + 7, "create_time": 1.0}))
+    else:
         lanes = orjson.loads((run_dir / "logs" / "lanes.json").read_bytes())
         first = next(iter(lanes["lanes"].values()))
         first["state"] = "cancelled"
+        first["reason"] = STOP_REQUESTED if ended == "signal" else "spend cap $1.00 reached"
         (run_dir / "logs" / "lanes.json").write_bytes(orjson.dumps(lanes))
-    else:  # a pid file left by a process that is gone
-        (run_dir / "run.pid").write_bytes(orjson.dumps({"pid": 2**22 + 7, "create_time": 1.0}))
     shown = CliRunner().invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "200"})
     assert shown.exit_code == 0, shown.output
-    said = "was stopped" if ended == "cancelled" else "died"
+    if ended == "spend cap":
+        assert "before it ended" not in shown.output
+        return
+    said = "was stopped" if ended == "signal" else "died"
     note = shown.output.splitlines()[1]
     assert note.startswith(f"the run {said} before it ended: a request counted as given up")
     assert "asks again unless its answer-failure budget is spent" in note

@@ -66,3 +66,19 @@ def test_a_folder_an_earlier_build_ran_with_such_a_name_stays_readable(tmp_path:
     for command in ("status", "audit", "report"):
         result = CliRunner().invoke(app, [command, str(tmp_path / "out")])
         assert result.exit_code == 0, (command, result.output)
+
+
+def test_a_folder_an_earlier_build_ran_with_such_a_name_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Made as a build before the check made it, then resumed by this one: the frozen
+    design is not asked again (`runs.design.check_new_design`)."""
+    import runs.spec
+
+    spec = _spec(tmp_path, "=m")
+    monkeypatch.setattr(runs.spec, "_name_misread", lambda name: None)
+    first = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "out")])
+    assert first.exit_code == 0, first.output
+    monkeypatch.undo()
+    again = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "out")])
+    assert again.exit_code == 0, again.output
