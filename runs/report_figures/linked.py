@@ -145,6 +145,7 @@ def _examples(kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def _panel(ax: Any, cells: list[LinkedCell], title: str) -> None:
     y = 0.0
     ticks, labels = [], []
+    names = _style.short_names(cell.model for cell in cells)  # tick labels: as every figure's
     for cell in cells:
         for style, iv, colour in (
             ("dispersed", cell.dispersed, "#94a3b8"),
@@ -156,7 +157,7 @@ def _panel(ax: Any, cells: list[LinkedCell], title: str) -> None:
                     [iv["mean"]], [y], xerr=_style.errors([iv]), fmt="none", ecolor="0.2", capsize=3
                 )
             ticks.append(y)
-            labels.append(f"{cell.model}\n{style}" if style == "dispersed" else style)
+            labels.append(f"{names[cell.model]}\n{style}" if style == "dispersed" else style)
             y += 1.0
         if cell.difference is not None:
             d = cell.difference

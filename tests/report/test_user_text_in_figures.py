@@ -234,6 +234,7 @@ def test_figure_8s_panel_title_never_cuts_a_mark_from_its_letter(name: str) -> N
         _, tail = shown.split("…")
         assert not unicodedata.combining(tail[0]) and len(shown) <= 32
 
+
 @pytest.mark.parametrize(
     "name",
     ["short", "x" * 32, "openai/gpt-oss-120b-deployment-eu-west-1-with-a-rather-long-suffix-v2",
@@ -298,3 +299,24 @@ def test_figure_2_and_the_legends_draw_long_names_shortened(
     drawn = [t.get_text() for t in fig.legends[0].get_texts()]
     assert sorted(drawn) == sorted(_style.short_name(n) for n in names)
     plt.close(fig)
+
+
+def test_figure_5_draws_a_long_name_shortened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Figure 5's tick labels name each model over its dispersed bar: shortened as every
+    figure's (the tables give it whole)."""
+    from runs.report_figures import linked
+
+    name = "openai/gpt-oss-120b-deployment-eu-west-1-with-a-rather-long-suffix-v2"
+    rows = [
+        {"model": name, "arm": f"{arm} (assets)", "scored": True,
+         "profit": {"mean": v, "lo": v, "hi": v}}
+        for arm, v in (("linked", 0.4), ("dispersed", 0.15))
+    ]  # fmt: skip
+    kept: list[Any] = []
+    monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
+    linked.draw(FigureInputs({"rows": rows}), tmp_path / "f.png")
+    ticks = [t.get_text() for ax in kept[0].axes for t in ax.get_yticklabels()]
+    assert f"{_style.short_name(name)}\ndispersed" in ticks
+    assert not any(name in tick for tick in ticks)
