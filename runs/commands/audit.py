@@ -61,7 +61,7 @@ def audit(
             f"live (pid {writer.get('pid')}): counts as of now; a request counted as given "
             "up is one not answered yet, which the run may still retry"
         )
-    elif sum(report.totals.given_up.values()) and (why := _stopped_early(run_dir, writer)):
+    elif sum(report.totals.given_up.values()) and (why := _stopped_early(report, writer)):
         note = (
             f"{why}: a request counted as given up is one not answered yet, which running "
             "the same command again asks again unless its answer-failure budget is spent"
@@ -69,25 +69,19 @@ def audit(
     render(report, stdout_console(), title=str(run_dir), note=note)
 
 
-def _stopped_early(run_dir: Path, writer: dict[str, Any] | None) -> str | None:
+def _stopped_early(report: Audit, writer: dict[str, Any] | None) -> str | None:
     """Why the run's last dispatch ended before its lanes did, or None: it died (a pid left
-    by a kill), or a signal stopped its lanes (`cancelled` with `STOP_REQUESTED` in
-    logs/lanes.json; a spend cap's stop is `cancelled` too, and running the same command
+    by a kill), or a signal stopped its lanes (`cancelled` with `STOP_REQUESTED` among the
+    audit's `lane_ends`; a spend cap's stop is `cancelled` too, and running the same command
     again asks nothing more until `--max-cost` is raised, as its own line says). A tester's
     audit of a run stopped by SIGTERM called its unanswered failed requests given up, where
     `status` calls them pending and the audit's own last line said a resume asks them."""
-    from engine.lanefile import read_lane_states
     from engine.lanes import STOP_REQUESTED
 
     if writer is not None:  # not alive: `live` is checked first
         return "the run died before it ended"
-    states = read_lane_states(run_dir) or {}
-    lanes = states.get("lanes")
-    if isinstance(lanes, dict) and any(
-        isinstance(lane, dict)
-        and (lane.get("state"), lane.get("reason")) == ("cancelled", STOP_REQUESTED)
-        for lane in lanes.values()
-    ):
+    stopped = ("cancelled", STOP_REQUESTED)
+    if any((end["state"], end["reason"]) == stopped for end in report.lane_ends):
         return "the run was stopped before it ended"
     return None
 

@@ -44,6 +44,10 @@ def paired_rows(inputs: FigureInputs) -> list[Mapping[str, Any]]:
     ]
 
 
+#: Models a row of the legend holds.
+LEGEND_COLUMNS = 4
+
+
 def draw(inputs: FigureInputs, path: Path) -> str:
     from runs.report_figures import Omit
 
@@ -65,9 +69,9 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     cell = {(r["model"], r["arm"]): _style.interval(r["vs_baseline"]) for r in rows}
     plt = _style.pyplot()
     heights = [len(arms) + 1.0 for _, arms in panels]
-    # The legend's rows (4 models a row) get room of their own: 30 models' 8 rows were
-    # drawn over a panel of one arm.
-    legend_rows = -(-len(models) // 4) if len(models) > 1 else 0
+    # The legend's rows get room of their own: 30 models' 8 rows were drawn over a panel of
+    # one arm.
+    legend_rows = -(-len(models) // LEGEND_COLUMNS)
     fig, axes = plt.subplots(
         len(panels),
         1,
@@ -80,7 +84,9 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     _, labels = _style.legend_entries((a[0] for a in axes), models)
     legend = 0.0
     if len(models) > 1:
-        legend = _style.bottom_legend(fig, _swatches(labels, styles), labels, min(len(models), 4))
+        legend = _style.bottom_legend(
+            fig, _swatches(labels, styles), labels, min(len(models), LEGEND_COLUMNS)
+        )
     axes[-1][0].set_xlabel(f"mean profit, arm minus {inputs.baseline_arm} (paired by stock-day)")
     _style.tight_layout(fig, rect=(0, legend, 1, 1))
     _style.save(fig, path)
