@@ -900,7 +900,7 @@ class BatchLane(LaneControl):
         # clients do not all redact, and a session token is masked only by its value.
         result = redact_result(result, self.client.secrets())
         record, response, failure = settle(item, result, sent, self.parser)
-        if failure is not None and failure.outcome in ANSWER_FAILURES:
+        if failure is not None and failure.outcome in ANSWER_FAILURES and not failure.foreign:
             stopped = entry.answers.failed(failure.outcome, failure.raw_text, sent.attempt)
             if stopped:
                 record = replace(record, detail=gave_up_detail(record.detail, stopped))

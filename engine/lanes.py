@@ -721,7 +721,8 @@ class Lane(LaneControl):
             self.log.info("options_omitted", model=self.config.name, options=list(sent.omitted))
         record, response, failure = settle(item, result, sent, self.parser)
         stopped = None
-        if failure is not None and answers is not None and failure.outcome in ANSWER_FAILURES:
+        if (failure is not None and answers is not None and failure.outcome in ANSWER_FAILURES
+                and not failure.foreign):  # not the model's answer: no budget (FOREIGN_NOTE)
             stopped = answers.failed(failure.outcome, failure.raw_text, sent.attempt)
             if stopped:
                 record = replace(record, detail=gave_up_detail(record.detail, stopped))

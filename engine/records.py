@@ -34,6 +34,14 @@ ATTEMPT_SCHEMA: dict[str, pl.DataType] = {
     "finish_reason": pl.String(),
 }
 
+#: What ends the `detail` of an attempt whose reply was not in its provider's format at all
+#: (`Failure.foreign`: a proxy's HTML page under HTTP 200, JSON with no choices, a body past
+#: the reply limit). Such a reply is no answer of the model's, so it is not charged to the
+#: request's answer-failure budget, which lasts across resumes (`engine.scan.failure_counts`
+#: leaves these rows out by this mark, since the row has no column of its own for it): a
+#: page that came now and then gave tiny campaigns' requests up for good.
+FOREIGN_NOTE = "[not in the provider's format: not charged to the answer-failure budget]"
+
 #: Parquet/Polars schema of `responses/` (one row per accepted query).
 RESPONSE_SCHEMA: dict[str, pl.DataType] = {
     "request_id": pl.String(),

@@ -21,6 +21,7 @@ import polars as pl
 from engine.journal import read_journal, read_segment
 from engine.records import (
     ATTEMPT_SCHEMA,
+    FOREIGN_NOTE,
     ISO_FORMAT,
     RESPONSE_SCHEMA,
     attempts_frame,
@@ -449,7 +450,8 @@ def attempt_counts(
 def failure_counts(
     run_dir: Path | str, request_ids: Collection[str], outcomes: Collection[str]
 ) -> dict[str, int]:
-    """Recorded attempts per request whose outcome is one of `outcomes` (journal and shards).
+    """Recorded attempts per request whose outcome is one of `outcomes` (journal and shards),
+    leaving out replies not in their provider's format (`detail` ending in `FOREIGN_NOTE`).
 
     A retry budget that must last across resumes (answer failures) is counted from here. A
     row may be both in the journal and in a shard until compaction: attempts are counted once
@@ -460,15 +462,19 @@ def failure_counts(
     seen: set[tuple[str, int]] = set()
     for _, record in read_journal(run_dir / JOURNAL):
         row = record.get("attempt") if record.get("kind") == RESULT else None
-        if row is not None and row["request_id"] in wanted and row.get("outcome") in kinds:
+        if (
+            row is not None and row["request_id"] in wanted and row.get("outcome") in kinds
+            and not str(row.get("detail") or "").endswith(FOREIGN_NOTE)
+        ):  # fmt: skip
             seen.add((row["request_id"], int(row["attempt"])))
     shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
     if shards and wanted:
         found = (
             pl.scan_parquet(shards, schema=ATTEMPT_SCHEMA)
-            .select("request_id", "attempt", "outcome")
+            .select("request_id", "attempt", "outcome", "detail")
             .filter(
                 pl.col("request_id").is_in(list(wanted)) & pl.col("outcome").is_in(list(kinds))
+                & ~pl.col("detail").fill_null("").str.ends_with(FOREIGN_NOTE)
             )
             .collect()
         )

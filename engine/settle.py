@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from engine.answers import AnswerError, parse_answer
 from engine.plan import PlanItem
-from engine.records import AttemptRecord, ResponseRecord
+from engine.records import FOREIGN_NOTE, AttemptRecord, ResponseRecord
 from providers.types import Completion, Failure, Outcome
 
 #: Finish reasons that mean "the output cap cut the answer off" across providers.
@@ -73,6 +73,9 @@ def settle(
     else:
         failure, raw_text, finish_reason = result, result.raw_text, result.finish_reason
     reply = failure or result
+    detail = with_omitted(failure.detail if failure else "", sent.omitted, sent.notes)
+    if failure is not None and failure.foreign:
+        detail = f"{detail} {FOREIGN_NOTE}" if detail else FOREIGN_NOTE
     attempt = AttemptRecord(
         request_id=item.request_id,
         attempt=sent.attempt,
@@ -86,7 +89,7 @@ def settle(
         retry_after_s=failure.retry_after_s if failure else None,
         tokens_in=reply.tokens_in,
         tokens_out=reply.tokens_out,
-        detail=with_omitted(failure.detail if failure else "", sent.omitted, sent.notes),
+        detail=detail,
         raw_text=raw_text,
         finish_reason=finish_reason,
     )

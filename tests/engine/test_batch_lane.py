@@ -20,6 +20,7 @@ from engine.audit import audit
 from engine.batch_jobs import COLLECTED, JOBS_FILE, PLANNED, fold_jobs, jobs_summary
 from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import read_record_lines
+from engine.records import FOREIGN_NOTE
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts, scan_responses
 from engine.settle import settle
@@ -434,6 +435,34 @@ async def test_budgets_of_a_line_that_always_fails_hold_as_live(
     retries = summary.lanes[MODEL].retries
     assert summary.unaccepted == 2 and retries.exhausted == 1  # the erring line
     assert retries.answer_budget_spent == 1  # the bad one: its answer budget, not attempts
+
+
+async def test_a_line_not_in_the_providers_format_spends_attempts_not_the_answer_budget(
+    tmp_path: Path, kit: type[Kit],
+) -> None:
+    """As live (`tests/engine/test_foreign_replies.py`): a line whose body is not the
+    provider's reply at all is no answer of the model's, so it is asked max_attempts times,
+    not max_answer_failures, and its attempts say why."""
+    from providers.batch import LineResult
+    from providers.types import Failure, Outcome
+
+    rows = kit.plan_rows(MODEL, 12)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    odd = rows[3]["request_id"]
+
+    class Odd(FakeBatch):
+        async def results(self, fetch: Any, state: Any) -> Any:
+            page = Failure(Outcome.INVALID_RESPONSE, "reply has no choices", foreign=True)
+            lines = await super().results(fetch, state)
+            return [LineResult(odd, page) if x.request_id == odd else x for x in lines]
+
+    summary = await _run(plan, tmp_path / "run", Odd())
+    frame = scan_attempts(tmp_path / "run", ["request_id", "outcome", "detail"]).collect()
+    mine = frame.filter(pl.col("request_id") == odd)
+    assert mine["outcome"].to_list() == ["invalid_response"] * POLICY.max_attempts
+    assert all(detail.endswith(FOREIGN_NOTE) for detail in mine["detail"])
+    retries = summary.lanes[MODEL].retries
+    assert retries.exhausted == 1 and retries.answer_budget_spent == 0
 
 
 async def test_jobs_are_cut_by_bytes_too(tmp_path: Path, kit: type[Kit]) -> None:

@@ -13,13 +13,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
 import pytest
 from aiohttp import web
 
 from engine.dispatch import dispatch, read_lane_states
 from engine.lanes import LaneState
-from engine.retry import RetryPolicy
-from engine.scan import scan_attempts
+from engine.ledger import Ledger
+from engine.records import FOREIGN_NOTE, AttemptRecord
+from engine.retry import ANSWER_FAILURE_CAUSES, RetryPolicy
+from engine.scan import failure_counts, scan_attempts
 from providers import openai as openai_provider
 from providers.types import Failure, ModelConfig
 
@@ -138,3 +141,64 @@ def test_the_adapters_mark_only_replies_outside_their_format_as_foreign() -> Non
     # An empty answer is the model's, in the format: retried, never a reason to stop.
     assert isinstance(empty, Failure) and empty.outcome.value == "invalid_response"
     assert not empty.foreign
+
+
+async def test_foreign_replies_spend_no_answer_failure_budget(
+    tmp_path: Path, kit: type[Kit], serve: Any
+) -> None:
+    """That budget lasts across resumes and is for the model's answers: a proxy's page now
+    and then must not give a request up for good. With a budget of one, the 15 pages (two or
+    more fall on some request at concurrency 2) give no request up, and each page's attempt
+    says why it was not charged."""
+
+    def reply(number: int) -> web.Response:
+        if 2 <= number <= 16:
+            return web.Response(text=PAGE, content_type="text/html")
+        return _completion(number)
+
+    url = await serve(reply)
+    tight = RetryPolicy(max_attempts=20, max_answer_failures=1, base_s=0.001, cap_s=0.002)
+    summary = await _dispatch(tmp_path, kit, url, 40, tight)
+    assert summary.complete, summary.lines()
+    assert summary.lanes["m"].retries.answer_budget_spent == 0
+    attempts = scan_attempts(tmp_path / "run").collect()
+    pages = attempts.filter(pl.col("outcome") == "invalid_response")
+    assert pages.height == 15
+    assert all(detail.endswith(FOREIGN_NOTE) for detail in pages["detail"])
+    assert not any("gave up" in detail for detail in attempts["detail"])
+
+
+async def test_the_budget_across_resumes_counts_answers_not_foreign_replies(
+    tmp_path: Path, kit: type[Kit], serve: Any
+) -> None:
+    """`failure_counts`, which a resume starts each request's budget from, counts an empty
+    answer (the model's, in the format) and leaves out pages and JSON with no choices, in
+    the shards and in a journal not yet compacted alike."""
+    empty = {"id": "e", "model": "m", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}
+    ]}  # fmt: skip
+
+    def reply(number: int) -> web.Response:
+        if number in (2, 3, 4):
+            return web.Response(text=PAGE, content_type="text/html")
+        if number == 5:
+            return web.json_response({"status": "ok"})
+        if number == 6:
+            return web.json_response(empty)
+        return _completion(number)
+
+    url = await serve(reply)
+    wide = RetryPolicy(max_attempts=20, max_answer_failures=5, base_s=0.001, cap_s=0.002)
+    await _dispatch(tmp_path, kit, url, 10, wide)
+    run = tmp_path / "run"
+    attempts = scan_attempts(run).collect()
+    failed = attempts.filter(pl.col("outcome") == "invalid_response")
+    assert failed.height == 5
+    ids = attempts["request_id"].unique().to_list()
+    assert sum(failure_counts(run, ids, ANSWER_FAILURE_CAUSES).values()) == 1
+    # The same rows read from a journal: written again by a ledger, not yet compacted.
+    again = tmp_path / "journal-only"
+    with Ledger(again) as ledger:
+        for row in failed.iter_rows(named=True):
+            ledger.record_result(AttemptRecord.from_row(row), None)
+        assert sum(failure_counts(again, ids, ANSWER_FAILURE_CAUSES).values()) == 1

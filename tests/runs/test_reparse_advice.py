@@ -2,10 +2,11 @@
 requests whose kept replies a reparse can read.
 
 The line offered it whenever a strict run had requests given up with their answer-failure
-budget spent. A reply over the engine's size limit is such a failure (`invalid_response`),
-and is not kept: a run against a server sending some replies too long was told to "first try
-`dutchbook reparse ... --parser lenient`, which reads their kept replies again", and the
-reparse then accepted nothing.
+budget spent. A reply over the engine's size limit was such a failure, and is not kept: a run
+against a server sending some replies too long was told to "first try `dutchbook reparse ...
+--parser lenient`, which reads their kept replies again", and the reparse then accepted
+nothing. Such a reply is no answer of the model's and no longer spends that budget
+(`engine.records.FOREIGN_NOTE`); a refusal is an answer failure that keeps no reply either.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import polars as pl
 import pytest
 from aiohttp import ClientSession, web
 
 from engine.http import MAX_REPLY_BYTES
+from engine.records import FOREIGN_NOTE
+from engine.scan import scan_attempts
 from providers.sim.server import start_sim
 
 SPEC = """
@@ -36,7 +40,7 @@ model = "sim-coherent"
 name = "baseline"
 """
 #: Replies passed on whole, and sent, before the proxy sends any too long: the lane has
-#: seen the provider's format, so too-long replies are answer failures, not a foreign
+#: seen the provider's format, so too-long replies are retried, not taken for a foreign
 #: address. Counted when asked, ten cut replies could reach the lane before the whole ones
 #: (`RetryPolicy.foreign_streak`) on a loaded machine, and it stopped as foreign.
 WHOLE_FIRST = 3
@@ -113,16 +117,14 @@ async def dutchbook(*args: str) -> tuple[int, str, str]:
 
 @pytest.mark.timeout(300)
 async def test_requests_spent_on_replies_never_kept_are_not_sent_to_a_reparse(
-    tmp_path: Path, too_long_for_some: Proxy
+    tmp_path: Path,
 ) -> None:
-    spec = tmp_path / "toolong.toml"
-    spec.write_text(SPEC, encoding="utf-8")
+    """Refusals (the provider's refusal signal: no text kept) spend a budget of one."""
+    spec = tmp_path / "refused.toml"
+    faults = 'seed = 1\nmax_answer_failures = 1\nsim_faults = "refusal=0.4"\n'
+    spec.write_text(SPEC.replace("seed = 1\n", faults), encoding="utf-8")
     out = tmp_path / "run"
-    async with await start_sim(port=0) as sim:
-        proxy = await too_long_for_some(sim.root_url)
-        code, stdout, stderr = await dutchbook(
-            "run", str(spec), "--out", str(out), "--sim-url", proxy
-        )
+    code, stdout, stderr = await dutchbook("run", str(spec), "--out", str(out))
     assert code == 4, stdout + stderr
     closing = stderr.strip().splitlines()[-1]
     assert "spent their answer-failure budget" in closing, closing
@@ -132,3 +134,28 @@ async def test_requests_spent_on_replies_never_kept_are_not_sent_to_a_reparse(
     code, stdout, stderr = await dutchbook("reparse", str(out), "--parser", "lenient", "--json")
     assert code == 0, stdout + stderr
     assert json.loads(stdout)["newly_accepted"] == 0
+
+
+@pytest.mark.timeout(300)
+async def test_replies_too_long_spend_attempts_not_the_answer_failure_budget(
+    tmp_path: Path, too_long_for_some: Proxy
+) -> None:
+    """The same third of the questions answered too long at every try: each is asked
+    max_attempts times in the run, none is given up for good, and the closing line sends its
+    user to no reparse (a resume asks them again, as the line says)."""
+    spec = tmp_path / "toolong.toml"
+    spec.write_text(SPEC.replace("seed = 1\n", "seed = 1\nmax_attempts = 3\n"), encoding="utf-8")
+    out = tmp_path / "run"
+    async with await start_sim(port=0) as sim:
+        proxy = await too_long_for_some(sim.root_url)
+        code, stdout, stderr = await dutchbook(
+            "run", str(spec), "--out", str(out), "--sim-url", proxy
+        )
+    assert code == 4, stdout + stderr
+    closing = stderr.strip().splitlines()[-1]
+    assert "unanswered" in closing and "run the same command again" in closing, closing
+    assert "answer-failure budget" not in closing and "reparse" not in closing, closing
+    cut = scan_attempts(out).filter(pl.col("outcome") == "invalid_response").collect()
+    assert cut.height and cut["detail"].str.ends_with(FOREIGN_NOTE).all()
+    per_request = cut.group_by("request_id").len()["len"]
+    assert (per_request == 3).all(), per_request.to_list()

@@ -397,7 +397,7 @@ def test_the_audit_promises_no_resume_for_a_spent_budget_that_would_be_refused(
     spec.write_text(
         SPEC.replace(
             'parser = "lenient"\n',
-            'parser = "lenient"\nmax_answer_failures = 1\nsim_faults = "malformed_json=0.3"\n',
+            'parser = "lenient"\nmax_answer_failures = 1\nsim_faults = "refusal=0.3"\n',
         ),
         encoding="utf-8",
     )
