@@ -261,18 +261,19 @@ def markdown(report: Audit) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_files(run_dir: Path | str, report: Audit) -> list[Path]:
-    """`report/audit.json` (the `dutchbook audit --json` object) and `report/audit.csv`."""
+def write_files(run_dir: Path | str, report: Audit, out: Path | None = None) -> list[Path]:
+    """`report/audit.json` (the `dutchbook audit --json` object) and `report/audit.csv`, or
+    those files in `out` (a report's scratch folder, `runs.report_folder`)."""
     import orjson
 
     from engine.durable import write_bytes_atomic
 
-    run_dir = Path(run_dir)
-    (run_dir / "report").mkdir(parents=True, exist_ok=True)
+    out = Path(run_dir) / AUDIT_JSON.parent if out is None else out
+    out.mkdir(parents=True, exist_ok=True)
     written = []
     for target, data in (
-        (run_dir / AUDIT_JSON, orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2)),
-        (run_dir / AUDIT_CSV, report.table().write_csv().encode()),
+        (out / AUDIT_JSON.name, orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2)),
+        (out / AUDIT_CSV.name, report.table().write_csv().encode()),
     ):
         write_bytes_atomic(target, data)  # a reader never sees half a file
         written.append(target)

@@ -3,8 +3,9 @@
 A process killed with SIGKILL (or by a power cut) runs no cleanup, and each kill would leave
 one more of these for good:
 - in the run folder, scoring's and repair's part folders (`.scoring-*`, `.repair-*`; at paper
-  scale they hold every chunk's parts). Only a holder of the folder's lock writes them, so
-  whoever takes the lock next removes any it finds (`remove_folder_scratch`).
+  scale they hold every chunk's parts), and a report being written (`.report-*`). Only a
+  holder of the folder's lock writes them, so whoever takes the lock next removes any it
+  finds (`remove_folder_scratch`).
 - in the system's temporary folder, a new folder's staged plan (`dutchbook-plan-*`, as large
   as the plan) and a rehearsal's fake credentials (`dutchbook-sim-*`). They are named with the
   creating process's pid (`scratch_folder`), and a run removes those whose process is gone
@@ -21,8 +22,9 @@ from pathlib import Path
 
 import psutil
 
-#: The scratch folders inside a run folder (`runs.scoring_step`, `runs.repair_step`).
-FOLDER_SCRATCH = (".scoring-", ".repair-")
+#: The scratch folders inside a run folder (`runs.scoring_step`, `runs.repair_step`, and a
+#: report's, `runs.report_folder`).
+FOLDER_SCRATCH = (".scoring-", ".repair-", ".report-")
 #: The kinds of scratch folder made in the system's temporary folder.
 SYSTEM_SCRATCH = ("plan", "sim")
 #: A process started this long after a folder was last changed did not make it (pid reuse).

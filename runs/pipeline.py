@@ -75,7 +75,8 @@ from runs.planner import (
 )
 from runs.planning_progress import PlanningProgress
 from runs.report import write_report
-from runs.report_page import write_page
+from runs.report_folder import report_dir, staged_report
+from runs.report_page import PAGE, write_page
 from runs.run_folder import foreign_entries, has_run_marks
 from runs.scoring_step import score_run
 from runs.signals import (
@@ -876,17 +877,20 @@ def _score_and_report(
     console.print(audit.sentence, soft_wrap=True, highlight=False, markup=False)
     release_heap()  # scoring's garbage, before the report's scans
     clock.lap("score", run_dir)
-    report = write_report(
-        run_dir,
-        scored.scores,
-        floor=spec.coverage_floor,
-        seed=spec.seed,
-        console=console,
-        averaged=scored.averaged,
-        audit=audit,
-        figure_workers=options.figure_workers,
-    )
-    page = write_page(run_dir, audit=audit)
+    with staged_report(run_dir) as out:  # report/ replaced whole, or left as it was
+        report = write_report(
+            run_dir,
+            scored.scores,
+            floor=spec.coverage_floor,
+            seed=spec.seed,
+            console=console,
+            averaged=scored.averaged,
+            audit=audit,
+            figure_workers=options.figure_workers,
+            out=out,
+        )
+        write_page(run_dir, audit=audit, report_dir=out)
+    page = report_dir(run_dir) / PAGE
     console.print(f"report page: {page}", highlight=False, soft_wrap=True)
     clock.lap("report", run_dir)
     if summary.spend_cap_reached:

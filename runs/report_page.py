@@ -76,12 +76,13 @@ a { color: var(--accent); }
 """
 
 
-def write_page(run_dir: Path, *, audit: Any = None) -> Path:
-    """Write `report/index.html` from the report already in `run_dir/report/`.
+def write_page(run_dir: Path, *, audit: Any = None, report_dir: Path | None = None) -> Path:
+    """Write `report/index.html` from the report already in `run_dir/report/` (or in
+    `report_dir`, a report's scratch folder: `runs.report_folder`).
 
     `audit` (an `engine.audit.Audit`) defaults to the run folder's own (`runs.audit`).
     """
-    report_dir = run_dir / "report"
+    report_dir = report_dir or run_dir / "report"
     summary = orjson.loads((report_dir / "summary.json").read_bytes())
     if audit is None and ((run_dir / "attempts").is_dir() or (run_dir / "journal").is_dir()):
         from runs.audit import run_audit

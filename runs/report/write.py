@@ -35,6 +35,7 @@ from runs.report.tables import (
     terminal_leaderboard,
 )
 from runs.report_figures import FIGURES, SHOW_REPEATED
+from runs.report_folder import report_dir
 from scoring import stats
 
 if TYPE_CHECKING:
@@ -59,8 +60,11 @@ def write_report(
     averaged: pl.DataFrame | None = None,
     audit: Audit | None = None,
     figure_workers: FigureWorkers | None = None,
+    out: Path | None = None,
 ) -> dict[str, Any]:
     """Write `report/` (see the module docstring) and print a summary; return summary.json.
+    `out`, the folder written into, is `report/` unless given: a scratch folder that takes
+    its place once the report is whole (`runs.report_folder.staged_report`).
 
     The repeated-elicitation section comes from `averaged` (pass-averaged profits, as
     `runs.scoring_step.score_run` returns them), or else from `incidence_for` (see
@@ -81,20 +85,22 @@ def write_report(
         def repeated(rows: Any) -> Any:
             return repeated_section(pass_averaged, rows, seed, reps)
 
+    out = out or report_dir(run_dir)
     workers = figure_workers if figures and can_draw() else None
     early = None
     if workers is not None and repeated is not None:
         # The figures that do not show the repeated section are drawn while it is computed.
         data = build_report_data(run_dir, scores, floor=floor, seed=seed, reps=reps)
-        early = workers.draw(build_summary(data), run_dir / "report", EARLY_FIGURES)
+        early = workers.draw(build_summary(data), out, EARLY_FIGURES)
         data = dataclasses.replace(data, repeated=repeated(data.rows))
     else:
         data = build_report_data(
             run_dir, scores, floor=floor, seed=seed, reps=reps, repeated=repeated
         )
     return write_views(
-        run_dir, data, console=console, figures=figures, audit=audit, workers=workers, early=early
-    )
+        run_dir, data, console=console, figures=figures, audit=audit, workers=workers,
+        early=early, out=out,
+    )  # fmt: skip
 
 
 def write_views(
@@ -106,15 +112,18 @@ def write_views(
     audit: Audit | None = None,
     workers: FigureWorkers | None = None,
     early: Drawing | None = None,
+    out: Path | None = None,
 ) -> dict[str, Any]:
-    """Every file of `report/` from the report's data, and the terminal summary.
+    """Every file of `report/` (or of `out`, to become it) from the report's data, and the
+    terminal summary, which names the files where they will be: in `report/`.
 
     With `workers` (`runs.figure_workers`) the figures are drawn in their processes while
     this one writes the tables; `early`, those they are drawing already."""
-    out = run_dir / "report"
+    final = report_dir(run_dir)
+    out = out or final
     out.mkdir(parents=True, exist_ok=True)
     audit = audit if audit is not None else run_audit(run_dir)
-    write_audit_files(run_dir, audit)  # report/audit.json, report/audit.csv
+    write_audit_files(run_dir, audit, out)  # audit.json, audit.csv
     summary = build_summary(data)
     summary["audit_sentence"] = audit.sentence
     summary["provenance"] = provenance(run_dir)
@@ -139,15 +148,16 @@ def write_views(
     if figures:
         drawn = write_figures(summary, out, drawing=drawing)
         summary["figures"] = {
-            k: (str(Path(v).relative_to(run_dir)) if k not in NOT_PATHS and v else v)
+            k: (str(final.relative_to(run_dir) / Path(v).relative_to(out))
+                if k not in NOT_PATHS and v else v)
             for k, v in drawn.items()
-        }
+        }  # fmt: skip
     write_bytes_atomic(
         out / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2), sync=False
     )
     for table in terminal_leaderboard(data.rows, data.model_coverage, console.width):
         print_whole(console, table)
-    for line in headline_lines(summary, out):
+    for line in headline_lines(summary, final):
         console.print(line, highlight=False)
     return summary
 

@@ -323,15 +323,16 @@ def _run_with_a_folder_where(tmp_path: Path, file: Path) -> tuple[Path, Path]:
 
 def test_report_says_what_stands_in_its_way_in_words_not_errno(tmp_path: Path) -> None:
     # It printed "error: [Errno 21] Is a directory: '.../report/index.tmp' -> '...'" (the
-    # temporary is now .index.html.tmp, engine.durable's).
+    # report is now written beside `report/` and swapped in: runs.report_folder).
     out, page = _run_with_a_folder_where(tmp_path, Path("report", "index.html"))
     code, output = invoke("report", str(out))
     assert code == 2, output
     assert_one_clean_line(
         output,
-        f"Is a directory: {out / 'report' / '.index.html.tmp'} -> {page}",
+        f"Is a directory: {page}",
         f"({page} is a folder where a file goes: move or remove it, then run the same command",
     )
+    assert page.is_dir()  # the report, written beside, did not take its place and remove it
     assert "Errno" not in output
     shutil.rmtree(out / "report")
     (out / "report").write_text("in the way", encoding="utf-8")

@@ -1,0 +1,114 @@
+"""`report/` replaced whole: a report is written into a scratch folder beside it and swapped in.
+
+Written in place, file by file, a report killed half-way (SIGKILL, a power cut, a full disk)
+left `report/` holding files of two reports: new tables beside the old page, figures and
+`summary.json` that disagreed, with nothing to say so. Now every file of a report is written
+into `.report-<pid>` in the run folder, and only a report written whole takes `report/`'s
+place, in one atomic exchange of the two folders (Linux's `renameat2(RENAME_EXCHANGE)`).
+A report that fails or is killed leaves the last whole report as it was; its scratch folder
+is removed by whoever takes the folder's lock next (`runs.leftovers.FOLDER_SCRATCH`).
+
+Files in the old `report/` that the new report does not write (a user's notes, a figure an
+earlier report drew) are carried over, as writing in place kept them: linked, not copied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+#: The report's folder in a run folder.
+REPORT_DIR = "report"
+#: How a report's scratch folder is named (`runs.leftovers.FOLDER_SCRATCH` holds it too).
+STAGE_PREFIX = ".report-"
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+#: What says the exchange is not to be had here (another OS, an old kernel or libc, a file
+#: system without it): the two folders are then swapped by two renames.
+_NO_EXCHANGE = frozenset({errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP})
+
+
+@contextlib.contextmanager
+def staged_report(run_dir: Path) -> Iterator[Path]:
+    """A fresh folder to write a report into; once the block ends without an exception it
+    becomes `run_dir/report` (`report_dir`), else it is removed and `report/` stays."""
+    report = report_dir(run_dir)
+    if report.is_symlink():  # the user's link to a folder elsewhere: written through, as ever
+        yield report
+        return
+    if report.exists() and not report.is_dir():  # said before the report is computed
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(report))
+    stage = run_dir / f"{STAGE_PREFIX}{os.getpid()}"
+    shutil.rmtree(stage, ignore_errors=True)  # a killed process's, whose pid this one has
+    stage.mkdir()
+    try:
+        yield stage
+        if report.is_dir():
+            _carry_over(report, stage)
+            _swap(stage, report)  # the stage now holds the old report
+        else:
+            stage.rename(report)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def report_dir(run_dir: Path) -> Path:
+    return run_dir / REPORT_DIR
+
+
+def _carry_over(old: Path, new: Path) -> None:
+    """Link into `new` what `old` has and `new` does not, folders whole. A folder of the
+    user's where the report writes a file is refused, as writing in place refused it: the
+    swap would remove it with the old report."""
+    for entry in old.iterdir():
+        target = new / entry.name
+        if entry.is_dir() and not entry.is_symlink() and target.is_file():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(entry))
+        if target.exists() or target.is_symlink() or entry.name.endswith(".tmp"):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, target, symlinks=True, copy_function=_link_or_copy)
+        else:
+            _link_or_copy(entry, target)
+
+
+def _link_or_copy(source: str | Path, target: str | Path) -> None:
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except OSError:  # a file system without hard links, or a link to a folder
+        shutil.copy2(source, target, follow_symlinks=False)
+
+
+def _swap(stage: Path, report: Path) -> None:
+    """Exchange the two folders at once; where that cannot be had, by two renames (a kill
+    between them leaves no `report/` until the next report, never a mixed one)."""
+    if _exchange(stage, report):
+        return
+    old = stage.with_name(stage.name + "-old")
+    shutil.rmtree(old, ignore_errors=True)
+    report.rename(old)
+    stage.rename(report)
+    old.rename(stage)
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Whether `renameat2(RENAME_EXCHANGE)` swapped the two paths; False where it is not to
+    be had. No library offers it (os.rename replaces only a file or an empty folder)."""
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    done = renameat2(
+        _AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE
+    )
+    if done == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _NO_EXCHANGE:
+        return False
+    raise OSError(code, os.strerror(code), str(second))
