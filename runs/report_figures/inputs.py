@@ -11,9 +11,13 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+import orjson
 import polars as pl
+
+if TYPE_CHECKING:
+    from panels.families import Family
 
 BASELINE_ARM = "baseline"
 #: What `FigureInputs.from_run` can read beyond the scores and forecasts: the families'
@@ -132,13 +136,61 @@ def _timeline(run_dir: Path) -> pl.DataFrame | None:
 
 
 def family_info(run_dir: Path) -> dict[str, FamilyInfo]:
-    """Shape and control flag of each family the run asked, from the families it was planned
-    with: the frozen spec's `data.families` folder, else the shipped ones.
+    """Shape and control flag of each family the run asked, from the family files it was
+    planned with: those `design.json` records (by their paths then), else the frozen spec's
+    `data.families` folder, else the shipped ones.
+
+    The frozen spec alone could not say: a `data.families` path relative to the spec's own
+    folder does not resolve from the run folder, and figure 6 drew the shipped families'
+    shapes and control flags for the user's (a deadline family as the control bar).
 
     A family that can no longer be read is simply absent (figure 6 then counts it as shape
     "unknown"); drawing a figure never fails on it.
     """
-    from panels.families import FAMILIES_DIR, FamilyError, load_families
+    from panels.families import FamilyError
+
+    loaded = _recorded_families(run_dir)
+    if loaded is None:
+        try:
+            loaded = _spec_families(run_dir)
+        except (FamilyError, OSError):
+            return {}
+    return {fid: FamilyInfo(str(f.shape), bool(f.control)) for fid, f in loaded.items()}
+
+
+def _recorded_families(run_dir: Path) -> dict[str, Family] | None:
+    """The families of the files `design.json` records (a shipped one no longer where it was
+    recorded, from this dutchbook's copy); None when it records none, or cannot be read."""
+    from panels.families import FAMILIES_DIR, FamilyError, load_family
+
+    try:
+        files = orjson.loads((run_dir / "design.json").read_bytes())["files"]
+        recorded = [
+            (label, str(entry["path"])) for label, entry in files.items()
+            if label.startswith("families")
+        ]  # fmt: skip
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return None
+    if not recorded:
+        return None
+    found: dict[str, Family] = {}
+    for label, path in recorded:
+        places = [Path(path)]
+        if label.startswith("families (shipped)/"):
+            places.append(FAMILIES_DIR / Path(label).name)
+        for place in places:
+            try:
+                family = load_family(place)
+            except FamilyError:
+                continue
+            found[family.id] = family
+            break
+    return found
+
+
+def _spec_families(run_dir: Path) -> dict[str, Family]:
+    """The families of the frozen spec's `data.families` folder, else the shipped ones."""
+    from panels.families import FAMILIES_DIR, load_families
 
     folder: Path = FAMILIES_DIR
     frozen = run_dir / "spec.toml"
@@ -151,8 +203,4 @@ def family_info(run_dir: Path) -> dict[str, FamilyInfo]:
             chosen = None
         if chosen is not None and chosen.is_dir():
             folder = chosen
-    try:
-        loaded = load_families(folder)
-    except (FamilyError, OSError):
-        return {}
-    return {fid: FamilyInfo(str(f.shape), bool(f.control)) for fid, f in loaded.items()}
+    return load_families(folder)

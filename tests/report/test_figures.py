@@ -291,6 +291,52 @@ def test_shipped_families_are_known_by_shape(tmp_path: Path) -> None:
     assert any(i.control for i in info.values()) and not all(i.control for i in info.values())
 
 
+#: A user's family reusing a shipped id (`two-dice-negation`, a negation control there).
+USERS_FAMILY = """
+id = "two-dice-negation"
+title = "A deadline family of the user's, under a shipped family's id"
+shape = "deadline"
+control = false
+variables = ["a", "b"]
+constraints = ["a -> b"]
+[[statements]]
+id = "by-2030"
+text = "A crewed lunar base is occupied by 2030."
+formula = "a"
+[[statements]]
+id = "by-2040"
+text = "A crewed lunar base is occupied by 2040."
+formula = "b"
+"""
+
+
+def test_families_are_known_from_the_files_the_run_was_planned_with(tmp_path: Path) -> None:
+    """A spec's `data.families` relative to its own folder does not resolve from the run
+    folder: figure 6 drew the shipped families' shapes for the user's. The files
+    `design.json` records are read; a shipped one no longer where it was recorded (a folder
+    moved to another machine), from this dutchbook's copy."""
+    from panels.families import FAMILIES_DIR
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "dice.toml").write_text(USERS_FAMILY, encoding="utf-8")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "spec.toml").write_text(
+        'name = "f"\n[data]\nfamilies = "mine/"\n[[models]]\nname = "m"\nprovider = "sim"\n'
+        'model = "sim-noisy"\n[[arms]]\nname = "families/isolated"\n', encoding="utf-8"
+    )  # fmt: skip
+    shipped = sorted(FAMILIES_DIR.glob("*.toml"))[0].name
+    files = {
+        "families/dice.toml": {"path": str(mine / "dice.toml"), "sha256": "0"},
+        f"families (shipped)/{shipped}": {"path": f"/gone/{shipped}", "sha256": "0"},
+    }
+    (run / "design.json").write_bytes(orjson.dumps({"dutchbook": "0", "files": files}))
+    info = family_info(run)
+    assert info["two-dice-negation"] == FamilyInfo("deadline", False)
+    assert len(info) == 2  # the user's and the shipped one recorded, none else
+
+
 def test_linked_minus_dispersed_is_paired_on_units() -> None:
     rows = []
     for unit, (linked, dispersed) in {"d1:X": (0.3, 0.1), "d2:X": (0.5, 0.2)}.items():
