@@ -72,6 +72,7 @@ from engine.runlock import (
     LedgerBusy,
     acquire_lock,
     clear_pid,
+    died_record,
     names_this_process,
     read_pid,
     release_lock,
@@ -146,7 +147,10 @@ def _env_seconds(name: str) -> float | None:
 class Ledger:
     """The one writer of a run's journal and shards (see the module docstring)."""
 
-    def __init__(self, run_dir: Path | str, *, fsync: bool = False, pid_file: bool = True) -> None:
+    def __init__(
+        self, run_dir: Path | str, *, fsync: bool = False, pid_file: bool = True,
+        keep_died: bool = False,
+    ) -> None:
         """Open (creating if needed) and recover a run's ledger; same as `Ledger.open`."""
         self.run_dir = Path(run_dir)
         self._journal_dir = self.run_dir / JOURNAL
@@ -158,6 +162,8 @@ class Ledger:
         self._lock_fd: int | None = None
         #: Whether this ledger wrote the pid file, and so clears it at close (`_start`).
         self._clears_pid = False
+        #: A dead run's pid file, put back at close (`keep_died`), else None.
+        self._died: bytes | None = None
         self._writer: JournalWriter | None = None
         self._carried = 0
         self._segment_id = 0
@@ -180,22 +186,28 @@ class Ledger:
         self.interrupted_batch = 0
         #: Set when a write failed for want of space; every lane stops starting attempts.
         self.disk_full: DiskFull | None = None
-        self._start(pid_file)
+        self._start(pid_file, keep_died)
 
     @classmethod
-    def open(cls, run_dir: Path | str, *, fsync: bool = False, pid_file: bool = True) -> Ledger:
+    def open(
+        cls, run_dir: Path | str, *, fsync: bool = False, pid_file: bool = True,
+        keep_died: bool = False,
+    ) -> Ledger:
         """Open (creating if needed) and recover a run's ledger; writes `run.pid` unless told not.
+        `keep_died`: a pid file naming a run that died is put back at close, not cleared (a
+        reparse is not that run's resume: the folder still reads "died" after it).
 
         Raises `LedgerBusy` if another live process has it open.
         """
-        return cls(run_dir, fsync=fsync, pid_file=pid_file)
+        return cls(run_dir, fsync=fsync, pid_file=pid_file, keep_died=keep_died)
 
     # -- lifecycle --------------------------------------------------------------------
 
-    def _start(self, pid_file: bool) -> None:
+    def _start(self, pid_file: bool, keep_died: bool) -> None:
         for directory in (self._journal_dir, self._attempts_dir, self._responses_dir):
             directory.mkdir(parents=True, exist_ok=True)
         self._lock_fd = acquire_lock(self.run_dir, self._journal_dir)
+        self._died = died_record(self.run_dir) if keep_died else None
         # A pid file naming this process already is its caller's (`dutchbook run` writes one
         # with the folder's lock and holds both through scoring and the report): the ledger
         # leaves it for that caller to clear, so the run still reads as live after dispatch.
@@ -216,7 +228,7 @@ class Ledger:
         """Clear the pid file if this ledger wrote it, then let go of the lock (in that order:
         the lock's next holder writes its own)."""
         if self._clears_pid:
-            clear_pid(self.run_dir)
+            clear_pid(self.run_dir, put_back=self._died)
         if self._lock_fd is not None:
             release_lock(self._lock_fd)
             self._lock_fd = None

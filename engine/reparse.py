@@ -209,7 +209,9 @@ def reparse(run_dir: Path | str, parser: str) -> ReparseSummary:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
     summary = ReparseSummary(parser=parser)
-    with Ledger.open(run_dir) as ledger:  # the lock, recovery and a full compaction
+    # The lock, recovery and a full compaction. A dead run's pid file is put back at the end:
+    # the reparse's own, cleared, erased that the run died (`status` then read "stopped").
+    with Ledger.open(run_dir, keep_died=True) as ledger:
         old_frame = scan_responses(run_dir).collect()
         old = {r["request_id"]: r for r in old_frame.iter_rows(named=True)}
         columns = [

@@ -94,10 +94,26 @@ def names_this_process(info: dict[str, Any] | None) -> bool:
     return info is not None and info.get("pid") == os.getpid() and bool(info.get("alive"))
 
 
-def clear_pid(run_dir: Path | str) -> None:
-    """Remove the pid file if it is ours (a clean exit)."""
+def clear_pid(run_dir: Path | str, put_back: bytes | None = None) -> None:
+    """Remove the pid file if it is ours (a clean exit), or put `put_back` there instead (a
+    dead run's own, `died_record`)."""
     if names_this_process(read_pid(run_dir)):
-        (Path(run_dir) / PID_FILE).unlink(missing_ok=True)
+        if put_back is not None:
+            write_bytes_atomic(Path(run_dir) / PID_FILE, put_back, sync=False)
+        else:
+            (Path(run_dir) / PID_FILE).unlink(missing_ok=True)
+
+
+def died_record(run_dir: Path | str) -> bytes | None:
+    """The pid file as written, when it names a writer that died without closing (`status`
+    reads "died" by it), else None."""
+    info = read_pid(run_dir)
+    if info is None or info["alive"]:
+        return None
+    try:
+        return (Path(run_dir) / PID_FILE).read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def _pid_alive(info: dict[str, Any]) -> bool:

@@ -172,6 +172,25 @@ def test_reparse_of_a_strict_run_with_strict_changes_nothing(
     assert scan_responses(tmp_path).sort("request_id").collect().equals(before)
 
 
+def test_a_reparse_leaves_a_dead_runs_record_that_it_died(tmp_path: Path) -> None:
+    """It wrote its own pid file over the dead run's and cleared it at the end: `status`
+    then read "stopped" (closed cleanly), and the audit lost its note that the run died."""
+    import subprocess
+    import sys
+
+    from engine.status import status
+
+    _strict_run(tmp_path)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that named a process once and names none now
+    record = orjson.dumps({"pid": gone.pid, "create_time": 0.0, "host": "here"})
+    (tmp_path / "run.pid").write_bytes(record)
+    assert status(tmp_path)["state"] == "died"
+    reparse(tmp_path, "lenient")
+    assert (tmp_path / "run.pid").read_bytes() == record
+    assert status(tmp_path)["state"] == "died"
+
+
 def test_reparse_refuses_a_live_run(tmp_path: Path) -> None:
     _strict_run(tmp_path)
     with Ledger.open(tmp_path), pytest.raises(LedgerBusy):
