@@ -99,7 +99,12 @@ def report(
         # where "no scores yet; run the campaign" sent its user to a second `run` that the
         # lock refuses; and no reparse or score can change the answers or scores after this.
         if not (run_dir / "scores.parquet").is_file():
-            fail(f"{run_dir} has no scores.parquet yet; run the campaign (or resume it) first")
+            # A resume may be refused (after a strict reparse of a lenient run): `score`
+            # scores the answers held without a call, whatever stopped the run.
+            fail(
+                f"{run_dir} has no scores.parquet yet: `dutchbook score {run_dir}` scores the "
+                "answers it holds, without a call (or run the campaign, or resume it, first)"
+            )
         _refuse_lost_answers(run_dir)
         unfinished = unfinished_line(run_dir)
         stale = stale_scores(run_dir)

@@ -213,3 +213,7 @@ def test_report_on_a_folder_a_run_is_still_planning_says_it_is_being_written(
     (out / "run.pid").unlink()
     idle = CliRunner().invoke(app, ["report", str(out)])  # no run holds it: what it lacks
     assert idle.exit_code == 2 and "no scores.parquet yet" in idle.output, idle.output
+    # A resume may be refused (a lenient run reparsed strict): `score` is always open.
+    assert f"`dutchbook score {out}` scores the answers it holds" in idle.output.replace(
+        "\n", ""
+    )
