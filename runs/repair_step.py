@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from runs.answered_sets import SET_KEY_SCHEMA, AnswerSource, answered_sets, chunks
+from runs.scored_from import REPAIRED, REPAIRED_FROM, answers_now, record_scored_from
 from runs.scoring_step import PartFiles
 from runs.spec import CampaignSpec
 from runs.units import UnitSource
@@ -52,6 +53,7 @@ def _nulls(row: np.ndarray) -> list[float | None]:
 def repair_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None) -> RepairSummary:
     """Write `repaired.parquet`: one row per answered (model, arm, unit, pass, set)."""
     units = units or UnitSource.from_spec(spec)
+    answers = answers_now(run_dir)  # before they are read: what these repairs come from
     source = AnswerSource(run_dir)
     changes: list[float] = []
     count = 0
@@ -95,7 +97,9 @@ def repair_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = Non
                     count += 1
             frame = pl.DataFrame(rows, schema=REPAIRED_SCHEMA)
             parts.add(frame.sort(["unit", "set", "pass"], maintain_order=True))
-        parts.commit(run_dir / "repaired.parquet")
+        (run_dir / REPAIRED_FROM).unlink(missing_ok=True)  # no record of the old beside the new
+        parts.commit(run_dir / REPAIRED)
+    record_scored_from(run_dir, answers, name=REPAIRED_FROM)
     return RepairSummary(
         sets=count,
         with_outcomes=len(changes),

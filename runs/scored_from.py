@@ -17,6 +17,12 @@ names, and when a reparse's answers have that digest the record names their file
 `report` still compares names and sizes only: no answer is read to check.
 
 A folder scored before this file existed has none, and is reported as before.
+
+`repaired.parquet` (`dutchbook repair`) is of the answers too, and a reparse, a resume or a
+`score` after it left it describing answers the folder no longer held, 39 repaired sets of
+answers strict had rejected among them, with no word said. Repair records its answers the
+same way (`REPAIRED_FROM`), and `status`, `score`, `report` and `reparse` say when
+`repaired.parquet` is of other answers (`stale_repairs`), naming the repair to run again.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ from engine.shards import visible_shards
 from runs.damaged_files import check_footers
 
 SCORED_FROM = "scored-from.json"
+#: The same record for `repaired.parquet`, written by `runs.repair_step.repair_run`.
+REPAIRED_FROM = "repaired-from.json"
+REPAIRED = "repaired.parquet"
 #: The record's keys that name the answers' files; `digest`, when present, is their content.
 _FILES = ("responses", "journal")
 
@@ -49,11 +58,32 @@ def answers_now(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def record_scored_from(run_dir: Path, answers: dict[str, Any], digest: str | None = None) -> None:
-    """Note that the folder's scores were computed from `answers` (`answers_now` taken
-    before they were read), whose content has `digest` when known (a reparse's)."""
+def record_scored_from(
+    run_dir: Path, answers: dict[str, Any], digest: str | None = None, name: str = SCORED_FROM
+) -> None:
+    """Note that the folder's scores (or, by `name`, its repairs) were computed from
+    `answers` (`answers_now` taken before they were read), whose content has `digest` when
+    known (a reparse's)."""
     record = {key: answers[key] for key in _FILES} | ({"digest": digest} if digest else {})
-    write_bytes_atomic(run_dir / SCORED_FROM, orjson.dumps(record, option=orjson.OPT_INDENT_2))
+    write_bytes_atomic(run_dir / name, orjson.dumps(record, option=orjson.OPT_INDENT_2))
+
+
+def stale_repairs(run_dir: Path) -> str | None:
+    """A line saying `repaired.parquet` is of answers the folder no longer holds as they
+    were, with the repair that writes it again; None when it is of these (or there is none,
+    or no record of what it was computed from: a folder repaired before the record)."""
+    if not (run_dir / REPAIRED).is_file():
+        return None
+    try:
+        record = orjson.loads((run_dir / REPAIRED_FROM).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if isinstance(record, dict) and {k: record.get(k) for k in _FILES} == answers_now(run_dir):
+        return None
+    return (
+        f"{run_dir / REPAIRED} was computed from answers the folder no longer holds as they "
+        f"were (a reparse or a resume since): `dutchbook repair {run_dir}` writes it again"
+    )
 
 
 def read_scored_from(run_dir: Path) -> dict[str, Any] | None:
@@ -108,10 +138,12 @@ def stale_scores(run_dir: Path) -> str | None:
 
 
 __all__ = [
+    "REPAIRED_FROM",
     "SCORED_FROM",
     "answers_now",
     "follow_reparse",
     "read_scored_from",
     "record_scored_from",
+    "stale_repairs",
     "stale_scores",
 ]

@@ -17,7 +17,16 @@ from runs.commands._errors import disk_full_says, interrupt_says_rerun, path_giv
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
 from runs.output import stdout_console
-from runs.scored_from import SCORED_FROM, follow_reparse, read_scored_from, stale_scores
+from runs.scored_from import (
+    REPAIRED_FROM,
+    SCORED_FROM,
+    answers_now,
+    follow_reparse,
+    read_scored_from,
+    record_scored_from,
+    stale_repairs,
+    stale_scores,
+)
 
 
 class Parser(StrEnum):
@@ -47,12 +56,16 @@ def reparse(
     ):
         fresh = (run_dir / SCORED_FROM).exists() and stale_scores(run_dir) is None
         scored = read_scored_from(run_dir)
+        repaired = (run_dir / REPAIRED_FROM).is_file() and stale_repairs(run_dir) is None
         summary = run_reparse(run_dir, parser.value)
         changed = summary.newly_accepted + summary.newly_rejected + summary.values_changed
         # The answers scored, in a new shard (unchanged, or a round trip back): scores hold.
         holds = follow_reparse(
             run_dir, scored, fresh, summary.answers_digest_before, summary.answers_digest_after
         )
+        if repaired and not changed:  # the answers repaired, in a new shard: repairs hold
+            record_scored_from(run_dir, answers_now(run_dir), name=REPAIRED_FROM)
+        repairs = stale_repairs(run_dir)
     if as_json:
         typer.echo(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode())
         return
@@ -82,6 +95,8 @@ def reparse(
             markup=False,
             soft_wrap=True,
         )
+    if repairs:
+        console.print(f"warning: {repairs}", style="yellow", markup=False, soft_wrap=True)
     if summary.skipped_without_keys:
         console.print(
             f"[yellow]{plural(summary.skipped_without_keys, 'request')} skipped: no plan.parquet "

@@ -24,7 +24,7 @@ from runs.commands._errors import (
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
 from runs.output import stdout_console
-from runs.scored_from import stale_scores
+from runs.scored_from import stale_repairs, stale_scores
 
 
 def build_report(run_dir: Path, console: Console) -> Path:
@@ -122,6 +122,9 @@ def report(
         console.print(f"warning: {unfinished}", style="yellow", highlight=False, markup=False,
                       soft_wrap=True)
     console.print(f"report: {page}", highlight=False, soft_wrap=True)
+    if repairs := stale_repairs(run_dir):  # not in the report, but published beside it
+        console.print(f"warning: {repairs}", style="yellow", highlight=False, markup=False,
+                      soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -145,6 +145,14 @@ def score(
         f"{plural(frame['arm'].n_unique(), 'arm')}): "
         f"{run_dir / 'scores.parquet'}, forecasts.parquet, averaged.parquet"
     )
+    _say_stale_repairs(run_dir)
+
+
+def _say_stale_repairs(run_dir: Path) -> None:
+    from runs.scored_from import stale_repairs
+
+    if repairs := stale_repairs(run_dir):
+        typer.echo(f"warning: {repairs}", err=True)
 
 
 def repair(

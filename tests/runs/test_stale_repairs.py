@@ -1,0 +1,81 @@
+"""`repaired.parquet` of answers the folder no longer holds is said, with the repair to run
+again (`runs.scored_from.stale_repairs`).
+
+A tester repaired a lenient run, reparsed it strict and scored it: every command exited 0,
+and `repaired.parquet` still held 39 repaired sets of answers strict had rejected.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from runs.cli import app
+from runs.scored_from import REPAIRED_FROM
+from tests.runs.run_folders import finish_run
+
+#: Answers in fractions: lenient takes them, strict rejects them.
+FRACTIONS_SPEC = """
+name = "fractions"
+seed = 5
+parser = "lenient"
+[data]
+stock_days = 2
+[[models]]
+name = "m"
+provider = "sim"
+model = "sim-fraction"
+[[arms]]
+name = "baseline"
+"""
+STALE = "repaired.parquet was computed from answers the folder no longer holds"
+
+
+@pytest.fixture(scope="module")
+def repaired(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = finish_run(tmp_path_factory.mktemp("stale-repairs"), FRACTIONS_SPEC)
+    done = CliRunner().invoke(app, ["repair", str(run)])
+    assert done.exit_code == 0, done.output
+    return run
+
+
+def _warnings(run: Path) -> list[str]:
+    said = CliRunner().invoke(app, ["status", str(run), "--json"])
+    assert said.exit_code == 0, said.output
+    return list(orjson.loads(said.stdout)["warnings"])
+
+
+def test_repairs_of_answers_a_reparse_changed_are_said_until_repaired_again(
+    repaired: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(repaired, run)
+    assert (run / REPAIRED_FROM).is_file() and not any(STALE in w for w in _warnings(run))
+    strict = CliRunner().invoke(app, ["reparse", str(run), "--parser", "strict"])
+    assert strict.exit_code == 0, strict.output
+    said = strict.output.replace("\n", "")
+    assert STALE in said and f"`dutchbook repair {run}` writes it again" in said
+    assert any(STALE in w for w in _warnings(run))
+    scored = CliRunner().invoke(app, ["score", str(run)])
+    assert scored.exit_code == 0 and STALE in scored.stderr.replace("\n", ""), scored.output
+    report = CliRunner().invoke(app, ["report", str(run)])
+    assert report.exit_code == 0 and STALE in report.output.replace("\n", ""), report.output
+    again = CliRunner().invoke(app, ["repair", str(run)])
+    assert again.exit_code == 0, again.output
+    assert not any(STALE in w for w in _warnings(run))
+
+
+def test_a_reparse_that_changes_no_answer_leaves_the_repairs_current(
+    repaired: Path, tmp_path: Path
+) -> None:
+    """It writes the same answers into a new shard: the repairs are still of them."""
+    run = tmp_path / "run"
+    shutil.copytree(repaired, run)
+    same = CliRunner().invoke(app, ["reparse", str(run), "--parser", "lenient"])
+    assert same.exit_code == 0, same.output
+    assert STALE not in same.output.replace("\n", "")
+    assert not any(STALE in w for w in _warnings(run))
