@@ -117,6 +117,12 @@ def _may_hold_shape(text: str) -> bool:
     return any(anchor in lowered for anchor in _SHAPE_ANCHORS)
 
 
+def looks_like_credential(text: str) -> bool:
+    """Whether `text` holds something shaped like a credential (`_SHAPES`): a spec refuses
+    such a value wherever it stands (`runs.spec`), never showing it."""
+    return _may_hold_shape(text) and _SHAPES.search(text) is not None
+
+
 def _mask_shape(match: re.Match[str]) -> str:
     """The mask, keeping the `Bearer ` or `?key=` that says what was there."""
     return (match.group(1) or match.group(2) or "") + MASK

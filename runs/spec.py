@@ -261,6 +261,15 @@ def parse_spec(
     data = _parse_data(raw.get("data", {}), path, must_exist=data_must_exist)
     models = _parse_models(raw.get("models"), path)
     arms = _parse_arms(raw.get("arms"), path, arm_names, {m.name for m in models})
+    if (where := _credential_at(raw)) is not None:  # after the checks that name a key's role
+        raise SpecError(
+            path,
+            where,
+            "not used: it holds what looks like a credential (not shown); a key never goes in "
+            "a spec: put it in an environment variable and give that variable's name as "
+            "api_key_env (in a run folder's spec.toml, remove it there and from "
+            "spec-history.jsonl beside it)",
+        )
     return CampaignSpec(
         name=name,
         seed=seed,
@@ -275,6 +284,26 @@ def parse_spec(
         sim_faults=sim_faults,
         text=text,
     )
+
+
+def _credential_at(value: Any, where: str = "") -> str | None:
+    """Where in a spec's table a string shaped like a credential stands (`models[0].about`),
+    or None. A key pasted where a variable's name goes (`api_key_env = "gsk_..."`) passed the
+    name check, was printed in the "set gsk_... first" line, and was frozen into the run
+    folder with the spec."""
+    from providers.secrets import looks_like_credential
+
+    if isinstance(value, str):
+        return where if looks_like_credential(value) else None
+    items = (
+        value.items() if isinstance(value, Mapping)
+        else enumerate(value) if isinstance(value, list) else ()
+    )  # fmt: skip
+    for key, item in items:
+        inner = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else key
+        if (found := _credential_at(item, inner)) is not None:
+            return found
+    return None
 
 
 def _check_faults(value: str, path: Path) -> None:

@@ -319,6 +319,33 @@ def test_every_credential_spelling_is_refused_with_the_way_to_give_one(
     assert "sk-live-123" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("line", "where"),
+    [
+        ('api_key_env = "gsk_TESTSECRET123"', "models[0].api_key_env"),
+        ('base_url_env = "AKIAIOSFODNN7EXAMPLE"', "models[0].base_url_env"),
+        ('about = "ours, key sk-abcdefgh12345"', "models[0].about"),
+    ],
+)
+def test_a_value_shaped_like_a_key_is_refused_wherever_it_stands_never_shown(
+    tmp_path: Path, line: str, where: str
+) -> None:
+    """A key pasted where a variable's name goes passed the name check, was printed in the
+    run's "set gsk_... first" line and frozen into the run folder with the spec."""
+    path = write(tmp_path, GOOD.replace("rpm = 600", f"rpm = 600\n{line}", 1))
+    with pytest.raises(SpecError) as info:
+        load_spec(path, arm_names=ARMS)
+    assert info.value.key == where
+    assert "looks like a credential (not shown)" in str(info.value)
+    secret = line.split('"')[1].split()[-1]
+    assert secret not in str(info.value)
+
+
+def test_words_that_only_hold_a_keys_letters_are_not_taken_for_one(tmp_path: Path) -> None:
+    about = 'about = "risk-aware, task-skewed: asks for a key= nothing"'
+    load_spec(write(tmp_path, GOOD.replace("rpm = 600", f"rpm = 600\n{about}", 1)), arm_names=ARMS)
+
+
 @pytest.mark.parametrize("name", ["two\\nlines", "tab\\there", "red\\u001b[31m", "x\\u2028y"])
 def test_a_model_name_with_a_control_character_is_refused(tmp_path: Path, name: str) -> None:
     path = write(tmp_path, GOOD.replace('name = "a"', f'name = "{name}"', 1))
