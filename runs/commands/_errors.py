@@ -146,6 +146,11 @@ def _in_the_way(exc: OSError) -> str:
         paths = [p for n in names for p in (Path(n), *Path(n).parents)]
         found = next((p for p in paths if p.exists() and not p.is_dir()), None)
         what = "a file where a folder goes"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        return (
+            " (this user may not use it, or the folder it is in: give it the access it "
+            "lacks, then run the same command again)"
+        )
     else:
         return ""
     if found is None:

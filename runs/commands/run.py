@@ -139,7 +139,11 @@ def _run_with_workers(
             from runs.pipeline import RunBusy, RunError, run_campaign
             from runs.planner import CampaignTooLarge
 
-        with user_errors(RunError, FileNotFoundError, CampaignTooLarge), imports_frozen():
+        # PermissionError: a file or folder of a run folder this user may not write (its
+        # `logs/`, `journal/`, `spec-history.jsonl`) ended a resume in a traceback.
+        with user_errors(
+            RunError, FileNotFoundError, CampaignTooLarge, PermissionError
+        ), imports_frozen():
             try:
                 return asyncio.run(
                     run_campaign(

@@ -226,6 +226,32 @@ def test_run_says_in_one_line_when_its_folder_cannot_be_made(
     assert_one_clean_line(output, f"cannot make the run folder {run_dir}", "Permission denied")
 
 
+def test_a_resume_says_in_one_line_what_in_its_folder_it_may_not_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run folder whose `journal/` (or `logs/`, `spec-history.jsonl`) this user may not
+    write ended a resume in a traceback."""
+    import os
+
+    spec = write_spec(tmp_path)
+    run_dir = tmp_path / "run"
+    code, output = invoke("run", str(spec), "--out", str(run_dir))
+    assert code == 0, output
+    journal, real_open = run_dir / "journal", os.open
+
+    def denied(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if Path(path).parent == journal and flags & os.O_CREAT:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", denied)
+    code, output = invoke("run", str(spec), "--out", str(run_dir))
+    assert code == 2, output
+    assert_one_clean_line(
+        output, f"Permission denied: {journal}", "give it the access it lacks, then run the same"
+    )
+
+
 @pytest.mark.parametrize("command", ["run", "status", "audit", "reparse", "score", "repair",
                                      "report"])  # fmt: skip
 def test_a_folder_name_too_long_is_said_in_one_line(tmp_path: Path, command: str) -> None:
