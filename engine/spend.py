@@ -139,6 +139,8 @@ class SpendCap:
         self.reserved_usd = 0.0  # worst cases of attempts in flight
         self.in_flight = 0
         self.reached = False
+        #: The worst case of the attempt that did not fit when the cap was reached by it.
+        self.unfit_usd: float | None = None
         self._changed = asyncio.Event()
 
     @property
@@ -146,7 +148,18 @@ class SpendCap:
         return self.spent_before_usd + self.spent_now_usd
 
     def message(self) -> str:
-        return f"spend cap reached: {dollars(self.spent_usd)} of {dollars(self.budget_usd)}"
+        """"spend cap reached: $X of $Y", and when an attempt's worst case did not fit, why:
+        a cap between a campaign's typical and worst cost stopped after one answer at 3% of
+        the budget, saying only "reached", and every resume stopped so."""
+        said = f"spend cap reached: {dollars(self.spent_usd)} of {dollars(self.budget_usd)}"
+        if self.unfit_usd is None:
+            return said
+        left = max(0.0, self.budget_usd - self.spent_usd)
+        return (
+            f"{said}; the next attempt could cost up to {dollars(self.unfit_usd)} (its prompt "
+            f"and its whole output cap: a lower max_tokens reserves less), more than the "
+            f"{dollars(left)} left"
+        )
 
     def _reach(self) -> None:
         self.reached = True
@@ -158,6 +171,7 @@ class SpendCap:
             if self.reached:
                 return False
             if self.spent_usd + worst_usd > self.budget_usd:
+                self.unfit_usd = worst_usd
                 self._reach()
                 return False
             if self.spent_usd + self.reserved_usd + worst_usd <= self.budget_usd:

@@ -207,6 +207,16 @@ def check_max_cost(max_cost: float | None) -> None:
         raise RunError(f"--max-cost must be a number of USD, 0 or more, not {max_cost}")
 
 
+def dollars_apart(first: float, second: float) -> tuple[str, str]:
+    """Two amounts in dollars with decimals enough to tell them apart (to cents at least):
+    an estimate of $0.0158 over a cap of $0.0151 read "$0.02 exceeds --max-cost $0.02"."""
+    for places in (2, 4, 6, 8):
+        pair = (f"${first:,.{places}f}", f"${second:,.{places}f}")
+        if pair[0] != pair[1]:
+            break
+    return pair
+
+
 def check_run_folder(run_dir: Path) -> None:
     """Refuse, before anything is planned, a run folder that a file stands in the way of
     (the folder itself or one of its parents), or that this process may not write in (a
@@ -287,7 +297,8 @@ def check_cap_counts(spec: CampaignSpec, max_cost: float | None) -> None:
     paid = any(m.provider != "sim" for m in spec.models)
     if paid and len(unpriced(spec.models)) == len(spec.models):
         raise RunError(
-            f"--max-cost ${max_cost:,.2f} would cap nothing: no model of the spec has prices "
+            f"--max-cost {dollars_apart(max_cost, 0)[0]} would cap nothing: no model of the spec "
+            "has prices "
             "(price_in and price_out, or batch prices for a batch model); add them, or leave "
             "--max-cost out"
         )
@@ -460,6 +471,7 @@ async def run_campaign(
     clock = PhaseClock()
     console = console or stdout_console()
     check_max_cost(max_cost)
+    max_cost = None if max_cost is None else max_cost + 0.0  # -0.0 is 0 ("$-0.00" was said)
     spec = load_spec(spec_path)
     check_simulator_options(spec, rehearse, faults, sim_url)
     check_cap_counts(spec, max_cost)
@@ -604,7 +616,9 @@ async def _campaign(
     max_cost = options.max_cost
     if max_cost is not None and cost is not None and cost > max_cost and not options.rehearse:
         raise RunError(
-            f"estimated cost ${cost:,.2f} exceeds --max-cost ${max_cost:,.2f}; nothing was sent"
+            "estimated cost {} exceeds --max-cost {}; nothing was sent".format(
+                *dollars_apart(cost, max_cost)
+            )
         )
     make_run_folder(run_dir)
     lock_fd = take_folder_lock(run_dir)

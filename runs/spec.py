@@ -106,6 +106,9 @@ _ARM_KEYS = {"name", "passes", "models"}
 #: most `runs.planner.MAX_CAMPAIGN_QUERIES`), which must stay a 64-bit integer: a 45-digit
 #: `max_tokens` planned the campaign and then ended `run` in orjson's TypeError traceback.
 MAX_TOKENS = 2**31 - 1
+#: The most a price may be, USD per million tokens: far above any model's (a few hundred),
+#: and low enough that no campaign's cost overflows to infinity (1e305 printed "$inf").
+MAX_PRICE = 1e6
 #: Longest `about` text a model may carry (one line of the report).
 ABOUT_MAX = 200
 #: Longest `price_source` (a pricing page's address or a citation).
@@ -142,10 +145,14 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "location": ((str,), "a Google Cloud location such as us-central1"),
     "api_version": ((str,), "an API version string"),
     "timeout_s": ((int, float), "seconds > 0"),
-    "price_in": ((int, float), "USD per million input tokens >= 0"),
-    "price_out": ((int, float), "USD per million output tokens >= 0"),
-    "batch_price_in": ((int, float), "USD per million input tokens through the batch API >= 0"),
-    "batch_price_out": ((int, float), "USD per million output tokens through the batch API >= 0"),
+    "price_in": ((int, float), "USD per million input tokens, 0 to 1,000,000"),
+    "price_out": ((int, float), "USD per million output tokens, 0 to 1,000,000"),
+    "batch_price_in": (
+        (int, float), "USD per million input tokens through the batch API, 0 to 1,000,000"
+    ),
+    "batch_price_out": (
+        (int, float), "USD per million output tokens through the batch API, 0 to 1,000,000"
+    ),
     "price_date": ((str,), "the date the prices were read, as YYYY-MM-DD"),
     "price_source": (
         (str,),
@@ -480,7 +487,7 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
         "temperature": lambda v: 0 <= v <= 2,
         "max_tokens": lambda v: 1 <= v <= MAX_TOKENS,
         "timeout_s": lambda v: v > 0,
-        **{key: (lambda v: v >= 0) for key in _PRICE_FIELDS},
+        **{key: (lambda v: 0 <= v <= MAX_PRICE) for key in _PRICE_FIELDS},
         **{key: (lambda v: v >= 1) for key in ("batch_max_lines", "batch_max_bytes",
                                                 "batch_max_jobs")},
     }

@@ -193,3 +193,25 @@ def test_spend_never_passes_the_budget_and_is_not_abandoned_early(
         assert cap.reached
         # the first refusal was for an attempt whose worst case truly did not fit
         assert any(cap.spent_usd + w > budget - 1e-9 for w in refused)
+
+
+def test_a_cap_reached_by_a_worst_case_says_why_and_what_lowers_it() -> None:
+    """A cap between a campaign's typical and worst cost stopped after one answer at 3% of
+    the budget, saying only "spend cap reached: $0.0005 of $0.0175", and so on every resume."""
+
+    async def scenario() -> SpendCap:
+        cap = SpendCap(0.01)
+        assert await cap.reserve(0.009)
+        cap.settle(0.009, 0.002)
+        assert not await cap.reserve(0.009)
+        return cap
+
+    cap = asyncio.run(scenario())
+    assert cap.reached and cap.message() == (
+        "spend cap reached: $0.0020 of $0.0100; the next attempt could cost up to $0.0090 (its "
+        "prompt and its whole output cap: a lower max_tokens reserves less), more than the "
+        "$0.0080 left"
+    )
+    spent = SpendCap(0.01)
+    spent.add(0.011)  # a batch job's collected lines: no attempt's worst case is at stake
+    assert spent.message() == "spend cap reached: $0.0110 of $0.0100"
