@@ -225,7 +225,11 @@ def check_run_folder(run_dir: Path) -> None:
     try:
         _check_run_folder(run_dir)
     except OSError as exc:  # a name too long, a parent it may not look in: not ENOENT
-        raise RunError(f"cannot make a run folder at {run_dir}: {exc.strerror or exc}") from None
+        # A file of the folder it may not read (its plan) is named, not the folder, which
+        # exists and was said to be one it "cannot make".
+        inside = exc.filename is not None and Path(exc.filename).parent == run_dir
+        what = f"cannot read {exc.filename}" if inside else f"cannot make a run folder at {run_dir}"
+        raise RunError(f"{what}: {exc.strerror or exc}") from None
 
 
 def check_abandon(run_dir: Path, names: Iterable[str]) -> frozenset[str]:

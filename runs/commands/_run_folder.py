@@ -25,7 +25,8 @@ def require_run_folder(run_dir: Path) -> None:
     try:
         _require_run_folder(run_dir)
     except OSError as exc:  # a name too long, a folder it may not look in: not ENOENT
-        fail(f"cannot look at {run_dir}: {exc.strerror or exc}")
+        # A file of the folder it may not read (its plan, hashed here) is named, not the folder.
+        fail(f"cannot look at {exc.filename or run_dir}: {exc.strerror or exc}")
 
 
 def _require_run_folder(run_dir: Path) -> None:

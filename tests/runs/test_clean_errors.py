@@ -252,6 +252,32 @@ def test_a_resume_says_in_one_line_what_in_its_folder_it_may_not_write(
     )
 
 
+def test_a_plan_it_may_not_read_is_named_not_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`status` said "cannot look at DIR" and `run` "cannot make a run folder at DIR" of a
+    folder that exists, when its `plan.parquet` was what this user could not read."""
+    import runs.plan_checksums
+
+    spec = write_spec(tmp_path)
+    run_dir = tmp_path / "run"
+    code, output = invoke("run", str(spec), "--out", str(run_dir))
+    assert code == 0, output
+    plan = run_dir / "plan_members.parquet"  # the first of the plan's files hashed
+
+    def denied(path: Path) -> str:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(runs.plan_checksums, "file_sha256", denied)
+    for command, said in (("status", "cannot look at"), ("audit", "cannot look at")):
+        code, output = invoke(command, str(run_dir))
+        assert code == 2, output
+        assert_one_clean_line(output, f"{said} {plan}: Permission denied")
+    code, output = invoke("run", str(spec), "--out", str(run_dir))
+    assert code == 2, output
+    assert_one_clean_line(output, f"cannot read {plan}: Permission denied")
+
+
 @pytest.mark.parametrize("command", ["run", "status", "audit", "reparse", "score", "repair",
                                      "report"])  # fmt: skip
 def test_a_folder_name_too_long_is_said_in_one_line(tmp_path: Path, command: str) -> None:
