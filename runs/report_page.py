@@ -337,6 +337,8 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
             if across.get("brier_pairs_excluding_zero") is not None:
                 text += f", Brier {across['brier_pairs_excluding_zero']} of {pairs}"
             facts.append(text + f" (on {plural(int(across.get('units') or 0), 'common unit')})")
+        if across.get("pairs_not_counted"):
+            facts.append(f"pairwise differences not counted: {across['pairs_not_counted']}")
         if facts:
             out.append(f"<p>{esc('; '.join(facts))}.</p>")
     return out

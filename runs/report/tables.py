@@ -72,6 +72,8 @@ def headline_lines(summary: dict[str, Any], out: Path) -> list[str]:
                 f"{across['profit_pairs_excluding_zero']}/{across['pairs']}"
                 + (f", Brier {brier}/{across['pairs']}" if brier is not None else "")
             )
+        if across.get("pairs_not_counted"):
+            parts.append(f"pairs not counted: {across['pairs_not_counted']}")
         lines.append("; ".join(parts))
     repeated = summary.get("repeated_elicitation") or []
     if repeated:
@@ -403,6 +405,12 @@ def _across_text(across: dict[str, Any], arm: str) -> str:
     if n < 2:
         return f"on {arm}: {plural(n, 'scored model')}, so no pair of models to compare"
     pairs = across["pairs"]
+    if across.get("pairs_not_counted"):
+        return (
+            f"on {arm} ({n} scored models): Spearman(profit, Brier) = "
+            f"{_fmt(across['spearman_profit_brier'], 4)}; pairwise differences not counted: "
+            f"{across['pairs_not_counted']}"
+        )
     return (
         f"on {arm} ({n} scored models, {plural(across['units'], 'common unit')}): "
         f"Spearman(profit, Brier) = {_fmt(across['spearman_profit_brier'], 4)}; pairwise "

@@ -212,6 +212,24 @@ def test_across_models_spearman_and_pairwise_counts(tmp_path: Path) -> None:
     assert "profit 5/6, Brier 4/6" in text
 
 
+def test_pairs_beyond_the_limit_are_said_not_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """3,000 models made 4.5 million pairs, whose bootstrap samples ran a tester's report out
+    of memory. Over `MAX_PAIRS` the counts are null, and every view says why."""
+    import runs.report.data
+
+    monkeypatch.setattr(runs.report.data, "MAX_PAIRS", 5)  # four models make six pairs
+    rows = [row(m, "baseline", u, 0, 0.01, brier=0.2) for m in "abcd" for u in UNITS]
+    summary, text = report(tmp_path, frame(rows))
+    across = summary["across_models"]
+    assert across["pairs"] == 6
+    assert across["profit_pairs_excluding_zero"] is None is across["brier_pairs_excluding_zero"]
+    said = "6 pairs of models, more than the 5 counted"
+    assert said in across["pairs_not_counted"] and said in text
+    assert said in (tmp_path / "report" / "leaderboard.txt").read_text(encoding="utf-8")
+
+
 def _good_and_flaky_families() -> list[dict[str, Any]]:
     """Five families answered by "good" (three arbitrage-free) and by "flaky", which answered
     only 60% of its questions: its large profits must not show as incoherence."""
