@@ -475,7 +475,8 @@ async def run_campaign(
     clock = PhaseClock()
     console = console or stdout_console()
     check_max_cost(max_cost)
-    max_cost = None if max_cost is None else max_cost + 0.0  # -0.0 is 0 ("$-0.00" was said)
+    # -0.0 is 0 ("$-0.00" was said); inf is no cap ("spend: $0.0148 of the $inf cap").
+    max_cost = None if max_cost is None or math.isinf(max_cost) else max_cost + 0.0
     spec = load_spec(spec_path)
     check_simulator_options(spec, rehearse, faults, sim_url)
     check_cap_counts(spec, max_cost)

@@ -228,3 +228,21 @@ def test_an_estimate_over_the_cap_is_said_with_decimals_enough_to_see_it() -> No
     assert dollars_apart(0.0158, 0.0151) == ("$0.0158", "$0.0151")
     assert dollars_apart(1234.5, 1.0) == ("$1,234.50", "$1.00")
     assert dollars_apart(0.0158, -0.0 + 0.0) == ("$0.02", "$0.00")
+
+
+def test_max_cost_inf_is_no_cap(tmp_path: Path) -> None:
+    """It ran as a cap of infinity: "spend: $0.0148 of the $inf cap"."""
+    from typer.testing import CliRunner
+
+    from runs.cli import app
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        'name = "inf"\n[data]\nstock_days = 2\n[[models]]\nname = "m"\nprovider = "sim"\n'
+        'model = "sim-coherent"\nprice_in = 1.0\nprice_out = 2.0\n[[arms]]\nname = "baseline"\n',
+        encoding="utf-8",
+    )
+    done = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "run"),
+                                    "--max-cost", "inf"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert "$inf" not in done.output and "spend: " not in done.output, done.output
