@@ -66,7 +66,32 @@ def audit(
             f"{why}: a request counted as given up is one not answered yet, which running "
             "the same command again asks again unless its answer-failure budget is spent"
         )
+    elif (again := _asked_again(report)) is not None:
+        note = again
     render(report, stdout_console(), title=str(run_dir), note=note)
+
+
+def _asked_again(report: Audit) -> str | None:
+    """For a run that ended: its requests given up other than with their answer-failure
+    budget spent, which running the same command again asks again (`max_attempts` is per
+    run, and a lane a permanent failure stopped starts again); None when there are none, or
+    a spend cap stopped a lane (a resume asks nothing until --max-cost is raised, as the
+    run's own line says). "Given up" alone read as given up for good."""
+    from engine.console_lines import plural
+
+    totals = report.totals
+    again = totals.given_up_total - totals.answer_budget_spent
+    capped = any(
+        end["state"] == "cancelled" and str(end["reason"]).startswith("spend cap")
+        for end in report.lane_ends
+    )
+    if again <= 0 or capped:
+        return None
+    return (
+        f"{plural(again, 'request')} counted as given up {'was' if again == 1 else 'were'} "
+        f"given up by the run that asked {'it' if again == 1 else 'them'} (max_attempts is per "
+        f"run): running the same command again asks {'it' if again == 1 else 'them'} again"
+    )
 
 
 def _stopped_early(report: Audit, writer: dict[str, Any] | None) -> str | None:

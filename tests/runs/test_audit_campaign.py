@@ -221,6 +221,34 @@ def test_the_audit_of_a_run_stopped_early_says_given_up_is_not_yet_answered(
     assert "asks again unless its answer-failure budget is spent" in note
 
 
+def test_the_audit_of_a_run_that_ended_says_its_given_up_requests_are_asked_again(
+    tmp_path: Path,
+) -> None:
+    """`max_attempts` is per run: requests a run gave up after it are asked again by the
+    same command, which "given up" alone did not say; those whose answer-failure budget is
+    spent are not (the note counts the others only)."""
+    from runs.audit import run_audit
+
+    spec = tmp_path / "errors.toml"
+    spec.write_text(
+        'name = "errors"\nseed = 1\nmax_attempts = 1\nmax_answer_failures = 1\n'
+        'sim_faults = "server_error=0.3"\n[data]\nstock_days = 2\n[[models]]\nname = "m"\n'
+        'provider = "sim"\nmodel = "sim-coherent"\n[[arms]]\nname = "baseline"\n',
+        encoding="utf-8",
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    CliRunner().invoke(app, ["run", str(spec), "--out", str(run_dir)])
+    totals = run_audit(run_dir).totals
+    again = totals.given_up_total - totals.answer_budget_spent
+    assert again > 1, totals  # server errors: given up after their one attempt
+    shown = CliRunner().invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "300"})
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.splitlines()[1] == (
+        f"{again} requests counted as given up were given up by the run that asked them "
+        "(max_attempts is per run): running the same command again asks them again"
+    )
+
+
 def test_audit_of_a_run_that_died_while_planning_says_so(tmp_path: Path) -> None:
     """A run killed while it planned leaves a spec and no plan: `audit` said "No retry
     attempts: every attempt was accepted (0 requests)." where `status` says the run died
