@@ -118,9 +118,24 @@ def _may_hold_shape(text: str) -> bool:
 
 
 def looks_like_credential(text: str) -> bool:
-    """Whether `text` holds something shaped like a credential (`_SHAPES`): a spec refuses
-    such a value wherever it stands (`runs.spec`), never showing it."""
-    return _may_hold_shape(text) and _SHAPES.search(text) is not None
+    """Whether `text` holds a credential, as a spec's value (`runs.spec` refuses it, never
+    showing it): a match of `_SHAPES` of at least `_CREDENTIAL_CHARS` characters holding a
+    digit, not a query string's. Stricter than the masking, which may mask a look-alike at
+    no cost: a spec must not refuse "my-org/llama-3-8b-sk-instruct", a folder
+    "sk-experiments", or a price source's "?key=pricing" link."""
+    if not _may_hold_shape(text):
+        return False
+    return any(
+        match.group(2) is None
+        and len(token := match.group(0)) >= _CREDENTIAL_CHARS
+        and any(c.isdigit() for c in token)
+        for match in _SHAPES.finditer(text)
+    )
+
+
+#: The shortest credential `looks_like_credential` takes for one (every provider's keys and
+#: AWS's access key ids are longer; the shapes' prefixes count).
+_CREDENTIAL_CHARS = 16
 
 
 def _mask_shape(match: re.Match[str]) -> str:

@@ -38,9 +38,12 @@ def scratch_folder(kind: str) -> tempfile.TemporaryDirectory[str]:
 
 def remove_folder_scratch(run_dir: Path) -> list[Path]:
     """Remove the scratch folders in `run_dir`; call only with the folder's lock held."""
+    from runs.report_folder import STAGE_PREFIX, is_stage
+
     removed = []
     for path in sorted(run_dir.iterdir()):
-        if path.is_dir() and path.name.startswith(FOLDER_SCRATCH):
+        ours = not path.name.startswith(STAGE_PREFIX) or is_stage(path.name)
+        if path.is_dir() and path.name.startswith(FOLDER_SCRATCH) and ours:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed

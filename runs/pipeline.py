@@ -213,8 +213,8 @@ def dollars_apart(first: float, second: float) -> tuple[str, str]:
     for places in (2, 4, 6, 8):
         pair = (f"${first:,.{places}f}", f"${second:,.{places}f}")
         if pair[0] != pair[1]:
-            break
-    return pair
+            return pair
+    return f"${first:,.2f}", f"${second:,.2f}"  # apart by less than that: cents will do
 
 
 def check_run_folder(run_dir: Path) -> None:
@@ -294,15 +294,14 @@ def check_cap_counts(spec: CampaignSpec, max_cost: float | None) -> None:
     """A finite `--max-cost` must have a paid model's usage to count: with no model priced
     the cap counts nothing, and a run meant to be capped would spend without limit (a warning
     at the start and a line at the end were all it got). The simulator's models cost nothing."""
-    from engine.spend import unpriced
+    from engine.spend import dollars, unpriced
 
-    if max_cost is None or math.isinf(max_cost):
+    if max_cost is None:  # `run_campaign` made an infinite one None: no cap
         return
     paid = any(m.provider != "sim" for m in spec.models)
     if paid and len(unpriced(spec.models)) == len(spec.models):
         raise RunError(
-            f"--max-cost {dollars_apart(max_cost, 0)[0]} would cap nothing: no model of the spec "
-            "has prices "
+            f"--max-cost {dollars(max_cost)} would cap nothing: no model of the spec has prices "
             "(price_in and price_out, or batch prices for a batch model); add them, or leave "
             "--max-cost out"
         )

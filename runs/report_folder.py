@@ -8,8 +8,10 @@ place, in one atomic exchange of the two folders (Linux's `renameat2(RENAME_EXCH
 A report that fails or is killed leaves the last whole report as it was; its scratch folder
 is removed by whoever takes the folder's lock next (`runs.leftovers.FOLDER_SCRATCH`).
 
-Files in the old `report/` that the new report does not write (a user's notes, a figure an
-earlier report drew) are carried over, as writing in place kept them: linked, not copied.
+Files in the old `report/` that the new report does not write (a user's notes, a table an
+earlier version wrote) are carried over, as writing in place kept them: linked, not copied;
+a figure this report left out is not (writing in place removed it). The folder keeps its mode
+and group. A link, a mount point, or a folder holding a mount is written in place, as before.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import contextlib
 import ctypes
 import errno
 import os
+import re
 import shutil
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,9 +41,14 @@ _NO_EXCHANGE = frozenset({errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNO
 @contextlib.contextmanager
 def staged_report(run_dir: Path) -> Iterator[Path]:
     """A fresh folder to write a report into; once the block ends without an exception it
-    becomes `run_dir/report` (`report_dir`), else it is removed and `report/` stays."""
+    becomes `run_dir/report` (`report_dir`), else it is removed and `report/` stays.
+
+    `report/` is written in place, as before, where a swap cannot be had safely: a link to
+    a folder elsewhere (the link would be replaced), a mount point (it cannot be renamed) or a
+    folder holding one (a mount does not move with its folder's rename, and removing the old
+    report would cross into it)."""
     report = report_dir(run_dir)
-    if report.is_symlink():  # the user's link to a folder elsewhere: written through, as ever
+    if report.is_symlink() or (report.is_dir() and _holds_a_mount(report)):
         yield report
         return
     if report.exists() and not report.is_dir():  # said before the report is computed
@@ -48,6 +57,8 @@ def staged_report(run_dir: Path) -> Iterator[Path]:
     shutil.rmtree(stage, ignore_errors=True)  # a killed process's, whose pid this one has
     stage.mkdir()
     try:
+        if report.is_dir():
+            _same_access(report, stage)
         yield stage
         if report.is_dir():
             _carry_over(report, stage)
@@ -58,19 +69,59 @@ def staged_report(run_dir: Path) -> Iterator[Path]:
         shutil.rmtree(stage, ignore_errors=True)
 
 
+def is_stage(name: str) -> bool:
+    """Whether `name` is a report's scratch folder (`.report-<pid>`, or its `-old` twin),
+    which the next holder of the folder's lock removes; not any name beginning so (a user's
+    `.report-backup`)."""
+    return _STAGE_NAME.fullmatch(name) is not None
+
+
+_STAGE_NAME = re.compile(re.escape(STAGE_PREFIX) + r"\d+(-old)?")
+
+
+def _holds_a_mount(report: Path) -> bool:
+    """Whether `report` is a mount point or holds anything on another device."""
+    if os.path.ismount(report):
+        return True
+    device = report.stat().st_dev
+    for top, folders, files in os.walk(report):
+        for name in (*folders, *files):
+            with contextlib.suppress(OSError):
+                if os.lstat(os.path.join(top, name)).st_dev != device:
+                    return True
+    return False
+
+
+def _same_access(report: Path, stage: Path) -> None:
+    """The stage gets `report/`'s mode and group, which the swap would otherwise reset to
+    the umask's (a folder made private became world-readable)."""
+    held = report.stat()
+    os.chmod(stage, stat.S_IMODE(held.st_mode))
+    if stage.stat().st_gid != held.st_gid:
+        with contextlib.suppress(OSError):  # a group this user is not in
+            os.chown(stage, -1, held.st_gid)
+
+
 def report_dir(run_dir: Path) -> Path:
     return run_dir / REPORT_DIR
 
 
 def _carry_over(old: Path, new: Path) -> None:
-    """Link into `new` what `old` has and `new` does not, folders whole. A folder of the
-    user's where the report writes a file is refused, as writing in place refused it: the
-    swap would remove it with the old report."""
+    """Link into `new` what `old` has and `new` does not, folders whole, but a figure: one
+    this report left out is not drawn, and writing in place removed its earlier file. A
+    folder of the user's where the report writes a file is refused, as writing in place
+    refused it: the swap would remove it with the old report."""
+    from runs.report_figures import FIGURES
+
+    figures = {f"fig{number}_{key}.png" for number, key, _ in FIGURES}
     for entry in old.iterdir():
         target = new / entry.name
         if entry.is_dir() and not entry.is_symlink() and target.is_file():
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(entry))
-        if target.exists() or target.is_symlink() or entry.name.endswith(".tmp"):
+        if (
+            target.exists() or target.is_symlink() or entry.name.endswith(".tmp")
+            or entry.name in figures
+        ):  # fmt: skip
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.copytree(entry, target, symlinks=True, copy_function=_link_or_copy)

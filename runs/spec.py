@@ -293,6 +293,11 @@ def parse_spec(
     )
 
 
+#: Keys whose values are not searched for a credential: names, model ids and data paths,
+#: where a look-alike is likelier than a pasted key (a spec refused a model id).
+_NOT_SEARCHED = frozenset({"name", "model", "data"})
+
+
 def _credential_at(value: Any, where: str = "") -> str | None:
     """Where in a spec's table a string shaped like a credential stands (`models[0].about`),
     or None. A key pasted where a variable's name goes (`api_key_env = "gsk_..."`) passed the
@@ -307,6 +312,8 @@ def _credential_at(value: Any, where: str = "") -> str | None:
         else enumerate(value) if isinstance(value, list) else ()
     )  # fmt: skip
     for key, item in items:
+        if key in _NOT_SEARCHED:
+            continue
         inner = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else key
         if (found := _credential_at(item, inner)) is not None:
             return found

@@ -76,7 +76,8 @@ def _asked_again(report: Audit) -> str | None:
     budget spent, which running the same command again asks again (`max_attempts` is per
     run, and a lane a permanent failure stopped starts again); None when there are none, or
     a spend cap stopped a lane (a resume asks nothing until --max-cost is raised, as the
-    run's own line says). "Given up" alone read as given up for good."""
+    run's own line says), or a resume is refused (`Audit.resume_refused`, said last). "Given
+    up" alone read as given up for good."""
     from engine.console_lines import plural
 
     totals = report.totals
@@ -85,7 +86,7 @@ def _asked_again(report: Audit) -> str | None:
         end["state"] == "cancelled" and str(end["reason"]).startswith("spend cap")
         for end in report.lane_ends
     )
-    if again <= 0 or capped:
+    if again <= 0 or capped or report.resume_refused:  # refused: the audit's last line says why
         return None
     return (
         f"{plural(again, 'request')} counted as given up {'was' if again == 1 else 'were'} "

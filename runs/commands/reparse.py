@@ -68,6 +68,8 @@ def reparse(
         repairs = stale_repairs(run_dir)
     if as_json:
         typer.echo(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        if repairs:  # beside the object, as `score` says it
+            typer.echo(f"warning: {repairs}", err=True)
         return
     console = stdout_console(highlight=False)
     console.print(

@@ -495,9 +495,10 @@ def across_models(
     if len(models) < 2:
         return result
     if result["pairs"] > MAX_PAIRS:
+        result["units"] = None  # not looked for: 0 would say none were common
         result["pairs_not_counted"] = (
-            f"{result['pairs']:,} pairs of models, more than the {MAX_PAIRS:,} counted (each a "
-            f"bootstrap of {reps:,} replicates)"
+            f"{result['pairs']:,} pairs of models, over the limit of {MAX_PAIRS:,} (each a "
+            f"bootstrap of {reps:,} replicates): none counted"
         )
         return result
     units = per_unit(scores).filter((pl.col("arm") == BASELINE_ARM) & pl.col("model").is_in(models))

@@ -29,7 +29,7 @@
   `spearman_profit_brier` (on the models' mean profit and mean Brier), `pairs`,
   `profit_pairs_excluding_zero`, `brier_pairs_excluding_zero` (null when undefined);
   additive: `pairs_not_counted` (present when `pairs` is over
-  `runs.report.data.MAX_PAIRS`, 20,000: why the two counts are null).
+  `runs.report.data.MAX_PAIRS`, 20,000: why the two counts, and `units`, are null).
 - `repeated_elicitation`: null when not computed (see `runs.report.repeated`); else a list,
   one object per scored (model, arm) with at least two passes: `model`, `arm`, `passes`,
   `units`, `single_pass_mean` (mean over units of the mean single-pass profit, the row's

@@ -175,6 +175,7 @@ def test_reparse_of_a_strict_run_with_strict_changes_nothing(
 def test_a_reparse_leaves_a_dead_runs_record_that_it_died(tmp_path: Path) -> None:
     """It wrote its own pid file over the dead run's and cleared it at the end: `status`
     then read "stopped" (closed cleanly), and the audit lost its note that the run died."""
+    import socket
     import subprocess
     import sys
 
@@ -182,8 +183,8 @@ def test_a_reparse_leaves_a_dead_runs_record_that_it_died(tmp_path: Path) -> Non
 
     _strict_run(tmp_path)
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()  # a pid that named a process once and names none now
-    record = orjson.dumps({"pid": gone.pid, "create_time": 0.0, "host": "here"})
+    gone.wait()  # a pid that named a process once and names none now, on this host
+    record = orjson.dumps({"pid": gone.pid, "create_time": 0.0, "host": socket.gethostname()})
     (tmp_path / "run.pid").write_bytes(record)
     assert status(tmp_path)["state"] == "died"
     reparse(tmp_path, "lenient")

@@ -249,6 +249,27 @@ def test_the_audit_of_a_run_that_ended_says_its_given_up_requests_are_asked_agai
     )
 
 
+def test_no_resume_is_promised_where_it_is_refused(tmp_path: Path) -> None:
+    """A lenient run reparsed strict: running the same command again is refused (the
+    audit's last line says why), so the line over the table promises it nothing."""
+    spec = tmp_path / "errors.toml"
+    spec.write_text(
+        'name = "errors"\nseed = 1\nparser = "lenient"\nmax_attempts = 1\n'
+        'max_answer_failures = 1\nsim_faults = "server_error=0.3"\n[data]\nstock_days = 2\n'
+        '[[models]]\nname = "m"\nprovider = "sim"\nmodel = "sim-fraction"\n[[arms]]\n'
+        'name = "baseline"\n',
+        encoding="utf-8",
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    CliRunner().invoke(app, ["run", str(spec), "--out", str(run_dir)])
+    strict = CliRunner().invoke(app, ["reparse", str(run_dir), "--parser", "strict"])
+    assert strict.exit_code == 0, strict.output
+    shown = CliRunner().invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "300"})
+    assert shown.exit_code == 0, shown.output
+    assert "is refused" in shown.output, shown.output
+    assert "asks them again" not in shown.output and "asks it again" not in shown.output
+
+
 def test_audit_of_a_run_that_died_while_planning_says_so(tmp_path: Path) -> None:
     """A run killed while it planned leaves a spec and no plan: `audit` said "No retry
     attempts: every attempt was accepted (0 requests)." where `status` says the run died

@@ -246,3 +246,21 @@ def test_max_cost_inf_is_no_cap(tmp_path: Path) -> None:
                                     "--max-cost", "inf"])  # fmt: skip
     assert done.exit_code == 0, done.output
     assert "$inf" not in done.output and "spend: " not in done.output, done.output
+
+
+def test_max_cost_minus_zero_is_zero(tmp_path: Path) -> None:
+    """It was said "--max-cost $-0.00"."""
+    from typer.testing import CliRunner
+
+    from runs.cli import app
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        'name = "zero"\n[data]\nstock_days = 2\n[[models]]\nname = "m"\nprovider = "sim"\n'
+        'model = "sim-coherent"\nprice_in = 1.0\nprice_out = 2.0\n[[arms]]\nname = "baseline"\n',
+        encoding="utf-8",
+    )
+    done = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "run"),
+                                    "--max-cost", "-0"])  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert "exceeds --max-cost $0.00; nothing was sent" in done.output, done.output

@@ -225,8 +225,9 @@ def test_pairs_beyond_the_limit_are_said_not_counted(
     across = summary["across_models"]
     assert across["pairs"] == 6
     assert across["profit_pairs_excluding_zero"] is None is across["brier_pairs_excluding_zero"]
-    said = "6 pairs of models, more than the 5 counted"
+    said = "6 pairs of models, over the limit of 5 (each a bootstrap of"
     assert said in across["pairs_not_counted"] and said in text
+    assert across["pairs_not_counted"].endswith("): none counted") and across["units"] is None
     assert said in (tmp_path / "report" / "leaderboard.txt").read_text(encoding="utf-8")
 
 

@@ -7,8 +7,11 @@ nothing said the folder was mixed.
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -116,4 +119,64 @@ def test_a_report_folder_linked_elsewhere_is_written_through_the_link(
     done = CliRunner().invoke(app, ["report", str(run)])
     assert done.exit_code == 0, done.output
     assert (run / "report").is_symlink() and (elsewhere / "index.html").is_file()
+    assert _scratch(run) == []
+
+
+def test_the_folder_keeps_its_mode_and_a_figure_left_out_stays_out(
+    finished: Path, tmp_path: Path
+) -> None:
+    """A private report folder became world-readable (the scratch folder's umask mode), and
+    a figure this report leaves out came back from the old report (writing in place removed
+    it: `runs.report_figures.draw_all`)."""
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    report = run / "report"
+    report.chmod(0o2750)
+    left_out = report / "fig7_repeated.png"  # this one-pass run draws no figure 7
+    shutil.copy(report / "fig1_books.png", left_out)
+    done = CliRunner().invoke(app, ["report", str(run)])
+    assert done.exit_code == 0, done.output
+    assert stat.S_IMODE(report.stat().st_mode) == 0o2750
+    assert not left_out.exists() and (report / "fig1_books.png").is_file()
+
+
+def test_only_a_reports_own_scratch_is_removed(finished: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    shutil.copytree(run / "report", run / ".report-backup")  # the user's
+    (run / f"{STAGE_PREFIX}12345-old").mkdir()  # a killed two-rename swap's
+    with folder_held(run, "report"):
+        pass
+    assert (run / ".report-backup" / "summary.json").is_file()
+    assert not (run / f"{STAGE_PREFIX}12345-old").exists()
+
+
+def test_a_report_folder_holding_a_mount_is_written_in_place(
+    finished: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mount does not move with its folder's rename, and the old report's removal would
+    cross into it (a tester's tmpfs at report/archive was emptied)."""
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    archive = run / "report" / "archive"
+    archive.mkdir()
+    (archive / "data.txt").write_text("kept", encoding="utf-8")
+    real = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: Path(p) == archive or real(p))
+    real_lstat = os.lstat
+
+    def on_another_device(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        got = real_lstat(path, *args, **kwargs)
+        if Path(path) != archive:
+            return got
+        fields = list(got)
+        fields[stat.ST_DEV] += 1
+        return os.stat_result(fields)
+
+    monkeypatch.setattr(os, "lstat", on_another_device)
+    inode = (run / "report").stat().st_ino
+    done = CliRunner().invoke(app, ["report", str(run)])
+    assert done.exit_code == 0, done.output
+    assert (run / "report").stat().st_ino == inode  # the same folder: written in place
+    assert (archive / "data.txt").read_text(encoding="utf-8") == "kept"
     assert _scratch(run) == []

@@ -344,9 +344,20 @@ def test_a_value_shaped_like_a_key_is_refused_wherever_it_stands_never_shown(
     assert secret not in str(info.value)
 
 
-def test_words_that_only_hold_a_keys_letters_are_not_taken_for_one(tmp_path: Path) -> None:
-    about = 'about = "risk-aware, task-skewed: asks for a key= nothing"'
-    load_spec(write(tmp_path, GOOD.replace("rpm = 600", f"rpm = 600\n{about}", 1)), arm_names=ARMS)
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("rpm = 600", 'rpm = 600\nabout = "risk-aware, task-skewed: asks for a key= nothing"'),
+        ("rpm = 600", 'rpm = 600\nabout = "the sk-instruct finetune, from our sk-experiments"'),
+        ("rpm = 600", 'rpm = 600\nprice_source = "https://docs.example/edit?key=pricing2025"\n'
+                      'price_date = "2026-01-02"'),
+        ('"openai/gpt-oss-120b"', '"my-org/llama-3-8b-sk-2024-instruct-v1"'),
+    ],
+)
+def test_words_that_only_look_like_a_key_are_not_taken_for_one(
+    tmp_path: Path, old: str, new: str
+) -> None:
+    load_spec(write(tmp_path, GOOD.replace(old, new, 1)), arm_names=ARMS)
 
 
 @pytest.mark.parametrize("name", ["two\\nlines", "tab\\there", "red\\u001b[31m", "x\\u2028y"])
