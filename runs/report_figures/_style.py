@@ -148,9 +148,9 @@ def short_name(name: str, limit: int = NAME_CHARS, tail: int | None = None) -> s
     head_end, tail_start = limit - 1 - tail, len(name) - tail
     # Never between a character and a mark on it (an accent, a Thai or Devanagari vowel
     # sign, a variation selector, a joiner): it would sit on the ellipsis.
-    while head_end > 1 and _joins_previous(name[head_end]):
+    while head_end > 1 and joins_previous(name[head_end]):
         head_end -= 1
-    while tail_start > head_end and _joins_previous(name[tail_start]):
+    while tail_start > head_end and joins_previous(name[tail_start]):
         tail_start -= 1
     return f"{name[:head_end].rstrip()}…{name[tail_start:].lstrip()}"
 
@@ -175,7 +175,9 @@ def _alike(shown: dict[str, str]) -> list[str]:
     return [name for name, label in shown.items() if counts[label] > 1]
 
 
-def _joins_previous(char: str) -> bool:
+def joins_previous(char: str) -> bool:
+    """Whether `char` is drawn with the character before it, so no cut or line break may
+    come between them."""
     return (
         unicodedata.category(char).startswith("M")  # every mark, not only `combining`'s
         or char == "\u200d"  # ZERO WIDTH JOINER

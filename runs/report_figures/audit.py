@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import textwrap
-import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -168,14 +167,15 @@ def panel_title(model: str, counts: str, width: int) -> str:
 
 
 class _NameWrapper(textwrap.TextWrapper):
-    """`textwrap`'s wrapper that never breaks before a combining mark. Its chunks split at
-    whitespace, and a mark written after a space (an accent shown on its own) began a line
-    apart from the space it sits on; such a mark is kept with the chunk before it."""
+    """`textwrap`'s wrapper that never breaks before a character drawn with the one before
+    it (`_style.joins_previous`: a mark, a joiner, a skin tone), as names are shortened. Its
+    chunks split at whitespace, and a mark written after a space (an accent shown on its
+    own) began a line apart from the space it sits on; it is kept with the chunk before it."""
 
     def _split(self, text: str) -> list[str]:
         chunks: list[str] = []
         for chunk in super()._split(text):
-            if chunks and unicodedata.category(chunk[0]).startswith("M"):
+            if chunks and _style.joins_previous(chunk[0]):
                 chunks[-1] += chunk
             else:
                 chunks.append(chunk)

@@ -213,8 +213,11 @@ def test_a_right_to_left_name_keeps_the_text_beside_it_in_place(
         "x" * 70,  # one unbroken part longer than a line
         "a" + "e\u0301" * 30,  # decomposed accents: a cut at 48 fell between e and its mark
         "a" * 40 + " \u0301" + "b" * 10,  # a mark after a space began the next line alone
+        # so did a joiner, and an emoji's skin tone (parts short enough not to be shortened)
+        "a" * 30 + " " + "c" * 15 + " \u200d" + "b" * 10,
+        "a" * 30 + " " + "c" * 15 + " \U0001f3fd" + "b" * 10,
     ],
-    ids=["unbroken", "accents", "mark-after-space"],
+    ids=["unbroken", "accents", "mark-after-space", "joiner-after-space", "tone-after-space"],
 )
 def test_figure_8s_panel_title_never_cuts_a_mark_from_its_letter(name: str) -> None:
     """`panel_title` broke a name with no space in it at the line's width (textwrap breaks
@@ -222,10 +225,11 @@ def test_figure_8s_panel_title_never_cuts_a_mark_from_its_letter(name: str) -> N
     part that cannot be broken and is longer than a figure draws whole is shortened around
     an ellipsis (a tester's 100-character name ran into the next panel's title), its start
     and end kept, and never with a mark cut from its letter."""
+    from runs.report_figures._style import joins_previous
     from runs.report_figures.audit import panel_title, title_names
 
     lines = panel_title(title_names([name], 48)[name], "1 attempt", 48).split("\n")
-    assert not any(unicodedata.category(line[0]).startswith("M") for line in lines)
+    assert not any(joins_previous(line[0]) for line in lines)
     assert all(len(line) <= 48 for line in lines)
     shown = " ".join(lines).removesuffix(": 1 attempt").removesuffix(":")
     first, last = name.split(" ")[0], name.split(" ")[-1]
