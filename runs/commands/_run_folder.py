@@ -44,4 +44,10 @@ def _require_run_folder(run_dir: Path) -> None:
     if (damaged := special_files_report(run_dir)) is not None:
         fail(damaged)  # a FIFO among its files: the read would never end
     if (damaged := plan_damage(run_dir)) is not None:
-        fail(damaged)  # counts and coverage against a plan that is not the run's
+        from engine.runlock import read_pid  # polars, through the records: only on this path
+
+        # Not while a run writes the folder: its plan may be half committed (the writing
+        # commands take the lock next, and say the folder is busy; `status` reads a live
+        # snapshot).
+        if not (read_pid(run_dir) or {}).get("alive"):
+            fail(damaged)  # counts and coverage against a plan that is not the run's

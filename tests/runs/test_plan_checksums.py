@@ -210,3 +210,28 @@ def test_a_resume_refuses_a_damaged_plan_before_rendering_a_prompt(
     spec.write_text(SMALL_SPEC, encoding="utf-8")
     refused = CliRunner().invoke(app, ["run", str(spec), "--out", str(run)])
     assert refused.exit_code == 2 and "is damaged: not what was written" in refused.output
+
+
+def test_a_plan_another_run_is_committing_is_said_busy_not_damaged(
+    finished: Path, tmp_path: Path
+) -> None:
+    """The plan's files are checked before the folder is locked: a resume racing a run that
+    was committing its plan read "damaged" where the folder was only busy."""
+    from engine.runlock import acquire_lock, release_lock, write_pid
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    _zero_bytes(run / "plan.parquet")  # as half committed, to the checksums' eyes
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SMALL_SPEC, encoding="utf-8")
+    fd = acquire_lock(run, run)  # the other run, as far as this one can tell
+    write_pid(run)
+    try:
+        busy = CliRunner().invoke(app, ["run", str(spec), "--out", str(run)])
+    finally:
+        release_lock(fd)
+        (run / "run.pid").unlink()
+    assert busy.exit_code == 5, busy.output
+    assert "damaged" not in busy.output
+    refused = CliRunner().invoke(app, ["run", str(spec), "--out", str(run)])  # no writer now
+    assert refused.exit_code == 2 and "is damaged" in refused.output, refused.output
