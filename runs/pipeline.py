@@ -299,7 +299,7 @@ def check_cap_counts(spec: CampaignSpec, max_cost: float | None) -> None:
     at the start and a line at the end were all it got). The simulator's models cost nothing."""
     from engine.spend import dollars, unpriced
 
-    if max_cost is None:  # `run_campaign` made an infinite one None: no cap
+    if max_cost is None or math.isinf(max_cost):  # no cap (`run_campaign` makes inf None)
         return
     paid = any(m.provider != "sim" for m in spec.models)
     if paid and len(unpriced(spec.models)) == len(spec.models):
