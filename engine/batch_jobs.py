@@ -292,8 +292,13 @@ def at_provider(
     A job killed mid-collection has some of its lines in the ledger already: `attempts` (the
     ledger's `request_id, attempt, outcome`) leaves those out, by the rule the resume's
     collection uses (`line_recorded`). Counting every line of the job, a status read "1 batch
-    job (560 queries) still at the provider" beside 294 of them accepted."""
-    live = [job for job in jobs.values() if job.live and not job.abandoned]
+    job (560 queries) still at the provider" beside 294 of them accepted. A job planned or
+    uploaded but never created is not at the provider (nothing of it can run, nor be billed:
+    the next run creates it): counted, a stopped lane's status said "10 batch jobs (96
+    queries) still at the provider" where none had been created."""
+    live = [
+        job for job in jobs.values() if job.live and not job.abandoned and job.job_id is not None
+    ]
     if attempts is None or not live:
         return AtProvider(len(live), sum(len(job.requests) for job in live))
     ids = [rid for job in live for rid in job.requests]

@@ -295,9 +295,12 @@ class BatchLane(LaneControl):
                 f"provider's minimum of {plural(self.limits.min_lines, 'line')} per job (raise "
                 "batch_max_lines)"))
         live_queue: asyncio.Queue[PlanItem | None] = asyncio.Queue()
+        # Not for a lane halted already: the fallback's run would say it RUNNING, then DONE
+        # (a lane no job could be valid for read "done, 0/28" and the audit said nothing).
         live_task = (
-            asyncio.create_task(self.fallback.run(live_queue)) if self.fallback else None
-        )
+            asyncio.create_task(self.fallback.run(live_queue))
+            if self.fallback and not self.halted else None
+        )  # fmt: skip
         try:
             await self._drive(queue, live_queue)
         finally:

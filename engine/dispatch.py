@@ -105,6 +105,15 @@ class DispatchSummary:
         return self.planned - self.already_accepted - self.accepted
 
     @property
+    def held_by_jobs(self) -> dict[str, int]:
+        """Per live model, the requests batch jobs of an earlier run hold (not asked now)."""
+        return {
+            name: s.held_by_jobs
+            for name, s in self.lanes.items()
+            if s.held_by_jobs and s.dispatch == "live"
+        }
+
+    @property
     def attempts(self) -> int:
         return sum(s.attempts for s in self.lanes.values())
 
@@ -170,6 +179,12 @@ class DispatchSummary:
                     else ""
                 )
                 + (f" — {s.message}" if s.message else "")
+                + (
+                    f" — {plural(s.held_by_jobs, 'request')} held by batch jobs of an earlier "
+                    "run, asked when the model is dispatched as batch again"
+                    if s.held_by_jobs and s.dispatch == "live"
+                    else ""
+                )
             )
         for name, rows in self.unconfigured.items():
             out.append(f"  {name}: {plural(rows, 'plan row')} skipped (model not configured)")
@@ -655,6 +670,7 @@ class _Run:
         for lane in lanes:
             ids = held[lane.config.name]
             if ids and isinstance(lane, Lane):
+                lane.stats.held_by_jobs = len(ids)
                 self.log.warning(
                     "held_by_batch_jobs", model=lane.config.name, requests=len(ids),
                     hint="asked when the model is dispatched as batch again",

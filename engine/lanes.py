@@ -163,6 +163,9 @@ class LaneStats:
     #: shown, not hidden behind "running" and a falling rate.
     held_until: float = 0.0
     held_by: str = ""
+    #: Requests a batch job of an earlier run holds, not asked by this live lane (the model
+    #: was switched from batch to live on resume): asked when it is dispatched as batch again.
+    held_by_jobs: int = 0
 
     @property
     def done(self) -> int:

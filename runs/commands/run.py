@@ -177,6 +177,14 @@ def _incomplete_line(result: CampaignResult) -> str:
         f"incomplete: {left:,} planned {'query' if left == 1 else 'queries'} unanswered (see "
         "above); fix the cause and run the same command again to resume"
     )
+    if held := result.summary.held_by_jobs:
+        # A live model never asks what a batch job holds: the same command again said the
+        # same line for ever.
+        line += (
+            f" ({sum(held.values()):,} of them held by batch jobs of an earlier run, which a "
+            f"live model does not ask: set dispatch = \"batch\" again for "
+            f"{', '.join(sorted(held))} to collect them)"
+        )
     spent = result.summary.answer_budget_spent
     if not spent:
         return line

@@ -277,6 +277,12 @@ async def test_live_lane_skips_requests_a_live_job_holds(
     asked = set(scan_attempts(run_dir, ["request_id"]).collect()["request_id"].to_list())
     assert summary.unaccepted == len(held) and not asked & held
     assert len(asked) == 50 - len(held)
+    # Said, not left to a closing line that sent its user round for ever: the lane's line
+    # and the summary name the requests held, and what asks them.
+    assert summary.held_by_jobs == {MODEL: len(held)}
+    line = next(x for x in summary.lines() if x.startswith(f"  {MODEL}:"))
+    assert f"{len(held)} requests held by batch jobs of an earlier run, asked when the model is " \
+        "dispatched as batch again" in line
 
 
 async def test_status_shows_jobs_by_where_they_stand(tmp_path: Path, kit: type[Kit]) -> None:
@@ -392,6 +398,24 @@ async def test_limits_that_allow_no_valid_job_stop_the_lane(tmp_path: Path, kit:
     lane = summary.lanes[MODEL]
     assert lane.state.value == "stopped" and not fake.jobs and summary.attempts == 0
     assert "jobs of at most 12 lines cannot reach the provider's minimum of 100" in lane.message
+
+
+async def test_no_valid_job_stops_the_lane_with_a_live_fallback_too(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    """The fallback lane shares the batch lane's stats: started on a lane halted already,
+    it said RUNNING, then DONE ("m: done, 0/28"), and the audit named no stopped lane."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    live_config, adapter = kit.sim_model(MODEL, sim.root_url)
+    config = replace(live_config, dispatch="batch", batch_fallback_live=True)
+    fake = FakeBatch(limits_=replace(FakeBatch().limits, max_lines=12, min_lines=100))
+    summary = await dispatch(
+        plan, tmp_path / "run", {MODEL: config}, {MODEL: adapter}, batch_clients={MODEL: fake},
+        policy=POLICY, batch_poll_s=0.001, log_console=None,
+    )  # fmt: skip
+    lane = summary.lanes[MODEL]
+    assert lane.state.value == "stopped" and summary.attempts == 0, summary.lines()
+    assert "cannot reach the provider's minimum of 100" in lane.message
 
 
 async def test_budgets_of_a_line_that_always_fails_hold_as_live(

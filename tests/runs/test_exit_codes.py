@@ -150,7 +150,7 @@ def test_the_reparse_advice_is_given_only_where_a_lenient_parser_could_help(
     from runs.pipeline import CampaignResult
 
     def line(parser: str, spent: int, run_dir: Path) -> str:
-        summary = SimpleNamespace(unaccepted=30, answer_budget_spent=spent)
+        summary = SimpleNamespace(unaccepted=30, answer_budget_spent=spent, held_by_jobs={})
         return _incomplete_line(CampaignResult(run_dir, summary, {}, parser=parser))
 
     kept = spent_requests(tmp_path / "kept", ["11/36", "1/2", "0,4"])
@@ -182,6 +182,14 @@ def test_one_unanswered_query_is_said_in_the_singular() -> None:
     from runs.commands.run import _incomplete_line
     from runs.pipeline import CampaignResult
 
-    summary = SimpleNamespace(unaccepted=1, answer_budget_spent=0)
+    summary = SimpleNamespace(unaccepted=1, answer_budget_spent=0, held_by_jobs={})
     said = _incomplete_line(CampaignResult(Path("out/x"), summary, {}, parser="strict"))
     assert said.startswith("incomplete: 1 planned query unanswered (see above);")
+    # Requests a batch job of an earlier run holds are never asked by a live model: the
+    # line sent its user round for ever ("run the same command again").
+    held = SimpleNamespace(unaccepted=28, answer_budget_spent=0, held_by_jobs={"m": 28})
+    said = _incomplete_line(CampaignResult(Path("out/x"), held, {}, parser="strict"))
+    assert said.endswith(
+        "(28 of them held by batch jobs of an earlier run, which a live model does not ask: "
+        'set dispatch = "batch" again for m to collect them)'
+    )
