@@ -221,6 +221,21 @@ def test_the_audit_of_a_run_stopped_early_says_given_up_is_not_yet_answered(
     assert "asks again unless its answer-failure budget is spent" in note
 
 
+def _run_with_server_errors(tmp_path: Path, *, parser: str, model: str) -> Path:
+    """A run of one attempt per request, about 30% of them server errors: given up."""
+    spec = tmp_path / "errors.toml"
+    spec.write_text(
+        f'name = "errors"\nseed = 1\nparser = "{parser}"\nmax_attempts = 1\n'
+        'max_answer_failures = 1\nsim_faults = "server_error=0.3"\n[data]\nstock_days = 2\n'
+        f'[[models]]\nname = "m"\nprovider = "sim"\nmodel = "{model}"\n[[arms]]\n'
+        'name = "baseline"\n',
+        encoding="utf-8",
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    CliRunner().invoke(app, ["run", str(spec), "--out", str(run_dir)])
+    return run_dir
+
+
 def test_the_audit_of_a_run_that_ended_says_its_given_up_requests_are_asked_again(
     tmp_path: Path,
 ) -> None:
@@ -229,15 +244,7 @@ def test_the_audit_of_a_run_that_ended_says_its_given_up_requests_are_asked_agai
     spent are not (the note counts the others only)."""
     from runs.audit import run_audit
 
-    spec = tmp_path / "errors.toml"
-    spec.write_text(
-        'name = "errors"\nseed = 1\nmax_attempts = 1\nmax_answer_failures = 1\n'
-        'sim_faults = "server_error=0.3"\n[data]\nstock_days = 2\n[[models]]\nname = "m"\n'
-        'provider = "sim"\nmodel = "sim-coherent"\n[[arms]]\nname = "baseline"\n',
-        encoding="utf-8",
-    )  # fmt: skip
-    run_dir = tmp_path / "run"
-    CliRunner().invoke(app, ["run", str(spec), "--out", str(run_dir)])
+    run_dir = _run_with_server_errors(tmp_path, parser="strict", model="sim-coherent")
     totals = run_audit(run_dir).totals
     again = totals.given_up_total - totals.answer_budget_spent
     assert again > 1, totals  # server errors: given up after their one attempt
@@ -252,16 +259,7 @@ def test_the_audit_of_a_run_that_ended_says_its_given_up_requests_are_asked_agai
 def test_no_resume_is_promised_where_it_is_refused(tmp_path: Path) -> None:
     """A lenient run reparsed strict: running the same command again is refused (the
     audit's last line says why), so the line over the table promises it nothing."""
-    spec = tmp_path / "errors.toml"
-    spec.write_text(
-        'name = "errors"\nseed = 1\nparser = "lenient"\nmax_attempts = 1\n'
-        'max_answer_failures = 1\nsim_faults = "server_error=0.3"\n[data]\nstock_days = 2\n'
-        '[[models]]\nname = "m"\nprovider = "sim"\nmodel = "sim-fraction"\n[[arms]]\n'
-        'name = "baseline"\n',
-        encoding="utf-8",
-    )  # fmt: skip
-    run_dir = tmp_path / "run"
-    CliRunner().invoke(app, ["run", str(spec), "--out", str(run_dir)])
+    run_dir = _run_with_server_errors(tmp_path, parser="lenient", model="sim-fraction")
     strict = CliRunner().invoke(app, ["reparse", str(run_dir), "--parser", "strict"])
     assert strict.exit_code == 0, strict.output
     shown = CliRunner().invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "300"})

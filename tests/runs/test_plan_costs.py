@@ -230,37 +230,32 @@ def test_an_estimate_over_the_cap_is_said_with_decimals_enough_to_see_it() -> No
     assert dollars_apart(0.0158, -0.0 + 0.0) == ("$0.02", "$0.00")
 
 
-def test_max_cost_inf_is_no_cap(tmp_path: Path) -> None:
-    """It ran as a cap of infinity: "spend: $0.0148 of the $inf cap"."""
+def _priced_run(tmp_path: Path, max_cost: str) -> tuple[int, str]:
+    """`dutchbook run` of a small priced simulator campaign with `--max-cost max_cost`."""
     from typer.testing import CliRunner
 
     from runs.cli import app
 
     spec = tmp_path / "spec.toml"
     spec.write_text(
-        'name = "inf"\n[data]\nstock_days = 2\n[[models]]\nname = "m"\nprovider = "sim"\n'
+        'name = "capped"\n[data]\nstock_days = 2\n[[models]]\nname = "m"\nprovider = "sim"\n'
         'model = "sim-coherent"\nprice_in = 1.0\nprice_out = 2.0\n[[arms]]\nname = "baseline"\n',
         encoding="utf-8",
     )
     done = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "run"),
-                                    "--max-cost", "inf"])  # fmt: skip
-    assert done.exit_code == 0, done.output
-    assert "$inf" not in done.output and "spend: " not in done.output, done.output
+                                    "--max-cost", max_cost])  # fmt: skip
+    return done.exit_code, done.output
+
+
+def test_max_cost_inf_is_no_cap(tmp_path: Path) -> None:
+    """It ran as a cap of infinity: "spend: $0.0148 of the $inf cap"."""
+    code, output = _priced_run(tmp_path, "inf")
+    assert code == 0, output
+    assert "$inf" not in output and "spend: " not in output, output
 
 
 def test_max_cost_minus_zero_is_zero(tmp_path: Path) -> None:
     """It was said "--max-cost $-0.00"."""
-    from typer.testing import CliRunner
-
-    from runs.cli import app
-
-    spec = tmp_path / "spec.toml"
-    spec.write_text(
-        'name = "zero"\n[data]\nstock_days = 2\n[[models]]\nname = "m"\nprovider = "sim"\n'
-        'model = "sim-coherent"\nprice_in = 1.0\nprice_out = 2.0\n[[arms]]\nname = "baseline"\n',
-        encoding="utf-8",
-    )
-    done = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "run"),
-                                    "--max-cost", "-0"])  # fmt: skip
-    assert done.exit_code == 2, done.output
-    assert "exceeds --max-cost $0.00; nothing was sent" in done.output, done.output
+    code, output = _priced_run(tmp_path, "-0")
+    assert code == 2, output
+    assert "exceeds --max-cost $0.00; nothing was sent" in output, output
