@@ -51,6 +51,13 @@ def _completion(number: int) -> web.Response:
     )  # fmt: skip
 
 
+def _pages_after_one(number: int) -> web.Response:
+    """A completion, then 15 pages in a row (more than the foreign streak), then completions."""
+    if 2 <= number <= 16:
+        return web.Response(text=PAGE, content_type="text/html")
+    return _completion(number)
+
+
 @pytest.fixture
 def serve(serve_any: ServeAny) -> Callable[[Reply], Awaitable[str]]:
     """`serve_any` (conftest) answering the n-th request with `reply(n)`; returns base_url."""
@@ -117,12 +124,7 @@ async def test_after_one_reply_in_the_format_foreign_replies_are_only_retried(
     first, then more pages in a row than the streak, then completions again. Every query is
     answered (its budgets wide enough that no request gives up among the pages)."""
 
-    def reply(number: int) -> web.Response:
-        if 2 <= number <= 16:
-            return web.Response(text=PAGE, content_type="text/html")
-        return _completion(number)
-
-    url = await serve(reply)
+    url = await serve(_pages_after_one)
     wide = RetryPolicy(max_attempts=20, max_answer_failures=20, base_s=0.001, cap_s=0.002)
     summary = await _dispatch(tmp_path, kit, url, 40, wide)
     assert summary.lanes["m"].state is LaneState.DONE, summary.lines()
@@ -151,12 +153,7 @@ async def test_foreign_replies_spend_no_answer_failure_budget(
     more fall on some request at concurrency 2) give no request up, and each page's attempt
     says why it was not charged."""
 
-    def reply(number: int) -> web.Response:
-        if 2 <= number <= 16:
-            return web.Response(text=PAGE, content_type="text/html")
-        return _completion(number)
-
-    url = await serve(reply)
+    url = await serve(_pages_after_one)
     tight = RetryPolicy(max_attempts=20, max_answer_failures=1, base_s=0.001, cap_s=0.002)
     summary = await _dispatch(tmp_path, kit, url, 40, tight)
     assert summary.complete, summary.lines()
