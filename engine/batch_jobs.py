@@ -292,13 +292,16 @@ def at_provider(
     A job killed mid-collection has some of its lines in the ledger already: `attempts` (the
     ledger's `request_id, attempt, outcome`) leaves those out, by the rule the resume's
     collection uses (`line_recorded`). Counting every line of the job, a status read "1 batch
-    job (560 queries) still at the provider" beside 294 of them accepted. A job planned or
-    uploaded but never created is not at the provider (nothing of it can run, nor be billed:
-    the next run creates it): counted, a stopped lane's status said "10 batch jobs (96
-    queries) still at the provider" where none had been created."""
+    job (560 queries) still at the provider" beside 294 of them accepted. A job planned but
+    never uploaded is not at the provider (nothing of it can run, nor be billed: the next run
+    uploads it): counted, a stopped lane's status said "10 batch jobs (96 queries) still at
+    the provider" where most had no input uploaded. An uploaded one is counted, created or
+    not: a kill between the create call and its record leaves a job running there with no id
+    on file (the resume finds it)."""
     live = [
-        job for job in jobs.values() if job.live and not job.abandoned and job.job_id is not None
-    ]
+        job for job in jobs.values()
+        if job.live and not job.abandoned and job.input_ref is not None
+    ]  # fmt: skip
     if attempts is None or not live:
         return AtProvider(len(live), sum(len(job.requests) for job in live))
     ids = [rid for job in live for rid in job.requests]

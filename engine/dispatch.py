@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal, Protocol
 
+import polars as pl
 from rich.console import Console
 
 from engine.batch_jobs import JobRecords, fold_jobs, held_ids
@@ -664,17 +665,25 @@ class _Run:
 
     def _held(self, lanes: list[AnyLane]) -> dict[str, frozenset[str]]:
         """Per model, the requests a batch job not yet collected holds: never asked by the
-        feeder (a model switched from batch to live on resume leaves them to that job)."""
+        feeder (a model switched from batch to live on resume leaves them to that job). A
+        live lane counts those already answered (a kill before the job's "collected" line)
+        as accepted before, and the others as held (`LaneStats.held_by_jobs`): it said "8
+        requests held ... asked when dispatched as batch again" of 8 answered ones."""
         jobs = fold_jobs(self.run_dir)
         held = {ln.config.name: frozenset(held_ids(jobs, ln.config.name)) for ln in lanes}
         for lane in lanes:
             ids = held[lane.config.name]
-            if ids and isinstance(lane, Lane):
-                lane.stats.held_by_jobs = len(ids)
+            if not ids or not isinstance(lane, Lane):
+                continue
+            answered = int(self.ledger.accepted_series(pl.Series(sorted(ids))).sum())
+            lane.stats.already_accepted += answered
+            lane.stats.held_by_jobs = len(ids) - answered
+            if lane.stats.held_by_jobs:
                 self.log.warning(
-                    "held_by_batch_jobs", model=lane.config.name, requests=len(ids),
+                    "held_by_batch_jobs", model=lane.config.name,
+                    requests=lane.stats.held_by_jobs,
                     hint="asked when the model is dispatched as batch again",
-                )
+                )  # fmt: skip
         return held
 
     def close(self, summary: DispatchSummary, t0: float) -> None:

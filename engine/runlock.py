@@ -58,6 +58,27 @@ def acquire_lock(run_dir: Path, lock_dir: Path) -> int:
         ) from None
 
 
+def lock_held(lock_dir: Path) -> bool:
+    """Whether a process holds the lock in `lock_dir` now (a writer is at work), found
+    without waiting or making the lock file; False where it is free, or cannot be looked
+    at (then nothing is known of a writer)."""
+    try:
+        fd = os.open(lock_dir / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 def release_lock(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)

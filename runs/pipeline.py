@@ -39,7 +39,7 @@ from engine.durable import (
 )
 from engine.ledger import LedgerBusy
 from engine.reparse import resume_refusal
-from engine.runlock import clear_pid, read_pid, release_lock, write_pid
+from engine.runlock import clear_pid, lock_held, release_lock, write_pid
 from engine.scan import ATTEMPTS, RESPONSES
 from engine.shards import visible_shards
 from panels.arms import ARMS
@@ -266,10 +266,10 @@ def _check_run_folder(run_dir: Path) -> None:
                     raise RunError(damaged)
                 # Before the estimate, which a damaged plan's counts could make render every
                 # prompt; checked again once the folder is locked (`_design_and_plan`). Not
-                # while another run writes the folder: its plan may be half committed, and
-                # the lock, taken next, says it is busy (it read "damaged").
+                # while another run holds the folder's lock: its plan may be half committed,
+                # and the lock, taken next, says it is busy (it read "damaged").
                 damaged = plan_damage(run_dir)
-                if damaged is not None and not (read_pid(run_dir) or {}).get("alive"):
+                if damaged is not None and not lock_held(run_dir):
                     raise RunError(damaged)
             elif names := foreign_entries(run_dir):
                 raise RunError(

@@ -68,7 +68,7 @@ def test_lines_at_the_provider_follow_the_collections_rule() -> None:
 
     from engine.batch_jobs import AtProvider, BatchJob, at_provider, line_recorded
 
-    job = BatchJob("k", "m", "groq", {"a": 1, "b": 2, "c": 2, "d": 1, "e": 2}, job_id="batch_1")
+    job = BatchJob("k", "m", "groq", {"a": 1, "b": 2, "c": 2, "d": 1, "e": 2}, input_ref="f")
     attempts = pl.LazyFrame(
         {
             "request_id": ["a", "b", "b", "c", "e", "e"],
@@ -78,10 +78,13 @@ def test_lines_at_the_provider_follow_the_collections_rule() -> None:
         }
     )  # a accepted, c recorded, e recorded as its next attempt; b torn, d never reached
     assert at_provider({"k": job}, attempts) == AtProvider(1, 2)
-    # A job planned or uploaded but never created is not at the provider: nothing of it can
-    # run or be billed (a stopped lane's status said "10 batch jobs still at the provider").
-    uncreated = BatchJob("u", "m", "groq", {"f": 1, "g": 1})
-    assert at_provider({"k": job, "u": uncreated}, attempts) == AtProvider(1, 2)
-    assert at_provider({"u": uncreated}) == AtProvider(0, 0)
+    # A job planned but never uploaded is not at the provider: nothing of it can run or be
+    # billed (a stopped lane's status said "10 batch jobs still at the provider"). One
+    # uploaded is, created or not: a kill after the create call leaves it running there.
+    planned = BatchJob("p", "m", "groq", {"f": 1, "g": 1})
+    assert at_provider({"k": job, "p": planned}, attempts) == AtProvider(1, 2)
+    assert at_provider({"p": planned}) == AtProvider(0, 0)
+    uploaded = BatchJob("u", "m", "groq", {"f": 1, "g": 1}, input_ref="file-1")
+    assert at_provider({"u": uploaded}) == AtProvider(1, 2)
     assert line_recorded(2, {1: "timeout", 2: "interrupted", 3: "provider_error"}) == 3
     assert line_recorded(2, {1: "ok"}) == 1 and line_recorded(2, {1: "timeout"}) is None

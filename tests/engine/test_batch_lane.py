@@ -285,6 +285,27 @@ async def test_live_lane_skips_requests_a_live_job_holds(
         "dispatched as batch again" in line
 
 
+async def test_a_live_lane_counts_answers_a_held_job_already_gave_as_accepted(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    """A job killed before its "collected" line holds requests already answered: switched
+    to live, the lane said "8 requests held ... asked when dispatched as batch again" of 8
+    answered ones, and the run ended incomplete."""
+    rows = kit.plan_rows(MODEL, 30)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    assert (await _run(plan, run_dir, FakeBatch())).complete
+    jobs = run_dir / JOBS_FILE
+    kept = [line for line in jobs.read_bytes().splitlines(keepends=True)
+            if orjson.loads(line)["event"] != COLLECTED]  # fmt: skip
+    jobs.write_bytes(b"".join(kept))
+    config, adapter = kit.sim_model(MODEL, sim.root_url)
+    summary = await dispatch(plan, run_dir, {MODEL: config}, {MODEL: adapter},
+                             policy=POLICY, log_console=None)  # fmt: skip
+    assert summary.complete and summary.held_by_jobs == {}, summary.lines()
+    assert summary.lanes[MODEL].already_accepted == 30
+
+
 async def test_status_shows_jobs_by_where_they_stand(tmp_path: Path, kit: type[Kit]) -> None:
     from io import StringIO
 

@@ -235,3 +235,12 @@ def test_a_plan_another_run_is_committing_is_said_busy_not_damaged(
     assert "damaged" not in busy.output
     refused = CliRunner().invoke(app, ["run", str(spec), "--out", str(run)])  # no writer now
     assert refused.exit_code == 2 and "is damaged" in refused.output, refused.output
+    # A pid file naming a live process is no writer without the lock (a copy of a live
+    # run's folder): the folder commands still refuse its damaged plan.
+    write_pid(run)
+    try:
+        for command in ("status", "score", "report"):
+            said = CliRunner().invoke(app, [command, str(run)])
+            assert said.exit_code == 2 and "is damaged" in said.output, (command, said.output)
+    finally:
+        (run / "run.pid").unlink()
