@@ -119,20 +119,29 @@ def _may_hold_shape(text: str) -> bool:
 
 def looks_like_credential(text: str) -> bool:
     """Whether `text` holds a credential, as a spec's value (`runs.spec` refuses it, never
-    showing it): a match of `_SHAPES` of at least `_CREDENTIAL_CHARS` characters holding a
-    digit, not a query string's. Stricter than the masking, which may mask a look-alike at
-    no cost: a spec must not refuse "my-org/llama-3-8b-sk-instruct", a folder
-    "sk-experiments", or a price source's "?key=pricing" link."""
+    showing it): a match of `_KEY_SHAPES` of at least `_CREDENTIAL_CHARS` characters holding
+    a digit, not inside a word, or a query string's value that is one. Stricter than the
+    masking, which may mask a look-alike at no cost: a spec must not refuse a model id
+    "llama-3-8b-sk-instruct", an Azure resource "proj-sk-prod-eastus2-001", a GCP project
+    "asiaforecasting2024", a lab "Aizawa", or a price source's "?key=pricing2025" link."""
     if not _may_hold_shape(text):
         return False
-    return any(
-        match.group(2) is None
-        and len(token := match.group(0)) >= _CREDENTIAL_CHARS
-        and any(c.isdigit() for c in token)
-        for match in _SHAPES.finditer(text)
-    )
+    for match in _KEY_SHAPES.finditer(text):
+        token = match.group(0)
+        if match.group(2) is not None:  # `?key=value`: a key where the value is shaped like one
+            if looks_like_credential(token[len(match.group(2)) :]):
+                return True
+            continue
+        if match.start() and text[match.start() - 1] in "-._":  # inside a word or a name
+            continue
+        if len(token) >= _CREDENTIAL_CHARS and any(c.isdigit() for c in token):
+            return True
+    return False
 
 
+#: `_SHAPES` with its prefixes in the case keys have them ("AIza", "ASIA", "sk-"): what a
+#: spec is searched with (`looks_like_credential`), where "Aizawa" is a name, not a key.
+_KEY_SHAPES = re.compile(_SHAPES.pattern, re.DOTALL)
 #: The shortest credential `looks_like_credential` takes for one (every provider's keys and
 #: AWS's access key ids are longer; the shapes' prefixes count).
 _CREDENTIAL_CHARS = 16

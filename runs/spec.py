@@ -293,6 +293,14 @@ def parse_spec(
     )
 
 
+def _key_not_a_name(value: str) -> bool:
+    """Whether a variable's "name" is a key pasted in its place: 20 characters or more, a
+    digit among them and no underscore (random keys of DeepInfra, Azure, Together carry no
+    prefix `looks_like_credential` knows; a variable's name has words joined by `_`). It was
+    printed in the run's "set <key> first" line and frozen into the run folder."""
+    return len(value) >= 20 and "_" not in value and any(c.isdigit() for c in value)
+
+
 #: Keys whose values are not searched for a credential: names, model ids and data paths,
 #: where a look-alike is likelier than a pasted key (a spec refused a model id).
 _NOT_SEARCHED = frozenset({"name", "model", "data"})
@@ -529,6 +537,11 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
         env_name = entry.get(key)
         if env_name is not None and not env_name.replace("_", "").isalnum():
             raise SpecError(path, where + key, _MODEL_KEYS[key][1])
+        if env_name is not None and _key_not_a_name(env_name):
+            raise SpecError(
+                path, where + key,
+                f"{_MODEL_KEYS[key][1]}: this one looks like a credential (not shown)",
+            )  # fmt: skip
     _check_price_provenance(entry, path, where)
     _check_batch(entry, path, where)
     if "personality" in entry:

@@ -328,6 +328,12 @@ def test_every_credential_spelling_is_refused_with_the_way_to_give_one(
         ('api_key_env = "gsk_TESTSECRET123"', "models[0].api_key_env"),
         ('base_url_env = "AKIAIOSFODNN7EXAMPLE"', "models[0].base_url_env"),
         ('about = "ours, key sk-abcdefgh12345"', "models[0].about"),
+        # a key as a query string's value: the query shape had swallowed it whole
+        ('about = "via https://x.example/v1?key=AIzaSyD-1234567890abcdefghijklmnopqrs"',
+         "models[0].about"),
+        # keys with no prefix, where a variable's name goes (DeepInfra's, Azure's hex)
+        ('api_key_env = "jD8xK2mP9qR4sT7vW1yZ3bN6cF0hL5aE"', "models[0].api_key_env"),
+        ('api_key_env = "3f9a0c2b7d4e8f1a6b5c9d0e2f4a7b8c"', "models[0].api_key_env"),
     ],
 )
 def test_a_value_shaped_like_a_key_is_refused_wherever_it_stands_never_shown(
@@ -352,6 +358,10 @@ def test_a_value_shaped_like_a_key_is_refused_wherever_it_stands_never_shown(
         ("rpm = 600", 'rpm = 600\nprice_source = "https://docs.example/edit?key=pricing2025"\n'
                       'price_date = "2026-01-02"'),
         ('"openai/gpt-oss-120b"', '"my-org/llama-3-8b-sk-2024-instruct-v1"'),
+        ("max_tokens = 8192", 'max_tokens = 8192\nbase_url = '
+                              '"https://proj-sk-prod-eastus2-001.openai.azure.com/v1"'),
+        ("rpm = 600", 'rpm = 600\nabout = "Aizawa-lab-llama-3-8b-instruct-v2, asiaforecast2024"'),
+        ("rpm = 600", 'rpm = 600\napi_key_env = "MY_ORG_DEEPINFRA_API_KEY_2024"'),
     ],
 )
 def test_words_that_only_look_like_a_key_are_not_taken_for_one(
