@@ -53,15 +53,16 @@ def staged_report(run_dir: Path) -> Iterator[Path]:
         return
     if report.exists() and not report.is_dir():  # said before the report is computed
         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(report))
+    if report.is_dir():
+        _refuse_unless_writable(report)
     stage = run_dir / f"{STAGE_PREFIX}{os.getpid()}"
     shutil.rmtree(stage, ignore_errors=True)  # a killed process's, whose pid this one has
     stage.mkdir()
     try:
-        if report.is_dir():
-            _same_access(report, stage)
         yield stage
         if report.is_dir():
             _carry_over(report, stage)
+            _same_access(report, stage)  # after the writes: a read-only mode would stop them
             _swap(stage, report)  # the stage now holds the old report
         else:
             stage.rename(report)
@@ -92,6 +93,21 @@ def _holds_a_mount(report: Path) -> bool:
     return False
 
 
+def _refuse_unless_writable(report: Path) -> None:
+    """A `PermissionError` naming `report/` unless this process may write in it, as writing
+    in place refused such a folder: the swap needs only the run folder's write permission,
+    and replaced a read-only `report/`, or one of another user's (whose old copy it then
+    could not remove)."""
+    probe = report / f".write-probe-{os.getpid()}.tmp"  # never carried over (`_carry_over`)
+    try:
+        probe.touch(exist_ok=False)
+    except FileExistsError:
+        pass  # a killed process's probe, whose pid this one has: the folder is writable
+    except PermissionError:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(report)) from None
+    probe.unlink(missing_ok=True)
+
+
 def _same_access(report: Path, stage: Path) -> None:
     """The stage gets `report/`'s mode and group, which the swap would otherwise reset to
     the umask's (a folder made private became world-readable)."""
@@ -119,8 +135,8 @@ def _carry_over(old: Path, new: Path) -> None:
         if entry.is_dir() and not entry.is_symlink() and target.is_file():
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(entry))
         if (
-            target.exists() or target.is_symlink() or entry.name.endswith(".tmp")
-            or entry.name in figures
+            target.exists() or target.is_symlink() or entry.name in figures
+            or (entry.name.startswith(".") and entry.name.endswith(".tmp"))  # a write's own
         ):  # fmt: skip
             continue
         if entry.is_dir() and not entry.is_symlink():

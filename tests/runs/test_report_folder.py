@@ -180,3 +180,46 @@ def test_a_report_folder_holding_a_mount_is_written_in_place(
     assert (run / "report").stat().st_ino == inode  # the same folder: written in place
     assert (archive / "data.txt").read_text(encoding="utf-8") == "kept"
     assert _scratch(run) == []
+
+
+def test_the_users_tmp_files_are_kept_and_only_a_writes_own_left_behind(
+    finished: Path, tmp_path: Path
+) -> None:
+    """Every name ending in .tmp was left out of the carry-over: a user's `draft.tmp` and
+    `work.tmp/` were deleted; only a write's own hidden temporary (`.name.tmp`) is."""
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    report = run / "report"
+    (report / "draft.tmp").write_text("mine", encoding="utf-8")
+    (report / "work.tmp").mkdir()
+    (report / "work.tmp" / "a").write_text("mine", encoding="utf-8")
+    (report / ".summary.json.tmp").write_text("{", encoding="utf-8")  # a killed write's
+    done = CliRunner().invoke(app, ["report", str(run)])
+    assert done.exit_code == 0, done.output
+    assert (report / "draft.tmp").read_text(encoding="utf-8") == "mine"
+    assert (report / "work.tmp" / "a").read_text(encoding="utf-8") == "mine"
+    assert not (report / ".summary.json.tmp").exists()
+
+
+def test_a_report_folder_it_may_not_write_is_refused_naming_it(
+    finished: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writing in place refused a read-only `report/` (or another user's); the swap needs
+    only the run folder's permission, and replaced it. Refused before anything is written,
+    naming `report/`, not a scratch file."""
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    report = run / "report"
+    before = folder_contents(report)
+    touch = Path.touch
+
+    def denied(self: Path, *args: Any, **kwargs: Any) -> None:
+        if self.parent == report:
+            raise PermissionError(13, "Permission denied", str(self))
+        touch(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "touch", denied)  # as for a user without write access there
+    refused = CliRunner().invoke(app, ["report", str(run)])
+    assert refused.exit_code == 2, refused.output
+    assert f"error: Permission denied: {report} (" in refused.output.replace("\n", "")
+    assert folder_contents(report) == before and _scratch(run) == []
