@@ -86,31 +86,35 @@ def stale_repairs(run_dir: Path) -> str | None:
     )
 
 
-def read_scored_from(run_dir: Path) -> dict[str, Any] | None:
-    """The record, None when there is none or it is damaged."""
+def read_scored_from(run_dir: Path, name: str = SCORED_FROM) -> dict[str, Any] | None:
+    """The record (the scores', or by `name` the repairs'), None when there is none or it
+    is damaged."""
     try:
-        scored = orjson.loads((run_dir / SCORED_FROM).read_bytes())
+        scored = orjson.loads((run_dir / name).read_bytes())
     except (FileNotFoundError, orjson.JSONDecodeError):
         return None
     return scored if isinstance(scored, dict) and all(k in scored for k in _FILES) else None
 
 
 def follow_reparse(
-    run_dir: Path, scored: dict[str, Any] | None, fresh: bool, before: str, after: str
+    run_dir: Path, scored: dict[str, Any] | None, fresh: bool, before: str, after: str,
+    name: str = SCORED_FROM,
 ) -> bool:
     """After a reparse whose answers' digests were `before` and `after`, keep the record
     (`scored`, read before it; `fresh`: its scores matched those answers) true; return
     whether the scores now match the answers. Fresh, the scores were of `before`: that digest
     is written beside their files' names, so a later reparse back to them is known. When
-    `after` is the digest of the scored answers, the record names the files now."""
+    `after` is the digest of the scored answers, the record names the files now. `name`
+    (`REPAIRED_FROM`) keeps the repairs' record so: a reparse back to the repaired answers
+    was said to leave `repaired.parquet` of other answers."""
     if scored is None:
         return False  # never scored, or before the record: as before
     digest = before if fresh else scored.get("digest")
     if digest == after:
-        record_scored_from(run_dir, answers_now(run_dir), after)
+        record_scored_from(run_dir, answers_now(run_dir), after, name=name)
         return True
     if fresh:
-        record_scored_from(run_dir, scored, before)
+        record_scored_from(run_dir, scored, before, name=name)
     return False
 
 

@@ -20,10 +20,8 @@ from runs.output import stdout_console
 from runs.scored_from import (
     REPAIRED_FROM,
     SCORED_FROM,
-    answers_now,
     follow_reparse,
     read_scored_from,
-    record_scored_from,
     stale_repairs,
     stale_scores,
 )
@@ -56,15 +54,18 @@ def reparse(
     ):
         fresh = (run_dir / SCORED_FROM).exists() and stale_scores(run_dir) is None
         scored = read_scored_from(run_dir)
-        repaired = (run_dir / REPAIRED_FROM).is_file() and stale_repairs(run_dir) is None
+        repaired_fresh = (run_dir / REPAIRED_FROM).is_file() and stale_repairs(run_dir) is None
+        repaired = read_scored_from(run_dir, REPAIRED_FROM)
         summary = run_reparse(run_dir, parser.value)
         changed = summary.newly_accepted + summary.newly_rejected + summary.values_changed
         # The answers scored, in a new shard (unchanged, or a round trip back): scores hold.
         holds = follow_reparse(
             run_dir, scored, fresh, summary.answers_digest_before, summary.answers_digest_after
         )
-        if repaired and not changed:  # the answers repaired, in a new shard: repairs hold
-            record_scored_from(run_dir, answers_now(run_dir), name=REPAIRED_FROM)
+        follow_reparse(  # the repairs' record likewise
+            run_dir, repaired, repaired_fresh, summary.answers_digest_before,
+            summary.answers_digest_after, name=REPAIRED_FROM,
+        )  # fmt: skip
         repairs = stale_repairs(run_dir)
     if as_json:
         typer.echo(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode())

@@ -79,3 +79,19 @@ def test_a_reparse_that_changes_no_answer_leaves_the_repairs_current(
     assert same.exit_code == 0, same.output
     assert STALE not in same.output.replace("\n", "")
     assert not any(STALE in w for w in _warnings(run))
+
+
+def test_a_reparse_back_to_the_repaired_answers_makes_the_repairs_current_again(
+    repaired: Path, tmp_path: Path
+) -> None:
+    """Strict, then lenient again: the answers are those repaired (in a new shard), as the
+    reparse said of the scores in the same output, and then warned the repairs were not."""
+    run = tmp_path / "run"
+    shutil.copytree(repaired, run)
+    strict = CliRunner().invoke(app, ["reparse", str(run), "--parser", "strict"])
+    assert strict.exit_code == 0 and STALE in strict.output.replace("\n", ""), strict.output
+    back = CliRunner().invoke(app, ["reparse", str(run), "--parser", "lenient"])
+    assert back.exit_code == 0, back.output
+    assert "again those the scores were computed from" in back.output.replace("\n", "")
+    assert STALE not in back.output.replace("\n", "")
+    assert not any(STALE in w for w in _warnings(run))
