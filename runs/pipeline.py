@@ -86,6 +86,7 @@ from runs.signals import (
     leave_terminal,
     mark_interrupt_said,
     stop_signals_to_catch,
+    stops_as_interrupt,
     terminal_fds,
 )
 from runs.spec import CampaignSpec, SpecError, load_spec
@@ -699,9 +700,14 @@ async def _run_locked(
         mark_interrupt_said()
         return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True)
     clock.lap("dispatch", run_dir)
-    return _score_and_report(
-        spec, run_dir, units, summary, signals.count > 0, injected, options, console, clock
-    )
+    # Ctrl-C ends scoring and the report at once, as SIGTERM does: dispatch's handlers gave
+    # SIGINT back to asyncio.run's, which only cancels the task at its next await, and the
+    # report ran to its end (seconds; minutes at paper scale) before the run said
+    # "interrupted".
+    with stops_as_interrupt():
+        return _score_and_report(
+            spec, run_dir, units, summary, signals.count > 0, injected, options, console, clock
+        )
 
 
 def _design_and_plan(

@@ -424,3 +424,35 @@ async def test_a_run_folder_in_use_is_a_one_line_error(tmp_path: Path) -> None:
             await run_campaign(spec, run_dir, progress=False)
     finally:
         holder.close()
+
+
+def test_ctrl_c_while_scoring_ends_the_run_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After dispatch, SIGINT was asyncio.run's again, which only cancels the task at its
+    next await: scoring and the report ran to their end (seconds; minutes at paper scale)
+    before the run said "interrupted". Now Ctrl-C ends them at once, as SIGTERM does."""
+    from typer.testing import CliRunner
+
+    import runs.pipeline
+    from runs.cli import app
+
+    scored: list[bool] = []
+    real = runs.pipeline.score_run
+
+    def interrupted(*args: object, **kwargs: object) -> object:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)  # the handler's KeyboardInterrupt ends the sleep
+        scored.append(True)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runs.pipeline, "score_run", interrupted)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        'name = "ctrl-c"\n[data]\nstock_days = 2\n[[models]]\nname = "m"\nprovider = "sim"\n'
+        'model = "sim-coherent"\n[[arms]]\nname = "baseline"\n',
+        encoding="utf-8",
+    )
+    done = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "run")])
+    assert done.exit_code == 130, done.output
+    assert not scored and not (tmp_path / "run" / "report").exists(), done.output
