@@ -73,11 +73,11 @@ from engine.logs import EngineLog
 from engine.plan import PLAN_COLUMNS, PlanItem, plan_items
 from engine.retry import (
     ANSWER_FAILURE_CAUSES,
-    ANSWER_FAILURES,
     DUPLICATE,
     PERMANENT,
     AnswerRetry,
     RetryPolicy,
+    charges_answer_budget,
     gave_up_detail,
 )
 from engine.scan import attempt_counts, failure_counts, scan_attempts
@@ -903,7 +903,7 @@ class BatchLane(LaneControl):
         # clients do not all redact, and a session token is masked only by its value.
         result = redact_result(result, self.client.secrets())
         record, response, failure = settle(item, result, sent, self.parser)
-        if failure is not None and failure.outcome in ANSWER_FAILURES and not failure.foreign:
+        if failure is not None and charges_answer_budget(failure):
             stopped = entry.answers.failed(failure.outcome, failure.raw_text, sent.attempt)
             if stopped:
                 record = replace(record, detail=gave_up_detail(record.detail, stopped))

@@ -111,7 +111,7 @@ class DispatchSummary:
         return {
             name: s.held_by_jobs
             for name, s in self.lanes.items()
-            if s.held_by_jobs and s.dispatch == "live"
+            if s.held_by_jobs  # set on live lanes only (`_Run._held`)
         }
 
     @property
@@ -183,7 +183,7 @@ class DispatchSummary:
                 + (
                     f" — {plural(s.held_by_jobs, 'request')} held by batch jobs of an earlier "
                     "run, asked when the model is dispatched as batch again"
-                    if s.held_by_jobs and s.dispatch == "live"
+                    if s.held_by_jobs
                     else ""
                 )
             )

@@ -35,12 +35,12 @@ from engine.outage import Outage, OutagePolicy, append_pause
 from engine.plan import PlanItem
 from engine.records import AttemptRecord, ResponseRecord
 from engine.retry import (
-    ANSWER_FAILURES,
     DUPLICATE,
     PERMANENT,
     AnswerRetry,
     RetryPolicy,
     RetryTally,
+    charges_answer_budget,
     gave_up_detail,
 )
 from engine.settle import Sent, settle
@@ -724,8 +724,7 @@ class Lane(LaneControl):
             self.log.info("options_omitted", model=self.config.name, options=list(sent.omitted))
         record, response, failure = settle(item, result, sent, self.parser)
         stopped = None
-        if (failure is not None and answers is not None and failure.outcome in ANSWER_FAILURES
-                and not failure.foreign):  # not the model's answer: no budget (FOREIGN_NOTE)
+        if failure is not None and answers is not None and charges_answer_budget(failure):
             stopped = answers.failed(failure.outcome, failure.raw_text, sent.attempt)
             if stopped:
                 record = replace(record, detail=gave_up_detail(record.detail, stopped))

@@ -29,6 +29,13 @@ ANSWER_FAILURES: frozenset[Outcome] = frozenset(
 )
 ANSWER_FAILURE_CAUSES: frozenset[str] = frozenset(o.value for o in ANSWER_FAILURES)
 
+
+def charges_answer_budget(failure: Failure) -> bool:
+    """Whether `failure` is booked against its request's answer-failure budget: an answer
+    failure, but not a reply outside the provider's format (`Failure.foreign`, no answer of
+    the model's: `engine.records.FOREIGN_NOTE`)."""
+    return failure.outcome in ANSWER_FAILURES and not failure.foreign
+
 #: The retry cause of a valid reply to a request that already had an accepted answer.
 DUPLICATE = "duplicate"
 #: What `engine.audit.classify` marks a reply the run accepted and a stricter reparse

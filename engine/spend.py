@@ -123,6 +123,10 @@ def recorded_spend(run_dir: Path | str, models: Mapping[str, ModelConfig]) -> fl
     return total
 
 
+#: How a lane stopped by the cap begins its reason (`SpendCap.message`; the audit asks).
+SPEND_CAP_REACHED = "spend cap reached"
+
+
 def dollars(value: float) -> str:
     return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
 
@@ -151,7 +155,7 @@ class SpendCap:
         """"spend cap reached: $X of $Y", and when an attempt's worst case did not fit, why:
         a cap between a campaign's typical and worst cost stopped after one answer at 3% of
         the budget, saying only "reached", and every resume stopped so."""
-        said = f"spend cap reached: {dollars(self.spent_usd)} of {dollars(self.budget_usd)}"
+        said = f"{SPEND_CAP_REACHED}: {dollars(self.spent_usd)} of {dollars(self.budget_usd)}"
         if self.unfit_usd is None:
             return said
         left = max(0.0, self.budget_usd - self.spent_usd)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runs import markdown as md  # `markdown` here is this module's section
+from runs.report_folder import REPORT_DIR
 
 if TYPE_CHECKING:  # polars and rich are imported when an audit is made, not at start-up
     from rich.console import Console
@@ -21,8 +22,8 @@ if TYPE_CHECKING:  # polars and rich are imported when an audit is made, not at 
     from engine.spend import Prices
 
 SPEC = "spec.toml"
-AUDIT_JSON = Path("report") / "audit.json"
-AUDIT_CSV = Path("report") / "audit.csv"
+AUDIT_JSON = Path(REPORT_DIR) / "audit.json"
+AUDIT_CSV = Path(REPORT_DIR) / "audit.csv"
 
 
 def spec_prices(run_dir: Path) -> tuple[dict[str, Prices], dict[str, str]]:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from runs.plan_checksums import PLAN_FILES, REPLAN
+from runs.report_folder import REPORT_DIR
 
 #: Files `dutchbook score DIR` (or `repair DIR`) writes again from the kept answers.
 DERIVED = {
@@ -82,9 +83,9 @@ def damaged_parquet_files(folder: Path) -> dict[Path, str]:
     return found
 
 
-#: Where a run folder's special files are not looked for: the report is written by atomic
-#: rename (`engine.durable.write_bytes_atomic`), which replaces whatever stands there.
-_REPLACED_WHOLE = ("report",)
+#: Where a run folder's special files are not looked for: the report is written beside it
+#: and swapped in whole (`runs.report_folder`), replacing whatever stood there.
+_REPLACED_WHOLE = (REPORT_DIR,)
 
 
 def special_files(folder: Path) -> dict[Path, str]:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import psutil
 
-#: The scratch folders inside a run folder (`runs.scoring_step`, `runs.repair_step`, and a
-#: report's, `runs.report_folder`).
-FOLDER_SCRATCH = (".scoring-", ".repair-", ".report-")
+#: The scratch folders inside a run folder (`runs.scoring_step`, `runs.repair_step`); a
+#: report's is named by `runs.report_folder.is_stage`.
+FOLDER_SCRATCH = (".scoring-", ".repair-")
 #: The kinds of scratch folder made in the system's temporary folder.
 SYSTEM_SCRATCH = ("plan", "sim")
 #: A process started this long after a folder was last changed did not make it (pid reuse).
@@ -38,12 +38,11 @@ def scratch_folder(kind: str) -> tempfile.TemporaryDirectory[str]:
 
 def remove_folder_scratch(run_dir: Path) -> list[Path]:
     """Remove the scratch folders in `run_dir`; call only with the folder's lock held."""
-    from runs.report_folder import STAGE_PREFIX, is_stage
+    from runs.report_folder import is_stage
 
     removed = []
     for path in sorted(run_dir.iterdir()):
-        ours = not path.name.startswith(STAGE_PREFIX) or is_stage(path.name)
-        if path.is_dir() and path.name.startswith(FOLDER_SCRATCH) and ours:
+        if path.is_dir() and (path.name.startswith(FOLDER_SCRATCH) or is_stage(path.name)):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed

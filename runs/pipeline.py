@@ -39,7 +39,7 @@ from engine.durable import (
 )
 from engine.ledger import LedgerBusy
 from engine.reparse import resume_refusal
-from engine.runlock import clear_pid, lock_held, release_lock, write_pid
+from engine.runlock import clear_pid, release_lock, write_pid
 from engine.scan import ATTEMPTS, RESPONSES
 from engine.shards import visible_shards
 from panels.arms import ARMS
@@ -63,7 +63,7 @@ from runs.lost_answers import answers_refusal
 from runs.memory import release_heap
 from runs.output import stdout_console
 from runs.phases import PhaseClock
-from runs.plan_checksums import answers_outside_plan, plan_damage
+from runs.plan_checksums import answers_outside_plan, plan_damage, plan_damage_unless_written
 from runs.plan_estimate import resumed_estimate, save_estimate
 from runs.planner import (
     PlanLine,
@@ -74,9 +74,7 @@ from runs.planner import (
     write_plan,
 )
 from runs.planning_progress import PlanningProgress
-from runs.report import write_report
-from runs.report_folder import report_dir, staged_report
-from runs.report_page import PAGE, write_page
+from runs.report import write_report_folder
 from runs.run_folder import foreign_entries, has_run_marks
 from runs.scoring_step import score_run
 from runs.signals import (
@@ -266,11 +264,8 @@ def _check_run_folder(run_dir: Path) -> None:
                 if (damaged := special_files_report(run_dir)) is not None:
                     raise RunError(damaged)
                 # Before the estimate, which a damaged plan's counts could make render every
-                # prompt; checked again once the folder is locked (`_design_and_plan`). Not
-                # while another run holds the folder's lock: its plan may be half committed,
-                # and the lock, taken next, says it is busy (it read "damaged").
-                damaged = plan_damage(run_dir)
-                if damaged is not None and not lock_held(run_dir):
+                # prompt; checked again once the folder is locked (`_design_and_plan`).
+                if (damaged := plan_damage_unless_written(run_dir)) is not None:
                     raise RunError(damaged)
             elif names := foreign_entries(run_dir):
                 raise RunError(
@@ -904,20 +899,16 @@ def _score_and_report(
     console.print(audit.sentence, soft_wrap=True, highlight=False, markup=False)
     release_heap()  # scoring's garbage, before the report's scans
     clock.lap("score", run_dir)
-    with staged_report(run_dir) as out:  # report/ replaced whole, or left as it was
-        report = write_report(
-            run_dir,
-            scored.scores,
-            floor=spec.coverage_floor,
-            seed=spec.seed,
-            console=console,
-            averaged=scored.averaged,
-            audit=audit,
-            figure_workers=options.figure_workers,
-            out=out,
-        )
-        write_page(run_dir, audit=audit, report_dir=out)
-    page = report_dir(run_dir) / PAGE
+    report, page = write_report_folder(
+        run_dir,
+        scored.scores,
+        floor=spec.coverage_floor,
+        seed=spec.seed,
+        console=console,
+        averaged=scored.averaged,
+        audit=audit,
+        figure_workers=options.figure_workers,
+    )
     console.print(f"report page: {page}", highlight=False, soft_wrap=True)
     clock.lap("report", run_dir)
     if summary.spend_cap_reached:

@@ -68,6 +68,19 @@ def plan_damage(run_dir: Path) -> str | None:
     )
 
 
+def plan_damage_unless_written(run_dir: Path) -> str | None:
+    """`plan_damage`, asked before the folder is locked: None while a writer holds the
+    folder's lock, whose plan may be half committed (a resume racing a replan read
+    "damaged"; the writing commands take the lock next and say the folder is busy, `status`
+    reads a live snapshot). A pid file alone is no writer (a copy of a live run's folder)."""
+    damaged = plan_damage(run_dir)
+    if damaged is None:
+        return None
+    from engine.runlock import lock_held  # polars, through the records: only on this path
+
+    return None if lock_held(run_dir) else damaged
+
+
 #: What mends a damaged plan, whatever the damage (`runs.damaged_files` says it too). Only
 #: `dutchbook run` plans, so it is named whichever command refused; the frozen design (spec and
 #: files) gives the same request ids unless this dutchbook renders the prompts differently

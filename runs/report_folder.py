@@ -6,7 +6,7 @@ left `report/` holding files of two reports: new tables beside the old page, fig
 into `.report-<pid>` in the run folder, and only a report written whole takes `report/`'s
 place, in one atomic exchange of the two folders (Linux's `renameat2(RENAME_EXCHANGE)`).
 A report that fails or is killed leaves the last whole report as it was; its scratch folder
-is removed by whoever takes the folder's lock next (`runs.leftovers.FOLDER_SCRATCH`).
+is removed by whoever takes the folder's lock next (`runs.leftovers.remove_folder_scratch`).
 
 Files in the old `report/` that the new report does not write (a user's notes, a table an
 earlier version wrote) are carried over, as writing in place kept them: linked, not copied;
@@ -17,7 +17,6 @@ and group. A link, a mount point, or a folder holding a mount is written in plac
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import re
@@ -28,7 +27,7 @@ from pathlib import Path
 
 #: The report's folder in a run folder.
 REPORT_DIR = "report"
-#: How a report's scratch folder is named (`runs.leftovers.FOLDER_SCRATCH` holds it too).
+#: How a report's scratch folder is named (`is_stage`, which `runs.leftovers` asks).
 STAGE_PREFIX = ".report-"
 
 _AT_FDCWD = -100
@@ -127,9 +126,9 @@ def _carry_over(old: Path, new: Path) -> None:
     this report left out is not drawn, and writing in place removed its earlier file. A
     folder of the user's where the report writes a file is refused, as writing in place
     refused it: the swap would remove it with the old report."""
-    from runs.report_figures import FIGURES
+    from runs.report_figures import FIGURES, figure_file
 
-    figures = {f"fig{number}_{key}.png" for number, key, _ in FIGURES}
+    figures = {figure_file(number, key) for number, key, _ in FIGURES}
     for entry in old.iterdir():
         target = new / entry.name
         if entry.is_dir() and not entry.is_symlink() and target.is_file():
@@ -167,6 +166,7 @@ def _swap(stage: Path, report: Path) -> None:
 def _exchange(first: Path, second: Path) -> bool:
     """Whether `renameat2(RENAME_EXCHANGE)` swapped the two paths; False where it is not to
     be had. No library offers it (os.rename replaces only a file or an empty folder)."""
+    import ctypes  # only here: the modules naming REPORT_DIR need none of it
     renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
     if renameat2 is None:
         return False

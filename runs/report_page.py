@@ -30,6 +30,7 @@ from runs.figures import read_manifest
 from runs.report.models import frozen_spec, model_notes, simulated_models
 from runs.report.provenance import provenance_sentences
 from runs.report.wording import cluster_words, metric_words
+from runs.report_folder import report_dir as report_folder
 
 PAGE = "index.html"
 #: The browser may load nothing but the page's own inline images and style.
@@ -82,7 +83,7 @@ def write_page(run_dir: Path, *, audit: Any = None, report_dir: Path | None = No
 
     `audit` (an `engine.audit.Audit`) defaults to the run folder's own (`runs.audit`).
     """
-    report_dir = report_dir or run_dir / "report"
+    report_dir = report_dir or report_folder(run_dir)
     summary = orjson.loads((report_dir / "summary.json").read_bytes())
     if audit is None and ((run_dir / "attempts").is_dir() or (run_dir / "journal").is_dir()):
         from runs.audit import run_audit

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from runs.commands._errors import fail
 from runs.damaged_files import special_files_report
-from runs.plan_checksums import plan_damage
+from runs.plan_checksums import plan_damage_unless_written
 from runs.run_folder import RUN_FOLDER_MARKS, has_run_marks
 
 
@@ -43,11 +43,5 @@ def _require_run_folder(run_dir: Path) -> None:
         )
     if (damaged := special_files_report(run_dir)) is not None:
         fail(damaged)  # a FIFO among its files: the read would never end
-    if (damaged := plan_damage(run_dir)) is not None:
-        from engine.runlock import lock_held  # polars, through the records: only on this path
-
-        # Not while a writer holds the folder's lock: its plan may be half committed (the
-        # writing commands take the lock next, and say the folder is busy; `status` reads a
-        # live snapshot). A pid file alone is not a writer (a copy of a live run's folder).
-        if not lock_held(run_dir):
-            fail(damaged)  # counts and coverage against a plan that is not the run's
+    if (damaged := plan_damage_unless_written(run_dir)) is not None:
+        fail(damaged)  # counts and coverage against a plan that is not the run's

@@ -79,11 +79,12 @@ def _asked_again(report: Audit) -> str | None:
     run's own line says), or a resume is refused (`Audit.resume_refused`, said last). "Given
     up" alone read as given up for good."""
     from engine.console_lines import plural
+    from engine.spend import SPEND_CAP_REACHED
 
     totals = report.totals
     again = totals.given_up_total - totals.answer_budget_spent
     capped = any(
-        end["state"] == "cancelled" and str(end["reason"]).startswith("spend cap")
+        end["state"] == "cancelled" and str(end["reason"]).startswith(SPEND_CAP_REACHED)
         for end in report.lane_ends
     )
     if again <= 0 or capped or report.resume_refused:  # refused: the audit's last line says why

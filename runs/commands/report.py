@@ -30,9 +30,7 @@ from runs.scored_from import stale_repairs, stale_scores
 def build_report(run_dir: Path, console: Console) -> Path:
     """Summary, tables, figures and page of a scored run folder; returns the page's path."""
     from runs.audit import run_audit
-    from runs.report import write_report
-    from runs.report_folder import report_dir, staged_report
-    from runs.report_page import PAGE, write_page
+    from runs.report import write_report_folder
     from runs.scoring_step import read_scored
     from runs.spec import load_spec
 
@@ -44,19 +42,16 @@ def build_report(run_dir: Path, console: Console) -> Path:
     # The statistics read the scores' slim columns only (the figures scan the file for the
     # rest): the per-event lists of a paper-scale run are most of its size in memory.
     scored = read_scored(run_dir)
-    with staged_report(run_dir) as out:  # report/ replaced whole, or left as it was
-        write_report(
-            run_dir,
-            scored.scores,
-            floor=spec.coverage_floor,
-            seed=spec.seed,
-            console=console,
-            averaged=scored.averaged if has_averaged else None,
-            audit=audit,
-            out=out,
-        )
-        write_page(run_dir, audit=audit, report_dir=out)
-    return report_dir(run_dir) / PAGE
+    _, page = write_report_folder(
+        run_dir,
+        scored.scores,
+        floor=spec.coverage_floor,
+        seed=spec.seed,
+        console=console,
+        averaged=scored.averaged if has_averaged else None,
+        audit=audit,
+    )
+    return page
 
 
 def _refuse_lost_answers(run_dir: Path) -> None:

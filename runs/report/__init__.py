@@ -10,7 +10,7 @@
 
 from runs.report.data import SCHEMA, ArmRow, ReportData, build_report_data, build_rows
 from runs.report.repeated import IncidenceFor, incidence_from_units, repeated_elicitation
-from runs.report.write import write_report, write_views
+from runs.report.write import write_report, write_report_folder, write_views
 
 __all__ = [
     "SCHEMA",
@@ -22,5 +22,6 @@ __all__ = [
     "incidence_from_units",
     "repeated_elicitation",
     "write_report",
+    "write_report_folder",
     "write_views",
 ]

@@ -35,7 +35,7 @@ from runs.report.tables import (
     terminal_leaderboard,
 )
 from runs.report_figures import FIGURES, SHOW_REPEATED
-from runs.report_folder import report_dir
+from runs.report_folder import report_dir, staged_report
 from scoring import stats
 
 if TYPE_CHECKING:
@@ -101,6 +101,31 @@ def write_report(
         run_dir, data, console=console, figures=figures, audit=audit, workers=workers,
         early=early, out=out,
     )  # fmt: skip
+
+
+def write_report_folder(
+    run_dir: Path,
+    scores: pl.DataFrame,
+    *,
+    floor: float,
+    seed: int,
+    console: Console,
+    averaged: pl.DataFrame | None,
+    audit: Audit,
+    figure_workers: FigureWorkers | None = None,
+) -> tuple[dict[str, Any], Path]:
+    """`write_report` and the page (`runs.report_page.write_page`) written together into a
+    scratch folder that then replaces `report/` whole (`runs.report_folder.staged_report`);
+    summary.json's dict and the page's path in `report/`. `run` and `report` write it so."""
+    from runs.report_page import PAGE, write_page
+
+    with staged_report(run_dir) as out:  # report/ replaced whole, or left as it was
+        summary = write_report(
+            run_dir, scores, floor=floor, seed=seed, console=console, averaged=averaged,
+            audit=audit, figure_workers=figure_workers, out=out,
+        )  # fmt: skip
+        write_page(run_dir, audit=audit, report_dir=out)
+    return summary, report_dir(run_dir) / PAGE
 
 
 def write_views(

@@ -19,7 +19,7 @@ from typing import Any
 
 from runs.report_figures.inputs import FAMILIES, TIMELINE, FigureInputs
 
-#: (number, key, module): the file is `fig{number}_{key}.png`.
+#: (number, key, module): the file is `figure_file(number, key)`.
 FIGURES: tuple[tuple[int, str, str], ...] = (
     (1, "books", "books"),
     (2, "leaderboard", "leaderboard"),
@@ -30,6 +30,11 @@ FIGURES: tuple[tuple[int, str, str], ...] = (
     (7, "repeated", "repeated"),
     (8, "audit", "audit"),
 )
+
+
+def figure_file(number: int, key: str) -> str:
+    """A figure's file name in `report/`: `fig{number}_{key}.png`."""
+    return f"fig{number}_{key}.png"
 
 
 #: The figures that read more of the run folder than its scores and forecasts, and what
@@ -136,7 +141,7 @@ def draw_all(
         if numbers is not None and number not in numbers:
             continue
         module = module_of(number)
-        path = out_dir / f"fig{number}_{key}.png"
+        path = out_dir / figure_file(number, key)
         try:
             with missing_glyphs() as boxes:
                 caption = module.draw(inputs, path)
@@ -159,6 +164,7 @@ __all__ = [
     "FigureInputs",
     "Omit",
     "draw_all",
+    "figure_file",
     "module_of",
     "reads_of",
 ]
