@@ -337,7 +337,7 @@ class Lane(LaneControl):
         self._recognised = False
         self._foreign_streak = 0
         self._adapter_failures: Counter[str] = Counter()  # by exception type
-        #: `time.monotonic()` of the lane's last successful reply (`_charged`).
+        #: `time.monotonic()` of the lane's last reply with the model's answer (`_replied`).
         self._replied_at = -float("inf")
         self._said_unanswered = False  # `no_answer_yet` is said once
 
@@ -503,14 +503,14 @@ class Lane(LaneControl):
 
     def _charged(self, failure: Failure) -> bool:
         """Whether a failed attempt counts against its request's `max_attempts`. A rate limit
-        does not while the lane has had a successful reply within
-        `RetryPolicy.rate_limit_grace_s`: the provider is pacing the lane, and a sweep throttled
-        hard would otherwise give up requests it could have answered. Nor does a server that
-        could not be reached at all (`Failure.unreachable`: connection refused) within that
-        window: a local server restarting took a request's six attempts in six seconds, before
-        the lane's failures in a row paused it. With no reply for that long (a key always
-        refused, a server gone) it is charged, so the lane still ends; each reply opens one
-        grace window, so the uncharged retries are bounded."""
+        does not while the lane has had a reply with the model's answer, usable or not
+        (`_replied`), within `RetryPolicy.rate_limit_grace_s`: the provider is pacing the
+        lane, and a sweep throttled hard would otherwise give up requests it could have
+        answered. Nor does a server that could not be reached at all (`Failure.unreachable`:
+        connection refused) within that window: a local server restarting took a request's
+        six attempts in six seconds, before the lane's failures in a row paused it. With no
+        reply for that long (a key always refused, a server gone) it is charged, so the lane
+        still ends; each reply opens one grace window, so the uncharged retries are bounded."""
         paced = failure.outcome is Outcome.RATE_LIMIT and not self.policy.quota_pauses(failure)
         if not (paced or failure.unreachable):
             return True
@@ -743,10 +743,15 @@ class Lane(LaneControl):
         if failure is not None:
             self.stats.retries.count(failure.outcome)
             self._on_failure(failure)
+            if charges_answer_budget(failure):
+                # The model answered, unusably: as much a reply as an accepted answer for
+                # pacing. A lane whose model answered in fractions under the strict parser
+                # stayed at slow start's one request at a time (1,260 replies took 40 s
+                # where 420 answers took 0.3 s), and 3 server errors in a row paused it.
+                self._replied()
             return failure, stopped is not None
         self._permanent_streak = 0
-        self._replied_at = time.monotonic()
-        self.cap.on_success()
+        self._replied()
         if accepted:
             self.stats.accepted += 1
         else:
@@ -758,8 +763,14 @@ class Lane(LaneControl):
 
     @property
     def _answered_once(self) -> bool:
-        """Whether the provider has answered this lane successfully in this process."""
+        """Whether the model has answered this lane in this process (`_replied`)."""
         return self._replied_at > -math.inf
+
+    def _replied(self) -> None:
+        """A reply with the model's answer, usable or not (an answer failure): the provider
+        is up and serving, so the cap grows and rate limits soon after are pacing."""
+        self._replied_at = time.monotonic()
+        self.cap.on_success()
 
     def _stopped_unanswered(self, failure: Failure) -> bool:
         """Stop the lane (True) once enough probes failed and its provider never answered

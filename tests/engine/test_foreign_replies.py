@@ -76,10 +76,12 @@ def serve(serve_any: ServeAny) -> Callable[[Reply], Awaitable[str]]:
 
 
 async def _dispatch(
-    tmp_path: Path, kit: type[Kit], base_url: str, n: int, policy: RetryPolicy = FAST
+    tmp_path: Path, kit: type[Kit], base_url: str, n: int, policy: RetryPolicy = FAST,
+    concurrency: int = 2,
 ) -> Any:
     config = ModelConfig(
-        name="m", provider="openai", model="m", base_url=base_url, max_tokens=64, concurrency=2
+        name="m", provider="openai", model="m", base_url=base_url, max_tokens=64,
+        concurrency=concurrency,
     )
     adapter = openai_provider.create_adapter(config, {})
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", n, grouped_every=0))

@@ -1,0 +1,73 @@
+"""A reply with the model's answer is a reply, usable or not (an answer failure).
+
+A model that answered in fractions under the strict parser, every reply an answer failure,
+never had a "successful" reply: its lane stayed at slow start's one request at a time for the
+whole run, and three server errors in a row paused it as if its provider had never answered
+(`OutagePolicy.unanswered_streak`), where a lane with answers pauses after twelve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from engine.outage import read_pauses
+from engine.retry import RetryPolicy
+from tests.engine.test_foreign_replies import _dispatch
+
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit, ServeAny
+
+#: One answer failure per request: each is asked once, then given up.
+ONCE = RetryPolicy(max_attempts=1, max_answer_failures=1, base_s=0.001, cap_s=0.002)
+
+
+def _empty_answer(number: int) -> web.Response:
+    """A chat completion in the format whose answer is empty: an `invalid_response`."""
+    choice = {"index": 0, "message": {"role": "assistant", "content": ""},
+              "finish_reason": "stop"}  # fmt: skip
+    return web.json_response({"id": f"c{number}", "model": "m", "choices": [choice]})
+
+
+async def test_answer_failures_let_the_lane_leave_slow_start(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny
+) -> None:
+    in_flight, peak, count = [0], [0], [0]
+
+    async def handler(request: web.Request) -> web.Response:
+        await request.read()
+        count[0] += 1
+        in_flight[0] += 1
+        peak[0] = max(peak[0], in_flight[0])
+        await asyncio.sleep(0.02)  # long enough for requests to overlap where the cap allows
+        in_flight[0] -= 1
+        return _empty_answer(count[0])
+
+    url = f"{await serve_any(handler)}/v1"
+    summary = await _dispatch(tmp_path, kit, url, 60, ONCE, concurrency=8)
+    assert summary.lanes["m"].retries.answer_budget_spent == 60, summary.lines()
+    assert peak[0] == 8  # 1 before: never past slow start's first step
+
+
+async def test_server_errors_between_answer_failures_pause_no_lane_after_three(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny
+) -> None:
+    """One request at a time: an answer failure, three HTTP 500s in a row, answer failures."""
+    count = [0]
+
+    async def handler(request: web.Request) -> web.Response:
+        await request.read()
+        count[0] += 1
+        if 2 <= count[0] <= 4:
+            return web.json_response({"error": {"message": "busy"}}, status=500)
+        return _empty_answer(count[0])
+
+    url = f"{await serve_any(handler)}/v1"
+    policy = RetryPolicy(max_attempts=8, max_answer_failures=1, base_s=0.001, cap_s=0.002)
+    summary = await _dispatch(tmp_path, kit, url, 6, policy, concurrency=1)
+    assert summary.lanes["m"].retries.answer_budget_spent == 6, summary.lines()
+    assert count[0] == 9  # six answers and the three errors, no probe
+    assert read_pauses(tmp_path / "run") == []
