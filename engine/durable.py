@@ -123,6 +123,11 @@ def temp_path(target: Path) -> Path:
     return target.with_name(f".{target.name}.tmp")
 
 
+def is_temp_name(name: str) -> bool:
+    """Whether `name` is such a temporary's (`temp_path`): a write's own, never a result."""
+    return name.startswith(".") and name.endswith(".tmp")
+
+
 def commit_file(tmp: Path, target: Path, *, sync: bool = True) -> None:
     """Make a fully written temporary file `target`: fsync, rename, fsync the folder.
 

@@ -23,7 +23,13 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from engine.durable import fsync_dir, temp_path, write_bytes_atomic, written_whole
+from engine.durable import (
+    fsync_dir,
+    is_temp_name,
+    temp_path,
+    write_bytes_atomic,
+    written_whole,
+)
 from engine.journal import numbered_files
 
 _PART = re.compile(r"^part-(\d{8})\.parquet$")
@@ -92,7 +98,7 @@ def remove_temp_files(directory: Path) -> None:
     except FileNotFoundError:
         return
     for name in names:
-        if name.startswith(".") and name.endswith(".tmp"):
+        if is_temp_name(name):
             (directory / name).unlink(missing_ok=True)
 
 

@@ -25,6 +25,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from engine.durable import is_temp_name
+
 #: The report's folder in a run folder.
 REPORT_DIR = "report"
 #: How a report's scratch folder is named (`is_stage`, which `runs.leftovers` asks).
@@ -47,11 +49,12 @@ def staged_report(run_dir: Path) -> Iterator[Path]:
     folder holding one (a mount does not move with its folder's rename, and removing the old
     report would cross into it)."""
     report = report_dir(run_dir)
-    if report.is_symlink() or (report.is_dir() and _holds_a_mount(report)):
+    if (report.exists() or report.is_symlink()) and not report.is_dir():
+        # A file, or a link leading to no folder: said before the report is computed.
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(report))
+    if report.is_symlink() or _holds_a_mount(report):
         yield report
         return
-    if report.exists() and not report.is_dir():  # said before the report is computed
-        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(report))
     if report.is_dir():
         _refuse_unless_writable(report)
     stage = run_dir / f"{STAGE_PREFIX}{os.getpid()}"
@@ -80,7 +83,10 @@ _STAGE_NAME = re.compile(re.escape(STAGE_PREFIX) + r"\d+(-old)?")
 
 
 def _holds_a_mount(report: Path) -> bool:
-    """Whether `report` is a mount point or holds anything on another device."""
+    """Whether `report` is a mount point or holds anything on another device (False when
+    there is no `report`)."""
+    if not report.is_dir():
+        return False
     if os.path.ismount(report):
         return True
     device = report.stat().st_dev
@@ -135,7 +141,7 @@ def _carry_over(old: Path, new: Path) -> None:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(entry))
         if (
             target.exists() or target.is_symlink() or entry.name in figures
-            or (entry.name.startswith(".") and entry.name.endswith(".tmp"))  # a write's own
+            or is_temp_name(entry.name)
         ):  # fmt: skip
             continue
         if entry.is_dir() and not entry.is_symlink():

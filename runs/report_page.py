@@ -112,7 +112,7 @@ def _files(report_dir: Path) -> list[str]:
     return sorted(
         p.name
         for p in report_dir.iterdir()
-        if p.suffix in wanted and p.name != PAGE and not p.name.endswith(".tmp")
+        if p.suffix in wanted and p.name != PAGE  # a write's `.name.tmp` has suffix `.tmp`
     )
 
 

@@ -144,8 +144,12 @@ def _in_the_way(exc: OSError) -> str:
     elif exc.errno in (errno.EEXIST, errno.ENOTDIR):
         # ENOTDIR names the whole path: the file in the way is one of its parents.
         paths = [p for n in names for p in (Path(n), *Path(n).parents)]
-        found = next((p for p in paths if p.exists() and not p.is_dir()), None)
+        found = next(
+            (p for p in paths if (p.exists() or p.is_symlink()) and not p.is_dir()), None
+        )
         what = "a file where a folder goes"
+        if found is not None and found.is_symlink():  # dangling, a loop, or to a file
+            what = f"a link to {os.readlink(found)}, which leads to no folder, where a folder goes"
     elif exc.errno in (errno.EACCES, errno.EPERM):
         return (
             " (this user may not use it, or the folder it is in: give it the access it "

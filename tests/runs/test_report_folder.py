@@ -223,3 +223,23 @@ def test_a_report_folder_it_may_not_write_is_refused_naming_it(
     assert refused.exit_code == 2, refused.output
     assert f"error: Permission denied: {report} (" in refused.output.replace("\n", "")
     assert folder_contents(report) == before and _scratch(run) == []
+
+
+@pytest.mark.parametrize("target", ["nowhere", "report", "a-file"])
+def test_a_report_link_leading_to_no_folder_is_named_in_one_line(
+    finished: Path, tmp_path: Path, target: str
+) -> None:
+    """A dangling link, a loop, or a link to a file ended with a bare "File exists:
+    DIR/report", after the report was computed."""
+    run = tmp_path / "run"
+    shutil.copytree(finished, run, ignore=shutil.ignore_patterns("report"))
+    (run / "a-file").write_text("notes", encoding="utf-8")
+    (run / "report").symlink_to(target)
+    refused = CliRunner().invoke(app, ["report", str(run)])
+    assert refused.exit_code == 2, refused.output
+    assert refused.output.replace("\n", "") == (
+        f"error: File exists: {run / 'report'} ({run / 'report'} is a link to {target}, which "
+        "leads to no folder, where a folder goes: move or remove it, then run the same "
+        "command again)"
+    )
+    assert _scratch(run) == [] and (run / "report").is_symlink()
