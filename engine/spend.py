@@ -19,12 +19,15 @@ Models without prices are not counted (their usage costs nothing we know of).
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
+from engine.records import FOREIGN_NOTE
+from engine.retry import GAVE_UP_MARK
 from providers.types import ModelConfig
 
 #: Output tokens assumed for a model without `max_tokens` (providers' defaults run this high).
@@ -71,10 +74,15 @@ def worst_case_cost(prices: Prices, config: ModelConfig, system: str, user: str)
 #: job named in the note that ends it ("... [batch job <id>]", `engine.settle.with_omitted`),
 #: or first for a line the job never ran ("batch job <id> expired ...").
 BATCH_MARK = "batch job "
-#: `BATCH_MARK` where the batch lane puts it, at the start or in the closing note: a live
-#: attempt whose provider's message merely mentions a batch job (its detail begins "HTTP")
-#: is not priced as one.
-BATCH_DETAIL = rf"^{BATCH_MARK}|\[(?:[^\[\]]*; )?{BATCH_MARK}[^\s\[\];]+\]$"
+#: `BATCH_MARK` where the batch lane puts it, at the start or in the closing note, which the
+#: engine's own notes may follow (a reply not in the provider's format, a request given up:
+#: four lines given up on their answer budget were priced live): a live attempt whose
+#: provider's message merely mentions a batch job (its detail begins "HTTP") is not priced
+#: as one.
+BATCH_DETAIL = (
+    rf"^{BATCH_MARK}|\[(?:[^\[\]]*; )?{BATCH_MARK}[^\s\[\];]+\]"
+    rf"(?: {re.escape(FOREIGN_NOTE)})?(?: {re.escape(GAVE_UP_MARK)}[^\[\]]*\])?$"
+)
 
 
 def carried_by_batch() -> pl.Expr:
@@ -128,7 +136,18 @@ SPEND_CAP_REACHED = "spend cap reached"
 
 
 def dollars(value: float) -> str:
+    """To a hundredth of a cent under $1, where a test campaign's costs lie, else to the cent."""
     return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def dollars_apart(first: float, second: float) -> tuple[str, str]:
+    """Two amounts in dollars with decimals enough to tell them apart (to cents at least):
+    an estimate of $0.0158 over a cap of $0.0151 read "$0.02 exceeds --max-cost $0.02"."""
+    for places in (2, 4, 6, 8):
+        pair = (f"${first:,.{places}f}", f"${second:,.{places}f}")
+        if pair[0] != pair[1]:
+            return pair
+    return f"${first:,.2f}", f"${second:,.2f}"  # apart by less than that: cents will do
 
 
 class SpendCap:

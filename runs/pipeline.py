@@ -42,6 +42,7 @@ from engine.reparse import resume_refusal
 from engine.runlock import clear_pid, release_lock, write_pid
 from engine.scan import ATTEMPTS, RESPONSES
 from engine.shards import visible_shards
+from engine.spend import dollars_apart
 from panels.arms import ARMS
 from providers.batch_registry import batch_client_for
 from providers.registry import adapter_for
@@ -204,16 +205,6 @@ def check_max_cost(max_cost: float | None) -> None:
     """`--max-cost` is a number of USD, zero or more (inf: no cap); NaN would cap nothing."""
     if max_cost is not None and not max_cost >= 0:  # `not >=` also refuses NaN
         raise RunError(f"--max-cost must be a number of USD, 0 or more, not {max_cost}")
-
-
-def dollars_apart(first: float, second: float) -> tuple[str, str]:
-    """Two amounts in dollars with decimals enough to tell them apart (to cents at least):
-    an estimate of $0.0158 over a cap of $0.0151 read "$0.02 exceeds --max-cost $0.02"."""
-    for places in (2, 4, 6, 8):
-        pair = (f"${first:,.{places}f}", f"${second:,.{places}f}")
-        if pair[0] != pair[1]:
-            return pair
-    return f"${first:,.2f}", f"${second:,.2f}"  # apart by less than that: cents will do
 
 
 def check_run_folder(run_dir: Path) -> None:

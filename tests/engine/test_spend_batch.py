@@ -15,7 +15,8 @@ import pytest
 from engine.audit import audit
 from engine.dispatch import dispatch
 from engine.ledger import Ledger
-from engine.retry import RetryPolicy
+from engine.records import FOREIGN_NOTE
+from engine.retry import RetryPolicy, gave_up_detail
 from engine.scan import scan_attempts
 from engine.spend import Prices, carried_by_batch, recorded_spend, unpriced
 from providers.types import ModelConfig
@@ -100,16 +101,22 @@ def test_a_live_attempt_that_mentions_a_batch_job_is_priced_live(
     """Only where the batch lane puts its mark (first, or in the closing note) does an attempt
     count as carried by a batch job: a live attempt whose provider's message mentions one is
     charged the live prices, not a tenth of them."""
+    spent = "2 answer failures (budget 2, across runs)"
     live = [
         "HTTP 400 invalid_request_error: this model is offered as a batch job only",
         "HTTP 400: see batch job j-2]",
         "HTTP 429: slow down [omitted: seed]",
+        gave_up_detail("not_json: see [batch job j-2]: no", spent),
     ]
     batch = [
         "[batch job j-1]",
         "[retry with seed 8; batch job arn:aws:bedrock:us-east-1:1:model-invocation-job/ab]",
         "batch job j-1 expired before this line ran: too late",
         "HTTP 500: boom [omitted: seed] [batch job projects/p/batchPredictionJobs/12]",
+        # The engine's notes after the batch lane's: a line given up on its answer budget
+        # (four such were priced live), a reply not in the provider's format.
+        gave_up_detail("not_json: no JSON object [retry with seed 9; batch job batch_a1]", spent),
+        f"not_json: <html> [batch job batch_a2] {FOREIGN_NOTE}",
     ]
     with Ledger.open(tmp_path) as ledger:
         for i, detail in enumerate(live + batch):

@@ -223,7 +223,7 @@ def test_plan_prints_a_fine_tunes_name_as_written(tmp_path: Path) -> None:
 
 def test_an_estimate_over_the_cap_is_said_with_decimals_enough_to_see_it() -> None:
     """An estimate of $0.0158 over a cap of $0.0151 read "$0.02 exceeds --max-cost $0.02"."""
-    from runs.pipeline import dollars_apart
+    from engine.spend import dollars_apart
 
     assert dollars_apart(0.0158, 0.0151) == ("$0.0158", "$0.0151")
     assert dollars_apart(1234.5, 1.0) == ("$1,234.50", "$1.00")
