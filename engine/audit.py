@@ -48,12 +48,19 @@ from engine.reparse import (
     resume_refusal,
     unfinished_line,
 )
-from engine.retry import BUDGET_SPENT_PATTERN, DUPLICATE
+from engine.retry import DUPLICATE
 from engine.retry import (
     REJECTED_ON_REPARSE as REJECTED_ON_REPARSE,  # re-exported: the audit's name for it
 )
-from engine.scan import Repeats, lost_answers, read_settled, repeated_rows, scan_ledger
-from engine.spend import Prices, carried_by_batch
+from engine.scan import (
+    Repeats,
+    budget_spent,
+    lost_answers,
+    read_settled,
+    repeated_rows,
+    scan_ledger,
+)
+from engine.spend import SPEND_CAP_REACHED, Prices, carried_by_batch
 from engine.unresolved import in_flight_sentence, interrupted_note, with_unresolved
 
 PLAN = "plan.parquet"
@@ -431,19 +438,27 @@ def at_provider_sentence(sentence: str, held: AtProvider) -> str:
     return f"{sentence.rstrip('.')}; {held.phrase()}." if held else sentence
 
 
-def resume_line(held: AtProvider, refused: str | None = None) -> str:
+def resume_line(held: AtProvider, refused: str | None = None, capped: bool = False) -> str:
     """What running the same command again does, after lanes that ended early: a resume
     collects the batch jobs still at the provider, never asking their queries again. With
     `refused` (`engine.reparse.resume_refusal`: the folder may hold a strict reparse's
     answers and its spec is lenient), it asks nothing: the resume is refused, in the words it
-    is refused in, which say what to do instead."""
+    is refused in, which say what to do instead. `capped` (the spend cap stopped a lane): the
+    cap counts what earlier runs spent, so the same command asks a priced model nothing more
+    (it was said to ask every unanswered request, and asked none of them)."""
     if refused:
         return f"Running the same command again is refused: {refused}"
+    again = "Running the same command again"
+    if capped:
+        again += (
+            " with a higher --max-cost (the cap counts what earlier runs spent: under the same "
+            "cap, no model it prices is asked anything more)"
+        )
     if not held:
-        return "Running the same command again asks only the unanswered requests"
+        return f"{again} asks only the unanswered requests"
     return (
-        f"Running the same command again collects the {held.phrase()}, without asking their "
-        "queries again, and asks only the other unanswered requests"
+        f"{again} collects the {held.phrase()}, without asking their queries again, and asks "
+        "only the other unanswered requests"
     )
 
 
@@ -617,6 +632,15 @@ class Audit:
             for model, ps in by_model.items()
         ]
 
+    @property
+    def spend_capped(self) -> bool:
+        """Whether the spend cap stopped a lane of the last dispatch (`SPEND_CAP_REACHED`
+        begins the reason it was cancelled for)."""
+        return any(
+            end["state"] == "cancelled" and str(end["reason"]).startswith(SPEND_CAP_REACHED)
+            for end in self.lane_ends
+        )
+
     def lane_end_lines(self) -> list[str]:
         """One line per model whose lane ended its last dispatch early and left requests
         unanswered: how many, how the lane ended, and why (the lane's own message)."""
@@ -677,7 +701,9 @@ class Audit:
         # Refused, the resume is said (last) where a line would ask what is left; after an
         # unfinished reparse's line, without the command that line names.
         refused = (self.resume_refused_note or self.resume_refused) if ends or budget else None
-        resume = [resume_line(self.at_provider, refused)] if ends or refused else []
+        resume = (
+            [resume_line(self.at_provider, refused, self.spend_capped)] if ends or refused else []
+        )
         # An unfinished reparse's line names the reparse that rebuilds them too: said once.
         lost = None if self.reparse_unfinished else missing_answers_line(
             self.totals.answers_missing, self.run_dir, self.parser
@@ -795,7 +821,7 @@ def _counts(frame: pl.DataFrame, key: str, value: str) -> dict[str, dict[str, in
 PARTS = 4
 
 
-def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
+def _reduce(marked: pl.LazyFrame, answer_budget: int | None = None) -> list[pl.LazyFrame]:
     """Per model: summary counts, causes, subcauses, given-up requests (all additive over
     disjoint sets of requests), and the accepted attempts' latencies."""
     retry = pl.col("cause").is_not_null()  # the definition: not accepted, not rejected
@@ -819,17 +845,16 @@ def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
         .agg(pl.len().alias("n"))
     )
     # A request with attempts and no accepted answer: the cause of its last attempt, and
-    # whether that attempt spent the request's answer-failure budget (a resume does not ask
-    # it again until the budget is raised). One whose reply the run accepted and a reparse
-    # rejected was not given up: it is counted apart, above.
+    # whether its answer-failure budget is spent (a resume does not ask it again until the
+    # budget is raised). One whose reply the run accepted and a reparse rejected was not
+    # given up: it is counted apart, above.
     given_up = (
         marked.filter(~pl.col("answered"))
         .group_by("request_id")
         .agg(
             pl.col("model").first(),
             pl.col("cause").sort_by("attempt").last(),
-            pl.col("detail").sort_by("attempt").last().str.contains(BUDGET_SPENT_PATTERN)
-            .alias("spent"),
+            budget_spent(answer_budget).alias("spent"),
             pl.col(REJECTED_ON_REPARSE).any().alias("_rejected"),
         )
         .filter(~pl.col("_rejected"))
@@ -845,9 +870,10 @@ def _reduce(marked: pl.LazyFrame) -> list[pl.LazyFrame]:
 def _partitioned(
     attempts: pl.LazyFrame, responses: pl.LazyFrame, ok_accepted: bool, *,
     rejected_possible: bool = True, lost: pl.LazyFrame | None = None,
+    answer_budget: int | None = None,
 ) -> list[pl.DataFrame]:
     """`_reduce` over `PARTS` disjoint sets of requests, counts summed across them;
-    `ok_accepted`, `rejected_possible` and `lost` are `classify`'s."""
+    `ok_accepted`, `rejected_possible` and `lost` are `classify`'s, `answer_budget` `audit`'s."""
     part = pl.col("request_id").hash(0) % PARTS
     pieces: list[list[pl.DataFrame]] = [[] for _ in range(6)]
     for k in range(PARTS):
@@ -856,7 +882,9 @@ def _partitioned(
             some_attempts, some_responses, ok_means_accepted=ok_accepted,
             rejected_possible=rejected_possible, lost=lost,
         )
-        queries = [*_reduce(marked), unrecorded_by_model(some_attempts, some_responses)]
+        queries = [
+            *_reduce(marked, answer_budget), unrecorded_by_model(some_attempts, some_responses)
+        ]
         for i, query in enumerate(queries):
             pieces[i].append(query.collect(engine="streaming"))
     summary, causes, subcauses, given_up, latencies, unrecorded = (pl.concat(p) for p in pieces)
@@ -910,6 +938,7 @@ def audit(
     providers: Mapping[str, str] | None = None,
     batch_prices: Mapping[str, Prices] | None = None,
     spec_parser: str | None = None,
+    answer_budget: int | None = None,
 ) -> Audit:
     """Audit a run folder from its plan and ledger (no lock, no provider, no write).
 
@@ -919,6 +948,9 @@ def audit(
     read from their attempts); `spec_parser`, the run's own parser, tells answers lost
     from `responses/` from replies a reparse rejected (`classify`). The journal's attempts
     sent and not resolved are read in with the recorded ones (`engine.unresolved.with_unresolved`).
+    `answer_budget`, the spec's `max_answer_failures` in force, tells which requests given up
+    the next run will not ask (`AuditRow.answer_budget_spent`); without it, those whose last
+    attempt said their budget was spent.
 
     Memory: the attempts are reduced per model in one streaming pass (a request belongs to
     one model, so provider and total counts are sums of model rows); only the latency
@@ -929,7 +961,8 @@ def audit(
         raise FileNotFoundError(f"no run folder at {run_dir}")
     # Read again when a reparse replaced the answers' shards while they were read.
     return read_settled(
-        run_dir, lambda: _read_audit(run_dir, prices, providers, batch_prices, spec_parser)
+        run_dir,
+        lambda: _read_audit(run_dir, prices, providers, batch_prices, spec_parser, answer_budget),
     )
 
 
@@ -939,6 +972,7 @@ def _read_audit(
     providers: Mapping[str, str] | None,
     batch_prices: Mapping[str, Prices] | None,
     spec_parser: str | None,
+    answer_budget: int | None,
 ) -> Audit:
     """`audit`'s report, read once."""
     repeats = repeated_rows(run_dir)  # a shard copied: its rows count once
@@ -963,7 +997,7 @@ def _read_audit(
     ok_accepted = no_stricter_reparse and lost_answers(run_dir) > 0
     *reduced, latencies = _partitioned(
         attempts, responses, ok_accepted, rejected_possible=not no_stricter_reparse,
-        lost=lost,
+        lost=lost, answer_budget=answer_budget,
     )
     planned = _plan_counts(run_dir)
 

@@ -35,9 +35,14 @@ from engine.answers import AnswerError, parse_answer
 from engine.durable import append_record_line, append_record_line_durably, read_record_lines
 from engine.ledger import Ledger
 from engine.records import ResponseRecord, responses_frame
-from engine.retry import BUDGET_SPENT_PATTERN
 from engine.runlock import read_pid
-from engine.scan import attempts_in_parts, scan_attempts, scan_ledger, scan_responses
+from engine.scan import (
+    attempts_in_parts,
+    budget_spent,
+    scan_attempts,
+    scan_ledger,
+    scan_responses,
+)
 from providers.types import Outcome
 
 PLAN = "plan.parquet"
@@ -614,20 +619,20 @@ def _strict_refusal(run_dir: str, spec: str, state: str, at: str | None) -> str:
     return f"{why}; run {lenient} first (no API call), then run again, or {keep}"
 
 
-def spent_with_kept_replies(run_dir: Path) -> int:
-    """Requests with no answer whose answer-failure budget is spent (`BUDGET_SPENT_PATTERN`
-    in their last attempt's detail, as `engine.audit` counts them) and that have a reply a
-    reparse reads (a `REPLY_OUTCOMES` attempt with text kept, not blank); 0 when the ledger
-    cannot be read. Replies over the size limit, bodies that were not JSON and refusals spend
-    the budget too, and keep nothing a reparse reads. The replies' text is read only for the
-    requests found spent, usually a handful of a campaign's."""
+def spent_with_kept_replies(run_dir: Path, answer_budget: int | None = None) -> int:
+    """Requests with no answer whose answer-failure budget (`answer_budget`, the spec's in
+    force) is spent (`engine.scan.budget_spent`, as `engine.audit` counts them) and that
+    have a reply a reparse reads (a `REPLY_OUTCOMES` attempt with text kept, not blank); 0
+    when the ledger cannot be read. Refusals spend the budget too, and keep nothing a
+    reparse reads. The replies' text is read only for the requests found spent, usually a
+    handful of a campaign's."""
     try:
         spent = (
-            scan_attempts(run_dir, ["request_id", "attempt", "detail"])
+            scan_attempts(run_dir, ["request_id", "attempt", "outcome", "detail"])
             .join(scan_responses(run_dir, ["request_id"]), on="request_id", how="anti")
             .group_by("request_id")
-            .agg(pl.col("detail").sort_by("attempt").last().str.contains(BUDGET_SPENT_PATTERN))
-            .filter(pl.col("detail"))
+            .agg(budget_spent(answer_budget).alias("spent"))
+            .filter(pl.col("spent"))
             .select("request_id")
             .collect()
         )

@@ -206,7 +206,8 @@ class AnswerRetry:
         if key:
             self._replies.setdefault(key, attempt)
         if earlier is not None and self.temperature == 0:
-            return f"same reply as attempt {earlier} at temperature 0: not asked again"
+            # In this run: a resume asks it again, up to the budget, which counts across runs.
+            return f"same reply as attempt {earlier} at temperature 0: not asked again this run"
         if self.spent:
             spent = plural(self.failures, BUDGET_SPENT_REASON)
             return f"{spent} (budget {self.budget}, across runs)"

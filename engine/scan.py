@@ -27,6 +27,7 @@ from engine.records import (
     attempts_frame,
     responses_frame,
 )
+from engine.retry import ANSWER_FAILURE_CAUSES, BUDGET_SPENT_PATTERN
 from engine.shards import list_shards, visible_shards
 
 JOURNAL = "journal"
@@ -445,6 +446,19 @@ def attempt_counts(
     for rid, attempt in recent.items():
         counts[rid] = max(counts.get(rid, 0), attempt)
     return counts
+
+
+def budget_spent(answer_budget: int | None) -> pl.Expr:
+    """Per request (in a `group_by` of its attempts, which need `attempt`, `outcome` and
+    `detail`), whether its answer-failure budget is spent. With the budget in force, counted
+    as `failure_counts` counts before a run asks, so a budget lowered on a resume counts the
+    requests that run did not ask; without it, as the request's last attempt said
+    (`BUDGET_SPENT_PATTERN`)."""
+    if answer_budget is None:
+        return pl.col("detail").sort_by("attempt").last().str.contains(BUDGET_SPENT_PATTERN)
+    foreign = pl.col("detail").fill_null("").str.ends_with(FOREIGN_NOTE)
+    charged = pl.col("outcome").is_in(list(ANSWER_FAILURE_CAUSES)) & ~foreign
+    return charged.sum() >= answer_budget
 
 
 def failure_counts(

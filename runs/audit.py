@@ -66,6 +66,27 @@ def spec_parser(run_dir: Path) -> str | None:
     return parser if parser in ("strict", "lenient") else None
 
 
+def spec_answer_budget(run_dir: Path) -> int | None:
+    """The answer-failure budget the frozen spec gives each request (`max_answer_failures`,
+    at most `max_attempts`, their defaults where it names none), which the next run holds
+    every request to; None when the spec cannot be read or either value is not a whole
+    number of at least 1."""
+    from runs.spec import DEFAULT_MAX_ATTEMPTS, default_answer_failures
+
+    raw = _frozen_spec(run_dir)
+    if raw is None:
+        return None
+    attempts = raw.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
+    if not _count(attempts):
+        return None
+    budget = raw.get("max_answer_failures", default_answer_failures(attempts))
+    return min(budget, attempts) if _count(budget) else None
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def _frozen_spec(run_dir: Path) -> dict[str, Any] | None:
     """The frozen spec's tables, read with `tomllib` alone; None if unreadable."""
     try:
@@ -102,7 +123,7 @@ def run_audit(run_dir: Path | str) -> Audit:
     prices, providers = spec_prices(run_dir)
     return audit(
         run_dir, prices=prices, providers=providers, batch_prices=spec_batch_prices(run_dir),
-        spec_parser=spec_parser(run_dir),
+        spec_parser=spec_parser(run_dir), answer_budget=spec_answer_budget(run_dir),
     )
 
 
@@ -115,10 +136,10 @@ def _ms(value: float | None) -> str:
 
 def cost_text(value: float | None) -> str:
     """A cost as the audit shows it (and the report page's audit table, without the `$`):
-    to a hundredth of a cent under $1, where a test campaign's costs lie, else to the cent."""
-    if value is None:
-        return "-"
-    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+    `engine.spend.dollars`, or "-" where nothing is priced."""
+    from engine.spend import dollars
+
+    return "-" if value is None else dollars(value)
 
 
 def _nonzero(counts: dict[str, int]) -> dict[str, int]:

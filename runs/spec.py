@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from providers.constrained import RESPONSE_FORMATS
+from providers.secrets import looks_like_credential, looks_like_unprefixed_key
 from providers.types import MAX_CONCURRENCY, PROVIDERS, ModelConfig
 from providers.urls import base_url_problem
 from runs.tokens import TOKENIZERS
@@ -51,6 +52,15 @@ class DataSpec:
     families: Path | None = None
 
 
+DEFAULT_MAX_ATTEMPTS = 8
+DEFAULT_MAX_ANSWER_FAILURES = 3
+
+
+def default_answer_failures(max_attempts: int) -> int:
+    """`max_answer_failures` where a spec names none: at most `max_attempts`."""
+    return min(DEFAULT_MAX_ANSWER_FAILURES, max_attempts)
+
+
 @dataclass(frozen=True)
 class CampaignSpec:
     name: str
@@ -61,10 +71,10 @@ class CampaignSpec:
     arms: tuple[ArmEntry, ...]
     path: Path
     coverage_floor: float = 0.9
-    max_attempts: int = 8
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
     #: Attempts per request that may fail on the answer itself (truncated, invalid), counted
     #: across resumes; smaller than `max_attempts` because such failures tend to repeat.
-    max_answer_failures: int = 3
+    max_answer_failures: int = DEFAULT_MAX_ANSWER_FAILURES
     #: Faults the local simulator injects (sim models, `--rehearse`): a profile of
     #: `providers.sim.faults` or `kind=rate,...`; operational, it changes no answer.
     sim_faults: str = "none"
@@ -253,11 +263,14 @@ def parse_spec(
     floor = _finite(_get(raw, "coverage_floor", (int, float), path, "", "a number", default=0.9))
     if floor is None or not 0 <= floor <= 1:
         raise SpecError(path, "coverage_floor", "a share in [0, 1]")
-    max_attempts = _get(raw, "max_attempts", int, path, "", "an integer", default=8)
+    max_attempts = _get(
+        raw, "max_attempts", int, path, "", "an integer", default=DEFAULT_MAX_ATTEMPTS
+    )
     if max_attempts < 1:
         raise SpecError(path, "max_attempts", "an integer >= 1")
     answer_failures = _get(
-        raw, "max_answer_failures", int, path, "", "an integer", default=min(3, max_attempts)
+        raw, "max_answer_failures", int, path, "", "an integer",
+        default=default_answer_failures(max_attempts),
     )
     if not 1 <= answer_failures <= max_attempts:
         raise SpecError(
@@ -293,14 +306,6 @@ def parse_spec(
     )
 
 
-def _key_not_a_name(value: str) -> bool:
-    """Whether a variable's "name" is a key pasted in its place: 20 characters or more, a
-    digit among them and no underscore (random keys of DeepInfra, Azure, Together carry no
-    prefix `looks_like_credential` knows; a variable's name has words joined by `_`). It was
-    printed in the run's "set <key> first" line and frozen into the run folder."""
-    return len(value) >= 20 and "_" not in value and any(c.isdigit() for c in value)
-
-
 #: Keys whose values are not searched for a credential: names, model ids and data paths,
 #: where a look-alike is likelier than a pasted key (a spec refused a model id).
 _NOT_SEARCHED = frozenset({"name", "model", "data"})
@@ -311,8 +316,6 @@ def _credential_at(value: Any, where: str = "") -> str | None:
     or None. A key pasted where a variable's name goes (`api_key_env = "gsk_..."`) passed the
     name check, was printed in the "set gsk_... first" line, and was frozen into the run
     folder with the spec."""
-    from providers.secrets import looks_like_credential
-
     if isinstance(value, str):
         return where if looks_like_credential(value) else None
     items = (
@@ -537,7 +540,7 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
         env_name = entry.get(key)
         if env_name is not None and not env_name.replace("_", "").isalnum():
             raise SpecError(path, where + key, _MODEL_KEYS[key][1])
-        if env_name is not None and _key_not_a_name(env_name):
+        if env_name is not None and looks_like_unprefixed_key(env_name):
             raise SpecError(
                 path, where + key,
                 f"{_MODEL_KEYS[key][1]}: this one looks like a credential (not shown)",

@@ -73,26 +73,24 @@ def audit(
 
 def _asked_again(report: Audit) -> str | None:
     """For a run that ended: its requests given up other than with their answer-failure
-    budget spent, which running the same command again asks again (`max_attempts` is per
-    run, and a lane a permanent failure stopped starts again); None when there are none, or
+    budget spent, which running the same command again asks again (`max_attempts` and the
+    stop at a reply repeated at temperature 0 are per run, and a lane a permanent failure
+    stopped starts again); None when there are none, or
     a spend cap stopped a lane (a resume asks nothing until --max-cost is raised, as the
     run's own line says), or a resume is refused (`Audit.resume_refused`, said last). "Given
     up" alone read as given up for good."""
     from engine.console_lines import plural
-    from engine.spend import SPEND_CAP_REACHED
 
     totals = report.totals
     again = totals.given_up_total - totals.answer_budget_spent
-    capped = any(
-        end["state"] == "cancelled" and str(end["reason"]).startswith(SPEND_CAP_REACHED)
-        for end in report.lane_ends
-    )
-    if again <= 0 or capped or report.resume_refused:  # refused: the audit's last line says why
+    # Refused: the audit's last line says why.
+    if again <= 0 or report.spend_capped or report.resume_refused:
         return None
     return (
         f"{plural(again, 'request')} counted as given up {'was' if again == 1 else 'were'} "
-        f"given up by the run that asked {'it' if again == 1 else 'them'} (max_attempts is per "
-        f"run): running the same command again asks {'it' if again == 1 else 'them'} again"
+        f"given up by the run that asked {'it' if again == 1 else 'them'} (max_attempts, and "
+        "the stop at a reply repeated at temperature 0, hold per run): running the same "
+        f"command again asks {'it' if again == 1 else 'them'} again"
     )
 
 

@@ -61,7 +61,8 @@ async def test_an_echo_to_the_cap_gets_a_higher_cap_once_then_stops_on_the_repea
     assert "retry with" not in details[0]
     assert "[retry with max_tokens 32]" in details[1]
     assert "[retry with seed 9, max_tokens 32]" in details[2]
-    assert "gave up: same reply as attempt 2 at temperature 0" in details[2]
+    stop = "gave up: same reply as attempt 2 at temperature 0: not asked again this run"
+    assert stop in details[2]
     sent = [r for r in llama.requests if "Question 0" in str(r["messages"])]
     assert [(r["max_tokens"], r["seed"]) for r in sent] == [(16, 7), (32, 7), (32, 9)]
     lane = summary.lanes["gemma"]

@@ -208,7 +208,9 @@ def test_the_audit_of_a_run_stopped_early_says_given_up_is_not_yet_answered(
         lanes = orjson.loads((run_dir / "logs" / "lanes.json").read_bytes())
         first = next(iter(lanes["lanes"].values()))
         first["state"] = "cancelled"
-        first["reason"] = STOP_REQUESTED if ended == "signal" else "spend cap $1.00 reached"
+        first["reason"] = (
+            STOP_REQUESTED if ended == "signal" else "spend cap reached: $1.00 of $1.00"
+        )
         (run_dir / "logs" / "lanes.json").write_bytes(orjson.dumps(lanes))
     shown = CliRunner().invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "200"})
     assert shown.exit_code == 0, shown.output
@@ -252,8 +254,69 @@ def test_the_audit_of_a_run_that_ended_says_its_given_up_requests_are_asked_agai
     assert shown.exit_code == 0, shown.output
     assert shown.output.splitlines()[1] == (
         f"{again} requests counted as given up were given up by the run that asked them "
-        "(max_attempts is per run): running the same command again asks them again"
+        "(max_attempts, and the stop at a reply repeated at temperature 0, hold per run): "
+        "running the same command again asks them again"
     )
+
+
+def _faulty_spec(tmp_path: Path, budget: int) -> Path:
+    """`budget` attempts per request and as many answer failures, a third of the replies
+    refusals (answer failures) and a third server errors."""
+    spec = tmp_path / f"budget{budget}.toml"
+    spec.write_text(
+        f'name = "budget"\nseed = 1\nmax_attempts = {budget}\n'
+        f'max_answer_failures = {budget}\n'
+        'sim_faults = "refusal=0.35,server_error=0.35"\n[data]\nstock_days = 6\n'
+        '[[models]]\nname = "m"\nprovider = "sim"\nmodel = "sim-coherent"\n[[arms]]\n'
+        'name = "baseline"\n',
+        encoding="utf-8",
+    )  # fmt: skip
+    return spec
+
+
+def _unanswered_failures(run_dir: Path) -> dict[str, tuple[int, int]]:
+    """Per unanswered request: (attempts, answer failures), recounted from the ledger."""
+    import polars as pl
+
+    from engine.scan import scan_attempts, scan_responses
+
+    rows = (
+        scan_attempts(run_dir, ["request_id", "outcome"])
+        .join(scan_responses(run_dir, ["request_id"]), on="request_id", how="anti")
+        .group_by("request_id")
+        .agg(pl.len(), pl.col("outcome").is_in(["refusal"]).sum().alias("failed"))
+        .collect()
+    )
+    return {r: (int(n), int(f)) for r, n, f in rows.iter_rows()}
+
+
+def test_a_budget_lowered_on_a_resume_counts_what_the_next_run_will_not_ask(
+    tmp_path: Path,
+) -> None:
+    """`max_answer_failures` lowered from 2 to 1 on a resume: requests with one answer
+    failure from the first run are not asked by the second, so the audit counts them as
+    spent (it had counted only those whose last attempt said so, and promised that the same
+    command asks the others again, which it then did not)."""
+    from runs.audit import run_audit
+
+    run_dir = tmp_path / "run"
+    CliRunner().invoke(app, ["run", str(_faulty_spec(tmp_path, 2)), "--out", str(run_dir)])
+    first = _unanswered_failures(run_dir)
+    # The resume, with the budget lowered: it does not ask requests with a failure already.
+    CliRunner().invoke(app, ["run", str(_faulty_spec(tmp_path, 1)), "--out", str(run_dir)])
+    before = _unanswered_failures(run_dir)
+    spent = {r for r, (_, failed) in before.items() if failed >= 1}
+    asked_again = set(before) - spent
+    not_asked = {r for r in spent if before[r] == first[r] and first[r][1] < 2}
+    # Some of each kind, or the test proves nothing: spent by the lowered budget alone (the
+    # first run's last attempt did not say so), and left for the same command to ask.
+    assert not_asked and asked_again, before
+    totals = run_audit(run_dir).totals
+    assert (totals.given_up_total, totals.answer_budget_spent) == (len(before), len(spent))
+    # What the audit promises is what the same command then does.
+    CliRunner().invoke(app, ["run", str(_faulty_spec(tmp_path, 1)), "--out", str(run_dir)])
+    after = _unanswered_failures(run_dir)
+    assert {r for r in before if after.get(r, (0, 0))[0] != before[r][0]} == asked_again
 
 
 def test_no_resume_is_promised_where_it_is_refused(tmp_path: Path) -> None:
@@ -290,3 +353,38 @@ def test_audit_of_a_run_that_died_while_planning_says_so(tmp_path: Path) -> None
     assert "every attempt was accepted" not in table.output
     as_json = CliRunner().invoke(app, ["audit", str(tmp_path), "--json"])
     assert orjson.loads(as_json.output)["sentence"] == said
+
+
+def test_after_a_spend_cap_the_audit_asks_for_a_higher_cap_as_the_next_run_needs(
+    tmp_path: Path,
+) -> None:
+    """A priced model the cap stopped, an unpriced one done: the audit and the report said
+    "running the same command again asks only the unanswered requests", and the same command
+    then asked none of them."""
+    spec = tmp_path / "cap.toml"
+    spec.write_text(
+        'name = "cap"\n[data]\nstock_days = 2\n[[models]]\nname = "m"\nprovider = "sim"\n'
+        'model = "sim-coherent"\nprice_in = 1.0\nprice_out = 2.0\nprice_date = "2026-12-01"\n'
+        'price_source = "test"\n[[models]]\nname = "free"\nprovider = "sim"\n'
+        'model = "sim-noisy"\n[[arms]]\nname = "baseline"\n',
+        encoding="utf-8",
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    command = ["run", str(spec), "--out", str(run_dir), "--max-cost", "0.03"]
+    first = CliRunner().invoke(app, command)
+    assert "spend cap reached" in first.output, first.output
+    shown = CliRunner().invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "300"})
+    resume = (
+        "Running the same command again with a higher --max-cost (the cap counts what earlier "
+        "runs spent: under the same cap, no model it prices is asked anything more) asks only "
+        "the unanswered requests."
+    )
+    assert resume in shown.output, shown.output
+    assert f"- {resume}" in (run_dir / "report" / "report.md").read_text(encoding="utf-8")
+    # What it says is what the same command does: nothing more of the priced model.
+    from runs.audit import run_audit
+
+    before = run_audit(run_dir).by_model["m"]
+    assert before.accepted < before.requests, "nothing left unanswered: the test proves nothing"
+    CliRunner().invoke(app, command)
+    assert run_audit(run_dir).by_model["m"].attempts == before.attempts

@@ -193,3 +193,36 @@ def test_one_unanswered_query_is_said_in_the_singular() -> None:
         "(28 of them held by batch jobs of an earlier run, which a live model does not ask: "
         'set dispatch = "batch" again for m to collect them)'
     )
+
+
+def test_a_budget_lowered_on_a_resume_still_names_the_reparse_that_reads_the_kept_replies(
+    tmp_path: Path,
+) -> None:
+    """Fractions under the strict parser, one answer failure each in a first run, then the
+    budget lowered to 1: the resume asks none of them, and its closing line still sends its
+    user to the lenient reparse that reads their kept replies (it counted only the requests
+    whose last attempt said their budget was spent)."""
+    from typer.testing import CliRunner
+
+    from runs.cli import app
+
+    def spec(budget: int) -> Path:
+        path = tmp_path / f"budget{budget}.toml"
+        path.write_text(
+            f'name = "strict"\nseed = 1\nparser = "strict"\nmax_attempts = {budget}\n'
+            f'max_answer_failures = {budget}\nsim_faults = "server_error=0.5"\n'
+            '[data]\nstock_days = 2\n[[models]]\nname = "fractions"\nprovider = "sim"\n'
+            'model = "sim-fraction"\n[[arms]]\nname = "baseline"\n',
+            encoding="utf-8",
+        )  # fmt: skip
+        return path
+
+    out = tmp_path / "run"
+    CliRunner().invoke(app, ["run", str(spec(2)), "--out", str(out)])
+    resumed = CliRunner().invoke(app, ["run", str(spec(1)), "--out", str(out)])
+    assert resumed.exit_code == 4, resumed.output
+    said = resumed.output.replace("\n", "")
+    assert "incomplete: 28 planned queries unanswered" in said
+    assert "of them spent their answer-failure budget" in said  # some gave up on max_attempts
+    assert f"first try `dutchbook reparse {out} --parser lenient`, which reads their kept " \
+        "replies again without a call)" in said
