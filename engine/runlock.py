@@ -101,13 +101,22 @@ def write_pid(run_dir: Path | str) -> None:
 def read_pid(run_dir: Path | str) -> dict[str, Any] | None:
     """The pid file's contents plus `alive: bool`, or None if no run ever wrote one."""
     try:
-        info = orjson.loads((Path(run_dir) / PID_FILE).read_bytes())
-    except (FileNotFoundError, orjson.JSONDecodeError):
+        return _read_pid(Path(run_dir) / PID_FILE)[0]
+    except FileNotFoundError:
         return None
+
+
+def _read_pid(path: Path) -> tuple[dict[str, Any] | None, bytes]:
+    """`read_pid`'s contents (None if not a record) and the bytes they were read from."""
+    raw = path.read_bytes()
+    try:
+        info = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None, raw
     if not isinstance(info, dict):
-        return None
+        return None, raw
     info["alive"] = _pid_alive(info)
-    return info
+    return info, raw
 
 
 def names_this_process(info: dict[str, Any] | None) -> bool:
@@ -128,13 +137,11 @@ def clear_pid(run_dir: Path | str, put_back: bytes | None = None) -> None:
 def died_record(run_dir: Path | str) -> bytes | None:
     """The pid file as written, when it names a writer that died without closing (`status`
     reads "died" by it), else None."""
-    info = read_pid(run_dir)
-    if info is None or info["alive"]:
-        return None
     try:
-        return (Path(run_dir) / PID_FILE).read_bytes()
+        info, raw = _read_pid(Path(run_dir) / PID_FILE)
     except FileNotFoundError:
         return None
+    return None if info is None or info["alive"] else raw
 
 
 def _pid_alive(info: dict[str, Any]) -> bool:

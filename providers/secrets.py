@@ -139,12 +139,26 @@ def looks_like_credential(text: str) -> bool:
     return False
 
 
+def looks_like_unprefixed_key(name: str) -> bool:
+    """Whether a variable's "name" (a spec's `api_key_env`) is a key pasted in its place:
+    `_UNPREFIXED_KEY_CHARS` characters or more, a digit among them and no underscore (the
+    random keys of DeepInfra, Azure and Together carry no prefix `looks_like_credential`
+    knows; a variable's name has words joined by `_`). It was printed in the run's "set
+    <key> first" line and frozen into the run folder."""
+    return (
+        len(name) >= _UNPREFIXED_KEY_CHARS and "_" not in name and any(c.isdigit() for c in name)
+    )
+
+
 #: `_SHAPES` with its prefixes in the case keys have them ("AIza", "ASIA", "sk-"): what a
 #: spec is searched with (`looks_like_credential`), where "Aizawa" is a name, not a key.
 _KEY_SHAPES = re.compile(_SHAPES.pattern, re.DOTALL)
 #: The shortest credential `looks_like_credential` takes for one (every provider's keys and
 #: AWS's access key ids are longer; the shapes' prefixes count).
 _CREDENTIAL_CHARS = 16
+#: The shortest key without a known prefix `looks_like_unprefixed_key` takes for one, where
+#: only a variable's name may stand (DeepInfra's keys are 32 characters, Azure's 32 hex).
+_UNPREFIXED_KEY_CHARS = 20
 
 
 def _mask_shape(match: re.Match[str]) -> str:

@@ -120,9 +120,13 @@ def input_files(spec: CampaignSpec) -> Iterator[tuple[str, Path]]:
             yield "headlines", spec.data.headlines
     if "family" in kinds:
         folder = spec.data.families
-        prefix = "families" if folder else "families (shipped)"
+        prefix = "families" if folder else SHIPPED_FAMILIES
         for path in sorted((folder or FAMILIES_DIR).glob("*.toml")):
             yield f"{prefix}/{path.name}", path
+
+
+#: The label prefix of the shipped question families in `design.json` (a user's: "families").
+SHIPPED_FAMILIES = "families (shipped)"
 
 
 def fingerprint(spec: CampaignSpec) -> dict[str, Any]:

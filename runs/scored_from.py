@@ -68,6 +68,12 @@ def record_scored_from(
     write_bytes_atomic(run_dir / name, orjson.dumps(record, option=orjson.OPT_INDENT_2))
 
 
+def _of_answers_now(run_dir: Path, record: Any) -> bool:
+    """Whether a record read from its file (`record_scored_from`'s) names the answers'
+    files as they are now."""
+    return isinstance(record, dict) and {k: record.get(k) for k in _FILES} == answers_now(run_dir)
+
+
 def stale_repairs(run_dir: Path) -> str | None:
     """A line saying `repaired.parquet` is of answers the folder no longer holds as they
     were, with the repair that writes it again; None when it is of these (or there is none,
@@ -78,7 +84,7 @@ def stale_repairs(run_dir: Path) -> str | None:
         record = orjson.loads((run_dir / REPAIRED_FROM).read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return None
-    if isinstance(record, dict) and {k: record.get(k) for k in _FILES} == answers_now(run_dir):
+    if _of_answers_now(run_dir, record):
         return None
     return (
         f"{run_dir / REPAIRED} was computed from answers the folder no longer holds as they "
@@ -133,7 +139,7 @@ def stale_scores(run_dir: Path) -> str | None:
         return None
     except orjson.JSONDecodeError:
         return f"{path} is damaged, so the scores cannot be matched to the answers"
-    if not isinstance(scored, dict) or {k: scored.get(k) for k in _FILES} != answers_now(run_dir):
+    if not _of_answers_now(run_dir, scored):
         return (
             "its answers changed after it was scored (a `dutchbook reparse`, or a resumed run "
             "that did not finish)"

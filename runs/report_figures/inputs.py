@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import orjson
 import polars as pl
 
 if TYPE_CHECKING:
@@ -162,21 +161,22 @@ def _recorded_families(run_dir: Path) -> dict[str, Family] | None:
     """The families of the files `design.json` records (a shipped one no longer where it was
     recorded, from this dutchbook's copy); None when it records none, or cannot be read."""
     from panels.families import FAMILIES_DIR, FamilyError, load_family
+    from runs.design import DESIGN_FILE, SHIPPED_FAMILIES, DesignChanged, recorded_design
 
     try:
-        files = orjson.loads((run_dir / "design.json").read_bytes())["files"]
-        recorded = [
-            (label, str(entry["path"])) for label, entry in files.items()
-            if label.startswith("families")
-        ]  # fmt: skip
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        files = recorded_design(run_dir / DESIGN_FILE).get("files", {})
+    except DesignChanged:
         return None
+    recorded = [
+        (label, str(entry["path"])) for label, entry in files.items()
+        if label.startswith("families")
+    ]  # fmt: skip
     if not recorded:
         return None
     found: dict[str, Family] = {}
     for label, path in recorded:
         places = [Path(path)]
-        if label.startswith("families (shipped)/"):
+        if label.startswith(f"{SHIPPED_FAMILIES}/"):
             places.append(FAMILIES_DIR / Path(label).name)
         for place in places:
             try:
