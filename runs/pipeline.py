@@ -75,6 +75,7 @@ from runs.planner import (
     write_plan,
 )
 from runs.planning_progress import PlanningProgress
+from runs.rehearsal import mark_folder, mixing_refusal
 from runs.report import write_report_folder
 from runs.run_folder import foreign_entries, has_run_marks
 from runs.scoring_step import score_run
@@ -712,8 +713,14 @@ def _design_and_plan(
     beside the plan for the next resume; `staged`, the plan written while it was rendered,
     is committed unless the folder has a plan by now (then it is left unused), and its
     temporary folder removed either way before dispatch starts."""
+    # Before freeze_design writes anything, and before anything is asked; with only `sim`
+    # models the simulator answers either way.
+    if any(model.provider != "sim" for model in spec.models):
+        if (mixing := mixing_refusal(run_dir, rehearse)) is not None:
+            raise RunError(mixing)
+        mark_folder(run_dir, rehearse)
     try:
-        _check_last_parser(spec, run_dir)  # before freeze_design writes anything
+        _check_last_parser(spec, run_dir)
         resumed = freeze_design(spec, run_dir)
     except DesignChanged as exc:
         raise RunError(str(exc)) from None

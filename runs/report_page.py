@@ -27,7 +27,8 @@ from engine.durable import write_bytes_atomic
 from panels.input_files import right_to_left
 from runs.audit import cost_text
 from runs.figures import read_manifest
-from runs.report.models import frozen_spec, model_notes, simulated_models
+from runs.rehearsal import rehearsed
+from runs.report.models import REHEARSAL_WORDS, frozen_spec, model_notes, simulated_models
 from runs.report.provenance import provenance_sentences
 from runs.report.wording import cluster_words, metric_words
 from runs.report_folder import report_dir as report_folder
@@ -94,6 +95,7 @@ def write_page(run_dir: Path, *, audit: Any = None, report_dir: Path | None = No
         read_manifest(report_dir),
         report_dir,
         spec=frozen_spec(run_dir),
+        rehearsed=rehearsed(run_dir),
         audit_sentence=None if audit is None else audit.sentence,
         audit_table=None if audit is None else audit.table(),
         audit_notes=() if audit is None else audit.notes(),
@@ -145,13 +147,14 @@ def render_page(
     report_dir: Path,
     *,
     spec: Mapping[str, Any] | None = None,
+    rehearsed: bool = False,
     audit_sentence: str | None = None,
     audit_table: Any = None,
     audit_notes: Sequence[str] = (),
     files: Sequence[str] = (),
 ) -> str:
     """The page as a string; `figures` is the manifest (`figures.json`), paths under
-    `report_dir`."""
+    `report_dir`; `rehearsed`: the folder is a rehearsal's (`runs.rehearsal`)."""
     spec = spec or {}
     name = str(spec.get("name") or report_dir.parent.name)
     drawn = [f for f in figures if f.get("path")]
@@ -164,7 +167,7 @@ def render_page(
         f"<title>dutchbook report: {esc(name)}</title>",
         f"<style>{STYLE}</style>",
         "</head><body><main>",
-        *_header(name, summary, spec),
+        *_header(name, summary, spec, rehearsed),
         *_audit(audit_sentence, audit_table, audit_notes),
         *_leaderboard(summary),
         *_contents(drawn),
@@ -188,7 +191,9 @@ def _one_cluster_note(rows: Sequence[Mapping[str, Any]]) -> str:
     return " · no interval where a row spans a single date or family: resampling one gives it back"
 
 
-def _header(name: str, summary: Mapping[str, Any], spec: Mapping[str, Any]) -> list[str]:
+def _header(
+    name: str, summary: Mapping[str, Any], spec: Mapping[str, Any], rehearsed: bool
+) -> list[str]:
     rows = summary.get("rows", [])
     models = sorted({r["model"] for r in rows})
     arms = sorted({r["arm"].split(" ")[0] for r in rows})
@@ -202,17 +207,17 @@ def _header(name: str, summary: Mapping[str, Any], spec: Mapping[str, Any]) -> l
         f" {cluster_words(labels)}"
         f" · coverage floor {_pct(summary.get('coverage_floor'))}{_one_cluster_note(rows)}</p>",
     ]
-    simulated = simulated_models(spec)
+    simulated = simulated_models(spec, rehearsed)
     if simulated:
         out.append(
             '<p class="sim"><strong>Simulated forecasters:</strong> '
             + ", ".join(esc_name(n) for n in simulated)
             + " answered from the local simulator, not a language model; no provider was "
-            "called.</p>"
+            f"called{esc(REHEARSAL_WORDS) if rehearsed else ''}.</p>"
         )
     out.extend(
         f'<p class="about"><strong>{esc_name(name)}:</strong> {esc(text)}</p>'
-        for name, text in model_notes(spec)
+        for name, text in model_notes(spec, rehearsed)
     )
     return out
 

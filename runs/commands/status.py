@@ -200,12 +200,16 @@ def status(
     """Show a run's progress: done/planned per model, retries by cause, failures, live or died."""
     require_run_folder(run_dir)
     from runs.audit import spec_parser
+    from runs.rehearsal import REHEARSAL_NOTE, rehearsed
     from runs.scored_from import stale_repairs
 
     with user_errors(OSError, JournalError, folder=run_dir):
         summary = run_status(run_dir, spec_parser(run_dir))
         if repairs := stale_repairs(run_dir):
             summary["warnings"].append(repairs)
+        summary["rehearsal"] = rehearsed(run_dir)  # additive
+        if summary["rehearsal"]:
+            summary["notes"] = [REHEARSAL_NOTE, *(summary.get("notes") or [])]
     if as_json:
         print_text(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     else:

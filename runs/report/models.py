@@ -27,13 +27,24 @@ def _models(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [m for m in spec.get("models", []) if isinstance(m, Mapping)]
 
 
-def simulated_models(spec: Mapping[str, Any]) -> list[str]:
-    """Names of the models answered by the local simulator, sorted."""
-    return sorted(str(m.get("name")) for m in _models(spec) if m.get("provider") == "sim")
+#: Said after the simulated forecasters of a rehearsal's folder (`runs.rehearsal`).
+REHEARSAL_WORDS = " (a rehearsal: --rehearse put the simulator in every provider's place)"
 
 
-def model_notes(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(model name, its `about` text) for every model whose spec entry describes it."""
+def simulated_models(spec: Mapping[str, Any], rehearsed: bool = False) -> list[str]:
+    """Names of the models answered by the local simulator, sorted: every model of a
+    rehearsal's folder (`rehearsed`)."""
+    return sorted(
+        str(m.get("name")) for m in _models(spec) if rehearsed or m.get("provider") == "sim"
+    )
+
+
+def model_notes(spec: Mapping[str, Any], rehearsed: bool = False) -> list[tuple[str, str]]:
+    """(model name, its `about` text) for every model whose spec entry describes it; none in
+    a rehearsal's folder, whose answers are not the models' ("a real model's real answers",
+    the local spec's, was said of the simulator's)."""
+    if rehearsed:
+        return []
     return [
         (str(m.get("name")), str(m["about"]))
         for m in _models(spec)
@@ -41,17 +52,18 @@ def model_notes(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def models_markdown(spec: Mapping[str, Any]) -> str | None:
+def models_markdown(spec: Mapping[str, Any], rehearsed: bool = False) -> str | None:
     """`report.md`'s "Models" section, or None when there is nothing to say."""
-    simulated = simulated_models(spec)
-    notes = model_notes(spec)
+    simulated = simulated_models(spec, rehearsed)
+    notes = model_notes(spec, rehearsed)
     if not simulated and not notes:
         return None
     lines = ["## Models\n"]
     if simulated:
         lines.append(
             f"Simulated forecasters ({', '.join(map(markdown.text, simulated))}) answered from "
-            "the local simulator, not a language model; no provider was called.\n"
+            "the local simulator, not a language model; no provider was called"
+            f"{REHEARSAL_WORDS if rehearsed else ''}.\n"
         )
     lines.extend(f"- **{markdown.text(name)}**: {markdown.text(about)}" for name, about in notes)
     return "\n".join(lines) + "\n"

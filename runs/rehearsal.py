@@ -1,0 +1,75 @@
+"""A rehearsal marks its run folder, so that the simulator's answers are never taken for a
+model's, nor mixed with them.
+
+`dutchbook run --rehearse` swaps every provider for the local simulator and writes into the
+run folder the spec names: `runs/specs/local.toml`'s `out/local` is `make demo-local`'s too.
+Nothing in the folder said so. A tester's real run resumed a rehearsal's folder ("58 already
+accepted"), asked nothing, and reported the simulator's figures as Gemma's; a rehearsal
+resumed a real run's folder and added 37 simulated answers to 21 real ones, exit 0; and a
+rehearsal's report page called its answers "a real model's real answers" (the spec's
+`about`). Now a rehearsal marks its folder (`REHEARSAL_FILE`) before it asks anything, a run
+is refused a folder whose attempts came the other way, and the report says that every
+answer came from the simulator.
+
+A folder rehearsed before the mark existed is not known for one.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+#: Present in a run folder whose answers the local simulator gave (`--rehearse`).
+REHEARSAL_FILE = "rehearsal.json"
+#: What `status` says of such a folder first.
+REHEARSAL_NOTE = (
+    "A rehearsal (--rehearse): every answer here is the local simulator's, in every "
+    "provider's place."
+)
+
+
+def rehearsed(run_dir: Path) -> bool:
+    """Whether `run_dir`'s answers came from a rehearsal (`--rehearse`)."""
+    return (run_dir / REHEARSAL_FILE).is_file()
+
+
+def mixing_refusal(run_dir: Path, rehearse: bool) -> str | None:
+    """Why a run (a rehearsal if `rehearse`) may not ask anything into `run_dir`: the folder
+    holds attempts made the other way; None when it may."""
+    if rehearsed(run_dir) == rehearse or not _has_attempts(run_dir):
+        return None
+    if rehearse:
+        return (
+            f"{run_dir} holds answers from the models' providers: a rehearsal there would mix "
+            "the local simulator's in with them; rehearse into another folder (--out)"
+        )
+    return (
+        f"{run_dir} holds a rehearsal's answers (the local simulator's, --rehearse): a run "
+        "there would take them for the models' own; give --out another folder, or resume the "
+        "rehearsal with --rehearse"
+    )
+
+
+def mark_folder(run_dir: Path, rehearse: bool) -> None:
+    """Mark `run_dir` as a rehearsal's (durably, before anything is asked), or clear a mark
+    left by a rehearsal that asked nothing (`mixing_refusal` has let this run in)."""
+    from engine.durable import write_bytes_atomic
+
+    marker = run_dir / REHEARSAL_FILE
+    if not rehearse:
+        marker.unlink(missing_ok=True)
+    elif not marker.is_file():
+        since = datetime.now(UTC).isoformat(timespec="seconds")
+        write_bytes_atomic(marker, f'{{"rehearsal": true, "since": "{since}"}}\n'.encode())
+
+
+def _has_attempts(run_dir: Path) -> bool:
+    """Whether anything was asked into `run_dir`: an attempt folded into `attempts/`, or a
+    journal segment (every attempt is journaled before it is sent)."""
+    from engine.journal import list_segments
+    from engine.scan import ATTEMPTS, JOURNAL
+    from engine.shards import list_shards
+
+    if list_shards(run_dir / ATTEMPTS):
+        return True
+    return any(path.stat().st_size > 0 for _, path in list_segments(run_dir / JOURNAL))
