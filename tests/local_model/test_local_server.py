@@ -35,9 +35,10 @@ from runs.local_model import (
 MODEL = "m.gguf"
 STAND_IN = textwrap.dedent(
     """
-    import json, os, sys, threading, time
+    import json, os, signal, sys, threading, time
     from http.server import BaseHTTPRequestHandler, HTTPServer
-    port, delay, model, life = sys.argv[1:5]
+    port, delay, model, life, killed_when = sys.argv[1:6]
+    print("loading", model, flush=True)  # a line of its log
     time.sleep(float(delay))  # loading the model
     class Models(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -48,14 +49,24 @@ STAND_IN = textwrap.dedent(
             pass
     if float(life) > 0:  # then it dies, with status 3
         threading.Timer(float(life), os._exit, (3,)).start()
+    def killed():  # once the file `killed_when` exists, by SIGKILL
+        while not os.path.exists(killed_when):
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGKILL)
+    if killed_when:
+        threading.Thread(target=killed, daemon=True).start()
     HTTPServer(("127.0.0.1", int(port)), Models).serve_forever()
     """
 )
 REPO = Path(__file__).parents[2]
+#: The stock spec (its run folder `out/local`), which a demo's check reads as the campaign does.
+SPEC = str(REPO / "runs" / "specs" / "local.toml")
 
 
-def stand_in(port: int, delay: float = 0.3, model: str = MODEL, life: float = 0) -> list[str]:
-    return [sys.executable, "-c", STAND_IN, str(port), str(delay), model, str(life)]
+def stand_in(
+    port: int, delay: float = 0.3, model: str = MODEL, life: float = 0, killed_when: str = ""
+) -> list[str]:
+    return [sys.executable, "-c", STAND_IN, str(port), str(delay), model, str(life), killed_when]
 
 
 def alive(pid: int) -> bool:
@@ -275,7 +286,7 @@ def test_a_port_in_use_is_refused_before_anything_is_started(tmp_path: Path) -> 
             ),
         ):  # fmt: skip
             pass
-        done = run_main(["demo", "--port", str(port)], tmp_path, ["false"])
+        done = run_main(["demo", "--spec", SPEC, "--port", str(port)], tmp_path, ["false"])
     finally:
         foreign.kill()
         foreign.wait()
@@ -298,7 +309,8 @@ def test_ready_means_our_process_alive_and_our_model_listed(tmp_path: Path) -> N
             wait_ready(Server(ours, url, tmp_path / "s.log", MODEL), 20.0)
         ours.kill()
         ours.wait()
-        with pytest.raises(LocalModelError, match="exited with status"):  # it answers, we died
+        # It answers, we died: of a signal, named ("exited with status -9" before).
+        with pytest.raises(LocalModelError, match=r"^the model server was killed by SIGKILL bef"):
             wait_ready(Server(ours, url, tmp_path / "s.log", "someone-elses-model"), 20.0)
     finally:
         for process in (foreign, ours):
@@ -342,20 +354,19 @@ def test_serve_says_when_the_server_exits(tmp_path: Path) -> None:
 
 def test_a_busy_run_folder_is_refused_before_the_model_is_loaded(tmp_path: Path) -> None:
     """A second demo loaded a second model server, then its campaign was refused (exit 5)."""
-    (tmp_path / "tiny.toml").write_text('name = "t2"\n')
-    run_dir = tmp_path / "out" / "t2"  # the spec's name, without --out
+    run_dir = tmp_path / "out" / "local"  # the spec's name, without --out
     run_dir.mkdir(parents=True)
     fd = acquire_lock(run_dir, run_dir)
     write_pid(run_dir)
     try:
         port = free_port()
-        argv = ["demo", "--spec", "tiny.toml", "--port", str(port)]
+        argv = ["demo", "--spec", SPEC, "--port", str(port)]
         done = run_main(argv, tmp_path, stand_in(port))
     finally:
         release_lock(fd)
     assert done.returncode == 5, done.stderr
     assert done.stderr == (
-        f"error: out/t2 is being written by another process (pid {os.getpid()}); let it "
+        f"error: out/local is being written by another process (pid {os.getpid()}); let it "
         "finish, or stop it, then run again\n"
     )
     assert not (tmp_path / "loaded").exists()
@@ -419,7 +430,6 @@ def test_a_stop_as_the_campaign_starts_ends_it_in_its_one_line(
     at once, into the campaign's start-up (Python starting, `runs.cli` importing): it ended
     in a KeyboardInterrupt traceback, or was killed without a word (the wrapper's exit 254).
     Sent here to the wrapper just before the campaign is started."""
-    (tmp_path / "tiny.toml").write_text('name = "t2"\n')
     port = free_port()
     before = f"""
         import os, subprocess
@@ -430,22 +440,25 @@ def test_a_stop_as_the_campaign_starts_ends_it_in_its_one_line(
                 super().__init__(args, *rest, **kwargs)
         local_model.subprocess.Popen = StoppedFirst
     """
-    argv = ["demo", "--spec", "tiny.toml", "--port", str(port)]
+    argv = ["demo", "--spec", SPEC, "--port", str(port)]
     done = run_main(argv, tmp_path, stand_in(port), before)
     assert done.returncode == 130, done.stderr
     assert done.stderr == "interrupted — run the same command again\n"
-    assert not (tmp_path / "out" / "t2").exists()  # the campaign did not begin
+    assert not (tmp_path / "out" / "local").exists()  # the campaign did not begin
 
 
 def test_a_log_folder_that_cannot_be_written_is_said_in_one_line(tmp_path: Path) -> None:
-    """`out` a file (or not writable): the server's log ended the wrapper in a traceback."""
+    """`out` a file (or not writable): the server's log ended the wrapper in a traceback.
+    Then it was said only after "starting the model server" and the model's loading; it is
+    now said before either."""
     (tmp_path / "out").write_text("")
     port = free_port()
-    done = run_main(["demo", "--port", str(port)], tmp_path, stand_in(port))
-    assert done.returncode == 2, done.stderr
+    done = run_main(["serve", "--port", str(port)], tmp_path, stand_in(port))
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
     assert done.stderr == (
         "error: cannot write the model server's log out/local-server.log (out: File exists)\n"
     )
+    assert not (tmp_path / "loaded").exists()
 
 
 def test_no_free_port_and_a_port_out_of_range_are_said_in_one_line(
@@ -475,7 +488,7 @@ def test_a_campaign_killed_by_a_signal_is_said_in_one_line(tmp_path: Path) -> No
         local_model._child_command = lambda args: [
             sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
     """
-    done = run_main(["demo", "--port", str(port)], tmp_path, stand_in(port), before)
+    done = run_main(["demo", "--spec", SPEC, "--port", str(port)], tmp_path, stand_in(port), before)
     assert done.returncode == 128 + signal.SIGKILL, done.stderr
     assert done.stderr == (
         "error: the campaign was killed by SIGKILL; what it wrote is kept: run the same "
@@ -547,7 +560,7 @@ def test_a_ctrl_c_as_the_finished_campaign_exits_does_not_undo_it(
     port = free_port()
     campaign = [sys.executable, "-c", f"PHASE, SIG = {phase!r}, {int(sig)}\n" + FINISHING]
     before = PASSED_ON + f"\nlocal_model._child_command = lambda args: {campaign!r}\n"
-    done = run_main(["demo", "--port", str(port)], tmp_path, stand_in(port), before)
+    done = run_main(["demo", "--spec", SPEC, "--port", str(port)], tmp_path, stand_in(port), before)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "run folder: out/t2"
     assert done.stderr == (
@@ -571,7 +584,7 @@ def test_a_ctrl_c_after_the_campaign_ended_leaves_its_end_as_it_was(tmp_path: Pa
         local_model._child_command = lambda args: [
             sys.executable, "-c", "print('run folder: out/t2')"]
     """
-    done = run_main(["demo", "--port", str(port)], tmp_path, stand_in(port), before)
+    done = run_main(["demo", "--spec", SPEC, "--port", str(port)], tmp_path, stand_in(port), before)
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.splitlines()[-1] == "run folder: out/t2"
     assert (tmp_path / "stopped").exists()
@@ -649,12 +662,14 @@ def watched_check(then: str = "") -> str:
 def test_the_out_folders_check_leaves_no_folder_behind(tmp_path: Path) -> None:
     """The check makes a new run folder to see that it can (`/proc/x` cannot), then removes
     it and the parents it made: the campaign makes them as before. That it made them is seen
-    in its maker (a check that did nothing passed too)."""
+    in its maker (a check that did nothing passed too). `new/` holds the server's log by the
+    time the campaign starts (`new/run-server.log`, beside the run folder)."""
     port = free_port()
     before = f"""
         local_model.FOLDER_CHECK = (sys.executable, "-c", {watched_check()!r})
         local_model._child_command = lambda args: [
-            sys.executable, "-c", "import os, sys; sys.exit(3 if os.path.exists('new') else 0)"]
+            sys.executable, "-c", "import os, sys; sys.exit(3 if os.listdir('new') != "
+            "['run-server.log'] else 0)"]
     """
     spec = str(REPO / "runs" / "specs" / "local.toml")
     argv = ["demo", "--spec", spec, "--out", "new/run", "--port", str(port)]
@@ -662,7 +677,7 @@ def test_the_out_folders_check_leaves_no_folder_behind(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "made").read_text() == "new\nnew/run\n"
     assert (tmp_path / "loaded").exists()
-    assert not (tmp_path / "new").exists()
+    assert os.listdir(tmp_path / "new") == ["run-server.log"]
 
 
 def test_a_ctrl_c_during_the_out_folders_check_leaves_no_folder_it_made(tmp_path: Path) -> None:
@@ -731,3 +746,247 @@ def test_the_wrapper_imports_no_polars_before_main_catches_a_ctrl_c() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+#: A campaign standing for `dutchbook run` whose dispatch is over: it laps `dispatch` in its
+#: run folder `out/local` (as `runs.phases` does), then has the model server killed (the file
+#: `lapped`), waits until nothing answers on its port and for the wrapper's watch (a second)
+#: twice over, then "writes its report" and exits `CODE`. A Ctrl-C ends it with 130 (let in
+#: as `launch_held` lets it in: the campaign starts with the stop signals held).
+DISPATCHED = """
+import json, os, signal, socket, sys, time
+signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+os.makedirs("out/local/logs", exist_ok=True)
+with open("out/local/logs/phases.jsonl", "a") as laps:
+    laps.write(json.dumps({"phase": "dispatch", "pid": os.getpid(), "seconds": 1.0}) + "\\n")
+open("lapped", "w").close()
+while socket.socket().connect_ex(("127.0.0.1", PORT)) == 0:
+    time.sleep(0.05)
+time.sleep(2.5)
+print("report written", flush=True)
+sys.exit(CODE)
+"""
+
+
+@pytest.mark.parametrize("code", [0, 4])
+def test_a_server_killed_after_dispatch_lets_the_campaign_finish(
+    tmp_path: Path, code: int
+) -> None:
+    """The server `kill -9`ed right after "answers accepted": the wrapper sent the campaign a
+    Ctrl-C all the same ("interrupted", no report) and blamed the server, exit 4. Scoring and
+    the report need no server: the campaign ends as it would have (its own status; 4 here
+    for answers its dispatch left unanswered), and nothing is said of the server."""
+    port = free_port()
+    campaign = DISPATCHED.replace("PORT", str(port)).replace("CODE", str(code))
+    before = f"local_model._child_command = lambda args: {[sys.executable, '-c', campaign]!r}\n"
+    server = stand_in(port, killed_when=str(tmp_path / "lapped"))
+    done = run_main(["demo", "--spec", SPEC, "--port", str(port)], tmp_path, server, before)
+    assert (done.returncode, done.stderr) == (code, "")
+    assert done.stdout.splitlines()[-1] == "report written"
+
+
+def test_only_the_campaigns_own_dispatch_lap_after_it_started_counts(tmp_path: Path) -> None:
+    """Earlier runs of the folder lapped dispatch too, under pids that repeat: those laps are
+    before the offset. A server that exits before the campaign's own lap still stops it."""
+    from runs.local_model import DispatchEnd
+
+    laps = tmp_path / "logs" / "phases.jsonl"
+    laps.parent.mkdir()
+    laps.write_text('{"phase": "dispatch", "pid": 7}\n{"phase": "plan", "pid": 8}\n{"pha')
+    dispatch = DispatchEnd.before_start(tmp_path)
+    assert not dispatch.reached(7)
+    with laps.open("a") as more:  # a torn line before it, as a kill leaves one
+        more.write('\n{"phase": "plan", "pid": 8}\n{"phase": "dispatch", "pid": 8}\n')
+    assert (dispatch.reached(7), dispatch.reached(8)) == (False, True)
+    assert DispatchEnd.before_start(tmp_path / "new").reached(8) is False
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    campaign = [sys.executable, "-c", "import sys, signal, time\n"
+                "signal.signal(signal.SIGINT, lambda *_: sys.exit(130)); time.sleep(30)"]
+    fresh = DispatchEnd.before_start(tmp_path)  # no lap of the campaign's: it is stopped
+    assert run_child(campaign, dict(os.environ), gone, dispatch=fresh) == 130
+    assert not fresh.server_outlived
+
+
+def test_a_server_killed_by_a_signal_is_named(tmp_path: Path) -> None:
+    """"exited with status -9": the campaign's end named its signal, the server's did not."""
+    killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    killed.kill()
+    killed.wait()
+    line = server_gone(Server(killed, "", tmp_path / "s.log"))
+    assert line is not None
+    assert line.startswith(f"the model server (pid {killed.pid}) was killed by SIGKILL while")
+
+
+def test_a_spec_the_campaign_refuses_is_refused_before_the_model_is_loaded(
+    tmp_path: Path,
+) -> None:
+    """`demo --spec /tmp/nonexist.toml` loaded the model and started its server, then the
+    campaign said "no such file" (exit 2). The wrapper reads the spec as the campaign does,
+    first, and says the campaign's own line."""
+    from runs.local_model import DUTCHBOOK
+
+    (tmp_path / "not-toml.toml").write_text("name = \n")
+    (tmp_path / "invalid.toml").write_text('name = "t2"\nseed = -1\n')
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for spec in ("missing.toml", "not-toml.toml", "invalid.toml"):
+        campaign = subprocess.run(
+            [*DUTCHBOOK, "run", spec], cwd=tmp_path, env=env, capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+        assert campaign.returncode == 2, campaign.stderr
+        assert campaign.stderr.startswith(f"error: {spec}: ") and campaign.stderr.count("\n") == 1
+        for out in ([], ["--out", "given"]):
+            port = free_port()
+            argv = ["demo", "--spec", spec, *out, "--port", str(port)]
+            done = run_main(argv, tmp_path, stand_in(port))
+            assert (done.returncode, done.stdout, done.stderr) == (2, "", campaign.stderr)
+    assert not (tmp_path / "loaded").exists()
+    assert not (tmp_path / "given").exists()
+
+
+def test_a_rehearsals_folder_is_refused_before_the_model_is_loaded(tmp_path: Path) -> None:
+    """`dutchbook run runs/specs/local.toml --rehearse` writes to `out/local` too: the demo
+    resumed it, asked nothing, and reported the simulator's answers as the model's. Refused
+    in the campaign's own line, before the model is loaded (`runs.rehearsal`)."""
+    from runs.local_model import DUTCHBOOK
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    rehearsal = subprocess.run(
+        [*DUTCHBOOK, "run", SPEC, "--rehearse"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert rehearsal.returncode == 0, rehearsal.stderr
+    campaign = subprocess.run(
+        [*DUTCHBOOK, "run", SPEC], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert campaign.returncode == 2 and "holds a rehearsal's answers" in campaign.stderr
+    port = free_port()
+    done = run_main(["demo", "--spec", SPEC, "--port", str(port)], tmp_path, stand_in(port))
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", campaign.stderr)
+    assert not (tmp_path / "loaded").exists()
+
+
+def test_threads_below_one_are_refused_in_one_line(tmp_path: Path) -> None:
+    """`--threads 0` (or -5) went to the server, which died of it once the model was written:
+    "exited with status 1 before it was ready". Refused first, as `--port` is."""
+    before = 'local_model._child_command = lambda args: [sys.executable, "-c", "pass"]\n'
+    for threads in ("0", "-5"):
+        port = free_port()
+        argv = ["demo", "--spec", SPEC, "--threads", threads, "--port", str(port)]
+        done = run_main(argv, tmp_path, stand_in(port), before)
+        assert (done.returncode, done.stdout, done.stderr) == (
+            2, "", f"error: --threads {threads} is not a number of threads (1 or more)\n"
+        )  # fmt: skip
+    assert not (tmp_path / "loaded").exists()
+
+
+def test_each_start_has_a_log_of_its_own(tmp_path: Path) -> None:
+    """The log was appended to and never emptied (60,887 lines seen), the lines of runs at
+    once mixed in it. Each start now empties it, and a start beside a live one (which holds
+    the log's lock) writes the next name, leaving the other's log as it was."""
+    import fcntl
+
+    before = 'local_model._child_command = lambda args: [sys.executable, "-c", "pass"]\n'
+    log = tmp_path / "out" / "local-server.log"
+    for _ in range(2):
+        port = free_port()
+        argv = ["demo", "--spec", SPEC, "--port", str(port)]
+        done = run_main(argv, tmp_path, stand_in(port), before)
+        assert done.returncode == 0, done.stderr
+        assert "(log: out/local-server.log)" in done.stdout
+        assert log.read_text() == f"loading {MODEL}\n"
+    with log.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # a live wrapper's
+        held.write("the other run's\n")
+        held.flush()
+        port = free_port()
+        argv = ["demo", "--spec", SPEC, "--port", str(port)]
+        done = run_main(argv, tmp_path, stand_in(port), before)
+    assert done.returncode == 0, done.stderr
+    assert "(log: out/local-server.2.log)" in done.stdout
+    assert log.read_text() == f"loading {MODEL}\nthe other run's\n"
+    assert (tmp_path / "out" / "local-server.2.log").read_text() == f"loading {MODEL}\n"
+
+
+def test_the_log_goes_beside_the_run_folder_given(tmp_path: Path) -> None:
+    """The log was `out/local-server.log` of the working folder whatever `--out` said: from a
+    working folder it could not write in, a writable `--out` was refused ("cannot write the
+    model server's log out/local-server.log"), after "starting the model server". It is
+    beside the run folder, where the campaign writes; not in it, which a new run would refuse
+    as holding files."""
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "out").write_text("")  # `out` cannot be made here
+    out = tmp_path / "runs" / "mine"
+    lists = [sys.executable, "-c", f"import os; print(os.listdir({str(out.parent)!r}))"]
+    before = f"local_model._child_command = lambda args: {lists!r}\n"
+    port = free_port()
+    argv = ["demo", "--spec", SPEC, "--out", str(out), "--port", str(port)]
+    done = run_main(argv, here, stand_in(port), before)
+    assert done.returncode == 0, done.stderr
+    assert f"(log: {out.parent / 'mine-server.log'})" in done.stdout
+    assert done.stdout.splitlines()[-1] == "['mine-server.log']"  # the run folder not made
+    assert (out.parent / "mine-server.log").read_text() == f"loading {MODEL}\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "rest"),
+    [
+        (["test", "--port", "47113", "--", "-k", "nothing"], ["-k", "nothing"]),
+        (["test", "-k", "foo"], ["-k", "foo"]),
+        (["test", "-x", "--threads", "3"], ["-x"]),
+        (["test", "--", "-x", "--port", "1"], ["-x", "--port", "1"]),
+        (["test", "tests_local/test_a.py", "--tb=short"], ["tests_local/test_a.py", "--tb=short"]),
+    ],
+)
+def test_pytest_arguments_go_anywhere_among_the_options(argv: list[str], rest: list[str]) -> None:
+    """"extra pytest arguments" were taken only before any option and only when none began
+    with `-` but after `--`: `test --port N -- -k x`, `test -k foo`, `test -x` were refused."""
+    from runs.local_model import _child_command, parse_args
+
+    args = parse_args(argv)
+    assert _child_command(args)[-len(rest) - 1 :] == ["tests_local", *rest]
+    assert args.threads == (3 if "--threads" in argv[:3] else 2)
+
+
+def test_pytest_arguments_reach_pytest_and_are_refused_elsewhere(tmp_path: Path) -> None:
+    port = free_port()
+    before = "local_model.run_child = lambda command, *_, **__: print(command[-3:]) or 0\n"
+    argv = ["test", "--port", str(port), "--", "-k", "nothing"]
+    done = run_main(argv, tmp_path, stand_in(port), before)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "['tests_local', '-k', 'nothing']"
+    done = run_main(["demo", "-k", "foo"], tmp_path, ["false"])
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].endswith("error: unrecognized arguments: -k foo")
+
+
+def test_a_ctrl_c_during_the_tests_ends_in_the_wrappers_one_line(tmp_path: Path) -> None:
+    """A Ctrl-C passed on to pytest ended in its 100-line KeyboardInterrupt traceback (in its
+    start-up), then "error: the tests were killed by SIGINT" (the user's own stop), or in its
+    own "KeyboardInterrupt" lines mid-run and nothing of the wrapper's. The tests have nothing
+    to keep: they are killed, with what they started, and the wrapper says the one line.
+    The stand-in for pytest starts a process of its own, then the Ctrl-C comes."""
+    port = free_port()
+    tests = (
+        "import os, signal, subprocess, sys, time\n"
+        "own = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "open('own', 'w').write(str(own.pid))\n"
+        "os.kill(os.getppid(), signal.SIGINT)\n"
+        "time.sleep(30)\n"
+    )
+    before = f"local_model._child_command = lambda args: {[sys.executable, '-c', tests]!r}\n"
+    started = time.monotonic()
+    done = run_main(["test", "--port", str(port)], tmp_path, stand_in(port), before)
+    assert time.monotonic() - started < 25  # not the tests' 30 s
+    assert (done.returncode, done.stderr) == (130, "interrupted — run the same command again\n")
+    own = int((tmp_path / "own").read_text())
+    for _ in range(100):  # reaped by init, not by us: it may show a moment longer
+        if not alive(own) or psutil.Process(own).status() == psutil.STATUS_ZOMBIE:
+            break
+        time.sleep(0.05)
+    assert not alive(own) or psutil.Process(own).status() == psutil.STATUS_ZOMBIE
