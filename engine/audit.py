@@ -444,15 +444,16 @@ def resume_line(held: AtProvider, refused: str | None = None, capped: bool = Fal
     `refused` (`engine.reparse.resume_refusal`: the folder may hold a strict reparse's
     answers and its spec is lenient), it asks nothing: the resume is refused, in the words it
     is refused in, which say what to do instead. `capped` (the spend cap stopped a lane): the
-    cap counts what earlier runs spent, so the same command asks a priced model nothing more
-    (it was said to ask every unanswered request, and asked none of them)."""
+    cap counts what earlier runs spent, so the same command asks little or nothing more (it
+    was said to ask every unanswered request, and asked none of them; what is left of the cap
+    may still pay for a cheaper model's attempt, one at a time)."""
     if refused:
         return f"Running the same command again is refused: {refused}"
     again = "Running the same command again"
     if capped:
         again += (
             " with a higher --max-cost (the cap counts what earlier runs spent: under the same "
-            "cap, no model it prices is asked anything more)"
+            "cap, little or nothing more is asked)"
         )
     if not held:
         return f"{again} asks only the unanswered requests"

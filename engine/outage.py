@@ -67,7 +67,8 @@ class OutagePolicy:
     #: Failed probes after which a lane whose provider never answered stops (2 + 4 + 8 s of
     #: backoff by default, plus the probes' own timeouts).
     unanswered_probes: int = 3
-    #: The streak that pauses a lane that has had no successful reply yet in this process.
+    #: The streak that pauses a lane that has had no reply with the model's answer (usable
+    #: or not) yet in this process.
     #: Its cap is still at slow start's 1, so its failures come one at a time: against a
     #: server that takes connections and never answers, 12 timeouts of 120 s in a row took
     #: 24 minutes before the lane even paused.

@@ -74,8 +74,9 @@ class RetryPolicy:
     #: Answer failures (`ANSWER_FAILURES`) per request, counted across resumes.
     max_answer_failures: int = 3
     #: A rate limit is not charged to its request's `max_attempts` while the lane has had
-    #: a successful reply within this many seconds: the provider is pacing the lane, not
-    #: refusing the request, and a throttled sweep should not give up answerable requests.
+    #: a reply with the model's answer, usable or not, within this many seconds: the
+    #: provider is pacing the lane, not refusing the request, and a throttled sweep should
+    #: not give up answerable requests.
     #: A lane refused for longer is charged as before, so an always-refused key still ends.
     #: The same holds for a server not reached at all (`Failure.unreachable`), which is how a
     #: server restarting looks.

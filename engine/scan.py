@@ -456,9 +456,14 @@ def budget_spent(answer_budget: int | None) -> pl.Expr:
     (`BUDGET_SPENT_PATTERN`)."""
     if answer_budget is None:
         return pl.col("detail").sort_by("attempt").last().str.contains(BUDGET_SPENT_PATTERN)
-    foreign = pl.col("detail").fill_null("").str.ends_with(FOREIGN_NOTE)
-    charged = pl.col("outcome").is_in(list(ANSWER_FAILURE_CAUSES)) & ~foreign
+    charged = pl.col("outcome").is_in(list(ANSWER_FAILURE_CAUSES)) & ~_foreign()
     return charged.sum() >= answer_budget
+
+
+def _foreign() -> pl.Expr:
+    """Whether an attempt's reply was not in its provider's format (`FOREIGN_NOTE`): never
+    charged to the answer-failure budget."""
+    return pl.col("detail").fill_null("").str.ends_with(FOREIGN_NOTE)
 
 
 def failure_counts(
@@ -488,7 +493,7 @@ def failure_counts(
             .select("request_id", "attempt", "outcome", "detail")
             .filter(
                 pl.col("request_id").is_in(list(wanted)) & pl.col("outcome").is_in(list(kinds))
-                & ~pl.col("detail").fill_null("").str.ends_with(FOREIGN_NOTE)
+                & ~_foreign()
             )
             .collect()
         )

@@ -713,17 +713,17 @@ def _design_and_plan(
     beside the plan for the next resume; `staged`, the plan written while it was rendered,
     is committed unless the folder has a plan by now (then it is left unused), and its
     temporary folder removed either way before dispatch starts."""
-    # Before freeze_design writes anything, and before anything is asked; with only `sim`
-    # models the simulator answers either way.
-    if any(model.provider != "sim" for model in spec.models):
-        if (mixing := mixing_refusal(run_dir, rehearse)) is not None:
-            raise RunError(mixing)
-        mark_folder(run_dir, rehearse)
+    # With only `sim` models the simulator answers either way.
+    mixes = any(model.provider != "sim" for model in spec.models)
+    if mixes and (mixing := mixing_refusal(run_dir, rehearse)) is not None:
+        raise RunError(mixing)  # before freeze_design writes anything
     try:
         _check_last_parser(spec, run_dir)
         resumed = freeze_design(spec, run_dir)
     except DesignChanged as exc:
         raise RunError(str(exc)) from None
+    if mixes:
+        mark_folder(run_dir, rehearse)  # before anything is asked
     if resumed:
         _check_lost_answers(spec, run_dir)
     plan_path = run_dir / "plan.parquet"

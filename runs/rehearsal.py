@@ -51,8 +51,9 @@ def mixing_refusal(run_dir: Path, rehearse: bool) -> str | None:
 
 
 def mark_folder(run_dir: Path, rehearse: bool) -> None:
-    """Mark `run_dir` as a rehearsal's (durably, before anything is asked), or clear a mark
-    left by a rehearsal that asked nothing (`mixing_refusal` has let this run in)."""
+    """Mark `run_dir` as a rehearsal's (durably, before anything is asked; after its design
+    is frozen, so that a folder holding the mark is a run's: `runs.run_folder`), or clear a
+    mark left by a rehearsal that asked nothing (`mixing_refusal` has let this run in)."""
     from engine.durable import write_bytes_atomic
 
     marker = run_dir / REHEARSAL_FILE
@@ -64,12 +65,22 @@ def mark_folder(run_dir: Path, rehearse: bool) -> None:
 
 
 def _has_attempts(run_dir: Path) -> bool:
-    """Whether anything was asked into `run_dir`: an attempt folded into `attempts/`, or a
-    journal segment (every attempt is journaled before it is sent)."""
+    """Whether anything was asked into `run_dir`: an attempt folded into `attempts/`, a
+    journal segment (every live attempt is journaled before it is sent), or a batch job
+    (its lines reach the journal only once collected: a rehearsal was let into a folder
+    whose real jobs were still at the provider, and polled the simulator for them)."""
+    from engine.batch_jobs import JOBS_FILE
     from engine.journal import list_segments
     from engine.scan import ATTEMPTS, JOURNAL
     from engine.shards import list_shards
 
-    if list_shards(run_dir / ATTEMPTS):
+    if list_shards(run_dir / ATTEMPTS) or _not_empty(run_dir / JOBS_FILE):
         return True
-    return any(path.stat().st_size > 0 for _, path in list_segments(run_dir / JOURNAL))
+    return any(_not_empty(path) for _, path in list_segments(run_dir / JOURNAL))
+
+
+def _not_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except FileNotFoundError:
+        return False

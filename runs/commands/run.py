@@ -193,8 +193,8 @@ def _incomplete_line(result: CampaignResult) -> str:
         "once max_answer_failures is raised in the spec"
     )
     # A model answering in fractions (11/36) failed every answer under the strict parser,
-    # and `reparse` accepted all 11,792 from their kept replies without a call. Replies
-    # over the size limit, bodies that were not JSON and refusals are not kept, nor read.
+    # and `reparse` accepted all 11,792 from their kept replies without a call. Refusals
+    # spend the budget and keep nothing a reparse reads.
     kept = 0
     if result.parser == "strict":
         from engine.reparse import spent_with_kept_replies  # polars: not for `--help`

@@ -21,6 +21,7 @@ import polars as pl
 
 from runs import markdown
 from runs.design import DESIGN_FILE, SPEC_FILE, DesignChanged, recorded_design
+from runs.rehearsal import rehearsed
 from runs.report.models import frozen_spec
 from runs.version import installed_version
 
@@ -47,6 +48,8 @@ def provenance(run_dir: Path) -> dict[str, Any]:
         # `dutchbook run` processes that recorded a phase: each laps its plan first, so a
         # run killed while it dispatched counts too.
         "runs": len({phase.get("pid") for phase in phases}),
+        # Additive: every answer is the local simulator's (`--rehearse`, `runs.rehearsal`).
+        "rehearsal": rehearsed(run_dir),
     }
 
 

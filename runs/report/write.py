@@ -22,7 +22,7 @@ from runs.audit import run_audit
 from runs.audit import write_files as write_audit_files
 from runs.figures import NOT_PATHS, can_draw, write_figures
 from runs.output import stdout_console
-from runs.rehearsal import rehearsed
+from runs.rehearsal import REHEARSAL_NOTE, rehearsed
 from runs.report.data import ReportData, build_report_data
 from runs.report.models import frozen_spec, models_markdown
 from runs.report.provenance import provenance, provenance_markdown
@@ -161,8 +161,10 @@ def write_views(
     # Each file all or nothing (a full disk or a kill left summary.json cut short, which a
     # script reading it met before the next report replaced it); the rename's atomicity is
     # what matters here, not fsync: these files are rebuilt from the folder at will.
-    _write(out / "leaderboard.txt", details_text(data))
-    models_section = models_markdown(frozen_spec(run_dir), rehearsed(run_dir))
+    rehearsal = rehearsed(run_dir)
+    said = f"{REHEARSAL_NOTE}\n\n" if rehearsal else ""  # the file is read without the page
+    _write(out / "leaderboard.txt", said + details_text(data))
+    models_section = models_markdown(frozen_spec(run_dir), rehearsal)
     extra = [
         audit_markdown(audit),
         *([models_section] if models_section else []),

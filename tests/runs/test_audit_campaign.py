@@ -376,8 +376,8 @@ def test_after_a_spend_cap_the_audit_asks_for_a_higher_cap_as_the_next_run_needs
     shown = CliRunner().invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "300"})
     resume = (
         "Running the same command again with a higher --max-cost (the cap counts what earlier "
-        "runs spent: under the same cap, no model it prices is asked anything more) asks only "
-        "the unanswered requests."
+        "runs spent: under the same cap, little or nothing more is asked) asks only the "
+        "unanswered requests."
     )
     assert resume in shown.output, shown.output
     assert f"- {resume}" in (run_dir / "report" / "report.md").read_text(encoding="utf-8")

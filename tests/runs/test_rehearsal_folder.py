@@ -47,6 +47,11 @@ def test_a_rehearsals_report_says_every_answer_is_the_simulators(rehearsal: Path
     markdown = (rehearsal / "report" / "report.md").read_text(encoding="utf-8")
     assert f"no provider was called{REHEARSAL_WORDS}." in markdown
     assert "real model" not in markdown
+    # Files scripts read without the page say it too.
+    summary = orjson.loads((rehearsal / "report" / "summary.json").read_bytes())
+    assert summary["provenance"]["rehearsal"] is True
+    leaderboard = (rehearsal / "report" / "leaderboard.txt").read_text(encoding="utf-8")
+    assert leaderboard.startswith(f"{REHEARSAL_NOTE}\n\n")
     status = CliRunner().invoke(app, ["status", str(rehearsal), "--json"])
     said = orjson.loads(status.stdout)
     assert said["rehearsal"] is True and said["notes"][0] == REHEARSAL_NOTE
@@ -89,3 +94,24 @@ def test_a_rehearsal_resumes_its_own_folder(rehearsal: Path) -> None:
     again = CliRunner().invoke(app, ["run", str(LOCAL), "--rehearse", "--out", str(rehearsal)])
     assert again.exit_code == 0, again.output
     assert "0 attempts" in again.output and (rehearsal / REHEARSAL_FILE).is_file()
+
+
+def test_batch_jobs_at_the_provider_count_as_asked(rehearsal: Path, tmp_path: Path) -> None:
+    """A batch job's lines reach the ledger only once collected: a folder whose only trace
+    of asking is `batches/jobs.jsonl` let a rehearsal in, which then polled the simulator for
+    the provider's jobs."""
+    import shutil
+
+    from engine.batch_jobs import JOBS_FILE
+    from runs.rehearsal import mixing_refusal
+
+    real = tmp_path / "real"
+    shutil.copytree(rehearsal, real)
+    for kind in ("attempts", "journal", "responses"):
+        shutil.rmtree(real / kind)
+    (real / REHEARSAL_FILE).unlink()
+    assert mixing_refusal(real, rehearse=True) is None  # nothing asked yet
+    (real / JOBS_FILE).parent.mkdir(exist_ok=True)
+    (real / JOBS_FILE).write_text('{"event": "planned", "job_key": "k1"}\n', encoding="utf-8")
+    refusal = mixing_refusal(real, rehearse=True)
+    assert refusal is not None and "holds answers from the models' providers" in refusal
