@@ -207,6 +207,8 @@ def status(
         summary = run_status(run_dir, spec_parser(run_dir))
         if repairs := stale_repairs(run_dir):
             summary["warnings"].append(repairs)
+        if summary["state"] != "live" and (scores := _stale_scores(run_dir)):
+            summary["warnings"].append(scores)
         summary["rehearsal"] = rehearsed(run_dir)  # additive
         if summary["rehearsal"]:
             summary["notes"] = [REHEARSAL_NOTE, *(summary.get("notes") or [])]
@@ -214,6 +216,28 @@ def status(
         print_text(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     else:
         render(summary, stdout_console())
+
+
+def _stale_scores(run_dir: Path) -> str | None:
+    """A line saying the scores and the report are of answers the folder no longer holds as
+    they were, with what writes them again; None when they are of these (or there are none,
+    or they cannot be compared: a damaged answers file, which `status` says otherwise). A
+    reparse, or a run killed before it scored, left the last report standing with nothing to
+    say it was of other answers but `report` refusing it."""
+    from runs.scored_from import stale_scores
+
+    if not (run_dir / "scores.parquet").is_file():
+        return None
+    try:
+        why = stale_scores(run_dir)
+    except Exception:  # polars' error for a damaged shard: not this line's to say
+        return None
+    if why is None:
+        return None
+    return (
+        f"scores.parquet and report/ are out of date: {why}; `dutchbook score {run_dir}`, "
+        f"then `dutchbook report {run_dir}`, write them again"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,43 @@
+"""`status` says when the scores and the report are of answers the folder no longer holds.
+
+A reparse (or a run killed before it scored) left the last `scores.parquet` and `report/`
+standing: neither `status` nor `audit` said they were out of date; only `report` refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from typer.testing import CliRunner
+
+from runs.cli import app
+
+
+def _warnings(run_dir: Path) -> list[str]:
+    shown = CliRunner().invoke(app, ["status", str(run_dir), "--json"])
+    assert shown.exit_code == 0, shown.output
+    return list(orjson.loads(shown.stdout)["warnings"])
+
+
+def test_a_reparse_leaves_scores_status_calls_out_of_date_until_scored(tmp_path: Path) -> None:
+    spec = tmp_path / "fractions.toml"
+    spec.write_text(
+        'name = "fractions"\nseed = 1\nparser = "strict"\nmax_answer_failures = 1\n'
+        '[data]\nstock_days = 2\n[[models]]\nname = "f"\nprovider = "sim"\n'
+        'model = "sim-fraction"\n[[arms]]\nname = "baseline"\n',
+        encoding="utf-8",
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    CliRunner().invoke(app, ["run", str(spec), "--out", str(run_dir)])
+    assert _warnings(run_dir) == []
+    reparsed = CliRunner().invoke(app, ["reparse", str(run_dir), "--parser", "lenient"])
+    assert reparsed.exit_code == 0, reparsed.output
+    assert _warnings(run_dir) == [
+        "scores.parquet and report/ are out of date: its answers changed after it was scored "
+        f"(a `dutchbook reparse`, or a resumed run that did not finish); `dutchbook score "
+        f"{run_dir}`, then `dutchbook report {run_dir}`, write them again"
+    ]
+    scored = CliRunner().invoke(app, ["score", str(run_dir)])
+    assert scored.exit_code == 0, scored.output
+    assert _warnings(run_dir) == []
