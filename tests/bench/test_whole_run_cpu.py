@@ -54,3 +54,16 @@ def test_each_round_is_judged_against_its_own_bare_loop() -> None:
     assert paired_ratios(bare, ours) == pytest.approx([0.6, 0.6, 0.8])
     with pytest.raises(ValueError):
         paired_ratios([1.0], [1.0, 2.0])
+
+
+def test_every_phase_the_bench_times_is_a_function_of_the_pipeline() -> None:
+    """`runs.pipeline.write_report` became `write_report_folder`, and `make bench` failed in
+    its whole-run case with an AttributeError, after every other case had run."""
+    import inspect
+
+    import runs.pipeline
+    from bench.whole_run import TIMED
+
+    for name, _, is_async in TIMED:
+        function = getattr(runs.pipeline, name)
+        assert inspect.iscoroutinefunction(function) == is_async, name
