@@ -259,6 +259,19 @@ def design_matches(spec: CampaignSpec, run_dir: Path) -> bool:
         return False
 
 
+def resume_problem(spec: CampaignSpec, run_dir: Path) -> str | None:
+    """Read-only, why `freeze_design` would refuse to resume `run_dir` with `spec` (another
+    design, changed inputs, a damaged record), or None: for a check made before the lock is
+    taken (`runs.local_model`, before a model is loaded), which `freeze_design` repeats."""
+    frozen = run_dir / SPEC_FILE
+    if not frozen.exists():
+        return None
+    try:
+        return _design_problem(run_dir, spec, _frozen_spec_text(frozen), fingerprint(spec))
+    except DesignChanged as exc:
+        return str(exc)
+
+
 def other_design(spec: CampaignSpec, run_dir: Path) -> list[str]:
     """The design keys in which `spec` differs from the spec `run_dir` was run with (none when
     it is that design; its data files may be elsewhere, or corrected). For commands that read

@@ -31,6 +31,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -251,6 +252,7 @@ def folder_check() -> None:
 
     from engine.durable import DiskFull
     from runs.commands._errors import user_errors
+    from runs.design import resume_problem
     from runs.pipeline import RunError, check_run_folder, default_run_dir, make_run_folder
     from runs.rehearsal import mixing_refusal
     from runs.spec import load_spec
@@ -265,6 +267,8 @@ def folder_check() -> None:
             check_run_folder(run_dir)
             if (mixing := mixing_refusal(run_dir, rehearse=False)) is not None:
                 raise RunError(mixing)  # a rehearsal's folder (`out/local` too)
+            if (problem := resume_problem(loaded, run_dir)) is not None:
+                raise RunError(problem)  # another design: the commonest refusal of a resume
             try:
                 _make_folders(run_dir, made)
             except OSError:
@@ -598,31 +602,41 @@ class DispatchEnd:
             offset = 0
         return cls(run_dir, offset)
 
-    def server_gone_after(self, pid: int) -> bool:
-        """With the server found exited: whether `pid`'s dispatch was over by then, kept in
-        `server_outlived` for the closing line (`_child_ended`)."""
-        self.server_outlived = self.reached(pid)
-        return self.server_outlived
+    def server_gone(self, pid: int, seen_alive_at: float) -> None:
+        """With the server found exited, last seen alive at `seen_alive_at` (`time.time()`):
+        whether `pid`'s dispatch had surely ended by then, kept in `server_outlived` for the
+        closing line (`_child_ended`). Its lap alone says too little: a server killed before
+        its first answer stops the lane at once ("connection refused"), and the lap written
+        a moment later, before the wrapper's next look, hid the server's end from its line."""
+        self.server_outlived = self.reached(pid, by=seen_alive_at)
 
-    def reached(self, pid: int) -> bool:
-        """Whether process `pid` has lapped `dispatch` since the offset."""
+    def reached(self, pid: int, by: float | None = None) -> bool:
+        """Whether process `pid` has lapped `dispatch` since the offset (with `by`, a
+        `time.time()`, no later than that)."""
         try:
             with (self.run_dir / PHASES_FILE).open("rb") as laps:
                 laps.seek(self.offset)
                 lines = laps.read().splitlines()
         except OSError:
             return False
-        return any(_is_dispatch_lap(line, pid) for line in lines)
+        return any(_is_dispatch_lap(line, pid, by) for line in lines)
 
 
-def _is_dispatch_lap(line: bytes, pid: int) -> bool:
+def _is_dispatch_lap(line: bytes, pid: int, by: float | None = None) -> bool:
     """Whether one line of `logs/phases.jsonl` is `pid`'s `dispatch` lap (a torn or damaged
-    line is not)."""
+    line is not), with `by` one stamped no later than that (`runs.phases`' `at`)."""
     try:
         lap = json.loads(line)
     except ValueError:
         return False
-    return isinstance(lap, dict) and lap.get("phase") == "dispatch" and lap.get("pid") == pid
+    if not (isinstance(lap, dict) and lap.get("phase") == "dispatch" and lap.get("pid") == pid):
+        return False
+    if by is None:
+        return True
+    try:
+        return datetime.fromisoformat(str(lap.get("at"))).timestamp() <= by
+    except ValueError:
+        return False
 
 
 #: How many model servers started at once may each have a log of their own beside one run
@@ -780,17 +794,22 @@ def _wait_watching(
     needs it. A campaign whose dispatch is over (`dispatch`) does not: it was sent the Ctrl-C
     all the same, and a server killed after the last answer cost the scoring and the report
     ("interrupted", exit 4)."""
+    alive_at = time.time()  # when the server was last seen running
     while True:
         try:
             code = child.wait(timeout=None if server is None else tick)
         except subprocess.TimeoutExpired:
             if server is not None and server.poll() is not None:
-                if dispatch is None or not dispatch.server_gone_after(child.pid):
+                if dispatch is None or not dispatch.reached(child.pid):
                     child.send_signal(signal.SIGINT)
+                if dispatch is not None:
+                    dispatch.server_gone(child.pid, alive_at)
                 server = None  # once: a second Ctrl-C would stop the campaign at once
+            elif server is not None:
+                alive_at = time.time()
             continue
         if server is not None and server.poll() is not None and dispatch is not None:
-            dispatch.server_gone_after(child.pid)  # it exited as the campaign ended, unseen
+            dispatch.server_gone(child.pid, alive_at)  # it exited as the campaign ended, unseen
         return code
 
 

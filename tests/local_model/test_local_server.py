@@ -749,17 +749,21 @@ def test_the_wrapper_imports_no_polars_before_main_catches_a_ctrl_c() -> None:
 
 
 #: A campaign standing for `dutchbook run` whose dispatch is over: it laps `dispatch` in its
-#: run folder `out/local` (as `runs.phases` does), then has the model server killed (the file
-#: `lapped`), waits until nothing answers on its port and for the wrapper's watch (a second)
-#: twice over, then "writes its report" and exits `CODE`. A Ctrl-C ends it with 130 (let in
-#: as `launch_held` lets it in: the campaign starts with the stop signals held).
+#: run folder `out/local` (as `runs.phases` does), lets the wrapper's watch (a second) see the
+#: server alive after it, then has the model server killed (the file `lapped`), waits until
+#: nothing answers on its port and for the watch twice over, then "writes its report" and
+#: exits `CODE`. A Ctrl-C ends it with 130 (let in as `launch_held` lets it in: the campaign
+#: starts with the stop signals held).
 DISPATCHED = """
 import json, os, signal, socket, sys, time
+from datetime import UTC, datetime
 signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
 signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
 os.makedirs("out/local/logs", exist_ok=True)
 with open("out/local/logs/phases.jsonl", "a") as laps:
-    laps.write(json.dumps({"phase": "dispatch", "pid": os.getpid(), "seconds": 1.0}) + "\\n")
+    lap = {"at": datetime.now(UTC).isoformat(), "pid": os.getpid(), "phase": "dispatch"}
+    laps.write(json.dumps(lap) + "\\n")
+time.sleep(1.5)
 open("lapped", "w").close()
 while socket.socket().connect_ex(("127.0.0.1", PORT)) == 0:
     time.sleep(0.05)
@@ -784,6 +788,40 @@ def test_a_server_killed_after_dispatch_lets_the_campaign_finish(
     done = run_main(["demo", "--spec", SPEC, "--port", str(port)], tmp_path, server, before)
     assert (done.returncode, done.stderr) == (code, "")
     assert done.stdout.splitlines()[-1] == "report written"
+
+
+#: A campaign whose server dies before its first answer: it has the server killed, waits
+#: until nothing answers, then laps `dispatch` at once (its lane stopped on "connection
+#: refused") and exits 4 before the wrapper's next look.
+REFUSED = """
+import json, os, signal, socket, sys, time
+from datetime import UTC, datetime
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+open("lapped", "w").close()
+while socket.socket().connect_ex(("127.0.0.1", PORT)) == 0:
+    time.sleep(0.01)
+os.makedirs("out/local/logs", exist_ok=True)
+with open("out/local/logs/phases.jsonl", "a") as laps:
+    lap = {"at": datetime.now(UTC).isoformat(), "pid": os.getpid(), "phase": "dispatch"}
+    laps.write(json.dumps(lap) + "\\n")
+sys.exit(4)
+"""
+
+
+def test_a_server_killed_before_dispatch_ended_is_named_though_the_lap_came_first(
+    tmp_path: Path,
+) -> None:
+    """A server killed before its first answer: the lane stopped at once and the campaign
+    lapped dispatch before the wrapper's next look, which took the lap for a dispatch over
+    before the server died and said nothing of it (a hostile pass, against the real server)."""
+    port = free_port()
+    campaign = REFUSED.replace("PORT", str(port))
+    before = f"local_model._child_command = lambda args: {[sys.executable, '-c', campaign]!r}\n"
+    server = stand_in(port, killed_when=str(tmp_path / "lapped"))
+    done = run_main(["demo", "--spec", SPEC, "--port", str(port)], tmp_path, server, before)
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.startswith("error: the model server (pid "), done.stderr
+    assert "was killed by SIGKILL while the campaign ran" in done.stderr
 
 
 def test_only_the_campaigns_own_dispatch_lap_after_it_started_counts(tmp_path: Path) -> None:
@@ -866,6 +904,42 @@ def test_a_rehearsals_folder_is_refused_before_the_model_is_loaded(tmp_path: Pat
     assert campaign.returncode == 2 and "holds a rehearsal's answers" in campaign.stderr
     port = free_port()
     done = run_main(["demo", "--spec", SPEC, "--port", str(port)], tmp_path, stand_in(port))
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", campaign.stderr)
+    assert not (tmp_path / "loaded").exists()
+
+
+def test_a_folder_of_another_design_is_refused_before_the_model_is_loaded(
+    tmp_path: Path,
+) -> None:
+    """The commonest refusal of a resume, a folder run with another design, came only once
+    the model was loaded and answering."""
+    from runs.local_model import DUTCHBOOK
+    from runs.rehearsal import REHEARSAL_FILE
+
+    other = tmp_path / "other.toml"  # the stock spec with its baseline arm left out
+    stock = Path(SPEC).read_text(encoding="utf-8")
+    families = str(Path(SPEC).parent / "local-families")
+    other.write_text(
+        stock.replace('[[arms]]\nname = "baseline"\n', "").replace(
+            '"local-families"', f'"{families}"'
+        ),
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    made = subprocess.run(
+        [*DUTCHBOOK, "run", str(other), "--rehearse", "--out", "run"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "run" / REHEARSAL_FILE).unlink()  # as a real run's folder reads
+    campaign = subprocess.run(
+        [*DUTCHBOOK, "run", SPEC, "--out", "run"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert campaign.returncode == 2 and "was run with a different design" in campaign.stderr
+    port = free_port()
+    argv = ["demo", "--spec", SPEC, "--out", "run", "--port", str(port)]
+    done = run_main(argv, tmp_path, stand_in(port))
     assert (done.returncode, done.stdout, done.stderr) == (2, "", campaign.stderr)
     assert not (tmp_path / "loaded").exists()
 
