@@ -459,7 +459,7 @@ class BatchLane(LaneControl):
         if self.spend is None or self.prices is None:
             return 0.0
         worst = sum(
-            worst_case_cost(self.prices, self.config, e.item.system, e.item.user)
+            worst_case_cost(self.prices, self.config, e.item.system, e.item.user, e.answers.cap)
             for e, _ in lines
         )
         if await self.spend.reserve(worst):

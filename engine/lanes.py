@@ -432,11 +432,12 @@ class Lane(LaneControl):
         if answers.spent:  # earlier runs spent this request's answer budget
             self.stats.retries.answer_budget_spent += 1
             return
-        estimate, worst = self._estimate(item), self._worst_cost(item)
+        estimate = self._estimate(item)
         tries = uncharged = 0  # attempts charged to this request, and those not (`_charged`)
         while tries < self.policy.max_attempts:
             if self.halted:
                 return
+            worst = self._worst_cost(item, answers.cap)  # the cap a truncation doubled
             if not self.outage.down:  # nearly always: no gate to pass, not a probe
                 probe: bool | None = False
                 tried = await self._attempt(item, answers, attempt_no + 1, estimate, worst)
@@ -526,11 +527,12 @@ class Lane(LaneControl):
             failures=item.prior_answer_failures,
         )
 
-    def _worst_cost(self, item: PlanItem) -> float | None:
-        """What one attempt could cost at most, when a spend cap counts this model."""
+    def _worst_cost(self, item: PlanItem, max_tokens: int | None) -> float | None:
+        """What one attempt sent with `max_tokens` (None: the spec's) could cost at most,
+        when a spend cap counts this model."""
         if self.spend is None or self.prices is None:
             return None
-        return worst_case_cost(self.prices, self.config, item.system, item.user)
+        return worst_case_cost(self.prices, self.config, item.system, item.user, max_tokens)
 
     async def _attempt(
         self,

@@ -64,10 +64,14 @@ def batch_prices_of(config: ModelConfig) -> Prices | None:
     return Prices(config.batch_price_in_per_mtok, config.batch_price_out_per_mtok)
 
 
-def worst_case_cost(prices: Prices, config: ModelConfig, system: str, user: str) -> float:
-    """What one attempt could cost at most: a dense prompt and every output token allowed."""
+def worst_case_cost(
+    prices: Prices, config: ModelConfig, system: str, user: str, max_tokens: int | None = None
+) -> float:
+    """What one attempt could cost at most: a dense prompt and every output token allowed,
+    `max_tokens` where the attempt is sent with its own cap (a retry after a truncation
+    doubles it: reserved at the spec's, a cap of $2.50 was passed by $0.50)."""
     tokens_in = (len(system) + len(user)) // WORST_CHARS_PER_TOKEN + 32  # + chat framing
-    return prices.cost(tokens_in, config.max_tokens or DEFAULT_OUTPUT_CAP)
+    return prices.cost(tokens_in, max_tokens or config.max_tokens or DEFAULT_OUTPUT_CAP)
 
 
 #: What `engine.batch_lane` writes in the detail of every attempt a batch job carried: the

@@ -3,7 +3,8 @@
 A model that answered in fractions under the strict parser, every reply an answer failure,
 never had a "successful" reply: its lane stayed at slow start's one request at a time for the
 whole run, and three server errors in a row paused it as if its provider had never answered
-(`OutagePolicy.unanswered_streak`), where a lane with answers pauses after twelve.
+(`OutagePolicy.unanswered_streak`), where a lane with answers pauses after twelve. And the
+retry that follows a truncation, sent with a doubled cap, is reserved at that cap.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from engine.dispatch import dispatch
 from engine.outage import read_pauses
 from engine.retry import RetryPolicy
 from tests.engine.test_foreign_replies import _dispatch
@@ -71,3 +73,37 @@ async def test_server_errors_between_answer_failures_pause_no_lane_after_three(
     assert summary.lanes["m"].retries.answer_budget_spent == 6, summary.lines()
     assert count[0] == 9  # six answers and the three errors, no probe
     assert read_pauses(tmp_path / "run") == []
+
+
+async def test_a_retry_with_a_doubled_cap_is_reserved_at_that_cap(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny
+) -> None:
+    """Every reply cut at its cap: the retry after a truncation doubles the cap, and the
+    spend cap reserved it at the spec's. At $1 an attempt of 1,000 tokens and a cap of $2.50,
+    the second attempt (2,000 tokens, $2) was sent and $3.00 spent; now it does not fit."""
+    from providers import openai as openai_provider
+    from providers.types import ModelConfig
+
+    caps: list[int] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        body = await request.json()
+        caps.append(int(body["max_tokens"]))
+        choice = {"index": 0, "message": {"role": "assistant", "content": "0."},
+                  "finish_reason": "length"}  # fmt: skip
+        usage = {"prompt_tokens": 0, "completion_tokens": caps[-1]}
+        return web.json_response({"id": "c", "model": "m", "choices": [choice], "usage": usage})
+
+    config = ModelConfig(
+        name="m", provider="openai", model="m", base_url=f"{await serve_any(handler)}/v1",
+        max_tokens=1000, concurrency=1, price_in_per_mtok=0.0, price_out_per_mtok=1000.0,
+    )  # fmt: skip
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 1, grouped_every=0))
+    policy = RetryPolicy(max_attempts=3, max_answer_failures=3, base_s=0.001, cap_s=0.002)
+    summary = await dispatch(
+        plan, tmp_path / "run", {"m": config}, {"m": openai_provider.create_adapter(config, {})},
+        policy=policy, budget_usd=2.5, log_console=None,
+    )  # fmt: skip
+    assert caps == [1000]  # 2000 would be $1.00 + $2.00 > $2.50
+    assert summary.spend is not None and summary.spend.spent_usd == 1.0
+    assert summary.spend_cap_reached
