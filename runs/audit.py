@@ -68,9 +68,9 @@ def spec_parser(run_dir: Path) -> str | None:
 
 def spec_answer_budget(run_dir: Path) -> int | None:
     """The answer-failure budget the frozen spec gives each request (`max_answer_failures`,
-    at most `max_attempts`, their defaults where it names none), which the next run holds
-    every request to; None when the spec cannot be read or either value is not a whole
-    number of at least 1."""
+    their defaults where it names none), which the next run holds every request to; None
+    when the spec cannot be read, either value is not a whole number of at least 1, or the
+    budget exceeds `max_attempts` (a spec `runs.spec` refuses)."""
     from runs.spec import DEFAULT_MAX_ATTEMPTS, default_answer_failures
 
     raw = _frozen_spec(run_dir)
@@ -80,7 +80,9 @@ def spec_answer_budget(run_dir: Path) -> int | None:
     if not _count(attempts):
         return None
     budget = raw.get("max_answer_failures", default_answer_failures(attempts))
-    return min(budget, attempts) if _count(budget) else None
+    # One above `max_attempts` is a spec `runs.spec` refuses (and `report` with it): no
+    # budget is taken from it, rather than one it does not state.
+    return budget if _count(budget) and budget <= attempts else None
 
 
 def _count(value: Any) -> bool:

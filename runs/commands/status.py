@@ -221,13 +221,15 @@ def status(
 def _stale_scores(run_dir: Path) -> str | None:
     """A line saying the scores and the report are of answers the folder no longer holds as
     they were, with what writes them again; None when they are of these (or there are none,
-    or they cannot be compared: a damaged answers file, which `status` says otherwise). A
+    or they cannot be compared: a damaged answers file, which `status` says otherwise, or a
+    reparse that did not finish, whose line names it first and then `score`). A
     reparse, or a run killed before it scored, left the last report standing with nothing to
     say it was of other answers but `report` refusing it."""
+    from engine.reparse import unfinished_line
     from runs.scored_from import stale_scores
 
-    if not (run_dir / "scores.parquet").is_file():
-        return None
+    if not (run_dir / "scores.parquet").is_file() or unfinished_line(run_dir):
+        return None  # an unfinished reparse's line (the first warning) says what to run
     try:
         why = stale_scores(run_dir)
     except Exception:  # polars' error for a damaged shard: not this line's to say

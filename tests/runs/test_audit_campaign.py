@@ -388,3 +388,27 @@ def test_after_a_spend_cap_the_audit_asks_for_a_higher_cap_as_the_next_run_needs
     assert before.accepted < before.requests, "nothing left unanswered: the test proves nothing"
     CliRunner().invoke(app, command)
     assert run_audit(run_dir).by_model["m"].attempts == before.attempts
+
+
+@pytest.mark.parametrize(
+    ("settings", "budget"),
+    [
+        ("", 3),  # the defaults
+        ("max_attempts = 2\n", 2),  # the default budget, at most max_attempts
+        ("max_attempts = 4\nmax_answer_failures = 2\n", 2),
+        ("max_attempts = 4\nmax_answer_failures = 9\n", None),  # refused by the spec's rules
+        ("max_answer_failures = 0\n", None),
+        ("max_answer_failures = true\n", None),
+        ('max_answer_failures = "2"\n', None),
+        ("max_attempts = 0\n", None),
+    ],
+)
+def test_the_budget_the_audit_counts_by_is_the_frozen_specs_or_none(
+    tmp_path: Path, settings: str, budget: int | None
+) -> None:
+    """A frozen spec edited by hand: a budget above max_attempts was taken as max_attempts
+    by the audit, while `report` refused the same spec."""
+    from runs.audit import spec_answer_budget
+
+    (tmp_path / "spec.toml").write_text(f'name = "x"\n{settings}', encoding="utf-8")
+    assert spec_answer_budget(tmp_path) == budget
