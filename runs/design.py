@@ -249,13 +249,11 @@ def design_matches(spec: CampaignSpec, run_dir: Path) -> bool:
     Read-only, so a caller may decide before taking the folder's lock what a resume can
     reuse (the plan's estimate); `freeze_design` checks again under the lock.
     """
-    frozen = run_dir / SPEC_FILE
-    if not frozen.exists() or not (run_dir / DESIGN_FILE).exists():
+    if not (run_dir / SPEC_FILE).exists() or not (run_dir / DESIGN_FILE).exists():
         return False
     try:
-        old_text = _frozen_spec_text(frozen)
-        return _design_problem(run_dir, spec, old_text, fingerprint(spec)) is None
-    except (OSError, ValueError, DesignChanged):  # damaged or unreadable: freeze_design says so
+        return resume_problem(spec, run_dir) is None
+    except (OSError, ValueError):  # unreadable: freeze_design says so
         return False
 
 

@@ -23,6 +23,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -265,7 +266,8 @@ def folder_check() -> None:
             loaded = load_spec(spec)  # with `--out` too: a bad spec is refused all the same
             run_dir = Path(out) if out else default_run_dir(loaded)
             check_run_folder(run_dir)
-            if (mixing := mixing_refusal(run_dir, rehearse=False)) is not None:
+            mixes = any(model.provider != "sim" for model in loaded.models)  # as `run` asks
+            if mixes and (mixing := mixing_refusal(run_dir, rehearse=False)) is not None:
                 raise RunError(mixing)  # a rehearsal's folder (`out/local` too)
             if (problem := resume_problem(loaded, run_dir)) is not None:
                 raise RunError(problem)  # another design: the commonest refusal of a resume
@@ -602,7 +604,7 @@ class DispatchEnd:
             offset = 0
         return cls(run_dir, offset)
 
-    def server_gone(self, pid: int, seen_alive_at: float) -> None:
+    def note_server_exit(self, pid: int, seen_alive_at: float) -> None:
         """With the server found exited, last seen alive at `seen_alive_at` (`time.time()`):
         whether `pid`'s dispatch had surely ended by then, kept in `server_outlived` for the
         closing line (`_child_ended`). Its lap alone says too little: a server killed before
@@ -697,7 +699,8 @@ def _locked_log(log: Path) -> int | None:
         return None
     except OSError:
         pass
-    os.ftruncate(handle, 0)
+    if stat.S_ISREG(os.fstat(handle).st_mode):  # a link to /dev/null, a FIFO: not emptied
+        os.ftruncate(handle, 0)
     return handle
 
 
@@ -788,28 +791,31 @@ def _wait_watching(
     child: subprocess.Popen[bytes],
     server: subprocess.Popen[bytes] | None,
     dispatch: DispatchEnd | None = None,
-    tick: float = 1.0,
+    tick: float = 0.25,
 ) -> int:
     """`child.wait()`, sending the child one Ctrl-C if `server` exits while the child still
     needs it. A campaign whose dispatch is over (`dispatch`) does not: it was sent the Ctrl-C
     all the same, and a server killed after the last answer cost the scoring and the report
     ("interrupted", exit 4)."""
-    alive_at = time.time()  # when the server was last seen running
+    # When the server was last seen running: the time is taken before each look, so a server
+    # that dies between the two is never stamped alive after its death.
+    alive_at = time.time()
     while True:
         try:
             code = child.wait(timeout=None if server is None else tick)
         except subprocess.TimeoutExpired:
+            now = time.time()
             if server is not None and server.poll() is not None:
                 if dispatch is None or not dispatch.reached(child.pid):
                     child.send_signal(signal.SIGINT)
                 if dispatch is not None:
-                    dispatch.server_gone(child.pid, alive_at)
+                    dispatch.note_server_exit(child.pid, alive_at)
                 server = None  # once: a second Ctrl-C would stop the campaign at once
             elif server is not None:
-                alive_at = time.time()
+                alive_at = now
             continue
         if server is not None and server.poll() is not None and dispatch is not None:
-            dispatch.server_gone(child.pid, alive_at)  # it exited as the campaign ended, unseen
+            dispatch.note_server_exit(child.pid, alive_at)  # as the campaign ended, unseen
         return code
 
 
@@ -954,7 +960,8 @@ def _child_ended(
         print(f"error: {gone}", file=sys.stderr)
         return SERVER_GONE_EXIT
     if what == "test" and stops and code == -signal.SIGKILL:
-        print(INTERRUPTED, file=sys.stderr)
+        with contextlib.suppress(OSError):  # after a hangup, no terminal to say it on
+            print(INTERRUPTED, file=sys.stderr)
         return EXIT_INTERRUPTED
     if code == 0 and stops and what == "demo":
         came = {signal.SIGINT: "the Ctrl-C", signal.SIGHUP: "the hangup"}.get(

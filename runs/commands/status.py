@@ -230,15 +230,17 @@ def _stale_scores(run_dir: Path) -> str | None:
 
     if not (run_dir / "scores.parquet").is_file() or unfinished_line(run_dir):
         return None  # an unfinished reparse's line (the first warning) says what to run
+    import polars as pl
+
     try:
         why = stale_scores(run_dir)
-    except Exception:  # polars' error for a damaged shard: not this line's to say
+    except (pl.exceptions.PolarsError, OSError):  # a damaged shard: not this line's to say
         return None
     if why is None:
         return None
     return (
-        f"scores.parquet and report/ are out of date: {why}; `dutchbook score {run_dir}`, "
-        f"then `dutchbook report {run_dir}`, write them again"
+        f"scores.parquet and report/ are out of date ({run_dir}: {why}): `dutchbook score "
+        f"{run_dir}`, then `dutchbook report {run_dir}`, write them again"
     )
 
 

@@ -56,7 +56,9 @@
   versions), `inputs` (`{name: sha256}` of every input file the plan was built from, as
   `design.json` records them),
   `first_attempt_at` and `last_attempt_at` (UTC, to the second), `runs` (`dutchbook run`
-  processes that got past planning: the first run and its resumes). Null where not known.
+  processes that got past planning: the first run and its resumes), and (additive)
+  `rehearsal` (true where every answer is the local simulator's: `--rehearse`,
+  `runs.rehearsal`). Null where not known.
 """
 
 from __future__ import annotations

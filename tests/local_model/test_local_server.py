@@ -749,11 +749,11 @@ def test_the_wrapper_imports_no_polars_before_main_catches_a_ctrl_c() -> None:
 
 
 #: A campaign standing for `dutchbook run` whose dispatch is over: it laps `dispatch` in its
-#: run folder `out/local` (as `runs.phases` does), lets the wrapper's watch (a second) see the
-#: server alive after it, then has the model server killed (the file `lapped`), waits until
-#: nothing answers on its port and for the watch twice over, then "writes its report" and
-#: exits `CODE`. A Ctrl-C ends it with 130 (let in as `launch_held` lets it in: the campaign
-#: starts with the stop signals held).
+#: run folder `out/local` (as `runs.phases` does), lets the wrapper's watch (a look every
+#: quarter second) see the server alive after it, then has the model server killed (the file
+#: `lapped`), waits until nothing answers on its port and for the watch, then "writes its
+#: report" and exits `CODE`. A Ctrl-C ends it with 130 (let in as `launch_held` lets it in:
+#: the campaign starts with the stop signals held).
 DISPATCHED = """
 import json, os, signal, socket, sys, time
 from datetime import UTC, datetime
@@ -796,6 +796,7 @@ def test_a_server_killed_after_dispatch_lets_the_campaign_finish(
 REFUSED = """
 import json, os, signal, socket, sys, time
 from datetime import UTC, datetime
+signal.signal(signal.SIGINT, lambda *_: sys.exit(4))  # the wrapper's Ctrl-C: the lane's end
 signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
 open("lapped", "w").close()
 while socket.socket().connect_ex(("127.0.0.1", PORT)) == 0:
@@ -846,6 +847,20 @@ def test_only_the_campaigns_own_dispatch_lap_after_it_started_counts(tmp_path: P
     fresh = DispatchEnd.before_start(tmp_path)  # no lap of the campaign's: it is stopped
     assert run_child(campaign, dict(os.environ), gone, dispatch=fresh) == 130
     assert not fresh.server_outlived
+
+
+def test_the_wrapper_reads_the_dispatch_lap_the_campaign_writes(tmp_path: Path) -> None:
+    """The lap reader is tied to `runs.phases`' writer: a lap renamed or restamped there would
+    bring back the campaign interrupted after its dispatch, with every other test green."""
+    import runs.phases
+    from runs.local_model import PHASES_FILE, DispatchEnd
+
+    assert Path(runs.phases.PHASES_FILE) == PHASES_FILE
+    dispatch = DispatchEnd.before_start(tmp_path)
+    before = time.time()
+    runs.phases.PhaseClock().lap("dispatch", tmp_path)
+    assert dispatch.reached(os.getpid(), by=time.time() + 1)
+    assert not dispatch.reached(os.getpid(), by=before - 1)
 
 
 def test_a_server_killed_by_a_signal_is_named(tmp_path: Path) -> None:

@@ -92,7 +92,7 @@ def test_status_after_a_strict_reparse_names_the_reparse_that_takes_them_back(
     assert summary["pending_failures"]["total"] == 28  # as before: still pending
     # The scores are of the answers before the reparse, until `score` runs.
     stale = "scores.parquet and report/ are out of date"
-    assert [w.split(":")[0] for w in summary["warnings"]] == [stale]
+    assert [w.split(" (")[0] for w in summary["warnings"]] == [stale]
 
     code, said = invoke("run", str(root / "spec.toml"), "--out", str(out))
     assert code == 2 and f"`dutchbook reparse {out} --parser lenient`" in said, said

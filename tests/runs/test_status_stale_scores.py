@@ -34,9 +34,9 @@ def test_a_reparse_leaves_scores_status_calls_out_of_date_until_scored(tmp_path:
     reparsed = CliRunner().invoke(app, ["reparse", str(run_dir), "--parser", "lenient"])
     assert reparsed.exit_code == 0, reparsed.output
     assert _warnings(run_dir) == [
-        "scores.parquet and report/ are out of date: its answers changed after it was scored "
-        f"(a `dutchbook reparse`, or a resumed run that did not finish); `dutchbook score "
-        f"{run_dir}`, then `dutchbook report {run_dir}`, write them again"
+        f"scores.parquet and report/ are out of date ({run_dir}: its answers changed after it "
+        "was scored (a `dutchbook reparse`, or a resumed run that did not finish)): `dutchbook "
+        f"score {run_dir}`, then `dutchbook report {run_dir}`, write them again"
     ]
     scored = CliRunner().invoke(app, ["score", str(run_dir)])
     assert scored.exit_code == 0, scored.output
