@@ -981,21 +981,22 @@ def test_each_start_has_a_log_of_its_own(tmp_path: Path) -> None:
 
     before = 'local_model._child_command = lambda args: [sys.executable, "-c", "pass"]\n'
     log = tmp_path / "out" / "local-server.log"
-    for _ in range(2):
+
+    def demo() -> subprocess.CompletedProcess[str]:
         port = free_port()
         argv = ["demo", "--spec", SPEC, "--port", str(port)]
         done = run_main(argv, tmp_path, stand_in(port), before)
         assert done.returncode == 0, done.stderr
-        assert "(log: out/local-server.log)" in done.stdout
+        return done
+
+    for _ in range(2):
+        assert "(log: out/local-server.log)" in demo().stdout
         assert log.read_text() == f"loading {MODEL}\n"
     with log.open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # a live wrapper's
         held.write("the other run's\n")
         held.flush()
-        port = free_port()
-        argv = ["demo", "--spec", SPEC, "--port", str(port)]
-        done = run_main(argv, tmp_path, stand_in(port), before)
-    assert done.returncode == 0, done.stderr
+        done = demo()
     assert "(log: out/local-server.2.log)" in done.stdout
     assert log.read_text() == f"loading {MODEL}\nthe other run's\n"
     assert (tmp_path / "out" / "local-server.2.log").read_text() == f"loading {MODEL}\n"
