@@ -75,7 +75,7 @@ from runs.planner import (
     write_plan,
 )
 from runs.planning_progress import PlanningProgress
-from runs.rehearsal import mark_folder, mixing_refusal
+from runs.rehearsal import mark_folder, mixing_refusal, rehearsal_matters
 from runs.report import write_report_folder
 from runs.run_folder import foreign_entries, has_run_marks
 from runs.scoring_step import score_run
@@ -713,8 +713,7 @@ def _design_and_plan(
     beside the plan for the next resume; `staged`, the plan written while it was rendered,
     is committed unless the folder has a plan by now (then it is left unused), and its
     temporary folder removed either way before dispatch starts."""
-    # With only `sim` models the simulator answers either way.
-    mixes = any(model.provider != "sim" for model in spec.models)
+    mixes = rehearsal_matters(spec.models)
     if mixes and (mixing := mixing_refusal(run_dir, rehearse)) is not None:
         raise RunError(mixing)  # before freeze_design writes anything
     try:

@@ -16,8 +16,13 @@ A folder rehearsed before the mark existed is not known for one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from providers.types import ModelConfig
 
 #: Present in a run folder whose answers the local simulator gave (`--rehearse`).
 REHEARSAL_FILE = "rehearsal.json"
@@ -31,6 +36,12 @@ REHEARSAL_NOTE = (
 def rehearsed(run_dir: Path) -> bool:
     """Whether `run_dir`'s answers came from a rehearsal (`--rehearse`)."""
     return (run_dir / REHEARSAL_FILE).is_file()
+
+
+def rehearsal_matters(models: Iterable[ModelConfig]) -> bool:
+    """Whether a rehearsal changes who answers: some model is not the simulator's (`sim`),
+    which answers either way, so a folder of `sim` models alone is neither marked nor refused."""
+    return any(model.provider != "sim" for model in models)
 
 
 def mixing_refusal(run_dir: Path, rehearse: bool) -> str | None:
