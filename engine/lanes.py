@@ -432,12 +432,12 @@ class Lane(LaneControl):
         if answers.spent:  # earlier runs spent this request's answer budget
             self.stats.retries.answer_budget_spent += 1
             return
-        estimate = self._estimate(item)
         tries = uncharged = 0  # attempts charged to this request, and those not (`_charged`)
         while tries < self.policy.max_attempts:
             if self.halted:
                 return
-            worst = self._worst_cost(item, answers.cap)  # the cap a truncation doubled
+            estimate = self._estimate(item, answers.cap)  # at the cap a truncation doubled
+            worst = self._worst_cost(item, answers.cap)
             if not self.outage.down:  # nearly always: no gate to pass, not a probe
                 probe: bool | None = False
                 tried = await self._attempt(item, answers, attempt_no + 1, estimate, worst)
@@ -491,11 +491,13 @@ class Lane(LaneControl):
             await self._sleep(wait)
         self._exhausted(item, attempt_no)
 
-    def _estimate(self, item: PlanItem) -> int:
-        """The tokens one attempt is charged against a `tpm` limit (0 without one)."""
+    def _estimate(self, item: PlanItem, max_tokens: int | None) -> int:
+        """The tokens one attempt sent with `max_tokens` (None: the spec's) is charged
+        against a `tpm` limit (0 without one)."""
         if self.tokens is None:
             return 0
-        return estimate_tokens(item.system, item.user, self.config.max_tokens)
+        cap = max_tokens if max_tokens is not None else self.config.max_tokens
+        return estimate_tokens(item.system, item.user, cap)
 
     def _exhausted(self, item: PlanItem, attempts: int) -> None:
         self.stats.retries.exhausted += 1

@@ -13,6 +13,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
 from aiohttp import web
 
 from engine.dispatch import dispatch
@@ -107,3 +108,44 @@ async def test_a_retry_with_a_doubled_cap_is_reserved_at_that_cap(
     assert caps == [1000]  # 2000 would be $1.00 + $2.00 > $2.50
     assert summary.spend is not None and summary.spend.spent_usd == 1.0
     assert summary.spend_cap_reached
+
+
+async def test_a_retry_with_a_doubled_cap_is_paced_at_that_cap(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `tpm` twin of the spend cap's: the retry after a truncation is sent with twice the
+    output cap, and the tokens bucket was charged the spec's cap for it (half its worst)."""
+    from engine.limits import TokenBucket
+    from providers import openai as openai_provider
+    from providers.types import ModelConfig
+
+    caps: list[int] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        body = await request.json()
+        caps.append(int(body["max_tokens"]))
+        choice = {"index": 0, "message": {"role": "assistant", "content": "0."},
+                  "finish_reason": "length"}  # fmt: skip
+        return web.json_response({"id": "c", "model": "m", "choices": [choice]})
+
+    charged: list[float] = []
+    take = TokenBucket.try_acquire
+
+    def recording(bucket: TokenBucket, amount: float = 1.0) -> bool:
+        if amount != 1:  # the requests bucket takes one a request; the tokens bucket more
+            charged.append(amount)
+        return take(bucket, amount)
+
+    monkeypatch.setattr(TokenBucket, "try_acquire", recording)
+    config = ModelConfig(
+        name="m", provider="openai", model="m", base_url=f"{await serve_any(handler)}/v1",
+        max_tokens=1000, concurrency=1, rpm=10_000, tpm=1_000_000,
+    )  # fmt: skip
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 1, grouped_every=0))
+    policy = RetryPolicy(max_attempts=2, max_answer_failures=2, base_s=0.001, cap_s=0.002)
+    await dispatch(
+        plan, tmp_path / "run", {"m": config}, {"m": openai_provider.create_adapter(config, {})},
+        policy=policy, log_console=None,
+    )  # fmt: skip
+    assert caps == [1000, 2000]
+    assert len(charged) == 2 and charged[1] - charged[0] == 1000, charged
