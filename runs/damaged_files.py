@@ -185,7 +185,9 @@ def _remedy(folder: Path, path: Path, replies_whole: bool) -> str:
         return REPLAN  # the frozen design makes the same plan again
     rebuild = DERIVED.get(path.name) if path.parent == folder else None
     then = None
-    if rebuild:
+    if path.parent == folder and path.name == REPORT_DIR:  # the report's folder, rebuilt whole
+        then = f"`dutchbook report {folder}` writes the report again"
+    elif rebuild:
         then = f"`{rebuild} {folder}` writes it again"
     elif path.parent == folder / RESPONSES and replies_whole:
         then = rebuild_answers(folder)

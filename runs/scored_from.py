@@ -18,6 +18,12 @@ names, and when a reparse's answers have that digest the record names their file
 
 A folder scored before this file existed has none, and is reported as before.
 
+The report is of the scores in turn: after a reparse and a `score`, `report/` still showed
+the old answers' scores, and once `score` had run nothing said so. The report records the
+SHA-256 of each scores file it read (`scores_digests`, summary.json's
+`provenance.scores_sha256`), and `status` says when those files have changed since
+(`stale_report`). Scoring the same answers again writes the same bytes, so it does not.
+
 `repaired.parquet` (`dutchbook repair`) is of the answers too, and a reparse, a resume or a
 `score` after it left it describing answers the folder no longer held, 39 repaired sets of
 answers strict had rejected among them, with no word said. Repair records its answers the
@@ -27,6 +33,7 @@ same way (`REPAIRED_FROM`), and `status`, `score`, `report` and `reparse` say wh
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +51,8 @@ REPAIRED_FROM = "repaired-from.json"
 REPAIRED = "repaired.parquet"
 #: The record's keys that name the answers' files; `digest`, when present, is their content.
 _FILES = ("responses", "journal")
+#: The files of `dutchbook score` that a report reads, where the folder has them.
+SCORES_FILES = ("scores.parquet", "averaged.parquet")
 
 
 def answers_now(run_dir: Path) -> dict[str, Any]:
@@ -147,13 +156,41 @@ def stale_scores(run_dir: Path) -> str | None:
     return None
 
 
+def scores_digests(run_dir: Path) -> dict[str, str]:
+    """The SHA-256 of each scores file the folder has (`SCORES_FILES`), by name."""
+    digests = {}
+    for name in SCORES_FILES:
+        try:
+            with (run_dir / name).open("rb") as handle:
+                digests[name] = hashlib.file_digest(handle, "sha256").hexdigest()
+        except FileNotFoundError:
+            continue
+    return digests
+
+
+def stale_report(run_dir: Path, report_summary: Path) -> bool:
+    """Whether the report whose `summary.json` is `report_summary` was written from scores
+    files other than the folder's now. False when it cannot be told: no report, a damaged
+    summary, or one written before the report recorded its scores."""
+    try:
+        summary = orjson.loads(report_summary.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    provenance = summary.get("provenance") if isinstance(summary, dict) else None
+    recorded = provenance.get("scores_sha256") if isinstance(provenance, dict) else None
+    return isinstance(recorded, dict) and recorded != scores_digests(run_dir)
+
+
 __all__ = [
     "REPAIRED_FROM",
     "SCORED_FROM",
+    "SCORES_FILES",
     "answers_now",
     "follow_reparse",
     "read_scored_from",
     "record_scored_from",
+    "scores_digests",
     "stale_repairs",
+    "stale_report",
     "stale_scores",
 ]

@@ -207,8 +207,10 @@ def status(
         summary = run_status(run_dir, spec_parser(run_dir))
         if repairs := stale_repairs(run_dir):
             summary["warnings"].append(repairs)
-        if summary["state"] != "live" and (scores := _stale_scores(run_dir)):
-            summary["warnings"].append(scores)
+        if summary["state"] != "live" and (
+            stale := _stale_scores(run_dir) or _stale_report(run_dir)
+        ):
+            summary["warnings"].append(stale)
         summary["rehearsal"] = rehearsed(run_dir)  # additive
         if summary["rehearsal"]:
             summary["notes"] = [REHEARSAL_NOTE, *(summary.get("notes") or [])]
@@ -241,6 +243,20 @@ def _stale_scores(run_dir: Path) -> str | None:
     return (
         f"scores.parquet and report/ are out of date ({run_dir}: {why}): `dutchbook score "
         f"{run_dir}`, then `dutchbook report {run_dir}`, write them again"
+    )
+
+
+def _stale_report(run_dir: Path) -> str | None:
+    """A line saying `report/` was written from other scores than the folder's now (a
+    reparse, then `score`, and no `report` since), with the command that writes it again."""
+    from runs.report_folder import report_dir
+    from runs.scored_from import stale_report
+
+    if not stale_report(run_dir, report_dir(run_dir) / "summary.json"):
+        return None
+    return (
+        f"report/ is out of date ({run_dir}: its scores changed after it was written): "
+        f"`dutchbook report {run_dir}` writes it again"
     )
 
 

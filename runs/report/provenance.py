@@ -5,7 +5,8 @@ parser, unless `dutchbook reparse` changed the parser since: `logs/reparses.json
 `design.json` (the version of dutchbook that planned the run and the SHA-256 of every input
 file it was planned from), the ledger (when the first and the last attempt were sent) and
 `logs/phases.jsonl` (how many `dutchbook run` processes got past planning: the first run and
-each resume, a killed one included). The version that wrote the report is this one. Paths
+each resume, a killed one included), and the scores files it read (their SHA-256, by
+which `status` tells a report of older scores). The version that wrote the report is this one. Paths
 are left out: they name a machine, and the digests say what the files were.
 """
 
@@ -23,6 +24,7 @@ from runs import markdown
 from runs.design import DESIGN_FILE, SPEC_FILE, DesignChanged, recorded_design
 from runs.rehearsal import rehearsed
 from runs.report.models import frozen_spec
+from runs.scored_from import scores_digests
 from runs.version import installed_version
 
 
@@ -50,6 +52,8 @@ def provenance(run_dir: Path) -> dict[str, Any]:
         "runs": len({phase.get("pid") for phase in phases}),
         # Additive: every answer is the local simulator's (`--rehearse`, `runs.rehearsal`).
         "rehearsal": rehearsed(run_dir),
+        # Additive: the scores this report was written from (`status` says when they change).
+        "scores_sha256": scores_digests(run_dir),
     }
 
 
@@ -71,6 +75,8 @@ def provenance_markdown(prov: dict[str, Any]) -> str:
     lines += [f"- {markdown.text(sentence)}" for sentence in provenance_sentences(prov)]
     lines += [f"- Input {markdown.text(name)}: SHA-256 `{digest}`"
               for name, digest in prov["inputs"].items()]  # fmt: skip
+    lines += [f"- Scores {markdown.text(name)}: SHA-256 `{digest}`"
+              for name, digest in (prov.get("scores_sha256") or {}).items()]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

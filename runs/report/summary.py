@@ -58,7 +58,9 @@
   `first_attempt_at` and `last_attempt_at` (UTC, to the second), `runs` (`dutchbook run`
   processes that got past planning: the first run and its resumes), and (additive)
   `rehearsal` (true where every answer is the local simulator's: `--rehearse`,
-  `runs.rehearsal`). Null where not known.
+  `runs.rehearsal`) and `scores_sha256` (`{file name: sha256}` of `scores.parquet` and,
+  where there is one, `averaged.parquet`, as the report read them: `dutchbook status` says
+  when they have changed since). Null where not known.
 """
 
 from __future__ import annotations

@@ -117,15 +117,21 @@ def write_report_folder(
 ) -> tuple[dict[str, Any], Path]:
     """`write_report` and the page (`runs.report_page.write_page`) written together into a
     scratch folder that then replaces `report/` whole (`runs.report_folder.staged_report`);
-    summary.json's dict and the page's path in `report/`. `run` and `report` write it so."""
+    summary.json's dict and the page's path in `report/`. `run` and `report` write it so.
+
+    What the report prints is shown once `report/` is in place: a folder of the user's where
+    a file goes is found at the swap, and the leaderboard and "report/leaderboard.txt, ..."
+    were printed before its one line said no report was written."""
     from runs.report_page import PAGE, write_page
 
-    with staged_report(run_dir) as out:  # report/ replaced whole, or left as it was
+    with console.capture() as shown, staged_report(run_dir) as out:
         summary = write_report(
             run_dir, scores, floor=floor, seed=seed, console=console, averaged=averaged,
             audit=audit, figure_workers=figure_workers, out=out,
         )  # fmt: skip
         write_page(run_dir, audit=audit, report_dir=out)
+    console.file.write(shown.get())
+    console.file.flush()
     return summary, report_dir(run_dir) / PAGE
 
 

@@ -386,6 +386,8 @@ def test_report_says_what_stands_in_its_way_in_words_not_errno(tmp_path: Path) -
     )
     assert page.is_dir()  # the report, written beside, did not take its place and remove it
     assert "Errno" not in output
+    # Nothing of a report that was not written: the leaderboard and the files it "wrote".
+    assert "leaderboard.txt" not in output and "profit" not in output, output
     shutil.rmtree(out / "report")
     (out / "report").write_text("in the way", encoding="utf-8")
     code, output = invoke("report", str(out))

@@ -165,6 +165,20 @@ def test_folder_commands_name_a_shard_that_is_no_regular_file(
         assert f"`dutchbook reparse {run_dir} --parser strict` rebuilds the answers" in line, line
 
 
+@pytest.mark.parametrize("command", ["status", "report"])
+def test_a_fifo_named_report_is_sent_to_report_not_to_a_copy(run_dir: Path, command: str) -> None:
+    """`report/` is rebuilt whole from the folder: a FIFO in its place was told to "restore
+    from a copy the file it took the place of"."""
+    shutil.rmtree(run_dir / "report")
+    put_in_place(run_dir / "report", "fifo")
+    done = _dutchbook(command, str(run_dir))
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = one_error_line(done.stdout + done.stderr)
+    assert f"{run_dir / 'report'} (not a regular file but a FIFO; remove it" in line, line
+    assert f"then `dutchbook report {run_dir}` writes the report again)" in line, line
+    assert "copy" not in line, line
+
+
 @pytest.mark.parametrize(
     ("name", "held_by", "command"),
     [

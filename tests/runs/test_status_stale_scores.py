@@ -2,6 +2,7 @@
 
 A reparse (or a run killed before it scored) left the last `scores.parquet` and `report/`
 standing: neither `status` nor `audit` said they were out of date; only `report` refused.
+And once `score` had run, `report/` still showed the old scores with nothing to say so.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ def _warnings(run_dir: Path) -> list[str]:
     return list(orjson.loads(shown.stdout)["warnings"])
 
 
-def test_a_reparse_leaves_scores_status_calls_out_of_date_until_scored(tmp_path: Path) -> None:
+def test_a_reparse_leaves_scores_then_report_out_of_date_until_each_is_written(
+    tmp_path: Path,
+) -> None:
     spec = tmp_path / "fractions.toml"
     spec.write_text(
         'name = "fractions"\nseed = 1\nparser = "strict"\nmax_answer_failures = 1\n'
@@ -40,4 +43,13 @@ def test_a_reparse_leaves_scores_status_calls_out_of_date_until_scored(tmp_path:
     ]
     scored = CliRunner().invoke(app, ["score", str(run_dir)])
     assert scored.exit_code == 0, scored.output
+    assert _warnings(run_dir) == [
+        f"report/ is out of date ({run_dir}: its scores changed after it was written): "
+        f"`dutchbook report {run_dir}` writes it again"
+    ]
+    reported = CliRunner().invoke(app, ["report", str(run_dir)])
+    assert reported.exit_code == 0, reported.output
+    assert _warnings(run_dir) == []
+    again = CliRunner().invoke(app, ["score", str(run_dir)])  # the same answers, the same bytes
+    assert again.exit_code == 0, again.output
     assert _warnings(run_dir) == []
