@@ -29,7 +29,7 @@ scanned once, narrowed to the few columns needed, and reduced by group-bys.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -744,9 +744,7 @@ class Audit:
             "interrupted_batch": self.interrupted_batch,
             "answers_repeated": self.repeats.answers,
             "attempts_repeated": self.repeats.attempts,
-            "batch_at_provider": {
-                "jobs": self.at_provider.jobs, "queries": self.at_provider.queries,
-            },
+            "batch_at_provider": asdict(self.at_provider),  # `uncreated_jobs` additive
             "reparse_unfinished": self.reparse_unfinished,
             # Additive: why a resume by its spec is refused and what to do, or None.
             "resume_refused": self.resume_refused,

@@ -259,15 +259,27 @@ class AtProvider:
 
     jobs: int = 0
     queries: int = 0
+    #: Of `jobs`, those uploaded with no job id on file: a stop (or a kill) before the create,
+    #: or a kill before its reply was recorded. A resume finds each, or creates it.
+    uncreated_jobs: int = 0
 
     def __bool__(self) -> bool:
         return self.jobs > 0
 
     def phrase(self) -> str:
-        """`3 batch jobs (28 queries) still at the provider`."""
-        return (
+        """`3 batch jobs (28 queries) still at the provider`, and how many of them have no
+        job id on file: these were said "still at the provider" when none may have been
+        created there, and a resume creates them."""
+        held = (
             f"{plural(self.jobs, 'batch job')} ({plural(self.queries, 'query', 'queries')}) "
             "still at the provider"
+        )
+        if not self.uncreated_jobs:
+            return held
+        which = "all" if self.uncreated_jobs == self.jobs else f"{self.uncreated_jobs:,} of them"
+        return (
+            f"{held}, {which} uploaded with no job id on file (a resume finds each such job, or "
+            "creates it)"
         )
 
 
@@ -302,8 +314,9 @@ def at_provider(
         job for job in jobs.values()
         if job.live and not job.abandoned and job.input_ref is not None
     ]  # fmt: skip
+    uncreated = sum(job.job_id is None for job in live)
     if attempts is None or not live:
-        return AtProvider(len(live), sum(len(job.requests) for job in live))
+        return AtProvider(len(live), sum(len(job.requests) for job in live), uncreated)
     ids = [rid for job in live for rid in job.requests]
     recorded: dict[str, dict[int, str]] = {}
     for rid, number, outcome in (
@@ -318,7 +331,7 @@ def at_provider(
         for job in live
         for rid, attempt in job.requests.items()
     )
-    return AtProvider(len(live), left)
+    return AtProvider(len(live), left, uncreated)
 
 
 def jobs_summary(

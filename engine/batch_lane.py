@@ -116,6 +116,10 @@ T = TypeVar("T")
 _INTERRUPTED, _DAMAGED = Outcome.INTERRUPTED.value, Outcome.DAMAGED_BATCH_RESULT.value
 
 
+#: Failed tries of one control call after which the lane's message says so (`_call`).
+SAID_AFTER = 3
+
+
 def poll_interval(explicit: float | None = None) -> float:
     """The first wait between polls: the dispatch's, else `DUTCHBOOK_BATCH_POLL_S`, else 30 s."""
     if explicit is not None:
@@ -261,6 +265,8 @@ class BatchLane(LaneControl):
         #: lines ran and were billed, so abandoning them pays for them again.
         self.lost_output: set[str] = set()
         self._failed_streak = 0
+        #: The lane's message while a control call keeps failing (`_call`), else None.
+        self._failing: str | None = None
         self._damaged_streak = 0  # damaged jobs in a row (`engine.batch_results`)
         #: Requests damaged results lost, said to be asked again, not yet put in a job.
         self._queued_again: set[str] = set()
@@ -274,8 +280,10 @@ class BatchLane(LaneControl):
         return self.client.provider
 
     async def _send(self, request: HttpRequest) -> tuple[int, Mapping[str, str], bytes] | Failure:
-        """One call of the batch API; a transport failure redacted (`HttpClient.send`)."""
-        reply = await self.http.fetch(request, self.config.timeout_s)
+        """One call of the batch API; a transport failure redacted (`HttpClient.send`). Its
+        timeout bounds each wait for the server, not the whole call: an upload or a download
+        of a job's file takes as long as the link needs (`HttpClient.fetch`'s `idle`)."""
+        reply = await self.http.fetch(request, self.config.timeout_s, idle=True)
         return redact_failure(reply, self.client.secrets()) if isinstance(reply, Failure) else reply
 
     def _redact(self, text: str) -> str:
@@ -327,6 +335,11 @@ class BatchLane(LaneControl):
         buffer when it is full (or the plan is read to its end), until nothing is left."""
         tasks: set[asyncio.Task[list[_Entry]]] = set()
         for job, entries in await self._resumable():
+            if job.job_id is None:  # not created: nothing of it runs, nor bills, before the cap
+                worst = await self._reserve(entries.values())
+                if worst is None:  # it stays planned (or uploaded) for a later run
+                    break
+                self._reserved[job.job_key] = worst
             tasks.add(asyncio.create_task(self._job(job, entries, lines=None)))
         buffer = _Buffer()
         getter: asyncio.Task[PlanItem | None] | None = None
@@ -335,7 +348,7 @@ class BatchLane(LaneControl):
             while not self.halted:
                 while len(tasks) < self.limits.max_jobs_in_flight and self._ready(buffer, feeding):
                     lines = self._cut(buffer, feeding)
-                    worst = await self._reserve(lines)
+                    worst = await self._reserve(entry for entry, _ in lines)
                     if worst is None:  # the spend cap is reached: these lines stay unasked
                         break
                     tasks.add(self._start(lines, worst))
@@ -453,14 +466,14 @@ class BatchLane(LaneControl):
 
     # -- one job -------------------------------------------------------------------------
 
-    async def _reserve(self, lines: list[tuple[_Entry, bytes]]) -> float | None:
+    async def _reserve(self, entries: Iterable[_Entry]) -> float | None:
         """Room in the spend cap for a whole job at its worst (every line at its output
         cap, at the batch prices, else the live ones); None once the cap is reached."""
         if self.spend is None or self.prices is None:
             return 0.0
         worst = sum(
             worst_case_cost(self.prices, self.config, e.item.system, e.item.user, e.answers.cap)
-            for e, _ in lines
+            for e in entries
         )
         if await self.spend.reserve(worst):
             return worst
@@ -675,13 +688,25 @@ class BatchLane(LaneControl):
             self.stats.reason += tail
 
     async def _create(self, job: BatchJob) -> JobState:
-        """The job's id: `find` first (a crash may have lost a create's reply), else create."""
+        """The job's id: `find` first (a crash may have lost a create's reply), else create,
+        and `find` again before each create retried: a create whose reply was lost (a 502
+        from a proxy, a reset) may have made the job, and Vertex's create, unlike Bedrock's
+        (a client token) and OpenAI's (which looks first), made a second one, never
+        recorded, that ran and billed its lines."""
         assert job.input_ref is not None
         ref = job.input_ref
         state = await self._call("find", lambda: self.client.find(self._fetch, job.job_key))
         if state is None:
-            state = await self._call("create", lambda: self.client.create(
-                self._fetch, job.job_key, ref))
+            tried = False
+
+            async def create() -> JobState:
+                nonlocal tried
+                if tried and (made := await self.client.find(self._fetch, job.job_key)):
+                    return made
+                tried = True
+                return await self.client.create(self._fetch, job.job_key, ref)
+
+            state = await self._call("create", create)
         state = replace(state, detail=self._redact(state.detail))
         self.records.created(job, state)
         self.log.info("batch_job_created", model=self.config.name, job_key=job.job_key,
@@ -710,7 +735,10 @@ class BatchLane(LaneControl):
 
     async def _call(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         """One control-plane call, retried while the failure is transient (rate limit, 5xx,
-        connection); an auth or request error stops the lane with one line."""
+        connection); an auth or request error stops the lane with one line. A job outlives
+        a control plane's bad hour, so the retries do not end; from the `SAID_AFTER`th try
+        the lane's message (`status`' lane column) says what keeps failing, until it works:
+        a create failing for minutes showed the lane "running" and nothing else."""
         tries = 0
         while True:
             if self.halted:
@@ -722,6 +750,9 @@ class BatchLane(LaneControl):
                 await self._control_failed(what, exc.failure, tries)
                 continue
             self._reached = True
+            if self._failing is not None and self.stats.message == self._failing:
+                self.stats.say("")  # it works again: the lane is simply running
+            self._failing = None
             return result
 
     async def _control_failed(self, what: str, failure: Failure, tries: int) -> None:
@@ -744,6 +775,11 @@ class BatchLane(LaneControl):
         self.log.warning("batch_call_retry", model=name, call=what,
                          outcome=failure.outcome.value, http_status=failure.http_status,
                          detail=detail, tries=tries, wait_s=round(wait, 3))
+        if tries >= SAID_AFTER:
+            self.stats.say(f"batch {what} failing, {tries} tries so far (the last: "
+                           f"{failure.outcome.value}, {status}: {detail}); trying again in "
+                           f"{wait:.0f}s")
+            self._failing = self.stats.message
         await self._sleep(wait)
 
     # -- collecting ----------------------------------------------------------------------
@@ -870,7 +906,8 @@ class BatchLane(LaneControl):
         self.log.warning(
             "batch_results_damaged", model=self.config.name, job_key=job.job_key, job_id=jid,
             unreadable=lines.unreadable, unreadable_example=lines.example,
-            foreign=lines.foreign, foreign_ids=lines.foreign_ids, missing=lines.missing,
+            foreign=lines.foreign, foreign_ids=lines.foreign_ids, repeated=lines.repeated,
+            repeated_ids=lines.repeated_ids, missing=lines.missing,
             asked_again=0 if stopping else spoilt["again"],
             not_asked_again=spoilt["given_up"] + (spoilt["again"] if stopping else 0),
             say=damage_sentence(jid, lines, spoilt["again"], spoilt["given_up"], stopping),
@@ -958,7 +995,13 @@ class BatchLane(LaneControl):
         self.held = held_ids(mine)
         if not mine:
             return []
-        unsent = {rid for job in mine.values() if job.input_ref is None for rid in job.requests}
+        # The prompts of a job not uploaded, and, under a spend cap, of one not created (its
+        # worst case is reserved before it is created: `_drive`).
+        capped = self.spend is not None and self.prices is not None
+        unsent = {
+            rid for job in mine.values()
+            if job.input_ref is None or (capped and job.job_id is None) for rid in job.requests
+        }  # fmt: skip
         items = await asyncio.to_thread(
             _read_items, self.plan_path, self.config.name, self.run_dir, sorted(self.held), unsent
         )

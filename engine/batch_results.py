@@ -47,6 +47,10 @@ class JobLines:
     #: Lines for request ids the job never sent, and the first few of those ids.
     foreign: int = 0
     foreign_ids: list[str] = field(default_factory=list)
+    #: Lines for a request that had one already (kept: the first reply, else the first
+    #: line), and the first few of those requests.
+    repeated: int = 0
+    repeated_ids: list[str] = field(default_factory=list)
     #: What the provider counted, as a clause ("" when it counted nothing), and whether it
     #: counted every line of the job run.
     counted: str = ""
@@ -55,7 +59,10 @@ class JobLines:
     @property
     def damaged(self) -> bool:
         """The results are not the lines the job ran (see the module docstring)."""
-        return bool(self.unreadable or self.foreign or (self.counted_all and self.missing))
+        return bool(
+            self.unreadable or self.foreign or self.repeated
+            or (self.counted_all and self.missing)
+        )  # fmt: skip
 
     @property
     def held(self) -> str:
@@ -74,6 +81,11 @@ class JobLines:
             parts.append(f"{plural(self.foreign, 'line')} for "
                          f"{'a request id' if self.foreign == 1 else 'request ids'} never sent "
                          f"({ids})")
+        if self.repeated:
+            ids = ", ".join(self.repeated_ids) + (", ..." if self.repeated > FOREIGN_SHOWN else "")
+            parts.append(f"{plural(self.repeated, 'second line')} for "
+                         f"{'a request' if self.repeated == 1 else 'requests'} it already "
+                         f"had a line for ({ids})")
         if not parts:
             parts.append(f"{plural(self.missing, 'line')} fewer than it ran")
         return " and ".join(parts)
@@ -81,11 +93,21 @@ class JobLines:
 
 def sort_lines(requests: Collection[str], found: Iterable[LineResult],
                state: JobState) -> JobLines:
-    """`found` read against the job's `requests` (the first line of a request counts)."""
+    """`found` read against the job's `requests`: a request's first reply counts, else its
+    first line. Two lines for one request are damage too: an error line before an answer
+    line was taken, the answer dropped and bought again in the next job, with nothing said."""
     out = JobLines()
     for line in found:
         if line.request_id in requests:
-            out.lines.setdefault(line.request_id, line.result)
+            kept = out.lines.get(line.request_id)
+            if kept is None:
+                out.lines[line.request_id] = line.result
+                continue
+            out.repeated += 1
+            if len(out.repeated_ids) < FOREIGN_SHOWN:
+                out.repeated_ids.append(line.request_id)
+            if isinstance(kept, Failure) and isinstance(line.result, Completion):
+                out.lines[line.request_id] = line.result
         elif line.request_id == UNREADABLE:
             out.unreadable += 1
             if not out.example and isinstance(line.result, Failure):

@@ -66,6 +66,14 @@ class ProgressSink(Protocol):
     def stop(self) -> None: ...
 
 
+def _batch_jobs_said(stats: LaneStats) -> str:
+    """The batch jobs behind a lane's "done": all of them in a first run; on a resume, the
+    answers earlier runs collected came through jobs this run never counted ("112/112 done
+    through 3 batch jobs", where six carried them)."""
+    jobs = plural(stats.jobs_collected, "batch job")
+    return f" through {jobs}" if not stats.already_accepted else f" ({jobs} collected this run)"
+
+
 @dataclass
 class DispatchSummary:
     """What one dispatch did, per lane and in total."""
@@ -152,11 +160,7 @@ class DispatchSummary:
             retries = ", ".join(f"{k} {v}" for k, v in sorted(s.retries.by_cause.items()))
             out.append(
                 f"  {name}: {s.state.value}, {s.done}/{s.planned} done"
-                + (
-                    f" through {plural(s.jobs_collected, 'batch job')}"
-                    if s.dispatch == "batch"
-                    else ""
-                )
+                + (_batch_jobs_said(s) if s.dispatch == "batch" else "")
                 + (f", retry attempts: {retries}" if retries else "")
                 + (
                     f", {plural(s.retries.unsent, 'credential failure')} before sending"

@@ -269,6 +269,10 @@ def _redirected(
 _URL_CACHE = 256
 
 
+#: The whole of one `fetch(..., idle=True)` at most: an hour, about 200 MB at 55 KB/s.
+TRANSFER_TOTAL_S = 3600.0
+
+
 class HttpClient:
     """One aiohttp session shared by every lane (connection reuse, one loop)."""
 
@@ -278,11 +282,20 @@ class HttpClient:
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
         self._urls: dict[str, yarl.URL] = {}
 
-    def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
-        """One immutable timeout object per distinct value, not one per request."""
-        timeout = self._timeouts.get(seconds)
+    def _timeout(self, seconds: float, idle: bool = False) -> aiohttp.ClientTimeout:
+        """One immutable timeout object per distinct value, not one per request. `idle`: the
+        seconds bound each wait for the server (to connect, for the next bytes), and the
+        whole call gets `TRANSFER_TOTAL_S` at least (`fetch`)."""
+        key = -seconds if idle else seconds
+        timeout = self._timeouts.get(key)
         if timeout is None:
-            timeout = self._timeouts[seconds] = aiohttp.ClientTimeout(total=seconds)
+            timeout = self._timeouts[key] = (
+                aiohttp.ClientTimeout(
+                    total=max(seconds, TRANSFER_TOTAL_S), sock_connect=seconds, sock_read=seconds
+                )
+                if idle
+                else aiohttp.ClientTimeout(total=seconds)
+            )
         return timeout
 
     def _url(self, url: str) -> yarl.URL:
@@ -310,9 +323,16 @@ class HttpClient:
             self._session = None
 
     async def fetch(
-        self, request: HttpRequest, timeout_s: float, max_bytes: int | None = None, hops: int = 0
+        self, request: HttpRequest, timeout_s: float, max_bytes: int | None = None, hops: int = 0,
+        *, idle: bool = False,
     ) -> tuple[int, Mapping[str, str], bytes] | Failure:
         """The raw reply, or a transport `Failure` (connection error or client timeout).
+
+        `timeout_s` bounds the whole call; with `idle`, each wait for the server instead
+        (connecting, or the next bytes of the reply), the whole call `TRANSFER_TOTAL_S`: a
+        batch job's input or results file (100-200 MB for a paper-scale job) took longer
+        than a chat call's two minutes on a link below 1.7 MB/s, failed, and was sent again
+        from its start, for ever.
 
         With `max_bytes`, a body longer than that is not read further: a success status
         becomes an `invalid_response` failure, an error status reaches the caller with a
@@ -328,7 +348,7 @@ class HttpClient:
                 self._url(request.url),
                 headers=request.headers,
                 data=request.body,
-                timeout=self._timeout(timeout_s),
+                timeout=self._timeout(timeout_s, idle),
                 allow_redirects=False,
             ) as reply:
                 if 300 <= reply.status < 400:
@@ -336,7 +356,7 @@ class HttpClient:
                     if isinstance(moved, Failure):
                         return moved
                     await reply.release()  # the connection back to the pool for the next hop
-                    return await self.fetch(moved, timeout_s, max_bytes, hops + 1)
+                    return await self.fetch(moved, timeout_s, max_bytes, hops + 1, idle=idle)
                 # Nearly every reply declares a length within the limit: read at once.
                 if max_bytes is None or (fits := _declared_within(reply, max_bytes)):
                     return reply.status, reply.headers, await reply.read()
@@ -351,9 +371,8 @@ class HttpClient:
                 head = body or await reply.content.read(ERROR_HEAD_BYTES)
                 return reply.status, reply.headers, _cut_off(head, max_bytes)
         except TimeoutError:
-            return Failure(
-                Outcome.TIMEOUT, f"no reply within {timeout_s:g}s from {_where(request.url)}"
-            )
+            waited = f"no data for {timeout_s:g}s" if idle else f"no reply within {timeout_s:g}s"
+            return Failure(Outcome.TIMEOUT, f"{waited} from {_where(request.url)}")
         except aiohttp.ClientConnectorError as exc:
             return _unreachable(exc, exc.os_error, request.url)
         except aiohttp.ClientError as exc:

@@ -8,6 +8,7 @@ that is still going, only its state differs.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,8 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     when present: lane_state, lane_message, rate_per_s, lane_held_s, lane_held_by),
     `batch_jobs` (per batch model, per
     group of `engine.batch_jobs.STATUS_GROUPS`: jobs and lines), `batch_at_provider` (`jobs`
-    not yet collected and the `queries` they hold: `engine.batch_jobs.AtProvider`),
+    not yet collected and the `queries` they hold, and additive `uncreated_jobs`, those of
+    them uploaded with no job id on file: `engine.batch_jobs.AtProvider`),
     `lanes_updated_at`,
     `pending_failures` (requests with attempts but no accepted answer: total, by last
     outcome, how many are permanent, a few examples; of them, `failed` and
@@ -206,7 +208,7 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
         "models": {m: per_model[m] for m in models},
         "lanes_updated_at": (lanes or {}).get("updated_at") if isinstance(lanes, dict) else None,
         "batch_jobs": jobs_summary(run_dir, jobs),
-        "batch_at_provider": {"jobs": held.jobs, "queries": held.queries},
+        "batch_at_provider": asdict(held),
         "pending_failures": pending,
         "answers_missing": lost.height,
         "answers_unrecorded": unrecorded,

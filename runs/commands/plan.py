@@ -128,6 +128,22 @@ def _print_tables(console: Console, name: str, summary: dict[str, Any]) -> None:
     for model, method in total["tokens_in_method"].items():
         console.print(f"tokens in for {model}: {method}", markup=False, highlight=False)
     console.print(_total_line(total), highlight=False)
+    for line in _live_priced_batch(summary["by_model"]):
+        console.print(line, markup=False, highlight=False)
+
+
+def _live_priced_batch(by_model: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per batch model priced live only: its batch cost read "no price" while the
+    spend cap, `--max-cost` and the audit count its lines at its live prices, and the total's
+    "what --max-cost checks" is said only where that differs from the live cost."""
+    return [
+        f"{name}: dispatched in batch with live prices only, so --max-cost and the audit count "
+        "its lines at its live prices (set its batch_price_in and batch_price_out "
+        "for the provider's batch prices)"
+        for name, row in by_model.items()
+        if row.get("dispatch") == "batch" and row["batch_cost_usd"] is None
+        and row["cost_usd"] is not None
+    ]
 
 
 def _total_line(total: dict[str, Any]) -> str:

@@ -588,3 +588,98 @@ async def test_a_lines_words_echoing_the_clients_credential_reach_the_ledger_mas
     attempts = scan_attempts(tmp_path / "run").collect()
     kept = " ".join(str(v) for row in attempts.iter_rows() for v in row)
     assert token not in kept and "bad token ***" in kept and "rid-***" in kept
+
+
+async def test_a_create_whose_reply_was_lost_is_found_not_made_again(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The provider made the job but its reply was lost (a 502 from a proxy): the retried
+    create made a second job under the same key (Vertex's create is a bare POST), never
+    recorded, which ran and billed its lines."""
+    from providers.batch import BatchError
+    from providers.types import Failure, Outcome
+
+    rows = kit.plan_rows(MODEL, 100)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch()
+    made = FakeBatch.create
+
+    async def reply_lost(self: FakeBatch, fetch: Any, job_key: str, input_ref: str) -> Any:
+        state = await made(self, fetch, job_key, input_ref)
+        if self.calls["create"] in (1, 3):
+            raise BatchError(Failure(Outcome.PROVIDER_ERROR, "502 bad gateway", http_status=502))
+        return state
+
+    monkeypatch.setattr(FakeBatch, "create", reply_lost)
+    summary = await _run(plan, run_dir, fake)
+    assert summary.complete, summary.lines()
+    _check_exactly_once(run_dir, fake, {r["request_id"] for r in rows})
+    assert len(fake.jobs) == len(fold_jobs(run_dir)) == 3
+
+
+@pytest.mark.parametrize("killed_at", [("upload", 1, "before"), ("create", 1, "before")])
+async def test_a_resumed_job_not_yet_created_waits_for_the_spend_cap(
+    tmp_path: Path, kit: type[Kit], killed_at: tuple[str, int, str]
+) -> None:
+    """Jobs planned (or uploaded) but not created when a run was killed were created by the
+    resume whatever its --max-cost: a cap of $0.0001 ended "$0.0008 of $0.0001". Nothing of
+    such a job runs or bills before it is created, so it reserves its worst case first."""
+    rows = kit.plan_rows(MODEL, 100)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=killed_at)
+    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    first = await _run(plan, run_dir, fake)
+    assert not first.complete and not fake.jobs
+    capped = await dispatch(
+        plan, run_dir, {MODEL: config}, {}, batch_clients={MODEL: fake}, policy=POLICY,
+        batch_poll_s=0.001, log_console=None, budget_usd=0.000001,
+    )
+    assert capped.spend_cap_reached and not fake.jobs, capped.lines()
+    assert capped.spend is not None and capped.spend.spent_usd == 0
+    finished = await _run(plan, run_dir, fake)
+    assert finished.complete, finished.lines()
+    _check_exactly_once(run_dir, fake, {r["request_id"] for r in rows})
+
+
+async def test_a_resume_says_which_batch_jobs_it_collected(tmp_path: Path, kit: type[Kit]) -> None:
+    """"100/100 done through 2 batch jobs" after a resume, where a third, collected by the
+    first run, carried some of them."""
+    rows = kit.plan_rows(MODEL, 100)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=("results", 2, "before"))
+    first = await _run(plan, run_dir, fake)
+    assert 0 < first.accepted < 100 and first.lanes[MODEL].jobs_collected == 1
+    second = await _run(plan, run_dir, fake)
+    assert second.complete, second.lines()
+    collected = second.lanes[MODEL].jobs_collected
+    assert collected == len(fake.jobs) - 1
+    assert f"100/100 done ({collected} batch jobs collected this run)" in second.lines()[1]
+
+
+async def test_a_control_call_that_keeps_failing_is_said_until_it_works(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create failing for minutes (27 tries) showed the lane "running" in `status` and
+    nothing else once the console's warnings stopped."""
+    rows = kit.plan_rows(MODEL, 30)  # one job
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    fake = FakeBatch(transient={1, 2, 3, 4})
+    said: list[str] = []
+    failed = batch_lane.BatchLane._control_failed
+
+    async def spy(self: batch_lane.BatchLane, what: str, failure: Any, tries: int) -> None:
+        await failed(self, what, failure, tries)
+        said.append(self.stats.message)
+
+    monkeypatch.setattr(batch_lane.BatchLane, "_control_failed", spy)
+    summary = await _run(plan, tmp_path / "run", fake)
+    assert summary.complete, summary.lines()
+    assert said[:2] == ["", ""]
+    assert [s.split(" (")[0] for s in said[2:]] == [
+        "batch upload failing, 3 tries so far", "batch upload failing, 4 tries so far"
+    ]
+    assert "(the last: rate_limit, HTTP 429: 429 slow down); trying again in " in said[3]
+    assert summary.lanes[MODEL].message == ""  # it worked again: nothing left said

@@ -217,3 +217,38 @@ async def test_lines_missing_from_a_job_counted_complete_are_damage(
     assert ("batch job job-1 returned 1 line fewer than it ran, while the provider counted 20 "
             "of 20 lines completed; 1 request of the job has no readable line") in console
     assert _attempts(run_dir).filter(pl.col("outcome") == DAMAGED).height == 1
+
+
+@dataclass
+class Repeating(FakeBatch):
+    """Every answer line of the first job comes after an error line for the same request."""
+
+    repeated: int = 0
+
+    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+        lines = list(await super().results(fetch, state))
+        if self.repeated:
+            return lines
+        self.repeated = len(lines)
+        error = Failure(Outcome.PROVIDER_ERROR, "line error: 500 internal", http_status=500)
+        return [line for answer in lines for line in (LineResult(answer.request_id, error),
+                                                       answer)]
+
+
+async def test_a_second_line_for_a_request_is_said_and_its_answer_kept(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """The first line of a request was taken: an error line before its answer line threw the
+    answer away (the request bought again in the next job), and nothing was said."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    run_dir = tmp_path / "run"
+    fake = Repeating()
+    summary, console = await _run(plan, run_dir, fake)
+    assert summary.complete, summary.lines()
+    assert len(fake.jobs) == 1 and sorted(fake.ran.values()) == [1] * 30  # nothing bought again
+    assert set(_attempts(run_dir)["outcome"]) == {"ok"}
+    assert ("batch job job-1 returned 30 second lines for requests it already had a line for ("
+            in console)
+    assert "every request of the job has its line, so none is asked again" in console
+    [event] = _events(run_dir, "batch_results_damaged")
+    assert (event["repeated"], event["missing"]) == (30, 0)

@@ -51,7 +51,7 @@ async def test_jobs_at_the_provider_are_said_not_started_nowhere(
     await _run(plan, run_dir, fake)
     summary = status(run_dir)
     assert (summary["state"], summary["attempts"]) == ("stopped", 0)
-    assert summary["batch_at_provider"] == {"jobs": 2, "queries": 60}
+    assert summary["batch_at_provider"] == {"jobs": 2, "queries": 60, "uncreated_jobs": 0}
     out = StringIO()
     render(summary, Console(file=out, width=300))
     text = out.getvalue()
@@ -60,14 +60,15 @@ async def test_jobs_at_the_provider_are_said_not_started_nowhere(
     assert summary["sentence"] == said and "every attempt was accepted" not in text
     report = audit(run_dir)
     assert report.sentence == said
-    assert report.to_dict()["batch_at_provider"] == {"jobs": 2, "queries": 60}
+    assert report.to_dict()["batch_at_provider"] == {"jobs": 2, "queries": 60, "uncreated_jobs": 0}
     assert (
         f"Running the same command again collects the {AT_PROVIDER}, without asking their "
         "queries again, and asks only the other unanswered requests." in report.notes()
     )
     await _run(plan, run_dir, fake)  # the resume collects them: nothing is at the provider
     done = status(run_dir)
-    assert (done["state"], done["batch_at_provider"]) == ("finished", {"jobs": 0, "queries": 0})
+    nothing = {"jobs": 0, "queries": 0, "uncreated_jobs": 0}
+    assert (done["state"], done["batch_at_provider"]) == ("finished", nothing)
     assert AT_PROVIDER not in done["sentence"] and AT_PROVIDER not in audit(run_dir).sentence
     assert max(fake.ran.values()) == 1
 
@@ -94,10 +95,10 @@ async def test_a_job_killed_mid_collection_is_said_as_it_stands(
     monkeypatch.setattr(batch_lane, "settle", settle)
     summary = status(run_dir)
     assert (summary["accepted"], summary["interrupted_unrecorded"]) == (7, 1)
-    assert summary["batch_at_provider"] == {"jobs": 1, "queries": 13}
+    assert summary["batch_at_provider"] == {"jobs": 1, "queries": 13, "uncreated_jobs": 0}
     assert summary["sentence"].endswith("; 1 batch job (13 queries) still at the provider.")
     report = audit(run_dir)
-    assert report.to_dict()["batch_at_provider"] == {"jobs": 1, "queries": 13}
+    assert report.to_dict()["batch_at_provider"] == {"jobs": 1, "queries": 13, "uncreated_jobs": 0}
     note = (
         "1 batch line was being recorded from its job's results when the run died: counted "
         "as an interrupted attempt, as the next run of this folder records it; its answer is "
@@ -113,5 +114,5 @@ async def test_a_job_killed_mid_collection_is_said_as_it_stands(
         pl.col("outcome") == "interrupted")
     assert torn.rows() == [(shown["request_id"], "interrupted", shown["detail"])]
     assert shown["detail"].startswith("interrupted: batch job job-1's line")
-    assert status(run_dir)["batch_at_provider"] == {"jobs": 0, "queries": 0}
+    assert status(run_dir)["batch_at_provider"] == {"jobs": 0, "queries": 0, "uncreated_jobs": 0}
     assert max(fake.ran.values()) == 1

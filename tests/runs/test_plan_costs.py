@@ -115,6 +115,25 @@ def test_the_tables_show_both_costs_the_mode_and_no_invented_price(spec: Campaig
     ) in " ".join(text.split())
 
 
+def test_a_batch_model_priced_live_only_is_said_counted_at_live_prices(
+    spec: CampaignSpec,
+) -> None:
+    """Its batch cost and the total read "no price", and "what --max-cost checks" was not
+    said (it equals the live cost), while the cap and the audit count its lines live."""
+    live_only = replace(spec, models=(
+        replace(spec.models[0], batch_price_in_per_mtok=None, batch_price_out_per_mtok=None),
+        *spec.models[1:]))  # fmt: skip
+    out = io.StringIO()
+    _print_tables(Console(file=out, width=200), "costs", summarise(price_lines(live_only, lines())))
+    said = " ".join(out.getvalue().split())
+    assert (
+        "a: dispatched in batch with live prices only, so --max-cost and the audit count its "
+        "lines at its live prices (set its batch_price_in and batch_price_out for the "
+        "provider's batch prices)"
+    ) in said
+    assert "b: dispatched in batch" not in said and "c: dispatched" not in said
+
+
 @pytest.mark.parametrize("name", ["[red]m[/red]x", "m\\"])
 def test_a_model_name_that_reads_as_markup_is_shown_as_written(
     spec: CampaignSpec, name: str
