@@ -56,6 +56,11 @@ MAX_VARIABLES = 16  # 2^16 worlds; families are meant to be small
 #: loaded, and the family's LP grows with them. A family of 300 statements over 16
 #: variables took 29 s to load and 2 GB to score one set; the shipped ones need at most 2,048.
 MAX_TRUTH_VALUES = 2**20
+#: The most statements a new family may have (`check_well_posed`): the joint arm asks them
+#: in one prompt, whose answer must fit its output cap, and a family of 20,000 within the
+#: truth-value bound was planned, asked, and took its report 300 s and 4.2 GB. The shipped
+#: families have at most 8.
+MAX_STATEMENTS = 100
 
 _FAMILY_KEYS = {"id", "title", "shape", "control", "variables", "constraints", "notes",
                 "statements"}  # fmt: skip
@@ -268,6 +273,22 @@ def check_well_posed(families: Iterable[Family]) -> None:
     folder they ran must stay resumable, scorable and reportable, so the loaders take them."""
     for family in families:
         file = str(family.path or "<family>")
+        if len(family.statements) > MAX_STATEMENTS:
+            raise FamilyError(
+                file,
+                f"family {family.id!r} has {len(family.statements):,} statements; at most "
+                f"{MAX_STATEMENTS} (a family is a handful of statements: the joint arm asks them "
+                "all in one prompt)",
+            )
+        stated = next((s.id for s in family.statements if s.exact is not None), None)
+        if not family.control and stated is not None:
+            raise FamilyError(
+                file,
+                f"has 'exact', but family {family.id!r} is not a control (control = false): "
+                "only a control's statements carry known probabilities; set control = true, or "
+                "remove 'exact'",
+                stated,
+            )
         if family.control and all(s.exact is None for s in family.statements):
             raise FamilyError(
                 file,

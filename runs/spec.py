@@ -350,15 +350,23 @@ def _parse_data(raw: Any, path: Path, *, must_exist: bool = True) -> DataSpec:
         value = _get(raw, key, str, path, "data.", "a path relative to the spec file", default=None)
         if value is None:
             return None
-        resolved: Path = (base / value).resolve()
+        if not value or "\0" in value:  # "" named the spec's own folder; NUL, no file at all
+            raise SpecError(
+                path, f"data.{key}", "a path relative to the spec file (not empty, no NUL)"
+            )
+        given: Path = base / value
+        try:
+            resolved = given.resolve()
+            found = resolved.exists() if must_exist else True
+        except (OSError, RuntimeError) as exc:  # a name too long; a link loop (RuntimeError)
+            if not must_exist:  # the report's spec: its data is never read
+                return given
+            raise SpecError(
+                path, f"data.{key}",
+                f"a file or folder ({given}: {getattr(exc, 'strerror', None) or exc})",
+            ) from None
         if not must_exist:
             return resolved
-        try:
-            found = resolved.exists()
-        except OSError as exc:  # a name too long: not ENOENT, which `exists` answers False
-            raise SpecError(
-                path, f"data.{key}", f"a file or folder ({resolved}: {exc.strerror or exc})"
-            ) from None
         if not found:
             raise SpecError(
                 path, f"data.{key}", f"a file or folder that exists ({resolved} does not)"

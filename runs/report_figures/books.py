@@ -237,9 +237,17 @@ def draw(inputs: FigureInputs, path: Path) -> str:
 
 
 def _shown(book: Book) -> list[int]:
+    """The rows a book shows: every event of a small set; of a larger one its binding events,
+    at most `MAX_EVENTS_SHOWN` of them, those with the largest stakes (in the L1 metric
+    every statement of a family can bind: a family of 20,000 drew 20,000 rows, and took its
+    report five minutes and 4 GB)."""
     if len(book.events) <= MAX_EVENTS_SHOWN:
         return list(range(len(book.events)))
-    return [i for i, b in enumerate(book.binding) if b]
+    binding = [i for i, b in enumerate(book.binding) if b]
+    if len(binding) <= MAX_EVENTS_SHOWN:
+        return binding
+    largest = sorted(binding, key=lambda i: -abs(book.stakes[i]))[:MAX_EVENTS_SHOWN]
+    return sorted(largest)
 
 
 def _draw_book(
@@ -266,6 +274,8 @@ def _draw_book(
         if b:
             label.set_fontweight("bold")
     where = f"{_style.isolated(book.unit)} · pass {book.pass_ + 1}"  # a family's id
+    if (staked := sum(1 for b in book.binding if b)) > len(idx):  # `_shown` left some out
+        where += f" · the {len(idx)} largest of {staked:,} stakes"
     if book.set_name not in {"h1", "family"}:
         where += f" · set {book.set_name}"
     title = f"#{rank} {_style.isolated(name)} · {book.arm}\n{where}"

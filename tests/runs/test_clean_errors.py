@@ -72,6 +72,20 @@ def test_run_refuses_a_bad_family_file_cleanly(tmp_path: Path) -> None:
     assert_one_clean_line(output, "bad.toml", "missing key")
 
 
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_a_data_path_that_is_a_link_loop_is_refused_by_its_key(
+    tmp_path: Path, command: str
+) -> None:
+    """`Path.resolve` raised RuntimeError("Symlink loop from ..."): a 68-line traceback."""
+    (tmp_path / "fams").symlink_to("fams")
+    spec = write_spec(tmp_path, data='families = "fams"', arm="families/isolated")
+    args = [command, str(spec)] + (["--out", str(tmp_path / "out")] if command == "run" else [])
+    code, output = invoke(*args)
+    assert code == 2, output
+    assert_one_clean_line(output, "data.families", "Symlink loop", str(tmp_path / "fams"))
+    assert not (tmp_path / "out").exists()
+
+
 def test_run_refuses_a_bad_returns_file_cleanly(tmp_path: Path) -> None:
     returns = tmp_path / "returns.csv"
     returns.write_text("date,asset\n2020-01-02,A\n", encoding="utf-8")

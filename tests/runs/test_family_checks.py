@@ -118,3 +118,45 @@ def test_a_folder_an_earlier_build_ran_with_an_impossible_statement_stays_usable
         code, said = invoke(*command)
         assert code == 0, said
         assert "no possible world" not in said
+
+
+def _family_of(statements: int) -> str:
+    """A threshold family of `statements` statements over two variables, no control."""
+    lines = ['id = "big"', 'title = "Many thresholds"', 'shape = "threshold"',
+             'variables = ["a", "b"]']  # fmt: skip
+    for n in range(statements):
+        lines += ["[[statements]]", f'id = "s{n}"', f'text = "statement {n}"', 'formula = "a"']
+    return "\n".join(lines) + "\n"
+
+
+def test_plan_refuses_a_family_of_more_statements_than_a_family_has(tmp_path: Path) -> None:
+    """A family of 20,000 statements (within the truth-value bound) was planned and asked,
+    and its report took 300 s and 4.2 GB; one of 100 is taken."""
+    from panels.families import MAX_STATEMENTS
+    from tests.runs.quiet_campaign import invoke
+
+    units_for(tmp_path, {"big.toml": _family_of(MAX_STATEMENTS + 1)})
+    code, said = invoke("plan", str(tmp_path / "spec.toml"))
+    assert (code, said) == (
+        2,
+        f"error: {tmp_path / 'families' / 'big.toml'}: family 'big' has 101 statements; at most "
+        "100 (a family is a handful of statements: the joint arm asks them all in one prompt)\n",
+    )
+    (tmp_path / "families" / "big.toml").write_text(_family_of(MAX_STATEMENTS), encoding="utf-8")
+    code, said = invoke("plan", str(tmp_path / "spec.toml"))
+    assert code == 0, said
+
+
+def test_plan_refuses_exact_on_a_family_that_is_no_control(tmp_path: Path) -> None:
+    """`exact = 0.5` on a family with control = false was taken in silence (and never used)."""
+    from tests.runs.quiet_campaign import invoke
+
+    units_for(tmp_path, {"coin.toml": COIN.format(heads=0.5, tails=0.5).replace(
+        "control = true", "control = false")})  # fmt: skip
+    code, said = invoke("plan", str(tmp_path / "spec.toml"))
+    assert (code, said) == (
+        2,
+        f"error: {tmp_path / 'families' / 'coin.toml'}: statement 'heads': has 'exact', but "
+        "family 'coin' is not a control (control = false): only a control's statements carry "
+        "known probabilities; set control = true, or remove 'exact'\n",
+    )

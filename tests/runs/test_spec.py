@@ -110,6 +110,10 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
         (("[data]", '[data]\nreturns = "nowhere.csv"'), "data.returns", "does not"),
         # ENAMETOOLONG, which `Path.exists` raises: a traceback
         (("[data]", f'[data]\nfamilies = "{"f" * 300}"'), "data.families", "File name too long"),
+        # the spec's own folder, read as families (its spec.toml "a family file")
+        (("[data]", '[data]\nfamilies = ""'), "data.families", "not empty, no NUL"),
+        # "embedded null byte", naming neither the file nor the key
+        (("[data]", '[data]\nreturns = "a\\u0000b"'), "data.returns", "not empty, no NUL"),
         (("price_in = 0.15", "price_in = true"), "models[0].price_in", "USD"),
         (("price_in = 0.15", "price_in = 0.15\nbatch_price_in = -0.1\nbatch_price_out = 1"),
          "models[0].batch_price_in", "USD per million input tokens through the batch API"),
