@@ -118,6 +118,10 @@ _INTERRUPTED, _DAMAGED = Outcome.INTERRUPTED.value, Outcome.DAMAGED_BATCH_RESULT
 
 #: Failed tries of one control call after which the lane's message says so (`_call`).
 SAID_AFTER = 3
+#: Jobs of a lane whose results are in memory at once: a results file of a paper-scale job
+#: is 100-200 MB, read whole and split into lines, and 20 jobs ending together (Bedrock's
+#: quota of jobs in flight) would have held them all; a 400 MB file took the run to 0.99 GB.
+RESULTS_HELD = 2
 
 
 def poll_interval(explicit: float | None = None) -> float:
@@ -265,6 +269,9 @@ class BatchLane(LaneControl):
         #: lines ran and were billed, so abandoning them pays for them again.
         self.lost_output: set[str] = set()
         self._failed_streak = 0
+        #: Jobs' results held until journalled, `RESULTS_HELD` at a time (`_ended`, `_job`).
+        self._downloads = asyncio.Semaphore(RESULTS_HELD)
+        self._downloading: set[str] = set()
         #: The lane's message while a control call keeps failing (`_call`), else None.
         self._failing: str | None = None
         self._damaged_streak = 0  # damaged jobs in a row (`engine.batch_results`)
@@ -525,6 +532,9 @@ class BatchLane(LaneControl):
         except (_Halted, DiskFull):
             return []
         finally:
+            if job.job_key in self._downloading:
+                self._downloading.discard(job.job_key)
+                self._downloads.release()
             self._unreserve(job)
             self.stats.in_flight -= len(job.requests)
             self.stats.jobs_in_flight -= 1
@@ -559,6 +569,8 @@ class BatchLane(LaneControl):
                 state = await self._create(job)
             state = await self._until_final(job, state)
             ended = state
+            await self._downloads.acquire()  # released by `_job` once the lines are journalled
+            self._downloading.add(job.job_key)
             found = await self._call("results", lambda: self.client.results(self._fetch, ended))
         except _Unknown as exc:
             if exc.what == "create":

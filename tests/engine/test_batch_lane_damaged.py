@@ -143,7 +143,7 @@ async def test_damaged_jobs_in_a_row_stop_the_lane(tmp_path: Path, kit: type[Kit
 
 
 async def test_requests_said_to_be_asked_again_that_a_later_stop_left_unasked_are_said(
-    tmp_path: Path, kit: type[Kit]
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Three damaged jobs at once: the first two said their lost requests were "asked again
     once", the third stopped the lane, and none was asked (the referee's 6 requests, 3
@@ -151,6 +151,8 @@ async def test_requests_said_to_be_asked_again_that_a_later_stop_left_unasked_ar
     did not ask. The three jobs' results come back together, as they did for the referee: a
     job whose results came back on their own could free its room for the lost requests'
     second job before the third was collected, and that is another case."""
+    # Three jobs' results held at once (a lane holds two by default: `RESULTS_HELD`).
+    monkeypatch.setattr(batch_lane, "RESULTS_HELD", DAMAGED_JOB_STREAK)
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
     run_dir = tmp_path / "run"
     fake = Damaging(every=True, together=DAMAGED_JOB_STREAK,
