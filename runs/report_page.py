@@ -30,7 +30,7 @@ from runs.figures import read_manifest
 from runs.rehearsal import rehearsed
 from runs.report.models import REHEARSAL_WORDS, frozen_spec, model_notes, simulated_models
 from runs.report.provenance import provenance_sentences
-from runs.report.wording import cluster_words, metric_words
+from runs.report.wording import cluster_words, coverage_text, metric_words
 from runs.report_folder import report_dir as report_folder
 
 PAGE = "index.html"
@@ -302,7 +302,7 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
                     _iv(r.get("profit")),
                     _iv(r.get("brier"), 4),
                     str(r.get("units", "")),
-                    _pct(r.get("coverage")),  # this arm's, which the floor was held to
+                    _coverage(r.get("coverage")),  # this arm's, which the floor was held to
                 )
             )
         else:
@@ -313,7 +313,7 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
                     _status(r),
                     "",
                     str(r.get("units", "")),
-                    _pct(r.get("coverage")),  # this arm's, which the floor was held to
+                    _coverage(r.get("coverage")),  # this arm's, which the floor was held to
                 )
             )
     out = [
@@ -421,7 +421,7 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
                 *shares,
                 _iv(r.get("brier"), 4),
                 _iv(r.get("arbitrage_free"), 2),
-                _pct(r.get("coverage")),
+                _coverage(r.get("coverage")),
             )
         )
         classes.append("" if r.get("scored") else "unscored")
@@ -488,7 +488,7 @@ def _families_table(summary: Mapping[str, Any]) -> list[str]:
             f["model"],
             str(f.get("families", "")),
             _iv(f.get("arbitrage_free"), 2) if f.get("scored") else _status(f),
-            _pct(f.get("coverage")),
+            _coverage(f.get("coverage")),
         )
         for f in sorted(families, key=lambda f: (f["arm"], f["model"]))
     ]
@@ -606,6 +606,10 @@ def _pct(x: Any) -> str:
     return f"{x:.0%}" if _finite(x) else ""
 
 
+def _coverage(x: Any) -> str:
+    return coverage_text(x) if _finite(x) else ""
+
+
 def _int(x: Any) -> str:
     return f"{int(x):,}" if _finite(x) else "—"
 
@@ -614,7 +618,7 @@ def _status(row: Mapping[str, Any]) -> str:
     status = row.get("status")
     if status == "below_coverage_floor":
         under = "at or under" if row.get("norm") == "l1" else "under"  # `under_floor`
-        return f"not scored: coverage {_pct(row.get('coverage'))} {under} the floor"
+        return f"not scored: coverage {_coverage(row.get('coverage'))} {under} the floor"
     if status == "no_answers":
         return "not scored: no answers"
     return "not scored"

@@ -41,7 +41,7 @@ from runs.report.data import (
     is_family,
     threshold_key,
 )
-from runs.report.wording import cluster_words, metric_words
+from runs.report.wording import cluster_words, coverage_text, metric_words
 from scoring.stats import Interval
 
 
@@ -156,7 +156,8 @@ def leaderboard_cells(rows: Sequence[ArmRow]) -> list[list[str]]:
     for r in _leaderboard_order(rows):
         if not r.scored:
             blank = [""] * (len(LEADERBOARD_COLUMNS) - 5)
-            out.append([r.model, r.arm, str(r.units), _status_text(r), *blank, f"{r.coverage:.0%}"])
+            cells = [r.model, r.arm, str(r.units), _status_text(r), *blank]
+            out.append([*cells, coverage_text(r.coverage)])
             continue
         out.append(
             [
@@ -168,7 +169,7 @@ def leaderboard_cells(rows: Sequence[ArmRow]) -> list[list[str]]:
                 _comparison(r),
                 _fmt_iv(r.brier, 4),
                 _fmt_iv(r.arbitrage_free, 2),
-                f"{r.coverage:.0%}",
+                coverage_text(r.coverage),
             ]
         )
     return out
@@ -225,16 +226,22 @@ def terminal_leaderboard(
 ) -> list[Table]:
     """What fits the terminal, never cut: every arm by every model when the models fit side by
     side; otherwise the models ranked on the baseline, then the arms of the models that ran
-    several (a paper-style workhorse), in as many tables as it takes."""
+    several (a paper-style workhorse), in as many tables as it takes. Without a baseline arm
+    (the family benchmark alone) there is no ranking to show, only every model's arms: the
+    ranking was printed empty, its title alone."""
     models = _ranked_models(rows)
     fits = _columns_that_fit(rows, models, width)
     if len(models) <= fits:
         return [compact_leaderboard(rows, model_coverage)]
-    tables = [model_ranking(rows)]
-    arms_per_model: dict[str, set[str]] = defaultdict(set)
-    for r in rows:
-        arms_per_model[r.model].add(r.arm)
-    busy = [m for m in models if len(arms_per_model[m]) > 1]
+    if not any(r.arm == BASELINE_ARM for r in rows):
+        busy = models
+        tables = []
+    else:
+        tables = [model_ranking(rows)]
+        arms_per_model: dict[str, set[str]] = defaultdict(set)
+        for r in rows:
+            arms_per_model[r.model].add(r.arm)
+        busy = [m for m in models if len(arms_per_model[m]) > 1]
     for start in range(0, len(busy), fits):
         chunk = set(busy[start : start + fits])
         tables.append(compact_leaderboard([r for r in rows if r.model in chunk], model_coverage))
@@ -269,7 +276,7 @@ def model_ranking(rows: Sequence[ArmRow]) -> Table:
             _fmt(r.profit.mean, 5) if r.profit else "not scored",
             f"[{_fmt(r.profit.lo, 5)}, {_fmt(r.profit.hi, 5)}]" if r.profit else "",
             _fmt(r.brier.mean, 4) if r.brier else "",
-            f"{r.coverage:.0%}",  # the baseline's, which the floor was held to
+            coverage_text(r.coverage),  # the baseline's, which the floor was held to
         )
     return table
 
@@ -306,7 +313,7 @@ def compact_leaderboard(rows: Sequence[ArmRow], model_coverage: dict[str, float]
         )
     table.add_row(
         "coverage, all arms",
-        *[f"{model_coverage[m]:.0%}" if m in model_coverage else "" for m in models],
+        *[coverage_text(model_coverage[m]) if m in model_coverage else "" for m in models],
         style="dim",
     )
     return table
@@ -330,7 +337,8 @@ def _status_text(r: ArmRow) -> str:
     if r.scored:
         return ""
     if r.status == STATUS_BELOW_FLOOR:
-        return f"not scored: coverage {r.coverage:.0%} {'≤' if is_family(r.arm) else '<'} floor"
+        under = "≤" if is_family(r.arm) else "<"
+        return f"not scored: coverage {coverage_text(r.coverage)} {under} floor"
     return "not scored: no answers"
 
 
@@ -388,7 +396,7 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
                         f["arm"],
                         str(f["families"]),
                         _fmt_json_iv(f["arbitrage_free"], 2) if f["scored"] else "not scored",
-                        f"{f['coverage']:.0%}",
+                        coverage_text(f["coverage"]),
                     ]
                     for f in data.families
                 ],

@@ -9,9 +9,17 @@ misleads its reader, so the page and the terminal say it from the rows' arms
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from runs.report.data import arm_norm, is_family
+
+
+def coverage_text(share: float) -> str:
+    """A coverage as a whole percent, rounded down: rounded to the nearest, 89.8% read "90%",
+    as an unscored family arm at the 90% floor did and a scored one at 90.4%, and 99.6%
+    read "100%" with answers missing. Down, a share reads at the floor only when it is."""
+    return f"{math.floor(round(share * 100, 6)):d}%"
 
 
 def metric_words(labels: Iterable[str]) -> str:
