@@ -86,13 +86,19 @@ def _of_answers_now(run_dir: Path, record: Any) -> bool:
 def stale_repairs(run_dir: Path) -> str | None:
     """A line saying `repaired.parquet` is of answers the folder no longer holds as they
     were, with the repair that writes it again; None when it is of these (or there is none,
-    or no record of what it was computed from: a folder repaired before the record)."""
+    or no record of what it was computed from: a folder repaired before the record). A
+    damaged record is said so too: read as none, the repairs' staleness went unsaid."""
     if not (run_dir / REPAIRED).is_file():
         return None
     try:
         record = orjson.loads((run_dir / REPAIRED_FROM).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+    except FileNotFoundError:
         return None
+    except (OSError, orjson.JSONDecodeError):
+        return (
+            f"{run_dir / REPAIRED_FROM} is damaged, so {run_dir / REPAIRED} cannot be matched "
+            f"to the answers: `dutchbook repair {run_dir}` writes both again"
+        )
     if _of_answers_now(run_dir, record):
         return None
     return (

@@ -95,3 +95,36 @@ def test_a_reparse_back_to_the_repaired_answers_makes_the_repairs_current_again(
     assert "again those the scores were computed from" in back.output.replace("\n", "")
     assert STALE not in back.output.replace("\n", "")
     assert not any(STALE in w for w in _warnings(run))
+
+
+def test_a_repair_killed_as_it_writes_leaves_the_old_repairs_said_stale(
+    repaired: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record was removed before the new file was written: a kill between the two left
+    the old repairs with no record, and after a reparse nothing said they were stale."""
+    from runs import scoring_step
+
+    run = tmp_path / "run"
+    shutil.copytree(repaired, run)
+    strict = CliRunner().invoke(app, ["reparse", str(run), "--parser", "strict"])
+    assert strict.exit_code == 0, strict.output
+
+    def killed(self: object, target: Path) -> None:
+        raise KeyboardInterrupt  # stands for the kill, as the new file is being put in place
+
+    monkeypatch.setattr(scoring_step.PartFiles, "commit", killed)
+    CliRunner().invoke(app, ["repair", str(run)])
+    monkeypatch.undo()
+    assert (run / REPAIRED_FROM).is_file()
+    assert any(STALE in w for w in _warnings(run))
+
+
+def test_a_damaged_record_of_the_repairs_is_said(repaired: Path, tmp_path: Path) -> None:
+    """Read as no record (a folder repaired before records), it silenced the warning."""
+    run = tmp_path / "run"
+    shutil.copytree(repaired, run)
+    (run / REPAIRED_FROM).write_text("{garbage", encoding="utf-8")
+    assert (
+        f"{run / REPAIRED_FROM} is damaged, so {run / 'repaired.parquet'} cannot be matched to "
+        f"the answers: `dutchbook repair {run}` writes both again"
+    ) in _warnings(run)
