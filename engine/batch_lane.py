@@ -268,7 +268,7 @@ class BatchLane(LaneControl):
         #: Of those, jobs that ended and whose results the provider no longer has: their
         #: lines ran and were billed, so abandoning them pays for them again.
         self.lost_output: set[str] = set()
-        self._failed_streak = 0
+        self._failed_streak, self._capped = 0, False  # `_capped`: no room for a job (`_reserve`)
         #: Jobs' results held until journalled, `RESULTS_HELD` at a time (`_ended`, `_job`).
         self._downloads = asyncio.Semaphore(RESULTS_HELD)
         self._downloading: set[str] = set()
@@ -281,6 +281,12 @@ class BatchLane(LaneControl):
     # -- state (halting and sleeping: `engine.lanes.LaneControl`) -----------------------
 
     workers = 1  # the dispatcher's queue length for this lane; jobs bound the rest
+
+    def _halts_at_the_cap(self) -> bool:
+        """The cap, reached by any lane, stops this one cutting jobs; the jobs it has out
+        are collected first (`_drive`): they ran and were billed."""
+        self._capped = True
+        return False
 
     @property
     def provider_name(self) -> str:
@@ -339,13 +345,20 @@ class BatchLane(LaneControl):
         self, queue: asyncio.Queue[PlanItem | None], live: asyncio.Queue[PlanItem | None]
     ) -> None:
         """The lane's one loop: keep up to `max_jobs_in_flight` jobs going, each cut from the
-        buffer when it is full (or the plan is read to its end), until nothing is left."""
+        buffer when it is full (or the plan is read to its end), until nothing is left.
+
+        Once the spend cap has no room for a job, none more is cut, and the lane ends, said
+        cancelled by the cap, when the jobs already at the provider are collected: their lines
+        ran and were billed (halting at once left them to a resume, which under the same cap
+        halted again before collecting them)."""
         tasks: set[asyncio.Task[list[_Entry]]] = set()
         for job, entries in await self._resumable():
-            if job.job_id is None:  # not created: nothing of it runs, nor bills, before the cap
+            # Not created: nothing of it runs, nor bills, before the cap has room for it; left
+            # planned (or uploaded) for a later run when it has none.
+            if job.job_id is None:
                 worst = await self._reserve(entries.values())
-                if worst is None:  # it stays planned (or uploaded) for a later run
-                    break
+                if worst is None:
+                    continue
                 self._reserved[job.job_key] = worst
             tasks.add(asyncio.create_task(self._job(job, entries, lines=None)))
         buffer = _Buffer()
@@ -353,16 +366,21 @@ class BatchLane(LaneControl):
         feeding = True
         try:
             while not self.halted:
-                while len(tasks) < self.limits.max_jobs_in_flight and self._ready(buffer, feeding):
+                while (not self._capped and len(tasks) < self.limits.max_jobs_in_flight
+                       and self._ready(buffer, feeding)):  # fmt: skip
                     lines = self._cut(buffer, feeding)
                     worst = await self._reserve(entry for entry, _ in lines)
                     if worst is None:  # the spend cap is reached: these lines stay unasked
                         break
                     tasks.add(self._start(lines, worst))
+                if self._capped and not tasks:
+                    self.stats.state = LaneState.CANCELLED
+                    self.stats.say(self.spend.message() if self.spend else "spend cap reached")
+                    return
                 if not feeding and not tasks and len(buffer) < self.limits.min_lines:
                     self._leftover(buffer, live)
                     return
-                if feeding and getter is None and len(buffer) < self._full:
+                if feeding and getter is None and len(buffer) < self._full and not self._capped:
                     getter = asyncio.create_task(queue.get())
                 waits: set[asyncio.Future[object]] = {*tasks}  # type: ignore[arg-type]
                 if getter is not None:
@@ -484,8 +502,7 @@ class BatchLane(LaneControl):
         )
         if await self.spend.reserve(worst):
             return worst
-        self.stats.state = LaneState.CANCELLED
-        self.stats.say(self.spend.message())
+        self._capped = True  # `_drive` cuts no more jobs, and ends once those out are in
         return None
 
     def _start(self, lines: list[tuple[_Entry, bytes]], worst: float) -> asyncio.Task[list[_Entry]]:
@@ -762,9 +779,8 @@ class BatchLane(LaneControl):
                 await self._control_failed(what, exc.failure, tries)
                 continue
             self._reached = True
-            if self._failing is not None and self.stats.message == self._failing:
-                self.stats.say("")  # it works again: the lane is simply running
-            self._failing = None
+            if tries >= SAID_AFTER and self.stats.message == self._failing:
+                self.stats.say("")  # this call, said failing, works again: the lane runs
             return result
 
     async def _control_failed(self, what: str, failure: Failure, tries: int) -> None:
@@ -787,7 +803,7 @@ class BatchLane(LaneControl):
         self.log.warning("batch_call_retry", model=name, call=what,
                          outcome=failure.outcome.value, http_status=failure.http_status,
                          detail=detail, tries=tries, wait_s=round(wait, 3))
-        if tries >= SAID_AFTER:
+        if tries >= SAID_AFTER and self.stats.state not in HALTED:  # never over a stop's why
             self.stats.say(f"batch {what} failing, {tries} tries so far (the last: "
                            f"{failure.outcome.value}, {status}: {detail}); trying again in "
                            f"{wait:.0f}s")

@@ -239,6 +239,11 @@ class LaneControl:
     def provider_name(self) -> str:
         raise NotImplementedError
 
+    def _halts_at_the_cap(self) -> bool:
+        """Whether the spend cap, once reached, halts the lane at once (a live lane: it stops
+        starting attempts; a batch lane first collects the jobs it has out)."""
+        return True
+
     @property
     def halted(self) -> bool:
         if self.stats.state in HALTED:
@@ -247,7 +252,7 @@ class LaneControl:
             self.stats.state = LaneState.CANCELLED
             self.stats.say(STOP_REQUESTED)
             return True
-        if self.spend is not None and self.spend.reached:
+        if self.spend is not None and self.spend.reached and self._halts_at_the_cap():
             self.stats.state = LaneState.CANCELLED
             self.stats.say(self.spend.message())
             return True

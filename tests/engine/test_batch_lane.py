@@ -683,3 +683,69 @@ async def test_a_control_call_that_keeps_failing_is_said_until_it_works(
     ]
     assert "(the last: rate_limit, HTTP 429: 429 slow down); trying again in " in said[3]
     assert summary.lanes[MODEL].message == ""  # it worked again: nothing left said
+
+
+async def test_a_capped_resume_collects_the_jobs_already_created(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Killed with one job created and the next not: a resume under a cap with no room for
+    the second halted the lane at once, and cancelled the first, which had run and been
+    billed, uncollected (and the same command did the same again)."""
+    rows = kit.plan_rows(MODEL, 100)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=("create", 2, "before"))
+    first = await _run(plan, run_dir, fake)
+    assert first.accepted == 0 and len(fake.jobs) == 1
+    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    capped = await dispatch(
+        plan, run_dir, {MODEL: config}, {}, batch_clients={MODEL: fake}, policy=POLICY,
+        batch_poll_s=0.001, log_console=None, budget_usd=0.000001,
+    )
+    lane = capped.lanes[MODEL]
+    assert capped.accepted == 40 and len(fake.jobs) == 1, capped.lines()
+    assert lane.state.value == "cancelled" and "spend cap" in lane.message, lane.message
+    assert [job.collected for job in fold_jobs(run_dir).values()].count(True) == 1
+
+
+async def test_a_resumed_job_not_created_is_reserved_with_its_prompts(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Its prompts are read back from the plan before it is reserved: without them its worst
+    case was its output alone, which the cap below holds, and it was created."""
+    rows = kit.plan_rows(MODEL, 30)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=("create", 1, "before"))
+    await _run(plan, run_dir, fake)
+    config = _config(max_tokens=100, batch_price_in_per_mtok=1_000_000.0,
+                     batch_price_out_per_mtok=0.0)  # fmt: skip
+    capped = await dispatch(
+        plan, run_dir, {MODEL: config}, {}, batch_clients={MODEL: fake}, policy=POLICY,
+        batch_poll_s=0.001, log_console=None, budget_usd=0.5,
+    )
+    assert capped.spend_cap_reached and not fake.jobs, capped.lines()
+
+
+async def test_a_stop_while_a_call_fails_keeps_the_stops_reason(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another job's 401 stopped the lane while this one's call was failing: the failing
+    call's "batch upload failing, 3 tries so far" took the stop's place in the summary."""
+    from engine.lanes import LaneState
+
+    rows = kit.plan_rows(MODEL, 30)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    fake = FakeBatch(transient={1, 2, 3, 4})
+    failed = batch_lane.BatchLane._control_failed
+
+    async def stopping(self: batch_lane.BatchLane, what: str, failure: Any, tries: int) -> None:
+        if tries == 3:  # as if another job's call had been refused meanwhile
+            self._halt(LaneState.STOPPED, "batch poll failed (auth_error, HTTP 401): no key")
+        await failed(self, what, failure, tries)
+
+    monkeypatch.setattr(batch_lane.BatchLane, "_control_failed", stopping)
+    summary = await _run(plan, tmp_path / "run", fake)
+    lane = summary.lanes[MODEL]
+    assert lane.state.value == "stopped"
+    assert lane.message.endswith("batch poll failed (auth_error, HTTP 401): no key"), lane.message
