@@ -105,6 +105,21 @@ def _floats(parts: list[np.ndarray]) -> pl.Series:
     return pl.Series("v", np.concatenate(parts) if parts else np.empty(0)).fill_nan(None)
 
 
+def _whole_families_only(
+    chunk: Chunk, probs: np.ndarray, by_k: np.ndarray
+) -> np.ndarray:
+    """A family's profits after k passes averaged (`by_k`, k = 1..passes), NaN where a
+    statement has no answer in any of the first k passes: the family is unanswered there,
+    as the leaderboard counts a family asked in part (`runs.report.data.whole_families`).
+    Solved on the statements answered, a family lost the constraints tying them to the
+    missing one, and a dropped call read as coherence in the repeated elicitation's figures
+    (sim-noisy's brisbane-2032-golds, one statement of two answered, 0.0 against 0.1111)."""
+    if chunk.arm.unit_kind != "family":
+        return by_k
+    whole = np.isfinite(pass_averages(probs)).all(axis=1)
+    return np.where(whole, by_k, np.nan)
+
+
 def _score_chunk(
     chunk: Chunk, sets: Sequence[AnsweredSet], norms: Sequence[str]
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -157,7 +172,9 @@ def _score_chunk(
                     ("norm", norm),
                 ):
                     averaged[name] += [value] * passes
-                averaged_profit.append(np.concatenate(([result.profit[0]], next(results).profit)))
+                averaged_profit.append(_whole_families_only(
+                    chunk, s.probs, np.concatenate(([result.profit[0]], next(results).profit))
+                ))
     rows = len(keys["unit"])
 
     def joined(name: str) -> np.ndarray:

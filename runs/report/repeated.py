@@ -21,7 +21,7 @@ import numpy.typing as npt
 import polars as pl
 
 from runs.answered_sets import pass_averages
-from runs.report.data import LEVEL, SET_LABEL, ArmRow, family_arm, native_scores, pair_unit
+from runs.report.data import LEVEL, SET_LABEL, ArmRow, native_scores, pair_unit
 from scoring import stats
 from scoring.grouped import SetJob, solve_grouped
 
@@ -31,24 +31,16 @@ IncidenceFor = Callable[[str, str, str, Sequence[str]], npt.NDArray[Any]]
 
 
 def repeated_section(
-    averaged: pl.DataFrame,
-    rows: Sequence[ArmRow],
-    seed: int,
-    reps: int,
-    scores: pl.DataFrame | None = None,
+    averaged: pl.DataFrame, rows: Sequence[ArmRow], seed: int, reps: int
 ) -> list[dict[str, Any]]:
     """The summary's `repeated_elicitation` list from pass-averaged profits.
 
     One entry per scored (model, arm row) with at least two passes: `model, arm, passes,
-    units, single_pass_mean` (the row's profit mean), `by_k` ([{k, mean, lo, hi}]). With
-    `scores`, a family asked in part in one of the first k passes is unanswered after k
-    passes (`whole_families_averaged`), as the leaderboard counts families.
+    units, single_pass_mean` (the row's profit mean), `by_k` ([{k, mean, lo, hi}]).
     """
     scored = {(r.model, r.arm): r for r in rows if r.scored and r.profit is not None}
     if averaged.height == 0:
         return []
-    if scores is not None:
-        averaged = whole_families_averaged(averaged, scores)
     per_unit = (
         native_scores(averaged)
         .with_columns(pair_unit())  # both orders of a two-asset pair are one unit, as above
@@ -74,35 +66,6 @@ def repeated_section(
             }
         )
     return out
-
-
-def whole_families_averaged(averaged: pl.DataFrame, scores: pl.DataFrame) -> pl.DataFrame:
-    """`averaged` with the k-pass profit of a family NaN (unanswered) where one of its first k
-    passes left a statement unanswered (its `coverage` in `scores` below 1), the leaderboard's
-    rule (`runs.report.data.whole_families`): averaged over the statements answered, a family
-    lost its constraints on the missing one, and a dropped call read as coherence (sim-noisy's
-    brisbane-2032-golds, one of two statements answered in a pass, scored 0.0 there against
-    0.1111 whole)."""
-    keys = ["model", "arm", "unit", "set"]
-    partial = (
-        scores.lazy()
-        .filter(family_arm() & (pl.col("coverage") < 1.0))
-        .group_by(keys)
-        .agg(pl.col("pass").min().alias("_first_partial"))
-        .collect()
-    )
-    if partial.height == 0:
-        return averaged
-    first = pl.col("_first_partial")
-    asked_in_part = first.is_not_null() & (pl.col("k") > first)
-    profit = pl.when(asked_in_part).then(float("nan")).otherwise(pl.col("profit"))
-    return (
-        averaged.with_row_index("_row")
-        .join(partial, on=keys, how="left")
-        .sort("_row")  # the rows' order kept: the bootstrap reads them in it
-        .with_columns(profit.alias("profit"))
-        .drop("_first_partial", "_row")
-    )
 
 
 def _by_k(answered: pl.DataFrame, passes: int, seed: int, reps: int) -> list[dict[str, Any]]:
@@ -182,7 +145,7 @@ def repeated_elicitation(
 ) -> list[dict[str, Any]]:
     """`repeated_section` from forecasts and an incidence lookup (see `averaged_from_forecasts`)."""
     return repeated_section(
-        averaged_from_forecasts(scores, forecasts, incidence_for), rows, seed, reps, scores
+        averaged_from_forecasts(scores, forecasts, incidence_for), rows, seed, reps
     )
 
 

@@ -84,7 +84,7 @@ def write_report(
         pass_averaged = averaged
 
         def repeated(rows: Any) -> Any:
-            return repeated_section(pass_averaged, rows, seed, reps, scores)
+            return repeated_section(pass_averaged, rows, seed, reps)
 
     out = out or report_dir(run_dir)
     workers = figure_workers if figures and can_draw() else None
