@@ -27,8 +27,8 @@ from providers.types import Completion, Failure, Outcome
 #: stops: result files damaged on every download re-bought the same requests until their
 #: attempts ran out (6 requests paid for 8 times each).
 DAMAGED_JOB_STREAK = 3
-#: Ids of lines never sent kept to name in the console line and log event.
-FOREIGN_SHOWN = 3
+#: Ids kept to name in the console line and log event (of lines never sent, of repeats).
+IDS_SHOWN = 3
 #: Job states whose missing lines may simply not have run (their absent requests keep
 #: `engine.batch_lane.absent_failure`'s outcome, the damage still said).
 UNRUN_STATES = frozenset({JobStatus.EXPIRED, JobStatus.FAILED, JobStatus.CANCELLED})
@@ -77,12 +77,13 @@ class JobLines:
         if self.unreadable:
             parts.append(f"{plural(self.unreadable, 'unreadable result line')}")
         if self.foreign:
-            ids = ", ".join(self.foreign_ids) + (", ..." if self.foreign > FOREIGN_SHOWN else "")
+            ids = ", ".join(self.foreign_ids) + (", ..." if self.foreign > IDS_SHOWN else "")
             parts.append(f"{plural(self.foreign, 'line')} for "
                          f"{'a request id' if self.foreign == 1 else 'request ids'} never sent "
                          f"({ids})")
         if self.repeated:
-            ids = ", ".join(self.repeated_ids) + (", ..." if self.repeated > FOREIGN_SHOWN else "")
+            more = len(self.repeated_ids) == IDS_SHOWN and self.repeated > IDS_SHOWN
+            ids = ", ".join(self.repeated_ids) + (", ..." if more else "")
             parts.append(f"{plural(self.repeated, 'second line')} for "
                          f"{'a request' if self.repeated == 1 else 'requests'} it already "
                          f"had a line for ({ids})")
@@ -104,7 +105,7 @@ def sort_lines(requests: Collection[str], found: Iterable[LineResult],
                 out.lines[line.request_id] = line.result
                 continue
             out.repeated += 1
-            if len(out.repeated_ids) < FOREIGN_SHOWN:
+            if len(out.repeated_ids) < IDS_SHOWN and line.request_id not in out.repeated_ids:
                 out.repeated_ids.append(line.request_id)
             if isinstance(kept, Failure) and isinstance(line.result, Completion):
                 out.lines[line.request_id] = line.result
@@ -114,7 +115,7 @@ def sort_lines(requests: Collection[str], found: Iterable[LineResult],
                 out.example = line.result.detail
         else:
             out.foreign += 1
-            if len(out.foreign_ids) < FOREIGN_SHOWN:
+            if len(out.foreign_ids) < IDS_SHOWN:
                 out.foreign_ids.append(line.request_id)
     out.missing = sum(1 for rid in requests if rid not in out.lines)
     out.counted, out.counted_all = _counted(state)

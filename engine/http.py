@@ -273,20 +273,31 @@ _URL_CACHE = 256
 TRANSFER_TOTAL_S = 3600.0
 
 
+def _waited(exc: TimeoutError, timeout_s: float, idle: bool) -> str:
+    """What a timeout waited for: with `idle`, a server silent for `timeout_s` (aiohttp's
+    `ServerTimeoutError`, a read or a connect), else the whole call's time, which is the
+    hour of `TRANSFER_TOTAL_S` at least for a transfer still moving."""
+    if not idle:
+        return f"no reply within {timeout_s:g}s"
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return f"no data for {timeout_s:g}s"
+    return f"not done within {max(timeout_s, TRANSFER_TOTAL_S):g}s"
+
+
 class HttpClient:
     """One aiohttp session shared by every lane (connection reuse, one loop)."""
 
     def __init__(self, *, max_connections: int = 0) -> None:
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        self._timeouts: dict[tuple[float, bool], aiohttp.ClientTimeout] = {}
         self._urls: dict[str, yarl.URL] = {}
 
     def _timeout(self, seconds: float, idle: bool = False) -> aiohttp.ClientTimeout:
         """One immutable timeout object per distinct value, not one per request. `idle`: the
         seconds bound each wait for the server (to connect, for the next bytes), and the
         whole call gets `TRANSFER_TOTAL_S` at least (`fetch`)."""
-        key = -seconds if idle else seconds
+        key = (seconds, idle)
         timeout = self._timeouts.get(key)
         if timeout is None:
             timeout = self._timeouts[key] = (
@@ -370,8 +381,8 @@ class HttpClient:
                 # Its start, for the failure's detail (declared too long: read it now).
                 head = body or await reply.content.read(ERROR_HEAD_BYTES)
                 return reply.status, reply.headers, _cut_off(head, max_bytes)
-        except TimeoutError:
-            waited = f"no data for {timeout_s:g}s" if idle else f"no reply within {timeout_s:g}s"
+        except TimeoutError as exc:
+            waited = _waited(exc, timeout_s, idle)
             return Failure(Outcome.TIMEOUT, f"{waited} from {_where(request.url)}")
         except aiohttp.ClientConnectorError as exc:
             return _unreachable(exc, exc.os_error, request.url)

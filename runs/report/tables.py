@@ -226,22 +226,21 @@ def terminal_leaderboard(
 ) -> list[Table]:
     """What fits the terminal, never cut: every arm by every model when the models fit side by
     side; otherwise the models ranked on the baseline, then the arms of the models that ran
-    several (a paper-style workhorse), in as many tables as it takes. Without a baseline arm
-    (the family benchmark alone) there is no ranking to show, only every model's arms: the
-    ranking was printed empty, its title alone."""
+    any arm but the baseline, in as many tables as it takes. Without a baseline arm (the
+    family benchmark alone) there is no ranking to show: it was printed empty, its title
+    alone."""
     models = _ranked_models(rows)
     fits = _columns_that_fit(rows, models, width)
     if len(models) <= fits:
         return [compact_leaderboard(rows, model_coverage)]
-    if not any(r.arm == BASELINE_ARM for r in rows):
-        busy = models
-        tables = []
-    else:
-        tables = [model_ranking(rows)]
-        arms_per_model: dict[str, set[str]] = defaultdict(set)
-        for r in rows:
-            arms_per_model[r.model].add(r.arm)
-        busy = [m for m in models if len(arms_per_model[m]) > 1]
+    ranked = any(r.arm == BASELINE_ARM for r in rows)
+    tables = [model_ranking(rows)] if ranked else []
+    arms_per_model: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        arms_per_model[r.model].add(r.arm)
+    # Every model the ranking does not show whole: one of a single arm other than the
+    # baseline was in no table.
+    busy = [m for m in models if arms_per_model[m] != {BASELINE_ARM}]
     for start in range(0, len(busy), fits):
         chunk = set(busy[start : start + fits])
         tables.append(compact_leaderboard([r for r in rows if r.model in chunk], model_coverage))

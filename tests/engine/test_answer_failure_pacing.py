@@ -76,6 +76,21 @@ async def test_server_errors_between_answer_failures_pause_no_lane_after_three(
     assert read_pauses(tmp_path / "run") == []
 
 
+async def _cut_off(serve_any: ServeAny, caps: list[int]) -> str:
+    """A server whose every reply is cut at its output cap, using all of it; `caps` gets
+    each request's `max_tokens`."""
+
+    async def handler(request: web.Request) -> web.Response:
+        body = await request.json()
+        caps.append(int(body["max_tokens"]))
+        choice = {"index": 0, "message": {"role": "assistant", "content": "0."},
+                  "finish_reason": "length"}  # fmt: skip
+        usage = {"prompt_tokens": 0, "completion_tokens": caps[-1]}
+        return web.json_response({"id": "c", "model": "m", "choices": [choice], "usage": usage})
+
+    return await serve_any(handler)
+
+
 async def test_a_retry_with_a_doubled_cap_is_reserved_at_that_cap(
     tmp_path: Path, kit: type[Kit], serve_any: ServeAny
 ) -> None:
@@ -86,17 +101,8 @@ async def test_a_retry_with_a_doubled_cap_is_reserved_at_that_cap(
     from providers.types import ModelConfig
 
     caps: list[int] = []
-
-    async def handler(request: web.Request) -> web.Response:
-        body = await request.json()
-        caps.append(int(body["max_tokens"]))
-        choice = {"index": 0, "message": {"role": "assistant", "content": "0."},
-                  "finish_reason": "length"}  # fmt: skip
-        usage = {"prompt_tokens": 0, "completion_tokens": caps[-1]}
-        return web.json_response({"id": "c", "model": "m", "choices": [choice], "usage": usage})
-
     config = ModelConfig(
-        name="m", provider="openai", model="m", base_url=f"{await serve_any(handler)}/v1",
+        name="m", provider="openai", model="m", base_url=f"{await _cut_off(serve_any, caps)}/v1",
         max_tokens=1000, concurrency=1, price_in_per_mtok=0.0, price_out_per_mtok=1000.0,
     )  # fmt: skip
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 1, grouped_every=0))
@@ -120,14 +126,6 @@ async def test_a_retry_with_a_doubled_cap_is_paced_at_that_cap(
     from providers.types import ModelConfig
 
     caps: list[int] = []
-
-    async def handler(request: web.Request) -> web.Response:
-        body = await request.json()
-        caps.append(int(body["max_tokens"]))
-        choice = {"index": 0, "message": {"role": "assistant", "content": "0."},
-                  "finish_reason": "length"}  # fmt: skip
-        return web.json_response({"id": "c", "model": "m", "choices": [choice]})
-
     charged: list[float] = []
     take = TokenBucket.try_acquire
 
@@ -138,7 +136,7 @@ async def test_a_retry_with_a_doubled_cap_is_paced_at_that_cap(
 
     monkeypatch.setattr(TokenBucket, "try_acquire", recording)
     config = ModelConfig(
-        name="m", provider="openai", model="m", base_url=f"{await serve_any(handler)}/v1",
+        name="m", provider="openai", model="m", base_url=f"{await _cut_off(serve_any, caps)}/v1",
         max_tokens=1000, concurrency=1, rpm=10_000, tpm=1_000_000,
     )  # fmt: skip
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 1, grouped_every=0))

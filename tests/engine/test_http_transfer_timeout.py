@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+import pytest
 from aiohttp import web
 
 from engine.http import HttpClient
@@ -57,3 +58,17 @@ async def test_a_transfer_that_stalls_still_times_out(serve_any: ServeAny) -> No
         raw = await http.fetch(HttpRequest("GET", url, {}, b""), 0.3, idle=True)
     assert isinstance(raw, Failure) and raw.outcome is Outcome.TIMEOUT
     assert raw.detail.startswith("no data for 0.3s from "), raw.detail
+
+
+async def test_a_transfer_past_its_whole_time_says_so_not_that_no_data_came(
+    serve_any: ServeAny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hour's bound, met while bytes still came, was said as "no data for 0.4s"."""
+    import engine.http
+
+    monkeypatch.setattr(engine.http, "TRANSFER_TOTAL_S", 0.5)
+    url = f"{await serve_any(_slow_file)}/files/1/content"
+    async with HttpClient() as http:
+        raw = await http.fetch(HttpRequest("GET", url, {}, b""), 0.4, idle=True)
+    assert isinstance(raw, Failure) and raw.outcome is Outcome.TIMEOUT
+    assert raw.detail.startswith("not done within 0.5s from "), raw.detail

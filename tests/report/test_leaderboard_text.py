@@ -50,3 +50,20 @@ def test_a_campaign_of_families_alone_prints_no_empty_baseline_ranking() -> None
     assert all("Baseline" not in str(t.title) for t in tables)
     shown = {str(c.header) for t in tables for c in t.columns}
     assert all(r.model in shown for r in rows), shown
+
+
+def test_a_model_of_one_arm_other_than_the_baseline_is_in_a_table() -> None:
+    """Twelve models on the baseline alone and one on a family arm alone, too wide for the
+    terminal: that one was in no table (the others' arms were all the ranking's)."""
+    from runs.report.tables import terminal_leaderboard
+
+    def row(model: str, arm: str) -> ArmRow:
+        return ArmRow(model, arm, "inf", units=10, clusters=10, coverage=1.0,
+                      status=STATUS_SCORED, profit=Interval(0.1, 0.05, 0.15),
+                      at_least=dict.fromkeys(THRESHOLDS, 3))  # fmt: skip
+
+    rows = [row(f"model-{n:02d}-with-a-long-name", "baseline") for n in range(12)]
+    rows.append(row("families-only-model", "families/isolated"))
+    tables = terminal_leaderboard(rows, {r.model: 1.0 for r in rows}, width=80)
+    shown = {str(c.header) for t in tables for c in t.columns}
+    assert "families-only-model" in shown, shown

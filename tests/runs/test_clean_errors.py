@@ -82,7 +82,8 @@ def test_a_data_path_that_is_a_link_loop_is_refused_by_its_key(
     args = [command, str(spec)] + (["--out", str(tmp_path / "out")] if command == "run" else [])
     code, output = invoke(*args)
     assert code == 2, output
-    assert_one_clean_line(output, "data.families", "Symlink loop", str(tmp_path / "fams"))
+    # Python 3.11 and 3.12 say "Symlink loop"; 3.13 resolves it and finds no folder there.
+    assert_one_clean_line(output, "data.families", str(tmp_path / "fams"))
     assert not (tmp_path / "out").exists()
 
 
