@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from aiohttp import web
 
-from engine.dispatch import dispatch
+from engine.dispatch import DispatchSummary, dispatch
 from engine.outage import read_pauses
 from engine.retry import RetryPolicy
 from tests.engine.test_foreign_replies import _dispatch
@@ -91,25 +91,39 @@ async def _cut_off(serve_any: ServeAny, caps: list[int]) -> str:
     return await serve_any(handler)
 
 
+async def _one_request_cut_off(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny, caps: list[int], attempts: int,
+    budget_usd: float | None = None, **model: Any,
+) -> DispatchSummary:
+    """One request of an OpenAI-format model (`max_tokens` 1,000, `model`'s other keys) to
+    `_cut_off`'s server, with `attempts` attempts and as many answer failures allowed."""
+    from providers import openai as openai_provider
+    from providers.types import ModelConfig
+
+    config = ModelConfig(
+        name="m", provider="openai", model="m", base_url=f"{await _cut_off(serve_any, caps)}/v1",
+        max_tokens=1000, concurrency=1, **model,
+    )  # fmt: skip
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 1, grouped_every=0))
+    policy = RetryPolicy(max_attempts=attempts, max_answer_failures=attempts, base_s=0.001,
+                         cap_s=0.002)  # fmt: skip
+    return await dispatch(
+        plan, tmp_path / "run", {"m": config}, {"m": openai_provider.create_adapter(config, {})},
+        policy=policy, budget_usd=budget_usd, log_console=None,
+    )  # fmt: skip
+
+
 async def test_a_retry_with_a_doubled_cap_is_reserved_at_that_cap(
     tmp_path: Path, kit: type[Kit], serve_any: ServeAny
 ) -> None:
     """Every reply cut at its cap: the retry after a truncation doubles the cap, and the
     spend cap reserved it at the spec's. At $1 an attempt of 1,000 tokens and a cap of $2.50,
     the second attempt (2,000 tokens, $2) was sent and $3.00 spent; now it does not fit."""
-    from providers import openai as openai_provider
-    from providers.types import ModelConfig
 
     caps: list[int] = []
-    config = ModelConfig(
-        name="m", provider="openai", model="m", base_url=f"{await _cut_off(serve_any, caps)}/v1",
-        max_tokens=1000, concurrency=1, price_in_per_mtok=0.0, price_out_per_mtok=1000.0,
-    )  # fmt: skip
-    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 1, grouped_every=0))
-    policy = RetryPolicy(max_attempts=3, max_answer_failures=3, base_s=0.001, cap_s=0.002)
-    summary = await dispatch(
-        plan, tmp_path / "run", {"m": config}, {"m": openai_provider.create_adapter(config, {})},
-        policy=policy, budget_usd=2.5, log_console=None,
+    summary = await _one_request_cut_off(
+        tmp_path, kit, serve_any, caps, attempts=3, budget_usd=2.5,
+        price_in_per_mtok=0.0, price_out_per_mtok=1000.0,
     )  # fmt: skip
     assert caps == [1000]  # 2000 would be $1.00 + $2.00 > $2.50
     assert summary.spend is not None and summary.spend.spent_usd == 1.0
@@ -122,8 +136,6 @@ async def test_a_retry_with_a_doubled_cap_is_paced_at_that_cap(
     """The `tpm` twin of the spend cap's: the retry after a truncation is sent with twice the
     output cap, and the tokens bucket was charged the spec's cap for it (half its worst)."""
     from engine.limits import TokenBucket
-    from providers import openai as openai_provider
-    from providers.types import ModelConfig
 
     caps: list[int] = []
     charged: list[float] = []
@@ -135,15 +147,7 @@ async def test_a_retry_with_a_doubled_cap_is_paced_at_that_cap(
         return take(bucket, amount)
 
     monkeypatch.setattr(TokenBucket, "try_acquire", recording)
-    config = ModelConfig(
-        name="m", provider="openai", model="m", base_url=f"{await _cut_off(serve_any, caps)}/v1",
-        max_tokens=1000, concurrency=1, rpm=10_000, tpm=1_000_000,
-    )  # fmt: skip
-    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 1, grouped_every=0))
-    policy = RetryPolicy(max_attempts=2, max_answer_failures=2, base_s=0.001, cap_s=0.002)
-    await dispatch(
-        plan, tmp_path / "run", {"m": config}, {"m": openai_provider.create_adapter(config, {})},
-        policy=policy, log_console=None,
-    )  # fmt: skip
+    await _one_request_cut_off(tmp_path, kit, serve_any, caps, attempts=2, rpm=10_000,
+                               tpm=1_000_000)  # fmt: skip
     assert caps == [1000, 2000]
     assert len(charged) == 2 and charged[1] - charged[0] == 1000, charged
