@@ -21,6 +21,7 @@ import os
 import re
 import sys
 import tomllib
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +31,8 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 import typer
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from engine.console_tables import print_whole
 from panels import toml_text
@@ -234,6 +235,7 @@ def _event_tables(name: str, raw: Mapping[str, Any], shape_key: str) -> list[dic
         raise CheckInputError(f"{name}: 'events' must be a non-empty list of tables")
     allowed = {"id", "p", "text", shape_key}
     seen: set[str] = set()
+    forms: dict[str, str] = {}  # each id's NFC form: "café" twice, as U+00E9 and e + U+0301
     for n, entry in enumerate(events):
         if not isinstance(entry, dict):
             raise CheckInputError(f"{name}: event {n + 1} must be a table/object")
@@ -249,6 +251,12 @@ def _event_tables(name: str, raw: Mapping[str, Any], shape_key: str) -> list[dic
         if event_id in seen:
             raise CheckInputError(f"{name}: duplicate event id {event_id!r}")
         seen.add(event_id)
+        form = unicodedata.normalize("NFC", event_id)
+        if (other := forms.setdefault(form, event_id)) != event_id:
+            raise CheckInputError(
+                f"{name}: event ids written {other!a} and {event_id!a}: one id in two Unicode "
+                "forms, drawn alike in every table"
+            )
     return events
 
 
@@ -528,17 +536,17 @@ def _print_report(
             table.add_column(column, justify="left" if column in ("event", "action") else "right")
         for i, payoff in rows:
             action = "buy" if stakes[i] > 0 else "sell"
-            table.add_row(escape(ids[i]), action, f"{abs(stakes[i]):.4f}", f"{probs[i]:.4f}",
+            table.add_row(Text(ids[i]), action, f"{abs(stakes[i]):.4f}", f"{probs[i]:.4f}",
                           f"{payoff:+.5f}")  # fmt: skip
         table.add_section()
         table.add_row("total", "", f"{np.abs(stakes).sum():.4f}", "", f"{profit:+.5f}")
         print_whole(console, table)
-        console.print(f"worst atom: {escape(data.describe_atom(worst))}")
+        console.print(f"worst atom: {data.describe_atom(worst)}", markup=False)
     table = Table(title=f"Nearest coherent forecast ({norm} distance)")
     for column in ("event", "stated", "coherent") + (("repaired",) if repaired is not None else ()):
         table.add_column(column, justify="left" if column == "event" else "right")
     for i, event_id in enumerate(ids):
-        cells = [escape(event_id), f"{probs[i]:.4f}", f"{coherent[i]:.4f}"]
+        cells: list[str | Text] = [Text(event_id), f"{probs[i]:.4f}", f"{coherent[i]:.4f}"]
         if repaired is not None:
             cells.append(f"{repaired[i]:.4f}")
         table.add_row(*cells)

@@ -106,6 +106,17 @@ def test_coherent_input_reports_no_book(tmp_path: Path) -> None:
     assert _json(str(path))["profit"] == pytest.approx(0.0, abs=1e-9)
 
 
+def test_ids_that_differ_by_a_trailing_backslash_are_printed_as_written(tmp_path: Path) -> None:
+    """`x\\` and `x\\\\` both printed `x\\\\` (markup's escape doubles a trailing backslash)."""
+    path = tmp_path / "backslash.toml"
+    path.write_text('atoms = 2\n[[events]]\nid = "x\\\\"\np = 0.5\natoms = [0]\n'
+                    '[[events]]\nid = "x\\\\\\\\"\np = 0.6\natoms = [0]\n', encoding="utf-8")
+    code, out, err = _run(str(path))
+    assert code == 0, err
+    rows = [line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│ x")]
+    assert rows == ["x\\", "x\\\\", "x\\", "x\\\\"], out  # the book's rows, then the forecast's
+
+
 def test_human_output_shows_the_book_and_the_worst_atom() -> None:
     code, out, _ = _run(str(EXAMPLES / "conjunction.toml"), "--norm", "l1", "--repair")
     assert code == 0
@@ -128,6 +139,10 @@ BAD_INPUTS = {
     "p not a number": (HEADER + _event("x", "a", '"0.5"'), "'p' must be a number"),
     "duplicate ids": (HEADER + _event("x", "a", "0.5") + _event("x", "b", "0.5"),
                       "duplicate event id 'x'"),
+    # printed alike in every table, scored as two events
+    "one id in two Unicode forms": (
+        HEADER + _event("caf\\u00e9", "a", "0.5") + _event("cafe\\u0301", "b", "0.5"),
+        "event ids written 'caf\\xe9' and 'cafe\\u0301': one id in two Unicode forms"),
     "impossible event": (HEADER + _event("x", "a and not a", "0.5"),
                          "event 'x' holds in no atom"),
     "parse error": (HEADER + _event("x", "a and", "0.5"),
