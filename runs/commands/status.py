@@ -249,9 +249,22 @@ def _stale_scores(run_dir: Path) -> str | None:
 def _stale_report(run_dir: Path) -> str | None:
     """A line saying `report/` was written from other scores than the folder's now (a
     reparse, then `score`, and no `report` since), with the command that writes it again."""
-    from runs.report_folder import report_dir
-    from runs.scored_from import stale_report
+    import polars as pl
 
+    from runs.damaged_files import check_footers
+    from runs.report_folder import report_dir
+    from runs.scored_from import SCORES_FILES, stale_report
+
+    for name in SCORES_FILES:  # damaged, it reads as changed: said as what it is instead
+        try:
+            check_footers([run_dir / name])
+        except FileNotFoundError:
+            continue
+        except (pl.exceptions.PolarsError, OSError):
+            return (
+                f"{run_dir / name} is damaged (its footer does not read): `dutchbook score "
+                f"{run_dir}` writes it again, then `dutchbook report {run_dir}`"
+            )
     if not stale_report(run_dir, report_dir(run_dir) / "summary.json"):
         return None
     return (

@@ -53,3 +53,22 @@ def test_a_reparse_leaves_scores_then_report_out_of_date_until_each_is_written(
     again = CliRunner().invoke(app, ["score", str(run_dir)])  # the same answers, the same bytes
     assert again.exit_code == 0, again.output
     assert _warnings(run_dir) == []
+
+
+def test_a_damaged_scores_file_is_said_damaged_not_changed(tmp_path: Path) -> None:
+    """Hashed, a truncated scores.parquet read as scores changed since the report, and
+    `status` sent its user to `report`, which then failed on the same file."""
+    spec = tmp_path / "fractions.toml"
+    spec.write_text(
+        'name = "fractions"\nseed = 1\n[data]\nstock_days = 2\n[[models]]\nname = "f"\n'
+        'provider = "sim"\nmodel = "sim-coherent"\n[[arms]]\nname = "baseline"\n',
+        encoding="utf-8",
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    CliRunner().invoke(app, ["run", str(spec), "--out", str(run_dir)])
+    scores = run_dir / "scores.parquet"
+    scores.write_bytes(scores.read_bytes()[:200])
+    assert _warnings(run_dir) == [
+        f"{scores} is damaged (its footer does not read): `dutchbook score {run_dir}` writes "
+        f"it again, then `dutchbook report {run_dir}`"
+    ]
