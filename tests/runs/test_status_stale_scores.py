@@ -21,18 +21,24 @@ def _warnings(run_dir: Path) -> list[str]:
     return list(orjson.loads(shown.stdout)["warnings"])
 
 
-def test_a_reparse_leaves_scores_then_report_out_of_date_until_each_is_written(
-    tmp_path: Path,
-) -> None:
+def _ran(tmp_path: Path, model: str) -> Path:
+    """A strict run of `model` (a simulator's) on two stock-days, one answer failure allowed."""
     spec = tmp_path / "fractions.toml"
     spec.write_text(
         'name = "fractions"\nseed = 1\nparser = "strict"\nmax_answer_failures = 1\n'
         '[data]\nstock_days = 2\n[[models]]\nname = "f"\nprovider = "sim"\n'
-        'model = "sim-fraction"\n[[arms]]\nname = "baseline"\n',
+        f'model = "{model}"\n[[arms]]\nname = "baseline"\n',
         encoding="utf-8",
     )  # fmt: skip
     run_dir = tmp_path / "run"
     CliRunner().invoke(app, ["run", str(spec), "--out", str(run_dir)])
+    return run_dir
+
+
+def test_a_reparse_leaves_scores_then_report_out_of_date_until_each_is_written(
+    tmp_path: Path,
+) -> None:
+    run_dir = _ran(tmp_path, "sim-fraction")
     assert _warnings(run_dir) == []
     reparsed = CliRunner().invoke(app, ["reparse", str(run_dir), "--parser", "lenient"])
     assert reparsed.exit_code == 0, reparsed.output
@@ -58,14 +64,7 @@ def test_a_reparse_leaves_scores_then_report_out_of_date_until_each_is_written(
 def test_a_damaged_scores_file_is_said_damaged_not_changed(tmp_path: Path) -> None:
     """Hashed, a truncated scores.parquet read as scores changed since the report, and
     `status` sent its user to `report`, which then failed on the same file."""
-    spec = tmp_path / "fractions.toml"
-    spec.write_text(
-        'name = "fractions"\nseed = 1\n[data]\nstock_days = 2\n[[models]]\nname = "f"\n'
-        'provider = "sim"\nmodel = "sim-coherent"\n[[arms]]\nname = "baseline"\n',
-        encoding="utf-8",
-    )  # fmt: skip
-    run_dir = tmp_path / "run"
-    CliRunner().invoke(app, ["run", str(spec), "--out", str(run_dir)])
+    run_dir = _ran(tmp_path, "sim-coherent")
     scores = run_dir / "scores.parquet"
     scores.write_bytes(scores.read_bytes()[:200])
     assert _warnings(run_dir) == [
