@@ -43,13 +43,20 @@ def quickstart_for_tests(folder: Path) -> Path:
     return path
 
 
-def finish_run(root: Path, spec_text: str) -> Path:
-    """`dutchbook run` of `spec_text` into `root/out`, which it returns (the run must end 0)."""
+def run_spec(root: Path, spec_text: str) -> tuple[Path, int, str]:
+    """`dutchbook run` of `spec_text` into `root/out`: the folder, the exit code and the
+    output (a run that gave requests up ends unfinished, and still scores and reports)."""
     spec = root / "spec.toml"
     spec.write_text(spec_text, encoding="utf-8")
     result = CliRunner().invoke(app, ["run", str(spec), "--out", str(root / "out")])
-    assert result.exit_code == 0, result.output
-    return root / "out"
+    return root / "out", result.exit_code, result.output
+
+
+def finish_run(root: Path, spec_text: str) -> Path:
+    """`dutchbook run` of `spec_text` into `root/out`, which it returns (the run must end 0)."""
+    out, code, output = run_spec(root, spec_text)
+    assert code == 0, output
+    return out
 
 
 def folder_contents(folder: Path, skip: frozenset[str] = frozenset()) -> dict[str, bytes]:

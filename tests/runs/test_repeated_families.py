@@ -16,9 +16,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
-from runs.cli import app
+from tests.runs.run_folders import run_spec
 
 #: Two passes of the family benchmark, a statement lost now and then (refusals, one answer
 #: failure allowed): some families lose a statement in one pass only, some in both.
@@ -40,12 +39,10 @@ passes = 2
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("repeated-families")
-    (root / "spec.toml").write_text(SPEC, encoding="utf-8")
     # Requests given up end the run unfinished (not 0); it scores and reports all the same.
-    CliRunner().invoke(app, ["run", str(root / "spec.toml"), "--out", str(root / "out")])
-    assert (root / "out" / "report" / "summary.json").is_file()
-    return root / "out"
+    out, _, output = run_spec(tmp_path_factory.mktemp("repeated-families"), SPEC)
+    assert (out / "report" / "summary.json").is_file(), output
+    return out
 
 
 def test_a_family_is_averaged_only_once_every_statement_has_an_answer(run: Path) -> None:

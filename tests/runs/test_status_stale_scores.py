@@ -13,6 +13,7 @@ import orjson
 from typer.testing import CliRunner
 
 from runs.cli import app
+from tests.runs.run_folders import SMALL_SPEC, run_spec
 
 
 def _warnings(run_dir: Path) -> list[str]:
@@ -23,16 +24,8 @@ def _warnings(run_dir: Path) -> list[str]:
 
 def _ran(tmp_path: Path, model: str) -> Path:
     """A strict run of `model` (a simulator's) on two stock-days, one answer failure allowed."""
-    spec = tmp_path / "fractions.toml"
-    spec.write_text(
-        'name = "fractions"\nseed = 1\nparser = "strict"\nmax_answer_failures = 1\n'
-        '[data]\nstock_days = 2\n[[models]]\nname = "f"\nprovider = "sim"\n'
-        f'model = "{model}"\n[[arms]]\nname = "baseline"\n',
-        encoding="utf-8",
-    )  # fmt: skip
-    run_dir = tmp_path / "run"
-    CliRunner().invoke(app, ["run", str(spec), "--out", str(run_dir)])
-    return run_dir
+    spec = SMALL_SPEC.replace('model = "sim-coherent"', f'model = "{model}"')
+    return run_spec(tmp_path, 'parser = "strict"\nmax_answer_failures = 1\n' + spec)[0]
 
 
 def test_a_reparse_leaves_scores_then_report_out_of_date_until_each_is_written(
