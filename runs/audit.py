@@ -32,11 +32,15 @@ def spec_prices(run_dir: Path) -> tuple[dict[str, Prices], dict[str, str]]:
     Read with `tomllib` alone, not validated as a whole: data paths in the spec may not
     resolve from here, and an audit needs only the models' names, providers and prices.
     """
+    return _prices_of(_frozen_spec(run_dir))
+
+
+def _prices_of(raw: dict[str, Any] | None) -> tuple[dict[str, Prices], dict[str, str]]:
     from engine.spend import Prices
 
     prices: dict[str, Prices] = {}
     providers: dict[str, str] = {}
-    for name, entry in _frozen_models(run_dir):
+    for name, entry in _models_of(raw):
         if isinstance(entry.get("provider"), str):
             providers[name] = entry["provider"]
         price_in, price_out = _number(entry.get("price_in")), _number(entry.get("price_out"))
@@ -47,10 +51,14 @@ def spec_prices(run_dir: Path) -> tuple[dict[str, Prices], dict[str, str]]:
 
 def spec_batch_prices(run_dir: Path) -> dict[str, Prices]:
     """Batch prices (`batch_price_in` and `batch_price_out`, both) of the frozen spec's models."""
+    return _batch_prices_of(_frozen_spec(run_dir))
+
+
+def _batch_prices_of(raw: dict[str, Any] | None) -> dict[str, Prices]:
     from engine.spend import Prices
 
     prices: dict[str, Prices] = {}
-    for name, entry in _frozen_models(run_dir):
+    for name, entry in _models_of(raw):
         price_in = _number(entry.get("batch_price_in"))
         price_out = _number(entry.get("batch_price_out"))
         if price_in is not None and price_out is not None:
@@ -61,7 +69,10 @@ def spec_batch_prices(run_dir: Path) -> dict[str, Prices]:
 def spec_parser(run_dir: Path) -> str | None:
     """The parser the frozen spec reads replies with (`strict` when it names none, as
     `runs.spec` defaults); None when the spec cannot be read or names no parser it knows."""
-    raw = _frozen_spec(run_dir)
+    return _parser_of(_frozen_spec(run_dir))
+
+
+def _parser_of(raw: dict[str, Any] | None) -> str | None:
     parser = raw.get("parser", "strict") if raw is not None else None
     return parser if parser in ("strict", "lenient") else None
 
@@ -71,9 +82,12 @@ def spec_answer_budget(run_dir: Path) -> int | None:
     their defaults where it names none), which the next run holds every request to; None
     when the spec cannot be read, either value is not a whole number of at least 1, or the
     budget exceeds `max_attempts` (a spec `runs.spec` refuses)."""
+    return _answer_budget_of(_frozen_spec(run_dir))
+
+
+def _answer_budget_of(raw: dict[str, Any] | None) -> int | None:
     from runs.spec import DEFAULT_MAX_ATTEMPTS, default_answer_failures
 
-    raw = _frozen_spec(run_dir)
     if raw is None:
         return None
     attempts = raw.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
@@ -97,10 +111,9 @@ def _frozen_spec(run_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def _frozen_models(run_dir: Path) -> list[tuple[str, dict[str, Any]]]:
-    """(name, table) of each named `[[models]]` table of the frozen spec; none if unreadable."""
-    raw = _frozen_spec(run_dir) or {}
-    models = raw.get("models")
+def _models_of(raw: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """(name, table) of each named `[[models]]` table of a frozen spec; none if unreadable."""
+    models = (raw or {}).get("models")
     return [
         (entry["name"], entry)
         for entry in (models if isinstance(models, list) else [])
@@ -122,10 +135,11 @@ def run_audit(run_dir: Path | str) -> Audit:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
-    prices, providers = spec_prices(run_dir)
+    raw = _frozen_spec(run_dir)  # read once for the four things the audit takes from it
+    prices, providers = _prices_of(raw)
     return audit(
-        run_dir, prices=prices, providers=providers, batch_prices=spec_batch_prices(run_dir),
-        spec_parser=spec_parser(run_dir), answer_budget=spec_answer_budget(run_dir),
+        run_dir, prices=prices, providers=providers, batch_prices=_batch_prices_of(raw),
+        spec_parser=_parser_of(raw), answer_budget=_answer_budget_of(raw),
     )
 
 
