@@ -268,7 +268,7 @@ class BatchLane(LaneControl):
         #: Of those, jobs that ended and whose results the provider no longer has: their
         #: lines ran and were billed, so abandoning them pays for them again.
         self.lost_output: set[str] = set()
-        self._failed_streak, self._capped = 0, False  # `_capped`: no room for a job (`_reserve`)
+        self._failed_streak = 0
         #: Jobs' results held until journalled, `RESULTS_HELD` at a time (`_ended`, `_job`).
         self._downloads = asyncio.Semaphore(RESULTS_HELD)
         self._downloading: set[str] = set()
@@ -285,8 +285,12 @@ class BatchLane(LaneControl):
     def _halts_at_the_cap(self) -> bool:
         """The cap, reached by any lane, stops this one cutting jobs; the jobs it has out
         are collected first (`_drive`): they ran and were billed."""
-        self._capped = True
         return False
+
+    @property
+    def _capped(self) -> bool:
+        """The spend cap has no room left (`SpendCap.reached`, never cleared): no job more."""
+        return self.spend is not None and self.spend.reached
 
     @property
     def provider_name(self) -> str:
@@ -374,8 +378,7 @@ class BatchLane(LaneControl):
                         break
                     tasks.add(self._start(lines, worst))
                 if self._capped and not tasks:
-                    self.stats.state = LaneState.CANCELLED
-                    self.stats.say(self.spend.message() if self.spend else "spend cap reached")
+                    self._cancel_at_the_cap()
                     return
                 if not feeding and not tasks and len(buffer) < self.limits.min_lines:
                     self._leftover(buffer, live)
@@ -502,8 +505,7 @@ class BatchLane(LaneControl):
         )
         if await self.spend.reserve(worst):
             return worst
-        self._capped = True  # `_drive` cuts no more jobs, and ends once those out are in
-        return None
+        return None  # the cap is reached: `_drive` cuts no more jobs, ends once those out are in
 
     def _start(self, lines: list[tuple[_Entry, bytes]], worst: float) -> asyncio.Task[list[_Entry]]:
         """Plan a job over `lines` (recorded before anything is sent) and start its task."""

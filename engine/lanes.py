@@ -244,6 +244,12 @@ class LaneControl:
         starting attempts; a batch lane first collects the jobs it has out)."""
         return True
 
+    def _cancel_at_the_cap(self) -> None:
+        """The lane ends cancelled by the spend cap, saying why (`SpendCap.message`)."""
+        assert self.spend is not None
+        self.stats.state = LaneState.CANCELLED
+        self.stats.say(self.spend.message())
+
     @property
     def halted(self) -> bool:
         if self.stats.state in HALTED:
@@ -253,8 +259,7 @@ class LaneControl:
             self.stats.say(STOP_REQUESTED)
             return True
         if self.spend is not None and self.spend.reached and self._halts_at_the_cap():
-            self.stats.state = LaneState.CANCELLED
-            self.stats.say(self.spend.message())
+            self._cancel_at_the_cap()
             return True
         if self.ledger.disk_full is not None:
             self.stats.state = LaneState.STOPPED
