@@ -105,19 +105,17 @@ def _floats(parts: list[np.ndarray]) -> pl.Series:
     return pl.Series("v", np.concatenate(parts) if parts else np.empty(0)).fill_nan(None)
 
 
-def _whole_families_only(
-    chunk: Chunk, probs: np.ndarray, by_k: np.ndarray
-) -> np.ndarray:
-    """A family's profits after k passes averaged (`by_k`, k = 1..passes), NaN where a
-    statement has no answer in any of the first k passes: the family is unanswered there,
-    as the leaderboard counts a family asked in part (`runs.report.data.whole_families`).
+def _whole_by_k(chunk: Chunk, probs: np.ndarray) -> np.ndarray | None:
+    """For a family, whether every statement has an answer in one of the first k passes
+    (k = 1..passes); None for a set of another arm. Its profit after k passes averaged is NaN
+    where not: the family is unanswered there, as the leaderboard counts a family asked in
+    part (`runs.report.data.whole_families`).
     Solved on the statements answered, a family lost the constraints tying them to the
     missing one, and a dropped call read as coherence in the repeated elicitation's figures
     (sim-noisy's brisbane-2032-golds, one statement of two answered, 0.0 against 0.1111)."""
     if chunk.arm.unit_kind != "family":
-        return by_k
-    whole = np.isfinite(pass_averages(probs)).all(axis=1)
-    return np.where(whole, by_k, np.nan)
+        return None
+    return np.asarray(np.logical_or.accumulate(np.isfinite(probs), axis=0).all(axis=1))
 
 
 def _score_chunk(
@@ -126,11 +124,12 @@ def _score_chunk(
     """Scores (one row per set, pass and norm) and pass-averaged profits of one chunk."""
     jobs: list[SetJob] = []
     for s in sets:
+        # k = 1 is pass 0 itself; k >= 2 are solved.
+        averages = pass_averages(s.probs)[1:] if chunk.passes > 1 else None
         for norm in norms:
             jobs.append(SetJob(s.incidence, s.probs, norm))
-            if chunk.passes > 1:
-                # k = 1 is pass 0 itself; k >= 2 are solved.
-                jobs.append(SetJob(s.incidence, pass_averages(s.probs)[1:], norm))
+            if averages is not None:
+                jobs.append(SetJob(s.incidence, averages, norm))
     results = iter(solve_grouped(jobs))
     del jobs
     passes = chunk.passes
@@ -145,6 +144,7 @@ def _score_chunk(
     for s in sets:
         n = len(s.events)
         answered = np.isfinite(s.probs).sum(axis=1)
+        whole = _whole_by_k(chunk, s.probs) if passes > 1 else None
         briers = (
             np.where(answered > 0, brier(s.probs, s.outcomes), np.nan)
             if s.outcomes is not None
@@ -172,9 +172,8 @@ def _score_chunk(
                     ("norm", norm),
                 ):
                     averaged[name] += [value] * passes
-                averaged_profit.append(_whole_families_only(
-                    chunk, s.probs, np.concatenate(([result.profit[0]], next(results).profit))
-                ))
+                by_k = np.concatenate(([result.profit[0]], next(results).profit))
+                averaged_profit.append(by_k if whole is None else np.where(whole, by_k, np.nan))
     rows = len(keys["unit"])
 
     def joined(name: str) -> np.ndarray:
