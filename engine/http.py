@@ -290,22 +290,24 @@ class HttpClient:
     def __init__(self, *, max_connections: int = 0) -> None:
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
-        self._timeouts: dict[tuple[float, bool], aiohttp.ClientTimeout] = {}
+        #: A chat call's whole-call timeouts, and a batch transfer's (`idle`), by seconds.
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        self._idle_timeouts: dict[float, aiohttp.ClientTimeout] = {}
         self._urls: dict[str, yarl.URL] = {}
 
     def _timeout(self, seconds: float, idle: bool = False) -> aiohttp.ClientTimeout:
         """One immutable timeout object per distinct value, not one per request. `idle`: the
         seconds bound each wait for the server (to connect, for the next bytes), and the
         whole call gets `TRANSFER_TOTAL_S` at least (`fetch`)."""
-        key = (seconds, idle)
-        timeout = self._timeouts.get(key)
+        if not idle:  # every chat request: one lookup by its float
+            timeout = self._timeouts.get(seconds)
+            if timeout is None:
+                timeout = self._timeouts[seconds] = aiohttp.ClientTimeout(total=seconds)
+            return timeout
+        timeout = self._idle_timeouts.get(seconds)
         if timeout is None:
-            timeout = self._timeouts[key] = (
-                aiohttp.ClientTimeout(
-                    total=max(seconds, TRANSFER_TOTAL_S), sock_connect=seconds, sock_read=seconds
-                )
-                if idle
-                else aiohttp.ClientTimeout(total=seconds)
+            timeout = self._idle_timeouts[seconds] = aiohttp.ClientTimeout(
+                total=max(seconds, TRANSFER_TOTAL_S), sock_connect=seconds, sock_read=seconds
             )
         return timeout
 
