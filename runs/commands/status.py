@@ -208,7 +208,8 @@ def status(
         if repairs := stale_repairs(run_dir):
             summary["warnings"].append(repairs)
         if summary["state"] != "live" and (
-            stale := _stale_scores(run_dir) or _stale_report(run_dir)
+            stale := _stale_scores(run_dir, summary["reparse_unfinished"])
+            or _stale_report(run_dir)
         ):
             summary["warnings"].append(stale)
         summary["rehearsal"] = rehearsed(run_dir)  # additive
@@ -220,17 +221,17 @@ def status(
         render(summary, stdout_console())
 
 
-def _stale_scores(run_dir: Path) -> str | None:
+def _stale_scores(run_dir: Path, reparse_unfinished: bool) -> str | None:
     """A line saying the scores and the report are of answers the folder no longer holds as
     they were, with what writes them again; None when they are of these (or there are none,
     or they cannot be compared: a damaged answers file, which `status` says otherwise, or a
     reparse that did not finish, whose line names it first and then `score`). A
     reparse, or a run killed before it scored, left the last report standing with nothing to
-    say it was of other answers but `report` refusing it."""
-    from engine.reparse import unfinished_line
+    say it was of other answers but `report` refusing it. `reparse_unfinished`: as
+    `run_status` found it (`engine.reparse.unfinished_line`)."""
     from runs.scored_from import stale_scores
 
-    if not (run_dir / "scores.parquet").is_file() or unfinished_line(run_dir):
+    if not (run_dir / "scores.parquet").is_file() or reparse_unfinished:
         return None  # an unfinished reparse's line (the first warning) says what to run
     import polars as pl
 
