@@ -86,21 +86,16 @@ def spec_answer_budget(run_dir: Path) -> int | None:
 
 
 def _answer_budget_of(raw: dict[str, Any] | None) -> int | None:
-    from runs.spec import DEFAULT_MAX_ATTEMPTS, default_answer_failures
+    from runs.spec import SpecError, retry_limits
 
     if raw is None:
         return None
-    attempts = raw.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
-    if not _count(attempts):
+    # A spec `runs.spec` refuses (and `report` with it) gives no budget, rather than one it
+    # does not state.
+    try:
+        return retry_limits(raw, Path(SPEC))[1]
+    except SpecError:
         return None
-    budget = raw.get("max_answer_failures", default_answer_failures(attempts))
-    # One above `max_attempts` is a spec `runs.spec` refuses (and `report` with it): no
-    # budget is taken from it, rather than one it does not state.
-    return budget if _count(budget) and budget <= attempts else None
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _frozen_spec(run_dir: Path) -> dict[str, Any] | None:

@@ -263,19 +263,7 @@ def parse_spec(
     floor = _finite(_get(raw, "coverage_floor", (int, float), path, "", "a number", default=0.9))
     if floor is None or not 0 <= floor <= 1:
         raise SpecError(path, "coverage_floor", "a share in [0, 1]")
-    max_attempts = _get(
-        raw, "max_attempts", int, path, "", "an integer", default=DEFAULT_MAX_ATTEMPTS
-    )
-    if max_attempts < 1:
-        raise SpecError(path, "max_attempts", "an integer >= 1")
-    answer_failures = _get(
-        raw, "max_answer_failures", int, path, "", "an integer",
-        default=default_answer_failures(max_attempts),
-    )
-    if not 1 <= answer_failures <= max_attempts:
-        raise SpecError(
-            path, "max_answer_failures", f"an integer in [1, max_attempts={max_attempts}]"
-        )
+    max_attempts, answer_failures = retry_limits(raw, path)
     sim_faults = _get(raw, "sim_faults", str, path, "", "a fault profile", default="none")
     _check_faults(sim_faults, path)
     data = _parse_data(raw.get("data", {}), path, must_exist=data_must_exist)
@@ -304,6 +292,26 @@ def parse_spec(
         sim_faults=sim_faults,
         text=text,
     )
+
+
+def retry_limits(raw: Mapping[str, Any], path: Path) -> tuple[int, int]:
+    """(`max_attempts`, `max_answer_failures`) of a spec's top-level table, their defaults
+    where it names none; SpecError unless each is a whole number of at least 1 and the
+    budget is at most the attempts. `runs.audit` reads a frozen spec's budget by this rule."""
+    max_attempts = _get(
+        raw, "max_attempts", int, path, "", "an integer", default=DEFAULT_MAX_ATTEMPTS
+    )
+    if max_attempts < 1:
+        raise SpecError(path, "max_attempts", "an integer >= 1")
+    answer_failures = _get(
+        raw, "max_answer_failures", int, path, "", "an integer",
+        default=default_answer_failures(max_attempts),
+    )
+    if not 1 <= answer_failures <= max_attempts:
+        raise SpecError(
+            path, "max_answer_failures", f"an integer in [1, max_attempts={max_attempts}]"
+        )
+    return max_attempts, answer_failures
 
 
 #: Keys whose values are not searched for a credential: names, model ids and data paths,
