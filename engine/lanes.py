@@ -446,8 +446,8 @@ class Lane(LaneControl):
         while tries < self.policy.max_attempts:
             if self.halted:
                 return
-            estimate = self._estimate(item, answers.cap)  # at the cap a truncation doubled
-            worst = self._worst_cost(item, answers.cap)
+            estimate = self._estimate(item, answers.sent_cap)
+            worst = self._worst_cost(item, answers.sent_cap)
             if not self.outage.down:  # nearly always: no gate to pass, not a probe
                 probe: bool | None = False
                 tried = await self._attempt(item, answers, attempt_no + 1, estimate, worst)
@@ -502,12 +502,11 @@ class Lane(LaneControl):
         self._exhausted(item, attempt_no)
 
     def _estimate(self, item: PlanItem, max_tokens: int | None) -> int:
-        """The tokens one attempt sent with `max_tokens` (None: the spec's) is charged
-        against a `tpm` limit (0 without one)."""
+        """The tokens one attempt sent with `max_tokens` is charged against a `tpm` limit (0
+        without one)."""
         if self.tokens is None:
             return 0
-        cap = max_tokens if max_tokens is not None else self.config.max_tokens
-        return estimate_tokens(item.system, item.user, cap)
+        return estimate_tokens(item.system, item.user, max_tokens)
 
     def _exhausted(self, item: PlanItem, attempts: int) -> None:
         self.stats.retries.exhausted += 1
@@ -540,7 +539,7 @@ class Lane(LaneControl):
         )
 
     def _worst_cost(self, item: PlanItem, max_tokens: int | None) -> float | None:
-        """What one attempt sent with `max_tokens` (None: the spec's) could cost at most,
+        """What one attempt sent with `max_tokens` could cost at most,
         when a spend cap counts this model."""
         if self.spend is None or self.prices is None:
             return None

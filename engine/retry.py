@@ -190,6 +190,13 @@ class AnswerRetry:
     def spent(self) -> bool:
         return self.failures >= self.budget
 
+    @property
+    def sent_cap(self) -> int | None:
+        """The output cap the next attempt is sent with: the doubled one after a truncation,
+        else the spec's (None where the spec names none). What a `tpm` estimate and a spend
+        reservation charge the attempt at."""
+        return self.cap if self.cap is not None else self.base_cap
+
     def note(self) -> str:
         """What this attempt changed, for its ledger detail ('' when nothing did)."""
         changes = []
