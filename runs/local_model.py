@@ -255,7 +255,7 @@ def folder_check() -> None:
     from runs.commands._errors import user_errors
     from runs.design import resume_problem
     from runs.pipeline import RunError, check_run_folder, default_run_dir, make_run_folder
-    from runs.rehearsal import mixing_refusal, rehearsal_matters
+    from runs.rehearsal import mixing_refusal
     from runs.spec import load_spec
 
     spec, out = sys.argv[1:3]
@@ -266,9 +266,7 @@ def folder_check() -> None:
             loaded = load_spec(spec)  # with `--out` too: a bad spec is refused all the same
             run_dir = Path(out) if out else default_run_dir(loaded)
             check_run_folder(run_dir)
-            if rehearsal_matters(loaded.models) and (
-                mixing := mixing_refusal(run_dir, rehearse=False)
-            ) is not None:
+            if (mixing := mixing_refusal(run_dir, False, loaded.models)) is not None:
                 raise RunError(mixing)  # a rehearsal's folder (`out/local` too)
             if (problem := resume_problem(loaded, run_dir)) is not None:
                 raise RunError(problem)  # another design: the commonest refusal of a resume

@@ -136,6 +136,8 @@ class CampaignResult:
     sim_counts: dict[str, int] | None = None
     #: The spec's answer parser ("strict" or "lenient"), for the closing line's advice.
     parser: str = "strict"
+    #: The spec's `max_answer_failures`, which this run held each request to (None: unknown).
+    answer_budget: int | None = None
 
 
 class StopSignals:
@@ -713,15 +715,14 @@ def _design_and_plan(
     beside the plan for the next resume; `staged`, the plan written while it was rendered,
     is committed unless the folder has a plan by now (then it is left unused), and its
     temporary folder removed either way before dispatch starts."""
-    mixes = rehearsal_matters(spec.models)
-    if mixes and (mixing := mixing_refusal(run_dir, rehearse)) is not None:
+    if (mixing := mixing_refusal(run_dir, rehearse, spec.models)) is not None:
         raise RunError(mixing)  # before freeze_design writes anything
     try:
         _check_last_parser(spec, run_dir)
         resumed = freeze_design(spec, run_dir)
     except DesignChanged as exc:
         raise RunError(str(exc)) from None
-    if mixes:
+    if rehearsal_matters(spec.models):
         mark_folder(run_dir, rehearse)  # before anything is asked
     if resumed:
         _check_lost_answers(spec, run_dir)
@@ -924,4 +925,5 @@ def _score_and_report(
         audit=audit,
         sim_counts=dict(injected) if injected else None,
         parser=spec.parser,
+        answer_budget=spec.max_answer_failures,
     )

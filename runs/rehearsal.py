@@ -44,10 +44,15 @@ def rehearsal_matters(models: Iterable[ModelConfig]) -> bool:
     return any(model.provider != "sim" for model in models)
 
 
-def mixing_refusal(run_dir: Path, rehearse: bool) -> str | None:
-    """Why a run (a rehearsal if `rehearse`) may not ask anything into `run_dir`: the folder
-    holds attempts made the other way; None when it may."""
-    if rehearsed(run_dir) == rehearse or not _has_attempts(run_dir):
+def mixing_refusal(run_dir: Path, rehearse: bool, models: Iterable[ModelConfig]) -> str | None:
+    """Why a run of `models` (a rehearsal if `rehearse`) may not ask anything into `run_dir`:
+    a rehearsal changes who answers them and the folder holds attempts made the other way;
+    None when it may."""
+    if (
+        not rehearsal_matters(models)
+        or rehearsed(run_dir) == rehearse
+        or not _has_attempts(run_dir)
+    ):
         return None
     if rehearse:
         return (

@@ -198,9 +198,8 @@ def _incomplete_line(result: CampaignResult) -> str:
     kept = 0
     if result.parser == "strict":
         from engine.reparse import spent_with_kept_replies  # polars: not for `--help`
-        from runs.audit import spec_answer_budget
 
-        kept = spent_with_kept_replies(result.run_dir, spec_answer_budget(result.run_dir))
+        kept = spent_with_kept_replies(result.run_dir, result.answer_budget)
     if kept:
         whose = "their kept replies" if kept >= spent else f"the replies kept for {kept:,} of them"
         line += (
