@@ -74,6 +74,26 @@ def test_missing_everything_is_one_clear_error() -> None:
     assert azure.required_env(cfg(base_url="https://x"), {}) == ["AZURE_OPENAI_API_KEY"]
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        # A 404's hint showed the URL: the password reached the console, ledger and report.
+        ("https://apiuser:SECRETPW123@res.openai.azure.com", "without a user or password"),
+        # The portal's "Target URI": the deployment path went after its query.
+        ("https://res.openai.azure.com/openai/deployments/d/chat/completions"
+         "?api-version=2024-10-21", "without a ?query"),
+        ("not a url", "an http:// or https:// URL"),
+    ],
+)
+def test_an_endpoint_from_the_environment_is_checked_as_a_base_url(value: str, said: str) -> None:
+    env = {"AZURE_OPENAI_API_KEY": KEY, "AZURE_OPENAI_ENDPOINT": value}
+    with pytest.raises(ConfigError) as info:
+        azure.create_adapter(cfg(api_version="2024-10-21"), env)
+    message = str(info.value)
+    assert "AZURE_OPENAI_ENDPOINT" in message and said in message
+    assert "SECRETPW123" not in message and "apiuser" not in message
+
+
 def adapter() -> Any:
     return azure.create_adapter(cfg(base_url="https://res.openai.azure.com"),
                                 {"AZURE_OPENAI_API_KEY": KEY})
