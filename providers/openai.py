@@ -51,8 +51,7 @@ def base_url(config: ModelConfig, env: Mapping[str, str]) -> str | None:
     """The server's API root: the variable named by `base_url_env` when it is set (a local
     server on a port chosen at start), else the spec's `base_url`."""
     variable = config.extra.get("base_url_env")
-    if variable and env.get(variable):
-        root = env[variable]
+    if variable and (root := (env.get(variable) or "").strip()):  # a .env file's "\r" too
         problem = base_url_problem(root)
         if problem is not None:  # the value is not shown: it may hold a credential
             raise ConfigError(f"model {config.name!r} (openai): {variable} must be {problem}")

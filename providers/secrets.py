@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from providers.types import Completion, Failure
+from providers.types import Completion, ConfigError, Failure
 
 MASK = "***"
 #: Values shorter than this are not treated as secrets: masking "1" or "us" everywhere would
@@ -244,9 +244,18 @@ def redact_result(
 
 
 def first_set(env: Mapping[str, str], names: Iterable[str]) -> tuple[str, Secret] | None:
-    """The first of `names` set (non-empty) in `env`, with its value wrapped as a `Secret`."""
+    """The first of `names` set (not blank) in `env`, its value without surrounding
+    whitespace and wrapped as a `Secret`. A key read from a Windows `.env` file ends in a
+    carriage return, which no HTTP header may hold: every attempt failed before it was sent,
+    said "adapter failed: ValueError" and counted as a provider outage, so a value still
+    holding a control character is a `ConfigError` naming the variable (never the value)."""
     for name in names:
-        value = env.get(name)
+        value = (env.get(name) or "").strip()
         if value:
+            if any(ord(c) < 32 or ord(c) == 127 for c in value):
+                raise ConfigError(
+                    f"{name} holds a control character (a line end from a Windows .env "
+                    "file?), which no HTTP header may carry: set it to the key alone"
+                )
             return name, Secret(value)
     return None

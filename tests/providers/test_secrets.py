@@ -200,6 +200,26 @@ def test_redact_helpers() -> None:
     assert first_set(env, ["EMPTY"]) is None
 
 
+@pytest.mark.parametrize(("config", "env"), _KEYED,
+                         ids=["groq", "deepinfra", "azure", "openai", "vertex", "bedrock"])
+def test_a_key_with_a_line_end_or_spaces_around_it_is_sent_without_them(
+    config: ModelConfig, env: dict[str, str]
+) -> None:
+    """A key read from a Windows `.env` file ends in "\r": every attempt failed before it was
+    sent ("adapter failed: ValueError"), counted as a provider outage."""
+    adapter = adapter_for(config, {name: f"  {value}\r\n" for name, value in env.items()})
+    sent = adapter.build(ChatRequest("r", "s", "u", seed=1)).headers
+    assert not any(c in value for value in sent.values() for c in "\r\n")
+    assert any(key in " ".join(sent.values()) for key in env.values())
+
+
+def test_a_key_holding_a_control_character_is_refused_by_its_name_alone() -> None:
+    with pytest.raises(ConfigError) as info:
+        first_set({"K": "gsk_abc\r\ndef0123456789"}, ["K"])
+    assert "K holds a control character" in str(info.value)
+    assert "gsk_abc" not in str(info.value)
+
+
 @given(prefix=st.text(max_size=20), suffix=st.text(max_size=20),
        secret=st.text(min_size=6, max_size=30))
 def test_redact_removes_every_occurrence(prefix: str, suffix: str, secret: str) -> None:
