@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 from providers.base import Headers, as_int, load_json, short, status_outcome, with_auth_hint
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
-from providers.openai_compat import encode
+from providers.openai_compat import encode, rule_model_names
 from providers.secrets import Secret, redact, redact_result
 from providers.sigv4_signer import AwsCredentials, Clock, signed_headers, utc_now
 from providers.types import (
@@ -305,7 +305,11 @@ class BedrockAdapter:
             f"credential from {config.api_key_env or BEARER_ENV}" if self._credentials is None
             else self._credentials.hint()
         )
-        self._omitted_rules = options_omitted(config.model)
+        # The spec's `base_model` (and `name`) too: an application inference profile's ARN
+        # says nothing of the model behind it, and Opus 4.7 refused the temperature sent.
+        self._omitted_rules = frozenset().union(
+            *(options_omitted(name) for name in rule_model_names(config))
+        )
         self._thinking, self._thinking_omits_temperature = self._thinking_fields()
 
     def __repr__(self) -> str:
@@ -324,17 +328,17 @@ class BedrockAdapter:
         effort = (self._config.reasoning_effort or "").strip().lower()
         if effort in ("", "default"):
             return None, False
-        model = self._config.model
+        names = rule_model_names(self._config)
         if effort == "none":
             return None, False  # thinking is off unless asked for
-        if _ADAPTIVE_THINKING.search(model):
+        if any(_ADAPTIVE_THINKING.search(name) for name in names):
             if effort not in _ADAPTIVE_EFFORTS:
                 raise ConfigError(
                     f"model {self._config.name!r}: reasoning_effort {effort!r} is not one of "
                     f"{sorted(_ADAPTIVE_EFFORTS)}"
                 )
             return {"thinking": {"type": "adaptive"}, "output_config": {"effort": effort}}, True
-        if _BUDGET_THINKING.search(model):
+        if any(_BUDGET_THINKING.search(name) for name in names):
             if effort not in _THINKING_BUDGETS:
                 raise ConfigError(
                     f"model {self._config.name!r}: reasoning_effort {effort!r} is not one of "

@@ -130,6 +130,27 @@ def test_rule_table_drops_temperature_on_recent_claude(model: str, drops_tempera
     assert "seed" in request.omitted and "seed" not in request.body.decode()
 
 
+PROFILE_ARN = (
+    "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3d4e5"
+)
+
+
+def test_an_inference_profile_arn_follows_the_rules_of_its_base_model() -> None:
+    """An application inference profile's ARN says nothing of its model: Opus 4.7 behind one
+    was sent a temperature and refused every request ("`temperature` is deprecated")."""
+    request = adapter(model=PROFILE_ARN, extra={"base_model": "anthropic.claude-opus-4-7"},
+                      temperature=1.0, max_tokens=100).build(REQ)
+    assert "temperature" not in orjson.loads(request.body)["inferenceConfig"]
+    assert "temperature" in request.omitted
+    thinking = adapter(model=PROFILE_ARN, extra={"base_model": "anthropic.claude-opus-4-7"},
+                       reasoning_effort="high").build(REQ)
+    assert orjson.loads(thinking.body)["additionalModelRequestFields"]["thinking"] == {
+        "type": "adaptive"
+    }
+    plain = adapter(model=PROFILE_ARN, temperature=1.0, max_tokens=100).build(REQ)
+    assert orjson.loads(plain.body)["inferenceConfig"]["temperature"] == 1.0
+
+
 def test_nothing_recorded_as_omitted_when_not_asked_for() -> None:
     request = adapter(model="us.anthropic.claude-opus-4-7-v1:0").build(
         ChatRequest(request_id="r", system="s", user="u"))
