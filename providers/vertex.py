@@ -144,10 +144,17 @@ def uses_openai_endpoint(config: ModelConfig) -> bool:
     return config.model.startswith("meta/")
 
 
+#: Multi-region locations, whose host is `aiplatform.{location}.rep.googleapis.com`
+#: (providers-reference, Vertex; google-genai's client picks the same host for them).
+MULTI_REGIONS = frozenset({"us", "eu"})
+
+
 def default_base_url(location: str) -> str:
-    """Regional host, or the global one for `locations/global`."""
+    """Regional host, the global one for `locations/global`, or a multi-region's."""
     if location == "global":
         return "https://aiplatform.googleapis.com"
+    if location in MULTI_REGIONS:
+        return f"https://aiplatform.{location}.rep.googleapis.com"
     return f"https://{location}-aiplatform.googleapis.com"
 
 

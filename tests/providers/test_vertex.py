@@ -129,6 +129,29 @@ def test_global_location_uses_the_global_host() -> None:
     assert url.startswith("https://aiplatform.googleapis.com/v1/projects/my-proj/locations/global/")
 
 
+@pytest.mark.parametrize("location", ["us", "eu"])
+def test_a_multi_region_uses_its_rep_host(location: str) -> None:
+    """`us` and `eu` were sent to `us-aiplatform.googleapis.com`, not the documented host
+    (google-genai's client, the oracle here, picks the same)."""
+    from google.genai._api_client import BaseApiClient
+
+    host = f"https://aiplatform.{location}.rep.googleapis.com"
+    assert default_base_url(location) == host
+    url = adapter(location=location).build(REQ).url
+    assert url.startswith(f"{host}/v1/projects/my-proj/locations/{location}/publishers/")
+    oracle = BaseApiClient(vertexai=True, project="my-proj", location=location,
+                           credentials=_NoCredentials())
+    assert oracle._http_options.base_url == f"{host}/"
+
+
+class _NoCredentials:
+    """Credentials the oracle client is built with and never asks."""
+
+    token = "t"
+    expired = False
+    valid = True
+
+
 def test_project_and_location_from_env_and_base_url_override() -> None:
     env = {"GOOGLE_CLOUD_PROJECT": "env-proj", "GOOGLE_CLOUD_LOCATION": "europe-west4"}
     a = adapter(env, project=None, location=None, base_url="http://127.0.0.1:9/vertex/",
