@@ -561,6 +561,14 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
                 path, where + key,
                 f"{_MODEL_KEYS[key][1]}: this one looks like a credential (not shown)",
             )  # fmt: skip
+    if "base_url_env" in entry and entry.get("provider") != "openai":
+        # Read by the openai provider alone: elsewhere it was taken and ignored, and the
+        # requests went to the spec's (or the provider's own) root with the real key.
+        raise SpecError(
+            path, where + "base_url_env",
+            "read by provider \"openai\" only (a local server's root chosen at start); "
+            "give this provider's root as base_url",
+        )  # fmt: skip
     _check_price_provenance(entry, path, where)
     _check_batch(entry, path, where)
     if "personality" in entry:

@@ -145,6 +145,9 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
          "models[1].fold_system", "true or false"),
         (("max_tokens = 8192", 'max_tokens = 8192\nbase_url_env = "http://x"'),
          "models[1].base_url_env", "NAME"),
+        # taken and ignored: the requests went to Groq's own root with the real key
+        (("max_tokens = 8192", 'max_tokens = 8192\nbase_url_env = "MY_GROQ_URL"'),
+         "models[1].base_url_env", 'provider "openai" only'),
         # written raw into report.md and the audit's tables
         (('name = "b"', 'name = "b"\nabout = "x\\u001b[31m"'), "models[1].about",
          "one line without control characters"),
@@ -248,10 +251,13 @@ def test_batch_prices_and_their_provenance_load(tmp_path: Path) -> None:
 def test_local_model_keys_load(tmp_path: Path) -> None:
     extra = (
         'max_tokens = 8192\nresponse_format = "grammar"\nfold_system = true\n'
-        'tokenizer = "gemma3"\nbase_url_env = "LOCAL_URL"'
+        'tokenizer = "gemma3"\nbase_url_env = "LOCAL_URL"\nbase_url = "http://127.0.0.1:9/v1"'
     )
-    text = GOOD.replace("max_tokens = 8192", extra, 1).replace("seed = 3", "seed = 3\n"
-                                                              "max_answer_failures = 2")
+    text = (
+        GOOD.replace("max_tokens = 8192", extra, 1)
+        .replace("seed = 3", "seed = 3\nmax_answer_failures = 2")
+        .replace('provider = "groq"', 'provider = "openai"')
+    )
     spec = load_spec(write(tmp_path, text), arm_names=ARMS)
     b = spec.model("b")
     assert (b.response_format, b.fold_system, b.tokenizer) == ("grammar", True, "gemma3")
