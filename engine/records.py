@@ -32,6 +32,7 @@ ATTEMPT_SCHEMA: dict[str, pl.DataType] = {
     "detail": pl.String(),
     "raw_text": pl.String(),
     "finish_reason": pl.String(),
+    "model_reported": pl.String(),
 }
 
 #: What ends the `detail` of an attempt whose reply was not in its provider's format at all
@@ -113,7 +114,10 @@ class AttemptRecord:
 
     `raw_text` keeps the reply of attempts that produced one (accepted or rejected as
     `invalid_response`) so a run can be re-parsed without new calls; `finish_reason` goes
-    with it. Both are optional extensions of the contract fields.
+    with it. `model_reported` is the model the provider's reply says answered (a gateway's
+    fallback, an alias resolved, a deployment upgraded), None where the reply names none
+    (Bedrock's Converse) or there was no reply. All three are optional extensions of the
+    contract fields; shards written before `model_reported` read it as null.
     """
 
     request_id: str
@@ -131,6 +135,7 @@ class AttemptRecord:
     detail: str
     raw_text: str | None = None
     finish_reason: str | None = None
+    model_reported: str | None = None
 
     def to_row(self) -> dict[str, Any]:
         """A JSON-safe dict with on-disk column names (timestamps as ISO strings)."""
@@ -150,6 +155,7 @@ class AttemptRecord:
             "detail": self.detail,
             "raw_text": self.raw_text,
             "finish_reason": self.finish_reason,
+            "model_reported": self.model_reported,
         }
 
     @classmethod
@@ -171,6 +177,7 @@ class AttemptRecord:
             detail=row.get("detail") or "",
             raw_text=row.get("raw_text"),
             finish_reason=row.get("finish_reason"),
+            model_reported=row.get("model_reported"),
         )
 
 

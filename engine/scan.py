@@ -39,6 +39,14 @@ DISPATCH = "dispatch"
 RESULT = "result"
 
 
+def scan_shards(
+    shards: Path | list[Path], schema: dict[str, pl.DataType], **options: Any
+) -> pl.LazyFrame:
+    """Ledger shards read as `schema`: a column added to the schema since a shard was
+    written (`model_reported`) reads as null in it, so older run folders stay readable."""
+    return pl.scan_parquet(shards, schema=schema, missing_columns="insert", **options)
+
+
 def result_rows(
     records: Iterable[dict[str, Any]],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -167,7 +175,7 @@ def _union(
     if not shards:
         frame = recent
     else:
-        folded = pl.scan_parquet(shards, schema=schema).select(wanted)
+        folded = scan_shards(shards, schema).select(wanted)
         if repeated:
             folded = folded.unique(subset=key, keep="last")
         if journal.height:
@@ -252,7 +260,7 @@ def attempts_in_parts(
         parts[-1].append(shard)
         size += shard_bytes
     for part in parts:
-        yield pl.scan_parquet(part, schema=ATTEMPT_SCHEMA).select(list(columns))
+        yield scan_shards(part, ATTEMPT_SCHEMA).select(list(columns))
     if attempts:
         yield attempts_frame(attempts).lazy().select(list(columns))
 
@@ -343,13 +351,13 @@ def _repeated(
     """Rows of `shards` beyond the first of their `key`, and the shards holding those keys."""
     if len(shards) < 2:
         return 0, ()
-    scan = pl.scan_parquet(shards, schema=schema)
+    scan = scan_shards(shards, schema)
     hashed = pl.struct(key).hash(0) if len(key) > 1 else pl.col(key[0]).hash(0)
     counts = scan.select(pl.len(), hashed.n_unique()).collect().row(0)
     if counts[0] == counts[1]:
         return 0, ()
     rows = (
-        pl.scan_parquet(shards, schema=schema, include_file_paths="_shard")
+        scan_shards(shards, schema, include_file_paths="_shard")
         .select(*key, "_shard")
         .filter(pl.struct(key).is_duplicated())
         .collect()
@@ -372,7 +380,7 @@ def accepted_ids(run_dir: Path | str) -> set[str]:
     _, responses = _journal_rows(run_dir)
     ids = {row["request_id"] for row in responses}
     for shard in visible_shards(run_dir / RESPONSES):
-        scan = pl.scan_parquet(shard, schema=RESPONSE_SCHEMA).select("request_id")
+        scan = scan_shards(shard, RESPONSE_SCHEMA).select("request_id")
         ids.update(scan.collect().get_column("request_id").to_list())
     return ids
 
@@ -407,7 +415,7 @@ def found_among(shards: list[Path], request_ids: pl.Series) -> pl.Series:
     if not shards or request_ids.is_empty():
         return pl.Series("request_id", [], dtype=pl.String)
     return (
-        pl.scan_parquet(shards, schema=RESPONSE_SCHEMA)
+        scan_shards(shards, RESPONSE_SCHEMA)
         .select("request_id")
         .filter(pl.col("request_id").is_in(request_ids.unique().implode()))
         .collect()
@@ -438,7 +446,7 @@ def attempt_counts(
     counts: dict[str, int] = {}
     shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
     if shards:
-        scan = pl.scan_parquet(shards, schema=ATTEMPT_SCHEMA).select("request_id", "attempt")
+        scan = scan_shards(shards, ATTEMPT_SCHEMA).select("request_id", "attempt")
         if wanted is not None:
             scan = scan.filter(pl.col("request_id").is_in(list(wanted)))
         done = scan.group_by("request_id").agg(pl.col("attempt").max()).collect()
@@ -489,7 +497,7 @@ def failure_counts(
     shards = [p for _, p in list_shards(run_dir / ATTEMPTS)]
     if shards and wanted:
         found = (
-            pl.scan_parquet(shards, schema=ATTEMPT_SCHEMA)
+            scan_shards(shards, ATTEMPT_SCHEMA)
             .select("request_id", "attempt", "outcome", "detail")
             .filter(
                 pl.col("request_id").is_in(list(wanted)) & pl.col("outcome").is_in(list(kinds))

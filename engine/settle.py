@@ -92,6 +92,7 @@ def settle(
         detail=detail,
         raw_text=raw_text,
         finish_reason=finish_reason,
+        model_reported=result.model_reported if isinstance(result, Completion) else None,
     )
     return attempt, response, failure
 

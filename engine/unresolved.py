@@ -27,7 +27,7 @@ import polars as pl
 from engine.journal import read_journal
 from engine.records import ATTEMPT_SCHEMA, AttemptRecord, attempts_frame
 from engine.runlock import read_pid
-from engine.scan import ATTEMPTS, DISPATCH, JOURNAL, RESULT
+from engine.scan import ATTEMPTS, DISPATCH, JOURNAL, RESULT, scan_shards
 from engine.shards import list_shards
 
 #: The detail of an attempt recorded `interrupted`: sent, and no result before its writer died.
@@ -67,7 +67,7 @@ def pending_dispatches(
     shards = [path for _, path in list_shards(attempts_dir)]
     if pending and shards:
         known = (
-            pl.scan_parquet(shards, schema=ATTEMPT_SCHEMA)
+            scan_shards(shards, ATTEMPT_SCHEMA)
             .filter(pl.col("request_id").is_in(sorted({rid for rid, _ in pending})))
             .select("request_id", "attempt")
             .collect()

@@ -469,7 +469,8 @@ def test_corrupt_journal_is_reported_and_the_lock_released(tmp_path: Path) -> No
 
 
 #: The journal lines of one dispatch and its accepted result, as the ledger wrote them before
-#: the records and timestamps were made cheaper (issue 12): the line format is a contract.
+#: the records and timestamps were made cheaper (issue 12): the line format is a contract,
+#: extended only by adding a field at the end of a row (`model_reported`).
 GOLDEN_LINES = (
     b'{"kind":"dispatch","request_id":"r1","attempt":1,"model":"m1","provider":"openai",'
     b'"started_at":"2026-03-01T12:00:05.000007+00:00"}\n'
@@ -477,7 +478,8 @@ GOLDEN_LINES = (
     b'"provider":"openai","started_at":"2026-03-01T12:00:05.000007+00:00","elapsed_ms":12.5,'
     b'"outcome":"ok","http_status":200,"provider_request_id":"chatcmpl-1",'
     b'"retry_after_s":null,"tokens_in":57,"tokens_out":9,"detail":"",'
-    b'"raw_text":"{\\"Q01\\": 0.25, \\"Q02\\": 0.7}","finish_reason":"stop"},'
+    b'"raw_text":"{\\"Q01\\": 0.25, \\"Q02\\": 0.7}","finish_reason":"stop",'
+    b'"model_reported":null},'
     b'"response":{"request_id":"r1","model":"m1","arm":"base","unit":"u1","pass":0,'
     b'"events":["e1","\xc3\xa92"],"keys":["Q01","Q02"],'
     b'"raw_text":"{\\"Q01\\": 0.25, \\"Q02\\": 0.7}","values":[0.25,0.7],'

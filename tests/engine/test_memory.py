@@ -72,6 +72,7 @@ BUILD = textwrap.dedent(
         retry_after_s=pl.lit(None, pl.Float64), tokens_in=pl.lit(40, dtype=pl.Int64),
         tokens_out=pl.lit(8, dtype=pl.Int64), detail=pl.lit(""),
         raw_text=pl.lit('{"probability": 0.5}'), finish_reason=pl.lit("stop"),
+        model_reported=pl.lit("m"),
     ).select(list(ATTEMPT_SCHEMA)).cast(ATTEMPT_SCHEMA).write_parquet(
         out / "run" / "attempts" / shard_name(1)
     )

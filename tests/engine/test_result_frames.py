@@ -28,6 +28,7 @@ def _attempt(i: int, outcome: str = "ok", **changes: object) -> AttemptRecord:
         retry_after_s=None if i % 4 else 2, tokens_in=None if i % 5 == 0 else 140,
         tokens_out=6, detail="" if i % 3 else "omitted: seed [é «»]", raw_text='{"p": 0.25}',
         finish_reason=None if i % 6 == 0 else "stop",
+        model_reported=None if i % 4 == 1 else "m-2026-01",
     )
     fields.update(changes)
     return AttemptRecord(**fields)  # type: ignore[arg-type]
@@ -76,6 +77,21 @@ def test_equal_to_the_line_by_line_reading(tmp_path: Path, monkeypatch: pytest.M
     # The writer's own lines are read by polars alone, never line by line.
     monkeypatch.setattr("engine.scan.read_segment", None)
     assert result_frames(path)[1].height == 40
+
+
+def test_lines_written_before_model_reported_read_it_as_null(tmp_path: Path) -> None:
+    """A journal left by a version that did not record the reported model is folded by this
+    one: the column is null in those rows, either way of reading."""
+    path = segment_path(tmp_path, 3)
+    writer = JournalWriter(path)
+    for i in range(6):
+        row = _attempt(i).to_row()
+        del row["model_reported"]
+        writer.append({"kind": "result", "attempt": row, "response": _response(i).to_row()})
+    writer.close()
+    _assert_same(path)
+    attempts = result_frames(path)[0]
+    assert attempts.height == 6 and attempts["model_reported"].null_count() == 6
 
 
 def test_torn_last_line_is_skipped_like_read_segment(tmp_path: Path) -> None:

@@ -140,7 +140,7 @@ def test_a_multi_region_uses_its_rep_host(location: str) -> None:
     url = adapter(location=location).build(REQ).url
     assert url.startswith(f"{host}/v1/projects/my-proj/locations/{location}/publishers/")
     oracle = BaseApiClient(vertexai=True, project="my-proj", location=location,
-                           credentials=_NoCredentials())
+                           credentials=_NoCredentials())  # type: ignore[arg-type]
     assert oracle._http_options.base_url == f"{host}/"
 
 

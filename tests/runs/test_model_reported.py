@@ -1,0 +1,48 @@
+"""The model a provider's reply says answered is kept with each attempt (`model_reported`):
+a gateway's fallback or an alias resolved to another model was accepted with no trace of
+it. Folders written before the column existed stay readable by every command."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+from typer.testing import CliRunner
+
+from engine.scan import scan_attempts
+from engine.shards import list_shards
+from runs.cli import app
+from tests.runs.run_folders import SMALL_SPEC, finish_run
+
+
+def test_each_attempt_keeps_the_model_its_reply_named(tmp_path: Path) -> None:
+    out = finish_run(tmp_path, SMALL_SPEC)
+    attempts = scan_attempts(out, ["outcome", "model_reported"]).collect()
+    ok = attempts.filter(pl.col("outcome") == "ok")
+    assert ok.height > 0
+    # The simulator's replies name its forecaster as it spells it, not the spec's id: what
+    # the reply said is kept as said.
+    assert ok["model_reported"].to_list() == ["sim/coherent"] * ok.height
+
+
+def test_a_folder_written_before_the_column_is_read_by_every_command(tmp_path: Path) -> None:
+    out = finish_run(tmp_path, SMALL_SPEC)
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    shards = [path for _, path in list_shards(old / "attempts")]
+    assert shards
+    for shard in shards:  # as an earlier version wrote them
+        pl.read_parquet(shard).drop("model_reported").write_parquet(shard)
+    attempts = scan_attempts(old, ["request_id", "model_reported"]).collect()
+    assert attempts.height > 0 and attempts["model_reported"].null_count() == attempts.height
+    runner = CliRunner()
+    for command in (["status", str(old)], ["audit", str(old)], ["score", str(old)],
+                    ["report", str(old)]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 0, (command, result.output)
+        assert "Traceback" not in result.output
+    spec = tmp_path / "spec.toml"
+    resumed = runner.invoke(app, ["run", str(spec), "--out", str(old)])
+    assert resumed.exit_code == 0, resumed.output
+    assert "already accepted" in resumed.output
