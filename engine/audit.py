@@ -108,7 +108,7 @@ ACCEPTED = "accepted"
 
 _ATTEMPT_COLUMNS = [
     "request_id", "attempt", "model", "provider", "outcome", "elapsed_ms", "tokens_in",
-    "tokens_out", "detail",
+    "tokens_out", "detail", "model_reported",
 ]
 _SUBCAUSE_PATTERN = r"^(" + "|".join(SUBCAUSES) + r"):"
 _QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
@@ -607,6 +607,9 @@ class Audit:
     #: reparse to run again: naming no command that line names, and saying what is left once
     #: it has run (`resume_refusal(..., unfinished_said=True)`); None: `resume_refused`.
     resume_refused_note: str | None = None
+    #: Per model, how many attempts' replies named each model as the one that answered
+    #: (`attempts.model_reported`); empty for a folder written before the column.
+    models_reported: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def sentence(self) -> str:
@@ -685,6 +688,19 @@ class Audit:
             if row.answer_budget_spent
         ]
 
+    def reported_model_lines(self) -> list[str]:
+        """One line per model whose replies named more than one model as the one that
+        answered: a gateway's fallback, an alias resolved to another model or a deployment
+        upgraded during the run answered some of its queries."""
+        return [
+            f"{model}: its replies named {len(named)} models as the one answering ("
+            + ", ".join(f"{name} {n:,}" for name, n in sorted(named.items(),
+                                                             key=lambda kv: (-kv[1], kv[0])))
+            + "): another model answered some of its queries (attempts.model_reported)"
+            for model, named in self.models_reported.items()
+            if len(named) > 1
+        ]
+
     def notes(self) -> list[str]:
         """What the tables do not show, as sentences: a reparse that did not finish first, then
         the attempts a died run left unresolved, answers lost from `responses/` (the folder is
@@ -720,7 +736,8 @@ class Audit:
             *self._interrupted_lines(),
             *([lost] if lost else []), *([unrecorded] if unrecorded else []),
             *([repeated] if repeated else []), *([rejected] if rejected else []), *ends,
-            *self.pause_lines(), *([] if refused else resume), *budget,
+            *self.pause_lines(), *self.reported_model_lines(),
+            *([] if refused else resume), *budget,
             *(resume if refused else []),
         ]
         return [line if line.endswith((".", "?", "!")) else f"{line}." for line in lines]
@@ -748,6 +765,8 @@ class Audit:
             "reparse_unfinished": self.reparse_unfinished,
             # Additive: why a resume by its spec is refused and what to do, or None.
             "resume_refused": self.resume_refused,
+            # Additive: per model, attempts by the model their reply named.
+            "models_reported": {m: dict(named) for m, named in self.models_reported.items()},
         }
 
     def table(self) -> pl.DataFrame:
@@ -1023,7 +1042,22 @@ def _read_audit(
                  in_flight=unresolved.in_flight, interrupted_unrecorded=unresolved.interrupted,
                  interrupted_batch=unresolved.interrupted_batch,
                  repeats=repeats, at_provider=at_provider(fold_jobs(run_dir), attempts),
+                 models_reported=_models_reported(attempts),
                  **_reparse_notes(run_dir, spec_parser))
+
+
+def _models_reported(attempts: pl.LazyFrame) -> dict[str, dict[str, int]]:
+    """Per model, how many attempts' replies named each model (`Audit.models_reported`)."""
+    named = (
+        attempts.filter(pl.col("model_reported").is_not_null())
+        .group_by("model", "model_reported")
+        .agg(pl.len().alias("n"))
+        .collect(engine="streaming")
+    )
+    found: dict[str, dict[str, int]] = {}
+    for model, reported, n in named.iter_rows():
+        found.setdefault(str(model), {})[str(reported)] = int(n)
+    return found
 
 
 def _reparse_notes(run_dir: Path, spec_parser: str | None) -> dict[str, str | None]:

@@ -46,3 +46,34 @@ def test_a_folder_written_before_the_column_is_read_by_every_command(tmp_path: P
     resumed = runner.invoke(app, ["run", str(spec), "--out", str(old)])
     assert resumed.exit_code == 0, resumed.output
     assert "already accepted" in resumed.output
+
+
+def test_the_audit_says_a_model_answered_by_another(tmp_path: Path) -> None:
+    """A referee sees, per model, which models its replies named, and a line where more than
+    one did (a gateway's fallback answered some queries)."""
+    import orjson
+
+    out = finish_run(tmp_path, SMALL_SPEC)
+    runner = CliRunner()
+    clean = runner.invoke(app, ["audit", str(out), "--json"])
+    assert clean.exit_code == 0, clean.output
+    asked = orjson.loads(clean.output)["models_reported"]
+    assert list(asked) == ["m"] and list(asked["m"]) == ["sim/coherent"]
+    total = asked["m"]["sim/coherent"]
+    assert "replies named" not in runner.invoke(app, ["audit", str(out)]).output
+    shard = next(path for _, path in list_shards(out / "attempts"))
+    frame = pl.read_parquet(shard)
+    swapped = pl.int_range(pl.len()) < 3
+    frame.with_columns(
+        model_reported=pl.when(swapped).then(pl.lit("llama-3.1-8b-instant"))
+        .otherwise(pl.col("model_reported"))
+    ).write_parquet(shard)
+    named = orjson.loads(runner.invoke(app, ["audit", str(out), "--json"]).output)
+    assert named["models_reported"] == {
+        "m": {"sim/coherent": total - 3, "llama-3.1-8b-instant": 3}
+    }
+    said = runner.invoke(app, ["audit", str(out)]).output
+    assert (
+        f"m: its replies named 2 models as the one answering (sim/coherent {total - 3:,}, "
+        "llama-3.1-8b-instant 3): another model answered some of its queries"
+    ) in " ".join(said.split())
