@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import math
 import os
 import signal
@@ -444,7 +443,7 @@ async def run_campaign(
     console: Console | None = None,
     progress: bool = True,
     sim_credentials: SimCredentials | None = None,
-    faults: str = "none",
+    faults: str | None = None,
     sim_url: str | None = None,
     figure_workers: FigureWorkers | None = None,
     abandon_batch_jobs: Iterable[str] = (),
@@ -452,8 +451,9 @@ async def run_campaign(
     """Plan, dispatch, score and report one campaign (see the module docstring).
 
     `faults` (a `serve-sim --faults` profile or `kind=rate,...`) is injected by the simulator
-    a rehearsal starts; `sim_url` rehearses against a simulator already running instead (say,
-    one whose fault counts must outlive this process).
+    a rehearsal starts (None: the spec's `sim_faults`; "none" turns them off); `sim_url`
+    rehearses against a simulator already running instead (say, one whose fault counts must
+    outlive this process).
 
     A signal or the spend cap ends dispatch early without an error: the result says so
     (`interrupted`, `spend_cap_reached`) and what was answered is scored.
@@ -470,7 +470,11 @@ async def run_campaign(
     # -0.0 is 0 ("$-0.00" was said); inf is no cap ("spend: $0.0148 of the $inf cap").
     max_cost = None if max_cost is None or math.isinf(max_cost) else max_cost + 0.0
     spec = load_spec(spec_path)
-    check_simulator_options(spec, rehearse, faults, sim_url)
+    check_simulator_options(spec, rehearse, faults or "none", sim_url)
+    if faults is None:
+        # Not given: the spec's own faults (the quickstart's light ones), unless a simulator
+        # already running is named (its own). `--faults none` turned nothing off before.
+        faults = spec.sim_faults if sim_url is None else "none"
     check_cap_counts(spec, max_cost)
     run_dir = Path(out) if out else default_run_dir(spec)
     check_run_folder(run_dir)
@@ -679,9 +683,6 @@ async def _run_locked(
             soft_wrap=True,
         )
     )
-    if options.faults.strip() in ("", "none") and options.sim_url is None:
-        # the spec's own faults (the quickstart's light ones), if any
-        options = dataclasses.replace(options, faults=spec.sim_faults)
     injected: dict[str, int] = {}  # the simulator's counts, once it has stopped
     summary = await _dispatch_campaign(spec, run_dir, plan_path, signals, injected.update, options)
     if summary is None:  # second signal: no scoring, out at once

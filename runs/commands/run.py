@@ -71,15 +71,17 @@ def run(
         ),
     ] = False,
     faults: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--faults",
             metavar="PROFILE",
             help="with --rehearse or `provider = \"sim\"` models: faults the simulator "
             "injects, as `serve-sim --faults` "
-            "(none, light, flaky, hostile, or kind=rate pairs such as 'flaky,server_error=0.1')",
+            "(none, light, flaky, hostile, or kind=rate pairs such as 'flaky,server_error=0.1'); "
+            "not given: the spec's sim_faults",
+            show_default=False,
         ),
-    ] = "none",
+    ] = None,
     sim_url: Annotated[
         str | None,
         typer.Option(
@@ -128,8 +130,8 @@ def run(
 
 
 def _run_with_workers(
-    spec_path: Path, out: Path | None, *, max_cost: float | None, rehearse: bool, faults: str,
-    sim_url: str | None, abandon_batch_jobs: Iterable[str],
+    spec_path: Path, out: Path | None, *, max_cost: float | None, rehearse: bool,
+    faults: str | None, sim_url: str | None, abandon_batch_jobs: Iterable[str],
 ) -> CampaignResult:
     """The campaign, with the report's figure workers started before the pipeline is
     imported: they import matplotlib while this process imports the campaign's modules

@@ -66,6 +66,26 @@ def test_a_rehearsal_with_faults_reconciles_retries_with_the_faults_injected(
     assert "simulator injected" in console.file.getvalue()  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize(("args", "injects"), [([], True), (["--faults", "none"], False)])
+def test_faults_none_turns_the_specs_own_off(
+    tmp_path: Path, args: list[str], injects: bool
+) -> None:
+    """`--faults none` was taken for "not given": the spec's `sim_faults` were injected all
+    the same, and nothing on the command line turned them off."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        "name = \"own\"\nseed = 4\nsim_faults = \"server_error=0.3\"\n[data]\nstock_days = 2\n"
+        "[[models]]\nname = \"m\"\nprovider = \"sim\"\nmodel = \"sim-coherent\"\n"
+        "[[arms]]\nname = \"baseline\"\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "out"), *args])
+    assert result.exit_code == 0, result.output
+    assert ("simulator injected" in result.output) is injects, result.output
+    retries = audit(tmp_path / "out").totals.retry_attempts
+    assert (retries > 0) is injects
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
