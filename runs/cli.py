@@ -23,7 +23,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from runs.output import NO_ROOM_ERRNOS, STDOUT_NAME, OutputClosed, OutputFull
+from runs.output import NO_ROOM_ERRNOS, STDOUT_NAME, OutputClosed, OutputFull, print_text
 from runs.signals import (
     EXIT_INTERRUPTED,
     exit_interrupted,
@@ -186,7 +186,7 @@ def _print_version(asked: bool) -> None:
         return
     from runs.version import installed_version
 
-    typer.echo(f"dutchbook {installed_version() or 'unknown (not installed)'}")
+    print_text(f"dutchbook {installed_version() or 'unknown (not installed)'}")
     raise typer.Exit
 
 

@@ -57,7 +57,7 @@ from panels.input_files import (
     read_input_file,
 )
 from runs.commands._errors import fail
-from runs.output import stdout_console
+from runs.output import print_text, stdout_console
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -624,7 +624,7 @@ def check(
         }
         if repaired is not None:
             payload["repaired"] = _as_dict(ids, repaired)
-        typer.echo(orjson.dumps(payload).decode())
+        print_text(orjson.dumps(payload).decode())
         return
     _print_report(data, norm.value, profit, stakes, coherent, repaired)
 

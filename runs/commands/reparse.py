@@ -16,7 +16,7 @@ from engine.reparse import reparse as run_reparse
 from runs.commands._errors import disk_full_says, interrupt_says_rerun, path_given, user_errors
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
-from runs.output import stdout_console
+from runs.output import print_text, stdout_console
 from runs.scored_from import (
     REPAIRED_FROM,
     SCORED_FROM,
@@ -68,7 +68,7 @@ def reparse(
         )  # fmt: skip
         repairs = stale_repairs(run_dir)
     if as_json:
-        typer.echo(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        print_text(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode())
         if repairs:  # beside the object, as `score` says it
             typer.echo(f"warning: {repairs}", err=True)
         return

@@ -32,6 +32,7 @@ from runs.commands._errors import (
 )
 from runs.figure_workers import FigureWorkers
 from runs.memory import imports_frozen
+from runs.output import print_text
 from runs.signals import EXIT_INTERRUPTED, INTERRUPTED_MESSAGE, held, mark_interrupt_said
 
 if TYPE_CHECKING:
@@ -110,10 +111,10 @@ def run(
             sim_url=sim_url, abandon_batch_jobs=abandon_batch_jobs or (),
         )
     except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
-        typer.echo(INTERRUPTED_MESSAGE)
+        print_text(INTERRUPTED_MESSAGE)
         mark_interrupt_said()
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    typer.echo(f"run folder: {result.run_dir}")
+    print_text(f"run folder: {result.run_dir}")
     if result.disk_full is not None:
         fail(f"{result.disk_full}; nothing written was lost; {DISK_FULL_HINT}", EXIT_DISK_FULL)
     if result.interrupted:

@@ -25,6 +25,7 @@ from runs.commands._errors import (
 )
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
+from runs.output import print_text
 
 if TYPE_CHECKING:
     from runs.spec import CampaignSpec
@@ -139,7 +140,7 @@ def score(
             scored = score_run(spec, run_dir)
     frame = scored.scores
     answered = frame.filter(frame["answered"] > 0)
-    typer.echo(
+    print_text(
         f"scored {plural(answered.height, 'answered set')} of {frame.height:,} "
         f"({plural(frame['model'].n_unique(), 'model')}, "
         f"{plural(frame['arm'].n_unique(), 'arm')}): "
@@ -182,7 +183,7 @@ def repair(
             f"{summary.mean_brier_change:+.5f}, largest {summary.largest_brier_change:+.2g} "
             f"(improved {summary.improved:,})"
         )
-    typer.echo(line)
+    print_text(line)
 
 
 def register(app: typer.Typer) -> None:

@@ -36,6 +36,9 @@ ROOT = Path(__file__).resolve().parents[2]
         (["audit", "{folder}", "--json"], "a write to the output (stdout)"),
         (["status", "{folder}"], "a write to the output (stdout)"),
         (["audit", "{folder}"], "a write to the output (stdout)"),
+        # typer's echo again: "a write failed", naming nothing
+        (["check", "examples/figure1.toml", "--json"], "a write to the output (stdout)"),
+        (["--version"], "a write to the output (stdout)"),
     ],
 )
 def test_output_to_a_full_device_ends_in_one_line(
@@ -81,6 +84,12 @@ def test_a_run_whose_output_is_full_names_the_output_not_its_folder(tmp_path: Pa
     assert report.returncode == EXIT_DISK_FULL, report.stderr
     assert report.stderr.startswith("error: a write to the output (stdout) failed:")
     assert str(out) not in report.stderr
+    # Their last lines went out through typer's echo: "a write failed", though the folder
+    # was written in full and only the output had no room.
+    for command in (["reparse", str(out), "--json"], ["score", str(out)], ["repair", str(out)]):
+        done = _to_dev_full(command)
+        assert done.returncode == EXIT_DISK_FULL, (command, done.stderr)
+        assert done.stderr.startswith("error: a write to the output (stdout) failed:"), command
 
 
 def test_only_a_print_without_room_is_the_outputs(
