@@ -128,8 +128,20 @@ def _print_tables(console: Console, name: str, summary: dict[str, Any]) -> None:
     for model, method in total["tokens_in_method"].items():
         console.print(f"tokens in for {model}: {method}", markup=False, highlight=False)
     console.print(_total_line(total), highlight=False)
-    for line in _live_priced_batch(summary["by_model"]):
+    for line in [*_approximate_arms(total), *_live_priced_batch(summary["by_model"])]:
         console.print(line, markup=False, highlight=False)
+
+
+def _approximate_arms(total: dict[str, Any]) -> list[str]:
+    """One line per arm whose inputs the data lacks (the headline arm without headlines): its
+    queries are counted and its tokens borrowed from the identity arm's prompts, and `run`
+    refuses the spec. Only `--json`'s `approximate_arms` said so: the table's total read as
+    a plan that could run."""
+    return [
+        f"{arm}: its inputs are missing ([data] headlines), so its tokens are estimated from "
+        "the identity arm's prompts; `dutchbook run` refuses this spec until they are given"
+        for arm in total["approximate_arms"]
+    ]
 
 
 def _live_priced_batch(by_model: dict[str, dict[str, Any]]) -> list[str]:

@@ -278,3 +278,23 @@ def test_max_cost_minus_zero_is_zero(tmp_path: Path) -> None:
     code, output = _priced_run(tmp_path, "-0")
     assert code == 2, output
     assert "exceeds --max-cost $0.00; nothing was sent" in output, output
+
+
+def test_an_arm_whose_inputs_are_missing_is_said_beside_the_total(tmp_path: Path) -> None:
+    """The headline arm without headlines: `plan` printed a total as for a spec that runs,
+    and only `--json`'s `approximate_arms` said its tokens were borrowed and `run` would
+    refuse it."""
+    spec = tmp_path / "headline.toml"
+    spec.write_text(
+        'name = "hl"\n[[models]]\nname = "m"\nprovider = "sim"\nmodel = "sim-coherent"\n'
+        '[[arms]]\nname = "headline"\n',
+        encoding="utf-8",
+    )
+    planned = CliRunner().invoke(app, ["plan", str(spec)], terminal_width=200)
+    assert planned.exit_code == 0, planned.output
+    assert (
+        "headline: its inputs are missing ([data] headlines), so its tokens are estimated from "
+        "the identity arm's prompts; `dutchbook run` refuses this spec until they are given"
+    ) in " ".join(planned.output.split())
+    ran = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "out")])
+    assert ran.exit_code == 2 and "data.headlines" in ran.output
