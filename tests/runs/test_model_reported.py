@@ -37,8 +37,8 @@ def test_a_folder_written_before_the_column_is_read_by_every_command(tmp_path: P
     attempts = scan_attempts(old, ["request_id", "model_reported"]).collect()
     assert attempts.height > 0 and attempts["model_reported"].null_count() == attempts.height
     runner = CliRunner()
-    for command in (["status", str(old)], ["audit", str(old)], ["score", str(old)],
-                    ["report", str(old)]):
+    for command in (["status", str(old)], ["audit", str(old)], ["reparse", str(old)],
+                    ["score", str(old)], ["report", str(old)]):
         result = runner.invoke(app, command)
         assert result.exit_code == 0, (command, result.output)
         assert "Traceback" not in result.output
@@ -66,14 +66,18 @@ def test_the_audit_says_a_model_answered_by_another(tmp_path: Path) -> None:
     swapped = pl.int_range(pl.len()) < 3
     frame.with_columns(
         model_reported=pl.when(swapped).then(pl.lit("llama-3.1-8b-instant"))
+        .when(pl.int_range(pl.len()) == 3).then(pl.lit("evil\x1b[31mRED\nline"))
         .otherwise(pl.col("model_reported"))
     ).write_parquet(shard)
     named = orjson.loads(runner.invoke(app, ["audit", str(out), "--json"]).output)
+    # As the replies named them (JSON escapes them), in name order.
     assert named["models_reported"] == {
-        "m": {"sim/coherent": total - 3, "llama-3.1-8b-instant": 3}
+        "m": {"evil\x1b[31mRED\nline": 1, "llama-3.1-8b-instant": 3, "sim/coherent": total - 4}
     }
+    assert list(named["models_reported"]["m"]) == sorted(named["models_reported"]["m"])
     said = runner.invoke(app, ["audit", str(out)]).output
     assert (
-        f"m: its replies named 2 models as the one answering (sim/coherent {total - 3:,}, "
-        "llama-3.1-8b-instant 3): another model answered some of its queries"
+        f"m: its replies named 3 models as the one answering (sim/coherent {total - 4:,}, "
+        "llama-3.1-8b-instant 3, evil[31mRED line 1): another model answered some of its queries"
     ) in " ".join(said.split())
+    assert "\x1b" not in said  # a reply's escape codes never reach the terminal
