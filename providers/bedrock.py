@@ -27,7 +27,7 @@ from urllib.parse import quote
 from providers.base import Headers, as_int, load_json, short, status_outcome, with_auth_hint
 from providers.headers import rate_limit_info, retry_after_seconds, wait_from_message
 from providers.openai_compat import encode, rule_model_names
-from providers.secrets import Secret, redact, redact_result
+from providers.secrets import Secret, credential_value, redact, redact_result
 from providers.sigv4_signer import AwsCredentials, Clock, signed_headers, utc_now
 from providers.types import (
     ChatRequest,
@@ -217,10 +217,10 @@ class CredentialSource:
         self._profile = env.get("AWS_PROFILE") or env.get("AWS_DEFAULT_PROFILE")
         self._credentials_file = env.get("AWS_SHARED_CREDENTIALS_FILE")
         self._config_file = env.get("AWS_CONFIG_FILE")
-        access_key = env.get(KEY_ENVS[0], "").strip()
-        secret_key = env.get(KEY_ENVS[1], "").strip()
+        access_key = credential_value(env, KEY_ENVS[0])
+        secret_key = credential_value(env, KEY_ENVS[1])
         if access_key and secret_key:
-            token = env.get(SESSION_TOKEN_ENV, "").strip() or None
+            token = credential_value(env, SESSION_TOKEN_ENV) or None
             self._static = AwsCredentials(access_key, secret_key, token)
         elif access_key or secret_key:
             missing = KEY_ENVS[1] if access_key else KEY_ENVS[0]
@@ -290,7 +290,7 @@ class BedrockAdapter:
         self._clock = clock
         base = (config.base_url or f"https://bedrock-runtime.{region}.amazonaws.com").rstrip("/")
         self._url = f"{base}/model/{quote(config.model, safe='')}/converse"
-        bearer = env.get(config.api_key_env or BEARER_ENV, "").strip()
+        bearer = credential_value(env, config.api_key_env or BEARER_ENV)
         if config.api_key_env and not bearer:
             raise ConfigError(
                 f"model {config.name!r}: {config.api_key_env} (a Bedrock API key) is not set"

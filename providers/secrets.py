@@ -250,12 +250,20 @@ def first_set(env: Mapping[str, str], names: Iterable[str]) -> tuple[str, Secret
     said "adapter failed: ValueError" and counted as a provider outage, so a value still
     holding a control character is a `ConfigError` naming the variable (never the value)."""
     for name in names:
-        value = (env.get(name) or "").strip()
-        if value:
-            if any(ord(c) < 32 or ord(c) == 127 for c in value):
-                raise ConfigError(
-                    f"{name} holds a control character (a line end from a Windows .env "
-                    "file?), which no HTTP header may carry: set it to the key alone"
-                )
+        if value := credential_value(env, name):
             return name, Secret(value)
     return None
+
+
+def credential_value(env: Mapping[str, str], name: str) -> str:
+    """The credential variable `name` of `env` without surrounding whitespace ('' when unset
+    or blank), as `first_set` reads it: a `ConfigError` naming the variable (never the
+    value) if a control character is left in it. Bedrock's and Vertex's keys and tokens
+    are read so too."""
+    value = (env.get(name) or "").strip()
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ConfigError(
+            f"{name} holds a control character (a line end from a Windows .env file?), "
+            "which no HTTP header may carry: set it to the key alone"
+        )
+    return value

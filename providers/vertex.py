@@ -47,7 +47,7 @@ from providers.headers import (
     wait_from_message,
 )
 from providers.openai_compat import ClientDialect, build_body, encode, parse_reply, token_field
-from providers.secrets import Secret, redact_result
+from providers.secrets import Secret, credential_value, redact_result
 from providers.types import (
     ChatRequest,
     Completion,
@@ -266,7 +266,7 @@ class VertexAdapter:
         self._env = {CREDENTIALS_FILE_ENV: self._credentials_file} if self._credentials_file else {}
         file_project: str | None = None
         if tokens is None and config.api_key_env:
-            value = env.get(config.api_key_env, "").strip()
+            value = credential_value(env, config.api_key_env)
             if not value:
                 raise ConfigError(
                     f"model {config.name!r}: {config.api_key_env} (an access token) is not set"

@@ -213,11 +213,29 @@ def test_a_key_with_a_line_end_or_spaces_around_it_is_sent_without_them(
     assert any(key in " ".join(sent.values()) for key in env.values())
 
 
-def test_a_key_holding_a_control_character_is_refused_by_its_name_alone() -> None:
+@pytest.mark.parametrize(("config", "env"), _KEYED,
+                         ids=["groq", "deepinfra", "azure", "openai", "vertex", "bedrock"])
+def test_a_key_holding_a_control_character_is_refused_by_its_name_alone(
+    config: ModelConfig, env: dict[str, str]
+) -> None:
+    """Every provider's key or token: Bedrock's and Vertex's were only stripped, and sent a
+    carriage return inside a header."""
+    name = next(n for n in required_env(config, env) if n in env and "ENDPOINT" not in n)
+    value = env[name]
     with pytest.raises(ConfigError) as info:
-        first_set({"K": "gsk_abc\r\ndef0123456789"}, ["K"])
-    assert "K holds a control character" in str(info.value)
-    assert "gsk_abc" not in str(info.value)
+        adapter_for(config, {**env, name: f"{value[:6]}\r\n{value[6:]}"})
+    assert f"{name} holds a control character" in str(info.value)
+    assert value[:6] not in str(info.value)
+
+
+def test_aws_access_keys_holding_a_control_character_are_refused() -> None:
+    config = ModelConfig(name="b", provider="bedrock", model="meta.llama3-70b-instruct-v1:0",
+                         region="us-east-1")
+    keys = {"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+            "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG\r/bPxRfiCYEXAMPLEKEY"}
+    with pytest.raises(ConfigError) as info:
+        adapter_for(config, keys)
+    assert "AWS_SECRET_ACCESS_KEY holds a control character" in str(info.value)
 
 
 @given(prefix=st.text(max_size=20), suffix=st.text(max_size=20),
