@@ -499,9 +499,10 @@ class BatchLane(LaneControl):
         cap, at the batch prices, else the live ones); None once the cap is reached."""
         if self.spend is None or self.prices is None:
             return 0.0
-        prices, config = self.prices, self.config
         worst = sum(
-            worst_case_cost(prices, config, e.item.system, e.item.user, e.answers.sent_cap)
+            worst_case_cost(
+                self.prices, self.config, e.item.system, e.item.user, e.answers.sent_cap
+            )
             for e in entries
         )
         if await self.spend.reserve(worst):

@@ -43,8 +43,11 @@ def scan_shards(
     shards: Path | list[Path], schema: dict[str, pl.DataType], **options: Any
 ) -> pl.LazyFrame:
     """Ledger shards read as `schema`: a column added to the schema since a shard was
-    written (`model_reported`) reads as null in it, so older run folders stay readable."""
-    return pl.scan_parquet(shards, schema=schema, missing_columns="insert", **options)
+    written (`model_reported`) reads as null in it, so older run folders stay readable, and
+    one a later version adds is left out, so this one reads that version's folders."""
+    return pl.scan_parquet(
+        shards, schema=schema, missing_columns="insert", extra_columns="ignore", **options
+    )
 
 
 def result_rows(

@@ -266,7 +266,7 @@ def folder_check() -> None:
             loaded = load_spec(spec)  # with `--out` too: a bad spec is refused all the same
             run_dir = Path(out) if out else default_run_dir(loaded)
             check_run_folder(run_dir)
-            if (mixing := mixing_refusal(run_dir, False, loaded.models)) is not None:
+            if (mixing := mixing_refusal(run_dir, loaded.models, rehearse=False)) is not None:
                 raise RunError(mixing)  # a rehearsal's folder (`out/local` too)
             if (problem := resume_problem(loaded, run_dir)) is not None:
                 raise RunError(problem)  # another design: the commonest refusal of a resume

@@ -299,6 +299,18 @@ def check_cap_counts(spec: CampaignSpec, max_cost: float | None) -> None:
         )
 
 
+def simulator_faults(
+    spec: CampaignSpec, rehearse: bool, faults: str | None, sim_url: str | None
+) -> str:
+    """The faults the simulator a run starts injects: `faults` (`--faults`), else the spec's
+    `sim_faults` (the quickstart's light ones), or "none" beside a simulator already running
+    (`--sim-url`: its own). `--faults none` turned nothing off while "none" meant not given."""
+    check_simulator_options(spec, rehearse, faults or "none", sim_url)
+    if faults is not None:
+        return faults
+    return spec.sim_faults if sim_url is None else "none"
+
+
 def check_simulator_options(
     spec: CampaignSpec, rehearse: bool, faults: str, sim_url: str | None
 ) -> None:
@@ -470,11 +482,7 @@ async def run_campaign(
     # -0.0 is 0 ("$-0.00" was said); inf is no cap ("spend: $0.0148 of the $inf cap").
     max_cost = None if max_cost is None or math.isinf(max_cost) else max_cost + 0.0
     spec = load_spec(spec_path)
-    check_simulator_options(spec, rehearse, faults or "none", sim_url)
-    if faults is None:
-        # Not given: the spec's own faults (the quickstart's light ones), unless a simulator
-        # already running is named (its own). `--faults none` turned nothing off before.
-        faults = spec.sim_faults if sim_url is None else "none"
+    faults = simulator_faults(spec, rehearse, faults, sim_url)
     check_cap_counts(spec, max_cost)
     run_dir = Path(out) if out else default_run_dir(spec)
     check_run_folder(run_dir)
@@ -716,7 +724,7 @@ def _design_and_plan(
     beside the plan for the next resume; `staged`, the plan written while it was rendered,
     is committed unless the folder has a plan by now (then it is left unused), and its
     temporary folder removed either way before dispatch starts."""
-    if (mixing := mixing_refusal(run_dir, rehearse, spec.models)) is not None:
+    if (mixing := mixing_refusal(run_dir, spec.models, rehearse=rehearse)) is not None:
         raise RunError(mixing)  # before freeze_design writes anything
     try:
         _check_last_parser(spec, run_dir)

@@ -44,7 +44,9 @@ def rehearsal_matters(models: Iterable[ModelConfig]) -> bool:
     return any(model.provider != "sim" for model in models)
 
 
-def mixing_refusal(run_dir: Path, rehearse: bool, models: Iterable[ModelConfig]) -> str | None:
+def mixing_refusal(
+    run_dir: Path, models: Iterable[ModelConfig], *, rehearse: bool
+) -> str | None:
     """Why a run of `models` (a rehearsal if `rehearse`) may not ask anything into `run_dir`:
     a rehearsal changes who answers them and the folder holds attempts made the other way;
     None when it may."""

@@ -561,14 +561,7 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
                 path, where + key,
                 f"{_MODEL_KEYS[key][1]}: this one looks like a credential (not shown)",
             )  # fmt: skip
-    if "base_url_env" in entry and entry.get("provider") != "openai":
-        # Read by the openai provider alone: elsewhere it was taken and ignored, and the
-        # requests went to the spec's (or the provider's own) root with the real key.
-        raise SpecError(
-            path, where + "base_url_env",
-            "read by provider \"openai\" only (a local server's root chosen at start); "
-            "give this provider's root as base_url",
-        )  # fmt: skip
+    _check_base_url_env(entry, path, where)
     _check_price_provenance(entry, path, where)
     _check_batch(entry, path, where)
     if "personality" in entry:
@@ -589,6 +582,20 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
         fields["tpm"] = float(fields["tpm"])
     fields.update({name: entry.get(key) for key, name in _PRICE_FIELDS.items()})
     return replace(ModelConfig(**fields), extra=extra)
+
+
+def _check_base_url_env(entry: Mapping[str, Any], path: Path, where: str) -> None:
+    """`base_url_env` is read by the openai provider alone: elsewhere it was taken and
+    ignored, and the requests went to the spec's (or the provider's own) root with the real
+    key. A run folder's frozen spec holding one is refused as well: the message says where
+    to remove it (an operational key, so the folder resumes without it)."""
+    if "base_url_env" in entry and entry.get("provider") != "openai":
+        raise SpecError(
+            path, where + "base_url_env",
+            "read by provider \"openai\" only (a local server's root chosen at start); "
+            "give this provider's root as base_url and remove base_url_env (in a run "
+            "folder's spec.toml too)",
+        )  # fmt: skip
 
 
 def _check_personality(entry: Mapping[str, Any], path: Path, where: str) -> None:

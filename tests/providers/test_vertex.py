@@ -133,14 +133,14 @@ def test_global_location_uses_the_global_host() -> None:
 def test_a_multi_region_uses_its_rep_host(location: str) -> None:
     """`us` and `eu` were sent to `us-aiplatform.googleapis.com`, not the documented host
     (google-genai's client, the oracle here, picks the same)."""
-    from google.genai._api_client import BaseApiClient
-
     host = f"https://aiplatform.{location}.rep.googleapis.com"
     assert default_base_url(location) == host
     url = adapter(location=location).build(REQ).url
     assert url.startswith(f"{host}/v1/projects/my-proj/locations/{location}/publishers/")
-    oracle = BaseApiClient(vertexai=True, project="my-proj", location=location,
-                           credentials=_NoCredentials())  # type: ignore[arg-type]
+    # The oracle is the client's private module: a release that moves it skips this part.
+    client = pytest.importorskip("google.genai._api_client")
+    oracle = client.BaseApiClient(vertexai=True, project="my-proj", location=location,
+                                  credentials=_NoCredentials())
     assert oracle._http_options.base_url == f"{host}/"
 
 

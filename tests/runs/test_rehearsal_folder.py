@@ -112,8 +112,8 @@ def test_batch_jobs_at_the_provider_count_as_asked(rehearsal: Path, tmp_path: Pa
     for kind in ("attempts", "journal", "responses"):
         shutil.rmtree(real / kind)
     (real / REHEARSAL_FILE).unlink()
-    assert mixing_refusal(real, True, groq) is None  # nothing asked yet
+    assert mixing_refusal(real, groq, rehearse=True) is None  # nothing asked yet
     (real / JOBS_FILE).parent.mkdir(exist_ok=True)
     (real / JOBS_FILE).write_text('{"event": "planned", "job_key": "k1"}\n', encoding="utf-8")
-    refusal = mixing_refusal(real, True, groq)
+    refusal = mixing_refusal(real, groq, rehearse=True)
     assert refusal is not None and "holds answers from the models' providers" in refusal
