@@ -28,9 +28,10 @@ from panels.input_files import right_to_left
 from runs.audit import cost_text
 from runs.figures import read_manifest
 from runs.rehearsal import rehearsed
+from runs.report.data import is_family
 from runs.report.models import REHEARSAL_WORDS, frozen_spec, model_notes, simulated_models
 from runs.report.provenance import provenance_sentences
-from runs.report.wording import cluster_words, coverage_text, metric_words
+from runs.report.wording import FAMILY_FLOOR_WORDS, cluster_words, coverage_text, metric_words
 from runs.report_folder import report_dir as report_folder
 
 PAGE = "index.html"
@@ -443,8 +444,8 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
         "the same arm's marginals: a panel of several days or assets is compared within its "
         "arm, as in the paper); the share of units with "
         "at least each profit; family arms in the L1 metric with their arbitrage-free rate. "
-        "A model under the coverage floor is not scored: an unanswered question is never "
-        "counted as incoherence.</p>",
+        f"A model under the coverage floor{_family_floor_words(rows)} is not scored: an "
+        "unanswered question is never counted as incoherence.</p>",
         _table(header, body, text_columns={0, 1}, row_classes=classes),
     ]
 
@@ -594,7 +595,8 @@ def _mean(iv: Any) -> float:
 def _iv(iv: Any, digits: int = 5, *, signed: bool = False) -> str:
     if not isinstance(iv, Mapping) or not _finite(iv.get("mean")):
         return ""
-    sign = "+" if signed else ""
+    # z: a float's -7.6e-18 around an exact 0 read "-0.00000" beside "+0.00000".
+    sign = "+z" if signed else "z"
     lo, hi = iv.get("lo"), iv.get("hi")
     bounds = (
         f" [{lo:{sign}.{digits}f}, {hi:{sign}.{digits}f}]" if _finite(lo) and _finite(hi) else ""
@@ -614,10 +616,20 @@ def _int(x: Any) -> str:
     return f"{int(x):,}" if _finite(x) else "—"
 
 
+def _family_floor_words(rows: Iterable[Mapping[str, Any]]) -> str:
+    """What the floor rule adds where a family arm is shown: there a model exactly at the
+    floor is not scored either (`under_floor`, the family benchmark's rule)."""
+    if any(is_family(str(r.get("arm", ""))) for r in rows):
+        return FAMILY_FLOOR_WORDS
+    return ""
+
+
 def _status(row: Mapping[str, Any]) -> str:
     status = row.get("status")
     if status == "below_coverage_floor":
-        under = "at or under" if row.get("norm") == "l1" else "under"  # `under_floor`
+        # `under_floor`: a family arm's rows carry no norm; their arm says the rule (a model
+        # exactly at the floor was said "under" it in the families table).
+        under = "at or under" if is_family(str(row.get("arm", ""))) else "under"
         return f"not scored: coverage {_coverage(row.get('coverage'))} {under} the floor"
     if status == "no_answers":
         return "not scored: no answers"

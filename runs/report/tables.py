@@ -41,14 +41,19 @@ from runs.report.data import (
     is_family,
     threshold_key,
 )
-from runs.report.wording import cluster_words, coverage_text, metric_words
+from runs.report.wording import (
+    FAMILY_FLOOR_WORDS,
+    cluster_words,
+    coverage_text,
+    metric_words,
+)
 from scoring.stats import Interval
 
 
 def _fmt(x: float | None, digits: int = 5) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "—"
-    return f"{x:.{digits}f}"
+    return f"{x:z.{digits}f}"  # z: a float's -7.6e-18 around an exact 0 reads 0, not -0
 
 
 def _fmt_iv(iv: Interval | None, digits: int = 5) -> str:
@@ -341,6 +346,14 @@ def _status_text(r: ArmRow) -> str:
     return "not scored: no answers"
 
 
+def floor_sentence(floor: float, labels: Sequence[str]) -> str:
+    """The coverage-floor rule as report.md states it, with the family benchmark's where a
+    family arm is among `labels` (it said "under" alone, where a family arm's model at the
+    floor is not scored either)."""
+    family = FAMILY_FLOOR_WORDS if any(is_family(label) for label in labels) else ""
+    return f"A model under the coverage floor ({floor:.0%}){family} is not scored."
+
+
 def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
     """`report/report.md`: every table of the report in Markdown, intervals in brackets.
 
@@ -352,7 +365,7 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
         f"Profit is the largest guaranteed Dutch-book profit ({metric_words(labels)}; 0 = "
         "coherent), averaged over passes per unit, then over units; intervals are 95% "
         f"percentile bootstraps {cluster_words(labels)} ({data.reps:,} replicates, seed "
-        f"{data.seed}). A model under the coverage floor ({data.floor:.0%}) is not scored.\n"
+        f"{data.seed}). {floor_sentence(data.floor, labels)}\n"
     )
     parts.append("## Leaderboard\n")
     parts.append(_md_table(leaderboard_columns(data.rows), leaderboard_cells(data.rows)))
@@ -434,8 +447,8 @@ def _count(value: int | None) -> str:
 def _fmt_signed_iv(iv: Interval | None) -> str:
     if iv is None:
         return ""
-    ends = [f"{x:+.5f}" if math.isfinite(x) else "—" for x in (iv.lo, iv.hi)]
-    return f"{iv.mean:+.5f} [{ends[0]}, {ends[1]}]"
+    ends = [f"{x:+z.5f}" if math.isfinite(x) else "—" for x in (iv.lo, iv.hi)]
+    return f"{iv.mean:+z.5f} [{ends[0]}, {ends[1]}]"
 
 
 def _comparison(r: ArmRow) -> str:

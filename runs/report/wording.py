@@ -41,3 +41,9 @@ def cluster_words(labels: Iterable[str]) -> str:
     if True in families:
         return "clustered by date, question families' by family"
     return "clustered by date"
+
+
+#: What the coverage-floor rule adds where a family arm is reported: there a model exactly
+#: at the floor is not scored either (`runs.report.data.under_floor`, the family benchmark's
+#: rule: one missing 10% or more of its families).
+FAMILY_FLOOR_WORDS = " (on a family arm, at or under it, unless nothing is missing)"

@@ -164,7 +164,7 @@ def _panel(ax: Any, cells: list[LinkedCell], title: str) -> None:
             ax.text(
                 0.98,
                 y - 1.5,
-                f"Δ {d['mean']:+.4f}\n[{d['lo']:+.4f}, {d['hi']:+.4f}]",
+                f"Δ {d['mean']:+z.4f}\n[{d['lo']:+z.4f}, {d['hi']:+z.4f}]",
                 transform=ax.get_yaxis_transform(),
                 ha="right",
                 va="center",

@@ -338,3 +338,52 @@ def test_the_page_says_the_figures_shorten_long_names_when_one_is_long(tmp_path:
                              "profit": {"mean": 0.01, "lo": 0.0, "hi": 0.02}}]}  # fmt: skip
         page = render_page(summary, figures, tmp_path, spec={"name": "x"})
         assert (said in page) is shortened
+
+
+def test_a_family_model_exactly_at_the_floor_is_said_at_or_under_it(tmp_path: Path) -> None:
+    """A referee: the families table said "coverage 91% under the floor" of a model whose
+    68 of 74 family-passes sat exactly at a floor of 68/74 (the family rule leaves out one
+    at the floor too), and the rule's sentence named only "under"."""
+    floor = 68 / 74
+    families = [{"arm": "families/isolated", "model": "m", "families": 37, "scored": False,
+                 "coverage": floor, "status": "below_coverage_floor"}]
+    rows = [{"model": "m", "arm": "families/isolated", "scored": False, "units": 37,
+             "coverage": floor, "status": "below_coverage_floor"},
+            {"model": "m", "arm": "baseline", "scored": False, "units": 6, "coverage": 0.5,
+             "status": "below_coverage_floor"}]
+    summary = {"baseline_arm": "baseline", "coverage_floor": floor, "rows": rows,
+               "families": families}
+    page = render_page(summary, [], tmp_path, spec={"name": "x"}, audit_sentence="")
+    table = page.split("<h2>Question families</h2>", 1)[1].split("</table>", 1)[0]
+    assert "not scored: coverage 91% at or under the floor" in table
+    assert "coverage 50% under the floor" in page  # a stock arm's rule is "under"
+    assert "A model under the coverage floor (on a family arm, at or under it" in page
+
+
+def test_report_md_says_the_family_floor_rule_where_a_family_arm_is_reported() -> None:
+    from runs.report.tables import floor_sentence
+    from runs.report.wording import FAMILY_FLOOR_WORDS
+
+    assert floor_sentence(0.9, ["baseline", "families/isolated"]) == (
+        f"A model under the coverage floor (90%){FAMILY_FLOOR_WORDS} is not scored."
+    )
+    assert floor_sentence(0.9, ["baseline"]) == (
+        "A model under the coverage floor (90%) is not scored."
+    )
+
+
+def test_a_difference_of_float_noise_around_zero_is_shown_as_zero() -> None:
+    """A referee: "−0.00000 [−0.00000, +0.00000]" for a difference of -7.6e-18, an exact 0."""
+    from runs.report.tables import _fmt_iv, _fmt_signed_iv
+    from runs.report_page import _iv
+    from scoring.stats import Interval
+
+    noise = {"mean": -7.6e-18, "lo": -1e-17, "hi": 2e-18}
+    assert _iv(noise, signed=True) == "+0.00000 [+0.00000, +0.00000]"
+    assert _iv(noise) == "0.00000 [0.00000, 0.00000]"
+    interval = Interval(-7.6e-18, -1e-17, 2e-18)
+    assert _fmt_signed_iv(interval) == "+0.00000 [+0.00000, +0.00000]"
+    assert _fmt_iv(interval) == "0.00000 [0.00000, 0.00000]"
+    assert _iv({"mean": -0.3, "lo": -0.4, "hi": -0.2}, signed=True) == (
+        "-0.30000 [-0.40000, -0.20000]"
+    )
