@@ -61,6 +61,7 @@ from engine.journal import (
     segment_path,
 )
 from engine.records import (
+    ATTEMPT_SCHEMA,
     RESPONSE_SCHEMA,
     AttemptRecord,
     ResponseRecord,
@@ -93,6 +94,7 @@ from engine.scan import (
     scan_responses,
 )
 from engine.shards import (
+    add_missing_columns,
     max_shard_id,
     remove_temp_files,
     replace_all,
@@ -237,6 +239,9 @@ class Ledger:
         for directory in (self._attempts_dir, self._responses_dir):
             remove_temp_files(directory)
             settle_replacement(directory)
+        # Shards an earlier version wrote get the columns added since (`model_reported`),
+        # before this open folds shards of the new schema beside them.
+        add_missing_columns(self._attempts_dir, ATTEMPT_SCHEMA)
         segments = list_segments(self._journal_dir)
         last_segment = max((sid for sid, _ in segments), default=0)
         self._segment_id = max(last_segment, max_shard_id(self._attempts_dir, self._responses_dir))

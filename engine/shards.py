@@ -27,6 +27,7 @@ from engine.durable import (
     fsync_dir,
     is_temp_name,
     temp_path,
+    write_atomic,
     write_bytes_atomic,
     written_whole,
 )
@@ -156,3 +157,27 @@ def settle_replacement(directory: Path) -> None:
         fsync_dir(directory)
     (directory / INTENT_NAME).unlink(missing_ok=True)
     fsync_dir(directory)
+
+
+def add_missing_columns(directory: Path, schema: dict[str, pl.DataType]) -> int:
+    """Rewrite each shard of `directory` that lacks a column of `schema` with that column
+    null (whole, under its own name: `write_atomic`); how many it rewrote. A folder an
+    earlier version wrote, resumed by this one, held shards of two schemas side by side, and
+    a reader's plain `pl.scan_parquet("attempts/*.parquet")` (the README's) failed on it,
+    while pandas and DuckDB dropped the new column without a word. Called by the writer
+    alone (`Ledger.open`), before it folds anything: a kill part-way leaves shards of both
+    schemas, which every reader of ours takes (`engine.scan.scan_shards`), and the next open
+    goes on. A column this version does not know (a later one's) is kept, after its own."""
+    rewritten = 0
+    for _, path in list_shards(directory):
+        present = pl.read_parquet_schema(path)
+        missing = [name for name in schema if name not in present]
+        if not missing:
+            continue
+        frame = pl.read_parquet(path).with_columns(
+            pl.lit(None, dtype=schema[name]).alias(name) for name in missing
+        )
+        later = [name for name in present if name not in schema]
+        write_atomic(frame.select([*schema, *later]), path)
+        rewritten += 1
+    return rewritten

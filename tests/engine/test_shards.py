@@ -93,3 +93,42 @@ def test_special_file_is_the_kind_of_anything_but_a_file_or_a_folder(
     assert special_file(path) == (None if held_by == "folder" else kind)
     assert kind == {"file": None, "folder": "a folder", "fifo": "a FIFO",
                     "/dev/null": "a character device", "socket": "a socket"}[held_by]  # fmt: skip
+
+
+def test_a_writer_opening_an_earlier_versions_folder_gives_its_shards_the_new_columns(
+    tmp_path: Path,
+) -> None:
+    """An earlier version's folder resumed by this one held attempt shards without
+    `model_reported` beside shards with it: the README's `pl.scan_parquet("attempts/*")`
+    failed ("extra column in file outside of expected schema") and pandas and DuckDB
+    dropped the column. The writer's open rewrites the older shards, the column null."""
+    from datetime import UTC, datetime
+
+    from engine.ledger import Ledger
+    from engine.records import ATTEMPT_SCHEMA, AttemptRecord, attempts_frame
+
+    def rows(first: int, reported: str | None) -> pl.DataFrame:
+        return attempts_frame([AttemptRecord(
+            request_id=f"r{i}", attempt=1, model="m", provider="sim",
+            started_at=datetime(2026, 12, 5, tzinfo=UTC), elapsed_ms=1.0, outcome="ok",
+            http_status=200, provider_request_id=None, retry_after_s=None, tokens_in=1,
+            tokens_out=1, detail="", model_reported=reported,
+        ).to_row() for i in range(first, first + 3)])
+
+    attempts = tmp_path / "run" / "attempts"
+    attempts.mkdir(parents=True)
+    write_atomic(rows(0, None).drop("model_reported"), attempts / shard_name(1))  # earlier
+    write_atomic(rows(3, "m-1"), attempts / shard_name(2))
+    with pytest.raises(pl.exceptions.SchemaError):
+        pl.scan_parquet(attempts / "*.parquet").collect()
+    Ledger.open(tmp_path / "run", pid_file=False).close()
+    read = pl.scan_parquet(attempts / "*.parquet").collect()  # as the README reads it
+    assert read.height == 6 and read.columns == list(ATTEMPT_SCHEMA)
+    assert read.sort("request_id")["model_reported"].to_list() == [None] * 3 + ["m-1"] * 3
+    # A column of a later version is kept, after this version's own.
+    other = tmp_path / "other" / "attempts"
+    other.mkdir(parents=True)
+    write_atomic(rows(0, None).drop("model_reported").with_columns(later=pl.lit("x")),
+                 other / shard_name(1))
+    Ledger.open(tmp_path / "other", pid_file=False).close()
+    assert list(pl.read_parquet_schema(other / shard_name(1))) == [*ATTEMPT_SCHEMA, "later"]

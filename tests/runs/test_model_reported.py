@@ -46,6 +46,10 @@ def test_a_folder_written_before_the_column_is_read_by_every_command(tmp_path: P
     resumed = runner.invoke(app, ["run", str(spec), "--out", str(old)])
     assert resumed.exit_code == 0, resumed.output
     assert "already accepted" in resumed.output
+    # The writer gave the older shards the column: every shard reads alike (the README's
+    # plain read), the earlier attempts' null.
+    read = pl.scan_parquet(old / "attempts" / "*.parquet").collect()
+    assert read["model_reported"].null_count() == read.height == attempts.height
 
 
 def test_the_audit_says_a_model_answered_by_another(tmp_path: Path) -> None:
