@@ -21,7 +21,6 @@ import os
 import re
 import sys
 import tomllib
-import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +51,7 @@ from panels.input_files import (
     CHECK_INPUT_MAX_BYTES,
     ID_MAX,
     InputFileError,
+    composed,
     has_control,
     invisible_character,
     read_input_file,
@@ -251,8 +251,7 @@ def _event_tables(name: str, raw: Mapping[str, Any], shape_key: str) -> list[dic
         if event_id in seen:
             raise CheckInputError(f"{name}: duplicate event id {event_id!r}")
         seen.add(event_id)
-        form = unicodedata.normalize("NFC", event_id)
-        if (other := forms.setdefault(form, event_id)) != event_id:
+        if (other := forms.setdefault(composed(event_id), event_id)) != event_id:
             raise CheckInputError(
                 f"{name}: event ids written {other!a} and {event_id!a}: one id in two Unicode "
                 "forms, drawn alike in every table"
