@@ -31,7 +31,7 @@ from runs.rehearsal import rehearsed
 from runs.report.data import is_family
 from runs.report.models import REHEARSAL_WORDS, frozen_spec, model_notes, simulated_models
 from runs.report.provenance import provenance_sentences
-from runs.report.wording import FAMILY_FLOOR_WORDS, cluster_words, coverage_text, metric_words
+from runs.report.wording import cluster_words, coverage_text, floor_words, metric_words
 from runs.report_folder import report_dir as report_folder
 
 PAGE = "index.html"
@@ -444,8 +444,8 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
         "the same arm's marginals: a panel of several days or assets is compared within its "
         "arm, as in the paper); the share of units with "
         "at least each profit; family arms in the L1 metric with their arbitrage-free rate. "
-        f"A model under the coverage floor{_family_floor_words(rows)} is not scored: an "
-        "unanswered question is never counted as incoherence.</p>",
+        f"A model under the coverage floor{floor_words(str(r.get('arm', '')) for r in rows)} "
+        "is not scored: an unanswered question is never counted as incoherence.</p>",
         _table(header, body, text_columns={0, 1}, row_classes=classes),
     ]
 
@@ -614,14 +614,6 @@ def _coverage(x: Any) -> str:
 
 def _int(x: Any) -> str:
     return f"{int(x):,}" if _finite(x) else "—"
-
-
-def _family_floor_words(rows: Iterable[Mapping[str, Any]]) -> str:
-    """What the floor rule adds where a family arm is shown: there a model exactly at the
-    floor is not scored either (`under_floor`, the family benchmark's rule)."""
-    if any(is_family(str(r.get("arm", ""))) for r in rows):
-        return FAMILY_FLOOR_WORDS
-    return ""
 
 
 def _status(row: Mapping[str, Any]) -> str:

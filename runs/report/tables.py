@@ -41,12 +41,7 @@ from runs.report.data import (
     is_family,
     threshold_key,
 )
-from runs.report.wording import (
-    FAMILY_FLOOR_WORDS,
-    cluster_words,
-    coverage_text,
-    metric_words,
-)
+from runs.report.wording import cluster_words, coverage_text, floor_words, metric_words
 from scoring.stats import Interval
 
 
@@ -350,8 +345,7 @@ def floor_sentence(floor: float, labels: Sequence[str]) -> str:
     """The coverage-floor rule as report.md states it, with the family benchmark's where a
     family arm is among `labels` (it said "under" alone, where a family arm's model at the
     floor is not scored either)."""
-    family = FAMILY_FLOOR_WORDS if any(is_family(label) for label in labels) else ""
-    return f"A model under the coverage floor ({floor:.0%}){family} is not scored."
+    return f"A model under the coverage floor ({floor:.0%}){floor_words(labels)} is not scored."
 
 
 def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:

@@ -47,3 +47,9 @@ def cluster_words(labels: Iterable[str]) -> str:
 #: at the floor is not scored either (`runs.report.data.under_floor`, the family benchmark's
 #: rule: one missing 10% or more of its families).
 FAMILY_FLOOR_WORDS = " (on a family arm, at or under it, unless nothing is missing)"
+
+
+def floor_words(labels: Iterable[str]) -> str:
+    """`FAMILY_FLOOR_WORDS` where a family arm is among `labels`, else nothing: what the
+    page's and report.md's floor sentences add after "under the coverage floor"."""
+    return FAMILY_FLOOR_WORDS if any(is_family(label) for label in labels) else ""
