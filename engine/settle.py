@@ -70,8 +70,10 @@ def settle(
     if isinstance(result, Completion):
         response, failure = _read_answer(item, result, sent.attempt, parser, now)
         raw_text, finish_reason = result.text, result.finish_reason
+        model_reported = result.model_reported
     else:
         failure, raw_text, finish_reason = result, result.raw_text, result.finish_reason
+        model_reported = None
     reply = failure or result
     detail = with_omitted(failure.detail if failure else "", sent.omitted, sent.notes)
     if failure is not None and failure.foreign:
@@ -92,7 +94,7 @@ def settle(
         detail=detail,
         raw_text=raw_text,
         finish_reason=finish_reason,
-        model_reported=result.model_reported if isinstance(result, Completion) else None,
+        model_reported=model_reported,
     )
     return attempt, response, failure
 
