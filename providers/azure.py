@@ -16,7 +16,7 @@ from urllib.parse import quote, urlencode
 from providers.openai_compat import ClientDialect, OpenAICompatAdapter, token_field
 from providers.secrets import first_set
 from providers.types import ConfigError, ModelConfig
-from providers.urls import base_url_problem
+from providers.urls import root_from_env
 
 PROVIDER = "azure"
 KEY_VARIABLE = "AZURE_OPENAI_API_KEY"
@@ -41,10 +41,7 @@ def endpoint(config: ModelConfig, env: Mapping[str, str]) -> str | None:
     user:password written into it reached the console, the ledger and the report in a 404's
     hint, and a pasted "Target URI" (its path and `?api-version`) was sent with the
     deployment path appended after the query."""
-    value = config.base_url or (env.get(ENDPOINT_VARIABLE) or "").strip()  # a .env's "\r"
-    if value and not config.base_url and (problem := base_url_problem(value)) is not None:
-        # The value is not shown: it may hold a credential.
-        raise ConfigError(f"model {config.name!r} (azure): {ENDPOINT_VARIABLE} must be {problem}")
+    value = config.base_url or root_from_env(config, env, ENDPOINT_VARIABLE)
     return value.rstrip("/") if value else None
 
 

@@ -25,7 +25,7 @@ from providers.openai_compat import (
 )
 from providers.secrets import first_set
 from providers.types import ConfigError, ModelConfig
-from providers.urls import base_url_problem
+from providers.urls import root_from_env
 
 PROVIDER = "openai"
 #: The server is the user's: any constrained-output form may be what it takes.
@@ -51,12 +51,7 @@ def base_url(config: ModelConfig, env: Mapping[str, str]) -> str | None:
     """The server's API root: the variable named by `base_url_env` when it is set (a local
     server on a port chosen at start), else the spec's `base_url`."""
     variable = config.extra.get("base_url_env")
-    if variable and (root := (env.get(variable) or "").strip()):  # a .env file's "\r" too
-        problem = base_url_problem(root)
-        if problem is not None:  # the value is not shown: it may hold a credential
-            raise ConfigError(f"model {config.name!r} (openai): {variable} must be {problem}")
-        return root
-    return config.base_url
+    return (root_from_env(config, env, variable) if variable else None) or config.base_url
 
 
 def create_adapter(config: ModelConfig, env: Mapping[str, str]) -> OpenAICompatAdapter:

@@ -5,7 +5,10 @@ failed attempts, and no credential written into a URL reaches a log or the ledge
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from urllib.parse import urlsplit
+
+from providers.types import ConfigError, ModelConfig
 
 
 def base_url_problem(url: str) -> str | None:
@@ -24,6 +27,17 @@ def base_url_problem(url: str) -> str | None:
     if parts.query or parts.fragment or url.endswith(("?", "#")):
         return "the API root, without a ?query or #fragment (paths are added to it)"
     return None
+
+
+def root_from_env(config: ModelConfig, env: Mapping[str, str], variable: str) -> str | None:
+    """The API root the environment's `variable` holds (surrounding whitespace dropped: a
+    Windows `.env` file's "\r"), checked as a spec's `base_url` is; None when unset. A
+    `ConfigError` names the variable, never the value, which may hold a credential."""
+    root = (env.get(variable) or "").strip()
+    if root and (problem := base_url_problem(root)) is not None:
+        where = f"model {config.name!r} ({config.provider})"
+        raise ConfigError(f"{where}: {variable} must be {problem}")
+    return root or None
 
 
 def on_domain(url: str | None, domain: str) -> bool:
