@@ -44,6 +44,7 @@ from engine.journal import list_segments
 from engine.scan import JOURNAL, RESPONSES
 from engine.shards import visible_shards
 from runs.damaged_files import check_footers
+from runs.report_folder import report_dir
 
 SCORED_FROM = "scored-from.json"
 #: The same record for `repaired.parquet`, written by `runs.repair_step.repair_run`.
@@ -174,12 +175,12 @@ def scores_digests(run_dir: Path) -> dict[str, str]:
     return digests
 
 
-def stale_report(run_dir: Path, report_summary: Path) -> bool:
-    """Whether the report whose `summary.json` is `report_summary` was written from scores
-    files other than the folder's now. False when it cannot be told: no report, a damaged
-    summary, or one written before the report recorded its scores."""
+def stale_report(run_dir: Path) -> bool:
+    """Whether the folder's report (its `report/summary.json`) was written from scores files
+    other than the folder's now. False when it cannot be told: no report, a damaged summary,
+    or one written before the report recorded its scores."""
     try:
-        summary = orjson.loads(report_summary.read_bytes())
+        summary = orjson.loads((report_dir(run_dir) / "summary.json").read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return False
     provenance = summary.get("provenance") if isinstance(summary, dict) else None

@@ -253,7 +253,6 @@ def _stale_report(run_dir: Path) -> str | None:
     import polars as pl
 
     from runs.damaged_files import check_footers
-    from runs.report_folder import report_dir
     from runs.scored_from import SCORES_FILES, stale_report
 
     for name in SCORES_FILES:  # damaged, it reads as changed: said as what it is instead
@@ -266,7 +265,7 @@ def _stale_report(run_dir: Path) -> str | None:
                 f"{run_dir / name} is damaged (its footer does not read): `dutchbook score "
                 f"{run_dir}` writes it again, then `dutchbook report {run_dir}`"
             )
-    if not stale_report(run_dir, report_dir(run_dir) / "summary.json"):
+    if not stale_report(run_dir):
         return None
     return (
         f"report/ is out of date ({run_dir}: its scores changed after it was written): "
