@@ -159,16 +159,15 @@ def settle_replacement(directory: Path) -> None:
     fsync_dir(directory)
 
 
-def add_missing_columns(directory: Path, schema: dict[str, pl.DataType]) -> int:
+def add_missing_columns(directory: Path, schema: dict[str, pl.DataType]) -> None:
     """Rewrite each shard of `directory` that lacks a column of `schema` with that column
-    null (whole, under its own name: `write_atomic`); how many it rewrote. A folder an
+    null (whole, under its own name: `write_atomic`). A folder an
     earlier version wrote, resumed by this one, held shards of two schemas side by side, and
     a reader's plain `pl.scan_parquet("attempts/*.parquet")` (the README's) failed on it,
     while pandas and DuckDB dropped the new column without a word. Called by the writer
     alone (`Ledger.open`), before it folds anything: a kill part-way leaves shards of both
     schemas, which every reader of ours takes (`engine.scan.scan_shards`), and the next open
     goes on. A column this version does not know (a later one's) is kept, after its own."""
-    rewritten = 0
     for _, path in list_shards(directory):
         present = pl.read_parquet_schema(path)
         missing = [name for name in schema if name not in present]
@@ -179,5 +178,3 @@ def add_missing_columns(directory: Path, schema: dict[str, pl.DataType]) -> int:
         )
         later = [name for name in present if name not in schema]
         write_atomic(frame.select([*schema, *later]), path)
-        rewritten += 1
-    return rewritten

@@ -305,23 +305,14 @@ def simulator_faults(
     """The faults the simulator a run starts injects: `faults` (`--faults`), else the spec's
     `sim_faults` (the quickstart's light ones), or "none" beside a simulator already running
     (`--sim-url`: its own). `--faults none` turned nothing off while "none" meant not given."""
-    check_simulator_options(spec, rehearse, faults or "none", sim_url)
-    if faults is not None:
-        return faults
-    return spec.sim_faults if sim_url is None else "none"
-
-
-def check_simulator_options(
-    spec: CampaignSpec, rehearse: bool, faults: str, sim_url: str | None
-) -> None:
-    """`--faults` and `--sim-url` only mean something when the campaign uses the simulator."""
+    # `--faults` and `--sim-url` only mean something when the campaign uses the simulator.
     from providers.sim.faults import parse_faults
 
     try:
-        parse_faults(faults)
+        parse_faults(faults or "none")
     except ValueError as exc:
         raise RunError(f"--faults: {exc}") from None
-    uses_faults = faults.strip() not in ("", "none")
+    uses_faults = (faults or "").strip() not in ("", "none")
     if (uses_faults or sim_url) and not needs_simulator(spec, rehearse):
         raise RunError(
             "--faults and --sim-url apply to the local simulator: add --rehearse "
@@ -335,6 +326,9 @@ def check_simulator_options(
         )
     if sim_url is not None:
         check_simulator_answers(sim_url)
+    if faults is not None:
+        return faults
+    return spec.sim_faults if sim_url is None else "none"
 
 
 #: How long `--sim-url`'s simulator has to answer before the run is refused.
