@@ -66,6 +66,9 @@ class FakeBatch:
     injected: Counter[str] = field(default_factory=Counter)
     total_calls: int = 0
     on_call: Callable[[str], None] | None = None
+    #: The `fetch` of the lane a kill stopped: that lane's later calls are refused (its other
+    #: jobs' tasks must not go on as if the process had lived); a resumed lane has its own.
+    killed_lane: Fetch | None = None
 
     @property
     def provider(self) -> str:
@@ -82,7 +85,9 @@ class FakeBatch:
         return orjson.dumps({"custom_id": req.request_id, "keys": list(req.keys),
                              "seed": req.seed, "user": req.user})
 
-    def _enter(self, method: str) -> None:
+    def _enter(self, method: str, fetch: Fetch) -> None:
+        if fetch is self.killed_lane:
+            raise Killed(f"{method} after the kill")
         self.total_calls += 1
         self.calls[method] += 1
         if self.on_call is not None:
@@ -91,37 +96,38 @@ class FakeBatch:
             self.injected["control_rate_limit"] += 1
             raise BatchError(Failure(Outcome.RATE_LIMIT, "429 slow down", http_status=429,
                                      retry_after_s=0.01))
-        self._maybe_kill(method, "before")
+        self._maybe_kill(method, "before", fetch)
 
-    def _maybe_kill(self, method: str, when: str) -> None:
+    def _maybe_kill(self, method: str, when: str, fetch: Fetch) -> None:
         if self.kill_at == (method, self.calls[method], when):
             self.kill_at = None
+            self.killed_lane = fetch
             raise Killed(f"{method} #{self.calls[method]} {when}")
 
     async def upload(self, fetch: Fetch, job_key: str, lines: Sequence[bytes]) -> str:
-        self._enter("upload")
+        self._enter("upload", fetch)
         if job_key not in self.inputs:  # idempotent per key
             self.inputs[job_key] = (f"file-{len(self.inputs) + 1}", list(lines))
-        self._maybe_kill("upload", "after")
+        self._maybe_kill("upload", "after", fetch)
         return self.inputs[job_key][0]
 
     async def create(self, fetch: Fetch, job_key: str, input_ref: str) -> JobState:
-        self._enter("create")
+        self._enter("create", fetch)
         number = len(self.jobs) + 1
         job = _Job(f"job-{number}", job_key, input_ref, self.faults.get(number, ""))
         self.jobs[job.job_id] = job
-        self._maybe_kill("create", "after")
+        self._maybe_kill("create", "after", fetch)
         return self._state(job)
 
     async def find(self, fetch: Fetch, job_key: str) -> JobState | None:
-        self._enter("find")
+        self._enter("find", fetch)
         for job in self.jobs.values():
             if job.key == job_key:
                 return self._state(job)
         return None
 
     async def poll(self, fetch: Fetch, job_id: str) -> JobState:
-        self._enter("poll")
+        self._enter("poll", fetch)
         job = self.jobs[job_id]
         job.polls += 1
         if job.status not in (JobStatus.DONE, JobStatus.EXPIRED, JobStatus.FAILED):
@@ -133,7 +139,7 @@ class FakeBatch:
             else:
                 job.status = JobStatus.EXPIRED if job.fault == "expire" else JobStatus.DONE
                 self._run(job)
-        self._maybe_kill("poll", "after")
+        self._maybe_kill("poll", "after", fetch)
         return self._state(job)
 
     def _lines(self, job: _Job) -> list[dict[str, object]]:
@@ -157,7 +163,7 @@ class FakeBatch:
                 self.answered[rid] += 1
 
     async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
-        self._enter("results")
+        self._enter("results", fetch)
         job = self.jobs[state.job_id]
         out: list[LineResult] = []
         if job.status is JobStatus.FAILED:
@@ -177,7 +183,7 @@ class FakeBatch:
                 text = orjson.dumps({k: 0.25 for k in keys}).decode()
                 result = Completion(text, "stop", 10, 5, None, "fake")
             out.append(LineResult(rid, result))
-        self._maybe_kill("results", "after")
+        self._maybe_kill("results", "after", fetch)
         return out
 
     def _state(self, job: _Job) -> JobState:
