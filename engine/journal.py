@@ -32,7 +32,8 @@ _SEGMENT = re.compile(r"^seg-(\d{8})\.jsonl$")
 
 
 class JournalError(RuntimeError):
-    """A journal line other than a segment's last one cannot be parsed: real corruption."""
+    """A journal the writer cannot take: a line other than a segment's last one that cannot be
+    parsed (real corruption), or records of a later version (`engine.later_format`)."""
 
 
 def segment_path(journal_dir: Path, segment_id: int) -> Path:

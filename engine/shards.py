@@ -167,7 +167,8 @@ def add_missing_columns(directory: Path, schema: dict[str, pl.DataType]) -> None
     while pandas and DuckDB dropped the new column without a word. Called by the writer
     alone (`Ledger.open`), before it folds anything: a kill part-way leaves shards of both
     schemas, which every reader of ours takes (`engine.scan.scan_shards`), and the next open
-    goes on. A column this version does not know (a later one's) is kept, after its own."""
+    goes on. A shard with a column this version does not know (a later one's) never comes
+    here: `engine.later_format` refuses the folder first."""
     for _, path in list_shards(directory):
         present = pl.read_parquet_schema(path)
         missing = [name for name in schema if name not in present]
@@ -176,5 +177,4 @@ def add_missing_columns(directory: Path, schema: dict[str, pl.DataType]) -> None
         frame = pl.read_parquet(path).with_columns(
             pl.lit(None, dtype=schema[name]).alias(name) for name in missing
         )
-        later = [name for name in present if name not in schema]
-        write_atomic(frame.select([*schema, *later]), path)
+        write_atomic(frame.select(list(schema)), path)
