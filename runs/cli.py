@@ -32,6 +32,11 @@ from runs.signals import (
     stops_as_interrupt,
 )
 
+try:  # typer 0.2x carries its own copy of click, whose errors its parser raises
+    from typer._click import exceptions as click_errors
+except ImportError:  # an earlier typer uses click itself
+    from click import exceptions as click_errors  # type: ignore[no-redef]
+
 #: command name -> (module under runs.commands, one-line summary shown by `--help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": (
@@ -96,6 +101,18 @@ def load_command(name: str) -> TyperCommand:
     return command
 
 
+def usage_error(exc: click_errors.UsageError) -> NoReturn:
+    """A usage error (no such option or command, a bad or missing value) in one line, exit 2,
+    as every other error: typer drew a box of five lines around it, after the usage. A
+    command given no arguments still shows its help (`no_args_is_help`)."""
+    if isinstance(exc, getattr(click_errors, "NoArgsIsHelpError", ())):  # click 8.2 on
+        raise exc
+    from runs.commands._errors import fail
+
+    where = exc.ctx.command_path if exc.ctx is not None else "dutchbook"
+    fail(f"{exc.format_message().rstrip('.')} (see '{where} --help')", exc.exit_code)
+
+
 class _QuietHelp:
     """A click command or group whose help page, its reader gone (`dutchbook --help | head
     -1`), ends as a command that only reads does (`output_closed`: exit 0, quietly). typer
@@ -109,6 +126,10 @@ class _QuietHelp:
             if exc.code != 1:
                 raise
             output_closed(None)
+        except OSError as exc:  # `--help > /dev/full`: the output is what failed, say so
+            if exc.errno not in NO_ROOM_ERRNOS:
+                raise
+            raise OutputFull(exc) from exc
 
 
 class _Command(_QuietHelp, TyperCommand):
@@ -149,6 +170,8 @@ class LazyGroup(_QuietHelp, TyperGroup):
             exit_interrupted()
         except (BrokenPipeError, OutputClosed):  # `dutchbook plan --bad | head -1`
             output_closed(None)
+        except click_errors.UsageError as exc:  # `dutchbook --bogus`
+            usage_error(exc)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -157,6 +180,8 @@ class LazyGroup(_QuietHelp, TyperGroup):
             exit_interrupted()
         except (BrokenPipeError, OutputClosed):  # typer's echo, or `runs.output`'s console
             output_closed(ctx.invoked_subcommand)
+        except click_errors.UsageError as exc:  # a bad option, argument or command
+            usage_error(exc)
         except OSError as exc:
             # A path the user gave that no file can have (a name over 255 bytes): every
             # command checks its paths, but `Path.exists` raises this where it answers False

@@ -61,7 +61,7 @@ def test_a_folder_that_may_not_be_read_is_refused_as_before_a_counts_file_is_not
     monkeypatch.setattr(os, "access", lambda path, mode: mode != os.R_OK)
     result = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "200"})
     assert result.exit_code == 2
-    assert f"Invalid value for 'DIR': Path '{tmp_path}' is not readable." in result.output
+    assert f"Invalid value for 'DIR': Path '{tmp_path}' is not readable (see" in result.output
     assert errors.path_to_write(str(tmp_path / "counts.json")) == tmp_path / "counts.json"
 
 

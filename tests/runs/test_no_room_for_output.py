@@ -39,6 +39,9 @@ ROOT = Path(__file__).resolve().parents[2]
         # typer's echo again: "a write failed", naming nothing
         (["check", "examples/figure1.toml", "--json"], "a write to the output (stdout)"),
         (["--version"], "a write to the output (stdout)"),
+        # the help, which typer prints: "a write failed", naming nothing
+        (["--help"], "a write to the output (stdout)"),
+        (["status", "--help"], "a write to the output (stdout)"),
     ],
 )
 def test_output_to_a_full_device_ends_in_one_line(

@@ -1,0 +1,35 @@
+"""A usage error (no such option or command, a bad or missing value) ends in one line and
+exit 2, as every other error does: typer printed the usage and a box of five lines."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from runs.cli import app
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["score", "out", "--norm", "l2"],
+         "error: No such option: --norm (see 'dutchbook score --help')"),
+        (["frobnicate"], "error: No such command 'frobnicate' (see 'dutchbook --help')"),
+        (["--bogus"], "error: No such option: --bogus (see 'dutchbook --help')"),
+        (["status"], "error: Missing argument 'DIR' (see 'dutchbook status --help')"),
+        (["serve-sim", "--port", "99999"],
+         "error: Invalid value for '--port': 99999 is not in the range 0<=x<=65535 "
+         "(see 'dutchbook serve-sim --help')"),
+    ],
+)
+def test_a_usage_error_is_one_line(args: list[str], said: str) -> None:
+    result = CliRunner().invoke(app, args, prog_name="dutchbook", env={"COLUMNS": "80"})
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [said]
+
+
+def test_no_arguments_still_show_the_help() -> None:
+    """(Exit 2, as click gives it since 8.2, before and after.)"""
+    result = CliRunner().invoke(app, [], prog_name="dutchbook")
+    assert "Usage: dutchbook [OPTIONS] COMMAND" in result.output
+    assert "error:" not in result.output
