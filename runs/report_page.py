@@ -31,7 +31,13 @@ from runs.rehearsal import rehearsed
 from runs.report.data import is_family
 from runs.report.models import REHEARSAL_WORDS, frozen_spec, model_notes, simulated_models
 from runs.report.provenance import provenance_sentences
-from runs.report.wording import cluster_words, coverage_text, floor_words, metric_words
+from runs.report.wording import (
+    cluster_words,
+    coverage_text,
+    floor_text,
+    floor_words,
+    metric_words,
+)
 from runs.report_folder import report_dir as report_folder
 
 PAGE = "index.html"
@@ -206,7 +212,7 @@ def _header(
         f"{metric_words(labels)} (lower is more coherent) · 95% intervals from a bootstrap of "
         f"{_int(summary.get('bootstrap_replicates'))} replicates (seed {esc(summary.get('seed'))})"
         f" {cluster_words(labels)}"
-        f" · coverage floor {_pct(summary.get('coverage_floor'))}{_one_cluster_note(rows)}</p>",
+        f" · coverage floor {_floor_text(summary)}{_one_cluster_note(rows)}</p>",
     ]
     simulated = simulated_models(spec, rehearsed)
     if simulated:
@@ -291,6 +297,7 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
     if not rows:
         return []
     rows.sort(key=lambda r: (not r.get("scored"), _mean(r.get("profit")), r["model"]))
+    floor = _floor(summary)
     body = []
     rank = 0
     for r in rows:
@@ -303,7 +310,7 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
                     _iv(r.get("profit")),
                     _iv(r.get("brier"), 4),
                     str(r.get("units", "")),
-                    _coverage(r.get("coverage")),  # this arm's, which the floor was held to
+                    _coverage(r.get("coverage"), floor),  # this arm's, held to the floor
                 )
             )
         else:
@@ -311,10 +318,10 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
                 (
                     "",
                     r["model"],
-                    _status(r),
+                    _status(r, floor),
                     "",
                     str(r.get("units", "")),
-                    _coverage(r.get("coverage")),  # this arm's, which the floor was held to
+                    _coverage(r.get("coverage"), floor),  # this arm's, held to the floor
                 )
             )
     out = [
@@ -404,6 +411,7 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
     if not rows:
         return []
     thresholds = [f"{t:g}" for t in summary.get("thresholds", [])]
+    floor = _floor(summary)
     body = []
     classes = []
     for r in sorted(rows, key=lambda r: (r["arm"], r["model"])):
@@ -415,14 +423,14 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
                 r["arm"],
                 r["model"],
                 str(r.get("units", "")),
-                _iv(r.get("profit")) if r.get("scored") else _status(r),
+                _iv(r.get("profit")) if r.get("scored") else _status(r, floor),
                 f"{_iv(marginals, signed=True)} vs marginals"
                 if marginals
                 else (_iv(vs, signed=True) if vs else ""),
                 *shares,
                 _iv(r.get("brier"), 4),
                 _iv(r.get("arbitrage_free"), 2),
-                _coverage(r.get("coverage")),
+                _coverage(r.get("coverage"), floor),
             )
         )
         classes.append("" if r.get("scored") else "unscored")
@@ -483,13 +491,14 @@ def _families_table(summary: Mapping[str, Any]) -> list[str]:
     families = summary.get("families") or []
     if not families:
         return []
+    floor = _floor(summary)
     body = [
         (
             f["arm"],
             f["model"],
             str(f.get("families", "")),
-            _iv(f.get("arbitrage_free"), 2) if f.get("scored") else _status(f),
-            _coverage(f.get("coverage")),
+            _iv(f.get("arbitrage_free"), 2) if f.get("scored") else _status(f, floor),
+            _coverage(f.get("coverage"), floor),
         )
         for f in sorted(families, key=lambda f: (f["arm"], f["model"]))
     ]
@@ -608,21 +617,32 @@ def _pct(x: Any) -> str:
     return f"{x:.0%}" if _finite(x) else ""
 
 
-def _coverage(x: Any) -> str:
-    return coverage_text(x) if _finite(x) else ""
+def _floor(summary: Mapping[str, Any]) -> float | None:
+    floor: Any = summary.get("coverage_floor")
+    return float(floor) if _finite(floor) else None
+
+
+def _floor_text(summary: Mapping[str, Any]) -> str:
+    floor = _floor(summary)
+    return "" if floor is None else floor_text(floor)
+
+
+def _coverage(x: Any, floor: float | None) -> str:
+    """A coverage with the decimals the floor is shown with (`coverage_text`)."""
+    return coverage_text(x, floor) if _finite(x) else ""
 
 
 def _int(x: Any) -> str:
     return f"{int(x):,}" if _finite(x) else "—"
 
 
-def _status(row: Mapping[str, Any]) -> str:
+def _status(row: Mapping[str, Any], floor: float | None) -> str:
     status = row.get("status")
     if status == "below_coverage_floor":
         # `under_floor`: a family arm's rows carry no norm; their arm says the rule (a model
         # exactly at the floor was said "under" it in the families table).
         under = "at or under" if is_family(str(row.get("arm", ""))) else "under"
-        return f"not scored: coverage {_coverage(row.get('coverage'))} {under} the floor"
+        return f"not scored: coverage {_coverage(row.get('coverage'), floor)} {under} the floor"
     if status == "no_answers":
         return "not scored: no answers"
     return "not scored"

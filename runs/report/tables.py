@@ -41,7 +41,13 @@ from runs.report.data import (
     is_family,
     threshold_key,
 )
-from runs.report.wording import cluster_words, coverage_text, floor_words, metric_words
+from runs.report.wording import (
+    cluster_words,
+    coverage_text,
+    floor_text,
+    floor_words,
+    metric_words,
+)
 from scoring.stats import Interval
 
 
@@ -150,14 +156,15 @@ def leaderboard_columns(rows: Sequence[ArmRow]) -> tuple[str, ...]:
     )
 
 
-def leaderboard_cells(rows: Sequence[ArmRow]) -> list[list[str]]:
-    """The full leaderboard's cells (columns `LEADERBOARD_COLUMNS`), in display order."""
+def leaderboard_cells(rows: Sequence[ArmRow], floor: float | None = None) -> list[list[str]]:
+    """The full leaderboard's cells (columns `LEADERBOARD_COLUMNS`), in display order;
+    coverage with the decimals of the `floor` (`coverage_text`)."""
     out: list[list[str]] = []
     for r in _leaderboard_order(rows):
         if not r.scored:
             blank = [""] * (len(LEADERBOARD_COLUMNS) - 5)
-            cells = [r.model, r.arm, str(r.units), _status_text(r), *blank]
-            out.append([*cells, coverage_text(r.coverage)])
+            cells = [r.model, r.arm, str(r.units), _status_text(r, floor), *blank]
+            out.append([*cells, coverage_text(r.coverage, floor)])
             continue
         out.append(
             [
@@ -169,25 +176,25 @@ def leaderboard_cells(rows: Sequence[ArmRow]) -> list[list[str]]:
                 _comparison(r),
                 _fmt_iv(r.brier, 4),
                 _fmt_iv(r.arbitrage_free, 2),
-                coverage_text(r.coverage),
+                coverage_text(r.coverage, floor),
             ]
         )
     return out
 
 
-def leaderboard(rows: Sequence[ArmRow]) -> Table:
+def leaderboard(rows: Sequence[ArmRow], floor: float | None = None) -> Table:
     metric = metric_words(r.arm for r in rows)
     table = Table(title=f"{metric[0].upper()}{metric[1:]} (lower is more coherent)")
     for col in leaderboard_columns(rows):
         table.add_column(col, justify="left" if col in {"model", "arm"} else "right")
-    for model, *cells in leaderboard_cells(rows):
+    for model, *cells in leaderboard_cells(rows, floor):
         table.add_row(Text(model), *cells)  # a model name is not markup
     return table
 
 
 def details_text(data: ReportData) -> str:
     """The full leaderboard plus the cross-model and repeated-elicitation sections, as text."""
-    parts = [_render_plain(leaderboard(data.rows))]
+    parts = [_render_plain(leaderboard(data.rows, data.floor))]
     across = data.across_models
     parts.append(f"Across models {_across_text(across, str(across['arm']))}\n")
     repeated = data.repeated
@@ -222,7 +229,8 @@ def _columns_that_fit(rows: Sequence[ArmRow], models: Sequence[str], width: int)
 
 
 def terminal_leaderboard(
-    rows: Sequence[ArmRow], model_coverage: dict[str, float], width: int
+    rows: Sequence[ArmRow], model_coverage: dict[str, float], width: int,
+    floor: float | None = None,
 ) -> list[Table]:
     """What fits the terminal, never cut: every arm by every model when the models fit side by
     side; otherwise the models ranked on the baseline, then the arms of the models that ran
@@ -232,9 +240,9 @@ def terminal_leaderboard(
     models = _ranked_models(rows)
     fits = _columns_that_fit(rows, models, width)
     if len(models) <= fits:
-        return [compact_leaderboard(rows, model_coverage)]
+        return [compact_leaderboard(rows, model_coverage, floor)]
     ranked = any(r.arm == BASELINE_ARM for r in rows)
-    tables = [model_ranking(rows)] if ranked else []
+    tables = [model_ranking(rows, floor)] if ranked else []
     arms_per_model: dict[str, set[str]] = defaultdict(set)
     for r in rows:
         arms_per_model[r.model].add(r.arm)
@@ -243,7 +251,8 @@ def terminal_leaderboard(
     busy = [m for m in models if arms_per_model[m] != {BASELINE_ARM}]
     for start in range(0, len(busy), fits):
         chunk = set(busy[start : start + fits])
-        tables.append(compact_leaderboard([r for r in rows if r.model in chunk], model_coverage))
+        chunk_rows = [r for r in rows if r.model in chunk]
+        tables.append(compact_leaderboard(chunk_rows, model_coverage, floor))
     return tables
 
 
@@ -257,7 +266,7 @@ def _ranked_models(rows: Sequence[ArmRow]) -> list[str]:
     return sorted({r.model for r in rows}, key=lambda m: (baseline_profit(m), m))
 
 
-def model_ranking(rows: Sequence[ArmRow]) -> Table:
+def model_ranking(rows: Sequence[ArmRow], floor: float | None = None) -> Table:
     """Models down, ranked by mean profit on the baseline arm (the paper's Figure 2)."""
     cell = {(r.model, r.arm): r for r in rows}
     table = Table(
@@ -275,12 +284,14 @@ def model_ranking(rows: Sequence[ArmRow]) -> Table:
             _fmt(r.profit.mean, 5) if r.profit else "not scored",
             f"[{_fmt(r.profit.lo, 5)}, {_fmt(r.profit.hi, 5)}]" if r.profit else "",
             _fmt(r.brier.mean, 4) if r.brier else "",
-            coverage_text(r.coverage),  # the baseline's, which the floor was held to
+            coverage_text(r.coverage, floor),  # the baseline's, which the floor was held to
         )
     return table
 
 
-def compact_leaderboard(rows: Sequence[ArmRow], model_coverage: dict[str, float]) -> Table:
+def compact_leaderboard(
+    rows: Sequence[ArmRow], model_coverage: dict[str, float], floor: float | None = None
+) -> Table:
     """Arms down, models across (most coherent on the baseline first)."""
     cell = {(r.model, r.arm): r for r in rows}
     models = _ranked_models(rows)
@@ -312,7 +323,7 @@ def compact_leaderboard(rows: Sequence[ArmRow], model_coverage: dict[str, float]
         )
     table.add_row(
         "coverage, all arms",
-        *[coverage_text(model_coverage[m]) if m in model_coverage else "" for m in models],
+        *[coverage_text(model_coverage[m], floor) if m in model_coverage else "" for m in models],
         style="dim",
     )
     return table
@@ -332,12 +343,12 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(markdown.table(header, rows)) + "\n"
 
 
-def _status_text(r: ArmRow) -> str:
+def _status_text(r: ArmRow, floor: float | None) -> str:
     if r.scored:
         return ""
     if r.status == STATUS_BELOW_FLOOR:
         under = "≤" if is_family(r.arm) else "<"
-        return f"not scored: coverage {coverage_text(r.coverage)} {under} floor"
+        return f"not scored: coverage {coverage_text(r.coverage, floor)} {under} floor"
     return "not scored: no answers"
 
 
@@ -345,7 +356,8 @@ def floor_sentence(floor: float, labels: Sequence[str]) -> str:
     """The coverage-floor rule as report.md states it, with the family benchmark's where a
     family arm is among `labels` (it said "under" alone, where a family arm's model at the
     floor is not scored either)."""
-    return f"A model under the coverage floor ({floor:.0%}){floor_words(labels)} is not scored."
+    rule = f"A model under the coverage floor ({floor_text(floor)}){floor_words(labels)}"
+    return f"{rule} is not scored."
 
 
 def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
@@ -362,7 +374,8 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
         f"{data.seed}). {floor_sentence(data.floor, labels)}\n"
     )
     parts.append("## Leaderboard\n")
-    parts.append(_md_table(leaderboard_columns(data.rows), leaderboard_cells(data.rows)))
+    cells = leaderboard_cells(data.rows, data.floor)
+    parts.append(_md_table(leaderboard_columns(data.rows), cells))
     across = data.across_models
     parts.append("## Across models\n")
     text = _across_text(across, markdown.text(across["arm"]))
@@ -402,7 +415,7 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
                         f["arm"],
                         str(f["families"]),
                         _fmt_json_iv(f["arbitrage_free"], 2) if f["scored"] else "not scored",
-                        coverage_text(f["coverage"]),
+                        coverage_text(f["coverage"], data.floor),
                     ]
                     for f in data.families
                 ],

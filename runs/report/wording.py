@@ -14,12 +14,37 @@ from collections.abc import Iterable
 
 from runs.report.data import arm_norm, is_family
 
+#: The most decimals a percent of the coverage floor is shown with.
+_MOST_DECIMALS = 4
 
-def coverage_text(share: float) -> str:
-    """A coverage as a whole percent, rounded down: rounded to the nearest, 89.8% read "90%",
-    as an unscored family arm at the 90% floor did and a scored one at 90.4%, and 99.6%
-    read "100%" with answers missing. Down, a share reads at the floor only when it is."""
-    return f"{math.floor(round(share * 100, 6)):d}%"
+
+def floor_decimals(floor: float | None) -> int:
+    """The fewest decimals (up to 4) that state the coverage floor as a percent exactly: 0
+    for the 90% default, 1 for 92.5%. Coverage is shown with as many (`coverage_text`): a
+    92.5% floor read "92%", and a model at 92.9% "92%", scored, beside it."""
+    if floor is None or not math.isfinite(floor):
+        return 0
+    percent = floor * 100
+    for decimals in range(_MOST_DECIMALS):
+        if abs(round(percent, decimals) - percent) < 1e-9:
+            return decimals
+    return _MOST_DECIMALS
+
+
+def floor_text(floor: float) -> str:
+    """The coverage floor as a percent, rounded down at `floor_decimals` (exact for every
+    floor of up to 4 decimals), as a coverage at it reads (`coverage_text`)."""
+    return coverage_text(floor, floor)
+
+
+def coverage_text(share: float, floor: float | None = None) -> str:
+    """A coverage as a percent rounded down, with the decimals the floor is shown with
+    (`floor_decimals`; whole without one): rounded to the nearest, 89.8% read "90%", as an
+    unscored family arm at the 90% floor did and a scored one at 90.4%, and 99.6% read
+    "100%" with answers missing. Down, a share reads at the floor only when it is."""
+    decimals = floor_decimals(floor)
+    scaled = math.floor(round(share * 100 * 10**decimals, 6))
+    return f"{scaled / 10**decimals:.{decimals}f}%"
 
 
 def metric_words(labels: Iterable[str]) -> str:

@@ -189,7 +189,9 @@ def write_views(
     write_bytes_atomic(
         out / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2), sync=False
     )
-    for table in terminal_leaderboard(data.rows, data.model_coverage, console.width):
+    for table in terminal_leaderboard(
+        data.rows, data.model_coverage, console.width, data.floor
+    ):
         print_whole(console, table)
     for line in headline_lines(summary, final):
         console.print(line, highlight=False)

@@ -1,4 +1,5 @@
-"""The leaderboard's text: coverage rounded down to a whole percent, and no empty ranking.
+"""The leaderboard's text: coverage rounded down (to a whole percent, or to as many decimals
+as the coverage floor is shown with), and no empty ranking.
 
 Rounded to the nearest, a family arm at 89.8% read "90%", as an unscored one at exactly the
 floor did and a scored one at 90.4%: the table said "not scored: coverage 90% ≤ floor" beside
@@ -6,6 +7,8 @@ a scored "90%". And 99.6% read "100%" with answers missing.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +70,46 @@ def test_a_model_of_one_arm_other_than_the_baseline_is_in_a_table() -> None:
     tables = terminal_leaderboard(rows, {r.model: 1.0 for r in rows}, width=80)
     shown = {str(c.header) for t in tables for c in t.columns}
     assert "families-only-model" in shown, shown
+
+
+@pytest.mark.parametrize(
+    ("floor", "floor_shown", "at", "above"),
+    [(0.9, "90%", "90%", "92%"), (0.925, "92.5%", "92.5%", "92.9%"),
+     (0.9189, "91.89%", "91.89%", "92.91%"), (68 / 74, "91.8918%", "91.8918%", "92.9100%")],
+)  # fmt: skip
+def test_a_floor_that_is_no_whole_percent_is_shown_as_it_is_and_coverage_beside_it(
+    floor: float, floor_shown: str, at: str, above: str
+) -> None:
+    """A floor of 92.5% read "92%" (`:.0%`), and a model at 92.9%, scored, "92%" beside it;
+    at 68/74 a model exactly at the floor read "91%" under a floor said "92%"."""
+    from runs.report.tables import floor_sentence
+    from runs.report.wording import floor_text
+
+    assert floor_text(floor) == floor_shown
+    assert floor_sentence(floor, ["baseline"]) == (
+        f"A model under the coverage floor ({floor_shown}) is not scored."
+    )
+    at_floor = ArmRow("m", "families/isolated", "l1", units=36, clusters=36, coverage=floor,
+                      status=STATUS_BELOW_FLOOR)  # fmt: skip
+    scored = ArmRow("n", "families/isolated", "l1", units=37, clusters=37, coverage=0.9291,
+                    status=STATUS_SCORED, profit=Interval(0.1, 0.05, 0.15),
+                    at_least=dict.fromkeys(THRESHOLDS, 3))  # fmt: skip
+    cells = {row[0]: row for row in leaderboard_cells([at_floor, scored], floor)}
+    assert cells["m"][-1] == at and f"not scored: coverage {at} ≤ floor" in cells["m"]
+    assert cells["n"][-1] == above
+
+
+def test_the_page_shows_the_floor_and_coverage_at_one_precision(tmp_path: Path) -> None:
+    from runs.report_page import render_page
+
+    def row(model: str, coverage: float, scored: bool) -> dict[str, object]:
+        return {"model": model, "arm": "baseline", "units": 10, "coverage": coverage,
+                "scored": scored, "status": "scored" if scored else STATUS_BELOW_FLOOR,
+                "profit": {"mean": 0.1, "lo": 0.05, "hi": 0.15} if scored else None}  # fmt: skip
+
+    summary = {"coverage_floor": 0.925, "baseline_arm": "baseline",
+               "rows": [row("m", 0.925, False), row("n", 0.9291, True)]}  # fmt: skip
+    page = render_page(summary, [], tmp_path / "report")
+    assert "coverage floor 92.5%" in page and "92%" not in page
+    assert "not scored: coverage 92.5% under the floor" in page
+    assert "<td>92.9%</td>" in page or ">92.9%<" in page
