@@ -218,6 +218,13 @@ class Panel:
         empty = np.flatnonzero(self._incidence.sum(axis=1) == 0)
         return tuple(self._events[i].id for i in empty)
 
+    def certain(self) -> tuple[str, ...]:
+        """The ids of the events that hold in every atom, in panel order: a statement any
+        coherent forecaster prices at 1, so one below is charged as incoherence ("a or not
+        a"): the other typo `panels.families` refuses."""
+        full = np.flatnonzero(self._incidence.sum(axis=1) == self._incidence.shape[1])
+        return tuple(self._events[i].id for i in full)
+
     def __len__(self) -> int:
         return len(self._events)
 

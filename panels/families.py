@@ -32,6 +32,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from panels import toml_text
 from panels.algebra import Panel
 from panels.events import Event
@@ -307,6 +309,46 @@ def check_well_posed(families: Iterable[Family]) -> None:
                 f"impossible{given}): any probability above 0 would be scored as incoherence; "
                 "correct the formula",
                 typo,
+            )
+        _refuse_certain(family, file)
+        _refuse_one_text_two_events(family, file)
+
+
+def _refuse_certain(family: Family, file: str) -> None:
+    """A statement that holds in every world (`formula = "a or not a"`): any probability below
+    1 would be charged as incoherence. A control may ask one on purpose, stated: exact = 1."""
+    meant = {s.id for s in family.statements if family.control and s.exact == 1.0}
+    typo = next((i for i in family.panel().certain() if i not in meant), None)
+    if typo is not None:
+        given = ", given the constraints" if family.constraints else ""
+        raise FamilyError(
+            file,
+            f"holds in every possible world of family {family.id!r} (its formula is always "
+            f"true{given}): any probability below 1 would be scored as incoherence; correct "
+            "the formula",
+            typo,
+        )
+
+
+def _refuse_one_text_two_events(family: Family, file: str) -> None:
+    """Two statements of one text whose formulas hold in different worlds: a model reads one
+    question (the isolated arm asks it once, its request named by its text), so at least one
+    of the two answers is charged as incoherence."""
+    panel = family.panel()
+    incidence = np.asarray(panel.incidence)
+    first: dict[str, Statement] = {}
+    for statement in family.statements:
+        seen = first.setdefault(statement.text, statement)
+        if seen is statement:
+            continue
+        rows = incidence[panel.index(seen.id)], incidence[panel.index(statement.id)]
+        if not np.array_equal(*rows):
+            raise FamilyError(
+                file,
+                f"has the text of statement {seen.id!r} of family {family.id!r} with another "
+                "formula: a model is asked one question and gives one answer, scored against "
+                "two different events; change the text or the formula",
+                statement.id,
             )
 
 

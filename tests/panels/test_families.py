@@ -356,6 +356,41 @@ def test_a_control_may_state_an_impossible_statement_with_exact_zero(tmp_path: P
     check_well_posed([family])
 
 
+def test_a_statement_true_in_every_world_is_refused(tmp_path: Path) -> None:
+    """A hostile tester's "a or not a" (and a statement certain only under the constraints)
+    was planned and run, exit 0: any answer below 1 is charged as incoherence, where the
+    impossible statement, the same typo's twin, was refused."""
+    message = _broken(tmp_path, 'formula = "x"', 'formula = "x or not x"', PARTITION, posed=True)
+    assert message.endswith(
+        "statement 'x': holds in every possible world of family 'cup' (its formula is always "
+        "true, given the constraints): any probability below 1 would be scored as "
+        "incoherence; correct the formula"
+    )
+    message = _broken(tmp_path, 'formula = "y"', 'formula = "x or y or other"', PARTITION,
+                      posed=True)  # fmt: skip
+    assert "statement 'y': holds in every possible world of family 'cup'" in message
+    # A control may ask it on purpose, its answer stated: exact = 1.
+    sure = GOOD.format(id="coins").replace('formula = "h1 | h2"', 'formula = "h1 | not h1"')
+    family = load_family(_write(tmp_path, sure.replace("exact = 0.75", "exact = 1"), "s.toml"))
+    assert family.panel().certain() == ("either",)
+    check_well_posed([family])
+
+
+def test_one_text_for_two_events_is_refused(tmp_path: Path) -> None:
+    """Two statements of one text with formulas true in different worlds were accepted: a
+    model is asked one question (the isolated arm asks it once) and charged for answering two
+    events alike. The same text for the same event in other words is taken."""
+    message = _broken(tmp_path, 'text = "Y wins."', 'text = "X wins."', PARTITION, posed=True)
+    assert message.endswith(
+        "statement 'y': has the text of statement 'x' of family 'cup' with another formula: a "
+        "model is asked one question and gives one answer, scored against two different "
+        "events; change the text or the formula"
+    )
+    same = PARTITION.replace('text = "Y wins."', 'text = "X wins."').replace(
+        'formula = "y"', 'formula = "x and not y"')  # the same worlds as "x", given one winner
+    check_well_posed([load_family(_write(tmp_path, same, "same.toml"))])
+
+
 def test_a_control_without_exact_values_is_refused(tmp_path: Path) -> None:
     """README: controls carry `exact`; the benchmark's controls are those whose exact answers
     are known. One with none was accepted, a control with nothing to be checked against."""
