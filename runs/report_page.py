@@ -28,7 +28,7 @@ from panels.input_files import right_to_left
 from runs.audit import cost_text
 from runs.figures import read_manifest
 from runs.rehearsal import rehearsed
-from runs.report.data import is_family
+from runs.report.data import family_rank, is_family
 from runs.report.models import REHEARSAL_WORDS, frozen_spec, model_notes, simulated_models
 from runs.report.provenance import provenance_sentences
 from runs.report.wording import (
@@ -500,15 +500,15 @@ def _families_table(summary: Mapping[str, Any]) -> list[str]:
             _iv(f.get("arbitrage_free"), 2) if f.get("scored") else _status(f, floor),
             _coverage(f.get("coverage"), floor),
         )
-        for f in sorted(families, key=lambda f: (f["arm"], f["model"]))
+        for f in sorted(families, key=family_rank)  # a summary.json written before was not
     ]
     rule = families[0].get("rule")
     cents = summary.get("arbitrage_free_cents")
     return [
         "<h2>Question families</h2>",
-        f"<p>Share of families on which the L1 bookie locks in at most {esc(cents)}"
-        + (f"; {esc(rule)}" if rule else "")
-        + ".</p>",
+        f"<p>Share of families on which the L1 bookie locks in at most {esc(cents)}, the "
+        "family benchmark's leaderboard score (on the isolated arm), highest first within each "
+        "arm" + (f"; {esc(rule)}" if rule else "") + ".</p>",
         _table(
             ("arm", "model", "families", "arbitrage-free [95% CI]", "coverage"),
             body,

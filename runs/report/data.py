@@ -15,7 +15,7 @@ must never read as incoherence.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -533,8 +533,9 @@ def _aligned(units: pl.DataFrame, models: Sequence[str], metric: str) -> pl.Data
 
 
 def family_section(rows: Sequence[ArmRow]) -> list[dict[str, Any]]:
-    """The benchmark's leaderboard: arbitrage-free rate, or 'not scored' under the floor."""
-    return [
+    """The benchmark's leaderboard: arbitrage-free rate, or 'not scored' under the floor;
+    ranked within each arm by that rate (`family_rank`)."""
+    section = [
         {
             "model": r.model,
             "arm": r.arm,
@@ -548,6 +549,18 @@ def family_section(rows: Sequence[ArmRow]) -> list[dict[str, Any]]:
         for r in rows
         if is_family(r.arm)
     ]
+    return sorted(section, key=family_rank)
+
+
+def family_rank(entry: Mapping[str, Any]) -> tuple[str, bool, float, str]:
+    """Where a `family_section` entry stands: by arm, then scored before not, then by the
+    arbitrage-free rate, highest first (the family benchmark's leaderboard score: its design
+    ranks by it, not by mean profit), then by name. Ordered by name alone, a reader had to
+    rank the table by eye."""
+    free = entry.get("arbitrage_free") or {}
+    rate = free.get("mean") if isinstance(free, Mapping) else None
+    ranked = -float(rate) if isinstance(rate, int | float) and math.isfinite(rate) else 0.0
+    return (str(entry["arm"]), not entry.get("scored"), ranked, str(entry["model"]))
 
 
 # ---------------------------------------------------------------------------------------------

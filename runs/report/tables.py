@@ -256,14 +256,26 @@ def terminal_leaderboard(
     return tables
 
 
+#: The arm whose arbitrage-free rate is the family benchmark's leaderboard score.
+ISOLATED_FAMILIES = "families/isolated"
+
+
 def _ranked_models(rows: Sequence[ArmRow]) -> list[str]:
+    """Models by mean profit on the baseline arm; those without it by the family benchmark's
+    score, the arbitrage-free rate on isolated families, highest first (they were ordered
+    by name); then the rest by name."""
     cell = {(r.model, r.arm): r for r in rows}
 
-    def baseline_profit(m: str) -> float:
+    def rank(m: str) -> tuple[int, float, str]:
         r = cell.get((m, BASELINE_ARM))
-        return r.profit.mean if r is not None and r.profit is not None else 1e9
+        if r is not None and r.profit is not None:
+            return (0, r.profit.mean, m)
+        f = cell.get((m, ISOLATED_FAMILIES))
+        if f is not None and f.arbitrage_free is not None:
+            return (1, -f.arbitrage_free.mean, m)
+        return (2, 0.0, m)
 
-    return sorted({r.model for r in rows}, key=lambda m: (baseline_profit(m), m))
+    return sorted({r.model for r in rows}, key=rank)
 
 
 def model_ranking(rows: Sequence[ArmRow], floor: float | None = None) -> Table:

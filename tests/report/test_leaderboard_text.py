@@ -113,3 +113,31 @@ def test_the_page_shows_the_floor_and_coverage_at_one_precision(tmp_path: Path) 
     assert "coverage floor 92.5%" in page and "92%" not in page
     assert "not scored: coverage 92.5% under the floor" in page
     assert "<td>92.9%</td>" in page or ">92.9%<" in page
+
+
+def test_families_are_ranked_by_the_arbitrage_free_rate_not_by_profit(tmp_path: Path) -> None:
+    """The family benchmark's leaderboard score is the arbitrage-free rate: a model with every
+    family at 0.06 (none free) was listed above one 90% free with a higher mean profit, in the
+    terminal's table, and the families table was in name order."""
+    from runs.report.data import family_section
+    from runs.report.tables import terminal_leaderboard
+    from runs.report_page import render_page
+
+    def row(model: str, mean: float, free: float | None) -> ArmRow:
+        scored = free is not None
+        return ArmRow(model, "families/isolated", "l1", units=37, clusters=37,
+                      coverage=1.0 if scored else 0.5,
+                      status=STATUS_SCORED if scored else STATUS_BELOW_FLOOR,
+                      profit=Interval(mean, mean, mean) if scored else None,
+                      arbitrage_free=Interval(free, free, free) if scored else None,
+                      at_least=dict.fromkeys(THRESHOLDS, 3))  # fmt: skip
+
+    rows = [row("a-steady", 0.06, 0.0), row("b-mostly-free", 0.09, 0.9), row("c-gone", 0, None)]
+    assert [f["model"] for f in family_section(rows)] == ["b-mostly-free", "a-steady", "c-gone"]
+    named = sorted(family_section(rows), key=lambda f: f["model"])  # as written before
+    page = render_page({"families": named, "coverage_floor": 0.9}, [], tmp_path)
+    table = page.split("<h2>Question families</h2>", 1)[1]
+    assert table.index("b-mostly-free") < table.index("a-steady") < table.index("c-gone")
+    assert "the family benchmark's leaderboard score" in table
+    (terminal,) = terminal_leaderboard(rows, {r.model: r.coverage for r in rows}, width=200)
+    assert [str(c.header) for c in terminal.columns][1:] == ["b-mostly-free", "a-steady", "c-gone"]
