@@ -37,6 +37,7 @@ from runs.report.wording import (
     floor_text,
     floor_words,
     metric_words,
+    reading_guide,
 )
 from runs.report_folder import report_dir as report_folder
 
@@ -62,13 +63,16 @@ p { margin: 0.4rem 0 0.8rem; }
 .audit { border-left: 4px solid var(--accent); padding: 0.3rem 0.9rem; background: #eff6ff; }
 figure { margin: 1rem 0 2rem; }
 figure img { display: block; max-width: 100%; height: auto; margin: 0 auto; }
+figure > a { display: block; overflow-x: auto; }
+ul.guide { font-size: 0.93rem; padding-left: 1.2rem; margin: 0.4rem 0 0.9rem; }
+ul.guide li { margin: 0.15rem 0; }
 figcaption { color: var(--muted); font-size: 0.92rem; margin-top: 0.4rem; }
 .scroll { overflow-x: auto; -webkit-overflow-scrolling: touch; margin: 0.5rem 0 1rem;
   border: 1px solid var(--rule); border-radius: 6px; }
 table { border-collapse: collapse; font-size: 0.9rem; width: 100%; }
-th, td { padding: 0.35rem 0.6rem; border-bottom: 1px solid var(--rule); white-space: nowrap;
-  text-align: right; }
-th { background: #f9fafb; position: sticky; top: 0; }
+th, td { padding: 0.35rem 0.6rem; border-bottom: 1px solid var(--rule); text-align: right; }
+th { background: #f9fafb; vertical-align: bottom; }
+td.text { white-space: nowrap; }
 th:first-child, td:first-child, .text { text-align: left; }
 td.long { white-space: normal; overflow-wrap: anywhere; min-width: 12rem; }
 p, li, h1, figcaption { overflow-wrap: anywhere; }
@@ -81,6 +85,18 @@ a { color: var(--accent); }
   main { padding: 0.8rem 0.6rem 2rem; }
   h1 { font-size: 1.3rem; }
   th, td { padding: 0.3rem 0.45rem; font-size: 0.85rem; }
+  /* A figure keeps a width its labels can be read at, and scrolls sideways in its box. */
+  figure img { max-width: none; width: 44rem; }
+}
+@media print {
+  main { max-width: none; padding: 0; }
+  .scroll { overflow: visible; border: 0; }
+  table { font-size: 0.7rem; }
+  th, td, td.text { padding: 0.15rem 0.3rem; white-space: normal; }
+  figure { break-inside: avoid; }
+  h2, h3 { break-after: avoid; }
+  figure img { width: auto; max-width: 100%; max-height: 80vh; }
+  a { color: inherit; text-decoration: none; }
 }
 """
 
@@ -213,6 +229,7 @@ def _header(
         f"{_int(summary.get('bootstrap_replicates'))} replicates (seed {esc(summary.get('seed'))})"
         f" {cluster_words(labels)}"
         f" · coverage floor {_floor_text(summary)}{_one_cluster_note(rows)}</p>",
+        *_guide(labels),
     ]
     simulated = simulated_models(spec, rehearsed)
     if simulated:
@@ -227,6 +244,14 @@ def _header(
         for name, text in model_notes(spec, rehearsed)
     )
     return out
+
+
+def _guide(labels: Sequence[str]) -> list[str]:
+    """The terms the page uses, one item each (`runs.report.wording.reading_guide`)."""
+    if not labels:
+        return []
+    items = "".join(f"<li>{esc(item)}</li>" for item in reading_guide(labels))
+    return [f'<ul class="guide">{items}</ul>']
 
 
 #: The audit table's columns shown on the page (`engine.audit.Audit.table()`), and headers.
@@ -367,7 +392,8 @@ def _shortened_names(summary: Mapping[str, Any], drawn: Sequence[Mapping[str, An
         return []
     return [
         f'<p class="meta">The figures draw a name longer than {NAME_CHARS} characters as its '
-        "start and end around “…”; the tables give every name whole.</p>"
+        "start and end around “…” (Figure 8's panel titles break it over lines where they "
+        "can); the tables give every name whole.</p>"
     ]
 
 
@@ -382,11 +408,27 @@ def _contents(drawn: Sequence[Mapping[str, Any]]) -> list[str]:
     return ["<h2>Figures</h2>", f"<nav><ol>{items}</ol></nav>"]
 
 
+#: Where a figure's values are given as numbers on the page, by figure key: its alt text says
+#: so (it repeated the title alone, and a reader who cannot see the figure lost its data).
+FIGURE_DATA = {
+    "leaderboard": "the Leaderboard table",
+    "horizons": "the horizon and two-asset rows of the Every arm and model table",
+    "arms": "the vs baseline column of the Every arm and model table",
+    "linked": "the linked and dispersed rows of the Every arm and model table",
+    "families": "the Question families table, by arm rather than by shape",
+    "repeated": "the Repeated elicitation table",
+    "audit": "the Retries and failures table, as totals per model",
+}
+
+
 def _figure(figure: Mapping[str, Any], report_dir: Path) -> str:
     number = int(figure["number"])
     path = report_dir / str(figure["path"])
     data = base64.b64encode(path.read_bytes()).decode("ascii")
-    alt = f"Figure {number}: {figure['title']}"
+    alt = f"Figure {number}: {figure['title']}."
+    where = FIGURE_DATA.get(str(figure.get("key")))
+    if where:
+        alt += f" Its values are in {where}."
     return (
         f'<figure id="fig{number}"><h3>Figure {number}. {esc(figure["title"])}</h3>'
         # The link opens the PNG beside the page, full size (small screens zoom into it).
@@ -423,6 +465,7 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
                 r["arm"],
                 r["model"],
                 str(r.get("units", "")),
+                str(r.get("clusters", "")),
                 _iv(r.get("profit")) if r.get("scored") else _status(r, floor),
                 f"{_iv(marginals, signed=True)} vs marginals"
                 if marginals
@@ -438,6 +481,7 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
         "arm",
         "model",
         "units",
+        "clusters",
         "profit [95% CI]",
         "vs baseline [95% CI]",
         *(f"≥ {t}" for t in thresholds),
@@ -452,6 +496,7 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
         "the same arm's marginals: a panel of several days or assets is compared within its "
         "arm, as in the paper); the share of units with "
         "at least each profit; family arms in the L1 metric with their arbitrage-free rate. "
+        "Clusters: the dates or families the interval resampled (a handful makes it rough). "
         f"A model under the coverage floor{floor_words(str(r.get('arm', '')) for r in rows)} "
         "is not scored: an unanswered question is never counted as incoherence.</p>",
         _table(header, body, text_columns={0, 1}, row_classes=classes),
@@ -556,7 +601,8 @@ def _table(
     row_classes: Sequence[str] | None = None,
 ) -> str:
     head = "".join(
-        f'<th class="text">{esc(h)}</th>' if j in text_columns else f"<th>{esc(h)}</th>"
+        f'<th class="text" scope="col">{esc(h)}</th>' if j in text_columns
+        else f'<th scope="col">{esc(h)}</th>'
         for j, h in enumerate(header)
     )
     lines = []
@@ -607,8 +653,11 @@ def _iv(iv: Any, digits: int = 5, *, signed: bool = False) -> str:
     # z: a float's -7.6e-18 around an exact 0 read "-0.00000" beside "+0.00000".
     sign = "+z" if signed else "z"
     lo, hi = iv.get("lo"), iv.get("hi")
+    # A no-break space inside the brackets: a narrow cell breaks before them, never inside.
     bounds = (
-        f" [{lo:{sign}.{digits}f}, {hi:{sign}.{digits}f}]" if _finite(lo) and _finite(hi) else ""
+        f" [{lo:{sign}.{digits}f},\u00a0{hi:{sign}.{digits}f}]"
+        if _finite(lo) and _finite(hi)
+        else ""
     )
     return f"{iv['mean']:{sign}.{digits}f}{bounds}"
 

@@ -47,6 +47,7 @@ from runs.report.wording import (
     floor_text,
     floor_words,
     metric_words,
+    reading_guide,
 )
 from scoring.stats import Interval
 
@@ -379,11 +380,10 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
     """
     parts = ["# Campaign report\n"]
     labels = [r.arm for r in data.rows]
+    guide = " ".join(reading_guide(labels))
     parts.append(
-        f"Profit is the largest guaranteed Dutch-book profit ({metric_words(labels)}; 0 = "
-        "coherent), averaged over passes per unit, then over units; intervals are 95% "
-        f"percentile bootstraps {cluster_words(labels)} ({data.reps:,} replicates, seed "
-        f"{data.seed}). {floor_sentence(data.floor, labels)}\n"
+        f"{guide} The bootstrap: {data.reps:,} replicates, seed {data.seed}, "
+        f"{cluster_words(labels)}. {floor_sentence(data.floor, labels)}\n"
     )
     parts.append("## Leaderboard\n")
     cells = leaderboard_cells(data.rows, data.floor)

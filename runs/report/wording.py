@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from runs.report.data import arm_norm, is_family
+from runs.report.data import ARBITRAGE_FREE_CENTS, arm_norm, is_family
 
 #: The most decimals a percent of the coverage floor is shown with.
 _MOST_DECIMALS = 4
@@ -78,3 +78,59 @@ def floor_words(labels: Iterable[str]) -> str:
     """`FAMILY_FLOOR_WORDS` where a family arm is among `labels`, else nothing: what the
     page's and report.md's floor sentences add after "under the coverage floor"."""
     return FAMILY_FLOOR_WORDS if any(is_family(label) for label in labels) else ""
+
+
+#: The paper the method and the stock-return arms follow, as the report cites it.
+PAPER = "Andrews and Sarkar, \u201cDutch Books for Language Models\u201d"
+
+
+def reading_guide(labels: Iterable[str]) -> list[str]:
+    """What the report's words and columns mean, for the arms of its rows, one item a term:
+    the page said none of it (a referee met "units", "Brier" and "the paper" undefined), and
+    report.md only the profit. One text for both (the page lists the items, report.md joins
+    them)."""
+    labels = list(labels)
+    families = {is_family(label) for label in labels}
+    stock, family = False in families, True in families
+    metric = []
+    if stock:
+        metric.append("per unit of total stake on the stock-return arms (the sup-norm "
+                      "distance to the nearest coherent forecast)")
+    if family:
+        metric.append("with at most $1 of each contract on question families (the L1 "
+                      "distance)")
+    units = []
+    if stock:
+        units.append("a stock-day on the stock-return arms (the return bins asked about one "
+                     "stock from one day, over the days after it on the horizon arms; both "
+                     "stocks of one date on the two-asset, linked and dispersed arms)")
+    if family:
+        units.append("a question family on the family arms")
+    sentences = [
+        "Profit: the largest gain a bookie is sure of, whatever happens, when trading at the "
+        f"model's stated probabilities, {' and '.join(metric)}; 0 means the probabilities "
+        "could come from one distribution (coherent), and lower is more coherent.",
+        f"A unit is one set of related questions scored together: {'; '.join(units)}. A "
+        "unit's profit is averaged over its passes, then the units are averaged.",
+        "Intervals are 95% percentile bootstraps that resample whole clusters "
+        f"({_cluster_kinds(stock, family)}); with few clusters they are rough.",
+    ]
+    if stock:
+        sentences.append(
+            "\u2265 t: the share of units whose profit is at least t. Brier: the mean squared "
+            "error of the stated probabilities against what happened (lower is better), where "
+            "the outcomes are known."
+        )
+    if family:
+        sentences.append(
+            "Arbitrage-free: the share of families on which the bookie locks in at most "
+            f"{ARBITRAGE_FREE_CENTS:g}, the family benchmark's leaderboard score."
+        )
+    if stock:
+        sentences.append(f"The method and the stock-return arms follow {PAPER}.")
+    return sentences
+
+
+def _cluster_kinds(stock: bool, family: bool) -> str:
+    kinds = (["dates"] if stock else []) + (["families"] if family else [])
+    return " or ".join(kinds)

@@ -380,11 +380,41 @@ def test_a_difference_of_float_noise_around_zero_is_shown_as_zero() -> None:
     from scoring.stats import Interval
 
     noise = {"mean": -7.6e-18, "lo": -1e-17, "hi": 2e-18}
-    assert _iv(noise, signed=True) == "+0.00000 [+0.00000, +0.00000]"
-    assert _iv(noise) == "0.00000 [0.00000, 0.00000]"
+    # (the page's: a no-break space inside the brackets, where a narrow cell may not break)
+    assert _iv(noise, signed=True) == "+0.00000 [+0.00000,\u00a0+0.00000]"
+    assert _iv(noise) == "0.00000 [0.00000,\u00a00.00000]"
     interval = Interval(-7.6e-18, -1e-17, 2e-18)
     assert _fmt_signed_iv(interval) == "+0.00000 [+0.00000, +0.00000]"
     assert _fmt_iv(interval) == "0.00000 [0.00000, 0.00000]"
     assert _iv({"mean": -0.3, "lo": -0.4, "hi": -0.2}, signed=True) == (
-        "-0.30000 [-0.40000, -0.20000]"
+        "-0.30000 [-0.40000,\u00a0-0.20000]"
     )
+
+
+def test_a_referee_finds_the_terms_the_clusters_and_the_figures_data(figures_run: Path) -> None:
+    """A referee: the page defined neither its score nor "units", "Brier" or "the paper"; the
+    intervals rested on five date clusters it did not show; each figure's alt text repeated
+    its title alone; and printed, the wide tables lost their right-hand columns."""
+    from runs.report.wording import reading_guide
+
+    page = (figures_run / "report" / "index.html").read_text(encoding="utf-8")
+    summary = orjson.loads((figures_run / "report" / "summary.json").read_bytes())
+    items = reading_guide(r["arm"] for r in summary["rows"])
+    listed = "".join(f"<li>{html.escape(item)}</li>" for item in items)
+    assert f'<ul class="guide">{listed}</ul>' in page
+    guide = " ".join(items)
+    for term in ("Profit: the largest gain a bookie is sure of", "A unit is one set",
+                 "Brier: the mean squared error", "Arbitrage-free: the share of families",
+                 "Dutch Books for Language Models"):  # fmt: skip
+        assert term in guide, term
+    md = (figures_run / "report" / "report.md").read_text(encoding="utf-8")
+    assert guide in " ".join(md.split())  # report.md defines them alike
+    every = page.split("<h2>Every arm and model</h2>", 1)[1].split("</table>", 1)[0]
+    assert '<th scope="col">units</th><th scope="col">clusters</th>' in every
+    baseline = next(r for r in summary["rows"] if r["arm"] == "baseline" and r["scored"])
+    assert f"<td>{baseline['units']}</td><td>{baseline['clusters']}</td>" in every
+    alt = page.split('alt="Figure 2:', 1)[1].split('"', 1)[0]
+    assert alt == (
+        " Model leaderboard: incoherence and accuracy. Its values are in the Leaderboard table."
+    )
+    assert "@media print" in page and ".scroll { overflow: visible; border: 0; }" in page
