@@ -249,12 +249,14 @@ def model_styles(models: Sequence[str]) -> dict[str, ModelStyle]:
     """A style per model by its place in `models`: give the report's models
     (`FigureInputs.models`), not a figure's, so a model looks the same in every figure. Each
     figure once numbered the models it drew, and orange was one model in figure 4 and another
-    in figure 7. The palette has 10 colours: past them, markers and hatching tell models apart."""
+    in figure 7. The palette has 10 colours: past them, hatching tells models' bars apart. The
+    markers' shapes cycle with every model, so that colour is never the only thing telling two
+    models' points apart (a referee: red and green beside each other)."""
     plt = pyplot()
     cmap = plt.get_cmap("tab10")
     return {
         m: ModelStyle(
-            cmap(i % 10), _MARKERS[(i // 10) % len(_MARKERS)], _HATCHES[(i // 10) % len(_HATCHES)]
+            cmap(i % 10), _MARKERS[i % len(_MARKERS)], _HATCHES[(i // 10) % len(_HATCHES)]
         )
         for i, m in enumerate(models)
     }

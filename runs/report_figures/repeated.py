@@ -50,10 +50,13 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         unused.set_visible(False)
     styles = _style.model_styles(inputs.models)
     for ax, arm in zip(axes[: len(arms)], arms, strict=True):
-        for cell in (c for c in cells if c["arm"] == arm):
+        drawn = sorted((c for c in cells if c["arm"] == arm), key=lambda c: str(c["model"]))
+        for position, cell in enumerate(drawn):
             points = [(b["k"], iv) for b in cell["by_k"] if (iv := _style.interval(b))]
             colour, marker, _ = styles[cell["model"]]
-            _curve(ax, points, colour, marker, cell["model"], cell["passes"] > MANY_PASSES)
+            many = cell["passes"] > MANY_PASSES
+            shift = 0.0 if many else _dodge(position, len(drawn))
+            _curve(ax, points, colour, marker, cell["model"], many, shift)
             single = cell.get("single_pass_mean")
             if single is not None:
                 ax.axhline(single, color=colour, linestyle="--", linewidth=0.9, alpha=0.8)
@@ -80,7 +83,8 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         f"solving, with 95% {clusters} intervals. Dashed: the mean profit of single passes, "
         "which the average of all passes can never exceed when every pass answered the same "
         "questions (the profit is convex); an average of fewer passes, or over passes that "
-        "left different questions unanswered, may land on either side of it."
+        "left different questions unanswered, may land on either side of it. The models' "
+        "points at one k are set slightly apart, so that none hides another."
     )
 
 
@@ -96,6 +100,18 @@ def _words(rows: Sequence[Mapping[str, Any]], arms: set[str]) -> tuple[str, str]
     return "profit per unit stake", "date-clustered"
 
 
+#: How far apart, in passes, the points of the models drawn at one k are set at most.
+DODGE = 0.04
+
+
+def _dodge(position: int, count: int) -> float:
+    """The shift of the `position`-th model's points along k: side by side, centred on k, so
+    that two models at one value (two coherent ones at 0) do not draw one on the other (a
+    referee saw one model's line and markers hidden whole under another's)."""
+    step = min(DODGE, 0.4 / max(count, 1))
+    return (position - (count - 1) / 2) * step
+
+
 def _curve(
     ax: Any,
     points: Sequence[tuple[int, Mapping[str, float]]],
@@ -103,8 +119,9 @@ def _curve(
     marker: str,
     label: str,
     many: bool,
+    shift: float = 0.0,
 ) -> None:
-    ks = [k for k, _ in points]
+    ks = [k + shift for k, _ in points]
     ivs = [iv for _, iv in points]
     means = [iv["mean"] for iv in ivs]
     if not many:

@@ -220,3 +220,16 @@ def test_a_bottom_legend_reads_row_by_row(n: int, ncol: int) -> None:
     for text, handle in zip(texts, legend.legend_handles, strict=True):  # pairs kept
         assert handle.get_label() == text.get_text()
     plt.close(fig)
+
+
+def test_models_points_differ_by_shape_and_never_hide_one_another() -> None:
+    """A referee: in figure 7 a coherent model's line and markers lay whole under another's
+    at 0, and the first ten models differed by colour alone (red beside green)."""
+    from runs.report_figures.repeated import _dodge
+
+    styles = _style.model_styles([f"m{n}" for n in range(6)])
+    assert len({s.marker for s in styles.values()}) == 6
+    for count in (1, 2, 5, 24):
+        shifts = [_dodge(position, count) for position in range(count)]
+        assert len(set(shifts)) == count and abs(sum(shifts)) < 1e-12  # apart, centred on k
+        assert max(map(abs, shifts)) < 0.25  # every point nearer its own k than the next
