@@ -34,6 +34,7 @@ from runs.report.provenance import provenance_sentences
 from runs.report.wording import (
     cluster_words,
     coverage_text,
+    fixed,
     floor_text,
     floor_words,
     metric_words,
@@ -640,7 +641,7 @@ def _finite(x: Any) -> bool:
 
 
 def _num(x: Any, digits: int = 5) -> str:
-    return f"{x:.{digits}f}" if _finite(x) else "—"
+    return fixed(x, digits) if _finite(x) else "—"
 
 
 def _mean(iv: Any) -> float:
@@ -650,16 +651,15 @@ def _mean(iv: Any) -> float:
 def _iv(iv: Any, digits: int = 5, *, signed: bool = False) -> str:
     if not isinstance(iv, Mapping) or not _finite(iv.get("mean")):
         return ""
-    # z: a float's -7.6e-18 around an exact 0 read "-0.00000" beside "+0.00000".
-    sign = "+z" if signed else "z"
-    lo, hi = iv.get("lo"), iv.get("hi")
+    lo: Any = iv.get("lo")
+    hi: Any = iv.get("hi")
     # A no-break space inside the brackets: a narrow cell breaks before them, never inside.
     bounds = (
-        f" [{lo:{sign}.{digits}f},\u00a0{hi:{sign}.{digits}f}]"
+        f" [{fixed(lo, digits, signed=signed)},\u00a0{fixed(hi, digits, signed=signed)}]"
         if _finite(lo) and _finite(hi)
         else ""
     )
-    return f"{iv['mean']:{sign}.{digits}f}{bounds}"
+    return f"{fixed(iv['mean'], digits, signed=signed)}{bounds}"
 
 
 def _pct(x: Any) -> str:

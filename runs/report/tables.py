@@ -44,6 +44,7 @@ from runs.report.data import (
 from runs.report.wording import (
     cluster_words,
     coverage_text,
+    fixed,
     floor_text,
     floor_words,
     metric_words,
@@ -55,7 +56,7 @@ from scoring.stats import Interval
 def _fmt(x: float | None, digits: int = 5) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "—"
-    return f"{x:z.{digits}f}"  # z: a float's -7.6e-18 around an exact 0 reads 0, not -0
+    return fixed(x, digits)
 
 
 def _fmt_iv(iv: Interval | None, digits: int = 5) -> str:
@@ -466,8 +467,8 @@ def _count(value: int | None) -> str:
 def _fmt_signed_iv(iv: Interval | None) -> str:
     if iv is None:
         return ""
-    ends = [f"{x:+z.5f}" if math.isfinite(x) else "—" for x in (iv.lo, iv.hi)]
-    return f"{iv.mean:+z.5f} [{ends[0]}, {ends[1]}]"
+    ends = [fixed(x, signed=True) if math.isfinite(x) else "—" for x in (iv.lo, iv.hi)]
+    return f"{fixed(iv.mean, signed=True)} [{ends[0]}, {ends[1]}]"
 
 
 def _comparison(r: ArmRow) -> str:

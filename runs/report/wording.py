@@ -12,7 +12,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from runs.report.data import ARBITRAGE_FREE_CENTS, arm_norm, is_family
+from runs.report.data import ARBITRAGE_FREE_CENTS, THRESHOLD_SLACK, arm_norm, is_family
+
+
+def fixed(x: float, digits: int = 5, *, signed: bool = False) -> str:
+    """`x` with `digits` decimals, its sign kept: only a value within the LP certificate's
+    tolerance of 0 (a float's -7.6e-18 around an exact 0) reads as 0. Formatted with `z`,
+    a difference of -2e-6 read "+0.00000 [+0.00000, +0.00000]", an interval that straddles 0
+    shown as if it did not; "-0.00000 [-0.00000, +0.00000]" says that it does."""
+    if abs(x) <= THRESHOLD_SLACK:
+        x = 0.0
+    return f"{x:{'+' if signed else ''}.{digits}f}"
+
 
 #: The most decimals a percent of the coverage floor is shown with.
 _MOST_DECIMALS = 4

@@ -373,6 +373,22 @@ def test_report_md_says_the_family_floor_rule_where_a_family_arm_is_reported() -
     )
 
 
+def test_an_interval_that_straddles_zero_keeps_its_signs() -> None:
+    """A second referee: a difference of -2e-6 to +4e-6 read "+0.00000 [+0.00000, +0.00000]",
+    as if the interval held no negative value; only float noise (within the LP certificate's
+    1e-9 of 0) reads as 0."""
+    from runs.report.tables import _fmt_signed_iv
+    from runs.report_page import _iv
+    from scoring.stats import Interval
+
+    small = {"mean": 1e-6, "lo": -2e-6, "hi": 4e-6}
+    assert _iv(small, signed=True) == "+0.00000 [-0.00000,\u00a0+0.00000]"
+    assert _fmt_signed_iv(Interval(1e-6, -2e-6, 4e-6)) == "+0.00000 [-0.00000, +0.00000]"
+    assert _iv({"mean": -3e-10, "lo": -5e-10, "hi": 1e-10}, signed=True) == (
+        "+0.00000 [+0.00000,\u00a0+0.00000]"
+    )
+
+
 def test_a_difference_of_float_noise_around_zero_is_shown_as_zero() -> None:
     """A referee: "−0.00000 [−0.00000, +0.00000]" for a difference of -7.6e-18, an exact 0."""
     from runs.report.tables import _fmt_iv, _fmt_signed_iv
