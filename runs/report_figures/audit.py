@@ -112,10 +112,21 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         "never retried." if REJECTED_ON_REPARSE in seen else ""
     )
     return (
-        "Attempts started in each slice of the campaign, per model, by outcome: accepted "
-        "attempts pale, every other attempt (one retry attempt each, as the audit counts "
-        "them) stacked on top in the colour of its cause." + rejected + shown
+        f"Attempts started in each slice of the campaign ({_slice_words(frame)}), per model, "
+        "by outcome: accepted attempts pale, every other attempt (one retry attempt each, as "
+        "the audit counts them) stacked on top in the colour of its cause. Each panel has "
+        "its own scale of attempts." + rejected + shown
     )
+
+
+def _slice_words(frame: pl.DataFrame) -> str:
+    """How long a slice is, in words ("3.2 s each"): the caption said "each slice" alone."""
+    width = float(frame["width"].max() or 0.0)  # type: ignore[arg-type]
+    if width <= 0:
+        return "all at one instant"
+    if width >= 120:
+        return f"{width / 60:.3g} min each"
+    return f"{width:.3g} s each"
 
 
 def _models_drawn(frame: pl.DataFrame) -> tuple[list[str], str]:

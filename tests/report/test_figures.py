@@ -711,10 +711,30 @@ def test_the_audit_figure_of_one_attempt_shows_it(
     )  # fmt: skip
     kept: list[Any] = []
     monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
-    module_of(8).draw(FigureInputs({"rows": []}, timeline=timeline), tmp_path / "f.png")
+    caption = module_of(8).draw(FigureInputs({"rows": []}, timeline=timeline), tmp_path / "f.png")
     [ax] = [ax for ax in kept[0].axes if ax.patches]
     assert [bar.get_width() > 0 and bar.get_height() == 1 for bar in ax.patches] == [True]
     assert ax.get_title(loc="left") == "m: 1 attempt, 1 retry attempt (100.0%)"
+    assert "each slice of the campaign (all at one instant)" in caption
+
+
+@pytest.mark.parametrize(("seconds", "said"), [(3.2, "3.2 s each"), (300, "5 min each")])
+def test_the_audit_figures_caption_says_how_long_a_slice_is(
+    tmp_path: Path, seconds: float, said: str
+) -> None:
+    """A referee: the caption said "each slice" without saying how long one is, and not that
+    each panel has its own scale."""
+    from runs.report_figures import module_of
+
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    step = dt.timedelta(seconds=seconds)
+    timeline = pl.DataFrame(  # engine.audit.attempt_timeline's columns
+        {"model": ["m", "m"], "bin": [0, 1], "start": [t0, t0 + step],
+         "end": [t0 + step, t0 + 2 * step], "outcome": ["ok", "ok"], "attempts": [3, 4]}
+    )  # fmt: skip
+    caption = module_of(8).draw(FigureInputs({"rows": []}, timeline=timeline), tmp_path / "f.png")
+    assert f"each slice of the campaign ({said})" in caption
+    assert "Each panel has its own scale of attempts." in caption
 
 
 def test_the_audit_figure_counts_no_retry_for_replies_a_strict_reparse_rejected(
