@@ -250,13 +250,16 @@ def model_styles(models: Sequence[str]) -> dict[str, ModelStyle]:
     (`FigureInputs.models`), not a figure's, so a model looks the same in every figure. Each
     figure once numbered the models it drew, and orange was one model in figure 4 and another
     in figure 7. The palette has 10 colours: past them, hatching tells models' bars apart. The
-    markers' shapes cycle with every model, so that colour is never the only thing telling two
-    models' points apart (a referee: red and green beside each other)."""
+    markers' shapes change with every model, so that colour is never the only thing telling
+    two models' points apart (a referee: red and green beside each other), and step by one
+    more every ten models, so that no two of the first 60 share both colour and shape."""
     plt = pyplot()
     cmap = plt.get_cmap("tab10")
     return {
         m: ModelStyle(
-            cmap(i % 10), _MARKERS[i % len(_MARKERS)], _HATCHES[(i // 10) % len(_HATCHES)]
+            cmap(i % 10),
+            _MARKERS[(i + i // 10) % len(_MARKERS)],
+            _HATCHES[(i // 10) % len(_HATCHES)],
         )
         for i, m in enumerate(models)
     }

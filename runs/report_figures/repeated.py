@@ -49,6 +49,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     for unused in axes[len(arms):]:
         unused.set_visible(False)
     styles = _style.model_styles(inputs.models)
+    dodged = False
     for ax, arm in zip(axes[: len(arms)], arms, strict=True):
         drawn = sorted((c for c in cells if c["arm"] == arm), key=lambda c: str(c["model"]))
         for position, cell in enumerate(drawn):
@@ -56,6 +57,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
             colour, marker, _ = styles[cell["model"]]
             many = cell["passes"] > MANY_PASSES
             shift = 0.0 if many else _dodge(position, len(drawn))
+            dodged |= shift != 0.0
             _curve(ax, points, colour, marker, cell["model"], many, shift)
             single = cell.get("single_pass_mean")
             if single is not None:
@@ -83,8 +85,9 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         f"solving, with 95% {clusters} intervals. Dashed: the mean profit of single passes, "
         "which the average of all passes can never exceed when every pass answered the same "
         "questions (the profit is convex); an average of fewer passes, or over passes that "
-        "left different questions unanswered, may land on either side of it. The models' "
-        "points at one k are set slightly apart, so that none hides another."
+        "left different questions unanswered, may land on either side of it."
+        + (" The models' markers at one k are set a few points apart, so that none hides "
+           "another." if dodged else "")
     )
 
 
@@ -100,15 +103,16 @@ def _words(rows: Sequence[Mapping[str, Any]], arms: set[str]) -> tuple[str, str]
     return "profit per unit stake", "date-clustered"
 
 
-#: How far apart, in passes, the points of the models drawn at one k are set at most.
-DODGE = 0.04
+#: How far apart, in points of the page (not passes: a panel of 20 passes drew a shift of
+#: 0.04 pass on one pixel), the markers of the models drawn at one k are set at most.
+DODGE_POINTS = 4.0
 
 
 def _dodge(position: int, count: int) -> float:
-    """The shift of the `position`-th model's points along k: side by side, centred on k, so
-    that two models at one value (two coherent ones at 0) do not draw one on the other (a
-    referee saw one model's line and markers hidden whole under another's)."""
-    step = min(DODGE, 0.4 / max(count, 1))
+    """The shift, in points, of the `position`-th model's curve: side by side, centred on k,
+    so that two models at one value (two coherent ones at 0) do not draw one marker on the
+    other (a referee saw one model's markers hidden whole under another's)."""
+    step = min(DODGE_POINTS, 30.0 / max(count, 1))
     return (position - (count - 1) / 2) * step
 
 
@@ -121,14 +125,22 @@ def _curve(
     many: bool,
     shift: float = 0.0,
 ) -> None:
-    ks = [k + shift for k, _ in points]
+    from matplotlib.transforms import offset_copy
+
+    moved = offset_copy(ax.transData, fig=ax.figure, x=shift, y=0.0, units="points")
+    ks = [k for k, _ in points]
     ivs = [iv for _, iv in points]
     means = [iv["mean"] for iv in ivs]
     if not many:
         ax.errorbar(
             ks, means, yerr=_style.errors(ivs), fmt=marker + "-", color=colour, capsize=3,
-            label=label,
+            label=label, transform=moved,
         )  # fmt: skip
+        # Drawn through an offset transform, the curve is no data to autoscaling: say its
+        # extent (k, each end of each interval) in data coordinates.
+        ax.update_datalim([(k, iv[end]) for k, iv in zip(ks, ivs, strict=True)
+                           for end in ("lo", "hi")])  # fmt: skip
+        ax.autoscale_view()
         return
     ax.plot(ks, means, "-", color=colour, linewidth=1.2, label=label)
     lo = [iv["lo"] for iv in ivs]

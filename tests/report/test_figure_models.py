@@ -222,14 +222,40 @@ def test_a_bottom_legend_reads_row_by_row(n: int, ncol: int) -> None:
     plt.close(fig)
 
 
-def test_models_points_differ_by_shape_and_never_hide_one_another() -> None:
-    """A referee: in figure 7 a coherent model's line and markers lay whole under another's
-    at 0, and the first ten models differed by colour alone (red beside green)."""
-    from runs.report_figures.repeated import _dodge
+@pytest.mark.parametrize("passes", [2, 20])
+def test_models_points_differ_by_shape_and_never_hide_one_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, passes: int
+) -> None:
+    """A referee: in figure 7 a coherent model's markers lay whole under another's at 0, and
+    the first ten models differed by colour alone (red beside green). A second: a shift in
+    passes (0.04 of one) drew nothing apart in a panel of 20 passes."""
+    from runs.report_figures import repeated
 
-    styles = _style.model_styles([f"m{n}" for n in range(6)])
-    assert len({s.marker for s in styles.values()}) == 6
-    for count in (1, 2, 5, 24):
-        shifts = [_dodge(position, count) for position in range(count)]
-        assert len(set(shifts)) == count and abs(sum(shifts)) < 1e-12  # apart, centred on k
-        assert max(map(abs, shifts)) < 0.25  # every point nearer its own k than the next
+    styles = _style.model_styles([f"m{n}" for n in range(60)])
+    assert len({s.marker for s in list(styles.values())[:6]}) == 6
+    assert len({(s.colour, s.marker) for s in styles.values()}) == 60
+
+    def cell(model: str, arm: str, value: float) -> dict[str, Any]:
+        by_k = [{"k": k, "mean": value, "lo": value, "hi": value + 0.001}
+                for k in range(1, passes + 1)]  # fmt: skip
+        return {"model": model, "arm": arm, "passes": passes, "single_pass_mean": value,
+                "by_k": by_k}  # fmt: skip
+
+    cells = [cell(m, arm, v) for arm in ("a1", "a2", "a3")
+             for m, v in (("alpha", 0.0), ("beta", 0.0), ("gamma", 0.01))]  # fmt: skip
+    kept: list[Any] = []
+    monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
+    caption = repeated.draw(
+        FigureInputs({"rows": [], "repeated_elicitation": cells}), tmp_path / "f.png"
+    )
+    assert "set a few points apart" in caption
+    ax = kept[0].axes[0]
+    kept[0].canvas.draw()
+    first = {}  # each model's first marker, in pixels on the page
+    for container in ax.containers:  # an errorbar's: its label, then its data line first
+        line = container.lines[0]
+        first[container.get_label()] = line.get_transform().transform((line.get_xdata()[0], 0))
+    gap = abs(first["alpha"][0] - first["beta"][0])
+    assert gap >= 3 * kept[0].dpi / 72  # apart by points, whatever the number of passes
+    low, high = ax.get_ylim()
+    assert low <= 0.0 and high >= 0.011  # autoscaled to the data despite the shift
