@@ -103,8 +103,8 @@ def load_command(name: str) -> TyperCommand:
 
 def usage_error(exc: click_errors.UsageError) -> NoReturn:
     """A usage error (no such option or command, a bad or missing value) in one line, exit 2,
-    as every other error: typer drew a box of five lines around it, after the usage. A
-    command given no arguments still shows its help (`no_args_is_help`)."""
+    as every other error: typer drew a box of five lines around it, after the usage.
+    `dutchbook` alone still shows its help (`no_args_is_help`)."""
     if isinstance(exc, getattr(click_errors, "NoArgsIsHelpError", ())):  # click 8.2 on
         raise exc
     from runs.commands._errors import fail
@@ -133,7 +133,20 @@ class _QuietHelp:
 
 
 class _Command(_QuietHelp, TyperCommand):
-    """A command whose help, printed to a closed pipe, ends quietly (`_QuietHelp`)."""
+    """A command whose help, printed to a closed pipe, ends quietly (`_QuietHelp`), and whose
+    usage errors name it (`usage_error`)."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click_errors.UsageError as exc:
+            # The parser's own errors ("requires an argument", "does not take a value") come
+            # without a context, and `usage_error` named the top-level --help for them.
+            if exc.ctx is None:
+                exc.ctx = self.context_class(self, info_name=info_name, parent=parent)
+            raise
 
 
 class LazyGroup(_QuietHelp, TyperGroup):

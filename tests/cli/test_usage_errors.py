@@ -17,6 +17,11 @@ from runs.cli import app
         (["frobnicate"], "error: No such command 'frobnicate' (see 'dutchbook --help')"),
         (["--bogus"], "error: No such option: --bogus (see 'dutchbook --help')"),
         (["status"], "error: Missing argument 'DIR' (see 'dutchbook status --help')"),
+        # The parser's own errors came without the command: they named 'dutchbook --help'.
+        (["run", "spec.toml", "--out"],
+         "error: Option '--out' requires an argument (see 'dutchbook run --help')"),
+        (["status", "x", "--json=1"],
+         "error: Option '--json' does not take a value (see 'dutchbook status --help')"),
         (["serve-sim", "--port", "99999"],
          "error: Invalid value for '--port': 99999 is not in the range 0<=x<=65535 "
          "(see 'dutchbook serve-sim --help')"),
