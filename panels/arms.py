@@ -483,6 +483,12 @@ class LinkedArm(Arm):
 
 
 # -- question families ------------------------------------------------------------------------
+#: The family arms' names; the isolated one's arbitrage-free rate is the family benchmark's
+#: leaderboard score.
+ISOLATED_FAMILIES = "families/isolated"
+JOINT_FAMILIES = "families/joint"
+
+
 class FamilyArm(Arm):
     """The family benchmark: statements one per query (isolated) or all in one (joint)."""
 
@@ -491,7 +497,7 @@ class FamilyArm(Arm):
 
     def __init__(self, joint: bool) -> None:
         self.joint = joint
-        self.name = "families/joint" if joint else "families/isolated"
+        self.name = JOINT_FAMILIES if joint else ISOLATED_FAMILIES
         self.description = (
             "a whole family per query, labelled Q01.. in a seeded order"
             if joint

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -298,36 +298,42 @@ def check_well_posed(families: Iterable[Family]) -> None:
                 "'exact': a control's statements carry their known probabilities; add them, "
                 "or set control = false",
             )
-        # A control may ask about an impossible event on purpose, its answer stated: exact = 0.
-        meant = {s.id for s in family.statements if family.control and s.exact == 0.0}
-        typo = next((i for i in family.panel().impossible() if i not in meant), None)
-        if typo is not None:
-            given = ", given the constraints" if family.constraints else ""
-            raise FamilyError(
-                file,
-                f"holds in no possible world of family {family.id!r} (its formula is "
-                f"impossible{given}): any probability above 0 would be scored as incoherence; "
-                "correct the formula",
-                typo,
-            )
-        _refuse_certain(family, file)
+        _refuse_trivial(family, file, impossible=True)
+        _refuse_trivial(family, file, impossible=False)
         _refuse_one_text_two_events(family, file)
 
 
-def _refuse_certain(family: Family, file: str) -> None:
-    """A statement that holds in every world (`formula = "a or not a"`): any probability below
-    1 would be charged as incoherence. A control may ask one on purpose, stated: exact = 1."""
-    meant = {s.id for s in family.statements if family.control and s.exact == 1.0}
-    typo = next((i for i in family.panel().certain() if i not in meant), None)
-    if typo is not None:
-        given = ", given the constraints" if family.constraints else ""
-        raise FamilyError(
-            file,
-            f"holds in every possible world of family {family.id!r} (its formula is always "
-            f"true{given}): any probability below 1 would be scored as incoherence; correct "
-            "the formula",
-            typo,
-        )
+#: For a statement that holds in no world and one that holds in every world: how the refusal
+#: says it, what its formula is, the `exact` a control states it with on purpose, and which
+#: answers would be charged.
+_TRIVIAL = {
+    True: ("holds in no possible world", "impossible", 0.0, "any probability above 0"),
+    False: ("holds in every possible world", "always true", 1.0, "any probability below 1"),
+}
+
+
+def _trivial(panel: Panel, impossible: bool) -> tuple[str, ...]:
+    return panel.impossible() if impossible else panel.certain()
+
+
+def _refuse_trivial(family: Family, file: str, *, impossible: bool) -> None:
+    """A statement that holds in no world ("heart and not heart") or in every world ("a or
+    not a"): a model is charged for its author's typo, any answer but 0 (or 1) scored as
+    incoherence. A control may ask one on purpose, its answer stated: exact = 0 (or 1). The
+    message says "given the constraints" only where they make it so."""
+    where, what, exact, charged = _TRIVIAL[impossible]
+    meant = {s.id for s in family.statements if family.control and s.exact == exact}
+    typo = next((i for i in _trivial(family.panel(), impossible) if i not in meant), None)
+    if typo is None:
+        return
+    free = replace(family, constraints=()).panel() if family.constraints else family.panel()
+    given = "" if typo in _trivial(free, impossible) else ", given the constraints"
+    raise FamilyError(
+        file,
+        f"{where} of family {family.id!r} (its formula is {what}{given}): {charged} would be "
+        "scored as incoherence; correct the formula",
+        typo,
+    )
 
 
 def _refuse_one_text_two_events(family: Family, file: str) -> None:
@@ -337,8 +343,8 @@ def _refuse_one_text_two_events(family: Family, file: str) -> None:
     panel = family.panel()
     incidence = np.asarray(panel.incidence)
     first: dict[str, Statement] = {}
-    for statement in family.statements:
-        seen = first.setdefault(statement.text, statement)
+    for statement in family.statements:  # "X wins." and "X  wins. " read alike
+        seen = first.setdefault(" ".join(statement.text.split()), statement)
         if seen is statement:
             continue
         rows = incidence[panel.index(seen.id)], incidence[panel.index(statement.id)]

@@ -193,7 +193,8 @@ def check_new_design(spec: CampaignSpec, units: UnitSource, run_dir: Path | None
     (`runs.spec.check_one_form`, `panels.families.check_one_form`), a model name the report
     would misread (a formula's first character, `all`), and a family whose control
     has no `exact` value, that has `exact` but is no control, of more than `MAX_STATEMENTS`
-    statements, or whose statement is impossible (`panels.families.check_well_posed`),
+    statements, whose statement is impossible or always true, or two of whose statements of
+    one text hold in different worlds (`panels.families.check_well_posed`),
     in a design about to be planned: `dutchbook plan` (no `run_dir`), or a run into a folder
     without a frozen spec.
 
