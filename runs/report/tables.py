@@ -31,6 +31,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.console_lines import plural
+from panels.arms import ISOLATED_FAMILIES
 from runs import markdown
 from runs.report.data import (
     BASELINE_ARM,
@@ -258,10 +259,6 @@ def terminal_leaderboard(
     return tables
 
 
-#: The arm whose arbitrage-free rate is the family benchmark's leaderboard score.
-ISOLATED_FAMILIES = "families/isolated"
-
-
 def _ranked_models(rows: Sequence[ArmRow]) -> list[str]:
     """Models by mean profit on the baseline arm; those without it by the family benchmark's
     score, the arbitrage-free rate on isolated families, highest first (they were ordered
@@ -381,9 +378,9 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
     """
     parts = ["# Campaign report\n"]
     labels = [r.arm for r in data.rows]
-    guide = " ".join(reading_guide(labels))
+    guide = "".join(f"{item} " for item in reading_guide(labels))
     parts.append(
-        f"{guide} The bootstrap: {data.reps:,} replicates, seed {data.seed}, "
+        f"{guide}The bootstrap: {data.reps:,} replicates, seed {data.seed}, "
         f"{cluster_words(labels)}. {floor_sentence(data.floor, labels)}\n"
     )
     parts.append("## Leaderboard\n")

@@ -43,9 +43,13 @@ def floor_decimals(floor: float | None) -> int:
 
 
 def floor_text(floor: float) -> str:
-    """The coverage floor as a percent, rounded down at `floor_decimals` (exact for every
-    floor of up to 4 decimals), as a coverage at it reads (`coverage_text`)."""
-    return coverage_text(floor, floor)
+    """The coverage floor as a percent at `floor_decimals`: exact for a floor of up to 4
+    decimals; one that needs more (1/3) rounded up, as each coverage is rounded down, so a
+    coverage under the floor never reads as equal to it (12.3456% beside a floor of
+    12.345678% said "under the floor" of "12.3456%")."""
+    decimals = floor_decimals(floor)
+    scaled = math.ceil(round(floor * 100 * 10**decimals, 6))
+    return f"{scaled / 10**decimals:.{decimals}f}%"
 
 
 def coverage_text(share: float, floor: float | None = None) -> str:
@@ -101,6 +105,8 @@ def reading_guide(labels: Iterable[str]) -> list[str]:
     report.md only the profit. One text for both (the page lists the items, report.md joins
     them)."""
     labels = list(labels)
+    if not labels:  # nothing scored or shown: no term to define
+        return []
     families = {is_family(label) for label in labels}
     stock, family = False in families, True in families
     metric = []
@@ -135,7 +141,7 @@ def reading_guide(labels: Iterable[str]) -> list[str]:
     if family:
         sentences.append(
             "Arbitrage-free: the share of families on which the bookie locks in at most "
-            f"{ARBITRAGE_FREE_CENTS:g}, the family benchmark's leaderboard score."
+            f"${ARBITRAGE_FREE_CENTS:.2f}, the family benchmark's leaderboard score."
         )
     if stock:
         sentences.append(f"The method and the stock-return arms follow {PAPER}.")

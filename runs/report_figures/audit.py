@@ -124,9 +124,10 @@ def _slice_words(frame: pl.DataFrame) -> str:
     width = float(frame["width"].max() or 0.0)  # type: ignore[arg-type]
     if width <= 0:
         return "all at one instant"
-    if width >= 120:
-        return f"{width / 60:.3g} min each"
-    return f"{width:.3g} s each"
+    for unit, seconds in (("days", 86_400.0), ("h", 3_600.0), ("min", 60.0), ("s", 1.0)):
+        if width >= 2 * seconds:
+            return f"{width / seconds:,.1f} {unit} each"
+    return f"{width * 1000:,.1f} ms each" if width < 1 else f"{width:.2f} s each"
 
 
 def _models_drawn(frame: pl.DataFrame) -> tuple[list[str], str]:

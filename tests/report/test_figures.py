@@ -718,7 +718,11 @@ def test_the_audit_figure_of_one_attempt_shows_it(
     assert "each slice of the campaign (all at one instant)" in caption
 
 
-@pytest.mark.parametrize(("seconds", "said"), [(3.2, "3.2 s each"), (300, "5 min each")])
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [(3.2, "3.2 s each"), (300, "5.0 min each"), (0.0794, "79.4 ms each"),
+     (1e7, "115.7 days each")],  # no "1e+03 min" for a folder resumed weeks later
+)  # fmt: skip
 def test_the_audit_figures_caption_says_how_long_a_slice_is(
     tmp_path: Path, seconds: float, said: str
 ) -> None:

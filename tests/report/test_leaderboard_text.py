@@ -75,13 +75,16 @@ def test_a_model_of_one_arm_other_than_the_baseline_is_in_a_table() -> None:
 @pytest.mark.parametrize(
     ("floor", "floor_shown", "at", "above"),
     [(0.9, "90%", "90%", "92%"), (0.925, "92.5%", "92.5%", "92.9%"),
-     (0.9189, "91.89%", "91.89%", "92.91%"), (68 / 74, "91.8918%", "91.8918%", "92.9100%")],
+     (0.9189, "91.89%", "91.89%", "92.91%"), (1 / 3, "33.3334%", "33.3333%", "92.9100%"),
+     (68 / 74, "91.8919%", "91.8918%", "92.9100%")],
 )  # fmt: skip
 def test_a_floor_that_is_no_whole_percent_is_shown_as_it_is_and_coverage_beside_it(
     floor: float, floor_shown: str, at: str, above: str
 ) -> None:
     """A floor of 92.5% read "92%" (`:.0%`), and a model at 92.9%, scored, "92%" beside it;
-    at 68/74 a model exactly at the floor read "91%" under a floor said "92%"."""
+    at 68/74 a model exactly at the floor read "91%" under a floor said "92%". A floor that
+    needs more than 4 decimals is rounded up, each coverage down: one under it never reads
+    as equal to it."""
     from runs.report.tables import floor_sentence
     from runs.report.wording import floor_text
 

@@ -425,6 +425,8 @@ def test_a_referee_finds_the_terms_the_clusters_and_the_figures_data(figures_run
         assert term in guide, term
     md = (figures_run / "report" / "report.md").read_text(encoding="utf-8")
     assert guide in " ".join(md.split())  # report.md defines them alike
+    assert "at most $0.05, the family benchmark's leaderboard score" in guide
+    assert reading_guide([]) == []  # no rows: no term to define (it read "probabilities, ;")
     every = page.split("<h2>Every arm and model</h2>", 1)[1].split("</table>", 1)[0]
     assert '<th scope="col">units</th><th scope="col">clusters</th>' in every
     baseline = next(r for r in summary["rows"] if r["arm"] == "baseline" and r["scored"])
