@@ -5,7 +5,9 @@ own schema, so a column a later version added (as 0.2.0 added `attempts.model_re
 would be dropped without a word by an earlier version resuming or re-parsing the folder. The
 readers (`status`, `audit`, `score`, `report`) take such a folder as it is
 (`engine.scan.scan_shards` ignores columns it does not know); the writer, `Ledger.open`
-(`run`, `reparse`), refuses it before it writes anything, naming the file and the columns.
+(`run`, `reparse`), refuses it before it folds or rewrites anything, naming the file and the
+columns (it has made its folders and settled a re-parse's replacement by then, as every open
+does: nothing a later version wrote is lost by either).
 
 No marker file is needed: a later version's records say so by their columns.
 """

@@ -240,9 +240,9 @@ class Ledger:
         for directory in (self._attempts_dir, self._responses_dir):
             remove_temp_files(directory)
             settle_replacement(directory)
-        # A later version's records are refused before anything is written; an earlier
-        # version's shards get the columns added since (`model_reported`), before this open
-        # folds shards of the new schema beside them.
+        # A later version's records are refused before anything is folded or rewritten; an
+        # earlier version's shards get the columns added since (`model_reported`), before this
+        # open folds shards of the new schema beside them.
         refuse_later_records(self._journal_dir, self._attempts_dir, self._responses_dir)
         add_missing_columns(self._attempts_dir, ATTEMPT_SCHEMA)
         segments = list_segments(self._journal_dir)

@@ -167,8 +167,9 @@ def add_missing_columns(directory: Path, schema: dict[str, pl.DataType]) -> None
     while pandas and DuckDB dropped the new column without a word. Called by the writer
     alone (`Ledger.open`), before it folds anything: a kill part-way leaves shards of both
     schemas, which every reader of ours takes (`engine.scan.scan_shards`), and the next open
-    goes on. A shard with a column this version does not know (a later one's) never comes
-    here: `engine.later_format` refuses the folder first."""
+    goes on. A column this version does not know (a later one's) is kept, after its own:
+    `engine.later_format` refuses such a folder first, and this keeps nothing from being
+    dropped should it ever come here."""
     for _, path in list_shards(directory):
         present = pl.read_parquet_schema(path)
         missing = [name for name in schema if name not in present]
@@ -177,4 +178,5 @@ def add_missing_columns(directory: Path, schema: dict[str, pl.DataType]) -> None
         frame = pl.read_parquet(path).with_columns(
             pl.lit(None, dtype=schema[name]).alias(name) for name in missing
         )
-        write_atomic(frame.select(list(schema)), path)
+        later = [name for name in present if name not in schema]
+        write_atomic(frame.select([*schema, *later]), path)

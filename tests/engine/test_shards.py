@@ -125,3 +125,13 @@ def test_a_writer_opening_an_earlier_versions_folder_gives_its_shards_the_new_co
     read = pl.scan_parquet(attempts / "*.parquet").collect()  # as the README reads it
     assert read.height == 6 and read.columns == list(ATTEMPT_SCHEMA)
     assert read.sort("request_id")["model_reported"].to_list() == [None] * 3 + ["m-1"] * 3
+    # A column of a later version is kept, after this version's own (`Ledger.open` refuses
+    # such a folder first: engine.later_format; nothing is dropped should one come here).
+    from engine.shards import add_missing_columns
+
+    other = tmp_path / "other"
+    other.mkdir()
+    write_atomic(rows(0, None).drop("model_reported").with_columns(later=pl.lit("x")),
+                 other / shard_name(1))  # fmt: skip
+    add_missing_columns(other, ATTEMPT_SCHEMA)
+    assert list(pl.read_parquet_schema(other / shard_name(1))) == [*ATTEMPT_SCHEMA, "later"]
