@@ -382,7 +382,18 @@ class VertexAdapter:
                 )
             if effort == "none" and "pro" in model:
                 return None  # 2.5 Pro cannot switch thinking off; recorded as omitted
-            return {"thinkingBudget": _THINKING_BUDGETS[effort]}
+            budget = _THINKING_BUDGETS[effort]
+            cap = self._config.max_tokens
+            if cap is not None and budget >= cap:
+                # Thinking shares maxOutputTokens: a reply could end before any answer text,
+                # each one paid for and retried as cut short (Bedrock's Claude refuses this).
+                raise ConfigError(
+                    f"model {self._config.name!r}: reasoning_effort {effort!r} gives "
+                    f"{model} a thinking budget of {budget:,} tokens, which shares max_tokens "
+                    f"({cap:,}): replies could end before any answer; raise max_tokens above "
+                    "the budget and the answer's length, or lower reasoning_effort"
+                )
+            return {"thinkingBudget": budget}
         return None
 
     def _gemini_body(self, req: ChatRequest) -> tuple[bytes, tuple[str, ...]]:

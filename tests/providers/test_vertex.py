@@ -189,6 +189,24 @@ def test_reasoning_effort_maps_to_thinking_config(model: str, effort: str, think
     assert request.omitted == omitted
 
 
+def test_a_thinking_budget_that_fills_the_output_cap_is_refused() -> None:
+    """Gemini 2.5's thinking tokens share maxOutputTokens: "medium" (8,192) beside a
+    max_tokens of 256 was sent, and a reply could end before any answer text."""
+    with pytest.raises(ConfigError) as refused:
+        adapter(model="gemini-2.5-flash", reasoning_effort="medium", max_tokens=256)
+    assert str(refused.value) == (
+        "model 'gemini': reasoning_effort 'medium' gives gemini-2.5-flash a thinking budget "
+        "of 8,192 tokens, which shares max_tokens (256): replies could end before any answer; "
+        "raise max_tokens above the budget and the answer's length, or lower reasoning_effort"
+    )
+    with pytest.raises(ConfigError, match="budget of 1,024 tokens"):
+        adapter(model="gemini-2.5-flash", reasoning_effort="low", max_tokens=1024)
+    roomy = adapter(model="gemini-2.5-flash", reasoning_effort="low", max_tokens=2048)
+    thinking = orjson.loads(roomy.build(REQ).body)["generationConfig"]["thinkingConfig"]
+    assert thinking == {"thinkingBudget": 1024}
+    adapter(model="gemini-2.5-flash", reasoning_effort="none", max_tokens=64)  # thinking off
+
+
 def test_unknown_effort_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="reasoning_effort"):
         adapter(reasoning_effort="extreme")
