@@ -288,11 +288,15 @@ def _audit(sentence: str | None, table: Any, notes: Sequence[str] = ()) -> list[
         return out
     rows = [r for r in table.iter_rows(named=True) if r.get("scope") in {"model", "all"}]
     causes = [c for c in table.columns if c.startswith("retries.") and any(r.get(c) for r in rows)]
-    columns = [(k, h) for k, h in AUDIT_COLUMNS if k in table.columns]
-    header = [h for _, h in columns] + [c.removeprefix("retries.") for c in causes]
-    body = [
-        [_cell(r.get(k), k) for k, _ in columns] + [_cell(r.get(c)) for c in causes] for r in rows
-    ]
+    # The causes right after the retry attempts they divide, in words ("rate limit", as the
+    # sentence above says them): last, under code names that could not wrap, they were the
+    # columns a laptop's page hid off to the side.
+    known = [(k, h) for k, h in AUDIT_COLUMNS if k in table.columns]
+    cut = next((i + 1 for i, (k, _) in enumerate(known) if k == "retry_attempts"), len(known))
+    causes_named = [(c, c.removeprefix("retries.").replace("_", " ")) for c in causes]
+    columns = [*known[:cut], *causes_named, *known[cut:]]
+    header = [h for _, h in columns]
+    body = [[_cell(r.get(k), k) for k, _ in columns] for r in rows]
     out.append(
         "<p>Per model: planned requests, attempts, retry attempts (every attempt that was not "
         "the accepted one, nor a reply the run accepted that a later strict reparse rejected) "

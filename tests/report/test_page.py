@@ -310,6 +310,25 @@ def test_the_audit_tables_costs_are_shown_as_the_audit_shows_them(tmp_path: Path
     assert "12.35" in cells  # other numbers as before
 
 
+def test_the_audit_tables_causes_follow_the_retry_attempts_in_words(tmp_path: Path) -> None:
+    """A referee: the retry causes, last and under code names that could not wrap
+    ("rate_limit"), were the columns a laptop's page hid off to the side."""
+    table = pl.DataFrame(
+        {
+            "scope": ["model", "all"], "name": ["a", "all"], "requests": [10, 10],
+            "retry_attempts": [5, 5], "given_up": [0, 0], "latency_p50_ms": [12.0, 12.0],
+            "retries.rate_limit": [3, 3], "retries.provider_error": [2, 2],
+            "retries.timeout": [0, 0],  # no retry of this cause: no column
+        }
+    )  # fmt: skip
+    page = render_page({"rows": []}, [], tmp_path, audit_sentence="s", audit_table=table)
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", page)
+    assert headers == ["model", "requests", "retry attempts", "rate limit", "provider error",
+                       "given up", "p50 ms"]  # fmt: skip
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
+    assert cells[:7] == ["a", "10", "5", "3", "2", "0", "12.00"]
+
+
 def test_a_long_name_wraps_in_its_cell_and_short_ones_do_not(tmp_path: Path) -> None:
     """A tester's 100-character model name pushed every number of the audit table out of
     its box (cells never wrapped) and widened the page (prose did not break it)."""
