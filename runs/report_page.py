@@ -28,7 +28,7 @@ from panels.input_files import right_to_left
 from runs.audit import cost_text
 from runs.figures import read_manifest
 from runs.rehearsal import rehearsed
-from runs.report.data import family_rank, is_family
+from runs.report.data import ARBITRAGE_FREE_CENTS, family_rank, is_family
 from runs.report.models import REHEARSAL_WORDS, frozen_spec, model_notes, simulated_models
 from runs.report.provenance import provenance_sentences
 from runs.report.wording import (
@@ -553,12 +553,12 @@ def _families_table(summary: Mapping[str, Any]) -> list[str]:
         for f in sorted(families, key=family_rank)  # a summary.json written before was not
     ]
     rule = families[0].get("rule")
-    cents = summary.get("arbitrage_free_cents")
+    cents = summary.get("arbitrage_free_cents", ARBITRAGE_FREE_CENTS)
     return [
         "<h2>Question families</h2>",
-        f"<p>Share of families on which the L1 bookie locks in at most {esc(cents)}, the "
-        "family benchmark's leaderboard score (on the isolated arm), highest first within each "
-        "arm" + (f"; {esc(rule)}" if rule else "") + ".</p>",
+        "<p>Share of families on which the L1 bookie locks in at most "
+        f"{esc(_dollars(cents))}, the family benchmark's leaderboard score (on the isolated "
+        "arm), highest first within each arm" + (f"; {esc(rule)}" if rule else "") + ".</p>",
         _table(
             ("arm", "model", "families", "arbitrage-free [95% CI]", "coverage"),
             body,
@@ -668,6 +668,11 @@ def _iv(iv: Any, digits: int = 5, *, signed: bool = False) -> str:
 
 def _pct(x: Any) -> str:
     return f"{x:.0%}" if _finite(x) else ""
+
+
+def _dollars(x: Any) -> str:
+    """A sum of money as the guide writes it ("$0.05"); as given when it is no number."""
+    return f"${x:.2f}" if _finite(x) else str(x)
 
 
 def _floor(summary: Mapping[str, Any]) -> float | None:

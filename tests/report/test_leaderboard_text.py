@@ -141,6 +141,6 @@ def test_families_are_ranked_by_the_arbitrage_free_rate_not_by_profit(tmp_path: 
     page = render_page({"families": named, "coverage_floor": 0.9}, [], tmp_path)
     table = page.split("<h2>Question families</h2>", 1)[1]
     assert table.index("b-mostly-free") < table.index("a-steady") < table.index("c-gone")
-    assert "the family benchmark's leaderboard score" in table
+    assert "locks in at most $0.05, the family benchmark's leaderboard score" in table
     (terminal,) = terminal_leaderboard(rows, {r.model: r.coverage for r in rows}, width=200)
     assert [str(c.header) for c in terminal.columns][1:] == ["b-mostly-free", "a-steady", "c-gone"]
