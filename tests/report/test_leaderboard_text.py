@@ -132,7 +132,7 @@ def test_families_are_ranked_by_the_arbitrage_free_rate_not_by_profit(tmp_path: 
                       coverage=1.0 if scored else 0.5,
                       status=STATUS_SCORED if scored else STATUS_BELOW_FLOOR,
                       profit=Interval(mean, mean, mean) if scored else None,
-                      arbitrage_free=Interval(free, free, free) if scored else None,
+                      arbitrage_free=None if free is None else Interval(free, free, free),
                       at_least=dict.fromkeys(THRESHOLDS, 3))  # fmt: skip
 
     rows = [row("a-steady", 0.06, 0.0), row("b-mostly-free", 0.09, 0.9), row("c-gone", 0, None)]
