@@ -548,6 +548,8 @@ def _families_table(summary: Mapping[str, Any]) -> list[str]:
             f["model"],
             str(f.get("families", "")),
             _iv(f.get("arbitrage_free"), 2) if f.get("scored") else _status(f, floor),
+            _kind_cell(f.get("future")),
+            _kind_cell(f.get("controls")),
             _coverage(f.get("coverage"), floor),
         )
         for f in sorted(families, key=family_rank)  # a summary.json written before was not
@@ -558,9 +560,13 @@ def _families_table(summary: Mapping[str, Any]) -> list[str]:
         "<h2>Question families</h2>",
         "<p>Share of families on which the L1 bookie locks in at most "
         f"{esc(_dollars(cents))}, the family benchmark's leaderboard score (on the isolated "
-        "arm), highest first within each arm" + (f"; {esc(rule)}" if rule else "") + ".</p>",
+        "arm), highest first within each arm, then apart on the families about the future and "
+        "on the controls, whose exact answers are known (a model that cannot compute "
+        "probabilities fails the controls; one incoherent only when genuinely uncertain, the "
+        "future)" + (f"; {esc(rule)}" if rule else "") + ".</p>",
         _table(
-            ("arm", "model", "families", "arbitrage-free [95% CI]", "coverage"),
+            ("arm", "model", "families", "arbitrage-free [95% CI]", "future families",
+             "controls", "coverage"),
             body,
             text_columns={0, 1},
         ),
@@ -668,6 +674,15 @@ def _iv(iv: Any, digits: int = 5, *, signed: bool = False) -> str:
 
 def _pct(x: Any) -> str:
     return f"{x:.0%}" if _finite(x) else ""
+
+
+def _kind_cell(kind: Any) -> str:
+    """One kind of family's rate (future, or controls) and over how many: "0.61 [0.43, 0.79]
+    of 28"; blank where the split is unknown (an older summary, unreadable family files)."""
+    if not isinstance(kind, Mapping):
+        return ""
+    n = int(kind.get("families") or 0)
+    return f"{_iv(kind.get('arbitrage_free'), 2)} of {n}" if n else "none"
 
 
 def _dollars(x: Any) -> str:

@@ -78,6 +78,15 @@ class ArmRow:
     #: marginals (`within_arm_comparison`), in place of one with the baseline.
     vs_marginals: Interval | None = None
     vs_marginals_units: int = 0
+    #: A family arm's arbitrage-free rate on the families about the future and on the
+    #: controls (exact answers known) apart, and how many of each it scored: the design's
+    #: controls "separate 'cannot compute probabilities' from 'incoherent when genuinely
+    #: uncertain'", which one rate over both hid. None where the families' files could not
+    #: be read (`control_families`).
+    free_future: Interval | None = None
+    free_controls: Interval | None = None
+    future_families: int = 0
+    control_families: int = 0
 
     @property
     def scored(self) -> bool:
@@ -306,7 +315,10 @@ def build_rows(
     floor: float,
     seed: int,
     reps: int,
+    kinds: Mapping[str, bool] | None = None,
 ) -> list[ArmRow]:
+    """The (model, arm) cells; `kinds`: whether each family (by id) is a control, whose rates
+    are given apart from the others' (`control_families`), None when unknown."""
     units = per_unit(scores)
     rows: list[ArmRow] = []
     for (model, arm), group in units.group_by(["model", "arm"], maintain_order=True):
@@ -335,16 +347,11 @@ def build_rows(
             if np.isfinite(briers).any()
             else None
         )
-        free = (
-            stats.cluster_bootstrap_mean(
-                (values <= ARBITRAGE_FREE_CENTS + THRESHOLD_SLACK).astype(float),
-                clusters,
-                reps=reps,
-                seed=seed,
-                level=LEVEL,
-            )
-            if is_family(arm)
-            else None
+        free = _free_share(values, clusters, reps, seed) if is_family(arm) else None
+        split = (
+            _free_by_kind(group, kinds, reps, seed)
+            if is_family(arm) and kinds is not None
+            else {}
         )
         vs, vs_units = _paired(units, model, arm, baseline_of(arm), reps, seed)
         vm, vm_units = _paired(units, model, arm, marginals_of(arm), reps, seed)
@@ -365,9 +372,36 @@ def build_rows(
                 vs_baseline_units=vs_units,
                 vs_marginals=vm,
                 vs_marginals_units=vm_units,
+                **split,
             )
         )
     return _compared_only_with_scored(rows)
+
+
+def _free_share(values: np.ndarray, clusters: np.ndarray, reps: int, seed: int) -> Interval:
+    """The share of units whose profit is at most `ARBITRAGE_FREE_CENTS` (to the LP's 1e-9),
+    with its cluster bootstrap interval."""
+    free = (values <= ARBITRAGE_FREE_CENTS + THRESHOLD_SLACK).astype(float)
+    return stats.cluster_bootstrap_mean(free, clusters, reps=reps, seed=seed, level=LEVEL)
+
+
+def _free_by_kind(
+    group: pl.DataFrame, kinds: Mapping[str, bool], reps: int, seed: int
+) -> dict[str, Any]:
+    """`ArmRow`'s `free_future`, `free_controls` and their counts, from one family arm's scored
+    families (`unit` is the family's id); nothing when a family's kind is unknown (its file
+    no longer read), so that none is counted as a future family unseen."""
+    known = [kinds.get(str(unit)) for unit in group["unit"].to_list()]
+    if any(kind is None for kind in known):
+        return {}
+    is_control = np.array(known, dtype=bool)
+    values, clusters = group["profit"].to_numpy(), group["cluster"].to_numpy()
+    split: dict[str, Any] = {}
+    for name, mask in (("future", ~is_control), ("controls", is_control)):
+        n = int(mask.sum())
+        split[f"free_{name}"] = _free_share(values[mask], clusters[mask], reps, seed) if n else None
+        split["future_families" if name == "future" else "control_families"] = n
+    return split
 
 
 #: Sets spanning several days' or assets' panels (`SET_LABEL`'s "horizon/2 full"): not
@@ -544,12 +578,22 @@ def family_section(rows: Sequence[ArmRow]) -> list[dict[str, Any]]:
             "status": r.status,
             "scored": r.scored,
             "arbitrage_free": interval_json(r.arbitrage_free),
+            "future": _kind_json(r.free_future, r.future_families, r),
+            "controls": _kind_json(r.free_controls, r.control_families, r),
             "rule": FAMILY_COVERAGE_RULE,
         }
         for r in rows
         if is_family(r.arm)
     ]
     return sorted(section, key=family_rank)
+
+
+def _kind_json(free: Interval | None, families: int, row: ArmRow) -> dict[str, Any] | None:
+    """`{"families", "arbitrage_free"}` of one kind of family (future or controls) in a scored
+    row whose families' kinds are known; None otherwise."""
+    if not row.scored or (row.future_families + row.control_families) == 0:
+        return None
+    return {"families": families, "arbitrage_free": interval_json(free)}
 
 
 def family_rank(entry: Mapping[str, Any]) -> tuple[str, bool, float, str]:
@@ -617,6 +661,20 @@ class ReportData:
         return next((r for r in self.rows if r.model == model and r.arm == arm), None)
 
 
+def control_families(run_dir: Path, scores: pl.DataFrame) -> dict[str, bool] | None:
+    """Whether each family the run was planned with is a control, by id (read as figure 6
+    reads them: `runs.report_figures.inputs.family_info`); None when no family arm was scored
+    or their files cannot be read."""
+    if scores.is_empty() or not scores.select(family_arm().any()).item():
+        return None
+    from runs.report_figures.inputs import family_info
+
+    info = family_info(run_dir)
+    if not info:
+        return None
+    return {fid: family.control for fid, family in info.items()}
+
+
 def build_report_data(
     run_dir: Path,
     scores: pl.DataFrame,
@@ -632,7 +690,7 @@ def build_report_data(
     elicitation section (see `runs.report.repeated`); without it the section is None.
     """
     model_cov, arm_cov = ledger_coverage(run_dir)
-    rows = build_rows(scores, arm_cov, floor, seed, reps)
+    rows = build_rows(scores, arm_cov, floor, seed, reps, control_families(run_dir, scores))
     if not model_cov:
         model_cov = {
             str(m): float(c if c is not None else 0.0)

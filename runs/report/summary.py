@@ -38,7 +38,10 @@
   is never above `single_pass_mean` when every pass answered the same events (with answers
   missing, the averaged sets hold events a single pass lacked, and it can be).
 - `families`: one object per (model, family arm): `model`, `arm`, `families`, `coverage`,
-  `status`, `scored`, `arbitrage_free` (interval or null), `rule` (the coverage rule);
+  `status`, `scored`, `arbitrage_free` (interval or null), `future` and `controls`
+  (additive: `{"families", "arbitrage_free"}` of the families about the future and of the
+  controls, whose exact answers are known, apart; null when not scored or a family's kind
+  is unknown), `rule` (the coverage rule);
   in the benchmark's ranking (`runs.report.data.family_rank`): by arm, scored first, by the
   arbitrage-free rate, highest first (before, by model name within each arm).
 - `figures`: `{"profit_brier": path or null, "arms": path or null, "note": str or null}`

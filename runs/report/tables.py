@@ -13,7 +13,9 @@ CSV files in `report/` (one row per line, header first; empty cell = no value):
 - `repeated_elicitation.csv`: `model, arm, passes, units, single_pass_mean, k, mean, lo, hi`
   (one row per k; absent when the section was not computed).
 - `families.csv`: `model, arm, families, coverage, status, arbitrage_free, _lo, _hi,
-  vs_marginals, _lo, _hi` (the last three empty: a family arm has no marginals row).
+  vs_marginals, _lo, _hi` (these three empty: a family arm has no marginals row), then
+  `future_families, future_arbitrage_free, _lo, _hi` and the same four of `controls_`
+  (empty where the families' kinds are unknown).
 """
 
 from __future__ import annotations
@@ -418,13 +420,16 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
         parts.append("## Question families\n")
         parts.append(
             _md_table(
-                ["model", "arm", "families", "arbitrage-free share [95% CI]", "coverage"],
+                ["model", "arm", "families", "arbitrage-free share [95% CI]", "future families",
+                 "controls", "coverage"],
                 [
                     [
                         f["model"],
                         f["arm"],
                         str(f["families"]),
                         _fmt_json_iv(f["arbitrage_free"], 2) if f["scored"] else "not scored",
+                        _kind_text(f.get("future")),
+                        _kind_text(f.get("controls")),
                         coverage_text(f["coverage"], data.floor),
                     ]
                     for f in data.families
@@ -604,13 +609,34 @@ def csv_tables(data: ReportData) -> dict[str, str]:
             "vs_marginals",
             "vs_marginals_lo",
             "vs_marginals_hi",
+            *(f"{kind}_{col}" for kind in ("future", "controls")
+              for col in ("families", "arbitrage_free", "arbitrage_free_lo", "arbitrage_free_hi")),
         ],
         [
-            [*_family_cells(f), None, None, None]  # a family arm has no marginals row
+            # a family arm has no marginals row; the kinds' columns added after (additive)
+            [*_family_cells(f), None, None, None, *_kind_cells(f.get("future")),
+             *_kind_cells(f.get("controls"))]
             for f in data.families
         ],
     )
     return tables
+
+
+def _kind_text(kind: dict[str, Any] | None) -> str:
+    """One kind of family's rate and count, as the page has it ("0.61 [0.43, 0.79] of 28")."""
+    if kind is None:
+        return ""
+    n = int(kind["families"])
+    return f"{_fmt_json_iv(kind['arbitrage_free'], 2)} of {n}" if n else "none"
+
+
+def _kind_cells(kind: dict[str, Any] | None) -> list[Any]:
+    """`families.csv`'s four cells of one kind of family: count, rate, its interval."""
+    if kind is None:
+        return [None] * 4
+    free = kind["arbitrage_free"]
+    ends = [None] * 3 if free is None else [free[k] for k in ("mean", "lo", "hi")]
+    return [kind["families"], *ends]
 
 
 def _family_cells(f: dict[str, Any]) -> list[Any]:

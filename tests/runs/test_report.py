@@ -272,7 +272,11 @@ def test_every_families_csv_row_has_every_column_of_its_header(tmp_path: Path) -
     report(tmp_path, frame(_good_and_flaky_families()))
     text = (tmp_path / "report" / "families.csv").read_text(encoding="utf-8")
     header, *lines = list(csv.reader(StringIO(text)))
-    assert header[-3:] == ["vs_marginals", "vs_marginals_lo", "vs_marginals_hi"]
+    assert header[8:11] == ["vs_marginals", "vs_marginals_lo", "vs_marginals_hi"]
+    assert header[11:] == [  # added after them: a reader of the old columns reads them still
+        f"{kind}_{col}" for kind in ("future", "controls")
+        for col in ("families", "arbitrage_free", "arbitrage_free_lo", "arbitrage_free_hi")
+    ]  # fmt: skip
     assert len(lines) == 2
     assert all(len(line) == len(header) for line in lines)
     by_model = {line[0]: dict(zip(header, line, strict=True)) for line in lines}
@@ -873,3 +877,40 @@ def test_one_scored_model_has_no_pairs_to_count(tmp_path: Path) -> None:
     report(tmp_path / "two", frame(rows))
     md = (tmp_path / "two" / "report" / "report.md").read_text(encoding="utf-8")
     assert "On baseline (2 scored models, 6 common units): Spearman(profit, Brier) = —;" in md
+
+
+def test_families_rates_on_the_future_and_on_controls_are_given_apart(tmp_path: Path) -> None:
+    """The family design's controls "separate 'cannot compute probabilities' from
+    'incoherent when genuinely uncertain'": the families table gave one rate over both. Now
+    each kind apart, with its count, in summary.json, report.md, families.csv and the page;
+    a family whose kind is unknown (its file no longer read) splits nothing."""
+    import csv
+
+    from panels.families import FAMILIES_DIR, load_family
+
+    shipped = [load_family(p) for p in sorted(FAMILIES_DIR.glob("*.toml"))]
+    controls = [f.id for f in shipped if f.control][:3]
+    future = [f.id for f in shipped if not f.control][:2]
+    profits = dict.fromkeys(controls[:2], 0.0) | {controls[2]: 0.3} | dict.fromkeys(future, 0.2)
+    rows = [row("m", "families/isolated", fid, 0, p, cluster=fid, set_="family")
+            for fid, p in profits.items()]  # fmt: skip
+    summary, _ = report(tmp_path / "run", frame(rows))  # no design.json: the shipped files
+    [fam] = summary["families"]
+    assert fam["controls"]["families"] == 3 and fam["future"]["families"] == 2
+    assert fam["controls"]["arbitrage_free"]["mean"] == pytest.approx(2 / 3)
+    assert fam["future"]["arbitrage_free"]["mean"] == 0.0
+    assert fam["arbitrage_free"]["mean"] == pytest.approx(2 / 5)
+    md = (tmp_path / "run" / "report" / "report.md").read_text(encoding="utf-8")
+    assert "| 0.00 [0.00, 0.00] of 2 | 0.67 [" in md
+    with open(tmp_path / "run" / "report" / "families.csv", encoding="utf-8") as handle:
+        [line] = list(csv.DictReader(handle))
+    assert line["future_families"] == "2" and line["controls_families"] == "3"
+    from runs.report_page import render_page
+
+    page = render_page(summary, [], tmp_path)
+    assert "<td>0.00 [0.00,\u00a00.00] of 2</td>" in page
+    unknown = [*rows, row("m", "families/isolated", "my-own-family", 0, 0.0,
+                          cluster="my-own-family", set_="family")]  # fmt: skip
+    summary, _ = report(tmp_path / "other", frame(unknown))
+    [fam] = summary["families"]
+    assert fam["future"] is None and fam["controls"] is None and fam["families"] == 6
