@@ -21,7 +21,7 @@ import polars as pl
 
 from engine.journal import JournalError, list_segments, read_segment
 from engine.records import ATTEMPT_SCHEMA, RESPONSE_SCHEMA
-from engine.scan import RESULT
+from engine.scan import result_rows
 from engine.shards import list_shards
 
 
@@ -29,20 +29,26 @@ class LaterFormat(JournalError):
     """The folder holds records with fields this version does not know (a later version's)."""
 
 
-def refuse_later_records(journal_dir: Path, attempts_dir: Path, responses_dir: Path) -> None:
+def refuse_later_records(
+    journal_dir: Path, attempts_dir: Path, responses_dir: Path
+) -> dict[Path, list[str]]:
     """Raise `LaterFormat` if a shard or a journal result line holds a column of the attempts
-    or responses table that this version's schema lacks."""
+    or responses table that this version's schema lacks; else return each attempts shard's
+    columns, read from its footer here, for `engine.shards.add_missing_columns` (which read
+    every footer a second time)."""
+    attempt_columns: dict[Path, list[str]] = {}
     for directory, schema in ((attempts_dir, ATTEMPT_SCHEMA), (responses_dir, RESPONSE_SCHEMA)):
         for _, path in list_shards(directory):
-            _refuse(path, pl.read_parquet_schema(path), schema)
+            columns = list(pl.read_parquet_schema(path))
+            _refuse(path, columns, schema)
+            if directory == attempts_dir:
+                attempt_columns[path] = columns
     for _, path in list_segments(journal_dir):
-        for record in read_segment(path):
-            if record.get("kind") != RESULT:
-                continue
-            for table, schema in (("attempt", ATTEMPT_SCHEMA), ("response", RESPONSE_SCHEMA)):
-                row = record.get(table)
-                if isinstance(row, dict):
-                    _refuse(path, row, schema)
+        attempts, responses = result_rows(read_segment(path))
+        for rows, schema in ((attempts, ATTEMPT_SCHEMA), (responses, RESPONSE_SCHEMA)):
+            for row in rows:
+                _refuse(path, row, schema)
+    return attempt_columns
 
 
 def _refuse(path: Path, names: Iterable[str], schema: dict[str, pl.DataType]) -> None:

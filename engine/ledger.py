@@ -243,8 +243,8 @@ class Ledger:
         # A later version's records are refused before anything is folded or rewritten; an
         # earlier version's shards get the columns added since (`model_reported`), before this
         # open folds shards of the new schema beside them.
-        refuse_later_records(self._journal_dir, self._attempts_dir, self._responses_dir)
-        add_missing_columns(self._attempts_dir, ATTEMPT_SCHEMA)
+        columns = refuse_later_records(self._journal_dir, self._attempts_dir, self._responses_dir)
+        add_missing_columns(self._attempts_dir, ATTEMPT_SCHEMA, columns)
         segments = list_segments(self._journal_dir)
         last_segment = max((sid for sid, _ in segments), default=0)
         self._segment_id = max(last_segment, max_shard_id(self._attempts_dir, self._responses_dir))

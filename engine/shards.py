@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import orjson
@@ -159,7 +160,11 @@ def settle_replacement(directory: Path) -> None:
     fsync_dir(directory)
 
 
-def add_missing_columns(directory: Path, schema: dict[str, pl.DataType]) -> None:
+def add_missing_columns(
+    directory: Path,
+    schema: dict[str, pl.DataType],
+    columns: Mapping[Path, Sequence[str]] | None = None,
+) -> None:
     """Rewrite each shard of `directory` that lacks a column of `schema` with that column
     null (whole, under its own name: `write_atomic`). A folder an
     earlier version wrote, resumed by this one, held shards of two schemas side by side, and
@@ -169,9 +174,10 @@ def add_missing_columns(directory: Path, schema: dict[str, pl.DataType]) -> None
     schemas, which every reader of ours takes (`engine.scan.scan_shards`), and the next open
     goes on. A column this version does not know (a later one's) is kept, after its own:
     `engine.later_format` refuses such a folder first, and this keeps nothing from being
-    dropped should it ever come here."""
+    dropped should it ever come here. `columns`: each shard's columns, where the caller has
+    read the footers already (`Ledger.open`, through that refusal)."""
     for _, path in list_shards(directory):
-        present = pl.read_parquet_schema(path)
+        present = columns[path] if columns is not None else list(pl.read_parquet_schema(path))
         missing = [name for name in schema if name not in present]
         if not missing:
             continue
