@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from engine.console_lines import plural
+from runs.report.wording import fixed
 from runs.report_figures import _style
 from runs.report_figures.books import draw_events
 from runs.report_figures.inputs import FigureInputs
@@ -164,7 +165,8 @@ def _panel(ax: Any, cells: list[LinkedCell], title: str) -> None:
             ax.text(
                 0.98,
                 y - 1.5,
-                f"Δ {d['mean']:+z.4f}\n[{d['lo']:+z.4f}, {d['hi']:+z.4f}]",
+                f"Δ {fixed(d['mean'], 4, signed=True)}\n"
+                f"[{fixed(d['lo'], 4, signed=True)}, {fixed(d['hi'], 4, signed=True)}]",
                 transform=ax.get_yaxis_transform(),
                 ha="right",
                 va="center",

@@ -363,6 +363,32 @@ def test_linked_minus_dispersed_is_paired_on_units() -> None:
     assert cell.difference["mean"] == pytest.approx(((0.3 - 0.1) + (0.5 - 0.2)) / 2)
 
 
+def test_figure_5s_difference_keeps_a_real_sign_near_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Figure 5 wrote its difference with the `z` format, which the report's tables left
+    (`runs.report.wording.fixed`): a linked-minus-dispersed of -2e-6 read "+0.0000"."""
+    rows = []
+    for unit, (linked, dispersed) in {"d1:X": (0.1, 0.100002), "d2:X": (0.2, 0.200002)}.items():
+        rows += [
+            _score("m", "linked", unit, 0, linked, "linked/A/B0"),
+            _score("m", "dispersed", unit, 0, dispersed, "dispersed/A/s1"),
+        ]
+    summary = {"bootstrap_replicates": 200, "rows": [
+        {"model": "m", "arm": f"{a} (assets)", "scored": True,
+         "profit": {"mean": v, "lo": v, "hi": v}}
+        for a, v in (("linked", 0.15), ("dispersed", 0.150002))
+    ]}  # fmt: skip
+    kept: list[Any] = []
+    monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
+    from runs.report_figures import module_of
+
+    inputs = FigureInputs(summary, scores=pl.DataFrame(rows, schema=SCORE_SCHEMA).lazy())
+    module_of(5).draw(inputs, tmp_path / "f.png")
+    said = [t.get_text() for ax in kept[0].axes for t in ax.texts if t.get_text().startswith("Δ")]
+    assert said == ["Δ -0.0000\n[-0.0000, -0.0000]"]
+
+
 def test_without_outcomes_the_leaderboard_has_no_brier_panel(tmp_path: Path) -> None:
     from runs.report_figures import leaderboard
 
