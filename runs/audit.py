@@ -77,15 +77,11 @@ def _parser_of(raw: dict[str, Any] | None) -> str | None:
     return parser if parser in ("strict", "lenient") else None
 
 
-def spec_answer_budget(run_dir: Path) -> int | None:
-    """The answer-failure budget the frozen spec gives each request (`max_answer_failures`,
-    their defaults where it names none), which the next run holds every request to; None
-    when the spec cannot be read, either value is not a whole number of at least 1, or the
-    budget exceeds `max_attempts` (a spec `runs.spec` refuses)."""
-    return _answer_budget_of(_frozen_spec(run_dir))
-
-
 def _answer_budget_of(raw: dict[str, Any] | None) -> int | None:
+    """The answer-failure budget a frozen spec's tables give each request
+    (`max_answer_failures`, their defaults where it names none), which the next run holds
+    every request to; None when there is no spec, either value is not a whole number of at
+    least 1, or the budget exceeds `max_attempts` (a spec `runs.spec` refuses)."""
     from runs.spec import SpecError, retry_limits
 
     if raw is None:

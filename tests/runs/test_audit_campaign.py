@@ -408,7 +408,7 @@ def test_the_budget_the_audit_counts_by_is_the_frozen_specs_or_none(
 ) -> None:
     """A frozen spec edited by hand: a budget above max_attempts was taken as max_attempts
     by the audit, while `report` refused the same spec."""
-    from runs.audit import spec_answer_budget
+    from runs.audit import _answer_budget_of, _frozen_spec
 
     (tmp_path / "spec.toml").write_text(f'name = "x"\n{settings}', encoding="utf-8")
-    assert spec_answer_budget(tmp_path) == budget
+    assert _answer_budget_of(_frozen_spec(tmp_path)) == budget
