@@ -34,10 +34,12 @@ from runs.report.provenance import provenance_sentences
 from runs.report.wording import (
     cluster_words,
     coverage_text,
+    dollars,
     fixed,
     floor_text,
     floor_words,
     metric_words,
+    of_families,
     reading_guide,
 )
 from runs.report_folder import report_dir as report_folder
@@ -556,10 +558,11 @@ def _families_table(summary: Mapping[str, Any]) -> list[str]:
     ]
     rule = families[0].get("rule")
     cents = summary.get("arbitrage_free_cents", ARBITRAGE_FREE_CENTS)
+    threshold = dollars(cents) if _finite(cents) else str(cents)
     return [
         "<h2>Question families</h2>",
         "<p>Share of families on which the L1 bookie locks in at most "
-        f"{esc(_dollars(cents))}, the family benchmark's leaderboard score (on the isolated "
+        f"{esc(threshold)}, the family benchmark's leaderboard score (on the isolated "
         "arm), highest first within each arm, then apart on the families about the future and "
         "on the controls, whose exact answers are known (a model that cannot compute "
         "probabilities fails the controls; one incoherent only when genuinely uncertain, the "
@@ -681,13 +684,7 @@ def _kind_cell(kind: Any) -> str:
     of 28"; blank where the split is unknown (an older summary, unreadable family files)."""
     if not isinstance(kind, Mapping):
         return ""
-    n = int(kind.get("families") or 0)
-    return f"{_iv(kind.get('arbitrage_free'), 2)} of {n}" if n else "none"
-
-
-def _dollars(x: Any) -> str:
-    """A sum of money as the guide writes it ("$0.05"); as given when it is no number."""
-    return f"${x:.2f}" if _finite(x) else str(x)
+    return of_families(_iv(kind.get("arbitrage_free"), 2), int(kind.get("families") or 0))
 
 
 def _floor(summary: Mapping[str, Any]) -> float | None:

@@ -51,6 +51,7 @@ from runs.report.wording import (
     floor_text,
     floor_words,
     metric_words,
+    of_families,
     reading_guide,
 )
 from scoring.stats import Interval
@@ -626,22 +627,23 @@ def _kind_text(kind: dict[str, Any] | None) -> str:
     """One kind of family's rate and count, as the page has it ("0.61 [0.43, 0.79] of 28")."""
     if kind is None:
         return ""
-    n = int(kind["families"])
-    return f"{_fmt_json_iv(kind['arbitrage_free'], 2)} of {n}" if n else "none"
+    return of_families(_fmt_json_iv(kind["arbitrage_free"], 2), int(kind["families"]))
 
 
 def _kind_cells(kind: dict[str, Any] | None) -> list[Any]:
     """`families.csv`'s four cells of one kind of family: count, rate, its interval."""
     if kind is None:
         return [None] * 4
-    free = kind["arbitrage_free"]
-    ends = [None] * 3 if free is None else [free[k] for k in ("mean", "lo", "hi")]
-    return [kind["families"], *ends]
+    return [kind["families"], *_json_iv_cells(kind["arbitrage_free"])]
 
 
 def _family_cells(f: dict[str, Any]) -> list[Any]:
     """A `families.csv` row up to its arbitrage-free interval; its three `vs_marginals`
     cells, empty, follow: without them each row stopped three cells short of its header."""
-    free = f["arbitrage_free"]
-    ends = [None] * 3 if free is None else [free[k] for k in ("mean", "lo", "hi")]
-    return [f["model"], f["arm"], f["families"], f["coverage"], f["status"], *ends]
+    return [f["model"], f["arm"], f["families"], f["coverage"], f["status"],
+            *_json_iv_cells(f["arbitrage_free"])]  # fmt: skip
+
+
+def _json_iv_cells(iv: dict[str, Any] | None) -> list[Any]:
+    """A `summary.json` interval as its three CSV cells (mean, lo, hi), empty when null."""
+    return [None] * 3 if iv is None else [iv[k] for k in ("mean", "lo", "hi")]

@@ -10,7 +10,7 @@ misleads its reader, so the page and the terminal say it from the rows' arms
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from runs.report.data import ARBITRAGE_FREE_CENTS, THRESHOLD_SLACK, arm_norm, is_family
 
@@ -47,9 +47,7 @@ def floor_text(floor: float) -> str:
     decimals; one that needs more (1/3) rounded up, as each coverage is rounded down, so a
     coverage under the floor never reads as equal to it (12.3456% beside a floor of
     12.345678% said "under the floor" of "12.3456%")."""
-    decimals = floor_decimals(floor)
-    scaled = math.ceil(round(floor * 100 * 10**decimals, 6))
-    return f"{scaled / 10**decimals:.{decimals}f}%"
+    return _percent(floor, floor_decimals(floor), math.ceil)
 
 
 def coverage_text(share: float, floor: float | None = None) -> str:
@@ -57,9 +55,25 @@ def coverage_text(share: float, floor: float | None = None) -> str:
     (`floor_decimals`; whole without one): rounded to the nearest, 89.8% read "90%", as an
     unscored family arm at the 90% floor did and a scored one at 90.4%, and 99.6% read
     "100%" with answers missing. Down, a share reads at the floor only when it is."""
-    decimals = floor_decimals(floor)
-    scaled = math.floor(round(share * 100 * 10**decimals, 6))
+    return _percent(share, floor_decimals(floor), math.floor)
+
+
+def _percent(share: float, decimals: int, to_whole: Callable[[float], int]) -> str:
+    """`share` as a percent of `decimals` decimals, rounded by `to_whole` (up or down) once
+    float noise is rounded off."""
+    scaled = to_whole(round(share * 100 * 10**decimals, 6))
     return f"{scaled / 10**decimals:.{decimals}f}%"
+
+
+def dollars(amount: float) -> str:
+    """A sum of money as the report writes it: "$0.05"."""
+    return f"${amount:.2f}"
+
+
+def of_families(rate: str, families: int) -> str:
+    """One kind of family's rate (future, or controls) and over how many, as the page and
+    report.md write it: "0.61 [0.43, 0.79] of 28", or "none" where the arm scored none."""
+    return f"{rate} of {families}" if families else "none"
 
 
 def metric_words(labels: Iterable[str]) -> str:
@@ -141,7 +155,7 @@ def reading_guide(labels: Iterable[str]) -> list[str]:
     if family:
         sentences.append(
             "Arbitrage-free: the share of families on which the bookie locks in at most "
-            f"${ARBITRAGE_FREE_CENTS:.2f}, the family benchmark's leaderboard score."
+            f"{dollars(ARBITRAGE_FREE_CENTS)}, the family benchmark's leaderboard score."
         )
     if stock:
         sentences.append(f"The method and the stock-return arms follow {PAPER}.")
