@@ -23,7 +23,14 @@ from typing import Annotated, Any, NoReturn
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from runs.output import NO_ROOM_ERRNOS, STDOUT_NAME, OutputClosed, OutputFull, print_text
+from runs.output import (
+    NO_ROOM_ERRNOS,
+    STDOUT_NAME,
+    OutputClosed,
+    OutputFull,
+    output_error,
+    print_text,
+)
 from runs.signals import (
     EXIT_INTERRUPTED,
     exit_interrupted,
@@ -127,9 +134,10 @@ class _QuietHelp:
                 raise
             output_closed(None)
         except OSError as exc:  # `--help > /dev/full`: the output is what failed, say so
-            if exc.errno not in NO_ROOM_ERRNOS:
+            error = output_error(exc)
+            if error is exc:
                 raise
-            raise OutputFull(exc) from exc
+            raise error from exc
 
 
 class _Command(_QuietHelp, TyperCommand):

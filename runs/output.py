@@ -55,19 +55,21 @@ class _Stdout:
         try:
             return sys.stdout.write(text)
         except OSError as exc:
-            raise _no_room_or_same(exc) from exc
+            raise output_error(exc) from exc
 
     def flush(self) -> None:
         try:
             sys.stdout.flush()
         except OSError as exc:
-            raise _no_room_or_same(exc) from exc
+            raise output_error(exc) from exc
 
     def __getattr__(self, name: str) -> Any:
         return getattr(sys.stdout, name)
 
 
-def _no_room_or_same(exc: OSError) -> Exception:
+def output_error(exc: OSError) -> Exception:
+    """What a failed write to the standard output is to a command: `OutputClosed` for a
+    reader gone, `OutputFull` for no room, else the error itself."""
     if isinstance(exc, BrokenPipeError):
         return OutputClosed(exc)
     return OutputFull(exc) if exc.errno in NO_ROOM_ERRNOS else exc
