@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from panels.arms import ARMS
+from runs.planned_families import family_info
 from scoring import stats
 from scoring.dutch_book import CERTIFY_TOLERANCE
 from scoring.stats import Interval
@@ -349,9 +350,7 @@ def build_rows(
         )
         free = _free_share(values, clusters, reps, seed) if is_family(arm) else None
         split = (
-            _free_by_kind(group, kinds, reps, seed)
-            if is_family(arm) and kinds is not None
-            else {}
+            _free_by_kind(group, kinds, reps, seed) if is_family(arm) and kinds is not None else {}
         )
         vs, vs_units = _paired(units, model, arm, baseline_of(arm), reps, seed)
         vm, vm_units = _paired(units, model, arm, marginals_of(arm), reps, seed)
@@ -663,12 +662,10 @@ class ReportData:
 
 def control_families(run_dir: Path, scores: pl.DataFrame) -> dict[str, bool] | None:
     """Whether each family the run was planned with is a control, by id (read as figure 6
-    reads them: `runs.report_figures.inputs.family_info`); None when no family arm was scored
-    or their files cannot be read."""
+    reads them: `runs.planned_families.family_info`); None when no family arm was scored or
+    their files cannot be read."""
     if scores.is_empty() or not scores.select(family_arm().any()).item():
         return None
-    from runs.report_figures.inputs import family_info
-
     info = family_info(run_dir)
     if not info:
         return None

@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
 import polars as pl
 
-if TYPE_CHECKING:
-    from panels.families import Family
+from runs.planned_families import FamilyInfo, family_info
 
 BASELINE_ARM = "baseline"
 #: What `FigureInputs.from_run` can read beyond the scores and forecasts: the families'
@@ -25,13 +24,6 @@ FAMILIES, TIMELINE = "families", "timeline"
 READS: frozenset[str] = frozenset({FAMILIES, TIMELINE})
 FAMILY_ARM_PREFIX = "families/"
 ARBITRAGE_FREE_CENTS = 0.05
-
-
-class FamilyInfo(NamedTuple):
-    """What figure 6 needs to know of a question family."""
-
-    shape: str
-    control: bool
 
 
 @dataclass(frozen=True)
@@ -132,75 +124,3 @@ def _timeline(run_dir: Path) -> pl.DataFrame | None:
     from engine.audit import attempt_timeline
 
     return attempt_timeline(run_dir, bins=TIMELINE_BINS)
-
-
-def family_info(run_dir: Path) -> dict[str, FamilyInfo]:
-    """Shape and control flag of each family the run asked, from the family files it was
-    planned with: those `design.json` records (by their paths then), else the frozen spec's
-    `data.families` folder, else the shipped ones.
-
-    The frozen spec alone could not say: a `data.families` path relative to the spec's own
-    folder does not resolve from the run folder, and figure 6 drew the shipped families'
-    shapes and control flags for the user's (a deadline family as the control bar).
-
-    A family that can no longer be read is simply absent (figure 6 then counts it as shape
-    "unknown"); drawing a figure never fails on it.
-    """
-    from panels.families import FamilyError
-
-    loaded = _recorded_families(run_dir)
-    if loaded is None:
-        try:
-            loaded = _spec_families(run_dir)
-        except (FamilyError, OSError):
-            return {}
-    return {fid: FamilyInfo(str(f.shape), bool(f.control)) for fid, f in loaded.items()}
-
-
-def _recorded_families(run_dir: Path) -> dict[str, Family] | None:
-    """The families of the files `design.json` records (a shipped one no longer where it was
-    recorded, from this dutchbook's copy); None when it records none, or cannot be read."""
-    from panels.families import FAMILIES_DIR, FamilyError, load_family
-    from runs.design import DESIGN_FILE, SHIPPED_FAMILIES, DesignChanged, recorded_design
-
-    try:
-        files = recorded_design(run_dir / DESIGN_FILE).get("files", {})
-    except DesignChanged:
-        return None
-    recorded = [
-        (label, str(entry["path"])) for label, entry in files.items()
-        if label.startswith("families")
-    ]  # fmt: skip
-    if not recorded:
-        return None
-    found: dict[str, Family] = {}
-    for label, path in recorded:
-        places = [Path(path)]
-        if label.startswith(f"{SHIPPED_FAMILIES}/"):
-            places.append(FAMILIES_DIR / Path(label).name)
-        for place in places:
-            try:
-                family = load_family(place)
-            except FamilyError:
-                continue
-            found[family.id] = family
-            break
-    return found
-
-
-def _spec_families(run_dir: Path) -> dict[str, Family]:
-    """The families of the frozen spec's `data.families` folder, else the shipped ones."""
-    from panels.families import FAMILIES_DIR, load_families
-
-    folder: Path = FAMILIES_DIR
-    frozen = run_dir / "spec.toml"
-    if frozen.exists():
-        from runs.spec import SpecError, load_spec
-
-        try:
-            chosen = load_spec(frozen).data.families
-        except (SpecError, OSError):
-            chosen = None
-        if chosen is not None and chosen.is_dir():
-            folder = chosen
-    return load_families(folder)

@@ -18,8 +18,8 @@ import pytest
 from matplotlib.colors import to_rgba, to_rgba_array
 from matplotlib.patches import Rectangle
 
+from runs.planned_families import FamilyInfo
 from runs.report_figures import FigureInputs, _style, module_of
-from runs.report_figures.inputs import FamilyInfo
 from runs.scoring_step import SCORE_SCHEMA
 
 FAMILIES = {"f1": FamilyInfo("negation", False), "f2": FamilyInfo("threshold", False)}

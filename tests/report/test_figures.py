@@ -20,6 +20,7 @@ import pytest
 
 from panels.arms import ARMS
 from runs.figures import read_manifest
+from runs.planned_families import FamilyInfo, family_info
 from runs.report_figures import (
     FIGURE_READS,
     FIGURES,
@@ -31,7 +32,6 @@ from runs.report_figures import (
 )
 from runs.report_figures.books import WITH_BINS, WITHOUT_BINS, bin_grid, panels, top_books
 from runs.report_figures.families import family_rates
-from runs.report_figures.inputs import FamilyInfo, family_info
 from runs.report_figures.linked import linked_cells
 from runs.scoring_step import SCORE_SCHEMA
 from scoring import dutch_books
