@@ -43,6 +43,8 @@ EMBEDDED_RETURNS = Path(__file__).parent / "data" / "returns.parquet"
 
 #: The paper first draws this many stock-days, then dates from them (section 3, "Sample").
 PAPER_POOL_SIZE = 10_000
+#: The first and last anchor date a stock-day may have (both included); None: unbounded.
+AnchorWindow = tuple[dt.date | None, dt.date | None]
 
 
 #: The largest daily simple return a file may hold: +1000%, a stock worth eleven times its
@@ -228,15 +230,21 @@ def _sample_sd(values: Sequence[float]) -> float:
     return float(np.std(np.asarray(values, dtype=np.float64), ddof=1))
 
 
-def _eligible(returns: pl.DataFrame, headlines: pl.DataFrame | None) -> pl.DataFrame:
-    """Stock-days with >= 60 returns up to and including the date and >= 5 after it."""
+def _eligible(
+    returns: pl.DataFrame, headlines: pl.DataFrame | None, window: AnchorWindow
+) -> pl.DataFrame:
+    """Stock-days with >= 60 returns up to and including the date and >= 5 after it, dated
+    within `window` (the history and later days may lie outside it, as the paper's did)."""
     df = returns.sort(["asset", "date"]).with_columns(
         pl.int_range(pl.len()).over("asset").alias("_i"),
         pl.len().over("asset").alias("_n"),
     )
+    first, last = window
     df = df.filter(
         (pl.col("_i") >= HISTORY_DAYS - 1)
         & (pl.col("_n") - 1 - pl.col("_i") >= FUTURE_DAYS_REQUIRED)
+        & (pl.lit(True) if first is None else pl.col("date") >= first)
+        & (pl.lit(True) if last is None else pl.col("date") <= last)
     )
     if headlines is not None:
         df = df.join(headlines, on=["date", "asset"], how="inner")
@@ -249,21 +257,24 @@ def sample_stock_days(
     seed: int,
     headlines: pl.DataFrame | None = None,
     pool_size: int = PAPER_POOL_SIZE,
+    window: AnchorWindow = (None, None),
 ) -> list[StockDay]:
     """Draw `n` stock-days the way the paper did (section 3, "Sample").
 
     Keep stock-days with at least 60 prior and 5 later trading days (and, when `headlines`
-    is given, a headline); draw a pool of `pool_size` of them uniformly without replacement
-    (all of them if fewer); pick `n / 2` dates uniformly among the pool's dates that have at
-    least two stocks; on each date draw two of the pool's stocks uniformly. Deterministic per
-    seed. Ordered by date, the two stocks of a date in the order drawn. `NoStockDay` when
-    no date has two stocks to draw, `TooFewDates` when fewer than `n / 2` have.
+    is given, a headline) whose date lies in `window` (first, last; both included, None
+    unbounded: the paper's August 15 to December 23, 2025); draw a pool of `pool_size` of
+    them uniformly without replacement (all of them if fewer); pick `n / 2` dates uniformly
+    among the pool's dates that have at least two stocks; on each date draw two of the pool's
+    stocks uniformly. Deterministic per seed. Ordered by date, the two stocks of a date in the
+    order drawn. `NoStockDay` when no date has two stocks to draw, `TooFewDates` when fewer
+    than `n / 2` have.
     """
     if n <= 0 or n % 2:
         raise DataError(f"n must be a positive even number (two stocks per date), got {n}")
     rng = np.random.default_rng(seed)
-    eligible = _eligible(returns, headlines)
-    need = " with a headline" if headlines is not None else ""
+    eligible = _eligible(returns, headlines, window)
+    need = (" with a headline" if headlines is not None else "") + _window_text(window)
     if eligible.height == 0:
         raise NoStockDay(
             f"no stock-day has {HISTORY_DAYS} prior and {FUTURE_DAYS_REQUIRED} later "
@@ -285,7 +296,7 @@ def sample_stock_days(
     if per_date.height < n_dates:
         raise TooFewDates(
             f"asked for {n:,} stock-days ({n_dates:,} dates with two stocks each) but only "
-            f"{per_date.height:,} dates qualify",
+            f"{per_date.height:,} dates qualify{_window_text(window)}",
             most=2 * per_date.height,
         )
     date_rows = np.sort(rng.choice(per_date.height, size=n_dates, replace=False))
@@ -297,6 +308,16 @@ def sample_stock_days(
         for k in rng.choice(len(assets), size=2, replace=False).tolist():
             out.append(stock_day(returns, assets[k], date, heads.get((date, assets[k]))))
     return out
+
+
+def _window_text(window: AnchorWindow) -> str:
+    """How the sampler's messages name the anchor dates' bounds ("" when there are none)."""
+    first, last = window
+    if first is not None and last is not None:
+        return f" (anchor dates {first} to {last})"
+    if first is not None:
+        return f" (anchor dates from {first})"
+    return f" (anchor dates up to {last})" if last is not None else ""
 
 
 def _headline_map(headlines: pl.DataFrame | None) -> dict[tuple[dt.date, str], str]:

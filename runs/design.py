@@ -20,7 +20,7 @@ import hashlib
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,7 +97,9 @@ def _flatten_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
         elif key == "data" and isinstance(value, dict):
             for dkey, dvalue in value.items():
                 if dkey not in _DATA_PATH_KEYS:
-                    flat[f"data.{dkey}"] = dvalue
+                    # An anchor date written 2025-08-15 or "2025-08-15": one design.
+                    is_day = isinstance(dvalue, date) and not isinstance(dvalue, datetime)
+                    flat[f"data.{dkey}"] = dvalue.isoformat() if is_day else dvalue
         else:
             flat[key] = value
     return flat

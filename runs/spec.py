@@ -12,7 +12,7 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -50,6 +50,10 @@ class DataSpec:
     headlines: Path | None = None
     stock_days: int = 100
     families: Path | None = None
+    #: The first and last anchor date a stock-day may have, both included (the paper's
+    #: "t ranging from August 15, 2025 to December 23, 2025"); None: no bound.
+    anchor_from: date | None = None
+    anchor_to: date | None = None
 
 
 DEFAULT_MAX_ATTEMPTS = 8
@@ -109,7 +113,7 @@ _TOP_KEYS = {
     "max_answer_failures",
     "sim_faults",
 }
-_DATA_KEYS = {"returns", "headlines", "stock_days", "families"}
+_DATA_KEYS = {"returns", "headlines", "stock_days", "families", "anchor_from", "anchor_to"}
 _ARM_KEYS = {"name", "passes", "models"}
 #: The largest `max_tokens`: the biggest signed 32-bit integer, the type providers' APIs give
 #: it. A reply's token budget is multiplied by the campaign's queries for the estimate (at
@@ -384,12 +388,45 @@ def _parse_data(raw: Any, path: Path, *, must_exist: bool = True) -> DataSpec:
     stock_days = _get(raw, "stock_days", int, path, "data.", "an integer", default=100)
     if stock_days < 2 or stock_days % 2:
         raise SpecError(path, "data.stock_days", "an even integer >= 2 (two stocks per date)")
+    anchor_from, anchor_to = (_anchor_date(raw, key, path) for key in ANCHOR_KEYS)
+    if anchor_from is not None and anchor_to is not None and anchor_from > anchor_to:
+        raise SpecError(
+            path, "data.anchor_to",
+            f"a date on or after data.anchor_from ({anchor_from}), not {anchor_to}",
+        )  # fmt: skip
     return DataSpec(
         returns=optional_path("returns"),
         headlines=optional_path("headlines"),
         stock_days=stock_days,
         families=optional_path("families"),
+        anchor_from=anchor_from,
+        anchor_to=anchor_to,
     )
+
+
+#: `[data]`'s bounds on the sampled stock-days' anchor dates.
+ANCHOR_KEYS = ("anchor_from", "anchor_to")
+
+
+def _anchor_date(raw: Mapping[str, Any], key: str, path: Path) -> date | None:
+    """A calendar date, as a TOML date (2025-08-15) or a string written YYYY-MM-DD; a date
+    with a time of day is refused (a stock-day is a trading day, not a moment)."""
+    value = raw.get(key)
+    if value is None:
+        return None
+    expected = "a date written YYYY-MM-DD (2025-08-15, quoted or not), no time of day"
+    if isinstance(value, str):
+        try:
+            day = date.fromisoformat(value)
+        except ValueError:
+            raise SpecError(path, f"data.{key}", f"{expected}, not {value!r}") from None
+        if day.isoformat() != value:  # fromisoformat also reads 20250815
+            raise SpecError(path, f"data.{key}", f"{expected}, not {value!r}")
+        return day
+    if isinstance(value, datetime) or not isinstance(value, date):
+        shown = value.isoformat() if hasattr(value, "isoformat") else repr(value)
+        raise SpecError(path, f"data.{key}", f"{expected}, not {shown}")
+    return value
 
 
 def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:

@@ -73,7 +73,8 @@ class UnitSource:
         returns, headlines, data = self.returns, self.headlines, self.spec.data
         try:
             return panel_data.sample_stock_days(
-                returns, data.stock_days, self.spec.seed, headlines=headlines
+                returns, data.stock_days, self.spec.seed, headlines=headlines,
+                window=(data.anchor_from, data.anchor_to),
             )
         except panel_data.TooFewDates as exc:
             raise SpecError(

@@ -188,6 +188,33 @@ def test_headlines_first_row_wins(tmp_path: Path) -> None:
         load_headlines(bad)
 
 
+def test_the_sample_keeps_to_its_anchor_dates(embedded: pl.DataFrame) -> None:
+    """The paper's window bounds the anchor dates only: a stock-day on its first day keeps
+    the 60 returns before it, and one on its last day the 5 after it."""
+    first, last = dt.date(2021, 3, 1), dt.date(2021, 3, 31)
+    days = sample_stock_days(embedded, 40, seed=5, window=(first, last))
+    assert len(days) == 40 and all(first <= d.date <= last for d in days)
+    assert min(d.history_dates[0] for d in days) < first
+    assert max(d.future_dates[-1] for d in days) > last
+    # every date of the month that has two stocks: the window is the only limit
+    in_month = embedded.filter(pl.col("date").is_between(first, last))["date"].n_unique()
+    assert len({d.date for d in days}) == 20 <= in_month
+    assert {d.date for d in sample_stock_days(embedded, 4, seed=5, window=(first, None))} <= {
+        d for d in embedded["date"].to_list() if d >= first
+    }
+    assert all(
+        d.date <= last for d in sample_stock_days(embedded, 4, seed=5, window=(None, last))
+    )
+    # no window: the sample as before
+    assert sample_stock_days(embedded, 4, seed=5) == sample_stock_days(
+        embedded, 4, seed=5, window=(None, None)
+    )
+    with pytest.raises(TooFewDates, match=r"only 23 dates qualify \(anchor dates 2021-03-01 "):
+        sample_stock_days(embedded, 60, seed=5, window=(first, last))
+    with pytest.raises(NoStockDay, match=r"\(anchor dates 2021-03-06 to 2021-03-07\)"):
+        sample_stock_days(embedded, 2, seed=5, window=(dt.date(2021, 3, 6), dt.date(2021, 3, 7)))
+
+
 def test_sample_is_the_papers_design_and_deterministic(embedded: pl.DataFrame) -> None:
     days = sample_stock_days(embedded, 100, seed=11)
     assert days == sample_stock_days(embedded, 100, seed=11)

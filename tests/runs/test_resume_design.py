@@ -190,6 +190,14 @@ def test_spec_changes_sorts_design_from_operations() -> None:
     assert spec_changes(old, new) == (["models[x].model", "seed"], ["models[x].rpm"])
 
 
+def test_an_anchor_date_is_design_in_either_form() -> None:
+    base = '[data]\nstock_days = 4\nanchor_from = "2021-03-01"\n'
+    assert spec_changes(base, base.replace('"2021-03-01"', "2021-03-01")) == ([], [])
+    moved = base.replace('"2021-03-01"', "2021-03-02")
+    assert spec_changes(base, moved) == (["data.anchor_from"], [])
+    assert spec_changes(base, base + "anchor_to = 2021-12-31\n") == (["data.anchor_to"], [])
+
+
 def test_prices_and_their_provenance_may_change_on_resume() -> None:
     old = '[[models]]\nname = "x"\nmodel = "a"\nprice_in = 1\n'
     new = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 import sys
 import tomllib
@@ -53,6 +54,19 @@ def test_the_paper_spec_plans_the_papers_total(paper: dict[str, object]) -> None
 
 
 PRICE_KEYS = ("price_in", "price_out", "batch_price_in", "batch_price_out")
+
+
+def test_the_paper_specs_commented_window_is_the_papers(tmp_path: Path) -> None:
+    """Uncommented, as its comment says to do with the paper's data, the window loads as the
+    paper's anchor dates (section 3: August 15 to December 23, 2025)."""
+    text = (SPECS / "paper.toml").read_text(encoding="utf-8")
+    for key in ("anchor_from", "anchor_to"):
+        assert text.count(f"# {key} = ") == 1
+        text = text.replace(f"# {key} = ", f"{key} = ")
+    spec = tmp_path / "paper.toml"
+    spec.write_text(text, encoding="utf-8")
+    data = load_spec(spec).data
+    assert (data.anchor_from, data.anchor_to) == (dt.date(2025, 8, 15), dt.date(2025, 12, 23))
 
 
 def test_every_price_in_the_paper_spec_carries_its_date_and_source() -> None:

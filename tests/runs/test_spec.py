@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import tomllib
 from pathlib import Path
 
@@ -54,6 +55,15 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+def test_anchor_dates_read_as_dates_quoted_or_not(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        "stock_days = 4", 'stock_days = 4\nanchor_from = 2025-08-15\nanchor_to = "2025-12-23"'
+    )
+    data = load_spec(write(tmp_path, text), arm_names=ARMS).data
+    assert (data.anchor_from, data.anchor_to) == (dt.date(2025, 8, 15), dt.date(2025, 12, 23))
+    assert load_spec(write(tmp_path, GOOD), arm_names=ARMS).data.anchor_from is None
+
+
 def test_a_good_spec_loads(tmp_path: Path) -> None:
     spec = load_spec(write(tmp_path, GOOD), arm_names=ARMS)
     assert spec.name == "demo" and spec.parser == "lenient" and spec.data.stock_days == 4
@@ -101,6 +111,17 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
         (('models = ["a"]', 'models = ["zz"]'), "arms[0].models", "'zz'"),
         (('models = ["b"]', 'models = ["a"]'), "arms[1].models", "already has"),
         (("stock_days = 4", "stock_days = 5"), "data.stock_days", "even"),
+        # the paper's anchor dates (Aug 15 - Dec 23, 2025): a day, not a moment, in order
+        (("stock_days = 4", "stock_days = 4\nanchor_from = 2025-12-24\nanchor_to = 2025-12-23"),
+         "data.anchor_to", "on or after data.anchor_from (2025-12-24), not 2025-12-23"),
+        (("stock_days = 4", "stock_days = 4\nanchor_from = 2025-08-15T16:00:00"),
+         "data.anchor_from", "no time of day, not 2025-08-15T16:00:00"),
+        (("stock_days = 4", 'stock_days = 4\nanchor_to = "20251223"'),
+         "data.anchor_to", "YYYY-MM-DD (2025-08-15, quoted or not), no time of day, not '2025"),
+        (("stock_days = 4", 'stock_days = 4\nanchor_to = "2025-02-30"'),
+         "data.anchor_to", "not '2025-02-30'"),
+        (("stock_days = 4", "stock_days = 4\nanchor_to = 20251223"), "data.anchor_to",
+         "not 20251223"),
         (('parser = "lenient"', 'parser = "loose"'), "parser", "strict or lenient"),
         (("max_tokens = 8192", 'max_tokens = "8k"'), "models[1].max_tokens", "integer"),
         # multiplied by the queries for the estimate: 45 digits ended `run` in a TypeError
