@@ -48,7 +48,7 @@ from engine.reparse import (
     resume_refusal,
     unfinished_line,
 )
-from engine.retry import DUPLICATE
+from engine.retry import CAUSE_LABELS, DUPLICATE
 from engine.retry import (
     REJECTED_ON_REPARSE as REJECTED_ON_REPARSE,  # re-exported: the audit's name for it
 )
@@ -87,22 +87,20 @@ INVALID = "invalid_response"
 MALFORMED_REPLY = "malformed_reply"
 INVALID_SUBCAUSES: tuple[str, ...] = (*SUBCAUSES, MALFORMED_REPLY, REJECTED_ON_REPARSE)
 
-#: How each cause reads in the audit sentence.
-CAUSE_LABELS: dict[str, str] = {
-    "rate_limit": "rate limits",
-    "provider_error": "provider errors",
-    "connection_error": "connection errors",
-    "timeout": "timeouts",
-    "interrupted": "interrupted dispatches",
-    "missing_routing_metadata": "missing routing metadata",
-    "damaged_batch_result": "damaged batch results",
-    "invalid_response": "invalid responses",
-    "refusal": "refusals",
-    "truncated": "truncations",
-    "auth_error": "authentication errors",
-    "bad_request": "bad requests",
-    "duplicate": "duplicate answers",
-}
+#: Appendix C's six retry causes, with the outcome classes each holds here. The paper re-asks
+#: after "errors, refusals, truncations, or malformed responses" and names six causes, so its
+#: "provider/response errors" are every reply that came back unusable, which this ledger tells
+#: apart (a 5xx, a malformed answer, a refusal, a reply cut short, a damaged batch line).
+PAPER_CAUSES: dict[str, tuple[str, ...]] = {
+    "rate limits": ("rate_limit",),
+    "provider/response errors": (
+        "provider_error", "invalid_response", "refusal", "truncated", "damaged_batch_result",
+    ),
+    "interrupted dispatches": ("interrupted",),
+    "connection errors": ("connection_error",),
+    "timeouts": ("timeout",),
+    "missing routing metadata": ("missing_routing_metadata",),
+}  # fmt: skip
 
 #: Outcome of the attempt a timeline bin counts when it was the accepted one.
 ACCEPTED = "accepted"
@@ -423,6 +421,37 @@ def _retries_said(retry_attempts: int, requests_retried: int, requests: int,
     )
 
 
+def paper_causes(retries_by_cause: Mapping[str, int]) -> dict[str, int]:
+    """Retry attempts by cause, grouped and labelled as the paper's Appendix C gives them
+    (`PAPER_CAUSES`); a cause it does not name (an authentication error, a bad request, a
+    duplicate) keeps its own words. Nonzero ones only, largest first, ties in the paper's
+    order."""
+    group_of = {cause: label for label, causes in PAPER_CAUSES.items() for cause in causes}
+    counts: dict[str, int] = {}
+    for cause, n in retries_by_cause.items():
+        if n:
+            label = group_of.get(cause) or CAUSE_LABELS.get(cause, cause.replace("_", " "))
+            counts[label] = counts.get(label, 0) + n
+    order = {label: i for i, label in enumerate(PAPER_CAUSES)}
+    return dict(
+        sorted(counts.items(), key=lambda item: (-item[1], order.get(item[0], len(order)), item[0]))
+    )
+
+
+def paper_causes_sentence(retries_by_cause: Mapping[str, int]) -> str | None:
+    """The retries as Appendix C groups them, to set beside the paper's own counts; None
+    where that grouping would only rename the sentence's causes (no reply was unusable but
+    for 5xx errors), since the sentence already says them."""
+    merged = PAPER_CAUSES["provider/response errors"][1:]
+    if not any(retries_by_cause.get(cause) for cause in merged):
+        return None
+    grouped = paper_causes(retries_by_cause).items()
+    ours = [f"{label} ({n:,})" for label, n in grouped if label in PAPER_CAUSES]
+    others = [f"{label} ({n:,})" for label, n in grouped if label not in PAPER_CAUSES]
+    besides = f"; besides those six causes, {_join(others)}" if others else ""
+    return f"As Appendix C groups them: {_join(ours)}{besides}."
+
+
 def _rejected_clause(rejected: int) -> str:
     """The audit sentence's words for requests whose reply a strict reparse rejected: one
     reply each, the one the run accepted."""
@@ -437,6 +466,19 @@ def at_provider_sentence(sentence: str, held: AtProvider) -> str:
     """The audit sentence of a folder with batch jobs still at the provider (`held`): their
     queries were asked, and no attempt of theirs is recorded until the jobs are collected."""
     return f"{sentence.rstrip('.')}; {held.phrase()}." if held else sentence
+
+
+def said_in_full(
+    sentence: str, retries_by_cause: Mapping[str, int], *, in_flight: int, attempted: int,
+    requests: int, held: AtProvider,
+) -> str:
+    """The paper's sentence as `audit`, `status` and the report write it: `sentence`
+    (`retry_sentence`'s), what is in flight (`in_flight_sentence`) and still at the provider
+    (`at_provider_sentence`), then the retries as Appendix C groups them
+    (`paper_causes_sentence`)."""
+    said = at_provider_sentence(in_flight_sentence(sentence, in_flight, attempted, requests), held)
+    grouped = paper_causes_sentence(retries_by_cause)
+    return f"{said} {grouped}" if grouped else said
 
 
 def resume_line(held: AtProvider, refused: str | None = None, capped: bool = False) -> str:
@@ -523,6 +565,7 @@ class AuditRow:
             "retry_attempts": self.retry_attempts,
             "requests_retried": self.requests_retried,
             "retries_by_cause": dict(self.retries_by_cause),
+            "retries_by_paper_cause": paper_causes(self.retries_by_cause),
             "invalid_response_subcauses": dict(self.invalid_response_subcauses),
             "given_up": dict(self.given_up),
             "not_attempted": self.not_attempted,
@@ -615,11 +658,11 @@ class Audit:
     @property
     def sentence(self) -> str:
         totals = self.totals
-        attempted = totals.requests - totals.not_attempted
-        sentence = in_flight_sentence(
-            totals.sentence(), self.in_flight, attempted, totals.requests
-        )
-        return at_provider_sentence(sentence, self.at_provider)
+        return said_in_full(
+            totals.sentence(), totals.retries_by_cause, in_flight=self.in_flight,
+            attempted=totals.requests - totals.not_attempted, requests=totals.requests,
+            held=self.at_provider,
+        )  # fmt: skip
 
     def pause_lines(self) -> list[str]:
         """One line per model whose lane paused while its provider was down."""

@@ -43,6 +43,23 @@ DUPLICATE = "duplicate"
 #: each figure worker as it warms) names it without importing the audit (about 0.1 s).
 REJECTED_ON_REPARSE = "rejected_on_reparse"
 
+#: How each retry cause reads in words: the audit's sentence and tables, the run's summary.
+CAUSE_LABELS: dict[str, str] = {
+    "rate_limit": "rate limits",
+    "provider_error": "provider errors",
+    "connection_error": "connection errors",
+    "timeout": "timeouts",
+    "interrupted": "interrupted dispatches",
+    "missing_routing_metadata": "missing routing metadata",
+    "damaged_batch_result": "damaged batch results",
+    "invalid_response": "invalid responses",
+    "refusal": "refusals",
+    "truncated": "truncations",
+    "auth_error": "authentication errors",
+    "bad_request": "bad requests",
+    "duplicate": "duplicate answers",
+}
+
 _RETRYING = tenacity.Retrying()
 
 

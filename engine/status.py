@@ -17,7 +17,6 @@ import polars as pl
 
 from engine.audit import (
     REJECTED_ON_REPARSE,
-    at_provider_sentence,
     by_cause,
     classify,
     missing_answers_line,
@@ -25,6 +24,7 @@ from engine.audit import (
     rejected_answers_line,
     repeated_rows_line,
     retry_sentence,
+    said_in_full,
     unrecorded_answers_line,
     unrecorded_by_model,
 )
@@ -36,7 +36,7 @@ from engine.reparse import parser_in_force, unfinished_line
 from engine.retry import DUPLICATE
 from engine.runlock import read_pid
 from engine.scan import JOURNAL, read_settled, repeated_rows, scan_ledger
-from engine.unresolved import in_flight_sentence, with_unresolved
+from engine.unresolved import with_unresolved
 from providers.types import RETRYABLE, Outcome
 
 PLAN = "plan.parquet"
@@ -185,13 +185,14 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
         "retries": sum(retries.values()),
         "requests_retried": retried,
         # The paper's sentence, as `dutchbook audit` and the report write it.
-        "sentence": at_provider_sentence(in_flight_sentence(
+        "sentence": said_in_full(
             retry_sentence(
                 sum(retries.values()), retried, planned if planned is not None else seen,
                 retries, attempted=seen, unrecorded=unrecorded, rejected=rejected,
             ),
-            unresolved.in_flight, seen, planned if planned is not None else seen,
-        ), held),
+            retries, in_flight=unresolved.in_flight, attempted=seen,
+            requests=planned if planned is not None else seen, held=held,
+        ),
         # Sent and not resolved (engine.unresolved): live, in flight; else counted above as
         # the `interrupted` attempts the next run records.
         "in_flight": unresolved.in_flight,

@@ -190,7 +190,7 @@ def _named(report: Audit, scope: str) -> list[tuple[str, AuditRow]]:
 def cause_rows(report: Audit) -> tuple[list[str], list[list[str]]]:
     """One row per cause that occurred (largest first): retry attempts, their share, the
     requests given up with it as their last cause, and the models it struck."""
-    from engine.audit import CAUSE_LABELS
+    from engine.retry import CAUSE_LABELS
 
     totals = report.totals
     causes = sorted(

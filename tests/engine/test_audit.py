@@ -13,7 +13,15 @@ import orjson
 import polars as pl
 import pytest
 
-from engine.audit import CAUSES, attempt_timeline, audit, by_cause, retry_sentence
+from engine.audit import (
+    CAUSES,
+    attempt_timeline,
+    audit,
+    by_cause,
+    paper_causes,
+    paper_causes_sentence,
+    retry_sentence,
+)
 from engine.durable import append_record_line
 from engine.ledger import Ledger
 from engine.reparse import REPARSES_FILE
@@ -90,8 +98,19 @@ def test_every_attempt_not_accepted_is_one_retry_attempt(tmp_path: Path, kit: ty
     assert done.sentence == (
         "10 retry attempts across 6 requests out of 8, attributed to rate limits (2), "
         "invalid responses (2), authentication errors (2), provider errors (1), timeouts (1), "
-        "interrupted dispatches (1), and duplicate answers (1)."
+        "interrupted dispatches (1), and duplicate answers (1). As Appendix C groups them: "
+        "provider/response errors (3), rate limits (2), interrupted dispatches (1), and "
+        "timeouts (1); besides those six causes, authentication errors (2) and duplicate "
+        "answers (1)."
     )
+    assert done.totals.to_dict()["retries_by_paper_cause"] == {
+        "provider/response errors": 3, "rate limits": 2, "authentication errors": 2,
+        "interrupted dispatches": 1, "timeouts": 1, "duplicate answers": 1,
+    }  # fmt: skip
+    per_model: Counter[str] = Counter()
+    for row in done.by_model.values():
+        per_model.update(row.to_dict()["retries_by_paper_cause"])
+    assert per_model == Counter(done.totals.to_dict()["retries_by_paper_cause"])
 
 
 def test_accepted_attempt_is_the_one_the_response_names(tmp_path: Path, kit: type[Kit]) -> None:
@@ -237,6 +256,34 @@ def test_random_ledgers_match_a_plain_count(tmp_path: Path, kit: type[Kit]) -> N
     assert sum(r.retry_attempts for r in report.by_model.values()) == total.retry_attempts
     table = report.table()
     assert table.filter(pl.col("scope") == "all")["retry_attempts"].item() == total.retry_attempts
+
+
+def test_the_papers_grouping_of_causes() -> None:
+    """Appendix C's "provider/response errors (2,268)" hold every unusable reply, which the
+    ledger tells apart: grouped, the paper's figures come back, the others said apart."""
+    fine = {
+        "rate_limit": 2459, "provider_error": 2000, "invalid_response": 200, "refusal": 50,
+        "truncated": 17, "damaged_batch_result": 1, "interrupted": 7, "connection_error": 5,
+        "timeout": 4, "missing_routing_metadata": 1, "duplicate": 0,
+    }  # fmt: skip
+    assert paper_causes(fine) == {
+        "rate limits": 2459, "provider/response errors": 2268, "interrupted dispatches": 7,
+        "connection errors": 5, "timeouts": 4, "missing routing metadata": 1,
+    }  # fmt: skip
+    assert paper_causes_sentence(fine) == (
+        "As Appendix C groups them: rate limits (2,459), provider/response errors (2,268), "
+        "interrupted dispatches (7), connection errors (5), timeouts (4), and missing routing "
+        "metadata (1)."
+    )
+    assert paper_causes_sentence({**fine, "auth_error": 3, "duplicate": 1}) == (
+        "As Appendix C groups them: rate limits (2,459), provider/response errors (2,268), "
+        "interrupted dispatches (7), connection errors (5), timeouts (4), and missing routing "
+        "metadata (1); besides those six causes, authentication errors (3) and duplicate "
+        "answers (1)."
+    )
+    # only renamed: the sentence by cause already says it
+    assert paper_causes_sentence({"rate_limit": 2, "provider_error": 1}) is None
+    assert paper_causes_sentence({}) is None
 
 
 def test_sentence_form() -> None:
