@@ -43,9 +43,11 @@ def shard_name(shard_id: int) -> str:
 
 
 class NotAFileShard(Exception):
-    """A shard's name held by a device, a FIFO or a socket (a link to /dev/zero, say): polars
-    read a device as an empty file and ended in its traceback naming no file, and waited
-    forever on a FIFO, deaf to a signal. `runs.damaged_files` names it as damage."""
+    """A shard's name held by a device, a FIFO, a socket (a link to /dev/zero, say) or a
+    folder: polars read a device as an empty file and ended in its traceback naming no file,
+    waited forever on a FIFO, deaf to a signal, and read a folder as a shard of no rows (the
+    audit then said every answer had lost its attempt, naming no file). `runs.damaged_files`
+    names it as damage."""
 
     def __init__(self, path: Path, kind: str) -> None:
         super().__init__(f"{path} is {kind}, not a regular file")
@@ -78,11 +80,11 @@ def special_file(path: Path) -> str | None:
 
 def list_shards(directory: Path) -> list[tuple[int, Path]]:
     """Committed shards in `directory`, by id (temp files never match). Raises
-    `NotAFileShard` for one that is a device, a FIFO or a socket: every reader and the writer
-    list the shards here before anything opens them."""
+    `NotAFileShard` for one that is a device, a FIFO, a socket or a folder: every reader and
+    the writer list the shards here before anything opens them."""
     shards = numbered_files(directory, _PART)
     for _, path in shards:
-        kind = special_file(path)
+        kind = "a folder" if path.is_dir() else special_file(path)
         if kind is not None:
             raise NotAFileShard(path, kind)
     return shards

@@ -71,13 +71,16 @@ def check_footers(paths: Iterable[Path]) -> None:
 def damaged_parquet_files(folder: Path) -> dict[Path, str]:
     """Every Parquet file under `folder` that cannot be read, with polars' reason; a device,
     FIFO or socket under a Parquet file's name (a link to /dev/null, say) with what it is,
-    never opened (a FIFO would wait for a writer)."""
+    never opened (a FIFO would wait for a writer); a folder under one's name (polars said
+    "expanded paths were empty", and `status` and `audit` ended in its traceback)."""
     from engine.shards import special_file
 
     found = {}
     for path in sorted(folder.rglob("*.parquet")):
         if (kind := special_file(path)) is not None:
             found[path] = _not_a_file(path, kind)
+        elif path.is_dir():
+            found[path] = "a folder where a file goes"
         elif path.is_file() and (why := unreadable(path)) is not None:
             found[path] = why
     return found
@@ -145,7 +148,11 @@ def _not_a_file(path: Path, kind: str) -> str:
 
 def damage_report(folder: Path, exc: BaseException) -> str | None:
     """One line naming the folder's damaged Parquet files and what to do about each, if `exc`
-    came from one; None when it did not (no file of the folder is unreadable)."""
+    came from one; None when it did not (no file of the folder is unreadable). For polars'
+    `PermissionError`, which names its file cut to its last 88 characters or so, the files
+    of the folder this user may not read, in full."""
+    if isinstance(exc, PermissionError) and exc.filename is None and folder.is_dir():
+        return _not_readable_line(folder)
     if not looks_like_parquet_damage(exc) or not folder.is_dir():
         return None
     from engine.shards import NotAFileShard, special_file
@@ -156,6 +163,26 @@ def damage_report(folder: Path, exc: BaseException) -> str | None:
     if isinstance(exc, NotAFileShard) and (kind := special_file(exc.path)) is not None:
         damaged.setdefault(exc.path, _not_a_file(exc.path, kind))
     return _report_line(folder, damaged) if damaged else None
+
+
+def _not_readable_line(folder: Path) -> str | None:
+    """One line naming the files of `folder`'s tree (but `report/`) that may not be opened
+    for reading, or None when every one may."""
+    denied = []
+    for path in sorted(_files_of(folder)):
+        try:
+            with path.open("rb"):
+                pass
+        except PermissionError:
+            denied.append(str(path))
+        except OSError:
+            continue  # gone meanwhile, or said otherwise
+    if not denied:
+        return None
+    return (
+        f"this user may not read {', '.join(denied)}: give it read access, then run the same "
+        "command again"
+    )
 
 
 def _report_line(folder: Path, damaged: dict[Path, str]) -> str:

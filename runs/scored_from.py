@@ -177,8 +177,8 @@ def scores_digests(run_dir: Path) -> dict[str, str]:
 
 def stale_report(run_dir: Path) -> bool:
     """Whether the folder's report (its `report/summary.json`) was written from scores files
-    other than the folder's now. False when it cannot be told: no report, a damaged summary,
-    or one written before the report recorded its scores."""
+    other than the folder's now. False when it cannot be told: no report, a damaged summary
+    (`untold_report` says so), or one written before the report recorded its scores."""
     try:
         summary = orjson.loads((report_dir(run_dir) / "summary.json").read_bytes())
     except (OSError, orjson.JSONDecodeError):
@@ -186,6 +186,23 @@ def stale_report(run_dir: Path) -> bool:
     provenance = summary.get("provenance") if isinstance(summary, dict) else None
     recorded = provenance.get("scores_sha256") if isinstance(provenance, dict) else None
     return isinstance(recorded, dict) and recorded != scores_digests(run_dir)
+
+
+def untold_report(run_dir: Path) -> str | None:
+    """Why a report the folder has cannot be matched to its scores: its `summary.json`, which
+    records them, is missing or does not read as JSON (said by `status`, which otherwise
+    said nothing of such a report, however stale). None when there is no report, or it
+    reads."""
+    folder = report_dir(run_dir)
+    if not folder.is_dir() or not any(folder.iterdir()):
+        return None
+    try:
+        summary = orjson.loads((folder / "summary.json").read_bytes())
+    except FileNotFoundError:
+        return "its summary.json is missing"
+    except (OSError, orjson.JSONDecodeError):
+        return "its summary.json does not read"
+    return None if isinstance(summary, dict) else "its summary.json is not the report's record"
 
 
 __all__ = [
@@ -200,4 +217,5 @@ __all__ = [
     "stale_repairs",
     "stale_report",
     "stale_scores",
+    "untold_report",
 ]

@@ -86,6 +86,12 @@ def user_errors(*kinds: type[BaseException], folder: Path | None = None) -> Iter
 
         if isinstance(exc, FolderBusy):  # another process holds the run folder
             fail(str(exc), EXIT_BUSY)
+        if folder is not None and isinstance(exc, PermissionError) and exc.filename is None:
+            from runs.damaged_files import damage_report
+
+            # polars' own: its message cuts the file's path short; the folder's files say it
+            if (message := damage_report(folder, exc)) is not None:
+                fail(message)
         if isinstance(exc, (*kinds, *common_user_errors())):
             fail(_describe(exc))
         if folder is not None:

@@ -12,6 +12,7 @@ refused too (`runs.damaged_files.special_files_report`): a read of it never ende
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from runs.commands._errors import fail
@@ -30,6 +31,11 @@ def require_run_folder(run_dir: Path) -> None:
 
 
 def _require_run_folder(run_dir: Path) -> None:
+    if not run_dir.exists() and run_dir.is_symlink():  # a link loop, or to nothing
+        fail(
+            f"{run_dir} is a link to {os.readlink(run_dir)}, which leads to no folder; give "
+            "the folder `dutchbook run` wrote"
+        )
     if not run_dir.exists():
         # A new run renders its plan before it makes its folder (seconds at paper scale): a
         # `status` asked meanwhile finds nothing there yet, and says why it may be so.

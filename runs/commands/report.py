@@ -95,7 +95,9 @@ def report(
         # lock refuses; and no reparse or score can change the answers or scores after this.
         if not (run_dir / "scores.parquet").is_file():
             # A resume may be refused (after a strict reparse of a lenient run): `score`
-            # scores the answers held without a call, whatever stopped the run.
+            # scores the answers held without a call, whatever stopped the run. A journal
+            # line `score` would refuse is said first (`JournalError`), not `score` advised.
+            _read_journal_whole(run_dir)
             fail(
                 f"{run_dir} has no scores.parquet yet: `dutchbook score {run_dir}` scores the "
                 "answers it holds, without a call (or run the campaign, or resume it, first)"
@@ -120,6 +122,16 @@ def report(
     if repairs := stale_repairs(run_dir):  # not in the report, but published beside it
         console.print(f"warning: {repairs}", style="yellow", highlight=False, markup=False,
                       soft_wrap=True)
+
+
+def _read_journal_whole(run_dir: Path) -> None:
+    """Read every line of the run's journal segments: raises `JournalError` for a bad line a
+    crash cannot have left, as `score` would."""
+    from engine.journal import read_journal
+    from engine.scan import JOURNAL
+
+    for _ in read_journal(run_dir / JOURNAL):
+        pass
 
 
 def register(app: typer.Typer) -> None:

@@ -35,9 +35,9 @@ _SPEC_HELP = "the campaign spec (default: DIR/spec.toml, frozen when the run sta
 
 @contextlib.contextmanager
 def _clean_errors(run_dir: Path) -> Iterator[None]:
-    """The user errors of every command, a missing file, a full disk and a damaged file of
-    the folder: one line each."""
-    with user_errors(FileNotFoundError, folder=run_dir), disk_full_says(run_dir):
+    """The user errors of every command, a missing file, one this user may not read, a full
+    disk and a damaged file of the folder: one line each."""
+    with user_errors(FileNotFoundError, PermissionError, folder=run_dir), disk_full_says(run_dir):
         yield
 
 

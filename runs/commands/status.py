@@ -207,7 +207,11 @@ def status(
         summary = run_status(run_dir, spec_parser(run_dir))
         if repairs := stale_repairs(run_dir):
             summary["warnings"].append(repairs)
-        if summary["state"] != "live" and (
+        if summary["state"] != "live" and (lost := _lost_plan(run_dir)):
+            summary["warnings"].append(lost)
+        # Answers lost from responses/: the reparse their warning names comes first, and
+        # `score` refuses until then (this line sent the user to it).
+        if summary["state"] != "live" and not summary.get("answers_missing") and (
             stale := _stale_scores(run_dir, summary["reparse_unfinished"])
             or _stale_report(run_dir)
         ):
@@ -247,13 +251,28 @@ def _stale_scores(run_dir: Path, reparse_unfinished: bool) -> str | None:
     )
 
 
+def _lost_plan(run_dir: Path) -> str | None:
+    """A line saying the folder's `plan.parquet` is gone while what it planned was asked
+    (`status` then knows no planned counts, and said "stopped" of a finished run without a
+    word why), with what makes it again."""
+    from runs.plan_checksums import REPLAN
+
+    plan = run_dir / "plan.parquet"
+    if plan.exists() or plan.is_symlink():  # damaged or a link to nothing: said otherwise
+        return None
+    asked = [run_dir / name for name in ("plan_members.parquet", "attempts", "journal")]
+    if not any(path.is_file() or (path.is_dir() and any(path.iterdir())) for path in asked):
+        return None
+    return f"{plan} is missing, so nothing planned is counted: {REPLAN}"
+
+
 def _stale_report(run_dir: Path) -> str | None:
     """A line saying `report/` was written from other scores than the folder's now (a
     reparse, then `score`, and no `report` since), with the command that writes it again."""
     import polars as pl
 
     from runs.damaged_files import check_footers
-    from runs.scored_from import SCORES_FILES, stale_report
+    from runs.scored_from import SCORES_FILES, stale_report, untold_report
 
     for name in SCORES_FILES:  # damaged, it reads as changed: said as what it is instead
         try:
@@ -265,6 +284,11 @@ def _stale_report(run_dir: Path) -> str | None:
                 f"{run_dir / name} is damaged (its footer does not read): `dutchbook score "
                 f"{run_dir}` writes it again, then `dutchbook report {run_dir}`"
             )
+    if (why := untold_report(run_dir)) is not None:
+        return (
+            f"report/ cannot be matched to the scores ({run_dir}: {why}): `dutchbook report "
+            f"{run_dir}` writes it again"
+        )
     if not stale_report(run_dir):
         return None
     return (

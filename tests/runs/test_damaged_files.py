@@ -346,3 +346,78 @@ def test_the_search_follows_a_link_for_a_folder_of_the_run_not_one_deeper(run_di
     files = list(_files_of(run_dir))
     assert not any((run_dir / "logs" / "up") in path.parents for path in files)
     assert run_dir / "logs" / "lanes.json" in files
+
+
+@pytest.mark.parametrize(
+    ("name", "commands"),
+    [
+        # polars read a folder there as "expanded paths were empty": a traceback each
+        ("plan.parquet", ("status", "audit", "reparse")),
+        ("plan_members.parquet", ("report", "score", "repair")),
+        ("forecasts.parquet", ("report",)),
+        ("averaged.parquet", ("report",)),
+        # read as a shard of no rows: every answer "had no recorded attempt", no file named
+        ("attempts/part-00000001.parquet", ("status", "audit", "score", "report", "reparse")),
+        ("responses/part-00000001.parquet", ("status", "audit", "score", "reparse")),
+    ],
+)
+def test_a_folder_where_a_parquet_file_goes_is_named_in_one_line(
+    run_dir: Path, name: str, commands: tuple[str, ...]
+) -> None:
+    path = run_dir / name
+    assert path.is_file()
+    path.unlink()
+    path.mkdir()
+    for command in commands:
+        args = [command, str(run_dir)] + (["--parser", "strict"] if command == "reparse" else [])
+        code, output = invoke(*args)
+        assert code == 2, (command, output)
+        line = one_error_line(output)
+        assert f"{path} (a folder where a file goes;" in line, (command, line)
+
+
+def unprivileged(args: list[str]) -> list[str]:
+    """`args` run so that file permissions hold: as they are for a user, and for root
+    without the capabilities that override them (`setpriv`), skipped where it cannot be."""
+    if os.geteuid() != 0:
+        return args
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("root reads every file, and setpriv is not here to drop that")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner", *args]
+
+
+def test_a_shard_this_user_may_not_read_ends_score_and_repair_in_one_line(run_dir: Path) -> None:
+    """`score` and `repair` ended in a PermissionError's traceback (`status`, `audit` and
+    `report` said it in one line)."""
+    shard = sorted((run_dir / "attempts").glob("*.parquet"))[0]
+    shard.chmod(0)
+    try:
+        for command in ("score", "repair"):
+            done = subprocess.run(
+                unprivileged([sys.executable, "-m", "runs.cli", command, str(run_dir)]),
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert done.returncode == 2, (command, done.stderr)
+            line = one_error_line(done.stderr)
+            assert f"this user may not read {shard}: give it read access" in line, line
+    finally:
+        shard.chmod(0o644)
+
+
+def test_report_without_scores_names_a_bad_journal_line_before_advising_score(
+    run_dir: Path,
+) -> None:
+    """A folder with no scores yet and a bad line inside a journal segment (not a crash's:
+    a disk fault or an edit): `report` said to run `score`, which then refused the line."""
+    (run_dir / "scores.parquet").unlink()
+    segment = run_dir / "journal" / "seg-00000099.jsonl"
+    segment.parent.mkdir(exist_ok=True)
+    segment.write_bytes(b'{"a": 1}\nGARBAGE\n{"b": 2}\n')
+    lines = []
+    for command in ("report", "score"):
+        code, output = invoke(command, str(run_dir))
+        assert code == 2, (command, output)
+        lines.append(one_error_line(output))
+    assert lines[0] == lines[1], lines
+    assert lines[0].startswith(f"error: {segment}: line 2 of 3 is corrupt"), lines[0]

@@ -109,9 +109,11 @@ def test_score_repair_and_report_refuse_and_keep_what_they_wrote(
 ) -> None:
     """A hostile tester's `repair` of a finished run with responses/ deleted wrote a 0-row
     repaired.parquet over the good one ("repaired 0 answered sets", exit 0), and `score`
-    scored 0 answered sets; so with the one answers file replaced by a folder."""
+    scored 0 answered sets; so with the one answers file replaced by a folder, which is
+    named, with the reparse to run once it is moved aside (the reparse refuses it)."""
+    folder = run_dir / "responses" / "part-00000001.parquet"
     if in_their_place == "a folder":
-        (run_dir / "responses" / "part-00000001.parquet").mkdir()
+        folder.mkdir()
     good = {name: (finished / "run" / name).read_bytes() for name in _OUTPUT}
     refusals = {
         "score": ("scoring now would replace its scores with those of the answers left",
@@ -122,7 +124,15 @@ def test_score_repair_and_report_refuse_and_keep_what_they_wrote(
                    f"`dutchbook score {run_dir}`, then this command"),
     }  # fmt: skip
     for command, (would, then) in refusals.items():
-        assert invoke(command, str(run_dir)) == (2, _refusal(run_dir, would, then)), command
+        refusal = _refusal(run_dir, would, then)
+        if in_their_place == "a folder":
+            refusal = (
+                f"error: damaged file in the run folder: {folder} (a folder where a file goes; "
+                "move it aside (rename it to part-00000001.parquet.damaged, say), then "
+                f"`dutchbook reparse {run_dir} --parser lenient` rebuilds the answers from the "
+                "replies kept in attempts/, without a call)\n"
+            )
+        assert invoke(command, str(run_dir)) == (2, refusal), command
     assert {name: (run_dir / name).read_bytes() for name in _OUTPUT} == good
 
 
@@ -138,8 +148,10 @@ def test_a_folder_in_place_of_the_answers_is_named_and_reparse_then_rebuilds(
     assert (code, said) == (
         2,
         (
-            f"error: Is a directory: {shard} ({shard} is a folder where a file goes: move or "
-            "remove it, then run the same command again)\n"
+            f"error: damaged file in the run folder: {shard} (a folder where a file goes; move "
+            "it aside (rename it to part-00000001.parquet.damaged, say), then `dutchbook "
+            f"reparse {run_dir} --parser lenient` rebuilds the answers from the replies kept in "
+            "attempts/, without a call)\n"
         ),
     )
     shard.rename(shard.with_name("part-00000001.parquet.moved"))

@@ -53,6 +53,23 @@ def test_a_file_is_refused(tmp_path: Path, command: str) -> None:
     ]
 
 
+@pytest.mark.parametrize("command", ["status", "audit", "reparse", "score", "report"])
+def test_a_link_that_leads_to_no_folder_is_said_so(tmp_path: Path, command: str) -> None:
+    """A link loop or a dangling link was "no run folder at X (a new run makes it once its
+    plan is rendered)", which no run would ever do: `run --out` refuses it."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    for link in ("a", "gone"):
+        result = CliRunner().invoke(app, [command, str(tmp_path / link)])
+        assert result.exit_code == 2, result.output
+        target = tmp_path / ("b" if link == "a" else "nowhere")
+        assert _errors(result.output) == [
+            f"error: {tmp_path / link} is a link to {target}, which leads to no folder; give "
+            "the folder `dutchbook run` wrote"
+        ]
+
+
 @pytest.mark.parametrize("command", ["status", "audit", "reparse"])
 def test_a_missing_folder_is_named(tmp_path: Path, command: str) -> None:
     result = CliRunner().invoke(app, [command, str(tmp_path / "nope")])

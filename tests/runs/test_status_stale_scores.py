@@ -64,3 +64,44 @@ def test_a_damaged_scores_file_is_said_damaged_not_changed(tmp_path: Path) -> No
         f"{scores} is damaged (its footer does not read): `dutchbook score {run_dir}` writes "
         f"it again, then `dutchbook report {run_dir}`"
     ]
+
+
+def test_a_report_whose_summary_is_lost_is_said_unmatched(tmp_path: Path) -> None:
+    """With its summary.json damaged or gone, a report could not be compared with the
+    scores, and `status` said nothing of it however stale it was."""
+    run_dir = _ran(tmp_path, "sim-coherent")
+    summary = run_dir / "report" / "summary.json"
+    summary.write_bytes(b"\x00garbage")
+    said = (
+        f"report/ cannot be matched to the scores ({run_dir}: its summary.json %s): "
+        f"`dutchbook report {run_dir}` writes it again"
+    )
+    assert _warnings(run_dir) == [said % "does not read"]
+    summary.unlink()
+    assert _warnings(run_dir) == [said % "is missing"]
+    reported = CliRunner().invoke(app, ["report", str(run_dir)])
+    assert reported.exit_code == 0, reported.output
+    assert _warnings(run_dir) == []
+
+
+def test_a_lost_plan_is_said_with_what_makes_it_again(tmp_path: Path) -> None:
+    """Its plan deleted, a finished run read "stopped", with no planned counts and no word
+    why, while the audit still counted every request."""
+    run_dir = _ran(tmp_path, "sim-coherent")
+    (run_dir / "plan.parquet").unlink()
+    warnings = _warnings(run_dir)
+    assert warnings[0].startswith(
+        f"{run_dir / 'plan.parquet'} is missing, so nothing planned is counted: remove "
+        "plan_members.parquet and plan.parquet, then resume with `dutchbook run SPEC --out DIR`"
+    ), warnings
+
+
+def test_answers_lost_from_responses_send_to_the_reparse_alone(tmp_path: Path) -> None:
+    """With responses/ gone, a second warning sent the user to `score`, which refuses until
+    the reparse the first names has rebuilt the answers."""
+    run_dir = _ran(tmp_path, "sim-coherent")
+    for shard in (run_dir / "responses").glob("*.parquet"):
+        shard.unlink()
+    warnings = _warnings(run_dir)
+    assert len(warnings) == 1 and "`dutchbook reparse" in warnings[0], warnings
+    assert "dutchbook score" not in warnings[0], warnings
