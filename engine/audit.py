@@ -442,7 +442,7 @@ def paper_causes_sentence(retries_by_cause: Mapping[str, int]) -> str | None:
     """The retries as Appendix C groups them, to set beside the paper's own counts; None
     where that grouping would only rename the sentence's causes (no reply was unusable but
     for 5xx errors), since the sentence already says them."""
-    merged = PAPER_CAUSES["provider/response errors"][1:]
+    merged = set(PAPER_CAUSES["provider/response errors"]) - {"provider_error"}
     if not any(retries_by_cause.get(cause) for cause in merged):
         return None
     grouped = paper_causes(retries_by_cause).items()

@@ -15,6 +15,7 @@ finishes (or abandons, if the new shard never landed) an interrupted replacement
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -51,7 +52,7 @@ class NotAFileShard(Exception):
 
     def __init__(self, path: Path, kind: str) -> None:
         super().__init__(f"{path} is {kind}, not a regular file")
-        self.path = path
+        self.path, self.kind = path, kind
 
 
 def file_kind(mode: int) -> str | None:
@@ -84,10 +85,20 @@ def list_shards(directory: Path) -> list[tuple[int, Path]]:
     the writer list the shards here before anything opens them."""
     shards = numbered_files(directory, _PART)
     for _, path in shards:
-        kind = "a folder" if path.is_dir() else special_file(path)
+        kind = "a folder" if path.is_dir() else special_file(path) or _link_loop(path)
         if kind is not None:
             raise NotAFileShard(path, kind)
     return shards
+
+
+def _link_loop(path: Path) -> str | None:
+    """"a link in a loop" when `path` is a symbolic link that leads back round to itself (the
+    readers' `stat` raised ELOOP, a traceback from `score`, `repair` and a resume), else None."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return "a link in a loop" if exc.errno == errno.ELOOP else None
+    return None
 
 
 def max_shard_id(*directories: Path) -> int:

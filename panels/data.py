@@ -28,6 +28,7 @@ from panels.units import (
 __all__ = [
     "EMBEDDED_RETURNS",
     "MAX_DAILY_RETURN",
+    "AnchorWindow",
     "DataError",
     "NoStockDay",
     "TooFewDates",
@@ -296,7 +297,8 @@ def sample_stock_days(
     if per_date.height < n_dates:
         raise TooFewDates(
             f"asked for {n:,} stock-days ({n_dates:,} dates with two stocks each) but only "
-            f"{per_date.height:,} dates qualify{_window_text(window)}",
+            f"{per_date.height:,} date{'s qualify' if per_date.height != 1 else ' qualifies'}"
+            f"{_window_text(window)}",
             most=2 * per_date.height,
         )
     date_rows = np.sort(rng.choice(per_date.height, size=n_dates, replace=False))

@@ -152,7 +152,7 @@ def damage_report(folder: Path, exc: BaseException) -> str | None:
     `PermissionError`, which names its file cut to its last 88 characters or so, the files
     of the folder this user may not read, in full."""
     if isinstance(exc, PermissionError) and exc.filename is None and folder.is_dir():
-        return _not_readable_line(folder)
+        return _not_readable_line(folder, _path_tail(str(exc)))
     if not looks_like_parquet_damage(exc) or not folder.is_dir():
         return None
     from engine.shards import NotAFileShard, special_file
@@ -160,16 +160,27 @@ def damage_report(folder: Path, exc: BaseException) -> str | None:
     damaged = damaged_parquet_files(folder)
     # The shard the listing refused, also where the search above does not go (a linked
     # folder): it named the file, so it is said, never polars' traceback.
-    if isinstance(exc, NotAFileShard) and (kind := special_file(exc.path)) is not None:
-        damaged.setdefault(exc.path, _not_a_file(exc.path, kind))
+    if isinstance(exc, NotAFileShard):
+        damaged.setdefault(exc.path, _not_a_file(exc.path, special_file(exc.path) or exc.kind))
     return _report_line(folder, damaged) if damaged else None
 
 
-def _not_readable_line(folder: Path) -> str | None:
-    """One line naming the files of `folder`'s tree (but `report/`) that may not be opened
-    for reading, or None when every one may."""
+def _path_tail(message: str) -> str:
+    """The end of the path polars' `PermissionError` names: "Permission denied (os error 13):
+    ...of/the/file.parquet (set POLARS_VERBOSE=1 to see full path)" keeps only its last
+    characters."""
+    tail = message.rsplit("): ", 1)[-1].removesuffix(" (set POLARS_VERBOSE=1 to see full path)")
+    return tail.removeprefix("...")
+
+
+def _not_readable_line(folder: Path, tail: str) -> str | None:
+    """One line naming the files of `folder`'s tree (but `report/`) whose path ends with
+    `tail` and that may not be opened for reading; None when there is none (polars' error was
+    of a write, say, to a file that is not there yet: its own message is said)."""
     denied = []
     for path in sorted(_files_of(folder)):
+        if not tail or not str(path.absolute()).endswith(tail.removeprefix("./")):
+            continue
         try:
             with path.open("rb"):
                 pass

@@ -92,6 +92,26 @@ REPLAN = (
 )
 
 
+def lost_plan(run_dir: Path) -> str | None:
+    """A line saying the folder's `plan.parquet` is gone while what it planned was asked:
+    `status` knew no planned counts (a finished run read "stopped", without a word why) and
+    the audit counted only the requests it found asked. None when the plan is there (or a
+    link to nothing, a damage said otherwise), or nothing was asked (a run killed while it
+    planned). A resume plans it again (`dutchbook run` plans where no plan is)."""
+    plan = run_dir / PLAN_FILES[1]
+    if plan.exists() or plan.is_symlink():
+        return None
+    asked = [run_dir / name for name in (PLAN_FILES[0], "attempts", "journal")]
+    if not any(path.is_file() or (path.is_dir() and any(path.iterdir())) for path in asked):
+        return None
+    return (
+        f"{plan} is missing, so what the run planned is not counted: resume with `dutchbook "
+        f"run SPEC --out {run_dir}` (the spec the folder was run with), which plans it again "
+        "from the folder's frozen spec and files, to the same request ids, so nothing answered "
+        "is asked again"
+    )
+
+
 def answers_outside_plan(run_dir: Path, *, planned_now: bool) -> str | None:
     """One line when accepted answers are for requests `plan.parquet` does not hold, else
     None. The plan a folder's answers were asked from holds every one of their ids; one that

@@ -68,21 +68,32 @@ class UnitSource:
     @cached_property
     def stock_days(self) -> Sequence[Any]:
         """The seeded sample; a sample the data cannot give names what to change: the
-        spec's `data.stock_days` when too many are asked for, else the returns file (the
-        sampler is given tables, not files, and its messages named neither)."""
+        spec's `data.stock_days` when too many are asked for, its anchor dates when their
+        window holds none, else the returns file (the sampler is given tables, not files,
+        and its messages named neither)."""
         returns, headlines, data = self.returns, self.headlines, self.spec.data
+        windowed = data.anchor_from is not None or data.anchor_to is not None
         try:
             return panel_data.sample_stock_days(
                 returns, data.stock_days, self.spec.seed, headlines=headlines,
                 window=(data.anchor_from, data.anchor_to),
             )
         except panel_data.TooFewDates as exc:
+            wider = " (or a wider data.anchor_from to data.anchor_to)" if windowed else ""
             raise SpecError(
                 self.spec.path,
                 "data.stock_days",
-                f"an even number of at most {exc.most:,} with this data and seed: {exc}",
+                f"an even number of at most {exc.most:,} with this data and seed{wider}: {exc}",
             ) from None
         except panel_data.DataError as exc:
+            if windowed and isinstance(exc, panel_data.NoStockDay):  # the window to change
+                first, last = returns["date"].min(), returns["date"].max()
+                raise SpecError(
+                    self.spec.path,
+                    "data.anchor_from" if data.anchor_from is not None else "data.anchor_to",
+                    f"a window of anchor dates holding stock-days of the returns, which run "
+                    f"from {first} to {last}: {exc}",
+                ) from None
             where = data.returns or panel_data.EMBEDDED_RETURNS
             also = ""
             if isinstance(exc, panel_data.NoStockDay) and data.headlines is not None:

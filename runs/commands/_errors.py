@@ -86,7 +86,7 @@ def user_errors(*kinds: type[BaseException], folder: Path | None = None) -> Iter
 
         if isinstance(exc, FolderBusy):  # another process holds the run folder
             fail(str(exc), EXIT_BUSY)
-        if folder is not None and isinstance(exc, PermissionError) and exc.filename is None:
+        if folder is not None and isinstance(exc, PermissionError):
             from runs.damaged_files import damage_report
 
             # polars' own: its message cuts the file's path short; the folder's files say it

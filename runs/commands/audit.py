@@ -39,6 +39,11 @@ def audit(
     from runs.output import print_text, stdout_console
 
     unplanned = _no_plan(run_dir, report)
+    from runs.plan_checksums import lost_plan
+
+    if unplanned is None and (lost := lost_plan(run_dir)) is not None:
+        # Its counts are of the requests found asked, not of those planned: said first.
+        typer.echo(f"warning: {lost}", err=True)
     if as_json:
         import orjson
 

@@ -24,6 +24,7 @@ from runs.commands._errors import (
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
 from runs.output import stdout_console
+from runs.plan_checksums import lost_plan
 from runs.scored_from import stale_repairs, stale_scores
 
 
@@ -103,6 +104,8 @@ def report(
                 "answers it holds, without a call (or run the campaign, or resume it, first)"
             )
         _refuse_lost_answers(run_dir)
+        if (lost := lost_plan(run_dir)) is not None:
+            fail(lost)  # its coverage and audit would count only the requests found asked
         unfinished = unfinished_line(run_dir)
         stale = stale_scores(run_dir)
         if stale is not None:

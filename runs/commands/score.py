@@ -119,6 +119,17 @@ def _refuse_lost_answers(run_dir: Path, spec: CampaignSpec, would: str, then: st
         fail(refusal)
 
 
+def _refuse_folders_in_place(run_dir: Path, command: str) -> None:
+    """A folder where a file `command` writes goes: found only at the swap, after all the
+    scoring, it was; said before anything is done."""
+    from runs.damaged_files import DERIVED
+
+    for name, writer in DERIVED.items():
+        if writer == f"dutchbook {command}" and (path := run_dir / name).is_dir():
+            fail(f"{path} is a folder where a file goes: move or remove it, then run the same "
+                 "command again")  # fmt: skip
+
+
 def score(
     run_dir: Annotated[Path, typer.Argument(metavar="DIR", help="run folder", parser=path_given)],
     spec_path: Annotated[
@@ -130,6 +141,7 @@ def score(
 
     with interrupt_says_rerun(), _clean_errors(run_dir):
         spec = _load(run_dir, spec_path)
+        _refuse_folders_in_place(run_dir, "score")
         with folder_held(run_dir, "score"):
             _refuse_lost_answers(
                 run_dir,
@@ -168,6 +180,7 @@ def repair(
 
     with interrupt_says_rerun(), _clean_errors(run_dir):
         spec = _load(run_dir, spec_path)
+        _refuse_folders_in_place(run_dir, "repair")
         with folder_held(run_dir, "repair"):
             _refuse_lost_answers(
                 run_dir,

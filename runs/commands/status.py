@@ -200,6 +200,7 @@ def status(
     """Show a run's progress: done/planned per model, retries by cause, failures, live or died."""
     require_run_folder(run_dir)
     from runs.audit import spec_parser
+    from runs.plan_checksums import lost_plan
     from runs.rehearsal import REHEARSAL_NOTE, rehearsed
     from runs.scored_from import stale_repairs
 
@@ -207,7 +208,7 @@ def status(
         summary = run_status(run_dir, spec_parser(run_dir))
         if repairs := stale_repairs(run_dir):
             summary["warnings"].append(repairs)
-        if summary["state"] != "live" and (lost := _lost_plan(run_dir)):
+        if summary["state"] != "live" and (lost := lost_plan(run_dir)):
             summary["warnings"].append(lost)
         # Answers lost from responses/: the reparse their warning names comes first, and
         # `score` refuses until then (this line sent the user to it).
@@ -251,21 +252,6 @@ def _stale_scores(run_dir: Path, reparse_unfinished: bool) -> str | None:
     )
 
 
-def _lost_plan(run_dir: Path) -> str | None:
-    """A line saying the folder's `plan.parquet` is gone while what it planned was asked
-    (`status` then knows no planned counts, and said "stopped" of a finished run without a
-    word why), with what makes it again."""
-    from runs.plan_checksums import REPLAN
-
-    plan = run_dir / "plan.parquet"
-    if plan.exists() or plan.is_symlink():  # damaged or a link to nothing: said otherwise
-        return None
-    asked = [run_dir / name for name in ("plan_members.parquet", "attempts", "journal")]
-    if not any(path.is_file() or (path.is_dir() and any(path.iterdir())) for path in asked):
-        return None
-    return f"{plan} is missing, so nothing planned is counted: {REPLAN}"
-
-
 def _stale_report(run_dir: Path) -> str | None:
     """A line saying `report/` was written from other scores than the folder's now (a
     reparse, then `score`, and no `report` since), with the command that writes it again."""
@@ -280,9 +266,14 @@ def _stale_report(run_dir: Path) -> str | None:
         except FileNotFoundError:
             continue
         except (pl.exceptions.PolarsError, OSError):
+            what = (
+                "is a folder where a file goes: move or remove it, then"
+                if (run_dir / name).is_dir()
+                else "is damaged (its footer does not read):"
+            )
             return (
-                f"{run_dir / name} is damaged (its footer does not read): `dutchbook score "
-                f"{run_dir}` writes it again, then `dutchbook report {run_dir}`"
+                f"{run_dir / name} {what} `dutchbook score {run_dir}` writes it again, then "
+                f"`dutchbook report {run_dir}`"
             )
     if (why := untold_report(run_dir)) is not None:
         return (

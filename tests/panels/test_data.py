@@ -211,6 +211,9 @@ def test_the_sample_keeps_to_its_anchor_dates(embedded: pl.DataFrame) -> None:
     )
     with pytest.raises(TooFewDates, match=r"only 23 dates qualify \(anchor dates 2021-03-01 "):
         sample_stock_days(embedded, 60, seed=5, window=(first, last))
+    one = (dt.date(2021, 3, 1), dt.date(2021, 3, 1))
+    with pytest.raises(TooFewDates, match=r"only 1 date qualifies \(anchor dates 2021-03-01 "):
+        sample_stock_days(embedded, 4, seed=5, window=one)
     with pytest.raises(NoStockDay, match=r"\(anchor dates 2021-03-06 to 2021-03-07\)"):
         sample_stock_days(embedded, 2, seed=5, window=(dt.date(2021, 3, 6), dt.date(2021, 3, 7)))
 
@@ -253,7 +256,7 @@ def test_eligibility_boundary_60_prior_5_later() -> None:
     days = sample_stock_days(df, 2, seed=0)
     dates = sorted(df["date"].unique().to_list())
     assert {d.date for d in days} == {dates[59]}
-    with pytest.raises(TooFewDates, match="dates qualify") as info:
+    with pytest.raises(TooFewDates, match="only 1 date qualifies") as info:
         sample_stock_days(df, 4, seed=0)
     assert info.value.most == 2
     with pytest.raises(NoStockDay, match="no stock-day"):

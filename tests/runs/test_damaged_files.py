@@ -421,3 +421,60 @@ def test_report_without_scores_names_a_bad_journal_line_before_advising_score(
         lines.append(one_error_line(output))
     assert lines[0] == lines[1], lines
     assert lines[0].startswith(f"error: {segment}: line 2 of 3 is corrupt"), lines[0]
+
+
+def test_a_denied_write_is_not_blamed_on_another_unreadable_file(run_dir: Path) -> None:
+    """polars' PermissionError names no file: every unreadable file of the folder was named
+    (an unrelated log) where the write of a new shard was what failed."""
+    (run_dir / "logs" / "engine.jsonl").chmod(0)
+    (run_dir / "responses").chmod(0o555)
+    try:
+        done = subprocess.run(
+            unprivileged([sys.executable, "-m", "runs.cli", "reparse", str(run_dir),
+                          "--parser", "strict"]),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        (run_dir / "responses").chmod(0o755)
+        (run_dir / "logs" / "engine.jsonl").chmod(0o644)
+    assert done.returncode == 2, done.stderr
+    line = one_error_line(done.stderr)
+    assert "engine.jsonl" not in line and "Permission denied" in line, line
+    assert "responses/" in line, line
+
+
+def test_a_shard_that_is_a_link_in_a_loop_is_named_by_every_command(run_dir: Path) -> None:
+    """`score`, `repair` and a resume ended in "Too many levels of symbolic links"."""
+    shard = sorted((run_dir / "responses").glob("*.parquet"))[0]
+    shard.unlink()
+    shard.symlink_to(shard.name)  # itself
+    for command in ("score", "repair", "status", "audit", "report"):
+        code, output = invoke(command, str(run_dir))
+        assert code == 2, (command, output)
+        assert f"{shard} (not a regular file but a link in a loop" in one_error_line(output)
+
+
+@pytest.mark.parametrize(("name", "writer"), [("scores.parquet", "score"),
+                                              ("repaired.parquet", "repair")])
+def test_a_folder_where_an_output_goes_is_said_before_anything_is_done(
+    run_dir: Path, name: str, writer: str
+) -> None:
+    """`score` did all its scoring, committed forecasts.parquet, then failed at the swap;
+    `status` said the folder "is damaged (its footer does not read)"."""
+    path = run_dir / name
+    path.unlink(missing_ok=True)  # a run writes no repaired.parquet
+    path.mkdir()
+    forecasts = (run_dir / "forecasts.parquet").stat().st_mtime_ns
+    code, output = invoke(writer, str(run_dir))
+    assert code == 2, output
+    assert one_error_line(output) == (
+        f"error: {path} is a folder where a file goes: move or remove it, then run the same "
+        "command again"
+    )
+    assert (run_dir / "forecasts.parquet").stat().st_mtime_ns == forecasts
+    if writer == "score":
+        code, output = invoke("status", str(run_dir))
+        said = f"{path} is a folder where a file goes: move or remove it, then `dutchbook "
+        assert said in output, output
+    other = "repair" if writer == "score" else "score"
+    assert invoke(other, str(run_dir))[0] == 0  # a folder it does not write is not its business

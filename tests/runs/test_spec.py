@@ -490,3 +490,31 @@ def test_an_arm_naming_a_model_in_another_unicode_form_shows_both(tmp_path: Path
         load_spec(write(tmp_path, text), arm_names=ARMS)
     assert info.value.key == "arms[0].models"
     assert "('caf\\xe9' here, declared as 'cafe\\u0301': one name in two" in str(info.value)
+
+
+def test_a_window_that_holds_no_stock_day_names_its_keys_and_the_datas_dates(
+    tmp_path: Path,
+) -> None:
+    """The paper's window on the embedded data (2018-2022) blamed the returns file; one date
+    too few for the stock-days asked blamed only `stock_days`."""
+    from typer.testing import CliRunner
+
+    from runs.cli import app
+
+    base = GOOD.replace("stock_days = 4", "stock_days = 4\nanchor_from = {}\nanchor_to = {}")
+    said = []
+    for first, last in (("2025-08-15", "2025-12-23"), ("2021-03-01", "2021-03-01")):
+        spec = write(tmp_path, base.format(first, last))
+        result = CliRunner().invoke(app, ["plan", str(spec)])
+        assert result.exit_code == 2, result.output
+        said.append(result.output.strip())
+    assert said[0] == (
+        f"error: {tmp_path / 'spec.toml'}: data.anchor_from: a window of anchor dates holding "
+        "stock-days of the returns, which run from 2018-01-02 to 2022-12-28: no stock-day has "
+        "60 prior and 5 later trading days (anchor dates 2025-08-15 to 2025-12-23)"
+    )
+    assert said[1].startswith(
+        f"error: {tmp_path / 'spec.toml'}: data.stock_days: an even number of at most 2 with "
+        "this data and seed (or a wider data.anchor_from to data.anchor_to): asked for 4 "
+        "stock-days (2 dates with two stocks each) but only 1 date qualifies"
+    ), said[1]

@@ -86,14 +86,24 @@ def test_a_report_whose_summary_is_lost_is_said_unmatched(tmp_path: Path) -> Non
 
 def test_a_lost_plan_is_said_with_what_makes_it_again(tmp_path: Path) -> None:
     """Its plan deleted, a finished run read "stopped", with no planned counts and no word
-    why, while the audit still counted every request."""
+    why; the audit and the report counted only the requests found asked."""
     run_dir = _ran(tmp_path, "sim-coherent")
     (run_dir / "plan.parquet").unlink()
-    warnings = _warnings(run_dir)
-    assert warnings[0].startswith(
-        f"{run_dir / 'plan.parquet'} is missing, so nothing planned is counted: remove "
-        "plan_members.parquet and plan.parquet, then resume with `dutchbook run SPEC --out DIR`"
-    ), warnings
+    lost = (
+        f"{run_dir / 'plan.parquet'} is missing, so what the run planned is not counted: resume "
+        f"with `dutchbook run SPEC --out {run_dir}` (the spec the folder was run with), which "
+        "plans it again from the folder's frozen spec and files, to the same request ids, so "
+        "nothing answered is asked again"
+    )
+    assert lost in _warnings(run_dir)
+    audited = CliRunner().invoke(app, ["audit", str(run_dir), "--json"])
+    assert audited.exit_code == 0 and f"warning: {lost}" in audited.stderr, audited.output
+    orjson.loads(audited.stdout)  # the JSON itself stays one object
+    reported = CliRunner().invoke(app, ["report", str(run_dir)])
+    assert reported.exit_code == 2 and f"error: {lost}" in reported.output, reported.output
+    resumed = CliRunner().invoke(app, ["run", str(run_dir / "spec.toml"), "--out", str(run_dir)])
+    assert resumed.exit_code == 0, resumed.output
+    assert (run_dir / "plan.parquet").is_file() and _warnings(run_dir) == []
 
 
 def test_answers_lost_from_responses_send_to_the_reparse_alone(tmp_path: Path) -> None:
