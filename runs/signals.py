@@ -98,6 +98,34 @@ def held(signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
+@contextlib.contextmanager
+def deferred(signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """Note `signals` while the block runs, and deliver them to their own handlers once it
+    ends: for code that runs Python callbacks from C which swallow exceptions. llama.cpp's
+    vocabulary load logs through a ctypes callback, and a Ctrl-C (or SIGTERM, SIGHUP) whose
+    `KeyboardInterrupt` was raised inside it was dropped without a word: `plan` printed the
+    whole plan and `run` dispatched on. A mask (`held`) is not enough there, as another
+    thread may take the signal while the main thread runs the callback. Outside the main
+    thread, where handlers cannot be set, the block runs as is."""
+    caught: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        caught.append(signum)
+
+    try:
+        before = {sig: signal.signal(sig, note) for sig in signals}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)
+
+
 def terminal_fds() -> tuple[int, ...]:
     """Of stdout and stderr, those that are a terminal now (a hung-up one no longer says so)."""
     return tuple(fd for fd in (1, 2) if os.isatty(fd))

@@ -106,16 +106,19 @@ def _vocabulary(path: str) -> Any:
     (the public class, used if the internal one moves) also makes a context and warns about it
     on stderr, in the middle of `plan`'s output. Both tokenize alike.
     """
-    import llama_cpp
+    from runs.signals import deferred
 
-    try:
-        from llama_cpp._internals import LlamaModel
+    with deferred():  # its log callback drops a Ctrl-C's KeyboardInterrupt: said after it
+        import llama_cpp
 
-        params = llama_cpp.llama_model_default_params()
-        params.vocab_only = True
-        return LlamaModel(path_model=path, params=params, verbose=False)
-    except (ImportError, AttributeError, TypeError):
-        return llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+        try:
+            from llama_cpp._internals import LlamaModel
+
+            params = llama_cpp.llama_model_default_params()
+            params.vocab_only = True
+            return LlamaModel(path_model=path, params=params, verbose=False)
+        except (ImportError, AttributeError, TypeError):
+            return llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
 
 
 def _rough(chars_per_token: float) -> Callable[[str, str], int]:

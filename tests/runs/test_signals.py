@@ -128,3 +128,27 @@ def test_a_held_signal_is_acted_on_when_the_block_ends() -> None:
             assert reached_the_end
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_a_stop_signal_inside_a_swallowing_callback_is_delivered_after_the_block() -> None:
+    """llama.cpp's vocabulary load runs a Python log callback through ctypes, which drops an
+    exception raised inside it: a Ctrl-C landing there was lost. `deferred` notes the signal
+    and delivers it to its handler when the block ends."""
+    import os
+    import signal as signals_module
+
+    from runs.signals import deferred
+
+    def callback_from_c() -> None:  # as ctypes runs one: whatever it raises is dropped
+        try:
+            os.kill(os.getpid(), signals_module.SIGINT)
+            for _ in range(1000):  # the handler runs at the next bytecode boundaries
+                pass
+        except BaseException:
+            pass
+
+    assert signals_module.getsignal(signals_module.SIGINT) is signals_module.default_int_handler
+    callback_from_c()  # without the block: the interrupt is lost, nothing is raised
+    with pytest.raises(KeyboardInterrupt), deferred():
+        callback_from_c()
+    assert signals_module.getsignal(signals_module.SIGINT) is signals_module.default_int_handler
