@@ -85,20 +85,20 @@ def list_shards(directory: Path) -> list[tuple[int, Path]]:
     the writer list the shards here before anything opens them."""
     shards = numbered_files(directory, _PART)
     for _, path in shards:
-        kind = "a folder" if path.is_dir() else special_file(path) or _link_loop(path)
-        if kind is not None:
+        if (kind := _not_a_shard(path)) is not None:
             raise NotAFileShard(path, kind)
     return shards
 
 
-def _link_loop(path: Path) -> str | None:
-    """"a link in a loop" when `path` is a symbolic link that leads back round to itself (the
-    readers' `stat` raised ELOOP, a traceback from `score`, `repair` and a resume), else None."""
+def _not_a_shard(path: Path) -> str | None:
+    """What stands under a shard's name when it is no regular file (`file_kind`: a folder, a
+    FIFO, a device, ...), or "a link in a loop" (the readers' `stat` raised ELOOP, a traceback
+    from `score`, `repair` and a resume); None for a file, or nothing there. One `stat`."""
     try:
-        os.stat(path)
+        mode = os.stat(path).st_mode
     except OSError as exc:
         return "a link in a loop" if exc.errno == errno.ELOOP else None
-    return None
+    return file_kind(mode)
 
 
 def max_shard_id(*directories: Path) -> int:

@@ -179,11 +179,10 @@ def stale_report(run_dir: Path) -> bool:
     """Whether the folder's report (its `report/summary.json`) was written from scores files
     other than the folder's now. False when it cannot be told: no report, a damaged summary
     (`untold_report` says so), or one written before the report recorded its scores."""
-    try:
-        summary = orjson.loads((report_dir(run_dir) / "summary.json").read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+    summary, _ = _report_summary(run_dir)
+    if not isinstance(summary, dict):
         return False
-    provenance = summary.get("provenance") if isinstance(summary, dict) else None
+    provenance = summary.get("provenance")
     recorded = provenance.get("scores_sha256") if isinstance(provenance, dict) else None
     return isinstance(recorded, dict) and recorded != scores_digests(run_dir)
 
@@ -196,13 +195,21 @@ def untold_report(run_dir: Path) -> str | None:
     folder = report_dir(run_dir)
     if not folder.is_dir() or not any(folder.iterdir()):
         return None
-    try:
-        summary = orjson.loads((folder / "summary.json").read_bytes())
-    except FileNotFoundError:
-        return "its summary.json is missing"
-    except (OSError, orjson.JSONDecodeError):
-        return "its summary.json does not read"
+    summary, why = _report_summary(run_dir)
+    if why is not None:
+        return why
     return None if isinstance(summary, dict) else "its summary.json is not the report's record"
+
+
+def _report_summary(run_dir: Path) -> tuple[Any, str | None]:
+    """The folder's `report/summary.json` as read, and None; or None and why it could not be
+    read ("its summary.json is missing", "... does not read": what `untold_report` says)."""
+    try:
+        return orjson.loads((report_dir(run_dir) / "summary.json").read_bytes()), None
+    except FileNotFoundError:
+        return None, "its summary.json is missing"
+    except (OSError, orjson.JSONDecodeError):
+        return None, "its summary.json does not read"
 
 
 __all__ = [
