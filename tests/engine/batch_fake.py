@@ -2,12 +2,13 @@
 
 It keeps what a provider keeps (uploaded inputs by key, jobs by id, each tagged with the
 engine's job key) across the engine's restarts, so a test can stop the engine at any step
-(`kill_at`) and start it again against the same "provider". It also counts what a provider
-would bill: every line it ran, per request (`ran`). Faults by the order jobs are created:
-`expire` (half its lines run, then it expires), `fail` (fails validation, no line runs),
-`error_lines` (every third line comes back as a 500 error line), `garbage` (every third
-answer is not JSON). Control-plane faults: `transient` lists call numbers that raise a
-retryable `BatchError` (a 429) before doing anything.
+(`kill_at` by call count, `kill_if` by state) and start it again against the same
+"provider". It also counts what a provider would bill: every line it ran, per request
+(`ran`). Faults by the order jobs are created: `expire` (half its lines run, then it
+expires), `fail` (fails validation, no line runs), `error_lines` (every third line comes
+back as a 500 error line), `garbage` (every third answer is not JSON). Control-plane faults:
+`transient` lists call numbers that raise a retryable `BatchError` (a 429) before doing
+anything.
 
 Nothing here talks to a network; the answers are fixed numbers, not a forecaster.
 """
@@ -57,6 +58,9 @@ class FakeBatch:
     transient: set[int] = field(default_factory=set)
     #: (method, n, "before"|"after"): raise `Killed` at the n-th call of method.
     kill_at: tuple[str, int, str] | None = None
+    #: Raise `Killed` at the first call (by method name) for which this holds, before the
+    #: call does anything: a kill placed by state, not by a call count that timing decides.
+    kill_if: Callable[[str], bool] | None = None
     polls_to_finish: int = 2
     inputs: dict[str, tuple[str, list[bytes]]] = field(default_factory=dict)
     jobs: dict[str, _Job] = field(default_factory=dict)
@@ -92,6 +96,9 @@ class FakeBatch:
         self.calls[method] += 1
         if self.on_call is not None:
             self.on_call(method)
+        if self.kill_if is not None and self.kill_if(method):
+            self.kill_if, self.killed_lane = None, fetch
+            raise Killed(f"{method} #{self.calls[method]} by kill_if")
         if self.total_calls in self.transient:
             self.injected["control_rate_limit"] += 1
             raise BatchError(Failure(Outcome.RATE_LIMIT, "429 slow down", http_status=429,

@@ -694,9 +694,12 @@ async def test_a_capped_resume_collects_the_jobs_already_created(
     rows = kit.plan_rows(MODEL, 100)
     plan = kit.write_plan(tmp_path / "plan.parquet", rows)
     run_dir = tmp_path / "run"
-    fake = FakeBatch(kill_at=("create", 2, "before"))
+    # Job 1 stays running until the kill: at 1 ms polls it could otherwise finish and be
+    # collected before job 2's create on a loaded machine (CI once saw 40 accepted here).
+    fake = FakeBatch(kill_at=("create", 2, "before"), polls_to_finish=1000)
     first = await _run(plan, run_dir, fake)
     assert first.accepted == 0 and len(fake.jobs) == 1
+    fake.polls_to_finish = 2
     config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
     capped = await dispatch(
         plan, run_dir, {MODEL: config}, {}, batch_clients={MODEL: fake}, policy=POLICY,

@@ -47,7 +47,10 @@ async def test_jobs_at_the_provider_are_said_not_started_nowhere(
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     plan = kit.write_plan(run_dir / "plan.parquet", kit.plan_rows(MODEL, 60))
-    fake = FakeBatch(kill_at=("poll", 1, "before"))  # both jobs created, none collected
+    # Killed at the first poll once both jobs are created, none collected: a kill at poll 1
+    # missed job 2 when its upload was slow (a loaded machine), and job 1 could finish.
+    fake = FakeBatch(polls_to_finish=1000)
+    fake.kill_if = lambda method: method == "poll" and len(fake.jobs) == 2
     await _run(plan, run_dir, fake)
     summary = status(run_dir)
     assert (summary["state"], summary["attempts"]) == ("stopped", 0)
