@@ -335,6 +335,9 @@ class Lane(LaneControl):
             outage or OutagePolicy(), on_pause=self._paused, on_resume=self._resumed
         )
         self._permanent_streak = 0
+        #: The failure whose outcome goes to the outage check: a pause quotes it, where its
+        #: line said only "12 connection_error failures in a row" (no reply, no address).
+        self._failing: Failure | None = None
         self.results = 0  # finished attempts, read by the dispatcher's compaction trigger
         self._build_in_thread = builds_may_block(adapter)
         self._omitted_logged = False
@@ -370,8 +373,10 @@ class Lane(LaneControl):
         self.stats.state = LaneState.PROBING
         self.stats.paused_since = time.monotonic()
         self.stats.say(f"provider down ({cause})")  # the state says "probing" beside it
+        last = {"last_failure": self._failing.detail} if self._failing is not None else {}
         self.log.warning(
-            "lane_paused", model=self.config.name, provider=self.adapter.provider, cause=cause
+            "lane_paused", model=self.config.name, provider=self.adapter.provider, cause=cause,
+            **last,
         )
 
     def _resumed(self, pause: dict[str, Any]) -> None:
@@ -480,6 +485,7 @@ class Lane(LaneControl):
                 if failure is None:
                     self.outage.on_success()
                     return
+                self._failing = failure
                 if self.outage.on_failure(
                     failure.outcome, probe=bool(probe), answered=self._answered_once
                 ):

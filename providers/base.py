@@ -8,6 +8,7 @@ The only side effect allowed is refreshing a credential (an OAuth token) inside 
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import replace
@@ -117,9 +118,46 @@ def short(text: str, limit: int = DETAIL_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + CUT_MARK
 
 
+#: An HTML page, told by its start: a web server's or a gateway's error page.
+_HTML_START = re.compile(r"\s*<(!doctype\s+html|html[\s>])", re.IGNORECASE)
+#: How much of a page is read for its excerpt: an error page's words come early, and a
+#: gateway's page with its styles inline fits; the rest is never shown.
+_HTML_READ = 1 << 16
+#: What a page shows no reader: its head (the title repeats the heading), scripts, styles
+#: and comments, each up to its close.
+_HTML_UNSEEN = re.compile(r"<(head|script|style)[\s>]|<!--", re.IGNORECASE)
+#: A tag; `[^<>]` so that a run of unclosed `<` costs one pass, not its length squared.
+_HTML_TAG = re.compile(r"<[^<>]*>")
+
+
+_HTML_CLOSE = {
+    tag: re.compile(rf"</{tag}\s*>", re.IGNORECASE) for tag in ("head", "script", "style")
+}
+_HTML_COMMENT_CLOSE = re.compile("-->")
+
+
+def _page_text(page: str) -> str:
+    """The words an HTML page shows, by pattern (nothing in it is run), in one pass."""
+    shown: list[str] = []
+    at = 0
+    while (hidden := _HTML_UNSEEN.search(page, at)) is not None:
+        shown.append(page[at : hidden.start()])
+        tag = hidden[1]
+        closer = _HTML_CLOSE[tag.lower()] if tag else _HTML_COMMENT_CLOSE
+        close = closer.search(page, hidden.end())
+        at = len(page) if close is None else close.end()  # never closed: nothing after shows
+    shown.append(page[at:])
+    return html.unescape(_HTML_TAG.sub(" ", "".join(shown)))
+
+
 def body_excerpt(body: bytes, limit: int = DETAIL_LIMIT) -> str:
-    """A printable excerpt of a raw body for failure details."""
-    return short(body.decode("utf-8", errors="replace"), limit)
+    """A printable excerpt of a raw body for failure details. An HTML page is given as its
+    text: a static server's 501 page filled a whole detail with markup before its words
+    ("Unsupported method ('POST')")."""
+    text = body.decode("utf-8", errors="replace")
+    if _HTML_START.match(text):
+        text = _page_text(text[:_HTML_READ])
+    return short(text, limit)
 
 
 #: The largest count taken as one (a trillion: no reply holds that many tokens, no batch file

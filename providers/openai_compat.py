@@ -18,6 +18,7 @@ from typing import Any
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from providers.base import (
+    DETAIL_LIMIT,
     Headers,
     as_float,
     as_int,
@@ -359,11 +360,19 @@ class OpenAICompatAdapter:
 
     def parse(self, status: int, headers: Mapping[str, str], body: bytes) -> Completion | Failure:
         result = parse_reply(status, headers, body, self.dialect)
-        if isinstance(result, Failure) and result.http_status in (404, 405):
+        if isinstance(result, Failure) and result.http_status in (404, 405, 501):
             # The URL is the likely culprit: say which one, and for a user's own server how
             # such a URL usually goes wrong.
-            hint = "; does base_url end in /v1?" if self.provider == "openai" else ""
-            result = replace(result, detail=short(f"{result.detail} (POST {self.url}{hint})"))
+            hint = ""
+            if result.http_status == 501:
+                hint = "; that server does not implement this request: is base_url the model's server?"
+            elif self.provider == "openai":
+                hint = "; does base_url end in /v1?"
+            # The server's own text is cut to leave room: a web server's HTML error page
+            # filled the whole detail and cut the URL and the hint off.
+            said = f" (POST {self.url}{hint})"
+            detail = short(result.detail, max(DETAIL_LIMIT - len(said), 60)) + said
+            result = replace(result, detail=short(detail))
         result = with_auth_hint(result, self.auth_hint)
         # A proxy echoing our request back must not carry the key into the ledger.
         return redact_result(result, self.secrets())
@@ -519,6 +528,11 @@ _GENERATION_FAILED = frozenset({"json_validate_failed", "tool_use_failed"})
 def _status_outcome(status: int, message: str, code: str, dialect: ClientDialect) -> Outcome:
     """The outcome a non-2xx status means before any provider-specific reading of the body."""
     # 498: Groq flex tier capacity_exceeded.
+    if status == 501:
+        # "Not Implemented": the server at base_url has no such method (a static file server
+        # on the port a model server was meant to have). Asking again cannot change that, so
+        # it is the request's fault and stops the lane, where a 5xx would probe for minutes.
+        return Outcome.BAD_REQUEST
     outcome = status_outcome(status, rate_limits=(498,), provider_errors=(409, 424, 499))
     # DeepInfra's "Model busy, retry later" (autoscaling) is its fault, not our rate
     # (reference §6): retried, and the lane's concurrency kept for when it is back.

@@ -14,6 +14,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import orjson
 import polars as pl
 import pytest
 from aiohttp import web
@@ -104,6 +105,11 @@ async def test_a_lane_pauses_and_probes_while_its_provider_is_down(
     assert lanes is not None and lanes["lanes"]["sim-a"]["pauses"] == len(pauses)
     events = (run_dir / "logs" / "engine.jsonl").read_text()
     assert '"lane_paused"' in events and '"lane_resumed"' in events
+    # The pause quotes the failure that made it, address included: its line said only
+    # "12 connection_error failures in a row".
+    [paused, *_] = [e for e in map(orjson.loads, events.splitlines())
+                    if e["event"] == "lane_paused"]  # fmt: skip
+    assert paused["last_failure"].startswith("connection refused by http://127.0.0.1:"), paused
     shown = audit(run_dir)
     assert shown.pauses == pauses and shown.to_dict()["pauses"] == pauses
     assert shown.pause_lines()[0].startswith(f"sim-a paused {len(pauses)} time")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import socket
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import orjson
 from llamafake import FakeLlama
 
 from engine.http import HttpClient
+from providers.base import DETAIL_LIMIT
 from providers.registry import adapter_for
 from providers.types import ChatRequest, Completion, Failure, ModelConfig, Outcome
 
@@ -38,6 +41,42 @@ async def test_a_base_url_without_v1_names_the_url_and_the_likely_fix(llama: Fak
     assert result.http_status == 404
     assert f"POST {llama.root_url}/chat/completions" in result.detail
     assert "does base_url end in /v1?" in result.detail
+
+
+async def test_a_static_web_server_at_base_url_is_a_bad_request_naming_the_url() -> None:
+    """A wrong port answered by `python -m http.server`: its 501 ("Unsupported method") was a
+    provider error, so the lane probed a server that can never answer for five minutes."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SimpleHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        result = await ask(gemma(url))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert isinstance(result, Failure)
+    assert (result.outcome, result.http_status) == (Outcome.BAD_REQUEST, 501)
+    assert not result.retryable
+    # The page's words, not its markup, and the URL and the hint after them, uncut.
+    assert "Message: Unsupported method ('POST')." in result.detail
+    assert "<" not in result.detail
+    assert result.detail.endswith(
+        f"(POST {url}/chat/completions; that server does not implement this request: is "
+        "base_url the model's server?)"
+    )
+
+
+async def test_the_url_and_hint_survive_a_long_error_page(llama: FakeLlama) -> None:
+    """A 404 page longer than a detail cut the URL and the hint off its end."""
+    adapter = adapter_for(gemma(llama.root_url), {})
+    page = b"<html><body><p>" + b"Not found. " * 100 + b"</p></body></html>"
+    result = adapter.parse(404, {}, page)
+    assert isinstance(result, Failure) and len(result.detail) <= DETAIL_LIMIT
+    assert result.detail.startswith("HTTP 404: Not found. Not found.")
+    assert result.detail.endswith(
+        f"(POST {llama.root_url}/chat/completions; does base_url end in /v1?)"
+    )
 
 
 async def test_a_server_not_running_is_unreachable_with_the_url_and_a_hint() -> None:
