@@ -373,7 +373,9 @@ class Lane(LaneControl):
         self.stats.state = LaneState.PROBING
         self.stats.paused_since = time.monotonic()
         self.stats.say(f"provider down ({cause})")  # the state says "probing" beside it
-        last = {"last_failure": self._failing.detail} if self._failing is not None else {}
+        last: dict[str, Any] = {}
+        if self._failing is not None:
+            last["last_failure"] = self._failing.detail
         self.log.warning(
             "lane_paused", model=self.config.name, provider=self.adapter.provider, cause=cause,
             **last,

@@ -21,7 +21,7 @@ from runs.commands._errors import (
     path_given,
     user_errors,
 )
-from runs.commands._run_folder import require_run_folder
+from runs.commands._run_folder import require_run_folder, score_command
 from runs.folder_lock import folder_held
 from runs.output import stdout_console
 from runs.plan_checksums import lost_plan
@@ -68,7 +68,7 @@ def _refuse_lost_answers(run_dir: Path) -> None:
         run_dir,
         spec.parser,
         would="a report now would not match its answers",
-        then=f"`dutchbook score {run_dir}`, then this command",
+        then=f"`{score_command(run_dir)}`, then this command",
     )
     if refusal is not None:
         fail(refusal)
@@ -100,7 +100,7 @@ def report(
             # line `score` would refuse is said first (`JournalError`), not `score` advised.
             _read_journal_whole(run_dir)
             fail(
-                f"{run_dir} has no scores.parquet yet: `dutchbook score {run_dir}` scores the "
+                f"{run_dir} has no scores.parquet yet: `{score_command(run_dir)}` scores the "
                 "answers it holds, without a call (or run the campaign, or resume it, first)"
             )
         _refuse_lost_answers(run_dir)
@@ -111,7 +111,7 @@ def report(
         if stale is not None:
             # A reparse that did not finish is run again first: scoring now would score
             # answers whose parser no record names.
-            then = f"`dutchbook score {run_dir}`"
+            then = f"`{score_command(run_dir)}`"
             fail(
                 f"{run_dir}: {stale}; {unfinished}, then {then}, then this command"
                 if unfinished

@@ -41,14 +41,19 @@ def _clean_errors(run_dir: Path) -> Iterator[None]:
         yield
 
 
+def _planned_folder(run_dir: Path) -> None:
+    """Refuse what is not a planned run's folder, before its lock, which would be made in it."""
+    require_run_folder(run_dir)
+    if not (run_dir / "plan_members.parquet").exists():
+        fail(f"{run_dir} is not a planned run folder (no plan_members.parquet)")
+
+
 def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
     """The campaign to score the folder's answers as, after saying which of its data files
     differ from those the run was planned from (a corrected file is a reason to score again,
     but the user must know the scores no longer describe the data asked about), and that its
-    last reparse did not finish, if so (`engine.reparse.unfinished_line`)."""
-    require_run_folder(run_dir)
-    if not (run_dir / "plan_members.parquet").exists():
-        fail(f"{run_dir} is not a planned run folder (no plan_members.parquet)")
+    last reparse did not finish, if so (`engine.reparse.unfinished_line`). Read under the
+    folder's lock (`_planned_folder` first)."""
     from engine.reparse import unfinished_line
 
     unfinished = unfinished_line(run_dir)
@@ -140,9 +145,12 @@ def score(
     from runs.scoring_step import score_run
 
     with interrupt_says_rerun(), _clean_errors(run_dir):
-        spec = _load(run_dir, spec_path)
-        _refuse_folders_in_place(run_dir, "score")
+        _planned_folder(run_dir)
+        # The lock before the spec: a run writing the folder is what its user must hear of,
+        # not what a spec read from it lacks (a relative [data] path said "give --spec").
         with folder_held(run_dir, "score"):
+            spec = _load(run_dir, spec_path)
+            _refuse_folders_in_place(run_dir, "score")
             _refuse_lost_answers(
                 run_dir,
                 spec,
@@ -179,9 +187,12 @@ def repair(
     from runs.repair_step import repair_run
 
     with interrupt_says_rerun(), _clean_errors(run_dir):
-        spec = _load(run_dir, spec_path)
-        _refuse_folders_in_place(run_dir, "repair")
+        _planned_folder(run_dir)
+        # The lock before the spec: a run writing the folder is what its user must hear of,
+        # not what a spec read from it lacks (a relative [data] path said "give --spec").
         with folder_held(run_dir, "repair"):
+            spec = _load(run_dir, spec_path)
+            _refuse_folders_in_place(run_dir, "repair")
             _refuse_lost_answers(
                 run_dir,
                 spec,

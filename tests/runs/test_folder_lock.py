@@ -135,6 +135,32 @@ def test_a_command_that_rewrites_a_run_refuses_a_folder_a_live_run_holds(
     assert again.exit_code == 0, again.output
 
 
+@pytest.mark.parametrize("command", ["score", "repair"])
+def test_a_live_run_is_said_before_what_the_folders_own_spec_lacks(
+    finished: Path, tmp_path: Path, command: str
+) -> None:
+    """A run started from a spec with a relative [data] path, scored without --spec while it
+    ran: the frozen copy cannot resolve the path, and that was said (exit 2, "give that spec
+    with --spec") where every other writer says the folder is busy (exit 5)."""
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    spec = out / "spec.toml"
+    spec.write_text(spec.read_text().replace("[data]\n", '[data]\nfamilies = "fams"\n'))
+    fd = acquire_lock(out, out)  # the live run
+    write_pid(out)
+    try:
+        result = CliRunner().invoke(app, [command, str(out)])
+    finally:
+        release_lock(fd)
+        (out / "run.pid").unlink()
+    assert result.exit_code == 5, result.output
+    assert f"being written by another process (pid {os.getpid()})" in result.output
+    assert "--spec" not in result.output
+    # The run over, the spec's missing path is what is said.
+    after = CliRunner().invoke(app, [command, str(out)])
+    assert after.exit_code == 2 and "give that spec with --spec" in after.output, after.output
+
+
 def test_while_score_holds_the_folder_a_run_is_refused_and_status_says_not_live(
     finished: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -217,3 +243,32 @@ def test_report_on_a_folder_a_run_is_still_planning_says_it_is_being_written(
     assert f"`dutchbook score {out}` scores the answers it holds" in idle.output.replace(
         "\n", ""
     )
+
+
+def test_report_advises_score_with_the_spec_where_the_folders_own_cannot_be_used(
+    tmp_path: Path,
+) -> None:
+    """A run of a spec whose families folder is relative to it (as `local.toml`'s is), not
+    scored: `report` advised `dutchbook score DIR`, which refuses without `--spec`."""
+    families = Path(__file__).resolve().parents[2] / "runs" / "specs" / "local-families"
+    started = tmp_path / "campaign"
+    shutil.copytree(families, started / "fams")
+    spec = started / "spec.toml"
+    spec.write_text(
+        'name = "fam"\nseed = 1\n[data]\nfamilies = "fams"\n[[models]]\nname = "m"\n'
+        'provider = "sim"\nmodel = "sim-coherent"\n[[arms]]\nname = "families/joint"\n',
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    ran = CliRunner().invoke(app, ["run", str(spec), "--out", str(out)])
+    assert ran.exit_code == 0, ran.output
+    (out / "scores.parquet").unlink()  # as if stopped before it scored
+    advised = CliRunner().invoke(app, ["report", str(out)])
+    assert advised.exit_code == 2, advised.output
+    said = " ".join(advised.output.split())
+    assert f"`dutchbook score {out} --spec <the spec it was started with>` scores" in said
+    bare = CliRunner().invoke(app, ["score", str(out)])
+    assert bare.exit_code == 2 and "give that spec with --spec" in bare.output, bare.output
+    scored = CliRunner().invoke(app, ["score", str(out), "--spec", str(spec)])
+    assert scored.exit_code == 0, scored.output
+    assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
