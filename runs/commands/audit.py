@@ -2,7 +2,7 @@
 
 Works on a finished, interrupted or running campaign (the ledger is read without its lock)
 and never calls a provider. `--json` prints exactly one object (`engine.audit.Audit.to_dict`,
-and `live`: whether a run is writing the folder now).
+`live`: whether a run is writing the folder now, and `warnings`: what it said on stderr).
 
 Of a run still going, the counts are a snapshot: a request "given up" there is one not
 answered yet, which the run may still retry (a Retry-After being waited out, say). The
@@ -41,13 +41,16 @@ def audit(
     unplanned = _no_plan(run_dir, report)
     from runs.plan_checksums import lost_plan
 
+    warnings = []
     if unplanned is None and (lost := lost_plan(run_dir)) is not None:
         # Its counts are of the requests found asked, not of those planned: said first.
         typer.echo(f"warning: {lost}", err=True)
+        warnings.append(lost)
     if as_json:
         import orjson
 
-        payload = {**report.to_dict(), "live": live}
+        # `warnings` as `status --json` has them: a script reads stdout, not stderr.
+        payload = {**report.to_dict(), "live": live, "warnings": warnings}
         if unplanned is not None:
             payload["sentence"] = unplanned
         print_text(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())

@@ -98,7 +98,7 @@ def test_a_lost_plan_is_said_with_what_makes_it_again(tmp_path: Path) -> None:
     assert lost in _warnings(run_dir)
     audited = CliRunner().invoke(app, ["audit", str(run_dir), "--json"])
     assert audited.exit_code == 0 and f"warning: {lost}" in audited.stderr, audited.output
-    orjson.loads(audited.stdout)  # the JSON itself stays one object
+    assert orjson.loads(audited.stdout)["warnings"] == [lost]  # one object, the warning in it
     reported = CliRunner().invoke(app, ["report", str(run_dir)])
     assert reported.exit_code == 2 and f"error: {lost}" in reported.output, reported.output
     resumed = CliRunner().invoke(app, ["run", str(run_dir / "spec.toml"), "--out", str(run_dir)])
