@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from engine.runlock import LedgerBusy, acquire_lock, read_pid, release_lock, write_pid
 from engine.status import status
@@ -109,6 +109,18 @@ def _contents(folder: Path) -> dict[str, bytes]:
     return folder_contents(folder, skip=frozenset({".lock", "run.pid"}))
 
 
+def _invoke_while_live(out: Path, command: str) -> Result:
+    """`dutchbook <command> out` while a live run holds the folder, as far as the command can
+    tell (the lock on a different descriptor, the run's pid file: this process's)."""
+    fd = acquire_lock(out, out)
+    write_pid(out)
+    try:
+        return CliRunner().invoke(app, [command, str(out)])
+    finally:
+        release_lock(fd)
+        (out / "run.pid").unlink()
+
+
 @pytest.mark.parametrize("command", ["score", "repair", "reparse", "report"])
 def test_a_command_that_rewrites_a_run_refuses_a_folder_a_live_run_holds(
     finished: Path, tmp_path: Path, command: str
@@ -118,13 +130,7 @@ def test_a_command_that_rewrites_a_run_refuses_a_folder_a_live_run_holds(
     out = tmp_path / "out"
     shutil.copytree(finished, out)
     before = _contents(out)
-    fd = acquire_lock(out, out)  # a live run, as far as the command can tell (a different fd)
-    write_pid(out)
-    try:
-        result = CliRunner().invoke(app, [command, str(out)])
-    finally:
-        release_lock(fd)
-        (out / "run.pid").unlink()
+    result = _invoke_while_live(out, command)
     assert result.exit_code == 5, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "Traceback" not in result.output, result.output
@@ -146,13 +152,7 @@ def test_a_live_run_is_said_before_what_the_folders_own_spec_lacks(
     shutil.copytree(finished, out)
     spec = out / "spec.toml"
     spec.write_text(spec.read_text().replace("[data]\n", '[data]\nfamilies = "fams"\n'))
-    fd = acquire_lock(out, out)  # the live run
-    write_pid(out)
-    try:
-        result = CliRunner().invoke(app, [command, str(out)])
-    finally:
-        release_lock(fd)
-        (out / "run.pid").unlink()
+    result = _invoke_while_live(out, command)
     assert result.exit_code == 5, result.output
     assert f"being written by another process (pid {os.getpid()})" in result.output
     assert "--spec" not in result.output
