@@ -192,13 +192,20 @@ def untold_report(run_dir: Path) -> str | None:
     records them, is missing or does not read as JSON (said by `status`, which otherwise
     said nothing of such a report, however stale). None when there is no report, or it
     reads."""
-    folder = report_dir(run_dir)
-    if not folder.is_dir() or not any(folder.iterdir()):
+    if not has_report(run_dir):
         return None
     summary, why = _report_summary(run_dir)
     if why is not None:
         return why
     return None if isinstance(summary, dict) else "its summary.json is not the report's record"
+
+
+def has_report(run_dir: Path) -> bool:
+    """Whether the folder has a report at all: a `report/` folder with anything in it (a
+    report is written beside it and moved in whole, so a stop while it is written leaves
+    none, or the one before)."""
+    folder = report_dir(run_dir)
+    return folder.is_dir() and any(folder.iterdir())
 
 
 def _report_summary(run_dir: Path) -> tuple[Any, str | None]:
@@ -218,6 +225,7 @@ __all__ = [
     "SCORES_FILES",
     "answers_now",
     "follow_reparse",
+    "has_report",
     "read_scored_from",
     "record_scored_from",
     "scores_digests",

@@ -19,7 +19,7 @@ from engine.journal import JournalError
 from engine.status import status as run_status
 from engine.unresolved import interrupted_note
 from runs.commands._errors import path_given, user_errors
-from runs.commands._run_folder import require_run_folder
+from runs.commands._run_folder import require_run_folder, score_command
 from runs.output import print_text, stdout_console
 
 _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow"}
@@ -258,7 +258,8 @@ def _stale_report(run_dir: Path) -> str | None:
     import polars as pl
 
     from runs.damaged_files import check_footers
-    from runs.scored_from import SCORES_FILES, stale_report, untold_report
+    from runs.report_folder import report_dir
+    from runs.scored_from import SCORES_FILES, has_report, stale_report, untold_report
 
     for name in SCORES_FILES:  # damaged, it reads as changed: said as what it is instead
         try:
@@ -272,9 +273,16 @@ def _stale_report(run_dir: Path) -> str | None:
                 else "is damaged (its footer does not read):"
             )
             return (
-                f"{run_dir / name} {what} `dutchbook score {run_dir}` writes it again, then "
+                f"{run_dir / name} {what} `{score_command(run_dir)}` writes it again, then "
                 f"`dutchbook report {run_dir}`"
             )
+    if (run_dir / "scores.parquet").is_file() and not has_report(run_dir):
+        # A run stopped while it wrote its report (it writes one however it ends) read as
+        # "finished" with no word that its report/ was never written.
+        return (
+            f"no report yet ({report_dir(run_dir)} is not written: the run stopped before it "
+            f"was): `dutchbook report {run_dir}` writes it"
+        )
     if (why := untold_report(run_dir)) is not None:
         return (
             f"report/ cannot be matched to the scores ({run_dir}: {why}): `dutchbook report "
