@@ -214,9 +214,11 @@ def reparse(run_dir: Path | str, parser: str) -> ReparseSummary:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
     summary = ReparseSummary(parser=parser)
-    # The lock, recovery and a full compaction. A dead run's pid file is put back at the end:
-    # the reparse's own, cleared, erased that the run died (`status` then read "stopped").
-    with Ledger.open(run_dir, keep_died=True) as ledger:
+    # The lock, recovery and a full compaction, without a pid file: a reparse is no run
+    # (`runs.folder_lock`). Its own, written over a dead run's and cleared, erased that the
+    # run died; and killed, it was left naming the reparse, which `status` called a run that
+    # died ever after (and a later reparse kept as one).
+    with Ledger.open(run_dir, pid_file=False) as ledger:
         old_frame = scan_responses(run_dir).collect()
         old = {r["request_id"]: r for r in old_frame.iter_rows(named=True)}
         columns = [

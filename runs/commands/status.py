@@ -16,6 +16,7 @@ from engine.batch_jobs import AtProvider
 from engine.console_lines import duration, held_text, plural
 from engine.console_tables import print_whole
 from engine.journal import JournalError
+from engine.runlock import lock_held
 from engine.status import status as run_status
 from engine.unresolved import interrupted_note
 from runs.commands._errors import path_given, user_errors
@@ -217,6 +218,10 @@ def status(
             or _stale_report(run_dir)
         ):
             summary["warnings"].append(stale)
+        if summary["state"] != "live" and lock_held(run_dir):
+            # A reparse, score, repair or report holds the folder (they write no pid file: no
+            # run is live), and a warning below may be of the very work it is doing.
+            summary["warnings"].insert(0, BUSY_NOTE)
         summary["rehearsal"] = rehearsed(run_dir)  # additive
         if summary["rehearsal"]:
             summary["notes"] = [REHEARSAL_NOTE, *(summary.get("notes") or [])]
@@ -224,6 +229,13 @@ def status(
         print_text(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     else:
         render(summary, stdout_console())
+
+
+#: What `status` says first of a folder another command is writing (not a run).
+BUSY_NOTE = (
+    "another dutchbook command (a reparse, score, repair or report) is writing this folder "
+    "now: what follows is as of now, and a warning below may be of the work it is doing"
+)
 
 
 def _stale_scores(run_dir: Path, reparse_unfinished: bool) -> str | None:

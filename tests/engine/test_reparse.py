@@ -192,6 +192,25 @@ def test_a_reparse_leaves_a_dead_runs_record_that_it_died(tmp_path: Path) -> Non
     assert status(tmp_path)["state"] == "died"
 
 
+def test_a_reparse_writes_no_pid_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed part-way, the reparse's own pid file stayed: `status` called the folder a run
+    that died ever after, and a later reparse put that pid back as a dead run's."""
+    import engine.reparse
+
+    _strict_run(tmp_path)
+    real = engine.reparse.scan_responses  # read under the ledger, before anything is rebuilt
+    seen: list[bool] = []
+
+    def looking(*args: Any, **kw: Any) -> Any:
+        seen.append((tmp_path / "run.pid").exists())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(engine.reparse, "scan_responses", looking)
+    reparse(tmp_path, "lenient")
+    assert seen and not any(seen)
+    assert not (tmp_path / "run.pid").exists()
+
+
 def test_reparse_refuses_a_live_run(tmp_path: Path) -> None:
     _strict_run(tmp_path)
     with Ledger.open(tmp_path), pytest.raises(LedgerBusy):

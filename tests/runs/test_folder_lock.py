@@ -13,12 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 from typer.testing import CliRunner, Result
 
 from engine.runlock import LedgerBusy, acquire_lock, read_pid, release_lock, write_pid
 from engine.status import status
 from runs.cli import app
+from runs.commands.status import BUSY_NOTE
 from tests.runs.run_folders import SMALL_SPEC, finish_run, folder_contents
 
 SPEC = SMALL_SPEC
@@ -176,12 +178,18 @@ def test_while_score_holds_the_folder_a_run_is_refused_and_status_says_not_live(
             acquire_lock(out, out)  # what `dutchbook run` on the folder is told (no pid)
         seen["pid"] = read_pid(out)
         seen["state"] = status(out)["state"]
+        # The command says the folder is being written, where it read as idle (and a reparse
+        # so held was advised to be run again, while it ran).
+        shown = CliRunner().invoke(app, ["status", str(out), "--json"])
+        seen["warnings"] = orjson.loads(shown.stdout)["warnings"]
         return score_run(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(runs.scoring_step, "score_run", scoring)
     result = CliRunner().invoke(app, ["score", str(out)])
     assert result.exit_code == 0, result.output
-    assert seen == {"pid": None, "state": "finished"}
+    assert seen == {"pid": None, "state": "finished", "warnings": [BUSY_NOTE]}
+    idle = CliRunner().invoke(app, ["status", str(out), "--json"])
+    assert orjson.loads(idle.stdout)["warnings"] == []
     fd = acquire_lock(out, out)  # released when the command ended
     release_lock(fd)
 
