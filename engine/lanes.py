@@ -335,8 +335,8 @@ class Lane(LaneControl):
             outage or OutagePolicy(), on_pause=self._paused, on_resume=self._resumed
         )
         self._permanent_streak = 0
-        #: The failure whose outcome goes to the outage check: a pause quotes it, where its
-        #: line said only "12 connection_error failures in a row" (no reply, no address).
+        #: The last failure settled, whose outcome goes to the outage check next: a pause
+        #: quotes it, where its line said only "12 connection_error failures in a row".
         self._failing: Failure | None = None
         self.results = 0  # finished attempts, read by the dispatcher's compaction trigger
         self._build_in_thread = builds_may_block(adapter)
@@ -487,7 +487,6 @@ class Lane(LaneControl):
                 if failure is None:
                     self.outage.on_success()
                     return
-                self._failing = failure
                 if self.outage.on_failure(
                     failure.outcome, probe=bool(probe), answered=self._answered_once
                 ):
@@ -866,6 +865,7 @@ class Lane(LaneControl):
         return False
 
     def _on_failure(self, failure: Failure) -> None:
+        self._failing = failure  # the outage check comes next: a pause quotes it
         name, provider = self.config.name, self.adapter.provider
         if failure.unreachable and not self._reached:
             self._halt(LaneState.STOPPED, failure.detail)
