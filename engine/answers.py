@@ -63,13 +63,31 @@ _FRACTION = re.compile(r"([+-]?\d+)\s*/\s*(\d+)")
 _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
+#: A number in scientific notation, its parts: what an exponent too large for `Decimal` (past
+#: about 10^18 digits) leaves to read.
+_SCIENTIFIC = re.compile(r"\s*([+-]?)(\d*)(?:\.(\d*))?[eE]([+-]?)\d+\s*")
+#: A magnitude below every float's, in `Decimal`'s reach: what such a number's is, exactly
+#: enough to place it in [0, 1] and to read as 0.0.
+_BELOW_EVERY_FLOAT = "1e-999999999"
+
+
 def _decimal(token: str) -> Decimal:
     try:
         return Decimal(token)
     except (InvalidOperation, ValueError) as exc:
-        # Only an exponent too large for Decimal gets here: far outside [0, 1] or a
-        # denormal no forecaster means; either way not something to accept.
-        raise AnswerError("out_of_range", f"{_excerpt(token)} is too extreme to evaluate") from exc
+        # Only an exponent too large for Decimal gets here. Its mantissa and the exponent's
+        # sign still place it: `0e99999999999999999999` is exactly 0 and `1e-9999...` a
+        # positive number below every float (JSON numbers in [0, 1], which the paper's rule
+        # accepts, and were refused as "too extreme"); with a positive exponent, outside.
+        parts = _SCIENTIFIC.fullmatch(token)
+        if parts is None:
+            raise AnswerError("not_a_number", f"{_excerpt(token)} is not a number") from exc
+        sign, whole, fraction, exponent_sign = parts.groups()
+        if not (whole + (fraction or "")).strip("0"):
+            return Decimal(0)
+        if exponent_sign == "-":
+            return Decimal(f"{sign}{_BELOW_EVERY_FLOAT}")
+        raise AnswerError("out_of_range", f"{_excerpt(token)} is outside [0, 1]") from exc
 
 
 def _in_unit_interval(value: Decimal, shown: str) -> float:
@@ -169,7 +187,9 @@ def _check_keys(found: Sequence[str], keys: Sequence[str]) -> None:
 
 
 def _strict(text: str, keys: Sequence[str]) -> dict[str, float]:
-    obj = _load_object(text.strip())
+    # Not stripped: `json.loads` allows JSON's whitespace around the value (space, tab, LF,
+    # CR) and no other, where `str.strip` also took a no-break space or a form feed.
+    obj = _load_object(text)
     _check_keys(list(obj), keys)
     out: dict[str, float] = {}
     for key in keys:

@@ -35,8 +35,9 @@ from engine.answers import AnswerError, parse_answer
 from engine.durable import append_record_line, append_record_line_durably, read_record_lines
 from engine.ledger import Ledger
 from engine.records import ResponseRecord, responses_frame
-from engine.runlock import read_pid
+from engine.runlock import lock_held, read_pid
 from engine.scan import (
+    JOURNAL,
     attempts_in_parts,
     budget_spent,
     scan_attempts,
@@ -300,19 +301,15 @@ def unfinished_line(run_dir: Path | str) -> str | None:
 
 
 def _under_way(run_dir: Path | str, last: LastReparse) -> bool:
-    """Whether the folder's live writer is the reparse whose begun line is `last`: it took
-    the lock and wrote its pid (`engine.runlock`) before that line, so it started no later
-    (to the second the line's time is written in). Such a reparse is still running, not
-    unfinished: `status` beside it shows the folder live, not a command to run again."""
+    """Whether the reparse whose begun line is `last` is still running, not unfinished: a
+    process holds the ledger's lock (`engine.runlock.lock_held`), and it is no run (a run is
+    the one writer with a pid file, and one live now started after that line, which it would
+    otherwise have finished). The reparse writes no pid file: killed, its own read as a run
+    that died. `status` beside a running reparse shows no command to run again."""
+    if last.at is None or not lock_held(Path(run_dir) / JOURNAL):
+        return False
     writer = read_pid(run_dir)
-    if writer is None or not writer.get("alive") or last.at is None:
-        return False
-    try:
-        started = datetime.fromisoformat(str(writer["started_at"]))
-        begun = datetime.fromisoformat(last.at)
-        return started <= begun + timedelta(seconds=1)
-    except (KeyError, TypeError, ValueError):  # a pid file or line no build wrote
-        return False
+    return writer is None or not writer.get("alive")
 
 
 def parser_in_force(run_dir: Path | str, spec_parser: str | None) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -60,6 +61,49 @@ def test_strict_accepts_exact_object_with_numbers() -> None:
 )
 def test_strict_rejections_name_their_subcause(text: str, expected: str) -> None:
     assert subcause(text) == expected
+
+
+#: Around a JSON value only space, tab, LF and CR may stand (RFC 8259, section 2).
+JSON_SPACE = " \t\n\r"
+#: What `str.strip` also took, each refused by `json.loads`: no-break, ideographic and
+#: line-separator spaces, NEL, the information separators, vertical tab and form feed.
+OTHER_SPACE = "\u00a0\u3000\u2028\u2029\x85\x1c\x1d\x1e\x1f\x0b\x0c"
+
+
+@pytest.mark.parametrize("space", list(OTHER_SPACE))
+def test_strict_takes_json_whitespace_around_the_object_and_no_other(space: str) -> None:
+    """Strict stripped the reply with `str.strip` first, so it took replies that are not valid
+    JSON (the paper: "accepted only if it was a valid JSON ..."); `json.loads` is the oracle."""
+    body = '{"probability": 0.5}'
+    assert parse_answer(JSON_SPACE + body + JSON_SPACE[::-1], P) == {"probability": 0.5}
+    for text in (space + body, body + space):
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(text)
+        assert subcause(text) == "not_json"
+        assert parse_answer(text, P, "lenient") == {"probability": 0.5}  # lenient's to take
+
+
+@pytest.mark.parametrize("mode", ["strict", "lenient"])
+@pytest.mark.parametrize(
+    "literal",
+    ["0e99999999999999999999", "0.000e+99999999999999999999", "-0E99999999999999999999",
+     "1e-99999999999999999999", "7.5E-123456789012345678901"],
+)
+def test_an_exponent_past_decimals_reach_is_read_as_json_reads_it(mode: str, literal: str) -> None:
+    """Exactly 0, or positive and below every float: JSON numbers in [0, 1], refused as "too
+    extreme to evaluate" (Decimal takes no exponent past about 10^18)."""
+    text = '{"probability": ' + literal + "}"
+    assert parse_answer(text, P, mode) == json.loads(text) == {"probability": 0.0}
+
+
+@pytest.mark.parametrize("mode", ["strict", "lenient"])
+@pytest.mark.parametrize(
+    "literal", ["-1e-99999999999999999999", "1e99999999999999999999", "-2.5E+99999999999999999999"]
+)
+def test_an_exponent_past_decimals_reach_outside_the_interval_is_out_of_range(
+    mode: str, literal: str
+) -> None:
+    assert subcause('{"probability": ' + literal + "}", mode=mode) == "out_of_range"
 
 
 def test_strict_grouped_keys_must_match_exactly() -> None:

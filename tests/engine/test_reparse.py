@@ -196,9 +196,9 @@ def test_a_reparse_writes_no_pid_file(tmp_path: Path, monkeypatch: pytest.Monkey
     """Killed part-way, the reparse's own pid file stayed: `status` called the folder a run
     that died ever after, and a later reparse put that pid back as a dead run's."""
     import engine.reparse
+    from engine.scan import scan_responses as real  # what engine.reparse imported and calls
 
-    _strict_run(tmp_path)
-    real = engine.reparse.scan_responses  # read under the ledger, before anything is rebuilt
+    _strict_run(tmp_path)  # `looking` stands for it under the ledger, before any rebuild
     seen: list[bool] = []
 
     def looking(*args: Any, **kw: Any) -> Any:
@@ -315,26 +315,35 @@ def test_a_reparse_that_cannot_write_ends_in_one_line_and_changes_no_answer(
     assert _answers(tmp_path) == before
 
 
-@pytest.mark.parametrize(("writer_started", "said"), [(-5, False), (0, False), (5, True)])
+@pytest.mark.parametrize(
+    ("ledger_held", "run_live", "said"),
+    [(True, False, False), (True, True, True), (False, False, True), (False, True, True)],
+)
 def test_a_reparse_still_running_is_not_called_unfinished(
-    tmp_path: Path, writer_started: int, said: bool
+    tmp_path: Path, ledger_held: bool, run_live: bool, said: bool
 ) -> None:
     """Its begun line is the last while it writes its shard (seconds at paper scale): a
-    `status` beside it said "did not finish ... run it again". A live writer that started
-    before the line is that reparse; one that started after it is a later command, and the
-    reparse before it did not finish."""
+    `status` beside it said "did not finish ... run it again". The ledger's lock held and no
+    run live is that reparse (it writes no pid file); a live run holding it is a later
+    command, and the reparse before it did not finish; nothing holding it, it stopped."""
     from engine.reparse import REPARSES_FILE, unfinished_line
-    from engine.runlock import PID_FILE, write_pid
+    from engine.runlock import PID_FILE, acquire_lock, release_lock, write_pid
 
-    write_pid(tmp_path)  # this process: alive
-    pid = orjson.loads((tmp_path / PID_FILE).read_bytes())
-    begun = datetime.fromisoformat(pid["started_at"]) - timedelta(seconds=writer_started)
     (tmp_path / REPARSES_FILE).parent.mkdir()
     (tmp_path / REPARSES_FILE).write_bytes(orjson.dumps(
-        {"at": begun.isoformat(timespec="seconds"), "parser": "strict", "begun": True}) + b"\n")
-    line = unfinished_line(tmp_path)
+        {"at": datetime.now(UTC).isoformat(timespec="seconds"), "parser": "strict",
+         "begun": True}) + b"\n")  # fmt: skip
+    (tmp_path / "journal").mkdir()
+    if run_live:
+        write_pid(tmp_path)  # this process: alive
+    held = acquire_lock(tmp_path, tmp_path / "journal") if ledger_held else None
+    try:
+        line = unfinished_line(tmp_path)
+    finally:
+        if held is not None:
+            release_lock(held)
     assert (line is not None) is said, line
-    (tmp_path / PID_FILE).unlink()  # the writer gone: unfinished whenever it started
+    (tmp_path / PID_FILE).unlink(missing_ok=True)  # the writer gone: unfinished
     assert unfinished_line(tmp_path) is not None
 
 

@@ -573,7 +573,7 @@ def _lane_stopped(out: Path) -> None:
 
 @pytest.mark.parametrize("parser", ["strict", "lenient"])
 def test_the_audit_calls_a_reparse_still_running_running_in_its_refusal_too(
-    root: Path, parser: str
+    root: Path, parser: str, request: pytest.FixtureRequest
 ) -> None:
     """A reparse running now (the folder's live writer, its begun line the last) is not
     called unfinished by `unfinished_line`, yet the resume's refusal, the audit's last note
@@ -583,16 +583,22 @@ def test_the_audit_calls_a_reparse_still_running_running_in_its_refusal_too(
 
     from engine.durable import append_record_line
     from engine.reparse import REPARSES_FILE, unfinished_line
-    from engine.runlock import write_pid
+    from engine.runlock import acquire_lock, clear_pid, release_lock, write_pid
 
     out = root / "run"
     _lane_stopped(out)
     # Strict's answers, then a reparse running: strict again, or lenient back from it.
     assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
-    write_pid(out)  # this process, alive: the reparse's writer
     now = datetime.now(UTC).isoformat(timespec="seconds")
     append_record_line(out / REPARSES_FILE, {"at": now, "parser": parser, "begun": True})
+    assert unfinished_line(out) is not None  # no process holds the ledger: it stopped
+    # The reparse's writer: the ledger's lock held (on its own descriptor), no pid file.
+    held = acquire_lock(out, out / "journal")
+    request.addfinalizer(lambda: release_lock(held))
     assert unfinished_line(out) is None
+    write_pid(out)  # a live run holding it instead: the reparse is not running, it stopped
+    assert unfinished_line(out) is not None
+    clear_pid(out)
 
     notes = run_audit(out).notes()
     assert not any("did not finish" in note or " again first" in note for note in notes), notes
