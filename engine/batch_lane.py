@@ -111,6 +111,11 @@ UPLOAD_PAUSE_ENV = "DUTCHBOOK_TEST_BATCH_UPLOAD_PAUSE_S"
 FAILED_JOB_STREAK = 3
 #: The flag of `dutchbook run` that abandons lost jobs (named in the lane's stop line).
 ABANDON_FLAG = "--abandon-batch-jobs"
+#: How a job recorded by an earlier process whose own simulator held it is abandoned (and
+#: known to be, from its record, after a kill): that simulator ended with its process.
+GONE_WITH_SIMULATOR = (
+    "was held by the simulator inside an earlier `dutchbook run`, which ended with it"
+)
 
 T = TypeVar("T")
 _INTERRUPTED, _DAMAGED = Outcome.INTERRUPTED.value, Outcome.DAMAGED_BATCH_RESULT.value
@@ -194,6 +199,9 @@ def absent_failure(state: JobState | None, job: BatchJob) -> Failure:
     jid = job.job_id or job.job_key
     status = state.status if state is not None else None
     said = f": {state.detail}" if state is not None and state.detail else ""
+    if job.abandoned.startswith(GONE_WITH_SIMULATOR):
+        return Failure(Outcome.PROVIDER_ERROR, f"{BATCH_MARK}{jid} {job.abandoned}: no provider "
+                       "ran this line, asked again")
     if job.abandoned:
         return Failure(Outcome.PROVIDER_ERROR, f"{BATCH_MARK}{jid} abandoned by the user "
                        f"({ABANDON_FLAG}) after the provider answered 404: {job.abandoned}")
@@ -230,7 +238,9 @@ class BatchLane(LaneControl):
         fallback: Lane | None = None,
         spend: SpendCap | None = None,
         abandon: frozenset[str] = frozenset(),
+        simulated_here: bool = False,
     ) -> None:
+        """(Long only by the lane's state, each field with why it is kept.)"""
         self.config, self.client, self.ledger, self.http, self.log = (
             config, client, ledger, http, log,
         )
@@ -263,6 +273,10 @@ class BatchLane(LaneControl):
         self._fetch: Fetch = self._send
         #: Job ids or keys the user said to abandon if the provider answers 404 for them.
         self.abandon = abandon
+        #: The provider is a simulator this process started: a job an earlier process
+        #: recorded was held by that process's simulator and ended with it, so a 404 for
+        #: one is abandoned unasked (a resumed rehearsal stopped on them, exit 4).
+        self.simulated_here = simulated_here
         #: Jobs the provider answered 404 for, not abandoned: job key -> what it said.
         self.lost: dict[str, str] = {}
         #: Of those, jobs that ended and whose results the provider no longer has: their
@@ -644,7 +658,9 @@ class BatchLane(LaneControl):
         is asked under other credentials, account or region, where it may still run and be
         billed; asking its lines again on a guess could pay for them twice."""
         detail = self._redact(failure.detail)
-        if {job.job_id, job.job_key} & self.abandon:
+        if self.simulated_here:
+            detail = f"{GONE_WITH_SIMULATOR} ({detail})"
+        if {job.job_id, job.job_key} & self.abandon or self.simulated_here:
             self.records.abandoned(job, detail)
             self.log.warning("batch_job_abandoned", model=self.config.name, job_key=job.job_key,
                              job_id=job.job_id, lines=len(job.requests), detail=detail)

@@ -500,6 +500,7 @@ async def dispatch(
     batch_clients: Mapping[str, BatchClient] | None = None,
     batch_poll_s: float | None = None,
     batch_abandon: frozenset[str] = frozenset(),
+    batch_simulated_here: frozenset[str] = frozenset(),
 ) -> DispatchSummary:
     """Ask every unaccepted plan row of the configured models; see the module docstring.
 
@@ -512,7 +513,10 @@ async def dispatch(
     jobs (`engine.batch_lane.BatchLane`) with the client of `batch_clients` of their name,
     polled every `batch_poll_s` (default `engine.batch_lane.poll_interval`); they need an
     adapter only to fall back live. `batch_abandon` names batch jobs (ids or keys) to give up if
-    their provider answers 404 for them (`dutchbook run --abandon-batch-jobs`). Raises
+    their provider answers 404 for them (`dutchbook run --abandon-batch-jobs`);
+    `batch_simulated_here` names batch models whose provider is a simulator this process
+    started, whose jobs an earlier process recorded ended with that process's simulator
+    (given up at their 404 unasked, `BatchLane.simulated_here`). Raises
     `engine.ledger.LedgerBusy` if another process is writing this run. The journal is folded
     into shards every `compact_every_n` results or `compact_every_s` seconds: a fold holds its
     segment's rows as Python objects for a moment, and the resident memory that leaves behind
@@ -564,7 +568,7 @@ async def dispatch(
                         models[name], clients[name], ledger, http, log, run_dir=run_dir,
                         plan_path=plan_path, records=records, parser=parser, policy=policy,
                         stop_event=stop_event, poll_s=batch_poll_s, spend=spend,
-                        abandon=batch_abandon,
+                        abandon=batch_abandon, simulated_here=name in batch_simulated_here,
                         fallback=live(name) if models[name].batch_fallback_live else None,
                     )
                     if models[name].dispatch == "batch"

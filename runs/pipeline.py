@@ -849,6 +849,12 @@ async def _dispatch_campaign(
                         budget_usd=options.max_cost,
                         batch_clients=batch_clients,
                         batch_abandon=options.abandon_batch_jobs,
+                        # The simulator started above holds no job an earlier run made.
+                        batch_simulated_here=frozenset(
+                            name for name in batch_clients
+                            if options.sim_url is None
+                            and (rehearse or models[name].provider == "sim")
+                        ),
                     )
                 )
                 try:

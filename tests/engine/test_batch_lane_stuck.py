@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 from engine.batch_jobs import ABANDONED, JOBS_FILE, BatchJob, fold_jobs, jobs_summary
-from engine.batch_lane import FAILED_JOB_STREAK
+from engine.batch_lane import FAILED_JOB_STREAK, GONE_WITH_SIMULATOR
 from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import read_record_lines
 from engine.retry import RetryPolicy
@@ -112,6 +112,34 @@ async def test_a_job_the_provider_forgot_waits_for_the_user_then_is_abandoned(
     assert sorted(responses) == sorted(r["request_id"] for r in rows)
     assert max(fake.answered.values()) == 1  # the forgotten jobs never ran: nothing paid twice
     assert jobs_summary(run_dir)[MODEL]["abandoned"] == {"jobs": len(lost), "lines": len(held)}
+
+
+async def test_jobs_of_a_simulator_that_ended_with_its_run_are_given_up_unasked(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """The simulator a run starts inside itself holds its batch jobs; stopped, the jobs end
+    with it, and the next run's own simulator answers 404 for each: a resumed rehearsal
+    stopped on them (exit 4), its way out a flag naming every job. Given up at once now,
+    saying why, and their lines asked again; nothing is paid twice."""
+    fake = Forgetful(kill_at=("poll", 1, "before"))
+    plan, run_dir, rows = await _dispatched_until_killed(tmp_path, kit, fake, 100)
+    lost = _uncollected(run_dir)
+    assert lost, "the kill left created jobs uncollected"
+    fake.forget()  # the earlier run's simulator, gone with it
+    done = await _run(plan, run_dir, fake, batch_simulated_here=frozenset({MODEL}))
+    assert done.complete, done.lines()
+    events = [r for r in read_record_lines(run_dir / JOBS_FILE) if r["event"] == ABANDONED]
+    assert sorted(r["job_id"] for r in events) == sorted(lost)
+    assert all(r["detail"].startswith(GONE_WITH_SIMULATOR) for r in events)
+    held = {rid for job in lost.values() for rid in job.requests}
+    attempts = scan_attempts(run_dir, ["request_id", "attempt", "detail"]).collect()
+    first = attempts.filter(pl.col("request_id").is_in(list(held)) & (pl.col("attempt") == 1))
+    assert first.height == len(held)
+    assert first["detail"].str.contains("no provider ran this line, asked again").all()
+    assert not first["detail"].str.contains("by the user").any()
+    responses = scan_responses(run_dir, ["request_id"]).collect()["request_id"].to_list()
+    assert sorted(responses) == sorted(r["request_id"] for r in rows)
+    assert max(fake.answered.values()) == 1
 
 
 class OutputGone(Forgetful):

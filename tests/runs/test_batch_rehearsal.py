@@ -33,3 +33,44 @@ def test_small_batch_rehearsal_is_exactly_once_and_reconciles(tmp_path: Path) ->
     assert "killed between upload and create: 0 " not in out, out
     assert "killed between upload and create:" in out and "FAILED" not in out, out
     assert "MISMATCH" not in out, out
+
+
+@pytest.mark.timeout(120)
+def test_a_sim_batch_run_stopped_with_jobs_out_resumes_to_the_end(tmp_path: Path) -> None:
+    """The simulator a run starts inside itself ends with it, and so do the batch jobs it
+    held: the resume stopped on their 404s (exit 4), its only way out a flag naming every
+    job. It gives them up unasked and asks their lines again."""
+    import os
+    import signal
+    import time
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        'name = "b"\nseed = 7\nparser = "lenient"\nsim_faults = "batch_seconds=3"\n'
+        '[data]\nstock_days = 2\n[[models]]\nname = "simb"\nprovider = "sim"\n'
+        'model = "sim-coherent"\ndispatch = "batch"\nbatch_max_lines = 5\n'
+        '[[arms]]\nname = "baseline"\n',
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    command = [str(Path(sys.executable).with_name("dutchbook")), "run", str(spec), "--out",
+               str(out)]  # fmt: skip
+    env = {**os.environ, "DUTCHBOOK_BATCH_POLL_S": "0.2"}
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)  # fmt: skip
+    jobs = out / "batches" / "jobs.jsonl"
+    deadline = time.monotonic() + 60
+    while not (jobs.is_file() and b'"created"' in jobs.read_bytes()):
+        assert time.monotonic() < deadline and first.poll() is None, "no job was created"
+        time.sleep(0.05)
+    first.send_signal(signal.SIGINT)  # a job out at the simulator, 3 s from done
+    said, _ = first.communicate(timeout=60)
+    assert first.returncode == 130, said
+    resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=90,
+                             check=False)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "was held by the simulator inside an earlier `dutchbook run`" in resumed.stderr
+    shown = subprocess.run(
+        [command[0], "status", str(out), "--json"], capture_output=True, text=True, check=True
+    )
+    assert '"state": "finished"' in shown.stdout
