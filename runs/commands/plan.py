@@ -147,7 +147,7 @@ def _approximate_arms(total: dict[str, Any]) -> list[str]:
 def _live_priced_batch(by_model: dict[str, dict[str, Any]]) -> list[str]:
     """One line per batch model priced live only: its batch cost read "no price" while the
     spend cap, `--max-cost` and the audit count its lines at its live prices, and the total's
-    "what --max-cost checks" is said only where that differs from the live cost."""
+    "what --max-cost is checked against" is said only where that differs from the live cost."""
     return [
         f"{name}: dispatched in batch with live prices only, so --max-cost and the audit count "
         "its lines at its live prices (set its batch_price_in and batch_price_out "
@@ -181,8 +181,9 @@ def _total_line(total: dict[str, Any]) -> str:
         )
     if total["planned_cost_usd"] != total["cost_usd"]:  # some model dispatches in batch
         line += (
-            f"; at each model's dispatch mode {_money(total['planned_cost_usd'])} typical, "
-            f"{_money(total['planned_cost_usd_max'])} at full caps (what --max-cost checks)"
+            f"; at each model's dispatch mode {_money(total['planned_cost_usd'])} typical "
+            "(what --max-cost is checked against before a request is sent), "
+            f"{_money(total['planned_cost_usd_max'])} at full caps"
         )
     return line
 

@@ -110,16 +110,17 @@ def test_the_tables_show_both_costs_the_mode_and_no_invented_price(spec: Campaig
     assert (
         "live $2.16 typical, $5.82 if every answer used its whole output cap (2 of 3 models "
         "priced); batch $0.33 typical, $1.41 if every answer used its whole output cap "
-        "(1 of 3 models priced); at each model's dispatch mode $1.83 typical, $4.41 at full "
-        "caps (what --max-cost checks)"
+        "(1 of 3 models priced); at each model's dispatch mode $1.83 typical (what --max-cost "
+        "is checked against before a request is sent), $4.41 at full caps"
     ) in " ".join(text.split())
 
 
 def test_a_batch_model_priced_live_only_is_said_counted_at_live_prices(
     spec: CampaignSpec,
 ) -> None:
-    """Its batch cost and the total read "no price", and "what --max-cost checks" was not
-    said (it equals the live cost), while the cap and the audit count its lines live."""
+    """Its batch cost and the total read "no price", and what --max-cost is checked against
+    was not said (it equals the live cost), while the cap and the audit count its lines
+    live."""
     live_only = replace(spec, models=(
         replace(spec.models[0], batch_price_in_per_mtok=None, batch_price_out_per_mtok=None),
         *spec.models[1:]))  # fmt: skip
