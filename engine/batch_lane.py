@@ -492,11 +492,21 @@ class BatchLane(LaneControl):
         """Fewer lines than the provider's smallest job: live when allowed, else they wait."""
         if not buffer:
             return
+        waiting = len(buffer)
         if self.fallback is not None:
             for entry, _ in buffer:
                 self._to_live(entry, live)
+            # Said: live is dearer than batch, and these lines were planned and capped at
+            # batch prices (a Bedrock model with 42 queries went live without a word).
+            self.log.warning(
+                "batch_leftover_live", model=self.config.name, lines=waiting,
+                min_lines=self.limits.min_lines,
+                say=(f"{self.config.name}: {plural(waiting, 'query', 'queries')} asked live "
+                     f"at live prices (batch_fallback = \"live\"): fewer than "
+                     f"{self.client.provider}'s minimum of "
+                     f"{plural(self.limits.min_lines, 'line')} per batch job"),
+            )
             return
-        waiting = len(buffer)
         self.stats.say(
             f"{plural(waiting, 'query', 'queries')} {'waits' if waiting == 1 else 'wait'}: "
             f"fewer than {self.client.provider}'s minimum of "

@@ -55,7 +55,7 @@ def plan(
     if not console.is_terminal:  # a file or a pipe has no width: don't squeeze the figures
         console = stdout_console(width=max(console.width, PIPE_WIDTH))
     _print_tables(console, spec.name, summary)
-    for line in limit_floors(spec, summary):
+    for line in [*limit_floors(spec, summary), *below_batch_minimum(spec, summary)]:
         console.print(line, highlight=False, markup=False)
 
 
@@ -87,6 +87,32 @@ def limit_floors(spec: CampaignSpec, summary: dict[str, Any]) -> list[str]:
         lines.append(
             f"at its rate limits ({limits}), {name} needs at least {whole}:{minutes:02d} "
             f"(hours:minutes) for its {plural(row['queries'], 'query', 'queries')}"
+        )
+    return lines
+
+
+def below_batch_minimum(spec: CampaignSpec, summary: dict[str, Any]) -> list[str]:
+    """One line per batch model with fewer queries than its provider's smallest job (Bedrock's
+    100 lines): they go live at live prices with `batch_fallback = "live"`, else wait. The
+    costs above count them at batch prices, and 42 such Bedrock queries went live unsaid."""
+    lines = []
+    for name, row in summary["by_model"].items():
+        model = spec.model(name)
+        if model.dispatch != "batch" or model.provider != "bedrock":  # the one with a floor
+            continue
+        from providers.batch_bedrock import LIMITS
+
+        if row["queries"] >= LIMITS.min_lines:
+            continue
+        fate = (
+            "asked live at its live prices (batch_fallback = \"live\"), which the batch cost "
+            "above does not count"
+            if model.batch_fallback_live
+            else "they wait unasked (batch_fallback = \"live\" would ask them live)"
+        )
+        lines.append(
+            f"{name}: {plural(row['queries'], 'query', 'queries')}, fewer than bedrock's "
+            f"minimum of {LIMITS.min_lines} lines per batch job: {fate}"
         )
     return lines
 

@@ -6,6 +6,7 @@ of collecting), each followed by a resume."""
 
 from __future__ import annotations
 
+import io
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -392,6 +393,27 @@ async def test_leftover_below_the_floor_waits_and_says_why(
     summary = await _run(plan, tmp_path / "run", fake)
     assert summary.unaccepted == left and not fake.jobs
     assert said in summary.lanes[MODEL].message
+
+
+async def test_leftover_below_the_floor_goes_live_saying_so(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    """With `batch_fallback = "live"` the lines below the provider's smallest job were asked
+    live at live prices without a word (planned and capped at batch prices)."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 10))
+    live_config, adapter = kit.sim_model(MODEL, sim.root_url)
+    config = replace(live_config, dispatch="batch", batch_fallback_live=True)
+    fake = FakeBatch(limits_=replace(FakeBatch().limits, min_lines=15))
+    console = io.StringIO()
+    summary = await dispatch(
+        plan, tmp_path / "run", {MODEL: config}, {MODEL: adapter}, batch_clients={MODEL: fake},
+        policy=POLICY, batch_poll_s=0.001, log_console=console,
+    )  # fmt: skip
+    assert summary.complete and not fake.jobs, summary.lines()
+    assert (
+        f"dutchbook warning: {MODEL}: 10 queries asked live at live prices (batch_fallback = "
+        "\"live\"): fewer than sim's minimum of 15 lines per batch job"
+    ) in console.getvalue().splitlines()
 
 
 async def test_a_resumed_job_counts_its_lines_once(tmp_path: Path, kit: type[Kit]) -> None:

@@ -299,3 +299,41 @@ def test_an_arm_whose_inputs_are_missing_is_said_beside_the_total(tmp_path: Path
     ) in " ".join(planned.output.split())
     ran = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "out")])
     assert ran.exit_code == 2 and "data.headlines" in ran.output
+
+
+BEDROCK_BATCH = """
+name = "cl"
+seed = 3
+[data]
+stock_days = 2
+[[models]]
+name = "sonnet"
+provider = "bedrock"
+model = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+dispatch = "batch"
+batch_bucket = "s3://b/runs"
+batch_role_arn = "arn:aws:iam::123456789012:role/batch"
+[[arms]]
+name = "baseline"
+"""
+
+
+@pytest.mark.parametrize(
+    ("fallback", "fate"),
+    [("", "they wait unasked (batch_fallback = \"live\" would ask them live)"),
+     ('batch_fallback = "live"\n', "asked live at its live prices (batch_fallback = \"live\"), "
+                                   "which the batch cost above does not count")],
+)
+def test_plan_says_a_batch_model_below_its_providers_smallest_job(
+    tmp_path: Path, fallback: str, fate: str
+) -> None:
+    """A Bedrock batch model of 28 queries (its jobs hold 100 lines at least) was shown at
+    batch prices, with no word that its queries would go live, or wait."""
+    spec = tmp_path / "cl.toml"
+    text = BEDROCK_BATCH.replace('dispatch = "batch"\n', f'dispatch = "batch"\n{fallback}')
+    spec.write_text(text, encoding="utf-8")
+    shown = CliRunner().invoke(app, ["plan", str(spec)])
+    assert shown.exit_code == 0, shown.output
+    said = " ".join(shown.stdout.split())
+    assert (f"sonnet: 28 queries, fewer than bedrock's minimum of 100 lines per batch job: "
+            f"{fate}") in said  # fmt: skip
