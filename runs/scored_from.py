@@ -208,6 +208,11 @@ def has_report(run_dir: Path) -> bool:
     return folder.is_dir() and any(folder.iterdir())
 
 
+def report_summary(run_dir: Path) -> Any:
+    """The folder's `report/summary.json` as read, or None where it does not read."""
+    return _report_summary(run_dir)[0]
+
+
 def _report_summary(run_dir: Path) -> tuple[Any, str | None]:
     """The folder's `report/summary.json` as read, and None; or None and why it could not be
     read ("its summary.json is missing", "... does not read": what `untold_report` says)."""
@@ -228,6 +233,7 @@ __all__ = [
     "has_report",
     "read_scored_from",
     "record_scored_from",
+    "report_summary",
     "scores_digests",
     "stale_repairs",
     "stale_report",

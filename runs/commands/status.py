@@ -301,10 +301,28 @@ def _stale_report(run_dir: Path) -> str | None:
             f"{run_dir}` writes it again"
         )
     if not stale_report(run_dir):
-        return None
+        return _parser_said_otherwise(run_dir)
     return (
         f"report/ is out of date ({run_dir}: its scores changed after it was written): "
         f"`dutchbook report {run_dir}` writes it again"
+    )
+
+
+def _parser_said_otherwise(run_dir: Path) -> str | None:
+    """A line saying the report names the answers' parser as it no longer is (a reparse it
+    called unfinished has finished since), with the command that writes it again."""
+    from runs.report.provenance import parser_said_otherwise
+    from runs.scored_from import report_summary
+
+    summary = report_summary(run_dir)
+    provenance = summary.get("provenance") if isinstance(summary, dict) else None
+    if not isinstance(provenance, dict):
+        return None
+    if (why := parser_said_otherwise(run_dir, provenance)) is None:
+        return None
+    return (
+        f"report/ is out of date ({run_dir}: {why}): `dutchbook report {run_dir}` writes it "
+        "again"
     )
 
 

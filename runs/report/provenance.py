@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,26 @@ def provenance(run_dir: Path) -> dict[str, Any]:
         # Additive: the scores this report was written from (`status` says when they change).
         "scores_sha256": scores_digests(run_dir),
     }
+
+
+def parser_said_otherwise(run_dir: Path, recorded: Mapping[str, Any]) -> str | None:
+    """What the folder's report (its recorded `provenance`) says of the parser that is no
+    longer so, or None: a report written while a reparse was unfinished says "an unknown
+    parser ... run it again", and once that reparse was run again (its answers and so its
+    scores unchanged) nothing said the report was out of date."""
+    from runs.phases import read_phases
+
+    said = recorded.get("parser")
+    if said is None:  # a report written before provenance recorded the parser
+        return None
+    parser, parser_from = _parser(run_dir, frozen_spec(run_dir), read_phases(run_dir))
+    # The parser, not where it is said: a reparse back to the spec's parser left the same
+    # answers, a report calling them the spec's no less true. A reparse unfinished now: its
+    # own line (`engine.reparse.unfinished_line`) says what to do first, this one after it.
+    if said == parser or parser == "unknown":
+        return None
+    now = parser_words({"parser": parser, "parser_from": parser_from})
+    return f"it says {parser_words(recorded)}, where now {now}"
 
 
 def provenance_sentences(prov: Mapping[str, Any]) -> list[str]:
@@ -121,7 +141,10 @@ def _parser(
     reparsed = f"dutchbook reparse at {last_one.at}"
     if not last_one.finished:
         return "unknown", f"{reparsed} to {last} did not finish; run it again"
-    if when is not None and in_spec not in (None, last) and _dispatched_after(phases, when):
+    if (
+        when is not None and in_spec not in (None, last) and _dispatched_after(phases, when)
+        and _accepted_after(run_dir, when)
+    ):
         return "mixed", f"{last} by {reparsed}, then {in_spec} for what later runs asked"
     return last, reparsed
 
@@ -142,6 +165,20 @@ def _dispatched_after(phases: list[dict[str, object]], when: datetime) -> bool:
         and at > when
         for phase in phases
     )
+
+
+def _accepted_after(run_dir: Path, when: datetime) -> bool:
+    """Whether an answer the folder holds was accepted after `when` (a reparse's begun line,
+    to the second), so by a later run and its spec's parser: a resume after a reparse that
+    asked nothing ("0 answers accepted") made the report say two parsers had read answers
+    all of one. The reparse's own answers keep their replies' times, all before it."""
+    import polars as pl
+
+    from engine.scan import scan_responses
+
+    after = when + timedelta(seconds=1)  # the begun line's time is cut to the second
+    found = scan_responses(run_dir, ["accepted_at"]).filter(pl.col("accepted_at") > after)
+    return found.head(1).collect().height > 0
 
 
 def _sha256(path: Path) -> str | None:

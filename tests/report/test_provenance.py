@@ -122,6 +122,20 @@ def test_after_a_reparse_the_report_names_the_parser_that_made_its_answers(
     assert "answers read by the lenient parser (dutchbook reparse at 20" in markdown
 
 
+def _answers_accepted_at(run_dir: Path, at: str) -> None:
+    """A responses shard of one more answer, accepted at `at`."""
+    from engine.records import responses_frame
+
+    shards = run_dir / "responses"
+    shards.mkdir(exist_ok=True)
+    n = len(list(shards.glob("*.parquet")))
+    row = {"request_id": f"r{n}", "model": "m", "arm": "a", "unit": "u", "pass": 0,
+           "events": ["e"], "keys": ["probability"], "raw_text": "{}", "values": [0.5],
+           "finish_reason": "stop", "tokens_in": 1, "tokens_out": 1, "attempts": 1,
+           "accepted_at": at}  # fmt: skip
+    responses_frame([row]).write_parquet(shards / f"part-{n:08d}.parquet")
+
+
 def test_a_run_after_a_reparse_to_another_parser_leaves_answers_of_both(tmp_path: Path) -> None:
     """A resume after `reparse --parser lenient` read its new answers with the spec's strict
     parser: the folder then holds answers of both, and the report must not name one. `run`
@@ -145,7 +159,11 @@ def test_a_run_after_a_reparse_to_another_parser_leaves_answers_of_both(tmp_path
     )
     assert provenance(tmp_path)["parser"] == "lenient"
     with (logs / "phases.jsonl").open("a", encoding="utf-8") as phases:  # and one after it
-        phases.write('{"at": "2026-12-04T10:00:00.5+00:00", "pid": 2, "phase": "dispatch"}\n')
+        phases.write('{"at": "2026-12-04T10:00:30+00:00", "pid": 2, "phase": "dispatch"}\n')
+    # It asked nothing: every answer is still the reparse's ("two parsers" was said of them).
+    _answers_accepted_at(tmp_path, "2026-12-04T09:59:59.4+00:00")
+    assert provenance(tmp_path)["parser"] == "lenient"
+    _answers_accepted_at(tmp_path, "2026-12-04T10:00:20+00:00")  # an answer it accepted
     mixed = provenance(tmp_path)
     assert mixed["parser"] == "mixed" and mixed["runs"] == 2
     assert parser_words(mixed) == (

@@ -54,6 +54,36 @@ def test_a_reparse_leaves_scores_then_report_out_of_date_until_each_is_written(
     assert _warnings(run_dir) == []
 
 
+def test_a_report_naming_a_reparse_unfinished_that_finished_since_is_out_of_date(
+    tmp_path: Path,
+) -> None:
+    """Written while a reparse was unfinished, the report says "answers read by an unknown
+    parser: ... did not finish; run it again"; that reparse run again, the answers and so the
+    scores were the same, and nothing said the report still said so."""
+    run_dir = _ran(tmp_path, "sim-coherent")
+    reparsed = CliRunner().invoke(app, ["reparse", str(run_dir), "--parser", "lenient"])
+    assert reparsed.exit_code == 0, reparsed.output
+    for command in ("score", "report"):
+        assert CliRunner().invoke(app, [command, str(run_dir)]).exit_code == 0
+    assert _warnings(run_dir) == []
+    summary_path = run_dir / "report" / "summary.json"
+    summary = orjson.loads(summary_path.read_bytes())
+    at = summary["provenance"]["parser_from"].removeprefix("dutchbook reparse at ")
+    summary["provenance"].update(  # as the report written before that reparse finished said
+        parser="unknown",
+        parser_from=f"dutchbook reparse at {at} to lenient did not finish; run it again",
+    )
+    summary_path.write_bytes(orjson.dumps(summary))
+    assert _warnings(run_dir) == [
+        f"report/ is out of date ({run_dir}: it says answers read by an unknown parser: "
+        f"dutchbook reparse at {at} to lenient did not finish; run it again, where now answers "
+        f"read by the lenient parser (dutchbook reparse at {at})): `dutchbook report {run_dir}` "
+        "writes it again"
+    ]
+    assert CliRunner().invoke(app, ["report", str(run_dir)]).exit_code == 0
+    assert _warnings(run_dir) == []
+
+
 def test_a_damaged_scores_file_is_said_damaged_not_changed(tmp_path: Path) -> None:
     """Hashed, a truncated scores.parquet read as scores changed since the report, and
     `status` sent its user to `report`, which then failed on the same file."""
