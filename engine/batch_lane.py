@@ -523,13 +523,19 @@ class BatchLane(LaneControl):
         cap, at the batch prices, else the live ones); None once the cap is reached."""
         if self.spend is None or self.prices is None:
             return 0.0
-        worst = sum(
+        costs = [
             worst_case_cost(
                 self.prices, self.config, e.item.system, e.item.user, e.answers.sent_cap
             )
             for e in entries
-        )
-        if await self.spend.reserve(worst):
+        ]
+        worst = sum(costs)
+        # Said as a job: a cap with room for one line but not five said "the next attempt",
+        # where fewer lines a job (batch_max_lines) is what fits.
+        what = (f"batch job of {plural(len(costs), 'line')}",
+                "each line's prompt and whole output cap: a lower max_tokens or "
+                "batch_max_lines reserves less")  # fmt: skip
+        if await self.spend.reserve(worst, what):
             return worst
         return None  # the cap is reached: `_drive` cuts no more jobs, ends once those out are in
 

@@ -154,6 +154,12 @@ def dollars_apart(first: float, second: float) -> tuple[str, str]:
     return f"${first:,.2f}", f"${second:,.2f}"  # apart by less than that: cents will do
 
 
+#: What a live attempt's reservation is, in the cap's stop line.
+ATTEMPT_RESERVED = (
+    "attempt", "its prompt and its whole output cap: a lower max_tokens reserves less"
+)
+
+
 class SpendCap:
     """The budget shared by every lane of one dispatch (see the module docstring)."""
 
@@ -166,8 +172,10 @@ class SpendCap:
         self.reserved_usd = 0.0  # worst cases of attempts in flight
         self.in_flight = 0
         self.reached = False
-        #: The worst case of the attempt that did not fit when the cap was reached by it.
+        #: The worst case of the attempt that did not fit when the cap was reached by it,
+        #: and what that attempt was (a batch job's lines are reserved together).
         self.unfit_usd: float | None = None
+        self.unfit_what = ATTEMPT_RESERVED
         self._changed = asyncio.Event()
 
     @property
@@ -182,23 +190,26 @@ class SpendCap:
         if self.unfit_usd is None:
             return said
         left = max(0.0, self.budget_usd - self.spent_usd)
+        what, why = self.unfit_what
         return (
-            f"{said}; the next attempt could cost up to {dollars(self.unfit_usd)} (its prompt "
-            f"and its whole output cap: a lower max_tokens reserves less), more than the "
-            f"{dollars(left)} left"
+            f"{said}; the next {what} could cost up to {dollars(self.unfit_usd)} ({why}), "
+            f"more than the {dollars(left)} left"
         )
 
     def _reach(self) -> None:
         self.reached = True
         self._changed.set()
 
-    async def reserve(self, worst_usd: float) -> bool:
-        """Hold `worst_usd` for an attempt about to start; False once the cap is reached."""
+    async def reserve(
+        self, worst_usd: float, what: tuple[str, str] = ATTEMPT_RESERVED
+    ) -> bool:
+        """Hold `worst_usd` for an attempt about to start; False once the cap is reached.
+        `what`: the attempt, and what its worst case is made of, as the stop line says them."""
         while True:
             if self.reached:
                 return False
             if self.spent_usd + worst_usd > self.budget_usd:
-                self.unfit_usd = worst_usd
+                self.unfit_usd, self.unfit_what = worst_usd, what
                 self._reach()
                 return False
             if self.spent_usd + self.reserved_usd + worst_usd <= self.budget_usd:

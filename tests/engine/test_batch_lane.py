@@ -733,6 +733,23 @@ async def test_a_capped_resume_collects_the_jobs_already_created(
     assert [job.collected for job in fold_jobs(run_dir).values()].count(True) == 1
 
 
+async def test_a_cap_without_room_for_a_job_says_the_job_and_batch_max_lines(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """A job's lines are reserved together: a cap with room for one line but not a job of
+    five said "the next attempt could cost ... a lower max_tokens reserves less", where
+    batch_max_lines is what fits (two lines a job got answers under the same cap)."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    capped = await dispatch(
+        plan, tmp_path / "run", {MODEL: config}, {}, batch_clients={MODEL: FakeBatch()},
+        policy=POLICY, batch_poll_s=0.001, log_console=None, budget_usd=0.000001,
+    )  # fmt: skip
+    message = capped.lanes[MODEL].message
+    assert "the next batch job of 30 lines could cost up to $" in message, message
+    assert "a lower max_tokens or batch_max_lines reserves less" in message, message
+
+
 async def test_a_resumed_job_not_created_is_reserved_with_its_prompts(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
