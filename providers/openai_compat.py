@@ -365,7 +365,10 @@ class OpenAICompatAdapter:
             # such a URL usually goes wrong.
             hint = ""
             if result.http_status == 501:
-                hint = "; that server does not implement this request: is base_url the model's server?"
+                hint = (
+                    "; that server does not implement this request: is base_url the model's "
+                    "server?"
+                )
             elif self.provider == "openai":
                 hint = "; does base_url end in /v1?"
             # The server's own text is cut to leave room: a web server's HTML error page
