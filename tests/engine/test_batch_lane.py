@@ -393,6 +393,7 @@ async def test_leftover_below_the_floor_waits_and_says_why(
     summary = await _run(plan, tmp_path / "run", fake)
     assert summary.unaccepted == left and not fake.jobs
     assert said in summary.lanes[MODEL].message
+    assert summary.lanes[MODEL].state.value == "stopped"  # it read "done, 0/10 done"
 
 
 async def test_leftover_below_the_floor_goes_live_saying_so(
