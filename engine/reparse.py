@@ -306,10 +306,10 @@ def _under_way(run_dir: Path | str, last: LastReparse) -> bool:
     the one writer with a pid file, and one live now started after that line, which it would
     otherwise have finished). The reparse writes no pid file: killed, its own read as a run
     that died. `status` beside a running reparse shows no command to run again."""
-    if last.at is None or not lock_held(Path(run_dir) / JOURNAL):
+    if last.at is None:
         return False
-    writer = read_pid(run_dir)
-    return writer is None or not writer.get("alive")
+    writer = read_pid(run_dir)  # first: a live run holds the lock, and is not probed
+    return (writer is None or not writer.get("alive")) and lock_held(Path(run_dir) / JOURNAL)
 
 
 def parser_in_force(run_dir: Path | str, spec_parser: str | None) -> str | None:

@@ -48,7 +48,9 @@ def acquire_lock(run_dir: Path, lock_dir: Path) -> int:
         except BlockingIOError:
             info = read_pid(run_dir)
             holder = info if info is not None and info["alive"] else None
-            if holder is None and time.monotonic() < deadline:
+            # This process's own pid file (a run opening its ledger after writing it) is no
+            # other holder: a reader's `lock_held` probe took the lock for an instant.
+            if (holder is None or names_this_process(holder)) and time.monotonic() < deadline:
                 time.sleep(_GRACE_STEP_S)
                 continue
         os.close(fd)
@@ -67,7 +69,9 @@ def lock_held(lock_dir: Path) -> bool:
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Shared: two readers probing at once do not see each other as a writer; a writer's
+        # exclusive lock refuses it all the same.
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
     except OSError:

@@ -130,3 +130,31 @@ def test_a_lock_let_go_during_the_grace_is_taken(
     info = read_pid(tmp_path)
     assert info is not None and info["pid"] == os.getpid()
     release_lock(fd)
+
+
+def test_a_readers_probe_at_the_instant_a_run_opens_its_ledger_is_waited_out(
+    tmp_path: Path,
+) -> None:
+    """`lock_held` takes the lock for an instant to look. A run that had written its pid file
+    and then opened its ledger at that instant was told its own pid held the folder
+    (`LedgerBusy` naming itself), with no grace: a pid file naming this process is no other
+    holder, so the probe is waited out as a pid-less one is."""
+    import fcntl
+
+    from engine.runlock import LOCK_FILE, acquire_lock, release_lock, write_pid
+
+    write_pid(tmp_path)  # this process: the run, alive
+    probe = os.open(tmp_path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(probe, fcntl.LOCK_SH)  # a `status` looking, at the worst moment
+
+    def looked() -> None:
+        fcntl.flock(probe, fcntl.LOCK_UN)
+        os.close(probe)
+
+    ends = threading.Timer(0.15, looked)
+    ends.start()
+    try:
+        fd = acquire_lock(tmp_path, tmp_path)
+    finally:
+        ends.join()
+    release_lock(fd)
