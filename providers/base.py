@@ -131,7 +131,9 @@ _HTML_TAG = re.compile(r"<[^<>]*>")
 
 
 _HTML_CLOSE = {
-    tag: re.compile(rf"</{tag}\s*>", re.IGNORECASE) for tag in ("head", "script", "style")
+    # A head may be left unclosed (HTML allows it): its body's start ends it too.
+    "head": re.compile(r"</head\s*>|(?=<body[\s>])", re.IGNORECASE),
+    **{tag: re.compile(rf"</{tag}\s*>", re.IGNORECASE) for tag in ("script", "style")},
 }
 _HTML_COMMENT_CLOSE = re.compile("-->")
 
@@ -156,7 +158,9 @@ def body_excerpt(body: bytes, limit: int = DETAIL_LIMIT) -> str:
     ("Unsupported method ('POST')")."""
     text = body.decode("utf-8", errors="replace")
     if _HTML_START.match(text):
-        text = _page_text(text[:_HTML_READ])
+        # A page whose words all lie in what is not shown (a script never closed, styles
+        # past the cut) is given as written: markup, not an empty detail.
+        text = _page_text(text[:_HTML_READ]).strip() or text
     return short(text, limit)
 
 

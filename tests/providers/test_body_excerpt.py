@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from providers.base import DETAIL_LIMIT, body_excerpt
+from providers.base import DETAIL_LIMIT, body_excerpt, short
 
 NGINX_502 = (
     b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
@@ -34,6 +34,9 @@ STATIC_501 = (
         (b"<html><p>A &amp; B &lt;ok&gt;</p></html>", "A & B <ok>"),
         # A block never closed hides the rest of the page, not the words before it.
         (b"<html><p>seen</p><script>var a = '</p>never", "seen"),
+        # A head left unclosed (HTML allows it) ends where the body starts.
+        (b"<html><head><title>502 Bad Gateway</title><BODY><h1>502 Bad Gateway</h1>nginx",
+         "502 Bad Gateway nginx"),
     ],
 )
 def test_an_html_page_is_given_as_its_words(body: bytes, said: str) -> None:
@@ -52,3 +55,12 @@ def test_a_page_of_unclosed_tags_is_cut_to_the_limit() -> None:
     # A run of `<` with no `>` is text, not a tag; the excerpt stays one bounded line.
     said = body_excerpt(b"<html>" + b"<" * 1_000_000)
     assert len(said) == DETAIL_LIMIT and said.startswith("<<<")
+
+
+@pytest.mark.parametrize(
+    "body", [b"<html><script>var words = 1", b"<html><style>" + b"p{}" * 30_000 + b"</style>x"]
+)
+def test_a_page_showing_no_words_is_given_as_written_not_empty(body: bytes) -> None:
+    """All its words unseen (a script never closed; styles past the part read): the detail
+    was empty, where the markup at least says what came back."""
+    assert body_excerpt(body) == short(body.decode()) != ""
