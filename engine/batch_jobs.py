@@ -82,6 +82,9 @@ class BatchJob:
     collected: bool = False
     #: Why the user abandoned the job (the provider's 404), once recorded; "" while not.
     abandoned: str = ""
+    #: Planned by a lane whose provider was a simulator inside its own process (`dutchbook
+    #: run`'s for `provider = "sim"` or a rehearsal without --sim-url), which ends with it.
+    simulated_in_process: bool = False
     #: What collecting wrote (lines answered, failed, absent), once collected.
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -140,6 +143,7 @@ class JobRecords:
         self._append({
             "event": PLANNED, "job_key": job.job_key, "model": job.model,
             "provider": job.provider, "requests": job.requests,
+            **({"simulated_in_process": True} if job.simulated_in_process else {}),
         })
 
     def uploaded(self, job: BatchJob, input_ref: str) -> None:
@@ -190,6 +194,7 @@ def fold_jobs(run_dir: Path | str) -> dict[str, BatchJob]:
                 job_key=key, model=str(record["model"]), provider=str(record["provider"]),
                 requests={str(k): int(v) for k, v in record["requests"].items()},
                 planned_at=str(record.get("at", "")),
+                simulated_in_process=record.get("simulated_in_process") is True,
             )
             continue
         job = jobs.get(key) if isinstance(key, str) else None

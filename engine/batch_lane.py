@@ -274,9 +274,11 @@ class BatchLane(LaneControl):
         #: Job ids or keys the user said to abandon if the provider answers 404 for them.
         self.abandon = abandon
         #: The provider is a simulator this process started: a job an earlier process
-        #: recorded was held by that process's simulator and ended with it, so a 404 for
-        #: one is abandoned unasked (a resumed rehearsal stopped on them, exit 4).
+        #: planned with a simulator inside itself ended with it, so a 404 for one is
+        #: abandoned unasked (a resumed rehearsal stopped on them, exit 4). Not one of an
+        #: external simulator (--sim-url), which may still hold it, nor one planned here.
         self.simulated_here = simulated_here
+        self._planned_here: set[str] = set()
         #: Jobs the provider answered 404 for, not abandoned: job key -> what it said.
         self.lost: dict[str, str] = {}
         #: Of those, jobs that ended and whose results the provider no longer has: their
@@ -548,7 +550,9 @@ class BatchLane(LaneControl):
         if clash:  # cannot happen by construction; never send a held request twice
             raise RuntimeError(f"requests already held by a live job: {sorted(clash)[:3]}")
         job = BatchJob(new_job_key(self.config.name), self.config.name, self.client.provider,
-                       requests, planned_at=datetime.now(UTC).isoformat())
+                       requests, planned_at=datetime.now(UTC).isoformat(),
+                       simulated_in_process=self.simulated_here)  # fmt: skip
+        self._planned_here.add(job.job_key)
         self.records.planned(job)
         self.jobs[job.job_key] = job
         self.held.update(requests)
@@ -676,9 +680,11 @@ class BatchLane(LaneControl):
         is asked under other credentials, account or region, where it may still run and be
         billed; asking its lines again on a guess could pay for them twice."""
         detail = self._redact(failure.detail)
-        if self.simulated_here:
+        gone = (self.simulated_here and job.simulated_in_process
+                and job.job_key not in self._planned_here)  # fmt: skip
+        if gone:
             detail = f"{GONE_WITH_SIMULATOR} ({detail})"
-        if {job.job_id, job.job_key} & self.abandon or self.simulated_here:
+        if {job.job_id, job.job_key} & self.abandon or gone:
             self.records.abandoned(job, detail)
             self.log.warning("batch_job_abandoned", model=self.config.name, job_key=job.job_key,
                              job_id=job.job_id, lines=len(job.requests), detail=detail)

@@ -121,12 +121,16 @@ async def test_jobs_of_a_simulator_that_ended_with_its_run_are_given_up_unasked(
     with it, and the next run's own simulator answers 404 for each: a resumed rehearsal
     stopped on them (exit 4), its way out a flag naming every job. Given up at once now,
     saying why, and their lines asked again; nothing is paid twice."""
+    here = frozenset({MODEL})
     fake = Forgetful(kill_at=("poll", 1, "before"))
-    plan, run_dir, rows = await _dispatched_until_killed(tmp_path, kit, fake, 100)
+    rows = kit.plan_rows(MODEL, 100)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    await _run(plan, run_dir, fake, batch_simulated_here=here)
     lost = _uncollected(run_dir)
     assert lost, "the kill left created jobs uncollected"
     fake.forget()  # the earlier run's simulator, gone with it
-    done = await _run(plan, run_dir, fake, batch_simulated_here=frozenset({MODEL}))
+    done = await _run(plan, run_dir, fake, batch_simulated_here=here)
     assert done.complete, done.lines()
     events = [r for r in read_record_lines(run_dir / JOBS_FILE) if r["event"] == ABANDONED]
     assert sorted(r["job_id"] for r in events) == sorted(lost)
@@ -140,6 +144,22 @@ async def test_jobs_of_a_simulator_that_ended_with_its_run_are_given_up_unasked(
     responses = scan_responses(run_dir, ["request_id"]).collect()["request_id"].to_list()
     assert sorted(responses) == sorted(r["request_id"] for r in rows)
     assert max(fake.answered.values()) == 1
+
+
+async def test_jobs_an_external_simulator_made_are_not_given_up_unasked(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Planned against a simulator in its own process (--sim-url), which may still hold them:
+    a resume on a simulator of its own leaves them to the user, as a real provider's."""
+    fake = Forgetful(kill_at=("poll", 1, "before"))
+    plan, run_dir, _ = await _dispatched_until_killed(tmp_path, kit, fake, 100)
+    lost = _uncollected(run_dir)
+    fake.forget()
+    stuck = await _run(plan, run_dir, fake, batch_simulated_here=frozenset({MODEL}))
+    lane = stuck.lanes[MODEL]
+    assert lane.state.value == "stopped" and "--abandon-batch-jobs" in lane.message
+    assert not [r for r in read_record_lines(run_dir / JOBS_FILE) if r["event"] == ABANDONED]
+    assert lost
 
 
 class OutputGone(Forgetful):

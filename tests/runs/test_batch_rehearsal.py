@@ -56,14 +56,17 @@ def test_a_sim_batch_run_stopped_with_jobs_out_resumes_to_the_end(tmp_path: Path
     command = [str(Path(sys.executable).with_name("dutchbook")), "run", str(spec), "--out",
                str(out)]  # fmt: skip
     env = {**os.environ, "DUTCHBOOK_BATCH_POLL_S": "0.2"}
-    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    # Its jobs take two minutes: none can be collected before the signal, however slow the
+    # machine (the resume's take the spec's 3 s).
+    slow = [*command, "--faults", "batch_seconds=120"]
+    first = subprocess.Popen(slow, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)  # fmt: skip
     jobs = out / "batches" / "jobs.jsonl"
     deadline = time.monotonic() + 60
     while not (jobs.is_file() and b'"created"' in jobs.read_bytes()):
         assert time.monotonic() < deadline and first.poll() is None, "no job was created"
         time.sleep(0.05)
-    first.send_signal(signal.SIGINT)  # a job out at the simulator, 3 s from done
+    first.send_signal(signal.SIGINT)  # a job out at the simulator
     said, _ = first.communicate(timeout=60)
     assert first.returncode == 130, said
     resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=90,
