@@ -65,7 +65,7 @@ _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 #: A number in scientific notation, its parts: what an exponent too large for `Decimal` (past
 #: about 10^18 digits) leaves to read.
-_SCIENTIFIC = re.compile(r"\s*([+-]?)(\d*)(?:\.(\d*))?[eE]([+-]?)\d+\s*")
+_SCIENTIFIC = re.compile(r"([+-]?)(\d+(?:\.\d*)?|\.\d+)[eE]([+-]?)\d+", re.ASCII)
 #: A magnitude below every float's, in `Decimal`'s reach: what such a number's is, exactly
 #: enough to place it in [0, 1] and to read as 0.0.
 _BELOW_EVERY_FLOAT = "1e-999999999"
@@ -82,8 +82,8 @@ def _decimal(token: str) -> Decimal:
         parts = _SCIENTIFIC.fullmatch(token)
         if parts is None:
             raise AnswerError("not_a_number", f"{_excerpt(token)} is not a number") from exc
-        sign, whole, fraction, exponent_sign = parts.groups()
-        if not (whole + (fraction or "")).strip("0"):
+        sign, mantissa, exponent_sign = parts.groups()
+        if not mantissa.replace(".", "").strip("0"):
             return Decimal(0)
         if exponent_sign == "-":
             return Decimal(f"{sign}{_BELOW_EVERY_FLOAT}")

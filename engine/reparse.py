@@ -532,8 +532,8 @@ def resume_refusal(
     `unlocked`: the caller reads the folder without its lock (the audit), so the last
     reparse may still be running (`_under_way`, where `unfinished_line` says nothing): then
     the words say it is running and what to do once it has finished, not to run it again.
-    `runs.pipeline` holds the lock: none is running, whatever the `run.pid` it wrote itself
-    says (a run started within the second of a reparse's begun line reads as its writer).
+    `runs.pipeline` holds the lock: none is running (and the ledger's lock it holds would
+    read as a reparse's, were it asked).
     `unfinished_said`: the caller has said `unfinished_line`, which names the reparse to run
     again (the audit's first note); the words then name no command it names, and say what
     is left once that reparse has run."""

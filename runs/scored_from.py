@@ -98,13 +98,14 @@ def stale_repairs(run_dir: Path) -> str | None:
     except (OSError, orjson.JSONDecodeError):
         return (
             f"{run_dir / REPAIRED_FROM} is damaged, so {run_dir / REPAIRED} cannot be matched "
-            f"to the answers: `dutchbook repair {run_dir}` writes both again"
+            f"to the answers: `{rerun_command(run_dir, 'repair')}` writes both again"
         )
     if _of_answers_now(run_dir, record):
         return None
     return (
         f"{run_dir / REPAIRED} was computed from answers the folder no longer holds as they "
-        f"were (a reparse or a resume since): `dutchbook repair {run_dir}` writes it again"
+        f"were (a reparse or a resume since): `{rerun_command(run_dir, 'repair')}` writes it "
+        "again"
     )
 
 
@@ -200,6 +201,23 @@ def untold_report(run_dir: Path) -> str | None:
     return None if isinstance(summary, dict) else "its summary.json is not the report's record"
 
 
+def rerun_command(run_dir: Path, command: str = "score") -> str:
+    """`dutchbook score DIR` (or `repair`) as advice, with `--spec` where the folder's own
+    spec names a `[data]` path relative to the spec the run was started with: the command
+    cannot resolve it from the frozen copy (`local.toml`'s families), and the advice led to
+    that refusal (`runs.commands.score._frozen` says the same when it refuses)."""
+    from runs.spec import SpecError, load_spec
+
+    try:
+        load_spec(run_dir / "spec.toml")
+    except SpecError as exc:
+        if exc.key.startswith("data."):
+            return f"dutchbook {command} {run_dir} --spec <the spec it was started with>"
+    except OSError:
+        pass  # the command says what it cannot read
+    return f"dutchbook {command} {run_dir}"
+
+
 def has_report(run_dir: Path) -> bool:
     """Whether the folder has a report at all: a `report/` folder with anything in it (a
     report is written beside it and moved in whole, so a stop while it is written leaves
@@ -234,6 +252,7 @@ __all__ = [
     "read_scored_from",
     "record_scored_from",
     "report_summary",
+    "rerun_command",
     "scores_digests",
     "stale_repairs",
     "stale_report",

@@ -52,18 +52,3 @@ def _require_run_folder(run_dir: Path) -> None:
     if (damaged := plan_damage_unless_written(run_dir)) is not None:
         fail(damaged)  # counts and coverage against a plan that is not the run's
 
-
-def score_command(run_dir: Path) -> str:
-    """`dutchbook score DIR` as advice, with `--spec` where the folder's own spec names a
-    `[data]` path relative to the spec the run was started with: `score` cannot resolve it
-    from the frozen copy (`local.toml`'s families), and the advice led to that refusal."""
-    from runs.spec import SpecError, load_spec
-
-    try:
-        load_spec(run_dir / "spec.toml")
-    except SpecError as exc:
-        if exc.key.startswith("data."):
-            return f"dutchbook score {run_dir} --spec <the spec it was started with>"
-    except OSError:
-        pass  # `score` says what it cannot read
-    return f"dutchbook score {run_dir}"

@@ -14,7 +14,7 @@ from engine.journal import JournalError
 from engine.ledger import LedgerBusy
 from engine.reparse import reparse as run_reparse
 from runs.commands._errors import disk_full_says, interrupt_says_rerun, path_given, user_errors
-from runs.commands._run_folder import require_run_folder, score_command
+from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
 from runs.output import print_text, stdout_console
 from runs.scored_from import (
@@ -22,6 +22,7 @@ from runs.scored_from import (
     SCORED_FROM,
     follow_reparse,
     read_scored_from,
+    rerun_command,
     stale_repairs,
     stale_scores,
 )
@@ -94,7 +95,7 @@ def reparse(
     elif changed and (run_dir / "scores.parquet").exists():
         console.print(
             f"the scores still read the answers before this re-parse: run "
-            f"`{score_command(run_dir)}`, then `dutchbook report {run_dir}`",
+            f"`{rerun_command(run_dir)}`, then `dutchbook report {run_dir}`",
             markup=False,
             soft_wrap=True,
         )

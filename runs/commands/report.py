@@ -21,11 +21,11 @@ from runs.commands._errors import (
     path_given,
     user_errors,
 )
-from runs.commands._run_folder import require_run_folder, score_command
+from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
 from runs.output import stdout_console
 from runs.plan_checksums import lost_plan
-from runs.scored_from import stale_repairs, stale_scores
+from runs.scored_from import rerun_command, stale_repairs, stale_scores
 
 
 def build_report(run_dir: Path, console: Console) -> Path:
@@ -68,7 +68,7 @@ def _refuse_lost_answers(run_dir: Path) -> None:
         run_dir,
         spec.parser,
         would="a report now would not match its answers",
-        then=f"`{score_command(run_dir)}`, then this command",
+        then=f"`{rerun_command(run_dir)}`, then this command",
     )
     if refusal is not None:
         fail(refusal)
@@ -100,7 +100,7 @@ def report(
             # line `score` would refuse is said first (`JournalError`), not `score` advised.
             _read_journal_whole(run_dir)
             fail(
-                f"{run_dir} has no scores.parquet yet: `{score_command(run_dir)}` scores the "
+                f"{run_dir} has no scores.parquet yet: `{rerun_command(run_dir)}` scores the "
                 "answers it holds, without a call (or run the campaign, or resume it, first)"
             )
         _refuse_lost_answers(run_dir)
@@ -111,7 +111,7 @@ def report(
         if stale is not None:
             # A reparse that did not finish is run again first: scoring now would score
             # answers whose parser no record names.
-            then = f"`{score_command(run_dir)}`"
+            then = f"`{rerun_command(run_dir)}`"
             fail(
                 f"{run_dir}: {stale}; {unfinished}, then {then}, then this command"
                 if unfinished

@@ -20,8 +20,9 @@ from engine.runlock import lock_held
 from engine.status import status as run_status
 from engine.unresolved import interrupted_note
 from runs.commands._errors import path_given, user_errors
-from runs.commands._run_folder import require_run_folder, score_command
+from runs.commands._run_folder import require_run_folder
 from runs.output import print_text, stdout_console
+from runs.scored_from import rerun_command
 
 _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow"}
 #: Lane states that a run which is not live left behind as its last word: a run that died
@@ -259,8 +260,8 @@ def _stale_scores(run_dir: Path, reparse_unfinished: bool) -> str | None:
     if why is None:
         return None
     return (
-        f"scores.parquet and report/ are out of date ({run_dir}: {why}): `dutchbook score "
-        f"{run_dir}`, then `dutchbook report {run_dir}`, write them again"
+        f"scores.parquet and report/ are out of date ({run_dir}: {why}): "
+        f"`{rerun_command(run_dir)}`, then `dutchbook report {run_dir}`, write them again"
     )
 
 
@@ -285,15 +286,15 @@ def _stale_report(run_dir: Path) -> str | None:
                 else "is damaged (its footer does not read):"
             )
             return (
-                f"{run_dir / name} {what} `{score_command(run_dir)}` writes it again, then "
+                f"{run_dir / name} {what} `{rerun_command(run_dir)}` writes it again, then "
                 f"`dutchbook report {run_dir}`"
             )
     if (run_dir / "scores.parquet").is_file() and not has_report(run_dir):
         # A run stopped while it wrote its report (it writes one however it ends) read as
-        # "finished" with no word that its report/ was never written.
+        # "finished" with no word that its report/ was never written; or `score` was run.
         return (
-            f"no report yet ({report_dir(run_dir)} is not written: the run stopped before it "
-            f"was): `dutchbook report {run_dir}` writes it"
+            f"no report of these scores yet ({report_dir(run_dir)} is not written): "
+            f"`dutchbook report {run_dir}` writes it"
         )
     if (why := untold_report(run_dir)) is not None:
         return (

@@ -71,7 +71,7 @@ def parser_said_otherwise(run_dir: Path, recorded: Mapping[str, Any]) -> str | N
     # The parser, not where it is said: a reparse back to the spec's parser left the same
     # answers, a report calling them the spec's no less true. A reparse unfinished now: its
     # own line (`engine.reparse.unfinished_line`) says what to do first, this one after it.
-    if said == parser or parser == "unknown":
+    if said == parser or parser in ("unknown", None):  # None: the frozen spec unread
         return None
     now = parser_words({"parser": parser, "parser_from": parser_from})
     return f"it says {parser_words(recorded)}, where now {now}"
@@ -168,8 +168,8 @@ def _dispatched_after(phases: list[dict[str, object]], when: datetime) -> bool:
 
 
 def _accepted_after(run_dir: Path, when: datetime) -> bool:
-    """Whether an answer the folder holds was accepted after `when` (a reparse's begun line,
-    to the second), so by a later run and its spec's parser: a resume after a reparse that
+    """Whether an answer the folder holds was accepted after `when` (the last reparse's
+    line, to the second), so by a later run and its spec's parser: a resume after a reparse that
     asked nothing ("0 answers accepted") made the report say two parsers had read answers
     all of one. The reparse's own answers keep their replies' times, all before it."""
     import polars as pl

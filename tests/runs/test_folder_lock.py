@@ -280,3 +280,10 @@ def test_report_advises_score_with_the_spec_where_the_folders_own_cannot_be_used
     scored = CliRunner().invoke(app, ["score", str(out), "--spec", str(spec)])
     assert scored.exit_code == 0, scored.output
     assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
+    # Every advice to score or repair (status's stale scores, a stale repair) is the same.
+    from runs.scored_from import rerun_command
+
+    for command in ("score", "repair"):
+        assert rerun_command(out, command) == (
+            f"dutchbook {command} {out} --spec <the spec it was started with>"
+        )

@@ -84,6 +84,23 @@ def test_a_report_naming_a_reparse_unfinished_that_finished_since_is_out_of_date
     assert _warnings(run_dir) == []
 
 
+def test_scores_with_no_report_are_said_with_the_command_that_writes_it(
+    tmp_path: Path,
+) -> None:
+    """A run stopped while it wrote its report (a stop there leaves none: it is moved in
+    whole), or `score` run by hand, read "finished" with no word of a report never written."""
+    import shutil
+
+    run_dir = _ran(tmp_path, "sim-coherent")
+    shutil.rmtree(run_dir / "report")
+    assert _warnings(run_dir) == [
+        f"no report of these scores yet ({run_dir / 'report'} is not written): `dutchbook "
+        f"report {run_dir}` writes it"
+    ]
+    assert CliRunner().invoke(app, ["report", str(run_dir)]).exit_code == 0
+    assert _warnings(run_dir) == []
+
+
 def test_a_damaged_scores_file_is_said_damaged_not_changed(tmp_path: Path) -> None:
     """Hashed, a truncated scores.parquet read as scores changed since the report, and
     `status` sent its user to `report`, which then failed on the same file."""
