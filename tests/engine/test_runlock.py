@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -120,20 +121,25 @@ def test_a_lock_let_go_during_the_grace_is_taken(
 ) -> None:
     monkeypatch.setattr(runlock, "LOCK_GRACE_S", LOADED_GRACE_S)
     holder = _holder(tmp_path, "none")  # the moment between pid cleared and lock freed
-    timer = threading.Timer(0.15, _end, args=(holder,))
-    timer.start()
-    try:
-        fd = acquire_lock(tmp_path, tmp_path)
-    finally:
-        timer.join()
+    fd = _acquired_while_held_until(tmp_path, lambda: _end(holder))
     write_pid(tmp_path)
     info = read_pid(tmp_path)
     assert info is not None and info["pid"] == os.getpid()
     release_lock(fd)
 
 
+def _acquired_while_held_until(folder: Path, let_go: Callable[[], None]) -> int:
+    """The lock of `folder` taken while another holder lets go 0.15 s later (`let_go`)."""
+    timer = threading.Timer(0.15, let_go)
+    timer.start()
+    try:
+        return acquire_lock(folder, folder)
+    finally:
+        timer.join()
+
+
 def test_a_readers_probe_at_the_instant_a_run_opens_its_ledger_is_waited_out(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`lock_held` takes the lock for an instant to look. A run that had written its pid file
     and then opened its ledger at that instant was told its own pid held the folder
@@ -141,8 +147,9 @@ def test_a_readers_probe_at_the_instant_a_run_opens_its_ledger_is_waited_out(
     holder, so the probe is waited out as a pid-less one is."""
     import fcntl
 
-    from engine.runlock import LOCK_FILE, acquire_lock, release_lock, write_pid
+    from engine.runlock import LOCK_FILE
 
+    monkeypatch.setattr(runlock, "LOCK_GRACE_S", LOADED_GRACE_S)
     write_pid(tmp_path)  # this process: the run, alive
     probe = os.open(tmp_path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(probe, fcntl.LOCK_SH)  # a `status` looking, at the worst moment
@@ -151,10 +158,4 @@ def test_a_readers_probe_at_the_instant_a_run_opens_its_ledger_is_waited_out(
         fcntl.flock(probe, fcntl.LOCK_UN)
         os.close(probe)
 
-    ends = threading.Timer(0.15, looked)
-    ends.start()
-    try:
-        fd = acquire_lock(tmp_path, tmp_path)
-    finally:
-        ends.join()
-    release_lock(fd)
+    release_lock(_acquired_while_held_until(tmp_path, looked))
