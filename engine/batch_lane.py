@@ -509,8 +509,10 @@ class BatchLane(LaneControl):
                      f"{plural(self.limits.min_lines, 'line')} per batch job"),
             )
             return
-        # Stopped, not done: it read "done, 0/42 done" with every query unasked.
-        self.stats.state = LaneState.STOPPED
+        # Stopped, not done: it read "done, 0/42 done" with every query unasked. Not when
+        # jobs are lost: their stop line, which names the way out, is said at the end.
+        if not self.lost:
+            self.stats.state = LaneState.STOPPED
         self.stats.say(
             f"{plural(waiting, 'query', 'queries')} {'waits' if waiting == 1 else 'wait'}: "
             f"fewer than {self.client.provider}'s minimum of "

@@ -160,7 +160,8 @@ def body_excerpt(body: bytes, limit: int = DETAIL_LIMIT) -> str:
     if _HTML_START.match(text):
         # A page whose words all lie in what is not shown (a script never closed, styles
         # past the cut) is given as written: markup, not an empty detail.
-        text = _page_text(text[:_HTML_READ]).strip() or text
+        page = text[:_HTML_READ]
+        text = _page_text(page).strip() or page
     return short(text, limit)
 
 

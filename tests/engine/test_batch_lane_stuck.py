@@ -146,11 +146,45 @@ async def test_jobs_of_a_simulator_that_ended_with_its_run_are_given_up_unasked(
     assert max(fake.answered.values()) == 1
 
 
+async def test_lost_jobs_beside_a_leftover_below_the_floor_still_say_the_way_out(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """A lane whose leftover waits below the provider's smallest job ended "stopped" with the
+    leftover's words, and the lost jobs' stop line, naming --abandon-batch-jobs, was lost."""
+    fake = Forgetful(kill_at=("poll", 1, "before"))
+    plan, run_dir, _ = await _dispatched_until_killed(tmp_path, kit, fake, 100)
+    lost = _uncollected(run_dir)
+    assert lost
+    fake.forget()
+    fake.limits_ = replace(fake.limits_, min_lines=25)  # what is left cannot make a job
+    stuck = await _run(plan, run_dir, fake)
+    lane = stuck.lanes[MODEL]
+    assert lane.state.value == "stopped"
+    assert f"--abandon-batch-jobs {','.join(sorted(lost))}" in lane.message, lane.message
+
+
+async def test_a_job_this_process_planned_is_not_given_up_unasked(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Its own simulator answering 404 for a job this very process planned is no simulator
+    that ended with an earlier run: left to the user, as any other 404."""
+    fake = Forgetful()
+    fake.on_call = lambda method: fake.forget() if method == "poll" else None
+    rows = kit.plan_rows(MODEL, 30)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    stuck = await _run(plan, run_dir, fake, batch_simulated_here=frozenset({MODEL}))
+    lane = stuck.lanes[MODEL]
+    assert lane.state.value == "stopped" and "--abandon-batch-jobs" in lane.message
+    assert not [r for r in read_record_lines(run_dir / JOBS_FILE) if r["event"] == ABANDONED]
+
+
 async def test_jobs_an_external_simulator_made_are_not_given_up_unasked(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
-    """Planned against a simulator in its own process (--sim-url), which may still hold them:
-    a resume on a simulator of its own leaves them to the user, as a real provider's."""
+    """Planned against a simulator running as a separate process (--sim-url), which may
+    still hold them: a resume on a simulator of its own leaves them to the user, as a real
+    provider's."""
     fake = Forgetful(kill_at=("poll", 1, "before"))
     plan, run_dir, _ = await _dispatched_until_killed(tmp_path, kit, fake, 100)
     lost = _uncollected(run_dir)

@@ -159,3 +159,20 @@ def test_a_readers_probe_at_the_instant_a_run_opens_its_ledger_is_waited_out(
         os.close(probe)
 
     release_lock(_acquired_while_held_until(tmp_path, looked))
+
+
+def test_a_reader_looking_is_no_writer_to_another_reader(tmp_path: Path) -> None:
+    """`lock_held` looks with a shared lock: two `status` at once each saw the other's look
+    as a writer at work (a false "another command is writing"); a writer is still seen."""
+    import fcntl
+
+    from engine.runlock import LOCK_FILE, lock_held
+
+    looking = os.open(tmp_path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(looking, fcntl.LOCK_SH)  # the other reader, looking now
+        assert not lock_held(tmp_path)
+        fcntl.flock(looking, fcntl.LOCK_EX)  # a writer
+        assert lock_held(tmp_path)
+    finally:
+        os.close(looking)
