@@ -74,7 +74,6 @@ from engine.runlock import (
     LedgerBusy,
     acquire_lock,
     clear_pid,
-    died_record,
     names_this_process,
     read_pid,
     release_lock,
@@ -151,8 +150,7 @@ class Ledger:
     """The one writer of a run's journal and shards (see the module docstring)."""
 
     def __init__(
-        self, run_dir: Path | str, *, fsync: bool = False, pid_file: bool = True,
-        keep_died: bool = False,
+        self, run_dir: Path | str, *, fsync: bool = False, pid_file: bool = True
     ) -> None:
         """Open (creating if needed) and recover a run's ledger; same as `Ledger.open`."""
         self.run_dir = Path(run_dir)
@@ -165,8 +163,6 @@ class Ledger:
         self._lock_fd: int | None = None
         #: Whether this ledger wrote the pid file, and so clears it at close (`_start`).
         self._clears_pid = False
-        #: A dead run's pid file, put back at close (`keep_died`), else None.
-        self._died: bytes | None = None
         self._writer: JournalWriter | None = None
         self._carried = 0
         self._segment_id = 0
@@ -189,28 +185,26 @@ class Ledger:
         self.interrupted_batch = 0
         #: Set when a write failed for want of space; every lane stops starting attempts.
         self.disk_full: DiskFull | None = None
-        self._start(pid_file, keep_died)
+        self._start(pid_file)
 
     @classmethod
     def open(
-        cls, run_dir: Path | str, *, fsync: bool = False, pid_file: bool = True,
-        keep_died: bool = False,
+        cls, run_dir: Path | str, *, fsync: bool = False, pid_file: bool = True
     ) -> Ledger:
-        """Open (creating if needed) and recover a run's ledger; writes `run.pid` unless told not.
-        `keep_died`: a pid file naming a run that died is put back at close, not cleared (a
-        reparse is not that run's resume: the folder still reads "died" after it).
+        """Open (creating if needed) and recover a run's ledger; writes `run.pid` unless told not
+        (`pid_file=False`, the reparse's: a command that is no run writes none, so a dead run's
+        pid file stays as it was).
 
         Raises `LedgerBusy` if another live process has it open.
         """
-        return cls(run_dir, fsync=fsync, pid_file=pid_file, keep_died=keep_died)
+        return cls(run_dir, fsync=fsync, pid_file=pid_file)
 
     # -- lifecycle --------------------------------------------------------------------
 
-    def _start(self, pid_file: bool, keep_died: bool) -> None:
+    def _start(self, pid_file: bool) -> None:
         for directory in (self._journal_dir, self._attempts_dir, self._responses_dir):
             directory.mkdir(parents=True, exist_ok=True)
         self._lock_fd = acquire_lock(self.run_dir, self._journal_dir)
-        self._died = died_record(self.run_dir) if keep_died else None
         # A pid file naming this process already is its caller's (`dutchbook run` writes one
         # with the folder's lock and holds both through scoring and the report): the ledger
         # leaves it for that caller to clear, so the run still reads as live after dispatch.
@@ -231,7 +225,7 @@ class Ledger:
         """Clear the pid file if this ledger wrote it, then let go of the lock (in that order:
         the lock's next holder writes its own)."""
         if self._clears_pid:
-            clear_pid(self.run_dir, put_back=self._died)
+            clear_pid(self.run_dir)
         if self._lock_fd is not None:
             release_lock(self._lock_fd)
             self._lock_fd = None

@@ -105,22 +105,13 @@ def write_pid(run_dir: Path | str) -> None:
 def read_pid(run_dir: Path | str) -> dict[str, Any] | None:
     """The pid file's contents plus `alive: bool`, or None if no run ever wrote one."""
     try:
-        return _read_pid(Path(run_dir) / PID_FILE)[0]
-    except FileNotFoundError:
+        info = orjson.loads((Path(run_dir) / PID_FILE).read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):  # none, or no record
         return None
-
-
-def _read_pid(path: Path) -> tuple[dict[str, Any] | None, bytes]:
-    """`read_pid`'s contents (None if not a record) and the bytes they were read from."""
-    raw = path.read_bytes()
-    try:
-        info = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None, raw
     if not isinstance(info, dict):
-        return None, raw
+        return None
     info["alive"] = _pid_alive(info)
-    return info, raw
+    return info
 
 
 def names_this_process(info: dict[str, Any] | None) -> bool:
@@ -128,24 +119,10 @@ def names_this_process(info: dict[str, Any] | None) -> bool:
     return info is not None and info.get("pid") == os.getpid() and bool(info.get("alive"))
 
 
-def clear_pid(run_dir: Path | str, put_back: bytes | None = None) -> None:
-    """Remove the pid file if it is ours (a clean exit), or put `put_back` there instead (a
-    dead run's own, `died_record`)."""
+def clear_pid(run_dir: Path | str) -> None:
+    """Remove the pid file if it is ours (a clean exit)."""
     if names_this_process(read_pid(run_dir)):
-        if put_back is not None:
-            write_bytes_atomic(Path(run_dir) / PID_FILE, put_back, sync=False)
-        else:
-            (Path(run_dir) / PID_FILE).unlink(missing_ok=True)
-
-
-def died_record(run_dir: Path | str) -> bytes | None:
-    """The pid file as written, when it names a writer that died without closing (`status`
-    reads "died" by it), else None."""
-    try:
-        info, raw = _read_pid(Path(run_dir) / PID_FILE)
-    except FileNotFoundError:
-        return None
-    return None if info is None or info["alive"] else raw
+        (Path(run_dir) / PID_FILE).unlink(missing_ok=True)
 
 
 def _pid_alive(info: dict[str, Any]) -> bool:

@@ -126,16 +126,15 @@ _HTML_READ = 1 << 16
 #: What a page shows no reader: its head (the title repeats the heading), scripts, styles
 #: and comments, each up to its close.
 _HTML_UNSEEN = re.compile(r"<(head|script|style)[\s>]|<!--", re.IGNORECASE)
-#: A tag; `[^<>]` so that a run of unclosed `<` costs one pass, not its length squared.
-_HTML_TAG = re.compile(r"<[^<>]*>")
-
-
+#: Where each of those ends.
 _HTML_CLOSE = {
     # A head may be left unclosed (HTML allows it): its body's start ends it too.
     "head": re.compile(r"</head\s*>|(?=<body[\s>])", re.IGNORECASE),
     **{tag: re.compile(rf"</{tag}\s*>", re.IGNORECASE) for tag in ("script", "style")},
 }
 _HTML_COMMENT_CLOSE = re.compile("-->")
+#: A tag; `[^<>]` so that a run of unclosed `<` costs one pass, not its length squared.
+_HTML_TAG = re.compile(r"<[^<>]*>")
 
 
 def _page_text(page: str) -> str:

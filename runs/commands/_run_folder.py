@@ -51,4 +51,3 @@ def _require_run_folder(run_dir: Path) -> None:
         fail(damaged)  # a FIFO among its files: the read would never end
     if (damaged := plan_damage_unless_written(run_dir)) is not None:
         fail(damaged)  # counts and coverage against a plan that is not the run's
-

@@ -176,7 +176,7 @@ def _accepted_after(run_dir: Path, when: datetime) -> bool:
 
     from engine.scan import scan_responses
 
-    after = when + timedelta(seconds=1)  # the begun line's time is cut to the second
+    after = when + timedelta(seconds=1)  # the reparse line's time is cut to the second
     found = scan_responses(run_dir, ["accepted_at"]).filter(pl.col("accepted_at") > after)
     return found.head(1).collect().height > 0
 
