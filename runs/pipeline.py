@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from engine.batch_jobs import fold_jobs
+from engine.batch_jobs import JOBS_FILE, fold_jobs
+from engine.batch_lost import lost_jobs, lost_jobs_line, record_given_up
 from engine.console_lines import plural
 from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import (
@@ -233,6 +234,9 @@ def check_abandon(run_dir: Path, names: Iterable[str]) -> frozenset[str]:
         return wanted
     jobs = fold_jobs(run_dir) if run_dir.is_dir() else {}
     known = {name for job in jobs.values() if job.live for name in (job.job_id, job.job_key)}
+    if run_dir.is_dir():  # a job whose records were lost is given up by the same flag
+        with _damage_named(run_dir):
+            known.update(name for job in lost_jobs(run_dir) for name in job.names())
     strangers = sorted(wanted - known)
     if strangers:
         raise RunError(
@@ -635,6 +639,27 @@ async def _campaign(
         release_lock(lock_fd)
 
 
+def _check_lost_jobs(
+    spec: CampaignSpec, run_dir: Path, abandon: frozenset[str], console: Console
+) -> None:
+    """Refuse to go on while a batch job created at a provider is missing from the jobs file
+    (`engine.batch_lost`): its requests would be bought again. Jobs the user named to
+    `--abandon-batch-jobs` are written down as given up, and their requests asked again."""
+    if not any(entry.dispatch == "batch" for entry in spec.models) or not run_dir.is_dir():
+        return
+    lost = lost_jobs(run_dir)
+    unnamed = [job for job in lost if not abandon & set(job.names())]
+    if unnamed:
+        raise RunError(f"{lost_jobs_line(run_dir, unnamed)}; nothing was sent")
+    if lost:
+        record_given_up(run_dir, lost, abandon)
+        console.print(
+            f"gave up {plural(len(lost), 'batch job')} whose records were lost from "
+            f"{run_dir / JOBS_FILE}: their requests are asked again",
+            soft_wrap=True,
+        )
+
+
 def take_folder_lock(run_dir: Path) -> int:
     """The folder's lock (`run_dir/.lock`), held from before anything is written to the end.
 
@@ -670,6 +695,8 @@ async def _run_locked(
 ) -> CampaignResult:
     """The campaign once this process holds the folder: design, plan, dispatch, score, report."""
     console, clock = options.console, options.clock
+    with _damage_named(run_dir):
+        _check_lost_jobs(spec, run_dir, options.abandon_batch_jobs, console)
     plan_path = _design_and_plan(
         spec, run_dir, units, plan_summary, to_save, staged, options.rehearse, console
     )

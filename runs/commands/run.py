@@ -99,8 +99,9 @@ def run(
             "--abandon-batch-jobs",
             metavar="IDS",
             help="batch jobs of this run folder (comma-separated ids) to give up if their "
-            "provider answers 404 (not found) for them: their queries are asked again, which "
-            "pays twice if the jobs still run under other credentials, account or region",
+            "provider answers 404 (not found) for them, or whose records were lost from "
+            "batches/jobs.jsonl: their queries are asked again, which pays twice if the jobs "
+            "still run (under other credentials, account or region)",
         ),
     ] = None,
 ) -> None:

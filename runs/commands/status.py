@@ -13,6 +13,7 @@ from rich.text import Text
 
 from engine.audit import REJECTED_ON_REPARSE
 from engine.batch_jobs import AtProvider
+from engine.batch_lost import LostJob, lost_jobs, lost_jobs_line
 from engine.console_lines import duration, held_text, plural
 from engine.console_tables import print_whole
 from engine.journal import JournalError
@@ -212,6 +213,10 @@ def status(
             summary["warnings"].append(repairs)
         if summary["state"] != "live" and (lost := lost_plan(run_dir)):
             summary["warnings"].append(lost)
+        lost_jobs = _lost_jobs(run_dir) if summary["state"] != "live" else []
+        summary["lost_batch_jobs"] = [job.job_key for job in lost_jobs]  # additive
+        if lost_jobs:
+            summary["warnings"].append(lost_jobs_line(run_dir, lost_jobs))
         # Answers lost from responses/: the reparse their warning names comes first, and
         # `score` refuses until then (this line sent the user to it).
         if summary["state"] != "live" and not summary.get("answers_missing") and (
@@ -237,6 +242,19 @@ BUSY_NOTE = (
     "another dutchbook command (a reparse, score, repair or report) is writing this folder "
     "now: what follows is as of now, and a warning below may be of the work it is doing"
 )
+
+
+def _lost_jobs(run_dir: Path) -> list[LostJob]:
+    """Batch jobs created at a provider that `batches/jobs.jsonl` no longer knows
+    (`engine.batch_lost`), which stop the next run until they are given up."""
+    import polars as pl
+
+    from runs.audit import spec_batches
+
+    try:
+        return lost_jobs(run_dir) if spec_batches(run_dir) else []
+    except pl.exceptions.PolarsError:  # a damaged shard: not this line's to say
+        return []
 
 
 def _stale_scores(run_dir: Path, reparse_unfinished: bool) -> str | None:

@@ -1,0 +1,92 @@
+"""A batch run whose `batches/jobs.jsonl` was lost: a job the engine's log says was created,
+which the ledger does not hold every line of, stops the resume before anything is sent (its
+requests would be bought again); `--abandon-batch-jobs` naming it gives it up."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+
+import orjson
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from engine.batch_jobs import JOBS_FILE
+from engine.batch_lost import ENGINE_LOG
+from engine.scan import scan_attempts
+from runs.cli import app
+from runs.pipeline import RunError, run_campaign
+
+SPEC = (
+    'name = "b"\nseed = 7\nparser = "lenient"\nsim_faults = "batch_seconds=0"\n'
+    '[data]\nstock_days = 2\n[[models]]\nname = "simb"\nprovider = "sim"\n'
+    'model = "sim-coherent"\ndispatch = "batch"\nbatch_max_lines = 5\n'
+    '[[arms]]\nname = "baseline"\n'
+)
+
+
+def _run(spec: Path, out: Path, abandon: tuple[str, ...] = ()) -> str:
+    console = Console(file=io.StringIO(), width=400)
+    result = asyncio.run(run_campaign(spec, out, console=console, progress=False,
+                                      abandon_batch_jobs=abandon))
+    assert result.summary is not None and result.summary.complete
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert isinstance(text, str)
+    return text
+
+
+def _status(out: Path) -> dict[str, object]:
+    shown = CliRunner().invoke(app, ["status", str(out), "--json"])
+    assert shown.exit_code == 0, shown.output
+    summary = orjson.loads(shown.stdout)
+    assert isinstance(summary, dict)
+    return summary
+
+
+def _status_warnings(out: Path) -> list[str]:
+    warnings = _status(out)["warnings"]
+    assert isinstance(warnings, list)
+    return warnings
+
+
+def _attempts(out: Path) -> int:
+    return scan_attempts(out, ["request_id"]).collect().height
+
+
+@pytest.mark.timeout(120)
+def test_a_lost_jobs_file_stops_the_resume_until_its_jobs_are_given_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DUTCHBOOK_BATCH_POLL_S", "0.05")
+    spec, out = tmp_path / "spec.toml", tmp_path / "out"
+    spec.write_text(SPEC, encoding="utf-8")
+    _run(spec, out)
+    asked = _attempts(out)
+    # Every job collected in full, then its records lost: nothing of it is at the provider.
+    (out / JOBS_FILE).unlink()
+    assert "gave up" not in _run(spec, out)
+    assert _attempts(out) == asked
+
+    # A job created (the log says) whose lines the ledger does not hold.
+    with (out / ENGINE_LOG).open("ab") as log:
+        log.write(orjson.dumps({"event": "batch_job_created", "model": "simb",
+                                "job_key": "db-simb-lost", "job_id": "job-lost",
+                                "lines": 4}) + b"\n")
+    with pytest.raises(RunError) as refused:
+        _run(spec, out)
+    said = str(refused.value)
+    assert "1 batch job created at the provider" in said and "db-simb-lost" in said
+    assert "pay for them twice" in said and said.endswith("nothing was sent")
+    assert _attempts(out) == asked
+    with pytest.raises(RunError, match="db-simb-typo is not a batch job"):
+        _run(spec, out, ("db-simb-typo",))
+    assert any("db-simb-lost" in line for line in _status_warnings(out))
+    assert _status(out)["lost_batch_jobs"] == ["db-simb-lost"]
+
+    said = _run(spec, out, ("job-lost",))
+    assert "gave up 1 batch job whose records were lost" in said
+    assert "gave up" not in _run(spec, out)  # written down: said once
+    assert not any("db-simb-lost" in line for line in _status_warnings(out))
+    assert _status(out)["lost_batch_jobs"] == []
