@@ -229,7 +229,13 @@ def check_abandon(run_dir: Path, names: Iterable[str]) -> frozenset[str]:
     """The batch jobs `--abandon-batch-jobs` names (comma-separated ids or keys), each one a
     job of this folder not yet collected: a typo must not pass silently while the job it
     meant stays stuck, nor name a job of another folder."""
+    names = list(names)
     wanted = frozenset(n.strip() for name in names for n in name.split(",") if n.strip())
+    if names and not wanted:  # `--abandon-batch-jobs ""`: a key meant, none given
+        raise RunError(
+            "--abandon-batch-jobs names no job (give the ids or keys, comma-separated, that "
+            "the run's last stop line names); nothing was sent"
+        )
     if not wanted:
         return wanted
     jobs = fold_jobs(run_dir) if run_dir.is_dir() else {}

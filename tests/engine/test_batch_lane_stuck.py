@@ -304,6 +304,9 @@ def test_abandon_names_only_this_folders_live_jobs(tmp_path: Path, kit: type[Kit
     assert check_abandon(run_dir, []) == frozenset()
     with pytest.raises(RunError, match="--abandon-batch-jobs: batch_typo is not a batch job"):
         check_abandon(run_dir, [f"{job.job_id},batch_typo"])
+    for empty in ([""], [" , ", ""]):  # a key meant and none given: not accepted silently
+        with pytest.raises(RunError, match="--abandon-batch-jobs names no job"):
+            check_abandon(run_dir, empty)
 
 
 async def test_jobs_that_always_fail_stop_the_lane_in_the_providers_words(
