@@ -344,6 +344,8 @@ class BatchLane(LaneControl):
         )  # fmt: skip
         try:
             await self._drive(queue, live_queue)
+        except DiskFull as exc:  # a job's first record (`planned`) found no room
+            self._out_of_room(exc)
         finally:
             if live_task is not None:
                 live_queue.put_nowait(None)
@@ -588,7 +590,10 @@ class BatchLane(LaneControl):
             if again:  # asked again: their prompts are read back from the plan
                 await asyncio.to_thread(self._restore_prompts, again)
             return again
-        except (_Halted, DiskFull):
+        except _Halted:
+            return []
+        except DiskFull as exc:  # a step of the jobs file found no room: the job stays live
+            self._out_of_room(exc)
             return []
         finally:
             if job.job_key in self._downloading:
@@ -597,6 +602,17 @@ class BatchLane(LaneControl):
             self._unreserve(job)
             self.stats.in_flight -= len(job.requests)
             self.stats.jobs_in_flight -= 1
+
+    def _out_of_room(self, exc: DiskFull) -> None:
+        """A write of the jobs file found the disk full: said as the ledger's own would be, so
+        that every lane stops starting work (`halted`) and the run ends as disk full. This
+        lane read "done" beside it, or "internal error" when the first step of a job failed."""
+        if self.ledger.disk_full is None:
+            self.ledger.disk_full = exc
+        self.log.error("disk_full", model=self.config.name, detail=str(exc), echo=False)
+        if self.stats.state not in HALTED:
+            self.stats.state = LaneState.STOPPED
+            self.stats.say(str(self.ledger.disk_full))
 
     def _unreserve(self, job: BatchJob) -> None:
         """A job this run reserved for left the lane uncollected: free its room (a resume

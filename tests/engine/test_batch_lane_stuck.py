@@ -385,3 +385,33 @@ async def test_a_lost_job_stops_a_lane_with_a_live_fallback_too(
     assert lane.state.value == "stopped", summary.lines()
     assert f"--abandon-batch-jobs {','.join(lost)} " in lane.message
     assert summary.unaccepted == len(held)  # the rest went live or into a new job
+
+
+@pytest.mark.parametrize("full_at", ["planned", "created", "collected"])
+async def test_a_full_disk_under_the_jobs_file_stops_the_lane_as_disk_full(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch, full_at: str
+) -> None:
+    """A step of the jobs file that finds no room stops the lane, said as the disk being
+    full, and the run with it (exit 6): the lane read "done" beside the disk-full exit."""
+    import errno
+
+    import engine.batch_jobs
+    import engine.durable
+
+    real = engine.durable.append_record_line_durably
+    calls: dict[str, int] = {}
+
+    def append(path: Path, record: dict[str, Any]) -> None:
+        calls[record["event"]] = calls.get(record["event"], 0) + 1
+        if record["event"] == full_at and calls[full_at] == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, record)
+
+    monkeypatch.setattr(engine.batch_jobs, "append_record_line_durably", append)
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 100))  # 3 jobs
+    summary = await _run(plan, tmp_path / "run", FakeBatch())
+    lane = summary.lanes[MODEL]
+    assert summary.disk_full is not None and "disk full" in summary.disk_full
+    assert lane.state.value == "stopped", (lane.state, lane.message)
+    assert "disk full" in lane.message and JOBS_FILE.name in lane.message
+    assert not summary.complete
