@@ -7,6 +7,7 @@ because a campaign should fail before its first paid request, not after.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import math
 from collections.abc import Sequence
@@ -267,8 +268,9 @@ def sample_stock_days(
     unbounded: the paper's August 15 to December 23, 2025); draw a pool of `pool_size` of
     them uniformly without replacement (all of them if fewer); pick `n / 2` dates uniformly
     among the pool's dates that have at least two stocks; on each date draw two of the pool's
-    stocks uniformly. Deterministic per seed. Ordered by date, the two stocks of a date in the
-    order drawn. `NoStockDay` when no date has two stocks to draw, `TooFewDates` when fewer
+    stocks uniformly (among those whose shown dates line up, `_aligned`: all of them on a
+    table without gaps). Deterministic per seed. Ordered by date, the two stocks of a date in
+    the order drawn. `NoStockDay` when no date has two stocks to draw, `TooFewDates` when fewer
     than `n / 2` have.
     """
     if n <= 0 or n % 2:
@@ -288,10 +290,11 @@ def sample_stock_days(
         pool = eligible
     per_date = pool.group_by("date", maintain_order=True).agg(pl.col("asset"))
     per_date = per_date.filter(pl.col("asset").list.len() >= 2).sort("date")
+    per_date = _aligned(returns, per_date)
     if per_date.height == 0:  # asking for fewer would not help: the data lacks pairs
         raise NoStockDay(
-            f"no date has two stocks with {HISTORY_DAYS} prior and {FUTURE_DAYS_REQUIRED} later "
-            f"trading days{need}"
+            f"no date has two stocks with the same {HISTORY_DAYS} prior and "
+            f"{FUTURE_DAYS_REQUIRED} later trading days{need}"
         )
     n_dates = n // 2
     if per_date.height < n_dates:
@@ -310,6 +313,41 @@ def sample_stock_days(
         for k in rng.choice(len(assets), size=2, replace=False).tolist():
             out.append(stock_day(returns, assets[k], date, heads.get((date, assets[k]))))
     return out
+
+
+def _aligned(returns: pl.DataFrame, per_date: pl.DataFrame) -> pl.DataFrame:
+    """`per_date` (a date, its stocks in the pool) with each date's stocks narrowed to those
+    whose 60 prior and kept later dates are the same, and dates left with fewer than two
+    dropped. A two-asset prompt shows the sixty aligned dates and asks of "the same next
+    trading day": two stocks drawn with a day missing from one of them stopped the whole plan
+    (a table with a return dropped here and there, as one without missing values must be).
+    The largest such group is kept (on a tie, the one holding the first stock by name), so on
+    a table without gaps every stock of a date stays and the draw is as it always was."""
+    wanted = set(per_date["asset"].explode().to_list())
+    dates_of: dict[str, list[dt.date]] = {
+        asset: dates
+        for asset, dates in returns.filter(pl.col("asset").is_in(list(wanted)))
+        .group_by("asset")
+        .agg(pl.col("date").sort())
+        .iter_rows()
+    }
+    kept_dates: list[dt.date] = []
+    kept_assets: list[list[str]] = []
+    for date, assets in per_date.iter_rows():
+        groups: dict[tuple[dt.date, ...], list[str]] = {}
+        for asset in sorted(assets):
+            dates = dates_of[asset]
+            i = bisect.bisect_left(dates, date)
+            span = tuple(dates[i - HISTORY_DAYS + 1 : i + 1 + FUTURE_DAYS_KEPT])
+            groups.setdefault(span, []).append(asset)
+        largest = max(groups.values(), key=len)  # the first of the longest: ties by name
+        if len(largest) >= 2:
+            kept_dates.append(date)
+            kept_assets.append(largest)
+    return pl.DataFrame(
+        {"date": kept_dates, "asset": kept_assets},
+        schema={"date": per_date.schema["date"], "asset": per_date.schema["asset"]},
+    )
 
 
 def _window_text(window: AnchorWindow) -> str:

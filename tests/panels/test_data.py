@@ -27,6 +27,7 @@ from panels.data import (
     sample_stock_days,
     stock_day,
 )
+from panels.prompts import two_asset_history_block
 
 
 @pytest.fixture(scope="module")
@@ -248,6 +249,30 @@ def test_stock_day_contents_match_the_table(embedded: pl.DataFrame) -> None:
         assert sd.future_dates == tuple(dates[i + 1 : i + 5])
         assert sd.name and sd.ticker == sd.asset
         assert sd.id == f"{sd.date.isoformat()}:{sd.asset}"
+
+
+def test_the_two_stocks_of_a_date_share_every_shown_date() -> None:
+    """A table with a return missing here and there (a loader refuses missing values, so a
+    user drops such rows): the two stocks drawn for a date have the same 60 prior and kept
+    later dates, or the date is not drawn. One stock's gap in the window stopped the whole
+    plan (`plan`: "the two assets' 60 prior dates differ"; `run`: a traceback)."""
+    full = _synthetic(130, ("X", "Y", "Z"), seed=3)
+    dates = sorted(full["date"].unique().to_list())
+    gap = dates[70]  # inside the window of every anchor date from index 66 to 129
+    table = full.filter(~((pl.col("asset") == "Y") & (pl.col("date") == gap)))
+    days = sample_stock_days(table, 60, seed=1, pool_size=1_000)
+    for a, b in zip(days[::2], days[1::2], strict=True):
+        assert a.date == b.date
+        assert a.history_dates == b.history_dates and a.future_dates == b.future_dates
+    assert {d.asset for d in days if dates[66] <= d.date} == {"X", "Z"}
+    for pair in sample_date_pairs(days):
+        two_asset_history_block(pair)  # renders: the dates line up
+    # Y alone beside X, with the gap: the dates it spans cannot be paired.
+    lone = table.filter(pl.col("asset") != "Z")
+    assert {d.date for d in sample_stock_days(lone, 2 * 7, seed=2)} <= set(dates[59:66])
+    only_gapped = lone.filter(pl.col("date") >= dates[11])  # every anchor date spans the gap
+    with pytest.raises(NoStockDay, match="two stocks with the same 60 prior and 5 later"):
+        sample_stock_days(only_gapped, 2, seed=0)
 
 
 def test_eligibility_boundary_60_prior_5_later() -> None:
