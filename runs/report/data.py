@@ -159,13 +159,18 @@ def native_scores(scores: pl.DataFrame) -> pl.DataFrame:
 
 #: Single-set arms keep their name; for the others each kind of set is its own report row,
 #: since a day's marginals, a whole horizon panel or a linked set are not comparable units.
+def _over_assets() -> pl.Expr:
+    """Whether a linked or dispersed set is over two assets (`linked/A/B0`), not two days."""
+    return pl.col("set").str.split("/").list.get(1, null_on_oob=True).is_in(["A", "B"])
+
+
 SET_LABEL = (
     pl.when(pl.col("set").is_in(["h1", "family"]))
     .then(pl.col("arm"))
     .when(pl.col("arm").is_in(["linked", "dispersed"]))
     .then(
         pl.col("arm")
-        + pl.when(pl.col("set").str.split("/").list.get(1).is_in(["A", "B"]))
+        + pl.when(_over_assets())
         .then(pl.lit(" (assets)"))
         .otherwise(pl.lit(" (days)"))
     )
@@ -216,10 +221,14 @@ def pair_unit() -> pl.Expr:
     """The `unit` column with both orders of a two-asset date pair made one unit for the sets
     of both assets ("full", "marginals"): the paper asks each pair twice, the roles swapped,
     "and average[s] the resulting arbitrage profits" (section 4.3, footnote 2), so its counts
-    of sets above a threshold are of pairs. A referee saw 6 units for 3 date pairs. One
-    asset's marginals ("A", "B") stay by order: each is that asset's own set, paired with its
-    baseline day (`matched_stock_day`)."""
-    both = (pl.col("arm") == "two-asset") & pl.col("set").is_in(_WITHIN_ARM_SETS)
+    of sets above a threshold are of pairs. A referee saw 6 units for 3 date pairs. The
+    linked and dispersed sets over two assets (`linked/A/B0`, read from the same two-asset
+    answers) are pairs alike: a later referee found "linked (assets)" counting 4 units where
+    "two-asset full" counted 2. One asset's marginals ("A", "B") stay by order: each is that
+    asset's own set, paired with its baseline day (`matched_stock_day`)."""
+    both = ((pl.col("arm") == "two-asset") & pl.col("set").is_in(_WITHIN_ARM_SETS)) | (
+        pl.col("arm").is_in(["linked", "dispersed"]) & _over_assets()
+    )
     date, assets = _date_and_assets()
     pair = pl.concat_str(date, pl.lit(":"), assets.list.sort().list.join("+"))
     return pl.when(both).then(pair).otherwise(pl.col("unit")).alias("unit")

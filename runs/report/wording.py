@@ -133,8 +133,9 @@ def reading_guide(labels: Iterable[str]) -> list[str]:
     units = []
     if stock:
         units.append("a stock-day on the stock-return arms (the return bins asked about one "
-                     "stock from one day, over the days after it on the horizon arms; both "
-                     "stocks of one date on the two-asset, linked and dispersed arms)")
+                     "stock from one day, over the days after it on the horizon arms and the "
+                     "linked and dispersed sets over two days; both stocks of one date on the "
+                     "two-asset arm and the linked and dispersed sets over two assets)")
     if family:
         units.append("a question family on the family arms")
     sentences = [

@@ -863,6 +863,27 @@ def test_both_orders_of_a_date_pair_are_one_unit(tmp_path: Path) -> None:
     assert cell(summary, "m", "two-asset A")["units"] == 4  # one asset's own set, by order
 
 
+def test_linked_sets_over_two_assets_are_units_of_date_pairs(tmp_path: Path) -> None:
+    """Read from the same two-asset answers, the linked and dispersed sets over two assets
+    are pairs as "two-asset full" is: a referee found "linked (assets)" counting 4 units for
+    2 date pairs. Those over two days stay one stock-day each."""
+    rows = []
+    for date, profits in {"2018-01-02": (0.004, 0.006), "2018-01-03": (0.0, 0.002)}.items():
+        for (a, b), profit in zip((("AAA", "BBB"), ("BBB", "AAA")), profits, strict=True):
+            pair = f"{date}:{a}+{b}"
+            rows.append(row("m", "linked", pair, 0, profit, set_="linked/A/B0"))
+            rows.append(row("m", "linked", pair, 0, profit + 0.002, set_="linked/B/B1"))
+            rows.append(row("m", "dispersed", pair, 0, profit / 2, set_="dispersed/A/s0"))
+            rows.append(row("m", "linked", f"{date}:{a}", 0, profit, set_="linked/d1/c0o1/B2sB3s"))
+    summary, _ = report(tmp_path, frame(rows))
+    assets = cell(summary, "m", "linked (assets)")
+    assert assets["units"] == 2 and assets["profit"]["mean"] == pytest.approx(0.004)
+    # the pairs average 0.006 and 0.002: each at least 0.001, one at least 0.005
+    assert assets["at_least"]["0.005"]["units"] == 1
+    assert cell(summary, "m", "dispersed (assets)")["units"] == 2
+    assert cell(summary, "m", "linked (days)")["units"] == 4
+
+
 def test_one_scored_model_has_no_pairs_to_count(tmp_path: Path) -> None:
     """A tester: leaderboard.txt said "profit None of 0, Brier None of 0" and report.md
     "1 scored models ... — of 0" when one model was scored."""
