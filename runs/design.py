@@ -140,6 +140,13 @@ def fingerprint(spec: CampaignSpec) -> dict[str, Any]:
     return {"dutchbook": installed_version() or "unknown", "files": files}
 
 
+def file_sha256(label: str, path: Path) -> str:
+    """The SHA-256 `design.json` records of an input file labelled `label`, read as a plan
+    reads it (`_sha256`): a FIFO or a folder in a file's place is refused (`FamilyError` or
+    `DataError`, both `ValueError`s), never opened."""
+    return _sha256(label, path)
+
+
 def _sha256(label: str, path: Path) -> str:
     """The file's SHA-256, read without waiting: a FIFO among the family files, or as the
     returns (`score --spec`, a resume: hashed before they are read), was opened and waited

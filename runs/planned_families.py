@@ -45,35 +45,70 @@ def family_info(run_dir: Path) -> dict[str, FamilyInfo]:
     return {fid: FamilyInfo(str(f.shape), bool(f.control)) for fid, f in loaded.items()}
 
 
-def _recorded_families(run_dir: Path) -> dict[str, Family] | None:
-    """The families of the files `design.json` records (a shipped one no longer where it was
-    recorded, from this dutchbook's copy); None when it records none, or cannot be read."""
-    from panels.families import FAMILIES_DIR, FamilyError, load_family
+def _recorded_files(run_dir: Path) -> list[tuple[str, str, list[Path]]] | None:
+    """(label, recorded SHA-256, places to read it from) of each family file `design.json`
+    records: its recorded path, then, for a shipped one, this dutchbook's copy; None when it
+    records none, or cannot be read."""
+    from panels.families import FAMILIES_DIR
     from runs.design import DESIGN_FILE, SHIPPED_FAMILIES, DesignChanged, recorded_design
 
     try:
         files = recorded_design(run_dir / DESIGN_FILE).get("files", {})
     except DesignChanged:
         return None
-    recorded = [
-        (label, str(entry["path"])) for label, entry in files.items()
-        if label.startswith("families")
-    ]  # fmt: skip
-    if not recorded:
-        return None
-    found: dict[str, Family] = {}
-    for label, path in recorded:
-        places = [Path(path)]
+    recorded = []
+    for label, entry in files.items():
+        if not label.startswith("families"):
+            continue
+        places = [Path(str(entry["path"]))]
         if label.startswith(f"{SHIPPED_FAMILIES}/"):
             places.append(FAMILIES_DIR / Path(label).name)
+        recorded.append((label, str(entry["sha256"]), places))
+    return recorded or None
+
+
+def _recorded_families(run_dir: Path) -> dict[str, Family] | None:
+    """The families of the files `design.json` records (`_recorded_files`); None when it
+    records none, or cannot be read. A place that is no regular file is passed over unopened
+    (a FIFO put there hung `dutchbook report` for good)."""
+    from panels.families import FamilyError, load_family, refuse_a_pipe
+
+    recorded = _recorded_files(run_dir)
+    if recorded is None:
+        return None
+    found: dict[str, Family] = {}
+    for _, _, places in recorded:
         for place in places:
             try:
+                refuse_a_pipe(place)
                 family = load_family(place)
             except FamilyError:
                 continue
             found[family.id] = family
             break
     return found
+
+
+def changed_family_files(run_dir: Path) -> list[str]:
+    """One phrase per family file `design.json` records that is not as it was when the run
+    was planned: the report reads each family's shape and control flag from the file as it is
+    now, and a file edited since moved families between figure 6's shapes, or between an
+    arm's future families and its controls, without a word."""
+    from runs.design import file_sha256
+
+    phrases = []
+    for label, sha256, places in _recorded_files(run_dir) or []:
+        for place in places:
+            try:
+                now = file_sha256(label, place)
+            except (ValueError, OSError):  # gone, unreadable, or no regular file
+                continue
+            if now != sha256:
+                phrases.append(f"{label} ({place}) changed")
+            break
+        else:
+            phrases.append(f"{label} ({places[0]}) cannot be read")
+    return phrases
 
 
 def _spec_families(run_dir: Path) -> dict[str, Family]:

@@ -79,6 +79,7 @@ def report(
 ) -> None:
     """Write a run's report (summary, leaderboard, figures, report/index.html) from its folder."""
     from engine.reparse import unfinished_line
+    from runs.planned_families import changed_family_files
     from runs.spec import SpecError
 
     require_run_folder(run_dir)
@@ -118,6 +119,12 @@ def report(
                 else f"{run_dir}: {stale}; run {then} first, then this command"
             )
         page = build_report(run_dir, console)
+    if changed := changed_family_files(run_dir):
+        console.print(
+            f"note: {run_dir} was planned from other family files: {'; '.join(changed)}; the "
+            "report reads each family's shape and control flag as its file is now",
+            style="yellow", highlight=False, markup=False, soft_wrap=True,
+        )  # fmt: skip
     if unfinished:  # the page says "an unknown parser"; this says what to do
         console.print(f"warning: {unfinished}", style="yellow", highlight=False, markup=False,
                       soft_wrap=True)

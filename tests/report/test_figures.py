@@ -337,6 +337,39 @@ def test_families_are_known_from_the_files_the_run_was_planned_with(tmp_path: Pa
     assert len(info) == 2  # the user's and the shipped one recorded, none else
 
 
+def test_a_family_file_changed_since_planning_is_said_and_a_fifo_never_opened(
+    tmp_path: Path,
+) -> None:
+    """`report` read a family file edited after the run (a family made a control, another
+    given a new shape) without a word, and hung for good on one made a FIFO."""
+    import hashlib
+    import os
+
+    from runs.planned_families import changed_family_files
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    dice, other = mine / "dice.toml", mine / "other.toml"
+    dice.write_text(USERS_FAMILY, encoding="utf-8")
+    other.write_text(USERS_FAMILY.replace("two-dice-negation", "other"), encoding="utf-8")
+    run = tmp_path / "run"
+    run.mkdir()
+    files = {
+        f"families/{p.name}": {"path": str(p), "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+        for p in (dice, other)
+    }
+    (run / "design.json").write_bytes(orjson.dumps({"dutchbook": "0", "files": files}))
+    assert changed_family_files(run) == []
+    dice.write_text(USERS_FAMILY.replace('shape = "deadline"', 'shape = "story"'), "utf-8")
+    other.unlink()
+    os.mkfifo(other)
+    assert changed_family_files(run) == [
+        f"families/dice.toml ({dice}) changed", f"families/other.toml ({other}) cannot be read"
+    ]
+    info = family_info(run)  # returns at once: the FIFO is passed over, never opened
+    assert info == {"two-dice-negation": FamilyInfo("story", False)}
+
+
 def test_linked_minus_dispersed_is_paired_on_units() -> None:
     rows = []
     for unit, (linked, dispersed) in {"d1:X": (0.3, 0.1), "d2:X": (0.5, 0.2)}.items():
