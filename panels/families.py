@@ -301,6 +301,54 @@ def check_well_posed(families: Iterable[Family]) -> None:
         _refuse_trivial(family, file, impossible=True)
         _refuse_trivial(family, file, impossible=False)
         _refuse_one_text_two_events(family, file)
+        _refuse_unshaped(family, file)
+
+
+#: What each shape's formulas must make true of its statements, over the family's worlds, so
+#: that the benchmark's rule for it (family-benchmark.md's table) binds the answers.
+SHAPE_NEEDS = {
+    "negation": "two statements, one true in exactly the worlds where the other is false",
+    "threshold": "of any two statements, one true only where the other is (a higher threshold "
+    "holds only where a lower one does)",
+    "deadline": "of any two statements, one true only where the other is (an earlier deadline "
+    "is met only where a later one is)",
+    "partition": "exactly one statement true in every possible world",
+    "conjunction": "a statement true only where another is, but not everywhere that one is "
+    '("A and B" beside A, or A beside "A or B")',
+    "story": "a statement true only where another is, but not everywhere that one is (the "
+    "story with a detail added)",
+}
+
+
+def _refuse_unshaped(family: Family, file: str) -> None:
+    """Refuse a family whose formulas do not tie its statements as its shape says: a
+    "negation" whose second formula is `b` where `not a` was meant has no rule binding the
+    two answers, so every model reads coherent on it whatever it answers."""
+    if not _has_shape(family.shape, np.asarray(family.panel().incidence, dtype=bool)):
+        raise FamilyError(
+            file,
+            f"family {family.id!r} is of shape {family.shape!r}, but its formulas do not make "
+            f"it one: that needs {SHAPE_NEEDS[family.shape]}; without it the shape's rule does "
+            "not bind the answers, and any answers could read coherent; correct the formulas "
+            "or the shape",
+        )
+
+
+def _has_shape(shape: str, truth: np.ndarray) -> bool:
+    """Whether statements with these truth rows (statement x world) have `shape`'s ties."""
+    rows = [row.tobytes() for row in truth]
+    pairs = [(i, j) for i in range(len(rows)) for j in range(len(rows)) if i != j]
+    if shape == "partition":
+        return bool(np.all(truth.sum(axis=0) == 1))
+    if shape == "negation":
+        return any(bytes(a ^ 1 for a in rows[i]) == rows[j] for i, j in pairs)
+    if shape in ("threshold", "deadline"):  # a chain: each pair nested one way or the other
+        return all(
+            not (truth[i] & ~truth[j]).any() or not (truth[j] & ~truth[i]).any() for i, j in pairs
+        )
+    # story and conjunction: one statement strictly implies another (a conjunction family
+    # need not ask both of its parts: "A", "A and B", "A or B" ties its answers as well)
+    return any(not (truth[i] & ~truth[j]).any() and rows[i] != rows[j] for i, j in pairs)
 
 
 #: For a statement that holds in no world and one that holds in every world: how the refusal

@@ -13,6 +13,7 @@ import pytest
 
 from panels.families import (
     FAMILIES_DIR,
+    SHAPE_NEEDS,
     FamilyError,
     check_one_form,
     check_well_posed,
@@ -388,6 +389,8 @@ def test_one_text_for_two_events_is_refused(tmp_path: Path) -> None:
     )
     same = PARTITION.replace('text = "Y wins."', 'text = "X wins."').replace(
         'formula = "y"', 'formula = "x and not y"')  # the same worlds as "x", given one winner
+    same = same.replace('shape = "partition"', 'shape = "threshold"').replace(
+        'formula = "other"', 'formula = "x or y"')  # x twice is no partition: a chain then
     check_well_posed([load_family(_write(tmp_path, same, "same.toml"))])
 
 
@@ -420,3 +423,66 @@ def test_an_exact_integer_past_a_float_is_refused_in_one_line(sign: str) -> None
     assert str(caught.value) == (
         f"f.toml: statement 'both': 'exact' = {sign}100000000000... (401 digits) is outside [0, 1]"
     )
+
+
+
+TWO = """
+id = "pair"
+title = "Two statements"
+shape = "{shape}"
+variables = ["a", "b"]
+constraints = [{constraints}]
+
+[[statements]]
+id = "first"
+text = "The first thing happens."
+formula = "a"
+
+[[statements]]
+id = "second"
+text = "The second thing happens."
+formula = "{second}"
+"""
+#: A conjunction's third statement: the "and" or "or" of the first two, or neither.
+THIRD = '\n[[statements]]\nid = "third"\ntext = "A third thing happens."\nformula = "{}"\n'
+
+
+@pytest.mark.parametrize(
+    ("shape", "untied", "tied"),
+    [
+        # the hostile pass's: "b" where "not a" was meant read coherent at 0.9 and 0.9
+        ("negation", ("", "b", None), ("", "not a", None)),
+        ("threshold", ("", "b", None), ('"b -> a"', "b", None)),
+        ("deadline", ("", "b", None), ('"a -> b"', "b", None)),
+        ("story", ("", "b", None), ("", "a and b", None)),
+        ("partition", ("", "b", None), ('"exactly_one(a, b)"', "b", None)),
+        ("conjunction", ("", "b", "(a and not b) or (b and not a)"), ("", "b", "a or b")),
+    ],
+)
+def test_a_family_whose_formulas_lack_its_shapes_tie_is_refused(
+    tmp_path: Path,
+    shape: str,
+    untied: tuple[str, str, str | None],
+    tied: tuple[str, str, str | None],
+) -> None:
+    """No rule binds answers the formulas do not tie: every model read coherent on such a
+    family whatever it answered (a "negation" of `a` and `b`; a "partition" without
+    `exactly_one`)."""
+
+    def text(constraints: str, second: str, third: str | None) -> str:
+        body = TWO.format(shape=shape, constraints=constraints, second=second)
+        return body + (THIRD.format(third) if third is not None else "")
+
+    refused = _write(tmp_path, text(*untied), "untied.toml")
+    with pytest.raises(FamilyError) as caught:
+        check_well_posed([load_family(refused)])
+    said = str(caught.value)
+    assert said.startswith(f"{refused}: family 'pair' is of shape {shape!r}, but its formulas")
+    assert SHAPE_NEEDS[shape] in said and "correct the formulas or the shape" in said
+    check_well_posed([load_family(_write(tmp_path, text(*tied), "tied.toml"))])
+
+
+def test_every_shipped_family_has_its_shapes_tie() -> None:
+    families = load_families()
+    assert {f.shape for f in families.values()} == set(SHAPE_NEEDS)
+    check_well_posed(families.values())
