@@ -75,13 +75,21 @@ def has_control(text: str) -> bool:
     return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029" for c in text)
 
 
+#: Dashes drawn as a hyphen-minus in a table's font (U+2011, the non-breaking hyphen, is
+#: U+2010 once compatibility-composed).
+_HYPHENS = str.maketrans(dict.fromkeys("\u2010\u2012\u2013\u2212", "-"))
+
+
 def composed(text: str) -> str:
-    """`text` in Unicode's composed form (NFC), which a new design's names and ids are
-    compared in (`runs.spec.check_one_form`, `panels.families.check_one_form`): "café" written
-    with U+00E9, or with "e" and U+0301 COMBINING ACUTE ACCENT, is one text drawn alike in
-    every table and figure, but two strings, so two models (or statements) so named ran as
-    two under headings no reader could tell apart."""
-    return unicodedata.normalize("NFC", text)
+    """`text` as a reader sees it, which a new design's names and ids are compared in
+    (`runs.spec.check_one_form`, `panels.families.check_one_form`): Unicode's compatibility
+    composition (NFKC) with hyphen-like dashes made "-". "café" written with U+00E9, or with
+    "e" and U+0301 COMBINING ACUTE ACCENT, is one text drawn alike in every table and figure,
+    but two strings, so two models (or statements) so named ran as two under headings no
+    reader could tell apart; so were "q 1" and "q" + U+00A0 NO-BREAK SPACE + "1", "q-1" and
+    "q" + U+2011 + "1", and "q1" and a fullwidth "q１", which plain composition (NFC) let
+    through."""
+    return unicodedata.normalize("NFKC", text).translate(_HYPHENS)
 
 
 _T = TypeVar("_T")

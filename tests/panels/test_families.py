@@ -154,6 +154,22 @@ def test_one_statement_id_in_two_unicode_forms_is_a_duplicate(tmp_path: Path) ->
     assert "duplicate statement id, written 'caf\\xe9' and 'cafe\\u0301'" in message
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("q 1", "q\\u00a01"), ("q-1", "q\\u20111"), ("q-1", "q\\u22121"), ("q1", "q\\uff11")],
+)
+def test_statement_ids_drawn_alike_are_a_duplicate(
+    tmp_path: Path, first: str, second: str
+) -> None:
+    """A hostile tester's pairs, each drawn alike in a table: a no-break space for a space, a
+    non-breaking hyphen or a minus sign for a hyphen, a fullwidth digit. Composition alone
+    (NFC) took each as two ids."""
+    text = GOOD.format(id="coins").replace('id = "first"', f'id = "{first}"', 1)
+    path = _write(tmp_path, text.replace('id = "both"', f'id = "{second}"', 1))
+    with pytest.raises(FamilyError, match="duplicate statement id, written"):
+        check_one_form([load_family(path)])
+
+
 def test_one_family_id_in_two_unicode_forms_is_used_once(tmp_path: Path) -> None:
     _write(tmp_path, GOOD.format(id="caf\\u00e9"), "a.toml")
     _write(tmp_path, GOOD.format(id="cafe\\u0301"), "b.toml")
