@@ -25,6 +25,7 @@ File format (one family per file)::
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -268,7 +269,8 @@ def family_from_mapping(raw: Mapping[str, Any], file: str = "<family>") -> Famil
 
 
 def check_well_posed(families: Iterable[Family]) -> None:
-    """Refuse a control with no `exact` value, and a statement that holds in no possible world
+    """Refuse a control with no `exact` value, a statement's text holding a control character,
+    and a statement that holds in no possible world
     (a model would be charged for any probability above 0: the author's typo), unless a
     control states it on purpose with `exact = 0`. For a design about to be frozen (a new run
     folder, `dutchbook plan`), as `check_one_form`: earlier builds ran such families, and a
@@ -298,6 +300,15 @@ def check_well_posed(families: Iterable[Family]) -> None:
                 "'exact': a control's statements carry their known probabilities; add them, "
                 "or set control = false",
             )
+        for statement in family.statements:
+            if has_control(statement.text):
+                raise FamilyError(
+                    file,
+                    "'text' must be one line without control characters: it is asked after its "
+                    "label in the joint prompt, where a line break could start a question of "
+                    "its own (\"Q02: ...\") and an escape sequence reaches a terminal",
+                    statement.id,
+                )
         _refuse_trivial(family, file, impossible=True)
         _refuse_trivial(family, file, impossible=False)
         _refuse_one_text_two_events(family, file)
@@ -495,13 +506,30 @@ def refuse_a_pipe(path: Path, mode: int | None = None) -> None:
         raise FamilyError(str(path), f"is {kind}, not a family file; move it out of the folder")
 
 
+def family_files(directory: Path) -> list[Path]:
+    """A folder's family files: its `*.toml` entries in name order, hidden ones left out (an
+    editor's lock `.#a.toml`, a dangling link, and macOS's `._a.toml` stopped the whole
+    campaign as "no such file" and "not valid TOML"); none from a folder that is not there (a
+    run folder's recorded design, moved to another machine, is compared file by file);
+    `FamilyError` when a folder there cannot be listed (it read as holding no family file)."""
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as error:
+        raise FamilyError(str(directory), f"cannot read ({error.strerror or error})") from None
+    return [directory / name for name in sorted(names)
+            if name.endswith(".toml") and not name.startswith(".")]  # fmt: skip
+
+
 def load_families(directory: str | Path = FAMILIES_DIR) -> dict[str, Family]:
-    """Every `*.toml` family in a directory, keyed by family id, in file-name order."""
+    """Every family file of a directory (`family_files`), keyed by family id, in file-name
+    order."""
     directory = Path(directory)
     if not directory.is_dir():
         raise FamilyError(str(directory), "not a directory")
     families: dict[str, Family] = {}
-    for path in sorted(directory.glob("*.toml")):
+    for path in family_files(directory):
         refuse_a_pipe(path)
         family = load_family(path)
         if family.id in families:  # as written: see `check_one_form` for two Unicode forms

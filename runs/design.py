@@ -112,7 +112,7 @@ def input_files(spec: CampaignSpec) -> Iterator[tuple[str, Path]]:
     """(label, path) of every file the plan is built from, labels stable across machines."""
     from panels.arms import ARMS
     from panels.data import EMBEDDED_RETURNS
-    from panels.families import FAMILIES_DIR
+    from panels.families import FAMILIES_DIR, family_files
 
     kinds = {ARMS[entry.name].unit_kind for entry in spec.arms if entry.name in ARMS}
     if kinds & {"stock-day", "date-pair"}:
@@ -123,7 +123,7 @@ def input_files(spec: CampaignSpec) -> Iterator[tuple[str, Path]]:
     if "family" in kinds:
         folder = spec.data.families
         prefix = "families" if folder else SHIPPED_FAMILIES
-        for path in sorted((folder or FAMILIES_DIR).glob("*.toml")):
+        for path in family_files(folder or FAMILIES_DIR):
             yield f"{prefix}/{path.name}", path
 
 
