@@ -500,6 +500,11 @@ def resume_line(held: AtProvider, refused: str | None = None, capped: bool = Fal
         )
     if not held:
         return f"{again} asks only the unanswered requests"
+    if held.simulator_jobs == held.jobs:  # nothing holds their answers any more
+        return (
+            f"{again} asks only the unanswered requests, those of the {held.counted()} left "
+            "with the simulator of the run that planned them among them"
+        )
     return (
         f"{again} collects the {held.phrase()}, without asking their queries again, and asks "
         "only the other unanswered requests"

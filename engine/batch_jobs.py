@@ -273,18 +273,32 @@ class AtProvider:
     #: Of `jobs`, those uploaded with no job id on file: a stop (or a kill) before the create,
     #: or a kill before its reply was recorded. A resume finds each, or creates it.
     uncreated_jobs: int = 0
+    #: Of `jobs`, those a simulator inside the run that planned them held
+    #: (`BatchJob.simulated_in_process`): it ended with that run, and a resume asks their
+    #: queries again (they were said "still at the provider").
+    simulator_jobs: int = 0
 
     def __bool__(self) -> bool:
         return self.jobs > 0
+
+    def counted(self) -> str:
+        """`3 batch jobs (28 queries)`."""
+        return f"{plural(self.jobs, 'batch job')} ({plural(self.queries, 'query', 'queries')})"
 
     def phrase(self) -> str:
         """`3 batch jobs (28 queries) still at the provider`, and how many of them have no
         job id on file: these were said "still at the provider" when none may have been
         created there, and a resume creates them."""
-        held = (
-            f"{plural(self.jobs, 'batch job')} ({plural(self.queries, 'query', 'queries')}) "
-            "still at the provider"
-        )
+        counted = self.counted()
+        if self.jobs and self.simulator_jobs == self.jobs:
+            return (
+                f"{counted} left with the simulator of the run that planned them, which ended "
+                "with it (a resume asks their queries again)"
+            )
+        held = f"{counted} still at the provider"
+        if self.simulator_jobs:
+            held += (f", {self.simulator_jobs:,} of them left with the simulator of the run "
+                     "that planned them, which ended with it (a resume asks their queries again)")
         if not self.uncreated_jobs:
             return held
         which = "all" if self.uncreated_jobs == self.jobs else f"{self.uncreated_jobs:,} of them"
@@ -326,8 +340,11 @@ def at_provider(
         if job.live and not job.abandoned and job.input_ref is not None
     ]  # fmt: skip
     uncreated = sum(job.job_id is None for job in live)
+    simulated = sum(job.simulated_in_process for job in live)
     if attempts is None or not live:
-        return AtProvider(len(live), sum(len(job.requests) for job in live), uncreated)
+        return AtProvider(
+            len(live), sum(len(job.requests) for job in live), uncreated, simulated
+        )
     ids = [rid for job in live for rid in job.requests]
     recorded: dict[str, dict[int, str]] = {}
     for rid, number, outcome in (
@@ -342,7 +359,7 @@ def at_provider(
         for job in live
         for rid, attempt in job.requests.items()
     )
-    return AtProvider(len(live), left, uncreated)
+    return AtProvider(len(live), left, uncreated, simulated)
 
 
 def jobs_summary(

@@ -766,17 +766,23 @@ class BatchLane(LaneControl):
 
     def _say_open_jobs(self) -> None:
         """A halted lane's line says how many of its jobs are still at the provider: they
-        may still run and be billed, and only a resume collects their answers."""
+        may still run and be billed, and only a resume collects their answers. Those of a
+        simulator inside this run end with it, and a resume asks their queries again."""
         open_jobs = sum(
             1 for job in self.jobs.values()
             if job.live and job.job_id is not None and job.job_key not in self.lost
         )
-        if open_jobs and self.stats.state in HALTED:
-            tail = (f"; {plural(open_jobs, 'batch job')} not yet collected from the provider "
-                    "(they may still run and be billed; running the same command again "
-                    "collects them)")
-            self.stats.message += tail
-            self.stats.reason += tail
+        if not open_jobs or self.stats.state not in HALTED:
+            return
+        jobs = plural(open_jobs, "batch job")
+        if self.simulated_here:
+            tail = (f"; {jobs} not yet collected, held by the simulator inside this run, which "
+                    "ends with it (running the same command again asks their queries again)")
+        else:
+            tail = (f"; {jobs} not yet collected from the provider (they may still run and be "
+                    "billed; running the same command again collects them)")
+        self.stats.message += tail
+        self.stats.reason += tail
 
     async def _create(self, job: BatchJob) -> JobState:
         """The job's id: `find` first (a crash may have lost a create's reply), else create,

@@ -99,3 +99,29 @@ def test_lines_at_the_provider_follow_the_collections_rule() -> None:
     assert at_provider({"c": created}).phrase() == "1 batch job (1 query) still at the provider"
     assert line_recorded(2, {1: "timeout", 2: "interrupted", 3: "provider_error"}) == 3
     assert line_recorded(2, {1: "ok"}) == 1 and line_recorded(2, {1: "timeout"}) is None
+
+
+def test_jobs_a_simulator_inside_its_run_held_are_not_said_at_the_provider() -> None:
+    """After a stop, `status`, the audit and the next step said the jobs of `provider =
+    "sim"` (or a rehearsal without --sim-url) were "still at the provider" and would be
+    collected; that simulator ended with its run, and a resume asks their queries again."""
+    from engine.audit import resume_line
+    from engine.batch_jobs import AtProvider, BatchJob, at_provider
+
+    gone = BatchJob("s", "m", "sim", {"h": 1, "i": 1}, input_ref="file-3", job_id="batch-3",
+                    simulated_in_process=True)  # fmt: skip
+    held = at_provider({"s": gone})
+    assert held == AtProvider(1, 2, 0, simulator_jobs=1)
+    assert held.phrase() == (
+        "1 batch job (2 queries) left with the simulator of the run that planned them, which "
+        "ended with it (a resume asks their queries again)"
+    )
+    assert resume_line(held) == (
+        "Running the same command again asks only the unanswered requests, those of the 1 "
+        "batch job (2 queries) left with the simulator of the run that planned them among them"
+    )
+    created = BatchJob("c", "m", "groq", {"h": 1}, input_ref="file-2", job_id="batch-1")
+    assert at_provider({"s": gone, "c": created}).phrase() == (
+        "2 batch jobs (3 queries) still at the provider, 1 of them left with the simulator of "
+        "the run that planned them, which ended with it (a resume asks their queries again)"
+    )

@@ -32,6 +32,11 @@ MODEL = "fake-batch"
 AT_PROVIDER = "2 batch jobs (60 queries) still at the provider"
 
 
+def held(jobs: int, queries: int) -> dict[str, int]:
+    """`batch_at_provider` of jobs a provider holds, every one created (none a simulator's)."""
+    return {"jobs": jobs, "queries": queries, "uncreated_jobs": 0, "simulator_jobs": 0}
+
+
 async def _run(plan: Path, run_dir: Path, fake: FakeBatch) -> None:
     await dispatch(
         plan, run_dir, {MODEL: ModelConfig(name=MODEL, provider="sim", model="m",
@@ -54,7 +59,7 @@ async def test_jobs_at_the_provider_are_said_not_started_nowhere(
     await _run(plan, run_dir, fake)
     summary = status(run_dir)
     assert (summary["state"], summary["attempts"]) == ("stopped", 0)
-    assert summary["batch_at_provider"] == {"jobs": 2, "queries": 60, "uncreated_jobs": 0}
+    assert summary["batch_at_provider"] == held(2, 60)
     out = StringIO()
     render(summary, Console(file=out, width=300))
     text = out.getvalue()
@@ -63,14 +68,14 @@ async def test_jobs_at_the_provider_are_said_not_started_nowhere(
     assert summary["sentence"] == said and "every attempt was accepted" not in text
     report = audit(run_dir)
     assert report.sentence == said
-    assert report.to_dict()["batch_at_provider"] == {"jobs": 2, "queries": 60, "uncreated_jobs": 0}
+    assert report.to_dict()["batch_at_provider"] == held(2, 60)
     assert (
         f"Running the same command again collects the {AT_PROVIDER}, without asking their "
         "queries again, and asks only the other unanswered requests." in report.notes()
     )
     await _run(plan, run_dir, fake)  # the resume collects them: nothing is at the provider
     done = status(run_dir)
-    nothing = {"jobs": 0, "queries": 0, "uncreated_jobs": 0}
+    nothing = held(0, 0)
     assert (done["state"], done["batch_at_provider"]) == ("finished", nothing)
     assert AT_PROVIDER not in done["sentence"] and AT_PROVIDER not in audit(run_dir).sentence
     assert max(fake.ran.values()) == 1
@@ -98,10 +103,10 @@ async def test_a_job_killed_mid_collection_is_said_as_it_stands(
     monkeypatch.setattr(batch_lane, "settle", settle)
     summary = status(run_dir)
     assert (summary["accepted"], summary["interrupted_unrecorded"]) == (7, 1)
-    assert summary["batch_at_provider"] == {"jobs": 1, "queries": 13, "uncreated_jobs": 0}
+    assert summary["batch_at_provider"] == held(1, 13)
     assert summary["sentence"].endswith("; 1 batch job (13 queries) still at the provider.")
     report = audit(run_dir)
-    assert report.to_dict()["batch_at_provider"] == {"jobs": 1, "queries": 13, "uncreated_jobs": 0}
+    assert report.to_dict()["batch_at_provider"] == held(1, 13)
     note = (
         "1 batch line was being recorded from its job's results when the run died: counted "
         "as an interrupted attempt, as the next run of this folder records it; its answer is "
@@ -117,5 +122,5 @@ async def test_a_job_killed_mid_collection_is_said_as_it_stands(
         pl.col("outcome") == "interrupted")
     assert torn.rows() == [(shown["request_id"], "interrupted", shown["detail"])]
     assert shown["detail"].startswith("interrupted: batch job job-1's line")
-    assert status(run_dir)["batch_at_provider"] == {"jobs": 0, "queries": 0, "uncreated_jobs": 0}
+    assert status(run_dir)["batch_at_provider"] == held(0, 0)
     assert max(fake.ran.values()) == 1

@@ -69,6 +69,11 @@ def test_a_sim_batch_run_stopped_with_jobs_out_resumes_to_the_end(tmp_path: Path
     first.send_signal(signal.SIGINT)  # a job out at the simulator
     said, _ = first.communicate(timeout=60)
     assert first.returncode == 130, said
+    assert "held by the simulator inside this run, which ends with it" in said
+    stopped = subprocess.run([command[0], "status", str(out)], capture_output=True, text=True,
+                             check=True)  # fmt: skip
+    assert "left with the simulator of the run that planned them" in stopped.stdout
+    assert "still at the provider" not in stopped.stdout
     resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=90,
                              check=False)  # fmt: skip
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
