@@ -108,6 +108,14 @@ def load_command(name: str) -> TyperCommand:
     return command
 
 
+#: Options a user may reach for by another word, and the one each means: click suggests by
+#: spelling alone, and `dutchbook run --budget 5` drew "Possible options: --out".
+MEANT = {
+    "--budget": "--max-cost", "--cost": "--max-cost", "--max-spend": "--max-cost",
+    "--spend": "--max-cost", "--cap": "--max-cost", "--output": "--out", "--dir": "--out",
+}  # fmt: skip
+
+
 def usage_error(exc: click_errors.UsageError) -> NoReturn:
     """A usage error (no such option or command, a bad or missing value) in one line, exit 2,
     as every other error: typer drew a box of five lines around it, after the usage.
@@ -115,6 +123,11 @@ def usage_error(exc: click_errors.UsageError) -> NoReturn:
     if isinstance(exc, getattr(click_errors, "NoArgsIsHelpError", ())):  # click 8.2 on
         raise exc
     from runs.commands._errors import fail
+
+    if isinstance(exc, click_errors.NoSuchOption) and exc.ctx is not None:
+        meant = MEANT.get(exc.option_name.split("=", 1)[0])
+        if meant is not None and any(meant in p.opts for p in exc.ctx.command.params):
+            exc.possibilities = [meant]  # "Did you mean --max-cost?"
 
     where = exc.ctx.command_path if exc.ctx is not None else "dutchbook"
     fail(f"{exc.format_message().rstrip('.')} (see '{where} --help')", exc.exit_code)

@@ -22,6 +22,12 @@ from runs.cli import app
          "error: Option '--out' requires an argument (see 'dutchbook run --help')"),
         (["status", "x", "--json=1"],
          "error: Option '--json' does not take a value (see 'dutchbook status --help')"),
+        # Suggested by meaning, not spelling: "--budget" drew "Possible options: --out".
+        (["run", "spec.toml", "--budget", "5"],
+         "error: No such option: --budget (Possible options: --max-cost) "
+         "(see 'dutchbook run --help')"),
+        (["plan", "spec.toml", "--budget", "5"],  # a command without it suggests nothing
+         "error: No such option: --budget (see 'dutchbook plan --help')"),
         (["serve-sim", "--port", "99999"],
          "error: Invalid value for '--port': 99999 is not in the range 0<=x<=65535 "
          "(see 'dutchbook serve-sim --help')"),
