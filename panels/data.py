@@ -260,6 +260,7 @@ def sample_stock_days(
     headlines: pl.DataFrame | None = None,
     pool_size: int = PAPER_POOL_SIZE,
     window: AnchorWindow = (None, None),
+    pairs: bool = False,
 ) -> list[StockDay]:
     """Draw `n` stock-days the way the paper did (section 3, "Sample").
 
@@ -268,10 +269,15 @@ def sample_stock_days(
     unbounded: the paper's August 15 to December 23, 2025); draw a pool of `pool_size` of
     them uniformly without replacement (all of them if fewer); pick `n / 2` dates uniformly
     among the pool's dates that have at least two stocks; on each date draw two of the pool's
-    stocks uniformly (among those whose shown dates line up, `_aligned`: all of them on a
-    table without gaps). Deterministic per seed. Ordered by date, the two stocks of a date in
+    stocks uniformly. Deterministic per seed. Ordered by date, the two stocks of a date in
     the order drawn. `NoStockDay` when no date has two stocks to draw, `TooFewDates` when fewer
     than `n / 2` have.
+
+    `pairs` (a design asking the two stocks of a date together, a date-pair arm): a draw
+    with two stocks of a date whose 60 prior dates differ (a table with a row dropped from
+    one of them) is drawn again from the same point among the stocks that line up
+    (`_aligned`), where a two-asset prompt refused the whole plan. Every draw an earlier
+    build planned is drawn as it was: scoring draws the sample again from the seed.
     """
     if n <= 0 or n % 2:
         raise DataError(f"n must be a positive even number (two stocks per date), got {n}")
@@ -290,10 +296,35 @@ def sample_stock_days(
         pool = eligible
     per_date = pool.group_by("date", maintain_order=True).agg(pl.col("asset"))
     per_date = per_date.filter(pl.col("asset").list.len() >= 2).sort("date")
-    per_date = _aligned(returns, per_date)
+    heads = _headline_map(headlines)
+    drawn_from = rng.bit_generator.state
+    out = _draw(returns, per_date, n, rng, heads, (need, window), lined_up=False)
+    pairs_drawn = zip(out[::2], out[1::2], strict=True)
+    if pairs and any(a.history_dates != b.history_dates for a, b in pairs_drawn):
+        rng.bit_generator.state = drawn_from
+        out = _draw(returns, _aligned(returns, per_date), n, rng, heads, (need, window),
+                    lined_up=True)  # fmt: skip
+    return out
+
+
+def _draw(
+    returns: pl.DataFrame,
+    per_date: pl.DataFrame,
+    n: int,
+    rng: np.random.Generator,
+    heads: dict[tuple[dt.date, str], str],
+    said: tuple[str, AnchorWindow],
+    *,
+    lined_up: bool,
+) -> list[StockDay]:
+    """`n / 2` dates of `per_date` (a date, its stocks), two stocks on each (`said`: how the
+    messages name the headlines and the window; `lined_up`: the stocks are those of a date
+    that line up, which the message says)."""
+    need, window = said
     if per_date.height == 0:  # asking for fewer would not help: the data lacks pairs
+        same = " the same" if lined_up else ""
         raise NoStockDay(
-            f"no date has two stocks with the same {HISTORY_DAYS} prior and "
+            f"no date has two stocks with{same} {HISTORY_DAYS} prior and "
             f"{FUTURE_DAYS_REQUIRED} later trading days{need}"
         )
     n_dates = n // 2
@@ -305,7 +336,6 @@ def sample_stock_days(
             most=2 * per_date.height,
         )
     date_rows = np.sort(rng.choice(per_date.height, size=n_dates, replace=False))
-    heads = _headline_map(headlines)
     out: list[StockDay] = []
     for row in date_rows.tolist():
         date = per_date["date"][row]

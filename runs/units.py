@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from panels import data as panel_data
-from panels.arms import Arm
+from panels.arms import ARMS, Arm
 from panels.families import FAMILIES_DIR, Family, FamilyError, load_families
 from panels.units import FamilyUnit
 from runs.spec import CampaignSpec, SpecError
@@ -76,7 +76,7 @@ class UnitSource:
         try:
             return panel_data.sample_stock_days(
                 returns, data.stock_days, self.spec.seed, headlines=headlines,
-                window=(data.anchor_from, data.anchor_to),
+                window=(data.anchor_from, data.anchor_to), pairs=self._asks_pairs,
             )
         except panel_data.TooFewDates as exc:
             wider = " (or a wider data.anchor_from to data.anchor_to)" if windowed else ""
@@ -99,6 +99,16 @@ class UnitSource:
             if isinstance(exc, panel_data.NoStockDay) and data.headlines is not None:
                 also = f" (headlines from {data.headlines})"
             raise panel_data.DataError(f"{where}: {exc}{also}") from None
+
+    @property
+    def _asks_pairs(self) -> bool:
+        """Whether an arm of the design asks the two stocks of a date together (their dates
+        must line up, `panels.data.sample_stock_days`'s `pairs`): the whole design's arms,
+        which a resume, `score` and `report` share, so each draws the same sample."""
+        return any(
+            entry.name in ARMS and ARMS[entry.name].unit_kind == "date-pair"
+            for entry in self.spec.arms
+        )
 
     @cached_property
     def date_pairs(self) -> Sequence[Any]:

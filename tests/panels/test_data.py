@@ -253,26 +253,36 @@ def test_stock_day_contents_match_the_table(embedded: pl.DataFrame) -> None:
 
 def test_the_two_stocks_of_a_date_share_every_shown_date() -> None:
     """A table with a return missing here and there (a loader refuses missing values, so a
-    user drops such rows): the two stocks drawn for a date have the same 60 prior and kept
-    later dates, or the date is not drawn. One stock's gap in the window stopped the whole
-    plan (`plan`: "the two assets' 60 prior dates differ"; `run`: a traceback)."""
+    user drops such rows): for a design asking pairs, the two stocks drawn for a date have
+    the same 60 prior and kept later dates, or the date is not drawn. One stock's gap in a
+    drawn pair's window stopped the whole plan (`plan`: "the two assets' 60 prior dates
+    differ"; `run`: a traceback). A design asking no pairs draws as every earlier build did
+    (scoring draws the sample again from the seed: a folder planned then must score)."""
     full = _synthetic(130, ("X", "Y", "Z"), seed=3)
     dates = sorted(full["date"].unique().to_list())
     gap = dates[70]  # inside the window of every anchor date from index 66 to 129
     table = full.filter(~((pl.col("asset") == "Y") & (pl.col("date") == gap)))
-    days = sample_stock_days(table, 60, seed=1, pool_size=1_000)
+    legacy = sample_stock_days(table, 60, seed=1, pool_size=1_000)
+    drawn_pairs = zip(legacy[::2], legacy[1::2], strict=True)
+    assert any(a.history_dates != b.history_dates for a, b in drawn_pairs)  # as drawn before
+    days = sample_stock_days(table, 60, seed=1, pool_size=1_000, pairs=True)
     for a, b in zip(days[::2], days[1::2], strict=True):
         assert a.date == b.date
         assert a.history_dates == b.history_dates and a.future_dates == b.future_dates
     assert {d.asset for d in days if dates[66] <= d.date} == {"X", "Z"}
     for pair in sample_date_pairs(days):
         two_asset_history_block(pair)  # renders: the dates line up
+    # Without a gap, asking pairs draws what it always drew.
+    assert sample_stock_days(full, 60, seed=1, pool_size=1_000, pairs=True) == (
+        sample_stock_days(full, 60, seed=1, pool_size=1_000)
+    )
     # Y alone beside X, with the gap: the dates it spans cannot be paired.
     lone = table.filter(pl.col("asset") != "Z")
-    assert {d.date for d in sample_stock_days(lone, 2 * 7, seed=2)} <= set(dates[59:66])
+    drawn = sample_stock_days(lone, 2 * 7, seed=2, pairs=True)
+    assert {d.date for d in drawn} <= set(dates[59:66])
     only_gapped = lone.filter(pl.col("date") >= dates[11])  # every anchor date spans the gap
     with pytest.raises(NoStockDay, match="two stocks with the same 60 prior and 5 later"):
-        sample_stock_days(only_gapped, 2, seed=0)
+        sample_stock_days(only_gapped, 2, seed=0, pairs=True)
 
 
 def test_eligibility_boundary_60_prior_5_later() -> None:
