@@ -506,10 +506,16 @@ def refuse_a_pipe(path: Path, mode: int | None = None) -> None:
         raise FamilyError(str(path), f"is {kind}, not a family file; move it out of the folder")
 
 
+#: Name beginnings of files in a families folder that no one wrote as a family.
+_NO_FAMILY = (".#", "._")
+
+
 def family_files(directory: Path) -> list[Path]:
-    """A folder's family files: its `*.toml` entries in name order, hidden ones left out (an
-    editor's lock `.#a.toml`, a dangling link, and macOS's `._a.toml` stopped the whole
-    campaign as "no such file" and "not valid TOML"); none from a folder that is not there (a
+    """A folder's family files: its `*.toml` entries in name order, but an editor's lock
+    (`.#a.toml`, a dangling link) and macOS's resource files (`._a.toml`), which stopped the
+    whole campaign as "no such file" and "not valid TOML" (no build could load them, so no
+    folder recorded one; another hidden file an earlier build loaded stays a family file,
+    which that folder's design records); none from a folder that is not there (a
     run folder's recorded design, moved to another machine, is compared file by file);
     `FamilyError` when a folder there cannot be listed (it read as holding no family file)."""
     try:
@@ -519,7 +525,7 @@ def family_files(directory: Path) -> list[Path]:
     except OSError as error:
         raise FamilyError(str(directory), f"cannot read ({error.strerror or error})") from None
     return [directory / name for name in sorted(names)
-            if name.endswith(".toml") and not name.startswith(".")]  # fmt: skip
+            if name.endswith(".toml") and not name.startswith(_NO_FAMILY)]  # fmt: skip
 
 
 def load_families(directory: str | Path = FAMILIES_DIR) -> dict[str, Family]:

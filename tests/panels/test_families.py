@@ -504,13 +504,15 @@ def test_every_shipped_family_has_its_shapes_tie() -> None:
     check_well_posed(families.values())
 
 
-def test_hidden_files_are_no_family_files(tmp_path: Path) -> None:
+def test_editor_locks_and_macos_side_files_are_no_family_files(tmp_path: Path) -> None:
     """An editor's lock (`.#a.toml`, a dangling link) and macOS's `._a.toml` stopped the whole
-    campaign as "no such file" and "not valid TOML"."""
+    campaign as "no such file" and "not valid TOML". Another hidden file is a family, as
+    every earlier build loaded it (a folder it ran records it in its design)."""
     _write(tmp_path, GOOD.format(id="coins"), "a.toml")
+    _write(tmp_path, GOOD.format(id="hidden-one"), ".hidden.toml")
     (tmp_path / ".#a.toml").symlink_to("user@host.1234:1700000000")
     (tmp_path / "._a.toml").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X")
-    assert list(load_families(tmp_path)) == ["coins"]
+    assert list(load_families(tmp_path)) == ["hidden-one", "coins"]
 
 
 def test_an_unreadable_families_folder_is_said_so(
