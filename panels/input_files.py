@@ -75,21 +75,29 @@ def has_control(text: str) -> bool:
     return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029" for c in text)
 
 
-#: Dashes drawn as a hyphen-minus in a table's font (U+2011, the non-breaking hyphen, is
-#: U+2010 once compatibility-composed).
-_HYPHENS = str.maketrans(dict.fromkeys("\u2010\u2012\u2013\u2212", "-"))
+#: Characters drawn as another in a table's font, and that other: spaces that do not break
+#: or are narrower, hyphen-like dashes, and the fullwidth forms of ASCII (U+FF01..U+FF5E).
+#: Only these: Unicode's compatibility folding (NFKC) also took "x2" and "x²", "fi" and "ﬁ",
+#: which are drawn apart, as one name.
+_DRAWN_ALIKE = str.maketrans(
+    {
+        **dict.fromkeys("\u00a0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+                        "\u2009\u200a\u202f\u205f\u3000", " "),
+        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2212\ufe63", "-"),
+        **{chr(code): chr(code - 0xFEE0) for code in range(0xFF01, 0xFF5F)},
+    }
+)
 
 
 def composed(text: str) -> str:
     """`text` as a reader sees it, which a new design's names and ids are compared in
-    (`runs.spec.check_one_form`, `panels.families.check_one_form`): Unicode's compatibility
-    composition (NFKC) with hyphen-like dashes made "-". "café" written with U+00E9, or with
-    "e" and U+0301 COMBINING ACUTE ACCENT, is one text drawn alike in every table and figure,
-    but two strings, so two models (or statements) so named ran as two under headings no
-    reader could tell apart; so were "q 1" and "q" + U+00A0 NO-BREAK SPACE + "1", "q-1" and
-    "q" + U+2011 + "1", and "q1" and a fullwidth "q１", which plain composition (NFC) let
-    through."""
-    return unicodedata.normalize("NFKC", text).translate(_HYPHENS)
+    (`runs.spec.check_one_form`, `panels.families.check_one_form`): Unicode's composed form
+    (NFC), with the characters of `_DRAWN_ALIKE` made the ones they are drawn as. "café"
+    written with U+00E9, or with "e" and U+0301 COMBINING ACUTE ACCENT, is one text drawn
+    alike in every table and figure, but two strings, so two models (or statements) so named
+    ran as two under headings no reader could tell apart; so were "q 1" and "q" + U+00A0
+    NO-BREAK SPACE + "1", "q-1" and "q" + U+2011 + "1", and "q1" and a fullwidth "q１"."""
+    return unicodedata.normalize("NFC", text.translate(_DRAWN_ALIKE))
 
 
 _T = TypeVar("_T")

@@ -170,6 +170,15 @@ def test_statement_ids_drawn_alike_are_a_duplicate(
         check_one_form([load_family(path)])
 
 
+def test_ids_drawn_apart_are_two(tmp_path: Path) -> None:
+    """Compatibility folding (NFKC) also took "x2" and "x²", "fi" and "ﬁ" for one id; they are
+    drawn apart."""
+    for first, second in (("x2", "x\\u00b2"), ("fi", "\\ufb01"), ("IV", "\\u2163")):
+        text = GOOD.format(id="coins").replace('id = "first"', f'id = "{first}"', 1)
+        path = _write(tmp_path, text.replace('id = "both"', f'id = "{second}"', 1))
+        check_one_form([load_family(path)])
+
+
 def test_one_family_id_in_two_unicode_forms_is_used_once(tmp_path: Path) -> None:
     _write(tmp_path, GOOD.format(id="caf\\u00e9"), "a.toml")
     _write(tmp_path, GOOD.format(id="cafe\\u0301"), "b.toml")
