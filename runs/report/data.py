@@ -159,7 +159,7 @@ def native_scores(scores: pl.DataFrame) -> pl.DataFrame:
 
 #: Single-set arms keep their name; for the others each kind of set is its own report row,
 #: since a day's marginals, a whole horizon panel or a linked set are not comparable units.
-def _over_assets() -> pl.Expr:
+def over_assets() -> pl.Expr:
     """Whether a linked or dispersed set is over two assets (`linked/A/B0`), not two days."""
     return pl.col("set").str.split("/").list.get(1, null_on_oob=True).is_in(["A", "B"])
 
@@ -170,7 +170,7 @@ SET_LABEL = (
     .when(pl.col("arm").is_in(["linked", "dispersed"]))
     .then(
         pl.col("arm")
-        + pl.when(_over_assets())
+        + pl.when(over_assets())
         .then(pl.lit(" (assets)"))
         .otherwise(pl.lit(" (days)"))
     )
@@ -227,7 +227,7 @@ def pair_unit() -> pl.Expr:
     "two-asset full" counted 2. One asset's marginals ("A", "B") stay by order: each is that
     asset's own set, paired with its baseline day (`matched_stock_day`)."""
     both = ((pl.col("arm") == "two-asset") & pl.col("set").is_in(_WITHIN_ARM_SETS)) | (
-        pl.col("arm").is_in(["linked", "dispersed"]) & _over_assets()
+        pl.col("arm").is_in(["linked", "dispersed"]) & over_assets()
     )
     date, assets = _date_and_assets()
     pair = pl.concat_str(date, pl.lit(":"), assets.list.sort().list.join("+"))

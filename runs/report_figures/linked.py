@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from engine.console_lines import plural
+from runs.report.data import over_assets, pair_unit
 from runs.report.wording import fixed
 from runs.report_figures import _style
 from runs.report_figures.books import draw_events
@@ -25,7 +26,8 @@ from runs.report_figures.inputs import FigureInputs
 from scoring import stats
 
 TITLE = "Linked against dispersed event sets"
-KINDS = (("assets", "two assets (Figure 5)"), ("days", "two days (Figure 6)"))
+KINDS = (("assets", "two assets (the paper's Figure 5)"),
+         ("days", "two days (the paper's Figure 6)"))  # not this page's figures 5 and 6
 
 
 @dataclass(frozen=True)
@@ -67,10 +69,8 @@ def _paired(inputs: FigureInputs) -> dict[tuple[str, str], tuple[dict[str, float
             & pl.col("profit").is_not_nan()
         )
         .with_columns(
-            pl.when(pl.col("set").str.split("/").list.get(1).is_in(["A", "B"]))
-            .then(pl.lit("assets"))
-            .otherwise(pl.lit("days"))
-            .alias("kind")
+            pair_unit(),  # both orders of a date pair one unit, as the table counts them
+            pl.when(over_assets()).then(pl.lit("assets")).otherwise(pl.lit("days")).alias("kind"),
         )
         .group_by("model", "kind", "arm", "unit", "cluster")
         .agg(pl.col("profit").mean())
@@ -130,8 +130,10 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         if c.difference is not None
     ]
     return (
-        "Mean profit per unit stake of linked and dispersed sets (same number of events), "
-        "with 95% date-clustered intervals. " + ("; ".join(lines) + "." if lines else "")
+        "Mean profit per unit stake of linked and dispersed sets (four marginals and four joint "
+        "events each: a linked set's joint events split one marginal, a dispersed set's are "
+        "spread over all four), with 95% date-clustered intervals. "
+        + ("; ".join(lines) + "." if lines else "")
     )
 
 

@@ -396,6 +396,27 @@ def test_linked_minus_dispersed_is_paired_on_units() -> None:
     assert cell.difference["mean"] == pytest.approx(((0.3 - 0.1) + (0.5 - 0.2)) / 2)
 
 
+def test_figure_5_counts_date_pairs_as_the_table_does() -> None:
+    """Both role orders of a date pair are one unit (the paper's footnote 2): the table said
+    3 units where figure 5's caption said "over 6 units" for the same sets."""
+    rows = []
+    for date, profits in {"d1": ((0.3, 0.1), (0.5, 0.1)), "d2": ((0.2, 0.2), (0.4, 0.0))}.items():
+        for pair, (linked, dispersed) in zip(("X+Y", "Y+X"), profits, strict=True):
+            rows += [
+                _score("m", "linked", f"{date}:{pair}", 0, linked, "linked/A/B0"),
+                _score("m", "dispersed", f"{date}:{pair}", 0, dispersed, "dispersed/A/s1"),
+            ]
+    summary = {"bootstrap_replicates": 200, "rows": [
+        {"model": "m", "arm": f"{a} (assets)", "scored": True,
+         "profit": {"mean": 0.1, "lo": 0.1, "hi": 0.1}} for a in ("linked", "dispersed")
+    ]}  # fmt: skip
+    inputs = FigureInputs(summary, scores=pl.DataFrame(rows, schema=SCORE_SCHEMA).lazy())
+    (cell,) = linked_cells(inputs)
+    assert cell.units == 2 and cell.difference is not None
+    # d1: 0.4 - 0.1; d2: 0.3 - 0.1
+    assert cell.difference["mean"] == pytest.approx((0.3 + 0.2) / 2)
+
+
 def test_figure_5s_difference_keeps_a_real_sign_near_zero(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -874,7 +874,8 @@ def test_linked_sets_over_two_assets_are_units_of_date_pairs(tmp_path: Path) -> 
             rows.append(row("m", "linked", pair, 0, profit, set_="linked/A/B0"))
             rows.append(row("m", "linked", pair, 0, profit + 0.002, set_="linked/B/B1"))
             rows.append(row("m", "dispersed", pair, 0, profit / 2, set_="dispersed/A/s0"))
-            rows.append(row("m", "linked", f"{date}:{a}", 0, profit, set_="linked/d1/c0o1/B2sB3s"))
+            # over two days: Asset A's stock alone, so each order is its own stock-day
+            rows.append(row("m", "linked", pair, 0, profit, set_="linked/d1/c0o1/B2sB3s"))
     summary, _ = report(tmp_path, frame(rows))
     assets = cell(summary, "m", "linked (assets)")
     assert assets["units"] == 2 and assets["profit"]["mean"] == pytest.approx(0.004)
