@@ -169,6 +169,12 @@ class JobRecords:
         requests); it is there so the job is known."""
         self._append({"event": ABANDONED, "job_key": job_key, "job_id": job_id, "detail": detail})
 
+    def known_collected(self, job_key: str, job_id: str, detail: str) -> None:
+        """A `collected` line for a job this file holds no `planned` line of: its records were
+        lost after the ledger took every line of it (`engine.batch_lost`). `fold_jobs` skips
+        it; it is there so the job is known."""
+        self._append({"event": COLLECTED, "job_key": job_key, "job_id": job_id, "detail": detail})
+
     def collected(self, job: BatchJob, counts: Mapping[str, int]) -> None:
         job.collected, job.counts = True, dict(counts)
         self._append({"event": COLLECTED, "job_key": job.job_key, "counts": dict(counts)})

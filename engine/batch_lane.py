@@ -807,7 +807,8 @@ class BatchLane(LaneControl):
         state = replace(state, detail=self._redact(state.detail))
         self.records.created(job, state)
         self.log.info("batch_job_created", model=self.config.name, job_key=job.job_key,
-                      job_id=state.job_id, lines=len(job.requests))
+                      job_id=state.job_id, lines=len(job.requests),
+                      **({"simulated_in_process": True} if job.simulated_in_process else {}))
         return state
 
     async def _until_final(self, job: BatchJob, state: JobState) -> JobState:

@@ -66,11 +66,6 @@ def _batch_prices_of(raw: dict[str, Any] | None) -> dict[str, Prices]:
     return prices
 
 
-def spec_batches(run_dir: Path) -> bool:
-    """Whether a model of the frozen spec is dispatched through its provider's batch API."""
-    return any(table.get("dispatch") == "batch" for _, table in _models_of(_frozen_spec(run_dir)))
-
-
 def spec_parser(run_dir: Path) -> str | None:
     """The parser the frozen spec reads replies with (`strict` when it names none, as
     `runs.spec` defaults); None when the spec cannot be read or names no parser it knows."""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from engine.batch_jobs import JOBS_FILE, fold_jobs
-from engine.batch_lost import lost_jobs, lost_jobs_line, record_given_up
+from engine.batch_lost import lost_jobs, lost_jobs_line, unknown_jobs, write_down
 from engine.console_lines import plural
 from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import (
@@ -645,22 +645,22 @@ async def _campaign(
         release_lock(lock_fd)
 
 
-def _check_lost_jobs(
-    spec: CampaignSpec, run_dir: Path, abandon: frozenset[str], console: Console
-) -> None:
+def _check_lost_jobs(run_dir: Path, abandon: frozenset[str], console: Console) -> None:
     """Refuse to go on while a batch job created at a provider is missing from the jobs file
-    (`engine.batch_lost`): its requests would be bought again. Jobs the user named to
-    `--abandon-batch-jobs` are written down as given up, and their requests asked again."""
-    if not any(entry.dispatch == "batch" for entry in spec.models) or not run_dir.is_dir():
+    (`engine.batch_lost`): its requests would be bought again, by a batch lane or, the model
+    switched to `dispatch = "live"`, a live one. Jobs the user named to
+    `--abandon-batch-jobs` are written down as given up, and their requests asked again;
+    jobs whose every line the ledger holds, as collected."""
+    if not run_dir.is_dir():
         return
-    lost = lost_jobs(run_dir)
+    unknown = unknown_jobs(run_dir)  # whatever the spec says now: `dispatch` may change
+    lost = [job for job in unknown if job.recorded < job.lines]
     unnamed = [job for job in lost if not abandon & set(job.names())]
     if unnamed:
         raise RunError(f"{lost_jobs_line(run_dir, unnamed)}; nothing was sent")
-    if lost:
-        record_given_up(run_dir, lost, abandon)
+    if given_up := write_down(run_dir, unknown, abandon):
         console.print(
-            f"gave up {plural(len(lost), 'batch job')} whose records were lost from "
+            f"gave up {plural(given_up, 'batch job')} whose records were lost from "
             f"{run_dir / JOBS_FILE}: their requests are asked again",
             soft_wrap=True,
         )
@@ -702,7 +702,7 @@ async def _run_locked(
     """The campaign once this process holds the folder: design, plan, dispatch, score, report."""
     console, clock = options.console, options.clock
     with _damage_named(run_dir):
-        _check_lost_jobs(spec, run_dir, options.abandon_batch_jobs, console)
+        _check_lost_jobs(run_dir, options.abandon_batch_jobs, console)
     plan_path = _design_and_plan(
         spec, run_dir, units, plan_summary, to_save, staged, options.rehearse, console
     )

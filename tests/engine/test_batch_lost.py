@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
+import pytest
 
 from engine.batch_jobs import JOBS_FILE, BatchJob, JobRecords, fold_jobs
 from engine.batch_lost import (
@@ -16,7 +17,8 @@ from engine.batch_lost import (
     LostJob,
     lost_jobs,
     lost_jobs_line,
-    record_given_up,
+    unknown_jobs,
+    write_down,
 )
 from engine.ledger import Ledger
 from engine.records import AttemptRecord
@@ -93,10 +95,50 @@ def test_a_job_whose_every_line_is_in_the_ledger_is_not_lost(tmp_path: Path) -> 
 def test_a_job_given_up_is_written_down_and_not_lost_again(tmp_path: Path) -> None:
     _log(tmp_path, _created("db-m-1", "job-1", 3), _created("db-m-2", "job-2", 2))
     JobRecords(tmp_path).planned(BatchJob("db-m-3", "m", "openai", {"r9": 1}))
-    lost = lost_jobs(tmp_path)
-    record_given_up(tmp_path, lost, frozenset({"job-2"}))  # by its id; the other unnamed
+    unknown = unknown_jobs(tmp_path)
+    assert write_down(tmp_path, unknown, frozenset({"job-2"})) == 1  # by id; one unnamed
     assert [job.job_key for job in lost_jobs(tmp_path)] == ["db-m-1"]
     written = orjson.loads((tmp_path / JOBS_FILE).read_bytes().splitlines()[-1])
     assert written["event"] == "abandoned" and written["job_key"] == "db-m-2"
     assert written["detail"] == LOST_DETAIL
     assert list(fold_jobs(tmp_path)) == ["db-m-3"]  # a line that names no requests holds none
+
+
+def test_a_job_collected_in_full_is_written_down_so_the_ledger_is_searched_once(
+    tmp_path: Path,
+) -> None:
+    """A lost jobs file of a finished run left each of its jobs unknown for good, and every
+    `status` and resume searched the whole ledger for them again."""
+    _log(tmp_path, _created("db-m-1", "job-1", 2), _created("db-m-2", "job-2", 2))
+    _collect(tmp_path, "job-1", ["r1", "r2"])
+    unknown = unknown_jobs(tmp_path)
+    assert [(job.job_key, job.recorded) for job in unknown] == [("db-m-1", 2), ("db-m-2", 0)]
+    assert write_down(tmp_path, unknown, frozenset()) == 0
+    assert [job.job_key for job in unknown_jobs(tmp_path)] == ["db-m-2"]
+    written = orjson.loads((tmp_path / JOBS_FILE).read_bytes().splitlines()[-1])
+    assert (written["event"], written["job_key"]) == ("collected", "db-m-1")
+    assert fold_jobs(tmp_path) == {}
+
+
+def test_a_simulator_inside_its_run_held_jobs_no_one_can_bill(tmp_path: Path) -> None:
+    """Gone with the run whose simulator held them: nothing can run or bill their lines, and
+    a resume asks them again, as it does when the jobs file has them."""
+    _log(tmp_path, {**_created("db-m-1", "job-1", 2), "simulated_in_process": True},
+         _created("db-m-2", "job-2", 2))  # fmt: skip
+    assert [job.job_key for job in lost_jobs(tmp_path)] == ["db-m-2"]
+
+
+def test_the_log_is_searched_across_its_blocks_and_a_bedrock_arn_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log is read a block at a time: a line cut by a block's end is found whole. A job
+    id holding colons (a Bedrock job's ARN) is counted in the ledger whole."""
+    import engine.batch_lost
+
+    arn = "arn:aws:bedrock:us-east-1:123456789012:model-invocation-job/abc123"
+    events = [_created(f"db-m-{i}", f"job-{i}", 1) for i in range(40)]
+    _log(tmp_path, *events, _created("db-m-arn", arn, 2))
+    _collect(tmp_path, arn, ["r1"])
+    monkeypatch.setattr(engine.batch_lost, "_BLOCK", 97)  # lines longer than a block
+    lost = {job.job_key: job for job in lost_jobs(tmp_path)}
+    assert len(lost) == 41 and lost["db-m-arn"].recorded == 1

@@ -82,6 +82,10 @@ def test_a_lost_jobs_file_stops_the_resume_until_its_jobs_are_given_up(
     assert _attempts(out) == asked
     with pytest.raises(RunError, match="db-simb-typo is not a batch job"):
         _run(spec, out, ("db-simb-typo",))
+    live = tmp_path / "live.toml"  # `dispatch` may change on resume: a live lane pays too
+    live.write_text(SPEC.replace('dispatch = "batch"\n', ""), encoding="utf-8")
+    with pytest.raises(RunError, match="db-simb-lost"):
+        _run(live, out)
     assert any("db-simb-lost" in line for line in _status_warnings(out))
     assert _status(out)["lost_batch_jobs"] == ["db-simb-lost"]
 
