@@ -192,7 +192,11 @@ def leaderboard(rows: Sequence[ArmRow], floor: float | None = None) -> Table:
     metric = metric_words(r.arm for r in rows)
     table = Table(title=f"{metric[0].upper()}{metric[1:]} (lower is more coherent)")
     for col in leaderboard_columns(rows):
-        table.add_column(col, justify="left" if col in {"model", "arm"} else "right")
+        # A label too wide is folded onto more lines, never cut: two long names of one
+        # provider, cut, read alike in leaderboard.txt beside different numbers.
+        label = col in {"model", "arm"}
+        table.add_column(col, justify="left" if label else "right",
+                         overflow="fold" if label else "ellipsis")  # fmt: skip
     for model, *cells in leaderboard_cells(rows, floor):
         table.add_row(Text(model), *cells)  # a model name is not markup
     return table
@@ -208,8 +212,8 @@ def details_text(data: ReportData) -> str:
         parts.append("Repeated elicitation: not computed\n")
     elif repeated:
         table = Table(title="Profit after averaging answers over the first k passes")
-        table.add_column("model")
-        table.add_column("arm")
+        table.add_column("model", overflow="fold")
+        table.add_column("arm", overflow="fold")
         table.add_column("mean of single passes", justify="right")
         k_max = max(r["passes"] for r in repeated)
         for k in range(1, k_max + 1):
@@ -343,8 +347,15 @@ def compact_leaderboard(
     return table
 
 
+#: The widths a text file's table is laid out in: as wide as it needs within them (a long
+#: name folded its interval columns onto two lines at 200).
+PLAIN_WIDTHS = (200, 320)
+
+
 def _render_plain(table: Table) -> str:
-    console = Console(width=200, record=True, file=io.StringIO(), color_system=None)
+    low, high = PLAIN_WIDTHS
+    console = Console(width=high, record=True, file=io.StringIO(), color_system=None)
+    console.width = max(low, min(console.measure(table).maximum, high))
     console.print(table)
     return console.export_text()
 

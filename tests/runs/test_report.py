@@ -936,3 +936,17 @@ def test_families_rates_on_the_future_and_on_controls_are_given_apart(tmp_path: 
     summary, _ = report(tmp_path / "other", frame(unknown))
     [fam] = summary["families"]
     assert fam["future"] is None and fam["controls"] is None and fam["families"] == 6
+
+
+def test_leaderboard_txt_gives_long_names_whole(tmp_path: Path) -> None:
+    """Two 70-character names of one provider, differing at their end, were both cut to
+    "an-extraordinarily-long-mode…" in leaderboard.txt, beside different numbers."""
+    stem = "an-extraordinarily-long-model-name-sharing-its-prefix-variant-"
+    names = [stem + "alpha-one", stem + "beta-one"]
+    rows = [row(m, "baseline", u, 0, 0.002 + i * 0.001) for i, m in enumerate(names)
+            for u in UNITS]  # fmt: skip
+    report(tmp_path, frame(rows))
+    text = (tmp_path / "report" / "leaderboard.txt").read_text(encoding="utf-8")
+    for name in names:
+        assert any(name in line for line in text.splitlines())
+    assert "…" not in text
