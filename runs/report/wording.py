@@ -135,7 +135,9 @@ def reading_guide(labels: Iterable[str]) -> list[str]:
         units.append("a stock-day on the stock-return arms (the return bins asked about one "
                      "stock from one day, over the days after it on the horizon arms and the "
                      "linked and dispersed sets over two days; both stocks of one date on the "
-                     "two-asset arm and the linked and dispersed sets over two assets)")
+                     "two-asset arm's full and marginals sets and the linked and dispersed "
+                     "sets over two assets; one asset's own marginals, two-asset A and B, "
+                     "once per order the pair was asked in)")
     if family:
         units.append("a question family on the family arms")
     sentences = [

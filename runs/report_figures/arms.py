@@ -53,9 +53,12 @@ def draw(inputs: FigureInputs, path: Path) -> str:
 
     rows = paired_rows(inputs)
     if not rows:
+        # The horizon and two-asset arms ran on the baseline's stock-days are paired with
+        # it in the table too, but drawn in figure 3: "no arm ... was run on the same
+        # stock-days" was untrue beside them.
         raise Omit(
-            f"no arm other than {inputs.baseline_arm} was run on the same stock-days "
-            "(nothing to pair)"
+            f"no elicitation arm other than {inputs.baseline_arm} was run on the same "
+            "stock-days (nothing to pair; the horizon and two-asset arms are figure 3's)"
         )
     order = [name for name, _ in GROUPS] + ["other"]
     groups: dict[str, list[str]] = {}

@@ -91,7 +91,7 @@ def test_a_figure_whose_arms_were_not_run_is_left_out_with_a_reason(tmp_path: Pa
     assert drawn == {"leaderboard", "audit"}
     reasons = {f.key: f.omitted for f in figures}
     assert "two-asset" in str(reasons["horizons"]) and "horizon" in str(reasons["horizons"])
-    assert "no arm other than baseline" in str(reasons["arms"])
+    assert "no elicitation arm other than baseline" in str(reasons["arms"])
     assert "linked" in str(reasons["linked"])
     assert "family" in str(reasons["families"])
     assert "two or more passes" in str(reasons["repeated"])
