@@ -70,7 +70,8 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     _style.tight_layout(fig)
     _style.save(fig, path)
     return (
-        "Mean profit per unit stake with 95% date-clustered intervals. (A) Two assets asked in "
+        "Mean profit per unit stake with 95% date-clustered intervals; the dashed line is the "
+        "same model's baseline arm. (A) Two assets asked in "
         "one prompt: each asset's marginals alone, both together, and with the 16 joint cells. "
         "(B) Longer horizons: each day's marginals (d1...), all the marginals (all), and the whole "
         "panel with the joint events across days (joint); compare within a horizon, since "
@@ -103,10 +104,9 @@ def _bars(
 def _baseline_line(ax: Any, cells: Mapping[str, Mapping[str, float]], baseline: str) -> None:
     iv = cells.get(baseline)
     if iv is not None:
-        ax.axhline(
-            iv["mean"], color="0.4", linestyle="--", linewidth=1, label=f"{baseline}, same model"
-        )
-        ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+        # Said in the caption, not a legend: a legend's box, wherever put, hid bars or their
+        # intervals in some panel (lower right, the short bars a reader compares).
+        ax.axhline(iv["mean"], color="0.4", linestyle="--", linewidth=1)
 
 
 def _not_run(ax: Any, why: str) -> None:
@@ -129,7 +129,8 @@ def _assets(ax: Any, model: str, cells: Mapping[str, Mapping[str, float]], basel
         ["#93c5fd", "#93c5fd", "#3b82f6", "#1e3a8a"],
     )
     _baseline_line(ax, cells, baseline)
-    ax.set_title(f"(A) two assets — {_style.isolated(_style.short_name(model))}", loc="left")
+    # The name on a line of its own: a long one ran into panel (B)'s title beside it.
+    ax.set_title(f"(A) two assets\n{_style.isolated(_style.short_name(model))}", loc="left")
 
 
 def _days(ax: Any, model: str, cells: Mapping[str, Mapping[str, float]], baseline: str) -> None:

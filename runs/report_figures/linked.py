@@ -145,8 +145,14 @@ def _examples(kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return next(iter(dispersed_sets(which).values())), next(iter(linked_sets(which).values()))
 
 
+#: The share of panel (C)'s width kept clear of bars, on the right, for the differences'
+#: words: drawn at its right edge, they ran over a bar reaching it.
+WORDS_SHARE = 0.4
+
+
 def _panel(ax: Any, cells: list[LinkedCell], title: str) -> None:
     y = 0.0
+    reach = 0.0  # the farthest a bar or its interval goes
     ticks, labels = [], []
     names = _style.short_names(cell.model for cell in cells)  # tick labels: as every figure's
     for cell in cells:
@@ -155,6 +161,7 @@ def _panel(ax: Any, cells: list[LinkedCell], title: str) -> None:
             ("linked", cell.linked, "#7c3aed"),
         ):
             if iv is not None:
+                reach = max(reach, iv["mean"], iv["hi"] if np.isfinite(iv["hi"]) else 0.0)
                 ax.barh(y, iv["mean"], color=colour, height=0.8)
                 ax.errorbar(
                     [iv["mean"]], [y], xerr=_style.errors([iv]), fmt="none", ecolor="0.2", capsize=3
@@ -176,6 +183,8 @@ def _panel(ax: Any, cells: list[LinkedCell], title: str) -> None:
             )
         y += 0.6
     ax.set_yticks(ticks, labels, fontsize=8)
+    if reach > 0 and any(cell.difference is not None for cell in cells):
+        ax.set_xlim(0, reach / (1 - WORDS_SHARE))
     ax.set_ylim(y - 1.1, -0.6)
     ax.grid(axis="x", alpha=0.3)
     ax.set_xlabel("mean profit per unit stake")
