@@ -88,6 +88,15 @@ a { color: var(--accent); }
   main { padding: 0.8rem 0.6rem 2rem; }
   h1 { font-size: 1.3rem; }
   th, td { padding: 0.3rem 0.45rem; font-size: 0.85rem; }
+  /* A table's label columns (its first two words columns, `.key`) stay while its numbers
+     scroll past, each 6rem wide, their words wrapped: the arm and model columns filled a
+     phone's width, and scrolled away with the numbers. */
+  th.key, td.key { position: sticky; left: 0; z-index: 1; background: #fff;
+    white-space: normal; overflow-wrap: anywhere; box-sizing: border-box; width: 6.9rem;
+    min-width: 6.9rem; max-width: 6.9rem; }
+  th.key + th.key, td.key + td.key { left: 6.9rem; box-shadow: 1px 0 0 var(--rule); }
+  th.key { background: #f9fafb; }
+  td.long { min-width: 6rem; }
   /* A figure keeps a width its labels can be read at, and scrolls sideways in its box. */
   figure img { max-width: none; width: 44rem; }
 }
@@ -614,8 +623,9 @@ def _table(
     text_columns: AbstractSet[int] = frozenset(),
     row_classes: Sequence[str] | None = None,
 ) -> str:
+    keys = _key_columns(text_columns)
     head = "".join(
-        f'<th class="text" scope="col">{esc(h)}</th>' if j in text_columns
+        f'<th class="text{keys.get(j, "")}" scope="col">{esc(h)}</th>' if j in text_columns
         else f'<th scope="col">{esc(h)}</th>'
         for j, h in enumerate(header)
     )
@@ -623,7 +633,7 @@ def _table(
     for i, row in enumerate(body):
         cls = row_classes[i] if row_classes else ""
         cells = "".join(
-            f'<td class="{_text_class(c)}">{esc(c)}</td>' if j in text_columns
+            f'<td class="{_text_class(c)}{keys.get(j, "")}">{esc(c)}</td>' if j in text_columns
             else f"<td>{esc(c)}</td>"
             for j, c in enumerate(row)
         )  # fmt: skip
@@ -632,6 +642,16 @@ def _table(
         f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(lines)}</tbody></table></div>"
     )
+
+
+def _key_columns(text_columns: AbstractSet[int]) -> dict[int, str]:
+    """The class a table's label columns add (` key`): its first words column, and the one
+    right after it when that is words too (`arm`, `model`), which stay on a phone while the
+    numbers scroll (the page's style: side by side, so only adjacent columns)."""
+    if not text_columns:
+        return {}
+    first = min(text_columns)
+    return {j: " key" for j in (first, first + 1) if j in text_columns}
 
 
 def _text_class(text: str) -> str:

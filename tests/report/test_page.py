@@ -339,8 +339,8 @@ def test_a_long_name_wraps_in_its_cell_and_short_ones_do_not(tmp_path: Path) -> 
         {"scope": ["model", "model"], "name": [long_name, short_name], "requests": [1, 2]}
     )
     page = render_page({"rows": []}, [], tmp_path, audit_sentence="s", audit_table=table)
-    assert f'<td class="text long">{long_name}</td>' in page
-    assert f'<td class="text">{short_name}</td>' in page
+    assert f'<td class="text long key">{long_name}</td>' in page
+    assert f'<td class="text key">{short_name}</td>' in page
     assert "td.long { white-space: normal; overflow-wrap: anywhere;" in STYLE
     assert "p, li, h1, figcaption { overflow-wrap: anywhere; }" in STYLE
 
@@ -455,3 +455,16 @@ def test_a_referee_finds_the_terms_the_clusters_and_the_figures_data(figures_run
         " Model leaderboard: incoherence and accuracy. Its values are in the Leaderboard table."
     )
     assert "@media print" in page and ".scroll { overflow: visible; border: 0; }" in page
+
+
+def test_a_tables_label_columns_stay_on_a_phone(tmp_path: Path) -> None:
+    """At 375 px the arm and model columns filled the screen and scrolled away with the
+    numbers: the first two words columns (`key`) stay, 6.9rem each, their words wrapped."""
+    from runs.report_page import STYLE, _key_columns
+
+    assert _key_columns({0, 1}) == {0: " key", 1: " key"}
+    assert _key_columns({1}) == {1: " key"}  # the leaderboard's: its rank is no label
+    assert _key_columns({0, 2}) == {0: " key"}  # side by side only
+    phone = STYLE[STYLE.index("@media (max-width: 640px)") : STYLE.index("@media print")]
+    assert "th.key, td.key { position: sticky; left: 0;" in phone
+    assert "th.key + th.key, td.key + td.key { left: 6.9rem;" in phone
