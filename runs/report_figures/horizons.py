@@ -75,7 +75,8 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         "one prompt: each asset's marginals alone, both together, and with the 16 joint cells. "
         "(B) Longer horizons: each day's marginals (d1...), all the marginals (all), and the whole "
         "panel with the joint events across days (joint); compare within a horizon, since "
-        "each horizon's prompt differs (the paper's footnote 3)."
+        "each horizon's prompt differs (the paper's footnote 3). The tables name these rows "
+        "two-asset A, B, marginals and full, and horizon/h d1..., marginals and full."
     )
 
 
