@@ -161,7 +161,8 @@ def _panel(ax: Any, cells: list[LinkedCell], title: str) -> None:
             ("linked", cell.linked, "#7c3aed"),
         ):
             if iv is not None:
-                reach = max(reach, iv["mean"], iv["hi"] if np.isfinite(iv["hi"]) else 0.0)
+                hi = iv.get("hi")  # None where one date gives no interval
+                reach = max(reach, iv["mean"], hi if hi is not None and np.isfinite(hi) else 0.0)
                 ax.barh(y, iv["mean"], color=colour, height=0.8)
                 ax.errorbar(
                     [iv["mean"]], [y], xerr=_style.errors([iv]), fmt="none", ecolor="0.2", capsize=3
