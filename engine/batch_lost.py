@@ -116,9 +116,12 @@ def _known_keys(run_dir: Path) -> set[str]:
     }
 
 
-#: A job id as each attempt a batch job carried names it (`engine.spend.BATCH_MARK`): up to
-#: a space, a bracket or a semicolon (a Bedrock job's ARN holds colons).
-_JOB_NAMED = re.escape(BATCH_MARK) + r"([^\s\];]+)"
+#: A job id as each attempt a batch job carried names it (`engine.spend.BATCH_MARK`), up to
+#: a space, a bracket or a semicolon (a Bedrock job's ARN holds colons): at the start of a
+#: detail the lane wrote (a line its job never ran), or in the last bracketed note (the
+#: words before it may quote a reply holding "batch job ..." itself).
+_AT_START = "^" + re.escape(BATCH_MARK) + r"([^\s\[\];]+)"
+_IN_NOTE = r"(?s)^.*\[(?:[^\[\]]*; )?" + re.escape(BATCH_MARK) + r"([^\s\[\];]+)\]"
 
 
 def _lines_recorded(run_dir: Path, job_ids: list[str]) -> dict[str, int]:
@@ -127,7 +130,13 @@ def _lines_recorded(run_dir: Path, job_ids: list[str]) -> dict[str, int]:
     100 jobs over a million attempts)."""
     counts = (
         scan_attempts(run_dir, ["request_id", "detail"])
-        .select("request_id", pl.col("detail").str.extract(_JOB_NAMED, 1).alias("job_id"))
+        .select(
+            "request_id",
+            pl.coalesce(
+                pl.col("detail").str.extract(_AT_START, 1),
+                pl.col("detail").str.extract(_IN_NOTE, 1),
+            ).alias("job_id"),
+        )
         .filter(pl.col("job_id").is_in(job_ids))
         .group_by("job_id")
         .agg(pl.col("request_id").n_unique())

@@ -370,7 +370,12 @@ class HorizonArm(Arm):
 
 
 # -- two assets ----------------------------------------------------------------------------
-def _pair_outcome(pair: DatePair) -> dict[str, int]:
+def _pair_outcome(pair: DatePair) -> dict[str, int] | None:
+    """Each asset's bin on "the same next trading day"; None when the two stocks' next rows
+    are not one day (a table with a return missing from one of them, drawn as every earlier
+    build drew it): their joint cells' outcome would be of two days, and its Brier wrong."""
+    if pair.first.future_dates[:1] != pair.second.future_dates[:1]:
+        return None
     return {"A": bin_of(pair.first.future_z[0]), "B": bin_of(pair.second.future_z[0])}
 
 
@@ -407,7 +412,8 @@ class TwoAssetArm(Arm):
         ]
 
     def outcomes(self, unit: Unit) -> dict[str, bool] | None:
-        return _realised(two_asset_panel(), _pair_outcome(_date_pair(unit, self.name)))
+        outcome = _pair_outcome(_date_pair(unit, self.name))
+        return None if outcome is None else _realised(two_asset_panel(), outcome)
 
 
 # -- linked and dispersed sets (Appendix D) --------------------------------------------------
@@ -478,8 +484,10 @@ class LinkedArm(Arm):
 
     def outcomes(self, unit: Unit) -> dict[str, bool] | None:
         pair = _date_pair(unit, self.name)
-        outcome = {**_pair_outcome(pair), **_day_outcome(pair.first, 2)}
-        return _realised(self.panel(unit), outcome)
+        cells = _pair_outcome(pair)
+        if cells is None:
+            return None
+        return _realised(self.panel(unit), {**cells, **_day_outcome(pair.first, 2)})
 
 
 # -- question families ------------------------------------------------------------------------

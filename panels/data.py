@@ -298,7 +298,16 @@ def sample_stock_days(
     per_date = per_date.filter(pl.col("asset").list.len() >= 2).sort("date")
     heads = _headline_map(headlines)
     drawn_from = rng.bit_generator.state
-    out = _draw(returns, per_date, n, rng, heads, (need, window), lined_up=False)
+    try:
+        out = _draw(returns, per_date, n, rng, heads, (need, window), lined_up=False)
+    except TooFewDates:
+        if not pairs:
+            raise
+        # Said of the dates whose stocks line up: "at most 124" from all the dates, then
+        # 124 asked for, found no pair to draw.
+        _draw(returns, _aligned(returns, per_date), n, rng, heads, (need, window),
+              lined_up=True)  # fmt: skip
+        raise
     pairs_drawn = zip(out[::2], out[1::2], strict=True)
     if pairs and any(a.history_dates != b.history_dates for a, b in pairs_drawn):
         rng.bit_generator.state = drawn_from

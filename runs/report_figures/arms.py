@@ -54,11 +54,17 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     rows = paired_rows(inputs)
     if not rows:
         # The horizon and two-asset arms ran on the baseline's stock-days are paired with
-        # it in the table too, but drawn in figure 3: "no arm ... was run on the same
-        # stock-days" was untrue beside them.
+        # it in the table too, but drawn in figure 3 (linked and dispersed: figure 5): "no
+        # arm ... was run on the same stock-days" was untrue beside them.
+        if not any(r["arm"] == inputs.baseline_arm for r in inputs.rows):
+            raise Omit(
+                f"the {inputs.baseline_arm} arm was not run (or not scored): nothing to pair "
+                "the other arms with"
+            )
         raise Omit(
             f"no elicitation arm other than {inputs.baseline_arm} was run on the same "
-            "stock-days (nothing to pair; the horizon and two-asset arms are figure 3's)"
+            "stock-days (nothing to pair; the horizon and two-asset arms are figure 3's, "
+            "linked and dispersed figure 5's)"
         )
     order = [name for name, _ in GROUPS] + ["other"]
     groups: dict[str, list[str]] = {}

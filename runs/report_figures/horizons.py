@@ -69,9 +69,12 @@ def draw(inputs: FigureInputs, path: Path) -> str:
             _days(axes[row][col], model, cells[model], inputs.baseline_arm)
     _style.tight_layout(fig)
     _style.save(fig, path)
+    # Said only where a line is drawn: a model without a scored baseline has none.
+    dashed = any(inputs.baseline_arm in cells[m] for m in models)
     return (
-        "Mean profit per unit stake with 95% date-clustered intervals; the dashed line is the "
-        "same model's baseline arm. (A) Two assets asked in "
+        "Mean profit per unit stake with 95% date-clustered intervals"
+        + ("; the dashed line is the same model's baseline arm" if dashed else "")
+        + ". (A) Two assets asked in "
         "one prompt: each asset's marginals alone, both together, and with the 16 joint cells. "
         "(B) Longer horizons: each day's marginals (d1...), all the marginals (all), and the whole "
         "panel with the joint events across days (joint); compare within a horizon, since "

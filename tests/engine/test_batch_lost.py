@@ -38,7 +38,10 @@ def _created(key: str, job_id: str, lines: int) -> dict[str, object]:
     return {"job_key": key, "job_id": job_id, "lines": lines}
 
 
-def _collect(run_dir: Path, job_id: str, request_ids: list[str]) -> None:
+def _collect(
+    run_dir: Path, job_id: str, request_ids: list[str],
+    detail: str = "no probability in the reply [batch job {}]",
+) -> None:
     """Each request's line of the job recorded as the batch lane records it."""
     with Ledger.open(run_dir) as ledger:
         for rid in request_ids:
@@ -46,7 +49,7 @@ def _collect(run_dir: Path, job_id: str, request_ids: list[str]) -> None:
                 request_id=rid, attempt=1, model="m", provider="openai", started_at=T0,
                 elapsed_ms=0.0, outcome="invalid_response", http_status=200,
                 provider_request_id=None, retry_after_s=None, tokens_in=None, tokens_out=None,
-                detail=f"no probability in the reply [batch job {job_id}]",
+                detail=detail.format(job_id),
             ), None)
 
 
@@ -142,3 +145,15 @@ def test_the_log_is_searched_across_its_blocks_and_a_bedrock_arn_counts(
     monkeypatch.setattr(engine.batch_lost, "_BLOCK", 97)  # lines longer than a block
     lost = {job.job_key: job for job in lost_jobs(tmp_path)}
     assert len(lost) == 41 and lost["db-m-arn"].recorded == 1
+
+
+def test_a_reply_quoting_batch_job_does_not_name_the_job(tmp_path: Path) -> None:
+    """A parse failure quotes the reply before the lane's note: the first "batch job ..." in
+    the detail was taken for the job ("none'"), so a job collected in full read as lost. The
+    job is the one the lane's note (the last bracket) or its own detail's start names."""
+    _log(tmp_path, _created("db-m-1", "job-1", 3))
+    quoted = "not_a_number: 'batch job none' is not a number [batch job {}]"
+    _collect(tmp_path, "job-1", ["r1"], quoted)
+    _collect(tmp_path, "job-1", ["r2"], "batch job {} expired before this line ran")
+    _collect(tmp_path, "job-1", ["r3"], "x [omitted: seed; batch job {}] [gave up]")
+    assert lost_jobs(tmp_path) == []

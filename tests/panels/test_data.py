@@ -253,8 +253,9 @@ def test_stock_day_contents_match_the_table(embedded: pl.DataFrame) -> None:
 
 def test_the_two_stocks_of_a_date_share_every_shown_date() -> None:
     """A table with a return missing here and there (a loader refuses missing values, so a
-    user drops such rows): for a design asking pairs, the two stocks drawn for a date have
-    the same 60 prior and kept later dates, or the date is not drawn. One stock's gap in a
+    user drops such rows): for a design asking pairs, a draw with a pair whose 60 prior
+    dates differ is drawn again among stocks whose 60 prior and kept later dates are the
+    same (here it is: its legacy draw has such a pair). One stock's gap in a
     drawn pair's window stopped the whole plan (`plan`: "the two assets' 60 prior dates
     differ"; `run`: a traceback). A design asking no pairs draws as every earlier build did
     (scoring draws the sample again from the seed: a folder planned then must score)."""
@@ -283,6 +284,25 @@ def test_the_two_stocks_of_a_date_share_every_shown_date() -> None:
     only_gapped = lone.filter(pl.col("date") >= dates[11])  # every anchor date spans the gap
     with pytest.raises(NoStockDay, match="two stocks with the same 60 prior and 5 later"):
         sample_stock_days(only_gapped, 2, seed=0, pairs=True)
+
+
+def test_a_pair_whose_next_days_differ_has_no_joint_outcome() -> None:
+    """Drawn as every earlier build drew it (their 60 prior dates are one), two stocks whose
+    next rows are two days: "the same next trading day" of the joint cells compared Y's
+    Monday with X's Friday, and their Brier counted it. Coherence does not need outcomes."""
+    from panels.arms import ARMS, units_for
+
+    full = _synthetic(80, ("X", "Y"))
+    dates = sorted(full["date"].unique().to_list())
+    table = full.filter(~((pl.col("asset") == "Y") & (pl.col("date") == dates[70])))
+    days = sample_stock_days(table, 2, 0, window=(dates[69], dates[69]), pairs=True)
+    assert days[0].history_dates == days[1].history_dates
+    assert days[0].future_dates[0] != days[1].future_dates[0]
+    for name in ("two-asset", "linked", "dispersed"):
+        assert all(ARMS[name].outcomes(u) is None for u in units_for(ARMS[name], days))
+    lined_up = sample_stock_days(full, 2, 0, window=(dates[69], dates[69]), pairs=True)
+    for name in ("two-asset", "linked"):
+        assert all(ARMS[name].outcomes(u) for u in units_for(ARMS[name], lined_up))
 
 
 def test_eligibility_boundary_60_prior_5_later() -> None:

@@ -57,6 +57,31 @@ def test_every_figure_is_drawn_when_its_arms_were_run(figures_run: Path) -> None
     assert summary["figures"]["profit_brier"] == "report/fig2_leaderboard.png"
 
 
+def test_without_a_baseline_figure_4_says_so_and_figure_3_draws_no_dashed_line(
+    tmp_path: Path,
+) -> None:
+    """Figure 4's line said no arm but the baseline had run when the baseline had not, and
+    figure 3's caption named a dashed baseline line it did not draw."""
+    from runs.report_figures import Omit, arms, horizons
+
+    interval = {"mean": 0.01, "lo": 0.005, "hi": 0.02}
+    summary = {"baseline_arm": "baseline", "rows": [
+        {"model": "m", "arm": arm, "scored": True, "profit": interval}
+        for arm in ("statistics", "two-asset full", "two-asset marginals")
+    ]}  # fmt: skip
+    inputs = FigureInputs(summary)
+    with pytest.raises(Omit, match="the baseline arm was not run \\(or not scored\\)"):
+        arms.draw(inputs, tmp_path / "fig4.png")
+    caption = horizons.draw(inputs, tmp_path / "fig3.png")
+    assert "dashed" not in caption
+    with_baseline = {**summary, "rows": [
+        *summary["rows"], {"model": "m", "arm": "baseline", "scored": True, "profit": interval}
+    ]}  # fmt: skip
+    assert "the dashed line is the same model's baseline arm" in horizons.draw(
+        FigureInputs(with_baseline), tmp_path / "fig3b.png"
+    )
+
+
 def test_a_figure_whose_arms_were_not_run_is_left_out_with_a_reason(tmp_path: Path) -> None:
     """Only a baseline with one pass: figures 2 and 8 drawn, the rest say why, no file."""
     summary = {

@@ -64,10 +64,22 @@ def test_a_lost_jobs_file_stops_the_resume_until_its_jobs_are_given_up(
     spec.write_text(SPEC, encoding="utf-8")
     _run(spec, out)
     asked = _attempts(out)
-    # Every job collected in full, then its records lost: nothing of it is at the provider.
+    # The simulator inside the run held its jobs, and its log says so: gone with the run,
+    # none can be lost. Without that mark (a provider's jobs), each collected in full and
+    # then its records lost is written down once as collected, and nothing is asked again.
+    lines = (out / ENGINE_LOG).read_bytes().splitlines()
+    created = [orjson.loads(line) for line in lines if b'"batch_job_created"' in line]
+    assert created and all(event["simulated_in_process"] is True for event in created)
+    (out / ENGINE_LOG).write_bytes(
+        b"\n".join(line.replace(b',"simulated_in_process":true', b"") for line in lines) + b"\n"
+    )
     (out / JOBS_FILE).unlink()
     assert "gave up" not in _run(spec, out)
     assert _attempts(out) == asked
+    written = [orjson.loads(line) for line in (out / JOBS_FILE).read_bytes().splitlines()]
+    assert sorted(r["job_key"] for r in written if r["event"] == "collected") == sorted(
+        event["job_key"] for event in created
+    )
 
     # A job created (the log says) whose lines the ledger does not hold.
     with (out / ENGINE_LOG).open("ab") as log:
