@@ -286,6 +286,19 @@ def test_the_two_stocks_of_a_date_share_every_shown_date() -> None:
         sample_stock_days(only_gapped, 2, seed=0, pairs=True)
 
 
+def test_a_pair_designs_most_stock_days_count_dates_that_line_up() -> None:
+    """"At most 124" was counted from every date; 124 asked for then found no pair to draw."""
+    full = _synthetic(130, ("X", "Y"), seed=3)
+    dates = sorted(full["date"].unique().to_list())
+    table = full.filter(~((pl.col("asset") == "Y") & (pl.col("date") == dates[70])))
+    with pytest.raises(TooFewDates) as loose:
+        sample_stock_days(table, 140, seed=1)
+    with pytest.raises(TooFewDates) as lined_up:
+        sample_stock_days(table, 140, seed=1, pairs=True)
+    assert lined_up.value.most == 14 < loose.value.most  # anchors 59 to 65 span no gap
+    assert len(sample_stock_days(table, lined_up.value.most, seed=1, pairs=True)) == 14
+
+
 def test_a_pair_whose_next_days_differ_has_no_joint_outcome() -> None:
     """Drawn as every earlier build drew it (their 60 prior dates are one), two stocks whose
     next rows are two days: "the same next trading day" of the joint cells compared Y's
