@@ -29,6 +29,8 @@ import polars as pl
 from engine.batch_jobs import JOBS_FILE, JobRecords
 from engine.console_lines import plural
 from engine.durable import read_record_lines
+from engine.records import FOREIGN_NOTE
+from engine.retry import GAVE_UP_MARK
 from engine.scan import scan_attempts
 from engine.spend import BATCH_MARK
 
@@ -118,10 +120,14 @@ def _known_keys(run_dir: Path) -> set[str]:
 
 #: A job id as each attempt a batch job carried names it (`engine.spend.BATCH_MARK`), up to
 #: a space, a bracket or a semicolon (a Bedrock job's ARN holds colons): at the start of a
-#: detail the lane wrote (a line its job never ran), or in the last bracketed note (the
-#: words before it may quote a reply holding "batch job ..." itself).
+#: detail the lane wrote (a line its job never ran), or in the note that ends the detail, as
+#: `engine.spend.BATCH_DETAIL` reads it (the words before it may quote a reply holding
+#: "batch job ..." itself, in brackets or not).
 _AT_START = "^" + re.escape(BATCH_MARK) + r"([^\s\[\];]+)"
-_IN_NOTE = r"(?s)^.*\[(?:[^\[\]]*; )?" + re.escape(BATCH_MARK) + r"([^\s\[\];]+)\]"
+_IN_NOTE = (
+    r"\[(?:[^\[\]]*; )?" + re.escape(BATCH_MARK) + r"([^\s\[\];]+)\]"
+    + rf"(?: {re.escape(FOREIGN_NOTE)})?(?: {re.escape(GAVE_UP_MARK)}[^\[\]]*\])?$"
+)
 
 
 def _lines_recorded(run_dir: Path, job_ids: list[str]) -> dict[str, int]:

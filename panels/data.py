@@ -338,10 +338,12 @@ def _draw(
         )
     n_dates = n // 2
     if per_date.height < n_dates:
+        # Of the dates whose stocks line up, said so: "only 7 dates qualify" of 65 in the data.
+        which = " whose two stocks' dates line up" if lined_up else ""
         raise TooFewDates(
             f"asked for {n:,} stock-days ({n_dates:,} dates with two stocks each) but only "
-            f"{per_date.height:,} date{'s qualify' if per_date.height != 1 else ' qualifies'}"
-            f"{_window_text(window)}",
+            f"{per_date.height:,} date{'s' if per_date.height != 1 else ''}{which} "
+            f"{'qualify' if per_date.height != 1 else 'qualifies'}{_window_text(window)}",
             most=2 * per_date.height,
         )
     date_rows = np.sort(rng.choice(per_date.height, size=n_dates, replace=False))

@@ -155,5 +155,13 @@ def test_a_reply_quoting_batch_job_does_not_name_the_job(tmp_path: Path) -> None
     quoted = "not_a_number: 'batch job none' is not a number [batch job {}]"
     _collect(tmp_path, "job-1", ["r1"], quoted)
     _collect(tmp_path, "job-1", ["r2"], "batch job {} expired before this line ran")
-    _collect(tmp_path, "job-1", ["r3"], "x [omitted: seed; batch job {}] [gave up]")
+    _collect(tmp_path, "job-1", ["r3"], "x [omitted: seed; batch job {}] [gave up: 4 failures]")
     assert lost_jobs(tmp_path) == []
+    # Quoted in brackets, across a line break, before the note that names the job: the note
+    # at the detail's end is the job's; one quoted anywhere else names none.
+    _log(tmp_path, _created("db-m-1", "job-1", 3), _created("db-m-2", "job-2", 1))
+    _collect(tmp_path, "job-2", ["r4"], "no_json: 'a\n[batch job job-1] b' [batch job {}]")
+    _collect(tmp_path, "job-2", ["r5"], "no_json: 'quoted [batch job {}] tail'")
+    assert [(job.job_key, job.recorded) for job in unknown_jobs(tmp_path)] == [
+        ("db-m-1", 3), ("db-m-2", 1)
+    ]

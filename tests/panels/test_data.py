@@ -296,6 +296,8 @@ def test_a_pair_designs_most_stock_days_count_dates_that_line_up() -> None:
     with pytest.raises(TooFewDates) as lined_up:
         sample_stock_days(table, 140, seed=1, pairs=True)
     assert lined_up.value.most == 14 < loose.value.most  # anchors 59 to 65 span no gap
+    assert "only 7 dates whose two stocks' dates line up qualify" in str(lined_up.value)
+    assert "only 65 dates qualify" in str(loose.value)
     assert len(sample_stock_days(table, lined_up.value.most, seed=1, pairs=True)) == 14
 
 
