@@ -163,17 +163,14 @@ class JobRecords:
         self._append({"event": ABANDONED, "job_key": job.job_key, "job_id": job.job_id,
                       "detail": job.abandoned})
 
-    def given_up_unknown(self, job_key: str, job_id: str, detail: str) -> None:
-        """An `abandoned` line for a job this file holds no `planned` line of: its records were
-        lost (`engine.batch_lost`), and the user gave it up. `fold_jobs` skips it (it names no
-        requests); it is there so the job is known."""
-        self._append({"event": ABANDONED, "job_key": job_key, "job_id": job_id, "detail": detail})
-
-    def known_collected(self, job_key: str, job_id: str, detail: str) -> None:
-        """A `collected` line for a job this file holds no `planned` line of: its records were
-        lost after the ledger took every line of it (`engine.batch_lost`). `fold_jobs` skips
-        it; it is there so the job is known."""
-        self._append({"event": COLLECTED, "job_key": job_key, "job_id": job_id, "detail": detail})
+    def unknown_job(self, event: str, job_key: str, job_id: str, detail: str) -> None:
+        """An `abandoned` (given up by the user) or `collected` (every line in the ledger)
+        line for a job this file holds no `planned` line of, its records lost
+        (`engine.batch_lost`). `fold_jobs` skips it (it names no requests); it is there so the
+        job is known."""
+        if event not in (ABANDONED, COLLECTED):
+            raise ValueError(f"a lost job is written down as abandoned or collected, not {event}")
+        self._append({"event": event, "job_key": job_key, "job_id": job_id, "detail": detail})
 
     def collected(self, job: BatchJob, counts: Mapping[str, int]) -> None:
         job.collected, job.counts = True, dict(counts)

@@ -26,7 +26,7 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from engine.batch_jobs import JOBS_FILE, JobRecords
+from engine.batch_jobs import ABANDONED, COLLECTED, JOBS_FILE, JobRecords
 from engine.console_lines import plural
 from engine.durable import read_record_lines
 from engine.records import FOREIGN_NOTE
@@ -184,9 +184,9 @@ def write_down(run_dir: Path | str, unknown: list[LostJob], named: frozenset[str
     given_up = 0
     for job in unknown:
         if job.recorded >= job.lines:
-            records.known_collected(job.job_key, job.job_id, COLLECTED_DETAIL)
+            records.unknown_job(COLLECTED, job.job_key, job.job_id, COLLECTED_DETAIL)
         elif named & set(job.names()):
-            records.given_up_unknown(job.job_key, job.job_id, LOST_DETAIL)
+            records.unknown_job(ABANDONED, job.job_key, job.job_id, LOST_DETAIL)
             given_up += 1
     return given_up
 

@@ -134,21 +134,15 @@ SHIPPED_FAMILIES = "families (shipped)"
 def fingerprint(spec: CampaignSpec) -> dict[str, Any]:
     """The design record: every input file's path and SHA-256, and the dutchbook version."""
     files = {
-        label: {"path": str(path), "sha256": _sha256(label, path)}
+        label: {"path": str(path), "sha256": input_sha256(label, path)}
         for label, path in input_files(spec)
     }
     return {"dutchbook": installed_version() or "unknown", "files": files}
 
 
-def file_sha256(label: str, path: Path) -> str:
-    """The SHA-256 `design.json` records of an input file labelled `label`, read as a plan
-    reads it (`_sha256`): a FIFO or a folder in a file's place is refused (`FamilyError` or
-    `DataError`, both `ValueError`s), never opened."""
-    return _sha256(label, path)
-
-
-def _sha256(label: str, path: Path) -> str:
-    """The file's SHA-256, read without waiting: a FIFO among the family files, or as the
+def input_sha256(label: str, path: Path) -> str:
+    """The SHA-256 `design.json` records of an input file labelled `label` (`report` compares
+    the family files with it), read without waiting: a FIFO among the family files, or as the
     returns (`score --spec`, a resume: hashed before they are read), was opened and waited
     on for a writer for ever, and a device read without end. Anything but a regular file
     is refused as the loaders refuse it (`panels.families.refuse_a_pipe`,

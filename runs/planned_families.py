@@ -94,13 +94,13 @@ def changed_family_files(run_dir: Path) -> list[str]:
     was planned: the report reads each family's shape and control flag from the file as it is
     now, and a file edited since moved families between figure 6's shapes, or between an
     arm's future families and its controls, without a word."""
-    from runs.design import file_sha256
+    from runs.design import input_sha256
 
     phrases = []
     for label, sha256, places in _recorded_files(run_dir) or []:
         for place in places:
             try:
-                now = file_sha256(label, place)
+                now = input_sha256(label, place)
             except (ValueError, OSError):  # gone, unreadable, or no regular file
                 continue
             if now != sha256:
