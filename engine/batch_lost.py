@@ -63,6 +63,11 @@ class LostJob:
     def names(self) -> tuple[str, str]:
         return self.job_key, self.job_id
 
+    @property
+    def lost(self) -> bool:
+        """Whether the ledger lacks a line of it: it may still be answering."""
+        return self.recorded < self.lines
+
 
 #: How much of the log is searched at a time.
 _BLOCK = 1 << 23
@@ -171,7 +176,7 @@ def unknown_jobs(run_dir: Path | str) -> list[LostJob]:
 
 def lost_jobs(run_dir: Path | str) -> list[LostJob]:
     """`unknown_jobs` whose lines the ledger does not all hold: they may still be answering."""
-    return [job for job in unknown_jobs(run_dir) if job.recorded < job.lines]
+    return [job for job in unknown_jobs(run_dir) if job.lost]
 
 
 def write_down(run_dir: Path | str, unknown: list[LostJob], named: frozenset[str]) -> int:
@@ -183,7 +188,7 @@ def write_down(run_dir: Path | str, unknown: list[LostJob], named: frozenset[str
     records = JobRecords(run_dir)
     given_up = 0
     for job in unknown:
-        if job.recorded >= job.lines:
+        if not job.lost:
             records.unknown_job(COLLECTED, job.job_key, job.job_id, COLLECTED_DETAIL)
         elif named & set(job.names()):
             records.unknown_job(ABANDONED, job.job_key, job.job_id, LOST_DETAIL)

@@ -654,8 +654,7 @@ def _check_lost_jobs(run_dir: Path, abandon: frozenset[str], console: Console) -
     if not run_dir.is_dir():
         return
     unknown = unknown_jobs(run_dir)  # whatever the spec says now: `dispatch` may change
-    lost = [job for job in unknown if job.recorded < job.lines]
-    unnamed = [job for job in lost if not abandon & set(job.names())]
+    unnamed = [job for job in unknown if job.lost and not abandon & set(job.names())]
     if unnamed:
         raise RunError(f"{lost_jobs_line(run_dir, unnamed)}; nothing was sent")
     if given_up := write_down(run_dir, unknown, abandon):
