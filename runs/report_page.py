@@ -83,6 +83,12 @@ tr.unscored td { color: var(--muted); }
 ul.omitted { color: var(--muted); font-size: 0.92rem; padding-left: 1.2rem; }
 nav ol { padding-left: 1.3rem; margin: 0.3rem 0; columns: 2 16rem; font-size: 0.95rem; }
 a { color: var(--accent); }
+/* A table's first label column (`.key`: its model, or its arm) stays while a wide table's
+   numbers scroll past, so a row is never read without its name. */
+th.key, td.key { position: sticky; left: 0; z-index: 1; background: #fff;
+  box-shadow: 1px 0 0 var(--rule); }
+th.key { background: #f9fafb; }
+th.key + th.key, td.key + td.key { position: static; }
 @media (max-width: 640px) {
   body { font-size: 15px; }
   main { padding: 0.8rem 0.6rem 2rem; }
@@ -91,12 +97,13 @@ a { color: var(--accent); }
   /* A table's label columns (its first two words columns, `.key`) stay while its numbers
      scroll past, each 6rem wide, their words wrapped: the arm and model columns filled a
      phone's width, and scrolled away with the numbers. */
-  th.key, td.key { position: sticky; left: 0; z-index: 1; background: #fff;
-    white-space: normal; overflow-wrap: anywhere; box-sizing: border-box; width: 6.9rem;
-    min-width: 6.9rem; max-width: 6.9rem; }
-  th.key + th.key, td.key + td.key { left: 6.9rem; box-shadow: 1px 0 0 var(--rule); }
-  th.key { background: #f9fafb; }
+  th.key, td.key { white-space: normal; overflow-wrap: anywhere; box-sizing: border-box;
+    width: 6.9rem; min-width: 6.9rem; max-width: 6.9rem; box-shadow: none; }
+  th.key + th.key, td.key + td.key { position: sticky; left: 6.9rem;
+    box-shadow: 1px 0 0 var(--rule); }
   td.long { min-width: 6rem; }
+  /* An input's digest breaks where it must, so the provenance table fits a phone. */
+  td code { overflow-wrap: anywhere; }
   /* A figure keeps a width its labels can be read at, and scrolls sideways in its box. */
   figure img { max-width: none; width: 44rem; }
 }
@@ -105,6 +112,7 @@ a { color: var(--accent); }
   .scroll { overflow: visible; border: 0; }
   table { font-size: 0.7rem; }
   th, td, td.text { padding: 0.15rem 0.3rem; white-space: normal; }
+  th.key, td.key { position: static; box-shadow: none; }
   figure { break-inside: avoid; }
   h2, h3 { break-after: avoid; }
   figure img { width: auto; max-width: 100%; max-height: 80vh; }

@@ -45,6 +45,18 @@ LAYOUT = """
   scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth})
 """
 
+#: Each table wider than its box, scrolled to its end: how far its first row's label cell
+#: (`td.key`) stands from the box's left edge (0 while it stays in place).
+PINNED = """
+Array.from(document.querySelectorAll('.scroll'))
+  .filter(box => box.scrollWidth > box.clientWidth + 1)
+  .map(box => {
+    box.scrollLeft = box.scrollWidth;
+    const cell = box.querySelector('tbody td.key');
+    return cell ? cell.getBoundingClientRect().left - box.getBoundingClientRect().left : null;
+  })
+"""
+
 
 async def _inspect(page_path: Path, shots: Path, full_page: bool = False) -> dict[str, Any]:
     assert CHROMIUM is not None
@@ -61,6 +73,7 @@ async def _inspect(page_path: Path, shots: Path, full_page: bool = False) -> dic
             await page.screenshot(shots / f"{name}.png")
             if full_page:  # slow on a tall page: only when a human asked to look
                 await page.screenshot(shots / f"{name}-full.png", full_page=True)
+            found[name]["pinned"] = await page.evaluate(PINNED)
     return found
 
 
@@ -99,6 +112,10 @@ def test_report_page_renders_offline_in_chromium(figures_run: Path, tmp_path: Pa
         assert outside == [page_path.resolve().as_uri()], (name, outside)
         assert seen["failed"] == [], name
         assert _distinct_colours(tmp_path / f"{name}.png") > 50, f"{name} screenshot looks blank"
+        # A table wider than its box keeps its label column in place while scrolled: the
+        # audit's table is wider than a laptop's box, and every table but one a phone's.
+        pinned = seen["pinned"]
+        assert pinned and all(p is not None and 0 <= p <= 2 for p in pinned), (name, pinned)
 
 
 def test_the_browser_check_sees_a_page_that_reaches_out(tmp_path: Path) -> None:
