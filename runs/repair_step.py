@@ -19,7 +19,13 @@ import numpy as np
 import polars as pl
 
 from runs.answered_sets import SET_KEY_SCHEMA, AnswerSource, answered_sets, chunks
-from runs.scored_from import REPAIRED, REPAIRED_FROM, answers_now, record_scored_from
+from runs.scored_from import (
+    REPAIRED,
+    REPAIRED_FROM,
+    answers_now,
+    forget_digest,
+    record_scored_from,
+)
 from runs.scoring_step import PartFiles
 from runs.spec import CampaignSpec
 from runs.units import UnitSource
@@ -111,7 +117,9 @@ def repair_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = Non
             parts.add(frame.sort(["unit", "set", "pass"], maintain_order=True))
         # The old record stays until the new file is in place: removed first, a kill during
         # the commit left the old repairs with no record, and their staleness unsaid. A kill
-        # after it leaves the new repairs beside the old record: said stale, wrongly but safely.
+        # after it leaves the new repairs beside the old record: said stale, wrongly but safely
+        # (its digest dropped first, `forget_digest`, so a reparse back to it cannot undo that).
+        forget_digest(run_dir, REPAIRED_FROM)
         parts.commit(run_dir / REPAIRED)
     record_scored_from(run_dir, answers, name=REPAIRED_FROM)
     return RepairSummary(

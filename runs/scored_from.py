@@ -78,6 +78,18 @@ def record_scored_from(
     write_bytes_atomic(run_dir / name, orjson.dumps(record, option=orjson.OPT_INDENT_2))
 
 
+def forget_digest(run_dir: Path, name: str = SCORED_FROM) -> None:
+    """Drop the record's `digest` before the files it describes are replaced: they are
+    committed one at a time, then the record, so a kill or a full disk between them left
+    files of new answers beside the old record and its digest, and a reparse back to that
+    digest's answers then called the record current (`follow_reparse`) over scores, or
+    repairs, of other answers. Without it the record names the old answers' files only,
+    which a reparse never writes again: stale until scored (or repaired) again."""
+    record = read_scored_from(run_dir, name)
+    if record is not None and "digest" in record:
+        record_scored_from(run_dir, record, name=name)
+
+
 def _of_answers_now(run_dir: Path, record: Any) -> bool:
     """Whether a record read from its file (`record_scored_from`'s) names the answers'
     files as they are now."""
@@ -248,6 +260,7 @@ __all__ = [
     "SCORES_FILES",
     "answers_now",
     "follow_reparse",
+    "forget_digest",
     "has_report",
     "read_scored_from",
     "record_scored_from",

@@ -30,7 +30,7 @@ from runs.answered_sets import (
     pass_averages,
 )
 from runs.memory import trim_heap
-from runs.scored_from import answers_now, record_scored_from
+from runs.scored_from import answers_now, forget_digest, record_scored_from
 from runs.spec import CampaignSpec
 from runs.units import UnitSource
 from scoring import brier, pool
@@ -305,6 +305,7 @@ def score_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None
                 pool.shutdown()
             trim_heap()  # the chunk's garbage goes back before the next chunk allocates
         pool.shutdown()
+        forget_digest(run_dir)
         for name, part in outputs.items():
             part.commit(run_dir / f"{name}.parquet")
     record_scored_from(run_dir, answers)

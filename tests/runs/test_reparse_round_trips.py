@@ -18,11 +18,14 @@ import shutil
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
 
 import engine.reparse
+import runs.repair_step
+import runs.scoring_step
 from engine.audit import attempt_timeline
 from engine.journal import JournalWriter, segment_path
 from engine.lanefile import write_lane_states
@@ -33,6 +36,7 @@ from engine.reparse import last_reparse, lost_after_reparse
 from engine.scan import scan_attempts, scan_responses
 from engine.shards import shard_name
 from runs.audit import run_audit
+from runs.scored_from import stale_repairs
 from tests.runs.quiet_campaign import invoke
 
 #: A model whose fractions ("11/36") strict rejects and lenient takes, and one that answers
@@ -711,3 +715,65 @@ def test_answers_lost_in_a_folder_of_several_shards_and_a_journal_are_found_part
     assert seen == [2, 4]  # the shards in one part, then the journal; each a part
     assert whole.height == 18 and parts.equals(whole)
     assert bound and all(names == [] for names in bound), bound
+
+
+def _killed_on_call(number: int) -> Any:
+    """A stand-in that lets its first `number - 1` calls through to `real` and ends the
+    command at call `number`, as a kill there would (the files before it committed)."""
+    calls: list[int] = []
+
+    def wrap(real: Any) -> Any:
+        def stand_in(*args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
+            if len(calls) == number:
+                raise SystemExit(137)
+            return real(*args, **kwargs)
+
+        return stand_in
+
+    return wrap
+
+
+def test_scores_cut_short_after_a_reparse_are_stale_after_a_reparse_back(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hostile pass: strict's answers scored, lenient's reparsed in, a `score` killed after
+    its first file was committed (forecasts.parquet lenient's, the rest strict's), then a
+    reparse back to strict's: it said "no new score is needed" and every command after it
+    read forecasts of answers the folder no longer held as current."""
+    out = root / "run"
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    assert invoke("score", str(out))[0] == 0
+    assert invoke("reparse", str(out), "--parser", "lenient")[0] == 0
+    with monkeypatch.context() as patch:
+        real = runs.scoring_step.PartFiles.commit
+        patch.setattr(runs.scoring_step.PartFiles, "commit", _killed_on_call(2)(real))
+        assert invoke("score", str(out))[0] == 137
+    code, said = invoke("reparse", str(out), "--parser", "strict")
+    assert code == 0 and "no new score is needed" not in said, said
+    assert f"run `dutchbook score {out}`" in said, said
+    code, said = invoke("report", str(out))
+    assert code == 2 and "its answers changed after it was scored" in said, said
+    assert invoke("score", str(out))[0] == 0
+    assert invoke("report", str(out))[0] == 0
+
+
+def test_repairs_cut_short_after_a_reparse_are_stale_after_a_reparse_back(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for `repaired.parquet`: lenient's repairs committed, the command killed before
+    its record; a reparse back to strict's answers called them current, 8 repaired sets of
+    answers strict rejects among them."""
+    out = root / "run"
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    assert invoke("repair", str(out))[0] == 0
+    assert stale_repairs(out) is None
+    assert invoke("reparse", str(out), "--parser", "lenient")[0] == 0
+    with monkeypatch.context() as patch:
+        real = runs.repair_step.record_scored_from
+        patch.setattr(runs.repair_step, "record_scored_from", _killed_on_call(1)(real))
+        assert invoke("repair", str(out))[0] == 137
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    assert (why := stale_repairs(out)) is not None and "dutchbook repair" in why
+    assert invoke("repair", str(out))[0] == 0
+    assert stale_repairs(out) is None
