@@ -2,7 +2,8 @@
 "dutchbook.report/1"; every NaN or missing number is null; an *interval* is
 `{"mean", "lo", "hi"}`, a 95% date-clustered percentile bootstrap):
 
-- `schema`, `coverage_floor`, `bootstrap_replicates`, `seed`, `level` (0.95),
+- `schema`, `coverage_floor`, `bootstrap_replicates`, `seed` (the spec's; its decimal digits
+  in a string past 64 bits, `json_seed`), `level` (0.95),
   `baseline_arm`, `thresholds` ([0.001, 0.005, 0.01]), `arbitrage_free_cents` (0.05).
 - `rows`: one object per (model, arm): `model`, `arm`, `norm` ("inf" paper arms, "l1"
   family arms), `status` ("scored" | "below_coverage_floor" | "no_answers"), `scored`,
@@ -83,6 +84,13 @@ from runs.report.data import (
 )
 
 
+def json_seed(seed: int) -> int | str:
+    """The campaign's seed as `summary.json` holds it: a number, or its decimal digits in a
+    string past 64 bits (a spec takes any seed, numpy's 128-bit entropy among them, which
+    orjson cannot write: such a folder's report ended in a traceback every time)."""
+    return seed if seed < 2**64 else str(seed)
+
+
 def build_summary(data: ReportData, figures: dict[str, Any] | None = None) -> dict[str, Any]:
     """`summary.json`'s object (NaN as None); `figures` as `write_figures` returned it."""
     summary: dict[str, Any] = clean_json(
@@ -90,7 +98,7 @@ def build_summary(data: ReportData, figures: dict[str, Any] | None = None) -> di
             "schema": SCHEMA,
             "coverage_floor": data.floor,
             "bootstrap_replicates": data.reps,
-            "seed": data.seed,
+            "seed": json_seed(data.seed),
             "level": LEVEL,
             "baseline_arm": BASELINE_ARM,
             "thresholds": list(THRESHOLDS),

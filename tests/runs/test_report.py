@@ -950,3 +950,22 @@ def test_leaderboard_txt_gives_long_names_whole(tmp_path: Path) -> None:
     for name in names:
         assert any(name in line for line in text.splitlines())
     assert "…" not in text
+
+
+def test_a_seed_past_64_bits_is_written_as_its_digits(tmp_path: Path) -> None:
+    """A spec takes any seed (numpy's 128-bit entropy among them), but orjson writes no
+    integer past 64 bits: such a folder's report ended in a traceback, every time. The
+    intervals are those of the seed itself; summary.json holds its digits."""
+    seed = 2**128 - 1
+    scores = frame([row("m", "baseline", u, 0, 0.001 * i) for i, u in enumerate(UNITS)])
+    console = Console(file=StringIO(), width=200, color_system=None)
+    summary = write_report(
+        tmp_path, scores, floor=0.9, seed=seed, reps=REPS, console=console, figures=False
+    )
+    written = json.loads((tmp_path / "report" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["seed"] == written["seed"] == str(seed)
+    assert int(written["seed"]) == seed
+    small = write_report(
+        tmp_path, scores, floor=0.9, seed=2**64 - 1, reps=REPS, console=console, figures=False
+    )
+    assert small["seed"] == 2**64 - 1  # a number, as before, while it fits
