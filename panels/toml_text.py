@@ -23,6 +23,7 @@ import math
 import re
 import sys
 import tomllib
+from collections.abc import Iterator
 from typing import Any
 
 #: Far more parts than any key of a spec, a family or a check file has (they use two or
@@ -76,6 +77,27 @@ def loads(text: str) -> dict[str, Any]:
         raise tomllib.TOMLDecodeError(_too_many_digits(text, error)) from None
     _refuse_too_long(table)
     return table
+
+
+#: A TOML text's strings (multi-line first: `"""` is not an empty string then a quote) and
+#: its comments: what follows a `#` outside a string. A multi-line string may end in up to
+#: two quotes of its own before its delimiter.
+_STRING_OR_COMMENT = re.compile(
+    r'"""(?:\\.|[^\\])*?"{3,5}'
+    r"|'''.*?'{3,5}"
+    r'|"(?:\\.|[^"\\\n])*"'
+    r"|'[^'\n]*'"
+    r"|#[^\n]*",
+    re.DOTALL,
+)
+
+
+def comments(text: str) -> Iterator[tuple[int, str]]:
+    """Each comment of a TOML text that `loads` read: its line (from 1) and its words after
+    the `#`. A `#` inside a string (a key, a value, a URL's fragment) begins none."""
+    for match in _STRING_OR_COMMENT.finditer(text):
+        if match.group().startswith("#"):
+            yield text.count("\n", 0, match.start()) + 1, match.group()[1:]
 
 
 def finite(value: float) -> float | None:

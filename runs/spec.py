@@ -254,6 +254,12 @@ def parse_spec(
     text: str = "",
     data_must_exist: bool = True,
 ) -> CampaignSpec:
+    # First, but for the variables' names: a key pasted as a provider's or a parser's value
+    # was quoted in full by that key's own refusal. Theirs say it is a key (`_model_config`).
+    if (where := _credential_at(raw, passed_over=_NOT_SEARCHED | _ENV_KEYS)) is not None:
+        raise _holds_credential(path, where)
+    if (line := _credential_in_comment(text)) is not None:
+        raise _holds_credential(path, f"line {line}", "a comment here")
     _unknown(raw, _TOP_KEYS, path, "")
     name = _get(raw, "name", str, path, "", "a campaign name (letters, digits, - and _)")
     if not name or not all(c.isalnum() or c in "-_" for c in name):
@@ -274,14 +280,7 @@ def parse_spec(
     models = _parse_models(raw.get("models"), path)
     arms = _parse_arms(raw.get("arms"), path, arm_names, {m.name for m in models})
     if (where := _credential_at(raw)) is not None:  # after the checks that name a key's role
-        raise SpecError(
-            path,
-            where,
-            "not used: it holds what looks like a credential (not shown); a key never goes in "
-            "a spec: put it in an environment variable and give that variable's name as "
-            "api_key_env (in a run folder's spec.toml, remove it there and from "
-            "spec-history.jsonl beside it)",
-        )
+        raise _holds_credential(path, where)
     return CampaignSpec(
         name=name,
         seed=seed,
@@ -321,9 +320,37 @@ def retry_limits(raw: Mapping[str, Any], path: Path) -> tuple[int, int]:
 #: Keys whose values are not searched for a credential: names, model ids and data paths,
 #: where a look-alike is likelier than a pasted key (a spec refused a model id).
 _NOT_SEARCHED = frozenset({"name", "model", "data"})
+#: The keys whose value names an environment variable, whose own checks say when it is a key.
+_ENV_KEYS = frozenset({"api_key_env", "base_url_env"})
 
 
-def _credential_at(value: Any, where: str = "") -> str | None:
+def _holds_credential(path: Path, where: str, what: str = "it") -> SpecError:
+    """The refusal of a spec holding what looks like a credential, never showing it."""
+    return SpecError(
+        path,
+        where,
+        f"not used: {what} holds what looks like a credential (not shown); a key never goes "
+        "in a spec, its comments included: put it in an environment variable and give that "
+        "variable's name as api_key_env (in a run folder's spec.toml, remove it there and "
+        "from spec-history.jsonl beside it)",
+    )
+
+
+def _credential_in_comment(text: str) -> int | None:
+    """The line of the first comment of a spec's text holding what looks like a credential,
+    or None. A key commented out (`# api_key = "gsk_..."`, an old one kept) was frozen into
+    the run folder with the spec's text, which the table's search never saw."""
+    from panels import toml_text  # here: importing this module should not import numpy
+
+    for line, words in toml_text.comments(text):
+        if looks_like_credential(words):
+            return line
+    return None
+
+
+def _credential_at(
+    value: Any, where: str = "", passed_over: frozenset[str] = _NOT_SEARCHED
+) -> str | None:
     """Where in a spec's table a string shaped like a credential stands (`models[0].about`),
     or None. A key pasted where a variable's name goes (`api_key_env = "gsk_..."`) passed the
     name check, was printed in the "set gsk_... first" line, and was frozen into the run
@@ -335,10 +362,10 @@ def _credential_at(value: Any, where: str = "") -> str | None:
         else enumerate(value) if isinstance(value, list) else ()
     )  # fmt: skip
     for key, item in items:
-        if key in _NOT_SEARCHED:
+        if key in passed_over:
             continue
         inner = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else key
-        if (found := _credential_at(item, inner)) is not None:
+        if (found := _credential_at(item, inner, passed_over)) is not None:
             return found
     return None
 
@@ -475,8 +502,9 @@ def _check_unique_names(names: list[str], path: Path) -> None:
 def check_one_form(spec: CampaignSpec) -> None:
     """Refuse a model name written twice in two Unicode forms ("café" with U+00E9 and "cafe"
     + U+0301): two strings drawn alike, they ran as two models no table, figure or page could
-    tell apart; and a name the report would misread (`_name_misread`). For a design about to
-    be frozen (a new run folder, `dutchbook plan`)."""
+    tell apart; a name the report would misread (`_name_misread`); and a campaign or model
+    name shaped like a credential (every table and page shows it whole, the logs masked it).
+    For a design about to be frozen (a new run folder, `dutchbook plan`)."""
     from panels.input_files import form_clash  # a spec imports panels
 
     clash = form_clash(spec.models, lambda model: model.name)
@@ -488,7 +516,12 @@ def check_one_form(spec: CampaignSpec) -> None:
             f"unique names; {name!r} appears twice, as {other!a} and {name!a}: one name in "
             "two Unicode forms, drawn alike in every table",
         )
+    if looks_like_credential(spec.name):
+        raise _holds_credential(spec.path, "name")
     for index, model in enumerate(spec.models):
+        if looks_like_credential(model.name):
+            # Shown in every table and page, while the logs mask it: a key, or named like one.
+            raise _holds_credential(spec.path, f"models[{index}].name")
         if (why := _name_misread(model.name)) is not None:
             raise SpecError(spec.path, f"models[{index}].name", why)
 
@@ -714,6 +747,8 @@ def _parse_arms(
             raise SpecError(path, f"arms[{i}]", "a table")
         _unknown(entry, _ARM_KEYS, path, where)
         name = _get(entry, "name", str, path, where, "an arm name")
+        if name not in arm_names and looks_like_credential(name):  # never quoted below
+            raise _holds_credential(path, where + "name")
         if name not in arm_names:
             raise SpecError(
                 path,

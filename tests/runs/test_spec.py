@@ -518,3 +518,87 @@ def test_a_window_that_holds_no_stock_day_names_its_keys_and_the_datas_dates(
         "this data and seed (or a wider data.anchor_from to data.anchor_to): asked for 4 "
         "stock-days (2 dates with two stocks each) but only 1 date qualifies"
     ), said[1]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('parser = "lenient"', 'parser = "sk-SECRETINSPEC1234567"'),
+        ('provider = "sim"', 'provider = "gsk_SECRETINSPEC1234567"'),
+        ("rpm = 600", 'rpm = 600\nresponse_format = "sk-SECRETINSPEC1234567"'),
+        ('name = "baseline"\npasses = 5', 'name = "sk-SECRETINSPEC1234567"\npasses = 5'),
+        ('models = ["a"]', 'models = ["sk-SECRETINSPEC1234567"]'),
+    ],
+)
+def test_a_key_pasted_as_a_checked_value_is_refused_as_one_never_quoted(
+    tmp_path: Path, old: str, new: str
+) -> None:
+    """A hostile pass: each of these keys' own refusals quoted the value in full ("strict or
+    lenient, not 'sk-...'"); the search for a credential ran after them."""
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, GOOD.replace(old, new, 1)), arm_names=ARMS)
+    assert "SECRETINSPEC" not in str(info.value)
+    assert "looks like a credential (not shown)" in str(info.value)
+
+
+def test_a_key_in_a_comment_is_refused_by_its_line_never_shown(tmp_path: Path) -> None:
+    """A key commented out (an old one kept) was frozen into the run folder with the spec's
+    text (`spec.toml`, `spec-history.jsonl`): the search read the table, with no comments."""
+    text = GOOD.replace("rpm = 600", 'rpm = 600\n# api_key = "gsk_SECRETINSPEC12345678" (old)', 1)
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, text), arm_names=ARMS)
+    line = 1 + text.splitlines().index('# api_key = "gsk_SECRETINSPEC12345678" (old)')
+    assert info.value.key == f"line {line}", str(info.value)
+    assert "a comment here holds what looks like a credential (not shown)" in str(info.value)
+    assert "SECRETINSPEC" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "# the sk-instruct finetune, from our sk-experiments",
+        "# keys: https://console.groq.com/keys, in GROQ_API_KEY",
+        '# about = "Aizawa-lab-llama-3-8b-instruct-v2, asiaforecast2024"',
+    ],
+)
+def test_a_comment_that_only_looks_like_a_key_and_a_hash_in_a_string_are_read(
+    tmp_path: Path, comment: str
+) -> None:
+    text = GOOD.replace("rpm = 600", f"rpm = 600\n{comment}", 1).replace(
+        'model = "sim-coherent"', 'model = "sim-coherent"\nabout = "#1 gsk_ in a string: #x"', 1
+    )
+    load_spec(write(tmp_path, text), arm_names=ARMS)
+
+
+def test_toml_comments_are_found_outside_strings_only() -> None:
+    from panels.toml_text import comments
+
+    text = (
+        'a = "x#y" # one\nb = """multi\n# not one """\n# two\nc = \'lit#\'  # three\n'
+        'd = "esc \\" # in" # four\ne = \'\'\'x\n#no\'\'\'\'\' # five\n"k#ey" = 1 # six\n'
+    )
+    tomllib.loads(text)  # a valid TOML text, as `comments` is given
+    assert list(comments(text)) == [
+        (1, " one"), (4, " two"), (5, " three"), (6, " four"), (8, " five"), (9, " six")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "where"),
+    [
+        ('name = "a"', 'name = "sk-SECRETINSPEC1234567"', "models[0].name"),
+        ('name = "demo"', 'name = "sk-SECRETINSPEC1234567"', "name"),
+    ],
+)
+def test_a_name_shaped_like_a_key_is_refused_for_a_new_design(
+    tmp_path: Path, old: str, new: str, where: str
+) -> None:
+    """A model named like a key ran: every table and page showed it whole while the logs
+    masked it as `***`. Loaded as written (a folder an earlier build ran with one stays
+    readable), refused where a new design is planned."""
+    text = GOOD.split("[[arms]]")[0] + '[[arms]]\nname = "baseline"\n'  # of all models
+    text = text.replace(old, new, 1)
+    spec = load_spec(write(tmp_path, text), arm_names=ARMS)
+    with pytest.raises(SpecError) as info:
+        check_one_form(spec)
+    assert info.value.key == where and "SECRETINSPEC" not in str(info.value)
