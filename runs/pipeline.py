@@ -84,7 +84,7 @@ from runs.signals import (
 )
 from runs.signals import (
     leave_terminal,
-    mark_interrupt_said,
+    raise_if_stop_pending,
     stop_signals_to_catch,
     stops_as_interrupt,
     terminal_fds,
@@ -157,6 +157,9 @@ class StopSignals:
     def __init__(self, on_first: Callable[[], None] | None = None) -> None:
         self.stop = asyncio.Event()
         self.count = 0
+        #: Stop signals received, counted as each arrives (`_arrived`); `count` counts those
+        #: the loop handed to `_handle`, a turn later.
+        self.arrived = 0
         self.task: asyncio.Task[Any] | None = None
         self._on_first = on_first
         #: Of stdout and stderr, those that were a terminal when the handlers were installed
@@ -174,6 +177,11 @@ class StopSignals:
         elif self.task is not None and not self.task.done():
             self.task.cancel()
 
+    def _arrived(self, signum: int, frame: object) -> None:
+        """Python's handler in place of asyncio's no-op: the signal's number still reaches
+        the loop (the wakeup descriptor), which calls `_handle` on its next turn."""
+        self.arrived += 1
+
     @property
     def hard(self) -> bool:
         """A second signal came: the dispatch was cancelled, not wound down."""
@@ -188,6 +196,7 @@ class StopSignals:
             try:
                 before = signal.getsignal(sig)
                 loop.add_signal_handler(sig, self._handle, sig)
+                signal.signal(sig, self._arrived)
             except (NotImplementedError, RuntimeError, ValueError):
                 continue  # not the main thread, or no signals here: run without handlers
             previous[sig] = before
@@ -198,6 +207,9 @@ class StopSignals:
                 loop.remove_signal_handler(sig)
                 with contextlib.suppress(TypeError, ValueError):
                     signal.signal(sig, before if before is not None else signal.SIG_DFL)
+            # A signal the loop had not handed over when its handlers were removed (as
+            # dispatch ended) was dropped by asyncio: the run scored, reported and exited 0.
+            self.count = max(self.count, self.arrived)
 
 
 def default_run_dir(spec: CampaignSpec) -> Path:
@@ -719,9 +731,7 @@ async def _run_locked(
     )
     injected: dict[str, int] = {}  # the simulator's counts, once it has stopped
     summary = await _dispatch_campaign(spec, run_dir, plan_path, signals, injected.update, options)
-    if summary is None:  # second signal: no scoring, out at once
-        console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
-        mark_interrupt_said()
+    if summary is None or signals.hard:  # a second signal (as dispatch ended too): out at once
         return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True)
     clock.lap("dispatch", run_dir)
     # Ctrl-C ends scoring and the report at once, as SIGTERM does: dispatch's handlers gave
@@ -931,9 +941,11 @@ def _score_and_report(
     for line in summary.lines():
         console.print(line, soft_wrap=True, highlight=False, markup=False)
     release_heap()  # dispatch's garbage (runs.memory), before scoring allocates its own
+    raise_if_stop_pending()  # a stop as dispatch ended, its `KeyboardInterrupt` dropped
     workers = options.figure_workers
     reading = workers.audit(run_dir) if workers is not None else None  # beside scoring
     scored = score_run(spec, run_dir, units)
+    raise_if_stop_pending()
     audit = reading.result() if reading is not None else run_audit(run_dir)
     console.print(audit.sentence, soft_wrap=True, highlight=False, markup=False)
     release_heap()  # scoring's garbage, before the report's scans
@@ -950,12 +962,10 @@ def _score_and_report(
     )
     console.print(f"report page: {page}", highlight=False, soft_wrap=True)
     clock.lap("report", run_dir)
+    raise_if_stop_pending()
     if summary.spend_cap_reached:
         assert summary.spend is not None
         console.print(f"{summary.spend.message()} — {SPEND_CAP_HINT}", soft_wrap=True)
-    if interrupted:
-        console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
-        mark_interrupt_said()
     return CampaignResult(
         run_dir=run_dir,
         summary=summary,

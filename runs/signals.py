@@ -27,12 +27,27 @@ INTERRUPTED_MESSAGE = f"{INTERRUPTED} to resume"
 #: Ctrl-C that lands in its own frames (between a command's end and the exit) into exit 130
 #: without a word; `runs.cli.main` says the line then, unless a command already did.
 _interrupt_said = False
+#: Whether `stops_as_interrupt`'s handler raised `KeyboardInterrupt` that no command has said
+#: yet: raised inside a finalizer (a weak reference's callback, an event loop's `__del__`),
+#: Python prints "Exception ignored in" and drops it, and the run scored, reported and exited
+#: 0 after a SIGTERM. `raise_if_stop_pending` raises it again where a command looks.
+_stop_pending = False
 
 
 def mark_interrupt_said() -> None:
     """Record that the interrupt's line was written (each place that writes it calls this)."""
-    global _interrupt_said
+    global _interrupt_said, _stop_pending
     _interrupt_said = True
+    _stop_pending = False
+
+
+def raise_if_stop_pending() -> None:
+    """`KeyboardInterrupt` if a stop signal's was raised and dropped (`_stop_pending`): for
+    the steps of a command between which a stop may land (scoring, the report)."""
+    global _stop_pending
+    if _stop_pending:
+        _stop_pending = False
+        raise KeyboardInterrupt
 
 
 def say_interrupted() -> None:
@@ -157,8 +172,10 @@ def stops_as_interrupt() -> Iterator[None]:
     fds = terminal_fds()
 
     def interrupt(signum: int, frame: object) -> None:
+        global _stop_pending
         if signum == signal.SIGHUP:
             leave_terminal(fds)
+        _stop_pending = True  # until said: raised inside a finalizer, it would be dropped
         raise KeyboardInterrupt
 
     previous: dict[signal.Signals, Any] = {}
@@ -169,11 +186,25 @@ def stops_as_interrupt() -> Iterator[None]:
             previous[sig] = signal.signal(sig, interrupt)
         except ValueError:  # not the main thread: leave the signals as they are
             continue
+    global _stop_pending
+    hook = sys.unraisablehook
+
+    def quiet_when_pending(unraisable: Any) -> None:
+        """A dropped stop's "Exception ignored ... KeyboardInterrupt" traceback is not said:
+        the command ends on its own line (`raise_if_stop_pending`)."""
+        if not (_stop_pending and unraisable.exc_type is KeyboardInterrupt):
+            hook(unraisable)
+
+    sys.unraisablehook = quiet_when_pending
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         for sig, before in previous.items():
             signal.signal(sig, before if before is not None else signal.SIG_DFL)
+        # The block's stops end with it: reached the command, caught inside it, or dropped
+        # after the command's last look (`raise_if_stop_pending`), its work then done.
+        _stop_pending = False
 
 
 __all__ = [
@@ -186,6 +217,7 @@ __all__ = [
     "leave_terminal",
     "mark_interrupt_said",
     "python_raises",
+    "raise_if_stop_pending",
     "say_interrupted",
     "stops_as_interrupt",
     "terminal_fds",

@@ -118,7 +118,9 @@ def run(
     print_text(f"run folder: {result.run_dir}")
     if result.disk_full is not None:
         fail(f"{result.disk_full}; nothing written was lost; {DISK_FULL_HINT}", EXIT_DISK_FULL)
-    if result.interrupted:
+    if result.interrupted:  # the last line, after the folder's (a resume needs both)
+        print_text(INTERRUPTED_MESSAGE)
+        mark_interrupt_said()
         raise typer.Exit(EXIT_INTERRUPTED)
     if result.spend_cap_reached:
         raise typer.Exit(EXIT_SPEND_CAP)

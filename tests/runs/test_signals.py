@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.signals import stops_as_interrupt
+from runs.signals import raise_if_stop_pending, stops_as_interrupt
 from tests.runs.run_folders import quickstart_for_tests
 
 DUTCHBOOK = str(Path(sys.executable).with_name("dutchbook"))
@@ -152,3 +152,66 @@ def test_a_stop_signal_inside_a_swallowing_callback_is_delivered_after_the_block
     with pytest.raises(KeyboardInterrupt), deferred():
         callback_from_c()
     assert signals_module.getsignal(signals_module.SIGINT) is signals_module.default_int_handler
+
+
+class _StopsInFinalizer:
+    """Sends SIGTERM to this process while it is collected: the handler's KeyboardInterrupt
+    is raised inside `__del__`, where Python prints "Exception ignored" and drops it."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)  # the handler runs here, inside the finalizer
+
+
+def test_a_stop_dropped_inside_a_finalizer_still_ends_the_command() -> None:
+    """A hostile pass: a SIGTERM as dispatch ended raised its KeyboardInterrupt inside the
+    event loop's teardown, which dropped it; the run scored, reported and exited 0."""
+    before = signal.getsignal(signal.SIGTERM)
+    if before == signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    reached: list[str] = []
+    try:
+        with pytest.raises(KeyboardInterrupt), stops_as_interrupt():
+            _StopsInFinalizer()  # collected at once: its interrupt dropped (and not said)
+            reached.append("after the finalizer")
+            raise_if_stop_pending()  # a step's look: the stop ends the command here
+            reached.append("after the look")
+        assert reached == ["after the finalizer"]
+        raise_if_stop_pending()  # said once: nothing left pending for the next command
+        with stops_as_interrupt():
+            _StopsInFinalizer()  # dropped after the block's last look: its work was done
+        raise_if_stop_pending()  # and it ended with the block: the next command runs
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_a_delivered_stop_leaves_nothing_pending() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    if before == signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with pytest.raises(KeyboardInterrupt), stops_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        raise_if_stop_pending()  # the next command is not stopped by this one's signal
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+async def test_a_signal_the_loop_never_handed_over_still_counts_as_a_stop() -> None:
+    """A SIGTERM 0 to 0.15 s after dispatch ended was taken by asyncio and dropped when
+    dispatch's handlers were removed before the loop's next turn: exit 0, no word."""
+    from runs.pipeline import StopSignals
+
+    signals = StopSignals()
+    with signals.installed():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)  # no await: the loop never turns before the handlers go
+    assert signals.count == 1 and not signals.hard
+    signals = StopSignals()
+    with signals.installed():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+    assert signals.hard  # two: out at once, no scoring
