@@ -5,6 +5,7 @@ failed attempts, and no credential written into a URL reaches a log or the ledge
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -22,6 +23,9 @@ def base_url_problem(url: str) -> str | None:
         return f"a well-formed http:// or https:// URL ({error})"
     if not parts.hostname or any(c.isspace() for c in parts.netloc):
         return "an http:// or https:// URL naming a host"
+    if any(c.isspace() or unicodedata.category(c) == "Cc" for c in url):
+        # urlsplit drops a tab or line break where it stands: the requests went elsewhere.
+        return "an http:// or https:// URL without spaces or control characters"
     if "@" in parts.netloc:
         return "a URL without a user or password (a key is read from api_key_env, never a URL)"
     if parts.query or parts.fragment or url.endswith(("?", "#")):

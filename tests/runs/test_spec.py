@@ -187,6 +187,11 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
          "models[1].base_url", "an http:// or https:// URL naming a host"),
         (("max_tokens = 8192", 'max_tokens = 8192\nbase_url = "https://a b/v1"'),
          "models[1].base_url", "naming a host"),
+        # a line break in the path was dropped by urlsplit: the requests went to ".../v1X: y"
+        (("max_tokens = 8192", 'max_tokens = 8192\nbase_url = "http://h.example/v1\\nX: y"'),
+         "models[1].base_url", "without spaces or control characters"),
+        (("max_tokens = 8192", 'max_tokens = 8192\nbase_url = "http://h.example/my v1"'),
+         "models[1].base_url", "without spaces or control characters"),
         (("max_tokens = 8192", 'max_tokens = 8192\nbase_url = "ftp://h/v1"'),
          "models[1].base_url", "an http:// or https:// URL"),
         # a password in the URL would reach every failure's detail, and so the ledger
