@@ -39,3 +39,6 @@ def main() -> None:
 
 
 __all__ = ["main"]
+
+if __name__ == "__main__":  # `python -m runs.entry ...`, as the `dutchbook` script runs it
+    main()
