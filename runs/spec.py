@@ -518,6 +518,12 @@ def check_one_form(spec: CampaignSpec) -> None:
         )
     if looks_like_credential(spec.name):
         raise _holds_credential(spec.path, "name")
+    if len(spec.name) > CAMPAIGN_NAME_MAX:  # `plan` took 300 and `run` failed to make out/x...
+        raise SpecError(
+            spec.path, "name",
+            f"at most {CAMPAIGN_NAME_MAX} characters (it names the run folder), not "
+            f"{len(spec.name):,}",
+        )  # fmt: skip
     for index, model in enumerate(spec.models):
         if looks_like_credential(model.name):
             # Shown in every table and page, while the logs mask it: a key, or named like one.
@@ -552,6 +558,9 @@ TOTAL_ROW = "all"
 #: The longest model name: a name is the label of every table row, log line and figure
 #: panel (5,000 characters were taken and printed whole in every one of them).
 MODEL_NAME_MAX = 100
+#: The longest campaign name: it names the default run folder (`out/NAME`), and a file
+#: system takes at most 255 bytes a name.
+CAMPAIGN_NAME_MAX = 100
 
 
 def _check_shown_text(entry: Mapping[str, Any], path: Path, where: str) -> None:

@@ -607,3 +607,16 @@ def test_a_name_shaped_like_a_key_is_refused_for_a_new_design(
     with pytest.raises(SpecError) as info:
         check_one_form(spec)
     assert info.value.key == where and "SECRETINSPEC" not in str(info.value)
+
+
+def test_a_campaign_name_too_long_for_its_folder_is_refused_by_plan(tmp_path: Path) -> None:
+    """`plan` took a 300-character name; `run` then failed to make `out/xxx...` (a file name
+    is at most 255 bytes). Loaded as written: a folder run under `--out` with one stays
+    readable."""
+    spec = load_spec(write(tmp_path, GOOD.replace('name = "demo"', f'name = "{"x" * 300}"')),
+                     arm_names=ARMS)
+    with pytest.raises(SpecError, match="at most 100 characters") as info:
+        check_one_form(spec)
+    assert info.value.key == "name"
+    check_one_form(load_spec(write(tmp_path, GOOD.replace('"demo"', f'"{"x" * 100}"')),
+                             arm_names=ARMS))
