@@ -380,8 +380,11 @@ def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
     """Every real provider's credentials must be present before anything is sent.
 
     Building the adapter is the check: it is what the run would do, so the message is the
-    provider module's own (naming the model and the variables, never their values).
+    provider module's own (naming the model and the variables, never their values), the
+    first model's in full and the others' names after it: one at a time, a campaign of five
+    providers took five runs to learn what each lacked.
     """
+    failed: list[tuple[int, ModelConfig, ConfigError]] = []
     for index, model in enumerate(spec.models):
         if model.provider == "sim":
             continue
@@ -390,11 +393,17 @@ def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
             if model.dispatch == "batch":
                 batch_client_for(model, env)
         except ConfigError as exc:
-            raise SpecError(
-                spec.path,
-                f"models[{index}]",
-                f"{exc} (or run with --rehearse to use the local simulator)",
-            ) from None
+            failed.append((index, model, exc))
+    if not failed:
+        return
+    index, _, first = failed[0]
+    others = ", ".join(f"{m.name!r} ({m.provider})" for _, m, _ in failed[1:])
+    also = f"; also lacking what they need: {others}" if others else ""
+    raise SpecError(
+        spec.path,
+        f"models[{index}]",
+        f"{first}{also} (or run with --rehearse to use the local simulator)",
+    )
 
 
 def needs_simulator(spec: CampaignSpec, rehearse: bool) -> bool:
