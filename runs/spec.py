@@ -410,6 +410,8 @@ def _parse_data(raw: Any, path: Path, *, must_exist: bool = True) -> DataSpec:
             raise SpecError(
                 path, f"data.{key}", f"a file or folder that exists ({resolved} does not)"
             )
+        if key == "families" and not resolved.is_dir():  # was "/dev/null: not a directory"
+            raise SpecError(path, "data.families", f"a folder of family files ({resolved} is not)")
         return resolved
 
     stock_days = _get(raw, "stock_days", int, path, "data.", "an integer", default=100)
