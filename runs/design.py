@@ -174,6 +174,19 @@ def _refuse_unless_a_file(label: str, path: Path, mode: int) -> None:
         raise DataError(f"{path}: {why}")
 
 
+#: The changed files a line names one by one (`said_changes`); past them, it counts.
+CHANGES_SHOWN = 5
+
+
+def said_changes(changed: list[str]) -> str:
+    """`changed_files`' phrases in one clause: the first `CHANGES_SHOWN`, then how many more.
+    Adding a families folder to a finished folder's spec named every shipped and new file
+    with its path: one line of 6.7 KB."""
+    shown = "; ".join(changed[:CHANGES_SHOWN])
+    more = len(changed) - CHANGES_SHOWN
+    return shown + (f"; and {more:,} more input file{'s' if more != 1 else ''}" if more > 0 else "")
+
+
 def changed_files(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     """One phrase per input file that differs between two fingerprints."""
     before, after = recorded.get("files", {}), now.get("files", {})
@@ -301,7 +314,7 @@ def _design_problem(
         changed = changed_files(recorded_design(design_path), now)
         if changed:
             return (
-                f"{run_dir} was planned from other data: {'; '.join(changed)}; put the original "
+                f"{run_dir} was planned from other data: {said_changes(changed)}; put the original "
                 "files back to resume, or choose a new folder with --out"
             )
     return None

@@ -60,7 +60,7 @@ def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
     if unfinished:  # scored as they are, but whose answers they are is not known
         typer.echo(f"warning: {unfinished}", err=True)
     spec = _frozen(run_dir) if spec_path is None else _given(run_dir, spec_path)
-    from runs.design import DesignChanged, data_changes
+    from runs.design import DesignChanged, data_changes, said_changes
 
     try:
         changed = data_changes(spec, run_dir)
@@ -68,7 +68,7 @@ def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
         fail(str(exc))
     if changed:
         typer.echo(
-            f"note: {run_dir} was planned from other data: {'; '.join(changed)}; its answers "
+            f"note: {run_dir} was planned from other data: {said_changes(changed)}; its answers "
             "are scored against the data as it is now",
             err=True,
         )

@@ -238,3 +238,16 @@ def test_a_damaged_record_of_the_design_is_named_and_nothing_is_sent(
         (out / name).write_bytes(original)
     run(spec, out)
     assert orjson.loads((out / "design.json").read_bytes())["files"]
+
+
+def test_many_changed_inputs_are_counted_past_the_first_five() -> None:
+    """Adding a families folder to a finished folder's spec named every shipped file and
+    every new one with its path, in a refusal of 6.7 KB on one line."""
+    from runs.design import said_changes
+
+    changed = [f"families/f{i}.toml (/x/f{i}.toml) is new" for i in range(43)]
+    said = said_changes(changed)
+    assert said.startswith("; ".join(changed[:5])) and said.endswith("; and 38 more input files")
+    assert len(said) < 300
+    assert said_changes(changed[:5]) == "; ".join(changed[:5])
+    assert said_changes(changed[:6]).endswith("; and 1 more input file")
