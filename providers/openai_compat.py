@@ -38,6 +38,7 @@ from providers.headers import (
 )
 from providers.secrets import Secret, first_set, redact_result
 from providers.types import (
+    TOKEN_FIELDS,
     ChatRequest,
     Completion,
     ConfigError,
@@ -235,9 +236,6 @@ def request_notes(config: ModelConfig, req: ChatRequest) -> tuple[str, ...]:
     if config.fold_system and req.system:
         return ("system folded into user turn",)
     return ()
-
-
-TOKEN_FIELDS = ("max_completion_tokens", "max_tokens")
 
 
 def token_field(config: ModelConfig, default: str) -> str:

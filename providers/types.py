@@ -94,6 +94,10 @@ PROVIDERS: tuple[str, ...] = ("sim", "openai", "groq", "deepinfra", "azure", "be
 #: memory (24 GB here, 1,400 queries); no provider serves anything near this many at once.
 MAX_CONCURRENCY = 10_000
 
+#: The output cap's field names an OpenAI-compatible server may take (a model's
+#: `token_field`): checked when a spec is read, used by `providers.openai_compat`.
+TOKEN_FIELDS = ("max_completion_tokens", "max_tokens")
+
 
 @dataclass(frozen=True)
 class ModelConfig:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from providers.constrained import RESPONSE_FORMATS
 from providers.secrets import looks_like_credential, looks_like_unprefixed_key
-from providers.types import MAX_CONCURRENCY, PROVIDERS, ModelConfig
+from providers.types import MAX_CONCURRENCY, PROVIDERS, TOKEN_FIELDS, ModelConfig
 from providers.urls import base_url_problem
 from runs.tokens import TOKENIZERS
 
@@ -619,7 +619,11 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
             f"less than the model's tpm ({entry['tpm']:g}): one reply could use more tokens "
             "than a minute allows",
         )  # fmt: skip
-    choices = {"response_format": RESPONSE_FORMATS, "tokenizer": tuple(TOKENIZERS)}
+    choices = {
+        "response_format": RESPONSE_FORMATS,
+        "tokenizer": tuple(TOKENIZERS),
+        "token_field": TOKEN_FIELDS,  # `plan` took any, and `run` refused it
+    }
     for key, allowed in choices.items():
         if key in entry and entry[key] not in allowed:
             raise SpecError(path, where + key, f"one of {', '.join(allowed)}, not {entry[key]!r}")

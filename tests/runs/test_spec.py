@@ -131,6 +131,9 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
         (("[data]", '[data]\nreturns = "nowhere.csv"'), "data.returns", "does not"),
         # ENAMETOOLONG, which `Path.exists` raises: a traceback
         (("[data]", f'[data]\nfamilies = "{"f" * 300}"'), "data.families", "File name too long"),
+        # taken by `plan`, refused by `run` (the adapter's check)
+        (("max_tokens = 8192", 'max_tokens = 8192\ntoken_field = "bogus"'),
+         "models[1].token_field", "one of max_completion_tokens, max_tokens, not 'bogus'"),
         # a file or a device: "error: /dev/null: not a directory", without the spec or the key
         (("[data]", '[data]\nfamilies = "/dev/null"'), "data.families", "a folder of family"),
         # the spec's own folder, read as families (its spec.toml "a family file")
