@@ -179,8 +179,11 @@ class StopSignals:
 
     def _arrived(self, signum: int, frame: object) -> None:
         """Python's handler in place of asyncio's no-op: the signal's number still reaches
-        the loop (the wakeup descriptor), which calls `_handle` on its next turn."""
+        the loop (the wakeup descriptor), which calls `_handle` on its next turn. A hangup
+        leaves the terminal here: one the loop never hands over would be written to."""
         self.arrived += 1
+        if signum == signal.SIGHUP:
+            leave_terminal(self._terminal_fds)
 
     @property
     def hard(self) -> bool:
@@ -197,6 +200,7 @@ class StopSignals:
                 before = signal.getsignal(sig)
                 loop.add_signal_handler(sig, self._handle, sig)
                 signal.signal(sig, self._arrived)
+                signal.siginterrupt(sig, False)  # as asyncio asks: calls it cuts restart
             except (NotImplementedError, RuntimeError, ValueError):
                 continue  # not the main thread, or no signals here: run without handlers
             previous[sig] = before
@@ -727,6 +731,7 @@ async def _run_locked(
         spec, run_dir, units, plan_summary, to_save, staged, options.rehearse, console
     )
     release_heap()  # planning's garbage (runs.memory), before dispatch allocates its own
+    raise_if_stop_pending()  # a stop while planning, dropped: nothing is sent, nothing paid
     clock.lap("plan", run_dir)
     with _damage_named(run_dir):
         # Every lane reads the ledger's shards to skip what is answered: a damaged one would

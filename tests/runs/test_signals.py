@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -215,3 +216,84 @@ async def test_a_signal_the_loop_never_handed_over_still_counts_as_a_stop() -> N
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.2)
     assert signals.hard  # two: out at once, no scoring
+
+
+SMALL = """
+name = "stops"
+seed = 5
+[data]
+stock_days = 2
+[[models]]
+name = "m"
+provider = "sim"
+model = "sim-coherent"
+[[arms]]
+name = "baseline"
+"""
+
+
+def _stopped_as_dispatch_ends(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, signals: int
+) -> tuple[int, str, Path]:
+    """`dutchbook run` in this process, `signals` SIGTERMs sent as its dispatch returns."""
+    import runs.pipeline
+    from tests.runs.quiet_campaign import invoke
+
+    real = runs.pipeline.dispatch
+
+    async def then_stopped(*args: Any, **kwargs: Any) -> Any:
+        summary = await real(*args, **kwargs)
+        for _ in range(signals):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # each its own arrival: two at once may be one
+        return summary
+
+    monkeypatch.setattr(runs.pipeline, "dispatch", then_stopped)
+    (tmp_path / "spec.toml").write_text(SMALL, encoding="utf-8")
+    out = tmp_path / "run"
+    code, said = invoke("run", str(tmp_path / "spec.toml"), "--out", str(out))
+    return code, said, out
+
+
+def test_a_stop_as_dispatch_ends_scores_what_is_there_and_says_so_last(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    code, said, out = _stopped_as_dispatch_ends(monkeypatch, tmp_path, 1)
+    assert code == 130, said
+    assert said.strip().splitlines()[-1] == "interrupted — run the same command again to resume"
+    assert f"run folder: {out}" in said and (out / "scores.parquet").exists()
+
+
+def test_a_second_stop_as_dispatch_ends_skips_scoring(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The second signal came once dispatch's task was done: nothing to cancel, and the run
+    scored and reported for seconds (minutes at paper scale) before it stopped."""
+    code, said, out = _stopped_as_dispatch_ends(monkeypatch, tmp_path, 2)
+    assert code == 130, said
+    assert said.strip().splitlines()[-1] == "interrupted — run the same command again to resume"
+    assert not (out / "scores.parquet").exists() and not (out / "report").exists()
+
+
+def test_a_stop_dropped_while_planning_sends_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A stop whose KeyboardInterrupt was dropped while the run planned was acted on only
+    after the whole dispatch (every answer paid for): now before anything is sent."""
+    import runs.pipeline
+    import runs.signals
+    from tests.runs.quiet_campaign import invoke
+
+    real = runs.pipeline._design_and_plan
+
+    def planned_then_dropped(*args: Any, **kwargs: Any) -> Any:
+        plan = real(*args, **kwargs)
+        monkeypatch.setattr(runs.signals, "_stop_pending", True)  # as a finalizer drops one
+        return plan
+
+    monkeypatch.setattr(runs.pipeline, "_design_and_plan", planned_then_dropped)
+    (tmp_path / "spec.toml").write_text(SMALL, encoding="utf-8")
+    out = tmp_path / "run"
+    code, said = invoke("run", str(tmp_path / "spec.toml"), "--out", str(out))
+    assert code == 130, said
+    assert not list((out / "attempts").glob("*.parquet")) and "answers accepted" not in said
