@@ -364,6 +364,8 @@ def _credential_at(
     for key, item in items:
         if key in passed_over:
             continue
+        if isinstance(key, str) and looks_like_credential(key):  # `gsk_... = 1`: never quoted
+            return f"{where}.<a key>" if where else "<a key>"
         inner = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else key
         if (found := _credential_at(item, inner, passed_over)) is not None:
             return found
@@ -519,17 +521,17 @@ def check_one_form(spec: CampaignSpec) -> None:
             "two Unicode forms, drawn alike in every table",
         )
     if looks_like_credential(spec.name):
-        raise _holds_credential(spec.path, "name")
-    if len(spec.name) > CAMPAIGN_NAME_MAX:  # `plan` took 300 and `run` failed to make out/x...
+        raise SpecError(spec.path, "name", _NAMED_LIKE_A_KEY)
+    size = len(spec.name.encode())
+    if size > CAMPAIGN_NAME_MAX:  # `plan` took 300 characters and `run` failed to make out/x...
         raise SpecError(
             spec.path, "name",
-            f"at most {CAMPAIGN_NAME_MAX} characters (it names the run folder), not "
-            f"{len(spec.name):,}",
+            f"at most {CAMPAIGN_NAME_MAX} bytes in UTF-8 (it names the run folder), not {size:,}",
         )  # fmt: skip
     for index, model in enumerate(spec.models):
         if looks_like_credential(model.name):
             # Shown in every table and page, while the logs mask it: a key, or named like one.
-            raise _holds_credential(spec.path, f"models[{index}].name")
+            raise SpecError(spec.path, f"models[{index}].name", _NAMED_LIKE_A_KEY)
         if (why := _name_misread(model.name)) is not None:
             raise SpecError(spec.path, f"models[{index}].name", why)
 
@@ -560,9 +562,15 @@ TOTAL_ROW = "all"
 #: The longest model name: a name is the label of every table row, log line and figure
 #: panel (5,000 characters were taken and printed whole in every one of them).
 MODEL_NAME_MAX = 100
-#: The longest campaign name: it names the default run folder (`out/NAME`), and a file
-#: system takes at most 255 bytes a name.
-CAMPAIGN_NAME_MAX = 100
+#: The longest campaign name, in UTF-8 bytes: it names the default run folder (`out/NAME`),
+#: and a file system takes at most 255 bytes a name (90 CJK letters are 270).
+CAMPAIGN_NAME_MAX = 200
+#: Why a new design's name shaped like a credential is refused (not shown: it may be one).
+_NAMED_LIKE_A_KEY = (
+    "named like a credential (not shown): every table and page shows a name whole, while "
+    "the logs mask anything of that shape; if it is a key, it never goes in a spec; either "
+    "way, choose another name"
+)
 
 
 def _check_shown_text(entry: Mapping[str, Any], path: Path, where: str) -> None:

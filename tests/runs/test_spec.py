@@ -577,6 +577,8 @@ def test_a_comment_that_only_looks_like_a_key_and_a_hash_in_a_string_are_read(
     text = GOOD.replace("rpm = 600", f"rpm = 600\n{comment}", 1).replace(
         'model = "sim-coherent"', 'model = "sim-coherent"\nabout = "#1 gsk_ in a string: #x"', 1
     )
+    # A model id is not searched: a `#` in it begins no comment, whatever follows it.
+    text = text.replace('"openai/gpt-oss-120b"', '"org/x#sk-abcdefgh12345678"', 1)
     load_spec(write(tmp_path, text), arm_names=ARMS)
 
 
@@ -609,19 +611,32 @@ def test_a_name_shaped_like_a_key_is_refused_for_a_new_design(
     text = GOOD.split("[[arms]]")[0] + '[[arms]]\nname = "baseline"\n'  # of all models
     text = text.replace(old, new, 1)
     spec = load_spec(write(tmp_path, text), arm_names=ARMS)
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(SpecError, match="named like a credential") as info:
         check_one_form(spec)
     assert info.value.key == where and "SECRETINSPEC" not in str(info.value)
+    assert "api_key_env" not in str(info.value)  # a name's refusal: no variable to set
 
 
 def test_a_campaign_name_too_long_for_its_folder_is_refused_by_plan(tmp_path: Path) -> None:
     """`plan` took a 300-character name; `run` then failed to make `out/xxx...` (a file name
     is at most 255 bytes). Loaded as written: a folder run under `--out` with one stays
     readable."""
-    spec = load_spec(write(tmp_path, GOOD.replace('name = "demo"', f'name = "{"x" * 300}"')),
-                     arm_names=ARMS)
-    with pytest.raises(SpecError, match="at most 100 characters") as info:
-        check_one_form(spec)
-    assert info.value.key == "name"
-    check_one_form(load_spec(write(tmp_path, GOOD.replace('"demo"', f'"{"x" * 100}"')),
+    for name in ("x" * 300, "\u4e88" * 90):  # 90 CJK letters: 270 bytes, in 100 characters
+        spec = load_spec(write(tmp_path, GOOD.replace('"demo"', f'"{name}"')), arm_names=ARMS)
+        with pytest.raises(SpecError, match="at most 200 bytes in UTF-8") as info:
+            check_one_form(spec)
+        assert info.value.key == "name"
+    check_one_form(load_spec(write(tmp_path, GOOD.replace('"demo"', f'"{"x" * 200}"')),
                              arm_names=ARMS))
+
+
+@pytest.mark.parametrize(
+    "line", ["gsk_abcdefgh12345678XYZ = 1", '"sk-proj-abcdefgh12345678XYZ" = "x"']
+)
+def test_a_key_pasted_as_a_toml_key_is_refused_never_quoted(tmp_path: Path, line: str) -> None:
+    """The unknown-key refusal quoted it in full (a review of the values' search)."""
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, GOOD.replace("rpm = 600", f"rpm = 600\n{line}", 1)),
+                  arm_names=ARMS)
+    assert "abcdefgh12345678" not in str(info.value), str(info.value)
+    assert info.value.key == "models[0].<a key>"
