@@ -3,6 +3,7 @@ their 95% date-clustered intervals, most coherent first (the paper's Figure 2)."
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from runs.report_figures import _style
@@ -70,7 +71,27 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     _style.save(fig, path)
     return (
         f"Mean arbitrage profit per unit stake and mean Brier score of each model on the "
-        f"{inputs.baseline_arm} arm, with 95% date-clustered bootstrap intervals; models "
-        "ordered from most to least coherent."
+        f"{inputs.baseline_arm} arm, {_intervals_said(profits)}; models ordered from most to "
+        "least coherent."
         + ("" if briered else " No outcome is known, so there is no Brier score.")
     )
+
+
+def _intervals_said(profits: list[dict[str, float | None]]) -> str:
+    """What the caption says of the intervals: a real model's two-stock, one-date run drew
+    bare points under a caption that promised intervals."""
+    drawn = sum(1 for iv in profits if not any(math.isnan(e) for e in _one(iv)))
+    if drawn == len(profits):
+        return "with 95% date-clustered bootstrap intervals"
+    if not drawn:
+        return "without intervals (each model's units span one date, which gives none)"
+    return (
+        "with 95% date-clustered bootstrap intervals (none where a model's units span one "
+        "date)"
+    )
+
+
+def _one(iv: dict[str, float | None]) -> list[float]:
+    """An interval's two error-bar lengths (`_style.errors` of it alone; NaN: none)."""
+    lower, upper = _style.errors([iv])
+    return [lower[0], upper[0]]

@@ -1101,3 +1101,22 @@ def test_a_book_of_thousands_of_binding_statements_draws_its_largest_stakes(
     assert f"the {books.MAX_EVENTS_SHOWN} largest of 2,000 stakes" in fig.axes[0].get_title(
         loc="left"
     )
+
+
+def test_the_leaderboard_caption_says_when_it_draws_no_interval(tmp_path: Path) -> None:
+    """A real model's two-stock, one-date run drew bare points under a caption promising
+    95% intervals (one date gives none: their ends are null)."""
+    from runs.report_figures import leaderboard
+
+    def row(model: str, lo: float | None, hi: float | None) -> dict[str, Any]:
+        return {"model": model, "arm": "baseline", "scored": True, "brier": None,
+                "profit": {"mean": 0.01, "lo": lo, "hi": hi}}  # fmt: skip
+
+    def caption(*rows: dict[str, Any]) -> str:
+        return leaderboard.draw(FigureInputs({"rows": list(rows)}), tmp_path / "fig2.png")
+
+    assert "with 95% date-clustered bootstrap intervals;" in caption(row("a", 0.005, 0.02))
+    said = caption(row("a", None, None), row("b", None, None))
+    assert "without intervals (each model's units span one date" in said and "95%" not in said
+    said = caption(row("a", 0.005, 0.02), row("b", None, None))
+    assert "intervals (none where a model's units span one date)" in said
