@@ -233,7 +233,17 @@ def draw(inputs: FigureInputs, path: Path) -> str:
                    name=names[book.model])  # fmt: skip
     _style.tight_layout(fig, h_pad=2.0)
     _style.save(fig, path)
-    return caption(shown)
+    return caption(shown) + _fewer_said(books)
+
+
+def _fewer_said(books: Sequence[Book], count: int = 3) -> str:
+    """Why fewer than `count` books are drawn under a title that promises three (a real
+    model's two-unit run drew two, without a word)."""
+    if len(books) >= count:
+        return ""
+    where = " of the stock-return arms" if books[0].norm == "inf" else ""
+    drawn = "Only one book is" if len(books) == 1 else f"Only {len(books)} books are"
+    return f" {drawn} drawn: no other model, arm and unit{where} had a positive profit."
 
 
 def _shown(book: Book) -> list[int]:

@@ -1120,3 +1120,23 @@ def test_the_leaderboard_caption_says_when_it_draws_no_interval(tmp_path: Path) 
     assert "without intervals (each model's units span one date" in said and "95%" not in said
     said = caption(row("a", 0.005, 0.02), row("b", None, None))
     assert "intervals (none where a model's units span one date)" in said
+
+
+@pytest.mark.parametrize(("drawn", "said"), [(1, "Only one book is"),
+                                              (2, "Only 2 books are"), (3, None)])
+def test_figure_1_says_when_it_draws_fewer_than_three_books(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drawn: int, said: str | None
+) -> None:
+    """Under its title "The three most profitable Dutch books" a real model's two-unit run
+    drew two, without a word."""
+    book = books.Book("m", "baseline", "2020-01-02:AAA", 0, "d1", "inf", 0.2, ["a", "b"],
+                      [0.6, 0.6], [0.5, 0.5], [-0.5, -0.5])  # fmt: skip
+    monkeypatch.setattr(books, "top_books", lambda inputs: [book] * drawn)
+    _, caption = _drawn_books(cast(FigureInputs, None), tmp_path / "fig1.png", monkeypatch)
+    if said is None:
+        assert "Only" not in caption
+    else:
+        assert (
+            f"{said} drawn: no other model, arm and unit of the stock-return arms had a "
+            "positive profit." in caption
+        ), caption
