@@ -806,6 +806,13 @@ def _wait_watching(
             now = time.time()
             if server is not None and server.poll() is not None:
                 if dispatch is None or not dispatch.reached(child.pid):
+                    # Said first: the campaign's own lines then read as a stop the user
+                    # asked for ("signal again to stop at once", "stop requested").
+                    print(
+                        f"the model server (pid {server.pid}) {how_it_ended(server.poll() or 0)}"
+                        ": stopping the campaign as a Ctrl-C would; what it answered is kept",
+                        file=sys.stderr, flush=True,
+                    )  # fmt: skip
                     child.send_signal(signal.SIGINT)
                 if dispatch is not None:
                     dispatch.note_server_exit(child.pid, alive_at)

@@ -219,7 +219,9 @@ def test_run_child_returns_the_childs_status() -> None:
     assert run_child([sys.executable, "-c", "raise SystemExit(4)"], dict(os.environ)) == 4
 
 
-def test_a_server_that_dies_mid_campaign_stops_the_campaign_with_one_line(tmp_path: Path) -> None:
+def test_a_server_that_dies_mid_campaign_stops_the_campaign_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The model server died after answering: the campaign probed it for ever (a provider
     that answered is waited for), though no one would start it again. The wrapper now sends
     the campaign a Ctrl-C and says why in its closing line."""
@@ -244,6 +246,11 @@ def test_a_server_that_dies_mid_campaign_stops_the_campaign_with_one_line(tmp_pa
     started = time.monotonic()
     assert run_child([sys.executable, "-c", campaign], dict(os.environ), server_process) == 130
     assert time.monotonic() - started < 25  # not the campaign's 30 s
+    # Said as the campaign is stopped, before its own "stopping: ... signal again" lines.
+    assert capsys.readouterr().err == (
+        f"the model server (pid {server.pid}) exited with status 3: stopping the campaign as "
+        "a Ctrl-C would; what it answered is kept\n"
+    )
     assert server_gone(server) == (
         f"the model server (pid {server.pid}) exited with status 3 while the campaign ran "
         f"(see {tmp_path / 'server.log'}); what it answered is kept: run the same command "
