@@ -18,7 +18,7 @@ run will record (`as_interrupted`), so the numbers do not jump at the resume.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -185,18 +185,51 @@ def with_unresolved(
     lines = unresolved_dispatches(run_dir)
     if not lines:
         return attempts, Unresolved()
-    writer = read_pid(run_dir)
-    if not (writer and writer.get("alive")):
+    died, live = _died_and_live(lines, read_pid(run_dir))
+    unresolved = Unresolved(
+        in_flight=len(live),
+        first_asked=_first_asked(live, attempts, responses) if live else {},
+        interrupted=len(died),
+        interrupted_batch=sum(1 for line in died if line.get(BATCH_JOB)),
+    )
+    if died:
         # A handful of rows beside the streamed scan, in its narrowed columns and types.
         schema = attempts.collect_schema()
-        rows = as_interrupted(lines).select(schema.names()).cast(schema)
-        batch = sum(1 for line in lines if line.get(BATCH_JOB))
-        return pl.concat([attempts, rows.lazy()]), Unresolved(
-            interrupted=len(lines), interrupted_batch=batch
-        )
-    return attempts, Unresolved(
-        in_flight=len(lines), first_asked=_first_asked(lines, attempts, responses)
-    )
+        rows = as_interrupted(died).select(schema.names()).cast(schema)
+        attempts = pl.concat([attempts, rows.lazy()])
+    return attempts, unresolved
+
+
+def _died_and_live(
+    lines: list[dict[str, Any]], writer: dict[str, Any] | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`lines` split into a died run's and the live writer's (`read_pid`; none alive: all
+    died). A resume's own ledger records the died run's as interrupted only once it opens:
+    until then every line was called in flight, and `status` polled through a resume's start
+    read 1,231 attempts where it had read 1,270 (a hostile pass). A line sent before the
+    writer's start, counted in whole seconds as lines spell their time, is the died run's."""
+    if not (writer and writer.get("alive")):
+        return lines, []
+    since = _whole_second(writer.get("started_at"))
+    if since is None:
+        return [], lines  # a pid file without its start: as before, all in flight
+    died: list[dict[str, Any]] = []
+    live: list[dict[str, Any]] = []
+    for line in lines:
+        sent = _whole_second(line.get("started_at"))
+        (died if sent is not None and sent < since else live).append(line)
+    return died, live
+
+
+def _whole_second(text: Any) -> datetime | None:
+    """An ISO time's whole second (UTC), None where it is not one."""
+    try:
+        moment = datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).replace(microsecond=0)
 
 
 def _first_asked(

@@ -425,3 +425,32 @@ def test_a_reply_a_strict_reparse_rejected_is_neither_a_retry_nor_a_failure(
     assert "1 retry over 1 request" in said
     [row] = [line for line in said.splitlines() if line.startswith("│ m1")]
     assert [cell.strip() for cell in row.split("│")][4:6] == ["1", "1"]  # retries, failed
+
+
+@pytest.mark.timeout(60)
+def test_a_resume_starting_reads_the_died_runs_dispatches_as_interrupted(tmp_path: Path) -> None:
+    """A hostile pass polled `status` through a resume's start: once its pid file was written,
+    before its ledger recorded the died run's unresolved dispatches, those read as its own
+    in flight, and the attempts fell from 1,270 to 1,231 (back up a moment later)."""
+    from engine.runlock import PID_FILE, write_pid
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "WROTE"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    dead = status(tmp_path)
+    time.sleep(1.1)  # the resume starts in a later second than the died run's last dispatch
+    write_pid(tmp_path)  # this process, as a resume's start writes it
+    try:
+        starting = status(tmp_path)
+        assert starting["state"] == "live"
+        assert starting["outcomes"] == dead["outcomes"] == {"interrupted": 1, "timeout": 5}
+        assert starting["in_flight"] == 0 and starting["interrupted_unrecorded"] == 1
+        assert starting["attempts"] == dead["attempts"] == 6
+    finally:
+        (tmp_path / PID_FILE).unlink()
