@@ -5,6 +5,7 @@ failed attempts, and no credential written into a URL reaches a log or the ledge
 
 from __future__ import annotations
 
+import ipaddress
 import unicodedata
 from collections.abc import Mapping
 from urllib.parse import urlsplit
@@ -31,6 +32,22 @@ def base_url_problem(url: str) -> str | None:
     if parts.query or parts.fragment or url.endswith(("?", "#")):
         return "the API root, without a ?query or #fragment (paths are added to it)"
     return None
+
+
+def in_clear_to_another_host(url: str) -> bool:
+    """Whether requests to `url` would travel unencrypted (http://) to a host other than this
+    machine's loopback: a provider's key sent there can be read on the way, and a spec shared
+    with its user could name any host (`runs.pipeline.check_credentials` refuses it)."""
+    parts = urlsplit(url)
+    if parts.scheme != "http":
+        return False
+    host = (parts.hostname or "").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: not this machine's loopback
+        return True
 
 
 def root_from_env(config: ModelConfig, env: Mapping[str, str], variable: str) -> str | None:

@@ -47,6 +47,7 @@ from panels.arms import ARMS
 from providers.batch_registry import batch_client_for
 from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
+from providers.urls import in_clear_to_another_host
 from runs.audit import run_audit
 from runs.damaged_files import check_footers, damage_report, special_files_report
 from runs.design import (
@@ -380,6 +381,11 @@ def check_simulator_answers(sim_url: str) -> None:
         raise RunError(f"--sim-url: {sim_url} answers, but not as dutchbook's simulator; {start}")
 
 
+#: The providers whose every request carries the user's credentials (a key, a token or a
+#: signature); `openai`'s carries one only where `api_key_env` names it, for a local server.
+KEYED_PROVIDERS = frozenset({"groq", "deepinfra", "azure", "bedrock", "vertex"})
+
+
 def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
     """Every real provider's credentials must be present before anything is sent.
 
@@ -392,6 +398,13 @@ def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
     for index, model in enumerate(spec.models):
         if model.provider == "sim":
             continue
+        if model.provider in KEYED_PROVIDERS and in_clear_to_another_host(model.base_url or ""):
+            raise SpecError(
+                spec.path, f"models[{index}].base_url",
+                f"an https:// URL: model {model.name!r} ({model.provider}) would send its "
+                "credentials unencrypted to another host over http:// (http:// is for a "
+                "test server on this machine's loopback: 127.0.0.1, ::1, localhost)",
+            )  # fmt: skip
         try:
             adapter_for(model, env)
             if model.dispatch == "batch":

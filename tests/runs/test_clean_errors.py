@@ -563,3 +563,42 @@ def test_every_model_lacking_its_key_is_named_in_the_one_line(
     assert code == 2, output
     assert_one_clean_line(output, "models[0]", "GROQ_API_KEY", "also lacking", "'d' (deepinfra)")
     assert "'s'" not in output  # the simulator's needs none
+
+
+@pytest.mark.parametrize(
+    ("base_url", "refused"),
+    [
+        ("http://evil.example/v1", True),
+        ("http://192.168.1.5:8000/v1", True),
+        ("https://evil.example/v1", False),
+        ("http://127.0.0.1:9/v1", False),
+        ("http://localhost:9/v1", False),
+        ("http://[::1]:9/v1", False),
+    ],
+)
+def test_a_keyed_provider_never_sends_its_key_in_clear_to_another_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base_url: str, refused: bool
+) -> None:
+    """A spec one was sent could point groq's key at any host over http:// (an echo server
+    received `Authorization: Bearer <key>`): refused before anything is sent, in one line,
+    the key never shown; https, and a test server on this machine's loopback, are taken."""
+    monkeypatch.setenv("GROQ_API_KEY", "gsk_CANARYabcdefgh12345678")
+    spec = tmp_path / "clear.toml"
+    spec.write_text(
+        'name = "clear"\n[data]\nstock_days = 2\n'
+        f'[[models]]\nname = "g"\nprovider = "groq"\nmodel = "x"\nbase_url = "{base_url}"\n'
+        '[[arms]]\nname = "baseline"\n',
+        encoding="utf-8",
+    )
+    from runs.pipeline import check_credentials
+    from runs.spec import SpecError
+
+    if not refused:
+        check_credentials(load_spec(spec), {"GROQ_API_KEY": "gsk_CANARYabcdefgh12345678"})
+        return
+    code, output = invoke("run", str(spec), "--out", str(tmp_path / "r"))
+    assert code == 2, output
+    assert_one_clean_line(output, "models[0].base_url", "unencrypted", "loopback")
+    assert "CANARY" not in output and not (tmp_path / "r").exists()
+    with pytest.raises(SpecError):
+        check_credentials(load_spec(spec), {"GROQ_API_KEY": "gsk_CANARYabcdefgh12345678"})
