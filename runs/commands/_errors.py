@@ -161,6 +161,11 @@ def _in_the_way(exc: OSError) -> str:
             " (this user may not use it, or the folder it is in: give it the access it "
             "lacks, then run the same command again)"
         )
+    elif exc.errno == errno.EROFS:  # a part of the folder mounted read-only: nothing changed
+        return (
+            " (on a read-only file system: copy the run folder somewhere you can write, and "
+            "give it the copy)"
+        )
     else:
         return ""
     if found is None:

@@ -602,3 +602,17 @@ def test_a_keyed_provider_never_sends_its_key_in_clear_to_another_host(
     assert "CANARY" not in output and not (tmp_path / "r").exists()
     with pytest.raises(SpecError):
         check_credentials(load_spec(spec), {"GROQ_API_KEY": "gsk_CANARYabcdefgh12345678"})
+
+
+def test_a_read_only_part_of_a_folder_says_to_copy_it() -> None:
+    """`responses/` or `logs/` mounted read-only: `reparse` said only "Read-only file
+    system: q7/logs/reparses.jsonl", without the whole folder's advice."""
+    import errno
+
+    from runs.commands._errors import _describe
+
+    said = _describe(OSError(errno.EROFS, "Read-only file system", "q7/logs/reparses.jsonl"))
+    assert said == (
+        "Read-only file system: q7/logs/reparses.jsonl (on a read-only file system: copy the "
+        "run folder somewhere you can write, and give it the copy)"
+    )
