@@ -42,7 +42,9 @@ from engine.durable import record_number
 from engine.lanefile import read_lane_states
 from engine.outage import read_pauses
 from engine.reparse import (
+    last_reparse,
     lost_after_reparse,
+    lost_despite_reparse,
     ok_means_accepted,
     parser_in_force,
     resume_refusal,
@@ -195,7 +197,14 @@ def reading_of_ok_replies(
     all the same (`engine.reparse.lost_after_reparse`: none, read at no cost, unless the
     folder holds fewer answers than that reparse left), `lost` None where there are none."""
     if ok_means_accepted(run_dir, spec_parser):
-        return True, None
+        # Where the last reparse finished, a reply it rejected is no lost answer, though its
+        # parser was the run's (`lost_despite_reparse`): searched only where one is missing.
+        last = last_reparse(run_dir)
+        reparsed = last is not None and last.finished and lost_answers(run_dir) > 0
+        found = lost_despite_reparse(run_dir) if reparsed else None
+        if found is None:
+            return True, None
+        return False, found.lazy() if found.height else None
     lost = lost_after_reparse(run_dir, held)
     return False, lost.lazy() if lost.height else None
 

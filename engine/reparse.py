@@ -432,6 +432,30 @@ def lost_after_reparse(run_dir: Path | str, held: int | None = None) -> pl.DataF
         held = int(ids.collect().item())  # unique: a shard copied counts once, as in `status`
     if held >= fewest:
         return none.to_frame()
+    return _unanswered_taken_by(run_dir, "strict")
+
+
+def lost_despite_reparse(run_dir: Path | str) -> pl.DataFrame | None:
+    """Where the folder's last reparse finished: the requests whose reply recorded `ok` has
+    no answer and which that reparse's parser takes (lost from `responses/`, as
+    `lost_after_reparse`'s), the others being replies it rejected; None where no reparse
+    finished last, and a reply recorded `ok` with no answer is the plain count's.
+
+    A reparse with the parser the run read with rejected replies it had accepted (a reply
+    edited in `attempts/`, or a parser changed between versions): each command then called
+    them lost and said to run that very reparse, which changed nothing, for ever."""
+    chain = _lines_maybe_in_force(run_dir)
+    if not chain or chain[0].get("begun") or chain[0].get("parser") not in ("strict", "lenient"):
+        return None
+    if not (Path(run_dir) / PLAN).exists():
+        return None  # no keys to parse a reply by: the plain count
+    return _unanswered_taken_by(Path(run_dir), str(chain[0]["parser"]))
+
+
+def _unanswered_taken_by(run_dir: Path, parser: str) -> pl.DataFrame:
+    """The requests whose reply recorded `ok` has no answer and which `parser` takes, each
+    reply parsed with its plan's keys, a few shards at a time (see `lost_after_reparse`)."""
+    none = pl.Series("request_id", [], dtype=pl.String)
     asked, keysets = _unanswered(run_dir)
     columns = ["request_id", "outcome", "raw_text"]
     parts = attempts_in_parts(run_dir, columns, _LOST_PART_BYTES) if asked.height else ()
@@ -441,7 +465,7 @@ def lost_after_reparse(run_dir: Path | str, held: int | None = None) -> pl.DataF
         for part in parts
     ):
         texts, keys = replies["raw_text"].to_list(), replies["keyset"].to_list()
-        taken = [_strict_takes(t, keysets[k]) for t, k in zip(texts, keys, strict=True)]
+        taken = [_takes(parser, t, keysets[k]) for t, k in zip(texts, keys, strict=True)]
         found.append(replies["request_id"].filter(pl.Series(taken, dtype=pl.Boolean)))
         del replies, texts, keys, taken  # this part let go of before the next is asked for
     return pl.concat(found).unique().sort().to_frame()
@@ -494,12 +518,12 @@ def _unanswered(run_dir: Path) -> tuple[pl.DataFrame, list[list[str]]]:
     return numbered, lists.struct.field("keys").to_list()
 
 
-def _strict_takes(text: str, keys: list[str] | None) -> bool:
-    """Whether the strict parser takes the reply `text` as an answer to `keys`."""
+def _takes(parser: str, text: str, keys: list[str] | None) -> bool:
+    """Whether `parser` takes the reply `text` as an answer to `keys`."""
     if not keys:  # nothing to parse it by
         return False
     try:
-        parse_answer(text, keys, "strict")
+        parse_answer(text, keys, parser)
     except AnswerError:
         return False
     return True

@@ -22,7 +22,12 @@ from pathlib import Path
 
 from engine.audit import repeated_rows_line
 from engine.console_lines import plural
-from engine.reparse import lost_after_reparse, ok_means_accepted, parser_in_force
+from engine.reparse import (
+    lost_after_reparse,
+    lost_despite_reparse,
+    ok_means_accepted,
+    parser_in_force,
+)
 from engine.scan import lost_answers, repeated_rows
 
 
@@ -41,6 +46,8 @@ def lost_answers_refusal(
     (`engine.reparse.lost_after_reparse`, as `status` and the audit count them)."""
     if ok_means_accepted(run_dir, spec_parser):
         missing = lost_answers(run_dir)
+        if missing and (lost := lost_despite_reparse(run_dir)) is not None:
+            missing = lost.height  # those the last reparse rejected are no loss
     else:
         missing = lost_after_reparse(run_dir).height
     if not missing:

@@ -674,9 +674,9 @@ def _attempts_in_shards_and_journal(out: Path, shards: int) -> None:
 
 
 def _parts_read(monkeypatch: pytest.MonkeyPatch, bound: list[list[str]]) -> list[int]:
-    """`lost_after_reparse`'s parts counted (their number returned, a call's count appended
-    when it ends), and, each time it asks for a part after its first, which of its names
-    for the last part's replies it still holds, in `bound`."""
+    """`lost_after_reparse`'s parts (read by `_unanswered_taken_by`) counted (their number
+    returned, a call's count appended when it ends), and, each time it asks for a part after
+    its first, which of its names for the last part's replies it still holds, in `bound`."""
     seen: list[int] = []
     read = engine.reparse._collected_ahead
 
@@ -686,7 +686,7 @@ def _parts_read(monkeypatch: pytest.MonkeyPatch, bound: list[list[str]]) -> list
             n += 1
             yield replies
             caller = sys._getframe(1)  # the loop that asks for the next part
-            assert caller.f_code.co_name == "lost_after_reparse"
+            assert caller.f_code.co_name == "_unanswered_taken_by"  # `lost_after_reparse`'s
             held = ("replies", "texts", "keys", "taken")
             bound.append([name for name in held if name in caller.f_locals])
         seen.append(n)
@@ -777,3 +777,33 @@ def test_repairs_cut_short_after_a_reparse_are_stale_after_a_reparse_back(
     assert (why := stale_repairs(out)) is not None and "dutchbook repair" in why
     assert invoke("repair", str(out))[0] == 0
     assert stale_repairs(out) is None
+
+
+def test_replies_the_runs_own_parser_now_rejects_are_not_lost_answers(root: Path) -> None:
+    """A hostile pass: two accepted replies edited in `attempts/` (a parser changed between
+    versions does the same), then `reparse --parser lenient`, the run's own: it rejected them,
+    and `score`, `repair`, `report` and a resume each refused the folder for 2 lost answers,
+    saying to run that very reparse, which changed nothing: a dead end."""
+    out = root / "run"
+    (shard,) = sorted((out / "attempts").glob("*.parquet"))
+    attempts = pl.read_parquet(shard)
+    plain_ok = (pl.col("model") == "plain") & (pl.col("outcome") == "ok")
+    edited = attempts.filter(plain_ok).head(2)["request_id"].to_list()
+    attempts.with_columns(
+        pl.when(plain_ok & pl.col("request_id").is_in(edited))
+        .then(pl.lit("garbage"))
+        .otherwise(pl.col("raw_text"))
+        .alias("raw_text")
+    ).write_parquet(shard)
+    code, said = invoke("reparse", str(out), "--parser", "lenient")
+    assert code == 0 and "accepted 56 → 54" in said, said
+    for command in ("score", "repair", "report"):
+        code, said = invoke(command, str(out))
+        assert code == 0 and "missing from responses/" not in said, (command, said)
+    audit = run_audit(out)
+    assert audit.totals.answers_missing == 0, audit.totals
+    # A loss after that reparse is still a loss: the answers the lenient parser takes.
+    for part in (out / "responses").glob("*.parquet"):
+        part.unlink()
+    code, said = invoke("score", str(out))
+    assert code == 2 and "54 accepted answers are missing from responses/" in said, said
