@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from runs.signals import raise_if_stop_pending, stops_as_interrupt
-from tests.runs.run_folders import quickstart_for_tests
+from tests.runs.run_folders import SMALL_SPEC, quickstart_for_tests
 
 DUTCHBOOK = str(Path(sys.executable).with_name("dutchbook"))
 
@@ -218,20 +218,6 @@ async def test_a_signal_the_loop_never_handed_over_still_counts_as_a_stop() -> N
     assert signals.hard  # two: out at once, no scoring
 
 
-SMALL = """
-name = "stops"
-seed = 5
-[data]
-stock_days = 2
-[[models]]
-name = "m"
-provider = "sim"
-model = "sim-coherent"
-[[arms]]
-name = "baseline"
-"""
-
-
 def _stopped_as_dispatch_ends(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, signals: int
 ) -> tuple[int, str, Path]:
@@ -249,7 +235,7 @@ def _stopped_as_dispatch_ends(
         return summary
 
     monkeypatch.setattr(runs.pipeline, "dispatch", then_stopped)
-    (tmp_path / "spec.toml").write_text(SMALL, encoding="utf-8")
+    (tmp_path / "spec.toml").write_text(SMALL_SPEC, encoding="utf-8")
     out = tmp_path / "run"
     code, said = invoke("run", str(tmp_path / "spec.toml"), "--out", str(out))
     return code, said, out
@@ -292,7 +278,7 @@ def test_a_stop_dropped_while_planning_sends_nothing(
         return plan
 
     monkeypatch.setattr(runs.pipeline, "_design_and_plan", planned_then_dropped)
-    (tmp_path / "spec.toml").write_text(SMALL, encoding="utf-8")
+    (tmp_path / "spec.toml").write_text(SMALL_SPEC, encoding="utf-8")
     out = tmp_path / "run"
     code, said = invoke("run", str(tmp_path / "spec.toml"), "--out", str(out))
     assert code == 130, said
