@@ -275,7 +275,7 @@ def missing_answers_line(missing: int, run_dir: str, parser: str | None) -> str 
 
 
 def rejected_answers_line(
-    rejected: int, run_dir: str, *, refusal_said: bool = False
+    rejected: int, run_dir: str, *, refusal_said: bool = False, own_parser: str | None = None
 ) -> str | None:
     """What `status` and `audit` say of requests whose reply the run accepted and a later
     `dutchbook reparse --parser strict` rejected (None when there are none): they count as
@@ -285,10 +285,22 @@ def rejected_answers_line(
 
     With `refusal_said` (the audit's notes say the resume's refusal, whose words name that
     reparse command and that the resume waits for it), the command is left to the refusal:
-    the line says only that a lenient reparse gives the answers back without a call."""
+    the line says only that a lenient reparse gives the answers back without a call.
+
+    With `own_parser`, the replies were rejected by a reparse with the parser the answers
+    are read with (`engine.reparse.lost_despite_reparse`: a reply edited in `attempts/`, or
+    another version's parser): no reparse takes them back, and a resume asks them again."""
     if not rejected:
         return None
     one = rejected == 1
+    if own_parser is not None:
+        return (
+            f"{plural(rejected, 'request')} {'has' if one else 'have'} no answer because "
+            f"`dutchbook reparse --parser {own_parser}`, the parser its answers are read "
+            f"with, rejected the {'reply' if one else 'replies'} the run had accepted (edited "
+            "in attempts/, or read by another version's parser): a resume asks "
+            f"{'it' if one else 'them'} again"
+        )
     line = (
         f"{plural(rejected, 'request')} {'has' if one else 'have'} no answer only because "
         f"`dutchbook reparse --parser strict` rejected the {'reply' if one else 'replies'} "
@@ -368,7 +380,7 @@ def _join(parts: list[str]) -> str:
 
 def retry_sentence(retry_attempts: int, requests_retried: int, requests: int,
                    retries_by_cause: Mapping[str, int], attempted: int | None = None,
-                   unrecorded: int = 0, rejected: int = 0) -> str:
+                   unrecorded: int = 0, rejected: int = 0, rejected_by: str = "strict") -> str:
     """The paper's sentence: "N retry attempts across M requests out of T, attributed to
     rate limits (a), provider errors (b), ..." with every nonzero cause, largest first.
 
@@ -380,14 +392,15 @@ def retry_sentence(retry_attempts: int, requests_retried: int, requests: int,
     file): their retries are unknown, so the sentence never says every attempt was accepted,
     as it did of a folder whose attempts file was deleted.
 
-    `rejected`, requests whose reply the run accepted and a strict reparse rejected: not
-    retries, and not accepted now, so the sentence says them after the retries and does
-    not say every attempt was accepted."""
+    `rejected`, requests whose reply the run accepted and a reparse (`rejected_by`: strict,
+    or the run's own parser, `engine.reparse.lost_despite_reparse`) rejected: not retries,
+    and not accepted now, so the sentence says them after the retries and does not say
+    every attempt was accepted."""
     said = _retries_said(
         retry_attempts, requests_retried, requests, retries_by_cause, attempted, unrecorded,
         every="" if rejected else ": every attempt was accepted",
     )
-    return f"{said.rstrip('.')}; {_rejected_clause(rejected)}." if rejected else said
+    return f"{said.rstrip('.')}; {_rejected_clause(rejected, rejected_by)}." if rejected else said
 
 
 def _retries_said(retry_attempts: int, requests_retried: int, requests: int,
@@ -461,13 +474,13 @@ def paper_causes_sentence(retries_by_cause: Mapping[str, int]) -> str | None:
     return f"As Appendix C groups them: {_join(ours)}{besides}."
 
 
-def _rejected_clause(rejected: int) -> str:
-    """The audit sentence's words for requests whose reply a strict reparse rejected: one
-    reply each, the one the run accepted."""
+def _rejected_clause(rejected: int, parser: str = "strict") -> str:
+    """The audit sentence's words for requests whose reply a reparse with `parser` rejected:
+    one reply each, the one the run accepted."""
     return (
         f"{plural(rejected, 'reply', 'replies')} the run accepted "
         f"{'was' if rejected == 1 else 'were'} rejected by `dutchbook reparse --parser "
-        "strict`, not retried"
+        f"{parser}`, not retried"
     )
 
 
@@ -564,11 +577,13 @@ class AuditRow:
     def given_up_total(self) -> int:
         return sum(self.given_up.values())
 
-    def sentence(self) -> str:
+    def sentence(self, rejected_by: str = "strict") -> str:
+        """`retry_sentence` of this scope; `rejected_by`, the parser of the reparse that
+        rejected replies the run had accepted."""
         return retry_sentence(
             self.retry_attempts, self.requests_retried, self.requests, self.retries_by_cause,
             attempted=self.requests - self.not_attempted, unrecorded=self.answers_unrecorded,
-            rejected=self.answers_rejected_on_reparse,
+            rejected=self.answers_rejected_on_reparse, rejected_by=rejected_by,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -640,6 +655,9 @@ class Audit:
     #: for the command that rebuilds answers lost from `responses/`.
     run_dir: str = "DIR"
     parser: str | None = None
+    #: Whether replies rejected on reparse were rejected by `parser` itself, the run's own
+    #: (`engine.reparse.lost_despite_reparse`), not by a strict reparse of a lenient run.
+    rejected_by_own_parser: bool = False
     #: Attempts sent and not resolved (`engine.unresolved`) while a writer is live: in flight,
     #: in no count but the sentence's (their requests count as asked).
     in_flight: int = 0
@@ -672,8 +690,9 @@ class Audit:
     @property
     def sentence(self) -> str:
         totals = self.totals
+        rejected_by = (self.parser if self.rejected_by_own_parser else None) or "strict"
         return said_in_full(
-            totals.sentence(), totals.retries_by_cause, in_flight=self.in_flight,
+            totals.sentence(rejected_by), totals.retries_by_cause, in_flight=self.in_flight,
             attempted=totals.requests - totals.not_attempted, requests=totals.requests,
             held=self.at_provider,
         )  # fmt: skip
@@ -789,7 +808,8 @@ class Audit:
         repeated = repeated_rows_line(self.repeats, self.run_dir)
         # As `status` notes them, and not while a reparse is unfinished (its line first).
         rejected = None if self.reparse_unfinished else rejected_answers_line(
-            self.totals.answers_rejected_on_reparse, self.run_dir, refusal_said=bool(refused)
+            self.totals.answers_rejected_on_reparse, self.run_dir, refusal_said=bool(refused),
+            own_parser=self.parser if self.rejected_by_own_parser else None,
         )
         lines = [
             *([self.reparse_unfinished] if self.reparse_unfinished else []),
@@ -1100,6 +1120,7 @@ def _read_audit(
                  providers={m: mapping[m] for m in models if m in mapping},
                  pauses=read_pauses(run_dir), lane_ends=read_lane_ends(run_dir),
                  run_dir=str(run_dir), parser=parser_in_force(run_dir, spec_parser),
+                 rejected_by_own_parser=ok_means_accepted(run_dir, spec_parser),
                  in_flight=unresolved.in_flight, interrupted_unrecorded=unresolved.interrupted,
                  interrupted_batch=unresolved.interrupted_batch,
                  repeats=repeats, at_provider=at_provider(fold_jobs(run_dir), attempts),

@@ -32,7 +32,7 @@ from engine.batch_jobs import at_provider, fold_jobs, jobs_summary
 from engine.durable import record_number
 from engine.journal import list_segments
 from engine.lanefile import read_lane_states
-from engine.reparse import parser_in_force, unfinished_line
+from engine.reparse import ok_means_accepted, parser_in_force, unfinished_line
 from engine.retry import DUPLICATE
 from engine.runlock import read_pid
 from engine.scan import JOURNAL, read_settled, repeated_rows, scan_ledger
@@ -128,6 +128,9 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
     ok_accepted, lost_ids = reading_of_ok_replies(
         run_dir, spec_parser, sum(accepted_by_model.values())
     )
+    # A reply rejected on reparse by the parser the answers are read with (not by a strict
+    # reparse of a lenient run): said as such (`engine.audit.rejected_answers_line`).
+    own = parser_in_force(run_dir, spec_parser) if ok_means_accepted(run_dir, spec_parser) else None
     every = classify(
         attempts.drop("detail"), responses, ok_means_accepted=ok_accepted, lost=lost_ids
     )
@@ -190,6 +193,7 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
             retry_sentence(
                 sum(retries.values()), retried, planned if planned is not None else seen,
                 retries, attempted=seen, unrecorded=unrecorded, rejected=rejected,
+                rejected_by=own or "strict",
             ),
             retries, in_flight=unresolved.in_flight, attempted=seen,
             requests=planned if planned is not None else seen, held=held,
@@ -221,7 +225,8 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
         "warnings": warnings,
         # Not while a reparse is unfinished: its warning says the one thing to do.
         "notes": [] if unfinished else [
-            line for line in (rejected_answers_line(rejected, str(run_dir)),) if line
+            line for line in (rejected_answers_line(rejected, str(run_dir), own_parser=own),)
+            if line
         ],
     }
 

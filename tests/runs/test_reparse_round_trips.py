@@ -25,6 +25,7 @@ import pytest
 
 import engine.reparse
 import runs.repair_step
+import runs.scored_from
 import runs.scoring_step
 from engine.audit import attempt_timeline
 from engine.journal import JournalWriter, segment_path
@@ -770,7 +771,7 @@ def test_repairs_cut_short_after_a_reparse_are_stale_after_a_reparse_back(
     assert stale_repairs(out) is None
     assert invoke("reparse", str(out), "--parser", "lenient")[0] == 0
     with monkeypatch.context() as patch:
-        real = runs.repair_step.record_scored_from
+        real = runs.scored_from.record_scored_from  # what runs.repair_step calls
         patch.setattr(runs.repair_step, "record_scored_from", _killed_on_call(1)(real))
         assert invoke("repair", str(out))[0] == 137
     assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
@@ -802,6 +803,12 @@ def test_replies_the_runs_own_parser_now_rejects_are_not_lost_answers(root: Path
         assert code == 0 and "missing from responses/" not in said, (command, said)
     audit = run_audit(out)
     assert audit.totals.answers_missing == 0, audit.totals
+    # Said as what it is: no strict reparse ran, and none takes them back (a review).
+    for command in ("status", "audit"):
+        code, said = invoke(command, str(out))
+        assert code == 0 and "--parser strict" not in said, (command, said)
+        assert "`dutchbook reparse --parser lenient`, the parser its answers are read with, " \
+            "rejected the replies the run had accepted" in " ".join(said.split()), said
     # A loss after that reparse is still a loss: the answers the lenient parser takes.
     for part in (out / "responses").glob("*.parquet"):
         part.unlink()

@@ -223,9 +223,8 @@ def _stopped_as_dispatch_ends(
 ) -> tuple[int, str, Path]:
     """`dutchbook run` in this process, `signals` SIGTERMs sent as its dispatch returns."""
     import runs.pipeline
+    from engine.dispatch import dispatch as real  # what runs.pipeline calls
     from tests.runs.quiet_campaign import invoke
-
-    real = runs.pipeline.dispatch
 
     async def then_stopped(*args: Any, **kwargs: Any) -> Any:
         summary = await real(*args, **kwargs)
