@@ -382,7 +382,7 @@ def check_simulator_answers(sim_url: str) -> None:
 
 
 #: The providers whose every request carries the user's credentials (a key, a token or a
-#: signature); `openai`'s carries one only where `api_key_env` names it, for a local server.
+#: signature); `openai`'s carries one where `api_key_env` names it.
 KEYED_PROVIDERS = frozenset({"groq", "deepinfra", "azure", "bedrock", "vertex"})
 
 
@@ -398,13 +398,14 @@ def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
     for index, model in enumerate(spec.models):
         if model.provider == "sim":
             continue
-        if model.provider in KEYED_PROVIDERS and in_clear_to_another_host(model.base_url or ""):
-            raise SpecError(
-                spec.path, f"models[{index}].base_url",
-                f"an https:// URL: model {model.name!r} ({model.provider}) would send its "
-                "credentials unencrypted to another host over http:// (http:// is for a "
-                "test server on this machine's loopback: 127.0.0.1, ::1, localhost)",
-            )  # fmt: skip
+        keyed = model.provider in KEYED_PROVIDERS or model.api_key_env is not None
+        if keyed and in_clear_to_another_host(model.base_url or ""):
+            failed.append((index, model, ConfigError(
+                f"model {model.name!r} ({model.provider}): base_url must be an https:// URL; "
+                "over http:// its credentials would go unencrypted to another host (http:// "
+                "is for a test server on this machine's loopback: 127.0.0.1, ::1, localhost)"
+            )))  # fmt: skip
+            continue
         try:
             adapter_for(model, env)
             if model.dispatch == "batch":
@@ -415,7 +416,7 @@ def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
         return
     index, _, first = failed[0]
     others = ", ".join(f"{m.name!r} ({m.provider})" for _, m, _ in failed[1:])
-    also = f"; also lacking what they need: {others}" if others else ""
+    also = f"; also lacking what they need to be asked: {others}" if others else ""
     raise SpecError(
         spec.path,
         f"models[{index}]",
