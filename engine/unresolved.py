@@ -217,7 +217,10 @@ def _died_and_live(
     live: list[dict[str, Any]] = []
     for line in lines:
         sent = _whole_second(line.get("started_at"))
-        (died if sent is not None and sent < since else live).append(line)
+        # A batch line carries its job's planned time, which an earlier run may have set:
+        # while a writer lives, it is the live run collecting that job.
+        older = sent is not None and sent < since and not line.get(BATCH_JOB)
+        (died if older else live).append(line)
     return died, live
 
 

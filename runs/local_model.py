@@ -810,7 +810,7 @@ def _wait_watching(
                     # asked for ("signal again to stop at once", "stop requested").
                     print(
                         f"the model server (pid {server.pid}) {how_it_ended(server.poll() or 0)}"
-                        ": stopping the campaign as a Ctrl-C would; what it answered is kept",
+                        ": stopping what runs against it as a Ctrl-C would",
                         file=sys.stderr, flush=True,
                     )  # fmt: skip
                     child.send_signal(signal.SIGINT)

@@ -162,10 +162,7 @@ def _in_the_way(exc: OSError) -> str:
             "lacks, then run the same command again)"
         )
     elif exc.errno == errno.EROFS:  # a part of the folder mounted read-only: nothing changed
-        return (
-            " (on a read-only file system: copy the run folder somewhere you can write, and "
-            "give it the copy)"
-        )
+        return " (copy the run folder somewhere you can write, and give it the copy)"
     else:
         return ""
     if found is None:

@@ -71,23 +71,24 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     _style.save(fig, path)
     return (
         f"Mean arbitrage profit per unit stake and mean Brier score of each model on the "
-        f"{inputs.baseline_arm} arm, {_intervals_said(profits)}; models ordered from most to "
+        f"{inputs.baseline_arm} arm, "
+        f"{_intervals_said(profits + [iv for _, iv in briered])}; models ordered from most to "
         "least coherent."
         + ("" if briered else " No outcome is known, so there is no Brier score.")
     )
 
 
-def _intervals_said(profits: list[dict[str, float | None]]) -> str:
-    """What the caption says of the intervals: a real model's two-stock, one-date run drew
-    bare points under a caption that promised intervals."""
-    drawn = sum(1 for iv in profits if not any(math.isnan(e) for e in _one(iv)))
-    if drawn == len(profits):
+def _intervals_said(ivs: list[dict[str, float | None]]) -> str:
+    """What the caption says of the intervals drawn (profit's and Brier's): a real model's
+    two-stock, one-date run drew bare points under a caption that promised intervals."""
+    drawn = sum(1 for iv in ivs if not any(math.isnan(e) for e in _one(iv)))
+    if drawn == len(ivs):
         return "with 95% date-clustered bootstrap intervals"
     if not drawn:
-        return "without intervals (each model's units span one date, which gives none)"
+        return "without intervals (fewer than two dates with scores give none)"
     return (
-        "with 95% date-clustered bootstrap intervals (none where a model's units span one "
-        "date)"
+        "with 95% date-clustered bootstrap intervals (none where fewer than two dates have "
+        "scores)"
     )
 
 

@@ -454,3 +454,19 @@ def test_a_resume_starting_reads_the_died_runs_dispatches_as_interrupted(tmp_pat
         assert starting["attempts"] == dead["attempts"] == 6
     finally:
         (tmp_path / PID_FILE).unlink()
+
+
+def test_a_live_runs_batch_line_of_an_earlier_job_is_its_own_in_flight(tmp_path: Path) -> None:
+    """A batch line carries its job's planned time, which an earlier run may have set: read
+    by that time, a live resume's own line collected from such a job was called a died
+    run's interrupted attempt (a review of the split by the writer's start)."""
+    from datetime import UTC, datetime, timedelta
+
+    with Ledger.open(tmp_path) as ledger:  # this process: the live writer
+        planned = datetime.now(UTC) - timedelta(hours=1)
+        ledger.record_dispatch("r-1", 1, "alpha", "sim", planned, batch_job="job-1")
+        ledger.record_dispatch("r-2", 1, "alpha", "sim", datetime.now(UTC))
+        live = status(tmp_path)
+        assert live["state"] == "live"
+        assert live["in_flight"] == 2 and live["interrupted_unrecorded"] == 0, live
+        assert live["outcomes"] == {}

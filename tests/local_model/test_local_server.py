@@ -248,8 +248,8 @@ def test_a_server_that_dies_mid_campaign_stops_the_campaign_with_one_line(
     assert time.monotonic() - started < 25  # not the campaign's 30 s
     # Said as the campaign is stopped, before its own "stopping: ... signal again" lines.
     assert capsys.readouterr().err == (
-        f"the model server (pid {server.pid}) exited with status 3: stopping the campaign as "
-        "a Ctrl-C would; what it answered is kept\n"
+        f"the model server (pid {server.pid}) exited with status 3: stopping what runs "
+        "against it as a Ctrl-C would\n"
     )
     assert server_gone(server) == (
         f"the model server (pid {server.pid}) exited with status 3 while the campaign ran "

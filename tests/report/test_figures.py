@@ -1117,9 +1117,12 @@ def test_the_leaderboard_caption_says_when_it_draws_no_interval(tmp_path: Path) 
 
     assert "with 95% date-clustered bootstrap intervals;" in caption(row("a", 0.005, 0.02))
     said = caption(row("a", None, None), row("b", None, None))
-    assert "without intervals (each model's units span one date" in said and "95%" not in said
+    assert "without intervals (fewer than two dates with scores" in said and "95%" not in said
     said = caption(row("a", 0.005, 0.02), row("b", None, None))
-    assert "intervals (none where a model's units span one date)" in said
+    assert "intervals (none where fewer than two dates have scores)" in said
+    # Brier's too: outcomes known on one date only, its points bare beside profit's bars.
+    briered = row("a", 0.005, 0.02) | {"brier": {"mean": 0.2, "lo": None, "hi": None}}
+    assert "(none where fewer than two dates have scores)" in caption(briered)
 
 
 @pytest.mark.parametrize(("drawn", "said"), [(1, "Only one book is"),

@@ -618,6 +618,6 @@ def test_a_read_only_part_of_a_folder_says_to_copy_it() -> None:
 
     said = _describe(OSError(errno.EROFS, "Read-only file system", "q7/logs/reparses.jsonl"))
     assert said == (
-        "Read-only file system: q7/logs/reparses.jsonl (on a read-only file system: copy the "
-        "run folder somewhere you can write, and give it the copy)"
+        "Read-only file system: q7/logs/reparses.jsonl (copy the run folder somewhere you can "
+        "write, and give it the copy)"
     )
