@@ -193,9 +193,11 @@ def reading_of_ok_replies(
     when None): the one reading of a reply recorded `ok` with no answer that `status`, the
     audit and figure 8 (`attempt_timeline`) share. Where no reparse stricter than the run's
     may have rejected such replies (`engine.reparse.ok_means_accepted`), each is a lost
-    answer (True, None); else they are mostly ones strict rejected, but for the answers lost
-    all the same (`engine.reparse.lost_after_reparse`: none, read at no cost, unless the
-    folder holds fewer answers than that reparse left), `lost` None where there are none."""
+    answer (True, None), unless the last reparse finished and its parser, the run's own,
+    rejects some (False, and the ones it takes as `lost`: `lost_despite_reparse`); else they
+    are mostly ones strict rejected, but for the answers lost all the same
+    (`engine.reparse.lost_after_reparse`: none, read at no cost, unless the folder holds
+    fewer answers than that reparse left), `lost` None where there are none."""
     if ok_means_accepted(run_dir, spec_parser):
         # Where the last reparse finished, a reply it rejected is no lost answer, though its
         # parser was the run's (`lost_despite_reparse`): searched only where one is missing.

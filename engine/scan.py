@@ -391,8 +391,10 @@ def accepted_ids(run_dir: Path | str) -> set[str]:
 def lost_answers(run_dir: Path | str) -> int:
     """Requests with an attempt recorded `ok` and no answer in the ledger: their answers were
     accepted, so `responses/` lost them (a deleted or moved file), while the reply is kept
-    in the attempt. Nothing else removes an answer but `dutchbook reparse` with a stricter
-    parser than the run's, which the caller rules out first (`runs.pipeline`).
+    in the attempt. Nothing else removes an answer but `dutchbook reparse`: with a stricter
+    parser than the run's, which the caller rules out first (`runs.pipeline`), or with the
+    run's own where it rejects a reply (`engine.reparse.lost_despite_reparse` then counts
+    only those its parser takes).
 
     Dispatch skips what `responses/` holds, so a resume would ask these again and pay for
     them. One streamed anti-join, never a Python loop over the ids, on a 64-bit hash of the
