@@ -99,7 +99,9 @@ def iso_utc(value: datetime) -> str:
     return f"{second}.{value.microsecond:06d}+00:00"
 
 
-def _ts_in(value: str) -> datetime:
+def parse_utc(value: str) -> datetime:
+    """A timestamp the journal or a pid file spells (ISO 8601) as an aware UTC datetime;
+    `ValueError` for text that is none."""
     return _as_utc(datetime.fromisoformat(value))
 
 
@@ -166,7 +168,7 @@ class AttemptRecord:
             attempt=int(row["attempt"]),
             model=row["model"],
             provider=row["provider"],
-            started_at=_ts_in(started) if isinstance(started, str) else _as_utc(started),
+            started_at=parse_utc(started) if isinstance(started, str) else _as_utc(started),
             elapsed_ms=float(row["elapsed_ms"]),
             outcome=row["outcome"],
             http_status=row.get("http_status"),
@@ -246,7 +248,7 @@ class ResponseRecord:
             tokens_in=row.get("tokens_in"),
             tokens_out=row.get("tokens_out"),
             attempts=int(row["attempts"]),
-            accepted_at=_ts_in(accepted) if isinstance(accepted, str) else _as_utc(accepted),
+            accepted_at=parse_utc(accepted) if isinstance(accepted, str) else _as_utc(accepted),
         )
 
 

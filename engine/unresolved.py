@@ -18,14 +18,14 @@ run will record (`as_interrupted`), so the numbers do not jump at the resume.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from engine.journal import read_journal
-from engine.records import ATTEMPT_SCHEMA, AttemptRecord, attempts_frame
+from engine.records import ATTEMPT_SCHEMA, AttemptRecord, attempts_frame, parse_utc
 from engine.runlock import read_pid
 from engine.scan import ATTEMPTS, DISPATCH, JOURNAL, RESULT, scan_shards
 from engine.shards import list_shards
@@ -207,16 +207,17 @@ def _died_and_live(
     died). A resume's own ledger records the died run's as interrupted only once it opens:
     until then every line was called in flight, and `status` polled through a resume's start
     read 1,231 attempts where it had read 1,270 (a hostile pass). A line sent before the
-    writer's start, counted in whole seconds as lines spell their time, is the died run's."""
+    writer's start (both stamped to the microsecond by this machine's clock) is the died
+    run's."""
     if not (writer and writer.get("alive")):
         return lines, []
-    since = _whole_second(writer.get("started_at"))
+    since = _moment(writer.get("started_at"))
     if since is None:
         return [], lines  # a pid file without its start: as before, all in flight
     died: list[dict[str, Any]] = []
     live: list[dict[str, Any]] = []
     for line in lines:
-        sent = _whole_second(line.get("started_at"))
+        sent = _moment(line.get("started_at"))
         # A batch line carries its job's planned time, which an earlier run may have set:
         # while a writer lives, it is the live run collecting that job.
         older = sent is not None and sent < since and not line.get(BATCH_JOB)
@@ -224,15 +225,12 @@ def _died_and_live(
     return died, live
 
 
-def _whole_second(text: Any) -> datetime | None:
-    """An ISO time's whole second (UTC), None where it is not one."""
+def _moment(text: Any) -> datetime | None:
+    """An ISO time (`engine.records.parse_utc`), None where it is not one."""
     try:
-        moment = datetime.fromisoformat(str(text))
+        return parse_utc(str(text))
     except ValueError:
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).replace(microsecond=0)
 
 
 def _first_asked(
