@@ -43,7 +43,8 @@ def mark_interrupt_said() -> None:
 
 def raise_if_stop_pending() -> None:
     """`KeyboardInterrupt` if a stop signal's was raised and dropped (`_stop_pending`): for
-    the steps of a command between which a stop may land (scoring, the report)."""
+    the steps of a command between which a stop may land (after planning, around scoring and
+    the report)."""
     global _stop_pending
     if _stop_pending:
         _stop_pending = False
