@@ -207,8 +207,9 @@ def _died_and_live(
     died). A resume's own ledger records the died run's as interrupted only once it opens:
     until then every line was called in flight, and `status` polled through a resume's start
     read 1,231 attempts where it had read 1,270 (a hostile pass). A line sent before the
-    writer's start (both stamped to the microsecond by this machine's clock) is the died
-    run's."""
+    writer's start is the died run's, compared in whole seconds: a writer may stamp a line
+    with a time it took just before its ledger opened and wrote its start (both are stamped
+    to the microsecond), and such a line is its own."""
     if not (writer and writer.get("alive")):
         return lines, []
     since = _moment(writer.get("started_at"))
@@ -226,9 +227,9 @@ def _died_and_live(
 
 
 def _moment(text: Any) -> datetime | None:
-    """An ISO time (`engine.records.parse_utc`), None where it is not one."""
+    """An ISO time's whole second (`engine.records.parse_utc`), None where it is not one."""
     try:
-        return parse_utc(str(text))
+        return parse_utc(str(text)).replace(microsecond=0)
     except ValueError:
         return None
 
