@@ -374,14 +374,22 @@ class BatchLane(LaneControl):
         ran and were billed (halting at once left them to a resume, which under the same cap
         halted again before collecting them)."""
         tasks: set[asyncio.Task[list[_Entry]]] = set()
-        for job, entries in await self._resumable():
+        resumed = await self._resumable()
+        for job, entries in resumed:
+            # Created: its lines run and bill whatever this run decides, so its worst case
+            # holds room before any job is cut (a resume cut new ones as if the cap were
+            # empty, and passed it once the earlier jobs were collected).
+            if job.job_id is not None and self.spend is not None and self.prices is not None:
+                self._reserved[job.job_key] = held = self._worst(entries.values())
+                self.spend.hold(held)
+        for job, entries in resumed:
             # Not created: nothing of it runs, nor bills, before the cap has room for it; left
             # planned (or uploaded) for a later run when it has none.
             if job.job_id is None:
-                worst = await self._reserve(entries.values())
-                if worst is None:
+                reserved = await self._reserve(entries.values())
+                if reserved is None:
                     continue
-                self._reserved[job.job_key] = worst
+                self._reserved[job.job_key] = reserved
             tasks.add(asyncio.create_task(self._job(job, entries, lines=None)))
         buffer = _Buffer()
         getter: asyncio.Task[PlanItem | None] | None = None
@@ -531,21 +539,27 @@ class BatchLane(LaneControl):
         cap, at the batch prices, else the live ones); None once the cap is reached."""
         if self.spend is None or self.prices is None:
             return 0.0
-        costs = [
-            worst_case_cost(
-                self.prices, self.config, e.item.system, e.item.user, e.answers.sent_cap
-            )
-            for e in entries
-        ]
-        worst = sum(costs)
+        chosen = list(entries)
+        worst = self._worst(chosen)
         # Said as a job: a cap with room for one line but not five said "the next attempt",
         # where fewer lines a job (batch_max_lines) is what fits.
-        what = (f"batch job of {plural(len(costs), 'line')}",
+        what = (f"batch job of {plural(len(chosen), 'line')}",
                 "each line's prompt and whole output cap: a lower max_tokens or "
                 "batch_max_lines reserves less")  # fmt: skip
         if await self.spend.reserve(worst, what):
             return worst
         return None  # the cap is reached: `_drive` cuts no more jobs, ends once those out are in
+
+    def _worst(self, entries: Iterable[_Entry]) -> float:
+        """What a job of `entries` could cost at most: every line's prompt and whole output
+        cap, at the lane's prices (`_reserve`)."""
+        assert self.prices is not None
+        return sum(
+            worst_case_cost(
+                self.prices, self.config, e.item.system, e.item.user, e.answers.sent_cap
+            )
+            for e in entries
+        )
 
     def _start(self, lines: list[tuple[_Entry, bytes]], worst: float) -> asyncio.Task[list[_Entry]]:
         """Plan a job over `lines` (recorded before anything is sent) and start its task."""
@@ -1018,11 +1032,9 @@ class BatchLane(LaneControl):
         """What a collected job's lines reportedly cost, against the spend cap."""
         if self.spend is None or self.prices is None:
             return
-        worst = self._reserved.pop(job.job_key, None)
-        if worst is None:  # a job of an earlier run: never reserved in this one
-            self.spend.add(cost)
-        else:
-            self.spend.settle(worst, cost)
+        # Every job this lane collects holds room first (`_reserve`, or `hold` for one an
+        # earlier run created), so its worst case is known here.
+        self.spend.settle(self._reserved.pop(job.job_key), cost)
 
     def _settle(
         self, entry: _Entry, result: Completion | Failure, sent: Sent, job_id: str
@@ -1092,12 +1104,11 @@ class BatchLane(LaneControl):
         self.held = held_ids(mine)
         if not mine:
             return []
-        # The prompts of a job not uploaded, and, under a spend cap, of one not created (its
-        # worst case is reserved before it is created: `_drive`).
+        # The prompts of a job not uploaded, and, under a spend cap, of every job: a job not
+        # created reserves its worst case before it is created, one created holds it (`_drive`).
         capped = self.spend is not None and self.prices is not None
         unsent = {
-            rid for job in mine.values()
-            if job.input_ref is None or (capped and job.job_id is None) for rid in job.requests
+            rid for job in mine.values() if job.input_ref is None or capped for rid in job.requests
         }  # fmt: skip
         items = await asyncio.to_thread(
             _read_items, self.plan_path, self.config.name, self.run_dir, sorted(self.held), unsent

@@ -220,18 +220,21 @@ class SpendCap:
             self._changed.clear()
             await self._changed.wait()
 
-    def settle(self, worst_usd: float, actual_usd: float) -> None:
-        """An attempt finished: replace its reservation by what it reportedly cost."""
-        self.release(worst_usd)
-        self.spent_now_usd += actual_usd
+    def hold(self, worst_usd: float) -> None:
+        """Hold `worst_usd` for work that runs and bills whatever the cap says (a batch job an
+        earlier run created), so that nothing new starts on room it may take: `settle` it
+        with what it cost, or `release` it if it never runs."""
+        self.reserved_usd += worst_usd
+        self.in_flight += 1
+        self._changed.set()
 
-    def add(self, actual_usd: float) -> None:
-        """Spend that was never reserved in this dispatch (a batch job an earlier run sent,
-        collected now); it counts like any settled attempt."""
+    def settle(self, worst_usd: float, actual_usd: float) -> None:
+        """An attempt finished: replace its reservation by what it reportedly cost (past the
+        budget where a provider reported more than the worst case: the cap is then reached)."""
         self.spent_now_usd += actual_usd
         if self.spent_usd >= self.budget_usd:
-            self._reach()
-        self._changed.set()
+            self.reached = True
+        self.release(worst_usd)
 
     def release(self, worst_usd: float) -> None:
         """An attempt reserved for was not sent after all."""

@@ -734,6 +734,40 @@ async def test_a_capped_resume_collects_the_jobs_already_created(
     assert [job.collected for job in fold_jobs(run_dir).values()].count(True) == 1
 
 
+async def test_a_capped_resume_counts_the_jobs_already_created_before_cutting_more(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Killed with one job created and running: a resume under a cap with room for the next
+    job's worst case alone, but not beside the first's, cut and created it all the same, as
+    if the cap were empty (a tester's run ended at $0.1037 of $0.06). The created job holds
+    its worst case first; once it is collected, what it cost leaves no room for the next."""
+    from engine.spend import Prices, worst_case_cost
+
+    rows = kit.plan_rows(MODEL, 80)  # two jobs of 40 lines
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=("create", 2, "before"), polls_to_finish=1000)
+    first = await _run(plan, run_dir, fake)
+    assert first.accepted == 0 and len(fake.jobs) == 1
+    fake.polls_to_finish = 2
+    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    prices = Prices(1.0, 1.0)
+    worst = {r["request_id"]: worst_case_cost(prices, config, r["system"], r["user"]) for r in rows}
+    (created,) = [job for job in fold_jobs(run_dir).values() if job.job_id is not None]
+    rest = sum(cost for rid, cost in worst.items() if rid not in created.requests)
+    # Room for the rest at their worst, not for the created job's worst beside them; what that
+    # job really costs (a few tokens a line) is more than the slack left.
+    slack = 1e-9
+    capped = await dispatch(
+        plan, run_dir, {MODEL: config}, {}, batch_clients={MODEL: fake}, policy=POLICY,
+        batch_poll_s=0.001, log_console=None, budget_usd=rest + slack,
+    )
+    assert len(fake.jobs) == 1, capped.lines()  # nothing new was created
+    assert capped.accepted == len(created.requests) and capped.spend_cap_reached
+    assert capped.spend is not None and slack < capped.spend.spent_usd <= rest + slack
+    assert capped.lanes[MODEL].state.value == "cancelled", capped.lines()
+
+
 async def test_a_cap_without_room_for_a_job_says_the_job_and_batch_max_lines(
     tmp_path: Path, kit: type[Kit]
 ) -> None:

@@ -219,5 +219,6 @@ def test_a_cap_reached_by_a_worst_case_says_why_and_what_lowers_it() -> None:
         "$0.0080 left"
     )
     spent = SpendCap(0.01)
-    spent.add(0.011)  # a batch job's collected lines: no attempt's worst case is at stake
+    spent.hold(0.009)  # a batch job an earlier run created, at its worst
+    spent.settle(0.009, 0.011)  # its lines reportedly cost more: no next attempt is at stake
     assert spent.message() == "spend cap reached: $0.0110 of $0.0100"
