@@ -33,6 +33,9 @@ from runs.report_page import write_page
 from runs.scoring_step import read_scored
 from runs.spec import load_spec
 
+#: `dutchbook run` here starts its workers (`tests/conftest.py` spares the other tests them).
+pytestmark = pytest.mark.figure_workers
+
 
 def _copy(run: Path, to: Path) -> Path:
     shutil.copytree(run, to)
