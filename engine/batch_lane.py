@@ -58,7 +58,6 @@ from engine.batch_jobs import (
 )
 from engine.batch_results import (
     DAMAGED_JOB_STREAK,
-    UNRUN_STATES,
     JobLines,
     damage_sentence,
     damaged_failure,
@@ -996,11 +995,16 @@ class BatchLane(LaneControl):
     def _absent(state: JobState, job: BatchJob, lines: JobLines,
                 outcomes: dict[int, str]) -> Failure:
         """The attempt of a request with no readable line: `damaged_batch_result` when the
-        job's results were damaged (and it ran to its end), else `absent_failure`'s."""
-        if lines.damaged and state.status not in UNRUN_STATES:
+        job's results were damaged (and it ran to its end), else `absent_failure`'s, saying
+        when the line may have run all the same (`JobLines.unrun`)."""
+        if lines.damaged and not lines.unrun:
             before = Outcome.DAMAGED_BATCH_RESULT.value in outcomes.values()
             return damaged_failure(state, job.job_id or job.job_key, lines, before)
-        return absent_failure(state, job)
+        failure = absent_failure(state, job)
+        if not lines.damaged:
+            return failure
+        return replace(failure, detail=f"{failure.detail} (or it ran, billed, and its line "
+                                       f"is lost: the results hold {lines.held})")
 
     def _say_damage(self, job: BatchJob, lines: JobLines, spoilt: Counter[str]) -> bool:
         """One line (console and log) for a job whose results were damaged, `spoilt` what

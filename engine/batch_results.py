@@ -6,7 +6,12 @@ no id: `providers.batch.UNREADABLE`), lines for request ids the job never sent, 
 lines than the provider counted run. The provider ran (and billed) the lines it counted,
 so a request of such a job with no readable line is not one the job never ran: its attempt
 is `damaged_batch_result`, its detail says what the results held, and the lane says the
-job's damage in one console line and a `batch_results_damaged` log event. A tester's proxy
+job's damage in one console line and a `batch_results_damaged` log event. A job that ended
+before running every line (expired, failed, cancelled) whose results hold fewer lines than
+the provider counted completed lost some that ran: which of its requests without a line
+they were cannot be told, so each keeps the unrun line's outcome, its detail and the
+console line saying that some ran (a tester's expired job, 25 lines completed and 24 in its
+results, read as 26 lines never run, nothing said). A tester's proxy
 that cut two answer lines short and added a line for an id never sent got, before, "ended
 (done) with no line for this request", nothing said, and the two requests bought again, 8
 times each when every download was damaged: now each is asked again once at most, and
@@ -55,14 +60,16 @@ class JobLines:
     #: counted every line of the job run.
     counted: str = ""
     counted_all: bool = False
+    #: Lines the provider counted run that the results do not hold (`sort_lines`).
+    lost: int = 0
+    #: How the job ended, where it ended before running every line (`UNRUN_STATES`), else "":
+    #: a request of it without a line may not have run.
+    unrun: str = ""
 
     @property
     def damaged(self) -> bool:
         """The results are not the lines the job ran (see the module docstring)."""
-        return bool(
-            self.unreadable or self.foreign or self.repeated
-            or (self.counted_all and self.missing)
-        )  # fmt: skip
+        return bool(self.unreadable or self.foreign or self.repeated or self.lost)
 
     @property
     def held(self) -> str:
@@ -88,7 +95,7 @@ class JobLines:
                          f"{'a request' if self.repeated == 1 else 'requests'} it already "
                          f"had a line for ({ids})")
         if not parts:
-            parts.append(f"{plural(self.missing, 'line')} fewer than it ran")
+            parts.append(f"{plural(self.lost, 'line')} fewer than it ran")
         return " and ".join(parts)
 
 
@@ -119,6 +126,13 @@ def sort_lines(requests: Collection[str], found: Iterable[LineResult],
                 out.foreign_ids.append(line.request_id)
     out.missing = sum(1 for rid in requests if rid not in out.lines)
     out.counted, out.counted_all = _counted(state)
+    if state.status in UNRUN_STATES:
+        out.unrun = state.status.value
+    # Every line run and counted: each request without one lost it. Else at least the lines
+    # counted completed are readable ones (failed lines are left out of the comparison: a
+    # provider may count the lines its end left unrun among them, with no line written).
+    completed = state.completed or 0
+    out.lost = out.missing if out.counted_all else max(0, completed - len(out.lines))
     return out
 
 
@@ -154,6 +168,13 @@ def damage_sentence(job_id: str, lines: JobLines, again: int, given_up: int,
     head = f"batch job {job_id} returned {lines.held}"
     if not lines.missing:
         return f"{head}; every request of the job has its line, so none is asked again"
+    if lines.unrun:
+        return (
+            f"{head}; the job {lines.unrun} before running every line, so which of its "
+            f"{plural(lines.missing, 'request')} without a readable line ran (billed) cannot "
+            "be told: each is asked again as a line never run"
+            + (", but not now, as the lane stops" if stopping else "")
+        )
     one = lines.missing == 1
     lost = (f"{plural(lines.missing, 'request')} of the job {'has' if one else 'have'} no "
             f"readable line, though the provider ran {'it' if one else 'them'} (billed)")

@@ -111,6 +111,58 @@ async def test_damaged_results_are_said_and_their_requests_asked_again_once(
     assert audit(run_dir).totals.retries_by_cause[DAMAGED] == 2
 
 
+@dataclass
+class LosingExpired(FakeBatch):
+    """Its first job expires having run half its lines (the provider counts them completed),
+    and its results hold all of them but the last."""
+
+    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+        lines = list(await super().results(fetch, state))
+        return lines[:-1] if state.job_id == "job-1" else lines
+
+
+async def test_an_expired_job_whose_results_lost_a_line_it_ran_says_so(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """An expired job with 15 of 30 lines completed and 14 in its results: the lost line was
+    read as one never run ("expired before this line ran"), nothing said, and bought again.
+    Which request it was cannot be told from the 16 without a line: each is asked again as
+    a line never run, and its detail and the console say that one of them ran."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    run_dir = tmp_path / "run"
+    fake = LosingExpired(faults={1: "expire"})
+    summary, console = await _run(plan, run_dir, fake)
+    assert summary.complete, summary.lines()
+    said = ("batch job job-1 returned 1 line fewer than it ran, while the provider counted 15 "
+            "of 30 lines completed; the job expired before running every line, so which of its "
+            "16 requests without a readable line ran (billed) cannot be told: each is asked "
+            "again as a line never run")
+    assert said in console, console
+    [event] = _events(run_dir, "batch_results_damaged")
+    assert event["missing"] == 16
+    first = _attempts(run_dir).filter(pl.col("attempt") == 1)
+    unrun = first.filter(pl.col("outcome") == "timeout")
+    assert unrun.height == 16 and first.filter(pl.col("outcome") == "ok").height == 14
+    assert all(d.startswith("batch job job-1 expired before this line ran (or it ran, billed, "
+                            "and its line is lost: the results hold 1 line fewer than it ran")
+               for d in unrun["detail"])
+    assert sorted(fake.ran.values()) == [1] * 29 + [2]  # the lost one's line ran twice
+
+
+async def test_an_expired_job_whose_results_hold_every_line_it_ran_is_not_damaged(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    run_dir = tmp_path / "run"
+    summary, console = await _run(plan, run_dir, FakeBatch(faults={1: "expire"}))
+    assert summary.complete and "returned" not in console, console
+    assert _events(run_dir, "batch_results_damaged") == []
+    unrun = _attempts(run_dir).filter(pl.col("outcome") == "timeout")
+    assert unrun.height == 15
+    said = "batch job job-1 expired before this line ran [batch job job-1]"
+    assert all(d == said for d in unrun["detail"])
+
+
 async def test_a_request_lost_twice_is_not_bought_a_third_time(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
