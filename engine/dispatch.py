@@ -71,7 +71,9 @@ def _batch_jobs_said(stats: LaneStats) -> str:
     answers earlier runs collected came through jobs this run never counted ("112/112 done
     through 3 batch jobs", where six carried them)."""
     jobs = plural(stats.jobs_collected, "batch job")
-    return f" through {jobs}" if not stats.already_accepted else f" ({jobs} collected this run)"
+    if not stats.already_accepted:
+        return f" through {jobs}"
+    return f" ({jobs} collected this run)" if stats.jobs_collected else ""
 
 
 @dataclass
@@ -158,8 +160,11 @@ class DispatchSummary:
         ]
         for name, s in self.lanes.items():
             retries = ", ".join(f"{k} {v}" for k, v in sorted(s.retries.by_cause.items()))
+            # A lane that asked all it may while batch jobs of an earlier run hold the rest
+            # is not done ("done, 74/224 done — 150 requests held ...").
+            waiting = s.held_by_jobs and s.state is LaneState.DONE
             out.append(
-                f"  {name}: {s.state.value}, {s.done}/{s.planned} done"
+                f"  {name}: {'waiting' if waiting else s.state.value}, {s.done}/{s.planned} done"
                 + (_batch_jobs_said(s) if s.dispatch == "batch" else "")
                 + (f", retry attempts: {retries}" if retries else "")
                 + (

@@ -284,6 +284,7 @@ async def test_live_lane_skips_requests_a_live_job_holds(
     line = next(x for x in summary.lines() if x.startswith(f"  {MODEL}:"))
     assert f"{len(held)} requests held by batch jobs of an earlier run, asked when the model is " \
         "dispatched as batch again" in line
+    assert line.startswith(f"  {MODEL}: waiting, {50 - len(held)}/50 done"), line
 
 
 async def test_a_live_lane_counts_answers_a_held_job_already_gave_as_accepted(
@@ -680,6 +681,8 @@ async def test_a_resume_says_which_batch_jobs_it_collected(tmp_path: Path, kit: 
     collected = second.lanes[MODEL].jobs_collected
     assert collected == len(fake.jobs) - 1
     assert f"100/100 done ({collected} batch jobs collected this run)" in second.lines()[1]
+    third = await _run(plan, run_dir, fake)  # nothing left: no "(0 batch jobs collected ...)"
+    assert third.lines()[1] == f"  {MODEL}: done, 100/100 done", third.lines()
 
 
 async def test_a_control_call_that_keeps_failing_is_said_until_it_works(
