@@ -64,6 +64,9 @@ MAX_TRUTH_VALUES = 2**20
 #: truth-value bound was planned, asked, and took its report 300 s and 4.2 GB. The shipped
 #: families have at most 8.
 MAX_STATEMENTS = 100
+#: The longest statement text a new design takes: one question (the shipped families' longest
+#: is 259 characters), where a 200,000-character text planned as 100,268 tokens and ran.
+STATEMENT_TEXT_MAX = 2000
 
 _FAMILY_KEYS = {"id", "title", "shape", "control", "variables", "constraints", "notes",
                 "statements"}  # fmt: skip
@@ -269,8 +272,8 @@ def family_from_mapping(raw: Mapping[str, Any], file: str = "<family>") -> Famil
 
 
 def check_well_posed(families: Iterable[Family]) -> None:
-    """Refuse a control with no `exact` value, a statement's text holding a control character,
-    and a statement that holds in no possible world
+    """Refuse a control with no `exact` value, a statement's text holding a control character
+    or longer than `STATEMENT_TEXT_MAX`, and a statement that holds in no possible world
     (a model would be charged for any probability above 0: the author's typo), unless a
     control states it on purpose with `exact = 0`. For a design about to be frozen (a new run
     folder, `dutchbook plan`), as `check_one_form`: earlier builds ran such families, and a
@@ -307,6 +310,14 @@ def check_well_posed(families: Iterable[Family]) -> None:
                     "'text' must be one line without control characters: it is asked after its "
                     "label in the joint prompt, where a line break could start a question of "
                     "its own (\"Q02: ...\") and an escape sequence reaches a terminal",
+                    statement.id,
+                )
+            if len(statement.text) > STATEMENT_TEXT_MAX:
+                raise FamilyError(
+                    file,
+                    f"'text' must be at most {STATEMENT_TEXT_MAX:,} characters, not "
+                    f"{len(statement.text):,} (a statement is one question; the joint arm asks "
+                    "a whole family in one prompt)",
                     statement.id,
                 )
         _refuse_trivial(family, file, impossible=True)

@@ -14,6 +14,7 @@ import pytest
 from panels.families import (
     FAMILIES_DIR,
     SHAPE_NEEDS,
+    STATEMENT_TEXT_MAX,
     FamilyError,
     check_one_form,
     check_well_posed,
@@ -550,3 +551,19 @@ def test_a_statement_text_with_a_control_character_is_refused(tmp_path: Path, te
     prompt; an escape sequence reached the terminal."""
     message = _broken(tmp_path, 'text = "Y wins."', f'text = "{text}"', PARTITION, posed=True)
     assert message.startswith(f"{tmp_path / 'x.toml'}: statement 'y': 'text' must be one line")
+
+
+def test_a_statement_text_too_long_for_a_question_is_refused_for_a_new_design(
+    tmp_path: Path,
+) -> None:
+    """A 200,000-character text planned as 100,268 tokens and ran; the loader still takes one
+    (a folder an earlier build ran with it stays readable)."""
+    longest = "Y" * STATEMENT_TEXT_MAX
+    load_family(_write(tmp_path, PARTITION.replace('text = "Y wins."', f'text = "{longest}"')))
+    message = _broken(
+        tmp_path, 'text = "Y wins."', f'text = "{longest}Y"', PARTITION, posed=True
+    )
+    assert message == (
+        f"{tmp_path / 'x.toml'}: statement 'y': 'text' must be at most 2,000 characters, not "
+        "2,001 (a statement is one question; the joint arm asks a whole family in one prompt)"
+    )
