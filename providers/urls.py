@@ -34,6 +34,13 @@ def base_url_problem(url: str) -> str | None:
     return None
 
 
+#: Why a keyed model's root may not be http:// to another host, as its refusals say it.
+IN_CLEAR = (
+    "over http:// its credentials would go unencrypted to another host (http:// is for a "
+    "test server on this machine's loopback: 127.0.0.1, ::1, localhost)"
+)
+
+
 def in_clear_to_another_host(url: str) -> bool:
     """Whether requests to `url` would travel unencrypted (http://) to a host other than this
     machine's loopback: a provider's key sent there can be read on the way, and a spec shared
@@ -53,11 +60,19 @@ def in_clear_to_another_host(url: str) -> bool:
 def root_from_env(config: ModelConfig, env: Mapping[str, str], variable: str) -> str | None:
     """The API root the environment's `variable` holds (surrounding whitespace dropped: a
     Windows `.env` file's "\r"), checked as a spec's `base_url` is; None when unset. A
-    `ConfigError` names the variable, never the value, which may hold a credential."""
+    `ConfigError` names the variable, never the value, which may hold a credential.
+
+    Where the model's requests carry a key (Azure's always, an `openai` model's when
+    `api_key_env` names one), a root over http:// to another host than this machine's
+    loopback is refused too, as a spec's `base_url` is (`runs.pipeline.check_credentials`):
+    an `AZURE_OPENAI_ENDPOINT` mistyped http:// sent the key in clear."""
     root = (env.get(variable) or "").strip()
+    where = f"model {config.name!r} ({config.provider})"
     if root and (problem := base_url_problem(root)) is not None:
-        where = f"model {config.name!r} ({config.provider})"
         raise ConfigError(f"{where}: {variable} must be {problem}")
+    keyed = config.provider != "openai" or config.api_key_env is not None
+    if keyed and in_clear_to_another_host(root):
+        raise ConfigError(f"{where}: {variable} must be an https:// URL; {IN_CLEAR}")
     return root or None
 
 

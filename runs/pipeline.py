@@ -47,7 +47,7 @@ from panels.arms import ARMS
 from providers.batch_registry import batch_client_for
 from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
-from providers.urls import in_clear_to_another_host
+from providers.urls import IN_CLEAR, in_clear_to_another_host
 from runs.audit import run_audit
 from runs.damaged_files import check_footers, damage_report, special_files_report
 from runs.design import (
@@ -402,8 +402,7 @@ def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
         if keyed and in_clear_to_another_host(model.base_url or ""):
             failed.append((index, model, ConfigError(
                 f"model {model.name!r} ({model.provider}): base_url must be an https:// URL; "
-                "over http:// its credentials would go unencrypted to another host (http:// "
-                "is for a test server on this machine's loopback: 127.0.0.1, ::1, localhost)"
+                f"{IN_CLEAR}"
             )))  # fmt: skip
             continue
         try:

@@ -609,6 +609,49 @@ def test_a_key_is_never_sent_in_clear_to_another_host(
     assert "'d' (deepinfra)" in said or said.startswith(f"{spec}: models[1]"), said
 
 
+@pytest.mark.parametrize(
+    ("root", "refused"),
+    [
+        ("http://evil.example/openai", True),
+        ("https://evil.example/openai", False),
+        ("http://127.0.0.1:9/openai", False),
+    ],
+)
+@pytest.mark.parametrize("provider", ["azure", "openai", "keyless openai"])
+def test_a_root_from_the_environment_never_takes_a_key_in_clear_to_another_host(
+    tmp_path: Path, provider: str, root: str, refused: bool
+) -> None:
+    """`AZURE_OPENAI_ENDPOINT` (or the variable an `openai` model's `base_url_env` names)
+    mistyped http:// sent the key unencrypted to that host, where a spec's `base_url` was
+    refused. An `openai` model without `api_key_env` sends no key: any root is taken."""
+    keyed = provider != "keyless openai"
+    model = (
+        'provider = "azure"\nmodel = "dep"\n' if provider == "azure"
+        else 'provider = "openai"\nmodel = "x"\nbase_url_env = "MY_ROOT"\n'
+        + ('api_key_env = "MY_KEY"\n' if keyed else "")
+    )  # fmt: skip
+    spec = tmp_path / "env-root.toml"
+    spec.write_text(
+        f'name = "env-root"\n[data]\nstock_days = 2\n[[models]]\nname = "k"\n{model}'
+        '[[arms]]\nname = "baseline"\n',
+        encoding="utf-8",
+    )
+    from runs.pipeline import check_credentials
+    from runs.spec import SpecError
+
+    env = {"MY_KEY": "sk-CANARYabcdefgh12345678", "AZURE_OPENAI_API_KEY": "CANARYazure0123456789",
+           "AZURE_OPENAI_ENDPOINT": root, "MY_ROOT": root}  # fmt: skip
+    variable = "AZURE_OPENAI_ENDPOINT" if provider == "azure" else "MY_ROOT"
+    if not (refused and keyed):
+        check_credentials(load_spec(spec), env)
+        return
+    with pytest.raises(SpecError) as info:
+        check_credentials(load_spec(spec), env)
+    said = str(info.value)
+    assert "CANARY" not in said and "evil" not in said, said
+    assert f"{variable} must be an https:// URL; over http:// its credentials" in said, said
+
+
 def test_a_read_only_part_of_a_folder_says_to_copy_it() -> None:
     """`responses/` or `logs/` mounted read-only: `reparse` said only "Read-only file
     system: q7/logs/reparses.jsonl", without the whole folder's advice."""
