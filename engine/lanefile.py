@@ -56,9 +56,11 @@ def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
 
 
 def write_lane_states(run_dir: Path, lanes: list[LaneStats]) -> None:
-    """Atomically replace `logs/lanes.json` (a reader never sees half a file)."""
+    """Atomically replace `logs/lanes.json` (a reader never sees half a file). Its `logs/`
+    only, never the run folder: one moved mid-run was made again, empty but for this file,
+    at the old place."""
     target = run_dir / LANES_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(exist_ok=True)
     # Rewritten every second and rebuilt by the next dispatch: atomic, not fsync'd.
     data = orjson.dumps(lane_states(lanes), option=orjson.OPT_INDENT_2)
     write_bytes_atomic(target, data, sync=False)

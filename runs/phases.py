@@ -34,7 +34,8 @@ class PhaseClock:
             "phase": name,
             "seconds": round(self.seconds[name], 3),
         }
-        append_record_line(run_dir / PHASES_FILE, line)  # never stops a run (disk full)
+        if run_dir.is_dir():  # a folder moved mid-run is not made again (`runs.folder_moved`)
+            append_record_line(run_dir / PHASES_FILE, line)  # never stops a run (disk full)
 
 
 def read_phases(run_dir: Path | str) -> list[dict[str, object]]:

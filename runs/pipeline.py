@@ -60,6 +60,7 @@ from runs.design import (
 )
 from runs.folder_lock import FolderBusy
 from runs.folder_lock import take_folder_lock as lock_folder
+from runs.folder_moved import moved_said
 from runs.leftovers import remove_orphaned_scratch, scratch_folder
 from runs.lost_answers import answers_refusal
 from runs.memory import release_heap
@@ -674,7 +675,8 @@ async def _campaign(
     make_run_folder(run_dir)
     lock_fd = take_folder_lock(run_dir)
     try:
-        with disk_full_raised(run_dir, folder=run_dir):  # planning, scoring or the report
+        # planning, scoring or the report; the folder moved mid-run (`runs.folder_moved`)
+        with disk_full_raised(run_dir, folder=run_dir), moved_said(run_dir):
             return await _run_locked(
                 spec, run_dir, units, plan_summary, lines if rendered else None, staged, options
             )

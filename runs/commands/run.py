@@ -142,6 +142,7 @@ def _run_with_workers(
     (about half a second on one core, the other idle then) and plans."""
     with FigureWorkers() as workers:
         with held():  # as every command's imports are (`runs.cli.load_command`, why there)
+            from runs.folder_moved import FolderMoved
             from runs.pipeline import RunBusy, RunError, run_campaign
             from runs.planner import CampaignTooLarge
 
@@ -160,6 +161,8 @@ def _run_with_workers(
                 )
             except RunBusy as exc:
                 fail(str(exc), EXIT_BUSY)
+            except FolderMoved as exc:  # what it wrote is kept: resumable, at its new place
+                fail(str(exc), EXIT_INCOMPLETE)
             except DiskFull as exc:  # planning, scoring or the report ran out of room
                 fail(f"{exc}; nothing written was lost; {DISK_FULL_HINT}", EXIT_DISK_FULL)
 
