@@ -28,6 +28,8 @@ from runs.output import (
     STDOUT_NAME,
     OutputClosed,
     OutputFull,
+    files_written,
+    mark_files_written,
     output_error,
     print_text,
 )
@@ -208,6 +210,7 @@ class LazyGroup(_QuietHelp, TyperGroup):
             usage_error(exc)
 
     def invoke(self, ctx: Any) -> Any:
+        mark_files_written(False)  # an earlier command's, in the same process (a test's)
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
@@ -289,28 +292,39 @@ def main() -> None:
         _no_room(exc.error, f" to {STDOUT_NAME}")
 
 
-#: The commands that write a run folder: their output closing ends them before they finish.
+#: The commands that write a run folder: their output closing may end them before they finish.
 WRITING_COMMANDS = frozenset({"run", "reparse", "score", "repair", "report"})
+#: Those whose work is done once their files are written (`runs.output.files_written`):
+#: not `run`, whose exit status after its report says how the run ended.
+DONE_ONCE_WRITTEN = WRITING_COMMANDS - {"run"}
 
 
 def output_closed(command: str | None) -> NoReturn:
     """The standard output's reader went away (`dutchbook status DIR | head -1`): click
     ended every command so in exit 1 without a word. A command that only reads has nothing
     left to do that anyone reads: exit 0, quietly, as `head` users expect. One that writes a
-    run folder stopped part-way, which one line says (exit 1); each is rerun safely. Either
+    run folder and had written all it writes (`runs.output.files_written`: `reparse`,
+    `score`, `repair`, `report` print after; `DONE_ONCE_WRITTEN`) lost only the rest of its
+    printing: exit 0 too, with a note, where it said to run it again, which changed
+    nothing. One stopped part-way says so in one line (exit 1); each is rerun safely. Either
     way stdout is pointed at /dev/null first: what is still buffered for it would fail again
     at exit, in a traceback of Python's own."""
     with contextlib.suppress(OSError, ValueError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if command not in WRITING_COMMANDS:
         raise SystemExit(0)
+    finished = command in DONE_ONCE_WRITTEN and files_written()
     with contextlib.suppress(OSError):
         sys.stderr.write(
-            f"error: the output (stdout) closed before `dutchbook {command}` finished (its "
+            f"note: the output (stdout) closed before `dutchbook {command}` printed all it "
+            "had to say (its reader ended); its work is finished and written, nothing to run "
+            "again (`dutchbook status` on the folder says what it needs next)\n"
+            if finished
+            else f"error: the output (stdout) closed before `dutchbook {command}` finished (its "
             "reader ended); what it wrote is kept: run the same command again to finish it\n"
         )
         sys.stderr.flush()
-    raise SystemExit(1)
+    raise SystemExit(0 if finished else 1)
 
 
 def spell_what_stdout_cannot() -> None:

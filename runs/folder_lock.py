@@ -18,6 +18,7 @@ from pathlib import Path
 from engine.durable import NOT_WRITABLE_ERRNOS
 from engine.runlock import LedgerBusy, acquire_lock, release_lock
 from runs.leftovers import remove_folder_scratch
+from runs.output import mark_files_written
 
 
 class FolderBusy(LedgerBusy):
@@ -48,7 +49,11 @@ def take_folder_lock(run_dir: Path, then: str, unwritable: str) -> int:
 @contextlib.contextmanager
 def folder_held(run_dir: Path, command: str) -> Iterator[None]:
     """The folder's lock held for `dutchbook <command>`, on a folder the command has already
-    found to be a run's (`runs.commands._run_folder`), so the lock file is all it adds."""
+    found to be a run's (`runs.commands._run_folder`), so the lock file is all it adds.
+
+    Its body is all the command writes: once it ends without an error, the command's files
+    are written (`runs.output.mark_files_written`), and an output closed after that cut only
+    what it prints (`runs.cli.output_closed`)."""
     fd = take_folder_lock(
         run_dir,
         f"let it finish, then run `dutchbook {command}` again",
@@ -59,3 +64,4 @@ def folder_held(run_dir: Path, command: str) -> Iterator[None]:
         yield
     finally:
         release_lock(fd)
+    mark_files_written()  # reached only when the body ended without an error

@@ -26,6 +26,23 @@ NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 STDOUT_NAME = "the output (stdout)"
 
 
+#: Whether the running command's run-folder files are all written (`mark_files_written`):
+#: its output closing then cut only what it prints after (`runs.cli.output_closed`).
+_files_written = False
+
+
+def mark_files_written(written: bool = True) -> None:
+    """Record that the running command has written all it writes to its run folder (or, with
+    `written=False`, that a command is starting and has written nothing yet)."""
+    global _files_written
+    _files_written = written
+
+
+def files_written() -> bool:
+    """Whether the running command has written all it writes (`mark_files_written`)."""
+    return _files_written
+
+
 class OutputFull(Exception):
     """A write to the command's standard output found no room (`error` says why)."""
 

@@ -21,7 +21,7 @@ from runs.audit import markdown as audit_markdown
 from runs.audit import run_audit
 from runs.audit import write_files as write_audit_files
 from runs.figures import NOT_PATHS, can_draw, write_figures
-from runs.output import stdout_console
+from runs.output import mark_files_written, stdout_console
 from runs.rehearsal import REHEARSAL_NOTE, rehearsed
 from runs.report.data import ReportData, build_report_data
 from runs.report.models import frozen_spec, models_markdown
@@ -130,6 +130,9 @@ def write_report_folder(
             audit=audit, figure_workers=figure_workers, out=out,
         )  # fmt: skip
         write_page(run_dir, audit=audit, report_dir=out)
+    # `report/` is in place: an output closing now cuts only what `report` prints
+    # (`runs.cli.output_closed`; `run` still has its exit status to give).
+    mark_files_written()
     console.file.write(shown.get())
     console.file.flush()
     return summary, report_dir(run_dir) / PAGE

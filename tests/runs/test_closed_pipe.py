@@ -1,10 +1,12 @@
 """An output whose reader went away (`dutchbook status DIR | head -1`): a command that only
 reads ends quietly with exit 0, as `head` users expect (click ended it in exit 1 without a
 word); a command that writes a run folder says in one line that its output closed before it
-finished, and the same command finishes it."""
+finished, and the same command finishes it, or, its files all written, that only its printing
+was cut (exit 0)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runs.run_folders import SMALL_SPEC
+from tests.runs.run_folders import SMALL_SPEC, finish_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,3 +76,50 @@ def test_a_run_says_its_output_closed_and_the_same_command_finishes(tmp_path: Pa
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "out" / "report" / "index.html").is_file()
+
+
+def test_a_command_whose_files_are_written_says_only_its_printing_was_cut(
+    tmp_path: Path,
+) -> None:
+    """`dutchbook reparse DIR | head -1`: the reparse was finished and recorded before it
+    printed, yet it said it stopped part-way (exit 1) and to run it again, which changed
+    nothing. So were `score` and `report`, which print after writing too."""
+    folder = finish_run(tmp_path, SMALL_SPEC)
+    for args in (
+        ["reparse", str(folder), "--parser", "strict"],
+        ["score", str(folder)],
+        ["report", str(folder)],
+    ):
+        done = _to_closed_pipe(args)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 0, (args, lines)
+        assert len(lines) == 1 and lines[0].startswith("note: the output (stdout) closed"), lines
+        assert "its work is finished and written, nothing to run again" in lines[0]
+    reparses = (folder / "logs" / "reparses.jsonl").read_text("utf-8").splitlines()
+    last = json.loads(reparses[-1])  # the reparse's finished line, not its begun one
+    assert last["parser"] == "strict" and "begun" not in last, last
+
+
+@pytest.mark.parametrize(
+    ("command", "written", "code", "begins"),
+    [
+        ("reparse", False, 1, "error: the output (stdout) closed before `dutchbook reparse` fin"),
+        ("reparse", True, 0, "note: the output (stdout) closed before `dutchbook reparse` prin"),
+        ("score", False, 1, "error: the output (stdout) closed before `dutchbook score` finis"),
+        ("report", True, 0, "note: the output (stdout) closed before `dutchbook report` print"),
+        # A run's exit status after its report says how it ended: not given up for a 0.
+        ("run", True, 1, "error: the output (stdout) closed before `dutchbook run` finished"),
+    ],
+)
+def test_output_closed_tells_a_command_stopped_part_way_from_one_done(
+    command: str, written: bool, code: int, begins: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from runs.cli import output_closed; from runs.output import "
+         f"mark_files_written; mark_files_written({written}); output_closed({command!r})"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == code, lines
+    assert len(lines) == 1 and lines[0].startswith(begins), lines
