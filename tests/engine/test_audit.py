@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import math
+import operator
 import random
 from collections import Counter
 from datetime import timedelta
@@ -26,6 +29,8 @@ from engine.durable import append_record_line
 from engine.ledger import Ledger
 from engine.reparse import REPARSES_FILE
 from engine.spend import Prices
+from runs.audit import AUDIT_JSON
+from runs.audit import write_files as write_audit_files
 
 if TYPE_CHECKING:
     from tests.engine.conftest import Kit
@@ -256,6 +261,34 @@ def test_random_ledgers_match_a_plain_count(tmp_path: Path, kit: type[Kit]) -> N
     assert sum(r.retry_attempts for r in report.by_model.values()) == total.retry_attempts
     table = report.table()
     assert table.filter(pl.col("scope") == "all")["retry_attempts"].item() == total.retry_attempts
+
+
+#: Four models' prices (per million tokens in) whose costs, 50 tokens each, a plain sum
+#: adds to 1.6070000000000002 in some orders and 1.6069999999999998 in others, and never to
+#: their correctly rounded total, 1.607.
+_ORDER_SENSITIVE_PRICES = (11190.0, 5020.0, 5630.0, 10300.0)
+
+
+def test_the_total_cost_does_not_depend_on_the_order_of_the_models(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """`report/audit.json` said 1.38044028 and `dutchbook audit --json` 1.3804402800000002
+    for one folder: the models' costs were added in the order a `group_by` gave them."""
+    prices = {f"m{i}": Prices(p, 0.0) for i, p in enumerate(_ORDER_SENSITIVE_PRICES)}
+    with Ledger.open(tmp_path) as ledger:
+        for model in prices:
+            ledger.record_result(kit.attempt(f"{model}-0", 1, model, "ok"),
+                                 kit.response(f"{model}-0", 1, model))  # fmt: skip
+    first = audit(tmp_path, prices=prices)
+    costs = [first.by_model[m].cost_usd or 0.0 for m in sorted(prices)]
+    plain = {functools.reduce(operator.add, order) for order in (costs, costs[::-1])}
+    assert len(plain) == 2  # the order matters to a plain sum (`sum` compensates, 3.12 on)
+    write_audit_files(tmp_path, first)  # report/audit.json, as `report` writes it
+    written = tmp_path / AUDIT_JSON
+    for _ in range(8):
+        again = audit(tmp_path, prices=prices).to_dict()  # `dutchbook audit --json`'s object
+        assert again["totals"]["cost_usd"] == math.fsum(costs) == 1.607
+        assert orjson.loads(written.read_bytes()) == orjson.loads(orjson.dumps(again))
 
 
 def test_the_papers_grouping_of_causes() -> None:
