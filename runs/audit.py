@@ -153,18 +153,33 @@ def _nonzero(counts: dict[str, int]) -> dict[str, int]:
     return {k: v for k, v in counts.items() if v}
 
 
+#: A row's requests neither accepted nor given up (`engine.audit.Audit.table()`: accepted +
+#: given up + these = requests, but for first attempts still in flight), each a column after
+#: "given up" where some row has any: after a strict reparse a row read "702 requests, 0
+#: accepted, given up 0", its 702 rejected answers said only in a note under the table.
+BALANCE_COLUMNS = (
+    ("not_attempted", "not attempted"),
+    ("answers_missing", "answers missing"),
+    ("answers_rejected_on_reparse", "rejected on reparse"),
+)
+
+
 def summary_rows(report: Audit, scope: str = "model") -> tuple[list[str], list[list[str]]]:
-    """Requests and attempts per model (or per `provider`), then `all`: header and cells."""
+    """Requests and attempts per model (or per `provider`), then `all`: header and cells;
+    the `BALANCE_COLUMNS` that some row has a count in come last."""
+    named = _named(report, scope)
+    balance = [(k, h) for k, h in BALANCE_COLUMNS if any(getattr(r, k) for _, r in named)]
     header = [
         scope, "requests", "accepted", "attempts", "retry attempts", "requests retried",
-        "given up",
+        "given up", *(h for _, h in balance),
     ]
     cells = [
         [
             name, f"{r.requests:,}", f"{r.accepted:,}", f"{r.attempts:,}",
             f"{r.retry_attempts:,}", f"{r.requests_retried:,}", f"{r.given_up_total:,}",
+            *(f"{getattr(r, k):,}" for k, _ in balance),
         ]
-        for name, r in _named(report, scope)
+        for name, r in named
     ]
     return header, cells
 

@@ -25,7 +25,7 @@ import orjson
 from engine.console_lines import plural
 from engine.durable import write_bytes_atomic
 from panels.input_files import right_to_left
-from runs.audit import cost_text
+from runs.audit import BALANCE_COLUMNS, cost_text
 from runs.figures import read_manifest
 from runs.rehearsal import rehearsed
 from runs.report.data import ARBITRAGE_FREE_CENTS, family_rank, is_family
@@ -311,16 +311,27 @@ def _audit(sentence: str | None, table: Any, notes: Sequence[str] = ()) -> list[
     # sentence above says them): last, under code names that could not wrap, they were the
     # columns a laptop's page hid off to the side.
     known = [(k, h) for k, h in AUDIT_COLUMNS if k in table.columns]
+    # What else the requests came to, after "given up", so that a row adds up: a strict
+    # reparse's rejected answers, said only in a note, left "702 | 0 accepted | given up 0".
+    balance = [(k, h) for k, h in BALANCE_COLUMNS if any(r.get(k) for r in rows)]
+    given = next((i + 1 for i, (k, _) in enumerate(known) if k == "given_up"), len(known))
+    known = [*known[:given], *balance, *known[given:]]
     cut = next((i + 1 for i, (k, _) in enumerate(known) if k == "retry_attempts"), len(known))
     causes_named = [(c, c.removeprefix("retries.").replace("_", " ")) for c in causes]
     columns = [*known[:cut], *causes_named, *known[cut:]]
     header = [h for _, h in columns]
     body = [[_cell(r.get(k), k) for k, _ in columns] for r in rows]
+    said = {
+        "not_attempted": "not yet asked",
+        "answers_missing": "whose accepted answers left responses/",
+        "answers_rejected_on_reparse": "whose accepted replies a strict reparse rejected",
+    }
+    others = "".join(f", requests {said[k]}" for k, _ in balance)
     out.append(
         "<p>Per model: planned requests, attempts, retry attempts (every attempt that was not "
         "the accepted one, nor a reply the run accepted that a later strict reparse rejected) "
-        "and their causes, requests given up, latency of accepted attempts, tokens and cost "
-        "where priced.</p>"
+        f"and their causes, requests given up{esc(others)}, latency of accepted attempts, "
+        "tokens and cost where priced.</p>"
     )
     out.append(_table(header, body, text_columns={0, 1}))
     return out

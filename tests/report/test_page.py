@@ -329,6 +329,29 @@ def test_the_audit_tables_causes_follow_the_retry_attempts_in_words(tmp_path: Pa
     assert cells[:7] == ["a", "10", "5", "3", "2", "0", "12.00"]
 
 
+def test_the_audit_tables_rows_add_up_where_requests_were_not_answered_or_given_up(
+    tmp_path: Path,
+) -> None:
+    """A row of requests neither accepted nor given up ("10 | 4 accepted | given up 1") could
+    not be added up: each count that makes up the rest is a column after "given up" where
+    some row has one, and none where no row has."""
+    table = pl.DataFrame(
+        {
+            "scope": ["model", "model", "all"], "name": ["a", "b", "all"],
+            "requests": [10, 10, 20], "accepted": [4, 10, 14], "given_up": [1, 0, 1],
+            "not_attempted": [2, 0, 2], "answers_missing": [3, 0, 3],
+            "answers_rejected_on_reparse": [0, 0, 0], "latency_p50_ms": [1.0, 1.0, 1.0],
+        }
+    )  # fmt: skip
+    page = render_page({"rows": []}, [], tmp_path, audit_sentence="s", audit_table=table)
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", page)
+    assert headers == ["model", "requests", "accepted", "given up", "not attempted",
+                       "answers missing", "p50 ms"]  # fmt: skip
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
+    assert cells[:7] == ["a", "10", "4", "1", "2", "3", "1.00"]
+    assert "requests not yet asked, requests whose accepted answers left" in page
+
+
 def test_a_long_name_wraps_in_its_cell_and_short_ones_do_not(tmp_path: Path) -> None:
     """A tester's 100-character model name pushed every number of the audit table out of
     its box (cells never wrapped) and widened the page (prose did not break it)."""

@@ -13,7 +13,9 @@ said nothing.
 from __future__ import annotations
 
 import errno
+import html
 import json
+import re
 import shutil
 import sys
 from collections.abc import Iterable, Iterator
@@ -36,7 +38,7 @@ from engine.records import iso_utc
 from engine.reparse import last_reparse, lost_after_reparse
 from engine.scan import scan_attempts, scan_responses
 from engine.shards import shard_name
-from runs.audit import run_audit
+from runs.audit import run_audit, summary_rows
 from runs.scored_from import stale_repairs
 from tests.runs.quiet_campaign import invoke
 
@@ -183,6 +185,50 @@ def test_the_audit_table_of_a_strictly_reparsed_folder_adds_up(root: Path) -> No
         "answers_missing", "answers_rejected_on_reparse", "answer_budget_spent",
         "answers_unrecorded",
     ]  # fmt: skip
+
+
+def _page_audit_table(page: Path) -> list[dict[str, str]]:
+    """The rows of the report page's "Retries and failures" table, by header."""
+    text = page.read_text("utf-8").split("<h2>Retries and failures</h2>", 1)[1]
+    table = text.split("<table", 1)[1].split("</table>", 1)[0]
+    rows = [
+        [html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
+         for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+        for row in re.findall(r"<tr.*?</tr>", table, re.S)
+    ]  # fmt: skip
+    return [dict(zip(rows[0], row, strict=True)) for row in rows[1:]]
+
+
+def _adds_up(row: dict[str, str], parts: Iterable[str]) -> bool:
+    def number(header: str) -> int:
+        return int(row.get(header, "0").replace(",", ""))
+
+    return sum(number(part) for part in parts) == number("requests")
+
+
+def test_the_pages_and_the_audits_tables_of_a_strictly_reparsed_folder_add_up(
+    root: Path,
+) -> None:
+    """After a strict reparse the report page's "Retries and failures" row read "56
+    requests, 28 accepted, given up 0", and so did `dutchbook audit`'s table: the 28
+    answers rejected on reparse were said only in a note under it. They have a column now,
+    where any row has some, and a folder without has none."""
+    out = root / "run"
+    parts = ("accepted", "given up", "not attempted", "answers missing", "rejected on reparse")
+    before = _page_audit_table(out / "report" / "index.html")
+    assert "rejected on reparse" not in before[0] and "answers missing" not in before[0]
+    assert all(_adds_up(row, parts) for row in before), before
+    header, _ = summary_rows(run_audit(out))
+    assert header[-1] == "given up"
+    assert invoke("reparse", str(out), "--parser", "strict")[0] == 0
+    assert invoke("score", str(out))[0] == 0
+    assert invoke("report", str(out))[0] == 0
+    after = _page_audit_table(out / "report" / "index.html")
+    assert [row["rejected on reparse"] for row in after] == ["28", "0", "28"], after
+    assert all(_adds_up(row, parts) for row in after), after
+    header, cells = summary_rows(run_audit(out))
+    assert header[-1] == "rejected on reparse"
+    assert all(_adds_up(dict(zip(header, row, strict=True)), parts) for row in cells), cells
 
 
 def _fail_reparse(
