@@ -506,6 +506,7 @@ async def dispatch(
     batch_poll_s: float | None = None,
     batch_abandon: frozenset[str] = frozenset(),
     batch_simulated_here: frozenset[str] = frozenset(),
+    on_ledger_open: Callable[[], None] | None = None,
 ) -> DispatchSummary:
     """Ask every unaccepted plan row of the configured models; see the module docstring.
 
@@ -521,7 +522,9 @@ async def dispatch(
     their provider answers 404 for them (`dutchbook run --abandon-batch-jobs`);
     `batch_simulated_here` names batch models whose provider is a simulator this process
     started, whose jobs an earlier process recorded ended with that process's simulator
-    (given up at their 404 unasked, `BatchLane.simulated_here`). Raises
+    (given up at their 404 unasked, `BatchLane.simulated_here`). `on_ledger_open` is called
+    once the ledger is open, a died run's unresolved attempts recorded as interrupted
+    (`runs.pipeline.FolderHold`: before then a run leaves a died run's pid file). Raises
     `engine.ledger.LedgerBusy` if another process is writing this run. The journal is folded
     into shards every `compact_every_n` results or `compact_every_s` seconds: a fold holds its
     segment's rows as Python objects for a moment, and the resident memory that leaves behind
@@ -540,6 +543,8 @@ async def dispatch(
     log = EngineLog(run_dir, console=console, secrets=_secrets_of(secrets, adapters, clients))
     counts = plan_counts(plan_path)
     ledger = Ledger.open(run_dir, fsync=fsync)
+    if on_ledger_open is not None:
+        on_ledger_open()
     summary = DispatchSummary(
         lanes={}, unconfigured={str(name): n for name, n in counts.items() if name not in models}
     )

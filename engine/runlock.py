@@ -8,6 +8,7 @@ the one-line error a second writer gets; it is advisory, the lock is what exclud
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import socket
@@ -123,6 +124,28 @@ def clear_pid(run_dir: Path | str) -> None:
     """Remove the pid file if it is ours (a clean exit)."""
     if names_this_process(read_pid(run_dir)):
         (Path(run_dir) / PID_FILE).unlink(missing_ok=True)
+
+
+def found_pid(run_dir: Path | str) -> bytes | None:
+    """The pid file as it is before this process writes its own (None: there is none, or it
+    names this very process), for `put_back_pid`."""
+    try:
+        found = (Path(run_dir) / PID_FILE).read_bytes()
+    except FileNotFoundError:
+        return None
+    return None if names_this_process(read_pid(run_dir)) else found
+
+
+def put_back_pid(run_dir: Path | str, found: bytes | None) -> None:
+    """Put the pid file `found_pid` read back in place of this process's (or, none found,
+    clear it): a run that did nothing to the folder leaves a died run's pid file, which is
+    what says it died. A write that fails (a full disk) leaves this process's, which reads
+    as a died run's all the same once it has exited."""
+    if found is None:
+        clear_pid(run_dir)
+    elif names_this_process(read_pid(run_dir)):
+        with contextlib.suppress(OSError):
+            write_bytes_atomic(Path(run_dir) / PID_FILE, found, sync=False)
 
 
 def _pid_alive(info: dict[str, Any]) -> bool:

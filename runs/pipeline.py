@@ -39,7 +39,7 @@ from engine.durable import (
 )
 from engine.ledger import LedgerBusy
 from engine.reparse import resume_refusal
-from engine.runlock import clear_pid, release_lock, write_pid
+from engine.runlock import clear_pid, found_pid, put_back_pid, release_lock, write_pid
 from engine.scan import ATTEMPTS, RESPONSES
 from engine.shards import visible_shards
 from engine.spend import dollars_apart
@@ -673,16 +673,16 @@ async def _campaign(
             )
         )
     make_run_folder(run_dir)
-    lock_fd = take_folder_lock(run_dir)
+    hold = take_folder_lock(run_dir)
     try:
         # planning, scoring or the report; the folder moved mid-run (`runs.folder_moved`)
         with disk_full_raised(run_dir, folder=run_dir), moved_said(run_dir):
             return await _run_locked(
-                spec, run_dir, units, plan_summary, lines if rendered else None, staged, options
+                spec, run_dir, units, plan_summary, lines if rendered else None, staged,
+                options, hold,
             )
     finally:
-        clear_pid(run_dir)
-        release_lock(lock_fd)
+        hold.release(run_dir)
 
 
 def _check_lost_jobs(run_dir: Path, abandon: frozenset[str], console: Console) -> None:
@@ -705,12 +705,43 @@ def _check_lost_jobs(run_dir: Path, abandon: frozenset[str], console: Console) -
         )
 
 
-def take_folder_lock(run_dir: Path) -> int:
+@dataclass
+class FolderHold:
+    """The folder's lock a run holds (`take_folder_lock`), and the pid file it found there.
+
+    A resume refused before its ledger opened (the design changed, answers or the batch jobs
+    file lost, ...) did nothing to what a died run left: the pid file it found is put back, so
+    `status` still says that run died, its lanes "when the run died" and its batch jobs still
+    at the provider, where it said the run had stopped. The ledger, once open, records the
+    died run's unresolved attempts as interrupted; from then the pid file is this run's to
+    clear."""
+
+    fd: int
+    #: The pid file found when the lock was taken (`engine.runlock.found_pid`).
+    found: bytes | None
+    ledger_opened: bool = False
+
+    def opened(self) -> None:
+        """Dispatch's ledger is open (`engine.dispatch.dispatch(on_ledger_open=)`)."""
+        self.ledger_opened = True
+
+    def release(self, run_dir: Path) -> None:
+        """Clear (or put back) the pid file, then let go of the lock, in that order: the
+        lock's next holder writes its own."""
+        if self.ledger_opened:
+            clear_pid(run_dir)
+        else:
+            put_back_pid(run_dir, self.found)
+        release_lock(self.fd)
+
+
+def take_folder_lock(run_dir: Path) -> FolderHold:
     """The folder's lock (`run_dir/.lock`), held from before anything is written to the end.
 
     The ledger's own lock (`journal/.lock`) is taken only at dispatch; two runs started at
     once on a new folder would both plan into it before that. This one comes first, so the
-    second run is told the folder is busy before it writes a byte. The pid file says who.
+    second run is told the folder is busy before it writes a byte. The pid file says who,
+    from the start: `status` says the run is live while it checks the folder.
     """
     try:
         fd = lock_folder(
@@ -721,12 +752,13 @@ def take_folder_lock(run_dir: Path) -> int:
     except FolderBusy as exc:
         raise RunBusy(str(exc)) from None
     try:
+        found = found_pid(run_dir)
         with disk_full_raised(run_dir):
             write_pid(run_dir)
     except BaseException:
         release_lock(fd)
         raise
-    return fd
+    return FolderHold(fd, found)
 
 
 async def _run_locked(
@@ -737,8 +769,10 @@ async def _run_locked(
     to_save: list[PlanLine] | None,
     staged: StagedPlan | None,
     options: CampaignOptions,
+    hold: FolderHold,
 ) -> CampaignResult:
-    """The campaign once this process holds the folder: design, plan, dispatch, score, report."""
+    """The campaign once this process holds the folder (`hold`): design, plan, dispatch,
+    score, report."""
     console, clock = options.console, options.clock
     with _damage_named(run_dir):
         _check_lost_jobs(run_dir, options.abandon_batch_jobs, console)
@@ -759,7 +793,9 @@ async def _run_locked(
         )
     )
     injected: dict[str, int] = {}  # the simulator's counts, once it has stopped
-    summary = await _dispatch_campaign(spec, run_dir, plan_path, signals, injected.update, options)
+    summary = await _dispatch_campaign(
+        spec, run_dir, plan_path, signals, injected.update, options, hold.opened
+    )
     if summary is None or signals.hard:  # a second signal (as dispatch ended too): out at once
         return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True)
     clock.lap("dispatch", run_dir)
@@ -884,9 +920,11 @@ async def _dispatch_campaign(
     signals: StopSignals,
     on_sim_stop: Callable[[dict[str, int]], None],
     options: CampaignOptions,
+    on_ledger_open: Callable[[], None],
 ) -> DispatchSummary | None:
     """Dispatch the plan (beside the simulator when rehearsing), with SIGINT/SIGTERM handled
-    by `signals`; None after a second signal cancelled it."""
+    by `signals`; None after a second signal cancelled it. `on_ledger_open`: see
+    `FolderHold`."""
     # The simulator's fake credentials (a service-account key among them) live in a temporary
     # folder, never in the run folder, which users share.
     with scratch_folder("sim") as sim_workdir:
@@ -920,6 +958,7 @@ async def _dispatch_campaign(
                         budget_usd=options.max_cost,
                         batch_clients=batch_clients,
                         batch_abandon=options.abandon_batch_jobs,
+                        on_ledger_open=on_ledger_open,
                         # The simulator started above holds no job an earlier run made.
                         batch_simulated_here=frozenset(
                             name for name in batch_clients

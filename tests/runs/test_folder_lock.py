@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -100,6 +101,35 @@ def test_the_run_reads_as_live_while_it_scores_and_reports(
     assert isinstance(info, dict) and info["pid"] == os.getpid() and info["alive"]
     assert seen["state"] == "live"
     assert not (out / "run.pid").exists()  # cleared once the run ended
+
+
+def test_a_resume_refused_before_dispatch_leaves_the_died_runs_pid_file(
+    finished: Path, tmp_path: Path
+) -> None:
+    # A tester's SIGKILLed batch run read "died (pid N on host), 8 batch jobs ... still at the
+    # provider"; a resume refused for a changed design cleared the pid file on its way out,
+    # and the folder then read "stopped", its lanes "running when the run stopped".
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    gone = subprocess.Popen(["true"])
+    gone.wait(timeout=30)
+    died = {"pid": gone.pid, "create_time": 0.0, "host": socket.gethostname(),
+            "started_at": "2025-01-01T00:00:00+00:00"}  # fmt: skip
+    (out / "run.pid").write_bytes(orjson.dumps(died))
+    assert status(out)["state"] == "died"
+    changed = tmp_path / "changed.toml"
+    changed.write_text(SPEC.replace("seed = 2", "seed = 3"), encoding="utf-8")
+    refused = CliRunner().invoke(app, ["run", str(changed), "--out", str(out)])
+    assert refused.exit_code == 2 and "design" in refused.output, refused.output
+    assert (out / "run.pid").read_bytes() == orjson.dumps(died)
+    assert status(out)["state"] == "died"
+    # The same design resumes: its ledger takes the died run over, and the pid file is
+    # this run's to clear.
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    resumed = CliRunner().invoke(app, ["run", str(spec), "--out", str(out)])
+    assert resumed.exit_code == 0, resumed.output
+    assert not (out / "run.pid").exists() and status(out)["state"] == "finished"
 
 
 @pytest.fixture(scope="module")
