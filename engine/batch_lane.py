@@ -818,10 +818,16 @@ class BatchLane(LaneControl):
 
             state = await self._call("create", create)
         state = replace(state, detail=self._redact(state.detail))
-        self.records.created(job, state)
+        # The log's line first, the record second: a kill between them then leaves a job the
+        # log names and the jobs file knows by its key (its `planned` line), which a resume
+        # finds at the provider by that key. The other way round, a kill left the job out of
+        # the log for good, and `engine.batch_lost`, which has only the log to name a job by
+        # once the jobs file is damaged, named too few (a job given up for lost is bought
+        # again). A line the log failed to write is written by a resume (`log_unlogged`).
         self.log.info("batch_job_created", model=self.config.name, job_key=job.job_key,
                       job_id=state.job_id, lines=len(job.requests),
                       **({"simulated_in_process": True} if job.simulated_in_process else {}))
+        self.records.created(job, state)
         return state
 
     async def _until_final(self, job: BatchJob, state: JobState) -> JobState:

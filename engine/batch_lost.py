@@ -4,9 +4,11 @@ The jobs file is the only record of which requests a batch job carries (`engine.
 deleted, cut short, or put back from an older copy, a resume would find every request of a
 job still at the provider unanswered and buy it again in a new job, without a word. The
 engine's log (`logs/engine.jsonl`) keeps its own line for each job created,
-`batch_job_created` with the job's key, id and line count, so the loss can be seen: a job the
-log names, which the jobs file does not, and whose lines the ledger does not all hold (each
-collected line's attempt names its job, `engine.spend.BATCH_MARK`), may still be answering.
+`batch_job_created` with the job's key, id and line count, written before the jobs file's
+`created` line (and by a resume for a recorded job it lacks, `log_unlogged`), so the log
+names every job the file did and the loss can be seen: a job the log names, which the jobs
+file does not, and whose lines the ledger does not all hold (each collected line's attempt
+names its job, `engine.spend.BATCH_MARK`), may still be answering.
 
 The way out is the user's (`dutchbook run --abandon-batch-jobs KEY`): put the file back, or
 give such a job up, its requests then asked again. Giving one up is written to the jobs file
@@ -22,13 +24,15 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 import polars as pl
 
-from engine.batch_jobs import ABANDONED, COLLECTED, JOBS_FILE, JobRecords
+from engine.batch_jobs import ABANDONED, COLLECTED, JOBS_FILE, JobRecords, fold_jobs
 from engine.console_lines import plural
 from engine.durable import read_record_lines
+from engine.logs import EngineLog
 from engine.records import FOREIGN_NOTE
 from engine.retry import GAVE_UP_MARK
 from engine.scan import scan_attempts
@@ -36,7 +40,8 @@ from engine.spend import BATCH_MARK
 
 #: The engine's log, relative to the run folder, and the event each created job leaves there.
 ENGINE_LOG = Path("logs") / "engine.jsonl"
-CREATED_EVENT = b'"batch_job_created"'
+CREATED = "batch_job_created"
+CREATED_EVENT = f'"{CREATED}"'.encode()
 
 #: The `collected` detail of a job whose records were lost after every line of it was.
 COLLECTED_DETAIL = (
@@ -96,17 +101,24 @@ def _created_lines(path: Path) -> Iterator[bytes]:
             yield rest  # a last line with no newline: whole, or torn and skipped
 
 
-def _created_in_log(run_dir: Path) -> dict[str, LostJob]:
-    """Every job the engine's log says was created, by key (a torn or edited line skipped),
-    but those a simulator inside the run held: they ended with it, and nothing can run or
-    bill their lines (a resume asks them again, as it does when the jobs file has them)."""
-    created: dict[str, LostJob] = {}
+def _created_events(run_dir: Path) -> Iterator[dict[str, Any]]:
+    """The log's `CREATED_EVENT` lines, read (a torn or edited line skipped)."""
     for line in _created_lines(run_dir / ENGINE_LOG):
         try:
             event = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-        if not isinstance(event, dict) or event.get("simulated_in_process") is True:
+        if isinstance(event, dict):
+            yield event
+
+
+def _created_in_log(run_dir: Path) -> dict[str, LostJob]:
+    """Every job the engine's log says was created, by key, but those a simulator inside
+    the run held: they ended with it, and nothing can run or bill their lines (a resume asks
+    them again, as it does when the jobs file has them)."""
+    created: dict[str, LostJob] = {}
+    for event in _created_events(run_dir):
+        if event.get("simulated_in_process") is True:
             continue
         key, job_id, lines = event.get("job_key"), event.get("job_id"), event.get("lines")
         if isinstance(key, str) and isinstance(job_id, str) and isinstance(lines, int):
@@ -174,6 +186,33 @@ def unknown_jobs(run_dir: Path | str) -> list[LostJob]:
     ]
 
 
+def log_unlogged(run_dir: Path | str) -> int:
+    """Write the engine's log's `batch_job_created` line (marked `logged_late`) of each job
+    the jobs file records as created that the log does not name; how many. The lane logs a
+    job before it records it, but a log write may fail (a full disk: logging never stops a
+    run), and a run of an earlier version recorded first and could be killed in between:
+    without its line, a job would go unnamed once the jobs file is damaged (`unknown_jobs`
+    has only the log then), and its requests, given up for lost, bought again."""
+    run_dir = Path(run_dir)
+    created = [job for job in fold_jobs(run_dir).values() if job.job_id is not None]
+    if not created:
+        return 0
+    logged = {event.get("job_key") for event in _created_events(run_dir)}
+    unlogged = [job for job in created if job.job_key not in logged]
+    if unlogged:
+        log = EngineLog(run_dir, console=None)
+        try:
+            for job in unlogged:
+                log.info(
+                    CREATED, model=job.model, job_key=job.job_key, job_id=job.job_id,
+                    lines=len(job.requests), logged_late=True,
+                    **({"simulated_in_process": True} if job.simulated_in_process else {}),
+                )
+        finally:
+            log.close()
+    return len(unlogged)
+
+
 def lost_jobs(run_dir: Path | str) -> list[LostJob]:
     """`unknown_jobs` whose lines the ledger does not all hold: they may still be answering."""
     return [job for job in unknown_jobs(run_dir) if job.lost]
@@ -223,6 +262,6 @@ def lost_jobs_line(run_dir: Path, lost: list[LostJob]) -> str:
 
 
 __all__ = [
-    "KEYS_SHOWN", "LOST_DETAIL", "LostJob", "lost_jobs", "lost_jobs_line", "unknown_jobs",
-    "write_down",
+    "KEYS_SHOWN", "LOST_DETAIL", "LostJob", "log_unlogged", "lost_jobs", "lost_jobs_line",
+    "unknown_jobs", "write_down",
 ]

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from engine.batch_jobs import JOBS_FILE, fold_jobs
-from engine.batch_lost import lost_jobs, lost_jobs_line, unknown_jobs, write_down
+from engine.batch_lost import log_unlogged, lost_jobs, lost_jobs_line, unknown_jobs, write_down
 from engine.console_lines import plural
 from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import (
@@ -690,9 +690,12 @@ def _check_lost_jobs(run_dir: Path, abandon: frozenset[str], console: Console) -
     (`engine.batch_lost`): its requests would be bought again, by a batch lane or, the model
     switched to `dispatch = "live"`, a live one. Jobs the user named to
     `--abandon-batch-jobs` are written down as given up, and their requests asked again;
-    jobs whose every line the ledger holds, as collected."""
+    jobs whose every line the ledger holds, as collected. Jobs the jobs file records as
+    created that the log does not name are logged now (`engine.batch_lost.log_unlogged`), so
+    a later loss of the file still names them."""
     if not run_dir.is_dir():
         return
+    log_unlogged(run_dir)
     unknown = unknown_jobs(run_dir)  # whatever the spec says now: `dispatch` may change
     unnamed = [job for job in unknown if job.lost and not abandon & set(job.names())]
     if unnamed:

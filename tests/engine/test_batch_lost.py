@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 import pytest
@@ -15,13 +16,21 @@ from engine.batch_lost import (
     KEYS_SHOWN,
     LOST_DETAIL,
     LostJob,
+    log_unlogged,
     lost_jobs,
     lost_jobs_line,
     unknown_jobs,
     write_down,
 )
+from engine.dispatch import dispatch
 from engine.ledger import Ledger
 from engine.records import AttemptRecord
+from providers.batch import JobState, JobStatus
+from providers.types import ModelConfig
+from tests.engine.batch_fake import FakeBatch, Killed
+
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -165,3 +174,46 @@ def test_a_reply_quoting_batch_job_does_not_name_the_job(tmp_path: Path) -> None
     assert [(job.job_key, job.recorded) for job in unknown_jobs(tmp_path)] == [
         ("db-m-1", 3), ("db-m-2", 1)
     ]
+
+
+async def test_a_kill_just_after_a_job_is_recorded_leaves_the_log_naming_it(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tester's SIGKILLs fell between a job's `created` record and its log line (4 of 4):
+    the log never named the job, and once the jobs file was lost the refusal named too few
+    jobs, its advice (`--abandon-batch-jobs`) buying the unnamed one's requests again."""
+    real = JobRecords.created
+
+    def recorded_then_killed(self: JobRecords, job: BatchJob, state: JobState) -> None:
+        real(self, job, state)
+        raise Killed("just after the created record")
+
+    monkeypatch.setattr(JobRecords, "created", recorded_then_killed)
+    model = ModelConfig(name="m", provider="sim", model="m", dispatch="batch")
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 10))
+    run_dir = tmp_path / "run"
+    summary = await dispatch(plan, run_dir, {"m": model}, {}, batch_clients={"m": FakeBatch()},
+                             batch_poll_s=0.001, log_console=None)
+    assert not summary.complete
+    [job] = fold_jobs(run_dir).values()
+    assert job.job_id is not None
+    (run_dir / JOBS_FILE).unlink()
+    assert lost_jobs(run_dir) == [LostJob(job.job_key, job.job_id, "m", 10, 0)]
+
+
+def test_a_recorded_job_the_log_does_not_name_is_logged_by_a_resume(tmp_path: Path) -> None:
+    """A job recorded by an earlier version (record, then log) killed in between, or whose
+    log line a full disk dropped: the resume logs it, so a later loss of the jobs file still
+    names it."""
+    records = JobRecords(tmp_path)
+    job = BatchJob("db-m-1", "m", "openai", {"r1": 1, "r2": 1})
+    records.planned(job)
+    records.created(job, JobState("job-1", JobStatus.RUNNING, "running"))
+    records.planned(BatchJob("db-m-2", "m", "openai", {"r3": 1}))  # not created: no id
+    _log(tmp_path)
+    assert log_unlogged(tmp_path) == 1
+    assert log_unlogged(tmp_path) == 0  # logged once
+    events = [orjson.loads(line) for line in (tmp_path / ENGINE_LOG).read_bytes().splitlines()]
+    assert events[-1]["logged_late"] is True
+    (tmp_path / JOBS_FILE).unlink()
+    assert lost_jobs(tmp_path) == [LostJob("db-m-1", "job-1", "m", 2, 0)]

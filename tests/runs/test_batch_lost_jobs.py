@@ -106,3 +106,27 @@ def test_a_lost_jobs_file_stops_the_resume_until_its_jobs_are_given_up(
     assert "gave up" not in _run(spec, out)  # written down: said once
     assert not any("db-simb-lost" in line for line in _status_warnings(out))
     assert _status(out)["lost_batch_jobs"] == []
+
+
+@pytest.mark.timeout(120)
+def test_a_resume_logs_the_jobs_the_log_missed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Jobs recorded in the jobs file whose `batch_job_created` lines a kill (an earlier
+    version logged after recording) or a full disk kept from the log: the resume logs them
+    before anything else, so a later loss of the jobs file still names every one."""
+    monkeypatch.setenv("DUTCHBOOK_BATCH_POLL_S", "0.05")
+    spec, out = tmp_path / "spec.toml", tmp_path / "out"
+    spec.write_text(SPEC, encoding="utf-8")
+    _run(spec, out)
+    lines = (out / ENGINE_LOG).read_bytes().splitlines()
+    keys = sorted(orjson.loads(line)["job_key"] for line in lines if b'"batch_job_created"' in line)
+    assert keys
+    (out / ENGINE_LOG).write_bytes(
+        b"".join(line + b"\n" for line in lines if b'"batch_job_created"' not in line)
+    )
+    _run(spec, out)
+    again = [orjson.loads(line) for line in (out / ENGINE_LOG).read_bytes().splitlines()
+             if b'"batch_job_created"' in line]  # fmt: skip
+    assert sorted(event["job_key"] for event in again) == keys
+    assert all(event["logged_late"] is True for event in again)
