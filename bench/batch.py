@@ -82,10 +82,14 @@ def batch_providers() -> list[str]:
 
 def write_spec(folder: Path, providers: list[str], stock_days: int, passes: int,
                max_lines: int, max_jobs: int) -> Path:
+    from providers.batch_bedrock import LIMITS as BEDROCK
+
+    least = BEDROCK.least_max_lines
     models = "\n".join(
         f"[[models]]\n{MODELS[p]}\ndispatch = \"batch\"\n"
-        # Bedrock's jobs hold at least 100 records (its documented floor).
-        f"batch_max_lines = {max(max_lines, 100) if p == 'bedrock' else max_lines}\n"
+        # Bedrock's jobs hold at least 100 records (its documented floor), and a cap below
+        # 199 can leave a remainder below it (`runs.spec.check_batch_floor` refuses one).
+        f"batch_max_lines = {max(max_lines, least) if p == 'bedrock' else max_lines}\n"
         f"batch_max_jobs = {max_jobs}\nmax_tokens = 400\n"
         for p in providers
     )

@@ -528,8 +528,10 @@ class BatchLane(LaneControl):
             f"{plural(self.limits.min_lines, 'line')} per job (batch_fallback = \"live\" would "
             f"ask {'it' if waiting == 1 else 'them'} live)"
         )
+        # Off the console: the lane's line above says it in words, and the console said it
+        # again raw ("batch leftover: model m, lines 24, min lines 100").
         self.log.warning("batch_leftover", model=self.config.name, lines=len(buffer),
-                         min_lines=self.limits.min_lines)
+                         min_lines=self.limits.min_lines, echo=False)
 
     # -- one job -------------------------------------------------------------------------
 

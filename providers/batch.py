@@ -72,6 +72,16 @@ class BatchLimits:
     min_lines: int = 1
     source: str = ""
 
+    @property
+    def least_max_lines(self) -> int:
+        """The fewest lines a job may be capped at (`batch_max_lines`) for every count of
+        queries from `min_lines` up to be cut into jobs of `min_lines` to that many, as
+        `engine.batch_lane` cuts them: k jobs hold k * min_lines to k * cap lines, and
+        those ranges meet only while cap >= 2 * min_lines - 1. Below it, a count between
+        the cap and two floors (101 to 199 at 100 a job, or 224 after two jobs of 100)
+        leaves a remainder below the floor whatever the cut."""
+        return max(1, 2 * self.min_lines - 1)
+
 
 @dataclass(frozen=True)
 class JobState:

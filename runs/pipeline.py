@@ -91,7 +91,7 @@ from runs.signals import (
     stops_as_interrupt,
     terminal_fds,
 )
-from runs.spec import CampaignSpec, SpecError, load_spec
+from runs.spec import CampaignSpec, SpecError, check_batch_floor, load_spec
 from runs.units import UnitSource
 
 if TYPE_CHECKING:  # the simulator is imported only when a run needs it
@@ -527,6 +527,7 @@ async def run_campaign(
     spec = load_spec(spec_path)
     faults = simulator_faults(spec, rehearse, faults, sim_url)
     check_cap_counts(spec, max_cost)
+    check_batch_floor(spec)  # a resume's too: `batch_max_lines` may change on resume
     run_dir = Path(out) if out else default_run_dir(spec)
     check_run_folder(run_dir)
     abandon = check_abandon(run_dir, abandon_batch_jobs)

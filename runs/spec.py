@@ -536,6 +536,37 @@ def check_one_form(spec: CampaignSpec) -> None:
             raise SpecError(spec.path, f"models[{index}].name", why)
 
 
+def check_batch_floor(spec: CampaignSpec) -> None:
+    """Refuse a batch model whose `batch_max_lines` is too few for its provider's smallest
+    job (Bedrock's 100 lines) to hold for every count of queries
+    (`providers.batch.BatchLimits.least_max_lines`): at 100 a job, 224 queries made two jobs
+    and left 24 waiting for ever, said only at the end of the run. For every spec a run or
+    `plan` is about to use, a resume's too (the key is operational: a resume may raise it);
+    not when a folder's frozen spec is read, so a folder run with one stays readable."""
+    for index, model in enumerate(spec.models):
+        if model.dispatch != "batch" or model.provider != "bedrock":  # the one with a floor
+            continue
+        from providers.batch_bedrock import LIMITS
+        from providers.batch_openai import limits_for
+
+        floor, least = LIMITS.min_lines, LIMITS.least_max_lines
+        cap = limits_for(model, LIMITS).max_lines
+        if cap >= least:
+            continue
+        why = (
+            f"no job of at most {cap} lines reaches it"
+            if cap < floor
+            else f"{cap + 1} queries, say, cannot be cut into jobs of "
+            + (f"{floor} to {cap}" if cap > floor else f"{floor}")
+            + " lines: the rest would wait for ever"
+        )
+        raise SpecError(
+            spec.path, f"models[{index}].batch_max_lines",
+            f"at least {least} (or left out) for a bedrock batch model, not {cap}: bedrock's "
+            f"jobs hold at least {floor} lines, and {why}",
+        )  # fmt: skip
+
+
 def _name_misread(name: str) -> str | None:
     """Why a model name would be read as something else in the report, or None. Checked for
     a new design only (`check_one_form`): a folder an earlier build ran with one stays

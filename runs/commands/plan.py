@@ -18,7 +18,7 @@ from runs.design import check_new_design
 from runs.output import print_text, stdout_console
 from runs.planner import estimate, summarise
 from runs.planning_progress import PlanningProgress
-from runs.spec import CampaignSpec, SpecError, load_spec
+from runs.spec import CampaignSpec, SpecError, check_batch_floor, load_spec
 from runs.units import UnitSource
 
 #: Columns the tables get when printed to a file or a pipe (eight columns of figures).
@@ -44,6 +44,7 @@ def plan(
         spec = load_spec(spec_path)
         units = UnitSource.from_spec(spec)
         check_new_design(spec, units)
+        check_batch_floor(spec)
         with PlanningProgress(Console(stderr=True, emoji=False), spec.name) as shown:
             summary = summarise(estimate(spec, units, progress=shown.update))
     if as_json:

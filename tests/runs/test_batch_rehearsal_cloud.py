@@ -29,7 +29,7 @@ region = "us-east-1"
 dispatch = "batch"
 batch_bucket = "s3://dutchbook-rehearsal/batch"
 batch_role_arn = "arn:aws:iam::123456789012:role/dutchbook-batch"
-batch_max_lines = 100
+batch_max_lines = 199
 batch_fallback = "live"
 [[models]]
 name = "gemini"

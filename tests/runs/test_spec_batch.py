@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from runs.design import spec_changes
-from runs.spec import SpecError, load_spec
+from runs.spec import SpecError, check_batch_floor, load_spec
 
 ARMS = {"baseline"}
 SPEC = """
@@ -77,3 +77,50 @@ def test_batch_keys_may_change_on_resume() -> None:
                  "batch_max_lines = 9\n")
     keys = ["batch_bucket", "batch_fallback", "batch_max_lines", "dispatch"]
     assert spec_changes(old, new) == ([], [f"models[x].{k}" for k in keys])
+
+
+@pytest.mark.parametrize(
+    ("extra", "refused"),
+    [
+        ("batch_max_lines = 100", "101 queries, say, cannot be cut into jobs of 100 lines: the"),
+        ("batch_max_lines = 198", "199 queries, say, cannot be cut into jobs of 100 to 198"),
+        ("batch_max_lines = 50", "no job of at most 50 lines reaches it"),
+        ("batch_max_lines = 199", None),
+        ("batch_max_lines = 60000", None),  # above bedrock's own cap: its cap
+        ("", None),
+    ],
+)
+def test_a_bedrock_batch_cap_that_strands_a_remainder_is_refused(
+    tmp_path: Path, extra: str, refused: str | None
+) -> None:
+    """`batch_max_lines = 100` cut a tester's 224 Bedrock queries 100 + 100 and left 24 below
+    Bedrock's minimum of 100 lines per job, waiting through every resume; `plan` said
+    nothing and the run said so only at its end."""
+    spec = _load(tmp_path, 'dispatch = "batch"\n' + extra)
+    if refused is None:
+        check_batch_floor(spec)  # type: ignore[arg-type]
+        return
+    with pytest.raises(SpecError) as info:
+        check_batch_floor(spec)  # type: ignore[arg-type]
+    assert info.value.key == "models[0].batch_max_lines"
+    assert "at least 199 (or left out) for a bedrock batch model" in str(info.value)
+    assert refused in str(info.value) and "\n" not in str(info.value)
+    live = _load(tmp_path, extra)  # a live model's cap cuts nothing
+    check_batch_floor(live)  # type: ignore[arg-type]
+
+
+def test_plan_and_run_refuse_a_stranding_bedrock_cap_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from runs.cli import app
+
+    path = tmp_path / "spec.toml"
+    path.write_text(SPEC.format(extra='dispatch = "batch"\nbatch_max_lines = 100\n'))
+    for args in (["plan", str(path)], ["run", str(path), "--out", str(tmp_path / "out")]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.output.split())
+        assert "models[0].batch_max_lines: at least 199" in said, said
+    assert not (tmp_path / "out").exists()
