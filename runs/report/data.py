@@ -183,14 +183,15 @@ def under_floor(coverage: float, floor: float, label: str) -> bool:
     paper's arms (design: "a model under the coverage floor is not scored"); at or under it,
     unless nothing is missing, for the family benchmark's (`FAMILY_COVERAGE_RULE`). A share
     is a count over a count (or, without a plan, a float mean of shares, a few ulps off), so
-    one within `_SHARE_SLACK` of the floor is the floor: k/n differs from a floor of three
+    one within `SHARE_SLACK` of the floor is the floor: k/n differs from a floor of three
     decimals by at least 1/(1000 n), 2.7e-9 at the paper's 365,100 queries."""
     if is_family(label):
-        return coverage < 1.0 - _SHARE_SLACK and coverage <= floor + _SHARE_SLACK
-    return coverage < floor - _SHARE_SLACK
+        return coverage < 1.0 - SHARE_SLACK and coverage <= floor + SHARE_SLACK
+    return coverage < floor - SHARE_SLACK
 
 
-_SHARE_SLACK = 1e-10
+#: How near the floor a share is the floor (`under_floor`; `coverage_text` shows it so).
+SHARE_SLACK = 1e-10
 
 
 def arm_of_label(label: str) -> str:

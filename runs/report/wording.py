@@ -12,7 +12,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from runs.report.data import ARBITRAGE_FREE_CENTS, THRESHOLD_SLACK, arm_norm, is_family
+from runs.report.data import (
+    ARBITRAGE_FREE_CENTS,
+    SHARE_SLACK,
+    THRESHOLD_SLACK,
+    arm_norm,
+    is_family,
+)
 
 
 def fixed(x: float, digits: int = 5, *, signed: bool = False) -> str:
@@ -31,8 +37,9 @@ _MOST_DECIMALS = 4
 
 def floor_decimals(floor: float | None) -> int:
     """The fewest decimals (up to 4) that state the coverage floor as a percent exactly: 0
-    for the 90% default, 1 for 92.5%. Coverage is shown with as many (`coverage_text`): a
-    92.5% floor read "92%", and a model at 92.9% "92%", scored, beside it."""
+    for the 90% default, 1 for 92.5%. Coverage is shown with at least as many
+    (`coverage_text`): a 92.5% floor read "92%", and a model at 92.9% "92%", scored, beside
+    it."""
     if floor is None or not math.isfinite(floor):
         return 0
     percent = floor * 100
@@ -44,18 +51,43 @@ def floor_decimals(floor: float | None) -> int:
 
 def floor_text(floor: float) -> str:
     """The coverage floor as a percent at `floor_decimals`: exact for a floor of up to 4
-    decimals; one that needs more (1/3) rounded up, as each coverage is rounded down, so a
-    coverage under the floor never reads as equal to it (12.3456% beside a floor of
-    12.345678% said "under the floor" of "12.3456%")."""
+    decimals; one that needs more (1/3) rounded up, as each coverage under it is rounded
+    down, so a coverage under the floor never reads as equal to it (12.3456% beside a floor
+    of 12.345678% said "under the floor" of "12.3456%")."""
     return _percent(floor, floor_decimals(floor), math.ceil)
+
+
+#: The most decimals a coverage is shown with, to tell it from the floor: k/n differs from
+#: a floor by more than `runs.report.data.under_floor`'s 1e-10, 1e-8 of a percent.
+_MOST_COVERAGE_DECIMALS = 10
 
 
 def coverage_text(share: float, floor: float | None = None) -> str:
     """A coverage as a percent rounded down, with the decimals the floor is shown with
-    (`floor_decimals`; whole without one): rounded to the nearest, 89.8% read "90%", as an
-    unscored family arm at the 90% floor did and a scored one at 90.4%, and 99.6% read
-    "100%" with answers missing. Down, a share reads at the floor only when it is."""
-    return _percent(share, floor_decimals(floor), math.floor)
+    (`floor_decimals`; whole without one), and more where it would read as the floor or
+    under it and is above: rounded to the nearest, 89.8% read "90%", as an unscored family
+    arm at the 90% floor did, and 99.6% read "100%" with answers missing; rounded down
+    alone, a scored family arm at 100 of 111 (90.09%) read "90%" beside an unscored one at
+    exactly the 90% floor. So a share reads as the floor (`floor_text`) only when it is
+    the floor (within the report's slack, `under_floor`), under it when under, over it
+    when over: "89%", "90%", "90.09%"."""
+    if floor is None or not math.isfinite(floor):
+        return _percent(share, 0, math.floor)
+    shown_floor = floor_text(floor)
+    if abs(share - floor) <= SHARE_SLACK:
+        return shown_floor
+    decimals = floor_decimals(floor)
+    percent = round(floor * 100, 11)  # 0.07 * 100 is 7.000000000000001
+    while True:
+        text = _percent(share, decimals, math.floor)
+        # Rounded down, a share over the floor may read as the floor, or (a floor rounded
+        # up, 1/3) under its text; one a hair under it, as the floor once float noise is
+        # rounded off: more decimals tell them apart.
+        shown = float(text[:-1])
+        same_side = shown < percent if share < floor else shown > percent
+        if (text != shown_floor and same_side) or decimals >= _MOST_COVERAGE_DECIMALS:
+            return text
+        decimals += 1
 
 
 def _percent(share: float, decimals: int, to_whole: Callable[[float], int]) -> str:

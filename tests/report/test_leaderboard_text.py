@@ -1,9 +1,11 @@
 """The leaderboard's text: coverage rounded down (to a whole percent, or to as many decimals
-as the coverage floor is shown with), and no empty ranking.
+as the coverage floor is shown with, and more where a share over the floor would read as it),
+and no empty ranking.
 
 Rounded to the nearest, a family arm at 89.8% read "90%", as an unscored one at exactly the
 floor did and a scored one at 90.4%: the table said "not scored: coverage 90% ≤ floor" beside
-a scored "90%". And 99.6% read "100%" with answers missing.
+a scored "90%". And 99.6% read "100%" with answers missing. Rounded down alone, a scored arm
+at 100 of 111 (90.09%) still read "90%" beside the unscored one at exactly 90%.
 """
 
 from __future__ import annotations
@@ -35,7 +37,50 @@ def test_the_leaderboard_tells_a_coverage_under_the_floor_from_one_at_it() -> No
                     at_least=dict.fromkeys(THRESHOLDS, 3))  # fmt: skip
     cells = {row[0]: row for row in leaderboard_cells([under, scored])}
     assert cells["m"][-1] == "89%" and "not scored: coverage 89% ≤ floor" in cells["m"]
-    assert cells["n"][-1] == "90%"
+    assert cells["n"][-1] == "90%"  # no floor given: a whole percent, rounded down
+
+
+@pytest.mark.parametrize(
+    ("share", "floor", "shown"),
+    [(0.9, 0.9, "90%"), (100 / 111, 0.9, "90.09%"), (0.904, 0.9, "90.4%"),
+     (0.9001, 0.9, "90.01%"), (0.9 + 2e-9, 0.9, "90.0000002%"), (0.898, 0.9, "89%"),
+     (0.9 - 2e-9, 0.9, "89.9%"), (1.0, 0.9, "100%"), (0.996, 0.9, "99%"),
+     (0.925, 0.925, "92.5%"), (0.9251, 0.925, "92.51%"), (0.9249, 0.925, "92.4%"),
+     (1 / 3, 1 / 3, "33.3334%"), (0.3333334, 1 / 3, "33.33334%"),
+     (0.33333, 1 / 3, "33.3330%"), (1.0, 1 / 3, "100.0000%")],
+)  # fmt: skip
+def test_a_coverage_reads_as_the_floor_only_when_it_is_the_floor(
+    share: float, floor: float, shown: str
+) -> None:
+    """A family arm's model at 100 of 111 (90.09%) is scored, one at exactly the 90% floor
+    is not: both read "90%". A share over the floor reads over its text, one under it under,
+    one at it as it (the floor of 1/3 is shown rounded up, "33.3334%")."""
+    from runs.report.wording import floor_text
+
+    assert coverage_text(share, floor) == shown
+    if shown == floor_text(floor):
+        assert abs(share - floor) < 1e-10
+
+
+def test_every_table_tells_a_scored_arm_over_the_floor_from_one_at_it(tmp_path: Path) -> None:
+    """The leaderboard (terminal, leaderboard.txt, report.md) and the page: "90%" scored
+    beside "not scored: coverage 90% ≤ floor"."""
+    from runs.report_page import render_page
+
+    at = ArmRow("m", "families/isolated", "l1", units=110, clusters=110, coverage=0.9,
+                status=STATUS_BELOW_FLOOR)  # fmt: skip
+    over = ArmRow("n", "families/isolated", "l1", units=111, clusters=111, coverage=100 / 111,
+                  status=STATUS_SCORED, profit=Interval(0.1, 0.05, 0.15),
+                  at_least=dict.fromkeys(THRESHOLDS, 3))  # fmt: skip
+    cells = {row[0]: row for row in leaderboard_cells([at, over], 0.9)}
+    assert cells["m"][-1] == "90%" and "not scored: coverage 90% ≤ floor" in cells["m"]
+    assert cells["n"][-1] == "90.09%"
+    rows = [{"model": r.model, "arm": r.arm, "units": r.units, "coverage": r.coverage,
+             "scored": r.scored, "status": r.status,
+             "profit": {"mean": 0.1, "lo": 0.05, "hi": 0.15} if r.scored else None}
+            for r in (at, over)]  # fmt: skip
+    page = render_page({"coverage_floor": 0.9, "rows": rows}, [], tmp_path / "report")
+    assert ">90.09%<" in page and "not scored: coverage 90% at or under the floor" in page
 
 
 def test_a_campaign_of_families_alone_prints_no_empty_baseline_ranking() -> None:
@@ -75,16 +120,17 @@ def test_a_model_of_one_arm_other_than_the_baseline_is_in_a_table() -> None:
 @pytest.mark.parametrize(
     ("floor", "floor_shown", "at", "above"),
     [(0.9, "90%", "90%", "92%"), (0.925, "92.5%", "92.5%", "92.9%"),
-     (0.9189, "91.89%", "91.89%", "92.91%"), (1 / 3, "33.3334%", "33.3333%", "92.9100%"),
-     (68 / 74, "91.8919%", "91.8918%", "92.9100%")],
+     (0.9189, "91.89%", "91.89%", "92.91%"), (1 / 3, "33.3334%", "33.3334%", "92.9100%"),
+     (68 / 74, "91.8919%", "91.8919%", "92.9100%")],
 )  # fmt: skip
 def test_a_floor_that_is_no_whole_percent_is_shown_as_it_is_and_coverage_beside_it(
     floor: float, floor_shown: str, at: str, above: str
 ) -> None:
     """A floor of 92.5% read "92%" (`:.0%`), and a model at 92.9%, scored, "92%" beside it;
     at 68/74 a model exactly at the floor read "91%" under a floor said "92%". A floor that
-    needs more than 4 decimals is rounded up, each coverage down: one under it never reads
-    as equal to it."""
+    needs more than 4 decimals is rounded up, each coverage under it down: one under it never
+    reads as equal to it, and one at it reads as the floor's text (it read "91.8918%", under
+    a floor said "91.8919%")."""
     from runs.report.tables import floor_sentence
     from runs.report.wording import floor_text
 

@@ -397,8 +397,10 @@ def test_a_family_model_exactly_at_the_floor_is_said_at_or_under_it(tmp_path: Pa
                "families": families}
     page = render_page(summary, [], tmp_path, spec={"name": "x"}, audit_sentence="")
     table = page.split("<h2>Question families</h2>", 1)[1].split("</table>", 1)[0]
-    # At the floor, shown as precisely as the floor is (68/74: four decimals, both rounded down).
-    assert "not scored: coverage 91.8918% at or under the floor" in table
+    # At the floor, shown as the floor is (68/74: four decimals); it read "91.8918%", under
+    # the "91.8919%" the page gives as the floor.
+    assert "coverage floor 91.8919%" in page
+    assert "not scored: coverage 91.8919% at or under the floor" in table
     assert "coverage 50.0000% under the floor" in page  # a stock arm's rule is "under"
     assert "A model under the coverage floor (on a family arm, at or under it" in page
 
