@@ -29,6 +29,7 @@ from runs.output import print_text
 
 if TYPE_CHECKING:
     from runs.spec import CampaignSpec
+    from runs.units import UnitSource
 
 _SPEC_HELP = "the campaign spec (default: DIR/spec.toml, frozen when the run started)"
 
@@ -48,13 +49,15 @@ def _planned_folder(run_dir: Path) -> None:
         fail(f"{run_dir} is not a planned run folder (no plan_members.parquet)")
 
 
-def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
-    """The campaign to score the folder's answers as, after saying which of its data files
-    differ from those the run was planned from (a corrected file is a reason to score again,
-    but the user must know the scores no longer describe the data asked about), and that its
-    last reparse did not finish, if so (`engine.reparse.unfinished_line`). Read under the
-    folder's lock (`_planned_folder` first)."""
+def _load(run_dir: Path, spec_path: Path | None) -> tuple[CampaignSpec, UnitSource]:
+    """The campaign to score the folder's answers as, and its units, after saying which of
+    its data files differ from those the run was planned from (a corrected file is a reason
+    to score again, but the user must know the scores no longer describe the data asked
+    about), and that its last reparse did not finish, if so
+    (`engine.reparse.unfinished_line`). Read under the folder's lock (`_planned_folder`
+    first)."""
     from engine.reparse import unfinished_line
+    from runs.units import UnitSource
 
     unfinished = unfinished_line(run_dir)
     if unfinished:  # scored as they are, but whose answers they are is not known
@@ -66,13 +69,26 @@ def _load(run_dir: Path, spec_path: Path | None) -> CampaignSpec:
         changed = data_changes(spec, run_dir)
     except DesignChanged as exc:  # design.json is damaged
         fail(str(exc))
+    units = UnitSource.from_spec(spec)
     if changed:
+        # Loaded before the note: a family file made invalid TOML was said to be "scored
+        # against the data as it is now", then refused.
+        _load_units(spec, units)
         typer.echo(
             f"note: {run_dir} was planned from other data: {said_changes(changed)}; its answers "
             "are scored against the data as it is now",
             err=True,
         )
-    return spec
+    return spec, units
+
+
+def _load_units(spec: CampaignSpec, units: UnitSource) -> None:
+    """Load the units of every arm scoring reads (`runs.answered_sets.chunks`): the data
+    files' errors are raised here, and the loaded units are kept for the scoring."""
+    from runs.answered_sets import chunks
+
+    for arm in {chunk.arm.name: chunk.arm for chunk in chunks(spec)}.values():
+        units.for_arm(arm, check=False)
 
 
 def _given(run_dir: Path, spec_path: Path) -> CampaignSpec:
@@ -149,7 +165,7 @@ def score(
         # The lock before the spec: a run writing the folder is what its user must hear of,
         # not what a spec read from it lacks (a relative [data] path said "give --spec").
         with folder_held(run_dir, "score"):
-            spec = _load(run_dir, spec_path)
+            spec, units = _load(run_dir, spec_path)
             _refuse_folders_in_place(run_dir, "score")
             _refuse_lost_answers(
                 run_dir,
@@ -157,7 +173,7 @@ def score(
                 would="scoring now would replace its scores with those of the answers left",
                 then="score again",
             )
-            scored = score_run(spec, run_dir)
+            scored = score_run(spec, run_dir, units)
     frame = scored.scores
     answered = frame.filter(frame["answered"] > 0)
     print_text(
@@ -191,7 +207,7 @@ def repair(
         # The lock before the spec: a run writing the folder is what its user must hear of,
         # not what a spec read from it lacks (a relative [data] path said "give --spec").
         with folder_held(run_dir, "repair"):
-            spec = _load(run_dir, spec_path)
+            spec, units = _load(run_dir, spec_path)
             _refuse_folders_in_place(run_dir, "repair")
             _refuse_lost_answers(
                 run_dir,
@@ -199,7 +215,7 @@ def repair(
                 would="repairing now would write repaired.parquet from the answers left",
                 then="repair again",
             )
-            summary = repair_run(spec, run_dir)
+            summary = repair_run(spec, run_dir, units)
     line = f"repaired {plural(summary.sets, 'answered set')}: {run_dir / 'repaired.parquet'}"
     if summary.with_outcomes:
         line += (

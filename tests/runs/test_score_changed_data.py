@@ -99,3 +99,23 @@ def test_a_changed_file_that_still_fits_is_scored_with_a_note(
     result = CliRunner().invoke(app, [command, str(out), "--spec", str(spec)])
     assert result.exit_code == 0, result.output
     assert note + "; its answers are scored against the data as it is now" in result.output
+
+
+@pytest.mark.parametrize("command", ["score", "repair"])
+@pytest.mark.parametrize("damage", ["not toml", "too big"])
+def test_a_family_file_that_no_longer_loads_is_refused_without_the_note(
+    answered: tuple[Path, Path, Path], command: str, damage: str
+) -> None:
+    """The note "scored against the data as it is now" was printed, then the data refused:
+    the error alone now."""
+    from panels.input_files import TEXT_INPUT_MAX_BYTES
+
+    spec, family, out = answered
+    if damage == "not toml":
+        family.write_text(FAMILY + "[[statements\n", encoding="utf-8")
+    else:
+        family.write_bytes(FAMILY.encode() + b"#" * TEXT_INPUT_MAX_BYTES)
+    result = CliRunner().invoke(app, [command, str(out), "--spec", str(spec)])
+    assert result.exit_code != 0, result.output
+    assert "note:" not in result.output, result.output
+    assert len(_errors(result.output)) == 1 and str(family) in result.output, result.output
