@@ -10,11 +10,14 @@ ends in one line rather than minutes of parsing.
 from __future__ import annotations
 
 import os
+import select
 import stat
+import sys
+import threading
 import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 #: A campaign spec or a family file: a few kilobytes in practice.
 TEXT_INPUT_MAX_BYTES = 16 * 2**20
@@ -50,17 +53,75 @@ def read_input_file(path: Path, limit: int) -> bytes:
 
     Anything but a file or a pipe is refused from its status before it is opened (opening a
     device may wait, a terminal's, or do something, a tape's), and again from the opened
-    file's, in case it was swapped in between. A pipe is read (`<(generate-forecasts)`).
+    file's, in case it was swapped in between. A pipe is read (`<(generate-forecasts)`);
+    a FIFO nothing was written to yet is waited on, the wait said (`_open_saying_a_wait`).
     `FileNotFoundError` and other `OSError`s propagate, as from `Path.read_bytes`, for each
     caller to word.
     """
-    _refuse_unless_readable(path.stat().st_mode)
-    with path.open("rb") as handle:
+    mode = path.stat().st_mode
+    _refuse_unless_readable(mode)
+    with _open_saying_a_wait(path, fifo=stat.S_ISFIFO(mode)) as handle:
         _refuse_unless_readable(os.fstat(handle.fileno()).st_mode)
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise InputFileError(f"larger than {limit // 2**20} MiB, far more than any input needs")
     return data
+
+
+#: Seconds a FIFO is waited on for input before the wait is said (`read_input_file`).
+FIFO_WAIT_SAID_AFTER = 2.0
+
+
+def _open_saying_a_wait(path: Path, *, fifo: bool) -> BinaryIO:
+    """`path` opened to read; a FIFO once it has input (or its writer has come and gone).
+
+    Opened as a file is, a FIFO waits in `open` until a writer opens it, for ever if none
+    comes: `mkfifo f; dutchbook check f` hung without a word, and Ctrl-C did not end it
+    where polars was imported (`plan`, `run`), as polars' SIGINT handler restarts the call
+    (SA_RESTART). So a FIFO is opened without waiting and polled: `poll` is never restarted,
+    so Ctrl-C ends the wait, and after `FIFO_WAIT_SAID_AFTER` seconds the wait is said once
+    on stderr and goes on, as a writer may be on its way (a generator started after the
+    command; `<(...)`'s is there at once). Linux's `poll` reports nothing on a FIFO no
+    writer has opened yet; elsewhere the open waits for the writer as before, said alike.
+    Said here, though `panels` prints nothing else, because every command that reads a
+    user's file (`check`, a spec to `plan` or `run`) waits in this call."""
+    if not fifo:
+        return path.open("rb")
+    if not sys.platform.startswith("linux"):
+        return _open_with_a_timer(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # at once, with a writer or not
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):  # not swapped since: else the caller refuses
+            waiting = select.poll()
+            waiting.register(fd, select.POLLIN)
+            if not waiting.poll(FIFO_WAIT_SAID_AFTER * 1000):
+                _say_the_wait(path)
+                waiting.poll()
+        os.set_blocking(fd, True)  # read to the end: a writer slower than the pipe is waited on
+        return open(fd, "rb")  # owns `fd` from here; closed by the caller's `with`
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_with_a_timer(path: Path) -> BinaryIO:
+    """A FIFO opened as a file is, the wait for its writer said after
+    `FIFO_WAIT_SAID_AFTER` seconds (where `poll` does not tell a FIFO without a writer)."""
+    timer = threading.Timer(FIFO_WAIT_SAID_AFTER, _say_the_wait, args=(path,))
+    timer.daemon = True  # a wait ended by Ctrl-C leaves no thread to join
+    timer.start()
+    try:
+        return path.open("rb")
+    finally:
+        timer.cancel()
+
+
+def _say_the_wait(path: Path) -> None:
+    sys.stderr.write(
+        f"note: {path} is a FIFO with nothing written to it yet: waiting for its writer "
+        "(Ctrl-C to stop)\n"
+    )
+    sys.stderr.flush()
 
 
 def _refuse_unless_readable(mode: int) -> None:

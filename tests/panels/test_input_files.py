@@ -58,6 +58,66 @@ def test_a_pipe_is_read_to_its_end(tmp_path: Path) -> None:
         writer.join()
 
 
+def test_a_fifo_without_a_writer_is_waited_on_and_the_wait_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`mkfifo f; dutchbook check f` waited for a writer for ever without a word: the wait
+    is said once on stderr, and goes on until the writer comes."""
+    import panels.input_files
+
+    monkeypatch.setattr(panels.input_files, "FIFO_WAIT_SAID_AFTER", 0.05)
+    fifo = tmp_path / "forecasts.toml"
+    os.mkfifo(fifo)
+    late = threading.Timer(0.5, fifo.write_bytes, args=(b"a = 1\n",))
+    late.start()
+    try:
+        assert read_input_file(fifo, TEXT_INPUT_MAX_BYTES) == b"a = 1\n"
+    finally:
+        late.join()
+    said = f"note: {fifo} is a FIFO with nothing written to it yet: waiting for its writer "
+    assert capsys.readouterr().err == said + "(Ctrl-C to stop)\n"
+
+
+@pytest.mark.parametrize("command", ["check", "plan"])
+def test_ctrl_c_ends_the_wait_for_a_fifo_writer(tmp_path: Path, command: str) -> None:
+    """`plan` imports polars, whose SIGINT handler restarts an interrupted call: Ctrl-C did
+    not end its wait in `open` for a FIFO's writer (SIGKILL did)."""
+    import select
+    import signal
+
+    fifo = tmp_path / "spec.toml"
+    os.mkfifo(fifo)
+    with subprocess.Popen([DUTCHBOOK, command, str(fifo)], stderr=subprocess.PIPE,
+                          stdout=subprocess.DEVNULL, text=True) as proc:  # fmt: skip
+        assert proc.stderr is not None
+        try:
+            ready, _, _ = select.select([proc.stderr], [], [], 120)
+            assert ready, "the wait for a writer was not said"
+            assert proc.stderr.readline().startswith(f"note: {fifo} is a FIFO")
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=60) == 130
+        finally:
+            proc.kill()
+
+
+def test_a_pipe_with_its_writer_is_read_without_a_word(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What `<(generate-forecasts)` gives: a pipe whose writer is there."""
+    import panels.input_files
+
+    monkeypatch.setattr(panels.input_files, "FIFO_WAIT_SAID_AFTER", 0.5)
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"a = 1\n")
+    os.close(write_end)
+    try:
+        assert read_input_file(Path(f"/dev/fd/{read_end}"), 100) == b"a = 1\n"
+    finally:
+        os.close(read_end)
+    threading.Event().wait(0.7)  # past the wait's timer, had it not been stopped
+    assert capsys.readouterr().err == ""
+
+
 def test_a_spec_and_a_family_name_what_is_wrong(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"^/dev/zero: is a character device, not a file$"):
         load_spec(DEVICE)
