@@ -539,6 +539,22 @@ def family_files(directory: Path) -> list[Path]:
             if name.endswith(".toml") and not name.startswith(_NO_FAMILY)]  # fmt: skip
 
 
+def not_family_files(directory: Path) -> list[str]:
+    """The names in a families folder that `family_files` leaves out and a user may have
+    meant as families: every entry not named `*.toml` (a folder's name ending in "/"), in
+    name order, but hidden ones (`.DS_Store`, an editor's `.#a.toml`), which no one writes
+    as a family. A family written as `g.json` beside `.toml` ones was passed over without a
+    word (`runs.design.check_new_design` says these). None from a folder that cannot be
+    listed: `family_files` says why."""
+    try:
+        with os.scandir(directory) as entries:
+            names = [f"{e.name}/" if e.is_dir() else e.name for e in entries
+                     if not e.name.endswith(".toml") and not e.name.startswith(".")]  # fmt: skip
+    except OSError:
+        return []
+    return sorted(names)
+
+
 def load_families(directory: str | Path = FAMILIES_DIR) -> dict[str, Family]:
     """Every family file of a directory (`family_files`), keyed by family id, in file-name
     order."""

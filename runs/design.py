@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tomllib
 from collections.abc import Iterator, Mapping
 from datetime import UTC, date, datetime
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from engine.console_lines import plural
 from engine.durable import write_bytes_atomic
 from runs.spec import CampaignSpec, check_one_form
 from runs.version import installed_version
@@ -212,7 +214,8 @@ def check_new_design(spec: CampaignSpec, units: UnitSource, run_dir: Path | None
     statements, whose statement is impossible or always true, or two of whose statements of
     one text hold in different worlds (`panels.families.check_well_posed`),
     in a design about to be planned: `dutchbook plan` (no `run_dir`), or a run into a folder
-    without a frozen spec.
+    without a frozen spec. There too, the entries of its families folder that are not read
+    as families are said on stderr (`not_family_files_note`), the plan going ahead.
 
     A folder with one is not asked: a resume of another design is refused by
     `freeze_design`, and a folder an earlier build ran with such a pair (its tables show
@@ -222,14 +225,38 @@ def check_new_design(spec: CampaignSpec, units: UnitSource, run_dir: Path | None
     if run_dir is not None and (run_dir / SPEC_FILE).exists():
         return
     from panels.arms import ARMS
+    from panels.families import FAMILIES_DIR, check_well_posed
     from panels.families import check_one_form as check_families
-    from panels.families import check_well_posed
 
     check_one_form(spec)
     if any(ARMS[entry.name].unit_kind == "family" for entry in spec.arms):
         families = [unit.family for unit in units.families]
         check_families(families)
         check_well_posed(families)
+        note = not_family_files_note(spec.data.families or FAMILIES_DIR)
+        if note is not None:
+            print(note, file=sys.stderr, flush=True)
+
+
+#: The names `not_family_files_note` gives; past them, it counts.
+NOT_FAMILY_FILES_SHOWN = 3
+
+
+def not_family_files_note(folder: Path) -> str | None:
+    """A `note:` naming the entries of a families folder not read as families
+    (`panels.families.not_family_files`), or None: a family saved as `g.json` beside `.toml`
+    files was left out without a word, and the campaign planned without it."""
+    from panels.families import not_family_files
+
+    names = not_family_files(folder)
+    if not names:
+        return None
+    more = len(names) - NOT_FAMILY_FILES_SHOWN
+    shown = ", ".join(names[:NOT_FAMILY_FILES_SHOWN]) + (f" and {more:,} more" if more > 0 else "")
+    return (
+        f"note: {folder} holds {plural(len(names), 'entry', 'entries')} not named *.toml, not "
+        f"read as families: {shown}; a family file's name must end in .toml"
+    )
 
 
 def freeze_design(spec: CampaignSpec, run_dir: Path) -> bool:

@@ -162,3 +162,33 @@ def test_plan_refuses_exact_on_a_family_that_is_no_control(tmp_path: Path) -> No
         "family 'coin' is not a control (control = false): only a control's statements carry "
         "known probabilities; set control = true, or remove 'exact'\n",
     )
+
+
+def test_entries_not_named_toml_are_said_and_the_plan_goes_ahead(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A family saved as `x.json` beside `.toml` files was passed over without a word, and
+    the campaign planned without it. Hidden files (`.DS_Store`) no one writes as a family."""
+    from runs.design import check_new_design
+
+    coin = COIN.format(heads=0.5, tails=0.5)
+    units = units_for(tmp_path, {"coin.toml": coin, "x.json": "{}", "b.txt": "", "c.csv": "",
+                                 "d.md": "", ".DS_Store": ""})  # fmt: skip
+    (tmp_path / "families" / "a").mkdir()
+    check_new_design(units.spec, units)  # no refusal
+    folder = tmp_path / "families"
+    assert capsys.readouterr().err == (
+        f"note: {folder} holds 5 entries not named *.toml, not read as families: a/, b.txt, "
+        "c.csv and 2 more; a family file's name must end in .toml\n"
+    )
+    (folder / "a").rmdir()
+    for name in ("b.txt", "c.csv", "d.md"):
+        (folder / name).unlink()
+    check_new_design(units.spec, UnitSource.from_spec(units.spec))
+    assert capsys.readouterr().err == (
+        f"note: {folder} holds 1 entry not named *.toml, not read as families: x.json; a "
+        "family file's name must end in .toml\n"
+    )
+    (folder / "x.json").unlink()
+    check_new_design(units.spec, UnitSource.from_spec(units.spec))
+    assert capsys.readouterr().err == ""
