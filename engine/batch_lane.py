@@ -372,24 +372,7 @@ class BatchLane(LaneControl):
         cancelled by the cap, when the jobs already at the provider are collected: their lines
         ran and were billed (halting at once left them to a resume, which under the same cap
         halted again before collecting them)."""
-        tasks: set[asyncio.Task[list[_Entry]]] = set()
-        resumed = await self._resumable()
-        for job, entries in resumed:
-            # Created: its lines run and bill whatever this run decides, so its worst case
-            # holds room before any job is cut (a resume cut new ones as if the cap were
-            # empty, and passed it once the earlier jobs were collected).
-            if job.job_id is not None and self.spend is not None and self.prices is not None:
-                self._reserved[job.job_key] = held = self._worst(entries.values())
-                self.spend.hold(held)
-        for job, entries in resumed:
-            # Not created: nothing of it runs, nor bills, before the cap has room for it; left
-            # planned (or uploaded) for a later run when it has none.
-            if job.job_id is None:
-                reserved = await self._reserve(entries.values())
-                if reserved is None:
-                    continue
-                self._reserved[job.job_key] = reserved
-            tasks.add(asyncio.create_task(self._job(job, entries, lines=None)))
+        tasks = await self._resume_jobs()
         buffer = _Buffer()
         getter: asyncio.Task[PlanItem | None] | None = None
         feeding = True
@@ -430,6 +413,27 @@ class BatchLane(LaneControl):
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _resume_jobs(self) -> set[asyncio.Task[list[_Entry]]]:
+        """Tasks taking this model's jobs from earlier runs on, each with room in the spend
+        cap: a job created holds its worst case before any is cut; one not created waits for
+        room, and stays planned (or uploaded) for a later run when the cap has none."""
+        tasks: set[asyncio.Task[list[_Entry]]] = set()
+        resumed = await self._resumable()
+        for job, entries in resumed:
+            # Created: its lines run and bill whatever this run decides (a resume cut new
+            # jobs as if the cap were empty, and passed it once the earlier ones were in).
+            if job.job_id is not None and self.spend is not None and self.prices is not None:
+                self._reserved[job.job_key] = held = self._worst(entries.values())
+                self.spend.hold(held)
+        for job, entries in resumed:
+            if job.job_id is None:  # nothing of it runs, nor bills, before it is created
+                reserved = await self._reserve(entries.values())
+                if reserved is None:
+                    continue
+                self._reserved[job.job_key] = reserved
+            tasks.add(asyncio.create_task(self._job(job, entries, lines=None)))
+        return tasks
 
     def _ready(self, buffer: _Buffer, feeding: bool) -> bool:
         """A job can be cut now: the buffer is full, or the plan is read and it holds enough."""
