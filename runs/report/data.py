@@ -124,7 +124,10 @@ def difference_json(iv: Interval | None, units: int) -> dict[str, Any] | None:
     and over how many paired units."""
     if iv is None:
         return None
-    return {**interval_json(iv), "excludes_zero": iv.excludes_zero(), "units": units}  # type: ignore[dict-item]
+    # No interval (fewer than two dates): whether it excludes zero is unknown, not "no".
+    tested = not (math.isnan(iv.lo) or math.isnan(iv.hi))
+    excludes = iv.excludes_zero() if tested else None
+    return {**interval_json(iv), "excludes_zero": excludes, "units": units}  # type: ignore[dict-item]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -549,7 +552,9 @@ def across_models(
         wide = _aligned(units, models, metric)
         if metric == "profit":
             result["units"] = wide.height
-        if wide.height == 0:
+        # No interval on fewer than two dates (`scoring.stats.MIN_CLUSTERS`), so no count: a
+        # referee's one-date run read "profit 0 of 3", as if no model differed (null, "—").
+        if wide["cluster"].n_unique() < stats.MIN_CLUSTERS:
             continue
         count = stats.count_pairwise_significant(
             {m: wide[m].to_numpy() for m in models},

@@ -16,7 +16,8 @@
   paper's 4.1 counts), `arbitrage_free` (family arms: interval over families of the share
   with profit <= 0.05 + `runs.report.data.THRESHOLD_SLACK`, the certificate's 1e-9, else
   null; `at_least` counts profits >= the threshold less that slack),
-  `vs_baseline` (`{"mean", "lo", "hi", "excludes_zero", "units"}`: paired difference with
+  `vs_baseline` (`{"mean", "lo", "hi", "excludes_zero", "units"}`, `lo`, `hi` and
+  `excludes_zero` null where no interval is drawn, fewer than two dates: paired difference with
   the baseline arm on the same stock-days, set `h1` (one asset's marginals in the two-asset
   arm, "two-asset A" or "B", on that asset's day); null for the baseline, family arms,
   rows of several panels ("horizon/2 full", "... marginals"), a baseline not scored, or
@@ -28,7 +29,8 @@
 - `across_models`: on the baseline arm, scored models only: `arm`, `models` (names),
   `units` (units common to all of them, used for the pairwise counts),
   `spearman_profit_brier` (on the models' mean profit and mean Brier), `pairs`,
-  `profit_pairs_excluding_zero`, `brier_pairs_excluding_zero` (null when undefined);
+  `profit_pairs_excluding_zero`, `brier_pairs_excluding_zero` (null when undefined: fewer
+  than two models, or fewer than two common dates, where no interval is drawn);
   additive: `pairs_not_counted` (present when `pairs` is over
   `runs.report.data.MAX_PAIRS`, 20,000: why the two counts, and `units`, are null).
 - `repeated_elicitation`: null when not computed (see `runs.report.repeated`); else a list,

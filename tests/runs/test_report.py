@@ -821,7 +821,9 @@ def test_one_assets_marginals_are_paired_with_that_assets_baseline_day(tmp_path:
 def test_a_single_date_gives_means_without_intervals_or_significance(tmp_path: Path) -> None:
     """A referee's run on one date showed "+0.01207 [+0.01207, +0.01207]", every difference
     excluding zero and every model pair significant: resampling one date gives it back. The
-    means stand; the intervals are unknown (null, "—", no error bar), nothing is significant."""
+    means stand; the intervals are unknown (null, "—", no error bar), and so is whether any
+    difference excludes zero: "profit 0 of 1" (with `excludes_zero` false) read as no model
+    differing, where nothing could be told (null, "—")."""
     day = ["2025-01-01:AAA", "2025-01-01:BBB"]
     rows = [row(m, "baseline", u, 0, p + shift) for m, shift in (("a", 0.0), ("b", 0.01))
             for u, p in zip(day, (0.01, 0.02), strict=True)]
@@ -832,12 +834,13 @@ def test_a_single_date_gives_means_without_intervals_or_significance(tmp_path: P
     base = cell(summary, "a", "baseline")
     assert base["profit"] == {"mean": pytest.approx(0.015), "lo": None, "hi": None}
     vs = cell(summary, "a", "statistics")["vs_baseline"]
-    assert vs["mean"] == pytest.approx(0.005) and vs["excludes_zero"] is False
-    assert summary["across_models"]["profit_pairs_excluding_zero"] == 0
+    assert vs["mean"] == pytest.approx(0.005) and vs["excludes_zero"] is None
+    assert summary["across_models"]["profit_pairs_excluding_zero"] is None
     assert summary["figures"]["leaderboard"] == "report/fig2_leaderboard.png"
     assert (tmp_path / "report" / "fig4_arms.png").exists()
     written = (tmp_path / "report" / "leaderboard.txt").read_text(encoding="utf-8")
     assert "0.01500 [—, —]" in written and "+0.00500 [—, —]" in written
+    assert "excludes zero: profit — of 1, Brier — of 1" in written, written
     from runs.report_page import render_page
 
     page = render_page(summary, [], tmp_path, spec={"name": "x"}, audit_sentence="")
