@@ -711,14 +711,13 @@ async def test_a_control_call_that_keeps_failing_is_said_until_it_works(
     assert summary.lanes[MODEL].message == ""  # it worked again: nothing left said
 
 
-async def test_a_capped_resume_collects_the_jobs_already_created(
-    tmp_path: Path, kit: type[Kit]
-) -> None:
-    """Killed with one job created and the next not: a resume under a cap with no room for
-    the second halted the lane at once, and cancelled the first, which had run and been
-    billed, uncollected (and the same command did the same again)."""
-    rows = kit.plan_rows(MODEL, 100)
-    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+async def _killed_with_one_job_created(
+    tmp_path: Path, kit: type[Kit], queries: int
+) -> tuple[Path, Path, FakeBatch, ModelConfig]:
+    """A run of `queries` killed with its first job (40 lines) created and running and the
+    next not: the plan, the folder, the fake (its jobs now finishing at the second poll) and
+    a config with batch prices of $1 a million tokens either way."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, queries))
     run_dir = tmp_path / "run"
     # Job 1 stays running until the kill: at 1 ms polls it could otherwise finish and be
     # collected before job 2's create on a loaded machine (CI once saw 40 accepted here).
@@ -727,6 +726,16 @@ async def test_a_capped_resume_collects_the_jobs_already_created(
     assert first.accepted == 0 and len(fake.jobs) == 1
     fake.polls_to_finish = 2
     config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    return plan, run_dir, fake, config
+
+
+async def test_a_capped_resume_collects_the_jobs_already_created(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Killed with one job created and the next not: a resume under a cap with no room for
+    the second halted the lane at once, and cancelled the first, which had run and been
+    billed, uncollected (and the same command did the same again)."""
+    plan, run_dir, fake, config = await _killed_with_one_job_created(tmp_path, kit, 100)
     capped = await dispatch(
         plan, run_dir, {MODEL: config}, {}, batch_clients={MODEL: fake}, policy=POLICY,
         batch_poll_s=0.001, log_console=None, budget_usd=0.000001,
@@ -746,15 +755,9 @@ async def test_a_capped_resume_counts_the_jobs_already_created_before_cutting_mo
     its worst case first; once it is collected, what it cost leaves no room for the next."""
     from engine.spend import Prices, worst_case_cost
 
-    rows = kit.plan_rows(MODEL, 80)  # two jobs of 40 lines
-    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
-    run_dir = tmp_path / "run"
-    fake = FakeBatch(kill_at=("create", 2, "before"), polls_to_finish=1000)
-    first = await _run(plan, run_dir, fake)
-    assert first.accepted == 0 and len(fake.jobs) == 1
-    fake.polls_to_finish = 2
-    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    plan, run_dir, fake, config = await _killed_with_one_job_created(tmp_path, kit, 80)
     prices = Prices(1.0, 1.0)
+    rows = pl.read_parquet(plan).to_dicts()  # two jobs of 40 lines
     worst = {r["request_id"]: worst_case_cost(prices, config, r["system"], r["user"]) for r in rows}
     (created,) = [job for job in fold_jobs(run_dir).values() if job.job_id is not None]
     rest = sum(cost for rid, cost in worst.items() if rid not in created.requests)
