@@ -8,6 +8,7 @@ single pass lacked, so either may land on either side)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -137,8 +138,11 @@ def _curve(
             label=label, transform=moved,
         )  # fmt: skip
         # Drawn through an offset transform, the curve is no data to autoscaling: say its
-        # extent (k, each end of each interval) in data coordinates.
-        ax.update_datalim([(k, iv[end]) for k, iv in zip(ks, ivs, strict=True)
+        # extent (k, each end of each interval, its mean where none is drawn) in data
+        # coordinates. An unknown end (a single date) left the k axis beginning at 0 and the
+        # last pass's markers cut in half.
+        ax.update_datalim([(k, _known(iv[end], iv["mean"]))
+                           for k, iv in zip(ks, ivs, strict=True)
                            for end in ("lo", "hi")])  # fmt: skip
         ax.autoscale_view()
         return
@@ -146,3 +150,8 @@ def _curve(
     lo = [iv["lo"] for iv in ivs]
     hi = [iv["hi"] for iv in ivs]
     ax.fill_between(ks, lo, hi, color=colour, alpha=0.2, linewidth=0)
+
+
+def _known(end: float | None, mean: float) -> float:
+    """An interval's end where it is known, else its mean (no interval drawn)."""
+    return mean if end is None or math.isnan(end) else end

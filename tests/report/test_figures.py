@@ -595,6 +595,24 @@ def test_repeated_elicitation_ticks_stay_readable_at_any_number_of_passes(
         assert high == pytest.approx(max(b["hi"] for b in by_k))
 
 
+@pytest.mark.parametrize("unknown", [None, float("nan")])
+def test_repeated_elicitation_on_a_single_date_keeps_every_pass_in_view(
+    unknown: float | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On one date no interval is drawn (its ends unknown): the k axis began at 0, a third of
+    the panel empty, and the last pass's markers were cut in half at its right edge."""
+    from runs.report_figures import repeated as figure
+
+    by_k = [{"k": k, "mean": 0.002 + 0.001 / k, "lo": unknown, "hi": unknown} for k in (1, 2, 3)]
+    cell = {"model": "m", "arm": "baseline", "passes": 3, "single_pass_mean": 0.003,
+            "by_k": by_k}  # fmt: skip
+    inputs = FigureInputs({"rows": [], "repeated_elicitation": [cell]})
+    fig = _drawn_figure(figure, inputs, tmp_path / "fig7.png", monkeypatch)
+    (ax,) = fig.axes
+    left, right = ax.get_xlim()
+    assert 0.5 < left < 1 and 3 < right < 3.5, (left, right)
+
+
 def test_repeated_elicitation_of_the_papers_ten_arms_wraps_into_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
