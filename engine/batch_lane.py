@@ -423,16 +423,21 @@ class BatchLane(LaneControl):
         for job, entries in resumed:
             # Created: its lines run and bill whatever this run decides (a resume cut new
             # jobs as if the cap were empty, and passed it once the earlier ones were in).
-            if job.job_id is not None and self.spend is not None and self.prices is not None:
+            # Started here, before any wait for room: the room a job not created waits for
+            # is what these free as they are collected (awaited first, it waited for ever).
+            if job.job_id is None:
+                continue
+            if self.spend is not None and self.prices is not None:
                 self._reserved[job.job_key] = held = self._worst(entries.values())
                 self.spend.hold(held)
+            tasks.add(asyncio.create_task(self._job(job, entries, lines=None)))
         for job, entries in resumed:
             if job.job_id is None:  # nothing of it runs, nor bills, before it is created
                 reserved = await self._reserve(entries.values())
                 if reserved is None:
                     continue
                 self._reserved[job.job_key] = reserved
-            tasks.add(asyncio.create_task(self._job(job, entries, lines=None)))
+                tasks.add(asyncio.create_task(self._job(job, entries, lines=None)))
         return tasks
 
     def _ready(self, buffer: _Buffer, feeding: bool) -> bool:
@@ -1013,7 +1018,7 @@ class BatchLane(LaneControl):
             before = Outcome.DAMAGED_BATCH_RESULT.value in outcomes.values()
             return damaged_failure(state, job.job_id or job.job_key, lines, before)
         failure = absent_failure(state, job)
-        if not lines.damaged:
+        if not lines.lost:  # every line the provider counted is there: this one never ran
             return failure
         return replace(failure, detail=f"{failure.detail} (or it ran, billed, and its line "
                                        f"is lost: the results hold {lines.held})")

@@ -168,6 +168,12 @@ def damage_sentence(job_id: str, lines: JobLines, again: int, given_up: int,
     head = f"batch job {job_id} returned {lines.held}"
     if not lines.missing:
         return f"{head}; every request of the job has its line, so none is asked again"
+    if lines.unrun and not lines.lost:
+        return (
+            f"{head}; the job {lines.unrun} before running every line, and its "
+            f"{plural(lines.missing, 'request')} without a readable line are asked again as "
+            "lines never run" + (", but not now, as the lane stops" if stopping else "")
+        )
     if lines.unrun:
         return (
             f"{head}; the job {lines.unrun} before running every line, so which of its "

@@ -6,6 +6,7 @@ of collecting), each followed by a resume."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections import Counter
 from dataclasses import replace
@@ -772,6 +773,40 @@ async def test_a_capped_resume_counts_the_jobs_already_created_before_cutting_mo
     assert capped.accepted == len(created.requests) and capped.spend_cap_reached
     assert capped.spend is not None and slack < capped.spend.spent_usd <= rest + slack
     assert capped.lanes[MODEL].state.value == "cancelled", capped.lines()
+
+
+async def test_a_capped_resume_with_a_job_not_created_before_one_created_ends(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Killed with its first job's create unrecorded (a lost reply, a create retried) and its
+    second created: a resume under a cap with room for either job's worst case, not both,
+    waited for room for the first before it had started the second, whose collection was
+    what would make that room: it never ended, a Ctrl-C neither (a reviewer's)."""
+    from engine.spend import Prices, worst_case_cost
+
+    rows = kit.plan_rows(MODEL, 80)  # two jobs of 40 lines
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=("poll", 3, "before"), polls_to_finish=1000)
+    await _run(plan, run_dir, fake)
+    jobs = list(fold_jobs(run_dir).values())
+    assert len(jobs) == 2 and all(job.job_id for job in jobs)
+    path = run_dir / JOBS_FILE
+    kept = [line for line in path.read_bytes().splitlines(keepends=True)
+            if not (orjson.loads(line)["job_key"] == jobs[0].job_key
+                    and orjson.loads(line)["event"] in ("created", "status"))]  # fmt: skip
+    path.write_bytes(b"".join(kept))
+    fake.polls_to_finish = 2
+    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    prices = Prices(1.0, 1.0)
+    worst = [sum(worst_case_cost(prices, config, r["system"], r["user"]) for r in rows
+                 if r["request_id"] in job.requests) for job in jobs]  # fmt: skip
+    summary = await asyncio.wait_for(dispatch(
+        plan, run_dir, {MODEL: config}, {}, batch_clients={MODEL: fake}, policy=POLICY,
+        batch_poll_s=0.001, log_console=None, budget_usd=max(worst) * 1.01,
+    ), timeout=30)  # fmt: skip
+    assert summary.accepted >= 40 and len(fake.jobs) == 2, summary.lines()  # none made twice
+    assert summary.spend is not None and summary.spend.spent_usd <= max(worst) * 1.01
 
 
 async def test_a_cap_without_room_for_a_job_says_the_job_and_batch_max_lines(

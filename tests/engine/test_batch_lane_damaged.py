@@ -149,6 +149,35 @@ async def test_an_expired_job_whose_results_lost_a_line_it_ran_says_so(
     assert sorted(fake.ran.values()) == [1] * 29 + [2]  # the lost one's line ran twice
 
 
+@dataclass
+class ForeignExpired(FakeBatch):
+    """Its first job expires having run half its lines, every one in its results, beside a
+    line for an id it never sent."""
+
+    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+        lines = list(await super().results(fetch, state))
+        extra = [LineResult("never-sent-0", lines[-1].result)] if state.job_id == "job-1" else []
+        return lines + extra
+
+
+async def test_an_expired_job_damaged_with_nothing_lost_says_its_lines_never_ran(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Results damaged by a foreign line only, every line the provider counted there: the
+    requests without a line never ran, and nothing says they may have (a reviewer's)."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    run_dir = tmp_path / "run"
+    summary, console = await _run(plan, run_dir, ForeignExpired(faults={1: "expire"}))
+    assert summary.complete, summary.lines()
+    said = ("the job expired before running every line, and its 15 requests without a "
+            "readable line are asked again as lines never run")
+    assert said in console and "billed" not in console, console
+    unrun = _attempts(run_dir).filter(pl.col("outcome") == "timeout")
+    assert unrun.height == 15
+    assert all(d == "batch job job-1 expired before this line ran [batch job job-1]"
+               for d in unrun["detail"])
+
+
 async def test_an_expired_job_whose_results_hold_every_line_it_ran_is_not_damaged(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
