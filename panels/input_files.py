@@ -118,8 +118,8 @@ def _open_with_a_timer(path: Path) -> BinaryIO:
 
 def _say_the_wait(path: Path) -> None:
     sys.stderr.write(
-        f"note: {path} is a FIFO with nothing written to it yet: waiting for its writer "
-        "(Ctrl-C to stop)\n"
+        f"note: {path} is a FIFO with nothing written to it yet: waiting for input (Ctrl-C "
+        "to stop)\n"
     )
     sys.stderr.flush()
 

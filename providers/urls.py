@@ -34,6 +34,16 @@ def base_url_problem(url: str) -> str | None:
     return None
 
 
+#: The providers whose every request carries the user's credentials (a key, a token or a
+#: signature); `openai`'s carries one where `api_key_env` names it.
+KEYED_PROVIDERS = frozenset({"groq", "deepinfra", "azure", "bedrock", "vertex"})
+
+
+def sends_credentials(config: ModelConfig) -> bool:
+    """Whether the model's requests carry the user's credentials (`KEYED_PROVIDERS`)."""
+    return config.provider in KEYED_PROVIDERS or config.api_key_env is not None
+
+
 #: Why a keyed model's root may not be http:// to another host, as its refusals say it.
 IN_CLEAR = (
     "over http:// its credentials would go unencrypted to another host (http:// is for a "
@@ -70,8 +80,7 @@ def root_from_env(config: ModelConfig, env: Mapping[str, str], variable: str) ->
     where = f"model {config.name!r} ({config.provider})"
     if root and (problem := base_url_problem(root)) is not None:
         raise ConfigError(f"{where}: {variable} must be {problem}")
-    keyed = config.provider != "openai" or config.api_key_env is not None
-    if keyed and in_clear_to_another_host(root):
+    if sends_credentials(config) and in_clear_to_another_host(root):
         raise ConfigError(f"{where}: {variable} must be an https:// URL; {IN_CLEAR}")
     return root or None
 

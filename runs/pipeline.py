@@ -47,7 +47,7 @@ from panels.arms import ARMS
 from providers.batch_registry import batch_client_for
 from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
-from providers.urls import IN_CLEAR, in_clear_to_another_host
+from providers.urls import IN_CLEAR, in_clear_to_another_host, sends_credentials
 from runs.audit import run_audit
 from runs.damaged_files import check_footers, damage_report, special_files_report
 from runs.design import (
@@ -382,11 +382,6 @@ def check_simulator_answers(sim_url: str) -> None:
         raise RunError(f"--sim-url: {sim_url} answers, but not as dutchbook's simulator; {start}")
 
 
-#: The providers whose every request carries the user's credentials (a key, a token or a
-#: signature); `openai`'s carries one where `api_key_env` names it.
-KEYED_PROVIDERS = frozenset({"groq", "deepinfra", "azure", "bedrock", "vertex"})
-
-
 def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
     """Every real provider's credentials must be present before anything is sent.
 
@@ -399,8 +394,7 @@ def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
     for index, model in enumerate(spec.models):
         if model.provider == "sim":
             continue
-        keyed = model.provider in KEYED_PROVIDERS or model.api_key_env is not None
-        if keyed and in_clear_to_another_host(model.base_url or ""):
+        if sends_credentials(model) and in_clear_to_another_host(model.base_url or ""):
             failed.append((index, model, ConfigError(
                 f"model {model.name!r} ({model.provider}): base_url must be an https:// URL; "
                 f"{IN_CLEAR}"

@@ -563,7 +563,8 @@ def check_batch_floor(spec: CampaignSpec) -> None:
         raise SpecError(
             spec.path, f"models[{index}].batch_max_lines",
             f"at least {least} (or left out) for a bedrock batch model, not {cap}: bedrock's "
-            f"jobs hold at least {floor} lines, and {why}",
+            f"jobs hold at least {floor} lines, and {why} (queries already left below "
+            f"{floor} are asked only with batch_fallback = \"live\")",
         )  # fmt: skip
 
 

@@ -23,9 +23,9 @@ def _figures_drawn_in_process(
     `figure_workers`. Each run's two spawned workers import matplotlib afresh (about 1.1 s of
     CPU each), where this process imports it once: about a third of the CPU of the suite's
     in-process campaigns, on a 2-core machine that the suite keeps busy. The workers are
-    tested by `tests/report/test_figure_workers.py` (marked; the same bytes as one process),
-    by the report tests' session-wide run (`tests/report/conftest.py`: set up before this
-    fixture) and by every test that runs `dutchbook` as a process of its own."""
+    tested by `tests/report/test_figure_workers.py` (marked; the same bytes as one process)
+    and by every test that runs `dutchbook` as a process of its own (signals, kills, the
+    closed pipe, the full output device)."""
     if request.node.get_closest_marker("figure_workers") is None:
         monkeypatch.setattr("runs.commands.run.FigureWorkers", _no_workers)
 

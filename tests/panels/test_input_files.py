@@ -74,7 +74,7 @@ def test_a_fifo_without_a_writer_is_waited_on_and_the_wait_said(
         assert read_input_file(fifo, TEXT_INPUT_MAX_BYTES) == b"a = 1\n"
     finally:
         late.join()
-    said = f"note: {fifo} is a FIFO with nothing written to it yet: waiting for its writer "
+    said = f"note: {fifo} is a FIFO with nothing written to it yet: waiting for input "
     assert capsys.readouterr().err == said + "(Ctrl-C to stop)\n"
 
 
