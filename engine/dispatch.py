@@ -678,7 +678,10 @@ class _Run:
                 lane.stats.say(
                     self.log.redact(f"internal error: {type(outcome).__name__}: {outcome}")
                 )
-                self.log.error("lane_crashed", model=lane.config.name, error=repr(outcome))
+                # A run folder moved mid-run fails every lane's next journal line: the caller
+                # says that in its one line (`runs.folder_moved`), so these stay in the log.
+                self.log.error("lane_crashed", model=lane.config.name, error=repr(outcome),
+                               echo=self.run_dir.is_dir())  # fmt: skip
         return compactor.count
 
     def _held(self, lanes: list[AnyLane]) -> dict[str, frozenset[str]]:
