@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from providers.batch import BatchLimits
 from providers.constrained import RESPONSE_FORMATS
 from providers.secrets import looks_like_credential, looks_like_unprefixed_key
 from providers.types import MAX_CONCURRENCY, PROVIDERS, TOKEN_FIELDS, ModelConfig
@@ -538,19 +539,18 @@ def check_one_form(spec: CampaignSpec) -> None:
 
 def check_batch_floor(spec: CampaignSpec) -> None:
     """Refuse a batch model whose `batch_max_lines` is too few for its provider's smallest
-    job (Bedrock's 100 lines) to hold for every count of queries
+    job (`BatchLimits.min_lines`: Bedrock's 100 lines) to hold for every count of queries
     (`providers.batch.BatchLimits.least_max_lines`): at 100 a job, 224 queries made two jobs
     and left 24 waiting for ever, said only at the end of the run. For every spec a run or
     `plan` is about to use, a resume's too (the key is operational: a resume may raise it);
     not when a folder's frozen spec is read, so a folder run with one stays readable."""
     for index, model in enumerate(spec.models):
-        if model.dispatch != "batch" or model.provider != "bedrock":  # the one with a floor
+        if model.dispatch != "batch" or (documented := _batch_limits(model.provider)) is None:
             continue
-        from providers.batch_bedrock import LIMITS
         from providers.batch_openai import limits_for
 
-        floor, least = LIMITS.min_lines, LIMITS.least_max_lines
-        cap = limits_for(model, LIMITS).max_lines
+        floor, least = documented.min_lines, documented.least_max_lines
+        cap = limits_for(model, documented).max_lines
         if cap >= least:
             continue
         why = (
@@ -562,10 +562,19 @@ def check_batch_floor(spec: CampaignSpec) -> None:
         )
         raise SpecError(
             spec.path, f"models[{index}].batch_max_lines",
-            f"at least {least} (or left out) for a bedrock batch model, not {cap}: bedrock's "
-            f"jobs hold at least {floor} lines, and {why} (queries already left below "
-            f"{floor} are asked only with batch_fallback = \"live\")",
+            f"at least {least} (or left out) for a {model.provider} batch model, not {cap}: "
+            f"{model.provider}'s jobs hold at least {floor} lines, and {why} (queries already "
+            f"left below {floor} are asked only with batch_fallback = \"live\")",
         )  # fmt: skip
+
+
+def _batch_limits(provider: str) -> BatchLimits | None:
+    """The documented batch limits of `provider`'s client, None for one without batch."""
+    from providers.batch_bedrock import LIMITS as BEDROCK
+    from providers.batch_openai import LIMITS as OPENAI_SHAPED
+    from providers.batch_vertex import LIMITS as VERTEX
+
+    return {"bedrock": BEDROCK, "vertex": VERTEX, **OPENAI_SHAPED}.get(provider)
 
 
 def _name_misread(name: str) -> str | None:
