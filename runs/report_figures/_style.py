@@ -345,6 +345,14 @@ def errors(ivs: Sequence[Mapping[str, float | None]]) -> list[list[float]]:
     ]
 
 
+def known_end(iv: Mapping[str, float | None], end: str) -> float:
+    """An interval's end `end` ("lo", "hi") where it is known, else its mean (no interval is
+    drawn: fewer than two dates), as autoscaling and the captions read an interval."""
+    value, mean = iv[end], iv["mean"]
+    assert mean is not None
+    return mean if value is None or not math.isfinite(value) else value
+
+
 #: Profits below this are rounding-level (the paper: 4 decimals allow at most 5e-5), so a
 #: log axis reaching down to them would spend most of its width on nothing.
 LOG_FLOOR = 1e-5

@@ -8,7 +8,6 @@ single pass lacked, so either may land on either side)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -141,7 +140,7 @@ def _curve(
         # extent (k, each end of each interval, its mean where none is drawn) in data
         # coordinates. An unknown end (a single date) left the k axis beginning at 0 and the
         # last pass's markers cut in half.
-        ax.update_datalim([(k, _known(iv[end], iv["mean"]))
+        ax.update_datalim([(k, _style.known_end(iv, end))
                            for k, iv in zip(ks, ivs, strict=True)
                            for end in ("lo", "hi")])  # fmt: skip
         ax.autoscale_view()
@@ -151,7 +150,3 @@ def _curve(
     hi = [iv["hi"] for iv in ivs]
     ax.fill_between(ks, lo, hi, color=colour, alpha=0.2, linewidth=0)
 
-
-def _known(end: float | None, mean: float) -> float:
-    """An interval's end where it is known, else its mean (no interval drawn)."""
-    return mean if end is None or math.isnan(end) else end
