@@ -747,6 +747,11 @@ def _int(x: Any) -> str:
 
 def _status(row: Mapping[str, Any], floor: float | None) -> str:
     status = row.get("status")
+    failed = row.get("below_floor_in")
+    if status == "below_coverage_floor" and isinstance(failed, Mapping):
+        # Another family arm of the model under the floor (`_family_arms_scored_together`).
+        arm, coverage = failed.get("arm"), _coverage(failed.get("coverage"), floor)
+        return f"not scored: {arm} coverage {coverage} at or under the floor"
     if status == "below_coverage_floor":
         # `under_floor`: a family arm's rows carry no norm; their arm says the rule (a model
         # exactly at the floor was said "under" it in the families table).

@@ -47,10 +47,10 @@ COVERAGE_RULE = (
 #: The family benchmark's own words: a model that "fails to answer 10% or more of its
 #: families" is not scored, so a share missing of exactly 1 - floor is not scored either.
 FAMILY_COVERAGE_RULE = (
-    "a model that leaves 1 - coverage floor or more of this arm's families unanswered (10% "
-    "at the default floor of 90%; a family is unanswered in a pass where any of its "
-    "statements is) is not scored, and an unanswered family counts neither way: a dropped "
-    "call is never counted as incoherence, nor as coherence"
+    "a model that leaves 1 - coverage floor or more of a family arm's families unanswered "
+    "(10% at the default floor of 90%; a family is unanswered in a pass where any of its "
+    "statements is) is not scored on any family arm, and an unanswered family counts "
+    "neither way: a dropped call is never counted as incoherence, nor as coherence"
 )
 
 STATUS_SCORED = "scored"
@@ -88,6 +88,10 @@ class ArmRow:
     free_controls: Interval | None = None
     future_families: int = 0
     control_families: int = 0
+    #: A family arm's row left unscored by the model's coverage of another family arm: that
+    #: arm and its coverage (`_family_arms_scored_together`); None where the row's own
+    #: coverage decides.
+    below_floor_in: tuple[str, float] | None = None
 
     @property
     def scored(self) -> bool:
@@ -116,7 +120,13 @@ class ArmRow:
             "arbitrage_free": interval_json(self.arbitrage_free),
             "vs_baseline": difference_json(self.vs_baseline, self.vs_baseline_units),
             "vs_marginals": difference_json(self.vs_marginals, self.vs_marginals_units),
+            "below_floor_in": below_floor_json(self.below_floor_in),
         }
+
+
+def below_floor_json(failed: tuple[str, float] | None) -> dict[str, Any] | None:
+    """`{"arm", "coverage"}`: the other family arm whose coverage left a row unscored."""
+    return None if failed is None else {"arm": failed[0], "coverage": failed[1]}
 
 
 def difference_json(iv: Interval | None, units: int) -> dict[str, Any] | None:
@@ -387,7 +397,27 @@ def build_rows(
                 **split,
             )
         )
-    return _compared_only_with_scored(rows)
+    return _compared_only_with_scored(_family_arms_scored_together(rows))
+
+
+def _family_arms_scored_together(rows: list[ArmRow]) -> list[ArmRow]:
+    """`rows` with every family arm of a model unscored where one of them is: the benchmark
+    says a model failing to answer 10% or more of its families "is not scored at all". Held
+    to the floor arm by arm, a model that dropped a fifth of its isolated families still
+    showed its joint arm's rate (and one that dropped its joint families, its isolated
+    leaderboard rate). The paper's arms keep the design's rule, arm by arm."""
+    failed: dict[str, ArmRow] = {}
+    for r in rows:
+        if is_family(r.arm) and not r.scored:
+            failed.setdefault(r.model, r)
+    out = []
+    for r in rows:
+        by = failed.get(r.model)
+        if by is not None and r.scored and is_family(r.arm):
+            r = ArmRow(r.model, r.arm, r.norm, r.units, r.clusters, r.coverage,
+                       STATUS_BELOW_FLOOR, below_floor_in=(by.arm, by.coverage))  # fmt: skip
+        out.append(r)
+    return out
 
 
 def _free_share(values: np.ndarray, clusters: np.ndarray, reps: int, seed: int) -> Interval:
@@ -595,6 +625,7 @@ def family_section(rows: Sequence[ArmRow]) -> list[dict[str, Any]]:
             "future": _kind_json(r.free_future, r.future_families, r),
             "controls": _kind_json(r.free_controls, r.control_families, r),
             "rule": FAMILY_COVERAGE_RULE,
+            "below_floor_in": below_floor_json(r.below_floor_in),
         }
         for r in rows
         if is_family(r.arm)

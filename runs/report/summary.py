@@ -24,7 +24,10 @@
   without common units), `vs_marginals` (the same shape: a joint-events row, "... full",
   against its own arm's marginals on the same units, the paper's within-horizon comparison;
   null elsewhere or when the marginals are not scored; added in a later version of schema
-  1). Unscored rows carry null statistics: never a number.
+  1), `below_floor_in` (`{"arm", "coverage"}`: a family arm's row left unscored because the
+  model is under the floor on another family arm, that arm and its coverage; null elsewhere;
+  added in a later version of schema 1, also on each `families` entry). Unscored rows carry
+  null statistics: never a number.
 - `models`: `{model: {"coverage": share of all its planned queries answered}}`.
 - `across_models`: on the baseline arm, scored models only: `arm`, `models` (names),
   `units` (units common to all of them, used for the pairwise counts),
@@ -44,7 +47,7 @@
   `status`, `scored`, `arbitrage_free` (interval or null), `future` and `controls`
   (additive: `{"families", "arbitrage_free"}` of the families about the future and of the
   controls, whose exact answers are known, apart; null when not scored or a family's kind
-  is unknown), `rule` (the coverage rule);
+  is unknown), `rule` (the coverage rule), `below_floor_in` (as on `rows`);
   in the benchmark's ranking (`runs.report.data.family_rank`): by arm, scored first, by the
   arbitrage-free rate, highest first (before, by model name within each arm).
 - `figures`: `{"profit_brier": path or null, "arms": path or null, "note": str or null}`

@@ -371,6 +371,9 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def _status_text(r: ArmRow, floor: float | None) -> str:
     if r.scored:
         return ""
+    if r.below_floor_in is not None:
+        arm, coverage = r.below_floor_in
+        return f"not scored: {arm} coverage {coverage_text(coverage, floor)} ≤ floor"
     if r.status == STATUS_BELOW_FLOOR:
         under = "≤" if is_family(r.arm) else "<"
         return f"not scored: coverage {coverage_text(r.coverage, floor)} {under} floor"
@@ -543,6 +546,7 @@ def csv_tables(data: ReportData) -> dict[str, str]:
             "vs_marginals",
             "vs_marginals_lo",
             "vs_marginals_hi",
+            "below_floor_in",
         ],
         [
             [
@@ -559,6 +563,7 @@ def csv_tables(data: ReportData) -> dict[str, str]:
                 *_iv_cells(r.brier),
                 *_iv_cells(r.arbitrage_free),
                 *_iv_cells(r.vs_marginals),
+                r.below_floor_in[0] if r.below_floor_in else None,
             ]
             for r in data.rows
         ],
@@ -623,11 +628,12 @@ def csv_tables(data: ReportData) -> dict[str, str]:
             "vs_marginals_hi",
             *(f"{kind}_{col}" for kind in ("future", "controls")
               for col in ("families", "arbitrage_free", "arbitrage_free_lo", "arbitrage_free_hi")),
+            "below_floor_in",
         ],
         [
             # a family arm has no marginals row; the kinds' columns added after (additive)
             [*_family_cells(f), None, None, None, *_kind_cells(f.get("future")),
-             *_kind_cells(f.get("controls"))]
+             *_kind_cells(f.get("controls")), (f.get("below_floor_in") or {}).get("arm")]
             for f in data.families
         ],
     )

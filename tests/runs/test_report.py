@@ -29,6 +29,7 @@ from runs.report import (
     repeated_elicitation,
     write_report,
 )
+from runs.report_page import render_page
 from runs.scoring_step import FORECAST_SCHEMA, SCORE_SCHEMA
 from scoring import dutch_books, stats
 
@@ -179,7 +180,7 @@ def test_joint_events_are_compared_with_their_marginals_not_the_baseline(
     assert "+0.00300 [+0.00300, +0.00300] vs marginals" in written
     lines = (tmp_path / "report" / "leaderboard.csv").read_text(encoding="utf-8").splitlines()
     header = lines[0].split(",")
-    assert header[-3:] == ["vs_marginals", "vs_marginals_lo", "vs_marginals_hi"]
+    assert header[-4:] == ["vs_marginals", "vs_marginals_lo", "vs_marginals_hi", "below_floor_in"]
     full_line = next(line for line in lines if ",horizon/2 full," in line).split(",")
     assert float(full_line[header.index("vs_marginals")]) == pytest.approx(0.003)
 
@@ -274,8 +275,9 @@ def test_every_families_csv_row_has_every_column_of_its_header(tmp_path: Path) -
     header, *lines = list(csv.reader(StringIO(text)))
     assert header[8:11] == ["vs_marginals", "vs_marginals_lo", "vs_marginals_hi"]
     assert header[11:] == [  # added after them: a reader of the old columns reads them still
-        f"{kind}_{col}" for kind in ("future", "controls")
-        for col in ("families", "arbitrage_free", "arbitrage_free_lo", "arbitrage_free_hi")
+        *(f"{kind}_{col}" for kind in ("future", "controls")
+          for col in ("families", "arbitrage_free", "arbitrage_free_lo", "arbitrage_free_hi")),
+        "below_floor_in",
     ]  # fmt: skip
     assert len(lines) == 2
     assert all(len(line) == len(header) for line in lines)
@@ -434,7 +436,7 @@ def test_summary_json_has_the_documented_shape_and_no_nan(tmp_path: Path) -> Non
     base = cell(on_disk, "m", "baseline")
     assert set(base) == {
         "model", "arm", "norm", "status", "scored", "coverage", "units", "clusters", "profit",
-        "brier", "at_least", "arbitrage_free", "vs_baseline", "vs_marginals",
+        "brier", "at_least", "arbitrage_free", "vs_baseline", "vs_marginals", "below_floor_in",
     }  # fmt: skip
     assert base["brier"] is None  # no outcomes: null, not NaN
     empty = cell(on_disk, "m", "statistics")
@@ -744,7 +746,46 @@ def test_a_family_arm_missing_exactly_one_minus_the_floor_is_not_scored(tmp_path
     assert "not scored: coverage 90% ≤ floor" in written and "not scored" in text
     fam = {(f["model"], f["arm"]): f for f in summary["families"]}
     rule = fam[("nine", "families/isolated")]["rule"]
-    assert "1 - coverage floor or more of this arm's families" in rule
+    assert "1 - coverage floor or more of a family arm's families" in rule
+    assert "is not scored on any family arm" in rule
+
+
+def test_a_model_under_the_floor_on_one_family_arm_is_scored_on_none(tmp_path: Path) -> None:
+    """The benchmark: a model failing to answer 10% or more of its families "is not scored at
+    all". Held to the floor arm by arm, "gappy", which left 2 of 10 joint families
+    unanswered, still showed its isolated arm's rate, the leaderboard's score."""
+    fams = [f"fam{i}" for i in range(10)]
+    rows = [
+        row(m, arm, f, 0, 0.02, cluster=f, set_="family",
+            coverage=0.5 if (m, arm) == ("gappy", "families/joint") and f < "fam2" else 1.0)
+        for m in ("gappy", "whole")
+        for arm in ("families/isolated", "families/joint")
+        for f in fams
+    ]
+    summary, _ = report(tmp_path, frame(rows))
+    joint = cell(summary, "gappy", "families/joint")
+    isolated = cell(summary, "gappy", "families/isolated")
+    assert isolated["status"] == "below_coverage_floor" and isolated["scored"] is False
+    assert joint["status"] == "below_coverage_floor" and joint["below_floor_in"] is None
+    assert isolated["below_floor_in"] == {"arm": "families/joint", "coverage": pytest.approx(0.8)}
+    assert isolated["coverage"] == 1.0 and isolated["arbitrage_free"] is None
+    assert isolated["profit"] is None and isolated["at_least"] is None
+    for arm in ("families/isolated", "families/joint"):
+        assert cell(summary, "whole", arm)["scored"] is True
+        assert cell(summary, "whole", arm)["below_floor_in"] is None
+    fam = {(f["model"], f["arm"]): f for f in summary["families"]}
+    assert fam[("gappy", "families/isolated")]["scored"] is False
+    assert fam[("gappy", "families/isolated")]["below_floor_in"]["arm"] == "families/joint"
+    written = (tmp_path / "report" / "leaderboard.txt").read_text(encoding="utf-8")
+    assert "not scored: families/joint coverage 80% ≤ floor" in written
+    assert "not scored: coverage 80% ≤ floor" in written  # the joint row's own
+    for name in ("leaderboard.csv", "families.csv"):
+        table = list(csv.DictReader(StringIO((tmp_path / "report" / name).read_text())))
+        failed = {(r["model"], r["arm"]): r["below_floor_in"] for r in table}
+        assert failed[("gappy", "families/isolated")] == "families/joint"
+        assert failed[("gappy", "families/joint")] == "" == failed[("whole", "families/joint")]
+    page = render_page(summary, [], tmp_path, spec={"name": "x"}, audit_sentence=None)
+    assert "not scored: families/joint coverage 80% at or under the floor" in page
 
 
 def test_a_family_asked_in_part_counts_neither_way(tmp_path: Path) -> None:
