@@ -20,14 +20,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.audit import repeated_rows_line
+import polars as pl
+
+from engine.audit import reading_of_ok_replies, repeated_rows_line
 from engine.console_lines import plural
-from engine.reparse import (
-    lost_after_reparse,
-    lost_despite_reparse,
-    ok_means_accepted,
-    parser_in_force,
-)
+from engine.reparse import parser_in_force
 from engine.scan import lost_answers, repeated_rows
 
 
@@ -38,18 +35,16 @@ def lost_answers_refusal(
     (`engine.scan.lost_answers`), None when it lost none: how many, what acting now `would`
     do, and the reparse that rebuilds them, after which the user should `then` ... .
 
-    A reply recorded `ok` with no answer is a lost answer while every such reply is one the
-    parser in force accepts (`engine.reparse.ok_means_accepted`). After a strict reparse of a
-    lenient run (finished, or with a reparse after it that did not finish), the replies
-    strict rejected have no answer by design: the lost ones are then those strict's parser
-    takes, looked for only where the folder holds fewer answers than that reparse left
-    (`engine.reparse.lost_after_reparse`, as `status` and the audit count them)."""
-    if ok_means_accepted(run_dir, spec_parser):
+    Which replies recorded `ok` with no answer are lost answers is `status`'s and the
+    audit's reading (`engine.audit.reading_of_ok_replies`): every one while every such reply
+    is one the parser in force accepts, less those a finished reparse with the run's own
+    parser rejected; after a strict reparse of a lenient run, only those strict's parser
+    takes (`engine.reparse.lost_after_reparse`)."""
+    plain, lost = reading_of_ok_replies(run_dir, spec_parser)  # as `status` and the audit
+    if plain:
         missing = lost_answers(run_dir)
-        if missing and (lost := lost_despite_reparse(run_dir)) is not None:
-            missing = lost.height  # those the last reparse rejected are no loss
     else:
-        missing = lost_after_reparse(run_dir).height
+        missing = 0 if lost is None else int(lost.select(pl.len()).collect().item())
     if not missing:
         return None
     parser = parser_in_force(run_dir, spec_parser) or "<the spec's parser>"
