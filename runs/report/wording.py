@@ -131,8 +131,11 @@ def cluster_words(labels: Iterable[str]) -> str:
 
 #: What the coverage-floor rule adds where a family arm is reported: there a model exactly
 #: at the floor is not scored either (`runs.report.data.under_floor`, the family benchmark's
-#: rule: one missing 10% or more of its families).
-FAMILY_FLOOR_WORDS = " (on a family arm, at or under it, unless nothing is missing)"
+#: rule: one missing 10% or more of its families), and one not scored on a family arm is
+#: scored on none (`runs.report.data._family_arms_scored_together`: "not scored at all").
+FAMILY_FLOOR_WORDS = (
+    " (on a family arm, at or under it, unless nothing is missing, and then on no family arm)"
+)
 
 
 def floor_words(labels: Iterable[str]) -> str:
