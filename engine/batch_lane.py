@@ -265,6 +265,9 @@ class BatchLane(LaneControl):
         self.spend = spend
         self.prices = (batch_prices_of(config) or prices_of(config)) if spend else None
         self._reserved: dict[str, float] = {}
+        #: Jobs from earlier runs as `hold_created` read them before any lane started (under a
+        #: spend cap), for `_resume_jobs`; None: not read yet.
+        self._resumed: list[tuple[BatchJob, dict[str, _Entry]]] | None = None
         #: Jobs of this lane by key, and the requests that live jobs hold (never re-sent).
         self.jobs: dict[str, BatchJob] = {}
         self.held: set[str] = set()
@@ -414,23 +417,35 @@ class BatchLane(LaneControl):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _resume_jobs(self) -> set[asyncio.Task[list[_Entry]]]:
-        """Tasks taking this model's jobs from earlier runs on, each with room in the spend
-        cap: a job created holds its worst case before any is cut; one not created waits for
-        room, and stays planned (or uploaded) for a later run when the cap has none."""
-        tasks: set[asyncio.Task[list[_Entry]]] = set()
-        resumed = await self._resumable()
-        for job, entries in resumed:
-            # Created: its lines run and bill whatever this run decides (a resume cut new
-            # jobs as if the cap were empty, and passed it once the earlier ones were in).
-            # Started here, before any wait for room: the room a job not created waits for
-            # is what these free as they are collected (awaited first, it waited for ever).
-            if job.job_id is None:
-                continue
-            if self.spend is not None and self.prices is not None:
+    async def hold_created(self) -> None:
+        """Under a spend cap, read this model's jobs from earlier runs and hold the worst case
+        of each one created (`SpendCap.hold`): the dispatcher awaits this of every batch lane
+        before any lane starts. Its lines run and bill whatever this run decides (a resume cut
+        new jobs as if the cap were empty, and passed it once the earlier ones were in); held
+        only once this lane had read the jobs file and the plan, a live lane beside it had
+        reserved the same room meanwhile ("spend cap reached: $0.0098 of $0.0086")."""
+        if self.spend is None or self.prices is None or self._resumed is not None:
+            return
+        self._resumed = await self._resumable()
+        for job, entries in self._resumed:
+            if job.job_id is not None:
                 self._reserved[job.job_key] = held = self._worst(entries.values())
                 self.spend.hold(held)
-            tasks.add(asyncio.create_task(self._job(job, entries, lines=None)))
+
+    async def _resume_jobs(self) -> set[asyncio.Task[list[_Entry]]]:
+        """Tasks taking this model's jobs from earlier runs on, each with room in the spend
+        cap: a job created holds its worst case before any lane starts (`hold_created`); one
+        not created waits for room, and stays planned (or uploaded) for a later run when the
+        cap has none."""
+        tasks: set[asyncio.Task[list[_Entry]]] = set()
+        await self.hold_created()  # a no-op once the dispatcher has (or without a cap)
+        resumed = self._resumed if self._resumed is not None else await self._resumable()
+        self._resumed = None
+        for job, entries in resumed:
+            # Started here, before any wait for room: the room a job not created waits for
+            # is what these free as they are collected (awaited first, it waited for ever).
+            if job.job_id is not None:
+                tasks.add(asyncio.create_task(self._job(job, entries, lines=None)))
         for job, entries in resumed:
             if job.job_id is None:  # nothing of it runs, nor bills, before it is created
                 reserved = await self._reserve(entries.values())

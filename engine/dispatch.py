@@ -645,6 +645,13 @@ class _Run:
             planned=summary.planned,
             parser=parser,
         )
+        # Under a spend cap, the batch jobs earlier runs created hold their worst case before
+        # any lane reserves: they run and bill whatever this run decides. A lane whose reading
+        # failed tries again when it runs, and crashes alone, as it did before.
+        await asyncio.gather(
+            *(ln.hold_created() for ln in lanes if isinstance(ln, BatchLane)),
+            return_exceptions=True,
+        )
         done = asyncio.Event()
         compactor = _Compactor(self.ledger, lanes, *self.compact_every, self.log)
         stats = [lane.stats for lane in lanes]

@@ -809,6 +809,68 @@ async def test_a_capped_resume_with_a_job_not_created_before_one_created_ends(
     assert summary.spend is not None and summary.spend.spent_usd <= max(worst) * 1.01
 
 
+async def test_a_capped_resume_holds_created_jobs_before_any_lane_reserves(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live model beside a batch model whose killed run left a job created: the job's hold
+    landed only once the batch lane had read the jobs file and the plan, by when the live
+    lane had spent the room it needs from the same cap, which the job's cost then passed (a
+    reviewer's trace: "spend cap reached: $0.0098 of $0.0086"). The batch lane's reading is
+    made slow here: while it reads, any lane reserving has the cap to itself."""
+    from engine.spend import Prices, SpendCap, worst_case_cost
+
+    live_name = "live-beside"
+    plan = kit.write_plan(
+        tmp_path / "plan.parquet", kit.plan_rows(MODEL, 40) + kit.plan_rows(live_name, 400)
+    )
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=("poll", 1, "before"), polls_to_finish=1000)
+    first = await _run(plan, run_dir, fake)  # the batch model alone: its one job created
+    assert first.accepted == 0 and len(fake.jobs) == 1, first.lines()
+    fake.polls_to_finish = 2
+    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    live, adapter = kit.sim_model(live_name, sim.root_url, price_in_per_mtok=1.0,
+                                  price_out_per_mtok=1.0)  # fmt: skip
+    prices = Prices(1.0, 1.0)
+    held = sum(worst_case_cost(prices, config, r["system"], r["user"])
+               for r in pl.read_parquet(plan).filter(pl.col("model") == MODEL).to_dicts())
+    budget = held * 1.01  # room for the job at its worst, and no more than a live attempt
+    order: list[str] = []
+    reserve, hold, read = SpendCap.reserve, SpendCap.hold, batch_lane.BatchLane._resumable
+
+    async def reserving(self: SpendCap, worst: float, *args: Any) -> bool:
+        order.append("reserve")
+        return await reserve(self, worst, *args)
+
+    def holding(self: SpendCap, worst: float) -> None:
+        order.append("hold")
+        hold(self, worst)
+
+    async def slow(self: batch_lane.BatchLane) -> Any:
+        """Reads once a lane reserving beside it (if any) has reached the cap."""
+        assert self.spend is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 0.3
+        while loop.time() < deadline and not order:
+            await asyncio.sleep(0.01)
+        deadline = loop.time() + 10
+        while order and not self.spend.reached and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        return await read(self)
+
+    monkeypatch.setattr(SpendCap, "reserve", reserving)
+    monkeypatch.setattr(SpendCap, "hold", holding)
+    monkeypatch.setattr(batch_lane.BatchLane, "_resumable", slow)
+    capped = await dispatch(
+        plan, run_dir, {MODEL: config, live_name: live}, {live_name: adapter},
+        batch_clients={MODEL: fake}, policy=POLICY, batch_poll_s=0.001, log_console=None,
+        budget_usd=budget,
+    )
+    assert capped.lanes[MODEL].accepted == 40 and len(fake.jobs) == 1, capped.lines()
+    assert capped.spend is not None and capped.spend.spent_usd <= budget, capped.lines()
+    assert order[0] == "hold", order[:5]
+
+
 async def test_a_cap_without_room_for_a_job_says_the_job_and_batch_max_lines(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
