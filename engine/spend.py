@@ -70,8 +70,27 @@ def worst_case_cost(
     """What one attempt could cost at most: a dense prompt and every output token allowed,
     `max_tokens` where the attempt is sent with its own cap (a retry after a truncation
     doubles it: reserved at the spec's, a cap of $2.50 was passed by $0.50)."""
-    tokens_in = (len(system) + len(user)) // WORST_CHARS_PER_TOKEN + 32  # + chat framing
+    return worst_case_cost_of(prices, config, len(system) + len(user), max_tokens)
+
+
+def worst_case_cost_of(
+    prices: Prices, config: ModelConfig, prompt_chars: int, max_tokens: int | None = None
+) -> float:
+    """`worst_case_cost` of a prompt known by its length alone: `prompt_chars` characters,
+    system and user together, as Python's `len` counts them (`prompt_chars()` reads them
+    from a plan without the texts). The same dollars, to the last bit."""
+    tokens_in = prompt_chars // WORST_CHARS_PER_TOKEN + 32  # + chat framing
     return prices.cost(tokens_in, max_tokens or config.max_tokens or DEFAULT_OUTPUT_CAP)
+
+
+def prompt_chars() -> pl.Expr:
+    """Each plan row's prompt length as `worst_case_cost` counts it: the characters of its
+    system and user texts (code points, as polars' `len_chars` and Python's `len` count
+    them; a missing text is empty, as `engine.plan.plan_items` reads it). Priced from this,
+    a resume's created batch jobs hold their worst case without their prompts in memory
+    (200,000 lines of 1,500 characters are hundreds of MB as Python strings)."""
+    texts = (pl.col(c).fill_null("").str.len_chars().cast(pl.Int64) for c in ("system", "user"))
+    return pl.sum_horizontal(*texts)
 
 
 #: What `engine.batch_lane` writes in the detail of every attempt a batch job carried: the
@@ -262,7 +281,9 @@ __all__ = [
     "batch_prices_of",
     "dollars",
     "prices_of",
+    "prompt_chars",
     "recorded_spend",
     "unpriced",
     "worst_case_cost",
+    "worst_case_cost_of",
 ]

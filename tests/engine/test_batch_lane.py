@@ -871,6 +871,57 @@ async def test_a_capped_resume_holds_created_jobs_before_any_lane_reserves(
     assert order[0] == "hold", order[:5]
 
 
+async def test_a_capped_resume_prices_created_jobs_from_their_prompts_lengths(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A capped resume read the prompts of every request its created jobs hold, to price
+    their holds (a paper-scale folder: hundreds of thousands of prompts, hundreds of MB at
+    once). It reads their lengths now, in polars, and holds the same dollars to the bit."""
+    from engine.plan import plan_items
+    from engine.spend import Prices, SpendCap, worst_case_cost
+
+    rows = kit.plan_rows(MODEL, 40)  # one job
+    texts = [("", "plain"), (None, "a null system"),
+             ("é composed, e\u0301 decomposed", "天气 and a rain cloud 🌧️, ẞ"),
+             ("S" * 75, "U" * 20_001)]  # fmt: skip
+    for row, (system, user) in zip(rows, texts * 10, strict=True):
+        row["system"], row["user"] = system, f"{user} {row['request_id']}"
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=("poll", 1, "before"))
+    await _run(plan, run_dir, fake)
+    (created,) = fold_jobs(run_dir).values()
+    assert created.job_id is not None
+    config = _config(max_tokens=100, batch_price_in_per_mtok=0.15, batch_price_out_per_mtok=0.6)
+    by_id = {r["request_id"]: r for r in rows}
+    expected = sum(
+        worst_case_cost(Prices(0.15, 0.6), config, by_id[rid]["system"] or "", by_id[rid]["user"])
+        for rid in created.requests
+    )
+    held: list[float] = []
+    read: list[int] = []
+    hold = SpendCap.hold
+
+    def holding(self: SpendCap, worst: float) -> None:
+        held.append(worst)
+        hold(self, worst)
+
+    def reading(*args: Any) -> Any:
+        out = plan_items(*args)
+        read.extend(len(item.system) + len(item.user) for item in out)
+        return out
+
+    monkeypatch.setattr(SpendCap, "hold", holding)
+    monkeypatch.setattr(batch_lane, "plan_items", reading)
+    capped = await dispatch(
+        plan, run_dir, {MODEL: config}, {}, batch_clients={MODEL: fake}, policy=POLICY,
+        batch_poll_s=0.001, log_console=None, budget_usd=1.0,
+    )
+    assert capped.complete, capped.lines()
+    assert len(read) == 40 and sum(read) == 0, "no prompt of the uploaded job read"
+    assert held == [expected]
+
+
 async def test_a_cap_without_room_for_a_job_says_the_job_and_batch_max_lines(
     tmp_path: Path, kit: type[Kit]
 ) -> None:

@@ -17,8 +17,17 @@ from engine.dispatch import dispatch
 from engine.lanes import LaneState
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts, scan_responses
-from engine.spend import DEFAULT_OUTPUT_CAP, Prices, SpendCap, recorded_spend, worst_case_cost
+from engine.spend import (
+    DEFAULT_OUTPUT_CAP,
+    Prices,
+    SpendCap,
+    prompt_chars,
+    recorded_spend,
+    worst_case_cost,
+    worst_case_cost_of,
+)
 from providers.sim.server import SimHandle, start_sim
+from providers.types import ModelConfig
 
 if TYPE_CHECKING:
     from tests.engine.conftest import Kit
@@ -222,3 +231,37 @@ def test_a_cap_reached_by_a_worst_case_says_why_and_what_lowers_it() -> None:
     spent.hold(0.009)  # a batch job an earlier run created, at its worst
     spent.settle(0.009, 0.011)  # its lines reportedly cost more: no next attempt is at stake
     assert spent.message() == "spend cap reached: $0.0110 of $0.0100"
+
+
+#: Prompts whose lengths a byte count or a UTF-16 count would get wrong, an empty and a
+#: missing system text, and a long one.
+VARIED_PROMPTS: list[tuple[str | None, str]] = [
+    ("", "plain"),
+    (None, "a system text the plan leaves null"),
+    ("é composed, e\u0301 decomposed", "天气 and a rain cloud 🌧️ (outside the BMP), ẞ"),
+    ("S" * 75, "U" * 20_001),
+]
+
+
+@given(st.lists(st.tuples(st.none() | st.text(), st.text()), max_size=6))
+def test_prompt_lengths_price_a_worst_case_as_the_texts_do(
+    drawn: list[tuple[str | None, str]],
+) -> None:
+    """A capped resume prices the lines of the batch jobs an earlier run created from their
+    prompts' lengths, read in polars (`prompt_chars`), not from the texts (hundreds of MB as
+    Python strings at paper scale): the same dollars, to the last bit."""
+    pairs = VARIED_PROMPTS + drawn
+    frame = pl.DataFrame(
+        {"system": [s for s, _ in pairs], "user": [u for _, u in pairs]},
+        schema={"system": pl.String, "user": pl.String},
+    )
+    chars = frame.select(prompt_chars()).to_series().to_list()
+    prices = Prices(0.15, 0.6)
+    for cap in (None, 333):
+        config = ModelConfig(name="m", provider="sim", model="m", max_tokens=cap)
+        for (system, user), length in zip(pairs, chars, strict=True):
+            assert length == len(system or "") + len(user)
+            for sent_cap in (None, 1_000):
+                assert worst_case_cost_of(prices, config, length, sent_cap) == worst_case_cost(
+                    prices, config, system or "", user, sent_cap
+                )
