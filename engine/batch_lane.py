@@ -426,6 +426,11 @@ class BatchLane(LaneControl):
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            # A job task cancelled before its first step never ran `_job`'s `finally`: its
+            # room stayed held, and a live lane beside this one (halted at its start) waited
+            # for it for ever.
+            for key in list(self._reserved):
+                self._unreserve(self.jobs[key])
 
     async def hold_created(self) -> None:
         """Under a spend cap, read this model's jobs from earlier runs and hold the worst case

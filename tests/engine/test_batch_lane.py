@@ -871,6 +871,37 @@ async def test_a_capped_resume_holds_created_jobs_before_any_lane_reserves(
     assert order[0] == "hold", order[:5]
 
 
+async def test_a_batch_lane_halted_at_its_start_frees_what_its_created_jobs_held(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    """A capped resume whose batch lane halts as it starts (limits that allow no valid job)
+    cancelled the task of the job an earlier run created before its first step, so its hold
+    was never freed: a live model beside it, which the hold left no room, waited for ever."""
+    from engine.spend import Prices, worst_case_cost
+
+    live_name = "live-beside"
+    plan = kit.write_plan(
+        tmp_path / "plan.parquet", kit.plan_rows(MODEL, 40) + kit.plan_rows(live_name, 10)
+    )
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=("poll", 1, "before"), polls_to_finish=1000)
+    await _run(plan, run_dir, fake)
+    assert len(fake.jobs) == 1
+    fake.limits_ = replace(fake.limits_, min_lines=50)  # above its 40 lines a job
+    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    live, adapter = kit.sim_model(live_name, sim.root_url, price_in_per_mtok=1.0,
+                                  price_out_per_mtok=1.0)  # fmt: skip
+    held = sum(worst_case_cost(Prices(1.0, 1.0), config, r["system"], r["user"])
+               for r in pl.read_parquet(plan).filter(pl.col("model") == MODEL).to_dicts())
+    capped = await asyncio.wait_for(dispatch(
+        plan, run_dir, {MODEL: config, live_name: live}, {live_name: adapter},
+        batch_clients={MODEL: fake}, policy=POLICY, batch_poll_s=0.001, log_console=None,
+        budget_usd=held * 1.01,  # no room for a live attempt beside the job's worst case
+    ), timeout=20)  # fmt: skip
+    assert capped.lanes[live_name].accepted == 10, capped.lines()
+    assert capped.lanes[MODEL].state.value == "stopped", capped.lines()
+
+
 async def test_a_capped_resume_prices_created_jobs_from_their_prompts_lengths(
     tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
 ) -> None:
