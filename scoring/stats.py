@@ -54,8 +54,11 @@ RESOLUTION = 1e-9
 
 
 def excludes_zero(lo: float, hi: float) -> bool:
-    """Whether an interval lies clear of zero by more than `RESOLUTION` (never one whose ends
-    are unknown, NaN: see `MIN_CLUSTERS`)."""
+    """Whether an interval lies clear of zero by more than `RESOLUTION` (never one with an end
+    unknown, NaN: see `MIN_CLUSTERS`; one known end was enough, and an infinite value's
+    interval, `[0.55, nan]`, was said to exclude zero)."""
+    if math.isnan(lo) or math.isnan(hi):
+        return False
     return lo > RESOLUTION or hi < -RESOLUTION
 
 

@@ -401,6 +401,19 @@ def test_an_interval_within_the_profits_resolution_of_zero_does_not_exclude_it()
     assert Interval(-0.01, -0.02, -0.005).excludes_zero()
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # inf - inf
+def test_an_interval_with_an_unknown_end_never_excludes_zero() -> None:
+    """A tester: an infinite value's bootstrap gave [0.55, nan], said to exclude zero, where
+    an end unknown is documented never to count."""
+    from scoring.stats import Interval
+
+    interval = stats.cluster_bootstrap_mean([0.5, 0.6, np.inf, 0.7], [0, 1, 2, 3], reps=200, seed=1)
+    assert interval.lo > 0.5 and math.isnan(interval.hi)  # one end known, clear of zero
+    assert not interval.excludes_zero()
+    for lo, hi in ((math.nan, -1.0), (1.0, math.nan), (math.nan, math.nan)):
+        assert not Interval(0.0, lo, hi).excludes_zero()
+
+
 def test_one_cluster_gives_no_interval_and_nothing_significant() -> None:
     """A referee's run on one date read "+0.01207 [+0.01207, +0.01207]", excluding zero, and
     every model pair as significantly different: resampling one date returns it every time."""
