@@ -13,7 +13,9 @@ single-process ones, bit for bit.
 Workers are spawned rather than forked: the caller may hold threads (an event loop,
 polars' pool) that a fork would copy in an unknown state. Spawning one costs about a
 second (an interpreter, numpy and HiGHS), so the pool is kept for the process's life
-and later calls reuse its workers (`shutdown` ends it; it also ends at exit).
+and later calls reuse its workers (`shutdown` ends it; it also ends at exit). Calls may
+come from several threads at once: they share the pool, which is never ended or resized
+under a call mapping on it.
 """
 
 from __future__ import annotations
@@ -92,29 +94,59 @@ _lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
 _pool_size = 0
 _pooled_calls = 0
+#: Calls mapping on each pool now, by pool. Calls may come from several threads at once
+#: (the report's and a run's scoring may share a process), and a pool one of them maps on
+#: must not end under it ("cannot schedule new futures after shutdown"): a resize leaves
+#: it alone, and a pool `shutdown` retired while in use is ended by its last call.
+_users: dict[ProcessPoolExecutor, int] = {}
 
 
-def _executor(workers: int) -> ProcessPoolExecutor:
-    """The process's pool of `workers` spawned workers, started on first use."""
-    global _pool, _pool_size
+def _acquire(workers: int) -> ProcessPoolExecutor:
+    """The process's pool, started on first use, held by the caller until `_release`.
+
+    An idle pool of another size is replaced by one of `workers`; one that other calls
+    are mapping on is shared as it is (its size sets only how many chunks run at once, not
+    their results)."""
+    global _pool, _pool_size, _pooled_calls
     with _lock:
-        if _pool is None or _pool_size != workers:
-            if _pool is not None:
-                _pool.shutdown()
+        _pooled_calls += 1
+        if _pool is not None and _pool_size != workers and not _users.get(_pool):
+            _pool.shutdown()
+            _pool = None
+        if _pool is None:
             _pool = ProcessPoolExecutor(
                 max_workers=workers, mp_context=multiprocessing.get_context("spawn")
             )
             _pool_size = workers
+        _users[_pool] = _users.get(_pool, 0) + 1
         return _pool
 
 
+def _release(pool: ProcessPoolExecutor, broken: bool = False) -> None:
+    """A call is done with `pool`; a broken pool is retired (the next call starts afresh),
+    and a retired one is ended once no call maps on it."""
+    global _pool
+    with _lock:
+        _users[pool] -= 1
+        if broken and pool is _pool:
+            _pool = None
+        if _users[pool] > 0:
+            return
+        del _users[pool]
+        if pool is _pool:
+            return
+    pool.shutdown()
+
+
 def shutdown() -> None:
-    """End the pool's workers (the next pooled call starts new ones)."""
+    """End the pool's workers (the next pooled call starts new ones); calls that other
+    threads are making on it finish first, and its workers end after the last of them."""
     global _pool
     with _lock:
         pool, _pool = _pool, None
-    if pool is not None:
-        pool.shutdown()
+        if pool is None or pool in _users:
+            return
+    pool.shutdown()
 
 
 atexit.register(shutdown)
@@ -127,14 +159,15 @@ def pooled_calls() -> int:
 
 
 def _pooled(chunks: Sequence[_Chunk], workers: int) -> list[DutchBookResult]:
-    global _pooled_calls
-    _pooled_calls += 1
-    pool = _executor(min(workers, len(chunks)))
+    pool = _acquire(min(workers, len(chunks)))
+    broken = False
     try:
         return list(pool.map(_score_in_worker, chunks, _tables(chunks)))
     except BrokenProcessPool:
-        shutdown()  # a worker died (killed, out of memory): the next call starts afresh
+        broken = True  # a worker died (killed, out of memory): the next call starts afresh
         raise
+    finally:
+        _release(pool, broken)
 
 
 def default_workers(chunks: Sequence[_Chunk]) -> int:

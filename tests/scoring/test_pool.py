@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import numpy as np
+import pytest
 
-from scoring import dutch_books
-from scoring.pool import CHUNK_SETS, score_groups, shutdown
+from scoring import dutch_books, pool
+from scoring.pool import CHUNK_SETS, Group, score_groups, shutdown
 
 
 def horizon1() -> np.ndarray:
@@ -46,3 +51,87 @@ def test_pool_results_are_identical_to_one_process() -> None:
     for one, later in zip(alone, again, strict=True):
         for field in ("profit", "stakes", "coherent"):
             np.testing.assert_array_equal(getattr(one, field), getattr(later, field))
+
+
+def _two_and_three_chunks() -> tuple[list[Group], list[Group]]:
+    rng = np.random.default_rng(7)
+    h1 = horizon1()
+    two: list[Group] = [(h1, np.round(rng.uniform(size=(CHUNK_SETS + 10, 14)), 4), "inf")]
+    three: list[Group] = [(h1, np.round(rng.uniform(size=(2 * CHUNK_SETS + 10, 14)), 4), "inf")]
+    return two, three
+
+
+def _gated(gate: threading.Event, entered: threading.Event) -> type[ProcessPoolExecutor]:
+    """A pool whose `map` in the thread named "held" waits for `gate` once it holds the pool."""
+
+    class Gated(ProcessPoolExecutor):
+        def map(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            if threading.current_thread().name == "held":
+                entered.set()
+                assert gate.wait(60), "the other call never finished"
+            return super().map(*args, **kwargs)
+
+    return Gated
+
+
+def _run_held(groups: list[Group], out: list[object]) -> threading.Thread:
+    def run() -> None:
+        try:
+            out.append(score_groups(groups, workers=4))
+        except Exception as error:  # reported by the test, not lost in the thread
+            out.append(error)
+
+    thread = threading.Thread(target=run, name="held")
+    thread.start()
+    return thread
+
+
+def test_calls_from_threads_share_the_pool_whatever_size_each_asks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call whose pool would be sized otherwise (two chunks against three) no longer ends
+    the pool another thread's call is about to map on ("cannot schedule new futures after
+    shutdown"); both give one process's bits."""
+    two, three = _two_and_three_chunks()
+    alone = [score_groups(g, workers=1)[0] for g in (two, three)]
+    gate, entered = threading.Event(), threading.Event()
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", _gated(gate, entered))
+    out: list[object] = []
+    try:
+        held = _run_held(two, out)
+        assert entered.wait(60)
+        other = score_groups(three, workers=4)[0]  # while "held" holds a pool of 2
+        gate.set()
+        held.join(60)
+    finally:
+        gate.set()
+        shutdown()
+    assert len(out) == 1 and isinstance(out[0], list), out
+    for one, many in ((alone[0], out[0][0]), (alone[1], other)):
+        for field in ("profit", "stakes", "coherent"):
+            np.testing.assert_array_equal(getattr(one, field), getattr(many, field))
+
+
+def test_shutdown_while_another_thread_maps_ends_the_pool_after_that_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    two, _ = _two_and_three_chunks()
+    gate, entered = threading.Event(), threading.Event()
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", _gated(gate, entered))
+    out: list[object] = []
+    try:
+        held = _run_held(two, out)
+        assert entered.wait(60)
+        in_use = pool._pool
+        assert in_use is not None
+        shutdown()  # as the scoring step ends idle workers between its chunks
+        assert pool._pool is None
+        gate.set()
+        held.join(60)
+    finally:
+        gate.set()
+        shutdown()
+    assert len(out) == 1 and isinstance(out[0], list), out
+    np.testing.assert_array_equal(out[0][0].profit, score_groups(two, workers=1)[0].profit)
+    # ended by its last call: its workers are gone and nothing holds it
+    assert not pool._users and in_use._shutdown_thread
