@@ -15,7 +15,8 @@ polars' pool) that a fork would copy in an unknown state. Spawning one costs abo
 second (an interpreter, numpy and HiGHS), so the pool is kept for the process's life
 and later calls reuse its workers (`shutdown` ends it; it also ends at exit). Calls may
 come from several threads at once: they share the pool, which is never ended or resized
-under a call mapping on it.
+under a call mapping on it. Workers ignore a Ctrl-C between chunks (a terminal's goes to
+the whole process group, and ended them idle) and stop at one within a chunk.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
+import signal
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -68,11 +70,26 @@ def _score(chunk: _Chunk) -> DutchBookResult:
     return dutch_books(incidence, probs, norm)
 
 
+def _worker_start() -> None:
+    """A worker ignores Ctrl-C between chunks: a terminal's Ctrl-C goes to the whole process
+    group, and it ended idle workers, so the parent's next pooled call failed
+    (BrokenProcessPool). The parent decides what a Ctrl-C does."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _score_in_worker(chunk: _Chunk, table: vertex_table.VertexTable | None) -> DutchBookResult:
-    """`_score` in a worker, with the parent's vertex table installed first if it sent one."""
-    if table is not None:
-        vertex_table.install({vertex_table.key_of(table.incidence, table.norm): table})
-    return _score(chunk)
+    """`_score` in a worker, with the parent's vertex table installed first if it sent one.
+
+    Within a chunk a Ctrl-C stops it at once, as it would in the parent: the worker lives
+    (its KeyboardInterrupt is the chunk's result) and is idle when the parent, stopped by
+    the same Ctrl-C, next calls or exits."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        if table is not None:
+            vertex_table.install({vertex_table.key_of(table.incidence, table.norm): table})
+        return _score(chunk)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _work(chunks: Sequence[_Chunk]) -> int:
@@ -115,7 +132,9 @@ def _acquire(workers: int) -> ProcessPoolExecutor:
             _pool = None
         if _pool is None:
             _pool = ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+                max_workers=workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_start,
             )
             _pool_size = workers
         _users[_pool] = _users.get(_pool, 0) + 1
@@ -159,12 +178,24 @@ def pooled_calls() -> int:
 
 
 def _pooled(chunks: Sequence[_Chunk], workers: int) -> list[DutchBookResult]:
+    tables = _tables(chunks)
+    try:
+        return _mapped(chunks, tables, workers)
+    except BrokenProcessPool:
+        # A worker died, here or since the last call (killed, out of memory): the pool is
+        # retired, and the chunks, which have no side effects, run once more on new workers.
+        return _mapped(chunks, tables, workers)
+
+
+def _mapped(
+    chunks: Sequence[_Chunk], tables: list[vertex_table.VertexTable | None], workers: int
+) -> list[DutchBookResult]:
     pool = _acquire(min(workers, len(chunks)))
     broken = False
     try:
-        return list(pool.map(_score_in_worker, chunks, _tables(chunks)))
+        return list(pool.map(_score_in_worker, chunks, tables))
     except BrokenProcessPool:
-        broken = True  # a worker died (killed, out of memory): the next call starts afresh
+        broken = True
         raise
     finally:
         _release(pool, broken)

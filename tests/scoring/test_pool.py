@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -12,6 +15,7 @@ import numpy as np
 import pytest
 
 from scoring import dutch_books, pool
+from scoring.dutch_book import DutchBookResult
 from scoring.pool import CHUNK_SETS, Group, score_groups, shutdown
 
 
@@ -135,3 +139,81 @@ def test_shutdown_while_another_thread_maps_ends_the_pool_after_that_call(
     np.testing.assert_array_equal(out[0][0].profit, score_groups(two, workers=1)[0].profit)
     # ended by its last call: its workers are gone and nothing holds it
     assert not pool._users and in_use._shutdown_thread
+
+
+def _workers() -> set[int]:
+    assert pool._pool is not None
+    return set(pool._pool._processes)
+
+
+def _assert_same(one: DutchBookResult, other: DutchBookResult) -> None:
+    for field in ("profit", "stakes", "coherent"):
+        np.testing.assert_array_equal(getattr(one, field), getattr(other, field))
+
+
+def test_a_ctrl_c_while_the_pool_is_idle_leaves_its_workers_alive() -> None:
+    """A terminal's Ctrl-C reaches the workers too (one process group): idle, they ended,
+    and the next pooled call failed with BrokenProcessPool. Sent here to the workers only."""
+    two, _ = _two_and_three_chunks()
+    alone = score_groups(two, workers=1)[0]
+    try:
+        score_groups(two, workers=2)
+        workers = _workers()
+        for pid in workers:
+            os.kill(pid, signal.SIGINT)
+        time.sleep(0.3)  # time for a worker that did not ignore it to end
+        _assert_same(alone, score_groups(two, workers=2)[0])
+        assert _workers() == workers  # the same workers: none ended
+    finally:
+        shutdown()
+
+
+def test_a_pool_whose_worker_died_between_calls_is_replaced_and_the_call_runs() -> None:
+    two, _ = _two_and_three_chunks()
+    alone = score_groups(two, workers=1)[0]
+    try:
+        score_groups(two, workers=2)
+        workers = _workers()
+        os.kill(min(workers), signal.SIGKILL)  # as the kernel's out-of-memory killer would
+        time.sleep(0.3)
+        _assert_same(alone, score_groups(two, workers=2)[0])
+        assert not _workers() & workers
+    finally:
+        shutdown()
+
+
+def test_a_ctrl_c_during_a_pooled_call_stops_its_chunks_and_the_next_call_works(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kept as it was: in a chunk, a worker stops at a Ctrl-C (the caller gets the
+    KeyboardInterrupt at once, not after the call's work) and lives on for the next call."""
+    rng = np.random.default_rng(1)
+    matrix = (rng.uniform(size=(60, 64)) < 0.5).astype(np.uint8)
+    probs = rng.uniform(size=(64 * 120, 60))
+    groups: list[Group] = [(matrix, probs, "l1")]
+    small: list[Group] = [(matrix, probs[:128], "l1")]
+    monkeypatch.setattr(pool, "CHUNK_SETS", 64)  # 120 LP chunks of about 0.1 s each
+    alone = score_groups(small, workers=1)[0]
+    done = threading.Event()
+
+    def interrupt_workers() -> None:
+        time.sleep(0.5)
+        while not done.wait(0.05):  # until the call ends: a worker between chunks ignores it
+            for pid in _workers():
+                os.kill(pid, signal.SIGINT)
+
+    try:
+        score_groups(small, workers=2)  # the workers started
+        thread = threading.Thread(target=interrupt_workers)
+        thread.start()
+        start = time.monotonic()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                score_groups(groups, workers=2)
+        finally:
+            done.set()
+            thread.join()
+        assert time.monotonic() - start < 3.0  # the whole call takes about 6 s of CPU
+        _assert_same(alone, score_groups(small, workers=2)[0])
+    finally:
+        shutdown()
