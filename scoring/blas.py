@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 _lock = threading.Lock()
+_hold = threading.Lock()
 _controller: Any = None
 
 
@@ -30,8 +31,29 @@ def _get() -> Any:
         return _controller
 
 
+#: Bodies inside `one_thread` now, and the limit they share. The limit is process-wide:
+#: with a limit of their own, two threads' bodies that overlapped restored out of order (the
+#: first to leave put back the threads, the last put back its own "1", which stayed for
+#: the rest of the process).
+_holders = 0
+_limit: Any = None
+
+
 @contextmanager
 def one_thread() -> Iterator[None]:
-    """Run the body with BLAS limited to one thread (process-wide, restored after)."""
-    with _get().limit(limits=1, user_api="blas"):
+    """Run the body with BLAS limited to one thread (process-wide, restored after the last
+    body that any thread runs in it ends)."""
+    global _holders, _limit
+    controller = _get()
+    with _hold:
+        if _holders == 0:
+            _limit = controller.limit(limits=1, user_api="blas")
+        _holders += 1
+    try:
         yield
+    finally:
+        with _hold:
+            _holders -= 1
+            if _holders == 0:
+                _limit.restore_original_limits()
+                _limit = None
