@@ -58,7 +58,8 @@ def _chunks(groups: Sequence[Group]) -> tuple[list[_Chunk], list[int]]:
     for incidence, probs, norm in groups:
         matrix = as_incidence(incidence)
         sets, _ = as_probs(probs, matrix.shape[0])
-        size = int(np.clip(CHUNK_WORK // matrix.size, 16, CHUNK_SETS))
+        # A matrix of no events has no entries (its sets' profits are NaN, as dutch_books says).
+        size = int(np.clip(CHUNK_WORK // max(matrix.size, 1), 16, CHUNK_SETS))
         starts = range(0, max(len(sets), 1), size)
         chunks.extend((matrix, sets[s : s + size], norm) for s in starts)
         counts.append(len(starts))
@@ -101,7 +102,9 @@ def _tables(chunks: Sequence[_Chunk]) -> list[vertex_table.VertexTable | None]:
     tables: list[vertex_table.VertexTable | None] = []
     for incidence, probs, norm in chunks:
         table = None
-        if uses_table(incidence.shape, norm, int((~np.isnan(probs).any(axis=1)).sum())):
+        complete = int((~np.isnan(probs).any(axis=1)).sum())
+        # No sets or no events: dutch_books answers without solving (a table of no rows).
+        if probs.size and uses_table(incidence.shape, norm, complete):
             table = vertex_table.table_for(incidence, norm)
         tables.append(table)
     return tables

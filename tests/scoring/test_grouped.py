@@ -49,3 +49,10 @@ def test_masked_entries_of_a_job_are_unanswered_as_dutch_books_reads_them() -> N
     probs = np.ma.masked_array([[0.6, 0.6]], mask=[[False, True]])
     (result,) = solve_grouped([SetJob(NEGATION, probs)], workers=1)
     assert result.profit[0] == dutch_books(NEGATION, probs).profit[0] == 0.0
+
+
+def test_a_job_over_no_events_gets_what_dutch_books_gives() -> None:
+    probs = np.zeros((2, 0))
+    (result,) = solve_grouped([SetJob(np.zeros((0, 4), dtype=np.uint8), probs)], workers=1)
+    assert result.profit.shape == (2,) and np.isnan(result.profit).all()
+    assert result.stakes.shape == result.coherent.shape == (2, 0)

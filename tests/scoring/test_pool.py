@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -151,6 +152,19 @@ def _assert_same(one: DutchBookResult, other: DutchBookResult) -> None:
         np.testing.assert_array_equal(getattr(one, field), getattr(other, field))
 
 
+def _wait_until_started(pids: set[int]) -> None:
+    """Until each worker ignores SIGINT (Linux: /proc), 10 s at most: one worker may have
+    scored both chunks while the other still imports, before its initializer ran."""
+    deadline = time.monotonic() + 10.0
+    for pid in pids:
+        status = Path(f"/proc/{pid}/status")
+        while status.exists() and time.monotonic() < deadline:
+            ignored = next(line for line in status.read_text().splitlines() if "SigIgn" in line)
+            if int(ignored.split()[1], 16) & (1 << (signal.SIGINT - 1)):
+                break
+            time.sleep(0.02)
+
+
 def test_a_ctrl_c_while_the_pool_is_idle_leaves_its_workers_alive() -> None:
     """A terminal's Ctrl-C reaches the workers too (one process group): idle, they ended,
     and the next pooled call failed with BrokenProcessPool. Sent here to the workers only."""
@@ -159,6 +173,7 @@ def test_a_ctrl_c_while_the_pool_is_idle_leaves_its_workers_alive() -> None:
     try:
         score_groups(two, workers=2)
         workers = _workers()
+        _wait_until_started(workers)
         for pid in workers:
             os.kill(pid, signal.SIGINT)
         time.sleep(0.3)  # time for a worker that did not ignore it to end
@@ -217,3 +232,20 @@ def test_a_ctrl_c_during_a_pooled_call_stops_its_chunks_and_the_next_call_works(
         _assert_same(alone, score_groups(small, workers=2)[0])
     finally:
         shutdown()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_group_over_no_events_gets_what_dutch_books_gives(workers: int) -> None:
+    """An incidence of 0 events (as `dutch_books` takes it: profits NaN) failed with
+    ZeroDivisionError where the group was cut into chunks by its matrix's size."""
+    none = np.zeros((0, 4))
+    groups: list[Group] = [(none, np.zeros((2, 0)), "inf"), (none, np.zeros((3, 0)), "l1")]
+    try:
+        got = score_groups(groups, workers=workers)
+    finally:
+        shutdown()
+    for (incidence, probs, norm), result in zip(groups, got, strict=True):
+        direct = dutch_books(incidence, probs, norm)
+        assert result.norm == norm
+        for field in ("profit", "stakes", "coherent"):
+            np.testing.assert_array_equal(getattr(result, field), getattr(direct, field))
