@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scoring.dutch_book import DutchBookResult
-from scoring.inputs import FloatArray, as_incidence, as_real
+from scoring.inputs import FloatArray, as_incidence, as_real, in_unit_range
 from scoring.pool import score_groups
 
 
@@ -69,7 +69,8 @@ def _checked(jobs: Sequence[SetJob]) -> list[tuple[bytes, FloatArray, npt.NDArra
     Grouping by the matrix cast to uint8 alone let an invalid one (a NaN entry, a 256) join
     the group of the valid matrix it cast to and be scored as that one, unchecked. Each
     distinct matrix is checked once (a campaign's thousands of jobs share a few); the
-    probabilities' shape is checked here, their values by `dutch_books` for the group.
+    probabilities' shape and values are checked here (values outside [0, 1] were refused by
+    the group's `dutch_books` call, naming no job).
     """
     matrices: dict[tuple[str, tuple[int, ...], bytes], tuple[bytes, FloatArray]] = {}
     out = []
@@ -87,6 +88,7 @@ def _checked(jobs: Sequence[SetJob]) -> list[tuple[bytes, FloatArray, npt.NDArra
                     f"probs of shape {np.shape(job.probs)} do not fit an incidence of "
                     f"{matrix.shape[0]} events"
                 )
+            probs = in_unit_range(probs)  # here, not in the group's call: the error names the job
         except ValueError as error:
             raise ValueError(f"set job {index}: {error}") from error
         out.append((key, matrix, probs))

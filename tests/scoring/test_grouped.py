@@ -56,3 +56,9 @@ def test_a_job_over_no_events_gets_what_dutch_books_gives() -> None:
     (result,) = solve_grouped([SetJob(np.zeros((0, 4), dtype=np.uint8), probs)], workers=1)
     assert result.profit.shape == (2,) and np.isnan(result.profit).all()
     assert result.stakes.shape == result.coherent.shape == (2, 0)
+
+
+def test_probabilities_out_of_range_name_the_job() -> None:
+    jobs = [SetJob(NEGATION, np.array([[0.5, 0.5]])), SetJob(NEGATION, np.array([[1.5, 0.2]]))]
+    with pytest.raises(ValueError, match=r"^set job 1: probs must lie in \[0, 1\]"):
+        solve_grouped(jobs, workers=1)
