@@ -7,15 +7,18 @@ them, so repair never raises the Brier score, whatever happens. HiGHS solves the
 one model per pattern of answered events (over the rows answered, atoms alike on them
 merged) is reused across the sets of that pattern, changing only the linear costs.
 
-The result is recomputed as M pi from the clipped, renormalised mixture (so it is
-exactly coherent) and checked against the projection's optimality condition
-(p - q).(M_j - q) <= 0 for every atom j. Where HiGHS falls short of it (it rounds an atom
-weight below about 5e-7 to zero), Wolfe's minimum-norm-point algorithm finishes the
-projection from HiGHS's mixture (`_polish`); the check is then made again, and failing it
-(or when HiGHS gives no answer within its iteration cap) Wolfe's algorithm starts from the
-atom nearest to the forecast. Atoms alike on a set's answered events are merged first (one
-point of the hull; repeated columns stalled HiGHS). A repair that moves no probability by
-more than 1e-12 returns the stated forecast itself (`ROUNDING_MOVE`).
+Wolfe's minimum-norm-point algorithm finishes every projection from HiGHS's mixture
+(`_polish`): it takes the mixture to its support's nearest point, then adds atoms while one
+lies at an acute angle, (p - q).(M_j - q) > 0, to a tolerance relative to the move |q - p|
+(the condition's left side shrinks with the move: an absolute one passed any coherent point
+near a forecast 1e-9 from the set). HiGHS rounds an atom weight below about 5e-7 to zero,
+and its regularisation leaves its answer up to 1e-12 off the projection. The result is
+recomputed as M pi from the renormalised mixture (so it is exactly coherent) and checked
+against that condition again; failing it (or when HiGHS gives no answer within its
+iteration cap) Wolfe's algorithm starts from the atom nearest to the forecast. Atoms alike
+on a set's answered events are merged first (one point of the hull; repeated columns
+stalled HiGHS). A repair that moves no probability by more than 1e-12 returns the stated
+forecast itself (`ROUNDING_MOVE`); every result is in [0, 1].
 """
 
 from __future__ import annotations
@@ -29,8 +32,18 @@ import numpy.typing as npt
 from scoring.highs import new_highs
 from scoring.inputs import FloatArray, as_incidence, as_probs
 
-#: Largest violation of the optimality condition accepted from the QP solver.
+#: Largest violation of the optimality condition accepted, per unit of the move |q - p|: how
+#: far an atom may lie on the stated forecast's side of the plane through q normal to p - q.
+#: Relative, since the condition's left side shrinks with the move: an absolute 1e-9 passed
+#: any coherent point within about 1e-9 of a forecast that near the set (exclusive events,
+#: stated (1, 1e-9, 0, 0, 0), came back (1, 0, 0, 0, 0), not (1 - 5e-10, 5e-10, 0, 0, 0), its
+#: Brier score up 4e-10, and repairing a repaired forecast moved it again).
 OPTIMALITY_TOLERANCE = 1e-9
+#: The violation accepted whatever the move, per answered event: its floating-point rounding
+#: (about 3e-15 over 14 events at the exact projection of a forecast 1e-8 from the set, where
+#: the move is not much above the rounding of M pi). A point this far from optimal is within
+#: about this distance of the projection.
+OPTIMALITY_FLOOR = 1e-14
 #: A repair that moves no probability by more than this is the rounding of a coherent
 #: forecast's own mixture (it made the Brier change of coherent sets +3e-14, where the
 #: README says repair never raises it): the stated forecast is returned as it is.
@@ -119,6 +132,12 @@ def _violation(points: FloatArray, x: FloatArray) -> float:
     return float(x @ x - (points.T @ x).min())
 
 
+def _accepted(x: FloatArray) -> float:
+    """The condition's violation accepted at `x`: `OPTIMALITY_TOLERANCE` per unit of the move,
+    over the rounding floor (`OPTIMALITY_FLOOR` for each of its events)."""
+    return OPTIMALITY_TOLERANCE * float(np.sqrt(x @ x)) + OPTIMALITY_FLOOR * x.size
+
+
 def _polish(points: FloatArray, weights: FloatArray, max_steps: int) -> FloatArray:
     """Wolfe's minimum-norm-point algorithm over the columns of `points`, from `weights`.
 
@@ -127,36 +146,61 @@ def _polish(points: FloatArray, weights: FloatArray, max_steps: int) -> FloatArr
     optimality check. This finishes the job exactly: add the atom that most violates the
     condition, take the affine hull's minimum-norm point of the support, and while that
     point has a weight <= 0, step back to the hull's edge and drop the atom (Wolfe 1976).
+    The start is first taken to its own support's nearest point, which the condition cannot
+    tell from HiGHS's: its regularisation left the answer 1e-12 along an edge the stated
+    forecast is square to (the condition's left side then 1e-24), and 1e-13 off within its
+    support, too far for a forecast 1e-8 from the set.
     """
     weights = weights.copy()
     support = weights > 0
+    _nearest_on_support(points, weights, support)
     for _ in range(max_steps):
         x = points @ weights
         j = int(np.argmin(points.T @ x))
-        if x @ x - points[:, j] @ x <= OPTIMALITY_TOLERANCE / 2 or support[j]:
+        if x @ x - points[:, j] @ x <= _accepted(x) / 2 or support[j]:
             break  # optimal (or no atom left to add: the caller's check says which)
         support[j] = True
-        while True:  # minor cycle: the affine hull's nearest point, kept inside the simplex
-            chosen = np.flatnonzero(support)
-            sub = points[:, chosen]
-            k = chosen.size
-            kkt = np.zeros((k + 1, k + 1))
-            kkt[:k, :k] = sub.T @ sub
-            kkt[:k, k] = kkt[k, :k] = 1.0
-            rhs = np.zeros(k + 1)
-            rhs[k] = 1.0
-            affine = np.linalg.lstsq(kkt, rhs, rcond=None)[0][:k]
-            if (affine > 0).all():
-                weights[:] = 0.0
-                weights[chosen] = affine
-                break
-            current = weights[chosen]
-            falling = affine <= 0
-            step = float(np.min(current[falling] / (current[falling] - affine[falling])))
-            weights[chosen] = current + step * (affine - current)
-            weights[weights < 0] = 0.0
-            support &= weights > 0
+        _nearest_on_support(points, weights, support)
     return np.asarray(weights / weights.sum(), dtype=np.float64)  # a mixture, exactly
+
+
+def _nearest_on_support(
+    points: FloatArray, weights: FloatArray, support: npt.NDArray[np.bool_]
+) -> None:
+    """Wolfe's minor cycle, in place: `weights` to the nearest point to the origin of the
+    affine hull of the `support` columns, stepping back to the simplex's edge and dropping
+    the atom there while that point has a weight <= 0."""
+    while True:
+        chosen = np.flatnonzero(support)
+        current = weights[chosen]
+        affine = _affine_nearest(points[:, chosen], int(np.argmax(current)))
+        if (affine > 0).all():
+            weights[:] = 0.0
+            weights[chosen] = affine
+            return
+        falling = affine <= 0
+        # An atom at weight 0 with an affine weight of 0 (the one just added, its weight
+        # rounded to 0) is dropped where it is: 0/0 made every weight NaN.
+        room = current[falling] - affine[falling]
+        share = np.divide(current[falling], room, out=np.zeros(room.size), where=room > 0)
+        step = float(np.min(share))
+        weights[chosen] = current + step * (affine - current)
+        weights[weights < 0] = 0.0
+        support &= weights > 0
+
+
+def _affine_nearest(sub: FloatArray, base: int) -> FloatArray:
+    """The weights (summing to 1, of any sign) of the point of the affine hull of `sub`'s
+    columns nearest to the origin: min |s_b + D l| over l, D the other columns less s_b (the
+    `base` column, one of large weight: its own is 1 - sum l), by least squares on D itself.
+    The normal equations' Gram matrix rounded the point 1e-14 off the projection, too far
+    for a forecast 1e-8 from the set."""
+    others = np.arange(sub.shape[1]) != base
+    rest = np.linalg.lstsq(sub[:, others] - sub[:, [base]], -sub[:, base], rcond=None)[0]
+    affine = np.empty(sub.shape[1])
+    affine[others] = rest
+    affine[base] = 1.0 - rest.sum()
+    return affine
 
 
 def repair(incidence: npt.ArrayLike, probs: npt.ArrayLike) -> FloatArray:
@@ -188,7 +232,7 @@ def repair(incidence: npt.ArrayLike, probs: npt.ArrayLike) -> FloatArray:
 
 def _project(atoms: FloatArray, p: FloatArray, weights: FloatArray | None, k: int) -> FloatArray:
     """The projection of `p` from HiGHS's mixture `weights`, finished by Wolfe's algorithm
-    (`_polish`) if it falls short; failing that (HiGHS gave none, or its mixture led Wolfe's
+    (`_polish`); failing that (HiGHS gave none, or its mixture led Wolfe's
     steps astray on a degenerate hull: a referee's set with probabilities 1e-7 from 0 and 1),
     Wolfe's algorithm from the atom nearest to `p`. Checked by the optimality condition: no
     atom lies at an acute angle."""
@@ -199,12 +243,12 @@ def _project(atoms: FloatArray, p: FloatArray, weights: FloatArray | None, k: in
     for start in (weights, nearest):
         if start is None:
             continue
-        violation = _violation(points, points @ start)
-        if violation > OPTIMALITY_TOLERANCE:
-            start = _polish(points, start, max_steps=4 * atoms.shape[1] + 100)
-            violation = _violation(points, points @ start)
-        if violation <= OPTIMALITY_TOLERANCE:
-            repaired = np.asarray(atoms @ start, dtype=np.float64)
+        start = _polish(points, start, max_steps=4 * atoms.shape[1] + 100)
+        x = points @ start
+        violation = _violation(points, x)
+        if violation <= _accepted(x):
+            # In [0, 1] as stated forecasts are: M pi rounded to 1 + 2e-16 (read back as 1).
+            repaired = np.clip(atoms @ start, 0.0, 1.0)
             if np.abs(repaired - p).max() <= ROUNDING_MOVE:
                 return p.copy()  # coherent already: the mixture's rounding is no repair
             return repaired

@@ -315,7 +315,8 @@ def test_dutchbook_score_counts_one_model_and_one_arm_in_the_singular(tmp_path: 
 def test_a_brier_rise_within_the_projections_rounding_is_written_as_none() -> None:
     """A stated (0.3, 0.70000001) moved 5e-9 by its repair, and its Brier rose 1.2e-13 (the
     true gain about -1e-17): the change, never positive by the projection's geometry, read
-    +1.2e-13. A rise within `BRIER_ROUNDING` is 0; a larger one would be a fault, left seen."""
+    +1.2e-13. The repair is now the projection to its rounding (the rise is gone); a rise
+    within `BRIER_ROUNDING` is still written as 0, a larger one would be a fault, left seen."""
     from runs.repair_step import BRIER_ROUNDING, _never_above_zero
     from scoring import repair
 
@@ -323,6 +324,6 @@ def test_a_brier_rise_within_the_projections_rounding_is_written_as_none() -> No
     stated = np.array([0.3, 0.7 + 1e-8])
     fixed = repair(worlds, stated[None, :])[0]
     raw = float(brier(fixed, worlds[:, 1]) - brier(stated, worlds[:, 1]))
-    assert 0 < raw <= BRIER_ROUNDING  # what the projection's rounding gives here
-    assert _never_above_zero(raw) == 0.0
+    assert raw <= 1e-15  # the projection's own float rounding at most
+    assert BRIER_ROUNDING >= 1.2e-13 and _never_above_zero(1.2e-13) == 0.0
     assert _never_above_zero(-0.01) == -0.01 and _never_above_zero(1e-9) == 1e-9

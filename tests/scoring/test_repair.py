@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy import optimize
 
 from scoring import brier, repair
+from scoring.repair import ROUNDING_MOVE
 
 Coherence = Callable[[np.ndarray, np.ndarray], bool]
 
@@ -162,3 +165,110 @@ def test_a_coherent_forecast_is_returned_as_it_is() -> None:
     weights = np.random.default_rng(2).dirichlet(np.ones(4), size=50)
     coherent = weights @ incidence.T
     np.testing.assert_array_equal(repair(incidence, coherent), coherent)
+
+
+def _exact_projection(incidence: np.ndarray, p: np.ndarray) -> list[Fraction]:
+    """The projection of `p` onto conv{incidence's columns}, in exact rational arithmetic:
+    the nearest point of each support's affine hull (its KKT system solved by Gaussian
+    elimination), kept where its weights are >= 0 and no atom lies at an acute angle."""
+    atoms = [[Fraction(int(v)) for v in col] for col in np.unique(incidence, axis=1).T]
+    stated = [Fraction(float(v)) for v in p]
+    for size in range(1, len(atoms) + 1):
+        for support in itertools.combinations(atoms, size):
+            # [G 1; 1' 0] [w; mu] = [A'p; 1], G the support's Gram matrix
+            rows = [[_dot(u, v) for v in support] + [Fraction(1), _dot(u, stated)] for u in support]
+            rows.append([Fraction(1)] * size + [Fraction(0), Fraction(1)])
+            solved = _solve(rows)
+            if solved is None or min(solved[:size]) < 0:
+                continue
+            point = [_dot(solved[:size], [a[i] for a in support]) for i in range(len(stated))]
+            residual = [s - q for s, q in zip(stated, point, strict=True)]
+            toward = ([a - q for a, q in zip(atom, point, strict=True)] for atom in atoms)
+            if all(_dot(residual, t) <= 0 for t in toward):
+                return point
+    raise AssertionError("no support is optimal")
+
+
+def _dot(u: list[Fraction], v: list[Fraction]) -> Fraction:
+    return sum((a * b for a, b in zip(u, v, strict=True)), Fraction(0))
+
+
+def _solve(rows: list[list[Fraction]]) -> list[Fraction] | None:
+    """Gauss-Jordan elimination on an augmented matrix; None when it is singular."""
+    size = len(rows)
+    for col in range(size):
+        pivot = next((r for r in range(col, size) if rows[r][col] != 0), None)
+        if pivot is None:
+            return None
+        rows[col], rows[pivot] = rows[pivot], rows[col]
+        for r in range(size):
+            if r != col and rows[r][col] != 0:
+                factor = rows[r][col] / rows[col][col]
+                rows[r] = [a - factor * b for a, b in zip(rows[r], rows[col], strict=True)]
+    return [rows[r][size] / rows[r][r] for r in range(size)]
+
+
+@st.composite
+def near_the_coherent_set(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """A small incidence (exclusive events: the simplex, or any) and a forecast 1e-10 to 1e-7
+    from a coherent one on a face of the set (a few atoms weighted)."""
+    n = draw(st.integers(2, 4))
+    if draw(st.booleans()):
+        incidence = np.eye(n, dtype=np.uint8)
+    else:
+        m = draw(st.integers(2, 5))
+        incidence = draw(hnp.arrays(np.uint8, (n, m), elements=st.integers(0, 1)))
+    weights = draw(hnp.arrays(np.float64, incidence.shape[1], elements=st.sampled_from(
+        [0.0, 0.0, 1e-9, 0.1, 0.3, 1.0])))  # fmt: skip
+    assume(weights.sum() > 0)
+    coherent = incidence @ (weights / weights.sum())
+    scale = 10.0 ** draw(st.floats(-10, -7))
+    noise = draw(hnp.arrays(np.float64, n, elements=st.floats(-1, 1)))
+    return incidence, np.clip(coherent + scale * noise, 0.0, 1.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=near_the_coherent_set())
+def test_a_forecast_near_the_coherent_set_is_projected_exactly(
+    case: tuple[np.ndarray, np.ndarray],
+) -> None:
+    """The optimality check's tolerance was absolute (1e-9), and its left side shrinks with
+    the move: a forecast 1e-9 from the set passed with any coherent point near it (1e-9 off
+    the projection, its Brier score up, repairing it again moved it)."""
+    incidence, stated = case
+    repaired = repair(incidence, stated)
+    exact = np.array([float(v) for v in _exact_projection(incidence, stated)])
+    moved = float(np.abs(exact - stated).max())
+    # A forecast within the rounding of its projection comes back as it is (either answer
+    # where the move is `ROUNDING_MOVE` to its own rounding: (1, 2e-12) over two atoms).
+    if np.array_equal(repaired, stated):
+        assert moved <= ROUNDING_MOVE + 1e-15
+    else:
+        assert moved >= ROUNDING_MOVE - 1e-15
+        np.testing.assert_allclose(repaired, exact, rtol=0, atol=2e-15)
+    for atom in np.unique(incidence, axis=1).T:
+        assert brier(repaired, atom) <= brier(stated, atom) + 1e-15
+    np.testing.assert_array_equal(repair(incidence, repaired), repaired)
+
+
+@pytest.mark.parametrize(
+    ("stated", "projection"),
+    [
+        ([1.0, 1e-9, 0.0, 0.0, 0.0], [1.0 - 5e-10, 5e-10, 0.0, 0.0, 0.0]),
+        ([1.0, 1e-9, 1e-9, 1e-9, 1e-9], [1.0 - 8e-10, 2e-10, 2e-10, 2e-10, 2e-10]),
+    ],
+)
+def test_exclusive_events_1e_9_from_coherent_are_projected_onto_the_simplex(
+    stated: list[float], projection: list[float]
+) -> None:
+    """Five exclusive and exhaustive events: the projection onto the simplex takes the excess
+    (1e-9, 4e-9) off the positive probabilities equally. (1, 1e-9, 0, 0, 0) came back as
+    (1, 0, 0, 0, 0), its Brier score up 4e-10 were the second event to happen, and
+    (1, 1e-9, 1e-9, 1e-9, 1e-9) as (1 - 5e-10, 5e-10, 0, 0, 0), moved again when repaired."""
+    incidence = np.eye(5)
+    repaired = repair(incidence, np.array([stated, stated]))
+    np.testing.assert_allclose(repaired[0], projection, rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(repaired[0], repaired[1])
+    for outcome in incidence:
+        assert brier(repaired[0], outcome) <= brier(np.array(stated), outcome) + 1e-16
+    np.testing.assert_array_equal(repair(incidence, repaired[0]), repaired[0])
