@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -79,7 +80,16 @@ def _gated(gate: threading.Event, entered: threading.Event) -> type[ProcessPoolE
     return Gated
 
 
-def _run_held(groups: list[Group], out: list[object]) -> threading.Thread:
+@contextlib.contextmanager
+def _call_held(
+    monkeypatch: pytest.MonkeyPatch, groups: list[Group], out: list[object]
+) -> Iterator[threading.Event]:
+    """A `score_groups(groups, workers=4)` call in a thread named "held", into `out`, held
+    once it holds the pool until the yielded gate is set (set at the end, the pool then shut
+    down, whatever the body did)."""
+    gate, entered = threading.Event(), threading.Event()
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", _gated(gate, entered))
+
     def run() -> None:
         try:
             out.append(score_groups(groups, workers=4))
@@ -87,8 +97,15 @@ def _run_held(groups: list[Group], out: list[object]) -> threading.Thread:
             out.append(error)
 
     thread = threading.Thread(target=run, name="held")
-    thread.start()
-    return thread
+    try:
+        thread.start()
+        assert entered.wait(60)
+        yield gate
+        gate.set()
+        thread.join(60)
+    finally:
+        gate.set()
+        shutdown()
 
 
 def test_calls_from_threads_share_the_pool_whatever_size_each_asks(
@@ -99,18 +116,9 @@ def test_calls_from_threads_share_the_pool_whatever_size_each_asks(
     shutdown"); both give one process's bits."""
     two, three = _two_and_three_chunks()
     alone = [score_groups(g, workers=1)[0] for g in (two, three)]
-    gate, entered = threading.Event(), threading.Event()
-    monkeypatch.setattr(pool, "ProcessPoolExecutor", _gated(gate, entered))
     out: list[object] = []
-    try:
-        held = _run_held(two, out)
-        assert entered.wait(60)
+    with _call_held(monkeypatch, two, out):
         other = score_groups(three, workers=4)[0]  # while "held" holds a pool of 2
-        gate.set()
-        held.join(60)
-    finally:
-        gate.set()
-        shutdown()
     assert len(out) == 1 and isinstance(out[0], list), out
     for one, many in ((alone[0], out[0][0]), (alone[1], other)):
         for field in ("profit", "stakes", "coherent"):
@@ -121,21 +129,12 @@ def test_shutdown_while_another_thread_maps_ends_the_pool_after_that_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     two, _ = _two_and_three_chunks()
-    gate, entered = threading.Event(), threading.Event()
-    monkeypatch.setattr(pool, "ProcessPoolExecutor", _gated(gate, entered))
     out: list[object] = []
-    try:
-        held = _run_held(two, out)
-        assert entered.wait(60)
+    with _call_held(monkeypatch, two, out):
         in_use = pool._pool
         assert in_use is not None
         shutdown()  # as the scoring step ends idle workers between its chunks
         assert pool._pool is None
-        gate.set()
-        held.join(60)
-    finally:
-        gate.set()
-        shutdown()
     assert len(out) == 1 and isinstance(out[0], list), out
     np.testing.assert_array_equal(out[0][0].profit, score_groups(two, workers=1)[0].profit)
     # ended by its last call: its workers are gone and nothing holds it
