@@ -645,18 +645,12 @@ class _Run:
             planned=summary.planned,
             parser=parser,
         )
-        # Under a spend cap, the batch jobs earlier runs created hold their worst case before
-        # any lane reserves: they run and bill whatever this run decides. A lane whose reading
-        # failed tries again when it runs, and crashes alone, as it did before.
-        await asyncio.gather(
-            *(ln.hold_created() for ln in lanes if isinstance(ln, BatchLane)),
-            return_exceptions=True,
-        )
+        stats = [lane.stats for lane in lanes]
+        if self.sink is not None:  # before the holds' reading: a paper-scale folder's takes seconds
+            self.sink.start(stats)
+        await self._hold_created(lanes)
         done = asyncio.Event()
         compactor = _Compactor(self.ledger, lanes, *self.compact_every, self.log)
-        stats = [lane.stats for lane in lanes]
-        if self.sink is not None:
-            self.sink.start(stats)
         helpers = [
             asyncio.create_task(compactor.run(done)),
             asyncio.create_task(_refresh(self.sink, self.run_dir, stats, done)),
@@ -690,6 +684,20 @@ class _Run:
                 self.log.error("lane_crashed", model=lane.config.name, error=repr(outcome),
                                echo=self.run_dir.is_dir())  # fmt: skip
         return compactor.count
+
+    async def _hold_created(self, lanes: list[AnyLane]) -> None:
+        """Under a spend cap, the batch jobs earlier runs created hold their worst case before
+        any lane reserves: they run and bill whatever this run decides. A lane whose reading
+        failed tries again when it runs, and crashes alone, as it did before."""
+        try:
+            await asyncio.gather(
+                *(ln.hold_created() for ln in lanes if isinstance(ln, BatchLane)),
+                return_exceptions=True,
+            )
+        except BaseException:  # cancelled (a second Ctrl-C): the display ends as `drive`'s does
+            if self.sink is not None:
+                self.sink.stop()
+            raise
 
     def _held(self, lanes: list[AnyLane]) -> dict[str, frozenset[str]]:
         """Per model, the requests a batch job not yet collected holds: never asked by the

@@ -74,12 +74,12 @@ def worst_case_cost(
 
 
 def worst_case_cost_of(
-    prices: Prices, config: ModelConfig, prompt_chars: int, max_tokens: int | None = None
+    prices: Prices, config: ModelConfig, chars: int, max_tokens: int | None = None
 ) -> float:
-    """`worst_case_cost` of a prompt known by its length alone: `prompt_chars` characters,
+    """`worst_case_cost` of a prompt known by its length alone: `chars` characters,
     system and user together, as Python's `len` counts them (`prompt_chars()` reads them
     from a plan without the texts). The same dollars, to the last bit."""
-    tokens_in = prompt_chars // WORST_CHARS_PER_TOKEN + 32  # + chat framing
+    tokens_in = chars // WORST_CHARS_PER_TOKEN + 32  # + chat framing
     return prices.cost(tokens_in, max_tokens or config.max_tokens or DEFAULT_OUTPUT_CAP)
 
 

@@ -871,6 +871,43 @@ async def test_a_capped_resume_holds_created_jobs_before_any_lane_reserves(
     assert order[0] == "hold", order[:5]
 
 
+async def test_the_progress_display_is_up_while_created_jobs_are_read_for_their_holds(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: the holds' reading (`BatchLane.hold_created`, seconds for a paper-scale
+    folder's jobs) ran before the progress display started, the console saying nothing."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 40))
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=("poll", 1, "before"), polls_to_finish=1000)
+    await _run(plan, run_dir, fake)  # its one job created, then the run killed
+    fake.polls_to_finish = 2
+    order: list[str] = []
+    read = batch_lane.BatchLane._resumable
+
+    async def reading(self: batch_lane.BatchLane) -> Any:
+        order.append("read")
+        return await read(self)
+
+    class Sink:
+        def start(self, lanes: list[Any]) -> None:
+            order.append("start")
+
+        def refresh(self) -> None:
+            pass
+
+        def stop(self) -> None:
+            order.append("stop")
+
+    monkeypatch.setattr(batch_lane.BatchLane, "_resumable", reading)
+    config = _config(batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    summary = await dispatch(
+        plan, run_dir, {MODEL: config}, {}, batch_clients={MODEL: fake}, policy=POLICY,
+        batch_poll_s=0.001, log_console=None, budget_usd=100.0, progress=Sink(),
+    )  # fmt: skip
+    assert summary.lanes[MODEL].accepted == 40, summary.lines()
+    assert order == ["start", "read", "stop"]
+
+
 async def test_a_batch_lane_halted_at_its_start_frees_what_its_created_jobs_held(
     tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
