@@ -106,8 +106,8 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         "over passes), by family shape, for statements asked one at a time and a whole family "
         "asked in one query; control families (exact probabilities known) apart on the right. "
         "The number under each group is how many families it holds. A slot left empty is a "
-        "model with no scored family there: one under the coverage floor on an arm is not "
-        "scored on it (a zero is drawn as 0)."
+        "model with no scored family there: one under the coverage floor on a family arm is "
+        "scored on none (a zero is drawn as 0)."
     )
 
 
