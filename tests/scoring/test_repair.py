@@ -272,3 +272,32 @@ def test_exclusive_events_1e_9_from_coherent_are_projected_onto_the_simplex(
     for outcome in incidence:
         assert brier(repaired[0], outcome) <= brier(np.array(stated), outcome) + 1e-16
     np.testing.assert_array_equal(repair(incidence, repaired[0]), repaired[0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    weights=st.lists(st.floats(1e-12, 1.0), min_size=2, max_size=8),
+    tiny=st.integers(0, 7),
+    lift=st.floats(0.01, 0.5),
+)
+def test_a_forecast_far_from_the_set_keeps_its_projections_tiny_weights(
+    weights: list[float], tiny: int, lift: float
+) -> None:
+    """A review: stated (0.8 - w/2, 0.8 - w/2, 0.3 + w) over exclusive events, w = 1e-11,
+    came back (0.5, 0.5, 0): Wolfe's algorithm stopped adding atoms at a tolerance relative to
+    the move, so an atom whose weight in the projection was under about 1e-10 times the move
+    was left out. A point q of the simplex lifted along its normal by `lift` projects back to
+    q, however small its weights."""
+    q = np.array(weights)
+    q[: min(tiny, q.size - 1)] *= 1e-9  # some weights of the projection 1e-21..1e-9
+    q /= q.sum()
+    p = q + lift
+    assume(p.max() <= 1.0)
+    repaired = repair(np.eye(q.size), p)
+    assert np.abs(repaired - q).max() <= 1e-13, (p, repaired, q)  # about the rounding floor
+
+
+def test_the_reviewers_forecast_far_from_the_set_is_projected_exactly() -> None:
+    w = 1e-11
+    repaired = repair(np.eye(3), np.array([0.8 - w / 2, 0.8 - w / 2, 0.3 + w]))
+    np.testing.assert_allclose(repaired, [0.5 - w / 2, 0.5 - w / 2, w], rtol=0, atol=1e-15)
