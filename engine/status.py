@@ -35,7 +35,7 @@ from engine.lanefile import read_lane_states
 from engine.reparse import ok_means_accepted, parser_in_force, unfinished_line
 from engine.retry import DUPLICATE
 from engine.runlock import read_pid
-from engine.scan import JOURNAL, read_settled, repeated_rows, scan_ledger
+from engine.scan import JOURNAL, budget_spent, read_settled, repeated_rows, scan_ledger
 from engine.unresolved import with_unresolved
 from providers.types import RETRYABLE, Outcome
 
@@ -66,7 +66,9 @@ def _counts(frame: pl.DataFrame, key: str) -> dict[str, int]:
     return {str(k): int(v) for k, v in frame.select(key, "len").iter_rows()}
 
 
-def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any]:
+def status(
+    run_dir: Path | str, spec_parser: str | None = None, answer_budget: int | None = None
+) -> dict[str, Any]:
     """A JSON-ready summary of a run folder (see `dutchbook status --json`).
 
     Keys: `state`, `pid`, `planned`, `accepted`, `remaining`, `attempts`, `outcomes`,
@@ -87,9 +89,13 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     `lanes_updated_at`,
     `pending_failures` (requests with attempts but no accepted answer: total, by last
     outcome, how many are permanent, a few examples; of them, `failed` and
-    `failed_by_outcome`: all but replies a strict reparse rejected), `answers_missing`
-    (accepted answers lost from `responses/`, `engine.audit.classify`; `spec_parser`, the
-    run's own parser, tells them from replies a reparse rejected), `answers_unrecorded`
+    `failed_by_outcome`: all but replies a strict reparse rejected; additive,
+    `answer_budget_spent`: of `failed`, those whose answer-failure budget is spent, which a
+    resume asks only once the spec's `max_answer_failures` is raised, counted as the audit
+    counts them with `answer_budget`, the spec's in force, else from what the run said),
+    `answers_missing` (accepted answers lost from `responses/`, `engine.audit.classify`;
+    `spec_parser`, the run's own parser, tells them from replies a reparse rejected),
+    `answers_unrecorded`
     (answers whose accepted attempt is not in `attempts/`), `answers_repeated` and
     `attempts_repeated` (rows a shard
     copied or put back holds a second time, `engine.scan.repeated_rows`: counted once
@@ -108,10 +114,12 @@ def status(run_dir: Path | str, spec_parser: str | None = None) -> dict[str, Any
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
     # Read again when a reparse replaced the answers' shards while they were read.
-    return read_settled(run_dir, lambda: _read_status(run_dir, spec_parser))
+    return read_settled(run_dir, lambda: _read_status(run_dir, spec_parser, answer_budget))
 
 
-def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
+def _read_status(
+    run_dir: Path, spec_parser: str | None, answer_budget: int | None
+) -> dict[str, Any]:
     """`status`'s summary, read once. (Long only by the dict it builds, whose keys `status`
     lists.)"""
     # One narrow pass over each table; every count below works on these frames.
@@ -145,7 +153,7 @@ def _read_status(run_dir: Path, spec_parser: str | None) -> dict[str, Any]:
     planned_by_model = _planned_by_model(run_dir)
     outcomes, retries, per_model = _by_model(attempts, marked)
     pending, failures_by_model, failed_by_model = _pending_failures(
-        attempts, responses, lost.lazy(), rejected_ids.lazy()
+        attempts, responses, lost.lazy(), rejected_ids.lazy(), answer_budget
     )
     models = sorted(set(per_model) | set(accepted_by_model) | set(planned_by_model or {}))
     counts = {"planned": planned_by_model, "accepted": accepted_by_model,
@@ -283,13 +291,15 @@ def _activity(attempts: pl.LazyFrame) -> dict[str, Any]:
 
 def _pending_failures(
     attempts: pl.LazyFrame, responses: pl.LazyFrame, lost: pl.LazyFrame,
-    rejected_ids: pl.LazyFrame,
+    rejected_ids: pl.LazyFrame, answer_budget: int | None,
 ) -> tuple[dict[str, Any], dict[str, int], dict[str, int]]:
     """Requests tried but not accepted, by their last outcome (with a few examples, those
     that failed first), how many per model, and how many per model failed: all but those in
     `rejected_ids` (`request_id`: a reply the run accepted that a stricter reparse rejected,
     `classify`'s `rejected_on_reparse`); `lost` (`request_id`), those accepted whose answer
-    is missing."""
+    is missing. `answer_budget` (`engine.scan.budget_spent`) tells which failed requests have
+    their answer-failure budget spent: `permanent` counts only last outcomes no retry helps,
+    and said "(0 permanent)" of 56 requests that no resume would ask again."""
     answered = pl.concat([responses.select("request_id"), lost], how="vertical")
     last_attempts = (
         attempts.join(answered, on="request_id", how="anti")
@@ -299,6 +309,7 @@ def _pending_failures(
             pl.col("attempt").max().alias("attempts"),
             pl.col("outcome").sort_by("attempt").last(),
             pl.col("detail").sort_by("attempt").last(),
+            budget_spent(answer_budget).alias("_spent"),
         )
         .join(
             rejected_ids.select("request_id", pl.lit(True).alias("_rejected")),
@@ -324,8 +335,9 @@ def _pending_failures(
         "permanent": int(last_attempts.filter(~pl.col("outcome").is_in(_RETRYABLE)).height),
         "by_outcome": dict(sorted(by_outcome.items())),
         "examples": last_attempts.sort("_rejected", "request_id").head(_EXAMPLES)
-        .drop("_rejected").to_dicts(),
+        .drop("_rejected", "_spent").to_dicts(),
         "failed": failed.height,
+        "answer_budget_spent": int(failed["_spent"].sum()),
         "failed_by_outcome": dict(
             sorted(_counts(failed.group_by("outcome").len(), "outcome").items())
         ),

@@ -72,6 +72,12 @@ def spec_parser(run_dir: Path) -> str | None:
     return _parser_of(_frozen_spec(run_dir))
 
 
+def answer_budget(run_dir: Path) -> int | None:
+    """The answer-failure budget the frozen spec holds each request to (`_answer_budget_of`),
+    for `status`, which counts the requests given up with it spent as the audit does."""
+    return _answer_budget_of(_frozen_spec(run_dir))
+
+
 def _parser_of(raw: dict[str, Any] | None) -> str | None:
     parser = raw.get("parser", "strict") if raw is not None else None
     return parser if parser in ("strict", "lenient") else None

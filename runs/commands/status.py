@@ -152,9 +152,16 @@ def _say_failures(pending: dict[str, Any], console: Console) -> None:
     failed = pending["failed"]
     if not failed:
         return
+    # Said beside `permanent` (a last outcome no retry helps): "(0 permanent)" alone read as
+    # every request to be asked again, of 56 that no resume would ask (the audit said so).
+    spent = pending.get("answer_budget_spent", 0)
+    budget = (
+        f"; {spent:,} with the answer-failure budget spent, asked again only once the spec's "
+        "max_answer_failures is raised" if spent else ""
+    )  # fmt: skip
     console.print(
         f"{plural(failed, 'request')} failed and {'is' if failed == 1 else 'are'} not yet "
-        f"answered ({pending['permanent']:,} permanent): "
+        f"answered ({pending['permanent']:,} permanent{budget}): "
         + ", ".join(f"{k} {v:,}" for k, v in pending["failed_by_outcome"].items())
     )
     for example in pending["examples"]:
@@ -202,13 +209,13 @@ def status(
 ) -> None:
     """Show a run's progress: done/planned per model, retries by cause, failures, live or died."""
     require_run_folder(run_dir)
-    from runs.audit import spec_parser
+    from runs.audit import answer_budget, spec_parser
     from runs.plan_checksums import lost_plan
     from runs.rehearsal import REHEARSAL_NOTE, rehearsed
     from runs.scored_from import stale_repairs
 
     with user_errors(OSError, JournalError, folder=run_dir):
-        summary = run_status(run_dir, spec_parser(run_dir))
+        summary = run_status(run_dir, spec_parser(run_dir), answer_budget(run_dir))
         if repairs := stale_repairs(run_dir):
             summary["warnings"].append(repairs)
         if summary["state"] != "live" and (lost := lost_plan(run_dir)):

@@ -106,6 +106,14 @@ def test_an_answer_budget_spent_is_named_with_what_asks_again(tmp_path: Path) ->
     assert f"- {note}" in (out / "report" / "report.md").read_text(encoding="utf-8")
     as_json = CliRunner().invoke(app, ["audit", str(out), "--json"])
     assert '"answer_budget_spent": 28' in as_json.output
+    # So does `status`, which said "(0 permanent)" alone (a tester: read as all to be asked).
+    watched = CliRunner().invoke(app, ["status", str(out), "--json"])
+    assert json.loads(watched.output)["pending_failures"]["answer_budget_spent"] == 28
+    shown = CliRunner().invoke(app, ["status", str(out)]).output.replace("\n", " ")
+    assert (
+        "28 requests failed and are not yet answered (0 permanent; 28 with the answer-failure "
+        "budget spent, asked again only once the spec's max_answer_failures is raised)"
+    ) in " ".join(shown.split())
     # The advice holds: the lenient parser reads every kept fraction, without a call.
     reparsed = CliRunner().invoke(app, ["reparse", str(out), "--parser", "lenient", "--json"])
     assert reparsed.exit_code == 0, reparsed.output
