@@ -667,10 +667,15 @@ class BatchLane(LaneControl):
             self.stats.say(str(self.ledger.disk_full))
 
     def _unreserve(self, job: BatchJob) -> None:
-        """A job this run reserved for left the lane uncollected: free its room (a resume
-        counts what it cost when it collects it)."""
+        """A job this run reserved for left the lane uncollected (a resume counts what it cost
+        when it collects it): its room freed if it was never created, or abandoned; kept
+        taken if created (`SpendCap.commit`): it runs and bills whatever this lane does."""
         worst = self._reserved.pop(job.job_key, None)
-        if worst is not None and self.spend is not None and self.prices is not None:
+        if worst is None or self.spend is None or self.prices is None:
+            return
+        if job.job_id is not None and not job.collected and not job.abandoned:
+            self.spend.commit(worst)
+        else:
             self.spend.release(worst)
 
     def _restore_prompts(self, entries: list[_Entry]) -> None:

@@ -913,7 +913,10 @@ async def test_a_batch_lane_halted_at_its_start_frees_what_its_created_jobs_held
 ) -> None:
     """A capped resume whose batch lane halts as it starts (limits that allow no valid job)
     cancelled the task of the job an earlier run created before its first step, so its hold
-    was never freed: a live model beside it, which the hold left no room, waited for ever."""
+    was never freed: a live model beside it, which the hold left no room, waited for ever.
+    The job runs and bills at the provider all the same: its room stays taken (a tester's
+    live lane spent it once freed, and the job's bill passed the cap), and the live lane
+    ends at once, cancelled by the cap, saying why."""
     from engine.spend import Prices, worst_case_cost
 
     live_name = "live-beside"
@@ -935,8 +938,54 @@ async def test_a_batch_lane_halted_at_its_start_frees_what_its_created_jobs_held
         batch_clients={MODEL: fake}, policy=POLICY, batch_poll_s=0.001, log_console=None,
         budget_usd=held * 1.01,  # no room for a live attempt beside the job's worst case
     ), timeout=20)  # fmt: skip
-    assert capped.lanes[live_name].accepted == 10, capped.lines()
+    assert capped.lanes[live_name].accepted == 0, capped.lines()
+    assert capped.lanes[live_name].state.value == "cancelled", capped.lines()
+    assert "more held by batch jobs still at the provider" in capped.lanes[live_name].message
     assert capped.lanes[MODEL].state.value == "stopped", capped.lines()
+    assert capped.spend is not None and capped.spend.committed_usd == pytest.approx(held)
+
+
+async def test_a_batch_lane_halted_with_a_job_at_the_provider_keeps_its_room_taken(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tester: a capped resume's batch lane halted (its key refused at a poll) with a job an
+    earlier run created still running at the provider; the job's hold was freed, a live lane
+    beside it spent the room, and once the job was collected the ledger held $0.0170 against
+    the capped run's $0.0128. The room stays taken: spend, the job's included, within it."""
+    from engine.spend import Prices, recorded_spend, worst_case_cost
+    from providers.batch import BatchError
+    from providers.types import Failure, Outcome
+
+    live_name = "live-beside"
+    plan = kit.write_plan(
+        tmp_path / "plan.parquet", kit.plan_rows(MODEL, 40) + kit.plan_rows(live_name, 400)
+    )
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=("poll", 1, "before"), polls_to_finish=1000)
+    await _run(plan, run_dir, fake)  # its one job created, then the run killed
+    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    live, adapter = kit.sim_model(live_name, sim.root_url, price_in_per_mtok=1.0,
+                                  price_out_per_mtok=1.0)  # fmt: skip
+    models = {MODEL: config, live_name: live}
+    held = sum(worst_case_cost(Prices(1.0, 1.0), config, r["system"], r["user"])
+               for r in pl.read_parquet(plan).filter(pl.col("model") == MODEL).to_dicts())
+    budget = held * 1.5
+
+    async def refused(self: FakeBatch, fetch: Any, job_id: str) -> Any:
+        self.jobs[job_id].polls += 1  # the job runs on at the provider
+        raise BatchError(Failure(Outcome.AUTH_ERROR, "401 key expired", http_status=401))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(FakeBatch, "poll", refused)
+        capped = await asyncio.wait_for(dispatch(
+            plan, run_dir, models, {live_name: adapter}, batch_clients={MODEL: fake},
+            policy=POLICY, batch_poll_s=0.001, log_console=None, budget_usd=budget,
+        ), timeout=60)  # fmt: skip
+    assert capped.lanes[MODEL].state.value == "stopped", capped.lines()
+    fake.polls_to_finish = 1  # the key mended: the job, which ran, is collected
+    await _run(plan, run_dir, fake)
+    assert recorded_spend(run_dir, models) <= budget, capped.lines()
+    assert capped.spend is not None and capped.spend.committed_usd == pytest.approx(held)
 
 
 async def test_a_capped_resume_prices_created_jobs_from_their_prompts_lengths(
