@@ -216,9 +216,11 @@ class SpendCap:
             return said
         left = max(0.0, self.budget_usd - self.spent_usd - self.committed_usd)
         what, why = self.unfit_what
+        unfit, room = dollars(self.unfit_usd), dollars(left)
+        if unfit == room:  # "up to $0.0058 ..., more than the $0.0058 left" (a tester's)
+            unfit, room = dollars_apart(self.unfit_usd, left)
         return (
-            f"{said}; the next {what} could cost up to {dollars(self.unfit_usd)} ({why}), "
-            f"more than the {dollars(left)} left"
+            f"{said}; the next {what} could cost up to {unfit} ({why}), more than the {room} left"
         )
 
     def _reach(self) -> None:

@@ -233,6 +233,24 @@ def test_a_cap_reached_by_a_worst_case_says_why_and_what_lowers_it() -> None:
     assert spent.message() == "spend cap reached: $0.0110 of $0.0100"
 
 
+def test_a_worst_case_a_little_over_the_room_left_is_said_apart_from_it() -> None:
+    """A tester: "could cost up to $0.0058 (...), more than the $0.0058 left" ($0.005846
+    against $0.005771); and room held by batch jobs left at the provider is said."""
+
+    async def scenario() -> SpendCap:
+        cap = SpendCap(0.02)
+        cap.hold(0.014229)
+        cap.commit(0.014229)  # a created job its halted lane left at the provider
+        assert not await cap.reserve(0.005846)
+        return cap
+
+    assert asyncio.run(scenario()).message() == (
+        "spend cap reached: $0.0000 of $0.0200, and up to $0.0142 more held by batch jobs "
+        "still at the provider; the next attempt could cost up to $0.005846 (its prompt and its "
+        "whole output cap: a lower max_tokens reserves less), more than the $0.005771 left"
+    )
+
+
 #: Prompts whose lengths a byte count or a UTF-16 count would get wrong, an empty and a
 #: missing system text, and a long one.
 VARIED_PROMPTS: list[tuple[str | None, str]] = [
