@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,6 +32,10 @@ _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "
 #: `engine.lanes.LaneState` values, spelled here because importing that module (aiohttp
 #: with it) would add 0.2 s to every `status`.
 _ACTIVE_LANE_STATES = ("waiting", "running", "probing")
+#: How old `logs/lanes.json` may be while a live run's lanes still ask before `status` says
+#: so: dispatch rewrites it every second. A run frozen by SIGSTOP (or stalled) read "live",
+#: its lanes "running" and their ETAs frozen, for as long as it stayed so.
+LANES_STALE_S = 10.0
 
 
 #: What a folder with no plan yet says, by state (a run stopped while it planned, as a
@@ -96,6 +101,9 @@ def render(summary: dict[str, Any], console: Console) -> None:
     held = AtProvider(**summary.get("batch_at_provider") or {})
     if held:  # a batch run's queries with the provider: "stopped, 3 batch jobs (28 ...) ..."
         header.append(f", {held.phrase()}")
+    if (silent := _lanes_silent_s(summary)) is not None:
+        header.append(f", but no lane has said anything for {duration(silent)}: the process "
+                      "may be stopped (SIGSTOP, a debugger) or stalled")  # fmt: skip
     console.print(header)
     if summary["planned"] is None and not summary["attempts"]:
         console.print(no_plan_line(state), soft_wrap=True)
@@ -126,6 +134,24 @@ def render(summary: dict[str, Any], console: Console) -> None:
         console.print(f"warning: {warning}", style="yellow", soft_wrap=True, highlight=False,
                       markup=False)
     console.print(summary["sentence"], soft_wrap=True, highlight=False, markup=False)
+
+
+def _lanes_silent_s(summary: dict[str, Any]) -> float | None:
+    """How long a live run's lanes, some still asking, have not rewritten `logs/lanes.json`,
+    when that is over `LANES_STALE_S`; None otherwise (a run planning, scoring or writing its
+    report has no lane asking: its lanes' file stands still by design)."""
+    updated = summary.get("lanes_updated_at")
+    lanes = (entry.get("lane_state") for entry in summary["models"].values())
+    if summary["state"] != "live" or not updated or not any(
+        lane in _ACTIVE_LANE_STATES for lane in lanes
+    ):
+        return None
+    try:
+        at = datetime.fromisoformat(str(updated))
+    except ValueError:
+        return None
+    silent = (datetime.now(UTC) - at).total_seconds()
+    return silent if silent > LANES_STALE_S else None
 
 
 def _models_table(models: dict[str, dict[str, Any]], state: str) -> Table:

@@ -470,3 +470,40 @@ def test_a_live_runs_batch_line_of_an_earlier_job_is_its_own_in_flight(tmp_path:
         assert live["state"] == "live"
         assert live["in_flight"] == 2 and live["interrupted_unrecorded"] == 0, live
         assert live["outcomes"] == {}
+
+
+def test_a_live_run_whose_lanes_stopped_updating_is_said_so(tmp_path: Path) -> None:
+    """A tester froze a run (SIGSTOP) for 30 s: `status` still said it was live, its lanes
+    running, their ETAs frozen. A live run whose lanes, some still asking, have not rewritten
+    `logs/lanes.json` (every second) for over `LANES_STALE_S` is said so in the header; not a
+    run whose lanes have all ended (scoring, the report: the file stands still by design)."""
+    import io
+    from datetime import UTC, datetime, timedelta
+
+    from rich.console import Console
+
+    from runs.commands.status import LANES_STALE_S, render
+    from tests.engine.test_reparse import T0
+
+    slow = AttemptRecord(
+        request_id="slow", attempt=1, model="m1", provider="sim", started_at=T0,
+        elapsed_ms=30_000.0, outcome="timeout", http_status=None, provider_request_id=None,
+        retry_after_s=None, tokens_in=0, tokens_out=0, detail="read timed out",
+    )
+    with Ledger.open(tmp_path) as ledger:
+        ledger.record_result(slow, None)
+
+    def header(age_s: float, lane: str) -> str:
+        summary = status(tmp_path)
+        summary["state"] = "live"
+        summary["lanes_updated_at"] = (datetime.now(UTC) - timedelta(seconds=age_s)).isoformat()
+        summary["models"]["m1"]["lane_state"] = lane
+        out = io.StringIO()
+        render(summary, Console(file=out, width=400, color_system=None))
+        return out.getvalue().splitlines()[0]
+
+    said = "but no lane has said anything for 0:3"  # 0:30, or 0:31 on a slow machine
+    assert said in header(30.0, "running") and "stopped (SIGSTOP" in header(30.0, "running")
+    assert said in header(30.0, "waiting")
+    assert "no lane has said" not in header(LANES_STALE_S / 2, "running")
+    assert "no lane has said" not in header(30.0, "done")
