@@ -1204,6 +1204,30 @@ def _read_items(
     return plan_items(frame, prior, failed), frame.get_column("_chars").to_list()
 
 
+def created_jobs_worst(run_dir: Path, plan_path: Path, config: ModelConfig) -> float:
+    """The worst case of the lines of `config`'s batch jobs that an earlier run created and
+    no run collected, at the batch prices (else the live ones) and the model's output cap:
+    what they may bill while this dispatch asks that model live (its `dispatch` switched to
+    "live" on a resume), which no lane collects, so a spend cap keeps it taken
+    (`engine.dispatch`). 0 when there are none or the model is not priced."""
+    prices = batch_prices_of(config) or prices_of(config)
+    jobs = fold_jobs(run_dir)
+    ids = sorted(
+        rid for job in jobs.values()
+        if job.model == config.name and job.live and job.job_id is not None and not job.abandoned
+        for rid in job.requests
+    )  # fmt: skip
+    if prices is None or not ids:
+        return 0.0
+    chars = (
+        pl.scan_parquet(plan_path)
+        .filter((pl.col("model") == config.name) & pl.col("request_id").is_in(ids))
+        .select(prompt_chars().alias("chars"))
+        .collect(engine="streaming")["chars"]
+    )
+    return sum(worst_case_cost_of(prices, config, int(n)) for n in chars)
+
+
 def _chars(entry: _Entry) -> int:
     """The entry's prompt length, as `engine.spend.worst_case_cost` counts it: read from the
     plan where its texts were not (`_Entry.chars`), else of its texts."""

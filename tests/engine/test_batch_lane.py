@@ -988,6 +988,44 @@ async def test_a_batch_lane_halted_with_a_job_at_the_provider_keeps_its_room_tak
     assert capped.spend is not None and capped.spend.committed_usd == pytest.approx(held)
 
 
+async def test_a_batch_model_asked_live_on_a_capped_resume_keeps_its_jobs_room_taken(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    """A tester switched a batch model to `dispatch = "live"` on a capped resume while jobs
+    an earlier run created were at the provider: nothing held their room, a live lane spent
+    it ($0.0147 of a $0.0200 cap), and collected later they brought the folder to $0.0294.
+    Their worst case stays taken for the whole dispatch."""
+    from engine.spend import Prices, worst_case_cost
+
+    live_name = "live-beside"
+    plan = kit.write_plan(
+        tmp_path / "plan.parquet", kit.plan_rows(MODEL, 40) + kit.plan_rows(live_name, 400)
+    )
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=("poll", 1, "before"), polls_to_finish=1000)
+    await _run(plan, run_dir, fake)  # its one job created, then the run killed
+    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    held = sum(worst_case_cost(Prices(1.0, 1.0), config, r["system"], r["user"])
+               for r in pl.read_parquet(plan).filter(pl.col("model") == MODEL).to_dicts())
+    asked_live, asked_live_adapter = kit.sim_model(
+        MODEL, sim.root_url, price_in_per_mtok=1.0, price_out_per_mtok=1.0,
+        batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0,
+    )  # fmt: skip
+    asked_live = replace(asked_live, max_tokens=100)  # the output cap its job was priced at
+    live, adapter = kit.sim_model(live_name, sim.root_url, price_in_per_mtok=1.0,
+                                  price_out_per_mtok=1.0)  # fmt: skip
+    budget = held * 1.2
+    capped = await asyncio.wait_for(dispatch(
+        plan, run_dir, {MODEL: asked_live, live_name: live},
+        {MODEL: asked_live_adapter, live_name: adapter}, policy=POLICY, log_console=None,
+        budget_usd=budget,
+    ), timeout=60)  # fmt: skip
+    assert capped.spend is not None
+    assert capped.spend.spent_usd <= budget - held + 1e-12, capped.lines()
+    assert capped.spend.committed_usd == pytest.approx(held)
+    assert capped.lanes[live_name].state.value == "cancelled", capped.lines()
+
+
 async def test_a_capped_resume_prices_created_jobs_from_their_prompts_lengths(
     tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
 ) -> None:
