@@ -668,12 +668,15 @@ class BatchLane(LaneControl):
 
     def _unreserve(self, job: BatchJob) -> None:
         """A job this run reserved for left the lane uncollected (a resume counts what it cost
-        when it collects it): its room freed if it was never created, or abandoned; kept
-        taken if created (`SpendCap.commit`): it runs and bills whatever this lane does."""
+        when it collects it): its room kept taken if it was created (`SpendCap.commit`), as it
+        runs and bills whatever this lane does; freed if it was never created, abandoned, or
+        its simulator ends with this process, or when the dispatch is stopping (a Ctrl-C: no
+        lane asks any more, and a live lane waiting for that room read the cap reached)."""
         worst = self._reserved.pop(job.job_key, None)
         if worst is None or self.spend is None or self.prices is None:
             return
-        if job.job_id is not None and not job.collected and not job.abandoned:
+        stopping = self.stop_event is not None and self.stop_event.is_set()
+        if _may_bill(job) and not stopping:
             self.spend.commit(worst)
         else:
             self.spend.release(worst)
@@ -1213,8 +1216,7 @@ def created_jobs_worst(run_dir: Path, plan_path: Path, config: ModelConfig) -> f
     prices = batch_prices_of(config) or prices_of(config)
     jobs = fold_jobs(run_dir)
     ids = sorted(
-        rid for job in jobs.values()
-        if job.model == config.name and job.live and job.job_id is not None and not job.abandoned
+        rid for job in jobs.values() if job.model == config.name and _may_bill(job)
         for rid in job.requests
     )  # fmt: skip
     if prices is None or not ids:
@@ -1226,6 +1228,13 @@ def created_jobs_worst(run_dir: Path, plan_path: Path, config: ModelConfig) -> f
         .collect(engine="streaming")["chars"]
     )
     return sum(worst_case_cost_of(prices, config, int(n)) for n in chars)
+
+
+def _may_bill(job: BatchJob) -> bool:
+    """Whether a job not collected runs and bills at its provider whatever this process does:
+    created, not abandoned, and not one whose simulator ended with the process that ran it."""
+    return (job.live and job.job_id is not None and not job.abandoned
+            and not job.simulated_in_process)  # fmt: skip
 
 
 def _chars(entry: _Entry) -> int:

@@ -206,6 +206,7 @@ class DispatchSummary:
                 cap.message()
                 if cap.reached
                 else f"spend: {dollars(cap.spent_usd)} of the {dollars(cap.budget_usd)} cap"
+                + cap.committed_words()
             )
             if self.unpriced:
                 out.append(

@@ -210,8 +210,7 @@ class SpendCap:
         the budget, saying only "reached", and every resume stopped so."""
         said = f"{SPEND_CAP_REACHED}: {dollars(self.spent_usd)} of {dollars(self.budget_usd)}"
         if self.committed_usd:
-            said += (f", and up to {dollars(self.committed_usd)} more held by batch jobs still "
-                     "at the provider")  # fmt: skip
+            said += self.committed_words()
         if self.unfit_usd is None:
             return said
         left = max(0.0, self.budget_usd - self.spent_usd - self.committed_usd)
@@ -222,6 +221,14 @@ class SpendCap:
         return (
             f"{said}; the next {what} could cost up to {unfit} ({why}), more than the {room} left"
         )
+
+    def committed_words(self) -> str:
+        """", and up to $X more held by batch jobs not yet collected" where `commit` took room
+        (said beside the spend, which does not count it), else nothing."""
+        if not self.committed_usd:
+            return ""
+        held = dollars(self.committed_usd)
+        return f", and up to {held} more held by batch jobs not yet collected"
 
     def _reach(self) -> None:
         self.reached = True

@@ -908,7 +908,7 @@ async def test_the_progress_display_is_up_while_created_jobs_are_read_for_their_
     assert order == ["start", "read", "stop"]
 
 
-async def test_a_batch_lane_halted_at_its_start_frees_what_its_created_jobs_held(
+async def test_a_batch_lane_halted_at_its_start_keeps_its_created_jobs_room_and_ends(
     tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
     """A capped resume whose batch lane halts as it starts (limits that allow no valid job)
@@ -940,7 +940,7 @@ async def test_a_batch_lane_halted_at_its_start_frees_what_its_created_jobs_held
     ), timeout=20)  # fmt: skip
     assert capped.lanes[live_name].accepted == 0, capped.lines()
     assert capped.lanes[live_name].state.value == "cancelled", capped.lines()
-    assert "more held by batch jobs still at the provider" in capped.lanes[live_name].message
+    assert "more held by batch jobs not yet collected" in capped.lanes[live_name].message
     assert capped.lanes[MODEL].state.value == "stopped", capped.lines()
     assert capped.spend is not None and capped.spend.committed_usd == pytest.approx(held)
 
@@ -988,6 +988,39 @@ async def test_a_batch_lane_halted_with_a_job_at_the_provider_keeps_its_room_tak
     assert capped.spend is not None and capped.spend.committed_usd == pytest.approx(held)
 
 
+async def test_a_ctrl_c_with_a_created_job_out_does_not_read_as_the_cap_reached(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    """A review: a stop (Ctrl-C) ended the batch lane's created job, whose room was then kept
+    taken, and the live lane waiting for that room read the cap reached: "spend cap reached
+    ... raise --max-cost" after an interrupt, where a resume under the same cap carries on.
+    Stopping, the room is freed: no lane asks any more."""
+    from engine.spend import Prices, worst_case_cost
+
+    live_name = "live-beside"
+    plan = kit.write_plan(
+        tmp_path / "plan.parquet", kit.plan_rows(MODEL, 40) + kit.plan_rows(live_name, 10)
+    )
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=("poll", 1, "before"), polls_to_finish=1000)
+    await _run(plan, run_dir, fake)  # its one job created, then the run killed
+    fake.kill_at = None
+    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    live, adapter = kit.sim_model(live_name, sim.root_url, price_in_per_mtok=1.0,
+                                  price_out_per_mtok=1.0)  # fmt: skip
+    held = sum(worst_case_cost(Prices(1.0, 1.0), config, r["system"], r["user"])
+               for r in pl.read_parquet(plan).filter(pl.col("model") == MODEL).to_dicts())
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.5, stop.set)
+    stopped = await asyncio.wait_for(dispatch(
+        plan, run_dir, {MODEL: config, live_name: live}, {live_name: adapter},
+        batch_clients={MODEL: fake}, policy=POLICY, batch_poll_s=0.01, log_console=None,
+        budget_usd=held * 1.01, stop_event=stop,
+    ), timeout=20)  # fmt: skip
+    assert stopped.spend is not None and not stopped.spend.reached, stopped.lines()
+    assert "spend: $0.0000 of the $0.0086 cap" in stopped.lines(), stopped.lines()
+
+
 async def test_a_batch_model_asked_live_on_a_capped_resume_keeps_its_jobs_room_taken(
     tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
@@ -1024,6 +1057,7 @@ async def test_a_batch_model_asked_live_on_a_capped_resume_keeps_its_jobs_room_t
     assert capped.spend.spent_usd <= budget - held + 1e-12, capped.lines()
     assert capped.spend.committed_usd == pytest.approx(held)
     assert capped.lanes[live_name].state.value == "cancelled", capped.lines()
+    assert "more held by batch jobs not yet collected" in "\n".join(capped.lines())
 
 
 async def test_a_capped_resume_prices_created_jobs_from_their_prompts_lengths(

@@ -246,7 +246,7 @@ def test_a_worst_case_a_little_over_the_room_left_is_said_apart_from_it() -> Non
 
     assert asyncio.run(scenario()).message() == (
         "spend cap reached: $0.0000 of $0.0200, and up to $0.0142 more held by batch jobs "
-        "still at the provider; the next attempt could cost up to $0.005846 (its prompt and its "
+        "not yet collected; the next attempt could cost up to $0.005846 (its prompt and its "
         "whole output cap: a lower max_tokens reserves less), more than the $0.005771 left"
     )
 
