@@ -139,7 +139,9 @@ def render(summary: dict[str, Any], console: Console) -> None:
 def _lanes_silent_s(summary: dict[str, Any]) -> float | None:
     """How long a live run's lanes, some still asking, have not rewritten `logs/lanes.json`,
     when that is over `LANES_STALE_S`; None otherwise (a run planning, scoring or writing its
-    report has no lane asking: its lanes' file stands still by design)."""
+    report has no lane asking: its lanes' file stands still by design; a file older than the
+    live run is an earlier run's, which a resume replaces once it dispatches: a review's
+    resume, still opening its ledger, read "no lane has said anything for 2:27:03")."""
     updated = summary.get("lanes_updated_at")
     lanes = (entry.get("lane_state") for entry in summary["models"].values())
     if summary["state"] != "live" or not updated or not any(
@@ -148,6 +150,9 @@ def _lanes_silent_s(summary: dict[str, Any]) -> float | None:
         return None
     try:
         at = datetime.fromisoformat(str(updated))
+        started = (summary.get("pid") or {}).get("started_at")
+        if started and datetime.fromisoformat(str(started)) > at:
+            return None
     except ValueError:
         return None
     silent = (datetime.now(UTC) - at).total_seconds()

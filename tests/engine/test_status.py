@@ -493,10 +493,13 @@ def test_a_live_run_whose_lanes_stopped_updating_is_said_so(tmp_path: Path) -> N
     with Ledger.open(tmp_path) as ledger:
         ledger.record_result(slow, None)
 
-    def header(age_s: float, lane: str) -> str:
+    def header(age_s: float, lane: str, run_age_s: float = 3600.0) -> str:
         summary = status(tmp_path)
         summary["state"] = "live"
-        summary["lanes_updated_at"] = (datetime.now(UTC) - timedelta(seconds=age_s)).isoformat()
+        now = datetime.now(UTC)
+        started = (now - timedelta(seconds=run_age_s)).isoformat()
+        summary["pid"] = {"pid": 1, "host": "h", "started_at": started}
+        summary["lanes_updated_at"] = (now - timedelta(seconds=age_s)).isoformat()
         summary["models"]["m1"]["lane_state"] = lane
         out = io.StringIO()
         render(summary, Console(file=out, width=400, color_system=None))
@@ -507,3 +510,5 @@ def test_a_live_run_whose_lanes_stopped_updating_is_said_so(tmp_path: Path) -> N
     assert said in header(30.0, "waiting")
     assert "no lane has said" not in header(LANES_STALE_S / 2, "running")
     assert "no lane has said" not in header(30.0, "done")
+    # An earlier run's file, before the resume that started 5 s ago first writes its own.
+    assert "no lane has said" not in header(9_000.0, "running", run_age_s=5.0)
