@@ -134,7 +134,7 @@ def cluster_words(labels: Iterable[str]) -> str:
 #: rule: one missing 10% or more of its families), and one not scored on a family arm is
 #: scored on none (`runs.report.data._family_arms_scored_together`: "not scored at all").
 FAMILY_FLOOR_WORDS = (
-    " (on a family arm: at or under it, unless nothing is missing; a model not scored on one"
+    " (on a family arm, at or under it, unless nothing is missing; a model not scored on one"
     " family arm is scored on none)"
 )
 
