@@ -11,7 +11,7 @@ import io
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 import polars as pl
@@ -30,6 +30,7 @@ from providers.types import ModelConfig
 from tests.engine.batch_fake import FakeBatch, Killed
 
 if TYPE_CHECKING:
+    from providers.base import Adapter
     from providers.sim.server import SimHandle
     from tests.engine.conftest import Kit
 
@@ -809,6 +810,41 @@ async def test_a_capped_resume_with_a_job_not_created_before_one_created_ends(
     assert summary.spend is not None and summary.spend.spent_usd <= max(worst) * 1.01
 
 
+LIVE_BESIDE = "live-beside"
+
+
+class _KilledWithAJob(NamedTuple):
+    plan: Path
+    run_dir: Path
+    fake: FakeBatch
+    config: ModelConfig  # the batch model's, priced
+    live: ModelConfig  # a priced live model beside it, `LIVE_BESIDE`
+    adapter: Adapter
+    held: float  # the created job's worst case
+
+
+async def _killed_with_a_job(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle, live_rows: int
+) -> _KilledWithAJob:
+    """A folder whose first run, of the batch model alone, was killed with its one job of 40
+    lines created at the fake provider; the plan holds `live_rows` for `LIVE_BESIDE` too."""
+    from engine.spend import Prices, worst_case_cost
+
+    plan = kit.write_plan(
+        tmp_path / "plan.parquet", kit.plan_rows(MODEL, 40) + kit.plan_rows(LIVE_BESIDE, live_rows)
+    )
+    run_dir = tmp_path / "run"
+    fake = FakeBatch(kill_at=("poll", 1, "before"), polls_to_finish=1000)
+    first = await _run(plan, run_dir, fake)
+    assert first.accepted == 0 and len(fake.jobs) == 1, first.lines()
+    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
+    live, adapter = kit.sim_model(LIVE_BESIDE, sim.root_url, price_in_per_mtok=1.0,
+                                  price_out_per_mtok=1.0)  # fmt: skip
+    held = sum(worst_case_cost(Prices(1.0, 1.0), config, r["system"], r["user"])
+               for r in pl.read_parquet(plan).filter(pl.col("model") == MODEL).to_dicts())
+    return _KilledWithAJob(plan, run_dir, fake, config, live, adapter, held)
+
+
 async def test_a_capped_resume_holds_created_jobs_before_any_lane_reserves(
     tmp_path: Path, kit: type[Kit], sim: SimHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -817,23 +853,13 @@ async def test_a_capped_resume_holds_created_jobs_before_any_lane_reserves(
     lane had spent the room it needs from the same cap, which the job's cost then passed (a
     reviewer's trace: "spend cap reached: $0.0098 of $0.0086"). The batch lane's reading is
     made slow here: while it reads, any lane reserving has the cap to itself."""
-    from engine.spend import Prices, SpendCap, worst_case_cost
+    from engine.spend import SpendCap
 
-    live_name = "live-beside"
-    plan = kit.write_plan(
-        tmp_path / "plan.parquet", kit.plan_rows(MODEL, 40) + kit.plan_rows(live_name, 400)
+    live_name = LIVE_BESIDE
+    plan, run_dir, fake, config, live, adapter, held = await _killed_with_a_job(
+        tmp_path, kit, sim, live_rows=400
     )
-    run_dir = tmp_path / "run"
-    fake = FakeBatch(kill_at=("poll", 1, "before"), polls_to_finish=1000)
-    first = await _run(plan, run_dir, fake)  # the batch model alone: its one job created
-    assert first.accepted == 0 and len(fake.jobs) == 1, first.lines()
     fake.polls_to_finish = 2
-    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
-    live, adapter = kit.sim_model(live_name, sim.root_url, price_in_per_mtok=1.0,
-                                  price_out_per_mtok=1.0)  # fmt: skip
-    prices = Prices(1.0, 1.0)
-    held = sum(worst_case_cost(prices, config, r["system"], r["user"])
-               for r in pl.read_parquet(plan).filter(pl.col("model") == MODEL).to_dicts())
     budget = held * 1.01  # room for the job at its worst, and no more than a live attempt
     order: list[str] = []
     reserve, hold, read = SpendCap.reserve, SpendCap.hold, batch_lane.BatchLane._resumable
@@ -917,22 +943,12 @@ async def test_a_batch_lane_halted_at_its_start_keeps_its_created_jobs_room_and_
     The job runs and bills at the provider all the same: its room stays taken (a tester's
     live lane spent it once freed, and the job's bill passed the cap), and the live lane
     ends at once, cancelled by the cap, saying why."""
-    from engine.spend import Prices, worst_case_cost
 
-    live_name = "live-beside"
-    plan = kit.write_plan(
-        tmp_path / "plan.parquet", kit.plan_rows(MODEL, 40) + kit.plan_rows(live_name, 10)
+    live_name = LIVE_BESIDE
+    plan, run_dir, fake, config, live, adapter, held = await _killed_with_a_job(
+        tmp_path, kit, sim, live_rows=10
     )
-    run_dir = tmp_path / "run"
-    fake = FakeBatch(kill_at=("poll", 1, "before"), polls_to_finish=1000)
-    await _run(plan, run_dir, fake)
-    assert len(fake.jobs) == 1
     fake.limits_ = replace(fake.limits_, min_lines=50)  # above its 40 lines a job
-    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
-    live, adapter = kit.sim_model(live_name, sim.root_url, price_in_per_mtok=1.0,
-                                  price_out_per_mtok=1.0)  # fmt: skip
-    held = sum(worst_case_cost(Prices(1.0, 1.0), config, r["system"], r["user"])
-               for r in pl.read_parquet(plan).filter(pl.col("model") == MODEL).to_dicts())
     capped = await asyncio.wait_for(dispatch(
         plan, run_dir, {MODEL: config, live_name: live}, {live_name: adapter},
         batch_clients={MODEL: fake}, policy=POLICY, batch_poll_s=0.001, log_console=None,
@@ -952,23 +968,15 @@ async def test_a_batch_lane_halted_with_a_job_at_the_provider_keeps_its_room_tak
     earlier run created still running at the provider; the job's hold was freed, a live lane
     beside it spent the room, and once the job was collected the ledger held $0.0170 against
     the capped run's $0.0128. The room stays taken: spend, the job's included, within it."""
-    from engine.spend import Prices, recorded_spend, worst_case_cost
+    from engine.spend import recorded_spend
     from providers.batch import BatchError
     from providers.types import Failure, Outcome
 
-    live_name = "live-beside"
-    plan = kit.write_plan(
-        tmp_path / "plan.parquet", kit.plan_rows(MODEL, 40) + kit.plan_rows(live_name, 400)
+    live_name = LIVE_BESIDE
+    plan, run_dir, fake, config, live, adapter, held = await _killed_with_a_job(
+        tmp_path, kit, sim, live_rows=400
     )
-    run_dir = tmp_path / "run"
-    fake = FakeBatch(kill_at=("poll", 1, "before"), polls_to_finish=1000)
-    await _run(plan, run_dir, fake)  # its one job created, then the run killed
-    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
-    live, adapter = kit.sim_model(live_name, sim.root_url, price_in_per_mtok=1.0,
-                                  price_out_per_mtok=1.0)  # fmt: skip
     models = {MODEL: config, live_name: live}
-    held = sum(worst_case_cost(Prices(1.0, 1.0), config, r["system"], r["user"])
-               for r in pl.read_parquet(plan).filter(pl.col("model") == MODEL).to_dicts())
     budget = held * 1.5
 
     async def refused(self: FakeBatch, fetch: Any, job_id: str) -> Any:
@@ -995,21 +1003,12 @@ async def test_a_ctrl_c_with_a_created_job_out_does_not_read_as_the_cap_reached(
     taken, and the live lane waiting for that room read the cap reached: "spend cap reached
     ... raise --max-cost" after an interrupt, where a resume under the same cap carries on.
     Stopping, the room is freed: no lane asks any more."""
-    from engine.spend import Prices, worst_case_cost
 
-    live_name = "live-beside"
-    plan = kit.write_plan(
-        tmp_path / "plan.parquet", kit.plan_rows(MODEL, 40) + kit.plan_rows(live_name, 10)
+    live_name = LIVE_BESIDE
+    plan, run_dir, fake, config, live, adapter, held = await _killed_with_a_job(
+        tmp_path, kit, sim, live_rows=10
     )
-    run_dir = tmp_path / "run"
-    fake = FakeBatch(kill_at=("poll", 1, "before"), polls_to_finish=1000)
-    await _run(plan, run_dir, fake)  # its one job created, then the run killed
     fake.kill_at = None
-    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
-    live, adapter = kit.sim_model(live_name, sim.root_url, price_in_per_mtok=1.0,
-                                  price_out_per_mtok=1.0)  # fmt: skip
-    held = sum(worst_case_cost(Prices(1.0, 1.0), config, r["system"], r["user"])
-               for r in pl.read_parquet(plan).filter(pl.col("model") == MODEL).to_dicts())
     stop = asyncio.Event()
     asyncio.get_running_loop().call_later(0.5, stop.set)
     stopped = await asyncio.wait_for(dispatch(
@@ -1028,25 +1027,16 @@ async def test_a_batch_model_asked_live_on_a_capped_resume_keeps_its_jobs_room_t
     an earlier run created were at the provider: nothing held their room, a live lane spent
     it ($0.0147 of a $0.0200 cap), and collected later they brought the folder to $0.0294.
     Their worst case stays taken for the whole dispatch."""
-    from engine.spend import Prices, worst_case_cost
 
-    live_name = "live-beside"
-    plan = kit.write_plan(
-        tmp_path / "plan.parquet", kit.plan_rows(MODEL, 40) + kit.plan_rows(live_name, 400)
+    live_name = LIVE_BESIDE
+    plan, run_dir, _, _, live, adapter, held = await _killed_with_a_job(
+        tmp_path, kit, sim, live_rows=400
     )
-    run_dir = tmp_path / "run"
-    fake = FakeBatch(kill_at=("poll", 1, "before"), polls_to_finish=1000)
-    await _run(plan, run_dir, fake)  # its one job created, then the run killed
-    config = _config(max_tokens=100, batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0)
-    held = sum(worst_case_cost(Prices(1.0, 1.0), config, r["system"], r["user"])
-               for r in pl.read_parquet(plan).filter(pl.col("model") == MODEL).to_dicts())
     asked_live, asked_live_adapter = kit.sim_model(
         MODEL, sim.root_url, price_in_per_mtok=1.0, price_out_per_mtok=1.0,
         batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=1.0,
     )  # fmt: skip
     asked_live = replace(asked_live, max_tokens=100)  # the output cap its job was priced at
-    live, adapter = kit.sim_model(live_name, sim.root_url, price_in_per_mtok=1.0,
-                                  price_out_per_mtok=1.0)  # fmt: skip
     budget = held * 1.2
     capped = await asyncio.wait_for(dispatch(
         plan, run_dir, {MODEL: asked_live, live_name: live},

@@ -375,6 +375,17 @@ def test_an_answer_a_strict_reparse_rejected_is_pending_as_rejected_not_as_ok(
     assert pending["examples"][0]["detail"] == "rejected_on_reparse"
 
 
+def _timed_out(request_id: str) -> AttemptRecord:
+    """One attempt of model m1 that timed out (a retryable failure), its request unanswered."""
+    from tests.engine.test_reparse import T0
+
+    return AttemptRecord(
+        request_id=request_id, attempt=1, model="m1", provider="sim", started_at=T0,
+        elapsed_ms=30_000.0, outcome="timeout", http_status=None, provider_request_id=None,
+        retry_after_s=None, tokens_in=0, tokens_out=0, detail="read timed out",
+    )
+
+
 def test_a_reply_a_strict_reparse_rejected_is_neither_a_retry_nor_a_failure(
     tmp_path: Path,
 ) -> None:
@@ -387,14 +398,9 @@ def test_a_reply_a_strict_reparse_rejected_is_neither_a_retry_nor_a_failure(
 
     from engine.reparse import reparse
     from runs.commands.status import render
-    from tests.engine.test_reparse import T0
 
     fraction, answer = _fraction_accepted()
-    slow = AttemptRecord(
-        request_id="slow", attempt=1, model="m1", provider="sim", started_at=T0,
-        elapsed_ms=30_000.0, outcome="timeout", http_status=None, provider_request_id=None,
-        retry_after_s=None, tokens_in=0, tokens_out=0, detail="read timed out",
-    )
+    slow = _timed_out("slow")
     with Ledger.open(tmp_path) as ledger:
         ledger.record_result(fraction, answer)
         ledger.record_result(slow, None)
@@ -483,13 +489,8 @@ def test_a_live_run_whose_lanes_stopped_updating_is_said_so(tmp_path: Path) -> N
     from rich.console import Console
 
     from runs.commands.status import LANES_STALE_S, render
-    from tests.engine.test_reparse import T0
 
-    slow = AttemptRecord(
-        request_id="slow", attempt=1, model="m1", provider="sim", started_at=T0,
-        elapsed_ms=30_000.0, outcome="timeout", http_status=None, provider_request_id=None,
-        retry_after_s=None, tokens_in=0, tokens_out=0, detail="read timed out",
-    )
+    slow = _timed_out("slow")
     with Ledger.open(tmp_path) as ledger:
         ledger.record_result(slow, None)
 
