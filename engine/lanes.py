@@ -60,6 +60,11 @@ from providers.types import (
 
 #: Concurrency when the spec gives none: polite to a real provider, plenty for a simulator.
 DEFAULT_CONCURRENCY = 8
+#: A lane's message while its workers wait for room in the spend cap that others hold.
+WAITING_FOR_ROOM = (
+    "waiting for room in the spend cap, held by attempts in flight or batch jobs not yet "
+    "collected"
+)
 #: Threads per lane for adapters whose `build` may block. They mostly queue on the adapter's
 #: own refresh lock, so a few suffice; a lane's own pool means a stuck token endpoint can
 #: never take the threads other lanes (or plan reading and compaction) need.
@@ -318,6 +323,7 @@ class Lane(LaneControl):
         #: reserve and count spend.
         self.spend = spend
         self.prices = prices_of(config) if spend is not None else None
+        self._room_waits = 0  # workers waiting for room in the spend cap (`_reserve`)
         self.stats = LaneStats(model=config.name, provider=adapter.provider)
         start = config.concurrency or DEFAULT_CONCURRENCY
         if not 1 <= start <= MAX_CONCURRENCY:  # one worker per slot: see MAX_CONCURRENCY
@@ -664,9 +670,28 @@ class Lane(LaneControl):
                     await waiter
 
     async def _reserve(self, worst: float) -> bool:
-        """Room in the spend cap for one attempt; False (and the lane halts) once it is spent."""
+        """Room in the spend cap for one attempt; False (and the lane halts) once it is spent.
+        While its workers wait for room others hold, the lane says so (`WAITING_FOR_ROOM`): a
+        tester's live lane waited silently, "running" with no ETA, for room that batch jobs
+        of an earlier run held until collected (with a real provider, hours)."""
         assert self.spend is not None
-        if not await self.spend.reserve(worst):
+        waited = False
+
+        def waiting() -> None:
+            nonlocal waited
+            waited = True
+            self._room_waits += 1
+            if self._room_waits == 1:
+                self.stats.say(WAITING_FOR_ROOM)
+
+        try:
+            reserved = await self.spend.reserve(worst, on_wait=waiting)
+        finally:
+            if waited:
+                self._room_waits -= 1
+                if not self._room_waits and self.stats.reason == WAITING_FOR_ROOM:
+                    self.stats.say("")
+        if not reserved:
             return False
         if self.halted:  # stopped while waiting for room
             self.spend.release(worst)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -235,10 +235,12 @@ class SpendCap:
         self._changed.set()
 
     async def reserve(
-        self, worst_usd: float, what: tuple[str, str] = ATTEMPT_RESERVED
+        self, worst_usd: float, what: tuple[str, str] = ATTEMPT_RESERVED,
+        on_wait: Callable[[], None] | None = None,
     ) -> bool:
         """Hold `worst_usd` for an attempt about to start; False once the cap is reached.
-        `what`: the attempt, and what its worst case is made of, as the stop line says them."""
+        `what`: the attempt, and what its worst case is made of, as the stop line says them;
+        `on_wait`, called once if it must wait for room that others hold."""
         while True:
             if self.reached:
                 return False
@@ -253,6 +255,9 @@ class SpendCap:
                 return True
             # The room is held by attempts in flight: their real cost decides.
             self._changed.clear()
+            if on_wait is not None:
+                on_wait()
+                on_wait = None
             await self._changed.wait()
 
     def hold(self, worst_usd: float) -> None:

@@ -996,6 +996,41 @@ async def test_a_batch_lane_halted_with_a_job_at_the_provider_keeps_its_room_tak
     assert capped.spend is not None and capped.spend.committed_usd == pytest.approx(held)
 
 
+async def test_a_live_lane_waiting_for_room_batch_jobs_hold_says_so(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    """A tester: a live lane whose room in the cap an earlier run's created batch job held
+    waited silently, "running" with no ETA (with a real provider, for hours). While it
+    waits its line says why; once the job is collected and its room freed, it asks."""
+    from engine.lanes import WAITING_FOR_ROOM
+
+    live_name = LIVE_BESIDE
+    plan, run_dir, fake, config, live, adapter, held = await _killed_with_a_job(
+        tmp_path, kit, sim, live_rows=10
+    )
+    fake.kill_at, fake.polls_to_finish = None, 10  # collected after ten polls
+    said: set[str] = set()
+
+    class Sink:
+        def start(self, lanes: list[Any]) -> None:
+            self.lanes = lanes
+
+        def refresh(self) -> None:
+            said.update(s.message for s in self.lanes if s.model == live_name)
+
+        def stop(self) -> None:
+            pass
+
+    summary = await asyncio.wait_for(dispatch(
+        plan, run_dir, {MODEL: config, live_name: live}, {live_name: adapter},
+        batch_clients={MODEL: fake}, policy=POLICY, batch_poll_s=0.02, log_console=None,
+        budget_usd=held * 1.01, progress=Sink(),
+    ), timeout=60)  # fmt: skip
+    assert WAITING_FOR_ROOM in said, said
+    assert summary.lanes[live_name].accepted == 10, summary.lines()
+    assert summary.lanes[live_name].message == "", summary.lines()
+
+
 async def test_a_ctrl_c_with_a_created_job_out_does_not_read_as_the_cap_reached(
     tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
