@@ -321,12 +321,20 @@ def test_the_audit_tables_causes_follow_the_retry_attempts_in_words(tmp_path: Pa
             "retries.timeout": [0, 0],  # no retry of this cause: no column
         }
     )  # fmt: skip
-    page = render_page({"rows": []}, [], tmp_path, audit_sentence="s", audit_table=table)
-    headers = re.findall(r"<th[^>]*>([^<]*)</th>", page)
+    _, headers, cells = _audit_table_on_the_page(tmp_path, table)
     assert headers == ["model", "requests", "retry attempts", "rate limit", "provider error",
                        "given up", "p50 ms"]  # fmt: skip
-    cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
     assert cells[:7] == ["a", "10", "5", "3", "2", "0", "12.00"]
+
+
+def _audit_table_on_the_page(
+    tmp_path: Path, table: pl.DataFrame
+) -> tuple[str, list[str], list[str]]:
+    """The page of a report with only `table` as its audit table: the page, its headers, its
+    cells."""
+    page = render_page({"rows": []}, [], tmp_path, audit_sentence="s", audit_table=table)
+    return (page, re.findall(r"<th[^>]*>([^<]*)</th>", page),
+            re.findall(r"<td[^>]*>([^<]*)</td>", page))  # fmt: skip
 
 
 def test_the_audit_tables_rows_add_up_where_requests_were_not_answered_or_given_up(
@@ -343,11 +351,9 @@ def test_the_audit_tables_rows_add_up_where_requests_were_not_answered_or_given_
             "answers_rejected_on_reparse": [0, 0, 0], "latency_p50_ms": [1.0, 1.0, 1.0],
         }
     )  # fmt: skip
-    page = render_page({"rows": []}, [], tmp_path, audit_sentence="s", audit_table=table)
-    headers = re.findall(r"<th[^>]*>([^<]*)</th>", page)
+    page, headers, cells = _audit_table_on_the_page(tmp_path, table)
     assert headers == ["model", "requests", "accepted", "given up", "not attempted",
                        "answers missing", "p50 ms"]  # fmt: skip
-    cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
     assert cells[:7] == ["a", "10", "4", "1", "2", "3", "1.00"]
     assert "requests not yet asked, requests whose accepted answers left" in page
 
