@@ -1207,14 +1207,16 @@ def _read_items(
     return plan_items(frame, prior, failed), frame.get_column("_chars").to_list()
 
 
-def created_jobs_worst(run_dir: Path, plan_path: Path, config: ModelConfig) -> float:
+def created_jobs_worst(
+    jobs: Mapping[str, BatchJob], plan_path: Path, config: ModelConfig
+) -> float:
     """The worst case of the lines of `config`'s batch jobs that an earlier run created and
     no run collected, at the batch prices (else the live ones) and the model's output cap:
     what they may bill while this dispatch asks that model live (its `dispatch` switched to
     "live" on a resume), which no lane collects, so a spend cap keeps it taken
-    (`engine.dispatch`). 0 when there are none or the model is not priced."""
+    (`engine.dispatch`). 0 when there are none or the model is not priced. `jobs`: the run
+    folder's, folded once for every live lane (`engine.batch_jobs.fold_jobs`)."""
     prices = batch_prices_of(config) or prices_of(config)
-    jobs = fold_jobs(run_dir)
     ids = sorted(
         rid for job in jobs.values() if job.model == config.name and _may_bill(job)
         for rid in job.requests

@@ -698,14 +698,16 @@ class _Run:
                 *(ln.hold_created() for ln in lanes if isinstance(ln, BatchLane)),
                 return_exceptions=True,
             )
-            for lane in lanes:  # a batch model asked live now: nothing collects its jobs
-                if not isinstance(lane, BatchLane) and lane.spend is not None:
-                    worst = await asyncio.to_thread(
-                        created_jobs_worst, self.run_dir, self.plan_path, lane.config
-                    )
-                    if worst:
-                        lane.spend.hold(worst)
-                        lane.spend.commit(worst)
+            live = [ln for ln in lanes if not isinstance(ln, BatchLane) and ln.spend is not None]
+            jobs = await asyncio.to_thread(fold_jobs, self.run_dir) if live else {}
+            for lane in live:  # a batch model asked live now: nothing collects its jobs
+                assert lane.spend is not None
+                worst = await asyncio.to_thread(
+                    created_jobs_worst, jobs, self.plan_path, lane.config
+                )
+                if worst:
+                    lane.spend.hold(worst)
+                    lane.spend.commit(worst)
         except BaseException:  # cancelled (a second Ctrl-C): the display ends as `drive`'s does
             if self.sink is not None:
                 self.sink.stop()
