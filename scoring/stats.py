@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scoring import blas
+from scoring.inputs import as_real
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -70,10 +71,11 @@ MIN_CLUSTERS = 2
 
 
 def _cluster_sums(
-    values: npt.ArrayLike, clusters: npt.ArrayLike | Sequence[Hashable]
+    values: npt.ArrayLike, clusters: npt.ArrayLike | Sequence[Hashable], name: str = "values"
 ) -> tuple[FloatArray, FloatArray]:
-    """Per-cluster sum and count of the finite values (NaN scores are left out)."""
-    v = np.asarray(values, dtype=np.float64).ravel()
+    """Per-cluster sum and count of the finite values (NaN scores are left out); `name` is
+    the argument an error names."""
+    v = as_real(values, name).ravel()
     c = np.asarray(clusters).ravel()
     if v.shape != c.shape:
         raise ValueError(f"values ({v.size}) and clusters ({c.size}) must have the same length")
@@ -347,10 +349,14 @@ def cluster_bootstrap_mean(
 ) -> Interval:
     """Mean of `values` with a percentile interval from resampling whole clusters.
 
-    `clusters` labels each value (the paper uses the date); NaN values are dropped.
+    `clusters` labels each value (the paper uses the date); NaN values are dropped, so are a
+    masked array's masked entries. Values numpy cannot read as reals, complex ones among
+    them, are a ValueError naming the argument (`scoring.inputs.as_real`, as `dutch_books`
+    reads `probs`): numpy kept a complex number's real part, a warning at most.
     Returns (mean, lo, hi) as an `Interval`, identical for identical inputs and seed.
     """
-    return cluster_bootstrap_means([(values, clusters)], reps=reps, seed=seed, level=level)[0]
+    _check(reps, level)
+    return _bootstrap_many([_cluster_sums(values, clusters)], reps, seed, level)[0]
 
 
 def cluster_bootstrap_means(
@@ -366,7 +372,8 @@ def cluster_bootstrap_means(
     clusters per number of clusters instead of one per sample.
     """
     _check(reps, level)
-    return _bootstrap_many([_cluster_sums(v, c) for v, c in samples], reps, seed, level)
+    sums = [_cluster_sums(v, c, f"samples[{i}] values") for i, (v, c) in enumerate(samples)]
+    return _bootstrap_many(sums, reps, seed, level)
 
 
 def paired_difference(
@@ -388,11 +395,15 @@ def paired_difference(
     )
 
 
-def _difference(values: npt.ArrayLike, baseline: npt.ArrayLike) -> FloatArray:
-    v = np.asarray(values, dtype=np.float64)
-    b = np.asarray(baseline, dtype=np.float64)
+def _difference(
+    values: npt.ArrayLike,
+    baseline: npt.ArrayLike,
+    names: tuple[str, str] = ("values", "baseline"),
+) -> FloatArray:
+    """`values - baseline`, each read as reals by `as_real` (an error names the argument)."""
+    v, b = as_real(values, names[0]), as_real(baseline, names[1])
     if v.shape != b.shape:
-        raise ValueError(f"values {v.shape} and baseline {b.shape} must be paired")
+        raise ValueError(f"{names[0]} {v.shape} and {names[1]} {b.shape} must be paired")
     return v - b
 
 
@@ -413,8 +424,8 @@ def spearman(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
 
     Returns NaN when either side is constant, as the correlation is then undefined.
     """
-    a = np.asarray(x, dtype=np.float64).ravel()
-    b = np.asarray(y, dtype=np.float64).ravel()
+    a = as_real(x, "x").ravel()
+    b = as_real(y, "y").ravel()
     if a.shape != b.shape:
         raise ValueError(f"x ({a.size}) and y ({b.size}) must have the same length")
     keep = ~(np.isnan(a) | np.isnan(b))
@@ -441,7 +452,15 @@ def pairwise_differences(
     """
     pairs = list(itertools.combinations(sorted(values_by_model), 2))
     samples = [
-        (_difference(values_by_model[a], values_by_model[b]), clusters) for a, b in pairs
+        (
+            _difference(
+                values_by_model[a],
+                values_by_model[b],
+                (f"values_by_model[{a!r}]", f"values_by_model[{b!r}]"),
+            ),
+            clusters,
+        )
+        for a, b in pairs
     ]
     intervals = cluster_bootstrap_means(samples, reps=reps, seed=seed, level=level)
     return dict(zip(pairs, intervals, strict=True))

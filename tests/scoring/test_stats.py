@@ -117,6 +117,57 @@ def test_misaligned_inputs_are_rejected() -> None:
         stats.cluster_bootstrap_mean([np.nan], ["d1"])
 
 
+_UNITS = ["d1", "d1", "d2", "d2"]
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda v: stats.cluster_bootstrap_mean(v, _UNITS, reps=REPS), "values"),
+        (
+            lambda v: stats.cluster_bootstrap_means([([0.1] * 4, _UNITS), (v, _UNITS)]),
+            r"samples\[1\] values",
+        ),
+        (lambda v: stats.paired_difference(v, [0.1] * 4, _UNITS, reps=REPS), "values"),
+        (lambda v: stats.paired_difference([0.1] * 4, v, _UNITS, reps=REPS), "baseline"),
+        (lambda v: stats.spearman([0.1, 0.2, 0.3, 0.4], v), "y"),
+        (
+            lambda v: stats.pairwise_differences({"a": [0.1] * 4, "b": v}, _UNITS, reps=REPS),
+            r"values_by_model\['b'\]",
+        ),
+        (
+            lambda v: stats.count_pairwise_significant({"a": v, "b": [0.1] * 4}, _UNITS),
+            r"values_by_model\['a'\]",
+        ),
+    ],
+)
+@pytest.mark.parametrize(
+    "bad",
+    [
+        # numpy kept the real parts (a ComplexWarning at most): an interval of 0.1 .. 0.4
+        np.array([0.1 + 2j, 0.2, 0.3, 0.4]),
+        # a list of them was a TypeError from float(), a ragged list numpy's own message
+        [0.1 + 2j, 0.2, 0.3, 0.4],
+        [[0.1], 0.2, 0.3, 0.4],
+    ],
+)
+def test_values_that_are_not_real_numbers_are_one_value_error_naming_the_argument(
+    call: Any, named: str, bad: object
+) -> None:
+    with pytest.raises(ValueError, match=f"^{named} must be real numbers"):
+        call(bad)
+
+
+def test_masked_values_are_dropped_as_nan_is() -> None:
+    """`np.asarray` drops a mask: the hidden 9.0 was bootstrapped as a value."""
+    masked = np.ma.masked_array([1.0, 2.0, 9.0, 4.0], mask=[False, False, True, False])
+    as_nan = [1.0, 2.0, np.nan, 4.0]
+    assert stats.cluster_bootstrap_mean(masked, _UNITS, reps=REPS) == (
+        stats.cluster_bootstrap_mean(as_nan, _UNITS, reps=REPS)
+    )
+    assert stats.spearman(masked, [1.0, 2.0, 3.0, 4.0]) == 1.0
+
+
 def _percentile(sorted_values: list[float], q: float) -> float:
     """The 'linear' percentile, by hand: interpolate between the two nearest order statistics."""
     h = (len(sorted_values) - 1) * q
