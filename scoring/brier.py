@@ -15,7 +15,7 @@ from scoring.inputs import as_real, in_unit_range
 
 
 def brier(probs: npt.ArrayLike, outcomes: npt.ArrayLike) -> float | npt.NDArray[np.float64]:
-    """Mean of (p - o)^2 over the last axis, ignoring NaN in either argument.
+    """Mean of (p - o)^2 over the last axis, ignoring NaN (or None) in either argument.
 
     `outcomes` is 0/1 (or bool) and broadcasts against `probs`, so one outcome vector
     scores many sets at once. Returns a float for a single set, else an array over the

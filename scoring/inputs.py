@@ -7,12 +7,18 @@ one place keeps the error messages identical and the solvers free of defensive c
 
 from __future__ import annotations
 
+import decimal
+import numbers
+
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 #: Float error tolerated (and clipped) at the ends of [0, 1].
 ROUNDING = 1e-12
+#: numpy's kinds of real numbers: bool, signed and unsigned integers, floats. Not datetime64
+#: or timedelta64 (numpy reads them as counts since 1970, and calls timedelta64 an integer).
+REAL_KINDS = "biuf"
 
 
 def as_incidence(incidence: npt.ArrayLike) -> FloatArray:
@@ -28,9 +34,9 @@ def as_incidence(incidence: npt.ArrayLike) -> FloatArray:
         )
     if matrix.shape[1] == 0:
         raise ValueError("incidence must have at least one atom (column)")
-    # Complex entries would be cast to their real parts, the imaginary ones dropped unseen.
-    real = np.issubdtype(matrix.dtype, np.number) and not np.iscomplexobj(matrix)
-    if not (real or matrix.dtype == np.bool_):
+    # Complex entries would be cast to their real parts, the imaginary ones dropped unseen,
+    # and timedelta64 ones (an integer kind to numpy) to their counts.
+    if matrix.dtype.kind not in REAL_KINDS:
         raise ValueError(f"incidence must be numeric 0/1, got dtype {matrix.dtype}")
     as_float = matrix.astype(np.float64)
     if not np.all((as_float == 0.0) | (as_float == 1.0)):
@@ -41,19 +47,36 @@ def as_incidence(incidence: npt.ArrayLike) -> FloatArray:
 def as_real(values: npt.ArrayLike, name: str) -> FloatArray:
     """Return `values` as floats, or raise ValueError naming `name`.
 
-    numpy would cast complex numbers to their real parts (a warning at most), and its own
-    errors (a ragged list, a dict) name no argument. A masked array's masked entries are
-    NaN: `np.asarray` drops the mask and would read the values it hid as answers.
+    numpy would cast complex numbers to their real parts (a warning at most), datetime64 and
+    timedelta64 values to their counts since 1970 (a date read as a probability of 0), and
+    strings to the numbers they spell; its own errors (a ragged list, a dict) name no
+    argument. Only real numbers are read (`REAL_KINDS`; in a list, Python's and numpy's
+    numbers and `Decimal`), and None, which numpy reads as NaN: a value not given, as the
+    scores' null is (an unanswered event, an unresolved outcome, a value left out). A masked
+    array's masked entries are NaN: `np.asarray` drops the mask and would read the values it
+    hid as answers.
     """
     try:
         array = np.asarray(values)
-        if np.iscomplexobj(array):
+        if array.dtype == object:
+            _only_numbers(array, name)
+        elif array.dtype.kind not in REAL_KINDS:
             raise TypeError(f"got dtype {array.dtype}")
         if np.ma.isMaskedArray(values):
             return np.where(np.ma.getmaskarray(values), np.nan, array.astype(np.float64))
         return array.astype(np.float64)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{name} must be real numbers: {error}") from error
+
+
+def _only_numbers(array: npt.NDArray[np.object_], name: str) -> None:
+    """TypeError naming the first item of `array` (numpy's objects: a list mixing kinds) that
+    is neither a real number nor None (`as_real`)."""
+    for index, item in np.ndenumerate(array):
+        real = isinstance(item, (numbers.Real, decimal.Decimal))
+        if not (real or item is None):
+            at = ", ".join(str(i) for i in index)
+            raise TypeError(f"{name}[{at}] is {item!r}, a {type(item).__name__}")
 
 
 def in_unit_range(probs: FloatArray) -> FloatArray:

@@ -349,10 +349,11 @@ def cluster_bootstrap_mean(
 ) -> Interval:
     """Mean of `values` with a percentile interval from resampling whole clusters.
 
-    `clusters` labels each value (the paper uses the date); NaN values are dropped, so are a
-    masked array's masked entries. Values numpy cannot read as reals, complex ones among
-    them, are a ValueError naming the argument (`scoring.inputs.as_real`, as `dutch_books`
-    reads `probs`): numpy kept a complex number's real part, a warning at most.
+    `clusters` labels each value (the paper uses the date); NaN values are dropped, so are
+    None and a masked array's masked entries. Values that are not real numbers (complex
+    numbers, dates, strings) are a ValueError naming the argument (`scoring.inputs.as_real`,
+    as `dutch_books` reads `probs`): numpy kept a complex number's real part, a warning at
+    most, and read a date as its count of days since 1970.
     Returns (mean, lo, hi) as an `Interval`, identical for identical inputs and seed.
     """
     _check(reps, level)

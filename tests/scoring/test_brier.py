@@ -45,6 +45,11 @@ def test_misaligned_inputs_are_rejected() -> None:
         ([0.2, 0.8], [0.5, 1], "outcomes must be 0 or 1"),
         ([0.2, 0.8], [2, 1], "outcomes must be 0 or 1"),
         (np.array([0.2 + 0.5j, 0.8]), [0, 1], "probs must be real"),
+        # read as counts since 1970 and as the numbers strings spell: 1970-01-02 was a 1
+        ([0.2, 0.8], np.array(["1970-01-02", "1970-01-01"], dtype="datetime64[D]"), "outcomes"),
+        (np.array([0, 1], dtype="timedelta64[D]"), [0, 1], "probs must be real"),
+        ([0.2, 0.8], ["1", "0"], "outcomes must be real"),
+        ([0.2, 0.8], [1, b"0"], "outcomes must be real"),
     ],
 )
 def test_probabilities_and_outcomes_out_of_range_are_rejected(

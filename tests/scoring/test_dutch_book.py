@@ -334,6 +334,14 @@ def test_an_event_holding_in_no_atom_must_be_priced_zero() -> None:
         # numpy's own messages named no argument
         (np.array([[1, 0]]), [{"p": 0.5}], "inf", "probs must be real"),
         (np.eye(2), [[0.5, 0.5], [0.5]], "inf", "probs must be real"),
+        # numpy read dates and durations as counts since 1970 (1970-01-01 a probability of
+        # 0), strings as the numbers they spell, and timedelta64 as an integer incidence
+        (np.eye(2), np.array(["1970-01-01"] * 2, dtype="datetime64[D]"), "inf", "probs must"),
+        (np.eye(2), np.array([0, 1], dtype="timedelta64[s]"), "inf", "probs must be real"),
+        (np.eye(2), ["0.5", "0.5"], "inf", r"probs must be real numbers: got dtype <U3"),
+        (np.eye(2), [None, "0.5"], "inf", r"probs\[1\] is '0.5', a str"),
+        (np.eye(2), [[0.5, np.datetime64(0, "D")]], "inf", r"probs\[0, 1\] is "),
+        (np.eye(2, dtype="timedelta64[D]"), [0.5, 0.5], "inf", "incidence must be numeric"),
     ],
 )
 def test_bad_input_is_a_clear_value_error(
@@ -349,6 +357,15 @@ def test_masked_entries_of_a_masked_array_are_unanswered() -> None:
     result = dutch_books(np.eye(2), probs)
     assert result.profit[0] == 0.0 and np.isnan(result.stakes[0, 1])
     assert abs(result.profit[1] - 0.1) <= 1e-12
+
+
+def test_none_is_unanswered_as_nan_is() -> None:
+    """A list from the scores' `probs` column (null = unanswered) reads as it is stored."""
+    stored = [[None, 0.6], [0.6, 0.6]]  # polars' to_list(); numpy's ArrayLike has no None
+    with_none = dutch_books(np.eye(2), stored)  # type: ignore[arg-type]
+    with_nan = dutch_books(np.eye(2), [[np.nan, 0.6], [0.6, 0.6]])
+    np.testing.assert_array_equal(with_none.profit, with_nan.profit)
+    np.testing.assert_array_equal(with_none.stakes, with_nan.stakes)
 
 
 def test_results_do_not_depend_on_earlier_calls() -> None:

@@ -51,6 +51,14 @@ def test_masked_entries_of_a_job_are_unanswered_as_dutch_books_reads_them() -> N
     assert result.profit[0] == dutch_books(NEGATION, probs).profit[0] == 0.0
 
 
+def test_a_job_whose_probs_are_not_numbers_is_named() -> None:
+    """numpy read a date as its count of days since 1970: 1970-01-01 was a probability of 0."""
+    dates = np.array([["1970-01-01", "1970-01-02"]], dtype="datetime64[D]")
+    jobs = [SetJob(NEGATION, np.array([[0.5, 0.5]])), SetJob(NEGATION, dates)]
+    with pytest.raises(ValueError, match=r"^set job 1: probs must be real numbers"):
+        solve_grouped(jobs, workers=1)
+
+
 def test_a_job_over_no_events_gets_what_dutch_books_gives() -> None:
     probs = np.zeros((2, 0))
     (result,) = solve_grouped([SetJob(np.zeros((0, 4), dtype=np.uint8), probs)], workers=1)

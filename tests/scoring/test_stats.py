@@ -149,6 +149,11 @@ _UNITS = ["d1", "d1", "d2", "d2"]
         # a list of them was a TypeError from float(), a ragged list numpy's own message
         [0.1 + 2j, 0.2, 0.3, 0.4],
         [[0.1], 0.2, 0.3, 0.4],
+        # read as counts since 1970 and as the numbers strings spell
+        np.array(["1970-01-01", "1970-01-02", "1970-01-03", "1970-01-04"], dtype="datetime64[D]"),
+        np.array([1, 2, 3, 4], dtype="timedelta64[s]"),
+        ["0.1", "0.2", "0.3", "0.4"],
+        [0.1, None, "0.3", 0.4],
     ],
 )
 def test_values_that_are_not_real_numbers_are_one_value_error_naming_the_argument(
