@@ -12,7 +12,7 @@ import itertools
 import math
 import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -71,21 +71,106 @@ MIN_CLUSTERS = 2
 
 
 def _cluster_sums(
-    values: npt.ArrayLike, clusters: npt.ArrayLike | Sequence[Hashable], name: str = "values"
+    values: npt.ArrayLike, clusters: npt.ArrayLike | Sequence[Hashable], sample: str = ""
 ) -> tuple[FloatArray, FloatArray]:
-    """Per-cluster sum and count of the finite values (NaN scores are left out); `name` is
-    the argument an error names."""
-    v = as_real(values, name).ravel()
-    c = np.asarray(clusters).ravel()
+    """Per-cluster sum and count of the finite values (NaN scores are left out); errors name
+    `values` and `clusters` after `sample` (`samples[2] `: `cluster_bootstrap_means`'s)."""
+    v = as_real(values, f"{sample}values").ravel()
+    c, shape = _labels(clusters, f"{sample}clusters")
     if v.shape != c.shape:
-        raise ValueError(f"values ({v.size}) and clusters ({c.size}) must have the same length")
+        given, parts = f"{c.size}", ""
+        if len(shape) > 1:
+            given, parts = f"{c.size}, shape {shape}", " (a label of several parts is a tuple)"
+        raise ValueError(
+            f"{sample}values ({v.size}) and {sample}clusters ({given}) must have the same "
+            f"length: one label per value{parts}"
+        )
     keep = ~np.isnan(v)
     if not keep.any():
         raise ValueError("no finite values to bootstrap")
-    _, codes = np.unique(c[keep], return_inverse=True)
+    codes = _codes(c[keep], f"{sample}clusters")
     sums = np.bincount(codes, weights=v[keep]).astype(np.float64)
     counts = np.bincount(codes).astype(np.float64)
     return sums, counts
+
+
+#: What a cluster label may be, as errors say it.
+LABELS = "strings, numbers or dates, or tuples of them, of one kind that sorts"
+
+
+def _labels(
+    clusters: npt.ArrayLike | Sequence[Hashable], name: str
+) -> tuple[npt.NDArray[Any], tuple[int, ...]]:
+    """`clusters` as a flat array of labels, with the shape they came in, or ValueError naming
+    `name` for a label that is missing (None, NaN, NaT: no date to resample by).
+
+    A list of tuples is a list of labels, one per value: numpy made it a matrix, one column
+    per item, said to have twice as many labels as values. numpy's own errors (a ragged list)
+    and comparisons (None beside a string) named no argument.
+    """
+    if isinstance(clusters, list | tuple) and any(isinstance(c, tuple) for c in clusters):
+        labels = np.fromiter(clusters, dtype=object, count=len(clusters))
+    else:
+        try:
+            labels = np.asarray(clusters)
+        except ValueError as error:
+            raise ValueError(f"{name} must be labels ({LABELS}): {error}") from error
+    shape = labels.shape
+    labels = labels.ravel()
+    if labels.dtype.kind in "fc":
+        missing = np.isnan(labels)
+    elif labels.dtype.kind in "mM":
+        missing = np.isnat(labels)
+    elif labels.dtype == object:
+        missing = np.fromiter(map(_missing, labels), dtype=bool, count=labels.size)
+    else:
+        return labels, shape
+    if missing.any():
+        at = int(np.flatnonzero(missing)[0])
+        raise ValueError(
+            f"{name}[{at}] is {labels[at]!r}: every value needs a cluster label ({LABELS})"
+        )
+    return labels, shape
+
+
+def _missing(label: object) -> bool:
+    """Whether `label` is None, NaN or NaT: the only labels unequal to themselves."""
+    if label is None:
+        return True
+    try:
+        return bool(label != label)
+    except (TypeError, ValueError):  # an array's elementwise answer: not a label, `_codes` says
+        return False
+
+
+def _codes(labels: npt.NDArray[Any], name: str) -> IntArray:
+    """Each label's rank among the distinct labels, sorted: `np.unique`'s inverse (an error
+    names `name`).
+
+    Python's objects (tuples, a polars column's strings) are told apart by hash and equality,
+    not by numpy's sort: a sort that cannot order two labels (frozensets) left equal ones
+    apart, and a dict's or None's comparison was numpy's TypeError. Sorting the distinct
+    labels then ranks them as `np.unique` does wherever it could.
+    """
+    if labels.dtype != object:
+        codes: IntArray = np.unique(labels, return_inverse=True)[1]
+        return codes
+    first: dict[Hashable, int] = {}
+    try:
+        found = np.fromiter(
+            (first.setdefault(label, len(first)) for label in labels), np.int64, labels.size
+        )
+    except TypeError as error:
+        raise ValueError(f"{name} must be labels ({LABELS}): {error}") from error
+    distinct: list[Any] = list(first)  # sorted if they sort, refused below if not
+    try:
+        order = sorted(range(len(distinct)), key=distinct.__getitem__)
+    except TypeError as error:
+        raise ValueError(f"{name} must be labels ({LABELS}): {error}") from error
+    rank = np.empty(len(distinct), dtype=np.int64)
+    rank[order] = np.arange(len(distinct))
+    ranked: IntArray = rank[found]
+    return ranked
 
 
 def _check(reps: int, level: float) -> None:
@@ -349,7 +434,9 @@ def cluster_bootstrap_mean(
 ) -> Interval:
     """Mean of `values` with a percentile interval from resampling whole clusters.
 
-    `clusters` labels each value (the paper uses the date); NaN values are dropped, so are
+    `clusters` labels each value (the paper uses the date; any hashable labels of one kind
+    that sorts, tuples among them: `LABELS`; None, NaN or NaT is a ValueError, a value with no
+    date to resample by); NaN values are dropped, so are
     None and a masked array's masked entries. Values that are not real numbers (complex
     numbers, dates, strings) are a ValueError naming the argument (`scoring.inputs.as_real`,
     as `dutch_books` reads `probs`): numpy kept a complex number's real part, a warning at
@@ -373,7 +460,7 @@ def cluster_bootstrap_means(
     clusters per number of clusters instead of one per sample.
     """
     _check(reps, level)
-    sums = [_cluster_sums(v, c, f"samples[{i}] values") for i, (v, c) in enumerate(samples)]
+    sums = [_cluster_sums(v, c, f"samples[{i}] ") for i, (v, c) in enumerate(samples)]
     return _bootstrap_many(sums, reps, seed, level)
 
 

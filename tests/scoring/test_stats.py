@@ -173,6 +173,55 @@ def test_masked_values_are_dropped_as_nan_is() -> None:
     assert stats.spearman(masked, [1.0, 2.0, 3.0, 4.0]) == 1.0
 
 
+def test_cluster_labels_may_be_tuples_or_any_hashable_labels_that_sort() -> None:
+    """A list of tuples was read as a matrix ("values (6) and clusters (12) must have the same
+    length"); frozensets, which numpy's sort cannot order, were each their own cluster."""
+    values = [0.1, 0.5, 0.2, 0.9, 0.3, 0.4]
+    named = ["a1", "b2", "a1", "c3", "b2", "c3"]
+    expected = stats.cluster_bootstrap_mean(values, named, reps=REPS)
+    as_tuples = [(label[0], int(label[1])) for label in named]
+    assert stats.cluster_bootstrap_mean(values, as_tuples, reps=REPS) == expected
+    assert stats.cluster_bootstrap_mean(values, tuple(as_tuples), reps=REPS) == expected
+    as_sets = [frozenset({label}) for label in "abacbc"]
+    assert stats.cluster_bootstrap_mean(values, as_sets, reps=REPS).lo == expected.lo
+    # a polars column's strings come as Python objects: ranked as numpy ranks its strings
+    objects = np.array(named, dtype=object)
+    assert stats.cluster_bootstrap_mean(values, objects, reps=REPS) == expected
+    assert stats.paired_difference(values, [0.0] * 6, as_tuples, reps=REPS) == expected
+
+
+@pytest.mark.parametrize(
+    ("clusters", "message"),
+    [
+        # numpy's TypeError ("'<' not supported between instances of 'NoneType' and 'str'")
+        (["d1", None, "d2", "d2"], r"^clusters\[1\] is None: every value needs a cluster label"),
+        ([None] * 4, r"^clusters\[0\] is None"),
+        # NaN and NaT labels were pooled into one cluster, a date that is none
+        ([1.0, np.nan, 2.0, np.nan], r"^clusters\[1\] is .*nan"),
+        (np.array(["2025-01-02", "NaT", "2025-01-03", "2025-01-03"], "datetime64[D]"), "NaT"),
+        (np.array(["d1", None, "d2", "d2"], dtype=object), r"^clusters\[1\] is None"),
+        # numpy's TypeErrors and its unnamed message for a ragged list
+        ([{"d": 1}] * 4, "^clusters must be labels .*unhashable type: 'dict'"),
+        (np.array(["d1", 1, "d2", "d2"], dtype=object), "^clusters must be labels .*of one kind"),
+        ([("d", 1), "d1", ("d", 2), ("d", 2)], "^clusters must be labels"),
+        ([["d1"], ["d1", "x"], ["d2"], ["d2"]], "^clusters must be labels"),
+        # a list of lists is read as an array: the message says what a label of parts is
+        ([["d", 1], ["d", 1], ["d", 2], ["d", 2]], r"shape \(4, 2\).*a label of several parts"),
+    ],
+)
+def test_a_missing_or_unusable_cluster_label_is_one_value_error_naming_clusters(
+    clusters: object, message: str
+) -> None:
+    values = [0.1, 0.2, 0.3, 0.4]
+    with pytest.raises(ValueError, match=message):
+        stats.cluster_bootstrap_mean(values, clusters, reps=REPS)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=message):
+        stats.paired_difference(values, [0.2] * 4, clusters, reps=REPS)  # type: ignore[arg-type]
+    samples = [(values, ["d1", "d1", "d2", "d2"]), (values, clusters)]
+    with pytest.raises(ValueError, match=message.replace("^clusters", r"^samples\[1\] clusters")):
+        stats.cluster_bootstrap_means(samples, reps=REPS)  # type: ignore[arg-type]
+
+
 def _percentile(sorted_values: list[float], q: float) -> float:
     """The 'linear' percentile, by hand: interpolate between the two nearest order statistics."""
     h = (len(sorted_values) - 1) * q
