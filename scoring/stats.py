@@ -75,7 +75,7 @@ def _cluster_sums(
 ) -> tuple[FloatArray, FloatArray]:
     """Per-cluster sum and count of the finite values (NaN scores are left out); errors name
     `values` and `clusters` after `sample` (`samples[2] `: `cluster_bootstrap_means`'s)."""
-    v = as_real(values, f"{sample}values").ravel()
+    v = _finite(as_real(values, f"{sample}values").ravel(), f"{sample}values")
     c, shape = _labels(clusters, f"{sample}clusters")
     if v.shape != c.shape:
         given, parts = f"{c.size}", ""
@@ -92,6 +92,19 @@ def _cluster_sums(
     sums = np.bincount(codes, weights=v[keep]).astype(np.float64)
     counts = np.bincount(codes).astype(np.float64)
     return sums, counts
+
+
+def _finite(values: FloatArray, name: str) -> FloatArray:
+    """`values`, or ValueError naming `name` and its first infinite value: an infinite mean has
+    no interval (its mean was inf with [0.35, nan], a warning, and another end resampled
+    with other samples), and an infinite pair's difference was NaN, dropped unseen."""
+    infinite = np.isinf(values)
+    if infinite.any():
+        at = ", ".join(str(i) for i in np.argwhere(infinite)[0])
+        raise ValueError(
+            f"{name}[{at}] is {values[infinite][0]}: values must be finite (NaN is left out)"
+        )
+    return values
 
 
 #: What a cluster label may be, as errors say it.
@@ -436,11 +449,11 @@ def cluster_bootstrap_mean(
 
     `clusters` labels each value (the paper uses the date; any hashable labels of one kind
     that sorts, tuples among them: `LABELS`; None, NaN or NaT is a ValueError, a value with no
-    date to resample by); NaN values are dropped, so are
-    None and a masked array's masked entries. Values that are not real numbers (complex
-    numbers, dates, strings) are a ValueError naming the argument (`scoring.inputs.as_real`,
-    as `dutch_books` reads `probs`): numpy kept a complex number's real part, a warning at
-    most, and read a date as its count of days since 1970.
+    date to resample by). NaN values are dropped, so are None and a masked array's masked
+    entries; an infinite value is a ValueError (`_finite`), and so are values that are not
+    real numbers (complex numbers, dates, strings), naming the argument
+    (`scoring.inputs.as_real`, as `dutch_books` reads `probs`): numpy kept a complex number's
+    real part, a warning at most, and read a date as its count of days since 1970.
     Returns (mean, lo, hi) as an `Interval`, identical for identical inputs and seed.
     """
     _check(reps, level)
@@ -488,8 +501,10 @@ def _difference(
     baseline: npt.ArrayLike,
     names: tuple[str, str] = ("values", "baseline"),
 ) -> FloatArray:
-    """`values - baseline`, each read as reals by `as_real` (an error names the argument)."""
-    v, b = as_real(values, names[0]), as_real(baseline, names[1])
+    """`values - baseline`, each read as finite reals (`as_real`, `_finite`: an error names
+    the argument)."""
+    v = _finite(as_real(values, names[0]), names[0])
+    b = _finite(as_real(baseline, names[1]), names[1])
     if v.shape != b.shape:
         raise ValueError(f"{names[0]} {v.shape} and {names[1]} {b.shape} must be paired")
     return v - b

@@ -163,6 +163,33 @@ def test_values_that_are_not_real_numbers_are_one_value_error_naming_the_argumen
         call(bad)
 
 
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        # the mean was inf, its interval [0.35, nan] (a RuntimeWarning), another with others
+        (lambda v: stats.cluster_bootstrap_mean(v, _UNITS, reps=REPS), r"^values\[1\] is -inf"),
+        (
+            lambda v: stats.cluster_bootstrap_means([([0.1] * 4, _UNITS)] * 4 + [(v, _UNITS)]),
+            r"^samples\[4\] values\[1\] is -inf",
+        ),
+        # inf - inf was NaN, the pair dropped unseen
+        (lambda v: stats.paired_difference(v, v, _UNITS, reps=REPS), r"^values\[1\] is -inf"),
+        (lambda v: stats.paired_difference([0.1] * 4, v, _UNITS), r"^baseline\[1\] is -inf"),
+        (
+            lambda v: stats.pairwise_differences({"a": v, "b": v}, _UNITS),
+            r"^values_by_model\['a'\]\[1\] is -inf",
+        ),
+    ],
+)
+def test_an_infinite_value_is_one_value_error_naming_it(call: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message + ": values must be finite"):
+        call([0.1, -np.inf, np.nan, 0.4])
+
+
+def test_spearman_ranks_an_infinite_value_as_the_largest_or_smallest() -> None:
+    assert stats.spearman([np.inf, 0.2, 0.3, -np.inf], [4, 2, 3, 1]) == 1.0
+
+
 def test_masked_values_are_dropped_as_nan_is() -> None:
     """`np.asarray` drops a mask: the hidden 9.0 was bootstrapped as a value."""
     masked = np.ma.masked_array([1.0, 2.0, 9.0, 4.0], mask=[False, False, True, False])
@@ -509,12 +536,12 @@ def test_an_interval_within_the_profits_resolution_of_zero_does_not_exclude_it()
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # inf - inf
 def test_an_interval_with_an_unknown_end_never_excludes_zero() -> None:
     """A tester: an infinite value's bootstrap gave [0.55, nan], said to exclude zero, where
-    an end unknown is documented never to count."""
+    an end unknown is documented never to count (an infinite value is now refused)."""
     from scoring.stats import Interval
 
-    interval = stats.cluster_bootstrap_mean([0.5, 0.6, np.inf, 0.7], [0, 1, 2, 3], reps=200, seed=1)
-    assert interval.lo > 0.5 and math.isnan(interval.hi)  # one end known, clear of zero
-    assert not interval.excludes_zero()
+    with pytest.raises(ValueError, match="must be finite"):
+        stats.cluster_bootstrap_mean([0.5, 0.6, np.inf, 0.7], [0, 1, 2, 3], reps=200, seed=1)
+    assert not Interval(math.inf, 0.55, math.nan).excludes_zero()  # the tester's interval
     for lo, hi in ((math.nan, -1.0), (1.0, math.nan), (math.nan, math.nan)):
         assert not Interval(0.0, lo, hi).excludes_zero()
 
