@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import numbers
 import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -186,11 +187,23 @@ def _codes(labels: npt.NDArray[Any], name: str) -> IntArray:
     return ranked
 
 
-def _check(reps: int, level: float) -> None:
-    if reps < 1:
-        raise ValueError("reps must be positive")
-    if not 0.0 < level < 1.0:
-        raise ValueError("level must lie in (0, 1)")
+def _check(reps: int, level: float, seed: int) -> None:
+    """ValueError for arguments numpy would refuse in its own words ("an integer is
+    required" for reps=True, "expected non-negative integer" for seed=-1), or take: a seed of
+    None drew fresh entropy, an interval no second report reproduces."""
+    if not _is_int(reps) or reps < 1:
+        raise ValueError(f"reps must be a positive integer, got {reps!r}")
+    if not isinstance(level, numbers.Real) or not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    if not _is_int(seed) or seed < 0:
+        raise ValueError(
+            f"seed must be a non-negative integer (intervals are seeded), got {seed!r}"
+        )
+
+
+def _is_int(number: object) -> bool:
+    """An integer, Python's or numpy's, that is not a bool."""
+    return isinstance(number, numbers.Integral) and not isinstance(number, bool | np.bool_)
 
 
 def _draws(n_clusters: int, reps: int, seed: int) -> Iterator[tuple[int, IntArray]]:
@@ -412,7 +425,7 @@ def _bootstrap_many(
     Samples with equally many clusters are resampled together, `_BATCH` at a time so that
     memory stays bounded however many there are.
     """
-    _check(reps, level)
+    _check(reps, level, seed)
     tail = (1.0 - level) / 2.0
     out: dict[int, Interval] = {}
     by_size: dict[int, list[int]] = {}
@@ -456,7 +469,7 @@ def cluster_bootstrap_mean(
     real part, a warning at most, and read a date as its count of days since 1970.
     Returns (mean, lo, hi) as an `Interval`, identical for identical inputs and seed.
     """
-    _check(reps, level)
+    _check(reps, level, seed)
     return _bootstrap_many([_cluster_sums(values, clusters)], reps, seed, level)[0]
 
 
@@ -472,7 +485,7 @@ def cluster_bootstrap_means(
     level)`; many samples (the report's k = 1..passes curve) cost one draw of resampled
     clusters per number of clusters instead of one per sample.
     """
-    _check(reps, level)
+    _check(reps, level, seed)
     sums = [_cluster_sums(v, c, f"samples[{i}] ") for i, (v, c) in enumerate(samples)]
     return _bootstrap_many(sums, reps, seed, level)
 

@@ -190,6 +190,37 @@ def test_spearman_ranks_an_infinite_value_as_the_largest_or_smallest() -> None:
     assert stats.spearman([np.inf, 0.2, 0.3, -np.inf], [4, 2, 3, 1]) == 1.0
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        # numpy's own words, naming no argument
+        ({"reps": True}, r"^reps must be a positive integer, got True"),
+        ({"reps": 100.5}, r"^reps must be a positive integer, got 100.5"),
+        ({"reps": 0}, r"^reps must be a positive integer"),
+        ({"seed": -1}, r"^seed must be a non-negative integer"),
+        ({"seed": 1.5}, r"^seed must be a non-negative integer"),
+        # a seed of None drew fresh entropy: an interval no second call reproduced
+        ({"seed": None}, r"^seed must be a non-negative integer \(intervals are seeded\)"),
+        ({"level": "0.9"}, r"^level must lie in \(0, 1\), got '0.9'"),
+    ],
+)
+def test_reps_seed_and_level_are_checked_by_name(arguments: dict[str, Any], message: str) -> None:
+    samples = [([0.1, 0.2, 0.3, 0.4], _UNITS)]
+    with pytest.raises(ValueError, match=message):
+        stats.cluster_bootstrap_mean(*samples[0], **{"reps": REPS, **arguments})
+    with pytest.raises(ValueError, match=message):
+        stats.cluster_bootstrap_means(samples, **{"reps": REPS, **arguments})
+    with pytest.raises(ValueError, match=message):
+        stats.count_pairwise_significant({"a": [0.1] * 4, "b": [0.2] * 4}, _UNITS, **arguments)
+
+
+def test_numpy_integers_are_reps_and_seeds() -> None:
+    values = [0.1, 0.2, 0.3, 0.4]
+    expected = stats.cluster_bootstrap_mean(values, _UNITS, reps=REPS, seed=3)
+    got = stats.cluster_bootstrap_mean(values, _UNITS, reps=np.int64(REPS), seed=np.uint32(3))  # type: ignore[arg-type]
+    assert got == expected
+
+
 def test_masked_values_are_dropped_as_nan_is() -> None:
     """`np.asarray` drops a mask: the hidden 9.0 was bootstrapped as a value."""
     masked = np.ma.masked_array([1.0, 2.0, 9.0, 4.0], mask=[False, False, True, False])
