@@ -16,13 +16,17 @@ import orjson
 import polars as pl
 import pytest
 
+import engine.audit
 from engine.audit import (
     CAUSES,
+    PARTS,
+    ROWS_PER_PART,
     attempt_timeline,
     audit,
     by_cause,
     paper_causes,
     paper_causes_sentence,
+    parts_for,
     retry_sentence,
 )
 from engine.durable import append_record_line
@@ -214,7 +218,16 @@ def test_classify_reads_an_ok_reply_without_its_answer_as_its_flags_say(
     assert marked.select(columns).row(1) == reply_b
 
 
-def test_random_ledgers_match_a_plain_count(tmp_path: Path, kit: type[Kit]) -> None:
+@pytest.fixture(params=["one part", "four parts"])
+def parts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A test's small ledger audited in one part, as such a ledger is, and in `PARTS` (as a
+    ledger of more than 3 * `ROWS_PER_PART` attempts is)."""
+    if request.param == "four parts":
+        monkeypatch.setattr(engine.audit, "ROWS_PER_PART", 1)
+    return str(request.param)
+
+
+def test_random_ledgers_match_a_plain_count(tmp_path: Path, kit: type[Kit], parts: str) -> None:
     rng = random.Random(3)
     outcomes = ["rate_limit", "provider_error", "timeout", "connection_error", "refusal"]
     expected_causes: Counter[str] = Counter()
@@ -432,7 +445,7 @@ def test_a_lanes_file_from_before_lanes_kept_their_reason_shows_the_whole_messag
     )
 
 
-def test_timeline_counts_every_attempt_once(tmp_path: Path, kit: type[Kit]) -> None:
+def test_timeline_counts_every_attempt_once(tmp_path: Path, kit: type[Kit], parts: str) -> None:
     with Ledger.open(tmp_path) as ledger:
         _scenario(ledger, kit)
     frame = attempt_timeline(tmp_path, bins=4)
@@ -468,3 +481,14 @@ def test_damaged_batch_results_are_a_cause_of_their_own() -> None:
         "3 retry attempts across 3 requests out of 10, attributed to damaged batch results "
         "(2) and timeouts (1)."
     )
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [(0, 1), (1, 1), (46_500, 1), (ROWS_PER_PART, 1), (ROWS_PER_PART + 1, 2), (405_719, PARTS)],
+)
+def test_a_ledger_is_audited_in_parts_of_at_most_rows_per_part(rows: int, expected: int) -> None:
+    """One pass over the shards per part: the benchmark's 46,500 attempts in one (four took
+    twice the CPU), the paper scale's 405,719 in `PARTS` (its memory measured so)."""
+    attempts = pl.LazyFrame({"request_id": [f"r{i}" for i in range(rows)]})
+    assert parts_for(attempts) == expected
