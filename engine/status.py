@@ -71,7 +71,8 @@ def status(
 ) -> dict[str, Any]:
     """A JSON-ready summary of a run folder (see `dutchbook status --json`).
 
-    Keys: `state`, `pid`, `planned`, `accepted`, `remaining`, `attempts`, `outcomes`,
+    Keys: `state`, `planning` (live, no plan written yet, nothing asked), `pid`, `planned`,
+    `accepted`, `remaining`, `attempts`, `outcomes`,
     `retries_by_cause` (retry attempts by cause, as `engine.audit.classify` defines them:
     every attempt that was not the accepted one, nor a reply a strict reparse rejected;
     nonzero causes only), `retries`,
@@ -184,9 +185,12 @@ def _read_status(
         )
         if line
     ]
+    state = _state(run_dir, pid, remaining, activity["attempts"] > 0 or bool(jobs))
     return {
         "run_dir": str(run_dir),
-        "state": _state(run_dir, pid, remaining, activity["attempts"] > 0 or bool(jobs)),
+        "state": state,
+        # A live run with no plan written and nothing asked yet renders its prompts.
+        "planning": state == "live" and planned is None and not activity["attempts"],
         "pid": pid,
         "planned": planned,
         "accepted": accepted,

@@ -20,7 +20,7 @@ import os
 import signal
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,14 @@ from engine.durable import (
 )
 from engine.ledger import LedgerBusy
 from engine.reparse import resume_refusal
-from engine.runlock import clear_pid, found_pid, put_back_pid, release_lock, write_pid
+from engine.runlock import (
+    LOCK_FILE,
+    clear_pid,
+    found_pid,
+    put_back_pid,
+    release_lock,
+    write_pid,
+)
 from engine.scan import ATTEMPTS, RESPONSES
 from engine.shards import visible_shards
 from engine.spend import dollars_apart
@@ -532,25 +539,42 @@ async def run_campaign(
     check_new_design(spec, units, run_dir)  # before the prompts are rendered, for a new folder
     if not rehearse:
         check_credentials(spec, os.environ)
+    # Held from before the plan is rendered (seconds, minutes at paper scale): `status` said
+    # "no run folder" of a new run all that while, and a second run on the folder planned too.
+    hold = take_folder_lock(run_dir)
+    try:
+        return await _planned_campaign(
+            spec, run_dir, units, hold,
+            CampaignOptions(
+                max_cost=max_cost, rehearse=rehearse, console=console, progress=progress,
+                sim_credentials=sim_credentials, faults=faults, sim_url=sim_url, clock=clock,
+                figure_workers=figure_workers, abandon_batch_jobs=abandon,
+            ),
+        )  # fmt: skip
+    finally:
+        hold.release(run_dir)
+
+
+async def _planned_campaign(
+    spec: CampaignSpec, run_dir: Path, units: UnitSource, hold: FolderHold,
+    options: CampaignOptions,
+) -> CampaignResult:  # fmt: skip
+    """The estimate (read back on a resume, else rendered), then the campaign; the folder held."""
     # A resume of the same design reads the estimate saved with its plan (runs.plan_estimate)
     # instead of rendering every prompt again; a new folder renders and counts.
     saved = resumed_estimate(spec, run_dir)
+    figure_workers = options.figure_workers
     if figure_workers is not None and _queries_asked(spec, units, saved) > WORKERS_MAX_QUERIES:
         figure_workers.close()  # before they warm up beside planning (see WORKERS_MAX_QUERIES)
-        figure_workers = None
+        options = replace(options, figure_workers=None)
     with _staged_plan(run_dir, saved is None) as staged, _damage_named(run_dir):
         writer = staged.writer if staged is not None else None
         lines = (
             saved
             if saved is not None
-            else _estimate(spec, units, writer, run_dir, console, progress)
+            else _estimate(spec, units, writer, run_dir, options.console, options.progress)
         )
-        options = CampaignOptions(
-            max_cost=max_cost, rehearse=rehearse, console=console, progress=progress,
-            sim_credentials=sim_credentials, faults=faults, sim_url=sim_url, clock=clock,
-            figure_workers=figure_workers, abandon_batch_jobs=abandon,
-        )  # fmt: skip
-        return await _campaign(spec, run_dir, units, lines, saved is None, staged, options)
+        return await _campaign(spec, run_dir, units, lines, saved is None, staged, options, hold)
 
 
 @contextlib.contextmanager
@@ -655,8 +679,9 @@ async def _campaign(
     rendered: bool,
     staged: StagedPlan | None,
     options: CampaignOptions,
+    hold: FolderHold,
 ) -> CampaignResult:
-    """The campaign once estimated: the cost check, then everything under the folder's lock."""
+    """The campaign once estimated, the folder held (`hold`): the cost check, then the rest."""
     plan_summary = summarise(lines)
     # At each model's dispatch mode: a batch model is charged its batch prices.
     cost = plan_summary["total"]["planned_cost_usd"]
@@ -667,17 +692,12 @@ async def _campaign(
                 *dollars_apart(cost, max_cost)
             )
         )
-    make_run_folder(run_dir)
-    hold = take_folder_lock(run_dir)
-    try:
-        # planning, scoring or the report; the folder moved mid-run (`runs.folder_moved`)
-        with disk_full_raised(run_dir, folder=run_dir), moved_said(run_dir):
-            return await _run_locked(
-                spec, run_dir, units, plan_summary, lines if rendered else None, staged,
-                options, hold,
-            )
-    finally:
-        hold.release(run_dir)
+    # planning, scoring or the report; the folder moved mid-run (`runs.folder_moved`)
+    with disk_full_raised(run_dir, folder=run_dir), moved_said(run_dir):
+        return await _run_locked(
+            spec, run_dir, units, plan_summary, lines if rendered else None, staged,
+            options, hold,
+        )
 
 
 def _check_lost_jobs(run_dir: Path, abandon: frozenset[str], console: Console) -> None:
@@ -712,12 +732,19 @@ class FolderHold:
     `status` still says that run died, its lanes "when the run died" and its batch jobs still
     at the provider, where it said the run had stopped. The ledger, once open, records the
     died run's unresolved attempts as interrupted; from then the pid file is this run's to
-    clear."""
+    clear.
+
+    The folder is made and locked before the plan is rendered, so that `status` says the run
+    is live and planning; a run that leaves having written nothing else there (refused over
+    `--max-cost` once planned, stopped while it planned) takes its lock file away again, and
+    the folder if it made it: a mistyped `--out` must not leave an empty folder behind."""
 
     fd: int
     #: The pid file found when the lock was taken (`engine.runlock.found_pid`).
     found: bytes | None
     ledger_opened: bool = False
+    #: The names the folder held before the run locked it; None: the run made the folder.
+    held_before: frozenset[str] | None = frozenset()
 
     def opened(self) -> None:
         """Dispatch's ledger is open (`engine.dispatch.dispatch(on_ledger_open=)`)."""
@@ -730,7 +757,19 @@ class FolderHold:
             clear_pid(run_dir)
         else:
             put_back_pid(run_dir, self.found)
+            self._take_back(run_dir)
         release_lock(self.fd)
+
+    def _take_back(self, run_dir: Path) -> None:
+        """Remove the lock file, and the folder if the run made it, when the run wrote
+        nothing else there; before the lock is let go, so no other run writes there now."""
+        before = self.held_before or frozenset()
+        with contextlib.suppress(OSError):  # a folder it may not list or change: left as is
+            if {p.name for p in run_dir.iterdir()} - before != {LOCK_FILE}:
+                return
+            (run_dir / LOCK_FILE).unlink()
+            if self.held_before is None:
+                run_dir.rmdir()
 
 
 def take_folder_lock(run_dir: Path) -> FolderHold:
@@ -739,8 +778,11 @@ def take_folder_lock(run_dir: Path) -> FolderHold:
     The ledger's own lock (`journal/.lock`) is taken only at dispatch; two runs started at
     once on a new folder would both plan into it before that. This one comes first, so the
     second run is told the folder is busy before it writes a byte. The pid file says who,
-    from the start: `status` says the run is live while it checks the folder.
+    from the start: `status` says the run is live while it plans and checks the folder,
+    which is made here first (with its parents) when there is none.
     """
+    held_before = frozenset(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else None
+    make_run_folder(run_dir)
     try:
         fd = lock_folder(
             run_dir,
@@ -756,7 +798,7 @@ def take_folder_lock(run_dir: Path) -> FolderHold:
     except BaseException:
         release_lock(fd)
         raise
-    return FolderHold(fd, found)
+    return FolderHold(fd, found, held_before=held_before)
 
 
 async def _run_locked(

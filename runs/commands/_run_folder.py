@@ -37,9 +37,9 @@ def _require_run_folder(run_dir: Path) -> None:
             "the folder `dutchbook run` wrote"
         )
     if not run_dir.exists():
-        # A new run renders its plan before it makes its folder (seconds at paper scale): a
-        # `status` asked meanwhile finds nothing there yet, and says why it may be so.
-        fail(f"no run folder at {run_dir} (a new run makes it once its plan is rendered)")
+        # A new run makes its folder once its spec and credentials are checked, before it
+        # plans: a `status` asked in its first moments finds nothing there yet.
+        fail(f"no run folder at {run_dir} (a new run makes it once it has checked its spec)")
     if not run_dir.is_dir():
         fail(f"{run_dir} is a file, not a run folder; give the folder `dutchbook run` wrote")
     if not has_run_marks(run_dir):

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -317,3 +318,54 @@ def test_report_advises_score_with_the_spec_where_the_folders_own_cannot_be_used
         assert rerun_command(out, command) == (
             f"dutchbook {command} {out} --spec <the spec it was started with>"
         )
+
+
+def test_status_says_a_new_run_is_live_and_planning_while_it_renders_its_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tester polling `status` on a new run's folder was told "no run folder at ..." (exit
+    2) for as long as the run rendered its prompts (17 s for a big quickstart, minutes at
+    paper scale): the run made its folder, and took its lock, only once it had planned."""
+    import runs.pipeline
+
+    estimate = runs.pipeline._estimate
+    out = tmp_path / "out"
+    seen: dict[str, Result] = {}
+
+    def planning(*args: Any, **kwargs: Any) -> Any:
+        seen["human"] = CliRunner().invoke(app, ["status", str(out)])
+        seen["json"] = CliRunner().invoke(app, ["status", "--json", str(out)])
+        return estimate(*args, **kwargs)
+
+    monkeypatch.setattr(runs.pipeline, "_estimate", planning)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    human, as_json = seen["human"], seen["json"]
+    assert human.exit_code == 0, human.output
+    assert ": live (pid" in human.output and "planning" in human.output, human.output
+    assert as_json.exit_code == 0, as_json.output
+    summary = orjson.loads(as_json.output)
+    assert summary["state"] == "live" and summary["planning"] is True
+    finished = CliRunner().invoke(app, ["status", "--json", str(out)])
+    assert orjson.loads(finished.output)["planning"] is False
+
+
+def test_a_new_run_refused_after_planning_leaves_no_folder(tmp_path: Path) -> None:
+    """Its folder, made and locked before the plan is rendered, goes again with the run that
+    wrote nothing into it (over --max-cost: "nothing was sent"), as a mistyped --out must not
+    leave a folder behind; a folder that was there before the run stays."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        SPEC.replace('model = "sim-coherent"', 'model = "sim-coherent"\nprice_in = 1e6'),
+        encoding="utf-8",
+    )
+    for out, existed in ((tmp_path / "new", False), (tmp_path / "empty", True)):
+        if existed:
+            out.mkdir()
+        result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out), "--max-cost", "1"])
+        assert result.exit_code == 2 and "nothing was sent" in result.output, result.output
+        assert out.exists() is existed
+        if existed:
+            assert list(out.iterdir()) == []

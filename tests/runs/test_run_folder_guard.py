@@ -75,8 +75,8 @@ def test_a_missing_folder_is_named(tmp_path: Path, command: str) -> None:
     result = CliRunner().invoke(app, [command, str(tmp_path / "nope")])
     assert result.exit_code == 2, result.output
     assert _errors(result.output) == [
-        f"error: no run folder at {tmp_path / 'nope'} (a new run makes it once its plan is "
-        "rendered)"
+        f"error: no run folder at {tmp_path / 'nope'} (a new run makes it once it has checked "
+        "its spec)"
     ]
 
 
