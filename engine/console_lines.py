@@ -50,6 +50,22 @@ def held_text(held_s: float | None, by: str | None) -> str:
     return f"held {duration(held_s)} more by {by or 'the provider'}"
 
 
+def lane_state_said(state: str, answered: int, planned: int | None, gave_up: int | None) -> str:
+    """A lane's state as dispatch's table and progress line, and `dutchbook status`, say it.
+
+    "done" is a lane that asks nothing more this run; one that gave every request up (each
+    reply refused, a bad key) read "done" beside "56 gave up", which a user reads as success.
+    Such a lane says how much it answered: "gave up: none of 56 answered", or "done in part:
+    44 of 56 answered, 12 gave up". `answered` counts earlier runs' answers too; `gave_up`, the
+    requests given up this run (None: not known, a `lanes.json` older than the count). The
+    state itself (`logs/lanes.json`, `status --json`'s `lane_state`) stays "done"."""
+    if state != "done" or not gave_up or planned is None:
+        return state
+    if not answered:
+        return f"gave up: none of {planned:,} answered"
+    return f"done in part: {answered:,} of {planned:,} answered, {gave_up:,} gave up"
+
+
 def write_line(console: Console, line: str) -> bool:
     """Write `line` and a line break to the console's file, flushed; False when that failed."""
     try:

@@ -163,8 +163,10 @@ class DispatchSummary:
             # A lane that asked all it may while batch jobs of an earlier run hold the rest
             # is not done ("done, 74/224 done — 150 requests held ...").
             waiting = s.held_by_jobs and s.state is LaneState.DONE
+            # Not "done" of a lane that gave requests up: "gave up", or "done in part".
+            state = "waiting" if waiting else s.state_said.partition(":")[0]
             out.append(
-                f"  {name}: {'waiting' if waiting else s.state.value}, {s.done}/{s.planned} done"
+                f"  {name}: {state}, {s.done}/{s.planned} done"
                 + (_batch_jobs_said(s) if s.dispatch == "batch" else "")
                 + (f", retry attempts: {retries}" if retries else "")
                 + (

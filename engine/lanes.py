@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from engine.concurrency import AdaptiveCap
+from engine.console_lines import lane_state_said
 from engine.durable import DiskFull
 from engine.http import BrokenReply, HttpClient
 from engine.limits import Hold, TokenBucket, estimate_tokens
@@ -176,6 +177,18 @@ class LaneStats:
     def done(self) -> int:
         return self.already_accepted + self.accepted
 
+    @property
+    def given_up(self) -> int:
+        """Requests this run gave up: after `max_attempts`, with their answer-failure budget
+        spent (asked by no resume until it is raised), or on a permanent failure."""
+        return self.retries.exhausted + self.retries.answer_budget_spent + self.gave_up
+
+    @property
+    def state_said(self) -> str:
+        """The state as a person reads it (`engine.console_lines.lane_state_said`): a lane
+        that gave requests up is not said "done"."""
+        return lane_state_said(self.state.value, self.done, self.planned, self.given_up)
+
     def say(self, reason: str, lead: str = "") -> None:
         """Set why the lane is in its state: `message` is `reason` after `lead` (the lane's
         name, where the message is read without it, as on the terminal)."""
@@ -212,9 +225,10 @@ class LaneStats:
     def eta_s(self) -> float | None:
         """Seconds left: the provider's hold, then the rest at `rate_per_s`. None (not known)
         while the provider is down, before a first answer, and once the lane has halted (it
-        asks nothing more this run)."""
+        asks nothing more this run); none (0) once it is done, though it gave requests up
+        (its "ETA ?" kept a campaign's time left unknown for good)."""
         remaining = self.planned - self.done
-        if remaining <= 0:
+        if remaining <= 0 or self.state is LaneState.DONE:
             return 0.0
         rate = self.rate_per_s
         if self.state is LaneState.PROBING or self.state in HALTED or rate <= 0:

@@ -65,7 +65,7 @@ def render(lanes: list[LaneStats]) -> Table:
 def _state_text(s: LaneStats) -> str:
     """The state column: the state, and why (the lane's message, or the provider's hold)."""
     why = s.message or held_text(s.held_now_s, s.held_by)
-    return f"{s.state.value}: {why[:60]}" if why else s.state.value
+    return f"{s.state.value}: {why[:60]}" if why else s.state_said
 
 
 #: The most lanes a progress line names one by one; more are summed up (a campaign of 1,000
@@ -80,7 +80,7 @@ def progress_line(lanes: list[LaneStats], elapsed_s: float) -> str:
     if len(lanes) > LINE_LANES:
         done, planned = sum(s.done for s in lanes), sum(s.planned for s in lanes)
         rate = sum(s.rate_per_s for s in lanes)
-        states = Counter(s.state.value for s in lanes)
+        states = Counter(s.state_said.partition(":")[0] for s in lanes)
         by_state = ", ".join(f"{n:,} {state}" for state, n in sorted(states.items()))
         return (
             head + f"{len(lanes):,} models {done:,}/{planned:,} ({rate:.1f}/s, "
@@ -103,6 +103,8 @@ def _last_to_finish_s(lanes: list[LaneStats]) -> float | None:
 def _lane_part(s: LaneStats) -> str:
     """One lane in a progress line: while its provider is down, for how long instead of a
     rate and a time left that a pause makes meaningless; a lane that halted, no time left."""
+    if (said := s.state_said) != s.state.value:  # gave requests up: its counts are said
+        return f"{s.model} {said}"
     state = "" if s.state is LaneState.RUNNING else f" {s.state.value}"
     counts = f"{s.model}{state} {s.done:,}/{s.planned:,}"
     if s.state is LaneState.PROBING:

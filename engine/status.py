@@ -8,6 +8,7 @@ that is still going, only its state differs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
@@ -391,4 +392,20 @@ def _lane_fields(lane: dict[str, Any]) -> dict[str, Any]:
         "rate_per_s": number("rate_per_s"),
         "lane_held_s": number("held_s"),
         "lane_held_by": text("held_by"),
+        "lane_gave_up": _gave_up(lane, number),
     }
+
+
+def _gave_up(lane: dict[str, Any], number: Callable[[str], float | None]) -> int | None:
+    """The requests the lane gave up this run, as `LaneStats.given_up` counts them; None
+    when `lanes.json` has none of its counts (a run older than them)."""
+    counts = [number(key) for key in _GAVE_UP_KEYS]
+    if all(n is None for n in counts):
+        return None
+    return int(sum(n or 0 for n in counts))
+
+
+#: `logs/lanes.json`'s counts of requests a lane gave up (`engine.lanefile.lane_states`).
+_GAVE_UP_KEYS = (
+    "gave_up_after_max_attempts", "gave_up_answer_budget_spent", "gave_up_permanent"
+)

@@ -15,7 +15,7 @@ from rich.text import Text
 from engine.audit import REJECTED_ON_REPARSE
 from engine.batch_jobs import AtProvider
 from engine.batch_lost import LostJob, lost_jobs, lost_jobs_line
-from engine.console_lines import duration, held_text, plural
+from engine.console_lines import duration, held_text, lane_state_said, plural
 from engine.console_tables import print_whole
 from engine.journal import JournalError
 from engine.runlock import lock_held
@@ -84,6 +84,10 @@ def _eta(entry: dict[str, Any], *, live: bool) -> str:
 def _lane_text(entry: dict[str, Any], state: str) -> str:
     """The lane column: its state, whether that is stale, and why (or the provider's hold)."""
     lane, why = entry.get("lane_state") or "", entry.get("lane_message") or ""
+    if not why:  # a lane that gave requests up is not said "done" (as dispatch says it)
+        lane = lane_state_said(
+            lane, entry.get("accepted") or 0, entry.get("planned"), entry.get("lane_gave_up")
+        )
     if state != "live" and lane in _ACTIVE_LANE_STATES:  # `lanes.json` is stale
         lane += " when the run died" if state == "died" else " when the run stopped"
     elif state == "live" and not why:

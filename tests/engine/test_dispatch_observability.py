@@ -354,3 +354,33 @@ def test_a_summary_of_one_of_each_says_each_in_the_singular() -> None:
     assert [plural(n, "query", "queries") for n in (0, 1, 2_000)] == [
         "0 queries", "1 query", "2,000 queries"
     ]
+
+
+def test_a_lane_that_gave_requests_up_is_not_said_done() -> None:
+    """A lane whose every request was given up (a simulator model whose every reply failed)
+    read "done" in the table, the progress line and the summary, beside "56 gave up": read
+    as success. Its state stays `done` (`logs/lanes.json`); what is said names what was
+    answered, in the words `dutchbook status` uses (`engine.console_lines.lane_state_said`)."""
+    from engine.dispatch import DispatchSummary
+
+    none = LaneStats(model="m", provider="sim", planned=56, state=LaneState.DONE,
+                     started=1.0, finished=11.0)  # fmt: skip
+    none.retries.answer_budget_spent = 56
+    part = LaneStats(model="n", provider="sim", planned=56, accepted=44, state=LaneState.DONE,
+                     started=1.0, finished=11.0)  # fmt: skip
+    part.retries.exhausted, part.gave_up = 10, 2
+    whole = LaneStats(model="w", provider="sim", planned=3, accepted=3, state=LaneState.DONE)
+    assert progress_line([none, part, whole], 60.0) == (
+        "dispatch 1:00: m gave up: none of 56 answered; "
+        "n done in part: 44 of 56 answered, 12 gave up; w done 3/3 (0.0/s, ETA 0:00)"
+    )
+    console = Console(file=io.StringIO(), width=200, force_terminal=False)
+    console.print(render([none, part, whole]))
+    table = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "gave up: none of 56 answered" in table
+    assert "done in part: 44 of 56 answered, 12 gave up" in table
+    summed = progress_line([none, part, *[whole] * LINE_LANES], 60.0)
+    assert summed.endswith("(4.4/s, ETA 0:00; 8 done, 1 done in part, 1 gave up)"), summed
+    said = DispatchSummary(lanes={"m": none, "n": part}).lines()
+    assert said[1].startswith("  m: gave up, 0/56 done,"), said
+    assert said[2].startswith("  n: done in part, 44/56 done,"), said

@@ -175,7 +175,9 @@ def test_lane_states_from_the_engine_are_shown(tmp_path: Path, kit: type[Kit]) -
     lanes = {
         "updated_at": "2026-03-02T21:00:00+00:00",
         "lanes": {
-            "alpha": {"state": "done", "message": "", "rate_per_s": 12.5},
+            "alpha": {"state": "done", "message": "", "rate_per_s": 12.5,
+                      "gave_up_after_max_attempts": 1, "gave_up_answer_budget_spent": 2,
+                      "gave_up_permanent": 0},
             "beta": {"state": "stopped", "message": "beta (sim): 401 invalid api key",
                      "rate_per_s": 0.0},
         },
@@ -185,8 +187,13 @@ def test_lane_states_from_the_engine_are_shown(tmp_path: Path, kit: type[Kit]) -
     assert summary["models"]["beta"]["lane_state"] == "stopped"
     assert "invalid api key" in summary["models"]["beta"]["lane_message"]
     assert summary["models"]["alpha"]["rate_per_s"] == 12.5
+    # Additive: the requests its lane gave up this run, which `status` says beside "done".
+    assert summary["models"]["alpha"]["lane_gave_up"] == 3
+    assert summary["models"]["beta"]["lane_gave_up"] is None  # a lanes.json without them
     table = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "240"})
     assert table.exit_code == 0 and "invalid api key" in table.output
+    accepted = summary["models"]["alpha"]["accepted"]
+    assert f"done in part: {accepted} of 4 answered, 3 gave up" in table.output
 
 
 def test_a_dead_runs_lanes_read_as_left_when_it_died(tmp_path: Path, kit: type[Kit]) -> None:

@@ -43,6 +43,21 @@ def test_a_live_lanes_hold_is_shown_and_counted_and_a_halted_lane_has_no_time_le
     assert _lane_text(probing, "died") == "probing when the run died: provider down (503)"
 
 
+def test_a_lane_that_gave_requests_up_is_not_said_done() -> None:
+    """A lane whose every request was given up read "done" in the lane column beside its 56
+    pending failures: read as success. Said as dispatch's progress line says it."""
+    from runs.commands.status import _lane_text
+
+    entry = {"planned": 56, "accepted": 0, "rate_per_s": 0.0, "lane_state": "done",
+             "lane_gave_up": 56}  # fmt: skip
+    assert _lane_text(entry, "finished") == "gave up: none of 56 answered"
+    assert _lane_text({**entry, "accepted": 44, "lane_gave_up": 12}, "live") == (
+        "done in part: 44 of 56 answered, 12 gave up"
+    )
+    assert _lane_text({**entry, "accepted": 56, "lane_gave_up": 0}, "live") == "done"
+    assert _lane_text({**entry, "lane_gave_up": None}, "stopped") == "done"  # an older run's
+
+
 def test_counts_of_one_are_said_in_the_singular() -> None:
     """"1 attempts, 1 retries over 1 requests" and "1 request(s) failed and are"."""
     import io
