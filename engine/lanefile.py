@@ -45,6 +45,8 @@ def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
                 "jobs_in_flight": s.jobs_in_flight,
                 "jobs_collected": s.jobs_collected,
                 "rate_per_s": round(s.rate_per_s, 3),
+                # The time left the live table shows; None when not known (`LaneStats.eta_s`).
+                "eta_s": None if (eta := s.eta_s) is None else round(eta, 1),
                 "pauses": s.pauses,
                 "paused_s": round(s.paused_s, 3),
                 "held_s": round(s.held_now_s, 1),  # left of the provider's hold, when written

@@ -67,18 +67,31 @@ def _fraction(done: int, planned: int | None) -> str:
     return f"{done:,}/{planned:,}{share}"
 
 
-def _eta(entry: dict[str, Any], *, live: bool) -> str:
-    """The lane's time left, as the progress line spells it: its provider's hold, then the
-    rest at its rate; "?" while the provider is down; nothing for a lane that asks no more."""
+def lane_eta_s(entry: dict[str, Any], *, live: bool) -> float | None:
+    """A model's time left in seconds (`status --json`'s `eta_s`), as dispatch's
+    `LaneStats.eta_s` counts it: its provider's hold, then the rest at its rate; 0 for a lane
+    that is done; None when it cannot be told (no answer yet, the provider down, no plan) or
+    no lane will ask (the lane halted, or no run is live)."""
     planned, rate, state = entry.get("planned"), entry.get("rate_per_s"), entry.get("lane_state")
-    if not live or planned is None or state not in _ACTIVE_LANE_STATES:
+    if not live or planned is None:
+        return None
+    if state == "done":
+        return 0.0
+    if state not in _ACTIVE_LANE_STATES or state == "probing" or not rate:
+        return None
+    held = float(entry.get("lane_held_s") or 0.0)
+    left: float = max(planned - entry["accepted"], 0) / rate
+    return held + left
+
+
+def _eta(entry: dict[str, Any], *, live: bool) -> str:
+    """The lane's time left, as the progress line spells it ("?" while it cannot be told: the
+    provider down, no answer yet); nothing for a lane that asks no more."""
+    if not live or entry.get("planned") is None or entry.get("lane_state") not in (
+        _ACTIVE_LANE_STATES
+    ):
         return ""
-    if state == "probing":
-        return "?"  # the provider is down: no time left can be told
-    if not rate:
-        return ""
-    held = entry.get("lane_held_s") or 0.0
-    return duration(held + max(planned - entry["accepted"], 0) / rate)
+    return duration(lane_eta_s(entry, live=live))
 
 
 def _lane_text(entry: dict[str, Any], state: str) -> str:
@@ -270,6 +283,8 @@ def status(
             # A reparse, score, repair or report holds the folder (they write no pid file: no
             # run is live), and a warning below may be of the very work it is doing.
             summary["warnings"].insert(0, BUSY_NOTE)
+        for entry in summary["models"].values():  # additive: the table's time left
+            entry["eta_s"] = lane_eta_s(entry, live=summary["state"] == "live")
         summary["rehearsal"] = rehearsed(run_dir)  # additive
         if summary["rehearsal"]:
             summary["notes"] = [REHEARSAL_NOTE, *(summary.get("notes") or [])]

@@ -384,3 +384,14 @@ def test_a_lane_that_gave_requests_up_is_not_said_done() -> None:
     said = DispatchSummary(lanes={"m": none, "n": part}).lines()
     assert said[1].startswith("  m: gave up, 0/56 done,"), said
     assert said[2].startswith("  n: done in part, 44/56 done,"), said
+
+
+def test_the_lanes_file_carries_each_lanes_time_left() -> None:
+    """`logs/lanes.json` had the rate but not the time left the live table shows."""
+    from engine.lanefile import lane_states
+
+    asking = LaneStats(model="a", provider="p", planned=100, accepted=40, started=1.0,
+                       finished=21.0, state=LaneState.RUNNING)  # fmt: skip
+    fresh = LaneStats(model="b", provider="p", planned=100, state=LaneState.RUNNING)
+    lanes = lane_states([asking, fresh])["lanes"]
+    assert lanes["a"]["eta_s"] == 30.0 and lanes["b"]["eta_s"] is None

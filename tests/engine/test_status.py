@@ -147,6 +147,8 @@ def test_command_line_json_and_table(tmp_path: Path, kit: type[Kit]) -> None:
     assert as_json.exit_code == 0, as_json.output
     parsed = orjson.loads(as_json.output)
     assert parsed["accepted"] == 3 and parsed["planned"] == 6
+    # Additive: each model's time left, as the table shows it; none while no run is live.
+    assert [m["eta_s"] for m in parsed["models"].values()] == [None, None]
     table = runner.invoke(app, ["status", str(tmp_path)])
     assert table.exit_code == 0, table.output
     assert "stopped" in table.output and "3/4" in table.output and "rate_limit" in table.output

@@ -43,6 +43,28 @@ def test_a_live_lanes_hold_is_shown_and_counted_and_a_halted_lane_has_no_time_le
     assert _lane_text(probing, "died") == "probing when the run died: provider down (503)"
 
 
+def test_the_time_left_is_in_the_json_and_unknown_is_said_as_the_progress_line_says_it() -> None:
+    """`status --json` carried no time left where the table showed one; a lane with no answer
+    yet showed a blank where the progress line shows "?"."""
+    from engine.console_lines import duration
+    from engine.lanes import LaneState, LaneStats
+    from runs.commands.status import _eta, lane_eta_s
+
+    entry = {"planned": 1_000, "accepted": 400, "rate_per_s": 2.0, "lane_state": "running",
+             "lane_held_s": 60.0}  # fmt: skip
+    assert lane_eta_s(entry, live=True) == 360.0 and _eta(entry, live=True) == "6:00"
+    fresh = {**entry, "accepted": 0, "rate_per_s": 0.0}
+    lane = LaneStats(model="m", provider="p", planned=1_000, state=LaneState.RUNNING,
+                     started=1.0, finished=11.0)  # fmt: skip
+    assert _eta(fresh, live=True) == duration(lane.eta_s) == "?"
+    assert lane_eta_s(fresh, live=True) is None
+    for unknown in ({**entry, "lane_state": "probing"}, {**entry, "lane_state": "stopped"},
+                    {**entry, "planned": None}):  # fmt: skip
+        assert lane_eta_s(unknown, live=True) is None
+    assert lane_eta_s(entry, live=False) is None  # no run is asking
+    assert lane_eta_s({**entry, "lane_state": "done"}, live=True) == 0.0
+
+
 def test_a_lane_that_gave_requests_up_is_not_said_done() -> None:
     """A lane whose every request was given up read "done" in the lane column beside its 56
     pending failures: read as success. Said as dispatch's progress line says it."""
