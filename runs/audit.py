@@ -72,10 +72,12 @@ def spec_parser(run_dir: Path) -> str | None:
     return _parser_of(_frozen_spec(run_dir))
 
 
-def answer_budget(run_dir: Path) -> int | None:
-    """The answer-failure budget the frozen spec holds each request to (`_answer_budget_of`),
-    for `status`, which counts the requests given up with it spent as the audit does."""
-    return _answer_budget_of(_frozen_spec(run_dir))
+def parser_and_budget(run_dir: Path) -> tuple[str | None, int | None]:
+    """`spec_parser`'s parser and the answer-failure budget the frozen spec holds each
+    request to (`_answer_budget_of`), from one read of it: for `status`, which counts the
+    requests given up with it spent as the audit does."""
+    raw = _frozen_spec(run_dir)
+    return _parser_of(raw), _answer_budget_of(raw)
 
 
 def _parser_of(raw: dict[str, Any] | None) -> str | None:

@@ -257,13 +257,13 @@ def status(
 ) -> None:
     """Show a run's progress: done/planned per model, retries by cause, failures, live or died."""
     require_run_folder(run_dir)
-    from runs.audit import answer_budget, spec_parser
+    from runs.audit import parser_and_budget
     from runs.plan_checksums import lost_plan
     from runs.rehearsal import REHEARSAL_NOTE, rehearsed
     from runs.scored_from import stale_repairs
 
     with user_errors(OSError, JournalError, folder=run_dir):
-        summary = run_status(run_dir, spec_parser(run_dir), answer_budget(run_dir))
+        summary = run_status(run_dir, *parser_and_budget(run_dir))
         if repairs := stale_repairs(run_dir):
             summary["warnings"].append(repairs)
         if summary["state"] != "live" and (lost := lost_plan(run_dir)):

@@ -8,7 +8,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
@@ -154,6 +154,35 @@ def test_command_line_json_and_table(tmp_path: Path, kit: type[Kit]) -> None:
     assert "stopped" in table.output and "3/4" in table.output and "rate_limit" in table.output
     missing = runner.invoke(app, ["status", str(tmp_path / "nope")])
     assert missing.exit_code == 2
+
+
+def test_status_reads_the_frozen_spec_once_for_its_parser_and_budget(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It read and parsed `spec.toml` twice, once for the parser and once for the
+    answer-failure budget."""
+    import runs.audit
+    from runs.cli import app
+
+    kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})
+    with Ledger.open(tmp_path) as ledger:
+        _populate(ledger, kit)
+    (tmp_path / "spec.toml").write_text(
+        'parser = "lenient"\nmax_attempts = 5\nmax_answer_failures = 2\n', encoding="utf-8"
+    )
+    frozen_spec = runs.audit._frozen_spec
+    reads: list[Path] = []
+
+    def counted(run_dir: Path) -> dict[str, Any] | None:
+        reads.append(run_dir)
+        return frozen_spec(run_dir)
+
+    monkeypatch.setattr(runs.audit, "_frozen_spec", counted)
+    assert runs.audit.parser_and_budget(tmp_path) == ("lenient", 2)
+    reads.clear()
+    result = CliRunner().invoke(app, ["status", "--json", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert reads == [tmp_path]
 
 
 def test_refused_duplicate_acceptances_are_counted(tmp_path: Path, kit: type[Kit]) -> None:
