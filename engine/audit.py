@@ -1357,8 +1357,7 @@ def attempt_timeline(run_dir: Path | str, bins: int = 60) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     width_us = max(int(t1) - int(t0), 1) / bins
     offset = (epoch - int(t0)).cast(pl.Float64)
-    parts = parts_for(attempts)
-    part = pl.col("request_id").hash(0) % parts
+    part = pl.col("request_id").hash(0) % (parts := parts_for(attempts))
     # The run's parser unknown here: cautious. Answers lost after a strict reparse are drawn
     # as the accepted attempts they were, as `status` and the audit count them.
     ok_accepted, lost = reading_of_ok_replies(run_dir, None)
