@@ -65,7 +65,7 @@ def as_real(values: npt.ArrayLike, name: str) -> FloatArray:
         if np.ma.isMaskedArray(values):
             return np.where(np.ma.getmaskarray(values), np.nan, array.astype(np.float64))
         return array.astype(np.float64)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, OverflowError) as error:  # OverflowError: 10**400
         raise ValueError(f"{name} must be real numbers: {error}") from error
 
 

@@ -7,6 +7,7 @@ over clusters, vectorised with numpy and seeded so every report is reproducible.
 
 from __future__ import annotations
 
+import decimal
 import functools
 import itertools
 import math
@@ -155,6 +156,8 @@ def _missing(label: object) -> bool:
         return bool(label != label)
     except (TypeError, ValueError):  # an array's elementwise answer: not a label, `_codes` says
         return False
+    except ArithmeticError:  # a signaling NaN (`Decimal("sNaN")`) refuses to be compared
+        return True
 
 
 def _codes(labels: npt.NDArray[Any], name: str) -> IntArray:
@@ -193,12 +196,23 @@ def _check(reps: int, level: float, seed: int) -> None:
     None drew fresh entropy, an interval no second report reproduces."""
     if not _is_int(reps) or reps < 1:
         raise ValueError(f"reps must be a positive integer, got {reps!r}")
-    if not isinstance(level, numbers.Real) or not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    if not 0.0 < _fraction(level) < 1.0:
+        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
     if not _is_int(seed) or seed < 0:
         raise ValueError(
             f"seed must be a non-negative integer (intervals are seeded), got {seed!r}"
         )
+
+
+def _fraction(level: object) -> float:
+    """`level` as a float (a `Decimal` too, as `values` may hold them); NaN for anything else,
+    or a signaling NaN, which float() refuses."""
+    if not isinstance(level, numbers.Real | decimal.Decimal):
+        return math.nan
+    try:
+        return float(level)
+    except (ValueError, OverflowError):
+        return math.nan
 
 
 def _is_int(number: object) -> bool:
@@ -426,7 +440,7 @@ def _bootstrap_many(
     memory stays bounded however many there are.
     """
     _check(reps, level, seed)
-    tail = (1.0 - level) / 2.0
+    tail = (1.0 - _fraction(level)) / 2.0
     out: dict[int, Interval] = {}
     by_size: dict[int, list[int]] = {}
     for i, (sums, _) in enumerate(samples):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import math
 from typing import Any
 
@@ -154,6 +155,8 @@ _UNITS = ["d1", "d1", "d2", "d2"]
         np.array([1, 2, 3, 4], dtype="timedelta64[s]"),
         ["0.1", "0.2", "0.3", "0.4"],
         [0.1, None, "0.3", 0.4],
+        # float() of it is an OverflowError, which escaped as itself
+        [10**400, 0.2, 0.3, 0.4],
     ],
 )
 def test_values_that_are_not_real_numbers_are_one_value_error_naming_the_argument(
@@ -201,7 +204,9 @@ def test_spearman_ranks_an_infinite_value_as_the_largest_or_smallest() -> None:
         ({"seed": 1.5}, r"^seed must be a non-negative integer"),
         # a seed of None drew fresh entropy: an interval no second call reproduced
         ({"seed": None}, r"^seed must be a non-negative integer \(intervals are seeded\)"),
-        ({"level": "0.9"}, r"^level must lie in \(0, 1\), got '0.9'"),
+        ({"level": "0.9"}, r"^level must be a number in \(0, 1\), got '0.9'"),
+        ({"level": 1.0}, r"^level must be a number in \(0, 1\), got 1.0"),
+        ({"level": decimal.Decimal("sNaN")}, r"^level must be a number in \(0, 1\)"),
     ],
 )
 def test_reps_seed_and_level_are_checked_by_name(arguments: dict[str, Any], message: str) -> None:
@@ -212,6 +217,21 @@ def test_reps_seed_and_level_are_checked_by_name(arguments: dict[str, Any], mess
         stats.cluster_bootstrap_means(samples, **{"reps": REPS, **arguments})
     with pytest.raises(ValueError, match=message):
         stats.count_pairwise_significant({"a": [0.1] * 4, "b": [0.2] * 4}, _UNITS, **arguments)
+
+
+def test_a_decimal_level_is_the_number_it_spells() -> None:
+    """`Decimal("0.95")` was refused as not lying in (0, 1), where `values` take Decimals."""
+    values = [0.1, 0.2, 0.3, 0.4]
+    assert stats.cluster_bootstrap_mean(
+        values, _UNITS, reps=REPS, level=decimal.Decimal("0.9")  # type: ignore[arg-type]
+    ) == stats.cluster_bootstrap_mean(values, _UNITS, reps=REPS, level=0.9)
+
+
+def test_a_signaling_nan_label_is_a_missing_label() -> None:
+    """Its comparison raised decimal.InvalidOperation, out of the statistics as itself."""
+    labels = [decimal.Decimal(text) for text in ("1", "sNaN", "2", "3")]
+    with pytest.raises(ValueError, match=r"^clusters\[1\] is Decimal\('sNaN'\): every value"):
+        stats.cluster_bootstrap_mean([0.1, 0.2, 0.3, 0.4], labels, reps=REPS)
 
 
 def test_numpy_integers_are_reps_and_seeds() -> None:
