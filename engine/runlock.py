@@ -40,12 +40,19 @@ _GRACE_STEP_S = 0.05
 def acquire_lock(run_dir: Path, lock_dir: Path) -> int:
     """Take the writer's lock in `lock_dir` (an open descriptor), or raise `LedgerBusy`
     naming the holder's pid (when it is on file and alive; see `LOCK_GRACE_S`)."""
-    fd = os.open(lock_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    path = lock_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     deadline = time.monotonic() + LOCK_GRACE_S
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
+            if _still_at(fd, path):
+                return fd
+            # The holder removed the lock file as it let go (a run that wrote nothing takes
+            # its `.lock` away): locked, this one is no one's; the path's file is the lock.
+            os.close(fd)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            continue
         except BlockingIOError:
             info = read_pid(run_dir)
             holder = info if info is not None and info["alive"] else None
@@ -59,6 +66,16 @@ def acquire_lock(run_dir: Path, lock_dir: Path) -> int:
             f"{run_dir} is being written by another process"
             + (f" (pid {holder['pid']})" if holder else "")
         ) from None
+
+
+def _still_at(fd: int, path: Path) -> bool:
+    """Whether the open file `fd` is still the one at `path` (not removed or replaced)."""
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    here = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def lock_held(lock_dir: Path) -> bool:

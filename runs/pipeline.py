@@ -737,7 +737,9 @@ class FolderHold:
     The folder is made and locked before the plan is rendered, so that `status` says the run
     is live and planning; a run that leaves having written nothing else there (refused over
     `--max-cost` once planned, stopped while it planned) takes its lock file away again, and
-    the folder if it made it: a mistyped `--out` must not leave an empty folder behind."""
+    the folders it made (`--out a/b` where neither was there): a mistyped `--out` must not
+    leave an empty folder behind. A run waiting for the lock meanwhile takes the file at the
+    path, not the one removed (`engine.runlock.acquire_lock`)."""
 
     fd: int
     #: The pid file found when the lock was taken (`engine.runlock.found_pid`).
@@ -745,6 +747,8 @@ class FolderHold:
     ledger_opened: bool = False
     #: The names the folder held before the run locked it; None: the run made the folder.
     held_before: frozenset[str] | None = frozenset()
+    #: The outermost folder the run made (`run_dir` or a parent of it); None: none.
+    made_from: Path | None = None
 
     def opened(self) -> None:
         """Dispatch's ledger is open (`engine.dispatch.dispatch(on_ledger_open=)`)."""
@@ -768,8 +772,14 @@ class FolderHold:
             if {p.name for p in run_dir.iterdir()} - before != {LOCK_FILE}:
                 return
             (run_dir / LOCK_FILE).unlink()
-            if self.held_before is None:
-                run_dir.rmdir()
+            if self.held_before is not None or self.made_from is None:
+                return
+            # The folders it made, inward out, each only while empty (`rmdir`): a parent that
+            # another process filled meanwhile stays.
+            for folder in (run_dir, *run_dir.parents):
+                folder.rmdir()
+                if folder == self.made_from:
+                    return
 
 
 def take_folder_lock(run_dir: Path) -> FolderHold:
@@ -782,15 +792,21 @@ def take_folder_lock(run_dir: Path) -> FolderHold:
     which is made here first (with its parents) when there is none.
     """
     held_before = frozenset(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else None
-    make_run_folder(run_dir)
-    try:
-        fd = lock_folder(
-            run_dir,
-            "let it finish, or stop it, then run again",
-            "give --out a folder you can write in",
-        )
-    except FolderBusy as exc:
-        raise RunBusy(str(exc)) from None
+    made_from = _first_missing(run_dir)
+    for tries_left in reversed(range(3)):
+        make_run_folder(run_dir)
+        try:
+            fd = lock_folder(
+                run_dir,
+                "let it finish, or stop it, then run again",
+                "give --out a folder you can write in",
+            )
+            break
+        except FolderBusy as exc:
+            raise RunBusy(str(exc)) from None
+        except FileNotFoundError:  # a run that wrote nothing took the folder away meanwhile
+            if not tries_left:
+                raise
     try:
         found = found_pid(run_dir)
         with disk_full_raised(run_dir):
@@ -798,7 +814,18 @@ def take_folder_lock(run_dir: Path) -> FolderHold:
     except BaseException:
         release_lock(fd)
         raise
-    return FolderHold(fd, found, held_before=held_before)
+    return FolderHold(fd, found, held_before=held_before, made_from=made_from)
+
+
+def _first_missing(run_dir: Path) -> Path | None:
+    """The outermost of `run_dir` and its parents that does not exist yet (None: `run_dir`
+    exists): what `make_run_folder` makes, and a run that wrote nothing takes away."""
+    missing = None
+    for folder in (run_dir, *run_dir.parents):
+        if folder.exists():
+            return missing
+        missing = folder
+    return missing
 
 
 async def _run_locked(

@@ -128,6 +128,30 @@ def test_a_lock_let_go_during_the_grace_is_taken(
     release_lock(fd)
 
 
+def test_a_lock_file_removed_as_its_holder_let_go_is_not_the_lock_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that wrote nothing takes its `.lock` away as it lets go. A taker waiting on the
+    removed file then held a lock no one else could see: a third process made a new `.lock`
+    and took it too (a review's, with a delay put in). The taker now holds the file at the
+    path."""
+    monkeypatch.setattr(runlock, "LOCK_GRACE_S", LOADED_GRACE_S)
+    holder = _holder(tmp_path, "none")
+
+    def removed_and_let_go() -> None:
+        (tmp_path / runlock.LOCK_FILE).unlink()
+        _end(holder)
+
+    fd = _acquired_while_held_until(tmp_path, removed_and_let_go)
+    try:
+        held = os.fstat(fd)
+        there = os.stat(tmp_path / runlock.LOCK_FILE)
+        assert (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
+        assert runlock.lock_held(tmp_path)  # what another taker finds at the path
+    finally:
+        release_lock(fd)
+
+
 def _acquired_while_held_until(folder: Path, let_go: Callable[[], None]) -> int:
     """The lock of `folder` taken while another holder lets go 0.15 s later (`let_go`)."""
     timer = threading.Timer(0.15, let_go)

@@ -362,11 +362,50 @@ def test_a_new_run_refused_after_planning_leaves_no_folder(tmp_path: Path) -> No
         SPEC.replace('model = "sim-coherent"', 'model = "sim-coherent"\nprice_in = 1e6'),
         encoding="utf-8",
     )
-    for out, existed in ((tmp_path / "new", False), (tmp_path / "empty", True)):
-        if existed:
+    (tmp_path / "kept").mkdir()
+    cases = (
+        (tmp_path / "new", tmp_path / "new"),
+        (tmp_path / "empty", None),
+        # the parents it made went too: `a` and `a/b` stayed behind `a/b/c` (a review's)
+        (tmp_path / "a" / "b" / "c", tmp_path / "a"),
+        (tmp_path / "kept" / "d" / "e", tmp_path / "kept" / "d"),
+    )
+    for out, made in cases:
+        if made is None:
             out.mkdir()
         result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out), "--max-cost", "1"])
         assert result.exit_code == 2 and "nothing was sent" in result.output, result.output
-        assert out.exists() is existed
-        if existed:
+        assert out.exists() is (made is None)
+        if made is None:
             assert list(out.iterdir()) == []
+        else:
+            assert not made.exists() and made.parent.is_dir()
+
+
+def test_a_folder_taken_away_while_its_lock_was_taken_is_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that wrote nothing takes the folder it made away as it lets go; another run,
+    which had made it too and was taking its lock, ended in a FileNotFoundError traceback (a
+    review's, with a delay put in)."""
+    import runs.folder_lock
+    import runs.pipeline
+
+    lock = runs.folder_lock.take_folder_lock
+    out = tmp_path / "new"
+    taken_away: list[Path] = []
+
+    def folder_gone_once(run_dir: Path, *args: Any) -> int:
+        if not taken_away:
+            taken_away.append(run_dir)
+            run_dir.rmdir()
+            raise FileNotFoundError(2, "No such file or directory", str(run_dir / ".lock"))
+        return lock(run_dir, *args)
+
+    monkeypatch.setattr(runs.pipeline, "lock_folder", folder_gone_once)
+    hold = runs.pipeline.take_folder_lock(out)
+    try:
+        assert taken_away == [out] and (out / ".lock").exists() and (out / "run.pid").exists()
+    finally:
+        hold.release(out)
+    assert not out.exists()  # it wrote nothing: taken away again, by the run that made it
