@@ -63,9 +63,11 @@ def render(lanes: list[LaneStats]) -> Table:
 
 
 def _state_text(s: LaneStats) -> str:
-    """The state column: the state, and why (the lane's message, or the provider's hold)."""
+    """The state column: the state, and why (the lane's message, or the provider's hold). A
+    lane that gave requests up says "gave up" or "done in part" alone: its counts are in the
+    row's other columns, and said whole the cell wrapped over five lines at 80 columns."""
     why = s.message or held_text(s.held_now_s, s.held_by)
-    return f"{s.state.value}: {why[:60]}" if why else s.state_said
+    return f"{s.state.value}: {why[:60]}" if why else s.state_said.partition(":")[0]
 
 
 #: The most lanes a progress line names one by one; more are summed up (a campaign of 1,000

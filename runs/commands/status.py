@@ -97,10 +97,12 @@ def _eta(entry: dict[str, Any], *, live: bool) -> str:
 def _lane_text(entry: dict[str, Any], state: str) -> str:
     """The lane column: its state, whether that is stale, and why (or the provider's hold)."""
     lane, why = entry.get("lane_state") or "", entry.get("lane_message") or ""
-    if not why:  # a lane that gave requests up is not said "done" (as dispatch says it)
+    if not why:  # a lane that gave requests up is not said "done" (as dispatch says it),
+        # but "gave up" or "done in part" alone: the row's other cells hold its counts, and
+        # said whole ("done in part: 616 of 702 answered, 86 gave up") it wrapped five lines
         lane = lane_state_said(
             lane, entry.get("accepted") or 0, entry.get("planned"), entry.get("lane_gave_up")
-        )
+        ).partition(":")[0]
     if state != "live" and lane in _ACTIVE_LANE_STATES:  # `lanes.json` is stale
         lane += " when the run died" if state == "died" else " when the run stopped"
     elif state == "live" and not why:
