@@ -164,11 +164,15 @@ def dollars(value: float) -> str:
 
 
 def dollars_apart(first: float, second: float) -> tuple[str, str]:
-    """Two amounts in dollars with decimals enough to tell them apart (to cents at least):
-    an estimate of $0.0158 over a cap of $0.0151 read "$0.02 exceeds --max-cost $0.02"."""
+    """Two amounts in dollars with decimals enough to tell them apart (to cents at least),
+    and to show an amount that is not 0 as none: an estimate of $0.0158 over a cap of $0.0151
+    read "$0.02 exceeds --max-cost $0.02", and a cap of $0.0000001 "--max-cost $0.00"."""
     for places in (2, 4, 6, 8):
         pair = (f"${first:,.{places}f}", f"${second:,.{places}f}")
-        if pair[0] != pair[1]:
+        if pair[0] != pair[1] and not any(
+            value and float(text[1:].replace(",", "")) == 0
+            for value, text in zip((first, second), pair, strict=True)
+        ):
             return pair
     return f"${first:,.2f}", f"${second:,.2f}"  # apart by less than that: cents will do
 

@@ -248,6 +248,9 @@ def test_an_estimate_over_the_cap_is_said_with_decimals_enough_to_see_it() -> No
     assert dollars_apart(0.0158, 0.0151) == ("$0.0158", "$0.0151")
     assert dollars_apart(1234.5, 1.0) == ("$1,234.50", "$1.00")
     assert dollars_apart(0.0158, -0.0 + 0.0) == ("$0.02", "$0.00")
+    # a cap that is not 0 is not said as $0.00 (a review's `--max-cost 0.0000001`)
+    assert dollars_apart(0.0123, 0.0000001) == ("$0.01230000", "$0.00000010")
+    assert dollars_apart(0.0123, 0.00001) == ("$0.012300", "$0.000010")
 
 
 def _priced_run(tmp_path: Path, max_cost: str) -> tuple[int, str]:
