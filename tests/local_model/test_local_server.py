@@ -437,7 +437,6 @@ def test_a_stop_as_the_campaign_starts_ends_it_in_its_one_line(
     at once, into the campaign's start-up (Python starting, `runs.cli` importing): it ended
     in a KeyboardInterrupt traceback, or was killed without a word (the wrapper's exit 254).
     Sent here to the wrapper just before the campaign is started."""
-    port = free_port()
     before = f"""
         import os, subprocess
         class StoppedFirst(subprocess.Popen):
@@ -447,8 +446,12 @@ def test_a_stop_as_the_campaign_starts_ends_it_in_its_one_line(
                 super().__init__(args, *rest, **kwargs)
         local_model.subprocess.Popen = StoppedFirst
     """
-    argv = ["demo", "--spec", SPEC, "--port", str(port)]
-    done = run_main(argv, tmp_path, stand_in(port), before)
+    for _ in range(3):  # a free port taken by another test's socket before the server's bind
+        port = free_port()
+        argv = ["demo", "--spec", SPEC, "--port", str(port)]
+        done = run_main(argv, tmp_path, stand_in(port), before)
+        if f"port {port} is in use" not in done.stderr:
+            break
     assert done.returncode == 130, done.stderr
     assert done.stderr == "interrupted — run the same command again\n"
     assert not (tmp_path / "out" / "local").exists()  # the campaign did not begin
