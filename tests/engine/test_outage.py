@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import html
-import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +26,7 @@ from engine.retry import RetryPolicy
 from engine.scan import scan_attempts, scan_responses
 from providers.sim.server import start_sim
 from runs.report_page import render_page
+from tests.ports import free_port
 
 if TYPE_CHECKING:
     from tests.engine.conftest import Kit, ServeAny
@@ -36,12 +36,6 @@ POLICY = RetryPolicy(max_attempts=3, base_s=0.01, cap_s=0.05)
 QUICK_OUTAGE = OutagePolicy(streak=5, probe_base_s=0.05, probe_cap_s=0.2)
 #: Replies the provider gives before it goes down (of the plan's 60).
 UP_FOR_ANSWERS = 5
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def run_with_provider_down_for(

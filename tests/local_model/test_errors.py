@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
@@ -13,6 +12,7 @@ from engine.http import HttpClient
 from providers.base import DETAIL_LIMIT
 from providers.registry import adapter_for
 from providers.types import ChatRequest, Completion, Failure, ModelConfig, Outcome
+from tests.ports import free_port
 
 REQ = ChatRequest("r1", "You forecast.", "P(Q01)?", keys=("Q01",))
 
@@ -20,12 +20,6 @@ REQ = ChatRequest("r1", "You forecast.", "P(Q01)?", keys=("Q01",))
 def gemma(base_url: str, **kw: object) -> ModelConfig:
     return ModelConfig(name="gemma", provider="openai", model="gemma-3-270m", base_url=base_url,
                        temperature=0.0, max_tokens=16, **kw)  # type: ignore[arg-type]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def ask(config: ModelConfig, req: ChatRequest = REQ) -> Completion | Failure:

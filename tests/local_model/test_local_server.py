@@ -19,17 +19,18 @@ import psutil
 import pytest
 
 from engine.runlock import LOCK_FILE, acquire_lock, release_lock, write_pid
+from runs import local_model
 from runs.local_model import (
     BASE_URL_ENV,
     LocalModelError,
     Server,
-    free_port,
     run_child,
     running_server,
     server_command,
     server_gone,
     wait_ready,
 )
+from tests.ports import free_port
 
 #: The model the stand-in serves (llama-cpp-python lists its `--model` path).
 MODEL = "m.gguf"
@@ -487,7 +488,7 @@ def test_no_free_port_and_a_port_out_of_range_are_said_in_one_line(
 
     monkeypatch.setattr(socket.socket, "bind", no_port)
     with pytest.raises(LocalModelError, match=r"^no free port on 127\.0\.0\.1 \(Cannot assign"):
-        free_port()
+        local_model.free_port()  # the wrapper's own pick, for a run given no --port
 
 
 def test_a_campaign_killed_by_a_signal_is_said_in_one_line(tmp_path: Path) -> None:

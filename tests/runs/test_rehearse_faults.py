@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import http.server
 import io
-import socket
 import threading
 from collections import Counter
 from pathlib import Path
@@ -19,6 +18,7 @@ from engine.audit import audit
 from providers.sim.faults import INTENDED_OUTCOME, FaultKind
 from runs.cli import app
 from runs.pipeline import run_campaign
+from tests.ports import free_port
 
 # Faults follow arrival order, so which request draws which is chance; the default budgets
 # (3 answer failures, 8 attempts) left one of the 112 requests unanswered in about 3% of
@@ -105,12 +105,6 @@ def test_fault_options_are_checked_before_anything_is_written(
     assert not out.exists()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class _NotTheSimulator(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # the standard library's name
         self.send_response(200)
@@ -135,7 +129,7 @@ def test_a_sim_url_where_no_simulator_answers_is_refused_before_planning(
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC, encoding="utf-8")
     out = tmp_path / "out"
-    dead = f"http://127.0.0.1:{_free_port()}"
+    dead = f"http://127.0.0.1:{free_port()}"
     result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out), "--rehearse",
                                       "--sim-url", dead])
     assert result.exit_code == 2, result.output
