@@ -745,8 +745,8 @@ class FolderHold:
     #: The pid file found when the lock was taken (`engine.runlock.found_pid`).
     found: bytes | None
     ledger_opened: bool = False
-    #: The names the folder held before the run locked it; None: the run made the folder.
-    held_before: frozenset[str] | None = frozenset()
+    #: The names the folder held before the run locked it (none where the run made it).
+    held_before: frozenset[str] = frozenset()
     #: The outermost folder the run made (`run_dir` or a parent of it); None: none.
     made_from: Path | None = None
 
@@ -767,12 +767,11 @@ class FolderHold:
     def _take_back(self, run_dir: Path) -> None:
         """Remove the lock file, and the folder if the run made it, when the run wrote
         nothing else there; before the lock is let go, so no other run writes there now."""
-        before = self.held_before or frozenset()
         with contextlib.suppress(OSError):  # a folder it may not list or change: left as is
-            if {p.name for p in run_dir.iterdir()} - before != {LOCK_FILE}:
+            if {p.name for p in run_dir.iterdir()} - self.held_before != {LOCK_FILE}:
                 return
             (run_dir / LOCK_FILE).unlink()
-            if self.held_before is not None or self.made_from is None:
+            if self.made_from is None:  # the folder was there before the run
                 return
             # The folders it made, inward out, each only while empty (`rmdir`): a parent that
             # another process filled meanwhile stays.
@@ -791,8 +790,9 @@ def take_folder_lock(run_dir: Path) -> FolderHold:
     from the start: `status` says the run is live while it plans and checks the folder,
     which is made here first (with its parents) when there is none.
     """
-    held_before = frozenset(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else None
     made_from = _first_missing(run_dir)
+    listed = made_from is None and run_dir.is_dir()  # a file there: make_run_folder says so
+    held_before = frozenset(p.name for p in run_dir.iterdir()) if listed else frozenset()
     for tries_left in reversed(range(3)):
         make_run_folder(run_dir)
         try:
