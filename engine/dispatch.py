@@ -708,8 +708,7 @@ class _Run:
                     created_jobs_worst, jobs, self.plan_path, lane.config
                 )
                 if worst:
-                    lane.spend.hold(worst)
-                    lane.spend.commit(worst)
+                    lane.spend.commit(worst, held=False)
         except BaseException:  # cancelled (a second Ctrl-C): the display ends as `drive`'s does
             if self.sink is not None:
                 self.sink.stop()

@@ -280,14 +280,18 @@ class SpendCap:
             self.reached = True
         self.release(worst_usd)
 
-    def commit(self, worst_usd: float) -> None:
-        """Work held or reserved for that runs and bills though this dispatch will not see
-        what it cost (a created batch job left at the provider when its lane halted): its
-        worst case stays taken from the cap for the rest of the dispatch. Released, its room
-        went to a live lane beside it, and the job's bill passed the cap ($0.0170 of $0.0128);
-        kept as a reservation, that lane waited for it for ever."""
+    def commit(self, worst_usd: float, *, held: bool = True) -> None:
+        """Work that runs and bills though this dispatch will not see what it cost (a created
+        batch job left at the provider when its lane halted): its worst case stays taken from
+        the cap for the rest of the dispatch, its hold or reservation released (`held`; False:
+        it had none, as a batch model now asked live has for its jobs). Released, its room went
+        to a live lane beside it, and the job's bill passed the cap ($0.0170 of $0.0128); kept
+        as a reservation, that lane waited for it for ever."""
         self.committed_usd += worst_usd
-        self.release(worst_usd)
+        if held:
+            self.release(worst_usd)
+        else:
+            self._changed.set()
 
     def release(self, worst_usd: float) -> None:
         """An attempt reserved for was not sent after all."""
