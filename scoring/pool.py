@@ -127,9 +127,8 @@ def _acquire(workers: int) -> ProcessPoolExecutor:
     An idle pool of another size is replaced by one of `workers`; one that other calls
     are mapping on is shared as it is (its size sets only how many chunks run at once, not
     their results)."""
-    global _pool, _pool_size, _pooled_calls
+    global _pool, _pool_size
     with _lock:
-        _pooled_calls += 1
         if _pool is not None and _pool_size != workers and not _users.get(_pool):
             _pool.shutdown()
             _pool = None
@@ -181,6 +180,9 @@ def pooled_calls() -> int:
 
 
 def _pooled(chunks: Sequence[_Chunk], workers: int) -> list[DutchBookResult]:
+    global _pooled_calls
+    with _lock:
+        _pooled_calls += 1  # once a call, its retry on new workers included
     tables = _tables(chunks)
     try:
         return _mapped(chunks, tables, workers)
