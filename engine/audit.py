@@ -11,15 +11,18 @@ has ONE definition, used by `dutchbook run`'s summary, `status`, `audit` and the
 So the last failed attempt of a request that was given up counts (it was not accepted), a
 permanent failure counts, and an attempt in flight when the process died counts once, as
 `interrupted` (before the next run records it so, too: `audit` reads the journal's attempts
-sent and not resolved in with the recorded ones). Two cases have no outcome class of their
-own: a valid reply to a request that already had an accepted answer (refused as a
+sent and not resolved in with the recorded ones). A reply recorded `ok` has no outcome class
+of its own: a valid reply to a request that already had an accepted answer (refused as a
 duplicate, or superseded because a re-parse accepted an earlier reply) is a `duplicate`; a
-reply recorded `ok` that the current parser rejects (after `reparse --parser strict`) is no
-retry attempt at all: the run accepted it and asked nothing more, so it is counted apart
-(`rejected_on_reparse`, `answers_rejected_on_reparse`), as neither retried nor given up. An
-`invalid_response` is further split by subcause: the answer parser's (`not_json`,
-`missing_key`, ...) and `malformed_reply` when the provider's reply itself was unusable
-(`rejected_on_reparse`, kept as a subcause for scripts that read it, is always 0).
+reply the run accepted that a later reparse rejected (strict of a lenient run, or the run's
+own parser after a reply was edited) is no retry attempt while its request has no answer:
+the run asked nothing more, so it is counted apart (`rejected_on_reparse`,
+`answers_rejected_on_reparse`), as neither retried nor given up; once a resume has asked
+that request again and its answer is a later attempt, the reply is an `invalid_response`
+retry attempt of the subcause `rejected_on_reparse` (the query was asked again after a
+reply now unusable). An `invalid_response` is further split by subcause: the answer
+parser's (`not_json`, `missing_key`, ...), `malformed_reply` when the provider's reply itself
+was unusable, and `rejected_on_reparse`.
 
 Everything here reads the ledger lock-free through its lazy readers (shards ∪ journal), so
 it works on a finished, interrupted or running campaign, and streams: the attempts are
@@ -51,7 +54,7 @@ from engine.reparse import (
     resume_refusal,
     unfinished_line,
 )
-from engine.retry import CAUSE_LABELS, DUPLICATE
+from engine.retry import CAUSE_LABELS, DUPLICATE, DUPLICATE_REFUSED
 from engine.retry import (
     REJECTED_ON_REPARSE as REJECTED_ON_REPARSE,  # re-exported: the audit's name for it
 )
@@ -131,8 +134,9 @@ def classify(
     `rejected_on_reparse` (bool) and `cause` (null if accepted or rejected on reparse).
 
     `attempts` needs `request_id`, `attempt`, `outcome` (and `detail` for `subcause`, which
-    is added when present); `responses` needs `request_id`, `attempts`. This is THE
-    definition of a retry attempt: a row whose `cause` is not null.
+    is added when present, and to tell a refused duplicate by); `responses` needs
+    `request_id`, `attempts`. This is THE definition of a retry attempt: a row whose `cause`
+    is not null.
 
     `ok_means_accepted` (`engine.reparse.ok_means_accepted`): no reparse since the run read
     the replies with a stricter parser, so a reply recorded `ok` is one the parser in force
@@ -147,6 +151,9 @@ def classify(
     attempt, since the engine sent nothing after it (the paper's retries are queries asked
     again after an error or an unusable reply). That is the request's first `ok` attempt
     only: a later one was refused as a duplicate, and stays a `duplicate` retry attempt.
+    Once a resume asked such a request again and accepted a later attempt, the reply is a
+    retry attempt, `invalid_response` of the subcause `rejected_on_reparse` (`_labelled`;
+    without `detail`, a duplicate refused before the accepted attempt reads as one too).
     `rejected_possible=False` says every reply recorded `ok` still has its answer row: no
     reparse stricter than the run's parser has run, and no answer was lost
     (`engine.scan.lost_answers`; else pass `ok_means_accepted`). Nothing is then searched
@@ -160,6 +167,19 @@ def classify(
         pl.col("_accepted_attempt").is_not_null().alias("answered"),
         (pl.col("attempt") == pl.col("_accepted_attempt")).fill_null(False).alias("accepted"),
     )
+    return _labelled(marked, rejected_possible).drop(
+        "_accepted_attempt", "_first_ok", "_asked_again", strict=False
+    )
+
+
+def _labelled(marked: pl.LazyFrame, rejected_possible: bool) -> pl.LazyFrame:
+    """`classify`'s `rejected_on_reparse`, `cause` and `subcause` of `marked` (the attempts
+    with `_chosen`'s columns joined). A reply recorded `ok` before the attempt its answer
+    now names, and not refused as a duplicate (`engine.retry.DUPLICATE_REFUSED`, in the
+    detail where `marked` has it), is one a reparse rejected (a reparse accepts the first
+    reply its parser takes, the run the first reply that came back valid) whose request a
+    resume then asked again: an `invalid_response` retry attempt of the subcause
+    `rejected_on_reparse`, where it read as a `duplicate`, which it never was."""
     ok = pl.col("outcome") == "ok"
     # Its first `ok` attempt alone: a later `ok` was refused as a duplicate and stays one.
     rejected = (
@@ -167,23 +187,33 @@ def classify(
         if rejected_possible
         else pl.lit(False)
     )
+    has_detail = "detail" in marked.collect_schema().names()
+    asked_again = ok & (pl.col("attempt") < pl.col("_accepted_attempt")).fill_null(False)
+    if has_detail:
+        refused = pl.col("detail").str.contains(DUPLICATE_REFUSED, literal=True)
+        asked_again = asked_again & ~refused.fill_null(False)
     marked = marked.with_columns(
         rejected.alias(REJECTED_ON_REPARSE),
+        asked_again.alias("_asked_again"),
         pl.when(pl.col("accepted") | rejected)
         .then(None)
+        .when(asked_again)
+        .then(pl.lit(INVALID))
         .when(ok)
         .then(pl.lit(DUPLICATE))
         .otherwise(pl.col("outcome"))
         .alias("cause"),
     )
-    if "detail" in marked.collect_schema().names():
-        marked = marked.with_columns(
-            pl.when(pl.col("cause") == INVALID)
-            .then(pl.col("detail").str.extract(_SUBCAUSE_PATTERN, 1).fill_null(MALFORMED_REPLY))
-            .otherwise(None)
-            .alias("subcause")
-        )
-    return marked.drop("_accepted_attempt", "_first_ok", strict=False)
+    if not has_detail:
+        return marked
+    return marked.with_columns(
+        pl.when(pl.col("cause") != INVALID)
+        .then(None)
+        .when(pl.col("_asked_again"))
+        .then(pl.lit(REJECTED_ON_REPARSE))
+        .otherwise(pl.col("detail").str.extract(_SUBCAUSE_PATTERN, 1).fill_null(MALFORMED_REPLY))
+        .alias("subcause")
+    )
 
 
 def reading_of_ok_replies(
@@ -1343,7 +1373,7 @@ def attempt_timeline(run_dir: Path | str, bins: int = 60) -> pl.DataFrame:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
     attempts, responses = scan_ledger(
-        run_dir, ["request_id", "attempt", "model", "outcome", "started_at"],
+        run_dir, ["request_id", "attempt", "model", "outcome", "detail", "started_at"],
         ["request_id", "attempts"], repeated_rows(run_dir),
     )
     epoch = pl.col("started_at").dt.epoch("us")

@@ -68,6 +68,7 @@ from engine.records import (
     ResponseRecord,
     iso_utc,
 )
+from engine.retry import DUPLICATE_REFUSED
 from engine.runlock import (
     LOCK_FILE,
     PID_FILE,
@@ -417,8 +418,7 @@ class Ledger:
                 response = None
                 attempt = replace(
                     attempt,
-                    detail=(attempt.detail + "; " if attempt.detail else "")
-                    + "duplicate acceptance refused",
+                    detail=(attempt.detail + "; " if attempt.detail else "") + DUPLICATE_REFUSED,
                 )
             line = {
                 "kind": RESULT,

@@ -38,6 +38,10 @@ def charges_answer_budget(failure: Failure) -> bool:
 
 #: The retry cause of a valid reply to a request that already had an accepted answer.
 DUPLICATE = "duplicate"
+#: What the ledger adds to the detail of such a reply, recorded `ok` and refused as an answer
+#: (`engine.ledger.Ledger.record_result`): `engine.audit.classify` tells it by these words
+#: from a reply a reparse rejected before its request was asked again.
+DUPLICATE_REFUSED = "duplicate acceptance refused"
 #: What `engine.audit.classify` marks a reply the run accepted and a stricter reparse
 #: rejected: no retry. Here, not in `engine.audit`, so that figure 8's module (imported by
 #: each figure worker as it warms) names it without importing the audit (about 0.1 s).

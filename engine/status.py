@@ -141,9 +141,8 @@ def _read_status(
     # A reply rejected on reparse by the parser the answers are read with (not by a strict
     # reparse of a lenient run): said as such (`engine.audit.rejected_answers_line`).
     own = parser_in_force(run_dir, spec_parser) if ok_means_accepted(run_dir, spec_parser) else None
-    every = classify(
-        attempts.drop("detail"), responses, ok_means_accepted=ok_accepted, lost=lost_ids
-    )
+    # With `detail`: it tells a duplicate refused from a reply a reparse rejected (`classify`).
+    every = classify(attempts, responses, ok_means_accepted=ok_accepted, lost=lost_ids)
     marked = every.filter(pl.col("cause").is_not_null())
     lost = every.filter(pl.col("answer_missing")).select("request_id").unique().collect()
     # Replies the run accepted and a strict reparse rejected: counted as the audit counts them.

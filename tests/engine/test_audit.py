@@ -187,6 +187,41 @@ def test_a_duplicate_after_a_reply_a_strict_reparse_rejected_stays_a_retry(
     assert summary["answers_rejected_on_reparse"] == 1 and summary["sentence"] == sentence
 
 
+def test_a_reply_a_reparse_rejected_and_a_resume_asked_again_is_no_duplicate(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """r-0's reply, accepted by the run, rejected by a reparse with the run's own parser (a
+    reply edited in `attempts/`); a resume asked r-0 again and accepted attempt 2. The audit,
+    `status` and figure 8 counted attempt 1 a `duplicate` retry attempt: it is an invalid
+    response of the subcause `rejected_on_reparse`. r-1 and r-2 hold real duplicates, one
+    refused after the answer (attempt 2) and one, a batch line collected late, refused though
+    its attempt (1) came before the accepted one (2): they stay duplicates."""
+    from engine.status import status
+
+    with Ledger.open(tmp_path) as ledger:
+        ledger.record_result(kit.attempt("r-0", 1, "m", "ok"), None)  # its answer reparsed away
+        ledger.record_result(kit.attempt("r-0", 2, "m", "ok"), kit.response("r-0", 2, "m"))
+        ledger.record_result(kit.attempt("r-1", 1, "m", "ok"), kit.response("r-1", 1, "m"))
+        ledger.record_result(kit.attempt("r-1", 2, "m", "ok"), kit.response("r-1", 2, "m"))
+        ledger.record_result(kit.attempt("r-2", 2, "m", "ok"), kit.response("r-2", 2, "m"))
+        ledger.record_result(kit.attempt("r-2", 1, "m", "ok"), kit.response("r-2", 1, "m"))
+    append_record_line(tmp_path / REPARSES_FILE, {"at": "2026-12-01", "parser": "strict"})
+    report = audit(tmp_path, spec_parser="strict").by_model["m"]
+    assert {k: v for k, v in report.retries_by_cause.items() if v} == {
+        "invalid_response": 1, "duplicate": 2,
+    }
+    assert {k: v for k, v in report.invalid_response_subcauses.items() if v} == {
+        "rejected_on_reparse": 1,
+    }
+    assert report.accepted == 3 and report.requests_retried == 3
+    assert report.answers_rejected_on_reparse == 0 and report.answers_missing == 0
+    summary = status(tmp_path, spec_parser="strict")
+    assert summary["retries_by_cause"] == {"invalid_response": 1, "duplicate": 2}
+    assert summary["duplicate_ok_attempts"] == 2 and summary["pending_failures"]["total"] == 0
+    drawn = attempt_timeline(tmp_path, bins=1).group_by("outcome").agg(pl.col("attempts").sum())
+    assert dict(drawn.iter_rows()) == {"accepted": 3, "invalid_response": 1, "duplicate": 2}
+
+
 @pytest.mark.parametrize(
     ("flags", "reply_b"),
     [

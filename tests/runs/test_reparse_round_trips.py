@@ -860,3 +860,34 @@ def test_replies_the_runs_own_parser_now_rejects_are_not_lost_answers(root: Path
         part.unlink()
     code, said = invoke("score", str(out))
     assert code == 2 and "54 accepted answers are missing from responses/" in said, said
+
+
+def test_a_reply_the_runs_own_parser_rejected_and_a_resume_asked_again_is_no_duplicate(
+    root: Path,
+) -> None:
+    """Two accepted replies edited in `attempts/`, `reparse --parser lenient` (the run's own)
+    rejecting them, then a resume that asked both requests again: the audit's retries table
+    and `status` counted each rejected reply a `duplicate answers` retry attempt once the new
+    answer was in. Each is an invalid response rejected on reparse, and asked again."""
+    out = root / "run"
+    (shard,) = sorted((out / "attempts").glob("*.parquet"))
+    attempts = pl.read_parquet(shard)
+    plain_ok = (pl.col("model") == "plain") & (pl.col("outcome") == "ok")
+    edited = attempts.filter(plain_ok).head(2)["request_id"].to_list()
+    attempts.with_columns(
+        pl.when(plain_ok & pl.col("request_id").is_in(edited))
+        .then(pl.lit("garbage"))
+        .otherwise(pl.col("raw_text"))
+        .alias("raw_text")
+    ).write_parquet(shard)
+    assert invoke("reparse", str(out), "--parser", "lenient")[0] == 0
+    code, said = invoke("run", str(root / "spec.toml"), "--out", str(out))
+    assert code == 0, said
+    code, said = invoke("audit", str(out), "--json")
+    assert code == 0, said
+    totals = json.loads(said)["totals"]
+    assert totals["accepted"] == 56 and totals["retries_by_cause"]["duplicate"] == 0, totals
+    assert totals["retries_by_cause"]["invalid_response"] == 2, totals
+    assert totals["invalid_response_subcauses"]["rejected_on_reparse"] == 2, totals
+    code, said = invoke("status", str(out), "--json")
+    assert code == 0 and json.loads(said)["duplicate_ok_attempts"] == 0, said
