@@ -20,9 +20,11 @@ the run asked nothing more, so it is counted apart (`rejected_on_reparse`,
 `answers_rejected_on_reparse`), as neither retried nor given up; once a resume has asked
 that request again and its answer is a later attempt, the reply is an `invalid_response`
 retry attempt of the subcause `rejected_on_reparse` (the query was asked again after a
-reply now unusable). An `invalid_response` is further split by subcause: the answer
-parser's (`not_json`, `missing_key`, ...), `malformed_reply` when the provider's reply itself
-was unusable, and `rejected_on_reparse`.
+reply now unusable). Every other attempt keeps the outcome the run recorded, its verdict at
+the time: a reparse rebuilds the answers, not the history of why a query was asked again.
+An `invalid_response` is further split by subcause: the answer parser's (`not_json`,
+`missing_key`, ...), `malformed_reply` when the provider's reply itself was unusable, and
+`rejected_on_reparse`.
 
 Everything here reads the ledger lock-free through its lazy readers (shards ∪ journal), so
 it works on a finished, interrupted or running campaign, and streams: the attempts are

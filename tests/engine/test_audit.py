@@ -157,6 +157,29 @@ def test_accepted_attempt_is_the_one_the_response_names(tmp_path: Path, kit: typ
     )
 
 
+def test_a_lenient_reparse_leaves_the_runs_verdicts_on_the_attempts_after_its_answer(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """The contract, not a change: a strict run re-asked r-0 twice for replies in fractions
+    and accepted its third; a lenient reparse took the first. The second, which lenient
+    takes too, stays the `invalid_response` the run recorded (the run did ask again for it:
+    `attempts/` is history, a reparse rebuilds the answers), the third a `duplicate`."""
+    with Ledger.open(tmp_path) as ledger:
+        ledger.record_result(
+            kit.attempt("r-0", 1, "m", "invalid_response", "not_json: 11/36"),
+            kit.response("r-0", 1, "m"),
+        )
+        ledger.record_result(kit.attempt("r-0", 2, "m", "invalid_response", "not_json: 5/9"), None)
+        ledger.record_result(kit.attempt("r-0", 3, "m", "ok"), None)
+    append_record_line(tmp_path / REPARSES_FILE, {"at": "2026-12-01", "parser": "lenient"})
+    report = audit(tmp_path, spec_parser="strict").by_model["m"]
+    assert report.accepted == 1 and report.requests_retried == 1
+    assert {k: v for k, v in report.retries_by_cause.items() if v} == {
+        "invalid_response": 1, "duplicate": 1,
+    }
+    assert {k: v for k, v in report.invalid_response_subcauses.items() if v} == {"not_json": 1}
+
+
 def test_a_duplicate_after_a_reply_a_strict_reparse_rejected_stays_a_retry(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
