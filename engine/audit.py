@@ -218,30 +218,64 @@ def _labelled(marked: pl.LazyFrame, rejected_possible: bool) -> pl.LazyFrame:
     )
 
 
-def reading_of_ok_replies(
-    run_dir: Path, spec_parser: str | None, held: int | None = None
-) -> tuple[bool, pl.LazyFrame | None]:
-    """`classify`'s `ok_means_accepted` and `lost` for the folder `run_dir`, whose run read
-    replies with `spec_parser` (None where unknown) and which holds `held` answers (counted
-    when None): the one reading of a reply recorded `ok` with no answer that `status`, the
-    audit and figure 8 (`attempt_timeline`) share. Where no reparse stricter than the run's
-    may have rejected such replies (`engine.reparse.ok_means_accepted`), each is a lost
-    answer (True, None), unless the last reparse finished and its parser, the run's own,
-    rejects some (False, and the ones it takes as `lost`: `lost_despite_reparse`); else they
-    are mostly ones strict rejected, but for the answers lost all the same
-    (`engine.reparse.lost_after_reparse`: none, read at no cost, unless the folder holds
-    fewer answers than that reparse left), `lost` None where there are none."""
-    if ok_means_accepted(run_dir, spec_parser):
+@dataclass(frozen=True)
+class OkReplies:
+    """The one reading of the replies recorded `ok` with no answer in a folder
+    (`read_ok_replies`), shared by `status`, the audit, figure 8 and the refusals of
+    `runs.lost_answers`."""
+
+    #: `classify`'s `ok_means_accepted`: each such reply is an answer lost from `responses/`.
+    ok_means_accepted: bool
+    #: `classify`'s `lost`: the requests whose such reply is a lost answer all the same (none:
+    #: None), where a reparse rejected the others.
+    lost: pl.LazyFrame | None
+    #: `engine.reparse.ok_means_accepted`: no reparse stricter than the run's parser may have
+    #: rejected them, so a reply a reparse rejected was rejected by the run's own parser
+    #: (`rejected_answers_line`'s `own_parser`, `Audit.rejected_by_own_parser`).
+    own_parser: bool
+    #: How many answers were lost, where the reading counted them on the way (else None).
+    counted: int | None = None
+
+    def lost_count(self, run_dir: Path) -> int:
+        """How many accepted answers `run_dir`'s `responses/` lost by this reading: every
+        reply recorded `ok` with no answer (`engine.scan.lost_answers`) where each is a lost
+        answer, else those in `lost`; counted once."""
+        if self.counted is not None:
+            return self.counted
+        return lost_answers(run_dir) if self.ok_means_accepted else 0
+
+
+def read_ok_replies(run_dir: Path, spec_parser: str | None, held: int | None = None) -> OkReplies:
+    """The reading (`OkReplies`) of a reply recorded `ok` with no answer in the folder
+    `run_dir`, whose run read replies with `spec_parser` (None where unknown) and which holds
+    `held` answers (counted when None). Where no reparse stricter than the run's may have
+    rejected such replies (`engine.reparse.ok_means_accepted`), each is a lost answer, unless
+    the last reparse finished and its parser, the run's own, rejects some (then the ones it
+    takes are `lost`: `lost_despite_reparse`); else they are mostly ones strict rejected, but
+    for the answers lost all the same (`engine.reparse.lost_after_reparse`: none, read at no
+    cost, unless the folder holds fewer answers than that reparse left)."""
+    own = ok_means_accepted(run_dir, spec_parser)
+    if own:
         # Where the last reparse finished, a reply it rejected is no lost answer, though its
         # parser was the run's (`lost_despite_reparse`): searched only where one is missing.
         last = last_reparse(run_dir)
-        reparsed = last is not None and last.finished and lost_answers(run_dir) > 0
-        found = lost_despite_reparse(run_dir) if reparsed else None
+        missing = lost_answers(run_dir) if last is not None and last.finished else None
+        found = lost_despite_reparse(run_dir) if missing else None
         if found is None:
-            return True, None
-        return False, found.lazy() if found.height else None
+            return OkReplies(True, None, own, missing)
+        return OkReplies(False, found.lazy() if found.height else None, own, found.height)
     lost = lost_after_reparse(run_dir, held)
-    return False, lost.lazy() if lost.height else None
+    return OkReplies(False, lost.lazy() if lost.height else None, own, lost.height)
+
+
+def reading_of_ok_replies(
+    run_dir: Path, spec_parser: str | None, held: int | None = None
+) -> tuple[bool, pl.LazyFrame | None]:
+    """`classify`'s `ok_means_accepted` and `lost` for the folder `run_dir`
+    (`read_ok_replies`, whose `OkReplies` also says whether the run's own parser rejected
+    such replies and how many answers were lost)."""
+    reading = read_ok_replies(run_dir, spec_parser, held)
+    return reading.ok_means_accepted, reading.lost
 
 
 def _chosen(
@@ -1136,16 +1170,14 @@ def _read_audit(
         mapping.setdefault(model, provider)
     answered = responses.group_by("model").agg(pl.len()).collect(engine="streaming")
     accepted_by_model = {str(m): int(n) for m, n in answered.iter_rows()}
-    no_stricter_reparse, lost = reading_of_ok_replies(
-        run_dir, spec_parser, sum(accepted_by_model.values())
-    )
+    reading = read_ok_replies(run_dir, spec_parser, sum(accepted_by_model.values()))
     # Lost answers are searched for only in a folder that lost some: the search added a
     # third to a paper-scale audit's time and 50 MB to its peak, where `lost_answers` asks
     # it of the whole folder in a fraction of that.
-    ok_accepted = no_stricter_reparse and lost_answers(run_dir) > 0
+    ok_accepted = reading.ok_means_accepted and reading.lost_count(run_dir) > 0
     *reduced, latencies = _partitioned(
-        attempts, responses, ok_accepted, rejected_possible=not no_stricter_reparse,
-        lost=lost, answer_budget=answer_budget,
+        attempts, responses, ok_accepted, rejected_possible=not reading.ok_means_accepted,
+        lost=reading.lost, answer_budget=answer_budget,
     )
     planned = _plan_counts(run_dir)
 
@@ -1169,7 +1201,7 @@ def _read_audit(
                  providers={m: mapping[m] for m in models if m in mapping},
                  pauses=read_pauses(run_dir), lane_ends=read_lane_ends(run_dir),
                  run_dir=str(run_dir), parser=parser_in_force(run_dir, spec_parser),
-                 rejected_by_own_parser=ok_means_accepted(run_dir, spec_parser),
+                 rejected_by_own_parser=reading.own_parser,
                  in_flight=unresolved.in_flight, interrupted_unrecorded=unresolved.interrupted,
                  interrupted_batch=unresolved.interrupted_batch,
                  repeats=repeats, at_provider=at_provider(fold_jobs(run_dir), attempts),
@@ -1364,7 +1396,7 @@ def attempt_timeline(run_dir: Path | str, bins: int = 60) -> pl.DataFrame:
     The campaign's span (first to last attempt start) is cut into `bins` equal bins; each
     row counts one model's attempts in one bin with one outcome: `accepted` for the accepted
     attempt (an answer lost from `responses/` since included, as `status` and the audit read
-    them: `reading_of_ok_replies`), `rejected_on_reparse` for a reply the run accepted and a
+    them: `read_ok_replies`), `rejected_on_reparse` for a reply the run accepted and a
     strict reparse rejected (no retry), else its retry cause (`classify`). Columns: `model`, `bin`
     (0-based), `start`, `end` (UTC datetimes), `outcome`, `attempts`. Empty frame when
     nothing was attempted.
@@ -1392,11 +1424,11 @@ def attempt_timeline(run_dir: Path | str, bins: int = 60) -> pl.DataFrame:
     part = pl.col("request_id").hash(0) % (parts := parts_for(attempts))
     # The run's parser unknown here: cautious. Answers lost after a strict reparse are drawn
     # as the accepted attempts they were, as `status` and the audit count them.
-    ok_accepted, lost = reading_of_ok_replies(run_dir, None)
+    reading = read_ok_replies(run_dir, None)
     pieces = [
         classify(
             attempts.filter(part == k), responses.filter(part == k),
-            ok_means_accepted=ok_accepted, lost=lost,
+            ok_means_accepted=reading.ok_means_accepted, lost=reading.lost,
         )
         .select(
             "model",

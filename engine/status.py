@@ -21,7 +21,7 @@ from engine.audit import (
     by_cause,
     classify,
     missing_answers_line,
-    reading_of_ok_replies,
+    read_ok_replies,
     rejected_answers_line,
     repeated_rows_line,
     retry_sentence,
@@ -33,7 +33,7 @@ from engine.batch_jobs import at_provider, fold_jobs, jobs_summary
 from engine.durable import record_number
 from engine.journal import list_segments
 from engine.lanefile import read_lane_states
-from engine.reparse import ok_means_accepted, parser_in_force, unfinished_line
+from engine.reparse import parser_in_force, unfinished_line
 from engine.retry import DUPLICATE
 from engine.runlock import read_pid
 from engine.scan import JOURNAL, budget_spent, read_settled, repeated_rows, scan_ledger
@@ -135,14 +135,14 @@ def _read_status(
     attempts, unresolved = with_unresolved(run_dir, attempts, responses)
     # Retries by the one definition shared with `run`, `audit` and the report (engine.audit).
     accepted_by_model = _counts(responses.group_by("model").len().collect(), "model")
-    ok_accepted, lost_ids = reading_of_ok_replies(
-        run_dir, spec_parser, sum(accepted_by_model.values())
-    )
+    reading = read_ok_replies(run_dir, spec_parser, sum(accepted_by_model.values()))
     # A reply rejected on reparse by the parser the answers are read with (not by a strict
     # reparse of a lenient run): said as such (`engine.audit.rejected_answers_line`).
-    own = parser_in_force(run_dir, spec_parser) if ok_means_accepted(run_dir, spec_parser) else None
+    own = parser_in_force(run_dir, spec_parser) if reading.own_parser else None
     # With `detail`: it tells a duplicate refused from a reply a reparse rejected (`classify`).
-    every = classify(attempts, responses, ok_means_accepted=ok_accepted, lost=lost_ids)
+    every = classify(
+        attempts, responses, ok_means_accepted=reading.ok_means_accepted, lost=reading.lost
+    )
     marked = every.filter(pl.col("cause").is_not_null())
     lost = every.filter(pl.col("answer_missing")).select("request_id").unique().collect()
     # Replies the run accepted and a strict reparse rejected: counted as the audit counts them.

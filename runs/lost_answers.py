@@ -20,12 +20,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import polars as pl
-
-from engine.audit import reading_of_ok_replies, repeated_rows_line
+from engine.audit import read_ok_replies, repeated_rows_line
 from engine.console_lines import plural
 from engine.reparse import parser_in_force
-from engine.scan import lost_answers, repeated_rows
+from engine.scan import repeated_rows
 
 
 def lost_answers_refusal(
@@ -35,16 +33,13 @@ def lost_answers_refusal(
     (`engine.scan.lost_answers`), None when it lost none: how many, what acting now `would`
     do, and the reparse that rebuilds them, after which the user should `then` ... .
 
-    Which replies recorded `ok` with no answer are lost answers is `status`'s and the
-    audit's reading (`engine.audit.reading_of_ok_replies`): every one while every such reply
-    is one the parser in force accepts, less those a finished reparse with the run's own
-    parser rejected; after a strict reparse of a lenient run, only those strict's parser
-    takes (`engine.reparse.lost_after_reparse`)."""
-    plain, lost = reading_of_ok_replies(run_dir, spec_parser)  # as `status` and the audit
-    if plain:
-        missing = lost_answers(run_dir)
-    else:
-        missing = 0 if lost is None else int(lost.select(pl.len()).collect().item())
+    Which replies recorded `ok` with no answer are lost answers, and how many, is `status`'s
+    and the audit's reading (`engine.audit.read_ok_replies`, `OkReplies.lost_count`): every
+    one while every such reply is one the parser in force accepts, less those a finished
+    reparse with the run's own parser rejected; after a strict reparse of a lenient run, only
+    those strict's parser takes (`engine.reparse.lost_after_reparse`)."""
+    # As `status` and the audit read them, and counted by the same reading.
+    missing = read_ok_replies(run_dir, spec_parser).lost_count(run_dir)
     if not missing:
         return None
     parser = parser_in_force(run_dir, spec_parser) or "<the spec's parser>"
