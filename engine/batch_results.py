@@ -7,15 +7,16 @@ lines than the provider counted run. The provider ran (and billed) the lines it 
 so a request of such a job with no readable line is not one the job never ran: its attempt
 is `damaged_batch_result`, its detail says what the results held, and the lane says the
 job's damage in one console line and a `batch_results_damaged` log event. A job that ended
-before running every line (expired, failed, cancelled) whose results hold fewer lines than
-the provider counted completed lost some that ran: which of its requests without a line
-they were cannot be told, so each keeps the unrun line's outcome, its detail and the
-console line saying that some ran (a tester's expired job, 25 lines completed and 24 in its
-results, read as 26 lines never run, nothing said). A tester's proxy
-that cut two answer lines short and added a line for an id never sent got, before, "ended
-(done) with no line for this request", nothing said, and the two requests bought again, 8
-times each when every download was damaged: now each is asked again once at most, and
-`engine.batch_lane` stops the lane after `DAMAGED_JOB_STREAK` damaged jobs in a row.
+before running every line (expired, failed, cancelled) whose results hold fewer reply lines
+than the provider counted completed (its successes: error lines are not among them) lost some
+that ran: which of its requests without a line they were cannot be told, so each keeps the
+unrun line's outcome, its detail and the console line saying that some ran (a tester's
+expired job, 25 lines completed and 24 in its results, read as 26 lines never run, nothing
+said). A tester's proxy that cut two answer lines short and added a line for an id never
+sent got, before, "ended (done) with no line for this request", nothing said, and the two
+requests bought again, 8 times each when every download was damaged: now each is asked again
+once at most, and `engine.batch_lane` stops the lane after `DAMAGED_JOB_STREAK` damaged jobs
+in a row.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ class JobLines:
     #: counted every line of the job run.
     counted: str = ""
     counted_all: bool = False
-    #: Lines the provider counted run that the results do not hold (`sort_lines`).
+    #: Lines the provider counted run that the results do not hold (`sort_lines`): of a job
+    #: not counted wholly run, its reply lines counted completed, error lines apart.
     lost: int = 0
     #: How the job ended, where it ended before running every line (`UNRUN_STATES`), else "":
     #: a request of it without a line may not have run.
@@ -129,11 +131,29 @@ def sort_lines(requests: Collection[str], found: Iterable[LineResult],
     if state.status in UNRUN_STATES:
         out.unrun = state.status.value
     # Every line run and counted: each request without one lost it. Else at least the lines
-    # counted completed are readable ones (failed lines are left out of the comparison: a
-    # provider may count the lines its end left unrun among them, with no line written).
+    # counted completed are readable reply lines: every provider's completed count is of its
+    # successes alone (`_replied`), so an error line among the lines read hid a lost answer.
+    # Failed lines are left out of the comparison: a provider may count the lines its end
+    # left unrun among them, with no line written.
     completed = state.completed or 0
-    out.lost = out.missing if out.counted_all else max(0, completed - len(out.lines))
+    replied = sum(1 for result in out.lines.values() if _replied(result))
+    out.lost = out.missing if out.counted_all else max(0, completed - replied)
     return out
+
+
+def _replied(result: Completion | Failure) -> bool:
+    """Whether a result line is one its provider counts completed: a line carrying a reply
+    with a 2xx status, an answer or one the adapter refused (a refusal, a truncation, a body
+    not JSON: a `Failure` read from that reply keeps its status). What each counts: OpenAI's
+    shape (Groq, DeepInfra, Azure) `request_counts.completed`, requests "completed
+    successfully", beside `failed`, the error file's lines (a non-2xx reply, an `error`
+    object); Bedrock `successRecordCount`, records with a `modelOutput`, beside
+    `errorRecordCount`, records with an `error`; Vertex `completionStats.successfulCount`,
+    lines with a `response`, beside `failedCount`, lines with a `status`. None of those error
+    lines carries a 2xx status."""
+    if isinstance(result, Completion):
+        return True
+    return result.http_status is not None and 200 <= result.http_status < 300
 
 
 def _counted(state: JobState) -> tuple[str, bool]:

@@ -195,9 +195,11 @@ class FakeBatch:
 
     def _state(self, job: _Job) -> JobState:
         n = len(self._lines(job))
-        # An expired job counts the lines it ran (`_run`: the first half), as providers do.
+        # An expired job counts the lines it ran (`_run`: the first half), as providers do:
+        # its replies completed, its error lines (every third, `error_lines`) failed.
         ran = {JobStatus.DONE: n, JobStatus.EXPIRED: n // 2}.get(job.status, 0)
+        errors = (ran + 2) // 3 if job.fault == "error_lines" else 0
         return JobState(job.job_id, job.status, job.status.value, total=n,
-                        completed=ran, failed=0,
+                        completed=ran - errors, failed=errors,
                         detail="input failed validation" if job.status is JobStatus.FAILED
                         else "")

@@ -21,19 +21,19 @@ import pytest
 
 from engine import batch_lane
 from engine.audit import audit
-from engine.batch_results import DAMAGED_JOB_STREAK
+from engine.batch_results import DAMAGED_JOB_STREAK, sort_lines
 from engine.dispatch import DispatchSummary, dispatch
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
 from engine.settle import settle
-from providers.batch import UNREADABLE, LineResult
-from providers.types import Failure, ModelConfig, Outcome
+from providers.batch import UNREADABLE, JobState, JobStatus, LineResult
+from providers.types import Completion, Failure, ModelConfig, Outcome
 from tests.engine.batch_fake import FakeBatch, Killed
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from providers.batch import Fetch, JobState
+    from providers.batch import Fetch
     from tests.engine.conftest import Kit
 
 MODEL = "fake-batch"
@@ -147,6 +147,62 @@ async def test_an_expired_job_whose_results_lost_a_line_it_ran_says_so(
                             "and its line is lost: the results hold 1 line fewer than it ran")
                for d in unrun["detail"])
     assert sorted(fake.ran.values()) == [1] * 29 + [2]  # the lost one's line ran twice
+
+
+@dataclass
+class ErringAndLosing(FakeBatch):
+    """Its first job expires having run half its lines (15 of 30), one of them an error line:
+    the provider counts 14 completed and 1 failed, as every provider counts its successes
+    alone; its results hold the error line and 13 of the 14 answers."""
+
+    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+        lines = list(await super().results(fetch, state))
+        if state.job_id != "job-1":
+            return lines
+        error = Failure(Outcome.PROVIDER_ERROR, "line error: 500 internal", http_status=500)
+        return [LineResult(lines[0].request_id, error), *lines[1:-1]]
+
+    def _state(self, job: Any) -> JobState:
+        state = super()._state(job)
+        if job.job_id != "job-1" or state.completed is None or not state.completed:
+            return state
+        return replace(state, completed=state.completed - 1, failed=1)
+
+
+async def test_an_error_line_does_not_hide_an_answer_line_lost_beside_it(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """14 readable lines against 14 counted completed read as nothing lost, though the error
+    line is one the provider counted failed: the lost answer's request was taken as never run
+    ("expired before this line ran"), nothing said, and bought again. Answers are compared
+    with the answers counted."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    run_dir = tmp_path / "run"
+    summary, console = await _run(plan, run_dir, ErringAndLosing(faults={1: "expire"}))
+    assert summary.complete, summary.lines()
+    said = ("batch job job-1 returned 1 line fewer than it ran, while the provider counted 14 "
+            "of 30 lines completed and 1 failed; the job expired before running every line, so "
+            "which of its 16 requests without a readable line ran (billed) cannot be told")
+    assert said in console, console
+    [event] = _events(run_dir, "batch_results_damaged")
+    assert event["missing"] == 16
+    unrun = _attempts(run_dir).filter(pl.col("outcome") == "timeout")
+    assert unrun.height == 16
+    assert all("(or it ran, billed, and its line is lost" in d for d in unrun["detail"])
+
+
+def test_a_refused_reply_counts_completed_and_an_error_line_does_not() -> None:
+    """A reply the adapter refused (a refusal, with its 200) is a line the provider counted
+    completed; an error line is one it counted failed: 2 completed and 1 failed read as the
+    answer, the refusal and the error hold every completed line, and without the refusal one
+    is lost (the error line stood in for it)."""
+    expired = JobState("j", JobStatus.EXPIRED, "expired", total=5, completed=2, failed=1)
+    answer = LineResult("a", Completion("{}", "stop", 1, 1, None, "fake"))
+    refusal = LineResult("b", Failure(Outcome.REFUSAL, "refused", http_status=200))
+    error = LineResult("c", Failure(Outcome.PROVIDER_ERROR, "500 line", http_status=500))
+    sent = ["a", "b", "c", "d", "e"]
+    assert sort_lines(sent, [answer, refusal, error], expired).lost == 0
+    assert sort_lines(sent, [answer, error], expired).lost == 1
 
 
 @dataclass
