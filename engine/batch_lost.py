@@ -21,7 +21,7 @@ that run, it is not lost (nothing can bill it; a resume asks its lines again).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,12 +112,12 @@ def _created_events(run_dir: Path) -> Iterator[dict[str, Any]]:
             yield event
 
 
-def _created_in_log(run_dir: Path) -> dict[str, LostJob]:
-    """Every job the engine's log says was created, by key, but those a simulator inside
-    the run held: they ended with it, and nothing can run or bill their lines (a resume asks
-    them again, as it does when the jobs file has them)."""
+def _created_in_log(events: Iterable[dict[str, Any]]) -> dict[str, LostJob]:
+    """Every job the engine's log says was created (`events`, its `CREATED_EVENT` lines), by
+    key, but those a simulator inside the run held: they ended with it, and nothing can run or
+    bill their lines (a resume asks them again, as it does when the jobs file has them)."""
     created: dict[str, LostJob] = {}
-    for event in _created_events(run_dir):
+    for event in events:
         if event.get("simulated_in_process") is True:
             continue
         key, job_id, lines = event.get("job_key"), event.get("job_id"), event.get("lines")
@@ -173,7 +173,12 @@ def unknown_jobs(run_dir: Path | str) -> list[LostJob]:
     """The jobs the engine's log says were created that the jobs file does not know, each
     with how many of its lines the ledger holds (`recorded`), in the order they were created."""
     run_dir = Path(run_dir)
-    unknown = _created_in_log(run_dir)
+    return _unknown(run_dir, _created_events(run_dir))
+
+
+def _unknown(run_dir: Path, events: Iterable[dict[str, Any]]) -> list[LostJob]:
+    """`unknown_jobs` of the log's `CREATED_EVENT` lines `events`."""
+    unknown = _created_in_log(events)
     if unknown:
         for key in _known_keys(run_dir):
             unknown.pop(key, None)
@@ -194,10 +199,15 @@ def log_unlogged(run_dir: Path | str) -> int:
     without its line, a job would go unnamed once the jobs file is damaged (`unknown_jobs`
     has only the log then), and its requests, given up for lost, bought again."""
     run_dir = Path(run_dir)
+    return _log_unlogged(run_dir, _created_events(run_dir))
+
+
+def _log_unlogged(run_dir: Path, events: Iterable[dict[str, Any]]) -> int:
+    """`log_unlogged` with the log's `CREATED_EVENT` lines `events` read already."""
     created = [job for job in fold_jobs(run_dir).values() if job.job_id is not None]
     if not created:
         return 0
-    logged = {event.get("job_key") for event in _created_events(run_dir)}
+    logged = {event.get("job_key") for event in events}
     unlogged = [job for job in created if job.job_key not in logged]
     if unlogged:
         log = EngineLog(run_dir, console=None)
@@ -211,6 +221,17 @@ def log_unlogged(run_dir: Path | str) -> int:
         finally:
             log.close()
     return len(unlogged)
+
+
+def log_unlogged_then_unknown(run_dir: Path | str) -> list[LostJob]:
+    """`log_unlogged`, then `unknown_jobs`, from one read of the engine's log, as each resume
+    needs them (a paper-scale log holds hundreds of megabytes, and it was searched twice).
+    The same jobs as reading it again after the late lines: each of those names a job the
+    jobs file records, which `unknown_jobs` leaves out."""
+    run_dir = Path(run_dir)
+    events = list(_created_events(run_dir))
+    _log_unlogged(run_dir, events)
+    return _unknown(run_dir, events)
 
 
 def lost_jobs(run_dir: Path | str) -> list[LostJob]:
@@ -262,6 +283,6 @@ def lost_jobs_line(run_dir: Path, lost: list[LostJob]) -> str:
 
 
 __all__ = [
-    "KEYS_SHOWN", "LOST_DETAIL", "LostJob", "log_unlogged", "lost_jobs", "lost_jobs_line",
-    "unknown_jobs", "write_down",
+    "KEYS_SHOWN", "LOST_DETAIL", "LostJob", "log_unlogged", "log_unlogged_then_unknown",
+    "lost_jobs", "lost_jobs_line", "unknown_jobs", "write_down",
 ]

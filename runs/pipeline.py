@@ -27,7 +27,12 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from engine.batch_jobs import JOBS_FILE, fold_jobs
-from engine.batch_lost import log_unlogged, lost_jobs, lost_jobs_line, unknown_jobs, write_down
+from engine.batch_lost import (
+    log_unlogged_then_unknown,
+    lost_jobs,
+    lost_jobs_line,
+    write_down,
+)
 from engine.console_lines import plural
 from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import (
@@ -707,11 +712,11 @@ def _check_lost_jobs(run_dir: Path, abandon: frozenset[str], console: Console) -
     `--abandon-batch-jobs` are written down as given up, and their requests asked again;
     jobs whose every line the ledger holds, as collected. Jobs the jobs file records as
     created that the log does not name are logged now (`engine.batch_lost.log_unlogged`), so
-    a later loss of the file still names them."""
+    a later loss of the file still names them; the log is read once for both."""
     if not run_dir.is_dir():
         return
-    log_unlogged(run_dir)
-    unknown = unknown_jobs(run_dir)  # whatever the spec says now: `dispatch` may change
+    # whatever the spec says now: `dispatch` may change
+    unknown = log_unlogged_then_unknown(run_dir)
     unnamed = [job for job in unknown if job.lost and not abandon & set(job.names())]
     if unnamed:
         raise RunError(f"{lost_jobs_line(run_dir, unnamed)}; nothing was sent")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -13,11 +14,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from engine.batch_jobs import JOBS_FILE
+from engine import batch_lost
+from engine.batch_jobs import JOBS_FILE, BatchJob, JobRecords
 from engine.batch_lost import ENGINE_LOG
 from engine.scan import scan_attempts
+from providers.batch import JobState, JobStatus
 from runs.cli import app
-from runs.pipeline import RunError, run_campaign
+from runs.pipeline import RunError, _check_lost_jobs, run_campaign
 
 SPEC = (
     'name = "b"\nseed = 7\nparser = "lenient"\nsim_faults = "batch_seconds=0"\n'
@@ -130,3 +133,36 @@ def test_a_resume_logs_the_jobs_the_log_missed(
              if b'"batch_job_created"' in line]  # fmt: skip
     assert sorted(event["job_key"] for event in again) == keys
     assert all(event["logged_late"] is True for event in again)
+
+
+def test_a_resume_reads_the_engine_log_once_for_jobs_unlogged_and_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resume's check logged the jobs the log missed, then read the whole log again for
+    the jobs the jobs file lost (hundreds of megabytes at paper scale): one read does both,
+    and says the same."""
+    records = JobRecords(tmp_path)
+    job = BatchJob("db-m-1", "m", "openai", {"r1": 1})
+    records.planned(job)
+    records.created(job, JobState("job-1", JobStatus.RUNNING, "running"))  # never logged
+    (tmp_path / ENGINE_LOG).parent.mkdir(parents=True)
+    (tmp_path / ENGINE_LOG).write_bytes(orjson.dumps(
+        {"event": "batch_job_created", "model": "m", "job_key": "db-m-2", "job_id": "job-2",
+         "lines": 2}) + b"\n")  # fmt: skip
+    reads: list[Path] = []
+    created_lines = batch_lost._created_lines
+
+    def counted(path: Path) -> Iterator[bytes]:
+        reads.append(path)
+        return created_lines(path)
+
+    monkeypatch.setattr(batch_lost, "_created_lines", counted)
+    console = Console(file=io.StringIO())
+    with pytest.raises(RunError) as info:
+        _check_lost_jobs(tmp_path, frozenset(), console)
+    assert "does not know (db-m-2; 2 lines not in the ledger)" in str(info.value)
+    assert len(reads) == 1
+    events = [orjson.loads(line) for line in (tmp_path / ENGINE_LOG).read_bytes().splitlines()]
+    assert [(e["job_key"], e.get("logged_late")) for e in events] == [
+        ("db-m-2", None), ("db-m-1", True)
+    ]
