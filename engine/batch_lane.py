@@ -79,7 +79,7 @@ from engine.retry import (
     charges_answer_budget,
     gave_up_detail,
 )
-from engine.scan import attempt_counts, failure_counts, scan_attempts
+from engine.scan import attempt_counts, failure_counts, scan_attempts, scan_responses
 from engine.settle import Sent, settle
 from engine.spend import (
     BATCH_MARK,
@@ -1230,6 +1230,33 @@ def created_jobs_worst(
         .collect(engine="streaming")["chars"]
     )
     return sum(worst_case_cost_of(prices, config, int(n)) for n in chars)
+
+
+def lines_to_cut(run_dir: Path, plan_path: Path, model: str, answer_budget: int) -> int:
+    """How many of `model`'s plan rows a batch lane dispatching `run_dir` now would cut into
+    new jobs: those the ledger has no answer for, that no job not yet collected holds
+    (`held_ids`, as `engine.dispatch` leaves them out), and whose answer-failure budget
+    (`answer_budget`, the policy's) earlier runs did not spend (`BatchLane._take`). Lines a
+    job fails and asks again are not foreseen. Read before dispatch, which reads the ledger
+    again as it feeds the lane, so `runs.pipeline` asks it only of a model whose
+    `batch_max_lines` could leave some of them waiting (`BatchLimits.stranded`)."""
+    ids = (
+        pl.scan_parquet(plan_path).filter(pl.col("model") == model).select("request_id")
+        .collect()["request_id"]
+    )  # fmt: skip
+    held = held_ids(fold_jobs(run_dir), model)
+    if held:
+        ids = ids.filter(~ids.is_in(pl.Series(sorted(held), dtype=pl.String).implode()))
+    answered = (
+        scan_responses(run_dir, ["request_id"])
+        .filter(pl.col("request_id").is_in(ids.implode()))
+        .collect()["request_id"]
+    )
+    left = ids.filter(~ids.is_in(answered.implode())).to_list()
+    if not left:
+        return 0
+    failed = failure_counts(run_dir, left, ANSWER_FAILURE_CAUSES)
+    return len(left) - sum(1 for count in failed.values() if count >= answer_budget)
 
 
 def _may_bill(job: BatchJob) -> bool:

@@ -82,6 +82,21 @@ class BatchLimits:
         leaves a remainder below the floor whatever the cut."""
         return max(1, 2 * self.min_lines - 1)
 
+    def stranded(self, queries: int) -> int:
+        """How many of `queries` fresh lines are left below `min_lines` when `engine.batch_lane`
+        cuts them into jobs of at most `max_lines` (by lines; the byte limit aside): jobs of
+        `max_lines` while the plan is read, each leaving at least a floor's worth behind, so
+        `rest` is left at its end; then one job of it, or two of which the second holds the
+        floor, unless it is more than a job and less than two floors. 0 for a cap of at least
+        `least_max_lines`; every line where fewer than the floor are asked, or no job is valid."""
+        floor, cap = self.min_lines, self.max_lines
+        if floor <= 1 or queries <= 0:
+            return 0
+        if queries < floor or cap < floor:
+            return queries
+        rest = queries if queries < cap + floor else floor + (queries - cap - floor) % cap
+        return rest - cap if cap < rest < 2 * floor else 0
+
 
 @dataclass(frozen=True)
 class JobState:

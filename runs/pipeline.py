@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from engine.batch_jobs import JOBS_FILE, fold_jobs
+from engine.batch_lane import lines_to_cut
 from engine.batch_lost import (
     log_unlogged_then_unknown,
     lost_jobs,
@@ -67,6 +68,7 @@ from runs.design import (
     DesignChanged,
     check_new_design,
     data_changes,
+    design_matches,
     freeze_design,
     other_design,
 )
@@ -103,7 +105,13 @@ from runs.signals import (
     stops_as_interrupt,
     terminal_fds,
 )
-from runs.spec import CampaignSpec, SpecError, check_batch_floor, load_spec
+from runs.spec import (
+    CampaignSpec,
+    SpecError,
+    check_batch_floor,
+    load_spec,
+    short_batch_models,
+)
 from runs.units import UnitSource
 
 if TYPE_CHECKING:  # the simulator is imported only when a run needs it
@@ -533,8 +541,11 @@ async def run_campaign(
     spec = load_spec(spec_path)
     faults = simulator_faults(spec, rehearse, faults, sim_url)
     check_cap_counts(spec, max_cost)
-    check_batch_floor(spec)  # a resume's too: `batch_max_lines` may change on resume
     run_dir = Path(out) if out else default_run_dir(spec)
+    # A resume's too (`batch_max_lines` may change on resume), but by the queries it has left
+    # to ask, once the folder is held (`_check_batch_left`).
+    if short_batch_models(spec) and not _resumes(spec, run_dir):
+        check_batch_floor(spec)
     check_run_folder(run_dir)
     abandon = check_abandon(run_dir, abandon_batch_jobs)
     remove_orphaned_scratch()  # what runs killed before left in the temporary folder
@@ -728,6 +739,30 @@ def _check_lost_jobs(run_dir: Path, abandon: frozenset[str], console: Console) -
         )
 
 
+def _resumes(spec: CampaignSpec, run_dir: Path) -> bool:
+    """Whether `spec` resumes `run_dir`'s plan: the folder has one, and the design matches."""
+    return (run_dir / "plan.parquet").is_file() and design_matches(spec, run_dir)
+
+
+def _check_batch_left(spec: CampaignSpec, run_dir: Path) -> None:
+    """A resume's `check_batch_floor`: a batch model's `batch_max_lines` below the least that
+    cuts every count of queries (`BatchLimits.least_max_lines`, Bedrock's 199) is refused
+    only if it would leave some of those the folder has left to ask waiting below the floor
+    (`engine.batch_lane.lines_to_cut`, `BatchLimits.stranded`). Their count is read from the
+    plan and the ledger only for such a model: the dispatch reads the ledger again as it
+    feeds the lane, one read more, which no other run pays. Before the design is frozen, so a
+    refused resume records no spec change."""
+    short = short_batch_models(spec)
+    if not short:
+        return
+    if not _resumes(spec, run_dir):  # the folder changed since `run_campaign` looked
+        check_batch_floor(spec)
+        return
+    budget = min(spec.max_answer_failures, spec.max_attempts)  # as `dispatch`'s policy
+    plan = run_dir / "plan.parquet"
+    check_batch_floor(spec, {name: lines_to_cut(run_dir, plan, name, budget) for name in short})
+
+
 @dataclass
 class FolderHold:
     """The folder's lock a run holds (`take_folder_lock`), and the pid file it found there.
@@ -848,6 +883,7 @@ async def _run_locked(
     console, clock = options.console, options.clock
     with _damage_named(run_dir):
         _check_lost_jobs(run_dir, options.abandon_batch_jobs, console)
+        _check_batch_left(spec, run_dir)
     plan_path = _design_and_plan(
         spec, run_dir, units, plan_summary, to_save, staged, options.rehearse, console
     )

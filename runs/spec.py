@@ -537,35 +537,60 @@ def check_one_form(spec: CampaignSpec) -> None:
             raise SpecError(spec.path, f"models[{index}].name", why)
 
 
-def check_batch_floor(spec: CampaignSpec) -> None:
+def check_batch_floor(spec: CampaignSpec, left: Mapping[str, int] | None = None) -> None:
     """Refuse a batch model whose `batch_max_lines` is too few for its provider's smallest
     job (`BatchLimits.min_lines`: Bedrock's 100 lines) to hold for every count of queries
     (`providers.batch.BatchLimits.least_max_lines`): at 100 a job, 224 queries made two jobs
     and left 24 waiting for ever, said only at the end of the run. For every spec a run or
     `plan` is about to use, a resume's too (the key is operational: a resume may raise it);
-    not when a folder's frozen spec is read, so a folder run with one stays readable."""
-    for index, model in enumerate(spec.models):
-        if model.dispatch != "batch" or (documented := _batch_limits(model.provider)) is None:
-            continue
-        from providers.batch_openai import limits_for
+    not when a folder's frozen spec is read, so a folder run with one stays readable.
 
-        floor, least = documented.min_lines, documented.least_max_lines
-        cap = limits_for(model, documented).max_lines
-        if cap >= least:
+    `left`, by model name, is what a resume has left to ask (`runs.pipeline`, from the
+    folder's plan and ledger): a model found there is refused only if its cap strands some of
+    those (`BatchLimits.stranded`), as every count need not be cut any more; fewer than the
+    floor in all are not, as no cap would cut them."""
+    for index, model in enumerate(spec.models):
+        found = _short_batch_cap(model)
+        if found is None:
             continue
-        why = (
-            f"no job of at most {cap} lines reaches it"
-            if cap < floor
-            else f"{cap + 1} queries, say, cannot be cut into jobs of "
-            + (f"{floor} to {cap}" if cap > floor else f"{floor}")
-            + " lines: the rest would wait for ever"
-        )
+        limits, least = found
+        floor, cap = limits.min_lines, limits.max_lines
+        count = None if left is None else left.get(model.name)
+        if count is not None and (count < floor or not limits.stranded(count)):
+            continue
+        jobs = f"{floor} to {cap}" if cap > floor else f"{floor}"
+        if cap < floor:
+            why = f"no job of at most {cap} lines reaches it"
+        elif count is None:
+            why = (f"{cap + 1} queries, say, cannot be cut into jobs of {jobs} lines: the rest "
+                   "would wait for ever")
+        else:
+            why = (f"the {count:,} queries its folder has left to ask cannot be cut into jobs of "
+                   f"{jobs} lines: {limits.stranded(count):,} would wait for ever")
         raise SpecError(
             spec.path, f"models[{index}].batch_max_lines",
             f"at least {least} (or left out) for a {model.provider} batch model, not {cap}: "
             f"{model.provider}'s jobs hold at least {floor} lines, and {why} (queries already "
             f"left below {floor} are asked only with batch_fallback = \"live\")",
         )  # fmt: skip
+
+
+def short_batch_models(spec: CampaignSpec) -> list[str]:
+    """The batch models whose `batch_max_lines` `check_batch_floor` refuses without counts:
+    those a resume counts the queries left of before it decides."""
+    return [model.name for model in spec.models if _short_batch_cap(model) is not None]
+
+
+def _short_batch_cap(model: ModelConfig) -> tuple[BatchLimits, int] | None:
+    """A batch model's limits, lowered by its spec, and the least cap every count needs, where
+    its cap is below that (`BatchLimits.least_max_lines`); else None."""
+    if model.dispatch != "batch" or (documented := _batch_limits(model.provider)) is None:
+        return None
+    from providers.batch_openai import limits_for
+
+    limits = limits_for(model, documented)
+    least = documented.least_max_lines
+    return None if limits.max_lines >= least else (limits, least)
 
 
 def _batch_limits(provider: str) -> BatchLimits | None:

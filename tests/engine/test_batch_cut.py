@@ -67,6 +67,19 @@ async def test_below_it_a_count_strands_a_remainder(
     assert 0 < queries - sum(sizes) < FLOOR
 
 
+@pytest.mark.parametrize("cap", [FLOOR, FLOOR + 2, 2 * FLOOR - 2])
+async def test_what_a_cap_strands_is_foretold_from_the_count(
+    tmp_path: Path, kit: type[Kit], cap: int
+) -> None:
+    """`BatchLimits.stranded`, which a resume's `check_batch_floor` asks of the queries it has
+    left, says what the lane leaves waiting for every count, to the line."""
+    limits = replace(LIMITS, max_lines=cap)
+    for queries in range(1, 5 * FLOOR):
+        sizes = await _job_sizes(tmp_path, kit, queries, limits)
+        assert limits.stranded(queries) == queries - sum(sizes), (queries, sizes)
+    assert not any(LIMITS.stranded(queries) for queries in range(FLOOR, 50 * FLOOR))
+
+
 async def test_a_leftover_that_waits_is_said_once_in_words(tmp_path: Path, kit: type[Kit]) -> None:
     """The lane's line said "3 queries wait: fewer than sim's minimum of 5 lines per job
     ...", and the console said it again raw: "dutchbook warning: batch leftover: model m,

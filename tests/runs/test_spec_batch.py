@@ -109,6 +109,36 @@ def test_a_bedrock_batch_cap_that_strands_a_remainder_is_refused(
     check_batch_floor(live)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("extra", "left", "refused"),
+    [
+        ("batch_max_lines = 100", 200, None),  # 100 + 100
+        ("batch_max_lines = 100", 300, None),
+        ("batch_max_lines = 100", 224, "224 queries its folder has left to ask cannot be cut "
+                                       "into jobs of 100 lines: 24 would wait for ever"),
+        ("batch_max_lines = 150", 180, "180 queries its folder has left to ask cannot be cut "
+                                       "into jobs of 100 to 150 lines: 30 would wait"),
+        ("batch_max_lines = 150", 250, None),  # 150 + 100
+        ("batch_max_lines = 100", 42, None),  # below the floor whatever the cap
+        ("batch_max_lines = 100", 0, None),
+        ("batch_max_lines = 50", 150, "no job of at most 50 lines reaches it"),
+    ],
+)
+def test_a_resume_is_held_to_the_queries_it_has_left(
+    tmp_path: Path, extra: str, left: int, refused: str | None
+) -> None:
+    """A resume knows its count: a cap below 199 that cuts it cleanly is taken."""
+    spec = _load(tmp_path, 'dispatch = "batch"\n' + extra)
+    if refused is None:
+        check_batch_floor(spec, {"a": left})  # type: ignore[arg-type]
+    else:
+        with pytest.raises(SpecError) as info:
+            check_batch_floor(spec, {"a": left})  # type: ignore[arg-type]
+        assert refused in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(SpecError):  # a model whose count is not given: every count
+        check_batch_floor(spec, {"b": 200})  # type: ignore[arg-type]
+
+
 def test_plan_and_run_refuse_a_stranding_bedrock_cap_before_anything_is_written(
     tmp_path: Path,
 ) -> None:
