@@ -30,6 +30,7 @@ from engine.concurrency import AdaptiveCap
 from engine.console_lines import lane_state_said
 from engine.durable import DiskFull
 from engine.http import BrokenReply, HttpClient
+from engine.lane_counts import GAVE_UP_KEYS, time_left_s
 from engine.limits import Hold, TokenBucket, estimate_tokens
 from engine.logs import EngineLog
 from engine.outage import Outage, OutagePolicy, append_pause
@@ -181,7 +182,13 @@ class LaneStats:
     def given_up(self) -> int:
         """Requests this run gave up: after `max_attempts`, with their answer-failure budget
         spent (asked by no resume until it is raised), or on a permanent failure."""
-        return self.retries.exhausted + self.retries.answer_budget_spent + self.gave_up
+        return sum(self.gave_up_counts.values())
+
+    @property
+    def gave_up_counts(self) -> dict[str, int]:
+        """`given_up` by why, keyed as `lanes.json` keeps them (`GAVE_UP_KEYS`)."""
+        counts = (self.retries.exhausted, self.retries.answer_budget_spent, self.gave_up)
+        return dict(zip(GAVE_UP_KEYS, counts, strict=True))
 
     @property
     def state_said(self) -> str:
@@ -223,17 +230,11 @@ class LaneStats:
 
     @property
     def eta_s(self) -> float | None:
-        """Seconds left: the provider's hold, then the rest at `rate_per_s`. None (not known)
-        while the provider is down, before a first answer, and once the lane has halted (it
-        asks nothing more this run); none (0) once it is done, though it gave requests up
-        (its "ETA ?" kept a campaign's time left unknown for good)."""
-        remaining = self.planned - self.done
-        if remaining <= 0 or self.state is LaneState.DONE:
-            return 0.0
-        rate = self.rate_per_s
-        if self.state is LaneState.PROBING or self.state in HALTED or rate <= 0:
-            return None
-        return self.held_now_s + remaining / rate
+        """Seconds left: the provider's hold, then the rest at `rate_per_s`; 0 once done,
+        None when not known (`engine.lane_counts.time_left_s`, which `status` counts by too)."""
+        return time_left_s(
+            self.state.value, self.planned - self.done, self.rate_per_s, self.held_now_s
+        )
 
 
 #: A lane's reason when a signal stopped it (`LaneState.CANCELLED` is a spend cap's too).

@@ -32,6 +32,7 @@ from engine.audit import (
 from engine.batch_jobs import at_provider, fold_jobs, jobs_summary
 from engine.durable import record_number
 from engine.journal import list_segments
+from engine.lane_counts import GAVE_UP_KEYS, time_left_s
 from engine.lanefile import read_lane_states
 from engine.reparse import parser_in_force, unfinished_line
 from engine.retry import DUPLICATE
@@ -82,7 +83,8 @@ def status(
     planned, accepted, attempts, outcomes, retries, retries_by_cause (every cause),
     pending_failures, answers_rejected_on_reparse, failed (pending_failures less those),
     and from the engine's `logs/lanes.json`
-    when present: lane_state, lane_message, rate_per_s, lane_held_s, lane_held_by),
+    when present: lane_state, lane_message, rate_per_s, lane_held_s, lane_held_by,
+    lane_gave_up; and eta_s, `lane_eta_s`),
     `batch_jobs` (per batch model, per
     group of `engine.batch_jobs.STATUS_GROUPS`: jobs and lines), `batch_at_provider` (`jobs`
     not yet collected and the `queries` they hold, and additive `uncreated_jobs`, those of
@@ -186,6 +188,8 @@ def _read_status(
         if line
     ]
     state = _state(run_dir, pid, remaining, activity["attempts"] > 0 or bool(jobs))
+    for entry in per_model.values():  # the table's time left (its ETA column)
+        entry["eta_s"] = lane_eta_s(entry, live=state == "live")
     return {
         "run_dir": str(run_dir),
         "state": state,
@@ -396,15 +400,25 @@ def _lane_fields(lane: dict[str, Any]) -> dict[str, Any]:
 
 
 def _gave_up(lane: dict[str, Any], number: Callable[[str], float | None]) -> int | None:
-    """The requests the lane gave up this run, as `LaneStats.given_up` counts them; None
-    when `lanes.json` has none of its counts (a run older than them)."""
-    counts = [number(key) for key in _GAVE_UP_KEYS]
+    """The requests the lane gave up this run, as `LaneStats.given_up` counts them (the sum
+    of `engine.lane_counts.GAVE_UP_KEYS`); None when `lanes.json` has none of its counts (a run
+    older than them)."""
+    counts = [number(key) for key in GAVE_UP_KEYS]
     if all(n is None for n in counts):
         return None
     return int(sum(n or 0 for n in counts))
 
 
-#: `logs/lanes.json`'s counts of requests a lane gave up (`engine.lanefile.lane_states`).
-_GAVE_UP_KEYS = (
-    "gave_up_after_max_attempts", "gave_up_answer_budget_spent", "gave_up_permanent"
-)
+def lane_eta_s(entry: dict[str, Any], *, live: bool) -> float | None:
+    """A model's time left in seconds (`eta_s` of its `status` entry), as dispatch's
+    `LaneStats.eta_s` counts it (`engine.lane_counts.time_left_s`), from what `lanes.json` last
+    said of its lane and the answers the ledger holds: its provider's hold, then the rest at
+    its rate; 0 for a lane that is done; None when it cannot be told (no answer yet, the
+    provider down, no plan) or no lane will ask (the lane halted, or no run is live)."""
+    planned = entry.get("planned")
+    if not live or planned is None:
+        return None
+    return time_left_s(
+        entry.get("lane_state"), planned - entry["accepted"], entry.get("rate_per_s"),
+        entry.get("lane_held_s"),
+    )

@@ -19,6 +19,7 @@ from engine.console_lines import duration, held_text, lane_state_said, plural
 from engine.console_tables import print_whole
 from engine.journal import JournalError
 from engine.runlock import lock_held
+from engine.status import lane_eta_s as lane_eta_s  # re-exported: the docs name it here
 from engine.status import status as run_status
 from engine.unresolved import interrupted_note
 from runs.commands._errors import path_given, user_errors
@@ -65,23 +66,6 @@ def _fraction(done: int, planned: int | None) -> str:
         return f"{done:,}/?"
     share = f" ({percent_done(done, planned)})" if planned else ""
     return f"{done:,}/{planned:,}{share}"
-
-
-def lane_eta_s(entry: dict[str, Any], *, live: bool) -> float | None:
-    """A model's time left in seconds (`status --json`'s `eta_s`), as dispatch's
-    `LaneStats.eta_s` counts it: its provider's hold, then the rest at its rate; 0 for a lane
-    that is done; None when it cannot be told (no answer yet, the provider down, no plan) or
-    no lane will ask (the lane halted, or no run is live)."""
-    planned, rate, state = entry.get("planned"), entry.get("rate_per_s"), entry.get("lane_state")
-    if not live or planned is None:
-        return None
-    if state == "done":
-        return 0.0
-    if state not in _ACTIVE_LANE_STATES or state == "probing" or not rate:
-        return None
-    held = float(entry.get("lane_held_s") or 0.0)
-    left: float = max(planned - entry["accepted"], 0) / rate
-    return held + left
 
 
 def _eta(entry: dict[str, Any], *, live: bool) -> str:
@@ -285,8 +269,6 @@ def status(
             # A reparse, score, repair or report holds the folder (they write no pid file: no
             # run is live), and a warning below may be of the very work it is doing.
             summary["warnings"].insert(0, BUSY_NOTE)
-        for entry in summary["models"].values():  # additive: the table's time left
-            entry["eta_s"] = lane_eta_s(entry, live=summary["state"] == "live")
         summary["rehearsal"] = rehearsed(run_dir)  # additive
         if summary["rehearsal"]:
             summary["notes"] = [REHEARSAL_NOTE, *(summary.get("notes") or [])]

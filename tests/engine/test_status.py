@@ -554,3 +554,37 @@ def test_a_live_run_whose_lanes_stopped_updating_is_said_so(tmp_path: Path) -> N
     assert "no lane has said" not in header(30.0, "done")
     # An earlier run's file, before the resume that started 5 s ago first writes its own.
     assert "no lane has said" not in header(9_000.0, "running", run_age_s=5.0)
+
+
+def test_status_counts_a_lanes_time_left_and_given_up_as_dispatch_does(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """`status --json`'s `eta_s` was added by the command, from `lanes.json` by a copy of
+    `LaneStats.eta_s`'s formula, and `lane_gave_up` summed the file's counts by a copy of
+    `LaneStats.given_up`'s: `engine.status.status` carries both, each counted by the one
+    definition dispatch counts by (`engine.lane_counts.time_left_s`, `GAVE_UP_KEYS`)."""
+    from engine.lanefile import write_lane_states
+    from engine.lanes import LaneState, LaneStats
+    from engine.runlock import PID_FILE, write_pid
+
+    kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})
+    with Ledger.open(tmp_path) as ledger:
+        _populate(ledger, kit)  # alpha: 3 of 4 accepted; beta: none
+    alpha = LaneStats(model="alpha", provider="sim", planned=4, accepted=3,
+                      state=LaneState.RUNNING, started=time.monotonic() - 6.0)  # fmt: skip
+    alpha.held_until, alpha.held_by = time.monotonic() + 30.0, "Retry-After"
+    alpha.retries.exhausted, alpha.gave_up = 1, 2
+    beta = LaneStats(model="beta", provider="sim", planned=2, state=LaneState.DONE)
+    beta.retries.answer_budget_spent = 2
+    write_lane_states(tmp_path, [alpha, beta])
+    write_pid(tmp_path)  # this process: the run is live
+    try:
+        models = status(tmp_path)["models"]
+    finally:
+        (tmp_path / PID_FILE).unlink()
+    assert alpha.eta_s is not None and alpha.eta_s > 30.0  # the hold, then the one left
+    assert models["alpha"]["eta_s"] == pytest.approx(alpha.eta_s, abs=0.5)
+    assert models["beta"]["eta_s"] == beta.eta_s == 0.0  # done, though it gave up two
+    assert models["alpha"]["lane_gave_up"] == alpha.given_up == 3
+    assert models["beta"]["lane_gave_up"] == beta.given_up == 2
+    assert status(tmp_path)["models"]["alpha"]["eta_s"] is None  # no run is live
