@@ -69,13 +69,14 @@ def _fraction(done: int, planned: int | None) -> str:
 
 
 def _eta(entry: dict[str, Any], *, live: bool) -> str:
-    """The lane's time left, as the progress line spells it ("?" while it cannot be told: the
-    provider down, no answer yet); nothing for a lane that asks no more."""
-    if not live or entry.get("planned") is None or entry.get("lane_state") not in (
-        _ACTIVE_LANE_STATES
-    ):
-        return ""
-    return duration(lane_eta_s(entry, live=live))
+    """The lane's time left, as the live table spells it: "0:00" for a lane that is done (a
+    blank here beside the live table's 0:00 and `--json`'s 0), "?" while it cannot be told
+    (the provider down, no answer yet); nothing for a lane that halted, or no run live."""
+    eta = lane_eta_s(entry, live=live)
+    if eta is not None:
+        return duration(eta)
+    asking = live and entry.get("planned") is not None
+    return "?" if asking and entry.get("lane_state") in _ACTIVE_LANE_STATES else ""
 
 
 def _lane_text(entry: dict[str, Any], state: str) -> str:

@@ -65,6 +65,23 @@ def test_the_time_left_is_in_the_json_and_unknown_is_said_as_the_progress_line_s
     assert lane_eta_s({**entry, "lane_state": "done"}, live=True) == 0.0
 
 
+def test_a_done_lanes_time_left_is_said_as_the_live_table_and_the_json_say_it() -> None:
+    """`status` left a done lane's ETA blank while the live table showed 0:00 and `--json`'s
+    `eta_s` was 0."""
+    from engine.console_lines import duration
+    from engine.lanes import LaneState, LaneStats
+    from runs.commands.status import _eta, lane_eta_s
+
+    done = {"planned": 56, "accepted": 44, "rate_per_s": 2.0, "lane_state": "done",
+            "lane_gave_up": 12}  # fmt: skip
+    lane = LaneStats(model="m", provider="p", planned=56, accepted=44, state=LaneState.DONE)
+    assert lane_eta_s(done, live=True) == lane.eta_s == 0.0
+    assert _eta(done, live=True) == duration(lane.eta_s) == "0:00"
+    assert _eta(done, live=False) == ""  # no run is asking: `eta_s` is null
+    running = {**done, "lane_state": "running"}  # stale: the run is gone
+    assert _eta(running, live=False) == _eta({**done, "planned": None}, live=True) == ""
+
+
 def test_a_lane_that_gave_requests_up_is_not_said_done() -> None:
     """A lane whose every request was given up read "done" in the lane column beside its 56
     pending failures: read as success. Said as dispatch's progress line says it."""
