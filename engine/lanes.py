@@ -19,6 +19,7 @@ import math
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -170,9 +171,14 @@ class LaneStats:
     #: shown, not hidden behind "running" and a falling rate.
     held_until: float = 0.0
     held_by: str = ""
+    #: `time.monotonic()` when the hold going on began (`held`): the time it has lasted is
+    #: left out of the rate while the time left adds what is left of it.
+    held_since: float = 0.0
     #: Requests a batch job of an earlier run holds, not asked by this live lane (the model
     #: was switched from batch to live on resume): asked when it is dispatched as batch again.
     held_by_jobs: int = 0
+    #: What the lane's times are read on (`time.monotonic`; a test's own clock).
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
 
     @property
     def done(self) -> int:
@@ -205,27 +211,46 @@ class LaneStats:
     def elapsed_s(self) -> float:
         if not self.started:
             return 0.0
-        return (self.finished or time.monotonic()) - self.started
+        return (self.finished or self.clock()) - self.started
 
     @property
     def paused_now_s(self) -> float:
         """Seconds the pause going on has lasted (0 when the provider is not down)."""
         if not self.paused_since:
             return 0.0
-        return max((self.finished or time.monotonic()) - self.paused_since, 0.0)
+        return max((self.finished or self.clock()) - self.paused_since, 0.0)
+
+    def held(self, until: float, by: str) -> None:
+        """The provider holds the lane until `until` (on `clock`), as `by` asked: a hold that
+        begins now, or the one going on made longer (which began when it began)."""
+        now = self.clock()
+        if self.held_until <= now:
+            self.held_since = now
+        self.held_until, self.held_by = until, by
 
     @property
     def held_now_s(self) -> float:
         """Seconds left of the provider's hold on the lane (0 when there is none)."""
         if not self.held_until or self.finished:
             return 0.0
-        return max(self.held_until - time.monotonic(), 0.0)
+        return max(self.held_until - self.clock(), 0.0)
+
+    @property
+    def held_so_far_s(self) -> float:
+        """Seconds the hold going on has lasted (0 when there is none, or the lane ended)."""
+        if not self.held_since or self.finished or self.held_until <= (now := self.clock()):
+            return 0.0
+        return max(now - self.held_since, 0.0)
 
     @property
     def rate_per_s(self) -> float:
         """Answers accepted a second while the provider was up: a three-hour outage would
-        otherwise halve the rate, and double the time left, after the lane resumed."""
-        working = self.elapsed_s - self.paused_s - self.paused_now_s
+        otherwise halve the rate, and double the time left, after the lane resumed. Nor the
+        hold going on: `eta_s` adds what is left of it, and with the time it had lasted in
+        the rate as well, a hold was counted twice (a lane 100 s in and half done said 200 s
+        left all through a 100 s Retry-After). An ended hold counts, as any time the lane
+        asked: a lane held often (its rate limit's resets) asks at that pace."""
+        working = self.elapsed_s - self.paused_s - self.paused_now_s - self.held_so_far_s
         return self.accepted / working if working > 0 else 0.0
 
     @property
@@ -388,7 +413,7 @@ class Lane(LaneControl):
     def _hold_for(self, seconds: float, by: str) -> None:
         """Hold every attempt of the lane `seconds` more, as the provider asked (`by`)."""
         self.hold.extend(seconds)
-        self.stats.held_until, self.stats.held_by = self.hold.until, by
+        self.stats.held(self.hold.until, by)
 
     def _paused(self, cause: str) -> None:
         self.stats.state = LaneState.PROBING

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
 from rich.console import Console
 
 from engine.console_lines import LINE_EVERY_S
@@ -232,6 +233,27 @@ def test_a_providers_hold_is_shown_and_counted_in_the_time_left() -> None:
     lane.state = LaneState.STOPPED  # a halted lane has no time left, in the line and table
     assert progress_line([lane], 100.0) == "dispatch 1:40: m stopped 300/1,000"
     assert lane.eta_s is None
+
+
+def test_a_hold_going_on_is_counted_once_in_the_time_left() -> None:
+    """The time a Retry-After had lasted went into the rate while what was left of it was
+    added too: a lane 100 s in and half done said 200 s left from the hold's start to its
+    end. While a hold lasts the rate leaves it out; once ended it counts as any time did."""
+    now = [1_000.0]
+    lane = LaneStats(model="m", provider="p", planned=200, accepted=100, started=900.0,
+                     state=LaneState.RUNNING, clock=lambda: now[0])  # fmt: skip
+    lane.held(1_100.0, "Retry-After")  # 100 s, from now
+    for after_s in (0.0, 50.0, 99.0):
+        now[0] = 1_000.0 + after_s
+        assert lane.rate_per_s == 1.0  # the rate before the hold, not falling
+        assert lane.eta_s == pytest.approx((100.0 - after_s) + 100.0)  # the hold left, then 100
+    lane.held(1_150.0, "Retry-After")  # made longer while it lasts: it began when it began
+    assert lane.held_since == 1_000.0 and lane.held_so_far_s == 99.0
+    now[0] = 1_200.0  # ended: its 150 s are time the lane took, as any
+    assert lane.held_now_s == lane.held_so_far_s == 0.0 and lane.rate_per_s == 100 / 300
+    lane.held(1_210.0, "a rate-limit reset")  # a new hold begins now
+    now[0] = 1_205.0
+    assert lane.held_since == 1_200.0 and lane.eta_s == pytest.approx(5.0 + 100 / (100 / 300))
 
 
 def test_an_outage_is_left_out_of_the_rate_and_told_as_such() -> None:
