@@ -222,6 +222,17 @@ class DispatchSummary:
 AnyLane = Lane | BatchLane
 
 
+@dataclass
+class _Reading:
+    """How far a lane's feeder has read its stretch of the plan (`_feed`): the rows from
+    `offset` (to `end`, None: the plan's end) are not read yet, nor those of them answered
+    before counted in `LaneStats.already_accepted`; `done` once it read to the end."""
+
+    offset: int = 0
+    end: int | None = None
+    done: bool = False
+
+
 async def _feed(
     lane: AnyLane,
     plan_path: Path,
@@ -230,22 +241,25 @@ async def _feed(
     queue: asyncio.Queue[PlanItem | None],
     batch_rows: int,
     has_history: bool,
-    held: frozenset[str] = frozenset(),
-    span: tuple[int, int] | None = None,
+    held: frozenset[str],
+    reading: _Reading,
 ) -> None:
     """Stream the plan into one lane's queue, skipping accepted rows and rows `held` by a
-    live batch job (`engine.batch_jobs`); `None` marks the end. `span` (`plan_spans`) is the
-    stretch of the plan holding the lane's rows; without it the whole plan is read."""
+    live batch job (`engine.batch_jobs`); `None` marks the end. `reading` starts at the
+    stretch of the plan holding the lane's rows (`plan_spans`; without one, the whole plan),
+    and says how far it was read when the lane stops."""
     name = lane.config.name
-    offset, end = span if span is not None else (0, None)
+    offset, end = reading.offset, reading.end
     try:
         while not lane.halted and (end is None or offset < end):
             height, mine, positions, ids = await asyncio.to_thread(
                 read_pending, plan_path, offset, batch_rows, name, ledger, held
             )
             if height == 0:
+                reading.done = True
                 break
             lane.stats.already_accepted += mine - len(ids)
+            reading.offset = offset + height  # counted, whether or not its rows are queued
             if ids:
                 frame = await asyncio.to_thread(
                     read_rows, plan_path, offset, batch_rows, positions
@@ -272,8 +286,25 @@ async def _feed(
             except asyncio.QueueFull:
                 queue.get_nowait()
         raise
+    reading.done = reading.done or (end is not None and offset >= end)
     # Normal end: wait for room like any item, so nothing queued is ever dropped.
     await queue.put(None)
+
+
+def _accepted_unread(
+    plan_path: Path, ledger: Ledger, name: str, batch_rows: int, held: frozenset[str],
+    reading: _Reading,
+) -> int:
+    """The rows of model `name` a feeder did not read (`reading`) that are answered already,
+    read as `_feed` reads them: only their ids, a slice at a time."""
+    offset, end, accepted = reading.offset, reading.end, 0
+    while end is None or offset < end:
+        height, mine, _, ids = read_pending(plan_path, offset, batch_rows, name, ledger, held)
+        if height == 0:
+            break
+        accepted += mine - len(ids)
+        offset += height
+    return accepted
 
 
 async def _run_lane(
@@ -281,8 +312,9 @@ async def _run_lane(
     has_history: bool, held: frozenset[str] = frozenset(), span: tuple[int, int] | None = None,
 ) -> None:
     queue: asyncio.Queue[PlanItem | None] = asyncio.Queue(maxsize=2 * lane.workers + 16)
+    reading = _Reading(*span) if span is not None else _Reading()
     feeder = asyncio.create_task(
-        _feed(lane, plan_path, run_dir, ledger, queue, batch_rows, has_history, held, span)
+        _feed(lane, plan_path, run_dir, ledger, queue, batch_rows, has_history, held, reading)
     )
     try:
         await lane.run(queue)
@@ -292,6 +324,16 @@ async def _run_lane(
         await asyncio.gather(feeder, return_exceptions=True)
         if feeder.done() and not feeder.cancelled() and feeder.exception() is not None:
             raise feeder.exception()  # type: ignore[misc]
+    if not reading.done:
+        # The lane stopped before its feeder read its rows (a stop, the spend cap, a bad key):
+        # the answers of earlier runs among the rest are counted too. A Ctrl-C while the cap
+        # read the ledger, before any lane read a row, said "0 already accepted" of a folder
+        # holding 6 of 10 answers, and "10 still unanswered". A read that fails (the folder
+        # moved) leaves the count short, as before, not the lane crashed: it is the summary's.
+        with contextlib.suppress(OSError, pl.exceptions.PolarsError):
+            lane.stats.already_accepted += await asyncio.to_thread(
+                _accepted_unread, plan_path, ledger, lane.config.name, batch_rows, held, reading
+            )
 
 
 # --------------------------------------------------------------------------- compaction

@@ -283,3 +283,37 @@ def test_prompt_lengths_price_a_worst_case_as_the_texts_do(
                 assert worst_case_cost_of(prices, config, length, sent_cap) == worst_case_cost(
                     prices, config, system or "", user, sent_cap
                 )
+
+
+async def test_a_stop_while_the_cap_reads_the_ledger_still_counts_the_answers_before(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch, sim: SimHandle
+) -> None:
+    """A Ctrl-C while the spend cap read what the folder had already spent, before any lane
+    started, ended with "0 answers accepted (0 already accepted, 10 still unanswered", of a
+    folder holding 6 of the 10 answers: a lane read its plan, and counted what was answered
+    before, only as it asked, and a lane stopped at its start read none of it."""
+    import engine.dispatch
+
+    config, adapter = kit.sim_model("paid", sim.root_url, **PRICES)
+    rows = kit.plan_rows("paid", 10)
+    run = tmp_path / "run"
+    first = await dispatch(
+        kit.write_plan(tmp_path / "first.parquet", rows[:6]), run, {"paid": config},
+        {"paid": adapter}, policy=FAST, log_console=None,
+    )  # fmt: skip
+    assert first.complete and first.accepted == 6
+    stop = asyncio.Event()
+
+    def stopped_while_read(*args: object) -> float:
+        stop.set()  # the signal handler's work, as Ctrl-C arrives during the read
+        return recorded_spend(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine.dispatch, "recorded_spend", stopped_while_read)
+    again = await dispatch(
+        kit.write_plan(tmp_path / "plan.parquet", rows), run, {"paid": config},
+        {"paid": adapter}, policy=FAST, log_console=None, stop_event=stop, budget_usd=100.0,
+    )  # fmt: skip
+    assert stop.is_set() and again.attempts == 0
+    assert again.lanes["paid"].state is LaneState.CANCELLED, again.lanes["paid"].message
+    assert again.already_accepted == 6 and again.unaccepted == 4
+    assert "(6 already accepted, 4 still unanswered" in again.lines()[0]
