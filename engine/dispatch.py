@@ -786,6 +786,7 @@ class _Run:
             summary.disk_full = str(self.ledger.disk_full)
             # The summary carries it, and the caller says it (the CLI: one line, exit 6).
             self.log.error("disk_full", echo=False, detail=summary.disk_full)
+        _cap_said_at_the_end(summary)
         _write_lane_states(self.run_dir, list(summary.lanes.values()))
         summary.elapsed_s = time.monotonic() - t0
         for line in summary.lines():
@@ -798,6 +799,19 @@ class _Run:
                 # a 15-model sweep printed 15 warnings before them.
                 self.log.warning("lane_halted", echo=False, model=name, reason=why)
         self.log.close()
+
+
+def _cap_said_at_the_end(summary: DispatchSummary) -> None:
+    """Every lane the spend cap stopped says the cap as it is at the dispatch's end, as the
+    spend line does (`SpendCap.restated`), in the summary and in `lanes.json` (`status`, the
+    audit): each said it as it stood when it stopped, and a lane stopped first quoted less
+    than the spend the run ended with."""
+    if summary.spend is None:
+        return
+    for s in summary.lanes.values():
+        if s.state is LaneState.CANCELLED and s.message.endswith(s.reason):
+            lead = s.message[: len(s.message) - len(s.reason)]  # its name, where it has one
+            s.say(summary.spend.restated(s.reason), lead)
 
 
 async def _spend_cap(

@@ -290,10 +290,11 @@ class LaneControl:
         return True
 
     def _cancel_at_the_cap(self) -> None:
-        """The lane ends cancelled by the spend cap, saying why (`SpendCap.message`)."""
+        """The lane ends cancelled by the spend cap, saying why (`SpendCap.stop_words`: the
+        dispatch says them again as they are at its end, `SpendCap.restated`)."""
         assert self.spend is not None
         self.stats.state = LaneState.CANCELLED
-        self.stats.say(self.spend.message())
+        self.stats.say(self.spend.stop_words())
 
     @property
     def halted(self) -> bool:

@@ -317,3 +317,51 @@ async def test_a_stop_while_the_cap_reads_the_ledger_still_counts_the_answers_be
     assert again.lanes["paid"].state is LaneState.CANCELLED, again.lanes["paid"].message
     assert again.already_accepted == 6 and again.unaccepted == 4
     assert "(6 already accepted, 4 still unanswered" in again.lines()[0]
+
+
+def test_every_lane_the_cap_stopped_says_the_runs_figure_at_its_end(tmp_path: Path) -> None:
+    """Each lane the cap stopped said "spend cap reached: $X of $Y ..." as the cap stood when
+    that lane stopped: a lane stopped while another's attempt was still in flight said $0.30,
+    the other lane and the spend line $0.70. Once the dispatch ends, every lane, in the
+    summary and in `lanes.json`, says the cap as the spend line does."""
+    from engine.dispatch import DispatchSummary, _Run
+    from engine.lanefile import read_lane_states
+    from engine.lanes import LaneControl, LaneStats
+    from engine.ledger import Ledger
+    from engine.logs import EngineLog
+
+    class Capped(LaneControl):
+        def __init__(self, name: str, spend: SpendCap) -> None:
+            self.stats, self.spend = LaneStats(model=name, provider="p"), spend
+
+    cap = SpendCap(1.0)
+    first, second = Capped("a", cap), Capped("b", cap)
+
+    async def scenario() -> None:
+        assert await cap.reserve(0.5)  # b's attempt, in flight
+        assert await cap.reserve(0.3)
+        cap.settle(0.3, 0.3)
+        assert not await cap.reserve(0.8)  # a's next: the cap is reached, and a stops
+        first._cancel_at_the_cap()
+        cap.settle(0.5, 0.4)  # b's attempt comes back; then b stops
+        second._cancel_at_the_cap()
+        tail = "; 1 batch job not yet collected from the provider"  # as a batch lane adds it
+        second.stats.message += tail
+        second.stats.reason += tail
+
+    asyncio.run(scenario())
+    assert "$0.3000 of $1.00" in first.stats.message  # as the cap stood when a stopped
+    run_dir = tmp_path / "run"
+    summary = DispatchSummary(lanes={"a": first.stats, "b": second.stats}, spend=cap)
+    run = _Run(tmp_path / "plan.parquet", run_dir, Ledger.open(run_dir), EngineLog(run_dir),
+               None, 10, False, (10.0, 100))  # fmt: skip
+    run.close(summary, 0.0)
+    said = cap.message()
+    assert said.startswith("spend cap reached: $0.7000 of $1.00; the next attempt could cost")
+    tail = "; 1 batch job not yet collected from the provider"
+    assert [line for line in summary.lines() if "$" in line] == [
+        f"  a: cancelled, 0/0 done — {said}", f"  b: cancelled, 0/0 done — {said}{tail}", said
+    ]
+    lanes = read_lane_states(run_dir)
+    assert lanes is not None
+    assert [lane["message"] for lane in lanes["lanes"].values()] == [said, said + tail]
