@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import ctypes
 import fcntl
+import importlib.util
 import json
 import os
 import signal
@@ -348,6 +349,22 @@ def die_with_parent() -> Callable[[], None] | None:
             os.kill(os.getpid(), signal.SIGKILL)
 
     return preexec
+
+
+#: The package `python -m llama_cpp.server` runs from (llama-cpp-python).
+SERVER_PACKAGE = "llama_cpp"
+
+
+def check_server_installed() -> None:
+    """Refuse, before the model is written (about 250 MB) and a server started, a machine
+    without llama-cpp-python: its server died at once, said only in its log ("exited with
+    status 1 before it was ready; see ..."), `No module named 'llama_cpp'` inside."""
+    if importlib.util.find_spec(SERVER_PACKAGE) is None:
+        raise LocalModelError(
+            "llama-cpp-python is not installed: run `make demo-local` (it builds "
+            "llama-cpp-python[server] once, 4-12 minutes; LLAMA_WHEEL=path installs a wheel "
+            "built before)"
+        )
 
 
 def model_file() -> Path:
@@ -904,6 +921,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(sig, _interrupt)
     try:
         check_options(args)
+        check_server_installed()
         run_dir = run_folder_of(args.spec, args.out)
         if args.what == "demo":  # a campaign that would refuse its spec or folder loads no model
             check_out_folder(args.spec, args.out)

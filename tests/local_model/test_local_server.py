@@ -339,6 +339,7 @@ def run_main(
             open("loaded", "w").close()
             return Path({MODEL!r})
         local_model.model_file = model_file
+        local_model.check_server_installed = lambda: None
         local_model.server_command = lambda *_: {command!r}
     """) + textwrap.dedent(before) + f"\nsys.exit(local_model.main({argv!r}))\n"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -489,6 +490,36 @@ def test_no_free_port_and_a_port_out_of_range_are_said_in_one_line(
     monkeypatch.setattr(socket.socket, "bind", no_port)
     with pytest.raises(LocalModelError, match=r"^no free port on 127\.0\.0\.1 \(Cannot assign"):
         local_model.free_port()  # the wrapper's own pick, for a run given no --port
+
+
+def test_no_llama_cpp_python_is_said_in_one_line_before_the_model_is_written(
+    tmp_path: Path,
+) -> None:
+    """Without llama-cpp-python, the model (about 250 MB) was written, the server started and
+    died at once, and the wrapper said only "exited with status 1 before it was ready; see
+    out/local-server.log", the missing package named inside the log."""
+    script = textwrap.dedent(f"""
+        import sys
+        from runs import local_model
+        local_model.SERVER_PACKAGE = "no_such_package_of_dutchbooks"  # as on a machine without
+        def model_file():
+            open("loaded", "w").close()
+            raise SystemExit("the model was asked for")
+        local_model.model_file = model_file
+        sys.exit(local_model.main(["demo", "--spec", {SPEC!r}]))
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (2, (
+        "error: llama-cpp-python is not installed: run `make demo-local` (it builds "
+        "llama-cpp-python[server] once, 4-12 minutes; LLAMA_WHEEL=path installs a wheel built "
+        "before)\n"
+    ))  # fmt: skip
+    assert not (tmp_path / "loaded").exists()
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_campaign_killed_by_a_signal_is_said_in_one_line(tmp_path: Path) -> None:
