@@ -262,7 +262,7 @@ def status(
         # Answers lost from responses/: the reparse their warning names comes first, and
         # `score` refuses until then (this line sent the user to it).
         if summary["state"] != "live" and not summary.get("answers_missing") and (
-            stale := _stale_scores(run_dir, summary["reparse_unfinished"])
+            stale := _stale_scores(run_dir, summary["reparse_unfinished"], _unscored(summary))
             or _stale_report(run_dir)
         ):
             summary["warnings"].append(stale)
@@ -297,18 +297,32 @@ def _lost_jobs(run_dir: Path) -> list[LostJob]:
         return []
 
 
-def _stale_scores(run_dir: Path, reparse_unfinished: bool) -> str | None:
+def _unscored(summary: dict[str, Any]) -> bool:
+    """Whether the folder has nothing left to ask and holds answers, so that no scores at all
+    is a gap for `_stale_scores` to say (a stopped or dead run's own line says to resume)."""
+    return summary["state"] == "finished" and bool(summary["accepted"])
+
+
+def _stale_scores(run_dir: Path, reparse_unfinished: bool, answered: bool = False) -> str | None:
     """A line saying the scores and the report are of answers the folder no longer holds as
     they were, with what writes them again; None when they are of these (or there are none,
     or they cannot be compared: a damaged answers file, which `status` says otherwise, or a
     reparse that did not finish, whose line names it first and then `score`). A
     reparse, or a run killed before it scored, left the last report standing with nothing to
     say it was of other answers but `report` refusing it. `reparse_unfinished`: as
-    `run_status` found it (`engine.reparse.unfinished_line`)."""
+    `run_status` found it (`engine.reparse.unfinished_line`). A folder `answered` through
+    (`_unscored`) with no scores at all is said too: a run that died after its dispatch (a
+    full disk while it scored) read as "finished", nothing said, until `report` refused it."""
     from runs.scored_from import stale_scores
 
-    if not (run_dir / "scores.parquet").is_file() or reparse_unfinished:
+    if reparse_unfinished:
         return None  # an unfinished reparse's line (the first warning) says what to run
+    if not (scores := run_dir / "scores.parquet").is_file():
+        # A folder where it goes is `_stale_report`'s to say.
+        return None if not answered or scores.exists() else (
+            f"not scored yet ({run_dir} has no scores.parquet): `{rerun_command(run_dir)}`, "
+            f"then `dutchbook report {run_dir}`, write the scores and the report"
+        )  # fmt: skip
     import polars as pl
 
     try:

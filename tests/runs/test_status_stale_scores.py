@@ -7,6 +7,7 @@ And once `score` had run, `report/` still showed the old scores with nothing to 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import orjson
@@ -51,6 +52,24 @@ def test_a_reparse_leaves_scores_then_report_out_of_date_until_each_is_written(
     assert _warnings(run_dir) == []
     again = CliRunner().invoke(app, ["score", str(run_dir)])  # the same answers, the same bytes
     assert again.exit_code == 0, again.output
+    assert _warnings(run_dir) == []
+
+
+def test_a_finished_folder_never_scored_says_so(tmp_path: Path) -> None:
+    """A run whose disk filled once its dispatch was done (exit 6) left every answer and no
+    scores: `status` said "finished", nothing more, and only `report` refused the folder."""
+    run_dir = _ran(tmp_path, "sim-coherent")
+    for name in ("scores.parquet", "forecasts.parquet", "averaged.parquet", "scored-from.json"):
+        (run_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(run_dir / "report")
+    shown = CliRunner().invoke(app, ["status", str(run_dir), "--json"])
+    assert orjson.loads(shown.stdout)["state"] == "finished"
+    assert _warnings(run_dir) == [
+        f"not scored yet ({run_dir} has no scores.parquet): `dutchbook score {run_dir}`, then "
+        f"`dutchbook report {run_dir}`, write the scores and the report"
+    ]
+    for command in ("score", "report"):
+        assert CliRunner().invoke(app, [command, str(run_dir)]).exit_code == 0
     assert _warnings(run_dir) == []
 
 
