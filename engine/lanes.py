@@ -171,9 +171,10 @@ class LaneStats:
     #: shown, not hidden behind "running" and a falling rate.
     held_until: float = 0.0
     held_by: str = ""
-    #: `time.monotonic()` when the hold going on began (`held`): the time it has lasted is
-    #: left out of the rate while the time left adds what is left of it.
+    #: `time.monotonic()` when the last hold began (`held`), and the seconds the holds before
+    #: it lasted: the time holds last is left out of the rate, as an outage's is.
     held_since: float = 0.0
+    held_before_s: float = 0.0
     #: Requests a batch job of an earlier run holds, not asked by this live lane (the model
     #: was switched from batch to live on resume): asked when it is dispatched as batch again.
     held_by_jobs: int = 0
@@ -224,7 +225,8 @@ class LaneStats:
         """The provider holds the lane until `until` (on `clock`), as `by` asked: a hold that
         begins now, or the one going on made longer (which began when it began)."""
         now = self.clock()
-        if self.held_until <= now:
+        if self.held_until <= now:  # the last one ended: its time is the lane's held time
+            self.held_before_s = self.held_total_s
             self.held_since = now
         self.held_until, self.held_by = until, by
 
@@ -243,14 +245,25 @@ class LaneStats:
         return max(now - self.held_since, 0.0)
 
     @property
+    def held_total_s(self) -> float:
+        """Seconds the provider's holds have lasted, ended ones and the one going on."""
+        if not self.held_since:
+            return self.held_before_s
+        end = min(self.finished or self.clock(), self.held_until)
+        return self.held_before_s + max(end - self.held_since, 0.0)
+
+    @property
     def rate_per_s(self) -> float:
         """Answers accepted a second while the provider was up: a three-hour outage would
         otherwise halve the rate, and double the time left, after the lane resumed. Nor the
-        hold going on: `eta_s` adds what is left of it, and with the time it had lasted in
-        the rate as well, a hold was counted twice (a lane 100 s in and half done said 200 s
-        left all through a 100 s Retry-After). An ended hold counts, as any time the lane
-        asked: a lane held often (its rate limit's resets) asks at that pace."""
-        working = self.elapsed_s - self.paused_s - self.paused_now_s - self.held_so_far_s
+        provider's holds (`held_total_s`): `eta_s` adds what is left of the one going on, and
+        with the time it had lasted in the rate as well, a hold was counted twice (a lane 100
+        s in and half done said 200 s left all through a 100 s Retry-After); left out only
+        while it lasted, the time left jumped back up by its length when it ended. As with
+        outages, a lane held often (its rate limit's resets) is told a time left too short."""
+        working = (
+            self.elapsed_s - self.paused_s - self.paused_now_s - self.held_total_s
+        )
         return self.accepted / working if working > 0 else 0.0
 
     @property

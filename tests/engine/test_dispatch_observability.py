@@ -238,7 +238,8 @@ def test_a_providers_hold_is_shown_and_counted_in_the_time_left() -> None:
 def test_a_hold_going_on_is_counted_once_in_the_time_left() -> None:
     """The time a Retry-After had lasted went into the rate while what was left of it was
     added too: a lane 100 s in and half done said 200 s left from the hold's start to its
-    end. While a hold lasts the rate leaves it out; once ended it counts as any time did."""
+    end. The rate leaves holds out, as it does outages; leaving out only the one going on,
+    the time left jumped back up by the hold's length when it ended (a reviewer's finding)."""
     now = [1_000.0]
     lane = LaneStats(model="m", provider="p", planned=200, accepted=100, started=900.0,
                      state=LaneState.RUNNING, clock=lambda: now[0])  # fmt: skip
@@ -249,11 +250,17 @@ def test_a_hold_going_on_is_counted_once_in_the_time_left() -> None:
         assert lane.eta_s == pytest.approx((100.0 - after_s) + 100.0)  # the hold left, then 100
     lane.held(1_150.0, "Retry-After")  # made longer while it lasts: it began when it began
     assert lane.held_since == 1_000.0 and lane.held_so_far_s == 99.0
-    now[0] = 1_200.0  # ended: its 150 s are time the lane took, as any
-    assert lane.held_now_s == lane.held_so_far_s == 0.0 and lane.rate_per_s == 100 / 300
+    now[0] = 1_149.9
+    assert lane.eta_s == pytest.approx(0.1 + 100.0)
+    now[0] = 1_150.0  # ended: the time left goes on counting down, no jump by its 150 s
+    assert lane.eta_s == pytest.approx(100.0)
+    now[0] = 1_200.0
+    assert lane.held_now_s == lane.held_so_far_s == 0.0 and lane.held_total_s == 150.0
+    assert lane.rate_per_s == pytest.approx(100 / 150)
     lane.held(1_210.0, "a rate-limit reset")  # a new hold begins now
     now[0] = 1_205.0
-    assert lane.held_since == 1_200.0 and lane.eta_s == pytest.approx(5.0 + 100 / (100 / 300))
+    assert lane.held_since == 1_200.0 and lane.held_total_s == 155.0
+    assert lane.eta_s == pytest.approx(5.0 + 100 / (100 / 150))
 
 
 def test_an_outage_is_left_out_of_the_rate_and_told_as_such() -> None:
