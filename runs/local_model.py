@@ -351,19 +351,28 @@ def die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
-#: The package `python -m llama_cpp.server` runs from (llama-cpp-python).
+#: The package `python -m llama_cpp.server` runs from (llama-cpp-python), and what its
+#: server imports beside it (its `[server]` extra, as the server module's own docstring
+#: names them), each found without importing it.
 SERVER_PACKAGE = "llama_cpp"
+SERVER_EXTRAS = ("uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
 
 
 def check_server_installed() -> None:
     """Refuse, before the model is written (about 250 MB) and a server started, a machine
-    without llama-cpp-python: its server died at once, said only in its log ("exited with
-    status 1 before it was ready; see ..."), `No module named 'llama_cpp'` inside."""
+    without llama-cpp-python or its server's extra: its server died at once, said only in
+    its log ("exited with status 1 before it was ready; see ..."), `No module named
+    'llama_cpp'` (or 'uvicorn') inside."""
+    build = (
+        "run `make demo-local` (it builds llama-cpp-python[server] once, 4-12 minutes; "
+        "LLAMA_WHEEL=path installs a wheel built before)"
+    )
     if importlib.util.find_spec(SERVER_PACKAGE) is None:
+        raise LocalModelError(f"llama-cpp-python is not installed: {build}")
+    if missing := [name for name in SERVER_EXTRAS if importlib.util.find_spec(name) is None]:
         raise LocalModelError(
-            "llama-cpp-python is not installed: run `make demo-local` (it builds "
-            "llama-cpp-python[server] once, 4-12 minutes; LLAMA_WHEEL=path installs a wheel "
-            "built before)"
+            f"llama-cpp-python's server is not installed ({', '.join(missing)} missing): "
+            "pip install 'llama-cpp-python[server]' into this environment, or " + build
         )
 
 

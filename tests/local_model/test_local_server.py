@@ -492,16 +492,28 @@ def test_no_free_port_and_a_port_out_of_range_are_said_in_one_line(
         local_model.free_port()  # the wrapper's own pick, for a run given no --port
 
 
+@pytest.mark.parametrize(
+    ("package", "extras", "said"),
+    [
+        ("no_such_package_of_dutchbooks", ("json",), "llama-cpp-python is not installed: run"),
+        ("json", ("json", "no_such_extra_x", "no_such_extra_y"), (
+            "llama-cpp-python's server is not installed (no_such_extra_x, no_such_extra_y "
+            "missing): pip install 'llama-cpp-python[server]' into this environment, or run"
+        )),
+    ],
+)  # fmt: skip
 def test_no_llama_cpp_python_is_said_in_one_line_before_the_model_is_written(
-    tmp_path: Path,
+    tmp_path: Path, package: str, extras: tuple[str, ...], said: str
 ) -> None:
-    """Without llama-cpp-python, the model (about 250 MB) was written, the server started and
-    died at once, and the wrapper said only "exited with status 1 before it was ready; see
-    out/local-server.log", the missing package named inside the log."""
+    """Without llama-cpp-python (or its server's extra), the model (about 250 MB) was
+    written, the server started and died at once, and the wrapper said only "exited with
+    status 1 before it was ready; see out/local-server.log", the missing package named inside
+    the log. Stand-ins for the package and its extras, as on a machine without them."""
     script = textwrap.dedent(f"""
         import sys
         from runs import local_model
-        local_model.SERVER_PACKAGE = "no_such_package_of_dutchbooks"  # as on a machine without
+        local_model.SERVER_PACKAGE = {package!r}
+        local_model.SERVER_EXTRAS = {extras!r}
         def model_file():
             open("loaded", "w").close()
             raise SystemExit("the model was asked for")
@@ -514,9 +526,8 @@ def test_no_llama_cpp_python_is_said_in_one_line_before_the_model_is_written(
         timeout=60,
     )  # fmt: skip
     assert (done.returncode, done.stderr) == (2, (
-        "error: llama-cpp-python is not installed: run `make demo-local` (it builds "
-        "llama-cpp-python[server] once, 4-12 minutes; LLAMA_WHEEL=path installs a wheel built "
-        "before)\n"
+        f"error: {said} `make demo-local` (it builds llama-cpp-python[server] once, 4-12 "
+        "minutes; LLAMA_WHEEL=path installs a wheel built before)\n"
     ))  # fmt: skip
     assert not (tmp_path / "loaded").exists()
     assert not (tmp_path / "out").exists()
