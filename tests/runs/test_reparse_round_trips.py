@@ -826,12 +826,9 @@ def test_repairs_cut_short_after_a_reparse_are_stale_after_a_reparse_back(
     assert stale_repairs(out) is None
 
 
-def test_replies_the_runs_own_parser_now_rejects_are_not_lost_answers(root: Path) -> None:
-    """A hostile pass: two accepted replies edited in `attempts/` (a parser changed between
-    versions does the same), then `reparse --parser lenient`, the run's own: it rejected them,
-    and `score`, `repair`, `report` and a resume each refused the folder for 2 lost answers,
-    saying to run that very reparse, which changed nothing: a dead end."""
-    out = root / "run"
+def _edit_two_accepted_replies(out: Path) -> None:
+    """Make two replies the run accepted of the model `plain` garbage in `attempts/`, as a
+    parser changed between versions would read them."""
     (shard,) = sorted((out / "attempts").glob("*.parquet"))
     attempts = pl.read_parquet(shard)
     plain_ok = (pl.col("model") == "plain") & (pl.col("outcome") == "ok")
@@ -842,6 +839,15 @@ def test_replies_the_runs_own_parser_now_rejects_are_not_lost_answers(root: Path
         .otherwise(pl.col("raw_text"))
         .alias("raw_text")
     ).write_parquet(shard)
+
+
+def test_replies_the_runs_own_parser_now_rejects_are_not_lost_answers(root: Path) -> None:
+    """A hostile pass: two accepted replies edited in `attempts/` (a parser changed between
+    versions does the same), then `reparse --parser lenient`, the run's own: it rejected them,
+    and `score`, `repair`, `report` and a resume each refused the folder for 2 lost answers,
+    saying to run that very reparse, which changed nothing: a dead end."""
+    out = root / "run"
+    _edit_two_accepted_replies(out)
     code, said = invoke("reparse", str(out), "--parser", "lenient")
     assert code == 0 and "accepted 56 → 54" in said, said
     for command in ("score", "repair", "report"):
@@ -870,16 +876,7 @@ def test_a_reply_the_runs_own_parser_rejected_and_a_resume_asked_again_is_no_dup
     and `status` counted each rejected reply a `duplicate answers` retry attempt once the new
     answer was in. Each is an invalid response rejected on reparse, and asked again."""
     out = root / "run"
-    (shard,) = sorted((out / "attempts").glob("*.parquet"))
-    attempts = pl.read_parquet(shard)
-    plain_ok = (pl.col("model") == "plain") & (pl.col("outcome") == "ok")
-    edited = attempts.filter(plain_ok).head(2)["request_id"].to_list()
-    attempts.with_columns(
-        pl.when(plain_ok & pl.col("request_id").is_in(edited))
-        .then(pl.lit("garbage"))
-        .otherwise(pl.col("raw_text"))
-        .alias("raw_text")
-    ).write_parquet(shard)
+    _edit_two_accepted_replies(out)
     assert invoke("reparse", str(out), "--parser", "lenient")[0] == 0
     code, said = invoke("run", str(root / "spec.toml"), "--out", str(out))
     assert code == 0, said
