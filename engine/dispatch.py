@@ -324,9 +324,11 @@ async def _run_lane(
         await asyncio.gather(feeder, return_exceptions=True)
         if feeder.done() and not feeder.cancelled() and feeder.exception() is not None:
             raise feeder.exception()  # type: ignore[misc]
-    if not reading.done:
+    if not reading.done and has_history:
         # The lane stopped before its feeder read its rows (a stop, the spend cap, a bad key):
-        # the answers of earlier runs among the rest are counted too. A Ctrl-C while the cap
+        # the answers of earlier runs among the rest are counted too (a folder without any
+        # has none to count: its stop is not held up by reading the plan through, 0.5-3 s at
+        # the paper's scale). A Ctrl-C while the cap
         # read the ledger, before any lane read a row, said "0 already accepted" of a folder
         # holding 6 of 10 answers, and "10 still unanswered". A read that fails (the folder
         # moved) leaves the count short, as before, not the lane crashed: it is the summary's.

@@ -319,6 +319,36 @@ async def test_a_stop_while_the_cap_reads_the_ledger_still_counts_the_answers_be
     assert "(6 already accepted, 4 still unanswered" in again.lines()[0]
 
 
+async def test_a_stop_of_a_first_run_reads_nothing_more_of_its_plan(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch, sim: SimHandle
+) -> None:
+    """A folder with no earlier run has no earlier answers among the rows its lanes did not
+    read: a stop does not wait on reading them through (seconds at the paper's scale)."""
+    import engine.dispatch
+
+    config, adapter = kit.sim_model("paid", sim.root_url, **PRICES)
+    stop = asyncio.Event()
+
+    def stopped_while_read(*args: object) -> float:
+        stop.set()
+        return recorded_spend(*args)  # type: ignore[arg-type]
+
+    def never(*args: object) -> int:
+        raise AssertionError("a first run's stop read the rest of its plan")
+
+    monkeypatch.setattr(engine.dispatch, "recorded_spend", stopped_while_read)
+    monkeypatch.setattr(engine.dispatch, "_accepted_unread", never)
+    summary = await dispatch(
+        kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("paid", 10)), tmp_path / "run",
+        {"paid": config}, {"paid": adapter}, policy=FAST, log_console=None, stop_event=stop,
+        budget_usd=100.0,
+    )  # fmt: skip
+    assert stop.is_set() and summary.attempts == 0 and summary.already_accepted == 0
+    assert summary.unaccepted == 10, summary.lines()
+    lane = summary.lanes["paid"]  # a read of the plan raised: the lane ended in an error
+    assert lane.state is LaneState.CANCELLED and "error" not in lane.message, lane.message
+
+
 def test_every_lane_the_cap_stopped_says_the_runs_figure_at_its_end(tmp_path: Path) -> None:
     """Each lane the cap stopped said "spend cap reached: $X of $Y ..." as the cap stood when
     that lane stopped: a lane stopped while another's attempt was still in flight said $0.30,
