@@ -18,9 +18,10 @@ reply the run accepted that a later reparse rejected (strict of a lenient run, o
 own parser after a reply was edited) is no retry attempt while its request has no answer:
 the run asked nothing more, so it is counted apart (`rejected_on_reparse`,
 `answers_rejected_on_reparse`), as neither retried nor given up; once a resume has asked
-that request again and its answer is a later attempt, the reply is an `invalid_response`
+that request again (an answer came of it or not), the reply is an `invalid_response`
 retry attempt of the subcause `rejected_on_reparse` (the query was asked again after a
-reply now unusable). Every other attempt keeps the outcome the run recorded, its verdict at
+reply now unusable), and a request still without an answer is given up as its last attempt
+says. Every other attempt keeps the outcome the run recorded, its verdict at
 the time: a reparse rebuilds the answers, not the history of why a query was asked again.
 An `invalid_response` is further split by subcause: the answer parser's (`not_json`,
 `missing_key`, ...), `malformed_reply` when the provider's reply itself was unusable, and
@@ -181,19 +182,29 @@ def _labelled(marked: pl.LazyFrame, rejected_possible: bool) -> pl.LazyFrame:
     detail where `marked` has it), is one a reparse rejected (a reparse accepts the first
     reply its parser takes, the run the first reply that came back valid) whose request a
     resume then asked again: an `invalid_response` retry attempt of the subcause
-    `rejected_on_reparse`, where it read as a `duplicate`, which it never was."""
+    `rejected_on_reparse`, where it read as a `duplicate`, which it never was. So is such a
+    reply whose request has no answer and failed attempts after it (a resume asked it
+    again, in vain): it read as rejected on reparse, not retried."""
     ok = pl.col("outcome") == "ok"
-    # Its first `ok` attempt alone: a later `ok` was refused as a duplicate and stays one.
-    rejected = (
-        ok & (pl.col("attempt") == pl.col("_first_ok")).fill_null(False)
-        if rejected_possible
+    has_detail = "detail" in marked.collect_schema().names()
+    refused = (
+        pl.col("detail").str.contains(DUPLICATE_REFUSED, literal=True).fill_null(False)
+        if has_detail
         else pl.lit(False)
     )
-    has_detail = "detail" in marked.collect_schema().names()
     asked_again = ok & (pl.col("attempt") < pl.col("_accepted_attempt")).fill_null(False)
-    if has_detail:
-        refused = pl.col("detail").str.contains(DUPLICATE_REFUSED, literal=True)
-        asked_again = asked_again & ~refused.fill_null(False)
+    asked_again = asked_again & ~refused
+    if rejected_possible:
+        # Its first `ok` attempt alone: a later `ok` was refused as a duplicate and stays one.
+        first = ok & (pl.col("attempt") == pl.col("_first_ok")).fill_null(False)
+        # Asked again after it (by a resume) though no answer came of it: a retry attempt too.
+        # Told by a failure after it: a later reply recorded `ok` with no answer is one the
+        # run refused as a duplicate (or the reparse rejected as well), no asking again.
+        later = pl.when(~ok).then(pl.col("attempt")).max().over("request_id")
+        again = (later > pl.col("_first_ok")).fill_null(False)
+        rejected, asked_again = first & ~again, asked_again | (first & again)
+    else:
+        rejected = pl.lit(False)
     marked = marked.with_columns(
         rejected.alias(REJECTED_ON_REPARSE),
         asked_again.alias("_asked_again"),

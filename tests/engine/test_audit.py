@@ -32,6 +32,7 @@ from engine.audit import (
 from engine.durable import append_record_line
 from engine.ledger import Ledger
 from engine.reparse import REPARSES_FILE
+from engine.retry import DUPLICATE_REFUSED
 from engine.spend import Prices
 from runs.audit import AUDIT_JSON
 from runs.audit import write_files as write_audit_files
@@ -243,6 +244,49 @@ def test_a_reply_a_reparse_rejected_and_a_resume_asked_again_is_no_duplicate(
     assert summary["duplicate_ok_attempts"] == 2 and summary["pending_failures"]["total"] == 0
     drawn = attempt_timeline(tmp_path, bins=1).group_by("outcome").agg(pl.col("attempts").sum())
     assert dict(drawn.iter_rows()) == {"accepted": 3, "invalid_response": 1, "duplicate": 2}
+
+
+def test_a_reply_a_reparse_rejected_then_asked_again_in_vain_is_a_retry(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """m-0's reply, accepted by the run, rejected by a reparse with the run's own parser; a
+    resume asked m-0 again twice, and both attempts failed. Its reply read as "rejected on
+    reparse", no retry, and m-0 as not given up, though it was asked again: the reply is an
+    invalid response of the subcause `rejected_on_reparse`, and m-0 is given up as its last
+    attempt says. m-1's rejected reply was asked nothing more; m-2's came with a duplicate
+    the ledger refused (a batch line collected late), no resume's asking: both stay
+    rejected on reparse."""
+    from engine.status import status
+
+    with Ledger.open(tmp_path) as ledger:
+        ledger.record_result(kit.attempt("m-0", 1, "m", "ok"), None)  # its answer reparsed away
+        ledger.record_result(kit.attempt("m-0", 2, "m", "provider_error"), None)
+        ledger.record_result(kit.attempt("m-0", 3, "m", "provider_error"), None)
+        ledger.record_result(kit.attempt("m-1", 1, "m", "ok"), None)
+        ledger.record_result(kit.attempt("m-2", 1, "m", "ok"), None)
+        ledger.record_result(kit.attempt("m-2", 2, "m", "ok", DUPLICATE_REFUSED), None)
+    pl.DataFrame(  # the plan's keys, by which the finished reparse's parser reads the replies
+        {"request_id": ["m-0", "m-1", "m-2"], "model": "m", "keys": [["probability"]] * 3}
+    ).write_parquet(tmp_path / "plan.parquet")
+    append_record_line(tmp_path / REPARSES_FILE, {"at": "2026-12-01", "parser": "strict"})
+    report = audit(tmp_path, spec_parser="strict").by_model["m"]
+    assert {k: v for k, v in report.retries_by_cause.items() if v} == {
+        "invalid_response": 1, "provider_error": 2, "duplicate": 1,
+    }
+    assert {k: v for k, v in report.invalid_response_subcauses.items() if v} == {
+        "rejected_on_reparse": 1,
+    }
+    assert report.answers_rejected_on_reparse == 2 and report.requests_retried == 2
+    assert {k: v for k, v in report.given_up.items() if v} == {"provider_error": 1}
+    summary = status(tmp_path, spec_parser="strict")
+    assert summary["retries_by_cause"] == {
+        "duplicate": 1, "invalid_response": 1, "provider_error": 2,
+    }
+    assert summary["answers_rejected_on_reparse"] == 2
+    drawn = attempt_timeline(tmp_path, bins=1).group_by("outcome").agg(pl.col("attempts").sum())
+    assert dict(drawn.iter_rows()) == {
+        "rejected_on_reparse": 2, "invalid_response": 1, "provider_error": 2, "duplicate": 1,
+    }
 
 
 @pytest.mark.parametrize(
