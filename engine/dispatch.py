@@ -328,10 +328,10 @@ async def _run_lane(
         # The lane stopped before its feeder read its rows (a stop, the spend cap, a bad key):
         # the answers of earlier runs among the rest are counted too (a folder without any
         # has none to count: its stop is not held up by reading the plan through, 0.5-3 s at
-        # the paper's scale). A Ctrl-C while the cap
-        # read the ledger, before any lane read a row, said "0 already accepted" of a folder
-        # holding 6 of 10 answers, and "10 still unanswered". A read that fails (the folder
-        # moved) leaves the count short, as before, not the lane crashed: it is the summary's.
+        # the paper's scale). A Ctrl-C while the cap read the ledger, before any lane read a
+        # row, said "0 already accepted" of a folder holding 6 of 10 answers, and "10 still
+        # unanswered". A read that fails (the folder moved) leaves the count short, as before,
+        # not the lane crashed: it is the summary's.
         with contextlib.suppress(OSError, pl.exceptions.PolarsError):
             lane.stats.already_accepted += await asyncio.to_thread(
                 _accepted_unread, plan_path, ledger, lane.config.name, batch_rows, held, reading
@@ -805,15 +805,16 @@ class _Run:
 
 def _cap_said_at_the_end(summary: DispatchSummary) -> None:
     """Every lane the spend cap stopped says the cap as it is at the dispatch's end, as the
-    spend line does (`SpendCap.restated`), in the summary and in `lanes.json` (`status`, the
-    audit): each said it as it stood when it stopped, and a lane stopped first quoted less
-    than the spend the run ended with."""
+    spend line does (`SpendCap.message`), in the summary and in `lanes.json` (`status`, the
+    audit), what followed them kept (a batch lane's jobs not yet collected): each said them
+    as they stood when it stopped (`LaneStats.cap_words`), and a lane stopped first quoted
+    less than the spend the run ended with."""
     if summary.spend is None:
         return
     for s in summary.lanes.values():
-        if s.state is LaneState.CANCELLED and s.message.endswith(s.reason):
+        if s.cap_words and s.reason.startswith(s.cap_words) and s.message.endswith(s.reason):
             lead = s.message[: len(s.message) - len(s.reason)]  # its name, where it has one
-            s.say(summary.spend.restated(s.reason), lead)
+            s.say(summary.spend.message() + s.reason[len(s.cap_words) :], lead)
 
 
 async def _spend_cap(

@@ -178,6 +178,9 @@ class LaneStats:
     #: Requests a batch job of an earlier run holds, not asked by this live lane (the model
     #: was switched from batch to live on resume): asked when it is dispatched as batch again.
     held_by_jobs: int = 0
+    #: The spend cap's words (`SpendCap.message`) as they stood when the cap stopped the lane
+    #: (its `reason` begins with them): the dispatch says them again as they are at its end.
+    cap_words: str = ""
     #: What the lane's times are read on (`time.monotonic`; a test's own clock).
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
 
@@ -303,11 +306,12 @@ class LaneControl:
         return True
 
     def _cancel_at_the_cap(self) -> None:
-        """The lane ends cancelled by the spend cap, saying why (`SpendCap.stop_words`: the
-        dispatch says them again as they are at its end, `SpendCap.restated`)."""
+        """The lane ends cancelled by the spend cap, saying why (`SpendCap.message`, kept in
+        `LaneStats.cap_words`: the dispatch says them again as they are at its end)."""
         assert self.spend is not None
         self.stats.state = LaneState.CANCELLED
-        self.stats.say(self.spend.stop_words())
+        self.stats.cap_words = self.spend.message()
+        self.stats.say(self.stats.cap_words)
 
     @property
     def halted(self) -> bool:

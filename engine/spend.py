@@ -203,8 +203,6 @@ class SpendCap:
         self.unfit_usd: float | None = None
         self.unfit_what = ATTEMPT_RESERVED
         self._changed = asyncio.Event()
-        #: What lanes the cap stopped were given to say (`stop_words`), as it stood then.
-        self._said: set[str] = set()
 
     @property
     def spent_usd(self) -> float:
@@ -227,22 +225,6 @@ class SpendCap:
         return (
             f"{said}; the next {what} could cost up to {unfit} ({why}), more than the {room} left"
         )
-
-    def stop_words(self) -> str:
-        """What a lane the cap stops says (`message` now), kept for `restated`."""
-        said = self.message()
-        self._said.add(said)
-        return said
-
-    def restated(self, reason: str) -> str:
-        """`reason` with the cap's words a lane stopped with (`stop_words`), which it begins
-        with, said as they are now (`message`); any other reason as it is. Said as they stood
-        when each lane stopped, two lanes of one run gave two figures, and the spend line a
-        third: once the dispatch has ended, every lane says the run's last."""
-        for said in sorted(self._said, key=len, reverse=True):  # the longest that matches
-            if reason.startswith(said):
-                return self.message() + reason[len(said) :]
-        return reason
 
     def committed_words(self) -> str:
         """", and up to $X more held by batch jobs not yet collected" where `commit` took room
