@@ -17,13 +17,21 @@ from scoring.inputs import as_real, in_unit_range
 def brier(probs: npt.ArrayLike, outcomes: npt.ArrayLike) -> float | npt.NDArray[np.float64]:
     """Mean of (p - o)^2 over the last axis, ignoring NaN (or None) in either argument.
 
-    `outcomes` is 0/1 (or bool) and broadcasts against `probs`, so one outcome vector
-    scores many sets at once. Returns a float for a single set, else an array over the
-    leading axes; a set with nothing answered scores NaN.
+    `outcomes` is 0/1 (or bool), one per event on its last axis, and its leading axes
+    broadcast against `probs`, so one outcome vector scores many sets at once. Returns a
+    float for a single set, else an array over the leading axes; a set with nothing answered
+    scores NaN.
     """
     p, o = _checked(probs, outcomes)
     if p.ndim == 0:
         raise ValueError("probs must have at least one event")
+    # One outcome per event: numpy would stretch a single outcome ([1]) or a scalar over
+    # every event and score each set against "all happened" as if that had been given.
+    if o.ndim == 0 or o.shape[-1] != p.shape[-1]:
+        raise ValueError(
+            f"probs {p.shape} and outcomes {o.shape} do not align: outcomes needs one "
+            f"outcome per event ({p.shape[-1]} on the last axis)"
+        )
     try:
         squared = (p - o) ** 2
     except ValueError as error:

@@ -34,6 +34,14 @@ def test_misaligned_inputs_are_rejected() -> None:
         brier([0.5, 0.5, 0.5], [1, 0])
 
 
+@pytest.mark.parametrize("outcomes", [[1], 1, np.array(0), [[1], [0]]])
+def test_one_outcome_is_not_stretched_over_every_event(outcomes: object) -> None:
+    # numpy broadcast a single outcome over all three events: 0.46, a score against "every
+    # event happened", given no such outcomes.
+    with pytest.raises(ValueError, match=r"one outcome per event \(3 on the last axis\)"):
+        brier([0.2, 0.3, 0.5], outcomes)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("probs", "outcomes", "message"),
     [
