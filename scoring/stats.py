@@ -123,6 +123,8 @@ def _labels(
     per item, said to have twice as many labels as values. numpy's own errors (a ragged list)
     and comparisons (None beside a string) named no argument.
     """
+    if isinstance(clusters, list | tuple):
+        _one_kind(clusters, name)
     if isinstance(clusters, list | tuple) and any(isinstance(c, tuple) for c in clusters):
         labels = np.fromiter(clusters, dtype=object, count=len(clusters))
     else:
@@ -146,6 +148,27 @@ def _labels(
             f"{name}[{at}] is {labels[at]!r}: every value needs a cluster label ({LABELS})"
         )
     return labels, shape
+
+
+def _one_kind(labels: Sequence[object], name: str) -> None:
+    """ValueError naming `name` for a list that mixes text (str, or bytes) with other labels:
+    numpy spelled them all as strings, so 1 and "1" (or b"1" and "1") were one cluster, and
+    a NaN among strings the cluster "nan" where a missing label is refused."""
+    kinds = [str if isinstance(label, str) else bytes if isinstance(label, bytes) else None
+             for label in labels]  # fmt: skip
+    text = str if str in kinds else bytes if bytes in kinds else None
+    if text is None or kinds.count(text) == len(kinds):
+        return
+    at = next(i for i, kind in enumerate(kinds) if kind is not text)
+    if _missing(labels[at]):
+        raise ValueError(
+            f"{name}[{at}] is {labels[at]!r}: every value needs a cluster label ({LABELS})"
+        )
+    first = kinds.index(text)
+    raise ValueError(
+        f"{name}[{at}] is {labels[at]!r} where {name}[{first}] is {labels[first]!r}: "
+        f"labels must be {LABELS}"
+    )
 
 
 def _missing(label: object) -> bool:

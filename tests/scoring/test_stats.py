@@ -281,7 +281,12 @@ def test_cluster_labels_may_be_tuples_or_any_hashable_labels_that_sort() -> None
         # numpy's TypeErrors and its unnamed message for a ragged list
         ([{"d": 1}] * 4, "^clusters must be labels .*unhashable type: 'dict'"),
         (np.array(["d1", 1, "d2", "d2"], dtype=object), "^clusters must be labels .*of one kind"),
-        ([("d", 1), "d1", ("d", 2), ("d", 2)], "^clusters must be labels"),
+        ([("d", 1), "d1", ("d", 2), ("d", 2)], r"^clusters\[0\] is \('d', 1\) where .*"),
+        # numpy spelled a list's labels all as strings: 1 and "1" were one cluster, b"1" and
+        # "1" too, and a NaN among strings the cluster "nan"
+        ([1, "1", 2, "2"], r"^clusters\[0\] is 1 where .*clusters\[1\] is '1': labels must be"),
+        (["1", b"1", "2", b"2"], r"^clusters\[1\] is b'1' where .*clusters\[0\] is '1'"),
+        (("d1", "d2", np.nan, "d1"), r"^clusters\[2\] is nan: every value needs a cluster label"),
         ([["d1"], ["d1", "x"], ["d2"], ["d2"]], "^clusters must be labels"),
         # a list of lists is read as an array: the message says what a label of parts is
         ([["d", 1], ["d", 1], ["d", 2], ["d", 2]], r"shape \(4, 2\).*a label of several parts"),
