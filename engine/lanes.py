@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from engine.concurrency import AdaptiveCap
-from engine.console_lines import lane_state_said
+from engine.console_lines import duration, lane_state_said, plural
 from engine.durable import DiskFull
 from engine.http import BrokenReply, HttpClient
 from engine.lane_counts import GAVE_UP_KEYS, time_left_s
@@ -395,9 +395,10 @@ class Lane(LaneControl):
         self.hold = Hold()
         #: Where pauses are recorded (`logs/pauses.jsonl`); None records them in the log only.
         self.run_dir = run_dir
-        self.outage = Outage(
-            outage or OutagePolicy(), on_pause=self._paused, on_resume=self._resumed
-        )
+        outage = outage or OutagePolicy()
+        if config.max_down_s is not None:  # the model's spec key wins over the run's policy
+            outage = replace(outage, max_down_s=config.max_down_s)
+        self.outage = Outage(outage, on_pause=self._paused, on_resume=self._resumed)
         self._permanent_streak = 0
         #: The last failure settled, whose outcome goes to the outage check next: a pause
         #: quotes it, where its line said only "12 connection_error failures in a row".
@@ -554,7 +555,7 @@ class Lane(LaneControl):
                 if self.outage.on_failure(
                     failure.outcome, probe=bool(probe), answered=self._answered_once
                 ):
-                    if probe and self._stopped_unanswered(failure):
+                    if probe and self._stopped_down(failure):
                         return
                     tries -= 1  # the provider is down (engine.outage): the gate paces
                     continue
@@ -875,15 +876,21 @@ class Lane(LaneControl):
         self._replied_at = time.monotonic()
         self.cap.on_success()
 
-    def _stopped_unanswered(self, failure: Failure) -> bool:
-        """Stop the lane (True) once enough probes failed and its provider never answered
-        (see `engine.outage`): waiting longer for an address that has never answered helps
-        no one, and a run given one would otherwise never end. One that replies with errors
+    def _stopped_down(self, failure: Failure) -> bool:
+        """After a failed probe: stop the lane (True) once it has been down its model's
+        `max_down_s`, or once enough probes failed and its provider never answered (see
+        `engine.outage`): waiting longer for an address that has never answered helps no
+        one, and a run given one would otherwise never end. One that replies with errors
         only is given `unanswered_down_s` first (it may be restarting)."""
         policy = self.outage.policy
-        if self._answered_once or self.outage.probes < policy.unanswered_probes:
+        too_long = self.outage.down_too_long
+        if self._answered_once:
+            if too_long:
+                self._stop_down_too_long(failure)
+            return too_long
+        if not too_long and self.outage.probes < policy.unanswered_probes:
             return False
-        if self._reached and self.outage.down_s < policy.unanswered_down_s:
+        if not too_long and self._reached and self.outage.down_s < policy.unanswered_down_s:
             return False
         if self._reached:
             what, check = "successful reply", "is the provider up, and the model id right?"
@@ -909,6 +916,18 @@ class Lane(LaneControl):
             f"then {self.outage.probes} probes failed; the last: {failure.detail}): {check}",
         )
         return True
+
+    def _stop_down_too_long(self, failure: Failure) -> None:
+        """Stop a lane whose provider answered and then stayed down past `max_down_s`,
+        saying how long, and that a resume asks the rest: the user chose to give up on it."""
+        self._halt(
+            LaneState.STOPPED,
+            f"after its provider was down {duration(self.outage.down_s)}, past its "
+            f"max_down_s of {self.outage.policy.max_down_s:g}s ({self.outage.cause}, then "
+            f"{plural(self.outage.probes, 'probe')} failed; the last: {failure.detail}); "
+            "`dutchbook run` on the same folder resumes it",
+            after_name=" stopped ",
+        )
 
     def _correct_tokens(self, estimate: int, tokens_in: int | None, tokens_out: int | None) -> None:
         if self.tokens is not None and tokens_in is not None and tokens_out is not None:

@@ -20,7 +20,15 @@ a server takes connections and never answers, or a model slower than `timeout_s`
 the replies were only errors (a gateway's 5xx) and the lane has been down for
 `unanswered_down_s`. Without this, a run given such an address never ended, and one given a
 server that never answers took 44 minutes to stop. A provider that did answer and then went
-down is probed until it comes back, however long that takes.
+down is probed until it comes back, however long that takes: a paid provider's outage ends.
+
+A model's spec may set `max_down_s` (`OutagePolicy.max_down_s`; opt-in, for a local server
+its user started and left running unattended overnight, which may be gone for good): the
+probe backoff is then cut short so that a probe goes once the lane has been down that long,
+and if that probe fails the lane stops (`engine.lanes`, the path an unanswered provider's stop
+takes), its line naming how long it was down and that `dutchbook run` on the same folder
+resumes it. A lane whose provider never answered stops then too, if its own rule above has
+not stopped it first. (Batch lanes do not pause, so the key is for live ones.)
 
 Each pause is recorded when it ends (and, if the run stops while it lasts, when the lane
 stops): one line in `logs/pauses.jsonl` (`model, provider, started_at, ended_at, seconds,
@@ -77,14 +85,20 @@ class OutagePolicy:
     #: first request), stops only after it has been down this long: a provider restarting
     #: as a run starts should not lose its lane for the night.
     unanswered_down_s: float = 300.0
+    #: Seconds a lane may be down before it stops, at the first probe that fails from then
+    #: on (a model's spec key `max_down_s`); None: a provider that answered is probed until
+    #: it comes back.
+    max_down_s: float | None = None
 
     def __post_init__(self) -> None:
         if (self.streak < 1 or self.after_s < 0 or self.probe_base_s < 0
                 or self.unanswered_probes < 1 or self.unanswered_streak < 1
-                or not self.unanswered_down_s >= 0):
+                or not self.unanswered_down_s >= 0
+                or not (self.max_down_s is None or self.max_down_s > 0)):
             raise ValueError(
                 "outage policy: streak >= 1, after_s >= 0, probe_base_s >= 0, "
-                "unanswered_probes >= 1, unanswered_streak >= 1, unanswered_down_s >= 0"
+                "unanswered_probes >= 1, unanswered_streak >= 1, unanswered_down_s >= 0, "
+                "max_down_s None or > 0"
             )
 
 
@@ -134,6 +148,21 @@ class Outage:
         """Seconds the lane has been down (0 while it is up)."""
         return self._clock() - self._started if self.down else 0.0
 
+    @property
+    def down_too_long(self) -> bool:
+        """Whether the lane has been down its policy's `max_down_s` (never without one)."""
+        limit = self.policy.max_down_s
+        return limit is not None and self.down and self.down_s >= limit
+
+    def _probe_wait(self) -> float:
+        """The wait before the next probe: the backoff, cut short at `max_down_s` so that a
+        probe goes as the lane has been down that long (the backoff's 60 s, or a doubling
+        wait's last step, would otherwise keep the lane up to a minute past it)."""
+        limit = self.policy.max_down_s
+        if limit is None:
+            return self._next_wait
+        return max(min(self._next_wait, limit - self.down_s), 0.0)
+
     # -- gate -----------------------------------------------------------------------------
 
     def gate(self, halted: Callable[[], bool]) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -159,7 +188,7 @@ class Outage:
             async with self._probe:
                 if not self.down:
                     break
-                if not await self._sleep(self._next_wait, halted):
+                if not await self._sleep(self._probe_wait(), halted):
                     yield None
                     return
                 self.probes += 1

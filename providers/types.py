@@ -133,6 +133,9 @@ class ModelConfig:
     price_in_per_mtok: float | None = None
     price_out_per_mtok: float | None = None
     timeout_s: float = 120.0
+    #: Seconds a live lane may be down (its provider paused and probed) before it stops;
+    #: None: probed until the provider comes back (`engine.outage`).
+    max_down_s: float | None = None
     #: `"live"` (one HTTP request per query) or `"batch"` (jobs through the provider's batch
     #: API, `providers.batch`); issue 13.
     dispatch: str = "live"

@@ -44,6 +44,8 @@ OPERATIONAL_MODEL_KEYS = frozenset(
     {
         "concurrency", "rpm", "tpm", "timeout_s", "base_url", "api_key_env", "price_in",
         "price_out", "base_url_env", "tokenizer", "about",
+        # How long a lane waits out its provider's outage: when to give up, not what is asked.
+        "max_down_s",
         # What requests cost and where that was read: prices change while a sweep runs.
         "batch_price_in", "batch_price_out", "price_date", "price_source",
         # How queries are sent (issue 13): a job's requests are never asked twice either way.

@@ -160,6 +160,11 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "location": ((str,), "a Google Cloud location such as us-central1"),
     "api_version": ((str,), "an API version string"),
     "timeout_s": ((int, float), "seconds > 0"),
+    "max_down_s": (
+        (int, float),
+        "seconds > 0: how long a lane may be down before it stops (omit it to probe until "
+        "the provider comes back)",
+    ),
     "price_in": ((int, float), "USD per million input tokens, 0 to 1,000,000"),
     "price_out": ((int, float), "USD per million output tokens, 0 to 1,000,000"),
     "batch_price_in": (
@@ -676,6 +681,7 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
         "temperature": lambda v: 0 <= v <= 2,
         "max_tokens": lambda v: 1 <= v <= MAX_TOKENS,
         "timeout_s": lambda v: v > 0,
+        "max_down_s": lambda v: v > 0,
         **{key: (lambda v: 0 <= v <= MAX_PRICE) for key in _PRICE_FIELDS},
         **{key: (lambda v: v >= 1) for key in ("batch_max_lines", "batch_max_bytes",
                                                 "batch_max_jobs")},
@@ -739,6 +745,8 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
         fields["rpm"] = float(fields["rpm"])
     if "tpm" in fields:
         fields["tpm"] = float(fields["tpm"])
+    if "max_down_s" in fields:
+        fields["max_down_s"] = float(fields["max_down_s"])
     fields.update({name: entry.get(key) for key, name in _PRICE_FIELDS.items()})
     return replace(ModelConfig(**fields), extra=extra)
 

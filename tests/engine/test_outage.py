@@ -269,3 +269,124 @@ def test_a_damaged_pauses_file_is_read_as_far_as_it_can_be(tmp_path: Path) -> No
         "m paused 2 times for 30s while its provider was down (3 probes; "
         "no request was charged an attempt meanwhile)"
     ]
+
+
+async def test_max_down_s_cuts_the_probe_backoff_short_and_says_when_it_is_reached() -> None:
+    """With `max_down_s`, a probe goes as the lane has been down that long, not after the
+    backoff's next step (here 5 s), and `down_too_long` says the lane may stop; without it,
+    a lane is never down too long. A `max_down_s` of 0 or less is no policy."""
+    from engine.outage import Outage
+    from providers.types import Outcome
+
+    slow = OutagePolicy(streak=1, probe_base_s=5.0, probe_cap_s=5.0)
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match="max_down_s None or > 0"):
+            dataclasses.replace(slow, max_down_s=bad)
+    never = Outage(slow, on_pause=lambda cause: None, on_resume=lambda pause: None)
+    never.on_failure(Outcome.CONNECTION_ERROR, probe=False)
+    assert never.down and not never.down_too_long
+    outage = Outage(dataclasses.replace(slow, max_down_s=0.3), on_pause=lambda cause: None,
+                    on_resume=lambda pause: None)  # fmt: skip
+    outage.on_failure(Outcome.CONNECTION_ERROR, probe=False)
+    assert outage.down and not outage.down_too_long
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    async with asyncio.timeout(3), outage.gate(lambda: False) as probe:
+        assert probe is True
+    assert 0.25 <= loop.time() - began < 2.0  # at max_down_s, not after probe_base_s
+    assert outage.down_s >= 0.3 and outage.down_too_long
+    assert outage.on_failure(Outcome.CONNECTION_ERROR, probe=True)  # still not charged
+    outage.on_success()
+    assert not outage.down and not outage.down_too_long
+
+
+@pytest.mark.timeout(60)
+async def test_a_lane_down_longer_than_its_max_down_s_stops_and_a_resume_finishes(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """A provider that answered and then went down was probed for ever, even where its user
+    would rather give up (a local server gone for good, overnight): the run sat "probing"
+    and never ended. With the model's `max_down_s` the lane stops once down that long, in
+    one line saying so, the pause recorded as for any stop; the same folder resumes."""
+    from engine.status import status
+
+    port = free_port()
+    root = f"http://127.0.0.1:{port}"
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("sim-a", 60))
+    # The backoff's first wait (30 s) would outlast the test: the probe goes at max_down_s.
+    slow_probes = OutagePolicy(streak=5, probe_base_s=30.0, probe_cap_s=60.0)
+    config, adapter = kit.sim_model("sim-a", root, concurrency=4, rpm=1_200, max_down_s=0.5)
+    run_dir = tmp_path / "run"
+    handle = await start_sim(port=port)
+
+    async def goes_down_for_good() -> None:
+        async with asyncio.timeout(30):
+            while handle.counts().get("answered.sim", 0) < UP_FOR_ANSWERS:
+                await asyncio.sleep(0.01)
+        await handle.stop()
+
+    down = asyncio.create_task(goes_down_for_good())
+    async with asyncio.timeout(30):
+        summary = await dispatch(
+            plan, run_dir, {"sim-a": config}, {"sim-a": adapter}, policy=POLICY,
+            outage=slow_probes, log_console=None,
+        )  # fmt: skip
+    await down
+    lane = summary.lanes["sim-a"]
+    assert not summary.complete and lane.state.value == "stopped"
+    assert lane.message.startswith("sim-a (openai) stopped after its provider was down 0:0")
+    assert "past its max_down_s of 0.5s" in lane.message and "1 probe failed" in lane.message
+    assert "connection refused by http://127.0.0.1:" in lane.message
+    assert lane.message.endswith("`dutchbook run` on the same folder resumes it")
+    [pause] = read_pauses(run_dir)
+    assert pause["ended"] == "lane stopped while down" and pause["probes"] == 1
+    assert pause["seconds"] >= 0.5
+    lanes = read_lane_states(run_dir)
+    assert lanes is not None and lanes["lanes"]["sim-a"]["state"] == "stopped"
+    assert lanes["lanes"]["sim-a"]["pauses"] == 1
+    events = [e["event"] for e in map(orjson.loads, (run_dir / "logs" / "engine.jsonl")
+                                      .read_bytes().splitlines())]  # fmt: skip
+    assert events.count("lane_paused") == 1 and "lane_stopped" in events
+    shown = status(run_dir)["models"]["sim-a"]
+    assert shown["lane_state"] == "stopped" and shown["lane_message"] == lane.message
+    [said] = audit(run_dir).lane_end_lines()
+    assert "its lane stopped after its provider was down 0:0" in said, said
+    answered = scan_responses(run_dir).collect().height
+    assert UP_FOR_ANSWERS <= answered < 60
+    # Nothing is lost: the same folder, its provider back, asks only what is left.
+    async with await start_sim(port=port):
+        again = await dispatch(
+            plan, run_dir, {"sim-a": config}, {"sim-a": adapter}, policy=POLICY,
+            outage=slow_probes, log_console=None,
+        )  # fmt: skip
+    assert again.complete
+    responses = scan_responses(run_dir).collect()
+    assert responses.height == responses["request_id"].n_unique() == 60
+
+
+@pytest.mark.timeout(60)
+async def test_max_down_s_stops_a_lane_whose_provider_only_ever_erred_before_its_own_rule(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny
+) -> None:
+    """A lane that never had a successful reply waits `unanswered_down_s` (five minutes by
+    default) for a gateway's 502s to end; its model's `max_down_s` is the user's shorter
+    limit, and stops it with that lane's own words (what to check)."""
+
+    async def bad_gateway(request: web.Request) -> web.Response:
+        return web.json_response({"error": {"message": "upstream down"}}, status=502)
+
+    root = await serve_any(bad_gateway)
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("gw", 10))
+    config, adapter = kit.sim_model("gw", root, route="v1", concurrency=4, max_down_s=0.4)
+    outage = OutagePolicy(streak=5, probe_base_s=0.05, probe_cap_s=0.1, unanswered_down_s=60)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(10.0, stop.set)  # without max_down_s: Ctrl-C
+    summary = await dispatch(
+        plan, tmp_path / "run", {"gw": config}, {"gw": adapter}, policy=POLICY,
+        outage=outage, stop_event=stop, log_console=None,
+    )  # fmt: skip
+    lane = summary.lanes["gw"]
+    assert lane.state.value == "stopped" and not stop.is_set(), lane.message
+    assert lane.message.startswith("gw (openai): no successful reply from its provider")
+    [pause] = read_pauses(tmp_path / "run")
+    assert 0.4 <= pause["seconds"] < 10 and pause["ended"] == "lane stopped while down"

@@ -190,6 +190,16 @@ def test_spec_changes_sorts_design_from_operations() -> None:
     assert spec_changes(old, new) == (["models[x].model", "seed"], ["models[x].rpm"])
 
 
+def test_max_down_s_may_be_set_changed_or_dropped_on_resume() -> None:
+    """How long a lane waits out an outage is when to give up, not what is asked: a run
+    left probing overnight is resumed with a limit, or without one."""
+    old = '[[models]]\nname = "x"\nmodel = "a"\n'
+    limited = old + "max_down_s = 600\n"
+    for before, after in ((old, limited), (limited, limited.replace("600", "60")),
+                          (limited, old)):  # fmt: skip
+        assert spec_changes(before, after) == ([], ["models[x].max_down_s"])
+
+
 def test_an_anchor_date_is_design_in_either_form() -> None:
     base = '[data]\nstock_days = 4\nanchor_from = "2021-03-01"\n'
     assert spec_changes(base, base.replace('"2021-03-01"', "2021-03-01")) == ([], [])

@@ -297,6 +297,25 @@ def test_local_model_keys_load(tmp_path: Path) -> None:
     assert load_spec(write(tmp_path, GOOD), arm_names=ARMS).max_answer_failures == 3
 
 
+def test_max_down_s_is_read_as_seconds_and_is_absent_unless_given(tmp_path: Path) -> None:
+    text = GOOD.replace("rpm = 600", "rpm = 600\nmax_down_s = 900", 1)
+    spec = load_spec(write(tmp_path, text), arm_names=ARMS)
+    assert spec.model("a").max_down_s == 900.0 and spec.model("b").max_down_s is None
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "true", '"600"', "inf", "nan"])
+def test_a_max_down_s_that_is_no_positive_number_is_refused_in_one_line(
+    tmp_path: Path, value: str
+) -> None:
+    text = GOOD.replace("rpm = 600", f"rpm = 600\nmax_down_s = {value}", 1)
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, text), arm_names=ARMS)
+    said = str(info.value)
+    assert info.value.key == "models[0].max_down_s" and "\n" not in said
+    assert said.endswith("models[0].max_down_s: seconds > 0: how long a lane may be down "
+                         "before it stops (omit it to probe until the provider comes back)")
+
+
 def test_about_is_for_the_report_and_reaches_no_adapter(tmp_path: Path) -> None:
     text = GOOD.replace("max_tokens = 8192", 'max_tokens = 8192\nabout = "a 270M base model"', 1)
     b = load_spec(write(tmp_path, text), arm_names=ARMS).model("b")
@@ -320,6 +339,7 @@ HUGE = 10**400  # an integer too big for a float: float() and math.isfinite() ra
         ("coverage_floor", "a share in [0, 1]"),
         ("models[0].rpm", "requests per minute > 1"),
         ("models[0].timeout_s", "seconds > 0"),
+        ("models[0].max_down_s", "seconds > 0"),
         ("models[0].price_in", "USD per million input tokens, 0 to 1,000,000"),
         ("models[0].concurrency", "an integer from 1 to"),
         ("models[1].temperature", "a number in [0, 2]"),
@@ -462,7 +482,8 @@ def test_an_unknown_key_names_the_nearest_known_one(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         load_spec(path, arm_names=ARMS)
     assert info.value.key == "models[0].max_token"
-    assert info.value.expected.startswith("an unknown key; did you mean max_tokens?")
+    # The nearest first; `max_down_s` is near enough to be named after it.
+    assert info.value.expected.startswith("an unknown key; did you mean max_tokens, max_down_s?")
 
 
 def test_a_model_name_of_the_longest_length_loads(tmp_path: Path) -> None:
