@@ -6,7 +6,10 @@ the stakes (rescaled into the stake budget) give a lower bound on the profit, th
 nearest coherent forecast (an explicit mixture of atoms) gives an upper bound, and the
 two must agree to 1e-9. A set that fails the check is re-solved alone (then, if need be,
 with its objective scaled: `_LONE_COST_SCALES`); if that fails too, an error is raised
-rather than a wrong score returned.
+rather than a wrong score returned. So is a set whose bounds leave open whether it is
+coherent at all (`_undecided`: a book guaranteeing no more than rounding, a mixture further
+than rounding from p): the solver's tolerances let a coherent set come back 1e-10 short,
+and the re-solve decides it, a coherent set then scoring 0.
 """
 
 from __future__ import annotations
@@ -41,7 +44,10 @@ _MAX_CACHED_MODELS = 8
 #: n contracts may stake 1: a near-coherent set over horizon 2's 52 events stopped up to
 #: n x 1e-10 short of optimal on both sides, a gap past CERTIFY_TOLERANCE (about 1 in 10
 #: such sets raised). Scaled by 2^10 the tolerance is as much finer; the certificate is the same.
-_LONE_COST_SCALES = (1.0, 1024.0)
+#: An undecided set (`_undecided`) needs its gap under ROUNDING_PROFIT: at 2^10 a coherent
+#: set over horizon 2's 52 events still scored up to 2.4e-12 in the l1 norm, at 2^20 (a
+#: tolerance of 1e-16, the rounding of the sums themselves) 0.
+_LONE_COST_SCALES = (1.0, 1024.0, 1048576.0)
 #: Fully answered sets a call needs before it uses (and if need be builds) a vertex
 #: table: building one costs about as much as solving a few thousand sets by LP (at 512,
 #: a paper-scale campaign's linked sets built 103 tables for about 900 sets each and scored
@@ -193,15 +199,18 @@ def _from_table_slice(
     """Certified answers from the table (a set's gap says whether it is certified).
 
     First the best vertex in single precision with a dual from `table.weights`; a set
-    that fails that gets the best vertex in double precision (a coherent set: b = 0)
-    with a dual from `table.weights` again, then from every one of its bases (a
-    degenerate vertex has several, and only one may be optimal for this p) when it has
-    few; what is still uncertified is left to the LP.
+    that fails that, or that it leaves undecided (`_undecided`), gets the best vertex in
+    double precision (a coherent set: b = 0, whose face rebuilds p as a mixture) with a
+    dual from `table.weights` again, then from every one of its bases (a degenerate
+    vertex has several, and only one may be optimal for this p) when it has few; a later
+    answer replaces an uncertified one, or a certified one of more profit (each is an
+    upper bound). What is still uncertified is left to the LP.
     """
     vertices = table.vertices(sets)
     found = _certify(incidence, sets, table.weights(vertices, sets), table.stakes[vertices], norm)
     for every_basis in (False, True):
-        again = np.flatnonzero(~(found[3] <= CERTIFY_TOLERANCE))
+        certified = found[3] <= CERTIFY_TOLERANCE
+        again = np.flatnonzero(~certified | _undecided(found[0], found[3]))
         best = table.best_exactly(sets[again])
         if every_basis:
             few = table.few_bases(best)
@@ -213,8 +222,10 @@ def _from_table_slice(
         else:
             weights = table.weights(best, sets[again])
         second = _certify(incidence, sets[again], weights, table.stakes[best], norm)
+        tighter = (second[3] <= CERTIFY_TOLERANCE) & (second[0] < found[0][again])
+        better = ~certified[again] | tighter
         for part, value in zip(found, second, strict=True):
-            part[again] = value
+            part[again[better]] = value[better]
     return found
 
 
@@ -272,34 +283,64 @@ def _solve_fast(incidence: FloatArray, probs: FloatArray, norm: str) -> tuple[Fl
     return out
 
 
+def _undecided(profit: FloatArray, gap: FloatArray) -> npt.NDArray[np.bool_]:
+    """Sets whose certificate leaves open whether they are coherent at all.
+
+    Such a set's book guarantees at most `ROUNDING_PROFIT` (its lower bound, profit - gap),
+    yet its mixture is further than that from p (the profit, its upper bound, is not 0). The
+    solver's tolerances are absolute, 1e-10: it took a probability 1e-10 for 0 and stopped a
+    coherent set's mixture 1e-10 short (a tester's (0.3337, 1e-10) over exclusive events
+    scored 1e-10), within the certificate's 1e-9 but not 0. A set proven incoherent, its
+    book above rounding, is decided whatever its gap.
+    """
+    undecided: npt.NDArray[np.bool_] = (profit > 0) & (profit - gap <= ROUNDING_PROFIT)
+    return undecided
+
+
 def _solve_certified(
     matrix: FloatArray, sets: FloatArray, norm: str
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """(profit, stakes, coherent) of every set, each certified or an error raised."""
+    """(profit, stakes, coherent) of every set, each certified or an error raised.
+
+    A set that failed the certificate is solved again alone; so is one it left undecided
+    (`_undecided`), from the first scale past a batch's 1, keeping its certified
+    answer unless a lone one is tighter.
+    """
     profit, stakes, coherent, gap = _solve_fast(matrix, sets, norm)
-    retry = np.flatnonzero(~(gap <= CERTIFY_TOLERANCE) & ~np.isnan(profit))
-    for k in retry:
-        fixed = _solve_lone(matrix, sets[k : k + 1], norm)
+    failed = ~(gap <= CERTIFY_TOLERANCE) & ~np.isnan(profit)
+    for k in np.flatnonzero(failed | _undecided(profit, gap)):
+        scales = _LONE_COST_SCALES if failed[k] else _LONE_COST_SCALES[1:]
+        fixed = _solve_lone(matrix, sets[k : k + 1], norm, scales)
         if not fixed[3][0] <= CERTIFY_TOLERANCE:
+            if not failed[k]:
+                continue  # the batch's answer is certified, and no tighter one was found
             raise RuntimeError(
                 f"Dutch-book LP for set {k} could not be certified "
                 f"(duality gap {fixed[3][0]:.3g} > {CERTIFY_TOLERANCE:g})"
             )
-        profit[k], stakes[k], coherent[k] = fixed[0][0], fixed[1][0], fixed[2][0]
+        if failed[k] or fixed[0][0] < profit[k]:
+            profit[k], stakes[k], coherent[k] = fixed[0][0], fixed[1][0], fixed[2][0]
     return profit, stakes, coherent
 
 
-def _solve_lone(matrix: FloatArray, one: FloatArray, norm: str) -> tuple[FloatArray, ...]:
-    """One set solved alone, from a cleared basis, each of `_LONE_COST_SCALES` in turn
-    until certified; the last try's answer (with its gap) if none is."""
+def _solve_lone(
+    matrix: FloatArray, one: FloatArray, norm: str, scales: tuple[float, ...]
+) -> tuple[FloatArray, ...]:
+    """One set solved alone, from a cleared basis, at each objective scale in turn until
+    its answer is certified and decided (`_undecided`); else the certified answer of the
+    least profit (each is an upper bound), else the last try's (with its gap)."""
     lone = _model_for(matrix, norm, 1)
-    for scale in _LONE_COST_SCALES:
+    best: tuple[FloatArray, ...] | None = None
+    for scale in scales:
         lone.reset()
         solution = lone.solve(one, cost_scale=scale)
         fixed = _certify(matrix, one, solution.atom_weights, solution.stakes, norm)
         if fixed[3][0] <= CERTIFY_TOLERANCE:
-            break
-    return fixed
+            if not _undecided(fixed[0], fixed[3])[0]:
+                return fixed
+            if best is None or fixed[0][0] < best[0][0]:
+                best = fixed
+    return fixed if best is None else best
 
 
 def dutch_books(

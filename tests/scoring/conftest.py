@@ -56,3 +56,22 @@ def is_coherent() -> Callable[[FloatArray, FloatArray], bool]:
         return distance_to_coherent(incidence, q, "inf") <= 1e-9
 
     return check
+
+
+def tiny_weight_mixtures(incidence: FloatArray, count: int, seed: int) -> FloatArray:
+    """`count` coherent sets, each M pi for a sparse mixture pi that gives one atom a weight
+    between 1e-12 and 1e-9: probabilities that close to a face of the coherent set are within
+    HiGHS's tolerances (absolute, 1e-10), which took one of 1e-10 for 0."""
+    rng = np.random.default_rng(seed)
+    m = np.shape(incidence)[1]
+    weights = rng.dirichlet(np.full(m, 0.3), size=count) * (rng.random((count, m)) < 0.4)
+    tiny = 10.0 ** rng.uniform(-12, -9, size=count)
+    weights[np.arange(count), rng.integers(m, size=count)] += tiny
+    weights /= weights.sum(axis=1, keepdims=True)
+    sets: FloatArray = weights @ np.asarray(incidence, dtype=np.float64).T
+    return sets
+
+
+@pytest.fixture(scope="session")
+def coherent_mixtures() -> Callable[[FloatArray, int, int], FloatArray]:
+    return tiny_weight_mixtures

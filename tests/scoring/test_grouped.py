@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
+from panels.stock import horizon_panel
 from scoring import dutch_books
 from scoring.grouped import SetJob, solve_grouped
 
@@ -70,3 +73,19 @@ def test_probabilities_out_of_range_name_the_job() -> None:
     jobs = [SetJob(NEGATION, np.array([[0.5, 0.5]])), SetJob(NEGATION, np.array([[1.5, 0.2]]))]
     with pytest.raises(ValueError, match=r"^set job 1: probs must lie in \[0, 1\]"):
         solve_grouped(jobs, workers=1)
+
+
+def test_coherent_jobs_score_zero(
+    coherent_mixtures: Callable[[np.ndarray, int, int], np.ndarray],
+) -> None:
+    """Coherent sets whose mixtures weigh an atom near HiGHS's tolerance (1e-10) scored up to
+    3.5e-10; the grouped calls are `dutch_books`', which now decides them: 0."""
+    h2 = horizon_panel(2).incidence.astype(np.uint8)
+    partition = np.array([[1, 0, 0], [0, 1, 1], [1, 1, 0]], dtype=np.uint8)
+    jobs = [
+        SetJob(h2, coherent_mixtures(h2, 12, 2), "l1"),
+        SetJob(partition, coherent_mixtures(partition, 40, 5)),
+        SetJob(h2, coherent_mixtures(h2, 12, 3)),
+    ]
+    for result in solve_grouped(jobs, workers=1):
+        assert (result.profit == 0.0).all(), result.profit.max()

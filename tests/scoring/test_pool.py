@@ -8,7 +8,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from panels.stock import horizon_panel
 from scoring import dutch_books, pool
 from scoring.dutch_book import DutchBookResult
 from scoring.pool import CHUNK_SETS, Group, score_groups, shutdown
@@ -248,3 +249,24 @@ def test_a_group_over_no_events_gets_what_dutch_books_gives(workers: int) -> Non
         assert result.norm == norm
         for field in ("profit", "stakes", "coherent"):
             np.testing.assert_array_equal(getattr(result, field), getattr(direct, field))
+
+
+def test_coherent_sets_score_zero_in_the_pool_as_in_one_process(
+    coherent_mixtures: Callable[[np.ndarray, int, int], np.ndarray],
+) -> None:
+    """Coherent sets whose mixtures weigh an atom near HiGHS's tolerance (1e-10) scored up to
+    3.7e-10, from the vertex table (horizon 1) and the LP (horizon 2) alike, in the workers as
+    in one process; each chunk's `dutch_books` call now decides them: 0."""
+    h1, h2 = horizon1(), horizon_panel(2).incidence
+    groups: list[Group] = [
+        (h1, coherent_mixtures(h1, 300, 0), "inf"),
+        (h2, coherent_mixtures(h2, 24, 2), "l1"),
+    ]
+    alone = score_groups(groups, workers=1)
+    try:
+        pooled = score_groups(groups, workers=2)
+    finally:
+        shutdown()
+    for one, many in zip(alone, pooled, strict=True):
+        assert (one.profit == 0.0).all(), one.profit.max()
+        _assert_same(one, many)

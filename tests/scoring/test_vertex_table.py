@@ -284,3 +284,22 @@ def test_sets_missing_the_same_events_use_the_smaller_matrixs_table(
     check_against_lp(matrix, probs, "inf", None)
     for k in range(0, len(probs), 37):
         assert abs(fast.profit[k] - reference_distance(matrix, probs[k], "inf")) <= 1e-9
+
+
+def test_the_exact_table_decides_coherent_sets_without_the_lp(
+    monkeypatch: pytest.MonkeyPatch,
+    coherent_mixtures: Callable[[np.ndarray, int, int], np.ndarray],
+) -> None:
+    """The first pass's single-precision vertex left coherent horizon-1 sets with an atom's
+    weight near 1e-10 as far from their own mixture (certified, so kept: profits up to
+    6e-10), and they then needed the LP one set at a time to be scored 0. The table's
+    double-precision pass takes them to b = 0, whose face rebuilds p from the atoms."""
+
+    def no_lp(*args: object) -> tuple[np.ndarray, ...]:
+        raise AssertionError("a set went to the LP")
+
+    monkeypatch.setattr(dutch_book, "_solve", no_lp)
+    monkeypatch.setattr(dutch_book, "_solve_lone", no_lp)
+    matrix = horizon1()
+    probs = coherent_mixtures(matrix, 2000, 1)
+    assert (dutch_books(matrix, probs, "inf").profit == 0.0).all()
