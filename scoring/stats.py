@@ -117,7 +117,8 @@ def _labels(
     clusters: npt.ArrayLike | Sequence[Hashable], name: str
 ) -> tuple[npt.NDArray[Any], tuple[int, ...]]:
     """`clusters` as a flat array of labels, with the shape they came in, or ValueError naming
-    `name` for a label that is missing (None, NaN, NaT: no date to resample by).
+    `name` for a label that is missing (None, NaN, NaT, or a tuple with one among its parts:
+    no date to resample by).
 
     A list of tuples is a list of labels, one per value: numpy made it a matrix, one column
     per item, said to have twice as many labels as values. numpy's own errors (a ragged list)
@@ -172,9 +173,13 @@ def _one_kind(labels: Sequence[object], name: str) -> None:
 
 
 def _missing(label: object) -> bool:
-    """Whether `label` is None, NaN or NaT: the only labels unequal to themselves."""
+    """Whether `label` is None, NaN or NaT (the only labels unequal to themselves), or a tuple
+    with such a part: a tuple compares its parts by identity first, so `(1, nan)` was a
+    cluster of its own for each NaN object, and one cluster for a NaN shared."""
     if label is None:
         return True
+    if isinstance(label, tuple):
+        return any(map(_missing, label))
     try:
         return bool(label != label)
     except (TypeError, ValueError):  # an array's elementwise answer: not a label, `_codes` says
@@ -498,12 +503,13 @@ def cluster_bootstrap_mean(
     """Mean of `values` with a percentile interval from resampling whole clusters.
 
     `clusters` labels each value (the paper uses the date; any hashable labels of one kind
-    that sorts, tuples among them: `LABELS`; None, NaN or NaT is a ValueError, a value with no
-    date to resample by). NaN values are dropped, so are None and a masked array's masked
-    entries; an infinite value is a ValueError (`_finite`), and so are values that are not
-    real numbers (complex numbers, dates, strings), naming the argument
-    (`scoring.inputs.as_real`, as `dutch_books` reads `probs`): numpy kept a complex number's
-    real part, a warning at most, and read a date as its count of days since 1970.
+    that sorts, tuples among them: `LABELS`; None, NaN or NaT, or a tuple with one among its
+    parts, is a ValueError, a value with no date to resample by). NaN values are dropped, so
+    are None and a masked array's masked entries; an infinite value is a ValueError
+    (`_finite`), and so are values that are not real numbers (complex numbers, dates,
+    strings), naming the argument (`scoring.inputs.as_real`, as `dutch_books` reads `probs`):
+    numpy kept a complex number's real part, a warning at most, and read a date as its count
+    of days since 1970.
     Returns (mean, lo, hi) as an `Interval`, identical for identical inputs and seed.
     """
     _check(reps, level, seed)

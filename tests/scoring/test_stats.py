@@ -274,6 +274,14 @@ def test_cluster_labels_may_be_tuples_or_any_hashable_labels_that_sort() -> None
         # numpy's TypeError ("'<' not supported between instances of 'NoneType' and 'str'")
         (["d1", None, "d2", "d2"], r"^clusters\[1\] is None: every value needs a cluster label"),
         ([None] * 4, r"^clusters\[0\] is None"),
+        # a tuple compares its parts by identity first: (1, nan) was a cluster of its own for
+        # each NaN object (three clusters here), one for a NaN shared
+        (
+            [(1, math.nan), (1, float("nan")), (2, 1.0), (2, 1.0)],
+            r"^clusters\[0\] is \(1, nan\): every value needs a cluster label",
+        ),
+        ([("d", 1), ("d", 1), ("d", None), ("d", 2)], r"^clusters\[2\] is \('d', None\)"),
+        ([("d", (1, math.nan))] * 4, r"^clusters\[0\] is \('d', \(1, nan\)\)"),
         # NaN and NaT labels were pooled into one cluster, a date that is none
         ([1.0, np.nan, 2.0, np.nan], r"^clusters\[1\] is .*nan"),
         (np.array(["2025-01-02", "NaT", "2025-01-03", "2025-01-03"], "datetime64[D]"), "NaT"),
