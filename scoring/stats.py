@@ -12,6 +12,7 @@ import functools
 import itertools
 import math
 import numbers
+import sys
 import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -92,8 +93,31 @@ def _cluster_sums(
         raise ValueError("no finite values to bootstrap")
     codes = _codes(c[keep], f"{sample}clusters")
     sums = np.bincount(codes, weights=v[keep]).astype(np.float64)
+    _summable(sums, c[keep], codes, f"{sample}values")
     counts = np.bincount(codes).astype(np.float64)
     return sums, counts
+
+
+def _summable(sums: FloatArray, labels: npt.NDArray[Any], codes: IntArray, name: str) -> None:
+    """ValueError naming `name` unless every resample's sum is a float: each cluster's sum,
+    and the `sums.size` cluster sums a resample adds (one cluster may be picked every time).
+
+    Finite values can add up past the largest float: the mean was inf and its interval NaN
+    with a RuntimeWarning ([1e308] * 4 in two clusters), or the interval of the sums that did
+    not overflow, beside an infinite mean.
+    """
+    largest = float(np.abs(sums).max())
+    if math.isfinite(largest * sums.size):  # a Python float: inf, not a warning, past the top
+        return
+    ceiling = f"the largest float ({sys.float_info.max:.3g}): scale the values down"
+    if not math.isfinite(largest):
+        label = labels[int(np.argmax(codes == int(np.argmax(~np.isfinite(sums)))))]
+        label = label.item() if isinstance(label, np.generic) else label  # 'a', not np.str_
+        raise ValueError(f"{name} overflow: the values of cluster {label!r} sum past {ceiling}")
+    raise ValueError(
+        f"{name} overflow: a resample adds {sums.size} cluster sums of up to {largest:.3g}, "
+        f"past {ceiling}"
+    )
 
 
 def _finite(values: FloatArray, name: str) -> FloatArray:
@@ -558,12 +582,24 @@ def _difference(
     names: tuple[str, str] = ("values", "baseline"),
 ) -> FloatArray:
     """`values - baseline`, each read as finite reals (`as_real`, `_finite`: an error names
-    the argument)."""
+    the argument), their difference finite too (an error names the pair)."""
     v = _finite(as_real(values, names[0]), names[0])
     b = _finite(as_real(baseline, names[1]), names[1])
     if v.shape != b.shape:
         raise ValueError(f"{names[0]} {v.shape} and {names[1]} {b.shape} must be paired")
-    return v - b
+    with np.errstate(over="ignore"):  # refused below, naming the pair
+        difference = v - b
+    overflowed = np.isinf(difference)
+    if overflowed.any():
+        # Said of the difference: `_finite` said "values[0] is inf" of a finite value.
+        index = tuple(np.argwhere(overflowed)[0])
+        at = ", ".join(str(i) for i in index)
+        raise ValueError(
+            f"{names[0]}[{at}] - {names[1]}[{at}] overflows: {float(v[index])!r} - "
+            f"{float(b[index])!r} is past the largest float ({sys.float_info.max:.3g}): scale "
+            "the values down"
+        )
+    return difference
 
 
 def _average_ranks(x: FloatArray) -> FloatArray:

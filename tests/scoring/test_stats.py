@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import decimal
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -187,6 +188,49 @@ def test_values_that_are_not_real_numbers_are_one_value_error_naming_the_argumen
 def test_an_infinite_value_is_one_value_error_naming_it(call: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message + ": values must be finite"):
         call([0.1, -np.inf, np.nan, 0.4])
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        # the mean was inf and its interval [nan, nan], with a RuntimeWarning
+        (
+            lambda: stats.cluster_bootstrap_mean([1e308] * 4, _UNITS, reps=REPS),
+            r"^values overflow: the values of cluster 'd1' sum past the largest float",
+        ),
+        (
+            lambda: stats.cluster_bootstrap_mean([1.0, 2.0, 1e308, 1e308], _UNITS, reps=REPS),
+            r"^values overflow: the values of cluster 'd2' sum",
+        ),
+        # each cluster's sum is a float, two of them added are not: the mean was inf
+        (
+            lambda: stats.cluster_bootstrap_mean([1e308, 1e308], ["d1", "d2"], reps=REPS),
+            r"^values overflow: a resample adds 2 cluster sums of up to 1e\+308, past",
+        ),
+        (
+            lambda: stats.cluster_bootstrap_means([([0.1] * 4, _UNITS), ([1e308] * 4, _UNITS)]),
+            r"^samples\[1\] values overflow: the values of cluster 'd1'",
+        ),
+        # the difference overflowed, said as "values[0] is inf" of a finite value
+        (
+            lambda: stats.paired_difference([1e308, 0, 0, 0], [-1e308, 0, 0, 0], _UNITS),
+            r"^values\[0\] - baseline\[0\] overflows: 1e\+308 - -1e\+308 is past the largest",
+        ),
+        (
+            lambda: stats.pairwise_differences(
+                {"a": [0, -1e308, 0, 0], "b": [0, 1e308, 0, 0]}, _UNITS
+            ),
+            r"^values_by_model\['a'\]\[1\] - values_by_model\['b'\]\[1\] overflows",
+        ),
+    ],
+)
+def test_values_whose_sums_or_differences_overflow_are_one_value_error(
+    call: Any, message: str
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning on the way
+        with pytest.raises(ValueError, match=message + ".*: scale the values down$"):
+            call()
 
 
 def test_spearman_ranks_an_infinite_value_as_the_largest_or_smallest() -> None:
