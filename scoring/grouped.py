@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scoring.dutch_book import DutchBookResult
-from scoring.inputs import FloatArray, as_incidence, as_real, in_unit_range
+from scoring.inputs import FloatArray, as_incidence, as_real, in_unit_range, incidence_array
 from scoring.pool import score_groups
 
 
@@ -76,7 +76,7 @@ def _checked(jobs: Sequence[SetJob]) -> list[tuple[bytes, FloatArray, npt.NDArra
     out = []
     for index, job in enumerate(jobs):
         try:
-            raw = np.asarray(job.incidence)
+            raw = incidence_array(job.incidence)  # a masked entry refused, not its mask dropped
             seen = (raw.dtype.str, raw.shape, raw.tobytes())
             if seen not in matrices:
                 matrix = as_incidence(raw)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import decimal
 import numbers
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +28,7 @@ def as_incidence(incidence: npt.ArrayLike) -> FloatArray:
     An all-zero row (an event that holds in no atom) is allowed: its only coherent
     probability is 0, which the LPs handle without special cases.
     """
-    matrix = np.asarray(incidence)
+    matrix = incidence_array(incidence)
     if matrix.ndim != 2:
         raise ValueError(
             f"incidence must be a 2-D (events x atoms) matrix, got shape {matrix.shape}"
@@ -42,6 +43,23 @@ def as_incidence(incidence: npt.ArrayLike) -> FloatArray:
     if not np.all((as_float == 0.0) | (as_float == 1.0)):
         raise ValueError("incidence entries must all be 0 or 1")
     return as_float
+
+
+def incidence_array(incidence: npt.ArrayLike) -> npt.NDArray[Any]:
+    """`incidence` as numpy reads it, or ValueError naming it: numpy's own error for a ragged
+    list ("setting an array element with a sequence") named no argument. A masked entry is
+    refused: `np.asarray` drops the mask and scored the 0 or 1 it hid, and a matrix's entry,
+    unlike a probability (`as_real`: unanswered), has no "not given" to be."""
+    if np.ma.isMaskedArray(incidence) and np.ma.getmaskarray(incidence).any():
+        at = ", ".join(str(i) for i in np.argwhere(np.ma.getmaskarray(incidence))[0])
+        raise ValueError(
+            f"incidence[{at}] is masked: every entry must be 0 or 1 (a masked entry means "
+            "unanswered only in probs)"
+        )
+    try:
+        return np.asarray(incidence)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"incidence must be a 2-D (events x atoms) 0/1 matrix: {error}") from error
 
 
 def as_real(values: npt.ArrayLike, name: str) -> FloatArray:

@@ -353,6 +353,31 @@ def test_bad_input_is_a_clear_value_error(
         dutch_books(incidence, probs, norm)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("incidence", "message"),
+    [
+        # numpy's "setting an array element with a sequence" named no argument
+        ([[1, 0], [1]], r"^incidence must be a 2-D \(events x atoms\) 0/1 matrix: setting"),
+        # np.asarray dropped the mask: the masked 1 was scored as a 1
+        (
+            np.ma.masked_array(np.eye(2), mask=[[False, False], [False, True]]),
+            r"^incidence\[1, 1\] is masked: every entry must be 0 or 1",
+        ),
+    ],
+)
+@pytest.mark.parametrize("score", [dutch_books, repair])
+def test_a_ragged_or_masked_incidence_is_a_value_error_naming_it(
+    incidence: object, message: str, score: Callable[..., object]
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        score(incidence, [0.6, 0.6])
+
+
+def test_a_masked_array_incidence_with_nothing_masked_is_its_matrix() -> None:
+    unmasked = np.ma.masked_array(np.eye(2), mask=False)
+    assert dutch_books(unmasked, [0.6, 0.6]).profit == dutch_books(np.eye(2), [0.6, 0.6]).profit
+
+
 def test_masked_entries_of_a_masked_array_are_unanswered() -> None:
     """`np.asarray` drops a mask: the hidden 0.6 was read as an answer and scored 0.1."""
     probs = np.ma.masked_array([[0.6, 0.6], [0.6, 0.6]], mask=[[False, True], [False, False]])

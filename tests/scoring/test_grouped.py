@@ -89,3 +89,22 @@ def test_coherent_jobs_score_zero(
     ]
     for result in solve_grouped(jobs, workers=1):
         assert (result.profit == 0.0).all(), result.profit.max()
+
+
+@pytest.mark.parametrize(
+    ("incidence", "message"),
+    [
+        ([[1, 0], [1]], r"^set job 1: incidence must be a 2-D \(events x atoms\) 0/1 matrix: "),
+        (
+            np.ma.masked_array(NEGATION, mask=[[False, False], [False, True]]),
+            r"^set job 1: incidence\[1, 1\] is masked: every entry must be 0 or 1",
+        ),
+    ],
+)
+def test_a_ragged_or_masked_matrix_names_the_job(incidence: object, message: str) -> None:
+    """numpy's message for a ragged list named no argument; a masked entry's mask was dropped
+    (np.asarray) and the 1 it hid scored, beside the plain matrix it then equalled."""
+    probs = np.array([[0.6, 0.6]])
+    jobs = [SetJob(NEGATION, probs), SetJob(incidence, probs)]  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=message):
+        solve_grouped(jobs, workers=1)
