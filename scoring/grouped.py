@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from scoring.dutch_book import DutchBookResult
+from scoring.dutch_book import NORMS, DutchBookResult
 from scoring.inputs import FloatArray, as_incidence, as_real, in_unit_range, incidence_array
 from scoring.pool import score_groups
 
@@ -69,13 +69,17 @@ def _checked(jobs: Sequence[SetJob]) -> list[tuple[bytes, FloatArray, npt.NDArra
     Grouping by the matrix cast to uint8 alone let an invalid one (a NaN entry, a 256) join
     the group of the valid matrix it cast to and be scored as that one, unchecked. Each
     distinct matrix is checked once (a campaign's thousands of jobs share a few); the
-    probabilities' shape and values are checked here (values outside [0, 1] were refused by
-    the group's `dutch_books` call, naming no job).
+    probabilities' shape and values, and the norm, are checked here (values outside [0, 1]
+    and an unknown norm were refused by the group's `dutch_books` call, naming no job).
     """
     matrices: dict[tuple[str, tuple[int, ...], bytes], tuple[bytes, FloatArray]] = {}
     out = []
     for index, job in enumerate(jobs):
+        if not isinstance(job, SetJob):  # its .incidence was an AttributeError, naming no job
+            raise ValueError(f"set job {index}: got a {type(job).__name__}, not a SetJob")
         try:
+            if job.norm not in NORMS:  # else the group's `dutch_books` call said so, unnamed
+                raise ValueError(f"norm must be one of {NORMS}, got {job.norm!r}")
             raw = incidence_array(job.incidence)  # a masked entry refused, not its mask dropped
             seen = (raw.dtype.str, raw.shape, raw.tobytes())
             if seen not in matrices:

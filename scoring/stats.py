@@ -74,26 +74,29 @@ MIN_CLUSTERS = 2
 
 
 def _cluster_sums(
-    values: npt.ArrayLike, clusters: npt.ArrayLike | Sequence[Hashable], sample: str = ""
+    values: npt.ArrayLike,
+    clusters: npt.ArrayLike | Sequence[Hashable],
+    names: tuple[str, str] = ("values", "clusters"),
 ) -> tuple[FloatArray, FloatArray]:
     """Per-cluster sum and count of the finite values (NaN scores are left out); errors name
-    `values` and `clusters` after `sample` (`samples[2] `: `cluster_bootstrap_means`'s)."""
-    v = _finite(as_real(values, f"{sample}values").ravel(), f"{sample}values")
-    c, shape = _labels(clusters, f"{sample}clusters")
+    the values and the clusters as `names` says (`samples[2] values`, `values - baseline`)."""
+    name, clusters_name = names
+    v = _finite(as_real(values, name).ravel(), name)
+    c, shape = _labels(clusters, clusters_name)
     if v.shape != c.shape:
         given, parts = f"{c.size}", ""
         if len(shape) > 1:
             given, parts = f"{c.size}, shape {shape}", " (a label of several parts is a tuple)"
         raise ValueError(
-            f"{sample}values ({v.size}) and {sample}clusters ({given}) must have the same "
-            f"length: one label per value{parts}"
+            f"{name} ({v.size}) and {clusters_name} ({given}) must have the same length: one "
+            f"label per value{parts}"
         )
     keep = ~np.isnan(v)
     if not keep.any():
-        raise ValueError("no finite values to bootstrap")
-    codes = _codes(c[keep], f"{sample}clusters")
+        raise ValueError(f"{name} has no finite values to bootstrap (NaN is left out)")
+    codes = _codes(c[keep], clusters_name)
     sums = np.bincount(codes, weights=v[keep]).astype(np.float64)
-    _summable(sums, c[keep], codes, f"{sample}values")
+    _summable(sums, c[keep], codes, name)
     counts = np.bincount(codes).astype(np.float64)
     return sums, counts
 
@@ -242,12 +245,24 @@ def _codes(labels: npt.NDArray[Any], name: str) -> IntArray:
     return ranked
 
 
+#: The most replicates an interval is drawn from. Each sample's replicate means are held at
+#: once, 8 bytes each and several copies while their quantiles are read (64 samples at a
+#: time): reps=10**12 was a MemoryError for 7 TiB, and 10**9 would be gigabytes and hours.
+#: A million replicates already pin a 95% interval's ends to about a thousandth of its width.
+MAX_REPS = 10_000_000
+
+
 def _check(reps: int, level: float, seed: int) -> None:
     """ValueError for arguments numpy would refuse in its own words ("an integer is
     required" for reps=True, "expected non-negative integer" for seed=-1), or take: a seed of
-    None drew fresh entropy, an interval no second report reproduces."""
+    None drew fresh entropy, an interval no second report reproduces; reps past `MAX_REPS`."""
     if not _is_int(reps) or reps < 1:
         raise ValueError(f"reps must be a positive integer, got {reps!r}")
+    if reps > MAX_REPS:
+        raise ValueError(
+            f"reps must be at most {MAX_REPS:,} (every replicate's mean is held in memory), "
+            f"got {reps:,}"
+        )
     if not 0.0 < _fraction(level) < 1.0:
         raise ValueError(f"level must be a number in (0, 1), got {level!r}")
     if not _is_int(seed) or seed < 0:
@@ -553,8 +568,30 @@ def cluster_bootstrap_means(
     clusters per number of clusters instead of one per sample.
     """
     _check(reps, level, seed)
-    sums = [_cluster_sums(v, c, f"samples[{i}] ") for i, (v, c) in enumerate(samples)]
+    sums = [
+        _cluster_sums(v, c, (f"samples[{i}] values", f"samples[{i}] clusters"))
+        for i, (v, c) in enumerate(_pairs(samples))
+    ]
     return _bootstrap_many(sums, reps, seed, level)
+
+
+def _pairs(samples: object) -> list[tuple[Any, Any]]:
+    """`samples` as a list of (values, clusters), or ValueError naming `samples`: None was
+    a TypeError ("not iterable"), and a 1-tuple numpy's unpacking message, naming neither."""
+    try:
+        items = list(samples)  # type: ignore[call-overload]
+    except TypeError as error:
+        raise ValueError(
+            f"samples must be a sequence of (values, clusters) pairs, got {type(samples).__name__}"
+        ) from error
+    pairs = []
+    for i, item in enumerate(items):
+        try:
+            values, clusters = item
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"samples[{i}] must be a (values, clusters) pair: {error}") from error
+        pairs.append((values, clusters))
+    return pairs
 
 
 def paired_difference(
@@ -569,11 +606,13 @@ def paired_difference(
 
     Pairing removes the variation the two share (the same stock-day asked both ways),
     which is why arms are compared this way rather than by two separate intervals.
-    Pairs with a NaN on either side are dropped.
+    Pairs with a NaN on either side are dropped; errors about the differences name them
+    `values - baseline`.
     """
-    return cluster_bootstrap_mean(
-        _difference(values, baseline), clusters, reps=reps, seed=seed, level=level
-    )
+    _check(reps, level, seed)
+    differences = _difference(values, baseline)
+    sums = _cluster_sums(differences, clusters, ("values - baseline", "clusters"))
+    return _bootstrap_many([sums], reps, seed, level)[0]
 
 
 def _difference(
@@ -643,22 +682,37 @@ def pairwise_differences(
     """Paired clustered interval of (first - second) for every pair of models.
 
     Each model's values must be aligned on the same units (and `clusters`). Each interval is
-    `paired_difference`'s, the pairs resampled together (`cluster_bootstrap_means`).
+    `paired_difference`'s, the pairs resampled together (as `cluster_bootstrap_means` does);
+    errors name the models (`values_by_model['a'] - values_by_model['b']`).
     """
-    pairs = list(itertools.combinations(sorted(values_by_model), 2))
-    samples = [
-        (
-            _difference(
-                values_by_model[a],
-                values_by_model[b],
-                (f"values_by_model[{a!r}]", f"values_by_model[{b!r}]"),
-            ),
-            clusters,
-        )
-        for a, b in pairs
-    ]
-    intervals = cluster_bootstrap_means(samples, reps=reps, seed=seed, level=level)
+    _check(reps, level, seed)
+    models = _models(values_by_model)
+    pairs = list(itertools.combinations(sorted(models), 2))
+    sums = []
+    for a, b in pairs:
+        names = (f"values_by_model[{a!r}]", f"values_by_model[{b!r}]")
+        differences = _difference(models[a], models[b], names)
+        sums.append(_cluster_sums(differences, clusters, (" - ".join(names), "clusters")))
+    intervals = _bootstrap_many(sums, reps, seed, level)
     return dict(zip(pairs, intervals, strict=True))
+
+
+def _models(values_by_model: object) -> Mapping[str, npt.ArrayLike]:
+    """`values_by_model`, or ValueError naming it unless it maps model names (str) to values:
+    a list was indexed by its own items (TypeError), and a name beside a number could not be
+    sorted into pairs (TypeError)."""
+    if not isinstance(values_by_model, Mapping):
+        raise ValueError(
+            "values_by_model must be a mapping of model names (str) to values, got "
+            f"{type(values_by_model).__name__}"
+        )
+    for name in values_by_model:
+        if not isinstance(name, str):
+            raise ValueError(
+                f"values_by_model's keys must be model names (str), got {name!r} "
+                f"({type(name).__name__})"
+            )
+    return values_by_model
 
 
 def count_pairwise_significant(

@@ -108,3 +108,13 @@ def test_a_ragged_or_masked_matrix_names_the_job(incidence: object, message: str
     jobs = [SetJob(NEGATION, probs), SetJob(incidence, probs)]  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=message):
         solve_grouped(jobs, workers=1)
+
+
+def test_an_unknown_norm_or_a_job_that_is_no_set_job_names_the_job() -> None:
+    """The group's `dutch_books` call said "norm must be one of ..." naming no job, and an item
+    that is no SetJob was an AttributeError ('tuple' object has no attribute 'incidence')."""
+    probs = np.array([[0.6, 0.6]])
+    with pytest.raises(ValueError, match=r"^set job 1: norm must be one of .*, got 'L1'"):
+        solve_grouped([SetJob(NEGATION, probs), SetJob(NEGATION, probs, "L1")], workers=1)
+    with pytest.raises(ValueError, match=r"^set job 1: got a tuple, not a SetJob"):
+        solve_grouped([SetJob(NEGATION, probs), (NEGATION, probs)], workers=1)  # type: ignore[list-item]

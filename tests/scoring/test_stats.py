@@ -119,6 +119,67 @@ def test_misaligned_inputs_are_rejected() -> None:
         stats.cluster_bootstrap_mean([np.nan], ["d1"])
 
 
+_NONE = [np.nan, np.nan]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: stats.cluster_bootstrap_mean(_NONE, ["d1", "d2"]), r"^values has no finite"),
+        # said "no finite values to bootstrap" of whichever sample, pair or model
+        (
+            lambda: stats.cluster_bootstrap_means([([0.1, 0.2], ["d1", "d2"]), (_NONE, [1, 2])]),
+            r"^samples\[1\] values has no finite values to bootstrap",
+        ),
+        (
+            lambda: stats.paired_difference([np.nan, 0.2], [0.1, np.nan], ["d1", "d2"]),
+            r"^values - baseline has no finite values to bootstrap",
+        ),
+        (
+            lambda: stats.pairwise_differences(
+                {"a": [0.1, 0.2], "b": [0.1, 0.2], "c": _NONE}, ["d1", "d2"], reps=REPS
+            ),
+            r"^values_by_model\['a'\] - values_by_model\['c'\] has no finite values",
+        ),
+        # the pairs' clusters were named as cluster_bootstrap_means's, an argument it has not
+        (
+            lambda: stats.pairwise_differences({"a": [0.1], "b": [0.2]}, ["d1", "d2"]),
+            r"^values_by_model\['a'\] - values_by_model\['b'\] \(1\) and clusters \(2\)",
+        ),
+        (
+            lambda: stats.pairwise_differences({"a": [0.1, 0.2], "b": [0.2, 0.3]}, ["d1", None]),
+            r"^clusters\[1\] is None",
+        ),
+        # numpy's unpacking message, and a TypeError: 'NoneType' object is not iterable
+        (
+            lambda: stats.cluster_bootstrap_means([([0.1, 0.2],)]),  # type: ignore[list-item]
+            r"^samples\[0\] must be a \(values, clusters\) pair: not enough values to unpack",
+        ),
+        (
+            lambda: stats.cluster_bootstrap_means(None),  # type: ignore[arg-type]
+            r"^samples must be a sequence of \(values, clusters\) pairs, got NoneType",
+        ),
+        # TypeErrors: '<' not supported between 'str' and 'int'; a list indexed by a list
+        (
+            lambda: stats.pairwise_differences({1: [0.1, 0.2], "b": [0.1, 0.2]}, ["d1", "d2"]),  # type: ignore[dict-item]
+            r"^values_by_model's keys must be model names \(str\), got 1 \(int\)",
+        ),
+        (
+            lambda: stats.count_pairwise_significant([[0.1, 0.2]] * 2, ["d1", "d2"]),  # type: ignore[arg-type]
+            r"^values_by_model must be a mapping of model names \(str\) to values, got list",
+        ),
+        # a MemoryError (7 TiB) at once; 10**9 would have been gigabytes and hours
+        (
+            lambda: stats.cluster_bootstrap_mean([0.1, 0.2], ["d1", "d2"], reps=10**12),
+            r"^reps must be at most 10,000,000 .*got 1,000,000,000,000",
+        ),
+    ],
+)
+def test_an_unusable_sample_is_one_value_error_naming_it(call: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
 _UNITS = ["d1", "d1", "d2", "d2"]
 
 
