@@ -153,6 +153,7 @@ def _labels(
     """
     if isinstance(clusters, list | tuple):
         _one_kind(clusters, name)
+        _no_lists(clusters, name)
     if isinstance(clusters, list | tuple) and any(isinstance(c, tuple) for c in clusters):
         labels = np.fromiter(clusters, dtype=object, count=len(clusters))
     else:
@@ -197,6 +198,19 @@ def _one_kind(labels: Sequence[object], name: str) -> None:
         f"{name}[{at}] is {labels[at]!r} where {name}[{first}] is {labels[first]!r}: "
         f"labels must be {LABELS}"
     )
+
+
+def _no_lists(labels: Sequence[object], name: str) -> None:
+    """ValueError naming `name` for a list (or array) among a list's labels: numpy read them
+    as a matrix and flattened it, so [[1], [1], [2], [2]] was four labels and [[1, 2], [3,
+    4]] four more, where a list, unhashable, is no label (nor the rows of one)."""
+    at = next((i for i, label in enumerate(labels) if isinstance(label, list | np.ndarray)), None)
+    if at is not None:
+        label = labels[at]
+        raise ValueError(
+            f"{name} must be labels ({LABELS}), one per value: {name}[{at}] is {label!r}, of "
+            f"type {type(label).__name__}, unhashable (a label of several parts is a tuple)"
+        )
 
 
 def _missing(label: object) -> bool:

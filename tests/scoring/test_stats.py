@@ -400,9 +400,14 @@ def test_cluster_labels_may_be_tuples_or_any_hashable_labels_that_sort() -> None
         ([1, "1", 2, "2"], r"^clusters\[0\] is 1 where .*clusters\[1\] is '1': labels must be"),
         (["1", b"1", "2", b"2"], r"^clusters\[1\] is b'1' where .*clusters\[0\] is '1'"),
         (("d1", "d2", np.nan, "d1"), r"^clusters\[2\] is nan: every value needs a cluster label"),
-        ([["d1"], ["d1", "x"], ["d2"], ["d2"]], "^clusters must be labels"),
-        # a list of lists is read as an array: the message says what a label of parts is
-        ([["d", 1], ["d", 1], ["d", 2], ["d", 2]], r"shape \(4, 2\).*a label of several parts"),
+        ([["d1"], ["d1", "x"], ["d2"], ["d2"]], r"^clusters must be .*\['d1'\], of type list"),
+        # a list label is unhashable: numpy read a list of lists as a matrix, refused only when
+        # its size was not the values' ("clusters (8, shape (4, 2))"); flattened and taken
+        # when it was, [[1], [1], [2], [2]] four labels
+        ([["d", 1], ["d", 1], ["d", 2], ["d", 2]], r"\['d', 1\], of type list, unhashable \("),
+        ([[1], [1], [2], [2]], r"^clusters must be labels .*clusters\[0\] is \[1\], of type list"),
+        ([["d1", "d1"], ["d2", "d2"]], r"^clusters must be labels .*of several parts is a tuple"),
+        ([np.array([1])] * 4, r"clusters\[0\] is array\(\[1\]\), of type ndarray, unhashable"),
     ],
 )
 def test_a_missing_or_unusable_cluster_label_is_one_value_error_naming_clusters(
