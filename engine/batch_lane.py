@@ -471,32 +471,44 @@ class BatchLane(LaneControl):
         return tasks
 
     def _ready(self, buffer: _Buffer, feeding: bool) -> bool:
-        """A job can be cut now: the buffer is full, or the plan is read and it holds enough."""
+        """A job can be cut now: the buffer is full, or the plan is read and it holds enough.
+        Full by bytes while the plan is read means a job's worth and, under a floor, the
+        floor's worth behind it, as `_full` keeps by lines: cut at the byte limit alone, a
+        job left fewer than the floor behind, which the plan's end could strand there."""
         if not buffer:
             return False
-        if len(buffer) >= self._full or buffer.size >= self.limits.max_bytes:
+        if len(buffer) >= self._full:
             return True
-        return not feeding and len(buffer) >= self.limits.min_lines
+        floor = self.limits.min_lines
+        if buffer.size >= self.limits.max_bytes:
+            return not feeding or floor <= 1 or len(buffer) - self._fits(buffer) >= floor
+        return not feeding and len(buffer) >= floor
+
+    def _fits(self, buffer: _Buffer) -> int:
+        """How many lines from the buffer's front one job holds: within the line and byte
+        limits, and at least the first (a line longer than the byte limit goes alone)."""
+        count = size = 0
+        for _, line in buffer:
+            if count == self.limits.max_lines or (
+                count and size + len(line) + 1 > self.limits.max_bytes
+            ):  # fmt: skip
+                break
+            count, size = count + 1, size + len(line) + 1
+        return count
 
     def _cut(
         self, buffer: _Buffer, feeding: bool = True
     ) -> list[tuple[_Entry, bytes]]:
         """The next job's lines: from the front, within the line and byte limits. Once the
         plan is read, a cut that would leave fewer than the provider's minimum behind leaves
-        exactly the minimum instead (Bedrock's floor: no remainder stranded too small)."""
-        most = self.limits.max_lines
+        exactly the minimum instead (Bedrock's floor: no remainder stranded too small),
+        whichever limit ends the job: a byte limit of `BatchLimits.least_max_bytes` or more
+        lets the minimum left behind make one job."""
+        most = self._fits(buffer)
         floor = self.limits.min_lines
         if not feeding and floor > 1 and 0 < len(buffer) - most < floor <= len(buffer) - floor:
             most = len(buffer) - floor
-        out: list[tuple[_Entry, bytes]] = []
-        size = 0
-        while buffer and len(out) < most:
-            line = buffer[0][1]
-            if out and size + len(line) + 1 > self.limits.max_bytes:
-                break
-            out.append(buffer.popleft())
-            size += len(line) + 1
-        return out
+        return [buffer.popleft() for _ in range(most)]
 
     def _take(self, item: PlanItem, buffer: _Buffer) -> None:
         """A fresh plan item into the buffer, unless a live job holds it or its budget is spent."""
@@ -510,17 +522,10 @@ class BatchLane(LaneControl):
 
     def _entry(self, item: PlanItem) -> _Entry:
         """A request's entry, its answer budget carried on from earlier runs (as live)."""
-        return _Entry(item, AnswerRetry(
-            base_seed=item.seed if item.seed is not None else self.config.seed,
-            base_cap=self.config.max_tokens, temperature=self.config.temperature,
-            budget=self.policy.max_answer_failures, failures=item.prior_answer_failures,
-        ))
+        return _Entry(item, _answers(item, self.config, self.policy.max_answer_failures))
 
     def _line(self, entry: _Entry) -> bytes:
-        item, answers = entry.item, entry.answers
-        chat = ChatRequest(item.request_id, item.system, item.user, answers.seed,
-                           tuple(item.keys), answers.cap)
-        return self.client.line(chat)
+        return _line_of(self.client, entry.item, entry.answers)
 
     def _requeue(
         self, entry: _Entry, buffer: _Buffer,
@@ -1240,6 +1245,42 @@ def lines_to_cut(run_dir: Path, plan_path: Path, model: str, answer_budget: int)
     job fails and asks again are not foreseen. Read before dispatch, which reads the ledger
     again as it feeds the lane, so `runs.pipeline` asks it only of a model whose
     `batch_max_lines` could leave some of them waiting (`BatchLimits.stranded`)."""
+    return len(_to_cut(run_dir, plan_path, model, answer_budget))
+
+
+def line_sizes(
+    run_dir: Path, plan_path: Path, config: ModelConfig, client: BatchClient, answer_budget: int
+) -> list[int]:
+    """The bytes (newline aside) of each line a batch lane dispatching `run_dir` now would cut
+    into new jobs (`lines_to_cut`'s rows), as `client` writes them: its seed moved on by the
+    answer failures of earlier runs, as the lane's. For `runs.pipeline`, of a model whose
+    `batch_max_bytes` could cut a job below its provider's floor (`BatchLimits.
+    least_max_bytes`); lines asked again later (a new seed, a doubled output cap: a few bytes
+    more) are not foreseen."""
+    failed = _to_cut(run_dir, plan_path, config.name, answer_budget)
+    if not failed:
+        return []
+    frame = (
+        pl.scan_parquet(plan_path)
+        .filter(pl.col("model") == config.name)
+        .filter(pl.col("request_id").is_in(pl.Series(sorted(failed), dtype=pl.String).implode()))
+        .select(PLAN_COLUMNS)
+        .collect()
+    )
+    return [len(next_line(client, config, item, answer_budget))
+            for item in plan_items(frame, {}, failed)]  # fmt: skip
+
+
+def next_line(
+    client: BatchClient, config: ModelConfig, item: PlanItem, answer_budget: int
+) -> bytes:
+    """The input line a batch lane of `config` would send `item` as next, as `client` writes
+    it: its seed moved on by its answer failures in earlier runs (`AnswerRetry`)."""
+    return _line_of(client, item, _answers(item, config, answer_budget))
+
+
+def _to_cut(run_dir: Path, plan_path: Path, model: str, answer_budget: int) -> dict[str, int]:
+    """`lines_to_cut`'s requests, each with its answer failures in earlier runs."""
     ids = (
         pl.scan_parquet(plan_path).filter(pl.col("model") == model).select("request_id")
         .collect()["request_id"]
@@ -1254,9 +1295,27 @@ def lines_to_cut(run_dir: Path, plan_path: Path, model: str, answer_budget: int)
     )
     left = ids.filter(~ids.is_in(answered.implode())).to_list()
     if not left:
-        return 0
+        return {}
     failed = failure_counts(run_dir, left, ANSWER_FAILURE_CAUSES)
-    return len(left) - sum(1 for count in failed.values() if count >= answer_budget)
+    return {
+        rid: failed.get(rid, 0) for rid in left if failed.get(rid, 0) < answer_budget
+    }
+
+
+def _answers(item: PlanItem, config: ModelConfig, budget: int) -> AnswerRetry:
+    """A request's answer budget, carried on from earlier runs (as live): its seed and cap."""
+    return AnswerRetry(
+        base_seed=item.seed if item.seed is not None else config.seed,
+        base_cap=config.max_tokens, temperature=config.temperature,
+        budget=budget, failures=item.prior_answer_failures,
+    )
+
+
+def _line_of(client: BatchClient, item: PlanItem, answers: AnswerRetry) -> bytes:
+    """The input line `client` writes for `item` asked with `answers`' seed and cap."""
+    chat = ChatRequest(item.request_id, item.system, item.user, answers.seed,
+                       tuple(item.keys), answers.cap)  # fmt: skip
+    return client.line(chat)
 
 
 def _may_bill(job: BatchJob) -> bool:
@@ -1337,4 +1396,13 @@ def _as_failure(outcome: str) -> Failure:
     return Failure(kind, "recorded before a restart")
 
 
-__all__ = ["ABANDON_FLAG", "FAILED_JOB_STREAK", "BatchLane", "absent_failure", "poll_interval"]
+__all__ = [
+    "ABANDON_FLAG",
+    "FAILED_JOB_STREAK",
+    "BatchLane",
+    "absent_failure",
+    "line_sizes",
+    "lines_to_cut",
+    "next_line",
+    "poll_interval",
+]

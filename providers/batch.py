@@ -24,6 +24,7 @@ were damaged rather than take the requests it lost for lines the job never ran.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -81,6 +82,18 @@ class BatchLimits:
         the cap and two floors (101 to 199 at 100 a job, or 224 after two jobs of 100)
         leaves a remainder below the floor whatever the cut."""
         return max(1, 2 * self.min_lines - 1)
+
+    def least_max_bytes(self, sizes: Sequence[int]) -> int:
+        """The fewest bytes a job may be capped at (`batch_max_bytes`) for lines of `sizes`
+        bytes each (newline aside) to be cut into jobs of `min_lines` up, none left below it,
+        whatever their order (lines asked again come first): every `min(len(sizes),
+        max_lines, least_max_lines)` of them must fit one job, as jobs that many lines long
+        cut them (`least_max_lines`), so the longest that many, each with its newline. 0
+        where there is no floor, or fewer lines than it (no job is cut of them)."""
+        if self.min_lines <= 1 or len(sizes) < self.min_lines:
+            return 0
+        most = min(len(sizes), self.max_lines, self.least_max_lines)
+        return sum(size + 1 for size in heapq.nlargest(most, sizes))
 
     def stranded(self, queries: int) -> int:
         """How many of `queries` fresh lines are left below `min_lines` when `engine.batch_lane`

@@ -62,6 +62,7 @@ from providers.registry import adapter_for
 from providers.types import ConfigError, ModelConfig
 from providers.urls import IN_CLEAR, in_clear_to_another_host, sends_credentials
 from runs.audit import run_audit
+from runs.batch_bytes import PlannedSizes, answer_budget, left_sizes
 from runs.damaged_files import check_footers, damage_report, special_files_report
 from runs.design import (
     SPEC_FILE,
@@ -84,6 +85,7 @@ from runs.plan_checksums import answers_outside_plan, plan_damage, plan_damage_u
 from runs.plan_estimate import resumed_estimate, save_estimate
 from runs.planner import (
     PlanLine,
+    PlannedQuery,
     PlanWriter,
     estimate,
     queries_before_sharing,
@@ -108,6 +110,8 @@ from runs.signals import (
 from runs.spec import (
     CampaignSpec,
     SpecError,
+    byte_capped_batch_models,
+    check_batch_bytes,
     check_batch_floor,
     load_spec,
     short_batch_models,
@@ -585,11 +589,18 @@ async def _planned_campaign(
         options = replace(options, figure_workers=None)
     with _staged_plan(run_dir, saved is None) as staged, _damage_named(run_dir):
         writer = staged.writer if staged is not None else None
+        # A new plan's batch lines are sized as it renders, and a `batch_max_bytes` that cuts
+        # them below the provider's floor refused then, before anything is written (a
+        # resume's, by the lines it has left: `_check_batch_left`).
+        sized = PlannedSizes(spec) if staged is not None else None
         lines = (
             saved
             if saved is not None
-            else _estimate(spec, units, writer, run_dir, options.console, options.progress)
-        )
+            else _estimate(spec, units, writer, run_dir, options.console, options.progress,
+                           sized.on_query if sized is not None else None)
+        )  # fmt: skip
+        if sized is not None:
+            check_batch_bytes(spec, sized.sizes)
         return await _campaign(spec, run_dir, units, lines, saved is None, staged, options, hold)
 
 
@@ -659,6 +670,7 @@ def _estimate(
     run_dir: Path,
     console: Console,
     progress: bool,
+    on_query: Callable[[PlannedQuery], None] | None = None,
 ) -> list[PlanLine]:
     # The staged plan's parts may run out of room in the system's temporary folder, not in
     # run_dir: the message must send the user there (freeing space in run_dir would not help).
@@ -667,7 +679,7 @@ def _estimate(
     with disk_full_raised(where, staged.staging if staged else None, note), PlanningProgress(
         console, spec.name, enabled=progress and console.is_terminal, lines=progress
     ) as shown:
-        return estimate(spec, units, plan=staged, progress=shown.update)
+        return estimate(spec, units, plan=staged, progress=shown.update, on_query=on_query)
 
 
 @dataclass(frozen=True)
@@ -750,17 +762,21 @@ def _check_batch_left(spec: CampaignSpec, run_dir: Path) -> None:
     only if it would leave some of those the folder has left to ask waiting below the floor
     (`engine.batch_lane.lines_to_cut`, `BatchLimits.stranded`). Their count is read from the
     plan and the ledger only for such a model: the dispatch reads the ledger again as it
-    feeds the lane, one read more, which no other run pays. Before the design is frozen, so a
-    refused resume records no spec change."""
-    short = short_batch_models(spec)
-    if not short:
+    feeds the lane, one read more, which no other run pays. Likewise its `check_batch_bytes`,
+    by the lines it has left (`runs.batch_bytes.left_sizes`), for a model whose
+    `batch_max_bytes` lowers its provider's. Before the design is frozen, so a refused resume
+    records no spec change."""
+    short, capped = short_batch_models(spec), byte_capped_batch_models(spec)
+    if not short and not capped:
         return
     if not _resumes(spec, run_dir):  # the folder changed since `run_campaign` looked
-        check_batch_floor(spec)
+        check_batch_floor(spec)  # a new plan's lines were sized as it rendered
         return
-    budget = min(spec.max_answer_failures, spec.max_attempts)  # as `dispatch`'s policy
+    budget = answer_budget(spec)  # as `dispatch`'s policy
     plan = run_dir / "plan.parquet"
     check_batch_floor(spec, {name: lines_to_cut(run_dir, plan, name, budget) for name in short})
+    if capped:
+        check_batch_bytes(spec, left_sizes(spec, run_dir, plan), left=True)
 
 
 @dataclass

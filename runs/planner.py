@@ -422,6 +422,7 @@ def estimate(
     units: UnitSource | None = None,
     plan: PlanWriter | None = None,
     progress: Callable[[int, int], None] | None = None,
+    on_query: Callable[[PlannedQuery], None] | None = None,
 ) -> list[PlanLine]:
     """Exact query counts (after sharing) and token estimates from the rendered prompts.
 
@@ -432,6 +433,8 @@ def estimate(
     `progress`, when given, is called with (rendered, total) every `PROGRESS_EVERY` queries
     and once at the end: arm views of the queries rendered so far, shared ones counted per
     arm, against how many there are (`queries_before_sharing` of the arms rendered).
+    `on_query`, when given, is called with each query the plan holds (the first to ask its
+    request id), as rendered: `runs.batch_bytes` sizes batch lines from them.
     """
     units = units or UnitSource.from_spec(spec)
     check_campaign_size(spec, units)
@@ -456,6 +459,8 @@ def estimate(
             line.shared += 1
             continue
         line.queries += 1
+        if on_query is not None:
+            on_query(pq)
         line.tokens_in += counters[pq.model.name].prompt_tokens(pq.query.system, pq.query.user)
         line.tokens_out += len(pq.query.keys) * TYPICAL_OUTPUT_TOKENS_PER_KEY
         line.tokens_out_max += pq.model.max_tokens or 8192

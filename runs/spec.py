@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from pathlib import Path
@@ -584,6 +584,62 @@ def short_batch_models(spec: CampaignSpec) -> list[str]:
     """The batch models whose `batch_max_lines` `check_batch_floor` refuses without counts:
     those a resume counts the queries left of before it decides."""
     return [model.name for model in spec.models if _short_batch_cap(model) is not None]
+
+
+def check_batch_bytes(
+    spec: CampaignSpec, sizes: Mapping[str, Sequence[int]], *, left: bool = False
+) -> None:
+    """Refuse a batch model whose `batch_max_bytes` cuts its lines into jobs below its
+    provider's smallest (Bedrock's 100 lines), or strands some below it, as `check_batch_floor`
+    refuses a `batch_max_lines` that would: `batch_max_bytes = 50000` cut a rehearsal's 224
+    Bedrock queries into jobs of 21 lines, each refused at creation. `sizes`, by model name,
+    are the bytes of the lines its lane would cut (its planned queries', or with `left` those
+    its folder has left to ask); the least cap is `BatchLimits.least_max_bytes` of them, known
+    only once the prompts are rendered (`runs.pipeline`, `plan`)."""
+    for index, model in enumerate(spec.models):
+        found = _batch_limits(model.provider)
+        lines = sizes.get(model.name)
+        if model.dispatch != "batch" or found is None or lines is None:
+            continue
+        from providers.batch_openai import limits_for
+
+        limits = limits_for(model, found)
+        least, cap = limits.least_max_bytes(lines), limits.max_bytes
+        if least <= cap:
+            continue
+        held, fewest = 0, 0  # how few of its lines a job may hold: its longest first
+        for size in sorted(lines, reverse=True):
+            if fewest and held + size + 1 > cap:
+                break
+            held, fewest = held + size + 1, fewest + 1
+        whose = (f"the {len(lines):,} queries its folder has left to ask" if left
+                 else f"its {len(lines):,} planned queries")
+        most, floor = min(len(lines), limits.max_lines, limits.least_max_lines), limits.min_lines
+        raise SpecError(
+            spec.path, f"models[{index}].batch_max_bytes",
+            f"at least {least} (or left out) for a {model.provider} batch model, not {cap}: "
+            f"{model.provider}'s jobs hold at least {floor} lines, and at {cap} bytes a job "
+            f"holds as few as {fewest} of the lines of {whose}; at {least} it holds any {most} "
+            f"of them (their longest {most} take that many bytes with their newlines), so "
+            f"every job is cut at {floor} lines or more and none is left below it",
+        )  # fmt: skip
+
+
+def byte_capped_batch_models(spec: CampaignSpec) -> list[str]:
+    """The batch models whose `batch_max_bytes` lowers the byte limit of a provider with a
+    floor of lines a job (`BatchLimits.min_lines`): those whose lines `check_batch_bytes`
+    is given, once rendered. The provider's own limit (Bedrock's 1 GB) holds any floor's
+    worth of lines, so no other model's lines are sized."""
+    capped = []
+    for model in spec.models:
+        found = _batch_limits(model.provider)
+        if model.dispatch != "batch" or found is None or found.min_lines <= 1:
+            continue
+        from providers.batch_openai import limits_for
+
+        if limits_for(model, found).max_bytes < found.max_bytes:
+            capped.append(model.name)
+    return capped
 
 
 def _short_batch_cap(model: ModelConfig) -> tuple[BatchLimits, int] | None:

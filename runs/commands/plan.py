@@ -13,12 +13,13 @@ from rich.text import Text
 
 from engine.console_lines import plural
 from providers.types import ModelConfig
+from runs.batch_bytes import PlannedSizes
 from runs.commands._errors import interrupt_says_rerun, path_given, user_errors
 from runs.design import check_new_design
 from runs.output import print_text, stdout_console
 from runs.planner import estimate, summarise
 from runs.planning_progress import PlanningProgress
-from runs.spec import CampaignSpec, SpecError, check_batch_floor, load_spec
+from runs.spec import CampaignSpec, SpecError, check_batch_bytes, check_batch_floor, load_spec
 from runs.units import UnitSource
 
 #: Columns the tables get when printed to a file or a pipe (eight columns of figures).
@@ -45,8 +46,11 @@ def plan(
         units = UnitSource.from_spec(spec)
         check_new_design(spec, units)
         check_batch_floor(spec)
+        sized = PlannedSizes(spec)  # a batch_max_bytes is judged by the lines it cuts
         with PlanningProgress(Console(stderr=True, emoji=False), spec.name) as shown:
-            summary = summarise(estimate(spec, units, progress=shown.update))
+            rendered = estimate(spec, units, progress=shown.update, on_query=sized.on_query)
+        check_batch_bytes(spec, sized.sizes)
+        summary = summarise(rendered)
     if as_json:
         for model, row in summary["by_model"].items():
             row["min_hours_at_limits"] = _floor_hours(spec.model(model), row)

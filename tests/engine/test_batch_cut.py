@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from engine.batch_jobs import fold_jobs
+from engine.batch_lane import line_sizes
 from engine.dispatch import dispatch
 from providers.batch import BatchLimits
 from providers.types import ModelConfig
@@ -78,6 +79,26 @@ async def test_what_a_cap_strands_is_foretold_from_the_count(
         sizes = await _job_sizes(tmp_path, kit, queries, limits)
         assert limits.stranded(queries) == queries - sum(sizes), (queries, sizes)
     assert not any(LIMITS.stranded(queries) for queries in range(FLOOR, 50 * FLOOR))
+
+
+async def test_at_the_least_byte_cap_every_count_is_cut_into_valid_jobs(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """`batch_max_bytes = 50000` cut a rehearsal's Bedrock lines into jobs of 21, below the
+    floor; at `BatchLimits.least_max_bytes` of the lines (what `runs.spec.check_batch_bytes`
+    asks) every job holds the floor, and none is left below it: a job cut at the byte limit
+    while the plan was read left fewer than the floor behind, which waited for ever when the
+    plan ended there (10 queries: a job of 9 cut by bytes, and 1 left waiting)."""
+    config = ModelConfig(name="m", provider="sim", model="m", dispatch="batch")
+    for queries in range(FLOOR, 5 * FLOOR):
+        plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", queries))
+        limits = replace(LIMITS, max_lines=1000)
+        sizes = line_sizes(tmp_path / "none", plan, config, FakeBatch(limits_=limits), 3)
+        assert len(sizes) == queries
+        limits = replace(limits, max_bytes=limits.least_max_bytes(sizes))
+        got = await _job_sizes(tmp_path, kit, queries, limits)
+        assert sum(got) == queries, (queries, got, limits.max_bytes)
+        assert all(size >= FLOOR for size in got), (queries, got)
 
 
 async def test_a_leftover_that_waits_is_said_once_in_words(tmp_path: Path, kit: type[Kit]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 from pathlib import Path
 
 import polars as pl
@@ -99,3 +100,61 @@ def test_a_resume_whose_queries_left_cut_cleanly_is_taken(
     summary = getattr(result, "summary", None)
     assert summary is not None and summary.complete, summary
     assert sorted(len(job.requests) for job in fold_jobs(out).values()) == [100, 100]
+
+
+def _byte_refusal(said: str) -> int:
+    """The least `batch_max_bytes` a refusal names."""
+    found = re.search(r"models\[0\]\.batch_max_bytes: at least (\d+) \(or left out\)", said)
+    assert found is not None, said
+    return int(found.group(1))
+
+
+@pytest.mark.timeout(180)
+def test_a_byte_cap_that_cuts_jobs_below_the_floor_is_refused_before_any_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`batch_max_bytes = 50000` cut these 224 Bedrock queries into jobs of 21 lines, each
+    refused at creation ("the job needs at least 100 records"), three in a row stopping the
+    lane after the run had started; `plan` said nothing. Both refuse it now, once the prompts
+    are rendered and before anything is written, naming the least cap, which is taken."""
+    from typer.testing import CliRunner
+
+    from runs.cli import app
+
+    monkeypatch.setenv("DUTCHBOOK_BATCH_POLL_S", "0.05")
+    path, out = tmp_path / "spec.toml", tmp_path / "out"
+    path.write_text(SPEC.format(cap="199\nbatch_max_bytes = 50000"), encoding="utf-8")
+    least = 0
+    for args in (["plan", str(path)], ["run", str(path), "--rehearse", "--out", str(out)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.output.split())
+        least = _byte_refusal(said)
+        assert (f"for a bedrock batch model, not 50000: bedrock's jobs hold at least 100 lines, "
+                f"and at 50000 bytes a job holds as few as 20 of the lines of its 224 planned "
+                f"queries; at {least} it holds any 199 of them") in said, said
+    assert not out.exists()
+    path.write_text(SPEC.format(cap=f"199\nbatch_max_bytes = {least - 1}"), encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        _run(path, out)
+    assert _byte_refusal(str(info.value)) == least and not out.exists()
+    path.write_text(SPEC.format(cap=f"199\nbatch_max_bytes = {least}"), encoding="utf-8")
+    summary = getattr(_run(path, out), "summary", None)
+    assert summary is not None and summary.complete, summary
+    assert sorted(len(job.requests) for job in fold_jobs(out).values()) == [100, 124]
+
+
+def test_a_resume_whose_byte_cap_cuts_its_lines_left_below_the_floor_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Judged by the lines its folder has left to ask, before the design is frozen."""
+    spec, out = _folder(tmp_path, answered=24)
+    spec.write_text(SPEC.format(cap="199\nbatch_max_bytes = 50000"), encoding="utf-8")
+    frozen = (out / SPEC_FILE).read_bytes()
+    with pytest.raises(SpecError) as info:
+        _run(spec, out)
+    said = str(info.value)
+    assert info.value.key == "models[0].batch_max_bytes" and "\n" not in said
+    assert "of the lines of the 200 queries its folder has left to ask; at " in said
+    assert (out / SPEC_FILE).read_bytes() == frozen  # refused before the change was recorded
+    assert fold_jobs(out) == {}
