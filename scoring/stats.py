@@ -156,8 +156,10 @@ def _labels(
         _no_lists(clusters, name)
     if np.ma.isMaskedArray(clusters) and np.ma.getmaskarray(clusters).any():
         # `np.asarray` drops the mask, and the label it hid was resampled as any other.
-        at = ", ".join(str(i) for i in np.argwhere(np.ma.getmaskarray(clusters))[0])
-        raise ValueError(f"{name}[{at}] is masked: every value needs a cluster label ({LABELS})")
+        masked = ", ".join(str(i) for i in np.argwhere(np.ma.getmaskarray(clusters))[0])
+        raise ValueError(
+            f"{name}[{masked}] is masked: every value needs a cluster label ({LABELS})"
+        )
     if isinstance(clusters, list | tuple) and any(isinstance(c, tuple) for c in clusters):
         labels = np.fromiter(clusters, dtype=object, count=len(clusters))
     else:

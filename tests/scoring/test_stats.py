@@ -392,7 +392,10 @@ def test_cluster_labels_may_be_tuples_or_any_hashable_labels_that_sort() -> None
         (np.array(["2025-01-02", "NaT", "2025-01-03", "2025-01-03"], "datetime64[D]"), "NaT"),
         (np.array(["d1", None, "d2", "d2"], dtype=object), r"^clusters\[1\] is None"),
         # the mask was dropped, and the label it hid resampled as any other
-        (np.ma.masked_array(["d1", "d1", "d2", "d3"], [0, 0, 0, 1]), r"^clusters\[3\] is masked"),
+        (
+            np.ma.masked_array(["d1", "d1", "d2", "d3"], [False, False, False, True]),
+            r"^clusters\[3\] is masked",
+        ),
         # numpy's TypeErrors and its unnamed message for a ragged list
         ([{"d": 1}] * 4, "^clusters must be labels .*unhashable type: 'dict'"),
         (np.array(["d1", 1, "d2", "d2"], dtype=object), "^clusters must be labels .*of one kind"),
