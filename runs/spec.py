@@ -620,8 +620,7 @@ def check_batch_bytes(
             f"at least {least} (or left out) for a {model.provider} batch model, not {cap}: "
             f"{model.provider}'s jobs hold at least {floor} lines, and at {cap} bytes a job "
             f"holds as few as {fewest} of the lines of {whose}; at {least} it holds any {most} "
-            f"of them (their longest {most} take that many bytes with their newlines), so "
-            f"every job is cut at {floor} lines or more and none is left below it",
+            "of them",
         )  # fmt: skip
 
 
