@@ -229,7 +229,9 @@ def parse_faults(spec: str | FaultProfile) -> FaultProfile:
     and settings (`batch_seconds=3`, `batch_create_delay_s=5`) mix in the same list. Unknown
     names fail loudly, listing what is known, because a typo would otherwise rehearse nothing.
     A kind or setting given twice is refused, naming it: which of the two was meant cannot be
-    told (a named profile's rates are there to be overridden, so they do not count).
+    told (a named profile's rates are there to be overridden, so they do not count). So is a
+    profile name after the first item: it replaced every rate before it without a word
+    (`light,server_error=0.5,hostile` injected hostile's 8%, `flaky,none` flaky's faults).
     """
     if isinstance(spec, FaultProfile):
         return spec
@@ -242,13 +244,19 @@ def parse_faults(spec: str | FaultProfile) -> FaultProfile:
         item = raw.strip()
         if not item:
             continue
-        name_parts.append(item)
         if "=" not in item:
             base = _named_profile(item)
+            if name_parts:
+                raise ValueError(
+                    f"fault profile {item!r} comes after {','.join(name_parts)!r}: a profile "
+                    "name may only lead the list (flaky,server_error=0.5), one profile at most"
+                )
+            name_parts.append(item)
             rates.update(base.rates)
             batch_rates.update(base.batch_rates)
             settings["slow_delay_s"] = base.slow_delay_s
             continue
+        name_parts.append(item)
         key, number = _pair(item)
         if key in _SETTINGS:
             settings[key] = number

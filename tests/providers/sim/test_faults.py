@@ -79,6 +79,12 @@ def test_named_profiles_and_explicit_rates_parse() -> None:
         # which of the two was meant cannot be told
         ("server_error=0.5,server_error=0.9", "'server_error' is given twice"),
         ("flaky,slow_delay_s=1,slow_delay_s=2", "'slow_delay_s' is given twice"),
+        # a later profile replaced every rate before it without a word: the user's 0.5 went
+        ("light,server_error=0.5,hostile", "profile 'hostile' comes after "
+                                           "'light,server_error=0.5': a profile name may only"),
+        ("flaky,none", "profile 'none' comes after 'flaky'"),
+        ("flaky,hostile", "profile 'hostile' comes after 'flaky'"),
+        ("server_error=0.1,flaky", "profile 'flaky' comes after 'server_error=0.1'"),
     ],
 )
 def test_bad_fault_specs_fail_loudly(spec: str, needle: str) -> None:
