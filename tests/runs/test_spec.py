@@ -389,6 +389,9 @@ def test_every_credential_spelling_is_refused_with_the_way_to_give_one(
         ('api_key_env = "gsk_TESTSECRET123"', "models[0].api_key_env"),
         ('base_url_env = "AKIAIOSFODNN7EXAMPLE"', "models[0].base_url_env"),
         ('about = "ours, key sk-abcdefgh12345"', "models[0].about"),
+        # an AWS access key id of letters alone: the digit the other shapes need is not in it
+        ('about = "AKIAABCDEFGHIJKLMNOP"', "models[0].about"),
+        ('about = "temporary: ASIAQWERTYUIOPASDFGH"', "models[0].about"),
         # a key as a query string's value: the query shape had swallowed it whole
         ('about = "via https://x.example/v1?key=AIzaSyD-1234567890abcdefghijklmnopqrs"',
          "models[0].about"),
@@ -423,6 +426,9 @@ def test_a_value_shaped_like_a_key_is_refused_wherever_it_stands_never_shown(
                               '"https://proj-sk-prod-eastus2-001.openai.azure.com/v1"'),
         ("rpm = 600", 'rpm = 600\nabout = "Aizawa-lab-llama-3-8b-instruct-v2, asiaforecast2024"'),
         ("rpm = 600", 'rpm = 600\napi_key_env = "MY_ORG_DEEPINFRA_API_KEY_2024"'),
+        # an AWS key id's letters, but not its length or not a word of its own
+        ("rpm = 600", 'rpm = 600\nabout = "ASIAPACIFICFORECASTSX, ASIA-PACIFIC-LAB-ABCDEFGHIJ"'),
+        ("rpm = 600", 'rpm = 600\nabout = "lab-AKIAABCDEFGHIJKLMNOP"'),
     ],
 )
 def test_words_that_only_look_like_a_key_are_not_taken_for_one(
