@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -249,8 +250,35 @@ def test_an_estimate_over_the_cap_is_said_with_decimals_enough_to_see_it() -> No
     assert dollars_apart(1234.5, 1.0) == ("$1,234.50", "$1.00")
     assert dollars_apart(0.0158, -0.0 + 0.0) == ("$0.02", "$0.00")
     # a cap that is not 0 is not said as $0.00 (a review's `--max-cost 0.0000001`)
-    assert dollars_apart(0.0123, 0.0000001) == ("$0.01230000", "$0.00000010")
-    assert dollars_apart(0.0123, 0.00001) == ("$0.012300", "$0.000010")
+    assert dollars_apart(0.0123, 0.0000001) == ("$0.0123000", "$0.0000001")
+    assert dollars_apart(0.0123, 0.00001) == ("$0.01230", "$0.00001")
+
+
+@pytest.mark.parametrize(
+    ("cost", "cap", "said"),
+    [
+        # "estimated cost $0.02 exceeds --max-cost $0.01": cents misprinted the cap
+        (0.0158, 0.015, ("$0.016", "$0.015")),
+        (0.0151, 0.015, ("$0.0151", "$0.015")),  # $0.015 beside $0.015 does not read apart
+        (0.01501, 0.015, ("$0.01501", "$0.015")),
+        (2.0, 1.999, ("$2.000", "$1.999")),
+        (1e-9, 0.0, ("$0.000000001", "$0.00")),
+    ],
+)
+def test_the_cap_is_said_as_given_and_the_estimate_above_it(
+    cost: float, cap: float, said: tuple[str, str]
+) -> None:
+    from engine.spend import dollars_apart
+
+    assert dollars_apart(cost, cap) == said
+
+
+def test_a_cap_of_a_tenth_of_a_cent_is_said_as_given(tmp_path: Path) -> None:
+    """`--max-cost 0.012` read "--max-cost $0.0120" (and 0.015 "$0.01")."""
+    code, output = _priced_run(tmp_path, "0.012")
+    assert code == 2, output
+    assert "exceeds --max-cost $0.012; nothing was sent" in output, output
+    assert re.search(r"estimated cost \$0\.0\d\d exceeds", output), output  # the cap's decimals
 
 
 def _priced_run(tmp_path: Path, max_cost: str) -> tuple[int, str]:
