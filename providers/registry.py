@@ -19,7 +19,8 @@ from providers.constrained import RESPONSE_FORMATS
 from providers.openai_compat import ClientDialect, OpenAICompatAdapter, chat_url, token_field
 from providers.types import PROVIDERS, ConfigError, ModelConfig
 
-#: Where `provider = "sim"` models go when the spec gives no `base_url` (`dutchbook serve-sim`).
+#: Where a `provider = "sim"` config with no `base_url` goes (`dutchbook serve-sim`'s port); a
+#: run gives each one its simulator's (a spec's `base_url` is refused, `runs.spec`).
 SIM_DEFAULT_BASE_URL = "http://127.0.0.1:8765/sim/v1"
 #: The simulator ignores constraints (its forecasters answer in shape anyway), so it takes every
 #: form: a local spec rehearses unchanged.

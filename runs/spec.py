@@ -782,6 +782,7 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
                 f"{_MODEL_KEYS[key][1]}: this one looks like a credential (not shown)",
             )  # fmt: skip
     _check_base_url_env(entry, path, where)
+    _check_sim_base_url(entry, path, where)
     _check_price_provenance(entry, path, where)
     _check_batch(entry, path, where)
     if "personality" in entry:
@@ -817,6 +818,21 @@ def _check_base_url_env(entry: Mapping[str, Any], path: Path, where: str) -> Non
             "read by provider \"openai\" only (a local server's root chosen at start); "
             "give this provider's root as base_url and remove base_url_env (in a run "
             "folder's spec.toml too)",
+        )  # fmt: skip
+
+
+def _check_sim_base_url(entry: Mapping[str, Any], path: Path, where: str) -> None:
+    """A simulated model takes no `base_url`: a run points its sim models at the simulator it
+    starts, or at `--sim-url`'s (checked to answer, its faults its own), and the spec's was
+    ignored without a word (a `serve-sim` at that URL saw no request). Refused as
+    `base_url_env` is, a run folder's frozen spec too: an operational key, so removing it
+    resumes the folder."""
+    if "base_url" in entry and entry.get("provider") == "sim":
+        raise SpecError(
+            path, where + "base_url",
+            "not taken by provider \"sim\": a run starts its own simulator; for one already "
+            "running (`dutchbook serve-sim`) remove base_url and run with --sim-url "
+            "http://127.0.0.1:PORT (in a run folder's spec.toml too)",
         )  # fmt: skip
 
 

@@ -29,7 +29,7 @@ from providers.sim.server import COUNTS_PATH, SimHandle, serve_forever
 from runs.commands._errors import fail, path_to_write
 from runs.output import stdout_console
 
-#: The port `provider = "sim"` models use when a spec gives no base_url.
+#: The port a `provider = "sim"` config with no base_url uses (`SIM_DEFAULT_BASE_URL`).
 DEFAULT_PORT = 8765
 
 

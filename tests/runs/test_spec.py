@@ -174,6 +174,11 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
         # taken and ignored: the requests went to Groq's own root with the real key
         (("max_tokens = 8192", 'max_tokens = 8192\nbase_url_env = "MY_GROQ_URL"'),
          "models[1].base_url_env", 'provider "openai" only'),
+        # ignored: the run started its own simulator, a serve-sim at this URL saw nothing
+        (("rpm = 600", 'rpm = 600\nbase_url = "http://127.0.0.1:18765/sim/v1"'),
+         "models[0].base_url", 'not taken by provider "sim": a run starts its own simulator; '
+         "for one already running (`dutchbook serve-sim`) remove base_url and run with "
+         "--sim-url http://127.0.0.1:PORT"),
         # written raw into report.md and the audit's tables
         (('name = "b"', 'name = "b"\nabout = "x\\u001b[31m"'), "models[1].about",
          "one line without control characters"),
