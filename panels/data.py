@@ -114,7 +114,8 @@ def _require(df: pl.DataFrame, path: Path, columns: Sequence[str]) -> None:
 
 def _first_bad(df: pl.DataFrame, ok: pl.Series, column: str) -> str:
     row = int(ok.not_().arg_true()[0])
-    return f"row {row + 1} has {df[column][row]!r}"
+    # "row 16" was read as a line of the file, where a CSV's header makes it line 17
+    return f"data row {row + 1} has {df[column][row]!r}"
 
 
 def _as_date(df: pl.DataFrame, path: Path) -> pl.Series:
@@ -167,7 +168,8 @@ def _as_return(df: pl.DataFrame, path: Path) -> pl.Series:
     below = col <= -1.0
     if below.any():
         raise DataError(
-            f"{path}: column 'ret' has a simple return of -100% or less; "
+            f"{path}: column 'ret' has a simple return of -100% or less (it holds fractions, "
+            "0.01 = 1%, not percentages); "
             f"{_first_bad(df, below.not_(), 'ret')}"
         )
     above = col > MAX_DAILY_RETURN

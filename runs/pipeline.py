@@ -287,10 +287,15 @@ def check_abandon(run_dir: Path, names: Iterable[str]) -> frozenset[str]:
             known.update(name for job in lost_jobs(run_dir) for name in job.names())
     strangers = sorted(wanted - known)
     if strangers:
+        # "aaa, bbb is not a batch job" read as one name: several are said as several
+        named = (
+            f"{strangers[0]} is not a batch job"
+            if len(strangers) == 1
+            else f"{', '.join(strangers[:-1])} and {strangers[-1]} are not batch jobs"
+        )
         raise RunError(
-            f"--abandon-batch-jobs: {', '.join(strangers)} is not a batch job of {run_dir} "
-            "waiting to be collected (its ids are in the run's last stop line and in "
-            "batches/jobs.jsonl); nothing was sent"
+            f"--abandon-batch-jobs: {named} of {run_dir} waiting to be collected (the folder's job "
+            "ids are in the run's last stop line and in batches/jobs.jsonl); nothing was sent"
         )
     return wanted
 

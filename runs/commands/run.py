@@ -106,6 +106,7 @@ def run(
     ] = None,
 ) -> None:
     """Run a campaign into a folder; an interrupted run resumes where it stopped."""
+    _refuse_a_folder_for_the_spec(spec_path)
     try:
         result = _run_with_workers(
             spec_path, out, max_cost=max_cost, rehearse=rehearse, faults=faults,
@@ -131,6 +132,23 @@ def run(
     if not result.summary.complete:
         typer.echo(_incomplete_line(result), err=True)
         raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def _refuse_a_folder_for_the_spec(spec_path: Path) -> None:
+    """A run folder given as SPEC (to resume it) was "is a folder, not a file", saying nothing
+    of how a folder is resumed: with the spec it was run with and the folder as --out. The
+    folder's frozen `spec.toml` is that spec (a `[data]` path relative to the spec first run
+    resolves against the frozen copy's folder instead: then the original is the one)."""
+    if not spec_path.is_dir():
+        return
+    frozen = spec_path / "spec.toml"
+    how = (
+        "to resume a run folder, give the spec it was run with and the folder as --out: "
+        f"dutchbook run SPEC --out {spec_path}"
+    )
+    if frozen.is_file():
+        how += f" (its frozen copy {frozen} serves as SPEC unless its [data] paths are relative)"
+    fail(f"{spec_path}: is a folder, not a file; {how}")
 
 
 def _run_with_workers(

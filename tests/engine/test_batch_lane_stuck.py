@@ -304,6 +304,10 @@ def test_abandon_names_only_this_folders_live_jobs(tmp_path: Path, kit: type[Kit
     assert check_abandon(run_dir, []) == frozenset()
     with pytest.raises(RunError, match="--abandon-batch-jobs: batch_typo is not a batch job"):
         check_abandon(run_dir, [f"{job.job_id},batch_typo"])
+    # "aaa, bbb is not a batch job": several read as one name
+    with pytest.raises(RunError, match=r"batch_typo and bbb are not batch jobs of .*\(the "
+                                       "folder's job ids are in the run's last stop line"):
+        check_abandon(run_dir, ["bbb,batch_typo"])
     for empty in ([""], [" , ", ""]):  # a key meant and none given: not accepted silently
         with pytest.raises(RunError, match="--abandon-batch-jobs names no job"):
             check_abandon(run_dir, empty)

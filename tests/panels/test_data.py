@@ -98,10 +98,13 @@ def test_parquet_with_names(tmp_path: Path) -> None:
         ("date,asset,ret\n02/01/2024,X,0.01\n", "column 'date'"),
         ("date,asset,ret\n2024-01-02,X,abc\n", "column 'ret'"),
         ("date,asset,ret\n2024-01-02,X,\n", "column 'ret'"),
-        ("date,asset,ret\n2024-01-02,X,-1.5\n", "-100%"),
+        # said neither that the column holds fractions nor which line of the file
+        ("date,asset,ret\n2024-01-02,X,0.01\n2024-01-03,X,-1.5\n",
+         "a simple return of -100% or less (it holds fractions, 0.01 = 1%, not percentages); "
+         "data row 2 has '-1.5'"),
         # overflowed the scale's square: a numpy warning, then "no spread" naming no file
         ("date,asset,ret\n2024-01-02,X,0.01\n2024-01-03,X,1e160\n",
-         "above +1000% (ret > 10), a data error (a percentage for a fraction?); row 2 has "
+         "above +1000% (ret > 10), a data error (a percentage for a fraction?); data row 2 has "
          "'1e160'"),
         ("date,asset,ret\n2024-01-02,X,10.5\n", "row 1 has '10.5'"),
         ("date,asset,ret\n2024-01-02,,0.01\n", "column 'asset'"),

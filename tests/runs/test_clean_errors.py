@@ -664,3 +664,18 @@ def test_a_read_only_part_of_a_folder_says_to_copy_it() -> None:
         "Read-only file system: q7/logs/reparses.jsonl (copy the run folder somewhere you can "
         "write, and give it the copy)"
     )
+
+
+def test_a_run_folder_given_as_the_spec_says_how_a_folder_is_resumed(tmp_path: Path) -> None:
+    """`dutchbook run out/quickstart` said "is a folder, not a file", and no more."""
+    folder = tmp_path / "quickstart"
+    folder.mkdir()
+    (folder / "spec.toml").write_text('name = "quickstart"\n', encoding="utf-8")
+    result = CliRunner().invoke(app, ["run", str(folder)], env={"COLUMNS": "400"})
+    assert result.exit_code == 2, result.output
+    assert (
+        f"error: {folder}: is a folder, not a file; to resume a run folder, give the spec "
+        f"it was run with and the folder as --out: dutchbook run SPEC --out {folder} (its "
+        f"frozen copy {folder / 'spec.toml'} serves as SPEC unless its [data] paths are "
+        "relative)"
+    ) in " ".join(result.output.split()), result.output
