@@ -166,22 +166,39 @@ def dollars(value: float) -> str:
 
 
 def dollars_apart(first: float, second: float) -> tuple[str, str]:
-    """An amount (`first`, an estimate) beside a cap the user gave (`second`): the cap as
-    given, with decimals enough to show it exactly (cents at least), and the amount with the
-    cap's decimals or more, until the two read in their true order and an amount that is not 0
+    """Two amounts in dollars with decimals enough to tell them apart (to cents at least),
+    and to show an amount that is not 0 as none: an estimate of $0.0158 over a cap of $0.0151
+    read "$0.02 exceeds --max-cost $0.02", and a cap of $0.0000001 "--max-cost $0.00". For
+    amounts the run computed (what is left under a cap); a cap the user typed beside an
+    estimate is `beside_cap`'s."""
+    for places in (2, 4, 6, 8):
+        pair = (f"${first:,.{places}f}", f"${second:,.{places}f}")
+        if pair[0] != pair[1] and not any(
+            value and float(text[1:].replace(",", "")) == 0
+            for value, text in zip((first, second), pair, strict=True)
+        ):
+            return pair
+    return f"${first:,.2f}", f"${second:,.2f}"  # apart by less than that: cents will do
+
+
+def beside_cap(estimate: float, cap: float) -> tuple[str, str]:
+    """An estimate beside a cap the user gave (`--max-cost`): the cap as given, with
+    decimals enough to show it exactly (cents at least), and the estimate with the cap's
+    decimals or more, until the two read in their true order and an amount that is not 0
     reads as none. Both rounded alike to cents, an estimate of $0.0158 over a cap of $0.015
-    read "$0.02 exceeds --max-cost $0.01", misprinting the user's own cap."""
-    if not (math.isfinite(first) and math.isfinite(second)):
-        return f"${first:,.2f}", f"${second:,.2f}"
-    cap = Decimal(repr(second))  # the shortest text that reads back as `second`: as typed
-    exponent = cap.as_tuple().exponent
+    read "$0.02 exceeds --max-cost $0.01", misprinting the user's own cap. Only for a typed
+    cap: a computed amount (0.8 - 0.7942) has seventeen digits to show."""
+    if not (math.isfinite(estimate) and math.isfinite(cap)):
+        return f"${estimate:,.2f}", f"${cap:,.2f}"
+    typed = Decimal(repr(cap))  # the shortest text that reads back as `cap`: as typed
+    exponent = typed.as_tuple().exponent
     places = max(2, -exponent if isinstance(exponent, int) else 0)
-    order = (first > second) - (first < second)
+    order = (estimate > cap) - (estimate < cap)
     for shown_places in range(places, places + 16):
-        shown = Decimal(f"{first:.{shown_places}f}")
-        if (shown > cap) - (shown < cap) == order and (shown != 0 or first == 0):
-            return f"${first:,.{shown_places}f}", f"${cap:,.{places}f}"
-    return f"${first:,.{places}f}", f"${cap:,.{places}f}"  # apart by less than that
+        shown = Decimal(f"{estimate:.{shown_places}f}")
+        if (shown > typed) - (shown < typed) == order and (shown != 0 or estimate == 0):
+            return f"${estimate:,.{shown_places}f}", f"${typed:,.{places}f}"
+    return f"${estimate:,.{places}f}", f"${typed:,.{places}f}"  # apart by less than that
 
 
 #: What a live attempt's reservation is, in the cap's stop line.

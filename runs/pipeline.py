@@ -55,7 +55,7 @@ from engine.runlock import (
 )
 from engine.scan import ATTEMPTS, RESPONSES
 from engine.shards import visible_shards
-from engine.spend import dollars_apart
+from engine.spend import beside_cap
 from panels.arms import ARMS
 from providers.batch_registry import batch_client_for
 from providers.registry import adapter_for
@@ -722,7 +722,7 @@ async def _campaign(
     if max_cost is not None and cost is not None and cost > max_cost and not options.rehearse:
         raise RunError(
             "estimated cost {} exceeds --max-cost {}; nothing was sent".format(
-                *dollars_apart(cost, max_cost)
+                *beside_cap(cost, max_cost)
             )
         )
     # planning, scoring or the report; the folder moved mid-run (`runs.folder_moved`)

@@ -244,14 +244,18 @@ def test_plan_prints_a_fine_tunes_name_as_written(tmp_path: Path) -> None:
 
 def test_an_estimate_over_the_cap_is_said_with_decimals_enough_to_see_it() -> None:
     """An estimate of $0.0158 over a cap of $0.0151 read "$0.02 exceeds --max-cost $0.02"."""
-    from engine.spend import dollars_apart
+    from engine.spend import beside_cap, dollars_apart
 
     assert dollars_apart(0.0158, 0.0151) == ("$0.0158", "$0.0151")
     assert dollars_apart(1234.5, 1.0) == ("$1,234.50", "$1.00")
     assert dollars_apart(0.0158, -0.0 + 0.0) == ("$0.02", "$0.00")
     # a cap that is not 0 is not said as $0.00 (a review's `--max-cost 0.0000001`)
-    assert dollars_apart(0.0123, 0.0000001) == ("$0.0123000", "$0.0000001")
-    assert dollars_apart(0.0123, 0.00001) == ("$0.01230", "$0.00001")
+    assert dollars_apart(0.0123, 0.0000001) == ("$0.01230000", "$0.00000010")
+    assert dollars_apart(0.0123, 0.00001) == ("$0.012300", "$0.000010")
+    # what is left under a cap is computed: its float's seventeen digits are not shown
+    assert dollars_apart(0.0058123, 0.8 - 0.7942) == ("$0.005812", "$0.005800")
+    assert beside_cap(0.0123, 0.0000001) == ("$0.0123000", "$0.0000001")
+    assert beside_cap(0.0123, 0.00001) == ("$0.01230", "$0.00001")
 
 
 @pytest.mark.parametrize(
@@ -268,9 +272,9 @@ def test_an_estimate_over_the_cap_is_said_with_decimals_enough_to_see_it() -> No
 def test_the_cap_is_said_as_given_and_the_estimate_above_it(
     cost: float, cap: float, said: tuple[str, str]
 ) -> None:
-    from engine.spend import dollars_apart
+    from engine.spend import beside_cap
 
-    assert dollars_apart(cost, cap) == said
+    assert beside_cap(cost, cap) == said
 
 
 def test_a_cap_of_a_tenth_of_a_cent_is_said_as_given(tmp_path: Path) -> None:
