@@ -45,6 +45,11 @@ def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
                 "rate_per_s": round(s.rate_per_s, 3),
                 # The time left the live table shows; None when not known (`LaneStats.eta_s`).
                 "eta_s": None if (eta := s.eta_s) is None else round(eta, 1),
+                # The most its own rpm and tpm allow (`LaneStats.limit_rate_per_s`): `status`
+                # counts its time left no faster, as the live table does.
+                "limit_rate_per_s": (
+                    None if (limit := s.limit_rate_per_s) is None else round(limit, 6)
+                ),
                 "pauses": s.pauses,
                 "paused_s": round(s.paused_s, 3),
                 "held_s": round(s.held_now_s, 1),  # left of the provider's hold, when written

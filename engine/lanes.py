@@ -181,6 +181,14 @@ class LaneStats:
     #: The spend cap's words (`SpendCap.message`) as they stood when the cap stopped the lane
     #: (its `reason` begins with them): the dispatch says them again as they are at its end.
     cap_words: str = ""
+    #: The lane's own limits (`ModelConfig.rpm`, `tpm`; None for none, and for a batch lane,
+    #: which they do not pace), and what its attempts were charged against `tpm` (the tokens
+    #: each reported, else its estimate) over how many: the most it may ask a second
+    #: (`limit_rate_per_s`), which its time left is never counted faster than.
+    rpm: float | None = None
+    tpm: float | None = None
+    tokens_booked: float = 0.0
+    attempts_booked: int = 0
     #: What the lane's times are read on (`time.monotonic`; a test's own clock).
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
 
@@ -269,12 +277,29 @@ class LaneStats:
         )
         return self.accepted / working if working > 0 else 0.0
 
+    def book_tokens(self, tokens: float) -> None:
+        """Count one attempt's tokens against `tpm` (`limit_rate_per_s`)."""
+        self.tokens_booked += tokens
+        self.attempts_booked += 1
+
+    @property
+    def limit_rate_per_s(self) -> float | None:
+        """Requests a second the lane's own limits allow at most: `rpm`'s, and `tpm`'s at the
+        tokens its attempts took on average (as `plan`'s "needs at least" counts by them);
+        None with neither (nor `tpm` alone before an attempt was counted)."""
+        rates = [self.rpm / 60.0] if self.rpm else []
+        if self.tpm and self.attempts_booked and self.tokens_booked > 0:
+            rates.append(self.tpm / 60.0 * self.attempts_booked / self.tokens_booked)
+        return min(rates) if rates else None
+
     @property
     def eta_s(self) -> float | None:
-        """Seconds left: the provider's hold, then the rest at `rate_per_s`; 0 once done,
-        None when not known (`engine.lane_counts.time_left_s`, which `status` counts by too)."""
+        """Seconds left: the provider's hold, then the rest at `rate_per_s`, never faster than
+        the lane's limits allow (`limit_rate_per_s`); 0 once done, None when not known
+        (`engine.lane_counts.time_left_s`, which `status` counts by too)."""
         return time_left_s(
-            self.state.value, self.planned - self.done, self.rate_per_s, self.held_now_s
+            self.state.value, self.planned - self.done, self.rate_per_s, self.held_now_s,
+            self.limit_rate_per_s,
         )
 
 
@@ -382,7 +407,7 @@ class Lane(LaneControl):
         self.spend = spend
         self.prices = prices_of(config) if spend is not None else None
         self._room_waits = 0  # workers waiting for room in the spend cap (`_reserve`)
-        self.stats = LaneStats(model=config.name, provider=adapter.provider)
+        self.stats = LaneStats(config.name, adapter.provider, rpm=config.rpm, tpm=config.tpm)
         start = config.concurrency or DEFAULT_CONCURRENCY
         if not 1 <= start <= MAX_CONCURRENCY:  # one worker per slot: see MAX_CONCURRENCY
             raise ValueError(
@@ -930,8 +955,13 @@ class Lane(LaneControl):
         )
 
     def _correct_tokens(self, estimate: int, tokens_in: int | None, tokens_out: int | None) -> None:
-        if self.tokens is not None and tokens_in is not None and tokens_out is not None:
+        if self.tokens is None:
+            return
+        if tokens_in is not None and tokens_out is not None:
             self.tokens.adjust(tokens_in + tokens_out - estimate)
+            self.stats.book_tokens(tokens_in + tokens_out)
+        else:
+            self.stats.book_tokens(estimate)
 
     def _respect_limits(self, limits: RateLimitInfo) -> None:
         """A provider saying "0 remaining until reset" holds the lane until the reset."""

@@ -84,7 +84,7 @@ def status(
     pending_failures, answers_rejected_on_reparse, failed (pending_failures less those),
     and from the engine's `logs/lanes.json`
     when present: lane_state, lane_message, rate_per_s, lane_held_s, lane_held_by,
-    lane_gave_up; and eta_s, `lane_eta_s`),
+    lane_gave_up, additive lane_limit_rate_per_s; and eta_s, `lane_eta_s`),
     `batch_jobs` (per batch model, per
     group of `engine.batch_jobs.STATUS_GROUPS`: jobs and lines), `batch_at_provider` (`jobs`
     not yet collected and the `queries` they hold, and additive `uncreated_jobs`, those of
@@ -394,6 +394,7 @@ def _lane_fields(lane: dict[str, Any]) -> dict[str, Any]:
         "lane_message": text("message"),
         "rate_per_s": number("rate_per_s"),
         "lane_held_s": number("held_s"),
+        "lane_limit_rate_per_s": number("limit_rate_per_s"),
         "lane_held_by": text("held_by"),
         "lane_gave_up": _gave_up(lane, number),
     }
@@ -413,12 +414,13 @@ def lane_eta_s(entry: dict[str, Any], *, live: bool) -> float | None:
     """A model's time left in seconds (`eta_s` of its `status` entry), as dispatch's
     `LaneStats.eta_s` counts it (`engine.lane_counts.time_left_s`), from what `lanes.json` last
     said of its lane and the answers the ledger holds: its provider's hold, then the rest at
-    its rate; 0 for a lane that is done; None when it cannot be told (no answer yet, the
-    provider down, no plan) or no lane will ask (the lane halted, or no run is live)."""
+    its rate, never faster than its own limits allow (`lane_limit_rate_per_s`); 0 for a lane
+    that is done; None when it cannot be told (no answer yet, the provider down, no plan) or
+    no lane will ask (the lane halted, or no run is live)."""
     planned = entry.get("planned")
     if not live or planned is None:
         return None
     return time_left_s(
         entry.get("lane_state"), planned - entry["accepted"], entry.get("rate_per_s"),
-        entry.get("lane_held_s"),
+        entry.get("lane_held_s"), entry.get("lane_limit_rate_per_s"),
     )

@@ -385,6 +385,7 @@ async def test_stop_event_leaves_rest_unaccepted(
     )
     await task
     assert summary.lanes["m"].state is LaneState.CANCELLED
+    assert summary.lanes["m"].limit_rate_per_s == 10.0  # its rpm 600: its time left's floor
     assert 0 < summary.accepted < 200 and summary.unaccepted == 200 - summary.accepted
     assert scan_responses(tmp_path / "run").collect().height == summary.accepted
 

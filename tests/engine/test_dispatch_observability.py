@@ -263,6 +263,51 @@ def test_a_hold_going_on_is_counted_once_in_the_time_left() -> None:
     assert lane.eta_s == pytest.approx(5.0 + 100 / (100 / 150))
 
 
+def test_the_time_left_is_never_shorter_than_the_lanes_own_limits_allow() -> None:
+    """140 queries at rpm 2: `plan` said "needs at least 1:10", the live line a minute in
+    "ETA 45:47" (0.048/s observed, its holds left out) and `status` 25:44, where some 68
+    minutes were left. The time left is counted no faster than the lane's `rpm` and `tpm`
+    allow; a lane slower than its limits keeps its own rate, and its other rules hold."""
+    from engine.lanefile import lane_states
+    from engine.status import lane_eta_s
+
+    now = [1_060.0]
+    lane = LaneStats(model="m", provider="p", planned=140, accepted=3, started=1_000.0,
+                     state=LaneState.RUNNING, rpm=2.0, clock=lambda: now[0])  # fmt: skip
+    assert lane.rate_per_s == pytest.approx(0.05)  # faster than rpm 2's 1/30 a second
+    assert lane.limit_rate_per_s == pytest.approx(1 / 30)
+    assert lane.eta_s == pytest.approx(137 * 30.0)  # 68:30, not 45:40
+    lane.held(1_090.0, "Retry-After")  # what is left of a hold comes first, as before
+    assert lane.eta_s == pytest.approx(30.0 + 137 * 30.0)
+    now[0] = 1_090.0
+    slow = LaneStats(model="s", provider="p", planned=140, accepted=3, started=10.0,
+                     state=LaneState.RUNNING, rpm=2.0, clock=lambda: now[0])  # fmt: skip
+    assert slow.eta_s == pytest.approx(137 / (3 / 1_080.0))  # slower than rpm 2: its own rate
+    # tpm: at the tokens its attempts took on average (4,000 at tpm 60,000: 15 a minute).
+    tokens = LaneStats(model="t", provider="p", planned=140, accepted=3, started=1_030.0,
+                       state=LaneState.RUNNING, tpm=60_000.0, clock=lambda: now[0])  # fmt: skip
+    assert tokens.limit_rate_per_s is None and tokens.eta_s == pytest.approx(137 / 0.05)
+    for used in (3_000, 5_000, 4_000):
+        tokens.book_tokens(used)
+    assert tokens.limit_rate_per_s == pytest.approx(0.25)  # not slower than 0.05: unchanged
+    tokens.rpm = 2.0  # the slower of the two limits
+    assert tokens.eta_s == pytest.approx(137 * 30.0)
+    # The documented rules stand: done is 0, no answer yet or a provider down is not known.
+    assert LaneStats(model="d", provider="p", planned=9, state=LaneState.DONE, rpm=2.0).eta_s == 0
+    fresh = LaneStats(model="f", provider="p", planned=9, started=1.0, rpm=2.0,
+                      state=LaneState.RUNNING, clock=lambda: now[0])  # fmt: skip
+    assert fresh.eta_s is None
+    fresh.state = LaneState.PROBING
+    assert fresh.eta_s is None
+    # The same number in `logs/lanes.json` and in `status` read from it.
+    written = lane_states([lane])["lanes"]["m"]
+    assert lane.eta_s is not None and written["eta_s"] == round(lane.eta_s, 1)
+    entry = {"planned": 140, "accepted": 3, "lane_state": "running",
+             "rate_per_s": written["rate_per_s"], "lane_held_s": written["held_s"],
+             "lane_limit_rate_per_s": written["limit_rate_per_s"]}  # fmt: skip
+    assert lane_eta_s(entry, live=True) == pytest.approx(lane.eta_s, abs=0.1)
+
+
 def test_an_outage_is_left_out_of_the_rate_and_told_as_such() -> None:
     """A lane probing a provider down for three minutes said "2.3/s, ETA 9:58", falling
     every minute; after it came back, the rate still counted the pause. While down, the line

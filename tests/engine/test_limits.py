@@ -251,6 +251,10 @@ async def test_token_rate_limit_paces_by_estimated_and_reported_tokens(
     # without the limit 16 calls take a few ms; with it, all but the burst wait for refill
     assert span >= (sum(used[:-1]) - bucket.capacity - estimate) / bucket.rate_per_s * 0.8
     assert span >= 0.5
+    # What the lane's time left is counted no faster than: tpm at the tokens reported.
+    stats = summary.lanes[config.name]
+    assert (stats.tpm, stats.rpm, stats.attempts_booked) == (tpm, None, len(used))
+    assert stats.limit_rate_per_s == pytest.approx(tpm / 60.0 / (sum(used) / len(used)))
 
 
 async def test_try_acquire_takes_at_once_but_never_overtakes_a_waiter() -> None:

@@ -588,3 +588,29 @@ def test_status_counts_a_lanes_time_left_and_given_up_as_dispatch_does(
     assert models["alpha"]["lane_gave_up"] == alpha.given_up == 3
     assert models["beta"]["lane_gave_up"] == beta.given_up == 2
     assert status(tmp_path)["models"]["alpha"]["eta_s"] is None  # no run is live
+
+
+def test_status_counts_a_lanes_time_left_no_faster_than_its_limits_allow(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """`status` said 25:44 left of 140 queries at rpm 2, the rate its first answers came at,
+    where some 68 minutes were: it reads the lane's limit from `lanes.json` and counts the
+    time left no faster, as the live line does."""
+    from engine.lanefile import write_lane_states
+    from engine.lanes import LaneState, LaneStats
+    from engine.runlock import PID_FILE, write_pid
+
+    kit.id_plan(tmp_path, {"alpha": 4, "beta": 2})
+    with Ledger.open(tmp_path) as ledger:
+        _populate(ledger, kit)  # alpha: 3 of 4 accepted
+    alpha = LaneStats(model="alpha", provider="sim", planned=4, accepted=3, rpm=2.0,
+                      state=LaneState.RUNNING, started=time.monotonic() - 6.0)  # fmt: skip
+    write_lane_states(tmp_path, [alpha])
+    write_pid(tmp_path)  # this process: the run is live
+    try:
+        models = status(tmp_path)["models"]
+    finally:
+        (tmp_path / PID_FILE).unlink()
+    assert models["alpha"]["lane_limit_rate_per_s"] == pytest.approx(1 / 30, abs=1e-6)
+    assert models["alpha"]["eta_s"] == pytest.approx(30.0, abs=0.01)  # not 2 s at 0.5/s
+    assert alpha.eta_s == pytest.approx(30.0)
