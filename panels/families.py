@@ -271,14 +271,21 @@ def family_from_mapping(raw: Mapping[str, Any], file: str = "<family>") -> Famil
     return family
 
 
-def check_well_posed(families: Iterable[Family]) -> None:
+def _the_families(families: Iterable[Family] | Mapping[str, Family]) -> list[Family]:
+    """The families of a mapping (what `load_families` gives: its values, not its ids, which
+    iterating it yields and the checks raised AttributeError on), or of any other iterable."""
+    return list(families.values() if isinstance(families, Mapping) else families)
+
+
+def check_well_posed(families: Iterable[Family] | Mapping[str, Family]) -> None:
     """Refuse a control with no `exact` value, a statement's text holding a control character
     or longer than `STATEMENT_TEXT_MAX`, and a statement that holds in no possible world
     (a model would be charged for any probability above 0: the author's typo), unless a
     control states it on purpose with `exact = 0`. For a design about to be frozen (a new run
     folder, `dutchbook plan`), as `check_one_form`: earlier builds ran such families, and a
-    folder they ran must stay resumable, scorable and reportable, so the loaders take them."""
-    for family in families:
+    folder they ran must stay resumable, scorable and reportable, so the loaders take them.
+    `families` may be `load_families`'s mapping (its values are checked)."""
+    for family in _the_families(families):
         file = str(family.path or "<family>")
         if len(family.statements) > MAX_STATEMENTS:
             raise FamilyError(
@@ -428,12 +435,13 @@ def _refuse_one_text_two_events(family: Family, file: str) -> None:
             )
 
 
-def check_one_form(families: Iterable[Family]) -> None:
+def check_one_form(families: Iterable[Family] | Mapping[str, Family]) -> None:
     """Refuse family ids, and a family's statement ids, written twice in two Unicode forms
     ("café" with U+00E9 and "cafe" + U+0301): drawn alike in every table, they are asked of a
     model as two answer keys it cannot tell apart. For a design about to be frozen (a new
-    run folder, `dutchbook plan`); a folder an earlier build ran with such a pair keeps it."""
-    families = list(families)
+    run folder, `dutchbook plan`); a folder an earlier build ran with such a pair keeps it.
+    `families` may be `load_families`'s mapping (its values are checked)."""
+    families = _the_families(families)
     clash = form_clash(families, lambda family: family.id)
     if clash is not None:
         other, family = clash

@@ -92,11 +92,16 @@ def evaluate(node: Node, assignment: Mapping[str, bool]) -> bool:
     return sum(evaluate(arg, assignment) for arg in node.args) == 1
 
 
-def truth_table(node: Node, columns: Mapping[str, npt.NDArray[np.bool_]]) -> npt.NDArray[np.bool_]:
+def truth_table(
+    node: Node | Formula, columns: Mapping[str, npt.NDArray[np.bool_]]
+) -> npt.NDArray[np.bool_]:
     """`evaluate` on many assignments at once: `columns` holds each variable's truth value in
     every assignment (boolean arrays of one length), the result the formula's, rule for rule
-    as `evaluate` (a `dutchbook check` space of 20 variables has 2^20 worlds)."""
-    return np.asarray(truth_tables([node], columns)[0], dtype=np.bool_)
+    as `evaluate` (a `dutchbook check` space of 20 variables has 2^20 worlds). A `Formula`,
+    as `parse` gives it, is read by its tree (`root`): the docs name the two in a row, and the
+    parsed one was an AttributeError ('Formula' object has no attribute 'args')."""
+    root = node.root if isinstance(node, Formula) else node
+    return np.asarray(truth_tables([root], columns)[0], dtype=np.bool_)
 
 
 def truth_tables(

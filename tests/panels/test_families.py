@@ -567,3 +567,20 @@ def test_a_statement_text_too_long_for_a_question_is_refused_for_a_new_design(
         f"{tmp_path / 'x.toml'}: statement 'y': 'text' must be at most 2,000 characters, not "
         "2,001 (a statement is one question; the joint arm asks a whole family in one prompt)"
     )
+
+
+def test_the_checks_take_load_families_mapping_as_well(tmp_path: Path) -> None:
+    """`check_one_form(load_families())` and `check_well_posed(load_families())` raised
+    AttributeError: iterating the mapping gave its ids. They check its values."""
+    _write(tmp_path, GOOD.format(id="caf\\u00e9"), "a.toml")
+    _write(tmp_path, GOOD.format(id="coins"), "b.toml")
+    families = load_families(tmp_path)
+    check_one_form(families)
+    check_well_posed(families)
+    _write(tmp_path, GOOD.format(id="cafe\\u0301"), "c.toml")
+    with pytest.raises(FamilyError, match=r"c\.toml: .*already used by .*a\.toml"):
+        check_one_form(load_families(tmp_path))
+    _write(tmp_path, PARTITION.replace('formula = "x"', 'formula = "x or not x"'), "b.toml")
+    (tmp_path / "c.toml").unlink()
+    with pytest.raises(FamilyError, match=r"b\.toml: "):
+        check_well_posed(load_families(tmp_path))

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from panels.algebra import Panel, PanelTooLarge
 from panels.events import Event
-from panels.formula import Node, evaluate, truth_table
+from panels.formula import Node, evaluate, parse, truth_table
 from panels.space import OutcomeSpace
 from runs.commands.check import read_input
 from tests.panels.formula_trees import formula_trees
@@ -189,3 +189,14 @@ def test_max_pairs_refuses_once_atoms_are_counted_and_before_they_are_built() ->
     repeated = np.repeat(holds, 1000, axis=1)
     assert Panel.from_truth_table(events, repeated, world, max_pairs=8).n_atoms == 4
     assert built == []
+
+
+def test_a_parsed_formula_is_taken_as_its_tree() -> None:
+    """docs/interfaces.md names `parse(text, variables) -> Formula`, then
+    `truth_table(node, columns)`: given what `parse` gave, it raised AttributeError ('Formula'
+    object has no attribute 'args'). A `Formula` is read by its `root`."""
+    formula = parse("a and not b", ["a", "b"])
+    columns = {"a": np.array([True, True, False, False]), "b": np.array([True, False, True, False])}
+    expected = [False, True, False, False]
+    assert truth_table(formula, columns).tolist() == expected
+    assert truth_table(formula.root, columns).tolist() == expected
