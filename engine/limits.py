@@ -9,16 +9,17 @@ of `rpm` it bursts a whole minute's budget at once, which a token-bucket provide
 tokens), cannot be corrected after the call from reported usage, and cannot be held shut until
 a provider's reset time. `TokenBucket` does all four with exact sleeps and FIFO order.
 
-Safety margin: a bucket of capacity `c` refilled at `r` per second admits fewer than
-`c + r * 60` units in any half-open 60-second window, so a refill rate of
-`(limit * (1 - margin) - c + 1) / 60` keeps this lane at or under `limit` per minute whatever
-window algorithm the provider uses, with `margin` (2%) to spare for requests bunched up in
-transit.
+Safety margin: a bucket of capacity `c` (one unit at least) refilled at `r` per second admits
+fewer than `c + r * 60` units in any half-open 60-second window, so a refill rate of
+`(min(limit * (1 - margin), floor(limit)) - c + 1) / 60` keeps this lane at or under `limit`
+per minute whatever window algorithm the provider uses (fewer than `floor(limit) + 1` whole
+requests), with `margin` (2%) to spare for requests bunched up in transit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 
@@ -71,8 +72,14 @@ class TokenBucket:
         """
         if limit <= 1:
             raise ValueError(f"a per-minute limit must exceed 1, got {limit}")
-        capacity = min(max(1.0, limit * burst_s / 60.0), limit / 4)
-        return cls((limit * (1.0 - margin) - capacity + 1.0) / 60.0, capacity, clock)
+        # At least one unit: a bucket holding less (a quarter of a limit under 4) takes a
+        # unit at less than one, so the bound below held no more (rpm 2 let 3 through in a
+        # minute, and 2.46 a minute in the long run).
+        capacity = max(1.0, min(limit * burst_s / 60.0, limit / 4))
+        # Whole units: fewer than `usable + 1` in any minute is at most `floor(limit)` (10.5
+        # let 11 through, when 2% of it is under one unit).
+        usable = min(limit * (1.0 - margin), math.floor(limit))
+        return cls((usable - capacity + 1.0) / 60.0, capacity, clock)
 
     def _refill(self, now: float) -> None:
         if now > self._stamp:
