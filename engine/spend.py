@@ -190,15 +190,30 @@ def beside_cap(estimate: float, cap: float) -> tuple[str, str]:
     cap: a computed amount (0.8 - 0.7942) has seventeen digits to show."""
     if not (math.isfinite(estimate) and math.isfinite(cap)):
         return f"${estimate:,.2f}", f"${cap:,.2f}"
-    typed = Decimal(repr(cap))  # the shortest text that reads back as `cap`: as typed
-    exponent = typed.as_tuple().exponent
-    places = max(2, -exponent if isinstance(exponent, int) else 0)
+    typed, places = _as_typed(cap)
     order = (estimate > cap) - (estimate < cap)
     for shown_places in range(places, places + 16):
         shown = Decimal(f"{estimate:.{shown_places}f}")
         if (shown > typed) - (shown < typed) == order and (shown != 0 or estimate == 0):
             return f"${estimate:,.{shown_places}f}", f"${typed:,.{places}f}"
     return f"${estimate:,.{places}f}", f"${typed:,.{places}f}"  # apart by less than that
+
+
+def typed_dollars(cap: float) -> str:
+    """A cap the user gave, in dollars as given (cents at least): `dollars` said
+    `--max-cost 0.00001` as "$0.0000"."""
+    if not math.isfinite(cap):
+        return f"${cap:,.2f}"
+    typed, places = _as_typed(cap)
+    return f"${typed:,.{places}f}"
+
+
+def _as_typed(cap: float) -> tuple[Decimal, int]:
+    """`cap` as the shortest text that reads back as it (as typed), and its decimals (two at
+    least)."""
+    typed = Decimal(repr(cap))
+    exponent = typed.as_tuple().exponent
+    return typed, max(2, -exponent if isinstance(exponent, int) else 0)
 
 
 #: What a live attempt's reservation is, in the cap's stop line.

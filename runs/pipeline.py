@@ -343,16 +343,16 @@ def check_cap_counts(spec: CampaignSpec, max_cost: float | None) -> None:
     """A finite `--max-cost` must have a paid model's usage to count: with no model priced
     the cap counts nothing, and a run meant to be capped would spend without limit (a warning
     at the start and a line at the end were all it got). The simulator's models cost nothing."""
-    from engine.spend import dollars, unpriced
+    from engine.spend import typed_dollars, unpriced
 
     if max_cost is None or math.isinf(max_cost):  # no cap (`run_campaign` makes inf None)
         return
     paid = any(m.provider != "sim" for m in spec.models)
     if paid and len(unpriced(spec.models)) == len(spec.models):
         raise RunError(
-            f"--max-cost {dollars(max_cost)} would cap nothing: no model of the spec has prices "
-            "(price_in and price_out, or batch prices for a batch model); add them, or leave "
-            "--max-cost out"
+            f"--max-cost {typed_dollars(max_cost)} would cap nothing: no model of the spec has "
+            "prices (price_in and price_out, or batch prices for a batch model); add them, or "
+            "leave --max-cost out"
         )
 
 

@@ -485,6 +485,10 @@ def test_a_max_cost_no_model_is_priced_for_is_refused_before_planning(
     assert code == 2, output
     assert_one_clean_line(output, "--max-cost $5.00 would cap nothing", "add them")
     assert not out.exists()
+    # a cap of a thousandth of a cent was said as "$0.0000", a cap of nothing
+    code, output = invoke("run", str(spec), "--max-cost", "0.00001", "--out", str(out))
+    assert code == 2, output
+    assert_one_clean_line(output, "--max-cost $0.00001 would cap nothing", "add them")
     # A cap with no limit (inf), or a paid model priced, is not refused; neither is a cap on a
     # campaign of the simulator's models alone, which cost nothing.
     for cap, prices, text in (

@@ -244,7 +244,7 @@ def test_plan_prints_a_fine_tunes_name_as_written(tmp_path: Path) -> None:
 
 def test_an_estimate_over_the_cap_is_said_with_decimals_enough_to_see_it() -> None:
     """An estimate of $0.0158 over a cap of $0.0151 read "$0.02 exceeds --max-cost $0.02"."""
-    from engine.spend import beside_cap, dollars_apart
+    from engine.spend import beside_cap, dollars_apart, typed_dollars
 
     assert dollars_apart(0.0158, 0.0151) == ("$0.0158", "$0.0151")
     assert dollars_apart(1234.5, 1.0) == ("$1,234.50", "$1.00")
@@ -256,6 +256,7 @@ def test_an_estimate_over_the_cap_is_said_with_decimals_enough_to_see_it() -> No
     assert dollars_apart(0.0058123, 0.8 - 0.7942) == ("$0.005812", "$0.005800")
     assert beside_cap(0.0123, 0.0000001) == ("$0.0123000", "$0.0000001")
     assert beside_cap(0.0123, 0.00001) == ("$0.01230", "$0.00001")
+    assert typed_dollars(0.015) == "$0.015" and typed_dollars(1234.5) == "$1,234.50"
 
 
 @pytest.mark.parametrize(
