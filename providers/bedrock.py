@@ -335,14 +335,16 @@ class BedrockAdapter:
             if effort not in _ADAPTIVE_EFFORTS:
                 raise ConfigError(
                     f"model {self._config.name!r}: reasoning_effort {effort!r} is not one of "
-                    f"{sorted(_ADAPTIVE_EFFORTS)}"
+                    f"{sorted(_ADAPTIVE_EFFORTS)}",
+                    key="reasoning_effort",
                 )
             return {"thinking": {"type": "adaptive"}, "output_config": {"effort": effort}}, True
         if any(_BUDGET_THINKING.search(name) for name in names):
             if effort not in _THINKING_BUDGETS:
                 raise ConfigError(
                     f"model {self._config.name!r}: reasoning_effort {effort!r} is not one of "
-                    f"{sorted(_THINKING_BUDGETS)}"
+                    f"{sorted(_THINKING_BUDGETS)}",
+                    key="reasoning_effort",
                 )
             cap = self._config.max_tokens
             # The budget must stay below maxTokens, whose Bedrock default we cannot see.
@@ -350,7 +352,8 @@ class BedrockAdapter:
             if budget < _MIN_THINKING_BUDGET:
                 raise ConfigError(
                     f"model {self._config.name!r}: extended thinking needs max_tokens above "
-                    f"{_MIN_THINKING_BUDGET}"
+                    f"{_MIN_THINKING_BUDGET}",
+                    key="max_tokens",
                 )
             return {"thinking": {"type": "enabled", "budget_tokens": budget}}, True
         return None, False

@@ -59,7 +59,8 @@ def create_adapter(config: ModelConfig, env: Mapping[str, str]) -> OpenAICompatA
     if not root:
         raise ConfigError(
             f"model {config.name!r} (openai): set base_url to the server's API root,"
-            " e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1"
+            " e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1",
+            key="base_url",
         )
     credential = None
     # A keyless server asking for a key says so only in its own words: name the spec key.

@@ -154,7 +154,8 @@ def check_values(config: ModelConfig, provider: str) -> None:
             accepted = ", ".join(repr(v) for v in rule.values)
             raise ConfigError(
                 f"model {config.name!r} ({provider}): {rule.option} {value!r} is not one "
-                f"this model takes ({accepted})"
+                f"this model takes ({accepted})",
+                key=rule.option,
             )
 
 
@@ -244,7 +245,8 @@ def token_field(config: ModelConfig, default: str) -> str:
     chosen = config.extra.get("token_field", default)
     if chosen not in TOKEN_FIELDS:
         raise ConfigError(
-            f"model {config.name!r}: token_field must be one of {', '.join(TOKEN_FIELDS)}"
+            f"model {config.name!r}: token_field must be one of {', '.join(TOKEN_FIELDS)}",
+            key="token_field",
         )
     return chosen
 

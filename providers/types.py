@@ -258,4 +258,12 @@ class Failure:
 
 
 class ConfigError(ValueError):
-    """A model entry cannot be used as written (missing credential, bad option)."""
+    """A model entry cannot be used as written (missing credential, bad option).
+
+    `key` is the spec key whose value is refused (`reasoning_effort`), where the raiser
+    knows it, for a message naming `models[i].<key>`; None for what the environment lacks.
+    """
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key

@@ -139,7 +139,8 @@ def uses_openai_endpoint(config: ModelConfig) -> bool:
         return False
     if chosen:
         raise ConfigError(
-            f"model {config.name!r}: endpoint must be 'openai' or 'gemini', not {chosen!r}"
+            f"model {config.name!r}: endpoint must be 'openai' or 'gemini', not {chosen!r}",
+            key="endpoint",
         )
     return config.model.startswith("meta/")
 
@@ -371,14 +372,16 @@ class VertexAdapter:
             if effort not in _THINKING_LEVELS:
                 raise ConfigError(
                     f"model {self._config.name!r}: reasoning_effort {effort!r} is not one of "
-                    f"{sorted(_THINKING_LEVELS)}"
+                    f"{sorted(_THINKING_LEVELS)}",
+                    key="reasoning_effort",
                 )
             return {"thinkingLevel": _THINKING_LEVELS[effort]}
         if _THINKING_BUDGET_MODEL.search(model):
             if effort not in _THINKING_BUDGETS:
                 raise ConfigError(
                     f"model {self._config.name!r}: reasoning_effort {effort!r} is not one of "
-                    f"{sorted(_THINKING_BUDGETS)}"
+                    f"{sorted(_THINKING_BUDGETS)}",
+                    key="reasoning_effort",
                 )
             if effort == "none" and "pro" in model:
                 return None  # 2.5 Pro cannot switch thinking off; recorded as omitted
@@ -391,7 +394,8 @@ class VertexAdapter:
                     f"model {self._config.name!r}: reasoning_effort {effort!r} gives "
                     f"{model} a thinking budget of {budget:,} tokens, which shares max_tokens "
                     f"({cap:,}): replies could end before any answer; raise max_tokens above "
-                    "the budget and the answer's length, or lower reasoning_effort"
+                    "the budget and the answer's length, or lower reasoning_effort",
+                    key="reasoning_effort",
                 )
             return {"thinkingBudget": budget}
         return None

@@ -79,6 +79,7 @@ from runs.folder_moved import moved_said
 from runs.leftovers import remove_orphaned_scratch, scratch_folder
 from runs.lost_answers import answers_refusal
 from runs.memory import release_heap
+from runs.model_options import check_model_options
 from runs.output import stdout_console
 from runs.phases import PhaseClock
 from runs.plan_checksums import answers_outside_plan, plan_damage, plan_damage_unless_written
@@ -417,7 +418,10 @@ def check_credentials(spec: CampaignSpec, env: Mapping[str, str]) -> None:
     Building the adapter is the check: it is what the run would do, so the message is the
     provider module's own (naming the model and the variables, never their values), the
     first model's in full and the others' names after it: one at a time, a campaign of five
-    providers took five runs to learn what each lacked.
+    providers took five runs to learn what each lacked. After
+    `runs.model_options.check_model_options`, which refuses the spec's own bad values (no
+    hint of --rehearse: a rehearsal would refuse them too), so what is lacking here is the
+    environment's, which a rehearsal's fake credentials stand in for.
     """
     failed: list[tuple[int, ModelConfig, ConfigError]] = []
     for index, model in enumerate(spec.models):
@@ -550,6 +554,9 @@ async def run_campaign(
     spec = load_spec(spec_path)
     faults = simulator_faults(spec, rehearse, faults, sim_url)
     check_cap_counts(spec, max_cost)
+    # Before the folder is touched: a rehearsal built its models only after saving the
+    # design, and the corrected spec was then refused as another design.
+    check_model_options(spec, rehearse=rehearse, credentials=sim_credentials)
     run_dir = Path(out) if out else default_run_dir(spec)
     # A resume's too (`batch_max_lines` may change on resume), but by the queries it has left
     # to ask, once the folder is held (`_check_batch_left`).

@@ -1,0 +1,87 @@
+"""A model's option values are checked as its run builds it, before a run folder is touched
+(`runs.model_options`): a rehearsal refused a bad `reasoning_effort` only after saving the
+folder's design, so the corrected spec was then refused as another design."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from runs.cli import app
+from runs.model_options import check_model_options
+from runs.spec import SpecError, load_spec
+
+SPEC = """
+name = "options"
+seed = 2
+[data]
+stock_days = 2
+[[models]]
+name = "m"
+{model}
+[[arms]]
+name = "baseline"
+"""
+GROQ = 'provider = "groq"\nmodel = "openai/gpt-oss-120b"\nreasoning_effort = "{effort}"'
+BEDROCK = (
+    'provider = "bedrock"\nmodel = "anthropic.claude-opus-4-6-v1"\n'
+    'reasoning_effort = "{effort}"\nmax_tokens = 4000'
+)
+
+
+def write_spec(tmp_path: Path, model: str) -> Path:
+    path = tmp_path / "spec.toml"
+    path.write_text(SPEC.format(model=model), encoding="utf-8")
+    return path
+
+
+def test_a_rehearsal_refuses_a_bad_value_before_its_folder_is_made(tmp_path: Path) -> None:
+    """The refusal names the file and the key, leaves no folder, and the corrected spec then
+    runs into the same --out (it was refused: "run with a different design")."""
+    spec, out = write_spec(tmp_path, GROQ.format(effort="extreme")), tmp_path / "R"
+    refused = CliRunner().invoke(app, ["run", str(spec), "--out", str(out), "--rehearse"])
+    assert refused.exit_code == 2, refused.output
+    assert f"{spec}: models[0].reasoning_effort: " in refused.output, refused.output
+    assert "'extreme' is not one this model takes" in refused.output, refused.output
+    assert "--rehearse" not in refused.output, refused.output
+    assert not out.exists()
+    write_spec(tmp_path, GROQ.format(effort="low"))
+    ran = CliRunner().invoke(app, ["run", str(spec), "--out", str(out), "--rehearse"])
+    assert ran.exit_code == 0, ran.output
+
+
+@pytest.mark.parametrize("model", [GROQ, BEDROCK], ids=["groq", "bedrock"])
+@pytest.mark.parametrize("rehearse", [True, False])
+def test_a_bad_reasoning_effort_is_the_specs_key(
+    tmp_path: Path, model: str, rehearse: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rehearsing or not, with no credential set: the value is refused, not the environment."""
+    for variable in ("GROQ_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_BEARER_TOKEN_BEDROCK"):
+        monkeypatch.delenv(variable, raising=False)
+    spec = load_spec(write_spec(tmp_path, model.format(effort="extreme")))
+    with pytest.raises(SpecError) as info:
+        check_model_options(spec, rehearse=rehearse)
+    assert info.value.key == "models[0].reasoning_effort", info.value
+    assert "'extreme'" in str(info.value)
+    check_model_options(load_spec(write_spec(tmp_path, model.format(effort="low"))))
+
+
+def test_a_bad_value_is_refused_without_the_rehearse_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a key set, the value alone is wrong: --rehearse (offered for a missing key) would
+    not mend it. Without one, a good value's refusal still offers it."""
+    monkeypatch.setenv("GROQ_API_KEY", "not-a-real-key")
+    spec = write_spec(tmp_path, GROQ.format(effort="extreme"))
+    refused = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "R")])
+    assert refused.exit_code == 2, refused.output
+    assert f"{spec}: models[0].reasoning_effort: " in refused.output, refused.output
+    assert "--rehearse" not in refused.output, refused.output
+    monkeypatch.delenv("GROQ_API_KEY")
+    write_spec(tmp_path, GROQ.format(effort="low"))
+    lacking = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "R")])
+    assert lacking.exit_code == 2, lacking.output
+    assert "set GROQ_API_KEY" in lacking.output and "--rehearse" in lacking.output
+    assert not (tmp_path / "R").exists()
