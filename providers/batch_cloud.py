@@ -67,11 +67,14 @@ def split_bucket(uri: str | None, scheme: str, model: str) -> tuple[str, str]:
     """(bucket, prefix without slashes) of `s3://bucket/prefix` or `gs://bucket/prefix`."""
     if not uri or not uri.startswith(f"{scheme}://"):
         raise ConfigError(
-            f"model {model!r}: batch dispatch needs batch_bucket = \"{scheme}://bucket/prefix\""
+            f"model {model!r}: batch dispatch needs batch_bucket = \"{scheme}://bucket/prefix\"",
+            key="batch_bucket",
         )
     bucket, _, prefix = uri[len(scheme) + 3 :].partition("/")
     if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]", bucket):
-        raise ConfigError(f"model {model!r}: {bucket!r} is not a valid bucket name")
+        raise ConfigError(
+            f"model {model!r}: {bucket!r} is not a valid bucket name", key="batch_bucket"
+        )
     return bucket, prefix.strip("/")
 
 

@@ -13,6 +13,7 @@ simulator (`providers.sim.rehearse.rehearse_model`); `run` and `plan`, as the sp
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,7 +74,8 @@ def _as_built(
     model: ModelConfig, rehearse: bool, workdir: Path, credentials: SimCredentials | None
 ) -> tuple[ModelConfig, dict[str, str]]:
     """The model as its run builds it and the environment it is built with: the simulator's
-    fake credentials (and, for a model as written, a stand-in for its `base_url_env`)."""
+    fake credentials (and, for a model as written, stand-ins for its `base_url_env` and a
+    batch model's bucket and role, as a rehearsal's)."""
     from providers.sim.credentials import DEFAULT_CREDENTIALS
     from providers.sim.rehearse import rehearse_model
 
@@ -85,4 +87,10 @@ def _as_built(
     variable = model.extra.get("base_url_env")
     if variable:  # a local server's root is the environment's to give, as a key is
         env[variable] = rehearsed.base_url or STAND_IN_ROOT
-    return model, env
+    # A batch model's bucket and role are the account's, as its key is: `plan` prices a
+    # Bedrock batch campaign before they exist (`check_credentials` asks for them at `run`).
+    return replace(
+        model,
+        batch_bucket=model.batch_bucket or rehearsed.batch_bucket,
+        batch_role_arn=model.batch_role_arn or rehearsed.batch_role_arn,
+    ), env

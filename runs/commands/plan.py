@@ -16,6 +16,7 @@ from providers.types import ModelConfig
 from runs.batch_bytes import PlannedSizes
 from runs.commands._errors import interrupt_says_rerun, path_given, user_errors
 from runs.design import check_new_design
+from runs.model_options import check_model_options
 from runs.output import print_text, stdout_console
 from runs.planner import estimate, summarise
 from runs.planning_progress import PlanningProgress
@@ -45,6 +46,9 @@ def plan(
         spec = load_spec(spec_path)
         units = UnitSource.from_spec(spec)
         check_new_design(spec, units)
+        # The values `run` builds each model with (a groq `reasoning_effort`, an openai
+        # model's `base_url`), which plan passed and run refused; keys are not asked for.
+        check_model_options(spec)
         check_batch_floor(spec)
         sized = PlannedSizes(spec)  # a batch_max_bytes is judged by the lines it cuts
         with PlanningProgress(Console(stderr=True, emoji=False), spec.name) as shown:

@@ -85,3 +85,46 @@ def test_a_bad_value_is_refused_without_the_rehearse_hint(
     assert lacking.exit_code == 2, lacking.output
     assert "set GROQ_API_KEY" in lacking.output and "--rehearse" in lacking.output
     assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "key"),
+    [
+        (GROQ.format(effort="extreme"), "reasoning_effort"),
+        ('provider = "openai"\nmodel = "gpt-4o"\napi_key_env = "MY_OPENAI_KEY"', "base_url"),
+    ],
+    ids=["reasoning_effort", "base_url"],
+)
+def test_plan_refuses_what_run_refuses(
+    tmp_path: Path, model: str, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`plan` passed these (exit 0) and `run` refused them."""
+    monkeypatch.delenv("MY_OPENAI_KEY", raising=False)
+    spec = write_spec(tmp_path, model)
+    refused = CliRunner().invoke(app, ["plan", str(spec)])
+    assert refused.exit_code == 2, refused.output
+    assert f"{spec}: models[0].{key}: " in refused.output, refused.output
+
+
+def test_plan_asks_for_no_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model whose key is not set is planned: the key is the run's to find."""
+    for variable in ("GROQ_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_BEARER_TOKEN_BEDROCK"):
+        monkeypatch.delenv(variable, raising=False)
+    for model in (GROQ.format(effort="low"), BEDROCK.format(effort="high")):
+        planned = CliRunner().invoke(app, ["plan", str(write_spec(tmp_path, model))])
+        assert planned.exit_code == 0, planned.output
+
+
+def test_plan_refuses_a_batch_bucket_run_refuses_but_asks_for_none(tmp_path: Path) -> None:
+    """A bucket name S3 refuses is the spec's; a batch model with no bucket or role yet is
+    planned (a rehearsal fills them in; `run` asks for them as for a key)."""
+    model = (
+        'provider = "bedrock"\nmodel = "anthropic.claude-sonnet-4-5"\nregion = "us-east-1"\n'
+        'dispatch = "batch"\n'
+    )
+    planned = CliRunner().invoke(app, ["plan", str(write_spec(tmp_path, model))])
+    assert planned.exit_code == 0, planned.output
+    spec = write_spec(tmp_path, model + 'batch_bucket = "s3://b/runs"')
+    refused = CliRunner().invoke(app, ["plan", str(spec)])
+    assert refused.exit_code == 2, refused.output
+    assert f"{spec}: models[0].batch_bucket: " in refused.output, refused.output

@@ -347,7 +347,7 @@ name = "sonnet"
 provider = "bedrock"
 model = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 dispatch = "batch"
-batch_bucket = "s3://b/runs"
+batch_bucket = "s3://dutchbook-batch/runs"  # `plan` builds the batch client
 batch_role_arn = "arn:aws:iam::123456789012:role/batch"
 [[arms]]
 name = "baseline"
