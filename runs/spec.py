@@ -209,6 +209,37 @@ _EXTRA_KEYS = (
 )
 
 
+#: Model keys only some providers' adapters read, by the providers that read them: on another
+#: provider's model one was taken and ignored (`region = "us-east-1"` on an openai model ran
+#: without a word), though unknown keys are refused. `base_url_env` has its own refusal
+#: (`_check_base_url_env`); the other keys are read by every provider, or are the run's own.
+PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
+    "region": ("bedrock",),
+    "project": ("vertex",),
+    "location": ("vertex",),
+    "api_version": ("azure", "vertex"),
+    "batch_bucket": ("bedrock", "vertex"),
+    "batch_role_arn": ("bedrock",),
+    "deployment": ("azure",),
+    "endpoint": ("vertex",),
+    "personality": ("sim",),
+    # Bedrock's Converse sends its own `maxTokens`; every OpenAI-shaped body takes either name.
+    "token_field": ("openai", "groq", "deepinfra", "azure", "sim", "vertex"),
+}
+
+
+def _check_provider_keys(entry: Mapping[str, Any], path: Path, where: str) -> None:
+    """Refuse a key that no adapter of this model's provider reads (`PROVIDER_KEYS`)."""
+    provider = entry["provider"]
+    for key, providers in PROVIDER_KEYS.items():
+        if key in entry and provider not in providers:
+            raise SpecError(
+                path, where + key,
+                f"a key of {', '.join(providers)} models, not of {provider}: no {provider} "
+                "model reads it; remove it",
+            )  # fmt: skip
+
+
 def read_spec_table(path: Path) -> tuple[dict[str, Any], str]:
     """A spec file's TOML table and text, read as every input file is (bounded, a device
     refused, nesting and integer length guarded); `SpecError` in one line otherwise. What
@@ -783,6 +814,7 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
             )  # fmt: skip
     _check_base_url_env(entry, path, where)
     _check_sim_base_url(entry, path, where)
+    _check_provider_keys(entry, path, where)
     _check_price_provenance(entry, path, where)
     _check_batch(entry, path, where)
     if "personality" in entry:

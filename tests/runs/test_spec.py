@@ -233,8 +233,8 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
          "sim_faults", "'server_error' must be >= 0 and <= 1, not nan"),
         # `plan` took both; `run` refused the first only after writing its folder, and the
         # second was dropped without a word (the id decides)
-        (("max_tokens = 8192", 'max_tokens = 8192\npersonality = "nope"'),
-         "models[1].personality",
+        (("rpm = 600", 'rpm = 600\npersonality = "nope"'),
+         "models[0].personality",
          "one of coherent, noisy, anchored, framing, fraction, not 'nope'"),
         (("rpm = 600", 'rpm = 600\npersonality = "noisy"'), "models[0].personality",
          "the personality the model id 'sim-coherent' names (coherent), or no personality key, "
@@ -258,7 +258,7 @@ def test_bad_specs_name_the_key(
 def test_a_personality_the_model_id_agrees_with_or_does_not_name_loads(tmp_path: Path) -> None:
     text = GOOD.replace("rpm = 600", 'rpm = 600\npersonality = "coherent"', 1).replace(
         "max_tokens = 8192", 'max_tokens = 8192\npersonality = "framing"', 1
-    )
+    ).replace('provider = "groq"', 'provider = "sim"', 1)  # a groq model has no personality
     spec = load_spec(write(tmp_path, text), arm_names=ARMS)
     assert spec.model("a").extra["personality"] == "coherent"
     assert spec.model("b").extra["personality"] == "framing"
@@ -672,3 +672,49 @@ def test_a_key_pasted_as_a_toml_key_is_refused_never_quoted(tmp_path: Path, line
                   arm_names=ARMS)
     assert "abcdefgh12345678" not in str(info.value), str(info.value)
     assert info.value.key == "models[0].<a key>"
+
+
+@pytest.mark.parametrize(
+    ("model", "key", "said"),
+    [
+        ('provider = "openai"\nmodel = "x"\nbase_url = "https://api.openai.com/v1"\n'
+         'region = "us-east-1"', "region", "a key of bedrock models, not of openai"),
+        ('provider = "groq"\nmodel = "openai/gpt-oss-120b"\nregion = "eu"', "region",
+         "a key of bedrock models, not of groq"),
+        ('provider = "bedrock"\nmodel = "m"\nlocation = "us-central1"', "location",
+         "a key of vertex models, not of bedrock"),
+        ('provider = "groq"\nmodel = "m"\napi_version = "2024-10-21"', "api_version",
+         "a key of azure, vertex models, not of groq"),
+        ('provider = "groq"\nmodel = "m"\npersonality = "noisy"', "personality",
+         "a key of sim models, not of groq"),
+        ('provider = "bedrock"\nmodel = "m"\ntoken_field = "max_tokens"', "token_field",
+         "not of bedrock"),
+    ],
+)
+def test_a_key_of_another_provider_is_refused(
+    tmp_path: Path, model: str, key: str, said: str
+) -> None:
+    """It was taken and ignored: the run completed as if it were not there."""
+    text = (
+        'name = "k"\n[[models]]\nname = "m"\n' + model + '\n[[arms]]\nname = "baseline"\n'
+    )
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, text), arm_names=ARMS)
+    assert info.value.key == f"models[0].{key}", info.value
+    assert said in str(info.value), info.value
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        'provider = "bedrock"\nmodel = "m"\nregion = "us-east-1"',
+        'provider = "vertex"\nmodel = "m"\nproject = "p"\nlocation = "us-central1"\n'
+        'api_version = "v1"',
+        'provider = "azure"\nmodel = "m"\ndeployment = "d"\napi_version = "2024-10-21"',
+        'provider = "sim"\nmodel = "sim-x"\npersonality = "noisy"',
+        'provider = "groq"\nmodel = "m"\ntoken_field = "max_tokens"',
+    ],
+)
+def test_a_key_of_the_models_provider_is_taken(tmp_path: Path, model: str) -> None:
+    text = 'name = "k"\n[[models]]\nname = "m"\n' + model + '\n[[arms]]\nname = "baseline"\n'
+    assert load_spec(write(tmp_path, text), arm_names=ARMS).models[0].name == "m"
