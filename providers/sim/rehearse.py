@@ -12,7 +12,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from providers.sim.credentials import DEFAULT_CREDENTIALS, SimCredentials
-from providers.sim.forecasters import PERSONALITIES, named_personality
 from providers.types import ConfigError, ModelConfig
 
 #: Where each provider's adapter finds its paths under the simulator root.
@@ -35,6 +34,10 @@ DEFAULT_LOCATION = "us-central1"
 
 def _sim_model(config: ModelConfig) -> str:
     """Simulated models carry their personality in the id, which the server reads."""
+    # Here, not at import: a run checks every model's options through `rehearse_model`
+    # (`runs.model_options`), and the forecasters cost a paid campaign's start 18 ms.
+    from providers.sim.forecasters import PERSONALITIES, named_personality
+
     personality = config.extra.get("personality")
     if personality is None or named_personality(config.model) is not None:
         return config.model
