@@ -32,7 +32,7 @@ from engine.console_lines import duration, lane_state_said, plural
 from engine.durable import DiskFull
 from engine.http import BrokenReply, HttpClient
 from engine.lane_counts import GAVE_UP_KEYS, time_left_s
-from engine.limits import Hold, TokenBucket, estimate_tokens
+from engine.limits import Hold, TokenBucket, estimate_tokens, whole_per_minute
 from engine.logs import EngineLog
 from engine.outage import Outage, OutagePolicy, append_pause
 from engine.plan import PlanItem
@@ -287,7 +287,7 @@ class LaneStats:
         """Requests a second the lane's own limits allow at most: `rpm`'s, and `tpm`'s at the
         tokens its attempts took on average (as `plan`'s "needs at least" counts by them);
         None with neither (nor `tpm` alone before an attempt was counted)."""
-        rates = [self.rpm / 60.0] if self.rpm else []
+        rates = [whole_per_minute(self.rpm) / 60.0] if self.rpm else []  # 10 of rpm 10.5
         if self.tpm and self.attempts_booked and self.tokens_booked > 0:
             rates.append(self.tpm / 60.0 * self.attempts_booked / self.tokens_booked)
         return min(rates) if rates else None

@@ -11,9 +11,9 @@ a provider's reset time. `TokenBucket` does all four with exact sleeps and FIFO 
 
 Safety margin: a bucket of capacity `c` (one unit at least) refilled at `r` per second admits
 fewer than `c + r * 60` units in any half-open 60-second window, so a refill rate of
-`(min(limit * (1 - margin), floor(limit)) - c + 1) / 60` keeps this lane at or under `limit`
-per minute whatever window algorithm the provider uses (fewer than `floor(limit) + 1` whole
-requests), with `margin` (2%) to spare for requests bunched up in transit.
+`(floor(limit) * (1 - margin) - c + 1) / 60` keeps this lane at or under `limit` per minute
+whatever window algorithm the provider uses (fewer than `floor(limit) + 1` whole requests),
+with `margin` (2%) to spare for requests bunched up in transit.
 """
 
 from __future__ import annotations
@@ -22,6 +22,12 @@ import asyncio
 import math
 import time
 from collections.abc import Callable
+
+
+def whole_per_minute(limit: float) -> int:
+    """The whole requests a minute a per-minute `limit` allows: 10 of 10.5 (a lane's bucket
+    paces a request limit by it, and `plan`'s floor and a lane's time left count by it)."""
+    return math.floor(limit)
 
 
 class TokenBucket:
@@ -77,8 +83,8 @@ class TokenBucket:
         # minute, and 2.46 a minute in the long run).
         capacity = max(1.0, min(limit * burst_s / 60.0, limit / 4))
         # Whole units: fewer than `usable + 1` in any minute is at most `floor(limit)` (10.5
-        # let 11 through, when 2% of it is under one unit).
-        usable = min(limit * (1.0 - margin), math.floor(limit))
+        # let 11 through, when 2% of it is under one unit), the margin kept below that.
+        usable = whole_per_minute(limit) * (1.0 - margin)
         return cls((usable - capacity + 1.0) / 60.0, capacity, clock)
 
     def _refill(self, now: float) -> None:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.console_lines import plural
+from engine.limits import whole_per_minute
 from providers.types import ModelConfig
 from runs.batch_bytes import PlannedSizes
 from runs.commands._errors import interrupt_says_rerun, path_given, user_errors
@@ -74,7 +75,7 @@ def _floor_hours(model: ModelConfig, row: dict[str, Any]) -> float | None:
     if row.get("dispatch") == "batch" or (model.rpm is None and model.tpm is None):
         return None
     minutes = max(
-        row["queries"] / model.rpm if model.rpm else 0.0,
+        row["queries"] / whole_per_minute(model.rpm) if model.rpm else 0.0,  # 10 of 10.5
         (row["tokens_in"] + row["tokens_out"]) / model.tpm if model.tpm else 0.0,
     )
     return minutes / 60.0

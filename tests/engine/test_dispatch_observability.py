@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -277,6 +278,9 @@ def test_the_time_left_is_never_shorter_than_the_lanes_own_limits_allow() -> Non
     assert lane.rate_per_s == pytest.approx(0.05)  # faster than rpm 2's 1/30 a second
     assert lane.limit_rate_per_s == pytest.approx(1 / 30)
     assert lane.eta_s == pytest.approx(137 * 30.0)  # 68:30, not 45:40
+    # a fractional limit paces whole requests (`engine.limits.whole_per_minute`): rpm 10.5
+    # sends 10 a minute, and its time left counts them so
+    assert replace(lane, rpm=10.5).limit_rate_per_s == pytest.approx(10 / 60)
     lane.held(1_090.0, "Retry-After")  # what is left of a hold comes first, as before
     assert lane.eta_s == pytest.approx(30.0 + 137 * 30.0)
     now[0] = 1_090.0

@@ -17,7 +17,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from runs.cli import app
-from runs.commands.plan import _print_tables, limit_floors
+from runs.commands.plan import _floor_hours, _print_tables, limit_floors
 from runs.pipeline import RunError, run_campaign
 from runs.plan_estimate import _KEPT
 from runs.planner import PlanLine, price_lines, summarise
@@ -203,6 +203,12 @@ def test_rate_limits_that_hold_a_model_to_hours_are_said_by_hand() -> None:
         "at its rate limits (rpm 2, tpm 10,000), b needs at least 2:05 (hours:minutes) for its "
         "5 queries"
     ]
+    # A fractional rpm paces whole requests: 1.5 sends 1 a minute, so 5 queries at rpm 1.5
+    # and tpm 1e9 take 5 minutes (3:20 at 1.5), 75 queries an hour and a quarter.
+    one = {**RAW["models"][1], "rpm": 1.5, "tpm": 1e9}  # type: ignore[index]
+    slow = parse_spec({**RAW, "models": [one]}, Path("costs.toml"), arm_names={"baseline"})
+    row = {"queries": 75, "tokens_in": 0, "tokens_out": 0, "dispatch": "live"}
+    assert _floor_hours(slow.models[0], row) == pytest.approx(75 / 60)
 
 
 def test_plan_says_the_floor_and_its_json_carries_it(tmp_path: Path) -> None:
