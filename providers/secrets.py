@@ -123,10 +123,11 @@ def looks_like_credential(text: str) -> bool:
     a digit, not inside a word, or a query string's value that is one; and an AWS access key
     id's exact shape (`_AWS_KEY_ID`) with or without a digit, whose 16 characters after
     AKIA or ASIA may all be letters ("AKIAABCDEFGHIJKLMNOP" passed, and was frozen into the
-    run folder). Stricter than the masking, which may mask a look-alike at no cost: a spec
-    must not refuse a model id "llama-3-8b-sk-instruct", an Azure resource
-    "proj-sk-prod-eastus2-001", a GCP project "asiaforecasting2024", a lab "Aizawa", or a
-    price source's "?key=pricing2025" link."""
+    run folder), a suffix after it or not ("AKIAABCDEFGHIJKLMNOP-x"). Stricter than the
+    masking, which may mask a look-alike at no cost: a spec must not refuse a model id
+    "llama-3-8b-sk-instruct", an Azure resource "proj-sk-prod-eastus2-001", a GCP project
+    "asiaforecasting2024", a lab "Aizawa", a name ending in a key id's letters
+    "lab-AKIAABCDEFGHIJKLMNOP", or a price source's "?key=pricing2025" link."""
     if not _may_hold_shape(text):
         return False
     if _AWS_KEY_ID.search(text):
@@ -158,9 +159,11 @@ def looks_like_unprefixed_key(name: str) -> bool:
 #: `_SHAPES` with its prefixes in the case keys have them ("AIza", "ASIA", "sk-"): what a
 #: spec is searched with (`looks_like_credential`), where "Aizawa" is a name, not a key.
 _KEY_SHAPES = re.compile(_SHAPES.pattern, re.DOTALL)
-#: An AWS access key id as a whole word: AKIA (long-term) or ASIA (temporary) and 16
-#: upper-case letters or digits, 20 characters, not inside a word or a name (`-._` beside it).
-_AWS_KEY_ID = re.compile(r"(?<![\w.-])(?:AKIA|ASIA)[A-Z0-9]{16}(?![\w-])")
+#: An AWS access key id: AKIA (long-term) or ASIA (temporary) and 16 upper-case letters or
+#: digits, 20 characters, not inside a word, nor at the end of a name (`-._` before it, as
+#: "lab-AKIA..."). A `-._` after it is a suffix, how a key gets pasted ("AKIA...-x" passed
+#: while the digit-bearing key, read by `_KEY_SHAPES`, was refused): refused.
+_AWS_KEY_ID = re.compile(r"(?<![\w.-])(?:AKIA|ASIA)[A-Z0-9]{16}(?![^\W_])")
 #: The shortest credential `looks_like_credential` takes for one (every provider's keys and
 #: AWS's access key ids are longer; the shapes' prefixes count).
 _CREDENTIAL_CHARS = 16

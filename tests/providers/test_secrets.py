@@ -18,6 +18,7 @@ from providers.secrets import (
     Secret,
     _mask_shape,
     first_set,
+    looks_like_credential,
     redact,
     redact_failure,
     redact_result,
@@ -399,3 +400,17 @@ def test_redact_failure_and_result_leave_clean_replies_as_they_are() -> None:
     assert redact_failure(failure, [Secret("a-key-0123456789")]) is failure
     completion = Completion("0.4", "stop", 1, 1, "rid", "m")
     assert redact_result(completion, [Secret("a-key-0123456789")]) is completion
+
+
+@pytest.mark.parametrize("key", ["AKIAABCDEFGHIJKLMNOP", "AKIAIOSFODNN7EXAMPLE"])
+@pytest.mark.parametrize("suffix", ["-x", ".v2", "_old", ""])
+def test_an_aws_key_id_with_a_suffix_is_a_credential_letters_alone_or_not(
+    key: str, suffix: str
+) -> None:
+    """A key pasted with a suffix after it: "AKIAABCDEFGHIJKLMNOP-x" passed (a `-` after
+    read as inside a word) where "AKIAIOSFODNN7EXAMPLE-x" was refused. A name before it
+    ("lab-AKIA...") is a name: neither is refused."""
+    assert looks_like_credential(f"{key}{suffix}")
+    assert looks_like_credential(f"ours: {key}{suffix}, kept")
+    assert not looks_like_credential(f"lab-{key}")
+    assert not looks_like_credential(f"lab.{key}")

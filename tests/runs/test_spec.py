@@ -397,6 +397,9 @@ def test_every_credential_spelling_is_refused_with_the_way_to_give_one(
         # an AWS access key id of letters alone: the digit the other shapes need is not in it
         ('about = "AKIAABCDEFGHIJKLMNOP"', "models[0].about"),
         ('about = "temporary: ASIAQWERTYUIOPASDFGH"', "models[0].about"),
+        # a suffix after it (a `-` read as inside a word let it pass; a digit-bearing key not)
+        ('about = "AKIAABCDEFGHIJKLMNOP-x"', "models[0].about"),
+        ('about = "AKIAABCDEFGHIJKLMNOP_old"', "models[0].about"),
         # a key as a query string's value: the query shape had swallowed it whole
         ('about = "via https://x.example/v1?key=AIzaSyD-1234567890abcdefghijklmnopqrs"',
          "models[0].about"),
