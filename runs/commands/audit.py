@@ -108,7 +108,8 @@ def _stopped_early(report: Audit, writer: dict[str, Any] | None) -> str | None:
     audit's `lane_ends`; a spend cap's stop is `cancelled` too, and running the same command
     again asks nothing more until `--max-cost` is raised, as its own line says). A tester's
     audit of a run stopped by SIGTERM called its unanswered failed requests given up, where
-    `status` calls them pending and the audit's own last line said a resume asks them."""
+    `status` calls them pending and the audit's own last line said a resume asks them. A
+    lane that stopped (`_lane_stopped`) is said too: its requests are asked by a resume."""
     from engine.lanes import STOP_REQUESTED
 
     if writer is not None:  # not alive: `live` is checked first
@@ -116,7 +117,38 @@ def _stopped_early(report: Audit, writer: dict[str, Any] | None) -> str | None:
     stopped = ("cancelled", STOP_REQUESTED)
     if any((end["state"], end["reason"]) == stopped for end in report.lane_ends):
         return "the run was stopped before it ended"
-    return None
+    return _lane_stopped(report)
+
+
+def _lane_stopped(report: Audit) -> str | None:
+    """Which lanes with requests given up stopped (`stopped`: their provider down past
+    `max_down_s` or never answering, a streak of permanent failures), and why, or None. A
+    tester's audit of a lane stopped while its provider was down called its requests "given
+    up" by their `max_attempts` after two or three attempts each, where `status` calls them
+    pending: a resume starts the lane again and asks them."""
+    from engine.console_lines import plural
+
+    whys = [
+        f"{end['model']}'s lane stopped ({_first_clause(end)})"
+        for end in report.lane_ends
+        if end["state"] == "stopped"
+        and (row := report.by_model.get(str(end["model"]))) is not None and row.given_up_total
+    ]
+    if not whys:
+        return None
+    if len(whys) > 3:
+        return f"{plural(len(whys), 'lane')} stopped before the run ended"
+    return "; ".join(whys)
+
+
+def _first_clause(end: dict[str, Any]) -> str:
+    """Why a lane stopped, short: its reason up to its first detail ("after its provider
+    was down 0:00:12, past its max_down_s of 2s"), its cause and the last failure left to
+    the line the audit gives each lane that ended early."""
+    why = str(end.get("reason") or end.get("message") or "no reason on file").strip()
+    for cut in (" (", ": ", "; "):
+        why = why.split(cut, 1)[0]
+    return why
 
 
 def _no_plan(run_dir: Path, report: Audit) -> str | None:

@@ -17,6 +17,7 @@ import orjson
 import polars as pl
 import pytest
 from aiohttp import web
+from typer.testing import CliRunner
 
 from engine.audit import audit
 from engine.dispatch import DispatchSummary, dispatch
@@ -25,6 +26,7 @@ from engine.outage import OutagePolicy, read_pauses
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts, scan_responses
 from providers.sim.server import start_sim
+from runs.cli import app
 from runs.report_page import render_page
 from tests.ports import free_port
 
@@ -351,6 +353,15 @@ async def test_a_lane_down_longer_than_its_max_down_s_stops_and_a_resume_finishe
     assert shown["lane_state"] == "stopped" and shown["lane_message"] == lane.message
     [said] = audit(run_dir).lane_end_lines()
     assert "its lane stopped after its provider was down 0:0" in said, said
+    # Its requests failed two or three times before the stop, not `max_attempts`: the audit
+    # called them given up by the run's max_attempts, where status calls them pending.
+    shown = CliRunner().invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "300"})
+    assert shown.exit_code == 0, shown.output
+    assert "max_attempts" not in shown.stdout, shown.stdout
+    note = shown.stdout.splitlines()[1]  # under the title (a warning of no plan on stderr)
+    assert note.startswith("sim-a's lane stopped (after its provider was down 0:0"), note
+    assert "past its max_down_s of 0.5s): a request counted as given up is one not " in note
+    assert "asks again unless its answer-failure budget is spent" in note
     answered = scan_responses(run_dir).collect().height
     assert UP_FOR_ANSWERS <= answered < 60
     # Nothing is lost: the same folder, its provider back, asks only what is left.
