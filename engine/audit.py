@@ -786,9 +786,9 @@ class Audit:
             return sum(record_number(p.get(key)) or 0.0 for p in pauses)  # damaged: 0
 
         return [
-            f"{model} paused {len(ps)} time{'s' if len(ps) != 1 else ''} for "
+            f"{model} paused {plural(len(ps), 'time')} for "
             f"{total(ps, 'seconds'):,.0f}s while its provider was down "
-            f"({int(total(ps, 'probes')):,} probes; "
+            f"({plural(int(total(ps, 'probes')), 'probe')}; "
             "no request was charged an attempt meanwhile)"
             for model, ps in by_model.items()
         ]

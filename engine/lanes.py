@@ -944,13 +944,16 @@ class Lane(LaneControl):
 
     def _stop_down_too_long(self, failure: Failure) -> None:
         """Stop a lane whose provider answered and then stayed down past `max_down_s`,
-        saying how long, and that a resume asks the rest: the user chose to give up on it."""
+        saying how long, and that a resume asks the rest: the user chose to give up on it.
+        The resume is said as it is typed: "`dutchbook run` on the same folder", typed so,
+        was refused for want of its spec."""
+        folder = "DIR" if self.run_dir is None else str(self.run_dir)
         self._halt(
             LaneState.STOPPED,
             f"after its provider was down {duration(self.outage.down_s)}, past its "
             f"max_down_s of {self.outage.policy.max_down_s:g}s ({self.outage.cause}, then "
             f"{plural(self.outage.probes, 'probe')} failed; the last: {failure.detail}); "
-            "`dutchbook run` on the same folder resumes it",
+            f"`dutchbook run SPEC --out {folder}` resumes it",
             after_name=" stopped ",
         )
 

@@ -187,16 +187,21 @@ def beside_cap(estimate: float, cap: float) -> tuple[str, str]:
     decimals or more, until the two read in their true order and an amount that is not 0
     reads as none. Both rounded alike to cents, an estimate of $0.0158 over a cap of $0.015
     read "$0.02 exceeds --max-cost $0.01", misprinting the user's own cap. Only for a typed
-    cap: a computed amount (0.8 - 0.7942) has seventeen digits to show."""
+    cap: a computed amount (0.8 - 0.7942) has seventeen digits to show. A cap far below the
+    estimate (under a thousandth of it) leaves the estimate the fewest decimals that read
+    apart from it, from cents, and none is ever shown past the estimate's own digits and
+    three: `--max-cost 1e-20` said "estimated cost $0.01586500000000000063", float noise."""
     if not (math.isfinite(estimate) and math.isfinite(cap)):
         return f"${estimate:,.2f}", f"${cap:,.2f}"
     typed, places = _as_typed(cap)
+    _, own = _as_typed(estimate)  # past these, the float's binary digits: noise
     order = (estimate > cap) - (estimate < cap)
-    for shown_places in range(places, places + 16):
+    start = 2 if cap * 1000 < estimate else min(places, own + 3)
+    for shown_places in range(start, max(start, own) + 1):  # at `own` it reads as it is
         shown = Decimal(f"{estimate:.{shown_places}f}")
         if (shown > typed) - (shown < typed) == order and (shown != 0 or estimate == 0):
             return f"${estimate:,.{shown_places}f}", f"${typed:,.{places}f}"
-    return f"${estimate:,.{places}f}", f"${typed:,.{places}f}"  # apart by less than that
+    return f"${estimate:,.{own}f}", f"${typed:,.{places}f}"  # apart by less than that
 
 
 def typed_dollars(cap: float) -> str:

@@ -649,9 +649,9 @@ def check_batch_bytes(
         raise SpecError(
             spec.path, f"models[{index}].batch_max_bytes",
             f"at least {least} (or left out) for a {model.provider} batch model, not {cap}: "
-            f"{model.provider}'s jobs hold at least {floor} lines, and at {cap} bytes a job "
-            f"holds as few as {fewest} of the lines of {whose}; at {least} it holds any {most} "
-            "of them",
+            f"{model.provider}'s jobs hold at least {floor} lines, and at {cap} "
+            f"byte{'' if cap == 1 else 's'} a job holds as few as {fewest} of the lines of "
+            f"{whose}; at {least} it holds any {most} of them",
         )  # fmt: skip
 
 
@@ -905,6 +905,16 @@ def _check_batch(entry: Mapping[str, Any], path: Path, where: str) -> None:
     role = entry.get("batch_role_arn")
     if role is not None and not role.startswith("arn:"):
         raise SpecError(path, where + "batch_role_arn", _MODEL_KEYS["batch_role_arn"][1])
+    if (entry.get("dispatch") == "batch" and "max_down_s" in entry
+            and entry.get("batch_fallback") != "live"):  # fmt: skip
+        # Accepted without a word, it limited nothing: a batch lane polls its jobs and never
+        # pauses for a provider down; only its live fallback's lane (`engine.outage`) does.
+        raise SpecError(
+            path, where + "max_down_s",
+            f"model {entry.get('name')!r} is dispatched as batch, whose lane never pauses "
+            "while its provider is down (it polls its jobs), so max_down_s would limit "
+            "nothing: remove it, or set batch_fallback = \"live\", whose live lane it limits",
+        )  # fmt: skip
 
 
 def _check_price_provenance(entry: Mapping[str, Any], path: Path, where: str) -> None:

@@ -36,7 +36,9 @@ DEFAULT_PORT = 8765
 def describe_start(handle: SimHandle, faults: str, console: Console) -> None:
     """What a user needs to point a campaign at the running simulator."""
     console.print(f"dutchbook simulator listening on [bold]{handle.root_url}[/bold]")
-    console.print(f"fault profile: {faults}")
+    # The profile as parsed: `--faults ',light'` (an empty item, passed over) read
+    # "fault profile: ,light".
+    console.print(f"fault profile: {parse_faults(faults).name}", markup=False, highlight=False)
     table = Table("provider", "base_url", title="routes (all answers are simulated)")
     for provider, path in BASE_PATHS.items():
         table.add_row(provider, handle.root_url + path)

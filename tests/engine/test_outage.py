@@ -273,6 +273,21 @@ def test_a_damaged_pauses_file_is_read_as_far_as_it_can_be(tmp_path: Path) -> No
     ]
 
 
+def test_one_pause_of_one_probe_is_said_in_the_singular(tmp_path: Path) -> None:
+    """A lane stopped at its first probe (`max_down_s`) read "(1 probes; ...)"."""
+    from engine.ledger import Ledger
+
+    with Ledger.open(tmp_path):
+        pass
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    pause = b'{"model": "m", "seconds": 2.4, "probes": 1}\n'
+    (tmp_path / "logs" / "pauses.jsonl").write_bytes(pause)
+    assert audit(tmp_path).pause_lines() == [
+        "m paused 1 time for 2s while its provider was down (1 probe; "
+        "no request was charged an attempt meanwhile)"
+    ]
+
+
 async def test_max_down_s_cuts_the_probe_backoff_short_and_says_when_it_is_reached() -> None:
     """With `max_down_s`, a probe goes as the lane has been down that long, not after the
     backoff's next step (here 5 s), and `down_too_long` says the lane may stop; without it,
@@ -339,7 +354,8 @@ async def test_a_lane_down_longer_than_its_max_down_s_stops_and_a_resume_finishe
     assert lane.message.startswith("sim-a (openai) stopped after its provider was down 0:0")
     assert "past its max_down_s of 0.5s" in lane.message and "1 probe failed" in lane.message
     assert "connection refused by http://127.0.0.1:" in lane.message
-    assert lane.message.endswith("`dutchbook run` on the same folder resumes it")
+    # "`dutchbook run` on the same folder", typed so, is refused: the spec is wanted
+    assert lane.message.endswith(f"`dutchbook run SPEC --out {run_dir}` resumes it")
     [pause] = read_pauses(run_dir)
     assert pause["ended"] == "lane stopped while down" and pause["probes"] == 1
     assert pause["seconds"] >= 0.5

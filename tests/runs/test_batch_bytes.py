@@ -90,6 +90,9 @@ def test_a_byte_cap_below_the_least_is_refused_in_one_line(tmp_path: Path, left:
             f"lines of {whose}; at {least} it holds any 199 of them") in said
     with pytest.raises(SpecError):
         check_batch_bytes(_load(tmp_path, f"batch_max_bytes = {least - 1}"), {"a": sizes})
+    with pytest.raises(SpecError) as info:  # "at 1 bytes"
+        check_batch_bytes(_load(tmp_path, "batch_max_bytes = 1"), {"a": sizes}, left=left)
+    assert "not 1: bedrock's jobs hold at least 100 lines, and at 1 byte a job" in str(info.value)
 
 
 def test_the_sizing_client_writes_the_real_clients_lines() -> None:

@@ -260,8 +260,13 @@ def test_an_estimate_over_the_cap_is_said_with_decimals_enough_to_see_it() -> No
     assert dollars_apart(0.0123, 0.00001) == ("$0.012300", "$0.000010")
     # what is left under a cap is computed: its float's seventeen digits are not shown
     assert dollars_apart(0.0058123, 0.8 - 0.7942) == ("$0.005812", "$0.005800")
-    assert beside_cap(0.0123, 0.0000001) == ("$0.0123000", "$0.0000001")
-    assert beside_cap(0.0123, 0.00001) == ("$0.01230", "$0.00001")
+    # a cap far below the estimate: cents tell them apart (not the cap's seven decimals)
+    assert beside_cap(0.0123, 0.0000001) == ("$0.01", "$0.0000001")
+    assert beside_cap(0.0123, 0.00001) == ("$0.01", "$0.00001")
+    # `--max-cost 1e-20` said "estimated cost $0.01586500000000000063": float noise
+    assert beside_cap(0.015865, 1e-20) == ("$0.02", "$0.00000000000000000001")
+    # a cap of many decimals near it: the estimate's own digits and three at most
+    assert beside_cap(0.1, 0.09999999999999) == ("$0.10000", "$0.09999999999999")
     assert typed_dollars(0.015) == "$0.015" and typed_dollars(1234.5) == "$1,234.50"
 
 

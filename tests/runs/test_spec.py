@@ -308,6 +308,24 @@ def test_max_down_s_is_read_as_seconds_and_is_absent_unless_given(tmp_path: Path
     assert spec.model("a").max_down_s == 900.0 and spec.model("b").max_down_s is None
 
 
+@pytest.mark.parametrize("fallback", ["", 'batch_fallback = "batch"\n'])
+def test_max_down_s_on_a_batch_model_that_never_asks_live_is_refused(
+    tmp_path: Path, fallback: str
+) -> None:
+    """Accepted without a word on a batch model, it limited nothing: a batch lane never
+    pauses for a provider down. With `batch_fallback = "live"` its live lane uses it."""
+    batch = f'max_tokens = 8192\ndispatch = "batch"\nmax_down_s = 60\n{fallback}'
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, GOOD.replace("max_tokens = 8192", batch, 1)), arm_names=ARMS)
+    said = str(info.value)
+    assert info.value.key == "models[1].max_down_s" and "\n" not in said
+    assert "model 'b' is dispatched as batch, whose lane never pauses" in said
+    assert 'remove it, or set batch_fallback = "live"' in said
+    live = 'max_tokens = 8192\ndispatch = "batch"\nmax_down_s = 60\nbatch_fallback = "live"'
+    spec = load_spec(write(tmp_path, GOOD.replace("max_tokens = 8192", live, 1)), arm_names=ARMS)
+    assert spec.model("b").max_down_s == 60.0
+
+
 @pytest.mark.parametrize("value", ["0", "-5", "true", '"600"', "inf", "nan"])
 def test_a_max_down_s_that_is_no_positive_number_is_refused_in_one_line(
     tmp_path: Path, value: str

@@ -53,6 +53,17 @@ async def test_serve_forever_reports_start_and_final_counts() -> None:
     assert started[0].root_url.startswith("http://127.0.0.1:")
 
 
+@pytest.mark.parametrize(
+    ("given", "said"), [(",light", "light"), ("flaky, ,slow=0.1,", "flaky,slow=0.1")]
+)
+async def test_the_fault_profile_is_said_as_parsed(given: str, said: str) -> None:
+    """`--faults ',light'` was taken (the empty item passed over) and said as given."""
+    console = Console(record=True, width=300)
+    async with await start_sim(port=0) as handle:
+        serve_sim_command.describe_start(handle, given, console)
+    assert f"fault profile: {said}\n" in console.export_text()
+
+
 def test_cli_help_and_bad_profile() -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["serve-sim", "--help"])
