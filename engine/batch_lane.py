@@ -1237,27 +1237,36 @@ def created_jobs_worst(
     return sum(worst_case_cost_of(prices, config, int(n)) for n in chars)
 
 
-def lines_to_cut(run_dir: Path, plan_path: Path, model: str, answer_budget: int) -> int:
+def lines_to_cut(
+    run_dir: Path, plan_path: Path, model: str, answer_budget: int, *,
+    simulated_here: bool = False, fallback_live: bool = False,
+) -> int:
     """How many of `model`'s plan rows a batch lane dispatching `run_dir` now would cut into
-    new jobs: those the ledger has no answer for, that no job not yet collected holds
-    (`held_ids`, as `engine.dispatch` leaves them out), and whose answer-failure budget
-    (`answer_budget`, the policy's) earlier runs did not spend (`BatchLane._take`). Lines a
-    job fails and asks again are not foreseen. Read before dispatch, which reads the ledger
-    again as it feeds the lane, so `runs.pipeline` asks it only of a model whose
-    `batch_max_lines` could leave some of them waiting (`BatchLimits.stranded`)."""
-    return len(_to_cut(run_dir, plan_path, model, answer_budget))
+    new jobs: those the ledger has no answer for, that no job it re-attaches to holds (each
+    job not yet collected, as `engine.dispatch` leaves them out, but those it asks again:
+    `asked_again`, unless `fallback_live` asks them live), and whose answer-failure budget
+    (`answer_budget`, the policy's) earlier runs did not spend (`BatchLane._take`).
+    `simulated_here`: the lane's provider is a simulator this process starts
+    (`BatchLane.simulated_here`). Lines a job fails and asks again are not foreseen. Read
+    before dispatch, which reads the ledger again as it feeds the lane, so `runs.pipeline`
+    asks it only of a model whose `batch_max_lines` could leave some of them waiting
+    (`BatchLimits.stranded`)."""
+    again = simulated_here, fallback_live
+    return len(_to_cut(run_dir, plan_path, model, answer_budget, again))
 
 
 def line_sizes(
-    run_dir: Path, plan_path: Path, config: ModelConfig, client: BatchClient, answer_budget: int
+    run_dir: Path, plan_path: Path, config: ModelConfig, client: BatchClient, answer_budget: int,
+    *, simulated_here: bool = False,
 ) -> list[int]:
     """The bytes (newline aside) of each line a batch lane dispatching `run_dir` now would cut
-    into new jobs (`lines_to_cut`'s rows), as `client` writes them: its seed moved on by the
-    answer failures of earlier runs, as the lane's. For `runs.pipeline`, of a model whose
-    `batch_max_bytes` could cut a job below its provider's floor (`BatchLimits.
-    least_max_bytes`); lines asked again later (a new seed, a doubled output cap: a few bytes
-    more) are not foreseen."""
-    failed = _to_cut(run_dir, plan_path, config.name, answer_budget)
+    into new jobs (`lines_to_cut`'s rows, `simulated_here` as there), as `client` writes them:
+    its seed moved on by the answer failures of earlier runs, as the lane's. For
+    `runs.pipeline`, of a model whose `batch_max_bytes` could cut a job below its provider's
+    floor (`BatchLimits.least_max_bytes`); lines asked again later (a new seed, a doubled
+    output cap: a few bytes more) are not foreseen."""
+    again = simulated_here, config.batch_fallback_live
+    failed = _to_cut(run_dir, plan_path, config.name, answer_budget, again)
     if not failed:
         return []
     frame = (
@@ -1271,6 +1280,17 @@ def line_sizes(
             for item in plan_items(frame, {}, failed)]  # fmt: skip
 
 
+def asked_again(job: BatchJob, simulated_here: bool) -> bool:
+    """Whether a resumed lane gives a job not yet collected up at once and asks its lines
+    again (`BatchLane._ended`, `_lost_job`), rather than re-attaching to it: one recorded
+    abandoned (a kill before its `collected` line), or one created by a simulator inside an
+    earlier run when this lane's is inside its own (`simulated_here`): that simulator ended
+    with its run, and this one answers 404 for it. A job not created yet is created under
+    its own key (its lines stay in it); a 404 for any other is the user's to decide."""
+    gone = simulated_here and job.simulated_in_process and job.job_id is not None
+    return job.live and (bool(job.abandoned) or gone)
+
+
 def next_line(
     client: BatchClient, config: ModelConfig, item: PlanItem, answer_budget: int
 ) -> bytes:
@@ -1279,13 +1299,20 @@ def next_line(
     return _line_of(client, item, _answers(item, config, answer_budget))
 
 
-def _to_cut(run_dir: Path, plan_path: Path, model: str, answer_budget: int) -> dict[str, int]:
-    """`lines_to_cut`'s requests, each with its answer failures in earlier runs."""
+def _to_cut(
+    run_dir: Path, plan_path: Path, model: str, answer_budget: int, again: tuple[bool, bool]
+) -> dict[str, int]:
+    """`lines_to_cut`'s requests, each with its answer failures in earlier runs; `again`: its
+    `simulated_here` and `fallback_live`."""
     ids = (
         pl.scan_parquet(plan_path).filter(pl.col("model") == model).select("request_id")
         .collect()["request_id"]
     )  # fmt: skip
-    held = held_ids(fold_jobs(run_dir), model)
+    simulated_here, fallback_live = again
+    jobs = fold_jobs(run_dir)
+    if not fallback_live:  # their lines go back into the lane's next jobs (`_requeue`)
+        jobs = {key: job for key, job in jobs.items() if not asked_again(job, simulated_here)}
+    held = held_ids(jobs, model)
     if held:
         ids = ids.filter(~ids.is_in(pl.Series(sorted(held), dtype=pl.String).implode()))
     answered = (
@@ -1401,6 +1428,7 @@ __all__ = [
     "FAILED_JOB_STREAK",
     "BatchLane",
     "absent_failure",
+    "asked_again",
     "line_sizes",
     "lines_to_cut",
     "next_line",

@@ -69,12 +69,17 @@ class PlannedSizes:
         self.sizes[pq.model.name].append(len(line))
 
 
-def left_sizes(spec: CampaignSpec, run_dir: Path, plan_path: Path) -> dict[str, list[int]]:
+def left_sizes(
+    spec: CampaignSpec, run_dir: Path, plan_path: Path,
+    simulated_here: frozenset[str] = frozenset(),
+) -> dict[str, list[int]]:
     """By model `byte_capped_batch_models` names, the bytes of each line a resume of `run_dir`
-    would cut into new jobs (`engine.batch_lane.line_sizes`)."""
+    would cut into new jobs (`engine.batch_lane.line_sizes`): the lines of the jobs it asks
+    again among them (`engine.batch_lane.asked_again`), those of a simulator inside an
+    earlier run where `simulated_here` names the model (a rehearsal without --sim-url)."""
     budget = answer_budget(spec)
     return {
         name: line_sizes(run_dir, plan_path, spec.model(name), sizing_client(spec.model(name)),
-                         budget)
+                         budget, simulated_here=name in simulated_here)
         for name in byte_capped_batch_models(spec)
     }  # fmt: skip

@@ -710,6 +710,16 @@ class CampaignOptions:
     #: Batch jobs (ids or keys) to abandon if their provider answers 404 for them.
     abandon_batch_jobs: frozenset[str] = frozenset()
 
+    def simulated_here(self, spec: CampaignSpec) -> frozenset[str]:
+        """The batch models whose provider is a simulator this run starts inside itself (a
+        rehearsal's, or a sim model's, without --sim-url): it holds no job an earlier run
+        made (`engine.dispatch`'s `batch_simulated_here`)."""
+        return frozenset(
+            model.name for model in spec.models
+            if model.dispatch == "batch" and self.sim_url is None
+            and (self.rehearse or model.provider == "sim")
+        )  # fmt: skip
+
 
 async def _campaign(
     spec: CampaignSpec,
@@ -768,7 +778,9 @@ def _resumes(spec: CampaignSpec, run_dir: Path) -> bool:
     return (run_dir / "plan.parquet").is_file() and design_matches(spec, run_dir)
 
 
-def _check_batch_left(spec: CampaignSpec, run_dir: Path) -> None:
+def _check_batch_left(
+    spec: CampaignSpec, run_dir: Path, simulated_here: frozenset[str] = frozenset()
+) -> None:
     """A resume's `check_batch_floor`: a batch model's `batch_max_lines` below the least that
     cuts every count of queries (`BatchLimits.least_max_lines`, Bedrock's 199) is refused
     only if it would leave some of those the folder has left to ask waiting below the floor
@@ -776,8 +788,11 @@ def _check_batch_left(spec: CampaignSpec, run_dir: Path) -> None:
     plan and the ledger only for such a model: the dispatch reads the ledger again as it
     feeds the lane, one read more, which no other run pays. Likewise its `check_batch_bytes`,
     by the lines it has left (`runs.batch_bytes.left_sizes`), for a model whose
-    `batch_max_bytes` lowers its provider's. Before the design is frozen, so a refused resume
-    records no spec change."""
+    `batch_max_bytes` lowers its provider's. Both count the lines of the jobs the resume
+    gives up and asks again (`engine.batch_lane.asked_again`: those a simulator inside an
+    earlier run held, where `simulated_here`, `CampaignOptions.simulated_here`, names the
+    model), which a rehearsal's check had left out as held by jobs. Before the design is
+    frozen, so a refused resume records no spec change."""
     short, capped = short_batch_models(spec), byte_capped_batch_models(spec)
     if not short and not capped:
         return
@@ -786,9 +801,13 @@ def _check_batch_left(spec: CampaignSpec, run_dir: Path) -> None:
         return
     budget = answer_budget(spec)  # as `dispatch`'s policy
     plan = run_dir / "plan.parquet"
-    check_batch_floor(spec, {name: lines_to_cut(run_dir, plan, name, budget) for name in short})
+    check_batch_floor(spec, {
+        name: lines_to_cut(run_dir, plan, name, budget, simulated_here=name in simulated_here,
+                           fallback_live=spec.model(name).batch_fallback_live)
+        for name in short
+    })  # fmt: skip
     if capped:
-        check_batch_bytes(spec, left_sizes(spec, run_dir, plan), left=True)
+        check_batch_bytes(spec, left_sizes(spec, run_dir, plan, simulated_here), left=True)
 
 
 @dataclass
@@ -911,7 +930,7 @@ async def _run_locked(
     console, clock = options.console, options.clock
     with _damage_named(run_dir):
         _check_lost_jobs(run_dir, options.abandon_batch_jobs, console)
-        _check_batch_left(spec, run_dir)
+        _check_batch_left(spec, run_dir, options.simulated_here(spec))
     plan_path = _design_and_plan(
         spec, run_dir, units, plan_summary, to_save, staged, options.rehearse, console
     )
@@ -1096,11 +1115,7 @@ async def _dispatch_campaign(
                         batch_abandon=options.abandon_batch_jobs,
                         on_ledger_open=on_ledger_open,
                         # The simulator started above holds no job an earlier run made.
-                        batch_simulated_here=frozenset(
-                            name for name in batch_clients
-                            if options.sim_url is None
-                            and (rehearse or models[name].provider == "sim")
-                        ),
+                        batch_simulated_here=options.simulated_here(spec),
                     )
                 )
                 try:

@@ -15,8 +15,13 @@ import polars as pl
 import pytest
 from rich.console import Console
 
-from engine.batch_jobs import fold_jobs
+from engine.batch_jobs import BatchJob, JobRecords, fold_jobs
+from engine.batch_lane import lines_to_cut, next_line
 from engine.ledger import Ledger
+from engine.plan import PLAN_COLUMNS, plan_items
+from providers.batch import JobState, JobStatus
+from providers.batch_bedrock import LIMITS as BEDROCK_LIMITS
+from runs.batch_bytes import answer_budget, sizing_client
 from runs.design import SPEC_FILE, freeze_design
 from runs.pipeline import run_campaign
 from runs.planner import write_plan
@@ -158,3 +163,105 @@ def test_a_resume_whose_byte_cap_cuts_its_lines_left_below_the_floor_is_refused(
     assert "of the lines of the 200 queries its folder has left to ask; at " in said
     assert (out / SPEC_FILE).read_bytes() == frozen  # refused before the change was recorded
     assert fold_jobs(out) == {}
+
+
+#: A job the simulator inside a rehearsal held when a kill ended it, as its jobs file says.
+GONE_JOB_ID = "arn:aws:bedrock:us-east-1:123456789012:model-invocation-job/gone0000000001"
+
+
+def _held_by_the_ended_simulator(out: Path, held: list[str], *, created: bool = True) -> None:
+    """`out`'s jobs file as a rehearsal killed with a job of `held` left it: planned by the
+    lane of the simulator inside that run (`simulated_in_process`), uploaded, created when
+    `created`. A resume's own simulator has never heard of it: the lane gives it up at its
+    404 and asks its lines again in new jobs (`engine.batch_lane.asked_again`)."""
+    records = JobRecords(out)
+    job = BatchJob(job_key="db-claude-gone00000001", model="claude", provider="bedrock",
+                   requests=dict.fromkeys(held, 1), simulated_in_process=True)  # fmt: skip
+    records.planned(job)
+    records.uploaded(job, "s3://dutchbook-rehearsal/batch/db-claude-gone00000001/input.jsonl")
+    if created:
+        records.created(job, JobState(GONE_JOB_ID, JobStatus.RUNNING, "InProgress"))
+
+
+def _line_bytes(spec: Path, out: Path) -> dict[str, int]:
+    """Each plan row's batch line, in bytes (newline aside), as the resume's lane writes it."""
+    resume = load_spec(spec)
+    config = resume.model("claude")
+    client, budget = sizing_client(config), answer_budget(resume)
+    frame = pl.read_parquet(out / "plan.parquet").select(PLAN_COLUMNS)
+    return {item.request_id: len(next_line(client, config, item, budget))
+            for item in plan_items(frame, {})}  # fmt: skip
+
+
+def test_a_resume_counts_the_lines_of_a_job_its_simulator_ended_with(tmp_path: Path) -> None:
+    """A rehearsal killed with a job of 24 lines held: its simulator ended with it, so the
+    resume asks those 24 again with the 200 others, 224 in new jobs, 24 of which jobs of 100
+    strand. The check counted 200 (the job's lines left out as held) and took the cap; the
+    24 then waited for ever."""
+    spec, out = _folder(tmp_path, answered=0)
+    ids = pl.read_parquet(out / "plan.parquet", columns=["request_id"])["request_id"].to_list()
+    _held_by_the_ended_simulator(out, ids[:24])
+    with pytest.raises(SpecError) as info:
+        _run(spec, out)
+    assert info.value.key == "models[0].batch_max_lines"
+    assert ("the 224 queries its folder has left to ask cannot be cut into jobs of 100 lines: "
+            "24 would wait for ever") in str(info.value)
+    budget = answer_budget(load_spec(spec))
+    plan = out / "plan.parquet"
+    # Not in a resume that re-attaches to it (an outside simulator's, a provider's): 200.
+    assert lines_to_cut(out, plan, "claude", budget) == 200
+    assert lines_to_cut(out, plan, "claude", budget, simulated_here=True) == PLANNED
+    # Asked live, not in new jobs, with batch_fallback = "live".
+    assert lines_to_cut(out, plan, "claude", budget, simulated_here=True,
+                        fallback_live=True) == 200  # fmt: skip
+
+
+def test_a_job_not_created_is_re_attached_and_an_abandoned_one_asked_again(
+    tmp_path: Path,
+) -> None:
+    """A job the ended simulator never created is created under its own key (its lines stay
+    in it); a job recorded abandoned before a kill has its lines asked again, whatever the
+    simulator."""
+    _spec, out = _folder(tmp_path, answered=0)
+    plan = out / "plan.parquet"
+    ids = pl.read_parquet(plan, columns=["request_id"])["request_id"].to_list()
+    _held_by_the_ended_simulator(out, ids[:24], created=False)
+    assert lines_to_cut(out, plan, "claude", 3, simulated_here=True) == 200
+    job = next(iter(fold_jobs(out).values()))
+    job.job_id = GONE_JOB_ID
+    JobRecords(out).abandoned(job, "not found")
+    assert lines_to_cut(out, plan, "claude", 3) == PLANNED
+
+
+@pytest.mark.timeout(180)
+def test_a_resume_sizes_the_lines_of_a_job_its_simulator_ended_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rehearsal killed with a job of its 120 longest lines held: the resume asks them
+    again with the 104 others. The byte check sized only those 104 and named a cap that
+    holds 104 of the shorter lines, below which the 120 longer ones come back to be cut
+    (jobs under the floor, or lines stranded). It sizes all 224 now, and the cap it names
+    runs the resume to the end."""
+    monkeypatch.setenv("DUTCHBOOK_BATCH_POLL_S", "0.05")
+    spec, out = _folder(tmp_path, answered=0)
+    sizes = _line_bytes(spec, out)
+    longest = sorted(sizes, key=lambda rid: sizes[rid], reverse=True)
+    held, rest = longest[:120], longest[120:]
+    _held_by_the_ended_simulator(out, held)
+    limits = BEDROCK_LIMITS
+    too_few = limits.least_max_bytes([sizes[rid] for rid in rest])  # what the check named
+    least = limits.least_max_bytes(list(sizes.values()))
+    assert too_few < least
+    for cap in (too_few, least - 1):
+        spec.write_text(SPEC.format(cap=f"199\nbatch_max_bytes = {cap}"), encoding="utf-8")
+        with pytest.raises(SpecError) as info:
+            _run(spec, out)
+        assert _byte_refusal(str(info.value)) == least
+        assert "of the lines of the 224 queries its folder has left to ask" in str(info.value)
+    spec.write_text(SPEC.format(cap=f"199\nbatch_max_bytes = {least}"), encoding="utf-8")
+    summary = getattr(_run(spec, out), "summary", None)
+    assert summary is not None and summary.complete, summary
+    jobs = fold_jobs(out)
+    assert jobs["db-claude-gone00000001"].abandoned  # given up at its 404, its lines asked again
+    cut = [len(job.requests) for key, job in jobs.items() if key != "db-claude-gone00000001"]
+    assert sum(cut) == PLANNED and min(cut) >= limits.min_lines, cut
