@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # the simulator is imported only when a spec is checked
 
 #: The simulator's root the stand-in models point at: never asked (building sends nothing).
 STAND_IN_ROOT = "http://127.0.0.1:9"
+#: What a model's own `api_key_env` holds while it is built here: nothing reads it.
+STAND_IN_KEY = "dutchbook-stand-in-not-a-key"
 
 
 def check_model_options(
@@ -87,6 +89,11 @@ def _as_built(
     variable = model.extra.get("base_url_env")
     if variable:  # a local server's root is the environment's to give, as a key is
         env[variable] = rehearsed.base_url or STAND_IN_ROOT
+    if model.api_key_env and model.api_key_env not in env:
+        # The rehearsal names no variable of a Bedrock or Vertex model's own (its fake
+        # credentials go in the standard ones): `VERTEX_TOKEN` set or not, such a model was
+        # refused as "VERTEX_TOKEN (an access token) is not set", by plan and run alike.
+        env[model.api_key_env] = STAND_IN_KEY
     # A batch model's bucket and role are the account's, as its key is: `plan` prices a
     # Bedrock batch campaign before they exist (`check_credentials` asks for them at `run`).
     return replace(

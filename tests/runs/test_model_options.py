@@ -128,3 +128,27 @@ def test_plan_refuses_a_batch_bucket_run_refuses_but_asks_for_none(tmp_path: Pat
     refused = CliRunner().invoke(app, ["plan", str(spec)])
     assert refused.exit_code == 2, refused.output
     assert f"{spec}: models[0].batch_bucket: " in refused.output, refused.output
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        'provider = "vertex"\nmodel = "gemini-2.5-flash"\nproject = "p"\nlocation = "us-central1"'
+        '\napi_key_env = "VERTEX_TOKEN"',
+        'provider = "bedrock"\nmodel = "anthropic.claude-sonnet-4-5"\nregion = "us-east-1"\n'
+        'api_key_env = "MY_BEDROCK_KEY"',
+    ],
+)
+def test_a_model_naming_its_own_key_variable_is_planned_and_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str
+) -> None:
+    """A reviewer's: a Vertex model with `api_key_env = "VERTEX_TOKEN"` (a ready access
+    token) or a Bedrock one with its own key variable was refused by `plan` and `run`, set or
+    not: "VERTEX_TOKEN (an access token) is not set" (the checks' stand-in credentials named
+    no such variable)."""
+    for variable in ("VERTEX_TOKEN", "MY_BEDROCK_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    spec = write_spec(tmp_path, model)
+    planned = CliRunner().invoke(app, ["plan", str(spec)])
+    assert planned.exit_code == 0, planned.output
+    check_model_options(load_spec(spec))
