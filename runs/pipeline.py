@@ -114,6 +114,7 @@ from runs.spec import (
     byte_capped_batch_models,
     check_batch_bytes,
     check_batch_floor,
+    check_keys_read,
     load_spec,
     short_batch_models,
 )
@@ -560,8 +561,11 @@ async def run_campaign(
     run_dir = Path(out) if out else default_run_dir(spec)
     # A resume's too (`batch_max_lines` may change on resume), but by the queries it has left
     # to ask, once the folder is held (`_check_batch_left`).
-    if short_batch_models(spec) and not _resumes(spec, run_dir):
+    resumes = _resumes(spec, run_dir)
+    if short_batch_models(spec) and not resumes:
         check_batch_floor(spec)
+    if not resumes:  # a folder's own spec may hold keys taken when it was made
+        check_keys_read(spec)
     check_run_folder(run_dir)
     abandon = check_abandon(run_dir, abandon_batch_jobs)
     remove_orphaned_scratch()  # what runs killed before left in the temporary folder

@@ -228,6 +228,22 @@ PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+def check_keys_read(spec: CampaignSpec) -> None:
+    """Refuse a model key its provider never reads: a key of another provider's
+    (`PROVIDER_KEYS`: `region` on an openai model ran to the end ignored) or a sim model's
+    `base_url` (the run started its own simulator; `--sim-url` names another).
+
+    Asked of a spec that starts a new run folder (`run`) or is planned (`plan`), not of one
+    resuming a folder or read back from it (`report`, `score`, `status`): a folder made while
+    such keys were taken keeps them in its frozen spec, and removing one is a change of
+    design, so refused on load it could be neither resumed nor reported."""
+    raw = tomllib.loads(spec.text) if spec.text else read_spec_table(spec.path)[0]
+    for index, entry in enumerate(raw.get("models", [])):
+        if isinstance(entry, dict):
+            _check_sim_base_url(entry, spec.path, f"models[{index}].")
+            _check_provider_keys(entry, spec.path, f"models[{index}].")
+
+
 def _check_provider_keys(entry: Mapping[str, Any], path: Path, where: str) -> None:
     """Refuse a key that no adapter of this model's provider reads (`PROVIDER_KEYS`)."""
     provider = entry["provider"]
@@ -813,8 +829,6 @@ def _model_config(entry: dict[str, Any], path: Path, where: str) -> ModelConfig:
                 f"{_MODEL_KEYS[key][1]}: this one looks like a credential (not shown)",
             )  # fmt: skip
     _check_base_url_env(entry, path, where)
-    _check_sim_base_url(entry, path, where)
-    _check_provider_keys(entry, path, where)
     _check_price_provenance(entry, path, where)
     _check_batch(entry, path, where)
     if "personality" in entry:

@@ -21,7 +21,14 @@ from runs.model_options import check_model_options
 from runs.output import print_text, stdout_console
 from runs.planner import estimate, summarise
 from runs.planning_progress import PlanningProgress
-from runs.spec import CampaignSpec, SpecError, check_batch_bytes, check_batch_floor, load_spec
+from runs.spec import (
+    CampaignSpec,
+    SpecError,
+    check_batch_bytes,
+    check_batch_floor,
+    check_keys_read,
+    load_spec,
+)
 from runs.units import UnitSource
 
 #: Columns the tables get when printed to a file or a pipe (eight columns of figures).
@@ -50,6 +57,7 @@ def plan(
         # The values `run` builds each model with (a groq `reasoning_effort`, an openai
         # model's `base_url`), which plan passed and run refused; keys are not asked for.
         check_model_options(spec)
+        check_keys_read(spec)
         check_batch_floor(spec)
         sized = PlannedSizes(spec)  # a batch_max_bytes is judged by the lines it cuts
         with PlanningProgress(Console(stderr=True, emoji=False), spec.name) as shown:

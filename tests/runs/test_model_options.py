@@ -152,3 +152,28 @@ def test_a_model_naming_its_own_key_variable_is_planned_and_checked(
     planned = CliRunner().invoke(app, ["plan", str(spec)])
     assert planned.exit_code == 0, planned.output
     check_model_options(load_spec(spec))
+
+
+def test_a_folder_made_with_a_key_now_refused_resumes_and_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reviewer's: a folder made while a key of another provider was taken (`region` on a
+    model that never reads it) keeps it in its frozen spec; refused on load, it could be
+    neither resumed (removing the key is a change of design) nor reported. A new run is
+    refused; the folder's own spec resumes it and `report` reads it."""
+    import runs.pipeline
+
+    spec = write_spec(tmp_path, 'provider = "sim"\nmodel = "sim-coherent"\nregion = "us-east-1"')
+    out = tmp_path / "made-before"
+    refused = CliRunner().invoke(app, ["run", str(spec), "--out", str(out)])
+    assert refused.exit_code == 2, refused.output
+    assert "models[0].region: a key of bedrock models, not of sim" in refused.output
+    assert not out.exists()
+    with monkeypatch.context() as before:  # the folder as a run before the check made it
+        before.setattr(runs.pipeline, "check_keys_read", lambda spec: None)
+        made = CliRunner().invoke(app, ["run", str(spec), "--out", str(out)])
+    assert made.exit_code == 0, made.output
+    resumed = CliRunner().invoke(app, ["run", str(spec), "--out", str(out)])
+    assert resumed.exit_code == 0, resumed.output
+    reported = CliRunner().invoke(app, ["report", str(out)])
+    assert reported.exit_code == 0, reported.output

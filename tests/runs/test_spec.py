@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.spec import SpecError, check_one_form, load_spec, parse_spec
+from runs.spec import SpecError, check_keys_read, check_one_form, load_spec, parse_spec
 
 ARMS = {"baseline", "full-panel", "families/isolated"}
 GOOD = """
@@ -174,11 +174,6 @@ def test_a_good_spec_loads(tmp_path: Path) -> None:
         # taken and ignored: the requests went to Groq's own root with the real key
         (("max_tokens = 8192", 'max_tokens = 8192\nbase_url_env = "MY_GROQ_URL"'),
          "models[1].base_url_env", 'provider "openai" only'),
-        # ignored: the run started its own simulator, a serve-sim at this URL saw nothing
-        (("rpm = 600", 'rpm = 600\nbase_url = "http://127.0.0.1:18765/sim/v1"'),
-         "models[0].base_url", 'not taken by provider "sim": a run starts its own simulator; '
-         "for one already running (`dutchbook serve-sim`) remove base_url and run with "
-         "--sim-url http://127.0.0.1:PORT"),
         # written raw into report.md and the audit's tables
         (('name = "b"', 'name = "b"\nabout = "x\\u001b[31m"'), "models[1].about",
          "one line without control characters"),
@@ -719,10 +714,23 @@ def test_a_key_of_another_provider_is_refused(
     text = (
         'name = "k"\n[[models]]\nname = "m"\n' + model + '\n[[arms]]\nname = "baseline"\n'
     )
+    spec = load_spec(write(tmp_path, text), arm_names=ARMS)  # a folder's frozen copy is read
     with pytest.raises(SpecError) as info:
-        load_spec(write(tmp_path, text), arm_names=ARMS)
+        check_keys_read(spec)  # what a new run and `plan` ask
     assert info.value.key == f"models[0].{key}", info.value
     assert said in str(info.value), info.value
+
+
+def test_a_sim_models_base_url_is_refused_for_a_new_run(tmp_path: Path) -> None:
+    """Ignored: the run started its own simulator, and a serve-sim at this URL saw nothing."""
+    text = GOOD.replace("rpm = 600", 'rpm = 600\nbase_url = "http://127.0.0.1:18765/sim/v1"', 1)
+    spec = load_spec(write(tmp_path, text), arm_names=ARMS)
+    with pytest.raises(SpecError) as info:
+        check_keys_read(spec)
+    assert info.value.key == "models[0].base_url", info.value
+    assert 'not taken by provider "sim": a run starts its own simulator; for one already ' \
+        "running (`dutchbook serve-sim`) remove base_url and run with --sim-url " \
+        "http://127.0.0.1:PORT" in str(info.value), info.value
 
 
 @pytest.mark.parametrize(
