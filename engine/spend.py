@@ -183,20 +183,22 @@ def dollars_apart(first: float, second: float) -> tuple[str, str]:
 
 def beside_cap(estimate: float, cap: float) -> tuple[str, str]:
     """An estimate beside a cap the user gave (`--max-cost`): the cap as given, with
-    decimals enough to show it exactly (cents at least), and the estimate with the cap's
-    decimals or more, until the two read in their true order and an amount that is not 0
-    reads as none. Both rounded alike to cents, an estimate of $0.0158 over a cap of $0.015
-    read "$0.02 exceeds --max-cost $0.01", misprinting the user's own cap. Only for a typed
+    decimals enough to show it exactly (cents at least), and the estimate with as few
+    decimals as its own digits or the cap's need, until the two read in their true order and
+    an amount that is not 0 reads as none. Both rounded alike to cents, an estimate of
+    $0.0158 over a cap of $0.015 read "$0.02 exceeds --max-cost $0.01", misprinting the
+    user's own cap. Only for a typed
     cap: a computed amount (0.8 - 0.7942) has seventeen digits to show. A cap far below the
     estimate (under a thousandth of it) leaves the estimate the fewest decimals that read
-    apart from it, from cents, and none is ever shown past the estimate's own digits and
-    three: `--max-cost 1e-20` said "estimated cost $0.01586500000000000063", float noise."""
+    apart from it, from cents, and none is ever shown past the estimate's own digits:
+    `--max-cost 1e-20` said "estimated cost $0.01586500000000000063", float noise, and
+    1e-7 beside 1e-9 "$0.000000100"."""
     if not (math.isfinite(estimate) and math.isfinite(cap)):
         return f"${estimate:,.2f}", f"${cap:,.2f}"
     typed, places = _as_typed(cap)
     _, own = _as_typed(estimate)  # past these, the float's binary digits: noise
     order = (estimate > cap) - (estimate < cap)
-    start = 2 if cap * 1000 < estimate else min(places, own + 3)
+    start = 2 if cap * 1000 < estimate else min(places, own)
     for shown_places in range(start, max(start, own) + 1):  # at `own` it reads as it is
         shown = Decimal(f"{estimate:.{shown_places}f}")
         if (shown > typed) - (shown < typed) == order and (shown != 0 or estimate == 0):

@@ -266,7 +266,9 @@ def test_an_estimate_over_the_cap_is_said_with_decimals_enough_to_see_it() -> No
     # `--max-cost 1e-20` said "estimated cost $0.01586500000000000063": float noise
     assert beside_cap(0.015865, 1e-20) == ("$0.02", "$0.00000000000000000001")
     # a cap of many decimals near it: the estimate's own digits and three at most
-    assert beside_cap(0.1, 0.09999999999999) == ("$0.10000", "$0.09999999999999")
+    assert beside_cap(0.1, 0.09999999999999) == ("$0.10", "$0.09999999999999")
+    # no zeros past the estimate's own digits (a reviewer's "$0.000000100")
+    assert beside_cap(1e-7, 1e-9) == ("$0.0000001", "$0.000000001")
     assert typed_dollars(0.015) == "$0.015" and typed_dollars(1234.5) == "$1,234.50"
 
 
@@ -277,7 +279,7 @@ def test_an_estimate_over_the_cap_is_said_with_decimals_enough_to_see_it() -> No
         (0.0158, 0.015, ("$0.016", "$0.015")),
         (0.0151, 0.015, ("$0.0151", "$0.015")),  # $0.015 beside $0.015 does not read apart
         (0.01501, 0.015, ("$0.01501", "$0.015")),
-        (2.0, 1.999, ("$2.000", "$1.999")),
+        (2.0, 1.999, ("$2.00", "$1.999")),
         (1e-9, 0.0, ("$0.000000001", "$0.00")),
     ],
 )
