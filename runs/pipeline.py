@@ -561,12 +561,13 @@ async def run_campaign(
     run_dir = Path(out) if out else default_run_dir(spec)
     # A resume's too (`batch_max_lines` may change on resume), but by the queries it has left
     # to ask, once the folder is held (`_check_batch_left`).
+    # First: whether it resumes looks inside the folder (a name too long was said of its plan).
+    check_run_folder(run_dir)
     resumes = _resumes(spec, run_dir)
     if short_batch_models(spec) and not resumes:
         check_batch_floor(spec)
     if not resumes:  # a folder's own spec may hold keys taken when it was made
         check_keys_read(spec)
-    check_run_folder(run_dir)
     abandon = check_abandon(run_dir, abandon_batch_jobs)
     remove_orphaned_scratch()  # what runs killed before left in the temporary folder
     units = UnitSource.from_spec(spec)
