@@ -563,10 +563,12 @@ async def run_campaign(
     # to ask, once the folder is held (`_check_batch_left`).
     # First: whether it resumes looks inside the folder (a name too long was said of its plan).
     check_run_folder(run_dir)
-    resumes = _resumes(spec, run_dir)
-    if short_batch_models(spec) and not resumes:
+    if short_batch_models(spec) and not _resumes(spec, run_dir):
         check_batch_floor(spec)
-    if not resumes:  # a folder's own spec may hold keys taken when it was made
+    # A folder's own spec may hold keys taken when it was made. Any folder with a plan is
+    # spared: one of another design is refused at its freeze anyway, and `_resumes` would
+    # hash the input files once more on every resume.
+    if not (run_dir / "plan.parquet").is_file():
         check_keys_read(spec)
     abandon = check_abandon(run_dir, abandon_batch_jobs)
     remove_orphaned_scratch()  # what runs killed before left in the temporary folder
