@@ -10,11 +10,18 @@ back as a 500 error line), `garbage` (every third answer is not JSON). Control-p
 `transient` lists call numbers that raise a retryable `BatchError` (a 429) before doing
 anything.
 
+Timing: `delays` holds a call back (`await asyncio.sleep`) before it does anything, by method
+and call number, as a slow link or a loaded machine would; a race a loaded CI machine hit
+once is reproduced at will. `DELAY_ENV` sets it for every fake of a test run, so a whole test
+file can be run under one delay without editing it (`delays_from`).
+
 Nothing here talks to a network; the answers are fixed numbers, not a forecaster.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +38,20 @@ from providers.batch import (
 )
 from providers.secrets import Secret
 from providers.types import ChatRequest, Completion, Failure, Outcome
+
+#: Delays for every fake of a test run: "method:n=seconds" pairs, comma-separated; n is the
+#: call's number by arrival, 0 for every call ("upload:2=0.2,poll:0=0.05").
+DELAY_ENV = "DUTCHBOOK_TEST_FAKE_DELAY"
+
+
+def delays_from(text: str) -> dict[tuple[str, int], float]:
+    """`DELAY_ENV`'s value as `FakeBatch.delays`."""
+    delays: dict[tuple[str, int], float] = {}
+    for pair in filter(None, (part.strip() for part in text.split(","))):
+        call, _, seconds = pair.partition("=")
+        method, _, n = call.partition(":")
+        delays[(method.strip(), int(n or 0))] = float(seconds)
+    return delays
 
 
 class Killed(BaseException):
@@ -61,6 +82,12 @@ class FakeBatch:
     #: Raise `Killed` at the first call (by method name) for which this holds, before the
     #: call does anything: a kill placed by state, not by a call count that timing decides.
     kill_if: Callable[[str], bool] | None = None
+    #: (method, n) -> seconds the n-th call of method (by arrival; n = 0: every call) waits
+    #: before it does anything, even the kill checks: a test holds one step back to place
+    #: the lane's other steps in an order a loaded machine could make.
+    delays: dict[tuple[str, int], float] = field(
+        default_factory=lambda: delays_from(os.environ.get(DELAY_ENV, "")))
+    arrived: Counter[str] = field(default_factory=Counter)
     polls_to_finish: int = 2
     inputs: dict[str, tuple[str, list[bytes]]] = field(default_factory=dict)
     jobs: dict[str, _Job] = field(default_factory=dict)
@@ -89,7 +116,11 @@ class FakeBatch:
         return orjson.dumps({"custom_id": req.request_id, "keys": list(req.keys),
                              "seed": req.seed, "user": req.user})
 
-    def _enter(self, method: str, fetch: Fetch) -> None:
+    async def _enter(self, method: str, fetch: Fetch) -> None:
+        self.arrived[method] += 1
+        wait = self.delays.get((method, self.arrived[method]), self.delays.get((method, 0)))
+        if wait:
+            await asyncio.sleep(wait)
         if fetch is self.killed_lane:
             raise Killed(f"{method} after the kill")
         self.total_calls += 1
@@ -112,14 +143,14 @@ class FakeBatch:
             raise Killed(f"{method} #{self.calls[method]} {when}")
 
     async def upload(self, fetch: Fetch, job_key: str, lines: Sequence[bytes]) -> str:
-        self._enter("upload", fetch)
+        await self._enter("upload", fetch)
         if job_key not in self.inputs:  # idempotent per key
             self.inputs[job_key] = (f"file-{len(self.inputs) + 1}", list(lines))
         self._maybe_kill("upload", "after", fetch)
         return self.inputs[job_key][0]
 
     async def create(self, fetch: Fetch, job_key: str, input_ref: str) -> JobState:
-        self._enter("create", fetch)
+        await self._enter("create", fetch)
         number = len(self.jobs) + 1
         job = _Job(f"job-{number}", job_key, input_ref, self.faults.get(number, ""))
         self.jobs[job.job_id] = job
@@ -127,14 +158,14 @@ class FakeBatch:
         return self._state(job)
 
     async def find(self, fetch: Fetch, job_key: str) -> JobState | None:
-        self._enter("find", fetch)
+        await self._enter("find", fetch)
         for job in self.jobs.values():
             if job.key == job_key:
                 return self._state(job)
         return None
 
     async def poll(self, fetch: Fetch, job_id: str) -> JobState:
-        self._enter("poll", fetch)
+        await self._enter("poll", fetch)
         job = self.jobs[job_id]
         job.polls += 1
         if job.status not in (JobStatus.DONE, JobStatus.EXPIRED, JobStatus.FAILED):
@@ -170,7 +201,7 @@ class FakeBatch:
                 self.answered[rid] += 1
 
     async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
-        self._enter("results", fetch)
+        await self._enter("results", fetch)
         job = self.jobs[state.job_id]
         out: list[LineResult] = []
         if job.status is JobStatus.FAILED:

@@ -45,7 +45,7 @@ class Forgetful(FakeBatch):
 
     async def poll(self, fetch: Fetch, job_id: str) -> JobState:
         if job_id in self.forgotten:
-            self._enter("poll", fetch)
+            await self._enter("poll", fetch)
             raise BatchError(Failure(Outcome.BAD_REQUEST,
                                      f"No batch found with id '{job_id}'.", http_status=404))
         return await super().poll(fetch, job_id)
@@ -204,7 +204,7 @@ class OutputGone(Forgetful):
 
     async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
         if state.job_id in self.forgotten:
-            self._enter("results", fetch)
+            await self._enter("results", fetch)
             raise BatchError(Failure(Outcome.BAD_REQUEST, "File not found.", http_status=404))
         return await super().results(fetch, state)
 
@@ -234,14 +234,14 @@ class LosesInputs(FakeBatch):
 
     async def upload(self, fetch: Fetch, job_key: str, lines: Sequence[bytes]) -> str:
         if job_key in self.inputs and self.inputs[job_key][0] in self.lost_files:
-            self._enter("upload", fetch)
+            await self._enter("upload", fetch)
             self.inputs[job_key] = (f"file-again-{len(self.inputs)}", list(lines))
             return self.inputs[job_key][0]
         return await super().upload(fetch, job_key, lines)
 
     async def create(self, fetch: Fetch, job_key: str, input_ref: str) -> JobState:
         if self.always_404 or input_ref in self.lost_files:
-            self._enter("create", fetch)
+            await self._enter("create", fetch)
             raise BatchError(Failure(Outcome.BAD_REQUEST, f"File {input_ref} not found.",
                                      http_status=404))
         return await super().create(fetch, job_key, input_ref)
