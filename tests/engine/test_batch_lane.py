@@ -238,23 +238,27 @@ async def test_auth_error_on_upload_stops_the_lane_with_one_line(
     assert summary.attempts == 0
 
 
+@pytest.mark.parametrize("slow", [None, ("upload", 1), ("create", 1)],
+                         ids=["as-cut", "upload1-slow", "create1-slow"])
 async def test_fallback_live_asks_failed_lines_live(
-    tmp_path: Path, kit: type[Kit], sim: SimHandle,
+    tmp_path: Path, kit: type[Kit], sim: SimHandle, slow: tuple[str, int] | None
 ) -> None:
     """`batch_fallback_live`: a failed job's lines are asked live (the simulator), each the
-    request's next attempt; nothing goes into a second job."""
-    rows = kit.plan_rows(MODEL, 60)
+    request's next attempt; nothing goes into a second job. The two jobs are the same size:
+    the fault falls on the job created first, which the lane does not order (with a slow first
+    upload or create the job cut second is; CI's load could do the same)."""
+    rows = kit.plan_rows(MODEL, 80)
     plan = kit.write_plan(tmp_path / "plan.parquet", rows)
     run_dir = tmp_path / "run"
     live_config, adapter = kit.sim_model(MODEL, sim.root_url)
     config = replace(live_config, dispatch="batch", batch_fallback_live=True)
-    fake = FakeBatch(faults={1: "fail"})
+    fake = FakeBatch(faults={1: "fail"}, delays={slow: 0.2} if slow else {})
     summary = await dispatch(
         plan, run_dir, {MODEL: config}, {MODEL: adapter}, batch_clients={MODEL: fake},
         policy=POLICY, batch_poll_s=0.001, log_console=None,
     )
     assert summary.complete, summary.lines()
-    assert len(fake.jobs) == 2  # 40 + 20 lines; the failed job's 40 went live
+    assert len(fake.jobs) == 2  # 40 + 40 lines; the failed job's 40 went live
     attempts = scan_attempts(run_dir, ["request_id", "attempt", "provider", "outcome"]).collect()
     live = attempts.filter(pl.col("provider") == "openai")
     assert live.height == 40 and set(live["attempt"].to_list()) == {2}
