@@ -779,10 +779,12 @@ class BatchLane(LaneControl):
 
     def _lost_message(self) -> str:
         """The stop line of a lane with lost jobs: which, what a 404 means, both ways out."""
-        jobs = [self.jobs[key] for key in self.lost]
+        # By id, not by whose 404 came first (a race between the jobs' polls): the same
+        # folder's line, and the --abandon-batch-jobs it names, read the same on every run.
+        jobs = sorted((self.jobs[key] for key in self.lost), key=lambda j: j.job_id or j.job_key)
         ids = ",".join(job.job_id or job.job_key for job in jobs)
         lines = sum(len(job.requests) for job in jobs)
-        said = next(iter(self.lost.values()))
+        said = self.lost[jobs[0].job_key]
         return (
             f"the provider answers 404 (not found) for {plural(len(jobs), 'batch job')} of this "
             f"run folder, {ids}, holding {plural(lines, 'query', 'queries')} ({said}); if they "

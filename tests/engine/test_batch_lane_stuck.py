@@ -80,12 +80,19 @@ async def _dispatched_until_killed(
 async def test_a_job_the_provider_forgot_waits_for_the_user_then_is_abandoned(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
-    fake = Forgetful(kill_at=("poll", 1, "before"))
+    # Killed with its three jobs created, none collected (placed by state, not by a count).
+    fake = Forgetful(polls_to_finish=1000)
+    fake.kill_if = lambda method: method == "poll" and len(fake.jobs) == 3
     plan, run_dir, rows = await _dispatched_until_killed(tmp_path, kit, fake, 100)
     lost = _uncollected(run_dir)
-    assert lost, "the kill left created jobs uncollected"
+    assert len(lost) == 3, "the kill left created jobs uncollected"
     held = {rid for job in lost.values() for rid in job.requests}
     fake.forget()
+    fake.polls_to_finish = 2
+    # job-1's poll is the slowest: the line named the jobs in the order their 404s came
+    # ("job-2,job-3,job-1"), another each time the same folder was run.
+    fake.arrived.clear()
+    fake.delays[("poll", 1)] = 0.2
 
     # Asked again without a word from the user: never re-sent, the rest done, one clear line.
     stuck = await _run(plan, run_dir, fake)
