@@ -1253,8 +1253,8 @@ def lines_to_cut(
     before dispatch, which reads the ledger again as it feeds the lane, so `runs.pipeline`
     asks it only of a model whose `batch_max_lines` could leave some of them waiting
     (`BatchLimits.stranded`)."""
-    again = simulated_here, fallback_live
-    return len(_to_cut(run_dir, plan_path, model, answer_budget, again))
+    return len(_to_cut(run_dir, plan_path, model, answer_budget,
+                       simulated_here=simulated_here, fallback_live=fallback_live))
 
 
 def line_sizes(
@@ -1267,8 +1267,8 @@ def line_sizes(
     `runs.pipeline`, of a model whose `batch_max_bytes` could cut a job below its provider's
     floor (`BatchLimits.least_max_bytes`); lines asked again later (a new seed, a doubled
     output cap: a few bytes more) are not foreseen."""
-    again = simulated_here, config.batch_fallback_live
-    failed = _to_cut(run_dir, plan_path, config.name, answer_budget, again)
+    failed = _to_cut(run_dir, plan_path, config.name, answer_budget,
+                     simulated_here=simulated_here, fallback_live=config.batch_fallback_live)
     if not failed:
         return []
     frame = (
@@ -1302,15 +1302,14 @@ def next_line(
 
 
 def _to_cut(
-    run_dir: Path, plan_path: Path, model: str, answer_budget: int, again: tuple[bool, bool]
+    run_dir: Path, plan_path: Path, model: str, answer_budget: int, *,
+    simulated_here: bool, fallback_live: bool,
 ) -> dict[str, int]:
-    """`lines_to_cut`'s requests, each with its answer failures in earlier runs; `again`: its
-    `simulated_here` and `fallback_live`."""
+    """`lines_to_cut`'s requests, each with its answer failures in earlier runs."""
     ids = (
         pl.scan_parquet(plan_path).filter(pl.col("model") == model).select("request_id")
         .collect()["request_id"]
     )  # fmt: skip
-    simulated_here, fallback_live = again
     jobs = fold_jobs(run_dir)
     if not fallback_live:  # their lines go back into the lane's next jobs (`_requeue`)
         jobs = {key: job for key, job in jobs.items() if not asked_again(job, simulated_here)}
