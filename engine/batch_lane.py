@@ -1136,9 +1136,7 @@ class BatchLane(LaneControl):
         return None
 
     def _again(self, entry: _Entry, failure: Failure) -> bool:
-        """Whether a failed request is asked again in this dispatch (as `Lane._ask` decides:
-        a permanent failure or a stopped answer gives up; max_attempts exhausts; a spent
-        answer-failure budget is counted apart)."""
+        """Whether a failed request is asked again in this dispatch (`_given_up`'s rule)."""
         why = self._not_again(entry, failure, entry.tries)
         if why == "budget":
             self.stats.retries.answer_budget_spent += 1
@@ -1150,13 +1148,8 @@ class BatchLane(LaneControl):
 
     def _not_again(self, entry: _Entry, failure: Failure, tries: int) -> str | None:
         """Why a request failed after `tries` tries is not asked again (see `_again`)."""
-        if entry.stopped and entry.answers.spent:
-            return "budget"
-        if not failure.retryable or self.policy.quota_pauses(failure) or entry.stopped:
-            return "gave_up"
-        if tries >= self.policy.max_attempts:
-            return "exhausted"
-        return None
+        return _given_up(self.policy, failure, tries, stopped=entry.stopped,
+                         spent=entry.answers.spent)
 
     # -- resume --------------------------------------------------------------------------
 
@@ -1242,33 +1235,36 @@ def created_jobs_worst(
 def lines_to_cut(
     run_dir: Path, plan_path: Path, model: str, answer_budget: int, *,
     simulated_here: bool = False, fallback_live: bool = False,
+    max_attempts: int = RetryPolicy.max_attempts,
 ) -> int:
     """How many of `model`'s plan rows a batch lane dispatching `run_dir` now would cut into
     new jobs: those the ledger has no answer for, that no job it re-attaches to holds (each
     job not yet collected, as `engine.dispatch` leaves them out, but those it asks again:
-    `asked_again`, unless `fallback_live` asks them live), and whose answer-failure budget
-    (`answer_budget`, the policy's) earlier runs did not spend (`BatchLane._take`).
-    `simulated_here`: the lane's provider is a simulator this process starts
-    (`BatchLane.simulated_here`). Lines a job fails and asks again are not foreseen. Read
-    before dispatch, which reads the ledger again as it feeds the lane, so `runs.pipeline`
-    asks it only of a model whose `batch_max_lines` could leave some of them waiting
-    (`BatchLimits.stranded`)."""
-    return len(_to_cut(run_dir, plan_path, model, answer_budget,
-                       simulated_here=simulated_here, fallback_live=fallback_live))
+    `asked_again`, unless `fallback_live` asks them live, and of those only the lines the
+    lane does not give up at once, `max_attempts` being the policy's: see
+    `_given_up_at_once`), and whose answer-failure budget (`answer_budget`, the policy's)
+    earlier runs did not spend (`BatchLane._take`). `simulated_here`: the lane's provider is
+    a simulator this process starts (`BatchLane.simulated_here`). Lines a job fails and asks
+    again are not foreseen. Read before dispatch, which reads the ledger again as it feeds
+    the lane, so `runs.pipeline` asks it only of a model whose `batch_max_lines` could leave
+    some of them waiting (`BatchLimits.stranded`)."""
+    return len(_to_cut(run_dir, plan_path, model, answer_budget, simulated_here=simulated_here,
+                       fallback_live=fallback_live, max_attempts=max_attempts))
 
 
 def line_sizes(
     run_dir: Path, plan_path: Path, config: ModelConfig, client: BatchClient, answer_budget: int,
-    *, simulated_here: bool = False,
+    *, simulated_here: bool = False, max_attempts: int = RetryPolicy.max_attempts,
 ) -> list[int]:
     """The bytes (newline aside) of each line a batch lane dispatching `run_dir` now would cut
-    into new jobs (`lines_to_cut`'s rows, `simulated_here` as there), as `client` writes them:
+    into new jobs (`lines_to_cut`'s rows, `simulated_here` and `max_attempts` as there), as
+    `client` writes them:
     its seed moved on by the answer failures of earlier runs, as the lane's. For
     `runs.pipeline`, of a model whose `batch_max_bytes` could cut a job below its provider's
     floor (`BatchLimits.least_max_bytes`); lines asked again later (a new seed, a doubled
     output cap: a few bytes more) are not foreseen."""
-    failed = _to_cut(run_dir, plan_path, config.name, answer_budget,
-                     simulated_here=simulated_here, fallback_live=config.batch_fallback_live)
+    failed = _to_cut(run_dir, plan_path, config.name, answer_budget, simulated_here=simulated_here,
+                     fallback_live=config.batch_fallback_live, max_attempts=max_attempts)
     if not failed:
         return []
     frame = (
@@ -1303,7 +1299,7 @@ def next_line(
 
 def _to_cut(
     run_dir: Path, plan_path: Path, model: str, answer_budget: int, *,
-    simulated_here: bool, fallback_live: bool,
+    simulated_here: bool, fallback_live: bool, max_attempts: int,
 ) -> dict[str, int]:
     """`lines_to_cut`'s requests, each with its answer failures in earlier runs."""
     ids = (
@@ -1311,9 +1307,13 @@ def _to_cut(
         .collect()["request_id"]
     )  # fmt: skip
     jobs = fold_jobs(run_dir)
+    given_up: set[str] = set()
     if not fallback_live:  # their lines go back into the lane's next jobs (`_requeue`)
+        again = [job for job in jobs.values()
+                 if job.model == model and asked_again(job, simulated_here)]  # fmt: skip
+        given_up = _given_up_at_once(run_dir, again, RetryPolicy(max_attempts=max_attempts))
         jobs = {key: job for key, job in jobs.items() if not asked_again(job, simulated_here)}
-    held = held_ids(jobs, model)
+    held = held_ids(jobs, model) | given_up
     if held:
         ids = ids.filter(~ids.is_in(pl.Series(sorted(held), dtype=pl.String).implode()))
     answered = (
@@ -1328,6 +1328,48 @@ def _to_cut(
     return {
         rid: failed.get(rid, 0) for rid in left if failed.get(rid, 0) < answer_budget
     }
+
+
+def _given_up(
+    policy: RetryPolicy, failure: Failure, tries: int, *, stopped: bool = False,
+    spent: bool = False,
+) -> str | None:
+    """Why a request whose attempt failed with `failure`, after `tries` tries in this
+    dispatch, is not asked again in it, else None: the lane's one rule (`BatchLane._again`,
+    as `Lane._ask` decides), which a resume's count foresees (`_given_up_at_once`).
+    "budget": the answer rule stopped it (`stopped`) with its answer-failure budget `spent`;
+    "gave_up": a permanent failure, a spent quota or a stopped answer; "exhausted":
+    `max_attempts` tries (per dispatch: a resume asks such a request again)."""
+    if stopped and spent:
+        return "budget"
+    if not failure.retryable or policy.quota_pauses(failure) or stopped:
+        return "gave_up"
+    if tries >= policy.max_attempts:
+        return "exhausted"
+    return None
+
+
+def _given_up_at_once(run_dir: Path, jobs: list[BatchJob], policy: RetryPolicy) -> set[str]:
+    """The requests of `jobs`, which a resumed lane gives up and asks again (`asked_again`),
+    that it does not ask again in this dispatch. Collecting such a job journals each line
+    as an attempt no line ran for (`BatchLane._collect`, `absent_failure`), its request's
+    first try of the dispatch, given up by `_given_up` at `max_attempts = 1`; a line a kill
+    left journalled is taken as recorded, no try of this dispatch (`BatchLane._already`).
+    Counted as asked again, these lines made a resume with `max_attempts = 1` refused as
+    stranding lines below Bedrock's floor that it would never cut."""
+    if not jobs:
+        return set()
+    recorded = _recorded(run_dir, sorted({rid for job in jobs for rid in job.requests}))
+    out: set[str] = set()
+    for job in jobs:
+        absent = absent_failure(_abandoned_state(job), job)
+        for rid, attempt in job.requests.items():
+            outcomes = recorded.get(rid, {})
+            number = line_recorded(attempt, outcomes)
+            failure, tries = (absent, 1) if number is None else (_as_failure(outcomes[number]), 0)
+            if _given_up(policy, failure, tries) is not None:
+                out.add(rid)
+    return out
 
 
 def _answers(item: PlanItem, config: ModelConfig, budget: int) -> AnswerRetry:

@@ -76,10 +76,12 @@ def left_sizes(
     """By model `byte_capped_batch_models` names, the bytes of each line a resume of `run_dir`
     would cut into new jobs (`engine.batch_lane.line_sizes`): the lines of the jobs it asks
     again among them (`engine.batch_lane.asked_again`), those of a simulator inside an
-    earlier run where `simulated_here` names the model (a rehearsal without --sim-url)."""
+    earlier run where `simulated_here` names the model (a rehearsal without --sim-url), but
+    not those it gives up at once (the spec's `max_attempts = 1`)."""
     budget = answer_budget(spec)
     return {
         name: line_sizes(run_dir, plan_path, spec.model(name), sizing_client(spec.model(name)),
-                         budget, simulated_here=name in simulated_here)
+                         budget, simulated_here=name in simulated_here,
+                         max_attempts=spec.max_attempts)
         for name in byte_capped_batch_models(spec)
     }  # fmt: skip

@@ -798,8 +798,9 @@ def _check_batch_left(
     `batch_max_bytes` lowers its provider's. Both count the lines of the jobs the resume
     gives up and asks again (`engine.batch_lane.asked_again`: those a simulator inside an
     earlier run held, where `simulated_here`, `CampaignOptions.simulated_here`, names the
-    model), which a rehearsal's check had left out as held by jobs. Before the design is
-    frozen, so a refused resume records no spec change."""
+    model), which a rehearsal's check had left out as held by jobs, but not those the lane
+    gives up at once (`max_attempts = 1`). Before the design is frozen, so a refused resume
+    records no spec change."""
     short, capped = short_batch_models(spec), byte_capped_batch_models(spec)
     if not short and not capped:
         return
@@ -810,7 +811,8 @@ def _check_batch_left(
     plan = run_dir / "plan.parquet"
     check_batch_floor(spec, {
         name: lines_to_cut(run_dir, plan, name, budget, simulated_here=name in simulated_here,
-                           fallback_live=spec.model(name).batch_fallback_live)
+                           fallback_live=spec.model(name).batch_fallback_live,
+                           max_attempts=spec.max_attempts)
         for name in short
     })  # fmt: skip
     if capped:

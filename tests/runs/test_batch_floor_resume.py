@@ -19,9 +19,10 @@ from engine.batch_jobs import BatchJob, JobRecords, fold_jobs
 from engine.batch_lane import lines_to_cut, next_line
 from engine.ledger import Ledger
 from engine.plan import PLAN_COLUMNS, plan_items
+from engine.scan import scan_attempts
 from providers.batch import JobState, JobStatus
 from providers.batch_bedrock import LIMITS as BEDROCK_LIMITS
-from runs.batch_bytes import answer_budget, sizing_client
+from runs.batch_bytes import answer_budget, left_sizes, sizing_client
 from runs.design import SPEC_FILE, freeze_design
 from runs.pipeline import run_campaign
 from runs.planner import write_plan
@@ -265,3 +266,59 @@ def test_a_resume_sizes_the_lines_of_a_job_its_simulator_ended_with(
     assert jobs["db-claude-gone00000001"].abandoned  # given up at its 404, its lines asked again
     cut = [len(job.requests) for key, job in jobs.items() if key != "db-claude-gone00000001"]
     assert sum(cut) == PLANNED and min(cut) >= limits.min_lines, cut
+
+
+def _one_attempt(spec: Path) -> None:
+    """`spec` with `max_attempts = 1` (its answer-failure budget 1 with it)."""
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace("seed = 3\n", "seed = 3\nmax_attempts = 1\n"), encoding="utf-8")
+
+
+@pytest.mark.timeout(180)
+def test_a_resume_with_one_attempt_leaves_out_the_lines_it_gives_up_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rehearsal killed with a job of 24 lines held, resumed with `max_attempts = 1`: the
+    lane journals each of the 24 as an attempt no line ran for, its one try of the dispatch,
+    and gives them up; it cuts only the 200 others, two jobs of 100. The check counted the 24
+    as asked again and refused the resume ("24 would wait for ever")."""
+    monkeypatch.setenv("DUTCHBOOK_BATCH_POLL_S", "0.05")
+    spec, out = _folder(tmp_path, answered=0)
+    _one_attempt(spec)
+    plan = out / "plan.parquet"
+    ids = pl.read_parquet(plan, columns=["request_id"])["request_id"].to_list()
+    _held_by_the_ended_simulator(out, ids[:24])
+    assert lines_to_cut(out, plan, "claude", 1, simulated_here=True, max_attempts=1) == 200
+    assert lines_to_cut(out, plan, "claude", 1, simulated_here=True, max_attempts=2) == PLANNED
+    capped = tmp_path / "capped.toml"  # the byte check sizes the same 200 lines
+    capped.write_text(spec.read_text(encoding="utf-8").replace(
+        "batch_max_lines = 100", "batch_max_lines = 100\nbatch_max_bytes = 500000"),
+        encoding="utf-8")  # fmt: skip
+    assert len(left_sizes(load_spec(capped), out, plan, frozenset({"claude"}))["claude"]) == 200
+    _run(spec, out)
+    jobs = fold_jobs(out)
+    assert jobs["db-claude-gone00000001"].abandoned
+    cut = sorted(len(job.requests) for key, job in jobs.items() if key != "db-claude-gone00000001")
+    assert cut == [100, 100]
+    gone = scan_attempts(out, ["request_id"]).filter(pl.col("request_id").is_in(ids[:24]))
+    assert gone.collect().height == 24  # one try each, none asked again
+
+
+def test_a_line_journalled_before_a_kill_is_asked_again_with_one_attempt(
+    tmp_path: Path,
+) -> None:
+    """Of an abandoned job killed while it was collected, a line already journalled is no try
+    of the resume's (`BatchLane._already`): asked again, so counted, with `max_attempts = 1`;
+    the lines not journalled yet are given up at their one try."""
+    _spec, out = _folder(tmp_path, answered=0)
+    plan = out / "plan.parquet"
+    ids = pl.read_parquet(plan, columns=["request_id"])["request_id"].to_list()
+    _held_by_the_ended_simulator(out, ids[:24])
+    job = next(iter(fold_jobs(out).values()))
+    JobRecords(out).abandoned(job, "not found")
+    with Ledger.open(out) as ledger:
+        for rid in ids[:4]:
+            ledger.record_result(attempt_row(rid, 1, "claude", "provider_error",
+                                             provider="bedrock"), None)  # fmt: skip
+    assert lines_to_cut(out, plan, "claude", 1, max_attempts=1) == 200 + 4
+    assert lines_to_cut(out, plan, "claude", 1, max_attempts=6) == PLANNED
