@@ -151,17 +151,16 @@ def _labels(
     per item, said to have twice as many labels as values. numpy's own errors (a ragged list)
     and comparisons (None beside a string) named no argument.
     """
-    if isinstance(clusters, list | tuple):
-        _one_kind(clusters, name)
-        _no_lists(clusters, name)
+    listed = clusters if isinstance(clusters, list | tuple) else None
+    tuples = listed is not None and _checked_list(listed, name)
     if np.ma.isMaskedArray(clusters) and np.ma.getmaskarray(clusters).any():
         # `np.asarray` drops the mask, and the label it hid was resampled as any other.
         masked = ", ".join(str(i) for i in np.argwhere(np.ma.getmaskarray(clusters))[0])
         raise ValueError(
             f"{name}[{masked}] is masked: every value needs a cluster label ({LABELS})"
         )
-    if isinstance(clusters, list | tuple) and any(isinstance(c, tuple) for c in clusters):
-        labels = np.fromiter(clusters, dtype=object, count=len(clusters))
+    if listed is not None and tuples:
+        labels = np.fromiter(listed, dtype=object, count=len(listed))
     else:
         try:
             labels = np.asarray(clusters)
@@ -183,6 +182,19 @@ def _labels(
             f"{name}[{at}] is {labels[at]!r}: every value needs a cluster label ({LABELS})"
         )
     return labels, shape
+
+
+def _checked_list(labels: Sequence[object], name: str) -> bool:
+    """`_one_kind` and `_no_lists` of a list of labels, and whether any is a tuple: one pass
+    over the list, for its labels' types (three passes of Python's took 200,000 labels from
+    0.07 s to 0.23 s), each check walking the list again only where those types show it
+    would refuse (a text type among others; a list or an array)."""
+    types = set(map(type, labels))
+    if len(types) > 1 and any(issubclass(kind, str | bytes) for kind in types):
+        _one_kind(labels, name)
+    if any(issubclass(kind, list | np.ndarray) for kind in types):
+        _no_lists(labels, name)
+    return any(issubclass(kind, tuple) for kind in types)
 
 
 def _one_kind(labels: Sequence[object], name: str) -> None:
