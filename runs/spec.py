@@ -644,13 +644,10 @@ def check_batch_bytes(
     its folder has left to ask); the least cap is `BatchLimits.least_max_bytes` of them, known
     only once the prompts are rendered (`runs.pipeline`, `plan`)."""
     for index, model in enumerate(spec.models):
-        found = _batch_limits(model.provider)
         lines = sizes.get(model.name)
-        if model.dispatch != "batch" or found is None or lines is None:
+        if lines is None or (found := _model_batch_limits(model)) is None:
             continue
-        from providers.batch_openai import limits_for
-
-        limits = limits_for(model, found)
+        limits = found[1]
         least, cap = limits.least_max_bytes(lines), limits.max_bytes
         if least <= cap:
             continue
@@ -678,12 +675,11 @@ def byte_capped_batch_models(spec: CampaignSpec) -> list[str]:
     worth of lines, so no other model's lines are sized."""
     capped = []
     for model in spec.models:
-        found = _batch_limits(model.provider)
-        if model.dispatch != "batch" or found is None or found.min_lines <= 1:
+        found = _model_batch_limits(model)
+        if found is None or found[0].min_lines <= 1:
             continue
-        from providers.batch_openai import limits_for
-
-        if limits_for(model, found).max_bytes < found.max_bytes:
+        documented, limits = found
+        if limits.max_bytes < documented.max_bytes:
             capped.append(model.name)
     return capped
 
@@ -691,13 +687,21 @@ def byte_capped_batch_models(spec: CampaignSpec) -> list[str]:
 def _short_batch_cap(model: ModelConfig) -> tuple[BatchLimits, int] | None:
     """A batch model's limits, lowered by its spec, and the least cap every count needs, where
     its cap is below that (`BatchLimits.least_max_lines`); else None."""
+    if (found := _model_batch_limits(model)) is None:
+        return None
+    documented, limits = found
+    least = documented.least_max_lines
+    return None if limits.max_lines >= least else (limits, least)
+
+
+def _model_batch_limits(model: ModelConfig) -> tuple[BatchLimits, BatchLimits] | None:
+    """A batch model's provider's documented batch limits and those its spec lowers them to
+    (`providers.batch_openai.limits_for`); None for a live model or a provider without batch."""
     if model.dispatch != "batch" or (documented := _batch_limits(model.provider)) is None:
         return None
     from providers.batch_openai import limits_for
 
-    limits = limits_for(model, documented)
-    least = documented.least_max_lines
-    return None if limits.max_lines >= least else (limits, least)
+    return documented, limits_for(model, documented)
 
 
 def _batch_limits(provider: str) -> BatchLimits | None:
