@@ -20,23 +20,20 @@ from providers.batch import BatchClient
 from providers.batch_registry import batch_client_for
 from providers.types import ModelConfig
 from runs.leftovers import scratch_folder
+from runs.model_options import built_with_stand_ins
 from runs.planner import PlannedQuery
 from runs.spec import CampaignSpec, byte_capped_batch_models
-
-#: Where a sizing client points: nothing is ever sent to it (a client builds lines offline).
-SIZING_ROOT = "http://127.0.0.1:9"
 
 
 def sizing_client(model: ModelConfig) -> BatchClient:
     """A batch client of `model` that writes its lines, built with no credential of the
-    user's: the rehearsal's (`providers.sim.rehearse`), which change only where requests go
-    and what signs them, never a line (a Bedrock record is its record id and Converse body).
-    The folder a rehearsal's service-account file would go in (Vertex's) is gone once the
-    client is built: writing a line reads no credential."""
-    from providers.sim.rehearse import rehearse_model  # the simulator's, only when sizing
-
+    user's: as a rehearsal builds it (`runs.model_options.built_with_stand_ins`, pointed at
+    a simulator nothing is ever sent to: a client builds lines offline), which changes only
+    where requests go and what signs them, never a line (a Bedrock record is its record id
+    and Converse body). The folder a rehearsal's service-account file would go in (Vertex's)
+    is gone once the client is built: writing a line reads no credential."""
     with scratch_folder("sim") as workdir:
-        config, env = rehearse_model(model, SIZING_ROOT, Path(workdir))
+        config, env = built_with_stand_ins(model, True, Path(workdir))
         return batch_client_for(config, env)
 
 

@@ -54,7 +54,7 @@ def check_model_options(
                     f"an https:// URL for model {model.name!r} ({model.provider}); {IN_CLEAR}",
                 )  # fmt: skip
             try:
-                config, env = _as_built(model, rehearse, Path(workdir), credentials)
+                config, env = built_with_stand_ins(model, rehearse, Path(workdir), credentials)
                 adapter_for(config, env)
                 if config.dispatch == "batch":
                     batch_client_for(config, env)
@@ -72,12 +72,13 @@ def _in_clear(model: ModelConfig, rehearse: bool) -> bool:
     return in_clear_to_another_host(model.base_url or "")
 
 
-def _as_built(
-    model: ModelConfig, rehearse: bool, workdir: Path, credentials: SimCredentials | None
+def built_with_stand_ins(
+    model: ModelConfig, rehearse: bool, workdir: Path, credentials: SimCredentials | None = None
 ) -> tuple[ModelConfig, dict[str, str]]:
     """The model as its run builds it and the environment it is built with: the simulator's
     fake credentials (and, for a model as written, stand-ins for its `base_url_env` and a
-    batch model's bucket and role, as a rehearsal's)."""
+    batch model's bucket and role, as a rehearsal's). `workdir`: where a Vertex model's fake
+    key file goes (a scratch folder's). Also `runs.batch_bytes.sizing_client`'s."""
     from providers.sim.credentials import DEFAULT_CREDENTIALS
     from providers.sim.rehearse import rehearse_model
 
