@@ -1336,11 +1336,13 @@ def _given_up(
 ) -> str | None:
     """Why a request whose attempt failed with `failure`, after `tries` tries in this
     dispatch, is not asked again in it, else None: the lane's one rule (`BatchLane._again`,
-    as `Lane._ask` decides), which a resume's count foresees (`_given_up_at_once`).
-    "budget": the answer rule stopped it (`stopped`) with its answer-failure budget `spent`;
-    "gave_up": a permanent failure, a spent quota or a stopped answer; "exhausted":
-    `max_attempts` tries (per dispatch: a resume asks such a request again)."""
-    if stopped and spent:
+    as `Lane._ask` decides), which a resume's count foresees (`_given_up_at_once`, `_to_cut`).
+    "budget": its answer-failure budget is `spent`, by this run's failures or by earlier
+    runs' (a line journalled before a kill, a budget lowered on a resume), as the live lane
+    asks no request whose budget is spent; "gave_up": a permanent failure, a spent quota or
+    a stopped answer (`stopped`); "exhausted": `max_attempts` tries (per dispatch: a resume
+    asks such a request again)."""
+    if spent:  # not only once this run's failure spent it: earlier runs' count (`_take`)
         return "budget"
     if not failure.retryable or policy.quota_pauses(failure) or stopped:
         return "gave_up"
