@@ -3,6 +3,9 @@ commands that rewrite a run folder (`score`, `repair`, `reparse`, `report`)."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import shutil
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -57,6 +60,70 @@ def finish_run(root: Path, spec_text: str) -> Path:
     out, code, output = run_spec(root, spec_text)
     assert code == 0, output
     return out
+
+
+#: The one file of a finished folder that names the folder: the engine's log says which plan
+#: its dispatch read (`dispatch_started`), a line nothing reads back.
+NAMES_ITS_FOLDER = Path("logs") / "engine.jsonl"
+
+
+class FinishedRuns:
+    """Finished runs of spec texts, each run once per test session and copied to each test
+    that asks: a small campaign costs seconds of CPU, a copy milliseconds.
+
+    The cache under `root` is shared by every xdist worker (a lock per spec text: a worker
+    asking for a run another is making waits for it). A copy behaves as the folder it copies
+    at its own place: every command's output and every file after status, audit, score,
+    report, reparse and resumes were the same with the paths swapped, once the one line
+    naming the folder (`NAMES_ITS_FOLDER`) is rewritten, as the copy does; a fill refuses a
+    folder where any other file names it. Only for tests of what is done to a finished
+    folder: the run is made under the first asking test's patches, so a test that patches
+    the run, or tests the run itself (its output, timing, signals), runs its own."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def run(self, root: Path, spec_text: str) -> tuple[Path, int]:
+        """What `run_spec(root, spec_text)` leaves, `root/spec.toml` and `root/out`: the folder
+        and the run's exit code (its output is not kept)."""
+        made, code = self._made(spec_text)
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "spec.toml").write_text(spec_text, encoding="utf-8")
+        shutil.copytree(made, root / "out")
+        log = root / "out" / NAMES_ITS_FOLDER
+        log.write_bytes(log.read_bytes().replace(str(made).encode(), str(root / "out").encode()))
+        return root / "out", code
+
+    def finish(self, root: Path, spec_text: str) -> Path:
+        """What `finish_run(root, spec_text)` leaves: `root/out`, of a run that ended 0."""
+        out, code = self.run(root, spec_text)
+        assert code == 0, f"the run of this spec ended {code}:\n{spec_text}"
+        return out
+
+    def _made(self, spec_text: str) -> tuple[Path, int]:
+        """The cached folder of `spec_text` and its run's exit code, run here if no worker has."""
+        key = self.root / hashlib.sha256(spec_text.encode()).hexdigest()[:16]
+        with (self.root / f"{key.name}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+            code_file = key / "exit-code"
+            if not code_file.is_file():  # never made, or its run raised part-way
+                shutil.rmtree(key, ignore_errors=True)
+                key.mkdir()
+                out, code, _ = run_spec(key, spec_text)
+                _names_itself_once(out)
+                code_file.write_text(str(code), encoding="utf-8")
+            return key / "out", int(code_file.read_text(encoding="utf-8"))
+
+
+def _names_itself_once(folder: Path) -> None:
+    """Refuse to cache a folder that names itself anywhere a copy would not rewrite."""
+    named = str(folder).encode()
+    naming = [
+        str(p.relative_to(folder))
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.relative_to(folder) != NAMES_ITS_FOLDER and named in p.read_bytes()
+    ]
+    assert not naming, f"{naming} name the folder: a copy elsewhere would name this one"
 
 
 def folder_contents(folder: Path, skip: frozenset[str] = frozenset()) -> dict[str, bytes]:
