@@ -14,7 +14,7 @@ import orjson
 from typer.testing import CliRunner
 
 from runs.cli import app
-from tests.runs.run_folders import SMALL_SPEC, run_spec
+from tests.runs.run_folders import SMALL_SPEC, FinishedRuns
 
 
 def _warnings(run_dir: Path) -> list[str]:
@@ -23,16 +23,17 @@ def _warnings(run_dir: Path) -> list[str]:
     return list(orjson.loads(shown.stdout)["warnings"])
 
 
-def _ran(tmp_path: Path, model: str) -> Path:
-    """A strict run of `model` (a simulator's) on two stock-days, one answer failure allowed."""
+def _ran(finished_runs: FinishedRuns, tmp_path: Path, model: str) -> Path:
+    """A strict run of `model` (a simulator's) on two stock-days, one answer failure allowed
+    (a copy of the session's run of it: these tests are of what the folder says after)."""
     spec = SMALL_SPEC.replace('model = "sim-coherent"', f'model = "{model}"')
-    return run_spec(tmp_path, 'parser = "strict"\nmax_answer_failures = 1\n' + spec)[0]
+    return finished_runs.run(tmp_path, 'parser = "strict"\nmax_answer_failures = 1\n' + spec)[0]
 
 
 def test_a_reparse_leaves_scores_then_report_out_of_date_until_each_is_written(
-    tmp_path: Path,
+    finished_runs: FinishedRuns, tmp_path: Path
 ) -> None:
-    run_dir = _ran(tmp_path, "sim-fraction")
+    run_dir = _ran(finished_runs, tmp_path, "sim-fraction")
     assert _warnings(run_dir) == []
     reparsed = CliRunner().invoke(app, ["reparse", str(run_dir), "--parser", "lenient"])
     assert reparsed.exit_code == 0, reparsed.output
@@ -55,10 +56,12 @@ def test_a_reparse_leaves_scores_then_report_out_of_date_until_each_is_written(
     assert _warnings(run_dir) == []
 
 
-def test_a_finished_folder_never_scored_says_so(tmp_path: Path) -> None:
+def test_a_finished_folder_never_scored_says_so(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
     """A run whose disk filled once its dispatch was done (exit 6) left every answer and no
     scores: `status` said "finished", nothing more, and only `report` refused the folder."""
-    run_dir = _ran(tmp_path, "sim-coherent")
+    run_dir = _ran(finished_runs, tmp_path, "sim-coherent")
     for name in ("scores.parquet", "forecasts.parquet", "averaged.parquet", "scored-from.json"):
         (run_dir / name).unlink(missing_ok=True)
     shutil.rmtree(run_dir / "report")
@@ -74,12 +77,12 @@ def test_a_finished_folder_never_scored_says_so(tmp_path: Path) -> None:
 
 
 def test_a_report_naming_a_reparse_unfinished_that_finished_since_is_out_of_date(
-    tmp_path: Path,
+    finished_runs: FinishedRuns, tmp_path: Path
 ) -> None:
     """Written while a reparse was unfinished, the report says "answers read by an unknown
     parser: ... did not finish; run it again"; that reparse run again, the answers and so the
     scores were the same, and nothing said the report still said so."""
-    run_dir = _ran(tmp_path, "sim-coherent")
+    run_dir = _ran(finished_runs, tmp_path, "sim-coherent")
     reparsed = CliRunner().invoke(app, ["reparse", str(run_dir), "--parser", "lenient"])
     assert reparsed.exit_code == 0, reparsed.output
     for command in ("score", "report"):
@@ -104,13 +107,13 @@ def test_a_report_naming_a_reparse_unfinished_that_finished_since_is_out_of_date
 
 
 def test_scores_with_no_report_are_said_with_the_command_that_writes_it(
-    tmp_path: Path,
+    finished_runs: FinishedRuns, tmp_path: Path
 ) -> None:
     """A run stopped while it wrote its report (a stop there leaves none: it is moved in
     whole), or `score` run by hand, read "finished" with no word of a report never written."""
     import shutil
 
-    run_dir = _ran(tmp_path, "sim-coherent")
+    run_dir = _ran(finished_runs, tmp_path, "sim-coherent")
     shutil.rmtree(run_dir / "report")
     assert _warnings(run_dir) == [
         f"no report of these scores yet ({run_dir / 'report'} is not written): `dutchbook "
@@ -120,10 +123,12 @@ def test_scores_with_no_report_are_said_with_the_command_that_writes_it(
     assert _warnings(run_dir) == []
 
 
-def test_a_damaged_scores_file_is_said_damaged_not_changed(tmp_path: Path) -> None:
+def test_a_damaged_scores_file_is_said_damaged_not_changed(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
     """Hashed, a truncated scores.parquet read as scores changed since the report, and
     `status` sent its user to `report`, which then failed on the same file."""
-    run_dir = _ran(tmp_path, "sim-coherent")
+    run_dir = _ran(finished_runs, tmp_path, "sim-coherent")
     scores = run_dir / "scores.parquet"
     scores.write_bytes(scores.read_bytes()[:200])
     assert _warnings(run_dir) == [
@@ -132,10 +137,12 @@ def test_a_damaged_scores_file_is_said_damaged_not_changed(tmp_path: Path) -> No
     ]
 
 
-def test_a_report_whose_summary_is_lost_is_said_unmatched(tmp_path: Path) -> None:
+def test_a_report_whose_summary_is_lost_is_said_unmatched(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
     """With its summary.json damaged or gone, a report could not be compared with the
     scores, and `status` said nothing of it however stale it was."""
-    run_dir = _ran(tmp_path, "sim-coherent")
+    run_dir = _ran(finished_runs, tmp_path, "sim-coherent")
     summary = run_dir / "report" / "summary.json"
     summary.write_bytes(b"\x00garbage")
     said = (
@@ -150,10 +157,12 @@ def test_a_report_whose_summary_is_lost_is_said_unmatched(tmp_path: Path) -> Non
     assert _warnings(run_dir) == []
 
 
-def test_a_lost_plan_is_said_with_what_makes_it_again(tmp_path: Path) -> None:
+def test_a_lost_plan_is_said_with_what_makes_it_again(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
     """Its plan deleted, a finished run read "stopped", with no planned counts and no word
     why; the audit and the report counted only the requests found asked."""
-    run_dir = _ran(tmp_path, "sim-coherent")
+    run_dir = _ran(finished_runs, tmp_path, "sim-coherent")
     (run_dir / "plan.parquet").unlink()
     lost = (
         f"{run_dir / 'plan.parquet'} is missing, so what the run planned is not counted: resume "
@@ -172,10 +181,12 @@ def test_a_lost_plan_is_said_with_what_makes_it_again(tmp_path: Path) -> None:
     assert (run_dir / "plan.parquet").is_file() and _warnings(run_dir) == []
 
 
-def test_answers_lost_from_responses_send_to_the_reparse_alone(tmp_path: Path) -> None:
+def test_answers_lost_from_responses_send_to_the_reparse_alone(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
     """With responses/ gone, a second warning sent the user to `score`, which refuses until
     the reparse the first names has rebuilt the answers."""
-    run_dir = _ran(tmp_path, "sim-coherent")
+    run_dir = _ran(finished_runs, tmp_path, "sim-coherent")
     for shard in (run_dir / "responses").glob("*.parquet"):
         shard.unlink()
     warnings = _warnings(run_dir)
