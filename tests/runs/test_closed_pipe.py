@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runs.run_folders import SMALL_SPEC, finish_run
+from tests.runs.run_folders import SMALL_SPEC, FinishedRuns
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,12 +79,12 @@ def test_a_run_says_its_output_closed_and_the_same_command_finishes(tmp_path: Pa
 
 
 def test_a_command_whose_files_are_written_says_only_its_printing_was_cut(
-    tmp_path: Path,
+    finished_runs: FinishedRuns, tmp_path: Path
 ) -> None:
     """`dutchbook reparse DIR | head -1`: the reparse was finished and recorded before it
     printed, yet it said it stopped part-way (exit 1) and to run it again, which changed
     nothing. So were `score` and `report`, which print after writing too."""
-    folder = finish_run(tmp_path, SMALL_SPEC)
+    folder = finished_runs.finish(tmp_path, SMALL_SPEC)
     for args in (
         ["reparse", str(folder), "--parser", "strict"],
         ["score", str(folder)],

@@ -23,7 +23,7 @@ from engine.runlock import LedgerBusy, acquire_lock, read_pid, release_lock, wri
 from engine.status import status
 from runs.cli import app
 from runs.commands.status import BUSY_NOTE
-from tests.runs.run_folders import SMALL_SPEC, finish_run, folder_contents
+from tests.runs.run_folders import SMALL_SPEC, FinishedRuns, folder_contents
 
 SPEC = SMALL_SPEC
 
@@ -134,8 +134,10 @@ def test_a_resume_refused_before_dispatch_leaves_the_died_runs_pid_file(
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return finish_run(tmp_path_factory.mktemp("finished"), SPEC)
+def finished(
+    finished_runs: FinishedRuns, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    return finished_runs.finish(tmp_path_factory.mktemp("finished"), SPEC)
 
 
 def _contents(folder: Path) -> dict[str, bytes]:

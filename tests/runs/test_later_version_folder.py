@@ -9,11 +9,13 @@ import polars as pl
 from typer.testing import CliRunner
 
 from runs.cli import app
-from tests.runs.run_folders import SMALL_SPEC, finish_run, folder_contents
+from tests.runs.run_folders import SMALL_SPEC, FinishedRuns, folder_contents
 
 
-def test_a_later_versions_folder_is_refused_by_writers_and_read_by_readers(tmp_path: Path) -> None:
-    out = finish_run(tmp_path, SMALL_SPEC)
+def test_a_later_versions_folder_is_refused_by_writers_and_read_by_readers(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
+    out = finished_runs.finish(tmp_path, SMALL_SPEC)
     shard = sorted((out / "attempts").glob("part-*.parquet"))[-1]
     pl.read_parquet(shard).with_columns(cost_usd=pl.lit(0.0)).write_parquet(shard)
     logs = frozenset({"phases.jsonl"})  # `run` times its planning before it opens the ledger

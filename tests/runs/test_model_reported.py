@@ -13,11 +13,13 @@ from typer.testing import CliRunner
 from engine.scan import scan_attempts
 from engine.shards import list_shards
 from runs.cli import app
-from tests.runs.run_folders import SMALL_SPEC, finish_run
+from tests.runs.run_folders import SMALL_SPEC, FinishedRuns
 
 
-def test_each_attempt_keeps_the_model_its_reply_named(tmp_path: Path) -> None:
-    out = finish_run(tmp_path, SMALL_SPEC)
+def test_each_attempt_keeps_the_model_its_reply_named(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
+    out = finished_runs.finish(tmp_path, SMALL_SPEC)
     attempts = scan_attempts(out, ["outcome", "model_reported"]).collect()
     ok = attempts.filter(pl.col("outcome") == "ok")
     assert ok.height > 0
@@ -26,8 +28,10 @@ def test_each_attempt_keeps_the_model_its_reply_named(tmp_path: Path) -> None:
     assert ok["model_reported"].to_list() == ["sim/coherent"] * ok.height
 
 
-def test_a_folder_written_before_the_column_is_read_by_every_command(tmp_path: Path) -> None:
-    out = finish_run(tmp_path, SMALL_SPEC)
+def test_a_folder_written_before_the_column_is_read_by_every_command(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
+    out = finished_runs.finish(tmp_path, SMALL_SPEC)
     old = tmp_path / "old"
     shutil.copytree(out, old)
     shards = [path for _, path in list_shards(old / "attempts")]
@@ -52,12 +56,14 @@ def test_a_folder_written_before_the_column_is_read_by_every_command(tmp_path: P
     assert read["model_reported"].null_count() == read.height == attempts.height
 
 
-def test_the_audit_says_a_model_answered_by_another(tmp_path: Path) -> None:
+def test_the_audit_says_a_model_answered_by_another(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
     """A referee sees, per model, which models its replies named, and a line where more than
     one did (a gateway's fallback answered some queries)."""
     import orjson
 
-    out = finish_run(tmp_path, SMALL_SPEC)
+    out = finished_runs.finish(tmp_path, SMALL_SPEC)
     runner = CliRunner()
     clean = runner.invoke(app, ["audit", str(out), "--json"])
     assert clean.exit_code == 0, clean.output

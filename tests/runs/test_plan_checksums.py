@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from engine.scan import scan_attempts
 from runs.cli import app
 from runs.plan_checksums import CHECKSUMS_FILE, PLAN_FILES, file_sha256
-from tests.runs.run_folders import SMALL_SPEC, finish_run
+from tests.runs.run_folders import SMALL_SPEC, FinishedRuns
 
 
 def _zero_bytes(path: Path) -> None:
@@ -39,8 +39,10 @@ def _one_id_changed(path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return finish_run(tmp_path_factory.mktemp("plan-checksums"), SMALL_SPEC)
+def finished(
+    finished_runs: FinishedRuns, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    return finished_runs.finish(tmp_path_factory.mktemp("plan-checksums"), SMALL_SPEC)
 
 
 def test_a_run_keeps_its_plan_files_checksums(finished: Path) -> None:

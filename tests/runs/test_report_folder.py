@@ -22,12 +22,14 @@ import runs.report_page
 from runs.cli import app
 from runs.folder_lock import folder_held
 from runs.report_folder import STAGE_PREFIX, staged_report
-from tests.runs.run_folders import SMALL_SPEC, finish_run, folder_contents
+from tests.runs.run_folders import SMALL_SPEC, FinishedRuns, folder_contents
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return finish_run(tmp_path_factory.mktemp("report-folder"), SMALL_SPEC)
+def finished(
+    finished_runs: FinishedRuns, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    return finished_runs.finish(tmp_path_factory.mktemp("report-folder"), SMALL_SPEC)
 
 
 def _scratch(run: Path) -> list[str]:

@@ -17,15 +17,15 @@ import pytest
 from typer.testing import CliRunner
 
 from runs.cli import app
-from tests.runs.run_folders import SMALL_SPEC, finish_run
+from tests.runs.run_folders import SMALL_SPEC, FinishedRuns
 
 LOST_ENOSPC = "parquet: File out of specification: Invalid thrift: transport error"
 
 
 def test_a_part_whose_enospc_polars_lost_ends_score_in_the_disk_full_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    finished_runs: FinishedRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run = finish_run(tmp_path, SMALL_SPEC)
+    run = finished_runs.finish(tmp_path, SMALL_SPEC)
     scores = (run / "scores.parquet").read_bytes()
     real_write, real_statvfs = pl.DataFrame.write_parquet, os.statvfs
     half_written: list[Path] = []

@@ -24,7 +24,7 @@ from runs.units import UnitSource
 from scoring import brier, dutch_books
 from scoring.grouped import SetJob, solve_grouped
 from tests.runs.quiet_campaign import run_quietly
-from tests.runs.run_folders import SMALL_SPEC, finish_run
+from tests.runs.run_folders import SMALL_SPEC, FinishedRuns
 
 SPEC = """
 name = "chunks"
@@ -304,9 +304,11 @@ def test_workers_end_after_chunks_that_did_not_need_them_and_scores_are_unchange
         assert pl.read_parquet(mixed / name).equals(pl.read_parquet(alone / name)), name
 
 
-def test_dutchbook_score_counts_one_model_and_one_arm_in_the_singular(tmp_path: Path) -> None:
+def test_dutchbook_score_counts_one_model_and_one_arm_in_the_singular(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
     """It said "(1 models, 1 arms)"."""
-    out = finish_run(tmp_path, SMALL_SPEC)
+    out = finished_runs.finish(tmp_path, SMALL_SPEC)
     result = CliRunner().invoke(app, ["score", str(out)])
     assert result.exit_code == 0, result.output
     assert "(1 model, 1 arm):" in result.output

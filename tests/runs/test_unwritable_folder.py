@@ -24,15 +24,17 @@ import runs.folder_lock
 import runs.pipeline
 from engine.durable import why_unwritable
 from runs.cli import app
-from tests.runs.run_folders import SMALL_SPEC, finish_run, folder_contents
+from tests.runs.run_folders import SMALL_SPEC, FinishedRuns, folder_contents
 
 SPEC = SMALL_SPEC
 WRITERS = ["score", "repair", "reparse", "report"]
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return finish_run(tmp_path_factory.mktemp("finished"), SPEC)
+def finished(
+    finished_runs: FinishedRuns, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    return finished_runs.finish(tmp_path_factory.mktemp("finished"), SPEC)
 
 
 def _one_error(output: str) -> str:
