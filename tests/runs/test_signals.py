@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from runs.signals import raise_if_stop_pending, stops_as_interrupt
-from tests.runs.run_folders import SMALL_SPEC, quickstart_for_tests
+from tests.runs.run_folders import SMALL_SPEC
 
 DUTCHBOOK = str(Path(sys.executable).with_name("dutchbook"))
 
@@ -90,7 +90,8 @@ def test_a_sigterm_before_dispatch_ends_the_run_in_one_line_and_it_resumes(
     plans (by default a SIGTERM there killed it without a word, exit -15)."""
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
     env.pop("PYTEST_CURRENT_TEST", None)
-    spec = quickstart_for_tests(tmp_path)
+    spec = tmp_path / "spec.toml"  # a bigger plan only makes the resume slower
+    spec.write_text(SMALL_SPEC, encoding="utf-8")
     command = [DUTCHBOOK, "run", str(spec), "--out", str(tmp_path / "run")]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
