@@ -19,7 +19,7 @@ import runs.cli
 from engine.durable import disk_full_raised, is_disk_full
 from runs.commands._errors import EXIT_DISK_FULL
 from runs.output import OutputClosed, OutputFull, stdout_console
-from tests.runs.run_folders import quickstart_for_tests
+from tests.runs.run_folders import SMALL_SPEC
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,8 +68,10 @@ def _to_dev_full(args: list[str]) -> subprocess.CompletedProcess[str]:
 def test_a_run_whose_output_is_full_names_the_output_not_its_folder(tmp_path: Path) -> None:
     """Both `run` and `report` hold their folder's full-disk handling around their prints;
     the run stops where its output failed, and the same command with room finishes it."""
-    out = tmp_path / "quick"
-    args = ["run", str(quickstart_for_tests(tmp_path)), "--out", str(out)]
+    out = tmp_path / "small"
+    spec = tmp_path / "spec.toml"  # the demo's 3,510 requests only made the second run slower
+    spec.write_text(SMALL_SPEC, encoding="utf-8")
+    args = ["run", str(spec), "--out", str(out)]
     done = _to_dev_full(args)
     assert done.returncode == EXIT_DISK_FULL, done.stderr
     assert done.stderr.splitlines() == [
