@@ -22,6 +22,7 @@ from runs.design import freeze_design
 from runs.planner import write_plan
 from runs.spec import load_spec
 from runs.units import UnitSource
+from tests.runs.run_folders import FinishedRuns
 
 SPEC = """
 name = "full"
@@ -153,15 +154,13 @@ def test_a_full_temporary_folder_while_planning_is_named_with_tmpdir(tmp_path: P
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def finished_run(
+    finished_runs: FinishedRuns, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, Path]:
     """The spec and a finished run of it, on an ordinary disk: three tests start from one
-    (a run takes seconds), each on its own copy on its own small disk."""
+    (a run takes seconds; the session's, copied), each on its own copy on its own small disk."""
     root = tmp_path_factory.mktemp("finished")
-    spec_path = root / "spec.toml"
-    spec_path.write_text(SPEC, encoding="utf-8")
-    result = dutchbook("run", str(spec_path), "--out", str(root / "run"))
-    assert result.returncode == 0, result.stdout + result.stderr
-    return spec_path, root / "run"
+    return root / "spec.toml", finished_runs.finish(root, SPEC)
 
 
 def _finished_run_on(disk: Path, finished: tuple[Path, Path]) -> Path:
