@@ -40,15 +40,7 @@ from engine.ledger import Ledger
 from engine.logs import EngineLog
 from engine.open_files import connection_cap, raise_open_files_limit
 from engine.outage import OutagePolicy
-from engine.plan import (
-    PlanItem,
-    accepted_before,
-    plan_counts,
-    plan_items,
-    plan_spans,
-    read_pending,
-    read_rows,
-)
+from engine.plan import PlanItem, plan_counts, plan_items, plan_spans, read_pending, read_rows
 from engine.progress import LiveProgress
 from engine.retry import ANSWER_FAILURE_CAUSES, RetryPolicy
 from engine.scan import attempt_counts, failure_counts
@@ -233,14 +225,12 @@ AnyLane = Lane | BatchLane
 @dataclass
 class _Reading:
     """How far a lane's feeder has read its stretch of the plan (`_feed`): the rows from
-    `offset` (to `end`, None: the plan's end) are not read yet, nor, unless `counted`, those
-    of them answered before counted in `LaneStats.already_accepted`; `done` once it read to
-    the end. `counted`: they were all counted before the lane started (`accepted_before`)."""
+    `offset` (to `end`, None: the plan's end) are not read yet, nor those of them answered
+    before counted in `LaneStats.already_accepted`; `done` once it read to the end."""
 
     offset: int = 0
     end: int | None = None
     done: bool = False
-    counted: bool = False
 
 
 async def _feed(
@@ -268,8 +258,7 @@ async def _feed(
             if height == 0:
                 reading.done = True
                 break
-            if not reading.counted:
-                lane.stats.already_accepted += mine - len(ids)
+            lane.stats.already_accepted += mine - len(ids)
             reading.offset = offset + height  # counted, whether or not its rows are queued
             if ids:
                 frame = await asyncio.to_thread(
@@ -321,12 +310,9 @@ def _accepted_unread(
 async def _run_lane(
     lane: AnyLane, plan_path: Path, run_dir: Path, ledger: Ledger, batch_rows: int,
     has_history: bool, held: frozenset[str] = frozenset(), span: tuple[int, int] | None = None,
-    counted: bool = False,
 ) -> None:
-    """Feed and run one lane; `counted`: its answers of earlier runs are in its stats already
-    (`_Reading.counted`)."""
     queue: asyncio.Queue[PlanItem | None] = asyncio.Queue(maxsize=2 * lane.workers + 16)
-    reading = _Reading(*span, counted=counted) if span is not None else _Reading(counted=counted)
+    reading = _Reading(*span) if span is not None else _Reading()
     feeder = asyncio.create_task(
         _feed(lane, plan_path, run_dir, ledger, queue, batch_rows, has_history, held, reading)
     )
@@ -338,15 +324,14 @@ async def _run_lane(
         await asyncio.gather(feeder, return_exceptions=True)
         if feeder.done() and not feeder.cancelled() and feeder.exception() is not None:
             raise feeder.exception()  # type: ignore[misc]
-    if not reading.done and has_history and not reading.counted:
+    if not reading.done and has_history:
         # The lane stopped before its feeder read its rows (a stop, the spend cap, a bad key):
         # the answers of earlier runs among the rest are counted too (a folder without any
-        # has none to count, and a resume's were counted before the lane started unless its
-        # rows repeat an id, `accepted_before`: its stop is not held up by reading the plan
-        # through, 0.5-3 s at the paper's scale). A Ctrl-C while the cap read the ledger,
-        # before any lane read a row, said "0 already accepted" of a folder holding 6 of 10
-        # answers, and "10 still unanswered". A read that fails (the folder moved) leaves the
-        # count short, as before, not the lane crashed: it is the summary's.
+        # has none to count: its stop is not held up by reading the plan through, 0.5-3 s at
+        # the paper's scale). A Ctrl-C while the cap read the ledger, before any lane read a
+        # row, said "0 already accepted" of a folder holding 6 of 10 answers, and "10 still
+        # unanswered". A read that fails (the folder moved) leaves the count short, as before,
+        # not the lane crashed: it is the summary's.
         with contextlib.suppress(OSError, pl.exceptions.PolarsError):
             lane.stats.already_accepted += await asyncio.to_thread(
                 _accepted_unread, plan_path, ledger, lane.config.name, batch_rows, held, reading
@@ -697,15 +682,8 @@ class _Run:
         """Run every lane to its end beside compaction and the progress refresh; a lane that
         crashed is marked stopped with the error. Returns how many compactions ran."""
         held = await asyncio.to_thread(self._held, lanes)
-        # A resume's earlier answers, counted before the first frame: counted as the feeders
-        # read their rows, a paper-scale resume's progress read "3,000/46,500 done" with
-        # 20,000 done, and a time left for all but 3,000.
-        before = await asyncio.to_thread(
-            accepted_before, self.plan_path, self.run_dir, [ln.config.name for ln in lanes], held
-        ) if self.has_history else {}  # fmt: skip
         for lane in lanes:
             lane.stats.planned = counts[lane.config.name]
-            lane.stats.already_accepted += before.get(lane.config.name, 0)
             summary.lanes[lane.config.name] = lane.stats
         self.log.info(
             "dispatch_started",
@@ -730,7 +708,7 @@ class _Run:
                     _run_lane(
                         lane, self.plan_path, self.run_dir, self.ledger, self.batch_rows,
                         self.has_history, held.get(lane.config.name, frozenset()),
-                        self.spans.get(lane.config.name), lane.config.name in before,
+                        self.spans.get(lane.config.name),
                     )
                     for lane in lanes
                 ),

@@ -6,14 +6,12 @@ through the functions here, decoding full rows only for requests still to ask.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
-
-from engine.scan import scan_responses
 
 if TYPE_CHECKING:
     from engine.ledger import Ledger
@@ -105,39 +103,6 @@ def read_pending(
     del frame
     todo = mine.filter(~ledger.accepted_series(mine["request_id"]))
     return height, mine.height, todo["_pos"].to_list(), todo["request_id"].to_list()
-
-
-def accepted_before(
-    plan_path: Path, run_dir: Path, models: Collection[str],
-    held: Mapping[str, Collection[str]],
-) -> dict[str, int]:
-    """Per model of `models`, its plan rows the ledger of `run_dir` holds an answer for, those
-    `held` by a batch job not yet collected left out (as `read_pending` leaves them out): a
-    resume's answers of earlier runs, counted once before its lanes start, in one columnar
-    pass (the plan's ids and models, the responses' ids). A model whose rows repeat an id is
-    left out: whether the copy read later was answered before the run or by its first copy
-    in it is known only as the feeder reads it, which then counts its rows."""
-    pairs = [(model, rid) for model, ids in held.items() for rid in ids]
-    kept = pl.DataFrame(pairs, schema={"model": pl.String, "request_id": pl.String}, orient="row")
-    answered = scan_responses(run_dir, ["request_id"]).with_columns(pl.lit(1).alias("_answered"))
-    frame = (
-        pl.scan_parquet(plan_path)
-        .select("request_id", "model")
-        .filter(pl.col("model").is_in(sorted(models)))
-        .join(kept.lazy(), on=["model", "request_id"], how="anti")
-        .join(answered, on="request_id", how="left")
-        .group_by("model")
-        .agg(
-            pl.len().alias("rows"),
-            pl.col("request_id").n_unique().alias("ids"),
-            pl.col("_answered").sum().alias("answered"),
-        )
-        .collect()
-    )
-    return {
-        str(model): int(answered) for model, rows, ids, answered in frame.iter_rows()
-        if rows == ids
-    }  # fmt: skip
 
 
 def read_rows(plan_path: Path, offset: int, rows: int, positions: list[int]) -> pl.DataFrame:

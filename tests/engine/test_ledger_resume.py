@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.dispatch import dispatch
-from engine.lanes import LaneStats
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts, scan_responses
 from providers.sim.server import SimHandle
@@ -114,51 +113,3 @@ async def test_each_lane_reads_only_the_stretch_of_the_plan_holding_its_rows(
     assert offsets["sim-b"] == [31, 39]
     assert offsets["sim-a"] == [0, 8, 16, 24]
     assert offsets["sim-c"] == [3, 11, 19, 27, 35]
-
-
-class _FirstFrame:
-    """A progress sink that keeps what its first frame showed of each lane: done, planned."""
-
-    def __init__(self) -> None:
-        self.first: dict[str, tuple[int, int]] | None = None
-        self._lanes: list[LaneStats] = []
-
-    def start(self, lanes: list[LaneStats]) -> None:
-        self._lanes = lanes
-        self.first = {s.model: (s.done, s.planned) for s in lanes}
-
-    def refresh(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-
-async def test_a_resume_shows_its_earlier_answers_from_its_first_frame(
-    tmp_path: Path, kit: type[Kit], sim: SimHandle
-) -> None:
-    """A resume's progress counted the answers of earlier runs only as its feeder read their
-    rows, a slice at a time: early in a paper-scale resume it read "3,000/46,500 done" with
-    20,000 done, and a time left for 43,500. They are counted before any lane starts now,
-    and not again as the rows are read; a plan repeating a row is still counted as read."""
-    rows = kit.plan_rows("sim-a", 50)
-    config, adapter = kit.sim_model("sim-a", sim.root_url)
-    run = tmp_path / "run"
-    first = await dispatch(
-        kit.write_plan(tmp_path / "first.parquet", rows[:30]), run, {"sim-a": config},
-        {"sim-a": adapter}, policy=FAST, log_console=None,
-    )  # fmt: skip
-    assert first.complete
-    sink = _FirstFrame()
-    again = await dispatch(
-        kit.write_plan(tmp_path / "plan.parquet", rows), run, {"sim-a": config},
-        {"sim-a": adapter}, policy=FAST, log_console=None, batch_rows=7, progress=sink,
-    )  # fmt: skip
-    assert sink.first == {"sim-a": (30, 50)}
-    assert again.complete and again.already_accepted == 30 and again.accepted == 20
-    repeated = [*rows, dict(rows[0])]  # rows[0] twice: the feeder counts as it reads
-    again = await dispatch(
-        kit.write_plan(tmp_path / "repeated.parquet", repeated), run, {"sim-a": config},
-        {"sim-a": adapter}, policy=FAST, log_console=None, batch_rows=7,
-    )  # fmt: skip
-    assert again.complete and again.already_accepted == 51 and again.accepted == 0
