@@ -57,17 +57,23 @@ def _files(run: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((run / "report").iterdir())}
 
 
+def _drawn_alone(figures_run: Path) -> dict[str, bytes]:
+    """What one process writes for the folder: its own report, which `run_campaign` drew in
+    one process (`figures_run` is run without workers) with `_report`'s calls, so the same
+    bytes as `_report(copy, None)` (compared when this replaced that draw, 4-5 s of CPU in
+    each of three tests)."""
+    return _files(figures_run)
+
+
 def test_the_shares_are_every_figure_once() -> None:
     assert sorted(n for share in SHARES for n in share) == [n for n, _, _ in FIGURES]
 
 
 def test_workers_write_the_bytes_one_process_writes(figures_run: Path, tmp_path: Path) -> None:
-    alone = _copy(figures_run, tmp_path / "alone")
     pooled = _copy(figures_run, tmp_path / "pooled")
-    _report(alone, None)
     with FigureWorkers() as workers:
         _report(pooled, workers)
-    files = _files(alone)
+    files = _drawn_alone(figures_run)
     assert {name for name in files if name.endswith(".png")} == {
         f"fig{n}_{key}.png" for n, key, _ in FIGURES
     }  # every figure drawn, so every module's path is compared
@@ -92,9 +98,7 @@ def test_a_killed_worker_leaves_its_work_to_this_process(
         # same figure drawn here (most likely why a page once differed).
         assert not any(p.is_alive() for p in processes)
         assert workers.audit(run).result() == run_audit(run)  # later calls: here too
-    alone = _copy(figures_run, tmp_path / "alone")
-    _report(alone, None)
-    assert _files(run) == _files(alone)
+    assert _files(run) == _drawn_alone(figures_run)
     said = [line for line in capfd.readouterr().err.splitlines() if "figure worker" in line]
     assert len(said) == 1 and "drawn in this process" in said[0], said
 
@@ -136,7 +140,10 @@ def test_workers_ignore_a_signal_meant_for_the_campaign(
     run = _copy(figures_run, tmp_path / "run")
     with FigureWorkers() as workers:
         summary = orjson.loads((figures_run / "report" / "summary.json").read_bytes())
-        workers.draw(summary, run / "report").figures()  # warmed: SIGINT handler in place
+        # Warmed, each past its SIGINT handler: a worker answers a call once its warm-up has
+        # ended (it was a whole report drawn, 4-5 s of CPU; the report is drawn below).
+        for worker, (process, _) in enumerate(workers._workers):
+            assert workers._call(worker, os.getpid).result() == process.pid
         for process, _ in workers._workers:
             assert process.pid is not None
             os.kill(process.pid, sent)
@@ -385,9 +392,7 @@ def test_a_stopped_worker_is_ended_and_its_work_drawn_here(
             assert not any(p.is_alive() for p in processes)
         finally:
             _kill_left(pids)
-    alone = _copy(figures_run, tmp_path / "alone")
-    _report(alone, None)
-    assert _files(run) == _files(alone)
+    assert _files(run) == _drawn_alone(figures_run)
     said = [line for line in capfd.readouterr().err.splitlines() if "figure worker" in line]
     assert said == [figure_workers.STUCK], said
 
