@@ -5,6 +5,9 @@ so)."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
+import shutil
 import sys
 from collections.abc import Iterator
 from io import StringIO
@@ -23,7 +26,24 @@ SPEC = Path(__file__).parents[1] / "runs" / "specs" / "figures.toml"
 
 @pytest.fixture(scope="session")
 def figures_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("figures") / "run"
+    """The campaign's folder, run once per session by whichever xdist worker first asks (each
+    worker ran its own, about 12 s of CPU): the others wait on its lock and share the folder,
+    which no test changes (those that change a report copy it first)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _figures_run(tmp_path_factory.mktemp("figures"))
+    shared = tmp_path_factory.getbasetemp().parent / "figures-run"
+    shared.mkdir(exist_ok=True)
+    with (shared / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+        if not (shared / "complete").is_file():  # never made, or its run raised part-way
+            shutil.rmtree(shared / "run", ignore_errors=True)
+            _figures_run(shared)
+            (shared / "complete").touch()
+    return shared / "run"
+
+
+def _figures_run(folder: Path) -> Path:
+    out = folder / "run"
     console = Console(file=StringIO(), width=120)
     # A few percent of 5xx and malformed replies, so the audit has retries to show (rate
     # limits would also slow the lanes down, and this is shared by every report test).
