@@ -15,18 +15,19 @@ polars' pool) that a fork would copy in an unknown state. Spawning one costs abo
 second (an interpreter, numpy and HiGHS), so the pool is kept for the process's life
 and later calls reuse its workers (`shutdown` ends it; it also ends at exit). Calls may
 come from several threads at once: they share the pool, which is never ended or resized
-under a call mapping on it. Workers ignore a Ctrl-C between chunks (a terminal's goes to
-the whole process group, and ended them idle) and stop at one within a chunk.
+under a call mapping on it. Workers ignore a Ctrl-C as they start and between chunks (a
+terminal's goes to the whole process group, and ended them) and stop at one within a chunk.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -74,8 +75,12 @@ def _score(chunk: _Chunk) -> DutchBookResult:
 def _worker_start() -> None:
     """A worker ignores Ctrl-C between chunks: a terminal's Ctrl-C goes to the whole process
     group, and it ended idle workers, so the parent's next pooled call failed
-    (BrokenProcessPool). The parent decides what a Ctrl-C does."""
+    (BrokenProcessPool). The parent decides what a Ctrl-C does.
+
+    The worker starts with Ctrl-C held (`_spawning`); it is let through once ignored, and
+    one that came while the worker started lands now, and is ignored."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _score_in_worker(chunk: _Chunk, table: vertex_table.VertexTable | None) -> DutchBookResult:
@@ -91,6 +96,21 @@ def _score_in_worker(chunk: _Chunk, table: vertex_table.VertexTable | None) -> D
         return _score(chunk)
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def _spawning() -> Iterator[None]:
+    """Ctrl-C held in this thread while it submits chunks, which may spawn workers: a worker
+    inherits the held signal (through fork and exec) until `_worker_start` lets it through.
+    Starting Python and importing numpy takes a worker about a second, and a Ctrl-C then
+    killed it (a terminal's reaches every worker; a pool replaced while they came spawned
+    new workers into them), so the call failed with BrokenProcessPool. A Ctrl-C that comes
+    meanwhile lands here as the signal is let through, as CPython's resource tracker does."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _work(chunks: Sequence[_Chunk]) -> int:
@@ -198,7 +218,9 @@ def _mapped(
     pool = _acquire(min(workers, len(chunks)))
     broken = False
     try:
-        return list(pool.map(_score_in_worker, chunks, tables))
+        with _spawning():  # map submits every chunk before it returns
+            results = pool.map(_score_in_worker, chunks, tables)
+        return list(results)
     except BrokenProcessPool:
         broken = True
         raise

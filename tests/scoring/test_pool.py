@@ -183,6 +183,36 @@ def test_a_ctrl_c_while_the_pool_is_idle_leaves_its_workers_alive() -> None:
         shutdown()
 
 
+def _interrupted_as_spawned(sent: list[int]) -> type[ProcessPoolExecutor]:
+    """A pool that sends each worker it spawns a SIGINT at once (Python starting), into `sent`."""
+
+    class Interrupted(ProcessPoolExecutor):
+        def _adjust_process_count(self) -> None:
+            before = set(self._processes)
+            super()._adjust_process_count()
+            for pid in set(self._processes) - before:
+                os.kill(pid, signal.SIGINT)
+                sent.append(pid)
+
+    return Interrupted
+
+
+def test_a_ctrl_c_as_a_worker_starts_leaves_it_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker spawned while Ctrl-Cs came (a terminal's, as a call started the pool or replaced
+    a broken one) died of one that landed before its initializer ignored it (Python starting,
+    numpy importing), and the call failed with BrokenProcessPool. Workers start with Ctrl-C
+    held, and ignore the one that came once they let it through."""
+    two, _ = _two_and_three_chunks()
+    alone = score_groups(two, workers=1)[0]
+    sent: list[int] = []
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", _interrupted_as_spawned(sent))
+    try:
+        _assert_same(alone, score_groups(two, workers=2)[0])
+        assert sent and _workers() == set(sent)  # none ended, none replaced
+    finally:
+        shutdown()
+
+
 def test_a_pool_whose_worker_died_between_calls_is_replaced_and_the_call_runs() -> None:
     two, _ = _two_and_three_chunks()
     alone = score_groups(two, workers=1)[0]
