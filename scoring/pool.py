@@ -30,6 +30,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from types import FrameType
 
 import numpy as np
 import numpy.typing as npt
@@ -72,14 +73,31 @@ def _score(chunk: _Chunk) -> DutchBookResult:
     return dutch_books(incidence, probs, norm)
 
 
+#: Whether this worker is in a chunk: a Ctrl-C stops the chunk then, and is ignored otherwise.
+_in_chunk = False
+
+
+def _ctrl_c(_signum: int, _frame: FrameType | None) -> None:
+    """A worker's Ctrl-C handler, set once: a KeyboardInterrupt within a chunk, nothing between
+    chunks. It clears `_in_chunk` as it raises, so a second Ctrl-C as the chunk unwinds does
+    nothing either."""
+    global _in_chunk
+    if _in_chunk:
+        _in_chunk = False
+        raise KeyboardInterrupt
+
+
 def _worker_start() -> None:
     """A worker ignores Ctrl-C between chunks: a terminal's Ctrl-C goes to the whole process
     group, and it ended idle workers, so the parent's next pooled call failed
     (BrokenProcessPool). The parent decides what a Ctrl-C does.
 
-    The worker starts with Ctrl-C held (`_spawning`); it is let through once ignored, and
-    one that came while the worker started lands now, and is ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    One handler for the worker's life (`_ctrl_c`): Python's own was set for each chunk and
+    SIG_IGN put back after it, and a Ctrl-C that landed as a chunk ended, before SIG_IGN was
+    back, left Python's set, so the next one ended the idle worker. The worker starts with
+    Ctrl-C held (`_spawning`); it is let through once handled, and one that came while the
+    worker started lands now, between chunks."""
+    signal.signal(signal.SIGINT, _ctrl_c)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
@@ -89,13 +107,14 @@ def _score_in_worker(chunk: _Chunk, table: vertex_table.VertexTable | None) -> D
     Within a chunk a Ctrl-C stops it at once, as it would in the parent: the worker lives
     (its KeyboardInterrupt is the chunk's result) and is idle when the parent, stopped by
     the same Ctrl-C, next calls or exits."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    global _in_chunk
+    _in_chunk = True
     try:
         if table is not None:
             vertex_table.install({vertex_table.key_of(table.incidence, table.norm): table})
         return _score(chunk)
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _in_chunk = False
 
 
 @contextlib.contextmanager

@@ -6,12 +6,14 @@ import contextlib
 import itertools
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -20,6 +22,9 @@ from panels.stock import horizon_panel
 from scoring import dutch_books, pool
 from scoring.dutch_book import DutchBookResult
 from scoring.pool import CHUNK_SETS, Group, score_groups, shutdown
+
+if TYPE_CHECKING:
+    from _typeshed import TraceFunction
 
 
 def horizon1() -> np.ndarray:
@@ -153,14 +158,15 @@ def _assert_same(one: DutchBookResult, other: DutchBookResult) -> None:
 
 
 def _wait_until_started(pids: set[int]) -> None:
-    """Until each worker ignores SIGINT (Linux: /proc), 10 s at most: one worker may have
-    scored both chunks while the other still imports, before its initializer ran."""
+    """Until each worker has let Ctrl-C through (Linux: /proc; it is held from its spawn until
+    its initializer set its handler), 10 s at most: one worker may have scored both chunks
+    while the other still imports."""
     deadline = time.monotonic() + 10.0
     for pid in pids:
         status = Path(f"/proc/{pid}/status")
         while status.exists() and time.monotonic() < deadline:
-            ignored = next(line for line in status.read_text().splitlines() if "SigIgn" in line)
-            if int(ignored.split()[1], 16) & (1 << (signal.SIGINT - 1)):
+            held = next(line for line in status.read_text().splitlines() if "SigBlk" in line)
+            if not int(held.split()[1], 16) & (1 << (signal.SIGINT - 1)):
                 break
             time.sleep(0.02)
 
@@ -211,6 +217,57 @@ def test_a_ctrl_c_as_a_worker_starts_leaves_it_alive(monkeypatch: pytest.MonkeyP
         assert sent and _workers() == set(sent)  # none ended, none replaced
     finally:
         shutdown()
+
+
+def _chunk_with_ctrl_c_at(step: int | None) -> int:
+    """`_score_in_worker` of a chunk of no sets in this process, a SIGINT raised before its
+    `step`th bytecode in the pool's code (a trace of opcodes); the bytecodes run."""
+    chunk = (horizon1(), np.empty((0, 14)), "inf")
+    seen = 0
+
+    def each_opcode(frame: FrameType, event: str, _arg: object) -> TraceFunction:
+        nonlocal seen
+        if event == "opcode":
+            if seen == step:
+                signal.raise_signal(signal.SIGINT)  # its handler runs here, as Python's would
+            seen += 1
+        return each_opcode
+
+    def in_the_pool(frame: FrameType, _event: str, _arg: object) -> TraceFunction | None:
+        if frame.f_globals.get("__name__") != pool.__name__:
+            return None
+        frame.f_trace_opcodes = True
+        return each_opcode
+
+    sys.settrace(in_the_pool)
+    try:
+        pool._score_in_worker(chunk, None)
+    except KeyboardInterrupt:
+        pass  # the chunk's result, where the Ctrl-C landed within it
+    finally:
+        sys.settrace(None)
+    return seen
+
+
+def test_a_ctrl_c_landing_anywhere_in_a_chunk_leaves_the_worker_ignoring_the_next() -> None:
+    """A worker set Python's Ctrl-C handler for each chunk and SIG_IGN back after it: a Ctrl-C
+    that landed as the chunk ended (before SIG_IGN was back) left Python's handler set, and the
+    next Ctrl-C, between chunks, ended the worker (BrokenProcessPool, under the load of a full
+    test run once in six). A worker's chunk runs here with a Ctrl-C at each of its steps in
+    turn, each followed by one between chunks, which must do nothing."""
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        pool._worker_start()  # as in a worker
+        steps = _chunk_with_ctrl_c_at(None)
+        assert steps >= 4
+        for step in range(steps):
+            _chunk_with_ctrl_c_at(step)
+            try:
+                signal.raise_signal(signal.SIGINT)  # between chunks
+            except KeyboardInterrupt:
+                pytest.fail(f"a Ctrl-C at step {step} of {steps} left the worker interruptible")
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def test_a_pool_whose_worker_died_between_calls_is_replaced_and_the_call_runs() -> None:
