@@ -28,7 +28,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from types import FrameType
 
@@ -48,9 +48,6 @@ CHUNK_WORK = 4_000_000
 #: starting a worker takes about a second (an interpreter, numpy and HiGHS), and horizon
 #: 4 is solved at about 2.5 ms a set (about 1,000 sets here) in one process.
 POOL_MIN_WORK = 60_000_000
-#: Chunks a call keeps submitted and not back, per worker: one scored and one waiting, so
-#: that a worker finds its next chunk at once, and few are left to run if the call stops.
-AHEAD_PER_WORKER = 2
 
 Group = tuple[npt.ArrayLike, npt.ArrayLike, str]
 _Chunk = tuple[FloatArray, FloatArray, str]
@@ -122,7 +119,7 @@ def _score_in_worker(chunk: _Chunk, table: vertex_table.VertexTable | None) -> D
 
 @contextlib.contextmanager
 def _spawning() -> Iterator[None]:
-    """Ctrl-C held in this thread while it submits a chunk, which may spawn a worker: a worker
+    """Ctrl-C held in this thread while it submits chunks, which may spawn workers: a worker
     inherits the held signal (through fork and exec) until `_worker_start` lets it through.
     Starting Python and importing numpy takes a worker about a second, and a Ctrl-C then
     killed it (a terminal's reaches every worker; a pool replaced while they came spawned
@@ -240,47 +237,14 @@ def _mapped(
     pool = _acquire(min(workers, len(chunks)))
     broken = False
     try:
-        return _scored_on(pool, chunks, tables, AHEAD_PER_WORKER * workers)
+        with _spawning():  # map submits every chunk before it returns
+            results = pool.map(_score_in_worker, chunks, tables)
+        return list(results)
     except BrokenProcessPool:
         broken = True
         raise
     finally:
         _release(pool, broken)
-
-
-def _scored_on(
-    pool: ProcessPoolExecutor,
-    chunks: Sequence[_Chunk],
-    tables: list[vertex_table.VertexTable | None],
-    ahead: int,
-) -> list[DutchBookResult]:
-    """Each chunk's result from `pool`, with at most `ahead` chunks submitted and not back.
-
-    A submitted chunk is never cancelled, whatever stops the call (a Ctrl-C, a chunk's
-    error): `pool.map` submitted every chunk and cancelled the unstarted ones as it stopped,
-    and a worker that died while the pool still held one made CPython 3.11's pool fail in
-    its manager thread (InvalidStateError; gh-107219) before it failed the chunks behind
-    it, so the next call waited for ever. The few left here run, and are dropped."""
-    results: dict[int, DutchBookResult] = {}
-    running: dict[Future[DutchBookResult], int] = {}
-    for index, (chunk, table) in enumerate(zip(chunks, tables, strict=True)):
-        if len(running) >= ahead:
-            _collect(running, results)
-        with _spawning():
-            running[pool.submit(_score_in_worker, chunk, table)] = index
-    while running:
-        _collect(running, results)
-    return [results[index] for index in range(len(chunks))]
-
-
-def _collect(
-    running: dict[Future[DutchBookResult], int], results: dict[int, DutchBookResult]
-) -> None:
-    """Wait for one of the `running` chunks; move those done to `results` (or raise one's
-    error, a KeyboardInterrupt from a worker's Ctrl-C among them)."""
-    done, _ = wait(running, return_when=FIRST_COMPLETED)
-    for future in done:
-        results[running.pop(future)] = future.result()
 
 
 def default_workers(chunks: Sequence[_Chunk]) -> int:

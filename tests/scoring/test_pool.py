@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -74,15 +74,14 @@ def _two_and_three_chunks() -> tuple[list[Group], list[Group]]:
 
 
 def _gated(gate: threading.Event, entered: threading.Event) -> type[ProcessPoolExecutor]:
-    """A pool whose first `submit` in the thread named "held" waits for `gate` (it holds the
-    pool then)."""
+    """A pool whose `map` in the thread named "held" waits for `gate` once it holds the pool."""
 
     class Gated(ProcessPoolExecutor):
-        def submit(self, *args: Any, **kwargs: Any) -> Future[Any]:
+        def map(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
             if threading.current_thread().name == "held":
                 entered.set()
                 assert gate.wait(60), "the other call never finished"
-            return super().submit(*args, **kwargs)
+            return super().map(*args, **kwargs)
 
     return Gated
 
@@ -319,54 +318,6 @@ def test_a_ctrl_c_during_a_pooled_call_stops_its_chunks_and_the_next_call_works(
         assert time.monotonic() - start < 3.0  # the whole call takes about 6 s of CPU
         _assert_same(alone, score_groups(small, workers=2)[0])
     finally:
-        shutdown()
-
-
-def test_a_worker_dying_after_a_call_stopped_early_makes_the_next_call_run_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A call stopped by a Ctrl-C left its unstarted chunks cancelled in the pool, and when a
-    worker died before the pool dropped them (it does once a worker takes a chunk), CPython
-    3.11's pool failed on them in its manager thread (InvalidStateError) before it failed the
-    next call's chunks: that call waited for ever. A call's chunks are no longer cancelled,
-    and the next call runs again on new workers.
-
-    The workers are stopped (SIGSTOP) so that none takes a chunk, as ones dying as they start
-    took none; the Ctrl-C is this process's."""
-    rng = np.random.default_rng(1)
-    matrix = (rng.uniform(size=(60, 64)) < 0.5).astype(np.uint8)
-    probs = rng.uniform(size=(64 * 10, 60))
-    groups: list[Group] = [(matrix, probs, "l1")]
-    small: list[Group] = [(matrix, probs[:128], "l1")]
-    monkeypatch.setattr(pool, "CHUNK_SETS", 64)  # ten chunks, and two
-    alone = score_groups(small, workers=1)[0]
-    out: list[object] = []
-    next_call = threading.Thread(target=lambda: out.append(score_groups(small, workers=2)))
-    next_call.daemon = True  # it waited for ever
-    workers: set[int] = set()
-    try:
-        score_groups(small, workers=2)
-        workers = _workers()
-        _wait_until_started(workers)
-        for pid in workers:
-            os.kill(pid, signal.SIGSTOP)
-        ctrl_c = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
-        ctrl_c.start()
-        with pytest.raises(KeyboardInterrupt):
-            score_groups(groups, workers=2)
-        next_call.start()
-        time.sleep(0.3)  # its chunks wait behind the stopped call's
-        os.kill(min(workers), signal.SIGKILL)
-        os.kill(max(workers), signal.SIGCONT)
-        next_call.join(60)
-        assert not next_call.is_alive(), "the call after a worker died waits for ever"
-        assert len(out) == 1 and isinstance(out[0], list), out
-        _assert_same(alone, out[0][0])
-        assert not _workers() & workers  # run again on new workers
-    finally:
-        for pid in workers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)  # stopped, or left by a pool that waits for ever
         shutdown()
 
 
