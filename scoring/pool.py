@@ -22,12 +22,11 @@ terminal's goes to the whole process group, and ended them) and stop at one with
 from __future__ import annotations
 
 import atexit
-import contextlib
 import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from types import FrameType
@@ -95,7 +94,7 @@ def _worker_start() -> None:
     One handler for the worker's life (`_ctrl_c`): Python's own was set for each chunk and
     SIG_IGN put back after it, and a Ctrl-C that landed as a chunk ended, before SIG_IGN was
     back, left Python's set, so the next one ended the idle worker. The worker starts with
-    Ctrl-C held (`_spawning`); it is let through once handled, and one that came while the
+    Ctrl-C held (`_mapped`); it is let through once handled, and one that came while the
     worker started lands now, between chunks."""
     signal.signal(signal.SIGINT, _ctrl_c)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -117,19 +116,11 @@ def _score_in_worker(chunk: _Chunk, table: vertex_table.VertexTable | None) -> D
         _in_chunk = False
 
 
-@contextlib.contextmanager
-def _spawning() -> Iterator[None]:
-    """Ctrl-C held in this thread while it submits chunks, which may spawn workers: a worker
-    inherits the held signal (through fork and exec) until `_worker_start` lets it through.
-    Starting Python and importing numpy takes a worker about a second, and a Ctrl-C then
-    killed it (a terminal's reaches every worker; a pool replaced while they came spawned
-    new workers into them), so the call failed with BrokenProcessPool. A Ctrl-C that comes
-    meanwhile lands here as the signal is let through, as CPython's resource tracker does."""
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+def _held_mask() -> set[int | signal.Signals]:
+    """This thread's signal mask, read without changing it: a Ctrl-C that lands as it is read
+    raises before there is anything to put back (blocking first would have left Ctrl-C held
+    in this thread for good, the mask to restore never returned)."""
+    return signal.pthread_sigmask(signal.SIG_BLOCK, ())
 
 
 def _work(chunks: Sequence[_Chunk]) -> int:
@@ -237,8 +228,19 @@ def _mapped(
     pool = _acquire(min(workers, len(chunks)))
     broken = False
     try:
-        with _spawning():  # map submits every chunk before it returns
+        held = _held_mask()
+        try:
+            # Ctrl-C held in this thread while map submits every chunk, which may spawn
+            # workers: a worker inherits the held signal (through fork and exec) until
+            # `_worker_start` lets it through. Starting Python and numpy takes a worker
+            # about a second, and a Ctrl-C then killed it (a terminal's reaches every
+            # worker; a pool replaced while they came spawned new workers into them). This
+            # guards the workers, not the parent's timing: another thread of this process
+            # may take a Ctrl-C meanwhile, as before.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             results = pool.map(_score_in_worker, chunks, tables)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return list(results)
     except BrokenProcessPool:
         broken = True

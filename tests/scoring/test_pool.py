@@ -357,3 +357,34 @@ def test_coherent_sets_score_zero_in_the_pool_as_in_one_process(
     for one, many in zip(alone, pooled, strict=True):
         assert (one.profit == 0.0).all(), one.profit.max()
         _assert_same(one, many)
+
+
+def test_a_ctrl_c_as_the_call_holds_it_leaves_this_threads_mask_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Ctrl-C waiting as the call held Ctrl-C for its submits raised inside that one call
+    (CPython checks signals once the mask is set), before the mask to put back was returned:
+    this thread kept Ctrl-C held for good, and every process it started after inherited it."""
+    rng = np.random.default_rng(1)
+    matrix = (rng.uniform(size=(60, 64)) < 0.5).astype(np.uint8)
+    small: list[Group] = [(matrix, rng.uniform(size=(128, 60)), "l1")]
+    monkeypatch.setattr(pool, "CHUNK_SETS", 64)
+    real = signal.pthread_sigmask
+
+    def landing(how: int, mask: Any) -> set[int | signal.Signals]:
+        before = real(how, mask)
+        # The call's hold, not the resource tracker's (SIGINT and SIGTERM, as it starts).
+        if how == signal.SIG_BLOCK and set(mask) == {signal.SIGINT}:
+            raise KeyboardInterrupt  # as a Ctrl-C pending while the mask was set
+        return before
+
+    before = real(signal.SIG_BLOCK, ())
+    try:
+        monkeypatch.setattr(signal, "pthread_sigmask", landing)
+        with pytest.raises(KeyboardInterrupt):
+            score_groups(small, workers=2)
+        assert real(signal.SIG_BLOCK, ()) == before
+    finally:
+        real(signal.SIG_SETMASK, before)
+        monkeypatch.undo()
+        shutdown()
