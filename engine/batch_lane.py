@@ -1258,8 +1258,8 @@ def line_sizes(
 ) -> list[int]:
     """The bytes (newline aside) of each line a batch lane dispatching `run_dir` now would cut
     into new jobs (`lines_to_cut`'s rows, `simulated_here` and `max_attempts` as there), as
-    `client` writes them:
-    its seed moved on by the answer failures of earlier runs, as the lane's. For
+    `client` writes them: its seed moved on by the answer failures of earlier runs, as the
+    lane's. For
     `runs.pipeline`, of a model whose `batch_max_bytes` could cut a job below its provider's
     floor (`BatchLimits.least_max_bytes`); lines asked again later (a new seed, a doubled
     output cap: a few bytes more) are not foreseen."""

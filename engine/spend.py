@@ -187,8 +187,8 @@ def beside_cap(estimate: float, cap: float) -> tuple[str, str]:
     decimals as its own digits or the cap's need, until the two read in their true order and
     an amount that is not 0 reads as none. Both rounded alike to cents, an estimate of
     $0.0158 over a cap of $0.015 read "$0.02 exceeds --max-cost $0.01", misprinting the
-    user's own cap. Only for a typed
-    cap: a computed amount (0.8 - 0.7942) has seventeen digits to show. A cap far below the
+    user's own cap. Only for a typed cap: a computed amount (0.8 - 0.7942) has seventeen
+    digits to show. A cap far below the
     estimate (under a thousandth of it) leaves the estimate the fewest decimals that read
     apart from it, from cents, and none is ever shown past the estimate's own digits:
     `--max-cost 1e-20` said "estimated cost $0.01586500000000000063", float noise, and
