@@ -992,9 +992,7 @@ class BatchLane(LaneControl):
                     outcomes = {**outcomes, entry.item.prior_attempts: failure.outcome.value}
             if failure is None:
                 continue
-            if _damaged_twice(failure, outcomes):
-                self.stats.gave_up += 1
-            elif self._again(entry, failure):
+            if self._again(entry, failure, outcomes):
                 again.append(entry)
                 if failure.outcome is Outcome.DAMAGED_BATCH_RESULT and not stopping:
                     self._queued_again.add(rid)
@@ -1026,9 +1024,10 @@ class BatchLane(LaneControl):
                 failure, tries = _as_failure(outcomes[number]), entry.tries
             if failure.outcome is not Outcome.DAMAGED_BATCH_RESULT:
                 continue
-            if _damaged_twice(failure, outcomes):
+            why = self._not_again(entry, failure, tries, outcomes)
+            if why == "damaged":
                 out["given_up"] += 1
-            elif self._not_again(entry, failure, tries) is None:
+            elif why is None:
                 out["again"] += 1
         return out
 
@@ -1135,20 +1134,23 @@ class BatchLane(LaneControl):
             self.stats.retries.count(DUPLICATE)
         return None
 
-    def _again(self, entry: _Entry, failure: Failure) -> bool:
-        """Whether a failed request is asked again in this dispatch (`_given_up`'s rule)."""
-        why = self._not_again(entry, failure, entry.tries)
+    def _again(self, entry: _Entry, failure: Failure, outcomes: dict[int, str]) -> bool:
+        """Whether a failed request (`outcomes`: its attempts, this one included) is asked
+        again in this dispatch (`_given_up`'s rule)."""
+        why = self._not_again(entry, failure, entry.tries, outcomes)
         if why == "budget":
             self.stats.retries.answer_budget_spent += 1
-        elif why == "gave_up":
+        elif why in ("gave_up", "damaged"):
             self.stats.gave_up += 1
         elif why == "exhausted":
             self.stats.retries.exhausted += 1
         return why is None
 
-    def _not_again(self, entry: _Entry, failure: Failure, tries: int) -> str | None:
+    def _not_again(
+        self, entry: _Entry, failure: Failure, tries: int, outcomes: dict[int, str]
+    ) -> str | None:
         """Why a request failed after `tries` tries is not asked again (see `_again`)."""
-        return _given_up(self.policy, failure, tries, stopped=entry.stopped,
+        return _given_up(self.policy, failure, tries, outcomes, stopped=entry.stopped,
                          spent=entry.answers.spent)
 
     # -- resume --------------------------------------------------------------------------
@@ -1331,17 +1333,21 @@ def _to_cut(
 
 
 def _given_up(
-    policy: RetryPolicy, failure: Failure, tries: int, *, stopped: bool = False,
-    spent: bool = False,
+    policy: RetryPolicy, failure: Failure, tries: int, outcomes: dict[int, str], *,
+    stopped: bool = False, spent: bool = False,
 ) -> str | None:
     """Why a request whose attempt failed with `failure`, after `tries` tries in this
-    dispatch, is not asked again in it, else None: the lane's one rule (`BatchLane._again`,
-    as `Lane._ask` decides), which a resume's count foresees (`_given_up_at_once`, `_to_cut`).
-    "budget": its answer-failure budget is `spent`, by this run's failures or by earlier
-    runs' (a line journalled before a kill, a budget lowered on a resume), as the live lane
-    asks no request whose budget is spent; "gave_up": a permanent failure, a spent quota or
-    a stopped answer (`stopped`); "exhausted": `max_attempts` tries (per dispatch: a resume
+    dispatch (`outcomes`: its attempts, this one included), is not asked again in it, else
+    None: the lane's one rule (`BatchLane._again`, `_foresee`; as `Lane._ask` decides), which
+    a resume's count foresees (`_given_up_at_once`, `_to_cut`). "damaged": damaged results
+    lost its line a second time (`_damaged_twice`), whatever else holds; "budget": its
+    answer-failure budget is `spent`, by this run's failures or by earlier runs' (a line
+    journalled before a kill, a budget lowered on a resume), as the live lane asks no
+    request whose budget is spent; "gave_up": a permanent failure, a spent quota or a
+    stopped answer (`stopped`); "exhausted": `max_attempts` tries (per dispatch: a resume
     asks such a request again)."""
+    if _damaged_twice(failure, outcomes):  # each loss was paid for: not bought a third time
+        return "damaged"
     if spent:  # not only once this run's failure spent it: earlier runs' count (`_take`)
         return "budget"
     if not failure.retryable or policy.quota_pauses(failure) or stopped:
@@ -1353,12 +1359,14 @@ def _given_up(
 
 def _given_up_at_once(run_dir: Path, jobs: list[BatchJob], policy: RetryPolicy) -> set[str]:
     """The requests of `jobs`, which a resumed lane gives up and asks again (`asked_again`),
-    that it does not ask again in this dispatch. Collecting such a job journals each line
-    as an attempt no line ran for (`BatchLane._collect`, `absent_failure`), its request's
-    first try of the dispatch, given up by `_given_up` at `max_attempts = 1`; a line a kill
-    left journalled is taken as recorded, no try of this dispatch (`BatchLane._already`).
-    Counted as asked again, these lines made a resume with `max_attempts = 1` refused as
-    stranding lines below Bedrock's floor that it would never cut."""
+    that it does not ask again in this dispatch, by the lane's rule (`_given_up`).
+    Collecting such a job journals each line as an attempt no line ran for
+    (`BatchLane._collect`, `absent_failure`), its request's first try of the dispatch,
+    given up at `max_attempts = 1`; a line a kill left journalled is taken as recorded, no
+    try of this dispatch (`BatchLane._already`), given up if it was a permanent failure or
+    the second line damaged results lost. Counted as asked again, these lines made a resume
+    refused as stranding lines below Bedrock's floor that it would never cut. A request
+    whose answer-failure budget is spent is left out by `_to_cut` itself."""
     if not jobs:
         return set()
     recorded = _recorded(run_dir, sorted({rid for job in jobs for rid in job.requests}))
@@ -1368,8 +1376,12 @@ def _given_up_at_once(run_dir: Path, jobs: list[BatchJob], policy: RetryPolicy) 
         for rid, attempt in job.requests.items():
             outcomes = recorded.get(rid, {})
             number = line_recorded(attempt, outcomes)
-            failure, tries = (absent, 1) if number is None else (_as_failure(outcomes[number]), 0)
-            if _given_up(policy, failure, tries) is not None:
+            if number is None:  # journalled now, after the recorded attempts (`_foresee`)
+                failure, tries = absent, 1
+                outcomes = {**outcomes, max([0, *outcomes]) + 1: absent.outcome.value}
+            else:
+                failure, tries = _as_failure(outcomes[number]), 0
+            if _given_up(policy, failure, tries, outcomes) is not None:
                 out.add(rid)
     return out
 

@@ -170,14 +170,17 @@ def test_a_resume_whose_byte_cap_cuts_its_lines_left_below_the_floor_is_refused(
 GONE_JOB_ID = "arn:aws:bedrock:us-east-1:123456789012:model-invocation-job/gone0000000001"
 
 
-def _held_by_the_ended_simulator(out: Path, held: list[str], *, created: bool = True) -> None:
-    """`out`'s jobs file as a rehearsal killed with a job of `held` left it: planned by the
-    lane of the simulator inside that run (`simulated_in_process`), uploaded, created when
-    `created`. A resume's own simulator has never heard of it: the lane gives it up at its
-    404 and asks its lines again in new jobs (`engine.batch_lane.asked_again`)."""
+def _held_by_the_ended_simulator(
+    out: Path, held: list[str], *, created: bool = True, attempt: int = 1
+) -> None:
+    """`out`'s jobs file as a rehearsal killed with a job of `held` left it, each sent as its
+    request's `attempt`: planned by the lane of the simulator inside that run
+    (`simulated_in_process`), uploaded, created when `created`. A resume's own simulator has
+    never heard of it: the lane gives it up at its 404 and asks its lines again in new jobs
+    (`engine.batch_lane.asked_again`)."""
     records = JobRecords(out)
     job = BatchJob(job_key="db-claude-gone00000001", model="claude", provider="bedrock",
-                   requests=dict.fromkeys(held, 1), simulated_in_process=True)  # fmt: skip
+                   requests=dict.fromkeys(held, attempt), simulated_in_process=True)  # fmt: skip
     records.planned(job)
     records.uploaded(job, "s3://dutchbook-rehearsal/batch/db-claude-gone00000001/input.jsonl")
     if created:
@@ -322,3 +325,39 @@ def test_a_line_journalled_before_a_kill_is_asked_again_with_one_attempt(
                                              provider="bedrock"), None)  # fmt: skip
     assert lines_to_cut(out, plan, "claude", 1, max_attempts=1) == 200 + 4
     assert lines_to_cut(out, plan, "claude", 1, max_attempts=6) == PLANNED
+
+
+@pytest.mark.timeout(180)
+def test_a_resume_leaves_out_the_lines_damaged_results_lost_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rehearsal killed while it collected a job of 24 lines whose damaged results lost
+    each of them, lines an earlier job's damaged results had lost too: the second loss of
+    each is journalled, the job not yet recorded collected. The resume's lane gives each up
+    as lost twice (`_damaged_twice`), never buying it a third time, and cuts only the 200
+    others, two jobs of 100. The check counted the 24 as asked again and refused the resume
+    ("24 would wait for ever"), at any `max_attempts`."""
+    monkeypatch.setenv("DUTCHBOOK_BATCH_POLL_S", "0.05")
+    spec, out = _folder(tmp_path, answered=0)
+    plan = out / "plan.parquet"
+    ids = pl.read_parquet(plan, columns=["request_id"])["request_id"].to_list()
+    _held_by_the_ended_simulator(out, ids[:24], attempt=2)
+    with Ledger.open(out) as ledger:
+        for rid in ids[:24]:
+            for n in (1, 2):
+                ledger.record_result(attempt_row(rid, n, "claude", "damaged_batch_result",
+                                                 provider="bedrock"), None)  # fmt: skip
+    budget = answer_budget(load_spec(spec))
+    assert lines_to_cut(out, plan, "claude", budget, simulated_here=True) == 200
+    capped = tmp_path / "capped.toml"  # the byte check sizes the same 200 lines
+    capped.write_text(spec.read_text(encoding="utf-8").replace(
+        "batch_max_lines = 100", "batch_max_lines = 100\nbatch_max_bytes = 500000"),
+        encoding="utf-8")  # fmt: skip
+    assert len(left_sizes(load_spec(capped), out, plan, frozenset({"claude"}))["claude"]) == 200
+    _run(spec, out)
+    jobs = fold_jobs(out)
+    assert jobs["db-claude-gone00000001"].abandoned
+    cut = sorted(len(job.requests) for key, job in jobs.items() if key != "db-claude-gone00000001")
+    assert cut == [100, 100]
+    lost = scan_attempts(out, ["request_id"]).filter(pl.col("request_id").is_in(ids[:24]))
+    assert lost.collect().height == 48  # the two losses each, none bought a third time
