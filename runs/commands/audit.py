@@ -70,9 +70,14 @@ def audit(
             "up is one not answered yet, which the run may still retry"
         )
     elif sum(report.totals.given_up.values()) and (why := _stopped_early(report, writer)):
+        # A refused resume asks nothing: its last line says why and what to run first.
+        then = (
+            "once the refusal said last is cleared" if report.resume_refused else
+            "unless its answer-failure budget is spent"
+        )
         note = (
             f"{why}: a request counted as given up is one not answered yet, which running "
-            "the same command again asks again unless its answer-failure budget is spent"
+            f"the same command again asks again {then}"
         )
     elif (again := _asked_again(report)) is not None:
         note = again

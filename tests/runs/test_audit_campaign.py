@@ -9,6 +9,7 @@ The forecasters are the simulator's (labelled simulated).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 from pathlib import Path
 
@@ -183,9 +184,9 @@ def test_the_audit_of_a_run_still_going_says_its_counts_are_a_snapshot(campaign)
     assert "counts as of now" not in after.output  # no run: the counts are final
 
 
-@pytest.mark.parametrize("ended", ["signal", "died", "spend cap"])
+@pytest.mark.parametrize("ended", ["signal", "died", "spend cap", "signal, resume refused"])
 def test_the_audit_of_a_run_stopped_early_says_given_up_is_not_yet_answered(
-    tmp_path: Path, ended: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ended: str
 ) -> None:
     """A tester's audit of a run stopped by SIGTERM called its unanswered failed requests
     "given up", where `status` calls them pending and the audit's last line says a resume
@@ -210,18 +211,29 @@ def test_the_audit_of_a_run_stopped_early_says_given_up_is_not_yet_answered(
         first = next(iter(lanes["lanes"].values()))
         first["state"] = "cancelled"
         first["reason"] = (
-            STOP_REQUESTED if ended == "signal" else "spend cap reached: $1.00 of $1.00"
+            STOP_REQUESTED if ended.startswith("signal") else "spend cap reached: $1.00 of $1.00"
         )
         (run_dir / "logs" / "lanes.json").write_bytes(orjson.dumps(lanes))
+    refused = ended.endswith("resume refused")
+    if refused:  # as after a strict reparse of a lenient spec's folder (`resume_refusal`)
+        import runs.audit
+
+        audited = runs.audit.run_audit
+        monkeypatch.setattr(runs.audit, "run_audit", lambda folder: dataclasses.replace(
+            audited(folder), resume_refused="a resume is refused: run the reparse first"))
     shown = CliRunner().invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "200"})
     assert shown.exit_code == 0, shown.output
     if ended == "spend cap":
         assert "before it ended" not in shown.output
         return
-    said = "was stopped" if ended == "signal" else "died"
+    said = "died" if ended == "died" else "was stopped"
+    print(shown.output)
     note = shown.output.splitlines()[1]
     assert note.startswith(f"the run {said} before it ended: a request counted as given up")
-    assert "asks again unless its answer-failure budget is spent" in note
+    if refused:  # the resume asks nothing until the refusal is cleared: no promise of it
+        assert "budget" not in note and "once the refusal said last is cleared" in note
+    else:
+        assert "asks again unless its answer-failure budget is spent" in note
 
 
 def _run_with_server_errors(tmp_path: Path, *, parser: str, model: str) -> Path:
