@@ -64,6 +64,7 @@ from engine.retry import (
 from engine.scan import (
     Repeats,
     budget_spent,
+    damaged_for_good,
     lost_answers,
     read_settled,
     repeated_rows,
@@ -643,6 +644,10 @@ class AuditRow:
     #: Of `given_up`, requests whose answer-failure budget (`max_answer_failures`) is spent:
     #: a resume asks them again only once the spec raises it.
     answer_budget_spent: int = 0
+    #: Of `given_up`, requests damaged batch results lost the line of twice
+    #: (`engine.retry.lost_for_good`): each loss was billed, and no run asks them again,
+    #: whatever their budget (so none of them is among `answer_budget_spent`).
+    lost_to_damage: int = 0
     #: Requests whose accepted attempt is in the ledger and whose answer is not in
     #: `responses/` (a lost file; `classify`'s `answer_missing`): not retries, not given up.
     answers_missing: int = 0
@@ -679,6 +684,7 @@ class AuditRow:
             "given_up": dict(self.given_up),
             "not_attempted": self.not_attempted,
             "answer_budget_spent": self.answer_budget_spent,
+            "lost_to_damage": self.lost_to_damage,
             "answers_missing": self.answers_missing,
             "answers_unrecorded": self.answers_unrecorded,
             "answers_rejected_on_reparse": self.answers_rejected_on_reparse,
@@ -845,6 +851,17 @@ class Audit:
             if row.answer_budget_spent
         ]
 
+    def damage_lines(self) -> list[str]:
+        """One line per model with requests given up for good as damaged batch results lost
+        their lines twice (`AuditRow.lost_to_damage`): no run asks them again."""
+        return [
+            f"{model}: {plural(row.lost_to_damage, 'request')} given up for good: damaged "
+            "batch results lost their lines twice, each loss billed, and no run asks them "
+            "again"
+            for model, row in self.by_model.items()
+            if row.lost_to_damage
+        ]
+
     def reported_model_lines(self) -> list[str]:
         """One line per model whose replies named more than one model as the one that
         answered: a gateway's fallback, an alias resolved to another model or a deployment
@@ -897,7 +914,7 @@ class Audit:
             *([lost] if lost else []), *([unrecorded] if unrecorded else []),
             *([repeated] if repeated else []), *([rejected] if rejected else []), *ends,
             *self.pause_lines(), *self.reported_model_lines(),
-            *([] if refused else resume), *budget,
+            *([] if refused else resume), *budget, *self.damage_lines(),
             *(resume if refused else []),
         ]
         return [line if line.endswith((".", "?", "!")) else f"{line}." for line in lines]
@@ -935,8 +952,8 @@ class Audit:
         Columns: `scope` (model|provider|all), `name`, `provider`, the counts, one
         `retries.<cause>` and one `given_up.<cause>` column per cause, the invalid-response
         subcauses (`invalid.<subcause>`), `latency_p50_ms` ... and `cost_usd`; then
-        `answers_missing`, `answers_rejected_on_reparse`, `answer_budget_spent` and
-        `answers_unrecorded`, as in `--json`.
+        `answers_missing`, `answers_rejected_on_reparse`, `answer_budget_spent`,
+        `answers_unrecorded` and `lost_to_damage`, as in `--json`.
         """
         rows = [("model", m, self.providers.get(m), r) for m, r in self.by_model.items()]
         rows += [("provider", p, p, r) for p, r in self.by_provider.items()]
@@ -970,13 +987,15 @@ class Audit:
             # accepted + given_up + not_attempted + answers_missing + answers_rejected_on_reparse
             # = requests, but for first attempts still in flight (without the last two a
             # damaged or reparsed folder's row fell short); answer_budget_spent is part of
-            # given_up, answers_unrecorded part of accepted.
+            # given_up, and so is lost_to_damage (added after), answers_unrecorded part of
+            # accepted.
             record.update(
                 {
                     "answers_missing": row.answers_missing,
                     "answers_rejected_on_reparse": row.answers_rejected_on_reparse,
                     "answer_budget_spent": row.answer_budget_spent,
                     "answers_unrecorded": row.answers_unrecorded,
+                    "lost_to_damage": row.lost_to_damage,
                 }
             )
             records.append(record)
@@ -1046,11 +1065,18 @@ def _reduce(marked: pl.LazyFrame, answer_budget: int | None = None) -> list[pl.L
             pl.col("model").first(),
             pl.col("cause").sort_by("attempt").last(),
             budget_spent(answer_budget).alias("spent"),
+            damaged_for_good().alias("lost"),
             pl.col(REJECTED_ON_REPARSE).any().alias("_rejected"),
         )
         .filter(~pl.col("_rejected"))
         .group_by("model", "cause")
-        .agg(pl.len().alias("n"), pl.col("spent").sum().alias("spent"))
+        .agg(
+            pl.len().alias("n"),
+            # Counted once, lost first, as the lane rules (`engine.batch_lane._given_up`): a
+            # raised budget asks no request lost for good.
+            (pl.col("spent") & ~pl.col("lost")).sum().alias("spent"),
+            pl.col("lost").sum().alias("lost"),
+        )
     )
     latencies = marked.filter(pl.col("accepted")).select(
         pl.col("model", "provider").cast(pl.Categorical), "elapsed_ms"
@@ -1085,7 +1111,9 @@ def _partitioned(
         summary.group_by("model").agg(pl.col(c).sum() for c in counts),
         causes.group_by("model", "cause").agg(pl.col("n").sum()),
         subcauses.group_by("model", "subcause").agg(pl.col("n").sum()),
-        given_up.group_by("model", "cause").agg(pl.col("n").sum(), pl.col("spent").sum()),
+        given_up.group_by("model", "cause").agg(
+            pl.col("n").sum(), pl.col("spent").sum(), pl.col("lost").sum()
+        ),
         unrecorded.group_by("model").agg(pl.col("n").sum()),
         latencies,
     ]
@@ -1296,6 +1324,7 @@ def _combine(rows: list[AuditRow], latency: list[Any] | None, cost: float | None
         cost_usd=cost,
         not_attempted=total("not_attempted"),
         answer_budget_spent=total("answer_budget_spent"),
+        lost_to_damage=total("lost_to_damage"),
         answers_missing=total("answers_missing"),
         answers_unrecorded=total("answers_unrecorded"),
         answers_rejected_on_reparse=total("answers_rejected_on_reparse"),
@@ -1378,6 +1407,7 @@ def _row(
         cost_usd=cost,
         not_attempted=max(requests - seen, 0) if planned is not None else 0,
         answer_budget_spent=sum(_counts(given_up, "cause", "spent").get(name, {}).values()),
+        lost_to_damage=sum(_counts(given_up, "cause", "lost").get(name, {}).values()),
         answers_missing=missing,
         answers_unrecorded=int(unrecorded.filter(pl.col("model") == name)["n"].sum()),
         answers_rejected_on_reparse=rejected,

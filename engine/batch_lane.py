@@ -78,8 +78,15 @@ from engine.retry import (
     RetryPolicy,
     charges_answer_budget,
     gave_up_detail,
+    lost_for_good,
 )
-from engine.scan import attempt_counts, failure_counts, scan_attempts, scan_responses
+from engine.scan import (
+    attempt_counts,
+    failure_counts,
+    lost_to_damage,
+    scan_attempts,
+    scan_responses,
+)
 from engine.settle import Sent, settle
 from engine.spend import (
     BATCH_MARK,
@@ -511,7 +518,8 @@ class BatchLane(LaneControl):
         return [buffer.popleft() for _ in range(most)]
 
     def _take(self, item: PlanItem, buffer: _Buffer) -> None:
-        """A fresh plan item into the buffer, unless a live job holds it or its budget is spent."""
+        """A fresh plan item into the buffer, unless a live job holds it or its budget is spent
+        (the feeder gives up those damaged results lost for good: `engine.dispatch._feed`)."""
         if item.request_id in self.held:
             return  # a job from an earlier run carries it: its result comes from there
         entry = self._entry(item)
@@ -1142,6 +1150,7 @@ class BatchLane(LaneControl):
             self.stats.retries.answer_budget_spent += 1
         elif why in ("gave_up", "damaged"):
             self.stats.gave_up += 1
+            self.stats.lost_to_damage += why == "damaged"
         elif why == "exhausted":
             self.stats.retries.exhausted += 1
         return why is None
@@ -1244,12 +1253,14 @@ def lines_to_cut(
     job not yet collected, as `engine.dispatch` leaves them out, but those it asks again:
     `asked_again`, unless `fallback_live` asks them live, and of those only the lines the
     lane does not give up at once, `max_attempts` being the policy's: see
-    `_given_up_at_once`), and whose answer-failure budget (`answer_budget`, the policy's)
-    earlier runs did not spend (`BatchLane._take`). `simulated_here`: the lane's provider is
-    a simulator this process starts (`BatchLane.simulated_here`). Lines a job fails and asks
-    again are not foreseen. Read before dispatch, which reads the ledger again as it feeds
-    the lane, so `runs.pipeline` asks it only of a model whose `batch_max_lines` could leave
-    some of them waiting (`BatchLimits.stranded`)."""
+    `_given_up_at_once`), whose answer-failure budget (`answer_budget`, the policy's)
+    earlier runs did not spend (`BatchLane._take`), and whose lines damaged results did not
+    lose for good (`engine.scan.lost_to_damage`: the feed gives them up unasked).
+    `simulated_here`: the lane's provider is a simulator this process starts
+    (`BatchLane.simulated_here`). Lines a job fails and asks again are not foreseen. Read
+    before dispatch, which reads the ledger again as it feeds the lane, so `runs.pipeline`
+    asks it only of a model whose `batch_max_lines` could leave some of them waiting
+    (`BatchLimits.stranded`)."""
     return len(_to_cut(run_dir, plan_path, model, answer_budget, simulated_here=simulated_here,
                        fallback_live=fallback_live, max_attempts=max_attempts))
 
@@ -1323,7 +1334,9 @@ def _to_cut(
         .filter(pl.col("request_id").is_in(ids.implode()))
         .collect()["request_id"]
     )
-    left = ids.filter(~ids.is_in(answered.implode())).to_list()
+    lost = lost_to_damage(run_dir, model)  # the resume gives them up unasked (`engine.dispatch`)
+    left = [rid for rid in ids.filter(~ids.is_in(answered.implode())).to_list()
+            if rid not in lost]  # fmt: skip
     if not left:
         return {}
     failed = failure_counts(run_dir, left, ANSWER_FAILURE_CAUSES)
@@ -1468,7 +1481,9 @@ def _damaged_twice(failure: Failure, outcomes: dict[int, str]) -> bool:
     """A request whose line damaged results lost twice (`outcomes`: its attempts, this one
     included): not asked again, as each time pays for it (`engine.batch_results`)."""
     damaged = Outcome.DAMAGED_BATCH_RESULT
-    return failure.outcome is damaged and list(outcomes.values()).count(damaged.value) >= 2
+    return failure.outcome is damaged and lost_for_good(
+        list(outcomes.values()).count(damaged.value)
+    )
 
 
 def _as_failure(outcome: str) -> Failure:

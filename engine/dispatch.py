@@ -43,7 +43,7 @@ from engine.outage import OutagePolicy
 from engine.plan import PlanItem, plan_counts, plan_items, plan_spans, read_pending, read_rows
 from engine.progress import LiveProgress
 from engine.retry import ANSWER_FAILURE_CAUSES, RetryPolicy
-from engine.scan import attempt_counts, failure_counts
+from engine.scan import attempt_counts, failure_counts, lost_to_damage
 from engine.spend import SpendCap, dollars, recorded_spend, unpriced
 from providers.base import Adapter
 from providers.batch import BatchClient
@@ -135,6 +135,12 @@ class DispatchSummary:
         return sum(s.retries.answer_budget_spent for s in self.lanes.values())
 
     @property
+    def lost_to_damage(self) -> int:
+        """Unanswered requests damaged batch results lost for good (`LaneStats.lost_to_damage`):
+        no resume asks them again."""
+        return sum(s.lost_to_damage for s in self.lanes.values())
+
+    @property
     def retry_attempts(self) -> int:
         """Attempts of this dispatch that were not accepted (`engine.audit`'s definition)."""
         return sum(s.retries.total for s in self.lanes.values())
@@ -183,6 +189,12 @@ class DispatchSummary:
                     f", {s.retries.answer_budget_spent} gave up with their answer-failure "
                     "budget spent"
                     if s.retries.answer_budget_spent
+                    else ""
+                )
+                + (
+                    f", {s.lost_to_damage} given up for good, lost twice to damaged batch "
+                    "results"
+                    if s.lost_to_damage
                     else ""
                 )
                 + (
@@ -243,11 +255,14 @@ async def _feed(
     has_history: bool,
     held: frozenset[str],
     reading: _Reading,
+    lost: frozenset[str] = frozenset(),
 ) -> None:
     """Stream the plan into one lane's queue, skipping accepted rows and rows `held` by a
     live batch job (`engine.batch_jobs`); `None` marks the end. `reading` starts at the
     stretch of the plan holding the lane's rows (`plan_spans`; without one, the whole plan),
-    and says how far it was read when the lane stops."""
+    and says how far it was read when the lane stops. Rows `lost` to damaged batch results
+    for good (`engine.scan.lost_to_damage`) are given up unasked, by a batch lane or a live
+    one: each loss was billed, and a resume bought them a third time."""
     name = lane.config.name
     offset, end = reading.offset, reading.end
     try:
@@ -272,6 +287,10 @@ async def _feed(
                         failure_counts, run_dir, ids, ANSWER_FAILURE_CAUSES
                     )
                 for item in plan_items(frame, prior, failed):
+                    if item.request_id in lost:
+                        lane.stats.gave_up += 1
+                        lane.stats.lost_to_damage += 1
+                        continue
                     await queue.put(item)
                     if lane.halted:
                         break
@@ -310,11 +329,13 @@ def _accepted_unread(
 async def _run_lane(
     lane: AnyLane, plan_path: Path, run_dir: Path, ledger: Ledger, batch_rows: int,
     has_history: bool, held: frozenset[str] = frozenset(), span: tuple[int, int] | None = None,
+    lost: frozenset[str] = frozenset(),
 ) -> None:
     queue: asyncio.Queue[PlanItem | None] = asyncio.Queue(maxsize=2 * lane.workers + 16)
     reading = _Reading(*span) if span is not None else _Reading()
     feeder = asyncio.create_task(
-        _feed(lane, plan_path, run_dir, ledger, queue, batch_rows, has_history, held, reading)
+        _feed(lane, plan_path, run_dir, ledger, queue, batch_rows, has_history, held, reading,
+              lost)
     )
     try:
         await lane.run(queue)
@@ -682,6 +703,11 @@ class _Run:
         """Run every lane to its end beside compaction and the progress refresh; a lane that
         crashed is marked stopped with the error. Returns how many compactions ran."""
         held = await asyncio.to_thread(self._held, lanes)
+        # Read from the damaged attempts alone (never a frame of the plan's ids), and only
+        # where an earlier run left attempts.
+        lost = await asyncio.to_thread(lost_to_damage, self.run_dir) if self.has_history else (
+            frozenset()
+        )
         for lane in lanes:
             lane.stats.planned = counts[lane.config.name]
             summary.lanes[lane.config.name] = lane.stats
@@ -708,7 +734,7 @@ class _Run:
                     _run_lane(
                         lane, self.plan_path, self.run_dir, self.ledger, self.batch_rows,
                         self.has_history, held.get(lane.config.name, frozenset()),
-                        self.spans.get(lane.config.name),
+                        self.spans.get(lane.config.name), lost,
                     )
                     for lane in lanes
                 ),

@@ -147,6 +147,9 @@ class LaneStats:
     outcomes: Counter[str] = field(default_factory=Counter)
     retries: RetryTally = field(default_factory=RetryTally)
     gave_up: int = 0  # requests left unaccepted after a permanent failure
+    #: Of `gave_up`: requests damaged batch results lost the line of often enough that no
+    #: run asks them again (`engine.retry.lost_for_good`), this run's and earlier runs'.
+    lost_to_damage: int = 0
     in_flight: int = 0
     cap: int = 0
     state: LaneState = LaneState.WAITING

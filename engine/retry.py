@@ -12,11 +12,15 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, overload
 
 import tenacity
 
 from engine.console_lines import plural
 from providers.types import Failure, Outcome
+
+if TYPE_CHECKING:
+    import polars as pl
 
 #: Failures that will fail the same way on every try: they stop a lane after a few in a row.
 PERMANENT: frozenset[Outcome] = frozenset({Outcome.AUTH_ERROR, Outcome.BAD_REQUEST})
@@ -28,6 +32,24 @@ ANSWER_FAILURES: frozenset[Outcome] = frozenset(
     {Outcome.TRUNCATED, Outcome.INVALID_RESPONSE, Outcome.REFUSAL}
 )
 ANSWER_FAILURE_CAUSES: frozenset[str] = frozenset(o.value for o in ANSWER_FAILURES)
+
+
+#: Times damaged batch results (`Outcome.DAMAGED_BATCH_RESULT`, `engine.batch_results`) may
+#: lose a request's line before it is given up for good: each loss ran and was billed, so a
+#: request lost this often is bought by no lane and no resume again, batch or live.
+DAMAGED_LOSSES = 2
+
+
+@overload
+def lost_for_good(losses: int) -> bool: ...
+@overload
+def lost_for_good(losses: pl.Expr) -> pl.Expr: ...
+def lost_for_good(losses: int | pl.Expr) -> bool | pl.Expr:
+    """Whether a request whose line damaged results lost `losses` times is given up for good
+    (`DAMAGED_LOSSES`): the batch lane's rule as it collects (`engine.batch_lane`), and, of
+    a count in polars, a resume's and the audit's as they read the ledger
+    (`engine.scan.lost_to_damage`, `engine.scan.damaged_for_good`)."""
+    return losses >= DAMAGED_LOSSES
 
 
 def charges_answer_budget(failure: Failure) -> bool:

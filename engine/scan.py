@@ -27,8 +27,9 @@ from engine.records import (
     attempts_frame,
     responses_frame,
 )
-from engine.retry import ANSWER_FAILURE_CAUSES, BUDGET_SPENT_PATTERN
+from engine.retry import ANSWER_FAILURE_CAUSES, BUDGET_SPENT_PATTERN, lost_for_good
 from engine.shards import list_shards, visible_shards
+from providers.types import Outcome
 
 JOURNAL = "journal"
 ATTEMPTS = "attempts"
@@ -471,6 +472,33 @@ def budget_spent(answer_budget: int | None) -> pl.Expr:
         return pl.col("detail").sort_by("attempt").last().str.contains(BUDGET_SPENT_PATTERN)
     charged = pl.col("outcome").is_in(list(ANSWER_FAILURE_CAUSES)) & ~_foreign()
     return charged.sum() >= answer_budget
+
+
+def damaged_for_good() -> pl.Expr:
+    """Per request (in a `group_by` of its attempts, which need `outcome`), whether damaged
+    batch results lost its line often enough that it is given up for good
+    (`engine.retry.lost_for_good`): no run asks it again."""
+    return lost_for_good((pl.col("outcome") == Outcome.DAMAGED_BATCH_RESULT.value).sum())
+
+
+def lost_to_damage(run_dir: Path | str, model: str | None = None) -> frozenset[str]:
+    """The requests of `model` (of every model: None) given up for good as damaged batch
+    results lost their line (`damaged_for_good`), which a resume neither feeds its lanes
+    (`engine.dispatch`) nor counts as lines to cut (`engine.batch_lane.lines_to_cut`). Read
+    from the damaged attempts alone, so it holds as many ids as such requests, never the
+    plan's. A request answered after all may be among them: readers ask only unanswered ones."""
+    damaged = pl.col("outcome") == Outcome.DAMAGED_BATCH_RESULT.value
+    if model is not None:
+        damaged = damaged & (pl.col("model") == model)
+    frame = (
+        scan_attempts(run_dir, ["request_id", "model", "outcome"])
+        .filter(damaged)
+        .group_by("request_id")
+        .agg(damaged_for_good().alias("lost"))
+        .filter(pl.col("lost"))
+        .collect()
+    )
+    return frozenset(frame["request_id"].to_list())
 
 
 def _foreign() -> pl.Expr:

@@ -37,7 +37,14 @@ from engine.lanefile import read_lane_states
 from engine.reparse import parser_in_force, unfinished_line
 from engine.retry import DUPLICATE
 from engine.runlock import read_pid
-from engine.scan import JOURNAL, budget_spent, read_settled, repeated_rows, scan_ledger
+from engine.scan import (
+    JOURNAL,
+    budget_spent,
+    damaged_for_good,
+    read_settled,
+    repeated_rows,
+    scan_ledger,
+)
 from engine.unresolved import with_unresolved
 from providers.types import RETRYABLE, Outcome
 
@@ -96,7 +103,10 @@ def status(
     `failed_by_outcome`: all but replies a strict reparse rejected; additive,
     `answer_budget_spent`: of `failed`, those whose answer-failure budget is spent, which a
     resume asks only once the spec's `max_answer_failures` is raised, counted as the audit
-    counts them with `answer_budget`, the spec's in force, else from what the run said),
+    counts them with `answer_budget`, the spec's in force, else from what the run said; and
+    `lost_to_damage`: of `failed`, those damaged batch results lost the line of twice, which
+    no run asks again, whatever their budget (none of them among `answer_budget_spent`),
+    `engine.scan.damaged_for_good`),
     `answers_missing` (accepted answers lost from `responses/`, `engine.audit.classify`;
     `spec_parser`, the run's own parser, tells them from replies a reparse rejected),
     `answers_unrecorded`
@@ -318,6 +328,7 @@ def _pending_failures(
             pl.col("outcome").sort_by("attempt").last(),
             pl.col("detail").sort_by("attempt").last(),
             budget_spent(answer_budget).alias("_spent"),
+            damaged_for_good().alias("_lost"),
         )
         .join(
             rejected_ids.select("request_id", pl.lit(True).alias("_rejected")),
@@ -343,9 +354,11 @@ def _pending_failures(
         "permanent": int(last_attempts.filter(~pl.col("outcome").is_in(_RETRYABLE)).height),
         "by_outcome": dict(sorted(by_outcome.items())),
         "examples": last_attempts.sort("_rejected", "request_id").head(_EXAMPLES)
-        .drop("_rejected", "_spent").to_dicts(),
+        .drop("_rejected", "_spent", "_lost").to_dicts(),
         "failed": failed.height,
-        "answer_budget_spent": int(failed["_spent"].sum()),
+        # Lost first, as the lane rules (`engine.batch_lane._given_up`): no budget asks them.
+        "answer_budget_spent": int((failed["_spent"] & ~failed["_lost"]).sum()),
+        "lost_to_damage": int(failed["_lost"].sum()),
         "failed_by_outcome": dict(
             sorted(_counts(failed.group_by("outcome").len(), "outcome").items())
         ),

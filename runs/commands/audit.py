@@ -86,7 +86,8 @@ def audit(
 
 def _asked_again(report: Audit) -> str | None:
     """For a run that ended: its requests given up other than with their answer-failure
-    budget spent, which running the same command again asks again (`max_attempts` and the
+    budget spent or lost for good to damaged batch results (`AuditRow.lost_to_damage`),
+    which running the same command again asks again (`max_attempts` and the
     stop at a reply repeated at temperature 0 are per run, and a lane a permanent failure
     stopped starts again); None when there are none, or
     a spend cap stopped a lane (a resume asks nothing until --max-cost is raised, as the
@@ -95,7 +96,7 @@ def _asked_again(report: Audit) -> str | None:
     from engine.console_lines import plural
 
     totals = report.totals
-    again = totals.given_up_total - totals.answer_budget_spent
+    again = totals.given_up_total - totals.answer_budget_spent - totals.lost_to_damage
     # Refused: the audit's last line says why.
     if again <= 0 or report.spend_capped or report.resume_refused:
         return None

@@ -212,6 +212,13 @@ def _incomplete_line(result: CampaignResult) -> str:
             f"live model does not ask: set dispatch = \"batch\" again for "
             f"{', '.join(sorted(held))} to collect them)"
         )
+    if lost := result.summary.lost_to_damage:
+        # Each loss was billed: no resume buys them again, so the same command again would
+        # say this line for ever.
+        line += (
+            f" ({lost:,} of them given up for good: damaged batch results lost their lines "
+            "twice, each loss billed, and no run asks them again)"
+        )
     spent = result.summary.answer_budget_spent
     if not spent:
         return line

@@ -194,6 +194,9 @@ def _say_failures(pending: dict[str, Any], console: Console) -> None:
         f"; {spent:,} with the answer-failure budget spent, asked again only once the spec's "
         "max_answer_failures is raised" if spent else ""
     )  # fmt: skip
+    if lost := pending.get("lost_to_damage", 0):  # retryable outcomes no run asks again
+        budget += (f"; {lost:,} given up for good, their lines lost twice to damaged batch "
+                   "results (each loss billed)")
     console.print(
         f"{plural(failed, 'request')} failed and {'is' if failed == 1 else 'are'} not yet "
         f"answered ({pending['permanent']:,} permanent{budget}): "

@@ -594,3 +594,29 @@ def test_a_ledger_is_audited_in_parts_of_at_most_rows_per_part(rows: int, expect
     twice the CPU), the paper scale's 405,719 in `PARTS` (its memory measured so)."""
     attempts = pl.LazyFrame({"request_id": [f"r{i}" for i in range(rows)]})
     assert parts_for(attempts) == expected
+
+
+def test_requests_lost_twice_to_damaged_batch_results_are_given_up_for_good(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Counted apart from those a rerun asks again, and before a spent budget, as the lane
+    rules: raising the budget asks no request lost for good. Status counts them alike."""
+    from engine.status import status
+
+    lost = ["damaged_batch_result"] * 2
+    with Ledger.open(tmp_path) as ledger:
+        for rid, outcomes in {
+            "twice": lost, "once": lost[:1],
+            "spent": ["invalid_response"] * 3, "both": ["invalid_response"] * 3 + lost,
+        }.items():
+            for n, outcome in enumerate(outcomes, 1):
+                ledger.record_result(kit.attempt(rid, n, "m", outcome), None)
+    report = audit(tmp_path, answer_budget=3)
+    assert report.totals.given_up_total == 4
+    assert (report.totals.lost_to_damage, report.totals.answer_budget_spent) == (2, 1)
+    assert report.to_dict()["totals"]["lost_to_damage"] == 2
+    assert report.table()["lost_to_damage"].to_list() == [2, 2, 2]
+    assert ("m: 2 requests given up for good: damaged batch results lost their lines twice, "
+            "each loss billed, and no run asks them again.") in report.notes()
+    pending = status(tmp_path, answer_budget=3)["pending_failures"]
+    assert (pending["lost_to_damage"], pending["answer_budget_spent"]) == (2, 1)

@@ -26,6 +26,7 @@ from engine.dispatch import DispatchSummary, dispatch
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
 from engine.settle import settle
+from engine.status import status
 from providers.batch import UNREADABLE, JobState, JobStatus, LineResult
 from providers.types import Completion, Failure, ModelConfig, Outcome
 from tests.engine.batch_fake import FakeBatch, Killed
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from providers.batch import Fetch
+    from providers.sim.server import SimHandle
     from tests.engine.conftest import Kit
 
 MODEL = "fake-batch"
@@ -262,6 +264,40 @@ async def test_a_request_lost_twice_is_not_bought_a_third_time(
     assert all("damaged in an earlier job's results too, so it is not asked again" in d
                for d in again["detail"])
     assert "2 not asked again (damaged in an earlier job's results too)" in console
+
+
+@pytest.mark.parametrize("resumed_as", ["batch", "live"])
+async def test_a_resume_does_not_buy_a_request_lost_twice_a_third_time(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle, resumed_as: str
+) -> None:
+    """The job holding the second damaged line collected, the run ended; the same command
+    again fed the two requests to the lane, which bought each a third time (the lane looked
+    at its answer-failure budget alone). A model switched to live on the resume asked them
+    live. Each loss was billed: no run asks them again, and the resume says so."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 10))
+    run_dir = tmp_path / "run"
+    fake = Damaging(every=True, limits_=replace(FakeBatch().limits, max_jobs_in_flight=1))
+    await _run(plan, run_dir, fake)
+    before = _attempts(run_dir).height
+    again = FakeBatch()
+    if resumed_as == "batch":
+        summary, _ = await _run(plan, run_dir, again)
+    else:
+        config, adapter = kit.sim_model(MODEL, sim.root_url)
+        summary = await dispatch(plan, run_dir, {MODEL: config}, {MODEL: adapter},
+                                 policy=POLICY, log_console=None)
+    assert not again.ran and _attempts(run_dir).height == before
+    lane = summary.lanes[MODEL]
+    assert (lane.gave_up, lane.lost_to_damage, summary.unaccepted) == (2, 2, 2)
+    assert summary.lost_to_damage == 2
+    assert ("done in part, 8/10 done, 2 given up for good, lost twice to damaged batch "
+            "results") in summary.lines()[1]
+    # The audit and status count them given up for good, not as asked by a rerun.
+    report = audit(run_dir)
+    assert (report.totals.given_up_total, report.totals.lost_to_damage) == (2, 2)
+    assert (f"{MODEL}: 2 requests given up for good: damaged batch results lost their lines "
+            "twice, each loss billed, and no run asks them again.") in report.notes()
+    assert status(run_dir)["pending_failures"]["lost_to_damage"] == 2
 
 
 async def test_damaged_jobs_in_a_row_stop_the_lane(tmp_path: Path, kit: type[Kit]) -> None:

@@ -361,3 +361,30 @@ def test_a_resume_leaves_out_the_lines_damaged_results_lost_twice(
     assert cut == [100, 100]
     lost = scan_attempts(out, ["request_id"]).filter(pl.col("request_id").is_in(ids[:24]))
     assert lost.collect().height == 48  # the two losses each, none bought a third time
+
+
+def test_lines_damaged_results_lost_twice_in_collected_jobs_are_not_counted(
+    tmp_path: Path,
+) -> None:
+    """Two jobs collected, each losing the same 24 lines to damaged results, the run ended:
+    a resume gives the 24 up unasked (`engine.scan.lost_to_damage`), as the lane did, and
+    the check counts only the 200 others, as it sizes them. It counted 224 and refused the
+    resume at 100 a job ("24 would wait for ever")."""
+    spec, out = _folder(tmp_path, answered=0)
+    plan = out / "plan.parquet"
+    ids = pl.read_parquet(plan, columns=["request_id"])["request_id"].to_list()
+    with Ledger.open(out) as ledger:
+        for rid in ids[:24]:
+            for n in (1, 2):
+                ledger.record_result(attempt_row(rid, n, "claude", "damaged_batch_result",
+                                                 provider="bedrock"), None)  # fmt: skip
+        # Lost once only: asked again.
+        ledger.record_result(attempt_row(ids[24], 1, "claude", "damaged_batch_result",
+                                         provider="bedrock"), None)  # fmt: skip
+    budget = answer_budget(load_spec(spec))
+    assert lines_to_cut(out, plan, "claude", budget) == 200
+    capped = tmp_path / "capped.toml"
+    capped.write_text(spec.read_text(encoding="utf-8").replace(
+        "batch_max_lines = 100", "batch_max_lines = 100\nbatch_max_bytes = 500000"),
+        encoding="utf-8")  # fmt: skip
+    assert len(left_sizes(load_spec(capped), out, plan, frozenset())["claude"]) == 200

@@ -158,7 +158,8 @@ def test_the_reparse_advice_is_given_only_where_a_lenient_parser_could_help(
     from runs.pipeline import CampaignResult
 
     def line(parser: str, spent: int, run_dir: Path) -> str:
-        summary = SimpleNamespace(unaccepted=30, answer_budget_spent=spent, held_by_jobs={})
+        summary = SimpleNamespace(unaccepted=30, answer_budget_spent=spent, held_by_jobs={},
+                                  lost_to_damage=0)
         return _incomplete_line(CampaignResult(run_dir, summary, {}, parser=parser))
 
     kept = spent_requests(tmp_path / "kept", ["11/36", "1/2", "0,4"])
@@ -190,16 +191,35 @@ def test_one_unanswered_query_is_said_in_the_singular() -> None:
     from runs.commands.run import _incomplete_line
     from runs.pipeline import CampaignResult
 
-    summary = SimpleNamespace(unaccepted=1, answer_budget_spent=0, held_by_jobs={})
+    summary = SimpleNamespace(unaccepted=1, answer_budget_spent=0, held_by_jobs={},
+                              lost_to_damage=0)
     said = _incomplete_line(CampaignResult(Path("out/x"), summary, {}, parser="strict"))
     assert said.startswith("incomplete: 1 planned query unanswered (see above);")
     # Requests a batch job of an earlier run holds are never asked by a live model: the
     # line sent its user round for ever ("run the same command again").
-    held = SimpleNamespace(unaccepted=28, answer_budget_spent=0, held_by_jobs={"m": 28})
+    held = SimpleNamespace(unaccepted=28, answer_budget_spent=0, held_by_jobs={"m": 28},
+                           lost_to_damage=0)
     said = _incomplete_line(CampaignResult(Path("out/x"), held, {}, parser="strict"))
     assert said.endswith(
         "(28 of them held by batch jobs of an earlier run, which a live model does not ask: "
         'set dispatch = "batch" again for m to collect them)'
+    )
+
+
+def test_requests_lost_twice_to_damaged_batch_results_are_said_given_up_for_good() -> None:
+    """No resume asks them (each loss was billed): "run the same command again" alone sent
+    its user round for ever."""
+    from types import SimpleNamespace
+
+    from runs.commands.run import _incomplete_line
+    from runs.pipeline import CampaignResult
+
+    lost = SimpleNamespace(unaccepted=2, answer_budget_spent=0, held_by_jobs={},
+                           lost_to_damage=2)
+    said = _incomplete_line(CampaignResult(Path("out/x"), lost, {}, parser="strict"))
+    assert said.endswith(
+        "(2 of them given up for good: damaged batch results lost their lines twice, each "
+        "loss billed, and no run asks them again)"
     )
 
 
