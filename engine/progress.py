@@ -42,7 +42,7 @@ def render(lanes: list[LaneStats]) -> Table:
         )
     for s in lanes:
         retries = ", ".join(f"{k} {v}" for k, v in sorted(s.retries.by_cause.items())) or "-"
-        gave_up = s.retries.exhausted + s.retries.answer_budget_spent
+        gave_up = s.given_up  # as the progress line and the summary count them
         if gave_up:
             retries += f" (gave up {gave_up})"
         state = _state_text(s)

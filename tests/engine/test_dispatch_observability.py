@@ -459,6 +459,8 @@ def test_a_lane_that_gave_requests_up_is_not_said_done() -> None:
     rows = {cells[1]: line for line in table.splitlines() if (cells := line.split())[1:2]}
     assert "gave up" in rows["m"] and "0/56" in rows["m"] and "answered" not in rows["m"]
     assert "done in part" in rows["n"] and "44/56" in rows["n"] and "answered" not in rows["n"]
+    # Its retries cell counts every request given up, the permanent failures' too (2 of 12).
+    assert "(gave up 56)" in rows["m"] and "(gave up 12)" in rows["n"]
     summed = progress_line([none, part, *[whole] * LINE_LANES], 60.0)
     assert summed.endswith("(4.4/s, ETA 0:00; 8 done, 1 done in part, 1 gave up)"), summed
     said = DispatchSummary(lanes={"m": none, "n": part}).lines()
