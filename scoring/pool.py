@@ -17,18 +17,21 @@ and later calls reuse its workers (`shutdown` ends it; it also ends at exit). Ca
 come from several threads at once: they share the pool, which is never ended or resized
 under a call mapping on it. Workers ignore a Ctrl-C as they start and between chunks (a
 terminal's goes to the whole process group, and ended them) and stop at one within a chunk.
+They ignore SIGTERM and a hangup (`_worker_start`), which reach them the same way, and a
+pool that must end them forcibly kills them (`_KILLED_BY_TERMINATE`).
 """
 
 from __future__ import annotations
 
 import atexit
-import multiprocessing
 import os
 import signal
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import resource_tracker
+from multiprocessing.context import SpawnContext, SpawnProcess
 from types import FrameType
 
 import numpy as np
@@ -72,6 +75,30 @@ def _score(chunk: _Chunk) -> DutchBookResult:
     return dutch_books(incidence, probs, norm)
 
 
+#: What the workers start with held (`_mapped`), as `runs.signals.STOP_SIGNALS` (not imported:
+#: scoring does not depend on the CLI): what a terminal, `timeout` or a service manager sends
+#: to the whole process group.
+_STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _KilledByTerminate(SpawnProcess):
+    """A worker that `terminate` kills: the pool terminates its live workers when another
+    died (a broken pool: its queues' locks may be held by the dead one, so they may never
+    read the sentinel that ends them), and joins them; the workers ignore SIGTERM, and the
+    join waited for ever."""
+
+    def terminate(self) -> None:
+        self.kill()
+
+
+class _SpawnKilledByTerminate(SpawnContext):
+    Process = _KilledByTerminate
+
+
+#: The pool's context: spawned workers, killed when the pool terminates them.
+_KILLED_BY_TERMINATE = _SpawnKilledByTerminate()
+
+
 #: Whether this worker is in a chunk: a Ctrl-C stops the chunk then, and is ignored otherwise.
 _in_chunk = False
 
@@ -91,13 +118,23 @@ def _worker_start() -> None:
     group, and it ended idle workers, so the parent's next pooled call failed
     (BrokenProcessPool). The parent decides what a Ctrl-C does.
 
+    SIGTERM and a hangup are ignored at all times: `timeout`, `kill -TERM -PGID`, a service
+    manager or a closing terminal send them to the whole group too, and they killed the
+    workers, idle or in a chunk (the interrupted command printed the pool's own traceback,
+    InvalidStateError, under its line). The parent stops on them (`runs.signals`), and its
+    pool's shutdown waits for the chunks in flight, as it does after a Ctrl-C that landed
+    between chunks. Unlike Ctrl-C they do not stop a chunk: under `nohup` the parent ignores
+    a hangup, and a worker that stopped its chunk on one would interrupt the command.
+
     One handler for the worker's life (`_ctrl_c`): Python's own was set for each chunk and
     SIG_IGN put back after it, and a Ctrl-C that landed as a chunk ended, before SIG_IGN was
     back, left Python's set, so the next one ended the idle worker. The worker starts with
-    Ctrl-C held (`_mapped`); it is let through once handled, and one that came while the
-    worker started lands now, between chunks."""
+    the three held (`_mapped`); they are let through once handled, and a Ctrl-C that came
+    while the worker started lands now, between chunks."""
     signal.signal(signal.SIGINT, _ctrl_c)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one held meanwhile is dropped here
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
 
 
 def _score_in_worker(chunk: _Chunk, table: vertex_table.VertexTable | None) -> DutchBookResult:
@@ -164,9 +201,7 @@ def _acquire(workers: int) -> ProcessPoolExecutor:
             _pool = None
         if _pool is None:
             _pool = ProcessPoolExecutor(
-                max_workers=workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_worker_start,
+                max_workers=workers, mp_context=_KILLED_BY_TERMINATE, initializer=_worker_start
             )
             _pool_size = workers
         _users[_pool] = _users.get(_pool, 0) + 1
@@ -222,22 +257,39 @@ def _pooled(chunks: Sequence[_Chunk], workers: int) -> list[DutchBookResult]:
         return _mapped(chunks, tables, workers)
 
 
+def _start_tracker() -> None:
+    """Start multiprocessing's resource tracker, if it is not running, with the stop signals
+    held: it inherits the mask, and it ignores SIGINT and SIGTERM but not a hangup, which
+    killed it when sent to the group; the pool's end then warned that it "died unexpectedly"
+    and the relaunched one printed a KeyError traceback for each of the pool's semaphores.
+    Started before the pool is made or maps, which would start it otherwise: unheld (its
+    queues' locks register with it), or within `_mapped`'s hold, which starting it breaks
+    (CPython lets SIGINT and SIGTERM through in this thread once it has started it)."""
+    held = _held_mask()
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+        resource_tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def _mapped(
     chunks: Sequence[_Chunk], tables: list[vertex_table.VertexTable | None], workers: int
 ) -> list[DutchBookResult]:
+    _start_tracker()
     pool = _acquire(min(workers, len(chunks)))
     broken = False
     try:
         held = _held_mask()
         try:
-            # Ctrl-C held in this thread while map submits every chunk, which may spawn
-            # workers: a worker inherits the held signal (through fork and exec) until
-            # `_worker_start` lets it through. Starting Python and numpy takes a worker
-            # about a second, and a Ctrl-C then killed it (a terminal's reaches every
-            # worker; a pool replaced while they came spawned new workers into them). This
-            # guards the workers, not the parent's timing: another thread of this process
-            # may take a Ctrl-C meanwhile, as before.
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            # The stop signals held in this thread while map submits every chunk, which may
+            # spawn workers: a worker inherits them held (through fork and exec) until
+            # `_worker_start` handles them. Starting Python and numpy takes a worker about a
+            # second, and a Ctrl-C, SIGTERM or hangup then killed it (sent to the group, it
+            # reaches every worker; a pool replaced while they came spawned new workers into
+            # them). This guards the workers, not the parent's timing: another thread of
+            # this process may take one meanwhile, as before.
+            signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
             results = pool.map(_score_in_worker, chunks, tables)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)

@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 
 from panels.stock import horizon_panel
+from runs.signals import EXIT_INTERRUPTED, INTERRUPTED
 from scoring import dutch_books, pool
 from scoring.dutch_book import DutchBookResult
 from scoring.pool import CHUNK_SETS, Group, score_groups, shutdown
@@ -171,9 +173,18 @@ def _wait_until_started(pids: set[int]) -> None:
             time.sleep(0.02)
 
 
-def test_a_ctrl_c_while_the_pool_is_idle_leaves_its_workers_alive() -> None:
-    """A terminal's Ctrl-C reaches the workers too (one process group): idle, they ended,
-    and the next pooled call failed with BrokenProcessPool. Sent here to the workers only."""
+#: What reaches the workers when sent to the process group: a terminal's Ctrl-C and hangup,
+#: `timeout`'s SIGTERM (and `kill -TERM -PGID`'s, a service manager's).
+GROUP_SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+
+
+@pytest.mark.parametrize("sent", GROUP_SIGNALS, ids=lambda sig: sig.name)
+def test_a_stop_signal_while_the_pool_is_idle_leaves_its_workers_alive(
+    sent: signal.Signals,
+) -> None:
+    """A terminal's Ctrl-C reaches the workers too (one process group), and so do `timeout`'s
+    SIGTERM and a hangup: idle, they ended, and the next pooled call failed with
+    BrokenProcessPool (Ctrl-C) or ran on new workers. Sent here to the workers only."""
     two, _ = _two_and_three_chunks()
     alone = score_groups(two, workers=1)[0]
     try:
@@ -181,7 +192,7 @@ def test_a_ctrl_c_while_the_pool_is_idle_leaves_its_workers_alive() -> None:
         workers = _workers()
         _wait_until_started(workers)
         for pid in workers:
-            os.kill(pid, signal.SIGINT)
+            os.kill(pid, sent)
         time.sleep(0.3)  # time for a worker that did not ignore it to end
         _assert_same(alone, score_groups(two, workers=2)[0])
         assert _workers() == workers  # the same workers: none ended
@@ -189,29 +200,33 @@ def test_a_ctrl_c_while_the_pool_is_idle_leaves_its_workers_alive() -> None:
         shutdown()
 
 
-def _interrupted_as_spawned(sent: list[int]) -> type[ProcessPoolExecutor]:
-    """A pool that sends each worker it spawns a SIGINT at once (Python starting), into `sent`."""
+def _interrupted_as_spawned(signum: signal.Signals, sent: list[int]) -> type[ProcessPoolExecutor]:
+    """A pool that sends each worker it spawns `signum` at once (Python starting), into `sent`."""
 
     class Interrupted(ProcessPoolExecutor):
         def _adjust_process_count(self) -> None:
             before = set(self._processes)
             super()._adjust_process_count()
             for pid in set(self._processes) - before:
-                os.kill(pid, signal.SIGINT)
+                os.kill(pid, signum)
                 sent.append(pid)
 
     return Interrupted
 
 
-def test_a_ctrl_c_as_a_worker_starts_leaves_it_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("signum", GROUP_SIGNALS, ids=lambda sig: sig.name)
+def test_a_stop_signal_as_a_worker_starts_leaves_it_alive(
+    monkeypatch: pytest.MonkeyPatch, signum: signal.Signals
+) -> None:
     """A worker spawned while Ctrl-Cs came (a terminal's, as a call started the pool or replaced
     a broken one) died of one that landed before its initializer ignored it (Python starting,
-    numpy importing), and the call failed with BrokenProcessPool. Workers start with Ctrl-C
-    held, and ignore the one that came once they let it through."""
+    numpy importing), and the call failed with BrokenProcessPool; a SIGTERM or hangup so sent
+    killed it too. Workers start with them held, and ignore the one that came once they let it
+    through."""
     two, _ = _two_and_three_chunks()
     alone = score_groups(two, workers=1)[0]
     sent: list[int] = []
-    monkeypatch.setattr(pool, "ProcessPoolExecutor", _interrupted_as_spawned(sent))
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", _interrupted_as_spawned(signum, sent))
     try:
         _assert_same(alone, score_groups(two, workers=2)[0])
         assert sent and _workers() == set(sent)  # none ended, none replaced
@@ -255,7 +270,9 @@ def test_a_ctrl_c_landing_anywhere_in_a_chunk_leaves_the_worker_ignoring_the_nex
     next Ctrl-C, between chunks, ended the worker (BrokenProcessPool, under the load of a full
     test run once in six). A worker's chunk runs here with a Ctrl-C at each of its steps in
     turn, each followed by one between chunks, which must do nothing."""
-    before = signal.getsignal(signal.SIGINT)
+    # What a worker's start sets, put back after (a SIGTERM left ignored here was inherited by
+    # every later test's subprocess, which then ignored it).
+    before = {sig: signal.getsignal(sig) for sig in pool._STOPS}
     try:
         pool._worker_start()  # as in a worker
         steps = _chunk_with_ctrl_c_at(None)
@@ -267,7 +284,8 @@ def test_a_ctrl_c_landing_anywhere_in_a_chunk_leaves_the_worker_ignoring_the_nex
             except KeyboardInterrupt:
                 pytest.fail(f"a Ctrl-C at step {step} of {steps} left the worker interruptible")
     finally:
-        signal.signal(signal.SIGINT, before)
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def test_a_pool_whose_worker_died_between_calls_is_replaced_and_the_call_runs() -> None:
@@ -373,8 +391,8 @@ def test_a_ctrl_c_as_the_call_holds_it_leaves_this_threads_mask_as_it_was(
 
     def landing(how: int, mask: Any) -> set[int | signal.Signals]:
         before = real(how, mask)
-        # The call's hold, not the resource tracker's (SIGINT and SIGTERM, as it starts).
-        if how == signal.SIG_BLOCK and set(mask) == {signal.SIGINT}:
+        # The call's holds, not the resource tracker's (SIGINT and SIGTERM, as it starts).
+        if how == signal.SIG_BLOCK and set(mask) == set(pool._STOPS):
             raise KeyboardInterrupt  # as a Ctrl-C pending while the mask was set
         return before
 
@@ -388,3 +406,157 @@ def test_a_ctrl_c_as_the_call_holds_it_leaves_this_threads_mask_as_it_was(
         real(signal.SIG_SETMASK, before)
         monkeypatch.undo()
         shutdown()
+
+
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGHUP], ids=lambda sig: sig.name)
+def test_a_sigterm_or_hangup_within_a_chunk_leaves_the_call_and_its_workers_alone(
+    monkeypatch: pytest.MonkeyPatch, sent: signal.Signals
+) -> None:
+    """Sent to the group (`timeout`, a closing terminal), they killed the workers in their
+    chunks. The parent decides what they do (under `nohup` a hangup does nothing): sent here
+    to the workers only, the call runs to its end on the same workers, with the same bits."""
+    rng = np.random.default_rng(1)
+    matrix = (rng.uniform(size=(60, 64)) < 0.5).astype(np.uint8)
+    groups: list[Group] = [(matrix, rng.uniform(size=(64 * 16, 60)), "l1")]
+    monkeypatch.setattr(pool, "CHUNK_SETS", 64)  # 16 LP chunks of about 0.1 s each
+    alone = score_groups(groups, workers=1)[0]
+    done = threading.Event()
+    signalled: set[int] = set()
+
+    def signal_workers() -> None:
+        while not done.wait(0.05):
+            for pid in _workers():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sent)
+                    signalled.add(pid)
+
+    try:
+        score_groups(groups[:1], workers=2)  # the workers started
+        workers = _workers()
+        _wait_until_started(workers)
+        thread = threading.Thread(target=signal_workers)
+        thread.start()
+        try:
+            pooled = score_groups(groups, workers=2)[0]
+        finally:
+            done.set()
+            thread.join()
+        assert signalled, "no signal was sent: the test shows nothing"
+        _assert_same(alone, pooled)
+        assert _workers() == workers
+    finally:
+        shutdown()
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_its_pool_terminates_is_killed_though_it_ignores_sigterm() -> None:
+    """A pool with a dead worker terminates the others (its queues' locks may be held by the
+    dead one) and joins them: workers that ignore SIGTERM would be waited for for ever."""
+    two, _ = _two_and_three_chunks()
+    try:
+        score_groups(two, workers=2)
+        assert pool._pool is not None
+        processes = list(pool._pool._processes.values())
+        _wait_until_started({p.pid for p in processes if p.pid is not None})
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join(10.0)
+        lived = [process for process in processes if process.exitcode is None]
+        for process in lived:  # ended here, or the pool's join below would wait for ever
+            process.kill()
+            process.join()
+        assert not lived, "a worker its pool terminated lived on"
+    finally:
+        shutdown()
+
+
+#: A pooled call of 200 LP chunks (about 10 s of CPU) as a command makes it: SIGTERM and
+#: a hangup raise KeyboardInterrupt (`runs.signals`), said in one line, exit 130.
+_GROUP_CALL = """
+import signal, sys
+for sig in (signal.SIGTERM, signal.SIGHUP):  # as a terminal's shell starts a command
+    signal.signal(sig, signal.SIG_DFL)
+import numpy as np
+from runs.signals import exit_interrupted, stops_as_interrupt
+from scoring import pool
+rng = np.random.default_rng(1)
+matrix = (rng.uniform(size=(60, 64)) < 0.5).astype(np.uint8)
+pool.CHUNK_SETS = 64
+try:
+    with stops_as_interrupt():
+        pool.score_groups([(matrix, rng.uniform(size=(64 * 200, 60)), "l1")], workers=2)
+except KeyboardInterrupt:
+    exit_interrupted()
+print("the call ended before the signal")
+"""
+
+
+def _group(pgid: int) -> list[int]:
+    """The live processes of process group `pgid` (Linux: /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":  # pgrp; a zombie has ended
+                found.append(int(stat.parent.name))
+    return found
+
+
+def _busy_workers(parent: int) -> bool:
+    """Whether `parent` has two pool workers that have started (their Ctrl-C handler set), one
+    of which has used CPU time in chunks (Linux: /proc). Not both: one may have started late,
+    under load, and its share of the chunks be done before it has used that much."""
+    started, busy = 0, 0
+    for pid in _group(parent):
+        with contextlib.suppress(OSError, StopIteration):
+            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+            caught = next(line for line in status if line.startswith("SigCgt"))
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            worker = int(stat[1]) == parent and "spawn_main" in Path(
+                f"/proc/{pid}/cmdline"
+            ).read_text("utf-8", "replace")
+            cpu_s = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+            if worker and int(caught.split()[1], 16) & (1 << (signal.SIGINT - 1)):
+                started += 1
+                busy += cpu_s > 1.5  # its start-up takes about 1 s, and chunks follow
+    return started >= 2 and busy >= 1
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes in /proc")
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGHUP], ids=lambda sig: sig.name)
+def test_a_sigterm_or_hangup_to_the_group_during_a_pooled_call_ends_it_in_one_line(
+    sent: signal.Signals,
+) -> None:
+    """`timeout` (SIGTERM) or a hangup sent to the group of a command scoring in the pool: it
+    killed the workers, and the command's line came with the pool's own traceback
+    (InvalidStateError from its thread); a hangup killed multiprocessing's resource tracker
+    too, whose "died unexpectedly" warning and a KeyError traceback per semaphore followed.
+    Now: the line alone, exit 130, and no process of the group left."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _GROUP_CALL],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own group, signalled here, not this process's
+    )
+    try:
+        deadline = time.monotonic() + 60.0
+        while not _busy_workers(proc.pid) and proc.poll() is None:
+            assert time.monotonic() < deadline, "the pool's workers never got busy"
+            time.sleep(0.05)
+        os.killpg(proc.pid, sent)
+        out, err = proc.communicate(timeout=60)
+        assert (proc.returncode, out, err) == (EXIT_INTERRUPTED, "", INTERRUPTED + "\n")
+        deadline = time.monotonic() + 10.0
+        while _group(proc.pid) and time.monotonic() < deadline:  # the tracker ends after it
+            time.sleep(0.05)
+        assert not _group(proc.pid)
+    finally:
+        for pid in _group(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
