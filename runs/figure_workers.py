@@ -317,8 +317,12 @@ class FigureWorkers:
         context = multiprocessing.get_context("spawn")
         # Started now, not by the first worker's start: starting it unblocks SIGINT and
         # SIGTERM in this thread (CPython's own guard for that process), which would let
-        # them reach the first worker before it ignores them.
-        resource_tracker.ensure_running()
+        # them reach the first worker before it ignores them. Started with them held, as it
+        # ignores SIGINT and SIGTERM but not a hangup, which killed it when sent to the
+        # group: the run's end then warned that it "died unexpectedly", and the one started
+        # again printed a KeyError traceback for each semaphore of the scoring pool's.
+        with held():
+            resource_tracker.ensure_running()
         self._workers: list[tuple[BaseProcess, Connection]] = []
         self._sent: list[int] = []
         self._replies: list[list[tuple[str, Any]]] = []

@@ -164,6 +164,61 @@ def test_workers_outlive_a_signal_sent_while_they_start(figures_run: Path) -> No
         assert all(process.is_alive() for process, _ in workers._workers)
 
 
+def _hangup_held(pid: int) -> bool:
+    """Whether `pid` has a SIGHUP pending and held back, never to be acted on (Linux: /proc);
+    one pending but not held is about to be."""
+    masks = {}
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:  # gone
+        return False
+    for line in status.splitlines():
+        if line[:6] in ("SigPnd", "ShdPnd", "SigBlk"):
+            masks[line[:6]] = int(line.split()[1], 16) & (1 << (signal.SIGHUP - 1))
+    return bool((masks["SigPnd"] or masks["ShdPnd"]) and masks["SigBlk"])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_the_resource_tracker_the_workers_start_outlives_a_hangup() -> None:
+    """multiprocessing's resource tracker, which the workers' start starts, ignores SIGINT and
+    SIGTERM but not a hangup: sent to the group, it killed the tracker, and the run's end
+    warned that it "died unexpectedly" while the one started again printed a KeyError
+    traceback for each of the scoring pool's semaphores. Started with it held, it keeps it
+    held (this process sends it here, and waits until it is pending)."""
+    code = (
+        "import signal\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as a terminal's shell starts `run`\n"
+        "from multiprocessing import resource_tracker\n"
+        "from runs.figure_workers import FigureWorkers\n"
+        "if __name__ == '__main__':\n"
+        "    with FigureWorkers():\n"
+        "        print(resource_tracker._resource_tracker._pid, flush=True)\n"
+        "        input()  # until the test has signalled the tracker\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        tracker = int(proc.stdout.readline())
+        tracked = psutil.Process(tracker)
+        os.kill(tracker, signal.SIGHUP)
+        while tracked.is_running() and tracked.status() != psutil.STATUS_ZOMBIE:
+            if _hangup_held(tracker):
+                break
+            time.sleep(0.01)
+        alive = tracked.is_running() and tracked.status() != psutil.STATUS_ZOMBIE
+        _, err = proc.communicate("\n", timeout=60)
+        assert alive, "the hangup killed the resource tracker"
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def test_a_worker_reads_the_audit_this_process_reads(figures_run: Path) -> None:
     with FigureWorkers() as workers:
         assert workers.audit(figures_run).result() == run_audit(figures_run)
