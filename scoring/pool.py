@@ -17,8 +17,9 @@ and later calls reuse its workers (`shutdown` ends it; it also ends at exit). Ca
 come from several threads at once: they share the pool, which is never ended or resized
 under a call mapping on it. Workers ignore a Ctrl-C as they start and between chunks (a
 terminal's goes to the whole process group, and ended them) and stop at one within a chunk.
-They ignore SIGTERM and a hangup (`_worker_start`), which reach them the same way, and a
-pool that must end them forcibly kills them (`_KILLED_BY_TERMINATE`).
+They ignore SIGTERM and a hangup (`_handle_stops`), which reach them the same way; a pool
+that must end them forcibly kills them (`_KILLED_BY_TERMINATE`), and they end themselves
+once the pool's process is gone (`_watch_parent`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import atexit
 import os
 import signal
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -113,7 +115,30 @@ def _ctrl_c(_signum: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
 
-def _worker_start() -> None:
+#: How often a worker looks whether its parent is still there (`_watch_parent`).
+PARENT_POLL_S = 0.5
+
+
+def _watch_parent(parent: int) -> None:
+    """End this worker once its parent is gone: killed (`kill -9`, out of memory, or a second
+    SIGTERM or hangup as it exits, which it then takes at their default). A worker waits for
+    chunks on a queue whose writing end it holds itself, so the parent's death never reached
+    it; ignoring SIGTERM and a hangup, it outlived the group's signal that killed the parent,
+    for good, and held the command's stdout and stderr open (a caller reading them to their
+    end waited for ever)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)  # nobody is waiting for its chunks, and nothing of it is to be kept
+
+
+def _worker_start(parent: int) -> None:
+    """A worker's start: its stop signals handled (`_handle_stops`), and a thread that ends it
+    once `parent` (the pool's process) is gone (`_watch_parent`)."""
+    _handle_stops()
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def _handle_stops() -> None:
     """A worker ignores Ctrl-C between chunks: a terminal's Ctrl-C goes to the whole process
     group, and it ended idle workers, so the parent's next pooled call failed
     (BrokenProcessPool). The parent decides what a Ctrl-C does.
@@ -201,7 +226,10 @@ def _acquire(workers: int) -> ProcessPoolExecutor:
             _pool = None
         if _pool is None:
             _pool = ProcessPoolExecutor(
-                max_workers=workers, mp_context=_KILLED_BY_TERMINATE, initializer=_worker_start
+                max_workers=workers,
+                mp_context=_KILLED_BY_TERMINATE,
+                initializer=_worker_start,
+                initargs=(os.getpid(),),
             )
             _pool_size = workers
         _users[_pool] = _users.get(_pool, 0) + 1
@@ -284,7 +312,7 @@ def _mapped(
         try:
             # The stop signals held in this thread while map submits every chunk, which may
             # spawn workers: a worker inherits them held (through fork and exec) until
-            # `_worker_start` handles them. Starting Python and numpy takes a worker about a
+            # `_handle_stops` handles them. Starting Python and numpy takes a worker about a
             # second, and a Ctrl-C, SIGTERM or hangup then killed it (sent to the group, it
             # reaches every worker; a pool replaced while they came spawned new workers into
             # them). This guards the workers, not the parent's timing: another thread of

@@ -274,7 +274,7 @@ def test_a_ctrl_c_landing_anywhere_in_a_chunk_leaves_the_worker_ignoring_the_nex
     # every later test's subprocess, which then ignored it).
     before = {sig: signal.getsignal(sig) for sig in pool._STOPS}
     try:
-        pool._worker_start()  # as in a worker
+        pool._handle_stops()  # as in a worker
         steps = _chunk_with_ctrl_c_at(None)
         assert steps >= 4
         for step in range(steps):
@@ -560,3 +560,55 @@ def test_a_sigterm_or_hangup_to_the_group_during_a_pooled_call_ends_it_in_one_li
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+#: A process that starts the pool, says its workers' pids and is killed (`kill -9`), its
+#: workers idle (a chunk's work is the same: the parent's death is looked for beside it).
+_KILLED_PARENT = """
+import os, signal
+import numpy as np
+from scoring import pool
+rng = np.random.default_rng(1)
+matrix = (rng.uniform(size=(60, 64)) < 0.5).astype(np.uint8)
+pool.CHUNK_SETS = 64
+pool.score_groups([(matrix, rng.uniform(size=(128, 60)), "l1")], workers=2)
+assert pool._pool is not None
+print(*pool._pool._processes, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _gone(pid: int) -> bool:
+    """Whether `pid` has ended (a zombie has: nothing may reap an orphan's at once)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes in /proc")
+def test_workers_end_once_the_pools_process_is_killed() -> None:
+    """A second SIGTERM or hangup to the group as the command exits kills it at their default
+    (as `kill -9` or the out-of-memory killer does); its workers, which ignore them and wait
+    on a queue they hold both ends of, were left running for good."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_PARENT], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    workers = [int(pid) for pid in proc.stdout.readline().split()]
+    try:
+        assert proc.wait(60) == -signal.SIGKILL and len(workers) == 2
+        deadline = time.monotonic() + 10.0  # each looks every PARENT_POLL_S (0.5 s)
+        while not all(_gone(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(_gone(pid) for pid in workers), "a worker outlived its pool's process"
+    finally:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.stdout.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
