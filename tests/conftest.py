@@ -33,3 +33,15 @@ def _figures_drawn_in_process(
 @contextlib.contextmanager
 def _no_workers() -> Iterator[None]:
     yield None
+
+
+@pytest.fixture(autouse=True)
+def _no_interrupt_said_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts as a fresh process does: no interrupt's line said and no stop pending
+    (`runs.signals`' process-wide flags). A test that said the line left it set, and a later
+    test in the same worker expecting the line got none (`test_signals` before
+    `test_cli_startup`'s Ctrl-C while a command imports, which xdist may order so)."""
+    import runs.signals
+
+    monkeypatch.setattr(runs.signals, "_interrupt_said", False)
+    monkeypatch.setattr(runs.signals, "_stop_pending", False)
