@@ -6,7 +6,9 @@ does, listing its model) plays llama-cpp-python's part."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -953,18 +955,39 @@ def test_a_spec_the_campaign_refuses_is_refused_before_the_model_is_loaded(
     assert not (tmp_path / "given").exists()
 
 
-def test_a_rehearsals_folder_is_refused_before_the_model_is_loaded(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def rehearsed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder in which `dutchbook run runs/specs/local.toml --rehearse` ran: its run folder
+    `out/local`. Rehearsed once (seconds of CPU) by whichever xdist worker first asks, the
+    others waiting on its lock; the tests copy it before they change it."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    made = shared / "local-rehearsal"
+    with (shared / "local-rehearsal.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+        if not (made / "complete").is_file():  # never made, or its rehearsal failed
+            shutil.rmtree(made, ignore_errors=True)
+            made.mkdir()
+            env = {**os.environ, "PYTHONPATH": str(REPO)}
+            rehearsal = subprocess.run(
+                [*local_model.DUTCHBOOK, "run", SPEC, "--rehearse"], cwd=made, env=env,
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert rehearsal.returncode == 0, rehearsal.stderr
+            (made / "complete").touch()
+    return made / "out"
+
+
+def test_a_rehearsals_folder_is_refused_before_the_model_is_loaded(
+    tmp_path: Path, rehearsed: Path
+) -> None:
     """`dutchbook run runs/specs/local.toml --rehearse` writes to `out/local` too: the demo
     resumed it, asked nothing, and reported the simulator's answers as the model's. Refused
     in the campaign's own line, before the model is loaded (`runs.rehearsal`)."""
     from runs.local_model import DUTCHBOOK
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    rehearsal = subprocess.run(
-        [*DUTCHBOOK, "run", SPEC, "--rehearse"], cwd=tmp_path, env=env, capture_output=True,
-        text=True, timeout=120,
-    )  # fmt: skip
-    assert rehearsal.returncode == 0, rehearsal.stderr
+    shutil.copytree(rehearsed, tmp_path / "out")  # `out/local`, the stock spec's folder
     campaign = subprocess.run(
         [*DUTCHBOOK, "run", SPEC], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=60,
@@ -977,7 +1000,7 @@ def test_a_rehearsals_folder_is_refused_before_the_model_is_loaded(tmp_path: Pat
 
 
 def test_a_folder_of_another_design_is_refused_before_the_model_is_loaded(
-    tmp_path: Path,
+    tmp_path: Path, rehearsed: Path
 ) -> None:
     """The commonest refusal of a resume, a folder run with another design, came only once
     the model was loaded and answering."""
@@ -994,19 +1017,17 @@ def test_a_folder_of_another_design_is_refused_before_the_model_is_loaded(
         encoding="utf-8",
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    made = subprocess.run(
-        [*DUTCHBOOK, "run", str(other), "--rehearse", "--out", "run"], cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
+    # The stock spec's rehearsal, resumed with the other design (the rehearsal shared with
+    # the test above: which of the two designs the folder holds does not matter).
+    shutil.copytree(rehearsed / "local", tmp_path / "run")
     (tmp_path / "run" / REHEARSAL_FILE).unlink()  # as a real run's folder reads
     campaign = subprocess.run(
-        [*DUTCHBOOK, "run", SPEC, "--out", "run"], cwd=tmp_path, env=env, capture_output=True,
-        text=True, timeout=60,
+        [*DUTCHBOOK, "run", str(other), "--out", "run"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert campaign.returncode == 2 and "was run with a different design" in campaign.stderr
     port = free_port()
-    argv = ["demo", "--spec", SPEC, "--out", "run", "--port", str(port)]
+    argv = ["demo", "--spec", str(other), "--out", "run", "--port", str(port)]
     done = run_main(argv, tmp_path, stand_in(port))
     assert (done.returncode, done.stdout, done.stderr) == (2, "", campaign.stderr)
     assert not (tmp_path / "loaded").exists()
