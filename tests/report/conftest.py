@@ -9,7 +9,7 @@ import fcntl
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from io import StringIO
 from pathlib import Path
 
@@ -24,33 +24,52 @@ sys.path.insert(0, str(Path(__file__).parent))
 SPEC = Path(__file__).parents[1] / "runs" / "specs" / "figures.toml"
 
 
+#: `made_once`: `make(folder)` run once per session, the folder it filled returned.
+MadeOnce = Callable[[str, Callable[[Path], None]], Path]
+
+
 @pytest.fixture(scope="session")
 def figures_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The campaign's folder, run once per session by whichever xdist worker first asks (each
     worker ran its own, about 12 s of CPU): the others wait on its lock and share the folder,
     which no test changes (those that change a report copy it first)."""
+    return _made_once(tmp_path_factory, "figures-run", _figures_run, leaf="run")
+
+
+@pytest.fixture(scope="session")
+def made_once(tmp_path_factory: pytest.TempPathFactory) -> MadeOnce:
+    """`made_once(name, make)`: as `figures_run` is made, for a session fixture's own
+    folder (`make` fills the empty folder it is given; the folder is returned)."""
+    return lambda name, make: _made_once(tmp_path_factory, name, make)
+
+
+def _made_once(
+    factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None], leaf: str = "made"
+) -> Path:
+    """`make(folder)` run once per session: in this process without xdist, else by the
+    first worker to take `name`'s lock, the others waiting on it and sharing the folder."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return _figures_run(tmp_path_factory.mktemp("figures"))
-    shared = tmp_path_factory.getbasetemp().parent / "figures-run"
+        folder = factory.mktemp(name) / leaf
+        make(folder)
+        return folder
+    shared = factory.getbasetemp().parent / name
     shared.mkdir(exist_ok=True)
     with (shared / "lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
-        if not (shared / "complete").is_file():  # never made, or its run raised part-way
-            shutil.rmtree(shared / "run", ignore_errors=True)
-            _figures_run(shared)
+        if not (shared / "complete").is_file():  # never made, or its making raised part-way
+            shutil.rmtree(shared / leaf, ignore_errors=True)
+            make(shared / leaf)
             (shared / "complete").touch()
-    return shared / "run"
+    return shared / leaf
 
 
-def _figures_run(folder: Path) -> Path:
-    out = folder / "run"
+def _figures_run(out: Path) -> None:
     console = Console(file=StringIO(), width=120)
     # A few percent of 5xx and malformed replies, so the audit has retries to show (rate
     # limits would also slow the lanes down, and this is shared by every report test).
     faults = "server_error=0.02,malformed_json=0.01"
     result = asyncio.run(run_campaign(SPEC, out, console=console, progress=False, faults=faults))
     assert result.summary is not None and result.summary.complete
-    return out
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,6 +26,7 @@ from runs.planned_families import FamilyInfo, family_info
 from runs.report_figures import (
     FIGURE_READS,
     FIGURES,
+    Figure,
     FigureInputs,
     _style,
     books,
@@ -662,15 +665,55 @@ def test_a_horizons_panel_a_model_did_not_run_says_so(
     ]
 
 
+@dataclass(frozen=True)
+class DrawnOnce:
+    """Every figure of `figures_run` drawn once into `folder` by `draw_all`, everything read,
+    and the identity of the figure each matplotlib `Figure.draw` and each `_style.save` was
+    given, in order."""
+
+    folder: Path
+    figures: list[Figure]
+    draws: list[int]
+    saved: list[int]
+
+
+@pytest.fixture(scope="session")
+def drawn_once(
+    figures_run: Path, made_once: Callable[[str, Callable[[Path], None]], Path]
+) -> DrawnOnce:
+    """Drawn once per session (`made_once`) for the three tests that each drew every figure
+    of the run afresh, one of them twice, to compare with or count: about 3 s of CPU a draw."""
+    from matplotlib.figure import Figure as MplFigure
+
+    def draw(out: Path) -> None:
+        draws: list[int] = []
+        saved: list[int] = []
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(MplFigure, "draw", _noting_whose(MplFigure.draw, draws))
+            patch.setattr(_style, "save", _noting_whose(_style.save, saved))
+            figures = draw_all(FigureInputs.from_run(figures_run, _summary(figures_run)), out)
+        drawn = {"figures": [f.to_json() for f in figures], "draws": draws, "saved": saved}
+        (out / "drawn.json").write_bytes(orjson.dumps(drawn))
+
+    folder = made_once("figures-drawn", draw)
+    drawn = orjson.loads((folder / "drawn.json").read_bytes())
+    figures = [
+        Figure(f["number"], f["key"], f["title"], None if f["path"] is None else Path(f["path"]),
+               f["caption"], f["omitted"], f["missing_glyphs"])
+        for f in drawn["figures"]
+    ]  # fmt: skip
+    return DrawnOnce(folder, figures, drawn["draws"], drawn["saved"])
+
+
 def test_each_figure_drawn_with_only_its_reads_is_the_same_picture(
-    figures_run: Path, tmp_path: Path
+    figures_run: Path, drawn_once: DrawnOnce, tmp_path: Path
 ) -> None:
     """A figure worker reads only what its share of figures uses (`reads_of`): every figure
     drawn that way is byte for byte the one drawn with everything read, so `FIGURE_READS`
     leaves nothing out that a figure uses (and a figure that needs a read says so: figure 8
     without the timeline is left out)."""
     summary = _summary(figures_run)
-    everything = draw_all(FigureInputs.from_run(figures_run, summary), tmp_path / "all")
+    everything = drawn_once.figures  # draw_all(FigureInputs.from_run(figures_run, summary))
     for figure in everything:
         alone = FigureInputs.from_run(figures_run, summary, reads=reads_of([figure.number]))
         [again] = draw_all(alone, tmp_path / f"alone{figure.number}", [figure.number])
@@ -735,13 +778,11 @@ def _save_tight(fig: Any, path: Path) -> None:
 
 
 def test_every_figure_is_saved_byte_for_byte_as_the_tight_trim_saves_it(
-    figures_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    figures_run: Path, drawn_once: DrawnOnce, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     inputs = FigureInputs.from_run(figures_run, _summary(figures_run))
-    measured, tight = tmp_path / "measured", tmp_path / "tight"
-    for out in (measured, tight):
-        out.mkdir()
-    draw_all(inputs, measured)
+    measured, tight = drawn_once.folder, tmp_path / "tight"  # measured: `_style.save`'s
+    tight.mkdir()
     monkeypatch.setattr(_style, "save", _save_tight)
     draw_all(inputs, tight)
     drawn = sorted(p.name for p in measured.glob("*.png"))
@@ -760,18 +801,11 @@ def _noting_whose(function: Any, seen: list[int]) -> Any:
     return noted
 
 
-def test_every_figure_is_drawn_once(
-    figures_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_every_figure_is_drawn_once(drawn_once: DrawnOnce) -> None:
     """Saving draws a figure once: matplotlib draws one that has any layout engine set (even
-    the placeholder `Figure.tight_layout` leaves behind) a second time, rendering off, first."""
-    from matplotlib.figure import Figure as MplFigure
-
-    draws: list[int] = []
-    saved: list[int] = []
-    monkeypatch.setattr(MplFigure, "draw", _noting_whose(MplFigure.draw, draws))
-    monkeypatch.setattr(_style, "save", _noting_whose(_style.save, saved))
-    draw_all(FigureInputs.from_run(figures_run, _summary(figures_run)), tmp_path)
+    the placeholder `Figure.tight_layout` leaves behind) a second time, rendering off, first.
+    (`drawn_once` notes the draws and saves of a `draw_all` of every figure.)"""
+    draws, saved = drawn_once.draws, drawn_once.saved
     assert len(saved) == len(FIGURES)
     assert draws == saved  # each figure once, when it is saved
 
