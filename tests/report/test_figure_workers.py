@@ -144,10 +144,14 @@ def test_workers_ignore_a_signal_meant_for_the_campaign(
         # ended (it was a whole report drawn, 4-5 s of CPU; the report is drawn below).
         for worker, (process, _) in enumerate(workers._workers):
             assert workers._call(worker, os.getpid).result() == process.pid
-        for process, _ in workers._workers:
+        processes = [process for process, _ in workers._workers]
+        for process in processes:
             assert process.pid is not None
             os.kill(process.pid, sent)
         drawn = workers.draw(summary, run / "report").figures()
+        # Drawn by them: one killed by the signal leaves its work to this process, which
+        # draws the same figures (`_fall_back`).
+        assert all(process.is_alive() for process in processes)
     assert [f.number for f in drawn] == [n for n, _, _ in FIGURES]
 
 
@@ -156,12 +160,13 @@ def test_workers_outlive_a_signal_sent_while_they_start(figures_run: Path) -> No
     ignores it (before, the worker died of it, and the run's report with it). The first
     worker gets a Ctrl-C, the second a SIGTERM."""
     with FigureWorkers() as workers:
-        for (process, _), sent in zip(workers._workers, (signal.SIGINT, signal.SIGTERM),
-                                      strict=True):  # fmt: skip
+        # Kept: a worker that died leaves `_workers` empty (`_fall_back`), all of none alive.
+        processes = [process for process, _ in workers._workers]
+        for process, sent in zip(processes, (signal.SIGINT, signal.SIGTERM), strict=True):
             assert process.pid is not None
             os.kill(process.pid, sent)
         assert workers.audit(figures_run).result() == run_audit(figures_run)
-        assert all(process.is_alive() for process, _ in workers._workers)
+        assert all(process.is_alive() for process in processes)
 
 
 def _hangup_held(pid: int) -> bool:
