@@ -100,6 +100,15 @@ class FinishedRuns:
         assert code == 0, f"the run of this spec ended {code}:\n{spec_text}"
         return out
 
+    def copy_to(self, out: Path, spec_text: str) -> int:
+        """A copy of the finished run of `spec_text` at `out`, wherever the test keeps its
+        folder (`run` puts it at `root/out`): the run's exit code. No spec is written."""
+        made, code = self._made(spec_text)
+        shutil.copytree(made, out)
+        log = out / NAMES_ITS_FOLDER
+        log.write_bytes(log.read_bytes().replace(str(made).encode(), str(out).encode()))
+        return code
+
     def _made(self, spec_text: str) -> tuple[Path, int]:
         """The cached folder of `spec_text` and its run's exit code, run here if no worker has."""
         key = self.root / hashlib.sha256(spec_text.encode()).hexdigest()[:16]

@@ -16,7 +16,6 @@ import errno
 import html
 import json
 import re
-import shutil
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -41,6 +40,7 @@ from engine.shards import shard_name
 from runs.audit import run_audit, summary_rows
 from runs.scored_from import stale_repairs
 from tests.runs.quiet_campaign import invoke
+from tests.runs.run_folders import FinishedRuns
 
 #: A model whose fractions ("11/36") strict rejects and lenient takes, and one that answers
 #: plainly: a lenient run answers all 56, a strict reparse leaves 28.
@@ -63,19 +63,12 @@ name = "baseline"
 """
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("round-trip")
-    (root / "spec.toml").write_text(SPEC, encoding="utf-8")
-    code, said = invoke("run", str(root / "spec.toml"), "--out", str(root / "run"))
-    assert code == 0, said
-    return root
-
-
 @pytest.fixture
-def root(finished: Path, tmp_path: Path) -> Path:
-    """A copy of the finished lenient run (`run/`), its spec beside it."""
-    shutil.copytree(finished, tmp_path, dirs_exist_ok=True)
+def root(finished_runs: FinishedRuns, tmp_path: Path) -> Path:
+    """A copy of the finished lenient run (`run/`), its spec beside it: run once a session,
+    for every worker (`tests/runs/conftest.py`)."""
+    (tmp_path / "spec.toml").write_text(SPEC, encoding="utf-8")
+    assert finished_runs.copy_to(tmp_path / "run", SPEC) == 0
     return tmp_path
 
 
