@@ -24,6 +24,7 @@ from engine.progress import render
 from runs.cli import app
 from runs.spec import load_spec
 from runs.units import UnitSource
+from tests.runs.run_folders import FinishedRuns
 
 SPEC = """
 name = "clean"
@@ -44,6 +45,14 @@ def write_spec(tmp_path: Path, *, data: str = "", model: str = "m", arm: str = "
     path = tmp_path / "spec.toml"
     path.write_text(SPEC.format(data=data, model=model, arm=arm), encoding="utf-8")
     return path
+
+
+def finished(finished_runs: FinishedRuns, tmp_path: Path) -> tuple[Path, Path]:
+    """What running `write_spec(tmp_path)`'s spec into `tmp_path/out` leaves, a copy of the
+    session's run of it (these tests are of what commands say of the folder after): the
+    spec and the folder."""
+    text = SPEC.format(data="", model="m", arm="baseline")  # as `write_spec` writes it
+    return tmp_path / "spec.toml", finished_runs.finish(tmp_path, text)
 
 
 def invoke(*args: str) -> tuple[int, str]:
@@ -163,11 +172,10 @@ def test_run_refuses_a_spec_that_is_not_utf8_cleanly(tmp_path: Path) -> None:
         assert_one_clean_line(output, "latin1.toml", "not UTF-8")
 
 
-def test_run_refuses_a_corrupt_journal_line_mid_segment_cleanly(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path)
-    out = tmp_path / "out"
-    code, output = invoke("run", str(spec), "--out", str(out))
-    assert code == 0, output
+def test_run_refuses_a_corrupt_journal_line_mid_segment_cleanly(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
+    spec, out = finished(finished_runs, tmp_path)
     journal = out / "journal"
     journal.mkdir(exist_ok=True)
     # A segment whose middle line is torn (a tail could be a crash mid-write; a middle is not).
@@ -242,16 +250,13 @@ def test_run_says_in_one_line_when_its_folder_cannot_be_made(
 
 
 def test_a_resume_says_in_one_line_what_in_its_folder_it_may_not_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    finished_runs: FinishedRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A run folder whose `journal/` (or `logs/`, `spec-history.jsonl`) this user may not
     write ended a resume in a traceback."""
     import os
 
-    spec = write_spec(tmp_path)
-    run_dir = tmp_path / "run"
-    code, output = invoke("run", str(spec), "--out", str(run_dir))
-    assert code == 0, output
+    spec, run_dir = finished(finished_runs, tmp_path)
     journal, real_open = run_dir / "journal", os.open
 
     def denied(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
@@ -268,16 +273,13 @@ def test_a_resume_says_in_one_line_what_in_its_folder_it_may_not_write(
 
 
 def test_a_plan_it_may_not_read_is_named_not_its_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    finished_runs: FinishedRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`status` said "cannot look at DIR" and `run` "cannot make a run folder at DIR" of a
     folder that exists, when its `plan.parquet` was what this user could not read."""
     import runs.plan_checksums
 
-    spec = write_spec(tmp_path)
-    run_dir = tmp_path / "run"
-    code, output = invoke("run", str(spec), "--out", str(run_dir))
-    assert code == 0, output
+    spec, run_dir = finished(finished_runs, tmp_path)
     plan = run_dir / "plan_members.parquet"  # the first of the plan's files hashed
 
     def denied(path: Path) -> str:
@@ -378,20 +380,22 @@ def test_the_size_guard_admits_a_campaign_at_the_limit_and_refuses_one_above(
         runs.planner.check_campaign_size(spec, units)
 
 
-def _run_with_a_folder_where(tmp_path: Path, file: Path) -> tuple[Path, Path]:
+def _run_with_a_folder_where(
+    finished_runs: FinishedRuns, tmp_path: Path, file: Path
+) -> tuple[Path, Path]:
     """A finished run folder whose `file` (relative to it) is replaced by a folder."""
-    out = tmp_path / "out"
-    code, output = invoke("run", str(write_spec(tmp_path)), "--out", str(out))
-    assert code == 0, output
+    _, out = finished(finished_runs, tmp_path)
     (out / file).unlink()
     (out / file).mkdir()
     return out, out / file
 
 
-def test_report_says_what_stands_in_its_way_in_words_not_errno(tmp_path: Path) -> None:
+def test_report_says_what_stands_in_its_way_in_words_not_errno(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
     # It printed "error: [Errno 21] Is a directory: '.../report/index.tmp' -> '...'" (the
     # report is now written beside `report/` and swapped in: runs.report_folder).
-    out, page = _run_with_a_folder_where(tmp_path, Path("report", "index.html"))
+    out, page = _run_with_a_folder_where(finished_runs, tmp_path, Path("report", "index.html"))
     code, output = invoke("report", str(out))
     assert code == 2, output
     assert_one_clean_line(
@@ -434,10 +438,10 @@ def test_a_file_in_the_way_of_a_deeper_folder_is_named(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", ["status", "audit"])
 def test_status_and_audit_say_in_one_line_what_stands_where_lanes_json_goes(
-    tmp_path: Path, command: str
+    finished_runs: FinishedRuns, tmp_path: Path, command: str
 ) -> None:
     """Both read `logs/lanes.json`; a folder standing there ended them in a traceback."""
-    out, lanes = _run_with_a_folder_where(tmp_path, Path("logs", "lanes.json"))
+    out, lanes = _run_with_a_folder_where(finished_runs, tmp_path, Path("logs", "lanes.json"))
     code, output = invoke(command, str(out))
     assert code == 2, output
     assert_one_clean_line(
@@ -500,20 +504,10 @@ def test_a_max_cost_no_model_is_priced_for_is_refused_before_planning(
         runs.pipeline.check_cap_counts(load_spec(spec), float(cap))  # raises RunError if not
 
 
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A finished run folder and its spec, shared (each test copies the folder)."""
-    root = tmp_path_factory.mktemp("finished")
-    spec = write_spec(root)
-    code, output = invoke("run", str(spec), "--out", str(root / "out"))
-    assert code == 0, output
-    return spec, root / "out"
-
-
 @pytest.mark.parametrize("ledger_folder", ["responses", "journal", "attempts"])
 @pytest.mark.parametrize("command", ["reparse", "score", "repair", "report", "run"])
 def test_a_file_where_a_ledger_folder_goes_is_named_by_every_writer(
-    tmp_path: Path, finished_run: tuple[Path, Path], ledger_folder: str, command: str
+    tmp_path: Path, finished_runs: FinishedRuns, ledger_folder: str, command: str
 ) -> None:
     """`reparse`, `score`, `repair` and a resume ended in a NotADirectoryError or
     FileExistsError traceback (exit 1) where `status` and `audit` said it in one line.
@@ -522,9 +516,7 @@ def test_a_file_where_a_ledger_folder_goes_is_named_by_every_writer(
     answers is told from the ledger's `ok` attempts (`runs.lost_answers`), and a folder
     where that cannot be told is not scored (this test had them score it, exit 0, as when
     they read only the answers). Their files are left as they were."""
-    spec, finished = finished_run
-    out = tmp_path / "out"
-    shutil.copytree(finished, out)
+    spec, out = finished(finished_runs, tmp_path)
     shutil.rmtree(out / ledger_folder)
     (out / ledger_folder).write_text("in the way", encoding="utf-8")
     args = {
