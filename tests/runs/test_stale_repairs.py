@@ -7,7 +7,6 @@ and `repaired.parquet` still held 39 repaired sets of answers strict had rejecte
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import orjson
@@ -16,7 +15,7 @@ from typer.testing import CliRunner
 
 from runs.cli import app
 from runs.scored_from import REPAIRED_FROM
-from tests.runs.run_folders import finish_run
+from tests.runs.run_folders import FinishedRuns
 
 #: Answers in fractions: lenient takes them, strict rejects them.
 FRACTIONS_SPEC = """
@@ -35,9 +34,11 @@ name = "baseline"
 STALE = "repaired.parquet was computed from answers the folder no longer holds"
 
 
-@pytest.fixture(scope="module")
-def repaired(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    run = finish_run(tmp_path_factory.mktemp("stale-repairs"), FRACTIONS_SPEC)
+@pytest.fixture
+def repaired(finished_runs: FinishedRuns, tmp_path: Path) -> Path:
+    """The lenient run of answers in fractions, repaired: the test's own copy of the
+    session's run of it (`tests/runs/conftest.py`), repaired here (a fraction of a second)."""
+    run = finished_runs.finish(tmp_path, FRACTIONS_SPEC)
     done = CliRunner().invoke(app, ["repair", str(run)])
     assert done.exit_code == 0, done.output
     return run
@@ -50,10 +51,9 @@ def _warnings(run: Path) -> list[str]:
 
 
 def test_repairs_of_answers_a_reparse_changed_are_said_until_repaired_again(
-    repaired: Path, tmp_path: Path
+    repaired: Path,
 ) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(repaired, run)
+    run = repaired
     assert (run / REPAIRED_FROM).is_file() and not any(STALE in w for w in _warnings(run))
     strict = CliRunner().invoke(app, ["reparse", str(run), "--parser", "strict"])
     assert strict.exit_code == 0, strict.output
@@ -70,11 +70,10 @@ def test_repairs_of_answers_a_reparse_changed_are_said_until_repaired_again(
 
 
 def test_a_reparse_that_changes_no_answer_leaves_the_repairs_current(
-    repaired: Path, tmp_path: Path
+    repaired: Path,
 ) -> None:
     """It writes the same answers into a new shard: the repairs are still of them."""
-    run = tmp_path / "run"
-    shutil.copytree(repaired, run)
+    run = repaired
     same = CliRunner().invoke(app, ["reparse", str(run), "--parser", "lenient"])
     assert same.exit_code == 0, same.output
     assert STALE not in same.output.replace("\n", "")
@@ -82,12 +81,11 @@ def test_a_reparse_that_changes_no_answer_leaves_the_repairs_current(
 
 
 def test_a_reparse_back_to_the_repaired_answers_makes_the_repairs_current_again(
-    repaired: Path, tmp_path: Path
+    repaired: Path,
 ) -> None:
     """Strict, then lenient again: the answers are those repaired (in a new shard), as the
     reparse said of the scores in the same output, and then warned the repairs were not."""
-    run = tmp_path / "run"
-    shutil.copytree(repaired, run)
+    run = repaired
     strict = CliRunner().invoke(app, ["reparse", str(run), "--parser", "strict"])
     assert strict.exit_code == 0 and STALE in strict.output.replace("\n", ""), strict.output
     back = CliRunner().invoke(app, ["reparse", str(run), "--parser", "lenient"])
@@ -98,14 +96,13 @@ def test_a_reparse_back_to_the_repaired_answers_makes_the_repairs_current_again(
 
 
 def test_a_repair_killed_as_it_writes_leaves_the_old_repairs_said_stale(
-    repaired: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repaired: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The record was removed before the new file was written: a kill between the two left
     the old repairs with no record, and after a reparse nothing said they were stale."""
     from runs import scoring_step
 
-    run = tmp_path / "run"
-    shutil.copytree(repaired, run)
+    run = repaired
     strict = CliRunner().invoke(app, ["reparse", str(run), "--parser", "strict"])
     assert strict.exit_code == 0, strict.output
 
@@ -119,10 +116,9 @@ def test_a_repair_killed_as_it_writes_leaves_the_old_repairs_said_stale(
     assert any(STALE in w for w in _warnings(run))
 
 
-def test_a_damaged_record_of_the_repairs_is_said(repaired: Path, tmp_path: Path) -> None:
+def test_a_damaged_record_of_the_repairs_is_said(repaired: Path) -> None:
     """Read as no record (a folder repaired before records), it silenced the warning."""
-    run = tmp_path / "run"
-    shutil.copytree(repaired, run)
+    run = repaired
     (run / REPAIRED_FROM).write_text("{garbage", encoding="utf-8")
     assert (
         f"{run / REPAIRED_FROM} is damaged, so {run / 'repaired.parquet'} cannot be matched to "
