@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -108,6 +109,23 @@ class FinishedRuns:
         log = out / NAMES_ITS_FOLDER
         log.write_bytes(log.read_bytes().replace(str(made).encode(), str(out).encode()))
         return code
+
+    def made(self, name: str, make: Callable[[Path], object]) -> Path:
+        """`root/name`, filled by `make(folder)` once a session for every worker (a lock per
+        name, as per spec text): for a campaign `run` does not make as the tests need it (run
+        in the test's process, its console kept, its renders counted), and the inputs its spec
+        names. `name` stands for what `make` does: the first asking worker's folder is every
+        worker's. Tests copy what they change; what `make` leaves is read, never changed."""
+        folder = self.root / name
+        with (self.root / f"{name}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+            done = self.root / f"{name}.made"
+            if not done.is_file():  # never made, or `make` raised part-way
+                shutil.rmtree(folder, ignore_errors=True)
+                folder.mkdir()
+                make(folder)
+                done.touch()
+        return folder
 
     def _made(self, spec_text: str) -> tuple[Path, int]:
         """The cached folder of `spec_text` and its run's exit code, run here if no worker has."""

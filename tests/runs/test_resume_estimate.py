@@ -22,6 +22,7 @@ from runs.pipeline import run_campaign
 from runs.plan_estimate import ESTIMATE_FILE, plan_counts
 from runs.planner import estimate, summarise
 from runs.spec import load_spec
+from tests.runs.run_folders import FinishedRuns
 
 SPEC = """
 name = "estimate"
@@ -51,6 +52,11 @@ name = "linked"
 @pytest.fixture
 def renders(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many queries the planner rendered (estimate and write_plan both go through it)."""
+    return counted_renders(monkeypatch)
+
+
+def counted_renders(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The planner's renders counted while `monkeypatch` holds: a list of the one count."""
     count = [0]
     real = planner.iter_queries
 
@@ -80,12 +86,32 @@ def write_spec(tmp_path: Path, price: float) -> Path:
     return path
 
 
+def first_run(folder: Path) -> None:
+    """The run at price 1.0 into `folder/run`, its output and how many queries it rendered
+    kept beside it."""
+    with pytest.MonkeyPatch.context() as patch:
+        rendered = counted_renders(patch)
+        output = run(write_spec(folder, 1.0), folder / "run")
+    (folder / "output.txt").write_text(output, encoding="utf-8")
+    (folder / "renders.txt").write_text(str(rendered[0]), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def finished(finished_runs: FinishedRuns) -> tuple[Path, Path, str, int]:
+    """A finished run at price 1.0 (its spec, folder and output) and how many queries it
+    rendered, which tests copy: made once a session, for every worker (`first_run`)."""
+    folder = finished_runs.made("resume-estimate-first-run", first_run)
+    output = (folder / "output.txt").read_text(encoding="utf-8")
+    rendered = int((folder / "renders.txt").read_text(encoding="utf-8"))
+    return folder / "estimate.toml", folder / "run", output, rendered
+
+
 def test_a_resume_reads_the_saved_estimate_and_renders_nothing(
-    tmp_path: Path, renders: list[int]
+    tmp_path: Path, renders: list[int], finished: tuple[Path, Path, str, int]
 ) -> None:
-    spec_path, out = write_spec(tmp_path, 1.0), tmp_path / "run"
-    first = run(spec_path, out)
-    assert renders[0] > 0 and (out / ESTIMATE_FILE).exists()
+    spec_path, out, first = finished[0], tmp_path / "run", finished[2]
+    shutil.copytree(finished[1], out)  # the module's first run, which rendered its prompts
+    assert finished[3] > 0 and (out / ESTIMATE_FILE).exists()
     lines = estimate(load_spec(spec_path))
     rendered = summarise(lines)
     renders[0] = 0
@@ -100,16 +126,8 @@ def test_a_resume_reads_the_saved_estimate_and_renders_nothing(
     assert rendered["by_arm"]["linked"]["shared"] > 0  # sharing is part of what is compared
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
-    """A finished run at price 1.0 (its spec, folder and output), which tests copy."""
-    root = tmp_path_factory.mktemp("finished")
-    spec_path, out = write_spec(root, 1.0), root / "run"
-    return spec_path, out, run(spec_path, out)
-
-
 def test_a_resume_at_new_prices_reprices_the_saved_tokens(
-    tmp_path: Path, finished: tuple[Path, Path, str]
+    tmp_path: Path, finished: tuple[Path, Path, str, int]
 ) -> None:
     from runs.plan_estimate import resumed_estimate
 
@@ -122,7 +140,7 @@ def test_a_resume_at_new_prices_reprices_the_saved_tokens(
 
 
 def test_an_estimate_that_disagrees_with_the_plan_is_rendered_again(
-    tmp_path: Path, renders: list[int], finished: tuple[Path, Path, str]
+    tmp_path: Path, renders: list[int], finished: tuple[Path, Path, str, int]
 ) -> None:
     spec_path, out, first = finished[0], tmp_path / "run", finished[2]
     shutil.copytree(finished[1], out)
