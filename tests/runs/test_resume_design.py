@@ -26,6 +26,7 @@ from runs.design import fingerprint, spec_changes
 from runs.pipeline import RunError, run_campaign
 from runs.spec import load_spec
 from tests.runs.coin_family import coin_family
+from tests.runs.run_folders import FinishedRuns
 from tests.special_files import put_in_place
 
 DUTCHBOOK = str(Path(sys.executable).with_name("dutchbook"))
@@ -50,10 +51,14 @@ name = "families/isolated"
 """
 
 def write(tmp_path: Path, *, timeout: float = 30, temperature: float = 0,
-          max_attempts: int = 8, text: str = "A fair coin lands heads.") -> Path:  # fmt: skip
-    families = tmp_path / "families"
-    families.mkdir(exist_ok=True)
-    (families / "coin.toml").write_text(coin_family(heads_text=text), encoding="utf-8")
+          max_attempts: int = 8, text: str = "A fair coin lands heads.",
+          families: Path | None = None) -> Path:  # fmt: skip
+    """`tmp_path/spec.toml`, its families `tmp_path/families` (the coin family of `text`,
+    written here), or `families`, another spec's, left as they are."""
+    if families is None:
+        families = tmp_path / "families"
+        families.mkdir(exist_ok=True)
+        (families / "coin.toml").write_text(coin_family(heads_text=text), encoding="utf-8")
     spec = tmp_path / "spec.toml"
     spec.write_text(
         SPEC.format(families=families.as_posix(), timeout=timeout, temperature=temperature,
@@ -69,11 +74,12 @@ def run(spec: Path, out: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The spec (`write`) and a finished run of it, which tests that only resume it copy."""
-    root = tmp_path_factory.mktemp("finished")
-    run(write(root), root / "run")
-    return root / "spec.toml", root / "run"
+def finished_run(finished_runs: FinishedRuns) -> tuple[Path, Path]:
+    """The spec (`write`) and a finished run of it, which tests that only resume it copy:
+    run once a session, for every worker. Its families are read, never changed (a test
+    that edits them runs its own)."""
+    made = finished_runs.made("resume-design-run", lambda root: run(write(root), root / "run"))
+    return made / "spec.toml", made / "run"
 
 
 def test_a_data_file_edited_between_runs_is_refused_naming_it(tmp_path: Path) -> None:
@@ -166,21 +172,25 @@ def test_hashing_a_folder_among_the_design_files_leaves_no_descriptor_open(
     assert str(raised.value).endswith(said)
 
 
-def test_operational_changes_resume_and_are_recorded(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    run(write(tmp_path, timeout=30), out)
-    run(write(tmp_path, timeout=120, max_attempts=12), out)
+def test_operational_changes_resume_and_are_recorded(
+    finished_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    out, families = tmp_path / "run", finished_run[0].parent / "families"
+    shutil.copytree(finished_run[1], out)  # run with `write`'s timeout of 30 s
+    run(write(tmp_path, timeout=120, max_attempts=12, families=families), out)
     lines = (out / "spec-history.jsonl").read_bytes().splitlines()
     history = [orjson.loads(line) for line in lines]
     assert [h["changed"] for h in history] == [[], ["max_attempts", "models[m].timeout_s"]]
     assert "timeout_s = 120" in (out / "spec.toml").read_text(encoding="utf-8")
 
 
-def test_design_changes_are_refused_naming_the_keys(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    run(write(tmp_path), out)
+def test_design_changes_are_refused_naming_the_keys(
+    finished_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    out, families = tmp_path / "run", finished_run[0].parent / "families"
+    shutil.copytree(finished_run[1], out)
     with pytest.raises(RunError, match=r"different design; changed: models\[m\]\.temperature \("):
-        run(write(tmp_path, temperature=0.7, timeout=99), out)
+        run(write(tmp_path, temperature=0.7, timeout=99, families=families), out)
     assert len((out / "spec-history.jsonl").read_bytes().splitlines()) == 1
 
 
