@@ -293,19 +293,26 @@ def test_a_resume_with_one_attempt_leaves_out_the_lines_it_gives_up_at_once(
     _held_by_the_ended_simulator(out, ids[:24])
     assert lines_to_cut(out, plan, "claude", 1, simulated_here=True, max_attempts=1) == 200
     assert lines_to_cut(out, plan, "claude", 1, simulated_here=True, max_attempts=2) == PLANNED
-    capped = tmp_path / "capped.toml"  # the byte check sizes the same 200 lines
+    _sizes_then_cuts_the_other_200(tmp_path, spec, out)
+    gone = scan_attempts(out, ["request_id"]).filter(pl.col("request_id").is_in(ids[:24]))
+    assert gone.collect().height == 24  # one try each, none asked again
+
+
+
+def _sizes_then_cuts_the_other_200(tmp_path: Path, spec: Path, out: Path) -> None:
+    """The byte check sizes the 200 lines the line check counts, and the resume abandons the
+    ended simulator's job and cuts those 200 into two jobs of 100."""
+    capped = tmp_path / "capped.toml"
     capped.write_text(spec.read_text(encoding="utf-8").replace(
         "batch_max_lines = 100", "batch_max_lines = 100\nbatch_max_bytes = 500000"),
         encoding="utf-8")  # fmt: skip
+    plan = out / "plan.parquet"
     assert len(left_sizes(load_spec(capped), out, plan, frozenset({"claude"}))["claude"]) == 200
     _run(spec, out)
     jobs = fold_jobs(out)
     assert jobs["db-claude-gone00000001"].abandoned
     cut = sorted(len(job.requests) for key, job in jobs.items() if key != "db-claude-gone00000001")
     assert cut == [100, 100]
-    gone = scan_attempts(out, ["request_id"]).filter(pl.col("request_id").is_in(ids[:24]))
-    assert gone.collect().height == 24  # one try each, none asked again
-
 
 def test_a_line_journalled_before_a_kill_is_asked_again_with_one_attempt(
     tmp_path: Path,
@@ -349,16 +356,7 @@ def test_a_resume_leaves_out_the_lines_damaged_results_lost_twice(
                                                  provider="bedrock"), None)  # fmt: skip
     budget = answer_budget(load_spec(spec))
     assert lines_to_cut(out, plan, "claude", budget, simulated_here=True) == 200
-    capped = tmp_path / "capped.toml"  # the byte check sizes the same 200 lines
-    capped.write_text(spec.read_text(encoding="utf-8").replace(
-        "batch_max_lines = 100", "batch_max_lines = 100\nbatch_max_bytes = 500000"),
-        encoding="utf-8")  # fmt: skip
-    assert len(left_sizes(load_spec(capped), out, plan, frozenset({"claude"}))["claude"]) == 200
-    _run(spec, out)
-    jobs = fold_jobs(out)
-    assert jobs["db-claude-gone00000001"].abandoned
-    cut = sorted(len(job.requests) for key, job in jobs.items() if key != "db-claude-gone00000001")
-    assert cut == [100, 100]
+    _sizes_then_cuts_the_other_200(tmp_path, spec, out)
     lost = scan_attempts(out, ["request_id"]).filter(pl.col("request_id").is_in(ids[:24]))
     assert lost.collect().height == 48  # the two losses each, none bought a third time
 
