@@ -66,6 +66,56 @@ class ProgressSink(Protocol):
     def stop(self) -> None: ...
 
 
+def _lane_line(name: str, s: LaneStats) -> str:
+    """The summary's line of one lane (`DispatchSummary.lines`): its state and counts, each
+    count said only where it is not zero."""
+    retries = ", ".join(f"{k} {v}" for k, v in sorted(s.retries.by_cause.items()))
+    # A lane that asked all it may while batch jobs of an earlier run hold the rest
+    # is not done ("done, 74/224 done — 150 requests held ...").
+    waiting = s.held_by_jobs and s.state is LaneState.DONE
+    # Not "done" of a lane that gave requests up: "gave up", or "done in part".
+    state = "waiting" if waiting else s.state_said.partition(":")[0]
+    return (
+        f"  {name}: {state}, {s.done}/{s.planned} done"
+        + (_batch_jobs_said(s) if s.dispatch == "batch" else "")
+        + (f", retry attempts: {retries}" if retries else "")
+        + (
+            f", {plural(s.retries.unsent, 'credential failure')} before sending"
+            if s.retries.unsent
+            else ""
+        )
+        + (
+            f", {s.retries.exhausted} gave up after max attempts"
+            if s.retries.exhausted
+            else ""
+        )
+        + (
+            f", {s.retries.answer_budget_spent} gave up with their answer-failure "
+            "budget spent"
+            if s.retries.answer_budget_spent
+            else ""
+        )
+        + (
+            f", {s.lost_to_damage} given up for good, lost twice to damaged batch "
+            "results"
+            if s.lost_to_damage
+            else ""
+        )
+        + (
+            f", paused {s.pauses}x for {s.paused_s:.0f}s while its provider was down"
+            if s.pauses
+            else ""
+        )
+        + (f" — {s.message}" if s.message else "")
+        + (
+            f" — {plural(s.held_by_jobs, 'request')} held by batch jobs of an earlier "
+            "run, asked when the model is dispatched as batch again"
+            if s.held_by_jobs
+            else ""
+        )
+    )
+
+
 def _batch_jobs_said(stats: LaneStats) -> str:
     """The batch jobs behind a lane's "done": all of them in a first run; on a resume, the
     answers earlier runs collected came through jobs this run never counted ("112/112 done
@@ -164,52 +214,7 @@ class DispatchSummary:
             f"({self.already_accepted:,} already accepted, {self.unaccepted:,} still unanswered, "
             f"{plural(self.attempts, 'attempt')}, {plural(self.retry_attempts, 'retry attempt')})"
         ]
-        for name, s in self.lanes.items():
-            retries = ", ".join(f"{k} {v}" for k, v in sorted(s.retries.by_cause.items()))
-            # A lane that asked all it may while batch jobs of an earlier run hold the rest
-            # is not done ("done, 74/224 done — 150 requests held ...").
-            waiting = s.held_by_jobs and s.state is LaneState.DONE
-            # Not "done" of a lane that gave requests up: "gave up", or "done in part".
-            state = "waiting" if waiting else s.state_said.partition(":")[0]
-            out.append(
-                f"  {name}: {state}, {s.done}/{s.planned} done"
-                + (_batch_jobs_said(s) if s.dispatch == "batch" else "")
-                + (f", retry attempts: {retries}" if retries else "")
-                + (
-                    f", {plural(s.retries.unsent, 'credential failure')} before sending"
-                    if s.retries.unsent
-                    else ""
-                )
-                + (
-                    f", {s.retries.exhausted} gave up after max attempts"
-                    if s.retries.exhausted
-                    else ""
-                )
-                + (
-                    f", {s.retries.answer_budget_spent} gave up with their answer-failure "
-                    "budget spent"
-                    if s.retries.answer_budget_spent
-                    else ""
-                )
-                + (
-                    f", {s.lost_to_damage} given up for good, lost twice to damaged batch "
-                    "results"
-                    if s.lost_to_damage
-                    else ""
-                )
-                + (
-                    f", paused {s.pauses}x for {s.paused_s:.0f}s while its provider was down"
-                    if s.pauses
-                    else ""
-                )
-                + (f" — {s.message}" if s.message else "")
-                + (
-                    f" — {plural(s.held_by_jobs, 'request')} held by batch jobs of an earlier "
-                    "run, asked when the model is dispatched as batch again"
-                    if s.held_by_jobs
-                    else ""
-                )
-            )
+        out.extend(_lane_line(name, s) for name, s in self.lanes.items())
         for name, rows in self.unconfigured.items():
             out.append(f"  {name}: {plural(rows, 'plan row')} skipped (model not configured)")
         if self.disk_full is not None:

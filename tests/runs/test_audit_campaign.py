@@ -227,7 +227,6 @@ def test_the_audit_of_a_run_stopped_early_says_given_up_is_not_yet_answered(
         assert "before it ended" not in shown.output
         return
     said = "died" if ended == "died" else "was stopped"
-    print(shown.output)
     note = shown.output.splitlines()[1]
     assert note.startswith(f"the run {said} before it ended: a request counted as given up")
     if refused:  # the resume asks nothing until the refusal is cleared: no promise of it
