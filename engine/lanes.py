@@ -146,7 +146,9 @@ class LaneStats:
     attempts: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     retries: RetryTally = field(default_factory=RetryTally)
-    gave_up: int = 0  # requests left unaccepted after a permanent failure
+    #: Requests left unaccepted after a permanent failure, a stopped answer or a spent quota,
+    #: and those lost for good to damaged batch results (`lanes.json`'s `gave_up_permanent`).
+    gave_up: int = 0
     #: Of `gave_up`: requests damaged batch results lost the line of often enough that no
     #: run asks them again (`engine.retry.lost_for_good`), this run's and earlier runs'.
     lost_to_damage: int = 0

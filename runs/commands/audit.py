@@ -69,11 +69,12 @@ def audit(
             f"live (pid {writer.get('pid')}): counts as of now; a request counted as given "
             "up is one not answered yet, which the run may still retry"
         )
-    elif sum(report.totals.given_up.values()) and (why := _stopped_early(report, writer)):
+    elif _asked_by_a_resume(report) and (why := _stopped_early(report, writer)):
         # A refused resume asks nothing: its last line says why and what to run first.
         then = (
             "once the refusal said last is cleared" if report.resume_refused else
             "unless its answer-failure budget is spent"
+            + (" or damaged batch results lost it twice" if report.totals.lost_to_damage else "")
         )
         note = (
             f"{why}: a request counted as given up is one not answered yet, which running "
@@ -96,7 +97,7 @@ def _asked_again(report: Audit) -> str | None:
     from engine.console_lines import plural
 
     totals = report.totals
-    again = totals.given_up_total - totals.answer_budget_spent - totals.lost_to_damage
+    again = _asked_by_a_resume(report) - totals.answer_budget_spent
     # Refused: the audit's last line says why.
     if again <= 0 or report.spend_capped or report.resume_refused:
         return None
@@ -107,6 +108,12 @@ def _asked_again(report: Audit) -> str | None:
         f"command again asks {'it' if again == 1 else 'them'} again"
     )
 
+
+
+def _asked_by_a_resume(report: Audit) -> int:
+    """Requests counted as given up that a resume may ask: all but those damaged batch results
+    lost for good (`AuditRow.lost_to_damage`), which no run asks again."""
+    return report.totals.given_up_total - report.totals.lost_to_damage
 
 def _stopped_early(report: Audit, writer: dict[str, Any] | None) -> str | None:
     """Why the run's last dispatch ended before its lanes did, or None: it died (a pid left

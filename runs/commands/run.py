@@ -200,10 +200,14 @@ def _lost_answers_line(result: CampaignResult) -> str | None:
 def _incomplete_line(result: CampaignResult) -> str:
     """What an incomplete run says last: how many are unanswered, and what would answer them."""
     left = result.summary.unaccepted
-    line = (
-        f"incomplete: {left:,} planned {'query' if left == 1 else 'queries'} unanswered (see "
-        "above); fix the cause and run the same command again to resume"
-    )
+    lost = result.summary.lost_to_damage
+    queries = f"{left:,} planned {'query' if left == 1 else 'queries'} unanswered (see above)"
+    if lost and lost == left:  # nothing a resume asks: "run again" would say this for ever
+        return (
+            f"incomplete: {queries}, all given up for good: damaged batch results lost their "
+            "lines twice, each loss billed, and no run asks them again"
+        )
+    line = f"incomplete: {queries}; fix the cause and run the same command again to resume"
     if held := result.summary.held_by_jobs:
         # A live model never asks what a batch job holds: the same command again said the
         # same line for ever.
@@ -212,7 +216,7 @@ def _incomplete_line(result: CampaignResult) -> str:
             f"live model does not ask: set dispatch = \"batch\" again for "
             f"{', '.join(sorted(held))} to collect them)"
         )
-    if lost := result.summary.lost_to_damage:
+    if lost:
         # Each loss was billed: no resume buys them again, so the same command again would
         # say this line for ever.
         line += (

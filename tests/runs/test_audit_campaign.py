@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import io
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -184,7 +185,8 @@ def test_the_audit_of_a_run_still_going_says_its_counts_are_a_snapshot(campaign)
     assert "counts as of now" not in after.output  # no run: the counts are final
 
 
-@pytest.mark.parametrize("ended", ["signal", "died", "spend cap", "signal, resume refused"])
+@pytest.mark.parametrize("ended", ["signal", "died", "spend cap", "signal, resume refused",
+                                   "signal, some lost", "signal, all lost"])
 def test_the_audit_of_a_run_stopped_early_says_given_up_is_not_yet_answered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ended: str
 ) -> None:
@@ -221,9 +223,22 @@ def test_the_audit_of_a_run_stopped_early_says_given_up_is_not_yet_answered(
         audited = runs.audit.run_audit
         monkeypatch.setattr(runs.audit, "run_audit", lambda folder: dataclasses.replace(
             audited(folder), resume_refused="a resume is refused: run the reparse first"))
+    lost = {"signal, some lost": 3, "signal, all lost": 28}.get(ended, 0)
+    if lost:  # of the 28 given up, those damaged batch results lost twice: asked by no run
+        import runs.audit
+
+        audited = runs.audit.run_audit
+
+        def with_lost(folder: Path) -> Any:
+            report = audited(folder)
+            assert report.totals.given_up_total == 28
+            return dataclasses.replace(
+                report, totals=dataclasses.replace(report.totals, lost_to_damage=lost))
+
+        monkeypatch.setattr(runs.audit, "run_audit", with_lost)
     shown = CliRunner().invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "200"})
     assert shown.exit_code == 0, shown.output
-    if ended == "spend cap":
+    if ended in ("spend cap", "signal, all lost"):  # no resume asks any of them
         assert "before it ended" not in shown.output
         return
     said = "died" if ended == "died" else "was stopped"
@@ -231,6 +246,9 @@ def test_the_audit_of_a_run_stopped_early_says_given_up_is_not_yet_answered(
     assert note.startswith(f"the run {said} before it ended: a request counted as given up")
     if refused:  # the resume asks nothing until the refusal is cleared: no promise of it
         assert "budget" not in note and "once the refusal said last is cleared" in note
+    elif lost:
+        assert note.endswith("unless its answer-failure budget is spent or damaged batch "
+                             "results lost it twice")
     else:
         assert "asks again unless its answer-failure budget is spent" in note
 

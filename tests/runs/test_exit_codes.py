@@ -214,12 +214,21 @@ def test_requests_lost_twice_to_damaged_batch_results_are_said_given_up_for_good
     from runs.commands.run import _incomplete_line
     from runs.pipeline import CampaignResult
 
-    lost = SimpleNamespace(unaccepted=2, answer_budget_spent=0, held_by_jobs={},
+    lost = SimpleNamespace(unaccepted=5, answer_budget_spent=0, held_by_jobs={},
                            lost_to_damage=2)
     said = _incomplete_line(CampaignResult(Path("out/x"), lost, {}, parser="strict"))
+    assert "run the same command again to resume" in said  # the other 3
     assert said.endswith(
         "(2 of them given up for good: damaged batch results lost their lines twice, each "
         "loss billed, and no run asks them again)"
+    )
+    # All of them lost: no line sends its user to a resume that asks nothing (a reviewer's).
+    lost.unaccepted = 2
+    said = _incomplete_line(CampaignResult(Path("out/x"), lost, {}, parser="strict"))
+    assert said == (
+        "incomplete: 2 planned queries unanswered (see above), all given up for good: "
+        "damaged batch results lost their lines twice, each loss billed, and no run asks "
+        "them again"
     )
 
 
