@@ -109,11 +109,11 @@ def _asked_again(report: Audit) -> str | None:
     )
 
 
-
 def _asked_by_a_resume(report: Audit) -> int:
     """Requests counted as given up that a resume may ask: all but those damaged batch results
     lost for good (`AuditRow.lost_to_damage`), which no run asks again."""
     return report.totals.given_up_total - report.totals.lost_to_damage
+
 
 def _stopped_early(report: Audit, writer: dict[str, Any] | None) -> str | None:
     """Why the run's last dispatch ended before its lanes did, or None: it died (a pid left

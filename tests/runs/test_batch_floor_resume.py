@@ -298,7 +298,6 @@ def test_a_resume_with_one_attempt_leaves_out_the_lines_it_gives_up_at_once(
     assert gone.collect().height == 24  # one try each, none asked again
 
 
-
 def _sizes_then_cuts_the_other_200(tmp_path: Path, spec: Path, out: Path) -> None:
     """The byte check sizes the 200 lines the line check counts, and the resume abandons the
     ended simulator's job and cuts those 200 into two jobs of 100."""
@@ -313,6 +312,7 @@ def _sizes_then_cuts_the_other_200(tmp_path: Path, spec: Path, out: Path) -> Non
     assert jobs["db-claude-gone00000001"].abandoned
     cut = sorted(len(job.requests) for key, job in jobs.items() if key != "db-claude-gone00000001")
     assert cut == [100, 100]
+
 
 def test_a_line_journalled_before_a_kill_is_asked_again_with_one_attempt(
     tmp_path: Path,
