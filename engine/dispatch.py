@@ -280,6 +280,9 @@ async def _feed(
                 break
             lane.stats.already_accepted += mine - len(ids)
             reading.offset = offset + height  # counted, whether or not its rows are queued
+            # Counted for the whole slice before any row is queued: a lane that halts part
+            # of the way through it has given them up all the same.
+            gone = _give_up_lost(lane.stats, lost.intersection(ids))
             if ids:
                 frame = await asyncio.to_thread(
                     read_rows, plan_path, offset, batch_rows, positions
@@ -292,9 +295,7 @@ async def _feed(
                         failure_counts, run_dir, ids, ANSWER_FAILURE_CAUSES
                     )
                 for item in plan_items(frame, prior, failed):
-                    if item.request_id in lost:
-                        lane.stats.gave_up += 1
-                        lane.stats.lost_to_damage += 1
+                    if item.request_id in gone:
                         continue
                     await queue.put(item)
                     if lane.halted:
@@ -317,18 +318,29 @@ async def _feed(
 
 def _accepted_unread(
     plan_path: Path, ledger: Ledger, name: str, batch_rows: int, held: frozenset[str],
-    reading: _Reading,
-) -> int:
-    """The rows of model `name` a feeder did not read (`reading`) that are answered already,
-    read as `_feed` reads them: only their ids, a slice at a time."""
+    reading: _Reading, lost: frozenset[str] = frozenset(),
+) -> tuple[int, frozenset[str]]:
+    """Of the rows of model `name` a feeder did not read (`reading`), those answered already
+    and those unanswered `lost` for good, read as `_feed` reads them: only their ids, a
+    slice at a time."""
     offset, end, accepted = reading.offset, reading.end, 0
+    gone: set[str] = set()
     while end is None or offset < end:
         height, mine, _, ids = read_pending(plan_path, offset, batch_rows, name, ledger, held)
         if height == 0:
             break
         accepted += mine - len(ids)
+        gone.update(lost.intersection(ids))
         offset += height
-    return accepted
+    return accepted, frozenset(gone)
+
+
+def _give_up_lost(stats: LaneStats, gone: frozenset[str]) -> frozenset[str]:
+    """Count `gone`, unanswered requests lost for good to damaged batch results, as given
+    up (`engine.scan.lost_to_damage`); returns them."""
+    stats.gave_up += len(gone)
+    stats.lost_to_damage += len(gone)
+    return gone
 
 
 async def _run_lane(
@@ -358,10 +370,14 @@ async def _run_lane(
         # row, said "0 already accepted" of a folder holding 6 of 10 answers, and "10 still
         # unanswered". A read that fails (the folder moved) leaves the count short, as before,
         # not the lane crashed: it is the summary's.
+        # The requests lost for good among them are given up too (`_feed`).
         with contextlib.suppress(OSError, pl.exceptions.PolarsError):
-            lane.stats.already_accepted += await asyncio.to_thread(
-                _accepted_unread, plan_path, ledger, lane.config.name, batch_rows, held, reading
+            accepted, gone = await asyncio.to_thread(
+                _accepted_unread, plan_path, ledger, lane.config.name, batch_rows, held,
+                reading, lost,
             )
+            lane.stats.already_accepted += accepted
+            _give_up_lost(lane.stats, gone)
 
 
 # --------------------------------------------------------------------------- compaction

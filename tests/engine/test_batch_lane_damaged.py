@@ -300,6 +300,28 @@ async def test_a_resume_does_not_buy_a_request_lost_twice_a_third_time(
     assert status(run_dir)["pending_failures"]["lost_to_damage"] == 2
 
 
+async def test_a_resume_stopped_before_reading_counts_its_requests_lost_twice(
+    tmp_path: Path, kit: type[Kit], sim: SimHandle
+) -> None:
+    """A lane that stops before its feeder reads the plan (a Ctrl-C, the spend cap) gave up
+    the requests lost twice among the rows it never read, yet counted only those it read:
+    its line and the run's closing line said nothing of them (a reviewer's)."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 10))
+    run_dir = tmp_path / "run"
+    fake = Damaging(every=True, limits_=replace(FakeBatch().limits, max_jobs_in_flight=1))
+    await _run(plan, run_dir, fake)
+    before = _attempts(run_dir).height
+    config, adapter = kit.sim_model(MODEL, sim.root_url)
+    stop = asyncio.Event()
+    stop.set()
+    summary = await dispatch(plan, run_dir, {MODEL: config}, {MODEL: adapter},
+                             policy=POLICY, log_console=None, stop_event=stop)
+    assert _attempts(run_dir).height == before
+    lane = summary.lanes[MODEL]
+    assert (lane.already_accepted, lane.gave_up, lane.lost_to_damage) == (8, 2, 2)
+    assert summary.lost_to_damage == summary.unaccepted == 2
+
+
 async def test_damaged_jobs_in_a_row_stop_the_lane(tmp_path: Path, kit: type[Kit]) -> None:
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 100))
     run_dir = tmp_path / "run"
