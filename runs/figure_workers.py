@@ -34,6 +34,12 @@ The workers are a head start, never
 a condition of the report: a dead one used to end `run` before it scored, when it was the
 audit's, with advice (`dutchbook report`) that needed the scores it had not written. A
 figure that raises raises the same error here as in one process.
+
+`DUTCHBOOK_FIGURE_WORKERS=0` (`WORKERS_ENV`, read by `workers_wanted`) starts none: the
+run reads the audit and draws the figures in its own process, as a campaign too big for
+the workers does (`runs.pipeline.WORKERS_MAX_QUERIES`), the same files, and says nothing of
+it (the note is for a worker that died). For a one-core machine, where two more processes
+only compete, or where spawning a process is not allowed.
 """
 
 from __future__ import annotations
@@ -98,6 +104,27 @@ STOPPED_S = 5.0
 STALLED_S = 60.0
 #: Where the worker cannot be looked at (psutil refused), the wait's only bound.
 UNSEEN_S = 1800.0
+
+
+#: The environment variable that turns the workers off: "0" starts none (`workers_wanted`).
+WORKERS_ENV = "DUTCHBOOK_FIGURE_WORKERS"
+
+
+def workers_wanted(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether `dutchbook run` starts its figure workers: not where `WORKERS_ENV` is "0";
+    unset, empty or the number of workers (`SHARES`'s), as by default. Any other value
+    raises ValueError with the line to say: a count the run cannot honour ("1", "-1",
+    "two") is refused rather than read as either."""
+    value = environ.get(WORKERS_ENV, "")
+    if value in ("", str(len(SHARES))):
+        return True
+    if value == "0":
+        return False
+    raise ValueError(
+        f"{WORKERS_ENV}={value!r} is not understood: set it to 0 to draw the report in the "
+        f"run's own process, or to {len(SHARES)} (or leave it unset) for the "
+        f"{len(SHARES)} figure workers"
+    )
 
 
 #: What `_fall_back` says, once, on stderr, for a worker that died.

@@ -9,12 +9,14 @@ the folder; nothing was done), 6 a write found no room (the run folder's disk, o
 the message says which), 130 interrupted (SIGINT/SIGTERM/SIGHUP; 128 + SIGINT as shells
 report Ctrl-C). All but 2 are resumable by running the same command again (5 once the other
 is done). A figure worker that dies (`runs.figure_workers`) is no error: the run draws its
-report in this process instead.
+report in this process instead. `DUTCHBOOK_FIGURE_WORKERS=0` starts none, the report drawn
+here from the start; a value other than 0 or 2 is a user error, before anything is started.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -30,7 +32,7 @@ from runs.commands._errors import (
     path_given,
     user_errors,
 )
-from runs.figure_workers import FigureWorkers
+from runs.figure_workers import FigureWorkers, workers_wanted
 from runs.memory import imports_frozen
 from runs.output import print_text
 from runs.signals import EXIT_INTERRUPTED, INTERRUPTED_MESSAGE, held, mark_interrupt_said
@@ -157,8 +159,9 @@ def _run_with_workers(
 ) -> CampaignResult:
     """The campaign, with the report's figure workers started before the pipeline is
     imported: they import matplotlib while this process imports the campaign's modules
-    (about half a second on one core, the other idle then) and plans."""
-    with FigureWorkers() as workers:
+    (about half a second on one core, the other idle then) and plans; none where
+    `DUTCHBOOK_FIGURE_WORKERS` is 0 (`_figure_workers`)."""
+    with _figure_workers() as workers:
         with held():  # as every command's imports are (`runs.cli.load_command`, why there)
             from runs.folder_moved import FolderMoved
             from runs.pipeline import RunBusy, RunError, run_campaign
@@ -183,6 +186,18 @@ def _run_with_workers(
                 fail(str(exc), EXIT_INCOMPLETE)
             except DiskFull as exc:  # planning, scoring or the report ran out of room
                 fail(f"{exc}; nothing written was lost; {DISK_FULL_HINT}", EXIT_DISK_FULL)
+
+
+def _figure_workers() -> contextlib.AbstractContextManager[FigureWorkers | None]:
+    """The report's figure workers, or none where `DUTCHBOOK_FIGURE_WORKERS` is 0: the run
+    then reads the audit and draws the figures itself, as it does for a campaign too big for
+    them. A value it does not understand ends the run in one line, before a worker is
+    started or a file written."""
+    try:
+        wanted = workers_wanted()
+    except ValueError as exc:
+        fail(str(exc))
+    return FigureWorkers() if wanted else contextlib.nullcontext()
 
 
 def _lost_answers_line(result: CampaignResult) -> str | None:

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from multiprocessing.context import SpawnProcess
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ import runs.pipeline as pipeline
 import runs.planner as planner
 from runs.audit import run_audit
 from runs.cli import app
-from runs.figure_workers import SHARES, FigureWorkers
+from runs.figure_workers import SHARES, WORKERS_ENV, FigureWorkers, workers_wanted
 from runs.report import write_report
 from runs.report_figures import FIGURES
 from runs.report_page import write_page
@@ -354,6 +355,66 @@ def test_dutchbook_run_draws_the_report_itself_when_a_figure_worker_died(
     assert (out / "scores.parquet").exists()
     assert (out / "report" / "index.html").exists()
     assert (out / "report" / "fig1_books.png").exists()
+
+
+def _spawns_recorded(monkeypatch: pytest.MonkeyPatch) -> list[SpawnProcess]:
+    """Every process spawned from now on (the workers are: `FigureWorkers`), still started."""
+    spawned: list[SpawnProcess] = []
+    start = SpawnProcess.start
+
+    def recorded(self: SpawnProcess) -> None:
+        spawned.append(self)
+        start(self)
+
+    monkeypatch.setattr(SpawnProcess, "start", recorded)
+    return spawned
+
+
+def test_with_no_figure_workers_run_draws_the_workers_bytes_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`DUTCHBOOK_FIGURE_WORKERS=0`: `dutchbook run` spawns no process for its figures, says
+    nothing of workers, and writes the report the workers draw for the folder, byte for byte."""
+    (tmp_path / "spec.toml").write_text(SPEC, encoding="utf-8")
+    out = tmp_path / "run"
+    with monkeypatch.context() as patched:
+        patched.setenv(WORKERS_ENV, "0")
+        spawned = _spawns_recorded(patched)
+        result = CliRunner().invoke(app, ["run", str(tmp_path / "spec.toml"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert spawned == []
+    assert "figure worker" not in result.output
+    pooled = _copy(out, tmp_path / "pooled")
+    with FigureWorkers() as workers:
+        _report(pooled, workers)
+    files = _files(out)
+    assert "fig1_books.png" in files
+    assert _files(pooled) == files
+
+
+@pytest.mark.parametrize("value", ["two", "-1", "1", "3", " 0"])
+def test_a_figure_workers_value_not_understood_ends_run_before_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(WORKERS_ENV, value)
+    spawned = _spawns_recorded(monkeypatch)
+    (tmp_path / "spec.toml").write_text(SPEC, encoding="utf-8")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", str(tmp_path / "spec.toml"), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"error: {WORKERS_ENV}={value!r} is not understood: set it to 0 to draw the report in "
+        f"the run's own process, or to {len(SHARES)} (or leave it unset) for the "
+        f"{len(SHARES)} figure workers"
+    ]
+    assert spawned == [] and not out.exists()
+
+
+def test_the_figure_workers_are_started_unless_told_none() -> None:
+    assert workers_wanted({}) and workers_wanted({WORKERS_ENV: ""})
+    assert workers_wanted({WORKERS_ENV: str(len(SHARES))})
+    assert not workers_wanted({WORKERS_ENV: "0"})
 
 
 def test_a_campaign_too_big_for_the_workers_ends_them_before_planning(
