@@ -1,10 +1,11 @@
 """Suite-wide settings. Area fixtures live in each test folder's own conftest.py."""
 
-import contextlib
-from collections.abc import Iterator
+import os
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from runs.figure_workers import WORKERS_ENV
 
 # CI machines are small and shared: keep property tests deterministic and bounded.
 settings.register_profile(
@@ -14,25 +15,26 @@ settings.register_profile(
 settings.load_profile("ci")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """`dutchbook run` draws its figures in its own process (`DUTCHBOOK_FIGURE_WORKERS=0`,
+    `runs.figure_workers`) in every test but those marked `figure_workers`: each run's two
+    spawned workers import matplotlib afresh, about 1.1 s of CPU a run, on a 2-core machine
+    that the suite keeps busy. Set in this process's environment, before any fixture runs,
+    so that the runs of session and module fixtures and every `dutchbook` the tests start as
+    a process of its own (their environments are copies of this one) go without them too. A
+    value given to the suite stands: `DUTCHBOOK_FIGURE_WORKERS=2 make test` runs every test
+    with the workers."""
+    os.environ.setdefault(WORKERS_ENV, "0")
+
+
 @pytest.fixture(autouse=True)
-def _figures_drawn_in_process(
+def _figure_workers_where_marked(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`dutchbook run` invoked in this process draws its figures here, as a campaign too big
-    for the workers does (`runs.pipeline`, `WORKERS_MAX_QUERIES`), unless the test is marked
-    `figure_workers`. Each run's two spawned workers import matplotlib afresh (about 1.1 s of
-    CPU each), where this process imports it once: about a third of the CPU of the suite's
-    in-process campaigns, on a 2-core machine that the suite keeps busy. The workers are
-    tested by `tests/report/test_figure_workers.py` (marked; the same bytes as one process)
-    and by every test that runs `dutchbook` as a process of its own (signals, kills, the
-    closed pipe, the full output device)."""
-    if request.node.get_closest_marker("figure_workers") is None:
-        monkeypatch.setattr("runs.commands.run.FigureWorkers", _no_workers)
-
-
-@contextlib.contextmanager
-def _no_workers() -> Iterator[None]:
-    yield None
+    """A test marked `figure_workers` tests the workers: `dutchbook run` in it, in this
+    process or started from it, starts them (the variable unset for the test)."""
+    if request.node.get_closest_marker("figure_workers") is not None:
+        monkeypatch.delenv(WORKERS_ENV, raising=False)
 
 
 @pytest.fixture(autouse=True)

@@ -153,6 +153,7 @@ def test_an_ordinary_exit_says_nothing_of_an_interrupt(
     assert INTERRUPTED not in capsys.readouterr().err
 
 
+@pytest.mark.figure_workers
 def test_run_starts_its_figure_workers_before_it_imports_the_pipeline(tmp_path: Path) -> None:
     """The workers' matplotlib import then uses the core the pipeline's import leaves idle
     (issue 12), instead of competing with dispatch."""
