@@ -495,7 +495,9 @@ def load_family(path: str | Path) -> Family:
         raise FamilyError(file, str(error)) from None
     except FileNotFoundError:
         raise FamilyError(file, "no such file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
+        raise FamilyError(file, toml_text.not_utf8(error)) from None
+    except tomllib.TOMLDecodeError as error:
         detail = " ".join(str(error).split())
         raise FamilyError(file, f"not valid TOML ({detail})") from None
     except OSError as error:  # a file it may not read

@@ -273,9 +273,7 @@ def read_spec_table(path: Path) -> tuple[dict[str, Any], str]:
     except OSError as exc:
         raise SpecError(path, "", f"cannot read: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
-        raise SpecError(
-            path, "", f"not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
-        ) from None
+        raise SpecError(path, "", toml_text.not_utf8(exc)) from None
     try:
         return toml_text.loads(text), text
     except tomllib.TOMLDecodeError as exc:

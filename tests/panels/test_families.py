@@ -317,11 +317,20 @@ def test_stock_families_live_next_to_the_module() -> None:
     assert FAMILIES_DIR.name == "families" and FAMILIES_DIR.parent.name == "panels"
 
 
-def test_a_file_that_is_not_utf8_is_a_family_error(tmp_path: Path) -> None:
-    path = tmp_path / "binary.toml"
-    path.write_bytes(b'id = "\xff"\n')
-    with pytest.raises(FamilyError, match="not valid TOML"):
+@pytest.mark.parametrize(
+    ("encoded", "at"),
+    [('id = "é"\n'.encode("latin-1"), 6), ('id = "x"\n'.encode("utf-16"), 0)],
+    ids=["latin-1", "utf-16"],
+)
+def test_a_file_that_is_not_utf8_says_to_save_it_as_utf8(
+    tmp_path: Path, encoded: bytes, at: int
+) -> None:
+    """As a spec does; it said "not valid TOML ('utf-8' codec can't decode ...)"."""
+    path = tmp_path / "saved.toml"
+    path.write_bytes(encoded)
+    with pytest.raises(FamilyError) as raised:
         load_family(path)
+    assert str(raised.value).endswith(f"at byte {at}); save it as UTF-8"), str(raised.value)
 
 
 def _many_variables(variables: int, statements: int, constraints: int = 0) -> str:
