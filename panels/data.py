@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from panels.calendar import first_session_after
-from panels.input_files import file_kind
+from panels.input_files import check_utf8_head, file_kind, not_utf8
 from panels.units import (
     FUTURE_DAYS_KEPT,
     FUTURE_DAYS_REQUIRED,
@@ -86,8 +86,11 @@ def _read_table(path: Path) -> pl.DataFrame:
         if suffix == ".parquet":
             return pl.read_parquet(path)
         if suffix in {".csv", ".txt"}:
+            check_utf8_head(path)
             # Everything as text first, so each column is converted (and blamed) by us.
             return pl.read_csv(path, infer_schema=False)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: {not_utf8(exc)}") from None
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise DataError(f"{path}: cannot be read as {suffix[1:]}: {exc}") from exc
     raise DataError(f"{path}: expected a .csv or .parquet file")

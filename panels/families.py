@@ -47,6 +47,7 @@ from panels.input_files import (
     form_clash,
     has_control,
     invisible_character,
+    not_utf8,
     read_input_file,
 )
 from panels.space import OutcomeSpace
@@ -496,7 +497,7 @@ def load_family(path: str | Path) -> Family:
     except FileNotFoundError:
         raise FamilyError(file, "no such file") from None
     except UnicodeDecodeError as error:
-        raise FamilyError(file, toml_text.not_utf8(error)) from None
+        raise FamilyError(file, not_utf8(error)) from None
     except tomllib.TOMLDecodeError as error:
         detail = " ".join(str(error).split())
         raise FamilyError(file, f"not valid TOML ({detail})") from None

@@ -9,6 +9,7 @@ ends in one line rather than minutes of parsing.
 
 from __future__ import annotations
 
+import codecs
 import os
 import select
 import stat
@@ -70,6 +71,28 @@ def read_input_file(path: Path, limit: int) -> bytes:
 
 #: Seconds a FIFO is waited on for input before the wait is said (`read_input_file`).
 FIFO_WAIT_SAID_AFTER = 2.0
+
+
+def not_utf8(error: UnicodeDecodeError) -> str:
+    """What a reader says of an input that is not UTF-8 (decoding raised `error`): a spec, a
+    family file, a returns table. The family file's reader called it "not valid TOML
+    ('utf-8' codec can't decode ...)", and a UTF-16 returns table was read as columns named
+    "\ufffd\ufffdd a t e" (a tester's), where the spec's reader said what to do."""
+    return f"not UTF-8 text ({error.reason} at byte {error.start}); save it as UTF-8"
+
+
+#: How much of a text table `check_utf8_head` reads: its header and first rows.
+UTF8_HEAD_BYTES = 64 * 2**10
+
+
+def check_utf8_head(path: Path) -> None:
+    """Raise `UnicodeDecodeError` where the first `UTF8_HEAD_BYTES` of the file at `path` are
+    not UTF-8 (a character cut by the end of that read passes): polars reads a UTF-16 CSV's
+    header into columns of replacement characters, then says its columns are missing. A bad
+    byte further on is polars' own "invalid utf-8 sequence"."""
+    with path.open("rb") as file:
+        head = file.read(UTF8_HEAD_BYTES)
+    codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
 
 
 def _open_saying_a_wait(path: Path, *, fifo: bool) -> BinaryIO:

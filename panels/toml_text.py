@@ -58,13 +58,6 @@ def decode(data: bytes) -> str:
     return data.decode("utf-8").removeprefix("\ufeff")
 
 
-def not_utf8(error: UnicodeDecodeError) -> str:
-    """What a reader says of an input that is not UTF-8 (`decode` raised `error`): a spec,
-    a family file. The family file's reader called it "not valid TOML ('utf-8' codec can't
-    decode ...)" where the spec's said what to do (a tester's Latin-1 and UTF-16 files)."""
-    return f"not UTF-8 text ({error.reason} at byte {error.start}); save it as UTF-8"
-
-
 def loads(text: str) -> dict[str, Any]:
     """`tomllib.loads`; a `TOMLDecodeError` for nesting too deep, a key of too many parts or
     an integer too long to print (`MAX_INT_BITS`)."""

@@ -262,7 +262,12 @@ def read_spec_table(path: Path) -> tuple[dict[str, Any], str]:
     `load_spec` validates, and what a reader needing one key (`runs.local_model`) reads."""
     # Here, not at the top: `panels` imports numpy, and importing this module should not.
     from panels import toml_text
-    from panels.input_files import TEXT_INPUT_MAX_BYTES, InputFileError, read_input_file
+    from panels.input_files import (
+        TEXT_INPUT_MAX_BYTES,
+        InputFileError,
+        not_utf8,
+        read_input_file,
+    )
 
     try:
         text = toml_text.decode(read_input_file(path, TEXT_INPUT_MAX_BYTES))
@@ -273,7 +278,7 @@ def read_spec_table(path: Path) -> tuple[dict[str, Any], str]:
     except OSError as exc:
         raise SpecError(path, "", f"cannot read: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
-        raise SpecError(path, "", toml_text.not_utf8(exc)) from None
+        raise SpecError(path, "", not_utf8(exc)) from None
     try:
         return toml_text.loads(text), text
     except tomllib.TOMLDecodeError as exc:

@@ -120,6 +120,19 @@ def test_bad_files_name_the_file_and_column(tmp_path: Path, body: str, needle: s
     assert needle in str(info.value)
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "latin-1"])
+def test_a_table_not_in_utf8_says_to_save_it_as_utf8(tmp_path: Path, encoding: str) -> None:
+    """A UTF-16 table was read into columns of replacement characters ("missing column(s)
+    date, asset, ret; found \ufffd\ufffdd a t e, ..."), and Latin-1 said "invalid utf-8
+    sequence" (a tester's)."""
+    path = tmp_path / "r.csv"
+    path.write_bytes("date,asset,ret\n2024-01-02,Zürich,0.01\n".encode(encoding))
+    with pytest.raises(DataError) as info:
+        load_returns(path)
+    assert str(info.value).startswith(f"{path}: not UTF-8 text (")
+    assert str(info.value).endswith("); save it as UTF-8")
+
+
 def test_the_largest_plausible_return_loads_and_the_embedded_data_is_far_below_it(
     tmp_path: Path, embedded: pl.DataFrame
 ) -> None:

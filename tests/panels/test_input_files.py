@@ -15,6 +15,7 @@ from panels.families import FamilyError, load_family
 from panels.input_files import (
     TEXT_INPUT_MAX_BYTES,
     InputFileError,
+    check_utf8_head,
     invisible_character,
     read_input_file,
 )
@@ -208,3 +209,18 @@ def test_free_text_may_join_within_a_word_or_an_emoji_sequence(text: str) -> Non
 @pytest.mark.parametrize("text", ["\u200dm", "m\u200d", "m\u200d1", "m \u200cx", "\u200d\u200d"])
 def test_a_joiner_that_joins_nothing_is_refused_in_free_text_too(text: str) -> None:
     assert invisible_character(text, joiners_in_words=True) is not None
+
+
+def test_the_utf8_check_passes_a_character_its_read_cuts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the head of a table is checked; a character cut by its end is no error."""
+    import panels.input_files
+
+    path = tmp_path / "r.csv"
+    path.write_bytes("ab ü".encode())  # "ü" is bytes 3 and 4
+    monkeypatch.setattr(panels.input_files, "UTF8_HEAD_BYTES", 4)
+    check_utf8_head(path)
+    path.write_bytes(b"ab \xff")
+    with pytest.raises(UnicodeDecodeError):
+        check_utf8_head(path)
