@@ -83,8 +83,16 @@ def report(
     from runs.spec import SpecError
 
     require_run_folder(run_dir)
-    if not (run_dir / "spec.toml").is_file():
-        fail(f"{run_dir} is not a run folder (no spec.toml); give the folder `dutchbook run` wrote")
+    if not (frozen := run_dir / "spec.toml").is_file():
+        # Its other files say it is a run folder (`require_run_folder`): "not a run folder"
+        # sent a tester whose spec.toml alone was gone looking for another folder.
+        what, first = ("is not a file", "move it aside, then ") if frozen.exists() else (
+            "is missing", ""
+        )
+        fail(
+            f"{frozen} {what}: it is the spec the run was started with; {first}`dutchbook run "
+            f"SPEC --out {run_dir}` with that spec puts it back"
+        )
     console = stdout_console()
     with (
         interrupt_says_rerun(),

@@ -118,6 +118,35 @@ def test_report_names_a_damaged_scores_file_and_score_writes_it_again(run_dir: P
     assert code == 0 and "report: " in output, output
 
 
+@pytest.mark.parametrize("put", ["missing", "a folder"])
+def test_report_says_the_frozen_spec_is_gone_and_the_resume_puts_it_back(
+    run_dir: Path, tmp_path: Path, put: str
+) -> None:
+    """`report` on a run folder whose spec.toml alone was gone said it was "not a run folder
+    (no spec.toml)", sending a tester to look for another folder (a tester's)."""
+    frozen = run_dir / "spec.toml"
+    frozen.unlink()
+    if put == "a folder":
+        frozen.mkdir()
+    code, output = invoke("report", str(run_dir))
+    assert code == 2, output
+    what, first = ("is not a file", "move it aside, then ") if put == "a folder" else (
+        "is missing", ""
+    )
+    assert one_error_line(output) == (
+        f"error: {frozen} {what}: it is the spec the run was started with; {first}`dutchbook "
+        f"run SPEC --out {run_dir}` with that spec puts it back"
+    ), output
+    if put == "a folder":
+        frozen.rmdir()
+    spec = tmp_path / "damaged.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    code, output = invoke("run", str(spec), "--out", str(run_dir))
+    assert code == 0, output
+    code, output = invoke("report", str(run_dir))
+    assert code == 0 and "report: " in output, output
+
+
 @pytest.mark.parametrize(
     ("command", "shards"), [("status", "attempts"), ("audit", "attempts"), ("score", "responses")]
 )
