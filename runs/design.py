@@ -356,6 +356,8 @@ def _frozen_spec_text(frozen: Path, otherwise: str = "or choose a new folder wit
     try:
         text = frozen.read_text(encoding="utf-8")
         tomllib.loads(text)
+    except PermissionError as exc:
+        raise DesignChanged(_unreadable(frozen, exc)) from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise DesignChanged(
             f"{frozen} is damaged ({_brief(exc)}): it is the spec this folder was run with; "
@@ -386,6 +388,8 @@ def recorded_design(design_path: Path) -> Mapping[str, Any]:
             for entry in files.values()
         ):
             raise ValueError("not the record of input files it should hold")
+    except PermissionError as exc:
+        raise DesignChanged(_unreadable(design_path, exc)) from None
     except (OSError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
         raise DesignChanged(
             f"{design_path} is damaged ({_brief(exc)}): it records the data files this folder "
@@ -393,6 +397,13 @@ def recorded_design(design_path: Path) -> Mapping[str, Any]:
             "files in use now are then recorded)"
         ) from None
     return dict(recorded)
+
+
+def _unreadable(path: Path, exc: PermissionError) -> str:
+    """A file of the folder this user may not read: not damaged (a tester's unreadable
+    spec.toml and design.json were said to be, with "put it back")."""
+    del exc  # always "Permission denied"; said as `runs.damaged_files` says it of a shard
+    return f"this user may not read {path}: give it read access, then run the same command again"
 
 
 def _brief(exc: BaseException) -> str:

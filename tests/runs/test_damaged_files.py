@@ -434,6 +434,31 @@ def test_a_shard_this_user_may_not_read_ends_score_and_repair_in_one_line(run_di
         shard.chmod(0o644)
 
 
+@pytest.mark.parametrize("name", ["spec.toml", "design.json"])
+def test_a_resume_says_a_record_this_user_may_not_read_is_unreadable_not_damaged(
+    run_dir: Path, tmp_path: Path, name: str
+) -> None:
+    """The resume called an unreadable spec.toml or design.json "damaged ([Errno 13]
+    Permission denied)" and said to put it back (a tester's)."""
+    spec = tmp_path / "damaged.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    record = run_dir / name
+    record.chmod(0)
+    try:
+        done = subprocess.run(
+            unprivileged([sys.executable, "-m", "runs.cli", "run", str(spec), "--out",
+                          str(run_dir)]),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        record.chmod(0o644)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert one_error_line(done.stderr) == (
+        f"error: this user may not read {record}: give it read access, then run the same "
+        "command again"
+    )
+
+
 def test_report_without_scores_names_a_bad_journal_line_before_advising_score(
     run_dir: Path,
 ) -> None:
