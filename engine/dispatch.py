@@ -191,6 +191,11 @@ class DispatchSummary:
         return sum(s.lost_to_damage for s in self.lanes.values())
 
     @property
+    def unkept(self) -> int:
+        """Replies that came back once the disk was full, not written (`LaneStats.unkept`)."""
+        return sum(s.unkept for s in self.lanes.values())
+
+    @property
     def retry_attempts(self) -> int:
         """Attempts of this dispatch that were not accepted (`engine.audit`'s definition)."""
         return sum(s.retries.total for s in self.lanes.values())
@@ -218,7 +223,12 @@ class DispatchSummary:
         for name, rows in self.unconfigured.items():
             out.append(f"  {name}: {plural(rows, 'plan row')} skipped (model not configured)")
         if self.disk_full is not None:
-            out.append(f"{self.disk_full}; every answer written before it is kept")
+            out.append(f"{self.disk_full}; every answer written before it is kept" + (
+                f"; {plural(self.unkept, 'reply', 'replies')} to attempts sent before it could "
+                f"not be written: the next run counts {'it' if self.unkept == 1 else 'them'} "
+                "as interrupted and asks again"
+                if self.unkept else ""
+            ))
         if self.spend is not None:
             cap = self.spend
             out.append(

@@ -153,6 +153,9 @@ class LaneStats:
     #: run asks them again (`engine.retry.lost_for_good`), this run's and earlier runs'.
     lost_to_damage: int = 0
     in_flight: int = 0
+    #: Replies that came back once the disk was full, too late to be written: sent, yet not
+    #: among `attempts`; the next run reads them as interrupted and asks them again.
+    unkept: int = 0
     cap: int = 0
     state: LaneState = LaneState.WAITING
     #: What the terminal and `status` show about the lane's state (set by `say`).
@@ -868,7 +871,11 @@ class Lane(LaneControl):
             self._reached = True
             if failure is None or not failure.foreign:
                 self._recognised = True
-        accepted = self.ledger.record_result(record, response)
+        try:
+            accepted = self.ledger.record_result(record, response)
+        except DiskFull:
+            self.stats.unkept += 1  # sent, yet not among `attempts`: said at the end
+            raise
         self.results += 1
         self.stats.attempts += 1
         self.stats.outcomes[record.outcome] += 1

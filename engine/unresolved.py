@@ -148,18 +148,19 @@ def interrupted_note(attempts: int, batch: int) -> str:
     `batch` of them batch lines. A batch line was not sent alone: it was being recorded from
     its job's results, and the resume collects its answer from the job without sending the
     request again (`interrupted_attempt`); said as an in-flight dispatch, it read as one
-    asked again."""
+    asked again. "When the run ended", not "died": a run a full disk stopped leaves them too
+    (a tester's)."""
     counted = "counted as interrupted dispatches, as the next run of this folder records them"
     live = attempts - batch
     parts = []
     if live:
         were = f"{live:,} attempts were" if live != 1 else "1 attempt was"
-        parts.append(f"{were} in flight when the run died: {counted}")
+        parts.append(f"{were} in flight when the run ended: {counted}")
     if batch:
         lines = "1 batch line was" if batch == 1 else f"{batch:,} batch lines were"
         whose = "its job's" if batch == 1 else "their jobs'"
         parts.append(
-            f"{lines} being recorded from {whose} results when the run died: counted as "
+            f"{lines} being recorded from {whose} results when the run ended: counted as "
             f"{'an interrupted attempt' if batch == 1 else 'interrupted attempts'}, as the "
             f"next run of this folder records {'it' if batch == 1 else 'them'}; "
             f"{'its answer is' if batch == 1 else 'their answers are'} collected from "

@@ -108,7 +108,7 @@ async def test_a_job_killed_mid_collection_is_said_as_it_stands(
     report = audit(run_dir)
     assert report.to_dict()["batch_at_provider"] == held(1, 13)
     note = (
-        "1 batch line was being recorded from its job's results when the run died: counted "
+        "1 batch line was being recorded from its job's results when the run ended: counted "
         "as an interrupted attempt, as the next run of this folder records it; its answer is "
         "collected from its job, the request not sent again"
     )

@@ -7,7 +7,9 @@ Needs a small tmpfs (mounting one needs root); skipped, saying so, where it cann
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -113,6 +115,16 @@ def test_a_full_disk_mid_dispatch_stops_keeps_answers_and_resumes_without_loss(
         kept = scan_responses(out).collect().height
         assert 0 < kept < PLANNED
         assert dutchbook("status", str(out)).returncode == 0  # the journal reads cleanly
+        # The replies the full disk left unwritten are said: the summary's attempts and
+        # they are what the audit counts (a tester's: "7 attempts", then 10 more interrupted).
+        said = re.search(r"(\d+) attempts?, \d+ retry attempts?\)", result.stdout)
+        unkept = re.search(r"; (\d+) repl(?:y|ies) to attempts sent before it could not be "
+                           r"written: the next run counts (?:it|them) as interrupted",
+                           result.stdout + result.stderr)  # fmt: skip
+        assert said is not None, result.stdout
+        audit = json.loads(dutchbook("audit", str(out), "--json").stdout)
+        unsaid = audit["totals"]["attempts"] - int(said[1])
+        assert (int(unkept[1]) if unkept else 0) == unsaid, result.stdout + result.stderr
 
         ballast.unlink()
         result = dutchbook("run", str(spec_path), "--out", str(out))

@@ -103,7 +103,7 @@ def test_live_in_flight_then_died_interrupted_then_recovered_alike(tmp_path: Pat
     assert totals.requests_retried == 2 and totals.not_attempted == 1
     assert "every attempt was accepted" not in died["audit"].sentence
     assert died["audit"].sentence == recovered["audit"].sentence
-    assert "2 attempts were in flight when the run died" in died["audit_table"]
+    assert "2 attempts were in flight when the run ended" in died["audit_table"]
     as_json = CliRunner().invoke(app, ["status", str(tmp_path), "--json"])
     assert orjson.loads(as_json.output)["interrupted_unrecorded"] == 0
 
@@ -121,5 +121,5 @@ def test_status_table_says_what_the_unresolved_attempts_are(tmp_path: Path) -> N
         child.wait()
     assert "2 attempts in flight now" in live.output
     died = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "240"})
-    assert "2 attempts were in flight when the run died: counted as interrupted" in died.output
+    assert "2 attempts were in flight when the run ended: counted as interrupted" in died.output
     assert "every attempt was accepted" not in died.output
