@@ -302,8 +302,12 @@ def _lost_jobs(run_dir: Path) -> list[LostJob]:
 
 def _unscored(summary: dict[str, Any]) -> bool:
     """Whether the folder has nothing left to ask and holds answers, so that no scores at all
-    is a gap for `_stale_scores` to say (a stopped or dead run's own line says to resume)."""
-    return summary["state"] == "finished" and bool(summary["accepted"])
+    is a gap for `_stale_scores` to say (a stopped run's own line says to resume). A run
+    killed after its dispatch ("died", nothing left to ask) said nothing of it (a tester's)."""
+    ended = summary["state"] == "finished" or (
+        summary["state"] == "died" and summary["remaining"] == 0
+    )
+    return ended and bool(summary["accepted"])
 
 
 def _stale_scores(run_dir: Path, reparse_unfinished: bool, answered: bool = False) -> str | None:

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import orjson
+import pytest
 from typer.testing import CliRunner
 
 from runs.cli import app
@@ -56,17 +57,22 @@ def test_a_reparse_leaves_scores_then_report_out_of_date_until_each_is_written(
     assert _warnings(run_dir) == []
 
 
+@pytest.mark.parametrize("ended", ["finished", "died"])
 def test_a_finished_folder_never_scored_says_so(
-    finished_runs: FinishedRuns, tmp_path: Path
+    finished_runs: FinishedRuns, tmp_path: Path, ended: str
 ) -> None:
     """A run whose disk filled once its dispatch was done (exit 6) left every answer and no
-    scores: `status` said "finished", nothing more, and only `report` refused the folder."""
+    scores: `status` said "finished", nothing more, and only `report` refused the folder. So
+    did one killed then (SIGKILL: "died", a tester's), where a run stopped there by a signal
+    was said to be unscored."""
     run_dir = _ran(finished_runs, tmp_path, "sim-coherent")
     for name in ("scores.parquet", "forecasts.parquet", "averaged.parquet", "scored-from.json"):
         (run_dir / name).unlink(missing_ok=True)
     shutil.rmtree(run_dir / "report")
+    if ended == "died":  # the pid file of a process that is gone
+        (run_dir / "run.pid").write_bytes(orjson.dumps({"pid": 2**22 + 7, "create_time": 1.0}))
     shown = CliRunner().invoke(app, ["status", str(run_dir), "--json"])
-    assert orjson.loads(shown.stdout)["state"] == "finished"
+    assert orjson.loads(shown.stdout)["state"] == ended
     assert _warnings(run_dir) == [
         f"not scored yet ({run_dir} has no scores.parquet): `dutchbook score {run_dir}`, then "
         f"`dutchbook report {run_dir}`, write the scores and the report"
