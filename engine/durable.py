@@ -73,6 +73,24 @@ def why_unwritable(folder: Path) -> str | None:
     return os.strerror(errno.EROFS if read_only else errno.EACCES)
 
 
+def write_refused(folder: Path) -> OSError | None:
+    """The error making a file in the existing `folder` fails with where this process may not
+    write there (one of `NOT_WRITABLE_ERRNOS`), or None when it may. A hidden temporary
+    (`is_temp_name`: no reader takes it for a result) is made and removed: the write itself
+    is asked, where `os.access` guesses from the mode. Any other error is raised."""
+    import tempfile
+
+    try:
+        fd, name = tempfile.mkstemp(prefix=".write-probe-", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        if exc.errno not in NOT_WRITABLE_ERRNOS:
+            raise
+        return exc
+    os.close(fd)
+    os.unlink(name)
+    return None
+
+
 class DiskFull(RuntimeError):
     """A run folder's write failed for want of space: the run stops starting attempts and
     keeps everything already written; freeing space and running again resumes."""

@@ -76,6 +76,7 @@ from runs.design import (
 from runs.folder_lock import FolderBusy
 from runs.folder_lock import take_folder_lock as lock_folder
 from runs.folder_moved import moved_said
+from runs.folder_writes import write_refusal
 from runs.leftovers import remove_orphaned_scratch, scratch_folder
 from runs.lost_answers import answers_refusal
 from runs.memory import release_heap
@@ -315,6 +316,10 @@ def _check_run_folder(run_dir: Path) -> None:
             if has_run_marks(run_dir):  # a resume reads its files: a FIFO among them, for ever
                 if (damaged := special_files_report(run_dir)) is not None:
                     raise RunError(damaged)
+                # What it writes once dispatch has begun: found in the way there, the run
+                # had paid for its answers, then ended without scores or report.
+                if (refusal := write_refusal(run_dir)) is not None:
+                    raise RunError(refusal)
                 # Before the estimate, which a damaged plan's counts could make render every
                 # prompt; checked again once the folder is locked (`_design_and_plan`).
                 if (damaged := plan_damage_unless_written(run_dir)) is not None:

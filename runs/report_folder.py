@@ -25,7 +25,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from engine.durable import is_temp_name
+from engine.durable import is_temp_name, write_refused
 
 #: The report's folder in a run folder.
 REPORT_DIR = "report"
@@ -102,15 +102,12 @@ def _refuse_unless_writable(report: Path) -> None:
     """A `PermissionError` naming `report/` unless this process may write in it, as writing
     in place refused such a folder: the swap needs only the run folder's write permission,
     and replaced a read-only `report/`, or one of another user's (whose old copy it then
-    could not remove)."""
-    probe = report / f".write-probe-{os.getpid()}.tmp"  # never carried over (`_carry_over`)
-    try:
-        probe.touch(exist_ok=False)
-    except FileExistsError:
-        pass  # a killed process's probe, whose pid this one has: the folder is writable
-    except PermissionError:
+    could not remove). Its probe is a temporary, never carried over (`_carry_over`)."""
+    refused = write_refused(report)
+    if isinstance(refused, PermissionError):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(report)) from None
-    probe.unlink(missing_ok=True)
+    if refused is not None:  # a read-only mount: said as the system says it
+        raise refused
 
 
 def _same_access(report: Path, stage: Path) -> None:

@@ -29,6 +29,10 @@ EXIT_USER_ERROR = 2
 EXIT_DISK_FULL = 6
 #: What a user is told to do after a write that found no room (`dutchbook run` adds "to resume").
 NO_ROOM_HINT = "free some space and run the same command again"
+#: What a user is told to do about a file or folder this user may not write (or read).
+NO_ACCESS_HINT = "give it the access it lacks, then run the same command again"
+#: What a user is told to do about a file where a folder goes, or a folder where a file goes.
+IN_THE_WAY_HINT = "move or remove it, then run the same command again"
 #: Exit status when another process holds the run folder (`runs.folder_lock`): nothing done.
 EXIT_BUSY = 5
 
@@ -157,17 +161,14 @@ def _in_the_way(exc: OSError) -> str:
         if found is not None and found.is_symlink():  # dangling, a loop, or to a file
             what = f"a link to {os.readlink(found)}, which leads to no folder, where a folder goes"
     elif exc.errno in (errno.EACCES, errno.EPERM):
-        return (
-            " (this user may not use it, or the folder it is in: give it the access it "
-            "lacks, then run the same command again)"
-        )
+        return f" (this user may not use it, or the folder it is in: {NO_ACCESS_HINT})"
     elif exc.errno == errno.EROFS:  # a part of the folder mounted read-only: nothing changed
         return " (copy the run folder somewhere you can write, and give it the copy)"
     else:
         return ""
     if found is None:
         return ""
-    return f" ({found} is {what}: move or remove it, then run the same command again)"
+    return f" ({found} is {what}: {IN_THE_WAY_HINT})"
 
 
 def path_given(value: str) -> Path:

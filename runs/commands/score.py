@@ -144,11 +144,11 @@ def _refuse_folders_in_place(run_dir: Path, command: str) -> None:
     """A folder where a file `command` writes goes: found only at the swap, after all the
     scoring, it was; said before anything is done."""
     from runs.damaged_files import DERIVED
+    from runs.folder_writes import in_the_way
 
     for name, writer in DERIVED.items():
         if writer == f"dutchbook {command}" and (path := run_dir / name).is_dir():
-            fail(f"{path} is a folder where a file goes: move or remove it, then run the same "
-                 "command again")  # fmt: skip
+            fail(in_the_way(path, "a folder where a file goes"))
 
 
 def score(

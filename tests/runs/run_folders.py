@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from runs.cli import app
@@ -160,3 +162,14 @@ def folder_contents(folder: Path, skip: frozenset[str] = frozenset()) -> dict[st
         for p in sorted(folder.rglob("*"))
         if p.is_file() and p.name not in skip
     }
+
+
+def unprivileged(args: list[str]) -> list[str]:
+    """`args` run so that file permissions hold: as they are for a user, and for root
+    without the capabilities that override them (`setpriv`), skipped where it cannot be."""
+    if os.geteuid() != 0:
+        return args
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("root reads every file, and setpriv is not here to drop that")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner", *args]

@@ -268,7 +268,7 @@ def test_a_resume_says_in_one_line_what_in_its_folder_it_may_not_write(
     code, output = invoke("run", str(spec), "--out", str(run_dir))
     assert code == 2, output
     assert_one_clean_line(
-        output, f"Permission denied: {journal}", "give it the access it lacks, then run the same"
+        output, f"cannot write in {journal} (Permission denied)", "give it the access it lacks"
     )
 
 
@@ -532,8 +532,9 @@ def test_a_file_where_a_ledger_folder_goes_is_named_by_every_writer(
     assert code == 2, output
     assert_one_clean_line(
         output,
-        f"({out / ledger_folder} is a file where a folder goes: move or remove it, then run "
-        "the same command again)",
+        # a resume says so before it plans (`runs.folder_writes`), the others as they read it
+        f"{out / ledger_folder} is a file where a folder goes: move or remove it, then run "
+        "the same command again",
     )
     assert {name: (out / name).read_bytes() for name in outputs} == before
     assert not (out / "repaired.parquet").exists()

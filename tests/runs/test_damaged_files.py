@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from runs.cli import app
 from runs.damaged_files import damage_report, damaged_parquet_files
 from tests.runs.quiet_campaign import run_quietly
+from tests.runs.run_folders import unprivileged
 from tests.special_files import put_in_place
 
 SPEC = """
@@ -403,17 +404,6 @@ def test_a_folder_where_a_parquet_file_goes_is_named_in_one_line(
         assert code == 2, (command, output)
         line = one_error_line(output)
         assert f"{path} (a folder where a file goes;" in line, (command, line)
-
-
-def unprivileged(args: list[str]) -> list[str]:
-    """`args` run so that file permissions hold: as they are for a user, and for root
-    without the capabilities that override them (`setpriv`), skipped where it cannot be."""
-    if os.geteuid() != 0:
-        return args
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("root reads every file, and setpriv is not here to drop that")
-    return [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner", *args]
 
 
 def test_a_shard_this_user_may_not_read_ends_score_and_repair_in_one_line(run_dir: Path) -> None:

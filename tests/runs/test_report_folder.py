@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -213,14 +214,14 @@ def test_a_report_folder_it_may_not_write_is_refused_naming_it(
     shutil.copytree(finished, run)
     report = run / "report"
     before = folder_contents(report)
-    touch = Path.touch
+    mkstemp = tempfile.mkstemp
 
-    def denied(self: Path, *args: Any, **kwargs: Any) -> None:
-        if self.parent == report:
-            raise PermissionError(13, "Permission denied", str(self))
-        touch(self, *args, **kwargs)
+    def denied(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("dir") == report:
+            raise PermissionError(13, "Permission denied", str(report / ".write-probe-x.tmp"))
+        return mkstemp(*args, **kwargs)
 
-    monkeypatch.setattr(Path, "touch", denied)  # as for a user without write access there
+    monkeypatch.setattr(tempfile, "mkstemp", denied)  # as for a user without write access there
     refused = CliRunner().invoke(app, ["report", str(run)])
     assert refused.exit_code == 2, refused.output
     assert f"error: Permission denied: {report} (" in refused.output.replace("\n", "")

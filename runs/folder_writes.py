@@ -1,0 +1,87 @@
+"""What a resume writes in its run folder once dispatch has begun, looked at before it plans.
+
+A resume found a path it writes after dispatch in the way (a file named `report`, a folder
+named `scores.parquet` or `logs/phases.jsonl`), or a folder of the run it may not write in
+(`logs/`), only when it came to write there: after dispatch, whose answers were paid for,
+then ended exit 2 ("bad input, nothing sent") with no scores and no report. `write_refusal`
+looks at each of those paths before anything is planned or sent, and says in one line what
+stands in the way: a fixed few paths, whatever the campaign's size.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from engine.batch_jobs import JOBS_FILE
+from engine.batch_lost import ENGINE_LOG
+from engine.durable import write_refused
+from engine.lanefile import LANES_FILE
+from engine.outage import PAUSES_FILE
+from engine.scan import JOURNAL
+from runs.commands._errors import IN_THE_WAY_HINT, NO_ACCESS_HINT
+from runs.damaged_files import DERIVED
+from runs.phases import PHASES_FILE
+from runs.report_folder import REPORT_DIR
+from runs.scored_from import SCORED_FROM
+
+#: The run's folders it writes in once dispatch has begun, where they are there already (the
+#: run makes those that are not). `report/` is swapped in whole, but one it may not write in
+#: is refused at the swap (`runs.report_folder`), as writing in place refused it.
+WRITTEN_FOLDERS = (
+    LANES_FILE.parent,  # logs/
+    Path(JOURNAL),
+    JOBS_FILE.parent,  # batches/
+    Path(REPORT_DIR),
+)
+#: The files it writes (replaced whole, or appended to) once dispatch has begun: the logs,
+#: what scoring writes (as `dutchbook score` does), and the batch jobs' records.
+WRITTEN_FILES = (
+    LANES_FILE,
+    ENGINE_LOG,
+    PHASES_FILE,
+    PAUSES_FILE,
+    JOBS_FILE,
+    *(Path(name) for name, writer in DERIVED.items() if writer == "dutchbook score"),
+    Path(SCORED_FROM),
+)
+
+def in_the_way(path: Path, what: str) -> str:
+    """The line for `path`, `what` ("a folder where a file goes", ...) standing in the way."""
+    return f"{path} is {what}: {IN_THE_WAY_HINT}"
+
+
+def write_refusal(run_dir: Path) -> str | None:
+    """One line saying which path the run writes after dispatch is in the way, or which of its
+    folders this process may not write in; None when there is none. For an existing run
+    folder, itself writable (`runs.pipeline.check_run_folder` asks first)."""
+    for folder in WRITTEN_FOLDERS:
+        path = run_dir / folder
+        if path.is_dir():
+            if (refused := write_refused(path)) is not None:
+                return _unwritable(run_dir, path, refused)
+        elif path.exists() or path.is_symlink():
+            return in_the_way(path, _not_a_folder(path))
+    for file in WRITTEN_FILES:
+        if (path := run_dir / file).is_dir():
+            return in_the_way(path, "a folder where a file goes")
+    return None
+
+
+def _not_a_folder(path: Path) -> str:
+    """What stands where a folder goes: a file, or a link that leads to no folder."""
+    if path.is_symlink():
+        return f"a link to {os.readlink(path)}, which leads to no folder, where a folder goes"
+    return "a file where a folder goes"
+
+
+def _unwritable(run_dir: Path, folder: Path, refused: OSError) -> str:
+    """The line for a folder of the run this process may not write in, as the run folder's
+    own is said (`runs.pipeline.check_run_folder`), with what to do: give it the access, or,
+    on a read-only mount, work on a copy."""
+    if refused.errno == errno.EROFS:
+        then = "copy the run folder somewhere you can write, and give it the copy"
+    else:
+        then = NO_ACCESS_HINT
+    return f"cannot write in {folder} ({refused.strerror}), a folder of the run {run_dir}; {then}"
