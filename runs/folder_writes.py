@@ -2,10 +2,11 @@
 
 A resume found a path it writes after dispatch in the way (a file named `report`, a folder
 named `scores.parquet` or `logs/phases.jsonl`), or a folder of the run it may not write in
-(`logs/`), only when it came to write there: after dispatch, whose answers were paid for,
-then ended exit 2 ("bad input, nothing sent") with no scores and no report. `write_refusal`
-looks at each of those paths before anything is planned or sent, and says in one line what
-stands in the way: a fixed few paths, whatever the campaign's size.
+(`logs/`, `responses/`), only when it came to write there: after dispatch, whose answers were
+paid for, then ended exit 2 ("bad input, nothing sent") with no scores and no report, or
+after planning in polars' words, with no advice. `write_refusal` looks at each of those
+paths before anything is planned or sent, and says in one line what stands in the way: a
+fixed few paths, whatever the campaign's size.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from engine.batch_lost import ENGINE_LOG
 from engine.durable import write_refused
 from engine.lanefile import LANES_FILE
 from engine.outage import PAUSES_FILE
-from engine.scan import JOURNAL
+from engine.scan import ATTEMPTS, JOURNAL, RESPONSES
 from runs.commands._errors import IN_THE_WAY_HINT, NO_ACCESS_HINT
 from runs.damaged_files import DERIVED
 from runs.phases import PHASES_FILE
@@ -32,6 +33,8 @@ from runs.scored_from import SCORED_FROM
 WRITTEN_FOLDERS = (
     LANES_FILE.parent,  # logs/
     Path(JOURNAL),
+    Path(ATTEMPTS),  # the ledger's shards, compacted from the journal as dispatch opens it
+    Path(RESPONSES),
     JOBS_FILE.parent,  # batches/
     Path(REPORT_DIR),
 )

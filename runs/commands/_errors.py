@@ -137,11 +137,19 @@ def disk_full_says(run_dir: Path) -> Iterator[None]:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return f"a file is not UTF-8 text ({exc.reason} at byte {exc.start})"
+    if isinstance(exc, PermissionError) and exc.errno is None:
+        # polars' own ("Permission denied (os error 13): .../responses/.part-2.parquet.tmp"),
+        # which names its path in its message: what to do, as for any other denied path
+        return f"{exc}{_NO_ACCESS}"
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
         # "Is a directory: report/index.html", not "[Errno 21] Is a directory: '...'"
         second = f" -> {exc.filename2}" if exc.filename2 is not None else ""
         return f"{exc.strerror}: {exc.filename}{second}{_in_the_way(exc)}"
     return str(exc)
+
+
+#: What `_describe` adds to a path this user may not write (or read).
+_NO_ACCESS = f" (this user may not use it, or the folder it is in: {NO_ACCESS_HINT})"
 
 
 def _in_the_way(exc: OSError) -> str:
@@ -161,7 +169,7 @@ def _in_the_way(exc: OSError) -> str:
         if found is not None and found.is_symlink():  # dangling, a loop, or to a file
             what = f"a link to {os.readlink(found)}, which leads to no folder, where a folder goes"
     elif exc.errno in (errno.EACCES, errno.EPERM):
-        return f" (this user may not use it, or the folder it is in: {NO_ACCESS_HINT})"
+        return _NO_ACCESS
     elif exc.errno == errno.EROFS:  # a part of the folder mounted read-only: nothing changed
         return " (copy the run folder somewhere you can write, and give it the copy)"
     else:

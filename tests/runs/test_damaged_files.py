@@ -469,7 +469,8 @@ def test_report_without_scores_names_a_bad_journal_line_before_advising_score(
 
 def test_a_denied_write_is_not_blamed_on_another_unreadable_file(run_dir: Path) -> None:
     """polars' PermissionError names no file: every unreadable file of the folder was named
-    (an unrelated log) where the write of a new shard was what failed."""
+    (an unrelated log) where the write of a new shard was what failed. Its own words are
+    said, with what to do, as for any other path this user may not write (they had none)."""
     (run_dir / "logs" / "engine.jsonl").chmod(0)
     (run_dir / "responses").chmod(0o555)
     try:
@@ -485,6 +486,7 @@ def test_a_denied_write_is_not_blamed_on_another_unreadable_file(run_dir: Path) 
     line = one_error_line(done.stderr)
     assert "engine.jsonl" not in line and "Permission denied" in line, line
     assert "responses/" in line, line
+    assert line.endswith("give it the access it lacks, then run the same command again)"), line
 
 
 def test_a_shard_that_is_a_link_in_a_loop_is_named_by_every_command(run_dir: Path) -> None:

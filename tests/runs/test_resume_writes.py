@@ -3,7 +3,8 @@ begun that stands in the way, or a folder of the run it may not write in.
 
 Before, a read-only `logs/` ended a resume after dispatch (its answers paid for) in "error:
 Permission denied: .../logs/.lanes.json.tmp", exit 2, with no scores and no report; so did a
-file named `report`, a folder named `scores.parquet` or `logs/phases.jsonl`.
+file named `report`, a folder named `scores.parquet` or `logs/phases.jsonl`. A read-only
+`responses/` or `attempts/` stopped it after planning in polars' words, with no advice.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ READ_ONLY: Damage = (_read_only, _cannot_write)
 A_FILE: Damage = (_a_file, _file_in_the_way)
 A_FOLDER: Damage = (_a_folder, _folder_in_the_way)
 #: The folders a run writes in once dispatch has begun, and the files it writes then.
-FOLDERS = ["logs", "journal", "batches", "report"]
+FOLDERS = ["logs", "journal", "attempts", "responses", "batches", "report"]
 FILES = [
     "logs/lanes.json", "logs/engine.jsonl", "logs/phases.jsonl", "logs/pauses.jsonl",
     "batches/jobs.jsonl", "forecasts.parquet", "scores.parquet", "averaged.parquet",
