@@ -83,7 +83,12 @@ from runs.memory import release_heap
 from runs.model_options import check_model_options
 from runs.output import stdout_console
 from runs.phases import PhaseClock
-from runs.plan_checksums import answers_outside_plan, plan_damage, plan_damage_unless_written
+from runs.plan_checksums import (
+    answers_outside_plan,
+    lost_members,
+    plan_damage,
+    plan_damage_unless_written,
+)
 from runs.plan_estimate import resumed_estimate, save_estimate
 from runs.planner import (
     PlanLine,
@@ -322,7 +327,7 @@ def _check_run_folder(run_dir: Path) -> None:
                     raise RunError(refusal)
                 # Before the estimate, which a damaged plan's counts could make render every
                 # prompt; checked again once the folder is locked (`_design_and_plan`).
-                if (damaged := plan_damage_unless_written(run_dir)) is not None:
+                if (damaged := plan_damage_unless_written(run_dir) or lost_members(run_dir)):
                     raise RunError(damaged)
             elif names := foreign_entries(run_dir):
                 raise RunError(
@@ -1008,7 +1013,7 @@ def _design_and_plan(
     plan_path = run_dir / "plan.parquet"
     planned_now = not plan_path.exists()
     if not planned_now:
-        if (damaged := plan_damage(run_dir)) is not None:
+        if (damaged := plan_damage(run_dir) or lost_members(run_dir)) is not None:
             raise RunError(damaged)  # a resume would pay for what the damaged plan says
     elif staged is not None:
         _commit_staged(staged, run_dir)

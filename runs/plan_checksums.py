@@ -97,18 +97,40 @@ def lost_plan(run_dir: Path) -> str | None:
     `status` knew no planned counts (a finished run read "stopped", without a word why) and
     the audit counted only the requests it found asked. None when the plan is there (or a
     link to nothing, a damage said otherwise), or nothing was asked (a run killed while it
-    planned). A resume plans it again (`dutchbook run` plans where no plan is)."""
+    planned). A resume plans it again (`dutchbook run` plans where no plan is). A plan whose
+    members are gone is said too (`lost_members`)."""
     plan = run_dir / PLAN_FILES[1]
     if plan.exists() or plan.is_symlink():
-        return None
+        return lost_members(run_dir)
     asked = [run_dir / name for name in (PLAN_FILES[0], "attempts", "journal")]
     if not any(path.is_file() or (path.is_dir() and any(path.iterdir())) for path in asked):
         return None
+    return f"{plan} is missing, so what the run planned is not counted: {_replans(run_dir, 'it')}"
+
+
+def lost_members(run_dir: Path) -> str | None:
+    """A line saying `plan_members.parquet` is gone while `plan.parquet` is there (removed by
+    hand, or left out of a copy), with the mend: remove the plan too, and a resume plans both
+    again. The run's dispatch and its scoring, `score` and the report read both: a resume
+    asked (and paid for) the queries it had left, then ended in "No such file or directory",
+    exit 2, on every rerun, while `status` and `audit` said nothing. None with both there,
+    or no plan (`lost_plan` says that). The plan's files are committed members first
+    (`PLAN_FILES`), and removed plan first, so no writer leaves a folder so."""
+    members, plan = (run_dir / name for name in PLAN_FILES)
+    if members.exists() or members.is_symlink() or not plan.exists():
+        return None
     return (
-        f"{plan} is missing, so what the run planned is not counted: resume with `dutchbook "
-        f"run SPEC --out {run_dir}` (the spec the folder was run with), which plans it again "
-        "from the folder's frozen spec and files, to the same request ids, so nothing answered "
-        "is asked again"
+        f"{members} is missing while {plan} is there, and every reader of the plan needs both: "
+        f"remove {plan} too, then {_replans(run_dir, 'both')}"
+    )
+
+
+def _replans(run_dir: Path, what: str) -> str:
+    """The resume that plans `what` (the plan's files) again, and why that is safe."""
+    return (
+        f"resume with `dutchbook run SPEC --out {run_dir}` (the spec the folder was run with), "
+        f"which plans {what} again from the folder's frozen spec and files, to the same request "
+        "ids, so nothing answered is asked again"
     )
 
 

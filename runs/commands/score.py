@@ -44,7 +44,11 @@ def _clean_errors(run_dir: Path) -> Iterator[None]:
 
 def _planned_folder(run_dir: Path) -> None:
     """Refuse what is not a planned run's folder, before its lock, which would be made in it."""
+    from runs.plan_checksums import lost_members
+
     require_run_folder(run_dir)
+    if (lost := lost_members(run_dir)) is not None:
+        fail(lost)  # the plan is there: the mend that makes its members again
     if not (run_dir / "plan_members.parquet").exists():
         fail(f"{run_dir} is not a planned run folder (no plan_members.parquet)")
 

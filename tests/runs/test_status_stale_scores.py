@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runs.cli import app
-from tests.runs.run_folders import SMALL_SPEC, FinishedRuns
+from tests.runs.run_folders import SMALL_SPEC, FinishedRuns, folder_contents
 
 
 def _warnings(run_dir: Path) -> list[str]:
@@ -185,6 +185,38 @@ def test_a_lost_plan_is_said_with_what_makes_it_again(
     resumed = CliRunner().invoke(app, ["run", str(run_dir / "spec.toml"), "--out", str(run_dir)])
     assert resumed.exit_code == 0, resumed.output
     assert (run_dir / "plan.parquet").is_file() and _warnings(run_dir) == []
+
+
+def test_lost_plan_members_are_said_with_the_mend_and_refused_before_a_resume_plans(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
+    """`plan_members.parquet` removed, `plan.parquet` left: `status` and `audit` said nothing,
+    a resume asked what it had left, then ended "No such file or directory", exit 2, on every
+    rerun, and `score` called it "not a planned run folder"; the mend (remove the plan too,
+    then resume) was never said."""
+    run_dir = _ran(finished_runs, tmp_path, "sim-coherent")
+    (run_dir / "plan_members.parquet").unlink()
+    lost = (
+        f"{run_dir / 'plan_members.parquet'} is missing while {run_dir / 'plan.parquet'} is "
+        f"there, and every reader of the plan needs both: remove {run_dir / 'plan.parquet'} "
+        f"too, then resume with `dutchbook run SPEC --out {run_dir}` (the spec the folder was "
+        "run with), which plans both again from the folder's frozen spec and files, to the "
+        "same request ids, so nothing answered is asked again"
+    )
+    assert lost in _warnings(run_dir)
+    audited = CliRunner().invoke(app, ["audit", str(run_dir)])
+    assert audited.exit_code == 0 and f"warning: {lost}" in audited.stderr, audited.output
+    before = folder_contents(run_dir)
+    spec = str(run_dir / "spec.toml")
+    for args in (["run", spec, "--out", str(run_dir)], ["score", str(run_dir)]):
+        refused = CliRunner().invoke(app, args)
+        assert refused.exit_code == 2, refused.output
+        assert refused.output.replace("\n", "") == f"error: {lost}", refused.output
+    assert folder_contents(run_dir) == before  # nothing planned, sent or scored
+    (run_dir / "plan.parquet").unlink()  # the mend said
+    resumed = CliRunner().invoke(app, ["run", spec, "--out", str(run_dir)])
+    assert resumed.exit_code == 0, resumed.output
+    assert (run_dir / "plan_members.parquet").is_file() and _warnings(run_dir) == []
 
 
 def test_answers_lost_from_responses_send_to_the_reparse_alone(
