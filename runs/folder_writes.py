@@ -50,6 +50,7 @@ WRITTEN_FILES = (
     Path(SCORED_FROM),
 )
 
+
 def in_the_way(path: Path, what: str) -> str:
     """The line for `path`, `what` ("a folder where a file goes", ...) standing in the way."""
     return f"{path} is {what}: {IN_THE_WAY_HINT}"
