@@ -87,6 +87,9 @@ class ReparseSummary:
     values_changed: int = 0
     unchanged: int = 0
     skipped_without_keys: int = 0
+    #: Answers of requests the plan does not hold, left out of the new answers (`_metadata`);
+    #: `accepted_before` and the comparison count only the others.
+    unplanned_left_out: int = 0
     still_rejected_by_subcause: dict[str, int] = field(default_factory=dict)
     #: `answers_digest` of the folder's answers before and after (`runs.scored_from` keeps
     #: scores that a round trip brought back to their answers).
@@ -98,12 +101,18 @@ class ReparseSummary:
 
 
 def _metadata(run_dir: Path, old: pl.DataFrame) -> dict[str, dict[str, Any]]:
-    """Per request: what was asked (model, arm, unit, pass, events, keys); plan first."""
-    frames = [old.select(_META)]
+    """Per request: what was asked (model, arm, unit, pass, events, keys), from the plan
+    where the folder has one: a request it does not hold is none of this run's (a shard of
+    another run copied in, an id damaged on disk), which was rebuilt from its own answer row
+    and kept for ever ("accepted 77/76" after a reparse): its replies are skipped
+    (`skipped_without_keys`) and its answer left out (`unplanned_left_out`). From the
+    answers' own rows only in a folder without a plan."""
     plan_path = run_dir / PLAN
-    if plan_path.exists():
-        frames.insert(0, pl.scan_parquet(plan_path).select(_META).collect())
-    meta = pl.concat(frames, how="vertical_relaxed").unique("request_id", keep="first")
+    meta = (
+        pl.scan_parquet(plan_path).select(_META).collect()
+        if plan_path.exists()
+        else old.select(_META).unique("request_id", keep="first")
+    )
     return {row["request_id"]: row for row in meta.iter_rows(named=True)}
 
 
@@ -244,9 +253,12 @@ def reparse(run_dir: Path | str, parser: str) -> ReparseSummary:
             .sort("request_id", "attempt")
             .collect()
         )
-        rows = _rebuild(replies, _metadata(run_dir, old_frame), old, parser, summary)
+        meta = _metadata(run_dir, old_frame)
+        rows = _rebuild(replies, meta, old, parser, summary)
         new_frame = responses_frame(rows)
-        _compare(old, new_frame, summary)
+        planned = {rid: row for rid, row in old.items() if rid in meta}
+        summary.unplanned_left_out = len(old) - len(planned)
+        _compare(planned, new_frame, summary)
         summary.answers_digest_before = answers_digest(old_frame)
         summary.answers_digest_after = answers_digest(new_frame)
         _say_begun(run_dir, summary)

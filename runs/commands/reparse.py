@@ -58,7 +58,10 @@ def reparse(
         repaired_fresh = (run_dir / REPAIRED_FROM).is_file() and stale_repairs(run_dir) is None
         repaired = read_scored_from(run_dir, REPAIRED_FROM)
         summary = run_reparse(run_dir, parser.value)
-        changed = summary.newly_accepted + summary.newly_rejected + summary.values_changed
+        changed = (
+            summary.newly_accepted + summary.newly_rejected + summary.values_changed
+            + summary.unplanned_left_out
+        )
         # The answers scored, in a new shard (unchanged, or a round trip back): scores hold.
         holds = follow_reparse(
             run_dir, scored, fresh, summary.answers_digest_before, summary.answers_digest_after
@@ -101,9 +104,16 @@ def reparse(
         )
     if repairs:
         console.print(f"warning: {repairs}", style="yellow", markup=False, soft_wrap=True)
-    if summary.skipped_without_keys:
+    if summary.unplanned_left_out:
         console.print(
-            f"[yellow]{plural(summary.skipped_without_keys, 'request')} skipped: no plan.parquet "
+            f"{plural(summary.unplanned_left_out, 'answer')} of requests plan.parquet does not "
+            "hold (another run's, or an id damaged on disk) left out of responses/",
+            markup=False, soft_wrap=True,
+        )
+    # Each answer left out was a request skipped too: said once, above.
+    if skipped := summary.skipped_without_keys - summary.unplanned_left_out:
+        console.print(
+            f"[yellow]{plural(skipped, 'request')} skipped: no plan.parquet "
             "row "
             "says which keys were asked[/]"
         )
