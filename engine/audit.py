@@ -63,12 +63,14 @@ from engine.retry import (
 )
 from engine.scan import (
     Repeats,
+    Unplanned,
     budget_spent,
     damaged_for_good,
     lost_answers,
     read_settled,
     repeated_rows,
     scan_ledger,
+    unplanned_rows,
 )
 from engine.spend import SPEND_CAP_REACHED, Prices, carried_by_batch
 from engine.unresolved import in_flight_sentence, interrupted_note, with_unresolved
@@ -446,6 +448,56 @@ def repeated_rows_line(repeats: Repeats, run_dir: str, then: str | None = None) 
     )
 
 
+def unplanned_rows_line(unplanned: Unplanned, run_dir: str, parser: str | None) -> str | None:
+    """What `audit`, `status` and the report say of rows the ledger holds for requests the
+    plan does not hold (None when there are none, `engine.scan.Unplanned`): how many, in
+    which files, that none is counted, and what mends it. A reparse rebuilds `responses/`
+    from the plan's requests alone (`engine.reparse.reparse`), so it leaves such answers
+    out; `attempts/` no command rewrites, but a shard holding nothing else can go whole,
+    and otherwise nothing reads them."""
+    held = [
+        text
+        for n, text in (
+            (unplanned.answers, f"{plural(unplanned.answers, 'answer')} in responses/"),
+            (unplanned.attempts, f"{plural(unplanned.attempts, 'attempt')} in attempts/"),
+        )
+        if n
+    ]
+    if not held:
+        return None
+    one = unplanned.rows == 1
+    which = (
+        f"{' and '.join(held)} {'is for a request' if one else 'are for requests'} "
+        f"plan.parquet does not hold (in {_join(list(unplanned.files))}: a shard of another "
+        "run copied in, a request id damaged on disk, or a line written by hand)"
+    )
+    which_parser = parser if parser is not None else "<the spec's parser>"
+    them = "it" if unplanned.answers == 1 else "them"
+    reparse = (
+        f"`dutchbook reparse {run_dir} --parser {which_parser}` rebuilds responses/ from the "
+        f"plan's requests alone, without {them}"
+    )
+    mends = ["it is not counted" if one else "none is counted"]
+    if unplanned.answers:
+        mends.append(reparse)
+    if unplanned.attempts:
+        mends.append(_unplanned_attempts_mend(unplanned))
+    return f"{which}: {'; '.join(mends)}"
+
+
+def _unplanned_attempts_mend(unplanned: Unplanned) -> str:
+    """What mends attempts of requests the plan does not hold: no command rewrites
+    `attempts/`, so a shard holding nothing else is moved out whole; otherwise they stay,
+    counted by nothing."""
+    shards = [name for name in unplanned.only if name.startswith("attempts/")]
+    if shards:
+        return (
+            f"move {_join(shards)} out of the folder (it holds nothing else; no command "
+            "rewrites attempts/)"
+        )
+    return "no command rewrites attempts/, and no count or resume reads those attempts"
+
+
 def by_cause(counts: Mapping[str, int]) -> dict[str, int]:
     """Every known cause (zero when absent) in table order, then any unknown outcome."""
     out = {cause: int(counts.get(cause, 0)) for cause in CAUSES}
@@ -755,6 +807,9 @@ class Audit:
     #: Rows the shards hold twice (a shard copied, or put back after a reparse), counted
     #: once (`engine.scan.repeated_rows`).
     repeats: Repeats = field(default_factory=Repeats)
+    #: Rows of requests the plan does not hold (another run's shard, an id damaged on disk),
+    #: counted nowhere (`engine.scan.unplanned_rows`).
+    unplanned: Unplanned = field(default_factory=Unplanned)
     #: Batch jobs not yet collected: their queries are with the provider (`AtProvider`).
     at_provider: AtProvider = field(default_factory=AtProvider)
     #: The line saying the folder's last reparse did not finish and to run it again
@@ -903,6 +958,7 @@ class Audit:
         )
         unrecorded = unrecorded_answers_line(self.totals.answers_unrecorded)
         repeated = repeated_rows_line(self.repeats, self.run_dir)
+        unplanned = unplanned_rows_line(self.unplanned, self.run_dir, self.parser)
         # As `status` notes them, and not while a reparse is unfinished (its line first).
         rejected = None if self.reparse_unfinished else rejected_answers_line(
             self.totals.answers_rejected_on_reparse, self.run_dir, refusal_said=bool(refused),
@@ -912,7 +968,8 @@ class Audit:
             *([self.reparse_unfinished] if self.reparse_unfinished else []),
             *self._interrupted_lines(),
             *([lost] if lost else []), *([unrecorded] if unrecorded else []),
-            *([repeated] if repeated else []), *([rejected] if rejected else []), *ends,
+            *([repeated] if repeated else []), *([unplanned] if unplanned else []),
+            *([rejected] if rejected else []), *ends,
             *self.pause_lines(), *self.reported_model_lines(),
             *([] if refused else resume), *budget, *self.damage_lines(),
             *(resume if refused else []),
@@ -938,6 +995,9 @@ class Audit:
             "interrupted_batch": self.interrupted_batch,
             "answers_repeated": self.repeats.answers,
             "attempts_repeated": self.repeats.attempts,
+            # Additive: rows of requests the plan does not hold, counted nowhere else.
+            "answers_unplanned": self.unplanned.answers,
+            "attempts_unplanned": self.unplanned.attempts,
             "batch_at_provider": asdict(self.at_provider),  # `uncreated_jobs` additive
             "reparse_unfinished": self.reparse_unfinished,
             # Additive: why a resume by its spec is refused and what to do, or None.
@@ -1197,8 +1257,9 @@ def _read_audit(
 ) -> Audit:
     """`audit`'s report, read once."""
     repeats = repeated_rows(run_dir)  # a shard copied: its rows count once
+    unplanned = unplanned_rows(run_dir)  # another run's, or damaged: not counted
     attempts, responses = scan_ledger(
-        run_dir, _ATTEMPT_COLUMNS, ["request_id", "model", "attempts"], repeats
+        run_dir, _ATTEMPT_COLUMNS, ["request_id", "model", "attempts"], repeats, unplanned
     )
     attempts, unresolved = with_unresolved(run_dir, attempts, responses)
     provider_of = (
@@ -1243,7 +1304,8 @@ def _read_audit(
                  rejected_by_own_parser=reading.own_parser,
                  in_flight=unresolved.in_flight, interrupted_unrecorded=unresolved.interrupted,
                  interrupted_batch=unresolved.interrupted_batch,
-                 repeats=repeats, at_provider=at_provider(fold_jobs(run_dir), attempts),
+                 repeats=repeats, unplanned=unplanned,
+                 at_provider=at_provider(fold_jobs(run_dir), attempts),
                  models_reported=_models_reported(attempts),
                  **_reparse_notes(run_dir, spec_parser))
 
@@ -1449,7 +1511,7 @@ def attempt_timeline(run_dir: Path | str, bins: int = 60) -> pl.DataFrame:
         raise FileNotFoundError(f"no run folder at {run_dir}")
     attempts, responses = scan_ledger(
         run_dir, ["request_id", "attempt", "model", "outcome", "detail", "started_at"],
-        ["request_id", "attempts"], repeated_rows(run_dir),
+        ["request_id", "attempts"], repeated_rows(run_dir), unplanned_rows(run_dir),
     )
     epoch = pl.col("started_at").dt.epoch("us")
     span = attempts.select(epoch.min().alias("t0"), epoch.max().alias("t1")).collect()

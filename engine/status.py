@@ -26,6 +26,7 @@ from engine.audit import (
     repeated_rows_line,
     retry_sentence,
     said_in_full,
+    unplanned_rows_line,
     unrecorded_answers_line,
     unrecorded_by_model,
 )
@@ -44,6 +45,7 @@ from engine.scan import (
     read_settled,
     repeated_rows,
     scan_ledger,
+    unplanned_rows,
 )
 from engine.unresolved import with_unresolved
 from providers.types import RETRYABLE, Outcome
@@ -113,8 +115,10 @@ def status(
     (answers whose accepted attempt is not in `attempts/`), `answers_repeated` and
     `attempts_repeated` (rows a shard
     copied or put back holds a second time, `engine.scan.repeated_rows`: counted once
-    everywhere else), `warnings` (lines saying what is wrong with the folder, and what to
-    do), `answers_rejected_on_reparse` (requests whose reply the run accepted and a later
+    everywhere else), `answers_unplanned` and `attempts_unplanned` (rows of requests the
+    plan does not hold, `engine.scan.unplanned_rows`: counted nowhere else), `warnings`
+    (lines saying what is wrong with the folder, and what to do),
+    `answers_rejected_on_reparse` (requests whose reply the run accepted and a later
     `reparse --parser strict` rejected: pending, of `pending_failures`, as `invalid_response`
     with the detail `rejected_on_reparse`; not retries, and not failures: `failed` and
     `dutchbook status` count as failed only the others), `notes` (lines
@@ -138,8 +142,9 @@ def _read_status(
     lists.)"""
     # One narrow pass over each table; every count below works on these frames.
     repeats = repeated_rows(run_dir)  # a shard copied: its rows count once
+    unplanned = unplanned_rows(run_dir)  # another run's, or damaged: not counted
     attempts_scan, responses_scan = scan_ledger(
-        run_dir, _ATTEMPT_COLUMNS, ["request_id", "model", "attempts"], repeats
+        run_dir, _ATTEMPT_COLUMNS, ["request_id", "model", "attempts"], repeats, unplanned
     )
     responses = responses_scan.collect().lazy()
     attempts = attempts_scan.collect().lazy()
@@ -194,6 +199,7 @@ def _read_status(
             None if unfinished else missing_answers_line(lost.height, str(run_dir), parser),
             unrecorded_answers_line(unrecorded),
             repeated_rows_line(repeats, str(run_dir)),
+            unplanned_rows_line(unplanned, str(run_dir), parser),
         )
         if line
     ]
@@ -246,6 +252,8 @@ def _read_status(
         "answers_unrecorded": unrecorded,
         "answers_repeated": repeats.answers,
         "attempts_repeated": repeats.attempts,
+        "answers_unplanned": unplanned.answers,
+        "attempts_unplanned": unplanned.attempts,
         "answers_rejected_on_reparse": rejected,
         "reparse_unfinished": unfinished is not None,
         "warnings": warnings,

@@ -5,7 +5,8 @@ Found by a tester: a responses shard whose request id bytes were flipped read "a
 missing), with two warnings blaming `attempts/`; `dutchbook reparse` then kept the stray
 answer ("accepted 77/76"), and the resume advised planning again, a dead end. A shard of
 another run copied in read "accepted 136/76 (178.9%)", and a journal line written by hand
-counted its answer, without a word.
+counted its answer, without a word. Each is now counted apart, said in one line naming
+its files, and left out by a reparse.
 """
 
 from __future__ import annotations
@@ -13,14 +14,18 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
+import orjson
 import polars as pl
 import pytest
 
 from engine.scan import scan_responses
+from runs.audit import run_audit
 from tests.runs.quiet_campaign import invoke, retried_spec, run_quietly
 
 SPEC = retried_spec("unplanned", 11)
+NOT_HELD = "plan.parquet does not hold"
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +39,22 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_dir(finished: Path, tmp_path: Path) -> Path:
     shutil.copytree(finished, tmp_path / "run")
     return tmp_path / "run"
+
+
+def _status(run_dir: Path) -> dict[str, Any]:
+    code, said = invoke("status", str(run_dir), "--json")
+    assert code == 0, said
+    summary: dict[str, Any] = json.loads(said)
+    return summary
+
+
+def _said_once(run_dir: Path, start: str) -> str:
+    """The one warning of `status` and the one note of `audit` saying `start`, the same."""
+    warnings = [w for w in _status(run_dir)["warnings"] if NOT_HELD in w]
+    notes = [n for n in run_audit(run_dir).notes() if NOT_HELD in n]
+    assert len(warnings) == 1 and warnings[0].startswith(start), warnings
+    assert notes == [f"{warnings[0]}."]
+    return str(warnings[0])
 
 
 def _copy_of_another_run(run_dir: Path) -> Path:
@@ -62,3 +83,82 @@ def test_a_reparse_leaves_out_the_answers_of_requests_the_plan_does_not_hold(
     assert ids.height == answered and ids.join(planned, on="request_id", how="anti").is_empty()
     code, said = invoke("reparse", str(run_dir), "--parser", "lenient")
     assert code == 0 and "left out of responses/" not in said, said  # said when there were
+
+
+def test_an_answer_whose_id_was_damaged_is_not_counted_and_a_reparse_mends_it(
+    finished: Path, run_dir: Path
+) -> None:
+    """Its request's answer is the one missing; the answer itself, of no planned request, is
+    said once (not an answer "with no attempt in attempts/"), and not counted."""
+    before = _status(finished)
+    (shard,) = (run_dir / "responses").glob("*.parquet")
+    answers = pl.read_parquet(shard)
+    damaged = answers["request_id"][3]
+    flipped = damaged[:-1] + ("0" if damaged[-1] != "0" else "1")
+    answers.with_columns(pl.col("request_id").replace(damaged, flipped)).write_parquet(shard)
+    summary = _status(run_dir)
+    planned = before["planned"]
+    assert (summary["accepted"], summary["answers_unplanned"]) == (planned - 1, 1)
+    assert (summary["answers_missing"], summary["answers_unrecorded"]) == (1, 0)
+    audited = run_audit(run_dir)
+    assert (audited.totals.accepted, audited.to_dict()["answers_unplanned"]) == (planned - 1, 1)
+    line = _said_once(run_dir, f"1 answer in responses/ is for a request {NOT_HELD}")
+    assert f"(in responses/{shard.name}:" in line
+    assert f"`dutchbook reparse {run_dir} --parser lenient`" in line
+    assert invoke("reparse", str(run_dir), "--parser", "lenient")[0] == 0
+    mended = _status(run_dir)
+    assert (mended["accepted"], mended["answers_unplanned"], mended["answers_missing"]) == (
+        planned, 0, 0,
+    )
+    assert (mended["attempts"], mended["retries"]) == (before["attempts"], before["retries"])
+    assert not [w for w in mended["warnings"] if "responses/" in w], mended["warnings"]
+
+
+def test_another_runs_shard_is_not_counted(finished: Path, run_dir: Path) -> None:
+    held = pl.read_parquet(_copy_of_another_run(run_dir)).height
+    before, summary = _status(finished), _status(run_dir)
+    assert summary["accepted"] == before["accepted"] == before["planned"]  # not twice
+    assert summary["models"] == before["models"]
+    assert (summary["answers_unplanned"], summary["answers_repeated"]) == (held, 0)
+    assert run_audit(run_dir).totals == run_audit(finished).totals
+    line = _said_once(run_dir, f"{held} answers in responses/ are for requests {NOT_HELD}")
+    assert "(in responses/part-00000099.parquet:" in line
+
+
+def test_a_journal_result_line_of_an_unknown_request_is_said_and_moved_out_whole(
+    finished: Path, run_dir: Path
+) -> None:
+    """A result line written by hand into the journal counted its answer ("accepted 14/76"),
+    without a word. Its answer and attempt are said; a reparse folds its attempt into a
+    shard of its own and leaves its answer out (its `ok` attempt then no answer lost), and
+    that shard, holding nothing else, is the one to move out: the folder is as it was."""
+    (attempts,) = (run_dir / "attempts").glob("*.parquet")
+    (responses,) = (run_dir / "responses").glob("*.parquet")
+    attempt = pl.read_parquet(attempts).filter(pl.col("outcome") == "ok").head(1).to_dicts()[0]
+    answer = pl.read_parquet(responses).filter(
+        pl.col("request_id") == attempt["request_id"]
+    ).to_dicts()[0]
+    attempt["request_id"] = answer["request_id"] = "written-by-hand"
+    attempt["started_at"] = attempt["started_at"].isoformat()
+    answer["accepted_at"] = answer["accepted_at"].isoformat()
+    segment = run_dir / "journal" / "seg-00000099.jsonl"
+    segment.write_bytes(
+        orjson.dumps({"kind": "result", "attempt": attempt, "response": answer}) + b"\n"
+    )
+    before = _status(finished)
+    summary = _status(run_dir)
+    assert (summary["accepted"], summary["attempts"]) == (before["accepted"], before["attempts"])
+    assert (summary["answers_unplanned"], summary["attempts_unplanned"]) == (1, 1)
+    line = _said_once(
+        run_dir, f"1 answer in responses/ and 1 attempt in attempts/ are for requests {NOT_HELD}"
+    )
+    assert "(in journal/seg-00000099.jsonl:" in line
+    assert invoke("reparse", str(run_dir), "--parser", "lenient")[0] == 0
+    summary = _status(run_dir)
+    assert (summary["answers_unplanned"], summary["attempts_unplanned"]) == (0, 1)
+    assert (summary["accepted"], summary["answers_missing"]) == (before["accepted"], 0)
+    (folded,) = [p for p in (run_dir / "attempts").glob("*.parquet") if p != attempts]
+    line = _said_once(run_dir, f"1 attempt in attempts/ is for a request {NOT_HELD}")
+    assert f"move attempts/{folded.name} out of the folder" in line
+    folded.unlink()
+    assert not [w for w in _status(run_dir)["warnings"] if NOT_HELD in w]
