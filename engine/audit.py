@@ -448,13 +448,19 @@ def repeated_rows_line(repeats: Repeats, run_dir: str, then: str | None = None) 
     )
 
 
-def unplanned_rows_line(unplanned: Unplanned, run_dir: str, parser: str | None) -> str | None:
+def unplanned_rows_line(
+    unplanned: Unplanned, run_dir: str, parser: str | None, then: str | None = None
+) -> str | None:
     """What `audit`, `status` and the report say of rows the ledger holds for requests the
     plan does not hold (None when there are none, `engine.scan.Unplanned`): how many, in
     which files, that none is counted, and what mends it. A reparse rebuilds `responses/`
     from the plan's requests alone (`engine.reparse.reparse`), so it leaves such answers
     out; `attempts/` no command rewrites, but a shard holding nothing else can go whole,
-    and otherwise nothing reads them."""
+    and otherwise nothing reads them.
+
+    With `then` (what to do once they are out), the one line in which `score`, `repair`,
+    `report` and a resume refuse a folder with such answers (`runs.lost_answers`): scoring
+    would read them as the run's."""
     held = [
         text
         for n, text in (
@@ -477,6 +483,11 @@ def unplanned_rows_line(unplanned: Unplanned, run_dir: str, parser: str | None) 
         f"`dutchbook reparse {run_dir} --parser {which_parser}` rebuilds responses/ from the "
         f"plan's requests alone, without {them}"
     )
+    if then is not None:
+        return (
+            f"{run_dir}: {which}, and scoring would read {them} as this run's; {reparse}, "
+            f"then {then}"
+        )
     mends = ["it is not counted" if one else "none is counted"]
     if unplanned.answers:
         mends.append(reparse)

@@ -419,8 +419,9 @@ def _in_plan(frame: pl.LazyFrame, planned: pl.LazyFrame) -> pl.LazyFrame:
     return keyed.join(planned, on="_key", how="semi").select(columns)
 
 
-def unplanned_rows(run_dir: Path | str) -> Unplanned:
-    """The `Unplanned` rows of `run_dir` (none where it has no plan).
+def unplanned_rows(run_dir: Path | str, *, answers_only: bool = False) -> Unplanned:
+    """The `Unplanned` rows of `run_dir` (none where it has no plan); `answers_only`: of
+    `responses/` and the journal's answers alone (what scoring reads: `runs.lost_answers`).
 
     One streamed anti-join of the shards' request ids (each row's file named) against the
     plan's, on a 64-bit hash of the id, and the journal's segments read one at a time; only
@@ -432,6 +433,8 @@ def unplanned_rows(run_dir: Path | str) -> Unplanned:
     if not (run_dir / PLAN_FILE).is_file():
         return Unplanned()
     parts = _unplanned_parts(run_dir, _planned_keys(run_dir))
+    if answers_only:
+        parts[ATTEMPTS] = []
     found = {
         folder: pl.concat(frames).collect(engine="streaming")
         for folder, frames in parts.items()

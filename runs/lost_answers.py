@@ -14,16 +14,22 @@ Held twice (a shard copied, or one moved aside before a reparse and put back:
 one put back, and so scored values the reparse had replaced, without a word. Which copy
 belongs is the user's to say: they are refused in the line `status` warns with
 (`engine.audit.repeated_rows_line`), naming the shards.
+
+Of requests the plan does not hold (another run's shard copied in, an id damaged on disk:
+`engine.scan.unplanned_rows`), scoring would score them as the run's; they are refused in
+the words `status` warns with (`engine.audit.unplanned_rows_line`), whose reparse leaves
+them out.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from engine.audit import read_ok_replies, repeated_rows_line
+from engine.audit import read_ok_replies, repeated_rows_line, unplanned_rows_line
 from engine.console_lines import plural
 from engine.reparse import parser_in_force
-from engine.scan import repeated_rows
+from engine.scan import repeated_rows, unplanned_rows
+from runs.plan_checksums import CHECKSUMS_FILE
 
 
 def lost_answers_refusal(
@@ -60,15 +66,37 @@ def repeated_answers_refusal(run_dir: Path, then: str) -> str | None:
     return repeated_rows_line(repeated_rows(run_dir, answers_only=True), str(run_dir), then)
 
 
+def unplanned_answers_refusal(run_dir: Path, spec_parser: str | None, then: str) -> str | None:
+    """The one line refusing to act on `run_dir` when `responses/` holds answers of requests
+    its plan does not hold (`engine.scan.unplanned_rows`: another run's shard copied in, an
+    id damaged on disk), None when it holds none; `then`, what to do once the reparse that
+    leaves them out has run. Only where `plan-checksums.json` vouches for the plan: a plan
+    it cannot vouch for (planned before checksums were kept) may be the one that is not
+    theirs, which a resume refuses in its own words (`runs.plan_checksums.answers_outside_plan`)."""
+    if not (run_dir / CHECKSUMS_FILE).is_file():
+        return None
+    # Attempts alone are not refused: nothing scores them, and a resume asks only the plan.
+    unplanned = unplanned_rows(run_dir, answers_only=True)
+    if not unplanned.answers:
+        return None
+    return unplanned_rows_line(unplanned, str(run_dir), parser_in_force(run_dir, spec_parser), then)
+
+
 def answers_refusal(
     run_dir: Path, spec_parser: str | None, would: str, then: str
 ) -> str | None:
     """The one line refusing to act on `run_dir`'s answers, lost (`lost_answers_refusal`,
-    with what acting now `would` do) or held twice (`repeated_answers_refusal`); None when
-    they are whole and single. `then`: what to do once the folder is mended."""
-    return lost_answers_refusal(run_dir, spec_parser, would, then) or repeated_answers_refusal(
-        run_dir, then
+    with what acting now `would` do), held twice (`repeated_answers_refusal`) or of requests
+    the plan does not hold (`unplanned_answers_refusal`); None when they are whole, single
+    and the plan's. `then`: what to do once the folder is mended."""
+    return (
+        lost_answers_refusal(run_dir, spec_parser, would, then)
+        or repeated_answers_refusal(run_dir, then)
+        or unplanned_answers_refusal(run_dir, spec_parser, then)
     )
 
 
-__all__ = ["answers_refusal", "lost_answers_refusal", "repeated_answers_refusal"]
+__all__ = [
+    "answers_refusal", "lost_answers_refusal", "repeated_answers_refusal",
+    "unplanned_answers_refusal",
+]

@@ -1066,7 +1066,10 @@ def _check_lost_answers(spec: CampaignSpec, run_dir: Path) -> None:
     audit's retry counts miss what `attempts/` held, which the audit says.
 
     Answers held twice in `responses/` (a shard put back after a reparse) are refused too,
-    before anything is sent: the run ends by scoring, which could read either copy."""
+    before anything is sent: the run ends by scoring, which could read either copy; and so
+    are answers of requests a plan its checksums vouch for does not hold (another run's
+    shard, an id damaged on disk), with the reparse that leaves them out, where the plan
+    check after this one told the user to plan again, a dead end."""
     refusal = answers_refusal(
         run_dir, spec.parser, would="resuming would ask and pay for them again", then="run again"
     )

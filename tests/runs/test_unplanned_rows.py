@@ -162,3 +162,41 @@ def test_a_journal_result_line_of_an_unknown_request_is_said_and_moved_out_whole
     assert f"move attempts/{folded.name} out of the folder" in line
     folded.unlink()
     assert not [w for w in _status(run_dir)["warnings"] if NOT_HELD in w]
+
+
+def test_another_runs_answers_are_refused_by_what_scores_and_a_reparse_mends_it(
+    finished: Path, run_dir: Path
+) -> None:
+    """`score`, `repair`, `report` and a resume refuse in the line `status` warns with,
+    naming the reparse that leaves them out, never a plan to make again (the plan's
+    checksums vouch for it: the resume said "remove plan_members.parquet and plan.parquet",
+    and the plan made again was removed again). After the reparse the resume asks nothing
+    and the scores are the run's."""
+    held = pl.read_parquet(foreign := _copy_of_another_run(run_dir)).height
+    before = _status(finished)
+    spec = finished.parent / "unplanned.toml"
+    kept = (run_dir / "scores.parquet").read_bytes()
+    for args, then in (
+        (["score", str(run_dir)], "score again"),
+        (["repair", str(run_dir)], "repair again"),
+        (["report", str(run_dir)], f"`dutchbook score {run_dir}`, then this command"),
+        (["run", str(spec), "--out", str(run_dir)], "run again"),
+    ):
+        code, said = invoke(*args)
+        assert (code, said) == (
+            2,
+            f"error: {run_dir}: {held} answers in responses/ are for requests {NOT_HELD} (in "
+            f"responses/{foreign.name}: a shard of another run copied in, a request id damaged "
+            "on disk, or a line written by hand), and scoring would read them as this run's; "
+            f"`dutchbook reparse {run_dir} --parser lenient` rebuilds responses/ from the "
+            f"plan's requests alone, without them, then {then}\n",
+        )
+    assert (run_dir / "scores.parquet").read_bytes() == kept
+    assert not (run_dir / "repaired.parquet").exists()
+    assert _status(run_dir)["attempts"] == before["attempts"]  # the resume asked nothing
+    assert invoke("reparse", str(run_dir), "--parser", "lenient")[0] == 0
+    code, said = invoke("run", str(spec), "--out", str(run_dir))
+    assert code == 0, said
+    assert _status(run_dir)["attempts"] == before["attempts"]
+    forecasts = pl.read_parquet(run_dir / "forecasts.parquet")
+    assert forecasts.equals(pl.read_parquet(finished / "forecasts.parquet"))
