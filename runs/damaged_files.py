@@ -1,18 +1,23 @@
 """Name the damaged Parquet files of a run folder after a read of one of them failed.
 
 polars reports a truncated or overwritten Parquet file as a `ComputeError` ("parquet: File out
-of specification ...") without its path, from wherever the read happened. A command that
-meets such an error asks `damage_report` which files of the folder cannot be read, and tells
-the user in one line which ones they are and what, if anything, writes each again. Nothing is
-claimed damaged unless a file of the folder is unreadable when read again here: any other
-error goes on as it was (a bug stays a traceback). A device, FIFO or socket in a shard's place
-(`engine.shards.NotAFileShard`, refused by the shard listing before polars opens it) is named
-the same way, never opened here either.
+of specification ...") without its path, from wherever the read happened, and a bit flipped
+in a footer in other words too ("unable to decode the encoded schema stored in ARROW:schema")
+or as a panic of its Rust code. A command that meets such an error asks `damage_report` which
+files of the folder cannot be read, and tells the user in one line which ones they are and
+what, if anything, writes each again. Nothing is claimed damaged unless a file of the folder
+is unreadable when read again here: any other error goes on as it was (a bug stays a
+traceback). A panic's own message is printed on stderr by polars' Rust code before the error
+reaches Python, so the line comes after it; a page whose flipped length has polars ask for
+exabytes aborts the process (SIGABRT), which no handler sees. A device, FIFO or socket in a
+shard's place (`engine.shards.NotAFileShard`, refused by the shard listing before polars
+opens it) is named the same way, never opened here either.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -28,16 +33,25 @@ DERIVED = {
 }
 
 
+def polars_panic(exc: BaseException) -> bool:
+    """Whether `exc` is a panic of polars' Rust code (pyo3's `PanicException`), as a bit
+    flipped in a Parquet footer can cause: a `BaseException`, which `except Exception` lets
+    by. polars is not imported for it: an error raised before it was cannot be its panic."""
+    polars = sys.modules.get("polars")
+    return polars is not None and isinstance(exc, polars.exceptions.PanicException)
+
+
 def looks_like_parquet_damage(exc: BaseException) -> bool:
     """polars' error for a Parquet file it cannot decode, or the shard listing's for a device
-    or a FIFO in a shard's place (checked before the folder is read)."""
+    or a FIFO in a shard's place (checked before the folder is read). Any polars error or
+    panic: a bit flipped in a footer said "unable to decode the encoded schema stored in
+    ARROW:schema", "out-of-spec: IPC: ..." or a panic's "called `Option::unwrap()` on a
+    `None` value", none naming Parquet; the files are read again before one is blamed."""
     import polars as pl
 
     from engine.shards import NotAFileShard
 
-    if isinstance(exc, NotAFileShard):
-        return True
-    return isinstance(exc, pl.exceptions.PolarsError) and "parquet" in str(exc).lower()
+    return isinstance(exc, (NotAFileShard, pl.exceptions.PolarsError)) or polars_panic(exc)
 
 
 def unreadable(path: Path) -> str | None:
@@ -46,8 +60,9 @@ def unreadable(path: Path) -> str | None:
 
     try:
         pl.read_parquet(path)
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"polars panicked reading it: {why}" if polars_panic(exc) else why
     return None
 
 

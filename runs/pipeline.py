@@ -63,7 +63,12 @@ from providers.types import ConfigError, ModelConfig
 from providers.urls import IN_CLEAR, in_clear_to_another_host, sends_credentials
 from runs.audit import run_audit
 from runs.batch_bytes import PlannedSizes, answer_budget, left_sizes
-from runs.damaged_files import check_footers, damage_report, special_files_report
+from runs.damaged_files import (
+    check_footers,
+    damage_report,
+    polars_panic,
+    special_files_report,
+)
 from runs.design import (
     SPEC_FILE,
     DesignChanged,
@@ -635,10 +640,13 @@ async def _planned_campaign(
 
 @contextlib.contextmanager
 def _damage_named(run_dir: Path) -> Iterator[None]:
-    """A read of a damaged Parquet file of the folder becomes a `RunError` naming the file."""
+    """A read of a damaged Parquet file of the folder becomes a `RunError` naming the file,
+    polars' panic on one too (a `BaseException`)."""
     try:
         yield
-    except Exception as exc:
+    except BaseException as exc:
+        if not isinstance(exc, Exception) and not polars_panic(exc):
+            raise  # Ctrl-C, an exit, a cancelled task: not the folder's
         message = damage_report(run_dir, exc)
         if message is None:
             raise

@@ -85,7 +85,12 @@ def user_errors(*kinds: type[BaseException], folder: Path | None = None) -> Iter
         yield
     except typer.Exit:
         raise
-    except Exception as exc:
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            from runs.damaged_files import polars_panic
+
+            if not polars_panic(exc):  # a damaged Parquet file can make polars panic
+                raise  # Ctrl-C, an exit: no error of the command's
         from runs.folder_lock import FolderBusy
 
         if isinstance(exc, FolderBusy):  # another process holds the run folder

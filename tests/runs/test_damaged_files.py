@@ -8,6 +8,7 @@ no file.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -366,6 +367,67 @@ def test_a_resume_names_a_damaged_shard_before_any_lane_starts(run_dir: Path, sh
     assert f"{shard} (parquet:" in one_error_line(output)
     assert "internal error" not in output and "ComputeError" not in output, output
     assert not (run_dir / "run.pid").exists()
+
+
+def _footer_fails(data: bytes) -> BaseException | None:
+    """What polars raises decoding the footer of `data` (every command reads it, whatever
+    columns it wants), or None: a panic of its Rust code too (a `BaseException`)."""
+    try:
+        pl.read_parquet_schema(io.BytesIO(data))
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
+        return exc
+    return None
+
+
+def flip_a_footer_bit(path: Path, after: bytes, wanted: type[BaseException]) -> None:
+    """Flip the first bit of `path`'s footer from `after` on whose flip makes polars raise
+    `wanted`, as a disk's bit rot leaves a file: the footer's metadata, unchecked by any
+    checksum, decodes to nonsense. Searched for, as where a field lies depends on the file's
+    contents; each try is a read from memory."""
+    data = path.read_bytes()
+    footer = int.from_bytes(data[-8:-4], "little")  # its length, before the closing magic
+    for at in range(data.index(after, len(data) - 8 - footer), len(data) - 8):
+        for bit in range(8):
+            flipped = bytearray(data)
+            flipped[at] ^= 1 << bit
+            if isinstance(_footer_fails(bytes(flipped)), wanted):
+                path.write_bytes(bytes(flipped))
+                return
+    pytest.fail(f"no bit flipped in {path}'s footer raises {wanted.__name__}")
+
+
+@pytest.mark.parametrize(
+    ("after", "wanted"),
+    [
+        # A letter of the schema's base64 made one that is none: "unable to decode the
+        # encoded schema stored in ARROW:schema, InvalidByte(...)", naming no Parquet.
+        (b"ARROW:schema", pl.exceptions.InvalidOperationError),
+        # A column's compressed size one off, say: a panic ("called `Option::unwrap()` on a
+        # `None` value"), a BaseException that `except Exception` let by.
+        (b"", pl.exceptions.PanicException),
+    ],
+    ids=["schema", "panic"],
+)
+def test_every_command_names_a_shard_with_a_bit_flipped_in_its_footer(
+    run_dir: Path, after: bytes, wanted: type[BaseException]
+) -> None:
+    """status, audit, score, report and a resume each ended in polars' traceback (or the
+    panic's), naming no file."""
+    shard = sorted((run_dir / "responses").glob("*.parquet"))[0]
+    flip_a_footer_bit(shard, after, wanted)
+    spec = run_dir.parent / "damaged.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    attempts_before = sorted(p.name for p in (run_dir / "attempts").iterdir())
+    # the resume last: it may write what the other commands read (its own log, say)
+    for args in (*([c, str(run_dir)] for c in ("status", "audit", "score", "report")),
+                 ["run", str(spec), "--out", str(run_dir)]):  # fmt: skip
+        code, output = invoke(*args)
+        assert code == 2, (args, output)
+        line = one_error_line(output)
+        assert line.startswith(f"error: damaged file in the run folder: {shard} ("), line
+        assert f"move it aside (rename it to {shard.name}.damaged, say), then " in line, line
+        assert f"`dutchbook reparse {run_dir} --parser strict` rebuilds the answers" in line
+    assert sorted(p.name for p in (run_dir / "attempts").iterdir()) == attempts_before
 
 
 def test_the_search_follows_a_link_for_a_folder_of_the_run_not_one_deeper(run_dir: Path) -> None:
