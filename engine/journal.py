@@ -136,7 +136,14 @@ def read_segment(path: Path) -> Iterator[dict[str, Any]]:
     sees while the writer is mid-line): it is skipped. A bad line anywhere else cannot come
     from a crash, so it raises `JournalError` naming the file and line.
     A segment deleted by a concurrent compaction reads as empty (its rows are in shards).
+    A line of a kind the ledger writes that parses but lacks what its readers take from it,
+    or holds a value of the wrong type (`engine.records.journal_line_fault`), raises the same
+    way, last or not: no kill leaves a line that parses.
     """
+    # Here, not at the top: `engine.records` imports polars, and the commands import this
+    # module for `JournalError` when they say any error (`runs.commands._errors`).
+    from engine.records import journal_line_fault
+
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -159,6 +166,10 @@ def read_segment(path: Path) -> Iterator[dict[str, Any]]:
             if number == last:
                 return
             raise JournalError(f"{path}: line {number + 1} is not a JSON object{_MEND}")
+        if (fault := journal_line_fault(record)) is not None:
+            raise JournalError(
+                f"{path}: line {number + 1} of {len(lines)} is corrupt ({fault}){_MEND}"
+            )
         yield record
 
 

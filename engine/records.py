@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import orjson
 import polars as pl
 
 from engine.frames import frame_from_rows
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 #: Parquet/Polars schema of `attempts/` (one row per HTTP attempt).
 ATTEMPT_SCHEMA: dict[str, pl.DataType] = {
@@ -273,6 +277,128 @@ def attempts_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
 def responses_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     """Response rows (from `ResponseRecord.to_row` or journal lines) as a responses table."""
     return _frame(rows, RESPONSE_SCHEMA, "accepted_at")
+
+
+#: Journal line kinds: `dispatch` before a request is sent, `result` when it finished
+#: (`engine.ledger.Ledger.record_dispatch`, `record_result`).
+DISPATCH = "dispatch"
+RESULT = "result"
+
+
+def _json_types(dtype: PolarsDataType) -> frozenset[type]:
+    """The Python types orjson reads a column's value as (timestamps are ISO text) that the
+    tables built of the lines take (`attempts_frame`): a number's column takes `true` as 1,
+    a text's nothing but text."""
+    if isinstance(dtype, pl.List):
+        return frozenset({list})
+    if dtype == pl.Float64:
+        return frozenset({float, int, bool})
+    return frozenset({int, bool}) if dtype == pl.Int64 else frozenset({str})
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What one part of a journal line (a dispatch line whole, or a result's `attempt` or
+    `response`, as `subject` names it) must hold: `required`, the fields read by key
+    (`from_row`, the readers of `engine.scan` and `engine.unresolved`), never null since the
+    first version; and each field's types (`types`; `items`, a list's items'), null allowed
+    but for those. A field this version does not know is a later version's, which the writer
+    refuses (`engine.later_format`)."""
+
+    subject: str
+    required: tuple[str, ...]
+    types: dict[str, frozenset[type]]
+    items: dict[str, frozenset[type]]
+
+    @classmethod
+    def of(
+        cls, subject: str, required: tuple[str, ...], schema: dict[str, pl.DataType]
+    ) -> _Shape:
+        lists = {k: t.inner for k, t in schema.items() if isinstance(t, pl.List) and t.inner}
+        return cls(
+            subject, required, {k: _json_types(t) for k, t in schema.items()},
+            {k: _json_types(t) | {type(None)} for k, t in lists.items()},
+        )  # fmt: skip
+
+
+_DISPATCH_FIELDS = ("request_id", "attempt", "model", "provider", "started_at")
+_SHAPES = {
+    # a dispatch line's fields are the attempt's, spelled the same
+    DISPATCH: _Shape.of(
+        "it", _DISPATCH_FIELDS, {k: ATTEMPT_SCHEMA[k] for k in _DISPATCH_FIELDS}
+    ),
+    "attempt": _Shape.of(
+        "its attempt", (*_DISPATCH_FIELDS, "elapsed_ms", "outcome"), ATTEMPT_SCHEMA
+    ),
+    "response": _Shape.of(
+        "its response",
+        ("request_id", "model", "arm", "unit", "pass", "events", "keys", "raw_text", "values",
+         "attempts", "accepted_at"),
+        RESPONSE_SCHEMA,
+    ),
+}  # fmt: skip
+#: The parts found fit so far, each by its fields' names and their values' types in the
+#: order written: a part with the same is fit without a field's check, which took about three
+#: times as long (the writer's parts have a few, by their null fields). A rotted name is in
+#: its part's signature, so no such part passes for fit.
+_FIT: dict[str, set[tuple[tuple[str, ...], tuple[type, ...]]]] = {name: set() for name in _SHAPES}
+
+
+def journal_line_fault(record: dict[str, Any]) -> str | None:
+    """What makes `record`, a line of a kind the ledger writes, unfit for its readers (a key
+    or a value rotted on disk, an edit), or None; any other line, None (this version reads
+    no other kind). Readers took such a line as it came: a `KeyError` in `status`, polars'
+    traceback building a table, an answer silently missing from `score`. Paid where the
+    journal is read, never where it is written."""
+    kind = record.get("kind")
+    if kind == DISPATCH:
+        fault = _part_fault(record, DISPATCH)
+    elif kind == RESULT:
+        fault = _part_fault(record.get("attempt"), "attempt")
+        if fault is None and record.get("response") is not None:
+            fault = _part_fault(record["response"], "response")
+    else:
+        return None
+    return None if fault is None else f"a {kind} line, but {fault}"
+
+
+def _part_fault(part: Any, name: str) -> str | None:
+    """What is wrong with one part of a line for its shape (`_SHAPES[name]`), or None."""
+    shape = _SHAPES[name]
+    if type(part) is not dict:
+        return f"{shape.subject} is {'missing' if part is None else 'not a JSON object'}"
+    signature = (tuple(part), tuple(map(type, part.values())))
+    if signature not in _FIT[name]:
+        if (fault := _field_fault(part, shape)) is not None:
+            return fault
+        _FIT[name].add(signature)
+    for key, allowed in shape.items.items():  # a list's items, which no signature holds
+        value = part.get(key)
+        if type(value) is list and not set(map(type, value)) <= allowed:
+            return f"{shape.subject} has {key} {_shown(value)}, of the wrong type"
+    return None
+
+
+def _field_fault(part: dict[str, Any], shape: _Shape) -> str | None:
+    """What is wrong with a part's fields (but a list's items), or None."""
+    for key in shape.required:
+        if part.get(key) is None:
+            return f"{shape.subject} has no {key}"
+    for key, allowed in shape.types.items():
+        value = part.get(key)
+        if value is not None and type(value) not in allowed:
+            return f"{shape.subject} has {key} {_shown(value)}, of the wrong type"
+    return None
+
+
+#: How much of a wrong value a fault shows.
+_SHOWN = 40
+
+
+def _shown(value: Any) -> str:
+    """`value` as JSON, cut short: what a fault names."""
+    text = orjson.dumps(value).decode()
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
 #: A rejected answer is an ordinary attempt: outcome `invalid_response`, `detail`

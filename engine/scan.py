@@ -27,6 +27,11 @@ from engine.records import (
     attempts_frame,
     responses_frame,
 )
+
+# The journal line kinds, re-exported: their readers here and elsewhere import them from this
+# module; `engine.records` defines them beside the lines' shapes (`journal_line_fault`).
+from engine.records import DISPATCH as DISPATCH
+from engine.records import RESULT as RESULT
 from engine.retry import ANSWER_FAILURE_CAUSES, BUDGET_SPENT_PATTERN, lost_for_good
 from engine.shards import list_shards, visible_shards
 from providers.types import Outcome
@@ -36,10 +41,6 @@ ATTEMPTS = "attempts"
 RESPONSES = "responses"
 #: The plan, whose requests are the run's: rows of others are `Unplanned`.
 PLAN_FILE = "plan.parquet"
-
-#: Journal line kinds: `dispatch` before a request is sent, `result` when it finished.
-DISPATCH = "dispatch"
-RESULT = "result"
 
 
 def scan_shards(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 
 from engine.journal import (
@@ -14,11 +16,26 @@ from engine.journal import (
     read_segment,
     segment_path,
 )
+from engine.records import iso_utc
+from tests.engine.conftest import T0, attempt_row, response_row
+
+
+def _dispatch_line() -> dict[str, Any]:
+    """A dispatch line as the ledger writes it (`Ledger.record_dispatch`)."""
+    return {"kind": "dispatch", "request_id": "r1", "attempt": 1, "model": "m",
+            "provider": "sim", "started_at": iso_utc(T0)}  # fmt: skip
+
+
+def _result_line(**attempt: Any) -> dict[str, Any]:
+    """A result line with its answer as the ledger writes it (`Ledger.record_result`), its
+    attempt's fields changed by `attempt`."""
+    return {"kind": "result", "attempt": attempt_row("r1", 1, "m", "ok").to_row() | attempt,
+            "response": response_row("r1", 1, "m").to_row()}  # fmt: skip
 
 
 def test_lines_round_trip_in_order(tmp_path: Path) -> None:
     writer = JournalWriter(segment_path(tmp_path, 1))
-    records = [{"kind": "dispatch", "n": i, "text": "é\n{}"} for i in range(5)]
+    records = [_dispatch_line() | {"n": i, "text": "é\n{}"} for i in range(5)]
     for record in records:
         writer.append(record)
     writer.close()
@@ -94,3 +111,87 @@ def test_a_line_cut_short_by_a_full_disk_is_removed(tmp_path, monkeypatch) -> No
     writer.append({"n": 3})  # space is back: the next line follows a whole one
     writer.close()
     assert [r["n"] for r in read_segment(path)] == [1, 3]
+
+
+def _wrong(line: dict[str, Any], part: str = "", **changes: Any) -> bytes:
+    """`line` with `changes` to its `part` (to the line itself: "")."""
+    if not part:
+        return orjson.dumps(line | changes)
+    return orjson.dumps(line | {part: line[part] | changes})
+
+
+def _rotted(line: dict[str, Any], old: bytes, new: bytes) -> bytes:
+    """`line` with its first `old` turned `new`, as one byte rotted on disk leaves it."""
+    return orjson.dumps(line).replace(old, new, 1)
+
+
+@pytest.mark.parametrize(
+    ("line", "fault"),
+    [
+        (b'{"kind":"result"}', "a result line, but its attempt is missing"),
+        (b'{"kind":"result","attempt":"x"}', "a result line, but its attempt is not a JSON object"),
+        (_wrong(_result_line(), "attempt", attempt="x"),
+         'a result line, but its attempt has attempt "x", of the wrong type'),
+        (_rotted(_result_line(), b'"request_id"', b'"request_ie"'),
+         "a result line, but its attempt has no request_id"),
+        (_wrong(_result_line(), "response", values=["x"]),
+         'a result line, but its response has values ["x"], of the wrong type'),
+        (_wrong(_result_line(), "response", unit=None),
+         "a result line, but its response has no unit"),
+        (b'{"kind":"dispatch"}', "a dispatch line, but it has no request_id"),
+        (b'{"kind":"dispatch","request_id":5,"attempt":"x"}',
+         "a dispatch line, but it has no model"),
+        (_wrong(_dispatch_line(), attempt="x"),
+         'a dispatch line, but it has attempt "x", of the wrong type'),
+        (_rotted(_dispatch_line(), b'"request_id"', b'"request_ie"'),
+         "a dispatch line, but it has no request_id"),
+    ],
+)  # fmt: skip
+def test_a_line_without_what_its_readers_take_is_corrupt(
+    tmp_path: Path, line: bytes, fault: str
+) -> None:
+    """Valid JSON of the wrong shape: `status` and `audit` ended in a KeyError's traceback
+    or polars' (building a table of it), `score` and a resume said an answer was missing
+    and sent the user to `reparse`, which said a later version had written the folder.
+    The line's neighbours are whole lines of the same kinds, read before and after it."""
+    path = segment_path(tmp_path, 1)
+    whole = [orjson.dumps(_dispatch_line()), orjson.dumps(_result_line())]
+    path.write_bytes(b"\n".join([*whole, line, *whole]) + b"\n")
+    with pytest.raises(JournalError) as info:
+        list(read_segment(path))
+    assert str(info.value) == (
+        f"{path}: line 3 of 5 is corrupt ({fault}); mend or delete that line and run again "
+        "(a deleted result is asked again)"
+    )
+
+
+def test_a_last_line_of_the_wrong_shape_is_no_torn_line(tmp_path: Path) -> None:
+    """A kill mid-write leaves a line that does not parse; one that parses is whole."""
+    path = segment_path(tmp_path, 1)
+    path.write_bytes(orjson.dumps(_dispatch_line()) + b'\n{"kind":"dispatch"}\n')
+    with pytest.raises(JournalError, match="line 2 of 2 is corrupt"):
+        list(read_segment(path))
+
+
+def test_lines_of_every_version_and_kind_read_as_they_are(tmp_path: Path) -> None:
+    """What the ledger writes, with its null fields; an earlier version's result line,
+    without the field added since (`model_reported`); a later version's, with a field this
+    one does not know (the writer refuses it: `engine.later_format`); a batch line's
+    dispatch; lines of no kind this version writes."""
+    earlier = _result_line()
+    del earlier["attempt"]["model_reported"]
+    lines = [
+        _dispatch_line(),
+        _dispatch_line() | {"batch_job": "job-1"},
+        # null where the writer may leave it; `true` and an int where a table takes them
+        _result_line(http_status=None, tokens_in=None, detail=None, elapsed_ms=5, tokens_out=True),
+        _result_line() | {"response": None},
+        earlier,
+        _result_line(later_field=[1, "x"]),
+        _result_line() | {"response": response_row("r1", 1, "m").to_row() | {"values": [None]}},
+        {"kind": "note", "text": "x"},
+        {"n": 1},
+    ]
+    path = segment_path(tmp_path, 1)
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    assert list(read_segment(path)) == lines

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import orjson
 import polars as pl
 import pytest
 from typer.testing import CliRunner
@@ -527,6 +528,46 @@ def test_report_without_scores_names_a_bad_journal_line_before_advising_score(
         lines.append(one_error_line(output))
     assert lines[0] == lines[1], lines
     assert lines[0].startswith(f"error: {segment}: line 2 of 3 is corrupt"), lines[0]
+
+
+def _journal_lines_of_an_answer(run_dir: Path) -> tuple[bytes, bytes]:
+    """A dispatch line and the result line of an answer the folder holds, as the ledger
+    wrote them before they were folded into the shards."""
+    from engine.records import AttemptRecord, ResponseRecord, iso_utc
+
+    attempt = AttemptRecord.from_row(pl.read_parquet(run_dir / "attempts").row(0, named=True))
+    answers = pl.read_parquet(run_dir / "responses")
+    response = answers.filter(pl.col("request_id") == attempt.request_id).row(0, named=True)
+    dispatch = {"kind": "dispatch", "request_id": attempt.request_id,
+                "attempt": attempt.attempt, "model": attempt.model,
+                "provider": attempt.provider, "started_at": iso_utc(attempt.started_at)}
+    result = {"kind": "result", "attempt": attempt.to_row(),
+              "response": ResponseRecord.from_row(response).to_row()}
+    return orjson.dumps(dispatch), orjson.dumps(result)
+
+
+def test_every_command_names_a_journal_line_with_a_rotted_key(run_dir: Path) -> None:
+    """A result line whose attempt's "request_id" lost a bit ("request_ie"), in the middle of
+    a segment: `status` and `audit` ended in a KeyError's traceback; `score` and a resume
+    said an answer was missing and sent the user to `reparse`, which said a later version
+    had written the folder. Each now names the line, as it does a line that does not parse."""
+    dispatch, result = _journal_lines_of_an_answer(run_dir)
+    rotted = result.replace(b'"request_id"', b'"request_ie"', 1)
+    segment = run_dir / "journal" / "seg-00000099.jsonl"
+    segment.parent.mkdir(exist_ok=True)
+    segment.write_bytes(b"\n".join([dispatch, rotted, dispatch]) + b"\n")
+    spec = run_dir.parent / "damaged.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    said = (
+        f"error: {segment}: line 2 of 3 is corrupt (a result line, but its attempt has no "
+        "request_id); mend or delete that line and run again (a deleted result is asked again)"
+    )
+    for args in (*([c, str(run_dir)] for c in ("status", "audit", "score", "report")),
+                 ["reparse", str(run_dir), "--parser", "strict"],
+                 ["run", str(spec), "--out", str(run_dir)]):  # fmt: skip
+        code, output = invoke(*args)
+        assert code == 2, (args, output)
+        assert one_error_line(output) == said, args
 
 
 def test_a_denied_write_is_not_blamed_on_another_unreadable_file(run_dir: Path) -> None:
