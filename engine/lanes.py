@@ -444,7 +444,8 @@ class Lane(LaneControl):
         #: connections from the start stops at once with the hint instead of retrying.
         self._reached = False
         #: Whether any reply was in the provider's format yet, and how many in a row were
-        #: not before one was: a lane pointed at a web page stops (`RetryPolicy.foreign_streak`).
+        #: not before one was: a lane pointed at a web page stops (`RetryPolicy.foreign_streak`);
+        #: after one was, such replies are a broken gateway's (`_provider_down`).
         self._recognised = False
         self._foreign_streak = 0
         self._adapter_failures: Counter[str] = Counter()  # by exception type
@@ -585,9 +586,7 @@ class Lane(LaneControl):
                 if failure is None:
                     self.outage.on_success()
                     return
-                if self.outage.on_failure(
-                    failure.outcome, probe=bool(probe), answered=self._answered_once
-                ):
+                if self._provider_down(failure, probe=bool(probe)):
                     if probe and self._stopped_down(failure):
                         return
                     tries -= 1  # the provider is down (engine.outage): the gate paces
@@ -605,6 +604,18 @@ class Lane(LaneControl):
                 break
             await self._sleep(wait)
         self._exhausted(item, attempt_no)
+
+    def _provider_down(self, failure: Failure, *, probe: bool) -> bool:
+        """Give `failure` to the outage check (`engine.outage`): True when the provider is
+        down and the failure is not charged to its request. A reply not in the provider's
+        format counts as the provider failing once one of the lane's replies was in it
+        (`_recognised`): a broken gateway's garbage after good replies was retried to every
+        request's `max_attempts`. Before that, `_on_failure` stops the lane as pointed at
+        the wrong address (`RetryPolicy.foreign_streak`)."""
+        return self.outage.on_failure(
+            failure.outcome, probe=probe, answered=self._answered_once,
+            foreign=failure.foreign and self._recognised,
+        )  # fmt: skip
 
     def _estimate(self, item: PlanItem, max_tokens: int | None) -> int:
         """The tokens one attempt sent with `max_tokens` is charged against a `tpm` limit (0

@@ -3,7 +3,14 @@
 A lane that sees only connection errors, timeouts or 5xx replies for a while (`OutagePolicy`:
 at least `streak` of them in a row, no success or other reply in between)
 is DOWN (the streak is lane-wide, so it is reached long before any one request could spend
-its attempts on the outage). While it is down:
+its attempts on the outage). Replies not in the provider's format (`Failure.foreign`: an HTML
+page or a torn body under HTTP 200) count in the streak once a reply of the lane was in the
+format: the provider's gateway is broken, as a 502 says it is, and a streak of them after
+good replies was only retried, each request sent `max_attempts` times to a broken gateway.
+Before any reply was in the format they are not the provider failing but base_url not being
+the API's, and `engine.lanes` stops the lane (`RetryPolicy.foreign_streak`). An answer in the
+format the parser rejects is the model's (an `invalid_response` of the paper's Appendix C),
+never an outage. While it is down:
 
 - no worker starts an attempt except ONE probe at a time, sent after a backoff that doubles
   from `probe_base_s` up to `probe_cap_s`; every other worker waits;
@@ -55,6 +62,9 @@ from providers.types import Outcome
 OUTAGE_OUTCOMES: frozenset[Outcome] = frozenset(
     {Outcome.CONNECTION_ERROR, Outcome.TIMEOUT, Outcome.PROVIDER_ERROR}
 )
+#: What a pause's cause calls a streak whose last failure was a reply not in the provider's
+#: format: not "invalid_response failures", which reads as the model's unusable answers.
+FOREIGN_FAILURES = "replies not in the provider's format"
 PAUSES_FILE = Path("logs") / "pauses.jsonl"
 
 
@@ -215,11 +225,15 @@ class Outage:
         if self.down:
             self._resume("provider answered")
 
-    def on_failure(self, outcome: Outcome, *, probe: bool, answered: bool = True) -> bool:
+    def on_failure(
+        self, outcome: Outcome, *, probe: bool, answered: bool = True, foreign: bool = False
+    ) -> bool:
         """Note a failed attempt; True when it must not be charged to its request.
         `answered`: whether the provider has answered the lane once in this process (if
-        not, `unanswered_streak` failures pause it)."""
-        if outcome not in OUTAGE_OUTCOMES:
+        not, `unanswered_streak` failures pause it). `foreign`: a reply not in the provider's
+        format where replies were in it before (see the module doc): outage-type whatever
+        its outcome, which is `invalid_response` as a model's unusable answer's is."""
+        if not foreign and outcome not in OUTAGE_OUTCOMES:
             # A 429 or a bad answer is the provider talking: it is up (the probe got through).
             self._streak = 0
             if self.down:
@@ -235,18 +249,19 @@ class Outage:
         self._streak += 1
         streak = self.policy.streak if answered else self.policy.unanswered_streak
         if self._streak >= streak and now - self._streak_since >= self.policy.after_s:
-            self._pause(outcome)
+            self._pause(FOREIGN_FAILURES if foreign else f"{outcome.value} failures")
             return True
         return False
 
-    def _pause(self, outcome: Outcome) -> None:
+    def _pause(self, failures: str) -> None:
+        """Pause the lane; `failures` names the last of the streak ("timeout failures")."""
         self._up.clear()
         self._next_wait = self.policy.probe_base_s
         self._started = self._clock()
         self._started_at = datetime.now(UTC)
         self.probes = 0
         self.cause = (
-            f"{self._streak} {outcome.value} failures in a row over "
+            f"{self._streak} {failures} in a row over "
             f"{self._started - self._streak_since:.0f}s"
         )
         self._on_pause(self.cause)

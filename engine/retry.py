@@ -112,7 +112,8 @@ class RetryPolicy:
     #: Permanent failures in a row (auth, bad request) that stop a lane.
     permanent_streak: int = 3
     #: Replies in a row not in the provider's format (`Failure.foreign`), before any reply
-    #: that was, that stop a lane: its address is not the API's (a wrong base_url).
+    #: that was, that stop a lane: its address is not the API's (a wrong base_url). After
+    #: one was, they count toward the outage's streak instead (`engine.outage`).
     foreign_streak: int = 10
     #: Answer failures (`ANSWER_FAILURES`) per request, counted across resumes.
     max_answer_failures: int = 3

@@ -244,7 +244,8 @@ class Failure:
     unreachable: bool = False
     #: The reply is not in the provider's format at all (not JSON, no choices, too long): a
     #: web page or another API at base_url. A lane none of whose replies was in the format
-    #: stops after `RetryPolicy.foreign_streak` of them (`engine.lanes`).
+    #: stops after `RetryPolicy.foreign_streak` of them (`engine.lanes`); one that had such
+    #: a reply counts them as its provider down (`engine.outage`).
     foreign: bool = False
     #: The provider refused the credential this attempt carried (an OAuth token refused with
     #: 401 before it expired) and the adapter dropped it: the next attempt carries a fresh one.

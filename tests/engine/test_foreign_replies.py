@@ -4,7 +4,9 @@ A base_url pointing at a web page (a proxy's, a model server's web UI) answered 
 with HTML under HTTP 200: each was an `invalid_response`, re-asked up to the answer budget,
 so a campaign of 3,100 queries spent 4,958 attempts and 79 s (and printed 3,289 warnings)
 before it was killed by hand. Now the lane stops after `RetryPolicy.foreign_streak` such
-replies in a row, naming what came back, unless one reply was in the format before.
+replies in a row, naming what came back, unless one reply was in the format before. After
+one was, such replies are a broken gateway's: a streak of them pauses the lane as a provider
+down does (`engine.outage`), which probes instead of charging each request.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from aiohttp import web
 from engine.dispatch import dispatch, read_lane_states
 from engine.lanes import LaneState
 from engine.ledger import Ledger
+from engine.outage import OutagePolicy, read_pauses
 from engine.records import FOREIGN_NOTE, AttemptRecord
 from engine.retry import ANSWER_FAILURE_CAUSES, RetryPolicy
 from engine.scan import failure_counts, scan_attempts
@@ -30,6 +33,11 @@ if TYPE_CHECKING:
     from tests.engine.conftest import Kit, ServeAny
 
 FAST = RetryPolicy(max_attempts=3, base_s=0.001, cap_s=0.002, max_retry_after_s=0.01)
+#: Probes a few hundredths of a second apart: a streak of foreign replies after good ones
+#: pauses the lane (`engine.outage`), and the default backoff's 2, 4, 8 s would slow the tests.
+QUICK_PROBES = OutagePolicy(probe_base_s=0.01, probe_cap_s=0.05)
+#: A torn body under HTTP 200 (a broken gateway's, as a tester's fake server sent it).
+TORN = '{"choices": [ {"message": '
 PAGE = "<html><body>Welcome to nginx!</body></html>"
 Reply = Callable[[int], web.Response]
 
@@ -77,17 +85,18 @@ def serve(serve_any: ServeAny) -> Callable[[Reply], Awaitable[str]]:
 
 async def _dispatch(
     tmp_path: Path, kit: type[Kit], base_url: str, n: int, policy: RetryPolicy = FAST,
-    concurrency: int = 2,
+    concurrency: int = 2, max_down_s: float | None = None,
 ) -> Any:
     config = ModelConfig(
         name="m", provider="openai", model="m", base_url=base_url, max_tokens=64,
-        concurrency=concurrency,
+        concurrency=concurrency, max_down_s=max_down_s,
     )
     adapter = openai_provider.create_adapter(config, {})
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", n, grouped_every=0))
     return await dispatch(
-        plan, tmp_path / "run", {"m": config}, {"m": adapter}, policy=policy, log_console=None
-    )
+        plan, tmp_path / "run", {"m": config}, {"m": adapter}, policy=policy,
+        outage=QUICK_PROBES, log_console=None,
+    )  # fmt: skip
 
 
 async def test_a_web_page_at_base_url_stops_the_lane_naming_it(
@@ -119,7 +128,7 @@ async def test_json_that_is_not_a_chat_completion_is_foreign_too(
     assert "reply has no choices" in summary.lanes["m"].message
 
 
-async def test_after_one_reply_in_the_format_foreign_replies_are_only_retried(
+async def test_after_one_reply_in_the_format_foreign_replies_never_stop_the_lane(
     tmp_path: Path, kit: type[Kit], serve: Any
 ) -> None:
     """A real provider's odd reply now and then never stops its lane: one in the format
@@ -201,3 +210,55 @@ async def test_the_budget_across_resumes_counts_answers_not_foreign_replies(
         for row in failed.iter_rows(named=True):
             ledger.record_result(AttemptRecord.from_row(row), None)
         assert sum(failure_counts(again, ids, ANSWER_FAILURE_CAUSES).values()) == 1
+
+
+def _torn_between(first: int, last: int) -> Reply:
+    """Completions, torn bodies for requests `first` to `last`, then completions again."""
+
+    def reply(number: int) -> web.Response:
+        if first <= number <= last:
+            return web.Response(text=TORN, content_type="application/json")
+        return _completion(number)
+
+    return reply
+
+
+async def test_a_streak_of_foreign_replies_after_good_ones_pauses_and_probes(
+    tmp_path: Path, kit: type[Kit], serve: Any
+) -> None:
+    """15 answers, then a gateway's torn bodies under HTTP 200: each request was asked
+    `max_attempts` times (a tester's: 105 attempts for 15 answers, 15 requests given up),
+    where a streak of 5xx pauses the lane. The streak pauses it now: it probes one request
+    at a time, charges none, and finishes once the provider answers again."""
+    url = await serve(_torn_between(16, 75))
+    default = RetryPolicy(base_s=0.001, cap_s=0.002)  # six attempts a request
+    summary = await _dispatch(tmp_path, kit, url, 40, default, concurrency=4)
+    lane = summary.lanes["m"]
+    assert summary.complete and lane.state is LaneState.DONE, summary.lines()
+    assert lane.retries.exhausted == 0 and lane.pauses == 1
+    [pause] = read_pauses(tmp_path / "run")
+    assert pause["cause"].startswith("12 replies not in the provider's format in a row")
+    assert pause["ended"] == "provider answered" and pause["probes"] >= 1
+    # The streak and what was in flight as it ended were charged (a reply in the format
+    # coming back late may restart it once); the rest were probes, one at a time.
+    attempts = scan_attempts(tmp_path / "run").collect()
+    assert (attempts["outcome"] == "invalid_response").sum() == 60
+    assert pause["probes"] >= 60 - 2 * 12
+
+
+async def test_a_streak_of_foreign_replies_that_never_ends_stops_at_max_down_s(
+    tmp_path: Path, kit: type[Kit], serve: Any
+) -> None:
+    """As a provider down past its model's `max_down_s` stops its lane: in one line saying
+    how long, what the streak was and what came last."""
+    url = await serve(_torn_between(6, 10**9))
+    default = RetryPolicy(base_s=0.001, cap_s=0.002)
+    summary = await _dispatch(tmp_path, kit, url, 40, default, concurrency=4, max_down_s=0.3)
+    lane = summary.lanes["m"]
+    assert lane.state is LaneState.STOPPED and not summary.complete, summary.lines()
+    assert lane.message.startswith("m (openai) stopped after its provider was down 0:0")
+    assert "past its max_down_s of 0.3s (12 replies not in the provider's format" in lane.message
+    assert "unparseable body" in lane.message, lane.message
+    assert lane.retries.exhausted == 0
+    [pause] = read_pauses(tmp_path / "run")
+    assert pause["ended"] == "lane stopped while down"

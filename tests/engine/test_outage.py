@@ -165,6 +165,29 @@ async def test_gate_while_up_passes_at_once_and_while_down_probes() -> None:
         assert probe is False
 
 
+def test_foreign_replies_count_as_an_outage_and_a_models_bad_answers_do_not() -> None:
+    """A reply not in the provider's format (`foreign`, the lane's choice: only after one in
+    the format) is a broken gateway's, as a 5xx is; an answer the parser rejects is the
+    model's, an `invalid_response` of the paper's Appendix C, and ends any streak."""
+    from engine.outage import Outage
+    from providers.types import Outcome
+
+    causes: list[str] = []
+    outage = Outage(QUICK_OUTAGE, on_pause=causes.append, on_resume=lambda pause: None)
+    for _ in range(3 * QUICK_OUTAGE.streak):
+        assert not outage.on_failure(Outcome.INVALID_RESPONSE, probe=False)
+    assert not outage.down
+    for _ in range(QUICK_OUTAGE.streak - 1):
+        outage.on_failure(Outcome.PROVIDER_ERROR, probe=False)
+    assert outage.on_failure(Outcome.INVALID_RESPONSE, probe=False, foreign=True)
+    assert outage.down and causes[0].startswith("5 replies not in the provider's format")
+    # A probe answered in the format, however unusable, ends the pause; a foreign one not.
+    assert outage.on_failure(Outcome.INVALID_RESPONSE, probe=True, foreign=True)
+    assert outage.down
+    assert not outage.on_failure(Outcome.INVALID_RESPONSE, probe=True)
+    assert not outage.down
+
+
 @pytest.mark.timeout(60)
 async def test_a_lane_whose_provider_never_replies_stops_after_its_probes(
     tmp_path: Path, kit: type[Kit]
