@@ -98,7 +98,9 @@ class RetryPolicy:
     #: First backoff window in seconds; doubles per attempt up to `cap_s`.
     base_s: float = 0.5
     cap_s: float = 30.0
-    #: A Retry-After longer than this is clipped (a bogus header must not stall a lane for days).
+    #: A Retry-After longer than this is clipped (a bogus header must not stall a lane for days;
+    #: one past any wait a provider states is ignored as it is read:
+    #: `providers.headers.plausible_wait`).
     max_retry_after_s: float = 600.0
     #: The longest wait a spent quota (`Failure.quota_exhausted`) may state and still be held
     #: out in this run, the lane carrying on after it; a quota stating none, or a longer one,

@@ -94,12 +94,13 @@ def parse_retry_after(text: str | None, now: float | None = None) -> float | Non
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """The server's wait hint: `retry-after-ms` first (more precise), then `retry-after`."""
+    """The server's wait hint: `retry-after-ms` first (more precise), then `retry-after`;
+    None past any wait a provider states (`plausible_wait`)."""
     view = headers if isinstance(headers, Headers) else Headers(headers)
     millis = parse_number(view.get_first("retry-after-ms"))
     if millis is not None:
-        return millis / 1000.0
-    return parse_retry_after(view.get_first("retry-after"), now)
+        return plausible_wait(millis / 1000.0)
+    return plausible_wait(parse_retry_after(view.get_first("retry-after"), now))
 
 
 #: A rate-limited reply that asks for a wait longer than this is a spent quota in all but
@@ -110,9 +111,21 @@ def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) ->
 #: each request charged until given up; as a spent quota the lane pauses and says so.
 SPENT_QUOTA_WAIT_S = 3600.0
 #: The longest wait read as a spent quota: a month, a monthly budget's reset. A longer one
-#: is no quota any provider documents but a bogus or misread value (`retry-after: 1e308`), a
-#: rate limit whose wait the engine clips, as it was before waits meant quotas.
+#: is no quota any provider documents but a bogus or misread value (`retry-after: 1e308`),
+#: and is ignored (`plausible_wait`).
 LONGEST_QUOTA_WAIT_S = 31 * 86400.0
+
+
+def plausible_wait(seconds: float | None) -> float | None:
+    """A wait a reply states, or None past `LONGEST_QUOTA_WAIT_S`: such a value
+    (`retry-after: 999999999`, an HTTP date in 2099) is ignored as an unreadable one (`inf`,
+    `abc`) is, and the engine's own backoff paces the retries, as the OpenAI and Groq SDKs
+    ignore a `retry-after` past their bound. Clipped to `max_retry_after_s` as a rate limit's
+    wait, as it was, the most absurd value held its lane ten minutes a cycle, the longest
+    stall any header got short of a quota; read as a spent quota, a misread value would pause
+    the lane until someone resumes it, where every other reading of the reply says a rate
+    limit."""
+    return None if seconds is None or seconds > LONGEST_QUOTA_WAIT_S else seconds
 
 
 def is_spent_quota_wait(seconds: float | None) -> bool:
@@ -173,16 +186,17 @@ _MESSAGE_WAIT = re.compile(
 
 
 def wait_from_message(message: str) -> float | None:
-    """A wait stated in an error message's prose, in seconds, or None."""
+    """A wait stated in an error message's prose, in seconds, or None (none stated, or one
+    past `plausible_wait`)."""
     match = _MESSAGE_WAIT.search(message)
     if match is None:
         return None
     if match.group("go") is not None:
-        return parse_duration(match.group("go"))
+        return plausible_wait(parse_duration(match.group("go")))
     value = float(match.group("value"))
     unit = match.group("unit").lower()
     if unit.startswith("milli"):
-        return value / 1000.0
-    if unit.startswith("min"):
-        return value * 60.0
-    return value
+        value /= 1000.0
+    elif unit.startswith("min"):
+        value *= 60.0
+    return plausible_wait(value)

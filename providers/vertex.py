@@ -41,6 +41,7 @@ from providers.google_auth_tokens import (
 )
 from providers.headers import (
     parse_number,
+    plausible_wait,
     rate_limit_info,
     retry_after_seconds,
     spent_by_wait,
@@ -114,8 +115,6 @@ _THINKING_BUDGETS = {"none": 0, "low": 1024, "medium": 8192, "high": 24576}
 _DAILY_QUOTA = re.compile(r"per[ _-]?day|daily", re.IGNORECASE)
 #: The `error.details[]` entry that says when to ask again (`retryDelay`, a Duration "37s").
 _RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
-#: The longest google.protobuf.Duration (10,000 years): a retryDelay past it is none at all.
-_MAX_DURATION_S = 315_576_000_000.0
 #: How many recently issued tokens are remembered for redaction.
 _TOKENS_REMEMBERED = 8
 
@@ -218,9 +217,10 @@ def _retry_delay(payload: Any) -> float | None:
     """Seconds of the envelope's google.rpc.RetryInfo `retryDelay`, or None.
 
     The delay is a Duration in its JSON form ("37s", "1.5s"). Anything else (negative, not a
-    number, past the longest Duration) is ignored as an unreadable Retry-After header is: a
-    wrong guess is worse than the engine's own backoff. A long wait is clipped by the engine,
-    or read as a spent quota (`providers.headers.is_spent_quota_wait`).
+    number, past any wait a provider states: `providers.headers.plausible_wait`) is ignored as
+    an unreadable Retry-After header is: a wrong guess is worse than the engine's own backoff.
+    A long wait is clipped by the engine, or read as a spent quota
+    (`providers.headers.is_spent_quota_wait`).
     """
     error = _error_object(payload)
     details = error.get("details") if error is not None else None
@@ -231,8 +231,7 @@ def _retry_delay(payload: Any) -> float | None:
             delay = detail.get("retryDelay")
             if not (isinstance(delay, str) and delay.strip().endswith("s")):
                 return None
-            seconds = parse_number(delay.strip()[:-1])
-            return seconds if seconds is not None and seconds <= _MAX_DURATION_S else None
+            return plausible_wait(parse_number(delay.strip()[:-1]))
     return None
 
 

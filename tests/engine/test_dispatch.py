@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, cast
 
 import polars as pl
 import pytest
+from aiohttp import web
 
 from engine.audit import audit
 from engine.dispatch import DispatchSummary, dispatch
@@ -26,7 +27,7 @@ from providers.sim.server import SimHandle, start_sim
 from providers.types import Completion, Failure, ModelConfig, Outcome
 
 if TYPE_CHECKING:
-    from tests.engine.conftest import Kit
+    from tests.engine.conftest import Kit, ServeAny
 
 FAST = RetryPolicy(max_attempts=8, base_s=0.01, cap_s=0.05, max_retry_after_s=0.05)
 
@@ -197,6 +198,36 @@ async def test_quota_exhausted_pauses_lane_without_retry_loop(
     assert lane.attempts == 1 and lane.retries.total == 1
     assert summary.lanes["ok"].accepted == 20
     assert "q" in summary.halted() and "paused" in summary.halted()["q"]
+
+
+@pytest.mark.parametrize(
+    "retry_after", ["999999999", "Thu, 01 Jan 2099 00:00:00 GMT", "inf"],
+    ids=["31-years", "in-2099", "inf"],
+)
+async def test_a_retry_after_past_any_wait_a_provider_states_holds_nothing(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny, retry_after: str
+) -> None:
+    """A 429 asking to wait decades held its lane `max_retry_after_s` (ten minutes) a
+    cycle, "held 9:00 more by Retry-After" (a tester's), where `inf` was ignored and 7200
+    s paused the lane: now it is ignored as `inf` is, the lane's own backoff pacing the
+    retries, the request given up after its attempts, and nothing is held or paused."""
+
+    async def bogus(request: web.Request) -> web.Response:
+        return web.json_response({"error": {"message": "slow down"}}, status=429,
+                                 headers={"Retry-After": retry_after})  # fmt: skip
+
+    root = await serve_any(bogus)
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("b", 2))
+    config, adapter = kit.sim_model("b", root, route="v1", concurrency=1)
+    summary = await dispatch(
+        plan, tmp_path / "run", {"b": config}, {"b": adapter}, policy=FAST, log_console=None
+    )
+    lane = summary.lanes["b"]
+    assert lane.held_by == "" and lane.held_total_s == 0 and lane.state is LaneState.DONE
+    assert lane.retries.exhausted == 2 and lane.attempts == 2 * FAST.max_attempts
+    attempts = scan_attempts(tmp_path / "run").collect()
+    assert set(attempts["outcome"]) == {"rate_limit"}
+    assert attempts["retry_after_s"].null_count() == attempts.height
 
 
 async def test_a_quota_that_says_when_it_returns_holds_the_lane_then_carries_on(

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from providers.base import Headers
 from providers.headers import (
+    LONGEST_QUOTA_WAIT_S,
     parse_duration,
     parse_number,
     parse_retry_after,
@@ -80,6 +81,25 @@ def test_retry_after_ms_wins_and_is_not_read_as_seconds() -> None:
     assert retry_after_seconds({"RETRY-AFTER-MS": "250"}) == 0.25
     assert retry_after_seconds({}) is None
     assert retry_after_seconds({"retry-after": ""}) is None
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"retry-after": "999999999"}, {"retry-after": "Thu, 01 Jan 2099 00:00:00 GMT"},
+     {"retry-after": "1e308"}, {"retry-after-ms": "2678400001"}, {"retry-after": "inf"}],
+)
+def test_a_wait_past_any_a_provider_states_is_ignored_as_an_unreadable_one_is(
+    headers: dict[str, str],
+) -> None:
+    """Clipped to the engine's ten minutes, the most absurd Retry-After held its lane the
+    longest (a tester's): now it is no hint at all, as `inf` was, and a month is still one."""
+    assert retry_after_seconds(headers, now=0.0) is None
+    month = LONGEST_QUOTA_WAIT_S
+    assert retry_after_seconds({"retry-after": f"{month:.0f}"}) == month
+    assert retry_after_seconds({"retry-after-ms": f"{month * 1000:.0f}"}) == month
+    assert wait_from_message(f"Please retry after {month + 1:.0f} seconds.") is None
+    assert wait_from_message("Please try again in 999999h.") is None
+    assert wait_from_message(f"Please retry after {month:.0f} seconds.") == month
 
 
 def test_groq_rate_limit_headers() -> None:
