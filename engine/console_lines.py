@@ -50,6 +50,22 @@ def held_text(held_s: float | None, by: str | None) -> str:
     return f"held {duration(held_s)} more by {by or 'the provider'}"
 
 
+def stop_wait_text(in_flight: int, wait_s: float | None) -> str:
+    """What a run a stop waits on says (dispatch's table and lines, `dutchbook status`): the
+    attempts in flight it waits for, and how long at most: an attempt sent before the stop
+    ends by its `timeout_s`, and a hung provider held a stop that long without a word."""
+    its = "its" if in_flight == 1 else "their"
+    return (
+        f"stopping: waiting for {plural(in_flight, 'attempt')} in flight, up to "
+        f"{duration(wait_s)} more ({its} timeout_s)"
+    )
+
+
+#: What dispatch's table and lines add to `stop_wait_text`: the run's own signal handler
+#: (`runs.pipeline.StopSignals`) cancels at the second.
+SIGNAL_AGAIN = "signal again to stop at once"
+
+
 def lane_state_said(state: str, answered: int, planned: int | None, gave_up: int | None) -> str:
     """A lane's state as dispatch's table and progress line, and `dutchbook status`, say it.
 

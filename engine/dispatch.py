@@ -451,6 +451,24 @@ async def _refresh(
             await asyncio.wait_for(done.wait(), timeout=every_s)
 
 
+async def _tell_stop(
+    stop_event: asyncio.Event | None, lanes: list[AnyLane], done: asyncio.Event
+) -> None:
+    """Tell every lane when the run is asked to stop (`LaneControl.on_stop`), as it is
+    asked: the lanes' table, progress lines and `logs/lanes.json` say it from then on."""
+    if stop_event is None:
+        return
+    waits = [asyncio.ensure_future(stop_event.wait()), asyncio.ensure_future(done.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+    if stop_event.is_set() and not done.is_set():
+        for lane in lanes:
+            lane.on_stop()
+
+
 def _write_lane_states(run_dir: Path, lanes: list[LaneStats]) -> None:
     """`logs/lanes.json`, a snapshot for readers: skipped, not fatal, when the disk is full."""
     try:
@@ -657,6 +675,7 @@ async def dispatch(
         plan_path, run_dir, ledger, log, _as_sink(progress), batch_rows,
         has_history=any((run_dir / "attempts").glob("*.parquet")),
         compact_every=(compact_every_s, compact_every_n), spans=plan_spans(plan_path),
+        stop_event=stop_event,
     )
     try:
         spend = await _spend_cap(run, models, budget_usd, summary)
@@ -726,6 +745,8 @@ class _Run:
     compact_every: tuple[float, int]
     #: Per model, the stretch of the plan its lane reads (`engine.plan.plan_spans`).
     spans: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    #: Set when the run is asked to stop (`dispatch`'s `stop_event`).
+    stop_event: asyncio.Event | None = None
 
     async def drive(
         self, lanes: list[AnyLane], counts: Mapping[str, int], summary: DispatchSummary,
@@ -758,6 +779,7 @@ class _Run:
         helpers = [
             asyncio.create_task(compactor.run(done)),
             asyncio.create_task(_refresh(self.sink, self.run_dir, stats, done)),
+            asyncio.create_task(_tell_stop(self.stop_event, lanes, done)),
         ]
         try:
             results = await asyncio.gather(

@@ -54,6 +54,9 @@ def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
                 "paused_s": round(s.paused_s, 3),
                 "held_s": round(s.held_now_s, 1),  # left of the provider's hold, when written
                 "held_by": s.held_by,
+                # Left, when written, of a stop's wait for the lane's attempts in flight
+                # (`LaneStats.stop_wait_s`); None when no stop waits on it: `status` says it.
+                "stop_wait_s": None if (wait := s.stop_wait_s) is None else round(wait, 1),
             }
             for s in lanes
         },

@@ -186,6 +186,9 @@ class LaneStats:
     #: Requests a batch job of an earlier run holds, not asked by this live lane (the model
     #: was switched from batch to live on resume): asked when it is dispatched as batch again.
     held_by_jobs: int = 0
+    #: `clock()` by which a stop (a signal) has had every attempt this lane had in flight
+    #: back or timed out (`LaneControl.on_stop`); 0 while no stop was asked.
+    stop_wait_until: float = 0.0
     #: The spend cap's words (`SpendCap.message`) as they stood when the cap stopped the lane
     #: (its `reason` begins with them): the dispatch says them again as they are at its end.
     cap_words: str = ""
@@ -221,6 +224,14 @@ class LaneStats:
         """The state as a person reads it (`engine.console_lines.lane_state_said`): a lane
         that gave requests up is not said "done"."""
         return lane_state_said(self.state.value, self.done, self.planned, self.given_up)
+
+    @property
+    def stop_wait_s(self) -> float | None:
+        """Seconds a stop may still wait for the lane's attempts in flight; None when no stop
+        waits on it (none asked, or nothing of this lane in flight)."""
+        if not self.stop_wait_until or not self.in_flight:
+            return None
+        return max(self.stop_wait_until - self.clock(), 0.0)
 
     def say(self, reason: str, lead: str = "") -> None:
         """Set why the lane is in its state: `message` is `reason` after `lead` (the lane's
@@ -363,6 +374,23 @@ class LaneControl:
             return True
         return False
 
+    def on_stop(self) -> None:
+        """The run was asked to stop (`stop_event`, a signal): the lane says so now, not
+        when a worker next looks (`halted`). A worker waiting for the slot a hung attempt
+        held looked only when that attempt timed out, and until then the lane said
+        "running" with nothing of the stop. How long the stop may wait for the lane's
+        attempts in flight is kept beside it (`LaneStats.stop_wait_s`). A lane that is done
+        stays done."""
+        if self.stats.state is LaneState.DONE or not self.halted:
+            return
+        if (wait_s := self._stop_wait_s()) is not None:
+            self.stats.stop_wait_until = self.stats.clock() + wait_s
+
+    def _stop_wait_s(self) -> float | None:
+        """The longest a stop waits for an attempt the lane has in flight (None: the stop
+        waits for nothing of the lane's: a batch lane's jobs stay at their provider)."""
+        return None
+
     def _halt(self, state: LaneState, reason: str, after_name: str = ": ") -> None:
         """Stop or pause the lane for `reason` (why, not how it ended: the state says that);
         its message names the lane first, then `after_name`."""
@@ -458,6 +486,10 @@ class Lane(LaneControl):
     @property
     def provider_name(self) -> str:
         return self.adapter.provider
+
+    def _stop_wait_s(self) -> float | None:
+        """An attempt in flight ends by its `timeout_s`: each was sent before the stop."""
+        return self.config.timeout_s
 
     def _cap_changed(self, old: int, new: int, why: str) -> None:
         self.stats.cap = new

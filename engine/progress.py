@@ -19,14 +19,21 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from engine.console_lines import LINE_EVERY_S, PeriodicLines, duration, held_text
+from engine.console_lines import (
+    LINE_EVERY_S,
+    SIGNAL_AGAIN,
+    PeriodicLines,
+    duration,
+    held_text,
+    stop_wait_text,
+)
 from engine.console_tables import keep_whole
 from engine.lanes import HALTED, LaneState, LaneStats
 
 
 def render(lanes: list[LaneStats]) -> Table:
     """The table for the current counters (also usable on its own, e.g. by `status`)."""
-    table = Table(title="dutchbook dispatch", expand=False)
+    table = Table(title="dutchbook dispatch", caption=stopping_text(lanes), expand=False)
     for column in (
         "model",
         "state",
@@ -62,6 +69,16 @@ def render(lanes: list[LaneStats]) -> Table:
     return table
 
 
+def stopping_text(lanes: list[LaneStats]) -> str | None:
+    """While a stop waits for attempts in flight, how many and how long at most (the table's
+    caption, the progress line's tail); None otherwise."""
+    waits = [(s.in_flight, wait) for s in lanes if (wait := s.stop_wait_s) is not None]
+    if not waits:
+        return None
+    left = max(wait for _, wait in waits)
+    return f"{stop_wait_text(sum(n for n, _ in waits), left)}; {SIGNAL_AGAIN}"
+
+
 def _state_text(s: LaneStats) -> str:
     """The state column: the state, and why (the lane's message, or the provider's hold). A
     lane that gave requests up says "gave up" or "done in part" alone: its counts are in the
@@ -77,7 +94,15 @@ LINE_LANES = 8
 
 def progress_line(lanes: list[LaneStats], elapsed_s: float) -> str:
     """One plain line of every lane's count, rate and time left, for a log; with more than
-    `LINE_LANES` lanes, their total and how many are in each state."""
+    `LINE_LANES` lanes, their total and how many are in each state. While a stop waits for
+    attempts in flight, the line ends saying so (`stopping_text`)."""
+    line = _counts_line(lanes, elapsed_s)
+    stopping = stopping_text(lanes)
+    return line if stopping is None else f"{line} — {stopping}"
+
+
+def _counts_line(lanes: list[LaneStats], elapsed_s: float) -> str:
+    """`progress_line` but for a stop's wait."""
     head = f"dispatch {duration(elapsed_s)}: "
     if len(lanes) > LINE_LANES:
         done, planned = sum(s.done for s in lanes), sum(s.planned for s in lanes)

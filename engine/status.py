@@ -93,7 +93,9 @@ def status(
     pending_failures, answers_rejected_on_reparse, failed (pending_failures less those),
     and from the engine's `logs/lanes.json`
     when present: lane_state, lane_message, rate_per_s, lane_held_s, lane_held_by,
-    lane_gave_up, additive lane_limit_rate_per_s; and eta_s, `lane_eta_s`),
+    lane_gave_up, additive lane_limit_rate_per_s, lane_in_flight and lane_stop_wait_s; and
+    eta_s, `lane_eta_s`), additive `stopping` (while a live run's stop waits for attempts in
+    flight: `attempts_in_flight` and `wait_s`, the most it waits yet; else None),
     `batch_jobs` (per batch model, per
     group of `engine.batch_jobs.STATUS_GROUPS`: jobs and lines), `batch_at_provider` (`jobs`
     not yet collected and the `queries` they hold, and additive `uncreated_jobs`, those of
@@ -244,6 +246,7 @@ def _read_status(
         "attempts_last_minute": activity["attempts_last_minute"],
         "journal_segments": len(list_segments(run_dir / JOURNAL)),
         "models": {m: per_model[m] for m in models},
+        "stopping": _stopping(per_model, live=state == "live"),
         "lanes_updated_at": (lanes or {}).get("updated_at") if isinstance(lanes, dict) else None,
         "batch_jobs": jobs_summary(run_dir, jobs),
         "batch_at_provider": asdict(held),
@@ -262,6 +265,24 @@ def _read_status(
             line for line in (rejected_answers_line(rejected, str(run_dir), own_parser=own),)
             if line
         ],
+    }
+
+
+def _stopping(per_model: dict[str, dict[str, Any]], *, live: bool) -> dict[str, Any] | None:
+    """While a live run's stop (a signal) waits for attempts in flight, as its lanes last
+    said (`lane_stop_wait_s`): how many it waits for, and how long at most (`wait_s`, as
+    of `lanes_updated_at`); None otherwise. A hung provider held a stopped run for its
+    `timeout_s`, and `status` said only "running"."""
+    waits = [
+        (entry.get("lane_in_flight") or 0, wait)
+        for entry in per_model.values()
+        if (wait := entry.get("lane_stop_wait_s")) is not None
+    ]
+    if not live or not waits:
+        return None
+    return {
+        "attempts_in_flight": int(sum(n for n, _ in waits)),
+        "wait_s": max(wait for _, wait in waits),
     }
 
 
@@ -418,6 +439,8 @@ def _lane_fields(lane: dict[str, Any]) -> dict[str, Any]:
         "lane_limit_rate_per_s": number("limit_rate_per_s"),
         "lane_held_by": text("held_by"),
         "lane_gave_up": _gave_up(lane, number),
+        "lane_in_flight": number("in_flight"),
+        "lane_stop_wait_s": number("stop_wait_s"),
     }
 
 

@@ -34,7 +34,7 @@ from engine.batch_lost import (
     lost_jobs_line,
     write_down,
 )
-from engine.console_lines import plural
+from engine.console_lines import SIGNAL_AGAIN, plural
 from engine.dispatch import DispatchSummary, dispatch
 from engine.durable import (
     DiskFull,
@@ -970,7 +970,7 @@ async def _run_locked(
         check_footers(p for kind in (ATTEMPTS, RESPONSES) for p in visible_shards(run_dir / kind))
     signals = StopSignals(
         on_first=lambda: console.print(
-            "stopping: finishing the attempts in flight (signal again to stop at once)",
+            f"stopping: finishing the attempts in flight ({SIGNAL_AGAIN})",
             soft_wrap=True,
         )
     )

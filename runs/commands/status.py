@@ -15,7 +15,13 @@ from rich.text import Text
 from engine.audit import REJECTED_ON_REPARSE
 from engine.batch_jobs import AtProvider
 from engine.batch_lost import LostJob, lost_jobs, lost_jobs_line
-from engine.console_lines import duration, held_text, lane_state_said, plural
+from engine.console_lines import (
+    duration,
+    held_text,
+    lane_state_said,
+    plural,
+    stop_wait_text,
+)
 from engine.console_tables import print_whole
 from engine.journal import JournalError
 from engine.runlock import lock_held
@@ -105,6 +111,12 @@ def render(summary: dict[str, Any], console: Console) -> None:
     held = AtProvider(**summary.get("batch_at_provider") or {})
     if held:  # a batch run's queries with the provider: "stopped, 3 batch jobs (28 ...) ..."
         header.append(f", {held.phrase()}")
+    if stopping := summary.get("stopping"):  # a signal's stop, waiting on a hung provider
+        again = f" (`kill {pid['pid']}`)" if pid.get("pid") else ""
+        header.append(
+            f", {stop_wait_text(stopping['attempts_in_flight'], stopping['wait_s'])}; "
+            f"signal it again{again} to stop at once"
+        )
     if (silent := _lanes_silent_s(summary)) is not None:
         header.append(f", but no lane has said anything for {duration(silent)}: the process "
                       "may be stopped (SIGSTOP, a debugger) or stalled")  # fmt: skip

@@ -1,0 +1,143 @@
+"""A stop (a signal) that waits for attempts in flight says so, and for how long at most.
+
+After one Ctrl-C or SIGTERM the run starts nothing more and waits for the attempts in flight,
+whose answers are paid for. A provider that hung held such a stop for its `timeout_s` (a
+tester's 600 s), and nothing said why: the lane said "running", its progress line "0.0/s, ETA
+?", `logs/lanes.json` (what `status` reads) "running" with nothing of the stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from engine.dispatch import dispatch
+from engine.lanefile import read_lane_states
+from engine.lanes import LaneState, LaneStats
+from engine.progress import progress_line, render
+from engine.retry import RetryPolicy
+from providers import openai as openai_provider
+from providers.types import ModelConfig
+
+if TYPE_CHECKING:
+    from tests.engine.conftest import Kit, ServeAny
+
+TIMEOUT_S = 30.0
+ONCE = RetryPolicy(max_attempts=1, base_s=0.001, cap_s=0.002)
+
+
+class _Lanes:
+    """A progress sink that keeps the lanes' live counters for the test to read."""
+
+    def __init__(self) -> None:
+        self.lanes: list[LaneStats] = []
+
+    def start(self, lanes: list[LaneStats]) -> None:
+        self.lanes = lanes
+
+    def refresh(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+
+def _answer() -> web.Response:
+    choice = {"index": 0, "finish_reason": "stop",
+              "message": {"role": "assistant", "content": '{"probability": 0.6}'}}  # fmt: skip
+    return web.json_response({"id": "c1", "model": "m", "choices": [choice]})
+
+
+async def _lane_file_says_stopping(run_dir: Path) -> dict[str, object]:
+    """`logs/lanes.json`'s lane once it says the stop (dispatch rewrites it every second)."""
+    async with asyncio.timeout(10):
+        while True:
+            lane = ((read_lane_states(run_dir) or {}).get("lanes") or {}).get("m") or {}
+            if lane.get("state") == "cancelled":
+                return lane
+            await asyncio.sleep(0.05)
+
+
+async def test_a_stop_waiting_on_a_hung_attempt_says_so_and_keeps_its_answer(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny
+) -> None:
+    asked, answer = asyncio.Event(), asyncio.Event()
+
+    async def hang(request: web.Request) -> web.Response:
+        await request.read()
+        asked.set()
+        await answer.wait()  # a provider that does not answer until the test says so
+        return _answer()
+
+    url = f"{await serve_any(hang)}/v1"
+    config = ModelConfig(name="m", provider="openai", model="m", base_url=url, max_tokens=64,
+                         concurrency=4, timeout_s=TIMEOUT_S)  # fmt: skip
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 6, grouped_every=0))
+    stop, sink = asyncio.Event(), _Lanes()
+    run = asyncio.create_task(dispatch(
+        plan, tmp_path / "run", {"m": config}, {"m": openai_provider.create_adapter(config, {})},
+        progress=sink, policy=ONCE, log_console=None, stop_event=stop, parser="lenient",
+    ))  # fmt: skip
+    try:
+        async with asyncio.timeout(10):
+            await asyncio.wait({asyncio.ensure_future(asked.wait()), run},
+                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        assert asked.is_set(), run.result().lines()
+        stop.set()
+        lane = await _lane_file_says_stopping(tmp_path / "run")
+        assert lane["reason"] == "stop requested" and lane["in_flight"] == 1
+        assert 0 < lane["stop_wait_s"] <= TIMEOUT_S  # type: ignore[operator]
+        line = progress_line(sink.lanes, 60.0)
+        assert line.startswith("dispatch 1:00: m cancelled 0/6 — stopping: waiting for 1 attempt "
+                               "in flight, up to 0:")  # fmt: skip
+        assert line.endswith(" more (its timeout_s); signal again to stop at once")
+        assert render(sink.lanes).caption == line.partition(" — ")[2]  # the live table's too
+    finally:
+        answer.set()  # failed or not: the server's teardown waits for its handlers
+    summary = await asyncio.wait_for(run, 10)
+    stats = summary.lanes["m"]
+    assert stats.accepted == 1 and stats.state is LaneState.CANCELLED  # its answer is kept
+    assert stats.stop_wait_s is None and "stopping" not in progress_line([stats], 61.0)
+    assert (read_lane_states(tmp_path / "run") or {})["lanes"]["m"]["stop_wait_s"] is None
+
+
+async def test_a_lane_done_before_the_stop_stays_done(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny
+) -> None:
+    """The stop is told to every lane: one that had finished is not said "cancelled"."""
+    released = asyncio.Event()  # at the end: the server's teardown waits for its handlers
+
+    async def hang(request: web.Request) -> web.Response:
+        await request.read()
+        await released.wait()
+        return _answer()
+
+    async def answer(request: web.Request) -> web.Response:
+        await request.read()
+        return _answer()
+
+    url = f"{await serve_any(answer)}/v1"
+    config = ModelConfig(name="m", provider="openai", model="m", base_url=url, max_tokens=64)
+    hung = ModelConfig(name="h", provider="openai", model="h", max_tokens=64, timeout_s=2.0,
+                       base_url=f"{await serve_any(hang)}/v1")  # fmt: skip
+    rows = kit.plan_rows("m", 2, grouped_every=0) + kit.plan_rows("h", 1, grouped_every=0)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    stop = asyncio.Event()
+    adapters = {c.name: openai_provider.create_adapter(c, {}) for c in (config, hung)}
+    run = asyncio.create_task(dispatch(
+        plan, tmp_path / "run", {"m": config, "h": hung}, adapters, policy=ONCE,
+        log_console=None, stop_event=stop, parser="lenient",
+    ))  # fmt: skip
+    async with asyncio.timeout(10):
+        while ((read_lane_states(tmp_path / "run") or {}).get("lanes") or {}).get("m", {}).get(
+            "state"
+        ) != "done":
+            await asyncio.sleep(0.05)
+    stop.set()
+    summary = await asyncio.wait_for(run, 20)
+    released.set()
+    assert summary.lanes["m"].state is LaneState.DONE
+    assert summary.lanes["h"].state is LaneState.CANCELLED
