@@ -50,14 +50,20 @@ def held_text(held_s: float | None, by: str | None) -> str:
     return f"held {duration(held_s)} more by {by or 'the provider'}"
 
 
-def stop_wait_text(in_flight: int, wait_s: float | None) -> str:
+def stop_wait_text(in_flight: int, wait_s: float | None, cut: bool = False) -> str:
     """What a run a stop waits on says (dispatch's table and lines, `dutchbook status`): the
     attempts in flight it waits for, and how long at most: an attempt sent before the stop
-    ends by its `timeout_s`, and a hung provider held a stop that long without a word."""
+    ends by its `timeout_s`, and a hung provider held a stop that long without a word. `cut`:
+    the wait is cut short, the provider not having answered yet
+    (`engine.outage.OutagePolicy.unanswered_stop_wait_s`)."""
     its = "its" if in_flight == 1 else "their"
+    why = (
+        "no answer yet from the provider: then cut, and asked again by the next run"
+        if cut else f"{its} timeout_s"
+    )  # fmt: skip
     return (
         f"stopping: waiting for {plural(in_flight, 'attempt')} in flight, up to "
-        f"{duration(wait_s)} more ({its} timeout_s)"
+        f"{duration(wait_s)} more ({why})"
     )
 
 

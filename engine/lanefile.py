@@ -57,6 +57,8 @@ def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
                 # Left, when written, of a stop's wait for the lane's attempts in flight
                 # (`LaneStats.stop_wait_s`); None when no stop waits on it: `status` says it.
                 "stop_wait_s": None if (wait := s.stop_wait_s) is None else round(wait, 1),
+                "stop_wait_cut": s.stop_wait_cut,  # ... cut short: no answer from it yet
+                "cut_at_stop": s.cut_at_stop,  # attempts in flight that wait then cut
             }
             for s in lanes
         },

@@ -189,6 +189,10 @@ class LaneStats:
     #: `clock()` by which a stop (a signal) has had every attempt this lane had in flight
     #: back or timed out (`LaneControl.on_stop`); 0 while no stop was asked.
     stop_wait_until: float = 0.0
+    #: Whether that wait is cut short of `timeout_s` (the provider has not answered yet:
+    #: `OutagePolicy.unanswered_stop_wait_s`), and the attempts it then cut.
+    stop_wait_cut: bool = False
+    cut_at_stop: int = 0
     #: The spend cap's words (`SpendCap.message`) as they stood when the cap stopped the lane
     #: (its `reason` begins with them): the dispatch says them again as they are at its end.
     cap_words: str = ""
@@ -415,6 +419,11 @@ class LaneControl:
 class Lane(LaneControl):
     """Dispatches one model's plan items (see the module docstring)."""
 
+    #: The workers while the lane runs (`run`), and a stop's cut of them when one is due
+    #: (`_stop_wait_s`).
+    _workers: asyncio.Future[list[None]] | None = None
+    _cut: asyncio.TimerHandle | None = None
+
     def __init__(
         self,
         config: ModelConfig,
@@ -488,8 +497,31 @@ class Lane(LaneControl):
         return self.adapter.provider
 
     def _stop_wait_s(self) -> float | None:
-        """An attempt in flight ends by its `timeout_s`: each was sent before the stop."""
-        return self.config.timeout_s
+        """An attempt in flight ends by its `timeout_s` (each was sent before the stop); at a
+        provider that has not answered yet, the stop waits `unanswered_stop_wait_s` at most
+        (`OutagePolicy`), then cuts it (`_cut_at_stop`)."""
+        cut = self.outage.policy.unanswered_stop_wait_s
+        if self._answered_once or cut >= self.config.timeout_s or not self.stats.in_flight:
+            return self.config.timeout_s
+        self.stats.stop_wait_cut = True
+        self._cut = asyncio.get_running_loop().call_later(cut, self._cut_at_stop)
+        return cut
+
+    def _cut_at_stop(self) -> None:
+        """Cancel the lane's workers, their attempts in flight with them, unless a reply came
+        meanwhile (a lane that has answered is waited for) or nothing is in flight now."""
+        cut = self.stats.in_flight
+        if self._answered_once or not cut or self._workers is None:
+            return
+        self.stats.cut_at_stop = cut
+        self.stats.say(
+            f"{STOP_REQUESTED}; {plural(cut, 'attempt')} in flight cut after "
+            f"{duration(self.outage.policy.unanswered_stop_wait_s)}, its provider not having "
+            "answered once since this command started: the next run records "
+            f"{'it' if cut == 1 else 'them'} as interrupted and asks again"
+        )
+        self.log.warning("cut_at_stop", echo=False, model=self.config.name, attempts=cut)
+        self._workers.cancel()
 
     def _cap_changed(self, old: int, new: int, why: str) -> None:
         self.stats.cap = new
@@ -545,9 +577,16 @@ class Lane(LaneControl):
             rpm=self.config.rpm,
             tpm=self.config.tpm,
         )
+        self._workers = asyncio.gather(*(self._worker(queue) for _ in range(self.workers)))
         try:
-            await asyncio.gather(*(self._worker(queue) for _ in range(self.workers)))
+            await self._workers
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not self.stats.cut_at_stop or (task is not None and task.cancelling()):
+                raise  # cancelled from outside (a second signal), not cut by the stop
         finally:
+            if self._cut is not None:
+                self._cut.cancel()
             if self._build_pool is not None:  # never wait here for a build stuck in a thread
                 self._build_pool.shutdown(wait=False, cancel_futures=True)
             self.stats.finished = time.monotonic()

@@ -95,6 +95,14 @@ class OutagePolicy:
     #: first request), stops only after it has been down this long: a provider restarting
     #: as a run starts should not lose its lane for the night.
     unanswered_down_s: float = 300.0
+    #: The longest a stop (a signal) waits for an attempt in flight at a provider that has
+    #: not answered once in this process, before it cuts it: the next run records it as
+    #: interrupted and asks it again. Nothing says that reply is coming (a tester's hung
+    #: server held a stop its 600 s `timeout_s`), and what a cut may waste is one request
+    #: per lane, as such a lane sends one at a time (slow start). 30 s leaves a stop under
+    #: systemd's default 90 s before SIGKILL the time to compact, score and report; a
+    #: provider that answered is waited for its whole `timeout_s`: its answers come back.
+    unanswered_stop_wait_s: float = 30.0
     #: Seconds a lane may be down before it stops, at the first probe that fails from then
     #: on (a model's spec key `max_down_s`); None: a provider that answered is probed until
     #: it comes back.
@@ -103,11 +111,12 @@ class OutagePolicy:
     def __post_init__(self) -> None:
         if (self.streak < 1 or self.after_s < 0 or self.probe_base_s < 0
                 or self.unanswered_probes < 1 or self.unanswered_streak < 1
-                or not self.unanswered_down_s >= 0
+                or not self.unanswered_down_s >= 0 or not self.unanswered_stop_wait_s >= 0
                 or not (self.max_down_s is None or self.max_down_s > 0)):
             raise ValueError(
                 "outage policy: streak >= 1, after_s >= 0, probe_base_s >= 0, "
                 "unanswered_probes >= 1, unanswered_streak >= 1, unanswered_down_s >= 0, "
+                "unanswered_stop_wait_s >= 0, "
                 "max_down_s None or > 0"
             )
 

@@ -72,11 +72,12 @@ def render(lanes: list[LaneStats]) -> Table:
 def stopping_text(lanes: list[LaneStats]) -> str | None:
     """While a stop waits for attempts in flight, how many and how long at most (the table's
     caption, the progress line's tail); None otherwise."""
-    waits = [(s.in_flight, wait) for s in lanes if (wait := s.stop_wait_s) is not None]
+    waits = [(wait, s.stop_wait_cut, s.in_flight) for s in lanes
+             if (wait := s.stop_wait_s) is not None]  # fmt: skip
     if not waits:
         return None
-    left = max(wait for _, wait in waits)
-    return f"{stop_wait_text(sum(n for n, _ in waits), left)}; {SIGNAL_AGAIN}"
+    left, cut, _ = max(waits)  # the longest wait says why it ends
+    return f"{stop_wait_text(sum(n for *_, n in waits), left, cut)}; {SIGNAL_AGAIN}"
 
 
 def _state_text(s: LaneStats) -> str:

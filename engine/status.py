@@ -271,19 +271,18 @@ def _read_status(
 def _stopping(per_model: dict[str, dict[str, Any]], *, live: bool) -> dict[str, Any] | None:
     """While a live run's stop (a signal) waits for attempts in flight, as its lanes last
     said (`lane_stop_wait_s`): how many it waits for, and how long at most (`wait_s`, as
-    of `lanes_updated_at`); None otherwise. A hung provider held a stopped run for its
-    `timeout_s`, and `status` said only "running"."""
+    of `lanes_updated_at`; `cut`: it then cuts them, their provider not having answered
+    yet, `OutagePolicy.unanswered_stop_wait_s`); None otherwise. A hung provider held a
+    stopped run for its `timeout_s`, and `status` said only "running"."""
     waits = [
-        (entry.get("lane_in_flight") or 0, wait)
+        (wait, bool(entry.get("lane_stop_wait_cut")), entry.get("lane_in_flight") or 0)
         for entry in per_model.values()
         if (wait := entry.get("lane_stop_wait_s")) is not None
     ]
     if not live or not waits:
         return None
-    return {
-        "attempts_in_flight": int(sum(n for n, _ in waits)),
-        "wait_s": max(wait for _, wait in waits),
-    }
+    wait, cut, _ = max(waits)  # the longest wait says why it ends
+    return {"attempts_in_flight": int(sum(n for *_, n in waits)), "wait_s": wait, "cut": cut}
 
 
 def _planned_by_model(run_dir: Path) -> dict[str, int] | None:
@@ -441,6 +440,7 @@ def _lane_fields(lane: dict[str, Any]) -> dict[str, Any]:
         "lane_gave_up": _gave_up(lane, number),
         "lane_in_flight": number("in_flight"),
         "lane_stop_wait_s": number("stop_wait_s"),
+        "lane_stop_wait_cut": lane.get("stop_wait_cut") is True,
     }
 
 

@@ -113,8 +113,9 @@ def render(summary: dict[str, Any], console: Console) -> None:
         header.append(f", {held.phrase()}")
     if stopping := summary.get("stopping"):  # a signal's stop, waiting on a hung provider
         again = f" (`kill {pid['pid']}`)" if pid.get("pid") else ""
+        cut = bool(stopping.get("cut"))
         header.append(
-            f", {stop_wait_text(stopping['attempts_in_flight'], stopping['wait_s'])}; "
+            f", {stop_wait_text(stopping['attempts_in_flight'], stopping['wait_s'], cut)}; "
             f"signal it again{again} to stop at once"
         )
     if (silent := _lanes_silent_s(summary)) is not None:

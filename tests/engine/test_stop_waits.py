@@ -9,20 +9,24 @@ tester's 600 s), and nothing said why: the lane said "running", its progress lin
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from engine.dispatch import dispatch
 from engine.lanefile import read_lane_states
 from engine.lanes import LaneState, LaneStats
+from engine.ledger import Ledger
+from engine.outage import OutagePolicy
 from engine.progress import progress_line, render
 from engine.retry import RetryPolicy
 from providers import openai as openai_provider
 from providers.types import ModelConfig
 
 if TYPE_CHECKING:
+    from providers.base import Adapter
     from tests.engine.conftest import Kit, ServeAny
 
 TIMEOUT_S = 30.0
@@ -141,3 +145,87 @@ async def test_a_lane_done_before_the_stop_stays_done(
     released.set()
     assert summary.lanes["m"].state is LaneState.DONE
     assert summary.lanes["h"].state is LaneState.CANCELLED
+
+
+def _model(url: str, **options: Any) -> tuple[ModelConfig, dict[str, Adapter]]:
+    config = ModelConfig(name="m", provider="openai", model="m", base_url=f"{url}/v1",
+                         max_tokens=64, timeout_s=TIMEOUT_S, **options)  # fmt: skip
+    return config, {"m": openai_provider.create_adapter(config, {})}
+
+
+async def test_a_stop_cuts_what_a_provider_that_never_answered_holds(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny
+) -> None:
+    """A provider that has not answered once: the stop waits `unanswered_stop_wait_s`, not
+    the attempt's `timeout_s`, then cuts it (the next run records it as interrupted)."""
+    asked, released = asyncio.Event(), asyncio.Event()
+
+    async def hang(request: web.Request) -> web.Response:
+        await request.read()
+        asked.set()
+        await released.wait()
+        return _answer()
+
+    config, adapters = _model(await serve_any(hang), concurrency=4)
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 6, grouped_every=0))
+    stop, sink = asyncio.Event(), _Lanes()
+    run = asyncio.create_task(dispatch(
+        plan, tmp_path / "run", {"m": config}, adapters, progress=sink, policy=ONCE,
+        log_console=None, stop_event=stop, parser="lenient",
+        outage=OutagePolicy(unanswered_stop_wait_s=2.0),
+    ))  # fmt: skip
+    try:
+        async with asyncio.timeout(10):
+            await asyncio.wait({asyncio.ensure_future(asked.wait()), run},
+                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        stop.set()
+        stopped = time.monotonic()
+        while sink.lanes[0].stop_wait_s is None:  # told at the loop's next turns
+            await asyncio.sleep(0.01)
+        assert "up to 0:01 more (no answer yet from the provider: then cut, and asked again " \
+            "by the next run); signal again" in progress_line(sink.lanes, 60.0)  # fmt: skip
+        summary = await asyncio.wait_for(run, 10)
+    finally:
+        released.set()
+    assert time.monotonic() - stopped < TIMEOUT_S / 3  # its 30 s timeout is not waited out
+    stats = summary.lanes["m"]
+    assert stats.cut_at_stop == 1 and stats.in_flight == 0 and stats.attempts == 0
+    assert stats.state is LaneState.CANCELLED
+    assert stats.reason.startswith("stop requested; 1 attempt in flight cut after 0:02")
+    assert Ledger.open(tmp_path / "run").interrupted_recovered == 1  # asked again next run
+
+
+async def test_a_stop_waits_for_a_provider_that_answered(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny
+) -> None:
+    """The cut is for a provider that never answered: one that did is waited for, past
+    `unanswered_stop_wait_s`, and the answers in flight are kept."""
+    asked, released = [0], asyncio.Event()
+
+    async def first_then_hang(request: web.Request) -> web.Response:
+        await request.read()
+        asked[0] += 1
+        if asked[0] > 1:
+            await released.wait()
+        return _answer()
+
+    config, adapters = _model(await serve_any(first_then_hang), concurrency=1)
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 6, grouped_every=0))
+    stop = asyncio.Event()
+    run = asyncio.create_task(dispatch(
+        plan, tmp_path / "run", {"m": config}, adapters, policy=ONCE, log_console=None,
+        stop_event=stop, parser="lenient", outage=OutagePolicy(unanswered_stop_wait_s=0.2),
+    ))  # fmt: skip
+    try:
+        async with asyncio.timeout(10):
+            while asked[0] < 2:
+                await asyncio.sleep(0.01)
+        stop.set()
+        lane = await _lane_file_says_stopping(tmp_path / "run")
+        assert lane["stop_wait_cut"] is False
+        await asyncio.sleep(1.0)  # past the cut a provider that never answered gets
+        assert not run.done()
+    finally:
+        released.set()
+    stats = (await asyncio.wait_for(run, 10)).lanes["m"]
+    assert stats.accepted == 2 and stats.cut_at_stop == 0
