@@ -188,6 +188,7 @@ def _too_long(status: int, url: str, limit: int) -> Failure:
         f"reply body longer than {limit:,} bytes from {_where(url)}: not read further",
         http_status=status,
         foreign=True,
+        too_long=True,
     )
 
 

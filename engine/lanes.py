@@ -682,10 +682,12 @@ class Lane(LaneControl):
         format counts as the provider failing once one of the lane's replies was in it
         (`_recognised`): a broken gateway's garbage after good replies was retried to every
         request's `max_attempts`. Before that, `_on_failure` stops the lane as pointed at
-        the wrong address (`RetryPolicy.foreign_streak`)."""
+        the wrong address (`RetryPolicy.foreign_streak`). A reply too long to read is the
+        model's, never the provider down: probes charge nothing, and a model that always
+        rambled was probed for ever."""
         return self.outage.on_failure(
             failure.outcome, probe=probe, answered=self._answered_once,
-            foreign=failure.foreign and self._recognised,
+            foreign=failure.foreign and not failure.too_long and self._recognised,
         )  # fmt: skip
 
     def _estimate(self, item: PlanItem, max_tokens: int | None) -> int:

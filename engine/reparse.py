@@ -140,7 +140,9 @@ def _rebuild(
             current, settled, last_error = rid, False, None
             summary.requests_with_replies += 1
             if rid not in meta:
-                summary.skipped_without_keys += 1
+                # An answer left out is counted as that (`unplanned_left_out`) alone: its
+                # own row is among the replies, and `--json` counted it in both.
+                summary.skipped_without_keys += rid not in old
                 settled = True
         if settled:
             continue

@@ -247,6 +247,10 @@ class Failure:
     #: stops after `RetryPolicy.foreign_streak` of them (`engine.lanes`); one that had such
     #: a reply counts them as its provider down (`engine.outage`).
     foreign: bool = False
+    #: Of `foreign`: a reply longer than the engine reads (`engine.http.MAX_REPLY_BYTES`). Its
+    #: head was in the format as far as it went, and the length is the model's (a rambling
+    #: answer), not a broken gateway's: no streak of them counts as the provider down.
+    too_long: bool = False
     #: The provider refused the credential this attempt carried (an OAuth token refused with
     #: 401 before it expired) and the adapter dropped it: the next attempt carries a fresh one.
     #: Retried, and not counted toward the lane's permanent failures in a row; an adapter says

@@ -110,8 +110,7 @@ def reparse(
             "hold (another run's, or an id damaged on disk) left out of responses/",
             markup=False, soft_wrap=True,
         )
-    # Each answer left out was a request skipped too: said once, above.
-    if skipped := summary.skipped_without_keys - summary.unplanned_left_out:
+    if skipped := summary.skipped_without_keys:
         console.print(
             f"[yellow]{plural(skipped, 'request')} skipped: no plan.parquet "
             "row "

@@ -262,3 +262,32 @@ async def test_a_streak_of_foreign_replies_that_never_ends_stops_at_max_down_s(
     assert lane.retries.exhausted == 0
     [pause] = read_pauses(tmp_path / "run")
     assert pause["ended"] == "lane stopped while down"
+
+
+async def test_replies_too_long_after_good_ones_are_the_models_not_an_outage(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny
+) -> None:
+    """A reply longer than `MAX_REPLY_BYTES` is foreign (not read, so not in the format),
+    but it is the model's (a rambling answer), not a broken gateway's: a streak of them
+    paused the lane as a provider down, whose probes charge nothing, so a model that always
+    rambled was probed for ever. Each is charged to its request, as before the pause rule."""
+    from engine.http import MAX_REPLY_BYTES
+
+    count = [0]
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        count[0] += 1
+        if not 2 <= count[0] <= 31:
+            return _completion(count[0])
+        reply = web.StreamResponse(headers={"Content-Type": "application/json"})
+        reply.content_length = MAX_REPLY_BYTES + 1  # declared: the engine reads no further
+        await reply.prepare(request)
+        await reply.write(b'{"id": "chatcmpl-long", "choices": [')
+        return reply
+
+    url = f"{await serve_any(handler)}/v1"
+    summary = await _dispatch(tmp_path, kit, url, 20, concurrency=1)
+    lane = summary.lanes["m"]
+    assert lane.pauses == 0 and read_pauses(tmp_path / "run") == [], summary.lines()
+    assert lane.retries.exhausted == 10, summary.lines()  # 30 replies, 3 attempts each
