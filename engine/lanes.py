@@ -774,6 +774,9 @@ class Lane(LaneControl):
             except _BuildFailed as exc:
                 self._unreserve(worst)
                 return exc
+            if self.halted:  # a stop came while a build blocked (a token refresh): send
+                self._unreserve(worst)  # nothing after it, where no cut would end the wait
+                return None
             try:
                 result, started, elapsed_ms = await self._send(request, item, attempt_no)
             except DiskFull:  # nothing was sent; `halted` now stops every lane

@@ -9,6 +9,7 @@ tester's 600 s), and nothing said why: the lane said "running", its progress lin
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from providers.types import ModelConfig
 
 if TYPE_CHECKING:
     from providers.base import Adapter
+    from providers.types import ChatRequest, HttpRequest
     from tests.engine.conftest import Kit, ServeAny
 
 TIMEOUT_S = 30.0
@@ -229,3 +231,59 @@ async def test_a_stop_waits_for_a_provider_that_answered(
         released.set()
     stats = (await asyncio.wait_for(run, 10)).lanes["m"]
     assert stats.accepted == 2 and stats.cut_at_stop == 0
+
+
+class _BlockedBuild:
+    """A real adapter whose `build` blocks its thread (a Vertex or Bedrock token refresh)
+    until the test lets it go, saying when the first build began."""
+
+    may_block = True
+
+    def __init__(self, inner: Adapter) -> None:
+        self.inner, self.provider, self.secrets = inner, inner.provider, inner.secrets
+        self.building, self.go = threading.Event(), threading.Event()
+
+    def build(self, req: ChatRequest) -> HttpRequest:
+        self.building.set()
+        self.go.wait(TIMEOUT_S)
+        return self.inner.build(req)
+
+    def parse(self, status, headers, body):  # type: ignore[no-untyped-def]
+        return self.inner.parse(status, headers, body)
+
+
+async def test_a_build_that_ends_after_the_stop_sends_nothing(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny
+) -> None:
+    """A worker whose build blocked across the stop sent its request after it: a request
+    paid for after the stop, and, as nothing was in flight when the stop came, no cut: a
+    hung provider held the stop for the attempt's whole `timeout_s`."""
+    sent, released = [0], asyncio.Event()
+
+    async def hang(request: web.Request) -> web.Response:
+        await request.read()
+        sent[0] += 1
+        await released.wait()
+        return _answer()
+
+    config, adapters = _model(await serve_any(hang), concurrency=1)
+    blocked = _BlockedBuild(adapters["m"])
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 2, grouped_every=0))
+    stop = asyncio.Event()
+    run = asyncio.create_task(dispatch(
+        plan, tmp_path / "run", {"m": config}, {"m": blocked}, policy=ONCE, log_console=None,
+        stop_event=stop, parser="lenient", outage=OutagePolicy(unanswered_stop_wait_s=1.0),
+    ))  # fmt: skip
+    try:
+        async with asyncio.timeout(10):
+            while not blocked.building.is_set():
+                await asyncio.sleep(0.01)
+            stop.set()
+            await asyncio.sleep(0.2)  # the lanes are told
+            blocked.go.set()
+            summary = await asyncio.wait_for(asyncio.shield(run), 5)
+    finally:
+        blocked.go.set()
+        released.set()
+    assert sent[0] == 0 and summary.lanes["m"].attempts == 0
+    assert summary.lanes["m"].state is LaneState.CANCELLED
