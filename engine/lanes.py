@@ -187,8 +187,8 @@ class LaneStats:
     #: was switched from batch to live on resume): asked when it is dispatched as batch again.
     held_by_jobs: int = 0
     #: `clock()` by which a stop (a signal) has had every attempt this lane had in flight
-    #: back or timed out (`LaneControl.on_stop`); 0 while no stop was asked.
-    stop_wait_until: float = 0.0
+    #: back or timed out (`LaneControl.on_stop`); None while no stop was asked.
+    stop_wait_until: float | None = None
     #: Whether that wait is cut short of `timeout_s` (the provider has not answered yet:
     #: `OutagePolicy.unanswered_stop_wait_s`), and the attempts it then cut.
     stop_wait_cut: bool = False
@@ -233,7 +233,7 @@ class LaneStats:
     def stop_wait_s(self) -> float | None:
         """Seconds a stop may still wait for the lane's attempts in flight; None when no stop
         waits on it (none asked, or nothing of this lane in flight)."""
-        if not self.stop_wait_until or not self.in_flight:
+        if self.stop_wait_until is None or not self.in_flight:
             return None
         return max(self.stop_wait_until - self.clock(), 0.0)
 
@@ -512,6 +512,7 @@ class Lane(LaneControl):
         meanwhile (a lane that has answered is waited for) or nothing is in flight now."""
         cut = self.stats.in_flight
         if self._answered_once or not cut or self._workers is None:
+            self._cut_declined()
             return
         self.stats.cut_at_stop = cut
         self.stats.say(
@@ -522,6 +523,16 @@ class Lane(LaneControl):
         )
         self.log.warning("cut_at_stop", echo=False, model=self.config.name, attempts=cut)
         self._workers.cancel()
+
+    def _cut_declined(self) -> None:
+        """The cut was not made (the provider answered meanwhile): the stop waits for what
+        is in flight until its `timeout_s` from the stop, as for a provider that answered;
+        the countdown said "no answer yet ... then cut" down to 0:00, then waited on."""
+        stats = self.stats
+        if stats.stop_wait_cut and stats.stop_wait_until is not None:
+            stats.stop_wait_cut = False
+            cut_s = self.outage.policy.unanswered_stop_wait_s  # the stop was this long ago
+            stats.stop_wait_until += self.config.timeout_s - cut_s
 
     def _cap_changed(self, old: int, new: int, why: str) -> None:
         self.stats.cap = new

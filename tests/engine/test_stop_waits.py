@@ -12,14 +12,16 @@ import asyncio
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
 
 from aiohttp import web
 
 from engine.dispatch import dispatch
 from engine.lanefile import read_lane_states
-from engine.lanes import LaneState, LaneStats
+from engine.lanes import Lane, LaneState, LaneStats
 from engine.ledger import Ledger
+from engine.logs import EngineLog
 from engine.outage import OutagePolicy
 from engine.progress import progress_line, render
 from engine.retry import RetryPolicy
@@ -287,3 +289,24 @@ async def test_a_build_that_ends_after_the_stop_sends_nothing(
         released.set()
     assert sent[0] == 0 and summary.lanes["m"].attempts == 0
     assert summary.lanes["m"].state is LaneState.CANCELLED
+
+
+async def test_a_cut_declined_says_the_wait_to_the_timeout(tmp_path: Path) -> None:
+    """The provider answered before the cut was due: the stop waits for what it has in flight
+    as for any provider that answered, and says so, not "no answer yet ... then cut" at 0:00."""
+    config, adapters = _model("http://127.0.0.1:9", concurrency=1)
+    stop = asyncio.Event()
+    lane = Lane(
+        config, adapters["m"], cast("Any", SimpleNamespace(disk_full=None)), cast("Any", None),
+        EngineLog(tmp_path), stop_event=stop, outage=OutagePolicy(unanswered_stop_wait_s=0.05),
+    )  # fmt: skip
+    assert lane.stats.stop_wait_until is None  # no stop asked
+    lane.stats.in_flight = 1  # an attempt in flight at a provider that has not answered
+    stop.set()
+    lane.on_stop()
+    assert lane.stats.stop_wait_cut and (lane.stats.stop_wait_s or 0) <= 0.05
+    lane._replied()  # its answer comes before the cut is due
+    await asyncio.sleep(0.2)
+    assert lane.stats.cut_at_stop == 0 and not lane.stats.stop_wait_cut
+    assert TIMEOUT_S - 1 < (lane.stats.stop_wait_s or 0) <= TIMEOUT_S
+    assert "(its timeout_s)" in progress_line([lane.stats], 1.0)
