@@ -452,10 +452,11 @@ async def _refresh(
 
 
 async def _tell_stop(
-    stop_event: asyncio.Event | None, lanes: list[AnyLane], done: asyncio.Event
+    stop_event: asyncio.Event | None, lanes: list[AnyLane], done: asyncio.Event, log: EngineLog
 ) -> None:
     """Tell every lane when the run is asked to stop (`LaneControl.on_stop`), as it is
-    asked: the lanes' table, progress lines and `logs/lanes.json` say it from then on."""
+    asked: the lanes' table, progress lines and `logs/lanes.json` say it from then on. One
+    lane's failure to take it is logged, and the lanes after it are still told."""
     if stop_event is None:
         return
     waits = [asyncio.ensure_future(stop_event.wait()), asyncio.ensure_future(done.wait())]
@@ -466,7 +467,10 @@ async def _tell_stop(
             wait.cancel()
     if stop_event.is_set() and not done.is_set():
         for lane in lanes:
-            lane.on_stop()
+            try:
+                lane.on_stop()
+            except Exception as exc:  # the lane still stops: its workers look at `halted`
+                log.error("stop_not_told", echo=False, model=lane.config.name, error=repr(exc))
 
 
 def _write_lane_states(run_dir: Path, lanes: list[LaneStats]) -> None:
@@ -777,9 +781,11 @@ class _Run:
         done = asyncio.Event()
         compactor = _Compactor(self.ledger, lanes, *self.compact_every, self.log)
         helpers = [
-            asyncio.create_task(compactor.run(done)),
-            asyncio.create_task(_refresh(self.sink, self.run_dir, stats, done)),
-            asyncio.create_task(_tell_stop(self.stop_event, lanes, done)),
+            asyncio.create_task(compactor.run(done), name="compaction"),
+            asyncio.create_task(_refresh(self.sink, self.run_dir, stats, done), name="refresh"),
+            asyncio.create_task(
+                _tell_stop(self.stop_event, lanes, done, self.log), name="tell_stop"
+            ),
         ]
         try:
             results = await asyncio.gather(
@@ -796,6 +802,7 @@ class _Run:
         finally:
             done.set()
             await asyncio.gather(*helpers, return_exceptions=True)
+            self._helpers_failed(helpers)
             if self.sink is not None:
                 self.sink.refresh()
                 self.sink.stop()
@@ -810,6 +817,15 @@ class _Run:
                 self.log.error("lane_crashed", model=lane.config.name, error=repr(outcome),
                                echo=self.run_dir.is_dir())  # fmt: skip
         return compactor.count
+
+    def _helpers_failed(self, helpers: list[asyncio.Task[None]]) -> None:
+        """Log what `drive`'s helpers (compaction, `logs/lanes.json`, telling the lanes of a
+        stop) ended by raising: the dispatch goes on without them, but their failure was
+        swallowed by `gather` and left nothing to trace."""
+        for task in helpers:
+            if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
+                self.log.error("helper_failed", echo=False, helper=task.get_name(),
+                               error=repr(exc))  # fmt: skip
 
     async def _hold_created(self, lanes: list[AnyLane]) -> None:
         """Under a spend cap, the batch jobs earlier runs created hold their worst case before

@@ -15,8 +15,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
+import pytest
 from aiohttp import web
 
+from engine import dispatch as dispatch_module
 from engine.dispatch import dispatch
 from engine.lanefile import read_lane_states
 from engine.lanes import Lane, LaneState, LaneStats
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
 
 TIMEOUT_S = 30.0
 ONCE = RetryPolicy(max_attempts=1, base_s=0.001, cap_s=0.002)
+#: No cut at a provider that never answered (a wait as long as `TIMEOUT_S` is none): where
+#: the cut is not under test, a stop waits for the attempt's `timeout_s`.
+NO_CUT = OutagePolicy(unanswered_stop_wait_s=TIMEOUT_S)
 
 
 class _Lanes:
@@ -310,3 +315,74 @@ async def test_a_cut_declined_says_the_wait_to_the_timeout(tmp_path: Path) -> No
     assert lane.stats.cut_at_stop == 0 and not lane.stats.stop_wait_cut
     assert TIMEOUT_S - 1 < (lane.stats.stop_wait_s or 0) <= TIMEOUT_S
     assert "(its timeout_s)" in progress_line([lane.stats], 1.0)
+
+
+async def test_a_lane_that_fails_to_take_the_stop_is_logged_and_the_rest_are_told(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gather(return_exceptions=True)` swallowed a lane's `on_stop` that raised, and the
+    lanes after it were never told."""
+    asked, released = [0], asyncio.Event()
+
+    async def hang(request: web.Request) -> web.Response:
+        await request.read()
+        asked[0] += 1
+        await released.wait()
+        return _answer()
+
+    url = f"{await serve_any(hang)}/v1"
+    configs = {n: ModelConfig(name=n, provider="openai", model=n, base_url=url, max_tokens=64,
+                              timeout_s=TIMEOUT_S) for n in ("a", "b")}  # fmt: skip
+    told: list[str] = []
+    on_stop = Lane.on_stop
+
+    def first_fails(self: Lane) -> None:
+        told.append(self.config.name)
+        if len(told) == 1:
+            raise RuntimeError("lane broke")
+        on_stop(self)
+
+    monkeypatch.setattr(Lane, "on_stop", first_fails)
+    rows = kit.plan_rows("a", 1, grouped_every=0) + kit.plan_rows("b", 1, grouped_every=0)
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    stop, sink = asyncio.Event(), _Lanes()
+    run = asyncio.create_task(dispatch(
+        plan, tmp_path / "run", configs,
+        {n: openai_provider.create_adapter(c, {}) for n, c in configs.items()}, progress=sink,
+        policy=ONCE, log_console=None, stop_event=stop, parser="lenient", outage=NO_CUT,
+    ))  # fmt: skip
+    try:
+        async with asyncio.timeout(10):
+            while asked[0] < 2:
+                await asyncio.sleep(0.01)
+            stop.set()
+            while len(told) < 2:
+                await asyncio.sleep(0.01)
+        second = next(s for s in sink.lanes if s.model == told[1])
+        assert second.stop_wait_s is not None  # told, though the first raised
+    finally:
+        released.set()
+    await asyncio.wait_for(run, 10)
+    logged = (tmp_path / "run" / "logs" / "engine.jsonl").read_text()
+    assert "stop_not_told" in logged and "lane broke" in logged
+
+
+async def test_a_helper_that_fails_is_logged(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def answer(request: web.Request) -> web.Response:
+        await request.read()
+        return _answer()
+
+    async def broken(*_: object) -> None:
+        raise RuntimeError("helper broke")
+
+    monkeypatch.setattr(dispatch_module, "_tell_stop", broken)
+    config, adapters = _model(await serve_any(answer))
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 1, grouped_every=0))
+    await asyncio.wait_for(dispatch(
+        plan, tmp_path / "run", {"m": config}, adapters, policy=ONCE, log_console=None,
+        stop_event=asyncio.Event(), parser="lenient",
+    ), 10)  # fmt: skip
+    logged = (tmp_path / "run" / "logs" / "engine.jsonl").read_text()
+    assert "helper_failed" in logged and "tell_stop" in logged and "helper broke" in logged
