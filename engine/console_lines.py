@@ -11,8 +11,8 @@ dropped, and the caller writes no more; the command's own next print says what f
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -48,6 +48,26 @@ def held_text(held_s: float | None, by: str | None) -> str:
     if not held_s or held_s < HOLD_SHOWN_FROM_S:
         return ""
     return f"held {duration(held_s)} more by {by or 'the provider'}"
+
+
+class StopWait(NamedTuple):
+    """A stop's wait for attempts in flight: how long at most, whether it then cuts them
+    (`stop_wait_text`'s `cut`), and how many."""
+
+    wait_s: float
+    cut: bool
+    in_flight: int
+
+
+def longest_stop_wait(waits: Iterable[StopWait]) -> StopWait | None:
+    """The lanes' stop waits as one (dispatch's lines and table, `dutchbook status`): the
+    longest, which says why the stop ends (its `cut`), with every lane's attempts in flight;
+    None when no lane's stop waits."""
+    waits = list(waits)
+    if not waits:
+        return None
+    longest = max(waits)
+    return longest._replace(in_flight=sum(w.in_flight for w in waits))
 
 
 def stop_wait_text(in_flight: int, wait_s: float | None, cut: bool = False) -> str:

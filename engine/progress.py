@@ -23,8 +23,10 @@ from engine.console_lines import (
     LINE_EVERY_S,
     SIGNAL_AGAIN,
     PeriodicLines,
+    StopWait,
     duration,
     held_text,
+    longest_stop_wait,
     stop_wait_text,
 )
 from engine.console_tables import keep_whole
@@ -72,12 +74,11 @@ def render(lanes: list[LaneStats]) -> Table:
 def stopping_text(lanes: list[LaneStats]) -> str | None:
     """While a stop waits for attempts in flight, how many and how long at most (the table's
     caption, the progress line's tail); None otherwise."""
-    waits = [(wait, s.stop_wait_cut, s.in_flight) for s in lanes
-             if (wait := s.stop_wait_s) is not None]  # fmt: skip
-    if not waits:
+    stop = longest_stop_wait(StopWait(wait, s.stop_wait_cut, s.in_flight) for s in lanes
+                             if (wait := s.stop_wait_s) is not None)  # fmt: skip
+    if stop is None:
         return None
-    left, cut, _ = max(waits)  # the longest wait says why it ends
-    return f"{stop_wait_text(sum(n for *_, n in waits), left, cut)}; {SIGNAL_AGAIN}"
+    return f"{stop_wait_text(stop.in_flight, stop.wait_s, stop.cut)}; {SIGNAL_AGAIN}"
 
 
 def _state_text(s: LaneStats) -> str:

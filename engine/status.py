@@ -31,6 +31,7 @@ from engine.audit import (
     unrecorded_by_model,
 )
 from engine.batch_jobs import at_provider, fold_jobs, jobs_summary
+from engine.console_lines import StopWait, longest_stop_wait
 from engine.durable import record_number
 from engine.journal import list_segments
 from engine.lane_counts import GAVE_UP_KEYS, time_left_s
@@ -274,15 +275,14 @@ def _stopping(per_model: dict[str, dict[str, Any]], *, live: bool) -> dict[str, 
     of `lanes_updated_at`; `cut`: it then cuts them, their provider not having answered
     yet, `OutagePolicy.unanswered_stop_wait_s`); None otherwise. A hung provider held a
     stopped run for its `timeout_s`, and `status` said only "running"."""
-    waits = [
-        (wait, bool(entry.get("lane_stop_wait_cut")), entry.get("lane_in_flight") or 0)
+    stop = longest_stop_wait(
+        StopWait(wait, bool(entry.get("lane_stop_wait_cut")), int(entry.get("lane_in_flight") or 0))
         for entry in per_model.values()
         if (wait := entry.get("lane_stop_wait_s")) is not None
-    ]
-    if not live or not waits:
+    )
+    if not live or stop is None:
         return None
-    wait, cut, _ = max(waits)  # the longest wait says why it ends
-    return {"attempts_in_flight": int(sum(n for *_, n in waits)), "wait_s": wait, "cut": cut}
+    return {"attempts_in_flight": stop.in_flight, "wait_s": stop.wait_s, "cut": stop.cut}
 
 
 def _planned_by_model(run_dir: Path) -> dict[str, int] | None:
