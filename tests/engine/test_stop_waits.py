@@ -9,6 +9,7 @@ tester's 600 s), and nothing said why: the lane said "running", its progress lin
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from aiohttp import web
+from rich.console import Console
 
 from engine import dispatch as dispatch_module
 from engine.dispatch import dispatch
@@ -27,8 +29,11 @@ from engine.logs import EngineLog
 from engine.outage import OutagePolicy
 from engine.progress import progress_line, render
 from engine.retry import RetryPolicy
+from engine.runlock import write_pid
+from engine.status import status
 from providers import openai as openai_provider
 from providers.types import ModelConfig
+from runs.commands.status import render as render_status
 
 if TYPE_CHECKING:
     from providers.base import Adapter
@@ -93,6 +98,7 @@ async def test_a_stop_waiting_on_a_hung_attempt_says_so_and_keeps_its_answer(
     run = asyncio.create_task(dispatch(
         plan, tmp_path / "run", {"m": config}, {"m": openai_provider.create_adapter(config, {})},
         progress=sink, policy=ONCE, log_console=None, stop_event=stop, parser="lenient",
+        outage=NO_CUT,  # its provider never answered: no cut, the wait is to its timeout_s
     ))  # fmt: skip
     try:
         async with asyncio.timeout(10):
@@ -144,14 +150,16 @@ async def test_a_lane_done_before_the_stop_stays_done(
         plan, tmp_path / "run", {"m": config, "h": hung}, adapters, policy=ONCE,
         log_console=None, stop_event=stop, parser="lenient",
     ))  # fmt: skip
-    async with asyncio.timeout(10):
-        while ((read_lane_states(tmp_path / "run") or {}).get("lanes") or {}).get("m", {}).get(
-            "state"
-        ) != "done":
-            await asyncio.sleep(0.05)
-    stop.set()
-    summary = await asyncio.wait_for(run, 20)
-    released.set()
+    try:
+        async with asyncio.timeout(10):
+            while ((read_lane_states(tmp_path / "run") or {}).get("lanes") or {}).get(
+                "m", {}
+            ).get("state") != "done":
+                await asyncio.sleep(0.05)
+        stop.set()
+        summary = await asyncio.wait_for(run, 20)
+    finally:
+        released.set()
     assert summary.lanes["m"].state is LaneState.DONE
     assert summary.lanes["h"].state is LaneState.CANCELLED
 
@@ -160,6 +168,21 @@ def _model(url: str, **options: Any) -> tuple[ModelConfig, dict[str, Adapter]]:
     config = ModelConfig(name="m", provider="openai", model="m", base_url=f"{url}/v1",
                          max_tokens=64, timeout_s=TIMEOUT_S, **options)  # fmt: skip
     return config, {"m": openai_provider.create_adapter(config, {})}
+
+
+def _assert_status_says_the_cut(run_dir: Path) -> None:
+    """`status --json` and `status` of a live run whose stop will cut its attempt in flight
+    (this process stands for the run's writer: its pid file)."""
+    write_pid(run_dir)
+    summary = status(run_dir)
+    assert summary["state"] == "live" and summary["models"]["m"]["lane_stop_wait_cut"] is True
+    assert summary["stopping"]["cut"] is True and summary["stopping"]["attempts_in_flight"] == 1
+    console = Console(record=True, width=300, color_system=None)
+    render_status(summary, console)
+    said = console.export_text()
+    assert "stopping: waiting for 1 attempt in flight, up to 0:0" in said
+    assert (f"more (no answer yet from the provider: then cut, and asked again by the next "
+            f"run); signal it again (`kill {os.getpid()}`) to stop at once") in said  # fmt: skip
 
 
 async def test_a_stop_cuts_what_a_provider_that_never_answered_holds(
@@ -181,26 +204,30 @@ async def test_a_stop_cuts_what_a_provider_that_never_answered_holds(
     run = asyncio.create_task(dispatch(
         plan, tmp_path / "run", {"m": config}, adapters, progress=sink, policy=ONCE,
         log_console=None, stop_event=stop, parser="lenient",
-        outage=OutagePolicy(unanswered_stop_wait_s=2.0),
+        outage=OutagePolicy(unanswered_stop_wait_s=3.0),  # time to read lanes.json and status
     ))  # fmt: skip
     try:
         async with asyncio.timeout(10):
             await asyncio.wait({asyncio.ensure_future(asked.wait()), run},
                                return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-        stop.set()
-        stopped = time.monotonic()
-        while sink.lanes[0].stop_wait_s is None:  # told at the loop's next turns
-            await asyncio.sleep(0.01)
-        assert "up to 0:01 more (no answer yet from the provider: then cut, and asked again " \
+            stop.set()
+            stopped = time.monotonic()
+            while sink.lanes[0].stop_wait_s is None:  # told at the loop's next turns
+                await asyncio.sleep(0.01)
+        assert "up to 0:02 more (no answer yet from the provider: then cut, and asked again " \
             "by the next run); signal again" in progress_line(sink.lanes, 60.0)  # fmt: skip
+        lane = await _lane_file_says_stopping(tmp_path / "run")
+        assert lane["stop_wait_cut"] is True and lane["cut_at_stop"] == 0  # not cut yet
+        _assert_status_says_the_cut(tmp_path / "run")
         summary = await asyncio.wait_for(run, 10)
     finally:
         released.set()
+    assert (read_lane_states(tmp_path / "run") or {})["lanes"]["m"]["cut_at_stop"] == 1
     assert time.monotonic() - stopped < TIMEOUT_S / 3  # its 30 s timeout is not waited out
     stats = summary.lanes["m"]
     assert stats.cut_at_stop == 1 and stats.in_flight == 0 and stats.attempts == 0
     assert stats.state is LaneState.CANCELLED
-    assert stats.reason.startswith("stop requested; 1 attempt in flight cut after 0:02")
+    assert stats.reason.startswith("stop requested; 1 attempt in flight cut after 0:03")
     assert Ledger.open(tmp_path / "run").interrupted_recovered == 1  # asked again next run
 
 

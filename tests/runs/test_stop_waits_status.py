@@ -19,8 +19,15 @@ import orjson
 import pytest
 from aiohttp import web
 
+from engine.outage import OutagePolicy
+
 DUTCHBOOK = str(Path(sys.executable).with_name("dutchbook"))
-TIMEOUT_S = 30
+#: The hung model's `timeout_s`: the cut at a provider that never answered
+#: (`OutagePolicy.unanswered_stop_wait_s`, which a `dutchbook run` cannot set) is made only
+#: when shorter than the attempt's timeout_s (`Lane._stop_wait_s`), so at this timeout the
+#: stop waits for the attempt's timeout_s and says "(its timeout_s)". A longer timeout
+#: would bring the cut in (its words: tests/engine/test_stop_waits.py).
+TIMEOUT_S = OutagePolicy().unanswered_stop_wait_s
 
 SPEC = """
 name = "stop-waits"
