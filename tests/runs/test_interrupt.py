@@ -257,10 +257,11 @@ def _figure_workers_of(pid: int) -> list[psutil.Process]:
 async def test_a_hangup_stops_softly_keeps_the_answers_in_flight_and_resumes(
     tmp_path: Path, slow_sim: SimHandle
 ) -> None:
-    """The terminal closes (an SSH session drops): the run, whose controlling terminal it
-    was, gets SIGHUP, and so does its process group (the figure workers). It stops as Ctrl-C
-    stops it: what is in flight, paid for, is kept, not left `interrupted` to be asked again;
-    writing to the gone terminal fails nothing; the report is drawn; a resume finishes."""
+    """The terminal closes (an SSH session drops): the run, the leader of the session whose
+    controlling terminal it was, gets SIGHUP (Linux signals the leader alone, not its figure
+    workers). It stops as Ctrl-C stops it: what is in flight, paid for, is kept, not left
+    `interrupted` to be asked again; writing to the gone terminal fails nothing; the figure
+    workers live on to draw; the report is drawn; a resume finishes."""
     (tmp_path / "spec.toml").write_text(SPEC.format(root=slow_sim.root_url))
     run_dir = tmp_path / "run"
     if shutil.which("setsid") is None:
@@ -290,13 +291,20 @@ async def test_a_hangup_stops_softly_keeps_the_answers_in_flight_and_resumes(
     finally:
         os.close(master)  # the hangup: SIGHUP to the session, and writes to it now fail
     # The workers outlive the hangup (the run's note on one that died would go to the closed
-    # terminal, so they are looked at): half a second on, the run still finishes what is in
+    # terminal, so they are looked at until the run exits): the run finishes what is in
     # flight, scores and draws with them. Linux signals the hangup to the session's leader,
     # the run, alone; `kill -HUP -PGID` would reach the workers, which ignore it
-    # (`runs.figure_workers._serve`).
-    await asyncio.sleep(0.5)
-    assert {w.pid for w in _figure_workers_of(proc.pid)} == {w.pid for w in workers}
-    assert await asyncio.to_thread(proc.wait, 60) == 130
+    # (`runs.figure_workers._serve`). Each look takes the workers first, then looks for the
+    # report: one not drawn yet means the workers were not closed yet (the run closes them
+    # after it), so each must have been alive, however fast the run ends.
+    pids, deadline = {w.pid for w in workers}, time.monotonic() + 60
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, "the run did not end after the hangup"
+        alive = {w.pid for w in _figure_workers_of(proc.pid)}
+        if not (run_dir / "report" / "index.html").exists():
+            assert alive == pids, "a figure worker died before the report was drawn"
+        await asyncio.sleep(0.05)
+    assert proc.wait() == 130
     attempts = _assert_ledger_intact(run_dir)
     assert attempts.height == slow_sim.counts()["requests"]
     assert "interrupted" not in set(attempts["outcome"])  # in flight at the hangup: kept
