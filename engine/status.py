@@ -95,8 +95,11 @@ def status(
     and from the engine's `logs/lanes.json`
     when present: lane_state, lane_message, rate_per_s, lane_held_s, lane_held_by,
     lane_gave_up, additive lane_limit_rate_per_s, lane_in_flight and lane_stop_wait_s; and
-    eta_s, `lane_eta_s`), additive `stopping` (while a live run's stop waits for attempts in
-    flight: `attempts_in_flight` and `wait_s`, the most it waits yet; else None),
+    eta_s, `lane_eta_s`), additive lane_stop_wait_cut (that wait ends in a cut: the
+    provider has not answered yet, `OutagePolicy.unanswered_stop_wait_s`), additive
+    `stopping` (while a live run's stop waits for attempts in flight: `attempts_in_flight`,
+    `wait_s`, the most it waits yet, and `cut`, whether that longest wait ends in a cut;
+    else None),
     `batch_jobs` (per batch model, per
     group of `engine.batch_jobs.STATUS_GROUPS`: jobs and lines), `batch_at_provider` (`jobs`
     not yet collected and the `queries` they hold, and additive `uncreated_jobs`, those of
