@@ -77,7 +77,10 @@ def write_refused(folder: Path) -> OSError | None:
     """The error making a file in the existing `folder` fails with where this process may not
     write there (one of `NOT_WRITABLE_ERRNOS`), or None when it may. A hidden temporary
     (`is_temp_name`: no reader takes it for a result) is made and removed: the write itself
-    is asked, where `os.access` guesses from the mode. Any other error is raised."""
+    is asked, where `os.access` guesses from the mode. Any other error is raised. The probe
+    is removed whatever its close does, and one another process removed first is no error; a
+    probe left all the same (an append-only folder refuses the removal) is swept with the
+    shards' temporaries (`engine.shards.remove_temp_files`) or passed over by name."""
     import tempfile
 
     try:
@@ -86,8 +89,11 @@ def write_refused(folder: Path) -> OSError | None:
         if exc.errno not in NOT_WRITABLE_ERRNOS:
             raise
         return exc
-    os.close(fd)
-    os.unlink(name)
+    try:
+        os.close(fd)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
     return None
 
 

@@ -133,3 +133,37 @@ def test_ledger_names_in_the_interfaces_still_import(name: str, home: object) ->
 
 def test_read_lane_states_still_imports_from_dispatch() -> None:
     assert engine.dispatch.read_lane_states is lanefile.read_lane_states
+
+
+def test_a_write_probe_removed_by_another_process_is_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe gone before its own removal (another process swept it) says the folder is
+    writable, where the check raised FileNotFoundError out of the command."""
+    unlink = os.unlink
+
+    def gone_first(path: str) -> None:
+        unlink(path)
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+
+    monkeypatch.setattr(os, "unlink", gone_first)
+    assert durable.write_refused(tmp_path) is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_write_probe_whose_close_fails_is_still_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A close that fails (EIO) is raised, and leaves no `.write-probe-*.tmp` behind; such a
+    leftover would anyway be a temporary's name, never a result's."""
+    close = os.close
+
+    def failing(fd: int) -> None:
+        close(fd)
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "close", failing)
+    with pytest.raises(OSError, match="Input/output"):
+        durable.write_refused(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    assert durable.is_temp_name(".write-probe-abc123.tmp")
