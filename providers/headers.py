@@ -95,11 +95,12 @@ def parse_retry_after(text: str | None, now: float | None = None) -> float | Non
 
 def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
     """The server's wait hint: `retry-after-ms` first (more precise), then `retry-after`;
-    None past any wait a provider states (`plausible_wait`)."""
+    None past any wait a provider states (`plausible_wait`). An implausible `retry-after-ms`
+    is ignored as an unreadable one is, so a plausible `retry-after` beside it still counts."""
     view = headers if isinstance(headers, Headers) else Headers(headers)
     millis = parse_number(view.get_first("retry-after-ms"))
-    if millis is not None:
-        return plausible_wait(millis / 1000.0)
+    if millis is not None and (wait := plausible_wait(millis / 1000.0)) is not None:
+        return wait
     return plausible_wait(parse_retry_after(view.get_first("retry-after"), now))
 
 

@@ -102,6 +102,14 @@ def test_a_wait_past_any_a_provider_states_is_ignored_as_an_unreadable_one_is(
     assert wait_from_message(f"Please retry after {month:.0f} seconds.") == month
 
 
+def test_an_implausible_retry_after_ms_gives_way_to_a_plausible_retry_after() -> None:
+    """An absurd `retry-after-ms` is no hint, so the `retry-after` beside it is read, as it
+    is beside an unreadable one; before, the ms value won, and its being ignored lost both."""
+    assert retry_after_seconds({"retry-after-ms": "2678400001", "retry-after": "2"}) == 2.0
+    assert retry_after_seconds({"retry-after-ms": "abc", "retry-after": "2"}) == 2.0
+    assert retry_after_seconds({"retry-after-ms": "2678400001", "retry-after": "1e308"}) is None
+
+
 def test_groq_rate_limit_headers() -> None:
     info = rate_limit_info(
         {
