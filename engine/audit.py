@@ -62,6 +62,9 @@ from engine.retry import (
     REJECTED_ON_REPARSE as REJECTED_ON_REPARSE,  # re-exported: the audit's name for it
 )
 from engine.scan import (
+    ATTEMPTS,
+    JOURNAL,
+    RESPONSES,
     Repeats,
     Unplanned,
     budget_spent,
@@ -462,10 +465,10 @@ def unplanned_rows_line(
     `report` and a resume refuse a folder with such answers (`runs.lost_answers`): scoring
     would read them as the run's."""
     held = [
-        text
-        for n, text in (
-            (unplanned.answers, f"{plural(unplanned.answers, 'answer')} in responses/"),
-            (unplanned.attempts, f"{plural(unplanned.attempts, 'attempt')} in attempts/"),
+        f"{plural(n, what)} {_held_in(files, folder)}"
+        for n, what, files, folder in (
+            (unplanned.answers, "answer", unplanned.answer_files, RESPONSES),
+            (unplanned.attempts, "attempt", unplanned.attempt_files, ATTEMPTS),
         )
         if n
     ]
@@ -494,6 +497,15 @@ def unplanned_rows_line(
     if unplanned.attempts:
         mends.append(_unplanned_attempts_mend(unplanned))
     return f"{which}: {'; '.join(mends)}"
+
+
+def _held_in(files: tuple[str, ...], folder: str) -> str:
+    """Where unplanned rows of `folder` (`responses`, `attempts`) are, by the `files` holding
+    them: "in responses/", "in the journal", or both ("a line written by hand" is the
+    journal's, which a reparse folds into the shards); the folder where none are named."""
+    places = [f"{folder}/"] * any(name.startswith(f"{folder}/") for name in files)
+    places += ["the journal"] * any(name.startswith(f"{JOURNAL}/") for name in files)
+    return f"in {' or '.join(places or [f'{folder}/'])}"
 
 
 def _unplanned_attempts_mend(unplanned: Unplanned) -> str:

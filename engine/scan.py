@@ -385,7 +385,8 @@ class Unplanned:
     """Rows of a run's ledger for requests its `plan.parquet` does not hold: `answers` (in
     `responses/` or the journal) and `attempts` (in `attempts/` or the journal), and the
     `files` holding them (`responses/part-….parquet`, `journal/seg-….jsonl`, …), of which
-    `only` those holding nothing else. The ledger records only the plan's requests, so these
+    `only` those holding nothing else (`answer_files` and `attempt_files`: which hold the
+    answers, which the attempts). The ledger records only the plan's requests, so these
     are none unless a shard of another run was copied in, a request id was damaged on disk
     or a journal line written by hand: `status` read "accepted 136/76 (178.9%)" of a
     folder holding another run's shard, and counted an answer whose id was damaged as
@@ -395,6 +396,8 @@ class Unplanned:
     attempts: int = 0
     files: tuple[str, ...] = ()
     only: tuple[str, ...] = ()
+    answer_files: tuple[str, ...] = ()
+    attempt_files: tuple[str, ...] = ()
 
     @property
     def rows(self) -> int:
@@ -444,9 +447,12 @@ def unplanned_rows(run_dir: Path | str, *, answers_only: bool = False) -> Unplan
     key = {ATTEMPTS: ["_key", "attempt"], RESPONSES: ["_key"]}
     counts = {folder: found[folder].select(key[folder]).n_unique() if folder in found else 0
               for folder in key}  # fmt: skip
-    files = sorted({name for frame in found.values() for name in frame["_file"]})
-    return Unplanned(counts[RESPONSES], counts[ATTEMPTS], tuple(files),
-                     _holding_nothing_else(run_dir, found))  # fmt: skip
+    held = {folder: tuple(sorted(set(found[folder]["_file"]))) if folder in found else ()
+            for folder in key}  # fmt: skip
+    files = sorted({name for names in held.values() for name in names})
+    only = _holding_nothing_else(run_dir, found)
+    return Unplanned(counts[RESPONSES], counts[ATTEMPTS], tuple(files), only,
+                     held[RESPONSES], held[ATTEMPTS])  # fmt: skip
 
 
 def _unplanned_parts(run_dir: Path, planned: pl.LazyFrame) -> dict[str, list[pl.LazyFrame]]:

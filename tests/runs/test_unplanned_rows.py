@@ -20,7 +20,8 @@ import orjson
 import polars as pl
 import pytest
 
-from engine.scan import scan_responses
+from engine.audit import unplanned_rows_line
+from engine.scan import Unplanned, scan_responses
 from runs.audit import run_audit
 from tests.runs.quiet_campaign import invoke, retried_spec, run_quietly
 
@@ -154,7 +155,8 @@ def test_a_journal_result_line_of_an_unknown_request_is_said_and_moved_out_whole
     assert (summary["accepted"], summary["attempts"]) == (before["accepted"], before["attempts"])
     assert (summary["answers_unplanned"], summary["attempts_unplanned"]) == (1, 1)
     line = _said_once(
-        run_dir, f"1 answer in responses/ and 1 attempt in attempts/ are for requests {NOT_HELD}"
+        run_dir,
+        f"1 answer in the journal and 1 attempt in the journal are for requests {NOT_HELD}",
     )
     assert "(in journal/seg-00000099.jsonl:" in line
     assert invoke("reparse", str(run_dir), "--parser", "lenient")[0] == 0
@@ -204,3 +206,13 @@ def test_another_runs_answers_are_refused_by_what_scores_and_a_reparse_mends_it(
     assert _status(run_dir)["attempts"] == before["attempts"]
     forecasts = pl.read_parquet(run_dir / "forecasts.parquet")
     assert forecasts.equals(pl.read_parquet(finished / "forecasts.parquet"))
+
+
+def test_unplanned_rows_are_said_where_they_are() -> None:
+    """Answers in a journal segment and a shard both are said to be in either, where the
+    line said "in responses/" of answers a journal line held."""
+    seg, part = "journal/seg-00000007.jsonl", "responses/part-00000003.parquet"
+    both = Unplanned(answers=3, files=(seg, part), answer_files=(seg, part))
+    line = unplanned_rows_line(both, "out", "lenient")
+    assert line is not None
+    assert line.startswith(f"3 answers in responses/ or the journal are for requests {NOT_HELD}")
