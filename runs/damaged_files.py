@@ -43,23 +43,33 @@ def polars_panic(exc: BaseException) -> bool:
 
 def looks_like_parquet_damage(exc: BaseException) -> bool:
     """polars' error for a Parquet file it cannot decode, or the shard listing's for a device
-    or a FIFO in a shard's place (checked before the folder is read). Any polars error or
-    panic: a bit flipped in a footer said "unable to decode the encoded schema stored in
-    ARROW:schema", "out-of-spec: IPC: ..." or a panic's "called `Option::unwrap()` on a
-    `None` value", none naming Parquet; the files are read again before one is blamed."""
+    or a FIFO in a shard's place (checked before the folder is read). What damage raises, of
+    polars' errors: a `ComputeError` (a truncated or overwritten file's "parquet: File out of
+    specification ...", a flipped footer bit's "out-of-spec: IPC: ..."), an
+    `InvalidOperationError` ("unable to decode the encoded schema stored in ARROW:schema") or
+    a panic (`polars_panic`), and any other error naming Parquet. Not a `ColumnNotFoundError`,
+    a `SchemaError` or the like, a bug's: the search would read the whole folder again only
+    to print its traceback, and might blame a damaged file it did not come from."""
     import polars as pl
 
     from engine.shards import NotAFileShard
 
-    return isinstance(exc, (NotAFileShard, pl.exceptions.PolarsError)) or polars_panic(exc)
+    damage = (NotAFileShard, pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError)
+    if isinstance(exc, damage) or polars_panic(exc):
+        return True
+    return isinstance(exc, pl.exceptions.PolarsError) and "parquet" in str(exc).lower()
 
 
-def unreadable(path: Path) -> str | None:
-    """Why `path` cannot be read whole as Parquet (its footer and every page), or None."""
+def unreadable(path: Path, *, whole: bool = True) -> str | None:
+    """Why `path` cannot be read as Parquet, or None: whole (its footer and every page), or
+    with `whole=False` its footer alone (schema, row groups), which costs no page's read."""
     import polars as pl
 
     try:
-        pl.read_parquet(path)
+        if whole:
+            pl.read_parquet(path)
+        else:
+            pl.read_parquet_schema(path)
     except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"polars panicked reading it: {why}" if polars_panic(exc) else why
@@ -87,18 +97,29 @@ def damaged_parquet_files(folder: Path) -> dict[Path, str]:
     """Every Parquet file under `folder` that cannot be read, with polars' reason; a device,
     FIFO or socket under a Parquet file's name (a link to /dev/null, say) with what it is,
     never opened (a FIFO would wait for a writer); a folder under one's name (polars said
-    "expanded paths were empty", and `status` and `audit` ended in its traceback)."""
+    "expanded paths were empty", and `status` and `audit` ended in its traceback).
+
+    Footers first: where one fails (a truncated file, a flipped footer bit), those are named
+    and no file is read whole, which at paper scale takes seconds and the largest shard's
+    memory. Only where every footer reads are the files read whole, for damage in a page; a
+    file damaged so beside one whose footer fails is named once that one is mended."""
     from engine.shards import special_file
 
-    found = {}
+    found, regular = {}, []
     for path in sorted(folder.rglob("*.parquet")):
         if (kind := special_file(path)) is not None:
             found[path] = _not_a_file(path, kind)
         elif path.is_dir():
             found[path] = "a folder where a file goes"
-        elif path.is_file() and (why := unreadable(path)) is not None:
-            found[path] = why
-    return found
+        elif path.is_file():
+            regular.append(path)
+    bad = _unreadable_files(regular, whole=False) or _unreadable_files(regular, whole=True)
+    return dict(sorted((found | bad).items()))
+
+
+def _unreadable_files(paths: Iterable[Path], *, whole: bool) -> dict[Path, str]:
+    """`unreadable`'s reason for each of `paths` it finds one for."""
+    return {path: why for path in paths if (why := unreadable(path, whole=whole)) is not None}
 
 
 #: Where a run folder's special files are not looked for: the report is written beside it

@@ -85,14 +85,60 @@ def test_a_healthy_folder_has_no_damaged_file(finished: Path) -> None:
     assert damaged_parquet_files(finished) == {}
 
 
-def test_each_kind_of_damage_is_found_and_only_the_damaged_file(run_dir: Path) -> None:
+def test_each_kind_of_damage_is_found_and_only_the_damaged_file(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files whose footer fails are named without any file read whole; one damaged inside
+    its pages is found by reading whole once every footer reads."""
     shard = sorted((run_dir / "responses").glob("*.parquet"))[0]
     truncate(run_dir / "plan.parquet")
     (run_dir / "averaged.parquet").write_bytes(b"not parquet at all")
     corrupt_the_pages(shard)
-    found = damaged_parquet_files(run_dir)
-    assert sorted(found) == sorted([run_dir / "plan.parquet", run_dir / "averaged.parquet", shard])
+    with monkeypatch.context() as patched:
+        patched.setattr(pl, "read_parquet", _never_called("a read of a whole file"))
+        found = damaged_parquet_files(run_dir)
+    assert sorted(found) == sorted([run_dir / "plan.parquet", run_dir / "averaged.parquet"])
     assert all("parquet" in why.lower() for why in found.values()), found
+    for path in found:
+        path.rename(run_dir.parent / path.name)
+    found = damaged_parquet_files(run_dir)
+    assert list(found) == [shard]
+    assert "parquet" in found[shard].lower(), found
+
+
+def _never_called(what: str) -> Callable[..., object]:
+    def fail(*args: object, **kwargs: object) -> object:
+        raise AssertionError(f"{what} was made")
+
+    return fail
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        pl.exceptions.ColumnNotFoundError('unable to find column "answer"'),
+        pl.exceptions.SchemaError("data type mismatch for column accepted_at"),
+    ],
+    ids=["column", "schema"],
+)
+def test_a_polars_error_of_a_bug_is_not_sent_to_the_damaged_file_search(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    """A bug's polars error in a command's read had every Parquet file of the folder read
+    whole again, only to end in its traceback (or blame a damaged file it did not come
+    from): it is raised as it came, the folder never searched."""
+    import runs.audit
+    import runs.damaged_files
+
+    def failing(run_dir: Path) -> None:
+        raise error
+
+    truncate(run_dir / "averaged.parquet")  # a damaged file the error is not from
+    monkeypatch.setattr(runs.damaged_files, "damaged_parquet_files", _never_called("a search"))
+    monkeypatch.setattr(runs.audit, "run_audit", failing)
+    assert damage_report(run_dir, error) is None
+    result = CliRunner().invoke(app, ["audit", str(run_dir)])
+    assert result.exception is error, result.output
 
 
 def test_an_error_that_is_not_a_damaged_file_is_left_alone(run_dir: Path) -> None:
