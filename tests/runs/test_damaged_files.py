@@ -8,7 +8,6 @@ no file.
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import subprocess
@@ -416,31 +415,61 @@ def test_a_resume_names_a_damaged_shard_before_any_lane_starts(run_dir: Path, sh
     assert not (run_dir / "run.pid").exists()
 
 
-def _footer_fails(data: bytes) -> BaseException | None:
-    """What polars raises decoding the footer of `data` (every command reads it, whatever
-    columns it wants), or None: a panic of its Rust code too (a `BaseException`)."""
+#: The footer bit search, run in a process of its own (`flip_a_footer_bit`): argv is the
+#: file, the bytes (hex) after which to search, polars' error class wanted, the first try.
+#: Each try (byte * 8 + bit) is said before it is made, so a crash names the one to pass.
+_FOOTER_SEARCH = """
+import io, resource, sys
+import polars as pl
+resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[5]), int(sys.argv[5])))
+path, after, wanted, first = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+data = open(path, "rb").read()
+footer = int.from_bytes(data[-8:-4], "little")  # its length, before the closing magic
+start = data.index(after, len(data) - 8 - footer) * 8
+kind = getattr(pl.exceptions, wanted)
+for n in range(max(start, first), (len(data) - 8) * 8):
+    print("try", n, flush=True)
+    flipped = bytearray(data)
+    flipped[n // 8] ^= 1 << (n % 8)
     try:
-        pl.read_parquet_schema(io.BytesIO(data))
-    except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
-        return exc
-    return None
+        pl.read_parquet_schema(io.BytesIO(bytes(flipped)))
+    except BaseException as exc:
+        if isinstance(exc, kind):
+            print("found", n, flush=True)
+            break
+"""
+#: Address space for the search's process: a flip that has polars ask for exabytes fails
+#: there at once (and the search goes on past it) rather than pressing the machine's memory.
+_SEARCH_MEMORY = 4 << 30
+#: Searches started again past a try that crashed the search's process, at most.
+_SEARCH_RESTARTS = 5
 
 
 def flip_a_footer_bit(path: Path, after: bytes, wanted: type[BaseException]) -> None:
     """Flip the first bit of `path`'s footer from `after` on whose flip makes polars raise
-    `wanted`, as a disk's bit rot leaves a file: the footer's metadata, unchecked by any
-    checksum, decodes to nonsense. Searched for, as where a field lies depends on the file's
-    contents; each try is a read from memory."""
-    data = path.read_bytes()
-    footer = int.from_bytes(data[-8:-4], "little")  # its length, before the closing magic
-    for at in range(data.index(after, len(data) - 8 - footer), len(data) - 8):
-        for bit in range(8):
-            flipped = bytearray(data)
-            flipped[at] ^= 1 << bit
-            if isinstance(_footer_fails(bytes(flipped)), wanted):
-                path.write_bytes(bytes(flipped))
-                return
-    pytest.fail(f"no bit flipped in {path}'s footer raises {wanted.__name__}")
+    `wanted` reading the footer, as a disk's bit rot leaves a file: the footer's metadata,
+    unchecked by any checksum, decodes to nonsense. Searched for, as where a field lies
+    depends on the file's contents (the answers' timestamps among them), each try a read
+    from memory; in a process of its own, as some flips make polars abort (SIGABRT) or ask
+    for more memory than there is, which would end the test's own process."""
+    first = 0
+    for _ in range(_SEARCH_RESTARTS):
+        searched = subprocess.run(
+            [sys.executable, "-c", _FOOTER_SEARCH, str(path), after.hex(), wanted.__name__,
+             str(first), str(_SEARCH_MEMORY)],
+            capture_output=True, text=True, env={**os.environ, "RUST_BACKTRACE": "0"},
+            check=False, timeout=120,
+        )  # fmt: skip
+        said = searched.stdout.split()
+        if said[-2:-1] == ["found"]:
+            data = bytearray(path.read_bytes())
+            data[int(said[-1]) // 8] ^= 1 << (int(said[-1]) % 8)
+            path.write_bytes(bytes(data))
+            return
+        if searched.returncode == 0 or said[-2:-1] != ["try"]:
+            break  # searched to the end, or failed before its first try
+        first = int(said[-1]) + 1  # the try that crashed it, passed
+    pytest.fail(f"no bit flipped in {path}'s footer raises {wanted.__name__}: {searched.stderr}")
 
 
 @pytest.mark.parametrize(
