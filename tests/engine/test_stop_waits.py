@@ -36,6 +36,8 @@ from providers.types import ModelConfig
 from runs.commands.status import render as render_status
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from providers.base import Adapter
     from providers.types import ChatRequest, HttpRequest
     from tests.engine.conftest import Kit, ServeAny
@@ -69,6 +71,13 @@ def _answer() -> web.Response:
     return web.json_response({"id": "c1", "model": "m", "choices": [choice]})
 
 
+async def _until(done: Callable[[], bool]) -> None:
+    """Wait until `done()` holds, looking every hundredth of a second (under a caller's
+    `asyncio.timeout`)."""
+    while not done():
+        await asyncio.sleep(0.01)
+
+
 async def _lane_file_says_stopping(run_dir: Path) -> dict[str, object]:
     """`logs/lanes.json`'s lane once it says the stop (dispatch rewrites it every second)."""
     async with asyncio.timeout(10):
@@ -79,16 +88,31 @@ async def _lane_file_says_stopping(run_dir: Path) -> dict[str, object]:
             await asyncio.sleep(0.05)
 
 
+def _hanging(
+    released: asyncio.Event, *, seen: asyncio.Event | None = None,
+    counted: list[int] | None = None,
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """A provider's handler that holds every request until `released` (a hung provider),
+    setting `seen` and counting each in `counted[0]` as it comes."""
+
+    async def hang(request: web.Request) -> web.Response:
+        await request.read()
+        if seen is not None:
+            seen.set()
+        if counted is not None:
+            counted[0] += 1
+        await released.wait()
+        return _answer()
+
+    return hang
+
+
 async def test_a_stop_waiting_on_a_hung_attempt_says_so_and_keeps_its_answer(
     tmp_path: Path, kit: type[Kit], serve_any: ServeAny
 ) -> None:
     asked, answer = asyncio.Event(), asyncio.Event()
 
-    async def hang(request: web.Request) -> web.Response:
-        await request.read()
-        asked.set()
-        await answer.wait()  # a provider that does not answer until the test says so
-        return _answer()
+    hang = _hanging(answer, seen=asked)  # a provider that does not answer until told
 
     url = f"{await serve_any(hang)}/v1"
     config = ModelConfig(name="m", provider="openai", model="m", base_url=url, max_tokens=64,
@@ -129,10 +153,7 @@ async def test_a_lane_done_before_the_stop_stays_done(
     """The stop is told to every lane: one that had finished is not said "cancelled"."""
     released = asyncio.Event()  # at the end: the server's teardown waits for its handlers
 
-    async def hang(request: web.Request) -> web.Response:
-        await request.read()
-        await released.wait()
-        return _answer()
+    hang = _hanging(released)
 
     async def answer(request: web.Request) -> web.Response:
         await request.read()
@@ -192,11 +213,7 @@ async def test_a_stop_cuts_what_a_provider_that_never_answered_holds(
     the attempt's `timeout_s`, then cuts it (the next run records it as interrupted)."""
     asked, released = asyncio.Event(), asyncio.Event()
 
-    async def hang(request: web.Request) -> web.Response:
-        await request.read()
-        asked.set()
-        await released.wait()
-        return _answer()
+    hang = _hanging(released, seen=asked)
 
     config, adapters = _model(await serve_any(hang), concurrency=4)
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 6, grouped_every=0))
@@ -212,8 +229,7 @@ async def test_a_stop_cuts_what_a_provider_that_never_answered_holds(
                                return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
             stop.set()
             stopped = time.monotonic()
-            while sink.lanes[0].stop_wait_s is None:  # told at the loop's next turns
-                await asyncio.sleep(0.01)
+            await _until(lambda: sink.lanes[0].stop_wait_s is not None)  # the loop's next turns
         assert "up to 0:02 more (no answer yet from the provider: then cut, and asked again " \
             "by the next run); signal again" in progress_line(sink.lanes, 60.0)  # fmt: skip
         lane = await _lane_file_says_stopping(tmp_path / "run")
@@ -254,8 +270,7 @@ async def test_a_stop_waits_for_a_provider_that_answered(
     ))  # fmt: skip
     try:
         async with asyncio.timeout(10):
-            while asked[0] < 2:
-                await asyncio.sleep(0.01)
+            await _until(lambda: asked[0] >= 2)
         stop.set()
         lane = await _lane_file_says_stopping(tmp_path / "run")
         assert lane["stop_wait_cut"] is False
@@ -294,11 +309,7 @@ async def test_a_build_that_ends_after_the_stop_sends_nothing(
     hung provider held the stop for the attempt's whole `timeout_s`."""
     sent, released = [0], asyncio.Event()
 
-    async def hang(request: web.Request) -> web.Response:
-        await request.read()
-        sent[0] += 1
-        await released.wait()
-        return _answer()
+    hang = _hanging(released, counted=sent)
 
     config, adapters = _model(await serve_any(hang), concurrency=1)
     blocked = _BlockedBuild(adapters["m"])
@@ -310,8 +321,7 @@ async def test_a_build_that_ends_after_the_stop_sends_nothing(
     ))  # fmt: skip
     try:
         async with asyncio.timeout(10):
-            while not blocked.building.is_set():
-                await asyncio.sleep(0.01)
+            await _until(blocked.building.is_set)
             stop.set()
             await asyncio.sleep(0.2)  # the lanes are told
             blocked.go.set()
@@ -351,11 +361,7 @@ async def test_a_lane_that_fails_to_take_the_stop_is_logged_and_the_rest_are_tol
     lanes after it were never told."""
     asked, released = [0], asyncio.Event()
 
-    async def hang(request: web.Request) -> web.Response:
-        await request.read()
-        asked[0] += 1
-        await released.wait()
-        return _answer()
+    hang = _hanging(released, counted=asked)
 
     url = f"{await serve_any(hang)}/v1"
     configs = {n: ModelConfig(name=n, provider="openai", model=n, base_url=url, max_tokens=64,
@@ -380,11 +386,9 @@ async def test_a_lane_that_fails_to_take_the_stop_is_logged_and_the_rest_are_tol
     ))  # fmt: skip
     try:
         async with asyncio.timeout(10):
-            while asked[0] < 2:
-                await asyncio.sleep(0.01)
+            await _until(lambda: asked[0] >= 2)
             stop.set()
-            while len(told) < 2:
-                await asyncio.sleep(0.01)
+            await _until(lambda: len(told) >= 2)
         second = next(s for s in sink.lanes if s.model == told[1])
         assert second.stop_wait_s is not None  # told, though the first raised
     finally:

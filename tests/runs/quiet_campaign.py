@@ -4,6 +4,7 @@ command line as a user runs it on that folder."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 from rich.console import Console
@@ -21,6 +22,23 @@ def run_quietly(root: Path, name: str, spec_text: str) -> Path:
     with (root / "console.txt").open("w", encoding="utf-8") as log:
         asyncio.run(run_campaign(spec, out, console=Console(file=log, width=200), progress=False))
     return out
+
+
+def copy_of(finished: Path, tmp_path: Path) -> Path:
+    """A copy of the run folder `finished` at `tmp_path/run`, for a test to damage."""
+    shutil.copytree(finished, tmp_path / "run")
+    return tmp_path / "run"
+
+
+def scoring_commands(run_dir: Path, spec: Path) -> list[tuple[list[str], str]]:
+    """The commands that read a run's answers to score them, each with what its refusal says
+    to do once the folder is mended: `score`, `repair`, `report` and the resume."""
+    return [
+        (["score", str(run_dir)], "score again"),
+        (["repair", str(run_dir)], "repair again"),
+        (["report", str(run_dir)], f"`dutchbook score {run_dir}`, then this command"),
+        (["run", str(spec), "--out", str(run_dir)], "run again"),
+    ]
 
 
 def retried_spec(name: str, seed: int) -> str:

@@ -17,22 +17,25 @@ import pytest
 
 from engine.scan import Repeats, repeated_rows
 from runs.audit import run_audit
-from tests.runs.quiet_campaign import invoke, retried_spec, run_quietly
+from tests.runs.quiet_campaign import (
+    copy_of,
+    invoke,
+    retried_spec,
+    run_quietly,
+    scoring_commands,
+)
 
 SPEC = retried_spec("repeated", 9)
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("repeated")
-    run_quietly(root, "repeated", SPEC)
-    return root / "run"
+    return run_quietly(tmp_path_factory.mktemp("repeated"), "repeated", SPEC)
 
 
 @pytest.fixture
 def run_dir(finished: Path, tmp_path: Path) -> Path:
-    shutil.copytree(finished, tmp_path / "run")
-    return tmp_path / "run"
+    return copy_of(finished, tmp_path)
 
 
 def _counts(run_dir: Path) -> tuple[int, int, int, int]:
@@ -103,12 +106,7 @@ def test_answers_held_twice_are_refused_by_every_command_that_scores(
     kept = {name: (run_dir / name).read_bytes() for name in outputs}
     attempts = invoke("status", str(run_dir), "--json")[1]
     spec = finished.parent / "repeated.toml"
-    for args, then in (
-        (["score", str(run_dir)], "score again"),
-        (["repair", str(run_dir)], "repair again"),
-        (["report", str(run_dir)], f"`dutchbook score {run_dir}`, then this command"),
-        (["run", str(spec), "--out", str(run_dir)], "run again"),
-    ):
+    for args, then in scoring_commands(run_dir, spec):
         code, said = invoke(*args)
         assert (code, said) == (
             2,

@@ -12,7 +12,6 @@ its files, and left out by a reparse.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,13 @@ import pytest
 from engine.audit import unplanned_rows_line
 from engine.scan import Unplanned, scan_responses
 from runs.audit import run_audit
-from tests.runs.quiet_campaign import invoke, retried_spec, run_quietly
+from tests.runs.quiet_campaign import (
+    copy_of,
+    invoke,
+    retried_spec,
+    run_quietly,
+    scoring_commands,
+)
 
 SPEC = retried_spec("unplanned", 11)
 NOT_HELD = "plan.parquet does not hold"
@@ -31,15 +36,12 @@ NOT_HELD = "plan.parquet does not hold"
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("unplanned")
-    run_quietly(root, "unplanned", SPEC)
-    return root / "run"
+    return run_quietly(tmp_path_factory.mktemp("unplanned"), "unplanned", SPEC)
 
 
 @pytest.fixture
 def run_dir(finished: Path, tmp_path: Path) -> Path:
-    shutil.copytree(finished, tmp_path / "run")
-    return tmp_path / "run"
+    return copy_of(finished, tmp_path)
 
 
 def _status(run_dir: Path) -> dict[str, Any]:
@@ -182,12 +184,7 @@ def test_another_runs_answers_are_refused_by_what_scores_and_a_reparse_mends_it(
     before = _status(finished)
     spec = finished.parent / "unplanned.toml"
     kept = (run_dir / "scores.parquet").read_bytes()
-    for args, then in (
-        (["score", str(run_dir)], "score again"),
-        (["repair", str(run_dir)], "repair again"),
-        (["report", str(run_dir)], f"`dutchbook score {run_dir}`, then this command"),
-        (["run", str(spec), "--out", str(run_dir)], "run again"),
-    ):
+    for args, then in scoring_commands(run_dir, spec):
         code, said = invoke(*args)
         assert (code, said) == (
             2,
