@@ -498,10 +498,10 @@ class Lane(LaneControl):
 
     def _stop_wait_s(self) -> float | None:
         """An attempt in flight ends by its `timeout_s` (each was sent before the stop); at a
-        provider that has not answered yet, the stop waits `unanswered_stop_wait_s` at most
-        (`OutagePolicy`), then cuts it (`_cut_at_stop`)."""
+        provider that has not answered yet, or is down (`_answering`), the stop waits
+        `unanswered_stop_wait_s` at most (`OutagePolicy`), then cuts it (`_cut_at_stop`)."""
         cut = self.outage.policy.unanswered_stop_wait_s
-        if self._answered_once or cut >= self.config.timeout_s or not self.stats.in_flight:
+        if self._answering or cut >= self.config.timeout_s or not self.stats.in_flight:
             return self.config.timeout_s
         self.stats.stop_wait_cut = True
         self._cut = asyncio.get_running_loop().call_later(cut, self._cut_at_stop)
@@ -511,18 +511,26 @@ class Lane(LaneControl):
         """Cancel the lane's workers, their attempts in flight with them, unless a reply came
         meanwhile (a lane that has answered is waited for) or nothing is in flight now."""
         cut = self.stats.in_flight
-        if self._answered_once or not cut or self._workers is None:
+        if self._answering or not cut or self._workers is None:
             self._cut_declined()
             return
         self.stats.cut_at_stop = cut
+        why = "down" if self.outage.down else "not having answered once since this command started"
         self.stats.say(
             f"{STOP_REQUESTED}; {plural(cut, 'attempt')} in flight cut after "
-            f"{duration(self.outage.policy.unanswered_stop_wait_s)}, its provider not having "
-            "answered once since this command started: the next run records "
-            f"{'it' if cut == 1 else 'them'} as interrupted and asks again"
+            f"{duration(self.outage.policy.unanswered_stop_wait_s)}, its provider {why}: the "
+            f"next run records {'it' if cut == 1 else 'them'} as interrupted and asks again"
         )
         self.log.warning("cut_at_stop", echo=False, model=self.config.name, attempts=cut)
         self._workers.cancel()
+
+    @property
+    def _answering(self) -> bool:
+        """Whether a stop waits the attempts in flight out: the provider answered once in this
+        process and is not down now. A probe of a provider down (`engine.outage`) is no more
+        likely to come back than a first request: a hung one held a stop its whole
+        `timeout_s` (a tester's 10 minutes), as the first request once did."""
+        return self._answered_once and not self.outage.down
 
     def _cut_declined(self) -> None:
         """The cut was not made (the provider answered meanwhile): the stop waits for what

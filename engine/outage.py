@@ -102,6 +102,7 @@ class OutagePolicy:
     #: per lane, as such a lane sends one at a time (slow start). 30 s leaves a stop under
     #: systemd's default 90 s before SIGKILL the time to compact, score and report; a
     #: provider that answered is waited for its whole `timeout_s`: its answers come back.
+    #: A provider down (paused, probed one request at a time) is cut alike.
     unanswered_stop_wait_s: float = 30.0
     #: Seconds a lane may be down before it stops, at the first probe that fails from then
     #: on (a model's spec key `max_down_s`); None: a provider that answered is probed until

@@ -441,7 +441,7 @@ def _lane_fields(lane: dict[str, Any]) -> dict[str, Any]:
         "lane_limit_rate_per_s": number("limit_rate_per_s"),
         "lane_held_by": text("held_by"),
         "lane_gave_up": _gave_up(lane, number),
-        "lane_in_flight": number("in_flight"),
+        "lane_in_flight": None if (flying := number("in_flight")) is None else int(flying),
         "lane_stop_wait_s": number("stop_wait_s"),
         "lane_stop_wait_cut": lane.get("stop_wait_cut") is True,
     }

@@ -198,6 +198,8 @@ def _assert_status_says_the_cut(run_dir: Path) -> None:
     summary = status(run_dir)
     assert summary["state"] == "live" and summary["models"]["m"]["lane_stop_wait_cut"] is True
     assert summary["stopping"]["cut"] is True and summary["stopping"]["attempts_in_flight"] == 1
+    flying = summary["models"]["m"]["lane_in_flight"]
+    assert (flying, type(flying)) == (1, int)  # a count, as `in_flight` is (it read 1.0)
     console = Console(record=True, width=300, color_system=None)
     render_status(summary, console)
     said = console.export_text()
@@ -280,6 +282,46 @@ async def test_a_stop_waits_for_a_provider_that_answered(
         released.set()
     stats = (await asyncio.wait_for(run, 10)).lanes["m"]
     assert stats.accepted == 2 and stats.cut_at_stop == 0
+
+
+async def test_a_stop_cuts_a_probe_of_a_provider_down(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny
+) -> None:
+    """A provider that answered, then went down: the lane probes it one request at a time,
+    and a probe that hung held the stop its whole `timeout_s` (a tester's 10 minutes), where
+    a first request is cut after `unanswered_stop_wait_s`. A probe is cut alike."""
+    asked, released = [0], asyncio.Event()
+
+    async def answer_fail_then_hang(request: web.Request) -> web.Response:
+        await request.read()
+        asked[0] += 1
+        if asked[0] == 1:
+            return _answer()
+        if asked[0] <= 3:
+            return web.Response(status=500, text="down")
+        await released.wait()
+        return _answer()
+
+    config, adapters = _model(await serve_any(answer_fail_then_hang), concurrency=1)
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("m", 6, grouped_every=0))
+    stop = asyncio.Event()
+    down_at_two = OutagePolicy(streak=2, probe_base_s=0.01, unanswered_stop_wait_s=0.2)
+    run = asyncio.create_task(dispatch(
+        plan, tmp_path / "run", {"m": config}, adapters, log_console=None, stop_event=stop,
+        policy=RetryPolicy(max_attempts=3, base_s=0.001, cap_s=0.002), parser="lenient",
+        outage=down_at_two,
+    ))  # fmt: skip
+    try:
+        async with asyncio.timeout(10):
+            await _until(lambda: asked[0] >= 4)  # the probe, hung
+            stop.set()
+            stats = (await run).lanes["m"]
+    finally:
+        released.set()
+    assert (stats.accepted, stats.pauses, stats.cut_at_stop) == (1, 1, 1), stats.message
+    assert "in flight cut after 0:00, its provider down: the next run records it" in (
+        stats.message
+    )
 
 
 class _BlockedBuild:
