@@ -73,6 +73,19 @@ def write_refusal(run_dir: Path) -> str | None:
     return None
 
 
+def dangling_folder(run_dir: Path) -> str | None:
+    """The line for a folder of the run (`WRITTEN_FOLDERS`) that is a link leading to no
+    folder (to nothing, or in a loop), else None: every command reads through them, and a
+    `logs/` linked to itself ended `score` and `repair` in a traceback ("Too many levels of
+    symbolic links"), `status` in the bare error (a tester's)."""
+    for folder in WRITTEN_FOLDERS:
+        path = run_dir / folder
+        # `report/` is replaced whole by what writes it (`runs.report_folder`), a link too.
+        if folder != Path(REPORT_DIR) and path.is_symlink() and not path.is_dir():
+            return in_the_way(path, _not_a_folder(path))
+    return None
+
+
 def _not_a_folder(path: Path) -> str:
     """What stands where a folder goes: a file, or a link that leads to no folder."""
     if path.is_symlink():

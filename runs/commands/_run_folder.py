@@ -47,6 +47,10 @@ def _require_run_folder(run_dir: Path) -> None:
             f"{run_dir} is not a run folder (it has no {', '.join(RUN_FOLDER_MARKS)}); "
             "give the folder `dutchbook run` wrote"
         )
+    from runs.folder_writes import dangling_folder  # engine's scans: not at import
+
+    if (dangling := dangling_folder(run_dir)) is not None:
+        fail(dangling)
     if (damaged := special_files_report(run_dir)) is not None:
         fail(damaged)  # a FIFO among its files: the read would never end
     if (damaged := plan_damage_unless_written(run_dir)) is not None:

@@ -152,6 +152,24 @@ def test_an_error_that_is_not_a_damaged_file_is_left_alone(run_dir: Path) -> Non
     assert damage_report(healthy, error) is None
 
 
+@pytest.mark.parametrize(("folder", "target"), [("logs", "logs"), ("journal", "gone")])
+def test_a_folder_of_the_run_that_is_a_link_to_no_folder_is_said_by_every_command(
+    run_dir: Path, folder: str, target: str
+) -> None:
+    """A `logs/` linked to itself ended `score` and `repair` in a traceback ("Too many levels
+    of symbolic links"), and `status`, `audit` and `report` in the bare error (a tester's)."""
+    link = run_dir / folder
+    shutil.rmtree(link)
+    link.symlink_to(target)
+    for command in ("status", "audit", "score", "repair", "report"):
+        code, output = invoke(command, str(run_dir))
+        assert code == 2, (command, output)
+        assert one_error_line(output) == (
+            f"error: {link} is a link to {target}, which leads to no folder, where a folder "
+            "goes: move or remove it, then run the same command again"
+        ), (command, output)
+
+
 def test_report_names_a_damaged_scores_file_and_score_writes_it_again(run_dir: Path) -> None:
     truncate(run_dir / "scores.parquet")
     code, output = invoke("report", str(run_dir))
