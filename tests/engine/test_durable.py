@@ -167,3 +167,18 @@ def test_a_write_probe_whose_close_fails_is_still_removed(
         durable.write_refused(tmp_path)
     assert list(tmp_path.iterdir()) == []
     assert durable.is_temp_name(".write-probe-abc123.tmp")
+
+
+def test_a_folder_that_keeps_the_probe_refuses_the_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append-only folder (`chattr +a`) lets a file be made but not removed or replaced,
+    as the run's writes do: the probe's removal refused (EPERM) escaped the check, and the
+    resume called it "cannot make a run folder" (a tester's). It is a refused write."""
+
+    def append_only(path: str) -> None:
+        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), path)
+
+    monkeypatch.setattr(os, "unlink", append_only)
+    refused = durable.write_refused(tmp_path)
+    assert refused is not None and refused.errno == errno.EPERM
