@@ -277,7 +277,10 @@ def status(
             summary["warnings"].append(lost_jobs_line(run_dir, lost_jobs))
         # Answers lost from responses/: the reparse their warning names comes first, and
         # `score` refuses until then (this line sent the user to it).
-        if summary["state"] != "live" and not summary.get("answers_missing") and (
+        # So do answers of requests the plan does not hold: `score` refuses until then.
+        if summary["state"] != "live" and not summary.get("answers_missing") and not summary.get(
+            "answers_unplanned"
+        ) and (
             stale := _stale_scores(run_dir, summary["reparse_unfinished"], _unscored(summary))
             or _stale_report(run_dir)
         ):

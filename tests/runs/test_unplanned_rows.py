@@ -130,6 +130,8 @@ def test_another_runs_shard_is_not_counted(finished: Path, run_dir: Path) -> Non
     assert run_audit(run_dir).totals == run_audit(finished).totals
     line = _said_once(run_dir, f"{held} answers in responses/ are for requests {NOT_HELD}")
     assert "(in responses/part-00000099.parquet:" in line
+    # Not also "scores.parquet ... out of date": it sent its user to `score`, which refuses.
+    assert not [w for w in summary["warnings"] if "out of date" in w], summary["warnings"]
 
 
 def test_a_journal_result_line_of_an_unknown_request_is_said_and_moved_out_whole(
