@@ -278,9 +278,8 @@ def status(
         # Answers lost from responses/: the reparse their warning names comes first, and
         # `score` refuses until then (this line sent the user to it).
         # So do answers of requests the plan does not hold: `score` refuses until then.
-        if summary["state"] != "live" and not summary.get("answers_missing") and not summary.get(
-            "answers_unplanned"
-        ) and (
+        first = summary.get("answers_missing") or summary.get("answers_unplanned")
+        if summary["state"] != "live" and not first and (
             stale := _stale_scores(run_dir, summary["reparse_unfinished"], _unscored(summary))
             or _stale_report(run_dir)
         ):
