@@ -383,10 +383,10 @@ def _repeated(
 @dataclass(frozen=True)
 class Unplanned:
     """Rows of a run's ledger for requests its `plan.parquet` does not hold: `answers` (in
-    `responses/` or the journal) and `attempts` (in `attempts/` or the journal), and the
-    `files` holding them (`responses/part-….parquet`, `journal/seg-….jsonl`, …), of which
-    `only` those holding nothing else (`answer_files` and `attempt_files`: which hold the
-    answers, which the attempts). The ledger records only the plan's requests, so these
+    `responses/` or the journal) and `attempts` (in `attempts/` or the journal), the files
+    holding each (`answer_files`, `attempt_files`: `responses/part-….parquet`,
+    `journal/seg-….jsonl`, …; `files`, both), and of those `only` the ones holding nothing
+    else. The ledger records only the plan's requests, so these
     are none unless a shard of another run was copied in, a request id was damaged on disk
     or a journal line written by hand: `status` read "accepted 136/76 (178.9%)" of a
     folder holding another run's shard, and counted an answer whose id was damaged as
@@ -394,7 +394,6 @@ class Unplanned:
 
     answers: int = 0
     attempts: int = 0
-    files: tuple[str, ...] = ()
     only: tuple[str, ...] = ()
     answer_files: tuple[str, ...] = ()
     attempt_files: tuple[str, ...] = ()
@@ -402,6 +401,11 @@ class Unplanned:
     @property
     def rows(self) -> int:
         return self.answers + self.attempts
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Every file holding such rows, sorted: those of the answers and of the attempts."""
+        return tuple(sorted({*self.answer_files, *self.attempt_files}))
 
 
 def _request_key() -> pl.Expr:
@@ -449,9 +453,7 @@ def unplanned_rows(run_dir: Path | str, *, answers_only: bool = False) -> Unplan
               for folder in key}  # fmt: skip
     held = {folder: tuple(sorted(set(found[folder]["_file"]))) if folder in found else ()
             for folder in key}  # fmt: skip
-    files = sorted({name for names in held.values() for name in names})
-    only = _holding_nothing_else(run_dir, found)
-    return Unplanned(counts[RESPONSES], counts[ATTEMPTS], tuple(files), only,
+    return Unplanned(counts[RESPONSES], counts[ATTEMPTS], _holding_nothing_else(run_dir, found),
                      held[RESPONSES], held[ATTEMPTS])  # fmt: skip
 
 

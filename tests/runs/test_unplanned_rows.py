@@ -211,7 +211,7 @@ def test_unplanned_rows_are_said_where_they_are() -> None:
     """Answers in a journal segment and a shard both are said to be in either, where the
     line said "in responses/" of answers a journal line held."""
     seg, part = "journal/seg-00000007.jsonl", "responses/part-00000003.parquet"
-    both = Unplanned(answers=3, files=(seg, part), answer_files=(seg, part))
+    both = Unplanned(answers=3, answer_files=(seg, part))
     line = unplanned_rows_line(both, "out", "lenient")
     assert line is not None
     assert line.startswith(f"3 answers in responses/ or the journal are for requests {NOT_HELD}")
