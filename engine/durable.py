@@ -91,15 +91,23 @@ def write_refused(folder: Path) -> OSError | None:
         return exc
     try:
         os.close(fd)
-    finally:
-        try:
-            os.unlink(name)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:  # an append-only folder: made, but nothing may leave it
-            if exc.errno not in NOT_WRITABLE_ERRNOS:
-                raise
-            return exc  # the run replaces files there: refused as a write (a tester's)
+    finally:  # no `return` in here: it would swallow the close's error
+        kept = _remove_probe(name)
+    return kept
+
+
+def _remove_probe(name: str) -> OSError | None:
+    """Remove `write_refused`'s probe: None once gone (or gone before), else the refusal of
+    a folder where a file may be made but nothing may leave (append-only: the run replaces
+    files there, so it is refused as a write; a tester's)."""
+    try:
+        os.unlink(name)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if exc.errno not in NOT_WRITABLE_ERRNOS:
+            raise
+        return exc
     return None
 
 
