@@ -12,7 +12,6 @@ fixed few paths, whatever the campaign's size.
 from __future__ import annotations
 
 import errno
-import os
 from pathlib import Path
 
 from engine.batch_jobs import JOBS_FILE
@@ -21,7 +20,12 @@ from engine.durable import write_refused
 from engine.lanefile import LANES_FILE
 from engine.outage import PAUSES_FILE
 from engine.scan import ATTEMPTS, JOURNAL, RESPONSES
-from runs.commands._errors import IN_THE_WAY_HINT, NO_ACCESS_HINT
+from runs.commands._errors import (
+    IN_THE_WAY_HINT,
+    NO_ACCESS_HINT,
+    READ_ONLY_HINT,
+    link_to_no_folder,
+)
 from runs.damaged_files import DERIVED
 from runs.phases import PHASES_FILE
 from runs.report_folder import REPORT_DIR
@@ -89,7 +93,7 @@ def dangling_folder(run_dir: Path) -> str | None:
 def _not_a_folder(path: Path) -> str:
     """What stands where a folder goes: a file, or a link that leads to no folder."""
     if path.is_symlink():
-        return f"a link to {os.readlink(path)}, which leads to no folder, where a folder goes"
+        return link_to_no_folder(path)
     return "a file where a folder goes"
 
 
@@ -97,8 +101,5 @@ def _unwritable(run_dir: Path, folder: Path, refused: OSError) -> str:
     """The line for a folder of the run this process may not write in, as the run folder's
     own is said (`runs.pipeline.check_run_folder`), with what to do: give it the access, or,
     on a read-only mount, work on a copy."""
-    if refused.errno == errno.EROFS:
-        then = "copy the run folder somewhere you can write, and give it the copy"
-    else:
-        then = NO_ACCESS_HINT
+    then = READ_ONLY_HINT if refused.errno == errno.EROFS else NO_ACCESS_HINT
     return f"cannot write in {folder} ({refused.strerror}), a folder of the run {run_dir}; {then}"

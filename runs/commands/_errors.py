@@ -33,6 +33,14 @@ NO_ROOM_HINT = "free some space and run the same command again"
 NO_ACCESS_HINT = "give it the access it lacks, then run the same command again"
 #: What a user is told to do about a file where a folder goes, or a folder where a file goes.
 IN_THE_WAY_HINT = "move or remove it, then run the same command again"
+#: What a user is told to do about a part of a run folder mounted read-only.
+READ_ONLY_HINT = "copy the run folder somewhere you can write, and give it the copy"
+
+
+def link_to_no_folder(path: Path) -> str:
+    """What `path`, a link leading to no folder (to nothing, to a file, or in a loop), is
+    where a folder goes."""
+    return f"a link to {os.readlink(path)}, which leads to no folder, where a folder goes"
 #: Exit status when another process holds the run folder (`runs.folder_lock`): nothing done.
 EXIT_BUSY = 5
 
@@ -172,11 +180,11 @@ def _in_the_way(exc: OSError) -> str:
         )
         what = "a file where a folder goes"
         if found is not None and found.is_symlink():  # dangling, a loop, or to a file
-            what = f"a link to {os.readlink(found)}, which leads to no folder, where a folder goes"
+            what = link_to_no_folder(found)
     elif exc.errno in (errno.EACCES, errno.EPERM):
         return _NO_ACCESS
     elif exc.errno == errno.EROFS:  # a part of the folder mounted read-only: nothing changed
-        return " (copy the run folder somewhere you can write, and give it the copy)"
+        return f" ({READ_ONLY_HINT})"
     else:
         return ""
     if found is None:
