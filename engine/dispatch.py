@@ -292,7 +292,8 @@ async def _feed(
             reading.offset = offset + height  # counted, whether or not its rows are queued
             # Counted for the whole slice before any row is queued: a lane that halts part
             # of the way through it has given them up all the same.
-            gone = _give_up_lost(lane.stats, lost.intersection(ids))
+            gone = lost.intersection(ids)
+            _give_up_lost(lane.stats, len(gone))
             if ids:
                 frame = await asyncio.to_thread(
                     read_rows, plan_path, offset, batch_rows, positions
@@ -329,28 +330,26 @@ async def _feed(
 def _accepted_unread(
     plan_path: Path, ledger: Ledger, name: str, batch_rows: int, held: frozenset[str],
     reading: _Reading, lost: frozenset[str] = frozenset(),
-) -> tuple[int, frozenset[str]]:
+) -> tuple[int, int]:
     """Of the rows of model `name` a feeder did not read (`reading`), those answered already
     and those unanswered `lost` for good, read as `_feed` reads them: only their ids, a
     slice at a time."""
-    offset, end, accepted = reading.offset, reading.end, 0
-    gone: set[str] = set()
+    offset, end, accepted, gone = reading.offset, reading.end, 0, 0
     while end is None or offset < end:
         height, mine, _, ids = read_pending(plan_path, offset, batch_rows, name, ledger, held)
         if height == 0:
             break
         accepted += mine - len(ids)
-        gone.update(lost.intersection(ids))
+        gone += len(lost.intersection(ids))
         offset += height
-    return accepted, frozenset(gone)
+    return accepted, gone
 
 
-def _give_up_lost(stats: LaneStats, gone: frozenset[str]) -> frozenset[str]:
-    """Count `gone`, unanswered requests lost for good to damaged batch results, as given
-    up (`engine.scan.lost_to_damage`); returns them."""
-    stats.gave_up += len(gone)
-    stats.lost_to_damage += len(gone)
-    return gone
+def _give_up_lost(stats: LaneStats, gone: int) -> None:
+    """Count `gone` unanswered requests lost for good to damaged batch results as given up
+    (`engine.scan.lost_to_damage`)."""
+    stats.gave_up += gone
+    stats.lost_to_damage += gone
 
 
 async def _run_lane(
