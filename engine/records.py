@@ -7,6 +7,7 @@ on disk (design.md, Records) because `pass` is a keyword.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -302,22 +303,25 @@ class _Shape:
     `response`, as `subject` names it) must hold: `required`, the fields read by key
     (`from_row`, the readers of `engine.scan` and `engine.unresolved`), never null since the
     first version; and each field's types (`types`; `items`, a list's items'), null allowed
-    but for those. A field this version does not know is a later version's, which the writer
-    refuses (`engine.later_format`)."""
+    but for those; `timestamp`, the field that must spell a time polars reads back
+    (`ISO_FORMAT`). A field this version does not know is a later version's, which the
+    writer refuses (`engine.later_format`)."""
 
     subject: str
     required: tuple[str, ...]
     types: dict[str, frozenset[type]]
     items: dict[str, frozenset[type]]
+    timestamp: str
 
     @classmethod
     def of(
-        cls, subject: str, required: tuple[str, ...], schema: dict[str, pl.DataType]
+        cls, subject: str, required: tuple[str, ...], schema: dict[str, pl.DataType],
+        timestamp: str,
     ) -> _Shape:
         lists = {k: t.inner for k, t in schema.items() if isinstance(t, pl.List) and t.inner}
         return cls(
             subject, required, {k: _json_types(t) for k, t in schema.items()},
-            {k: _json_types(t) | {type(None)} for k, t in lists.items()},
+            {k: _json_types(t) | {type(None)} for k, t in lists.items()}, timestamp,
         )  # fmt: skip
 
 
@@ -325,16 +329,17 @@ _DISPATCH_FIELDS = ("request_id", "attempt", "model", "provider", "started_at")
 _SHAPES = {
     # a dispatch line's fields are the attempt's, spelled the same
     DISPATCH: _Shape.of(
-        "it", _DISPATCH_FIELDS, {k: ATTEMPT_SCHEMA[k] for k in _DISPATCH_FIELDS}
+        "it", _DISPATCH_FIELDS, {k: ATTEMPT_SCHEMA[k] for k in _DISPATCH_FIELDS}, "started_at"
     ),
     "attempt": _Shape.of(
-        "its attempt", (*_DISPATCH_FIELDS, "elapsed_ms", "outcome"), ATTEMPT_SCHEMA
+        "its attempt", (*_DISPATCH_FIELDS, "elapsed_ms", "outcome"), ATTEMPT_SCHEMA, "started_at"
     ),
     "response": _Shape.of(
         "its response",
         ("request_id", "model", "arm", "unit", "pass", "events", "keys", "raw_text", "values",
          "attempts", "accepted_at"),
         RESPONSE_SCHEMA,
+        "accepted_at",
     ),
 }  # fmt: skip
 #: The parts found fit so far, each by its fields' names and their values' types in the
@@ -376,7 +381,27 @@ def _part_fault(part: Any, name: str) -> str | None:
         value = part.get(key)
         if type(value) is list and not set(map(type, value)) <= allowed:
             return f"{shape.subject} has {key} {_shown(value)}, of the wrong type"
+    stamp = part[shape.timestamp]  # there and text: the checks above
+    if not _is_time(stamp):
+        return f"{shape.subject} has {shape.timestamp} {_shown(stamp)}, which is no time"
     return None
+
+
+#: How a journal's time is spelled: `iso_utc`'s form, with any fraction and offset (which
+#: polars reads back by `ISO_FORMAT` alike). Its values are checked by `datetime`: a rotted
+#: digit (month 13, hour 24) passed every check above and ended in polars' traceback where
+#: a table of the lines was built.
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?[+-][01]\d:[0-5]\d", re.ASCII)
+
+
+def _is_time(value: str) -> bool:
+    if _TIME.fullmatch(value) is None:
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _field_fault(part: dict[str, Any], shape: _Shape) -> str | None:

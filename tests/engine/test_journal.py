@@ -145,6 +145,16 @@ def _rotted(line: dict[str, Any], old: bytes, new: bytes) -> bytes:
          'a dispatch line, but it has attempt "x", of the wrong type'),
         (_rotted(_dispatch_line(), b'"request_id"', b'"request_ie"'),
          "a dispatch line, but it has no request_id"),
+        # a digit rotted in a time: polars' traceback where a table of the lines was built
+        (_rotted(_dispatch_line(), b"T21:", b"T24:"),
+         'a dispatch line, but it has started_at "2026-03-02T24:00:00.000000+00:00"'
+         ', which is no time'),
+        (_rotted(_result_line(), b"-03-", b"-13-"),
+         'a result line, but its attempt has started_at "2026-13-02T21:00:10.000000+00:00"'
+         ', which is no time'),
+        (_wrong(_result_line(), "response", accepted_at="2026-12-01 00:00:00+00:00"),
+         'a result line, but its response has accepted_at "2026-12-01 00:00:00+00:00"'
+         ', which is no time'),
     ],
 )  # fmt: skip
 def test_a_line_without_what_its_readers_take_is_corrupt(
@@ -195,3 +205,34 @@ def test_lines_of_every_version_and_kind_read_as_they_are(tmp_path: Path) -> Non
     path = segment_path(tmp_path, 1)
     path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
     assert list(read_segment(path)) == lines
+
+
+def test_every_time_the_check_passes_is_one_polars_reads() -> None:
+    """The line check stands in for polars' `ISO_FORMAT` read: a spelling it passed that
+    polars cannot read would end a command in polars' traceback again. Spellings one to
+    three characters away from a written time, each passed one read back by polars."""
+    import random
+
+    import polars as pl
+
+    from engine.records import ISO_FORMAT, _is_time
+
+    written = iso_utc(T0)
+    draw = random.Random(20261207)
+    spellings = {written}
+    for _ in range(20_000):
+        chars = list(written)
+        for _ in range(draw.randint(1, 3)):
+            at = draw.randrange(len(chars))
+            char = draw.choice("0123456789+-:.TZ ")
+            if draw.random() < 0.6:
+                chars[at] = char
+            else:
+                chars.insert(at, char)
+        spellings.add("".join(chars))
+    passed = [spelling for spelling in spellings if _is_time(spelling)]
+    read = pl.Series(passed).str.to_datetime(
+        time_unit="us", time_zone="UTC", format=ISO_FORMAT, strict=False
+    )
+    assert read.null_count() == 0
+    assert written in passed and 100 < len(passed) < len(spellings) / 2
