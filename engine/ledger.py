@@ -75,6 +75,7 @@ from engine.runlock import (
     LedgerBusy,
     acquire_lock,
     clear_pid,
+    mark_ledger_closed,
     names_this_process,
     read_pid,
     release_lock,
@@ -212,6 +213,8 @@ class Ledger:
         self._clears_pid = pid_file and not names_this_process(read_pid(self.run_dir))
         if self._clears_pid:
             write_pid(self.run_dir)
+        elif pid_file:  # the caller's, closed by an earlier ledger of this process
+            mark_ledger_closed(self.run_dir, False)
         try:
             self._recover()
         except BaseException:
@@ -227,6 +230,8 @@ class Ledger:
         the lock's next holder writes its own)."""
         if self._clears_pid:
             clear_pid(self.run_dir)
+        else:  # the caller's pid file, held on past this ledger (`dutchbook run`'s)
+            mark_ledger_closed(self.run_dir, True)
         if self._lock_fd is not None:
             release_lock(self._lock_fd)
             self._lock_fd = None

@@ -24,6 +24,8 @@ from engine.records import utc_now
 
 PID_FILE = "run.pid"
 LOCK_FILE = ".lock"
+#: The pid file's mark that its live writer's ledger is closed (`mark_ledger_closed`).
+LEDGER_CLOSED = "ledger_closed"
 
 
 class LedgerBusy(RuntimeError):
@@ -141,6 +143,25 @@ def clear_pid(run_dir: Path | str) -> None:
     """Remove the pid file if it is ours (a clean exit)."""
     if names_this_process(read_pid(run_dir)):
         (Path(run_dir) / PID_FILE).unlink(missing_ok=True)
+
+
+def mark_ledger_closed(run_dir: Path | str, closed: bool) -> None:
+    """Say in this process's pid file whether its ledger is closed. `dutchbook run` holds the
+    pid file through scoring and the report, after dispatch closed the ledger: an attempt it
+    sent and never resolved (cut at a stop, its reply unkept on a full disk) is then in
+    flight no more, and `engine.unresolved` counts it as the next run will record it, not as
+    in flight. Best effort: a pid file not written (a full disk) leaves the attempt called in
+    flight until this process exits."""
+    info = read_pid(run_dir)
+    if info is None or not names_this_process(info) or bool(info.get(LEDGER_CLOSED)) == closed:
+        return
+    del info["alive"]
+    if closed:
+        info[LEDGER_CLOSED] = True
+    else:
+        del info[LEDGER_CLOSED]
+    with contextlib.suppress(OSError):
+        write_bytes_atomic(Path(run_dir) / PID_FILE, orjson.dumps(info), sync=False)
 
 
 def found_pid(run_dir: Path | str) -> bytes | None:

@@ -26,7 +26,7 @@ import polars as pl
 
 from engine.journal import read_journal
 from engine.records import ATTEMPT_SCHEMA, AttemptRecord, attempts_frame, parse_utc
-from engine.runlock import read_pid
+from engine.runlock import LEDGER_CLOSED, read_pid
 from engine.scan import ATTEMPTS, DISPATCH, JOURNAL, RESULT, scan_shards
 from engine.shards import list_shards
 
@@ -210,8 +210,10 @@ def _died_and_live(
     read 1,231 attempts where it had read 1,270 (a hostile pass). A line sent before the
     writer's start is the died run's, compared in whole seconds: a writer may stamp a line
     with a time it took just before its ledger opened and wrote its start (both are stamped
-    to the microsecond), and such a line is its own."""
-    if not (writer and writer.get("alive")):
+    to the microsecond), and such a line is its own. A live writer whose ledger is closed
+    (`engine.runlock.mark_ledger_closed`: a run scoring after its dispatch) has nothing in
+    flight: its run's closing audit said "1 attempt in flight" of an attempt its stop cut."""
+    if not (writer and writer.get("alive")) or writer.get(LEDGER_CLOSED):
         return lines, []
     since = _moment(writer.get("started_at"))
     if since is None:

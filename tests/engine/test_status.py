@@ -519,6 +519,35 @@ def test_a_live_runs_batch_line_of_an_earlier_job_is_its_own_in_flight(tmp_path:
         assert live["outcomes"] == {}
 
 
+def test_a_live_runs_attempt_its_closed_ledger_left_is_in_flight_no_more(
+    tmp_path: Path,
+) -> None:
+    """A stop cut an attempt at a hung provider; the run, still scoring with its pid file
+    held, closed with "1 attempt in flight", where `status` once it exited said the attempt
+    was interrupted. Its ledger closed, the attempt is read as the next run records it; a
+    ledger this process opens again has its own in flight again."""
+    from datetime import UTC, datetime
+
+    from engine.runlock import PID_FILE, write_pid
+
+    write_pid(tmp_path)  # this process: `dutchbook run`, holding its pid file throughout
+    try:
+        with Ledger.open(tmp_path) as ledger:
+            ledger.record_dispatch("r-1", 1, "alpha", "sim", datetime.now(UTC))
+            dispatching = status(tmp_path)
+        scoring = status(tmp_path)
+        with Ledger.open(tmp_path) as ledger:  # records r-1 interrupted, as a resume does
+            ledger.record_dispatch("r-2", 1, "alpha", "sim", datetime.now(UTC))
+            again = status(tmp_path)
+    finally:
+        (tmp_path / PID_FILE).unlink()
+    assert dispatching["state"] == scoring["state"] == again["state"] == "live"
+    assert dispatching["in_flight"] == 1 and dispatching["interrupted_unrecorded"] == 0
+    assert scoring["in_flight"] == 0 and scoring["interrupted_unrecorded"] == 1
+    assert scoring["outcomes"] == again["outcomes"] == {"interrupted": 1}
+    assert again["in_flight"] == 1 and again["interrupted_unrecorded"] == 0
+
+
 def test_a_live_run_whose_lanes_stopped_updating_is_said_so(tmp_path: Path) -> None:
     """A tester froze a run (SIGSTOP) for 30 s: `status` still said it was live, its lanes
     running, their ETAs frozen. A live run whose lanes, some still asking, have not rewritten
