@@ -1098,6 +1098,23 @@ class Lane(LaneControl):
             self._hold_for(wait, "a rate-limit reset")
             self.log.info("limit_reset_wait", model=self.config.name, seconds=round(wait, 3))
 
+    def _foreign_reason(self, failure: Failure) -> str:
+        """Why a lane whose first replies were all not in its provider's format stops. A
+        model that answered in this folder before (a resume) had the right base_url then:
+        what changed is more likely in front of the server (a tester's resume behind a
+        gateway broken between runs was asked to check its base_url)."""
+        first = (
+            f"its first {self._foreign_streak} replies were not in the provider's format "
+            f"(the last: {failure.detail})"
+        )
+        if not self.stats.already_accepted:
+            return f"{first}; is its base_url the API's address?"
+        return (
+            f"{first}, though it answered {plural(self.stats.already_accepted, 'request')} "
+            "in this folder before: is something in front of it now (a gateway, a proxy, a "
+            "sign-in page), or has its base_url changed?"
+        )
+
     def _quota_paused(self, failure: Failure) -> bool:
         """A spent quota: pause the lane until a resume (True), or, when the provider said
         when it returns (`RetryPolicy.quota_pauses`), hold the lane that long and carry on.
@@ -1133,12 +1150,8 @@ class Lane(LaneControl):
         if failure.foreign and not self._recognised:
             self._foreign_streak += 1
             if self._foreign_streak >= self.policy.foreign_streak:
-                self._halt(
-                    LaneState.STOPPED,
-                    f"its first {self._foreign_streak} replies were not in the provider's "
-                    f"format (the last: {failure.detail}); is its base_url the API's address?",
-                    after_name=" stopped: ",
-                )
+                reason = self._foreign_reason(failure)
+                self._halt(LaneState.STOPPED, reason, after_name=" stopped: ")
             return
         if failure.outcome is Outcome.RATE_LIMIT and not failure.quota_exhausted:
             self.cap.on_rate_limit()

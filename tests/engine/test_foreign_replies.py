@@ -119,6 +119,25 @@ async def test_a_web_page_at_base_url_stops_the_lane_naming_it(
     assert set(attempts["outcome"]) == {"invalid_response"}
 
 
+async def test_a_resume_whose_replies_turned_foreign_asks_whats_in_front(
+    tmp_path: Path, kit: type[Kit], serve: Any
+) -> None:
+    """A model that answered in this folder before and whose replies are now all web pages:
+    its base_url was right then, so the stop asks what stands in front of the server now (a
+    tester's resume behind a gateway broken between runs was asked to check its base_url)."""
+    first = await _dispatch(tmp_path, kit, await serve(_completion), 20)
+    assert first.lanes["m"].accepted == 20
+    pages = await serve(lambda n: web.Response(text=PAGE, content_type="text/html"))
+    summary = await _dispatch(tmp_path, kit, pages, 200)  # the same 20, then 180 more
+    lane = summary.lanes["m"]
+    assert lane.state is LaneState.STOPPED
+    assert lane.reason.startswith("its first 10 replies were not in the provider's format")
+    assert lane.reason.endswith(
+        ", though it answered 20 requests in this folder before: is something in front of it "
+        "now (a gateway, a proxy, a sign-in page), or has its base_url changed?"
+    )
+
+
 async def test_json_that_is_not_a_chat_completion_is_foreign_too(
     tmp_path: Path, kit: type[Kit], serve: Any
 ) -> None:
