@@ -37,6 +37,7 @@ are asked again once at most, and `DAMAGED_JOB_STREAK` damaged jobs in a row sto
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
 from collections import Counter, deque
@@ -130,6 +131,9 @@ GONE_WITH_SIMULATOR = (
     "was held by the simulator inside an earlier `dutchbook run`, which ended with it"
 )
 
+#: The detail's words of a line an ended job may have run, billed, and lost (`_absent`).
+BILLED_MAYBE = "or it ran, billed"
+
 T = TypeVar("T")
 _INTERRUPTED, _DAMAGED = Outcome.INTERRUPTED.value, Outcome.DAMAGED_BATCH_RESULT.value
 
@@ -175,7 +179,9 @@ class _Entry:
     #: The answer-failure rule stopped it (a repeat at temperature 0, or its budget spent).
     stopped: bool = False
     #: Its prompt's length (`engine.spend.prompt_chars`) where a resume did not read the texts
-    #: (a job already uploaded): what its worst case is priced from (`BatchLane._worst`).
+    #: (a job already uploaded), or kept when its job's upload dropped them
+    #: (`_forget_prompts`): what its worst case is priced from (`BatchLane._worst`), at its
+    #: reservation and for a line the provider billed whose result cannot be read (`_charged`).
     chars: int | None = None
 
 
@@ -983,7 +989,8 @@ class BatchLane(LaneControl):
         stopping = self._say_damage(job, lines, self._foresee(job, state, lines, recorded, entries))
         counts = {"answered": 0, "failed": 0, "absent": 0, "already": 0}
         again: list[_Entry] = []
-        cost = 0.0
+        cost: list[float] = []
+        unrun: list[float] = []  # worst cases of lines an ended job may have run and lost
         for rid, entry, outcomes, number in _lines_of(job, recorded, entries, lines):
             if number is not None:
                 counts["already"] += 1
@@ -991,10 +998,9 @@ class BatchLane(LaneControl):
             else:
                 counts["answered" if rid in lines.lines else "absent"] += 1
                 result = lines.lines.get(rid) or self._absent(state, job, lines, outcomes)
+                self._charged(entry, result, cost, unrun)  # before `_settle` moves its cap on
                 sent = self._sent(entry, job, job.requests[rid], outcomes)
                 failure = self._settle(entry, result, sent, job.job_id or job.job_key)
-                if self.prices is not None:
-                    cost += self.prices.cost(result.tokens_in, result.tokens_out)
                 counts["failed"] += failure is not None
                 if failure is not None:  # this attempt among the request's, as recorded now
                     outcomes = {**outcomes, entry.item.prior_attempts: failure.outcome.value}
@@ -1005,7 +1011,9 @@ class BatchLane(LaneControl):
                 if failure.outcome is Outcome.DAMAGED_BATCH_RESULT and not stopping:
                     self._queued_again.add(rid)
         self.records.collected(job, counts)
-        self._spent(job, cost)
+        # Of the lines an expired, failed or cancelled job may have run and lost, which did
+        # cannot be told: its `lost` dearest are charged, a bound the bill cannot pass.
+        self._spent(job, math.fsum([*cost, *sorted(unrun, reverse=True)[: lines.lost]]))
         self.stats.jobs_collected += 1
         self.held.difference_update(job.requests)
         self.log.info("batch_job_collected", model=self.config.name, job_key=job.job_key,
@@ -1070,7 +1078,7 @@ class BatchLane(LaneControl):
         failure = absent_failure(state, job)
         if not lines.lost:  # every line the provider counted is there: this one never ran
             return failure
-        return replace(failure, detail=f"{failure.detail} (or it ran, billed, and its line "
+        return replace(failure, detail=f"{failure.detail} ({BILLED_MAYBE}, and its line "
                                        f"is lost: the results hold {lines.held})")
 
     def _say_damage(self, job: BatchJob, lines: JobLines, spoilt: Counter[str]) -> bool:
@@ -1098,6 +1106,23 @@ class BatchLane(LaneControl):
             self._halt(LaneState.STOPPED, streak_message(self._damaged_streak, jid, lines),
                        after_name=" stopped ")
         return stopping
+
+    def _charged(
+        self, entry: _Entry, result: Completion | Failure, cost: list[float], unrun: list[float]
+    ) -> None:
+        """What a line journalled now costs against the spend cap, added to `cost`: its
+        reported tokens, or, for a line the provider ran and billed whose result cannot be
+        read (`damaged_batch_result`: its tokens unknown), the worst case it was reserved at,
+        its prompt and whole output cap, as a cap must never be passed. A line an ended job
+        may have run and lost (`JobLines.lost` of an unrun job) goes to `unrun` at its worst."""
+        if self.prices is None:
+            return
+        if not isinstance(result, Failure) or result.tokens_in or result.tokens_out:
+            cost.append(self.prices.cost(result.tokens_in, result.tokens_out))
+        elif result.outcome is Outcome.DAMAGED_BATCH_RESULT:
+            cost.append(self._worst([entry]))
+        elif BILLED_MAYBE in result.detail:
+            unrun.append(self._worst([entry]))
 
     def _spent(self, job: BatchJob, cost: float) -> None:
         """What a collected job's lines reportedly cost, against the spend cap."""
@@ -1441,6 +1466,7 @@ def _forget_prompts(entries: Iterable[_Entry]) -> None:
     otherwise hold every prompt they carry: Groq's 20 jobs of 50,000 lines are the whole
     paper); the few asked again are read back from the plan."""
     for entry in entries:
+        entry.chars = _chars(entry)  # still priced if its line is billed and lost (`_charged`)
         entry.item.system = entry.item.user = ""
 
 

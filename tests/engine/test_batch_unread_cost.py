@@ -1,0 +1,121 @@
+"""Lines a batch job ran (the provider billed them) whose result the run cannot read are
+charged, not counted at $0. A tester's proxy dropped a line of each result file: the
+simulator ran 31 lines, the audit priced the 26 accepted ones, and the spend cap settled each
+job's reservation down to the lines it could read, forgetting the lost ones too. The spend
+cap now keeps a lost line's reserved worst case (its prompt and whole output cap).
+
+The batch provider is the engine's fake (tests/engine/batch_fake.py), labelled as such.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import polars as pl
+import pytest
+
+from engine.dispatch import dispatch
+from engine.retry import RetryPolicy
+from engine.scan import scan_attempts
+from engine.spend import batch_prices_of, worst_case_cost_of
+from providers.batch import JobStatus
+from providers.types import ModelConfig, Outcome
+from tests.engine.batch_fake import FakeBatch
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from providers.batch import Fetch, JobState, LineResult
+    from tests.engine.conftest import Kit
+
+MODEL = "fake-batch"
+POLICY = RetryPolicy(max_attempts=6, base_s=0.001, cap_s=0.002)
+PRICED = ModelConfig(
+    name=MODEL, provider="sim", model="m", dispatch="batch", max_tokens=300,
+    price_in_per_mtok=10.0, price_out_per_mtok=10.0,
+    batch_price_in_per_mtok=1.0, batch_price_out_per_mtok=2.0,
+)  # fmt: skip
+DAMAGED = Outcome.DAMAGED_BATCH_RESULT.value
+
+
+@dataclass
+class Dropping(FakeBatch):
+    """The first job's results lack their first `dropped` lines, though every line ran."""
+
+    dropped: int = 2
+    _first: bool = True
+
+    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+        lines = list(await super().results(fetch, state))
+        if self._first and state.status is JobStatus.DONE:
+            self._first = False
+            return lines[self.dropped :]
+        return lines
+
+
+def _chars(plan: Path, ids: list[str]) -> list[int]:
+    frame = pl.read_parquet(plan).filter(pl.col("request_id").is_in(ids))
+    return [len(s or "") + len(u or "") for s, u in frame.select("system", "user").iter_rows()]
+
+
+def _reported(run_dir: Path) -> float:
+    attempts = scan_attempts(run_dir, ["tokens_in", "tokens_out"]).collect()
+    prices = batch_prices_of(PRICED)
+    assert prices is not None
+    return prices.cost(int(attempts["tokens_in"].sum()), int(attempts["tokens_out"].sum()))
+
+
+async def test_lines_lost_from_results_keep_their_worst_case_in_the_spend_cap(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    run_dir = tmp_path / "run"
+    fake = Dropping()
+    done = await dispatch(
+        plan, run_dir, {MODEL: PRICED}, {}, batch_clients={MODEL: fake}, policy=POLICY,
+        batch_poll_s=0.001, log_console=None, budget_usd=100.0,
+    )  # fmt: skip
+    assert done.complete and done.spend is not None
+    lost = scan_attempts(run_dir, ["request_id", "outcome"]).collect().filter(
+        pl.col("outcome") == DAMAGED
+    )["request_id"].to_list()
+    assert len(lost) == 2 and sum(fake.ran.values()) == 32  # 30 lines, then the 2 lost again
+    prices = batch_prices_of(PRICED)
+    assert prices is not None
+    worst = math.fsum(worst_case_cost_of(prices, PRICED, n) for n in _chars(plan, lost))
+    assert worst > 0
+    assert done.spend.spent_now_usd == pytest.approx(_reported(run_dir) + worst, rel=1e-9)
+
+
+@dataclass
+class LosingExpired(FakeBatch):
+    """Its first job expires having run half its lines, and its results lack the first."""
+
+    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+        lines = list(await super().results(fetch, state))
+        return lines[1:] if state.status is JobStatus.EXPIRED else lines
+
+
+async def test_an_expired_job_that_lost_a_line_it_ran_keeps_its_dearest_unread_worst_case(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Which of the 16 requests without a line is the one that ran cannot be told: the cap
+    keeps the dearest of their worst cases, one line's, not 16 and not none."""
+    rows = kit.plan_rows(MODEL, 30)
+    rows[-1]["user"] = "x" * 5000  # one prompt far longer: the dearest of the unread
+    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
+    run_dir = tmp_path / "run"
+    done = await dispatch(
+        plan, run_dir, {MODEL: PRICED}, {}, batch_clients={MODEL: LosingExpired(
+            faults={1: "expire"})}, policy=POLICY, batch_poll_s=0.001, log_console=None,
+        budget_usd=100.0,
+    )  # fmt: skip
+    assert done.complete and done.spend is not None
+    prices = batch_prices_of(PRICED)
+    assert prices is not None
+    dearest = worst_case_cost_of(prices, PRICED, max(_chars(plan, [r["request_id"]
+                                                                    for r in rows])))
+    assert done.spend.spent_now_usd == pytest.approx(_reported(run_dir) + dearest, rel=1e-9)
