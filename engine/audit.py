@@ -75,7 +75,13 @@ from engine.scan import (
     scan_ledger,
     unplanned_rows,
 )
-from engine.spend import SPEND_CAP_REACHED, Prices, carried_by_batch
+from engine.spend import (
+    SPEND_CAP_REACHED,
+    Prices,
+    carried_by_batch,
+    dollars,
+    unread_lines,
+)
 from engine.unresolved import in_flight_sentence, interrupted_note, with_unresolved
 from providers.base import short
 
@@ -732,6 +738,11 @@ class AuditRow:
     #: Requests whose reply the run accepted and a later `reparse --parser strict` rejected
     #: (`classify`'s `rejected_on_reparse`): no answer now, yet neither retried nor given up.
     answers_rejected_on_reparse: int = 0
+    #: Batch lines the provider ran (billed) whose result the run could not read
+    #: (`engine.spend.Unread`), and what `cost_usd` counts them at: each line's prompt and
+    #: whole output cap, an upper bound (None where the scope is not priced).
+    billed_unread: int = 0
+    billed_unread_usd: float | None = None
 
     @property
     def given_up_total(self) -> int:
@@ -767,6 +778,9 @@ class AuditRow:
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
             "cost_usd": self.cost_usd,
+            # Additive: of `cost_usd`, lines billed with no readable result, at their worst.
+            "billed_unread": self.billed_unread,
+            "billed_unread_cost_usd": self.billed_unread_usd,
         }
 
 
@@ -940,6 +954,19 @@ class Audit:
             if row.lost_to_damage
         ]
 
+    def unread_lines(self) -> list[str]:
+        """One line per model with batch lines the provider ran, and billed, whose result
+        could not be read (`AuditRow.billed_unread`): what its cost counts them at."""
+        return [
+            f"{model}: {plural(row.billed_unread, 'batch line')} the provider ran (billed) "
+            f"{'has' if row.billed_unread == 1 else 'have'} no readable result, "
+            + (f"counted in its cost at up to {dollars(row.billed_unread_usd)} (each line's "
+               "prompt and whole output cap: their tokens are unknown, so the cost is an upper "
+               "bound)" if row.billed_unread_usd is not None else "its cost not priced")
+            for model, row in self.by_model.items()
+            if row.billed_unread
+        ]
+
     def reported_model_lines(self) -> list[str]:
         """One line per model whose replies named more than one model as the one that
         answered: a gateway's fallback, an alias resolved to another model or a deployment
@@ -994,7 +1021,7 @@ class Audit:
             *([repeated] if repeated else []), *([unplanned] if unplanned else []),
             *([rejected] if rejected else []), *ends,
             *self.pause_lines(), *self.reported_model_lines(),
-            *([] if refused else resume), *budget, *self.damage_lines(),
+            *([] if refused else resume), *budget, *self.damage_lines(), *self.unread_lines(),
             *(resume if refused else []),
         ]
         return [line if line.endswith((".", "?", "!")) else f"{line}." for line in lines]
@@ -1036,7 +1063,8 @@ class Audit:
         `retries.<cause>` and one `given_up.<cause>` column per cause, the invalid-response
         subcauses (`invalid.<subcause>`), `latency_p50_ms` ... and `cost_usd`; then
         `answers_missing`, `answers_rejected_on_reparse`, `answer_budget_spent`,
-        `answers_unrecorded` and `lost_to_damage`, as in `--json`.
+        `answers_unrecorded`, `lost_to_damage`, `billed_unread` and `billed_unread_cost_usd`,
+        as in `--json`.
         """
         rows = [("model", m, self.providers.get(m), r) for m, r in self.by_model.items()]
         rows += [("provider", p, p, r) for p, r in self.by_provider.items()]
@@ -1079,6 +1107,8 @@ class Audit:
                     "answer_budget_spent": row.answer_budget_spent,
                     "answers_unrecorded": row.answers_unrecorded,
                     "lost_to_damage": row.lost_to_damage,
+                    "billed_unread": row.billed_unread,
+                    "billed_unread_cost_usd": row.billed_unread_usd,
                 }
             )
             records.append(record)
@@ -1242,6 +1272,7 @@ def audit(
     batch_prices: Mapping[str, Prices] | None = None,
     spec_parser: str | None = None,
     answer_budget: int | None = None,
+    output_caps: Mapping[str, int | None] | None = None,
 ) -> Audit:
     """Audit a run folder from its plan and ledger (no lock, no provider, no write).
 
@@ -1253,7 +1284,9 @@ def audit(
     sent and not resolved are read in with the recorded ones (`engine.unresolved.with_unresolved`).
     `answer_budget`, the spec's `max_answer_failures` in force, tells which requests given up
     the next run will not ask (`AuditRow.answer_budget_spent`); without it, those whose last
-    attempt said their budget was spent.
+    attempt said their budget was spent. `output_caps` (model -> the spec's `max_tokens`)
+    prices batch lines billed whose result could not be read at their worst case
+    (`engine.spend.Unread`; a model without one at `engine.spend.DEFAULT_OUTPUT_CAP`).
 
     Memory: the attempts are reduced per model in one streaming pass (a request belongs to
     one model, so provider and total counts are sums of model rows); only the latency
@@ -1266,7 +1299,8 @@ def audit(
     # Read again when a reparse replaced the answers' shards while they were read.
     return read_settled(
         run_dir,
-        lambda: _read_audit(run_dir, prices, providers, batch_prices, spec_parser, answer_budget),
+        lambda: _read_audit(run_dir, prices, providers, batch_prices, spec_parser, answer_budget,
+                            output_caps or {}),
     )
 
 
@@ -1277,6 +1311,7 @@ def _read_audit(
     batch_prices: Mapping[str, Prices] | None,
     spec_parser: str | None,
     answer_budget: int | None,
+    output_caps: Mapping[str, int | None],
 ) -> Audit:
     """`audit`'s report, read once."""
     repeats = repeated_rows(run_dir)  # a shard copied: its rows count once
@@ -1310,13 +1345,15 @@ def _read_audit(
         | set(first_asked)
     )
 
+    unread = _unread(attempts, run_dir, prices or {}, batch_prices or {}, output_caps)
+
     def cost(names: list[str]) -> float | None:
-        return _cost(prices, names, reduced[0], batch_prices)
+        return _cost(prices, names, reduced[0], batch_prices, _priced(unread))
 
     per_model = _percentiles(latencies, "model")
     by_model = {
         m: _row(reduced, m, _sum(planned, [m]), accepted_by_model.get(m, 0), cost([m]),
-                per_model.get(m), first_asked.get(m, 0))
+                per_model.get(m), first_asked.get(m, 0), unread.get(m, (0, None)))
         for m in models
     }
     by_provider, totals = _rolled_up(by_model, mapping, latencies, cost)
@@ -1413,7 +1450,15 @@ def _combine(rows: list[AuditRow], latency: list[Any] | None, cost: float | None
         answers_missing=total("answers_missing"),
         answers_unrecorded=total("answers_unrecorded"),
         answers_rejected_on_reparse=total("answers_rejected_on_reparse"),
+        billed_unread=total("billed_unread"),
+        billed_unread_usd=_priced_sum([r.billed_unread_usd for r in rows]),
     )
+
+
+def _priced_sum(values: list[float | None]) -> float | None:
+    """The sum of the priced `values`, None when none is."""
+    priced = [v for v in values if v is not None]
+    return math.fsum(priced) if priced else None
 
 
 def _sum(planned: Mapping[str, int] | None, models: Iterable[str]) -> int | None:
@@ -1427,8 +1472,11 @@ def _cost(
     models: list[str],
     summary: pl.DataFrame,
     batch_prices: Mapping[str, Prices] | None = None,
+    unread_usd: Mapping[str, float] | None = None,
 ) -> float | None:
-    """Live attempts at `prices`, lines a batch job carried at `batch_prices` (else `prices`).
+    """Live attempts at `prices`, lines a batch job carried at `batch_prices` (else `prices`),
+    and, per model, what its batch lines billed with no readable result count (`unread_usd`,
+    `_unread_cost`).
 
     Added by `math.fsum`, whose total does not depend on the order of its terms: the
     summary's rows come in no fixed order (a `group_by`), and a plain sum of the same
@@ -1451,7 +1499,28 @@ def _cost(
             )
         if (carried := batch.get(scope, live.get(scope))) is not None:
             terms.append(carried.cost(batch_in, batch_out))
+    terms += [usd for m, usd in (unread_usd or {}).items() if m in models]
     return math.fsum(terms)
+
+
+def _unread(
+    attempts: pl.LazyFrame, run_dir: Path, prices: Mapping[str, Prices],
+    batch_prices: Mapping[str, Prices], output_caps: Mapping[str, int | None],
+) -> dict[str, tuple[int, float | None]]:
+    """Per model, its batch lines billed with no readable result (`engine.spend.Unread`),
+    and their worst case at the prices its batch lines are counted at (`_cost`), None where
+    it has none."""
+    out: dict[str, tuple[int, float | None]] = {}
+    for model, lines in unread_lines(attempts, run_dir / PLAN).items():
+        carried = batch_prices.get(model, prices.get(model))
+        usd = None if carried is None else lines.cost(carried, output_caps.get(model))
+        out[model] = (lines.lines, usd)
+    return out
+
+
+def _priced(unread: Mapping[str, tuple[int, float | None]]) -> dict[str, float]:
+    """`_unread`'s dollars of the models it priced."""
+    return {model: usd for model, (_, usd) in unread.items() if usd is not None}
 
 
 def _row(
@@ -1462,9 +1531,11 @@ def _row(
     cost: float | None,
     latency: list[Any] | None,
     first_asked: int = 0,
+    unread: tuple[int, float | None] = (0, None),
 ) -> AuditRow:
     """One model's row from `_partitioned`'s frames; `first_asked` requests have nothing
-    recorded but an attempt in flight (`_first_asked`)."""
+    recorded but an attempt in flight (`_first_asked`); `unread`, its batch lines billed with
+    no readable result and what they count (`AuditRow.billed_unread`)."""
     summary, causes, subcauses, given_up, unrecorded = frames
     found = summary.filter(pl.col("model") == name)
     stats: dict[str, Any] = found.row(0, named=True) if found.height else {}
@@ -1496,6 +1567,8 @@ def _row(
         answers_missing=missing,
         answers_unrecorded=int(unrecorded.filter(pl.col("model") == name)["n"].sum()),
         answers_rejected_on_reparse=rejected,
+        billed_unread=unread[0],
+        billed_unread_usd=unread[1],
     )
 
 

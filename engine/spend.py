@@ -30,12 +30,14 @@ import polars as pl
 
 from engine.records import FOREIGN_NOTE
 from engine.retry import GAVE_UP_MARK
-from providers.types import ModelConfig
+from providers.types import ModelConfig, Outcome
 
 #: Output tokens assumed for a model without `max_tokens` (providers' defaults run this high).
 DEFAULT_OUTPUT_CAP = 8192
 #: Characters per token in the worst case: far denser than English's ~4 (digits, JSON).
 WORST_CHARS_PER_TOKEN = 2
+#: Tokens a chat request's framing adds to its prompt, in the worst case.
+FRAMING_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ def worst_case_cost_of(
     """`worst_case_cost` of a prompt known by its length alone: `chars` characters,
     system and user together, as Python's `len` counts them (`prompt_chars()` reads them
     from a plan without the texts). The same dollars, to the last bit."""
-    tokens_in = chars // WORST_CHARS_PER_TOKEN + 32  # + chat framing
+    tokens_in = chars // WORST_CHARS_PER_TOKEN + FRAMING_TOKENS
     return prices.cost(tokens_in, max_tokens or config.max_tokens or DEFAULT_OUTPUT_CAP)
 
 
@@ -115,6 +117,68 @@ def carried_by_batch() -> pl.Expr:
     return pl.col("detail").fill_null("").str.contains(BATCH_DETAIL)
 
 
+#: A batch line's own output cap, where it was not the spec's, in its attempt's closing
+#: note (`engine.retry.AnswerRetry.note`, "[retry with seed 8, max_tokens 600; batch job x]").
+_CAP_NOTE = r"\[retry with [^\[\]]*max_tokens (\d+)"
+
+
+@dataclass(frozen=True)
+class Unread:
+    """One model's batch lines the provider ran, and billed, whose result the run could not
+    read (`damaged_batch_result` attempts: a result file that dropped the line, cut it short,
+    or wrote it unreadable), their tokens unknown. Each is charged at its worst case, as the
+    batch lane's spend cap keeps it (`engine.batch_lane.BatchLane._charged`): its prompt,
+    densely tokenised (`worst_case_cost_of`), and its whole output cap: an upper bound."""
+
+    lines: int = 0
+    #: Their prompts' worst-case tokens (from the plan's texts).
+    tokens_in: int = 0
+    #: The output caps their attempts' notes name (a retry's own), and how many lines were
+    #: sent at the spec's cap instead.
+    noted_out: int = 0
+    at_spec_cap: int = 0
+
+    def cost(self, prices: Prices, max_tokens: int | None) -> float:
+        """Their worst case at `prices`, the lines sent at the spec's cap at `max_tokens`."""
+        cap = max_tokens or DEFAULT_OUTPUT_CAP
+        return prices.cost(self.tokens_in, self.noted_out + self.at_spec_cap * cap)
+
+
+def unread_lines(attempts: pl.LazyFrame, plan_path: Path) -> dict[str, Unread]:
+    """Per model, `Unread` of `attempts` (columns request_id, model, outcome, tokens_in,
+    tokens_out, detail), each line's prompt read from the plan at `plan_path` (a row the plan
+    lacks counts its framing alone)."""
+    lost = (
+        attempts.filter(
+            (pl.col("outcome") == Outcome.DAMAGED_BATCH_RESULT.value) & carried_by_batch()
+            & (pl.col("tokens_in").fill_null(0) == 0) & (pl.col("tokens_out").fill_null(0) == 0)
+        )
+        .select("request_id", "model",
+                pl.col("detail").str.extract(_CAP_NOTE, 1).cast(pl.Int64).alias("cap"))
+        .collect()
+    )  # fmt: skip
+    if lost.is_empty():
+        return {}
+    chars = (
+        pl.scan_parquet(plan_path)
+        .filter(pl.col("request_id").is_in(lost["request_id"].unique().implode()))
+        .select("request_id", "model", prompt_chars().alias("chars"))
+        .collect()
+    ) if plan_path.exists() else pl.DataFrame(
+        schema={"request_id": pl.String, "model": pl.String, "chars": pl.Int64})
+    worst_in = pl.col("chars").fill_null(0) // WORST_CHARS_PER_TOKEN + FRAMING_TOKENS
+    per_model = (
+        lost.join(chars, on=["request_id", "model"], how="left")
+        .group_by("model")
+        .agg(pl.len().alias("lines"), worst_in.sum().alias("tokens_in"),
+             pl.col("cap").sum().alias("noted_out"), pl.col("cap").null_count().alias("at_cap"))
+    )  # fmt: skip
+    return {
+        str(model): Unread(int(n), int(tokens_in), int(noted or 0), int(at_cap))
+        for model, n, tokens_in, noted, at_cap in per_model.iter_rows()
+    }
+
+
 def batch_attempt_prices(config: ModelConfig) -> Prices | None:
     """What a line a batch job carried costs: the batch prices, else the live ones (an upper
     bound), as the batch lane reserves and settles them; None for a live model."""
@@ -136,7 +200,8 @@ def recorded_spend(run_dir: Path | str, models: Mapping[str, ModelConfig]) -> fl
     from engine.scan import scan_attempts  # the ledger is only read when prices are set
 
     split = any(c.dispatch == "batch" or batch_prices_of(c) for c in models.values())
-    columns = ["model", "tokens_in", "tokens_out"] + (["detail"] if split else [])
+    columns = ["model", "tokens_in", "tokens_out"] + (
+        ["request_id", "outcome", "detail"] if split else [])
     in_batch = carried_by_batch() if split else pl.lit(False)
     try:
         usage = (
@@ -146,6 +211,11 @@ def recorded_spend(run_dir: Path | str, models: Mapping[str, ModelConfig]) -> fl
             .agg(pl.col("tokens_in").sum(), pl.col("tokens_out").sum())
             .collect()
         )
+        # Lines billed whose result could not be read, at their worst case (`Unread`).
+        unread = unread_lines(
+            scan_attempts(run_dir, columns=columns).filter(pl.col("model").is_in(list(batch))),
+            Path(run_dir) / "plan.parquet",
+        ) if split else {}
     except (FileNotFoundError, pl.exceptions.ComputeError):
         return 0.0
     total = 0.0
@@ -153,7 +223,9 @@ def recorded_spend(run_dir: Path | str, models: Mapping[str, ModelConfig]) -> fl
         prices = (batch if carried else live).get(model)
         if prices is not None:
             total += prices.cost(tokens_in, tokens_out)
-    return total
+    return total + sum(
+        lines.cost(batch[model], models[model].max_tokens) for model, lines in unread.items()
+    )
 
 
 #: How a lane stopped by the cap begins its reason (`SpendCap.message`; the audit asks).
@@ -361,6 +433,7 @@ __all__ = [
     "DEFAULT_OUTPUT_CAP",
     "Prices",
     "SpendCap",
+    "Unread",
     "batch_attempt_prices",
     "batch_prices_of",
     "dollars",
@@ -368,6 +441,7 @@ __all__ = [
     "prompt_chars",
     "recorded_spend",
     "unpriced",
+    "unread_lines",
     "worst_case_cost",
     "worst_case_cost_of",
 ]

@@ -139,7 +139,18 @@ def run_audit(run_dir: Path | str) -> Audit:
     return audit(
         run_dir, prices=prices, providers=providers, batch_prices=_batch_prices_of(raw),
         spec_parser=_parser_of(raw), answer_budget=_answer_budget_of(raw),
+        output_caps=_output_caps_of(raw),
     )
+
+
+def _output_caps_of(raw: dict[str, Any] | None) -> dict[str, int | None]:
+    """Each frozen spec model's `max_tokens` (None where it names none, or not a whole
+    number): what a batch line billed with no readable result is priced at."""
+    return {
+        name: cap if isinstance(cap := entry.get("max_tokens"), int)
+        and not isinstance(cap, bool) else None
+        for name, entry in _models_of(raw)
+    }
 
 
 # --------------------------------------------------------------------------- rendering

@@ -2,7 +2,8 @@
 charged, not counted at $0. A tester's proxy dropped a line of each result file: the
 simulator ran 31 lines, the audit priced the 26 accepted ones, and the spend cap settled each
 job's reservation down to the lines it could read, forgetting the lost ones too. The spend
-cap now keeps a lost line's reserved worst case (its prompt and whole output cap).
+cap now keeps a lost line's reserved worst case (its prompt and whole output cap), and the
+audit and a resume's spend count it so too, the audit saying it is an upper bound.
 
 The batch provider is the engine's fake (tests/engine/batch_fake.py), labelled as such.
 """
@@ -17,10 +18,11 @@ from typing import TYPE_CHECKING
 import polars as pl
 import pytest
 
+from engine.audit import audit
 from engine.dispatch import dispatch
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
-from engine.spend import batch_prices_of, worst_case_cost_of
+from engine.spend import batch_prices_of, recorded_spend, worst_case_cost_of
 from providers.batch import JobStatus
 from providers.types import ModelConfig, Outcome
 from tests.engine.batch_fake import FakeBatch
@@ -119,3 +121,36 @@ async def test_an_expired_job_that_lost_a_line_it_ran_keeps_its_dearest_unread_w
     dearest = worst_case_cost_of(prices, PRICED, max(_chars(plan, [r["request_id"]
                                                                     for r in rows])))
     assert done.spend.spent_now_usd == pytest.approx(_reported(run_dir) + dearest, rel=1e-9)
+
+
+async def test_the_audit_and_a_resume_count_lines_billed_with_no_readable_result(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    run_dir = tmp_path / "run"
+    (run_dir).mkdir()
+    (run_dir / "plan.parquet").write_bytes(plan.read_bytes())  # where the readers look
+    done = await dispatch(
+        run_dir / "plan.parquet", run_dir, {MODEL: PRICED}, {}, batch_clients={MODEL: Dropping()},
+        policy=POLICY, batch_poll_s=0.001, log_console=None,
+    )  # fmt: skip
+    assert done.complete
+    lost = scan_attempts(run_dir, ["request_id", "outcome"]).collect().filter(
+        pl.col("outcome") == DAMAGED
+    )["request_id"].to_list()
+    prices = batch_prices_of(PRICED)
+    assert prices is not None and len(lost) == 2
+    worst = math.fsum(worst_case_cost_of(prices, PRICED, n) for n in _chars(plan, lost))
+    report = audit(run_dir, batch_prices={MODEL: prices}, output_caps={MODEL: 300})
+    row = report.by_model[MODEL]
+    assert row.cost_usd == pytest.approx(_reported(run_dir) + worst, rel=1e-9)
+    assert row.billed_unread == 2
+    assert row.billed_unread_usd == pytest.approx(worst, rel=1e-9)
+    assert report.to_dict()["totals"]["billed_unread"] == 2
+    assert report.to_dict()["totals"]["billed_unread_cost_usd"] == pytest.approx(worst)
+    [said] = [n for n in report.notes() if "no readable result" in n]
+    assert said.startswith("fake-batch: 2 batch lines the provider ran (billed) have no "
+                           "readable result, counted in its cost at up to $")
+    assert "an upper bound" in said
+    # A resume's spend cap starts from the same count.
+    assert recorded_spend(run_dir, {MODEL: PRICED}) == pytest.approx(row.cost_usd, rel=1e-9)
