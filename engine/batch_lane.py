@@ -21,7 +21,7 @@ and their requests are never put into another job meanwhile. Control-plane failu
 limits, 5xx, connection errors) are waited out; an auth or request error stops the lane with
 one line, like a live lane's.
 
-A job the provider answers 404 for (poll, results) is *lost*: the provider dropped it, or the
+A job the provider answers 404 for when polled is *lost*: the provider dropped it, or the
 user now asks another account, key or region, under which it may still run and be billed. The
 lane cannot tell which, so it never asks the job's lines again on its own: it goes on with the
 rest and then stops with one line naming the lost jobs and both ways out. A job the user names
@@ -31,7 +31,10 @@ to `dutchbook run --abandon-batch-jobs` is, once the provider answers 404 for it
 fails every job the same way) the lane stops with the provider's words instead of submitting
 more. Damaged results (unreadable lines, lines for ids never sent, fewer lines than the
 provider counted run: `engine.batch_results`) are said in one line; the requests they lost
-are asked again once at most, and `DAMAGED_JOB_STREAK` damaged jobs in a row stop the lane.
+are asked again once at most, and `DAMAGED_JOB_STREAK` damaged jobs in a row stop the lane;
+so are those of an ended job whose result file alone the provider answers 404 for: its lines
+ran and were billed. A line billed with no readable result keeps its worst case against the
+spend cap (`_charged`).
 """
 
 from __future__ import annotations
@@ -164,8 +167,8 @@ class _Unknown(Exception):
     def __init__(self, failure: Failure, what: str) -> None:
         super().__init__(failure.detail)
         self.failure = failure
-        # "poll" (the job is unknown), "results" (its output is gone) or "create" (the
-        # input it was to be made of is gone)
+        # "poll" (the job is unknown), "results" (its output is gone: collected as damaged
+        # results, `BatchLane._ended`) or "create" (the input it was to be made of is gone)
         self.what = what
 
 
@@ -304,11 +307,11 @@ class BatchLane(LaneControl):
         #: external simulator (--sim-url), which may still hold it, nor one planned here.
         self.simulated_here = simulated_here
         self._planned_here: set[str] = set()
-        #: Jobs the provider answered 404 for, not abandoned: job key -> what it said.
+        #: Jobs the provider answers 404 for, not abandoned: job key -> what it said.
         self.lost: dict[str, str] = {}
-        #: Of those, jobs that ended and whose results the provider no longer has: their
-        #: lines ran and were billed, so abandoning them pays for them again.
-        self.lost_output: set[str] = set()
+        #: Ended jobs whose result file the provider answers 404 for: job key -> what it said
+        #: (read by `_collect`: their lines ran and were billed, and are damaged results).
+        self._output_gone: dict[str, str] = {}
         self._failed_streak = 0
         #: Jobs' results held until journalled, `RESULTS_HELD` at a time (`_ended`, `_job`).
         self._downloads = asyncio.Semaphore(RESULTS_HELD)
@@ -729,8 +732,9 @@ class BatchLane(LaneControl):
         except _Unknown as exc:
             if exc.what == "create":
                 raise  # `_ended_uploading_again` decides
-            if exc.what == "results":
-                self.lost_output.add(job.job_key)
+            if exc.what == "results":  # the job is known and ended: only its output is gone
+                self._output_gone[job.job_key] = self._redact(exc.failure.detail)
+                return ended, ()
             return self._lost_job(job, exc.failure)
         return state, found
 
@@ -772,10 +776,11 @@ class BatchLane(LaneControl):
     def _lost_job(
         self, job: BatchJob, failure: Failure
     ) -> tuple[JobState, Sequence[LineResult]] | None:
-        """A job the provider answers 404 for. Abandoned (its lines asked again) only when
-        the user named it: a 404 may mean the provider dropped it (no line ran), or that it
-        is asked under other credentials, account or region, where it may still run and be
-        billed; asking its lines again on a guess could pay for them twice."""
+        """A job the provider answers 404 for when polled (one whose result file alone is
+        gone is collected as damaged results, `_ended`). Abandoned (its lines asked again)
+        only when the user named it: a 404 may mean the provider dropped it (no line ran), or
+        that it is asked under other credentials, account or region, where it may still run
+        and be billed; asking its lines again on a guess could pay for them twice."""
         detail = self._redact(failure.detail)
         gone = (self.simulated_here and job.simulated_in_process
                 and job.job_key not in self._planned_here)  # fmt: skip
@@ -806,12 +811,6 @@ class BatchLane(LaneControl):
             "credentials, another account or region, switch back and run again (they may still "
             "run and be billed there); if the provider dropped them, run again with "
             f"{ABANDON_FLAG} {ids} to ask their queries again"
-            + (
-                f" ({len(gone)} of them ended and their results are gone: their lines ran and "
-                "were billed, and asking them again pays for them twice)"
-                if (gone := self.lost_output & self.lost.keys())
-                else ""
-            )
         )
 
     def _count_failed(self, job: BatchJob, state: JobState) -> None:
@@ -984,7 +983,7 @@ class BatchLane(LaneControl):
         in one line before any attempt is written (a kill mid-collection cannot leave them
         unsaid); a request they lost is asked again once, not twice.
         """
-        lines = sort_lines(job.requests, found, state)
+        lines = sort_lines(job.requests, found, state, self._output_gone.pop(job.job_key, ""))
         recorded = _recorded(self.run_dir, list(job.requests))
         stopping = self._say_damage(job, lines, self._foresee(job, state, lines, recorded, entries))
         counts = {"answered": 0, "failed": 0, "absent": 0, "already": 0}

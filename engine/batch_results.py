@@ -3,8 +3,11 @@ files are damaged, what to say and record.
 
 A job's results are *damaged* when they hold lines that name no request (torn, not JSON,
 no id: `providers.batch.UNREADABLE`), lines for request ids the job never sent, or fewer
-lines than the provider counted run. The provider ran (and billed) the lines it counted,
-so a request of such a job with no readable line is not one the job never ran: its attempt
+lines than the provider counted run, or when the provider, which still knows the ended job,
+answers 404 for its result file (a tester's proxy: reported as 3 jobs the provider no longer
+knew, and abandoning them bought all 28 lines again at $0 each). The provider ran (and
+billed) the lines it counted, so a request of such a job with no readable line is not one
+the job never ran: its attempt
 is `damaged_batch_result`, its detail says what the results held, and the lane says the
 job's damage in one console line and a `batch_results_damaged` log event. A job that ended
 before running every line (expired, failed, cancelled) whose results hold fewer reply lines
@@ -67,11 +70,14 @@ class JobLines:
     #: How the job ended, where it ended before running every line (`UNRUN_STATES`), else "":
     #: a request of it without a line may not have run.
     unrun: str = ""
+    #: What the provider said of the job's result file where it answers 404 for it (the job
+    #: itself known and ended), else "": every line it ran is lost.
+    gone: str = ""
 
     @property
     def damaged(self) -> bool:
         """The results are not the lines the job ran (see the module docstring)."""
-        return bool(self.unreadable or self.foreign or self.repeated or self.lost)
+        return bool(self.unreadable or self.foreign or self.repeated or self.lost or self.gone)
 
     @property
     def held(self) -> str:
@@ -83,6 +89,9 @@ class JobLines:
     def wrong(self) -> str:
         """`held` without what the provider counted."""
         parts = []
+        if self.gone:
+            parts.append(f"no result file: the provider answers 404 (not found) for it "
+                         f"({self.gone})")
         if self.unreadable:
             parts.append(f"{plural(self.unreadable, 'unreadable result line')}")
         if self.foreign:
@@ -102,11 +111,13 @@ class JobLines:
 
 
 def sort_lines(requests: Collection[str], found: Iterable[LineResult],
-               state: JobState) -> JobLines:
+               state: JobState, gone: str = "") -> JobLines:
     """`found` read against the job's `requests`: a request's first reply counts, else its
     first line. Two lines for one request are damage too: an error line before an answer
-    line was taken, the answer dropped and bought again in the next job, with nothing said."""
-    out = JobLines()
+    line was taken, the answer dropped and bought again in the next job, with nothing said.
+    `gone`: the provider answers 404 for the job's result file (what it said), so no line
+    was found and each the job ran is lost (`JobLines.gone`)."""
+    out = JobLines(gone=gone)
     for line in found:
         if line.request_id in requests:
             kept = out.lines.get(line.request_id)
@@ -137,7 +148,9 @@ def sort_lines(requests: Collection[str], found: Iterable[LineResult],
     # left unrun among them, with no line written.
     completed = state.completed or 0
     replied = sum(1 for result in out.lines.values() if _replied(result))
-    out.lost = out.missing if out.counted_all else max(0, completed - replied)
+    # A job that ran to its end and whose result file is gone lost every line, counted or not.
+    every = out.counted_all or (bool(gone) and not out.unrun)
+    out.lost = out.missing if every else max(0, completed - replied)
     return out
 
 

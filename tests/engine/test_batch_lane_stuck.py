@@ -216,18 +216,30 @@ class OutputGone(Forgetful):
         return await super().results(fetch, state)
 
 
-async def test_a_job_whose_results_are_gone_says_abandoning_it_pays_twice(
+async def test_a_job_whose_result_file_is_gone_is_collected_as_damaged_results(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
-    """A 404 for the results of a job that ended: its lines ran and were billed, so the stop
-    line must say that abandoning it pays for them again (a 404 at poll may mean no line ran)."""
+    """A 404 for the result file of a job the provider still knows, ended: its lines ran and
+    were billed. It was reported as jobs the provider no longer knew, and `--abandon-batch-jobs`
+    with their ids was taken, recording every line a `provider_error` at $0 and buying all of
+    them again. Now each line is a damaged result (asked again once, then given up for good),
+    the job is collected, not abandoned, and the lane ends done."""
     fake = OutputGone(kill_at=("poll", 1, "before"))
     plan, run_dir, _ = await _dispatched_until_killed(tmp_path, kit, fake, 100)
+    jobs = _uncollected(run_dir)
     fake.forget()
-    lane = (await _run(plan, run_dir, fake)).lanes[MODEL]
-    assert lane.state.value == "stopped" and "File not found" in lane.message
-    assert "their results are gone: their lines ran and were billed" in lane.message
-    assert "pays for them twice" in lane.message and "\n" not in lane.message
+    summary = await _run(plan, run_dir, fake, batch_abandon=frozenset(jobs))
+    lane = summary.lanes[MODEL]
+    assert summary.complete and lane.state.value == "done", lane.message
+    assert "404" not in lane.message
+    assert not [r for r in read_record_lines(run_dir / JOBS_FILE) if r["event"] == ABANDONED]
+    attempts = scan_attempts(run_dir, ["request_id", "outcome", "detail"]).collect()
+    damaged = attempts.filter(pl.col("outcome") == Outcome.DAMAGED_BATCH_RESULT.value)
+    assert damaged.height == sum(len(job.requests) for job in jobs.values())
+    assert all("no result file: the provider answers 404 (not found) for it (File not found.)"
+               in detail for detail in damaged["detail"])
+    held = {rid for job in jobs.values() for rid in job.requests}
+    assert {fake.ran[rid] for rid in held} == {2}  # ran in the job, then once more
 
 
 class LosesInputs(FakeBatch):
