@@ -218,6 +218,9 @@ def draw(inputs: FigureInputs, path: Path) -> str:
 
     books = top_books(inputs)
     if not books:
+        why = inputs.not_scored(lambda arm: True, "on any arm")
+        if why is not None:  # the sets of models under the floor are not scored sets
+            raise Omit(f"{why}: there is no Dutch book to draw")
         raise Omit("no scored set had a positive arbitrage profit: there is no Dutch book to draw")
     plt = _style.pyplot()
     shown = panels(books)

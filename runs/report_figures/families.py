@@ -70,12 +70,24 @@ def family_rates(inputs: FigureInputs) -> pl.DataFrame:
     )
 
 
+def _left_out(inputs: FigureInputs) -> str:
+    """Why no family rate is drawn: the arms were not run, or no model is scored on them."""
+    ran = sorted({str(r["arm"]) for r in inputs.summary.get("rows") or []
+                  if str(r["arm"]).startswith(FAMILY_ARM_PREFIX)})  # fmt: skip
+    if not ran:
+        return "no family arm was run (families/isolated, families/joint)"
+    why = inputs.not_scored(lambda arm: arm.startswith(FAMILY_ARM_PREFIX))
+    if why is not None:
+        return f"the family arms ran ({', '.join(ran)}), but {why}"
+    return "no scored model answered a whole family (every statement) in any pass"
+
+
 def draw(inputs: FigureInputs, path: Path) -> str:
     from runs.report_figures import Omit
 
     rates = family_rates(inputs)
     if rates.height == 0:
-        raise Omit("no family arm was run (families/isolated, families/joint)")
+        raise Omit(_left_out(inputs))
     present = set(rates["group"].to_list())
     groups = [s for s in SHAPES if s in present]
     groups += sorted(present - set(SHAPES) - {CONTROLS})

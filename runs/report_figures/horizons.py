@@ -48,7 +48,11 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         m for m, c in cells.items() if any(k.startswith((TWO_ASSET + " ", "horizon/")) for k in c)
     ]
     if not models:
-        raise Omit("neither the two-asset arm nor a horizon arm was run")
+        why = inputs.not_scored(lambda arm: arm.startswith((TWO_ASSET, "horizon/")))
+        raise Omit(
+            f"the two-asset or horizon arms ran, but {why}" if why is not None
+            else "neither the two-asset arm nor a horizon arm was run"
+        )  # fmt: skip
     has_assets = any(any(k.startswith(TWO_ASSET + " ") for k in cells[m]) for m in models)
     has_days = any(_horizons(cells[m]) for m in models)
     plt = _style.pyplot()

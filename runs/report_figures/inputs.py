@@ -8,14 +8,17 @@ a picture; the audit figure reads the audit's own timeline (`engine.audit.attemp
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from engine.console_lines import plural
 from runs.planned_families import FamilyInfo, family_info
+from runs.report.data import STATUS_NO_ANSWERS
+from runs.report.wording import floor_text
 
 BASELINE_ARM = "baseline"
 #: What `FigureInputs.from_run` can read beyond the scores and forecasts: the families'
@@ -94,6 +97,22 @@ class FigureInputs:
             orient="row",
         )
         return self.scores.join(pairs.lazy(), on=["model", "arm"], how="semi")
+
+    def not_scored(self, arm: Callable[[str], bool], where: str = "on them") -> str | None:
+        """Why no model is scored on the arms `arm` picks (of the summary's row labels) when
+        some of them ran: None when none ran or some model is scored there. The summary keeps
+        a row of every (model, arm), scored or not; a figure that looked at scored rows alone
+        said family arms that had run, every model under the coverage floor, were "not run"."""
+        ran = [r for r in self.summary.get("rows") or [] if arm(str(r.get("arm", "")))]
+        if not ran or any(r.get("scored") for r in ran):
+            return None
+        answered = {str(r["model"]) for r in ran if r.get("status") != STATUS_NO_ANSWERS}
+        silent = {str(r["model"]) for r in ran} - answered
+        floor = self.summary.get("coverage_floor")
+        under = f"under the {floor_text(float(floor)) + ' ' if floor else ''}coverage floor"
+        said = [f"{plural(len(answered), 'model')} {under}"] if answered else []
+        said += [f"{plural(len(silent), 'model')} with no answers"] if silent else []
+        return f"no model was scored {where} ({', '.join(said)})"
 
     @property
     def baseline_arm(self) -> str:

@@ -105,7 +105,11 @@ def draw(inputs: FigureInputs, path: Path) -> str:
 
     cells = linked_cells(inputs)
     if not cells:
-        raise Omit("neither the linked nor the dispersed arm was run")
+        why = inputs.not_scored(lambda arm: arm.startswith(("linked", "dispersed")))
+        raise Omit(
+            f"the linked or dispersed arms ran, but {why}" if why is not None
+            else "neither the linked nor the dispersed arm was run"
+        )  # fmt: skip
     plt = _style.pyplot()
     kinds = [(k, t) for k, t in KINDS if any(c.kind == k for c in cells)]
     models = sorted({c.model for c in cells})

@@ -1195,3 +1195,30 @@ def test_figure_1_says_when_it_draws_fewer_than_three_books(
             f"{said} drawn: no other model, arm and unit of the stock-return arms had a "
             "positive profit." in caption
         ), caption
+
+
+def test_figures_of_arms_that_ran_with_no_model_scored_say_so(tmp_path: Path) -> None:
+    """A hostile run, every model under the coverage floor: figure 1 said no scored set had a
+    positive profit (the unscored baseline's sets did) and figure 6 that no family arm was run
+    (both had: 131 of 155 statements answered). Each says now that no model was scored."""
+    unscored = [
+        {"model": m, "arm": arm, "scored": False, "status": status, "coverage": cov}
+        for m, status, cov in (("a", "below_coverage_floor", 0.85), ("b", "no_answers", 0.0))
+        for arm in ("baseline", "families/isolated", "families/joint", "horizon/2 full",
+                    "linked (assets)")
+    ]  # fmt: skip
+    positive = [_score("a", "baseline", "2020-01-02:AAA", 0, 4e-5, "h1"),
+                _score("a", "families/joint", "f1", 0, 0.76, "family")]  # fmt: skip
+    inputs = FigureInputs(
+        {"baseline_arm": "baseline", "coverage_floor": 0.9, "rows": unscored},
+        scores=pl.DataFrame(positive, schema=SCORE_SCHEMA).lazy(),
+        forecasts=pl.DataFrame(schema={"model": pl.String}).lazy(),
+    )
+    reasons = {f.key: f.omitted for f in draw_all(inputs, tmp_path, numbers=(1, 3, 5, 6))}
+    why = "no model was scored {} (1 model under the 90% coverage floor, 1 model with no answers)"
+    assert reasons["books"] == why.format("on any arm") + ": there is no Dutch book to draw"
+    assert reasons["families"] == (
+        "the family arms ran (families/isolated, families/joint), but " + why.format("on them")
+    )
+    assert reasons["horizons"] == "the two-asset or horizon arms ran, but " + why.format("on them")
+    assert reasons["linked"] == "the linked or dispersed arms ran, but " + why.format("on them")
