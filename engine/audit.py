@@ -608,10 +608,11 @@ def _retries_said(retry_attempts: int, requests_retried: int, requests: int,
 def paper_causes(retries_by_cause: Mapping[str, int]) -> dict[str, int]:
     """Retry attempts by cause, grouped and labelled as the paper's Appendix C gives them
     (`PAPER_CAUSES`); a cause it does not name (an authentication error, a bad request, a
-    duplicate) keeps its own words. Nonzero ones only, largest first, ties in the paper's
-    order."""
+    duplicate) keeps its own words. The six are always there, 0 where nothing happened, so a
+    reader tells a cause counted and absent from one not counted; another cause only where
+    it happened. Largest first, ties in the paper's order."""
     group_of = {cause: label for label, causes in PAPER_CAUSES.items() for cause in causes}
-    counts: dict[str, int] = {}
+    counts: dict[str, int] = dict.fromkeys(PAPER_CAUSES, 0)
     for cause, n in retries_by_cause.items():
         if n:
             label = group_of.get(cause) or CAUSE_LABELS.get(cause, cause.replace("_", " "))
@@ -629,7 +630,10 @@ def paper_causes_sentence(retries_by_cause: Mapping[str, int]) -> str | None:
     merged = set(PAPER_CAUSES["provider/response errors"]) - {"provider_error"}
     if not any(retries_by_cause.get(cause) for cause in merged):
         return None
-    grouped = paper_causes(retries_by_cause).items()
+    # The sentence says what happened, as the paper's does: the causes with none are in the
+    # tables and `retries_by_paper_cause`, and six zeros said again by every run, status and
+    # audit would bury the counts that matter.
+    grouped = [(label, n) for label, n in paper_causes(retries_by_cause).items() if n]
     ours = [f"{label} ({n:,})" for label, n in grouped if label in PAPER_CAUSES]
     others = [f"{label} ({n:,})" for label, n in grouped if label not in PAPER_CAUSES]
     besides = f"; besides those six causes, {_join(others)}" if others else ""

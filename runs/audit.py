@@ -221,6 +221,10 @@ def _named(report: Audit, scope: str) -> list[tuple[str, AuditRow]]:
     return [*rows.items(), ("all", report.totals)]
 
 
+#: The header of the cause tables (`cause_rows`, `paper_cause_rows`) after their first column.
+_CAUSE_COLUMNS = ["retry attempts", "share", "given up", "by model"]
+
+
 def cause_rows(report: Audit) -> tuple[list[str], list[list[str]]]:
     """One row per cause that occurred (largest first): retry attempts, their share, the
     requests given up with it as their last cause, and the models it struck."""
@@ -231,22 +235,46 @@ def cause_rows(report: Audit) -> tuple[list[str], list[list[str]]]:
         (c for c in totals.retries_by_cause if totals.retries_by_cause[c] or totals.given_up[c]),
         key=lambda c: -totals.retries_by_cause[c],
     )
-    header = ["cause", "retry attempts", "share", "given up", "by model"]
-    cells = []
-    for cause in causes:
-        n = totals.retries_by_cause[cause]
-        struck = sorted(
-            ((m, r.retries_by_cause.get(cause, 0)) for m, r in report.by_model.items()),
-            key=lambda item: -item[1],
-        )
-        cells.append([
-            CAUSE_LABELS.get(cause, cause),
-            f"{n:,}",
-            f"{n / totals.retry_attempts:.0%}" if totals.retry_attempts else "-",
-            f"{totals.given_up.get(cause, 0):,}",
-            ", ".join(f"{m} {k:,}" for m, k in struck if k),
-        ])
-    return header, cells
+    by_model = {m: r.retries_by_cause for m, r in report.by_model.items()}
+    cells = [
+        _cause_cells(report, CAUSE_LABELS.get(c, c), totals.retries_by_cause[c],
+                     totals.given_up.get(c, 0), {m: n.get(c, 0) for m, n in by_model.items()})
+        for c in causes
+    ]  # fmt: skip
+    return ["cause", *_CAUSE_COLUMNS], cells
+
+
+def paper_cause_rows(report: Audit) -> tuple[list[str], list[list[str]]]:
+    """The same retry attempts as Appendix C groups them (`engine.audit.paper_causes`): each
+    of its six causes, 0 where none happened (left out, a cause the run had none of read as
+    one it does not count), then any other cause that happened."""
+    from engine.audit import paper_causes
+
+    totals = report.totals
+    given_up = paper_causes(totals.given_up)
+    by_model = {m: paper_causes(r.retries_by_cause) for m, r in report.by_model.items()}
+    cells = [
+        _cause_cells(report, label, n, given_up.get(label, 0),
+                     {m: counts.get(label, 0) for m, counts in by_model.items()})
+        for label, n in paper_causes(totals.retries_by_cause).items()
+    ]  # fmt: skip
+    return ["cause (Appendix C)", *_CAUSE_COLUMNS], cells
+
+
+def _cause_cells(
+    report: Audit, label: str, n: int, given_up: int, by_model: dict[str, int]
+) -> list[str]:
+    """A cause table's row: retry attempts, share of all, requests given up, and the models
+    it struck, most first."""
+    total = report.totals.retry_attempts
+    struck = sorted(by_model.items(), key=lambda item: -item[1])
+    return [
+        label,
+        f"{n:,}",
+        f"{n / total:.0%}" if total else "-",
+        f"{given_up:,}",
+        ", ".join(f"{m} {k:,}" for m, k in struck if k),
+    ]
 
 
 def _subcauses_line(report: Audit) -> str | None:
@@ -290,6 +318,8 @@ def render(
     header, cells = cause_rows(report)
     if cells:
         show("retry attempts by cause", header, cells, free_text=True)
+        show("retry attempts as Appendix C groups them", *paper_cause_rows(report),
+             free_text=True)  # fmt: skip
     line = _subcauses_line(report)
     if line:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -307,7 +337,7 @@ def markdown(report: Audit) -> str:
         lines += ["", *md.table(*summary_rows(report, "provider"))]
     header, cells = cause_rows(report)
     if cells:
-        lines += ["", *md.table(header, cells)]
+        lines += ["", *md.table(header, cells), "", *md.table(*paper_cause_rows(report))]
     line = _subcauses_line(report)
     if line:
         lines += ["", md.text(line[0].upper() + line[1:] + ".", starts_block=True)]

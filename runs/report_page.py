@@ -25,7 +25,7 @@ import orjson
 from engine.console_lines import plural
 from engine.durable import write_bytes_atomic
 from panels.input_files import right_to_left
-from runs.audit import BALANCE_COLUMNS, cost_text
+from runs.audit import BALANCE_COLUMNS, cost_text, paper_cause_rows
 from runs.figures import read_manifest
 from runs.rehearsal import rehearsed
 from runs.report.data import ARBITRAGE_FREE_CENTS, family_rank, is_family
@@ -142,6 +142,7 @@ def write_page(run_dir: Path, *, audit: Any = None, report_dir: Path | None = No
         audit_sentence=None if audit is None else audit.sentence,
         audit_table=None if audit is None else audit.table(),
         audit_notes=() if audit is None else audit.notes(),
+        audit_causes=None if audit is None else paper_cause_rows(audit),
         files=_files(report_dir),
     )
     path = report_dir / PAGE
@@ -195,9 +196,11 @@ def render_page(
     audit_table: Any = None,
     audit_notes: Sequence[str] = (),
     files: Sequence[str] = (),
+    audit_causes: tuple[list[str], list[list[str]]] | None = None,
 ) -> str:
     """The page as a string; `figures` is the manifest (`figures.json`), paths under
-    `report_dir`; `rehearsed`: the folder is a rehearsal's (`runs.rehearsal`)."""
+    `report_dir`; `rehearsed`: the folder is a rehearsal's (`runs.rehearsal`);
+    `audit_causes`: the retry attempts as Appendix C groups them (`runs.audit.paper_cause_rows`)."""
     spec = spec or {}
     name = str(spec.get("name") or report_dir.parent.name)
     drawn = [f for f in figures if f.get("path")]
@@ -212,6 +215,7 @@ def render_page(
         "</head><body><main>",
         *_header(name, summary, spec, rehearsed),
         *_audit(audit_sentence, audit_table, audit_notes),
+        *_paper_causes(audit_sentence, audit_table, audit_causes),
         *_leaderboard(summary),
         *_contents(drawn),
         *_shortened_names(summary, drawn),
@@ -335,6 +339,21 @@ def _audit(sentence: str | None, table: Any, notes: Sequence[str] = ()) -> list[
     )
     out.append(_table(header, body, text_columns={0, 1}))
     return out
+
+
+def _paper_causes(
+    sentence: str | None, table: Any, causes: tuple[list[str], list[list[str]]] | None
+) -> list[str]:
+    """Under the per-model table, whose cause columns are those that happened: the retry
+    attempts as Appendix C groups them, each of its six causes with 0 where none happened."""
+    if not sentence or causes is None or table is None or not getattr(table, "height", 0):
+        return []
+    header, body = causes
+    return [
+        "<p>The same retry attempts as the paper's Appendix C groups them, each of its six "
+        "causes listed, 0 where none happened.</p>",
+        _table(header, body, text_columns={0, len(header) - 1}),
+    ]
 
 
 def _cell(value: Any, column: str = "") -> str:

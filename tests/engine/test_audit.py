@@ -113,10 +113,16 @@ def test_every_attempt_not_accepted_is_one_retry_attempt(tmp_path: Path, kit: ty
         "timeouts (1); besides those six causes, authentication errors (2) and duplicate "
         "answers (1)."
     )
+    # All six of Appendix C, 0 where none happened (a reader tells "counted, none" from "not
+    # counted"); a cause of no group only where it happened.
     assert done.totals.to_dict()["retries_by_paper_cause"] == {
         "provider/response errors": 3, "rate limits": 2, "authentication errors": 2,
         "interrupted dispatches": 1, "timeouts": 1, "duplicate answers": 1,
+        "connection errors": 0, "missing routing metadata": 0,
     }  # fmt: skip
+    assert list(done.totals.to_dict()["retries_by_paper_cause"])[-2:] == [
+        "connection errors", "missing routing metadata",
+    ]  # fmt: skip
     per_model: Counter[str] = Counter()
     for row in done.by_model.values():
         per_model.update(row.to_dict()["retries_by_paper_cause"])
@@ -429,6 +435,10 @@ def test_the_papers_grouping_of_causes() -> None:
         "metadata (1); besides those six causes, authentication errors (3) and duplicate "
         "answers (1)."
     )
+    assert paper_causes({"rate_limit": 1, "bad_request": 0}) == {
+        "rate limits": 1, "provider/response errors": 0, "interrupted dispatches": 0,
+        "connection errors": 0, "timeouts": 0, "missing routing metadata": 0,
+    }  # fmt: skip
     # only renamed: the sentence by cause already says it
     assert paper_causes_sentence({"rate_limit": 2, "provider_error": 1}) is None
     assert paper_causes_sentence({}) is None
@@ -620,3 +630,37 @@ def test_requests_lost_twice_to_damaged_batch_results_are_given_up_for_good(
             "each loss billed, and no run asks them again.") in report.notes()
     pending = status(tmp_path, answer_budget=3)["pending_failures"]
     assert (pending["lost_to_damage"], pending["answer_budget_spent"]) == (2, 1)
+
+
+def test_the_reports_cause_tables_list_appendix_cs_six_causes_with_zeros(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """A referee: the report's cause table kept the causes that happened only, so "no
+    connection error" read the same as "connection errors not counted". The report (its
+    Markdown and its page) and `dutchbook audit` add a table of Appendix C's six causes, each
+    with 0 where none happened, and any other cause that happened."""
+    from runs.audit import markdown, paper_cause_rows
+    from runs.report_page import render_page
+
+    kit.id_plan(tmp_path, {"alpha": 4, "beta": 4})
+    with Ledger.open(tmp_path) as ledger:
+        _scenario(ledger, kit)
+    report = audit(tmp_path)
+    header, cells = paper_cause_rows(report)
+    assert header == ["cause (Appendix C)", "retry attempts", "share", "given up", "by model"]
+    assert [row[:4] for row in cells] == [
+        ["provider/response errors", "3", "30%", "1"],  # beta-1's malformed reply given up
+        ["rate limits", "2", "20%", "0"],
+        ["authentication errors", "2", "20%", "1"],
+        ["interrupted dispatches", "1", "10%", "1"],
+        ["timeouts", "1", "10%", "0"],
+        ["duplicate answers", "1", "10%", "0"],
+        ["connection errors", "0", "0%", "0"],
+        ["missing routing metadata", "0", "0%", "0"],
+    ]
+    assert cells[0][4] == "beta 2, alpha 1" and cells[-1][4] == ""
+    text = markdown(report)
+    assert "| cause (Appendix C) |" in text and "| connection errors | 0 | 0% | 0 |  |" in text
+    page = render_page({"rows": []}, [], tmp_path, audit_sentence=report.sentence,
+                       audit_table=report.table(), audit_causes=(header, cells))  # fmt: skip
+    assert "<td class=\"text key\">missing routing metadata</td><td>0</td>" in page
