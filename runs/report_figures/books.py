@@ -286,7 +286,9 @@ def _draw_book(
     for label, b in zip(labelled.get_yticklabels(), binding, strict=True):
         if b:
             label.set_fontweight("bold")
-    where = f"{_style.isolated(book.unit)} · pass {book.pass_ + 1}"  # a family's id
+    # The pass as scores.parquet numbers it (from 0): "pass 1" of a one-pass run was looked
+    # for there in vain.
+    where = f"{_style.isolated(book.unit)} · pass {book.pass_}"  # a family's id
     if (staked := sum(1 for b in book.binding if b)) > len(idx):  # `_shown` left some out
         where += f" · the {len(idx)} largest of {staked:,} stakes"
     if book.set_name not in {"h1", "family"}:

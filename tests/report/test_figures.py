@@ -1222,3 +1222,15 @@ def test_figures_of_arms_that_ran_with_no_model_scored_say_so(tmp_path: Path) ->
     )
     assert reasons["horizons"] == "the two-asset or horizon arms ran, but " + why.format("on them")
     assert reasons["linked"] == "the linked or dispersed arms ran, but " + why.format("on them")
+
+
+def test_figure_1_names_a_books_pass_as_the_scores_table_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A referee: a one-pass run's book read "pass 1" where scores.parquet has pass 0 only."""
+    book = books.Book("m", "baseline", "2020-01-02:AAA", 0, "d1", "inf", 0.2, ["a", "b"],
+                      [0.6, 0.6], [0.5, 0.5], [-0.5, -0.5])  # fmt: skip
+    monkeypatch.setattr(books, "top_books", lambda inputs: [book])
+    fig, _ = _drawn_books(cast(FigureInputs, None), tmp_path / "fig1.png", monkeypatch)
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert any("· pass 0" in t for t in titles) and not any("pass 1" in t for t in titles)
