@@ -209,6 +209,23 @@ def caption(shown: tuple[str, ...]) -> str:
         "sell < 0). The binding events, those the bookie stakes, are highlighted; the profit "
         "is what the stakes win in every outcome"
         + (", per unit of total stake." if "bins" in shown else ".")
+        + _which_sets(shown)
+    )
+
+
+def _which_sets(shown: tuple[str, ...]) -> str:
+    """Which sets the books were ranked among: the title's "three most profitable" read as
+    all of the campaign's, while the family benchmark's L1 books, on another scale, are
+    drawn only when no stock-return set has a book (`top_books`)."""
+    if "bins" in shown:
+        return (
+            " The books are the most profitable of the stock-return arms' sets alone; the "
+            "question-family sets, in the L1 metric, are on another scale and not ranked "
+            "with them."
+        )
+    return (
+        " No stock-return set had a book, so these are the most profitable of the "
+        "question-family sets, in the L1 metric."
     )
 
 

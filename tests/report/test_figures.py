@@ -1234,3 +1234,11 @@ def test_figure_1_names_a_books_pass_as_the_scores_table_does(
     fig, _ = _drawn_books(cast(FigureInputs, None), tmp_path / "fig1.png", monkeypatch)
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert any("· pass 0" in t for t in titles) and not any("pass 1" in t for t in titles)
+
+
+def test_figure_1s_caption_says_which_sets_its_books_are_ranked_among() -> None:
+    """A referee: "The three most profitable Dutch books" did not say they were the
+    stock-return sets' only, where family sets reached 1.34 in L1 units."""
+    assert "the most profitable of the stock-return arms' sets alone" in books.caption(WITH_BINS)
+    said = books.caption(WITHOUT_BINS)
+    assert "No stock-return set had a book" in said and "question-family sets" in said
