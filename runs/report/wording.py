@@ -110,12 +110,17 @@ def of_families(rate: str, families: int) -> str:
 
 def metric_words(labels: Iterable[str]) -> str:
     """'arbitrage profit per unit stake', 'L1 arbitrage profit', or both named, for the
-    report rows' arm labels."""
+    report rows' arm labels. Both: which arms each unit is of, in a sentence (it read
+    "arbitrage profit per unit stake, question families' in L1", a column of two units
+    said in a fragment)."""
     norms = {arm_norm(label) for label in labels}
     if norms == {"l1"}:
         return "L1 arbitrage profit"
     if "l1" in norms:
-        return "arbitrage profit per unit stake, question families' in L1"
+        return (
+            "arbitrage profit, per unit stake on the stock-return arms and in the L1 metric "
+            "on the question-family arms"
+        )
     return "arbitrage profit per unit stake"
 
 

@@ -237,7 +237,10 @@ def test_the_header_names_the_metric_and_clusters_of_the_arms_run(tmp_path: Path
     assert "L1 arbitrage profit (lower is more coherent)" in families
     assert "clustered by family" in families and "per unit stake" not in families
     both = header(("baseline", "inf"), ("families/joint", "l1"))
-    assert "per unit stake, question families' in L1 (lower is more coherent)" in both
+    assert (
+        "arbitrage profit, per unit stake on the stock-return arms and in the L1 metric on the "
+        "question-family arms (lower is more coherent)"
+    ) in both
     assert "clustered by date, question families' by family" in both
 
 

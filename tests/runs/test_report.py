@@ -714,7 +714,10 @@ def test_the_terminal_names_the_metric_and_clusters_of_the_arms_run(tmp_path: Pa
     assert "clustered by family." in md and "stock-day" not in md
     paper_rows = [row(m, "baseline", u, 0, 0.002) for m in ("a", "b") for u in UNITS]
     both = " ".join(report(tmp_path / "both", frame(family_rows + paper_rows))[1].split())
-    assert "arbitrage profit per unit stake, question families' in L1" in both
+    assert (
+        "Mean arbitrage profit, per unit stake on the stock-return arms and in the L1 metric "
+        "on the question-family arms (lower is more coherent)"
+    ) in both
     assert "95% intervals (clustered by date, question families' by family) and more" in both
     md = (tmp_path / "both" / "report" / "report.md").read_text(encoding="utf-8")
     assert "profit [95% CI, date- or family-clustered]" in md
