@@ -165,3 +165,24 @@ def test_the_cycle_check_catches_a_cycle(tmp_path: Path) -> None:
     )
     (tmp_path / "providers" / "c.py").write_text("import providers.a\n")
     assert cycles(module_graph(tmp_path)) == [["providers.a", "providers.b"]]
+
+
+def test_every_package_imports_first_in_a_fresh_interpreter() -> None:
+    """A package imported before any other of ours: the module graph above does not see the
+    import of a parent package's `__init__`, and `runs.report_figures` imported first (as a
+    figure worker's warm-up does) once failed halfway through a cycle through `runs.report`,
+    which the warm-up swallowed, losing its head start."""
+    packages = sorted(
+        ".".join(path.parent.relative_to(ROOT).parts)
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("__init__.py")
+    )
+    children = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", f"import {name}"], cwd=ROOT, stderr=subprocess.PIPE, text=True
+        )
+        for name in packages
+    }
+    failed = {name: child.communicate()[1][-300:] for name, child in children.items()
+              if child.wait() != 0}  # fmt: skip
+    assert "runs.report_figures" in packages and failed == {}

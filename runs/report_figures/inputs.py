@@ -17,8 +17,6 @@ import polars as pl
 
 from engine.console_lines import plural
 from runs.planned_families import FamilyInfo, family_info
-from runs.report.data import STATUS_NO_ANSWERS
-from runs.report.wording import floor_text
 
 BASELINE_ARM = "baseline"
 #: What `FigureInputs.from_run` can read beyond the scores and forecasts: the families'
@@ -106,6 +104,11 @@ class FigureInputs:
         ran = [r for r in self.summary.get("rows") or [] if arm(str(r.get("arm", "")))]
         if not ran or any(r.get("scored") for r in ran):
             return None
+        # Here, not at the top: `runs.report` imports this package (its writer draws the
+        # figures), and a worker's warm-up imports this package first (`runs.figure_workers`).
+        from runs.report.data import STATUS_NO_ANSWERS
+        from runs.report.wording import floor_text
+
         answered = {str(r["model"]) for r in ran if r.get("status") != STATUS_NO_ANSWERS}
         silent = {str(r["model"]) for r in ran} - answered
         floor = self.summary.get("coverage_floor")
