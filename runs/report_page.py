@@ -29,7 +29,13 @@ from runs.audit import BALANCE_COLUMNS, cost_text, paper_cause_rows
 from runs.figures import read_manifest
 from runs.rehearsal import rehearsed
 from runs.report.data import ARBITRAGE_FREE_CENTS, family_rank, is_family
-from runs.report.models import REHEARSAL_WORDS, frozen_spec, model_notes, simulated_models
+from runs.report.models import (
+    REHEARSAL_WORDS,
+    frozen_spec,
+    model_notes,
+    simulated_models,
+    simulated_note,
+)
 from runs.report.provenance import provenance_sentences
 from runs.report.wording import (
     cluster_words,
@@ -412,6 +418,7 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
             body,
             text_columns={1},
         ),
+        *_simulated_line(summary, {str(r["model"]) for r in rows}),
     ]
     across = summary.get("across_models") or {}
     if len(across.get("models") or []) >= 2:
@@ -435,6 +442,16 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
         if facts:
             out.append(f"<p>{esc('; '.join(facts))}.</p>")
     return out
+
+
+def _simulated_line(summary: Mapping[str, Any], shown: AbstractSet[str]) -> list[str]:
+    """The line under a table naming the simulated forecasters among the models it shows
+    (summary.json's `simulated`), as leaderboard.txt and the terminal say it."""
+    models = summary.get("models") or {}
+    names = sorted(m for m in shown if (models.get(m) or {}).get("simulated"))
+    # The names escaped and isolated one by one; the sentence around them has nothing to escape.
+    note = simulated_note(esc_name(n) for n in names)
+    return [f'<p class="sim">{note}</p>'] if note else []
 
 
 def _shortened_names(summary: Mapping[str, Any], drawn: Sequence[Mapping[str, Any]]) -> list[str]:

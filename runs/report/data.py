@@ -25,6 +25,8 @@ import polars as pl
 
 from panels.arms import ARMS
 from runs.planned_families import family_info
+from runs.rehearsal import rehearsed
+from runs.report.models import frozen_spec, model_providers, simulated_models
 from scoring import stats
 from scoring.dutch_book import CERTIFY_TOLERANCE
 from scoring.stats import Interval
@@ -691,6 +693,9 @@ class ReportData:
     planned queries answered; `across_models` the baseline's cross-model statistics;
     `repeated` the repeated-elicitation section (None when not computed); `families` the
     benchmark's rows. `floor`, `seed`, `reps` are the settings the statistics used.
+    `providers` names each model's provider as the frozen spec does; `simulated`, the models
+    the local simulator answered (`runs.report.models.simulated_models`), labelled so in
+    every view.
     """
 
     rows: list[ArmRow]
@@ -701,6 +706,8 @@ class ReportData:
     floor: float
     seed: int
     reps: int
+    providers: Mapping[str, str | None] = field(default_factory=dict)
+    simulated: frozenset[str] = frozenset()
 
     def row(self, model: str, arm: str) -> ArmRow | None:
         return next((r for r in self.rows if r.model == model and r.arm == arm), None)
@@ -733,6 +740,7 @@ def build_report_data(
     elicitation section (see `runs.report.repeated`); without it the section is None.
     """
     model_cov, arm_cov = ledger_coverage(run_dir)
+    spec = frozen_spec(run_dir)
     rows = build_rows(scores, arm_cov, floor, seed, reps, control_families(run_dir, scores))
     if not model_cov:
         model_cov = {
@@ -751,4 +759,6 @@ def build_report_data(
         floor=floor,
         seed=seed,
         reps=reps,
+        providers=model_providers(spec),
+        simulated=frozenset(simulated_models(spec, rehearsed(run_dir))),
     )

@@ -8,7 +8,7 @@ rebuilt later from the folder says the same as the one written at the end of the
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,30 @@ REHEARSAL_WORDS = " (a rehearsal: --rehearse put the simulator in every provider
 
 def simulated_models(spec: Mapping[str, Any], rehearsed: bool = False) -> list[str]:
     """Names of the models answered by the local simulator, sorted: every model of a
-    rehearsal's folder (`rehearsed`)."""
+    rehearsal's folder (`rehearsed`). The one test of "simulated" every view of the report
+    uses (summary.json's `models`, the CSVs, the figures' footer, the tables' notes)."""
     return sorted(
         str(m.get("name")) for m in _models(spec) if rehearsed or m.get("provider") == "sim"
     )
+
+
+def model_providers(spec: Mapping[str, Any]) -> dict[str, str | None]:
+    """Each model's `provider` as its spec wrote it, by name (None where not a string)."""
+    return {
+        str(m.get("name")): p if isinstance(p := m.get("provider"), str) else None
+        for m in _models(spec)
+    }
+
+
+def simulated_note(names: Iterable[str]) -> str | None:
+    """The line said under a leaderboard or a figure that shows simulated forecasters, or
+    None when there are none: a simulated forecaster named like a real model (a spec may call
+    sim-coherent "GPT-OSS-120B") stood in a figure and a table for that model, nothing on
+    either saying it was not one."""
+    listed = ", ".join(names)
+    if not listed:
+        return None
+    return f"Simulated forecasters: {listed} (answered by the local simulator, not real models)."
 
 
 def model_notes(spec: Mapping[str, Any], rehearsed: bool = False) -> list[tuple[str, str]]:

@@ -28,7 +28,10 @@
   model is under the floor on another family arm, that arm and its coverage; null elsewhere;
   added in a later version of schema 1, also on each `families` entry). Unscored rows carry
   null statistics: never a number.
-- `models`: `{model: {"coverage": share of all its planned queries answered}}`.
+- `models`: `{model: {"coverage": share of all its planned queries answered, "provider",
+  "simulated"}}` (additive: `provider` as the run's spec names it, null where the spec does
+  not name the model; `simulated` true where the local simulator answered it, its provider
+  `sim` or the run a rehearsal, `runs.report.models.simulated_models`).
 - `across_models`: on the baseline arm, scored models only: `arm`, `models` (names),
   `units` (units common to all of them, used for the pairwise counts),
   `spearman_profit_brier` (on the models' mean profit and mean Brier), `pairs`,
@@ -109,7 +112,14 @@ def build_summary(data: ReportData, figures: dict[str, Any] | None = None) -> di
             "thresholds": list(THRESHOLDS),
             "arbitrage_free_cents": ARBITRAGE_FREE_CENTS,
             "rows": [r.to_json() for r in data.rows],
-            "models": {m: {"coverage": c} for m, c in sorted(data.model_coverage.items())},
+            "models": {
+                m: {
+                    "coverage": c,
+                    "provider": data.providers.get(m),
+                    "simulated": m in data.simulated,
+                }
+                for m, c in sorted(data.model_coverage.items())
+            },
             "across_models": data.across_models,
             "repeated_elicitation": data.repeated,
             "families": data.families,

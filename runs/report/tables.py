@@ -6,8 +6,9 @@ CSV files in `report/` (one row per line, header first; empty cell = no value):
   units, clusters, profit, profit_lo, profit_hi, at_least_0.001, at_least_0.005,
   at_least_0.01` (shares of units), `vs_baseline, vs_baseline_lo, vs_baseline_hi,
   brier, brier_lo, brier_hi, arbitrage_free, arbitrage_free_lo, arbitrage_free_hi,
-  vs_marginals, vs_marginals_lo, vs_marginals_hi` (a joint-events row against its marginals).
-- `models.csv`: `model, coverage`.
+  vs_marginals, vs_marginals_lo, vs_marginals_hi` (a joint-events row against its marginals),
+  `below_floor_in`.
+- `models.csv`: `model, coverage`, then (additive) `provider` (the spec's) and `simulated`.
 - `across_models.csv`: one row: `arm, models, units, spearman_profit_brier, pairs,
   profit_pairs_excluding_zero, brier_pairs_excluding_zero`.
 - `repeated_elicitation.csv`: `model, arm, passes, units, single_pass_mean, k, mean, lo, hi`
@@ -15,7 +16,9 @@ CSV files in `report/` (one row per line, header first; empty cell = no value):
 - `families.csv`: `model, arm, families, coverage, status, arbitrage_free, _lo, _hi,
   vs_marginals, _lo, _hi` (these three empty: a family arm has no marginals row), then
   `future_families, future_arbitrage_free, _lo, _hi` and the same four of `controls_`
-  (empty where the families' kinds are unknown).
+  (empty where the families' kinds are unknown), then `below_floor_in`.
+- Every table with a `model` column ends (additive) in `simulated`: `true` where the local
+  simulator answered the model (`runs.report.models.simulated_models`), else `false`.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from runs.report.data import (
     is_family,
     threshold_key,
 )
+from runs.report.models import simulated_note
 from runs.report.wording import (
     cluster_words,
     coverage_text,
@@ -70,8 +74,11 @@ def _fmt_iv(iv: Interval | None, digits: int = 5) -> str:
 
 
 def headline_lines(summary: dict[str, Any], out: Path) -> list[str]:
-    """Two or three lines under the table: the cross-model statistics and where the rest is."""
-    lines: list[str] = []
+    """Two or three lines under the table: the simulated forecasters it shows, the
+    cross-model statistics and where the rest is."""
+    models = summary.get("models") or {}
+    simulated = simulated_note(m for m, v in models.items() if v.get("simulated"))
+    lines: list[str] = [simulated] if simulated else []
     across = summary["across_models"]
     if len(across["models"]) >= 2:
         parts = [f"{BASELINE_ARM}, {len(across['models'])} models"]
@@ -205,6 +212,7 @@ def leaderboard(rows: Sequence[ArmRow], floor: float | None = None) -> Table:
 def details_text(data: ReportData) -> str:
     """The full leaderboard plus the cross-model and repeated-elicitation sections, as text."""
     parts = [_render_plain(leaderboard(data.rows, data.floor))]
+    parts += [f"{line}\n" for line in _simulated_lines(data)]
     across = data.across_models
     parts.append(f"Across models {_across_text(across, str(across['arm']))}\n")
     repeated = data.repeated
@@ -403,6 +411,7 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
     parts.append("## Leaderboard\n")
     cells = leaderboard_cells(data.rows, data.floor)
     parts.append(_md_table(leaderboard_columns(data.rows), cells))
+    parts += [f"{markdown.text(line, starts_block=True)}\n" for line in _simulated_lines(data)]
     across = data.across_models
     parts.append("## Across models\n")
     text = _across_text(across, markdown.text(across["arm"]))
@@ -453,6 +462,12 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
         )
     parts += [f"{p.rstrip()}\n" for p in extra]
     return "\n".join(parts)
+
+
+def _simulated_lines(data: ReportData) -> list[str]:
+    """The line under a leaderboard naming its simulated forecasters (none without them)."""
+    note = simulated_note(sorted({r.model for r in data.rows} & data.simulated))
+    return [note] if note else []
 
 
 def _across_text(across: dict[str, Any], arm: str) -> str:
@@ -547,6 +562,7 @@ def csv_tables(data: ReportData) -> dict[str, str]:
             "vs_marginals_lo",
             "vs_marginals_hi",
             "below_floor_in",
+            "simulated",
         ],
         [
             [
@@ -564,13 +580,16 @@ def csv_tables(data: ReportData) -> dict[str, str]:
                 *_iv_cells(r.arbitrage_free),
                 *_iv_cells(r.vs_marginals),
                 r.below_floor_in[0] if r.below_floor_in else None,
+                _simulated_cell(data, r.model),
             ]
             for r in data.rows
         ],
     )
     tables["models.csv"] = _csv_text(
-        ["model", "coverage"], [[m, c] for m, c in sorted(data.model_coverage.items())]
-    )
+        ["model", "coverage", "provider", "simulated"],
+        [[m, c, data.providers.get(m), _simulated_cell(data, m)]
+         for m, c in sorted(data.model_coverage.items())],
+    )  # fmt: skip
     a = data.across_models
     tables["across_models.csv"] = _csv_text(
         [
@@ -596,7 +615,8 @@ def csv_tables(data: ReportData) -> dict[str, str]:
     )
     if data.repeated is not None:
         tables["repeated_elicitation.csv"] = _csv_text(
-            ["model", "arm", "passes", "units", "single_pass_mean", "k", "mean", "lo", "hi"],
+            ["model", "arm", "passes", "units", "single_pass_mean", "k", "mean", "lo", "hi",
+             "simulated"],
             [
                 [
                     r["model"],
@@ -608,6 +628,7 @@ def csv_tables(data: ReportData) -> dict[str, str]:
                     b["mean"],
                     b["lo"],
                     b["hi"],
+                    _simulated_cell(data, r["model"]),
                 ]
                 for r in data.repeated
                 for b in r["by_k"]
@@ -629,15 +650,23 @@ def csv_tables(data: ReportData) -> dict[str, str]:
             *(f"{kind}_{col}" for kind in ("future", "controls")
               for col in ("families", "arbitrage_free", "arbitrage_free_lo", "arbitrage_free_hi")),
             "below_floor_in",
+            "simulated",
         ],
         [
             # a family arm has no marginals row; the kinds' columns added after (additive)
             [*_family_cells(f), None, None, None, *_kind_cells(f.get("future")),
-             *_kind_cells(f.get("controls")), (f.get("below_floor_in") or {}).get("arm")]
+             *_kind_cells(f.get("controls")), (f.get("below_floor_in") or {}).get("arm"),
+             _simulated_cell(data, f["model"])]
             for f in data.families
         ],
     )
     return tables
+
+
+def _simulated_cell(data: ReportData, model: str) -> str:
+    """A CSV's `simulated` cell: "true" where the local simulator answered the model, as
+    summary.json says it."""
+    return "true" if model in data.simulated else "false"
 
 
 def _kind_text(kind: dict[str, Any] | None) -> str:

@@ -197,7 +197,7 @@ def write_views(
     ):
         print_whole(console, table)
     for line in headline_lines(summary, final):
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False)  # model names are not markup
     return summary
 
 

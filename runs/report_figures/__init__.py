@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runs.report_figures import _style
 from runs.report_figures.inputs import FAMILIES, TIMELINE, FigureInputs
 
 #: (number, key, module): the file is `figure_file(number, key)`.
@@ -134,8 +135,12 @@ def draw_all(
     inputs: FigureInputs, out_dir: Path, numbers: Collection[int] | None = None
 ) -> list[Figure]:
     """Draw every figure (or those `numbers`) into `out_dir`; a stale PNG of a figure now
-    left out is removed."""
+    left out is removed. Each names the report's simulated forecasters under it, if any."""
+    from runs.report.models import simulated_note  # `runs.report` imports this package
+
     out_dir.mkdir(parents=True, exist_ok=True)
+    # Under every figure of the report; each name its own bidi run, as figures draw names.
+    note = simulated_note(_style.isolated(name) for name in inputs.simulated)
     figures = []
     for number, key, _ in FIGURES:
         if numbers is not None and number not in numbers:
@@ -143,7 +148,7 @@ def draw_all(
         module = module_of(number)
         path = out_dir / figure_file(number, key)
         try:
-            with missing_glyphs() as boxes:
+            with missing_glyphs() as boxes, _style.footer(note):
                 caption = module.draw(inputs, path)
         except Omit as why:
             path.unlink(missing_ok=True)

@@ -13,9 +13,11 @@ import functools
 import io
 import logging
 import math
+import textwrap
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -209,6 +211,47 @@ def tight_layout(fig: Any, **params: Any) -> None:
     TightLayoutEngine(**params).execute(fig)
 
 
+#: The line `save` writes under a figure: set by `draw_all` around each figure it draws
+#: (`footer`), so that every figure carries it without each module passing it on.
+_FOOTER: ContextVar[str | None] = ContextVar("figure_footer", default=None)
+#: Gap between a figure's content and its footer (inches), and its type size (points).
+_FOOTER_GAP = 0.08
+_FOOTER_POINTS = 8
+#: A generous mean width of DejaVu Sans' characters, in ems: a footer line is wrapped at
+#: the figure's width divided by it.
+_CHAR_EMS = 0.6
+
+
+@contextlib.contextmanager
+def footer(text: str | None) -> Iterator[None]:
+    """Figures saved inside the block carry `text` as their last line (none when None): the
+    simulated forecasters of the report, which a figure drawn in the paper's style showed
+    as if they were the real models they were named after."""
+    token = _FOOTER.set(text)
+    try:
+        yield
+    finally:
+        _FOOTER.reset(token)
+
+
+def add_footer(fig: Any) -> None:
+    """The `footer` in force, if any, in small grey type under everything the figure draws,
+    wrapped to its width."""
+    text = _FOOTER.get()
+    if text is None:
+        return
+    box = fig.get_tightbbox(fig.canvas.get_renderer())  # inches
+    width, height = fig.get_figwidth(), fig.get_figheight()
+    # Wrapped here, not by matplotlib (`wrap=True` measures the text as mathtext whatever
+    # `text.parse_math` says, and a model named `m$\frac{$x` failed its report).
+    chars = max(int(box.width * 72 / (_FOOTER_POINTS * _CHAR_EMS)), 20)
+    fig.text(
+        (box.x0 + box.x1) / 2 / width, (box.y0 - _FOOTER_GAP) / height,
+        textwrap.fill(text, chars, break_long_words=False, break_on_hyphens=False),
+        ha="center", va="top", fontsize=_FOOTER_POINTS, color="#4b5563",
+    )  # fmt: skip
+
+
 def save(fig: Any, path: Path) -> None:
     """PNG at `DPI`, trimmed to its content, and the figure freed.
 
@@ -227,6 +270,7 @@ def save(fig: Any, path: Path) -> None:
 
     plt = pyplot()
     png = io.BytesIO()
+    add_footer(fig)
     if fig.get_layout_engine() is not None:
         fig.savefig(png, format="png", dpi=DPI, bbox_inches="tight", pad_inches=PAD_INCHES)
     else:

@@ -84,6 +84,14 @@ class FigureInputs:
             named.update(str(r["model"]) for r in summary.get(key) or [] if "model" in r)
         return tuple(sorted(named))
 
+    @property
+    def simulated(self) -> tuple[str, ...]:
+        """The models the local simulator answered, as the summary's `models` says (each
+        figure carries a line naming them: `_style.footer`)."""
+        models = self.summary.get("models") or {}
+        said = (str(m) for m, v in models.items() if isinstance(v, Mapping) and v.get("simulated"))
+        return tuple(sorted(said))
+
     def scored_scores(self) -> pl.LazyFrame | None:
         """The scores of (model, arm) cells the report scored: a model under the coverage
         floor is not scored, so no figure may show its partial answers as incoherence."""

@@ -771,8 +771,10 @@ def test_the_other_bottom_legends_leave_the_axis_labels_clear(
 
 
 def _save_tight(fig: Any, path: Path) -> None:
-    """What `_style.save` did before: matplotlib's own "tight" trim (a draw, then measure)."""
+    """What `_style.save` did before: matplotlib's own "tight" trim (a draw, then measure),
+    of the figure with its footer (`_style.footer`)."""
     plt = _style.pyplot()
+    _style.add_footer(fig)
     fig.savefig(path, dpi=_style.DPI, bbox_inches="tight", pad_inches=_style.PAD_INCHES)
     plt.close(fig)
 

@@ -43,10 +43,11 @@ def test_a_rehearsals_report_says_every_answer_is_the_simulators(rehearsal: Path
     page = (rehearsal / "report" / "index.html").read_text(encoding="utf-8")
     assert "Simulated forecasters:</strong> gemma3-270m-base answered from the local " in page
     assert REHEARSAL_WORDS.replace("'", "&#x27;") in page
-    assert "real model" not in page  # the spec's `about`, which is not said of these answers
+    # The spec's `about` ("a real model's real answers"), which is not said of these answers.
+    assert "real answers" not in page
     markdown = (rehearsal / "report" / "report.md").read_text(encoding="utf-8")
     assert f"no provider was called{REHEARSAL_WORDS}." in markdown
-    assert "real model" not in markdown
+    assert "real answers" not in markdown
     # Files scripts read without the page say it too.
     summary = orjson.loads((rehearsal / "report" / "summary.json").read_bytes())
     assert summary["provenance"]["rehearsal"] is True

@@ -180,7 +180,7 @@ def test_joint_events_are_compared_with_their_marginals_not_the_baseline(
     assert "+0.00300 [+0.00300, +0.00300] vs marginals" in written
     lines = (tmp_path / "report" / "leaderboard.csv").read_text(encoding="utf-8").splitlines()
     header = lines[0].split(",")
-    assert header[-4:] == ["vs_marginals", "vs_marginals_lo", "vs_marginals_hi", "below_floor_in"]
+    assert header[-5:-1] == ["vs_marginals", "vs_marginals_lo", "vs_marginals_hi", "below_floor_in"]
     full_line = next(line for line in lines if ",horizon/2 full," in line).split(",")
     assert float(full_line[header.index("vs_marginals")]) == pytest.approx(0.003)
 
@@ -278,6 +278,7 @@ def test_every_families_csv_row_has_every_column_of_its_header(tmp_path: Path) -
         *(f"{kind}_{col}" for kind in ("future", "controls")
           for col in ("families", "arbitrage_free", "arbitrage_free_lo", "arbitrage_free_hi")),
         "below_floor_in",
+        "simulated",
     ]  # fmt: skip
     assert len(lines) == 2
     assert all(len(line) == len(header) for line in lines)
@@ -442,7 +443,9 @@ def test_summary_json_has_the_documented_shape_and_no_nan(tmp_path: Path) -> Non
     empty = cell(on_disk, "m", "statistics")
     assert empty["status"] == "no_answers" and empty["profit"] is None
     assert on_disk["across_models"]["spearman_profit_brier"] is None
-    assert on_disk["models"] == {"m": {"coverage": pytest.approx(0.5)}}
+    assert on_disk["models"] == {
+        "m": {"coverage": pytest.approx(0.5), "provider": None, "simulated": False}
+    }  # no spec.toml: its provider unknown
     assert (tmp_path / "report" / "leaderboard.txt").read_text().count("not scored") == 1
 
 
