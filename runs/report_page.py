@@ -33,6 +33,7 @@ from runs.report.models import (
     REHEARSAL_WORDS,
     frozen_spec,
     model_notes,
+    personalities,
     simulated_models,
     simulated_note,
 )
@@ -269,11 +270,22 @@ def _header(
             + " answered from the local simulator, not a language model; no provider was "
             f"called{esc(REHEARSAL_WORDS) if rehearsed else ''}.</p>"
         )
+        out += _personalities_html(spec, rehearsed)
     out.extend(
         f'<p class="about"><strong>{esc_name(name)}:</strong> {esc(text)}</p>'
         for name, text in model_notes(spec, rehearsed)
     )
     return out
+
+
+def _personalities_html(spec: Mapping[str, Any], rehearsed: bool) -> list[str]:
+    """What each simulated personality of the run does, one item each, with its models."""
+    items = "".join(
+        f"<li><strong>{esc(p)}</strong> ({', '.join(esc_name(n) for n in names)}): "
+        f"{esc(words)}</li>"
+        for p, names, words in personalities(spec, rehearsed)
+    )
+    return [f'<ul class="sim-personalities">{items}</ul>'] if items else []
 
 
 def _guide(labels: Sequence[str]) -> list[str]:

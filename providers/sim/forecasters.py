@@ -2,13 +2,8 @@
 
 Each one holds a latent *coherent* belief (smoothed bin frequencies of the history it was
 shown, days independent, the two assets' joint cell frequencies when there are two) and
-then reports it through a personality that distorts it the way real models were seen to:
-
-- `coherent`: reports the belief, rounded to four decimals (incoherence ~ rounding only);
-- `noisy`: independent noise on every query, so related answers stop adding up;
-- `anchored`: pulled toward any percentage stated in the prompt (or toward 50%);
-- `framing`: inflates events worded as complements and sways with emotional wording;
-- `fraction`: answers in prose with fractions such as "11/36" (only a lenient parser copes).
+then reports it through a personality that distorts it the way real models were seen to
+(`PERSONALITY_WORDS` says what each does; the report says it of each simulated model).
 
 Question-family prompts (plain-language statements, no history) are read as sentences by
 `providers.sim.family_beliefs`: chance controls computed exactly, thresholds monotone in the
@@ -35,6 +30,16 @@ from providers.sim import family_beliefs
 from providers.sim.prompts import AskedEvent, ParsedPrompt, parse_prompt, statement_text
 
 PERSONALITIES: tuple[str, ...] = ("coherent", "noisy", "anchored", "framing", "fraction")
+#: What each personality does to the latent belief, in one line (`report` does it).
+PERSONALITY_WORDS: dict[str, str] = {
+    "coherent": "reports its coherent belief, rounded to four decimals (incoherence ~ rounding "
+    "only where it sees the questions together); asked one statement at a time, it never "
+    "sees a partition's other alternatives, so its answers there need not sum to one",
+    "noisy": "independent noise on every query, so related answers stop adding up",
+    "anchored": "pulled toward any percentage stated in the prompt (or toward 50%)",
+    "framing": "inflates events worded as complements and sways with emotional wording",
+    "fraction": 'answers in prose with fractions such as "11/36" (only a lenient parser copes)',
+}
 #: Personalities a model name without an explicit one may be given: all strict-parseable.
 _IMPLICIT: tuple[str, ...] = ("coherent", "noisy", "anchored", "framing")
 
@@ -52,6 +57,12 @@ def named_personality(model: str) -> str | None:
     `personality` key, which is checked against it (`runs.spec`)."""
     lowered = model.lower()
     return next((name for name in PERSONALITIES if name in lowered), None)
+
+
+def spec_personality(model: str, written: str | None = None) -> str:
+    """The personality a spec's model answers with: the one its id names, else the spec's
+    `personality` key (`written`), else the id's hash (as `providers.sim.rehearse` sends it)."""
+    return personality_for(model, None if named_personality(model) else written)
 
 
 def personality_for(model: str, explicit: str | None = None) -> str:

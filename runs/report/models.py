@@ -59,6 +59,41 @@ def simulated_note(names: Iterable[str]) -> str | None:
     return f"Simulated forecasters: {listed} (answered by the local simulator, not real models)."
 
 
+def personalities(
+    spec: Mapping[str, Any], rehearsed: bool = False
+) -> list[tuple[str, list[str], str]]:
+    """(personality, the simulated models answering with it, what it does) for every
+    personality the run's simulated forecasters have, in the simulator's order and words
+    (`providers.sim.forecasters.PERSONALITY_WORDS`): "answered from the local simulator"
+    alone left a reader to take sim-coherent's incoherent isolated families for a fault."""
+    from providers.sim.forecasters import PERSONALITIES, PERSONALITY_WORDS
+
+    simulated = set(simulated_models(spec, rehearsed))
+    by_personality: dict[str, list[str]] = {}
+    for m in _models(spec):
+        chosen = _personality(m) if str(m.get("name")) in simulated else None
+        if chosen is not None:
+            by_personality.setdefault(chosen, []).append(str(m.get("name")))
+    return [
+        (p, sorted(by_personality[p]), PERSONALITY_WORDS[p])
+        for p in PERSONALITIES
+        if p in by_personality
+    ]
+
+
+def _personality(model: Mapping[str, Any]) -> str | None:
+    """The personality a spec's model entry answers with; None for one the simulator does
+    not have (a spec of another version: nothing is said rather than a guess)."""
+    from providers.sim.forecasters import spec_personality
+
+    written = model.get("personality")
+    model_id = str(model.get("model", model.get("name")))
+    try:
+        return spec_personality(model_id, written if isinstance(written, str) else None)
+    except ValueError:
+        return None
+
+
 def model_notes(spec: Mapping[str, Any], rehearsed: bool = False) -> list[tuple[str, str]]:
     """(model name, its `about` text) for every model whose spec entry describes it; none in
     a rehearsal's folder, whose answers are not the models' ("a real model's real answers",
@@ -85,5 +120,9 @@ def models_markdown(spec: Mapping[str, Any], rehearsed: bool = False) -> str | N
             "the local simulator, not a language model; no provider was called"
             f"{REHEARSAL_WORDS if rehearsed else ''}.\n"
         )
+    lines.extend(
+        f"- Personality {p} ({', '.join(map(markdown.text, names))}): {markdown.text(words)}"
+        for p, names, words in personalities(spec, rehearsed)
+    )
     lines.extend(f"- **{markdown.text(name)}**: {markdown.text(about)}" for name, about in notes)
     return "\n".join(lines) + "\n"

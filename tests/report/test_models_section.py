@@ -3,8 +3,10 @@ from the run's frozen spec."""
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
+from runs import markdown
 from runs.report.models import frozen_spec, models_markdown
 
 
@@ -28,3 +30,31 @@ def test_no_section_without_anything_to_say_or_without_a_readable_spec(tmp_path:
     assert frozen_spec(tmp_path) == {}
     (tmp_path / "spec.toml").write_text('[[models]]\nname = "m"\nprovider = "groq"\n')
     assert models_markdown(frozen_spec(tmp_path)) is None
+
+
+def test_each_simulated_personality_is_said_in_the_simulators_own_words(tmp_path: Path) -> None:
+    """sim-coherent is incoherent on isolated families by design; "answered from the local
+    simulator" alone left a reader to take that for a fault."""
+    from providers.sim.forecasters import PERSONALITY_WORDS
+    from runs.report_page import render_page
+
+    (tmp_path / "spec.toml").write_text(
+        '[[models]]\nname = "GPT-OSS-120B"\nprovider = "sim"\nmodel = "sim-coherent"\n'
+        '[[models]]\nname = "b"\nprovider = "sim"\nmodel = "anything"\npersonality = "noisy"\n'
+        '[[models]]\nname = "c"\nprovider = "sim"\nmodel = "sim-noisy"\n'
+        '[[models]]\nname = "real"\nprovider = "openai"\nmodel = "sim-fraction"\n',
+        encoding="utf-8",
+    )
+    spec = frozen_spec(tmp_path)
+    text = models_markdown(spec)
+    assert text is not None
+    coherent = markdown.text(PERSONALITY_WORDS["coherent"])  # its `~` escaped
+    assert f"- Personality coherent (GPT-OSS-120B): {coherent}" in text
+    assert f"- Personality noisy (b, c): {markdown.text(PERSONALITY_WORDS['noisy'])}" in text
+    assert "fraction" not in text  # "real" is not simulated
+    assert "sum to one" in PERSONALITY_WORDS["coherent"]  # the isolated families' caveat
+    page = render_page({}, [], tmp_path / "report", spec=spec)
+    said = html.escape(PERSONALITY_WORDS["coherent"])
+    assert f"<strong>coherent</strong> (GPT-OSS-120B): {said}" in page
+    # A rehearsal: every model simulated, each with the personality its id is sent as.
+    assert "Personality fraction (real)" in (models_markdown(spec, rehearsed=True) or "")

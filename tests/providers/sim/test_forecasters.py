@@ -222,3 +222,10 @@ def test_memoised_line_reading_matches_a_fresh_reading() -> None:
     assert warm == fresh
     assert warm[-1].anchors == (0.7,) and warm[0].anchors == ()
     assert warm[0].histories and warm[0].events[0].conditions
+
+
+def test_every_personality_is_described_and_no_other() -> None:
+    """The report says each simulated model's personality in these words (runs.report.models)."""
+    from providers.sim.forecasters import PERSONALITIES, PERSONALITY_WORDS
+
+    assert list(PERSONALITY_WORDS) == list(PERSONALITIES)
