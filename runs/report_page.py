@@ -37,7 +37,7 @@ from runs.report.models import (
     simulated_models,
     simulated_note,
 )
-from runs.report.provenance import provenance_sentences
+from runs.report.provenance import parser_note, provenance_sentences
 from runs.report.wording import (
     cluster_words,
     coverage_text,
@@ -431,6 +431,7 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
             text_columns={1},
         ),
         *_simulated_line(summary, {str(r["model"]) for r in rows}),
+        *(f'<p class="sim">{esc(n)}</p>' for n in [parser_note(summary.get("provenance"))] if n),
     ]
     across = summary.get("across_models") or {}
     if len(across.get("models") or []) >= 2:

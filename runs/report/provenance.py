@@ -112,6 +112,20 @@ def parser_words(prov: Mapping[str, Any]) -> str:
     return f"answers read by the {prov.get('parser') or 'unknown'} parser ({source})"
 
 
+def parser_note(prov: Mapping[str, Any] | None) -> str | None:
+    """The line said beside the leaderboard when the answers are not all the strict parser's
+    (None when they are, or the parser is not known): a lenient answer, sim-fraction's
+    "11/36" in prose, was scored as the paper would not have (its Appendix C accepts one
+    valid JSON object only), and only the Provenance section at the foot said which parser."""
+    if not prov or prov.get("parser") in ("strict", None):
+        return None
+    return (
+        f"Not the paper's acceptance rule: {parser_words(prov)}. The lenient parser also "
+        "takes replies that are not one valid JSON object of numbers (prose or code fences "
+        'around one, values such as "11/36" or "35%"), which the paper\'s Appendix C rejects.'
+    )
+
+
 def answers_span(prov: Mapping[str, Any]) -> str:
     """When the answers were asked for, in one sentence."""
     first, last, runs = prov["first_attempt_at"], prov["last_attempt_at"], prov["runs"]

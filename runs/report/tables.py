@@ -209,10 +209,11 @@ def leaderboard(rows: Sequence[ArmRow], floor: float | None = None) -> Table:
     return table
 
 
-def details_text(data: ReportData) -> str:
-    """The full leaderboard plus the cross-model and repeated-elicitation sections, as text."""
+def details_text(data: ReportData, notes: Sequence[str] = ()) -> str:
+    """The full leaderboard plus the cross-model and repeated-elicitation sections, as text;
+    `notes` are said under the leaderboard (the parser, when not strict)."""
     parts = [_render_plain(leaderboard(data.rows, data.floor))]
-    parts += [f"{line}\n" for line in _simulated_lines(data)]
+    parts += [f"{line}\n" for line in [*_simulated_lines(data), *notes]]
     across = data.across_models
     parts.append(f"Across models {_across_text(across, str(across['arm']))}\n")
     repeated = data.repeated
@@ -396,10 +397,13 @@ def floor_sentence(floor: float, labels: Sequence[str]) -> str:
     return f"{rule} is not scored."
 
 
-def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
+def report_markdown(
+    data: ReportData, extra: Sequence[str] = (), notes: Sequence[str] = ()
+) -> str:
     """`report/report.md`: every table of the report in Markdown, intervals in brackets.
 
-    `extra` paragraphs (the audit sentence, say) are appended as they are.
+    `extra` paragraphs (the audit sentence, say) are appended as they are; `notes`, plain
+    text, are said under the leaderboard.
     """
     parts = ["# Campaign report\n"]
     labels = [r.arm for r in data.rows]
@@ -411,7 +415,9 @@ def report_markdown(data: ReportData, extra: Sequence[str] = ()) -> str:
     parts.append("## Leaderboard\n")
     cells = leaderboard_cells(data.rows, data.floor)
     parts.append(_md_table(leaderboard_columns(data.rows), cells))
-    parts += [f"{markdown.text(line, starts_block=True)}\n" for line in _simulated_lines(data)]
+    parts += [
+        f"{markdown.text(line, starts_block=True)}\n" for line in [*_simulated_lines(data), *notes]
+    ]
     across = data.across_models
     parts.append("## Across models\n")
     text = _across_text(across, markdown.text(across["arm"]))

@@ -25,7 +25,7 @@ from runs.output import mark_files_written, stdout_console
 from runs.rehearsal import REHEARSAL_NOTE, rehearsed
 from runs.report.data import ReportData, build_report_data
 from runs.report.models import frozen_spec, models_markdown
-from runs.report.provenance import provenance, provenance_markdown
+from runs.report.provenance import parser_note, provenance, provenance_markdown
 from runs.report.repeated import IncidenceFor, averaged_from_forecasts, repeated_section
 from runs.report.summary import build_summary
 from runs.report.tables import (
@@ -172,14 +172,15 @@ def write_views(
     # what matters here, not fsync: these files are rebuilt from the folder at will.
     rehearsal = rehearsed(run_dir)
     said = f"{REHEARSAL_NOTE}\n\n" if rehearsal else ""  # the file is read without the page
-    _write(out / "leaderboard.txt", said + details_text(data))
+    notes = [n for n in [parser_note(summary["provenance"])] if n]  # under the leaderboard
+    _write(out / "leaderboard.txt", said + details_text(data, notes))
     models_section = models_markdown(frozen_spec(run_dir), rehearsal)
     extra = [
         audit_markdown(audit),
         *([models_section] if models_section else []),
         provenance_markdown(summary["provenance"]),
     ]
-    _write(out / "report.md", report_markdown(data, extra))
+    _write(out / "report.md", report_markdown(data, extra, notes))
     for name, text in csv_tables(data).items():
         _write(out / name, text)
     if figures:
