@@ -28,11 +28,13 @@ from panels.units import (
 
 __all__ = [
     "EMBEDDED_RETURNS",
+    "EMBEDDED_SOURCE",
     "MAX_DAILY_RETURN",
     "AnchorWindow",
     "DataError",
     "NoStockDay",
     "TooFewDates",
+    "embedded_returns_words",
     "first_session_after",
     "load_headlines",
     "load_returns",
@@ -42,6 +44,33 @@ __all__ = [
 
 #: The default data: 20 large US stocks, 2018-2022 (see `panels/data/PROVENANCE.md`).
 EMBEDDED_RETURNS = Path(__file__).parent / "data" / "returns.parquet"
+
+#: Where the embedded returns come from, and the paper's sample they are not (in words for
+#: the report's Provenance: `embedded_returns_words`; `panels/data/PROVENANCE.md` in full).
+EMBEDDED_SOURCE = "S&P 500 stocks from skfolio's dataset, daily adjusted closes"
+PAPER_SAMPLE = "CRSP returns and Refinitiv headlines, August-December 2025"
+
+
+def embedded_returns_words(sha256: str | None) -> str:
+    """What a run's embedded returns are, in one sentence, for a run planned from them whose
+    digest was `sha256`: their assets and dates read from the file when it is the one shipped
+    now, and in every case that they are not the paper's sample (a reader of a report of them
+    could take its figures for the paper's)."""
+    import hashlib
+
+    if sha256 is not None and sha256 == hashlib.sha256(EMBEDDED_RETURNS.read_bytes()).hexdigest():
+        span = pl.read_parquet(EMBEDDED_RETURNS, columns=["date", "asset"]).select(
+            assets=pl.col("asset").n_unique(), first=pl.col("date").min(), last=pl.col("date").max()
+        )
+        assets, first, last = span.row(0)
+        what = f"{assets} {EMBEDDED_SOURCE}, {first} to {last}"
+    else:  # the file another dutchbook shipped: its digest, above, says which
+        what = f"the embedded data another dutchbook version shipped ({EMBEDDED_SOURCE})"
+    return (
+        f"Stock returns: {what}, shipped with dutchbook (panels/data/PROVENANCE.md); "
+        f"not the paper's sample ({PAPER_SAMPLE})."
+    )
+
 
 #: The paper first draws this many stock-days, then dates from them (section 3, "Sample").
 PAPER_POOL_SIZE = 10_000

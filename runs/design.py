@@ -121,7 +121,7 @@ def input_files(spec: CampaignSpec) -> Iterator[tuple[str, Path]]:
     kinds = {ARMS[entry.name].unit_kind for entry in spec.arms if entry.name in ARMS}
     if kinds & {"stock-day", "date-pair"}:
         returns = spec.data.returns
-        yield ("returns" if returns else "returns (embedded)"), returns or EMBEDDED_RETURNS
+        yield ("returns" if returns else EMBEDDED_LABEL), returns or EMBEDDED_RETURNS
         if spec.data.headlines is not None:
             yield "headlines", spec.data.headlines
     if "family" in kinds:
@@ -131,6 +131,8 @@ def input_files(spec: CampaignSpec) -> Iterator[tuple[str, Path]]:
             yield f"{prefix}/{path.name}", path
 
 
+#: The label of the embedded returns in `design.json`'s files (a user's: "returns").
+EMBEDDED_LABEL = "returns (embedded)"
 #: The label prefix of the shipped question families in `design.json` (a user's: "families").
 SHIPPED_FAMILIES = "families (shipped)"
 

@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from runs import markdown
-from runs.design import DESIGN_FILE, SPEC_FILE, DesignChanged, recorded_design
+from runs.design import DESIGN_FILE, EMBEDDED_LABEL, SPEC_FILE, DesignChanged, recorded_design
 from runs.rehearsal import rehearsed
 from runs.report.models import frozen_spec
 from runs.scored_from import scores_digests
@@ -86,7 +86,16 @@ def provenance_sentences(prov: Mapping[str, Any]) -> list[str]:
         f"Planned with dutchbook {prov.get('planned_with') or 'unknown'}; this report written "
         f"with {prov.get('reported_with') or 'unknown'}.",
         answers_span(prov),
+        *_embedded_returns(prov),
     ]
+
+
+def _embedded_returns(prov: Mapping[str, Any]) -> list[str]:
+    """What the embedded returns are, where the run was planned from them."""
+    from panels.data import embedded_returns_words
+
+    inputs = prov.get("inputs") or {}
+    return [embedded_returns_words(inputs[EMBEDDED_LABEL])] if EMBEDDED_LABEL in inputs else []
 
 
 def provenance_markdown(prov: dict[str, Any]) -> str:

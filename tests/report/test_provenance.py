@@ -172,3 +172,33 @@ def test_a_run_after_a_reparse_to_another_parser_leaves_answers_of_both(tmp_path
     )
     (tmp_path / "spec.toml").write_text('name = "x"\nparser = "lenient"\n', encoding="utf-8")
     assert provenance(tmp_path)["parser"] == "lenient"  # the same parser both times
+
+
+def test_a_run_of_the_embedded_returns_says_they_are_not_the_papers_sample(
+    figures_run: Path,
+) -> None:
+    """The embedded returns (skfolio's S&P 500 stocks, 2018-2022) are not the paper's sample
+    (August-December 2025); a report of them did not say so."""
+    import polars as pl
+
+    from panels.data import EMBEDDED_RETURNS
+
+    shipped = pl.read_parquet(EMBEDDED_RETURNS)
+    dates = sorted(shipped["date"].unique().to_list())
+    said = (
+        f"{shipped['asset'].n_unique()} S&P 500 stocks from skfolio's dataset, daily adjusted "
+        f"closes, {dates[0]} to {dates[-1]}"
+    )
+    markdown = (figures_run / "report" / "report.md").read_text(encoding="utf-8")
+    provenance_part = markdown[markdown.index("## Provenance") :].replace("\\", "")
+    assert f"Stock returns: {said}" in provenance_part
+    assert "not the paper's sample (CRSP returns" in provenance_part
+    page = (figures_run / "report" / PAGE).read_text(encoding="utf-8")
+    assert "not the paper&#x27;s sample (CRSP returns" in page
+
+
+def test_embedded_returns_of_another_version_are_said_without_figures_read_now() -> None:
+    from panels.data import embedded_returns_words
+
+    words = embedded_returns_words("0" * 64)
+    assert "another dutchbook version" in words and "not the paper's sample" in words
