@@ -42,7 +42,7 @@ from engine.open_files import connection_cap, raise_open_files_limit
 from engine.outage import OutagePolicy
 from engine.plan import PlanItem, plan_counts, plan_items, plan_spans, read_pending, read_rows
 from engine.progress import LiveProgress
-from engine.retry import ANSWER_FAILURE_CAUSES, RetryPolicy
+from engine.retry import ANSWER_FAILURE_CAUSES, CAUSE_LABELS, RetryPolicy
 from engine.scan import attempt_counts, failure_counts, lost_to_damage
 from engine.spend import SpendCap, dollars, recorded_spend, unpriced
 from providers.base import Adapter
@@ -69,7 +69,9 @@ class ProgressSink(Protocol):
 def _lane_line(name: str, s: LaneStats) -> str:
     """The summary's line of one lane (`DispatchSummary.lines`): its state and counts, each
     count said only where it is not zero."""
-    retries = ", ".join(f"{k} {v}" for k, v in sorted(s.retries.by_cause.items()))
+    # In the audit's words ("rate limits 2"), not the ledger's codes ("rate_limit 2").
+    causes = sorted(s.retries.by_cause.items())
+    retries = ", ".join(f"{CAUSE_LABELS.get(k, k)} {v}" for k, v in causes)
     # A lane that asked all it may while batch jobs of an earlier run hold the rest
     # is not done ("done, 74/224 done — 150 requests held ...").
     waiting = s.held_by_jobs and s.state is LaneState.DONE

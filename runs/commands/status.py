@@ -24,6 +24,7 @@ from engine.console_lines import (
 )
 from engine.console_tables import print_whole
 from engine.journal import JournalError
+from engine.retry import CAUSE_LABELS
 from engine.runlock import lock_held
 from engine.status import lane_eta_s as lane_eta_s  # re-exported: the docs name it here
 from engine.status import status as run_status
@@ -128,7 +129,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
     console.print(
         f"accepted {_fraction(summary['accepted'], summary['planned'])}, "
         f"{plural(summary['attempts'], 'attempt')}, "
-        f"{plural(summary['retries'], 'retry', 'retries')} over "
+        f"{plural(summary['retries'], 'retry attempt')} across "
         f"{plural(summary['requests_retried'], 'request')}, "
         f"last attempt {summary['last_attempt_at'] or 'none yet'}"
         f" ({summary['attempts_last_minute']:,} in its last minute), "
@@ -142,7 +143,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
         causes.add_column("cause")
         causes.add_column("attempts", justify="right")
         for cause, n in summary["retries_by_cause"].items():
-            causes.add_row(Text(cause), f"{n:,}")
+            causes.add_row(Text(CAUSE_LABELS.get(cause, cause)), f"{n:,}")
         print_whole(console, causes)
     _say_failures(summary["pending_failures"], console)
     for note in summary.get("notes") or []:
@@ -180,7 +181,8 @@ def _models_table(models: dict[str, dict[str, Any]], state: str) -> Table:
     """One row per model; its pending failures are those that failed (`failed`), not the
     replies a strict reparse rejected, which their note says."""
     table = Table(title="per model", title_justify="left")
-    columns = ("model", "done/planned", "attempts", "retries", "pending failures", "lane", "ETA")
+    columns = ("model", "done/planned", "attempts", "retry attempts", "pending failures", "lane",
+               "ETA")
     for column in columns:
         table.add_column(column, justify="left" if column in ("model", "lane") else "right")
     for name, entry in models.items():

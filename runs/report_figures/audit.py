@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from engine.console_lines import plural
-from engine.retry import REJECTED_ON_REPARSE
+from engine.retry import CAUSE_LABELS, REJECTED_ON_REPARSE
 from runs.report_figures import _style
 from runs.report_figures.inputs import FigureInputs
 
@@ -103,7 +103,9 @@ def draw(inputs: FigureInputs, path: Path) -> str:
         lowest.xaxis.set_tick_params(labelbottom=True)
         lowest.set_xlabel(f"time since the first attempt ({unit})")
     handles = [plt.Rectangle((0, 0), 1, 1, color=OUTCOME_COLOURS.get(o, "0.5")) for o in outcomes]
-    legend = _style.bottom_legend(fig, handles, outcomes, min(len(outcomes), 4))
+    # The audit's words for the causes ("rate limits"), as its tables say them.
+    labels = [CAUSE_LABELS.get(str(o), str(o)) for o in outcomes]
+    legend = _style.bottom_legend(fig, handles, labels, min(len(outcomes), 4))
     _style.tight_layout(fig, rect=(0, legend, 1, 1))
     _style.save(fig, path)
     rejected = (

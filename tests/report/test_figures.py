@@ -875,6 +875,9 @@ def test_the_audit_figure_of_one_attempt_shows_it(
     assert [bar.get_width() > 0 and bar.get_height() == 1 for bar in ax.patches] == [True]
     assert ax.get_title(loc="left") == "m: 1 attempt, 1 retry attempt (100.0%)"
     assert "each slice of the campaign (all at one instant)" in caption
+    # The legend in the audit's words, not the ledger's codes (a referee: "connection_error").
+    [legend] = kept[0].legends
+    assert [text.get_text() for text in legend.get_texts()] == ["connection errors"]
 
 
 @pytest.mark.parametrize(

@@ -138,7 +138,7 @@ def test_status_and_audit_tell_one_story_of_the_answers_a_strict_reparse_rejecte
     assert report["sentence"] == sentence
 
     code, said = invoke("status", str(out))
-    assert code == 0 and "0 retries over 0 requests" in said, said
+    assert code == 0 and "0 retry attempts across 0 requests" in said, said
     assert "failed and" not in said and line in said.splitlines(), said
     code, said = invoke("audit", str(out))
     assert code == 0 and f"{line}." in said.splitlines(), said
