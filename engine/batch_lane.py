@@ -319,7 +319,7 @@ class BatchLane(LaneControl):
         #: The lane's message while a control call keeps failing (`_call`), else None.
         self._failing: str | None = None
         self._damaged_streak = 0  # damaged jobs in a row (`engine.batch_results`)
-        #: Requests damaged results lost, said to be asked again, not yet put in a job.
+        #: Requests damaged results lost, said to be asked again, not yet in a job created.
         self._queued_again: set[str] = set()
 
     # -- state (halting and sleeping: `engine.lanes.LaneControl`) -----------------------
@@ -634,7 +634,6 @@ class BatchLane(LaneControl):
         self.records.planned(job)
         self.jobs[job.job_key] = job
         self.held.update(requests)
-        self._queued_again.difference_update(requests)
         entries = {entry.item.request_id: entry for entry, _ in lines}
         payload = [line for _, line in lines]
         self._reserved[job.job_key] = worst
@@ -895,6 +894,9 @@ class BatchLane(LaneControl):
                       job_id=state.job_id, lines=len(job.requests),
                       **({"simulated_in_process": True} if job.simulated_in_process else {}))
         self.records.created(job, state)
+        # Asked again now, not when the job was planned: a stop before its create (another
+        # job's damage) left them unasked, and `_say_unasked` did not count them.
+        self._queued_again.difference_update(job.requests)
         return state
 
     async def _until_final(self, job: BatchJob, state: JobState) -> JobState:

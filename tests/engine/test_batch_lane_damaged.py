@@ -449,3 +449,47 @@ async def test_a_second_line_for_a_request_is_said_and_its_answer_kept(
     assert "every request of the job has its line, so none is asked again" in console
     [event] = _events(run_dir, "batch_results_damaged")
     assert (event["repeated"], event["missing"]) == (30, 0)
+
+
+@dataclass
+class DamagingFirstAlone(Damaging):
+    """Every job's results damaged (`Damaging(every=True)`): the first job ends once the
+    others are created, and its results come back alone; the others' come back once the job
+    of the first one's lost requests is being uploaded, an upload that never ends."""
+
+    uploading: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def poll(self, fetch: Fetch, job_id: str) -> JobState:
+        while job_id == "job-1" and len(self.jobs) < DAMAGED_JOB_STREAK:
+            await asyncio.sleep(0.001)
+        return await super().poll(fetch, job_id)
+
+    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+        if state.job_id != "job-1":
+            await self.uploading.wait()
+        return await super().results(fetch, state)
+
+    async def upload(self, fetch: Fetch, job_key: str, lines: Sequence[bytes]) -> str:
+        if len(self.inputs) == DAMAGED_JOB_STREAK:  # the lost requests' job
+            self.uploading.set()
+            await asyncio.Event().wait()
+        return await super().upload(fetch, job_key, lines)
+
+
+async def test_requests_of_a_job_planned_but_not_sent_when_damage_stops_the_lane_are_said(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first damaged job's results came back alone: its 2 lost requests went into a job
+    of their own, planned, which the third damaged job's stop came before. The lane's end
+    said "2 requests ... were not asked again", leaving out those 2 (the job planning them
+    took them off its list), though none of the 4 was asked."""
+    monkeypatch.setattr(batch_lane, "RESULTS_HELD", DAMAGED_JOB_STREAK)
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    run_dir = tmp_path / "run"
+    fake = DamagingFirstAlone(every=True, limits_=replace(FakeBatch().limits, max_lines=10))
+    summary, console = await _run(plan, run_dir, fake)
+    assert summary.lanes[MODEL].state.value == "stopped"
+    assert len(fake.jobs) == DAMAGED_JOB_STREAK and max(fake.ran.values()) == 1
+    assert console.count("2 to be asked again once") == 2
+    assert ("4 requests damaged batch results lost, to be asked again once, were not asked "
+            "again: the lane ended first") in console
