@@ -40,6 +40,7 @@ spend cap (`_charged`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import time
@@ -321,6 +322,9 @@ class BatchLane(LaneControl):
         self._damaged_streak = 0  # damaged jobs in a row (`engine.batch_results`)
         #: Requests damaged results lost, said to be asked again, not yet in a job created.
         self._queued_again: set[str] = set()
+        #: Job tasks in a call whose reply is recorded (an upload, a create): a stop waits
+        #: for them (`_let_records_land`).
+        self._recording: set[asyncio.Task[object]] = set()
 
     # -- state (halting and sleeping: `engine.lanes.LaneControl`) -----------------------
 
@@ -436,6 +440,7 @@ class BatchLane(LaneControl):
                     tasks.discard(job_task)
                     for entry in job_task.result():
                         self._requeue(entry, buffer, live)
+            await self._let_records_land(tasks)
         finally:
             if getter is not None:
                 getter.cancel()
@@ -447,6 +452,28 @@ class BatchLane(LaneControl):
             # for it for ever.
             for key in list(self._reserved):
                 self._unreserve(self.jobs[key])
+
+    async def _let_records_land(self, tasks: set[asyncio.Task[list[_Entry]]]) -> None:
+        """The lane halted: its jobs' tasks are cut, but those waiting for the reply of an
+        upload or a create, which are recorded first (each then ends at its next step). Cut
+        too, a Ctrl-C while three creates were in flight recorded one, the others' replies
+        coming back moments later, and the lane said "1 batch job not yet collected" where
+        three were at the provider. A second signal cancels this wait as the rest."""
+        for task in tasks:
+            if task not in self._recording:
+                task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    @contextlib.contextmanager
+    def _reply_recorded(self) -> Iterator[None]:
+        """The current job task's call is one whose reply a stop waits for (`_recording`)."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._recording.add(task)
+        try:
+            yield
+        finally:
+            self._recording.discard(task)
 
     async def hold_created(self) -> None:
         """Under a spend cap, read this model's jobs from earlier runs and hold the worst case
@@ -768,9 +795,10 @@ class BatchLane(LaneControl):
 
     async def _upload(self, job: BatchJob, lines: list[bytes]) -> None:
         """The job's lines to the provider, and where they went (`uploaded`) to its record."""
-        ref = await self._call("upload", lambda: self.client.upload(
-            self._fetch, job.job_key, lines))
-        self.records.uploaded(job, ref)
+        with self._reply_recorded():
+            ref = await self._call("upload", lambda: self.client.upload(
+                self._fetch, job.job_key, lines))
+            self.records.uploaded(job, ref)
 
     def _lost_job(
         self, job: BatchJob, failure: Failure
@@ -882,7 +910,8 @@ class BatchLane(LaneControl):
                 tried = True
                 return await self.client.create(self._fetch, job.job_key, ref)
 
-            state = await self._call("create", create)
+            with self._reply_recorded():
+                state = await self._call("create", create)
         state = replace(state, detail=self._redact(state.detail))
         # The log's line first, the record second: a kill between them then leaves a job the
         # log names and the jobs file knows by its key (its `planned` line), which a resume

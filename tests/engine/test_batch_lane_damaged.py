@@ -455,9 +455,11 @@ async def test_a_second_line_for_a_request_is_said_and_its_answer_kept(
 class DamagingFirstAlone(Damaging):
     """Every job's results damaged (`Damaging(every=True)`): the first job ends once the
     others are created, and its results come back alone; the others' come back once the job
-    of the first one's lost requests is being uploaded, an upload that never ends."""
+    of the first one's lost requests is being uploaded, an upload that ends only once the
+    last damaged results are back (as the lane stops)."""
 
     uploading: asyncio.Event = field(default_factory=asyncio.Event)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def poll(self, fetch: Fetch, job_id: str) -> JobState:
         while job_id == "job-1" and len(self.jobs) < DAMAGED_JOB_STREAK:
@@ -467,20 +469,27 @@ class DamagingFirstAlone(Damaging):
     async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
         if state.job_id != "job-1":
             await self.uploading.wait()
-        return await super().results(fetch, state)
+        lines = await super().results(fetch, state)
+        if self.damaged == DAMAGED_JOB_STREAK:
+            self.stopping.set()
+        return lines
 
     async def upload(self, fetch: Fetch, job_key: str, lines: Sequence[bytes]) -> str:
         if len(self.inputs) == DAMAGED_JOB_STREAK:  # the lost requests' job
             self.uploading.set()
-            await asyncio.Event().wait()
+            await self.stopping.wait()
+            await self.looked(fetch)
         return await super().upload(fetch, job_key, lines)
+
+    async def looked(self, fetch: Fetch) -> None:
+        """What the upload does once the last results are back, before it uploads."""
 
 
 async def test_requests_of_a_job_planned_but_not_sent_when_damage_stops_the_lane_are_said(
     tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first damaged job's results came back alone: its 2 lost requests went into a job
-    of their own, planned, which the third damaged job's stop came before. The lane's end
+    of their own, not yet created when the third damaged job stopped the lane. The lane's end
     said "2 requests ... were not asked again", leaving out those 2 (the job planning them
     took them off its list), though none of the 4 was asked."""
     monkeypatch.setattr(batch_lane, "RESULTS_HELD", DAMAGED_JOB_STREAK)
@@ -493,3 +502,4 @@ async def test_requests_of_a_job_planned_but_not_sent_when_damage_stops_the_lane
     assert console.count("2 to be asked again once") == 2
     assert ("4 requests damaged batch results lost, to be asked again once, were not asked "
             "again: the lane ended first") in console
+

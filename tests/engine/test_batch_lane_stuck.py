@@ -438,3 +438,40 @@ async def test_a_full_disk_under_the_jobs_file_stops_the_lane_as_disk_full(
     assert lane.state.value == "stopped", (lane.state, lane.message)
     assert "disk full" in lane.message and JOBS_FILE.name in lane.message
     assert not summary.complete
+
+
+class SlowToReplyToCreates(FakeBatch):
+    """Each create makes its job at once and replies once a stop is asked (the third create
+    asks it, as a Ctrl-C would), the first at once, the others `reply_s` later."""
+
+    reply_s = 0.2
+    stop: asyncio.Event | None = None
+
+    async def create(self, fetch: Fetch, job_key: str, input_ref: str) -> JobState:
+        assert self.stop is not None
+        state = await super().create(fetch, job_key, input_ref)
+        if len(self.jobs) == 3:
+            self.stop.set()
+        await self.stop.wait()
+        await asyncio.sleep(0 if state.job_id == "job-1" else self.reply_s)
+        return state
+
+
+async def test_creates_answered_during_a_stop_are_recorded(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """Ctrl-C while three creates waited for their replies: the first reply was recorded, the
+    lane, its job then waiting to be polled, ended, and cut the other two creates, whose
+    replies came back moments later. The lane said "1 batch job not yet collected" beside
+    the audit's "3 batch jobs (28 queries) still at the provider, 2 of them uploaded with no
+    job id on file". A create in flight is waited for now, and its reply recorded."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 28))
+    run_dir = tmp_path / "run"
+    stop = asyncio.Event()
+    fake = SlowToReplyToCreates(limits_=replace(FakeBatch().limits, max_lines=10))
+    fake.stop = stop
+    summary = await _run(plan, run_dir, fake, stop_event=stop)
+    lane = summary.lanes[MODEL]
+    assert lane.state.value == "cancelled" and len(fake.jobs) == 3
+    assert sorted(j.job_id or "" for j in fold_jobs(run_dir).values()) == sorted(fake.jobs)
+    assert "stop requested; 3 batch jobs not yet collected" in lane.message
