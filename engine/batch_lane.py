@@ -347,7 +347,13 @@ class BatchLane(LaneControl):
     async def _send(self, request: HttpRequest) -> tuple[int, Mapping[str, str], bytes] | Failure:
         """One call of the batch API; a transport failure redacted (`HttpClient.send`). Its
         timeout bounds each wait for the server, not the whole call: an upload or a download
-        of a job's file takes as long as the link needs (`HttpClient.fetch`'s `idle`)."""
+        of a job's file takes as long as the link needs (`HttpClient.fetch`'s `idle`).
+
+        Nothing is sent once the lane halts: a client's step can take several requests (an
+        upload looks for its file by name, then posts it), and a lane stopped by damaged
+        results between the two still uploaded a job's input, which no job was made of."""
+        if self.halted:
+            raise _Halted
         reply = await self.http.fetch(request, self.config.timeout_s, idle=True)
         return redact_failure(reply, self.client.secrets()) if isinstance(reply, Failure) else reply
 

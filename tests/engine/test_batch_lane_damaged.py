@@ -23,12 +23,13 @@ from engine import batch_lane
 from engine.audit import audit
 from engine.batch_results import DAMAGED_JOB_STREAK, sort_lines
 from engine.dispatch import DispatchSummary, dispatch
+from engine.http import HttpClient
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
 from engine.settle import settle
 from engine.status import status
 from providers.batch import UNREADABLE, JobState, JobStatus, LineResult
-from providers.types import Completion, Failure, ModelConfig, Outcome
+from providers.types import Completion, Failure, HttpRequest, ModelConfig, Outcome
 from tests.engine.batch_fake import FakeBatch, Killed
 
 if TYPE_CHECKING:
@@ -503,3 +504,33 @@ async def test_requests_of_a_job_planned_but_not_sent_when_damage_stops_the_lane
     assert ("4 requests damaged batch results lost, to be asked again once, were not asked "
             "again: the lane ended first") in console
 
+
+@dataclass
+class PostingAfterTheStop(DamagingFirstAlone):
+    """`DamagingFirstAlone`, whose upload of the first job's lost requests looked first (as
+    Groq's client looks for its file by name) and posts its file once the third damaged
+    job's results are back, as the lane stops."""
+
+    async def looked(self, fetch: Fetch) -> None:
+        await fetch(HttpRequest("POST", "http://127.0.0.1:9/files", {}, b"input"))
+
+
+async def test_a_lane_stopping_for_damage_uploads_nothing_more(
+    tmp_path: Path, kit: type[Kit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The third damaged job stopped the lane while the job of the first one's lost requests
+    was being uploaded: its client's next request (the file itself) was still sent, and the
+    provider held an input no job was made of."""
+    sent: list[str] = []
+
+    async def fetch(self: HttpClient, request: HttpRequest, *args: Any, **kw: Any) -> Failure:
+        sent.append(request.method)
+        return Failure(Outcome.CONNECTION_ERROR, "not sent anywhere in this test")
+
+    monkeypatch.setattr(HttpClient, "fetch", fetch)
+    monkeypatch.setattr(batch_lane, "RESULTS_HELD", DAMAGED_JOB_STREAK)
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    fake = PostingAfterTheStop(every=True, limits_=replace(FakeBatch().limits, max_lines=10))
+    summary, _ = await _run(plan, tmp_path / "run", fake)
+    assert summary.lanes[MODEL].state.value == "stopped"
+    assert sent == [] and len(fake.inputs) == DAMAGED_JOB_STREAK
