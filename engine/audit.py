@@ -1052,7 +1052,7 @@ class Audit:
             # Additive: rows of requests the plan does not hold, counted nowhere else.
             "answers_unplanned": self.unplanned.answers,
             "attempts_unplanned": self.unplanned.attempts,
-            "batch_at_provider": asdict(self.at_provider),  # `uncreated_jobs` additive
+            "batch_at_provider": asdict(self.at_provider),  # `uncreated_*`: additive
             "reparse_unfinished": self.reparse_unfinished,
             # Additive: why a resume by its spec is refused and what to do, or None.
             "resume_refused": self.resume_refused,

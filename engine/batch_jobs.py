@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -280,35 +281,47 @@ class AtProvider:
     #: (`BatchJob.simulated_in_process`): it ended with that run, and a resume asks their
     #: queries again (they were said "still at the provider").
     simulator_jobs: int = 0
+    #: Of `queries`, those of the `uncreated_jobs`.
+    uncreated_queries: int = 0
 
     def __bool__(self) -> bool:
         return self.jobs > 0
 
     def counted(self) -> str:
         """`3 batch jobs (28 queries)`."""
-        return f"{plural(self.jobs, 'batch job')} ({plural(self.queries, 'query', 'queries')})"
+        return f"{plural(self.jobs, 'batch job')} ({self._queries(self.queries)})"
 
     def phrase(self) -> str:
-        """`3 batch jobs (28 queries) still at the provider`, and how many of them have no
-        job id on file: these were said "still at the provider" when none may have been
-        created there, and a resume creates them."""
+        """`3 batch jobs (28 queries) still at the provider`, and apart from them the input
+        files uploaded with no job id on file: a lane stops before it creates a job, and only
+        a kill between a create and its record leaves a job there unrecorded. Counted among
+        the jobs, a lane stopped by damaged results said "1 batch job (1 query) still at the
+        provider, all uploaded with no job id on file" where no job had been made."""
         counted = self.counted()
         if self.jobs and self.simulator_jobs == self.jobs:
             return (
                 f"{counted} left with the simulator of the run that planned them, which ended "
                 "with it (a resume asks their queries again)"
             )
-        held = f"{counted} still at the provider"
+        created = self.jobs - self.uncreated_jobs
+        queries = self._queries(self.queries - self.uncreated_queries)
+        said = [f"{plural(created, 'batch job')} ({queries}) still at the provider"] * bool(created)
+        if self.uncreated_jobs:
+            said.append(
+                f"{plural(self.uncreated_jobs, 'batch input file')} "
+                f"({self._queries(self.uncreated_queries)}) uploaded with no batch job on file "
+                "(a stop before the create, or a kill before its reply was recorded: a resume "
+                "finds such a job, or creates one)"
+            )
         if self.simulator_jobs:
-            held += (f", {self.simulator_jobs:,} of them left with the simulator of the run "
-                     "that planned them, which ended with it (a resume asks their queries again)")
-        if not self.uncreated_jobs:
-            return held
-        which = "all" if self.uncreated_jobs == self.jobs else f"{self.uncreated_jobs:,} of them"
-        return (
-            f"{held}, {which} uploaded with no job id on file (a resume finds each such job, or "
-            "creates it)"
-        )
+            said[0] += (f", {self.simulator_jobs:,} of them left with the simulator of the run "
+                        "that planned them, which ended with it (a resume asks their queries "
+                        "again)")
+        return ", and ".join(said)
+
+    @staticmethod
+    def _queries(count: int) -> str:
+        return plural(count, "query", "queries")
 
 
 def line_recorded(attempt: int, outcomes: Mapping[int, str]) -> int | None:
@@ -346,7 +359,8 @@ def at_provider(
     simulated = sum(job.simulated_in_process for job in live)
     if attempts is None or not live:
         return AtProvider(
-            len(live), sum(len(job.requests) for job in live), uncreated, simulated
+            len(live), sum(len(job.requests) for job in live), uncreated, simulated,
+            sum(len(job.requests) for job in live if job.job_id is None),
         )
     ids = [rid for job in live for rid in job.requests]
     recorded: dict[str, dict[int, str]] = {}
@@ -357,12 +371,13 @@ def at_provider(
         .iter_rows()
     ):
         recorded.setdefault(rid, {})[int(number)] = outcome
-    left = sum(
-        line_recorded(attempt, recorded.get(rid, {})) is None
+    left = Counter(
+        job.job_id is None
         for job in live
         for rid, attempt in job.requests.items()
+        if line_recorded(attempt, recorded.get(rid, {})) is None
     )
-    return AtProvider(len(live), left, uncreated, simulated)
+    return AtProvider(len(live), left.total(), uncreated, simulated, left[True])
 
 
 def jobs_summary(

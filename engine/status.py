@@ -103,8 +103,9 @@ def status(
     `batch_jobs` (per batch model, per
     group of `engine.batch_jobs.STATUS_GROUPS`: jobs and lines), `batch_at_provider` (`jobs`
     not yet collected and the `queries` they hold, and additive `uncreated_jobs`, those of
-    them uploaded with no job id on file, and `simulator_jobs`, those a simulator inside the
-    run that planned them held: `engine.batch_jobs.AtProvider`),
+    them uploaded with no job id on file, and `uncreated_queries`, their queries, and
+    `simulator_jobs`, those a simulator inside the run that planned them held:
+    `engine.batch_jobs.AtProvider`),
     `lanes_updated_at`,
     `pending_failures` (requests with attempts but no accepted answer: total, by last
     outcome, how many are permanent, a few examples; of them, `failed` and

@@ -77,24 +77,29 @@ def test_lines_at_the_provider_follow_the_collections_rule() -> None:
                         "damaged_batch_result"],
         }
     )  # a accepted, c recorded, e recorded as its next attempt; b torn, d never reached
-    assert at_provider({"k": job}, attempts) == AtProvider(1, 2, uncreated_jobs=1)
+    assert at_provider({"k": job}, attempts) == AtProvider(1, 2, 1, uncreated_queries=2)
     # A job planned but never uploaded is not at the provider: nothing of it can run or be
     # billed (a stopped lane's status said "10 batch jobs still at the provider"). One
     # uploaded is, created or not: a kill after the create call leaves it running there.
     planned = BatchJob("p", "m", "groq", {"f": 1, "g": 1})
-    assert at_provider({"k": job, "p": planned}, attempts) == AtProvider(1, 2, 1)
+    assert at_provider({"k": job, "p": planned}, attempts) == AtProvider(1, 2, 1, 0, 2)
     assert at_provider({"p": planned}) == AtProvider(0, 0)
     uploaded = BatchJob("u", "m", "groq", {"f": 1, "g": 1}, input_ref="file-1")
-    assert at_provider({"u": uploaded}) == AtProvider(1, 2, 1)
-    # Said apart: "still at the provider" alone claimed a job that may never have been made.
-    assert at_provider({"u": uploaded}).phrase() == (
-        "1 batch job (2 queries) still at the provider, all uploaded with no job id on file (a "
-        "resume finds each such job, or creates it)"
+    assert at_provider({"u": uploaded}) == AtProvider(1, 2, 1, 0, 2)
+    # Said apart, and not as a job: "1 batch job (1 query) still at the provider, all
+    # uploaded with no job id on file" was said of an input a stopped lane never made a job
+    # of (it stops before a create; only a kill can cut a create's reply).
+    uploaded_again = BatchJob("v", "m", "groq", {"i": 1}, input_ref="file-3")
+    assert at_provider({"u": uploaded, "v": uploaded_again}).phrase() == (
+        "2 batch input files (3 queries) uploaded with no batch job on file (a stop before the "
+        "create, or a kill before its reply was recorded: a resume finds such a job, or "
+        "creates one)"
     )
     created = BatchJob("c", "m", "groq", {"h": 1}, input_ref="file-2", job_id="batch-1")
     assert at_provider({"u": uploaded, "c": created}).phrase() == (
-        "2 batch jobs (3 queries) still at the provider, 1 of them uploaded with no job id on "
-        "file (a resume finds each such job, or creates it)"
+        "1 batch job (1 query) still at the provider, and 1 batch input file (2 queries) "
+        "uploaded with no batch job on file (a stop before the create, or a kill before its "
+        "reply was recorded: a resume finds such a job, or creates one)"
     )
     assert at_provider({"c": created}).phrase() == "1 batch job (1 query) still at the provider"
     assert line_recorded(2, {1: "timeout", 2: "interrupted", 3: "provider_error"}) == 3
