@@ -121,11 +121,15 @@ def _lane_line(name: str, s: LaneStats) -> str:
 def _batch_jobs_said(stats: LaneStats) -> str:
     """The batch jobs behind a lane's "done": all of them in a first run; on a resume, the
     answers earlier runs collected came through jobs this run never counted ("112/112 done
-    through 3 batch jobs", where six carried them)."""
+    through 3 batch jobs", where six carried them). Said in the same words either way: "(2
+    batch jobs collected this run)" in one folder beside "through 3 batch jobs" in another
+    read as two different things."""
     jobs = plural(stats.jobs_collected, "batch job")
     if not stats.already_accepted:
         return f" through {jobs}"
-    return f" ({jobs} collected this run)" if stats.jobs_collected else ""
+    if not stats.jobs_collected:
+        return ""
+    return f" through {jobs} this run, {stats.already_accepted:,} answered before"
 
 
 @dataclass

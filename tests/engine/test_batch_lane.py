@@ -675,7 +675,9 @@ async def test_a_resumed_job_not_yet_created_waits_for_the_spend_cap(
 
 async def test_a_resume_says_which_batch_jobs_it_collected(tmp_path: Path, kit: type[Kit]) -> None:
     """"100/100 done through 2 batch jobs" after a resume, where a third, collected by the
-    first run, carried some of them."""
+    first run, carried some of them: "through 2 batch jobs this run, 30 answered before", in
+    the words of a first run's "through 3 batch jobs" (it said "(2 batch jobs collected this
+    run)")."""
     rows = kit.plan_rows(MODEL, 100)
     plan = kit.write_plan(tmp_path / "plan.parquet", rows)
     run_dir = tmp_path / "run"
@@ -686,7 +688,9 @@ async def test_a_resume_says_which_batch_jobs_it_collected(tmp_path: Path, kit: 
     assert second.complete, second.lines()
     collected = second.lanes[MODEL].jobs_collected
     assert collected == len(fake.jobs) - 1
-    assert f"100/100 done ({collected} batch jobs collected this run)" in second.lines()[1]
+    already = second.lanes[MODEL].already_accepted
+    assert f"100/100 done through {collected} batch jobs this run, {already} answered before" in (
+        second.lines()[1])
     third = await _run(plan, run_dir, fake)  # nothing left: no "(0 batch jobs collected ...)"
     assert third.lines()[1] == f"  {MODEL}: done, 100/100 done", third.lines()
 
