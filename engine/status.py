@@ -62,7 +62,8 @@ _ATTEMPT_COLUMNS = [
 
 def _state(run_dir: Path, pid: dict[str, Any] | None, remaining: int | None, any_rows: bool) -> str:
     """live: a writer holds the run now; died: it stopped without closing (kill, crash);
-    finished: nothing left to ask; stopped: closed cleanly with work left; not started.
+    finished: nothing left to ask (`remaining`: the requests a run may still ask); stopped:
+    closed cleanly with work left; not started.
     `any_rows`: an attempt, or a batch job (a batch run stopped before it collected a job
     has none of the first, its queries all at the provider: it read "not started")."""
     if pid is not None:
@@ -210,7 +211,10 @@ def _read_status(
         )
         if line
     ]
-    state = _state(run_dir, pid, remaining, activity["attempts"] > 0 or bool(jobs))
+    # Requests damaged results lost twice are not left to ask: no run asks them again (the
+    # lane said "done in part" of such a run, and status "stopped", as if a resume had work).
+    askable = None if remaining is None else max(remaining - pending["lost_to_damage"], 0)
+    state = _state(run_dir, pid, askable, activity["attempts"] > 0 or bool(jobs))
     for entry in per_model.values():  # the table's time left (its ETA column)
         entry["eta_s"] = lane_eta_s(entry, live=state == "live")
     return {

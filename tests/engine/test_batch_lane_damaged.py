@@ -254,8 +254,9 @@ async def test_an_expired_job_whose_results_hold_every_line_it_ran_is_not_damage
 async def test_a_request_lost_twice_is_not_bought_a_third_time(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
-    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 10))
     run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    plan = kit.write_plan(run_dir / "plan.parquet", kit.plan_rows(MODEL, 10))  # for status
     fake = Damaging(every=True, limits_=replace(FakeBatch().limits, max_jobs_in_flight=1))
     summary, console = await _run(plan, run_dir, fake)
     assert max(fake.ran.values()) == 2 and len(fake.jobs) == 2
@@ -265,6 +266,10 @@ async def test_a_request_lost_twice_is_not_bought_a_third_time(
     assert all("damaged in an earlier job's results too, so it is not asked again" in d
                for d in again["detail"])
     assert "2 not asked again (damaged in an earlier job's results too)" in console
+    # Nothing is left that a run asks: the folder is finished, not "stopped" beside the
+    # lane's "done in part".
+    assert summary.lines()[1].startswith(f"  {MODEL}: done in part, 8/10 done")
+    assert status(run_dir)["state"] == "finished"
 
 
 @pytest.mark.parametrize("resumed_as", ["batch", "live"])
