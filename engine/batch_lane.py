@@ -322,8 +322,8 @@ class BatchLane(LaneControl):
         self._damaged_streak = 0  # damaged jobs in a row (`engine.batch_results`)
         #: Requests damaged results lost, said to be asked again, not yet in a job created.
         self._queued_again: set[str] = set()
-        #: Job tasks in a call whose reply is recorded (an upload, a create): a stop waits
-        #: for them (`_let_records_land`).
+        #: Job tasks in a create call, whose reply is recorded: a stop waits for them
+        #: (`_let_records_land`).
         self._recording: set[asyncio.Task[object]] = set()
 
     # -- state (halting and sleeping: `engine.lanes.LaneControl`) -----------------------
@@ -460,11 +460,13 @@ class BatchLane(LaneControl):
                 self._unreserve(self.jobs[key])
 
     async def _let_records_land(self, tasks: set[asyncio.Task[list[_Entry]]]) -> None:
-        """The lane halted: its jobs' tasks are cut, but those waiting for the reply of an
-        upload or a create, which are recorded first (each then ends at its next step). Cut
-        too, a Ctrl-C while three creates were in flight recorded one, the others' replies
-        coming back moments later, and the lane said "1 batch job not yet collected" where
-        three were at the provider. A second signal cancels this wait as the rest."""
+        """The lane halted: its jobs' tasks are cut, but those waiting for the reply of a
+        create, which is recorded first (each then ends at its next step). Cut too, a Ctrl-C
+        while three creates were in flight recorded one, the others' replies coming back
+        moments later, and the lane said "1 batch job not yet collected" where three were at
+        the provider. An upload is cut: it makes nothing that runs or bills (a resume finds the
+        file or uploads it again), and a large one could hold the stop for minutes. A second
+        signal cancels this wait as the rest."""
         for task in tasks:
             if task not in self._recording:
                 task.cancel()
@@ -801,10 +803,9 @@ class BatchLane(LaneControl):
 
     async def _upload(self, job: BatchJob, lines: list[bytes]) -> None:
         """The job's lines to the provider, and where they went (`uploaded`) to its record."""
-        with self._reply_recorded():
-            ref = await self._call("upload", lambda: self.client.upload(
-                self._fetch, job.job_key, lines))
-            self.records.uploaded(job, ref)
+        ref = await self._call("upload", lambda: self.client.upload(
+            self._fetch, job.job_key, lines))
+        self.records.uploaded(job, ref)
 
     def _lost_job(
         self, job: BatchJob, failure: Failure
