@@ -7,7 +7,7 @@ writes the report and prints the leaderboard), and stops the server it started, 
 process id, also on Ctrl-C and on failure. `test` runs `tests_local/` against the same
 server (`make test-local`; arguments it does not know, and all after `--`, go to pytest).
 The server's own output goes to a log beside the run folder, emptied at each start
-(`out/local-server.log` for `out/local`).
+(`out/local-server.log` for `out/local`; `out/local-test-server.log` for the tests).
 
 The spec names `base_url_env = "DUTCHBOOK_LOCAL_BASE_URL"`, so the port chosen here reaches
 the adapter without changing the spec: running the demo again resumes the same campaign.
@@ -671,10 +671,17 @@ def _is_dispatch_lap(line: bytes, pid: int, by: float | None = None) -> bool:
 MOST_LOGS = 20
 
 
-def log_path(run_dir: Path | None, number: int = 1) -> Path:
+#: The server log's name after the run folder's, by what the server is started for: the
+#: tests' own (`out/local-test-server.log`), as `make test-local` emptied the log of the demo
+#: of `out/local` (the same file), a failed demo's log lost to the next test run.
+LOG_KINDS = {"test": "test-server"}
+
+
+def log_path(run_dir: Path | None, number: int = 1, what: str = "demo") -> Path:
     """The model server's log beside the run folder `run_dir` (`out/local-server.log` for
     `out/local`), or `out/local-server.log` with no run folder known; `number` 2 and up name
-    those of servers started beside another's (`local-server.2.log`). Beside the run folder,
+    those of servers started beside another's (`local-server.2.log`); `what` the server is
+    for names it too (`LOG_KINDS`: `local-test-server.log` for the tests). Beside the run folder,
     not in it: a new folder holding a log is one `dutchbook run` refuses as "not a run
     folder" (`runs.run_folder.foreign_entries`). `out/` of the working folder it was always:
     from a read-only working folder, a writable `--out` was refused for its log."""
@@ -683,17 +690,17 @@ def log_path(run_dir: Path | None, number: int = 1) -> Path:
     elif run_dir.name in ("", ".", ".."):  # `--out .`: named after the folder it is
         run_dir = Path(os.path.abspath(run_dir))
     suffix = "" if number == 1 else f".{number}"
-    return run_dir.parent / f"{run_dir.name}-server{suffix}.log"
+    return run_dir.parent / f"{run_dir.name}-{LOG_KINDS.get(what, 'server')}{suffix}.log"
 
 
 @contextlib.contextmanager
-def claimed_log(run_dir: Path | None) -> Iterator[Path]:
-    """This start's server log (`log_path`), emptied, and locked (`flock`) until the block
-    ends. Opened to append and never emptied, it grew by about 1,700 lines a start (60,887
-    seen), with concurrent runs' lines mixed in it. Emptied only once locked: a log another
-    live wrapper holds is left to it, and the next number taken."""
+def claimed_log(run_dir: Path | None, what: str = "demo") -> Iterator[Path]:
+    """This start's server log (`log_path` for `what`), emptied, and locked (`flock`) until
+    the block ends. Opened to append and never emptied, it grew by about 1,700 lines a start
+    (60,887 seen), with concurrent runs' lines mixed in it. Emptied only once locked: a log
+    another live wrapper holds is left to it, and the next number taken."""
     for number in range(1, MOST_LOGS + 1):
-        log = log_path(run_dir, number)
+        log = log_path(run_dir, number, what)
         handle = _locked_log(log)
         if handle is None:
             continue
@@ -703,8 +710,8 @@ def claimed_log(run_dir: Path | None) -> Iterator[Path]:
             os.close(handle)
         return
     raise LocalModelError(
-        f"{MOST_LOGS} model servers already write their logs beside {log_path(run_dir)}: let "
-        "one finish, or give --out another folder"
+        f"{MOST_LOGS} model servers already write their logs beside "
+        f"{log_path(run_dir, 1, what)}: let one finish, or give --out another folder"
     )
 
 
@@ -938,7 +945,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         port = args.port or free_port()
         if args.port:  # a port of the user's: said before the model is written (one chosen
             check_port_free(port)  # just now is free; `running_server` checks again anyway)
-        with claimed_log(run_dir) as log:  # refused before "starting", and before the model
+        # Refused before "starting", and before the model.
+        with claimed_log(run_dir, args.what) as log:
             return _run_with_server(args, port, log, run_dir)
     except LocalModelError as exc:
         print(f"error: {exc}", file=sys.stderr)

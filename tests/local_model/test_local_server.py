@@ -1076,6 +1076,22 @@ def test_each_start_has_a_log_of_its_own(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "local-server.2.log").read_text() == f"loading {MODEL}\n"
 
 
+def test_the_tests_server_log_leaves_the_demos_as_it_was(tmp_path: Path) -> None:
+    """`make test-local` said "(log: out/local-server.log)", the log of the demo of
+    `out/local`, and emptied it: a failed demo's log was lost to the next test run. The
+    tests' server writes a log of its own beside it."""
+    demo_log = tmp_path / "out" / "local-server.log"
+    demo_log.parent.mkdir()
+    demo_log.write_text("the failed demo's\n")
+    before = 'local_model._child_command = lambda args: [sys.executable, "-c", "pass"]\n'
+    port = free_port()
+    done = run_main(["test", "--port", str(port)], tmp_path, stand_in(port), before)
+    assert done.returncode == 0, done.stderr
+    assert "(log: out/local-test-server.log)" in done.stdout
+    assert demo_log.read_text() == "the failed demo's\n"
+    assert (tmp_path / "out" / "local-test-server.log").read_text() == f"loading {MODEL}\n"
+
+
 def test_the_log_goes_beside_the_run_folder_given(tmp_path: Path) -> None:
     """The log was `out/local-server.log` of the working folder whatever `--out` said: from a
     working folder it could not write in, a writable `--out` was refused ("cannot write the
