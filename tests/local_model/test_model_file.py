@@ -120,6 +120,24 @@ def test_a_cache_that_cannot_be_written_is_said_in_one_line(
         model_file()
 
 
+def test_a_folder_at_the_model_files_place_is_said_for_what_it_is(
+    package: FakePackage,
+) -> None:
+    """"cannot write the model file (.../model.gguf.x.partial): Is a directory; ... (set HOME
+    to a writable folder)": the partial file named, not the folder in the way, and advice
+    that does not help. Said before anything is written; the folder is left as it was."""
+    target = package.default_output_path()
+    (target / "mine").mkdir(parents=True)
+    with pytest.raises(LocalModelError) as caught:
+        model_file()
+    assert str(caught.value) == (
+        f"cannot write the model file {target}: a folder is in the way there; move it away "
+        "(or remove it), then run again"
+    )
+    assert sorted(path.name for path in target.parent.iterdir()) == ["model.gguf"]
+    assert [path.name for path in target.iterdir()] == ["mine"]
+
+
 @pytest.mark.parametrize(
     ("failure", "said"),
     [
