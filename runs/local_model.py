@@ -44,7 +44,6 @@ from runs.signals import (
     STOP_SIGNALS,
     exit_interrupted,
     held,
-    python_raises,
     stop_signals_to_catch,
     stops_as_interrupt,
 )
@@ -180,6 +179,32 @@ def check_folder_free(run_dir: Path | None) -> None:
     release_lock(fd)
 
 
+class FirstStop:
+    """A handler for the stop signals that raises `KeyboardInterrupt` for the first one only.
+    Those after it are counted (`later`), not raised: what the first one set going (removing
+    what was made, stopping the model server, the closing line) runs to its end. A burst
+    (Ctrl-C, Ctrl-C, SIGTERM) as the server started raised the second inside `stop`'s wait
+    and the third inside the "interrupted" line: a 40-line KeyboardInterrupt traceback, and
+    the wrapper killed by SIGINT where it exits 130."""
+
+    def __init__(self) -> None:
+        self.came = False
+        self.later = 0
+
+    def __call__(self, _signum: int, _frame: object) -> None:
+        if self.came:
+            self.later += 1
+            return
+        self.came = True
+        raise KeyboardInterrupt
+
+
+#: The wrapper's own (`main` sets it anew): `_end_check` looks for a stop after the first.
+_stops = FirstStop()
+#: How often `_end_check` looks whether the check has ended, or another stop has come.
+CHECK_LOOK_S = 0.05
+
+
 #: The run folder's check (`check_out_folder`) in a process of its own: `runs.pipeline`'s
 #: checks, whose imports (numpy, aiohttp, the engine: about 40 MB) would otherwise stay in
 #: this process beside the campaign and the model server to the end.
@@ -222,11 +247,12 @@ def _end_check(check: subprocess.Popen[bytes]) -> None:
     the folders it had made (`out/`, `out/local`)."""
     if check.poll() is not None:
         return
+    seen = _stops.later  # a stop after the first is counted, not raised (`FirstStop`)
     try:
         check.send_signal(signal.SIGINT)  # caught even where SIGTERM or a hangup is ignored
-        check.wait(timeout=CHECK_STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        pass
+        deadline = time.monotonic() + CHECK_STOP_TIMEOUT_S
+        while check.poll() is None and _stops.later == seen and time.monotonic() < deadline:
+            time.sleep(CHECK_LOOK_S)
     finally:
         if check.poll() is None:
             check.kill()
@@ -294,14 +320,7 @@ def _stops_let_in() -> Iterator[None]:
     first one raises `KeyboardInterrupt` (where it lands, or as the block ends) and those
     after it are ignored, so that what follows the block (removing what it made) runs to its
     end. Held again after the block."""
-    stopped: list[int] = []
-
-    def stop(signum: int, _frame: object) -> None:
-        if stopped:
-            return
-        stopped.append(signum)
-        raise KeyboardInterrupt
-
+    stop = FirstStop()
     for sig in stop_signals_to_catch():
         signal.signal(sig, stop)
     try:
@@ -902,10 +921,6 @@ def server_gone(server: Server) -> str | None:
     )
 
 
-def _interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 #: The exit status when the model server died during the campaign: `dutchbook run`'s own
 #: for a campaign left incomplete, which a rerun resumes.
 SERVER_GONE_EXIT = 4
@@ -961,13 +976,15 @@ def check_options(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global _stops
     args = parse_args(list(sys.argv[1:] if argv is None else argv))
     # SIGTERM or a hangup while the server starts must stop it too, as Ctrl-C does; and Ctrl-C
     # itself where it started ignored (a script's background job), whose `kill -INT` went
     # unheard here: the folder check, the model and the server went on as if never asked.
+    # The first stops it; those after it let the stopping finish (`FirstStop`).
+    _stops = FirstStop()
     for sig in stop_signals_to_catch():
-        if not python_raises(sig):
-            signal.signal(sig, _interrupt)
+        signal.signal(sig, _stops)
     try:
         check_options(args)
         check_server_installed()
@@ -985,8 +1002,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        # Ignored from here to the exit: one in Python's exit (its handlers put back to the
+        # default) killed the wrapper by SIGINT, which `make` reported as "Interrupt".
+        ignore_stops()
         print("interrupted; no model server is left running", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _run_with_server(

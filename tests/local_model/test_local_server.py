@@ -461,6 +461,71 @@ def test_a_stop_as_the_campaign_starts_ends_it_in_its_one_line(
     assert not (tmp_path / "out" / "local").exists()  # the campaign did not begin
 
 
+#: A burst of stop signals as the model server starts, each sent by the wrapper to itself
+#: where the hostile pass's landed: the first as it waits for the server, the second in
+#: `stop`'s wait for the server to exit, the third inside the "interrupted" line, the last
+#: in Python's exit (the teardown of `__main__`, the signals' defaults put back by then).
+#: The file `stopped` says the server's stop ran to its end; `server` holds its pid.
+BURST = """
+    import builtins, os, signal
+    def burst(sig):
+        os.kill(os.getpid(), sig)
+    def wait_ready(server, *args):
+        open("server", "w").write(str(server.pid))
+        burst(signal.SIGINT)
+    local_model.wait_ready = wait_ready
+    stop = local_model.stop
+    def stop_in_a_burst(server, *args):
+        burst(signal.SIGINT)
+        stop(server, *args)
+        open("stopped", "w").close()
+    local_model.stop = stop_in_a_burst
+    said = builtins.print
+    def print(*args, **kwargs):
+        if "interrupted" in str(args):
+            burst(signal.SIGTERM)
+        said(*args, **kwargs)
+    builtins.print = print
+    class AtExit:
+        def __del__(self, burst=burst, sig=signal.SIGINT):
+            burst(sig)
+    left = AtExit()
+"""
+
+
+def test_a_burst_of_stops_as_the_server_starts_ends_in_the_one_line(tmp_path: Path) -> None:
+    """Ctrl-C, Ctrl-C, SIGTERM as the server started: in 1 burst of 15 a 40-line
+    KeyboardInterrupt traceback through `stop` and the "interrupted" line; in 4 of 15 the
+    wrapper killed by SIGINT (`make`: "Interrupt") where it exits 130. The first stop stops
+    it; those after it let the stopping finish, and the wrapper exits 130 in its one line."""
+    port = free_port()
+    done = run_main(["serve", "--port", str(port)], tmp_path, stand_in(port), BURST)
+    assert (done.returncode, done.stderr) == (130, "interrupted; no model server is left running\n")
+    assert (tmp_path / "stopped").exists()
+    assert not alive(int((tmp_path / "server").read_text()))
+
+
+def test_a_second_ctrl_c_kills_a_check_that_has_not_ended(tmp_path: Path) -> None:
+    """The folder check passed a Ctrl-C and still running is killed on a second one, not
+    waited for to the end of `CHECK_STOP_TIMEOUT_S` (this check never lets the signal in)."""
+    port = free_port()
+    check = (
+        "import os, signal, time; open('check', 'w').write(str(os.getpid())); "
+        "os.kill(os.getppid(), signal.SIGINT); time.sleep(0.5); "
+        "os.kill(os.getppid(), signal.SIGINT); time.sleep(30)"
+    )
+    before = f"""
+        local_model.FOLDER_CHECK = (sys.executable, '-c', {check!r})
+        local_model.CHECK_STOP_TIMEOUT_S = 50.0
+    """
+    started = time.monotonic()
+    done = run_main(["demo", "--spec", SPEC, "--port", str(port)], tmp_path, ["false"], before)
+    assert time.monotonic() - started < 25  # neither the check's 30 s nor the 50 s allowed
+    assert (done.returncode, done.stderr) == (130, "interrupted; no model server is left running\n")
+    assert not alive(int((tmp_path / "check").read_text()))
+    assert not (tmp_path / "loaded").exists()
+
+
 def test_a_log_folder_that_cannot_be_written_is_said_in_one_line(tmp_path: Path) -> None:
     """`out` a file (or not writable): the server's log ended the wrapper in a traceback.
     Then it was said only after "starting the model server" and the model's loading; it is
