@@ -31,7 +31,9 @@ from runs.rehearsal import rehearsed
 from runs.report.data import ARBITRAGE_FREE_CENTS, family_rank, is_family
 from runs.report.models import (
     REHEARSAL_WORDS,
+    Reported,
     frozen_spec,
+    in_part_of,
     model_notes,
     personalities,
     simulated_models,
@@ -146,6 +148,7 @@ def write_page(run_dir: Path, *, audit: Any = None, report_dir: Path | None = No
         report_dir,
         spec=frozen_spec(run_dir),
         rehearsed=rehearsed(run_dir),
+        reported=None if audit is None else audit.models_reported,
         audit_sentence=None if audit is None else audit.sentence,
         audit_table=None if audit is None else audit.table(),
         audit_notes=() if audit is None else audit.notes(),
@@ -204,9 +207,11 @@ def render_page(
     audit_notes: Sequence[str] = (),
     files: Sequence[str] = (),
     audit_causes: tuple[list[str], list[list[str]]] | None = None,
+    reported: Reported | None = None,
 ) -> str:
     """The page as a string; `figures` is the manifest (`figures.json`), paths under
-    `report_dir`; `rehearsed`: the folder is a rehearsal's (`runs.rehearsal`);
+    `report_dir`; `rehearsed`: the folder is a rehearsal's (`runs.rehearsal`); `reported`:
+    the models its replies named (`engine.audit.Audit.models_reported`);
     `audit_causes`: the retry attempts as Appendix C groups them (`runs.audit.paper_cause_rows`)."""
     spec = spec or {}
     name = str(spec.get("name") or report_dir.parent.name)
@@ -220,7 +225,7 @@ def render_page(
         f"<title>dutchbook report: {esc(name)}</title>",
         f"<style>{STYLE}</style>",
         "</head><body><main>",
-        *_header(name, summary, spec, rehearsed),
+        *_header(name, summary, spec, rehearsed, reported),
         *_audit(audit_sentence, audit_table, audit_notes),
         *_paper_causes(audit_sentence, audit_table, audit_causes),
         *_leaderboard(summary),
@@ -246,7 +251,11 @@ def _one_cluster_note(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _header(
-    name: str, summary: Mapping[str, Any], spec: Mapping[str, Any], rehearsed: bool
+    name: str,
+    summary: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    rehearsed: bool,
+    reported: Reported | None = None,
 ) -> list[str]:
     rows = summary.get("rows", [])
     models = sorted({r["model"] for r in rows})
@@ -270,20 +279,22 @@ def _header(
             + " answered from the local simulator, not a language model; no provider was "
             f"called{esc(REHEARSAL_WORDS) if rehearsed else ''}.</p>"
         )
-        out += _personalities_html(spec, rehearsed)
+    out += _personalities_html(spec, rehearsed, reported)
     out.extend(
         f'<p class="about"><strong>{esc_name(name)}:</strong> {esc(text)}</p>'
-        for name, text in model_notes(spec, rehearsed)
+        for name, text in model_notes(spec, rehearsed, reported)
     )
     return out
 
 
-def _personalities_html(spec: Mapping[str, Any], rehearsed: bool) -> list[str]:
+def _personalities_html(
+    spec: Mapping[str, Any], rehearsed: bool, reported: Reported | None
+) -> list[str]:
     """What each simulated personality of the run does, one item each, with its models."""
     items = "".join(
         f"<li><strong>{esc(p)}</strong> ({', '.join(esc_name(n) for n in names)}): "
         f"{esc(words)}</li>"
-        for p, names, words in personalities(spec, rehearsed)
+        for p, names, words in personalities(spec, rehearsed, reported)
     )
     return [f'<ul class="sim-personalities">{items}</ul>'] if items else []
 
@@ -463,7 +474,7 @@ def _simulated_line(summary: Mapping[str, Any], shown: AbstractSet[str]) -> list
     models = summary.get("models") or {}
     names = sorted(m for m in shown if (models.get(m) or {}).get("simulated"))
     # The names escaped and isolated one by one; the sentence around them has nothing to escape.
-    note = simulated_note(esc_name(n) for n in names)
+    note = simulated_note(names, in_part_of(models), show=esc_name)
     return [f'<p class="sim">{note}</p>'] if note else []
 
 

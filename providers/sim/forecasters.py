@@ -51,6 +51,17 @@ _POSITIVE = re.compile(r"\b(optimistic|love|exciting|excited|great|confident)\b"
 _NEGATIVE = re.compile(r"\b(scared|afraid|anxious|worried|nervous|fear)\b", re.I)
 
 
+#: What begins the model every simulated reply names as the one answering ("sim/noisy"): the
+#: report tells the simulator's answers by it in a folder whose spec names a real model
+#: (`runs.report.models.simulator_replies`).
+MODEL_LABEL_PREFIX = "sim/"
+
+
+def model_label(personality: str) -> str:
+    """The model a simulated reply names as the one answering: `sim/<personality>`."""
+    return f"{MODEL_LABEL_PREFIX}{personality}"
+
+
 def named_personality(model: str) -> str | None:
     """The personality the model id names (`sim-noisy`: noisy), the first of
     `PERSONALITIES` in it; None when it names none. The id decides over a spec's

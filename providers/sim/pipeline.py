@@ -182,7 +182,7 @@ class Simulator:
             finish=finish,
             tokens_in=generated.tokens_in,
             tokens_out=tokens_out,
-            model_label=f"sim/{generated.personality}",
+            model_label=forecasters.model_label(generated.personality),
             request_id=dialect.request_id(),
             routing=fault is not FaultKind.MISSING_ROUTING,
         )

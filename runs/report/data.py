@@ -26,7 +26,14 @@ import polars as pl
 from panels.arms import ARMS
 from runs.planned_families import family_info
 from runs.rehearsal import rehearsed
-from runs.report.models import frozen_spec, model_providers, simulated_models
+from runs.report.models import (
+    Reported,
+    SimulatorReplies,
+    frozen_spec,
+    model_providers,
+    simulated_models,
+    simulator_replies,
+)
 from scoring import stats
 from scoring.dutch_book import CERTIFY_TOLERANCE
 from scoring.stats import Interval
@@ -695,7 +702,8 @@ class ReportData:
     benchmark's rows. `floor`, `seed`, `reps` are the settings the statistics used.
     `providers` names each model's provider as the frozen spec does; `simulated`, the models
     the local simulator answered (`runs.report.models.simulated_models`), labelled so in
-    every view.
+    every view; `simulator_replies`, per model any of whose replies named the simulator as the
+    model answering, how many did (`runs.report.models.simulator_replies`).
     """
 
     rows: list[ArmRow]
@@ -708,6 +716,14 @@ class ReportData:
     reps: int
     providers: Mapping[str, str | None] = field(default_factory=dict)
     simulated: frozenset[str] = frozenset()
+    simulator_replies: Mapping[str, SimulatorReplies] = field(default_factory=dict)
+
+    @property
+    def in_part(self) -> dict[str, tuple[int, int]]:
+        """(replies from the simulator, replies) of the models it answered in part."""
+        return {
+            m: (r.simulator, r.replies) for m, r in self.simulator_replies.items() if r.in_part
+        }
 
     def row(self, model: str, arm: str) -> ArmRow | None:
         return next((r for r in self.rows if r.model == model and r.arm == arm), None)
@@ -733,11 +749,14 @@ def build_report_data(
     seed: int,
     reps: int = stats.DEFAULT_REPS,
     repeated: Any = None,
+    reported: Reported | None = None,
 ) -> ReportData:
     """The report's statistics from a run's scores (and its plan and ledger, for coverage).
 
     `repeated`, when given, is called as `repeated(rows)` and returns the repeated-
     elicitation section (see `runs.report.repeated`); without it the section is None.
+    `reported`, the folder's audit's `models_reported`, tells the models whose replies named
+    the local simulator (`runs.report.models.simulated_models`); without it, the spec alone.
     """
     model_cov, arm_cov = ledger_coverage(run_dir)
     spec = frozen_spec(run_dir)
@@ -760,5 +779,6 @@ def build_report_data(
         seed=seed,
         reps=reps,
         providers=model_providers(spec),
-        simulated=frozenset(simulated_models(spec, rehearsed(run_dir))),
+        simulated=frozenset(simulated_models(spec, rehearsed(run_dir), reported)),
+        simulator_replies=simulator_replies(reported),
     )

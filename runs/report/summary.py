@@ -31,7 +31,10 @@
 - `models`: `{model: {"coverage": share of all its planned queries answered, "provider",
   "simulated"}}` (additive: `provider` as the run's spec names it, null where the spec does
   not name the model; `simulated` true where the local simulator answered it, its provider
-  `sim` or the run a rehearsal, `runs.report.models.simulated_models`).
+  `sim` or the run a rehearsal, or any of its replies naming the simulator as the model
+  answering, `runs.report.models.simulated_models`; additive: `simulator_replies`,
+  `{"simulator", "replies"}`: of its replies naming a model (`attempts.model_reported`), how
+  many named the simulator, fewer than all where it answered in part; null where none did).
 - `across_models`: on the baseline arm, scored models only: `arm`, `models` (names),
   `units` (units common to all of them, used for the pairwise counts),
   `spearman_profit_brier` (on the models' mean profit and mean Brier), `pairs`,
@@ -99,6 +102,12 @@ def json_seed(seed: int) -> int | str:
     return seed if seed < 2**64 else str(seed)
 
 
+def _replies(data: ReportData, model: str) -> dict[str, int] | None:
+    """A model's `simulator_replies` entry: null where no reply named the simulator."""
+    replies = data.simulator_replies.get(model)
+    return None if replies is None else {"simulator": replies.simulator, "replies": replies.replies}
+
+
 def build_summary(data: ReportData, figures: dict[str, Any] | None = None) -> dict[str, Any]:
     """`summary.json`'s object (NaN as None); `figures` as `write_figures` returned it."""
     summary: dict[str, Any] = clean_json(
@@ -117,6 +126,7 @@ def build_summary(data: ReportData, figures: dict[str, Any] | None = None) -> di
                     "coverage": c,
                     "provider": data.providers.get(m),
                     "simulated": m in data.simulated,
+                    "simulator_replies": _replies(data, m),
                 }
                 for m, c in sorted(data.model_coverage.items())
             },

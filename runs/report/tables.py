@@ -18,7 +18,8 @@ CSV files in `report/` (one row per line, header first; empty cell = no value):
   `future_families, future_arbitrage_free, _lo, _hi` and the same four of `controls_`
   (empty where the families' kinds are unknown), then `below_floor_in`.
 - Every table with a `model` column ends (additive) in `simulated`: `true` where the local
-  simulator answered the model (`runs.report.models.simulated_models`), else `false`.
+  simulator answered the model (`runs.report.models.simulated_models`: in part too, where
+  some of its replies named the simulator as the model answering), else `false`.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from runs.report.data import (
     is_family,
     threshold_key,
 )
-from runs.report.models import simulated_note
+from runs.report.models import in_part_of, simulated_note
 from runs.report.wording import (
     cluster_words,
     coverage_text,
@@ -77,7 +78,9 @@ def headline_lines(summary: dict[str, Any], out: Path) -> list[str]:
     """Two or three lines under the table: the simulated forecasters it shows, the
     cross-model statistics and where the rest is."""
     models = summary.get("models") or {}
-    simulated = simulated_note(m for m, v in models.items() if v.get("simulated"))
+    simulated = simulated_note(
+        (m for m, v in models.items() if v.get("simulated")), in_part_of(models)
+    )
     lines: list[str] = [simulated] if simulated else []
     across = summary["across_models"]
     if len(across["models"]) >= 2:
@@ -472,7 +475,7 @@ def report_markdown(
 
 def _simulated_lines(data: ReportData) -> list[str]:
     """The line under a leaderboard naming its simulated forecasters (none without them)."""
-    note = simulated_note(sorted({r.model for r in data.rows} & data.simulated))
+    note = simulated_note(sorted({r.model for r in data.rows} & data.simulated), data.in_part)
     return [note] if note else []
 
 

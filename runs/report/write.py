@@ -89,15 +89,23 @@ def write_report(
     out = out or report_dir(run_dir)
     workers = figure_workers if figures and can_draw() else None
     early = None
+    # Read first: the models its replies named tell those the simulator answered (in a folder
+    # made for the report, as `write_views` makes it, when the scores came from elsewhere).
+    out.mkdir(parents=True, exist_ok=True)
+    audit = audit if audit is not None else run_audit(run_dir)
+    reported = audit.models_reported
     if workers is not None and repeated is not None:
         # The figures that do not show the repeated section are drawn while it is computed.
-        data = build_report_data(run_dir, scores, floor=floor, seed=seed, reps=reps)
+        data = build_report_data(
+            run_dir, scores, floor=floor, seed=seed, reps=reps, reported=reported
+        )
         early = workers.draw(build_summary(data), out, EARLY_FIGURES)
         data = dataclasses.replace(data, repeated=repeated(data.rows))
     else:
         data = build_report_data(
-            run_dir, scores, floor=floor, seed=seed, reps=reps, repeated=repeated
-        )
+            run_dir, scores, floor=floor, seed=seed, reps=reps, repeated=repeated,
+            reported=reported,
+        )  # fmt: skip
     return write_views(
         run_dir, data, console=console, figures=figures, audit=audit, workers=workers,
         early=early, out=out,
@@ -174,7 +182,7 @@ def write_views(
     said = f"{REHEARSAL_NOTE}\n\n" if rehearsal else ""  # the file is read without the page
     notes = [n for n in [parser_note(summary["provenance"])] if n]  # under the leaderboard
     _write(out / "leaderboard.txt", said + details_text(data, notes))
-    models_section = models_markdown(frozen_spec(run_dir), rehearsal)
+    models_section = models_markdown(frozen_spec(run_dir), rehearsal, audit.models_reported)
     extra = [
         audit_markdown(audit),
         *([models_section] if models_section else []),

@@ -140,7 +140,7 @@ def draw_all(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     # Under every figure of the report; each name its own bidi run, as figures draw names.
-    note = simulated_note(_style.isolated(name) for name in inputs.simulated)
+    note = simulated_note(inputs.simulated, inputs.simulated_in_part, show=_style.isolated)
     figures = []
     for number, key, _ in FIGURES:
         if numbers is not None and number not in numbers:

@@ -92,6 +92,13 @@ class FigureInputs:
         said = (str(m) for m, v in models.items() if isinstance(v, Mapping) and v.get("simulated"))
         return tuple(sorted(said))
 
+    @property
+    def simulated_in_part(self) -> dict[str, tuple[int, int]]:
+        """Those of `simulated` the simulator answered in part, with their counts."""
+        from runs.report.models import in_part_of  # `runs.report` imports this package
+
+        return in_part_of(self.summary.get("models") or {})
+
     def scored_scores(self) -> pl.LazyFrame | None:
         """The scores of (model, arm) cells the report scored: a model under the coverage
         floor is not scored, so no figure may show its partial answers as incoherence."""

@@ -58,3 +58,43 @@ def test_each_simulated_personality_is_said_in_the_simulators_own_words(tmp_path
     assert f"<strong>coherent</strong> (GPT-OSS-120B): {said}" in page
     # A rehearsal: every model simulated, each with the personality its id is sent as.
     assert "Personality fraction (real)" in (models_markdown(spec, rehearsed=True) or "")
+
+
+def test_a_model_whose_replies_named_the_simulator_is_simulated_in_part_or_whole() -> None:
+    """`attempts.model_reported` naming the simulator (`sim/<personality>`) makes a spec's
+    real model simulated, in part with counts where another model answered the rest."""
+    from runs.report.models import (
+        in_part_of,
+        personalities,
+        simulated_models,
+        simulated_note,
+        simulator_replies,
+    )
+
+    spec = {"models": [{"name": "gemma", "provider": "openai", "model": "sim-noisy"},
+                       {"name": "real", "provider": "openai"},
+                       {"name": "whole", "provider": "openai"}]}
+    reported = {"gemma": {"gemma-3-270m": 8, "sim/anchored": 50},
+                "real": {"gpt-4o": 3}, "whole": {"sim/coherent": 4}}
+    assert simulated_models(spec) == []
+    assert simulated_models(spec, reported=reported) == ["gemma", "whole"]
+    found = simulator_replies(reported)
+    assert (found["gemma"].simulator, found["gemma"].replies, found["gemma"].in_part) == (
+        50, 58, True
+    )
+    assert not found["whole"].in_part
+    # The personality the replies named, not the one the spec's id would be sent as.
+    assert [(p, names) for p, names, _ in personalities(spec, reported=reported)] == [
+        ("coherent", ["whole"]), ("anchored", ["gemma"])
+    ]
+    models = {"gemma": {"simulated": True, "simulator_replies": {"simulator": 50, "replies": 58}},
+              "whole": {"simulated": True, "simulator_replies": {"simulator": 4, "replies": 4}},
+              "sim-a": {"simulated": True, "simulator_replies": None}}
+    assert in_part_of(models) == {"gemma": (50, 58)}
+    assert simulated_note(["gemma", "sim-a", "whole"], in_part_of(models), show=str.upper) == (
+        "Simulated forecasters: SIM-A, WHOLE (answered by the local simulator, not real "
+        "models); GEMMA in part (50 of 58 replies from the local simulator)."
+    )
+    assert simulated_note(["sim-a"]) == (
+        "Simulated forecasters: sim-a (answered by the local simulator, not real models)."
+    )

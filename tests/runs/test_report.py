@@ -444,8 +444,9 @@ def test_summary_json_has_the_documented_shape_and_no_nan(tmp_path: Path) -> Non
     assert empty["status"] == "no_answers" and empty["profit"] is None
     assert on_disk["across_models"]["spearman_profit_brier"] is None
     assert on_disk["models"] == {
-        "m": {"coverage": pytest.approx(0.5), "provider": None, "simulated": False}
-    }  # no spec.toml: its provider unknown
+        "m": {"coverage": pytest.approx(0.5), "provider": None, "simulated": False,
+              "simulator_replies": None}
+    }  # no spec.toml: its provider unknown; no attempt named a model
     assert (tmp_path / "report" / "leaderboard.txt").read_text().count("not scored") == 1
 
 
