@@ -973,18 +973,8 @@ class Audit:
 
     def reported_model_lines(self) -> list[str]:
         """One line per model whose replies named more than one model as the one that
-        answered: a gateway's fallback, an alias resolved to another model or a deployment
-        upgraded during the run answered some of its queries."""
-        # A name is the provider's text: one line without control characters, as a
-        # failure's detail is (`short`), for the console and report.md.
-        return [
-            f"{model}: its replies named {len(named)} models as the one answering ("
-            + ", ".join(f"{short(name, 200)} {n:,}" for name, n in sorted(
-                named.items(), key=lambda kv: (-kv[1], kv[0])))
-            + "): another model answered some of its queries (attempts.model_reported)"
-            for model, named in self.models_reported.items()
-            if len(named) > 1
-        ]
+        answered (`reported_model_lines`)."""
+        return reported_model_lines(self.models_reported)
 
     def notes(self) -> list[str]:
         """What the tables do not show, as sentences: a reparse that did not finish first, then
@@ -1370,11 +1360,29 @@ def _read_audit(
                  interrupted_batch=unresolved.interrupted_batch,
                  repeats=repeats, unplanned=unplanned,
                  at_provider=at_provider(fold_jobs(run_dir), attempts),
-                 models_reported=_models_reported(attempts),
+                 models_reported=models_reported_by(attempts),
                  **_reparse_notes(run_dir, spec_parser))
 
 
-def _models_reported(attempts: pl.LazyFrame) -> dict[str, dict[str, int]]:
+def reported_model_lines(models_reported: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """One line per model whose replies named more than one model as the one that answered
+    (`models_reported`, `Audit.models_reported`'s shape): a gateway's fallback, an alias
+    resolved to another model, a deployment upgraded during the run, or a resume against
+    another server (a `base_url` now the simulator's) answered some of its queries. `audit`
+    notes them, `status` and `run`'s closing lines say them."""
+    # A name is the provider's text: one line without control characters, as a
+    # failure's detail is (`short`), for the console and report.md.
+    return [
+        f"{model}: its replies named {len(named)} models as the one answering ("
+        + ", ".join(f"{short(name, 200)} {n:,}" for name, n in sorted(
+            named.items(), key=lambda kv: (-kv[1], kv[0])))
+        + "): another model answered some of its queries (attempts.model_reported)"
+        for model, named in models_reported.items()
+        if len(named) > 1
+    ]
+
+
+def models_reported_by(attempts: pl.LazyFrame) -> dict[str, dict[str, int]]:
     """Per model, how many attempts' replies named each model (`Audit.models_reported`)."""
     named = (
         attempts.filter(pl.col("model_reported").is_not_null())

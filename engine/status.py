@@ -21,9 +21,11 @@ from engine.audit import (
     by_cause,
     classify,
     missing_answers_line,
+    models_reported_by,
     read_ok_replies,
     rejected_answers_line,
     repeated_rows_line,
+    reported_model_lines,
     retry_sentence,
     said_in_full,
     unplanned_rows_line,
@@ -56,7 +58,7 @@ _RETRYABLE = sorted(str(o) for o in RETRYABLE)
 _EXAMPLES = 10
 _ATTEMPT_COLUMNS = [
     "request_id", "attempt", "model", "outcome", "detail", "tokens_in", "tokens_out",
-    "started_at",
+    "started_at", "model_reported",
 ]
 
 
@@ -198,6 +200,7 @@ def _read_status(
     unrecorded = int(unrecorded_by_model(attempts, responses).collect()["n"].sum())
     jobs = fold_jobs(run_dir)
     held = at_provider(jobs, attempts)  # batch jobs not yet collected: their queries asked
+    named = models_reported_by(attempts)  # a resume against another server is said
     unfinished = unfinished_line(run_dir)
     warnings = [
         line
@@ -273,7 +276,9 @@ def _read_status(
         "notes": [] if unfinished else [
             line for line in (rejected_answers_line(rejected, str(run_dir), own_parser=own),)
             if line
-        ],
+        ] + [f"{line}." for line in reported_model_lines(named)],
+        # Additive: per model, attempts by the model their reply named, as `audit --json`.
+        "models_reported": named,
     }
 
 

@@ -1197,6 +1197,10 @@ def _score_and_report(
     raise_if_stop_pending()
     audit = reading.result() if reading is not None else run_audit(run_dir)
     console.print(audit.sentence, soft_wrap=True, highlight=False, markup=False)
+    # A model whose replies named two models (a resume against another server: the local
+    # simulator's `base_url` after a real one's) is said here, not only in report.md.
+    for line in audit.reported_model_lines():
+        console.print(f"{line}.", soft_wrap=True, highlight=False, markup=False)
     release_heap()  # scoring's garbage, before the report's scans
     clock.lap("score", run_dir)
     report, page = write_report_folder(

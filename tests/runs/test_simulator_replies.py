@@ -157,6 +157,21 @@ def test_the_specs_about_line_is_not_said_unqualified(mixed: tuple[Path, str]) -
     assert "<strong>gemma:</strong> served on this machine" not in page
 
 
+def test_run_and_status_say_the_replies_named_two_models(mixed: tuple[Path, str]) -> None:
+    out, resumed = mixed
+    said = "gemma: its replies named 2 models as the one answering (sim/"
+    assert said in " ".join(resumed.split())
+    status = CliRunner().invoke(app, ["status", str(out)])
+    assert status.exit_code == 0, status.output
+    assert said in " ".join(status.output.split())
+    as_json = orjson.loads(CliRunner().invoke(app, ["status", str(out), "--json"]).output)
+    simulator = _summary_models(out)["gemma"]["simulator_replies"]["simulator"]
+    # The simulator names the personality the spec's id hashes to: whichever, one name.
+    named = as_json["models_reported"]["gemma"]
+    assert named.pop(REAL) == 8 and list(named.values()) == [simulator]
+    assert next(iter(named)).startswith("sim/")
+
+
 def test_a_real_models_folder_answered_only_by_the_simulator_reads_simulated(
     servers: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
