@@ -151,7 +151,7 @@ def test_command_line_json_and_table(tmp_path: Path, kit: type[Kit]) -> None:
     assert [m["eta_s"] for m in parsed["models"].values()] == [None, None]
     table = runner.invoke(app, ["status", str(tmp_path)])
     assert table.exit_code == 0, table.output
-    assert "stopped" in table.output and "3/4" in table.output and "rate_limit" in table.output
+    assert "stopped" in table.output and "3/4" in table.output and "rate limits" in table.output
     missing = runner.invoke(app, ["status", str(tmp_path / "nope")])
     assert missing.exit_code == 2
 
@@ -469,7 +469,7 @@ def test_a_reply_a_strict_reparse_rejected_is_neither_a_retry_nor_a_failure(
     assert "1 request failed and is not yet answered (0 permanent): timeout 1\n" in said
     assert "slow [m1] after 1 attempt: timeout read timed out" in said
     assert "frac [m1]" not in said and "invalid_response" not in said
-    assert "1 retry over 1 request" in said
+    assert "1 retry attempt across 1 request" in said
     [row] = [line for line in said.splitlines() if line.startswith("│ m1")]
     assert [cell.strip() for cell in row.split("│")][4:6] == ["1", "1"]  # retries, failed
 
