@@ -28,6 +28,7 @@ from providers.google_auth_tokens import (
 )
 from providers.types import ChatRequest, ConfigError, Failure, ModelConfig, Outcome
 from providers.vertex import VertexAdapter, create_adapter
+from tests.json_replies import send_json
 
 #: google-auth's service-account grants are addressed to Google's token URL whatever
 #: `token_uri` they are posted to (providers-reference §4a).
@@ -210,13 +211,7 @@ class TokenEndpoint:
             def do_POST(self) -> None:
                 length = int(self.headers["Content-Length"])
                 form = urllib.parse.parse_qs(self.rfile.read(length).decode())
-                status, reply = endpoint.answer(form)
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, *endpoint.answer(form))
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from providers.sim.server import start_sim
 from runs.cli import app
+from tests.json_replies import send_json
 
 #: What the other server's replies name as the model answering (a llama-cpp-python's).
 REAL = "gemma-3-270m"
@@ -63,12 +64,7 @@ def _other_server(upstream: str, answers: int) -> http.server.ThreadingHTTPServe
                 )  # fmt: skip
                 with urllib.request.urlopen(asked) as answered:
                     status, reply = 200, {**json.loads(answered.read()), "model": REAL}
-            data = json.dumps(reply).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, reply)
 
         def log_message(self, *args: object) -> None:
             pass
