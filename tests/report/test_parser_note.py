@@ -1,7 +1,7 @@
 """Answers read by the lenient parser (sim-fraction's "11/36" in prose) are not the paper's
 acceptance rule (Appendix C: one valid JSON object), and only the Provenance section at the
 foot of the report said which parser read them: now a note under the leaderboard does, in
-leaderboard.txt, report.md and the page."""
+leaderboard.txt, report.md, the page and the terminal."""
 
 from __future__ import annotations
 
@@ -30,19 +30,23 @@ def _scores() -> pl.DataFrame:
 
 
 def _texts(run: Path, parser: str) -> dict[str, str]:
+    """The leaderboard's views, and what the terminal said under its table ("terminal")."""
     run.mkdir()
     (run / "spec.toml").write_text(f'name = "p"\nparser = "{parser}"\n', encoding="utf-8")
-    console = Console(file=StringIO(), width=200, color_system=None)
+    said = StringIO()
+    console = Console(file=said, width=200, color_system=None)
     write_report(run, _scores(), floor=0.9, seed=3, reps=100, console=console, figures=False)
     write_page(run)
     report = run / "report"
-    return {name: (report / name).read_text(encoding="utf-8").replace("&#x27;", "'")
-            for name in ("leaderboard.txt", "report.md", "index.html")}  # fmt: skip
+    views = {name: (report / name).read_text(encoding="utf-8").replace("&#x27;", "'")
+             for name in ("leaderboard.txt", "report.md", "index.html")}  # fmt: skip
+    return views | {"terminal": "Leaderboard\n" + said.getvalue()}
 
 
 def test_a_lenient_runs_leaderboard_says_it_is_not_the_papers_rule(tmp_path: Path) -> None:
+    # What follows the leaderboard (the terminal's table: a reviewer's run printed no note).
     after = {"leaderboard.txt": "Across models", "report.md": "## Across models",
-             "index.html": "<h2>Every arm"}  # what follows the leaderboard  # fmt: skip
+             "index.html": "<h2>Every arm", "terminal": "95% intervals"}  # fmt: skip
     for name, text in _texts(tmp_path / "run", "lenient").items():
         assert NOTE in text.replace("\\", ""), name  # report.md escapes its punctuation
         board = text.index("Leaderboard") if name != "leaderboard.txt" else 0
