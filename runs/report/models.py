@@ -196,7 +196,12 @@ def model_notes(
     a rehearsal's folder, whose answers are all the simulator's."""
     if rehearsed:
         return []
-    by_reply = simulator_replies(reported)
+    # A model of provider sim is said above, with its personality: not again by its replies.
+    spec_sim = set(simulated_models(spec))
+    by_reply = {
+        name: replies for name, replies in simulator_replies(reported).items()
+        if name not in spec_sim
+    }  # fmt: skip
     abouts = {
         str(m.get("name")): str(m["about"])
         for m in _models(spec)

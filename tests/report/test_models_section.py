@@ -98,3 +98,18 @@ def test_a_model_whose_replies_named_the_simulator_is_simulated_in_part_or_whole
     assert simulated_note(["sim-a"]) == (
         "Simulated forecasters: sim-a (answered by the local simulator, not real models)."
     )
+
+
+def test_a_model_of_provider_sim_is_not_said_again_by_its_replies() -> None:
+    """A reviewer: the quickstart's Models section, after saying its five simulated
+    forecasters and their personalities, gave each a bullet of its replies naming the
+    simulator ("702 of 702 replies named the local simulator ..."), saying it all twice."""
+    from runs.report.models import model_notes, models_markdown
+
+    spec = {"models": [{"name": "sim-a", "provider": "sim", "model": "sim-anchored"},
+                       {"name": "gemma", "provider": "openai", "about": "a real model"}]}
+    reported = {"sim-a": {"sim/anchored": 702}, "gemma": {"sim/noisy": 5}}
+    notes = dict(model_notes(spec, reported=reported))
+    assert set(notes) == {"gemma"} and notes["gemma"].startswith("5 of 5 replies named")
+    section = models_markdown(spec, reported=reported)
+    assert section is not None and "702" not in section and "sim-a" in section
