@@ -141,8 +141,10 @@ def render(summary: dict[str, Any], console: Console) -> None:
     if summary["retries_by_cause"]:
         causes = Table(title="retry attempts by cause", title_justify="left")
         causes.add_column("cause")
-        causes.add_column("attempts", justify="right")
-        for cause, n in summary["retries_by_cause"].items():
+        causes.add_column("retry attempts", justify="right")
+        # Largest first, as the audit's table is (a reviewer: sorted by the ledger's codes).
+        by_count = sorted(summary["retries_by_cause"].items(), key=lambda kv: (-kv[1], kv[0]))
+        for cause, n in by_count:
             causes.add_row(Text(CAUSE_LABELS.get(cause, cause)), f"{n:,}")
         print_whole(console, causes)
     _say_failures(summary["pending_failures"], console)
@@ -212,10 +214,11 @@ def _say_failures(pending: dict[str, Any], console: Console) -> None:
     if lost := pending.get("lost_to_damage", 0):  # retryable outcomes no run asks again
         budget += (f"; {lost:,} given up for good, their lines lost twice to damaged batch "
                    "results (each loss billed)")
+    by_outcome = pending["failed_by_outcome"].items()  # in the audit's words, not the codes
     console.print(
         f"{plural(failed, 'request')} failed and {'is' if failed == 1 else 'are'} not yet "
         f"answered ({pending['permanent']:,} permanent{budget}): "
-        + ", ".join(f"{k} {v:,}" for k, v in pending["failed_by_outcome"].items())
+        + ", ".join(f"{CAUSE_LABELS.get(k, k)} {v:,}" for k, v in by_outcome)
     )
     for example in pending["examples"]:
         if example.get("detail") == REJECTED_ON_REPARSE:

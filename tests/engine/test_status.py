@@ -466,7 +466,7 @@ def test_a_reply_a_strict_reparse_rejected_is_neither_a_retry_nor_a_failure(
     out = io.StringIO()
     render(summary, Console(file=out, width=400, color_system=None))
     said = out.getvalue()
-    assert "1 request failed and is not yet answered (0 permanent): timeout 1\n" in said
+    assert "1 request failed and is not yet answered (0 permanent): timeouts 1\n" in said
     assert "slow [m1] after 1 attempt: timeout read timed out" in said
     assert "frac [m1]" not in said and "invalid_response" not in said
     assert "1 retry attempt across 1 request" in said

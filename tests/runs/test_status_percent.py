@@ -121,13 +121,15 @@ def test_counts_of_one_are_said_in_the_singular() -> None:
     render(summary, Console(file=out, width=300, color_system=None))
     said = out.getvalue()
     assert "1 attempt, 1 retry attempt across 1 request, " in said
-    summary |= {"retries_by_cause": {"rate_limit": 1}, "models": {"m": {
+    summary |= {"retries_by_cause": {"provider_error": 1, "rate_limit": 2}, "models": {"m": {
         "planned": 2, "accepted": 1, "attempts": 1, "retries": 1, "failed": 1}}}
     out = io.StringIO()
     render(summary, Console(file=out, width=300, color_system=None))
     said = out.getvalue()  # the cause and its column in the audit's words
     [header] = [line for line in said.splitlines() if "done/planned" in line]
-    assert "retry attempts" in header and "│ rate limits │" in said, said
+    assert "retry attempts" in header and "│ rate limits " in said, said
+    assert said.index("rate limits") < said.index("provider errors")  # largest first
+    assert "not yet answered (1 permanent): authentication errors 1" in said
     assert "1 journal segment not yet compacted" in said
     assert "1 request failed and is not yet answered" in said
     assert "q1 [m] after 1 attempt: auth_error bad key" in said
