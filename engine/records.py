@@ -387,10 +387,12 @@ def _part_fault(part: Any, name: str) -> str | None:
     return None
 
 
-#: How a journal's time is spelled: `iso_utc`'s form, with any fraction and offset (which
-#: polars reads back by `ISO_FORMAT` alike). Its values are checked by `datetime`: a rotted
-#: digit (month 13, hour 24) passed every check above and ended in polars' traceback where
-#: a table of the lines was built.
+#: How a journal's time is spelled: `iso_utc`'s form, with any fraction and an offset within
+#: a day's first 20 hours, its values checked by `datetime`: a rotted digit (month 13, hour
+#: 24) passed every check above and ended in polars' traceback where a table of the lines was
+#: built. Every time passed is one polars reads by `ISO_FORMAT` (tests/engine/test_journal.py
+#: draws thousands); polars reads a few this refuses (a 60th second, year 0, offsets of 20 to
+#: 23 hours), which no writer of the journal ever spelled.
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?[+-][01]\d:[0-5]\d", re.ASCII)
 
 
