@@ -70,6 +70,9 @@ class BatchJob:
     #: Request id -> the attempt number its line in this job has.
     requests: dict[str, int]
     planned_at: str = ""
+    #: When its `created` line was written (ISO, UTC): how long it has been at the provider
+    #: (`engine.batch_waits`); "" while not created.
+    created_at: str = ""
     input_ref: str | None = None
     job_id: str | None = None
     status: JobStatus | None = None
@@ -130,15 +133,18 @@ class JobRecords:
     def __init__(self, run_dir: Path | str) -> None:
         self.path = Path(run_dir) / JOBS_FILE
 
-    def _append(self, record: dict[str, Any]) -> None:
+    def _append(self, record: dict[str, Any]) -> str:
         """One line, fsync'd (`engine.durable.append_record_line_durably`): a kill leaves at
-        most a torn last line; a full disk raises `DiskFull` (the step is then not taken)."""
+        most a torn last line; a full disk raises `DiskFull` (the step is then not taken).
+        Returns the line's time (`at`)."""
+        at = _now()
         try:
-            append_record_line_durably(self.path, {"at": _now(), **record})
+            append_record_line_durably(self.path, {"at": at, **record})
         except OSError as exc:
             if is_disk_full(exc):
                 raise DiskFull(self.path, exc) from exc
             raise
+        return at
 
     def planned(self, job: BatchJob) -> None:
         self._append({
@@ -153,7 +159,8 @@ class JobRecords:
 
     def created(self, job: BatchJob, state: JobState) -> None:
         _apply_state(job, state)
-        self._append({"event": CREATED, "job_key": job.job_key, **_state_fields(state)})
+        job.created_at = self._append(
+            {"event": CREATED, "job_key": job.job_key, **_state_fields(state)})
 
     def status(self, job: BatchJob, state: JobState) -> None:
         _apply_state(job, state)
@@ -214,6 +221,8 @@ def fold_jobs(run_dir: Path | str) -> dict[str, BatchJob]:
             job.input_ref = str(record["input_ref"])
         elif event in (CREATED, STATUS):
             _apply_state(job, _state_of(record))
+            if event == CREATED and not job.created_at:
+                job.created_at = str(record.get("at", ""))
         elif event == ABANDONED:
             job.abandoned = str(record.get("detail") or "not found")
         elif event == COLLECTED:
@@ -230,6 +239,12 @@ def _state_of(record: Mapping[str, Any]) -> JobState:
         failed=record.get("failed"), output_ref=record.get("output_ref"),
         error_ref=record.get("error_ref"), detail=str(record.get("detail") or ""),
     )
+
+
+def still_at_provider(job: BatchJob) -> bool:
+    """Whether the job's lines are in the provider's hands: uploaded, not collected (an ended
+    job's results are still to be read), nor abandoned (`at_provider`)."""
+    return job.live and not job.abandoned and job.input_ref is not None
 
 
 def held_ids(jobs: Mapping[str, BatchJob], model: str | None = None) -> set[str]:
@@ -351,10 +366,7 @@ def at_provider(
     the provider" where most had no input uploaded. An uploaded one is counted, created or
     not: a kill between the create call and its record leaves a job running there with no id
     on file (the resume finds it)."""
-    live = [
-        job for job in jobs.values()
-        if job.live and not job.abandoned and job.input_ref is not None
-    ]  # fmt: skip
+    live = [job for job in jobs.values() if still_at_provider(job)]
     uncreated = sum(job.job_id is None for job in live)
     simulated = sum(job.simulated_in_process for job in live)
     if attempts is None or not live:
@@ -408,4 +420,5 @@ __all__ = [
     "line_recorded",
     "new_job_key",
     "status_group",
+    "still_at_provider",
 ]

@@ -69,6 +69,7 @@ from engine.batch_results import (
     sort_lines,
     streak_message,
 )
+from engine.batch_waits import JobWait
 from engine.console_lines import plural
 from engine.durable import DiskFull
 from engine.http import HttpClient
@@ -691,9 +692,11 @@ class BatchLane(LaneControl):
             _forget_prompts(entries.values())
             ended = await self._ended_uploading_again(job, entries)
             if ended is None:  # lost: it keeps its lines until the user decides
+                self.stats.batch_waits.pop(job.job_key, None)
                 return []
             state, found = ended
             again = self._collect(job, state, found, entries)
+            self.stats.batch_waits.pop(job.job_key, None)  # collected: waited on no more
             self._count_failed(job, state)
             if again:  # asked again: their prompts are read back from the plan
                 await asyncio.to_thread(self._restore_prompts, again)
@@ -936,8 +939,11 @@ class BatchLane(LaneControl):
         return state
 
     async def _until_final(self, job: BatchJob, state: JobState) -> JobState:
-        """Poll until the job ends, slowing down while nothing changes; records each change."""
+        """Poll until the job ends, slowing down while nothing changes; records each change,
+        the provider's own word and counts among it (`_changed`), and keeps what each poll
+        said in the lane's stats (`LaneStats.batch_waits`: the console and `status` say it)."""
         wait = self.poll_s
+        self._waits(job, state)
         while state.status not in FINAL:
             await self._sleep(wait)
             if self.halted:
@@ -946,14 +952,22 @@ class BatchLane(LaneControl):
                 "poll", lambda jid=state.job_id: self.client.poll(self._fetch, jid)  # type: ignore[misc]
             )
             new = replace(new, detail=self._redact(new.detail))
-            if (new.status, new.completed, new.failed) != (state.status, state.completed,
-                                                            state.failed):
+            if _changed(state, new):
                 self.records.status(job, new)
                 wait = self.poll_s
             else:
                 wait = min(wait * POLL_GROWTH, self.poll_s * POLL_MAX_FACTOR)
             state = new
+            self._waits(job, state, polled=True)
         return state
+
+    def _waits(self, job: BatchJob, state: JobState, *, polled: bool = False) -> None:
+        """What the provider last said of `job` (`state`), in the lane's stats; `polled`: it
+        said it just now (else the time of the last poll, if any, stands)."""
+        before = self.stats.batch_waits.get(job.job_key)
+        at = datetime.now(UTC) if polled else (before.polled_at if before else None)
+        if (said := JobWait.of(job, state, at)) is not None:
+            self.stats.batch_waits[job.job_key] = said
 
     async def _call(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         """One control-plane call, retried while the failure is transient (rate limit, 5xx,
@@ -1475,6 +1489,15 @@ def _line_of(client: BatchClient, item: PlanItem, answers: AnswerRetry) -> bytes
     chat = ChatRequest(item.request_id, item.system, item.user, answers.seed,
                        tuple(item.keys), answers.cap)  # fmt: skip
     return client.line(chat)
+
+
+def _changed(before: JobState, after: JobState) -> bool:
+    """Whether a poll's answer is worth a line of the jobs file: the job's state, the
+    provider's own word for it (Bedrock's Submitted and Scheduled are both queued; Vertex's
+    PENDING and PAUSED, Bedrock's InProgress and Stopping, likewise alike), or its counts.
+    An unchanged poll writes nothing, so the file stays a few lines a job over a day."""
+    fields = ("status", "provider_status", "total", "completed", "failed")
+    return any(getattr(before, name) != getattr(after, name) for name in fields)
 
 
 def _may_bill(job: BatchJob) -> bool:

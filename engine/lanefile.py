@@ -42,6 +42,13 @@ def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
                 "dispatch": s.dispatch,
                 "jobs_in_flight": s.jobs_in_flight,
                 "jobs_collected": s.jobs_collected,
+                # When the provider was last asked about each batch job not yet collected, by
+                # key: `status` says it beside what the jobs file holds of each job (a line
+                # per poll there would grow it without bound over a day of polls).
+                "batch_polled_at": {
+                    key: wait.polled_at.isoformat(timespec="seconds")
+                    for key, wait in s.batch_waits.items() if wait.polled_at is not None
+                },
                 "rate_per_s": round(s.rate_per_s, 3),
                 # The time left the live table shows; None when not known (`LaneStats.eta_s`).
                 "eta_s": None if (eta := s.eta_s) is None else round(eta, 1),

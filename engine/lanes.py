@@ -27,6 +27,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from engine.batch_waits import JobWait, only_waiting, waiting_text
 from engine.concurrency import AdaptiveCap
 from engine.console_lines import duration, lane_state_said, plural
 from engine.durable import DiskFull
@@ -170,6 +171,10 @@ class LaneStats:
     dispatch: str = "live"
     jobs_in_flight: int = 0
     jobs_collected: int = 0  # batch jobs whose lines this run journalled
+    #: A batch lane's created jobs not yet collected, by key, as the provider last said each
+    #: and when it was polled (`engine.batch_waits`): the console says them while the lane
+    #: only waits on them (`batch_waiting`), `lanes.json` when each was polled.
+    batch_waits: dict[str, JobWait] = field(default_factory=dict)
     pauses: int = 0  # times the provider was down and the lane paused to probe
     paused_s: float = 0.0  # seconds spent paused (ended pauses)
     #: `time.monotonic()` when the pause going on began (0: the provider is not down).
@@ -236,6 +241,16 @@ class LaneStats:
         if self.stop_wait_until is None or not self.in_flight:
             return None
         return max(self.stop_wait_until - self.clock(), 0.0)
+
+    def batch_waiting(self, now: datetime | None = None) -> str:
+        """While a running batch lane does nothing but wait on its jobs at the provider (and
+        says nothing else), what it waits on (`engine.batch_waits.waiting_text`); else "".
+        For hours the console read "running", "0.0/s" and "ETA ?", and nothing else."""
+        if self.state is not LaneState.RUNNING or self.message:
+            return ""
+        if not only_waiting(self.batch_waits, self.jobs_in_flight):
+            return ""
+        return waiting_text(self.batch_waits.values(), now or datetime.now(UTC))
 
     def say(self, reason: str, lead: str = "") -> None:
         """Set why the lane is in its state: `message` is `reason` after `lead` (the lane's

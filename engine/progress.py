@@ -85,6 +85,8 @@ def _state_text(s: LaneStats) -> str:
     """The state column: the state, and why (the lane's message, or the provider's hold). A
     lane that gave requests up says "gave up" or "done in part" alone: its counts are in the
     row's other columns, and said whole the cell wrapped over five lines at 80 columns."""
+    if waiting := s.batch_waiting():  # whole: the jobs' words and ages are its point
+        return f"{s.state.value}: {waiting}"
     why = s.message or held_text(s.held_now_s, s.held_by)
     return f"{s.state.value}: {why[:60]}" if why else s.state_said.partition(":")[0]
 
@@ -140,6 +142,8 @@ def _lane_part(s: LaneStats) -> str:
         return f"{counts} (provider down {duration(s.paused_now_s)})"
     if s.state in HALTED:
         return counts
+    if waiting := s.batch_waiting():  # not "0.0/s, ETA ?" for the hours its jobs take
+        return f"{counts} {waiting}"
     held = held_text(s.held_now_s, s.held_by)
     held = f", {held}" if held else ""
     return f"{counts} ({s.rate_per_s:.1f}/s{held}, ETA {duration(s.eta_s)})"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,8 @@ from engine.audit import (
     unrecorded_answers_line,
     unrecorded_by_model,
 )
-from engine.batch_jobs import at_provider, fold_jobs, jobs_summary
+from engine.batch_jobs import BatchJob, at_provider, fold_jobs, jobs_summary
+from engine.batch_waits import at_provider_waits, polled_times
 from engine.console_lines import StopWait, longest_stop_wait
 from engine.durable import record_number
 from engine.journal import list_segments
@@ -108,7 +109,9 @@ def status(
     not yet collected and the `queries` they hold, and additive `uncreated_jobs`, those of
     them uploaded with no job id on file, and `uncreated_queries`, their queries, and
     `simulator_jobs`, those a simulator inside the run that planned them held:
-    `engine.batch_jobs.AtProvider`),
+    `engine.batch_jobs.AtProvider`), additive `batch_jobs_at_provider` (each created job
+    still at the provider, oldest first, its id, the provider's word and counts as last
+    polled, its age and last poll: `engine.batch_waits.JobWait.to_dict`),
     `lanes_updated_at`,
     `pending_failures` (requests with attempts but no accepted answer: total, by last
     outcome, how many are permanent, a few examples; of them, `failed` and
@@ -262,6 +265,8 @@ def _read_status(
         "lanes_updated_at": (lanes or {}).get("updated_at") if isinstance(lanes, dict) else None,
         "batch_jobs": jobs_summary(run_dir, jobs),
         "batch_at_provider": asdict(held),
+        # Additive: each created job still at the provider, longest there first.
+        "batch_jobs_at_provider": _jobs_at_provider(jobs, lanes),
         "pending_failures": pending,
         "answers_missing": lost.height,
         "answers_unrecorded": unrecorded,
@@ -280,6 +285,17 @@ def _read_status(
         # Additive: per model, attempts by the model their reply named, as `audit --json`.
         "models_reported": named,
     }
+
+
+def _jobs_at_provider(jobs: dict[str, BatchJob], lanes: Any) -> list[dict[str, Any]]:
+    """Each created batch job still at the provider (`engine.batch_waits.JobWait.to_dict`),
+    longest there first: its id, the provider's word and counts as last polled (the jobs
+    file), how long since its `created` line, and when it was last polled (`lanes.json`,
+    None when no lane there says)."""
+    lanes_by_model = (lanes or {}).get("lanes") if isinstance(lanes, dict) else None
+    polled = polled_times(lanes_by_model if isinstance(lanes_by_model, dict) else {})
+    now = datetime.now(UTC)
+    return [wait.to_dict(now) for wait in at_provider_waits(jobs.values(), polled)]
 
 
 def _stopping(per_model: dict[str, dict[str, Any]], *, live: bool) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ from rich.text import Text
 from engine.audit import REJECTED_ON_REPARSE
 from engine.batch_jobs import AtProvider
 from engine.batch_lost import LostJob, lost_jobs, lost_jobs_line
+from engine.batch_waits import from_dict, job_lines
 from engine.console_lines import (
     duration,
     held_text,
@@ -138,6 +139,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
     _say_unresolved(summary, console)
     print_whole(console, _models_table(summary["models"], state))
     _render_jobs(summary.get("batch_jobs") or {}, console)
+    _say_jobs_at_provider(summary.get("batch_jobs_at_provider") or [], console)
     if summary["retries_by_cause"]:
         causes = Table(title="retry attempts by cause", title_justify="left")
         causes.add_column("cause")
@@ -257,6 +259,16 @@ def _render_jobs(jobs: dict[str, dict[str, dict[str, int]]], console: Console) -
             *(f"{by_group[g]['jobs']:,} / {by_group[g]['lines']:,}" for g in groups),
         )
     print_whole(console, table)
+
+
+def _say_jobs_at_provider(entries: list[dict[str, Any]], console: Console) -> None:
+    """One line per batch job still at the provider, longest there first, a few at most: its
+    id, the provider's word, its lines done as last polled, its time there, its last poll."""
+    if not entries:
+        return
+    console.print("batch jobs at the provider, longest there first:", highlight=False)
+    for line in job_lines([from_dict(entry) for entry in entries], datetime.now(UTC)):
+        console.print(f"  {line}", soft_wrap=True, highlight=False, markup=False)
 
 
 def status(
