@@ -98,6 +98,8 @@ from engine.spend import (
     BATCH_MARK,
     SpendCap,
     batch_prices_of,
+    maybe_ran,
+    maybe_ran_tag,
     prices_of,
     prompt_chars,
     worst_case_cost_of,
@@ -136,7 +138,8 @@ GONE_WITH_SIMULATOR = (
     "was held by the simulator inside an earlier `dutchbook run`, which ended with it"
 )
 
-#: The detail's words of a line an ended job may have run, billed, and lost (`_absent`).
+#: The detail's words of a line an ended job may have run, billed, and lost (`_absent`),
+#: which its tag (`engine.spend.maybe_ran_tag`) follows: the tag, not the words, is read.
 BILLED_MAYBE = "or it ran, billed"
 
 T = TypeVar("T")
@@ -1129,8 +1132,9 @@ class BatchLane(LaneControl):
         failure = absent_failure(state, job)
         if not lines.lost:  # every line the provider counted is there: this one never ran
             return failure
+        tag = maybe_ran_tag(job.job_id or job.job_key, lines.lost)
         return replace(failure, detail=f"{failure.detail} ({BILLED_MAYBE}, and its line "
-                                       f"is lost: the results hold {lines.held})")
+                                       f"is lost: the results hold {lines.held}) {tag}")
 
     def _say_damage(self, job: BatchJob, lines: JobLines, spoilt: Counter[str]) -> bool:
         """One line (console and log) for a job whose results were damaged, `spoilt` what
@@ -1165,14 +1169,16 @@ class BatchLane(LaneControl):
         reported tokens, or, for a line the provider ran and billed whose result cannot be
         read (`damaged_batch_result`: its tokens unknown), the worst case it was reserved at,
         its prompt and whole output cap, as a cap must never be passed. A line an ended job
-        may have run and lost (`JobLines.lost` of an unrun job) goes to `unrun` at its worst."""
+        may have run and lost (`JobLines.lost` of an unrun job: its detail's tag,
+        `engine.spend.maybe_ran`, which a resume's cap and the audit read) goes to `unrun` at
+        its worst."""
         if self.prices is None:
             return
         if not isinstance(result, Failure) or result.tokens_in or result.tokens_out:
             cost.append(self.prices.cost(result.tokens_in, result.tokens_out))
         elif result.outcome is Outcome.DAMAGED_BATCH_RESULT:
             cost.append(self._worst([entry]))
-        elif BILLED_MAYBE in result.detail:
+        elif maybe_ran(result.detail) is not None:
             unrun.append(self._worst([entry]))
 
     def _spent(self, job: BatchJob, cost: float) -> None:

@@ -22,7 +22,7 @@ import asyncio
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -122,61 +122,121 @@ def carried_by_batch() -> pl.Expr:
 _CAP_NOTE = r"\[retry with [^\[\]]*max_tokens (\d+)"
 
 
+#: The tag `engine.batch_lane` ends the failure detail with of a line an expired, failed or
+#: cancelled batch job may have run, billed and lost: the job's results hold `lost` fewer
+#: reply lines than the provider counted completed, and which of its lines without one ran
+#: cannot be told ("[billed if it ran: batch job <id> lost 1 of its lines]",
+#: `maybe_ran_tag`). The line's outcome is the job's (`timeout`, `provider_error`), so the
+#: tag, not the words around it, is what the lane's spend cap, a resume's and the audit read
+#: (`maybe_ran`, `unread_lines`): of a job's lines so tagged, its `lost` dearest.
+MAYBE_RAN_MARK = "[billed if it ran: "
+_MAYBE_RAN = rf"{re.escape(MAYBE_RAN_MARK)}{BATCH_MARK}([^\s\[\];]+) lost (\d+) of its lines\]"
+
+
+def maybe_ran_tag(job_id: str, lost: int) -> str:
+    """The tag (`MAYBE_RAN_MARK`) of a line of `job_id`, which lost `lost` lines it ran."""
+    return f"{MAYBE_RAN_MARK}{BATCH_MARK}{job_id} lost {lost} of its lines]"
+
+
+def maybe_ran(detail: str) -> tuple[str, int] | None:
+    """The job and how many lines it lost, of a detail `maybe_ran_tag` tagged, else None."""
+    found = re.search(_MAYBE_RAN, detail)
+    return None if found is None else (found[1], int(found[2]))
+
+
 @dataclass(frozen=True)
 class Unread:
     """One model's batch lines the provider ran, and billed, whose result the run could not
-    read (`damaged_batch_result` attempts: a result file that dropped the line, cut it short,
-    or wrote it unreadable), their tokens unknown. Each is charged at its worst case, as the
+    read, their tokens unknown: `damaged_batch_result` attempts (a result file that dropped
+    the line, cut it short, or wrote it unreadable), and the lines an expired, failed or
+    cancelled job ran and lost (`MAYBE_RAN_MARK`). Each is charged at its worst case, as the
     batch lane's spend cap keeps it (`engine.batch_lane.BatchLane._charged`): its prompt,
     densely tokenised (`worst_case_cost_of`), and its whole output cap: an upper bound."""
 
+    #: The lines: the damaged ones and, of each job that lost lines, as many as it lost.
     lines: int = 0
-    #: Their prompts' worst-case tokens (from the plan's texts).
+    #: The damaged lines' prompts' worst-case tokens (from the plan's texts).
     tokens_in: int = 0
     #: The output caps their attempts' notes name (a retry's own), and how many lines were
     #: sent at the spec's cap instead.
     noted_out: int = 0
     at_spec_cap: int = 0
+    #: Per job that lost lines it may have run: how many it lost, and the worst-case prompt
+    #: tokens and noted output cap (None: the spec's) of each of its lines that may be them.
+    #: Which ran cannot be told: the `lost` dearest are charged.
+    maybe: tuple[tuple[int, tuple[tuple[int, int | None], ...]], ...] = ()
 
     def cost(self, prices: Prices, max_tokens: int | None) -> float:
         """Their worst case at `prices`, the lines sent at the spec's cap at `max_tokens`."""
         cap = max_tokens or DEFAULT_OUTPUT_CAP
-        return prices.cost(self.tokens_in, self.noted_out + self.at_spec_cap * cap)
+        damaged = prices.cost(self.tokens_in, self.noted_out + self.at_spec_cap * cap)
+        dearest = [
+            usd for lost, lines in self.maybe
+            for usd in sorted((prices.cost(t, out or cap) for t, out in lines), reverse=True)[:lost]
+        ]  # fmt: skip
+        return math.fsum([damaged, *dearest])
 
 
 def unread_lines(attempts: pl.LazyFrame, plan_path: Path) -> dict[str, Unread]:
     """Per model, `Unread` of `attempts` (columns request_id, model, outcome, tokens_in,
     tokens_out, detail), each line's prompt read from the plan at `plan_path` (a row the plan
     lacks counts its framing alone)."""
+    damaged = pl.col("outcome") == Outcome.DAMAGED_BATCH_RESULT.value
     lost = (
         attempts.filter(
-            (pl.col("outcome") == Outcome.DAMAGED_BATCH_RESULT.value) & carried_by_batch()
+            (damaged | pl.col("detail").str.contains(_MAYBE_RAN)) & carried_by_batch()
             & (pl.col("tokens_in").fill_null(0) == 0) & (pl.col("tokens_out").fill_null(0) == 0)
         )
         .select("request_id", "model",
-                pl.col("detail").str.extract(_CAP_NOTE, 1).cast(pl.Int64).alias("cap"))
+                pl.col("detail").str.extract(_CAP_NOTE, 1).cast(pl.Int64).alias("cap"),
+                pl.when(~damaged).then(pl.col("detail").str.extract(_MAYBE_RAN, 1)).alias("job"),
+                pl.col("detail").str.extract(_MAYBE_RAN, 2).cast(pl.Int64).alias("lost"))
         .collect()
     )  # fmt: skip
     if lost.is_empty():
         return {}
-    chars = (
-        pl.scan_parquet(plan_path)
-        .filter(pl.col("request_id").is_in(lost["request_id"].unique().implode()))
-        .select("request_id", "model", prompt_chars().alias("chars"))
-        .collect()
-    ) if plan_path.exists() else pl.DataFrame(
-        schema={"request_id": pl.String, "model": pl.String, "chars": pl.Int64})
     worst_in = pl.col("chars").fill_null(0) // WORST_CHARS_PER_TOKEN + FRAMING_TOKENS
+    lost = lost.join(_plan_chars(plan_path, lost["request_id"]), on=["request_id", "model"],
+                     how="left").with_columns(worst_in.alias("tokens_in"))
     per_model = (
-        lost.join(chars, on=["request_id", "model"], how="left")
+        lost.filter(pl.col("job").is_null())
         .group_by("model")
-        .agg(pl.len().alias("lines"), worst_in.sum().alias("tokens_in"),
+        .agg(pl.len().alias("lines"), pl.col("tokens_in").sum(),
              pl.col("cap").sum().alias("noted_out"), pl.col("cap").null_count().alias("at_cap"))
     )  # fmt: skip
-    return {
+    out = {
         str(model): Unread(int(n), int(tokens_in), int(noted or 0), int(at_cap))
         for model, n, tokens_in, noted, at_cap in per_model.iter_rows()
     }
+    return _with_maybe_ran(out, lost.filter(pl.col("job").is_not_null()))
+
+
+def _plan_chars(plan_path: Path, ids: pl.Series) -> pl.DataFrame:
+    """The prompt length (`prompt_chars`) of the plan's rows of `ids`, by request and model."""
+    if not plan_path.exists():
+        return pl.DataFrame(
+            schema={"request_id": pl.String, "model": pl.String, "chars": pl.Int64})
+    return (
+        pl.scan_parquet(plan_path)
+        .filter(pl.col("request_id").is_in(ids.unique().implode()))
+        .select("request_id", "model", prompt_chars().alias("chars"))
+        .collect()
+    )
+
+
+def _with_maybe_ran(out: dict[str, Unread], tagged: pl.DataFrame) -> dict[str, Unread]:
+    """`out` with the lines of `tagged` (`MAYBE_RAN_MARK`, columns model, job, lost,
+    tokens_in, cap) in each model's `Unread.maybe`: of each job, as many lines as it lost."""
+    jobs = (
+        tagged.group_by("model", "job", maintain_order=True)
+        .agg(pl.col("lost").max(), pl.col("tokens_in"), pl.col("cap"))
+    )
+    for model, _, lost, tokens_in, caps in jobs.iter_rows():
+        lines = tuple(zip(tokens_in, caps, strict=True))
+        prior = out.get(str(model), Unread())
+        out[str(model)] = replace(prior, lines=prior.lines + min(int(lost), len(lines)),
+                                  maybe=(*prior.maybe, (int(lost), lines)))
+    return out
 
 
 def batch_attempt_prices(config: ModelConfig) -> Prices | None:
@@ -431,12 +491,15 @@ __all__ = [
     "BATCH_DETAIL",
     "BATCH_MARK",
     "DEFAULT_OUTPUT_CAP",
+    "MAYBE_RAN_MARK",
     "Prices",
     "SpendCap",
     "Unread",
     "batch_attempt_prices",
     "batch_prices_of",
     "dollars",
+    "maybe_ran",
+    "maybe_ran_tag",
     "prices_of",
     "prompt_chars",
     "recorded_spend",

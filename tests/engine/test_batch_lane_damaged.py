@@ -27,6 +27,7 @@ from engine.http import HttpClient
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
 from engine.settle import settle
+from engine.spend import maybe_ran
 from engine.status import status
 from providers.batch import UNREADABLE, JobState, JobStatus, LineResult
 from providers.types import Completion, Failure, HttpRequest, ModelConfig, Outcome
@@ -149,6 +150,8 @@ async def test_an_expired_job_whose_results_lost_a_line_it_ran_says_so(
     assert all(d.startswith("batch job job-1 expired before this line ran (or it ran, billed, "
                             "and its line is lost: the results hold 1 line fewer than it ran")
                for d in unrun["detail"])
+    # What the spend cap, a resume's and the audit read: the job and how many lines it lost.
+    assert {maybe_ran(d) for d in unrun["detail"]} == {("job-1", 1)}, unrun["detail"][0]
     assert sorted(fake.ran.values()) == [1] * 29 + [2]  # the lost one's line ran twice
 
 

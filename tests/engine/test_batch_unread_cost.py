@@ -108,8 +108,9 @@ async def test_an_expired_job_that_lost_a_line_it_ran_keeps_its_dearest_unread_w
     keeps the dearest of their worst cases, one line's, not 16 and not none."""
     rows = kit.plan_rows(MODEL, 30)
     rows[-1]["user"] = "x" * 5000  # one prompt far longer: the dearest of the unread
-    plan = kit.write_plan(tmp_path / "plan.parquet", rows)
     run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    plan = kit.write_plan(run_dir / "plan.parquet", rows)  # where the readers look
     done = await dispatch(
         plan, run_dir, {MODEL: PRICED}, {}, batch_clients={MODEL: LosingExpired(
             faults={1: "expire"})}, policy=POLICY, batch_poll_s=0.001, log_console=None,
@@ -120,7 +121,14 @@ async def test_an_expired_job_that_lost_a_line_it_ran_keeps_its_dearest_unread_w
     assert prices is not None
     dearest = worst_case_cost_of(prices, PRICED, max(_chars(plan, [r["request_id"]
                                                                     for r in rows])))
-    assert done.spend.spent_now_usd == pytest.approx(_reported(run_dir) + dearest, rel=1e-9)
+    spent = done.spend.spent_now_usd
+    assert spent == pytest.approx(_reported(run_dir) + dearest, rel=1e-9)
+    # A resume's cap starts where this run's ended, and the audit counts the same line.
+    assert recorded_spend(run_dir, {MODEL: PRICED}) == pytest.approx(spent, rel=1e-9)
+    row = audit(run_dir, batch_prices={MODEL: prices}, output_caps={MODEL: 300}).by_model[MODEL]
+    assert row.cost_usd == pytest.approx(spent, rel=1e-9)
+    assert row.billed_unread == 1
+    assert row.billed_unread_usd == pytest.approx(dearest, rel=1e-9)
 
 
 async def test_the_audit_and_a_resume_count_lines_billed_with_no_readable_result(
