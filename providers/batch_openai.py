@@ -24,6 +24,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -244,11 +245,20 @@ class OpenAIBatchClient:
 
     async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
         out: list[LineResult] = []
-        for ref in (state.output_ref, state.error_ref):
+        for ref, errors in ((state.output_ref, False), (state.error_ref, True)):
             if not ref:
                 continue
             url = self.routes.url(f"files/{quote(ref, safe='')}/content")
-            raw = await self._send(fetch, "GET", url)
+            try:
+                raw = await self._send(fetch, "GET", url)
+            except BatchError as exc:
+                # An error file gone (404) holds no lines: its requests are absent, asked
+                # again, never billed. Raised, it lost the output lines read, and the lane
+                # took the job's output for gone (its lines charged at their worst case and
+                # bought again); an output file's 404 is still the lane's to judge.
+                if errors and exc.failure.http_status == HTTPStatus.NOT_FOUND:
+                    continue
+                raise
             out.extend(r for r in map(self._line_result, raw.splitlines()) if r is not None)
         return out
 

@@ -228,3 +228,31 @@ async def test_result_lines_are_classified_like_live_replies() -> None:
     outcomes = {k: v.outcome for k, v in results.items() if isinstance(v, Failure)}
     assert outcomes == {"b": Outcome.RATE_LIMIT, "c": Outcome.PROVIDER_ERROR,
                         "e": Outcome.BAD_REQUEST}
+
+
+async def test_an_error_file_gone_keeps_the_output_lines_read() -> None:
+    """The error file answering 404 (the output file read) raised, and the lane took the
+    job's output for gone: every line it answered counted damaged, charged at its worst case
+    and bought again. An error file gone holds no lines; the output's are kept."""
+    made = client(groq())
+    reply = {"id": "chatcmpl-1", "model": "m",
+             "choices": [{"message": {"content": '{"probability": 0.6}'},
+                          "finish_reason": "stop"}],
+             "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+    output = orjson.dumps({"custom_id": "a", "response": {"status_code": 200, "body": reply}})
+    state = JobState("b1", JobStatus.DONE, "completed", output_ref="f-out", error_ref="f-err")
+    gone: tuple[int, Mapping[str, str], bytes] = (
+        404, {}, b'{"error": {"message": "No such File object: f-err"}}')
+    lines = await made.results(Canned((200, {}, output + b"\n"), gone), state)
+    assert [line.request_id for line in lines] == ["a"]
+    assert isinstance(lines[0].result, Completion)
+
+
+async def test_an_output_file_gone_is_the_lanes_to_judge() -> None:
+    """A 404 on the output file is raised as before (`engine.batch_lane`: its output gone)."""
+    state = JobState("b1", JobStatus.DONE, "completed", output_ref="f-out", error_ref="f-err")
+    gone: tuple[int, Mapping[str, str], bytes] = (
+        404, {}, b'{"error": {"message": "No such File object: f-out"}}')
+    with pytest.raises(BatchError) as raised:
+        await client(groq()).results(Canned(gone, (200, {}, b"")), state)
+    assert raised.value.failure.http_status == 404
