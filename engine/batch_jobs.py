@@ -298,6 +298,9 @@ class AtProvider:
     simulator_jobs: int = 0
     #: Of `queries`, those of the `uncreated_jobs`.
     uncreated_queries: int = 0
+    #: Of `simulator_jobs`, those of the `uncreated_jobs`: their input files went with that
+    #: simulator, and a resume uploads them again to create their jobs.
+    uncreated_simulator_jobs: int = 0
 
     def __bool__(self) -> bool:
         return self.jobs > 0
@@ -321,6 +324,11 @@ class AtProvider:
         created = self.jobs - self.uncreated_jobs
         queries = self._queries(self.queries - self.uncreated_queries)
         said = [f"{plural(created, 'batch job')} ({queries}) still at the provider"] * bool(created)
+        # At most `created`: a summary written before `uncreated_simulator_jobs` lacks it.
+        if created_simulated := min(self.simulator_jobs - self.uncreated_simulator_jobs, created):
+            said[0] += (f", {created_simulated:,} of them left with the simulator of the run "
+                        "that planned them, which ended with it (a resume asks their queries "
+                        "again)")
         if self.uncreated_jobs:
             said.append(
                 f"{plural(self.uncreated_jobs, 'batch input file')} "
@@ -328,10 +336,10 @@ class AtProvider:
                 "(a stop before the create, or a kill before its reply was recorded: a resume "
                 "finds such a job, or creates one)"
             )
-        if self.simulator_jobs:
-            said[0] += (f", {self.simulator_jobs:,} of them left with the simulator of the run "
-                        "that planned them, which ended with it (a resume asks their queries "
-                        "again)")
+        if self.uncreated_simulator_jobs:  # counted with the files, said with them
+            said[-1] += (f", {self.uncreated_simulator_jobs:,} of them uploaded to the simulator "
+                         "of the run that planned them, which ended with it (a resume uploads "
+                         "them again)")
         return ", and ".join(said)
 
     @staticmethod
@@ -369,10 +377,11 @@ def at_provider(
     live = [job for job in jobs.values() if still_at_provider(job)]
     uncreated = sum(job.job_id is None for job in live)
     simulated = sum(job.simulated_in_process for job in live)
+    gone_uploads = sum(job.simulated_in_process and job.job_id is None for job in live)
     if attempts is None or not live:
         return AtProvider(
             len(live), sum(len(job.requests) for job in live), uncreated, simulated,
-            sum(len(job.requests) for job in live if job.job_id is None),
+            sum(len(job.requests) for job in live if job.job_id is None), gone_uploads,
         )
     ids = [rid for job in live for rid in job.requests]
     recorded: dict[str, dict[int, str]] = {}
@@ -389,7 +398,7 @@ def at_provider(
         for rid, attempt in job.requests.items()
         if line_recorded(attempt, recorded.get(rid, {})) is None
     )
-    return AtProvider(len(live), left.total(), uncreated, simulated, left[True])
+    return AtProvider(len(live), left.total(), uncreated, simulated, left[True], gone_uploads)
 
 
 def jobs_summary(

@@ -130,3 +130,35 @@ def test_jobs_a_simulator_inside_its_run_held_are_not_said_at_the_provider() -> 
         "2 batch jobs (3 queries) still at the provider, 1 of them left with the simulator of "
         "the run that planned them, which ended with it (a resume asks their queries again)"
     )
+
+
+def test_simulator_jobs_are_said_with_their_own_kind_created_or_not() -> None:
+    """Simulator jobs were counted across created jobs and bare input files and said with the
+    created ones: "1 batch job (10 queries) still at the provider, 2 of them left with the
+    simulator ..." where the 2 were input files no job had been created over."""
+    from engine.batch_jobs import AtProvider, BatchJob, at_provider
+
+    tens = [{f"{key}{n}": 1 for n in range(10)} for key in "cuvs"]
+    created = BatchJob("c", "m", "groq", tens[0], input_ref="file-1", job_id="batch-1")
+    files = [BatchJob(key, "m", "sim", tens[n], input_ref=f"file-{key}",
+                      simulated_in_process=True) for n, key in ((1, "u"), (2, "v"))]
+    held = at_provider({"c": created, "u": files[0], "v": files[1]})
+    assert held == AtProvider(3, 30, 2, 2, 20, uncreated_simulator_jobs=2)
+    assert held.phrase() == (
+        "1 batch job (10 queries) still at the provider, and 2 batch input files (20 queries) "
+        "uploaded with no batch job on file (a stop before the create, or a kill before its "
+        "reply was recorded: a resume finds such a job, or creates one), 2 of them uploaded to "
+        "the simulator of the run that planned them, which ended with it (a resume uploads them "
+        "again)"
+    )
+    gone = BatchJob("s", "m", "sim", tens[3], input_ref="file-s", job_id="batch-s",
+                    simulated_in_process=True)  # fmt: skip
+    both = at_provider({"c": created, "s": gone, "u": files[0]})
+    assert both.phrase() == (
+        "2 batch jobs (20 queries) still at the provider, 1 of them left with the simulator of "
+        "the run that planned them, which ended with it (a resume asks their queries again), "
+        "and 1 batch input file (10 queries) uploaded with no batch job on file (a stop before "
+        "the create, or a kill before its reply was recorded: a resume finds such a job, or "
+        "creates one), 1 of them uploaded to the simulator of the run that planned them, which "
+        "ended with it (a resume uploads them again)"
+    )

@@ -35,7 +35,7 @@ AT_PROVIDER = "2 batch jobs (60 queries) still at the provider"
 def held(jobs: int, queries: int) -> dict[str, int]:
     """`batch_at_provider` of jobs a provider holds, every one created (none a simulator's)."""
     return {"jobs": jobs, "queries": queries, "uncreated_jobs": 0, "simulator_jobs": 0,
-            "uncreated_queries": 0}
+            "uncreated_queries": 0, "uncreated_simulator_jobs": 0}
 
 
 async def _run(plan: Path, run_dir: Path, fake: FakeBatch) -> None:
