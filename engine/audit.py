@@ -693,10 +693,32 @@ def resume_line(held: AtProvider, refused: str | None = None, capped: bool = Fal
             f"{again} asks only the unanswered requests, those of the {held.counted()} left "
             "with the simulator of the run that planned them among them"
         )
-    return (
-        f"{again} collects the {held.phrase()}, without asking their queries again, and asks "
-        "only the other unanswered requests"
-    )
+    return f"{again} {', '.join(_resumed(held))}, and asks only the other unanswered requests"
+
+
+def _resumed(held: AtProvider) -> list[str]:
+    """What a resume does with the jobs `held` (`resume_line`): collects those created,
+    without asking their queries again (but those a simulator that ended held), and finds or
+    creates the jobs of the input files uploaded with no job on file, a job created asking
+    their queries. Said together, the files were "collected, without asking their queries
+    again"."""
+    said = []
+    if created := held.jobs - held.uncreated_jobs:
+        gone = min(held.simulator_jobs - held.uncreated_simulator_jobs, created)
+        jobs = AtProvider(created, held.queries - held.uncreated_queries, simulator_jobs=gone)
+        if gone == created:
+            said.append(f"asks again the queries of the {jobs.counted()} left with the "
+                        "simulator of the run that planned them")
+        else:
+            whose = "the others'" if gone else "their"
+            said.append(f"collects the {jobs.phrase()}, without asking {whose} queries again")
+    if held.uncreated_jobs:
+        each = "each of " if held.uncreated_jobs > 1 else ""
+        files = plural(held.uncreated_jobs, "batch input file")
+        queries = plural(held.uncreated_queries, "query", "queries")
+        said.append(f"finds the job of {each}the {files} ({queries}) uploaded with no batch "
+                    "job on file, or creates it (which asks its queries)")
+    return said
 
 
 # --------------------------------------------------------------------------- the audit

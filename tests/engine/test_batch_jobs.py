@@ -162,3 +162,31 @@ def test_simulator_jobs_are_said_with_their_own_kind_created_or_not() -> None:
         "creates one), 1 of them uploaded to the simulator of the run that planned them, which "
         "ended with it (a resume uploads them again)"
     )
+
+
+def test_the_next_step_says_input_files_with_no_job_are_asked_when_created() -> None:
+    """The audit's next step said a rerun "collects the 1 batch job (10 queries) still at the
+    provider, and 2 batch input files (20 queries) uploaded with no batch job on file ...,
+    without asking their queries again": a file no job was found over is made a job, which
+    asks its queries."""
+    from engine.audit import resume_line
+    from engine.batch_jobs import AtProvider
+
+    assert resume_line(AtProvider(3, 30, 2, uncreated_queries=20)) == (
+        "Running the same command again collects the 1 batch job (10 queries) still at the "
+        "provider, without asking their queries again, finds the job of each of the 2 batch "
+        "input files (20 queries) uploaded with no batch job on file, or creates it (which "
+        "asks its queries), and asks only the other unanswered requests"
+    )
+    assert resume_line(AtProvider(1, 4, 1, uncreated_queries=4)) == (
+        "Running the same command again finds the job of the 1 batch input file (4 queries) "
+        "uploaded with no batch job on file, or creates it (which asks its queries), and asks "
+        "only the other unanswered requests"
+    )
+    # A job the run's own simulator held is asked again, not collected.
+    assert resume_line(AtProvider(3, 30, 1, 2, 10)) == (
+        "Running the same command again asks again the queries of the 2 batch jobs (20 "
+        "queries) left with the simulator of the run that planned them, finds the job of the 1 "
+        "batch input file (10 queries) uploaded with no batch job on file, or creates it (which "
+        "asks its queries), and asks only the other unanswered requests"
+    )
