@@ -133,15 +133,29 @@ MAYBE_RAN_MARK = "[billed if it ran: "
 _MAYBE_RAN = rf"{re.escape(MAYBE_RAN_MARK)}{BATCH_MARK}([^\s\[\];]+) lost (\d+) of its lines\]"
 
 
+#: How a version before the tag wrote such a line's detail (`BatchLane._absent`'s words, the
+#: count in `JobLines.held`), and its job in the closing note ("[... batch job <id>]"): a
+#: folder of that version resumed, or audited, counts those lines too (a tester's resume of
+#: one under `--max-cost` ran on past what the lost lines had cost).
+_MAYBE_RAN_WORDS = (
+    r"\(or it ran, billed, and its line is lost: the results hold ([\d,]+) lines? fewer than "
+    "it ran"
+)
+_JOB_NOTE = rf"\[[^\[\]]*{BATCH_MARK}([^\s\[\];]+)\]"
+
+
 def maybe_ran_tag(job_id: str, lost: int) -> str:
     """The tag (`MAYBE_RAN_MARK`) of a line of `job_id`, which lost `lost` lines it ran."""
     return f"{MAYBE_RAN_MARK}{BATCH_MARK}{job_id} lost {lost} of its lines]"
 
 
 def maybe_ran(detail: str) -> tuple[str, int] | None:
-    """The job and how many lines it lost, of a detail `maybe_ran_tag` tagged, else None."""
-    found = re.search(_MAYBE_RAN, detail)
-    return None if found is None else (found[1], int(found[2]))
+    """The job and how many lines it lost, of a detail `maybe_ran_tag` tagged (or an earlier
+    version's words said so, `_MAYBE_RAN_WORDS`), else None."""
+    if (found := re.search(_MAYBE_RAN, detail)) is not None:
+        return found[1], int(found[2])
+    words, job = re.search(_MAYBE_RAN_WORDS, detail), re.search(_JOB_NOTE, detail)
+    return None if words is None or job is None else (job[1], int(words[1].replace(",", "")))
 
 
 @dataclass(frozen=True)
@@ -182,15 +196,22 @@ def unread_lines(attempts: pl.LazyFrame, plan_path: Path) -> dict[str, Unread]:
     tokens_out, detail), each line's prompt read from the plan at `plan_path` (a row the plan
     lacks counts its framing alone)."""
     damaged = pl.col("outcome") == Outcome.DAMAGED_BATCH_RESULT.value
+    detail = pl.col("detail")
+    worded = detail.str.contains(_MAYBE_RAN_WORDS)  # an earlier version's, with no tag
+    job = pl.coalesce(detail.str.extract(_MAYBE_RAN, 1),
+                      pl.when(worded).then(detail.str.extract(_JOB_NOTE, 1)))
+    lost_count = pl.coalesce(
+        detail.str.extract(_MAYBE_RAN, 2),
+        detail.str.extract(_MAYBE_RAN_WORDS, 1).str.replace_all(",", ""),
+    ).cast(pl.Int64)
     lost = (
         attempts.filter(
-            (damaged | pl.col("detail").str.contains(_MAYBE_RAN)) & carried_by_batch()
+            (damaged | detail.str.contains(_MAYBE_RAN) | worded) & carried_by_batch()
             & (pl.col("tokens_in").fill_null(0) == 0) & (pl.col("tokens_out").fill_null(0) == 0)
         )
         .select("request_id", "model",
-                pl.col("detail").str.extract(_CAP_NOTE, 1).cast(pl.Int64).alias("cap"),
-                pl.when(~damaged).then(pl.col("detail").str.extract(_MAYBE_RAN, 1)).alias("job"),
-                pl.col("detail").str.extract(_MAYBE_RAN, 2).cast(pl.Int64).alias("lost"))
+                detail.str.extract(_CAP_NOTE, 1).cast(pl.Int64).alias("cap"),
+                pl.when(~damaged).then(job).alias("job"), lost_count.alias("lost"))
         .collect()
     )  # fmt: skip
     if lost.is_empty():

@@ -162,3 +162,25 @@ async def test_the_audit_and_a_resume_count_lines_billed_with_no_readable_result
     assert "an upper bound" in said
     # A resume's spend cap starts from the same count.
     assert recorded_spend(run_dir, {MODEL: PRICED}) == pytest.approx(row.cost_usd, rel=1e-9)
+
+
+def test_lines_an_earlier_version_said_lost_are_counted_too(tmp_path: Path) -> None:
+    """A folder written before the tag (`engine.spend.maybe_ran_tag`) says such a line in
+    words alone: a tester's resume of one under `--max-cost` counted its 4 lost lines at $0
+    and ran on past what they had cost. Those words name the count, the closing note the
+    job: the dearest `lost` of the job's lines are counted, as for a tagged one."""
+    from engine.spend import maybe_ran, unread_lines
+
+    old = ("batch job job-7 expired before this line ran (or it ran, billed, and its line is "
+           "lost: the results hold 2 lines fewer than it ran, while the provider counted 5 of "
+           "5 lines completed) [batch job job-7]")  # fmt: skip
+    assert maybe_ran(old) == ("job-7", 2)
+    assert maybe_ran(old.replace("or it ran", "it never ran")) is None
+    attempts = pl.LazyFrame(
+        {"request_id": ["a", "b", "c"], "model": [MODEL] * 3, "outcome": ["timeout"] * 3,
+         "tokens_in": [None] * 3, "tokens_out": [None] * 3, "detail": [old] * 3},
+        schema={"request_id": pl.String, "model": pl.String, "outcome": pl.String,
+                "tokens_in": pl.Int64, "tokens_out": pl.Int64, "detail": pl.String},
+    )  # fmt: skip
+    found = unread_lines(attempts, tmp_path / "no-plan.parquet")[MODEL]
+    assert found.lines == 2 and [lost for lost, _ in found.maybe] == [2]
