@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.console_lines import plural
 from providers.base import short
-from providers.sim.forecasters import MODEL_LABEL_PREFIX, PERSONALITIES
+from providers.sim.forecasters import MODEL_LABEL_PREFIX, PERSONALITIES, model_label
 from runs import markdown
 
 #: Per model, how many attempts' replies named each model as the one answering
@@ -67,13 +67,19 @@ class SimulatorReplies:
         )
 
 
+#: The names the simulator's replies give (`sim/<personality>`), exactly: a real server that
+#: echoes the model id it was asked for (vLLM, llama.cpp) named "sim/my-finetune" and was
+#: labelled simulated in every view when any name with the prefix counted.
+_SIMULATOR_NAMES = frozenset(model_label(p) for p in PERSONALITIES)
+
+
 def simulator_replies(reported: Reported | None) -> dict[str, SimulatorReplies]:
     """Per model any of whose replies named the local simulator as the model answering: a
     spec's "openai" model whose `base_url` was `serve-sim`'s, or which a resume pointed there,
     was reported as the real model its spec's `about` line describes."""
     found = {}
     for model, named in (reported or {}).items():
-        labels = {name: n for name, n in named.items() if name.startswith(MODEL_LABEL_PREFIX)}
+        labels = {name: n for name, n in named.items() if name in _SIMULATOR_NAMES}
         if labels:
             found[model] = SimulatorReplies(sum(labels.values()), sum(named.values()), labels)
     return found

@@ -129,7 +129,7 @@ class FigureInputs:
         floor = self.summary.get("coverage_floor")
         under = f"under the {floor_text(float(floor)) + ' ' if floor else ''}coverage floor"
         said = [f"{plural(len(answered), 'model')} {under}"] if answered else []
-        said += [f"{plural(len(silent), 'model')} with no answers"] if silent else []
+        said += [f"{plural(len(silent), 'model')} with no answers there"] if silent else []
         return f"no model was scored {where} ({', '.join(said)})"
 
     @property

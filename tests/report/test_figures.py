@@ -1220,7 +1220,8 @@ def test_figures_of_arms_that_ran_with_no_model_scored_say_so(tmp_path: Path) ->
         forecasts=pl.DataFrame(schema={"model": pl.String}).lazy(),
     )
     reasons = {f.key: f.omitted for f in draw_all(inputs, tmp_path, numbers=(1, 3, 5, 6))}
-    why = "no model was scored {} (1 model under the 90% coverage floor, 1 model with no answers)"
+    why = ("no model was scored {} (1 model under the 90% coverage floor, 1 model with no "
+           "answers there)")
     assert reasons["books"] == why.format("on any arm") + ": there is no Dutch book to draw"
     assert reasons["families"] == (
         "the family arms ran (families/isolated, families/joint), but " + why.format("on them")

@@ -113,3 +113,15 @@ def test_a_model_of_provider_sim_is_not_said_again_by_its_replies() -> None:
     assert set(notes) == {"gemma"} and notes["gemma"].startswith("5 of 5 replies named")
     section = models_markdown(spec, reported=reported)
     assert section is not None and "702" not in section and "sim-a" in section
+
+
+def test_a_real_model_whose_id_begins_like_the_simulators_is_not_simulated() -> None:
+    """A server that echoes the model id it was asked for (vLLM, llama.cpp) named a real
+    model "sim/my-finetune", and every view labelled it simulated: only the simulator's own
+    names (`sim/<personality>`) count."""
+    from runs.report.models import simulated_models, simulator_replies
+
+    reported = {"finetune": {"sim/my-finetune": 65}, "behind": {"sim/noisy": 3, "x": 1}}
+    assert set(simulator_replies(reported)) == {"behind"}
+    spec = {"models": [{"name": "finetune", "provider": "openai"}]}
+    assert simulated_models(spec, reported=reported) == ["behind"]
