@@ -419,6 +419,9 @@ class BatchLane(LaneControl):
         buffer = _Buffer()
         getter: asyncio.Task[PlanItem | None] | None = None
         feeding = True
+        # Wakes the wait below when the lane halts: it woke only when a job's task ended, so
+        # a stop waited for an upload in flight to answer (minutes for a large one).
+        halting = asyncio.create_task(self._sleep(math.inf))
         try:
             while not self.halted:
                 while (not self._capped and len(tasks) < self.limits.max_jobs_in_flight
@@ -436,7 +439,7 @@ class BatchLane(LaneControl):
                     return
                 if feeding and getter is None and len(buffer) < self._full and not self._capped:
                     getter = asyncio.create_task(queue.get())
-                waits: set[asyncio.Future[object]] = {*tasks}  # type: ignore[arg-type]
+                waits: set[asyncio.Future[object]] = {*tasks, halting}  # type: ignore[arg-type]
                 if getter is not None:
                     waits.add(getter)  # type: ignore[arg-type]
                 done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -452,6 +455,7 @@ class BatchLane(LaneControl):
                         self._requeue(entry, buffer, live)
             await self._let_records_land(tasks)
         finally:
+            halting.cancel()
             if getter is not None:
                 getter.cancel()
             for task in tasks:

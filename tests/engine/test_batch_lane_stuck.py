@@ -7,6 +7,7 @@ jobs are still at the provider."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -475,3 +476,38 @@ async def test_creates_answered_during_a_stop_are_recorded(
     assert lane.state.value == "cancelled" and len(fake.jobs) == 3
     assert sorted(j.job_id or "" for j in fold_jobs(run_dir).values()) == sorted(fake.jobs)
     assert "stop requested; 3 batch jobs not yet collected" in lane.message
+
+
+class UploadNeverAnswers(FakeBatch):
+    """Each upload waits for a reply that never comes (a large file on a slow link); the
+    first asks a stop, as a Ctrl-C would, `stop_after_s` into it."""
+
+    stop_after_s = 0.1
+    stop: asyncio.Event | None = None
+
+    async def upload(self, fetch: Fetch, job_key: str, lines: Sequence[bytes]) -> str:
+        assert self.stop is not None
+        asyncio.get_running_loop().call_later(self.stop_after_s, self.stop.set)
+        await asyncio.Event().wait()  # never set
+        return await super().upload(fetch, job_key, lines)
+
+
+async def test_a_stop_cuts_an_upload_in_flight_at_once(tmp_path: Path, kit: type[Kit]) -> None:
+    """Ctrl-C while a job's upload was in flight waited for its reply: held 30 s by a tester,
+    the stop took 30 s (a large upload, minutes). The lane's loop woke only when a job's task
+    ended. It wakes at the stop now and cuts the upload: the job is left planned, not
+    uploaded, for a resume to upload again."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 10))
+    run_dir = tmp_path / "run"
+    stop = asyncio.Event()
+    fake = UploadNeverAnswers()
+    fake.stop = stop
+    started = time.monotonic()
+    summary = await asyncio.wait_for(_run(plan, run_dir, fake, stop_event=stop), timeout=10)
+    took = time.monotonic() - started
+    assert took < fake.stop_after_s + 2, took
+    lane = summary.lanes[MODEL]
+    assert lane.state.value == "cancelled", lane.message
+    jobs = list(fold_jobs(run_dir).values())
+    assert jobs and all(j.input_ref is None and j.job_id is None for j in jobs)
+    assert not fake.inputs and not fake.jobs
