@@ -1,25 +1,26 @@
 """An ended batch job's result lines read against the requests it sent, and, when its result
 files are damaged, what to say and record.
 
-A job's results are *damaged* when they hold lines that name no request (torn, not JSON,
-no id: `providers.batch.UNREADABLE`), lines for request ids the job never sent, or fewer
-lines than the provider counted run, or when the provider, which still knows the ended job,
-answers 404 for its result file (a tester's proxy: reported as 3 jobs the provider no longer
-knew, and abandoning them bought all 28 lines again at $0 each). The provider ran (and
-billed) the lines it counted, so a request of such a job with no readable line is not one
-the job never ran: its attempt
-is `damaged_batch_result`, its detail says what the results held, and the lane says the
-job's damage in one console line and a `batch_results_damaged` log event. A job that ended
-before running every line (expired, failed, cancelled) whose results hold fewer reply lines
-than the provider counted completed (its successes: error lines are not among them) lost some
-that ran: which of its requests without a line they were cannot be told, so each keeps the
-unrun line's outcome, its detail and the console line saying that some ran (a tester's
-expired job, 25 lines completed and 24 in its results, read as 26 lines never run, nothing
-said). A tester's proxy that cut two answer lines short and added a line for an id never
-sent got, before, "ended (done) with no line for this request", nothing said, and the two
-requests bought again, 8 times each when every download was damaged: now each is asked again
-once at most, and `engine.batch_lane` stops the lane after `DAMAGED_JOB_STREAK` damaged jobs
-in a row.
+A job's results are *damaged* when they hold lines that name no request (torn, not JSON, no
+id: `providers.batch.UNREADABLE`), lines for request ids the job never sent, or fewer reply
+lines than the provider counted completed, or when the provider, which still knows the
+ended job, answers 404 for its result file (a tester's proxy: reported as 3 jobs the
+provider no longer knew, and abandoning them bought all 28 lines again at $0 each). The
+provider ran (and billed) the lines it counted completed, so a request of such a job with
+no readable line is not one the job never ran: its attempt is `damaged_batch_result`, its
+detail says what the results held, and the lane says the job's damage in one console line
+and a `batch_results_damaged` log event. A request the provider counted failed whose error
+line is missing (an error file answering 404) was not billed: it is absent, not damage. A
+job that ended before running every line (expired, failed, cancelled) whose results hold
+fewer reply lines than the provider counted completed (its successes: error lines are not
+among them) lost some that ran: which of its requests without a line they were cannot be
+told, so each keeps the unrun line's outcome, its detail and the console line saying that
+some ran (a tester's expired job, 25 lines completed and 24 in its results, read as 26
+lines never run, nothing said). A tester's proxy that cut two answer lines short and added
+a line for an id never sent got, before, "ended (done) with no line for this request",
+nothing said, and the two requests bought again, 8 times each when every download was
+damaged: now each is asked again once at most, and `engine.batch_lane` stops the lane after
+`DAMAGED_JOB_STREAK` damaged jobs in a row.
 """
 
 from __future__ import annotations
@@ -64,8 +65,9 @@ class JobLines:
     #: counted every line of the job run.
     counted: str = ""
     counted_all: bool = False
-    #: Lines the provider counted run that the results do not hold (`sort_lines`): of a job
-    #: not counted wholly run, its reply lines counted completed, error lines apart.
+    #: Lines the provider ran and billed that the results do not hold (`sort_lines`): its
+    #: reply lines counted completed, error lines apart (a request counted failed whose error
+    #: line is missing is absent, not lost); every line, where the result file is gone.
     lost: int = 0
     #: How the job ended, where it ended before running every line (`UNRUN_STATES`), else "":
     #: a request of it without a line may not have run.
@@ -141,16 +143,20 @@ def sort_lines(requests: Collection[str], found: Iterable[LineResult],
     out.counted, out.counted_all = _counted(state)
     if state.status in UNRUN_STATES:
         out.unrun = state.status.value
-    # Every line run and counted: each request without one lost it. Else at least the lines
-    # counted completed are readable reply lines: every provider's completed count is of its
-    # successes alone (`_replied`), so an error line among the lines read hid a lost answer.
-    # Failed lines are left out of the comparison: a provider may count the lines its end
-    # left unrun among them, with no line written.
+    # The lines billed and lost are the lines counted completed that are not readable reply
+    # lines: every provider's completed count is of its successes alone (`_replied`), so an
+    # error line among the lines read hid a lost answer. Failed lines are left out: a
+    # provider may count the lines its end left unrun among them, with no line written, and
+    # an error file answering 404 (`providers.batch_openai`) loses the lines of requests it
+    # did not bill, which are absent, not damage (a job of 8 completed and 2 failed read as
+    # 2 lines billed and lost, charged at their worst case and given up after two such jobs).
     completed = state.completed or 0
     replied = sum(1 for result in out.lines.values() if _replied(result))
-    # A job that ran to its end and whose result file is gone lost every line, counted or not.
-    every = out.counted_all or (bool(gone) and not out.unrun)
-    out.lost = out.missing if every else max(0, completed - replied)
+    out.lost = max(0, completed - replied)
+    if gone and not out.unrun:  # ran to its end, its result file gone: every line lost
+        out.lost = out.missing
+    elif out.counted_all:  # every line run and counted: only a request without a line lost one
+        out.lost = min(out.lost, out.missing)
     return out
 
 

@@ -211,6 +211,21 @@ def test_a_refused_reply_counts_completed_and_an_error_line_does_not() -> None:
     assert sort_lines(sent, [answer, error], expired).lost == 1
 
 
+def test_lines_counted_failed_without_an_error_line_are_absent_and_a_gone_file_loses_all() -> None:
+    """8 completed and 2 failed, the error file gone (404): the 2 lines counted failed are
+    absent, not billed and lost; an answer missing beside them is lost; and where the result
+    file itself is gone, every request of the job lost its line."""
+    done = JobState("j", JobStatus.DONE, "completed", total=10, completed=8, failed=2)
+    sent = [f"r{i}" for i in range(10)]
+    answers = [LineResult(rid, Completion("{}", "stop", 1, 1, None, "fake")) for rid in sent[:8]]
+    whole = sort_lines(sent, answers, done)
+    assert (whole.missing, whole.lost, whole.damaged) == (2, 0, False)
+    short = sort_lines(sent, answers[1:], done)
+    assert (short.missing, short.lost, short.damaged) == (3, 1, True)
+    gone = sort_lines(sent, [], done, gone="404 not found")
+    assert (gone.missing, gone.lost, gone.damaged) == (10, 10, True)
+
+
 @dataclass
 class ForeignExpired(FakeBatch):
     """Its first job expires having run half its lines, every one in its results, beside a

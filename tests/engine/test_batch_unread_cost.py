@@ -24,7 +24,7 @@ from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
 from engine.spend import batch_prices_of, recorded_spend, worst_case_cost_of
 from providers.batch import JobStatus
-from providers.types import ModelConfig, Outcome
+from providers.types import Failure, ModelConfig, Outcome
 from tests.engine.batch_fake import FakeBatch
 
 if TYPE_CHECKING:
@@ -184,3 +184,44 @@ def test_lines_an_earlier_version_said_lost_are_counted_too(tmp_path: Path) -> N
     )  # fmt: skip
     found = unread_lines(attempts, tmp_path / "no-plan.parquet")[MODEL]
     assert found.lines == 2 and [lost for lost, _ in found.maybe] == [2]
+
+
+@dataclass
+class ErrorFileGone(FakeBatch):
+    """Its first job answers every third line with an error line, which the provider counts
+    failed (20 of 30 completed and 10 failed), and its error file answers 404: its results
+    hold the 20 answers and none of the error lines (`providers.batch_openai`'s `results`)."""
+
+    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+        lines = list(await super().results(fetch, state))
+        if state.job_id != "job-1":
+            return lines
+        return [line for line in lines if not isinstance(line.result, Failure)]
+
+
+async def test_requests_counted_failed_whose_error_file_is_gone_are_absent_not_billed(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """A tester's job of 8 completed and 2 failed whose error file answered 404 read as 2
+    lines billed and lost: `damaged_batch_result`, charged at their worst case, and given up
+    after two such jobs. The provider does not bill its failed lines: they are asked again as
+    ordinary failures, nothing said damaged, and nothing charged for them."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    plan = kit.write_plan(run_dir / "plan.parquet", kit.plan_rows(MODEL, 30))
+    fake = ErrorFileGone(faults={1: "error_lines"})
+    done = await dispatch(
+        plan, run_dir, {MODEL: PRICED}, {}, batch_clients={MODEL: fake}, policy=POLICY,
+        batch_poll_s=0.001, log_console=None, budget_usd=100.0,
+    )  # fmt: skip
+    assert done.complete and done.spend is not None
+    attempts = scan_attempts(run_dir, ["request_id", "attempt", "outcome"]).collect()
+    assert attempts.filter(pl.col("outcome") == DAMAGED).height == 0
+    first = attempts.filter(pl.col("attempt") == 1)
+    assert first.filter(pl.col("outcome") == Outcome.PROVIDER_ERROR.value).height == 10
+    assert sorted(fake.ran.values()) == [1] * 20 + [2] * 10  # the 10 asked again once
+    assert done.spend.spent_now_usd == pytest.approx(_reported(run_dir), rel=1e-9)
+    prices = batch_prices_of(PRICED)
+    assert prices is not None
+    row = audit(run_dir, batch_prices={MODEL: prices}, output_caps={MODEL: 300}).by_model[MODEL]
+    assert row.billed_unread == 0 and row.lost_to_damage == 0
