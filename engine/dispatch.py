@@ -78,7 +78,7 @@ def _lane_line(name: str, s: LaneStats) -> str:
     # Not "done" of a lane that gave requests up: "gave up", or "done in part".
     state = "waiting" if waiting else s.state_said.partition(":")[0]
     return (
-        f"  {name}: {state}, {s.done}/{s.planned} done"
+        f"  {name}: {state}, {s.done:,}/{s.planned:,} done"
         + (_batch_jobs_said(s) if s.dispatch == "batch" else "")
         + (f", retry attempts: {retries}" if retries else "")
         + (

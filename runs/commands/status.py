@@ -225,10 +225,13 @@ def _say_failures(pending: dict[str, Any], console: Console) -> None:
     for example in pending["examples"]:
         if example.get("detail") == REJECTED_ON_REPARSE:
             continue
+        outcome, detail = str(example["outcome"]), str(example["detail"] or "")
+        # A detail that begins with its outcome ("interrupted: dispatched but ...") is said
+        # once: it read "interrupted interrupted: dispatched but ..." (a tester's).
+        said = detail if detail.startswith(f"{outcome}:") else f"{outcome} {detail}"
         console.print(
             f"  {example['request_id']} [{example['model']}] after "
-            f"{plural(example['attempts'], 'attempt')}: {example['outcome']} "
-            f"{example['detail']}",
+            f"{plural(example['attempts'], 'attempt')}: {said}",
             soft_wrap=True, highlight=False, markup=False,
         )
 

@@ -134,3 +134,35 @@ def test_counts_of_one_are_said_in_the_singular() -> None:
     assert "1 request failed and is not yet answered" in said
     assert "q1 [m] after 1 attempt: auth_error bad key" in said
     assert "1 attempt in flight now" in said
+
+
+def test_an_example_whose_detail_begins_with_its_outcome_says_it_once() -> None:
+    """A tester's `status`: "after 1 attempt: interrupted interrupted: dispatched but no
+    result before the process stopped"; and the run's lane line said "686/2232 done" where
+    its progress line said "678/2,232"."""
+    import io
+
+    from rich.console import Console
+
+    from engine.dispatch import _lane_line
+    from engine.lanes import LaneState, LaneStats
+    from engine.unresolved import INTERRUPTED_DETAIL
+    from runs.commands.status import _say_failures
+
+    pending = {
+        "failed": 2, "permanent": 1, "failed_by_outcome": {"interrupted": 1, "auth_error": 1},
+        "examples": [
+            {"request_id": "q1", "model": "m", "attempts": 1, "outcome": "interrupted",
+             "detail": INTERRUPTED_DETAIL},
+            {"request_id": "q2", "model": "m", "attempts": 1, "outcome": "auth_error",
+             "detail": "bad key"},
+        ],
+    }  # fmt: skip
+    out = io.StringIO()
+    _say_failures(pending, Console(file=out, width=300, color_system=None))
+    said = out.getvalue()
+    assert f"q1 [m] after 1 attempt: {INTERRUPTED_DETAIL}\n" in said
+    assert "q2 [m] after 1 attempt: auth_error bad key\n" in said
+    lane = LaneStats(model="m", provider="sim", planned=2232, accepted=686,
+                     state=LaneState.CANCELLED)  # fmt: skip
+    assert _lane_line("m", lane) == "  m: cancelled, 686/2,232 done"
