@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import shutil
 from pathlib import Path
+from typing import Any
 
+import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -28,6 +30,22 @@ def copy_of(finished: Path, tmp_path: Path) -> Path:
     """A copy of the run folder `finished` at `tmp_path/run`, for a test to damage."""
     shutil.copytree(finished, tmp_path / "run")
     return tmp_path / "run"
+
+
+def campaign_fixtures(name: str, spec_text: str, folder: str = "") -> tuple[Any, Any]:
+    """A test module's `finished` (the campaign of `spec_text` run once for the module, into
+    a temporary `folder`, else `name`, beside its `name`.toml) and `run_dir` (a copy of it per
+    test, to damage): assign them to those two names in the module, which pytest reads."""
+
+    @pytest.fixture(scope="module")
+    def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return run_quietly(tmp_path_factory.mktemp(folder or name), name, spec_text)
+
+    @pytest.fixture
+    def run_dir(finished: Path, tmp_path: Path) -> Path:
+        return copy_of(finished, tmp_path)
+
+    return finished, run_dir
 
 
 def scoring_commands(run_dir: Path, spec: Path) -> list[tuple[list[str], str]]:

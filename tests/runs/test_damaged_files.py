@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from runs.cli import app
 from runs.damaged_files import damage_report, damaged_parquet_files
-from tests.runs.quiet_campaign import run_quietly
+from tests.runs.quiet_campaign import campaign_fixtures
 from tests.runs.run_folders import unprivileged
 from tests.special_files import put_in_place
 
@@ -40,16 +40,7 @@ name = "baseline"
 """
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return run_quietly(tmp_path_factory.mktemp("damaged"), "damaged", SPEC)
-
-
-@pytest.fixture
-def run_dir(finished: Path, tmp_path: Path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(finished, copy)
-    return copy
+finished, run_dir = campaign_fixtures("damaged", SPEC)
 
 
 def truncate(path: Path) -> None:

@@ -10,7 +10,6 @@ reply was kept in `attempts/`.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,21 +17,12 @@ import polars as pl
 import pytest
 
 from runs.audit import run_audit
-from tests.runs.quiet_campaign import invoke, retried_spec, run_quietly
+from tests.runs.quiet_campaign import campaign_fixtures, invoke, retried_spec
 
 SPEC = retried_spec("damaged-answers", 6)
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return run_quietly(tmp_path_factory.mktemp("damaged-answers"), "damaged", SPEC)
-
-
-@pytest.fixture
-def run_dir(finished: Path, tmp_path: Path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(finished, copy)
-    return copy
+finished, run_dir = campaign_fixtures("damaged", SPEC, "damaged-answers")
 
 
 def _error_line(output: str) -> str:

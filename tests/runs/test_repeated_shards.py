@@ -13,29 +13,20 @@ import shutil
 from pathlib import Path
 
 import polars as pl
-import pytest
 
 from engine.scan import Repeats, repeated_rows
 from runs.audit import run_audit
 from tests.runs.quiet_campaign import (
-    copy_of,
+    campaign_fixtures,
     invoke,
     retried_spec,
-    run_quietly,
     scoring_commands,
 )
 
 SPEC = retried_spec("repeated", 9)
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return run_quietly(tmp_path_factory.mktemp("repeated"), "repeated", SPEC)
-
-
-@pytest.fixture
-def run_dir(finished: Path, tmp_path: Path) -> Path:
-    return copy_of(finished, tmp_path)
+finished, run_dir = campaign_fixtures("repeated", SPEC)
 
 
 def _counts(run_dir: Path) -> tuple[int, int, int, int]:

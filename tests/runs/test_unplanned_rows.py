@@ -17,16 +17,14 @@ from typing import Any
 
 import orjson
 import polars as pl
-import pytest
 
 from engine.audit import unplanned_rows_line
 from engine.scan import Unplanned, scan_responses
 from runs.audit import run_audit
 from tests.runs.quiet_campaign import (
-    copy_of,
+    campaign_fixtures,
     invoke,
     retried_spec,
-    run_quietly,
     scoring_commands,
 )
 
@@ -34,14 +32,7 @@ SPEC = retried_spec("unplanned", 11)
 NOT_HELD = "plan.parquet does not hold"
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return run_quietly(tmp_path_factory.mktemp("unplanned"), "unplanned", SPEC)
-
-
-@pytest.fixture
-def run_dir(finished: Path, tmp_path: Path) -> Path:
-    return copy_of(finished, tmp_path)
+finished, run_dir = campaign_fixtures("unplanned", SPEC)
 
 
 def _status(run_dir: Path) -> dict[str, Any]:
