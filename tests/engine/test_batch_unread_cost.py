@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 
 from engine.audit import audit
-from engine.dispatch import dispatch
+from engine.dispatch import DispatchSummary, dispatch
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
 from engine.spend import batch_prices_of, recorded_spend, worst_case_cost_of
@@ -63,6 +63,17 @@ def _chars(plan: Path, ids: list[str]) -> list[int]:
     return [len(s or "") + len(u or "") for s, u in frame.select("system", "user").iter_rows()]
 
 
+async def _priced_run(
+    plan: Path, run_dir: Path, fake: FakeBatch, budget_usd: float | None = 100.0
+) -> DispatchSummary:
+    """The priced fake model's campaign of `plan` into `run_dir`, under a spend cap of
+    `budget_usd` (None: no cap)."""
+    return await dispatch(
+        plan, run_dir, {MODEL: PRICED}, {}, batch_clients={MODEL: fake}, policy=POLICY,
+        batch_poll_s=0.001, log_console=None, budget_usd=budget_usd,
+    )
+
+
 def _reported(run_dir: Path) -> float:
     attempts = scan_attempts(run_dir, ["tokens_in", "tokens_out"]).collect()
     prices = batch_prices_of(PRICED)
@@ -76,10 +87,7 @@ async def test_lines_lost_from_results_keep_their_worst_case_in_the_spend_cap(
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
     run_dir = tmp_path / "run"
     fake = Dropping()
-    done = await dispatch(
-        plan, run_dir, {MODEL: PRICED}, {}, batch_clients={MODEL: fake}, policy=POLICY,
-        batch_poll_s=0.001, log_console=None, budget_usd=100.0,
-    )  # fmt: skip
+    done = await _priced_run(plan, run_dir, fake)
     assert done.complete and done.spend is not None
     lost = scan_attempts(run_dir, ["request_id", "outcome"]).collect().filter(
         pl.col("outcome") == DAMAGED
@@ -111,11 +119,7 @@ async def test_an_expired_job_that_lost_a_line_it_ran_keeps_its_dearest_unread_w
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     plan = kit.write_plan(run_dir / "plan.parquet", rows)  # where the readers look
-    done = await dispatch(
-        plan, run_dir, {MODEL: PRICED}, {}, batch_clients={MODEL: LosingExpired(
-            faults={1: "expire"})}, policy=POLICY, batch_poll_s=0.001, log_console=None,
-        budget_usd=100.0,
-    )  # fmt: skip
+    done = await _priced_run(plan, run_dir, LosingExpired(faults={1: "expire"}))
     assert done.complete and done.spend is not None
     prices = batch_prices_of(PRICED)
     assert prices is not None
@@ -138,10 +142,7 @@ async def test_the_audit_and_a_resume_count_lines_billed_with_no_readable_result
     run_dir = tmp_path / "run"
     (run_dir).mkdir()
     (run_dir / "plan.parquet").write_bytes(plan.read_bytes())  # where the readers look
-    done = await dispatch(
-        run_dir / "plan.parquet", run_dir, {MODEL: PRICED}, {}, batch_clients={MODEL: Dropping()},
-        policy=POLICY, batch_poll_s=0.001, log_console=None,
-    )  # fmt: skip
+    done = await _priced_run(run_dir / "plan.parquet", run_dir, Dropping(), budget_usd=None)
     assert done.complete
     lost = scan_attempts(run_dir, ["request_id", "outcome"]).collect().filter(
         pl.col("outcome") == DAMAGED
@@ -210,10 +211,7 @@ async def test_requests_counted_failed_whose_error_file_is_gone_are_absent_not_b
     run_dir.mkdir()
     plan = kit.write_plan(run_dir / "plan.parquet", kit.plan_rows(MODEL, 30))
     fake = ErrorFileGone(faults={1: "error_lines"})
-    done = await dispatch(
-        plan, run_dir, {MODEL: PRICED}, {}, batch_clients={MODEL: fake}, policy=POLICY,
-        batch_poll_s=0.001, log_console=None, budget_usd=100.0,
-    )  # fmt: skip
+    done = await _priced_run(plan, run_dir, fake)
     assert done.complete and done.spend is not None
     attempts = scan_attempts(run_dir, ["request_id", "attempt", "outcome"]).collect()
     assert attempts.filter(pl.col("outcome") == DAMAGED).height == 0
