@@ -39,7 +39,7 @@ from runs.report.models import (
     simulated_models,
     simulated_note,
 )
-from runs.report.provenance import parser_note, provenance_sentences
+from runs.report.provenance import answered_parser_note, provenance_sentences
 from runs.report.wording import (
     cluster_words,
     coverage_text,
@@ -442,7 +442,7 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
             text_columns={1},
         ),
         *_simulated_line(summary, {str(r["model"]) for r in rows}),
-        *(f'<p class="sim">{esc(n)}</p>' for n in [parser_note(summary.get("provenance"))] if n),
+        *(f'<p class="sim">{esc(n)}</p>' for n in [answered_parser_note(summary)] if n),
     ]
     across = summary.get("across_models") or {}
     if len(across.get("models") or []) >= 2:

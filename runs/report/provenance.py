@@ -135,6 +135,16 @@ def parser_note(prov: Mapping[str, Any] | None) -> str | None:
     )
 
 
+def answered_parser_note(summary: Mapping[str, Any]) -> str | None:
+    """`parser_note`, said only where the parser read an answer: under a run that accepted
+    none (every model's coverage nought), a note on how its answers were read spoke of
+    answers there were not."""
+    models = summary.get("models") or {}
+    if not any((entry.get("coverage") or 0) > 0 for entry in models.values()):
+        return None
+    return parser_note(summary.get("provenance"))
+
+
 def answers_span(prov: Mapping[str, Any]) -> str:
     """When the answers were asked for, in one sentence."""
     first, last, runs = prov["first_attempt_at"], prov["last_attempt_at"], prov["runs"]

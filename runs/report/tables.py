@@ -49,7 +49,7 @@ from runs.report.data import (
     threshold_key,
 )
 from runs.report.models import in_part_of, simulated_note
-from runs.report.provenance import parser_note
+from runs.report.provenance import answered_parser_note
 from runs.report.wording import (
     cluster_words,
     coverage_text,
@@ -77,14 +77,15 @@ def _fmt_iv(iv: Interval | None, digits: int = 5) -> str:
 
 def headline_lines(summary: dict[str, Any], out: Path) -> list[str]:
     """Two or three lines under the table: the simulated forecasters it shows, the parser
-    when not strict (`parser_note`), the cross-model statistics and where the rest is."""
+    when not strict and something was answered (`answered_parser_note`), the cross-model
+    statistics and where the rest is."""
     models = summary.get("models") or {}
     simulated = simulated_note(
         (m for m, v in models.items() if v.get("simulated")), in_part_of(models)
     )
     lines: list[str] = [simulated] if simulated else []
     # The parser's note too: the table above was scored from what it accepted.
-    lines += [note for note in [parser_note(summary.get("provenance"))] if note]
+    lines += [note for note in [answered_parser_note(summary)] if note]
     across = summary["across_models"]
     if len(across["models"]) >= 2:
         parts = [f"{BASELINE_ARM}, {len(across['models'])} models"]

@@ -25,7 +25,7 @@ from runs.output import mark_files_written, stdout_console
 from runs.rehearsal import REHEARSAL_NOTE, rehearsed
 from runs.report.data import ReportData, build_report_data
 from runs.report.models import frozen_spec, models_markdown
-from runs.report.provenance import parser_note, provenance, provenance_markdown
+from runs.report.provenance import answered_parser_note, provenance, provenance_markdown
 from runs.report.repeated import IncidenceFor, averaged_from_forecasts, repeated_section
 from runs.report.summary import build_summary
 from runs.report.tables import (
@@ -180,7 +180,7 @@ def write_views(
     # what matters here, not fsync: these files are rebuilt from the folder at will.
     rehearsal = rehearsed(run_dir)
     said = f"{REHEARSAL_NOTE}\n\n" if rehearsal else ""  # the file is read without the page
-    notes = [n for n in [parser_note(summary["provenance"])] if n]  # under the leaderboard
+    notes = [n for n in [answered_parser_note(summary)] if n]  # under the leaderboard
     _write(out / "leaderboard.txt", said + details_text(data, notes))
     models_section = models_markdown(frozen_spec(run_dir), rehearsal, audit.models_reported)
     extra = [
