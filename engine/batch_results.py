@@ -16,11 +16,13 @@ fewer reply lines than the provider counted completed (its successes: error line
 among them) lost some that ran: which of its requests without a line they were cannot be
 told, so each keeps the unrun line's outcome, its detail and the console line saying that
 some ran (a tester's expired job, 25 lines completed and 24 in its results, read as 26
-lines never run, nothing said). A tester's proxy that cut two answer lines short and added
-a line for an id never sent got, before, "ended (done) with no line for this request",
-nothing said, and the two requests bought again, 8 times each when every download was
-damaged: now each is asked again once at most, and `engine.batch_lane` stops the lane after
-`DAMAGED_JOB_STREAK` damaged jobs in a row.
+lines never run, nothing said); one whose provider counted every line completed ran them
+all, so its console line says each request without a line ran and lost it (it said
+"expired before running every line"). A tester's proxy that cut two answer lines short
+and added a line for an id never sent got, before, "ended (done) with no line for this
+request", nothing said, and the two requests bought again, 8 times each when every
+download was damaged: now each is asked again once at most, and `engine.batch_lane` stops
+the lane after `DAMAGED_JOB_STREAK` damaged jobs in a row.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ class JobLines:
     #: counted every line of the job run.
     counted: str = ""
     counted_all: bool = False
+    #: The provider counted every line of the job completed, whatever its state: an expired,
+    #: failed or cancelled job so counted ran every line, each request without one lost it.
+    completed_all: bool = False
     #: Lines the provider ran and billed that the results do not hold (`sort_lines`): its
     #: reply lines counted completed, error lines apart (a request counted failed whose error
     #: line is missing is absent, not lost); every line, where the result file is gone.
@@ -141,6 +146,7 @@ def sort_lines(requests: Collection[str], found: Iterable[LineResult],
                 out.foreign_ids.append(line.request_id)
     out.missing = sum(1 for rid in requests if rid not in out.lines)
     out.counted, out.counted_all = _counted(state)
+    out.completed_all = bool(state.total) and (state.completed or 0) >= (state.total or 0)
     if state.status in UNRUN_STATES:
         out.unrun = state.status.value
     # The lines billed and lost are the lines counted completed that are not readable reply
@@ -207,18 +213,26 @@ def damage_sentence(job_id: str, lines: JobLines, again: int, given_up: int,
     head = f"batch job {job_id} returned {lines.held}"
     if not lines.missing:
         return f"{head}; every request of the job has its line, so none is asked again"
+    not_now = ", but not now, as the lane stops" if stopping else ""
+    if lines.unrun and lines.completed_all:  # ended all the same, having run every line
+        each = "its line: it is" if lines.missing == 1 else "their lines: each is"
+        return (
+            f"{head}; the job {lines.unrun} after running every line (the provider counted "
+            f"every one completed), so its {plural(lines.missing, 'request')} without a "
+            f"readable line ran (billed) and lost {each} asked again as a line never run"
+            f"{not_now}"
+        )
     if lines.unrun and not lines.lost:
         return (
             f"{head}; the job {lines.unrun} before running every line, and its "
             f"{plural(lines.missing, 'request')} without a readable line are asked again as "
-            "lines never run" + (", but not now, as the lane stops" if stopping else "")
+            f"lines never run{not_now}"
         )
     if lines.unrun:
         return (
             f"{head}; the job {lines.unrun} before running every line, so which of its "
             f"{plural(lines.missing, 'request')} without a readable line ran (billed) cannot "
-            "be told: each is asked again as a line never run"
-            + (", but not now, as the lane stops" if stopping else "")
+            f"be told: each is asked again as a line never run{not_now}"
         )
     one = lines.missing == 1
     lost = (f"{plural(lines.missing, 'request')} of the job {'has' if one else 'have'} no "

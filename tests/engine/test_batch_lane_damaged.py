@@ -557,3 +557,42 @@ async def test_a_lane_stopping_for_damage_uploads_nothing_more(
     summary, _ = await _run(plan, tmp_path / "run", fake)
     assert summary.lanes[MODEL].state.value == "stopped"
     assert sent == [] and len(fake.inputs) == DAMAGED_JOB_STREAK
+
+
+@dataclass
+class ExpiredAfterAll(FakeBatch):
+    """Its first job runs every line and is then said expired, the provider counting every
+    line completed; its results hold all of them but the last."""
+
+    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+        lines = list(await super().results(fetch, state))
+        return lines[:-1] if state.job_id == "job-1" else lines
+
+    def _state(self, job: Any) -> JobState:
+        state = super()._state(job)
+        if job.job_id != "job-1" or state.status is not JobStatus.DONE:
+            return state
+        return replace(state, status=JobStatus.EXPIRED, provider_status="expired")
+
+
+async def test_an_expired_job_counted_wholly_completed_says_it_ran_every_line(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """An expired job whose provider counted 30 of 30 lines completed, 29 in its results, was
+    said to have "expired before running every line", which of its request without a line
+    ran "cannot be told": it ran every line, so the one without a line ran (billed) and lost
+    it. That request is asked again as a line never run, and its line charged."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    run_dir = tmp_path / "run"
+    fake = ExpiredAfterAll()
+    summary, console = await _run(plan, run_dir, fake)
+    assert summary.complete, summary.lines()
+    said = ("batch job job-1 returned 1 line fewer than it ran, while the provider counted 30 "
+            "of 30 lines completed; the job expired after running every line (the provider "
+            "counted every one completed), so its 1 request without a readable line ran "
+            "(billed) and lost its line: it is asked again as a line never run")
+    assert said in console, console
+    assert "before running every line" not in console and "cannot be told" not in console
+    unrun = _attempts(run_dir).filter(pl.col("outcome") == "timeout")
+    assert unrun.height == 1 and {maybe_ran(d) for d in unrun["detail"]} == {("job-1", 1)}
+    assert sorted(fake.ran.values()) == [1] * 29 + [2]
