@@ -1069,8 +1069,9 @@ class BatchLane(LaneControl):
                 if failure.outcome is Outcome.DAMAGED_BATCH_RESULT and not stopping:
                     self._queued_again.add(rid)
         self.records.collected(job, counts)
-        # Of the lines an expired, failed or cancelled job may have run and lost, which did
-        # cannot be told: its `lost` dearest are charged, a bound the bill cannot pass.
+        # Of the lines a job may have run and lost (expired, failed or cancelled, or beside
+        # lines it counted failed: `_absent`), which did cannot be told: its `lost` dearest
+        # are charged, a bound the bill cannot pass.
         self._spent(job, math.fsum([*cost, *sorted(unrun, reverse=True)[: lines.lost]]))
         self.stats.jobs_collected += 1
         self.held.difference_update(job.requests)
@@ -1129,8 +1130,9 @@ class BatchLane(LaneControl):
                 outcomes: dict[int, str]) -> Failure:
         """The attempt of a request with no readable line: `damaged_batch_result` when the
         job's results were damaged (and it ran to its end), else `absent_failure`'s, saying
-        when the line may have run all the same (`JobLines.unrun`)."""
-        if lines.damaged and not lines.unrun:
+        when the line may have run all the same (`JobLines.unrun`), as where the provider
+        counted some such requests failed, not billed (`JobLines.unbilled`)."""
+        if lines.damaged and not lines.unrun and not lines.unbilled:
             before = Outcome.DAMAGED_BATCH_RESULT.value in outcomes.values()
             return damaged_failure(state, job.job_id or job.job_key, lines, before)
         failure = absent_failure(state, job)
@@ -1173,9 +1175,9 @@ class BatchLane(LaneControl):
         reported tokens, or, for a line the provider ran and billed whose result cannot be
         read (`damaged_batch_result`: its tokens unknown), the worst case it was reserved at,
         its prompt and whole output cap, as a cap must never be passed. A line an ended job
-        may have run and lost (`JobLines.lost` of an unrun job: its detail's tag,
-        `engine.spend.maybe_ran`, which a resume's cap and the audit read) goes to `unrun` at
-        its worst."""
+        may have run and lost (`JobLines.lost` of an unrun job, or of one with unbilled
+        lines: its detail's tag, `engine.spend.maybe_ran`, which a resume's cap and the audit
+        read) goes to `unrun` at its worst."""
         if self.prices is None:
             return
         if not isinstance(result, Failure) or result.tokens_in or result.tokens_out:

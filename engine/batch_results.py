@@ -10,12 +10,16 @@ provider ran (and billed) the lines it counted completed, so a request of such a
 no readable line is not one the job never ran: its attempt is `damaged_batch_result`, its
 detail says what the results held, and the lane says the job's damage in one console line
 and a `batch_results_damaged` log event. A request the provider counted failed whose error
-line is missing (an error file answering 404) was not billed: it is absent, not damage. A
-job that ended before running every line (expired, failed, cancelled) whose results hold
-fewer reply lines than the provider counted completed (its successes: error lines are not
-among them) lost some that ran: which of its requests without a line they were cannot be
-told, so each keeps the unrun line's outcome, its detail and the console line saying that
-some ran (a tester's expired job, 25 lines completed and 24 in its results, read as 26
+line is missing (an error file answering 404) was not billed: it is absent, not damage,
+and where the results lost an answer beside such requests (`JobLines.unbilled`), which of
+them was billed cannot be told: each keeps the absent line's outcome, its detail and the
+console line saying that some ran, and the lane charges the `lost` dearest (each was charged
+as damage, 11 lines' worst case for the 1 answer lost). A job that ended before running
+every line (expired, failed, cancelled) whose results hold fewer reply lines than the
+provider counted completed (its successes: error lines are not among them) lost some that
+ran: which of its requests without a line they were cannot be told, so each keeps the
+unrun line's outcome, its detail and the console line saying that some ran (a tester's
+expired job, 25 lines completed and 24 in its results, read as 26
 lines never run, nothing said); one whose provider counted every line completed ran them
 all, so its console line says each request without a line ran and lost it (it said
 "expired before running every line"). A tester's proxy that cut two answer lines short
@@ -74,6 +78,10 @@ class JobLines:
     #: reply lines counted completed, error lines apart (a request counted failed whose error
     #: line is missing is absent, not lost); every line, where the result file is gone.
     lost: int = 0
+    #: Of `missing`, requests the provider counted failed whose error line the results lack
+    #: (an error file answering 404), of a job that ran to its end, every line counted: not
+    #: billed, so absent, not damage; beside a `lost` answer, which they are cannot be told.
+    unbilled: int = 0
     #: How the job ended, where it ended before running every line (`UNRUN_STATES`), else "":
     #: a request of it without a line may not have run.
     unrun: str = ""
@@ -163,6 +171,7 @@ def sort_lines(requests: Collection[str], found: Iterable[LineResult],
         out.lost = out.missing
     elif out.counted_all:  # every line run and counted: only a request without a line lost one
         out.lost = min(out.lost, out.missing)
+        out.unbilled = out.missing - out.lost  # counted failed: their error lines are missing
     return out
 
 
@@ -234,6 +243,8 @@ def damage_sentence(job_id: str, lines: JobLines, again: int, given_up: int,
             f"{plural(lines.missing, 'request')} without a readable line ran (billed) cannot "
             f"be told: each is asked again as a line never run{not_now}"
         )
+    if lines.unbilled:
+        return f"{head}; {_unbilled_said(lines)}{not_now}"
     one = lines.missing == 1
     lost = (f"{plural(lines.missing, 'request')} of the job {'has' if one else 'have'} no "
             f"readable line, though the provider ran {'it' if one else 'them'} (billed)")
@@ -245,6 +256,22 @@ def damage_sentence(job_id: str, lines: JobLines, again: int, given_up: int,
     if given_up:
         said.append(f"{given_up:,} not asked again (damaged in an earlier job's results too)")
     return f"{head}; {lost}" + (f": {', '.join(said)}" if said else "")
+
+
+def _unbilled_said(lines: JobLines) -> str:
+    """What becomes of the requests without a line of a job some of which the provider
+    counted failed (`JobLines.unbilled`)."""
+    one = lines.missing == 1
+    asked = f"{'it is' if one else 'each is'} asked again as an ordinary failure"
+    if not lines.lost:
+        return (f"the provider counted its {plural(lines.missing, 'request')} without a "
+                f"readable line failed (not billed, the error lines missing): {asked}")
+    return (
+        f"of its {plural(lines.missing, 'request')} without a readable line the provider "
+        f"counted {lines.unbilled:,} failed (not billed, the error lines missing) and "
+        f"{lines.lost:,} completed (billed, {'its line' if lines.lost == 1 else 'their lines'} "
+        f"lost), and which is which cannot be told: {asked}"
+    )
 
 
 def streak_message(streak: int, job_id: str, lines: JobLines) -> str:

@@ -21,7 +21,7 @@ import pytest
 
 from engine import batch_lane
 from engine.audit import audit
-from engine.batch_results import DAMAGED_JOB_STREAK, sort_lines
+from engine.batch_results import DAMAGED_JOB_STREAK, damage_sentence, sort_lines
 from engine.dispatch import DispatchSummary, dispatch
 from engine.http import HttpClient
 from engine.retry import RetryPolicy
@@ -224,6 +224,29 @@ def test_lines_counted_failed_without_an_error_line_are_absent_and_a_gone_file_l
     assert (short.missing, short.lost, short.damaged) == (3, 1, True)
     gone = sort_lines(sent, [], done, gone="404 not found")
     assert (gone.missing, gone.lost, gone.damaged) == (10, 10, True)
+
+
+def test_requests_counted_failed_beside_damage_are_said_unbilled() -> None:
+    """8 completed and 2 failed, the error file gone (404): beside a lost answer, or a line
+    for an id never sent, the requests counted failed were said billed and lost ("though the
+    provider ran them (billed)") and charged so. Which are which is said where it is known."""
+    done = JobState("j", JobStatus.DONE, "completed", total=10, completed=8, failed=2)
+    sent = [f"r{i}" for i in range(10)]
+    answers = [LineResult(rid, Completion("{}", "stop", 1, 1, None, "fake")) for rid in sent[:8]]
+    short = sort_lines(sent, answers[1:], done)
+    assert (short.missing, short.lost, short.unbilled) == (3, 1, 2)
+    assert damage_sentence("job-1", short, 0, 0) == (
+        "batch job job-1 returned 1 line fewer than it ran, while the provider counted 8 of 10 "
+        "lines completed and 2 failed; of its 3 requests without a readable line the provider "
+        "counted 2 failed (not billed, the error lines missing) and 1 completed (billed, its "
+        "line lost), and which is which cannot be told: each is asked again as an ordinary "
+        "failure")
+    foreign = sort_lines(sent, [*answers, LineResult("never-sent", answers[0].result)], done)
+    assert (foreign.missing, foreign.lost, foreign.unbilled, foreign.damaged) == (2, 0, 2, True)
+    assert damage_sentence("job-1", foreign, 0, 0, stopping=True).endswith(
+        "; the provider counted its 2 requests without a readable line failed (not billed, the "
+        "error lines missing): each is asked again as an ordinary failure, but not now, as the "
+        "lane stops")
 
 
 @dataclass

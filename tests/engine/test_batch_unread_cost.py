@@ -22,7 +22,7 @@ from engine.audit import audit
 from engine.dispatch import DispatchSummary, dispatch
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
-from engine.spend import batch_prices_of, recorded_spend, worst_case_cost_of
+from engine.spend import batch_prices_of, maybe_ran, recorded_spend, worst_case_cost_of
 from providers.batch import JobStatus
 from providers.types import Failure, ModelConfig, Outcome
 from tests.engine.batch_fake import FakeBatch
@@ -223,3 +223,44 @@ async def test_requests_counted_failed_whose_error_file_is_gone_are_absent_not_b
     assert prices is not None
     row = audit(run_dir, batch_prices={MODEL: prices}, output_caps={MODEL: 300}).by_model[MODEL]
     assert row.billed_unread == 0 and row.lost_to_damage == 0
+
+
+@dataclass
+class ErrorFileGoneAndAnswerLost(ErrorFileGone):
+    """`ErrorFileGone`, its output file short of its first answer too."""
+
+    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+        lines = list(await super().results(fetch, state))
+        return lines[1:] if state.job_id == "job-1" else lines
+
+
+async def test_requests_counted_failed_beside_a_lost_answer_are_not_charged_as_damage(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """20 completed and 10 failed, the error file gone (404) and the output short of one
+    answer: the 11 requests without a line were each charged at their worst case as
+    `damaged_batch_result`, though the provider billed only the lost answer. Which of the 11
+    it was cannot be told: each is asked again as a line the job may have run, and the
+    dearest one worst case is charged, in the spend cap, a resume's and the audit."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    plan = kit.write_plan(run_dir / "plan.parquet", kit.plan_rows(MODEL, 30))
+    fake = ErrorFileGoneAndAnswerLost(faults={1: "error_lines"})
+    done = await _priced_run(plan, run_dir, fake)
+    assert done.complete and done.spend is not None
+    attempts = scan_attempts(run_dir, ["request_id", "attempt", "outcome", "detail"]).collect()
+    assert attempts.filter(pl.col("outcome") == DAMAGED).height == 0
+    first = attempts.filter(pl.col("attempt") == 1)
+    absent = first.filter(pl.col("outcome") == Outcome.PROVIDER_ERROR.value)
+    assert absent.height == 11
+    assert {maybe_ran(d) for d in absent["detail"]} == {("job-1", 1)}
+    assert sorted(fake.ran.values()) == [1] * 19 + [2] * 11  # the 11 asked again once
+    prices = batch_prices_of(PRICED)
+    assert prices is not None
+    dearest = worst_case_cost_of(prices, PRICED, max(_chars(plan, absent["request_id"].to_list())))
+    spent = done.spend.spent_now_usd
+    assert spent == pytest.approx(_reported(run_dir) + dearest, rel=1e-9)
+    assert recorded_spend(run_dir, {MODEL: PRICED}) == pytest.approx(spent, rel=1e-9)
+    row = audit(run_dir, batch_prices={MODEL: prices}, output_caps={MODEL: 300}).by_model[MODEL]
+    assert (row.billed_unread, row.lost_to_damage) == (1, 0)
+    assert row.billed_unread_usd == pytest.approx(dearest, rel=1e-9)
