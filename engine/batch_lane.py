@@ -175,6 +175,9 @@ class _Unknown(Exception):
         # "poll" (the job is unknown), "results" (its output is gone: collected as damaged
         # results, `BatchLane._ended`) or "create" (the input it was to be made of is gone)
         self.what = what
+        #: Of "results", the lines of the result objects read beside the one gone
+        #: (`providers.batch.BatchError.read`).
+        self.read: Sequence[LineResult] = ()
 
 
 @dataclass
@@ -778,7 +781,7 @@ class BatchLane(LaneControl):
                 raise  # `_ended_uploading_again` decides
             if exc.what == "results":  # the job is known and ended: only its output is gone
                 self._output_gone[job.job_key] = self._redact(exc.failure.detail)
-                return ended, ()
+                return ended, exc.read  # the lines of its other result objects, if any
             return self._lost_job(job, exc.failure)
         return state, found
 
@@ -990,7 +993,11 @@ class BatchLane(LaneControl):
                 result = await call()
             except BatchError as exc:
                 tries += 1
-                await self._control_failed(what, exc.failure, tries)
+                try:
+                    await self._control_failed(what, exc.failure, tries)
+                except _Unknown as gone:  # with the result objects read beside one gone
+                    gone.read = exc.read
+                    raise
                 continue
             self._reached = True
             if tries >= SAID_AFTER and self.stats.message == self._failing:

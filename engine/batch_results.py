@@ -5,7 +5,8 @@ A job's results are *damaged* when they hold lines that name no request (torn, n
 id: `providers.batch.UNREADABLE`), lines for request ids the job never sent, or fewer reply
 lines than the provider counted completed, or when the provider, which still knows the
 ended job, answers 404 for its result file (a tester's proxy: reported as 3 jobs the
-provider no longer knew, and abandoning them bought all 28 lines again at $0 each). The
+provider no longer knew, and abandoning them bought all 28 lines again at $0 each), or for
+one of its result objects, the others' lines kept (`JobLines.gone_in_part`). The
 provider ran (and billed) the lines it counted completed, so a request of such a job with
 no readable line is not one the job never ran: its attempt is `damaged_batch_result`, its
 detail says what the results held, and the lane says the job's damage in one console line
@@ -88,6 +89,9 @@ class JobLines:
     #: What the provider said of the job's result file where it answers 404 for it (the job
     #: itself known and ended), else "": every line it ran is lost.
     gone: str = ""
+    #: The file gone is one of several result objects (Bedrock, Vertex), the others read:
+    #: every line it ran that they do not hold is lost.
+    gone_in_part: bool = False
 
     @property
     def damaged(self) -> bool:
@@ -105,8 +109,8 @@ class JobLines:
         """`held` without what the provider counted."""
         parts = []
         if self.gone:
-            parts.append(f"no result file: the provider answers 404 (not found) for it "
-                         f"({self.gone})")
+            what = "a result file missing" if self.gone_in_part else "no result file"
+            parts.append(f"{what}: the provider answers 404 (not found) for it ({self.gone})")
         if self.unreadable:
             parts.append(f"{plural(self.unreadable, 'unreadable result line')}")
         if self.foreign:
@@ -130,8 +134,9 @@ def sort_lines(requests: Collection[str], found: Iterable[LineResult],
     """`found` read against the job's `requests`: a request's first reply counts, else its
     first line. Two lines for one request are damage too: an error line before an answer
     line was taken, the answer dropped and bought again in the next job, with nothing said.
-    `gone`: the provider answers 404 for the job's result file (what it said), so no line
-    was found and each the job ran is lost (`JobLines.gone`)."""
+    `gone`: the provider answers 404 for the job's result file (what it said), so each line
+    the job ran that `found` lacks is lost (`JobLines.gone`): `found` holds none, or the
+    lines of the result objects read beside the one gone (`JobLines.gone_in_part`)."""
     out = JobLines(gone=gone)
     for line in found:
         if line.request_id in requests:
@@ -153,6 +158,7 @@ def sort_lines(requests: Collection[str], found: Iterable[LineResult],
             if len(out.foreign_ids) < IDS_SHOWN:
                 out.foreign_ids.append(line.request_id)
     out.missing = sum(1 for rid in requests if rid not in out.lines)
+    out.gone_in_part = bool(gone) and bool(out.lines or out.unreadable or out.foreign)
     out.counted, out.counted_all = _counted(state)
     out.completed_all = bool(state.total) and (state.completed or 0) >= (state.total or 0)
     if state.status in UNRUN_STATES:
@@ -167,7 +173,7 @@ def sort_lines(requests: Collection[str], found: Iterable[LineResult],
     completed = state.completed or 0
     replied = sum(1 for result in out.lines.values() if _replied(result))
     out.lost = max(0, completed - replied)
-    if gone and not out.unrun:  # ran to its end, its result file gone: every line lost
+    if gone and not out.unrun:  # ran to its end, a result file gone: every line it held lost
         out.lost = out.missing
     elif out.counted_all:  # every line run and counted: only a request without a line lost one
         out.lost = min(out.lost, out.missing)

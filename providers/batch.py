@@ -153,9 +153,12 @@ class BatchError(Exception):
     """A control-plane call failed (upload, create, poll, read); `failure` says how, so the
     engine can wait and retry a rate limit or a 5xx and stop on an auth or request error."""
 
-    def __init__(self, failure: Failure) -> None:
+    def __init__(self, failure: Failure, read: Sequence[LineResult] = ()) -> None:
         super().__init__(failure.detail)
         self.failure = failure
+        #: Result lines read before it: a job's other result objects, where one answered
+        #: 404 (`providers.batch_cloud.read_objects`), kept by the engine.
+        self.read = tuple(read)
 
 
 class BatchClient(Protocol):

@@ -45,6 +45,7 @@ from providers.batch_cloud import (
     job_name,
     jsonl_records,
     line_bytes,
+    read_objects,
     record_key,
     request_id_of,
     send,
@@ -262,12 +263,13 @@ class BedrockBatchClient:
             return []
         prefix = state.output_ref.removeprefix(f"s3://{self._bucket}/").rstrip("/")
         prefix = f"{prefix}/{_short_id(state.job_id)}/"
-        out: list[LineResult] = []
-        for key in await self._list(fetch, prefix):
-            if key.endswith(".jsonl.out"):
-                body = await self._s3_call(fetch, "GET", key, "read batch output")
-                out.extend(self._lines(state.job_id, body))
-        return out
+
+        async def read(key: str) -> list[LineResult]:
+            return self._lines(state.job_id,
+                               await self._s3_call(fetch, "GET", key, "read batch output"))
+
+        keys = [key for key in await self._list(fetch, prefix) if key.endswith(".jsonl.out")]
+        return await read_objects(keys, read)
 
     async def _list(self, fetch: Fetch, prefix: str) -> list[str]:
         """Every object key under `prefix` (ListObjectsV2, following continuation tokens)."""

@@ -12,13 +12,15 @@ between `create` and `results` (a resumed run may read a job another process cre
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import replace
+from http import HTTPStatus
 from typing import Any
 
 import orjson
 
 from providers.base import Headers, body_excerpt, short, status_outcome
-from providers.batch import BatchError, Fetch
+from providers.batch import BatchError, Fetch, LineResult
 from providers.headers import retry_after_seconds
 from providers.secrets import Secret, redact
 from providers.types import ConfigError, Failure, HttpRequest, Outcome
@@ -90,6 +92,29 @@ def jsonl_records(body: bytes) -> Iterator[dict[str, Any] | bytes]:
         except orjson.JSONDecodeError:
             item = None
         yield item if isinstance(item, dict) else raw
+
+
+async def read_objects(
+    names: Sequence[str], read: Callable[[str], Awaitable[list[LineResult]]]
+) -> list[LineResult]:
+    """The result lines of a job's output objects `names`, each read by `read`. An object
+    answering 404 (deleted, or lost by a proxy, after the listing) discarded the lines of
+    the others, and the engine took the whole output for gone (every line charged as damage
+    and bought again): the others are read on, and its 404 raised last carrying their lines
+    (`BatchError.read`), so only the requests the gone object held are without a line."""
+    out: list[LineResult] = []
+    gone: list[Failure] = []
+    for name in names:
+        try:
+            out.extend(await read(name))
+        except BatchError as exc:
+            if exc.failure.http_status != HTTPStatus.NOT_FOUND:
+                raise
+            gone.append(exc.failure)
+    if not gone:
+        return out
+    said = f"{len(gone)} of {len(names)} result objects"
+    raise BatchError(replace(gone[0], detail=short(f"{gone[0].detail} ({said})")), read=out)
 
 
 def line_bytes(record: dict[str, Any] | bytes) -> bytes:

@@ -49,6 +49,7 @@ from providers.batch_cloud import (
     job_name,
     jsonl_records,
     line_bytes,
+    read_objects,
     record_key,
     request_id_of,
     send,
@@ -220,14 +221,15 @@ class VertexBatchClient:
         if state.output_ref is None:
             return []
         prefix = state.output_ref.removeprefix(f"gs://{self._bucket}/").rstrip("/") + "/"
-        out: list[LineResult] = []
-        for name in await self._list(fetch, prefix):
-            if name.rsplit("/", 1)[-1].startswith("predictions") and name.endswith(".jsonl"):
-                url = (f"{self._storage}/storage/v1/b/{self._bucket}/o/"
-                       f"{quote(name, safe='')}?alt=media")
-                body = await self._call(fetch, "GET", url, "read batch output")
-                out.extend(self._lines(state.job_id, body))
-        return out
+
+        async def read(name: str) -> list[LineResult]:
+            url = f"{self._storage}/storage/v1/b/{self._bucket}/o/{quote(name, safe='')}?alt=media"
+            return self._lines(state.job_id,
+                               await self._call(fetch, "GET", url, "read batch output"))
+
+        names = [name for name in await self._list(fetch, prefix)
+                 if name.rsplit("/", 1)[-1].startswith("predictions") and name.endswith(".jsonl")]
+        return await read_objects(names, read)
 
     async def _list(self, fetch: Fetch, prefix: str) -> list[str]:
         names: list[str] = []

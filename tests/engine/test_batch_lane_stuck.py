@@ -243,6 +243,41 @@ async def test_a_job_whose_result_file_is_gone_is_collected_as_damaged_results(
     assert {fake.ran[rid] for rid in held} == {2}  # ran in the job, then once more
 
 
+class ResultObjectGone(FakeBatch):
+    """Its first job's results are two objects, the second answering 404: the first one's
+    lines come with the 404 (`providers.batch_cloud.read_objects`, Bedrock's and Vertex's)."""
+
+    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
+        lines = list(await super().results(fetch, state))
+        if state.job_id != "job-1":
+            return lines
+        gone = Failure(Outcome.BAD_REQUEST, "read batch output: NoSuchKey (1 of 2 result "
+                       "objects)", http_status=404)
+        raise BatchError(gone, read=lines[: len(lines) // 2])
+
+
+async def test_a_result_object_gone_keeps_the_lines_of_the_objects_read(
+    tmp_path: Path, kit: type[Kit]
+) -> None:
+    """A job's results in two objects, one gone (404): the lines of the one read were
+    discarded, and every line of the job was a damaged result, charged and bought again. The
+    lines read are taken; only the requests without one are damaged results (the single
+    result file's rule), asked again once."""
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
+    run_dir = tmp_path / "run"
+    fake = ResultObjectGone()
+    summary = await _run(plan, run_dir, fake)
+    assert summary.complete, summary.lines()
+    first = scan_attempts(run_dir, ["attempt", "outcome", "detail"]).collect().filter(
+        pl.col("attempt") == 1)
+    assert first.filter(pl.col("outcome") == Outcome.OK.value).height == 15
+    damaged = first.filter(pl.col("outcome") == Outcome.DAMAGED_BATCH_RESULT.value)
+    assert damaged.height == 15
+    assert all("a result file missing: the provider answers 404 (not found) for it (read batch "
+               "output: NoSuchKey (1 of 2 result objects))" in d for d in damaged["detail"])
+    assert sorted(fake.ran.values()) == [1] * 15 + [2] * 15
+
+
 class LosesInputs(FakeBatch):
     """A provider that loses uploaded input files (deleted before a job was made of them)."""
 

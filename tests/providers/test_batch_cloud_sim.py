@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 import orjson
@@ -469,3 +470,49 @@ async def test_unreadable_records_are_returned_not_dropped(tmp_path: Path) -> No
     assert [x.request_id for x in vertex] == ["r1", UNREADABLE, UNREADABLE]
     torn = got[3].result
     assert isinstance(torn, Failure) and torn.detail.startswith('unreadable result line: {"rec')
+
+
+def _listing_a_gone_object(fetch: Fetch, name: str) -> Fetch:
+    """`fetch`, but a listing of result objects names one more, `name` under its prefix,
+    first: an object deleted (or lost by a proxy) between the listing and its read, which
+    the simulator answers 404 for."""
+
+    async def listing(http: HttpRequest) -> tuple[int, Mapping[str, str], bytes] | Failure:
+        reply = await fetch(http)
+        query = parse_qs(urlsplit(http.url).query)
+        if isinstance(reply, Failure) or http.method != "GET" or "prefix" not in query:
+            return reply
+        status, headers, body = reply
+        key = query["prefix"][0] + name
+        if body.lstrip().startswith(b"<"):  # S3's ListObjectsV2
+            body = body.replace(b"<Contents>", f"<Contents><Key>{key}</Key></Contents>"
+                                .encode() + b"<Contents>", 1)
+        else:  # Cloud Storage's objects list
+            data = orjson.loads(body)
+            data["items"] = [{"name": key}, *data.get("items", [])]
+            body = orjson.dumps(data)
+        return status, headers, body
+
+    return listing
+
+
+@pytest.mark.parametrize(("config", "name", "n"), [
+    (model(), "gone.jsonl.out", N), (gemini(), "predictions_gone.jsonl", 20),
+])  # fmt: skip
+async def test_a_result_object_gone_keeps_the_lines_of_the_others(
+    tmp_path: Path, config: ModelConfig, name: str, n: int
+) -> None:
+    """A job's results several objects under one prefix, one answering 404: the lines of the
+    objects read were discarded with it, and the lane took the whole output for gone (every
+    line charged as damage and bought again). The 404 is raised once every other object is
+    read, carrying their lines (`BatchError.read`), for the lane to judge."""
+    async with rig(config, tmp_path) as r:
+        requests = prompts(n)
+        ref = await r.client.upload(r.fetch, "job-0201", [r.client.line(q) for q in requests])
+        created = await r.client.create(r.fetch, "job-0201", ref)
+        final = await wait_final(r.client, r.fetch, created.job_id)
+        with pytest.raises(BatchError) as raised:
+            await r.client.results(_listing_a_gone_object(r.fetch, name), final)
+    assert raised.value.failure.http_status == 404
+    assert sorted(x.request_id for x in raised.value.read) == sorted(
+        q.request_id for q in requests)
