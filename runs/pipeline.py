@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from engine.batch_jobs import JOBS_FILE, fold_jobs
+from engine.batch_jobs import JOBS_FILE, AtProvider, at_provider, fold_jobs
 from engine.batch_lane import lines_to_cut
 from engine.batch_lost import (
     log_unlogged_then_unknown,
@@ -53,7 +53,7 @@ from engine.runlock import (
     release_lock,
     write_pid,
 )
-from engine.scan import ATTEMPTS, RESPONSES
+from engine.scan import ATTEMPTS, RESPONSES, scan_attempts
 from engine.shards import visible_shards
 from engine.spend import beside_cap
 from panels.arms import ARMS
@@ -177,6 +177,25 @@ class CampaignResult:
     parser: str = "strict"
     #: The spec's `max_answer_failures`, which this run held each request to (None: unknown).
     answer_budget: int | None = None
+    #: Of a dispatch a second signal cancelled, the folder's batch jobs that may be at the
+    #: provider (`engine.batch_jobs.at_provider`), said on the run's last line
+    #: (`interrupted_line`); None otherwise (a first signal's lanes say theirs).
+    jobs_left: AtProvider | None = None
+
+    def interrupted_line(self) -> str:
+        """The last line of an interrupted run: `INTERRUPTED_MESSAGE`, and, where a second
+        signal cancelled dispatch with batch jobs uploaded or created and not collected,
+        that they may be at the provider and the resume collects them. It said nothing of
+        them: a double Ctrl-C while jobs were created left inputs a job may have been made
+        of, to run and be billed, with no word that a resume (which finds each, or creates
+        it) buys none twice."""
+        left = self.jobs_left
+        if not left:
+            return INTERRUPTED_MESSAGE
+        if left.simulator_jobs == left.jobs:  # gone with the simulator: the phrase says so
+            return f"{INTERRUPTED_MESSAGE}; {left.phrase()}"
+        return (f"{INTERRUPTED_MESSAGE}; batch jobs may be at the provider, which the resume "
+                f"collects (nothing is bought twice): {left.phrase()}")
 
 
 class StopSignals:
@@ -979,7 +998,8 @@ async def _run_locked(
         spec, run_dir, plan_path, signals, injected.update, options, hold.opened
     )
     if summary is None or signals.hard:  # a second signal (as dispatch ended too): out at once
-        return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True)
+        return CampaignResult(run_dir=run_dir, summary=None, report={}, interrupted=True,
+                              jobs_left=_jobs_left(run_dir))
     clock.lap("dispatch", run_dir)
     # Ctrl-C ends scoring and the report at once, as SIGTERM does: dispatch's handlers gave
     # SIGINT back to asyncio.run's, which only cancels the task at its next await, and the
@@ -989,6 +1009,14 @@ async def _run_locked(
         return _score_and_report(
             spec, run_dir, units, summary, signals.count > 0, injected, options, console, clock
         )
+
+
+def _jobs_left(run_dir: Path) -> AtProvider | None:
+    """The folder's batch jobs not collected (`CampaignResult.interrupted_line`), if any."""
+    if not (run_dir / JOBS_FILE).is_file():
+        return None
+    attempts = scan_attempts(run_dir, ["request_id", "attempt", "outcome"])
+    return at_provider(fold_jobs(run_dir), attempts)
 
 
 def _design_and_plan(

@@ -122,7 +122,7 @@ def run(
     if result.disk_full is not None:
         fail(f"{result.disk_full}; nothing written was lost; {DISK_FULL_HINT}", EXIT_DISK_FULL)
     if result.interrupted:  # the last line, after the folder's (a resume needs both)
-        print_text(INTERRUPTED_MESSAGE)
+        print_text(result.interrupted_line())
         mark_interrupt_said()
         raise typer.Exit(EXIT_INTERRUPTED)
     if result.spend_cap_reached:

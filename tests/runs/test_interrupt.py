@@ -197,6 +197,55 @@ async def test_second_signal_cancels_at_once_and_the_run_still_resumes(
     assert resumed.height - interrupted <= seen <= resumed.height, (resumed.height, seen)
 
 
+BATCH_SPEC = """
+name = "interrupt-batch"
+seed = 5
+[data]
+stock_days = 2
+[[models]]
+name = "workhorse"
+provider = "groq"
+model = "openai/gpt-oss-120b"
+dispatch = "batch"
+batch_max_lines = 10
+[[arms]]
+name = "baseline"
+"""
+
+
+async def test_a_second_signal_while_batch_jobs_are_created_says_they_may_be_at_the_provider(
+    tmp_path: Path,
+) -> None:
+    """Two Ctrl-Cs while the run's batch jobs were being created ended on "interrupted — run
+    the same command again to resume" alone, though a job may have been made of each input
+    uploaded, to run and be billed: the line says so, and that the resume collects them."""
+    faults = "batch_create_delay=1.0,batch_create_delay_s=30"  # every create hangs
+    async with await start_sim(faults=faults, seed=1) as sim:
+        (tmp_path / "spec.toml").write_text(BATCH_SPEC)
+        run_dir = tmp_path / "run"
+        proc = _start(["spec.toml", "--out", str(run_dir), "--rehearse", "--sim-url",
+                       sim.root_url], tmp_path)  # fmt: skip
+        jobs = run_dir / "batches" / "jobs.jsonl"
+
+        def uploaded() -> None:
+            deadline = time.monotonic() + 60
+            while not (jobs.is_file() and b'"uploaded"' in jobs.read_bytes()):
+                assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+                time.sleep(0.05)
+
+        await asyncio.to_thread(uploaded)
+        for sig in (signal.SIGINT, signal.SIGINT):
+            proc.send_signal(sig)
+            await asyncio.sleep(0.05)
+        out, err = await asyncio.to_thread(proc.communicate, None, 60)
+    assert proc.returncode == 130, out + err
+    last = out.strip().splitlines()[-1]
+    assert last.startswith(INTERRUPTED_MESSAGE + "; batch jobs may be at the provider, which "
+                           "the resume collects (nothing is bought twice): "), out
+    assert "uploaded with no batch job on file" in last, last
+    assert "Traceback" not in err
+
+
 @pytest.mark.figure_workers
 async def test_a_sigterm_to_the_whole_process_group_still_draws_the_report(
     tmp_path: Path, slow_sim: SimHandle
