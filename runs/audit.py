@@ -355,8 +355,10 @@ def markdown(report: Audit) -> str:
 
 
 def write_files(run_dir: Path | str, report: Audit, out: Path | None = None) -> list[Path]:
-    """`report/audit.json` (the `dutchbook audit --json` object) and `report/audit.csv`, or
-    those files in `out` (a report's scratch folder, `runs.report_folder`)."""
+    """`report/audit.json` (`Audit.to_dict()`: the `dutchbook audit --json` object without
+    the `live` and `warnings` the command adds, a moment's state and its stderr lines, which
+    a file kept past that moment would say falsely) and `report/audit.csv`, or those files in
+    `out` (a report's scratch folder, `runs.report_folder`)."""
     import orjson
 
     from engine.durable import write_bytes_atomic

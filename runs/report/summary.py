@@ -62,7 +62,8 @@
   relative to the run folder; a note says why no figure at all was drawn; `missing_glyphs`:
   the characters of the figures' text that no installed font has ("" for none).
 - `audit_sentence`: the paper's retry sentence (`runs.audit`; the full audit is
-  `report/audit.json`, the object `dutchbook audit --json` prints).
+  `report/audit.json`, the object `dutchbook audit --json` prints without its `live` and
+  `warnings`).
 - `provenance` (`runs.report.provenance`; added in a later version of schema 1, so a reader
   of older files finds none): `campaign`, `parser` and `parser_from` (the parser that made
   the answers now in the folder, "strict" or "lenient", and "spec" or the last `dutchbook
