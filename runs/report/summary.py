@@ -73,7 +73,10 @@
   `spec_sha256` (of the folder's `spec.toml`), `planned_with` and `reported_with` (dutchbook
   versions), `inputs` (`{name: sha256}` of every input file the plan was built from, as
   `design.json` records them),
-  `first_attempt_at` and `last_attempt_at` (UTC, to the second), `runs` (`dutchbook run`
+  `first_attempt_at` and `last_attempt_at` (the first and the last attempt's start, UTC, to
+  the second, written "YYYY-MM-DD HH:MM:SS": a space, not a `T`, and no zone, unlike the
+  ISO times with `+00:00` elsewhere, `status --json`'s `last_attempt_at` among them; kept so,
+  since scripts read it), `runs` (`dutchbook run`
   processes that got past planning: the first run and its resumes), and (additive)
   `rehearsal` (true where every answer is the local simulator's: `--rehearse`,
   `runs.rehearsal`) and `scores_sha256` (`{file name: sha256}` of `scores.parquet` and,
