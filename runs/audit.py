@@ -16,6 +16,7 @@ from runs import markdown as md  # `markdown` here is this module's section
 from runs.report_folder import REPORT_DIR
 
 if TYPE_CHECKING:  # polars and rich are imported when an audit is made, not at start-up
+    import polars as pl
     from rich.console import Console
 
     from engine.audit import Audit, AuditRow
@@ -368,8 +369,29 @@ def write_files(run_dir: Path | str, report: Audit, out: Path | None = None) -> 
     written = []
     for target, data in (
         (out / AUDIT_JSON.name, orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2)),
-        (out / AUDIT_CSV.name, report.table().write_csv().encode()),
+        (out / AUDIT_CSV.name, csv_table(run_dir, report).write_csv().encode()),
     ):
         write_bytes_atomic(target, data)  # a reader never sees half a file
         written.append(target)
     return written
+
+
+def csv_table(run_dir: Path | str, report: Audit) -> pl.DataFrame:
+    """`report/audit.csv`: `Audit.table()` and, last (additive), `simulated`: "true" or
+    "false" on a model's row, by the one rule the report's other CSVs and summary.json's
+    `models` use (`runs.report.models.simulated_models`: the spec's provider, a rehearsal's
+    folder, the replies' named model), empty on a provider's row and on `all`'s. The CSVs
+    with a `model` column ended in it, the audit's per-model rows with no label."""
+    import polars as pl
+
+    from runs.rehearsal import rehearsed
+    from runs.report.models import frozen_spec, simulated_models
+
+    run_dir = Path(run_dir)
+    named = set(simulated_models(frozen_spec(run_dir), rehearsed(run_dir), report.models_reported))
+    table = report.table()
+    cells = [
+        (("true" if name in named else "false") if scope == "model" else None)
+        for scope, name in table.select("scope", "name").iter_rows()
+    ]
+    return table.with_columns(pl.Series("simulated", cells, dtype=pl.String))

@@ -5,6 +5,7 @@ terminal showed it as that model with nothing saying it was simulated."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,50 @@ def test_every_csv_with_a_model_column_ends_in_simulated(tmp_path: Path) -> None
         for model, flag in table.select("model", "simulated").iter_rows():
             assert flag == ("false" if model == "real-one" else "true")
     assert pl.read_csv(report / "models.csv")["provider"].to_list() == ["sim", "sim", "openai"]
+
+
+def _answered(run: Path, named: dict[str, str]) -> None:
+    """One accepted attempt of each model, its reply naming the model `named` gives it."""
+    from engine.ledger import Ledger
+    from engine.records import AttemptRecord, ResponseRecord
+
+    at = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)
+    providers = {"real-one": "openai"}
+    with Ledger.open(run) as ledger:
+        for model, reported in named.items():
+            attempt = AttemptRecord(
+                request_id=f"{model}-0", attempt=1, model=model,
+                provider=providers.get(model, "sim"), started_at=at, elapsed_ms=5.0,
+                outcome="ok", http_status=200, provider_request_id=None, retry_after_s=None,
+                tokens_in=50, tokens_out=5, detail="", model_reported=reported,
+            )
+            response = ResponseRecord(
+                request_id=f"{model}-0", model=model, arm="baseline", unit="u", pass_=0,
+                events=["e"], keys=["probability"], raw_text='{"probability": 0.5}',
+                values=[0.5], finish_reason="stop", tokens_in=50, tokens_out=5, attempts=1,
+                accepted_at=at,
+            )
+            ledger.record_result(attempt, response)
+
+
+@pytest.mark.parametrize("real_reply", ["gpt-x", "sim/coherent"])
+def test_the_audit_csv_ends_in_simulated_on_each_models_row(
+    tmp_path: Path, real_reply: str
+) -> None:
+    """audit.csv's per-model rows carried no label where every other CSV naming a model
+    ended in `simulated`: a real model's reply naming the simulator makes it simulated there
+    too, as in summary.json."""
+    _answered(tmp_path, {"GPT-OSS-120B": "sim/coherent", "real-one": real_reply})
+    summary, _ = _report(tmp_path)
+    table = pl.read_csv(tmp_path / "report" / "audit.csv", infer_schema_length=0)
+    assert table.columns[-1] == "simulated"
+    cells = {(s, n): f for s, n, f in table.select("scope", "name", "simulated").iter_rows()}
+    said = {m: "true" if entry["simulated"] else "false" for m, entry in summary["models"].items()}
+    assert said["real-one"] == ("true" if real_reply.startswith("sim/") else "false")
+    assert {n: f for (s, n), f in cells.items() if s == "model"} == {
+        "GPT-OSS-120B": "true", "real-one": said["real-one"],
+    }  # fmt: skip
+    assert [f for (s, _), f in cells.items() if s != "model"] == [None] * 3  # sim, openai, all
 
 
 def test_every_figure_names_the_simulated_forecasters_under_it(

@@ -174,9 +174,10 @@ def test_the_audit_table_of_a_strictly_reparsed_folder_adds_up(root: Path) -> No
     parts = ("accepted", "given_up", "not_attempted", "answers_missing",
              "answers_rejected_on_reparse")  # fmt: skip
     assert sum(row[part] for part in parts) == row["requests"]
-    assert table.columns[-7:] == [  # added last: the columns before keep their places
+    assert table.columns[-8:] == [  # added last: the columns before keep their places
         "answers_missing", "answers_rejected_on_reparse", "answer_budget_spent",
         "answers_unrecorded", "lost_to_damage", "billed_unread", "billed_unread_cost_usd",
+        "simulated",
     ]  # fmt: skip
 
 
