@@ -351,7 +351,8 @@ async def test_a_hangup_stops_softly_keeps_the_answers_in_flight_and_resumes(
         assert time.monotonic() < deadline, "the run did not end after the hangup"
         alive = {w.pid for w in _figure_workers_of(proc.pid)}
         if not (run_dir / "report" / "index.html").exists():
-            assert alive == pids, "a figure worker died before the report was drawn"
+            # A subset, not equal: scoring's process pool (spawned too) may start meanwhile.
+            assert pids <= alive, "a figure worker died before the report was drawn"
         await asyncio.sleep(0.05)
     assert proc.wait() == 130
     attempts = _assert_ledger_intact(run_dir)
