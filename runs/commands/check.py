@@ -509,6 +509,20 @@ def _as_dict(ids: tuple[str, ...], values: FloatArray) -> dict[str, float | None
     return {i: (None if math.isnan(v) else float(v)) for i, v in zip(ids, values, strict=True)}
 
 
+#: Decimals a profit or a payoff is printed to (`_money`).
+_MONEY_DECIMALS = 5
+
+
+def _money(value: float, *, signed: bool = False) -> str:
+    """A profit or payoff to `_MONEY_DECIMALS` places, or in scientific notation when it is
+    not zero but would round to zero there: a profit of 1e-10 read "0.00000" beside its book,
+    or, before the verdict took scoring's rule, beside "coherent"."""
+    sign = "+" if signed else ""
+    if value != 0 and abs(value) < 0.5 * 10.0**-_MONEY_DECIMALS:
+        return f"{value:{sign}.2e}"
+    return f"{value:{sign}.{_MONEY_DECIMALS}f}"
+
+
 def _print_report(
     data: CheckInput,
     norm: str,
@@ -517,6 +531,8 @@ def _print_report(
     coherent: FloatArray,
     repaired: FloatArray | None,
 ) -> None:
+    from scoring.dutch_book import ROUNDING_PROFIT  # loaded by now: `check` solved with it
+
     console = stdout_console(highlight=False)
     panel, probs = data.panel, data.probs
     ids = panel.ids
@@ -524,9 +540,11 @@ def _print_report(
     console.print(
         f"{_count(len(ids), 'event')}, {_count(panel.n_atoms, 'atom')}; norm {norm} "
         f"({norm_words})\n"
-        f"Dutch-book profit: [bold]{profit:.5f}[/]"
+        f"Dutch-book profit: [bold]{_money(profit)}[/]"
     )
-    if profit <= STAKE_EPSILON:
+    # Scoring's rule, not the stakes' noise cutoff: a profit of 1e-10 (a sum of 1 + 2e-10)
+    # read "coherent" here and scored above 0 in `--json` and in a campaign's scores.
+    if profit <= ROUNDING_PROFIT:
         console.print("[green]coherent[/]: no Dutch book exists against these probabilities")
     else:
         worst, rows = book_rows(panel.incidence, probs, stakes)
@@ -536,9 +554,9 @@ def _print_report(
         for i, payoff in rows:
             action = "buy" if stakes[i] > 0 else "sell"
             table.add_row(Text(ids[i]), action, f"{abs(stakes[i]):.4f}", f"{probs[i]:.4f}",
-                          f"{payoff:+.5f}")  # fmt: skip
+                          _money(payoff, signed=True))  # fmt: skip
         table.add_section()
-        table.add_row("total", "", f"{np.abs(stakes).sum():.4f}", "", f"{profit:+.5f}")
+        table.add_row("total", "", f"{np.abs(stakes).sum():.4f}", "", _money(profit, signed=True))
         print_whole(console, table)
         console.print(f"worst atom: {data.describe_atom(worst)}", markup=False)
     table = Table(title=f"Nearest coherent forecast ({norm} distance)")

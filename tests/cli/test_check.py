@@ -369,3 +369,19 @@ def test_json_from_a_pipe_is_read_as_json(tmp_path: Path) -> None:
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == want
+
+
+def test_a_tiny_profit_is_shown_with_its_book_as_json_gives_it(tmp_path: Path) -> None:
+    """Stated 0.5 and 0.5000000002 over two atoms sum to 1 + 2e-10: `--json` gave profit 1e-10
+    and a book, while the text said "Dutch-book profit: 0.00000" and "coherent", judging the
+    profit by the stakes' noise cutoff (1e-9) where scoring zeroes only `ROUNDING_PROFIT`."""
+    path = tmp_path / "tiny.json"
+    path.write_text('{"atoms": 2, "events": [{"id": "H0", "atoms": [0], "p": 0.5},'
+                    ' {"id": "H1", "atoms": [1], "p": 0.5000000002}]}')  # fmt: skip
+    profit = _json(str(path))["profit"]
+    assert isinstance(profit, float) and 0 < profit < 1e-9
+    code, out, err = _run(str(path))
+    assert code == 0, err
+    assert f"Dutch-book profit: {profit:.2e}" in out and f"+{profit:.2e}" in out
+    assert "Dutch book (" in out and "coherent:" not in out
+    assert "0.00000" not in out
