@@ -145,10 +145,12 @@ def _certify(
     # so away: that rounding is not a profit (and the certificate resolves only 1e-9).
     profit = np.where(upper <= ROUNDING_PROFIT, 0.0, upper)
     profit[~answered.any(axis=1)] = np.nan
+    # + 0.0 turns a -0.0 (an untraded contract's stake as HiGHS returns it, a stated -0.0)
+    # into 0.0 and leaves every other value as it is: `check` printed "A": -0.0.
     return (
         profit,
-        np.where(answered, book, np.nan),
-        np.where(answered, coherent, np.nan),
+        np.where(answered, book, np.nan) + 0.0,
+        np.where(answered, coherent, np.nan) + 0.0,
         gap,
     )
 

@@ -252,7 +252,9 @@ def _project(atoms: FloatArray, p: FloatArray, weights: FloatArray | None, k: in
         if violation <= _accepted(x):
             # In [0, 1] as stated forecasts are: M pi rounded to 1 + 2e-16 (read back as 1).
             repaired = np.clip(atoms @ start, 0.0, 1.0)
+            # + 0.0 turns a -0.0 (a stated one, or a weight of -0.0 times an atom's 0) into
+            # 0.0, as stated forecasts are read; no other value changes.
             if np.abs(repaired - p).max() <= ROUNDING_MOVE:
-                return p.copy()  # coherent already: the mixture's rounding is no repair
-            return repaired
+                return p + 0.0  # coherent already: the mixture's rounding is no repair
+            return repaired + 0.0
     raise RuntimeError(f"repair QP for set {k} is not optimal (violation {violation:.3g})")

@@ -205,7 +205,7 @@ def _probability(name: str, event_id: str, value: object) -> float:
     if p is None or not 0.0 <= p <= 1.0:
         shown = value if p is not None or isinstance(value, float) else "an integer that large"
         raise CheckInputError(f"{name}: event {event_id!r}: p = {shown} is outside [0, 1]")
-    return p
+    return p + 0.0  # -0.0 read as 0.0, as a model's answer is: it printed as "-0.0000"
 
 
 def _checked_event_id(where: str, event_id: object) -> str:

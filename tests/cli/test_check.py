@@ -385,3 +385,20 @@ def test_a_tiny_profit_is_shown_with_its_book_as_json_gives_it(tmp_path: Path) -
     assert f"Dutch-book profit: {profit:.2e}" in out and f"+{profit:.2e}" in out
     assert "Dutch book (" in out and "coherent:" not in out
     assert "0.00000" not in out
+
+
+
+@pytest.mark.parametrize(
+    "events",
+    ['{"id": "A", "atoms": [0], "p": -0.0}, {"id": "B", "atoms": [1], "p": 1.0}',
+     '{"id": "A", "atoms": [0], "p": 0.5}'],  # an untraded contract's stake
+)  # fmt: skip
+def test_no_output_shows_a_negative_zero(tmp_path: Path, events: str) -> None:
+    """`p = -0.0` was printed "-0.0000" as stated and repaired, and JSON held "repaired":
+    {"A": -0.0}; `p = 0.5` on one of two atoms gave "stakes": {"A": -0.0}."""
+    path = tmp_path / "zero.json"
+    path.write_text(f'{{"atoms": 2, "events": [{events}]}}')
+    for extra in ("--json", "--norm=l1"):
+        code, out, err = _run(str(path), "--repair", extra)
+        assert code == 0, err
+        assert "-0.0" not in out and "0.0" in out, out

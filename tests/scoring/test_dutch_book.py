@@ -526,3 +526,17 @@ def test_a_large_call_scored_from_a_table_needs_no_more_memory_than_a_small_one(
     # table's products stay one slice's (slices of 8,192 read about 2x, unsliced 4x).
     one, eight = peak(probs[:4096]), peak(probs)
     assert eight < 1.5 * one
+
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_no_stake_or_coherent_probability_is_negative_zero(norm: str) -> None:
+    """An untraded contract's stake came back -0.0 (`check`'s JSON printed "A": -0.0, and
+    scores.parquet held it), and a stated -0.0 stayed -0.0 in the coherent forecast."""
+    one_event = dutch_books(np.array([[1, 0]]), np.array([0.5]), norm)
+    both = dutch_books(np.array([[1, 0], [0, 1]]), np.array([[-0.0, 1.0]]), norm)
+    for result in (one_event, both):
+        assert result.profit.tolist() == [0.0]
+        for values in (result.stakes, result.coherent):
+            assert not np.signbit(values[values == 0]).any(), values
+    assert one_event.stakes.tolist() == [[0.0]]

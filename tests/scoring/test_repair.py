@@ -301,3 +301,12 @@ def test_the_reviewers_forecast_far_from_the_set_is_projected_exactly() -> None:
     w = 1e-11
     repaired = repair(np.eye(3), np.array([0.8 - w / 2, 0.8 - w / 2, 0.3 + w]))
     np.testing.assert_allclose(repaired, [0.5 - w / 2, 0.5 - w / 2, w], rtol=0, atol=1e-15)
+
+
+def test_a_stated_negative_zero_is_repaired_to_zero() -> None:
+    """A stated -0.0 came back -0.0 (a coherent set is returned as stated): `check --repair`
+    printed "repaired": {"A": -0.0}."""
+    coherent = repair(np.array([[1, 0], [0, 1]]), np.array([-0.0, 1.0]))
+    moved = repair(np.array([[1, 0], [0, 1]]), np.array([-0.0, 0.5]))
+    assert coherent.tolist() == [0.0, 1.0] and not np.signbit(coherent).any()
+    assert moved == pytest.approx([0.25, 0.75]) and not np.signbit(moved).any()
