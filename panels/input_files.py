@@ -35,7 +35,8 @@ def file_kind(mode: int) -> str | None:
     regular file: "a folder", "a FIFO", "a character device", "a block device", "a socket" or
     "a special file"; None for a regular file. Every refusal of a file by its type in
     `panels` and `runs` words it from here (`panels.data.not_a_file`,
-    `panels.families.refuse_a_pipe`, `read_input_file`, `runs.design`).
+    `panels.families.refuse_a_pipe`, `read_input_file`, `runs.design`,
+    `runs.commands._run_folder`).
 
     Twin: `engine.shards.file_kind`, which `engine.shards.special_file` asks (the import
     contracts keep `engine` and `panels` apart); tests/engine/test_shards.py holds the two

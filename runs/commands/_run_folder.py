@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from panels.input_files import file_kind
 from runs.commands._errors import fail
 from runs.damaged_files import special_files_report
 from runs.plan_checksums import plan_damage_unless_written
@@ -41,7 +42,10 @@ def _require_run_folder(run_dir: Path) -> None:
         # plans: a `status` asked in its first moments finds nothing there yet.
         fail(f"no run folder at {run_dir} (a new run makes it once it has checked its spec)")
     if not run_dir.is_dir():
-        fail(f"{run_dir} is a file, not a run folder; give the folder `dutchbook run` wrote")
+        # `file_kind` names a device, a FIFO, a socket: /dev/zero was called "a file" here
+        # where `check` said "a character device".
+        kind = file_kind(run_dir.stat().st_mode) or "a file"
+        fail(f"{run_dir} is {kind}, not a run folder; give the folder `dutchbook run` wrote")
     if not has_run_marks(run_dir):
         fail(
             f"{run_dir} is not a run folder (it has no {', '.join(RUN_FOLDER_MARKS)}); "

@@ -14,6 +14,7 @@ from runs.cli import app
 from runs.design import DESIGN_FILE, SPEC_FILE
 from runs.run_folder import RUN_FOLDER_MARKS
 from tests.runs.run_folders import SMALL_SPEC
+from tests.special_files import put_in_place
 
 COMMANDS = ["status", "audit", "reparse", "score", "repair", "report"]
 
@@ -50,6 +51,25 @@ def test_a_file_is_refused(tmp_path: Path, command: str) -> None:
     assert result.exit_code == 2, result.output
     assert _errors(result.output) == [
         f"error: {file} is a file, not a run folder; give the folder `dutchbook run` wrote"
+    ]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize(
+    ("held_by", "kind"),
+    [("fifo", "a FIFO"), ("socket", "a socket"), ("/dev/null", "a character device")],
+)
+def test_a_device_fifo_or_socket_is_named_as_such(
+    tmp_path: Path, command: str, held_by: str, kind: str
+) -> None:
+    """`score /dev/zero` said "/dev/zero is a file, not a run folder", where `check` names it
+    "a character device" (`panels.input_files.file_kind`)."""
+    path = tmp_path / "run"
+    put_in_place(path, held_by)
+    result = CliRunner().invoke(app, [command, str(path)])
+    assert result.exit_code == 2, result.output
+    assert _errors(result.output) == [
+        f"error: {path} is {kind}, not a run folder; give the folder `dutchbook run` wrote"
     ]
 
 
