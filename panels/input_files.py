@@ -64,7 +64,27 @@ def read_input_file(path: Path, limit: int) -> bytes:
     _refuse_unless_readable(mode)
     with _open_saying_a_wait(path, fifo=stat.S_ISFIFO(mode)) as handle:
         _refuse_unless_readable(os.fstat(handle.fileno()).st_mode)
-        data = handle.read(limit + 1)
+        return _within(handle.read(limit + 1), limit)
+
+
+def read_input_stream(stream: BinaryIO, limit: int) -> bytes:
+    """An open stream to its end, at most `limit` bytes: standard input, which
+    `dutchbook check -` reads. Refused as `read_input_file` refuses a file: a terminal
+    (nothing piped in: the command would wait for typing, unsaid), any other device, a
+    larger input. A stream with no descriptor (a test's) is read as it is."""
+    if stream.isatty():
+        raise InputFileError("standard input is a terminal: pipe or redirect the input in")
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (OSError, ValueError):  # io.UnsupportedOperation is both: no descriptor
+        mode = None
+    if mode is not None:
+        _refuse_unless_readable(mode)
+    return _within(stream.read(limit + 1), limit)
+
+
+def _within(data: bytes, limit: int) -> bytes:
+    """`data`, read as `limit + 1` bytes at most, unless it went past `limit`."""
     if len(data) > limit:
         raise InputFileError(f"larger than {limit // 2**20} MiB, far more than any input needs")
     return data

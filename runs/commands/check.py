@@ -55,6 +55,7 @@ from panels.input_files import (
     has_control,
     invisible_character,
     read_input_file,
+    read_input_stream,
 )
 from runs.commands._errors import fail
 from runs.output import print_text, stdout_console
@@ -103,10 +104,23 @@ class CheckInput:
 
 
 # -- reading and validating ------------------------------------------------------------
-def _decode(path: Path) -> dict[str, Any]:
+#: The FILE that names standard input, as for `cat` (`./-` is a file so named).
+STDIN_NAME = "-"
+
+
+def _read(path: Path, *, stdin: bool) -> bytes:
+    """The bytes of `path`, or of standard input: `check -` said "-: no such file"."""
+    if not stdin:
+        return read_input_file(path, CHECK_INPUT_MAX_BYTES)
+    if sys.stdin is None:  # started with its descriptor 0 closed
+        raise InputFileError("standard input is closed")
+    return read_input_stream(sys.stdin.buffer, CHECK_INPUT_MAX_BYTES)
+
+
+def _decode(path: Path, *, stdin: bool) -> dict[str, Any]:
     name = str(path)
     try:
-        data = read_input_file(path, CHECK_INPUT_MAX_BYTES)
+        data = _read(path, stdin=stdin)
     except InputFileError as error:
         raise CheckInputError(f"{name}: {error}") from None
     except FileNotFoundError:
@@ -447,10 +461,11 @@ def _checked(
     return CheckInput(panel, np.asarray(probs, dtype=np.float64), describe)
 
 
-def read_input(path: Path) -> CheckInput:
-    """Decode and validate a check file; raises `CheckInputError` with a one-line message."""
+def read_input(path: Path, *, stdin: bool = False) -> CheckInput:
+    """Decode and validate a check file, or standard input (`stdin`, named `path` in
+    messages); raises `CheckInputError` with a one-line message."""
     name = str(path)
-    raw = _decode(path)
+    raw = _decode(path, stdin=stdin)
     if "atoms" in raw and "variables" in raw:
         raise CheckInputError(f"{name}: give either 'variables' or 'atoms', not both")
     form = "atoms" if "atoms" in raw else "variables"
@@ -600,7 +615,9 @@ def _native_stdout_to_stderr() -> Iterator[None]:
 def check(
     # A string, not a `Path`: `Path("")` is ".", and an empty argument was refused as the
     # directory "." ("error: .: is a directory, not a file").
-    file: Annotated[str, typer.Argument(metavar="FILE", help="probabilities (TOML or JSON)")],
+    file: Annotated[
+        str, typer.Argument(metavar="FILE", help="probabilities (TOML or JSON); - reads stdin")
+    ],
     norm: Annotated[
         Norm, typer.Option("--norm", help="inf: total stake <= 1 (paper); l1: <= 1 per contract")
     ] = Norm.inf,
@@ -613,7 +630,8 @@ def check(
     if not file:
         fail("the FILE argument is empty: name the file of probabilities to check")
     try:
-        data = read_input(Path(file))
+        # `file`, not its Path: Path("./-") is "-", and `./-` names a file so called.
+        data = read_input(Path(file), stdin=file == STDIN_NAME)
     except CheckInputError as error:
         fail(str(error))
     try:

@@ -34,8 +34,8 @@ def _app() -> typer.Typer:
     return app
 
 
-def _run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(_app(), ["check", *args])
+def _run(*args: str, input_text: str | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(_app(), ["check", *args], input=input_text)
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -402,3 +402,30 @@ def test_no_output_shows_a_negative_zero(tmp_path: Path, events: str) -> None:
         code, out, err = _run(str(path), "--repair", extra)
         assert code == 0, err
         assert "-0.0" not in out and "0.0" in out, out
+
+
+def test_a_dash_reads_standard_input() -> None:
+    """`check -` said "-: no such file"; it reads standard input, JSON or TOML told as for a
+    pipe (by its first character), through the console script's real stdin too."""
+    for name in ("atoms.json", "figure1.toml"):
+        text = (EXAMPLES / name).read_text(encoding="utf-8")
+        result = CliRunner().invoke(_app(), ["check", "-", "--json"], input=text)
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout) == _json(str(EXAMPLES / name))
+    done = subprocess.run(
+        [sys.executable, "-m", "runs.cli", "check", "-"], capture_output=True, text=True,
+        input=(EXAMPLES / "figure1.toml").read_text(encoding="utf-8"), timeout=120,
+        check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Dutch-book profit: 0.01113" in done.stdout
+    code, _, err = _run("-", input_text="p = 2")
+    assert code == 2 and err.startswith("error: -: ") and "no such file" not in err
+
+
+def test_a_file_named_dash_is_read_as_dot_slash_dash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "-").write_bytes((EXAMPLES / "atoms.json").read_bytes())
+    assert _json("./-") == _json(str(EXAMPLES / "atoms.json"))

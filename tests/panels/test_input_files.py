@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from panels.input_files import (
     check_utf8_head,
     invisible_character,
     read_input_file,
+    read_input_stream,
 )
 from runs.spec import SpecError, load_spec
 
@@ -46,6 +48,26 @@ def test_a_device_is_refused_without_opening_it(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(Path, "open", no_opening)
     with pytest.raises(InputFileError, match=r"^is a character device, not a file$"):
         read_input_file(DEVICE, TEXT_INPUT_MAX_BYTES)
+
+
+def test_a_stream_is_read_to_its_end_within_the_limit() -> None:
+    """Standard input for `check -` (which said "-: no such file"): a pipe read whole, a
+    terminal, a device or a larger input refused as a named file is."""
+    read_end, write_end = os.pipe()
+    with open(read_end, "rb") as reading:
+        with open(write_end, "wb") as writing:
+            writing.write(b"a = 1\n" * 10)
+        assert read_input_stream(reading, 60) == b"a = 1\n" * 10
+    with pytest.raises(InputFileError, match="larger than 0 MiB"):
+        read_input_stream(io.BytesIO(b"x" * 11), 10)
+    with DEVICE.open("rb") as device, pytest.raises(InputFileError, match="character device"):
+        read_input_stream(device, 10)
+    controller, terminal = os.openpty()
+    try:
+        with open(terminal, "rb") as typed, pytest.raises(InputFileError, match="a terminal"):
+            read_input_stream(typed, 10)  # not waited on: nothing is typed
+    finally:
+        os.close(controller)
 
 
 def test_a_pipe_is_read_to_its_end(tmp_path: Path) -> None:
