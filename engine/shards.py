@@ -43,6 +43,12 @@ def shard_name(shard_id: int) -> str:
     return f"part-{shard_id:08d}.parquet"
 
 
+def shard_id(name: str) -> int | None:
+    """The id in a shard's name (`shard_name`'s inverse), None for any other name."""
+    match = _PART.match(name)
+    return int(match.group(1)) if match else None
+
+
 class NotAFileShard(Exception):
     """A shard's name held by a device, a FIFO, a socket (a link to /dev/zero, say) or a
     folder: polars read a device as an empty file and ended in its traceback naming no file,

@@ -28,8 +28,9 @@ from pathlib import Path
 from engine.audit import read_ok_replies, repeated_rows_line, unplanned_rows_line
 from engine.console_lines import plural
 from engine.reparse import parser_in_force
-from engine.scan import repeated_rows, unplanned_rows
+from engine.scan import RESPONSES, repeated_rows, unplanned_rows
 from runs.plan_checksums import CHECKSUMS_FILE
+from runs.scored_from import gone_shards
 
 
 def lost_answers_refusal(
@@ -96,7 +97,27 @@ def answers_refusal(
     )
 
 
+def gone_answers_refusal(run_dir: Path, kept: list[str], would: str, then: str) -> str | None:
+    """The one line refusing to act on `run_dir` when response shards its scores or repairs
+    were computed from are gone and no reparse replaced them (`runs.scored_from.gone_shards`),
+    None otherwise: which, what acting now `would` do, that the files it would replace (those
+    of `kept` the folder has) stay as they are, and where the answers can come from. Asked
+    after `answers_refusal`: where the replies are still in `attempts/`, its reparse rebuilds
+    them without a backup."""
+    gone = gone_shards(run_dir)
+    if not gone:
+        return None
+    shards = sorted({name for names in gone.values() for name in names})
+    held = ", ".join(name for name in kept if (run_dir / name).is_file())
+    return (
+        f"{run_dir}: answers it was scored from are gone from {RESPONSES}/ "
+        f"({', '.join(shards)}, named in {' and '.join(gone)}) and no reparse replaced them; "
+        f"{would}, so nothing was written{f' (kept: {held})' if held else ''}: restore "
+        f"{RESPONSES}/ (and attempts/) from a backup of the folder, then {then}"
+    )
+
+
 __all__ = [
-    "answers_refusal", "lost_answers_refusal", "repeated_answers_refusal",
-    "unplanned_answers_refusal",
+    "answers_refusal", "gone_answers_refusal", "lost_answers_refusal",
+    "repeated_answers_refusal", "unplanned_answers_refusal",
 ]

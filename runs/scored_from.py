@@ -34,6 +34,7 @@ same way (`REPAIRED_FROM`), and `status`, `score`, `report` and `reparse` say wh
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,9 @@ import orjson
 
 from engine.durable import write_bytes_atomic
 from engine.journal import list_segments
+from engine.reparse import last_reparse
 from engine.scan import JOURNAL, RESPONSES
-from engine.shards import visible_shards
+from engine.shards import shard_id, visible_shards
 from runs.damaged_files import check_footers
 from runs.report_folder import report_dir
 
@@ -88,6 +90,46 @@ def forget_digest(run_dir: Path, name: str = SCORED_FROM) -> None:
     record = read_scored_from(run_dir, name)
     if record is not None and "digest" in record:
         record_scored_from(run_dir, record, name=name)
+
+
+def gone_shards(run_dir: Path) -> dict[str, list[str]]:
+    """The response shards that a record (`SCORED_FROM`, `REPAIRED_FROM`) names and the
+    folder no longer holds, by record, where nothing accounts for their going; empty when
+    none is gone so.
+
+    Only a reparse removes a response shard (`engine.shards.replace_all`: compaction adds
+    shards, and folds a segment again under the same name): it says so in
+    `logs/reparses.jsonl` before it replaces anything, removes every shard there was, the
+    record's among them, and leaves its own, of an id above all of theirs. Shards gone
+    otherwise were deleted or moved: with the replies in `attempts/` gone too, `score` read
+    no answers at all and wrote 0-row forecasts and scores over a finished run's, the only
+    copy of its stated probabilities left (a tester's)."""
+    now = _shard_ids(path.name for path in visible_shards(run_dir / RESPONSES))
+    newest = max(now.values(), default=0)
+    reparsed = last_reparse(run_dir) is not None
+    gone: dict[str, list[str]] = {}
+    for name in (SCORED_FROM, REPAIRED_FROM):
+        named = _named_shards(read_scored_from(run_dir, name))
+        if not (missing := sorted(set(named) - set(now))):
+            continue
+        if reparsed and len(missing) == len(named) and newest > max(named.values()):
+            continue  # a reparse's: replaced by the shard it wrote
+        gone[name] = missing
+    return gone
+
+
+def _named_shards(record: dict[str, Any] | None) -> dict[str, int]:
+    """The response shards a record names, by name, with their ids (`_shard_ids`)."""
+    entries = record.get("responses") if record is not None else None
+    if not isinstance(entries, list):
+        return {}
+    return _shard_ids(entry[0] for entry in entries if isinstance(entry, list) and entry)
+
+
+def _shard_ids(names: Iterable[object]) -> dict[str, int]:
+    """The shards' names among `names`, with their ids (a name that is no shard's, in a
+    record edited by hand, is passed over)."""
+    return {n: i for n in names if isinstance(n, str) and (i := shard_id(n)) is not None}
 
 
 def _of_answers_now(run_dir: Path, record: Any) -> bool:
@@ -261,6 +303,7 @@ __all__ = [
     "answers_now",
     "follow_reparse",
     "forget_digest",
+    "gone_shards",
     "has_report",
     "read_scored_from",
     "record_scored_from",

@@ -130,28 +130,40 @@ def _frozen(run_dir: Path) -> CampaignSpec:
         )
 
 
-def _refuse_lost_answers(run_dir: Path, spec: CampaignSpec, would: str, then: str) -> None:
+def _refuse_lost_answers(
+    run_dir: Path, spec: CampaignSpec, command: str, would: str, then: str
+) -> None:
     """Exit in one line (status 2, a damaged folder's) when `responses/` lost accepted
     answers whose replies the ledger keeps, or holds answers twice (`runs.lost_answers`):
     scoring or repairing the answers left wrote empty output over a finished run's, exit 0,
     where `dutchbook reparse` rebuilds them without a call; of two copies, scoring read the
-    older, a reparse's values replaced by the ones it had changed. Called with the folder's
-    lock held."""
-    from runs.lost_answers import answers_refusal
+    older, a reparse's values replaced by the ones it had changed. So too when the shards
+    its scores or repairs were computed from are gone with their replies, and no reparse
+    replaced them (`gone_answers_refusal`): `score` wrote 0-row forecasts over the only copy
+    of the stated probabilities left, exit 0. Called with the folder's lock held."""
+    from runs.lost_answers import answers_refusal, gone_answers_refusal
 
-    refusal = answers_refusal(run_dir, spec.parser, would=would, then=then)
+    refusal = answers_refusal(run_dir, spec.parser, would=would, then=then) or (
+        gone_answers_refusal(run_dir, _written_by(command), would=would, then=then)
+    )
     if refusal is not None:
         fail(refusal)
+
+
+def _written_by(command: str) -> list[str]:
+    """The files of the run folder `dutchbook <command>` writes (`runs.damaged_files.DERIVED`)."""
+    from runs.damaged_files import DERIVED
+
+    return [name for name, writer in DERIVED.items() if writer == f"dutchbook {command}"]
 
 
 def _refuse_folders_in_place(run_dir: Path, command: str) -> None:
     """A folder where a file `command` writes goes: found only at the swap, after all the
     scoring, it was; said before anything is done."""
-    from runs.damaged_files import DERIVED
     from runs.folder_writes import in_the_way
 
-    for name, writer in DERIVED.items():
-        if writer == f"dutchbook {command}" and (path := run_dir / name).is_dir():
+    for name in _written_by(command):
+        if (path := run_dir / name).is_dir():
             fail(in_the_way(path, "a folder where a file goes"))
 
 
@@ -174,6 +186,7 @@ def score(
             _refuse_lost_answers(
                 run_dir,
                 spec,
+                "score",
                 would="scoring now would replace its scores with those of the answers left",
                 then="score again",
             )
@@ -216,6 +229,7 @@ def repair(
             _refuse_lost_answers(
                 run_dir,
                 spec,
+                "repair",
                 would="repairing now would write repaired.parquet from the answers left",
                 then="repair again",
             )

@@ -19,6 +19,7 @@ import pytest
 
 from engine.audit import audit
 from engine.scan import lost_answers, scan_attempts
+from runs.scored_from import gone_shards
 from tests.runs.quiet_campaign import invoke, retried_spec, run_quietly
 
 SPEC = retried_spec("lost", 4)
@@ -163,3 +164,50 @@ def test_a_folder_in_place_of_the_answers_is_named_and_reparse_then_rebuilds(
     for name in ("scores.parquet", "repaired.parquet"):
         before = pl.read_parquet(finished / "run" / name)
         assert pl.read_parquet(run_dir / name).equals(before), name
+
+
+_RECORDS = ("scored-from.json", "repaired-from.json")
+
+
+def test_score_and_repair_refuse_when_the_replies_are_gone_too(
+    finished: Path, run_dir: Path
+) -> None:
+    """A tester deleted the attempts' shards beside the answers': with no reply kept, nothing
+    counted them lost, and `score` wrote 0-row forecasts and scores over the finished run's
+    (the only copy of its stated probabilities left) and a record of no answers, exit 0,
+    then `repair` "repaired 0 answered sets". The record names the shard that is gone."""
+    for shard in (run_dir / "attempts").glob("*.parquet"):
+        shard.unlink()
+    kept = {name: (run_dir / name).read_bytes() for name in (*_OUTPUT, *_RECORDS)}
+    written = {
+        "score": ("scoring now would replace its scores with those of the answers left",
+                  "forecasts.parquet, scores.parquet, averaged.parquet", "score again"),
+        "repair": ("repairing now would write repaired.parquet from the answers left",
+                   "repaired.parquet", "repair again"),
+    }  # fmt: skip
+    for command, (would, files, then) in written.items():
+        assert invoke(command, str(run_dir)) == (
+            2,
+            f"error: {run_dir}: answers it was scored from are gone from responses/ "
+            "(part-00000001.parquet, named in scored-from.json and repaired-from.json) and no "
+            f"reparse replaced them; {would}, so nothing was written (kept: {files}): restore "
+            f"responses/ (and attempts/) from a backup of the folder, then {then}\n",
+        ), command
+    assert {name: (run_dir / name).read_bytes() for name in kept} == kept
+
+
+def test_only_a_reparse_accounts_for_a_shard_gone(run_dir: Path) -> None:
+    """Only a reparse removes an answers shard: every one at once, leaving its own of a
+    higher id, after a line in logs/reparses.jsonl. A shard a resume added accounts for no
+    shard gone, nor does a reparse for one gone of two the record names."""
+    gone = {name: ["part-00000001.parquet"] for name in _RECORDS}
+    responses = run_dir / "responses"
+    (responses / "part-00000009.parquet").write_bytes(b"")  # not read: a name is enough
+    assert gone_shards(run_dir) == gone
+    (run_dir / "logs" / "reparses.jsonl").write_text('{"parser": "lenient"}\n')
+    assert gone_shards(run_dir) == {}  # replaced by the reparse's shard
+    record = json.loads((run_dir / "scored-from.json").read_text())
+    record["responses"].insert(0, ["part-00000000.parquet", 1])
+    (run_dir / "scored-from.json").write_text(json.dumps(record))
+    (responses / "part-00000000.parquet").write_bytes(b"")
+    assert gone_shards(run_dir) == {"scored-from.json": ["part-00000001.parquet"]}
