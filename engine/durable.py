@@ -14,7 +14,7 @@ import contextlib
 import errno
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -177,6 +177,86 @@ def commit_file(tmp: Path, target: Path, *, sync: bool = True) -> None:
     os.replace(tmp, target)
     if sync:
         fsync_dir(target.parent)
+
+
+class CommitFailed(OSError):
+    """`commit_files` could not make every target new: the error (its number and words, so a
+    full disk is still read as one) of the `target` it failed on, with the targets left new
+    (`replaced`: none where each was put back) and those as they were (`kept`)."""
+
+    def __init__(
+        self, error: OSError, target: Path, replaced: list[Path], kept: list[Path]
+    ) -> None:
+        super().__init__(error.errno, error.strerror or str(error), str(target))
+        self.replaced, self.kept = replaced, kept
+
+    def outcome(self) -> str:
+        """What the failure left: "nothing was replaced (kept as they were: a, b)", or which
+        were replaced and which kept, by name."""
+        kept = ", ".join(path.name for path in self.kept)
+        if not self.replaced:
+            return f"nothing was replaced (kept as they were: {kept})"
+        replaced = ", ".join(path.name for path in self.replaced)
+        return f"replaced: {replaced}; kept as they were: {kept}"
+
+
+def commit_files(files: Mapping[Path, Path], aside: Path) -> None:
+    """Make each fully written temporary (`files`: target -> temporary) its target, as
+    `commit_file` does, all or none: each target's file before is linked into the folder
+    `aside` (on the same disk, removed by the caller) before it is replaced, and when a later
+    replace fails every target done is put back (one that was not there, removed) before
+    `CommitFailed` is raised. Done one at a time, a file mounted read-only over the second of
+    three ("Device or resource busy") left the first new beside the others' old (a
+    tester's). A target that cannot be linked aside (a disk without hard links) is replaced
+    all the same, and said `replaced` should a later one fail."""
+    done: list[tuple[Path, Path | None]] = []
+    for target, tmp in files.items():
+        before = _linked_aside(target, aside)
+        try:
+            commit_file(tmp, target)
+        except OSError as exc:
+            if not tmp.exists():  # replaced: the flush of its folder failed
+                done.append((target, before))
+            left = _put_back(done)
+            raise CommitFailed(exc, target, left, [t for t in files if t not in left]) from exc
+        done.append((target, before))
+
+
+#: What `_linked_aside` gives for a target with no file yet: putting it back removes it.
+_NOTHING_BEFORE = Path()
+
+
+def _linked_aside(target: Path, aside: Path) -> Path | None:
+    """A hard link to `target`'s file in `aside`, to put it back by; `_NOTHING_BEFORE` where
+    there is none, None where it cannot be linked."""
+    link = aside / f"{target.name}.before"
+    try:
+        os.link(target, link, follow_symlinks=False)
+    except FileNotFoundError:
+        return _NOTHING_BEFORE
+    except (OSError, NotImplementedError):  # no hard links there, or none to a link
+        return None
+    return link
+
+
+def _put_back(done: list[tuple[Path, Path | None]]) -> list[Path]:
+    """Undo `commit_files`'s replaces of `done` (each target with `_linked_aside`'s link),
+    the last first; the targets that stay new, in `done`'s order."""
+    left = []
+    for target, before in reversed(done):
+        try:
+            if before is None:
+                left.append(target)
+            elif before is _NOTHING_BEFORE:
+                target.unlink(missing_ok=True)
+            else:
+                os.replace(before, target)
+        except OSError:
+            left.append(target)
+    for folder in {target.parent for target, _ in done}:
+        with contextlib.suppress(OSError):  # put back already; a flush that fails is no error
+            fsync_dir(folder)
+    return left[::-1]
 
 
 def write_bytes_atomic(target: Path, data: bytes, *, sync: bool = True) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.durable import commit_file, disk_full_as_os_error
+from engine.durable import commit_files, disk_full_as_os_error
 from engine.frames import lists_from_flat
 from runs.answered_sets import (
     FORECAST_SCHEMA,
@@ -258,14 +258,21 @@ class PartFiles:
                 frame.write_parquet(path)
             self.paths.append(path)
 
-    def commit(self, target: Path) -> None:
+    def finish(self) -> Path:
+        """The whole output, its parts concatenated, in the folder: for `commit_files`."""
         tmp = self.folder / f"{self.name}.parquet"
         with disk_full_as_os_error(self.folder):
             if self.paths:
                 pl.scan_parquet(self.paths).sink_parquet(tmp)
             else:
                 pl.DataFrame(schema=self.schema).write_parquet(tmp)
-        commit_file(tmp, target)
+        for path in self.paths:  # in the whole now: the disk holds each output once, not twice
+            path.unlink()
+        return tmp
+
+    def commit(self, target: Path) -> None:
+        """Make the whole output `target` (`CommitFailed` if it cannot be replaced)."""
+        commit_files({target: self.finish()}, self.folder)
 
 
 def score_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None) -> ScoredRun:
@@ -305,9 +312,11 @@ def score_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None
                 pool.shutdown()
             trim_heap()  # the chunk's garbage goes back before the next chunk allocates
         pool.shutdown()
+        # Every file written whole before the first is replaced, and replaced all or none: a
+        # file that could not be replaced left the ones before it new beside the rest old.
+        finished = {run_dir / f"{name}.parquet": part.finish() for name, part in outputs.items()}
         forget_digest(run_dir)
-        for name, part in outputs.items():
-            part.commit(run_dir / f"{name}.parquet")
+        commit_files(finished, folder)
     record_scored_from(run_dir, answers)
     return ScoredRun(
         scores=pl.concat(slim) if slim else pl.DataFrame(schema=SCORE_SCHEMA).select(SLIM_COLUMNS),

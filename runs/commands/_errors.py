@@ -157,8 +157,16 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
         # "Is a directory: report/index.html", not "[Errno 21] Is a directory: '...'"
         second = f" -> {exc.filename2}" if exc.filename2 is not None else ""
-        return f"{exc.strerror}: {exc.filename}{second}{_in_the_way(exc)}"
+        return f"{exc.strerror}: {exc.filename}{second}{_in_the_way(exc)}{_left(exc)}"
     return str(exc)
+
+
+def _left(exc: OSError) -> str:
+    """What a failed swap of several files left (`engine.durable.CommitFailed.outcome`),
+    after its error; nothing for any other error."""
+    from engine.durable import CommitFailed
+
+    return f"; {exc.outcome()}" if isinstance(exc, CommitFailed) else ""
 
 
 #: What `_describe` adds to a path this user may not write (or read).

@@ -37,8 +37,13 @@ _SPEC_HELP = "the campaign spec (default: DIR/spec.toml, frozen when the run sta
 @contextlib.contextmanager
 def _clean_errors(run_dir: Path) -> Iterator[None]:
     """The user errors of every command, a missing file, one this user may not read, a full
-    disk and a damaged file of the folder: one line each."""
-    with user_errors(FileNotFoundError, PermissionError, folder=run_dir), disk_full_says(run_dir):
+    disk, a damaged file of the folder, and any other error replacing the files written
+    (`CommitFailed`: a file mounted over one, "Device or resource busy", ended in a
+    traceback): one line each."""
+    from engine.durable import CommitFailed
+
+    kinds = (FileNotFoundError, PermissionError, CommitFailed)
+    with user_errors(*kinds, folder=run_dir), disk_full_says(run_dir):
         yield
 
 

@@ -182,3 +182,55 @@ def test_a_folder_that_keeps_the_probe_refuses_the_write(
     monkeypatch.setattr(os, "unlink", append_only)
     refused = durable.write_refused(tmp_path)
     assert refused is not None and refused.errno == errno.EPERM
+
+
+def _staged(folder: Path, names: list[str]) -> dict[Path, Path]:
+    """Each target of `names` in `folder` with a written temporary holding "new"."""
+    (staging := folder / ".staging").mkdir()
+    for name in names:
+        (staging / name).write_bytes(b"new")
+    return {folder / name: staging / name for name in names}
+
+
+def _busy(monkeypatch: pytest.MonkeyPatch, target: Path) -> None:
+    real = os.replace
+
+    def replace(src: Path, dst: Path) -> None:
+        if Path(dst) == target:
+            raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), str(src), str(dst))
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+
+
+def test_commit_files_puts_back_every_file_when_one_cannot_be_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file there before is put back, one that was not is removed again."""
+    (tmp_path / "a").write_bytes(b"old")
+    files = _staged(tmp_path, ["a", "b", "c"])
+    _busy(monkeypatch, tmp_path / "c")
+    with pytest.raises(durable.CommitFailed) as failed:
+        durable.commit_files(files, tmp_path / ".staging")
+    assert (failed.value.errno, failed.value.filename) == (errno.EBUSY, str(tmp_path / "c"))
+    assert failed.value.outcome() == "nothing was replaced (kept as they were: a, b, c)"
+    assert (tmp_path / "a").read_bytes() == b"old" and not (tmp_path / "b").exists()
+
+
+def test_commit_files_says_a_file_it_could_not_put_back_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk without hard links: the file before could not be kept to put back."""
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(b"old")
+    files = _staged(tmp_path, ["a", "b"])
+    _busy(monkeypatch, tmp_path / "b")
+
+    def no_links(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+
+    monkeypatch.setattr(os, "link", no_links)
+    with pytest.raises(durable.CommitFailed) as failed:
+        durable.commit_files(files, tmp_path / ".staging")
+    assert failed.value.outcome() == "replaced: a; kept as they were: b"
+    assert [(tmp_path / name).read_bytes() for name in ("a", "b")] == [b"new", b"old"]

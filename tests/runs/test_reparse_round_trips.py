@@ -24,10 +24,10 @@ from typing import Any
 import polars as pl
 import pytest
 
+import engine.durable
 import engine.reparse
 import runs.repair_step
 import runs.scored_from
-import runs.scoring_step
 from engine.audit import attempt_timeline
 from engine.journal import JournalWriter, segment_path
 from engine.lanefile import write_lane_states
@@ -787,8 +787,14 @@ def test_scores_cut_short_after_a_reparse_are_stale_after_a_reparse_back(
     assert invoke("score", str(out))[0] == 0
     assert invoke("reparse", str(out), "--parser", "lenient")[0] == 0
     with monkeypatch.context() as patch:
-        real = runs.scoring_step.PartFiles.commit
-        patch.setattr(runs.scoring_step.PartFiles, "commit", _killed_on_call(2)(real))
+        real = engine.durable.commit_file
+
+        def killed_at_scores(tmp: Path, target: Path, **kwargs: Any) -> None:
+            if target.name == "scores.parquet":  # forecasts.parquet is in place
+                raise SystemExit(137)
+            real(tmp, target, **kwargs)
+
+        patch.setattr(engine.durable, "commit_file", killed_at_scores)
         assert invoke("score", str(out))[0] == 137
     code, said = invoke("reparse", str(out), "--parser", "strict")
     assert code == 0 and "no new score is needed" not in said, said
