@@ -104,20 +104,36 @@ def gone_answers_refusal(run_dir: Path, kept: list[str], would: str, then: str) 
     of `kept` the folder has) stay as they are, and where the answers can come from. Asked
     after `answers_refusal`: where the replies are still in `attempts/`, its reparse rebuilds
     them without a backup."""
+    gone = gone_answers(run_dir)
+    if gone is None:
+        return None
+    held = ", ".join(name for name in kept if (run_dir / name).is_file())
+    return (
+        f"{run_dir}: {gone}; {would}, so nothing was written"
+        f"{f' (kept: {held})' if held else ''}: {RESTORE_ANSWERS}, then {then}"
+    )
+
+
+#: Where answers gone with their replies can come from (`gone_answers`): nothing rebuilds them.
+RESTORE_ANSWERS = f"restore {RESPONSES}/ (and attempts/) from a backup of the folder"
+
+
+def gone_answers(run_dir: Path) -> str | None:
+    """Which response shards the folder's scores or repairs were computed from are gone,
+    with no reparse to account for them (`runs.scored_from.gone_shards`), and which record
+    names them; None when none is. What `status` warns of, and `score` and `repair` refuse."""
     gone = gone_shards(run_dir)
     if not gone:
         return None
     shards = sorted({name for names in gone.values() for name in names})
-    held = ", ".join(name for name in kept if (run_dir / name).is_file())
     return (
-        f"{run_dir}: answers it was scored from are gone from {RESPONSES}/ "
-        f"({', '.join(shards)}, named in {' and '.join(gone)}) and no reparse replaced them; "
-        f"{would}, so nothing was written{f' (kept: {held})' if held else ''}: restore "
-        f"{RESPONSES}/ (and attempts/) from a backup of the folder, then {then}"
+        f"answers it was scored from are gone from {RESPONSES}/ ({', '.join(shards)}, named in "
+        f"{' and '.join(gone)}) and no reparse replaced them"
     )
 
 
 __all__ = [
-    "answers_refusal", "gone_answers_refusal", "lost_answers_refusal",
+    "RESTORE_ANSWERS", "answers_refusal", "gone_answers", "gone_answers_refusal",
+    "lost_answers_refusal",
     "repeated_answers_refusal", "unplanned_answers_refusal",
 ]

@@ -109,6 +109,8 @@ def render(summary: dict[str, Any], console: Console) -> None:
     pid = summary.get("pid") or {}
     who = f" (pid {pid['pid']} on {pid.get('host', '?')})" if pid else ""
     header = Text(str(summary["run_dir"]), style="bold")  # a path is not markup
+    if state == "not started" and summary.get("answers_gone"):  # started: its answers gone
+        state = "answers missing"
     header.append(": ").append(state, style=_STATE_STYLE.get(state, "white")).append(who)
     held = AtProvider(**summary.get("batch_at_provider") or {})
     if held:  # a batch run's queries with the provider: "stopped, 3 batch jobs (28 ...) ..."
@@ -287,7 +289,8 @@ def status(
 
     with user_errors(OSError, JournalError, folder=run_dir):
         summary = run_status(run_dir, *parser_and_budget(run_dir))
-        if repairs := stale_repairs(run_dir):
+        gone = _say_gone_answers(run_dir, summary)  # `repair` refuses: no line to run it
+        if not gone and (repairs := stale_repairs(run_dir)):
             summary["warnings"].append(repairs)
         if summary["state"] != "live" and (lost := lost_plan(run_dir)):
             summary["warnings"].append(lost)
@@ -298,7 +301,7 @@ def status(
         # Answers lost from responses/: the reparse their warning names comes first, and
         # `score` refuses until then (this line sent the user to it).
         # So do answers of requests the plan does not hold: `score` refuses until then.
-        first = summary.get("answers_missing") or summary.get("answers_unplanned")
+        first = summary.get("answers_missing") or summary.get("answers_unplanned") or gone
         if summary["state"] != "live" and not first and (
             stale := _stale_scores(run_dir, summary["reparse_unfinished"], _unscored(summary))
             or _stale_report(run_dir)
@@ -333,6 +336,22 @@ def _lost_jobs(run_dir: Path) -> list[LostJob]:
         return lost_jobs(run_dir)
     except pl.exceptions.PolarsError:  # a damaged shard: not this line's to say
         return []
+
+
+def _say_gone_answers(run_dir: Path, summary: dict[str, Any]) -> bool:
+    """Warn, first, of answers gone with their replies (`runs.lost_answers.gone_answers`),
+    and note it in `answers_gone` (additive); whether they are. Such a finished run read
+    "not started" with no other word (a tester's): with no attempt left, it looks unrun."""
+    from runs.lost_answers import RESTORE_ANSWERS, gone_answers
+
+    # Replies kept, the lost answers' own warning names the reparse that rebuilds them.
+    asked = summary["state"] != "live" and not summary.get("answers_missing")
+    gone = gone_answers(run_dir) if asked else None
+    summary["answers_gone"] = gone is not None
+    if gone is not None:
+        summary["warnings"].insert(0, f"{gone}: {RESTORE_ANSWERS}; `score` and `repair` "
+                                      "refuse the folder until then")  # fmt: skip
+    return gone is not None
 
 
 def _unscored(summary: dict[str, Any]) -> bool:

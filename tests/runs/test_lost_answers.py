@@ -211,3 +211,23 @@ def test_only_a_reparse_accounts_for_a_shard_gone(run_dir: Path) -> None:
     (run_dir / "scored-from.json").write_text(json.dumps(record))
     (responses / "part-00000000.parquet").write_bytes(b"")
     assert gone_shards(run_dir) == {"scored-from.json": ["part-00000001.parquet"]}
+
+
+def test_status_says_the_answers_are_gone_not_that_the_run_never_started(
+    run_dir: Path,
+) -> None:
+    """With its attempts gone too, a finished run read "not started", its last words
+    "No attempts recorded yet", and a warning to `repair`, which then refused."""
+    for shard in (run_dir / "attempts").glob("*.parquet"):
+        shard.unlink()
+    code, said = invoke("status", str(run_dir))
+    assert code == 0 and said.startswith(f"{run_dir}: answers missing\n"), said
+    assert (
+        "warning: answers it was scored from are gone from responses/ (part-00000001.parquet, "
+        "named in scored-from.json and repaired-from.json) and no reparse replaced them: "
+        "restore responses/ (and attempts/) from a backup of the folder; `score` and `repair` "
+        "refuse the folder until then"
+    ) in said, said
+    assert "writes it again" not in said, said
+    summary = json.loads(invoke("status", str(run_dir), "--json")[1])
+    assert summary["answers_gone"] is True and summary["state"] == "not started"
