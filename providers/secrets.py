@@ -9,10 +9,13 @@ log passes every field through the same `redact`, with the same `MASK`.
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from providers.types import Completion, ConfigError, Failure
 
@@ -22,17 +25,44 @@ MASK = "***"
 MIN_SECRET_LENGTH = 6
 
 
+class _Forms:
+    """What `_masked` looks for: the secret `values` (longest first: a key holding another is
+    masked whole; a cut key's head is one of theirs), their `literals` (each value, and it
+    percent-encoded and JSON-escaped; longest first), masked where they occur, and their
+    `cores` (what every base64 encoding of a text holding a value holds, `_base64_cores`),
+    masked with the base64 run around them."""
+
+    __slots__ = ("cores", "literals", "searched", "values")
+
+    def __init__(
+        self, values: tuple[str, ...], literals: tuple[str, ...], cores: tuple[str, ...]
+    ) -> None:
+        self.values, self.literals, self.cores = values, literals, cores
+        self.searched = cores + literals
+
+    def found_in(self, text: str) -> bool:
+        return any(form in text for form in self.searched)
+
+
 class Secret:
     """A credential value that only `reveal()` gives back; every other view is masked."""
 
-    __slots__ = ("_value",)
+    __slots__ = ("_forms", "_value")
 
     def __init__(self, value: str) -> None:
         self._value = value
+        self._forms: _Forms | None = None
 
     def reveal(self) -> str:
         """The raw value, for exactly one place: the outgoing header."""
         return self._value
+
+    def forms(self) -> _Forms:
+        """The value's encoded forms, worked out once: every reply is redacted against them,
+        on the event loop."""
+        if self._forms is None:
+            self._forms = _forms_of(self._value)
+        return self._forms
 
     def __repr__(self) -> str:
         return f"Secret('{MASK}')"
@@ -53,6 +83,61 @@ class Secret:
         raise TypeError("Secret values are not picklable")
 
 
+def _forms_of(value: str) -> _Forms:
+    """`value`'s encoded forms (`_Forms`); none for a value too short to be a secret."""
+    if len(value) < MIN_SECRET_LENGTH:
+        return _Forms((), (), ())
+    return _Forms((value,), _longest_first([value, *_escaped(value)]), _base64_cores(value))
+
+
+def _escaped(value: str) -> list[str]:
+    """`value` as a server may echo it escaped: percent-encoded (a URL it quotes: `quote` and
+    `quote_plus`, upper- and lower-case hex) and JSON-escaped (non-ASCII as \\u, and `/` as
+    `\\/` too, which some servers write). A Bedrock key's `+/=` echoed in a URL left
+    "***%2Babc%2F..." in the ledger once its head was masked by shape."""
+    encoded = [quote(value, safe=""), quote_plus(value, safe="")]
+    encoded += [_PERCENT.sub(lambda m: m.group(0).lower(), text) for text in encoded]
+    json_escaped = [json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]
+    json_escaped += [text.replace("/", "\\/") for text in json_escaped]
+    return encoded + json_escaped
+
+
+_PERCENT = re.compile(r"%[0-9A-F]{2}")
+
+
+def _base64_cores(value: str) -> tuple[str, ...]:
+    """What the base64 of any text holding `value` holds, whatever the text before it: for
+    each of the three alignments (k bytes before it, k = 0, 1, 2), base64(k zero bytes +
+    value) without the characters the k bytes touch (the first ceil(8k/6)) nor those the
+    bytes after it would touch (past the first floor(8n/6), for n bytes in all). A key in
+    `Basic base64("user:" + key)` was kept whole."""
+    raw = value.encode()
+    cores = []
+    for k in range(3):
+        encoded = base64.b64encode(b"\0" * k + raw).decode()
+        cores.append(encoded[-(-8 * k // 6) : 8 * (k + len(raw)) // 6])
+    return tuple(dict.fromkeys(cores))
+
+
+_BASE64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+
+
+def _mask_base64_runs(text: str, core: str) -> str:
+    """`text` with every run of base64 characters holding `core` masked whole: the rest of
+    the run encodes the key's neighbours (`user:` of a Basic credential), and its ends the
+    key's own first and last bytes."""
+    at = text.find(core)
+    while at != -1:
+        start, end = at, at + len(core)
+        while start and text[start - 1] in _BASE64_CHARS:
+            start -= 1
+        while end < len(text) and text[end] in _BASE64_CHARS:
+            end += 1
+        text = text[:start] + MASK + text[end:]
+        at = text.find(core, start + len(MASK))
+    return text
+
+
 #: What `providers.base.short` ends a text it cut with. The cut may fall inside a key that
 #: the text quoted, and the head it leaves no longer equals the key's value.
 CUT_MARK = "…"
@@ -61,7 +146,7 @@ CUT_MARK = "…"
 MIN_CUT_HEAD = 4
 
 
-def _mask_cut_head(text: str, values: list[str]) -> str:
+def _mask_cut_head(text: str, values: Iterable[str]) -> str:
     """`text` with the head of a known value that its cut (`CUT_MARK`) left at its end masked."""
     kept = text[: -len(CUT_MARK)]
     for value in values:
@@ -98,7 +183,8 @@ _SHAPES = re.compile(
     r"|\bABSK[A-Za-z0-9+/=]{16,}"  # Bedrock API keys
     r"|\bya29\.[A-Za-z0-9._-]{8,}"  # Google OAuth access tokens
     r"|\bAIza[0-9A-Za-z_-]{20,}"  # Google API keys
-    r"|([?&](?:key|api[_-]?key|access_token|sig)=)[^&\s\"']+",  # keys in query strings
+    r"|([?&](?:key|api[_-]?key|access_token|token|auth|password|secret|sig)=)"  # keys in
+    r"[^&\s\"']+",  # query strings
     re.IGNORECASE | re.DOTALL,
 )
 
@@ -108,7 +194,7 @@ _SHAPES = re.compile(
 #: reply is redacted, on the event loop).
 _SHAPE_ANCHORS = (
     "-----begin", "bearer", "sk-", "gsk_", "akia", "asia", "absk", "ya29.", "aiza",
-    "key=", "access_token=", "sig=",
+    "key=", "token=", "auth=", "password=", "secret=", "sig=",
 )  # fmt: skip
 
 
@@ -178,7 +264,8 @@ def _mask_shape(match: re.Match[str]) -> str:
 
 
 def redact(text: str, secrets: Iterable[str | Secret] = ()) -> str:
-    """`text` with every known secret value, and anything shaped like a credential, masked.
+    """`text` with every known secret value (also percent-encoded, JSON-escaped or inside
+    base64, `_Forms`), and anything shaped like a credential, masked.
 
     The one redaction of the project: adapters pass failure text through it before it can
     reach the ledger, and the engine's log passes every field through it. Values shorter
@@ -187,25 +274,40 @@ def redact(text: str, secrets: Iterable[str | Secret] = ()) -> str:
     return _masked(text, _values(secrets))
 
 
-def _values(secrets: Iterable[str | Secret]) -> list[str]:
-    """The secret values to mask, longest first (a key holding another is masked whole)."""
-    raw = [s.reveal() if isinstance(s, Secret) else s for s in secrets]
-    kept = {v for v in raw if len(v) >= MIN_SECRET_LENGTH}
-    return sorted(kept, key=len, reverse=True) if len(kept) > 1 else list(kept)
+def _values(secrets: Iterable[str | Secret]) -> _Forms:
+    """The secret values to mask, and their encoded forms (a `Secret`'s worked out once)."""
+    held = [(s if isinstance(s, Secret) else Secret(s)).forms() for s in secrets]
+    forms = [f for f in held if f.literals]
+    if len(forms) == 1:  # the common case: one key
+        return forms[0]
+    return _Forms(
+        _longest_first(v for f in forms for v in f.values),
+        _longest_first(text for f in forms for text in f.literals),
+        _longest_first(core for f in forms for core in f.cores),
+    )
 
 
-def _masked(text: str, values: list[str]) -> str:
+def _longest_first(texts: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(texts), key=len, reverse=True))
+
+
+def _masked(text: str, masks: _Forms) -> str:
     # Repeat until stable: a replacement can splice a new occurrence together (a key made of
-    # asterisks, or one secret's tail next to another). Each pass shortens the text, so it ends.
+    # asterisks, or one secret's tail next to another). Each pass shortens the text (a form
+    # or a base64 run is longer than the mask), so it ends.
     changed = True
     while changed:
         changed = False
-        for value in values:
-            if value in text:
-                text = text.replace(value, MASK)
+        for core in masks.cores:  # first: a base64 run holding a form is masked whole
+            if core in text:
+                text = _mask_base64_runs(text, core)
                 changed = True
-    if values and text.endswith(CUT_MARK):  # a detail cut short before it was redacted
-        text = _mask_cut_head(text, values)
+        for form in masks.literals:
+            if form in text:
+                text = text.replace(form, MASK)
+                changed = True
+    if masks.values and text.endswith(CUT_MARK):  # a detail cut short before it was redacted
+        text = _mask_cut_head(text, masks.values)
     return _SHAPES.sub(_mask_shape, text) if _may_hold_shape(text) else text
 
 
@@ -217,19 +319,17 @@ _COMPLETION_KEPT = ("text", "provider_request_id", "model_reported", "finish_rea
 
 def _redacted(record: Any, kept: tuple[str, ...], secrets: Iterable[str | Secret]) -> Any:
     """`record` (a `Failure` or `Completion`) with its `kept` strings redacted."""
-    values = _values(secrets)
+    masks = _values(secrets)
     texts = [(name, getattr(record, name)) for name in kept]
     # One look at them all first: nearly every reply holds nothing to mask, and each is
     # redacted on the event loop (one check of the joined strings, not four).
     joined = "\n".join(text for _, text in texts if text)
-    if not (
-        any(value in joined for value in values) or CUT_MARK in joined or _may_hold_shape(joined)
-    ):
+    if not (masks.found_in(joined) or CUT_MARK in joined or _may_hold_shape(joined)):
         return record
     changed = {
         name: masked
         for name, text in texts
-        if text is not None and (masked := _masked(text, values)) != text
+        if text is not None and (masked := _masked(text, masks)) != text
     }
     return replace(record, **changed) if changed else record
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import pickle
+import re
+from urllib.parse import quote, quote_plus
 
 import orjson
 import pytest
@@ -15,6 +19,7 @@ from providers.secrets import (
     _SHAPES,
     MASK,
     MIN_CUT_HEAD,
+    MIN_SECRET_LENGTH,
     Secret,
     _mask_shape,
     first_set,
@@ -151,7 +156,8 @@ def test_an_answer_echoing_the_key_is_kept_masked(config: ModelConfig, env: dict
 
 _FRAGMENTS = st.sampled_from([
     "Bearer ", "bEaReR\t", "sk-", "gsk_", "AKIA", "asia", "ABSK", "ya29.", "AIza", "?key=",
-    "&API_KEY=", "&api-key=", "?access_token=", "&SIG=", "-----BEGIN RSA PRIVATE KEY-----",
+    "&API_KEY=", "&api-key=", "?access_token=", "&SIG=", "?token=", "&AUTH=", "&password=",
+    "?Secret=", "-----BEGIN RSA PRIVATE KEY-----",
     "0123456789abcdefGHIJKLMNOP", "=", " ", "\n", "x",
 ])
 
@@ -414,3 +420,69 @@ def test_an_aws_key_id_with_a_suffix_is_a_credential_letters_alone_or_not(
     assert looks_like_credential(f"ours: {key}{suffix}, kept")
     assert not looks_like_credential(f"lab-{key}")
     assert not looks_like_credential(f"lab.{key}")
+
+
+BEDROCK_KEY = "ABSKQmVkcm9ja0FQSUtleS1h159+abc/def/ghiJKL=="
+
+
+def test_a_bedrock_key_echoed_url_encoded_in_a_failure_is_masked_whole() -> None:
+    """A tester's gateway quoted the key in a URL of its 500 message: its head was masked by
+    shape and "***%2Babc%2Fdef%2FghiJKL%3D%3D" reached the ledger's detail."""
+    config = ModelConfig(name="b", provider="bedrock", region="us-east-1",
+                         model="anthropic.claude-3-haiku-20240307-v1:0")
+    adapter = adapter_for(config, {"AWS_BEARER_TOKEN_BEDROCK": BEDROCK_KEY})
+    for url in (f"https://gw/x?token={quote(BEDROCK_KEY, safe='')}",
+                f"https://gw/keys/{quote(BEDROCK_KEY, safe='')}/check"):
+        body = orjson.dumps({"message": f"upstream GET {url} failed"})
+        result = adapter.parse(500, {}, body)
+        assert isinstance(result, Failure)
+        assert "abc" not in result.detail and "%2F" not in result.detail, result.detail
+        assert "upstream GET https://gw/" in result.detail and MASK in result.detail
+
+
+def _lower_hex(text: str) -> str:
+    return re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), text)
+
+
+_ENCODINGS = {
+    "quote": lambda key: quote(key, safe=""),
+    "quote lower hex": lambda key: _lower_hex(quote(key, safe="")),
+    "quote_plus": lambda key: quote_plus(key, safe=""),
+    "quote_plus lower hex": lambda key: _lower_hex(quote_plus(key, safe="")),
+    "json": lambda key: json.dumps(key)[1:-1],
+    "json escaping /": lambda key: json.dumps(key)[1:-1].replace("/", "\\/"),
+}
+_KEYS = [BEDROCK_KEY, "x7Gq2 LmN9pR4+sT6/vW8=é", BY_VALUE["aws secret access key"]]
+
+
+@pytest.mark.parametrize("encoding", sorted(_ENCODINGS))
+@pytest.mark.parametrize("key", _KEYS, ids=["bedrock", "spaced", "aws"])
+def test_a_key_echoed_percent_encoded_or_json_escaped_is_masked(encoding: str, key: str) -> None:
+    encoded = _ENCODINGS[encoding](key)
+    text = f"upstream said: /v1/{encoded}/x (request 42)"
+    assert redact(text, [Secret(key)]) == f"upstream said: /v1/{MASK}/x (request 42)"
+
+
+@given(before=st.text(max_size=7), after=st.text(max_size=7),
+       key=st.text(st.characters(codec="utf-8"), min_size=MIN_SECRET_LENGTH, max_size=40))
+def test_a_key_echoed_inside_base64_is_masked_at_every_alignment(
+    before: str, after: str, key: str
+) -> None:
+    """A key inside `Basic base64("user:" + key)` was kept whole, base64-encoded: the whole
+    base64 run holding it is masked, whatever comes before the key (three alignments)."""
+    encoded = base64.b64encode(f"{before}{key}{after}".encode()).decode()
+    redacted = redact(f"Authorization: Basic {encoded}\n", [Secret(key)])
+    assert encoded not in redacted and redacted.endswith(f" {MASK}\n")
+
+
+def test_a_basic_credential_holding_the_key_is_masked_in_a_reply() -> None:
+    basic = base64.b64encode(f"user:{BEDROCK_KEY}".encode()).decode()
+    completion = Completion(f"sent Basic {basic}, p = 0.4", "stop", 1, 1, "rid", "m")
+    result = redact_result(completion, [Secret(BEDROCK_KEY)])
+    assert isinstance(result, Completion) and result.text == f"sent Basic {MASK}, p = 0.4"
+
+
+@pytest.mark.parametrize("name", ["token", "TOKEN", "auth", "password", "secret"])
+def test_a_token_password_or_secret_in_a_query_string_is_masked_unasked(name: str) -> None:
+    text = f"GET https://gw/x?a=1&{name}=s3cr3tv4lu3&alt=json failed"
+    assert redact(text) == f"GET https://gw/x?a=1&{name}={MASK}&alt=json failed"
