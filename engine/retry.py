@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     import polars as pl
 
 #: Failures that will fail the same way on every try: they stop a lane after a few in a row.
+#: An auth error while the lane has had answers within `RetryPolicy.rate_limit_grace_s` is
+#: asked again all the same (`engine.lanes.Lane._retryable`): the key worked a moment ago.
 PERMANENT: frozenset[Outcome] = frozenset({Outcome.AUTH_ERROR, Outcome.BAD_REQUEST})
 
 #: Failures of the answer itself (the server replied; the reply is not a usable answer). They
@@ -125,7 +127,8 @@ class RetryPolicy:
     #: not give up answerable requests.
     #: A lane refused for longer is charged as before, so an always-refused key still ends.
     #: The same holds for a server not reached at all (`Failure.unreachable`), which is how a
-    #: server restarting looks.
+    #: server restarting looks. An auth error within this window is asked again (charged as
+    #: usual) where it is otherwise permanent.
     rate_limit_grace_s: float = 60.0
     _wait: tenacity.wait.wait_base = field(init=False, repr=False, compare=False)
 

@@ -4,24 +4,29 @@ policy's bounds, and lane behaviour under rate limits against the simulator."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import polars as pl
 import pytest
+from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.concurrency import AdaptiveCap
 from engine.dispatch import dispatch
+from engine.lanes import LaneState, LaneStats
 from engine.retry import PERMANENT, RetryPolicy
 from engine.scan import scan_attempts
+from providers.registry import adapter_for
 from providers.sim.server import start_sim
-from providers.types import MAX_CONCURRENCY, RETRYABLE, Failure, Outcome
+from providers.types import MAX_CONCURRENCY, RETRYABLE, Failure, ModelConfig, Outcome
 
 if TYPE_CHECKING:
-    from tests.engine.conftest import Kit
+    from tests.engine.conftest import Handler, Kit, ServeAny
 
 
 def test_cap_slow_starts_then_cuts_once_per_episode_and_grows_back() -> None:
@@ -326,3 +331,71 @@ async def test_a_server_restarting_after_answering_spends_no_attempts(
         assert cast(int, tries.max()) > 2  # retried past the budget, uncharged
     else:
         assert not summary.complete and lane.retries.exhausted > 0
+
+
+def groq_refusing(refused: Callable[[int], bool]) -> Handler:
+    """A Groq endpoint answering `{"probability": 0.5}`, and refusing the key (401, in
+    Groq's words) to the requests `refused` picks by their order of arrival (1, 2, ...)."""
+    arrived = itertools.count(1)
+
+    async def handle(request: web.Request) -> web.Response:
+        if refused(next(arrived)):
+            error = {"message": "Invalid API Key", "type": "invalid_request_error",
+                     "code": "invalid_api_key"}
+            return web.json_response({"error": error}, status=401)
+        return web.json_response({
+            "id": "c", "model": "m", "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+            "choices": [{"message": {"role": "assistant", "content": '{"probability": 0.5}'},
+                         "finish_reason": "stop"}],
+        })
+
+    return handle
+
+
+async def run_groq(
+    tmp_path: Path, kit: type[Kit], root: str, n: int, grace_s: float = 60.0
+) -> LaneStats:
+    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("g", n, grouped_every=0))
+    config = ModelConfig(name="g", provider="groq", model="m", base_url=f"{root}/openai/v1",
+                         max_tokens=64, concurrency=1)
+    adapter = adapter_for(config, {"GROQ_API_KEY": "gsk_testtesttest0123456789"})
+    policy = RetryPolicy(max_attempts=4, base_s=0.001, cap_s=0.002, rate_limit_grace_s=grace_s)
+    summary = await dispatch(plan, tmp_path / "run", {"g": config}, {"g": adapter},
+                             policy=policy, log_console=None)  # fmt: skip
+    return summary.lanes["g"]
+
+
+@pytest.mark.parametrize("grace_s", [60.0, 0.0])
+async def test_one_auth_error_among_answers_is_asked_again(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny, grace_s: float
+) -> None:
+    """A tester's Groq fake refused the key once among 28 requests: that request was given
+    up at once and the run ended "done in part, 27/28", exit 4, though the key works. A 401
+    while the lane has had answers within `rate_limit_grace_s` is asked again (charged to
+    its `max_attempts`). With no grace window, as before, it is given up."""
+    lane = await run_groq(tmp_path, kit, await serve_any(groq_refusing({6}.__contains__)), 28,
+                          grace_s)  # fmt: skip
+    assert lane.retries.by_cause["auth_error"] == 1 and lane.state is LaneState.DONE
+    assert (lane.accepted, lane.gave_up) == ((28, 0) if grace_s else (27, 1))
+
+
+async def test_an_auth_error_before_any_answer_is_given_up_at_once(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny
+) -> None:
+    lane = await run_groq(tmp_path, kit, await serve_any(groq_refusing({1}.__contains__)), 4)
+    assert (lane.accepted, lane.gave_up, lane.attempts) == (3, 1, 4)
+
+
+@pytest.mark.parametrize("answered", [0, 5])
+async def test_a_key_refused_from_the_start_or_mid_run_still_stops_the_lane(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny, answered: int
+) -> None:
+    """Refused from the start, each request is given up at its 401 and the lane stops after
+    `permanent_streak` in a row; revoked after answers, the 401s are retried, and the lane
+    stops after as many in a row all the same."""
+    root = await serve_any(groq_refusing(lambda n: n > answered))
+    lane = await run_groq(tmp_path, kit, root, 20)
+    streak = RetryPolicy().permanent_streak
+    assert lane.state is LaneState.STOPPED and "auth_error" in lane.message
+    assert (lane.accepted, lane.attempts) == (answered, answered + streak)
+    assert lane.gave_up == (streak if not answered else 0)
