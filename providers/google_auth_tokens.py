@@ -16,6 +16,7 @@ Because a refresh blocks, the engine may call an adapter's `build` in a worker t
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -50,7 +51,8 @@ class RefreshableCredentials(Protocol):
 class TokenRefreshError(RuntimeError):
     """A token could not be fetched; `retryable` says whether trying again may help.
 
-    The message names the credential kind and the failure class only: google-auth's own
+    The message names where the credential came from (`credentials_source`) and, for a
+    refusal, the token endpoint's OAuth error code (`invalid_grant`) only: google-auth's own
     messages can quote the token endpoint's reply, which we do not pass on.
     """
 
@@ -98,8 +100,37 @@ def _expiry_epoch(expiry: datetime | None) -> float | None:
     return expiry.timestamp()
 
 
+def credentials_source(credentials: Any, path: str = "") -> str:
+    """Where `credentials` came from, as a refusal opens with it (docs/providers.md: every
+    adapter's auth failure does): the key file `GOOGLE_APPLICATION_CREDENTIALS` names (its
+    `path`), else Application Default Credentials, from the metadata server (on Google
+    Cloud) or gcloud's application-default login. A refusal said only google-auth's class
+    name ("token refresh for Credentials was refused"), which every kind shares."""
+    if path:
+        return f"credentials from {CREDENTIALS_FILE_ENV} ({path})"
+    if type(credentials).__module__.startswith("google.auth.compute_engine"):
+        return "Application Default Credentials from the metadata server"
+    return "Application Default Credentials (gcloud auth application-default login)"
+
+
+#: An OAuth error code (RFC 6749 5.2: `invalid_grant`, `invalid_client`, ...): what of a
+#: token endpoint's refusal is said. Anything else it sent (a description that may quote the
+#: grant) is not.
+_OAUTH_ERROR_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def _refusal_code(exc: Exception) -> str | None:
+    """The token endpoint's OAuth error code in a google-auth `RefreshError`, which carries
+    the endpoint's parsed reply as its second argument; None when it holds none."""
+    reply = exc.args[1] if len(exc.args) > 1 else None
+    code = reply.get("error") if isinstance(reply, dict) else None
+    return code if isinstance(code, str) and _OAUTH_ERROR_CODE.fullmatch(code) else None
+
+
 class TokenCache:
-    """One credential's access token, refreshed when fewer than `margin_s` seconds remain."""
+    """One credential's access token, refreshed when fewer than `margin_s` seconds remain.
+    `source` says where the credential came from in a refresh's failure (`credentials_source`
+    of the credential, when not given)."""
 
     def __init__(
         self,
@@ -108,8 +139,10 @@ class TokenCache:
         clock: Callable[[], float] = time.time,
         margin_s: float = REFRESH_MARGIN_S,
         request_factory: Callable[[], Any] = default_request_factory,
+        source: str | None = None,
     ) -> None:
         self._credentials = credentials
+        self._source = source or credentials_source(credentials)
         self._clock = clock
         self._margin_s = margin_s
         self._request_factory = request_factory
@@ -178,20 +211,24 @@ class TokenCache:
 
         if self._request is None:
             self._request = self._request_factory()
-        kind = type(self._credentials).__name__
+        source = self._source
         try:
             self._credentials.refresh(self._request)
         except exceptions.RefreshError as exc:
             retryable = bool(getattr(exc, "retryable", False))
+            code = _refusal_code(exc)
             raise TokenRefreshError(
-                f"token refresh for {kind} was refused by the token endpoint", retryable=retryable
+                f"{source}: refused by the token endpoint" + (f" ({code})" if code else ""),
+                retryable=retryable,
             ) from None
         except exceptions.TransportError:
             raise TokenRefreshError(
-                f"token endpoint for {kind} could not be reached", retryable=True
+                f"{source}: the token endpoint could not be reached", retryable=True
             ) from None
         if not self._credentials.token:
-            raise TokenRefreshError(f"token refresh for {kind} returned no token", retryable=True)
+            raise TokenRefreshError(
+                f"{source}: the token endpoint returned no token", retryable=True
+            )
         self.refreshes += 1
         with self._rejections:
             self._replacement, self._dropped = self._dropped is not None, None
@@ -262,5 +299,6 @@ __all__ = [
     "REFRESH_MARGIN_S",
     "TokenCache",
     "TokenRefreshError",
+    "credentials_source",
     "load_credentials",
 ]

@@ -37,6 +37,7 @@ from providers.google_auth_tokens import (
     CREDENTIALS_FILE_ENV,
     TokenCache,
     TokenRefreshError,
+    credentials_source,
     load_credentials,
 )
 from providers.headers import (
@@ -274,7 +275,8 @@ class VertexAdapter:
             self._env_token = Secret(value)
         elif tokens is None and self._credentials_file:
             credentials, file_project = load_credentials(self._env, config.name)
-            self._tokens = TokenCache(credentials)
+            source = credentials_source(credentials, self._credentials_file)
+            self._tokens = TokenCache(credentials, source=source)
         self._auth_hint = self._credential_hint(config)
         project = _first(config.project, env, PROJECT_ENVS) or file_project
         location = _first(config.location, env, LOCATION_ENVS)

@@ -108,7 +108,8 @@ class FlakyRefresh:
                     raise RuntimeError("token endpoint said: private_key=SECRET-PEM-BODY")
                 except RuntimeError:
                     raise TokenRefreshError(
-                        "token refresh for Credentials was refused by the token endpoint",
+                        "Application Default Credentials (gcloud auth application-default "
+                        "login): refused by the token endpoint (invalid_grant)",
                         retryable=self.retryable,
                     ) from None
         return self.inner.build(req)

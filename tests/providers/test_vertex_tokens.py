@@ -24,6 +24,7 @@ from providers.google_auth_tokens import (
     REFRESH_MARGIN_S,
     TokenCache,
     TokenRefreshError,
+    credentials_source,
     load_credentials,
 )
 from providers.types import ChatRequest, ConfigError, Failure, ModelConfig, Outcome
@@ -368,3 +369,54 @@ def test_secrets_stay_out_of_reprs_errors_and_details(
         assert token not in text
         assert key_body not in text
     assert token not in failure.detail  # type: ignore[union-attr]
+
+
+def test_a_refused_key_file_is_named_with_the_endpoints_error_code(
+    tmp_path: Path, endpoint: TokenEndpoint, rsa_key: tuple[str, str]
+) -> None:
+    """A tester's token endpoint answered 400 `invalid_grant`: the refusal said "token refresh
+    for Credentials was refused by the token endpoint", google-auth's class name, where every
+    adapter's auth failure opens with where its credential came from."""
+    sa = write_service_account(tmp_path / "sa.json", rsa_key[0], endpoint.url)
+    endpoint.fail_with = (400, {"error": "invalid_grant", "error_description": "Bad grant."})
+    adapter = VertexAdapter(vertex_config(), {"GOOGLE_APPLICATION_CREDENTIALS": str(sa)})
+    with pytest.raises(TokenRefreshError) as caught:
+        adapter.build(REQ)
+    assert str(caught.value) == (
+        f"credentials from GOOGLE_APPLICATION_CREDENTIALS ({sa}): refused by the token "
+        "endpoint (invalid_grant)"
+    )
+
+
+def _adc(credentials: object) -> Any:
+    return lambda scopes: (credentials, None)
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [({"error": "invalid_grant", "error_description": "Token has been expired or revoked."},
+      " (invalid_grant)"),
+     ({"error": "ya29.not an error code"}, ""),  # not shaped like one: not said
+     (None, "")],
+)
+def test_a_refused_default_credential_is_named_as_such(
+    monkeypatch: pytest.MonkeyPatch, reply: dict[str, str] | None, said: str
+) -> None:
+    args = ("invalid_grant: Token has been expired or revoked.", *([reply] if reply else []))
+    refused = FakeCredentials(FakeClock(), error=exceptions.RefreshError(*args))  # type: ignore[no-untyped-call]
+    monkeypatch.setattr("google.auth.default", _adc(refused))
+    adapter = VertexAdapter(vertex_config(project="p"), {})
+    with pytest.raises(TokenRefreshError) as caught:
+        adapter.build(REQ)
+    assert str(caught.value) == (
+        "Application Default Credentials (gcloud auth application-default login): refused by "
+        f"the token endpoint{said}"
+    )
+
+
+def test_metadata_server_credentials_are_named_so() -> None:
+    from google.auth import compute_engine
+
+    assert credentials_source(compute_engine.Credentials()) == (  # type: ignore[no-untyped-call]
+        "Application Default Credentials from the metadata server"
+    )
