@@ -35,9 +35,9 @@ import polars as pl
 
 from engine.console_lines import plural
 from engine.durable import (
-    DiskFull,
     append_record_line_durably,
-    is_disk_full,
+    disk_refusal,
+    disk_refused,
     read_record_lines,
 )
 from providers.batch import FINAL, JobState, JobStatus
@@ -135,14 +135,15 @@ class JobRecords:
 
     def _append(self, record: dict[str, Any]) -> str:
         """One line, fsync'd (`engine.durable.append_record_line_durably`): a kill leaves at
-        most a torn last line; a full disk raises `DiskFull` (the step is then not taken).
+        most a torn last line; a full disk raises `DiskFull`, a folder turned read-only its
+        `FolderReadOnly` (the step is then not taken).
         Returns the line's time (`at`)."""
         at = _now()
         try:
             append_record_line_durably(self.path, {"at": at, **record})
         except OSError as exc:
-            if is_disk_full(exc):
-                raise DiskFull(self.path, exc) from exc
+            if disk_refused(exc):
+                raise disk_refusal(self.path, exc) from exc
             raise
         return at
 

@@ -31,7 +31,7 @@ from rich.console import Console
 from engine.batch_jobs import JobRecords, fold_jobs, held_ids
 from engine.batch_lane import BatchLane, created_jobs_worst
 from engine.console_lines import plural
-from engine.durable import is_disk_full
+from engine.durable import FolderReadOnly, disk_refused
 from engine.housekeeping import housekeeping_thread
 from engine.http import HttpClient
 from engine.lanefile import read_lane_states, write_lane_states
@@ -148,8 +148,12 @@ class DispatchSummary:
     spend: SpendCap | None = None
     #: Models whose spend the cap could not count (no prices in their config).
     unpriced: list[str] = field(default_factory=list)
-    #: Why the run stopped when a write failed for want of space (resumable), else None.
+    #: Why the run stopped when a write failed for want of space, or because the folder
+    #: turned read-only (resumable), else None.
     disk_full: str | None = None
+    #: `disk_full` is the folder turned read-only (`engine.durable.FolderReadOnly`), not a
+    #: full disk: what resumes it is making it writable again, not freeing space.
+    read_only: bool = False
 
     @property
     def spend_cap_reached(self) -> bool:
@@ -479,11 +483,12 @@ async def _tell_stop(
 
 
 def _write_lane_states(run_dir: Path, lanes: list[LaneStats]) -> None:
-    """`logs/lanes.json`, a snapshot for readers: skipped, not fatal, when the disk is full."""
+    """`logs/lanes.json`, a snapshot for readers: skipped, not fatal, when the disk is full
+    or turned read-only."""
     try:
         write_lane_states(run_dir, lanes)
     except OSError as exc:
-        if not is_disk_full(exc):
+        if not disk_refused(exc):
             raise
 
 
@@ -886,6 +891,7 @@ class _Run:
         self.ledger.close()
         if self.ledger.disk_full is not None:
             summary.disk_full = str(self.ledger.disk_full)
+            summary.read_only = isinstance(self.ledger.disk_full, FolderReadOnly)
             # The summary carries it, and the caller says it (the CLI: one line, exit 6).
             self.log.error("disk_full", echo=False, detail=summary.disk_full)
         _cap_said_at_the_end(summary)

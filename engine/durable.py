@@ -66,11 +66,58 @@ def why_unwritable(folder: Path) -> str | None:
     None when it may: a check before long work whose first write would find out too late."""
     if os.access(folder, os.W_OK | os.X_OK):
         return None
+    return os.strerror(errno.EROFS if mounted_read_only(folder) else errno.EACCES)
+
+
+def mounted_read_only(folder: Path) -> bool:
+    """Whether the file system holding `folder` is mounted read-only now (False when that
+    cannot be read)."""
     try:
-        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
     except OSError:
-        read_only = False
-    return os.strerror(errno.EROFS if read_only else errno.EACCES)
+        return False
+
+
+#: How a write refused by a read-only file system is worded where its error carries no
+#: number (polars' own `OSError`: "Read-only file system (os error 30): PATH").
+_READ_ONLY_TEXTS = (os.strerror(errno.EROFS), f"(os error {errno.EROFS})")
+
+
+def is_read_only(exc: BaseException, folder: Path | None = None) -> bool:
+    """EROFS, as an `OSError` or in polars' words; given the run `folder`, only while the
+    file system holding it refuses writes as read-only now (`turned_read_only`). A folder
+    read-only before a command began is refused at its start (exit 2); one that turns so
+    while it runs (ext4's `errors=remount-ro` after a file-system error) fails its next
+    write with EROFS. Given `folder`, EROFS from a part of it mounted read-only on its own
+    (the folder's own disk writable) is left to the caller, which refuses that as the
+    user's to mend."""
+    errno_of = getattr(exc, "errno", None)
+    if errno_of is not None:
+        refused = isinstance(exc, OSError) and errno_of == errno.EROFS
+    else:
+        worded = isinstance(exc, OSError) or type(exc).__module__.startswith("polars")
+        refused = worded and any(text in str(exc) for text in _READ_ONLY_TEXTS)
+    return refused and (folder is None or turned_read_only(folder))
+
+
+def turned_read_only(folder: Path) -> bool:
+    """Whether the file system holding `folder` refuses writes as read-only now: its mount
+    says so, or making a file there fails with EROFS (`write_refused`). ext4 turned
+    read-only by a file-system error (`errors=remount-ro`) may keep its mount's flags as
+    they were: `statvfs` said writable while every write failed."""
+    if mounted_read_only(folder):
+        return True
+    try:
+        refused = write_refused(folder)
+    except OSError:
+        return False
+    return refused is not None and refused.errno == errno.EROFS
+
+
+def disk_refused(exc: BaseException, folder: Path | None = None) -> bool:
+    """Whether `exc` is a write the disk refused mid-run: full (`is_disk_full`) or turned
+    read-only (`is_read_only`). Either stops a run the same way, keeping what it wrote."""
+    return is_disk_full(exc, folder) or is_read_only(exc, folder)
 
 
 def write_refused(folder: Path) -> OSError | None:
@@ -115,15 +162,47 @@ class DiskFull(RuntimeError):
     """A run folder's write failed for want of space: the run stops starting attempts and
     keeps everything already written; freeing space and running again resumes."""
 
+    #: The error number whose words stand in for an error that carries none (polars').
+    ERRNO = errno.ENOSPC
+
     def __init__(self, where: Path | str, error: BaseException, note: str = "") -> None:
-        filename = getattr(error, "filename", None)
+        filename = getattr(error, "filename", None) or _path_in_words(error)
         self.where = Path(filename) if filename else Path(where)
-        reason = getattr(error, "strerror", None) or os.strerror(errno.ENOSPC)
+        reason = getattr(error, "strerror", None) or os.strerror(self.ERRNO)
         # `note` says what `where` is when it is not the run folder (the user frees space
         # where the message points: a folder they never named needs saying why it is used).
-        super().__init__(
-            f"disk full: no space left for {self.where} ({reason})" + (f": {note}" if note else "")
-        )
+        super().__init__(self.words(reason) + (f": {note}" if note else ""))
+
+    def words(self, reason: str) -> str:
+        """What failed, in the user's words (the message before any note)."""
+        return f"disk full: no space left for {self.where} ({reason})"
+
+
+def _path_in_words(error: BaseException) -> str | None:
+    """The path polars' own error names after the system's words ("Read-only file system
+    (os error 30): PATH"), its only record of the file it failed on; None if none."""
+    words, said, path = str(error).partition("): ")
+    return path.strip() or None if said and "(os error " in words else None
+
+
+class FolderReadOnly(DiskFull):
+    """A run folder's write failed because its file system turned read-only while the
+    command ran (`is_read_only`). A `DiskFull` so that every handler of a full disk stops
+    the same way (no attempt started, every lane stopped, what was written kept, the journal
+    left for the next run to fold); only its words, and the exit status the commands give
+    it, differ: remounting the folder writable, not freeing space, is what resumes."""
+
+    ERRNO = errno.EROFS
+
+    def words(self, reason: str) -> str:
+        return f"the folder became read-only: {self.where} could not be written ({reason})"
+
+
+def disk_refusal(where: Path | str, error: BaseException, note: str = "") -> DiskFull:
+    """The `DiskFull` (or `FolderReadOnly`, for EROFS) that `error`, a write `disk_refused`
+    says the disk refused, stands for."""
+    kind = FolderReadOnly if is_read_only(error) else DiskFull
+    return kind(where, error, note)
 
 
 @contextlib.contextmanager
@@ -131,15 +210,17 @@ def disk_full_raised(
     where: Path | str, folder: Path | None = None, note: str = ""
 ) -> Iterator[None]:
     """Re-raise, as `DiskFull(where, ..., note)`, any error that says the disk is full
-    (`is_disk_full`, with `folder` for polars' lost ENOSPC); everything else as it was."""
+    (`is_disk_full`, with `folder` for polars' lost ENOSPC), and as `FolderReadOnly` one
+    that says it turned read-only (`is_read_only`, with `folder`); everything else as it
+    was."""
     try:
         yield
     except DiskFull:
         raise
     except Exception as exc:
-        if not is_disk_full(exc, folder):
+        if not disk_refused(exc, folder):
             raise
-        raise DiskFull(where, exc, note) from exc
+        raise disk_refusal(where, exc, note) from exc
 
 
 def fsync_path(path: Path) -> None:
@@ -147,8 +228,18 @@ def fsync_path(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
+    except OSError as exc:
+        named(exc, path)
+        raise
     finally:
         os.close(fd)
+
+
+def named(exc: OSError, path: Path) -> None:
+    """Give `exc` the file it failed on where it names none (a write or flush of a
+    descriptor): the one-line error of a refused write says which file it was."""
+    if exc.filename is None:
+        exc.filename = str(path)
 
 
 def fsync_dir(directory: Path) -> None:

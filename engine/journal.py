@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from engine.durable import fsync_dir
+from engine.durable import fsync_dir, named
 
 _SEGMENT = re.compile(r"^seg-(\d{8})\.jsonl$")
 
@@ -98,20 +98,28 @@ class JournalWriter:
                 _write_all(self._fd, data)
             if self._fsync:
                 os.fsync(self._fd)
-        except OSError:
+        except OSError as exc:
             # A write that failed part-way (a full disk) must not leave a torn line that a
             # later, successful line would put in the middle of the segment: cut it off.
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, self._size)
+            named(exc, self.path)
             raise
         self._size += len(data)
         self.lines += 1
 
     def close(self) -> None:
+        """Flush the segment and close it; closed even when the flush fails (a disk turned
+        read-only), whose error is then raised."""
         if self._fd is not None:
-            os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = None
+            fd, self._fd = self._fd, None
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                named(exc, self.path)
+                raise
+            finally:
+                os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -54,7 +54,7 @@ from typing import Any
 
 import polars as pl
 
-from engine.durable import DiskFull, fsync_dir, is_disk_full, write_atomic
+from engine.durable import DiskFull, disk_refusal, disk_refused, fsync_dir, write_atomic
 from engine.journal import (
     JournalWriter,
     list_segments,
@@ -185,7 +185,8 @@ class Ledger:
         #: are not sent again, their answers are collected from their jobs.
         self.interrupted_recovered = 0
         self.interrupted_batch = 0
-        #: Set when a write failed for want of space; every lane stops starting attempts.
+        #: Set when a write failed for want of space, or because the folder turned read-only
+        #: (`engine.durable.FolderReadOnly`); every lane stops starting attempts.
         self.disk_full: DiskFull | None = None
         self._start(pid_file)
 
@@ -279,8 +280,9 @@ class Ledger:
     def close(self) -> None:
         """Compact everything, release the lock and the pid file. Idempotent.
 
-        With the disk full, compaction is skipped: the journal holds every result durably
-        and the next open folds it.
+        With the disk full, or turned read-only, compaction is skipped: the journal holds
+        every result durably and the next open folds it; the segment's last flush and the
+        pid file's removal, refused too, are let go (`_close_segment`, `_release`).
         """
         if self._writer is None:
             return
@@ -289,10 +291,23 @@ class Ledger:
         with self._lock:
             writer, self._writer = self._writer, None
             if writer is not None:
-                writer.close()
-                if writer.lines == 0:
-                    writer.path.unlink(missing_ok=True)
+                self._close_segment(writer)
         self._release()
+
+    def _close_segment(self, writer: JournalWriter) -> None:
+        """Close the open segment (removed if empty). A disk that refuses its last flush
+        (full, or turned read-only since the last line) is remembered in `disk_full` as any
+        refused write is, not raised: the lines were written, and a close raising here
+        replaced the error that stopped the run with a traceback of its own."""
+        try:
+            writer.close()
+            if writer.lines == 0:
+                writer.path.unlink(missing_ok=True)
+        except OSError as exc:
+            if not disk_refused(exc):
+                raise
+            if self.disk_full is None:
+                self.disk_full = disk_refusal(self._journal_dir, exc)
 
     def __enter__(self) -> Ledger:
         return self
@@ -360,14 +375,15 @@ class Ledger:
             self._write(line)
 
     def _write(self, line: dict[str, Any]) -> None:
-        """One journal line (the lock held); a full disk becomes `DiskFull`, remembered."""
+        """One journal line (the lock held); a full disk becomes `DiskFull`, a folder turned
+        read-only its `FolderReadOnly`, remembered."""
         assert self._writer is not None
         try:
             self._writer.append(line)
         except OSError as exc:
-            if not is_disk_full(exc):
+            if not disk_refused(exc):
                 raise
-            self.disk_full = DiskFull(self._journal_dir, exc)
+            self.disk_full = disk_refusal(self._journal_dir, exc)
             raise self.disk_full from exc
 
     def record_dispatch(
@@ -484,14 +500,15 @@ class Ledger:
 
         Writers keep appending to a fresh segment meanwhile (this may run in a thread).
         Raises `DiskFull` (and remembers it) when a shard cannot be written for want of
-        space; the segment it was folding stays, so nothing is lost.
+        space, `FolderReadOnly` when the folder turned read-only; the segment it was folding
+        stays, so nothing is lost.
         """
         try:
             return self._compact()
         except OSError as exc:
-            if not is_disk_full(exc):
+            if not disk_refused(exc):
                 raise
-            self.disk_full = DiskFull(self.run_dir, exc)
+            self.disk_full = disk_refusal(self.run_dir, exc)
             raise self.disk_full from exc
 
     def _compact(self) -> int:

@@ -11,6 +11,7 @@ the ledger hide secrets the same way, behind the same mask.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from collections import Counter
@@ -203,7 +204,11 @@ class EngineLog:
         self._emit("error", event, fields, echo)
 
     def close(self) -> None:
+        """Close the log file. Its last flush may fail as its lines may (a full disk, one
+        turned read-only): the log must never be what stops a run, nor what is said instead
+        of the error that did."""
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
             self._to_file = None
+            with contextlib.suppress(OSError):
+                file.close()

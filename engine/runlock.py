@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import socket
 import time
@@ -26,6 +27,10 @@ PID_FILE = "run.pid"
 LOCK_FILE = ".lock"
 #: The pid file's mark that its live writer's ledger is closed (`mark_ledger_closed`).
 LEDGER_CLOSED = "ledger_closed"
+
+#: Where a pid file left in place is recorded: the run's own log is in the run folder, on
+#: the disk that refused the removal, and the console's one line is the error's.
+_log = logging.getLogger(__name__)
 
 
 class LedgerBusy(RuntimeError):
@@ -140,9 +145,15 @@ def names_this_process(info: dict[str, Any] | None) -> bool:
 
 
 def clear_pid(run_dir: Path | str) -> None:
-    """Remove the pid file if it is ours (a clean exit)."""
-    if names_this_process(read_pid(run_dir)):
-        (Path(run_dir) / PID_FILE).unlink(missing_ok=True)
+    """Remove the pid file if it is ours (a clean exit). Best effort: it runs on the way out,
+    in a `finally` as often as not, and a removal the disk refuses (turned read-only) raised
+    over the error that ended the run; the file left names a process that has exited by the
+    time anyone reads it, which reads as a died run's."""
+    try:
+        if names_this_process(read_pid(run_dir)):
+            (Path(run_dir) / PID_FILE).unlink(missing_ok=True)
+    except OSError as exc:
+        _log.info("pid file left in place: %s", exc)
 
 
 def mark_ledger_closed(run_dir: Path | str, closed: bool) -> None:
@@ -181,9 +192,12 @@ def put_back_pid(run_dir: Path | str, found: bytes | None) -> None:
     as a died run's all the same once it has exited."""
     if found is None:
         clear_pid(run_dir)
-    elif names_this_process(read_pid(run_dir)):
-        with contextlib.suppress(OSError):
-            write_bytes_atomic(Path(run_dir) / PID_FILE, found, sync=False)
+    else:
+        try:
+            if names_this_process(read_pid(run_dir)):
+                write_bytes_atomic(Path(run_dir) / PID_FILE, found, sync=False)
+        except OSError as exc:
+            _log.info("pid file not put back: %s", exc)
 
 
 def _pid_alive(info: dict[str, Any]) -> bool:

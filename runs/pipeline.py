@@ -166,8 +166,11 @@ class CampaignResult:
     spend_cap_reached: bool = False
     #: Faults the simulator this run started injected, by kind (empty without one).
     injected_faults: dict[str, int] = field(default_factory=dict)
-    #: Why dispatch stopped when the disk filled up (resumable once there is space), else None.
+    #: Why dispatch stopped when the disk filled up (resumable once there is space), or turned
+    #: read-only (resumable once writable: `read_only`), else None.
     disk_full: str | None = None
+    #: `disk_full` says the folder turned read-only (`engine.durable.FolderReadOnly`).
+    read_only: bool = False
     #: The folder's retry and failure audit after this dispatch (`engine.audit.Audit`).
     audit: Audit | None = None
     #: Everything the simulator this run started counted (`SimHandle.counts()`: requests,
@@ -1204,7 +1207,7 @@ def _score_and_report(
             console.print(line, soft_wrap=True, highlight=False, markup=False)
         return CampaignResult(
             run_dir=run_dir, summary=summary, report={}, injected_faults=fault_counts(injected),
-            disk_full=summary.disk_full,
+            disk_full=summary.disk_full, read_only=summary.read_only,
         )  # fmt: skip
     if faults != "none" and injected:
         kinds = fault_counts(injected)

@@ -13,7 +13,7 @@ import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import Console
@@ -21,14 +21,23 @@ from rich.text import Text
 
 from runs.signals import EXIT_INTERRUPTED, INTERRUPTED, mark_interrupt_said
 
+if TYPE_CHECKING:
+    from engine.durable import DiskFull
+
 _stderr = Console(stderr=True, highlight=False, emoji=False)  # ":cat:" in a name, as written
 
 #: Exit status of a user error: nothing was sent, fix the input and run again.
 EXIT_USER_ERROR = 2
 #: Exit status when the disk filled up (every command; `dutchbook run` documents it).
 EXIT_DISK_FULL = 6
+#: Exit status when the folder's file system turned read-only while the command ran (every
+#: command; a folder read-only before it began is refused as a user error, exit 2).
+EXIT_READ_ONLY = 7
 #: What a user is told to do after a write that found no room (`dutchbook run` adds "to resume").
 NO_ROOM_HINT = "free some space and run the same command again"
+#: What a user is told to do after the folder turned read-only (`dutchbook run` adds "to
+#: resume").
+MADE_READ_ONLY_HINT = "make it writable again (remount it) and run the same command again"
 #: What a user is told to do about a file or folder this user may not write (or read).
 NO_ACCESS_HINT = "give it the access it lacks, then run the same command again"
 #: What a user is told to do about a file where a folder goes, or a folder where a file goes.
@@ -137,14 +146,33 @@ def interrupt_says_rerun() -> Iterator[None]:
 def disk_full_says(run_dir: Path) -> Iterator[None]:
     """A full disk ends the command in one line and exit 6, however the write that failed
     reported it (an `OSError`, polars' own error, or `DiskFull`): files are replaced whole,
-    so what the folder held before is still there."""
+    so what the folder held before is still there. A folder turned read-only meanwhile
+    (`engine.durable.FolderReadOnly`) ends it the same way, in its words and exit 7."""
     from engine.durable import DiskFull, disk_full_raised
 
     try:
         with disk_full_raised(run_dir, folder=run_dir):
             yield
     except DiskFull as exc:
-        fail(f"{exc}; {NO_ROOM_HINT}", EXIT_DISK_FULL)
+        fail(*disk_refused_says(exc))
+
+
+def disk_refused_says(
+    refusal: DiskFull | str, read_only: bool = False, *, resumes: bool = False
+) -> tuple[str, int]:
+    """The line (after `error: `) and the exit status for a write the disk refused: full
+    (exit 6) or the folder turned read-only (`read_only`, or a `FolderReadOnly`: exit 7).
+    `refusal` is the error or its words (a dispatch's summary keeps them); `resumes` (a
+    `dutchbook run`'s) says that running again resumes the run."""
+    from engine.durable import FolderReadOnly
+
+    to_resume, kept = (" to resume", "; nothing written was lost") if resumes else ("", "")
+    if isinstance(refusal, FolderReadOnly) or read_only:
+        return (
+            f"{refusal}; nothing written was lost; {MADE_READ_ONLY_HINT}{to_resume}",
+            EXIT_READ_ONLY,
+        )
+    return f"{refusal}{kept}; {NO_ROOM_HINT}{to_resume}", EXIT_DISK_FULL
 
 
 def _describe(exc: BaseException) -> str:

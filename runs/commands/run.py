@@ -3,13 +3,14 @@
 Exit codes: 0 done (every planned query answered), 2 a user error (bad spec, missing key,
 estimate above --max-cost), 3 the running spend cap stopped the run, 4 finished but incomplete
 (a lane stopped on a permanent failure or a spent quota, or requests ran out of attempts, or
-accepted answers went missing from responses/ while it ran: the report scores what there is
-and says so), 5 busy (another process is running a campaign in
-the folder; nothing was done), 6 a write found no room (the run folder's disk, or the output's:
-the message says which), 130 interrupted (SIGINT/SIGTERM/SIGHUP; 128 + SIGINT as shells
-report Ctrl-C). All but 2 are resumable by running the same command again (5 once the other
-is done). A figure worker that dies (`runs.figure_workers`) is no error: the run draws its
-report in this process instead. `DUTCHBOOK_FIGURE_WORKERS=0` starts none, the report drawn
+accepted answers went missing from responses/ while it ran: the report scores what there is and
+says so), 5 busy (another process is running a campaign in the folder; nothing was done), 6 a
+write found no room (the run folder's disk, or the output's: the message says which), 7 the run
+folder's disk turned read-only while it ran (remounted read-only after a file-system error; a
+folder read-only from the start is 2), 130 interrupted (SIGINT/SIGTERM/SIGHUP; 128 + SIGINT as
+shells report Ctrl-C). All but 2 are resumable by running the same command again (5 once the
+other is done). A figure worker that dies (`runs.figure_workers`) is no error: the run draws
+its report in this process instead. `DUTCHBOOK_FIGURE_WORKERS=0` starts none, the report drawn
 here from the start; a value other than 0 or 2 is a user error, before anything is started.
 """
 
@@ -26,8 +27,7 @@ import typer
 from engine.durable import DiskFull
 from runs.commands._errors import (
     EXIT_BUSY,
-    EXIT_DISK_FULL,
-    NO_ROOM_HINT,
+    disk_refused_says,
     fail,
     path_given,
     user_errors,
@@ -40,14 +40,13 @@ from runs.signals import EXIT_INTERRUPTED, INTERRUPTED_MESSAGE, held, mark_inter
 if TYPE_CHECKING:
     from runs.pipeline import CampaignResult
 
-# EXIT_BUSY (5) and EXIT_DISK_FULL (6) are every command's, from runs.commands._errors,
-# and EXIT_INTERRUPTED (130) from runs.signals; the codes below are the run's own.
+# EXIT_BUSY (5), EXIT_DISK_FULL (6) and EXIT_READ_ONLY (7) are every command's, from
+# runs.commands._errors (`disk_refused_says` picks 6 or 7), and EXIT_INTERRUPTED (130) from
+# runs.signals; the codes below are the run's own.
 #: Exit status when the running spend cap stopped the run.
 EXIT_SPEND_CAP = 3
 #: Exit status when the dispatch ended with planned queries still unanswered.
 EXIT_INCOMPLETE = 4
-#: What a user is told to do after a full disk.
-DISK_FULL_HINT = f"{NO_ROOM_HINT} to resume"
 
 
 def run(
@@ -120,7 +119,7 @@ def run(
         raise typer.Exit(EXIT_INTERRUPTED) from None
     print_text(f"run folder: {result.run_dir}")
     if result.disk_full is not None:
-        fail(f"{result.disk_full}; nothing written was lost; {DISK_FULL_HINT}", EXIT_DISK_FULL)
+        fail(*disk_refused_says(result.disk_full, result.read_only, resumes=True))
     if result.interrupted:  # the last line, after the folder's (a resume needs both)
         print_text(result.interrupted_line())
         mark_interrupt_said()
@@ -184,8 +183,8 @@ def _run_with_workers(
                 fail(str(exc), EXIT_BUSY)
             except FolderMoved as exc:  # what it wrote is kept: resumable, at its new place
                 fail(str(exc), EXIT_INCOMPLETE)
-            except DiskFull as exc:  # planning, scoring or the report ran out of room
-                fail(f"{exc}; nothing written was lost; {DISK_FULL_HINT}", EXIT_DISK_FULL)
+            except DiskFull as exc:  # planning, scoring or the report: no room, or read-only
+                fail(*disk_refused_says(exc, resumes=True))
 
 
 def _figure_workers() -> contextlib.AbstractContextManager[FigureWorkers | None]:

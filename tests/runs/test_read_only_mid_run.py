@@ -1,0 +1,223 @@
+"""A run folder whose disk turns read-only while a command runs (ext4's `errors=remount-ro`
+after a file-system error): every write fails with EROFS from then on.
+
+Before, `dutchbook run` ended in a traceback of 95-121 lines, exit 1, in every phase (each
+lane "crashed", the ledger's close raised from its fsync, and the pid file's removal on the
+way out replaced whatever error came first). Now every lane stops as on a full disk, the run
+ends in one line naming the file, exit 7, and once the folder is writable again the same
+command resumes. `score`, `repair`, `report` and `reparse` end so too.
+
+The read-only disk is simulated in this process (no mount needed): once `ReadOnlyDisk.on`,
+every call that writes under the folder fails as the kernel's would, polars' Parquet writes
+in polars' words.
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner, Result
+
+import engine.ledger
+import runs.pipeline
+from engine.runlock import PID_FILE, clear_pid, put_back_pid, write_pid
+from engine.scan import scan_responses
+from runs.cli import app
+from runs.commands._errors import EXIT_READ_ONLY
+from tests.runs.run_folders import SMALL_SPEC, FinishedRuns
+
+#: What the folder holds once the run is done: SMALL_SPEC's queries.
+PLANNED = 28
+
+
+class ReadOnlyDisk:
+    """The folder `root`'s disk, which turns read-only at `turn()`, or at the first write of
+    a path holding `turn_at`, until `mend()`."""
+
+    def __init__(
+        self, root: Path, monkeypatch: pytest.MonkeyPatch, turn_at: str | None = None
+    ) -> None:
+        self.root, self.turn_at, self.on, self.refusals = str(root), turn_at, False, 0
+        real = {name: getattr(os, name) for name in ("open", "write", "fsync", "replace",
+                "rename", "unlink", "mkdir", "rmdir", "link")}  # fmt: skip
+        real_open, real_parquet = builtins.open, pl.DataFrame.write_parquet
+        writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+        def guarded(name: str, hit: Callable[..., bool]) -> Callable[..., Any]:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                if hit(*args, **kwargs):
+                    raise self._refused(args[0] if name not in ("write", "fsync") else None)
+                return real[name](*args, **kwargs)
+
+            return call
+
+        def mine(path: Any, *_: Any, dir_fd: int | None = None, **__: Any) -> bool:
+            return self.on if dir_fd is not None else self._hit(path)
+
+        for name in ("replace", "rename", "unlink", "mkdir", "rmdir", "link"):
+            monkeypatch.setattr(os, name, guarded(name, mine))
+        monkeypatch.setattr(os, "open", guarded(
+            "open", lambda path, flags, *_, **kw: bool(flags & writes) and mine(path, **kw)
+        ))  # fmt: skip
+        monkeypatch.setattr(os, "write", guarded("write", lambda fd, *_: self.on and fd > 2))
+        monkeypatch.setattr(os, "fsync", guarded("fsync", lambda *_: self.on))
+
+        def open_(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+            if set(mode) & set("wax+") and self._hit(file):
+                raise self._refused(file)
+            return real_open(file, mode, *args, **kwargs)
+
+        def write_parquet(frame: pl.DataFrame, file: Any, *args: Any, **kwargs: Any) -> Any:
+            if self._hit(file):  # polars' own words, with no error number
+                self.refusals += 1
+                raise OSError(f"Read-only file system (os error {errno.EROFS}): {file}")
+            return real_parquet(frame, file, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "open", open_)
+        monkeypatch.setattr(pl.DataFrame, "write_parquet", write_parquet)
+
+    def _hit(self, path: Any) -> bool:
+        """Whether a write of `path` is refused: under the folder, once read-only."""
+        if not isinstance(path, str | Path | bytes) or not os.fsdecode(path).startswith(self.root):
+            return False
+        if self.turn_at is not None and self.turn_at in os.fsdecode(path):
+            self.turn_at = None
+            self.turn()
+        return self.on
+
+    def _refused(self, path: Any) -> OSError:
+        """The kernel's EROFS: a descriptor's write or flush names no file (`path` None)."""
+        self.refusals += 1
+        return OSError(errno.EROFS, os.strerror(errno.EROFS), path and os.fsdecode(path))
+
+    def turn(self) -> None:
+        self.on = True
+
+    def mend(self) -> None:
+        self.on = False
+
+    def turning_at(self, owner: Any, name: str, after: int = 0) -> None:
+        """Turn read-only as `owner.name` is called for the `after`+1th time (before it),
+        once: a resume once mended writes on."""
+        real, calls = getattr(owner, name), [0]
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls[0] += 1
+            if calls[0] == after + 1:
+                self.turn()
+            return real(*args, **kwargs)
+
+        setattr(owner, name, call)
+
+
+@pytest.fixture
+def disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReadOnlyDisk:
+    return ReadOnlyDisk(tmp_path / "out", monkeypatch)
+
+
+def _run(tmp_path: Path) -> Result:
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SMALL_SPEC, encoding="utf-8")
+    return CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "out")])
+
+
+def _one_read_only_line(result: Result) -> str:
+    assert result.exit_code == EXIT_READ_ONLY, result.output
+    assert "Traceback" not in result.output and result.exception is not None
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.output
+    line = errors[0]
+    assert "became read-only" in line and "nothing written was lost" in line, line
+    assert "make it writable again (remount it) and run the same command again" in line, line
+    return line
+
+
+def _resumes(tmp_path: Path, disk: ReadOnlyDisk) -> None:
+    """Writable again, the same command finishes the run with every query answered."""
+    disk.mend()
+    again = _run(tmp_path)
+    assert again.exit_code == 0, again.output
+    out = tmp_path / "out"
+    assert scan_responses(out).collect().height == PLANNED
+    assert (out / "report" / "index.html").is_file() and not list(out.glob(".*-*"))
+
+
+@pytest.mark.parametrize("after", [0, 5])
+def test_a_folder_turned_read_only_in_dispatch_stops_every_lane_in_one_line(
+    tmp_path: Path, disk: ReadOnlyDisk, monkeypatch: pytest.MonkeyPatch, after: int
+) -> None:
+    """At the first journal line (a dispatch) or a later one (a result): each lane "crashed"
+    with OSError(30), then the ledger's close and the pid file's removal raised."""
+    ledger = engine.ledger.Ledger
+    monkeypatch.setattr(ledger, "record_dispatch", ledger.record_dispatch)  # put back after
+    disk.turning_at(engine.ledger.Ledger, "record_dispatch", after=after)
+    result = _run(tmp_path)
+    line = _one_read_only_line(result)
+    assert "to resume" in line and str(tmp_path / "out" / "journal") in line  # the file
+    assert "crashed" not in result.output and disk.refusals
+    assert (tmp_path / "out" / PID_FILE).exists()  # its removal refused: a died run's
+    _resumes(tmp_path, disk)
+
+
+def test_a_folder_turned_read_only_at_the_closing_compaction_keeps_the_journal(
+    tmp_path: Path, disk: ReadOnlyDisk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fold into shards, then the segment's last fsync: chained tracebacks before."""
+    monkeypatch.setattr(engine.ledger.Ledger, "close", engine.ledger.Ledger.close)
+    disk.turning_at(engine.ledger.Ledger, "close")
+    _one_read_only_line(_run(tmp_path))
+    assert list((tmp_path / "out" / "journal").glob("seg-*.jsonl"))
+    _resumes(tmp_path, disk)
+
+
+@pytest.mark.parametrize("phase", ["score_run", "write_report_folder"])
+def test_a_folder_turned_read_only_in_scoring_or_the_report_ends_in_one_line(
+    tmp_path: Path, disk: ReadOnlyDisk, monkeypatch: pytest.MonkeyPatch, phase: str
+) -> None:
+    monkeypatch.setattr(runs.pipeline, phase, getattr(runs.pipeline, phase))
+    disk.turning_at(runs.pipeline, phase)
+    line = _one_read_only_line(_run(tmp_path))
+    assert str(tmp_path / "out") in line
+    _resumes(tmp_path, disk)
+
+
+@pytest.mark.parametrize(
+    ("command", "turn_at"),
+    [("score", ".scoring-"), ("repair", ".repair-"), ("report", ".report-"),
+     ("reparse", "responses")],
+)
+def test_the_commands_that_rewrite_a_folder_end_in_the_read_only_line(
+    finished_runs: FinishedRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    command: str, turn_at: str,
+) -> None:
+    """Turned read-only at the command's first write of its own, past its checks that the
+    folder may be written (a folder read-only before the command is refused, exit 2)."""
+    out = tmp_path / "out"
+    finished_runs.copy_to(out, SMALL_SPEC)
+    disk = ReadOnlyDisk(out, monkeypatch, turn_at=turn_at)
+    result = CliRunner().invoke(app, [command, str(out)])
+    line = _one_read_only_line(result)
+    assert "to resume" not in line and disk.refusals
+    disk.mend()
+    again = CliRunner().invoke(app, [command, str(out)])
+    assert again.exit_code == 0, again.output
+
+
+def test_the_pid_file_left_on_a_read_only_disk_raises_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`FolderHold.release` clears it in a `finally`: its OSError replaced the run's error."""
+    write_pid(tmp_path)
+    ours = (tmp_path / PID_FILE).read_bytes()
+    disk = ReadOnlyDisk(tmp_path, monkeypatch)
+    disk.turn()
+    clear_pid(tmp_path)
+    put_back_pid(tmp_path, b"{}")
+    assert (tmp_path / PID_FILE).read_bytes() == ours and disk.refusals
