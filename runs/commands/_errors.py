@@ -38,6 +38,14 @@ NO_ROOM_HINT = "free some space and run the same command again"
 #: What a user is told to do after the folder turned read-only (`dutchbook run` adds "to
 #: resume").
 MADE_READ_ONLY_HINT = "make it writable again (remount it) and run the same command again"
+#: What a folder turned read-only kept. Not "nothing written was lost", as a full disk's line
+#: says: a file-system error that remounts the disk read-only can drop the writes it had not
+#: yet saved (a tester's journal lost its last lines once the disk was checked), so a resume
+#: asks again, and pays again, for the answers they held.
+READ_ONLY_KEPT = (
+    "what the disk saved is kept, but a file-system error can drop its last unsaved writes: "
+    "a resume asks again (and pays again) for any answer they held"
+)
 #: What a user is told to do about a file or folder this user may not write (or read).
 NO_ACCESS_HINT = "give it the access it lacks, then run the same command again"
 #: What a user is told to do about a file where a folder goes, or a folder where a file goes.
@@ -169,7 +177,7 @@ def disk_refused_says(
     to_resume, kept = (" to resume", "; nothing written was lost") if resumes else ("", "")
     if isinstance(refusal, FolderReadOnly) or read_only:
         return (
-            f"{refusal}; nothing written was lost; {MADE_READ_ONLY_HINT}{to_resume}",
+            f"{refusal}; {READ_ONLY_KEPT}; {MADE_READ_ONLY_HINT}{to_resume}",
             EXIT_READ_ONLY,
         )
     return f"{refusal}{kept}; {NO_ROOM_HINT}{to_resume}", EXIT_DISK_FULL

@@ -30,7 +30,7 @@ import runs.pipeline
 from engine.runlock import PID_FILE, clear_pid, put_back_pid, write_pid
 from engine.scan import scan_responses
 from runs.cli import app
-from runs.commands._errors import EXIT_READ_ONLY
+from runs.commands._errors import EXIT_READ_ONLY, READ_ONLY_KEPT
 from tests.runs.run_folders import SMALL_SPEC, FinishedRuns
 
 #: What the folder holds once the run is done: SMALL_SPEC's queries.
@@ -134,7 +134,7 @@ def _one_read_only_line(result: Result) -> str:
     errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1, result.output
     line = errors[0]
-    assert "became read-only" in line and "nothing written was lost" in line, line
+    assert "became read-only" in line and READ_ONLY_KEPT in line, line
     assert "make it writable again (remount it) and run the same command again" in line, line
     return line
 
