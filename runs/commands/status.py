@@ -36,6 +36,10 @@ from runs.output import print_text, stdout_console
 from runs.scored_from import rerun_command
 
 _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow"}
+#: The gaps `_stale_scores` and `_stale_report` say, as the header words them after
+#: "answered, " for a finished run (and `--json`'s additive `scored` and `reported` read).
+NOT_SCORED, SCORES_STALE, SCORES_DAMAGED = "not scored", "scores out of date", "scores damaged"
+REPORT_MISSING, REPORT_STALE = "report not written", "report out of date"
 #: Lane states that a run which is not live left behind as its last word: a run that died
 #: (kill -9, a crash) wrote no final `lanes.json`, and one stopped by a full disk could not.
 #: `engine.lanes.LaneState` values, spelled here because importing that module (aiohttp
@@ -111,6 +115,10 @@ def render(summary: dict[str, Any], console: Console) -> None:
     header = Text(str(summary["run_dir"]), style="bold")  # a path is not markup
     if state == "not started" and summary.get("answers_gone"):  # started: its answers gone
         state = "answers missing"
+    elif state == "finished" and (gap := summary.get("outputs_gap")):
+        # Every query answered and the scores or the report not written from those answers (a
+        # stop while it scored or reported): "finished" read as the whole run done (a tester's).
+        state = f"answered, {gap}"
     header.append(": ").append(state, style=_STATE_STYLE.get(state, "white")).append(who)
     held = AtProvider(**summary.get("batch_at_provider") or {})
     if held:  # a batch run's queries with the provider: "stopped, 3 batch jobs (28 ...) ..."
@@ -302,11 +310,7 @@ def status(
         # `score` refuses until then (this line sent the user to it).
         # So do answers of requests the plan does not hold: `score` refuses until then.
         first = summary.get("answers_missing") or summary.get("answers_unplanned") or gone
-        if summary["state"] != "live" and not first and (
-            stale := _stale_scores(run_dir, summary["reparse_unfinished"], _unscored(summary))
-            or _stale_report(run_dir)
-        ):
-            summary["warnings"].append(stale)
+        _say_outputs(run_dir, summary, compared=summary["state"] != "live" and not first)
         if summary["state"] != "live" and lock_held(run_dir):
             # A reparse, score, repair or report holds the folder (they write no pid file: no
             # run is live), and a warning below may be of the very work it is doing.
@@ -354,6 +358,25 @@ def _say_gone_answers(run_dir: Path, summary: dict[str, Any]) -> bool:
     return gone is not None
 
 
+def _say_outputs(run_dir: Path, summary: dict[str, Any], *, compared: bool) -> None:
+    """Warn of scores or a report not written from the answers the folder holds, note the gap
+    in `outputs_gap` (the header's words for a finished run), and whether the folder is
+    `scored` and `reported` from them (additive; null where not `compared`: a live run, or
+    answers missing, whose own line comes first)."""
+    gap = None
+    if compared:
+        gap = _stale_scores(
+            run_dir, summary["reparse_unfinished"], _unscored(summary)
+        ) or _stale_report(run_dir)
+    if gap is not None:
+        summary["warnings"].append(gap[1])
+    summary["outputs_gap"] = gap[0] if gap else None
+    unscored = (NOT_SCORED, SCORES_STALE, SCORES_DAMAGED)
+    scored = (run_dir / "scores.parquet").is_file() and summary["outputs_gap"] not in unscored
+    summary["scored"] = scored if compared else None
+    summary["reported"] = scored and gap is None if compared else None
+
+
 def _unscored(summary: dict[str, Any]) -> bool:
     """Whether the folder has nothing left to ask and holds answers, so that no scores at all
     is a gap for `_stale_scores` to say (a stopped run's own line says to resume). A run
@@ -364,11 +387,14 @@ def _unscored(summary: dict[str, Any]) -> bool:
     return ended and bool(summary["accepted"])
 
 
-def _stale_scores(run_dir: Path, reparse_unfinished: bool, answered: bool = False) -> str | None:
-    """A line saying the scores and the report are of answers the folder no longer holds as
-    they were, with what writes them again; None when they are of these (or there are none,
-    or they cannot be compared: a damaged answers file, which `status` says otherwise, or a
-    reparse that did not finish, whose line names it first and then `score`). A
+def _stale_scores(
+    run_dir: Path, reparse_unfinished: bool, answered: bool = False
+) -> tuple[str, str] | None:
+    """The gap (`NOT_SCORED`, `SCORES_STALE`) and a line saying the scores and the report are
+    of answers the folder no longer holds as they were, with what writes them again; None
+    when they are of these (or there are none, or they cannot be compared: a damaged answers
+    file, which `status` says otherwise, or a reparse that did not finish, whose line names
+    it first and then `score`). A
     reparse, or a run killed before it scored, left the last report standing with nothing to
     say it was of other answers but `report` refusing it. `reparse_unfinished`: as
     `run_status` found it (`engine.reparse.unfinished_line`). A folder `answered` through
@@ -380,10 +406,10 @@ def _stale_scores(run_dir: Path, reparse_unfinished: bool, answered: bool = Fals
         return None  # an unfinished reparse's line (the first warning) says what to run
     if not (scores := run_dir / "scores.parquet").is_file():
         # A folder where it goes is `_stale_report`'s to say.
-        return None if not answered or scores.exists() else (
+        return None if not answered or scores.exists() else (NOT_SCORED, (
             f"not scored yet ({run_dir} has no scores.parquet): `{rerun_command(run_dir)}`, "
             f"then `dutchbook report {run_dir}`, write the scores and the report"
-        )  # fmt: skip
+        ))  # fmt: skip
     import polars as pl
 
     try:
@@ -392,15 +418,16 @@ def _stale_scores(run_dir: Path, reparse_unfinished: bool, answered: bool = Fals
         return None
     if why is None:
         return None
-    return (
+    return SCORES_STALE, (
         f"scores.parquet and report/ are out of date ({run_dir}: {why}): "
         f"`{rerun_command(run_dir)}`, then `dutchbook report {run_dir}`, write them again"
     )
 
 
-def _stale_report(run_dir: Path) -> str | None:
-    """A line saying `report/` was written from other scores than the folder's now (a
-    reparse, then `score`, and no `report` since), with the command that writes it again."""
+def _stale_report(run_dir: Path) -> tuple[str, str] | None:
+    """The gap (`SCORES_DAMAGED`, `REPORT_MISSING`, `REPORT_STALE`) and a line saying
+    `report/` was written from other scores than the folder's now (a reparse, then `score`,
+    and no `report` since), with the command that writes it again."""
     import polars as pl
 
     from runs.damaged_files import check_footers
@@ -418,25 +445,26 @@ def _stale_report(run_dir: Path) -> str | None:
                 if (run_dir / name).is_dir()
                 else "is damaged (its footer does not read):"
             )
-            return (
+            return SCORES_DAMAGED, (
                 f"{run_dir / name} {what} `{rerun_command(run_dir)}` writes it again, then "
                 f"`dutchbook report {run_dir}`"
             )
     if (run_dir / "scores.parquet").is_file() and not has_report(run_dir):
         # A run stopped while it wrote its report (it writes one however it ends) read as
         # "finished" with no word that its report/ was never written; or `score` was run.
-        return (
+        return REPORT_MISSING, (
             f"no report of these scores yet ({report_dir(run_dir)} is not written): "
             f"`dutchbook report {run_dir}` writes it"
         )
     if (why := untold_report(run_dir)) is not None:
-        return (
+        return REPORT_STALE, (
             f"report/ cannot be matched to the scores ({run_dir}: {why}): `dutchbook report "
             f"{run_dir}` writes it again"
         )
     if not stale_report(run_dir):
-        return _parser_said_otherwise(run_dir)
-    return (
+        said = _parser_said_otherwise(run_dir)
+        return None if said is None else (REPORT_STALE, said)
+    return REPORT_STALE, (
         f"report/ is out of date ({run_dir}: its scores changed after it was written): "
         f"`dutchbook report {run_dir}` writes it again"
     )

@@ -24,6 +24,16 @@ def _warnings(run_dir: Path) -> list[str]:
     return list(orjson.loads(shown.stdout)["warnings"])
 
 
+def _header(run_dir: Path) -> tuple[str, dict[str, object]]:
+    """The human view's first line, and `--json`'s `state`, `outputs_gap`, `scored` and
+    `reported`."""
+    shown = CliRunner().invoke(app, ["status", str(run_dir)], env={"COLUMNS": "400"})
+    assert shown.exit_code == 0, shown.output
+    summary = orjson.loads(CliRunner().invoke(app, ["status", str(run_dir), "--json"]).stdout)
+    keys = ("state", "outputs_gap", "scored", "reported")
+    return shown.stdout.splitlines()[0], {key: summary[key] for key in keys}
+
+
 def _ran(finished_runs: FinishedRuns, tmp_path: Path, model: str) -> Path:
     """A strict run of `model` (a simulator's) on two stock-days, one answer failure allowed
     (a copy of the session's run of it: these tests are of what the folder says after)."""
@@ -43,12 +53,14 @@ def test_a_reparse_leaves_scores_then_report_out_of_date_until_each_is_written(
         "was scored (a `dutchbook reparse`, or a resumed run that did not finish)): `dutchbook "
         f"score {run_dir}`, then `dutchbook report {run_dir}`, write them again"
     ]
+    assert _header(run_dir)[0] == f"{run_dir}: answered, scores out of date"
     scored = CliRunner().invoke(app, ["score", str(run_dir)])
     assert scored.exit_code == 0, scored.output
     assert _warnings(run_dir) == [
         f"report/ is out of date ({run_dir}: its scores changed after it was written): "
         f"`dutchbook report {run_dir}` writes it again"
     ]
+    assert _header(run_dir)[0] == f"{run_dir}: answered, report out of date"
     reported = CliRunner().invoke(app, ["report", str(run_dir)])
     assert reported.exit_code == 0, reported.output
     assert _warnings(run_dir) == []
@@ -127,6 +139,30 @@ def test_scores_with_no_report_are_said_with_the_command_that_writes_it(
     ]
     assert CliRunner().invoke(app, ["report", str(run_dir)]).exit_code == 0
     assert _warnings(run_dir) == []
+
+
+@pytest.mark.parametrize(
+    ("removed", "said", "scored"),
+    [
+        (("scores.parquet", "report"), "answered, not scored", False),
+        (("report",), "answered, report not written", True),
+        ((), "finished", True),
+    ],
+)
+def test_the_header_of_a_folder_answered_and_not_scored_or_reported_says_so(
+    finished_runs: FinishedRuns, tmp_path: Path, removed: tuple[str, ...], said: str, scored: bool
+) -> None:
+    """A run stopped (SIGTERM, a full disk) while it scored or wrote its report read
+    "<folder>: finished" and then "warning: not scored yet": the header said the whole run
+    was done. `--json` keeps the state (its vocabulary is documented) and adds the gap."""
+    run_dir = _ran(finished_runs, tmp_path, "sim-coherent")
+    for name in removed:
+        shutil.rmtree(run_dir / name) if name == "report" else (run_dir / name).unlink()
+    gap = None if said == "finished" else said.removeprefix("answered, ")
+    assert _header(run_dir) == (
+        f"{run_dir}: {said}",
+        {"state": "finished", "outputs_gap": gap, "scored": scored, "reported": not removed},
+    )
 
 
 def test_a_damaged_scores_file_is_said_damaged_not_changed(
