@@ -164,6 +164,9 @@ class DiskFull(RuntimeError):
 
     #: The error number whose words stand in for an error that carries none (polars').
     ERRNO = errno.ENOSPC
+    #: Set where the run that met it kept nothing in its folder (`runs.pipeline.FolderHold`
+    #: took its lock file, and the folder it made, away): nothing was started to resume.
+    nothing_kept: bool = False
 
     def __init__(self, where: Path | str, error: BaseException, note: str = "") -> None:
         filename = getattr(error, "filename", None) or _path_in_words(error)

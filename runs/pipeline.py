@@ -619,7 +619,7 @@ async def run_campaign(
     # "no run folder" of a new run all that while, and a second run on the folder planned too.
     hold = take_folder_lock(run_dir)
     try:
-        return await _planned_campaign(
+        result = await _planned_campaign(
             spec, run_dir, units, hold,
             CampaignOptions(
                 max_cost=max_cost, rehearse=rehearse, console=console, progress=progress,
@@ -627,8 +627,11 @@ async def run_campaign(
                 figure_workers=figure_workers, abandon_batch_jobs=abandon,
             ),
         )  # fmt: skip
-    finally:
-        hold.release(run_dir)
+    except BaseException as exc:
+        hold.release(run_dir, exc)
+        raise
+    hold.release(run_dir)
+    return result
 
 
 async def _planned_campaign(
@@ -890,31 +893,39 @@ class FolderHold:
         """Dispatch's ledger is open (`engine.dispatch.dispatch(on_ledger_open=)`)."""
         self.ledger_opened = True
 
-    def release(self, run_dir: Path) -> None:
+    def release(self, run_dir: Path, error: BaseException | None = None) -> None:
         """Clear (or put back) the pid file, then let go of the lock, in that order: the
-        lock's next holder writes its own."""
+        lock's next holder writes its own. `error`, the one the run ends with: a full disk
+        met before the run kept anything in the folder (its lock and the folder it made
+        taken away again) is marked so (`DiskFull.nothing_kept`), and said so: "nothing
+        written was lost ... to resume" was said of a folder that was no more, or held only
+        the lock (a tester's, a new run on a disk already full)."""
         if self.ledger_opened:
             clear_pid(run_dir)
         else:
             put_back_pid(run_dir, self.found)
-            self._take_back(run_dir)
+            if self._take_back(run_dir) and isinstance(error, DiskFull):
+                error.nothing_kept = True
         release_lock(self.fd)
 
-    def _take_back(self, run_dir: Path) -> None:
+    def _take_back(self, run_dir: Path) -> bool:
         """Remove the lock file, and the folder if the run made it, when the run wrote
-        nothing else there; before the lock is let go, so no other run writes there now."""
+        nothing else there; before the lock is let go, so no other run writes there now.
+        Whether the lock file is removed (the folder then as the run found it, or gone)."""
         with contextlib.suppress(OSError):  # a folder it may not list or change: left as is
             if {p.name for p in run_dir.iterdir()} - self.held_before != {LOCK_FILE}:
-                return
+                return False
             (run_dir / LOCK_FILE).unlink()
             if self.made_from is None:  # the folder was there before the run
-                return
+                return True
             # The folders it made, inward out, each only while empty (`rmdir`): a parent that
             # another process filled meanwhile stays.
             for folder in (run_dir, *run_dir.parents):
                 folder.rmdir()
                 if folder == self.made_from:
-                    return
+                    break
+            return True
+        return False
 
 
 def take_folder_lock(run_dir: Path) -> FolderHold:
@@ -944,13 +955,17 @@ def take_folder_lock(run_dir: Path) -> FolderHold:
             if not tries_left:
                 raise
     try:
-        found = found_pid(run_dir)
-        with disk_full_raised(run_dir):
-            write_pid(run_dir)
+        hold = FolderHold(fd, found_pid(run_dir), held_before=held_before, made_from=made_from)
     except BaseException:
         release_lock(fd)
         raise
-    return FolderHold(fd, found, held_before=held_before, made_from=made_from)
+    try:
+        with disk_full_raised(run_dir):
+            write_pid(run_dir)
+    except BaseException as exc:  # a disk already full: the lock file and the folder go
+        hold.release(run_dir, exc)
+        raise
+    return hold
 
 
 def _first_missing(run_dir: Path) -> Path | None:

@@ -172,15 +172,19 @@ def disk_refused_says(
     (exit 6) or the folder turned read-only (`read_only`, or a `FolderReadOnly`: exit 7).
     `refusal` is the error or its words (a dispatch's summary keeps them); `resumes` (a
     `dutchbook run`'s) says that running again resumes the run."""
-    from engine.durable import FolderReadOnly
+    from engine.durable import DiskFull, FolderReadOnly
 
-    to_resume, kept = (" to resume", "; nothing written was lost") if resumes else ("", "")
-    if isinstance(refusal, FolderReadOnly) or read_only:
-        return (
-            f"{refusal}; {READ_ONLY_KEPT}; {MADE_READ_ONLY_HINT}{to_resume}",
-            EXIT_READ_ONLY,
-        )
-    return f"{refusal}{kept}; {NO_ROOM_HINT}{to_resume}", EXIT_DISK_FULL
+    read_only = read_only or isinstance(refusal, FolderReadOnly)
+    hint, status = (MADE_READ_ONLY_HINT, EXIT_READ_ONLY) if read_only else (
+        NO_ROOM_HINT, EXIT_DISK_FULL
+    )
+    if isinstance(refusal, DiskFull) and refusal.nothing_kept:  # its new folder taken away
+        return f"{refusal}; nothing was started; {hint}", status
+    to_resume = " to resume" if resumes else ""
+    if read_only:
+        return f"{refusal}; {READ_ONLY_KEPT}; {hint}{to_resume}", status
+    kept = "; nothing written was lost" if resumes else ""
+    return f"{refusal}{kept}; {hint}{to_resume}", status
 
 
 def _describe(exc: BaseException) -> str:

@@ -411,3 +411,42 @@ def test_a_folder_taken_away_while_its_lock_was_taken_is_made_again(
     finally:
         hold.release(out)
     assert not out.exists()  # it wrote nothing: taken away again, by the run that made it
+
+
+@pytest.mark.parametrize("fails", ["write_pid", "_estimate"])
+@pytest.mark.parametrize("there", [False, True])
+def test_a_new_run_on_a_full_disk_leaves_no_folder_and_says_nothing_was_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: str, there: bool
+) -> None:
+    """A new run on a disk already full (its pid file the first write to fail) left the folder
+    it made holding only `.lock`, and said "nothing written was lost; ... run the same command
+    again to resume", of a run that had started nothing; one whose disk filled while it
+    planned took the folder away but said the same. A folder that was there stays, empty."""
+    import errno
+
+    import runs.pipeline
+    from engine.durable import DiskFull
+
+    out = tmp_path / "new"
+
+    def full(*args: object, **kwargs: object) -> None:
+        error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if fails == "write_pid":
+            raise error  # `take_folder_lock` says it as `DiskFull`
+        raise DiskFull(out / "plan.parquet", error)  # as planning's writes raise it
+
+    monkeypatch.setattr(runs.pipeline, fails, full)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    if there:
+        out.mkdir()
+    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out)])
+    assert result.exit_code == 6, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith("error: disk full: no space left for ")
+    assert errors[0].endswith(
+        "; nothing was started; free some space and run the same command again"
+    ), result.output
+    assert out.exists() is there
+    if there:
+        assert list(out.iterdir()) == []
