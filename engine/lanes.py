@@ -185,7 +185,8 @@ class LaneStats:
     held_until: float = 0.0
     held_by: str = ""
     #: `time.monotonic()` when the last hold began (`held`), and the seconds the holds before
-    #: it lasted: the time holds last is left out of the rate, as an outage's is.
+    #: it lasted: the time the hold going on has lasted is left out of the rate (`eta_s`
+    #: adds what is left of it); ended ones are in it, the lane's pace.
     held_since: float = 0.0
     held_before_s: float = 0.0
     #: Requests a batch job of an earlier run holds, not asked by this live lane (the model
@@ -303,16 +304,17 @@ class LaneStats:
 
     @property
     def rate_per_s(self) -> float:
-        """Answers accepted a second while the provider was up: a three-hour outage would
-        otherwise halve the rate, and double the time left, after the lane resumed. Nor the
-        provider's holds (`held_total_s`): `eta_s` adds what is left of the one going on, and
-        with the time it had lasted in the rate as well, a hold was counted twice (a lane 100
-        s in and half done said 200 s left all through a 100 s Retry-After); left out only
-        while it lasted, the time left jumped back up by its length when it ended. As with
-        outages, a lane held often (its rate limit's resets) is told a time left too short."""
-        working = (
-            self.elapsed_s - self.paused_s - self.paused_now_s - self.held_total_s
-        )
+        """Answers this run accepted a second of the wall time they took while the provider
+        was up: a three-hour outage would otherwise halve the rate, and double the time left,
+        after the lane resumed. The provider's holds that ended are in it: a lane held often
+        (a rate limit's resets, answers still coming back from the attempts in flight) said
+        666/s where it went at 30/s, its holds left out (a tester's `flaky` rehearsal: "ETA
+        0:07" for 219 s), as the pace such holds keep is the lane's. The hold going on is not
+        (`held_so_far_s`): `eta_s` adds what is left of it, and with the time it had lasted in
+        the rate as well it was counted twice (a lane 100 s in and half done said 200 s left
+        all through a 100 s Retry-After). Once a lone long hold ends, the time left counts it
+        as the lane's pace until later answers outweigh it: too long, not 20 times too short."""
+        working = self.elapsed_s - self.paused_s - self.paused_now_s - self.held_so_far_s
         return self.accepted / working if working > 0 else 0.0
 
     def book_tokens(self, tokens: float) -> None:

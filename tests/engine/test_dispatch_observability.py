@@ -239,8 +239,8 @@ def test_a_providers_hold_is_shown_and_counted_in_the_time_left() -> None:
 def test_a_hold_going_on_is_counted_once_in_the_time_left() -> None:
     """The time a Retry-After had lasted went into the rate while what was left of it was
     added too: a lane 100 s in and half done said 200 s left from the hold's start to its
-    end. The rate leaves holds out, as it does outages; leaving out only the one going on,
-    the time left jumped back up by the hold's length when it ended (a reviewer's finding)."""
+    end. The rate leaves the hold going on out; once it ended, it is in the rate, as the
+    lane's pace (`test_a_lane_held_often_is_told_its_pace_over_the_wall_time`)."""
     now = [1_000.0]
     lane = LaneStats(model="m", provider="p", planned=200, accepted=100, started=900.0,
                      state=LaneState.RUNNING, clock=lambda: now[0])  # fmt: skip
@@ -253,15 +253,40 @@ def test_a_hold_going_on_is_counted_once_in_the_time_left() -> None:
     assert lane.held_since == 1_000.0 and lane.held_so_far_s == 99.0
     now[0] = 1_149.9
     assert lane.eta_s == pytest.approx(0.1 + 100.0)
-    now[0] = 1_150.0  # ended: the time left goes on counting down, no jump by its 150 s
-    assert lane.eta_s == pytest.approx(100.0)
+    now[0] = 1_150.0  # ended: its 150 s are in the rate now, 100 answers in 250 s
+    assert lane.rate_per_s == pytest.approx(100 / 250)
+    assert lane.eta_s == pytest.approx(100 / (100 / 250))
     now[0] = 1_200.0
     assert lane.held_now_s == lane.held_so_far_s == 0.0 and lane.held_total_s == 150.0
-    assert lane.rate_per_s == pytest.approx(100 / 150)
+    assert lane.rate_per_s == pytest.approx(100 / 300)
     lane.held(1_210.0, "a rate-limit reset")  # a new hold begins now
     now[0] = 1_205.0
     assert lane.held_since == 1_200.0 and lane.held_total_s == 155.0
-    assert lane.eta_s == pytest.approx(5.0 + 100 / (100 / 150))
+    assert lane.rate_per_s == pytest.approx(100 / 300)  # its 5 s so far left out
+    assert lane.eta_s == pytest.approx(5.0 + 100 / (100 / 300))
+
+
+def test_a_lane_held_often_is_told_its_pace_over_the_wall_time() -> None:
+    """A `flaky` rehearsal's lane, held by a Retry-After most of every second while its
+    attempts in flight still came back, said "1,951/6,312 (666.0/s, ETA 0:07)" a minute in
+    and "ETA 0:04" at two, where it went at 30/s and took 219 s: its holds were left out
+    of the rate, the seconds it answered in all but gone. The rate is the answers over the
+    wall time they took; on a fake clock, 30 answers a second, each second held 0.9 s."""
+    start = 1_000.0  # a monotonic clock's (0 is no time: `held_since` unset)
+    now = [start]
+    lane = LaneStats(model="m", provider="p", planned=6_312, started=start,
+                     state=LaneState.RUNNING, clock=lambda: now[0])  # fmt: skip
+    answers_per_s, held_s = 30, 0.9
+    for second in range(60):
+        lane.held(start + second + held_s, "Retry-After")
+        for answer in range(answers_per_s):
+            now[0] = start + second + (answer + 1) / answers_per_s
+            lane.accepted += 1
+    assert lane.elapsed_s == 60.0 and lane.held_now_s == 0.0
+    assert lane.held_total_s == pytest.approx(60 * held_s)
+    assert lane.rate_per_s == pytest.approx(answers_per_s)
+    assert lane.eta_s == pytest.approx((6_312 - 1_800) / answers_per_s)
+    assert "(30.0/s, ETA 2:30)" in progress_line([lane], now[0])
 
 
 def test_the_time_left_is_never_shorter_than_the_lanes_own_limits_allow() -> None:
@@ -283,6 +308,13 @@ def test_the_time_left_is_never_shorter_than_the_lanes_own_limits_allow() -> Non
     assert replace(lane, rpm=10.5).limit_rate_per_s == pytest.approx(10 / 60)
     lane.held(1_090.0, "Retry-After")  # what is left of a hold comes first, as before
     assert lane.eta_s == pytest.approx(30.0 + 137 * 30.0)
+    # The same number in `logs/lanes.json` and in `status` read from it.
+    written = lane_states([lane])["lanes"]["m"]
+    assert lane.eta_s is not None and written["eta_s"] == round(lane.eta_s, 1)
+    entry = {"planned": 140, "accepted": 3, "lane_state": "running",
+             "rate_per_s": written["rate_per_s"], "lane_held_s": written["held_s"],
+             "lane_limit_rate_per_s": written["limit_rate_per_s"]}  # fmt: skip
+    assert lane_eta_s(entry, live=True) == pytest.approx(lane.eta_s, abs=0.1)
     now[0] = 1_090.0
     slow = LaneStats(model="s", provider="p", planned=140, accepted=3, started=10.0,
                      state=LaneState.RUNNING, rpm=2.0, clock=lambda: now[0])  # fmt: skip
@@ -303,13 +335,6 @@ def test_the_time_left_is_never_shorter_than_the_lanes_own_limits_allow() -> Non
     assert fresh.eta_s is None
     fresh.state = LaneState.PROBING
     assert fresh.eta_s is None
-    # The same number in `logs/lanes.json` and in `status` read from it.
-    written = lane_states([lane])["lanes"]["m"]
-    assert lane.eta_s is not None and written["eta_s"] == round(lane.eta_s, 1)
-    entry = {"planned": 140, "accepted": 3, "lane_state": "running",
-             "rate_per_s": written["rate_per_s"], "lane_held_s": written["held_s"],
-             "lane_limit_rate_per_s": written["limit_rate_per_s"]}  # fmt: skip
-    assert lane_eta_s(entry, live=True) == pytest.approx(lane.eta_s, abs=0.1)
 
 
 def test_an_outage_is_left_out_of_the_rate_and_told_as_such() -> None:
