@@ -97,19 +97,21 @@ def answers_refusal(
     )
 
 
-def gone_answers_refusal(run_dir: Path, kept: list[str], would: str, then: str) -> str | None:
+def gone_answers_refusal(
+    run_dir: Path, kept: list[str], would: str, then: str, done: str = "nothing was written"
+) -> str | None:
     """The one line refusing to act on `run_dir` when response shards its scores or repairs
     were computed from are gone and no reparse replaced them (`runs.scored_from.gone_shards`),
-    None otherwise: which, what acting now `would` do, that the files it would replace (those
-    of `kept` the folder has) stay as they are, and where the answers can come from. Asked
-    after `answers_refusal`: where the replies are still in `attempts/`, its reparse rebuilds
-    them without a backup."""
+    None otherwise: which, what acting now `would` do, so what was `done` (a resume's:
+    nothing asked), that the files it would replace (those of `kept` the folder has) stay as
+    they are, and where the answers can come from. Asked after `answers_refusal`: where the
+    replies are still in `attempts/`, its reparse rebuilds them without a backup."""
     gone = gone_answers(run_dir)
     if gone is None:
         return None
     held = ", ".join(name for name in kept if (run_dir / name).is_file())
     return (
-        f"{run_dir}: {gone}; {would}, so nothing was written"
+        f"{run_dir}: {gone}; {would}, so {done}"
         f"{f' (kept: {held})' if held else ''}: {RESTORE_ANSWERS}, then {then}"
     )
 

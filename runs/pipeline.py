@@ -64,6 +64,7 @@ from providers.urls import IN_CLEAR, in_clear_to_another_host, sends_credentials
 from runs.audit import run_audit
 from runs.batch_bytes import PlannedSizes, answer_budget, left_sizes
 from runs.damaged_files import (
+    DERIVED,
     check_footers,
     damage_report,
     polars_panic,
@@ -83,7 +84,7 @@ from runs.folder_lock import take_folder_lock as lock_folder
 from runs.folder_moved import moved_said
 from runs.folder_writes import write_refusal
 from runs.leftovers import remove_orphaned_scratch, scratch_folder
-from runs.lost_answers import answers_refusal
+from runs.lost_answers import answers_refusal, gone_answers_refusal
 from runs.memory import release_heap
 from runs.model_options import check_model_options
 from runs.output import stdout_console
@@ -1123,9 +1124,23 @@ def _check_lost_answers(spec: CampaignSpec, run_dir: Path) -> None:
     before anything is sent: the run ends by scoring, which could read either copy; and so
     are answers of requests a plan its checksums vouch for does not hold (another run's
     shard, an id damaged on disk), with the reparse that leaves them out, where the plan
-    check after this one told the user to plan again, a dead end."""
+    check after this one told the user to plan again, a dead end.
+
+    So are a finished run's answers gone with their replies (`gone_answers_refusal`: the
+    shards its scores were computed from, no reparse replacing them), which no reparse
+    rebuilds: the resume asked every one again, paid for each with a real provider, and
+    scored the new answers over the run's forecasts and scores, the only copy of its stated
+    probabilities left. No flag asks them all again on purpose: a new folder does."""
     refusal = answers_refusal(
         run_dir, spec.parser, would="resuming would ask and pay for them again", then="run again"
+    ) or gone_answers_refusal(
+        run_dir,
+        list(DERIVED),
+        would="resuming would ask (and pay for) their requests again and score the new answers "
+        "over these",
+        done="nothing was asked",
+        then="run again; or, to ask every answer again, run the spec into a new folder "
+        "(`--out`) and keep this one as it is",
     )
     if refusal is not None:
         raise RunError(refusal)

@@ -196,6 +196,71 @@ def test_score_and_repair_refuse_when_the_replies_are_gone_too(
     assert {name: (run_dir / name).read_bytes() for name in kept} == kept
 
 
+def _files(run_dir: Path) -> dict[str, bytes]:
+    """Every file of the folder, by path within it."""
+    return {
+        str(path.relative_to(run_dir)): path.read_bytes()
+        for path in sorted(run_dir.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_a_resume_refuses_when_the_replies_are_gone_too(run_dir: Path) -> None:
+    """With the attempts' shards deleted beside the answers', `score` and `repair` refused,
+    but a resume asked every request again (and, of a real provider, paid for each), then
+    scored the new answers over the run's forecasts and scores, exit 0. It now refuses
+    before anything is asked, naming the shard, and the folder is left as it was."""
+    for shard in (run_dir / "attempts").glob("*.parquet"):
+        shard.unlink()
+    kept = _files(run_dir)
+    code, said = invoke("run", str(run_dir.parent / "lost.toml"), "--out", str(run_dir))
+    assert (code, said) == (
+        2,
+        f"error: {run_dir}: answers it was scored from are gone from responses/ "
+        "(part-00000001.parquet, named in scored-from.json and repaired-from.json) and no "
+        "reparse replaced them; resuming would ask (and pay for) their requests again and "
+        "score the new answers over these, so nothing was asked (kept: forecasts.parquet, "
+        "scores.parquet, averaged.parquet, repaired.parquet): restore responses/ (and "
+        "attempts/) from a backup of the folder, then run again; or, to ask every answer "
+        "again, run the spec into a new folder (`--out`) and keep this one as it is\n",
+    )
+    assert _files(run_dir) == kept
+
+
+def _move_to_a_second_shard(run_dir: Path, kind: str, ids: set[str]) -> None:
+    """Move the rows of `ids` from `kind`'s first shard into a second, as a resume that asked
+    them after the run was scored leaves it."""
+    first = run_dir / kind / "part-00000001.parquet"
+    rows = pl.read_parquet(first)
+    second = first.with_name("part-00000002.parquet")
+    rows.filter(pl.col("request_id").is_in(ids)).write_parquet(second)
+    rows.filter(~pl.col("request_id").is_in(ids)).write_parquet(first)
+
+
+def test_a_resume_still_goes_on_where_no_answer_is_gone(finished: Path, tmp_path: Path) -> None:
+    """What the refusal is not: a folder never scored (no record: a run killed in its
+    dispatch), and one whose answers a later resume added a shard to after it was scored
+    (the record names fewer shards than the folder holds) resume as before. A reparse's
+    replacing every shard is `test_a_resume_refuses_to_pay_again_and_reparse_rebuilds_them`."""
+    shutil.copytree(finished, tmp_path, dirs_exist_ok=True)
+    run_dir, spec = tmp_path / "run", tmp_path / "lost.toml"
+    answered = pl.read_parquet(run_dir / "responses" / "part-00000001.parquet")["request_id"]
+    later = set(answered.sort().to_list()[: answered.len() // 2])
+    for kind in ("responses", "attempts"):
+        _move_to_a_second_shard(run_dir, kind, later)
+    ok_before = _ok_attempts(run_dir)
+    code, said = invoke("run", str(spec), "--out", str(run_dir))
+    assert code == 0, said
+    assert _ok_attempts(run_dir) == ok_before  # nothing asked again
+    for name in _RECORDS:
+        (run_dir / name).unlink()
+    for shard in (*run_dir.glob("responses/*.parquet"), *run_dir.glob("attempts/*.parquet")):
+        shard.unlink()
+    code, said = invoke("run", str(spec), "--out", str(run_dir))
+    assert code == 0, said
+    assert _ok_attempts(run_dir) == ok_before  # asked: the folder held no answer, nor a record
+
+
 def test_only_a_reparse_accounts_for_a_shard_gone(run_dir: Path) -> None:
     """Only a reparse removes an answers shard: every one at once, leaving its own of a
     higher id, after a line in logs/reparses.jsonl. A shard a resume added accounts for no
