@@ -118,6 +118,12 @@ def gone_answers_refusal(
 
 #: Where answers gone with their replies can come from (`gone_answers`): nothing rebuilds them.
 RESTORE_ANSWERS = f"restore {RESPONSES}/ (and attempts/) from a backup of the folder"
+#: The other way on from such a folder: no flag makes a resume ask every answer again (it
+#: would score the new answers over the run's), a new folder does.
+ASK_ALL_AGAIN = (
+    "to ask every answer again, run the spec into a new folder (`--out`) and keep this one as "
+    "it is"
+)
 
 
 def gone_answers(run_dir: Path) -> str | None:
@@ -135,7 +141,7 @@ def gone_answers(run_dir: Path) -> str | None:
 
 
 __all__ = [
-    "RESTORE_ANSWERS", "answers_refusal", "gone_answers", "gone_answers_refusal",
+    "ASK_ALL_AGAIN", "RESTORE_ANSWERS", "answers_refusal", "gone_answers", "gone_answers_refusal",
     "lost_answers_refusal",
     "repeated_answers_refusal", "unplanned_answers_refusal",
 ]

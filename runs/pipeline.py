@@ -84,7 +84,7 @@ from runs.folder_lock import take_folder_lock as lock_folder
 from runs.folder_moved import moved_said
 from runs.folder_writes import write_refusal
 from runs.leftovers import remove_orphaned_scratch, scratch_folder
-from runs.lost_answers import answers_refusal, gone_answers_refusal
+from runs.lost_answers import ASK_ALL_AGAIN, answers_refusal, gone_answers_refusal
 from runs.memory import release_heap
 from runs.model_options import check_model_options
 from runs.output import stdout_console
@@ -1139,8 +1139,7 @@ def _check_lost_answers(spec: CampaignSpec, run_dir: Path) -> None:
         would="resuming would ask (and pay for) their requests again and score the new answers "
         "over these",
         done="nothing was asked",
-        then="run again; or, to ask every answer again, run the spec into a new folder "
-        "(`--out`) and keep this one as it is",
+        then=f"run again; or, {ASK_ALL_AGAIN}",
     )
     if refusal is not None:
         raise RunError(refusal)

@@ -62,6 +62,13 @@ _NO_PLAN = {
 }
 
 
+#: The states whose word says a resume would go on; of a folder whose answers are gone with
+#: their replies (`answers_gone`), which a resume refuses, the header says "answers missing"
+#: instead: a finished run read "not started", and one whose answers a resume had added to
+#: lost the run's, "stopped" with half its requests "attempted so far".
+_RESUMABLE = ("not started", "stopped")
+
+
 def no_plan_line(state: str) -> str:
     """What a folder with no plan yet says in `state` (`status` and `audit` alike)."""
     return _NO_PLAN.get(state, _NO_PLAN["stopped"])
@@ -113,7 +120,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
     pid = summary.get("pid") or {}
     who = f" (pid {pid['pid']} on {pid.get('host', '?')})" if pid else ""
     header = Text(str(summary["run_dir"]), style="bold")  # a path is not markup
-    if state == "not started" and summary.get("answers_gone"):  # started: its answers gone
+    if state in _RESUMABLE and summary.get("answers_gone"):  # a resume is refused: not so
         state = "answers missing"
     elif state == "finished" and (gap := summary.get("outputs_gap")):
         # Every query answered and the scores or the report not written from those answers (a
@@ -346,15 +353,16 @@ def _say_gone_answers(run_dir: Path, summary: dict[str, Any]) -> bool:
     """Warn, first, of answers gone with their replies (`runs.lost_answers.gone_answers`),
     and note it in `answers_gone` (additive); whether they are. Such a finished run read
     "not started" with no other word (a tester's): with no attempt left, it looks unrun."""
-    from runs.lost_answers import RESTORE_ANSWERS, gone_answers
+    from runs.lost_answers import ASK_ALL_AGAIN, RESTORE_ANSWERS, gone_answers
 
     # Replies kept, the lost answers' own warning names the reparse that rebuilds them.
     asked = summary["state"] != "live" and not summary.get("answers_missing")
     gone = gone_answers(run_dir) if asked else None
     summary["answers_gone"] = gone is not None
     if gone is not None:
-        summary["warnings"].insert(0, f"{gone}: {RESTORE_ANSWERS}; `score` and `repair` "
-                                      "refuse the folder until then")  # fmt: skip
+        summary["warnings"].insert(0, f"{gone}: {RESTORE_ANSWERS}; a resume (`dutchbook run`), "
+                                      f"`score` and `repair` refuse the folder until then; "
+                                      f"or, {ASK_ALL_AGAIN}")  # fmt: skip
     return gone is not None
 
 

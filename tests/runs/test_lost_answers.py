@@ -278,21 +278,32 @@ def test_only_a_reparse_accounts_for_a_shard_gone(run_dir: Path) -> None:
     assert gone_shards(run_dir) == {"scored-from.json": ["part-00000001.parquet"]}
 
 
+@pytest.mark.parametrize("gone", ["every shard", "the first of two"])
 def test_status_says_the_answers_are_gone_not_that_the_run_never_started(
-    run_dir: Path,
+    finished: Path, tmp_path: Path, gone: str
 ) -> None:
     """With its attempts gone too, a finished run read "not started", its last words
-    "No attempts recorded yet", and a warning to `repair`, which then refused."""
-    for shard in (run_dir / "attempts").glob("*.parquet"):
+    "No attempts recorded yet", and a warning to `repair`, which then refused; where a
+    later resume had added the second of two shards, "stopped", half its requests "attempted
+    so far": both read as a run to resume, which is refused too."""
+    shutil.copytree(finished, tmp_path, dirs_exist_ok=True)
+    run_dir = tmp_path / "run"
+    if gone == "the first of two":
+        answered = pl.read_parquet(run_dir / "responses" / "part-00000001.parquet")["request_id"]
+        for kind in ("responses", "attempts"):
+            _move_to_a_second_shard(run_dir, kind, set(answered.to_list()[::2]))
+    for shard in run_dir.glob("*/part-00000001.parquet"):
         shard.unlink()
     code, said = invoke("status", str(run_dir))
     assert code == 0 and said.startswith(f"{run_dir}: answers missing\n"), said
     assert (
         "warning: answers it was scored from are gone from responses/ (part-00000001.parquet, "
         "named in scored-from.json and repaired-from.json) and no reparse replaced them: "
-        "restore responses/ (and attempts/) from a backup of the folder; `score` and `repair` "
-        "refuse the folder until then"
+        "restore responses/ (and attempts/) from a backup of the folder; a resume (`dutchbook "
+        "run`), `score` and `repair` refuse the folder until then; or, to ask every answer "
+        "again, run the spec into a new folder (`--out`) and keep this one as it is\n"
     ) in said, said
     assert "writes it again" not in said, said
     summary = json.loads(invoke("status", str(run_dir), "--json")[1])
-    assert summary["answers_gone"] is True and summary["state"] == "not started"
+    state = "not started" if gone == "every shard" else "stopped"  # --json's as it was
+    assert summary["answers_gone"] is True and summary["state"] == state
