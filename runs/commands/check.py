@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 import typer
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -538,6 +539,45 @@ def _money(value: float, *, signed: bool = False) -> str:
     return f"{value:{sign}.{_MONEY_DECIMALS}f}"
 
 
+def _print_book(console: Console, data: CheckInput, profit: float, stakes: FloatArray) -> None:
+    """The Dutch book, each traded contract's payoff in its worst atom, and the total."""
+    worst, rows = book_rows(data.panel.incidence, data.probs, stakes)
+    table = Table(title="Dutch book (guaranteed profit in every atom)")
+    for column in ("event", "action", "stake", "price", "payoff in worst atom"):
+        table.add_column(column, justify="left" if column in ("event", "action") else "right")
+    for i, payoff in rows:
+        action = "buy" if stakes[i] > 0 else "sell"
+        table.add_row(Text(data.panel.ids[i]), action, f"{abs(stakes[i]):.4f}",
+                      f"{data.probs[i]:.4f}", _money(payoff, signed=True))  # fmt: skip
+    table.add_section()
+    table.add_row("total", "", f"{np.abs(stakes).sum():.4f}", "", _money(profit, signed=True))
+    print_whole(console, table)
+    console.print(f"worst atom: {data.describe_atom(worst)}", markup=False)
+
+
+def _print_forecasts(
+    console: Console,
+    data: CheckInput,
+    norm: str,
+    coherent: FloatArray,
+    repaired: FloatArray | None,
+) -> None:
+    """The stated probabilities beside the nearest coherent forecast and the repair (None:
+    not asked for)."""
+    table = Table(title=f"Nearest coherent forecast ({norm} distance)")
+    columns = {"stated": data.probs, "coherent": coherent, "repaired": repaired}
+    shown = {name: values for name, values in columns.items() if values is not None}
+    table.add_column("event", justify="left")
+    for name in shown:
+        table.add_column(name, justify="right")
+    for i, event_id in enumerate(data.panel.ids):
+        table.add_row(Text(event_id), *(f"{values[i]:.4f}" for values in shown.values()))
+    print_whole(console, table)
+    if repaired is not None:
+        moved = float(np.linalg.norm(repaired - data.probs))
+        console.print(f"repair: Euclidean projection onto the coherent set moved p by {moved:.5f}")
+
+
 def _print_report(
     data: CheckInput,
     norm: str,
@@ -546,14 +586,14 @@ def _print_report(
     coherent: FloatArray,
     repaired: FloatArray | None,
 ) -> None:
-    from scoring.dutch_book import ROUNDING_PROFIT  # loaded by now: `check` solved with it
+    # loaded by now: `check` solved with them
+    from scoring.dutch_book import CERTIFY_TOLERANCE, ROUNDING_PROFIT
 
     console = stdout_console(highlight=False)
-    panel, probs = data.panel, data.probs
-    ids = panel.ids
+    panel = data.panel
     norm_words = "total stake at most 1" if norm == "inf" else "at most 1 of each contract"
     console.print(
-        f"{_count(len(ids), 'event')}, {_count(panel.n_atoms, 'atom')}; norm {norm} "
+        f"{_count(len(panel.ids), 'event')}, {_count(panel.n_atoms, 'atom')}; norm {norm} "
         f"({norm_words})\n"
         f"Dutch-book profit: [bold]{_money(profit)}[/]"
     )
@@ -561,31 +601,18 @@ def _print_report(
     # read "coherent" here and scored above 0 in `--json` and in a campaign's scores.
     if profit <= ROUNDING_PROFIT:
         console.print("[green]coherent[/]: no Dutch book exists against these probabilities")
+    elif profit <= CERTIFY_TOLERANCE:
+        # The profit is the certificate's upper bound, the book its lower one, which agree
+        # only to CERTIFY_TOLERANCE: below it a book of stakes 0.0, or one earning 9.93e-11
+        # of a total printed +2.36e-10, was shown as earning the profit.
+        console.print(
+            f"below the certificate's resolution ({CERTIFY_TOLERANCE:g}): the book found is "
+            "not certified to earn it, so none is shown",
+            markup=False,
+        )
     else:
-        worst, rows = book_rows(panel.incidence, probs, stakes)
-        table = Table(title="Dutch book (guaranteed profit in every atom)")
-        for column in ("event", "action", "stake", "price", "payoff in worst atom"):
-            table.add_column(column, justify="left" if column in ("event", "action") else "right")
-        for i, payoff in rows:
-            action = "buy" if stakes[i] > 0 else "sell"
-            table.add_row(Text(ids[i]), action, f"{abs(stakes[i]):.4f}", f"{probs[i]:.4f}",
-                          _money(payoff, signed=True))  # fmt: skip
-        table.add_section()
-        table.add_row("total", "", f"{np.abs(stakes).sum():.4f}", "", _money(profit, signed=True))
-        print_whole(console, table)
-        console.print(f"worst atom: {data.describe_atom(worst)}", markup=False)
-    table = Table(title=f"Nearest coherent forecast ({norm} distance)")
-    for column in ("event", "stated", "coherent") + (("repaired",) if repaired is not None else ()):
-        table.add_column(column, justify="left" if column == "event" else "right")
-    for i, event_id in enumerate(ids):
-        cells: list[str | Text] = [Text(event_id), f"{probs[i]:.4f}", f"{coherent[i]:.4f}"]
-        if repaired is not None:
-            cells.append(f"{repaired[i]:.4f}")
-        table.add_row(*cells)
-    print_whole(console, table)
-    if repaired is not None:
-        moved = float(np.linalg.norm(repaired - probs))
-        console.print(f"repair: Euclidean projection onto the coherent set moved p by {moved:.5f}")
+        _print_book(console, data, profit, stakes)
+    _print_forecasts(console, data, norm, coherent, repaired)
 
 
 @contextlib.contextmanager

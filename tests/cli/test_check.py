@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from runs.commands import check as check_module
 from runs.commands.check import atom_payoffs, book_rows
+from scoring.dutch_book import CERTIFY_TOLERANCE, ROUNDING_PROFIT
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -371,21 +372,56 @@ def test_json_from_a_pipe_is_read_as_json(tmp_path: Path) -> None:
         assert json.loads(done.stdout) == want
 
 
-def test_a_tiny_profit_is_shown_with_its_book_as_json_gives_it(tmp_path: Path) -> None:
-    """Stated 0.5 and 0.5000000002 over two atoms sum to 1 + 2e-10: `--json` gave profit 1e-10
-    and a book, while the text said "Dutch-book profit: 0.00000" and "coherent", judging the
-    profit by the stakes' noise cutoff (1e-9) where scoring zeroes only `ROUNDING_PROFIT`."""
+#: Stated probabilities of one atom's two events, 2.29e-11 apart (a tester's): in the l1 norm
+#: the solver's book came back all 0.0, and check showed a table of its total row alone.
+SAME_ATOM = ('{"atoms": 2, "events": [{"id": "E0", "atoms": [0], "p": 0.16941405554927097},'
+             ' {"id": "E1", "atoms": [0], "p": 0.16941405552639846}]}')  # fmt: skip
+#: 0.5 and 0.500000000002 over two atoms: a profit of exactly `ROUNDING_PROFIT` (1e-12) in the
+#: inf norm, scored 0, and of 2e-12 in the l1 norm, above rounding and below the resolution.
+EDGE = ('{"atoms": 2, "events": [{"id": "A", "atoms": [0], "p": 0.5},'
+        ' {"id": "B", "atoms": [1], "p": 0.500000000002}]}')  # fmt: skip
+#: 0.5 and 0.5000000002 over two atoms: a sum of 1 + 2e-10, a profit of 1e-10 (inf norm).
+TINY = ('{"atoms": 2, "events": [{"id": "H0", "atoms": [0], "p": 0.5},'
+        ' {"id": "H1", "atoms": [1], "p": 0.5000000002}]}')  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("events", "norm"), [(SAME_ATOM, "l1"), (SAME_ATOM, "inf"), (EDGE, "l1"), (TINY, "inf")]
+)
+def test_a_profit_below_the_certificates_resolution_shows_no_book(
+    tmp_path: Path, events: str, norm: str
+) -> None:
+    """A profit above rounding (`ROUNDING_PROFIT`) but within the certificate's resolution
+    (`CERTIFY_TOLERANCE`) was shown with a book that did not earn it: a table of its total
+    row alone ("total | 0.0000 | +2.29e-11"), or rows adding to less than the total printed
+    (the profit is the certificate's upper bound, the book its lower one). It is printed in
+    scientific notation and said to be below the resolution, with no book; `--json` keeps
+    its profit and stakes as they were."""
     path = tmp_path / "tiny.json"
+    path.write_text(events)
+    payload = _json(str(path), f"--norm={norm}")
+    profit = payload["profit"]
+    assert isinstance(profit, float) and ROUNDING_PROFIT < profit <= CERTIFY_TOLERANCE
+    code, out, err = _run(str(path), f"--norm={norm}")
+    assert code == 0, err
+    assert f"Dutch-book profit: {profit:.2e}\n" in out
+    assert f"below the certificate's resolution ({CERTIFY_TOLERANCE:g})" in out
+    assert "Dutch book (" not in out and "│ total" not in out and "worst atom" not in out
+    assert "coherent:" not in out and "0.00000" not in out
+
+
+def test_a_profit_above_the_resolution_keeps_its_book(tmp_path: Path) -> None:
+    """A profit too small for five decimals but above the certificate's resolution is shown
+    in scientific notation with its book (1 + 5e-9 over two atoms: a profit of 2.5e-9)."""
+    path = tmp_path / "small.json"
     path.write_text('{"atoms": 2, "events": [{"id": "H0", "atoms": [0], "p": 0.5},'
-                    ' {"id": "H1", "atoms": [1], "p": 0.5000000002}]}')  # fmt: skip
+                    ' {"id": "H1", "atoms": [1], "p": 0.500000005}]}')  # fmt: skip
     profit = _json(str(path))["profit"]
-    assert isinstance(profit, float) and 0 < profit < 1e-9
+    assert isinstance(profit, float) and CERTIFY_TOLERANCE < profit < 1e-8
     code, out, err = _run(str(path))
     assert code == 0, err
     assert f"Dutch-book profit: {profit:.2e}" in out and f"+{profit:.2e}" in out
-    assert "Dutch book (" in out and "coherent:" not in out
-    assert "0.00000" not in out
-
+    assert "Dutch book (" in out and "resolution" not in out and "coherent:" not in out
 
 
 @pytest.mark.parametrize(
