@@ -559,12 +559,15 @@ def _print_forecasts(
     console: Console,
     data: CheckInput,
     norm: str,
-    coherent: FloatArray,
+    coherent: FloatArray | None,
     repaired: FloatArray | None,
 ) -> None:
-    """The stated probabilities beside the nearest coherent forecast and the repair (None:
-    not asked for)."""
-    table = Table(title=f"Nearest coherent forecast ({norm} distance)")
+    """The stated probabilities beside the nearest coherent forecast (None: a set scored
+    coherent, its own) and the repair (None: not asked for); nothing when neither is shown."""
+    if coherent is None and repaired is None:
+        return
+    nearest = f"Nearest coherent forecast ({norm} distance)"
+    table = Table(title="Euclidean repair" if coherent is None else nearest)
     columns = {"stated": data.probs, "coherent": coherent, "repaired": repaired}
     shown = {name: values for name, values in columns.items() if values is not None}
     table.add_column("event", justify="left")
@@ -598,13 +601,20 @@ def _print_report(
         f"Dutch-book profit: [bold]{_money(profit)}[/]"
     )
     # Scoring's rule, not the stakes' noise cutoff: a profit of 1e-10 (a sum of 1 + 2e-10)
-    # read "coherent" here and scored above 0 in `--json` and in a campaign's scores.
+    # read "coherent" here and scored above 0 in `--json` and in a campaign's scores. Such a
+    # set's nearest coherent forecast is itself: the mixture's rounding read 0.5000 beside
+    # 0.5000 under "coherent".
     if profit <= ROUNDING_PROFIT:
-        console.print("[green]coherent[/]: no Dutch book exists against these probabilities")
-    elif profit <= CERTIFY_TOLERANCE:
-        # The profit is the certificate's upper bound, the book its lower one, which agree
-        # only to CERTIFY_TOLERANCE: below it a book of stakes 0.0, or one earning 9.93e-11
-        # of a total printed +2.36e-10, was shown as earning the profit.
+        console.print(
+            "[green]coherent[/]: no Dutch book exists against these probabilities "
+            "(they are their own nearest coherent forecast)"
+        )
+        _print_forecasts(console, data, norm, None, repaired)
+        return
+    # The profit is the certificate's upper bound, the book its lower one, which agree only
+    # to CERTIFY_TOLERANCE: below it a book of stakes 0.0, or one earning 9.93e-11 of a
+    # total printed +2.36e-10, was shown as earning the profit.
+    if profit <= CERTIFY_TOLERANCE:
         console.print(
             f"below the certificate's resolution ({CERTIFY_TOLERANCE:g}): the book found is "
             "not certified to earn it, so none is shown",
@@ -613,6 +623,21 @@ def _print_report(
     else:
         _print_book(console, data, profit, stakes)
     _print_forecasts(console, data, norm, coherent, repaired)
+
+
+def _as_scored(
+    profit: float, probs: FloatArray, stakes: FloatArray, coherent: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """(stakes, coherent) as the profit says: a set scored coherent (profit 0, scoring's
+    `ROUNDING_PROFIT`) holds no book and is its own nearest coherent forecast. Its solver's
+    book and mixture are rounding: at a profit of exactly 1e-12 `--json` gave "profit": 0.0
+    beside "stakes": {"A": -0.5, "B": -0.5} and coherent values other than the stated ones.
+    Here, not in `scoring.dutch_books`, whose certified stakes a campaign's scores keep."""
+    from scoring.dutch_book import ROUNDING_PROFIT  # loaded by now: `check` solved with it
+
+    if profit > ROUNDING_PROFIT:
+        return stakes, coherent
+    return np.where(np.isnan(stakes), np.nan, 0.0), probs.copy()
 
 
 @contextlib.contextmanager
@@ -674,8 +699,12 @@ def check(
         fail(f"{file}: {' '.join(str(error).split())}", code=1)
         return
     profit = float(result.profit[0])
-    stakes = np.asarray(result.stakes[0], dtype=np.float64)
-    coherent = np.asarray(result.coherent[0], dtype=np.float64)
+    stakes, coherent = _as_scored(
+        profit,
+        data.probs,
+        np.asarray(result.stakes[0], dtype=np.float64),
+        np.asarray(result.coherent[0], dtype=np.float64),
+    )
     if as_json:
         ids = data.panel.ids
         payload: dict[str, Any] = {

@@ -424,6 +424,25 @@ def test_a_profit_above_the_resolution_keeps_its_book(tmp_path: Path) -> None:
     assert "Dutch book (" in out and "resolution" not in out and "coherent:" not in out
 
 
+def test_a_set_scored_coherent_shows_and_reports_no_book(tmp_path: Path) -> None:
+    """At a profit of exactly `ROUNDING_PROFIT`, scored 0, `--json` gave "stakes": {"A": -0.5,
+    "B": -0.5} and coherent values other than the stated ones, and the text said "coherent"
+    above a "Nearest coherent forecast" table of 0.5000 and 0.5000, noise. A set scored
+    coherent holds no book (every stake 0.0) and is its own nearest coherent forecast."""
+    path = tmp_path / "edge.json"
+    path.write_text(EDGE)
+    payload = _json(str(path))
+    assert payload == {"norm": "inf", "profit": 0.0, "stakes": {"A": 0.0, "B": 0.0},
+                       "coherent": {"A": 0.5, "B": 0.500000000002}}  # fmt: skip
+    code, out, err = _run(str(path))
+    assert code == 0, err
+    assert "Dutch-book profit: 0.00000\ncoherent: " in out
+    assert "Nearest coherent forecast" not in out and "Dutch book (" not in out
+    code, out, err = _run(str(path), "--repair")  # the repair asked for is still shown
+    assert code == 0, err
+    assert "Nearest coherent forecast" not in out and "repaired" in out and "repair: " in out
+
+
 @pytest.mark.parametrize(
     "events",
     ['{"id": "A", "atoms": [0], "p": -0.0}, {"id": "B", "atoms": [1], "p": 1.0}',
