@@ -25,10 +25,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
+
 from engine.audit import read_ok_replies, repeated_rows_line, unplanned_rows_line
 from engine.console_lines import plural
-from engine.reparse import parser_in_force
-from engine.scan import RESPONSES, repeated_rows, unplanned_rows
+from engine.reparse import PLAN, REPLY_OUTCOMES, parser_in_force
+from engine.scan import RESPONSES, repeated_rows, scan_ledger, unplanned_rows
 from runs.plan_checksums import CHECKSUMS_FILE
 from runs.scored_from import gone_shards
 
@@ -126,6 +128,92 @@ ASK_ALL_AGAIN = (
 )
 
 
+#: The columns naming one pass of one unit for one model and arm: a forecast's and a repaired
+#: set's, and a planned request's.
+_PASS_KEY = ["model", "arm", "unit", "pass"]
+#: The files holding what a run's answers were, each with its answered rows.
+_ANSWERED_IN = {"forecasts.parquet": pl.lit(True), "repaired.parquet": pl.col("answered") > 0}
+
+
+def answers_without_replies(run_dir: Path) -> int:
+    """How many passes (`_PASS_KEY`) the folder's forecasts or repairs hold answers of that
+    no planned request of theirs has an answer or a kept reply for (`engine.reparse`
+    reads): answers a reparse cannot rebuild, gone with their replies. 0 without a plan."""
+    held = _requests_kept(run_dir)
+    if held is None:
+        return 0
+    answered = [
+        pl.scan_parquet(run_dir / name).filter(rows).select(_PASS_KEY)
+        for name, rows in _ANSWERED_IN.items()
+        if (run_dir / name).is_file()
+    ]
+    if not answered:
+        return 0
+    kept = pl.scan_parquet(run_dir / PLAN).join(held, on="request_id", how="semi")
+    gone = pl.concat(answered).unique().join(
+        kept.select(_PASS_KEY).unique(), on=_PASS_KEY, how="anti"
+    )
+    return int(gone.select(pl.len()).collect().item())
+
+
+def _requests_kept(run_dir: Path) -> pl.LazyFrame | None:
+    """The request ids with an answer in `responses/` or a reply a reparse reads in
+    `attempts/`; None without a plan (nothing to say whose they are)."""
+    if not (run_dir / PLAN).is_file():
+        return None
+    attempts, responses = scan_ledger(
+        run_dir, ["request_id", "outcome", "raw_text"], ["request_id"]
+    )
+    replies = attempts.filter(
+        pl.col("outcome").is_in(REPLY_OUTCOMES) & pl.col("raw_text").is_not_null()
+    ).select("request_id")
+    return pl.concat([replies, responses.select("request_id")]).unique()
+
+
+def answers_without_attempts(run_dir: Path) -> int:
+    """How many of the plan's answers in `responses/` have no attempt row in `attempts/`
+    (its shards deleted or replaced): a reparse reads their replies from the answers'
+    own rows, and one whose parser rejects them drops them with the only copy left."""
+    if not (run_dir / PLAN).is_file():
+        return 0
+    attempts, responses = scan_ledger(
+        run_dir, ["request_id", "attempt"], ["request_id", "attempts"]
+    )
+    planned = pl.scan_parquet(run_dir / PLAN).select("request_id")
+    orphans = responses.join(planned, on="request_id", how="semi").join(
+        attempts.rename({"attempt": "attempts"}), on=["request_id", "attempts"], how="anti"
+    )
+    return int(orphans.select(pl.len()).collect().item())
+
+
+def reparse_refusal(run_dir: Path) -> str | None:
+    """The one line refusing `dutchbook reparse DIR`, None where it may run: where the
+    answers the folder's forecasts or repairs hold are gone with their replies
+    (`answers_without_replies`, `gone_answers` saying which shards where it can), a reparse
+    read nothing of them, said "accepted 0 -> 0", exit 0, and wrote a shard and a line
+    that `score` then took for the ones gone: it wrote 0-row forecasts over the run's, the
+    only copy left. Where answers in `responses/` have lost their attempts
+    (`answers_without_attempts`), it would rebuild them from their own rows, and drop
+    those its parser rejects with their replies. Answers of requests the plan does not
+    hold are left out by design (`unplanned_rows`), so not counted."""
+    kept = f"nothing was replaced: {RESTORE_ANSWERS}, then reparse again"
+    if missing := answers_without_replies(run_dir):
+        gone = gone_answers(run_dir) or (
+            f"{plural(missing, 'answered pass', 'answered passes')} of its forecasts or repairs "
+            f"{'has' if missing == 1 else 'have'} no answer in {RESPONSES}/ and no reply "
+            "in attempts/"
+        )
+        return f"{run_dir}: {gone}; a reparse cannot rebuild them, so {kept}"
+    if orphans := answers_without_attempts(run_dir):
+        return (
+            f"{run_dir}: {plural(orphans, 'answer')} in {RESPONSES}/ "
+            f"{'has' if orphans == 1 else 'have'} no attempt in attempts/ (deleted or "
+            f"replaced), so a reparse could not read {'its' if orphans == 1 else 'their'} "
+            f"replies and would drop those its parser rejects; {kept}"
+        )
+    return None
+
+
 def gone_answers(run_dir: Path) -> str | None:
     """Which response shards the folder's scores or repairs were computed from are gone,
     with no reparse to account for them (`runs.scored_from.gone_shards`), and which record
@@ -141,7 +229,15 @@ def gone_answers(run_dir: Path) -> str | None:
 
 
 __all__ = [
-    "ASK_ALL_AGAIN", "RESTORE_ANSWERS", "answers_refusal", "gone_answers", "gone_answers_refusal",
+    "ASK_ALL_AGAIN",
+    "RESTORE_ANSWERS",
+    "answers_refusal",
+    "answers_without_attempts",
+    "answers_without_replies",
+    "gone_answers",
+    "gone_answers_refusal",
     "lost_answers_refusal",
-    "repeated_answers_refusal", "unplanned_answers_refusal",
+    "reparse_refusal",
+    "repeated_answers_refusal",
+    "unplanned_answers_refusal",
 ]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ import orjson
 
 from engine.durable import write_bytes_atomic
 from engine.journal import list_segments
-from engine.reparse import last_reparse
+from engine.reparse import read_reparses
 from engine.scan import JOURNAL, RESPONSES
 from engine.shards import shard_id, visible_shards
 from runs.damaged_files import check_footers
@@ -52,7 +53,9 @@ SCORED_FROM = "scored-from.json"
 #: The same record for `repaired.parquet`, written by `runs.repair_step.repair_run`.
 REPAIRED_FROM = "repaired-from.json"
 REPAIRED = "repaired.parquet"
-#: The record's keys that name the answers' files; `digest`, when present, is their content.
+#: The record's keys that name the answers' files; `digest`, when present, is their content;
+#: `at`, when present, when the answers were read (`gone_shards`: a reparse after it removed
+#: the shards it names; records written before it have none, and their file's time stands in).
 _FILES = ("responses", "journal")
 #: The files of `dutchbook score` that a report reads, where the folder has them.
 SCORES_FILES = ("scores.parquet", "averaged.parquet")
@@ -74,10 +77,82 @@ def record_scored_from(
     run_dir: Path, answers: dict[str, Any], digest: str | None = None, name: str = SCORED_FROM
 ) -> None:
     """Note that the folder's scores (or, by `name`, its repairs) were computed from
-    `answers` (`answers_now` taken before they were read), whose content has `digest` when
-    known (a reparse's)."""
-    record = {key: answers[key] for key in _FILES} | ({"digest": digest} if digest else {})
+    `answers` (`answers_now` taken before they were read, now; or a record read back, whose
+    time is kept: `_record_at`), whose content has `digest` when known (a reparse's)."""
+    at = answers.get("at") if isinstance(answers.get("at"), str) else _now()
+    record = {key: answers[key] for key in _FILES} | {"at": at}
+    record |= {"digest": digest} if digest else {}
     write_bytes_atomic(run_dir / name, orjson.dumps(record, option=orjson.OPT_INDENT_2))
+
+
+def _now() -> str:
+    """The time now as the reparse lines say it (`engine.reparse`), to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _kept_at(run_dir: Path, record: dict[str, Any], name: str) -> dict[str, Any]:
+    """`record` as read from `name`, with the time its answers were read: rewritten (its
+    digest forgotten or added), a record without one took the time of the rewrite, after
+    the reparse that had replaced its shards, and was refused as of shards gone since."""
+    at = _record_at(run_dir, record, name)
+    return record | ({"at": at.isoformat(timespec="seconds")} if at is not None else {})
+
+
+def _when(value: object) -> datetime | None:
+    """An ISO time read from a record or a reparse line, None where it is none."""
+    if not isinstance(value, str):
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _record_at(run_dir: Path, record: dict[str, Any], name: str) -> datetime | None:
+    """When the record's answers were read: its `at`, else (written before it was kept) its
+    file's modification time; None where neither can be told."""
+    if (at := _when(record.get("at"))) is not None:
+        return at
+    try:
+        return datetime.fromtimestamp((run_dir / name).stat().st_mtime, UTC)
+    except OSError:
+        return None
+
+
+def reparsed_since(run_dir: Path, since: datetime | None) -> bool:
+    """Whether a reparse began at `since` or after (its begun line's `at`, or its finished
+    line's where a build before the begun lines wrote none). Both times are to the second:
+    one begun in the second the record was written counts, as no user deletes shards and
+    reparses within it. False where `since` is None: nothing tells the reparse came after.
+
+    One killed after its answers replaced the folder's has a begun line alone and counts:
+    its shard is whole (`engine.shards.replace_all`), and the commands say to run it again.
+    One that read no reply and found no answer (its finished line says 0 of both: an earlier
+    build's, run on a folder whose shards were deleted with their replies) rebuilt nothing,
+    so accounts for nothing."""
+    if since is None:
+        return False
+    since = since.replace(microsecond=0)
+    reparses: list[tuple[datetime | None, dict[str, Any] | None]] = []  # (begun, finished)
+    for line in read_reparses(run_dir):
+        if not isinstance(line.get("parser"), str):
+            continue  # torn or foreign
+        if line.get("begun"):
+            reparses.append((_when(line.get("at")), None))
+        elif reparses and reparses[-1][1] is None and reparses[-1][0] is not None:
+            reparses[-1] = (reparses[-1][0], line)
+        else:  # a finished line with no begun line before it (an earlier build's)
+            reparses.append((_when(line.get("at")), line))
+    return any(
+        start is not None and start >= since and not (end is not None and _read_nothing(end))
+        for start, end in reparses
+    )
+
+
+def _read_nothing(line: dict[str, Any]) -> bool:
+    """Whether a finished reparse line says it read no reply and found no answer."""
+    return line.get("requests_with_replies") == 0 and line.get("accepted_before") == 0
 
 
 def forget_digest(run_dir: Path, name: str = SCORED_FROM) -> None:
@@ -89,7 +164,7 @@ def forget_digest(run_dir: Path, name: str = SCORED_FROM) -> None:
     which a reparse never writes again: stale until scored (or repaired) again."""
     record = read_scored_from(run_dir, name)
     if record is not None and "digest" in record:
-        record_scored_from(run_dir, record, name=name)
+        record_scored_from(run_dir, _kept_at(run_dir, record, name), name=name)
 
 
 def gone_shards(run_dir: Path) -> dict[str, list[str]]:
@@ -103,16 +178,26 @@ def gone_shards(run_dir: Path) -> dict[str, list[str]]:
     record's among them, and leaves its own, of an id above all of theirs. Shards gone
     otherwise were deleted or moved: with the replies in `attempts/` gone too, `score` read
     no answers at all and wrote 0-row forecasts and scores over a finished run's, the only
-    copy of its stated probabilities left (a tester's)."""
+    copy of its stated probabilities left (a tester's).
+
+    The reparse must have begun after the record was written and finished
+    (`reparsed_since`): any reparse logged, with a shard of a higher id, was taken for one,
+    so a reparse that read nothing (the shards deleted with their replies) wrote a shard
+    that vouched for the ones gone, and so did a reparse long before the record, once a
+    resume had added a shard."""
     now = _shard_ids(path.name for path in visible_shards(run_dir / RESPONSES))
     newest = max(now.values(), default=0)
-    reparsed = last_reparse(run_dir) is not None
     gone: dict[str, list[str]] = {}
     for name in (SCORED_FROM, REPAIRED_FROM):
-        named = _named_shards(read_scored_from(run_dir, name))
-        if not (missing := sorted(set(named) - set(now))):
+        record = read_scored_from(run_dir, name)
+        named = _named_shards(record)
+        if record is None or not (missing := sorted(set(named) - set(now))):
             continue
-        if reparsed and len(missing) == len(named) and newest > max(named.values()):
+        if (
+            len(missing) == len(named)
+            and newest > max(named.values())
+            and reparsed_since(run_dir, _record_at(run_dir, record, name))
+        ):
             continue  # a reparse's: replaced by the shard it wrote
         gone[name] = missing
     return gone
@@ -191,7 +276,7 @@ def follow_reparse(
         record_scored_from(run_dir, answers_now(run_dir), after, name=name)
         return True
     if fresh:
-        record_scored_from(run_dir, scored, before, name=name)
+        record_scored_from(run_dir, _kept_at(run_dir, scored, name), before, name=name)
     return False
 
 
@@ -307,6 +392,7 @@ __all__ = [
     "has_report",
     "read_scored_from",
     "record_scored_from",
+    "reparsed_since",
     "report_summary",
     "rerun_command",
     "scores_digests",

@@ -13,7 +13,13 @@ from engine.console_lines import plural
 from engine.journal import JournalError
 from engine.ledger import LedgerBusy
 from engine.reparse import reparse as run_reparse
-from runs.commands._errors import disk_full_says, interrupt_says_rerun, path_given, user_errors
+from runs.commands._errors import (
+    disk_full_says,
+    fail,
+    interrupt_says_rerun,
+    path_given,
+    user_errors,
+)
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
 from runs.output import print_text, stdout_console
@@ -53,6 +59,7 @@ def reparse(
         disk_full_says(run_dir),
         folder_held(run_dir, "reparse"),
     ):
+        _refuse_unrebuildable(run_dir)
         fresh = (run_dir / SCORED_FROM).exists() and stale_scores(run_dir) is None
         scored = read_scored_from(run_dir)
         repaired_fresh = (run_dir / REPAIRED_FROM).is_file() and stale_repairs(run_dir) is None
@@ -116,6 +123,15 @@ def reparse(
             "row "
             "says which keys were asked[/]"
         )
+
+
+def _refuse_unrebuildable(run_dir: Path) -> None:
+    """Exit in one line (status 2) before anything is replaced where the reparse would drop
+    answers it cannot read the replies of (`runs.lost_answers.reparse_refusal`)."""
+    from runs.lost_answers import reparse_refusal
+
+    if (refusal := reparse_refusal(run_dir)) is not None:
+        fail(refusal)
 
 
 def register(app: typer.Typer) -> None:

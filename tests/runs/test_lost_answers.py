@@ -264,12 +264,17 @@ def test_a_resume_still_goes_on_where_no_answer_is_gone(finished: Path, tmp_path
 def test_only_a_reparse_accounts_for_a_shard_gone(run_dir: Path) -> None:
     """Only a reparse removes an answers shard: every one at once, leaving its own of a
     higher id, after a line in logs/reparses.jsonl. A shard a resume added accounts for no
-    shard gone, nor does a reparse for one gone of two the record names."""
+    shard gone, nor does a reparse for one gone of two the record names, nor one whose line
+    does not say it began after the record was written."""
     gone = {name: ["part-00000001.parquet"] for name in _RECORDS}
     responses = run_dir / "responses"
     (responses / "part-00000009.parquet").write_bytes(b"")  # not read: a name is enough
     assert gone_shards(run_dir) == gone
-    (run_dir / "logs" / "reparses.jsonl").write_text('{"parser": "lenient"}\n')
+    reparses = run_dir / "logs" / "reparses.jsonl"
+    reparses.write_text('{"parser": "lenient"}\n')  # no time: not after the record
+    assert gone_shards(run_dir) == gone
+    at = max(json.loads((run_dir / name).read_text())["at"] for name in _RECORDS)
+    reparses.write_text(json.dumps({"at": at, "parser": "lenient"}) + "\n")
     assert gone_shards(run_dir) == {}  # replaced by the reparse's shard
     record = json.loads((run_dir / "scored-from.json").read_text())
     record["responses"].insert(0, ["part-00000000.parquet", 1])
