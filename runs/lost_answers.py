@@ -23,6 +23,7 @@ them out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -86,14 +87,22 @@ def unplanned_answers_refusal(run_dir: Path, spec_parser: str | None, then: str)
 
 
 def answers_refusal(
-    run_dir: Path, spec_parser: str | None, would: str, then: str
+    run_dir: Path,
+    spec_parser: str | None,
+    would: str,
+    then: str,
+    gone: Callable[[], str | None] | None = None,
 ) -> str | None:
     """The one line refusing to act on `run_dir`'s answers, lost (`lost_answers_refusal`,
     with what acting now `would` do), held twice (`repeated_answers_refusal`) or of requests
     the plan does not hold (`unplanned_answers_refusal`); None when they are whole, single
-    and the plan's. `then`: what to do once the folder is mended."""
+    and the plan's. `then`: what to do once the folder is mended. `gone` (a caller's
+    `gone_answers_refusal`) is asked after the lost answers, whose reparse needs no backup,
+    and before the others: another run's shard pair copied over the folder's own was refused
+    as answers the plan does not hold, with a reparse that left none of the run's."""
     return (
         lost_answers_refusal(run_dir, spec_parser, would, then)
+        or (gone() if gone is not None else None)
         or repeated_answers_refusal(run_dir, then)
         or unplanned_answers_refusal(run_dir, spec_parser, then)
     )
@@ -215,13 +224,17 @@ def reparse_refusal(run_dir: Path) -> str | None:
 
 
 def gone_answers(run_dir: Path) -> str | None:
-    """Which response shards the folder's scores or repairs were computed from are gone,
-    with no reparse to account for them (`runs.scored_from.gone_shards`), and which record
+    """Which response shards the folder's scores or repairs were computed from are gone (or
+    replaced by another file of that name: another run's copied over it), with no reparse
+    to account for them (`runs.scored_from.gone_shards`), and which record
     names them; None when none is. What `status` warns of, and `score` and `repair` refuse."""
     gone = gone_shards(run_dir)
     if not gone:
         return None
-    shards = sorted({name for names in gone.values() for name in names})
+    shards = [
+        name if not (run_dir / RESPONSES / name).exists() else f"{name} replaced by another file"
+        for name in sorted({name for names in gone.values() for name in names})
+    ]
     return (
         f"answers it was scored from are gone from {RESPONSES}/ ({', '.join(shards)}, named in "
         f"{' and '.join(gone)}) and no reparse replaced them"

@@ -1132,14 +1132,18 @@ def _check_lost_answers(spec: CampaignSpec, run_dir: Path) -> None:
     scored the new answers over the run's forecasts and scores, the only copy of its stated
     probabilities left. No flag asks them all again on purpose: a new folder does."""
     refusal = answers_refusal(
-        run_dir, spec.parser, would="resuming would ask and pay for them again", then="run again"
-    ) or gone_answers_refusal(
         run_dir,
-        list(DERIVED),
-        would="resuming would ask (and pay for) their requests again and score the new answers "
-        "over these",
-        done="nothing was asked",
-        then=f"run again; or, {ASK_ALL_AGAIN}",
+        spec.parser,
+        would="resuming would ask and pay for them again",
+        then="run again",
+        gone=lambda: gone_answers_refusal(
+            run_dir,
+            list(DERIVED),
+            would="resuming would ask (and pay for) their requests again and score the new "
+            "answers over these",
+            done="nothing was asked",
+            then=f"run again; or, {ASK_ALL_AGAIN}",
+        ),
     )
     if refusal is not None:
         raise RunError(refusal)

@@ -184,14 +184,29 @@ def gone_shards(run_dir: Path) -> dict[str, list[str]]:
     (`reparsed_since`): any reparse logged, with a shard of a higher id, was taken for one,
     so a reparse that read nothing (the shards deleted with their replies) wrote a shard
     that vouched for the ones gone, and so did a reparse long before the record, once a
-    resume had added a shard."""
-    now = _shard_ids(path.name for path in visible_shards(run_dir / RESPONSES))
+    resume had added a shard.
+
+    A shard the record names whose size is not the one it recorded was replaced (another
+    run's pair copied over the folder's own, under the same names): it is counted gone too.
+    Nothing of the folder's own writes a named shard again with other content: a reparse's
+    shard takes a new id, and compaction folds a segment again under the same name only
+    after a kill between the shard's rename and the segment's removal, from that same
+    sealed segment, so the same rows and bytes (and `score`, which does not compact,
+    recorded that shard beside the segment, not a part of it)."""
+    shards = visible_shards(run_dir / RESPONSES)
+    now = _shard_ids(path.name for path in shards)
+    sizes = _sizes(shards)
     newest = max(now.values(), default=0)
     gone: dict[str, list[str]] = {}
     for name in (SCORED_FROM, REPAIRED_FROM):
         record = read_scored_from(run_dir, name)
         named = _named_shards(record)
-        if record is None or not (missing := sorted(set(named) - set(now))):
+        recorded = _recorded_sizes(record)
+        missing = sorted(
+            shard for shard in named
+            if shard not in now or recorded.get(shard, sizes[shard]) != sizes[shard]
+        )  # fmt: skip
+        if record is None or not missing:
             continue
         if (
             len(missing) == len(named)
@@ -209,6 +224,30 @@ def _named_shards(record: dict[str, Any] | None) -> dict[str, int]:
     if not isinstance(entries, list):
         return {}
     return _shard_ids(entry[0] for entry in entries if isinstance(entry, list) and entry)
+
+
+def _recorded_sizes(record: dict[str, Any] | None) -> dict[str, int]:
+    """The sizes a record gives its response shards, by name (an entry without one, in a
+    record edited by hand, gives none: its shard is judged by its name alone)."""
+    entries = record.get("responses") if record is not None else None
+    if not isinstance(entries, list):
+        return {}
+    return {
+        entry[0]: entry[1]
+        for entry in entries
+        if isinstance(entry, list) and len(entry) > 1 and isinstance(entry[1], int)
+    }
+
+
+def _sizes(shards: list[Path]) -> dict[str, int | None]:
+    """Each shard's size by name, None where it cannot be read (gone since it was listed)."""
+    sizes: dict[str, int | None] = {}
+    for path in shards:
+        try:
+            sizes[path.name] = path.stat().st_size
+        except OSError:
+            sizes[path.name] = None
+    return sizes
 
 
 def _shard_ids(names: Iterable[object]) -> dict[str, int]:

@@ -148,9 +148,10 @@ def _refuse_lost_answers(
     of the stated probabilities left, exit 0. Called with the folder's lock held."""
     from runs.lost_answers import answers_refusal, gone_answers_refusal
 
-    refusal = answers_refusal(run_dir, spec.parser, would=would, then=then) or (
-        gone_answers_refusal(run_dir, _written_by(command), would=would, then=then)
-    )
+    refusal = answers_refusal(
+        run_dir, spec.parser, would=would, then=then,
+        gone=lambda: gone_answers_refusal(run_dir, _written_by(command), would=would, then=then),
+    )  # fmt: skip
     if refusal is not None:
         fail(refusal)
 

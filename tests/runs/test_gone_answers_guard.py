@@ -1,7 +1,7 @@
 """The guard against scoring a folder whose answers are gone with their replies
 (`runs.scored_from.gone_shards`, `runs.lost_answers`), against the ways a tester got past
 it: a reparse that read nothing, a shard pair of another run copied over the folder's own,
-the record deleted beside the shards, and a reparse older than the record."""
+the record deleted beside the shards, and a reparse older than the record."""  # noqa: D
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from runs.scored_from import gone_shards
+from engine.journal import list_segments
+from engine.ledger import Ledger
+from engine.records import AttemptRecord, ResponseRecord, utc_now
+from runs.scored_from import answers_now, gone_shards, record_scored_from
 from tests.runs.quiet_campaign import invoke, retried_spec, run_quietly
 
 SPEC = retried_spec("guard", 4)
@@ -90,3 +93,62 @@ def test_a_reparse_before_an_earlier_build_accounts_for_nothing(run_dir: Path) -
     line = {"at": at, "parser": "lenient", "requests_with_replies": 0, "accepted_before": 0}
     (run_dir / "logs" / "reparses.jsonl").write_text(json.dumps(line) + "\n")
     assert gone_shards(run_dir) == {"scored-from.json": ["part-00000001.parquet"]}
+
+
+def test_another_runs_shard_pair_copied_over_the_folders_own_is_refused(
+    run_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Another run's answers and attempts copied over the folder's own, under the same
+    names: `score` refused them as answers the plan does not hold, saying to `reparse
+    --parser strict`, which left no answer, and `score` then wrote 0 rows over the
+    forecasts. The record's size for the shard tells it was replaced: refused as gone, by
+    `score`, `repair` and `reparse`, the files kept."""
+    other = run_quietly(tmp_path_factory.mktemp("other"), "other", retried_spec("other", 9))
+    for kind in ("responses", "attempts"):
+        shutil.copy(other / kind / "part-00000001.parquet", run_dir / kind)
+    kept = _kept(run_dir)
+    code, said = invoke("score", str(run_dir))
+    assert code == 2 and said.startswith(
+        f"error: {run_dir}: answers it was scored from are gone from responses/ "
+        "(part-00000001.parquet replaced by another file, named in scored-from.json) and no "
+        "reparse replaced them; "
+    ), said
+    assert invoke("reparse", str(run_dir), "--parser", "strict")[0] == 2
+    assert invoke("score", str(run_dir))[0] == 2
+    assert _kept(run_dir) == kept
+
+
+def _result(index: int) -> tuple[AttemptRecord, ResponseRecord]:
+    """An accepted attempt and its answer, of request `index`."""
+    rid, now = f"req-{index}", utc_now()
+    attempt = AttemptRecord(
+        request_id=rid, attempt=1, model="m", provider="sim", started_at=now,
+        elapsed_ms=3.0, outcome="ok", http_status=200, provider_request_id=None,
+        retry_after_s=None, tokens_in=10, tokens_out=3, detail="",
+    )
+    answer = ResponseRecord(
+        request_id=rid, model="m", arm="baseline", unit=f"u{index}", pass_=0, events=["e"],
+        keys=["p"], raw_text='{"p": 0.5}', values=[0.5], finish_reason="stop",
+        tokens_in=10, tokens_out=3, attempts=1, accepted_at=now,
+    )  # fmt: skip
+    return attempt, answer
+
+
+def test_a_segment_folded_again_after_a_kill_is_no_shard_replaced(tmp_path: Path) -> None:
+    """A kill between a fold's shard and the removal of its segment leaves both, and the
+    next open folds the segment again under the same name. `score`, which does not compact,
+    recorded that shard: the fold again writes it from the same sealed segment, the same
+    size, so it is not taken for a shard replaced."""
+    ledger = Ledger.open(tmp_path)
+    for index in range(20):
+        ledger.record_dispatch(f"req-{index}", 1, "m", "sim", utc_now())
+        ledger.record_result(*_result(index))
+    segments = {path: path.read_bytes() for _, path in list_segments(tmp_path / "journal")}
+    ledger.close()  # folds the segment into part-<id> and removes it
+    for path, text in segments.items():
+        path.write_bytes(text)  # as a kill before the removal left it
+    record_scored_from(tmp_path, answers_now(tmp_path))
+    assert json.loads((tmp_path / "scored-from.json").read_text())["responses"]
+    Ledger.open(tmp_path).close()  # the next open folds it again
+    assert not list_segments(tmp_path / "journal")
+    assert gone_shards(tmp_path) == {}

@@ -229,12 +229,17 @@ def test_a_resume_refuses_when_the_replies_are_gone_too(run_dir: Path) -> None:
 
 def _move_to_a_second_shard(run_dir: Path, kind: str, ids: set[str]) -> None:
     """Move the rows of `ids` from `kind`'s first shard into a second, as a resume that asked
-    them after the run was scored leaves it."""
+    them after the run was scored leaves it (the records, of the first shard as it is now:
+    a resume adds a shard and changes none)."""
     first = run_dir / kind / "part-00000001.parquet"
     rows = pl.read_parquet(first)
     second = first.with_name("part-00000002.parquet")
     rows.filter(pl.col("request_id").is_in(ids)).write_parquet(second)
     rows.filter(~pl.col("request_id").is_in(ids)).write_parquet(first)
+    for name in _RECORDS if kind == "responses" else ():
+        record = json.loads((run_dir / name).read_text())
+        record["responses"] = [[first.name, first.stat().st_size]]
+        (run_dir / name).write_text(json.dumps(record))
 
 
 def test_a_resume_still_goes_on_where_no_answer_is_gone(finished: Path, tmp_path: Path) -> None:
@@ -277,7 +282,7 @@ def test_only_a_reparse_accounts_for_a_shard_gone(run_dir: Path) -> None:
     reparses.write_text(json.dumps({"at": at, "parser": "lenient"}) + "\n")
     assert gone_shards(run_dir) == {}  # replaced by the reparse's shard
     record = json.loads((run_dir / "scored-from.json").read_text())
-    record["responses"].insert(0, ["part-00000000.parquet", 1])
+    record["responses"].insert(0, ["part-00000000.parquet", 0])
     (run_dir / "scored-from.json").write_text(json.dumps(record))
     (responses / "part-00000000.parquet").write_bytes(b"")
     assert gone_shards(run_dir) == {"scored-from.json": ["part-00000001.parquet"]}
