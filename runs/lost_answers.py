@@ -31,9 +31,9 @@ import polars as pl
 from engine.audit import read_ok_replies, repeated_rows_line, unplanned_rows_line
 from engine.console_lines import plural
 from engine.reparse import PLAN, REPLY_OUTCOMES, parser_in_force
-from engine.scan import RESPONSES, repeated_rows, scan_ledger, unplanned_rows
+from engine.scan import RESPONSES, repeated_rows, scan_ledger, scan_responses, unplanned_rows
 from runs.plan_checksums import CHECKSUMS_FILE
-from runs.scored_from import gone_shards
+from runs.scored_from import REPAIRED_FROM, SCORED_FROM, gone_shards, outputs_at, reparsed_since
 
 
 def lost_answers_refusal(
@@ -124,6 +124,37 @@ def gone_answers_refusal(
     return (
         f"{run_dir}: {gone}; {would}, so {done}"
         f"{f' (kept: {held})' if held else ''}: {RESTORE_ANSWERS}, then {then}"
+    )
+
+
+#: Each output of the answers whose rows were answers, with the record of what it was
+#: computed from (`emptied_answers_refusal`).
+_OUTPUTS = {"forecasts.parquet": SCORED_FROM, "repaired.parquet": REPAIRED_FROM}
+
+
+def emptied_answers_refusal(
+    run_dir: Path, output: str, kept: list[str], would: str, then: str
+) -> str | None:
+    """The one line refusing to act on `run_dir` when it holds no answer at all (shards and
+    journal) while `output` (`forecasts.parquet` for `score`, `repaired.parquet` for
+    `repair`) holds answered rows and no reparse begun since it was written accounts for it
+    (a strict one that took none); None otherwise. With the shards, their replies and the
+    record deleted, `gone_answers` had no record to name them by, and `score` wrote 0-row
+    forecasts over the run's. `kept`, `would`, `then` as `gone_answers_refusal`'s."""
+    if not (run_dir / output).is_file():
+        return None
+    if scan_responses(run_dir, ["request_id"]).head(1).collect().height:
+        return None  # answers are there: the other refusals judge them
+    rows = pl.scan_parquet(run_dir / output).filter(_ANSWERED_IN[output]).head(1)
+    if not rows.collect().height:
+        return None
+    if reparsed_since(run_dir, outputs_at(run_dir, output, _OUTPUTS[output])):
+        return None
+    held = ", ".join(name for name in kept if (run_dir / name).is_file())
+    return (
+        f"{run_dir}: the folder's answers are gone ({RESPONSES}/ holds none, where {output} "
+        f"holds answers) and no reparse accounts for it; {would}, so nothing was written "
+        f"(kept: {held}): {RESTORE_ANSWERS}, then {then}"
     )
 
 
@@ -247,6 +278,7 @@ __all__ = [
     "answers_refusal",
     "answers_without_attempts",
     "answers_without_replies",
+    "emptied_answers_refusal",
     "gone_answers",
     "gone_answers_refusal",
     "lost_answers_refusal",

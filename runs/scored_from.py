@@ -120,6 +120,19 @@ def _record_at(run_dir: Path, record: dict[str, Any], name: str) -> datetime | N
         return None
 
 
+def outputs_at(run_dir: Path, output: str, name: str) -> datetime | None:
+    """When `output` (`forecasts.parquet`, `repaired.parquet`) was written: its record's
+    (`name`) time where there is one, else the file's modification time; None where neither
+    can be read."""
+    record = read_scored_from(run_dir, name)
+    if record is not None:
+        return _record_at(run_dir, record, name)
+    try:
+        return datetime.fromtimestamp((run_dir / output).stat().st_mtime, UTC)
+    except OSError:
+        return None
+
+
 def reparsed_since(run_dir: Path, since: datetime | None) -> bool:
     """Whether a reparse began at `since` or after (its begun line's `at`, or its finished
     line's where a build before the begun lines wrote none). Both times are to the second:
@@ -429,6 +442,7 @@ __all__ = [
     "forget_digest",
     "gone_shards",
     "has_report",
+    "outputs_at",
     "read_scored_from",
     "record_scored_from",
     "reparsed_since",

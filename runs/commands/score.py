@@ -145,12 +145,20 @@ def _refuse_lost_answers(
     older, a reparse's values replaced by the ones it had changed. So too when the shards
     its scores or repairs were computed from are gone with their replies, and no reparse
     replaced them (`gone_answers_refusal`): `score` wrote 0-row forecasts over the only copy
-    of the stated probabilities left, exit 0. Called with the folder's lock held."""
-    from runs.lost_answers import answers_refusal, gone_answers_refusal
+    of the stated probabilities left, exit 0; and when the folder holds no answer at all
+    beside forecasts (or repairs) of answers, the record deleted with the shards
+    (`emptied_answers_refusal`). Called with the folder's lock held."""
+    from runs.lost_answers import (
+        answers_refusal,
+        emptied_answers_refusal,
+        gone_answers_refusal,
+    )
 
+    written = _written_by(command)  # its answers' rows first: forecasts, or repairs
     refusal = answers_refusal(
         run_dir, spec.parser, would=would, then=then,
-        gone=lambda: gone_answers_refusal(run_dir, _written_by(command), would=would, then=then),
+        gone=lambda: gone_answers_refusal(run_dir, written, would=would, then=then)
+        or emptied_answers_refusal(run_dir, written[0], written, would=would, then=then),
     )  # fmt: skip
     if refusal is not None:
         fail(refusal)

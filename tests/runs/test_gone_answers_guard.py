@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -103,14 +104,17 @@ def test_another_runs_shard_pair_copied_over_the_folders_own_is_refused(
     --parser strict`, which left no answer, and `score` then wrote 0 rows over the
     forecasts. The record's size for the shard tells it was replaced: refused as gone, by
     `score`, `repair` and `reparse`, the files kept."""
-    other = run_quietly(tmp_path_factory.mktemp("other"), "other", retried_spec("other", 9))
-    for kind in ("responses", "attempts"):
-        shutil.copy(other / kind / "part-00000001.parquet", run_dir / kind)
+    spec = retried_spec("other", 9).replace("stock_days = 2", "stock_days = 4")
+    other = run_quietly(tmp_path_factory.mktemp("other"), "other", spec)
+    for kind in ("responses", "attempts"):  # the other's, whole, under the folder's name
+        (own,) = (run_dir / kind).glob("*.parquet")
+        pl.read_parquet(other / kind / "*.parquet").write_parquet(own)
+    (named,) = (run_dir / "responses").glob("*.parquet")
     kept = _kept(run_dir)
     code, said = invoke("score", str(run_dir))
     assert code == 2 and said.startswith(
         f"error: {run_dir}: answers it was scored from are gone from responses/ "
-        "(part-00000001.parquet replaced by another file, named in scored-from.json) and no "
+        f"({named.name} replaced by another file, named in scored-from.json) and no "
         "reparse replaced them; "
     ), said
     assert invoke("reparse", str(run_dir), "--parser", "strict")[0] == 2
@@ -152,3 +156,38 @@ def test_a_segment_folded_again_after_a_kill_is_no_shard_replaced(tmp_path: Path
     Ledger.open(tmp_path).close()  # the next open folds it again
     assert not list_segments(tmp_path / "journal")
     assert gone_shards(tmp_path) == {}
+
+
+def test_score_and_repair_refuse_where_the_record_went_with_the_answers(
+    finished: Path, tmp_path: Path
+) -> None:
+    """With the shards, their attempts and the record deleted, `score` wrote 0-row forecasts
+    over the run's, exit 0: with no record, nothing named the shards gone. A folder holding
+    no answer beside forecasts (or repairs) of answers is refused, unless a reparse since
+    accounts for it (a strict one that took none)."""
+    shutil.copytree(finished, tmp_path, dirs_exist_ok=True)
+    run_dir = tmp_path / "run"
+    assert invoke("repair", str(run_dir))[0] == 0
+    _delete(run_dir, "responses", "attempts")
+    for name in ("scored-from.json", "repaired-from.json"):
+        (run_dir / name).unlink()
+    kept = _kept(run_dir) | {"repaired.parquet": (run_dir / "repaired.parquet").read_bytes()}
+    for command, output, files, then in (
+        ("score", "forecasts.parquet", ", ".join(_SCORED), "score again"),
+        ("repair", "repaired.parquet", "repaired.parquet", "repair again"),
+    ):
+        code, said = invoke(command, str(run_dir))
+        assert code == 2 and said.startswith(
+            f"error: {run_dir}: the folder's answers are gone (responses/ holds none, where "
+            f"{output} holds answers) and no reparse accounts for it; "
+        ), said
+        assert said.endswith(
+            f"so nothing was written (kept: {files}): restore responses/ (and attempts/) from "
+            f"a backup of the folder, then {then}\n"
+        ), said
+    assert {name: (run_dir / name).read_bytes() for name in kept} == kept
+    # A reparse begun since, which took no answer, is what left none: scored as it is.
+    line = {"at": datetime.now(UTC).isoformat(timespec="seconds"), "parser": "strict"}
+    (run_dir / "logs" / "reparses.jsonl").write_text(json.dumps(line) + "\n")
+    assert invoke("score", str(run_dir))[0] == 0
+
