@@ -191,3 +191,27 @@ def test_score_and_repair_refuse_where_the_record_went_with_the_answers(
     (run_dir / "logs" / "reparses.jsonl").write_text(json.dumps(line) + "\n")
     assert invoke("score", str(run_dir))[0] == 0
 
+
+
+def test_a_reparse_before_the_scores_accounts_for_no_shard_gone_later(run_dir: Path) -> None:
+    """Reparsed, then scored, then resumed (a second shard): deleting the shard the scores
+    were computed from, with the attempts, passed the guard (20 -> 5 sets), the old reparse
+    and the later shard taken for a replacement."""
+    code, said = invoke("reparse", str(run_dir), "--parser", "lenient")
+    assert code == 0, said
+    lines = (run_dir / "logs" / "reparses.jsonl").read_text().splitlines()
+    early = [json.loads(line) | {"at": "2001-01-01T00:00:00+00:00"} for line in lines]
+    (run_dir / "logs" / "reparses.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in early)
+    )  # before the score below, whatever the clock's second
+    assert invoke("score", str(run_dir))[0] == 0
+    (scored,) = (run_dir / "responses").glob("*.parquet")
+    rows = pl.read_parquet(scored)
+    rows.head(1).write_parquet(scored.with_name("part-00000099.parquet"))  # a resume's
+    scored.unlink()
+    _delete(run_dir, "attempts")
+    kept = _kept(run_dir)
+    assert gone_shards(run_dir) == {"scored-from.json": [scored.name]}
+    code, said = invoke("score", str(run_dir))
+    assert code == 2 and f"({scored.name}, named in scored-from.json)" in said, said
+    assert _kept(run_dir) == kept
