@@ -1,7 +1,7 @@
 """The guard against scoring a folder whose answers are gone with their replies
 (`runs.scored_from.gone_shards`, `runs.lost_answers`), against the ways a tester got past
 it: a reparse that read nothing, a shard pair of another run copied over the folder's own,
-the record deleted beside the shards, and a reparse older than the record."""  # noqa: D
+the record deleted beside the shards, and a reparse older than the record."""
 
 from __future__ import annotations
 
