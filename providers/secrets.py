@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote
 
 from providers.types import Completion, ConfigError, Failure
 
@@ -27,21 +27,58 @@ MIN_SECRET_LENGTH = 6
 
 class _Forms:
     """What `_masked` looks for: the secret `values` (longest first: a key holding another is
-    masked whole; a cut key's head is one of theirs), their `literals` (each value, and it
-    percent-encoded and JSON-escaped; longest first), masked where they occur, and their
-    `cores` (what every base64 encoding of a text holding a value holds, `_base64_cores`),
-    masked with the base64 run around them."""
+    masked whole; a cut key's head is one of theirs), masked where they occur, the values
+    a server may echo otherwise spelled (`spelled`: percent-encoded, JSON-escaped), and
+    their `cores` (what every base64 encoding of a text holding a value holds,
+    `_base64_cores`), masked with the base64 run around them."""
 
-    __slots__ = ("cores", "literals", "searched", "values")
+    __slots__ = ("cores", "searched", "spelled", "values")
 
     def __init__(
-        self, values: tuple[str, ...], literals: tuple[str, ...], cores: tuple[str, ...]
+        self, values: tuple[str, ...], cores: tuple[str, ...], spelled: tuple[_Spelled, ...]
     ) -> None:
-        self.values, self.literals, self.cores = values, literals, cores
-        self.searched = cores + literals
+        self.values, self.cores, self.spelled = values, cores, spelled
+        self.searched = cores + values
 
     def found_in(self, text: str) -> bool:
-        return any(form in text for form in self.searched)
+        return any(form in text for form in self.searched) or any(
+            spelled.anchor in text and spelled.pattern.search(text) for spelled in self.spelled
+        )
+
+
+class _Spelled:
+    """A secret `value` holding characters a server may echo otherwise spelled
+    (`_spellings`), and the `pattern` matching it with each such character spelled any of
+    its ways, character by character (so a URL's `quote(key)`, which leaves `/` alone, and
+    Go's PathEscape, which leaves `+` and `=`, are matched too, in either hex case). The
+    pattern is searched only where the text holds its `anchor`, the value's longest run of
+    characters spelled one way: nearly every reply holds no secret, and is redacted on the
+    event loop."""
+
+    __slots__ = ("anchor", "pattern", "value")
+
+    def __init__(self, value: str, spellings: list[tuple[str, ...]]) -> None:
+        self.value = value
+        self.pattern = re.compile("".join(map(_spelled_pattern, spellings)))
+        runs = re.split("|".join(re.escape(c) for c, *other in spellings if other), value)
+        self.anchor = max(runs, key=len)
+
+
+def _spellings(char: str) -> tuple[str, ...]:
+    """The ways a server may echo `char` of a key: as itself, percent-encoded (every
+    encoder's `%XX`, whatever it leaves alone, and `quote_plus`'s `+` for a space) and
+    JSON-escaped (non-ASCII as \\u, and `/` as `\\/` too, which some servers write). A
+    key percent-encoded the common way (`quote(key)`, leaving its `/`) was kept whole."""
+    ways = {char, quote(char, safe=""), json.dumps(char)[1:-1]}
+    ways |= {"+"} if char == " " else {"\\/"} if char == "/" else set()
+    return (char, *sorted(ways - {char}))
+
+
+def _spelled_pattern(ways: tuple[str, ...]) -> str:
+    """A pattern matching any of `ways` (`_spellings`: the character, then its escapes, whose
+    hex, `%2B` or `\\u00E9`, may come in either case)."""
+    char, *escapes = map(re.escape, ways)
+    return f"(?:{char}|(?i:{'|'.join(escapes)}))" if escapes else char
 
 
 class Secret:
@@ -87,22 +124,9 @@ def _forms_of(value: str) -> _Forms:
     """`value`'s encoded forms (`_Forms`); none for a value too short to be a secret."""
     if len(value) < MIN_SECRET_LENGTH:
         return _Forms((), (), ())
-    return _Forms((value,), _longest_first([value, *_escaped(value)]), _base64_cores(value))
-
-
-def _escaped(value: str) -> list[str]:
-    """`value` as a server may echo it escaped: percent-encoded (a URL it quotes: `quote` and
-    `quote_plus`, upper- and lower-case hex) and JSON-escaped (non-ASCII as \\u, and `/` as
-    `\\/` too, which some servers write). A Bedrock key's `+/=` echoed in a URL left
-    "***%2Babc%2F..." in the ledger once its head was masked by shape."""
-    encoded = [quote(value, safe=""), quote_plus(value, safe="")]
-    encoded += [_PERCENT.sub(lambda m: m.group(0).lower(), text) for text in encoded]
-    json_escaped = [json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]
-    json_escaped += [text.replace("/", "\\/") for text in json_escaped]
-    return encoded + json_escaped
-
-
-_PERCENT = re.compile(r"%[0-9A-F]{2}")
+    spellings = [_spellings(char) for char in value]
+    spelled = (_Spelled(value, spellings),) if any(len(w) > 1 for w in spellings) else ()
+    return _Forms((value,), _base64_cores(value), spelled)
 
 
 def _base64_cores(value: str) -> tuple[str, ...]:
@@ -277,13 +301,14 @@ def redact(text: str, secrets: Iterable[str | Secret] = ()) -> str:
 def _values(secrets: Iterable[str | Secret]) -> _Forms:
     """The secret values to mask, and their encoded forms (a `Secret`'s worked out once)."""
     held = [(s if isinstance(s, Secret) else Secret(s)).forms() for s in secrets]
-    forms = [f for f in held if f.literals]
+    forms = [f for f in held if f.values]
     if len(forms) == 1:  # the common case: one key
         return forms[0]
+    spelled = {s.value: s for f in forms for s in f.spelled}
     return _Forms(
         _longest_first(v for f in forms for v in f.values),
-        _longest_first(text for f in forms for text in f.literals),
         _longest_first(core for f in forms for core in f.cores),
+        tuple(spelled[v] for v in _longest_first(spelled)),
     )
 
 
@@ -302,10 +327,14 @@ def _masked(text: str, masks: _Forms) -> str:
             if core in text:
                 text = _mask_base64_runs(text, core)
                 changed = True
-        for form in masks.literals:
-            if form in text:
-                text = text.replace(form, MASK)
+        for value in masks.values:
+            if value in text:
+                text = text.replace(value, MASK)
                 changed = True
+        for spelled in masks.spelled:
+            if spelled.anchor in text:
+                text, masked = spelled.pattern.subn(MASK, text)
+                changed = changed or bool(masked)
     if masks.values and text.endswith(CUT_MARK):  # a detail cut short before it was redacted
         text = _mask_cut_head(text, masks.values)
     return _SHAPES.sub(_mask_shape, text) if _may_hold_shape(text) else text

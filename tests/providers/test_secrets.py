@@ -6,6 +6,7 @@ import base64
 import json
 import pickle
 import re
+import string
 from urllib.parse import quote, quote_plus
 
 import orjson
@@ -486,3 +487,38 @@ def test_a_basic_credential_holding_the_key_is_masked_in_a_reply() -> None:
 def test_a_token_password_or_secret_in_a_query_string_is_masked_unasked(name: str) -> None:
     text = f"GET https://gw/x?a=1&{name}=s3cr3tv4lu3&alt=json failed"
     assert redact(text) == f"GET https://gw/x?a=1&{name}={MASK}&alt=json failed"
+
+
+#: A tester's DeepInfra-style key holding `+`, `/` and `=`: echoed as `quote(key)` (which
+#: leaves `/` alone) or by Go's PathEscape (which leaves `+` and `=`), it was kept whole.
+SLASHED_KEY = "Xq7+Hk2/PmXw9RtLb4NvC8Jd/Y3FgS6aB=="
+
+
+def test_a_key_percent_encoded_the_common_way_is_masked_in_the_ledger() -> None:
+    """`quote(key)` and Go's PathEscape leave some of `+/=` as they are; neither form was
+    one of the key's encoded forms, and ~21% of random 40-character keys leaked."""
+    for echoed in (quote(SLASHED_KEY), "Xq7%2BHk2/PmXw9RtLb4NvC8Jd/Y3FgS6aB%3D%3D"):
+        failure = Failure(Outcome.PROVIDER_ERROR, f"upstream GET /keys/{echoed}/check: 500")
+        result = redact_result(failure, [Secret(SLASHED_KEY)])
+        assert isinstance(result, Failure)
+        assert result.detail == f"upstream GET /keys/{MASK}/check: 500"
+
+
+_HEX_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+
+
+_ALNUM = st.text(st.sampled_from(string.ascii_letters + string.digits), min_size=1, max_size=6)
+
+
+@given(parts=st.lists(st.tuples(_ALNUM, st.sampled_from("+/=")), min_size=3, max_size=8),
+       safe=st.sets(st.sampled_from("+/=")), lower=st.lists(st.booleans(), max_size=16))
+def test_a_key_percent_encoded_by_any_encoder_is_masked(
+    parts: list[tuple[str, str]], safe: set[str], lower: list[bool]
+) -> None:
+    """Whatever of `+/=` an encoder leaves alone, and each escape's hex in either case."""
+    key = "".join(text + char for text, char in parts)
+    cases = iter(lower)
+    encoded = _HEX_ESCAPE.sub(
+        lambda m: m[0].lower() if next(cases, False) else m[0], quote(key, safe="".join(safe))
+    )
+    assert redact(f"GET /v1/{encoded} failed", [Secret(key)]) == f"GET /v1/{MASK} failed"
