@@ -7,6 +7,7 @@ import json
 import pickle
 import re
 import string
+from collections.abc import Callable
 from urllib.parse import quote, quote_plus
 
 import orjson
@@ -14,10 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from providers.base import DETAIL_LIMIT
+from providers.base import DETAIL_LIMIT, short
 from providers.registry import adapter_for, required_env
 from providers.secrets import (
     _SHAPES,
+    CUT_MARK,
     MASK,
     MIN_CUT_HEAD,
     MIN_SECRET_LENGTH,
@@ -522,3 +524,29 @@ def test_a_key_percent_encoded_by_any_encoder_is_masked(
         lambda m: m[0].lower() if next(cases, False) else m[0], quote(key, safe="".join(safe))
     )
     assert redact(f"GET /v1/{encoded} failed", [Secret(key)]) == f"GET /v1/{MASK} failed"
+
+
+_CUT_FORMS: dict[str, Callable[[str], str]] = {
+    "base64 of user:key": lambda key: base64.b64encode(f"user:{key}".encode()).decode(),
+    "quote": quote,
+    "quote, nothing safe": lambda key: quote(key, safe=""),
+    "json escaping /": lambda key: json.dumps(key)[1:-1].replace("/", "\\/"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(_CUT_FORMS))
+def test_an_encoded_key_cut_at_the_detail_limit_leaves_no_head(form: str) -> None:
+    """`short` cuts a detail before it is redacted, and only the key's own head was masked
+    at the cut: the base64 of `user:key` so cut left 31 of a key's 35 characters to read,
+    "Xq7%2BHk2%2FPmXw9RtLb4NvC8Jd%2FY3FgS6aB%…" 33. Every cut leaving more of the form than
+    `MIN_CUT_HEAD` + 1 of the key's characters (an escape cut in two too) is masked whole;
+    another key's form cut so is kept."""
+    encode = _CUT_FORMS[form]
+    encoded = encode(SLASHED_KEY)
+    other = encode(SLASHED_KEY[::-1])
+    for kept in range(len(encode(SLASHED_KEY[: MIN_CUT_HEAD + 1]).rstrip("=")), len(encoded)):
+        filler = "x" * (DETAIL_LIMIT - 2 - kept)
+        detail = redact(short(f"{filler} {encoded} tail"), [Secret(SLASHED_KEY)])
+        assert detail == f"{filler} {MASK}{CUT_MARK}", kept
+        cut = short(f"{filler} {other} tail")
+        assert redact(cut, [Secret(SLASHED_KEY)]) == cut
