@@ -751,24 +751,18 @@ class Lane(LaneControl):
         paced = failure.outcome is Outcome.RATE_LIMIT and not self.policy.quota_pauses(failure)
         if not (paced or failure.unreachable):
             return True
-        return not self._in_grace()
-
-    def _in_grace(self) -> bool:
-        """Whether the lane has had a reply with the model's answer (`_replied`) within
-        `RetryPolicy.rate_limit_grace_s`: the key works and the provider is serving."""
-        return time.monotonic() - self._replied_at < self.policy.rate_limit_grace_s
+        return time.monotonic() - self._replied_at >= self.policy.rate_limit_grace_s
 
     def _retryable(self, failure: Failure) -> bool:
         """Whether `failure`'s request is asked again (charged to its `max_attempts` as any
-        retry is). An auth error is, within the grace window (`_in_grace`): a tester's Groq
-        fake refused the key once among 28 requests, and that request was given up at once
-        ("done in part, 27/28", exit 4) though the key worked before and after. A key
-        refused with no answer that recent is given up at once, as before, and
-        `RetryPolicy.permanent_streak` refusals in a row stop the lane either way
-        (`_on_failure`). A bad request fails the same way on every try: never asked again."""
-        if failure.retryable:
-            return True
-        return failure.outcome is Outcome.AUTH_ERROR and self._in_grace()
+        retry is). An auth error is, before the lane's first answer too: a tester's Groq fake
+        refused the key once among 28 requests, another refused a first request while the
+        second, in flight, was answered ms later, and that request was given up at once
+        ("done in part, 27/28", exit 4) though the key worked. A key refused from the start or
+        revoked mid-run still stops the lane after `RetryPolicy.permanent_streak` refusals in
+        a row (`_on_failure`), whichever requests they were. A bad request fails the same way
+        on every try: never asked again."""
+        return failure.retryable or failure.outcome is Outcome.AUTH_ERROR
 
     def _answer_retry(self, item: PlanItem) -> AnswerRetry:
         """This request's answer-failure budget and how its retries vary seed and cap."""

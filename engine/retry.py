@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     import polars as pl
 
 #: Failures that will fail the same way on every try: they stop a lane after a few in a row.
-#: An auth error while the lane has had answers within `RetryPolicy.rate_limit_grace_s` is
-#: asked again all the same (`engine.lanes.Lane._retryable`): the key worked a moment ago.
+#: An auth error is asked again all the same until then (`engine.lanes.Lane._retryable`):
+#: one refusal among answers, or just before the first, is the provider's hiccup.
 PERMANENT: frozenset[Outcome] = frozenset({Outcome.AUTH_ERROR, Outcome.BAD_REQUEST})
 
 #: Failures of the answer itself (the server replied; the reply is not a usable answer). They
@@ -127,8 +127,7 @@ class RetryPolicy:
     #: not give up answerable requests.
     #: A lane refused for longer is charged as before, so an always-refused key still ends.
     #: The same holds for a server not reached at all (`Failure.unreachable`), which is how a
-    #: server restarting looks. An auth error within this window is asked again (charged as
-    #: usual) where it is otherwise permanent.
+    #: server restarting looks.
     rate_limit_grace_s: float = 60.0
     _wait: tenacity.wait.wait_base = field(init=False, repr=False, compare=False)
 
