@@ -34,7 +34,7 @@ from engine.durable import DiskFull
 from engine.http import BrokenReply, HttpClient
 from engine.lane_counts import GAVE_UP_KEYS, time_left_s
 from engine.limits import Hold, TokenBucket, estimate_tokens, whole_per_minute
-from engine.logs import EngineLog
+from engine.logs import SAY, EngineLog
 from engine.outage import Outage, OutagePolicy, append_pause
 from engine.plan import PlanItem
 from engine.records import AttemptRecord, ResponseRecord
@@ -1162,6 +1162,25 @@ class Lane(LaneControl):
                          seconds=round(wait, 3), detail=failure.detail)  # fmt: skip
         return False
 
+    def _warn_permanent(self, failure: Failure) -> None:
+        """Warn of a failure of `PERMANENT`'s, the lane's `_permanent_streak`-th in a row. An
+        auth error is asked again (`_retryable`) and said so: each read "permanent failure:
+        ... outcome auth_error ..., streak 1" though it was asked again and answered."""
+        name, streak, limit = self.config.name, self._permanent_streak, self.policy.permanent_streak
+        said: dict[str, Any] = {}
+        if failure.outcome is Outcome.AUTH_ERROR:
+            refused = f"{name}: authentication refused ({failure.detail})"
+            said[SAY] = (
+                f"{refused}; asked again ({streak} in a row, the lane stops at {limit})"
+                if streak < limit
+                else f"{refused}, {streak} in a row: the lane stops"
+            )
+        self.log.warning(
+            "permanent_failure", model=name, provider=self.adapter.provider,
+            outcome=failure.outcome.value, http_status=failure.http_status,
+            detail=failure.detail, streak=streak, **said,
+        )  # fmt: skip
+
     def _on_failure(self, failure: Failure) -> None:
         self._failing = failure  # the outage check comes next: a pause quotes it
         name, provider = self.config.name, self.adapter.provider
@@ -1193,15 +1212,7 @@ class Lane(LaneControl):
             return
         if failure.outcome in PERMANENT:
             self._permanent_streak += 1
-            self.log.warning(
-                "permanent_failure",
-                model=name,
-                provider=provider,
-                outcome=failure.outcome.value,
-                http_status=failure.http_status,
-                detail=failure.detail,
-                streak=self._permanent_streak,
-            )
+            self._warn_permanent(failure)
             if self._permanent_streak >= self.policy.permanent_streak:
                 status = f"HTTP {failure.http_status}" if failure.http_status else "no status"
                 self._halt(

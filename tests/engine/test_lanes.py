@@ -4,6 +4,7 @@ policy's bounds, and lane behaviour under rate limits against the simulator."""
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import json
 from collections.abc import Callable
@@ -352,14 +353,16 @@ def groq_refusing(refused: Callable[[int], bool]) -> Handler:
     return handle
 
 
-async def run_groq(tmp_path: Path, kit: type[Kit], root: str, n: int) -> LaneStats:
+async def run_groq(
+    tmp_path: Path, kit: type[Kit], root: str, n: int, console: io.StringIO | None = None
+) -> LaneStats:
     plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows("g", n, grouped_every=0))
     config = ModelConfig(name="g", provider="groq", model="m", base_url=f"{root}/openai/v1",
                          max_tokens=64, concurrency=1)
     adapter = adapter_for(config, {"GROQ_API_KEY": "gsk_testtesttest0123456789"})
     policy = RetryPolicy(max_attempts=4, base_s=0.001, cap_s=0.002)
     summary = await dispatch(plan, tmp_path / "run", {"g": config}, {"g": adapter},
-                             policy=policy, log_console=None)  # fmt: skip
+                             policy=policy, log_console=console)  # fmt: skip
     return summary.lanes["g"]
 
 
@@ -390,3 +393,17 @@ async def test_a_key_refused_from_the_start_or_mid_run_still_stops_the_lane(
     streak = RetryPolicy().permanent_streak
     assert lane.state is LaneState.STOPPED and "auth_error" in lane.message
     assert (lane.accepted, lane.attempts, lane.gave_up) == (answered, answered + streak, 0)
+
+
+async def test_an_auth_error_asked_again_is_said_so_not_a_permanent_failure(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny
+) -> None:
+    """Every refusal then asked again and answered was printed "dutchbook warning: permanent
+    failure: ... outcome auth_error ..., streak 1"."""
+    console = io.StringIO()
+    await run_groq(tmp_path, kit, await serve_any(groq_refusing({1}.__contains__)), 2, console)
+    limit = RetryPolicy().permanent_streak
+    said = [line for line in console.getvalue().splitlines() if "refused" in line]
+    assert len(said) == 1 and said[0].startswith("dutchbook warning: g: authentication refused")
+    assert said[0].endswith(f"Key); asked again (1 in a row, the lane stops at {limit})")
+    assert "permanent failure" not in console.getvalue()
