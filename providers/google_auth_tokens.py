@@ -16,7 +16,6 @@ Because a refresh blocks, the engine may call an adapter's `build` in a worker t
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -113,10 +112,17 @@ def credentials_source(credentials: Any, path: str = "") -> str:
     return "Application Default Credentials (gcloud auth application-default login)"
 
 
-#: An OAuth error code (RFC 6749 5.2: `invalid_grant`, `invalid_client`, ...): what of a
-#: token endpoint's refusal is said. Anything else it sent (a description that may quote the
-#: grant) is not.
-_OAUTH_ERROR_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+#: The OAuth error codes a token endpoint's refusal is said with: RFC 6749 5.2's, with
+#: `access_denied` (its 4.1.2.1), google-auth's reauthentication ones (`invalid_rapt`,
+#: `rapt_required`, google.oauth2.reauth) and those it retries (`internal_failure`,
+#: `server_error`, `temporarily_unavailable`, google.oauth2._client). Nothing else the
+#: endpoint sent is said: any lower-case word was, and a proxy at a key file's `token_uri`
+#: could send a 40-character hex secret as its "code".
+_OAUTH_ERROR_CODES = frozenset({
+    "invalid_request", "invalid_client", "invalid_grant", "unauthorized_client",
+    "unsupported_grant_type", "invalid_scope", "access_denied", "invalid_rapt",
+    "rapt_required", "internal_failure", "server_error", "temporarily_unavailable",
+})  # fmt: skip
 
 
 def _refusal_code(exc: Exception) -> str | None:
@@ -124,7 +130,7 @@ def _refusal_code(exc: Exception) -> str | None:
     the endpoint's parsed reply as its second argument; None when it holds none."""
     reply = exc.args[1] if len(exc.args) > 1 else None
     code = reply.get("error") if isinstance(reply, dict) else None
-    return code if isinstance(code, str) and _OAUTH_ERROR_CODE.fullmatch(code) else None
+    return code if isinstance(code, str) and code in _OAUTH_ERROR_CODES else None
 
 
 class TokenCache:

@@ -396,7 +396,10 @@ def _adc(credentials: object) -> Any:
     ("reply", "said"),
     [({"error": "invalid_grant", "error_description": "Token has been expired or revoked."},
       " (invalid_grant)"),
-     ({"error": "ya29.not an error code"}, ""),  # not shaped like one: not said
+     ({"error": "ya29.not an error code"}, ""),  # not an error code: not said
+     ({"error": "rapt_required"}, " (rapt_required)"),
+     ({"error": "c3f2a9c61d0b84e7fa5c2e91b6d4087f3c1e5a2b"}, ""),  # a secret's shape, no code
+     ({"error": "invalid_grant_for_user_alice"}, ""),
      (None, "")],
 )
 def test_a_refused_default_credential_is_named_as_such(
