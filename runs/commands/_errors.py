@@ -126,7 +126,7 @@ def user_errors(*kinds: type[BaseException], folder: Path | None = None) -> Iter
             # polars' own: its message cuts the file's path short; the folder's files say it
             if (message := damage_report(folder, exc)) is not None:
                 fail(message)
-        if isinstance(exc, (*kinds, *common_user_errors())):
+        if isinstance(exc, (*kinds, *common_user_errors())) or _part_read_only(exc):
             fail(_describe(exc))
         if folder is not None:
             from runs.damaged_files import damage_report
@@ -185,6 +185,17 @@ def disk_refused_says(
         return f"{refusal}; {READ_ONLY_KEPT}; {hint}{to_resume}", status
     kept = "; nothing written was lost" if resumes else ""
     return f"{refusal}{kept}; {hint}{to_resume}", status
+
+
+def _part_read_only(exc: BaseException) -> bool:
+    """Whether `exc` is a write refused by a read-only file system that reached a command's
+    one-line errors as it was: the commands that write a run folder make one of the folder's
+    own disk turned read-only a `FolderReadOnly` (exit 7) first, so this is a part of the
+    folder mounted read-only on its own (a bind mount over `report/`, made while `run`
+    dispatched), the user's to mend, as `report` says it (exit 2), not a traceback."""
+    from engine.durable import is_read_only
+
+    return is_read_only(exc)
 
 
 def _describe(exc: BaseException) -> str:

@@ -30,7 +30,12 @@ import runs.pipeline
 from engine.runlock import PID_FILE, clear_pid, put_back_pid, write_pid
 from engine.scan import scan_responses
 from runs.cli import app
-from runs.commands._errors import EXIT_READ_ONLY, READ_ONLY_KEPT
+from runs.commands._errors import (
+    EXIT_READ_ONLY,
+    EXIT_USER_ERROR,
+    READ_ONLY_HINT,
+    READ_ONLY_KEPT,
+)
 from tests.runs.run_folders import SMALL_SPEC, FinishedRuns
 
 #: What the folder holds once the run is done: SMALL_SPEC's queries.
@@ -221,3 +226,22 @@ def test_the_pid_file_left_on_a_read_only_disk_raises_nothing(
     clear_pid(tmp_path)
     put_back_pid(tmp_path, b"{}")
     assert (tmp_path / PID_FILE).read_bytes() == ours and disk.refusals
+
+
+def test_a_report_folder_mounted_read_only_on_its_own_is_the_users_to_mend(
+    finished_runs: FinishedRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only bind mount over `report/` alone (the run folder's own disk writable),
+    made while the run dispatched: the run's report ended in a traceback, exit 1, where
+    `dutchbook report` says it in one line, exit 2, with the ordinary read-only hint."""
+    out = tmp_path / "out"
+    finished_runs.copy_to(out, SMALL_SPEC)
+    phase = "write_report_folder"
+    monkeypatch.setattr(runs.pipeline, phase, getattr(runs.pipeline, phase))
+    # past the run's own check at its start that its folders may be written
+    ReadOnlyDisk(out / "report", monkeypatch).turning_at(runs.pipeline, phase)
+    result = _run(tmp_path)
+    assert result.exit_code == EXIT_USER_ERROR, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.output
+    assert str(out / "report") in errors[0] and READ_ONLY_HINT in errors[0], errors[0]
