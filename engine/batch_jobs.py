@@ -38,6 +38,7 @@ from engine.durable import (
     append_record_line_durably,
     disk_refusal,
     disk_refused,
+    is_read_only,
     read_record_lines,
 )
 from providers.batch import FINAL, JobState, JobStatus
@@ -131,7 +132,8 @@ class JobRecords:
     """The writer of `batches/jobs.jsonl` (one per dispatch; lanes share it)."""
 
     def __init__(self, run_dir: Path | str) -> None:
-        self.path = Path(run_dir) / JOBS_FILE
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / JOBS_FILE
 
     def _append(self, record: dict[str, Any]) -> str:
         """One line, fsync'd (`engine.durable.append_record_line_durably`): a kill leaves at
@@ -142,7 +144,8 @@ class JobRecords:
         try:
             append_record_line_durably(self.path, {"at": at, **record})
         except OSError as exc:
-            if disk_refused(exc):
+            # an EIO counts where the run folder now refuses writes as read-only
+            if disk_refused(exc) or is_read_only(exc, self.run_dir):
                 raise disk_refusal(self.path, exc) from exc
             raise
         return at

@@ -90,14 +90,22 @@ def is_read_only(exc: BaseException, folder: Path | None = None) -> bool:
     while it runs (ext4's `errors=remount-ro` after a file-system error) fails its next
     write with EROFS. Given `folder`, EROFS from a part of it mounted read-only on its own
     (the folder's own disk writable) is left to the caller, which refuses that as the
-    user's to mend."""
+    user's to mend; and EIO counts while the folder refuses writes as read-only: ext4
+    aborting between a write and its fsync fails the fsync with EIO, not EROFS. A bare EIO
+    (the folder still writable) is a failing disk, left as it was."""
     errno_of = getattr(exc, "errno", None)
+    if folder is not None and _is_io_error(exc):
+        return turned_read_only(folder)
     if errno_of is not None:
         refused = isinstance(exc, OSError) and errno_of == errno.EROFS
     else:
         worded = isinstance(exc, OSError) or type(exc).__module__.startswith("polars")
         refused = worded and any(text in str(exc) for text in _READ_ONLY_TEXTS)
     return refused and (folder is None or turned_read_only(folder))
+
+
+def _is_io_error(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno == errno.EIO
 
 
 def turned_read_only(folder: Path) -> bool:
@@ -203,8 +211,9 @@ class FolderReadOnly(DiskFull):
 
 def disk_refusal(where: Path | str, error: BaseException, note: str = "") -> DiskFull:
     """The `DiskFull` (or `FolderReadOnly`, for EROFS) that `error`, a write `disk_refused`
-    says the disk refused, stands for."""
-    kind = FolderReadOnly if is_read_only(error) else DiskFull
+    says the disk refused, stands for: an EIO it let through is the folder turned
+    read-only (`is_read_only`, given the folder)."""
+    kind = FolderReadOnly if is_read_only(error) or _is_io_error(error) else DiskFull
     return kind(where, error, note)
 
 
@@ -447,6 +456,9 @@ def _append_line(path: Path, record: dict[str, Any], *, sync: bool) -> None:
         os.write(fd, data)
         if sync:
             os.fsync(fd)
+    except OSError as exc:  # a descriptor's error names no file: the line says which
+        named(exc, path)
+        raise
     finally:
         os.close(fd)
     if sync and fresh:

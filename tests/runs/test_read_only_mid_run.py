@@ -27,6 +27,8 @@ from typer.testing import CliRunner, Result
 
 import engine.ledger
 import runs.pipeline
+from engine.batch_jobs import JOBS_FILE, BatchJob, JobRecords
+from engine.durable import DiskFull, FolderReadOnly
 from engine.runlock import PID_FILE, clear_pid, put_back_pid, write_pid
 from engine.scan import scan_responses
 from runs.cli import app
@@ -245,3 +247,59 @@ def test_a_report_folder_mounted_read_only_on_its_own_is_the_users_to_mend(
     errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "Traceback" not in result.output, result.output
     assert str(out / "report") in errors[0] and READ_ONLY_HINT in errors[0], errors[0]
+
+
+def _aborting_at_fsync_of(disk: ReadOnlyDisk, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ext4 aborted between a write of the file `name` and its fsync: the fsync fails with
+    EIO (naming no file, as a descriptor's does), the disk read-only from then on."""
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(name):
+            disk.turn()
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a descriptor's file")
+def test_an_eio_from_a_folder_turned_read_only_is_its_read_only_line(
+    finished_runs: FinishedRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`reparse`'s begun line, fsync'd as the disk aborted: "error: [Errno 5] Input/output
+    error", exit 2, no file named; the folder refusing writes as read-only says why."""
+    out = tmp_path / "out"
+    finished_runs.copy_to(out, SMALL_SPEC)
+    disk = ReadOnlyDisk(out, monkeypatch)
+    _aborting_at_fsync_of(disk, "reparses.jsonl", monkeypatch)
+    line = _one_read_only_line(CliRunner().invoke(app, ["reparse", str(out)]))
+    assert str(out / "logs" / "reparses.jsonl") in line, line
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a descriptor's file")
+def test_an_eio_of_the_batch_jobs_file_on_a_folder_turned_read_only_is_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = JobRecords(tmp_path)
+    job = BatchJob(job_key="k", model="m", provider="p", requests={"r": 1})
+    records.planned(job)
+    disk = ReadOnlyDisk(tmp_path, monkeypatch)
+    _aborting_at_fsync_of(disk, "jobs.jsonl", monkeypatch)
+    with pytest.raises(FolderReadOnly) as raised:
+        records.planned(job)
+    assert raised.value.where == tmp_path / JOBS_FILE
+
+
+def test_a_bare_eio_stays_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failing disk, the folder still writable: not a folder turned read-only."""
+    records = JobRecords(tmp_path)
+    job = BatchJob(job_key="k", model="m", provider="p", requests={"r": 1})
+
+    def fsync(fd: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError) as raised:
+        records.planned(job)
+    assert raised.value.errno == errno.EIO and not isinstance(raised.value, DiskFull)
