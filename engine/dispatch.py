@@ -31,7 +31,7 @@ from rich.console import Console
 from engine.batch_jobs import JobRecords, fold_jobs, held_ids
 from engine.batch_lane import BatchLane, created_jobs_worst
 from engine.console_lines import plural
-from engine.durable import FolderReadOnly, disk_refused
+from engine.durable import READ_ONLY_SAVED, FolderReadOnly, disk_refused
 from engine.housekeeping import housekeeping_thread
 from engine.http import HttpClient
 from engine.lanefile import read_lane_states, write_lane_states
@@ -222,6 +222,11 @@ class DispatchSummary:
             if s.state in (LaneState.STOPPED, LaneState.PAUSED, LaneState.CANCELLED)
         }
 
+    def _kept(self) -> str:
+        """What the refused write left: a folder turned read-only may have dropped its
+        last unsaved writes (a tester's 147 answers), a full disk none."""
+        return READ_ONLY_SAVED if self.read_only else "every answer written before it is kept"
+
     def lines(self) -> list[str]:
         """A few human lines: totals, then one per lane that did not simply finish."""
         out = [
@@ -233,7 +238,7 @@ class DispatchSummary:
         for name, rows in self.unconfigured.items():
             out.append(f"  {name}: {plural(rows, 'plan row')} skipped (model not configured)")
         if self.disk_full is not None:
-            out.append(f"{self.disk_full}; every answer written before it is kept" + (
+            out.append(f"{self.disk_full}; {self._kept()}" + (
                 f"; {plural(self.unkept, 'reply', 'replies')} to attempts sent before it could "
                 f"not be written: the next run counts {'it' if self.unkept == 1 else 'them'} "
                 "as interrupted and asks again"

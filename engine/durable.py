@@ -196,6 +196,14 @@ def _path_in_words(error: BaseException) -> str | None:
     return path.strip() or None if said and "(os error " in words else None
 
 
+#: What a folder turned read-only kept. Not "every answer written is kept", as a full disk's
+#: words say: a file-system error that remounts the disk read-only can drop the writes it had
+#: not yet saved (a tester's journal lost its last lines once the disk was checked).
+READ_ONLY_SAVED = (
+    "what the disk saved is kept, but a file-system error can drop its last unsaved writes"
+)
+
+
 class FolderReadOnly(DiskFull):
     """A run folder's write failed because its file system turned read-only while the
     command ran (`is_read_only`). A `DiskFull` so that every handler of a full disk stops

@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from engine.durable import READ_ONLY_SAVED
 from runs.signals import EXIT_INTERRUPTED, INTERRUPTED, mark_interrupt_said
 
 if TYPE_CHECKING:
@@ -38,14 +39,10 @@ NO_ROOM_HINT = "free some space and run the same command again"
 #: What a user is told to do after the folder turned read-only (`dutchbook run` adds "to
 #: resume").
 MADE_READ_ONLY_HINT = "make it writable again (remount it) and run the same command again"
-#: What a folder turned read-only kept. Not "nothing written was lost", as a full disk's line
-#: says: a file-system error that remounts the disk read-only can drop the writes it had not
-#: yet saved (a tester's journal lost its last lines once the disk was checked), so a resume
-#: asks again, and pays again, for the answers they held.
-READ_ONLY_KEPT = (
-    "what the disk saved is kept, but a file-system error can drop its last unsaved writes: "
-    "a resume asks again (and pays again) for any answer they held"
-)
+#: What a folder turned read-only kept (`engine.durable.READ_ONLY_SAVED`): not "nothing
+#: written was lost", as a full disk's line says, so a resume asks again, and pays again, for
+#: the answers its last unsaved writes held.
+READ_ONLY_KEPT = f"{READ_ONLY_SAVED}: a resume asks again (and pays again) for any answer they held"
 #: What a user is told to do about a file or folder this user may not write (or read).
 NO_ACCESS_HINT = "give it the access it lacks, then run the same command again"
 #: What a user is told to do about a file where a folder goes, or a folder where a file goes.

@@ -169,6 +169,8 @@ def test_a_folder_turned_read_only_in_dispatch_stops_every_lane_in_one_line(
     line = _one_read_only_line(result)
     assert "to resume" in line and str(tmp_path / "out" / "journal") in line  # the file
     assert "crashed" not in result.output and disk.refusals
+    # the dispatch's own line too: not a full disk's "every answer written ... is kept"
+    assert "every answer written before it is kept" not in result.output, result.output
     assert (tmp_path / "out" / PID_FILE).exists()  # its removal refused: a died run's
     _resumes(tmp_path, disk)
 
