@@ -506,7 +506,9 @@ class Ledger:
         try:
             return self._compact()
         except OSError as exc:
-            if not disk_refused(exc):
+            # Given the folder: `responses/` or `attempts/` mounted read-only on its own (the
+            # folder's own disk writable) is the user's to mend, not the folder turned so.
+            if not disk_refused(exc, self.run_dir):
                 raise
             self.disk_full = disk_refusal(self.run_dir, exc)
             raise self.disk_full from exc

@@ -202,6 +202,9 @@ def _describe(exc: BaseException) -> str:
         # polars' own ("Permission denied (os error 13): .../responses/.part-2.parquet.tmp"),
         # which names its path in its message: what to do, as for any other denied path
         return f"{exc}{_NO_ACCESS}"
+    if getattr(exc, "errno", None) is None and _part_read_only(exc):
+        # polars' own ("Read-only file system (os error 30): .../responses/.part-1.parquet.tmp")
+        return f"{exc} ({READ_ONLY_HINT})"
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
         # "Is a directory: report/index.html", not "[Errno 21] Is a directory: '...'"
         second = f" -> {exc.filename2}" if exc.filename2 is not None else ""

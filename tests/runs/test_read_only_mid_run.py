@@ -46,10 +46,13 @@ PLANNED = 28
 
 class ReadOnlyDisk:
     """The folder `root`'s disk, which turns read-only at `turn()`, or at the first write of
-    a path holding `turn_at`, until `mend()`."""
+    a path holding `turn_at`, until `mend()`. With `descriptors` False, `root` is a folder
+    mounted read-only on its own: a descriptor's write or flush (which names no file, and
+    whose file was opened before) is left alone, every other file's too."""
 
     def __init__(
-        self, root: Path, monkeypatch: pytest.MonkeyPatch, turn_at: str | None = None
+        self, root: Path, monkeypatch: pytest.MonkeyPatch, turn_at: str | None = None,
+        *, descriptors: bool = True,
     ) -> None:
         self.root, self.turn_at, self.on, self.refusals = str(root), turn_at, False, 0
         real = {name: getattr(os, name) for name in ("open", "write", "fsync", "replace",
@@ -73,8 +76,9 @@ class ReadOnlyDisk:
         monkeypatch.setattr(os, "open", guarded(
             "open", lambda path, flags, *_, **kw: bool(flags & writes) and mine(path, **kw)
         ))  # fmt: skip
-        monkeypatch.setattr(os, "write", guarded("write", lambda fd, *_: self.on and fd > 2))
-        monkeypatch.setattr(os, "fsync", guarded("fsync", lambda *_: self.on))
+        if descriptors:
+            monkeypatch.setattr(os, "write", guarded("write", lambda fd, *_: self.on and fd > 2))
+            monkeypatch.setattr(os, "fsync", guarded("fsync", lambda *_: self.on))
 
         def open_(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
             if set(mode) & set("wax+") and self._hit(file):
@@ -305,3 +309,21 @@ def test_a_bare_eio_stays_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     with pytest.raises(OSError) as raised:
         records.planned(job)
     assert raised.value.errno == errno.EIO and not isinstance(raised.value, DiskFull)
+
+
+@pytest.mark.parametrize("part", ["responses", "attempts"])
+def test_a_shard_folder_mounted_read_only_on_its_own_is_the_users_to_mend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, part: str
+) -> None:
+    """A read-only bind mount over `responses/` (or `attempts/`) alone, made while the run
+    dispatched: compaction asked whether the disk refused the write without the folder, so
+    the run said its folder became read-only (exit 7), where the folder's own disk was
+    writable: the user's to mend, exit 2, with the ordinary read-only hint."""
+    monkeypatch.setattr(engine.ledger.Ledger, "compact", engine.ledger.Ledger.compact)
+    disk = ReadOnlyDisk(tmp_path / "out" / part, monkeypatch, descriptors=False)
+    disk.turning_at(engine.ledger.Ledger, "compact")
+    result = _run(tmp_path)
+    assert result.exit_code == EXIT_USER_ERROR, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.output
+    assert str(tmp_path / "out" / part) in errors[0] and READ_ONLY_HINT in errors[0], errors[0]
