@@ -168,7 +168,8 @@ def disk_refused_says(
     """The line (after `error: `) and the exit status for a write the disk refused: full
     (exit 6) or the folder turned read-only (`read_only`, or a `FolderReadOnly`: exit 7).
     `refusal` is the error or its words (a dispatch's summary keeps them); `resumes` (a
-    `dutchbook run`'s) says that running again resumes the run."""
+    `dutchbook run`'s) says that running again resumes the run, and, for a folder turned
+    read-only, that it asks again for the answers the disk's last unsaved writes held."""
     from engine.durable import DiskFull, FolderReadOnly
 
     read_only = read_only or isinstance(refusal, FolderReadOnly)
@@ -178,8 +179,9 @@ def disk_refused_says(
     if isinstance(refusal, DiskFull) and refusal.nothing_kept:  # its new folder taken away
         return f"{refusal}; nothing was started; {hint}", status
     to_resume = " to resume" if resumes else ""
-    if read_only:
-        return f"{refusal}; {READ_ONLY_KEPT}; {hint}{to_resume}", status
+    if read_only:  # the commands that ask nothing (`score`, `report`...) pay for nothing
+        kept = READ_ONLY_KEPT if resumes else READ_ONLY_SAVED
+        return f"{refusal}; {kept}; {hint}{to_resume}", status
     kept = "; nothing written was lost" if resumes else ""
     return f"{refusal}{kept}; {hint}{to_resume}", status
 

@@ -28,7 +28,7 @@ from typer.testing import CliRunner, Result
 import engine.ledger
 import runs.pipeline
 from engine.batch_jobs import JOBS_FILE, BatchJob, JobRecords
-from engine.durable import DiskFull, FolderReadOnly
+from engine.durable import READ_ONLY_SAVED, DiskFull, FolderReadOnly
 from engine.runlock import PID_FILE, clear_pid, put_back_pid, write_pid
 from engine.scan import scan_responses
 from runs.cli import app
@@ -139,13 +139,16 @@ def _run(tmp_path: Path) -> Result:
     return CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "out")])
 
 
-def _one_read_only_line(result: Result) -> str:
+def _one_read_only_line(result: Result, *, asks: bool = True) -> str:
+    """The one line of a folder turned read-only; `asks` (a run's): with the answers a
+    resume asks and pays for again, which the commands asking nothing leave out."""
     assert result.exit_code == EXIT_READ_ONLY, result.output
     assert "Traceback" not in result.output and result.exception is not None
     errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1, result.output
     line = errors[0]
-    assert "became read-only" in line and READ_ONLY_KEPT in line, line
+    assert "became read-only" in line and READ_ONLY_SAVED in line, line
+    assert (READ_ONLY_KEPT in line) == asks and ("pays again" in line) == asks, line
     assert "make it writable again (remount it) and run the same command again" in line, line
     return line
 
@@ -216,7 +219,7 @@ def test_the_commands_that_rewrite_a_folder_end_in_the_read_only_line(
     finished_runs.copy_to(out, SMALL_SPEC)
     disk = ReadOnlyDisk(out, monkeypatch, turn_at=turn_at)
     result = CliRunner().invoke(app, [command, str(out)])
-    line = _one_read_only_line(result)
+    line = _one_read_only_line(result, asks=False)
     assert "to resume" not in line and disk.refusals
     disk.mend()
     again = CliRunner().invoke(app, [command, str(out)])
@@ -279,7 +282,7 @@ def test_an_eio_from_a_folder_turned_read_only_is_its_read_only_line(
     finished_runs.copy_to(out, SMALL_SPEC)
     disk = ReadOnlyDisk(out, monkeypatch)
     _aborting_at_fsync_of(disk, "reparses.jsonl", monkeypatch)
-    line = _one_read_only_line(CliRunner().invoke(app, ["reparse", str(out)]))
+    line = _one_read_only_line(CliRunner().invoke(app, ["reparse", str(out)]), asks=False)
     assert str(out / "logs" / "reparses.jsonl") in line, line
 
 
