@@ -178,7 +178,8 @@ class DiskFull(RuntimeError):
 
     def __init__(self, where: Path | str, error: BaseException, note: str = "") -> None:
         filename = getattr(error, "filename", None) or _path_in_words(error)
-        self.where = Path(filename) if filename else Path(where)
+        # In full: a folder given as "." named its file "scores.parquet" alone.
+        self.where = Path(os.path.abspath(filename or where))
         reason = getattr(error, "strerror", None) or os.strerror(self.ERRNO)
         # `note` says what `where` is when it is not the run folder (the user frees space
         # where the message points: a folder they never named needs saying why it is used).

@@ -27,6 +27,7 @@ from typer.testing import CliRunner, Result
 
 import engine.ledger
 import runs.pipeline
+import runs.scoring_step
 from engine.batch_jobs import JOBS_FILE, BatchJob, JobRecords
 from engine.durable import READ_ONLY_SAVED, DiskFull, FolderReadOnly
 from engine.runlock import PID_FILE, clear_pid, put_back_pid, write_pid
@@ -96,7 +97,9 @@ class ReadOnlyDisk:
 
     def _hit(self, path: Any) -> bool:
         """Whether a write of `path` is refused: under the folder, once read-only."""
-        if not isinstance(path, str | Path | bytes) or not os.fsdecode(path).startswith(self.root):
+        if not isinstance(path, str | Path | bytes):
+            return False
+        if not os.path.abspath(os.fsdecode(path)).startswith(self.root):  # "." given, too
             return False
         if self.turn_at is not None and self.turn_at in os.fsdecode(path):
             self.turn_at = None
@@ -330,3 +333,18 @@ def test_a_shard_folder_mounted_read_only_on_its_own_is_the_users_to_mend(
     errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "Traceback" not in result.output, result.output
     assert str(tmp_path / "out" / part) in errors[0] and READ_ONLY_HINT in errors[0], errors[0]
+
+
+def test_a_command_given_the_folder_as_dot_names_the_file_in_full(
+    finished_runs: FinishedRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`score .` from inside the folder, turned read-only at the swap, said "scores.parquet
+    could not be written": the file named as the folder was given, "." joined."""
+    out = tmp_path / "out"
+    finished_runs.copy_to(out, SMALL_SPEC)
+    monkeypatch.chdir(out)
+    swap = "commit_files"
+    monkeypatch.setattr(runs.scoring_step, swap, getattr(runs.scoring_step, swap))
+    ReadOnlyDisk(out, monkeypatch).turning_at(runs.scoring_step, swap)
+    line = _one_read_only_line(CliRunner().invoke(app, ["score", "."]), asks=False)
+    assert f"read-only: {out}{os.sep}" in line and ".parquet could not be written" in line, line
