@@ -375,7 +375,11 @@ def write_bytes_atomic(target: Path, data: bytes, *, sync: bool = True) -> None:
     """Replace `target` with `data`, all or nothing (see `commit_file` for `sync`)."""
     tmp = temp_path(target)
     with _removed_on_failure(tmp):
-        tmp.write_bytes(data)
+        try:
+            tmp.write_bytes(data)
+        except OSError as exc:  # a buffered write's or close's error names no file
+            named(exc, tmp)
+            raise
         commit_file(tmp, target, sync=sync)
 
 

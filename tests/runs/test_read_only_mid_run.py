@@ -70,7 +70,12 @@ class ReadOnlyDisk:
             return call
 
         def mine(path: Any, *_: Any, dir_fd: int | None = None, **__: Any) -> bool:
-            return self.on if dir_fd is not None else self._hit(path)
+            if dir_fd is None:
+                return self._hit(path)
+            try:  # a path in the folder `dir_fd` holds (shutil.rmtree's), if it can be told
+                return self._hit(os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path))
+            except OSError:
+                return self.on
 
         for name in ("replace", "rename", "unlink", "mkdir", "rmdir", "link"):
             monkeypatch.setattr(os, name, guarded(name, mine))
@@ -348,3 +353,24 @@ def test_a_command_given_the_folder_as_dot_names_the_file_in_full(
     ReadOnlyDisk(out, monkeypatch).turning_at(runs.scoring_step, swap)
     line = _one_read_only_line(CliRunner().invoke(app, ["score", "."]), asks=False)
     assert f"read-only: {out}{os.sep}" in line and ".parquet could not be written" in line, line
+
+
+def test_a_write_failed_in_planning_names_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A buffered write's error names no file: turned read-only as planning wrote its
+    design, the run said ".../out could not be written", the folder."""
+    disk = ReadOnlyDisk(tmp_path / "out", monkeypatch)
+    real = Path.write_bytes
+
+    def write_bytes(path: Path, data: Any) -> int:
+        if disk.on and str(path).startswith(disk.root):  # opened, then its write refused
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        return real(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    phase = "_design_and_plan"
+    monkeypatch.setattr(runs.pipeline, phase, getattr(runs.pipeline, phase))
+    disk.turning_at(runs.pipeline, phase)
+    line = _one_read_only_line(_run(tmp_path))
+    assert f"{tmp_path / 'out' / '.design.json.tmp'} could not be written" in line, line
