@@ -40,6 +40,10 @@ _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "
 #: "answered, " for a finished run (and `--json`'s additive `scored` and `reported` read).
 NOT_SCORED, SCORES_STALE, SCORES_DAMAGED = "not scored", "scores out of date", "scores damaged"
 REPORT_MISSING, REPORT_STALE = "report not written", "report out of date"
+#: The gap of a folder whose last reparse did not finish: its answers are the parser's before
+#: it or its own, so its scores and report are compared with neither (`scored`, `reported`
+#: null); the reparse's own line says to run it again.
+REPARSE_UNFINISHED = "reparse unfinished"
 #: Lane states that a run which is not live left behind as its last word: a run that died
 #: (kill -9, a crash) wrote no final `lanes.json`, and one stopped by a full disk could not.
 #: `engine.lanes.LaneState` values, spelled here because importing that module (aiohttp
@@ -370,12 +374,14 @@ def _say_outputs(run_dir: Path, summary: dict[str, Any], *, compared: bool) -> N
     """Warn of scores or a report not written from the answers the folder holds, note the gap
     in `outputs_gap` (the header's words for a finished run), and whether the folder is
     `scored` and `reported` from them (additive; null where not `compared`: a live run, or
-    answers missing, whose own line comes first)."""
+    answers missing, whose own line comes first; or a reparse unfinished, `REPARSE_UNFINISHED`,
+    whose line says what to run)."""
+    if compared and summary["reparse_unfinished"]:
+        summary.update(outputs_gap=REPARSE_UNFINISHED, scored=None, reported=None)
+        return
     gap = None
     if compared:
-        gap = _stale_scores(
-            run_dir, summary["reparse_unfinished"], _unscored(summary)
-        ) or _stale_report(run_dir)
+        gap = _stale_scores(run_dir, _unscored(summary)) or _stale_report(run_dir)
     if gap is not None:
         summary["warnings"].append(gap[1])
     summary["outputs_gap"] = gap[0] if gap else None
@@ -395,23 +401,18 @@ def _unscored(summary: dict[str, Any]) -> bool:
     return ended and bool(summary["accepted"])
 
 
-def _stale_scores(
-    run_dir: Path, reparse_unfinished: bool, answered: bool = False
-) -> tuple[str, str] | None:
+def _stale_scores(run_dir: Path, answered: bool = False) -> tuple[str, str] | None:
     """The gap (`NOT_SCORED`, `SCORES_STALE`) and a line saying the scores and the report are
     of answers the folder no longer holds as they were, with what writes them again; None
     when they are of these (or there are none, or they cannot be compared: a damaged answers
-    file, which `status` says otherwise, or a reparse that did not finish, whose line names
-    it first and then `score`). A
+    file, which `status` says otherwise; a reparse that did not finish is `_say_outputs`'
+    `REPARSE_UNFINISHED`). A
     reparse, or a run killed before it scored, left the last report standing with nothing to
-    say it was of other answers but `report` refusing it. `reparse_unfinished`: as
-    `run_status` found it (`engine.reparse.unfinished_line`). A folder `answered` through
+    say it was of other answers but `report` refusing it. A folder `answered` through
     (`_unscored`) with no scores at all is said too: a run that died after its dispatch (a
     full disk while it scored) read as "finished", nothing said, until `report` refused it."""
     from runs.scored_from import stale_scores
 
-    if reparse_unfinished:
-        return None  # an unfinished reparse's line (the first warning) says what to run
     if not (scores := run_dir / "scores.parquet").is_file():
         # A folder where it goes is `_stale_report`'s to say.
         return None if not answered or scores.exists() else (NOT_SCORED, (

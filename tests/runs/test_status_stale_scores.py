@@ -14,7 +14,10 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from engine.durable import append_record_line_durably
+from engine.reparse import REPARSES_FILE
 from runs.cli import app
+from runs.commands.status import REPARSE_UNFINISHED
 from tests.runs.run_folders import SMALL_SPEC, FinishedRuns, folder_contents
 
 
@@ -266,3 +269,22 @@ def test_answers_lost_from_responses_send_to_the_reparse_alone(
     warnings = _warnings(run_dir)
     assert len(warnings) == 1 and "`dutchbook reparse" in warnings[0], warnings
     assert "dutchbook score" not in warnings[0], warnings
+
+
+def test_a_reparse_unfinished_leaves_scored_and_reported_uncompared(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
+    """A reparse killed after its begun line: `--json` said `scored: true, reported: true`
+    and the header "finished", where the answers are the old parser's or the new one's and
+    the scores cannot be said of either; the reparse's own line says to run it again."""
+    run_dir = _ran(finished_runs, tmp_path, "sim-coherent")
+    append_record_line_durably(run_dir / REPARSES_FILE, {
+        "at": "2026-01-01T00:00:00+00:00", "parser": "lenient", "begun": True,
+        "accepted_before": 1, "accepted_after": 1,
+    })  # fmt: skip
+    assert _header(run_dir) == (
+        f"{run_dir}: answered, {REPARSE_UNFINISHED}",
+        {"state": "finished", "outputs_gap": REPARSE_UNFINISHED, "scored": None,
+         "reported": None},
+    )  # fmt: skip
+    assert any("did not finish" in line for line in _warnings(run_dir))
