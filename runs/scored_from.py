@@ -205,7 +205,16 @@ def gone_shards(run_dir: Path) -> dict[str, list[str]]:
     shard takes a new id, and compaction folds a segment again under the same name only
     after a kill between the shard's rename and the segment's removal, from that same
     sealed segment, so the same rows and bytes (and `score`, which does not compact,
-    recorded that shard beside the segment, not a part of it)."""
+    recorded that shard beside the segment, not a part of it). A shard edited in place
+    (its answers damaged, its requests the plan's) is not so counted: the damaged answer's
+    own refusal names the reparse that rebuilds it from the replies, as before; only one
+    holding answers of requests the plan does not hold (`_foreign_shards`) was replaced.
+
+    A record written before its `at` was kept is dated by no file time here: an earlier
+    build rewrote the record after its reparse (the file's time after the reparse's), and a
+    folder copied without its times dates every record at the copy, so a healthy folder
+    scored and then reparsed read as one whose answers were gone. Any reparse logged (that
+    read something) accounts for such a record's shards, as before the `at` was kept."""
     shards = visible_shards(run_dir / RESPONSES)
     now = _shard_ids(path.name for path in shards)
     sizes = _sizes(shards)
@@ -215,20 +224,36 @@ def gone_shards(run_dir: Path) -> dict[str, list[str]]:
         record = read_scored_from(run_dir, name)
         named = _named_shards(record)
         recorded = _recorded_sizes(record)
-        missing = sorted(
+        resized = {
             shard for shard in named
-            if shard not in now or recorded.get(shard, sizes[shard]) != sizes[shard]
-        )  # fmt: skip
+            if shard in now and recorded.get(shard, sizes[shard]) != sizes[shard]
+        }  # fmt: skip
+        replaced = resized & _foreign_shards(run_dir) if resized else set()
+        missing = sorted(shard for shard in named if shard not in now or shard in replaced)
         if record is None or not missing:
             continue
+        since = _when(record.get("at")) or _EVER
         if (
             len(missing) == len(named)
             and newest > max(named.values())
-            and reparsed_since(run_dir, _record_at(run_dir, record, name))
+            and reparsed_since(run_dir, since)
         ):
             continue  # a reparse's: replaced by the shard it wrote
         gone[name] = missing
     return gone
+
+
+#: The time before every reparse: a record with no `at` of its own (`gone_shards`).
+_EVER = datetime.min.replace(tzinfo=UTC)
+
+
+def _foreign_shards(run_dir: Path) -> set[str]:
+    """The response shards holding answers of requests the plan does not hold (another
+    run's, copied in: `engine.scan.unplanned_rows`), by name."""
+    from engine.scan import unplanned_rows
+
+    held = unplanned_rows(run_dir, answers_only=True).answer_files
+    return {name.rsplit("/", 1)[-1] for name in held if name.startswith(f"{RESPONSES}/")}
 
 
 def _named_shards(record: dict[str, Any] | None) -> dict[str, int]:

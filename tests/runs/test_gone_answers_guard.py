@@ -6,6 +6,7 @@ the record deleted beside the shards, and a reparse older than the record."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -215,3 +216,21 @@ def test_a_reparse_before_the_scores_accounts_for_no_shard_gone_later(run_dir: P
     code, said = invoke("score", str(run_dir))
     assert code == 2 and f"({scored.name}, named in scored-from.json)" in said, said
     assert _kept(run_dir) == kept
+
+
+def test_a_record_without_its_time_after_a_reparse_is_no_gone_answer(run_dir: Path) -> None:
+    """An earlier build rewrote scored-from.json after its reparse (still naming the shards
+    the reparse replaced, with no `at`), and a folder copied without its times dates the
+    record at the copy: dating such a record by its file's time put it after the reparse,
+    and a healthy folder, scored then reparsed, was refused as one whose answers were gone.
+    Any reparse logged accounts for a record with no time of its own."""
+    record_path = run_dir / "scored-from.json"
+    record = json.loads(record_path.read_text())  # naming the shards the reparse replaces
+    assert invoke("reparse", str(run_dir), "--parser", "strict")[0] == 0
+    assert record.pop("at", None) is not None  # as an earlier build wrote it
+    record_path.write_text(json.dumps(record))  # and its file's time after the reparse's:
+    later = datetime.now(UTC).timestamp() + 5  # seconds after (a copy's time, or a slow close)
+    os.utime(record_path, (later, later))
+    assert not all((run_dir / "responses" / name).exists() for name, *_ in record["responses"])
+    assert gone_shards(run_dir) == {}
+    assert invoke("score", str(run_dir))[0] == 0
