@@ -655,7 +655,7 @@ class Lane(LaneControl):
         if answers.spent:  # earlier runs spent this request's answer budget
             self.stats.retries.answer_budget_spent += 1
             return
-        tries = uncharged = 0  # attempts charged to this request, and those not (`_charged`)
+        tries = uncharged = refused = 0  # attempts charged, not (`_charged`); auth refusals
         while tries < self.policy.max_attempts:
             if self.halted:
                 return
@@ -701,7 +701,9 @@ class Lane(LaneControl):
                 if stopped and answers.spent:  # out of answer attempts, this run's and earlier
                     self.stats.retries.answer_budget_spent += 1  # said by `_settle`'s warning
                     return
-                if not self._retryable(failure) or self.policy.quota_pauses(failure) or stopped:
+                refused += failure.outcome is Outcome.AUTH_ERROR
+                retried = self._retryable(failure, refused)
+                if not retried or self.policy.quota_pauses(failure) or stopped:
                     self.stats.gave_up += 1
                     return
                 if not self._charged(failure):
@@ -753,16 +755,20 @@ class Lane(LaneControl):
             return True
         return time.monotonic() - self._replied_at >= self.policy.rate_limit_grace_s
 
-    def _retryable(self, failure: Failure) -> bool:
+    @staticmethod
+    def _retryable(failure: Failure, refused: int) -> bool:
         """Whether `failure`'s request is asked again (charged to its `max_attempts` as any
-        retry is). An auth error is, before the lane's first answer too: a tester's Groq fake
-        refused the key once among 28 requests, another refused a first request while the
-        second, in flight, was answered ms later, and that request was given up at once
-        ("done in part, 27/28", exit 4) though the key worked. A key refused from the start or
-        revoked mid-run still stops the lane after `RetryPolicy.permanent_streak` refusals in
-        a row (`_on_failure`), whichever requests they were. A bad request fails the same way
-        on every try: never asked again."""
-        return failure.retryable or failure.outcome is Outcome.AUTH_ERROR
+        retry is). An auth error is, once (`refused`: the request's refusals so far), before
+        the lane's first answer too: a tester's Groq fake refused the key once among 28
+        requests, another refused a first request while the second, in flight, was answered
+        ms later, and that request was given up at once ("done in part, 27/28", exit 4)
+        though the key worked. Once only: a gateway refusing one prompt every time, asked
+        again to its `max_attempts`, made `RetryPolicy.permanent_streak` refusals in a row
+        alone and stopped a lane of one request at a time (a reviewer's). A key refused from
+        the start or revoked mid-run still stops the lane after that many refusals in a row
+        (`_on_failure`), whichever requests they were. A bad request fails the same way on
+        every try: never asked again."""
+        return failure.retryable or (failure.outcome is Outcome.AUTH_ERROR and refused <= 1)
 
     def _answer_retry(self, item: PlanItem) -> AnswerRetry:
         """This request's answer-failure budget and how its retries vary seed and cap."""
@@ -1164,14 +1170,15 @@ class Lane(LaneControl):
 
     def _warn_permanent(self, failure: Failure) -> None:
         """Warn of a failure of `PERMANENT`'s, the lane's `_permanent_streak`-th in a row. An
-        auth error is asked again (`_retryable`) and said so: each read "permanent failure:
-        ... outcome auth_error ..., streak 1" though it was asked again and answered."""
+        auth error is said as a refusal and its count in a row, not as a "permanent failure:
+        ... outcome auth_error ..., streak 1", though it was asked again and answered (whether
+        it is asked again, `_retryable`, is decided after this, and it is the first time only)."""
         name, streak, limit = self.config.name, self._permanent_streak, self.policy.permanent_streak
         said: dict[str, Any] = {}
         if failure.outcome is Outcome.AUTH_ERROR:
             refused = f"{name}: authentication refused ({failure.detail})"
             said[SAY] = (
-                f"{refused}; asked again ({streak} in a row, the lane stops at {limit})"
+                f"{refused}; {streak} in a row, the lane stops at {limit}"
                 if streak < limit
                 else f"{refused}, {streak} in a row: the lane stops"
             )

@@ -385,14 +385,34 @@ async def test_one_auth_error_is_asked_again_before_or_among_answers(
 async def test_a_key_refused_from_the_start_or_mid_run_still_stops_the_lane(
     tmp_path: Path, kit: type[Kit], serve_any: ServeAny, answered: int
 ) -> None:
-    """Refused from the start or revoked after answers, the 401s are asked again, and the
-    lane stops after `permanent_streak` in a row: as many attempts as when each request
-    was given up at its 401, no more."""
+    """Refused from the start or revoked after answers, each 401 is asked again once, and
+    the lane stops after `permanent_streak` in a row: as many attempts as when each request
+    was given up at its 401, no more (the first request, refused twice, given up)."""
     root = await serve_any(groq_refusing(lambda n: n > answered))
     lane = await run_groq(tmp_path, kit, root, 20)
     streak = RetryPolicy().permanent_streak
     assert lane.state is LaneState.STOPPED and "auth_error" in lane.message
-    assert (lane.accepted, lane.attempts, lane.gave_up) == (answered, answered + streak, 0)
+    assert (lane.accepted, lane.attempts, lane.gave_up) == (answered, answered + streak, 1)
+
+
+async def test_a_prompt_refused_every_time_is_given_up_not_the_lane(
+    tmp_path: Path, kit: type[Kit], serve_any: ServeAny
+) -> None:
+    """A gateway refusing one prompt every time (401), the key good for the rest: asked
+    again to its `max_attempts`, that request alone made `permanent_streak` refusals in a
+    row and stopped a lane of one request at a time. It is asked again once, then given up,
+    and the lane answers the rest."""
+    seen: dict[int, bytes] = {}
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        seen.setdefault(len(seen) + 1, body)
+        refused = groq_refusing(lambda _: body == seen.get(3))  # the third request's prompt
+        return await refused(request)
+
+    lane = await run_groq(tmp_path, kit, await serve_any(handle), 8)
+    assert lane.state is LaneState.DONE, lane.message
+    assert (lane.accepted, lane.gave_up, lane.retries.by_cause["auth_error"]) == (7, 1, 2)
 
 
 async def test_an_auth_error_asked_again_is_said_so_not_a_permanent_failure(
@@ -405,5 +425,5 @@ async def test_an_auth_error_asked_again_is_said_so_not_a_permanent_failure(
     limit = RetryPolicy().permanent_streak
     said = [line for line in console.getvalue().splitlines() if "refused" in line]
     assert len(said) == 1 and said[0].startswith("dutchbook warning: g: authentication refused")
-    assert said[0].endswith(f"Key); asked again (1 in a row, the lane stops at {limit})")
+    assert said[0].endswith(f"Key); 1 in a row, the lane stops at {limit}")
     assert "permanent failure" not in console.getvalue()
