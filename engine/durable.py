@@ -194,7 +194,9 @@ def _path_in_words(error: BaseException) -> str | None:
     """The path polars' own error names after the system's words ("Read-only file system
     (os error 30): PATH"), its only record of the file it failed on; None if none."""
     words, said, path = str(error).partition("): ")
-    return path.strip() or None if said and "(os error " in words else None
+    # Its first line only: polars may follow it with its context stack.
+    path = path.strip().split("\n", 1)[0].strip()
+    return path or None if said and "(os error " in words else None
 
 
 #: What a folder turned read-only kept. Not "every answer written is kept", as a full disk's

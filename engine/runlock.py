@@ -28,8 +28,9 @@ LOCK_FILE = ".lock"
 #: The pid file's mark that its live writer's ledger is closed (`mark_ledger_closed`).
 LEDGER_CLOSED = "ledger_closed"
 
-#: Where a pid file left in place is recorded: the run's own log is in the run folder, on
-#: the disk that refused the removal, and the console's one line is the error's.
+#: Where a pid file left in place is said, at INFO, for a developer who configures logging
+#: (nothing of the project's does, so it is dropped): the run's own log is in the run folder,
+#: on the disk that refused the removal, and the console's one line is the error's.
 _log = logging.getLogger(__name__)
 
 

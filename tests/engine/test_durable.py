@@ -234,3 +234,13 @@ def test_commit_files_says_a_file_it_could_not_put_back_replaced(
         durable.commit_files(files, tmp_path / ".staging")
     assert failed.value.outcome() == "replaced: a; kept as they were: b"
     assert [(tmp_path / name).read_bytes() for name in ("a", "b")] == [b"new", b"old"]
+
+
+def test_a_polars_errors_path_is_its_first_line_alone() -> None:
+    """polars may follow the path of a refused write with its context stack: the one-line
+    error named a path of several lines."""
+    from engine.durable import FolderReadOnly
+
+    said = "Read-only file system (os error 30): /run/x/scores.parquet\n\nThis error occurred"
+    error = type("ComputeError", (Exception,), {"__module__": "polars.exceptions"})(said)
+    assert FolderReadOnly("/run/x", error).where == Path("/run/x/scores.parquet")

@@ -602,3 +602,26 @@ def test_a_disk_filled_by_the_closing_compaction_keeps_the_journal_for_a_resume(
         assert accept(resumed, "d")
     assert sorted(scan_responses(tmp_path).collect()["request_id"]) == ["a", "b", "c", "d"]
     assert list_segments(tmp_path / "journal") == []
+
+
+def test_an_eio_closing_a_segment_on_a_folder_turned_read_only_is_kept_not_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ext4's abort fails a segment's last flush with EIO, not EROFS: the ledger's close
+    raised it, a traceback over the error that stopped the run."""
+    import errno
+
+    import engine.durable
+    import engine.journal
+    from engine.durable import FolderReadOnly
+
+    ledger = Ledger.open(tmp_path)
+    ledger.record_dispatch("r1", 1, "m", "p", T0)
+
+    def refused(self: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(engine.journal.JournalWriter, "close", refused)
+    monkeypatch.setattr(engine.durable, "turned_read_only", lambda folder: True)
+    ledger.close()
+    assert isinstance(ledger.disk_full, FolderReadOnly)
