@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,23 +17,19 @@ from engine.journal import list_segments
 from engine.ledger import Ledger
 from engine.records import AttemptRecord, ResponseRecord, utc_now
 from runs.scored_from import answers_now, gone_shards, record_scored_from
-from tests.runs.quiet_campaign import invoke, retried_spec, run_quietly
+from tests.runs.quiet_campaign import (
+    campaign_fixtures,
+    copy_of,
+    invoke,
+    retried_spec,
+    run_quietly,
+)
 
 SPEC = retried_spec("guard", 4)
 _SCORED = ("forecasts.parquet", "scores.parquet", "averaged.parquet")
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("guard")
-    run_quietly(root, "guard", SPEC)
-    return root
-
-
-@pytest.fixture
-def run_dir(finished: Path, tmp_path: Path) -> Path:
-    shutil.copytree(finished, tmp_path, dirs_exist_ok=True)
-    return tmp_path / "run"
+finished, run_dir = campaign_fixtures("guard", SPEC)
 
 
 def _kept(run_dir: Path) -> dict[str, bytes]:
@@ -166,8 +161,7 @@ def test_score_and_repair_refuse_where_the_record_went_with_the_answers(
     over the run's, exit 0: with no record, nothing named the shards gone. A folder holding
     no answer beside forecasts (or repairs) of answers is refused, unless a reparse since
     accounts for it (a strict one that took none)."""
-    shutil.copytree(finished, tmp_path, dirs_exist_ok=True)
-    run_dir = tmp_path / "run"
+    run_dir = copy_of(finished, tmp_path)
     assert invoke("repair", str(run_dir))[0] == 0
     _delete(run_dir, "responses", "attempts")
     for name in ("scored-from.json", "repaired-from.json"):
