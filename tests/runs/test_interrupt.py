@@ -227,13 +227,17 @@ async def test_a_second_signal_while_batch_jobs_are_created_says_they_may_be_at_
                        sim.root_url], tmp_path)  # fmt: skip
         jobs = run_dir / "batches" / "jobs.jsonl"
 
-        def uploaded() -> None:
+        def creating() -> None:
+            # An input uploaded and its job's create in flight (made at the simulator, its
+            # reply held): signalled between the two, the lane halted before any create, and
+            # dispatch could end before the second signal (a flaky run's bare last line).
             deadline = time.monotonic() + 60
-            while not (jobs.is_file() and b'"uploaded"' in jobs.read_bytes()):
+            while not (jobs.is_file() and b'"uploaded"' in jobs.read_bytes()
+                       and sim.counts().get("batch.jobs_created", 0) >= 1):  # fmt: skip
                 assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
                 time.sleep(0.05)
 
-        await asyncio.to_thread(uploaded)
+        await asyncio.to_thread(creating)
         for sig in (signal.SIGINT, signal.SIGINT):
             proc.send_signal(sig)
             await asyncio.sleep(0.05)
