@@ -41,6 +41,7 @@ from typing import Any
 
 import orjson
 
+from engine.batch_waits import parse_time
 from engine.durable import write_bytes_atomic
 from engine.journal import list_segments
 from engine.reparse import read_reparses
@@ -98,21 +99,10 @@ def _kept_at(run_dir: Path, record: dict[str, Any], name: str) -> dict[str, Any]
     return record | ({"at": at.isoformat(timespec="seconds")} if at is not None else {})
 
 
-def _when(value: object) -> datetime | None:
-    """An ISO time read from a record or a reparse line, None where it is none."""
-    if not isinstance(value, str):
-        return None
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
 def _record_at(run_dir: Path, record: dict[str, Any], name: str) -> datetime | None:
     """When the record's answers were read: its `at`, else (written before it was kept) its
     file's modification time; None where neither can be told."""
-    if (at := _when(record.get("at"))) is not None:
+    if (at := parse_time(record.get("at"))) is not None:
         return at
     try:
         return datetime.fromtimestamp((run_dir / name).stat().st_mtime, UTC)
@@ -152,11 +142,11 @@ def reparsed_since(run_dir: Path, since: datetime | None) -> bool:
         if not isinstance(line.get("parser"), str):
             continue  # torn or foreign
         if line.get("begun"):
-            reparses.append((_when(line.get("at")), None))
+            reparses.append((parse_time(line.get("at")), None))
         elif reparses and reparses[-1][1] is None and reparses[-1][0] is not None:
             reparses[-1] = (reparses[-1][0], line)
         else:  # a finished line with no begun line before it (an earlier build's)
-            reparses.append((_when(line.get("at")), line))
+            reparses.append((parse_time(line.get("at")), line))
     return any(
         start is not None and start >= since and not (end is not None and _read_nothing(end))
         for start, end in reparses
@@ -232,7 +222,7 @@ def gone_shards(run_dir: Path) -> dict[str, list[str]]:
         missing = sorted(shard for shard in named if shard not in now or shard in replaced)
         if record is None or not missing:
             continue
-        since = _when(record.get("at")) or _EVER
+        since = parse_time(record.get("at")) or _EVER
         if (
             len(missing) == len(named)
             and newest > max(named.values())
