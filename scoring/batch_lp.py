@@ -52,6 +52,8 @@ IndexArray = npt.NDArray[np.int32]
 _TOLERANCE = 1e-10
 #: Models holding fewer sets than this start every batch from scratch (see above).
 _COLD_BELOW = 8
+#: HiGHS's `simplex_strategy` values.
+_DUAL, _PRIMAL = 1, 4
 
 
 @dataclass(frozen=True)
@@ -134,11 +136,11 @@ class BatchModel:
 
         highs = new_highs()
         # Primal simplex: a new p keeps the last basis feasible (many small sup-norm blocks).
-        primal = self.norm == "inf" and not self._cold
+        self._primal = self.norm == "inf" and not self._cold
         for name, value in (
             ("presolve", "off"),  # presolve would discard the warm basis every batch
             ("solver", "simplex"),
-            ("simplex_strategy", 4 if primal else 1),
+            ("simplex_strategy", _PRIMAL if self._primal else _DUAL),
             ("simplex_primal_edge_weight_strategy", 1),  # devex: fastest measured
             ("primal_feasibility_tolerance", _TOLERANCE),
             ("dual_feasibility_tolerance", _TOLERANCE),
@@ -151,6 +153,15 @@ class BatchModel:
     def reset(self) -> None:
         """Forget the warm basis so a call's results depend only on its own inputs."""
         self._highs.clearSolver()
+
+    def use_other_simplex(self, other: bool) -> None:
+        """Solve with the other simplex (primal where the model uses dual, and the reverse)
+        while `other`, or with the model's own again. A near-degenerate set can end dual
+        simplex's run without an optimal status (HiGHS's "Unknown": its cost perturbation
+        removed, infeasibilities it could not clean up), the book left at zero, at every
+        objective scale; primal simplex solves it (an l1 set of six events, profit 2.4e-6)."""
+        primal = self._primal != other
+        self._highs.setOptionValue("simplex_strategy", _PRIMAL if primal else _DUAL)
 
     def _set_missing(self, missing: npt.NDArray[np.bool_]) -> None:
         """Fix unanswered contracts at 0 (only touching HiGHS when the pattern changes)."""

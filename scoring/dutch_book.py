@@ -14,6 +14,7 @@ and the re-solve decides it, a coherent set then scoring 0.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -329,19 +330,24 @@ def _solve_lone(
     matrix: FloatArray, one: FloatArray, norm: str, scales: tuple[float, ...]
 ) -> tuple[FloatArray, ...]:
     """One set solved alone, from a cleared basis, at each objective scale in turn until
-    its answer is certified and decided (`_undecided`); else the certified answer of the
-    least profit (each is an upper bound), else the last try's (with its gap)."""
+    its answer is certified and decided (`_undecided`), then the same with the other simplex
+    (`BatchModel.use_other_simplex`); else the certified answer of the least profit (each
+    is an upper bound), else the last try's (with its gap)."""
     lone = _model_for(matrix, norm, 1)
     best: tuple[FloatArray, ...] | None = None
-    for scale in scales:
-        lone.reset()
-        solution = lone.solve(one, cost_scale=scale)
-        fixed = _certify(matrix, one, solution.atom_weights, solution.stakes, norm)
-        if fixed[3][0] <= CERTIFY_TOLERANCE:
-            if not _undecided(fixed[0], fixed[3])[0]:
-                return fixed
-            if best is None or fixed[0][0] < best[0][0]:
-                best = fixed
+    try:
+        for other, scale in itertools.product((False, True), scales):
+            lone.use_other_simplex(other)
+            lone.reset()
+            solution = lone.solve(one, cost_scale=scale)
+            fixed = _certify(matrix, one, solution.atom_weights, solution.stakes, norm)
+            if fixed[3][0] <= CERTIFY_TOLERANCE:
+                if not _undecided(fixed[0], fixed[3])[0]:
+                    return fixed
+                if best is None or fixed[0][0] < best[0][0]:
+                    best = fixed
+    finally:
+        lone.use_other_simplex(False)
     return fixed if best is None else best
 
 

@@ -231,6 +231,30 @@ def test_a_near_coherent_set_over_many_events_is_certified_in_l1(
     assert abs(np.abs(result.coherent[0] - p).sum() - profit) <= 1e-9
 
 
+def test_a_set_dual_simplex_leaves_unsolved_at_every_scale_is_solved_by_primal(
+    reference_distance: Reference, is_coherent: Coherence
+) -> None:
+    """Six events over six atoms, 2.4e-6 from coherent in the l1 norm (a tester's random
+    search, about 1 such set in 3,000): dual simplex ended without an optimal status at each
+    objective scale, its book all zeros, and `check` raised 'could not be certified (duality
+    gap 2.4e-06)'. The lone re-solve then tries primal simplex, and the set is certified."""
+    atoms = [[2, 3, 4, 5], [0, 1, 5], [0, 1, 3, 4], [1, 4, 5], [1, 3], [0, 1, 2, 3]]
+    incidence = np.zeros((6, 6))
+    for event, holds in enumerate(atoms):
+        incidence[event, holds] = 1.0
+    p = np.array([
+        0.7250258008878743, 0.28003755032377375, 0.6502029547019644,
+        0.32668589068631404, 0.3902438218783171, 0.841630509229631,
+    ])
+    result = dutch_books(incidence, p, "l1")
+    profit = result.profit[0]
+    assert abs(profit - reference_distance(incidence, p, "l1")) <= 1e-9
+    assert profit > 1e-6  # incoherent: the book is not the zero book dual simplex left
+    assert np.abs(result.stakes[0]).max() <= 1 + 1e-9
+    assert payoffs(incidence, p, result.stakes[0]).min() >= profit - 1e-9
+    assert is_coherent(incidence, result.coherent[0])
+
+
 # -- worked examples ----------------------------------------------------------------
 def test_paper_figure_1() -> None:
     # The four return bins, each represented by a point inside it; events are intervals
