@@ -71,16 +71,31 @@ def read_input_stream(stream: BinaryIO, limit: int) -> bytes:
     """An open stream to its end, at most `limit` bytes: standard input, which
     `dutchbook check -` reads. Refused as `read_input_file` refuses a file: a terminal
     (nothing piped in: the command would wait for typing, unsaid), any other device, a
-    larger input. A stream with no descriptor (a test's) is read as it is."""
+    larger input. A stream with no descriptor (a test's) is read as it is. The null device is
+    read, as the empty input it is (`_null_device`)."""
     if stream.isatty():
         raise InputFileError("standard input is a terminal: pipe or redirect the input in")
     try:
-        mode = os.fstat(stream.fileno()).st_mode
+        status = os.fstat(stream.fileno())
     except (OSError, ValueError):  # io.UnsupportedOperation is both: no descriptor
-        mode = None
-    if mode is not None:
-        _refuse_unless_readable(mode)
+        status = None
+    if status is not None and not _null_device(status):
+        _refuse_unless_readable(status.st_mode)
     return _within(stream.read(limit + 1), limit)
+
+
+def _null_device(status: os.stat_result) -> bool:
+    """Whether `status` (an open file's) is the null device's: standard input given
+    `< /dev/null`, as a service's or `ssh -n`'s is. It reads as empty, and `check -` said
+    "-: is a character device, not a file" where an empty file or pipe is read and refused
+    for what it lacks; the user had asked for standard input, not named a device."""
+    if not stat.S_ISCHR(status.st_mode):
+        return False
+    try:
+        null = os.stat(os.devnull)
+    except OSError:  # no /dev/null here (a bare chroot): nothing is it
+        return False
+    return stat.S_ISCHR(null.st_mode) and null.st_rdev == status.st_rdev
 
 
 def _within(data: bytes, limit: int) -> bytes:

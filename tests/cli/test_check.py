@@ -478,6 +478,20 @@ def test_a_dash_reads_standard_input() -> None:
     assert code == 2 and err.startswith("error: -: ") and "no such file" not in err
 
 
+def test_standard_input_from_the_null_device_is_refused_as_an_empty_file(tmp_path: Path) -> None:
+    """`check - < /dev/null` said "error: -: is a character device, not a file", where the
+    user had asked for standard input and it is empty: it says what an empty file says."""
+    empty = tmp_path / "empty.toml"
+    empty.write_bytes(b"")
+    code, _, file_err = _run(str(empty))
+    done = subprocess.run(
+        [sys.executable, "-m", "runs.cli", "check", "-"], stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert code == done.returncode == 2
+    assert done.stderr == file_err.replace(str(empty), "-") and done.stderr.count("\n") == 1
+
+
 def test_a_file_named_dash_is_read_as_dot_slash_dash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -70,6 +70,15 @@ def test_a_stream_is_read_to_its_end_within_the_limit() -> None:
         os.close(controller)
 
 
+def test_a_stream_from_the_null_device_is_read_as_empty() -> None:
+    """`check - < /dev/null` said "-: is a character device, not a file": standard input
+    was asked for, and the null device is empty input. Other devices are still refused."""
+    with open(os.devnull, "rb") as null:
+        assert read_input_stream(null, 10) == b""
+    with DEVICE.open("rb") as device, pytest.raises(InputFileError, match="character device"):
+        read_input_stream(device, 10)
+
+
 def test_a_pipe_is_read_to_its_end(tmp_path: Path) -> None:
     fifo = tmp_path / "forecasts.toml"
     os.mkfifo(fifo)
