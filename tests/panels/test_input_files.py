@@ -70,6 +70,16 @@ def test_a_stream_is_read_to_its_end_within_the_limit() -> None:
         os.close(controller)
 
 
+def test_a_stream_over_the_limit_is_read_no_further_than_limit_plus_one_byte() -> None:
+    """`head -c 2G /dev/zero | dutchbook check -` is refused after 512 MiB and a byte, as a
+    named file is, not read to its end first: measured, a writer of 4 GiB got 512 MiB into
+    the pipe before it closed."""
+    endless = io.BytesIO(b"x" * 100)
+    with pytest.raises(InputFileError, match="larger than"):
+        read_input_stream(endless, 10)
+    assert endless.tell() == 11
+
+
 def test_a_stream_from_the_null_device_is_read_as_empty() -> None:
     """`check - < /dev/null` said "-: is a character device, not a file": standard input
     was asked for, and the null device is empty input. Other devices are still refused."""
