@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -383,6 +384,9 @@ EDGE = ('{"atoms": 2, "events": [{"id": "A", "atoms": [0], "p": 0.5},'
 #: 0.5 and 0.5000000002 over two atoms: a sum of 1 + 2e-10, a profit of 1e-10 (inf norm).
 TINY = ('{"atoms": 2, "events": [{"id": "H0", "atoms": [0], "p": 0.5},'
         ' {"id": "H1", "atoms": [1], "p": 0.5000000002}]}')  # fmt: skip
+#: 0.5 and 0.500000005 over two atoms: a profit of 2.5e-9, which its book earns.
+SMALL = ('{"atoms": 2, "events": [{"id": "H0", "atoms": [0], "p": 0.5},'
+         ' {"id": "H1", "atoms": [1], "p": 0.500000005}]}')  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -414,14 +418,68 @@ def test_a_profit_above_the_resolution_keeps_its_book(tmp_path: Path) -> None:
     """A profit too small for five decimals but above the certificate's resolution is shown
     in scientific notation with its book (1 + 5e-9 over two atoms: a profit of 2.5e-9)."""
     path = tmp_path / "small.json"
-    path.write_text('{"atoms": 2, "events": [{"id": "H0", "atoms": [0], "p": 0.5},'
-                    ' {"id": "H1", "atoms": [1], "p": 0.500000005}]}')  # fmt: skip
+    path.write_text(SMALL)
     profit = _json(str(path))["profit"]
     assert isinstance(profit, float) and CERTIFY_TOLERANCE < profit < 1e-8
     code, out, err = _run(str(path))
     assert code == 0, err
     assert f"Dutch-book profit: {profit:.2e}" in out and f"+{profit:.2e}" in out
     assert "Dutch book (" in out and "resolution" not in out and "coherent:" not in out
+
+
+#: Four events over two atoms, a profit of 4.32e-09 in the l1 norm whose certified book earns
+#: 4.25e-09 (found in a search of small random sets just above the resolution).
+SHORT_BOOK = ('{"atoms": 2, "events": [{"id": "A", "atoms": [0, 1], "p": 0.9999999979363838},'
+              ' {"id": "B", "atoms": [0, 1], "p": 0.9999999999611712},'
+              ' {"id": "C", "atoms": [1], "p": 0.9664340576485917},'
+              ' {"id": "D", "atoms": [0], "p": 0.033565940128999834}]}')  # fmt: skip
+
+
+def _total_row(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("│ total")).split()[-2]
+
+
+@pytest.mark.parametrize(("events", "norm"), [(SHORT_BOOK, "l1"), (SMALL, "inf")])
+def test_the_books_total_is_what_it_earns(tmp_path: Path, events: str, norm: str) -> None:
+    """The total row printed the profit, the LP's upper bound, under rows adding up to the
+    book's worst payoff, its lower one: `SHORT_BOOK`'s rows total 4.25e-09 and were totalled
+    +4.32e-09. The total is what the book earns in its worst atom, the rows' sum."""
+    path = tmp_path / "book.json"
+    path.write_text(events)
+    payload = _json(str(path), f"--norm={norm}")
+    data = check_module.read_input(path)
+    stakes = np.array(list(payload["stakes"].values()))  # type: ignore[attr-defined]
+    earned = float(atom_payoffs(data.panel.incidence, data.probs, stakes).min())
+    code, out, err = _run(str(path), f"--norm={norm}")
+    assert code == 0, err
+    assert _total_row(out) == f"+{earned:.2e}", out
+    apart = f"{earned:.2e}" != f"{payload['profit']:.2e}"
+    assert (f"the book earns {earned:.2e}" in out) == apart
+
+
+def test_a_book_earning_less_than_the_profit_says_the_profit_is_a_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A profit the certificate bounds 5e-10 above what its book earns (within its 1e-9)."""
+    import scoring
+
+    solved = scoring.dutch_books
+
+    def bound_above(*args: object, **kwargs: object) -> scoring.DutchBookResult:
+        result = solved(*args, **kwargs)  # type: ignore[arg-type]
+        return dataclasses.replace(result, profit=result.profit + 5e-10)
+
+    monkeypatch.setattr(scoring, "dutch_books", bound_above)
+    path = tmp_path / "small.json"
+    path.write_text(SMALL)
+    code, out, err = _run(str(path))
+    assert code == 0, err
+    assert "Dutch-book profit: 3.00e-09\n" in out and _total_row(out) == "+2.50e-09"
+    said = " ".join(out.split())  # as the console wrapped it
+    assert (
+        "the book earns 2.50e-09 in its worst atom; the profit above, 3.00e-09, is the LP's "
+        f"upper bound (the two agree to the certificate's resolution, {CERTIFY_TOLERANCE:g})"
+    ) in said
 
 
 def test_a_set_scored_coherent_shows_and_reports_no_book(tmp_path: Path) -> None:
