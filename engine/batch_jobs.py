@@ -37,9 +37,8 @@ from engine.console_lines import plural
 from engine.durable import (
     append_record_line_durably,
     disk_refusal,
-    disk_refused,
-    is_read_only,
     read_record_lines,
+    stops_the_run,
 )
 from providers.batch import FINAL, JobState, JobStatus
 from providers.types import Outcome
@@ -144,8 +143,7 @@ class JobRecords:
         try:
             append_record_line_durably(self.path, {"at": at, **record})
         except OSError as exc:
-            # an EIO counts where the run folder now refuses writes as read-only
-            if disk_refused(exc) or is_read_only(exc, self.run_dir):
+            if stops_the_run(exc, self.run_dir):
                 raise disk_refusal(self.path, exc) from exc
             raise
         return at

@@ -128,6 +128,16 @@ def disk_refused(exc: BaseException, folder: Path | None = None) -> bool:
     return is_disk_full(exc, folder) or is_read_only(exc, folder)
 
 
+def stops_the_run(exc: BaseException, folder: Path) -> bool:
+    """Whether `exc`, a failed write or flush of a file the run keeps appending to in its
+    `folder` (the journal, the batch jobs' records), stops the run as a refused disk: full
+    or read-only wherever it was refused (`disk_refused`), or an EIO while `folder` refuses
+    writes as read-only (`is_read_only` given the folder): ext4's abort fails the fsync of
+    a write with EIO, not EROFS (a segment's close raised a traceback out of
+    `Ledger.close`, a reviewer's)."""
+    return disk_refused(exc) or is_read_only(exc, folder)
+
+
 def write_refused(folder: Path) -> OSError | None:
     """The error making a file in the existing `folder` fails with where this process may not
     write there (one of `NOT_WRITABLE_ERRNOS`), or None when it may. A hidden temporary

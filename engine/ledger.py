@@ -59,7 +59,7 @@ from engine.durable import (
     disk_refusal,
     disk_refused,
     fsync_dir,
-    is_read_only,
+    stops_the_run,
     write_atomic,
 )
 from engine.journal import (
@@ -311,7 +311,7 @@ class Ledger:
             if writer.lines == 0:
                 writer.path.unlink(missing_ok=True)
         except OSError as exc:
-            if not self._disk_refused(exc):
+            if not stops_the_run(exc, self.run_dir):
                 raise
             if self.disk_full is None:
                 self.disk_full = disk_refusal(self._journal_dir, exc)
@@ -388,17 +388,10 @@ class Ledger:
         try:
             self._writer.append(line)
         except OSError as exc:
-            if not self._disk_refused(exc):
+            if not stops_the_run(exc, self.run_dir):
                 raise
             self.disk_full = disk_refusal(self._journal_dir, exc)
             raise self.disk_full from exc
-
-    def _disk_refused(self, exc: OSError) -> bool:
-        """Whether a journal write or flush failed for the disk (`disk_refused`): full, read
-        only, or an EIO while the run folder refuses writes as read-only, which is how ext4's
-        abort fails the fsync of a segment's close (`is_read_only` given the folder: that
-        close raised a traceback out of `Ledger.close`, a reviewer's)."""
-        return disk_refused(exc) or is_read_only(exc, self.run_dir)
 
     def record_dispatch(
         self, request_id: str, attempt: int, model: str, provider: str, started_at: datetime,
