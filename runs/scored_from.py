@@ -212,8 +212,7 @@ def gone_shards(run_dir: Path) -> dict[str, list[str]]:
     gone: dict[str, list[str]] = {}
     for name in (SCORED_FROM, REPAIRED_FROM):
         record = read_scored_from(run_dir, name)
-        named = _named_shards(record)
-        recorded = _recorded_sizes(record)
+        named, recorded = _named_shards(record)
         resized = {
             shard for shard in named
             if shard in now and recorded.get(shard, sizes[shard]) != sizes[shard]
@@ -246,25 +245,18 @@ def _foreign_shards(run_dir: Path) -> set[str]:
     return {name.rsplit("/", 1)[-1] for name in held if name.startswith(f"{RESPONSES}/")}
 
 
-def _named_shards(record: dict[str, Any] | None) -> dict[str, int]:
-    """The response shards a record names, by name, with their ids (`_shard_ids`)."""
+def _named_shards(record: dict[str, Any] | None) -> tuple[dict[str, int], dict[str, int]]:
+    """The response shards a record names, by name, with their ids (`_shard_ids`), and the
+    sizes it gives them, by name (an entry without one, in a record edited by hand, gives
+    none: its shard is judged by its name alone)."""
     entries = record.get("responses") if record is not None else None
     if not isinstance(entries, list):
-        return {}
-    return _shard_ids(entry[0] for entry in entries if isinstance(entry, list) and entry)
-
-
-def _recorded_sizes(record: dict[str, Any] | None) -> dict[str, int]:
-    """The sizes a record gives its response shards, by name (an entry without one, in a
-    record edited by hand, gives none: its shard is judged by its name alone)."""
-    entries = record.get("responses") if record is not None else None
-    if not isinstance(entries, list):
-        return {}
-    return {
-        entry[0]: entry[1]
-        for entry in entries
-        if isinstance(entry, list) and len(entry) > 1 and isinstance(entry[1], int)
+        return {}, {}
+    listed = [entry for entry in entries if isinstance(entry, list) and entry]
+    sizes = {
+        entry[0]: entry[1] for entry in listed if len(entry) > 1 and isinstance(entry[1], int)
     }
+    return _shard_ids(entry[0] for entry in listed), sizes
 
 
 def _sizes(shards: list[Path]) -> dict[str, int | None]:
