@@ -120,11 +120,17 @@ def gone_answers_refusal(
     gone = gone_answers(run_dir)
     if gone is None:
         return None
-    held = ", ".join(name for name in kept if (run_dir / name).is_file())
     return (
-        f"{run_dir}: {gone}; {would}, so {done}"
-        f"{f' (kept: {held})' if held else ''}: {RESTORE_ANSWERS}, then {then}"
+        f"{run_dir}: {gone}; {would}, so {done}{_kept(run_dir, kept)}: {RESTORE_ANSWERS}, "
+        f"then {then}"
     )
+
+
+def _kept(run_dir: Path, kept: list[str]) -> str:
+    """The words ` (kept: NAMES)` naming those of `kept` the folder holds, which a refusal
+    of its answers leaves as they are; empty where it holds none of them."""
+    held = ", ".join(name for name in kept if (run_dir / name).is_file())
+    return f" (kept: {held})" if held else ""
 
 
 #: Each output of the answers whose rows were answers, with the record of what it was
@@ -150,11 +156,10 @@ def emptied_answers_refusal(
         return None
     if reparsed_since(run_dir, outputs_at(run_dir, output, _OUTPUTS[output])):
         return None
-    held = ", ".join(name for name in kept if (run_dir / name).is_file())
     return (
         f"{run_dir}: the folder's answers are gone ({RESPONSES}/ holds none, where {output} "
-        f"holds answers) and no reparse accounts for it; {would}, so nothing was written "
-        f"(kept: {held}): {RESTORE_ANSWERS}, then {then}"
+        f"holds answers) and no reparse accounts for it; {would}, so nothing was written"
+        f"{_kept(run_dir, kept)}: {RESTORE_ANSWERS}, then {then}"
     )
 
 
