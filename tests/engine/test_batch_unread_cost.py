@@ -13,16 +13,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pytest
 
-from engine.audit import audit
+from engine.audit import Audit, audit
 from engine.dispatch import DispatchSummary, dispatch
 from engine.retry import RetryPolicy
 from engine.scan import scan_attempts
-from engine.spend import batch_prices_of, maybe_ran, recorded_spend, worst_case_cost_of
+from engine.spend import Prices, batch_prices_of, maybe_ran, recorded_spend, worst_case_cost_of
 from providers.batch import JobStatus
 from providers.types import Failure, ModelConfig, Outcome
 from tests.engine.batch_fake import FakeBatch
@@ -63,6 +63,25 @@ def _chars(plan: Path, ids: list[str]) -> list[int]:
     return [len(s or "") + len(u or "") for s, u in frame.select("system", "user").iter_rows()]
 
 
+def _plan_in(run_dir: Path, kit: type[Kit], rows: list[dict[str, Any]]) -> Path:
+    """The plan of `rows`, written in `run_dir` (made here), where the readers of a lost
+    line's worst case (a resume's spend, the audit) look for it."""
+    run_dir.mkdir()
+    return kit.write_plan(run_dir / "plan.parquet", rows)
+
+
+def _prices() -> Prices:
+    """The priced fake model's batch prices."""
+    prices = batch_prices_of(PRICED)
+    assert prices is not None
+    return prices
+
+
+def _audited(run_dir: Path) -> Audit:
+    """The audit of `run_dir` at the priced fake model's batch prices and output cap."""
+    return audit(run_dir, batch_prices={MODEL: _prices()}, output_caps={MODEL: PRICED.max_tokens})
+
+
 async def _priced_run(
     plan: Path, run_dir: Path, fake: FakeBatch, budget_usd: float | None = 100.0
 ) -> DispatchSummary:
@@ -76,9 +95,7 @@ async def _priced_run(
 
 def _reported(run_dir: Path) -> float:
     attempts = scan_attempts(run_dir, ["tokens_in", "tokens_out"]).collect()
-    prices = batch_prices_of(PRICED)
-    assert prices is not None
-    return prices.cost(int(attempts["tokens_in"].sum()), int(attempts["tokens_out"].sum()))
+    return _prices().cost(int(attempts["tokens_in"].sum()), int(attempts["tokens_out"].sum()))
 
 
 async def test_lines_lost_from_results_keep_their_worst_case_in_the_spend_cap(
@@ -93,9 +110,7 @@ async def test_lines_lost_from_results_keep_their_worst_case_in_the_spend_cap(
         pl.col("outcome") == DAMAGED
     )["request_id"].to_list()
     assert len(lost) == 2 and sum(fake.ran.values()) == 32  # 30 lines, then the 2 lost again
-    prices = batch_prices_of(PRICED)
-    assert prices is not None
-    worst = math.fsum(worst_case_cost_of(prices, PRICED, n) for n in _chars(plan, lost))
+    worst = math.fsum(worst_case_cost_of(_prices(), PRICED, n) for n in _chars(plan, lost))
     assert worst > 0
     assert done.spend.spent_now_usd == pytest.approx(_reported(run_dir) + worst, rel=1e-9)
 
@@ -117,19 +132,16 @@ async def test_an_expired_job_that_lost_a_line_it_ran_keeps_its_dearest_unread_w
     rows = kit.plan_rows(MODEL, 30)
     rows[-1]["user"] = "x" * 5000  # one prompt far longer: the dearest of the unread
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    plan = kit.write_plan(run_dir / "plan.parquet", rows)  # where the readers look
+    plan = _plan_in(run_dir, kit, rows)
     done = await _priced_run(plan, run_dir, LosingExpired(faults={1: "expire"}))
     assert done.complete and done.spend is not None
-    prices = batch_prices_of(PRICED)
-    assert prices is not None
-    dearest = worst_case_cost_of(prices, PRICED, max(_chars(plan, [r["request_id"]
-                                                                    for r in rows])))
+    chars = _chars(plan, [r["request_id"] for r in rows])
+    dearest = worst_case_cost_of(_prices(), PRICED, max(chars))
     spent = done.spend.spent_now_usd
     assert spent == pytest.approx(_reported(run_dir) + dearest, rel=1e-9)
     # A resume's cap starts where this run's ended, and the audit counts the same line.
     assert recorded_spend(run_dir, {MODEL: PRICED}) == pytest.approx(spent, rel=1e-9)
-    row = audit(run_dir, batch_prices={MODEL: prices}, output_caps={MODEL: 300}).by_model[MODEL]
+    row = _audited(run_dir).by_model[MODEL]
     assert row.cost_usd == pytest.approx(spent, rel=1e-9)
     assert row.billed_unread == 1
     assert row.billed_unread_usd == pytest.approx(dearest, rel=1e-9)
@@ -138,19 +150,16 @@ async def test_an_expired_job_that_lost_a_line_it_ran_keeps_its_dearest_unread_w
 async def test_the_audit_and_a_resume_count_lines_billed_with_no_readable_result(
     tmp_path: Path, kit: type[Kit]
 ) -> None:
-    plan = kit.write_plan(tmp_path / "plan.parquet", kit.plan_rows(MODEL, 30))
     run_dir = tmp_path / "run"
-    (run_dir).mkdir()
-    (run_dir / "plan.parquet").write_bytes(plan.read_bytes())  # where the readers look
-    done = await _priced_run(run_dir / "plan.parquet", run_dir, Dropping(), budget_usd=None)
+    plan = _plan_in(run_dir, kit, kit.plan_rows(MODEL, 30))
+    done = await _priced_run(plan, run_dir, Dropping(), budget_usd=None)
     assert done.complete
     lost = scan_attempts(run_dir, ["request_id", "outcome"]).collect().filter(
         pl.col("outcome") == DAMAGED
     )["request_id"].to_list()
-    prices = batch_prices_of(PRICED)
-    assert prices is not None and len(lost) == 2
-    worst = math.fsum(worst_case_cost_of(prices, PRICED, n) for n in _chars(plan, lost))
-    report = audit(run_dir, batch_prices={MODEL: prices}, output_caps={MODEL: 300})
+    assert len(lost) == 2
+    worst = math.fsum(worst_case_cost_of(_prices(), PRICED, n) for n in _chars(plan, lost))
+    report = _audited(run_dir)
     row = report.by_model[MODEL]
     assert row.cost_usd == pytest.approx(_reported(run_dir) + worst, rel=1e-9)
     assert row.billed_unread == 2
@@ -208,8 +217,7 @@ async def test_requests_counted_failed_whose_error_file_is_gone_are_absent_not_b
     after two such jobs. The provider does not bill its failed lines: they are asked again as
     ordinary failures, nothing said damaged, and nothing charged for them."""
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    plan = kit.write_plan(run_dir / "plan.parquet", kit.plan_rows(MODEL, 30))
+    plan = _plan_in(run_dir, kit, kit.plan_rows(MODEL, 30))
     fake = ErrorFileGone(faults={1: "error_lines"})
     done = await _priced_run(plan, run_dir, fake)
     assert done.complete and done.spend is not None
@@ -219,9 +227,7 @@ async def test_requests_counted_failed_whose_error_file_is_gone_are_absent_not_b
     assert first.filter(pl.col("outcome") == Outcome.PROVIDER_ERROR.value).height == 10
     assert sorted(fake.ran.values()) == [1] * 20 + [2] * 10  # the 10 asked again once
     assert done.spend.spent_now_usd == pytest.approx(_reported(run_dir), rel=1e-9)
-    prices = batch_prices_of(PRICED)
-    assert prices is not None
-    row = audit(run_dir, batch_prices={MODEL: prices}, output_caps={MODEL: 300}).by_model[MODEL]
+    row = _audited(run_dir).by_model[MODEL]
     assert row.billed_unread == 0 and row.lost_to_damage == 0
 
 
@@ -243,8 +249,7 @@ async def test_requests_counted_failed_beside_a_lost_answer_are_not_charged_as_d
     it was cannot be told: each is asked again as a line the job may have run, and the
     dearest one worst case is charged, in the spend cap, a resume's and the audit."""
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    plan = kit.write_plan(run_dir / "plan.parquet", kit.plan_rows(MODEL, 30))
+    plan = _plan_in(run_dir, kit, kit.plan_rows(MODEL, 30))
     fake = ErrorFileGoneAndAnswerLost(faults={1: "error_lines"})
     done = await _priced_run(plan, run_dir, fake)
     assert done.complete and done.spend is not None
@@ -255,12 +260,11 @@ async def test_requests_counted_failed_beside_a_lost_answer_are_not_charged_as_d
     assert absent.height == 11
     assert {maybe_ran(d) for d in absent["detail"]} == {("job-1", 1)}
     assert sorted(fake.ran.values()) == [1] * 19 + [2] * 11  # the 11 asked again once
-    prices = batch_prices_of(PRICED)
-    assert prices is not None
-    dearest = worst_case_cost_of(prices, PRICED, max(_chars(plan, absent["request_id"].to_list())))
+    chars = _chars(plan, absent["request_id"].to_list())
+    dearest = worst_case_cost_of(_prices(), PRICED, max(chars))
     spent = done.spend.spent_now_usd
     assert spent == pytest.approx(_reported(run_dir) + dearest, rel=1e-9)
     assert recorded_spend(run_dir, {MODEL: PRICED}) == pytest.approx(spent, rel=1e-9)
-    row = audit(run_dir, batch_prices={MODEL: prices}, output_caps={MODEL: 300}).by_model[MODEL]
+    row = _audited(run_dir).by_model[MODEL]
     assert (row.billed_unread, row.lost_to_damage) == (1, 0)
     assert row.billed_unread_usd == pytest.approx(dearest, rel=1e-9)
