@@ -583,13 +583,9 @@ async def test_a_lane_stopping_for_damage_uploads_nothing_more(
 
 
 @dataclass
-class ExpiredAfterAll(FakeBatch):
+class ExpiredAfterAll(LosingExpired):
     """Its first job runs every line and is then said expired, the provider counting every
-    line completed; its results hold all of them but the last."""
-
-    async def results(self, fetch: Fetch, state: JobState) -> Sequence[LineResult]:
-        lines = list(await super().results(fetch, state))
-        return lines[:-1] if state.job_id == "job-1" else lines
+    line completed; its results hold all of them but the last (`LosingExpired`'s)."""
 
     def _state(self, job: Any) -> JobState:
         state = super()._state(job)
