@@ -104,10 +104,7 @@ def _record_at(run_dir: Path, record: dict[str, Any], name: str) -> datetime | N
     file's modification time; None where neither can be told."""
     if (at := parse_time(record.get("at"))) is not None:
         return at
-    try:
-        return datetime.fromtimestamp((run_dir / name).stat().st_mtime, UTC)
-    except OSError:
-        return None
+    return _modified_at(run_dir / name)
 
 
 def outputs_at(run_dir: Path, output: str, name: str) -> datetime | None:
@@ -117,8 +114,13 @@ def outputs_at(run_dir: Path, output: str, name: str) -> datetime | None:
     record = read_scored_from(run_dir, name)
     if record is not None:
         return _record_at(run_dir, record, name)
+    return _modified_at(run_dir / output)
+
+
+def _modified_at(path: Path) -> datetime | None:
+    """The file's modification time (UTC), None where it cannot be read."""
     try:
-        return datetime.fromtimestamp((run_dir / output).stat().st_mtime, UTC)
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC)
     except OSError:
         return None
 
