@@ -286,6 +286,11 @@ def _solve_fast(incidence: FloatArray, probs: FloatArray, norm: str) -> tuple[Fl
     return out
 
 
+class UncertifiedError(RuntimeError):
+    """A set whose profit no solve could certify to `CERTIFY_TOLERANCE`: raised rather than
+    an inexact score returned (a RuntimeError, as it was before it had a name)."""
+
+
 def _undecided(profit: FloatArray, gap: FloatArray) -> npt.NDArray[np.bool_]:
     """Sets whose certificate leaves open whether they are coherent at all.
 
@@ -317,7 +322,7 @@ def _solve_certified(
         if not fixed[3][0] <= CERTIFY_TOLERANCE:
             if not failed[k]:
                 continue  # the batch's answer is certified, and no tighter one was found
-            raise RuntimeError(
+            raise UncertifiedError(
                 f"Dutch-book LP for set {k} could not be certified "
                 f"(duality gap {fixed[3][0]:.3g} > {CERTIFY_TOLERANCE:g})"
             )

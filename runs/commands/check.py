@@ -723,6 +723,10 @@ def check(
     except ValueError as error:
         fail(f"{file}: {' '.join(str(error).split())}", code=1)
         return
+    except RuntimeError as error:  # scoring.dutch_book.UncertifiedError, not imported early
+        fail(f"{file}: {error}: no profit is printed rather than one not certified exact; "
+             "please report it with this file", code=1)  # fmt: skip
+        return
     profit = float(result.profit[0])
     stakes, coherent = _as_scored(
         profit,

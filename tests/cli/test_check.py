@@ -47,6 +47,33 @@ def _json(*args: str) -> dict[str, object]:
     return json.loads(out)  # type: ignore[no-any-return]
 
 
+def test_a_set_no_solve_certifies_ends_in_one_line_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A set no solve certifies (a tester's l1 set did, before dc4ff40) raised out of `check`
+    as a traceback; it is one line, exit 1, naming the file and the gap, and no profit."""
+    import scoring.dutch_book as dutch_book
+
+    def uncertified(*_: object) -> object:
+        raise dutch_book.UncertifiedError(
+            "Dutch-book LP for set 0 could not be certified (duality gap 2.4e-06 > 1e-09)"
+        )
+
+    monkeypatch.setattr(dutch_book, "_solve_certified", uncertified)
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps({"atoms": 2, "events": [
+        {"id": "A", "atoms": [0], "p": 0.6}, {"id": "B", "atoms": [1], "p": 0.6},
+    ]}))  # fmt: skip
+    code, out, err = _run(str(path), "--norm", "l1")
+    assert code == 1
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert str(path) in lines[0]
+    assert "could not be certified (duality gap 2.4e-06 > 1e-09)" in lines[0]
+    assert "please report it" in lines[0]
+
+
 # -- the paper's example, through the installed console script ------------------------
 @pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason="console script not installed")
 def test_figure_1_through_the_console_script() -> None:
