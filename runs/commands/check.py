@@ -511,8 +511,8 @@ def book_rows(
     """
     matrix = np.asarray(incidence, dtype=np.float64)
     worst = int(np.argmin(atom_payoffs(matrix, probs, stakes)))
-    rows = [
-        (i, float(stakes[i] * (matrix[i, worst] - probs[i])))
+    rows = [  # + 0.0: selling a certain event at 1 pays -1 * 0, printed "-0.00000"
+        (i, float(stakes[i] * (matrix[i, worst] - probs[i])) + 0.0)
         for i in range(len(probs))
         if abs(stakes[i]) > STAKE_EPSILON
     ]

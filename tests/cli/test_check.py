@@ -74,6 +74,16 @@ def test_a_set_no_solve_certifies_ends_in_one_line_exit_1(
     assert "please report it" in lines[0]
 
 
+def test_a_contract_on_a_certain_event_priced_1_pays_plus_zero_not_minus_zero() -> None:
+    """Selling a certain event at 1 pays -1 x (1 - 1) in every atom, -0.0, which the book's
+    table printed as "-0.00000" (a tester's set)."""
+    incidence = np.array([[1.0, 0.0], [1.0, 1.0]])
+    probs = np.array([0.7, 1.0])
+    _, rows = book_rows(incidence, probs, np.array([1.0, -1.0]))
+    assert [payoff for i, payoff in rows if i == 1] == [0.0]
+    assert all(np.copysign(1.0, payoff) == 1.0 for _, payoff in rows if payoff == 0)
+
+
 # -- the paper's example, through the installed console script ------------------------
 @pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason="console script not installed")
 def test_figure_1_through_the_console_script() -> None:
