@@ -255,6 +255,7 @@ def _named_shards(record: dict[str, Any] | None) -> tuple[dict[str, int], dict[s
     if not isinstance(entries, list):
         return {}, {}
     listed = [entry for entry in entries if isinstance(entry, list) and entry]
+    listed = [entry for entry in listed if isinstance(entry[0], str)]  # a list, hand-edited
     sizes = {
         entry[0]: entry[1] for entry in listed if len(entry) > 1 and isinstance(entry[1], int)
     }

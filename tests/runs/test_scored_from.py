@@ -80,3 +80,14 @@ def test_a_reparse_that_changes_no_answer_leaves_the_scores_standing(tmp_path: P
     assert "dutchbook score" not in reparsed.output
     assert (out / SCORED_FROM).read_text() != before  # the new shard, recorded
     assert runner.invoke(app, ["report", str(out)]).exit_code == 0
+
+
+def test_a_record_edited_by_hand_with_a_list_for_a_shard_name_is_passed_over() -> None:
+    """A record's response entry whose name is a list (a hand edit) raised TypeError
+    (unhashable type: 'list') from the gone-answers guard; like a name that is no shard's, it
+    is passed over, and the entries beside it are read."""
+    from runs.scored_from import _named_shards
+
+    named, sizes = _named_shards({"responses": [[["x"], 5], ["part-00000000.parquet", 7]]})
+    assert named == {"part-00000000.parquet": 0}
+    assert sizes == {"part-00000000.parquet": 7}
