@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,12 +32,16 @@ from engine.runlock import lock_held
 from engine.status import lane_eta_s as lane_eta_s  # re-exported: the docs name it here
 from engine.status import status as run_status
 from engine.unresolved import interrupted_note
-from runs.commands._errors import path_given, user_errors
+from runs.commands._errors import MADE_READ_ONLY_HINT, path_given, user_errors
 from runs.commands._run_folder import require_run_folder
 from runs.output import print_text, stdout_console
 from runs.scored_from import rerun_command
 
-_STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow"}
+#: What the header says of a died run whose folder cannot be written (`read_only`): a run
+#: stopped by its disk turning read-only cannot remove its `run.pid`, and read "died".
+STOPPED_READ_ONLY = "stopped, folder read-only"
+_STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow",
+                STOPPED_READ_ONLY: "red"}  # fmt: skip
 #: The gaps `_stale_scores` and `_stale_report` say, as the header words them after
 #: "answered, " for a finished run (and `--json`'s additive `scored` and `reported` read).
 NOT_SCORED, SCORES_STALE, SCORES_DAMAGED = "not scored", "scores out of date", "scores damaged"
@@ -126,6 +132,8 @@ def render(summary: dict[str, Any], console: Console) -> None:
     header = Text(str(summary["run_dir"]), style="bold")  # a path is not markup
     if state in _RESUMABLE and summary.get("answers_gone"):  # a resume is refused: not so
         state = "answers missing"
+    elif state == "died" and summary.get("read_only"):  # its pid file could not go
+        state = STOPPED_READ_ONLY
     elif state == "finished" and (gap := summary.get("outputs_gap")):
         # Every query answered and the scores or the report not written from those answers (a
         # stop while it scored or reported): "finished" read as the whole run done (a tester's).
@@ -308,6 +316,7 @@ def status(
 
     with user_errors(OSError, JournalError, folder=run_dir):
         summary = run_status(run_dir, *parser_and_budget(run_dir))
+        _say_read_only(run_dir, summary)
         gone = _say_gone_answers(run_dir, summary)  # `repair` refuses: no line to run it
         if not gone and (repairs := stale_repairs(run_dir)):
             summary["warnings"].append(repairs)
@@ -340,6 +349,24 @@ BUSY_NOTE = (
     "another dutchbook command (a reparse, score, repair or report) is writing this folder "
     "now: what follows is as of now, and a warning below may be of the work it is doing"
 )
+
+
+def _say_read_only(run_dir: Path, summary: dict[str, Any]) -> None:
+    """Note in `read_only` (additive) whether a died run's folder refuses writes as read-only
+    (`engine.durable.turned_read_only`: its mount says so, or a file made there fails with
+    EROFS, as on ext4 turned read-only by an error, whose mount flags stay as they were), and
+    warn of it first. A run stopped by its disk turning read-only ends in its own line, but
+    cannot remove its `run.pid`: `status` then said the run "died", with no word of why nor
+    of what resumes it. `state` stays "died" (its values are a contract); only a died run
+    is asked, as only it reads wrong, and asking makes a file there where it may."""
+    from engine.durable import turned_read_only
+
+    summary["read_only"] = summary["state"] == "died" and turned_read_only(run_dir)
+    if summary["read_only"]:
+        summary["warnings"].insert(0, (
+            f"{run_dir} cannot be written ({os.strerror(errno.EROFS)}), so the run that wrote it "
+            f"could not remove its run.pid when it stopped: {MADE_READ_ONLY_HINT} to resume"
+        ))  # fmt: skip
 
 
 def _lost_jobs(run_dir: Path) -> list[LostJob]:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import polars as pl
 import pytest
 from typer.testing import CliRunner, Result
@@ -374,3 +375,38 @@ def test_a_write_failed_in_planning_names_its_file(
     disk.turning_at(runs.pipeline, phase)
     line = _one_read_only_line(_run(tmp_path))
     assert f"{tmp_path / 'out' / '.design.json.tmp'} could not be written" in line, line
+
+
+def _exited(out: Path, disk: ReadOnlyDisk) -> None:
+    """The run (this process, in-process) as a process that has exited: its pid file, left
+    on the read-only disk, names a process started at another time."""
+    disk.mend()
+    info = orjson.loads((out / PID_FILE).read_bytes())
+    (out / PID_FILE).write_bytes(orjson.dumps({**info, "create_time": 0.0}))
+    disk.turn()
+
+
+def test_status_of_a_run_stopped_by_its_folder_turning_read_only_says_so(
+    tmp_path: Path, disk: ReadOnlyDisk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its run.pid cannot be removed, so `status` said the run "died", and nothing of the
+    read-only folder nor of what resumes it. `state` stays "died" (a contract); `read_only`
+    and the header and a warning say why, and what to do."""
+    ledger = engine.ledger.Ledger
+    monkeypatch.setattr(ledger, "record_dispatch", ledger.record_dispatch)  # put back after
+    disk.turning_at(engine.ledger.Ledger, "record_dispatch", after=5)
+    _one_read_only_line(_run(tmp_path))
+    out = tmp_path / "out"
+    _exited(out, disk)
+    said = CliRunner().invoke(app, ["status", str(out), "--json"])
+    assert said.exit_code == 0, said.output
+    summary = orjson.loads(said.output)
+    assert summary["state"] == "died" and summary["read_only"] is True
+    assert "make it writable again (remount it)" in summary["warnings"][0], summary["warnings"]
+    text = " ".join(CliRunner().invoke(app, ["status", str(out)]).output.split())  # unwrapped
+    assert text.startswith(f"{out}: stopped, folder read-only (pid "), text
+    assert "when the run died" not in text, text
+    disk.mend()  # writable again: a run that died, as before, and no probe left behind
+    summary = orjson.loads(CliRunner().invoke(app, ["status", str(out), "--json"]).output)
+    assert summary["state"] == "died" and summary["read_only"] is False
+    assert not list(out.glob(".write-probe-*"))
