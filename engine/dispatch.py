@@ -31,10 +31,10 @@ from rich.console import Console
 from engine.batch_jobs import JobRecords, fold_jobs, held_ids
 from engine.batch_lane import BatchLane, created_jobs_worst
 from engine.console_lines import plural
-from engine.durable import READ_ONLY_SAVED, FolderReadOnly, disk_refused
+from engine.durable import READ_ONLY_SAVED, FolderReadOnly
 from engine.housekeeping import housekeeping_thread
 from engine.http import HttpClient
-from engine.lanefile import read_lane_states, write_lane_states
+from engine.lanefile import LaneFileWriter, read_lane_states
 from engine.lanes import DEFAULT_CONCURRENCY, Lane, LaneState, LaneStats
 from engine.ledger import Ledger
 from engine.logs import EngineLog
@@ -448,7 +448,7 @@ class _Compactor:
 
 async def _refresh(
     progress: ProgressSink | None,
-    run_dir: Path,
+    lane_file: LaneFileWriter,
     lanes: list[LaneStats],
     done: asyncio.Event,
     every_s: float = 0.25,
@@ -459,7 +459,7 @@ async def _refresh(
         if progress is not None:
             progress.refresh()
         if time.monotonic() - last_write >= write_every_s:
-            await asyncio.to_thread(_write_lane_states, run_dir, lanes)
+            await asyncio.to_thread(lane_file.write, lanes)
             last_write = time.monotonic()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), timeout=every_s)
@@ -485,16 +485,6 @@ async def _tell_stop(
                 lane.on_stop()
             except Exception as exc:  # the lane still stops: its workers look at `halted`
                 log.error("stop_not_told", echo=False, model=lane.config.name, error=repr(exc))
-
-
-def _write_lane_states(run_dir: Path, lanes: list[LaneStats]) -> None:
-    """`logs/lanes.json`, a snapshot for readers: skipped, not fatal, when the disk is full
-    or turned read-only."""
-    try:
-        write_lane_states(run_dir, lanes)
-    except OSError as exc:
-        if not disk_refused(exc):
-            raise
 
 
 def _secrets_of(
@@ -766,6 +756,11 @@ class _Run:
     spans: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     #: Set when the run is asked to stop (`dispatch`'s `stop_event`).
     stop_event: asyncio.Event | None = None
+    #: `logs/lanes.json`, each second and at the end.
+    lane_file: LaneFileWriter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lane_file = LaneFileWriter(self.run_dir, self.log)
 
     async def drive(
         self, lanes: list[AnyLane], counts: Mapping[str, int], summary: DispatchSummary,
@@ -797,7 +792,7 @@ class _Run:
         compactor = _Compactor(self.ledger, lanes, *self.compact_every, self.log)
         helpers = [
             asyncio.create_task(compactor.run(done), name="compaction"),
-            asyncio.create_task(_refresh(self.sink, self.run_dir, stats, done), name="refresh"),
+            asyncio.create_task(_refresh(self.sink, self.lane_file, stats, done), name="refresh"),
             asyncio.create_task(
                 _tell_stop(self.stop_event, lanes, done, self.log), name="tell_stop"
             ),
@@ -900,7 +895,7 @@ class _Run:
             # The summary carries it, and the caller says it (the CLI: one line, exit 6).
             self.log.error("disk_full", echo=False, detail=summary.disk_full)
         _cap_said_at_the_end(summary)
-        _write_lane_states(self.run_dir, list(summary.lanes.values()))
+        self.lane_file.write(list(summary.lanes.values()))
         summary.elapsed_s = time.monotonic() - t0
         for line in summary.lines():
             self.log.info("summary", line=line)

@@ -12,10 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from engine.durable import write_bytes_atomic
+from engine.durable import (
+    NOT_WRITABLE_ERRNOS,
+    disk_refused,
+    is_disk_full,
+    turned_read_only,
+    write_bytes_atomic,
+)
 
 if TYPE_CHECKING:
     from engine.lanes import LaneStats
+    from engine.logs import EngineLog
 
 #: Where the lanes' states are written while a run goes (read by `read_lane_states`).
 LANES_FILE = Path("logs") / "lanes.json"
@@ -81,6 +88,45 @@ def write_lane_states(run_dir: Path, lanes: list[LaneStats]) -> None:
     # Rewritten every second and rebuilt by the next dispatch: atomic, not fsync'd.
     data = orjson.dumps(lane_states(lanes), option=orjson.OPT_INDENT_2)
     write_bytes_atomic(target, data, sync=False)
+
+
+#: The event (and its `say`) of `logs/` refusing `lanes.json`, said once per dispatch.
+LOGS_NOT_WRITTEN = "logs_not_written"
+
+
+class LaneFileWriter:
+    """`logs/lanes.json` for one dispatch, written each second and at its end: a snapshot
+    for readers, so a write the disk refuses (full, read-only, not this user's to write) is
+    skipped, never fatal: logs are not answers. A `logs/` refused alone (mounted read-only
+    on its own, or made unwritable) while the run folder takes writes was silent: the run
+    ended with exit 0 and `status` showed the lanes as they stood then. That is said once,
+    on the console. A run folder whose own disk refuses is not: its journal's next write
+    stops the run with that disk's own line."""
+
+    def __init__(self, run_dir: Path, log: EngineLog) -> None:
+        self.run_dir, self.log = run_dir, log
+        #: Whether the refusal was said (once a dispatch).
+        self.said = False
+
+    def write(self, lanes: list[LaneStats]) -> None:
+        try:
+            write_lane_states(self.run_dir, lanes)
+        except OSError as exc:
+            if not disk_refused(exc) and exc.errno not in NOT_WRITABLE_ERRNOS:
+                raise
+            self._say(exc)
+
+    def _say(self, exc: OSError) -> None:
+        if self.said or is_disk_full(exc) or turned_read_only(self.run_dir):
+            return
+        self.said = True
+        target = self.run_dir / LANES_FILE
+        now = datetime.now(UTC).strftime("%H:%M:%S UTC")
+        self.log.warning(LOGS_NOT_WRITTEN, path=str(target), error=str(exc), say=(
+            f"{target} could not be written ({exc.strerror or exc}): the run goes on and "
+            "keeps its answers, but logs/ is not kept current while it cannot be written, "
+            f"and `dutchbook status` shows the lanes as of {now}"
+        ))  # fmt: skip
 
 
 def read_lane_states(run_dir: Path | str) -> dict[str, Any] | None:

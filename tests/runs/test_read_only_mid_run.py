@@ -26,6 +26,8 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner, Result
 
+import engine.durable
+import engine.lanefile
 import engine.ledger
 import runs.pipeline
 import runs.scoring_step
@@ -410,3 +412,54 @@ def test_status_of_a_run_stopped_by_its_folder_turning_read_only_says_so(
     summary = orjson.loads(CliRunner().invoke(app, ["status", str(out), "--json"]).output)
     assert summary["state"] == "died" and summary["read_only"] is False
     assert not list(out.glob(".write-probe-*"))
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES])
+def test_a_logs_folder_refused_alone_mid_run_is_said_once_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """logs/ alone mounted read-only (or made unwritable) while the run dispatched:
+    `logs/lanes.json` stood still with not a word (exit 0; `status` then showed its lanes
+    as they were), and one not this user's to write stopped its rewriting for good, the
+    live display's refresh with it, then failed the dispatch's close. Logs are not answers:
+    the run goes on, answers every query, and says so once."""
+    logs = tmp_path / "out" / "logs"
+    refused: list[Path] = []
+    real = engine.durable.write_bytes_atomic
+
+    def write(target: Path, data: bytes, **kwargs: Any) -> None:
+        if refused and target.parent == logs:
+            refused.append(target)
+            raise OSError(code, os.strerror(code), str(target))
+        real(target, data, **kwargs)
+
+    monkeypatch.setattr(engine.lanefile, "write_bytes_atomic", write)
+    ledger = engine.ledger.Ledger
+    real_dispatch = ledger.record_dispatch
+
+    def record_dispatch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        refused.append(logs)  # from the first query sent on
+        return real_dispatch(self, *args, **kwargs)
+
+    monkeypatch.setattr(ledger, "record_dispatch", record_dispatch)
+    result = _run(tmp_path)
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.output.splitlines() if "could not be written" in line]
+    assert len(said) == 1 and str(logs / "lanes.json") in said[0], result.output
+    assert "the run goes on and keeps its answers" in said[0], said
+    assert len(refused) > 2  # asked again at the end, said once
+    assert scan_responses(tmp_path / "out").collect().height == PLANNED
+
+
+def test_a_run_folder_turned_read_only_says_its_own_line_not_the_logs_one(
+    tmp_path: Path, disk: ReadOnlyDisk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole folder's disk refuses, logs/ with it: the logs' line is not said besides."""
+    monkeypatch.setattr(engine.lanefile, "turned_read_only", lambda folder: disk.on)
+    ledger = engine.ledger.Ledger
+    monkeypatch.setattr(ledger, "record_dispatch", ledger.record_dispatch)  # put back after
+    disk.turning_at(engine.ledger.Ledger, "record_dispatch", after=5)
+    result = _run(tmp_path)
+    _one_read_only_line(result)
+    assert "the run goes on" not in result.output, result.output
+
