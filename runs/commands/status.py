@@ -108,8 +108,9 @@ def _eta(entry: dict[str, Any], *, live: bool) -> str:
     return "?" if asking and entry.get("lane_state") in _ACTIVE_LANE_STATES else ""
 
 
-def _lane_text(entry: dict[str, Any], state: str) -> str:
-    """The lane column: its state, whether that is stale, and why (or the provider's hold)."""
+def _lane_text(entry: dict[str, Any], state: str, as_of: str | None = None) -> str:
+    """The lane column: its state, whether that is stale, and why (or the provider's hold);
+    `as_of`, the time of a `lanes.json` the run went on without (`lanes_behind_s`)."""
     lane, why = entry.get("lane_state") or "", entry.get("lane_message") or ""
     if not why:  # a lane that gave requests up is not said "done" (as dispatch says it),
         # but "gave up" or "done in part" alone: the row's other cells hold its counts, and
@@ -117,7 +118,9 @@ def _lane_text(entry: dict[str, Any], state: str) -> str:
         lane = lane_state_said(
             lane, entry.get("accepted") or 0, entry.get("planned"), entry.get("lane_gave_up")
         ).partition(":")[0]
-    if state != "live" and lane in _ACTIVE_LANE_STATES:  # `lanes.json` is stale
+    if as_of is not None:  # the run went on: neither what it is now nor how it ended
+        lane += f" as of {as_of}"
+    elif state != "live" and lane in _ACTIVE_LANE_STATES:  # `lanes.json` is stale
         lane += " when the run died" if state == "died" else " when the run stopped"
     elif state == "live" and not why:
         why = held_text(entry.get("lane_held_s"), entry.get("lane_held_by"))
@@ -150,8 +153,9 @@ def render(summary: dict[str, Any], console: Console) -> None:
             f"signal it again{again} to stop at once"
         )
     if (silent := _lanes_silent_s(summary)) is not None:
-        header.append(f", but no lane has said anything for {duration(silent)}: the process "
-                      "may be stopped (SIGSTOP, a debugger) or stalled")  # fmt: skip
+        why = (" while attempts go on (see the warning below)" if summary.get("lanes_stale")
+               else ": the process may be stopped (SIGSTOP, a debugger) or stalled")
+        header.append(f", but no lane has said anything for {duration(silent)}{why}")
     console.print(header)
     if summary["planned"] is None and not summary["attempts"]:
         console.print(no_plan_line(state), soft_wrap=True)
@@ -166,7 +170,8 @@ def render(summary: dict[str, Any], console: Console) -> None:
         f"{plural(summary['journal_segments'], 'journal segment')} not yet compacted"
     )
     _say_unresolved(summary, console)
-    print_whole(console, _models_table(summary["models"], state))
+    as_of = _lanes_as_of(summary) if summary.get("lanes_stale") else None
+    print_whole(console, _models_table(summary["models"], state, as_of))
     _render_jobs(summary.get("batch_jobs") or {}, console)
     _say_jobs_at_provider(summary.get("batch_jobs_at_provider") or [], console)
     if summary["retries_by_cause"]:
@@ -210,9 +215,46 @@ def _lanes_silent_s(summary: dict[str, Any]) -> float | None:
     return silent if silent > LANES_STALE_S else None
 
 
-def _models_table(models: dict[str, dict[str, Any]], state: str) -> Table:
+def lanes_behind_s(summary: dict[str, Any]) -> float | None:
+    """How long before the run's last attempt `logs/lanes.json` was last written, when that
+    is over `LANES_STALE_S` (dispatch rewrites it every second, and last after its last
+    attempt); None otherwise, or when either time is unknown. A dispatch whose `logs/`
+    could not be written (mounted read-only on its own) went on without it: `status` then
+    showed the lanes as they were, "running when the run stopped" of a finished run."""
+    try:
+        written = datetime.fromisoformat(str(summary.get("lanes_updated_at")))
+        last = datetime.fromisoformat(str(summary.get("last_attempt_at")))
+        behind = (last - written).total_seconds()
+    except (ValueError, TypeError):  # none of either, or damaged
+        return None
+    return behind if behind > LANES_STALE_S else None
+
+
+def _lanes_as_of(summary: dict[str, Any]) -> str:
+    """When `lanes.json` was last written, as the lane column says it."""
+    written = datetime.fromisoformat(str(summary["lanes_updated_at"]))
+    return written.astimezone(UTC).strftime("%H:%M:%S UTC")
+
+
+def _say_lanes_stale(summary: dict[str, Any]) -> None:
+    """Note in `lanes_stale` (additive) whether the lanes `status` reads are older than the
+    run's attempts (`lanes_behind_s`), and warn of it."""
+    behind = lanes_behind_s(summary)
+    summary["lanes_stale"] = behind is not None
+    if behind is not None:
+        summary["warnings"].append(
+            f"logs/lanes.json was last written at {summary['lanes_updated_at']}, "
+            f"{duration(behind)} before the run's last attempt (its logs/ could not be "
+            "written, or the file was put back from an older copy): the lane column is as of "
+            "then, the counts are the ledger's"
+        )
+
+
+def _models_table(
+    models: dict[str, dict[str, Any]], state: str, as_of: str | None = None
+) -> Table:
     """One row per model; its pending failures are those that failed (`failed`), not the
-    replies a strict reparse rejected, which their note says."""
+    replies a strict reparse rejected, which their note says; `as_of`: `_lane_text`'s."""
     table = Table(title="per model", title_justify="left")
     columns = ("model", "done/planned", "attempts", "retry attempts", "pending failures", "lane",
                "ETA")
@@ -221,7 +263,7 @@ def _models_table(models: dict[str, dict[str, Any]], state: str) -> Table:
     for name, entry in models.items():
         table.add_row(
             Text(name), _fraction(entry["accepted"], entry["planned"]), f"{entry['attempts']:,}",
-            f"{entry['retries']:,}", f"{entry['failed']:,}", Text(_lane_text(entry, state)),
+            f"{entry['retries']:,}", f"{entry['failed']:,}", Text(_lane_text(entry, state, as_of)),
             _eta(entry, live=state == "live"),
         )
     return table
@@ -317,6 +359,7 @@ def status(
     with user_errors(OSError, JournalError, folder=run_dir):
         summary = run_status(run_dir, *parser_and_budget(run_dir))
         _say_read_only(run_dir, summary)
+        _say_lanes_stale(summary)
         gone = _say_gone_answers(run_dir, summary)  # `repair` refuses: no line to run it
         if not gone and (repairs := stale_repairs(run_dir)):
             summary["warnings"].append(repairs)

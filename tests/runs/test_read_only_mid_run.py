@@ -18,6 +18,7 @@ import builtins
 import errno
 import os
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -463,3 +464,28 @@ def test_a_run_folder_turned_read_only_says_its_own_line_not_the_logs_one(
     _one_read_only_line(result)
     assert "the run goes on" not in result.output, result.output
 
+
+def test_status_says_lanes_the_run_went_on_without_are_as_of_their_last_write(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
+    """A finished run whose logs/lanes.json was last written long before its last attempt
+    (its logs/ refused it): its lane said "running when the run stopped"."""
+    out = tmp_path / "out"
+    finished_runs.copy_to(out, SMALL_SPEC)
+    fresh = orjson.loads(CliRunner().invoke(app, ["status", str(out), "--json"]).output)
+    assert fresh["lanes_stale"] is False and not fresh["warnings"], fresh["warnings"]
+    lanes = out / "logs" / "lanes.json"
+    states = orjson.loads(lanes.read_bytes())
+    last = datetime.fromisoformat(fresh["last_attempt_at"])
+    written = last - timedelta(minutes=2)
+    states["updated_at"] = written.isoformat(timespec="seconds")
+    for lane in states["lanes"].values():
+        lane["state"] = "running"
+    lanes.write_bytes(orjson.dumps(states))
+    summary = orjson.loads(CliRunner().invoke(app, ["status", str(out), "--json"]).output)
+    assert summary["state"] == "finished" and summary["lanes_stale"] is True
+    assert "logs/lanes.json was last written at" in summary["warnings"][0], summary["warnings"]
+    wide = {"COLUMNS": "200"}  # the lane's words on one line of its column
+    text = " ".join(CliRunner().invoke(app, ["status", str(out)], env=wide).output.split())
+    assert f"running as of {written.strftime('%H:%M:%S')} UTC" in text, text
+    assert "when the run stopped" not in text, text
