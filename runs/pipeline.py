@@ -127,6 +127,7 @@ from runs.spec import (
     check_batch_bytes,
     check_batch_floor,
     check_keys_read,
+    hash_picked_personalities,
     load_spec,
     short_batch_models,
 )
@@ -616,6 +617,9 @@ async def run_campaign(
     check_new_design(spec, units, run_dir)  # before the prompts are rendered, for a new folder
     if not rehearse:
         check_credentials(spec, os.environ)
+    for line in hash_picked_personalities(spec):  # once refusals are past, before planning
+        console.print(f"warning: {line}", style="yellow", soft_wrap=True, highlight=False,
+                      markup=False)  # fmt: skip
     # Held from before the plan is rendered (seconds, minutes at paper scale): `status` said
     # "no run folder" of a new run all that while, and a second run on the folder planned too.
     hold = take_folder_lock(run_dir)

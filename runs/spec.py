@@ -636,6 +636,30 @@ def short_batch_models(spec: CampaignSpec) -> list[str]:
     return [model.name for model in spec.models if _short_batch_cap(model) is not None]
 
 
+def hash_picked_personalities(spec: CampaignSpec) -> list[str]:
+    """One line per simulated model whose id names no personality and whose spec gives no
+    `personality`: it answers as one its id's hash picks (`personality_for`), as documented,
+    but `model = "sim-coherant"` (a typo) ran as another personality without a word, where
+    every other typo of a spec is refused with "did you mean". Said by `plan` and `run`."""
+    lines = []
+    for model in spec.models:
+        if model.provider != "sim" or model.extra.get("personality"):
+            continue
+        # Here, not at import: the forecasters cost a paid campaign's start (`rehearse`).
+        from providers.sim.forecasters import id_like, named_personality, personality_for
+
+        if named_personality(model.model) is not None:
+            continue
+        near = id_like(model.model)
+        hint = f"did you mean {near}?" if near else "set `personality` to choose one"
+        lines.append(
+            f"{model.name}: model {model.model!r} names no simulated personality and the spec "
+            f"gives none, so it answers as {personality_for(model.model)} (picked by the id's "
+            f"hash); {hint}"
+        )
+    return lines
+
+
 def check_batch_bytes(
     spec: CampaignSpec, sizes: Mapping[str, Sequence[int]], *, left: bool = False
 ) -> None:

@@ -76,6 +76,20 @@ def spec_personality(model: str, written: str | None = None) -> str:
     return personality_for(model, None if named_personality(model) else written)
 
 
+def personality_model(personality: str) -> str:
+    """The model id that names `personality` (`sim-noisy`), as the quickstart writes them."""
+    return f"sim-{personality}"
+
+
+def id_like(model: str) -> str | None:
+    """The id naming a personality (`personality_model`) closest to a `model` id that names
+    none: what a typo meant (`sim-coherant`: sim-coherent); None when none is close."""
+    import difflib
+
+    ids = [personality_model(name) for name in PERSONALITIES]
+    return next(iter(difflib.get_close_matches(model.lower(), ids, n=1)), None)
+
+
 def personality_for(model: str, explicit: str | None = None) -> str:
     """The personality named in the model id (e.g. `sim-noisy`), else a stable pick by hash."""
     if explicit:

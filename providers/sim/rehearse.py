@@ -36,7 +36,7 @@ def _sim_model(config: ModelConfig) -> str:
     """Simulated models carry their personality in the id, which the server reads."""
     # Here, not at import: a run checks every model's options through `rehearse_model`
     # (`runs.model_options`), and the forecasters cost a paid campaign's start 18 ms.
-    from providers.sim.forecasters import PERSONALITIES, named_personality
+    from providers.sim.forecasters import PERSONALITIES, named_personality, personality_model
 
     personality = config.extra.get("personality")
     if personality is None or named_personality(config.model) is not None:
@@ -46,7 +46,7 @@ def _sim_model(config: ModelConfig) -> str:
             f"model {config.name!r}: unknown personality {personality!r};"
             f" known: {', '.join(PERSONALITIES)}"
         )
-    return f"sim-{personality}"
+    return personality_model(personality)
 
 
 def rehearse_model(

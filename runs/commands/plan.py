@@ -27,6 +27,7 @@ from runs.spec import (
     check_batch_bytes,
     check_batch_floor,
     check_keys_read,
+    hash_picked_personalities,
     load_spec,
 )
 from runs.units import UnitSource
@@ -59,6 +60,8 @@ def plan(
         check_model_options(spec)
         check_keys_read(spec)
         check_batch_floor(spec)
+        for line in hash_picked_personalities(spec):  # on stderr: --json's output stays one object
+            typer.echo(f"warning: {line}", err=True)
         sized = PlannedSizes(spec)  # a batch_max_bytes is judged by the lines it cuts
         with PlanningProgress(Console(stderr=True, emoji=False), spec.name) as shown:
             rendered = estimate(spec, units, progress=shown.update, on_query=sized.on_query)
