@@ -935,5 +935,7 @@ async def _spend_cap(
     summary.unpriced = unpriced(models.values())
     run.log.info("spend_cap", budget_usd=budget_usd, spent_before_usd=round(before, 6))
     if summary.unpriced:
-        run.log.warning("spend_not_counted", models=summary.unpriced)
+        # Kept off the console: the summary's "not counted toward the cap" line says it, and
+        # the raw event before it ("spend not counted: models a and b") said it twice.
+        run.log.warning("spend_not_counted", echo=False, models=summary.unpriced)
     return spend

@@ -148,18 +148,22 @@ async def test_cap_stops_part_way_and_resume_with_higher_cap_finishes(
 async def test_unpriced_models_are_not_counted_and_said_so_once(
     tmp_path: Path, kit: type[Kit], sim: SimHandle
 ) -> None:
+    """The summary says which models the cap does not count; the console said it twice, first
+    as the log's raw "dutchbook warning: spend not counted: models ...", which the log file
+    keeps."""
     plan = kit.write_plan(
         tmp_path / "plan.parquet", kit.plan_rows("paid", 6) + kit.plan_rows("free", 6)
     )
     paid = kit.sim_model("paid", sim.root_url, **PRICES)
     free = kit.sim_model("free", sim.root_url)
+    console = io.StringIO()
     summary = await dispatch(
         plan,
         tmp_path / "run",
         {"paid": paid[0], "free": free[0]},
         {"paid": paid[1], "free": free[1]},
         policy=FAST,
-        log_console=None,
+        log_console=console,
         budget_usd=100.0,
     )
     assert summary.complete and not summary.spend_cap_reached
@@ -167,6 +171,9 @@ async def test_unpriced_models_are_not_counted_and_said_so_once(
     lines = summary.lines()
     notes = [line for line in lines if "not counted toward the cap" in line]
     assert len(notes) == 1 and "free" in notes[0] and "paid" not in notes[0]
+    assert "not counted" not in console.getvalue()
+    logged = (tmp_path / "run" / "logs" / "engine.jsonl").read_text(encoding="utf-8")
+    assert '"event":"spend_not_counted"' in logged and '"models":["free"]' in logged
     assert summary.spend is not None
     expected = ledger_spend(
         tmp_path / "run", Prices(PRICES["price_in_per_mtok"], PRICES["price_out_per_mtok"]), "paid"
