@@ -5,7 +5,8 @@ parser, unless `dutchbook reparse` changed the parser since: `logs/reparses.json
 `design.json` (the version of dutchbook that planned the run and the SHA-256 of every input
 file it was planned from), the ledger (when the first and the last attempt were sent) and
 `logs/phases.jsonl` (how many `dutchbook run` processes got past planning: the first run and
-each resume, a killed one included), and the scores files it read (their SHA-256, by
+each resume, a killed one included; and, with the ledger's attempt times, how many of them sent
+an attempt), and the scores files it read (their SHA-256, by
 which `status` tells a report of older scores). The version that wrote the report is this one. Paths
 are left out: they name a machine, and the digests say what the files were.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,8 @@ def provenance(run_dir: Path) -> dict[str, Any]:
         # `dutchbook run` processes that recorded a phase: each laps its plan first, so a
         # run killed while it dispatched counts too.
         "runs": len({phase.get("pid") for phase in phases}),
+        # Additive: those of them that sent an attempt (a run of a finished folder sends none).
+        "runs_with_attempts": _runs_with_attempts(run_dir, phases),
         # Additive: every answer is the local simulator's (`--rehearse`, `runs.rehearsal`).
         "rehearsal": rehearsed(run_dir),
         # Additive: the scores this report was written from (`status` says when they change).
@@ -146,15 +149,52 @@ def answered_parser_note(summary: Mapping[str, Any]) -> str | None:
 
 
 def answers_span(prov: Mapping[str, Any]) -> str:
-    """When the answers were asked for, in one sentence."""
+    """When the answers were asked for, in one sentence, and by how many of the folder's runs:
+    two runs of a finished folder, sending nothing, read "over 3 runs (the first and 2
+    resumes)" of attempts all sent by the first."""
     first, last, runs = prov["first_attempt_at"], prov["last_attempt_at"], prov["runs"]
     if first is None:
         return "No attempt recorded."
-    if runs > 1:
-        over = f", over {runs} runs (the first and {runs - 1} resume{'s' if runs > 2 else ''})"
+    sent = prov.get("runs_with_attempts", runs)  # a summary written before it was recorded
+    if runs == 0 or sent == 0:  # no phases, or attempts sent before any run recorded one
+        over = ""
+    elif runs == 1:
+        over = ", in one run"
     else:
-        over = ", in one run" if runs else ""
+        started = f"the first and {runs - 1} resume{'s' if runs > 2 else ''}"
+        idle = runs - sent
+        over = (
+            f", over {runs} runs ({started})" if idle <= 0
+            else f", in {sent} of {runs} runs ({started}; the other "
+            f"{'' if idle == 1 else f'{idle} '}sent none)"
+        )  # fmt: skip
     return f"Attempts sent from {first} to {last} (UTC){over}."
+
+
+def _runs_with_attempts(run_dir: Path, phases: list[dict[str, object]]) -> int:
+    """How many of the runs `phases` records (by pid) sent an attempt. A run laps its plan
+    before it sends anything, and the folder's lock keeps the next from starting before it
+    ends: so each run's attempts start from its first phase line's time to the next run's.
+    An attempt keeps its first send's time (a batch line collected by a later run, an
+    attempt recorded as interrupted by the resume after a kill): the run that sent it."""
+    from engine.scan import scan_attempts
+
+    starts: dict[object, datetime] = {}
+    for phase in phases:
+        at = _instant(phase.get("at"))
+        if at is not None:
+            at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+            starts[phase.get("pid")] = min(at, starts.get(phase.get("pid"), at))
+    bounds = sorted(starts.values())
+    if not bounds:
+        return 0
+    since = (
+        scan_attempts(run_dir, ["started_at"])
+        .select([(pl.col("started_at") >= at).sum().alias(str(i)) for i, at in enumerate(bounds)])
+        .collect()
+        .row(0)
+    )  # attempts sent from each run's start on: a run sent some if more than from the next's
+    return sum(here > later for here, later in zip(since, [*since[1:], 0], strict=True))
 
 
 def _parser(

@@ -77,7 +77,10 @@
   the second, written "YYYY-MM-DD HH:MM:SS": a space, not a `T`, and no zone, unlike the
   ISO times with `+00:00` elsewhere, `status --json`'s `last_attempt_at` among them; kept so,
   since scripts read it), `runs` (`dutchbook run`
-  processes that got past planning: the first run and its resumes), and (additive)
+  processes that got past planning: the first run and its resumes), (additive)
+  `runs_with_attempts` (those of them that sent at least one attempt: a run of a finished
+  folder sends none; the provenance sentence says "in 1 of 3 runs (the first and 2 resumes;
+  the other 2 sent none)" where they differ), and (additive)
   `rehearsal` (true where every answer is the local simulator's: `--rehearse`,
   `runs.rehearsal`) and `scores_sha256` (`{file name: sha256}` of `scores.parquet` and,
   where there is one, `averaged.parquet`, as the report read them: `dutchbook status` says

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from datetime import datetime, timedelta
 from importlib import metadata
 from pathlib import Path
 
 import orjson
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from engine.scan import scan_attempts
 from panels.families import FAMILIES_DIR
 from runs.cli import app
 from runs.report.provenance import answers_span, provenance
@@ -94,12 +97,57 @@ def test_a_folder_that_knows_nothing_says_so() -> None:
     three = {"first_attempt_at": "2026-01-01 00:00:00", "last_attempt_at": "2026-01-02 00:00:00",
              "runs": 3}  # fmt: skip
     assert answers_span(three).endswith("(UTC), over 3 runs (the first and 2 resumes).")
+    sent_by_two = {**three, "runs_with_attempts": 2}
+    assert answers_span(sent_by_two).endswith(
+        "(UTC), in 2 of 3 runs (the first and 2 resumes; the other sent none)."
+    )
+    assert answers_span({**three, "runs_with_attempts": 3}) == answers_span(three)
 
 
 def test_provenance_of_a_bare_folder_is_nulls_not_an_error(tmp_path: Path) -> None:
     prov = provenance(tmp_path)
     assert prov["spec_sha256"] is None and prov["inputs"] == {}
     assert prov["first_attempt_at"] is None and prov["runs"] == 0
+    assert prov["runs_with_attempts"] == 0
+
+
+def _laps(run_dir: Path, pid: int, at: datetime) -> None:
+    """The phase lines of one more `dutchbook run` of the folder, its plan lapped at `at`."""
+    with (run_dir / "logs" / "phases.jsonl").open("a", encoding="utf-8") as phases:
+        for n, phase in enumerate(("plan", "dispatch", "score", "report")):
+            when = (at + timedelta(seconds=n)).isoformat()
+            phases.write(f'{{"at": "{when}", "pid": {pid}, "phase": "{phase}", "seconds": 1}}\n')
+
+
+def test_runs_that_sent_nothing_are_not_said_to_have_sent_attempts(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """Two runs of a finished folder (each "0 answers accepted", no attempt sent) made its
+    report say "Attempts sent from ... over 3 runs (the first and 2 resumes)": the runs
+    counted were every process in logs/phases.jsonl, not those that sent attempts."""
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    span = scan_attempts(folder, ["started_at"]).select(
+        first=pl.col("started_at").min(), last=pl.col("started_at").max()
+    ).collect()
+    first, last = span["first"][0], span["last"][0]
+    for minutes in (1, 2):  # two runs after the last attempt: nothing left to send
+        _laps(folder, 10**7 + minutes, last + timedelta(minutes=minutes))
+    prov = provenance(folder)
+    assert (prov["runs"], prov["runs_with_attempts"]) == (3, 1)
+    assert answers_span(prov).endswith(
+        "(UTC), in 1 of 3 runs (the first and 2 resumes; the other 2 sent none)."
+    )
+    rebuilt = CliRunner().invoke(app, ["report", str(folder)], env={"COLUMNS": "200"})
+    assert rebuilt.exit_code == 0, rebuilt.output
+    markdown = (folder / "report" / "report.md").read_text(encoding="utf-8")
+    assert "in 1 of 3 runs (the first and 2 resumes; the other 2 sent none)" in markdown
+    # A resume that sent the last attempt, planned after the first was sent, counts.
+    _laps(folder, 10**7 + 3, first + (last - first) / 2)
+    prov = provenance(folder)
+    assert (prov["runs"], prov["runs_with_attempts"]) == (4, 2)
+    assert answers_span(prov).endswith("in 2 of 4 runs (the first and 3 resumes; the other 2 "
+                                       "sent none).")  # fmt: skip
 
 
 def test_after_a_reparse_the_report_names_the_parser_that_made_its_answers(
