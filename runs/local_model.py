@@ -38,6 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from runs.run_folder import run_folder_of as run_folder_of  # re-exported: its home was here
 from runs.signals import (
     EXIT_INTERRUPTED,
     INTERRUPTED,
@@ -146,20 +147,6 @@ def check_port_free(port: int, host: str = "127.0.0.1") -> None:
                 f"port {port} is in use ({exc.strerror}): give --port a free one, or leave "
                 "--port out to have one chosen"
             ) from None
-
-
-def run_folder_of(spec: Path, out: Path | None) -> Path | None:
-    """The folder `dutchbook run SPEC [--out OUT]` writes (`out/<name>` without --out), or
-    None when the spec's name cannot be read (the campaign then says what is wrong)."""
-    if out is not None:
-        return out
-    from runs.spec import SpecError, read_spec_table
-
-    try:  # read as `dutchbook run` reads it: bounded, a device refused, nesting guarded
-        name = read_spec_table(spec)[0].get("name")
-    except SpecError:
-        return None
-    return Path("out") / name if isinstance(name, str) and name else None
 
 
 def check_folder_free(run_dir: Path | None) -> None:

@@ -1,4 +1,5 @@
-"""What makes a folder a run's: the names `dutchbook run` writes into it, first to last.
+"""What makes a folder a run's: the names `dutchbook run` writes into it, first to last; and
+which folder a `dutchbook run` writes (`run_folder_of`).
 
 Commands that read a run (`status`, `audit`, `reparse`, ...) refuse a folder with none of
 them (a mistyped path would otherwise read as a run in which nothing failed), and `run`
@@ -39,3 +40,17 @@ def foreign_entries(folder: Path, most: int = 3) -> list[str]:
         return []
     names = sorted(p.name for p in folder.iterdir() if p.name != _LOCK_NAME)
     return names[:most] + (["..."] if len(names) > most else [])
+
+
+def run_folder_of(spec: Path, out: Path | None) -> Path | None:
+    """The folder `dutchbook run SPEC [--out OUT]` writes (`out/<name>` without --out), or
+    None when the spec's name cannot be read (the campaign then says what is wrong)."""
+    if out is not None:
+        return out
+    from runs.spec import SpecError, read_spec_table
+
+    try:  # read as `dutchbook run` reads it: bounded, a device refused, nesting guarded
+        name = read_spec_table(spec)[0].get("name")
+    except SpecError:
+        return None
+    return Path("out") / name if isinstance(name, str) and name else None

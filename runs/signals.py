@@ -21,7 +21,9 @@ from typing import Any, NoReturn
 EXIT_INTERRUPTED = 130
 #: What an interrupted command says; a command adds what running it again does.
 INTERRUPTED = "interrupted — run the same command again"
-#: What an interrupted `dutchbook run` says (tests and scripts look for it).
+#: What an interrupted `dutchbook run` says once its folder holds a run, which running it
+#: again resumes (tests and scripts look for it); before, `INTERRUPTED`. On stderr, as every
+#: command's interrupt line.
 INTERRUPTED_MESSAGE = f"{INTERRUPTED} to resume"
 #: Whether this process has said it was interrupted (`mark_interrupt_said`). typer turns a
 #: Ctrl-C that lands in its own frames (between a command's end and the exit) into exit 130

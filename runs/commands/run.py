@@ -8,10 +8,11 @@ says so), 5 busy (another process is running a campaign in the folder; nothing w
 write found no room (the run folder's disk, or the output's: the message says which), 7 the run
 folder's disk turned read-only while it ran (remounted read-only after a file-system error; a
 folder read-only from the start is 2), 130 interrupted (SIGINT/SIGTERM/SIGHUP; 128 + SIGINT as
-shells report Ctrl-C). All but 2 are resumable by running the same command again (5 once the
-other is done). A figure worker that dies (`runs.figure_workers`) is no error: the run draws
-its report in this process instead. `DUTCHBOOK_FIGURE_WORKERS=0` starts none, the report drawn
-here from the start; a value other than 0 or 2 is a user error, before anything is started.
+shells report Ctrl-C; its line on stderr, as the others' closing errors). All but 2 are
+resumable by running the same command again (5 once the other is done). A figure worker that
+dies (`runs.figure_workers`) is no error: the run draws its report in this process instead.
+`DUTCHBOOK_FIGURE_WORKERS=0` starts none, the report drawn here from the start; a value other
+than 0 or 2 is a user error, before anything is started.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -35,7 +36,14 @@ from runs.commands._errors import (
 from runs.figure_workers import FigureWorkers, workers_wanted
 from runs.memory import imports_frozen
 from runs.output import print_text
-from runs.signals import EXIT_INTERRUPTED, INTERRUPTED_MESSAGE, held, mark_interrupt_said
+from runs.run_folder import has_run_marks, run_folder_of
+from runs.signals import (
+    EXIT_INTERRUPTED,
+    INTERRUPTED,
+    INTERRUPTED_MESSAGE,
+    held,
+    mark_interrupt_said,
+)
 
 if TYPE_CHECKING:
     from runs.pipeline import CampaignResult
@@ -114,16 +122,12 @@ def run(
             sim_url=sim_url, abandon_batch_jobs=abandon_batch_jobs or (),
         )
     except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
-        print_text(INTERRUPTED_MESSAGE)
-        mark_interrupt_said()
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        _end_interrupted(_interrupted_line(spec_path, out))
     print_text(f"run folder: {result.run_dir}")
     if result.disk_full is not None:
         fail(*disk_refused_says(result.disk_full, result.read_only, resumes=True))
     if result.interrupted:  # the last line, after the folder's (a resume needs both)
-        print_text(result.interrupted_line())
-        mark_interrupt_said()
-        raise typer.Exit(EXIT_INTERRUPTED)
+        _end_interrupted(result.interrupted_line())
     if result.spend_cap_reached:
         raise typer.Exit(EXIT_SPEND_CAP)
     lost = _lost_answers_line(result)
@@ -133,6 +137,32 @@ def run(
     if not result.summary.complete:
         typer.echo(_incomplete_line(result), err=True)
         raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def _end_interrupted(line: str) -> NoReturn:
+    """End the run on its interrupt `line`, exit 130. On stderr, where every command's
+    interrupt line and the run's other closing errors (a full disk's, exit 4's) go: it went
+    to stdout once the command had started, so a run whose output went to a file
+    (`run ... > log`) stopped without a word on screen, and one stopped earlier said it on
+    stderr."""
+    typer.echo(line, err=True)
+    mark_interrupt_said()
+    raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _interrupted_line(spec_path: Path, out: Path | None) -> str:
+    """What a run stopped outside dispatch says: "... to resume" (`INTERRUPTED_MESSAGE`)
+    only where its folder holds a run (`has_run_marks`) for the next one to carry on from.
+    Stopped before that (while it checks the spec, or plans a new folder, which it takes
+    away again having written nothing else there), running it again starts it afresh, and
+    it says what every command says (`INTERRUPTED`), as a stop before the command began
+    does (the console script cannot tell which command, or folder, it was)."""
+    run_dir = run_folder_of(spec_path, out)
+    try:
+        resumes = run_dir is not None and has_run_marks(run_dir)
+    except OSError:  # a folder it may not look in: nothing of this run's there to resume
+        resumes = False
+    return INTERRUPTED_MESSAGE if resumes else INTERRUPTED
 
 
 def _refuse_a_folder_for_the_spec(spec_path: Path) -> None:

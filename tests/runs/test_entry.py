@@ -4,6 +4,7 @@ that arrives then ends the command in one line, exit 130, not an import's traceb
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -12,13 +13,15 @@ from pathlib import Path
 import pytest
 
 from runs.entry import _HELD
-from runs.signals import EXIT_INTERRUPTED, INTERRUPTED, STOP_SIGNALS
+from runs.figure_workers import WORKERS_ENV
+from runs.signals import EXIT_INTERRUPTED, INTERRUPTED, INTERRUPTED_MESSAGE, STOP_SIGNALS
+from tests.runs.run_folders import SMALL_SPEC
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Runs `dutchbook check` through the console script's `main`, sending itself `SIG` as the
-#: import of `MODULE` begins: `runs.signals` (before any handler exists: the hold must keep
-#: it) or the CLI (typer loading, the longest stretch).
+#: Runs `dutchbook ARGV` (`dutchbook check` unless given) through the console script's
+#: `main`, sending itself `SIG` as the import of `MODULE` begins: `runs.signals` (before any
+#: handler exists: the hold must keep it) or the CLI (typer loading, the longest stretch).
 DURING_IMPORT = """
 import builtins, os, signal, sys
 import runs.entry
@@ -31,9 +34,10 @@ def importing(name, globals=None, locals=None, fromlist=(), level=0):
         os.kill(os.getpid(), signal.{sig})
     return real_import(name, globals, locals, fromlist, level)
 builtins.__import__ = importing
-sys.argv = ["dutchbook", "check", "examples/figure1.toml"]
+sys.argv = {argv!r}
 runs.entry.main()
 """
+CHECK = ["dutchbook", "check", "examples/figure1.toml"]
 
 
 def _not_ignored() -> None:
@@ -51,13 +55,60 @@ def test_the_entry_holds_exactly_the_stop_signals() -> None:
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_stop_signal_while_the_cli_imports_ends_in_one_line(sig: str, module: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", DURING_IMPORT.format(sig=sig, module=module)],
+        [sys.executable, "-c", DURING_IMPORT.format(sig=sig, module=module, argv=CHECK)],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
         preexec_fn=_not_ignored,
     )  # fmt: skip
     assert done.returncode == EXIT_INTERRUPTED, done.stderr
     assert done.stderr.strip() == INTERRUPTED  # no traceback, said once
     assert "Dutch-book profit" not in done.stdout  # the command never ran
+
+
+def _run_stopped(module: str, spec: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """`dutchbook run SPEC --out OUT` sent a Ctrl-C as the import of `module` begins."""
+    argv = ["dutchbook", "run", str(spec), "--out", str(out)]
+    return subprocess.run(
+        [sys.executable, "-c", DURING_IMPORT.format(sig="SIGINT", module=module, argv=argv)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+        preexec_fn=_not_ignored, env={**os.environ, WORKERS_ENV: "0"},
+    )  # fmt: skip
+
+
+#: Where a Ctrl-C stops `dutchbook run` before its folder holds a run: as the CLI imports
+#: (no command begun), and in the command as it imports the pipeline (held, and acted on as
+#: that import ends, before the spec is read or a folder made).
+BEFORE_THE_FOLDER = ["runs.cli", "runs.pipeline"]
+
+
+@pytest.mark.parametrize("module", BEFORE_THE_FOLDER)
+def test_a_run_stopped_before_its_folder_says_so_on_stderr_in_the_same_words(
+    module: str, tmp_path: Path
+) -> None:
+    """The line went to stderr when the Ctrl-C came as the CLI loaded, but to stdout, saying
+    "... to resume", a few tenths of a second later: a `run ... > log` stopped there said
+    nothing on screen, and there was no folder to resume."""
+    (tmp_path / "spec.toml").write_text(SMALL_SPEC, encoding="utf-8")
+    out = tmp_path / "run"
+    done = _run_stopped(module, tmp_path / "spec.toml", out)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        EXIT_INTERRUPTED, "", INTERRUPTED + "\n"
+    )
+    assert not out.exists()
+
+
+def test_a_run_stopped_on_a_folder_holding_a_run_says_to_resume_on_stderr(
+    tmp_path: Path,
+) -> None:
+    """Once the folder holds a run (here an earlier run's frozen spec), running the same
+    command again resumes it, and the line says so, on stderr too."""
+    (tmp_path / "spec.toml").write_text(SMALL_SPEC, encoding="utf-8")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "spec.toml").write_text(SMALL_SPEC, encoding="utf-8")
+    done = _run_stopped("runs.pipeline", tmp_path / "spec.toml", out)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        EXIT_INTERRUPTED, "", INTERRUPTED_MESSAGE + "\n"
+    )
 
 
 def test_the_cli_module_run_with_python_dash_m_runs_the_command() -> None:
