@@ -723,7 +723,11 @@ def check(
     except ValueError as error:
         fail(f"{file}: {' '.join(str(error).split())}", code=1)
         return
-    except RuntimeError as error:  # scoring.dutch_book.UncertifiedError, not imported early
+    except RuntimeError as error:
+        from scoring.dutch_book import UncertifiedError  # loaded by now: `check` solved with it
+
+        if not isinstance(error, UncertifiedError):  # repair's QP, a RecursionError: not this
+            raise
         fail(f"{file}: {error}: no profit is printed rather than one not certified exact; "
              "please report it with this file", code=1)  # fmt: skip
         return

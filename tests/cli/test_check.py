@@ -84,6 +84,23 @@ def test_a_contract_on_a_certain_event_priced_1_pays_plus_zero_not_minus_zero() 
     assert all(np.copysign(1.0, payoff) == 1.0 for _, payoff in rows if payoff == 0)
 
 
+def test_another_runtime_error_is_not_said_to_be_an_uncertified_profit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only an UncertifiedError is said as one: the repair's QP failing (a RuntimeError too)
+    was reported as a profit not certified, where the profit had been."""
+    import scoring
+
+    def failing(*_: object) -> object:
+        raise RuntimeError("repair QP for set 0 is not optimal (violation 0.001)")
+
+    monkeypatch.setattr(scoring, "repair", failing)
+    with pytest.raises(RuntimeError, match="repair QP"):
+        CliRunner().invoke(
+            _app(), ["check", str(EXAMPLES / "figure1.toml"), "--repair"], catch_exceptions=False
+        )
+
+
 # -- the paper's example, through the installed console script ------------------------
 @pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason="console script not installed")
 def test_figure_1_through_the_console_script() -> None:
