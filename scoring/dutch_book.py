@@ -336,8 +336,10 @@ def _solve_lone(
 ) -> tuple[FloatArray, ...]:
     """One set solved alone, from a cleared basis, at each objective scale in turn until
     its answer is certified and decided (`_undecided`), then the same with the other simplex
-    (`BatchModel.use_other_simplex`); else the certified answer of the least profit (each
-    is an upper bound), else the last try's (with its gap)."""
+    (`BatchModel.use_other_simplex`): the first certified and decided answer is returned,
+    whatever the profits of the undecided ones before it (all certified within 1e-9 of it);
+    else the certified answer of the least profit (each is an upper bound), else the last
+    try's (with its gap). The model is left with its own simplex, whatever happens."""
     lone = _model_for(matrix, norm, 1)
     best: tuple[FloatArray, ...] | None = None
     try:

@@ -472,6 +472,7 @@ def _ended_within(pid: int | None, seconds: float) -> bool:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="reads a worker's end from /proc")
 def test_a_worker_its_pool_terminates_is_killed_though_it_ignores_sigterm() -> None:
     """A pool with a dead worker terminates the others (its queues' locks may be held by the
     dead one) and joins them: workers that ignore SIGTERM would be waited for for ever."""
