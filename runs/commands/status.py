@@ -38,8 +38,9 @@ from runs.output import print_text, stdout_console
 from runs.scored_from import rerun_command
 
 #: What the header says of a died run whose folder cannot be written (`read_only`): a run
-#: stopped by its disk turning read-only cannot remove its `run.pid`, and read "died".
-STOPPED_READ_ONLY = "stopped, folder read-only"
+#: stopped by its disk turning read-only cannot remove its `run.pid`, and read "died"; but so
+#: does a run killed (kill -9) whose folder was copied to a read-only disk since: not told apart.
+STOPPED_READ_ONLY = "died or stopped, folder read-only"
 _STATE_STYLE = {"live": "green", "died": "red", "finished": "cyan", "stopped": "yellow",
                 STOPPED_READ_ONLY: "red"}  # fmt: skip
 #: The gaps `_stale_scores` and `_stale_report` say, as the header words them after
@@ -401,14 +402,18 @@ def _say_read_only(run_dir: Path, summary: dict[str, Any]) -> None:
     warn of it first. A run stopped by its disk turning read-only ends in its own line, but
     cannot remove its `run.pid`: `status` then said the run "died", with no word of why nor
     of what resumes it. `state` stays "died" (its values are a contract); only a died run
-    is asked, as only it reads wrong, and asking makes a file there where it may."""
+    is asked, as only it reads wrong, and asking makes a file there where it may. Why the
+    run ended is not known here (a run killed with kill -9, its folder copied to a read-only
+    disk since, reads the same), so the warning says what is: the error, and what a disk
+    turned read-only leaves."""
     from engine.durable import turned_read_only
 
     summary["read_only"] = summary["state"] == "died" and turned_read_only(run_dir)
     if summary["read_only"]:
         summary["warnings"].insert(0, (
-            f"{run_dir} cannot be written ({os.strerror(errno.EROFS)}), so the run that wrote it "
-            f"could not remove its run.pid when it stopped: {MADE_READ_ONLY_HINT} to resume"
+            f"{run_dir} cannot be written ({os.strerror(errno.EROFS)}); a run stopped by its "
+            f"disk turning read-only leaves its run.pid so, and reads as died: "
+            f"{MADE_READ_ONLY_HINT} to resume"
         ))  # fmt: skip
 
 

@@ -405,9 +405,9 @@ def test_status_of_a_run_stopped_by_its_folder_turning_read_only_says_so(
     assert said.exit_code == 0, said.output
     summary = orjson.loads(said.output)
     assert summary["state"] == "died" and summary["read_only"] is True
-    assert "make it writable again (remount it)" in summary["warnings"][0], summary["warnings"]
+    _says_it_hedged(out, summary)
     text = " ".join(CliRunner().invoke(app, ["status", str(out)]).output.split())  # unwrapped
-    assert text.startswith(f"{out}: stopped, folder read-only (pid "), text
+    assert text.startswith(f"{out}: died or stopped, folder read-only (pid "), text
     assert "when the run died" not in text, text
     disk.mend()  # writable again: a run that died, as before, and no probe left behind
     summary = orjson.loads(CliRunner().invoke(app, ["status", str(out), "--json"]).output)
@@ -489,3 +489,34 @@ def test_status_says_lanes_the_run_went_on_without_are_as_of_their_last_write(
     text = " ".join(CliRunner().invoke(app, ["status", str(out)], env=wide).output.split())
     assert f"running as of {written.strftime('%H:%M:%S')} UTC" in text, text
     assert "when the run stopped" not in text, text
+
+
+def _says_it_hedged(out: Path, summary: dict[str, Any]) -> None:
+    """The first warning says what `status` knows: the folder cannot be written (the error),
+    what a disk turned read-only leaves, and what resumes it; not why the run ended."""
+    first = summary["warnings"][0]
+    assert first.startswith(f"{out} cannot be written ({os.strerror(errno.EROFS)}); "), first
+    assert "a run stopped by its disk turning read-only leaves its run.pid so" in first, first
+    assert "make it writable again (remount it) and run the same command again" in first, first
+
+
+def test_status_of_a_killed_run_whose_folder_is_read_only_since_does_not_say_why(
+    finished_runs: FinishedRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run killed with kill -9 (its run.pid left), its folder copied to a read-only disk
+    since: `status` said the run "could not remove its run.pid when it stopped" and the
+    header "stopped, folder read-only", a cause it cannot know. Now it says what it knows."""
+    out = tmp_path / "out"
+    finished_runs.copy_to(out, SMALL_SPEC)
+    write_pid(out)  # as the killed run left it: a process started at another time
+    info = orjson.loads((out / PID_FILE).read_bytes())
+    (out / PID_FILE).write_bytes(orjson.dumps({**info, "create_time": 0.0}))
+    ReadOnlyDisk(out, monkeypatch).turn()
+    said = CliRunner().invoke(app, ["status", str(out), "--json"])
+    assert said.exit_code == 0, said.output
+    summary = orjson.loads(said.output)
+    assert summary["state"] == "died" and summary["read_only"] is True, summary
+    _says_it_hedged(out, summary)
+    assert not any("could not remove" in line for line in summary["warnings"]), summary
+    text = " ".join(CliRunner().invoke(app, ["status", str(out)]).output.split())  # unwrapped
+    assert text.startswith(f"{out}: died or stopped, folder read-only (pid "), text
