@@ -79,15 +79,21 @@ def lane_states(lanes: list[LaneStats]) -> dict[str, Any]:
     }
 
 
-def write_lane_states(run_dir: Path, lanes: list[LaneStats]) -> None:
+#: How a `lanes.json`'s `updated_at` is said to a user ("as of 16:22:46 UTC"): by `status`
+#: and by the warning of a `logs/` refused, which quotes the time `status` will show.
+AS_OF_FORMAT = "%H:%M:%S UTC"
+
+
+def write_lane_states(run_dir: Path, lanes: list[LaneStats]) -> datetime:
     """Atomically replace `logs/lanes.json` (a reader never sees half a file). Its `logs/`
     only, never the run folder: one moved mid-run was made again, empty but for this file,
-    at the old place."""
+    at the old place. Returns the file's `updated_at`, as written."""
     target = run_dir / LANES_FILE
     target.parent.mkdir(exist_ok=True)
+    states = lane_states(lanes)
     # Rewritten every second and rebuilt by the next dispatch: atomic, not fsync'd.
-    data = orjson.dumps(lane_states(lanes), option=orjson.OPT_INDENT_2)
-    write_bytes_atomic(target, data, sync=False)
+    write_bytes_atomic(target, orjson.dumps(states, option=orjson.OPT_INDENT_2), sync=False)
+    return datetime.fromisoformat(states["updated_at"])
 
 
 #: The event (and its `say`) of `logs/` refusing `lanes.json`, said once per dispatch.
@@ -107,10 +113,13 @@ class LaneFileWriter:
         self.run_dir, self.log = run_dir, log
         #: Whether the refusal was said (once a dispatch).
         self.said = False
+        #: The `updated_at` of this dispatch's last write that succeeded (None: none yet),
+        #: which `status` shows of the lanes once the file falls behind the run.
+        self.written_at: datetime | None = None
 
     def write(self, lanes: list[LaneStats]) -> None:
         try:
-            write_lane_states(self.run_dir, lanes)
+            self.written_at = write_lane_states(self.run_dir, lanes)
         except OSError as exc:
             if not disk_refused(exc) and exc.errno not in NOT_WRITABLE_ERRNOS:
                 raise
@@ -121,12 +130,19 @@ class LaneFileWriter:
             return
         self.said = True
         target = self.run_dir / LANES_FILE
-        now = datetime.now(UTC).strftime("%H:%M:%S UTC")
         self.log.warning(LOGS_NOT_WRITTEN, path=str(target), error=str(exc), say=(
             f"{target} could not be written ({exc.strerror or exc}): the run goes on and "
             "keeps its answers, but logs/ is not kept current while it cannot be written, "
-            f"and `dutchbook status` shows the lanes as of {now}"
+            f"and `dutchbook status` {self._shows()}"
         ))  # fmt: skip
+
+    def _shows(self) -> str:
+        """What `status` may show of the lanes: the file as this dispatch last wrote it
+        (`status` says "as of" that time only once the file is `LANES_STALE_S` behind the
+        run's last attempt), or, none written, whatever the file held before it."""
+        if self.written_at is None:
+            return "may show the lanes an earlier run left (this one wrote none), or none"
+        return f"may show the lanes as of {self.written_at.strftime(AS_OF_FORMAT)}"
 
 
 def read_lane_states(run_dir: Path | str) -> dict[str, Any] | None:

@@ -27,6 +27,7 @@ from engine.console_lines import (
 )
 from engine.console_tables import print_whole
 from engine.journal import JournalError
+from engine.lanefile import AS_OF_FORMAT
 from engine.retry import CAUSE_LABELS
 from engine.runlock import lock_held
 from engine.status import lane_eta_s as lane_eta_s  # re-exported: the docs name it here
@@ -234,7 +235,7 @@ def lanes_behind_s(summary: dict[str, Any]) -> float | None:
 def _lanes_as_of(summary: dict[str, Any]) -> str:
     """When `lanes.json` was last written, as the lane column says it."""
     written = datetime.fromisoformat(str(summary["lanes_updated_at"]))
-    return written.astimezone(UTC).strftime("%H:%M:%S UTC")
+    return written.astimezone(UTC).strftime(AS_OF_FORMAT)
 
 
 def _say_lanes_stale(summary: dict[str, Any]) -> None:
