@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 from typer.testing import CliRunner
 
 from runs.cli import app
+from runs.commands.status import SCORES_STALE
 from runs.scored_from import SCORED_FROM
+from tests.runs.run_folders import SMALL_SPEC, FinishedRuns
 
 #: A model whose fractions ("11/36") the strict parser rejects and the lenient one accepts.
 SPEC = """
@@ -91,3 +94,27 @@ def test_a_record_edited_by_hand_with_a_list_for_a_shard_name_is_passed_over() -
     named, sizes = _named_shards({"responses": [[["x"], 5], ["part-00000000.parquet", 7]]})
     assert named == {"part-00000000.parquet": 0}
     assert sizes == {"part-00000000.parquet": 7}
+
+
+def test_status_and_score_of_a_record_with_a_list_for_a_shard_name_end_normally(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
+    """The same hand edit, through the commands: `status` and `score` of a finished folder
+    ended in a traceback (TypeError: unhashable type: 'list'). `status` now reads the record
+    as one naming a shard the folder does not hold (its scores out of date, as for any name
+    that is no shard's), and `score` writes the scores and the record again."""
+    out = tmp_path / "out"
+    finished_runs.copy_to(out, SMALL_SPEC)
+    record = orjson.loads((out / SCORED_FROM).read_bytes())
+    record["responses"] = [[["x"], 5], *record["responses"]]
+    (out / SCORED_FROM).write_bytes(orjson.dumps(record))
+    runner = CliRunner()
+    said = runner.invoke(app, ["status", str(out), "--json"])
+    assert said.exit_code == 0 and said.exception is None, said.output
+    summary = orjson.loads(said.output)
+    assert summary["state"] == "finished" and summary["outputs_gap"] == SCORES_STALE, summary
+    scored = runner.invoke(app, ["score", str(out)])
+    assert scored.exit_code == 0 and scored.exception is None, scored.output
+    assert "Traceback" not in said.output + scored.output
+    again = orjson.loads(runner.invoke(app, ["status", str(out), "--json"]).output)
+    assert again["scored"] is True and again["outputs_gap"] is None, again
