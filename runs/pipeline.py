@@ -108,7 +108,7 @@ from runs.planner import (
 from runs.planning_progress import PlanningProgress
 from runs.rehearsal import mark_folder, mixing_refusal, rehearsal_matters
 from runs.report import write_report_folder
-from runs.run_folder import foreign_entries, has_run_marks
+from runs.run_folder import ResolvedFolder, foreign_entries, has_run_marks
 from runs.scoring_step import score_run
 from runs.signals import (
     INTERRUPTED_MESSAGE as INTERRUPTED_MESSAGE,  # re-exported: tests and scripts import it here
@@ -569,6 +569,7 @@ async def run_campaign(
     sim_url: str | None = None,
     figure_workers: FigureWorkers | None = None,
     abandon_batch_jobs: Iterable[str] = (),
+    resolved: ResolvedFolder | None = None,
 ) -> CampaignResult:
     """Plan, dispatch, score and report one campaign (see the module docstring).
 
@@ -585,6 +586,8 @@ async def run_campaign(
     in their own processes, unless the campaign is too big for them (`WORKERS_MAX_QUERIES`).
     `abandon_batch_jobs` names batch jobs of the folder (ids or keys) to give up, and ask their
     lines again, if their provider answers 404 for them (`engine.batch_lane`).
+    `resolved`, where given, is told the run folder as soon as it is known, for a caller
+    that names it when the run is stopped before it returns (`dutchbook run`).
     """
     clock = PhaseClock()
     console = console or stdout_console()
@@ -592,12 +595,14 @@ async def run_campaign(
     # -0.0 is 0 ("$-0.00" was said); inf is no cap ("spend: $0.0148 of the $inf cap").
     max_cost = None if max_cost is None or math.isinf(max_cost) else max_cost + 0.0
     spec = load_spec(spec_path)
+    run_dir = Path(out) if out else default_run_dir(spec)
+    if resolved is not None:  # as soon as it is known: a stop from here on names it
+        resolved.path = run_dir
     faults = simulator_faults(spec, rehearse, faults, sim_url)
     check_cap_counts(spec, max_cost)
     # Before the folder is touched: a rehearsal built its models only after saving the
     # design, and the corrected spec was then refused as another design.
     check_model_options(spec, rehearse=rehearse, credentials=sim_credentials)
-    run_dir = Path(out) if out else default_run_dir(spec)
     # A resume's too (`batch_max_lines` may change on resume), but by the queries it has left
     # to ask, once the folder is held (`_check_batch_left`).
     # First: whether it resumes looks inside the folder (a name too long was said of its plan).

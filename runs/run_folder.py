@@ -1,5 +1,6 @@
 """What makes a folder a run's: the names `dutchbook run` writes into it, first to last; and
-which folder a `dutchbook run` writes (`run_folder_of`).
+which folder a `dutchbook run` writes (`run_folder_of`, from its spec; `ResolvedFolder`, as the
+run itself resolved it).
 
 Commands that read a run (`status`, `audit`, `reparse`, ...) refuse a folder with none of
 them (a mistyped path would otherwise read as a run in which nothing failed), and `run`
@@ -9,6 +10,7 @@ refuses to start a new campaign in a folder that holds other files (it would wri
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 #: What `dutchbook run` writes into a folder, first to last; any one of them makes it a run's:
@@ -54,3 +56,14 @@ def run_folder_of(spec: Path, out: Path | None) -> Path | None:
     except SpecError:
         return None
     return Path("out") / name if isinstance(name, str) and name else None
+
+
+@dataclass
+class ResolvedFolder:
+    """The folder a `dutchbook run` writes, set as soon as it is known (`--out`, or once
+    `runs.pipeline.run_campaign` has read the spec's name), for the command to name when the
+    run stops before it returns. Not found by reading the spec again (`run_folder_of`): a
+    FIFO or `<(...)` spec has nothing left to read a second time, and a FIFO's open blocks
+    until another writer comes. None: not known yet."""
+
+    path: Path | None = None

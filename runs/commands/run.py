@@ -36,7 +36,7 @@ from runs.commands._errors import (
 from runs.figure_workers import FigureWorkers, workers_wanted
 from runs.memory import imports_frozen
 from runs.output import print_text
-from runs.run_folder import has_run_marks, run_folder_of
+from runs.run_folder import ResolvedFolder, has_run_marks
 from runs.signals import (
     EXIT_INTERRUPTED,
     INTERRUPTED,
@@ -116,13 +116,14 @@ def run(
 ) -> None:
     """Run a campaign into a folder; an interrupted run resumes where it stopped."""
     _refuse_a_folder_for_the_spec(spec_path)
+    resolved = ResolvedFolder(out)  # the campaign sets it once it has read the spec's name
     try:
         result = _run_with_workers(
             spec_path, out, max_cost=max_cost, rehearse=rehearse, faults=faults,
-            sim_url=sim_url, abandon_batch_jobs=abandon_batch_jobs or (),
+            sim_url=sim_url, abandon_batch_jobs=abandon_batch_jobs or (), resolved=resolved,
         )
     except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
-        _end_interrupted(_interrupted_line(spec_path, out))
+        _end_interrupted(_interrupted_line(resolved.path))
     print_text(f"run folder: {result.run_dir}")
     if result.disk_full is not None:
         fail(*disk_refused_says(result.disk_full, result.read_only, resumes=True))
@@ -150,14 +151,17 @@ def _end_interrupted(line: str) -> NoReturn:
     raise typer.Exit(EXIT_INTERRUPTED)
 
 
-def _interrupted_line(spec_path: Path, out: Path | None) -> str:
+def _interrupted_line(run_dir: Path | None) -> str:
     """What a run stopped outside dispatch says: "... to resume" (`INTERRUPTED_MESSAGE`)
-    only where its folder holds a run (`has_run_marks`) for the next one to carry on from.
-    Stopped before that (while it checks the spec, or plans a new folder, which it takes
-    away again having written nothing else there), running it again starts it afresh, and
-    it says what every command says (`INTERRUPTED`), as a stop before the command began
-    does (the console script cannot tell which command, or folder, it was)."""
-    run_dir = run_folder_of(spec_path, out)
+    only where its folder, `run_dir` as the run resolved it (`ResolvedFolder`), holds a run
+    (`has_run_marks`) for the next one to carry on from. Stopped before that (while it
+    checks the spec, or plans a new folder, which it takes away again having written
+    nothing else there), or before it knew its folder (None: the spec's name not read yet),
+    running it again starts it afresh, and it says what every command says (`INTERRUPTED`),
+    as a stop before the command began does (the console script cannot tell which command,
+    or folder, it was). The spec is not read again to find the folder: a FIFO's second open
+    waited for a writer that never came (a second Ctrl-C needed), and a `<(...)` spec read
+    empty, so a run that held a folder said it had none."""
     try:
         resumes = run_dir is not None and has_run_marks(run_dir)
     except OSError:  # a folder it may not look in: nothing of this run's there to resume
@@ -185,11 +189,13 @@ def _refuse_a_folder_for_the_spec(spec_path: Path) -> None:
 def _run_with_workers(
     spec_path: Path, out: Path | None, *, max_cost: float | None, rehearse: bool,
     faults: str | None, sim_url: str | None, abandon_batch_jobs: Iterable[str],
+    resolved: ResolvedFolder,
 ) -> CampaignResult:
     """The campaign, with the report's figure workers started before the pipeline is
     imported: they import matplotlib while this process imports the campaign's modules
     (about half a second on one core, the other idle then) and plans; none where
-    `DUTCHBOOK_FIGURE_WORKERS` is 0 (`_figure_workers`)."""
+    `DUTCHBOOK_FIGURE_WORKERS` is 0 (`_figure_workers`). `resolved` is told the run folder
+    as soon as the campaign knows it."""
     with _figure_workers() as workers:
         with held():  # as every command's imports are (`runs.cli.load_command`, why there)
             from runs.folder_moved import FolderMoved
@@ -206,7 +212,7 @@ def _run_with_workers(
                     run_campaign(
                         spec_path, out, max_cost=max_cost, rehearse=rehearse, faults=faults,
                         sim_url=sim_url, figure_workers=workers,
-                        abandon_batch_jobs=abandon_batch_jobs,
+                        abandon_batch_jobs=abandon_batch_jobs, resolved=resolved,
                     )
                 )
             except RunBusy as exc:

@@ -9,11 +9,13 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from runs.entry import _HELD
 from runs.figure_workers import WORKERS_ENV
+from runs.run_folder import has_run_marks
 from runs.signals import EXIT_INTERRUPTED, INTERRUPTED, INTERRUPTED_MESSAGE, STOP_SIGNALS
 from tests.runs.run_folders import SMALL_SPEC
 
@@ -109,6 +111,69 @@ def test_a_run_stopped_on_a_folder_holding_a_run_says_to_resume_on_stderr(
     assert (done.returncode, done.stdout, done.stderr) == (
         EXIT_INTERRUPTED, "", INTERRUPTED_MESSAGE + "\n"
     )
+
+
+#: Runs `dutchbook ARGV` through the console script's `main`, stopped by a Ctrl-C as it
+#: scores: after dispatch, outside its handlers, where the command's own
+#: `except KeyboardInterrupt` says the line.
+STOPPED_AS_IT_SCORES = """
+import sys
+import runs.entry, runs.pipeline
+def stopped(*args, **kwargs):
+    raise KeyboardInterrupt
+runs.pipeline.score_run = stopped
+sys.argv = {argv!r}
+runs.entry.main()
+"""
+
+
+def _run_stopped_as_it_scores(
+    argv: list[str], cwd: Path, pass_fds: tuple[int, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """`dutchbook ARGV` in `cwd`, stopped as it scores (`STOPPED_AS_IT_SCORES`)."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-c", STOPPED_AS_IT_SCORES.format(argv=argv)],
+        cwd=cwd, capture_output=True, text=True, timeout=60, check=False, pass_fds=pass_fds,
+        env={**os.environ, WORKERS_ENV: "0", "PYTHONPATH": path},
+    )  # fmt: skip
+
+
+def _fifo_spec(folder: Path) -> tuple[str, subprocess.Popen[bytes], tuple[int, ...]]:
+    """`mkfifo spec.fifo; cat spec.toml > spec.fifo &`: the spec's path, its writer."""
+    os.mkfifo(folder / "spec.fifo")
+    writer = subprocess.Popen(["sh", "-c", "exec cat spec.toml > spec.fifo"], cwd=folder)
+    return "spec.fifo", writer, ()
+
+
+def _pipe_spec(folder: Path) -> tuple[str, subprocess.Popen[bytes], tuple[int, ...]]:
+    """`run <(cat spec.toml)`: the spec is a pipe's `/dev/fd/N`, its writer done."""
+    read, write = os.pipe()
+    os.write(write, (folder / "spec.toml").read_bytes())
+    os.close(write)
+    return f"/dev/fd/{read}", subprocess.Popen(["true"]), (read,)
+
+
+@pytest.mark.parametrize("given", [_fifo_spec, _pipe_spec], ids=["fifo", "pipe"])
+def test_a_run_of_a_spec_read_once_stopped_as_it_scores_says_to_resume(
+    given: Any, tmp_path: Path
+) -> None:
+    """Without --out, the stop's line found the folder by reading the spec a second time: a
+    FIFO's second open waited for a writer that never came (a second Ctrl-C needed), and
+    then, as a `<(...)` spec read empty, the line lacked "to resume", though `out/small`
+    held the run. It names the folder the run resolved instead."""
+    (tmp_path / "spec.toml").write_text(SMALL_SPEC, encoding="utf-8")
+    spec, writer, fds = given(tmp_path)
+    try:
+        done = _run_stopped_as_it_scores(["dutchbook", "run", spec], tmp_path, fds)
+    finally:
+        writer.kill()
+        writer.wait()
+        for fd in fds:
+            os.close(fd)
+    assert done.returncode == EXIT_INTERRUPTED, done.stderr
+    assert done.stderr.splitlines()[-1] == INTERRUPTED_MESSAGE
+    assert has_run_marks(tmp_path / "out" / "small")
 
 
 def test_the_cli_module_run_with_python_dash_m_runs_the_command() -> None:
