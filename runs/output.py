@@ -13,6 +13,7 @@ Kept free of rich at import: `runs.cli` imports it while handling an error.
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +101,17 @@ def print_text(text: str) -> None:
     out = _Stdout()
     out.write(text + "\n")
     out.flush()
+
+
+def stdout_is_stderr() -> bool:
+    """Whether the standard output and error are one open file, by device and inode (a
+    terminal both write to, `> log 2>&1`): a line meant for both is then said once. A
+    stream with no file of its own (a test runner's buffer) is one only with itself."""
+    try:
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return sys.stdout is sys.stderr
+    return (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)
 
 
 def stdout_console(**options: Any) -> Console:

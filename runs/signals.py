@@ -23,7 +23,8 @@ EXIT_INTERRUPTED = 130
 INTERRUPTED = "interrupted — run the same command again"
 #: What an interrupted `dutchbook run` says once its folder holds a run, which running it
 #: again resumes (tests and scripts look for it); before, `INTERRUPTED`. On stderr, as every
-#: command's interrupt line.
+#: command's interrupt line, and as the last line of stdout too, unless stdout is stderr's
+#: open file (a terminal, `2>&1`: said once; `runs.commands.run._end_interrupted`).
 INTERRUPTED_MESSAGE = f"{INTERRUPTED} to resume"
 #: Whether this process has said it was interrupted (`mark_interrupt_said`). typer turns a
 #: Ctrl-C that lands in its own frames (between a command's end and the exit) into exit 130

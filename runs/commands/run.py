@@ -8,9 +8,10 @@ says so), 5 busy (another process is running a campaign in the folder; nothing w
 write found no room (the run folder's disk, or the output's: the message says which), 7 the run
 folder's disk turned read-only while it ran (remounted read-only after a file-system error; a
 folder read-only from the start is 2), 130 interrupted (SIGINT/SIGTERM/SIGHUP; 128 + SIGINT as
-shells report Ctrl-C; its line on stderr, as the others' closing errors). All but 2 are
-resumable by running the same command again (5 once the other is done). A figure worker that
-dies (`runs.figure_workers`) is no error: the run draws its report in this process instead.
+shells report Ctrl-C; its line on stderr, as the others' closing errors, and last on stdout
+too unless stdout is stderr's file). All but 2 are resumable by running the same command
+again (5 once the other is done). A figure worker that dies (`runs.figure_workers`) is no
+error: the run draws its report in this process instead.
 `DUTCHBOOK_FIGURE_WORKERS=0` starts none, the report drawn here from the start; a value other
 than 0 or 2 is a user error, before anything is started.
 """
@@ -35,7 +36,7 @@ from runs.commands._errors import (
 )
 from runs.figure_workers import FigureWorkers, workers_wanted
 from runs.memory import imports_frozen
-from runs.output import print_text
+from runs.output import OutputClosed, OutputFull, print_text, stdout_is_stderr
 from runs.run_folder import ResolvedFolder, has_run_marks
 from runs.signals import (
     EXIT_INTERRUPTED,
@@ -142,11 +143,15 @@ def run(
 
 def _end_interrupted(line: str) -> NoReturn:
     """End the run on its interrupt `line`, exit 130. On stderr, where every command's
-    interrupt line and the run's other closing errors (a full disk's, exit 4's) go: it went
-    to stdout once the command had started, so a run whose output went to a file
-    (`run ... > log`) stopped without a word on screen, and one stopped earlier said it on
-    stderr."""
+    interrupt line and the run's other closing errors (a full disk's, exit 4's) go: on
+    stdout alone, a run whose output went to a file (`run ... > log`) stopped without a word
+    on screen. And on stdout too, as its last line there, unless stdout is stderr's file (a
+    terminal, `2>&1`: said once), for the scripts that read it there (`INTERRUPTED_MESSAGE`);
+    a stdout that has no room or reader left leaves it said on stderr, and the exit 130."""
     typer.echo(line, err=True)
+    if not stdout_is_stderr():
+        with contextlib.suppress(OutputFull, OutputClosed):
+            print_text(line)
     mark_interrupt_said()
     raise typer.Exit(EXIT_INTERRUPTED)
 

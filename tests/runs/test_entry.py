@@ -76,24 +76,26 @@ def _run_stopped(module: str, spec: Path, out: Path) -> subprocess.CompletedProc
     )  # fmt: skip
 
 
-#: Where a Ctrl-C stops `dutchbook run` before its folder holds a run: as the CLI imports
-#: (no command begun), and in the command as it imports the pipeline (held, and acted on as
-#: that import ends, before the spec is read or a folder made).
-BEFORE_THE_FOLDER = ["runs.cli", "runs.pipeline"]
+#: Where a Ctrl-C stops `dutchbook run` before its folder holds a run, and what it then says
+#: on stdout: as the CLI imports, nothing (no command begun: stderr alone, as for every
+#: command); in the command as it imports the pipeline (held, and acted on as that import
+#: ends, before the spec is read or a folder made), the run's line, on stdout too (a
+#: separate pipe here: `_end_interrupted`).
+BEFORE_THE_FOLDER = [("runs.cli", ""), ("runs.pipeline", INTERRUPTED + "\n")]
 
 
-@pytest.mark.parametrize("module", BEFORE_THE_FOLDER)
+@pytest.mark.parametrize(("module", "stdout"), BEFORE_THE_FOLDER)
 def test_a_run_stopped_before_its_folder_says_so_on_stderr_in_the_same_words(
-    module: str, tmp_path: Path
+    module: str, stdout: str, tmp_path: Path
 ) -> None:
-    """The line went to stderr when the Ctrl-C came as the CLI loaded, but to stdout, saying
-    "... to resume", a few tenths of a second later: a `run ... > log` stopped there said
-    nothing on screen, and there was no folder to resume."""
+    """The line went to stderr when the Ctrl-C came as the CLI loaded, but to stdout alone,
+    saying "... to resume", a few tenths of a second later: a `run ... > log` stopped there
+    said nothing on screen, and there was no folder to resume."""
     (tmp_path / "spec.toml").write_text(SMALL_SPEC, encoding="utf-8")
     out = tmp_path / "run"
     done = _run_stopped(module, tmp_path / "spec.toml", out)
     assert (done.returncode, done.stdout, done.stderr) == (
-        EXIT_INTERRUPTED, "", INTERRUPTED + "\n"
+        EXIT_INTERRUPTED, stdout, INTERRUPTED + "\n"
     )
     assert not out.exists()
 
@@ -102,14 +104,15 @@ def test_a_run_stopped_on_a_folder_holding_a_run_says_to_resume_on_stderr(
     tmp_path: Path,
 ) -> None:
     """Once the folder holds a run (here an earlier run's frozen spec), running the same
-    command again resumes it, and the line says so, on stderr too."""
+    command again resumes it, and the line says so, on stderr and, a file of its own, on
+    stdout."""
     (tmp_path / "spec.toml").write_text(SMALL_SPEC, encoding="utf-8")
     out = tmp_path / "run"
     out.mkdir()
     (out / "spec.toml").write_text(SMALL_SPEC, encoding="utf-8")
     done = _run_stopped("runs.pipeline", tmp_path / "spec.toml", out)
     assert (done.returncode, done.stdout, done.stderr) == (
-        EXIT_INTERRUPTED, "", INTERRUPTED_MESSAGE + "\n"
+        EXIT_INTERRUPTED, INTERRUPTED_MESSAGE + "\n", INTERRUPTED_MESSAGE + "\n"
     )
 
 
@@ -128,14 +131,16 @@ runs.entry.main()
 
 
 def _run_stopped_as_it_scores(
-    argv: list[str], cwd: Path, pass_fds: tuple[int, ...] = ()
+    argv: list[str], cwd: Path, pass_fds: tuple[int, ...] = (), merged: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """`dutchbook ARGV` in `cwd`, stopped as it scores (`STOPPED_AS_IT_SCORES`)."""
+    """`dutchbook ARGV` in `cwd`, stopped as it scores (`STOPPED_AS_IT_SCORES`); `merged`:
+    its stderr is its stdout's pipe (`2>&1`)."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-c", STOPPED_AS_IT_SCORES.format(argv=argv)],
-        cwd=cwd, capture_output=True, text=True, timeout=60, check=False, pass_fds=pass_fds,
-        env={**os.environ, WORKERS_ENV: "0", "PYTHONPATH": path},
+        cwd=cwd, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merged else subprocess.PIPE, text=True, timeout=60,
+        check=False, pass_fds=pass_fds, env={**os.environ, WORKERS_ENV: "0", "PYTHONPATH": path},
     )  # fmt: skip
 
 
@@ -174,6 +179,24 @@ def test_a_run_of_a_spec_read_once_stopped_as_it_scores_says_to_resume(
     assert done.returncode == EXIT_INTERRUPTED, done.stderr
     assert done.stderr.splitlines()[-1] == INTERRUPTED_MESSAGE
     assert has_run_marks(tmp_path / "out" / "small")
+
+
+@pytest.mark.parametrize("merged", [False, True], ids=["apart", "2>&1"])
+def test_a_stopped_run_says_its_line_last_on_stdout_and_on_stderr_once_each(
+    merged: bool, tmp_path: Path
+) -> None:
+    """The line was moved from stdout to stderr, and scripts reading the run's last line on
+    stdout (`runs.signals.INTERRUPTED_MESSAGE`) no longer found it. It is on both, stdout's
+    last after its "run folder:" line; once where the two are one file (`2>&1`, a
+    terminal)."""
+    (tmp_path / "spec.toml").write_text(SMALL_SPEC, encoding="utf-8")
+    argv = ["dutchbook", "run", "spec.toml", "--out", "run"]
+    done = _run_stopped_as_it_scores(argv, tmp_path, merged=merged)
+    assert done.returncode == EXIT_INTERRUPTED, done.stdout + (done.stderr or "")
+    assert done.stdout.splitlines()[-1] == INTERRUPTED_MESSAGE
+    assert done.stdout.count(INTERRUPTED) == 1
+    if not merged:
+        assert done.stderr.splitlines()[-1] == INTERRUPTED_MESSAGE
 
 
 def test_the_cli_module_run_with_python_dash_m_runs_the_command() -> None:

@@ -145,8 +145,10 @@ async def _interrupt(tmp_path: Path, sim: SimHandle, signals: list[signal.Signal
     out, err = await asyncio.to_thread(proc.communicate, None, 60)
     assert proc.returncode == 130, out + err
     # The last line, after the folder's: it came before "run folder: ..." (a hostile pass).
-    # On stderr, as every closing error is: on stdout a `run ... > log` stopped without a word.
-    assert out.strip().splitlines()[-1].startswith("run folder: "), out
+    # On stderr, as every closing error is (on stdout alone a `run ... > log` stopped without
+    # a word), and on stdout too, a pipe of its own here, for the scripts that read it there.
+    assert out.strip().splitlines()[-2].startswith("run folder: "), out
+    assert out.strip().splitlines()[-1] == INTERRUPTED_MESSAGE, out
     assert err.strip().splitlines()[-1] == INTERRUPTED_MESSAGE, err
     assert "Traceback" not in err
     # One line says it was interrupted; each lane used to warn "cancelled: stop requested"
@@ -247,6 +249,7 @@ async def test_a_second_signal_while_batch_jobs_are_created_says_they_may_be_at_
         out, err = await asyncio.to_thread(proc.communicate, None, 60)
     assert proc.returncode == 130, out + err
     last = err.strip().splitlines()[-1]
+    assert out.strip().splitlines()[-1] == last, out  # on both: stdout is a pipe of its own
     assert last.startswith(INTERRUPTED_MESSAGE + "; batch jobs may be at the provider, which "
                            "the resume collects (nothing is bought twice): "), err
     assert "uploaded with no batch job on file" in last, last
@@ -276,7 +279,8 @@ async def test_a_sigterm_to_the_whole_process_group_still_draws_the_report(
     os.killpg(proc.pid, signal.SIGTERM)
     out, err = await asyncio.to_thread(proc.communicate, None, 60)
     assert proc.returncode == 130, out + err
-    assert INTERRUPTED_MESSAGE in err and "figure worker" not in out + err
+    assert INTERRUPTED_MESSAGE in err and INTERRUPTED_MESSAGE in out
+    assert "figure worker" not in out + err
     assert (run_dir / "report" / "index.html").exists()
     await asyncio.to_thread(_assert_resumes_to_completion, tmp_path, run_dir)
 
