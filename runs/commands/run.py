@@ -124,7 +124,7 @@ def run(
             sim_url=sim_url, abandon_batch_jobs=abandon_batch_jobs or (), resolved=resolved,
         )
     except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
-        _end_interrupted(_interrupted_line(resolved.path))
+        _end_stopped_outside_dispatch(resolved.path)
     print_text(f"run folder: {result.run_dir}")
     if result.disk_full is not None:
         fail(*disk_refused_says(result.disk_full, result.read_only, resumes=True))
@@ -156,22 +156,27 @@ def _end_interrupted(line: str) -> NoReturn:
     raise typer.Exit(EXIT_INTERRUPTED)
 
 
-def _interrupted_line(run_dir: Path | None) -> str:
-    """What a run stopped outside dispatch says: "... to resume" (`INTERRUPTED_MESSAGE`)
-    only where its folder, `run_dir` as the run resolved it (`ResolvedFolder`), holds a run
-    (`has_run_marks`) for the next one to carry on from. Stopped before that (while it
-    checks the spec, or plans a new folder, which it takes away again having written
-    nothing else there), or before it knew its folder (None: the spec's name not read yet),
-    running it again starts it afresh, and it says what every command says (`INTERRUPTED`),
-    as a stop before the command began does (the console script cannot tell which command,
-    or folder, it was). The spec is not read again to find the folder: a FIFO's second open
-    waited for a writer that never came (a second Ctrl-C needed), and a `<(...)` spec read
-    empty, so a run that held a folder said it had none."""
+def _end_stopped_outside_dispatch(run_dir: Path | None) -> NoReturn:
+    """End a run stopped outside dispatch (planning, scoring, the report) as one stopped in
+    it ends: "run folder: ..." on stdout, then `INTERRUPTED_MESSAGE`, "... to resume", where
+    its folder, `run_dir` as the run resolved it (`ResolvedFolder`), holds a run
+    (`has_run_marks`) for the next one to carry on from; a stop during scoring or the report
+    named no folder, though docs/interfaces.md said the line came after it. Stopped before
+    that (while it checks the spec, or plans a new folder, which it takes away again having
+    written nothing else there), or before it knew its folder (None: the spec's name not
+    read yet), running it again starts it afresh: no folder, and what every command says
+    (`INTERRUPTED`), as a stop before the command began does (the console script cannot
+    tell which command, or folder, it was). The spec is not read again to find the folder:
+    a FIFO's second open waited for a writer that never came (a second Ctrl-C needed), and
+    a `<(...)` spec read empty, so a run that held a folder said it had none."""
     try:
         resumes = run_dir is not None and has_run_marks(run_dir)
     except OSError:  # a folder it may not look in: nothing of this run's there to resume
         resumes = False
-    return INTERRUPTED_MESSAGE if resumes else INTERRUPTED
+    if not resumes:
+        _end_interrupted(INTERRUPTED)
+    print_text(f"run folder: {run_dir}")
+    _end_interrupted(INTERRUPTED_MESSAGE)
 
 
 def _refuse_a_folder_for_the_spec(spec_path: Path) -> None:

@@ -105,14 +105,14 @@ def test_a_run_stopped_on_a_folder_holding_a_run_says_to_resume_on_stderr(
 ) -> None:
     """Once the folder holds a run (here an earlier run's frozen spec), running the same
     command again resumes it, and the line says so, on stderr and, a file of its own, on
-    stdout."""
+    stdout, after the folder's name."""
     (tmp_path / "spec.toml").write_text(SMALL_SPEC, encoding="utf-8")
     out = tmp_path / "run"
     out.mkdir()
     (out / "spec.toml").write_text(SMALL_SPEC, encoding="utf-8")
     done = _run_stopped("runs.pipeline", tmp_path / "spec.toml", out)
     assert (done.returncode, done.stdout, done.stderr) == (
-        EXIT_INTERRUPTED, INTERRUPTED_MESSAGE + "\n", INTERRUPTED_MESSAGE + "\n"
+        EXIT_INTERRUPTED, f"run folder: {out}\n{INTERRUPTED_MESSAGE}\n", INTERRUPTED_MESSAGE + "\n"
     )
 
 
@@ -197,6 +197,17 @@ def test_a_stopped_run_says_its_line_last_on_stdout_and_on_stderr_once_each(
     assert done.stdout.count(INTERRUPTED) == 1
     if not merged:
         assert done.stderr.splitlines()[-1] == INTERRUPTED_MESSAGE
+
+
+def test_a_run_stopped_as_it_scores_names_its_folder_before_the_line(tmp_path: Path) -> None:
+    """A stop during scoring or the report said the line with no "run folder: ..." before it,
+    as a stop during dispatch says (and docs/interfaces.md said it did): a script reading
+    stdout had the line but not the folder the resume carries on."""
+    (tmp_path / "spec.toml").write_text(SMALL_SPEC, encoding="utf-8")
+    argv = ["dutchbook", "run", "spec.toml", "--out", "run"]
+    done = _run_stopped_as_it_scores(argv, tmp_path)
+    assert done.returncode == EXIT_INTERRUPTED, done.stderr
+    assert done.stdout.splitlines()[-2:] == ["run folder: run", INTERRUPTED_MESSAGE]
 
 
 def test_the_cli_module_run_with_python_dash_m_runs_the_command() -> None:
