@@ -409,7 +409,11 @@ def _say_read_only(run_dir: Path, summary: dict[str, Any]) -> None:
     turned read-only leaves."""
     from engine.durable import turned_read_only
 
-    summary["read_only"] = summary["state"] == "died" and turned_read_only(run_dir)
+    # Its lock held, the pid is a live one status cannot see (a run on another host, read
+    # through a read-only mount of its folder): no probe, and no word of resuming it.
+    summary["read_only"] = (
+        summary["state"] == "died" and not lock_held(run_dir) and turned_read_only(run_dir)
+    )
     if summary["read_only"]:
         summary["warnings"].insert(0, (
             f"{run_dir} cannot be written ({os.strerror(errno.EROFS)}); a run stopped by its "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import builtins
 import errno
+import fcntl
 import os
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -520,3 +521,26 @@ def test_status_of_a_killed_run_whose_folder_is_read_only_since_does_not_say_why
     assert not any("could not remove" in line for line in summary["warnings"]), summary
     text = " ".join(CliRunner().invoke(app, ["status", str(out)]).output.split())  # unwrapped
     assert text.startswith(f"{out}: died or stopped, folder read-only (pid "), text
+
+
+def test_status_of_a_run_live_elsewhere_read_through_a_read_only_mount_is_no_read_only_stop(
+    finished_runs: FinishedRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run live on another host, its folder read here through a read-only mount: its pid
+    is not this host's, so "died", but its lock is held. `status` said "stopped, folder
+    read-only" and to resume it (a tester's): it is no read-only stop, and nothing is
+    probed (the lock's holder here stands for the other host's run)."""
+    out = tmp_path / "out"
+    finished_runs.copy_to(out, SMALL_SPEC)
+    write_pid(out)
+    info = orjson.loads((out / PID_FILE).read_bytes())
+    (out / PID_FILE).write_bytes(orjson.dumps({**info, "host": "another-host"}))
+    lock = os.open(out / ".lock", os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        ReadOnlyDisk(out, monkeypatch).turn()
+        summary = orjson.loads(CliRunner().invoke(app, ["status", str(out), "--json"]).output)
+    finally:
+        os.close(lock)
+    assert summary["state"] == "died" and summary["read_only"] is False, summary
+    assert not any("to resume" in line for line in summary["warnings"]), summary
