@@ -640,15 +640,27 @@ def hash_picked_personalities(spec: CampaignSpec) -> list[str]:
     """One line per simulated model whose id names no personality and whose spec gives no
     `personality`: it answers as one its id's hash picks (`personality_for`), as documented,
     but `model = "sim-coherant"` (a typo) ran as another personality without a word, where
-    every other typo of a spec is refused with "did you mean". Said by `plan` and `run`."""
+    every other typo of a spec is refused with "did you mean". Said by `plan` and `run`. So
+    is an id that names its personality doubtfully (`named_doubtfully`): `sim-incoherent`
+    answered as coherent without a word (a tester's)."""
     lines = []
     for model in spec.models:
         if model.provider != "sim" or model.extra.get("personality"):
             continue
         # Here, not at import: the forecasters cost a paid campaign's start (`rehearse`).
-        from providers.sim.forecasters import id_like, named_personality, personality_for
+        from providers.sim.forecasters import (
+            id_like,
+            named_doubtfully,
+            named_personality,
+            personality_for,
+        )
 
-        if named_personality(model.model) is not None:
+        if (named := named_personality(model.model)) is not None:
+            if doubt := named_doubtfully(model.model):  # `sim-incoherent` ran as coherent
+                lines.append(
+                    f"{model.name}: model {model.model!r} answers as {named}: its id {doubt}; "
+                    "name one personality on its own (sim-noisy) to choose another"
+                )
             continue
         near = id_like(model.model)
         hint = f"did you mean {near}?" if near else "set `personality` to choose one"

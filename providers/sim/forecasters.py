@@ -70,6 +70,21 @@ def named_personality(model: str) -> str | None:
     return next((name for name in PERSONALITIES if name in lowered), None)
 
 
+def named_doubtfully(model: str) -> str | None:
+    """Why the personality an id names (`named_personality`) may not be the one meant, or
+    None: it is named inside a longer word (`sim-incoherent` answers as coherent), or the id
+    names more than one (`sim-noisy-coherent`: the first of `PERSONALITIES` wins)."""
+    lowered = model.lower()
+    named = [name for name in PERSONALITIES if name in lowered]
+    if len(named) > 1:
+        return f"names {len(named)} personalities ({', '.join(named)}); the first is taken"
+    for name in named:
+        word = re.search(f"[a-z]*{name}[a-z]*", lowered)
+        if word is not None and word.group() != name:
+            return f"names {name} inside the word {word.group()!r}"
+    return None
+
+
 def spec_personality(model: str, written: str | None = None) -> str:
     """The personality a spec's model answers with: the one its id names, else the spec's
     `personality` key (`written`), else the id's hash (as `providers.sim.rehearse` sends it)."""

@@ -89,3 +89,25 @@ def test_run_warns_and_runs(tmp_path: Path) -> None:
     assert len(said) == 2 and "did you mean sim-coherent?" in said[0]
     # Said before the plan, so before anything is asked.
     assert done.stdout.index(said[-1]) < done.stdout.index("planned")
+
+
+def test_an_id_naming_its_personality_inside_a_word_or_twice_is_said(tmp_path: Path) -> None:
+    """`sim-incoherent` answered as coherent, and `sim-noisy-coherent` as coherent too (the
+    first of the personalities found in the id), without a word (a tester's). Ids that name
+    one personality on their own (`sim-noisy`, `SIM_NOISY`, `sim-noisy2`) say nothing."""
+    models = ["sim-incoherent", "sim-noisy-coherent", "sim-noisy", "SIM_NOISY", "sim-noisy2"]
+    spec = "\n".join(
+        ['name = "doubts"', "seed = 2", "[data]", "stock_days = 2"]
+        + [f'[[models]]\nname = "m{i}"\nprovider = "sim"\nmodel = "{m}"' for i, m in
+           enumerate(models)]
+        + ["[[arms]]", 'name = "baseline"']
+    )  # fmt: skip
+    path = tmp_path / "spec.toml"
+    path.write_text(spec, encoding="utf-8")
+    assert hash_picked_personalities(load_spec(path)) == [
+        "m0: model 'sim-incoherent' answers as coherent: its id names coherent inside the word "
+        "'incoherent'; name one personality on its own (sim-noisy) to choose another",
+        "m1: model 'sim-noisy-coherent' answers as coherent: its id names 2 personalities "
+        "(coherent, noisy); the first is taken; name one personality on its own (sim-noisy) "
+        "to choose another",
+    ]
