@@ -125,11 +125,11 @@ def run(
         )
     except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
         _end_stopped_outside_dispatch(resolved.path)
+    if result.interrupted and result.disk_full is None:  # the folder's line, then this one
+        _end_interrupted(result.interrupted_line(), folder=result.run_dir)
     print_text(f"run folder: {result.run_dir}")
     if result.disk_full is not None:
         fail(*disk_refused_says(result.disk_full, result.read_only, resumes=True))
-    if result.interrupted:  # the last line, after the folder's (a resume needs both)
-        _end_interrupted(result.interrupted_line())
     if result.spend_cap_reached:
         raise typer.Exit(EXIT_SPEND_CAP)
     lost = _lost_answers_line(result)
@@ -141,17 +141,23 @@ def run(
         raise typer.Exit(EXIT_INCOMPLETE)
 
 
-def _end_interrupted(line: str) -> NoReturn:
-    """End the run on its interrupt `line`, exit 130. On stderr, where every command's
-    interrupt line and the run's other closing errors (a full disk's, exit 4's) go: on
-    stdout alone, a run whose output went to a file (`run ... > log`) stopped without a word
-    on screen. And on stdout too, as its last line there, unless stdout is stderr's file (a
-    terminal, `2>&1`: said once), for the scripts that read it there (`INTERRUPTED_MESSAGE`);
-    a stdout that has no room or reader left leaves it said on stderr, and the exit 130."""
-    typer.echo(line, err=True)
-    if not stdout_is_stderr():
-        with contextlib.suppress(OutputFull, OutputClosed):
+def _end_interrupted(line: str, folder: Path | None = None) -> NoReturn:
+    """End the run on its interrupt `line`, exit 130, after "run folder: FOLDER" on stdout
+    where a resume carries one on. On stderr, where every command's interrupt line and the
+    run's other closing errors (a full disk's, exit 4's) go: on stdout alone, a run whose
+    output went to a file (`run ... > log`) stopped without a word on screen. And on stdout
+    too, as its last line there, unless stdout is stderr's file (a terminal, `2>&1`: said
+    once), for the scripts that read it there (`INTERRUPTED_MESSAGE`). A stdout or stderr
+    with no room or reader left (`| tee log`, whose tee the same Ctrl-C stopped) is passed
+    over: the folder's line on a closed stdout ended the run in "the output (stdout) closed",
+    exit 1, its interrupt unsaid."""
+    with contextlib.suppress(OutputFull, OutputClosed):
+        if folder is not None:
+            print_text(f"run folder: {folder}")
+        if not stdout_is_stderr():
             print_text(line)
+    with contextlib.suppress(OSError):
+        typer.echo(line, err=True)
     mark_interrupt_said()
     raise typer.Exit(EXIT_INTERRUPTED)
 
@@ -173,10 +179,9 @@ def _end_stopped_outside_dispatch(run_dir: Path | None) -> NoReturn:
         resumes = run_dir is not None and has_run_marks(run_dir)
     except OSError:  # a folder it may not look in: nothing of this run's there to resume
         resumes = False
-    if not resumes:
-        _end_interrupted(INTERRUPTED)
-    print_text(f"run folder: {run_dir}")
-    _end_interrupted(INTERRUPTED_MESSAGE)
+    if resumes:
+        _end_interrupted(INTERRUPTED_MESSAGE, folder=run_dir)
+    _end_interrupted(INTERRUPTED)
 
 
 def _refuse_a_folder_for_the_spec(spec_path: Path) -> None:

@@ -210,6 +210,42 @@ def test_a_run_stopped_as_it_scores_names_its_folder_before_the_line(tmp_path: P
     assert done.stdout.splitlines()[-2:] == ["run folder: run", INTERRUPTED_MESSAGE]
 
 
+#: `STOPPED_AS_IT_SCORES` where the stop also ends stdout's reader, as a Ctrl-C to
+#: `dutchbook run ... | tee log` stops tee too: stdout is from then a pipe no one reads.
+STOPPED_WITH_ITS_READER = """
+import os, sys
+import runs.entry, runs.pipeline
+def stopped(*args, **kwargs):
+    read, write = os.pipe()
+    os.close(read)
+    sys.stdout.flush()
+    os.dup2(write, 1)
+    raise KeyboardInterrupt
+runs.pipeline.score_run = stopped
+sys.argv = {argv!r}
+runs.entry.main()
+"""
+
+
+def test_a_run_stopped_as_it_scores_with_its_stdout_reader_gone_says_its_line(
+    tmp_path: Path,
+) -> None:
+    """`dutchbook run ... | tee log` and a Ctrl-C: the same signal stops tee, and the run's
+    "run folder:" line on that closed stdout ended it in "the output (stdout) closed", exit
+    1, its interrupt line unsaid (a reviewer's). It is said on stderr, exit 130."""
+    (tmp_path / "spec.toml").write_text(SMALL_SPEC, encoding="utf-8")
+    argv = ["dutchbook", "run", "spec.toml", "--out", "run"]
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-c", STOPPED_WITH_ITS_READER.format(argv=argv)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, WORKERS_ENV: "0", "PYTHONPATH": path},
+    )  # fmt: skip
+    assert done.returncode == EXIT_INTERRUPTED, done.stderr
+    assert done.stderr.splitlines()[-1] == INTERRUPTED_MESSAGE, done.stderr
+    assert "closed" not in done.stderr
+
+
 def test_the_cli_module_run_with_python_dash_m_runs_the_command() -> None:
     """`python -m runs.cli check FILE` ran nothing and exited 0 (no `__main__` guard): a
     script reading its exit status took a command never run for one that succeeded."""
