@@ -378,8 +378,10 @@ def status(
         _say_outputs(run_dir, summary, compared=summary["state"] != "live" and not first)
         if summary["state"] != "live" and lock_held(run_dir):
             # A reparse, score, repair or report holds the folder (they write no pid file: no
-            # run is live), and a warning below may be of the very work it is doing.
-            summary["warnings"].insert(0, BUSY_NOTE)
+            # run is live), and a warning below may be of the very work it is doing; or a
+            # run live on the host its run.pid names, where status cannot see it.
+            busy = ELSEWHERE_NOTE if _pid_of_another_host(summary) else BUSY_NOTE
+            summary["warnings"].insert(0, busy.format(host=(summary["pid"] or {}).get("host")))
         summary["rehearsal"] = rehearsed(run_dir)  # additive
         if summary["rehearsal"]:
             summary["notes"] = [REHEARSAL_NOTE, *(summary.get("notes") or [])]
@@ -389,6 +391,12 @@ def status(
         render(summary, stdout_console())
 
 
+#: What `status` says first of a folder whose lock is held and whose run.pid names another
+#: host (`{host}`): its processes cannot be seen from here, and "died" may be a live run.
+ELSEWHERE_NOTE = (
+    "run.pid names host {host}, whose processes status cannot see, and the folder's lock is "
+    "held: the run is likely live there; what follows is as of now"
+)
 #: What `status` says first of a folder another command is writing (not a run).
 BUSY_NOTE = (
     "another dutchbook command (a reparse, score, repair or report) is writing this folder "
@@ -409,10 +417,15 @@ def _say_read_only(run_dir: Path, summary: dict[str, Any]) -> None:
     turned read-only leaves."""
     from engine.durable import turned_read_only
 
-    # Its lock held, the pid is a live one status cannot see (a run on another host, read
-    # through a read-only mount of its folder): no probe, and no word of resuming it.
+    # A run.pid of another host names a process status cannot see (the run may be live
+    # there, its folder read here through a read-only mount, and flock is not seen across
+    # hosts on every network file system); its lock held, a writer is at work: neither is
+    # probed, nor said to be stopped by a read-only disk.
     summary["read_only"] = (
-        summary["state"] == "died" and not lock_held(run_dir) and turned_read_only(run_dir)
+        summary["state"] == "died"
+        and not _pid_of_another_host(summary)
+        and not lock_held(run_dir)
+        and turned_read_only(run_dir)
     )
     if summary["read_only"]:
         summary["warnings"].insert(0, (
@@ -420,6 +433,14 @@ def _say_read_only(run_dir: Path, summary: dict[str, Any]) -> None:
             f"disk turning read-only leaves its run.pid so, and reads as died: "
             f"{MADE_READ_ONLY_HINT} to resume"
         ))  # fmt: skip
+
+
+def _pid_of_another_host(summary: dict[str, Any]) -> bool:
+    """Whether the run.pid `status` read names a host other than this one."""
+    import socket
+
+    host = (summary.get("pid") or {}).get("host")
+    return host is not None and host != socket.gethostname()
 
 
 def _lost_jobs(run_dir: Path) -> list[LostJob]:

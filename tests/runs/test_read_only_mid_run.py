@@ -544,3 +544,22 @@ def test_status_of_a_run_live_elsewhere_read_through_a_read_only_mount_is_no_rea
         os.close(lock)
     assert summary["state"] == "died" and summary["read_only"] is False, summary
     assert not any("to resume" in line for line in summary["warnings"]), summary
+    assert summary["warnings"][0].startswith("run.pid names host another-host, "), summary
+
+
+def test_status_of_a_run_of_another_host_is_not_probed_though_its_lock_is_not_seen(
+    finished_runs: FinishedRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """flock is not seen across hosts on every network file system (sshfs, NFS with
+    `local_lock`): a run live on another host, its lock not seen here, read through a
+    read-only mount, was said stopped by a read-only disk and to be resumed (a reviewer's).
+    A run.pid of another host is not probed."""
+    out = tmp_path / "out"
+    finished_runs.copy_to(out, SMALL_SPEC)
+    write_pid(out)
+    info = orjson.loads((out / PID_FILE).read_bytes())
+    (out / PID_FILE).write_bytes(orjson.dumps({**info, "host": "another-host"}))
+    ReadOnlyDisk(out, monkeypatch).turn()
+    summary = orjson.loads(CliRunner().invoke(app, ["status", str(out), "--json"]).output)
+    assert summary["state"] == "died" and summary["read_only"] is False, summary
+    assert not any("to resume" in line for line in summary["warnings"]), summary
