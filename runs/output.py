@@ -104,7 +104,7 @@ def print_text(text: str) -> None:
 
 
 def stdout_is_stderr() -> bool:
-    """Whether the standard output and error are one open file, by device and inode (a
+    """Whether the standard output and error are the same file, by device and inode (a
     terminal both write to, `> log 2>&1`): a line meant for both is then said once. A
     stream with no file of its own (a test runner's buffer) is one only with itself."""
     try:

@@ -77,7 +77,8 @@ def named_doubtfully(model: str) -> str | None:
     lowered = model.lower()
     named = [name for name in PERSONALITIES if name in lowered]
     if len(named) > 1:
-        return f"names {len(named)} personalities ({', '.join(named)}); the first is taken"
+        taken = f"{named[0]} is taken (first of {', '.join(PERSONALITIES)})"
+        return f"names {len(named)} personalities ({', '.join(named)}); {taken}"
     for name in named:
         word = re.search(f"[a-z]*{name}[a-z]*", lowered)
         if word is not None and word.group() != name:

@@ -430,7 +430,7 @@ def _say_read_only(run_dir: Path, summary: dict[str, Any]) -> None:
     if summary["read_only"]:
         summary["warnings"].insert(0, (
             f"{run_dir} cannot be written ({os.strerror(errno.EROFS)}); a run stopped by its "
-            f"disk turning read-only leaves its run.pid so, and reads as died: "
+            f"disk turning read-only leaves its run.pid behind, and reads as died: "
             f"{MADE_READ_ONLY_HINT} to resume"
         ))  # fmt: skip
 

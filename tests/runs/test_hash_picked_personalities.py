@@ -108,6 +108,6 @@ def test_an_id_naming_its_personality_inside_a_word_or_twice_is_said(tmp_path: P
         "m0: model 'sim-incoherent' answers as coherent: its id names coherent inside the word "
         "'incoherent'; name one personality on its own (sim-noisy) to choose another",
         "m1: model 'sim-noisy-coherent' answers as coherent: its id names 2 personalities "
-        "(coherent, noisy); the first is taken; name one personality on its own (sim-noisy) "
-        "to choose another",
+        "(coherent, noisy); coherent is taken (first of coherent, noisy, anchored, framing, "
+        "fraction); name one personality on its own (sim-noisy) to choose another",
     ]

@@ -497,7 +497,7 @@ def _says_it_hedged(out: Path, summary: dict[str, Any]) -> None:
     what a disk turned read-only leaves, and what resumes it; not why the run ended."""
     first = summary["warnings"][0]
     assert first.startswith(f"{out} cannot be written ({os.strerror(errno.EROFS)}); "), first
-    assert "a run stopped by its disk turning read-only leaves its run.pid so" in first, first
+    assert "a run stopped by its disk turning read-only leaves its run.pid behind" in first, first
     assert "make it writable again (remount it) and run the same command again" in first, first
 
 

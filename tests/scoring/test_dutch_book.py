@@ -255,7 +255,8 @@ def test_a_set_dual_simplex_leaves_unsolved_at_every_scale_is_solved_by_primal(
     assert np.abs(result.stakes[0]).max() <= 1 + 1e-9
     assert payoffs(incidence, p, result.stakes[0]).min() >= profit - 1e-9
     assert is_coherent(incidence, result.coherent[0])
-    lone = dutch_book._model_for(incidence, "l1", 1)
+    key = ("l1", 1, incidence.shape, incidence.astype(np.float64).tobytes())
+    lone = dutch_book._local.models[key]  # the very model the lone re-solve used, not a new one
     assert lone._highs.getOptionValue("simplex_strategy")[1] == 1  # dual, as it was built
 
 
