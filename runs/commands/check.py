@@ -724,7 +724,7 @@ def check(
         fail(f"{file}: {' '.join(str(error).split())}", code=1)
         return
     except RuntimeError as error:
-        from scoring.dutch_book import UncertifiedError  # loaded by now: `check` solved with it
+        from scoring.dutch_book import UncertifiedError  # loaded by now, or failing as scoring did
 
         if not isinstance(error, UncertifiedError):  # repair's QP, a RecursionError: not this
             raise

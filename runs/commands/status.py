@@ -431,7 +431,8 @@ def _say_read_only(run_dir: Path, summary: dict[str, Any]) -> None:
         summary["warnings"].insert(0, (
             f"{run_dir} cannot be written ({os.strerror(errno.EROFS)}); a run stopped by its "
             f"disk turning read-only leaves its run.pid behind, and reads as died: "
-            f"{MADE_READ_ONLY_HINT} to resume"
+            f"{MADE_READ_ONLY_HINT} to resume (a copy on a read-only disk: copy it somewhere "
+            "writable and resume that)"
         ))  # fmt: skip
 
 

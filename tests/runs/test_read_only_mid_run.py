@@ -499,6 +499,8 @@ def _says_it_hedged(out: Path, summary: dict[str, Any]) -> None:
     assert first.startswith(f"{out} cannot be written ({os.strerror(errno.EROFS)}); "), first
     assert "a run stopped by its disk turning read-only leaves its run.pid behind" in first, first
     assert "make it writable again (remount it) and run the same command again" in first, first
+    copied = "(a copy on a read-only disk: copy it somewhere writable and resume that)"
+    assert first.endswith(copied), first
 
 
 def test_status_of_a_killed_run_whose_folder_is_read_only_since_does_not_say_why(
