@@ -201,8 +201,14 @@ def put_back_pid(run_dir: Path | str, found: bytes | None) -> None:
             _log.info("pid file not put back: %s", exc)
 
 
+def names_another_host(info: dict[str, Any] | None) -> bool:
+    """Whether a pid file's contents (`read_pid`) name a host other than this one, whose
+    processes cannot be seen from here."""
+    return info is not None and info.get("host") not in (None, socket.gethostname())
+
+
 def _pid_alive(info: dict[str, Any]) -> bool:
-    if info.get("host") not in (None, socket.gethostname()):
+    if names_another_host(info):
         return False  # cannot tell across hosts; status reports the host
     try:
         proc = psutil.Process(int(info["pid"]))

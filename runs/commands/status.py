@@ -29,7 +29,7 @@ from engine.console_tables import print_whole
 from engine.journal import JournalError
 from engine.lanefile import AS_OF_FORMAT
 from engine.retry import CAUSE_LABELS
-from engine.runlock import lock_held
+from engine.runlock import lock_held, names_another_host
 from engine.status import lane_eta_s as lane_eta_s  # re-exported: the docs name it here
 from engine.status import status as run_status
 from engine.unresolved import interrupted_note
@@ -380,7 +380,7 @@ def status(
             # A reparse, score, repair or report holds the folder (they write no pid file: no
             # run is live), and a warning below may be of the very work it is doing; or a
             # run live on the host its run.pid names, where status cannot see it.
-            busy = ELSEWHERE_NOTE if _pid_of_another_host(summary) else BUSY_NOTE
+            busy = ELSEWHERE_NOTE if names_another_host(summary["pid"]) else BUSY_NOTE
             summary["warnings"].insert(0, busy.format(host=(summary["pid"] or {}).get("host")))
         summary["rehearsal"] = rehearsed(run_dir)  # additive
         if summary["rehearsal"]:
@@ -423,7 +423,7 @@ def _say_read_only(run_dir: Path, summary: dict[str, Any]) -> None:
     # probed, nor said to be stopped by a read-only disk.
     summary["read_only"] = (
         summary["state"] == "died"
-        and not _pid_of_another_host(summary)
+        and not names_another_host(summary["pid"])
         and not lock_held(run_dir)
         and turned_read_only(run_dir)
     )
@@ -434,14 +434,6 @@ def _say_read_only(run_dir: Path, summary: dict[str, Any]) -> None:
             f"{MADE_READ_ONLY_HINT} to resume (a copy on a read-only disk: copy it somewhere "
             "writable and resume that)"
         ))  # fmt: skip
-
-
-def _pid_of_another_host(summary: dict[str, Any]) -> bool:
-    """Whether the run.pid `status` read names a host other than this one."""
-    import socket
-
-    host = (summary.get("pid") or {}).get("host")
-    return host is not None and host != socket.gethostname()
 
 
 def _lost_jobs(run_dir: Path) -> list[LostJob]:
