@@ -360,7 +360,9 @@ def status(
 
     with user_errors(OSError, JournalError, folder=run_dir):
         summary = run_status(run_dir, *parser_and_budget(run_dir))
-        _say_read_only(run_dir, summary)
+        # Probed once: a lock let go between two probes dropped both of their warnings.
+        busy = summary["state"] != "live" and lock_held(run_dir)
+        _say_read_only(run_dir, summary, busy)
         _say_lanes_stale(summary)
         gone = _say_gone_answers(run_dir, summary)  # `repair` refuses: no line to run it
         if not gone and (repairs := stale_repairs(run_dir)):
@@ -376,7 +378,7 @@ def status(
         # So do answers of requests the plan does not hold: `score` refuses until then.
         first = summary.get("answers_missing") or summary.get("answers_unplanned") or gone
         _say_outputs(run_dir, summary, compared=summary["state"] != "live" and not first)
-        if summary["state"] != "live" and lock_held(run_dir):
+        if busy:
             # A reparse, score, repair or report holds the folder (they write no pid file: no
             # run is live), and a warning below may be of the very work it is doing; or a
             # run live on the host its run.pid names, where status cannot see it.
@@ -404,7 +406,7 @@ BUSY_NOTE = (
 )
 
 
-def _say_read_only(run_dir: Path, summary: dict[str, Any]) -> None:
+def _say_read_only(run_dir: Path, summary: dict[str, Any], busy: bool) -> None:
     """Note in `read_only` (additive) whether a died run's folder refuses writes as read-only
     (`engine.durable.turned_read_only`: its mount says so, or a file made there fails with
     EROFS, as on ext4 turned read-only by an error, whose mount flags stay as they were), and
@@ -419,12 +421,12 @@ def _say_read_only(run_dir: Path, summary: dict[str, Any]) -> None:
 
     # A run.pid of another host names a process status cannot see (the run may be live
     # there, its folder read here through a read-only mount, and flock is not seen across
-    # hosts on every network file system); its lock held, a writer is at work: neither is
-    # probed, nor said to be stopped by a read-only disk.
+    # hosts on every network file system); its lock held (`busy`), a writer is at work:
+    # neither is probed, nor said to be stopped by a read-only disk.
     summary["read_only"] = (
         summary["state"] == "died"
         and not names_another_host(summary["pid"])
-        and not lock_held(run_dir)
+        and not busy
         and turned_read_only(run_dir)
     )
     if summary["read_only"]:
