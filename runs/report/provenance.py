@@ -36,7 +36,7 @@ def provenance(run_dir: Path) -> dict[str, Any]:
     spec = frozen_spec(run_dir)
     design = _design(run_dir)
     phases = read_phases(run_dir)
-    first, last = _attempt_span(run_dir)
+    first, last, runs_with_attempts = _attempts_seen(run_dir, phases)
     parser, parser_from = _parser(run_dir, spec, phases)
     return {
         "campaign": _text(spec.get("name")),
@@ -52,7 +52,7 @@ def provenance(run_dir: Path) -> dict[str, Any]:
         # run killed while it dispatched counts too.
         "runs": len({phase.get("pid") for phase in phases}),
         # Additive: those of them that sent an attempt (a run of a finished folder sends none).
-        "runs_with_attempts": _runs_with_attempts(run_dir, phases),
+        "runs_with_attempts": runs_with_attempts,
         # Additive: every answer is the local simulator's (`--rehearse`, `runs.rehearsal`).
         "rehearsal": rehearsed(run_dir),
         # Additive: the scores this report was written from (`status` says when they change).
@@ -171,30 +171,15 @@ def answers_span(prov: Mapping[str, Any]) -> str:
     return f"Attempts sent from {first} to {last} (UTC){over}."
 
 
-def _runs_with_attempts(run_dir: Path, phases: list[dict[str, object]]) -> int:
-    """How many of the runs `phases` records (by pid) sent an attempt. A run laps its plan
-    before it sends anything, and the folder's lock keeps the next from starting before it
-    ends: so each run's attempts start from its first phase line's time to the next run's.
-    An attempt keeps its first send's time (a batch line collected by a later run, an
-    attempt recorded as interrupted by the resume after a kill): the run that sent it."""
-    from engine.scan import scan_attempts
-
+def _run_starts(phases: list[dict[str, object]]) -> list[datetime]:
+    """When each run `phases` records (by pid) began, in order: its first phase line's time."""
     starts: dict[object, datetime] = {}
     for phase in phases:
         at = _instant(phase.get("at"))
         if at is not None:
             at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
             starts[phase.get("pid")] = min(at, starts.get(phase.get("pid"), at))
-    bounds = sorted(starts.values())
-    if not bounds:
-        return 0
-    since = (
-        scan_attempts(run_dir, ["started_at"])
-        .select([(pl.col("started_at") >= at).sum().alias(str(i)) for i, at in enumerate(bounds)])
-        .collect()
-        .row(0)
-    )  # attempts sent from each run's start on: a run sent some if more than from the next's
-    return sum(here > later for here, later in zip(since, [*since[1:], 0], strict=True))
+    return sorted(starts.values())
 
 
 def _parser(
@@ -274,17 +259,35 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _attempt_span(run_dir: Path) -> tuple[str | None, str | None]:
-    """The first and the last attempt's `started_at`, to the second (UTC)."""
+def _attempts_seen(
+    run_dir: Path, phases: list[dict[str, object]]
+) -> tuple[str | None, str | None, int]:
+    """The first and the last attempt's `started_at`, to the second (UTC), and how many of
+    the runs `phases` records sent an attempt, from one read of the ledger's times. A run
+    laps its plan before it sends anything, and the folder's lock keeps the next from
+    starting before it ends: so each run's attempts start from its first phase line's time
+    to the next run's (`_run_starts`). An attempt keeps its first send's time (a batch line
+    collected by a later run, an attempt recorded as interrupted by the resume after a
+    kill): the run that sent it."""
     from engine.scan import scan_attempts
 
-    span = (
+    bounds = _run_starts(phases)
+    started = pl.col("started_at")
+    row = (
         scan_attempts(run_dir, ["started_at"])
-        .select(first=pl.col("started_at").min(), last=pl.col("started_at").max())
+        .select(
+            started.min().alias("first"),
+            started.max().alias("last"),
+            *[(started >= at).sum().alias(f"since{i}") for i, at in enumerate(bounds)],
+        )
         .collect()
+        .row(0)
     )
-    first, last = span["first"][0], span["last"][0]
-    return _second(first), _second(last)
+    # Attempts sent from each run's start on: a run sent some if more than from the next's.
+    since = row[2:]
+    nexts = [*since[1:], 0] if since else []  # no run recorded: none sent
+    sent = sum(here > later for here, later in zip(since, nexts, strict=True))
+    return _second(row[0]), _second(row[1]), sent
 
 
 def _second(value: object) -> str | None:
