@@ -4,9 +4,9 @@ Read from the run folder alone: the frozen `spec.toml` (its SHA-256, its campaig
 parser, unless `dutchbook reparse` changed the parser since: `logs/reparses.jsonl`),
 `design.json` (the version of dutchbook that planned the run and the SHA-256 of every input
 file it was planned from), the ledger (when the first and the last attempt were sent) and
-`logs/phases.jsonl` (how many `dutchbook run` processes got past planning: the first run and
-each resume, a killed one included; and, with the ledger's attempt times, how many of them sent
-an attempt), and the scores files it read (their SHA-256, by
+`logs/phases.jsonl` (how many `dutchbook run` processes got past planning, told apart by their
+plan laps: the first run and each resume, a killed one included; and, with the ledger's attempt
+times, how many of them sent an attempt), and the scores files it read (their SHA-256, by
 which `status` tells a report of older scores). The version that wrote the report is this one. Paths
 are left out: they name a machine, and the digests say what the files were.
 """
@@ -50,7 +50,7 @@ def provenance(run_dir: Path) -> dict[str, Any]:
         "last_attempt_at": last,
         # `dutchbook run` processes that recorded a phase: each laps its plan first, so a
         # run killed while it dispatched counts too.
-        "runs": len({phase.get("pid") for phase in phases}),
+        "runs": len(_run_openings(phases)),
         # Additive: those of them that sent an attempt (a run of a finished folder sends none).
         "runs_with_attempts": runs_with_attempts,
         # Additive: every answer is the local simulator's (`--rehearse`, `runs.rehearsal`).
@@ -171,15 +171,26 @@ def answers_span(prov: Mapping[str, Any]) -> str:
     return f"Attempts sent from {first} to {last} (UTC){over}."
 
 
-def _run_starts(phases: list[dict[str, object]]) -> list[datetime]:
-    """When each run `phases` records (by pid) began, in order: its first phase line's time."""
-    starts: dict[object, datetime] = {}
+def _run_openings(phases: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The line each run `phases` records opened with: its `plan` lap, which a `dutchbook
+    run` writes once, before it sends anything; or, where that lap was not written (a full
+    disk: `runs.phases` lets it go), its first line, of a pid other than the line before's.
+    The folder's lock keeps runs from interleaving their lines. Not by pid alone: a resume in
+    a container is pid 1 again, as was the run before it, and the two were counted as one."""
+    openings: list[dict[str, object]] = []
+    before: object = None
     for phase in phases:
-        at = _instant(phase.get("at"))
-        if at is not None:
-            at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-            starts[phase.get("pid")] = min(at, starts.get(phase.get("pid"), at))
-    return sorted(starts.values())
+        if phase.get("phase") == "plan" or not openings or phase.get("pid") != before:
+            openings.append(phase)
+        before = phase.get("pid")
+    return openings
+
+
+def _run_starts(phases: list[dict[str, object]]) -> list[datetime]:
+    """When each run `phases` records began, in order: its opening line's time."""
+    starts = [_instant(opening.get("at")) for opening in _run_openings(phases)]
+    return sorted(at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+                  for at in starts if at is not None)  # fmt: skip
 
 
 def _parser(
@@ -265,8 +276,8 @@ def _attempts_seen(
     """The first and the last attempt's `started_at`, to the second (UTC), and how many of
     the runs `phases` records sent an attempt, from one read of the ledger's times. A run
     laps its plan before it sends anything, and the folder's lock keeps the next from
-    starting before it ends: so each run's attempts start from its first phase line's time
-    to the next run's (`_run_starts`). An attempt keeps its first send's time (a batch line
+    starting before it ends: so each run's attempts start from its plan lap's time to the
+    next run's (`_run_starts`). An attempt keeps its first send's time (a batch line
     collected by a later run, an attempt recorded as interrupted by the resume after a
     kill): the run that sent it."""
     from engine.scan import scan_attempts

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from engine.scan import scan_attempts
 from panels.families import FAMILIES_DIR
 from runs.cli import app
+from runs.phases import read_phases
 from runs.report.provenance import answers_span, provenance
 from runs.report_page import PAGE
 from tests.runs.quiet_campaign import run_quietly
@@ -119,6 +120,14 @@ def _laps(run_dir: Path, pid: int, at: datetime) -> None:
             phases.write(f'{{"at": "{when}", "pid": {pid}, "phase": "{phase}", "seconds": 1}}\n')
 
 
+def _attempt_span(run_dir: Path) -> tuple[datetime, datetime]:
+    """The first and the last attempt's `started_at` in the folder's ledger."""
+    span = scan_attempts(run_dir, ["started_at"]).select(
+        first=pl.col("started_at").min(), last=pl.col("started_at").max()
+    ).collect()
+    return span["first"][0], span["last"][0]
+
+
 def test_runs_that_sent_nothing_are_not_said_to_have_sent_attempts(
     run_dir: Path, tmp_path: Path
 ) -> None:
@@ -127,10 +136,7 @@ def test_runs_that_sent_nothing_are_not_said_to_have_sent_attempts(
     counted were every process in logs/phases.jsonl, not those that sent attempts."""
     folder = tmp_path / "run"
     shutil.copytree(run_dir, folder)
-    span = scan_attempts(folder, ["started_at"]).select(
-        first=pl.col("started_at").min(), last=pl.col("started_at").max()
-    ).collect()
-    first, last = span["first"][0], span["last"][0]
+    first, last = _attempt_span(folder)
     for minutes in (1, 2):  # two runs after the last attempt: nothing left to send
         _laps(folder, 10**7 + minutes, last + timedelta(minutes=minutes))
     prov = provenance(folder)
@@ -148,6 +154,25 @@ def test_runs_that_sent_nothing_are_not_said_to_have_sent_attempts(
     assert (prov["runs"], prov["runs_with_attempts"]) == (4, 2)
     assert answers_span(prov).endswith("in 2 of 4 runs (the first and 3 resumes; the other 2 "
                                        "sent none).")  # fmt: skip
+
+
+def test_resumes_that_reuse_a_pid_are_runs_of_their_own(run_dir: Path, tmp_path: Path) -> None:
+    """Each `docker run` of a folder is pid 1: runs were told apart by pid, so a resume in a
+    container merged with the run before and report.md said "in one run" of two. A resume
+    (after a kill in dispatch, its last attempt sent by it) and a run of the finished folder,
+    both with the first run's pid: three runs, two of which sent attempts."""
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    (pid,) = {lap["pid"] for lap in read_phases(folder)}
+    assert isinstance(pid, int)
+    first, last = _attempt_span(folder)
+    _laps(folder, pid, first + (last - first) / 2)
+    _laps(folder, pid, last + timedelta(minutes=1))
+    prov = provenance(folder)
+    assert (prov["runs"], prov["runs_with_attempts"]) == (3, 2)
+    assert answers_span(prov).endswith(
+        "(UTC), in 2 of 3 runs (the first and 2 resumes; the other sent none)."
+    )
 
 
 def test_after_a_reparse_the_report_names_the_parser_that_made_its_answers(
