@@ -954,12 +954,36 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def check_options(args: argparse.Namespace) -> None:
     """Refuse, before anything is started, a `--port` that is no port (bind's OverflowError
-    was a traceback) and a `--threads` below 1, which the server died of once the model had
-    been written ("exited with status 1 before it was ready")."""
+    was a traceback), a `--threads` below 1, which the server died of once the model had
+    been written ("exited with status 1 before it was ready"), and a demo's spec it cannot
+    read more than once (`check_spec_rereadable`)."""
     if not 0 <= args.port <= 65535:
         raise LocalModelError(f"--port {args.port} is not a port (1-65535; 0: a free one)")
     if args.threads < 1:
         raise LocalModelError(f"--threads {args.threads} is not a number of threads (1 or more)")
+    if args.what == "demo":
+        check_spec_rereadable(args.spec)
+
+
+def check_spec_rereadable(spec: Path) -> None:
+    """Refuse a spec that is a FIFO or a pipe (`mkfifo s.toml`, `--spec <(cat s.toml)`), before
+    anything reads it. The demo reads its spec more than once (the folder it names, the
+    check before the model is loaded, then the campaign), and a FIFO's writer that wrote it
+    once left the second read waiting for another, for ever. Refused, not read once and
+    handed on as `dutchbook run` does (`runs.run_folder.ResolvedFolder`): the campaign is a
+    process of its own, `dutchbook run SPEC`, that reads the spec by its path, and a copy
+    elsewhere would resolve the spec's relative data paths from elsewhere. Anything else is
+    said by the check, in the campaign's words (a missing spec, a device)."""
+    try:
+        mode = spec.stat().st_mode
+    except OSError:
+        return
+    if stat.S_ISFIFO(mode):
+        raise LocalModelError(
+            f"{spec}: is a FIFO or a pipe, which can be read once only, and the demo reads its "
+            "spec more than once (its check before the model is loaded, then the campaign): "
+            "give it a file"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1020,6 +1020,35 @@ def test_a_spec_the_campaign_refuses_is_refused_before_the_model_is_loaded(
     assert not (tmp_path / "given").exists()
 
 
+def test_a_fifo_spec_is_refused_in_one_line_before_the_model_is_loaded(tmp_path: Path) -> None:
+    """The demo reads its spec more than once (the folder it names, the check before the
+    model is loaded, then the campaign, a process of its own that reads it by its path):
+    `mkfifo s.toml; demo --spec s.toml` with a writer that wrote the spec once hung on the
+    second read, waiting for another writer. Refused first, in one line, read by nothing."""
+    fifo = tmp_path / "s.toml"
+    os.mkfifo(fifo)
+    port = free_port()
+    for out in ([], ["--out", "given"]):
+        done = run_main(["demo", "--spec", "s.toml", *out, "--port", str(port)], tmp_path,
+                        stand_in(port), before=WRITES_THE_SPEC_ONCE)  # fmt: skip
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr.startswith("error: s.toml: is a FIFO") and "a file" in done.stderr
+        assert done.stderr.count("\n") == 1
+    assert not (tmp_path / "loaded").exists() and not (tmp_path / "out").exists()
+    assert not (tmp_path / "given").exists()
+
+
+#: A writer that writes the stock spec once to the FIFO `s.toml` (`run_main`'s `before`),
+#: should anything open it; none must.
+WRITES_THE_SPEC_ONCE = f"""
+    import threading
+    def write_once():
+        with open("s.toml", "wb") as fifo:
+            fifo.write(Path({SPEC!r}).read_bytes())
+    threading.Thread(target=write_once, daemon=True).start()
+"""
+
+
 @pytest.fixture(scope="module")
 def rehearsed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder in which `dutchbook run runs/specs/local.toml --rehearse` ran: its run folder
