@@ -187,6 +187,17 @@ class CampaignResult:
     #: (`interrupted_line`); None otherwise (a first signal's lanes say theirs).
     jobs_left: AtProvider | None = None
 
+    def spend_cap_line(self) -> str | None:
+        """"spend cap reached: $X of $Y ... — raise --max-cost ...", the line a run the
+        running spend cap stopped prints on stdout before its "run folder:" line (scripts
+        read it there; `runs.commands.run` prints it, and ends on its own line on stderr),
+        or None where the cap did not stop it."""
+        if not self.spend_cap_reached:
+            return None
+        spend = self.summary.spend
+        assert spend is not None, "the cap was reached: the dispatch had one"
+        return f"{spend.message()} — {SPEND_CAP_HINT}"
+
     def interrupted_line(self) -> str:
         """The last line of an interrupted run: `INTERRUPTED_MESSAGE`, and, where a second
         signal cancelled dispatch with batch jobs uploaded or created and not collected,
@@ -1289,9 +1300,6 @@ def _score_and_report(
     console.print(f"report page: {page}", highlight=False, soft_wrap=True)
     clock.lap("report", run_dir)
     raise_if_stop_pending()
-    if summary.spend_cap_reached:
-        assert summary.spend is not None
-        console.print(f"{summary.spend.message()} — {SPEND_CAP_HINT}", soft_wrap=True)
     return CampaignResult(
         run_dir=run_dir,
         summary=summary,

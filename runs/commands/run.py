@@ -125,13 +125,14 @@ def run(
         )
     except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
         _end_stopped_outside_dispatch(resolved.path)
+    _say_spend_cap_on_stdout(result)
     if result.interrupted and result.disk_full is None:  # the folder's line, then this one
         _end_interrupted(result.interrupted_line(), folder=result.run_dir)
     print_text(f"run folder: {result.run_dir}")
     if result.disk_full is not None:
         fail(*disk_refused_says(result.disk_full, result.read_only, resumes=True))
     if result.spend_cap_reached:
-        raise typer.Exit(EXIT_SPEND_CAP)
+        _end_on_spend_cap(result)
     lost = _lost_answers_line(result)
     if lost is not None:
         typer.echo(lost, err=True)
@@ -160,6 +161,45 @@ def _end_interrupted(line: str, folder: Path | None = None) -> NoReturn:
         typer.echo(line, err=True)
     mark_interrupt_said()
     raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _ends_on_spend_cap(result: CampaignResult) -> bool:
+    """Whether the spend cap is what ends the run (exit 3): it stopped the dispatch, and no
+    signal or refused write did, whose own closing lines come first."""
+    return result.spend_cap_reached and not result.interrupted and result.disk_full is None
+
+
+def _say_spend_cap_on_stdout(result: CampaignResult) -> None:
+    """The spend cap's line (`CampaignResult.spend_cap_line`) on stdout, before the "run
+    folder:" line, where scripts read it; not where the run ends on the cap and stdout is
+    stderr's file (a terminal, `2>&1`): its closing line on stderr says it there, once."""
+    line = result.spend_cap_line()
+    if line is None or (_ends_on_spend_cap(result) and stdout_is_stderr()):
+        return
+    print_text(line)
+
+
+def _end_on_spend_cap(result: CampaignResult) -> NoReturn:
+    """End a run the spend cap stopped in one line on stderr, exit 3, as every other ending
+    has one: the cap's words (what was spent, this folder's earlier runs included, of
+    what cap), that the answers accepted are kept, and how to resume. It ended with no word
+    on stderr: a run whose stdout went to a file (`run ... > log`) stopped, exit 3, in
+    silence on screen."""
+    from engine.console_lines import plural
+    from runs.pipeline import SPEND_CAP_HINT  # loaded by the run by now: not for `--help`
+
+    summary = result.summary
+    spend = summary.spend
+    assert spend is not None, "the cap was reached: the dispatch had one"
+    answered = summary.planned - summary.unaccepted
+    kept = f"the {plural(answered, 'answer')} accepted so far {'is' if answered == 1 else 'are'}"
+    left = plural(summary.unaccepted, "planned query", "planned queries")
+    typer.echo(
+        f"{spend.message()} — {kept} kept in {result.run_dir}, {left} unanswered; "
+        f"{SPEND_CAP_HINT}",
+        err=True,
+    )
+    raise typer.Exit(EXIT_SPEND_CAP)
 
 
 def _end_stopped_outside_dispatch(run_dir: Path | None) -> NoReturn:

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import pty
+import re
 import shutil
 import signal
 import subprocess
@@ -437,6 +438,38 @@ def test_spend_cap_stops_the_run_non_zero_and_a_higher_cap_resumes(tmp_path: Pat
     assert second.returncode == 0, second.stdout + second.stderr
     assert "spend: $" in second.stdout  # the cap is reported when it did not stop the run
     assert scan_responses(run_dir).collect().height == PLANNED
+
+
+@pytest.mark.parametrize("merged", [False, True], ids=["apart", "2>&1"])
+def test_a_run_the_spend_cap_stops_ends_in_one_line_on_stderr(
+    merged: bool, tmp_path: Path
+) -> None:
+    """Exit 3 was the one ending with no line on stderr: a run whose stdout went to a file
+    stopped in silence on screen. It ends in one, saying what was spent of the cap, that
+    the answers are kept and how to resume; stdout keeps its cap line before "run folder:"
+    for scripts, but where the two are one file (`2>&1`, a terminal) it is said once."""
+    (tmp_path / "spec.toml").write_text(SPEND_SPEC)
+    done = subprocess.run(
+        [DUTCHBOOK, "run", "spec.toml", "--out", "run", "--rehearse", "--max-cost", "5"],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merged else subprocess.PIPE, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stdout + (done.stderr or "")
+    kept = len(accepted_ids(tmp_path / "run"))
+    closing = (
+        rf"spend cap reached: \$[\d.]+ of \$5\.00(;.*)? — the {kept} answers? accepted so far "
+        rf"(is|are) kept in run, {PLANNED - kept} planned quer(y|ies) unanswered; "
+        + re.escape(SPEND_CAP_HINT)
+    )
+    said = done.stdout if merged else done.stderr
+    assert re.fullmatch(closing, said.splitlines()[-1]), said
+    out = done.stdout.splitlines()
+    cap_lines = [line for line in out if line.endswith(f"— {SPEND_CAP_HINT}")]
+    if merged:
+        assert out[-2] == "run folder: run" and not cap_lines, done.stdout
+    else:
+        assert out[-2:] == [*cap_lines, "run folder: run"], done.stdout
+        assert done.stderr.count("spend cap reached") == 1, done.stderr
 
 
 async def test_a_stop_does_not_wait_out_rate_limit_pacing(tmp_path: Path) -> None:
