@@ -18,6 +18,7 @@ import contextlib
 import math
 import os
 import signal
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -633,9 +634,10 @@ async def run_campaign(
     check_new_design(spec, units, run_dir)  # before the prompts are rendered, for a new folder
     if not rehearse:
         check_credentials(spec, os.environ)
-    for line in hash_picked_personalities(spec):  # once refusals are past, before planning
-        console.print(f"warning: {line}", style="yellow", soft_wrap=True, highlight=False,
-                      markup=False)  # fmt: skip
+    # Once refusals are past, before planning; on stderr, as `plan` says them and warnings
+    # go: on the console, stdout, `run ... > log` kept them from the screen.
+    for line in hash_picked_personalities(spec):
+        print(f"warning: {line}", file=sys.stderr, flush=True)
     # Held from before the plan is rendered (seconds, minutes at paper scale): `status` said
     # "no run folder" of a new run all that while, and a second run on the folder planned too.
     hold = take_folder_lock(run_dir)

@@ -79,16 +79,19 @@ def test_plan_warns_on_stderr_and_its_json_stays_one_object(tmp_path: Path) -> N
     assert set(json.loads(as_json.stdout)["by_model"]) == {"typo", "named", "given", "far"}
 
 
-def test_run_warns_and_runs(tmp_path: Path) -> None:
+def test_run_warns_on_stderr_and_runs(tmp_path: Path) -> None:
+    """`run` said them on stdout, where `plan` says them on stderr, as warnings go."""
     done = CliRunner().invoke(
         app, ["run", str(_spec(tmp_path)), "--out", str(tmp_path / "out")],
         env={"COLUMNS": "200"},
     )  # fmt: skip
     assert done.exit_code == 0, done.output
-    said = _warnings(done.stdout)
-    assert len(said) == 2 and "did you mean sim-coherent?" in said[0]
-    # Said before the plan, so before anything is asked.
-    assert done.stdout.index(said[-1]) < done.stdout.index("planned")
+    said = _warnings(done.stderr)
+    assert len(said) == 2 and said[0].startswith("warning: typo: ")
+    assert "did you mean sim-coherent?" in said[0]
+    assert not _warnings(done.stdout)
+    # Said before the plan, so before anything is asked (`output` has both, in order).
+    assert done.output.index(said[-1]) < done.output.index("planned")
 
 
 def test_an_id_naming_its_personality_inside_a_word_or_twice_is_said(tmp_path: Path) -> None:
