@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from engine import mountinfo
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -70,12 +72,16 @@ def why_unwritable(folder: Path) -> str | None:
 
 
 def mounted_read_only(folder: Path) -> bool:
-    """Whether the file system holding `folder` is mounted read-only now (False when that
-    cannot be read)."""
+    """Whether the file system holding `folder` is mounted read-only now: `statvfs` says so,
+    or the mount's super options do (`engine.mountinfo.super_read_only`: ext4 turned
+    read-only by an error, `emergency_ro`, reads writable to `statvfs`). False when neither
+    can be read."""
     try:
-        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return True
     except OSError:
         return False
+    return mountinfo.super_read_only(folder) is True
 
 
 #: How a write refused by a read-only file system is worded where its error carries no
@@ -110,9 +116,11 @@ def _is_io_error(exc: BaseException) -> bool:
 
 def turned_read_only(folder: Path) -> bool:
     """Whether the file system holding `folder` refuses writes as read-only now: its mount
-    says so, or making a file there fails with EROFS (`write_refused`). ext4 turned
-    read-only by a file-system error (`errors=remount-ro`) may keep its mount's flags as
-    they were: `statvfs` said writable while every write failed."""
+    says so (`mounted_read_only`, its super options included), or making a file there fails
+    with EROFS (`write_refused`). ext4 turned read-only by a file-system error
+    (`errors=remount-ro`) may keep its mount's flags as they were: `statvfs` said writable
+    while every write failed, and a user other than the folder's owner is refused EACCES
+    before EROFS, so only the super options (`emergency_ro`) tell them."""
     if mounted_read_only(folder):
         return True
     try:

@@ -18,6 +18,7 @@ import builtins
 import errno
 import fcntl
 import os
+import tempfile
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -31,6 +32,7 @@ from typer.testing import CliRunner, Result
 import engine.durable
 import engine.lanefile
 import engine.ledger
+import engine.mountinfo
 import runs.pipeline
 import runs.scoring_step
 from engine.batch_jobs import JOBS_FILE, BatchJob, JobRecords
@@ -565,3 +567,47 @@ def test_status_of_a_run_of_another_host_is_not_probed_though_its_lock_is_not_se
     summary = orjson.loads(CliRunner().invoke(app, ["status", str(out), "--json"]).output)
     assert summary["state"] == "died" and summary["read_only"] is False, summary
     assert not any("to resume" in line for line in summary["warnings"]), summary
+
+
+@pytest.mark.parametrize(("super_says", "read_only"), [(True, True), (False, False), (None, False)])
+def test_status_of_another_users_died_run_on_an_emergency_read_only_disk_says_so(
+    finished_runs: FinishedRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    super_says: bool | None, read_only: bool,
+) -> None:
+    """ext4 turned read-only by an error (`errors=remount-ro`, `emergency_ro` in its super
+    options) leaves `statvfs` reading writable, and a user other than the run's owner gets
+    EACCES from the write probe before EROFS: `status` said "died", no word of the read-only
+    disk. The mount's super options (`engine.mountinfo.super_read_only`) say it now; where
+    they say writable, or cannot be read (not Linux), the EACCES is no read-only disk."""
+    out = tmp_path / "out"
+    finished_runs.copy_to(out, SMALL_SPEC)
+    write_pid(out)  # as the stopped run left it: a process started at another time
+    info = orjson.loads((out / PID_FILE).read_bytes())
+    (out / PID_FILE).write_bytes(orjson.dumps({**info, "create_time": 0.0}))
+    real_mkstemp = tempfile.mkstemp
+
+    def another_users(
+        suffix: str | None = None, prefix: str | None = None, dir: str | None = None,
+        text: bool = False,
+    ) -> tuple[int, str]:
+        if dir is not None and Path(dir) == out:  # the write probe's, as the kernel refuses it
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(out))
+        return real_mkstemp(suffix, prefix, dir, text)
+
+    monkeypatch.setattr(tempfile, "mkstemp", another_users)
+    asked: list[Path] = []
+
+    def super_read_only(folder: Path) -> bool | None:
+        asked.append(folder)
+        return super_says
+
+    monkeypatch.setattr(engine.mountinfo, "super_read_only", super_read_only)
+    summary = orjson.loads(CliRunner().invoke(app, ["status", str(out), "--json"]).output)
+    assert asked, "the mount's super options were never asked: the test proves nothing"
+    assert summary["state"] == "died" and summary["read_only"] is read_only, summary
+    if read_only:
+        _says_it_hedged(out, summary)
+        text = " ".join(CliRunner().invoke(app, ["status", str(out)]).output.split())
+        assert text.startswith(f"{out}: died or stopped, folder read-only (pid "), text
+    else:
+        assert not any("cannot be written" in line for line in summary["warnings"]), summary
