@@ -30,10 +30,11 @@ from runs.answered_sets import (
     pass_averages,
 )
 from runs.memory import trim_heap
-from runs.scored_from import answers_now, forget_digest, record_scored_from
+from runs.scored_from import answers_now, forget_digest, record_scored_from, rerun_command
 from runs.spec import CampaignSpec
 from runs.units import UnitSource
 from scoring import brier, pool
+from scoring.dutch_book import UncertifiedError
 from scoring.grouped import SetJob, solve_grouped
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "FORECAST_SCHEMA",
     "SCORE_SCHEMA",
     "ScoredRun",
+    "UncertifiedSet",
     "native_norm",
     "read_scored",
     "score_forecasts",
@@ -93,6 +95,40 @@ class ScoredRun:
     averaged: pl.DataFrame
 
 
+class UncertifiedSet(RuntimeError):
+    """A set of the run's answers whose profit no solve could certify
+    (`scoring.dutch_book.UncertifiedError`), named as the run knows it: scoring stops there,
+    replacing no file, rather than write a profit not certified exact. `dutchbook run` and
+    `dutchbook score` end on its `line`, where they ended in a traceback naming "set 1" of a
+    batch."""
+
+    def line(self, run_dir: Path) -> str:
+        """The one line a command ends on: which set, that nothing was scored, that the
+        answers are kept, and what scores them again."""
+        return (
+            f"the {self}; nothing was scored rather than a profit not certified exact, and the "
+            f"answers are kept in {run_dir}: `{rerun_command(run_dir)}`, then `dutchbook report "
+            f"{run_dir}`, score and report them without a call, as a resume does; please "
+            "report it"
+        )
+
+
+def _uncertified_set(
+    chunk: Chunk, origins: Sequence[tuple[AnsweredSet, str, bool]], error: UncertifiedError
+) -> UncertifiedSet:
+    """`error`, placed by its job in `origins` (each job's set, norm, and whether its rows
+    are pass averages), as the model, arm, unit, set and pass of its answers."""
+    where = f"model {chunk.model}, arm {chunk.arm.name}"
+    if error.job is None or error.set_index is None:  # not placed: the chunk is all it knows
+        return UncertifiedSet(error.says(f"a set of {where}"))
+    s, norm, averaged = origins[error.job]
+    row = error.set_index
+    # An averaged job's row k is its first k + 2 passes (`_score_chunk`: k = 1 is pass 0).
+    passes = f"passes 0 to {row + 1} averaged" if averaged else f"pass {row}"
+    named = f"{where}, unit {s.unit}, set {s.name}, {passes}, {norm} norm"
+    return UncertifiedSet(error.says(named))
+
+
 def _list_column(name: str, values: pl.Series, lengths: np.ndarray) -> pl.Series:
     """A list column from flat values and row lengths, without a Python object per value
     (a chunk holds a million values at paper scale; nested Python lists cost ~5x more)."""
@@ -123,15 +159,21 @@ def _score_chunk(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Scores (one row per set, pass and norm) and pass-averaged profits of one chunk."""
     jobs: list[SetJob] = []
+    origins: list[tuple[AnsweredSet, str, bool]] = []  # each job's set, norm, and if averaged
     for s in sets:
         # k = 1 is pass 0 itself; k >= 2 are solved.
         averages = pass_averages(s.probs)[1:] if chunk.passes > 1 else None
         for norm in norms:
             jobs.append(SetJob(s.incidence, s.probs, norm))
+            origins.append((s, norm, False))
             if averages is not None:
                 jobs.append(SetJob(s.incidence, averages, norm))
-    results = iter(solve_grouped(jobs))
-    del jobs
+                origins.append((s, norm, True))
+    try:
+        results = iter(solve_grouped(jobs))
+    except UncertifiedError as error:
+        raise _uncertified_set(chunk, origins, error) from error
+    del jobs, origins
     passes = chunk.passes
     keys: dict[str, list[Any]] = {name: [] for name in ("unit", "set", "cluster", "norm")}
     events: list[str] = []

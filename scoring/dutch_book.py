@@ -288,7 +288,41 @@ def _solve_fast(incidence: FloatArray, probs: FloatArray, norm: str) -> tuple[Fl
 
 class UncertifiedError(RuntimeError):
     """A set whose profit no solve could certify to `CERTIFY_TOLERANCE`: raised rather than
-    an inexact score returned (a RuntimeError, as it was before it had a name)."""
+    an inexact score returned (a RuntimeError, as it was before it had a name).
+
+    `set_index` is the set's row in the probabilities of the call that raised it, `gap` the
+    duality gap its last solve left; `job` is None from `dutch_books`, and from a call given
+    a list of jobs or groups (`scoring.solve_grouped`, `scoring.pool.score_groups`) the one
+    the set is in, `set_index` then its row there (`placed`): a caller that knows what each
+    job is can name the set, where "set 17" of a batch named nothing it knew. They cross
+    from a pool's worker with the error (pickled with its `__dict__`, its message as its one
+    argument)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        set_index: int | None = None,
+        gap: float | None = None,
+        job: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.set_index, self.gap, self.job = set_index, gap, job
+
+    def placed(self, job: int, set_index: int | None) -> UncertifiedError:
+        """The same set, as the row `set_index` of the `job`th of a caller's jobs."""
+        where = f"set {set_index} of job {job}" if set_index is not None else f"job {job}"
+        return UncertifiedError(self.says(where), set_index=set_index, gap=self.gap, job=job)
+
+    def says(self, where: str) -> str:
+        """This error's message for its set as a caller names it (`where`)."""
+        return _uncertified_says(where, self.gap)
+
+
+def _uncertified_says(where: str, gap: float | None) -> str:
+    """`UncertifiedError`'s message for the set `where`, whose last solve left `gap`."""
+    left = "" if gap is None else f" (duality gap {gap:.3g} > {CERTIFY_TOLERANCE:g})"
+    return f"Dutch-book LP for {where} could not be certified{left}"
 
 
 def _undecided(profit: FloatArray, gap: FloatArray) -> npt.NDArray[np.bool_]:
@@ -322,10 +356,8 @@ def _solve_certified(
         if not fixed[3][0] <= CERTIFY_TOLERANCE:
             if not failed[k]:
                 continue  # the batch's answer is certified, and no tighter one was found
-            raise UncertifiedError(
-                f"Dutch-book LP for set {k} could not be certified "
-                f"(duality gap {fixed[3][0]:.3g} > {CERTIFY_TOLERANCE:g})"
-            )
+            left = float(fixed[3][0])
+            raise UncertifiedError(_uncertified_says(f"set {k}", left), set_index=int(k), gap=left)
         if failed[k] or fixed[0][0] < profit[k]:
             profit[k], stakes[k], coherent[k] = fixed[0][0], fixed[1][0], fixed[2][0]
     return profit, stakes, coherent

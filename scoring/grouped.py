@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from scoring.dutch_book import NORMS, DutchBookResult
+from scoring.dutch_book import NORMS, DutchBookResult, UncertifiedError
 from scoring.inputs import FloatArray, as_incidence, as_real, in_unit_range, incidence_array
 from scoring.pool import score_groups
 
@@ -33,20 +33,25 @@ def solve_grouped(jobs: Sequence[SetJob], workers: int | None = None) -> list[Du
     """`dutch_books` for every job, the jobs sharing (norm, incidence) solved as one group.
 
     Returns one `DutchBookResult` per job, rows in the order of that job's `probs`.
-    `workers` is passed to `score_groups` (None: every core for big work, else one).
+    `workers` is passed to `score_groups` (None: every core for big work, else one). A set
+    no solve certifies raises `UncertifiedError` placed by its job (`job`, its index in
+    `jobs`) and its row in that job's `probs`.
     """
     checked = _checked(jobs)
     groups: dict[tuple[str, tuple[int, ...], bytes], list[int]] = {}
     for index, (job, (key, matrix, _)) in enumerate(zip(jobs, checked, strict=True)):
         groups.setdefault((job.norm, matrix.shape, key), []).append(index)
     members = list(groups.values())
-    solved = score_groups(
-        [
-            (checked[group[0]][1], np.vstack([checked[i][2] for i in group]), jobs[group[0]].norm)
-            for group in members
-        ],
-        workers=workers,
-    )
+    try:
+        solved = score_groups(
+            [
+                (checked[g[0]][1], np.vstack([checked[i][2] for i in g]), jobs[g[0]].norm)
+                for g in members
+            ],
+            workers=workers,
+        )
+    except UncertifiedError as error:
+        raise _in_job(error, members, checked) from error
     results: list[DutchBookResult | None] = [None] * len(jobs)
     for group, result in zip(members, solved, strict=True):
         offset = 0
@@ -61,6 +66,27 @@ def solve_grouped(jobs: Sequence[SetJob], workers: int | None = None) -> list[Du
             )
             offset += k
     return [r for r in results if r is not None]
+
+
+def _in_job(
+    error: UncertifiedError,
+    members: list[list[int]],
+    checked: list[tuple[bytes, FloatArray, npt.NDArray[np.float64]]],
+) -> UncertifiedError:
+    """`error`, placed by its group (`score_groups`), placed by its job instead: the job's
+    index and the set's row in that job's probabilities, the group's rows being its jobs'
+    in turn; not placed (`job` None) where its row is not known."""
+    assert error.job is not None
+    group = members[error.job]
+    row = error.set_index
+    if row is None:
+        return UncertifiedError(str(error), gap=error.gap)
+    for i in group:
+        k = checked[i][2].shape[0]
+        if row < k:
+            return error.placed(i, row)
+        row -= k
+    raise AssertionError(f"row {error.set_index} is past group {error.job}'s sets")
 
 
 def _checked(jobs: Sequence[SetJob]) -> list[tuple[bytes, FloatArray, npt.NDArray[np.float64]]]:

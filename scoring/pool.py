@@ -29,7 +29,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import resource_tracker
@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scoring import vertex_table
-from scoring.dutch_book import DutchBookResult, dutch_books, uses_table
+from scoring.dutch_book import DutchBookResult, UncertifiedError, dutch_books, uses_table
 from scoring.inputs import FloatArray, as_incidence, as_probs
 
 #: Sets per chunk at most: large enough for the vertex table and the LP's batches to
@@ -75,6 +75,36 @@ def _chunks(groups: Sequence[Group]) -> tuple[list[_Chunk], list[int]]:
 def _score(chunk: _Chunk) -> DutchBookResult:
     incidence, probs, norm = chunk
     return dutch_books(incidence, probs, norm)
+
+
+def _in_order(results: Iterable[DutchBookResult]) -> list[DutchBookResult]:
+    """The chunks' results, in their order; a set no solve certified is placed by its chunk
+    (`UncertifiedError.placed`), which its `dutch_books` call, given that chunk alone, could
+    not say."""
+    done: list[DutchBookResult] = []
+    try:
+        for result in results:
+            done.append(result)
+    except UncertifiedError as error:
+        raise error.placed(len(done), error.set_index) from error
+    return done
+
+
+def _in_group(
+    error: UncertifiedError, chunks: Sequence[_Chunk], counts: list[int]
+) -> UncertifiedError:
+    """`error`, placed by its chunk (`_in_order`), placed by its group instead: the group's
+    index among those given, and the set's row in the group's probabilities."""
+    assert error.job is not None
+    first = 0
+    for group, count in enumerate(counts):
+        if error.job < first + count:
+            if error.set_index is None:
+                return error.placed(group, None)
+            before = sum(chunks[c][1].shape[0] for c in range(first, error.job))
+            return error.placed(group, before + error.set_index)
+        first += count
+    raise AssertionError(f"chunk {error.job} is in none of {len(counts)} groups")
 
 
 #: What the workers start with held (`_mapped`), as `runs.signals.STOP_SIGNALS` (not imported:
@@ -321,7 +351,7 @@ def _mapped(
             results = pool.map(_score_in_worker, chunks, tables)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        return list(results)
+        return _in_order(results)
     except BrokenProcessPool:
         broken = True
         raise
@@ -339,15 +369,20 @@ def default_workers(chunks: Sequence[_Chunk]) -> int:
 def score_groups(groups: Sequence[Group], workers: int | None = None) -> list[DutchBookResult]:
     """`dutch_books` of each (incidence, probs, norm) group, optionally on several cores.
 
-    `workers=None` chooses (one process for small work); 1 forces this process.
+    `workers=None` chooses (one process for small work); 1 forces this process. A set no
+    solve certifies raises `UncertifiedError` placed by its group (`job`) and its row there,
+    whichever process solved it.
     """
     chunks, counts = _chunks(groups)
     if workers is None:
         workers = default_workers(chunks)
-    if workers <= 1 or len(chunks) < 2:
-        results = [_score(chunk) for chunk in chunks]
-    else:
-        results = _pooled(chunks, workers)
+    try:
+        if workers <= 1 or len(chunks) < 2:
+            results = _in_order(map(_score, chunks))
+        else:
+            results = _pooled(chunks, workers)
+    except UncertifiedError as error:
+        raise _in_group(error, chunks, counts) from error
     out: list[DutchBookResult] = []
     position = 0
     for (_, _, norm), count in zip(groups, counts, strict=True):

@@ -57,6 +57,10 @@ def link_to_no_folder(path: Path) -> str:
     return f"a link to {os.readlink(path)}, which leads to no folder, where a folder goes"
 #: Exit status when another process holds the run folder (`runs.folder_lock`): nothing done.
 EXIT_BUSY = 5
+#: Exit status when no solve could certify a set's profit (`scoring.dutch_book.
+#: UncertifiedError`): `check`, and `run` and `score`, which write no scores then and keep
+#: the answers. 1, as its traceback ended them before it was said in one line.
+EXIT_UNCERTIFIED = 1
 
 
 def fail(message: str, code: int = EXIT_USER_ERROR) -> NoReturn:

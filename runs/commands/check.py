@@ -58,7 +58,7 @@ from panels.input_files import (
     read_input_file,
     read_input_stream,
 )
-from runs.commands._errors import fail
+from runs.commands._errors import EXIT_UNCERTIFIED, fail
 from runs.output import print_text, stdout_console
 
 FloatArray = npt.NDArray[np.float64]
@@ -729,7 +729,7 @@ def check(
         if not isinstance(error, UncertifiedError):  # repair's QP, a RecursionError: not this
             raise
         fail(f"{file}: {error}: no profit is printed rather than one not certified exact; "
-             "please report it with this file", code=1)  # fmt: skip
+             "please report it with this file", code=EXIT_UNCERTIFIED)  # fmt: skip
         return
     profit = float(result.profit[0])
     stakes, coherent = _as_scored(

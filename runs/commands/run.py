@@ -9,9 +9,11 @@ write found no room (the run folder's disk, or the output's: the message says wh
 folder's disk turned read-only while it ran (remounted read-only after a file-system error; a
 folder read-only from the start is 2), 130 interrupted (SIGINT/SIGTERM/SIGHUP; 128 + SIGINT as
 shells report Ctrl-C; its line on stderr, as the others' closing errors, and last on stdout
-too unless stdout is stderr's file). All but 2 are resumable by running the same command
-again (5 once the other is done). A figure worker that dies (`runs.figure_workers`) is no
-error: the run draws its report in this process instead.
+too unless stdout is stderr's file), 1 a set whose profit no solve could certify (scoring
+stops, writing no scores; the answers are kept: `runs.scoring_step.UncertifiedSet`). All but
+2 are resumable by running the same command again (5 once the other is done). A figure
+worker that dies (`runs.figure_workers`) is no error: the run draws its report in this
+process instead.
 `DUTCHBOOK_FIGURE_WORKERS=0` starts none, the report drawn here from the start; a value other
 than 0 or 2 is a user error, before anything is started.
 """
@@ -29,6 +31,7 @@ import typer
 from engine.durable import DiskFull
 from runs.commands._errors import (
     EXIT_BUSY,
+    EXIT_UNCERTIFIED,
     disk_refused_says,
     fail,
     path_given,
@@ -256,6 +259,7 @@ def _run_with_workers(
             from runs.folder_moved import FolderMoved
             from runs.pipeline import RunBusy, RunError, run_campaign
             from runs.planner import CampaignTooLarge
+            from runs.scoring_step import UncertifiedSet
 
         # PermissionError: a file or folder of a run folder this user may not write (its
         # `logs/`, `journal/`, `spec-history.jsonl`) ended a resume in a traceback.
@@ -276,6 +280,9 @@ def _run_with_workers(
                 fail(str(exc), EXIT_INCOMPLETE)
             except DiskFull as exc:  # planning, scoring or the report: no room, or read-only
                 fail(*disk_refused_says(exc, resumes=True))
+            except UncertifiedSet as exc:  # scoring, the folder known by then
+                assert resolved.path is not None
+                fail(exc.line(resolved.path), EXIT_UNCERTIFIED)
 
 
 def _figure_workers() -> contextlib.AbstractContextManager[FigureWorkers | None]:

@@ -17,6 +17,7 @@ import typer
 
 from engine.console_lines import plural
 from runs.commands._errors import (
+    EXIT_UNCERTIFIED,
     disk_full_says,
     fail,
     interrupt_says_rerun,
@@ -188,7 +189,7 @@ def score(
     ] = None,
 ) -> None:
     """Rebuild forecasts.parquet, scores.parquet and averaged.parquet from the kept answers."""
-    from runs.scoring_step import score_run
+    from runs.scoring_step import UncertifiedSet, score_run
 
     with interrupt_says_rerun(), _clean_errors(run_dir):
         _planned_folder(run_dir)
@@ -204,7 +205,10 @@ def score(
                 would="scoring now would replace its scores with those of the answers left",
                 then="score again",
             )
-            scored = score_run(spec, run_dir, units)
+            try:
+                scored = score_run(spec, run_dir, units)
+            except UncertifiedSet as exc:  # no file replaced: the answers and old scores kept
+                fail(exc.line(run_dir), EXIT_UNCERTIFIED)
     frame = scored.scores
     answered = frame.filter(frame["answered"] > 0)
     print_text(
