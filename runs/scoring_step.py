@@ -107,9 +107,9 @@ class UncertifiedSet(RuntimeError):
         answers are kept, and what scores them again."""
         return (
             f"the {self}; nothing was scored rather than a profit not certified exact, and the "
-            f"answers are kept in {run_dir}: `{rerun_command(run_dir)}`, then `dutchbook report "
-            f"{run_dir}`, score and report them without a call, as a resume does; please "
-            "report it"
+            f"answers are kept in {run_dir} (a resume stops here again: once a dutchbook that "
+            f"certifies this set is installed, `{rerun_command(run_dir)}`, then `dutchbook "
+            f"report {run_dir}`, score and report them without a call); please report it"
         )
 
 

@@ -11,7 +11,8 @@ folder read-only from the start is 2), 130 interrupted (SIGINT/SIGTERM/SIGHUP; 1
 shells report Ctrl-C; its line on stderr, as the others' closing errors, and last on stdout
 too unless stdout is stderr's file), 1 a set whose profit no solve could certify (scoring
 stops, writing no scores; the answers are kept: `runs.scoring_step.UncertifiedSet`). All but
-2 are resumable by running the same command again (5 once the other is done). A figure
+2 and 1 are resumable by running the same command again (5 once the other is done; 1 stops
+again, its solve deterministic). A figure
 worker that dies (`runs.figure_workers`) is no error: the run draws its report in this
 process instead.
 `DUTCHBOOK_FIGURE_WORKERS=0` starts none, the report drawn here from the start; a value other

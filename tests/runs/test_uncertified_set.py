@@ -109,7 +109,8 @@ def _named_by(line: str, run_dir: Path, raised: np.ndarray) -> None:
         "be certified (duality gap 2.5e-06 > 1e-09); nothing was scored"
     )
     assert line.startswith(said), line
-    assert f"the answers are kept in {run_dir}: `dutchbook score {run_dir}`, then" in line
+    assert f"the answers are kept in {run_dir} (a resume stops here again" in line
+    assert f"is installed, `dutchbook score {run_dir}`, then `dutchbook report" in line
 
 
 def test_a_run_ends_in_one_line_and_a_resume_scores_it(
