@@ -36,8 +36,17 @@ def check_control_coherent(family: Family) -> None:
     exact = family.exact
     if not exact:
         return
+    from scoring.dutch_book import UncertifiedError
+
     probs = np.array([exact.get(i, np.nan) for i in family.ids], dtype=np.float64)
-    profit = float(scoring.dutch_books(family.panel().incidence, probs, norm="l1").profit[0])
+    try:
+        profit = float(scoring.dutch_books(family.panel().incidence, probs, norm="l1").profit[0])
+    except UncertifiedError as error:  # a traceback before anything was sent, where it ran
+        raise FamilyError(
+            str(family.path or family.id),
+            f"control family {family.id!r} could not be checked: {error}; nothing was sent "
+            "rather than a control not known coherent (please report it with this file)",
+        ) from error
     if profit > CONTROL_TOLERANCE:
         raise FamilyError(
             str(family.path or family.id),

@@ -70,6 +70,23 @@ def test_an_incoherent_control_is_refused_naming_the_file_and_profit(tmp_path: P
         units.families  # noqa: B018
 
 
+def test_a_control_no_solve_certifies_is_refused_in_its_files_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`UncertifiedError` from the control's check ended the run in a traceback."""
+    import scoring
+    from scoring.dutch_book import UncertifiedError
+
+    def uncertified(*_args: object, **_kwargs: object) -> None:
+        raise UncertifiedError("Dutch-book LP for set 0 could not be certified (duality gap 1e-06)")
+
+    monkeypatch.setattr(scoring, "dutch_books", uncertified)
+    units = units_for(tmp_path, {"coin.toml": COIN.format(heads=0.5, tails=0.5)})
+    with pytest.raises(FamilyError, match=r"coin\.toml: control family 'coin' could not be "
+                       r"checked: Dutch-book LP for set 0 could not be certified"):  # fmt: skip
+        units.families  # noqa: B018
+
+
 def test_the_shipped_controls_are_coherent() -> None:
     from panels.families import FAMILIES_DIR, load_families
     from runs.units import check_control_coherent
