@@ -149,11 +149,16 @@ def test_a_stop_signal_inside_a_swallowing_callback_is_delivered_after_the_block
         except BaseException:
             pass
 
-    assert signals_module.getsignal(signals_module.SIGINT) is signals_module.default_int_handler
-    callback_from_c()  # without the block: the interrupt is lost, nothing is raised
-    with pytest.raises(KeyboardInterrupt), deferred():
-        callback_from_c()
-    assert signals_module.getsignal(signals_module.SIGINT) is signals_module.default_int_handler
+    # Python's own handler, whatever the suite inherited: started in the background from a
+    # script without job control, it ignores SIGINT, and the kill above would be ignored too.
+    before = signals_module.signal(signals_module.SIGINT, signals_module.default_int_handler)
+    try:
+        callback_from_c()  # without the block: the interrupt is lost, nothing is raised
+        with pytest.raises(KeyboardInterrupt), deferred():
+            callback_from_c()
+        assert signals_module.getsignal(signals_module.SIGINT) is signals_module.default_int_handler
+    finally:
+        signals_module.signal(signals_module.SIGINT, before)
 
 
 class _StopsInFinalizer:
