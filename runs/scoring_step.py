@@ -95,12 +95,12 @@ class ScoredRun:
     averaged: pl.DataFrame
 
 
-class UncertifiedSet(RuntimeError):
-    """A set of the run's answers whose profit no solve could certify
-    (`scoring.dutch_book.UncertifiedError`), named as the run knows it: scoring stops there,
-    replacing no file, rather than write a profit not certified exact. `dutchbook run` and
-    `dutchbook score` end on its `line`, where they ended in a traceback naming "set 1" of a
-    batch."""
+class UncertifiedSet(UncertifiedError):
+    """A set of the run's answers whose profit no solve could certify, named as the run
+    knows it: scoring stops there, replacing no file, rather than write a profit not
+    certified exact. `dutchbook run` and `dutchbook score` end on its `line`, where they
+    ended in a traceback naming "set 1" of a batch. An `UncertifiedError` still (its gap,
+    job and row kept), so a caller that caught that catches this."""
 
     def line(self, run_dir: Path) -> str:
         """The one line a command ends on: which set, that nothing was scored, that the
@@ -120,13 +120,13 @@ def _uncertified_set(
     are pass averages), as the model, arm, unit, set and pass of its answers."""
     where = f"model {chunk.model}, arm {chunk.arm.name}"
     if error.job is None or error.set_index is None:  # not placed: the chunk is all it knows
-        return UncertifiedSet(error.says(f"a set of {where}"))
+        return UncertifiedSet(error.says(f"a set of {where}"), gap=error.gap)
     s, norm, averaged = origins[error.job]
     row = error.set_index
     # An averaged job's row k is its first k + 2 passes (`_score_chunk`: k = 1 is pass 0).
     passes = f"passes 0 to {row + 1} averaged" if averaged else f"pass {row}"
     named = f"{where}, unit {s.unit}, set {s.name}, {passes}, {norm} norm"
-    return UncertifiedSet(error.says(named))
+    return UncertifiedSet(error.says(named), set_index=row, gap=error.gap, job=error.job)
 
 
 def _list_column(name: str, values: pl.Series, lengths: np.ndarray) -> pl.Series:

@@ -80,7 +80,7 @@ def _in_job(
     group = members[error.job]
     row = error.set_index
     if row is None:
-        return UncertifiedError(str(error), gap=error.gap)
+        return UncertifiedError(error.says("a set"), gap=error.gap)  # its group means nothing here
     for i in group:
         k = checked[i][2].shape[0]
         if row < k:

@@ -113,7 +113,7 @@ def _named_by(line: str, run_dir: Path, raised: np.ndarray) -> None:
     assert f"is installed, `dutchbook score {run_dir}`, then `dutchbook report" in line
 
 
-def test_a_run_ends_in_one_line_and_a_resume_scores_it(
+def test_a_run_ends_in_one_line_and_scores_once_the_solve_certifies(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     spec = tmp_path / "spec.toml"
