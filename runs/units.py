@@ -41,11 +41,12 @@ def check_control_coherent(family: Family) -> None:
     probs = np.array([exact.get(i, np.nan) for i in family.ids], dtype=np.float64)
     try:
         profit = float(scoring.dutch_books(family.panel().incidence, probs, norm="l1").profit[0])
-    except UncertifiedError as error:  # a traceback before anything was sent, where it ran
+    except UncertifiedError as error:  # a traceback, where it ran (a run, `plan`, `score`)
+        said = error.says(f"control family {family.id!r}'s exact answers")
         raise FamilyError(
             str(family.path or family.id),
-            f"control family {family.id!r} could not be checked: {error}; nothing was sent "
-            "rather than a control not known coherent (please report it with this file)",
+            f"{said}, and a control not known coherent is refused (please report it with this "
+            "file)",
         ) from error
     if profit > CONTROL_TOLERANCE:
         raise FamilyError(

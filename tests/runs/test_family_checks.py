@@ -78,12 +78,13 @@ def test_a_control_no_solve_certifies_is_refused_in_its_files_words(
     from scoring.dutch_book import UncertifiedError
 
     def uncertified(*_args: object, **_kwargs: object) -> None:
-        raise UncertifiedError("Dutch-book LP for set 0 could not be certified (duality gap 1e-06)")
+        raise UncertifiedError("Dutch-book LP for set 0 could not be certified", gap=1e-6)
 
     monkeypatch.setattr(scoring, "dutch_books", uncertified)
     units = units_for(tmp_path, {"coin.toml": COIN.format(heads=0.5, tails=0.5)})
-    with pytest.raises(FamilyError, match=r"coin\.toml: control family 'coin' could not be "
-                       r"checked: Dutch-book LP for set 0 could not be certified"):  # fmt: skip
+    with pytest.raises(FamilyError, match=r"coin\.toml: Dutch-book LP for control family 'coin'"
+                       r"'s exact answers could not be certified \(duality gap 1e-06 > 1e-09\), "
+                       r"and a control not known coherent is refused"):  # fmt: skip
         units.families  # noqa: B018
 
 
