@@ -74,8 +74,9 @@ def why_unwritable(folder: Path) -> str | None:
 def mounted_read_only(folder: Path) -> bool:
     """Whether the file system holding `folder` is mounted read-only now: `statvfs` says so,
     or the mount's super options do (`engine.mountinfo.super_read_only`: ext4 turned
-    read-only by an error, `emergency_ro`, reads writable to `statvfs`). False when neither
-    can be read."""
+    read-only by an error, `emergency_ro`, reads writable to `statvfs`). False when
+    `statvfs` cannot read the folder (gone: mountinfo could not place it either), or neither
+    says so."""
     try:
         if os.statvfs(folder).f_flag & os.ST_RDONLY:
             return True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 #: The mount table of this process's mount namespace (Linux's proc(5)).
@@ -36,26 +37,40 @@ def _holds(mount_point: str, path: str) -> bool:
     return path == mount_point or path.startswith(mount_point.rstrip("/") + "/")
 
 
-def super_options(path: str, mountinfo: str) -> frozenset[str] | None:
-    """The super options of the mount holding `path` (absolute, resolved) in the text of a
-    mountinfo file: the mount whose mount point is the longest that holds it, the last
-    listed of those mounted on one point (the one on top). None where none holds it, or the
-    text is not mountinfo's."""
+def super_options(
+    path: str, mountinfo: str, device: str | None = None
+) -> frozenset[str] | None:
+    """The super options of the file system holding `path` (absolute, resolved) in the text
+    of a mountinfo file: those of a mount of `device` ("major:minor", the file's `st_dev`),
+    where one is listed (super options are the file system's, the same on each of its
+    mounts); else of the mount whose mount point is the longest that holds `path`, the last
+    listed of those mounted on one point (the one on top). By device first, as a mount over
+    a parent hides a deeper one that the longest mount point would pick (`/a/b`, then `/a`
+    mounted over it: `/a/b/run` is on `/a`'s). None where no mount holds it, or the text is
+    not mountinfo's."""
     found: frozenset[str] | None = None
     longest = -1
+    for fields, separator in _lines(mountinfo):
+        options = frozenset(fields[separator + _AFTER_SEPARATOR].split(","))
+        if device is not None and fields[2] == device:
+            return options
+        mount_point = _unescaped(fields[4])
+        if len(mount_point) >= longest and _holds(mount_point, path):
+            found, longest = options, len(mount_point)
+    return found
+
+
+def _lines(mountinfo: str) -> Iterator[tuple[list[str], int]]:
+    """Each mountinfo line's fields, and where its optional fields end (the `-`): lines that
+    are not mountinfo's are left out."""
     for line in mountinfo.splitlines():
         fields = line.split(" ")
         try:
             separator = fields.index("-", _FIXED_FIELDS)
         except ValueError:  # not a mountinfo line
             continue
-        if len(fields) <= separator + _AFTER_SEPARATOR:
-            continue
-        mount_point = _unescaped(fields[4])
-        if len(mount_point) >= longest and _holds(mount_point, path):
-            found = frozenset(fields[separator + _AFTER_SEPARATOR].split(","))
-            longest = len(mount_point)
-    return found
+        if len(fields) > separator + _AFTER_SEPARATOR:
+            yield fields, separator
 
 
 def super_read_only(folder: Path) -> bool | None:
@@ -64,9 +79,11 @@ def super_read_only(folder: Path) -> bool | None:
     Linux), or no mount in it holds the folder."""
     try:
         text = MOUNTINFO.read_text(encoding="utf-8", errors="surrogateescape")
+        device = os.stat(folder).st_dev
     except OSError:
         return None
-    options = super_options(os.path.realpath(folder), text)
+    held = f"{os.major(device)}:{os.minor(device)}"
+    options = super_options(os.path.realpath(folder), text, held)
     return None if options is None else bool(options & READ_ONLY_SUPER_OPTIONS)
 
 

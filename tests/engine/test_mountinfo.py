@@ -64,10 +64,31 @@ def test_the_folder_is_resolved_and_only_ro_or_emergency_ro_count(
     table = tmp_path / "mountinfo"
     monkeypatch.setattr(engine.mountinfo, "MOUNTINFO", table)
     assert super_read_only(tmp_path / "link" / "run") is None  # no file
+    # Devices no file here is on (majors run to 4095): the folder found by its path.
     for options, said in [("rw,emergency_ro", True), ("ro", True), ("rw,errors=remount-ro", False)]:
-        table.write_text(f"1 0 8:1 / / rw - ext4 /dev/a rw\n2 1 8:2 / {point} rw - ext4 /dev/b "
-                         f"{options}\n", encoding="utf-8")  # fmt: skip
+        table.write_text(f"1 0 4095:1 / / rw - ext4 /dev/a rw\n2 1 4095:2 / {point} rw - ext4 "
+                         f"/dev/b {options}\n", encoding="utf-8")  # fmt: skip
         assert super_read_only(tmp_path / "link" / "run") is said, options
+    # The folder's own device, listed at another mount point, is what is read.
+    device = os.stat(real).st_dev
+    table.write_text(f"1 0 4095:1 / / rw - ext4 /dev/a rw\n2 1 4095:2 / {point} rw - ext4 "
+                     f"/dev/b rw\n3 1 {os.major(device)}:{os.minor(device)} / /elsewhere rw - "
+                     "ext4 /dev/c rw,emergency_ro\n", encoding="utf-8")  # fmt: skip
+    assert super_read_only(tmp_path / "link" / "run") is True
+
+
+def test_a_mount_over_a_parent_hides_a_deeper_one_the_device_names_the_holder() -> None:
+    """`/a/b` read-only, then `/a` mounted over it: `/a/b/run` is on `/a`'s file system
+    (its `st_dev`), which the longest mount point holding the path (`/a/b`) is not."""
+    table = "\n".join([
+        "1 0 8:1 / / rw - ext4 /dev/sda1 rw",
+        "2 1 8:2 / /a/b rw - ext4 /dev/sdb1 rw,emergency_ro",
+        "3 1 8:3 / /a rw - ext4 /dev/sdc1 rw",
+    ])  # fmt: skip
+    assert super_options("/a/b/run", table, "8:3") == frozenset({"rw"})
+    assert super_options("/a/b/run", table, "8:2") == frozenset({"rw", "emergency_ro"})
+    assert super_options("/a/b/run", table) == frozenset({"rw", "emergency_ro"})  # by path
+    assert super_options("/a/b/run", table, "0:99") == frozenset({"rw", "emergency_ro"})
 
 
 def test_a_mount_read_only_by_its_super_options_alone_is_mounted_read_only(
