@@ -188,16 +188,16 @@ class CampaignResult:
     #: (`interrupted_line`); None otherwise (a first signal's lanes say theirs).
     jobs_left: AtProvider | None = None
 
-    def spend_cap_line(self) -> str | None:
+    def spend_cap_line(self, kept: str | None = None) -> str | None:
         """"spend cap reached: $X of $Y ... — raise --max-cost ...", the line a run the
         running spend cap stopped prints on stdout before its "run folder:" line (scripts
-        read it there; `runs.commands.run` prints it, and ends on its own line on stderr),
-        or None where the cap did not stop it."""
+        read it there; `runs.commands.run` prints it), or None where the cap did not stop
+        it. `kept`, said before the hint, makes it the run's closing line on stderr."""
         if not self.spend_cap_reached:
             return None
         spend = self.summary.spend
         assert spend is not None, "the cap was reached: the dispatch had one"
-        return f"{spend.message()} — {SPEND_CAP_HINT}"
+        return f"{spend.message()} — {'' if kept is None else f'{kept}; '}{SPEND_CAP_HINT}"
 
     def interrupted_line(self) -> str:
         """The last line of an interrupted run: `INTERRUPTED_MESSAGE`, and, where a second

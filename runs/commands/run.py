@@ -10,11 +10,11 @@ folder's disk turned read-only while it ran (remounted read-only after a file-sy
 folder read-only from the start is 2), 130 interrupted (SIGINT/SIGTERM/SIGHUP; 128 + SIGINT as
 shells report Ctrl-C; its line on stderr, as the others' closing errors, and last on stdout
 too unless stdout is stderr's file), 1 a set whose profit no solve could certify (scoring
-stops, writing no scores; the answers are kept: `runs.scoring_step.UncertifiedSet`). All but
-2 and 1 are resumable by running the same command again (5 once the other is done; 1 stops
-again, its solve deterministic). A figure
-worker that dies (`runs.figure_workers`) is no error: the run draws its report in this
-process instead.
+stops, writing no scores; the answers are kept: `runs.scoring_step.UncertifiedSet`), or
+stdout's reader gone before the run ended (`runs.cli.output_closed`). All are resumable by
+running the same command again but 2 and an uncertified set's 1, whose solve stops there
+again (5 once the other is done). A figure worker that dies (`runs.figure_workers`) is no
+error: the run draws its report in this process instead.
 `DUTCHBOOK_FIGURE_WORKERS=0` starts none, the report drawn here from the start; a value other
 than 0 or 2 is a user error, before anything is started.
 """
@@ -190,19 +190,16 @@ def _end_on_spend_cap(result: CampaignResult) -> NoReturn:
     on stderr: a run whose stdout went to a file (`run ... > log`) stopped, exit 3, in
     silence on screen."""
     from engine.console_lines import plural
-    from runs.pipeline import SPEND_CAP_HINT  # loaded by the run by now: not for `--help`
 
     summary = result.summary
-    spend = summary.spend
-    assert spend is not None, "the cap was reached: the dispatch had one"
     answered = summary.planned - summary.unaccepted
-    kept = f"the {plural(answered, 'answer')} accepted so far {'is' if answered == 1 else 'are'}"
     left = plural(summary.unaccepted, "planned query", "planned queries")
-    typer.echo(
-        f"{spend.message()} — {kept} kept in {result.run_dir}, {left} unanswered; "
-        f"{SPEND_CAP_HINT}",
-        err=True,
-    )
+    if answered:
+        were = "is" if answered == 1 else "are"
+        kept = f"the {plural(answered, 'answer')} accepted so far {were} kept in {result.run_dir}"
+    else:  # a first attempt that could cost more than the cap leaves: nothing to keep yet
+        kept = f"no answer was accepted yet in {result.run_dir}"
+    typer.echo(result.spend_cap_line(kept=f"{kept}, {left} unanswered"), err=True)
     raise typer.Exit(EXIT_SPEND_CAP)
 
 

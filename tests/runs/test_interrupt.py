@@ -585,3 +585,29 @@ def test_ctrl_c_while_scoring_ends_the_run_at_once(
     done = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "run")])
     assert done.exit_code == 130, done.output
     assert not scored and not (tmp_path / "run" / "report").exists(), done.output
+
+
+def test_a_spend_cap_that_stopped_the_run_before_any_answer_says_none_was_kept(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A first attempt that could cost more than the cap leaves stops the run with nothing
+    accepted: its closing line said "the 0 answers accepted so far are kept"."""
+    import typer
+
+    from runs.commands.run import _end_on_spend_cap
+
+    class Result:
+        run_dir = Path("run")
+        summary = type("Summary", (), {"planned": 4, "unaccepted": 4})()
+
+        @staticmethod
+        def spend_cap_line(kept: str) -> str:
+            return f"spend cap reached — {kept}; {SPEND_CAP_HINT}"
+
+    with pytest.raises(typer.Exit) as ended:
+        _end_on_spend_cap(Result())  # type: ignore[arg-type]
+    assert ended.value.exit_code == 3
+    assert capsys.readouterr().err == (
+        "spend cap reached — no answer was accepted yet in run, 4 planned queries unanswered; "
+        f"{SPEND_CAP_HINT}\n"
+    )
