@@ -72,6 +72,8 @@ def test_the_set_is_named_by_unit_set_and_pass(
         f"Dutch-book LP for model m, arm baseline, unit d:UNH, set h1, {named}, inf norm "
         "could not be certified (duality gap 2.5e-06 > 1e-09)"
     )
+    # Still the error `score_run` and `score_forecasts` raised before it was named.
+    assert isinstance(raised.value, UncertifiedError) and raised.value.gap == GAP
 
 
 def _row_of(sets: np.ndarray, target: np.ndarray) -> int | None:
