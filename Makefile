@@ -19,17 +19,19 @@ $(BIN)/dutchbook: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,figures]'
 	@touch $@
 
-# The suite runs in one worker more than the machine has cores, at most four (pytest-xdist;
-# each test is independent and makes its own folders and ports): 5:52 where one process took
-# 9:56 on this 2-core machine, most of it end-to-end campaigns that wait on their own
-# subprocesses. The extra worker fills that waiting: with two workers the two cores were busy
-# 85% of the time; three took 8:44 where two took 9:15, and 9:28 where two took 10:37, in
-# runs one after the other. At most four because many of those tests start processes of
-# their own (figure workers, a simulator, a campaign) that a worker per core of a large
-# machine would multiply. TEST_WORKERS=0: one process.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+# The suite runs in two workers more than the machine has cores, at most four (pytest-xdist;
+# each test is independent and makes its own folders and ports), most of it end-to-end
+# campaigns that wait on their own subprocesses, which the extra workers fill. Measured on
+# this 2-core machine: one process took 9:56 where three workers took 5:52 (1,933 tests);
+# three took 8:44 where two took 9:15; with 4,100 tests, four workers that steal queued tests
+# from one another (`--dist worksteal`: the slowest tests no longer wait, queued, behind a
+# busy worker at the end) took 9:05 where three took 10:14, quiet, one after the other. At
+# most four because many of those tests start processes of their own (a simulator, a
+# campaign) that a worker per core of a large machine would multiply. TEST_WORKERS=0: one
+# process.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 2 )))
 test: install
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --maxprocesses=4
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --maxprocesses=4 --dist worksteal
 
 bench: install
 	$(BIN)/python -m bench
