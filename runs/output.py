@@ -103,6 +103,20 @@ def print_text(text: str) -> None:
     out.flush()
 
 
+def warn(line: str) -> None:
+    """"warning: `line`" on the standard error, or nowhere where it cannot be written (closed
+    with `2>&-`, full as `/dev/full`, its reader gone): a warning is advice, and a command
+    that could do its work ended on one (exit 6; exit 1 in silence on a pipe whose reader
+    had left), or printed it on stdout, where Python's print goes with no stderr."""
+    if sys.stderr is None:
+        return
+    try:
+        sys.stderr.write(f"warning: {line}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # ValueError: a stream already closed
+        return
+
+
 def stdout_is_stderr() -> bool:
     """Whether the standard output and error are the same file, by device and inode (a
     terminal both write to, `> log 2>&1`): a line meant for both is then said once. A

@@ -18,7 +18,6 @@ import contextlib
 import math
 import os
 import signal
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -88,7 +87,7 @@ from runs.leftovers import remove_orphaned_scratch, scratch_folder
 from runs.lost_answers import ASK_ALL_AGAIN, answers_refusal, gone_answers_refusal
 from runs.memory import release_heap
 from runs.model_options import check_model_options
-from runs.output import stdout_console
+from runs.output import stdout_console, warn
 from runs.phases import PhaseClock
 from runs.plan_checksums import (
     answers_outside_plan,
@@ -637,7 +636,7 @@ async def run_campaign(
     # Once refusals are past, before planning; on stderr, as `plan` says them and warnings
     # go: on the console, stdout, `run ... > log` kept them from the screen.
     for line in hash_picked_personalities(spec):
-        print(f"warning: {line}", file=sys.stderr, flush=True)
+        warn(line)
     # Held from before the plan is rendered (seconds, minutes at paper scale): `status` said
     # "no run folder" of a new run all that while, and a second run on the folder planned too.
     hold = take_folder_lock(run_dir)

@@ -18,7 +18,7 @@ from runs.batch_bytes import PlannedSizes
 from runs.commands._errors import interrupt_says_rerun, path_given, user_errors
 from runs.design import check_new_design
 from runs.model_options import check_model_options
-from runs.output import print_text, stdout_console
+from runs.output import print_text, stdout_console, warn
 from runs.planner import estimate, summarise
 from runs.planning_progress import PlanningProgress
 from runs.spec import (
@@ -61,7 +61,7 @@ def plan(
         check_keys_read(spec)
         check_batch_floor(spec)
         for line in hash_picked_personalities(spec):  # on stderr: --json's output stays one object
-            typer.echo(f"warning: {line}", err=True)
+            warn(line)
         sized = PlannedSizes(spec)  # a batch_max_bytes is judged by the lines it cuts
         with PlanningProgress(Console(stderr=True, emoji=False), spec.name) as shown:
             rendered = estimate(spec, units, progress=shown.update, on_query=sized.on_query)

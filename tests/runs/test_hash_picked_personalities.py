@@ -7,13 +7,20 @@ model (`runs.spec.hash_picked_personalities`), and still run it."""
 
 from __future__ import annotations
 
+import errno
+import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from providers.sim.forecasters import personality_for
 from runs.cli import app
+from runs.output import warn
 from runs.spec import hash_picked_personalities, load_spec
 
 SPEC = """
@@ -41,6 +48,10 @@ model = "house-model"
 [[arms]]
 name = "baseline"
 """
+
+
+ROOT = Path(__file__).resolve().parents[2]
+DUTCHBOOK = [sys.executable, "-m", "runs.entry"]
 
 
 def _spec(root: Path) -> Path:
@@ -114,3 +125,41 @@ def test_an_id_naming_its_personality_inside_a_word_or_twice_is_said(tmp_path: P
         "(coherent, noisy); coherent is taken (first of coherent, noisy, anchored, framing, "
         "fraction); name one personality on its own (sim-noisy) to choose another",
     ]
+
+
+
+def test_a_warning_that_cannot_be_written_is_dropped_and_the_command_goes_on(
+    tmp_path: Path,
+) -> None:
+    """With stderr on a full device the warnings ended `run` and `plan` in exit 6 before
+    anything was planned; with stderr closed (`2>&-`) `run` printed them on stdout."""
+    spec = str(_spec(tmp_path))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open("/dev/full", "w") as full:
+        planned = subprocess.run([*DUTCHBOOK, "plan", spec, "--json"], env=env,
+                                 stdout=subprocess.PIPE, stderr=full, text=True)  # fmt: skip
+        assert planned.returncode == 0 and isinstance(json.loads(planned.stdout), dict)
+        run = subprocess.run([*DUTCHBOOK, "run", spec, "--out", str(tmp_path / "a")], env=env,
+                             stdout=subprocess.PIPE, stderr=full, text=True)  # fmt: skip
+        assert run.returncode == 0 and run.stdout.endswith(f"run folder: {tmp_path / 'a'}\n")
+    closed = subprocess.run(
+        [*DUTCHBOOK, "run", spec, "--out", str(tmp_path / "b")], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        preexec_fn=lambda: os.close(2),
+    )  # fmt: skip
+    assert closed.returncode == 0 and not _warnings(closed.stdout), closed.stdout
+
+
+def test_warn_writes_one_line_on_stderr_or_nothing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    warn("a line")
+    assert capsys.readouterr().err == "warning: a line\n"
+
+    class Full(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    for stream in (Full(), None):
+        monkeypatch.setattr(sys, "stderr", stream)
+        warn("dropped")  # nothing raised, nothing said
