@@ -199,7 +199,8 @@ def _end_on_spend_cap(result: CampaignResult) -> NoReturn:
         kept = f"the {plural(answered, 'answer')} accepted so far {were} kept in {result.run_dir}"
     else:  # a first attempt that could cost more than the cap leaves: nothing to keep yet
         kept = f"no answer was accepted yet in {result.run_dir}"
-    typer.echo(result.spend_cap_line(kept=f"{kept}, {left} unanswered"), err=True)
+    unanswered = f"{left} unanswered{_not_asked_again(result)}"
+    typer.echo(result.spend_cap_line(kept=f"{kept}, {unanswered}"), err=True)
     raise typer.Exit(EXIT_SPEND_CAP)
 
 
@@ -318,6 +319,15 @@ def _incomplete_line(result: CampaignResult) -> str:
             "lines twice, each loss billed, and no run asks them again"
         )
     line = f"incomplete: {queries}; fix the cause and run the same command again to resume"
+    return line + _not_asked_again(result)
+
+
+def _not_asked_again(result: CampaignResult) -> str:
+    """What of the unanswered queries the same command again does not ask, as parentheses
+    after the line that counts them (an incomplete run's, the spend cap's): held by batch
+    jobs, given up for good, or out of their answer-failure budget; "" where none is."""
+    line = ""
+    lost = result.summary.lost_to_damage
     if held := result.summary.held_by_jobs:
         # A live model never asks what a batch job holds: the same command again said the
         # same line for ever.

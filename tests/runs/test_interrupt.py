@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import polars as pl
 import psutil
@@ -598,16 +599,29 @@ def test_a_spend_cap_that_stopped_the_run_before_any_answer_says_none_was_kept(
 
     class Result:
         run_dir = Path("run")
-        summary = type("Summary", (), {"planned": 4, "unaccepted": 4})()
+        parser = "lenient"
+        summary = SimpleNamespace(planned=4, unaccepted=4, lost_to_damage=0, held_by_jobs={},
+                                  answer_budget_spent=0)  # fmt: skip
 
         @staticmethod
         def spend_cap_line(kept: str) -> str:
             return f"spend cap reached — {kept}; {SPEND_CAP_HINT}"
 
+    result = Result()
     with pytest.raises(typer.Exit) as ended:
-        _end_on_spend_cap(Result())  # type: ignore[arg-type]
+        _end_on_spend_cap(result)  # type: ignore[arg-type]
     assert ended.value.exit_code == 3
     assert capsys.readouterr().err == (
         "spend cap reached — no answer was accepted yet in run, 4 planned queries unanswered; "
         f"{SPEND_CAP_HINT}\n"
+    )
+    # Those a resume does not ask, whatever the cap, are said, as an incomplete run says
+    # them: "10 planned queries unanswered; raise --max-cost" hid 4 out of their budget.
+    result.summary.planned, result.summary.answer_budget_spent = 14, 2
+    with pytest.raises(typer.Exit):
+        _end_on_spend_cap(result)  # type: ignore[arg-type]
+    assert capsys.readouterr().err == (
+        "spend cap reached — the 10 answers accepted so far are kept in run, 4 planned queries "
+        "unanswered (2 of them spent their answer-failure budget: a resume asks them again "
+        f"only once max_answer_failures is raised in the spec); {SPEND_CAP_HINT}\n"
     )
