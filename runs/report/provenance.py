@@ -13,6 +13,7 @@ are left out: they name a machine, and the digests say what the files were.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -187,10 +188,22 @@ def _run_openings(phases: list[dict[str, object]]) -> list[dict[str, object]]:
 
 
 def _run_starts(phases: list[dict[str, object]]) -> list[datetime]:
-    """When each run `phases` records began, in order: its opening line's time."""
-    starts = [_instant(opening.get("at")) for opening in _run_openings(phases)]
-    return sorted(at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-                  for at in starts if at is not None)  # fmt: skip
+    """When each run `phases` records began, in order: its plan lap's time, written before
+    it sends anything; else, where that lap was not written, its opening line's time less
+    the lap's `seconds`. A lap is written as its phase ends: a run whose plan lap was lost
+    opened at its dispatch lap, written once dispatch ended, and its attempts read as the
+    run's before it ("in 1 of 3 runs" of two that sent attempts)."""
+    starts = []
+    for opening in _run_openings(phases):
+        at = _instant(opening.get("at"))
+        if at is None:
+            continue
+        seconds = opening.get("seconds")
+        if opening.get("phase") != "plan" and isinstance(seconds, int | float) and seconds > 0:
+            with contextlib.suppress(OverflowError, ValueError):  # a hand-edited 1e308, inf, nan
+                at -= timedelta(seconds=seconds)
+        starts.append(at if at.tzinfo is not None else at.replace(tzinfo=UTC))
+    return sorted(starts)
 
 
 def _parser(

@@ -175,6 +175,26 @@ def test_resumes_that_reuse_a_pid_are_runs_of_their_own(run_dir: Path, tmp_path:
     )
 
 
+def test_a_resume_whose_plan_lap_was_not_written_still_sent_its_attempts(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """A lap is written as its phase ends, and one the disk refused is let go: a resume
+    whose plan lap was lost opened at its dispatch lap, written after its last attempt, so
+    its attempts read as the first run's ("in 1 of 2 runs", a tester's torn plan line)."""
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    (pid,) = {lap["pid"] for lap in read_phases(folder)}
+    assert isinstance(pid, int)
+    first, last = _attempt_span(folder)
+    began, ended = first + (last - first) / 2, last + timedelta(minutes=1)
+    seconds = (ended - began).total_seconds()
+    with (folder / "logs" / "phases.jsonl").open("a", encoding="utf-8") as phases:
+        phases.write(f'{{"at": "{ended.isoformat()}", "pid": {pid + 1}, "phase": "dispatch", '
+                     f'"seconds": {seconds}}}\n')  # fmt: skip
+    prov = provenance(folder)
+    assert (prov["runs"], prov["runs_with_attempts"]) == (2, 2)
+
+
 def test_after_a_reparse_the_report_names_the_parser_that_made_its_answers(
     run_dir: Path, tmp_path: Path
 ) -> None:
