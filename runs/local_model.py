@@ -998,11 +998,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(sig, _stops)
     try:
         check_options(args)
-        check_server_installed()
         run_dir = run_folder_of(args.spec, args.out)
         if args.what == "demo":  # a campaign that would refuse its spec or folder loads no model
             check_out_folder(args.spec, args.out)
             check_folder_free(run_dir)
+        # After the spec's checks: a mistyped spec path said "not installed: run `make
+        # demo-local`", whose build (4-12 minutes) ended in the spec's refusal.
+        check_server_installed()
         port = args.port or free_port()
         if args.port:  # a port of the user's: said before the model is written (one chosen
             check_port_free(port)  # just now is free; `running_server` checks again anyway)

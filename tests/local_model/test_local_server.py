@@ -993,6 +993,26 @@ def test_a_server_killed_by_a_signal_is_named(tmp_path: Path) -> None:
     assert line.startswith(f"the model server (pid {killed.pid}) was killed by SIGKILL while")
 
 
+def test_a_spec_the_campaign_refuses_is_said_before_a_missing_llama_cpp_python(
+    tmp_path: Path,
+) -> None:
+    """`demo --spec missng.toml` on a machine without llama-cpp-python said "not installed:
+    run `make demo-local`", whose 4-12 minute build ended in the spec's refusal."""
+    script = textwrap.dedent("""
+        import sys
+        from runs import local_model
+        local_model.SERVER_PACKAGE = "no_such_package_of_dutchbooks"
+        sys.exit(local_model.main(["demo", "--spec", "missng.toml"]))
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.startswith("error: missng.toml: "), done.stderr
+    assert done.stderr.count("\n") == 1 and "llama" not in done.stderr
+
+
 def test_a_spec_the_campaign_refuses_is_refused_before_the_model_is_loaded(
     tmp_path: Path,
 ) -> None:
