@@ -103,18 +103,25 @@ def print_text(text: str) -> None:
     out.flush()
 
 
-def warn(line: str) -> None:
-    """"warning: `line`" on the standard error, or nowhere where it cannot be written (closed
-    with `2>&-`, full as `/dev/full`, its reader gone): a warning is advice, and a command
-    that could do its work ended on one (exit 6; exit 1 in silence on a pipe whose reader
-    had left), or printed it on stdout, where Python's print goes with no stderr."""
+def say(line: str) -> None:
+    """`line` on the standard error, or nowhere where it cannot be written (closed with
+    `2>&-`, full as `/dev/full`, its reader gone): for a warning, or a closing line whose
+    exit status says the same. Written with `typer.echo`, such a line ended a command that
+    had done its work in exit 6 (exit 1 on a pipe whose reader had left): a run the spend
+    cap stopped, exit 3, read as a full disk; with no stderr, Python's print wrote to stdout."""
     if sys.stderr is None:
         return
     try:
-        sys.stderr.write(f"warning: {line}\n")
+        sys.stderr.write(f"{line}\n")
         sys.stderr.flush()
     except (OSError, ValueError):  # ValueError: a stream already closed
         return
+
+
+def warn(line: str) -> None:
+    """"warning: `line`" on the standard error, or nowhere (`say`): a warning is advice,
+    and a command that could do its work ended on one."""
+    say(f"warning: {line}")
 
 
 def stdout_is_stderr() -> bool:

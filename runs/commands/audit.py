@@ -18,6 +18,7 @@ import typer
 
 from runs.commands._errors import path_given, user_errors
 from runs.commands._run_folder import require_run_folder
+from runs.output import warn
 
 if TYPE_CHECKING:
     from engine.audit import Audit
@@ -44,7 +45,7 @@ def audit(
     warnings = []
     if unplanned is None and (lost := lost_plan(run_dir)) is not None:
         # Its counts are of the requests found asked, not of those planned: said first.
-        typer.echo(f"warning: {lost}", err=True)
+        warn(lost)
         warnings.append(lost)
     if as_json:
         import orjson

@@ -22,7 +22,7 @@ from runs.commands._errors import (
 )
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
-from runs.output import print_text, stdout_console
+from runs.output import print_text, stdout_console, warn
 from runs.scored_from import (
     REPAIRED_FROM,
     SCORED_FROM,
@@ -81,7 +81,7 @@ def reparse(
     if as_json:
         print_text(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode())
         if repairs:  # beside the object, as `score` says it
-            typer.echo(f"warning: {repairs}", err=True)
+            warn(repairs)
         return
     console = stdout_console(highlight=False)
     console.print(

@@ -40,7 +40,7 @@ from runs.commands._errors import (
 )
 from runs.figure_workers import FigureWorkers, workers_wanted
 from runs.memory import imports_frozen
-from runs.output import OutputClosed, OutputFull, print_text, stdout_is_stderr
+from runs.output import OutputClosed, OutputFull, print_text, say, stdout_is_stderr
 from runs.run_folder import ResolvedFolder, has_run_marks
 from runs.signals import (
     EXIT_INTERRUPTED,
@@ -139,10 +139,10 @@ def run(
         _end_on_spend_cap(result)
     lost = _lost_answers_line(result)
     if lost is not None:
-        typer.echo(lost, err=True)
+        say(lost)
         raise typer.Exit(EXIT_INCOMPLETE)
     if not result.summary.complete:
-        typer.echo(_incomplete_line(result), err=True)
+        say(_incomplete_line(result))
         raise typer.Exit(EXIT_INCOMPLETE)
 
 
@@ -161,8 +161,7 @@ def _end_interrupted(line: str, folder: Path | None = None) -> NoReturn:
             print_text(f"run folder: {folder}")
         if not stdout_is_stderr():
             print_text(line)
-    with contextlib.suppress(OSError):
-        typer.echo(line, err=True)
+    say(line)
     mark_interrupt_said()
     raise typer.Exit(EXIT_INTERRUPTED)
 
@@ -200,7 +199,9 @@ def _end_on_spend_cap(result: CampaignResult) -> NoReturn:
     else:  # a first attempt that could cost more than the cap leaves: nothing to keep yet
         kept = f"no answer was accepted yet in {result.run_dir}"
     unanswered = f"{left} unanswered{_not_asked_again(result)}"
-    typer.echo(result.spend_cap_line(kept=f"{kept}, {unanswered}"), err=True)
+    line = result.spend_cap_line(kept=f"{kept}, {unanswered}")
+    assert line is not None, "the cap was reached"
+    say(line)
     raise typer.Exit(EXIT_SPEND_CAP)
 
 

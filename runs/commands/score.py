@@ -26,7 +26,7 @@ from runs.commands._errors import (
 )
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
-from runs.output import print_text
+from runs.output import print_text, say, warn
 
 if TYPE_CHECKING:
     from runs.spec import CampaignSpec
@@ -71,7 +71,7 @@ def _load(run_dir: Path, spec_path: Path | None) -> tuple[CampaignSpec, UnitSour
 
     unfinished = unfinished_line(run_dir)
     if unfinished:  # scored as they are, but whose answers they are is not known
-        typer.echo(f"warning: {unfinished}", err=True)
+        warn(unfinished)
     spec = _frozen(run_dir) if spec_path is None else _given(run_dir, spec_path)
     from runs.design import DesignChanged, data_changes, said_changes
 
@@ -84,10 +84,9 @@ def _load(run_dir: Path, spec_path: Path | None) -> tuple[CampaignSpec, UnitSour
         # Loaded before the note: a family file made invalid TOML was said to be "scored
         # against the data as it is now", then refused.
         _load_units(spec, units)
-        typer.echo(
+        say(
             f"note: {run_dir} was planned from other data: {said_changes(changed)}; its answers "
-            "are scored against the data as it is now",
-            err=True,
+            "are scored against the data as it is now"
         )
     return spec, units
 
@@ -224,7 +223,7 @@ def _say_stale_repairs(run_dir: Path) -> None:
     from runs.scored_from import stale_repairs
 
     if repairs := stale_repairs(run_dir):
-        typer.echo(f"warning: {repairs}", err=True)
+        warn(repairs)
 
 
 def repair(

@@ -588,6 +588,22 @@ def test_ctrl_c_while_scoring_ends_the_run_at_once(
     assert not scored and not (tmp_path / "run" / "report").exists(), done.output
 
 
+def test_a_closing_line_stderr_cannot_take_leaves_the_exit_status_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """With stderr on a full device, the spend cap's closing line (exit 3) failed, and the
+    run ended in exit 6, "no space left", of a disk with room: the status says the cap."""
+    (tmp_path / "spec.toml").write_text(SPEND_SPEC)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [DUTCHBOOK, "run", "spec.toml", "--out", "run", "--rehearse", "--max-cost", "5"],
+            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=full, text=True,
+            timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 3, done.stdout
+    assert done.stdout.splitlines()[-1] == "run folder: run"
+
+
 def test_a_spend_cap_that_stopped_the_run_before_any_answer_says_none_was_kept(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
