@@ -76,7 +76,7 @@ def _lines(mountinfo: str) -> Iterator[tuple[list[str], int]]:
 def super_read_only(folder: Path) -> bool | None:
     """Whether this process's mountinfo says the file system holding `folder` refuses
     writes (`READ_ONLY_SUPER_OPTIONS`); None where it cannot say: no mountinfo to read (not
-    Linux), or no mount in it holds the folder."""
+    Linux), the folder cannot be read (`os.stat`), or no mount in it holds the folder."""
     try:
         text = MOUNTINFO.read_text(encoding="utf-8", errors="surrogateescape")
         device = os.stat(folder).st_dev

@@ -126,7 +126,8 @@ def _uncertified_set(
     # An averaged job's row k is its first k + 2 passes (`_score_chunk`: k = 1 is pass 0).
     passes = f"passes 0 to {row + 1} averaged" if averaged else f"pass {row}"
     named = f"{where}, unit {s.unit}, set {s.name}, {passes}, {norm} norm"
-    return UncertifiedSet(error.says(named), set_index=row, gap=error.gap, job=error.job)
+    # No `job`: its index is into `_score_chunk`'s own jobs, which no caller of it gave.
+    return UncertifiedSet(error.says(named), gap=error.gap)
 
 
 def _list_column(name: str, values: pl.Series, lengths: np.ndarray) -> pl.Series:

@@ -42,7 +42,7 @@ def check_control_coherent(family: Family) -> None:
     try:
         profit = float(scoring.dutch_books(family.panel().incidence, probs, norm="l1").profit[0])
     except UncertifiedError as error:  # a traceback, where it ran (a run, `plan`, `score`)
-        said = error.says(f"control family {family.id!r}'s exact answers")
+        said = error.says(f"the exact answers of control family {family.id!r}")
         raise FamilyError(
             str(family.path or family.id),
             f"{said}, and a control not known coherent is refused (please report it with this "

@@ -82,9 +82,9 @@ def test_a_control_no_solve_certifies_is_refused_in_its_files_words(
 
     monkeypatch.setattr(scoring, "dutch_books", uncertified)
     units = units_for(tmp_path, {"coin.toml": COIN.format(heads=0.5, tails=0.5)})
-    with pytest.raises(FamilyError, match=r"coin\.toml: Dutch-book LP for control family 'coin'"
-                       r"'s exact answers could not be certified \(duality gap 1e-06 > 1e-09\), "
-                       r"and a control not known coherent is refused"):  # fmt: skip
+    with pytest.raises(FamilyError, match=r"coin\.toml: Dutch-book LP for the exact answers of "
+                       r"control family 'coin' could not be certified \(duality gap 1e-06 > "
+                       r"1e-09\), and a control not known coherent is refused"):  # fmt: skip
         units.families  # noqa: B018
 
 
