@@ -24,6 +24,7 @@ def main() -> None:
         before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
     except (AttributeError, OSError, ValueError):  # no signal masks here: run as is
         before = None
+    standard_fds_opened()
     from runs.signals import exit_interrupted, stops_as_interrupt
 
     try:
@@ -38,7 +39,27 @@ def main() -> None:
         exit_interrupted()
 
 
-__all__ = ["main"]
+def standard_fds_opened() -> None:
+    """Open /dev/null on each of the standard descriptors (0-2) the command was started
+    without (`2>&-`): else the first file it opens takes that number, and what a child
+    process (a figure worker, the scoring pool, a model server) or C code writes to its
+    stderr lands in that file (a lock, a log, a shard being written)."""
+    import os  # loaded with the interpreter: nothing new is imported before the CLI
+
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                null = os.open(os.devnull, os.O_RDWR)  # the lowest free number: `fd` itself
+            except OSError:  # no /dev/null to open: as it was
+                return
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
+__all__ = ["main", "standard_fds_opened"]
 
 if __name__ == "__main__":  # `python -m runs.entry ...`, as the `dutchbook` script runs it
     main()
