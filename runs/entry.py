@@ -45,8 +45,10 @@ def standard_fds_opened() -> None:
     process (a figure worker, the scoring pool, a model server) or C code writes to its
     stderr lands in that file (a lock, a log, a shard being written)."""
     import os  # loaded with the interpreter: nothing new is imported before the CLI
+    import sys
 
-    for fd in (0, 1, 2):
+    streams = ("stdin", "stdout", "stderr")
+    for fd, name in enumerate(streams):
         try:
             os.fstat(fd)
         except OSError:
@@ -57,6 +59,9 @@ def standard_fds_opened() -> None:
             if null != fd:
                 os.dup2(null, fd)
                 os.close(null)
+            os.set_inheritable(fd, True)  # `os.open`'s are not: a child would find it closed
+            if getattr(sys, name) is None:  # Python set it so at start: a print failed on it
+                setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))  # noqa: SIM115
 
 
 __all__ = ["main", "standard_fds_opened"]
