@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import tomllib
 from collections.abc import Iterator, Mapping
 from datetime import UTC, date, datetime
@@ -29,6 +28,7 @@ import orjson
 
 from engine.console_lines import plural
 from engine.durable import write_bytes_atomic
+from runs.output import say
 from runs.spec import CampaignSpec, check_one_form
 from runs.version import installed_version
 
@@ -239,7 +239,7 @@ def check_new_design(spec: CampaignSpec, units: UnitSource, run_dir: Path | None
         check_well_posed(families)
         note = not_family_files_note(spec.data.families or FAMILIES_DIR)
         if note is not None:
-            print(note, file=sys.stderr, flush=True)
+            say(note)  # dropped where stderr cannot take it: a note is advice
 
 
 #: The names `not_family_files_note` gives; past them, it counts.

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from engine.durable import READ_ONLY_SAVED
+from runs.output import say
 from runs.signals import EXIT_INTERRUPTED, INTERRUPTED, mark_interrupt_said
 
 if TYPE_CHECKING:
@@ -67,7 +68,10 @@ def fail(message: str, code: int = EXIT_USER_ERROR) -> NoReturn:
     """Print `error: <message>` on stderr (the message literally) and exit with `code`."""
     line = Text("error: ", style="red")
     line.append(message)
-    _stderr.print(line, soft_wrap=True)
+    # A line stderr cannot take (full, closed, its reader gone) is dropped: its failure read
+    # as a full disk's (exit 6) or stdout's reader gone (exit 1), where `code` says it all.
+    with contextlib.suppress(OSError, ValueError):
+        _stderr.print(line, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -146,7 +150,7 @@ def interrupt_says_rerun() -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        typer.echo(f"{INTERRUPTED} to finish", err=True)
+        say(f"{INTERRUPTED} to finish")  # exit 130 kept where stderr cannot take it
         mark_interrupt_said()
         raise typer.Exit(EXIT_INTERRUPTED) from None
 
