@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import io
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -207,6 +211,15 @@ def test_entries_not_named_toml_are_said_and_the_plan_goes_ahead(
         f"note: {folder} holds 1 entry not named *.toml, not read as families: x.json; a "
         "family file's name must end in .toml\n"
     )
+    # A note stderr cannot take is dropped, and the plan goes ahead: it ended `run` and
+    # `plan` in exit 6 (a full stderr's error read as a full disk's).
+    class Full(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "stderr", Full())
+        check_new_design(units.spec, UnitSource.from_spec(units.spec))
     (folder / "x.json").unlink()
     check_new_design(units.spec, UnitSource.from_spec(units.spec))
     assert capsys.readouterr().err == ""
