@@ -382,8 +382,8 @@ def status(
             # A reparse, score, repair or report holds the folder (they write no pid file: no
             # run is live), and a warning below may be of the very work it is doing; or a
             # run live on the host its run.pid names, where status cannot see it.
-            busy = ELSEWHERE_NOTE if names_another_host(summary["pid"]) else BUSY_NOTE
-            summary["warnings"].insert(0, busy.format(host=(summary["pid"] or {}).get("host")))
+            note = ELSEWHERE_NOTE if names_another_host(summary["pid"]) else BUSY_NOTE
+            summary["warnings"].insert(0, note.format(host=(summary["pid"] or {}).get("host")))
         summary["rehearsal"] = rehearsed(run_dir)  # additive
         if summary["rehearsal"]:
             summary["notes"] = [REHEARSAL_NOTE, *(summary.get("notes") or [])]
