@@ -4,8 +4,9 @@ Read from the run folder alone: the frozen `spec.toml` (its SHA-256, its campaig
 parser, unless `dutchbook reparse` changed the parser since: `logs/reparses.jsonl`),
 `design.json` (the version of dutchbook that planned the run and the SHA-256 of every input
 file it was planned from), the ledger (when the first and the last attempt were sent) and
-`logs/phases.jsonl` (how many `dutchbook run` processes got past planning, told apart by their
-plan laps: the first run and each resume, a killed one included; and, with the ledger's attempt
+`logs/phases.jsonl` (how many `dutchbook run` processes recorded a phase, told apart by the
+`started` each of their lines carries, or in lines of older versions by their plan laps and
+pids: the first run and each resume, a killed one included; and, with the ledger's attempt
 times, how many of them sent an attempt), and the scores files it read (their SHA-256, by
 which `status` tells a report of older scores). The version that wrote the report is this one. Paths
 are left out: they name a machine, and the digests say what the files were.
@@ -49,9 +50,9 @@ def provenance(run_dir: Path) -> dict[str, Any]:
         "inputs": {name: entry["sha256"] for name, entry in design.get("files", {}).items()},
         "first_attempt_at": first,
         "last_attempt_at": last,
-        # `dutchbook run` processes that recorded a phase: each laps its plan first, so a
-        # run killed while it dispatched counts too.
-        "runs": len(_run_openings(phases)),
+        # `dutchbook run` processes that recorded a phase (`_runs`): each laps its plan
+        # first, so a run killed while it dispatched counts too.
+        "runs": len(_runs(phases)),
         # Additive: those of them that sent an attempt (a run of a finished folder sends none).
         "runs_with_attempts": runs_with_attempts,
         # Additive: every answer is the local simulator's (`--rehearse`, `runs.rehearsal`).
@@ -172,38 +173,79 @@ def answers_span(prov: Mapping[str, Any]) -> str:
     return f"Attempts sent from {first} to {last} (UTC){over}."
 
 
-def _run_openings(phases: list[dict[str, object]]) -> list[dict[str, object]]:
-    """The line each run `phases` records opened with: its `plan` lap, which a `dutchbook
-    run` writes once, before it sends anything; or, where that lap was not written (a full
-    disk: `runs.phases` lets it go), its first line, of a pid other than the line before's.
-    The folder's lock keeps runs from interleaving their lines. Not by pid alone: a resume in
-    a container is pid 1 again, as was the run before it, and the two were counted as one."""
-    openings: list[dict[str, object]] = []
+def _runs(phases: list[dict[str, object]]) -> list[list[dict[str, object]]]:
+    """The lines of each run `phases` records, in the order the runs first appear. A line
+    names its run by `started` (`runs.phases`), one run to each: told apart by plan laps and
+    pids, a run whose plan lap was lost merged with the run before where both were pid 1 (a
+    container's), and one whose plan and dispatch laps were lost opened at its score lap,
+    after its attempts. A line without a readable `started` (an older version's, or one
+    hand-edited) is told apart as before: it opens a run if it is a `plan` lap, which a
+    `dutchbook run` writes once, before it sends anything; or, where that lap was not
+    written (a full disk: `runs.phases` lets it go), if it is the first line, or of a pid
+    other than the line before's. The folder's lock keeps runs from interleaving their
+    lines."""
+    runs: list[list[dict[str, object]]] = []
+    named: dict[datetime, list[dict[str, object]]] = {}
+    run: list[dict[str, object]] | None = None
     before: object = None
     for phase in phases:
-        if phase.get("phase") == "plan" or not openings or phase.get("pid") != before:
-            openings.append(phase)
+        started = _started(phase)
+        if started is not None:
+            run = named.get(started)
+            if run is None:
+                run = named[started] = []
+                runs.append(run)
+        elif run is None or phase.get("phase") == "plan" or phase.get("pid") != before:
+            run = []
+            runs.append(run)
+        run.append(phase)
         before = phase.get("pid")
-    return openings
+    return runs
+
+
+def _started(phase: Mapping[str, object]) -> datetime | None:
+    """A line's `started`, or None where it has none that can be read as a time."""
+    return _utc_instant(phase.get("started"))
 
 
 def _run_starts(phases: list[dict[str, object]]) -> list[datetime]:
-    """When each run `phases` records began, in order: its plan lap's time, written before
-    it sends anything; else, where that lap was not written, its opening line's time less
-    the lap's `seconds`. A lap is written as its phase ends: a run whose plan lap was lost
-    opened at its dispatch lap, written once dispatch ended, and its attempts read as the
-    run's before it ("in 1 of 3 runs" of two that sent attempts)."""
-    starts = []
-    for opening in _run_openings(phases):
-        at = _instant(opening.get("at"))
-        if at is None:
-            continue
-        seconds = opening.get("seconds")
-        if opening.get("phase") != "plan" and isinstance(seconds, int | float) and seconds > 0:
-            with contextlib.suppress(OverflowError, ValueError):  # a hand-edited 1e308, inf, nan
-                at -= timedelta(seconds=seconds)
-        starts.append(at if at.tzinfo is not None else at.replace(tzinfo=UTC))
-    return sorted(starts)
+    """When each run `phases` records began, in order (`_run_start`)."""
+    return sorted(start for run in _runs(phases) if (start := _run_start(run)) is not None)
+
+
+def _run_start(run: list[dict[str, object]]) -> datetime | None:
+    """When a run began, as far as the attempts it sent are concerned: its plan lap's time,
+    written once the folder's lock was held and before it sent anything; else its `started`
+    (taken as it began, before it took the lock); else, a line of an older version, its
+    opening line's time less the lap's `seconds`. A lap is written as its phase ends: a run
+    whose plan lap was lost opened at its dispatch lap, written once dispatch ended, and
+    its attempts read as the run's before it ("in 1 of 3 runs" of two that sent attempts)."""
+    opening, started = run[0], _started(run[0])
+    plans = (_utc_instant(line.get("at")) for line in run if line.get("phase") == "plan")
+    if (at := next((at for at in plans if at is not None), None)) is not None:
+        return at
+    if started is not None:
+        return started
+    at = _utc_instant(opening.get("at"))
+    if at is None:
+        return None
+    seconds = opening.get("seconds")
+    if isinstance(seconds, int | float) and seconds > 0:
+        with contextlib.suppress(OverflowError, ValueError):  # a hand-edited 1e308, inf, nan
+            at -= timedelta(seconds=seconds)
+    return at
+
+
+def _utc_instant(value: object) -> datetime | None:
+    """`value` read as a time in UTC (naive taken as UTC), or None: no time, or one UTC
+    cannot hold (a hand-edited year 1 at +14:00, on which polars' comparison overflowed)."""
+    at = _instant(value)
+    if at is None:
+        return None
+    try:
+        return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    except OverflowError:
+        return None
 
 
 def _parser(

@@ -195,6 +195,173 @@ def test_a_resume_whose_plan_lap_was_not_written_still_sent_its_attempts(
     assert (prov["runs"], prov["runs_with_attempts"]) == (2, 2)
 
 
+def _lap(
+    run_dir: Path, phase: str, at: datetime, pid: object, seconds: float = 1, **more: object
+) -> None:
+    """One phase line more, as `runs.phases` writes it (`more`: its `started`, damaged or not;
+    none, as an older version wrote it)."""
+    line = {"at": at.isoformat(), "pid": pid, "phase": phase, "seconds": seconds, **more}
+    with (run_dir / "logs" / "phases.jsonl").open("ab") as phases:
+        phases.write(orjson.dumps(line) + b"\n")
+
+
+def _resume(run_dir: Path, began: datetime, pid: object, phases: tuple[str, ...]) -> None:
+    """A resume of the folder that began at `began` (its `started`) and whose dispatch ended
+    a minute after the folder's last attempt: of its laps, only `phases` were written."""
+    ended = _attempt_span(run_dir)[1] + timedelta(minutes=1)
+    second = timedelta(seconds=1)
+    ends = {"plan": began + second, "dispatch": ended, "score": ended + second,
+            "report": ended + 2 * second}  # fmt: skip
+    last = began
+    for phase, at in ends.items():
+        if phase in phases:
+            _lap(run_dir, phase, at, pid, (at - last).total_seconds(), started=began.isoformat())
+        last = at
+
+
+def _older_version(run_dir: Path) -> int:
+    """The folder's laps as a version that wrote no `started` left them; their pid."""
+    laps = read_phases(run_dir)
+    older = (orjson.dumps({k: v for k, v in lap.items() if k != "started"}) for lap in laps)
+    (run_dir / "logs" / "phases.jsonl").write_bytes(b"".join(line + b"\n" for line in older))
+    (pid,) = {lap["pid"] for lap in laps}
+    assert isinstance(pid, int)
+    return pid
+
+
+def test_every_lap_of_a_run_names_the_run_by_when_it_began(run_dir: Path) -> None:
+    """The key by which the report tells runs apart where pids and plan laps do not."""
+    laps = read_phases(run_dir)
+    assert [lap["phase"] for lap in laps] == ["plan", "dispatch", "score", "report"]
+    (started,) = {lap["started"] for lap in laps}
+    assert isinstance(started, str)
+    assert datetime.fromisoformat(started) <= min(datetime.fromisoformat(str(lap["at"]))
+                                                  for lap in laps)  # fmt: skip
+
+
+def test_a_resume_whose_plan_and_dispatch_laps_were_lost_sent_its_attempts(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """A resume whose plan and dispatch laps the disk refused opened at its score lap, less
+    that lap's seconds: after its last attempt, which then read as the first run's ("in 1
+    of 2 runs")."""
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    first, last = _attempt_span(folder)
+    _resume(folder, first + (last - first) / 2, 10**7, ("score", "report"))
+    prov = provenance(folder)
+    assert (prov["runs"], prov["runs_with_attempts"]) == (2, 2)
+
+
+def test_a_resume_of_the_same_pid_whose_plan_lap_was_lost_is_a_run_of_its_own(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """Each `docker run` is pid 1: a resume whose plan lap was lost, its first line of the
+    run before's pid, merged with that run ("in one run" of two); and so did a run of the
+    finished folder after it, its plan lap lost too."""
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    (pid,) = {lap["pid"] for lap in read_phases(folder)}
+    first, last = _attempt_span(folder)
+    _resume(folder, first + (last - first) / 2, pid, ("dispatch", "score", "report"))
+    _resume(folder, last + timedelta(minutes=2), pid, ("score", "report"))
+    prov = provenance(folder)
+    assert (prov["runs"], prov["runs_with_attempts"]) == (3, 2)
+    assert answers_span(prov).endswith("in 2 of 3 runs (the first and 2 resumes; the other "
+                                       "sent none).")  # fmt: skip
+
+
+def test_a_run_that_began_before_the_last_run_ended_is_bounded_by_its_plan_lap(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """`started` is taken before the run takes the folder's lock: one begun while the run
+    before still dispatched planned only once that run had ended, and sent nothing before
+    its plan lap. Bounded by its `started`, the first run's last attempts read as its own."""
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    (pid,) = {lap["pid"] for lap in read_phases(folder)}
+    first, last = _attempt_span(folder)
+    began = first + (last - first) / 2
+    _lap(folder, "plan", last + timedelta(minutes=1), pid, started=began.isoformat())
+    _lap(folder, "dispatch", last + timedelta(minutes=2), pid, started=began.isoformat())
+    prov = provenance(folder)
+    assert (prov["runs"], prov["runs_with_attempts"]) == (2, 1)
+
+
+def test_a_folder_of_an_older_version_counts_its_runs_as_before(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """Laps without `started` are told apart by plan laps and pids, as they were: a resume
+    whose plan lap was lost, of the same pid, is not told from the run before (nothing says
+    it was another); one of another pid, or with its plan lap, is."""
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    pid = _older_version(folder)
+    first, last = _attempt_span(folder)
+    middle = first + (last - first) / 2
+    _lap(folder, "dispatch", last + timedelta(minutes=1), pid, seconds=1)
+    assert (provenance(folder)["runs"], provenance(folder)["runs_with_attempts"]) == (1, 1)
+    _lap(folder, "plan", middle, pid)  # a plan lap opens a run of its own, whatever its pid
+    _lap(folder, "dispatch", last + timedelta(minutes=2), pid + 1,
+         seconds=(last + timedelta(minutes=2) - middle).total_seconds())  # fmt: skip
+    prov = provenance(folder)
+    assert (prov["runs"], prov["runs_with_attempts"]) == (3, 2)
+
+
+def test_a_folder_resumed_after_an_upgrade_counts_runs_of_both_versions(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """Laps of an older version, then a resume by this one whose plan lap was lost, with the
+    pid of the run before (a container's): two runs, both of which sent attempts; and a run
+    of the finished folder after it, its plan lapped: three."""
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    pid = _older_version(folder)
+    first, last = _attempt_span(folder)
+    _resume(folder, first + (last - first) / 2, pid, ("dispatch", "score", "report"))
+    prov = provenance(folder)
+    assert (prov["runs"], prov["runs_with_attempts"]) == (2, 2)
+    _resume(folder, last + timedelta(minutes=2), pid, ("plan", "dispatch", "score", "report"))
+    prov = provenance(folder)
+    assert (prov["runs"], prov["runs_with_attempts"]) == (3, 2)
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [12, None, "yesterday", "2026-13-45T00:00:00", ["x"], {}, "0001-01-01T00:00:00+14:00"],
+)
+def test_a_damaged_started_is_read_as_a_line_without_one(
+    run_dir: Path, tmp_path: Path, damaged: object
+) -> None:
+    """A hand-edited `started` that is no time: the line is told apart by its plan lap and
+    pid, as a line of an older version is, and the report is written."""
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    (pid,) = {lap["pid"] for lap in read_phases(folder)}
+    assert isinstance(pid, int)
+    first, last = _attempt_span(folder)
+    _lap(folder, "plan", first + (last - first) / 2, pid, started=damaged)  # a run of its own
+    _lap(folder, "dispatch", last + timedelta(minutes=1), pid, started=damaged)  # the same run
+    prov = provenance(folder)
+    assert (prov["runs"], prov["runs_with_attempts"]) == (2, 2)
+    _lap(folder, "score", last + timedelta(minutes=2), pid + 1, started=damaged)  # another pid
+    prov = provenance(folder)
+    assert (prov["runs"], prov["runs_with_attempts"]) == (3, 2)
+    rebuilt = CliRunner().invoke(app, ["report", str(folder)], env={"COLUMNS": "200"})
+    assert rebuilt.exit_code == 0, rebuilt.output
+
+
+def test_a_lap_time_utc_cannot_hold_is_not_read(run_dir: Path, tmp_path: Path) -> None:
+    """A hand-edited plan lap of year 1 at +14:00 is a time, but before year 1 in UTC: the
+    report stopped on polars' OverflowError. Its run is counted, its start unknown."""
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    with (folder / "logs" / "phases.jsonl").open("a", encoding="utf-8") as phases:
+        phases.write('{"at": "0001-01-01T00:00:00+14:00", "pid": 1, "phase": "plan"}\n')
+    prov = provenance(folder)
+    assert (prov["runs"], prov["runs_with_attempts"]) == (2, 1)
+
+
 def test_after_a_reparse_the_report_names_the_parser_that_made_its_answers(
     run_dir: Path, tmp_path: Path
 ) -> None:
