@@ -57,7 +57,7 @@ from engine.reparse import (
     resume_refusal,
     unfinished_line,
 )
-from engine.retry import CAUSE_LABELS, DUPLICATE, DUPLICATE_REFUSED
+from engine.retry import CAUSE_LABELS, DUPLICATE, DUPLICATE_REFUSED, GIVEN_UP_FOR_GOOD
 from engine.retry import (
     REJECTED_ON_REPARSE as REJECTED_ON_REPARSE,  # re-exported: the audit's name for it
 )
@@ -973,9 +973,7 @@ class Audit:
         """One line per model with requests given up for good as damaged batch results lost
         their lines twice (`AuditRow.lost_to_damage`): no run asks them again."""
         return [
-            f"{model}: {plural(row.lost_to_damage, 'request')} given up for good: damaged "
-            "batch results lost their lines twice, each loss billed, and no run asks them "
-            "again"
+            f"{model}: {plural(row.lost_to_damage, 'request')} {GIVEN_UP_FOR_GOOD}"
             for model, row in self.by_model.items()
             if row.lost_to_damage
         ]

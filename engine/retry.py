@@ -40,6 +40,12 @@ ANSWER_FAILURE_CAUSES: frozenset[str] = frozenset(o.value for o in ANSWER_FAILUR
 #: lose a request's line before it is given up for good: each loss ran and was billed, so a
 #: request lost this often is bought by no lane and no resume again, batch or live.
 DAMAGED_LOSSES = 2
+#: What is said of the requests `lost_for_good`: by the audit, and by a run's closing line,
+#: which then sends no one to a resume that would ask nothing.
+GIVEN_UP_FOR_GOOD = (
+    "given up for good: damaged batch results lost their lines twice, each loss billed, and "
+    "no run asks them again"
+)
 
 
 @overload

@@ -45,6 +45,7 @@ from engine.durable import (
 )
 from engine.ledger import LedgerBusy
 from engine.reparse import resume_refusal
+from engine.retry import GIVEN_UP_FOR_GOOD
 from engine.runlock import (
     LOCK_FILE,
     clear_pid,
@@ -155,6 +156,9 @@ class RunBusy(RunError):
 WORKERS_MAX_QUERIES = 100_000
 #: What the user is told when the running spend cap stopped the run.
 SPEND_CAP_HINT = "raise --max-cost and run the same command again to resume"
+#: What a closing line says, in place of advice to run again, where every planned query left
+#: unanswered is given up for good (`CampaignResult.all_given_up`): no run asks one again.
+ALL_GIVEN_UP = f"all {GIVEN_UP_FOR_GOOD}"
 
 
 @dataclass(frozen=True)
@@ -187,16 +191,33 @@ class CampaignResult:
     #: (`interrupted_line`); None otherwise (a first signal's lanes say theirs).
     jobs_left: AtProvider | None = None
 
+    def unanswered(self) -> str:
+        """"N planned queries unanswered", as the run's closing lines count them."""
+        return f"{plural(self.summary.unaccepted, 'planned query', 'planned queries')} unanswered"
+
+    def all_given_up(self) -> bool:
+        """Whether every planned query left unanswered is given up for good, lost to damaged
+        batch results (`engine.retry.GIVEN_UP_FOR_GOOD`): nothing a resume would ask,
+        whatever its cap."""
+        lost = self.summary.lost_to_damage
+        return bool(lost) and lost == self.summary.unaccepted
+
     def spend_cap_line(self, kept: str | None = None) -> str | None:
         """"spend cap reached: $X of $Y ... — raise --max-cost ...", the line a run the
         running spend cap stopped prints on stdout before its "run folder:" line (scripts
         read it there; `runs.commands.run` prints it), or None where the cap did not stop
-        it. `kept`, said before the hint, makes it the run's closing line on stderr."""
+        it. `kept`, said before the hint, makes it the run's closing line on stderr. Where
+        every query left unanswered is given up for good (`all_given_up`), it ends in their
+        count and `ALL_GIVEN_UP` instead: the hint sent its user to a resume that asked
+        nothing, and said so again, for ever."""
         if not self.spend_cap_reached:
             return None
         spend = self.summary.spend
         assert spend is not None, "the cap was reached: the dispatch had one"
-        return f"{spend.message()} — {'' if kept is None else f'{kept}; '}{SPEND_CAP_HINT}"
+        said = f"{spend.message()} — "
+        if self.all_given_up():
+            return f"{said}{'' if kept is None else f'{kept}, '}{self.unanswered()}, {ALL_GIVEN_UP}"
+        return f"{said}{'' if kept is None else f'{kept}; '}{SPEND_CAP_HINT}"
 
     def interrupted_line(self) -> str:
         """The last line of an interrupted run: `INTERRUPTED_MESSAGE`, and, where a second

@@ -192,14 +192,14 @@ def _end_on_spend_cap(result: CampaignResult) -> NoReturn:
 
     summary = result.summary
     answered = summary.planned - summary.unaccepted
-    left = plural(summary.unaccepted, "planned query", "planned queries")
     if answered:
         were = "is" if answered == 1 else "are"
         kept = f"the {plural(answered, 'answer')} accepted so far {were} kept in {result.run_dir}"
     else:  # a first attempt that could cost more than the cap leaves: nothing to keep yet
         kept = f"no answer was accepted yet in {result.run_dir}"
-    unanswered = f"{left} unanswered{_not_asked_again(result)}"
-    line = result.spend_cap_line(kept=f"{kept}, {unanswered}")
+    if not result.all_given_up():  # else the cap's line counts them, and says none is asked
+        kept += f", {result.unanswered()}{_not_asked_again(result)}"
+    line = result.spend_cap_line(kept=kept)
     assert line is not None, "the cap was reached"
     say(line)
     raise typer.Exit(EXIT_SPEND_CAP)
@@ -311,14 +311,11 @@ def _lost_answers_line(result: CampaignResult) -> str | None:
 
 def _incomplete_line(result: CampaignResult) -> str:
     """What an incomplete run says last: how many are unanswered, and what would answer them."""
-    left = result.summary.unaccepted
-    lost = result.summary.lost_to_damage
-    queries = f"{left:,} planned {'query' if left == 1 else 'queries'} unanswered (see above)"
-    if lost and lost == left:  # nothing a resume asks: "run again" would say this for ever
-        return (
-            f"incomplete: {queries}, all given up for good: damaged batch results lost their "
-            "lines twice, each loss billed, and no run asks them again"
-        )
+    from runs.pipeline import ALL_GIVEN_UP
+
+    queries = f"{result.unanswered()} (see above)"
+    if result.all_given_up():  # nothing a resume asks: "run again" would say this for ever
+        return f"incomplete: {queries}, {ALL_GIVEN_UP}"
     line = f"incomplete: {queries}; fix the cause and run the same command again to resume"
     return line + _not_asked_again(result)
 
@@ -327,6 +324,8 @@ def _not_asked_again(result: CampaignResult) -> str:
     """What of the unanswered queries the same command again does not ask, as parentheses
     after the line that counts them (an incomplete run's, the spend cap's): held by batch
     jobs, given up for good, or out of their answer-failure budget; "" where none is."""
+    from engine.retry import GIVEN_UP_FOR_GOOD  # tenacity: not for `--help`
+
     line = ""
     lost = result.summary.lost_to_damage
     if held := result.summary.held_by_jobs:
@@ -340,10 +339,7 @@ def _not_asked_again(result: CampaignResult) -> str:
     if lost:
         # Each loss was billed: no resume buys them again, so the same command again would
         # say this line for ever.
-        line += (
-            f" ({lost:,} of them given up for good: damaged batch results lost their lines "
-            "twice, each loss billed, and no run asks them again)"
-        )
+        line += f" ({lost:,} of them {GIVEN_UP_FOR_GOOD})"
     spent = result.summary.answer_budget_spent
     if not spent:
         return line

@@ -611,33 +611,72 @@ def test_a_spend_cap_that_stopped_the_run_before_any_answer_says_none_was_kept(
     accepted: its closing line said "the 0 answers accepted so far are kept"."""
     import typer
 
+    from engine.spend import SpendCap
     from runs.commands.run import _end_on_spend_cap
+    from runs.pipeline import CampaignResult
 
-    class Result:
-        run_dir = Path("run")
-        parser = "lenient"
-        summary = SimpleNamespace(planned=4, unaccepted=4, lost_to_damage=0, held_by_jobs={},
-                                  answer_budget_spent=0)  # fmt: skip
-
-        @staticmethod
-        def spend_cap_line(kept: str) -> str:
-            return f"spend cap reached — {kept}; {SPEND_CAP_HINT}"
-
-    result = Result()
+    cap = SpendCap(1.0)
+    cap.reached = True
+    summary = SimpleNamespace(planned=4, unaccepted=4, lost_to_damage=0, held_by_jobs={},
+                              answer_budget_spent=0, spend=cap)  # fmt: skip
+    result = CampaignResult(Path("run"), summary, {}, spend_cap_reached=True, parser="lenient")
     with pytest.raises(typer.Exit) as ended:
-        _end_on_spend_cap(result)  # type: ignore[arg-type]
+        _end_on_spend_cap(result)
     assert ended.value.exit_code == 3
     assert capsys.readouterr().err == (
-        "spend cap reached — no answer was accepted yet in run, 4 planned queries unanswered; "
+        f"{cap.message()} — no answer was accepted yet in run, 4 planned queries unanswered; "
         f"{SPEND_CAP_HINT}\n"
     )
     # Those a resume does not ask, whatever the cap, are said, as an incomplete run says
     # them: "10 planned queries unanswered; raise --max-cost" hid 4 out of their budget.
-    result.summary.planned, result.summary.answer_budget_spent = 14, 2
+    summary.planned, summary.answer_budget_spent = 14, 2
     with pytest.raises(typer.Exit):
-        _end_on_spend_cap(result)  # type: ignore[arg-type]
+        _end_on_spend_cap(result)
     assert capsys.readouterr().err == (
-        "spend cap reached — the 10 answers accepted so far are kept in run, 4 planned queries "
+        f"{cap.message()} — the 10 answers accepted so far are kept in run, 4 planned queries "
         "unanswered (2 of them spent their answer-failure budget: a resume asks them again "
         f"only once max_answer_failures is raised in the spec); {SPEND_CAP_HINT}\n"
+    )
+
+
+def test_a_spend_cap_whose_unanswered_are_all_given_up_for_good_sends_no_one_to_resume(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every query the cap left unanswered lost twice to damaged batch results: no run asks
+    them again, whatever the cap, yet both the cap's line on stdout and its closing line
+    said "raise --max-cost and run the same command again to resume", which asks nothing.
+    They say what the incomplete run's line says of them, in its words."""
+    import typer
+
+    from engine.spend import SpendCap
+    from runs.commands.run import _end_on_spend_cap, _incomplete_line, _say_spend_cap_on_stdout
+    from runs.pipeline import CampaignResult
+
+    cap = SpendCap(1.0)
+    cap.spent_now_usd, cap.reached = 0.97, True
+    summary = SimpleNamespace(planned=10, unaccepted=2, lost_to_damage=2, held_by_jobs={},
+                              answer_budget_spent=0, spend=cap)  # fmt: skip
+    result = CampaignResult(Path("run"), summary, {}, spend_cap_reached=True)
+    given_up = _incomplete_line(result).split(" (see above), ", 1)[1]
+    assert given_up.startswith("all given up for good: ")  # the incomplete run's words
+    _say_spend_cap_on_stdout(result)
+    with pytest.raises(typer.Exit) as ended:
+        _end_on_spend_cap(result)
+    assert ended.value.exit_code == 3
+    said = capsys.readouterr()
+    assert said.out == f"{cap.message()} — 2 planned queries unanswered, {given_up}\n"
+    assert said.err == (
+        f"{cap.message()} — the 8 answers accepted so far are kept in run, 2 planned queries "
+        f"unanswered, {given_up}\n"
+    )
+    # Some left for a resume to ask: the hint stays, those given up said apart.
+    summary.unaccepted = 5
+    _say_spend_cap_on_stdout(result)
+    with pytest.raises(typer.Exit):
+        _end_on_spend_cap(result)
+    said = capsys.readouterr()
+    assert said.out == f"{cap.message()} — {SPEND_CAP_HINT}\n"
+    assert said.err.endswith(
+        "5 planned queries unanswered (2 of them given up for good: damaged batch results lost "
+        f"their lines twice, each loss billed, and no run asks them again); {SPEND_CAP_HINT}\n"
     )
