@@ -18,7 +18,7 @@ import errno
 import importlib
 import os
 import sys
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NamedTuple, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -32,6 +32,7 @@ from runs.output import (
     mark_files_written,
     output_error,
     print_text,
+    say,
 )
 from runs.signals import (
     EXIT_INTERRUPTED,
@@ -150,6 +151,8 @@ class _QuietHelp:
             output_closed(None)
         except OSError as exc:  # `--help > /dev/full`: the output is what failed, say so
             error = output_error(exc)
+            if isinstance(error, OutputClosed):  # `run --help 1</dev/null`: help is read
+                output_closed(None, error)
             if error is exc:
                 raise
             raise error from exc
@@ -204,8 +207,8 @@ class LazyGroup(_QuietHelp, TyperGroup):
             return super().make_context(*args, **kwargs)
         except KeyboardInterrupt:
             exit_interrupted()
-        except (BrokenPipeError, OutputClosed):  # `dutchbook plan --bad | head -1`
-            output_closed(None)
+        except (BrokenPipeError, OutputClosed) as exc:  # `dutchbook plan --bad | head -1`
+            output_closed(None, exc)
         except click_errors.UsageError as exc:  # `dutchbook --bogus`
             usage_error(exc)
 
@@ -215,8 +218,8 @@ class LazyGroup(_QuietHelp, TyperGroup):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             exit_interrupted()
-        except (BrokenPipeError, OutputClosed):  # typer's echo, or `runs.output`'s console
-            output_closed(ctx.invoked_subcommand)
+        except (BrokenPipeError, OutputClosed) as exc:  # typer's echo, or `runs.output`'s
+            output_closed(ctx.invoked_subcommand, exc)
         except click_errors.UsageError as exc:  # a bad option, argument or command
             usage_error(exc)
         except OSError as exc:
@@ -299,7 +302,9 @@ WRITING_COMMANDS = frozenset({"run", "reparse", "score", "repair", "report"})
 DONE_ONCE_WRITTEN = WRITING_COMMANDS - {"run"}
 
 
-def output_closed(command: str | None) -> NoReturn:
+def output_closed(
+    command: str | None, error: BrokenPipeError | OutputClosed | None = None
+) -> NoReturn:
     """The standard output's reader went away (`dutchbook status DIR | head -1`): click
     ended every command so in exit 1 without a word. A command that only reads has nothing
     left to do that anyone reads: exit 0, quietly, as `head` users expect. One that writes a
@@ -308,23 +313,52 @@ def output_closed(command: str | None) -> NoReturn:
     printing: exit 0 too, with a note, where it said to run it again, which changed
     nothing. One stopped part-way says so in one line (exit 1); each is rerun safely. Either
     way stdout is pointed at /dev/null first: what is still buffered for it would fail again
-    at exit, in a traceback of Python's own."""
+    at exit, in a traceback of Python's own.
+
+    `error`, what the write failed with (None: a reader gone, as rich's quiet exit says it).
+    A stdout not open for writing (`1</dev/null`: EBADF, `OutputClosed.reader_gone` False)
+    ended every command in a traceback: it ends with the same exit status, but no reader
+    chose to stop, so a command that only reads says so too, and the same command again
+    fails alike unless its output is one it can write."""
     with contextlib.suppress(OSError, ValueError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    said = _closed_words(error)
     if command not in WRITING_COMMANDS:
+        if not said.reader_gone:
+            say(f"note: {STDOUT_NAME} {said.what} ({said.why}), so nothing was printed")
         raise SystemExit(0)
     finished = command in DONE_ONCE_WRITTEN and files_written()
-    with contextlib.suppress(OSError):
-        sys.stderr.write(
-            f"note: the output (stdout) closed before `dutchbook {command}` printed all it "
-            "had to say (its reader ended); its work is finished and written, nothing to run "
-            "again (`dutchbook status` on the folder says what it needs next)\n"
-            if finished
-            else f"error: the output (stdout) closed before `dutchbook {command}` finished (its "
-            "reader ended); what it wrote is kept: run the same command again to finish it\n"
-        )
-        sys.stderr.flush()
+    say(
+        f"note: {STDOUT_NAME} {said.what} before `dutchbook {command}` printed all it had to "
+        f"say ({said.why}); its work is finished and written, nothing to run again "
+        "(`dutchbook status` on the folder says what it needs next)"
+        if finished
+        else f"error: {STDOUT_NAME} {said.what} before `dutchbook {command}` finished "
+        f"({said.why}); what it wrote is kept: {said.again} to finish it"
+    )
     raise SystemExit(0 if finished else 1)
+
+
+class _Closed(NamedTuple):
+    """How `output_closed` says what befell the output, why, and what finishes a command."""
+
+    reader_gone: bool = True
+    what: str = "closed"
+    why: str = "its reader ended"
+    again: str = "run the same command again"
+
+
+def _closed_words(error: BrokenPipeError | OutputClosed | None) -> _Closed:
+    """`_Closed` for `error`: a reader gone, or a stdout not open for writing, which the
+    same command again would meet as well."""
+    if error is None or isinstance(error, BrokenPipeError) or error.reader_gone:
+        return _Closed()
+    return _Closed(
+        reader_gone=False,
+        what="could not be written",
+        why=f"it is not open for writing: {error.error.strerror or error.error}",
+        again="run the same command again, its output open for writing,",
+    )
 
 
 def spell_what_stdout_cannot() -> None:

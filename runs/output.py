@@ -53,14 +53,19 @@ class OutputFull(Exception):
 
 
 class OutputClosed(Exception):
-    """The standard output's reader went away (`dutchbook status DIR | head -1`).
+    """The standard output's reader went away (`dutchbook status DIR | head -1`), or it is
+    not open for writing (`1</dev/null`: `reader_gone` False), which ended every command in
+    a traceback.
 
     Not a `BrokenPipeError`: rich ends a print that meets one in `SystemExit(1)` without a
     word (`Console.on_broken_pipe`), before `runs.cli.output_closed` can end a command that
     only reads in exit 0, as `head` users expect."""
 
     def __init__(self, error: OSError) -> None:
-        super().__init__(f"the reader of {STDOUT_NAME} went away: {error.strerror or error}")
+        #: Its reader went away (a broken pipe), rather than a stdout it may not write.
+        self.reader_gone = isinstance(error, BrokenPipeError)
+        what = "the reader of" if self.reader_gone else "no writing to"
+        super().__init__(f"{what} {STDOUT_NAME}: {error.strerror or error}")
         self.error = error
 
 
@@ -70,6 +75,11 @@ class _Stdout:
     other error as it was. Everything else (isatty, encoding, fileno) is the stream's own."""
 
     def write(self, text: str) -> int:
+        if not text:
+            # Rich writes "" as a capture ends (`runs.report.write`, before the report's
+            # files are marked written): on a stdout not open for writing even that fails,
+            # and a report written in full ended as one stopped part-way.
+            return 0
         try:
             return sys.stdout.write(text)
         except OSError as exc:
@@ -87,8 +97,9 @@ class _Stdout:
 
 def output_error(exc: OSError) -> Exception:
     """What a failed write to the standard output is to a command: `OutputClosed` for a
-    reader gone, `OutputFull` for no room, else the error itself."""
-    if isinstance(exc, BrokenPipeError):
+    reader gone, or for a stdout not open for writing (EBADF: `1</dev/null`), `OutputFull`
+    for no room, else the error itself."""
+    if isinstance(exc, BrokenPipeError) or exc.errno == errno.EBADF:
         return OutputClosed(exc)
     return OutputFull(exc) if exc.errno in NO_ROOM_ERRNOS else exc
 

@@ -123,3 +123,92 @@ def test_output_closed_tells_a_command_stopped_part_way_from_one_done(
     lines = done.stderr.strip().splitlines()
     assert done.returncode == code, lines
     assert len(lines) == 1 and lines[0].startswith(begins), lines
+
+
+def _to_read_only(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """`dutchbook ARGS 1</dev/null`: stdout open, but for reading, so every write fails
+    (EBADF) where a closed pipe's fails with EPIPE."""
+    read_only = os.open(os.devnull, os.O_RDONLY)
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", "from runs.cli import main; main()", *args],
+            cwd=ROOT, stdout=read_only, stderr=subprocess.PIPE, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        os.close(read_only)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "{folder}"],
+        ["status", "{folder}", "--json"],
+        ["audit", "{folder}"],
+        ["audit", "{folder}", "--json"],
+        ["plan", "runs/specs/quickstart.toml"],
+        ["plan", "runs/specs/quickstart.toml", "--json"],
+        ["check", "examples/figure1.toml"],
+        ["--version"],
+        ["--help"],
+        ["run", "--help"],
+    ],
+)
+def test_a_reading_command_whose_output_is_not_open_for_writing_says_so(
+    args: list[str], tmp_path: Path
+) -> None:
+    """`dutchbook status DIR 1</dev/null`: every command, help and --version included, ended
+    in a traceback (OSError: Bad file descriptor), exit 1. No reader chose to stop here, as
+    `head` does: one line says the output could not be written; the exit status is a closed
+    pipe's (nothing left that anyone reads)."""
+    (tmp_path / "spec.toml").write_text('name = "x"\n')  # a run folder stopped while planning
+    done = _to_read_only([arg.format(folder=tmp_path) for arg in args])
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 0, lines
+    assert lines == [
+        "note: the output (stdout) could not be written (it is not open for writing: Bad file "
+        "descriptor), so nothing was printed"
+    ]
+
+
+def test_a_run_whose_output_is_not_open_for_writing_says_so_and_the_work_is_kept(
+    tmp_path: Path,
+) -> None:
+    """`dutchbook run SPEC 1</dev/null` ended in a traceback, exit 1: it ends as a run whose
+    output's reader left does, in one line (exit 1), its folder kept for the same command,
+    given an output it can write, to finish."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SMALL_SPEC, encoding="utf-8")
+    args = ["run", str(spec), "--out", str(tmp_path / "out")]
+    done = _to_read_only(args)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1, lines
+    assert len(lines) == 1, lines
+    assert lines[0] == (
+        "error: the output (stdout) could not be written before `dutchbook run` finished (it "
+        "is not open for writing: Bad file descriptor); what it wrote is kept: run the same "
+        "command again, its output open for writing, to finish it"
+    )
+    assert (tmp_path / "out" / "plan.parquet").is_file()
+    again = subprocess.run(
+        [sys.executable, "-c", "from runs.cli import main; main()", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "out" / "report" / "index.html").is_file()
+
+
+def test_a_writing_command_whose_output_is_not_open_for_writing_keeps_its_ending(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
+    """`dutchbook report DIR 1</dev/null` ended in "error: [Errno 9] Bad file descriptor",
+    exit 2, as if the folder were at fault, and `score` in a traceback: once their files are
+    written they end as they do when the output's reader left (exit 0, with a note)."""
+    folder = finished_runs.finish(tmp_path, SMALL_SPEC)
+    for args in (["score", str(folder)], ["report", str(folder)]):
+        done = _to_read_only(args)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 0, (args, lines)
+        assert len(lines) == 1 and lines[0].startswith(
+            "note: the output (stdout) could not be written before"
+        ), lines
+        assert "(it is not open for writing: Bad file descriptor); its work is finished" in lines[0]
