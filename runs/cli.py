@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib
-import os
 import sys
 from typing import Annotated, Any, NamedTuple, NoReturn
 
@@ -33,6 +32,7 @@ from runs.output import (
     output_error,
     print_text,
     say,
+    stdout_to_null,
 )
 from runs.signals import (
     EXIT_INTERRUPTED,
@@ -303,7 +303,10 @@ DONE_ONCE_WRITTEN = WRITING_COMMANDS - {"run"}
 
 
 def output_closed(
-    command: str | None, error: BrokenPipeError | OutputClosed | None = None
+    command: str | None,
+    error: BrokenPipeError | OutputClosed | None = None,
+    *,
+    finished: bool | None = None,
 ) -> NoReturn:
     """The standard output's reader went away (`dutchbook status DIR | head -1`): click
     ended every command so in exit 1 without a word. A command that only reads has nothing
@@ -319,15 +322,17 @@ def output_closed(
     A stdout not open for writing (`1</dev/null`: EBADF, `OutputClosed.reader_gone` False)
     ended every command in a traceback: it ends with the same exit status, but no reader
     chose to stop, so a command that only reads says so too, and the same command again
-    fails alike unless its output is one it can write."""
-    with contextlib.suppress(OSError, ValueError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    fails alike unless its output is one it can write. `finished`, where the command knows
+    (`run`, its own ending reached: `runs.commands.run`), in place of `DONE_ONCE_WRITTEN`'s
+    rule."""
+    stdout_to_null()
     said = _closed_words(error)
     if command not in WRITING_COMMANDS:
         if not said.reader_gone:
             say(f"note: {STDOUT_NAME} {said.what} ({said.why}), so nothing was printed")
         raise SystemExit(0)
-    finished = command in DONE_ONCE_WRITTEN and files_written()
+    if finished is None:
+        finished = command in DONE_ONCE_WRITTEN and files_written()
     say(
         f"note: {STDOUT_NAME} {said.what} before `dutchbook {command}` printed all it had to "
         f"say ({said.why}); its work is finished and written, nothing to run again "
@@ -384,9 +389,7 @@ def _no_room(exc: OSError, where: str) -> NoReturn:
     try:
         sys.stdout.flush()
     except OSError:
-        # The output is what failed: what is still buffered for it would fail again at exit.
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        stdout_to_null()  # the output is what failed
         where = where or f" to {STDOUT_NAME}"  # the output failed; its error names no file
     with contextlib.suppress(OSError):
         sys.stderr.write(f"error: a write{where} failed: {exc.strerror or exc}; {NO_ROOM_HINT}\n")

@@ -12,6 +12,7 @@ Kept free of rich at import: `runs.cli` imports it while handling an error.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
@@ -102,6 +103,14 @@ def output_error(exc: OSError) -> Exception:
     if isinstance(exc, BrokenPipeError) or exc.errno == errno.EBADF:
         return OutputClosed(exc)
     return OutputFull(exc) if exc.errno in NO_ROOM_ERRNOS else exc
+
+
+def stdout_to_null() -> None:
+    """Point the standard output at /dev/null once a write to it failed (its reader gone, no
+    room, not open for writing): what is still buffered for it would fail again at exit, in
+    a traceback of Python's own."""
+    with contextlib.suppress(OSError, ValueError):  # ValueError: no file (a test's buffer)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def print_text(text: str) -> None:

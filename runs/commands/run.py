@@ -11,7 +11,8 @@ folder read-only from the start is 2), 130 interrupted (SIGINT/SIGTERM/SIGHUP; 1
 shells report Ctrl-C; its line on stderr, as the others' closing errors, and last on stdout
 too unless stdout is stderr's file), 1 a set whose profit no solve could certify (scoring
 stops, writing no scores; the answers are kept: `runs.scoring_step.UncertifiedSet`), or
-stdout's reader gone before the run ended (`runs.cli.output_closed`). All are resumable by
+stdout's reader gone before the run ended (`runs.cli.output_closed`; gone at its last lines,
+after the report, the run's own status stands, 0 with a note). All are resumable by
 running the same command again but 2 and an uncertified set's 1, whose solve stops there
 again (5 once the other is done). A figure worker that dies (`runs.figure_workers`) is no
 error: the run draws its report in this process instead.
@@ -40,7 +41,14 @@ from runs.commands._errors import (
 )
 from runs.figure_workers import FigureWorkers, workers_wanted
 from runs.memory import imports_frozen
-from runs.output import OutputClosed, OutputFull, print_text, say, stdout_is_stderr
+from runs.output import (
+    OutputClosed,
+    OutputFull,
+    print_text,
+    say,
+    stdout_is_stderr,
+    stdout_to_null,
+)
 from runs.run_folder import ResolvedFolder, has_run_marks
 from runs.signals import (
     EXIT_INTERRUPTED,
@@ -129,10 +137,9 @@ def run(
         )
     except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
         _end_stopped_outside_dispatch(resolved.path)
-    _say_spend_cap_on_stdout(result)
-    if result.interrupted and result.disk_full is None:  # the folder's line, then this one
+    cut = _closing_lines_on_stdout(result)
+    if _ends_interrupted(result):  # the folder's line, then this one
         _end_interrupted(result.interrupted_line(), folder=result.run_dir)
-    print_text(f"run folder: {result.run_dir}")
     if result.disk_full is not None:
         fail(*disk_refused_says(result.disk_full, result.read_only, resumes=True))
     if result.spend_cap_reached:
@@ -144,6 +151,34 @@ def run(
     if not result.summary.complete:
         say(_incomplete_line(result))
         raise typer.Exit(EXIT_INCOMPLETE)
+    if cut is not None:  # a run that ended well, only its last lines cut
+        from runs.cli import output_closed
+
+        output_closed("run", cut, finished=True)
+
+
+def _closing_lines_on_stdout(result: CampaignResult) -> OutputClosed | None:
+    """Stdout's last lines, the spend cap's then "run folder: FOLDER" (an interrupted run's
+    `_end_interrupted` says its own), or what cut them: stdout's reader gone meanwhile
+    (`| head`), or a stdout not open for writing. The run has ended by then, its report
+    written: its own ending follows all the same, its line on stderr and its exit status, as
+    an interrupted run's does. A closed stdout ended it in "the output (stdout) closed before
+    `dutchbook run` finished", exit 1: a run the cap stopped said nothing of the cap (exit
+    3), and a finished one was sent to run again."""
+    try:
+        _say_spend_cap_on_stdout(result)
+        if not _ends_interrupted(result):
+            print_text(f"run folder: {result.run_dir}")
+    except OutputClosed as exc:
+        stdout_to_null()
+        return exc
+    return None
+
+
+def _ends_interrupted(result: CampaignResult) -> bool:
+    """Whether a signal is what ends the run (exit 130): it stopped the dispatch, and no
+    refused write did, whose line comes first."""
+    return result.interrupted and result.disk_full is None
 
 
 def _end_interrupted(line: str, folder: Path | None = None) -> NoReturn:
@@ -169,7 +204,7 @@ def _end_interrupted(line: str, folder: Path | None = None) -> NoReturn:
 def _ends_on_spend_cap(result: CampaignResult) -> bool:
     """Whether the spend cap is what ends the run (exit 3): it stopped the dispatch, and no
     signal or refused write did, whose own closing lines come first."""
-    return result.spend_cap_reached and not result.interrupted and result.disk_full is None
+    return result.spend_cap_reached and not _ends_interrupted(result)
 
 
 def _say_spend_cap_on_stdout(result: CampaignResult) -> None:

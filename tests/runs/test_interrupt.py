@@ -680,3 +680,36 @@ def test_a_spend_cap_whose_unanswered_are_all_given_up_for_good_sends_no_one_to_
         "5 planned queries unanswered (2 of them given up for good: damaged batch results lost "
         f"their lines twice, each loss billed, and no run asks them again); {SPEND_CAP_HINT}\n"
     )
+
+
+@pytest.mark.parametrize("capped", [True, False], ids=["cap", "done"])
+def test_a_run_whose_output_closes_at_its_closing_lines_keeps_its_ending(
+    capped: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stdout's reader gone (`| head`) as the run printed its last lines, the cap's and "run
+    folder:", after its report: it ended in "the output (stdout) closed before `dutchbook
+    run` finished", exit 1, the cap's exit 3 and closing line unsaid, and a finished run told
+    to run again. The run had ended: a capped one ends as such, on stderr (exit 3), as one
+    interrupted does; a finished one in a note that only its printing was cut (exit 0)."""
+    from typer.testing import CliRunner
+
+    from runs.cli import app
+    from runs.commands import run as run_command
+    from runs.output import OutputClosed
+
+    def closed(text: str) -> None:
+        raise OutputClosed(BrokenPipeError(32, "Broken pipe"))
+
+    monkeypatch.setattr(run_command, "print_text", closed)
+    (tmp_path / "spec.toml").write_text(SPEND_SPEC)
+    cap = ["--max-cost", "5" if capped else "100"]
+    args = ["run", str(tmp_path / "spec.toml"), "--out", str(tmp_path / "run"), "--rehearse"]
+    done = CliRunner().invoke(app, [*args, *cap])
+    last = done.output.splitlines()[-1]
+    if capped:
+        assert done.exit_code == 3, done.output
+        assert last.startswith("spend cap reached: $") and last.endswith(SPEND_CAP_HINT), last
+    else:
+        assert done.exit_code == 0, done.output
+        assert last.startswith("note: the output (stdout) closed before `dutchbook run` printed")
+    assert "error: the output (stdout) closed" not in done.output
