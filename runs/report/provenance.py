@@ -261,7 +261,7 @@ def _parser(
     last_one = last_reparse(run_dir)
     if last_one is None:
         return in_spec, "spec"
-    last, when = last_one.parser, _instant(last_one.at)
+    last, when = last_one.parser, _utc_instant(last_one.at)
     reparsed = f"dutchbook reparse at {last_one.at}"
     if not last_one.finished:
         return "unknown", f"{reparsed} to {last} did not finish; run it again"
@@ -283,9 +283,11 @@ def _instant(value: object) -> datetime | None:
 
 
 def _dispatched_after(phases: list[dict[str, object]], when: datetime) -> bool:
-    """Whether a dispatch of this folder ended after `when` (`logs/phases.jsonl`)."""
+    """Whether a dispatch of this folder ended after `when` (`logs/phases.jsonl`). Both in
+    UTC (`_utc_instant`): a lap time without an offset (hand-edited) against the reparse's
+    ended `report`, `status` and a resume's last step in a TypeError."""
     return any(
-        phase.get("phase") == "dispatch" and (at := _instant(phase.get("at"))) is not None
+        phase.get("phase") == "dispatch" and (at := _utc_instant(phase.get("at"))) is not None
         and at > when
         for phase in phases
     )
@@ -300,7 +302,10 @@ def _accepted_after(run_dir: Path, when: datetime) -> bool:
 
     from engine.scan import scan_responses
 
-    after = when + timedelta(seconds=1)  # the reparse line's time is cut to the second
+    try:
+        after = when + timedelta(seconds=1)  # the reparse line's time is cut to the second
+    except OverflowError:  # a hand-edited year 9999: nothing was accepted after it
+        return False
     found = scan_responses(run_dir, ["accepted_at"]).filter(pl.col("accepted_at") > after)
     return found.head(1).collect().height > 0
 

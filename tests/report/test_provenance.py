@@ -434,6 +434,36 @@ def test_a_run_after_a_reparse_to_another_parser_leaves_answers_of_both(tmp_path
     assert provenance(tmp_path)["parser"] == "lenient"  # the same parser both times
 
 
+@pytest.mark.parametrize(
+    ("reparsed_at", "dispatch_at"),
+    [
+        ("2026-12-04T10:00:00+00:00", "2026-12-04T10:00:30"),  # the lap's offset cut off
+        ("2026-12-04T10:00:00", "2026-12-04T10:00:30+00:00"),  # the reparse's
+        ("2026-12-04T12:00:00+02:00", "2099-01-01"),  # a date alone
+        ("9999-12-31T23:59:59.9+00:00", "9999-12-31T23:59:59.95+00:00"),  # no second after
+    ],
+)
+def test_lap_and_reparse_times_with_and_without_an_offset_are_compared_in_utc(
+    tmp_path: Path, reparsed_at: str, dispatch_at: str
+) -> None:
+    """A hand-edited time without an offset, on a dispatch lap or the reparse's line, ended
+    `report`, `status` and a resume's last step in "can't compare offset-naive and
+    offset-aware datetimes" (a hostile tester's). Read as UTC, as a lap's other times are."""
+    (tmp_path / "spec.toml").write_text('name = "x"\nparser = "strict"\n', encoding="utf-8")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "reparses.jsonl").write_text(
+        f'{{"at": "{reparsed_at}", "parser": "lenient"}}\n', encoding="utf-8"
+    )
+    (logs / "phases.jsonl").write_text(
+        f'{{"at": "{dispatch_at}", "pid": 2, "phase": "dispatch", "seconds": 1}}\n',
+        encoding="utf-8",
+    )
+    _answers_accepted_at(tmp_path, "2026-12-04T10:00:20+00:00")
+    late = reparsed_at.startswith("9999")  # nothing can be after it
+    assert provenance(tmp_path)["parser"] == ("lenient" if late else "mixed")
+
+
 def test_a_run_of_the_embedded_returns_says_they_are_not_the_papers_sample(
     figures_run: Path,
 ) -> None:
