@@ -114,7 +114,12 @@ def workers_wanted(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether `dutchbook run` starts its figure workers: not where `WORKERS_ENV` is "0";
     unset, empty or the number of workers (`SHARES`'s), as by default. Any other value
     raises ValueError with the line to say: a count the run cannot honour ("1", "-1",
-    "two") is refused rather than read as either."""
+    "two") is refused rather than read as either. False where the report draws no figures
+    (`runs.figures_env.FIGURES_ENV`, whose value is checked first, alike)."""
+    from runs.figures_env import figures_wanted
+
+    if not figures_wanted(environ):
+        return False
     value = environ.get(WORKERS_ENV, "")
     if value in ("", str(len(SHARES))):
         return True

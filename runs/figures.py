@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from engine.durable import write_bytes_atomic
+from runs.figures_env import FIGURES_OFF_NOTE, figures_wanted
+from runs.report_folder import FIGURES_MANIFEST as MANIFEST
 
 if TYPE_CHECKING:
     from runs.figure_workers import Drawing
 
-MANIFEST = "figures.json"
 #: The summary's historical keys, kept (extend, never rename).
 LEGACY_KEYS = {"profit_brier": "leaderboard", "arms": "arms"}
 #: The summary's `figures` key for the characters drawn as boxes in any figure ("" for none).
@@ -49,9 +50,11 @@ def write_figures(
 
     `inputs` (a `runs.report_figures.FigureInputs`) defaults to the run folder above
     `out_dir`. `drawing`, every figure being drawn by figure workers (the same files,
-    `runs.figure_workers`), is waited for instead. Without matplotlib the report says so in
-    one line and carries on.
+    `runs.figure_workers`), is waited for instead. Without matplotlib, or with
+    `DUTCHBOOK_FIGURES=0` (`runs.figures_env`), the report says so in one line and carries on.
     """
+    if not figures_wanted():
+        return {key: None for key in LEGACY_KEYS} | {"note": FIGURES_OFF_NOTE}
     if not can_draw():
         return {key: None for key in LEGACY_KEYS} | {
             "note": "figures skipped: matplotlib is not installed (make install adds it)"

@@ -29,6 +29,9 @@ from engine.durable import is_temp_name, write_refused
 
 #: The report's folder in a run folder.
 REPORT_DIR = "report"
+#: The figures' manifest in `report/` (`runs.figures.MANIFEST`, which writes it): here, where
+#: the folder's layout is, so that `runs.figures` imports this module and not the reverse.
+FIGURES_MANIFEST = "figures.json"
 #: How a report's scratch folder is named (`is_stage`, which `runs.leftovers` asks).
 STAGE_PREFIX = ".report-"
 
@@ -126,12 +129,14 @@ def report_dir(run_dir: Path) -> Path:
 
 def _carry_over(old: Path, new: Path) -> None:
     """Link into `new` what `old` has and `new` does not, folders whole, but a figure: one
-    this report left out is not drawn, and writing in place removed its earlier file. A
-    folder of the user's where the report writes a file is refused, as writing in place
-    refused it: the swap would remove it with the old report."""
+    this report left out is not drawn, and writing in place removed its earlier file. Nor
+    the figures' manifest: a report that drew none (matplotlib not installed,
+    `DUTCHBOOK_FIGURES=0`) kept the last report's, which listed eight figures no longer
+    there. A folder of the user's where the report writes a file is refused, as writing in
+    place refused it: the swap would remove it with the old report."""
     from runs.report_figures import FIGURES, figure_file
 
-    figures = {figure_file(number, key) for number, key, _ in FIGURES}
+    figures = {figure_file(number, key) for number, key, _ in FIGURES} | {FIGURES_MANIFEST}
     for entry in old.iterdir():
         target = new / entry.name
         if entry.is_dir() and not entry.is_symlink() and target.is_file():

@@ -233,6 +233,7 @@ def render_page(
         *_shortened_names(summary, drawn),
         *(_figure(f, report_dir) for f in drawn),
         *_omitted(omitted),
+        *_figures_skipped(summary, figures),
         *_arms_table(summary),
         *_repeated_table(summary),
         *_families_table(summary),
@@ -541,6 +542,17 @@ def _omitted(omitted: Sequence[Mapping[str, Any]]) -> list[str]:
         for f in omitted
     )
     return [f'<ul class="omitted">{items}</ul>']
+
+
+def _figures_skipped(summary: Mapping[str, Any], figures: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Why the page shows no figure where none was drawn and no manifest says why of each
+    (matplotlib not installed, `DUTCHBOOK_FIGURES=0`: `runs.figures`): the page said
+    nothing of them, and read as one whose figures were lost."""
+    drawn = summary.get("figures")
+    note = drawn.get("note") if isinstance(drawn, Mapping) else None
+    if figures or not isinstance(note, str):
+        return []
+    return [f'<ul class="omitted"><li>{esc(note[:1].upper() + note[1:])}.</li></ul>']
 
 
 def _arms_table(summary: Mapping[str, Any]) -> list[str]:

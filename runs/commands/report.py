@@ -79,9 +79,14 @@ def report(
 ) -> None:
     """Write a run's report (summary, leaderboard, figures, report/index.html) from its folder."""
     from engine.reparse import unfinished_line
+    from runs.figures_env import figures_wanted
     from runs.planned_families import changed_family_files
     from runs.spec import SpecError
 
+    try:
+        figures_wanted()  # a value it does not understand: said before any file is written
+    except ValueError as exc:
+        fail(str(exc))
     require_run_folder(run_dir)
     if not (frozen := run_dir / "spec.toml").is_file():
         # Its other files say it is a run folder (`require_run_folder`): "not a run folder"

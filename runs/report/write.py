@@ -21,6 +21,7 @@ from runs.audit import markdown as audit_markdown
 from runs.audit import run_audit
 from runs.audit import write_files as write_audit_files
 from runs.figures import NOT_PATHS, can_draw, write_figures
+from runs.figures_env import figures_wanted
 from runs.output import mark_files_written, stdout_console
 from runs.rehearsal import REHEARSAL_NOTE, rehearsed
 from runs.report.data import ReportData, build_report_data
@@ -87,7 +88,7 @@ def write_report(
             return repeated_section(pass_averaged, rows, seed, reps)
 
     out = out or report_dir(run_dir)
-    workers = figure_workers if figures and can_draw() else None
+    workers = figure_workers if figures and can_draw() and figures_wanted() else None
     early = None
     # Read first: the models its replies named tell those the simulator answered (in a folder
     # made for the report, as `write_views` makes it, when the scores came from elsewhere).
