@@ -1,11 +1,13 @@
 """Suite-wide settings. Area fixtures live in each test folder's own conftest.py."""
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from runs.figure_workers import WORKERS_ENV
+from runs.figures_env import FIGURES_ENV
 
 # CI machines are small and shared: keep property tests deterministic and bounded.
 settings.register_profile(
@@ -23,8 +25,15 @@ def pytest_configure(config: pytest.Config) -> None:
     so that the runs of session and module fixtures and every `dutchbook` the tests start as
     a process of its own (their environments are copies of this one) go without them too. A
     value given to the suite stands: `DUTCHBOOK_FIGURE_WORKERS=2 make test` runs every test
-    with the workers."""
+    with the workers.
+
+    Nor does a report draw its figures (`DUTCHBOOK_FIGURES=0`, `runs.figures_env`) outside the
+    tests of the report (`tests/report/`) and those marked `figures` or `figure_workers`:
+    drawing them was about 45% of the CPU of the test files that run campaigns end to end
+    to check their other files, statuses and lines. `DUTCHBOOK_FIGURES=1 make test` draws
+    them in every test."""
     os.environ.setdefault(WORKERS_ENV, "0")
+    os.environ.setdefault(FIGURES_ENV, "0")
 
 
 @pytest.fixture(autouse=True)
@@ -32,9 +41,17 @@ def _figure_workers_where_marked(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A test marked `figure_workers` tests the workers: `dutchbook run` in it, in this
-    process or started from it, starts them (the variable unset for the test)."""
+    process or started from it, starts them (the variable unset for the test), and draws
+    the figures. One marked `figures`, or of the report (`tests/report/`), draws them."""
     if request.node.get_closest_marker("figure_workers") is not None:
         monkeypatch.delenv(WORKERS_ENV, raising=False)
+        monkeypatch.delenv(FIGURES_ENV, raising=False)
+    elif request.node.get_closest_marker("figures") is not None or _of_the_report(request):
+        monkeypatch.delenv(FIGURES_ENV, raising=False)
+
+
+def _of_the_report(request: pytest.FixtureRequest) -> bool:
+    return Path(str(request.node.path)).parent.name == "report"
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,7 @@ so)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import os
 import shutil
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from runs.figures_env import FIGURES_ENV
 from runs.pipeline import run_campaign
 
 # cdp_browser lives next to the tests (importlib import mode: no package to import it from).
@@ -47,10 +49,12 @@ def _made_once(
     factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None], leaf: str = "made"
 ) -> Path:
     """`make(folder)` run once per session: in this process without xdist, else by the
-    first worker to take `name`'s lock, the others waiting on it and sharing the folder."""
+    first worker to take `name`'s lock, the others waiting on it and sharing the folder.
+    Its reports draw their figures, as the report's tests' own runs do."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         folder = factory.mktemp(name) / leaf
-        make(folder)
+        with figures_drawn():
+            make(folder)
         return folder
     shared = factory.getbasetemp().parent / name
     shared.mkdir(exist_ok=True)
@@ -58,7 +62,8 @@ def _made_once(
         fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
         if not (shared / "complete").is_file():  # never made, or its making raised part-way
             shutil.rmtree(shared / leaf, ignore_errors=True)
-            make(shared / leaf)
+            with figures_drawn():
+                make(shared / leaf)
             (shared / "complete").touch()
     return shared / leaf
 
@@ -70,6 +75,19 @@ def _figures_run(out: Path) -> None:
     faults = "server_error=0.02,malformed_json=0.01"
     result = asyncio.run(run_campaign(SPEC, out, console=console, progress=False, faults=faults))
     assert result.summary is not None and result.summary.complete
+
+
+@contextlib.contextmanager
+def figures_drawn() -> Iterator[None]:
+    """The figures drawn inside the block (`FIGURES_ENV` unset), whatever the suite's
+    setting (tests/conftest.py): the report's tests draw them, and a session fixture's run
+    is made before a test's own setting applies."""
+    before = os.environ.pop(FIGURES_ENV, None)
+    try:
+        yield
+    finally:
+        if before is not None:
+            os.environ[FIGURES_ENV] = before
 
 
 @pytest.fixture(autouse=True)

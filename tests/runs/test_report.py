@@ -462,6 +462,7 @@ def test_terminal_output_is_the_table_and_a_few_lines(tmp_path: Path) -> None:
     assert "Spearman(profit, Brier) 1.000" in after_table[0]
 
 
+@pytest.mark.figures
 def test_figures_are_drawn_when_matplotlib_is_there(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     rows = [
@@ -481,6 +482,7 @@ def test_figures_are_drawn_when_matplotlib_is_there(tmp_path: Path) -> None:
         assert (tmp_path / "report" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.figures
 def test_without_matplotlib_the_report_notes_it_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -866,6 +868,7 @@ def test_one_assets_marginals_are_paired_with_that_assets_baseline_day(tmp_path:
     assert b["units"] == 4 and b["mean"] == pytest.approx(0.02)
 
 
+@pytest.mark.figures
 def test_a_single_date_gives_means_without_intervals_or_significance(tmp_path: Path) -> None:
     """A referee's run on one date showed "+0.01207 [+0.01207, +0.01207]", every difference
     excluding zero and every model pair significant: resampling one date gives it back. The
