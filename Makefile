@@ -25,7 +25,8 @@ $(BIN)/dutchbook: pyproject.toml
 # this 2-core machine: one process took 9:56 where three workers took 5:52 (1,933 tests);
 # three took 8:44 where two took 9:15; with 4,100 tests, four workers that steal queued tests
 # from one another (`--dist worksteal`: the slowest tests no longer wait, queued, behind a
-# busy worker at the end) took 9:05 where three took 10:14, quiet, one after the other. At
+# busy worker at the end) took 9:05 where three took 10:14, quiet, one after the other; with
+# the report's figures drawn only in the tests about them (tests/conftest.py), 7:22. At
 # most four because many of those tests start processes of their own (a simulator, a
 # campaign) that a worker per core of a large machine would multiply. TEST_WORKERS=0: one
 # process.
