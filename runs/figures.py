@@ -27,6 +27,8 @@ from runs.report_folder import FIGURES_MANIFEST as MANIFEST
 if TYPE_CHECKING:
     from runs.figure_workers import Drawing
 
+#: `write_figures`' note where matplotlib is not installed.
+NO_MATPLOTLIB_NOTE = "figures skipped: matplotlib is not installed (make install adds it)"
 #: The summary's historical keys, kept (extend, never rename).
 LEGACY_KEYS = {"profit_brier": "leaderboard", "arms": "arms"}
 #: The summary's `figures` key for the characters drawn as boxes in any figure ("" for none).
@@ -54,11 +56,9 @@ def write_figures(
     `DUTCHBOOK_FIGURES=0` (`runs.figures_env`), the report says so in one line and carries on.
     """
     if not figures_wanted():
-        return {key: None for key in LEGACY_KEYS} | {"note": FIGURES_OFF_NOTE}
+        return _undrawn(out_dir, FIGURES_OFF_NOTE)
     if not can_draw():
-        return {key: None for key in LEGACY_KEYS} | {
-            "note": "figures skipped: matplotlib is not installed (make install adds it)"
-        }
+        return _undrawn(out_dir, NO_MATPLOTLIB_NOTE)
     from runs.report_figures import FigureInputs, draw_all
 
     if drawing is not None:
@@ -77,6 +77,18 @@ def write_figures(
     )
     result[MISSING_GLYPHS] = "".join(sorted({c for f in figures for c in f.missing_glyphs}))
     return result
+
+
+def _undrawn(out_dir: Path, note: str) -> dict[str, str | None]:
+    """The summary's `figures` where none is drawn (`note` says why), an earlier report's
+    figures and manifest removed from `out_dir`: a report written in place (`report/` a
+    link, or holding a mount: `runs.report_folder`) kept them, and its page showed the last
+    report's figures under a summary saying none was drawn."""
+    from runs.report_figures import FIGURES, figure_file
+
+    for name in [MANIFEST, *(figure_file(number, key) for number, key, _ in FIGURES)]:
+        (out_dir / name).unlink(missing_ok=True)
+    return {key: None for key in LEGACY_KEYS} | {"note": note}
 
 
 def read_manifest(report_dir: Path) -> list[dict[str, Any]]:

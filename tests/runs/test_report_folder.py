@@ -111,10 +111,16 @@ def test_a_killed_reports_scratch_goes_when_the_lock_is_next_taken(
     assert (run / "report" / "summary.json").read_bytes() != b"{"
 
 
+@pytest.mark.figures
 def test_a_report_folder_linked_elsewhere_is_written_through_the_link(
-    finished: Path, tmp_path: Path
+    finished: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`report` a symbolic link to a folder of the user's choosing stays the link."""
+    """`report` a symbolic link to a folder of the user's choosing stays the link. Written
+    in place so, a report that draws no figure (`DUTCHBOOK_FIGURES=0`, or no matplotlib)
+    kept the last report's figures and their manifest, and its page showed them under a
+    summary that said none was drawn (a reviewer's)."""
+    from runs.figures_env import FIGURES_ENV, FIGURES_OFF_NOTE
+
     run = tmp_path / "run"
     shutil.copytree(finished, run, ignore=shutil.ignore_patterns("report"))
     elsewhere = tmp_path / "elsewhere"
@@ -124,6 +130,17 @@ def test_a_report_folder_linked_elsewhere_is_written_through_the_link(
     assert done.exit_code == 0, done.output
     assert (run / "report").is_symlink() and (elsewhere / "index.html").is_file()
     assert _scratch(run) == []
+    assert list(elsewhere.glob("*.png")) and (elsewhere / "figures.json").is_file()
+    (elsewhere / "notes.txt").write_text("mine", encoding="utf-8")
+    monkeypatch.setenv(FIGURES_ENV, "0")
+    done = CliRunner().invoke(app, ["report", str(run)])
+    assert done.exit_code == 0, done.output
+    assert list(elsewhere.glob("*.png")) == [] and not (elsewhere / "figures.json").exists()
+    assert (elsewhere / "notes.txt").read_text(encoding="utf-8") == "mine"
+    summary = orjson.loads((elsewhere / "summary.json").read_bytes())
+    assert summary["figures"]["note"] == FIGURES_OFF_NOTE
+    page = (elsewhere / "index.html").read_text(encoding="utf-8")
+    assert "<img" not in page and "Figures skipped" in page
 
 
 @pytest.mark.figures
