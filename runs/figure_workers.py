@@ -115,15 +115,14 @@ def workers_wanted(environ: Mapping[str, str] = os.environ) -> bool:
     unset, empty or the number of workers (`SHARES`'s), as by default. Any other value
     raises ValueError with the line to say: a count the run cannot honour ("1", "-1",
     "two") is refused rather than read as either. False where the report draws no figures
-    (`runs.figures_env.FIGURES_ENV`, whose value is checked first, alike)."""
+    (`runs.figures_env.FIGURES_ENV`, whose value is checked alike, after this one's)."""
     from runs.figures_env import figures_wanted
 
-    if not figures_wanted(environ):
-        return False
     value = environ.get(WORKERS_ENV, "")
     if value in ("", str(len(SHARES))):
-        return True
+        return figures_wanted(environ)
     if value == "0":
+        figures_wanted(environ)  # a value it does not understand is said all the same
         return False
     raise ValueError(
         f"{WORKERS_ENV}={value!r} is not understood: set it to 0 to draw the report in the "

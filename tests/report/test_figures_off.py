@@ -30,6 +30,15 @@ def test_a_value_not_understood_is_refused_not_read_as_either(value: str) -> Non
     for wanted in (figures_wanted, workers_wanted):
         with pytest.raises(ValueError, match=f"{FIGURES_ENV}='{value}' is not understood"):
             wanted({FIGURES_ENV: value})
+    for workers in ("0", "2"):  # the workers' own value understood: this one is still said
+        with pytest.raises(ValueError, match=f"{FIGURES_ENV}='{value}' is not understood"):
+            workers_wanted({FIGURES_ENV: value, WORKERS_ENV: workers})
+
+
+def test_a_workers_value_not_understood_is_refused_with_the_figures_off() -> None:
+    """With no figure to draw, a bad DUTCHBOOK_FIGURE_WORKERS went unsaid (a reviewer's)."""
+    with pytest.raises(ValueError, match=f"{WORKERS_ENV}='bogus' is not understood"):
+        workers_wanted({FIGURES_ENV: "0", WORKERS_ENV: "bogus"})
 
 
 def _pngs(report: Path) -> list[str]:
