@@ -1,7 +1,6 @@
 """Suite-wide settings. Area fixtures live in each test folder's own conftest.py."""
 
 import os
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -37,21 +36,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _figure_workers_where_marked(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _figures_where_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """A test marked `figure_workers` tests the workers: `dutchbook run` in it, in this
     process or started from it, starts them (the variable unset for the test), and draws
-    the figures. One marked `figures`, or of the report (`tests/report/`), draws them."""
+    the figures. One marked `figures` draws them (the report's own tests all do:
+    tests/report/conftest.py)."""
     if request.node.get_closest_marker("figure_workers") is not None:
         monkeypatch.delenv(WORKERS_ENV, raising=False)
         monkeypatch.delenv(FIGURES_ENV, raising=False)
-    elif request.node.get_closest_marker("figures") is not None or _of_the_report(request):
+    elif request.node.get_closest_marker("figures") is not None:
         monkeypatch.delenv(FIGURES_ENV, raising=False)
-
-
-def _of_the_report(request: pytest.FixtureRequest) -> bool:
-    return Path(str(request.node.path)).parent.name == "report"
 
 
 @pytest.fixture(autouse=True)

@@ -81,13 +81,23 @@ def _figures_run(out: Path) -> None:
 def figures_drawn() -> Iterator[None]:
     """The figures drawn inside the block (`FIGURES_ENV` unset), whatever the suite's
     setting (tests/conftest.py): the report's tests draw them, and a session fixture's run
-    is made before a test's own setting applies."""
+    is made before the module's setting (`_figures_drawn_here`) applies."""
     before = os.environ.pop(FIGURES_ENV, None)
     try:
         yield
     finally:
         if before is not None:
             os.environ[FIGURES_ENV] = before
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _figures_drawn_here() -> Iterator[None]:
+    """The report's tests draw the figures, their module fixtures' runs as well (a test's
+    own setting, tests/conftest.py, comes after those are made; an autouse fixture comes
+    before the others of its scope). Module-scoped: with no `__init__.py`, a "package"
+    fixture here lasts the session, and the tests after these drew figures too."""
+    with figures_drawn():
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from providers.sim.server import start_sim
 
@@ -32,6 +33,7 @@ name = "baseline"
 """
 
 
+@pytest.mark.figures  # the folder scanned for the key holds the figures too
 async def test_a_stopped_lane_leaves_the_run_incomplete_exit_4(tmp_path: Path) -> None:
     async with await start_sim(port=0) as sim:
         spec = tmp_path / "badkey.toml"

@@ -146,6 +146,7 @@ def _texts(run_dir: Path) -> dict[str, str]:
     return out
 
 
+@pytest.mark.figures
 async def test_rehearsal_of_every_provider_accepts_all_and_leaks_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -37,6 +37,7 @@ def _scratch(run: Path) -> list[str]:
     return [p.name for p in run.iterdir() if p.name.startswith(STAGE_PREFIX)]
 
 
+@pytest.mark.figures
 def test_a_report_that_fails_half_way_leaves_the_last_one_whole(
     finished: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -173,6 +174,7 @@ def test_only_a_reports_own_scratch_is_removed(finished: Path, tmp_path: Path) -
     assert not (run / f"{STAGE_PREFIX}12345-old").exists()
 
 
+@pytest.mark.figures
 def test_a_report_folder_holding_a_mount_is_written_in_place(
     finished: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
