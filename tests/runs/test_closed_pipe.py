@@ -19,17 +19,32 @@ from tests.runs.run_folders import SMALL_SPEC, FinishedRuns
 ROOT = Path(__file__).resolve().parents[2]
 
 
+DUTCHBOOK = [sys.executable, "-c", "from runs.cli import main; main()"]
+
+
+def _dutchbook(args: list[str], stdout: int) -> subprocess.CompletedProcess[str]:
+    """`dutchbook ARGS` with `stdout` as its standard output, stderr captured."""
+    return subprocess.run(
+        [*DUTCHBOOK, *args], cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, text=True,
+        timeout=300,
+    )  # fmt: skip
+
+
 def _to_closed_pipe(args: list[str]) -> subprocess.CompletedProcess[str]:
     """`dutchbook ARGS` whose stdout is a pipe with no reader: every write fails (EPIPE)."""
     read, write = os.pipe()
     os.close(read)
     try:
-        return subprocess.run(
-            [sys.executable, "-c", "from runs.cli import main; main()", *args],
-            cwd=ROOT, stdout=write, stderr=subprocess.PIPE, text=True, timeout=300,
-        )  # fmt: skip
+        return _dutchbook(args, write)
     finally:
         os.close(write)
+
+
+def _finishes_when_run_again(args: list[str], out: Path) -> None:
+    """The same `dutchbook run` again, its output open, finishes the run in `out`."""
+    again = _dutchbook(args, subprocess.PIPE)
+    assert again.returncode == 0, again.stderr
+    assert (out / "report" / "index.html").is_file()
 
 
 @pytest.mark.parametrize(
@@ -70,12 +85,7 @@ def test_a_run_says_its_output_closed_and_the_same_command_finishes(tmp_path: Pa
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: the output (stdout) closed"), lines
     assert "run the same command again" in lines[0]
-    again = subprocess.run(
-        [sys.executable, "-c", "from runs.cli import main; main()", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert again.returncode == 0, again.stderr
-    assert (tmp_path / "out" / "report" / "index.html").is_file()
+    _finishes_when_run_again(args, tmp_path / "out")
 
 
 def test_a_command_whose_files_are_written_says_only_its_printing_was_cut(
@@ -130,10 +140,7 @@ def _to_read_only(args: list[str]) -> subprocess.CompletedProcess[str]:
     (EBADF) where a closed pipe's fails with EPIPE."""
     read_only = os.open(os.devnull, os.O_RDONLY)
     try:
-        return subprocess.run(
-            [sys.executable, "-c", "from runs.cli import main; main()", *args],
-            cwd=ROOT, stdout=read_only, stderr=subprocess.PIPE, text=True, timeout=300,
-        )  # fmt: skip
+        return _dutchbook(args, read_only)
     finally:
         os.close(read_only)
 
@@ -189,12 +196,7 @@ def test_a_run_whose_output_is_not_open_for_writing_says_so_and_the_work_is_kept
         "command again, its output open for writing, to finish it"
     )
     assert (tmp_path / "out" / "plan.parquet").is_file()
-    again = subprocess.run(
-        [sys.executable, "-c", "from runs.cli import main; main()", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert again.returncode == 0, again.stderr
-    assert (tmp_path / "out" / "report" / "index.html").is_file()
+    _finishes_when_run_again(args, tmp_path / "out")
 
 
 def test_a_writing_command_whose_output_is_not_open_for_writing_keeps_its_ending(
