@@ -88,7 +88,7 @@ from runs.leftovers import remove_orphaned_scratch, scratch_folder
 from runs.lost_answers import ASK_ALL_AGAIN, answers_refusal, gone_answers_refusal
 from runs.memory import release_heap
 from runs.model_options import check_model_options
-from runs.output import stdout_console, warn
+from runs.output import OutputClosed, files_written, stdout_console, stdout_to_null, warn
 from runs.phases import PhaseClock
 from runs.plan_checksums import (
     answers_outside_plan,
@@ -110,7 +110,8 @@ from runs.planning_progress import PlanningProgress
 from runs.rehearsal import mark_folder, mixing_refusal, rehearsal_matters
 from runs.report import write_report_folder
 from runs.run_folder import ResolvedFolder, foreign_entries, has_run_marks
-from runs.scoring_step import score_run
+from runs.scored_from import report_summary
+from runs.scoring_step import ScoredRun, score_run
 from runs.signals import (
     INTERRUPTED_MESSAGE as INTERRUPTED_MESSAGE,  # re-exported: tests and scripts import it here
 )
@@ -190,6 +191,10 @@ class CampaignResult:
     #: provider (`engine.batch_jobs.at_provider`), said on the run's last line
     #: (`interrupted_line`); None otherwise (a first signal's lanes say theirs).
     jobs_left: AtProvider | None = None
+    #: What cut the run's printing once its report was written whole (stdout's reader gone,
+    #: a stdout not open for writing; `runs.output.OutputClosed`): the run ends as its own
+    #: status says all the same (`runs.commands.run`), its report there; None otherwise.
+    output_cut: OutputClosed | None = None
 
     def unanswered(self) -> str:
         """"N planned queries unanswered", as the run's closing lines count them."""
@@ -1309,17 +1314,7 @@ def _score_and_report(
         console.print(f"{line}.", soft_wrap=True, highlight=False, markup=False)
     release_heap()  # scoring's garbage, before the report's scans
     clock.lap("score", run_dir)
-    report, page = write_report_folder(
-        run_dir,
-        scored.scores,
-        floor=spec.coverage_floor,
-        seed=spec.seed,
-        console=console,
-        averaged=scored.averaged,
-        audit=audit,
-        figure_workers=options.figure_workers,
-    )
-    console.print(f"report page: {page}", highlight=False, soft_wrap=True)
+    report, cut = _report_step(spec, run_dir, scored, audit, options, console)
     clock.lap("report", run_dir)
     raise_if_stop_pending()
     return CampaignResult(
@@ -1333,4 +1328,43 @@ def _score_and_report(
         sim_counts=dict(injected) if injected else None,
         parser=spec.parser,
         answer_budget=spec.max_answer_failures,
+        output_cut=cut,
     )
+
+
+def _report_step(
+    spec: CampaignSpec,
+    run_dir: Path,
+    scored: ScoredRun,
+    audit: Audit,
+    options: CampaignOptions,
+    console: Console,
+) -> tuple[dict[str, Any], OutputClosed | None]:
+    """Write `report/`, then print its leaderboard and "report page: PAGE": summary.json's
+    dict, and what cut that printing once `report/` was in place (stdout's reader gone,
+    `| head`; a stdout not open for writing), or None. Cut so, the report's lap is still
+    written and the run ends as its own status says (`runs.commands.run`): the error went
+    up, and a run whose report was whole ended in "the output (stdout) closed before
+    `dutchbook run` finished", exit 1, a capped run's exit 3 and closing line unsaid, and
+    no "report" lap in logs/phases.jsonl. Cut before (`files_written` not yet marked), the
+    run stopped short of its end, and the error still ends it so."""
+    report: dict[str, Any] = {}
+    try:
+        report, page = write_report_folder(
+            run_dir,
+            scored.scores,
+            floor=spec.coverage_floor,
+            seed=spec.seed,
+            console=console,
+            averaged=scored.averaged,
+            audit=audit,
+            figure_workers=options.figure_workers,
+        )
+        console.print(f"report page: {page}", highlight=False, soft_wrap=True)
+    except OutputClosed as exc:
+        if not files_written():
+            raise
+        stdout_to_null()
+        # Cut at the leaderboard, before write_report_folder returned: the dict as written.
+        return report or report_summary(run_dir) or {}, exc
+    return report, None

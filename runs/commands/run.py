@@ -11,11 +11,11 @@ folder read-only from the start is 2), 130 interrupted (SIGINT/SIGTERM/SIGHUP; 1
 shells report Ctrl-C; its line on stderr, as the others' closing errors, and last on stdout
 too unless stdout is stderr's file), 1 a set whose profit no solve could certify (scoring
 stops, writing no scores; the answers are kept: `runs.scoring_step.UncertifiedSet`), or
-stdout's reader gone before the run ended (`runs.cli.output_closed`; gone at its last lines,
-after the report, the run's own status stands, 0 with a note). All are resumable by
-running the same command again but 2 and an uncertified set's 1, whose solve stops there
-again (5 once the other is done). A figure worker that dies (`runs.figure_workers`) is no
-error: the run draws its report in this process instead.
+stdout's reader gone before the run ended (`runs.cli.output_closed`; gone once its report
+is written, as the report or its last lines print, the run's own status stands, 0 with a
+note). All are resumable by running the same command again but 2 and an uncertified set's
+1, whose solve stops there again (5 once the other is done). A figure worker that dies
+(`runs.figure_workers`) is no error: the run draws its report in this process instead.
 `DUTCHBOOK_FIGURE_WORKERS=0` starts none, the report drawn here from the start; a value other
 than 0 or 2 is a user error, before anything is started.
 """
@@ -137,7 +137,8 @@ def run(
         )
     except KeyboardInterrupt:  # a signal before or after dispatch (during it, handlers run)
         _end_stopped_outside_dispatch(resolved.path)
-    cut = _closing_lines_on_stdout(result)
+    # Cut as the report printed, or at the last lines: the run's own ending follows.
+    cut = result.output_cut or _closing_lines_on_stdout(result)
     if _ends_interrupted(result):  # the folder's line, then this one
         _end_interrupted(result.interrupted_line(), folder=result.run_dir)
     if result.disk_full is not None:
@@ -151,7 +152,7 @@ def run(
     if not result.summary.complete:
         say(_incomplete_line(result))
         raise typer.Exit(EXIT_INCOMPLETE)
-    if cut is not None:  # a run that ended well, only its last lines cut
+    if cut is not None:  # a run that ended well, only its printing cut
         from runs.cli import output_closed
 
         output_closed("run", cut, finished=True)

@@ -28,6 +28,7 @@ from types import SimpleNamespace
 import polars as pl
 import psutil
 import pytest
+from typer.testing import CliRunner, Result
 
 from engine.scan import accepted_ids, scan_attempts, scan_responses
 from providers.sim.server import SimHandle, start_sim
@@ -562,7 +563,6 @@ def test_ctrl_c_while_scoring_ends_the_run_at_once(
     """After dispatch, SIGINT was asyncio.run's again, which only cancels the task at its
     next await: scoring and the report ran to their end (seconds; minutes at paper scale)
     before the run said "interrupted". Now Ctrl-C ends them at once, as SIGTERM does."""
-    from typer.testing import CliRunner
 
     import runs.pipeline
     from runs.cli import app
@@ -691,20 +691,32 @@ def test_a_run_whose_output_closes_at_its_closing_lines_keeps_its_ending(
     run` finished", exit 1, the cap's exit 3 and closing line unsaid, and a finished run told
     to run again. The run had ended: a capped one ends as such, on stderr (exit 3), as one
     interrupted does; a finished one in a note that only its printing was cut (exit 0)."""
-    from typer.testing import CliRunner
-
-    from runs.cli import app
     from runs.commands import run as run_command
+
+    monkeypatch.setattr(run_command, "print_text", _closed)
+    _assert_its_own_ending(_capped_or_done_run(capped, tmp_path), capped)
+
+
+def _closed(*args: object) -> None:
+    """A write to stdout whose reader has gone (`| head`), as `runs.output` raises it."""
     from runs.output import OutputClosed
 
-    def closed(text: str) -> None:
-        raise OutputClosed(BrokenPipeError(32, "Broken pipe"))
+    raise OutputClosed(BrokenPipeError(32, "Broken pipe"))
 
-    monkeypatch.setattr(run_command, "print_text", closed)
+
+def _capped_or_done_run(capped: bool, tmp_path: Path) -> Result:
+    """SPEND_SPEC rehearsed in process, stopped by the spend cap or finished; its result."""
+    from runs.cli import app
+
     (tmp_path / "spec.toml").write_text(SPEND_SPEC)
     cap = ["--max-cost", "5" if capped else "100"]
     args = ["run", str(tmp_path / "spec.toml"), "--out", str(tmp_path / "run"), "--rehearse"]
-    done = CliRunner().invoke(app, [*args, *cap])
+    return CliRunner().invoke(app, [*args, *cap])
+
+
+def _assert_its_own_ending(done: Result, capped: bool) -> None:
+    """A run the cap stopped ends as such, on stderr (exit 3); a finished one in a note that
+    only its printing was cut (exit 0); neither in "the output (stdout) closed"'s error."""
     last = done.output.splitlines()[-1]
     if capped:
         assert done.exit_code == 3, done.output
@@ -713,3 +725,34 @@ def test_a_run_whose_output_closes_at_its_closing_lines_keeps_its_ending(
         assert done.exit_code == 0, done.output
         assert last.startswith("note: the output (stdout) closed before `dutchbook run` printed")
     assert "error: the output (stdout) closed" not in done.output
+
+
+@pytest.mark.parametrize("capped", [True, False], ids=["cap", "done"])
+@pytest.mark.parametrize("at", ["leaderboard", "report page"])
+def test_a_run_whose_output_closes_as_its_report_prints_keeps_its_ending(
+    at: str, capped: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stdout's reader gone (`| head -4`) as the run printed its report, `report/` already
+    in place: at the leaderboard (the first write once the report's files are marked
+    written) or at "report page:". It ended in "the output (stdout) closed before
+    `dutchbook run` finished", exit 1, a capped run's exit 3 and line unsaid, and no
+    "report" lap in logs/phases.jsonl. It ends as the run did, its report lap written."""
+    from runs import output
+    from runs.phases import read_phases
+
+    write = output._Stdout.write
+    cut: list[str] = []
+
+    def write_until_cut(self: output._Stdout, text: str) -> int:
+        here = output.files_written() if at == "leaderboard" else text.startswith(at)
+        if cut or (text and here):
+            cut.append(text)  # its reader gone, every later write fails too
+            _closed()
+        return write(self, text)
+
+    monkeypatch.setattr(output._Stdout, "write", write_until_cut)
+    done = _capped_or_done_run(capped, tmp_path)
+    assert cut, "the report's printing was never cut"
+    _assert_its_own_ending(done, capped)
+    assert (tmp_path / "run" / "report" / "index.html").is_file()
+    assert "report" in [line["phase"] for line in read_phases(tmp_path / "run")]
