@@ -26,7 +26,17 @@ from runs.signals import EXIT_INTERRUPTED, INTERRUPTED, mark_interrupt_said
 if TYPE_CHECKING:
     from engine.durable import DiskFull
 
-_stderr = Console(stderr=True, highlight=False, emoji=False)  # ":cat:" in a name, as written
+
+class _StderrConsole(Console):
+    """A console on stderr whose reader's going drops the line. Rich's own handling of the
+    broken pipe points *stdout* at /dev/null and exits 1, so `fail` with stderr's reader
+    gone (`2>&1 | true`) ended a user error (2) in exit 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more to say to a reader that left
+
+
+_stderr = _StderrConsole(stderr=True, highlight=False, emoji=False)  # ":cat:" as written
 
 #: Exit status of a user error: nothing was sent, fix the input and run again.
 EXIT_USER_ERROR = 2

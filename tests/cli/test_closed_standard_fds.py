@@ -66,10 +66,20 @@ def test_a_command_with_stdout_closed_exits_as_it_would_have() -> None:
 
 
 def test_a_user_error_stderr_cannot_take_keeps_exit_2() -> None:
-    """Its line failed on a full stderr, and the failure read as a full disk: exit 6."""
+    """Its line failed on a full stderr, and the failure read as a full disk: exit 6; on a
+    stderr whose reader was gone (`2>&1 | true`), rich's own handling of the broken pipe
+    ended it in exit 1 (and pointed stdout at /dev/null), a hostile tester's."""
     with open("/dev/full", "w") as full:
         done = _dutchbook(["status", "/no/such/run/folder"], stdout=subprocess.PIPE, stderr=full)
     assert done.returncode == 2, done.stdout
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        for args in (["status", "/no/such/run/folder"], ["run", "--bogus"]):
+            done = _dutchbook(args, stdout=subprocess.PIPE, stderr=write)
+            assert done.returncode == 2, (args, done.stdout)
+    finally:
+        os.close(write)
 
 
 def test_an_interrupt_stderr_cannot_take_keeps_exit_130(monkeypatch: pytest.MonkeyPatch) -> None:
