@@ -12,6 +12,7 @@ import contextlib
 import errno
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -27,7 +28,7 @@ from providers.sim.faults import PROFILES, parse_faults
 from providers.sim.rehearse import BASE_PATHS
 from providers.sim.server import COUNTS_PATH, SimHandle, serve_forever
 from runs.commands._errors import fail, path_to_write
-from runs.output import stdout_console
+from runs.output import STDOUT_NAME, OutputClosed, say, stdout_console, stdout_to_null
 
 #: The port a `provider = "sim"` config with no base_url uses (`SIM_DEFAULT_BASE_URL`).
 DEFAULT_PORT = 8765
@@ -53,6 +54,23 @@ def describe_start(handle: SimHandle, faults: str, console: Console) -> None:
     console.print("Press Ctrl-C to stop.")
 
 
+def shown(console: Console, show: Callable[[], None], url: Callable[[], str]) -> None:
+    """`show()`, printing on stdout; where stdout cannot take it (its reader gone: `| head -1`,
+    which a script reads the URL with; or not open for writing) the simulator serves on,
+    silent on stdout: it stopped at once, exit 0, and its counts file was never written.
+    A stdout never written says the URL on stderr, once."""
+    if console.quiet:
+        return
+    try:
+        show()
+    except OutputClosed as exc:
+        stdout_to_null()
+        console.quiet = True
+        if not exc.reader_gone:
+            say(f"note: {STDOUT_NAME} cannot be written ({exc.error.strerror or exc.error}); "
+                f"the simulator serves on {url()} until Ctrl-C")  # fmt: skip
+
+
 def describe_stop(counts: dict[str, int], console: Console) -> None:
     table = Table("count", "value", title="simulator counts")
     for key in sorted(counts):
@@ -61,12 +79,13 @@ def describe_stop(counts: dict[str, int], console: Console) -> None:
 
 
 def stopped(
-    counts: dict[str, int], console: Console, counts_file: Path | None, problems: list[str]
+    counts: dict[str, int], console: Console, counts_file: Path | None, problems: list[str],
+    url: Callable[[], str] = str,
 ) -> None:
     """Print the counts and write them to `counts_file`; a write that fails is put in
     `problems`, for one line once the simulator is down (it was a traceback: a file such as
     /proc/version refuses with EIO), a full disk raised for `runs.cli.main` to say."""
-    describe_stop(counts, console)
+    shown(console, lambda: describe_stop(counts, console), url)
     if counts_file is None:
         return
     try:
@@ -130,11 +149,16 @@ def serve_sim(
     console = stdout_console()
     listening = False
     problems: list[str] = []
+    handles: list[SimHandle] = []
+
+    def url() -> str:
+        return handles[0].root_url
 
     def started(handle: SimHandle) -> None:
         nonlocal listening
         listening = True
-        describe_start(handle, faults, console)
+        handles.append(handle)
+        shown(console, lambda: describe_start(handle, faults, console), url)
 
     try:
         with contextlib.suppress(KeyboardInterrupt):
@@ -147,7 +171,7 @@ def serve_sim(
                     rate_limit_tpm=tpm,
                     retry_after_s=retry_after,
                     on_start=started,
-                    on_stop=lambda counts: stopped(counts, console, counts_file, problems),
+                    on_stop=lambda counts: stopped(counts, console, counts_file, problems, url),
                 )
             )
     except OSError as exc:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 from rich.console import Console
 from simkit import chat_body
@@ -128,6 +129,51 @@ def test_counts_that_cannot_be_written_on_stop_are_said_in_one_line(tmp_path: Pa
             "they are in the table above"
         )
         assert proc.returncode == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _serves(url: str) -> bool:
+    """Whether the simulator at `url` answers its live counts."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/_sim/counts", timeout=10) as reply:
+        return bool(reply.status == 200)
+
+
+@pytest.mark.parametrize("stdout", ["reader gone", "read-only"])
+def test_a_stdout_it_cannot_write_leaves_it_serving_and_its_counts_written(
+    tmp_path: Path, stdout: str
+) -> None:
+    """`serve-sim | head -1` (a script reading the URL) stopped it, exit 0, without a word,
+    its `--counts-file` never written; `1</dev/null` stopped it at once (a hostile
+    tester's). It serves on, silent on stdout, and writes its counts when stopped; a stdout
+    it never wrote to is told of on stderr, with the URL."""
+    target = tmp_path / "counts.json"
+    argv = [sys.executable, "-c", "from runs.cli import main; main()", "serve-sim", "--port",
+            "0", "--counts-file", str(target)]  # fmt: skip
+    read_only = os.open(os.devnull, os.O_RDONLY)
+    out = subprocess.PIPE if stdout == "reader gone" else read_only
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True)
+    os.close(read_only)
+    try:
+        if proc.stdout is not None:  # the URL read, then the reader gone
+            url = proc.stdout.readline().split()[-1]
+            proc.stdout.close()
+        else:
+            assert proc.stderr is not None
+            note = proc.stderr.readline()
+            assert note.startswith("note: the output (stdout) cannot be written (Bad file"), note
+            url = note.split(" serves on ")[1].split()[0]
+        for _ in range(3):  # its next lines meet the closed pipe; it serves on
+            assert _serves(url)
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0 and err == "", err
+        assert isinstance(orjson.loads(target.read_bytes()), dict)  # written, whole
     finally:
         if proc.poll() is None:
             proc.kill()
