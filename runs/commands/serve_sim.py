@@ -55,10 +55,10 @@ def describe_start(handle: SimHandle, faults: str, console: Console) -> None:
 
 
 def shown(console: Console, show: Callable[[], None], url: Callable[[], str]) -> None:
-    """`show()`, printing on stdout; where stdout cannot take it (its reader gone: `| head -1`,
+    """`show()`, printing on stdout. Where stdout cannot take it (its reader gone: `| head -1`,
     which a script reads the URL with; or not open for writing) the simulator serves on,
-    silent on stdout: it stopped at once, exit 0, and its counts file was never written.
-    A stdout never written says the URL on stderr, once."""
+    silent on stdout, where it stopped, exit 0, without writing its counts file; a stdout
+    never written to is said on stderr once, with the URL (`url()`)."""
     if console.quiet:
         return
     try:
@@ -80,7 +80,7 @@ def describe_stop(counts: dict[str, int], console: Console) -> None:
 
 def stopped(
     counts: dict[str, int], console: Console, counts_file: Path | None, problems: list[str],
-    url: Callable[[], str] = str,
+    url: Callable[[], str] = str,  # the simulator's URL, for `shown`'s note ("" unknown)
 ) -> None:
     """Print the counts and write them to `counts_file`; a write that fails is put in
     `problems`, for one line once the simulator is down (it was a traceback: a file such as
