@@ -28,7 +28,14 @@ from providers.sim.faults import PROFILES, parse_faults
 from providers.sim.rehearse import BASE_PATHS
 from providers.sim.server import COUNTS_PATH, SimHandle, serve_forever
 from runs.commands._errors import fail, path_to_write
-from runs.output import STDOUT_NAME, OutputClosed, say, stdout_console, stdout_to_null
+from runs.output import (
+    STDOUT_NAME,
+    OutputClosed,
+    OutputFull,
+    say,
+    stdout_console,
+    stdout_to_null,
+)
 
 #: The port a `provider = "sim"` config with no base_url uses (`SIM_DEFAULT_BASE_URL`).
 DEFAULT_PORT = 8765
@@ -56,17 +63,18 @@ def describe_start(handle: SimHandle, faults: str, console: Console) -> None:
 
 def shown(console: Console, show: Callable[[], None], url: Callable[[], str]) -> None:
     """`show()`, printing on stdout. Where stdout cannot take it (its reader gone: `| head -1`,
-    which a script reads the URL with; or not open for writing) the simulator serves on,
-    silent on stdout, where it stopped, exit 0, without writing its counts file; a stdout
-    never written to is said on stderr once, with the URL (`url()`)."""
+    which a script reads the URL with; not open for writing; full) the simulator serves on,
+    silent on stdout, and writes its counts file when stopped: it stopped there, exit 0 (6
+    where full), its counts file never written. Not open for writing or full, stdout is said
+    so once on stderr, with the URL (`url()`)."""
     if console.quiet:
         return
     try:
         show()
-    except OutputClosed as exc:
+    except (OutputClosed, OutputFull) as exc:
         stdout_to_null()
         console.quiet = True
-        if not exc.reader_gone:
+        if not isinstance(exc, OutputClosed) or not exc.reader_gone:
             say(f"note: {STDOUT_NAME} cannot be written ({exc.error.strerror or exc.error}); "
                 f"the simulator serves on {url()} until Ctrl-C")  # fmt: skip
 
@@ -88,6 +96,10 @@ def stopped(
     shown(console, lambda: describe_stop(counts, console), url)
     if counts_file is None:
         return
+    # Where stdout took no table, the line that says the file refused them gives the counts.
+    where = "they are in the table above" if not console.quiet else (
+        f"they were: {orjson.dumps(dict(sorted(counts.items()))).decode()}"
+    )
     try:
         write_counts(counts_file, counts)
     except OSError as exc:
@@ -98,7 +110,7 @@ def stopped(
         reason = "a named pipe no one reads" if no_reader else _reason(exc)
         problems.append(
             f"--counts-file: the counts could not be written to {counts_file} ({reason}); "
-            "they are in the table above"
+            f"{where}"
         )
 
 

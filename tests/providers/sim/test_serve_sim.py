@@ -26,6 +26,9 @@ import runs.commands.serve_sim as serve_sim_command
 from providers.sim.server import SimHandle, read_live_counts, serve_forever, start_sim
 from runs.cli import app
 
+#: `dutchbook serve-sim` as a process of its own.
+SERVE_SIM = [sys.executable, "-c", "from runs.cli import main; main()", "serve-sim"]
+
 
 async def test_serve_forever_reports_start_and_final_counts() -> None:
     started: list[SimHandle] = []
@@ -77,8 +80,7 @@ def test_cli_help_and_bad_profile() -> None:
 
 def test_standalone_process_prints_root_credentials_and_counts_on_sigterm() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from runs.cli import main; main()", "serve-sim", "--port", "0",
-         "--faults", "none"],
+        [*SERVE_SIM, "--port", "0", "--faults", "none"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "COLUMNS": "200"},
     )
@@ -111,8 +113,7 @@ def test_counts_that_cannot_be_written_on_stop_are_said_in_one_line(tmp_path: Pa
     os.mkfifo(target)
     reason = "a named pipe no one reads"
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from runs.cli import main; main()", "serve-sim", "--port", "0",
-         "--counts-file", str(target)],
+        [*SERVE_SIM, "--port", "0", "--counts-file", str(target)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
@@ -143,21 +144,27 @@ def _serves(url: str) -> bool:
         return bool(reply.status == 200)
 
 
-@pytest.mark.parametrize("stdout", ["reader gone", "read-only"])
+#: What the note says of a stdout the simulator cannot write, by how it was given.
+CANNOT_WRITE = {"read-only": "(Bad file descriptor)", "full": "(No space left on device)"}
+
+
+@pytest.mark.parametrize("stdout", ["reader gone", "read-only", "full"])
 def test_a_stdout_it_cannot_write_leaves_it_serving_and_its_counts_written(
     tmp_path: Path, stdout: str
 ) -> None:
-    """`serve-sim | head -1` (a script reading the URL) stopped it, exit 0, without a word,
-    its `--counts-file` never written; `1</dev/null` stopped it at once (a hostile
-    tester's). It serves on, silent on stdout, and writes its counts when stopped; a stdout
-    it never wrote to is told of on stderr, with the URL."""
+    """`serve-sim | head -1` (a script reading the URL) stopped it at its stop table, exit 0,
+    without a word, its `--counts-file` never written; `1</dev/null` stopped it at once, and
+    `>/dev/full` too, exit 6 (hostile testers'). It serves on, silent on stdout, and writes
+    its counts when stopped; a stdout it could not write at all is said on stderr, with the
+    URL."""
     target = tmp_path / "counts.json"
-    argv = [sys.executable, "-c", "from runs.cli import main; main()", "serve-sim", "--port",
-            "0", "--counts-file", str(target)]  # fmt: skip
-    read_only = os.open(os.devnull, os.O_RDONLY)
-    out = subprocess.PIPE if stdout == "reader gone" else read_only
+    argv = [*SERVE_SIM, "--port", "0", "--counts-file", str(target)]
+    given = {"read-only": os.open(os.devnull, os.O_RDONLY),
+             "full": os.open("/dev/full", os.O_WRONLY)}  # fmt: skip
+    out = given.get(stdout, subprocess.PIPE)
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True)
-    os.close(read_only)
+    for fd in given.values():
+        os.close(fd)
     try:
         if proc.stdout is not None:  # the URL read, then the reader gone
             url = proc.stdout.readline().split()[-1]
@@ -165,9 +172,10 @@ def test_a_stdout_it_cannot_write_leaves_it_serving_and_its_counts_written(
         else:
             assert proc.stderr is not None
             note = proc.stderr.readline()
-            assert note.startswith("note: the output (stdout) cannot be written (Bad file"), note
+            said = f"note: the output (stdout) cannot be written {CANNOT_WRITE[stdout]}"
+            assert note.startswith(said), note
             url = note.split(" serves on ")[1].split()[0]
-        for _ in range(3):  # its next lines meet the closed pipe; it serves on
+        for _ in range(3):
             assert _serves(url)
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
@@ -209,6 +217,23 @@ def test_a_write_that_fails_is_said_by_its_reason(
     assert problems == [
         f"--counts-file: the counts could not be written to {target} ({reason}); "
         "they are in the table above"
+    ]
+
+
+def test_counts_no_table_showed_are_given_in_the_line_that_says_the_file_refused_them(
+    tmp_path: Path,
+) -> None:
+    """Stdout cut (`serve-sim | head -1`), no table showed the counts, yet the line said
+    "they are in the table above" of a named pipe no one read: the counts were nowhere (a
+    reviewer's)."""
+    target = tmp_path / "counts.json"
+    os.mkfifo(target)
+    quiet = Console(quiet=True)  # as `shown` leaves it once stdout could not take a line
+    problems: list[str] = []
+    serve_sim_command.stopped({"requests": 2, "faults": 1}, quiet, target, problems)
+    assert problems == [
+        f"--counts-file: the counts could not be written to {target} (a named pipe no one "
+        'reads); they were: {"faults":1,"requests":2}'
     ]
 
 
