@@ -84,9 +84,9 @@ def _undrawn(out_dir: Path, note: str) -> dict[str, str | None]:
     figures and manifest removed from `out_dir`: a report written in place (`report/` a
     link, or holding a mount: `runs.report_folder`) kept them, and its page showed the last
     report's figures under a summary saying none was drawn."""
-    from runs.report_figures import FIGURES, figure_file
+    from runs.report_figures import figure_files
 
-    for name in [MANIFEST, *(figure_file(number, key) for number, key, _ in FIGURES)]:
+    for name in [MANIFEST, *figure_files()]:
         (out_dir / name).unlink(missing_ok=True)
     return {key: None for key in LEGACY_KEYS} | {"note": note}
 

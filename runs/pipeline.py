@@ -88,7 +88,14 @@ from runs.leftovers import remove_orphaned_scratch, scratch_folder
 from runs.lost_answers import ASK_ALL_AGAIN, answers_refusal, gone_answers_refusal
 from runs.memory import release_heap
 from runs.model_options import check_model_options
-from runs.output import OutputClosed, files_written, stdout_console, stdout_to_null, warn
+from runs.output import (
+    OutputClosed,
+    files_written,
+    mark_files_written,
+    stdout_console,
+    stdout_to_null,
+    warn,
+)
 from runs.phases import PhaseClock
 from runs.plan_checksums import (
     answers_outside_plan,
@@ -1349,6 +1356,7 @@ def _report_step(
     no "report" lap in logs/phases.jsonl. Cut before (`files_written` not yet marked), the
     run stopped short of its end, and the error still ends it so."""
     report: dict[str, Any] = {}
+    mark_files_written(False)  # this report's mark, not an earlier one's in this process
     try:
         report, page = write_report_folder(
             run_dir,

@@ -134,9 +134,9 @@ def _carry_over(old: Path, new: Path) -> None:
     `DUTCHBOOK_FIGURES=0`) kept the last report's, which listed eight figures no longer
     there. A folder of the user's where the report writes a file is refused, as writing in
     place refused it: the swap would remove it with the old report."""
-    from runs.report_figures import FIGURES, figure_file
+    from runs.report_figures import figure_files
 
-    figures = {figure_file(number, key) for number, key, _ in FIGURES} | {FIGURES_MANIFEST}
+    figures = figure_files() | {FIGURES_MANIFEST}
     for entry in old.iterdir():
         target = new / entry.name
         if entry.is_dir() and not entry.is_symlink() and target.is_file():

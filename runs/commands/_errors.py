@@ -33,7 +33,9 @@ class _StderrConsole(Console):
     gone (`2>&1 | true`) ended a user error (2) in exit 1."""
 
     def on_broken_pipe(self) -> None:
-        self.quiet = True  # nothing more to say to a reader that left
+        # Rich keeps what it could not write and would write it before the next line: the
+        # line is dropped, the console left as it was for a stderr that may come back.
+        del self._buffer[:]
 
 
 _stderr = _StderrConsole(stderr=True, highlight=False, emoji=False)  # ":cat:" as written

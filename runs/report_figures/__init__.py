@@ -38,6 +38,11 @@ def figure_file(number: int, key: str) -> str:
     return f"fig{number}_{key}.png"
 
 
+def figure_files() -> frozenset[str]:
+    """Every figure's file name in `report/` (`figure_file`), drawn or not."""
+    return frozenset(figure_file(number, key) for number, key, _ in FIGURES)
+
+
 #: The figures that read more of the run folder than its scores and forecasts, and what
 #: (`FigureInputs.from_run`'s `reads`).
 FIGURE_READS: dict[int, frozenset[str]] = {6: frozenset({FAMILIES}), 8: frozenset({TIMELINE})}
@@ -170,6 +175,7 @@ __all__ = [
     "Omit",
     "draw_all",
     "figure_file",
+    "figure_files",
     "module_of",
     "reads_of",
 ]
