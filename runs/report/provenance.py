@@ -239,12 +239,12 @@ def _run_start(run: list[dict[str, object]]) -> datetime | None:
 def _utc_instant(value: object) -> datetime | None:
     """`value` read as a time in UTC (naive taken as UTC), or None: no time, or one UTC
     cannot hold (a hand-edited year 1 at +14:00, on which polars' comparison overflowed)."""
-    at = _instant(value)
-    if at is None:
+    if not isinstance(value, str):
         return None
     try:
+        at = datetime.fromisoformat(value)
         return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-    except OverflowError:
+    except (ValueError, OverflowError):
         return None
 
 
@@ -271,15 +271,6 @@ def _parser(
     ):
         return "mixed", f"{last} by {reparsed}, then {in_spec} for what later runs asked"
     return last, reparsed
-
-
-def _instant(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
 
 
 def _dispatched_after(phases: list[dict[str, object]], when: datetime) -> bool:
