@@ -391,9 +391,7 @@ def _no_room(exc: OSError, where: str) -> NoReturn:
     except OSError:
         stdout_to_null()  # the output is what failed
         where = where or f" to {STDOUT_NAME}"  # the output failed; its error names no file
-    with contextlib.suppress(OSError):
-        sys.stderr.write(f"error: a write{where} failed: {exc.strerror or exc}; {NO_ROOM_HINT}\n")
-        sys.stderr.flush()
+    say(f"error: a write{where} failed: {exc.strerror or exc}; {NO_ROOM_HINT}")
     raise SystemExit(EXIT_DISK_FULL)
 
 
