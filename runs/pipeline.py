@@ -752,10 +752,10 @@ STAGING_FULL = (
 @dataclass(frozen=True)
 class StagedPlan:
     """A new folder's plan written while the estimate renders every prompt (so they are
-    rendered once): `writer`'s parts in a temporary folder outside the run folder, whose lock
-    is not held yet, committed into it by `_design_and_plan`, which then `discard`s the
-    folder at once rather than when the campaign ends (a run killed during dispatch would
-    otherwise leave it behind in the system's temporary folder)."""
+    rendered once): `writer`'s parts in a temporary folder outside the run folder (whose lock
+    `run_campaign` already holds), committed into it by `_design_and_plan`, which then
+    `discard`s the folder at once rather than when the campaign ends (a run killed during
+    dispatch would otherwise leave it behind in the system's temporary folder)."""
 
     writer: PlanWriter
     folder: tempfile.TemporaryDirectory[str]
