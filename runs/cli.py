@@ -136,26 +136,40 @@ def usage_error(exc: click_errors.UsageError) -> NoReturn:
     fail(f"{exc.format_message().rstrip('.')} (see '{where} --help')", exc.exit_code)
 
 
+#: `ctx.meta` key marking help shown for want of a command (`dutchbook` alone).
+_HELP_FOR_NO_ARGS = "dutchbook.help_for_no_args"
+
+
 class _QuietHelp:
     """A click command or group whose help page, its reader gone (`dutchbook --help | head
     -1`), ends as a command that only reads does (`output_closed`: exit 0, quietly). typer
     prints help through a rich console of its own, which meets the closed pipe by exiting 1
-    without a word (`Console.on_broken_pipe`); nothing else in printing help exits 1."""
+    without a word (`Console.on_broken_pipe`); nothing else in printing help exits 1.
+
+    The help `dutchbook` alone shows is a usage error's (`no_args_is_help`): it exits 2
+    whatever became of the help text, where its reader gone (`dutchbook | true`) ended it in
+    exit 0, and a full output in exit 6 and "run the same command again"."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:  # type: ignore[attr-defined]
+            ctx.meta[_HELP_FOR_NO_ARGS] = True  # typer's own test, which then shows the help
+        return super().parse_args(ctx, args)  # type: ignore[misc,no-any-return]
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
+        # A usage error's exit status, or None: the help asked for ends as a reading command.
+        status = click_errors.UsageError.exit_code if ctx.meta.get(_HELP_FOR_NO_ARGS) else None
         try:
             super().format_help(ctx, formatter)  # type: ignore[misc]
         except SystemExit as exc:
             if exc.code != 1:
                 raise
-            output_closed(None)
+            output_closed(None, status=status)
         except OSError as exc:  # `--help > /dev/full`: the output is what failed, say so
             error = output_error(exc)
-            if isinstance(error, OutputClosed):  # `run --help 1</dev/null`: help is read
-                output_closed(None, error)
-            if error is exc:
+            if not isinstance(error, OutputClosed | OutputFull):
                 raise
-            raise error from exc
+            # `run --help 1</dev/null`: help is read; a full output raised for `main` to say
+            output_closed(None, error, status=status)
 
 
 class _Command(_QuietHelp, TyperCommand):
@@ -304,9 +318,10 @@ DONE_ONCE_WRITTEN = WRITING_COMMANDS - {"run"}
 
 def output_closed(
     command: str | None,
-    error: BrokenPipeError | OutputClosed | None = None,
+    error: BrokenPipeError | OutputClosed | OutputFull | None = None,
     *,
     finished: bool | None = None,
+    status: int | None = None,
 ) -> NoReturn:
     """The standard output's reader went away (`dutchbook status DIR | head -1`): click
     ended every command so in exit 1 without a word. A command that only reads has nothing
@@ -324,13 +339,20 @@ def output_closed(
     chose to stop, so a command that only reads says so too, and the same command again
     fails alike unless its output is one it can write. `finished`, where the command knows
     (`run`, its own ending reached: `runs.commands.run`), in place of `DONE_ONCE_WRITTEN`'s
-    rule."""
+    rule.
+
+    A full output (`OutputFull`) is raised again for `main` to say (exit 6, run the same
+    command again, given room), unless `status` is given: the exit status of a command that
+    prints nothing else (help shown as a usage error's: 2), which stands whatever became of
+    its output."""
     stdout_to_null()
+    if isinstance(error, OutputFull) and status is None:
+        raise error
     said = _closed_words(error)
     if command not in WRITING_COMMANDS:
         if not said.reader_gone:
             say(f"note: {STDOUT_NAME} {said.what} ({said.why}), so nothing was printed")
-        raise SystemExit(0)
+        raise SystemExit(status or 0)
     if finished is None:
         finished = command in DONE_ONCE_WRITTEN and files_written()
     say(
@@ -353,9 +375,15 @@ class _Closed(NamedTuple):
     again: str = "run the same command again"
 
 
-def _closed_words(error: BrokenPipeError | OutputClosed | None) -> _Closed:
-    """`_Closed` for `error`: a reader gone, or a stdout not open for writing, which the
-    same command again would meet as well."""
+def _closed_words(error: BrokenPipeError | OutputClosed | OutputFull | None) -> _Closed:
+    """`_Closed` for `error`: a reader gone, a stdout not open for writing, which the same
+    command again would meet as well, or one with no room left."""
+    if isinstance(error, OutputFull):
+        return _Closed(
+            reader_gone=False,
+            what="could not be written",
+            why=f"no room left for it: {error.error.strerror or error.error}",
+        )  # no `again`: a command a full output stopped part-way is `main`'s to end
     if error is None or isinstance(error, BrokenPipeError) or error.reader_gone:
         return _Closed()
     return _Closed(

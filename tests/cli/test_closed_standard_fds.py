@@ -98,3 +98,40 @@ def test_an_interrupt_stderr_cannot_take_keeps_exit_130(monkeypatch: pytest.Monk
     with pytest.raises(typer.Exit) as ended, interrupt_says_rerun():
         raise KeyboardInterrupt
     assert ended.value.exit_code == 130
+
+
+def _stdout_given(how: str) -> int | None:
+    """A descriptor for the command's stdout, cut as `how` says (None: none, `>&-`)."""
+    if how == "reader gone":  # `dutchbook | true`
+        read, write = os.pipe()
+        os.close(read)
+        return write
+    return {"closed": None, "read-only": os.open(os.devnull, os.O_RDONLY),
+            "full": os.open("/dev/full", os.O_WRONLY)}[how]  # fmt: skip
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("how", ["reader gone", "closed", "read-only", "full"])
+def test_dutchbook_alone_keeps_its_usage_errors_exit_2_whatever_became_of_its_help(
+    how: str,
+) -> None:
+    """`dutchbook` alone prints its help and exits 2, a usage error; with the help's reader
+    gone (`dutchbook | true`) it exited 0, as `dutchbook --help | true` rightly does, with
+    its output not open for writing (`1</dev/null`) 0 too, and on a full one 6 and "run the
+    same command again", which only shows the help again."""
+    fd = _stdout_given(how)
+    try:
+        done = _dutchbook(
+            [], stdout=fd, stderr=subprocess.PIPE,
+            preexec_fn=(lambda: os.close(1)) if fd is None else None,
+        )  # fmt: skip
+    finally:
+        if fd is not None:
+            os.close(fd)
+    assert done.returncode == 2, done.stderr
+    said = done.stderr.splitlines()
+    if how in ("read-only", "full"):  # no reader chose to stop: the output's failure is said
+        assert len(said) == 1, said
+        assert said[0].startswith("note: the output (stdout) could not be written ("), said
+    else:
+        assert said == [], said
