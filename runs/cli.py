@@ -234,6 +234,8 @@ class LazyGroup(_QuietHelp, TyperGroup):
             exit_interrupted()
         except (BrokenPipeError, OutputClosed) as exc:  # typer's echo, or `runs.output`'s
             output_closed(ctx.invoked_subcommand, exc)
+        except OutputFull as exc:  # its work finished it ends here, else `main` says it
+            output_closed(ctx.invoked_subcommand, exc)
         except click_errors.UsageError as exc:  # a bad option, argument or command
             usage_error(exc)
         except OSError as exc:
@@ -341,29 +343,31 @@ def output_closed(
     (`run`, its own ending reached: `runs.commands.run`), in place of `DONE_ONCE_WRITTEN`'s
     rule.
 
-    A full output (`OutputFull`) is raised again for `main` to say (exit 6, run the same
-    command again, given room), unless `status` is given: the exit status of a command that
-    prints nothing else (help shown as a usage error's: 2), which stands whatever became of
-    its output."""
+    A full output (`OutputFull`) ends a command whose work is finished as a closed one does,
+    but in exit 6, a full disk's (it said "run the same command again", which wrote the same
+    files again into the same full output); any other it raises again for `main` to say
+    (exit 6, run the same command again, given room), unless `status` is given: the exit
+    status of a command that prints nothing else (help shown as a usage error's: 2), which
+    stands whatever became of its output."""
     stdout_to_null()
-    if isinstance(error, OutputFull) and status is None:
+    if finished is None:
+        finished = command in DONE_ONCE_WRITTEN and files_written()
+    if isinstance(error, OutputFull) and not finished and status is None:
         raise error
     said = _closed_words(error)
     if command not in WRITING_COMMANDS:
         if not said.reader_gone:
             say(f"note: {STDOUT_NAME} {said.what} ({said.why}), so nothing was printed")
         raise SystemExit(status or 0)
-    if finished is None:
-        finished = command in DONE_ONCE_WRITTEN and files_written()
     say(
-        f"note: {STDOUT_NAME} {said.what} before `dutchbook {command}` printed all it had to "
-        f"say ({said.why}); its work is finished and written, nothing to run again "
+        f"{said.finished_as}: {STDOUT_NAME} {said.what} before `dutchbook {command}` printed "
+        f"all it had to say ({said.why}); its work is finished and written, nothing to run again "
         "(`dutchbook status` on the folder says what it needs next)"
         if finished
         else f"error: {STDOUT_NAME} {said.what} before `dutchbook {command}` finished "
         f"({said.why}); what it wrote is kept: {said.again} to finish it"
     )
-    raise SystemExit(0 if finished else 1)
+    raise SystemExit(said.finished_status if finished else 1)
 
 
 class _Closed(NamedTuple):
@@ -373,16 +377,23 @@ class _Closed(NamedTuple):
     what: str = "closed"
     why: str = "its reader ended"
     again: str = "run the same command again"
+    #: The exit status of a command whose work was finished, and the word its line opens with.
+    finished_status: int = 0
+    finished_as: str = "note"
 
 
 def _closed_words(error: BrokenPipeError | OutputClosed | OutputFull | None) -> _Closed:
     """`_Closed` for `error`: a reader gone, a stdout not open for writing, which the same
     command again would meet as well, or one with no room left."""
     if isinstance(error, OutputFull):
+        from runs.commands._errors import EXIT_DISK_FULL  # rich: imported once it is needed
+
         return _Closed(
             reader_gone=False,
             what="could not be written",
             why=f"no room left for it: {error.error.strerror or error.error}",
+            finished_status=EXIT_DISK_FULL,
+            finished_as="error",
         )  # no `again`: a command a full output stopped part-way is `main`'s to end
     if error is None or isinstance(error, BrokenPipeError) or error.reader_gone:
         return _Closed()

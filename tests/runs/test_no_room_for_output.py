@@ -85,16 +85,43 @@ def test_a_run_whose_output_is_full_names_the_output_not_its_folder(tmp_path: Pa
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert (out / "report" / "index.html").is_file()
-    report = _to_dev_full(["report", str(out)])
-    assert report.returncode == EXIT_DISK_FULL, report.stderr
-    assert report.stderr.startswith("error: a write to the output (stdout) failed:")
-    assert str(out) not in report.stderr
     # Their last lines went out through typer's echo: "a write failed", though the folder
-    # was written in full and only the output had no room.
-    for command in (["reparse", str(out), "--json"], ["score", str(out)], ["repair", str(out)]):
+    # was written in full and only the output had no room; then "run the same command
+    # again", which wrote the same files again into the same full output.
+    for command in (
+        ["report", str(out)], ["reparse", str(out), "--json"], ["score", str(out)],
+        ["repair", str(out)],
+    ):  # fmt: skip
         done = _to_dev_full(command)
         assert done.returncode == EXIT_DISK_FULL, (command, done.stderr)
-        assert done.stderr.startswith("error: a write to the output (stdout) failed:"), command
+        assert done.stderr.splitlines() == [
+            "error: the output (stdout) could not be written before `dutchbook "
+            f"{command[0]}` printed all it had to say (no room left for it: No space left on "
+            "device); its work is finished and written, nothing to run again (`dutchbook "
+            "status` on the folder says what it needs next)"
+        ], command
+
+
+@pytest.mark.parametrize(("command", "written"), [("score", False), ("status", True)])
+def test_a_full_output_before_the_work_is_written_is_mains_to_say(
+    command: str, written: bool
+) -> None:
+    """Cut before its files are written, or by a command that writes none, a full output
+    is `runs.cli.main`'s to say: free some space and run the same command again, exit 6."""
+    done = subprocess.run(
+        [sys.executable, "-c",
+         "import errno, os; from runs.cli import main, output_closed; import runs.cli; "
+         "from runs.output import OutputFull, mark_files_written; "
+         f"mark_files_written({written}); full = OSError(errno.ENOSPC, 'No space left on "
+         f"device'); runs.cli.app = lambda: output_closed({command!r}, OutputFull(full)); "
+         "main()"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == EXIT_DISK_FULL, done.stderr
+    assert done.stderr.splitlines() == [
+        "error: a write to the output (stdout) failed: No space left on device; free some "
+        "space and run the same command again"
+    ]
 
 
 def test_only_a_print_without_room_is_the_outputs(
