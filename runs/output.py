@@ -75,6 +75,11 @@ class _Stdout:
     find no room raise `OutputFull`, and those that find no reader `OutputClosed`; any
     other error as it was. Everything else (isatty, encoding, fileno) is the stream's own."""
 
+    def __init__(self) -> None:
+        #: Whether text written through it reached the standard output (`reached_stdout`).
+        self.reached = False
+        self._unflushed = False  # written since the last flush: buffered, not yet out
+
     def write(self, text: str) -> int:
         if not text:
             # Rich writes "" as a capture ends (`runs.report.write`, before the report's
@@ -82,15 +87,19 @@ class _Stdout:
             # and a report written in full ended as one stopped part-way.
             return 0
         try:
-            return sys.stdout.write(text)
+            written = sys.stdout.write(text)
         except OSError as exc:
             raise output_error(exc) from exc
+        self._unflushed = True
+        return written
 
     def flush(self) -> None:
         try:
             sys.stdout.flush()
         except OSError as exc:
             raise output_error(exc) from exc
+        # Out only now: a pipe's stdout holds a line in its buffer until the flush fails.
+        self.reached = self.reached or self._unflushed
 
     def __getattr__(self, name: str) -> Any:
         return getattr(sys.stdout, name)
@@ -153,6 +162,14 @@ def stdout_is_stderr() -> bool:
     except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
         return sys.stdout is sys.stderr
     return (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)
+
+
+def reached_stdout(console: Console) -> bool:
+    """Whether anything `console` printed reached the standard output: False only for a
+    `stdout_console` none of whose prints did (`serve-sim | true`, its reader gone before
+    its first line, which `| head -1` reads), True for any other (nothing known of it)."""
+    out = console.file
+    return not isinstance(out, _Stdout) or out.reached
 
 
 def stdout_console(**options: Any) -> Console:

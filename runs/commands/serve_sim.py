@@ -32,6 +32,7 @@ from runs.output import (
     STDOUT_NAME,
     OutputClosed,
     OutputFull,
+    reached_stdout,
     say,
     stdout_console,
     stdout_to_null,
@@ -65,8 +66,9 @@ def shown(console: Console, show: Callable[[], None], url: Callable[[], str]) ->
     """`show()`, printing on stdout. Where stdout cannot take it (its reader gone: `| head -1`,
     which a script reads the URL with; not open for writing; full) the simulator serves on,
     silent on stdout, and writes its counts file when stopped: it stopped there, exit 0 (6
-    where full), its counts file never written. Not open for writing or full, stdout is said
-    so once on stderr, with the URL (`url()`)."""
+    where full), its counts file never written. Not open for writing or full, or its reader
+    gone before the first line (the URL) reached it (`serve-sim | true`: it served on where
+    no one could find it), stdout is said so once on stderr, with the URL (`url()`)."""
     if console.quiet:
         return
     try:
@@ -74,7 +76,7 @@ def shown(console: Console, show: Callable[[], None], url: Callable[[], str]) ->
     except (OutputClosed, OutputFull) as exc:
         stdout_to_null()
         console.quiet = True
-        if not isinstance(exc, OutputClosed) or not exc.reader_gone:
+        if not isinstance(exc, OutputClosed) or not exc.reader_gone or not reached_stdout(console):
             say(f"note: {STDOUT_NAME} cannot be written ({exc.error.strerror or exc.error}); "
                 f"the simulator serves on {url()} until Ctrl-C")  # fmt: skip
 

@@ -6,6 +6,7 @@ import asyncio
 import errno
 import http.server
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -145,25 +146,36 @@ def _serves(url: str) -> bool:
 
 
 #: What the note says of a stdout the simulator cannot write, by how it was given.
-CANNOT_WRITE = {"read-only": "(Bad file descriptor)", "full": "(No space left on device)"}
+CANNOT_WRITE = {"read-only": "(Bad file descriptor)", "full": "(No space left on device)",
+                "reader gone before": "(Broken pipe)"}  # fmt: skip
 
 
-@pytest.mark.parametrize("stdout", ["reader gone", "read-only", "full"])
+def _cut_stdout(stdout: str) -> int | None:
+    """A descriptor for the simulator's stdout, cut as `stdout` says (None: a pipe read)."""
+    if stdout == "reader gone before":  # `serve-sim | true`: gone before the first line
+        read, write = os.pipe()
+        os.close(read)
+        return write
+    return {"read-only": os.open(os.devnull, os.O_RDONLY),
+            "full": os.open("/dev/full", os.O_WRONLY)}.get(stdout)  # fmt: skip
+
+
+@pytest.mark.parametrize("stdout", ["reader gone", "reader gone before", "read-only", "full"])
 def test_a_stdout_it_cannot_write_leaves_it_serving_and_its_counts_written(
     tmp_path: Path, stdout: str
 ) -> None:
     """`serve-sim | head -1` (a script reading the URL) stopped it at its stop table, exit 0,
     without a word, its `--counts-file` never written; `1</dev/null` stopped it at once, and
     `>/dev/full` too, exit 6 (hostile testers'). It serves on, silent on stdout, and writes
-    its counts when stopped; a stdout it could not write at all is said on stderr, with the
-    URL."""
+    its counts when stopped; a stdout that took not even the URL is said on stderr, with the
+    URL: `serve-sim | true`, its reader gone before the first line, served on where no one
+    could find it."""
     target = tmp_path / "counts.json"
     argv = [*SERVE_SIM, "--port", "0", "--counts-file", str(target)]
-    given = {"read-only": os.open(os.devnull, os.O_RDONLY),
-             "full": os.open("/dev/full", os.O_WRONLY)}  # fmt: skip
-    out = given.get(stdout, subprocess.PIPE)
+    fd = _cut_stdout(stdout)
+    out = subprocess.PIPE if fd is None else fd
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True)
-    for fd in given.values():
+    if fd is not None:
         os.close(fd)
     try:
         if proc.stdout is not None:  # the URL read, then the reader gone
@@ -171,7 +183,8 @@ def test_a_stdout_it_cannot_write_leaves_it_serving_and_its_counts_written(
             proc.stdout.close()
         else:
             assert proc.stderr is not None
-            note = proc.stderr.readline()
+            ready = select.select([proc.stderr], [], [], 30)[0]  # a note never said: no wait
+            note = proc.stderr.readline() if ready else ""
             said = f"note: the output (stdout) cannot be written {CANNOT_WRITE[stdout]}"
             assert note.startswith(said), note
             url = note.split(" serves on ")[1].split()[0]
