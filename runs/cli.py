@@ -232,9 +232,9 @@ class LazyGroup(_QuietHelp, TyperGroup):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             exit_interrupted()
-        except (BrokenPipeError, OutputClosed) as exc:  # typer's echo, or `runs.output`'s
-            output_closed(ctx.invoked_subcommand, exc)
-        except OutputFull as exc:  # its work finished it ends here, else `main` says it
+        # typer's echo, or `runs.output`'s; a full output ends here once the command's work
+        # is finished, else `output_closed` raises it again for `main` to say
+        except (BrokenPipeError, OutputClosed, OutputFull) as exc:
             output_closed(ctx.invoked_subcommand, exc)
         except click_errors.UsageError as exc:  # a bad option, argument or command
             usage_error(exc)
