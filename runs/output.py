@@ -70,6 +70,11 @@ class OutputClosed(Exception):
         self.error = error
 
 
+#: What can cut a command's printing once its work is done: stdout's reader gone or not open
+#: for writing (`OutputClosed`), or no room left in it (`OutputFull`).
+OutputCut = OutputClosed | OutputFull
+
+
 class _Stdout:
     """`sys.stdout`, looked up at each call (a test's runner swaps it), whose writes that
     find no room raise `OutputFull`, and those that find no reader `OutputClosed`; any

@@ -90,6 +90,8 @@ from runs.memory import release_heap
 from runs.model_options import check_model_options
 from runs.output import (
     OutputClosed,
+    OutputCut,
+    OutputFull,
     files_written,
     mark_files_written,
     stdout_console,
@@ -199,9 +201,9 @@ class CampaignResult:
     #: (`interrupted_line`); None otherwise (a first signal's lanes say theirs).
     jobs_left: AtProvider | None = None
     #: What cut the run's printing once its report was written whole (stdout's reader gone,
-    #: a stdout not open for writing; `runs.output.OutputClosed`): the run ends as its own
-    #: status says all the same (`runs.commands.run`), its report there; None otherwise.
-    output_cut: OutputClosed | None = None
+    #: a stdout not open for writing, or full; `runs.output.OutputCut`): the run ends as its
+    #: own status says all the same (`runs.commands.run`), its report there; None otherwise.
+    output_cut: OutputCut | None = None
 
     def unanswered(self) -> str:
         """"N planned queries unanswered", as the run's closing lines count them."""
@@ -1346,10 +1348,10 @@ def _report_step(
     audit: Audit,
     options: CampaignOptions,
     console: Console,
-) -> tuple[dict[str, Any], OutputClosed | None]:
+) -> tuple[dict[str, Any], OutputCut | None]:
     """Write `report/`, then print its leaderboard and "report page: PAGE": summary.json's
     dict, and what cut that printing once `report/` was in place (stdout's reader gone,
-    `| head`; a stdout not open for writing), or None. Cut so, the report's lap is still
+    `| head`; a stdout not open for writing; or full), or None. Cut so, the report's lap is still
     written and the run ends as its own status says (`runs.commands.run`): the error went
     up, and a run whose report was whole ended in "the output (stdout) closed before
     `dutchbook run` finished", exit 1, a capped run's exit 3 and closing line unsaid, and
@@ -1369,7 +1371,7 @@ def _report_step(
             figure_workers=options.figure_workers,
         )
         console.print(f"report page: {page}", highlight=False, soft_wrap=True)
-    except OutputClosed as exc:
+    except (OutputClosed, OutputFull) as exc:
         if not files_written():
             raise
         stdout_to_null()

@@ -43,6 +43,7 @@ from runs.figure_workers import FigureWorkers, workers_wanted
 from runs.memory import imports_frozen
 from runs.output import (
     OutputClosed,
+    OutputCut,
     OutputFull,
     print_text,
     say,
@@ -158,19 +159,20 @@ def run(
         output_closed("run", cut, finished=True)
 
 
-def _closing_lines_on_stdout(result: CampaignResult) -> OutputClosed | None:
+def _closing_lines_on_stdout(result: CampaignResult) -> OutputCut | None:
     """Stdout's last lines, the spend cap's then "run folder: FOLDER" (an interrupted run's
     `_end_interrupted` says its own), or what cut them: stdout's reader gone meanwhile
-    (`| head`), or a stdout not open for writing. The run has ended by then, its report
-    written: its own ending follows all the same, its line on stderr and its exit status, as
-    an interrupted run's does. A closed stdout ended it in "the output (stdout) closed before
-    `dutchbook run` finished", exit 1: a run the cap stopped said nothing of the cap (exit
-    3), and a finished one was sent to run again."""
+    (`| head`), a stdout not open for writing, or one with no room left. The run has ended
+    by then, its report written: its own ending follows all the same, its line on stderr and
+    its exit status, as an interrupted run's does. A closed stdout ended it in "the output
+    (stdout) closed before `dutchbook run` finished", exit 1: a run the cap stopped said
+    nothing of the cap (exit 3), and a finished one was sent to run again; a full one, in
+    exit 6, to free some space and run it again."""
     try:
         _say_spend_cap_on_stdout(result)
         if not _ends_interrupted(result):
             print_text(f"run folder: {result.run_dir}")
-    except OutputClosed as exc:
+    except (OutputClosed, OutputFull) as exc:
         stdout_to_null()
         return exc
     return None

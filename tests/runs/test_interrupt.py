@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import pty
 import re
@@ -32,6 +33,7 @@ from typer.testing import CliRunner, Result
 
 from engine.scan import accepted_ids, scan_attempts, scan_responses
 from providers.sim.server import SimHandle, start_sim
+from runs.commands._errors import EXIT_DISK_FULL
 from runs.figure_workers import SHARES
 from runs.pipeline import INTERRUPTED_MESSAGE, SPEND_CAP_HINT
 from runs.signals import INTERRUPTED
@@ -682,19 +684,22 @@ def test_a_spend_cap_whose_unanswered_are_all_given_up_for_good_sends_no_one_to_
     )
 
 
+@pytest.mark.parametrize("full", [False, True], ids=["closed", "full"])
 @pytest.mark.parametrize("capped", [True, False], ids=["cap", "done"])
 def test_a_run_whose_output_closes_at_its_closing_lines_keeps_its_ending(
-    capped: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    capped: bool, full: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Stdout's reader gone (`| head`) as the run printed its last lines, the cap's and "run
     folder:", after its report: it ended in "the output (stdout) closed before `dutchbook
     run` finished", exit 1, the cap's exit 3 and closing line unsaid, and a finished run told
     to run again. The run had ended: a capped one ends as such, on stderr (exit 3), as one
-    interrupted does; a finished one in a note that only its printing was cut (exit 0)."""
+    interrupted does; a finished one in a note that only its printing was cut (exit 0).
+    Stdout full there (a log's disk filled), a finished run was sent to "free some space
+    and run the same command again": it says its work is finished, in exit 6."""
     from runs.commands import run as run_command
 
-    monkeypatch.setattr(run_command, "print_text", _closed)
-    _assert_its_own_ending(_capped_or_done_run(capped, tmp_path), capped)
+    monkeypatch.setattr(run_command, "print_text", _full if full else _closed)
+    _assert_its_own_ending(_capped_or_done_run(capped, tmp_path), capped, full)
 
 
 def _closed(*args: object) -> None:
@@ -702,6 +707,14 @@ def _closed(*args: object) -> None:
     from runs.output import OutputClosed
 
     raise OutputClosed(BrokenPipeError(32, "Broken pipe"))
+
+
+def _full(*args: object) -> None:
+    """A write to stdout that found no room (`> log` on a full disk), as `runs.output`
+    raises it."""
+    from runs.output import OutputFull
+
+    raise OutputFull(OSError(errno.ENOSPC, "No space left on device"))
 
 
 def _capped_or_done_run(capped: bool, tmp_path: Path) -> Result:
@@ -714,23 +727,33 @@ def _capped_or_done_run(capped: bool, tmp_path: Path) -> Result:
     return CliRunner().invoke(app, [*args, *cap])
 
 
-def _assert_its_own_ending(done: Result, capped: bool) -> None:
+def _assert_its_own_ending(done: Result, capped: bool, full: bool = False) -> None:
     """A run the cap stopped ends as such, on stderr (exit 3); a finished one in a note that
-    only its printing was cut (exit 0); neither in "the output (stdout) closed"'s error."""
+    only its printing was cut (exit 0), or, its output full, in a full output's error line
+    saying its work is finished (exit 6); none in "the output (stdout) closed"'s error or a
+    full output's "run the same command again"."""
     last = done.output.splitlines()[-1]
     if capped:
         assert done.exit_code == 3, done.output
         assert last.startswith("spend cap reached: $") and last.endswith(SPEND_CAP_HINT), last
+    elif full:
+        assert done.exit_code == EXIT_DISK_FULL, done.output
+        assert last.startswith(
+            "error: the output (stdout) could not be written before `dutchbook run` printed"
+        ), last
+        assert "its work is finished and written, nothing to run again" in last
     else:
         assert done.exit_code == 0, done.output
         assert last.startswith("note: the output (stdout) closed before `dutchbook run` printed")
     assert "error: the output (stdout) closed" not in done.output
+    assert "free some space and run the same command again" not in done.output
 
 
+@pytest.mark.parametrize("full", [False, True], ids=["closed", "full"])
 @pytest.mark.parametrize("capped", [True, False], ids=["cap", "done"])
 @pytest.mark.parametrize("at", ["leaderboard", "report page"])
 def test_a_run_whose_output_closes_as_its_report_prints_keeps_its_ending(
-    at: str, capped: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    at: str, capped: bool, full: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Stdout's reader gone (`| head -4`) as the run printed its report, `report/` already
     in place: at the leaderboard (the first write once the report's files are marked
@@ -746,13 +769,13 @@ def test_a_run_whose_output_closes_as_its_report_prints_keeps_its_ending(
     def write_until_cut(self: output._Stdout, text: str) -> int:
         here = output.files_written() if at == "leaderboard" else text.startswith(at)
         if cut or (text and here):
-            cut.append(text)  # its reader gone, every later write fails too
-            _closed()
+            cut.append(text)  # its reader gone (or no room), every later write fails too
+            _full() if full else _closed()
         return write(self, text)
 
     monkeypatch.setattr(output._Stdout, "write", write_until_cut)
     done = _capped_or_done_run(capped, tmp_path)
     assert cut, "the report's printing was never cut"
-    _assert_its_own_ending(done, capped)
+    _assert_its_own_ending(done, capped, full)
     assert (tmp_path / "run" / "report" / "index.html").is_file()
     assert "report" in [line["phase"] for line in read_phases(tmp_path / "run")]
