@@ -41,6 +41,9 @@ from runs.report.models import (
 )
 from runs.report.provenance import answered_parser_note, provenance_sentences
 from runs.report.wording import (
+    LINKED_COLUMNS,
+    LINKED_TITLE,
+    LINKED_WORDS,
     cluster_words,
     coverage_text,
     dollars,
@@ -235,6 +238,7 @@ def render_page(
         *_omitted(omitted),
         *_figures_skipped(summary, figures),
         *_arms_table(summary),
+        *_linked_table(summary),
         *_repeated_table(summary),
         *_families_table(summary),
         *_provenance(summary.get("provenance")),
@@ -510,7 +514,8 @@ FIGURE_DATA = {
     "leaderboard": "the Leaderboard table",
     "horizons": "the horizon and two-asset rows of the Every arm and model table",
     "arms": "the vs baseline column of the Every arm and model table",
-    "linked": "the linked and dispersed rows of the Every arm and model table",
+    "linked": "the Linked against dispersed sets table and the linked and dispersed rows "
+    "of the Every arm and model table",
     "families": "the Question families table, by arm rather than by shape",
     "repeated": "the Repeated elicitation table",
     "audit": "the Retries and failures table, as totals per model",
@@ -607,6 +612,22 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
         f"A model under the coverage floor{floor_words(str(r.get('arm', '')) for r in rows)} "
         "is not scored: an unanswered question is never counted as incoherence.</p>",
         _table(header, body, text_columns={0, 1}, row_classes=classes),
+    ]
+
+
+def _linked_table(summary: Mapping[str, Any]) -> list[str]:
+    """The linked - dispersed differences (summary.json's `linked_vs_dispersed`), with or
+    without figure 5: its caption was the only place the page gave them."""
+    entries = summary.get("linked_vs_dispersed") or []
+    if not entries:
+        return []
+    body = [
+        (e["model"], e["kind"], _iv(e, signed=True), str(e.get("units", ""))) for e in entries
+    ]
+    return [
+        f"<h2>{esc(LINKED_TITLE)}</h2>",
+        f"<p>{esc(LINKED_WORDS)}</p>",
+        _table(LINKED_COLUMNS, body, text_columns={0, 1}),
     ]
 
 

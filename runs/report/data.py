@@ -616,6 +616,36 @@ def _aligned(units: pl.DataFrame, models: Sequence[str], metric: str) -> pl.Data
 
 
 # ---------------------------------------------------------------------------------------------
+# Linked against dispersed sets (the paper's Appendix D)
+
+
+#: The two kinds of linked and dispersed set, as their row labels name them (`SET_LABEL`):
+#: over two assets (the paper's Figure 5) and over two days (its Figure 6).
+LINKED_KINDS = ("assets", "days")
+
+
+def linked_vs_dispersed(
+    scores: pl.DataFrame, rows: Sequence[ArmRow], seed: int, reps: int
+) -> list[dict[str, Any]]:
+    """Per model and kind of set, the paired difference of per-unit profit, linked -
+    dispersed, on the units both scored (`_paired`, date-clustered): the paper's Appendix D
+    headline. Only where both rows are scored; by model name, then kind. Figure 5 draws it
+    from the summary: computed there too, it was in the figure's caption alone."""
+    scored = {(r.model, r.arm) for r in rows if r.scored}
+    units = per_unit(scores.filter(pl.col("arm").is_in(["linked", "dispersed"])))
+    out = []
+    for model in sorted({r.model for r in rows}):
+        for kind in LINKED_KINDS:
+            linked, dispersed = f"linked ({kind})", f"dispersed ({kind})"
+            if (model, linked) not in scored or (model, dispersed) not in scored:
+                continue
+            iv, n = _paired(units, model, linked, dispersed, reps, seed)
+            if iv is not None and math.isfinite(iv.mean):
+                out.append({"model": model, "kind": kind, **(difference_json(iv, n) or {})})
+    return list(clean_json(out))  # an interval of one date has no ends: null, not NaN
+
+
+# ---------------------------------------------------------------------------------------------
 # Families
 
 
@@ -717,6 +747,8 @@ class ReportData:
     providers: Mapping[str, str | None] = field(default_factory=dict)
     simulated: frozenset[str] = frozenset()
     simulator_replies: Mapping[str, SimulatorReplies] = field(default_factory=dict)
+    #: The summary's `linked_vs_dispersed` (`linked_vs_dispersed`).
+    linked_vs_dispersed: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def in_part(self) -> dict[str, tuple[int, int]]:
@@ -781,4 +813,5 @@ def build_report_data(
         providers=model_providers(spec),
         simulated=frozenset(simulated_models(spec, rehearsed(run_dir), reported)),
         simulator_replies=simulator_replies(reported),
+        linked_vs_dispersed=linked_vs_dispersed(scores, rows, seed, reps),
     )

@@ -56,6 +56,13 @@
   is unknown), `rule` (the coverage rule), `below_floor_in` (as on `rows`);
   in the benchmark's ranking (`runs.report.data.family_rank`): by arm, scored first, by the
   arbitrage-free rate, highest first (before, by model name within each arm).
+- `linked_vs_dispersed` (added in a later version of schema 1): the paper's Appendix D
+  comparison, one object per (model, kind of set) where both the linked and the dispersed
+  row are scored and share units, by model name then kind: `model`, `kind` ("assets": the
+  "linked (assets)" and "dispersed (assets)" rows; "days" likewise), and the paired
+  difference linked - dispersed of per-unit profit on the units both scored, shaped as
+  `vs_baseline` (`{"mean", "lo", "hi", "excludes_zero", "units"}`, a date-clustered
+  interval); empty where none is (`runs.report.data.linked_vs_dispersed`; figure 5 draws it).
 - `figures`: `{"profit_brier": path or null, "arms": path or null, "note": str or null}`
   and one key per figure of `runs.report_figures.FIGURES` (`books`, `leaderboard`, ...,
   `audit`: path or null; `report/figures.json` says why a figure was left out); paths
@@ -140,6 +147,7 @@ def build_summary(data: ReportData, figures: dict[str, Any] | None = None) -> di
             "across_models": data.across_models,
             "repeated_elicitation": data.repeated,
             "families": data.families,
+            "linked_vs_dispersed": data.linked_vs_dispersed,
             "figures": figures or {"profit_brier": None, "arms": None, "note": None},
         }
     )

@@ -13,6 +13,9 @@ CSV files in `report/` (one row per line, header first; empty cell = no value):
   profit_pairs_excluding_zero, brier_pairs_excluding_zero`.
 - `repeated_elicitation.csv`: `model, arm, passes, units, single_pass_mean, k, mean, lo, hi`
   (one row per k; absent when the section was not computed).
+- `linked_vs_dispersed.csv` (additive): summary.json's `linked_vs_dispersed`, one row per
+  (model, kind): `model, kind, mean, lo, hi, excludes_zero, units` (header alone where
+  there is none).
 - `families.csv`: `model, arm, families, coverage, status, arbitrage_free, _lo, _hi,
   vs_marginals, _lo, _hi` (these three empty: a family arm has no marginals row), then
   `future_families, future_arbitrage_free, _lo, _hi` and the same four of `controls_`
@@ -51,6 +54,9 @@ from runs.report.data import (
 from runs.report.models import in_part_of, simulated_note
 from runs.report.provenance import answered_parser_note
 from runs.report.wording import (
+    LINKED_COLUMNS,
+    LINKED_TITLE,
+    LINKED_WORDS,
     cluster_words,
     coverage_text,
     fixed,
@@ -223,6 +229,14 @@ def details_text(data: ReportData, notes: Sequence[str] = ()) -> str:
     parts += [f"{line}\n" for line in [*_simulated_lines(data), *notes]]
     across = data.across_models
     parts.append(f"Across models {_across_text(across, str(across['arm']))}\n")
+    if data.linked_vs_dispersed:
+        table = Table(title=LINKED_TITLE)
+        for col in LINKED_COLUMNS:
+            table.add_column(col, justify="right" if col == "units" else "left",
+                             overflow="fold")  # fmt: skip
+        for cells in _linked_cells(data.linked_vs_dispersed):
+            table.add_row(Text(cells[0]), *cells[1:])  # a model name is not markup
+        parts.append(_render_plain(table) + f"{LINKED_WORDS}\n")
     repeated = data.repeated
     if repeated is None:
         parts.append("Repeated elicitation: not computed\n")
@@ -429,6 +443,10 @@ def report_markdown(
     parts.append("## Across models\n")
     text = _across_text(across, markdown.text(across["arm"]))
     parts.append(f"{text[0].upper()}{text[1:]}.\n")
+    if data.linked_vs_dispersed:
+        parts.append(f"## {LINKED_TITLE}\n")
+        parts.append(f"{LINKED_WORDS}\n\n" + _md_table(
+            LINKED_COLUMNS, _linked_cells(data.linked_vs_dispersed)))  # fmt: skip
     parts.append("## Repeated elicitation\n")
     if data.repeated is None:
         parts.append("Not computed.\n")
@@ -509,6 +527,14 @@ def _count(value: int | None) -> str:
     return "—" if value is None else str(value)
 
 
+def _linked_cells(entries: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """The linked - dispersed table's cells (`LINKED_COLUMNS`), from the summary's entries."""
+    return [
+        [e["model"], e["kind"], _fmt_json_iv(e, signed=True), str(e["units"])]
+        for e in entries
+    ]
+
+
 def _fmt_signed_iv(iv: Interval | None) -> str:
     if iv is None:
         return ""
@@ -524,10 +550,18 @@ def _comparison(r: ArmRow) -> str:
     return _fmt_signed_iv(r.vs_baseline)
 
 
-def _fmt_json_iv(iv: dict[str, Any] | None, digits: int = 5) -> str:
+def _fmt_json_iv(iv: dict[str, Any] | None, digits: int = 5, *, signed: bool = False) -> str:
+    """A `summary.json` interval as "mean [lo, hi]" ("—" for a null end); `signed`, a
+    difference's, each with its sign (`fixed`)."""
     if iv is None:
         return ""
-    return f"{_fmt(iv['mean'], digits)} [{_fmt(iv['lo'], digits)}, {_fmt(iv['hi'], digits)}]"
+
+    def show(x: float | None) -> str:
+        if x is None or not math.isfinite(x):
+            return "—"
+        return fixed(x, digits, signed=signed)
+
+    return f"{show(iv['mean'])} [{show(iv['lo'])}, {show(iv['hi'])}]"
 
 
 def _iv_cells(iv: Interval | None) -> list[float | None]:
@@ -647,6 +681,11 @@ def csv_tables(data: ReportData) -> dict[str, str]:
                 for b in r["by_k"]
             ],
         )
+    tables["linked_vs_dispersed.csv"] = _csv_text(
+        ["model", "kind", "mean", "lo", "hi", "excludes_zero", "units", "simulated"],
+        [[e["model"], e["kind"], e["mean"], e["lo"], e["hi"], _bool_cell(e["excludes_zero"]),
+          e["units"], _simulated_cell(data, e["model"])] for e in data.linked_vs_dispersed],
+    )  # fmt: skip
     tables["families.csv"] = _csv_text(
         [
             "model",
@@ -674,6 +713,11 @@ def csv_tables(data: ReportData) -> dict[str, str]:
         ],
     )
     return tables
+
+
+def _bool_cell(value: bool | None) -> str | None:
+    """A yes-or-no cell as the `simulated` cells write it ("true", "false"); empty for null."""
+    return None if value is None else str(value).lower()
 
 
 def _simulated_cell(data: ReportData, model: str) -> str:

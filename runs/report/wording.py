@@ -150,6 +150,19 @@ def floor_words(labels: Iterable[str]) -> str:
     return FAMILY_FLOOR_WORDS if any(is_family(label) for label in labels) else ""
 
 
+#: The linked - dispersed section's heading, words and columns (`runs.report.data.
+#: linked_vs_dispersed`), one text for leaderboard.txt, report.md and the page: the paper's
+#: Appendix D headline was in figure 5's caption alone.
+LINKED_TITLE = "Linked against dispersed sets"
+LINKED_WORDS = (
+    "Linked - dispersed: the paired difference in mean profit per unit stake between the "
+    "linked and the dispersed sets of one kind (over two assets, or over two days) on the "
+    "units both scored, the paper's Appendix D comparison, with its 95% interval clustered by "
+    "date; above zero, the linked sets are the less coherent."
+)
+LINKED_COLUMNS = ("model", "sets over", "linked - dispersed [95% CI]", "units")
+
+
 #: The paper the method and the stock-return arms follow, as the report cites it.
 PAPER = "Andrews and Sarkar, \u201cDutch Books for Language Models\u201d"
 

@@ -3,7 +3,8 @@
 Both kinds of set hold four marginals and four joint events; a linked set's joint events
 decompose one marginal, a dispersed set's are spread over all four. Per model and per kind
 (two assets, two days): the mean profit of each, and the paired difference linked - dispersed
-on the same units with its 95% date-clustered interval, computed here from the scores.
+on the same units with its 95% date-clustered interval, as the summary gives it
+(`linked_vs_dispersed`, computed by `runs.report.data`).
 As in the paper, panels (A) and (B) show one set of each kind (the bins each event covers).
 """
 
@@ -15,15 +16,12 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 import numpy as np
-import polars as pl
 
 from engine.console_lines import plural
-from runs.report.data import over_assets, pair_unit
 from runs.report.wording import fixed
 from runs.report_figures import _style
 from runs.report_figures.books import draw_events
 from runs.report_figures.inputs import FigureInputs
-from scoring import stats
 
 TITLE = "Linked against dispersed event sets"
 KINDS = (("assets", "two assets (the paper's Figure 5)"),
@@ -41,10 +39,12 @@ class LinkedCell:
 
 
 def linked_cells(inputs: FigureInputs) -> list[LinkedCell]:
-    """One cell per (model, kind) that has linked or dispersed rows in the summary."""
+    """One cell per (model, kind) that has linked or dispersed rows in the summary, with the
+    summary's paired difference (`linked_vs_dispersed`, `runs.report.data`): computed once,
+    there, for the tables and the page as for this figure."""
     rows = {(r["model"], r["arm"]): r["profit"] for r in inputs.rows}
     models = sorted({m for m, arm in rows if arm.startswith(("linked (", "dispersed ("))})
-    pairs = _paired(inputs)
+    pairs = {(e["model"], e["kind"]): e for e in inputs.summary.get("linked_vs_dispersed") or []}
     out = []
     for model in models:
         for kind, _ in KINDS:
@@ -52,52 +52,16 @@ def linked_cells(inputs: FigureInputs) -> list[LinkedCell]:
             dispersed = rows.get((model, f"dispersed ({kind})"))
             if linked is None and dispersed is None:
                 continue
-            diff, units = pairs.get((model, kind), (None, 0))
-            out.append(LinkedCell(model, kind, linked, dispersed, diff, units))
+            pair = pairs.get((model, kind))
+            diff = None if pair is None else _ends(pair)
+            out.append(LinkedCell(model, kind, linked, dispersed, diff,
+                                  0 if pair is None else int(pair["units"])))  # fmt: skip
     return out
 
 
-def _paired(inputs: FigureInputs) -> dict[tuple[str, str], tuple[dict[str, float], int]]:
-    """Paired difference of the per-unit mean profit, linked - dispersed, per (model, kind)."""
-    scored = inputs.scored_scores()
-    if scored is None:
-        return {}
-    per_unit = (
-        scored.filter(
-            pl.col("arm").is_in(["linked", "dispersed"])
-            & (pl.col("norm") == "inf")
-            & pl.col("profit").is_not_nan()
-        )
-        .with_columns(
-            pair_unit(),  # both orders of a date pair one unit, as the table counts them
-            pl.when(over_assets()).then(pl.lit("assets")).otherwise(pl.lit("days")).alias("kind"),
-        )
-        .group_by("model", "kind", "arm", "unit", "cluster")
-        .agg(pl.col("profit").mean())
-        .collect()
-    )
-    out: dict[tuple[str, str], tuple[dict[str, float], int]] = {}
-    for (model, kind), group in per_unit.group_by("model", "kind", maintain_order=True):
-        linked = group.filter(pl.col("arm") == "linked")
-        dispersed = group.filter(pl.col("arm") == "dispersed")
-        both = linked.join(dispersed, on=["unit", "cluster"], suffix="_d").drop_nulls(
-            ["profit", "profit_d"]
-        )
-        if both.height == 0:
-            continue
-        iv = stats.paired_difference(
-            both["profit"].to_numpy(),
-            both["profit_d"].to_numpy(),
-            both["cluster"].to_numpy(),
-            reps=inputs.reps,
-            seed=inputs.seed,
-        )
-        if np.isfinite(iv.mean):
-            out[(str(model), str(kind))] = (
-                {"mean": iv.mean, "lo": iv.lo, "hi": iv.hi},
-                both.height,
-            )
-    return out
+def _ends(iv: Mapping[str, Any]) -> dict[str, float]:
+    """A summary interval's mean and ends as floats, a null end (one date: no interval) NaN."""
+    return {k: float("nan") if iv.get(k) is None else float(iv[k]) for k in ("mean", "lo", "hi")}
 
 
 def draw(inputs: FigureInputs, path: Path) -> str:

@@ -23,6 +23,7 @@ import pytest
 from panels.arms import ARMS
 from runs.figures import read_manifest
 from runs.planned_families import FamilyInfo, family_info
+from runs.report.data import STATUS_SCORED, ArmRow, linked_vs_dispersed
 from runs.report_figures import (
     FIGURE_READS,
     FIGURES,
@@ -398,6 +399,21 @@ def test_a_family_file_changed_since_planning_is_said_and_a_fifo_never_opened(
     assert info == {"two-dice-negation": FamilyInfo("story", False)}
 
 
+def _linked_rows(units: int) -> list[ArmRow]:
+    """Both assets rows of model m, scored (what `linked_vs_dispersed` pairs)."""
+    return [ArmRow("m", f"{a} (assets)", "inf", units, units, 1.0, STATUS_SCORED)
+            for a in ("linked", "dispersed")]  # fmt: skip
+
+
+def _linked_summary(entries: list[dict[str, Any]], linked: float, dispersed: float) -> Any:
+    """A summary with m's two assets rows and `linked_vs_dispersed` as given."""
+    return {"bootstrap_replicates": 200, "linked_vs_dispersed": entries, "rows": [
+        {"model": "m", "arm": f"{a} (assets)", "scored": True,
+         "profit": {"mean": v, "lo": v, "hi": v}}
+        for a, v in (("linked", linked), ("dispersed", dispersed))
+    ]}  # fmt: skip
+
+
 def test_linked_minus_dispersed_is_paired_on_units() -> None:
     rows = []
     for unit, (linked, dispersed) in {"d1:X": (0.3, 0.1), "d2:X": (0.5, 0.2)}.items():
@@ -405,23 +421,14 @@ def test_linked_minus_dispersed_is_paired_on_units() -> None:
             _score("m", "linked", unit, 0, linked, "linked/A/B0"),
             _score("m", "dispersed", unit, 0, dispersed, "dispersed/A/s1"),
         ]
-    summary = {
-        "bootstrap_replicates": 200,
-        "rows": [
-            {
-                "model": "m",
-                "arm": f"{a} (assets)",
-                "scored": True,
-                "profit": {"mean": v, "lo": v, "hi": v},
-            }
-            for a, v in (("linked", 0.4), ("dispersed", 0.15))
-        ],
-    }
-    inputs = FigureInputs(summary, scores=pl.DataFrame(rows, schema=SCORE_SCHEMA).lazy())
-    (cell,) = linked_cells(inputs)
+    scores = pl.DataFrame(rows, schema=SCORE_SCHEMA)
+    (entry,) = linked_vs_dispersed(scores, _linked_rows(2), seed=0, reps=200)
+    assert entry["kind"] == "assets" and entry["units"] == 2
+    assert entry["mean"] == pytest.approx(((0.3 - 0.1) + (0.5 - 0.2)) / 2)
+    # Figure 5 draws the summary's difference, not one of its own.
+    (cell,) = linked_cells(FigureInputs(_linked_summary([entry], 0.4, 0.15)))
     assert cell.kind == "assets" and cell.units == 2
-    assert cell.difference is not None
-    assert cell.difference["mean"] == pytest.approx(((0.3 - 0.1) + (0.5 - 0.2)) / 2)
+    assert cell.difference == {k: entry[k] for k in ("mean", "lo", "hi")}
 
 
 def test_figure_5_counts_date_pairs_as_the_table_does() -> None:
@@ -434,15 +441,11 @@ def test_figure_5_counts_date_pairs_as_the_table_does() -> None:
                 _score("m", "linked", f"{date}:{pair}", 0, linked, "linked/A/B0"),
                 _score("m", "dispersed", f"{date}:{pair}", 0, dispersed, "dispersed/A/s1"),
             ]
-    summary = {"bootstrap_replicates": 200, "rows": [
-        {"model": "m", "arm": f"{a} (assets)", "scored": True,
-         "profit": {"mean": 0.1, "lo": 0.1, "hi": 0.1}} for a in ("linked", "dispersed")
-    ]}  # fmt: skip
-    inputs = FigureInputs(summary, scores=pl.DataFrame(rows, schema=SCORE_SCHEMA).lazy())
-    (cell,) = linked_cells(inputs)
-    assert cell.units == 2 and cell.difference is not None
+    scores = pl.DataFrame(rows, schema=SCORE_SCHEMA)
+    (entry,) = linked_vs_dispersed(scores, _linked_rows(2), seed=0, reps=200)
+    assert entry["units"] == 2
     # d1: 0.4 - 0.1; d2: 0.3 - 0.1
-    assert cell.difference["mean"] == pytest.approx((0.3 + 0.2) / 2)
+    assert entry["mean"] == pytest.approx((0.3 + 0.2) / 2)
 
 
 def test_figure_5s_difference_keeps_a_real_sign_near_zero(
@@ -450,23 +453,13 @@ def test_figure_5s_difference_keeps_a_real_sign_near_zero(
 ) -> None:
     """Figure 5 wrote its difference with the `z` format, which the report's tables left
     (`runs.report.wording.fixed`): a linked-minus-dispersed of -2e-6 read "+0.0000"."""
-    rows = []
-    for unit, (linked, dispersed) in {"d1:X": (0.1, 0.100002), "d2:X": (0.2, 0.200002)}.items():
-        rows += [
-            _score("m", "linked", unit, 0, linked, "linked/A/B0"),
-            _score("m", "dispersed", unit, 0, dispersed, "dispersed/A/s1"),
-        ]
-    summary = {"bootstrap_replicates": 200, "rows": [
-        {"model": "m", "arm": f"{a} (assets)", "scored": True,
-         "profit": {"mean": v, "lo": v, "hi": v}}
-        for a, v in (("linked", 0.15), ("dispersed", 0.150002))
-    ]}  # fmt: skip
+    entry = {"model": "m", "kind": "assets", "mean": -2e-6, "lo": -2e-6, "hi": -2e-6,
+             "excludes_zero": True, "units": 2}  # fmt: skip
     kept: list[Any] = []
     monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
     from runs.report_figures import module_of
 
-    inputs = FigureInputs(summary, scores=pl.DataFrame(rows, schema=SCORE_SCHEMA).lazy())
-    module_of(5).draw(inputs, tmp_path / "f.png")
+    module_of(5).draw(FigureInputs(_linked_summary([entry], 0.15, 0.150002)), tmp_path / "f.png")
     said = [t.get_text() for ax in kept[0].axes for t in ax.texts if t.get_text().startswith("Δ")]
     assert said == ["Δ -0.0000\n[-0.0000, -0.0000]"]
 

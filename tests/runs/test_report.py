@@ -431,7 +431,8 @@ def test_summary_json_has_the_documented_shape_and_no_nan(tmp_path: Path) -> Non
     assert set(on_disk) == {
         "schema", "coverage_floor", "bootstrap_replicates", "seed", "level", "baseline_arm",
         "thresholds", "arbitrage_free_cents", "rows", "models", "across_models",
-        "repeated_elicitation", "families", "figures", "audit_sentence", "provenance",
+        "repeated_elicitation", "families", "linked_vs_dispersed", "figures", "audit_sentence",
+        "provenance",
     }  # fmt: skip
     assert on_disk["schema"] == SCHEMA and on_disk["bootstrap_replicates"] == REPS
     base = cell(on_disk, "m", "baseline")
@@ -1023,3 +1024,35 @@ def test_a_seed_past_64_bits_is_written_as_its_digits(tmp_path: Path) -> None:
         tmp_path, scores, floor=0.9, seed=2**64 - 1, reps=REPS, console=console, figures=False
     )
     assert small["seed"] == 2**64 - 1  # a number, as before, while it fits
+
+
+def test_linked_minus_dispersed_is_in_every_view_not_only_figure_5(tmp_path: Path) -> None:
+    """The paper's Appendix D headline, linked - dispersed per model with its interval and
+    units, was in figure 5's caption alone: not in summary.json, the CSVs, leaderboard.txt,
+    report.md or the page's text, and nowhere without the figures. Now computed once, in the
+    report's data, and written in each (figures off here)."""
+    rows = []
+    days = {"2025-01-01": (0.03, 0.01), "2025-01-02": (0.05, 0.02), "2025-01-03": (0.04, 0.04)}
+    for date, (linked, dispersed) in days.items():
+        for asset in ("AAA", "BBB"):
+            unit = f"{date}:{asset}"
+            rows.append(row("m", "linked", unit, 0, linked, set_="linked/d1/c0o1/B2sB3s"))
+            rows.append(row("m", "dispersed", unit, 0, dispersed, set_="dispersed/d1/s0"))
+    summary, _ = report(tmp_path, frame(rows))
+    (entry,) = summary["linked_vs_dispersed"]
+    differences = np.repeat([0.02, 0.03, 0.0], 2)  # two stock-days a date
+    expected = stats.paired_difference(
+        differences, np.zeros(6), np.repeat([1, 2, 3], 2), reps=REPS, seed=3
+    )
+    assert entry == {"model": "m", "kind": "days", "mean": pytest.approx(0.05 / 3),
+                     "lo": pytest.approx(expected.lo), "hi": pytest.approx(expected.hi),
+                     "excludes_zero": expected.excludes_zero(), "units": 6}  # fmt: skip
+    said = "+0.01667 ["
+    out = tmp_path / "report"
+    assert said in (out / "leaderboard.txt").read_text(encoding="utf-8")
+    assert said in (out / "report.md").read_text(encoding="utf-8")
+    (line,) = list(csv.DictReader(StringIO((out / "linked_vs_dispersed.csv").read_text())))
+    assert (line["model"], line["kind"], line["units"]) == ("m", "days", "6")
+    assert float(line["mean"]) == pytest.approx(0.05 / 3)
+    page = render_page(summary, [], out)
+    assert "<h2>Linked against dispersed sets</h2>" in page and said in page
