@@ -44,7 +44,7 @@ from runs.report.wording import (
     LINKED_COLUMNS,
     LINKED_TITLE,
     LINKED_WORDS,
-    cluster_words,
+    bootstrap_words,
     coverage_text,
     dollars,
     fixed,
@@ -266,14 +266,15 @@ def _header(
     models = sorted({r["model"] for r in rows})
     arms = sorted({r["arm"].split(" ")[0] for r in rows})
     labels = [str(r["arm"]) for r in rows]
+    bootstrap = bootstrap_words(  # the seed escaped, as a spec's value; the rest is ours
+        _whole(summary.get("bootstrap_replicates")), esc(summary.get("seed")), labels
+    )
     out = [
         f"<h1>Coherence report: {esc(name)}</h1>",
         '<p class="meta">'
         f"{plural(len(models), 'model')} · {plural(len(arms), 'arm')} · "
-        f"{metric_words(labels)} (lower is more coherent) · 95% intervals from a bootstrap of "
-        f"{_int(summary.get('bootstrap_replicates'))} replicates (seed {esc(summary.get('seed'))})"
-        f" {cluster_words(labels)}"
-        f" · coverage floor {_floor_text(summary)}{_one_cluster_note(rows)}</p>",
+        f"{metric_words(labels)} (lower is more coherent) · {bootstrap} · "
+        f"coverage floor {_floor_text(summary)}{_one_cluster_note(rows)}</p>",
         *_guide(labels),
     ]
     simulated = simulated_models(spec, rehearsed)
@@ -834,8 +835,8 @@ def _coverage(x: Any, floor: float | None) -> str:
     return coverage_text(x, floor) if _finite(x) else ""
 
 
-def _int(x: Any) -> str:
-    return f"{int(x):,}" if _finite(x) else "—"
+def _whole(x: Any) -> int | None:
+    return int(x) if _finite(x) else None
 
 
 def _status(row: Mapping[str, Any], floor: float | None) -> str:

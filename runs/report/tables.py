@@ -30,6 +30,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import textwrap
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,6 +58,7 @@ from runs.report.wording import (
     LINKED_COLUMNS,
     LINKED_TITLE,
     LINKED_WORDS,
+    bootstrap_words,
     cluster_words,
     coverage_text,
     fixed,
@@ -227,6 +229,8 @@ def details_text(data: ReportData, notes: Sequence[str] = ()) -> str:
     `notes` are said under the leaderboard (the parser, when not strict)."""
     parts = [_render_plain(leaderboard(data.rows, data.floor))]
     parts += [f"{line}\n" for line in [*_simulated_lines(data), *notes]]
+    if data.rows:
+        parts.append(_legend_text(data))
     across = data.across_models
     parts.append(f"Across models {_across_text(across, str(across['arm']))}\n")
     if data.linked_vs_dispersed:
@@ -241,7 +245,8 @@ def details_text(data: ReportData, notes: Sequence[str] = ()) -> str:
     if repeated is None:
         parts.append("Repeated elicitation: not computed\n")
     elif repeated:
-        table = Table(title="Profit after averaging answers over the first k passes")
+        table = Table(title=f"Profit after averaging answers over the first k passes "
+                            f"({_repeated_intervals(repeated)})")  # fmt: skip
         table.add_column("model", overflow="fold")
         table.add_column("arm", overflow="fold")
         table.add_column("mean of single passes", justify="right")
@@ -259,6 +264,12 @@ def details_text(data: ReportData, notes: Sequence[str] = ()) -> str:
             )
         parts.append(_render_plain(table))
     return "\n".join(parts)
+
+
+def _repeated_intervals(repeated: Sequence[dict[str, Any]]) -> str:
+    """How the repeated-elicitation table's intervals were drawn, from its rows' arms: its
+    title said nothing of the clusters the leaderboard's header names."""
+    return f"95% intervals {cluster_words(str(r['arm']) for r in repeated)}"
 
 
 def _columns_that_fit(rows: Sequence[ArmRow], models: Sequence[str], width: int) -> int:
@@ -418,6 +429,34 @@ def floor_sentence(floor: float, labels: Sequence[str]) -> str:
     return f"{rule} is not scored."
 
 
+def legend(data: ReportData) -> list[str]:
+    """What the leaderboard's words and columns mean, one sentence an item: the page's guide
+    (`reading_guide`, the arbitrage-free share too, whose column the leaderboard always has),
+    the bootstrap as the page's header says it, and the coverage floor. report.md opens with
+    it; leaderboard.txt, which defined none of it, lists it under its leaderboard."""
+    labels = [r.arm for r in data.rows]
+    bootstrap = bootstrap_words(data.reps, data.seed, labels)
+    return [
+        *reading_guide(labels, arbitrage_free=True),
+        f"{bootstrap}.",
+        floor_sentence(data.floor, labels),
+    ]
+
+
+def _legend_text(data: ReportData) -> str:
+    """`legend` as leaderboard.txt has it: "Legend:", then an item a line, wrapped."""
+    items = [
+        textwrap.fill(item, LEGEND_WIDTH, initial_indent="- ", subsequent_indent="  ",
+                      break_long_words=False, break_on_hyphens=False)  # only between words
+        for item in legend(data)
+    ]
+    return "\n".join(["Legend:", *items]) + "\n"
+
+
+#: The width leaderboard.txt's legend is wrapped at.
+LEGEND_WIDTH = 100
+
+
 def report_markdown(
     data: ReportData, extra: Sequence[str] = (), notes: Sequence[str] = ()
 ) -> str:
@@ -427,12 +466,7 @@ def report_markdown(
     text, are said under the leaderboard.
     """
     parts = ["# Campaign report\n"]
-    labels = [r.arm for r in data.rows]
-    guide = "".join(f"{item} " for item in reading_guide(labels))
-    parts.append(
-        f"{guide}The bootstrap: {data.reps:,} replicates, seed {data.seed}, "
-        f"{cluster_words(labels)}. {floor_sentence(data.floor, labels)}\n"
-    )
+    parts.append(f"{' '.join(legend(data))}\n")
     parts.append("## Leaderboard\n")
     cells = leaderboard_cells(data.rows, data.floor)
     parts.append(_md_table(leaderboard_columns(data.rows), cells))
@@ -465,7 +499,8 @@ def report_markdown(
             for r in data.repeated
         ]
         parts.append(
-            "Profit after averaging each event's answers over the first k passes:\n\n"
+            "Profit after averaging each event's answers over the first k passes "
+            f"({_repeated_intervals(data.repeated)}):\n\n"
             + _md_table(
                 ["model", "arm", "mean of single passes", *(f"k={k}" for k in range(1, k_max + 1))],
                 rows,

@@ -167,11 +167,13 @@ LINKED_COLUMNS = ("model", "sets over", "linked - dispersed [95% CI]", "units")
 PAPER = "Andrews and Sarkar, \u201cDutch Books for Language Models\u201d"
 
 
-def reading_guide(labels: Iterable[str]) -> list[str]:
+def reading_guide(labels: Iterable[str], *, arbitrage_free: bool = False) -> list[str]:
     """What the report's words and columns mean, for the arms of its rows, one item a term:
     the page said none of it (a referee met "units", "Brier" and "the paper" undefined), and
-    report.md only the profit. One text for both (the page lists the items, report.md joins
-    them)."""
+    report.md only the profit. One text for all (the page lists the items, report.md joins
+    them, leaderboard.txt's legend lists them). `arbitrage_free`: the arbitrage-free share
+    defined without a family arm too, for a table whose column is always there (the
+    leaderboard's)."""
     labels = list(labels)
     if not labels:  # nothing scored or shown: no term to define
         return []
@@ -209,7 +211,7 @@ def reading_guide(labels: Iterable[str]) -> list[str]:
             "error of the stated probabilities against what happened (lower is better), where "
             "the outcomes are known."
         )
-    if family:
+    if family or arbitrage_free:
         sentences.append(
             "Arbitrage-free: the share of families on which the bookie locks in at most "
             f"{dollars(ARBITRAGE_FREE_CENTS)}, the family benchmark's leaderboard score."
@@ -217,6 +219,16 @@ def reading_guide(labels: Iterable[str]) -> list[str]:
     if stock:
         sentences.append(f"The method and the stock-return arms follow {PAPER}.")
     return sentences
+
+
+def bootstrap_words(replicates: int | None, seed: object, labels: Iterable[str]) -> str:
+    """The bootstrap behind every interval, as the page's header and the legend of
+    leaderboard.txt and report.md say it: "95% intervals from a bootstrap of 20,000
+    replicates (seed 7) clustered by date"."""
+    reps = f"{replicates:,}" if isinstance(replicates, int) else "—"
+    return f"95% intervals from a bootstrap of {reps} replicates (seed {seed}) " + cluster_words(
+        labels
+    )
 
 
 def _cluster_kinds(stock: bool, family: bool) -> str:

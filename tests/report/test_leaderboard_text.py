@@ -11,6 +11,7 @@ at 100 of 111 (90.09%) still read "90%" beside the unscored one at exactly 90%.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -190,3 +191,53 @@ def test_families_are_ranked_by_the_arbitrage_free_rate_not_by_profit(tmp_path: 
     assert "locks in at most $0.05, the family benchmark's leaderboard score" in table
     (terminal,) = terminal_leaderboard(rows, {r.model: r.coverage for r in rows}, width=200)
     assert [str(c.header) for c in terminal.columns][1:] == ["b-mostly-free", "a-steady", "c-gone"]
+
+
+def _data(rows: list[ArmRow], **kw: Any) -> Any:
+    """A report's data of `rows` alone (no model compared, no section but `kw`'s)."""
+    from runs.report.data import ReportData
+
+    across = {"arm": "baseline", "models": [], "units": 0, "spearman_profit_brier": None,
+              "pairs": 0, "profit_pairs_excluding_zero": None,
+              "brier_pairs_excluding_zero": None}  # fmt: skip
+    settings: dict[str, Any] = {"model_coverage": {r.model: r.coverage for r in rows},
+                                "across_models": across, "repeated": None, "families": [],
+                                "floor": 0.9, "seed": 7, "reps": 2_000} | kw  # fmt: skip
+    return ReportData(rows=rows, **settings)
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_leaderboard_txt_defines_its_terms_in_the_pages_words(tmp_path: Path) -> None:
+    """leaderboard.txt defined none of its terms where report.md and the page do: units, the
+    ">=0.001" columns, the arbitrage-free cut-off, the bootstrap; and its repeated-elicitation
+    table did not say its intervals are clustered by date. Its legend is the page's guide
+    and the page header's bootstrap, word for word."""
+    from runs.report.summary import build_summary
+    from runs.report.tables import details_text, report_markdown
+    from runs.report.wording import bootstrap_words, reading_guide
+    from runs.report_page import esc, render_page
+
+    base = ArmRow("m", "baseline", "inf", units=6, clusters=3, coverage=1.0,
+                  status=STATUS_SCORED, profit=Interval(0.01, 0.005, 0.015),
+                  at_least=dict.fromkeys(THRESHOLDS, 3))  # fmt: skip
+    by_k = [{"k": k, "mean": 0.01, "lo": 0.005, "hi": 0.015} for k in (1, 2)]
+    repeated = [{"model": "m", "arm": "baseline", "passes": 2, "units": 6,
+                 "single_pass_mean": 0.011, "by_k": by_k}]  # fmt: skip
+    data = _data([base], repeated=repeated)
+    text = _flat(details_text(data))
+    bootstrap = bootstrap_words(2_000, 7, ["baseline"])
+    assert bootstrap == (
+        "95% intervals from a bootstrap of 2,000 replicates (seed 7) clustered by date"
+    )
+    guide = reading_guide(["baseline"], arbitrage_free=True)
+    assert any("at least t" in item for item in guide)  # the ≥ columns: shares of units
+    assert any("at most $0.05" in item for item in guide)  # the arbitrage-free cut-off
+    for said in [*guide, f"{bootstrap}.", "A model under the coverage floor (90%) is not scored."]:
+        assert _flat(said) in text, said
+    assert "over the first k passes (95% intervals clustered by date)" in text
+    page = render_page(build_summary(data), [], tmp_path)
+    assert bootstrap in page and all(esc(item) in page for item in reading_guide(["baseline"]))
+    assert f"{bootstrap}." in report_markdown(data)

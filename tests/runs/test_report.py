@@ -448,7 +448,8 @@ def test_summary_json_has_the_documented_shape_and_no_nan(tmp_path: Path) -> Non
         "m": {"coverage": pytest.approx(0.5), "provider": None, "simulated": False,
               "simulator_replies": None}
     }  # no spec.toml: its provider unknown; no attempt named a model
-    assert (tmp_path / "report" / "leaderboard.txt").read_text().count("not scored") == 1
+    # one row not scored (the legend says the rule: "... is not scored.")
+    assert (tmp_path / "report" / "leaderboard.txt").read_text().count("not scored:") == 1
 
 
 def test_terminal_output_is_the_table_and_a_few_lines(tmp_path: Path) -> None:
