@@ -458,6 +458,11 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
                 f"Spearman rank correlation of profit and Brier "
                 f"{across['spearman_profit_brier']:.3f}"
             )
+        elif across.get("spearman_not_computed"):  # the sentence was left out, no reason said
+            facts.append(
+                "Spearman rank correlation of profit and Brier — "
+                f"({across['spearman_not_computed']})"
+            )
         if across.get("profit_pairs_excluding_zero") is not None:
             pairs = across.get("pairs")
             text = (

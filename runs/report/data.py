@@ -548,6 +548,24 @@ def _paired(
 MAX_PAIRS = 20_000
 
 
+#: The fewest models a rank correlation across them is computed for: that of two points is
+#: +1 or -1 whatever they are, and says nothing (`spearman_not_computed` says so).
+MIN_SPEARMAN_MODELS = 3
+
+
+def _no_spearman(models: int, with_brier: int) -> str:
+    """Why `spearman_profit_brier` is null, as every view says it after its "—": with two
+    models it was "—" with no reason, and the page left the sentence out."""
+    if with_brier >= MIN_SPEARMAN_MODELS:  # computed: every rank on one side tied
+        return "undefined: the models' mean profits, or their mean Brier scores, are all equal"
+    if with_brier < models:
+        return (
+            f"needs at least {MIN_SPEARMAN_MODELS} models with a Brier score; {with_brier} of "
+            f"{models} here"
+        )
+    return f"needs at least {MIN_SPEARMAN_MODELS} models; {models} here"
+
+
 def across_models(
     scores: pl.DataFrame, rows: Sequence[ArmRow], seed: int, reps: int
 ) -> dict[str, Any]:
@@ -571,12 +589,14 @@ def across_models(
         "brier_pairs_excluding_zero": None,
     }
     with_brier = [r for r in base if r.brier is not None and r.profit is not None]
-    if len(with_brier) >= 3:
+    if len(with_brier) >= MIN_SPEARMAN_MODELS:
         rho = stats.spearman(
             np.array([r.profit.mean for r in with_brier if r.profit is not None]),
             np.array([r.brier.mean for r in with_brier if r.brier is not None]),
         )
         result["spearman_profit_brier"] = None if math.isnan(rho) else rho
+    if result["spearman_profit_brier"] is None:
+        result["spearman_not_computed"] = _no_spearman(len(models), len(with_brier))
     if len(models) < 2:
         return result
     if result["pairs"] > MAX_PAIRS:

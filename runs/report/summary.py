@@ -40,7 +40,10 @@
   `spearman_profit_brier` (on the models' mean profit and mean Brier), `pairs`,
   `profit_pairs_excluding_zero`, `brier_pairs_excluding_zero` (null when undefined: fewer
   than two models, or fewer than two common dates, where no interval is drawn);
-  additive: `pairs_not_counted` (present when `pairs` is over
+  additive: `spearman_not_computed` (present where `spearman_profit_brier` is null: why, in
+  words, such as "needs at least 3 models; 2 here", `runs.report.data.MIN_SPEARMAN_MODELS`:
+  the rank correlation of two models is +1 or -1 whatever they are); additive:
+  `pairs_not_counted` (present when `pairs` is over
   `runs.report.data.MAX_PAIRS`, 20,000: why the two counts, and `units`, are null).
 - `repeated_elicitation`: null when not computed (see `runs.report.repeated`); else a list,
   one object per scored (model, arm) with at least two passes: `model`, `arm`, `passes`,

@@ -10,7 +10,8 @@ CSV files in `report/` (one row per line, header first; empty cell = no value):
   `below_floor_in`.
 - `models.csv`: `model, coverage`, then (additive) `provider` (the spec's) and `simulated`.
 - `across_models.csv`: one row: `arm, models, units, spearman_profit_brier, pairs,
-  profit_pairs_excluding_zero, brier_pairs_excluding_zero`.
+  profit_pairs_excluding_zero, brier_pairs_excluding_zero`, then (additive)
+  `spearman_not_computed` (why the correlation is empty, as summary.json says it).
 - `repeated_elicitation.csv`: `model, arm, passes, units, single_pass_mean, k, mean, lo, hi`
   (one row per k; absent when the section was not computed).
 - `linked_vs_dispersed.csv` (additive): summary.json's `linked_vs_dispersed`, one row per
@@ -99,6 +100,8 @@ def headline_lines(summary: dict[str, Any], out: Path) -> list[str]:
         parts = [f"{BASELINE_ARM}, {len(across['models'])} models"]
         if across["spearman_profit_brier"] is not None:
             parts.append(f"Spearman(profit, Brier) {across['spearman_profit_brier']:.3f}")
+        elif across.get("spearman_not_computed"):
+            parts.append(f"Spearman(profit, Brier) — ({across['spearman_not_computed']})")
         if across["profit_pairs_excluding_zero"] is not None:
             brier = across["brier_pairs_excluding_zero"]
             parts.append(
@@ -545,17 +548,24 @@ def _across_text(across: dict[str, Any], arm: str) -> str:
     pairs = across["pairs"]
     if across.get("pairs_not_counted"):
         return (
-            f"on {arm} ({n} scored models): Spearman(profit, Brier) = "
-            f"{_fmt(across['spearman_profit_brier'], 4)}; pairwise differences not counted: "
+            f"on {arm} ({n} scored models): Spearman(profit, Brier) = {_spearman(across)}; "
+            "pairwise differences not counted: "
             f"{across['pairs_not_counted']}"
         )
     return (
         f"on {arm} ({n} scored models, {plural(across['units'], 'common unit')}): "
-        f"Spearman(profit, Brier) = {_fmt(across['spearman_profit_brier'], 4)}; pairwise "
+        f"Spearman(profit, Brier) = {_spearman(across)}; pairwise "
         f"differences whose 95% interval excludes zero: profit "
         f"{_count(across['profit_pairs_excluding_zero'])} of {pairs}, Brier "
         f"{_count(across['brier_pairs_excluding_zero'])} of {pairs}"
     )
+
+
+def _spearman(across: dict[str, Any]) -> str:
+    """The cross-model Spearman correlation, or "—" and why not (`spearman_not_computed`)."""
+    why = across.get("spearman_not_computed")
+    value = _fmt(across["spearman_profit_brier"], 4)
+    return f"{value} ({why})" if why else value
 
 
 def _count(value: int | None) -> str:
@@ -682,6 +692,7 @@ def csv_tables(data: ReportData) -> dict[str, str]:
             "pairs",
             "profit_pairs_excluding_zero",
             "brier_pairs_excluding_zero",
+            "spearman_not_computed",
         ],
         [
             [
@@ -692,6 +703,7 @@ def csv_tables(data: ReportData) -> dict[str, str]:
                 a["pairs"],
                 a["profit_pairs_excluding_zero"],
                 a["brier_pairs_excluding_zero"],
+                a.get("spearman_not_computed"),
             ]
         ],
     )

@@ -227,7 +227,8 @@ def test_pairs_beyond_the_limit_are_said_not_counted(
     assert across["pairs"] == 6
     assert across["profit_pairs_excluding_zero"] is None is across["brier_pairs_excluding_zero"]
     said = "6 pairs of models, over the limit of 5 (each a bootstrap of"
-    assert said in across["pairs_not_counted"] and said in text
+    # the terminal's line wraps (it now says too why the tied models have no Spearman)
+    assert said in across["pairs_not_counted"] and said in " ".join(text.split())
     assert across["pairs_not_counted"].endswith("): none counted") and across["units"] is None
     assert said in (tmp_path / "report" / "leaderboard.txt").read_text(encoding="utf-8")
 
@@ -954,7 +955,7 @@ def test_one_scored_model_has_no_pairs_to_count(tmp_path: Path) -> None:
             for u in UNITS]
     report(tmp_path / "two", frame(rows))
     md = (tmp_path / "two" / "report" / "report.md").read_text(encoding="utf-8")
-    assert "On baseline (2 scored models, 6 common units): Spearman(profit, Brier) = —;" in md
+    assert "On baseline (2 scored models, 6 common units): Spearman(profit, Brier) = —" in md
 
 
 def test_families_rates_on_the_future_and_on_controls_are_given_apart(tmp_path: Path) -> None:
@@ -1057,3 +1058,31 @@ def test_linked_minus_dispersed_is_in_every_view_not_only_figure_5(tmp_path: Pat
     assert float(line["mean"]) == pytest.approx(0.05 / 3)
     page = render_page(summary, [], out)
     assert "<h2>Linked against dispersed sets</h2>" in page and said in page
+
+
+def test_two_models_say_why_they_have_no_spearman_correlation(tmp_path: Path) -> None:
+    """With two models Spearman(profit, Brier) was "—" with no reason, summary.json null, and
+    the page left the sentence out: the rank correlation of two points is +1 or -1 whatever
+    they are, so it stays null, and every view says why."""
+    from runs.report.data import MIN_SPEARMAN_MODELS
+
+    rows = [row(m, "baseline", u, 0, 0.002 + i * 0.001, brier=0.2 + i * 0.01)
+            for i, m in enumerate("ab") for u in UNITS]  # fmt: skip
+    summary, terminal = report(tmp_path, frame(rows))
+    why = f"needs at least {MIN_SPEARMAN_MODELS} models; 2 here"
+    across = summary["across_models"]
+    assert across["spearman_profit_brier"] is None and across["spearman_not_computed"] == why
+    out = tmp_path / "report"
+    said = f"Spearman(profit, Brier) = — ({why});"
+    assert said in (out / "leaderboard.txt").read_text(encoding="utf-8")
+    assert said in (out / "report.md").read_text(encoding="utf-8")
+    assert f"Spearman(profit, Brier) — ({why})" in " ".join(terminal.split())
+    (line,) = list(csv.DictReader(StringIO((out / "across_models.csv").read_text())))
+    assert line["spearman_profit_brier"] == "" and line["spearman_not_computed"] == why
+    page = render_page(summary, [], out)
+    assert f"Spearman rank correlation of profit and Brier — ({why})" in page
+    # Three models with a Brier score: a correlation, and no reason.
+    rows += [row("c", "baseline", u, 0, 0.005, brier=0.23) for u in UNITS]
+    summary, _ = report(tmp_path / "three", frame(rows))
+    assert summary["across_models"]["spearman_profit_brier"] == pytest.approx(1.0)
+    assert "spearman_not_computed" not in summary["across_models"]
