@@ -44,6 +44,10 @@ from runs.report.wording import (
     LINKED_COLUMNS,
     LINKED_TITLE,
     LINKED_WORDS,
+    ORDER_ARMS,
+    ORDER_FAMILIES,
+    ORDER_LINKED,
+    ORDER_RANKING,
     bootstrap_words,
     coverage_text,
     dollars,
@@ -447,6 +451,7 @@ def _leaderboard(summary: Mapping[str, Any]) -> list[str]:
             body,
             text_columns={1},
         ),
+        _order(ORDER_RANKING),
         *_simulated_line(summary, {str(r["model"]) for r in rows}),
         *(f'<p class="sim">{esc(n)}</p>' for n in [answered_parser_note(summary)] if n),
     ]
@@ -618,6 +623,7 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
         f"A model under the coverage floor{floor_words(str(r.get('arm', '')) for r in rows)} "
         "is not scored: an unanswered question is never counted as incoherence.</p>",
         _table(header, body, text_columns={0, 1}, row_classes=classes),
+        _order(ORDER_ARMS),
     ]
 
 
@@ -634,6 +640,7 @@ def _linked_table(summary: Mapping[str, Any]) -> list[str]:
         f"<h2>{esc(LINKED_TITLE)}</h2>",
         f"<p>{esc(LINKED_WORDS)}</p>",
         _table(LINKED_COLUMNS, body, text_columns={0, 1}),
+        _order(ORDER_LINKED),
     ]
 
 
@@ -700,6 +707,7 @@ def _families_table(summary: Mapping[str, Any]) -> list[str]:
             body,
             text_columns={0, 1},
         ),
+        _order(ORDER_FAMILIES),
     ]
 
 
@@ -760,6 +768,11 @@ def _table(
         f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(lines)}</tbody></table></div>"
     )
+
+
+def _order(line: str) -> str:
+    """The line under a table saying how its rows are sorted (`runs.report.wording.ORDER_*`)."""
+    return f'<p class="meta">{esc(line)}</p>'
 
 
 def _key_columns(text_columns: AbstractSet[int]) -> dict[int, str]:

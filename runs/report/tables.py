@@ -59,6 +59,9 @@ from runs.report.wording import (
     LINKED_COLUMNS,
     LINKED_TITLE,
     LINKED_WORDS,
+    ORDER_FAMILIES,
+    ORDER_LEADERBOARD,
+    ORDER_LINKED,
     bootstrap_words,
     cluster_words,
     coverage_text,
@@ -157,8 +160,12 @@ def _averaging_line(repeated: Sequence[dict[str, Any]]) -> str:
 
 
 def _leaderboard_order(rows: Sequence[ArmRow]) -> list[ArmRow]:
-    """By arm, scored first, most coherent first."""
-    return sorted(rows, key=lambda r: (r.arm, not r.scored, r.profit.mean if r.profit else 1e9))
+    """By arm, scored first, most coherent first, then by model name (`ORDER_LEADERBOARD`):
+    a tie kept the rows' own order, and put another model first than the families table's
+    (`runs.report.data.family_rank`) in the same tie."""
+    return sorted(
+        rows, key=lambda r: (r.arm, not r.scored, r.profit.mean if r.profit else 1e9, r.model)
+    )
 
 
 LEADERBOARD_COLUMNS = (
@@ -230,7 +237,7 @@ def leaderboard(rows: Sequence[ArmRow], floor: float | None = None) -> Table:
 def details_text(data: ReportData, notes: Sequence[str] = ()) -> str:
     """The full leaderboard plus the cross-model and repeated-elicitation sections, as text;
     `notes` are said under the leaderboard (the parser, when not strict)."""
-    parts = [_render_plain(leaderboard(data.rows, data.floor))]
+    parts = [_render_plain(leaderboard(data.rows, data.floor)) + f"{ORDER_LEADERBOARD}\n"]
     parts += [f"{line}\n" for line in [*_simulated_lines(data), *notes]]
     if data.rows:
         parts.append(_legend_text(data))
@@ -243,7 +250,7 @@ def details_text(data: ReportData, notes: Sequence[str] = ()) -> str:
                              overflow="fold")  # fmt: skip
         for cells in _linked_cells(data.linked_vs_dispersed):
             table.add_row(Text(cells[0]), *cells[1:])  # a model name is not markup
-        parts.append(_render_plain(table) + f"{LINKED_WORDS}\n")
+        parts.append(_render_plain(table) + f"{ORDER_LINKED}\n{LINKED_WORDS}\n")
     repeated = data.repeated
     if repeated is None:
         parts.append("Repeated elicitation: not computed\n")
@@ -472,7 +479,7 @@ def report_markdown(
     parts.append(f"{' '.join(legend(data))}\n")
     parts.append("## Leaderboard\n")
     cells = leaderboard_cells(data.rows, data.floor)
-    parts.append(_md_table(leaderboard_columns(data.rows), cells))
+    parts.append(_md_table(leaderboard_columns(data.rows), cells) + f"\n{ORDER_LEADERBOARD}\n")
     parts += [
         f"{markdown.text(line, starts_block=True)}\n" for line in [*_simulated_lines(data), *notes]
     ]
@@ -482,8 +489,8 @@ def report_markdown(
     parts.append(f"{text[0].upper()}{text[1:]}.\n")
     if data.linked_vs_dispersed:
         parts.append(f"## {LINKED_TITLE}\n")
-        parts.append(f"{LINKED_WORDS}\n\n" + _md_table(
-            LINKED_COLUMNS, _linked_cells(data.linked_vs_dispersed)))  # fmt: skip
+        table_md = _md_table(LINKED_COLUMNS, _linked_cells(data.linked_vs_dispersed))
+        parts.append(f"{LINKED_WORDS}\n\n{table_md}\n{ORDER_LINKED}\n")
     parts.append("## Repeated elicitation\n")
     if data.repeated is None:
         parts.append("Not computed.\n")
@@ -528,6 +535,7 @@ def report_markdown(
                     for f in data.families
                 ],
             )
+            + f"\n{ORDER_FAMILIES}\n"
         )
     parts += [f"{p.rstrip()}\n" for p in extra]
     return "\n".join(parts)

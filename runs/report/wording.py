@@ -163,6 +163,22 @@ LINKED_WORDS = (
 LINKED_COLUMNS = ("model", "sets over", "linked - dispersed [95% CI]", "units")
 
 
+#: The order of a table's rows, said under it, one line each: ties are broken one way in
+#: every table, by model name (`runs.report.tables._leaderboard_order`,
+#: `runs.report.data.family_rank`); the leaderboard put a different model first than the
+#: families table in the same tie, and no table said how it was sorted.
+ORDER_LEADERBOARD = (
+    "Rows: by arm, scored first, then by mean profit, lowest first; ties by model name."
+)
+ORDER_FAMILIES = (
+    "Rows: by arm, scored first, then by arbitrage-free share, highest first; ties by model "
+    "name."
+)
+ORDER_RANKING = "Rows: scored first, then by mean profit, lowest first; ties by model name."
+ORDER_ARMS = "Rows: by arm, then by model name."
+ORDER_LINKED = "Rows: by model name, then sets over two assets before two days."
+
+
 #: The paper the method and the stock-return arms follow, as the report cites it.
 PAPER = "Andrews and Sarkar, \u201cDutch Books for Language Models\u201d"
 

@@ -241,3 +241,41 @@ def test_leaderboard_txt_defines_its_terms_in_the_pages_words(tmp_path: Path) ->
     page = render_page(build_summary(data), [], tmp_path)
     assert bootstrap in page and all(esc(item) in page for item in reading_guide(["baseline"]))
     assert f"{bootstrap}." in report_markdown(data)
+
+
+def test_ties_are_broken_by_model_name_and_every_table_says_its_order(tmp_path: Path) -> None:
+    """In a tie the leaderboard kept the rows' own order, and put another model first than
+    the families table did (which breaks ties by name); no table said how it was sorted."""
+    from runs.report.data import family_section
+    from runs.report.summary import build_summary
+    from runs.report.tables import details_text, report_markdown
+    from runs.report.wording import (
+        ORDER_ARMS,
+        ORDER_FAMILIES,
+        ORDER_LEADERBOARD,
+        ORDER_LINKED,
+        ORDER_RANKING,
+    )
+    from runs.report_page import render_page
+
+    def row(model: str, arm: str) -> ArmRow:
+        free = Interval(0.5, 0.3, 0.7) if arm.startswith("families/") else None
+        return ArmRow(model, arm, "inf", units=10, clusters=10, coverage=1.0,
+                      status=STATUS_SCORED, profit=Interval(0.02, 0.01, 0.03),
+                      arbitrage_free=free, at_least=dict.fromkeys(THRESHOLDS, 3))  # fmt: skip
+
+    rows = [row(m, arm) for arm in ("baseline", "families/isolated") for m in ("zeta", "alpha")]
+    linked = [{"model": "alpha", "kind": "days", "mean": 0.01, "lo": 0.0, "hi": 0.02,
+               "excludes_zero": False, "units": 4}]  # fmt: skip
+    data = _data(rows, families=family_section(rows), linked_vs_dispersed=linked)
+    first = {arm: next(c[0] for c in leaderboard_cells(rows) if c[1] == arm)
+             for arm in ("baseline", "families/isolated")}  # fmt: skip
+    assert first == {"baseline": "alpha", "families/isolated": "alpha"}
+    assert data.families[0]["model"] == "alpha"  # the families table's rule, the same
+    text, md = details_text(data), report_markdown(data)
+    assert f"┘\n{ORDER_LEADERBOARD}\n" in text  # under the table
+    assert md.count(ORDER_LEADERBOARD) == 1 and md.count(ORDER_FAMILIES) == 1
+    assert text.count(ORDER_LINKED) == 1 and md.count(ORDER_LINKED) == 1
+    page = render_page(build_summary(data), [], tmp_path)
+    for line in (ORDER_RANKING, ORDER_ARMS, ORDER_FAMILIES, ORDER_LINKED):
+        assert page.count(f'<p class="meta">{line}</p>') == 1, line
