@@ -15,7 +15,8 @@ polars' pool) that a fork would copy in an unknown state. Spawning one costs abo
 second (an interpreter, numpy and HiGHS), so the pool is kept for the process's life
 and later calls reuse its workers (`shutdown` ends it; it also ends at exit). Calls may
 come from several threads at once: they share the pool, which is never ended or resized
-under a call mapping on it. Workers ignore a Ctrl-C as they start and between chunks (a
+under a call mapping on it. A forked child starts a pool of its own (`_forget_inherited`).
+Workers ignore a Ctrl-C as they start and between chunks (a
 terminal's goes to the whole process group, and ended them) and stop at one within a chunk.
 They ignore SIGTERM and a hangup (`_handle_stops`), which reach them the same way; a pool
 that must end them forcibly kills them (`_KILLED_BY_TERMINATE`), and they end themselves
@@ -294,6 +295,29 @@ def shutdown() -> None:
 
 
 atexit.register(shutdown)
+
+
+#: The pools a forked child inherited (`_forget_inherited`), kept referenced for its life.
+_inherited: list[ProcessPoolExecutor] = []
+
+
+def _forget_inherited() -> None:
+    """In a forked child: no pool, so its first pooled call starts its own.
+
+    The parent's pool, copied by the fork, is the parent's: its workers read the parent's
+    queues and its management thread did not cross, so a call mapping on it here queued
+    chunks nobody took, for ever. It is left alone, not shut down (its workers serve the
+    parent), and kept referenced: collecting it would take its lock, which a parent thread
+    may have held at the fork, and wake the parent's management thread. The module's lock
+    is made anew for the same reason, and no call of the child maps on a pool yet."""
+    global _lock, _pool, _pool_size
+    _inherited.extend(filter(None, [_pool, *_users]))
+    _lock = threading.Lock()
+    _pool, _pool_size = None, 0
+    _users.clear()
+
+
+os.register_at_fork(after_in_child=_forget_inherited)
 
 
 def pooled_calls() -> int:

@@ -634,3 +634,41 @@ def test_workers_end_once_the_pools_process_is_killed() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+_FORKED_CHILD = """
+import os, signal, sys
+import numpy as np
+from scoring import pool
+rng = np.random.default_rng(1)
+matrix = (rng.uniform(size=(60, 64)) < 0.5).astype(np.uint8)
+pool.CHUNK_SETS = 64
+groups = [(matrix, rng.uniform(size=(128, 60)), "l1")]
+first = pool.score_groups(groups, workers=2)
+assert pool._pool is not None
+parents = set(pool._pool._processes)
+child = os.fork()
+if child == 0:
+    signal.alarm(30)  # a child stuck on the parent's pool ends here, not in the test's timeout
+    again = pool.score_groups(groups, workers=2)
+    assert pool._pool is not None and not set(pool._pool._processes) & parents
+    assert np.array_equal(again.pop().profit, first[0].profit)
+    sys.exit(0)  # at exit the child ends its own pool, and only that
+_, status = os.waitpid(child, 0)
+later = pool.score_groups(groups, workers=2)
+assert np.array_equal(later.pop().profit, first[0].profit)
+print(os.waitstatus_to_exitcode(status), set(pool._pool._processes) == parents, flush=True)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_forked_child_scores_on_a_pool_of_its_own_and_leaves_the_parents() -> None:
+    """A child forked once the parent had used the pool inherited it, whose workers and
+    management thread are the parent's: its pooled call queued chunks nobody took, for ever."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKED_CHILD], capture_output=True, text=True, timeout=90
+    )
+    assert done.returncode == 0, done.stderr
+    # The child ended by itself (not by its alarm: -SIGALRM), and the parent's workers are
+    # the same ones before and after it: the child never ended them.
+    assert done.stdout.split() == ["0", "True"], done.stderr
