@@ -57,13 +57,16 @@ def read_input_file(path: Path, limit: int) -> bytes:
     device may wait, a terminal's, or do something, a tape's), and again from the opened
     file's, in case it was swapped in between. A pipe is read (`<(generate-forecasts)`);
     a FIFO nothing was written to yet is waited on, the wait said (`_open_saying_a_wait`).
+    A larger file is refused by its size before anything is read (`_refuse_by_size`).
     `FileNotFoundError` and other `OSError`s propagate, as from `Path.read_bytes`, for each
     caller to word.
     """
     mode = path.stat().st_mode
     _refuse_unless_readable(mode)
     with _open_saying_a_wait(path, fifo=stat.S_ISFIFO(mode)) as handle:
-        _refuse_unless_readable(os.fstat(handle.fileno()).st_mode)
+        status = os.fstat(handle.fileno())
+        _refuse_unless_readable(status.st_mode)
+        _refuse_by_size(status, 0, limit)
         return _within(handle.read(limit + 1), limit)
 
 
@@ -81,6 +84,7 @@ def read_input_stream(stream: BinaryIO, limit: int) -> bytes:
         status = None
     if status is not None and not _null_device(status):
         _refuse_unless_readable(status.st_mode)
+        _refuse_by_size(status, stream.tell() if stat.S_ISREG(status.st_mode) else 0, limit)
     return _within(stream.read(limit + 1), limit)
 
 
@@ -100,9 +104,23 @@ def _null_device(status: os.stat_result) -> bool:
 
 def _within(data: bytes, limit: int) -> bytes:
     """`data`, read as `limit + 1` bytes at most, unless it went past `limit`."""
-    if len(data) > limit:
-        raise InputFileError(f"larger than {limit // 2**20} MiB, far more than any input needs")
+    _refuse_larger(len(data), limit)
     return data
+
+
+def _refuse_by_size(status: os.stat_result, position: int, limit: int) -> None:
+    """Refuse a regular file (`status`, an open file's) with more than `limit` bytes from
+    `position` on, by its size, before reading it: a sparse file of 20 GB (`truncate -s`) was
+    read to the limit (512 MiB for `check`, in memory) before it was refused. A pipe's or
+    FIFO's size is unknown, and its read stays bounded by the limit (`_within`), as the
+    file's does should it grow after this look."""
+    if stat.S_ISREG(status.st_mode):
+        _refuse_larger(status.st_size - position, limit)
+
+
+def _refuse_larger(size: int, limit: int) -> None:
+    if size > limit:
+        raise InputFileError(f"larger than {limit // 2**20} MiB, far more than any input needs")
 
 
 #: Seconds a FIFO is waited on for input before the wait is said (`read_input_file`).

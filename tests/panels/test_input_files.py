@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 import threading
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,36 @@ def test_a_file_over_the_limit_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"x" * (2 * 2**20 + 1))
     with pytest.raises(InputFileError, match="larger than 2 MiB"):
         read_input_file(path, 2 * 2**20)
+
+
+#: A limit the tests' reads would take long enough to see, where `read_input_file` read it.
+_SEEN_LIMIT = 32 * 2**20
+
+
+def _peak_while(read: Callable[[], object]) -> int:
+    """The most memory Python held at once (tracemalloc) while `read` ran and raised."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputFileError, match="larger than 32 MiB"):
+            read()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_file_over_the_limit_is_refused_by_its_size_before_any_read(tmp_path: Path) -> None:
+    """A sparse file of a terabyte (`truncate -s`, no room taken) is refused as it is opened:
+    `check` read the limit's worth of it (512 MiB) into memory first, then refused it. The
+    same file as standard input (`check - < huge.toml`) too, from where it is read."""
+    path = tmp_path / "huge.toml"
+    with path.open("wb") as huge:
+        huge.truncate(2**40)
+    assert _peak_while(lambda: read_input_file(path, _SEEN_LIMIT)) < _SEEN_LIMIT // 8
+    with path.open("rb") as stream:
+        stream.seek(2**40 - _SEEN_LIMIT)  # what is left to read is just within the limit
+        assert read_input_stream(stream, _SEEN_LIMIT) == bytes(_SEEN_LIMIT)
+        stream.seek(2**40 - _SEEN_LIMIT - 1)
+        assert _peak_while(lambda: read_input_stream(stream, _SEEN_LIMIT)) < _SEEN_LIMIT // 8
 
 
 def test_a_device_is_refused_without_opening_it(monkeypatch: pytest.MonkeyPatch) -> None:
