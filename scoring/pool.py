@@ -26,6 +26,7 @@ once the pool's process is gone (`_watch_parent`).
 from __future__ import annotations
 
 import atexit
+import operator
 import os
 import signal
 import threading
@@ -390,16 +391,36 @@ def default_workers(chunks: Sequence[_Chunk]) -> int:
     return max(1, min(len(chunks), os.cpu_count() or 1))
 
 
+def _processes(workers: int | None, chunks: Sequence[_Chunk]) -> int:
+    """How many processes score `chunks` for `score_groups(workers=...)`: `default_workers`
+    for None, else `workers` but no more than the cores (more only contend for them, with the
+    same results) nor the chunks (`_mapped`). Anything but None or a whole number from 1 (a
+    numpy integer too) is a ValueError: 1.5, "2" or np.float64(2) failed deep in the pool
+    with a TypeError, and 0, -1 or True were taken as one process, unsaid."""
+    if workers is None:
+        return default_workers(chunks)
+    try:
+        count = None if isinstance(workers, bool) else operator.index(workers)
+    except TypeError:
+        count = None
+    if count is None or count < 1:
+        raise ValueError(
+            f"workers must be a whole number of processes, 1 or more (or None to choose by "
+            f"the work), got {workers!r}"
+        )
+    return min(count, os.cpu_count() or 1)
+
+
 def score_groups(groups: Sequence[Group], workers: int | None = None) -> list[DutchBookResult]:
     """`dutch_books` of each (incidence, probs, norm) group, optionally on several cores.
 
-    `workers=None` chooses (one process for small work); 1 forces this process. A set no
-    solve certifies raises `UncertifiedError` placed by its group (`job`) and its row there,
-    whichever process solved it.
+    `workers=None` chooses (one process for small work); 1 forces this process; more are at
+    most that many processes, and no more than the cores or the chunks (`_processes`). A set
+    no solve certifies raises `UncertifiedError` placed by its group (`job`) and its row
+    there, whichever process solved it.
     """
     chunks, counts = _chunks(groups)
-    if workers is None:
-        workers = default_workers(chunks)
+    workers = _processes(workers, chunks)
     try:
         if workers <= 1 or len(chunks) < 2:
             results = _in_order(map(_score, chunks))

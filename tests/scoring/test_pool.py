@@ -672,3 +672,43 @@ def test_a_forked_child_scores_on_a_pool_of_its_own_and_leaves_the_parents() -> 
     # The child ended by itself (not by its alarm: -SIGALRM), and the parent's workers are
     # the same ones before and after it: the child never ended them.
     assert done.stdout.split() == ["0", "True"], done.stderr
+
+
+def _three_chunks(monkeypatch: pytest.MonkeyPatch) -> list[Group]:
+    """A small group cut into three chunks (16 sets each)."""
+    monkeypatch.setattr(pool, "CHUNK_SETS", 16)
+    rng = np.random.default_rng(3)
+    return [(horizon1(), np.round(rng.uniform(size=(48, 14)), 4), "inf")]
+
+
+@pytest.mark.parametrize(
+    "workers", [0, -1, True, False, 1.5, 2.0, "2", np.float64(2), np.True_], ids=repr
+)
+def test_workers_other_than_a_whole_number_from_1_are_refused_by_name(
+    workers: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1.5, "2" and np.float64(2) failed deep in ProcessPoolExecutor with a TypeError, and 0,
+    -1 and True were taken as one process, unsaid."""
+    calls = pool.pooled_calls()
+    with pytest.raises(ValueError, match=r"^workers must be a whole number of processes"):
+        score_groups(_three_chunks(monkeypatch), workers=workers)  # type: ignore[arg-type]
+    assert pool.pooled_calls() == calls  # refused before anything ran
+
+
+def test_workers_past_the_cores_start_no_more_processes_than_cores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """workers=6 on two cores started six processes, each contending for them; a numpy
+    integer is a whole number too."""
+    groups = _three_chunks(monkeypatch)
+    alone = score_groups(groups, workers=1)[0]
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    calls = pool.pooled_calls()
+    _assert_same(alone, score_groups(groups, workers=6)[0])
+    assert pool.pooled_calls() == calls  # one core: this process, no pool
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    try:
+        _assert_same(alone, score_groups(groups, workers=np.int64(10**6))[0])  # type: ignore[arg-type]
+        assert pool._pool_size == 2 and pool.pooled_calls() == calls + 1
+    finally:
+        shutdown()
