@@ -9,7 +9,7 @@ call per chunk, on every core when the work is big enough).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,14 +29,16 @@ class SetJob:
     norm: str = "inf"
 
 
-def solve_grouped(jobs: Sequence[SetJob], workers: int | None = None) -> list[DutchBookResult]:
+def solve_grouped(jobs: Iterable[SetJob], workers: int | None = None) -> list[DutchBookResult]:
     """`dutch_books` for every job, the jobs sharing (norm, incidence) solved as one group.
 
     Returns one `DutchBookResult` per job, rows in the order of that job's `probs`.
     `workers` is passed to `score_groups` (None: every core for big work, else one). A set
     no solve certifies raises `UncertifiedError` placed by its job (`job`, its index in
-    `jobs`) and its row in that job's `probs`.
+    `jobs`) and its row in that job's `probs`. `jobs` may be any iterable (a generator too),
+    read once.
     """
+    jobs = list(jobs)  # the jobs are read twice: checked, then grouped (a generator was once)
     checked = _checked(jobs)
     groups: dict[tuple[str, tuple[int, ...], bytes], list[int]] = {}
     for index, (job, (key, matrix, _)) in enumerate(zip(jobs, checked, strict=True)):

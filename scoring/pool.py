@@ -59,8 +59,9 @@ Group = tuple[npt.ArrayLike, npt.ArrayLike, str]
 _Chunk = tuple[FloatArray, FloatArray, str]
 
 
-def _chunks(groups: Sequence[Group]) -> tuple[list[_Chunk], list[int]]:
-    """Fixed cut points (by the matrix's size only); also the chunk count of each group."""
+def _chunks(groups: Iterable[Group]) -> tuple[list[_Chunk], list[int]]:
+    """Fixed cut points (by the matrix's size only); also the chunk count of each group (one
+    at least: a group of no sets is one chunk of none). `groups` is read once."""
     chunks: list[_Chunk] = []
     counts: list[int] = []
     for incidence, probs, norm in groups:
@@ -411,13 +412,14 @@ def _processes(workers: int | None, chunks: Sequence[_Chunk]) -> int:
     return min(count, os.cpu_count() or 1)
 
 
-def score_groups(groups: Sequence[Group], workers: int | None = None) -> list[DutchBookResult]:
+def score_groups(groups: Iterable[Group], workers: int | None = None) -> list[DutchBookResult]:
     """`dutch_books` of each (incidence, probs, norm) group, optionally on several cores.
 
     `workers=None` chooses (one process for small work); 1 forces this process; more are at
     most that many processes, and no more than the cores or the chunks (`_processes`). A set
     no solve certifies raises `UncertifiedError` placed by its group (`job`) and its row
-    there, whichever process solved it.
+    there, whichever process solved it. `groups` may be any iterable (a generator too): it is
+    read once, into the chunks, and only they are kept.
     """
     chunks, counts = _chunks(groups)
     workers = _processes(workers, chunks)
@@ -430,7 +432,10 @@ def score_groups(groups: Sequence[Group], workers: int | None = None) -> list[Du
         raise _in_group(error, chunks, counts) from error
     out: list[DutchBookResult] = []
     position = 0
-    for (_, _, norm), count in zip(groups, counts, strict=True):
+    for count in counts:
+        # The group's norm from its first chunk: `groups` was read once, by `_chunks` (a
+        # generator given was solved whole, then "zip() argument 2 is longer").
+        norm = chunks[position][2]
         parts = results[position : position + count]
         position += count
         out.append(

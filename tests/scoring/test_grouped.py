@@ -47,6 +47,16 @@ def test_each_job_gets_its_rows_as_dutch_books_gives_them() -> None:
     assert results[3].norm == "l1" and abs(results[3].profit[0] - 0.2) <= 1e-12
 
 
+def test_jobs_given_by_a_generator_are_solved_as_a_list_of_them_is() -> None:
+    """A generator was read whole and solved, then refused: "zip() argument 2 is longer than
+    argument 1"."""
+    jobs = [SetJob(NEGATION, np.array([0.6, 0.6])), SetJob(NEGATION, np.array([0.3, 0.3]), "l1")]
+    listed = solve_grouped(jobs, workers=1)
+    for one, other in zip(listed, solve_grouped(iter(jobs), workers=1), strict=True):
+        assert one.norm == other.norm
+        np.testing.assert_array_equal(one.profit, other.profit)
+
+
 def test_masked_entries_of_a_job_are_unanswered_as_dutch_books_reads_them() -> None:
     """`np.atleast_2d` dropped the mask: the hidden 0.6 was scored as an answer (0.1)."""
     probs = np.ma.masked_array([[0.6, 0.6]], mask=[[False, True]])

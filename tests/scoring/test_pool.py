@@ -712,3 +712,17 @@ def test_workers_past_the_cores_start_no_more_processes_than_cores(
         assert pool._pool_size == 2 and pool.pooled_calls() == calls + 1
     finally:
         shutdown()
+
+
+def test_groups_given_by_a_generator_are_scored_as_a_list_of_them_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A generator was read whole and every group solved, then refused: "zip() argument 2 is
+    longer than argument 1"."""
+    matrix, probs, _ = _three_chunks(monkeypatch)[0]
+    groups: list[Group] = [(matrix, probs, "inf"), (matrix, np.asarray(probs)[:5], "l1")]
+    listed = score_groups(groups, workers=1)
+    generated = score_groups((group for group in groups), workers=1)
+    assert [result.norm for result in generated] == ["inf", "l1"]
+    for one, other in zip(listed, generated, strict=True):
+        _assert_same(one, other)
