@@ -394,10 +394,11 @@ def default_workers(chunks: Sequence[_Chunk]) -> int:
 
 def _processes(workers: int | None, chunks: Sequence[_Chunk]) -> int:
     """How many processes score `chunks` for `score_groups(workers=...)`: `default_workers`
-    for None, else `workers` but no more than the cores (more only contend for them, with the
-    same results) nor the chunks (`_mapped`). Anything but None or a whole number from 1 (a
-    numpy integer too) is a ValueError: 1.5, "2" or np.float64(2) failed deep in the pool
-    with a TypeError, and 0, -1 or True were taken as one process, unsaid."""
+    for None, else `workers` as asked (a caller may know its cores better than
+    `os.cpu_count()`: a container's quota, say), no more than the chunks (`_mapped`).
+    Anything but None or a whole number from 1 (a numpy integer too) is a ValueError: 1.5,
+    "2" or np.float64(2) failed deep in the pool with a TypeError, and 0, -1 or True were
+    taken as one process, unsaid."""
     if workers is None:
         return default_workers(chunks)
     try:
@@ -409,14 +410,14 @@ def _processes(workers: int | None, chunks: Sequence[_Chunk]) -> int:
             f"workers must be a whole number of processes, 1 or more (or None to choose by "
             f"the work), got {workers!r}"
         )
-    return min(count, os.cpu_count() or 1)
+    return count
 
 
 def score_groups(groups: Iterable[Group], workers: int | None = None) -> list[DutchBookResult]:
     """`dutch_books` of each (incidence, probs, norm) group, optionally on several cores.
 
     `workers=None` chooses (one process for small work); 1 forces this process; more are at
-    most that many processes, and no more than the cores or the chunks (`_processes`). A set
+    most that many processes, and no more than the chunks (`_processes`). A set
     no solve certifies raises `UncertifiedError` placed by its group (`job`) and its row
     there, whichever process solved it. `groups` may be any iterable (a generator too): it is
     read once, into the chunks, and only they are kept.
