@@ -105,6 +105,7 @@ class _Stdout:
             raise output_error(exc) from exc
         # Out only now: a pipe's stdout holds a line in its buffer until the flush fails.
         self.reached = self.reached or self._unflushed
+        self._unflushed = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(sys.stdout, name)
