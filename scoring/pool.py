@@ -34,8 +34,9 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing import resource_tracker
+from multiprocessing import process, resource_tracker
 from multiprocessing.context import SpawnContext, SpawnProcess
+from multiprocessing.process import BaseProcess
 from types import FrameType
 
 import numpy as np
@@ -311,9 +312,17 @@ def _forget_inherited() -> None:
     chunks nobody took, for ever. It is left alone, not shut down (its workers serve the
     parent), and kept referenced: collecting it would take its lock, which a parent thread
     may have held at the fork, and wake the parent's management thread. The module's lock
-    is made anew for the same reason, and no call of the child maps on a pool yet."""
+    is made anew for the same reason, and no call of the child maps on a pool yet.
+
+    The parent's workers are no children of this process either: multiprocessing, which
+    still listed them as its children here, joined them as the child exited and printed
+    "AssertionError: can only join a child process". They are taken off its list, and only
+    they (`_KilledByTerminate`: any pool's of this module, one shutting down at the fork as
+    well); the parent's other children are multiprocessing's to manage."""
     global _lock, _pool, _pool_size
     _inherited.extend(filter(None, [_pool, *_users]))
+    children: set[BaseProcess] = process._children  # type: ignore[attr-defined]
+    children.difference_update([p for p in children if isinstance(p, _KilledByTerminate)])
     _lock = threading.Lock()
     _pool, _pool_size = None, 0
     _users.clear()
