@@ -9,6 +9,7 @@ Scoring uses the cores through its process pool instead (`scoring.pool`).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +38,9 @@ def _get() -> Any:
 #: the rest of the process).
 _holders = 0
 _limit: Any = None
+#: This thread's bodies inside `one_thread` now (`depth`): of all the bodies, only they
+#: are in a child forked from this thread (`_forget_other_threads`).
+_mine = threading.local()
 
 
 @contextmanager
@@ -49,11 +53,35 @@ def one_thread() -> Iterator[None]:
         if _holders == 0:
             _limit = controller.limit(limits=1, user_api="blas")
         _holders += 1
+        _mine.depth = getattr(_mine, "depth", 0) + 1
     try:
         yield
     finally:
         with _hold:
+            _mine.depth -= 1
             _holders -= 1
             if _holders == 0:
                 _limit.restore_original_limits()
                 _limit = None
+
+
+def _forget_other_threads() -> None:
+    """In a forked child: the state as this thread's own bodies left it, the other threads'
+    gone with them.
+
+    The locks are made anew: another thread of the parent may have held one at the fork
+    (`_hold` as it set or restored the limit, `_lock` as it made the controller), and the
+    child's copy stayed held, so its first scoring waited for ever. Only the forking
+    thread's bodies are in the child (none, unless it forked within one); a limit the
+    other threads' bodies had set is restored now, as the last of them would have, and BLAS
+    has its threads back. (One that a thread was setting or restoring at the fork, half
+    done, is left as the fork found it.)"""
+    global _lock, _hold, _holders, _limit
+    _lock, _hold = threading.Lock(), threading.Lock()
+    _holders = getattr(_mine, "depth", 0)
+    if _holders == 0 and _limit is not None:
+        _limit.restore_original_limits()
+        _limit = None
+
+
+os.register_at_fork(after_in_child=_forget_other_threads)

@@ -20,6 +20,17 @@ _lock = threading.Lock()
 _banner_done = False
 
 
+def _new_lock() -> None:
+    """In a forked child: the lock made anew. Another thread of the parent may have held it
+    at the fork, constructing an instance, and the child's copy stayed held: its first
+    instance waited for ever."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock)
+
+
 def _construct_without_banner() -> Any:
     try:
         libc = ctypes.CDLL(None)

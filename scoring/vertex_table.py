@@ -23,6 +23,7 @@ A matrix whose table would be large (many atoms, many events) gets none.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -301,6 +302,24 @@ def build(incidence: FloatArray, norm: str) -> VertexTable | None:
 
 _lock = threading.Lock()
 _tables: OrderedDict[tuple[object, ...], VertexTable | None] = OrderedDict()
+
+
+def _new_locks() -> None:
+    """In a forked child: the cache's lock made anew. Another thread of the parent may have
+    held it at the fork, and the child's copy stayed held: its first table waited for ever.
+    The tables are kept: each is put in whole, under the lock.
+
+    So is the lock that `functools.cached_property` holds as it computes `_single`, on
+    Python 3.11 (one for the class, not one a table; 3.12 has none): held at the fork, it
+    stopped the child's first product with any table not used before."""
+    global _lock
+    _lock = threading.Lock()
+    single = vars(VertexTable)["_single"]
+    if hasattr(single, "lock"):
+        single.lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_locks)
 
 
 def key_of(incidence: FloatArray, norm: str) -> tuple[object, ...]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -77,4 +79,68 @@ def test_overlapping_bodies_in_two_threads_restore_the_threads_once_both_end(
         with blas.one_thread():
             assert controller.library["threads"] == 1
         assert controller.library["threads"] == 1
+    assert controller.library["threads"] == 4
+
+
+def _forked(child: Callable[[], bool]) -> int:
+    """The exit code of a child forked here that runs `child`: 0 if it returned True."""
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            ok = child()
+        finally:
+            os._exit(0 if ok else 1)  # never back into pytest
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_a_child_forked_while_another_thread_is_in_a_body_has_its_blas_threads_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fork copied the other thread's body as still running, and nothing in the child
+    ended it: BLAS kept the one thread it had set for the child's life, and the child's own
+    bodies, never the last, restored nothing."""
+    controller = _FakeController()
+    monkeypatch.setattr(blas, "_controller", controller)
+    inside, leave = threading.Event(), threading.Event()
+
+    def body() -> None:
+        with blas.one_thread():
+            inside.set()
+            assert leave.wait(10)
+
+    other = threading.Thread(target=body)
+    other.start()
+    try:
+        assert inside.wait(10)
+
+        def child() -> bool:
+            seen = [controller.library["threads"]]
+            with blas.one_thread():
+                seen.append(controller.library["threads"])
+            return [*seen, controller.library["threads"]] == [4, 1, 4]
+
+        assert _forked(child) == 0
+    finally:
+        leave.set()
+        other.join(10)
+    assert controller.library["threads"] == 4
+
+
+def test_a_child_forked_within_a_body_restores_the_threads_as_it_leaves_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The body that forked goes on in the child, so the limit stays until it ends there:
+    the fork forgets the other threads' bodies, not its own."""
+    controller = _FakeController()
+    monkeypatch.setattr(blas, "_controller", controller)
+    with contextlib.ExitStack() as body:
+        body.enter_context(blas.one_thread())
+
+        def child() -> bool:
+            inside = controller.library["threads"]
+            body.close()
+            return (inside, controller.library["threads"]) == (1, 4)
+
+        assert _forked(child) == 0
     assert controller.library["threads"] == 4

@@ -677,6 +677,52 @@ def test_a_forked_child_scores_on_a_pool_of_its_own_and_leaves_the_parents() -> 
     assert done.stderr == ""  # the child's and the parent's: neither printed anything
 
 
+_FORKED_WHILE_SCORING = """
+import os, signal, sys, threading, time
+import numpy as np
+from scoring import pool
+rng = np.random.default_rng(1)
+matrix = (rng.uniform(size=(6, 8)) < 0.5).astype(np.uint8)
+groups = [(matrix, rng.uniform(size=(2, 6)), "inf")]
+pool.score_groups(groups, workers=1)
+stop = threading.Event()
+def score_until_stopped():
+    while not stop.is_set():
+        pool.score_groups(groups, workers=1)
+scorer = threading.Thread(target=score_until_stopped)
+scorer.start()
+children = []
+for _ in range(int(sys.argv[1])):
+    time.sleep(0.01)
+    child = os.fork()
+    if child == 0:
+        signal.alarm(int(sys.argv[2]))  # a child stuck on a lock copied held ends here
+        pool.score_groups(groups, workers=1)
+        os._exit(0)
+    children.append(child)
+stop.set()
+scorer.join()  # not left in HiGHS as the interpreter ends: that aborted the process
+codes = [os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) for child in children]
+print(sum(code != 0 for code in codes), "of", len(codes), flush=True)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_children_forked_while_another_thread_scores_in_process_score_too() -> None:
+    """A child forked while another thread of its parent was scoring in this process copied
+    the scoring package's locks as that thread held them, and its own scoring waited on them
+    for ever (about one child in four: `scoring.blas.one_thread`'s, held around its limit)."""
+    children, alarm_s = 40, 5
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKED_WHILE_SCORING, str(children), str(alarm_s)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "of", str(children)], done.stderr  # none hung
+
+
 def _three_chunks(monkeypatch: pytest.MonkeyPatch) -> list[Group]:
     """A small group cut into three chunks (16 sets each)."""
     monkeypatch.setattr(pool, "CHUNK_SETS", 16)
