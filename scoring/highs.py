@@ -18,20 +18,28 @@ import highspy
 
 _lock = threading.Lock()
 _banner_done = False
+#: The process's stdout while the first instance is made with fd 1 on /dev/null, else None.
+_quiet_stdout: int | None = None
 
 
-def _new_lock() -> None:
-    """In a forked child: the lock made anew. Another thread of the parent may have held it
-    at the fork, constructing an instance, and the child's copy stayed held: its first
-    instance waited for ever."""
-    global _lock
+def _after_fork() -> None:
+    """In a forked child: the lock made anew, and stdout back on fd 1. Another thread of the
+    parent may have held the lock at the fork, constructing an instance, and the child's copy
+    stayed held: its first instance waited for ever. If that thread was making the first one,
+    the child's fd 1 was /dev/null for good, and all it printed was lost."""
+    global _lock, _quiet_stdout
     _lock = threading.Lock()
+    if _quiet_stdout is not None:
+        os.dup2(_quiet_stdout, 1)
+        os.close(_quiet_stdout)
+        _quiet_stdout = None
 
 
-os.register_at_fork(after_in_child=_new_lock)
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _construct_without_banner() -> Any:
+    global _quiet_stdout
     try:
         libc = ctypes.CDLL(None)
         sys.stdout.flush()
@@ -41,11 +49,13 @@ def _construct_without_banner() -> Any:
         return highspy.Highs()  # type: ignore[no-untyped-call]
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
+        _quiet_stdout = saved  # before fd 1 changes, and until it is back (`_after_fork`)
         os.dup2(devnull, 1)
         highs = highspy.Highs()  # type: ignore[no-untyped-call]
         libc.fflush(None)
     finally:
         os.dup2(saved, 1)
+        _quiet_stdout = None
         os.close(saved)
         os.close(devnull)
     return highs

@@ -62,3 +62,44 @@ def test_a_child_forked_while_another_thread_holds_scorings_locks_scores() -> No
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0"], done.stderr
+
+
+# The first HiGHS instance is made with fd 1 on /dev/null (`scoring.highs`); this one waits
+# there until the child is forked, as a slow construction would.
+_FORKED_WHILE_STDOUT_IS_QUIET = """
+import os, threading
+import highspy
+from scoring import highs
+made = highspy.Highs
+quiet, forked = threading.Event(), threading.Event()
+def slow_highs():
+    quiet.set()
+    forked.wait()
+    return made()
+highspy.Highs = slow_highs
+maker = threading.Thread(target=highs.new_highs)
+maker.start()
+quiet.wait()
+child = os.fork()
+if child == 0:
+    os.write(1, b"child\\n")
+    os._exit(0)
+os.waitpid(child, 0)
+forked.set()
+maker.join()
+os.write(1, b"parent\\n")
+"""
+
+
+def test_a_child_forked_while_the_first_highs_is_made_keeps_its_stdout() -> None:
+    """A child forked while another thread made the process's first HiGHS instance, its
+    stdout on /dev/null to keep HiGHS's banner off it, had it there for good: everything it
+    printed was lost."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKED_WHILE_STDOUT_IS_QUIET],
+        capture_output=True,
+        text=True,
+        timeout=45,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["child", "parent"], done.stderr
