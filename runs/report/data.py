@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -651,10 +652,17 @@ def linked_vs_dispersed(
     dispersed, on the units both scored (`_paired`, date-clustered): the paper's Appendix D
     headline. Only where both rows are scored; by model name, then kind. Figure 5 draws it
     from the summary: computed there too, it was in the figure's caption alone."""
-    scored = {(r.model, r.arm) for r in rows if r.scored}
+    return linked_differences(scores, {(r.model, r.arm) for r in rows if r.scored}, seed, reps)
+
+
+def linked_differences(
+    scores: pl.DataFrame, scored: AbstractSet[tuple[str, str]], seed: int, reps: int
+) -> list[dict[str, Any]]:
+    """`linked_vs_dispersed` of the (model, row label) pairs `scored`: figure 5 computes it so
+    from a summary's scored rows where the summary, written before that key, has none."""
     units = per_unit(scores.filter(pl.col("arm").is_in(["linked", "dispersed"])))
     out = []
-    for model in sorted({r.model for r in rows}):
+    for model in sorted({model for model, _ in scored}):
         for kind in LINKED_KINDS:
             linked, dispersed = f"linked ({kind})", f"dispersed ({kind})"
             if (model, linked) not in scored or (model, dispersed) not in scored:

@@ -1,8 +1,9 @@
 """What the figures are drawn from: the report's summary plus lazy views of the run folder.
 
 Most figures read `summary.json`'s shape only. Two need rows the summary does not keep (the
-Dutch books themselves, families by shape), read lazily and filtered before collecting, so a
-paper-scale campaign never loads its whole scores table for a picture; the audit figure
+Dutch books themselves, families by shape), and figure 5 the linked and dispersed scores of a
+summary written before its `linked_vs_dispersed`, read lazily and filtered before collecting,
+so a paper-scale campaign never loads its whole scores table for a picture; the audit figure
 reads the audit's own timeline (`engine.audit.attempt_timeline`).
 """
 

@@ -4,20 +4,23 @@ Both kinds of set hold four marginals and four joint events; a linked set's join
 decompose one marginal, a dispersed set's are spread over all four. Per model and per kind
 (two assets, two days): the mean profit of each, and the paired difference linked - dispersed
 on the same units with its 95% date-clustered interval, as the summary gives it
-(`linked_vs_dispersed`, computed by `runs.report.data`).
+(`linked_vs_dispersed`, computed by `runs.report.data`), or computed the same way from the
+scores for a summary written before that key.
 As in the paper, panels (A) and (B) show one set of each kind (the bins each event covers).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
 import numpy as np
+import polars as pl
 
 from engine.console_lines import plural
+from runs.report.data import linked_differences
 from runs.report.wording import fixed
 from runs.report_figures import _style
 from runs.report_figures.books import draw_events
@@ -44,7 +47,7 @@ def linked_cells(inputs: FigureInputs) -> list[LinkedCell]:
     there, for the tables and the page as for this figure."""
     rows = {(r["model"], r["arm"]): r["profit"] for r in inputs.rows}
     models = sorted({m for m, arm in rows if arm.startswith(("linked (", "dispersed ("))})
-    pairs = {(e["model"], e["kind"]): e for e in inputs.summary.get("linked_vs_dispersed") or []}
+    pairs = {(e["model"], e["kind"]): e for e in _differences(inputs)}
     out = []
     for model in models:
         for kind, _ in KINDS:
@@ -57,6 +60,20 @@ def linked_cells(inputs: FigureInputs) -> list[LinkedCell]:
             out.append(LinkedCell(model, kind, linked, dispersed, diff,
                                   0 if pair is None else int(pair["units"])))  # fmt: skip
     return out
+
+
+def _differences(inputs: FigureInputs) -> Sequence[Mapping[str, Any]]:
+    """The summary's `linked_vs_dispersed`, or, from a summary written before that key (the
+    public `draw_all(FigureInputs.from_run(run, summary))` of an older report), the same
+    computed from the scores: read from the summary alone, the figure lost them."""
+    if "linked_vs_dispersed" in inputs.summary:
+        return list(inputs.summary["linked_vs_dispersed"] or [])
+    if inputs.scores is None:
+        return []
+    scored = {(str(r["model"]), str(r["arm"])) for r in inputs.rows}
+    # Only the two arms' scores are read (a paper-scale scores table is not loaded whole).
+    scores = inputs.scores.filter(pl.col("arm").is_in(["linked", "dispersed"])).collect()
+    return linked_differences(scores, scored, inputs.seed, inputs.reps)
 
 
 def _ends(iv: Mapping[str, Any]) -> dict[str, float]:

@@ -414,14 +414,19 @@ def _linked_summary(entries: list[dict[str, Any]], linked: float, dispersed: flo
     ]}  # fmt: skip
 
 
-def test_linked_minus_dispersed_is_paired_on_units() -> None:
+def _two_dates_linked() -> pl.DataFrame:
+    """Model m's linked and dispersed assets sets on two dates: differences 0.2 and 0.3."""
     rows = []
     for unit, (linked, dispersed) in {"d1:X": (0.3, 0.1), "d2:X": (0.5, 0.2)}.items():
         rows += [
             _score("m", "linked", unit, 0, linked, "linked/A/B0"),
             _score("m", "dispersed", unit, 0, dispersed, "dispersed/A/s1"),
         ]
-    scores = pl.DataFrame(rows, schema=SCORE_SCHEMA)
+    return pl.DataFrame(rows, schema=SCORE_SCHEMA)
+
+
+def test_linked_minus_dispersed_is_paired_on_units() -> None:
+    scores = _two_dates_linked()
     (entry,) = linked_vs_dispersed(scores, _linked_rows(2), seed=0, reps=200)
     assert entry["kind"] == "assets" and entry["units"] == 2
     assert entry["mean"] == pytest.approx(((0.3 - 0.1) + (0.5 - 0.2)) / 2)
@@ -429,6 +434,21 @@ def test_linked_minus_dispersed_is_paired_on_units() -> None:
     (cell,) = linked_cells(FigureInputs(_linked_summary([entry], 0.4, 0.15)))
     assert cell.kind == "assets" and cell.units == 2
     assert cell.difference == {k: entry[k] for k in ("mean", "lo", "hi")}
+
+
+def test_figure_5_of_an_older_summary_computes_the_differences_from_the_scores() -> None:
+    """A summary written before `linked_vs_dispersed` (the public `draw_all(FigureInputs.
+    from_run(run, summary))` of an older report) lost the differences from figure 5's caption
+    and panels: they are computed from the scores, as the report computes them. A summary
+    whose key is there but empty (no pair both scored) has none."""
+    scores = _two_dates_linked()
+    (entry,) = linked_vs_dispersed(scores, _linked_rows(2), seed=0, reps=200)
+    older = dict(_linked_summary([], 0.4, 0.15))
+    del older["linked_vs_dispersed"]
+    (cell,) = linked_cells(FigureInputs(older, scores=scores.lazy()))
+    assert cell.units == 2 and cell.difference == {k: entry[k] for k in ("mean", "lo", "hi")}
+    (none,) = linked_cells(FigureInputs(_linked_summary([], 0.4, 0.15), scores=scores.lazy()))
+    assert none.difference is None and none.units == 0
 
 
 def test_figure_5_counts_date_pairs_as_the_table_does() -> None:
