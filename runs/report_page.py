@@ -28,7 +28,7 @@ from panels.input_files import right_to_left
 from runs.audit import BALANCE_COLUMNS, cost_text, paper_cause_rows
 from runs.figures import read_manifest
 from runs.rehearsal import rehearsed
-from runs.report.data import ARBITRAGE_FREE_CENTS, family_rank, is_family
+from runs.report.data import ARBITRAGE_FREE_CENTS, arm_model_rank, family_rank, is_family
 from runs.report.models import (
     REHEARSAL_WORDS,
     Reported,
@@ -48,6 +48,7 @@ from runs.report.wording import (
     ORDER_FAMILIES,
     ORDER_LINKED,
     ORDER_RANKING,
+    ORDER_REPEATED,
     bootstrap_words,
     coverage_text,
     dollars,
@@ -579,7 +580,7 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
     floor = _floor(summary)
     body = []
     classes = []
-    for r in sorted(rows, key=lambda r: (r["arm"], r["model"])):
+    for r in sorted(rows, key=arm_model_rank):
         at_least = r.get("at_least") or {}
         shares = [_pct((at_least.get(t) or {}).get("share")) for t in thresholds]
         vs, marginals = r.get("vs_baseline"), r.get("vs_marginals")
@@ -650,7 +651,7 @@ def _repeated_table(summary: Mapping[str, Any]) -> list[str]:
         return []
     k_max = max(int(r["passes"]) for r in repeated)
     body = []
-    for r in repeated:
+    for r in sorted(repeated, key=arm_model_rank):  # a summary.json written before was not
         cells = [_iv(b) for b in r.get("by_k", [])]
         body.append(
             (
@@ -670,6 +671,7 @@ def _repeated_table(summary: Mapping[str, Any]) -> list[str]:
         "passes, or of passes that left different questions unanswered, may land on either "
         "side of it).</p>",
         _table(header, body, text_columns={0, 1}),
+        _order(ORDER_REPEATED),
     ]
 
 

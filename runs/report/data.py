@@ -708,6 +708,13 @@ def _kind_json(free: Interval | None, families: int, row: ArmRow) -> dict[str, A
     return {"families": families, "arbitrage_free": interval_json(free)}
 
 
+def arm_model_rank(entry: Mapping[str, Any]) -> tuple[str, str]:
+    """Where a summary entry with an `arm` and a `model` stands in a table by arm, then by
+    model name (`runs.report.wording.ORDER_ARMS`, `ORDER_REPEATED`): the page's arms table, and
+    the repeated-elicitation section, which came in the scores' own order and said none."""
+    return (str(entry["arm"]), str(entry["model"]))
+
+
 def family_rank(entry: Mapping[str, Any]) -> tuple[str, bool, float, str]:
     """Where a `family_section` entry stands: by arm, then scored before not, then by the
     arbitrage-free rate, highest first (the family benchmark's leaderboard score: its design

@@ -21,7 +21,14 @@ import numpy.typing as npt
 import polars as pl
 
 from runs.answered_sets import pass_averages
-from runs.report.data import LEVEL, SET_LABEL, ArmRow, native_scores, pair_unit
+from runs.report.data import (
+    LEVEL,
+    SET_LABEL,
+    ArmRow,
+    arm_model_rank,
+    native_scores,
+    pair_unit,
+)
 from scoring import stats
 from scoring.grouped import SetJob, solve_grouped
 
@@ -36,7 +43,8 @@ def repeated_section(
     """The summary's `repeated_elicitation` list from pass-averaged profits.
 
     One entry per scored (model, arm row) with at least two passes: `model, arm, passes,
-    units, single_pass_mean` (the row's profit mean), `by_k` ([{k, mean, lo, hi}]).
+    units, single_pass_mean` (the row's profit mean), `by_k` ([{k, mean, lo, hi}]); by arm,
+    then by model name (`arm_model_rank`).
     """
     scored = {(r.model, r.arm): r for r in rows if r.scored and r.profit is not None}
     if averaged.height == 0:
@@ -65,7 +73,7 @@ def repeated_section(
                 "by_k": _by_k(answered, passes, seed, reps),
             }
         )
-    return out
+    return sorted(out, key=arm_model_rank)
 
 
 def _by_k(answered: pl.DataFrame, passes: int, seed: int, reps: int) -> list[dict[str, Any]]:

@@ -51,7 +51,8 @@
   `profit.mean`), `by_k` (`[{"k", "mean", "lo", "hi"}]`, k = 1..passes: profit after
   averaging each event's answers over the first k passes). By convexity the k = passes value
   is never above `single_pass_mean` when every pass answered the same events (with answers
-  missing, the averaged sets hold events a single pass lacked, and it can be).
+  missing, the averaged sets hold events a single pass lacked, and it can be). By arm, then
+  by model name (`runs.report.data.arm_model_rank`; before, in the scores' own order).
 - `families`: one object per (model, family arm): `model`, `arm`, `families`, `coverage`,
   `status`, `scored`, `arbitrage_free` (interval or null), `future` and `controls`
   (additive: `{"families", "arbitrage_free"}` of the families about the future and of the

@@ -62,6 +62,7 @@ from runs.report.wording import (
     ORDER_FAMILIES,
     ORDER_LEADERBOARD,
     ORDER_LINKED,
+    ORDER_REPEATED,
     bootstrap_words,
     cluster_words,
     coverage_text,
@@ -272,7 +273,7 @@ def details_text(data: ReportData, notes: Sequence[str] = ()) -> str:
                 *cells,
                 *[""] * (k_max - len(cells)),
             )
-        parts.append(_render_plain(table))
+        parts.append(_render_plain(table) + f"{ORDER_REPEATED}\n")
     return "\n".join(parts)
 
 
@@ -515,6 +516,7 @@ def report_markdown(
                 ["model", "arm", "mean of single passes", *(f"k={k}" for k in range(1, k_max + 1))],
                 rows,
             )
+            + f"\n{ORDER_REPEATED}\n"
         )
     if data.families:
         parts.append("## Question families\n")

@@ -176,6 +176,7 @@ ORDER_FAMILIES = (
 )
 ORDER_RANKING = "Rows: scored first, then by mean profit, lowest first; ties by model name."
 ORDER_ARMS = "Rows: by arm, then by model name."
+ORDER_REPEATED = ORDER_ARMS  # the repeated-elicitation table's, as the arms table's
 ORDER_LINKED = "Rows: by model name, then sets over two assets before two days."
 
 

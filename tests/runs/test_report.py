@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from collections.abc import Sequence
 from io import StringIO
@@ -30,7 +31,7 @@ from runs.report import (
     write_report,
 )
 from runs.report_page import render_page
-from runs.scoring_step import FORECAST_SCHEMA, SCORE_SCHEMA
+from runs.scoring_step import AVERAGED_SCHEMA, FORECAST_SCHEMA, SCORE_SCHEMA
 from scoring import dutch_books, stats
 
 REPS = 1_000
@@ -1086,3 +1087,32 @@ def test_two_models_say_why_they_have_no_spearman_correlation(tmp_path: Path) ->
     summary, _ = report(tmp_path / "three", frame(rows))
     assert summary["across_models"]["spearman_profit_brier"] == pytest.approx(1.0)
     assert "spearman_not_computed" not in summary["across_models"]
+
+
+def test_the_repeated_elicitation_table_is_sorted_and_says_how(tmp_path: Path) -> None:
+    """Every table but the repeated-elicitation one said how its rows are sorted, and its rows
+    came in the pass-averaged scores' own order. They are now by arm, then by model name, in
+    summary.json and every view, and each view says so under the table."""
+    from runs.report.wording import ORDER_REPEATED
+
+    models, arms = ("zeta", "alpha"), ("statistics", "baseline")  # neither in sorted order
+    scores = frame([row(m, a, u, p, 0.004) for m in models for a in arms for u in UNITS
+                    for p in (0, 1)])  # fmt: skip
+    averaged = pl.DataFrame(
+        [(m, a, u, "h1", u.split(":")[0], "inf", k, 0.003) for m in models for a in arms
+         for u in UNITS for k in (1, 2)],
+        schema=AVERAGED_SCHEMA, orient="row",
+    )  # fmt: skip
+    summary, _ = report(tmp_path, scores, averaged=averaged)
+    said = [(r["arm"], r["model"]) for r in summary["repeated_elicitation"]]
+    assert said == sorted((a, m) for m in models for a in arms)
+    out = tmp_path / "report"
+    text = (out / "leaderboard.txt").read_text(encoding="utf-8")
+    assert text.count(ORDER_REPEATED) == 1 and text.rstrip().endswith(ORDER_REPEATED)
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert md.count(f"|\n\n{ORDER_REPEATED}\n") == 1  # under its table
+    unsorted = {**summary, "repeated_elicitation": summary["repeated_elicitation"][::-1]}
+    page = render_page(unsorted, [], out)  # a summary written before: sorted on the page
+    table, after = page[page.index("<h2>Repeated elicitation</h2>") :].split("</table>", 1)
+    assert re.findall(r"<tr><td[^>]*>([^<]*)</td><td[^>]*>([^<]*)</td>", table) == said
+    assert after.startswith(f'</div>\n<p class="meta">{ORDER_REPEATED}</p>')
