@@ -239,7 +239,7 @@ def render_page(
         *_leaderboard(summary),
         *_contents(drawn),
         *_shortened_names(summary, drawn),
-        *(_figure(f, report_dir) for f in drawn),
+        *(_figure(f, report_dir, summary) for f in drawn),
         *_omitted(omitted),
         *_figures_skipped(summary, figures),
         *_arms_table(summary),
@@ -526,20 +526,29 @@ FIGURE_DATA = {
     "leaderboard": "the Leaderboard table",
     "horizons": "the horizon and two-asset rows of the Every arm and model table",
     "arms": "the vs baseline column of the Every arm and model table",
-    "linked": "the Linked against dispersed sets table and the linked and dispersed rows "
-    "of the Every arm and model table",
+    "linked": "the linked and dispersed rows of the Every arm and model table",
     "families": "the Question families table, by arm rather than by shape",
     "repeated": "the Repeated elicitation table",
     "audit": "the Retries and failures table, as totals per model",
 }
 
 
-def _figure(figure: Mapping[str, Any], report_dir: Path) -> str:
+def _figure_data(key: str, summary: Mapping[str, Any]) -> str | None:
+    """Where figure `key`'s values are on the page (`FIGURE_DATA`); figure 5's differences
+    too, in their table where the page has it (`_linked_table`): named always, it was not
+    there when summary.json's `linked_vs_dispersed` is empty."""
+    where = FIGURE_DATA.get(key)
+    if key == "linked" and summary.get("linked_vs_dispersed"):
+        return f"the {LINKED_TITLE} table and {where}"
+    return where
+
+
+def _figure(figure: Mapping[str, Any], report_dir: Path, summary: Mapping[str, Any]) -> str:
     number = int(figure["number"])
     path = report_dir / str(figure["path"])
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     alt = f"Figure {number}: {figure['title']}."
-    where = FIGURE_DATA.get(str(figure.get("key")))
+    where = _figure_data(str(figure.get("key")), summary)
     if where:
         alt += f" Its values are in {where}."
     return (

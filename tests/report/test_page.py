@@ -504,3 +504,27 @@ def test_a_tables_label_columns_stay_on_a_phone(tmp_path: Path) -> None:
     assert "th.key, td.key { position: sticky; left: 0;" in wide
     assert "th.key + th.key, td.key + td.key { position: static; }" in wide
     assert "th.key + th.key, td.key + td.key { position: sticky; left: 6.9rem;" in phone
+
+
+def test_figure_5s_alt_text_names_the_linked_table_only_where_the_page_has_it(
+    tmp_path: Path,
+) -> None:
+    """Figure 5's alt text always sent a reader to "the Linked against dispersed sets table",
+    which the page leaves out where summary.json's `linked_vs_dispersed` is empty (only the
+    linked arm ran, or one of the two rows is under the coverage floor) or absent (a summary
+    written before it)."""
+    from runs.report_page import render_page
+
+    (tmp_path / "fig5_linked.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    figure = {"number": 5, "key": "linked", "title": "Linked against dispersed event sets",
+              "path": "fig5_linked.png", "caption": ""}  # fmt: skip
+    entry = {"model": "m", "kind": "days", "mean": 0.01, "lo": 0.0, "hi": 0.02,
+             "excludes_zero": False, "units": 4}  # fmt: skip
+    rows = "the linked and dispersed rows of the Every arm and model table."
+    for summary, table in (({"linked_vs_dispersed": [entry]}, True),
+                           ({"linked_vs_dispersed": []}, False), ({}, False)):  # fmt: skip
+        page = render_page(summary, [figure], tmp_path)
+        alt = html.unescape(page.split('alt="', 1)[1].split('"', 1)[0])
+        assert alt.endswith(f" Its values are in {rows}") is not table, summary
+        assert ("<h2>Linked against dispersed sets</h2>" in page) is table
+        assert ("the Linked against dispersed sets table" in alt) is table
