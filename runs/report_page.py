@@ -51,6 +51,7 @@ from runs.report.wording import (
     ORDER_REPEATED,
     bootstrap_words,
     coverage_text,
+    difference_text,
     dollars,
     fixed,
     floor_text,
@@ -823,18 +824,27 @@ def _mean(iv: Any) -> float:
     return float(iv["mean"]) if isinstance(iv, Mapping) and _finite(iv.get("mean")) else math.inf
 
 
+#: Inside an interval's brackets, after the comma: a narrow cell breaks before them, never
+#: inside.
+NO_BREAK = "\u00a0"
+
+
 def _iv(iv: Any, digits: int = 5, *, signed: bool = False) -> str:
+    """A summary interval's cell; `signed`, a paired difference's, as every view writes one
+    (`difference_text`: "—" for an end one date leaves out, where the page gave the mean
+    alone and leaderboard.txt "[—, —]")."""
     if not isinstance(iv, Mapping) or not _finite(iv.get("mean")):
         return ""
+    if signed:
+        return difference_text(iv, digits, space=NO_BREAK)
     lo: Any = iv.get("lo")
     hi: Any = iv.get("hi")
-    # A no-break space inside the brackets: a narrow cell breaks before them, never inside.
     bounds = (
-        f" [{fixed(lo, digits, signed=signed)},\u00a0{fixed(hi, digits, signed=signed)}]"
+        f" [{fixed(lo, digits)},{NO_BREAK}{fixed(hi, digits)}]"
         if _finite(lo) and _finite(hi)
         else ""
     )
-    return f"{fixed(iv['mean'], digits, signed=signed)}{bounds}"
+    return f"{fixed(iv['mean'], digits)}{bounds}"
 
 
 def _pct(x: Any) -> str:

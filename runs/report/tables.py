@@ -66,7 +66,8 @@ from runs.report.wording import (
     bootstrap_words,
     cluster_words,
     coverage_text,
-    fixed,
+    difference_text,
+    fixed_or_dash,
     floor_text,
     floor_words,
     metric_words,
@@ -75,11 +76,8 @@ from runs.report.wording import (
 )
 from scoring.stats import Interval
 
-
-def _fmt(x: float | None, digits: int = 5) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    return fixed(x, digits)
+#: A number of the tables, "—" where there is none (`fixed_or_dash`).
+_fmt = fixed_or_dash
 
 
 def _fmt_iv(iv: Interval | None, digits: int = 5) -> str:
@@ -585,16 +583,13 @@ def _count(value: int | None) -> str:
 def _linked_cells(entries: Sequence[dict[str, Any]]) -> list[list[str]]:
     """The linked - dispersed table's cells (`LINKED_COLUMNS`), from the summary's entries."""
     return [
-        [e["model"], e["kind"], _fmt_json_iv(e, signed=True), str(e["units"])]
+        [e["model"], e["kind"], difference_text(e), str(e["units"])]
         for e in entries
     ]
 
 
 def _fmt_signed_iv(iv: Interval | None) -> str:
-    if iv is None:
-        return ""
-    ends = [fixed(x, signed=True) if math.isfinite(x) else "—" for x in (iv.lo, iv.hi)]
-    return f"{fixed(iv.mean, signed=True)} [{ends[0]}, {ends[1]}]"
+    return "" if iv is None else difference_text({"mean": iv.mean, "lo": iv.lo, "hi": iv.hi})
 
 
 def _comparison(r: ArmRow) -> str:
@@ -605,18 +600,11 @@ def _comparison(r: ArmRow) -> str:
     return _fmt_signed_iv(r.vs_baseline)
 
 
-def _fmt_json_iv(iv: dict[str, Any] | None, digits: int = 5, *, signed: bool = False) -> str:
-    """A `summary.json` interval as "mean [lo, hi]" ("—" for a null end); `signed`, a
-    difference's, each with its sign (`fixed`)."""
+def _fmt_json_iv(iv: dict[str, Any] | None, digits: int = 5) -> str:
+    """A `summary.json` interval as "mean [lo, hi]" ("—" for a null end)."""
     if iv is None:
         return ""
-
-    def show(x: float | None) -> str:
-        if x is None or not math.isfinite(x):
-            return "—"
-        return fixed(x, digits, signed=signed)
-
-    return f"{show(iv['mean'])} [{show(iv['lo'])}, {show(iv['hi'])}]"
+    return f"{_fmt(iv['mean'], digits)} [{_fmt(iv['lo'], digits)}, {_fmt(iv['hi'], digits)}]"
 
 
 def _iv_cells(iv: Interval | None) -> list[float | None]:

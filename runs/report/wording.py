@@ -10,7 +10,7 @@ misleads its reader, so the page and the terminal say it from the rows' arms
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from runs.report.data import (
     ARBITRAGE_FREE_CENTS,
@@ -29,6 +29,26 @@ def fixed(x: float, digits: int = 5, *, signed: bool = False) -> str:
     if abs(x) <= THRESHOLD_SLACK:
         x = 0.0
     return f"{x:{'+' if signed else ''}.{digits}f}"
+
+
+def fixed_or_dash(x: float | None, digits: int = 5, *, signed: bool = False) -> str:
+    """`fixed`, or "—" where there is no number: a null or NaN end, which an interval of one
+    date (one cluster) has in place of its ends."""
+    if x is None or not math.isfinite(x):
+        return "—"
+    return fixed(x, digits, signed=signed)
+
+
+def difference_text(
+    iv: Mapping[str, float | None], digits: int = 5, *, gap: str = " ", space: str = " "
+) -> str:
+    """A paired difference as every view writes it: "+0.01557 [+0.01201, +0.01893]", each
+    number signed, "—" for a missing end ("+0.01557 [—, —]" of one date). One date's
+    linked - dispersed read four ways: that, "+0.01557" (the page), "0.01557 [—, —]" (figure
+    5's caption) and "[+nan, +nan]" (its panel). `gap` goes between the mean and the
+    brackets (a panel's line break), `space` after the comma (the page's no-break space)."""
+    mean, lo, hi = (fixed_or_dash(iv.get(k), digits, signed=True) for k in ("mean", "lo", "hi"))
+    return f"{mean}{gap}[{lo},{space}{hi}]"
 
 
 #: The most decimals a percent of the coverage floor is shown with.

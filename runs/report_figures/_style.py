@@ -441,8 +441,3 @@ def interval(value: Any) -> dict[str, float] | None:
     if not isinstance(value, Mapping) or value.get("mean") is None:
         return None
     return {k: math.nan if value.get(k) is None else float(value[k]) for k in ("mean", "lo", "hi")}
-
-
-def fmt_interval(iv: Mapping[str, float], digits: int = 4) -> str:
-    ends = [f"{iv[k]:.{digits}f}" if math.isfinite(iv[k]) else "—" for k in ("lo", "hi")]
-    return f"{iv['mean']:.{digits}f} [{ends[0]}, {ends[1]}]"

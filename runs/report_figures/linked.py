@@ -21,7 +21,7 @@ import polars as pl
 
 from engine.console_lines import plural
 from runs.report.data import linked_differences
-from runs.report.wording import fixed
+from runs.report.wording import difference_text
 from runs.report_figures import _style
 from runs.report_figures.books import draw_events
 from runs.report_figures.inputs import FigureInputs
@@ -37,7 +37,9 @@ class LinkedCell:
     kind: str
     linked: Mapping[str, float] | None
     dispersed: Mapping[str, float] | None
-    difference: Mapping[str, float] | None
+    #: The summary's paired difference, linked - dispersed: `mean`, `lo`, `hi` (ends null where
+    #: one date gives no interval); None where there is none.
+    difference: Mapping[str, float | None] | None
     units: int
 
 
@@ -56,7 +58,7 @@ def linked_cells(inputs: FigureInputs) -> list[LinkedCell]:
             if linked is None and dispersed is None:
                 continue
             pair = pairs.get((model, kind))
-            diff = None if pair is None else _ends(pair)
+            diff = None if pair is None else {k: pair.get(k) for k in ("mean", "lo", "hi")}
             out.append(LinkedCell(model, kind, linked, dispersed, diff,
                                   0 if pair is None else int(pair["units"])))  # fmt: skip
     return out
@@ -74,11 +76,6 @@ def _differences(inputs: FigureInputs) -> Sequence[Mapping[str, Any]]:
     # Only the two arms' scores are read (a paper-scale scores table is not loaded whole).
     scores = inputs.scores.filter(pl.col("arm").is_in(["linked", "dispersed"])).collect()
     return linked_differences(scores, scored, inputs.seed, inputs.reps)
-
-
-def _ends(iv: Mapping[str, Any]) -> dict[str, float]:
-    """A summary interval's mean and ends as floats, a null end (one date: no interval) NaN."""
-    return {k: float("nan") if iv.get(k) is None else float(iv[k]) for k in ("mean", "lo", "hi")}
 
 
 def draw(inputs: FigureInputs, path: Path) -> str:
@@ -109,7 +106,7 @@ def draw(inputs: FigureInputs, path: Path) -> str:
     _style.tight_layout(fig)
     _style.save(fig, path)
     lines = [
-        f"{c.model}, {c.kind}: linked - dispersed {_style.fmt_interval(c.difference, 5)} "
+        f"{c.model}, {c.kind}: linked - dispersed {difference_text(c.difference, 5)} "
         f"over {plural(c.units, 'unit')}"
         for c in cells
         if c.difference is not None
@@ -156,12 +153,10 @@ def _panel(ax: Any, cells: list[LinkedCell], title: str) -> None:
             labels.append(f"{names[cell.model]}\n{style}" if style == "dispersed" else style)
             y += 1.0
         if cell.difference is not None:
-            d = cell.difference
             ax.text(
                 0.98,
                 y - 1.5,
-                f"Δ {fixed(d['mean'], 4, signed=True)}\n"
-                f"[{fixed(d['lo'], 4, signed=True)}, {fixed(d['hi'], 4, signed=True)}]",
+                "Δ " + difference_text(cell.difference, 4, gap="\n"),  # two lines: a narrow panel
                 transform=ax.get_yaxis_transform(),
                 ha="right",
                 va="center",

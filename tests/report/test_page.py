@@ -528,3 +528,14 @@ def test_figure_5s_alt_text_names_the_linked_table_only_where_the_page_has_it(
         assert alt.endswith(f" Its values are in {rows}") is not table, summary
         assert ("<h2>Linked against dispersed sets</h2>" in page) is table
         assert ("the Linked against dispersed sets table" in alt) is table
+
+
+def test_a_one_date_difference_on_the_page_shows_its_missing_ends() -> None:
+    """One date gives no interval: the page's difference cells (vs baseline, vs marginals,
+    linked - dispersed) gave the mean alone where leaderboard.txt gives "[—, —]"; a profit
+    of one date still shows its mean alone."""
+    from runs.report_page import _iv
+
+    one_date = {"mean": 0.01, "lo": None, "hi": None}
+    assert _iv(one_date, signed=True) == "+0.01000 [—,\u00a0—]"
+    assert _iv(one_date) == "0.01000"

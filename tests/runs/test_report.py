@@ -1116,3 +1116,33 @@ def test_the_repeated_elicitation_table_is_sorted_and_says_how(tmp_path: Path) -
     table, after = page[page.index("<h2>Repeated elicitation</h2>") :].split("</table>", 1)
     assert re.findall(r"<tr><td[^>]*>([^<]*)</td><td[^>]*>([^<]*)</td>", table) == said
     assert after.startswith(f'</div>\n<p class="meta">{ORDER_REPEATED}</p>')
+
+
+def test_a_one_date_difference_reads_alike_in_every_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One date gives no interval: the same linked - dispersed difference read "+0.02500
+    [—, —]" in leaderboard.txt and report.md, "+0.02500" on the page, "0.02500 [—, —]" in
+    figure 5's caption (unsigned) and "[+nan, +nan]" in its panel. Now one form: signed,
+    "—" for a missing end."""
+    from runs.report_figures import FigureInputs, _style, module_of
+
+    rows = []
+    for asset, (linked, dispersed) in {"AAA": (0.03, 0.01), "BBB": (0.05, 0.02)}.items():
+        unit = f"2025-01-01:{asset}"
+        rows.append(row("m", "linked", unit, 0, linked, set_="linked/d1/c0o1/B2sB3s"))
+        rows.append(row("m", "dispersed", unit, 0, dispersed, set_="dispersed/d1/s0"))
+    summary, _ = report(tmp_path, frame(rows))
+    (entry,) = summary["linked_vs_dispersed"]
+    assert entry["mean"] == pytest.approx(0.025) and entry["lo"] is None is entry["hi"]
+    said = "+0.02500 [—, —]"
+    out = tmp_path / "report"
+    assert said in (out / "leaderboard.txt").read_text(encoding="utf-8")
+    assert said in (out / "report.md").read_text(encoding="utf-8")
+    assert "+0.02500 [—,\u00a0—]" in render_page(summary, [], out)  # kept whole in a cell
+    kept: list[Any] = []
+    monkeypatch.setattr(_style, "save", lambda fig, _path: kept.append(fig))
+    caption = module_of(5).draw(FigureInputs(summary), tmp_path / "f.png")
+    assert f"m, days: linked - dispersed {said} over 2 units" in caption
+    panel = [t.get_text() for ax in kept[0].axes for t in ax.texts if t.get_text().startswith("Δ")]
+    assert panel == ["Δ +0.0250\n[—, —]"]
