@@ -556,7 +556,11 @@ MIN_SPEARMAN_MODELS = 3
 
 def _no_spearman(models: int, with_brier: int) -> str:
     """Why `spearman_profit_brier` is null, as every view says it after its "—": with two
-    models it was "—" with no reason, and the page left the sentence out."""
+    models it was "—" with no reason, and the page left the sentence out. With none scored on
+    the baseline arm (not run, or every model under the floor), that is the reason: "needs at
+    least 3 models; 0 here" read as if models were missing."""
+    if models == 0:
+        return f"no model was scored on the {BASELINE_ARM} arm"
     if with_brier >= MIN_SPEARMAN_MODELS:  # computed: every rank on one side tied
         return "undefined: the models' mean profits, or their mean Brier scores, are all equal"
     if with_brier < models:

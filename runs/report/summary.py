@@ -42,7 +42,9 @@
   than two models, or fewer than two common dates, where no interval is drawn);
   additive: `spearman_not_computed` (present where `spearman_profit_brier` is null: why, in
   words, such as "needs at least 3 models; 2 here", `runs.report.data.MIN_SPEARMAN_MODELS`:
-  the rank correlation of two models is +1 or -1 whatever they are); additive:
+  the rank correlation of two models is +1 or -1 whatever they are; "no model was scored on
+  the baseline arm" where `models` is empty, the arm not run or every model under the
+  coverage floor); additive:
   `pairs_not_counted` (present when `pairs` is over
   `runs.report.data.MAX_PAIRS`, 20,000: why the two counts, and `units`, are null).
 - `repeated_elicitation`: null when not computed (see `runs.report.repeated`); else a list,
