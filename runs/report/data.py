@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import polars as pl
@@ -139,6 +139,12 @@ def below_floor_json(failed: tuple[str, float] | None) -> dict[str, Any] | None:
     return None if failed is None else {"arm": failed[0], "coverage": failed[1]}
 
 
+@overload
+def difference_json(iv: Interval, units: int) -> dict[str, Any]: ...
+@overload
+def difference_json(iv: None, units: int) -> None: ...
+@overload
+def difference_json(iv: Interval | None, units: int) -> dict[str, Any] | None: ...
 def difference_json(iv: Interval | None, units: int) -> dict[str, Any] | None:
     """A paired difference as `summary.json` has it: the interval, whether it excludes zero,
     and over how many paired units."""
@@ -673,7 +679,7 @@ def linked_differences(
                 continue
             iv, n = _paired(units, model, linked, dispersed, reps, seed)
             if iv is not None and math.isfinite(iv.mean):
-                out.append({"model": model, "kind": kind, **(difference_json(iv, n) or {})})
+                out.append({"model": model, "kind": kind, **difference_json(iv, n)})
     return list(clean_json(out))  # an interval of one date has no ends: null, not NaN
 
 

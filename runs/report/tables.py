@@ -63,7 +63,7 @@ from runs.report.wording import (
     ORDER_LEADERBOARD,
     ORDER_LINKED,
     ORDER_REPEATED,
-    bootstrap_words,
+    bootstrap_draws,
     cluster_words,
     coverage_text,
     difference_text,
@@ -440,14 +440,14 @@ def floor_sentence(floor: float, labels: Sequence[str]) -> str:
 
 def legend(data: ReportData) -> list[str]:
     """What the leaderboard's words and columns mean, one sentence an item: the page's guide
-    (`reading_guide`, the arbitrage-free share too, whose column the leaderboard always has),
-    the bootstrap as the page's header says it, and the coverage floor. report.md opens with
-    it; leaderboard.txt, which defined none of it, lists it under its leaderboard."""
+    (`reading_guide`, the arbitrage-free share too, whose column the leaderboard always has,
+    and the bootstrap's replicates and seed, which the page's header says), and the coverage
+    floor. report.md opens with it; leaderboard.txt, which defined none of it, lists it under
+    its leaderboard."""
     labels = [r.arm for r in data.rows]
-    bootstrap = bootstrap_words(data.reps, data.seed, labels)
+    draws = bootstrap_draws(data.reps, data.seed)
     return [
-        *reading_guide(labels, arbitrage_free=True),
-        f"{bootstrap}.",
+        *reading_guide(labels, arbitrage_free=True, draws=draws),
         floor_sentence(data.floor, labels),
     ]
 

@@ -204,13 +204,17 @@ ORDER_LINKED = "Rows: by model name, then sets over two assets before two days."
 PAPER = "Andrews and Sarkar, \u201cDutch Books for Language Models\u201d"
 
 
-def reading_guide(labels: Iterable[str], *, arbitrage_free: bool = False) -> list[str]:
+def reading_guide(
+    labels: Iterable[str], *, arbitrage_free: bool = False, draws: str | None = None
+) -> list[str]:
     """What the report's words and columns mean, for the arms of its rows, one item a term:
     the page said none of it (a referee met "units", "Brier" and "the paper" undefined), and
     report.md only the profit. One text for all (the page lists the items, report.md joins
     them, leaderboard.txt's legend lists them). `arbitrage_free`: the arbitrage-free share
     defined without a family arm too, for a table whose column is always there (the
-    leaderboard's)."""
+    leaderboard's); `draws` (`bootstrap_draws`), the bootstrap's replicates and seed said in
+    the intervals' sentence, for a text with no header that says them (leaderboard.txt's
+    legend said the bootstrap twice, this sentence and the header's words)."""
     labels = list(labels)
     if not labels:  # nothing scored or shown: no term to define
         return []
@@ -239,8 +243,9 @@ def reading_guide(labels: Iterable[str], *, arbitrage_free: bool = False) -> lis
         "could come from one distribution (coherent), and lower is more coherent.",
         f"A unit is one set of related questions scored together: {'; '.join(units)}. A "
         "unit's profit is averaged over its passes, then the units are averaged.",
-        "Intervals are 95% percentile bootstraps that resample whole clusters "
-        f"({_cluster_kinds(stock, family)}); with few clusters they are rough.",
+        f"Intervals are 95% percentile bootstraps{f' of {draws}' if draws else ''} that "
+        f"resample whole clusters ({_cluster_kinds(stock, family)}); with few clusters they "
+        "are rough.",
     ]
     if stock:
         sentences.append(
@@ -258,13 +263,18 @@ def reading_guide(labels: Iterable[str], *, arbitrage_free: bool = False) -> lis
     return sentences
 
 
-def bootstrap_words(replicates: int | None, seed: object, labels: Iterable[str]) -> str:
-    """The bootstrap behind every interval, as the page's header and the legend of
-    leaderboard.txt and report.md say it: "95% intervals from a bootstrap of 20,000
-    replicates (seed 7) clustered by date"."""
+def bootstrap_draws(replicates: int | None, seed: object) -> str:
+    """The bootstrap's size and seed, "20,000 replicates (seed 7)", as every view says them."""
     reps = f"{replicates:,}" if isinstance(replicates, int) else "—"
-    return f"95% intervals from a bootstrap of {reps} replicates (seed {seed}) " + cluster_words(
-        labels
+    return f"{reps} replicates (seed {seed})"
+
+
+def bootstrap_words(replicates: int | None, seed: object, labels: Iterable[str]) -> str:
+    """The bootstrap behind every interval, as the page's header says it: "95% intervals
+    from a bootstrap of 20,000 replicates (seed 7) clustered by date"."""
+    return (
+        f"95% intervals from a bootstrap of {bootstrap_draws(replicates, seed)} "
+        f"{cluster_words(labels)}"
     )
 
 

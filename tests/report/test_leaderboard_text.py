@@ -213,11 +213,11 @@ def _flat(text: str) -> str:
 def test_leaderboard_txt_defines_its_terms_in_the_pages_words(tmp_path: Path) -> None:
     """leaderboard.txt defined none of its terms where report.md and the page do: units, the
     ">=0.001" columns, the arbitrage-free cut-off, the bootstrap; and its repeated-elicitation
-    table did not say its intervals are clustered by date. Its legend is the page's guide
-    and the page header's bootstrap, word for word."""
+    table did not say its intervals are clustered by date. Its legend is the page's guide,
+    with the replicates and seed the page's header gives."""
     from runs.report.summary import build_summary
     from runs.report.tables import details_text, report_markdown
-    from runs.report.wording import bootstrap_words, reading_guide
+    from runs.report.wording import bootstrap_draws, bootstrap_words, reading_guide
     from runs.report_page import esc, render_page
 
     base = ArmRow("m", "baseline", "inf", units=6, clusters=3, coverage=1.0,
@@ -232,15 +232,16 @@ def test_leaderboard_txt_defines_its_terms_in_the_pages_words(tmp_path: Path) ->
     assert bootstrap == (
         "95% intervals from a bootstrap of 2,000 replicates (seed 7) clustered by date"
     )
-    guide = reading_guide(["baseline"], arbitrage_free=True)
+    guide = reading_guide(["baseline"], arbitrage_free=True, draws=bootstrap_draws(2_000, 7))
     assert any("at least t" in item for item in guide)  # the ≥ columns: shares of units
     assert any("at most $0.05" in item for item in guide)  # the arbitrage-free cut-off
-    for said in [*guide, f"{bootstrap}.", "A model under the coverage floor (90%) is not scored."]:
+    assert any("bootstraps of 2,000 replicates (seed 7)" in item for item in guide)
+    for said in [*guide, "A model under the coverage floor (90%) is not scored."]:
         assert _flat(said) in text, said
     assert "over the first k passes (95% intervals clustered by date)" in text
     page = render_page(build_summary(data), [], tmp_path)
     assert bootstrap in page and all(esc(item) in page for item in reading_guide(["baseline"]))
-    assert f"{bootstrap}." in report_markdown(data)
+    assert all(item in report_markdown(data) for item in guide)
 
 
 def test_ties_are_broken_by_model_name_and_every_table_says_its_order(tmp_path: Path) -> None:
@@ -279,3 +280,21 @@ def test_ties_are_broken_by_model_name_and_every_table_says_its_order(tmp_path: 
     page = render_page(build_summary(data), [], tmp_path)
     for line in (ORDER_RANKING, ORDER_ARMS, ORDER_FAMILIES, ORDER_LINKED):
         assert page.count(f'<p class="meta">{line}</p>') == 1, line
+
+
+def test_the_legend_says_the_bootstrap_once_with_all_its_facts() -> None:
+    """leaderboard.txt's legend, and report.md's opening, explained the bootstrap twice:
+    "Intervals are 95% percentile bootstraps that resample whole clusters (dates) ..." and
+    "95% intervals from a bootstrap of 2,000 replicates (seed 7) clustered by date". Once
+    now, keeping both: the clusters resampled, the replicates and the seed."""
+    from runs.report.tables import details_text, legend, report_markdown
+
+    base = ArmRow("m", "baseline", "inf", units=6, clusters=3, coverage=1.0,
+                  status=STATUS_SCORED, profit=Interval(0.01, 0.005, 0.015),
+                  at_least=dict.fromkeys(THRESHOLDS, 3))  # fmt: skip
+    data = _data([base])
+    said = ("Intervals are 95% percentile bootstraps of 2,000 replicates (seed 7) that resample "
+            "whole clusters (dates); with few clusters they are rough.")  # fmt: skip
+    assert [item for item in legend(data) if "bootstrap" in item] == [said]
+    for text in (_flat(details_text(data)), _flat(report_markdown(data))):
+        assert text.count("bootstrap") == 1 and said in text

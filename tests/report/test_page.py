@@ -464,7 +464,7 @@ def test_a_referee_finds_the_terms_the_clusters_and_the_figures_data(figures_run
     """A referee: the page defined neither its score nor "units", "Brier" or "the paper"; the
     intervals rested on five date clusters it did not show; each figure's alt text repeated
     its title alone; and printed, the wide tables lost their right-hand columns."""
-    from runs.report.wording import reading_guide
+    from runs.report.wording import bootstrap_draws, reading_guide
 
     page = (figures_run / "report" / "index.html").read_text(encoding="utf-8")
     summary = orjson.loads((figures_run / "report" / "summary.json").read_bytes())
@@ -477,7 +477,10 @@ def test_a_referee_finds_the_terms_the_clusters_and_the_figures_data(figures_run
                  "Dutch Books for Language Models"):  # fmt: skip
         assert term in guide, term
     md = (figures_run / "report" / "report.md").read_text(encoding="utf-8")
-    assert guide in " ".join(md.split())  # report.md defines them alike
+    # report.md defines them alike, its bootstrap with the replicates and seed of the header
+    draws = bootstrap_draws(summary["bootstrap_replicates"], summary["seed"])
+    alike = " ".join(reading_guide((r["arm"] for r in summary["rows"]), draws=draws))
+    assert alike in " ".join(md.split()) and draws in page
     assert "at most $0.05, the family benchmark's leaderboard score" in guide
     assert reading_guide([]) == []  # no rows: no term to define (it read "probabilities, ;")
     every = page.split("<h2>Every arm and model</h2>", 1)[1].split("</table>", 1)[0]

@@ -721,7 +721,7 @@ def test_the_terminal_names_the_metric_and_clusters_of_the_arms_run(tmp_path: Pa
         assert "per unit stake" not in written and "date-clustered" not in written, name
     md = (tmp_path / "families" / "report" / "report.md").read_text(encoding="utf-8")
     assert "on question families (the L1 distance); 0 means" in md
-    assert "clustered by family." in md and "stock-day" not in md
+    assert "that resample whole clusters (families);" in md and "stock-day" not in md
     paper_rows = [row(m, "baseline", u, 0, 0.002) for m in ("a", "b") for u in UNITS]
     both = " ".join(report(tmp_path / "both", frame(family_rows + paper_rows))[1].split())
     assert (
@@ -731,7 +731,7 @@ def test_the_terminal_names_the_metric_and_clusters_of_the_arms_run(tmp_path: Pa
     assert "95% intervals (clustered by date, question families' by family) and more" in both
     md = (tmp_path / "both" / "report" / "report.md").read_text(encoding="utf-8")
     assert "profit [95% CI, date- or family-clustered]" in md
-    assert "clustered by date, question families' by family." in md
+    assert "that resample whole clusters (dates or families);" in md
 
 
 def test_a_family_arm_missing_exactly_one_minus_the_floor_is_not_scored(tmp_path: Path) -> None:
