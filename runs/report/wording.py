@@ -279,5 +279,9 @@ def bootstrap_words(replicates: int | None, seed: object, labels: Iterable[str])
 
 
 def _cluster_kinds(stock: bool, family: bool) -> str:
-    kinds = (["dates"] if stock else []) + (["families"] if family else [])
-    return " or ".join(kinds)
+    """The clusters the intervals resample: with both kinds of arm, which arm's are which
+    (report.md's "dates or families" left a reader to guess, where it had said "clustered
+    by date, question families' by family")."""
+    if stock and family:
+        return "dates on the stock-return arms, families on the family arms"
+    return "dates" if stock else "families"

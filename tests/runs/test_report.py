@@ -731,7 +731,10 @@ def test_the_terminal_names_the_metric_and_clusters_of_the_arms_run(tmp_path: Pa
     assert "95% intervals (clustered by date, question families' by family) and more" in both
     md = (tmp_path / "both" / "report" / "report.md").read_text(encoding="utf-8")
     assert "profit [95% CI, date- or family-clustered]" in md
-    assert "that resample whole clusters (dates or families);" in md
+    assert (
+        "that resample whole clusters (dates on the stock-return arms, families on the family "
+        "arms);" in md
+    )
 
 
 def test_a_family_arm_missing_exactly_one_minus_the_floor_is_not_scored(tmp_path: Path) -> None:
