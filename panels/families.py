@@ -338,10 +338,10 @@ def check_well_posed(families: Iterable[Family] | Mapping[str, Family]) -> None:
 #: that the benchmark's rule for it (family-benchmark.md's table) binds the answers.
 SHAPE_NEEDS = {
     "negation": "two statements, one true in exactly the worlds where the other is false",
-    "threshold": "of any two statements, one true only where the other is (a higher threshold "
-    "holds only where a lower one does)",
-    "deadline": "of any two statements, one true only where the other is (an earlier deadline "
-    "is met only where a later one is)",
+    "threshold": "two statements or more and, of any two, one true only where the other is (a "
+    "higher threshold holds only where a lower one does)",
+    "deadline": "two statements or more and, of any two, one true only where the other is (an "
+    "earlier deadline is met only where a later one is)",
     "partition": "exactly one statement true in every possible world",
     "conjunction": "a statement true only where another is, but not everywhere that one is "
     '("A and B" beside A, or A beside "A or B")',
@@ -373,7 +373,8 @@ def _has_shape(shape: str, truth: np.ndarray) -> bool:
     if shape == "negation":
         return any(bytes(a ^ 1 for a in rows[i]) == rows[j] for i, j in pairs)
     if shape in ("threshold", "deadline"):  # a chain: each pair nested one way or the other
-        return all(
+        # and a pair at least: one statement, in no pair, is coherent at any answer
+        return bool(pairs) and all(
             not (truth[i] & ~truth[j]).any() or not (truth[j] & ~truth[i]).any() for i, j in pairs
         )
     # story and conjunction: one statement strictly implies another (a conjunction family

@@ -144,6 +144,28 @@ def test_a_folder_an_earlier_build_ran_with_an_impossible_statement_stays_usable
         assert "no possible world" not in said
 
 
+@pytest.mark.parametrize("shape", ["threshold", "deadline"])
+def test_plan_refuses_a_chain_of_one_statement(tmp_path: Path, shape: str) -> None:
+    """A threshold or deadline family of one statement was planned, exit 0, and read
+    arbitrage-free whatever its model answered: one answer has no other to be out of order
+    with. A folder an earlier build ran with one stays usable
+    (`test_a_folder_an_earlier_build_ran_with_an_impossible_statement_stays_usable`)."""
+    from panels.families import SHAPE_NEEDS
+    from tests.runs.quiet_campaign import invoke
+
+    one = COIN.format(heads=0.5, tails=0.5).split("[[statements]]")[:2]
+    one[0] = one[0].replace("negation", shape).replace("control = true", "control = false")
+    units_for(tmp_path, {"one.toml": "[[statements]]".join(one).replace("exact = 0.5\n", "")})
+    code, said = invoke("plan", str(tmp_path / "spec.toml"))
+    assert (code, said) == (
+        2,
+        f"error: {tmp_path / 'families' / 'one.toml'}: family 'coin' is of shape {shape!r}, but "
+        f"its formulas do not make it one: that needs {SHAPE_NEEDS[shape]}; without it the "
+        "shape's rule does not bind the answers, and any answers could read coherent; correct "
+        "the formulas or the shape\n",
+    )
+
+
 def _family_of(statements: int) -> str:
     """A threshold family of `statements` statements over two variables, no control."""
     lines = ['id = "big"', 'title = "Many thresholds"', 'shape = "threshold"',
