@@ -43,6 +43,7 @@ from panels.input_files import (
     ID_MAX,
     TEXT_INPUT_MAX_BYTES,
     InputFileError,
+    composed,
     file_kind,
     form_clash,
     has_control,
@@ -437,14 +438,21 @@ def _refuse_one_text_two_events(family: Family, file: str) -> None:
             )
 
 
-def check_one_form(families: Iterable[Family] | Mapping[str, Family]) -> None:
+def check_one_form(
+    families: Iterable[Family] | Mapping[str, Family],
+    beside: Iterable[Family] | Mapping[str, Family] = (),
+) -> None:
     """Refuse family ids, and a family's statement ids, written twice in two Unicode forms
     ("café" with U+00E9 and "cafe" + U+0301): drawn alike in every table, they are asked of a
     model as two answer keys it cannot tell apart. For a design about to be frozen (a new
     run folder, `dutchbook plan`); a folder an earlier build ran with such a pair keeps it.
-    `families` may be `load_families`'s mapping (its values are checked)."""
+    `families` may be `load_families`'s mapping (its values are checked). `beside`: families
+    not checked themselves whose ids those of `families` may not take in another form (the
+    unchanged files of a run, beside one changed since: `runs.design.changed_family_refusal`)."""
     families = _the_families(families)
-    clash = form_clash(families, lambda family: family.id)
+    clash = form_clash(families, lambda family: family.id) or _clash_beside(
+        families, _the_families(beside)
+    )
     if clash is not None:
         other, family = clash
         raise FamilyError(
@@ -464,6 +472,17 @@ def check_one_form(families: Iterable[Family] | Mapping[str, Family]) -> None:
                 "no reader can tell apart",
                 statement,
             )
+
+
+def _clash_beside(families: list[Family], beside: list[Family]) -> tuple[Family, Family] | None:
+    """(one of `beside`, one of `families`) whose ids are one in two Unicode forms, or None;
+    two of `beside` are not compared."""
+    known = {composed(other.id): other for other in beside}
+    for family in families:
+        other = known.get(composed(family.id))
+        if other is not None and other.id != family.id:
+            return other, family
+    return None
 
 
 def _exact(file: str, exact: object, statement: str) -> float | None:

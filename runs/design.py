@@ -22,7 +22,7 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
@@ -373,10 +373,63 @@ def data_changes(spec: CampaignSpec, run_dir: Path) -> list[str]:
     """The input files of `spec` that differ from those `run_dir` was planned from (phrases
     of `changed_files`); none when the folder recorded none. `DesignChanged` when its
     record is damaged."""
+    return input_changes(spec, run_dir).phrases
+
+
+class InputChanges(NamedTuple):
+    """How `spec`'s input files differ from those a folder was planned from."""
+
+    #: One phrase per file that differs (`changed_files`).
+    phrases: list[str]
+    #: The family files whose content the folder's design does not record: edited or added
+    #: since (a file renamed, its content as it was, is not among them).
+    families: frozenset[Path]
+
+
+def input_changes(spec: CampaignSpec, run_dir: Path) -> InputChanges:
+    """`data_changes`, with the family files changed since the run (`InputChanges`); none
+    when the folder recorded no input. `DesignChanged` when its record is damaged."""
     design_path = run_dir / DESIGN_FILE
     if not design_path.exists():
-        return []
-    return changed_files(recorded_design(design_path), fingerprint(spec))
+        return InputChanges([], frozenset())
+    recorded, now = recorded_design(design_path), fingerprint(spec)
+    planned = {entry["sha256"] for entry in _family_entries(recorded)}
+    changed = {Path(entry["path"]) for entry in _family_entries(now)
+               if entry["sha256"] not in planned}  # fmt: skip
+    return InputChanges(changed_files(recorded, now), frozenset(changed))
+
+
+def _family_entries(design: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """The entry (`path`, `sha256`) of each family file a fingerprint holds."""
+    return (entry for label, entry in design.get("files", {}).items()
+            if label.startswith("families"))  # fmt: skip
+
+
+def changed_family_refusal(
+    units: UnitSource, changed: frozenset[Path], run_dir: Path
+) -> str | None:
+    """Why the family files `changed` since `run_dir` was planned (`InputChanges.families`)
+    may not be scored, or None: a new design's checks refuse one (`check_new_design`). A
+    family edited after its run so that its formulas no longer tie its answers (`not a` made
+    a free variable) was scored, with a note, and read coherent whatever its answers; `plan`
+    refused the same file. A file as it was when the run was planned is never held to checks
+    added since (an earlier build ran it), nor are the others beside a changed one."""
+    from panels.families import FamilyError, check_one_form, check_well_posed
+
+    if not changed:
+        return None
+    families = [unit.family for unit in units.families]
+    edited = [family for family in families if family.path in changed]
+    unchanged = [family for family in families if family.path not in changed]
+    try:
+        check_one_form(edited, beside=unchanged)
+        check_well_posed(edited)
+    except FamilyError as error:
+        return (
+            f"{error} (the file changed since {run_dir} was planned, and a family file changed "
+            "since is held to a new plan's checks; or put back the one the run was planned from)"
+        )
+    return None
 
 
 def recorded_design(design_path: Path) -> Mapping[str, Any]:

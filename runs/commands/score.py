@@ -63,7 +63,8 @@ def _load(run_dir: Path, spec_path: Path | None) -> tuple[CampaignSpec, UnitSour
     """The campaign to score the folder's answers as, and its units, after saying which of
     its data files differ from those the run was planned from (a corrected file is a reason
     to score again, but the user must know the scores no longer describe the data asked
-    about), and that its last reparse did not finish, if so
+    about; a family file changed so that a new plan would refuse it is refused,
+    `runs.design.changed_family_refusal`), and that its last reparse did not finish, if so
     (`engine.reparse.unfinished_line`). Read under the folder's lock (`_planned_folder`
     first)."""
     from engine.reparse import unfinished_line
@@ -73,20 +74,22 @@ def _load(run_dir: Path, spec_path: Path | None) -> tuple[CampaignSpec, UnitSour
     if unfinished:  # scored as they are, but whose answers they are is not known
         warn(unfinished)
     spec = _frozen(run_dir) if spec_path is None else _given(run_dir, spec_path)
-    from runs.design import DesignChanged, data_changes, said_changes
+    from runs.design import DesignChanged, changed_family_refusal, input_changes, said_changes
 
     try:
-        changed = data_changes(spec, run_dir)
+        changed = input_changes(spec, run_dir)
     except DesignChanged as exc:  # design.json is damaged
         fail(str(exc))
     units = UnitSource.from_spec(spec)
-    if changed:
+    if changed.phrases:
         # Loaded before the note: a family file made invalid TOML was said to be "scored
-        # against the data as it is now", then refused.
+        # against the data as it is now", then refused; so is one a new plan would refuse.
         _load_units(spec, units)
+        if (refusal := changed_family_refusal(units, changed.families, run_dir)) is not None:
+            fail(refusal)
         say(
-            f"note: {run_dir} was planned from other data: {said_changes(changed)}; its answers "
-            "are scored against the data as it is now"
+            f"note: {run_dir} was planned from other data: {said_changes(changed.phrases)}; "
+            "its answers are scored against the data as it is now"
         )
     return spec, units
 
