@@ -360,11 +360,21 @@ def model_ranking(rows: Sequence[ArmRow], floor: float | None = None) -> Table:
 def compact_leaderboard(
     rows: Sequence[ArmRow], model_coverage: dict[str, float], floor: float | None = None
 ) -> Table:
-    """Arms down, models across (most coherent on the baseline first)."""
+    """Arms down, models across (most coherent on the baseline first). Under a family arm
+    with a model not scored for its coverage, that arm's family coverage (the share of
+    families answered, which the floor is held to) and, under the table, the floor rule in
+    leaderboard.txt's words: the "coverage, all arms" row counts queries, and read alone a
+    model at 94% there was left "not scored" at a floor of 90% with no reason shown."""
     cell = {(r.model, r.arm): r for r in rows}
     models = _ranked_models(rows)
     metric = metric_words(r.arm for r in rows)
-    table = Table(title=f"Mean {metric} (lower is more coherent)", title_justify="left")
+    floored = [r for r in rows if is_family(r.arm) and r.status == STATUS_BELOW_FLOOR]
+    table = Table(
+        title=f"Mean {metric} (lower is more coherent)", title_justify="left",
+        caption=floor_sentence(floor, [r.arm for r in rows])
+        if floored and floor is not None else None,
+        caption_justify="left",
+    )
     table.add_column("arm", no_wrap=True)
     for m in models:
         table.add_column(Text(m), justify="right")  # a model name is not markup
@@ -381,6 +391,12 @@ def compact_leaderboard(
             table.add_row(
                 "  arb-free share",
                 *[f"{r.arbitrage_free.mean:.0%}" if r and r.arbitrage_free else "" for r in free],
+            )
+        if any(r.arm == arm for r in floored):
+            table.add_row(
+                "  family coverage",
+                *["" if r is None else coverage_text(r.coverage, floor) for r in free],
+                style="dim",
             )
     briers = [cell.get((m, BASELINE_ARM)) for m in models]
     if any(r is not None and r.brier is not None for r in briers):

@@ -10,6 +10,7 @@ at 100 of 111 (90.09%) still read "90%" beside the unscored one at exactly 90%.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -298,3 +299,43 @@ def test_the_legend_says_the_bootstrap_once_with_all_its_facts() -> None:
     assert [item for item in legend(data) if "bootstrap" in item] == [said]
     for text in (_flat(details_text(data)), _flat(report_markdown(data))):
         assert text.count("bootstrap") == 1 and said in text
+
+
+def test_the_terminal_shows_the_family_coverage_a_family_arm_is_held_to() -> None:
+    """A tester's: the terminal's table said "not scored" for a model on the family arms
+    beside "coverage, all arms 94%" with the floor at 90%: that row counts queries, while a
+    family arm is held to its share of families answered (80%, which leaderboard.txt shows),
+    and the joint arm to the isolated arm's. It now shows each family arm's coverage and the
+    floor rule in leaderboard.txt's words."""
+    from rich.console import Console
+
+    from runs.report.tables import floor_sentence, terminal_leaderboard
+
+    def row(model: str, arm: str, coverage: float, scored: bool) -> ArmRow:
+        return ArmRow(model, arm, "l1", units=10, clusters=10, coverage=coverage,
+                      status=STATUS_SCORED if scored else STATUS_BELOW_FLOOR,
+                      profit=Interval(0.1, 0.05, 0.15) if scored else None,
+                      at_least=dict.fromkeys(THRESHOLDS, 3),
+                      below_floor_in=None if scored or arm == "families/isolated"
+                      else ("families/isolated", 0.8))  # fmt: skip
+
+    rows = [row("a", "families/isolated", 1.0, True), row("b", "families/isolated", 0.8, False),
+            row("a", "families/joint", 1.0, True), row("b", "families/joint", 0.97, False)]
+    (table,) = terminal_leaderboard(rows, {"a": 1.0, "b": 0.94}, width=200, floor=0.9)
+    console = Console(width=200, record=True, file=io.StringIO(), color_system=None)
+    console.print(table)
+    lines = console.export_text().splitlines()
+    shown = [line.replace("│", " ").split() for line in lines]
+    assert ["family", "coverage", "100%", "80%"] in shown, lines
+    assert ["family", "coverage", "100%", "97%"] in shown, lines
+    assert _flat(floor_sentence(0.9, [r.arm for r in rows])) in _flat(" ".join(lines))
+
+
+def test_the_terminal_adds_no_family_coverage_where_every_family_arm_is_scored() -> None:
+    from runs.report.tables import terminal_leaderboard
+
+    rows = [ArmRow("a", "families/isolated", "l1", units=10, clusters=10, coverage=1.0,
+                   status=STATUS_SCORED, profit=Interval(0.1, 0.05, 0.15),
+                   at_least=dict.fromkeys(THRESHOLDS, 3))]  # fmt: skip
+    (table,) = terminal_leaderboard(rows, {"a": 1.0}, width=200, floor=0.9)
+    assert table.caption is None and table.row_count == 2  # the arm and its free share
