@@ -623,6 +623,12 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
         "arbitrage-free [95% CI]",
         "coverage",
     )
+    if not any(r.get("vs_baseline") or r.get("vs_marginals") for r in rows):
+        # No paired difference in any row (a campaign of families alone): the column was
+        # shown empty, as leaderboard.txt and report.md leave it out.
+        vs_column = header.index("vs baseline [95% CI]")
+        header = (*header[:vs_column], *header[vs_column + 1 :])
+        body = [(*b[:vs_column], *b[vs_column + 1 :]) for b in body]
     return [
         "<h2>Every arm and model</h2>",
         "<p>Mean profit per unit stake (passes averaged per unit, then units averaged); the "

@@ -11,7 +11,10 @@ CSV files in `report/` (one row per line, header first; empty cell = no value):
 - `models.csv`: `model, coverage`, then (additive) `provider` (the spec's) and `simulated`.
 - `across_models.csv`: one row: `arm, models, units, spearman_profit_brier, pairs,
   profit_pairs_excluding_zero, brier_pairs_excluding_zero`, then (additive)
-  `spearman_not_computed` (why the correlation is empty, as summary.json says it).
+  `spearman_not_computed` (why the correlation is empty, as summary.json says it); its
+  header alone where no model ran the baseline arm (a campaign of families alone), which
+  leaderboard.txt and report.md then say nothing across models of, and whose summary.json
+  keeps its `across_models` as before (0 models).
 - `repeated_elicitation.csv`: `model, arm, passes, units, single_pass_mean, k, mean, lo, hi`
   (one row per k; absent when the section was not computed).
 - `linked_vs_dispersed.csv` (additive): summary.json's `linked_vs_dispersed`, one row per
@@ -180,21 +183,42 @@ LEADERBOARD_COLUMNS = (
 )
 
 
+#: The column of the paired differences (`_comparison`), left out where no row has one.
+_VS_COLUMN = LEADERBOARD_COLUMNS.index("vs baseline [95% CI]")
+
+
+def baseline_run(rows: Sequence[ArmRow]) -> bool:
+    """Whether any model ran the baseline arm: a campaign of families alone said "Across
+    models on baseline: 0 scored models" of an arm it never ran."""
+    return any(r.arm == BASELINE_ARM for r in rows)
+
+
+def _compared(rows: Sequence[ArmRow]) -> bool:
+    """Whether any row has a paired difference for the "vs baseline" column: one with none
+    (a campaign of families alone, say) showed it empty."""
+    return any(r.vs_baseline is not None or r.vs_marginals is not None for r in rows)
+
+
+def _without_empty_comparison(rows: Sequence[ArmRow], cells: list[str]) -> list[str]:
+    return cells if _compared(rows) else cells[:_VS_COLUMN] + cells[_VS_COLUMN + 1 :]
+
+
 def leaderboard_columns(rows: Sequence[ArmRow]) -> tuple[str, ...]:
     """`LEADERBOARD_COLUMNS` with the profit's clusters as the rows' arms resampled them (a
-    family's profit is resampled by family, not by date)."""
+    family's profit is resampled by family, not by date), and without the "vs baseline"
+    column where no row has a value in it."""
     families = {is_family(r.arm) for r in rows}
-    if True not in families:
-        return LEADERBOARD_COLUMNS
     clusters = "family-clustered" if families == {True} else "date- or family-clustered"
-    return tuple(
-        f"profit [95% CI, {clusters}]" if col.startswith("profit [") else col
+    named = [
+        f"profit [95% CI, {clusters}]" if col.startswith("profit [") and True in families
+        else col
         for col in LEADERBOARD_COLUMNS
-    )
+    ]  # fmt: skip
+    return tuple(_without_empty_comparison(rows, named))
 
 
 def leaderboard_cells(rows: Sequence[ArmRow], floor: float | None = None) -> list[list[str]]:
-    """The full leaderboard's cells (columns `LEADERBOARD_COLUMNS`), in display order;
+    """The full leaderboard's cells (columns `leaderboard_columns`), in display order;
     coverage with the decimals of the `floor` (`coverage_text`)."""
     out: list[list[str]] = []
     for r in _leaderboard_order(rows):
@@ -216,7 +240,7 @@ def leaderboard_cells(rows: Sequence[ArmRow], floor: float | None = None) -> lis
                 coverage_text(r.coverage, floor),
             ]
         )
-    return out
+    return [_without_empty_comparison(rows, cells) for cells in out]
 
 
 def leaderboard(rows: Sequence[ArmRow], floor: float | None = None) -> Table:
@@ -241,7 +265,8 @@ def details_text(data: ReportData, notes: Sequence[str] = ()) -> str:
     if data.rows:
         parts.append(_legend_text(data))
     across = data.across_models
-    parts.append(f"Across models {_across_text(across, str(across['arm']))}\n")
+    if baseline_run(data.rows):  # no comparison to speak of on an arm not run
+        parts.append(f"Across models {_across_text(across, str(across['arm']))}\n")
     if data.linked_vs_dispersed:
         table = Table(title=LINKED_TITLE)
         for col in LINKED_COLUMNS:
@@ -499,9 +524,10 @@ def report_markdown(
         f"{markdown.text(line, starts_block=True)}\n" for line in [*_simulated_lines(data), *notes]
     ]
     across = data.across_models
-    parts.append("## Across models\n")
-    text = _across_text(across, markdown.text(across["arm"]))
-    parts.append(f"{text[0].upper()}{text[1:]}.\n")
+    if baseline_run(data.rows):  # no comparison to speak of on an arm not run
+        parts.append("## Across models\n")
+        text = _across_text(across, markdown.text(across["arm"]))
+        parts.append(f"{text[0].upper()}{text[1:]}.\n")
     if data.linked_vs_dispersed:
         parts.append(f"## {LINKED_TITLE}\n")
         table_md = _md_table(LINKED_COLUMNS, _linked_cells(data.linked_vs_dispersed))
@@ -719,7 +745,9 @@ def csv_tables(data: ReportData) -> dict[str, str]:
                 a["brier_pairs_excluding_zero"],
                 a.get("spearman_not_computed"),
             ]
-        ],
+        ]
+        if baseline_run(data.rows)
+        else [],  # its header alone: no comparison on an arm not run
     )
     if data.repeated is not None:
         tables["repeated_elicitation.csv"] = _csv_text(

@@ -11,6 +11,7 @@ at 100 of 111 (90.09%) still read "90%" beside the unscored one at exactly 90%.
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -339,3 +340,52 @@ def test_the_terminal_adds_no_family_coverage_where_every_family_arm_is_scored()
                    at_least=dict.fromkeys(THRESHOLDS, 3))]  # fmt: skip
     (table,) = terminal_leaderboard(rows, {"a": 1.0}, width=200, floor=0.9)
     assert table.caption is None and table.row_count == 2  # the arm and its free share
+
+
+def _family_row(model: str) -> ArmRow:
+    return ArmRow(model, "families/isolated", "l1", units=10, clusters=10, coverage=1.0,
+                  status=STATUS_SCORED, profit=Interval(0.1, 0.05, 0.15),
+                  arbitrage_free=Interval(0.5, 0.2, 0.8), at_least=dict.fromkeys(THRESHOLDS, 3))
+
+
+def test_a_campaign_without_the_baseline_arm_says_nothing_of_comparing_on_it() -> None:
+    """A tester's families-only campaign: leaderboard.txt and report.md said "Across models
+    on baseline: 0 scored models, so no pair of models to compare", the leaderboard had an
+    empty "vs baseline" column, and across_models.csv a `baseline,,0,...` row, of an arm that
+    was never run."""
+    from runs.report.tables import csv_tables, details_text, report_markdown
+
+    data = _data([_family_row("a"), _family_row("b")])
+    text, md = details_text(data), report_markdown(data)
+    for view in (text, md):
+        assert "across models" not in view.lower() and "vs baseline" not in view
+        assert "arb-free [95% CI]" in view  # the other columns are kept
+    header, *rows = csv_tables(data)["across_models.csv"].splitlines()
+    assert header.startswith("arm,models,units,") and rows == []
+
+
+def test_a_campaign_with_the_baseline_arm_keeps_its_comparison() -> None:
+    """The baseline arm run (its models unscored here): the sentence and the CSV row stay,
+    and the vs-baseline column where a row has a value."""
+    from runs.report.tables import csv_tables, details_text, report_markdown
+
+    base = ArmRow("a", "baseline", "inf", units=10, clusters=10, coverage=0.5,
+                  status=STATUS_BELOW_FLOOR)  # fmt: skip
+    data = _data([base, _family_row("a")])
+    for view in (details_text(data), report_markdown(data)):
+        assert "no pair of models to compare" in view and "vs baseline" not in view
+    assert len(csv_tables(data)["across_models.csv"].splitlines()) == 2
+    paired = replace(_family_row("b"), vs_baseline=Interval(0.01, 0.0, 0.02))
+    assert "vs baseline" in details_text(_data([base, _family_row("a"), paired]))
+
+
+def test_the_page_leaves_out_an_empty_vs_baseline_column(tmp_path: Path) -> None:
+    """The page's "Every arm and model" table had the same empty column as leaderboard.txt."""
+    from runs.report_page import render_page
+
+    rows = [_family_row("a").to_json(), _family_row("b").to_json()]
+    page = render_page({"rows": rows, "coverage_floor": 0.9}, [], tmp_path)
+    table = page.split("<h2>Every arm and model</h2>", 1)[1]
+    assert "arbitrage-free [95% CI]" in table and "vs baseline" not in table
+    rows[1]["vs_baseline"] = {"mean": 0.01, "lo": 0.0, "hi": 0.02}
+    assert "vs baseline" in render_page({"rows": rows, "coverage_floor": 0.9}, [], tmp_path)
