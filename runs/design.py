@@ -29,7 +29,14 @@ import orjson
 from engine.console_lines import plural
 from engine.durable import write_bytes_atomic
 from runs.output import say
-from runs.spec import CampaignSpec, check_one_form
+from runs.spec import (
+    DEFAULT_PARSER,
+    DEFAULT_PASSES,
+    DEFAULT_SEED,
+    DEFAULT_STOCK_DAYS,
+    CampaignSpec,
+    check_one_form,
+)
 from runs.version import installed_version
 
 if TYPE_CHECKING:
@@ -73,13 +80,28 @@ def spec_changes(old_text: str, new_text: str) -> tuple[list[str], list[str]]:
     """(design keys, operational keys) that differ between two specs, as dotted paths."""
     old, new = _flatten_spec(tomllib.loads(old_text)), _flatten_spec(tomllib.loads(new_text))
     keys = old.keys() | new.keys()
-    changed = sorted(k for k in keys if old.get(k, _ABSENT) != new.get(k, _ABSENT))
+    changed = _whole_arms(
+        sorted(k for k in keys if old.get(k, _ABSENT) != new.get(k, _ABSENT)), old, new
+    )
     design = [k for k in changed if not _operational(k)]
     operational = [k for k in changed if _operational(k)]
     return design, operational
 
 
 _ABSENT = object()
+
+
+def _whole_arms(changed: list[str], old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """`changed` with an arm added or removed named once, as `arms[<name>]`, not by each of
+    its keys."""
+    whole = [
+        key.removesuffix(".models")
+        for key in changed
+        if key.startswith("arms[") and key.endswith(".models") and (key in old) != (key in new)
+    ]
+    return sorted(
+        {key for key in changed if key.rsplit(".", 1)[0] not in whole} | set(whole)
+    )
 
 
 def _operational(key: str) -> bool:
@@ -90,10 +112,14 @@ def _operational(key: str) -> bool:
 
 
 def _flatten_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Dotted keys to values; models keyed by name (their order is not a design choice)."""
-    flat: dict[str, Any] = {}
+    """Dotted keys to values; models keyed by name (their order is not a design choice), arms
+    as `_flatten_arms` reads them, and the design settings a spec left out at their defaults
+    (a tester's `stock_days = 100` written out was refused as "changed: data.stock_days")."""
+    flat: dict[str, Any] = dict(_DESIGN_DEFAULTS)
     for key, value in raw.items():
-        if key == "models" and isinstance(value, list):
+        if key == "arms" and isinstance(value, list) and all(isinstance(a, dict) for a in value):
+            flat.update(_flatten_arms(value, _model_names(raw.get("models"))))
+        elif key == "models" and isinstance(value, list):
             for model in value:
                 name = model.get("name", "?") if isinstance(model, dict) else "?"
                 for mkey, mvalue in (model.items() if isinstance(model, dict) else ()):
@@ -106,6 +132,47 @@ def _flatten_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
                     flat[f"data.{dkey}"] = dvalue.isoformat() if is_day else dvalue
         else:
             flat[key] = value
+    return flat
+
+
+#: The design settings `runs.spec.parse_spec` fills in where a spec leaves them out.
+_DESIGN_DEFAULTS: Mapping[str, Any] = {
+    "seed": DEFAULT_SEED,
+    "parser": DEFAULT_PARSER,
+    "data.stock_days": DEFAULT_STOCK_DAYS,
+}
+
+
+def _model_names(models: Any) -> list[str]:
+    """The `[[models]]` names of a spec's table, as written."""
+    if not isinstance(models, list):
+        return []
+    return [m["name"] for m in models if isinstance(m, dict) and isinstance(m.get("name"), str)]
+
+
+def _flatten_arms(arms: list[dict[str, Any]], model_names: list[str]) -> dict[str, Any]:
+    """`arms[<name>].models` (the models the arm runs, sorted) and `arms[<name>].passes` of
+    each arm by its name (a variant is one: `red-herring/...`), not its place in the list:
+    the plan asks each model its arms' queries whatever their order, an arm's `models` left
+    out is all the campaign's models and its `passes` left out is one. A tester's arms
+    swapped, `passes = 1` or every model listed were each refused as "changed: arms". An arm
+    written twice (other models, other passes) is one arm: its passes are one number where
+    all its models have it, else each model's."""
+    passes_of: dict[str, dict[str, Any]] = {}
+    for arm in arms:
+        runs = arm.get("models")
+        models = runs if isinstance(runs, list) else model_names
+        passes = arm.get("passes", DEFAULT_PASSES)
+        passes_of.setdefault(str(arm.get("name", "?")), {}).update(
+            (str(model), passes) for model in models
+        )
+    flat: dict[str, Any] = {}
+    for name, by_model in passes_of.items():
+        counts = {repr(passes) for passes in by_model.values()}
+        flat[f"arms[{name}].models"] = sorted(by_model)
+        flat[f"arms[{name}].passes"] = (
+            next(iter(by_model.values())) if len(counts) == 1 else sorted(by_model.items())
+        )
     return flat
 
 

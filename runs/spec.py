@@ -36,6 +36,14 @@ class SpecError(ValueError):
         super().__init__(where + expected)
 
 
+#: The design settings a spec may leave out (a resume compares a spec with them filled in,
+#: `runs.design.spec_changes`: written out or left out, one design).
+DEFAULT_SEED = 0
+DEFAULT_PARSER = "strict"
+DEFAULT_STOCK_DAYS = 100
+DEFAULT_PASSES = 1
+
+
 @dataclass(frozen=True)
 class ArmEntry:
     name: str
@@ -49,7 +57,7 @@ class DataSpec:
 
     returns: Path | None = None
     headlines: Path | None = None
-    stock_days: int = 100
+    stock_days: int = DEFAULT_STOCK_DAYS
     families: Path | None = None
     #: The first and last anchor date a stock-day may have, both included (the paper's
     #: "t ranging from August 15, 2025 to December 23, 2025"); None: no bound.
@@ -320,10 +328,10 @@ def parse_spec(
     name = _get(raw, "name", str, path, "", "a campaign name (letters, digits, - and _)")
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise SpecError(path, "name", "letters, digits, '-' and '_' only (it names the run folder)")
-    seed = _get(raw, "seed", int, path, "", "an integer >= 0", default=0)
+    seed = _get(raw, "seed", int, path, "", "an integer >= 0", default=DEFAULT_SEED)
     if seed < 0:  # numpy's generators (the stock-day sample) take no negative seed
         raise SpecError(path, "seed", "an integer >= 0")
-    parser = _get(raw, "parser", str, path, "", "strict or lenient", default="strict")
+    parser = _get(raw, "parser", str, path, "", "strict or lenient", default=DEFAULT_PARSER)
     if parser not in PARSERS:
         raise SpecError(path, "parser", f"strict or lenient, not {parser!r}")
     floor = _finite(_get(raw, "coverage_floor", (int, float), path, "", "a number", default=0.9))
@@ -472,7 +480,9 @@ def _parse_data(raw: Any, path: Path, *, must_exist: bool = True) -> DataSpec:
             raise SpecError(path, "data.families", f"a folder of family files ({resolved} is not)")
         return resolved
 
-    stock_days = _get(raw, "stock_days", int, path, "data.", "an integer", default=100)
+    stock_days = _get(
+        raw, "stock_days", int, path, "data.", "an integer", default=DEFAULT_STOCK_DAYS
+    )
     if stock_days < 2 or stock_days % 2:
         raise SpecError(path, "data.stock_days", "an even integer >= 2 (two stocks per date)")
     anchor_from, anchor_to = (_anchor_date(raw, key, path) for key in ANCHOR_KEYS)
@@ -1022,7 +1032,9 @@ def _parse_arms(
                 where + "name",
                 f"an arm from the catalogue, not {name!r} ({_close(name, arm_names)})",
             )
-        passes = _get(entry, "passes", int, path, where, "an integer >= 1", default=1)
+        passes = _get(
+            entry, "passes", int, path, where, "an integer >= 1", default=DEFAULT_PASSES
+        )
         if passes < 1:
             raise SpecError(path, where + "passes", "an integer >= 1")
         subset = entry.get("models")

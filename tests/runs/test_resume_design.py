@@ -271,3 +271,82 @@ def test_many_changed_inputs_are_counted_past_the_first_five() -> None:
     assert len(said) < 300
     assert said_changes(changed[:5]) == "; ".join(changed[:5])
     assert said_changes(changed[:6]).endswith("; and 1 more input file")
+
+
+ARMED = """
+[[models]]
+name = "a"
+model = "sim-coherent"
+[[models]]
+name = "b"
+model = "sim-noisy"
+[[arms]]
+name = "baseline"
+[[arms]]
+name = "families/isolated"
+passes = 2
+"""
+
+
+@pytest.mark.parametrize(
+    "same",
+    [
+        ARMED.replace('name = "baseline"\n', 'name = "baseline"\npasses = 1\n'),
+        ARMED.replace('name = "baseline"\n', 'name = "baseline"\nmodels = ["b", "a"]\n'),
+        ARMED.replace('name = "baseline"\n', 'name = "baseline"\nmodels = ["a"]\n')
+        + '[[arms]]\nname = "baseline"\nmodels = ["b"]\n',
+        ARMED.replace(
+            '[[arms]]\nname = "baseline"\n[[arms]]\nname = "families/isolated"\npasses = 2\n',
+            '[[arms]]\nname = "families/isolated"\npasses = 2\n[[arms]]\nname = "baseline"\n',
+        ),
+        "seed = 0\nparser = \"strict\"\n" + ARMED + "[data]\nstock_days = 100\n",
+    ],
+    ids=["passes-1", "every-model", "split", "arms-swapped", "defaults"],
+)
+def test_an_equivalent_spec_is_the_same_design(same: str) -> None:
+    """A tester's arms swapped, an arm's default `passes = 1` or `models` (every model)
+    written out, and `stock_days = 100` written out were each refused as another design."""
+    assert spec_changes(ARMED, same) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("other", "changed"),
+    [
+        (ARMED.replace("passes = 2", "passes = 3"), ["arms[families/isolated].passes"]),
+        (
+            ARMED.replace('name = "baseline"\n', 'name = "baseline"\nmodels = ["a"]\n'),
+            ["arms[baseline].models"],
+        ),
+        (
+            ARMED.replace('name = "baseline"\n', 'name = "baseline"\nmodels = ["a"]\n')
+            + '[[arms]]\nname = "baseline"\nmodels = ["b"]\npasses = 2\n',
+            ["arms[baseline].passes"],
+        ),
+        (ARMED + '[[arms]]\nname = "complement-pairs"\n', ["arms[complement-pairs]"]),
+        (ARMED.replace('[[arms]]\nname = "baseline"\n', ""), ["arms[baseline]"]),
+        (ARMED + "[data]\nstock_days = 50\n", ["data.stock_days"]),
+        ("seed = 3\n" + ARMED, ["seed"]),
+    ],
+    ids=["passes", "models", "one-model's-passes", "added", "removed", "stock_days", "seed"],
+)
+def test_a_real_change_is_named_by_arm_and_key(other: str, changed: list[str]) -> None:
+    assert spec_changes(ARMED, other) == (changed, [])
+
+
+def test_a_folder_resumes_with_its_arms_swapped_and_defaults_written_out(
+    finished_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """End to end: the folder's spec.toml as it was written, the resume's arms in the other
+    order with `passes = 1` and `models` (every model) spelt out, is one design
+    (a tester's was refused "changed: arms"); `passes = 2` is still refused, by name."""
+    out, families = tmp_path / "run", finished_run[0].parent / "families"
+    shutil.copytree(finished_run[1], out)
+    spec = write(tmp_path, families=families)
+    arms = '[[arms]]\nname = "baseline"\n[[arms]]\nname = "families/isolated"\n'
+    swapped = '[[arms]]\nname = "families/isolated"\nmodels = ["m"]\n[[arms]]\nname = "baseline"\n'
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace(arms, swapped + "passes = 1\n"), encoding="utf-8")
+    run(spec, out)
+    spec.write_text(text.replace(arms, swapped + "passes = 2\n"), encoding="utf-8")
+    with pytest.raises(RunError, match=r"changed: arms\[baseline\]\.passes \("):
+        run(spec, out)
