@@ -262,16 +262,35 @@ def said_changes(changed: list[str]) -> str:
 
 def changed_files(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     """One phrase per input file that differs between two fingerprints."""
-    before, after = recorded.get("files", {}), now.get("files", {})
+    before, after = _by_input(recorded.get("files", {})), _by_input(now.get("files", {}))
     phrases = []
-    for label in sorted(before.keys() | after.keys()):
-        if label not in after:
-            phrases.append(f"{label} ({before[label]['path']}) is no longer an input")
-        elif label not in before:
-            phrases.append(f"{label} ({after[label]['path']}) is new")
-        elif before[label]["sha256"] != after[label]["sha256"]:
-            phrases.append(f"{label} ({after[label]['path']}) changed")
+    for key in sorted(before.keys() | after.keys()):
+        if key not in after:
+            label, entry = before[key]
+            phrases.append(f"{label} ({entry['path']}) is no longer an input")
+        elif key not in before:
+            label, entry = after[key]
+            phrases.append(f"{label} ({entry['path']}) is new")
+        elif before[key][1]["sha256"] != after[key][1]["sha256"]:
+            label, entry = after[key]
+            phrases.append(f"{label} ({entry['path']}) changed")
     return phrases
+
+
+#: The labels of the shipped inputs, as a spec naming the same files would label them.
+_NAMED_AS = {EMBEDDED_LABEL: "returns", SHIPPED_FAMILIES: "families"}
+
+
+def _by_input(files: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
+    """(label, entry) of each input file, keyed by its label with a shipped input's labelled
+    as the spec naming it would (`_NAMED_AS`): a tester's resume naming the shipped families
+    folder (`families = ".../panels/families/"`, the very files the run took by default) was
+    refused as "families (shipped)/... is no longer an input". Their contents still decide."""
+    keyed = {}
+    for label, entry in files.items():
+        head, slash, tail = label.partition("/")
+        keyed[_NAMED_AS.get(head, head) + slash + tail] = (label, entry)
+    return keyed
 
 
 # --------------------------------------------------------------------------- the folder

@@ -350,3 +350,40 @@ def test_a_folder_resumes_with_its_arms_swapped_and_defaults_written_out(
     spec.write_text(text.replace(arms, swapped + "passes = 2\n"), encoding="utf-8")
     with pytest.raises(RunError, match=r"changed: arms\[baseline\]\.passes \("):
         run(spec, out)
+
+
+def test_the_shipped_inputs_named_in_the_spec_are_the_same_inputs() -> None:
+    """A tester's resume naming the shipped families folder (the very files the run took by
+    default) was refused as "families (shipped)/... is no longer an input": the contents
+    decide, whichever way the files are labelled; another content is still named."""
+    from runs.design import changed_files
+
+    def files(prefix: str, returns: str, sha: str) -> dict[str, object]:
+        return {"files": {
+            f"{prefix}/a.toml": {"path": f"/p/{prefix}/a.toml", "sha256": sha},
+            returns: {"path": f"/p/{returns}.csv", "sha256": "r"},
+        }}  # fmt: skip
+
+    shipped = files("families (shipped)", "returns (embedded)", "1")
+    assert changed_files(shipped, files("families", "returns", "1")) == []
+    assert changed_files(files("families", "returns", "1"), shipped) == []
+    assert changed_files(shipped, files("families", "returns", "2")) == [
+        "families/a.toml (/p/families/a.toml) changed"
+    ]
+
+
+def test_a_folder_run_on_the_shipped_families_resumes_naming_their_folder(
+    tmp_path: Path,
+) -> None:
+    from panels.families import FAMILIES_DIR
+
+    spec, out = tmp_path / "spec.toml", tmp_path / "run"
+    text = SPEC.format(families="", timeout=30, temperature=0, max_attempts=8)
+    spec.write_text(text.replace('families = ""\n', "").replace(
+        '[[arms]]\nname = "baseline"\n', ""), encoding="utf-8")  # fmt: skip
+    run(spec, out)
+    assert all(label.startswith("families (shipped)/")
+               for label in orjson.loads((out / "design.json").read_bytes())["files"])  # fmt: skip
+    named = text.replace('""', f'"{FAMILIES_DIR.as_posix()}/"')
+    spec.write_text(named.replace('[[arms]]\nname = "baseline"\n', ""), encoding="utf-8")
+    run(spec, out)
