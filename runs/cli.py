@@ -26,6 +26,7 @@ from runs.output import (
     NO_ROOM_ERRNOS,
     STDOUT_NAME,
     OutputClosed,
+    OutputCut,
     OutputFull,
     files_written,
     mark_files_written,
@@ -166,7 +167,7 @@ class _QuietHelp:
             output_closed(None, status=status)
         except OSError as exc:  # `--help > /dev/full`: the output is what failed, say so
             error = output_error(exc)
-            if not isinstance(error, OutputClosed | OutputFull):
+            if not isinstance(error, OutputCut):
                 raise
             # `run --help 1</dev/null`: help is read; a full output raised for `main` to say
             output_closed(None, error, status=status)
@@ -320,7 +321,7 @@ DONE_ONCE_WRITTEN = WRITING_COMMANDS - {"run"}
 
 def output_closed(
     command: str | None,
-    error: BrokenPipeError | OutputClosed | OutputFull | None = None,
+    error: BrokenPipeError | OutputCut | None = None,
     *,
     finished: bool | None = None,
     status: int | None = None,
@@ -382,7 +383,7 @@ class _Closed(NamedTuple):
     finished_as: str = "note"
 
 
-def _closed_words(error: BrokenPipeError | OutputClosed | OutputFull | None) -> _Closed:
+def _closed_words(error: BrokenPipeError | OutputCut | None) -> _Closed:
     """`_Closed` for `error`: a reader gone, a stdout not open for writing, which the same
     command again would meet as well, or one with no room left."""
     if isinstance(error, OutputFull):
