@@ -30,6 +30,7 @@ from engine.console_lines import plural
 from engine.durable import write_bytes_atomic
 from runs.output import say
 from runs.spec import (
+    DEFAULT_MODEL_OPTIONS,
     DEFAULT_PARSER,
     DEFAULT_PASSES,
     DEFAULT_SEED,
@@ -89,15 +90,18 @@ def spec_changes(old_text: str, new_text: str) -> tuple[list[str], list[str]]:
 
 
 _ABSENT = object()
+#: The key every arm and every model has, by table: which of them one spec has, the other not.
+_WHOLE = {"arms": "models", "models": "name"}
 
 
 def _whole_arms(changed: list[str], old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """`changed` with an arm added or removed named once, as `arms[<name>]`, not by each of
-    its keys."""
+    """`changed` with an arm or a model added or removed named once, as `arms[<name>]` or
+    `models[<name>]`, not by each of its keys (a model's options left out among them)."""
     whole = [
-        key.removesuffix(".models")
+        table
         for key in changed
-        if key.startswith("arms[") and key.endswith(".models") and (key in old) != (key in new)
+        for table, _, last in [key.rpartition(".")]
+        if _WHOLE.get(table.split("[", 1)[0]) == last and (key in old) != (key in new)
     ]
     return sorted(
         {key for key in changed if key.rsplit(".", 1)[0] not in whole} | set(whole)
@@ -121,9 +125,9 @@ def _flatten_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
             flat.update(_flatten_arms(value, _model_names(raw.get("models"))))
         elif key == "models" and isinstance(value, list):
             for model in value:
-                name = model.get("name", "?") if isinstance(model, dict) else "?"
-                for mkey, mvalue in (model.items() if isinstance(model, dict) else ()):
-                    flat[f"models[{name}].{mkey}"] = mvalue
+                table = _model_options(model) if isinstance(model, dict) else {}
+                for mkey, mvalue in table.items():
+                    flat[f"models[{table.get('name', '?')}].{mkey}"] = mvalue
         elif key == "data" and isinstance(value, dict):
             for dkey, dvalue in value.items():
                 if dkey not in _DATA_PATH_KEYS:
@@ -141,6 +145,24 @@ _DESIGN_DEFAULTS: Mapping[str, Any] = {
     "parser": DEFAULT_PARSER,
     "data.stock_days": DEFAULT_STOCK_DAYS,
 }
+
+
+def _model_options(model: Mapping[str, Any]) -> dict[str, Any]:
+    """A `[[models]]` table with the options it left out at the values its run builds it with:
+    `runs.spec.DEFAULT_MODEL_OPTIONS`, and a simulated model's `personality` where its id
+    names one (the id decides; `runs.spec` refuses another). A tester's resume writing out
+    `json_mode = false` or `personality = "coherent"` beside `model = "sim-coherent"` was
+    refused as "changed: models[NAME].json_mode". Where the id names none, a written
+    personality is sent in its place (`providers.sim.rehearse`) and answers otherwise, so
+    it stays a change, as do `temperature` and `max_tokens`, which have no default."""
+    options = {**DEFAULT_MODEL_OPTIONS, **model}
+    if options.get("provider") == "sim" and isinstance(options.get("model"), str):
+        from providers.sim.forecasters import named_personality
+
+        named = named_personality(options["model"])
+        if named is not None:
+            options.setdefault("personality", named)
+    return options
 
 
 def _model_names(models: Any) -> list[str]:

@@ -11,7 +11,7 @@ import hashlib
 import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -201,6 +201,16 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "endpoint": ((str,), "'openai' or 'gemini' (Vertex)"),
     "base_url_env": ((str,), "the NAME of a variable whose value, when set, replaces base_url"),
     "about": ((str,), f"a short description for the report (at most {ABOUT_MAX} characters)"),
+}
+#: The model options a spec may leave out that a run then builds at a value of its own (the
+#: `ModelConfig` default, `json_mode = false`, `timeout_s = 120`, ...), by spec key: a
+#: resume compares a model with them filled in (`runs.design.spec_changes`). `temperature`,
+#: `max_tokens` and the like have none: left out, nothing is sent and the provider's own
+#: default, which differs by provider and model, applies.
+DEFAULT_MODEL_OPTIONS: Mapping[str, Any] = {
+    option.name: option.default
+    for option in fields(ModelConfig)
+    if option.name in _MODEL_KEYS and option.default not in (MISSING, None)
 }
 #: Provider-specific keys passed through to `ModelConfig.extra` for the adapters.
 _EXTRA_KEYS = (

@@ -387,3 +387,89 @@ def test_a_folder_run_on_the_shipped_families_resumes_naming_their_folder(
     named = text.replace('""', f'"{FAMILIES_DIR.as_posix()}/"')
     spec.write_text(named.replace('[[arms]]\nname = "baseline"\n', ""), encoding="utf-8")
     run(spec, out)
+
+
+SIMULATED = """
+[[models]]
+name = "a"
+provider = "sim"
+model = "sim-coherent"
+[[models]]
+name = "b"
+provider = "sim"
+model = "sim-x"
+[[arms]]
+name = "baseline"
+"""
+
+
+def _set(spec: str, model: str, line: str) -> str:
+    """`spec` with `line` added to the `[[models]]` table named `model`."""
+    return spec.replace(f'name = "{model}"\n', f'name = "{model}"\n{line}\n', 1)
+
+
+@pytest.mark.parametrize(
+    "line", ["json_mode = false", "fold_system = false", 'personality = "coherent"'],
+)
+def test_a_model_option_written_at_what_the_engine_uses_is_the_same_design(line: str) -> None:
+    """A model option left out and written out at the value the run uses without it (the
+    `ModelConfig` default; the personality a sim id names, which the id decides) were
+    refused on resume as "changed: models[a].<key>"."""
+    assert spec_changes(SIMULATED, _set(SIMULATED, "a", line)) == ([], [])
+    assert spec_changes(_set(SIMULATED, "a", line), SIMULATED) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("model", "line", "key"),
+    [
+        ("a", "json_mode = true", "json_mode"),
+        ("a", "fold_system = true", "fold_system"),
+        # No default is sent in their place: left out, the provider's own applies.
+        ("a", "temperature = 1.0", "temperature"),
+        ("a", "max_tokens = 8192", "max_tokens"),
+        # An id naming no personality is sent as the one written (`sim-noisy`), which answers
+        # otherwise than the id's own pick, whichever personality that pick is.
+        ("b", 'personality = "noisy"', "personality"),
+        ("b", 'personality = "coherent"', "personality"),
+    ],
+)
+def test_a_model_option_that_changes_the_requests_is_named(
+    model: str, line: str, key: str
+) -> None:
+    assert spec_changes(SIMULATED, _set(SIMULATED, model, line)) == ([f"models[{model}].{key}"], [])
+
+
+def test_a_model_added_or_removed_is_named_once() -> None:
+    added = SIMULATED + '[[models]]\nname = "c"\nprovider = "sim"\nmodel = "sim-noisy"\n'
+    """Each of its keys was named, and would be with the options it leaves out filled in; the
+    arms running every model (the default) run one more."""
+    assert spec_changes(SIMULATED, added) == (["arms[baseline].models", "models[c]"], [])
+    assert spec_changes(added, SIMULATED) == (["arms[baseline].models", "models[c]"], [])
+
+
+
+def test_a_folder_resumes_and_scores_with_model_defaults_written_out(
+    finished_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """End to end: `run` (a resume), `score --spec` and `repair --spec` take the folder's
+    spec with `json_mode = false` and the personality its sim id names written out, and
+    each still names another personality's id, by model and key."""
+    from typer.testing import CliRunner
+
+    from runs.cli import app
+
+    out, families = tmp_path / "run", finished_run[0].parent / "families"
+    shutil.copytree(finished_run[1], out)
+    spec = write(tmp_path, families=families)
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(_set(text, "m", 'json_mode = false\npersonality = "coherent"'), "utf-8")
+    run(spec, out)
+    for command in ("score", "repair"):
+        done = CliRunner().invoke(app, [command, str(out), "--spec", str(spec)])
+        assert done.exit_code == 0, done.output
+    spec.write_text(text.replace('"sim-coherent"', '"sim-noisy"'), "utf-8")
+    for command in ("score", "repair"):
+        done = CliRunner().invoke(app, [command, str(out), "--spec", str(spec)])
+        assert done.exit_code == 2, done.output
+        said = " ".join(done.output.split())
+        assert "changed: models[m].model, models[m].personality;" in said, said
