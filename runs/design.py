@@ -8,10 +8,11 @@ So a resume must be of the same *design*, or two designs would be mixed without 
   ones included, so an upgrade that changes the shipped data is caught too) and the
   dutchbook version. A resume whose files differ is refused, naming each changed file.
 - the spec's *design* settings (models' identities and sampling options, arms, passes, seed,
-  parser, prompts, `stock_days`) may not change on resume; its *operational* settings
-  (`OPERATIONAL_MODEL_KEYS`, `OPERATIONAL_TOP_KEYS`) may: a run that died of a too-short
-  `timeout_s` can be resumed with a longer one. Every spec a folder was run with is kept in
-  `spec-history.jsonl` with the keys that changed; `spec.toml` is the one in use.
+  parser, prompts, `stock_days` where an arm reads the returns) may not change on resume;
+  its *operational* settings (`OPERATIONAL_MODEL_KEYS`, `OPERATIONAL_TOP_KEYS`) may: a run
+  that died of a too-short `timeout_s` can be resumed with a longer one. Every spec a
+  folder was run with is kept in `spec-history.jsonl` with the keys that changed;
+  `spec.toml` is the one in use.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from engine.console_lines import plural
 from engine.durable import write_bytes_atomic
 from runs.output import say
 from runs.spec import (
+    ANCHOR_KEYS,
     DEFAULT_MODEL_OPTIONS,
     DEFAULT_PARSER,
     DEFAULT_PASSES,
@@ -79,7 +81,14 @@ class DesignChanged(RuntimeError):
 
 def spec_changes(old_text: str, new_text: str) -> tuple[list[str], list[str]]:
     """(design keys, operational keys) that differ between two specs, as dotted paths."""
-    old, new = _flatten_spec(tomllib.loads(old_text)), _flatten_spec(tomllib.loads(new_text))
+    old_raw, new_raw = tomllib.loads(old_text), tomllib.loads(new_text)
+    old, new = _flatten_spec(old_raw), _flatten_spec(new_raw)
+    if not (_reads_returns(old_raw.get("arms")) and _reads_returns(new_raw.get("arms"))):
+        # They size and place a sample no arm asks; or one spec's arms do and the other's
+        # not, and the arms added or removed are named.
+        for flat in (old, new):
+            for key in _STOCK_DAY_KEYS:
+                flat.pop(key, None)
     keys = old.keys() | new.keys()
     changed = _whole_arms(
         sorted(k for k in keys if old.get(k, _ABSENT) != new.get(k, _ABSENT)), old, new
@@ -137,6 +146,26 @@ def _flatten_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
         else:
             flat[key] = value
     return flat
+
+
+#: The arms' unit kinds drawn from the returns (`runs.units.UnitSource.stock_days`).
+RETURNS_KINDS = frozenset({"stock-day", "date-pair"})
+#: The spec keys only that draw reads (its returns and headlines files are compared by
+#: content, and only where an arm reads them: `input_files`).
+_STOCK_DAY_KEYS = ("data.stock_days", *(f"data.{key}" for key in ANCHOR_KEYS))
+
+
+def _reads_returns(arms: Any) -> bool:
+    """Whether any arm of a spec's `[[arms]]` is asked of the stock-days drawn from the
+    returns: a tester's families-only campaign was refused on resume as "changed:
+    data.stock_days", which sizes a sample none of its arms asks. An arm the catalogue does
+    not hold (a folder of another build's) is taken to, so its keys are still compared."""
+    from panels.arms import ARMS
+
+    if not isinstance(arms, list):
+        return True
+    names = [arm.get("name") if isinstance(arm, dict) else None for arm in arms]
+    return any(name not in ARMS or ARMS[name].unit_kind in RETURNS_KINDS for name in names)
 
 
 #: The design settings `runs.spec.parse_spec` fills in where a spec leaves them out.
@@ -208,7 +237,7 @@ def input_files(spec: CampaignSpec) -> Iterator[tuple[str, Path]]:
     from panels.families import FAMILIES_DIR, family_files
 
     kinds = {ARMS[entry.name].unit_kind for entry in spec.arms if entry.name in ARMS}
-    if kinds & {"stock-day", "date-pair"}:
+    if kinds & RETURNS_KINDS:
         returns = spec.data.returns
         yield ("returns" if returns else EMBEDDED_LABEL), returns or EMBEDDED_RETURNS
         if spec.data.headlines is not None:

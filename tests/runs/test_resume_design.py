@@ -473,3 +473,44 @@ def test_a_folder_resumes_and_scores_with_model_defaults_written_out(
         assert done.exit_code == 2, done.output
         said = " ".join(done.output.split())
         assert "changed: models[m].model, models[m].personality;" in said, said
+
+
+FAMILIES_ONLY = SIMULATED.replace('name = "baseline"', 'name = "families/isolated"')
+
+
+@pytest.mark.parametrize(
+    "data",
+    ["stock_days = 50", "anchor_from = 2025-08-15", 'anchor_to = "2025-12-23"'],
+)
+def test_a_key_only_the_stock_arms_read_is_no_change_where_none_runs(data: str) -> None:
+    """A tester's families-only campaign was refused on resume with another `stock_days`,
+    which sizes the sample of stock-days no arm of it asks."""
+    assert spec_changes(FAMILIES_ONLY, FAMILIES_ONLY + f"[data]\n{data}\n") == ([], [])
+    key = "data." + data.split(" = ")[0]
+    both = FAMILIES_ONLY + '[[arms]]\nname = "two-asset"\n'
+    assert spec_changes(SIMULATED, SIMULATED + f"[data]\n{data}\n") == ([key], [])
+    assert spec_changes(both, both + f"[data]\n{data}\n") == ([key], [])
+
+
+def test_a_families_only_folder_resumes_with_another_stock_days(tmp_path: Path) -> None:
+    """End to end: a families-only folder resumes, and is scored and repaired with `--spec`,
+    with another `stock_days` and anchor window, which no arm of it reads; the arms it was
+    run with still decide (a stock arm added is named, not the keys it would read)."""
+    from typer.testing import CliRunner
+
+    from runs.cli import app
+
+    spec, out = write(tmp_path), tmp_path / "run"
+    text = spec.read_text(encoding="utf-8")
+    families_only = text.replace('[[arms]]\nname = "baseline"\n', "")
+    spec.write_text(families_only, encoding="utf-8")
+    run(spec, out)
+    other = families_only.replace("stock_days = 2\n", "stock_days = 8\nanchor_to = 2020-01-02\n")
+    spec.write_text(other, encoding="utf-8")
+    run(spec, out)
+    for command in ("score", "repair"):
+        done = CliRunner().invoke(app, [command, str(out), "--spec", str(spec)])
+        assert done.exit_code == 0, done.output
+    spec.write_text(other + '[[arms]]\nname = "baseline"\n', encoding="utf-8")
+    with pytest.raises(RunError, match=r"changed: arms\[baseline\] \("):
+        run(spec, out)
