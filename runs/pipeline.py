@@ -138,6 +138,7 @@ from runs.spec import (
     check_batch_bytes,
     check_batch_floor,
     check_keys_read,
+    faults_refusal,
     hash_picked_personalities,
     load_spec,
     short_batch_models,
@@ -455,7 +456,7 @@ def simulator_faults(
     try:
         parse_faults(faults or "none")
     except ValueError as exc:
-        raise RunError(f"--faults: {exc}") from None
+        raise RunError(f"--faults: {faults_refusal(exc)}") from None
     uses_faults = (faults or "").strip() not in ("", "none")
     if (uses_faults or sim_url) and not needs_simulator(spec, rehearse):
         raise RunError(

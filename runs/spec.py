@@ -452,7 +452,20 @@ def _check_faults(value: str, path: Path) -> None:
     try:
         parse_faults(value)
     except ValueError as exc:
-        raise SpecError(path, "sim_faults", f"a fault profile or kind=rate pairs: {exc}") from None
+        raise SpecError(
+            path, "sim_faults", f"a fault profile or kind=rate pairs: {faults_refusal(exc)}"
+        ) from None
+
+
+def faults_refusal(exc: ValueError) -> str:
+    """`parse_faults`' refusal, with "did you mean" for an unknown name near a known one:
+    `sim_faults`, `run --faults` and `serve-sim --faults` said `flakey` was unknown without
+    naming `flaky`, where every other typo of the CLI is told its nearest name."""
+    from providers.sim.faults import UnknownFaultName
+
+    if not isinstance(exc, UnknownFaultName):
+        return str(exc)
+    return exc.said(_close(exc.name, set(exc.choices), otherwise=""))
 
 
 def _parse_data(raw: Any, path: Path, *, must_exist: bool = True) -> DataSpec:

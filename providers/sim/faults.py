@@ -276,12 +276,26 @@ def parse_faults(spec: str | FaultProfile) -> FaultProfile:
 _BATCH_NAMES = frozenset(k.value for k in BatchFaultKind)
 
 
+class UnknownFaultName(ValueError):
+    """A fault profile, kind or setting no one knows (`flakey`, `rate_limt=0.1`): the
+    message lists what is known, and `name` and `choices` let a caller add the nearest of
+    them (`runs.spec.faults_refusal`: providers cannot import the CLI's "did you mean")."""
+
+    def __init__(self, what: str, name: str, known: str, choices: frozenset[str]) -> None:
+        self.what, self.name, self.known, self.choices = what, name, known, choices
+        super().__init__(self.said(""))
+
+    def said(self, hint: str) -> str:
+        """The message with `hint` ("did you mean flaky?") after the unknown name."""
+        return f"unknown {self.what} {self.name!r}; {hint + ' ' if hint else ''}known: {self.known}"
+
+
 def _named_profile(name: str) -> FaultProfile:
     if name not in PROFILES:
-        raise ValueError(
-            f"unknown fault profile {name!r}; known: {', '.join(PROFILES)}"
-            " or explicit kind=rate pairs"
-        )
+        raise UnknownFaultName(
+            "fault profile", name, f"{', '.join(PROFILES)} or explicit kind=rate pairs",
+            frozenset(PROFILES),
+        )  # fmt: skip
     return PROFILES[name]
 
 
@@ -298,8 +312,10 @@ def _live_kind(key: str) -> FaultKind:
     try:
         return FaultKind(key)
     except ValueError:
-        known = ", ".join([k.value for k in ALL_KINDS] + sorted(_BATCH_NAMES))
-        raise ValueError(f"unknown fault kind {key!r}; known: {known}") from None
+        known = [k.value for k in ALL_KINDS] + sorted(_BATCH_NAMES)
+        raise UnknownFaultName(
+            "fault kind", key, ", ".join(known), frozenset(known) | frozenset(_SETTINGS)
+        ) from None
 
 
 K = TypeVar("K", FaultKind, BatchFaultKind)

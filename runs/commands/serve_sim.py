@@ -37,6 +37,7 @@ from runs.output import (
     stdout_console,
     stdout_to_null,
 )
+from runs.spec import faults_refusal
 
 #: The port a `provider = "sim"` config with no base_url uses (`SIM_DEFAULT_BASE_URL`).
 DEFAULT_PORT = 8765
@@ -220,7 +221,7 @@ def check_options(
     try:
         parse_faults(faults)
     except ValueError as exc:
-        fail(f"--faults: {exc}")
+        fail(f"--faults: {faults_refusal(exc)}")
     for name, value in (("--rpm", rpm), ("--tpm", tpm)):
         if value is not None and not (math.isfinite(value) and value > 0):
             fail(f"{name}: a positive number, not {value}")

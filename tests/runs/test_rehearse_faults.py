@@ -89,7 +89,8 @@ def test_faults_none_turns_the_specs_own_off(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--rehearse", "--faults", "bogus"], "unknown fault profile 'bogus'"),
+        (["--rehearse", "--faults", "bogus"], "unknown fault profile 'bogus'; known:"),
+        (["--rehearse", "--faults", "flakey"], "profile 'flakey'; did you mean flaky?"),
         (["--faults", "flaky"], "add --rehearse"),
         (["--rehearse", "--sim-url", "http://example.com:80"], "a simulator on this machine"),
     ],

@@ -266,7 +266,11 @@ def _not_served(*args: object, **kwargs: object) -> None:
         (["--tpm", "nan"], "error: --tpm: a positive number, not nan"),
         (["--rpm", "0"], "error: --rpm: a positive number, not 0.0"),
         (["--retry-after", "-1"], "error: --retry-after: seconds, 0 or more, not -1.0"),
-        (["--faults", "stormy"], "error: --faults: unknown fault profile 'stormy'"),
+        (["--faults", "stormy"], "error: --faults: unknown fault profile 'stormy'; known:"),
+        (
+            ["--faults", "hostle"],
+            "error: --faults: unknown fault profile 'hostle'; did you mean hostile?",
+        ),
         (["--counts-file", "{tmp}"], "error: --counts-file: {tmp} is a folder; give a file name"),
         (
             ["--counts-file", "{tmp}/none/counts.json"],
