@@ -43,6 +43,7 @@ from panels.input_files import (
     ID_MAX,
     TEXT_INPUT_MAX_BYTES,
     InputFileError,
+    bidi_control,
     composed,
     file_kind,
     form_clash,
@@ -313,26 +314,41 @@ def check_well_posed(families: Iterable[Family] | Mapping[str, Family]) -> None:
                 "or set control = false",
             )
         for statement in family.statements:
-            if has_control(statement.text):
-                raise FamilyError(
-                    file,
-                    "'text' must be one line without control characters: it is asked after its "
-                    "label in the joint prompt, where a line break could start a question of "
-                    "its own (\"Q02: ...\") and an escape sequence reaches a terminal",
-                    statement.id,
-                )
-            if len(statement.text) > STATEMENT_TEXT_MAX:
-                raise FamilyError(
-                    file,
-                    f"'text' must be at most {STATEMENT_TEXT_MAX:,} characters, not "
-                    f"{len(statement.text):,} (a statement is one question; the joint arm asks "
-                    "a whole family in one prompt)",
-                    statement.id,
-                )
+            _refuse_unaskable_text(statement, family.id, file)
         _refuse_trivial(family, file, impossible=True)
         _refuse_trivial(family, file, impossible=False)
         _refuse_one_text_two_events(family, file)
         _refuse_unshaped(family, file)
+
+
+def _refuse_unaskable_text(statement: Statement, family_id: str, file: str) -> None:
+    """Refuse a statement's text that a prompt cannot carry as written: a control character,
+    a bidirectional control (a tester's U+202E in a text made it display other than it reads,
+    in the file and wherever the prompt is shown), more than `STATEMENT_TEXT_MAX` characters."""
+    if has_control(statement.text):
+        raise FamilyError(
+            file,
+            "'text' must be one line without control characters: it is asked after its "
+            "label in the joint prompt, where a line break could start a question of "
+            "its own (\"Q02: ...\") and an escape sequence reaches a terminal",
+            statement.id,
+        )
+    if (bidi := bidi_control(statement.text)) is not None:
+        raise FamilyError(
+            file,
+            f"'text' of family {family_id!r} holds {bidi}, a bidirectional control: it "
+            "reorders what follows it on screen, so the text displays other than it reads and "
+            "than the model is asked; leave it out",
+            statement.id,
+        )
+    if len(statement.text) > STATEMENT_TEXT_MAX:
+        raise FamilyError(
+            file,
+            f"'text' must be at most {STATEMENT_TEXT_MAX:,} characters, not "
+            f"{len(statement.text):,} (a statement is one question; the joint arm asks "
+            "a whole family in one prompt)",
+            statement.id,
+        )
 
 
 #: What each shape's formulas must make true of its statements, over the family's worlds, so

@@ -305,8 +305,27 @@ def invisible_character(text: str, *, joiners_in_words: bool = False) -> str | N
                 continue
         else:
             continue
-        return f"U+{ord(c):04X} {unicodedata.name(c, 'FORMAT CHARACTER')}"
+        return _named(c)
     return None
+
+
+def _named(c: str) -> str:
+    return f"U+{ord(c):04X} {unicodedata.name(c, 'FORMAT CHARACTER')}"
+
+
+#: Unicode's bidirectional controls (property Bidi_Control): the embeddings and overrides
+#: U+202A..U+202E, the isolates U+2066..U+2069, the marks U+200E, U+200F and U+061C.
+_BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+
+def bidi_control(text: str) -> str | None:
+    """The first bidirectional control in `text`, named as `U+202E RIGHT-TO-LEFT OVERRIDE`,
+    or None: such a character reorders what follows it on screen, so a text holding one is
+    displayed other than it reads (and than a model is sent it). Free text that may be
+    right-to-left needs none: Unicode's algorithm orders its letters by itself."""
+    return next((_named(c) for c in text if c in _BIDI_CONTROLS), None)
 
 
 def _visible(c: str) -> bool:

@@ -606,6 +606,30 @@ def test_a_statement_text_with_a_control_character_is_refused(tmp_path: Path, te
     assert message.startswith(f"{tmp_path / 'x.toml'}: statement 'y': 'text' must be one line")
 
 
+@pytest.mark.parametrize(
+    ("char", "named"),
+    [
+        ("\u202e", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+        ("\u2066", "U+2066 LEFT-TO-RIGHT ISOLATE"),
+        ("\u200f", "U+200F RIGHT-TO-LEFT MARK"),
+    ],
+)
+def test_a_statement_text_with_a_bidirectional_control_is_refused_for_a_new_design(
+    tmp_path: Path, char: str, named: str
+) -> None:
+    """A text holding U+202E was asked as written and displayed reversed after it, in the file
+    and in every prompt shown; the loader still takes one (a folder an earlier build ran with
+    it stays readable)."""
+    text = f"Y wins{char} by 3 goals."
+    load_family(_write(tmp_path, PARTITION.replace('text = "Y wins."', f'text = "{text}"')))
+    message = _broken(tmp_path, 'text = "Y wins."', f'text = "{text}"', PARTITION, posed=True)
+    assert message == (
+        f"{tmp_path / 'x.toml'}: statement 'y': 'text' of family 'cup' holds {named}, a "
+        "bidirectional control: it reorders what follows it on screen, so the text displays "
+        "other than it reads and than the model is asked; leave it out"
+    )
+
+
 def test_a_statement_text_too_long_for_a_question_is_refused_for_a_new_design(
     tmp_path: Path,
 ) -> None:

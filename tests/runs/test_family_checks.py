@@ -144,6 +144,34 @@ def test_a_folder_an_earlier_build_ran_with_an_impossible_statement_stays_usable
         assert "no possible world" not in said
 
 
+def test_plan_refuses_a_bidirectional_control_in_a_text_an_earlier_build_ran_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement text holding U+202E RIGHT-TO-LEFT OVERRIDE was planned and asked; a new
+    design refuses it in one line naming the file, the family and the code point, and a folder
+    an earlier build ran with it is still resumed, scored and reported."""
+    import panels.families
+    from tests.runs.quiet_campaign import invoke
+
+    coin = COIN.format(heads=0.5, tails=0.5).replace('text = "tails"', 'text = "ta\u202eils"')
+    units_for(tmp_path, {"coin.toml": coin})
+    spec, out = str(tmp_path / "spec.toml"), str(tmp_path / "out")
+    assert invoke("plan", spec) == (
+        2,
+        f"error: {tmp_path / 'families' / 'coin.toml'}: statement 'tails': 'text' of family "
+        "'coin' holds U+202E RIGHT-TO-LEFT OVERRIDE, a bidirectional control: it reorders what "
+        "follows it on screen, so the text displays other than it reads and than the model is "
+        "asked; leave it out\n",
+    )
+    with monkeypatch.context() as earlier_build:
+        earlier_build.setattr(panels.families, "bidi_control", lambda text: None)
+        assert invoke("run", spec, "--out", out)[0] == 0
+    for command in (["run", spec, "--out", out], ["score", out], ["report", out]):
+        code, said = invoke(*command)
+        assert code == 0, said
+        assert "bidirectional" not in said
+
+
 @pytest.mark.parametrize("shape", ["threshold", "deadline"])
 def test_plan_refuses_a_chain_of_one_statement(tmp_path: Path, shape: str) -> None:
     """A threshold or deadline family of one statement was planned, exit 0, and read
