@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -564,18 +564,16 @@ def refuse_a_pipe(path: Path, mode: int | None = None) -> None:
         raise FamilyError(str(path), f"is {kind}, not a family file; move it out of the folder")
 
 
-#: Name beginnings of files in a families folder that no one wrote as a family.
-_NO_FAMILY = (".#", "._")
-
-
-def family_files(directory: Path) -> list[Path]:
-    """A folder's family files: its `*.toml` entries in name order, but an editor's lock
-    (`.#a.toml`, a dangling link) and macOS's resource files (`._a.toml`), which stopped the
-    whole campaign as "no such file" and "not valid TOML" (no build could load them, so no
-    folder recorded one; another hidden file an earlier build loaded stays a family file,
-    which that folder's design records); none from a folder that is not there (a
-    run folder's recorded design, moved to another machine, is compared file by file);
-    `FamilyError` when a folder there cannot be listed (it read as holding no family file)."""
+def family_files(directory: Path, keep: Collection[str] = ()) -> list[Path]:
+    """A folder's family files: its `*.toml` entries in name order, but hidden ones (a name
+    starting with ".", as most tools pass them over): an editor's lock (`.#a.toml`, a
+    dangling link) and macOS's resource files (`._a.toml`) stopped the whole campaign as "no
+    such file" and "not valid TOML", and a `.h.toml` was read as a family no listing showed.
+    `keep`: hidden names read all the same, those a run folder's design records (an earlier
+    build read `.h.toml` as a family; `runs.design.hidden_families`), so that folder is
+    still resumed and scored. None from a folder that is not there (a run folder's recorded
+    design, moved to another machine, is compared file by file); `FamilyError` when a folder
+    there cannot be listed (it read as holding no family file)."""
     try:
         names = os.listdir(directory)
     except (FileNotFoundError, NotADirectoryError):
@@ -583,7 +581,7 @@ def family_files(directory: Path) -> list[Path]:
     except OSError as error:
         raise FamilyError(str(directory), f"cannot read ({error.strerror or error})") from None
     return [directory / name for name in sorted(names)
-            if name.endswith(".toml") and not name.startswith(_NO_FAMILY)]  # fmt: skip
+            if name.endswith(".toml") and (not name.startswith(".") or name in keep)]  # fmt: skip
 
 
 def not_family_files(directory: Path) -> list[str]:
@@ -602,14 +600,16 @@ def not_family_files(directory: Path) -> list[str]:
     return sorted(names)
 
 
-def load_families(directory: str | Path = FAMILIES_DIR) -> dict[str, Family]:
-    """Every family file of a directory (`family_files`), keyed by family id, in file-name
-    order."""
+def load_families(
+    directory: str | Path = FAMILIES_DIR, keep: Collection[str] = ()
+) -> dict[str, Family]:
+    """Every family file of a directory (`family_files`, hidden ones in `keep` too), keyed by
+    family id, in file-name order."""
     directory = Path(directory)
     if not directory.is_dir():
         raise FamilyError(str(directory), "not a directory")
     families: dict[str, Family] = {}
-    for path in family_files(directory):
+    for path in family_files(directory, keep):
         refuse_a_pipe(path)
         family = load_family(path)
         if family.id in families:  # as written: see `check_one_form` for two Unicode forms

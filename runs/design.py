@@ -230,8 +230,11 @@ def _flatten_arms(arms: list[dict[str, Any]], model_names: list[str]) -> dict[st
 # --------------------------------------------------------------------------- input files
 
 
-def input_files(spec: CampaignSpec) -> Iterator[tuple[str, Path]]:
-    """(label, path) of every file the plan is built from, labels stable across machines."""
+def input_files(
+    spec: CampaignSpec, keep: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, Path]]:
+    """(label, path) of every file the plan is built from, labels stable across machines;
+    `keep`: the hidden family files read all the same (`hidden_families`)."""
     from panels.arms import ARMS
     from panels.data import EMBEDDED_RETURNS
     from panels.families import FAMILIES_DIR, family_files
@@ -245,7 +248,7 @@ def input_files(spec: CampaignSpec) -> Iterator[tuple[str, Path]]:
     if "family" in kinds:
         folder = spec.data.families
         prefix = "families" if folder else SHIPPED_FAMILIES
-        for path in family_files(folder or FAMILIES_DIR):
+        for path in family_files(folder or FAMILIES_DIR, keep):
             yield f"{prefix}/{path.name}", path
 
 
@@ -255,13 +258,30 @@ EMBEDDED_LABEL = "returns (embedded)"
 SHIPPED_FAMILIES = "families (shipped)"
 
 
-def fingerprint(spec: CampaignSpec) -> dict[str, Any]:
-    """The design record: every input file's path and SHA-256, and the dutchbook version."""
+def fingerprint(spec: CampaignSpec, run_dir: Path | None = None) -> dict[str, Any]:
+    """The design record: every input file's path and SHA-256, and the dutchbook version;
+    with the hidden family files `run_dir`'s design records (`hidden_families`)."""
     files = {
         label: {"path": str(path), "sha256": input_sha256(label, path)}
-        for label, path in input_files(spec)
+        for label, path in input_files(spec, hidden_families(run_dir))
     }
     return {"dutchbook": installed_version() or "unknown", "files": files}
+
+
+def hidden_families(run_dir: Path | None) -> frozenset[str]:
+    """The names of the hidden family files (`.h.toml`) `run_dir`'s `design.json` records:
+    an earlier build read every `*.toml` of a families folder, where hidden ones are now
+    passed over (`panels.families.family_files`), and a folder it ran with one must still
+    resume and score as planned. None without a run folder, a record, or with a damaged one
+    (`freeze_design` and `input_changes` say so)."""
+    if run_dir is None or not (run_dir / DESIGN_FILE).is_file():
+        return frozenset()
+    try:
+        files = recorded_design(run_dir / DESIGN_FILE).get("files", {})
+    except DesignChanged:
+        return frozenset()
+    names = (label.partition("/")[2] for label in files if label.startswith("families"))
+    return frozenset(name for name in names if name.startswith("."))
 
 
 def input_sha256(label: str, path: Path) -> str:
@@ -409,7 +429,7 @@ def freeze_design(spec: CampaignSpec, run_dir: Path) -> bool:
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     frozen = run_dir / SPEC_FILE
-    now = fingerprint(spec)
+    now = fingerprint(spec, run_dir)
     if not frozen.exists():
         write_bytes_atomic(run_dir / DESIGN_FILE, orjson.dumps(now, option=orjson.OPT_INDENT_2))
         _record(run_dir, spec, [])
@@ -451,7 +471,9 @@ def resume_problem(spec: CampaignSpec, run_dir: Path) -> str | None:
     if not frozen.exists():
         return None
     try:
-        return _design_problem(run_dir, spec, _frozen_spec_text(frozen), fingerprint(spec))
+        return _design_problem(
+            run_dir, spec, _frozen_spec_text(frozen), fingerprint(spec, run_dir)
+        )
     except DesignChanged as exc:
         return str(exc)
 
@@ -529,7 +551,7 @@ def input_changes(spec: CampaignSpec, run_dir: Path) -> InputChanges:
     design_path = run_dir / DESIGN_FILE
     if not design_path.exists():
         return InputChanges([], frozenset())
-    recorded, now = recorded_design(design_path), fingerprint(spec)
+    recorded, now = recorded_design(design_path), fingerprint(spec, run_dir)
     planned = {entry["sha256"] for entry in _family_entries(recorded)}
     changed = {Path(entry["path"]) for entry in _family_entries(now)
                if entry["sha256"] not in planned}  # fmt: skip

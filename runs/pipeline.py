@@ -78,6 +78,7 @@ from runs.design import (
     data_changes,
     design_matches,
     freeze_design,
+    hidden_families,
     other_design,
 )
 from runs.folder_lock import FolderBusy
@@ -663,7 +664,7 @@ async def run_campaign(
         check_keys_read(spec)
     abandon = check_abandon(run_dir, abandon_batch_jobs)
     remove_orphaned_scratch()  # what runs killed before left in the temporary folder
-    units = UnitSource.from_spec(spec)
+    units = UnitSource.from_spec(spec, hidden_families(run_dir))
     for entry in spec.arms:
         units.check_requirements(ARMS[entry.name])
     check_new_design(spec, units, run_dir)  # before the prompts are rendered, for a new folder

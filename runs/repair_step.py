@@ -70,7 +70,10 @@ def _nulls(row: np.ndarray) -> list[float | None]:
 
 def repair_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None) -> RepairSummary:
     """Write `repaired.parquet`: one row per answered (model, arm, unit, pass, set)."""
-    units = units or UnitSource.from_spec(spec)
+    if units is None:
+        from runs.design import hidden_families  # only here: callers mostly pass `units`
+
+        units = UnitSource.from_spec(spec, hidden_families(run_dir))
     answers = answers_now(run_dir)  # before they are read: what these repairs come from
     source = AnswerSource(run_dir)
     changes: list[float] = []

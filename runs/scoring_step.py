@@ -324,7 +324,10 @@ def score_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None
     One (model, arm) at a time; re-running gives the same files. Returns what the report
     reads (`ScoredRun`), so nothing is written and read back.
     """
-    units = units or UnitSource.from_spec(spec)
+    if units is None:
+        from runs.design import hidden_families  # only here: callers mostly pass `units`
+
+        units = UnitSource.from_spec(spec, hidden_families(run_dir))
     answers = answers_now(run_dir)  # before they are read: what these scores come from
     source = AnswerSource(run_dir)
     slim: list[pl.DataFrame] = []

@@ -60,10 +60,16 @@ def check_control_coherent(family: Family) -> None:
 @dataclass
 class UnitSource:
     spec: CampaignSpec
+    #: Hidden family files read all the same: those the run folder's design records
+    #: (`runs.design.hidden_families`).
+    keep: frozenset[str] = frozenset()
 
     @classmethod
-    def from_spec(cls, spec: CampaignSpec) -> UnitSource:
-        return cls(spec)
+    def from_spec(cls, spec: CampaignSpec, keep: frozenset[str] = frozenset()) -> UnitSource:
+        """The units of `spec`; for a run folder, `keep` the hidden family files an earlier
+        build read there (`runs.design.hidden_families`), so it resumes and scores as it was
+        planned."""
+        return cls(spec, keep)
 
     @cached_property
     def returns(self) -> Any:
@@ -127,7 +133,7 @@ class UnitSource:
     @cached_property
     def families(self) -> Sequence[Any]:
         folder = self.spec.data.families or FAMILIES_DIR
-        families = load_families(folder)
+        families = load_families(folder, self.keep)
         if not families:
             raise SpecError(
                 self.spec.path,

@@ -74,13 +74,19 @@ def _load(run_dir: Path, spec_path: Path | None) -> tuple[CampaignSpec, UnitSour
     if unfinished:  # scored as they are, but whose answers they are is not known
         warn(unfinished)
     spec = _frozen(run_dir) if spec_path is None else _given(run_dir, spec_path)
-    from runs.design import DesignChanged, changed_family_refusal, input_changes, said_changes
+    from runs.design import (
+        DesignChanged,
+        changed_family_refusal,
+        hidden_families,
+        input_changes,
+        said_changes,
+    )
 
     try:
         changed = input_changes(spec, run_dir)
     except DesignChanged as exc:  # design.json is damaged
         fail(str(exc))
-    units = UnitSource.from_spec(spec)
+    units = UnitSource.from_spec(spec, hidden_families(run_dir))
     if changed.phrases:
         # Loaded before the note: a family file made invalid TOML was said to be "scored
         # against the data as it is now", then refused; so is one a new plan would refuse.

@@ -19,6 +19,7 @@ from panels.families import (
     FamilyError,
     check_one_form,
     check_well_posed,
+    family_files,
     load_families,
     load_family,
 )
@@ -567,15 +568,18 @@ def test_every_shipped_family_has_its_shapes_tie() -> None:
     check_well_posed(families.values())
 
 
-def test_editor_locks_and_macos_side_files_are_no_family_files(tmp_path: Path) -> None:
+def test_hidden_files_are_no_family_files(tmp_path: Path) -> None:
     """An editor's lock (`.#a.toml`, a dangling link) and macOS's `._a.toml` stopped the whole
-    campaign as "no such file" and "not valid TOML". Another hidden file is a family, as
-    every earlier build loaded it (a folder it ran records it in its design)."""
+    campaign as "no such file" and "not valid TOML", and a `.hidden.toml` was read as a
+    family no listing showed. A hidden file named in `keep` (one a run folder's design
+    records: an earlier build read it) is read all the same."""
     _write(tmp_path, GOOD.format(id="coins"), "a.toml")
     _write(tmp_path, GOOD.format(id="hidden-one"), ".hidden.toml")
     (tmp_path / ".#a.toml").symlink_to("user@host.1234:1700000000")
     (tmp_path / "._a.toml").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X")
-    assert list(load_families(tmp_path)) == ["hidden-one", "coins"]
+    assert family_files(tmp_path) == [tmp_path / "a.toml"]
+    assert list(load_families(tmp_path)) == ["coins"]
+    assert list(load_families(tmp_path, keep={".hidden.toml"})) == ["hidden-one", "coins"]
 
 
 def test_an_unreadable_families_folder_is_said_so(

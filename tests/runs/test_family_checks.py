@@ -144,6 +144,35 @@ def test_a_folder_an_earlier_build_ran_with_an_impossible_statement_stays_usable
         assert "no possible world" not in said
 
 
+def test_a_hidden_family_file_is_no_input_but_one_an_earlier_build_ran_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hidden `.h.toml` in a families folder was read as a family (planned, asked, in
+    design.json's inputs) though no listing shows it. It is passed over now; a folder an
+    earlier build ran with one (design.json records it) still resumes, scores and reports."""
+    import orjson
+
+    import runs.design
+    from tests.runs.quiet_campaign import invoke
+
+    coin = COIN.format(heads=0.5, tails=0.5)
+    units_for(tmp_path, {"coin.toml": coin, ".h.toml": coin.replace('"coin"', '"hidden"')})
+    spec, new, old = (str(tmp_path / name) for name in ("spec.toml", "new", "old"))
+
+    def inputs(folder: str) -> list[str]:
+        return sorted(orjson.loads(Path(folder, "design.json").read_bytes())["files"])
+
+    assert invoke("run", spec, "--out", new)[0] == 0
+    assert inputs(new) == ["families/coin.toml"]
+    with monkeypatch.context() as earlier_build:  # it read every *.toml
+        earlier_build.setattr(runs.design, "hidden_families", lambda run_dir: {".h.toml"})
+        assert invoke("run", spec, "--out", old)[0] == 0
+    assert inputs(old) == ["families/.h.toml", "families/coin.toml"]
+    for command in (["run", spec, "--out", old], ["score", old, "--spec", spec], ["report", old]):
+        code, said = invoke(*command)
+        assert code == 0 and "no longer an input" not in said, said
+
+
 def test_plan_refuses_a_bidirectional_control_in_a_text_an_earlier_build_ran_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
