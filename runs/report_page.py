@@ -51,11 +51,11 @@ from runs.report.wording import (
     ORDER_REPEATED,
     bootstrap_words,
     coverage_text,
-    difference_text,
     dollars,
     fixed,
     floor_text,
     floor_words,
+    interval_text,
     metric_words,
     of_families,
     reading_guide,
@@ -258,7 +258,10 @@ def _one_cluster_note(rows: Sequence[Mapping[str, Any]]) -> str:
     """Why a scored row shows no interval: it spans one cluster (`scoring.stats.MIN_CLUSTERS`)."""
     if not any(r.get("scored") and r.get("clusters") == 1 for r in rows):
         return ""
-    return " · no interval where a row spans a single date or family: resampling one gives it back"
+    return (
+        " · no interval where a row spans a single date or family ([—, —]): resampling one "
+        "gives it back"
+    )
 
 
 def _header(
@@ -836,21 +839,13 @@ NO_BREAK = "\u00a0"
 
 
 def _iv(iv: Any, digits: int = 5, *, signed: bool = False) -> str:
-    """A summary interval's cell; `signed`, a paired difference's, as every view writes one
-    (`difference_text`: "—" for an end one date leaves out, where the page gave the mean
-    alone and leaderboard.txt "[—, —]")."""
+    """A summary interval's cell as every view writes one (`interval_text`; `signed`, a
+    paired difference's): "—" for an end one date leaves out, "0.01500 [—, —]", where the
+    page gave a profit or Brier of one date as its mean alone and leaderboard.txt and
+    report.md "[—, —]"."""
     if not isinstance(iv, Mapping) or not _finite(iv.get("mean")):
         return ""
-    if signed:
-        return difference_text(iv, digits, space=NO_BREAK)
-    lo: Any = iv.get("lo")
-    hi: Any = iv.get("hi")
-    bounds = (
-        f" [{fixed(lo, digits)},{NO_BREAK}{fixed(hi, digits)}]"
-        if _finite(lo) and _finite(hi)
-        else ""
-    )
-    return f"{fixed(iv['mean'], digits)}{bounds}"
+    return interval_text(iv, digits, signed=signed, space=NO_BREAK)
 
 
 def _pct(x: Any) -> str:

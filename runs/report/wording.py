@@ -39,16 +39,31 @@ def fixed_or_dash(x: float | None, digits: int = 5, *, signed: bool = False) -> 
     return fixed(x, digits, signed=signed)
 
 
+def interval_text(
+    iv: Mapping[str, float | None],
+    digits: int = 5,
+    *,
+    signed: bool = False,
+    gap: str = " ",
+    space: str = " ",
+) -> str:
+    """An interval as every view writes it: "0.01500 [0.01201, 0.01893]", "—" for a missing
+    end ("0.01500 [—, —]" of one date, whose bootstrap cannot be computed; the page gave its
+    profit and Brier as the mean alone). `signed`: each number with its sign, a paired
+    difference's (`difference_text`); `gap` goes between the mean and the brackets (a
+    panel's line break), `space` after the comma (the page's no-break space)."""
+    mean, lo, hi = (fixed_or_dash(iv.get(k), digits, signed=signed) for k in ("mean", "lo", "hi"))
+    return f"{mean}{gap}[{lo},{space}{hi}]"
+
+
 def difference_text(
     iv: Mapping[str, float | None], digits: int = 5, *, gap: str = " ", space: str = " "
 ) -> str:
     """A paired difference as every view writes it: "+0.01557 [+0.01201, +0.01893]", each
     number signed, "—" for a missing end ("+0.01557 [—, —]" of one date). One date's
     linked - dispersed read four ways: that, "+0.01557" (the page), "0.01557 [—, —]" (figure
-    5's caption) and "[+nan, +nan]" (its panel). `gap` goes between the mean and the
-    brackets (a panel's line break), `space` after the comma (the page's no-break space)."""
-    mean, lo, hi = (fixed_or_dash(iv.get(k), digits, signed=True) for k in ("mean", "lo", "hi"))
-    return f"{mean}{gap}[{lo},{space}{hi}]"
+    5's caption) and "[+nan, +nan]" (its panel). `gap` and `space` as `interval_text`'s."""
+    return interval_text(iv, digits, signed=True, gap=gap, space=space)
 
 
 #: The most decimals a percent of the coverage floor is shown with.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import errno
 import html
+import math
 import os
 import re
 import shutil
@@ -535,10 +536,28 @@ def test_figure_5s_alt_text_names_the_linked_table_only_where_the_page_has_it(
 
 def test_a_one_date_difference_on_the_page_shows_its_missing_ends() -> None:
     """One date gives no interval: the page's difference cells (vs baseline, vs marginals,
-    linked - dispersed) gave the mean alone where leaderboard.txt gives "[—, —]"; a profit
-    of one date still shows its mean alone."""
+    linked - dispersed) gave the mean alone where leaderboard.txt gives "[—, —]"."""
     from runs.report_page import _iv
 
     one_date = {"mean": 0.01, "lo": None, "hi": None}
     assert _iv(one_date, signed=True) == "+0.01000 [—,\u00a0—]"
-    assert _iv(one_date) == "0.01000"
+
+
+def test_a_one_date_profit_and_brier_on_the_page_read_as_leaderboard_txt(tmp_path: Path) -> None:
+    """A profit and a Brier of one date, whose bootstrap cannot be computed, were the mean
+    alone on the page ("0.01500"), where leaderboard.txt and report.md read "0.01500 [—, —]":
+    every view spells them alike (`runs.report.wording.interval_text`)."""
+    from runs.report.tables import _fmt_iv
+    from scoring.stats import Interval
+
+    profit = {"mean": 0.015, "lo": None, "hi": None}
+    brier = {"mean": 0.21, "lo": None, "hi": None}
+    row = {"model": "m", "arm": "baseline", "norm": "inf", "scored": True, "units": 2,
+           "clusters": 1, "coverage": 1.0, "profit": profit, "brier": brier}  # fmt: skip
+    page = render_page({"rows": [row], "models": {}}, [], tmp_path, spec={"name": "x"})
+    nbsp = "\u00a0"
+    for section in ("<h2>Leaderboard</h2>", "<h2>Every arm and model</h2>"):
+        table = page.split(section, 1)[1].split("</table>", 1)[0]
+        assert f"<td>0.01500 [—,{nbsp}—]</td>" in table, section
+        assert f"<td>0.2100 [—,{nbsp}—]</td>" in table, section
+    assert _fmt_iv(Interval(0.015, math.nan, math.nan)) == "0.01500 [—, —]"

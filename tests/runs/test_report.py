@@ -902,7 +902,8 @@ def test_a_single_date_gives_means_without_intervals_or_significance(tmp_path: P
     from runs.report_page import render_page
 
     page = render_page(summary, [], tmp_path, spec={"name": "x"}, audit_sentence="")
-    assert "no interval where a row spans a single date or family" in page
+    assert "no interval where a row spans a single date or family ([—, —])" in page
+    assert "0.01500 [—,\u00a0—]" in page and "+0.00500 [—,\u00a0—]" in page
 
 
 def test_both_orders_of_a_date_pair_are_one_unit(tmp_path: Path) -> None:
