@@ -49,7 +49,7 @@ from runs.report.wording import (
     ORDER_LINKED,
     ORDER_RANKING,
     ORDER_REPEATED,
-    bootstrap_words,
+    bootstrap_draws,
     coverage_text,
     dollars,
     fixed,
@@ -275,16 +275,14 @@ def _header(
     models = sorted({r["model"] for r in rows})
     arms = sorted({r["arm"].split(" ")[0] for r in rows})
     labels = [str(r["arm"]) for r in rows]
-    bootstrap = bootstrap_words(  # the seed escaped, as a spec's value; the rest is ours
-        _whole(summary.get("bootstrap_replicates")), esc(summary.get("seed")), labels
-    )
+    draws = bootstrap_draws(_whole(summary.get("bootstrap_replicates")), summary.get("seed"))
     out = [
         f"<h1>Coherence report: {esc(name)}</h1>",
         '<p class="meta">'
         f"{plural(len(models), 'model')} · {plural(len(arms), 'arm')} · "
-        f"{metric_words(labels)} (lower is more coherent) · {bootstrap} · "
+        f"{metric_words(labels)} (lower is more coherent) · "
         f"coverage floor {_floor_text(summary)}{_one_cluster_note(rows)}</p>",
-        *_guide(labels),
+        *_guide(labels, draws),
     ]
     simulated = simulated_models(spec, rehearsed)
     if simulated:
@@ -314,11 +312,14 @@ def _personalities_html(
     return [f'<ul class="sim-personalities">{items}</ul>'] if items else []
 
 
-def _guide(labels: Sequence[str]) -> list[str]:
-    """The terms the page uses, one item each (`runs.report.wording.reading_guide`)."""
+def _guide(labels: Sequence[str], draws: str) -> list[str]:
+    """The terms the page uses, one item each (`runs.report.wording.reading_guide`), the
+    bootstrap's replicates and seed (`draws`) in its intervals' sentence, as leaderboard.txt's
+    legend says them: the header said the bootstrap too, in other words, so the page said it
+    twice."""
     if not labels:
         return []
-    items = "".join(f"<li>{esc(item)}</li>" for item in reading_guide(labels))
+    items = "".join(f"<li>{esc(item)}</li>" for item in reading_guide(labels, draws=draws))
     return [f'<ul class="guide">{items}</ul>']
 
 

@@ -279,18 +279,11 @@ def reading_guide(
 
 
 def bootstrap_draws(replicates: int | None, seed: object) -> str:
-    """The bootstrap's size and seed, "20,000 replicates (seed 7)", as every view says them."""
+    """The bootstrap's size and seed, "20,000 replicates (seed 7)", as every view says them
+    (the intervals' sentence of `reading_guide`: the page's guide, leaderboard.txt's legend,
+    report.md's opening)."""
     reps = f"{replicates:,}" if isinstance(replicates, int) else "—"
     return f"{reps} replicates (seed {seed})"
-
-
-def bootstrap_words(replicates: int | None, seed: object, labels: Iterable[str]) -> str:
-    """The bootstrap behind every interval, as the page's header says it: "95% intervals
-    from a bootstrap of 20,000 replicates (seed 7) clustered by date"."""
-    return (
-        f"95% intervals from a bootstrap of {bootstrap_draws(replicates, seed)} "
-        f"{cluster_words(labels)}"
-    )
 
 
 def _cluster_kinds(stock: bool, family: bool) -> str:

@@ -224,25 +224,51 @@ def test_report_command_on_a_folder_that_is_not_a_run_fails_in_one_line(tmp_path
 
 def test_the_header_names_the_metric_and_clusters_of_the_arms_run(tmp_path: Path) -> None:
     """The paper's arms: profit per unit stake, dates resampled; question families: L1
-    profit, whole families resampled (their units' cluster); both when both were run."""
+    profit, whole families resampled (their units' cluster); both when both were run. The
+    header names the metric, the guide under it the clusters (`test_the_page_says_the_
+    bootstrap_once`)."""
 
     def header(*arms: tuple[str, str]) -> str:
         rows = [{"model": "m", "arm": arm, "norm": norm, "scored": True} for arm, norm in arms]
         page = render_page({"rows": rows, "models": {}}, [], tmp_path, spec={"name": "x"})
-        return page.split('<p class="meta">', 1)[1].split("</p>", 1)[0]
+        return page.split('<p class="meta">', 1)[1].split("</ul>", 1)[0]
 
     paper = header(("baseline", "inf"))
     assert "arbitrage profit per unit stake (lower is more coherent)" in paper
-    assert "clustered by date" in paper and "L1" not in paper and "family" not in paper
+    assert "resample whole clusters (dates)" in paper
+    assert "L1" not in paper and "family" not in paper
     families = header(("families/isolated", "l1"), ("families/joint", "l1"))
     assert "L1 arbitrage profit (lower is more coherent)" in families
-    assert "clustered by family" in families and "per unit stake" not in families
+    assert "resample whole clusters (families)" in families
+    assert "per unit stake" not in families
     both = header(("baseline", "inf"), ("families/joint", "l1"))
     assert (
         "arbitrage profit, per unit stake on the stock-return arms and in the L1 metric on the "
         "question-family arms (lower is more coherent)"
     ) in both
-    assert "clustered by date, question families' by family" in both
+    assert (
+        "(dates on the stock-return arms, families on the family arms)"
+    ) in both
+
+
+def test_the_page_says_the_bootstrap_once(tmp_path: Path) -> None:
+    """The header said "95% intervals from a bootstrap of 2,000 replicates (seed 7)
+    clustered by date" above a guide saying "Intervals are 95% percentile bootstraps that
+    resample whole clusters (dates)": the page said it twice, in two wordings. It says it
+    once, in the guide, with the replicates and seed, as leaderboard.txt's legend does."""
+    from runs.report.wording import bootstrap_draws, reading_guide
+
+    row = {"model": "m", "arm": "baseline", "norm": "inf", "scored": True, "clusters": 3,
+           "profit": {"mean": 0.01, "lo": 0.005, "hi": 0.015}}  # fmt: skip
+    summary = {"rows": [row], "models": {}, "bootstrap_replicates": 2_000, "seed": "<7>"}
+    page = render_page(summary, [], tmp_path, spec={"name": "x"})
+    header = page.split('<p class="meta">', 1)[1].split("</p>", 1)[0]
+    assert "bootstrap" not in header and "clustered" not in header
+    guide = reading_guide(["baseline"], draws=bootstrap_draws(2_000, "<7>"))
+    said = next(item for item in guide if "bootstrap" in item)
+    assert "bootstraps of 2,000 replicates (seed <7>)" in said
+    assert f"<li>{html.escape(said)}</li>" in page
+    assert page.count("bootstrap") == 1
 
 
 @pytest.mark.parametrize("name", ["summary.json", "report.md", "leaderboard.txt", "figures.json"])
@@ -469,7 +495,8 @@ def test_a_referee_finds_the_terms_the_clusters_and_the_figures_data(figures_run
 
     page = (figures_run / "report" / "index.html").read_text(encoding="utf-8")
     summary = orjson.loads((figures_run / "report" / "summary.json").read_bytes())
-    items = reading_guide(r["arm"] for r in summary["rows"])
+    draws = bootstrap_draws(summary["bootstrap_replicates"], summary["seed"])
+    items = reading_guide((r["arm"] for r in summary["rows"]), draws=draws)
     listed = "".join(f"<li>{html.escape(item)}</li>" for item in items)
     assert f'<ul class="guide">{listed}</ul>' in page
     guide = " ".join(items)
@@ -478,10 +505,8 @@ def test_a_referee_finds_the_terms_the_clusters_and_the_figures_data(figures_run
                  "Dutch Books for Language Models"):  # fmt: skip
         assert term in guide, term
     md = (figures_run / "report" / "report.md").read_text(encoding="utf-8")
-    # report.md defines them alike, its bootstrap with the replicates and seed of the header
-    draws = bootstrap_draws(summary["bootstrap_replicates"], summary["seed"])
-    alike = " ".join(reading_guide((r["arm"] for r in summary["rows"]), draws=draws))
-    assert alike in " ".join(md.split()) and draws in page
+    # report.md defines them alike, its bootstrap with the replicates and seed
+    assert guide in " ".join(md.split()) and draws in page
     assert "at most $0.05, the family benchmark's leaderboard score" in guide
     assert reading_guide([]) == []  # no rows: no term to define (it read "probabilities, ;")
     every = page.split("<h2>Every arm and model</h2>", 1)[1].split("</table>", 1)[0]
