@@ -49,6 +49,7 @@ from runs.report.wording import (
     ORDER_LINKED,
     ORDER_RANKING,
     ORDER_REPEATED,
+    VS_BASELINE_COLUMN,
     bootstrap_draws,
     coverage_text,
     dollars,
@@ -59,6 +60,7 @@ from runs.report.wording import (
     metric_words,
     of_families,
     reading_guide,
+    without_empty_comparison,
 )
 from runs.report_folder import report_dir as report_folder
 
@@ -621,18 +623,14 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
         "units",
         "clusters",
         "profit [95% CI]",
-        "vs baseline [95% CI]",
+        VS_BASELINE_COLUMN,
         *(f"≥ {t}" for t in thresholds),
         "Brier [95% CI]",
         "arbitrage-free [95% CI]",
         "coverage",
     )
-    if not any(r.get("vs_baseline") or r.get("vs_marginals") for r in rows):
-        # No paired difference in any row (a campaign of families alone): the column was
-        # shown empty, as leaderboard.txt and report.md leave it out.
-        vs_column = header.index("vs baseline [95% CI]")
-        header = (*header[:vs_column], *header[vs_column + 1 :])
-        body = [(*b[:vs_column], *b[vs_column + 1 :]) for b in body]
+    comparisons = (r.get("vs_marginals") or r.get("vs_baseline") for r in rows)
+    shown, *cells = without_empty_comparison(comparisons, header, [header, *body])
     return [
         "<h2>Every arm and model</h2>",
         "<p>Mean profit per unit stake (passes averaged per unit, then units averaged); the "
@@ -643,7 +641,7 @@ def _arms_table(summary: Mapping[str, Any]) -> list[str]:
         "Clusters: the dates or families the interval resampled (a handful makes it rough). "
         f"A model under the coverage floor{floor_words(str(r.get('arm', '')) for r in rows)} "
         "is not scored: an unanswered question is never counted as incoherence.</p>",
-        _table(header, body, text_columns={0, 1}, row_classes=classes),
+        _table(shown, cells, text_columns={0, 1}, row_classes=classes),
         _order(ORDER_ARMS),
     ]
 

@@ -66,6 +66,7 @@ from runs.report.wording import (
     ORDER_LEADERBOARD,
     ORDER_LINKED,
     ORDER_REPEATED,
+    VS_BASELINE_COLUMN,
     bootstrap_draws,
     cluster_words,
     coverage_text,
@@ -73,20 +74,19 @@ from runs.report.wording import (
     fixed_or_dash,
     floor_text,
     floor_words,
+    interval_text,
     metric_words,
     of_families,
     reading_guide,
+    without_empty_comparison,
 )
 from scoring.stats import Interval
-
-#: A number of the tables, "—" where there is none (`fixed_or_dash`).
-_fmt = fixed_or_dash
 
 
 def _fmt_iv(iv: Interval | None, digits: int = 5) -> str:
     if iv is None:
         return ""
-    return f"{_fmt(iv.mean, digits)} [{_fmt(iv.lo, digits)}, {_fmt(iv.hi, digits)}]"
+    return interval_text(iv._asdict(), digits)
 
 
 def headline_lines(summary: dict[str, Any], out: Path) -> list[str]:
@@ -176,15 +176,11 @@ LEADERBOARD_COLUMNS = (
     "units",
     "profit [95% CI, date-clustered]",  # `leaderboard_columns` names the clusters of the rows
     *(f"≥{t:g}" for t in THRESHOLDS),
-    "vs baseline [95% CI]",
+    VS_BASELINE_COLUMN,
     "Brier [95% CI]",
     "arb-free [95% CI]",
     "coverage",
 )
-
-
-#: The column of the paired differences (`_comparison`), left out where no row has one.
-_VS_COLUMN = LEADERBOARD_COLUMNS.index("vs baseline [95% CI]")
 
 
 def baseline_run(rows: Sequence[ArmRow]) -> bool:
@@ -193,14 +189,13 @@ def baseline_run(rows: Sequence[ArmRow]) -> bool:
     return any(r.arm == BASELINE_ARM for r in rows)
 
 
-def _compared(rows: Sequence[ArmRow]) -> bool:
-    """Whether any row has a paired difference for the "vs baseline" column: one with none
-    (a campaign of families alone, say) showed it empty."""
-    return any(r.vs_baseline is not None or r.vs_marginals is not None for r in rows)
-
-
-def _without_empty_comparison(rows: Sequence[ArmRow], cells: list[str]) -> list[str]:
-    return cells if _compared(rows) else cells[:_VS_COLUMN] + cells[_VS_COLUMN + 1 :]
+def _without_empty_comparison(
+    rows: Sequence[ArmRow], lines: Sequence[Sequence[str]]
+) -> list[list[str]]:
+    """`lines` of the leaderboard without its "vs baseline" column where no row has a
+    paired difference (`without_empty_comparison`)."""
+    comparisons = (r.vs_marginals or r.vs_baseline for r in rows)
+    return without_empty_comparison(comparisons, LEADERBOARD_COLUMNS, lines)
 
 
 def leaderboard_columns(rows: Sequence[ArmRow]) -> tuple[str, ...]:
@@ -214,7 +209,7 @@ def leaderboard_columns(rows: Sequence[ArmRow]) -> tuple[str, ...]:
         else col
         for col in LEADERBOARD_COLUMNS
     ]  # fmt: skip
-    return tuple(_without_empty_comparison(rows, named))
+    return tuple(_without_empty_comparison(rows, [named])[0])
 
 
 def leaderboard_cells(rows: Sequence[ArmRow], floor: float | None = None) -> list[list[str]]:
@@ -240,7 +235,7 @@ def leaderboard_cells(rows: Sequence[ArmRow], floor: float | None = None) -> lis
                 coverage_text(r.coverage, floor),
             ]
         )
-    return [_without_empty_comparison(rows, cells) for cells in out]
+    return _without_empty_comparison(rows, out)
 
 
 def leaderboard(rows: Sequence[ArmRow], floor: float | None = None) -> Table:
@@ -288,11 +283,11 @@ def details_text(data: ReportData, notes: Sequence[str] = ()) -> str:
         for k in range(1, k_max + 1):
             table.add_column(f"k={k}", justify="right")
         for r in repeated:
-            cells = [f"{_fmt(b['mean'])} [{_fmt(b['lo'])}, {_fmt(b['hi'])}]" for b in r["by_k"]]
+            cells = [interval_text(b) for b in r["by_k"]]
             table.add_row(
                 Text(r["model"]),
                 r["arm"],
-                _fmt(r["single_pass_mean"]),
+                fixed_or_dash(r["single_pass_mean"]),
                 *cells,
                 *[""] * (k_max - len(cells)),
             )
@@ -374,9 +369,9 @@ def model_ranking(rows: Sequence[ArmRow], floor: float | None = None) -> Table:
             continue
         table.add_row(
             Text(m),
-            _fmt(r.profit.mean, 5) if r.profit else "not scored",
-            f"[{_fmt(r.profit.lo, 5)}, {_fmt(r.profit.hi, 5)}]" if r.profit else "",
-            _fmt(r.brier.mean, 4) if r.brier else "",
+            fixed_or_dash(r.profit.mean) if r.profit else "not scored",
+            f"[{fixed_or_dash(r.profit.lo)}, {fixed_or_dash(r.profit.hi)}]" if r.profit else "",
+            fixed_or_dash(r.brier.mean, 4) if r.brier else "",
             coverage_text(r.coverage, floor),  # the baseline's, which the floor was held to
         )
     return table
@@ -408,7 +403,7 @@ def compact_leaderboard(
         for m in models:
             r = cell.get((m, arm))
             values.append(
-                "" if r is None else (_fmt(r.profit.mean, 4) if r.profit else "not scored")
+                "" if r is None else (fixed_or_dash(r.profit.mean, 4) if r.profit else "not scored")
             )
         table.add_row(arm, *values)
         free = [cell.get((m, arm)) for m in models]
@@ -427,7 +422,7 @@ def compact_leaderboard(
     if any(r is not None and r.brier is not None for r in briers):
         table.add_row(
             "Brier (baseline)",
-            *[_fmt(r.brier.mean, 4) if r and r.brier else "" for r in briers],
+            *[fixed_or_dash(r.brier.mean, 4) if r and r.brier else "" for r in briers],
             style="dim",
         )
     table.add_row(
@@ -543,8 +538,8 @@ def report_markdown(
             [
                 r["model"],
                 r["arm"],
-                _fmt(r["single_pass_mean"]),
-                *(f"{_fmt(b['mean'])} [{_fmt(b['lo'])}, {_fmt(b['hi'])}]" for b in r["by_k"]),
+                fixed_or_dash(r["single_pass_mean"]),
+                *(interval_text(b) for b in r["by_k"]),
                 *[""] * (k_max - len(r["by_k"])),
             ]
             for r in data.repeated
@@ -614,7 +609,7 @@ def _across_text(across: dict[str, Any], arm: str) -> str:
 def _spearman(across: dict[str, Any]) -> str:
     """The cross-model Spearman correlation, or "—" and why not (`spearman_not_computed`)."""
     why = across.get("spearman_not_computed")
-    value = _fmt(across["spearman_profit_brier"], 4)
+    value = fixed_or_dash(across["spearman_profit_brier"], 4)
     return f"{value} ({why})" if why else value
 
 
@@ -631,7 +626,7 @@ def _linked_cells(entries: Sequence[dict[str, Any]]) -> list[list[str]]:
 
 
 def _fmt_signed_iv(iv: Interval | None) -> str:
-    return "" if iv is None else difference_text({"mean": iv.mean, "lo": iv.lo, "hi": iv.hi})
+    return "" if iv is None else difference_text(iv._asdict())
 
 
 def _comparison(r: ArmRow) -> str:
@@ -646,7 +641,7 @@ def _fmt_json_iv(iv: dict[str, Any] | None, digits: int = 5) -> str:
     """A `summary.json` interval as "mean [lo, hi]" ("—" for a null end)."""
     if iv is None:
         return ""
-    return f"{_fmt(iv['mean'], digits)} [{_fmt(iv['lo'], digits)}, {_fmt(iv['hi'], digits)}]"
+    return interval_text(iv, digits)
 
 
 def _iv_cells(iv: Interval | None) -> list[float | None]:

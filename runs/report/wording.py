@@ -10,7 +10,7 @@ misleads its reader, so the page and the terminal say it from the rows' arms
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from runs.report.data import (
     ARBITRAGE_FREE_CENTS,
@@ -64,6 +64,26 @@ def difference_text(
     linked - dispersed read four ways: that, "+0.01557" (the page), "0.01557 [—, —]" (figure
     5's caption) and "[+nan, +nan]" (its panel). `gap` and `space` as `interval_text`'s."""
     return interval_text(iv, digits, signed=True, gap=gap, space=space)
+
+
+#: The column of the paired differences (vs baseline, or a joint-events row's vs marginals)
+#: in leaderboard.txt's and report.md's leaderboard and the page's every arm and model table.
+VS_BASELINE_COLUMN = "vs baseline [95% CI]"
+
+
+def without_empty_comparison(
+    comparisons: Iterable[object], header: Sequence[str], lines: Iterable[Sequence[str]]
+) -> list[list[str]]:
+    """`lines` (a table's rows of cells under `header`, or its header) without the
+    `VS_BASELINE_COLUMN` where no row has a paired difference (`comparisons`: each row's vs
+    baseline or vs marginals, None where it has neither): a campaign of families alone
+    showed it empty. One rule for the tables (over `ArmRow`s) and the page (over
+    summary.json's rows), which each had it."""
+    kept = [list(line) for line in lines]
+    if any(c is not None for c in comparisons):
+        return kept
+    column = list(header).index(VS_BASELINE_COLUMN)
+    return [line[:column] + line[column + 1 :] for line in kept]
 
 
 #: The most decimals a percent of the coverage floor is shown with.
