@@ -30,6 +30,7 @@ from runs.output import (
     OutputFull,
     files_written,
     mark_files_written,
+    next_step,
     output_error,
     print_text,
     say,
@@ -362,13 +363,22 @@ def output_closed(
         raise SystemExit(status or 0)
     say(
         f"{said.finished_as}: {STDOUT_NAME} {said.what} before `dutchbook {command}` printed "
-        f"all it had to say ({said.why}); its work is finished and written, nothing to run again "
-        "(`dutchbook status` on the folder says what it needs next)"
+        f"all it had to say ({said.why}); its work is finished and written, {_after_it()}"
         if finished
         else f"error: {STDOUT_NAME} {said.what} before `dutchbook {command}` finished "
         f"({said.why}); what it wrote is kept: {said.again} to finish it"
     )
     raise SystemExit(said.finished_status if finished else 1)
+
+
+def _after_it() -> str:
+    """What a command whose work is finished says the folder needs: what the command marked
+    (`runs.output.next_step`: a reparse's "run `dutchbook score DIR`"), else nothing; it said
+    "nothing to run again" after a reparse that left the scores behind the answers."""
+    step = next_step()
+    if step is not None:
+        return f"but {step}"
+    return "nothing to run again (`dutchbook status` on the folder says what it needs next)"
 
 
 class _Closed(NamedTuple):

@@ -33,16 +33,38 @@ STDOUT_NAME = "the output (stdout)"
 _files_written = False
 
 
+#: What the folder needs next once the running command's files are written, where it
+#: needs more than they are (`mark_next_step`), for `runs.cli.output_closed` to say.
+_next_step: str | None = None
+
+
 def mark_files_written(written: bool = True) -> None:
     """Record that the running command has written all it writes to its run folder (or, with
-    `written=False`, that a command is starting and has written nothing yet)."""
-    global _files_written
+    `written=False`, that a command is starting and has written nothing yet, nor said what
+    the folder needs next)."""
+    global _files_written, _next_step
     _files_written = written
+    if not written:
+        _next_step = None
 
 
 def files_written() -> bool:
     """Whether the running command has written all it writes (`mark_files_written`)."""
     return _files_written
+
+
+def mark_next_step(step: str | None) -> None:
+    """Record what the folder needs after the running command, in the words it prints
+    (`reparse`: the scores still read the answers before it, run `dutchbook score DIR`);
+    None, nothing. An output cut after the command's files were written said "nothing to
+    run again", though the folder needed `score`, which the cut line was the one to say."""
+    global _next_step
+    _next_step = step
+
+
+def next_step() -> str | None:
+    """What the folder needs after the running command (`mark_next_step`), or None."""
+    return _next_step
 
 
 class OutputFull(Exception):

@@ -22,7 +22,7 @@ from runs.commands._errors import (
 )
 from runs.commands._run_folder import require_run_folder
 from runs.folder_lock import folder_held
-from runs.output import print_text, stdout_console, warn
+from runs.output import mark_next_step, print_text, stdout_console, warn
 from runs.scored_from import (
     REPAIRED_FROM,
     SCORED_FROM,
@@ -78,6 +78,8 @@ def reparse(
             summary.answers_digest_after, name=REPAIRED_FROM,
         )  # fmt: skip
         repairs = stale_repairs(run_dir)
+    behind = _scores_behind(run_dir, changed, holds)
+    mark_next_step(behind)  # an output cut from here on says it (`runs.cli.output_closed`)
     if as_json:
         print_text(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode())
         if repairs:  # beside the object, as `score` says it
@@ -102,13 +104,8 @@ def reparse(
             markup=False,
             soft_wrap=True,
         )
-    elif changed and (run_dir / "scores.parquet").exists():
-        console.print(
-            f"the scores still read the answers before this re-parse: run "
-            f"`{rerun_command(run_dir)}`, then `dutchbook report {run_dir}`",
-            markup=False,
-            soft_wrap=True,
-        )
+    elif behind:
+        console.print(behind, markup=False, soft_wrap=True)
     if repairs:
         console.print(f"warning: {repairs}", style="yellow", markup=False, soft_wrap=True)
     if summary.unplanned_left_out:
@@ -123,6 +120,17 @@ def reparse(
             "row "
             "says which keys were asked[/]"
         )
+
+
+def _scores_behind(run_dir: Path, changed: int, holds: bool) -> str | None:
+    """What the folder needs where the reparse changed the answers its scores were computed
+    from: score and report again (None where it has no scores, or they still hold)."""
+    if not changed or holds or not (run_dir / "scores.parquet").exists():
+        return None
+    return (
+        f"the scores still read the answers before this re-parse: run "
+        f"`{rerun_command(run_dir)}`, then `dutchbook report {run_dir}`"
+    )
 
 
 def _refuse_unrebuildable(run_dir: Path) -> None:

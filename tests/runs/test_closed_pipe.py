@@ -110,6 +110,34 @@ def test_a_command_whose_files_are_written_says_only_its_printing_was_cut(
     assert last["parser"] == "strict" and "begun" not in last, last
 
 
+#: A model whose fractions ("11/36") the strict parser rejects and the lenient one accepts.
+FRACTIONS_SPEC = SMALL_SPEC.replace('name = "small"', 'name = "fractions"\nparser = "strict"')
+FRACTIONS_SPEC = FRACTIONS_SPEC.replace('model = "sim-coherent"', 'model = "sim-fraction"')
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_reparse_cut_after_its_files_says_the_folder_needs_scoring(
+    finished_runs: FinishedRuns, tmp_path: Path, as_json: bool
+) -> None:
+    """`dutchbook reparse DIR --parser lenient | head -1` that changed the answers its scores
+    were computed from said "its work is finished and written, nothing to run again", where
+    the folder needs `dutchbook score DIR` (as `dutchbook status` and the reparse's own
+    printed advice say): the line it ends in now says so."""
+    folder, code = finished_runs.run(tmp_path, FRACTIONS_SPEC)
+    assert code == 4 and (folder / "scores.parquet").is_file()  # every answer rejected
+    done = _to_closed_pipe(
+        ["reparse", str(folder), "--parser", "lenient", *(["--json"] if as_json else [])]
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 0, lines
+    assert lines == [
+        "note: the output (stdout) closed before `dutchbook reparse` printed all it had to say "
+        "(its reader ended); its work is finished and written, but the scores still read the "
+        f"answers before this re-parse: run `dutchbook score {folder}`, then `dutchbook report "
+        f"{folder}`"
+    ]
+
+
 @pytest.mark.parametrize(
     ("command", "written", "code", "begins"),
     [
