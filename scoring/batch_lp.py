@@ -43,7 +43,7 @@ import highspy
 import numpy as np
 import numpy.typing as npt
 
-from scoring.highs import new_highs
+from scoring.highs import new_highs, run
 
 FloatArray = npt.NDArray[np.float64]
 IndexArray = npt.NDArray[np.int32]
@@ -215,7 +215,7 @@ class BatchModel:
         self._highs.changeColsCost(self._contract_cols.size, self._contract_cols, cost)
         if self._cold:
             self._highs.clearSolver()
-        self._highs.run()
+        run(self._highs)
         ok = self._highs.getModelStatus() == highspy.HighsModelStatus.kOptimal
         solution = self._highs.getSolution()
         cols = np.asarray(solution.col_value, dtype=np.float64).reshape(cap, -1)[:b]

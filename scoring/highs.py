@@ -1,13 +1,22 @@
-"""Creating HiGHS instances that stay quiet.
+"""Creating HiGHS instances that stay quiet, and running them so that an exit waits for them.
 
 The first `highspy.Highs()` of a process prints a licence banner from C++ straight to
 file descriptor 1. `dutchbook check --json` and other commands print machine-readable
 output there, so the first construction runs with fd 1 pointed at /dev/null (C's stdio
 buffer flushed before it is restored). Later instances print nothing once `silent()`.
+
+`run` lets go of the GIL while HiGHS solves. A daemon thread still in a solve as the
+interpreter finalized ended when it took the GIL back: CPython ends such a thread with
+`pthread_exit`, whose unwinding through highspy's C++ frames is `std::terminate`, and the
+script's exit was an abort ("terminate called without an active exception", status 134).
+Every solve goes through `run` here: as the process exits (`_close_at_exit`, an atexit
+hook) solves in flight are waited for, at most `EXIT_WAIT_S`, and other threads start no
+new one (they wait for the end of the process, outside HiGHS).
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import sys
@@ -21,14 +30,26 @@ _banner_done = False
 #: The process's stdout while the first instance is made with fd 1 on /dev/null, else None.
 _quiet_stdout: int | None = None
 
+#: How long an exiting process waits for the solves in flight (`_close_at_exit`): a batch of
+#: this project's LPs solves in milliseconds, a repair QP within its time limit
+#: (`scoring.repair.QP_TIME_LIMIT_S`); a solve still running after this aborts the exit as before.
+EXIT_WAIT_S = 30.0
+#: Guards `_solving` and `_closer`; notified as each solve ends.
+_gate = threading.Condition(threading.Lock())
+_solving = 0
+#: The thread exiting the process once `_close_at_exit` has run, else None.
+_closer: int | None = None
+
 
 def _after_fork() -> None:
-    """In a forked child: the lock made anew, and stdout back on fd 1. Another thread of the
-    parent may have held the lock at the fork, constructing an instance, and the child's copy
-    stayed held: its first instance waited for ever. If that thread was making the first one,
-    the child's fd 1 was /dev/null for good, and all it printed was lost."""
-    global _lock, _quiet_stdout
+    """In a forked child: the locks made anew, and stdout back on fd 1. Another thread of the
+    parent may have held a lock at the fork, constructing an instance or solving, and the
+    child's copy stayed held: its first instance waited for ever. If that thread was making
+    the first one, the child's fd 1 was /dev/null for good, and all it printed was lost. The
+    other threads' solves are not in the child, and it is not exiting."""
+    global _lock, _quiet_stdout, _gate, _solving, _closer
     _lock = threading.Lock()
+    _gate, _solving, _closer = threading.Condition(threading.Lock()), 0, None
     if _quiet_stdout is not None:
         os.dup2(_quiet_stdout, 1)
         os.close(_quiet_stdout)
@@ -61,8 +82,49 @@ def _construct_without_banner() -> Any:
     return highs
 
 
+def _enter() -> None:
+    """Count a solve in; once the process is exiting, a thread other than the exiting one
+    waits here for the process to end instead (a daemon thread's solve, started now, would
+    still be running at the interpreter's end; `run`)."""
+    global _solving
+    with _gate:
+        while _closer is not None and _closer != threading.get_ident():
+            _gate.wait()  # never woken for this thread: the process is ending
+        _solving += 1
+
+
+def _leave() -> None:
+    global _solving
+    with _gate:
+        _solving -= 1
+        _gate.notify_all()
+
+
+def run(highs: Any) -> Any:
+    """`highs.run()`, counted in flight, so that an exiting process waits for it."""
+    _enter()
+    try:
+        return highs.run()
+    finally:
+        _leave()
+
+
+def _close_at_exit() -> None:
+    """At exit (after the non-daemon threads are joined, before the interpreter finalizes):
+    other threads start no new solve, and the solves in flight end, within `EXIT_WAIT_S`.
+    The exiting thread itself may still solve (another atexit hook scoring)."""
+    global _closer
+    with _gate:
+        _closer = threading.get_ident()
+        _gate.wait_for(lambda: _solving == 0, timeout=EXIT_WAIT_S)
+
+
+atexit.register(_close_at_exit)
+
+
 def new_highs() -> Any:
-    """A silent, single-threaded HiGHS instance (typed Any: highspy lacks full stubs)."""
+    """A silent, single-threaded HiGHS instance (typed Any: highspy lacks full stubs); solve
+    it with `run`."""
     global _banner_done
     with _lock:
         if _banner_done:

@@ -29,7 +29,7 @@ import highspy
 import numpy as np
 import numpy.typing as npt
 
-from scoring.highs import new_highs
+from scoring.highs import new_highs, run
 from scoring.inputs import FloatArray, as_incidence, as_probs
 
 #: Largest violation of the optimality condition accepted, per unit of the move |q - p|: how
@@ -116,7 +116,7 @@ class _ProjectionModel:
         """The optimal mixture over atoms for one fully answered set; None when HiGHS does
         not reach an optimum within its iteration cap or `QP_TIME_LIMIT_S`."""
         self._highs.changeColsCost(self.n, self._q_cols, -2.0 * probs)
-        self._highs.run()
+        run(self._highs)
         if self._highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None  # Wolfe's algorithm finishes from the nearest atom (`_project`)
         values = np.asarray(self._highs.getSolution().col_value, dtype=np.float64)

@@ -27,13 +27,16 @@ def scored(rows):
     pool.score_groups([(matrix, rng.uniform(size=(2, rows)), "inf")], workers=1)
 scored(5)
 single = vars(vertex_table.VertexTable)["_single"]
-locks = [blas._lock, blas._hold, highs._lock, vertex_table._lock, getattr(single, "lock", None)]
+locks = [blas._lock, blas._hold, highs._lock, highs._gate, vertex_table._lock]
+locks.append(getattr(single, "lock", None))
 held, done = threading.Event(), threading.Event()
 def hold():
     for lock in filter(None, locks):
         lock.acquire()
     held.set()
     done.wait()
+    for lock in filter(None, locks):
+        lock.release()  # the parent's exit takes `highs._gate` (its atexit hook)
 holder = threading.Thread(target=hold)
 holder.start()
 held.wait()

@@ -1,0 +1,90 @@
+"""A script may exit while its daemon threads score: the exit waits for their HiGHS solves.
+
+A daemon thread inside a solve as the interpreter finalized was ended by CPython as it took
+the GIL back, through highspy's C++ frames: the script aborted (status 134, "terminate called
+without an active exception") instead of exiting 0 (`scoring.highs.run`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Daemon threads score in a loop; the main thread returns once one of them is in a solve
+# (`highspy.Highs.run` wrapped to say so), while they keep starting new ones.
+_EXITS_WHILE_DAEMONS_SOLVE = """
+import sys, threading
+import highspy
+import numpy as np
+from scoring import dutch_books, repair
+from scoring.pool import score_groups
+
+solving = threading.Event()
+solve = highspy.Highs.run
+def said_run(self):
+    solving.set()
+    return solve(self)
+highspy.Highs.run = said_run
+
+rng = np.random.default_rng(0)
+incidence = (rng.uniform(size=(40, 300)) < 0.5).astype(float)
+probs = rng.uniform(size=(64, 40))
+calls = {
+    "dutch_books": lambda: dutch_books(incidence, probs, "inf"),
+    "l1": lambda: dutch_books(incidence, probs, "l1"),
+    "score_groups": lambda: score_groups([(incidence, probs, "inf")] * 2, workers=1),
+    "repair": lambda: repair(incidence, probs[:4]),
+}
+call = calls[sys.argv[1]]
+def score():
+    while True:
+        call()
+for _ in range(2):
+    threading.Thread(target=score, daemon=True).start()
+solving.wait()
+print("returned", flush=True)
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("call", ["dutch_books", "l1", "score_groups", "repair"])
+def test_a_script_exits_cleanly_while_its_daemon_threads_solve(call: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _EXITS_WHILE_DAEMONS_SOLVE, call],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert (done.returncode, done.stdout) == (0, "returned\n"), done.stderr
+    assert "terminate called" not in done.stderr
+
+
+# An atexit hook registered before scoring was imported runs after scoring's own: the
+# exiting thread still solves there (only other threads wait for the end).
+_SOLVES_IN_A_LATER_ATEXIT_HOOK = """
+import atexit
+def score_at_exit():
+    from scoring import dutch_books
+    print(round(float(dutch_books([[1, 0], [0, 1]], [0.6, 0.6]).profit[0]), 6), flush=True)
+atexit.register(score_at_exit)
+import scoring
+print(round(float(scoring.dutch_books([[1, 0], [0, 1]], [0.7, 0.7]).profit[0]), 6), flush=True)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_the_exiting_thread_still_solves_in_an_atexit_hook() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _SOLVES_IN_A_LATER_ATEXIT_HOOK],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=45,
+    )
+    assert (done.returncode, done.stdout.split()) == (0, ["0.2", "0.1"]), done.stderr
