@@ -11,9 +11,12 @@ with the chunks that use them), so the pooled results are identical to the
 single-process ones, bit for bit.
 
 Workers are spawned rather than forked: the caller may hold threads (an event loop,
-polars' pool) that a fork would copy in an unknown state. Spawning one costs about a
-second (an interpreter, numpy and HiGHS), so the pool is kept for the process's life
-and later calls reuse its workers (`shutdown` ends it; it also ends at exit). Calls may
+polars' pool) that a fork would copy in an unknown state. A spawned worker runs the
+caller's `__main__` again as it starts; a pooled call made there (a script without
+`if __name__ == "__main__":`) is refused in one RuntimeError (`UNGUARDED_MAIN_SAYS`).
+Spawning one costs about a second (an interpreter, numpy and HiGHS), so the pool is kept
+for the process's life and later calls reuse its workers (`shutdown` ends it; it also
+ends at exit). Calls may
 come from several threads at once: they share the pool, which is never ended or resized
 under a call mapping on it. A forked child starts a pool of its own (`_forget_inherited`).
 Workers ignore a Ctrl-C as they start and between chunks (a
@@ -133,6 +136,41 @@ class _SpawnKilledByTerminate(SpawnContext):
 
 #: The pool's context: spawned workers, killed when the pool terminates them.
 _KILLED_BY_TERMINATE = _SpawnKilledByTerminate()
+
+#: A worker's exit status when its start, which runs the caller's `__main__` again (spawned),
+#: made a pooled call there (`_refuse_in_a_starting_worker`).
+_EXIT_UNGUARDED_MAIN = 86
+#: How long a broken pool's caller waits for its workers' exit statuses (being killed, they
+#: end at once) to tell whether an unguarded `__main__` broke it (`_unguarded_main`).
+WORKER_END_WAIT_S = 5.0
+#: What a pooled call from a script without the guard raises, once, in the caller.
+UNGUARDED_MAIN_SAYS = (
+    "score_groups' worker processes are spawned, and each runs the calling script's top-level "
+    "code again as it starts, which made a pooled call there too: put the script's calls under "
+    '`if __name__ == "__main__":`'
+)
+
+
+def _refuse_in_a_starting_worker() -> None:
+    """In a worker of this module's pool that is starting (running the caller's `__main__`
+    again, as a spawned process does), a pooled call ends the worker with
+    `_EXIT_UNGUARDED_MAIN`, silently: multiprocessing refused the call's own spawn with a
+    RuntimeError whose traceback every worker printed, and the caller's call failed with
+    BrokenProcessPool's, twice (its retry); the caller now says it once (`_unguarded_main`)."""
+    me = process.current_process()
+    starting = getattr(me, "_inheriting", False)  # set by multiprocessing while it starts
+    if starting and me.name.startswith(f"{_KilledByTerminate.__name__}-"):
+        os._exit(_EXIT_UNGUARDED_MAIN)
+
+
+def _unguarded_main(pool: ProcessPoolExecutor) -> bool:
+    """Whether `pool` broke because a worker ended at its start as one does whose caller's
+    `__main__` made a pooled call unguarded (`_refuse_in_a_starting_worker`)."""
+    workers = list((pool._processes or {}).values())
+    deadline = time.monotonic() + WORKER_END_WAIT_S
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+    return any(worker.exitcode == _EXIT_UNGUARDED_MAIN for worker in workers)
 
 
 #: Whether this worker is in a chunk: a Ctrl-C stops the chunk then, and is ignored otherwise.
@@ -339,6 +377,7 @@ def pooled_calls() -> int:
 
 def _pooled(chunks: Sequence[_Chunk], workers: int) -> list[DutchBookResult]:
     global _pooled_calls
+    _refuse_in_a_starting_worker()
     with _lock:
         _pooled_calls += 1  # once a call, its retry on new workers included
     tables = _tables(chunks)
@@ -389,6 +428,8 @@ def _mapped(
         return _in_order(results)
     except BrokenProcessPool:
         broken = True
+        if _unguarded_main(pool):
+            raise RuntimeError(UNGUARDED_MAIN_SAYS) from None
         raise
     finally:
         _release(pool, broken)

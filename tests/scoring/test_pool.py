@@ -28,6 +28,8 @@ from scoring.pool import CHUNK_SETS, Group, score_groups, shutdown
 if TYPE_CHECKING:
     from _typeshed import TraceFunction
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def horizon1() -> np.ndarray:
     bins = range(4)
@@ -773,3 +775,43 @@ def test_groups_given_by_a_generator_are_scored_as_a_list_of_them_is(
     assert [result.norm for result in generated] == ["inf", "l1"]
     for one, other in zip(listed, generated, strict=True):
         _assert_same(one, other)
+
+
+# A script's pooled call at its top level, without the guard: a spawned worker runs the
+# script's top level again as it starts. Guarded, the same script scores.
+_POOLED_AT_TOP_LEVEL = """
+import numpy as np
+from scoring.pool import score_groups
+rng = np.random.default_rng(0)
+incidence = (rng.uniform(size=(6, 8)) < 0.5).astype(float)
+groups = [(incidence, rng.uniform(size=(4, 6)), "inf")] * 2
+print(len(score_groups(groups, workers=2)), flush=True)
+"""
+
+
+def _run_script(path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    path.write_text(text)
+    paths = [str(ROOT), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+    return subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, timeout=90, env=env
+    )
+
+
+@pytest.mark.timeout(120)
+def test_a_script_pooling_without_the_main_guard_is_told_to_add_it_in_one_error(
+    tmp_path: Path,
+) -> None:
+    """Each spawned worker's start ran the script's pooled call again, which multiprocessing
+    refused with a RuntimeError traceback per worker, and the script's call failed with two
+    BrokenProcessPool tracebacks (it retried): hundreds of lines, the guard named only in
+    multiprocessing's text among them."""
+    done = _run_script(tmp_path / "unguarded.py", _POOLED_AT_TOP_LEVEL)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.count("Traceback") == 1, done.stderr
+    assert done.stderr.splitlines()[-1] == f"RuntimeError: {pool.UNGUARDED_MAIN_SAYS}"
+    assert 'if __name__ == "__main__":' in pool.UNGUARDED_MAIN_SAYS
+    guarded = _POOLED_AT_TOP_LEVEL.replace("\nprint(", '\nif __name__ == "__main__":\n    print(')
+    done = _run_script(tmp_path / "guarded.py", guarded)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "2\n", "")
