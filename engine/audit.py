@@ -852,6 +852,11 @@ class Audit:
     pauses: list[dict[str, Any]] = field(default_factory=list)
     #: Lanes whose last dispatch ended before they finished (`read_lane_ends`).
     lane_ends: list[dict[str, Any]] = field(default_factory=list)
+    #: `logs/lanes.json` where it is of an earlier run than the folder's latest, which sent
+    #: attempts and never wrote it (`runs.audit.run_audit`): `{updated_at, run_started_at,
+    #: lanes_ended_early}`, those lanes left out of `lane_ends`; None: the file is the latest
+    #: run's, or not known to be another's.
+    lanes_of_earlier_run: dict[str, Any] | None = None
     #: The folder, and the parser that made its answers (`engine.reparse.parser_in_force`),
     #: for the command that rebuilds answers lost from `responses/`.
     run_dir: str = "DIR"
@@ -951,6 +956,23 @@ class Audit:
             )
         return lines
 
+    def earlier_lanes_lines(self) -> list[str]:
+        """The line saying `logs/lanes.json` is of an earlier run (`lanes_of_earlier_run`),
+        in place of lines of how lanes ended: read as the latest run's, a resume given a
+        higher --max-cost and killed before its lanes' first write said its lanes "was
+        stopped (spend cap reached ...)" of the cap before, and to raise it."""
+        earlier = self.lanes_of_earlier_run
+        if earlier is None:
+            return []
+        ended = [str(end.get("model")) for end in earlier.get("lanes_ended_early") or []]
+        return [
+            f"logs/lanes.json is of an earlier run (last written at {earlier['updated_at']}): "
+            f"the latest run, begun at {earlier['run_started_at']}, sent attempts and has not "
+            "written it (it stopped before its lanes' first write, or its logs/ could not be "
+            "written), so how its lanes ended is not known and none is said to have ended early"
+            + (f" (the earlier run's file says {', '.join(ended)} did)" if ended else "")
+        ]
+
     def budget_lines(self) -> list[str]:
         """One line per model with requests given up because their answer-failure budget
         is spent, which running the same command again does not ask. Where that resume is
@@ -1033,7 +1055,7 @@ class Audit:
             *self._interrupted_lines(),
             *([lost] if lost else []), *([unrecorded] if unrecorded else []),
             *([repeated] if repeated else []), *([unplanned] if unplanned else []),
-            *([rejected] if rejected else []), *ends,
+            *([rejected] if rejected else []), *self.earlier_lanes_lines(), *ends,
             *self.pause_lines(), *self.reported_model_lines(),
             *([] if refused else resume), *budget, *self.damage_lines(), *self.unread_lines(),
             *(resume if refused else []),
@@ -1054,6 +1076,8 @@ class Audit:
             "sentence": self.sentence,
             "pauses": list(self.pauses),
             "lanes_ended_early": list(self.lane_ends),
+            # Additive: lanes.json of an earlier run, its lanes left out of the list above.
+            "lanes_of_earlier_run": self.lanes_of_earlier_run,
             "in_flight": self.in_flight,
             "interrupted_unrecorded": self.interrupted_unrecorded,
             "interrupted_batch": self.interrupted_batch,
@@ -1381,6 +1405,7 @@ def _read_audit(
                  repeats=repeats, unplanned=unplanned,
                  at_provider=at_provider(fold_jobs(run_dir), attempts),
                  models_reported=models_reported_by(attempts),
+                 lanes_of_earlier_run=None,  # the campaign's `runs.audit` tells
                  **_reparse_notes(run_dir, spec_parser))
 
 

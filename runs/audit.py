@@ -137,11 +137,32 @@ def run_audit(run_dir: Path | str) -> Audit:
         raise FileNotFoundError(f"no run folder at {run_dir}")
     raw = _frozen_spec(run_dir)  # read once for the four things the audit takes from it
     prices, providers = _prices_of(raw)
-    return audit(
+    return _lanes_of_latest_run(run_dir, audit(
         run_dir, prices=prices, providers=providers, batch_prices=_batch_prices_of(raw),
         spec_parser=_parser_of(raw), answer_budget=_answer_budget_of(raw),
         output_caps=_output_caps_of(raw),
-    )
+    ))  # fmt: skip
+
+
+def _lanes_of_latest_run(run_dir: Path, report: Audit) -> Audit:
+    """`report`, its lanes that ended early left out where `logs/lanes.json` is of an earlier
+    run than the folder's latest, which sent attempts and never wrote it (a resume killed
+    before its lanes' first write, or whose `logs/` refused it): the file is then said to be
+    an earlier run's (`Audit.lanes_of_earlier_run`), not read as how that run's lanes ended."""
+    import dataclasses
+
+    from engine.lanefile import read_lane_states
+    from runs.report.provenance import run_since
+
+    if not report.lane_ends:  # nothing read from the file that could be another run's
+        return report
+    written = (read_lane_states(run_dir) or {}).get("updated_at")
+    began = run_since(run_dir, written)
+    if began is None:
+        return report
+    earlier = {"updated_at": written, "run_started_at": began.isoformat(timespec="seconds"),
+               "lanes_ended_early": report.lane_ends}  # fmt: skip
+    return dataclasses.replace(report, lane_ends=[], lanes_of_earlier_run=earlier)
 
 
 def _output_caps_of(raw: dict[str, Any] | None) -> dict[str, int | None]:

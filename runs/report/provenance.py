@@ -203,6 +203,32 @@ def _runs(phases: list[dict[str, object]]) -> list[list[dict[str, object]]]:
     return runs
 
 
+#: How late after a time written to the second (`logs/lanes.json`'s `updated_at`, cut down
+#: to it) a run must begin to have begun after it.
+_TO_THE_SECOND = timedelta(seconds=1)
+
+
+def run_since(run_dir: Path, written: object) -> datetime | None:
+    """When the folder's latest run began (`_run_start`), where that is after `written` (an
+    ISO time to the second: a file's own record of when it was written) and the run sent an
+    attempt from then on; else None: no run recorded a lap after it, or the one that did
+    sent nothing (a run of a finished folder, one refused before it dispatched). Such a
+    run's attempts are not what a file written before it describes."""
+    from engine.scan import scan_attempts
+    from runs.phases import read_phases
+
+    at, starts = _utc_instant(written), _run_starts(read_phases(run_dir))
+    if at is None or not starts:
+        return None
+    try:
+        if starts[-1] < at + _TO_THE_SECOND:
+            return None
+    except OverflowError:  # a hand-edited year 9999: no run began after it
+        return None
+    sent = scan_attempts(run_dir, ["started_at"]).filter(pl.col("started_at") >= starts[-1])
+    return starts[-1] if sent.head(1).collect().height else None
+
+
 def _started(phase: Mapping[str, object]) -> datetime | None:
     """A line's `started`, or None where it has none that can be read as a time."""
     return _utc_instant(phase.get("started"))

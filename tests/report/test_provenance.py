@@ -492,3 +492,26 @@ def test_embedded_returns_of_another_version_are_said_without_figures_read_now()
 
     words = embedded_returns_words("0" * 64)
     assert "another dutchbook version" in words and "not the paper's sample" in words
+
+
+def test_a_run_since_a_file_was_written_is_one_that_began_after_it_and_sent_attempts(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """`run_since` (what tells `audit` that `logs/lanes.json` is an earlier run's): the
+    latest run, where it began after the file's time, to the second, and sent an attempt
+    from then on; not a run that began after it and sent nothing, nor one begun before it."""
+    from runs.report.provenance import run_since
+
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    last = _attempt_span(folder)[1]
+    (began,) = {datetime.fromisoformat(str(lap["at"])) for lap in read_phases(folder)
+                if lap["phase"] == "plan"}  # fmt: skip
+    before = (began - timedelta(seconds=1)).isoformat(timespec="seconds")
+    assert run_since(folder, before) == began  # the file is older than the one run
+    assert run_since(folder, began.isoformat(timespec="seconds")) is None  # its second
+    assert run_since(folder, last.isoformat()) is None
+    assert run_since(folder, None) is None and run_since(folder, "damaged") is None
+    assert run_since(folder, "9999-12-31T23:59:59+00:00") is None  # hand-edited: no overflow
+    _resume(folder, last + timedelta(minutes=2), 10**7, ("plan", "score", "report"))
+    assert run_since(folder, last.isoformat()) is None  # a later run that sent nothing

@@ -385,6 +385,15 @@ def test_audit_of_a_run_that_died_while_planning_says_so(tmp_path: Path) -> None
     assert orjson.loads(as_json.output)["sentence"] == said
 
 
+#: A priced model, which a low --max-cost stops, and an unpriced one.
+CAP_SPEC = (
+    'name = "cap"\n[data]\nstock_days = 2\n[[models]]\nname = "m"\nprovider = "sim"\n'
+    'model = "sim-coherent"\nprice_in = 1.0\nprice_out = 2.0\nprice_date = "2026-12-01"\n'
+    'price_source = "test"\n[[models]]\nname = "free"\nprovider = "sim"\n'
+    'model = "sim-noisy"\n[[arms]]\nname = "baseline"\n'
+)  # fmt: skip
+
+
 def test_after_a_spend_cap_the_audit_asks_for_a_higher_cap_as_the_next_run_needs(
     tmp_path: Path,
 ) -> None:
@@ -392,13 +401,7 @@ def test_after_a_spend_cap_the_audit_asks_for_a_higher_cap_as_the_next_run_needs
     "running the same command again asks only the unanswered requests", and the same command
     then asked none of them."""
     spec = tmp_path / "cap.toml"
-    spec.write_text(
-        'name = "cap"\n[data]\nstock_days = 2\n[[models]]\nname = "m"\nprovider = "sim"\n'
-        'model = "sim-coherent"\nprice_in = 1.0\nprice_out = 2.0\nprice_date = "2026-12-01"\n'
-        'price_source = "test"\n[[models]]\nname = "free"\nprovider = "sim"\n'
-        'model = "sim-noisy"\n[[arms]]\nname = "baseline"\n',
-        encoding="utf-8",
-    )  # fmt: skip
+    spec.write_text(CAP_SPEC, encoding="utf-8")
     run_dir = tmp_path / "run"
     command = ["run", str(spec), "--out", str(run_dir), "--max-cost", "0.03"]
     first = CliRunner().invoke(app, command)
@@ -442,3 +445,59 @@ def test_the_budget_the_audit_counts_by_is_the_frozen_specs_or_none(
 
     (tmp_path / "spec.toml").write_text(f'name = "x"\n{settings}', encoding="utf-8")
     assert _answer_budget_of(_frozen_spec(tmp_path)) == budget
+
+
+#: `dutchbook run ARGS` killed (SIGKILL) as it records its second answer, its lanes never
+#: written: as a resume killed in its dispatch's first second leaves `logs/lanes.json`.
+KILLED_RESUME = """
+import os, signal, sys
+import engine.lanefile, engine.ledger
+engine.lanefile.LaneFileWriter.write = lambda self, lanes: None
+recorded, seen = engine.ledger.Ledger.record_result, []
+def record_result(self, attempt, response):
+    done = recorded(self, attempt, response)
+    seen.append(attempt)
+    if len(seen) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return done
+engine.ledger.Ledger.record_result = record_result
+from runs.entry import main
+sys.argv = ["dutchbook", *sys.argv[1:]]
+main()
+"""
+
+
+def test_lanes_a_killed_resume_never_wrote_are_said_to_be_an_earlier_runs(
+    tmp_path: Path,
+) -> None:
+    """A resume given a higher --max-cost, killed before it wrote `logs/lanes.json`: the
+    audit read the file the capped run before it left as the resume's, and said each lane
+    "was stopped (spend cap reached: $0.0027 of $0.0200 ...)", and to raise --max-cost. It
+    says the file is an earlier run's, and names no lane as ended early."""
+    import signal
+    import subprocess
+    import sys
+
+    from runs.audit import run_audit
+
+    spec = tmp_path / "cap.toml"
+    spec.write_text(CAP_SPEC, encoding="utf-8")
+    run_dir = tmp_path / "run"
+    CliRunner().invoke(app, ["run", str(spec), "--out", str(run_dir), "--max-cost", "0.02"])
+    first = run_audit(run_dir)
+    assert "spend cap reached: $" in "\n".join(first.notes())  # the capped run's lanes
+    written = (run_dir / "logs" / "lanes.json").read_bytes()
+    resume = ["run", str(spec), "--out", str(run_dir), "--max-cost", "100"]
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_RESUME, *resume], capture_output=True, timeout=120
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (run_dir / "logs" / "lanes.json").read_bytes() == written  # the capped run's
+    assert run_audit(run_dir).totals.attempts > first.totals.attempts  # the resume sent some
+    shown = CliRunner().invoke(app, ["audit", str(run_dir)], env={"COLUMNS": "300"})
+    assert shown.exit_code == 0, shown.output
+    assert "spend cap reached" not in shown.output and "--max-cost" not in shown.output
+    assert "logs/lanes.json is of an earlier run (last written at " in shown.output
+    as_json = orjson.loads(CliRunner().invoke(app, ["audit", str(run_dir), "--json"]).output)
+    assert as_json["lanes_ended_early"] == []
+    assert as_json["lanes_of_earlier_run"]["lanes_ended_early"] == first.lane_ends
