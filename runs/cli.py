@@ -362,13 +362,26 @@ def output_closed(
             say(f"note: {STDOUT_NAME} {said.what} ({said.why}), so nothing was printed")
         raise SystemExit(status or 0)
     say(
-        f"{said.finished_as}: {STDOUT_NAME} {said.what} before `dutchbook {command}` printed "
-        f"all it had to say ({said.why}); its work is finished and written, {_after_it()}"
+        f"{said.finished_as}: {cut_words(command, error)}; its work is finished and written, "
+        f"{_after_it()}"
         if finished
         else f"error: {STDOUT_NAME} {said.what} before `dutchbook {command}` finished "
         f"({said.why}); what it wrote is kept: {said.again} to finish it"
     )
     raise SystemExit(said.finished_status if finished else 1)
+
+
+def cut_words(command: str, error: BrokenPipeError | OutputCut | None) -> str:
+    """"the output (stdout) closed before `dutchbook COMMAND` printed all it had to say (its
+    reader ended)", or what else befell it (`error`: not open for writing, no room left): what
+    a command whose work was done says of its cut printing, in its own closing line. `run`
+    says it after a capped or incomplete ending too (`runs.commands.run`), whose line said
+    only the run's, and a log cut part-way ended with no word why."""
+    said = _closed_words(error)
+    return (
+        f"{STDOUT_NAME} {said.what} before `dutchbook {command}` printed all it had to say "
+        f"({said.why})"
+    )
 
 
 def _after_it() -> str:

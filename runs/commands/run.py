@@ -13,9 +13,10 @@ too unless stdout is stderr's file), 1 a set whose profit no solve could certify
 stops, writing no scores; the answers are kept: `runs.scoring_step.UncertifiedSet`), or
 stdout's reader gone before the run ended (`runs.cli.output_closed`; gone once its report
 is written, as the report or its last lines print, the run's own status stands, 0 with a
-note). All are resumable by running the same command again but 2 and an uncertified set's
-1, whose solve stops there again (5 once the other is done). A figure worker that dies
-(`runs.figure_workers`) is no error: the run draws its report in this process instead.
+note, 3 and 4 with their closing lines saying the output was cut). All are resumable by
+running the same command again but 2 and an uncertified set's 1, whose solve stops there
+again (5 once the other is done). A figure worker that dies (`runs.figure_workers`) is no
+error: the run draws its report in this process instead.
 `DUTCHBOOK_FIGURE_WORKERS=0` starts none, the report drawn here from the start; a value other
 than 0 or 2 is a user error, before anything is started.
 """
@@ -145,18 +146,32 @@ def run(
     if result.disk_full is not None:
         fail(*disk_refused_says(result.disk_full, result.read_only, resumes=True))
     if result.spend_cap_reached:
-        _end_on_spend_cap(result)
+        _end_on_spend_cap(result, cut)
     lost = _lost_answers_line(result)
     if lost is not None:
-        say(lost)
+        _say_closing(lost, cut)
         raise typer.Exit(EXIT_INCOMPLETE)
     if not result.summary.complete:
-        say(_incomplete_line(result))
+        _say_closing(_incomplete_line(result), cut)
         raise typer.Exit(EXIT_INCOMPLETE)
     if cut is not None:  # a run that ended well, only its printing cut
         from runs.cli import output_closed
 
         output_closed("run", cut, finished=True)
+
+
+def _say_closing(line: str, cut: OutputCut | None) -> None:
+    """The run's closing `line` on stderr (the spend cap's, an incomplete run's), and, where
+    its printing was cut once its report was written (`cut`: stdout's reader gone, not open
+    for writing, or full), that it was, as a finished run's cut output says (`runs.cli
+    .cut_words`): the line said only the run's ending, and a user whose log (`> log` on a
+    disk that filled) ended part-way was told nothing of why. The exit status stays the
+    run's."""
+    if cut is not None:
+        from runs.cli import cut_words
+
+        line = f"{line}; {cut_words('run', cut)}"
+    say(line)
 
 
 def _closing_lines_on_stdout(result: CampaignResult) -> OutputCut | None:
@@ -220,12 +235,12 @@ def _say_spend_cap_on_stdout(result: CampaignResult) -> None:
     print_text(line)
 
 
-def _end_on_spend_cap(result: CampaignResult) -> NoReturn:
+def _end_on_spend_cap(result: CampaignResult, cut: OutputCut | None = None) -> NoReturn:
     """End a run the spend cap stopped in one line on stderr, exit 3, as every other ending
     has one: the cap's words (what was spent, this folder's earlier runs included, of
-    what cap), that the answers accepted are kept, and how to resume. It ended with no word
-    on stderr: a run whose stdout went to a file (`run ... > log`) stopped, exit 3, in
-    silence on screen."""
+    what cap), that the answers accepted are kept, and how to resume (then what `cut` its
+    printing, if anything did: `_say_closing`). It ended with no word on stderr: a run whose
+    stdout went to a file (`run ... > log`) stopped, exit 3, in silence on screen."""
     from engine.console_lines import plural
 
     summary = result.summary
@@ -239,7 +254,7 @@ def _end_on_spend_cap(result: CampaignResult) -> NoReturn:
         kept += f", {result.unanswered()}{_not_asked_again(result)}"
     line = result.spend_cap_line(kept=kept)
     assert line is not None, "the cap was reached"
-    say(line)
+    _say_closing(line, cut)
     raise typer.Exit(EXIT_SPEND_CAP)
 
 

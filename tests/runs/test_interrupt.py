@@ -684,10 +684,14 @@ def test_a_spend_cap_whose_unanswered_are_all_given_up_for_good_sends_no_one_to_
     )
 
 
+#: How the runs below end: stopped by the spend cap (exit 3), finished (0), or incomplete (4).
+ENDINGS = ["cap", "done", "incomplete"]
+
+
 @pytest.mark.parametrize("full", [False, True], ids=["closed", "full"])
-@pytest.mark.parametrize("capped", [True, False], ids=["cap", "done"])
+@pytest.mark.parametrize("ending", ENDINGS)
 def test_a_run_whose_output_closes_at_its_closing_lines_keeps_its_ending(
-    capped: bool, full: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ending: str, full: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Stdout's reader gone (`| head`) as the run printed its last lines, the cap's and "run
     folder:", after its report: it ended in "the output (stdout) closed before `dutchbook
@@ -699,7 +703,7 @@ def test_a_run_whose_output_closes_at_its_closing_lines_keeps_its_ending(
     from runs.commands import run as run_command
 
     monkeypatch.setattr(run_command, "print_text", _full if full else _closed)
-    _assert_its_own_ending(_capped_or_done_run(capped, tmp_path), capped, full)
+    _assert_its_own_ending(_ended_run(ending, tmp_path), ending, full)
 
 
 def _closed(*args: object) -> None:
@@ -717,25 +721,61 @@ def _full(*args: object) -> None:
     raise OutputFull(OSError(errno.ENOSPC, "No space left on device"))
 
 
-def _capped_or_done_run(capped: bool, tmp_path: Path) -> Result:
-    """SPEND_SPEC rehearsed in process, stopped by the spend cap or finished; its result."""
+#: A campaign whose every answer (a fraction, "11/36") the strict parser rejects: it ends
+#: incomplete, exit 4, all 28 planned queries unanswered.
+INCOMPLETE_SPEC = """
+name = "rejected"
+seed = 1
+parser = "strict"
+[data]
+stock_days = 2
+[[models]]
+name = "fractions"
+provider = "sim"
+model = "sim-fraction"
+[[arms]]
+name = "baseline"
+"""
+
+
+def _ended_run(ending: str, tmp_path: Path) -> Result:
+    """A campaign run in process that ends as `ending` (`ENDINGS`) says: SPEND_SPEC
+    rehearsed, stopped by the spend cap or finished, or INCOMPLETE_SPEC; its result."""
     from runs.cli import app
 
-    (tmp_path / "spec.toml").write_text(SPEND_SPEC)
-    cap = ["--max-cost", "5" if capped else "100"]
-    args = ["run", str(tmp_path / "spec.toml"), "--out", str(tmp_path / "run"), "--rehearse"]
-    return CliRunner().invoke(app, [*args, *cap])
+    spec = tmp_path / "spec.toml"
+    args = ["run", str(spec), "--out", str(tmp_path / "run")]
+    if ending == "incomplete":
+        spec.write_text(INCOMPLETE_SPEC)
+        return CliRunner().invoke(app, args)
+    spec.write_text(SPEND_SPEC)
+    cap = ["--max-cost", "5" if ending == "cap" else "100"]
+    return CliRunner().invoke(app, [*args, "--rehearse", *cap])
 
 
-def _assert_its_own_ending(done: Result, capped: bool, full: bool = False) -> None:
-    """A run the cap stopped ends as such, on stderr (exit 3); a finished one in a note that
-    only its printing was cut (exit 0), or, its output full, in a full output's error line
-    saying its work is finished (exit 6); none in "the output (stdout) closed"'s error or a
-    full output's "run the same command again"."""
+def _assert_its_own_ending(done: Result, ending: str, full: bool = False) -> None:
+    """A run the cap stopped ends as such, on stderr (exit 3), and an incomplete one (exit
+    4), each line then saying that the output was cut, and by what (it said only the run's
+    ending, and a log cut part-way had no word why); a finished one in a note that only its
+    printing was cut (exit 0), or, its output full, in a full output's error line saying its
+    work is finished (exit 6); none in "the output (stdout) closed"'s error or a full
+    output's "run the same command again"."""
     last = done.output.splitlines()[-1]
-    if capped:
+    cut = (
+        "the output (stdout) could not be written before `dutchbook run` printed all it had "
+        "to say (no room left for it: No space left on device)"
+        if full
+        else "the output (stdout) closed before `dutchbook run` printed all it had to say "
+        "(its reader ended)"
+    )
+    if ending == "cap":
         assert done.exit_code == 3, done.output
-        assert last.startswith("spend cap reached: $") and last.endswith(SPEND_CAP_HINT), last
+        assert last.startswith("spend cap reached: $"), last
+        assert last.endswith(f"; {SPEND_CAP_HINT}; {cut}"), last
+    elif ending == "incomplete":
+        assert done.exit_code == 4, done.output
+        assert last.startswith("incomplete: 28 planned queries unanswered (see above);"), last
+        assert last.endswith(f"; {cut}"), last
     elif full:
         assert done.exit_code == EXIT_DISK_FULL, done.output
         assert last.startswith(
@@ -750,10 +790,10 @@ def _assert_its_own_ending(done: Result, capped: bool, full: bool = False) -> No
 
 
 @pytest.mark.parametrize("full", [False, True], ids=["closed", "full"])
-@pytest.mark.parametrize("capped", [True, False], ids=["cap", "done"])
+@pytest.mark.parametrize("ending", ENDINGS)
 @pytest.mark.parametrize("at", ["leaderboard", "report page"])
 def test_a_run_whose_output_closes_as_its_report_prints_keeps_its_ending(
-    at: str, capped: bool, full: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    at: str, ending: str, full: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Stdout's reader gone (`| head -4`) as the run printed its report, `report/` already
     in place: at the leaderboard (the first write once the report's files are marked
@@ -774,8 +814,8 @@ def test_a_run_whose_output_closes_as_its_report_prints_keeps_its_ending(
         return write(self, text)
 
     monkeypatch.setattr(output._Stdout, "write", write_until_cut)
-    done = _capped_or_done_run(capped, tmp_path)
+    done = _ended_run(ending, tmp_path)
     assert cut, "the report's printing was never cut"
-    _assert_its_own_ending(done, capped, full)
+    _assert_its_own_ending(done, ending, full)
     assert (tmp_path / "run" / "report" / "index.html").is_file()
     assert "report" in [line["phase"] for line in read_phases(tmp_path / "run")]
