@@ -44,7 +44,7 @@ from engine.plan import PlanItem, plan_counts, plan_items, plan_spans, read_pend
 from engine.progress import LiveProgress
 from engine.retry import ANSWER_FAILURE_CAUSES, CAUSE_LABELS, RetryPolicy
 from engine.scan import attempt_counts, failure_counts, lost_to_damage
-from engine.spend import SpendCap, dollars, recorded_spend, unpriced
+from engine.spend import SPEND_CAP_REACHED, SpendCap, dollars, recorded_spend, unpriced
 from providers.base import Adapter
 from providers.batch import BatchClient
 from providers.secrets import Secret
@@ -66,9 +66,10 @@ class ProgressSink(Protocol):
     def stop(self) -> None: ...
 
 
-def _lane_line(name: str, s: LaneStats) -> str:
+def _lane_line(name: str, s: LaneStats, cap_said: str | None = None) -> str:
     """The summary's line of one lane (`DispatchSummary.lines`): its state and counts, each
-    count said only where it is not zero."""
+    count said only where it is not zero, and why it halted (`_reason_said`: `cap_said`, the
+    spend line's words where the cap was reached)."""
     # In the audit's words ("rate limits 2"), not the ledger's codes ("rate_limit 2").
     causes = sorted(s.retries.by_cause.items())
     retries = ", ".join(f"{CAUSE_LABELS.get(k, k)} {v}" for k, v in causes)
@@ -108,7 +109,7 @@ def _lane_line(name: str, s: LaneStats) -> str:
             if s.pauses
             else ""
         )
-        + (f" — {s.message}" if s.message else "")
+        + (f" — {_reason_said(s, cap_said)}" if s.message else "")
         + (
             f" — {plural(s.held_by_jobs, 'request')} held by batch jobs of an earlier "
             "run, asked when the model is dispatched as batch again"
@@ -116,6 +117,20 @@ def _lane_line(name: str, s: LaneStats) -> str:
             else ""
         )
     )
+
+
+def _reason_said(s: LaneStats, cap_said: str | None) -> str:
+    """Why the lane halted, as its summary line says it: a lane the spend cap stopped says
+    "spend cap reached" (`SPEND_CAP_REACHED`), what followed the cap's words kept (a batch
+    lane's jobs not yet collected), and leaves the figures to the summary's spend line
+    (`cap_said`, the cap's words at the dispatch's end, which the lane's reason quotes once
+    the dispatch ends: `_cap_said_at_the_end`). A run the cap stopped said the same figures
+    on each lane's line, on the spend line and again in its closing line. `lanes.json` and
+    the audit keep the whole reason."""
+    if cap_said and s.reason.startswith(cap_said) and s.message.endswith(s.reason):
+        lead = s.message[: len(s.message) - len(s.reason)]  # its name, where it has one
+        return f"{lead}{SPEND_CAP_REACHED}{s.reason[len(cap_said):]}"
+    return s.message
 
 
 def _batch_jobs_said(stats: LaneStats) -> str:
@@ -234,7 +249,9 @@ class DispatchSummary:
             f"({self.already_accepted:,} already accepted, {self.unaccepted:,} still unanswered, "
             f"{plural(self.attempts, 'attempt')}, {plural(self.retry_attempts, 'retry attempt')})"
         ]
-        out.extend(_lane_line(name, s) for name, s in self.lanes.items())
+        spend = self.spend
+        cap_said = spend.message() if spend is not None and spend.reached else None  # below
+        out.extend(_lane_line(name, s, cap_said) for name, s in self.lanes.items())
         for name, rows in self.unconfigured.items():
             out.append(f"  {name}: {plural(rows, 'plan row')} skipped (model not configured)")
         if self.disk_full is not None:

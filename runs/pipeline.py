@@ -1309,7 +1309,7 @@ def _score_and_report(
         )  # fmt: skip
     # The dispatch summary, then the folder's audit sentence (earlier runs of it included),
     # counted as `dutchbook audit` and `status` count (engine.audit).
-    for line in summary.lines():
+    for line in _dispatch_lines(summary):
         console.print(line, soft_wrap=True, highlight=False, markup=False)
     release_heap()  # dispatch's garbage (runs.memory), before scoring allocates its own
     raise_if_stop_pending()  # a stop as dispatch ended, its `KeyboardInterrupt` dropped
@@ -1341,6 +1341,21 @@ def _score_and_report(
         answer_budget=spec.max_answer_failures,
         output_cut=cut,
     )
+
+
+def _dispatch_lines(summary: DispatchSummary) -> list[str]:
+    """The dispatch's summary lines (`DispatchSummary.lines`) as a run that goes on to score
+    prints them: where the spend cap was reached, without the cap's own line (`SpendCap
+    .message`), which the run's last lines say, with how to resume (`CampaignResult
+    .spend_cap_line`, on stdout for scripts, and the closing line on stderr), the lanes it
+    stopped naming it ("spend cap reached"). A capped run said the same words three times on
+    stdout: on its lane's line, the spend line and the cap's line. A run the disk stopped
+    says no cap's line at its end, and prints them all (`_score_and_report`)."""
+    lines = summary.lines()
+    if not summary.spend_cap_reached or summary.spend is None:
+        return lines
+    said = summary.spend.message()
+    return [line for line in lines if line != said]
 
 
 def _report_step(

@@ -451,7 +451,10 @@ def test_a_run_the_spend_cap_stops_ends_in_one_line_on_stderr(
     """Exit 3 was the one ending with no line on stderr: a run whose stdout went to a file
     stopped in silence on screen. It ends in one, saying what was spent of the cap, that
     the answers are kept and how to resume; stdout keeps its cap line before "run folder:"
-    for scripts, but where the two are one file (`2>&1`, a terminal) it is said once."""
+    for scripts, but where the two are one file (`2>&1`, a terminal) it is said once.
+    The cap's figures are said once on stdout, in that line: the lane's line and the
+    dispatch summary's spend line said them too, three times in all; the lane's line says
+    only that the cap stopped it."""
     (tmp_path / "spec.toml").write_text(SPEND_SPEC)
     done = subprocess.run(
         [DUTCHBOOK, "run", "spec.toml", "--out", "run", "--rehearse", "--max-cost", "5"],
@@ -467,6 +470,10 @@ def test_a_run_the_spend_cap_stops_ends_in_one_line_on_stderr(
     )
     said = done.stdout if merged else done.stderr
     assert re.fullmatch(closing, said.splitlines()[-1]), said
+    assert done.stdout.count("spend cap reached: $") == 1, done.stdout
+    assert "  llama: cancelled, " in done.stdout, done.stdout
+    lane = next(line for line in done.stdout.splitlines() if line.startswith("  llama: "))
+    assert lane.endswith(" done — spend cap reached"), lane
     out = done.stdout.splitlines()
     cap_lines = [line for line in out if line.endswith(f"— {SPEND_CAP_HINT}")]
     if merged:
