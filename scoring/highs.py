@@ -10,8 +10,12 @@ interpreter finalized ended when it took the GIL back: CPython ends such a threa
 `pthread_exit`, whose unwinding through highspy's C++ frames is `std::terminate`, and the
 script's exit was an abort ("terminate called without an active exception", status 134).
 Every solve goes through `run` here: as the process exits (`_close_at_exit`, an atexit
-hook) solves in flight are waited for, at most `EXIT_WAIT_S`, and other threads start no
-new one (they wait for the end of the process, outside HiGHS).
+hook) solves in flight are waited for, at most `EXIT_WAIT_S`, and a daemon thread that was
+running then starts no new one: its solve raises `SystemExit`, which ends the thread
+quietly (`threading` prints nothing for it). It does not wait for the end of the process
+instead: a later atexit hook may join that thread (a service's `stop()`), and a first
+version that made it wait hung such a script for ever. The exiting thread, and threads
+started after the hook ran (by a later hook, which joins them), still solve.
 """
 
 from __future__ import annotations
@@ -34,11 +38,12 @@ _quiet_stdout: int | None = None
 #: this project's LPs solves in milliseconds, a repair QP within its time limit
 #: (`scoring.repair.QP_TIME_LIMIT_S`); a solve still running after this aborts the exit as before.
 EXIT_WAIT_S = 30.0
-#: Guards `_solving` and `_closer`; notified as each solve ends.
+#: Guards `_solving` and `_refused`; notified as each solve ends.
 _gate = threading.Condition(threading.Lock())
 _solving = 0
-#: The thread exiting the process once `_close_at_exit` has run, else None.
-_closer: int | None = None
+#: The daemon threads (idents) that may start no solve, alive but for the exiting one when
+#: `_close_at_exit` ran; empty before.
+_refused: frozenset[int] = frozenset()
 
 
 def _after_fork() -> None:
@@ -47,9 +52,9 @@ def _after_fork() -> None:
     child's copy stayed held: its first instance waited for ever. If that thread was making
     the first one, the child's fd 1 was /dev/null for good, and all it printed was lost. The
     other threads' solves are not in the child, and it is not exiting."""
-    global _lock, _quiet_stdout, _gate, _solving, _closer
+    global _lock, _quiet_stdout, _gate, _solving, _refused
     _lock = threading.Lock()
-    _gate, _solving, _closer = threading.Condition(threading.Lock()), 0, None
+    _gate, _solving, _refused = threading.Condition(threading.Lock()), 0, frozenset()
     if _quiet_stdout is not None:
         os.dup2(_quiet_stdout, 1)
         os.close(_quiet_stdout)
@@ -83,13 +88,13 @@ def _construct_without_banner() -> Any:
 
 
 def _enter() -> None:
-    """Count a solve in; once the process is exiting, a thread other than the exiting one
-    waits here for the process to end instead (a daemon thread's solve, started now, would
-    still be running at the interpreter's end; `run`)."""
+    """Count a solve in; once the process is exiting, a daemon thread that was running then
+    is ended instead (`SystemExit`, which `threading` ends a thread with silently): its solve,
+    started now, could still be running at the interpreter's end (`run`)."""
     global _solving
     with _gate:
-        while _closer is not None and _closer != threading.get_ident():
-            _gate.wait()  # never woken for this thread: the process is ending
+        if threading.get_ident() in _refused:
+            raise SystemExit("the process is exiting: no new HiGHS solve in a daemon thread")
         _solving += 1
 
 
@@ -111,11 +116,15 @@ def run(highs: Any) -> Any:
 
 def _close_at_exit() -> None:
     """At exit (after the non-daemon threads are joined, before the interpreter finalizes):
-    other threads start no new solve, and the solves in flight end, within `EXIT_WAIT_S`.
-    The exiting thread itself may still solve (another atexit hook scoring)."""
-    global _closer
+    the daemon threads running now start no new solve, and the solves in flight end, within
+    `EXIT_WAIT_S`. The exiting thread itself may still solve (another atexit hook scoring),
+    as may threads a later hook starts and joins."""
+    global _refused
+    me = threading.get_ident()
     with _gate:
-        _closer = threading.get_ident()
+        _refused = frozenset(
+            t.ident for t in threading.enumerate() if t.daemon and t.ident not in (None, me)
+        )
         _gate.wait_for(lambda: _solving == 0, timeout=EXIT_WAIT_S)
 
 

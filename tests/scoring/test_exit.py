@@ -88,3 +88,77 @@ def test_the_exiting_thread_still_solves_in_an_atexit_hook() -> None:
         timeout=45,
     )
     assert (done.returncode, done.stdout.split()) == (0, ["0.2", "0.1"]), done.stderr
+
+
+# A service's worker: a daemon thread that imports scoring lazily and scores from a queue,
+# and a `stop()` registered at exit before scoring was imported, so it runs after scoring's
+# hook and joins the worker. The worker waited in `scoring.highs._enter` for the process's
+# end, the join for the worker: the script hung for ever (it exited at once before the
+# exit hook existed).
+_A_LATER_HOOK_JOINS_A_SCORING_DAEMON = """
+import atexit, queue, threading
+import numpy as np
+
+rng = np.random.default_rng(0)
+incidence = (rng.uniform(size=(14, 40)) < 0.5).astype(float)
+work, stopping = queue.Queue(), threading.Event()
+
+def loop():
+    import scoring
+    while not stopping.is_set():
+        try:
+            probs = work.get(timeout=0.01)
+        except queue.Empty:
+            continue
+        scoring.dutch_books(incidence, probs, "l1")
+
+worker = threading.Thread(target=loop, daemon=True)
+worker.start()
+def stop():
+    stopping.set()
+    worker.join()
+    print("stopped", flush=True)
+atexit.register(stop)
+for _ in range(100000):
+    work.put(rng.uniform(size=(50, 14)))
+import scoring  # its exit hook, registered after stop's, runs first
+while work.qsize() > 99990:
+    pass
+print("returned", flush=True)
+"""
+
+# An exit hook registered before scoring was imported scores in two threads it starts and
+# joins: they are not the daemon threads that were running as the process began to exit.
+_A_LATER_HOOK_SCORES_IN_THREADS = """
+import atexit, threading
+def final():
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(
+        round(float(scoring.dutch_books([[1, 0], [0, 1]], [0.7, 0.7]).profit[0]), 6)))
+        for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(results, flush=True)
+atexit.register(final)
+import scoring
+scoring.dutch_books([[1, 0], [0, 1]], [0.6, 0.6])
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        (_A_LATER_HOOK_JOINS_A_SCORING_DAEMON, "returned\nstopped\n"),
+        (_A_LATER_HOOK_SCORES_IN_THREADS, "[0.2, 0.2]\n"),
+    ],
+    ids=["joins-a-daemon", "scores-in-new-threads"],
+)
+def test_a_later_exit_hook_that_scores_or_joins_a_scorer_ends(script: str, said: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=90
+    )
+    assert (done.returncode, done.stdout) == (0, said), done.stderr
+    assert "Traceback" not in done.stderr
