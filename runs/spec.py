@@ -22,6 +22,7 @@ from providers.constrained import RESPONSE_FORMATS
 from providers.secrets import looks_like_credential, looks_like_unprefixed_key
 from providers.types import MAX_CONCURRENCY, PROVIDERS, TOKEN_FIELDS, ModelConfig
 from providers.urls import base_url_problem
+from runs.input_kind import json_object, not_a_spec, spec_or_probabilities
 from runs.tokens import TOKENIZERS
 
 PARSERS = ("strict", "lenient")
@@ -300,6 +301,9 @@ def read_spec_table(path: Path) -> tuple[dict[str, Any], str]:
     try:
         return toml_text.loads(text), text
     except tomllib.TOMLDecodeError as exc:
+        # A JSON object is no TOML document: a `check` file in JSON, or a spec mistyped.
+        if spec_or_probabilities(json_object(text)) == "probabilities":
+            raise SpecError(path, "", not_a_spec(path)) from None
         raise SpecError(path, "", f"not valid TOML ({exc})") from None
 
 
@@ -334,6 +338,8 @@ def parse_spec(
         raise _holds_credential(path, where)
     if (line := _credential_in_comment(text)) is not None:
         raise _holds_credential(path, f"line {line}", "a comment here")
+    if raw.keys() - _TOP_KEYS and spec_or_probabilities(raw) == "probabilities":
+        raise SpecError(path, "", not_a_spec(path))
     _unknown(raw, _TOP_KEYS, path, "")
     name = _get(raw, "name", str, path, "", "a campaign name (letters, digits, - and _)")
     if not name or not all(c.isalnum() or c in "-_" for c in name):

@@ -59,6 +59,7 @@ from panels.input_files import (
     read_input_stream,
 )
 from runs.commands._errors import EXIT_UNCERTIFIED, fail
+from runs.input_kind import not_probabilities, spec_or_probabilities
 from runs.output import print_text, stdout_console
 
 FloatArray = npt.NDArray[np.float64]
@@ -472,12 +473,8 @@ def read_input(path: Path, *, stdin: bool = False) -> CheckInput:
     form = "atoms" if "atoms" in raw else "variables"
     allowed = {"atoms", "events"} if form == "atoms" else {"variables", "constraints", "events"}
     unknown = sorted(set(raw) - allowed)
-    if unknown and {"models", "arms"} & set(raw):
-        raise CheckInputError(
-            f"{name}: a campaign spec, not one set of probabilities: `dutchbook plan {name}` "
-            "checks a spec and `dutchbook run` runs it (`check` reads a file like "
-            "examples/figure1.toml)"
-        )
+    if unknown and spec_or_probabilities(raw) == "spec":
+        raise CheckInputError(f"{name}: {not_probabilities(name)}")
     if unknown:
         raise CheckInputError(
             f"{name}: unknown key {unknown[0]!r} (this file's keys: {', '.join(sorted(allowed))})"

@@ -749,3 +749,35 @@ def test_a_sim_models_base_url_is_refused_for_a_new_run(tmp_path: Path) -> None:
 def test_a_key_of_the_models_provider_is_taken(tmp_path: Path, model: str) -> None:
     text = 'name = "k"\n[[models]]\nname = "m"\n' + model + '\n[[arms]]\nname = "baseline"\n'
     assert load_spec(write(tmp_path, text), arm_names=ARMS).models[0].name == "m"
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize("example", ["figure1.toml", "atoms.json"])
+def test_a_check_file_given_as_a_spec_names_the_command_for_it(example: str) -> None:
+    """`plan examples/figure1.toml` said "variables: an unknown key; the known keys here:
+    arms, ...", and `plan examples/atoms.json` "not valid TOML": neither named `check`."""
+    path = EXAMPLES / example
+    with pytest.raises(SpecError) as info:
+        load_spec(path, arm_names=ARMS)
+    assert info.value.key == "", info.value
+    assert info.value.expected.startswith(
+        "a set of probabilities for `dutchbook check`, not a campaign spec: "
+        f"`dutchbook check {path}` checks it"
+    ), info.value
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"name": "demo"}', "not valid TOML"),  # JSON, but no check file: a spec mistyped
+        ("events = 1\n" + GOOD, "events: an unknown key"),  # a spec's own keys: a spec
+        ('name = "x"\ncolour = 1\n', "colour: an unknown key"),
+    ],
+)
+def test_a_spec_with_no_check_files_key_is_refused_as_before(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    with pytest.raises(SpecError, match=said):
+        load_spec(write(tmp_path, text), arm_names=ARMS)
