@@ -267,7 +267,7 @@ def _check_provider_keys(entry: Mapping[str, Any], path: Path, where: str) -> No
     """Refuse a key that no adapter of this model's provider reads (`PROVIDER_KEYS`)."""
     provider = entry["provider"]
     for key, providers in PROVIDER_KEYS.items():
-        if key in entry and provider not in providers:
+        if key in entry and not _takes(provider, key):
             raise SpecError(
                 path, where + key,
                 f"a key of {', '.join(providers)} models, not of {provider}: no {provider} "
@@ -563,7 +563,8 @@ def _parse_models(raw: Any, path: Path) -> tuple[ModelConfig, ...]:
         where = f"models[{i}]."
         if not isinstance(entry, dict):
             raise SpecError(path, f"models[{i}]", "a table")
-        _unknown(entry, set(_MODEL_KEYS), path, where)
+        provider = entry.get("provider")
+        _unknown(entry, set(_MODEL_KEYS), path, where, listed=_model_keys(provider))
         for key, (types, expected) in _MODEL_KEYS.items():
             if key in entry and (
                 not isinstance(entry[key], types)
@@ -940,7 +941,7 @@ def _check_base_url_env(entry: Mapping[str, Any], path: Path, where: str) -> Non
     ignored, and the requests went to the spec's (or the provider's own) root with the real
     key. A run folder's frozen spec holding one is refused as well: the message says where
     to remove it (an operational key, so the folder resumes without it)."""
-    if "base_url_env" in entry and entry.get("provider") != "openai":
+    if "base_url_env" in entry and not _takes(entry["provider"], "base_url_env"):
         raise SpecError(
             path, where + "base_url_env",
             "read by provider \"openai\" only (a local server's root chosen at start); "
@@ -955,7 +956,7 @@ def _check_sim_base_url(entry: Mapping[str, Any], path: Path, where: str) -> Non
     ignored without a word (a `serve-sim` at that URL saw no request). Refused as
     `base_url_env` is, a run folder's frozen spec too: an operational key, so removing it
     resumes the folder."""
-    if "base_url" in entry and entry.get("provider") == "sim":
+    if "base_url" in entry and not _takes(entry["provider"], "base_url"):
         raise SpecError(
             path, where + "base_url",
             "not taken by provider \"sim\": a run starts its own simulator; for one already "
@@ -1126,7 +1127,37 @@ _CREDENTIAL_KEY = re.compile(
 )
 
 
-def _unknown(raw: Mapping[str, Any], allowed: set[str], path: Path, where: str) -> None:
+def _model_keys(provider: object) -> tuple[set[str], str] | None:
+    """The model keys a `provider` model takes, and whose they are: all but other providers'
+    (`PROVIDER_KEYS`), which a mistyped key's hint named and `check_keys_read` then refused
+    on this model. None for a provider not known (its own refusal follows)."""
+    if not isinstance(provider, str) or provider not in PROVIDERS:
+        return None
+    return {key for key in _MODEL_KEYS if _takes(provider, key)}, f"the keys {provider} models take"
+
+
+def _takes(provider: str, key: str) -> bool:
+    """Whether a `provider` model takes a model `key`: what `_check_provider_keys`,
+    `_check_base_url_env` and `_check_sim_base_url` refuse, and a mistyped key's hint leaves
+    out."""
+    if key == "base_url_env":
+        return provider == "openai"
+    if key == "base_url":
+        return provider != "sim"
+    return provider in PROVIDER_KEYS.get(key, (provider,))
+
+
+def _unknown(
+    raw: Mapping[str, Any],
+    allowed: set[str],
+    path: Path,
+    where: str,
+    *,
+    listed: tuple[set[str], str] | None = None,
+) -> None:
+    """Refuse a key not in `allowed`, naming the nearest of `listed` and listing them (the
+    keys, and what they are), else of `allowed` ("the known keys here")."""
+    choices, what = listed or (allowed, "the known keys here")
     for key in raw:
         if key in allowed:
             continue
@@ -1137,12 +1168,11 @@ def _unknown(raw: Mapping[str, Any], allowed: set[str], path: Path, where: str) 
                 "not read: a credential never goes in a spec; put it in an environment "
                 "variable and give that variable's name as api_key_env",
             )
-        hint = _close(key, allowed, otherwise="")
+        hint = _close(key, choices, otherwise="")
         raise SpecError(
             path,
             where + key,
-            f"an unknown key; {hint + ' ' if hint else ''}the known keys here: "
-            f"{', '.join(sorted(allowed))}",
+            f"an unknown key; {hint + ' ' if hint else ''}{what}: {', '.join(sorted(choices))}",
         )
 
 

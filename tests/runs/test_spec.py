@@ -781,3 +781,37 @@ def test_a_spec_with_no_check_files_key_is_refused_as_before(
 ) -> None:
     with pytest.raises(SpecError, match=said):
         load_spec(write(tmp_path, text), arm_names=ARMS)
+
+
+@pytest.mark.parametrize(
+    ("provider", "takes", "not_listed"),
+    [
+        ("openai", ["temperature", "base_url_env", "token_field"],
+         ["region", "project", "deployment", "personality", "api_version"]),
+        ("bedrock", ["region", "batch_role_arn"], ["token_field", "base_url_env", "project"]),
+        ("sim", ["personality", "token_field"], ["base_url", "base_url_env", "region"]),
+    ],
+)
+def test_an_unknown_model_key_lists_the_keys_its_provider_takes(
+    tmp_path: Path, provider: str, takes: list[str], not_listed: list[str]
+) -> None:
+    """The list was every provider's keys: `region`, `project`, `deployment`, ... on an
+    openai model, which `check_keys_read` then refused on it."""
+    text = (f'name = "k"\n[[models]]\nname = "m"\nprovider = "{provider}"\nmodel = "x"\n'
+            'temprature = 0.5\n[[arms]]\nname = "baseline"\n')
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, text), arm_names=ARMS)
+    assert info.value.key == "models[0].temprature"
+    head, listed = info.value.expected.split(": ", 1)
+    assert head == f"an unknown key; did you mean temperature? the keys {provider} models take"
+    assert set(takes) <= set(listed.split(", ")), listed
+    assert not set(not_listed) & set(listed.split(", ")), listed
+
+
+def test_an_unknown_key_of_a_model_whose_provider_is_unknown_lists_every_key(
+    tmp_path: Path,
+) -> None:
+    text = ('name = "k"\n[[models]]\nname = "m"\nprovider = "nope"\nmodel = "x"\n'
+            'temprature = 0.5\n[[arms]]\nname = "baseline"\n')
+    with pytest.raises(SpecError, match=r"the known keys here: .*region"):
+        load_spec(write(tmp_path, text), arm_names=ARMS)
