@@ -31,6 +31,21 @@ def require_run_folder(run_dir: Path) -> None:
         fail(f"cannot look at {exc.filename or run_dir}: {exc.strerror or exc}")
 
 
+def _nearest_folder(run_dir: Path) -> str:
+    """"; did you mean X?" for the folder beside a missing `run_dir` whose name is nearest
+    its own (out/quickstart for out/quickstrat), else "" (none near, or its parent cannot
+    be listed)."""
+    import difflib
+
+    try:
+        with os.scandir(run_dir.parent) as entries:
+            names = [entry.name for entry in entries if entry.is_dir()]
+    except OSError:
+        return ""
+    near = difflib.get_close_matches(run_dir.name, names, n=1)
+    return f"; did you mean {run_dir.parent / near[0]}?" if near else ""
+
+
 def _require_run_folder(run_dir: Path) -> None:
     if not run_dir.exists() and run_dir.is_symlink():  # a link loop, or to nothing
         fail(
@@ -39,8 +54,14 @@ def _require_run_folder(run_dir: Path) -> None:
         )
     if not run_dir.exists():
         # A new run makes its folder once its spec and credentials are checked, before it
-        # plans: a `status` asked in its first moments finds nothing there yet.
-        fail(f"no run folder at {run_dir} (a new run makes it once it has checked its spec)")
+        # plans: a `status` asked in its first moments finds nothing there yet. Said last:
+        # "no run folder at out/quickstrat (a new run makes it ...)" read as a run to wait
+        # for, where the path was mistyped.
+        fail(
+            f"{run_dir} does not exist; check the path{_nearest_folder(run_dir)} (a new run "
+            "makes its folder once it has checked its spec: one started a moment ago may "
+            "not have made it yet)"
+        )
     if not run_dir.is_dir():
         # `file_kind` names a device, a FIFO, a socket: /dev/zero was called "a file" here
         # where `check` said "a character device".

@@ -90,13 +90,29 @@ def test_a_link_that_leads_to_no_folder_is_said_so(tmp_path: Path, command: str)
         ]
 
 
-@pytest.mark.parametrize("command", ["status", "audit", "reparse"])
-def test_a_missing_folder_is_named(tmp_path: Path, command: str) -> None:
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_missing_folder_is_said_not_to_exist(tmp_path: Path, command: str) -> None:
+    """It was "no run folder at X (a new run makes it once it has checked its spec)", read
+    as a run yet to start where the path was mistyped."""
     result = CliRunner().invoke(app, [command, str(tmp_path / "nope")])
     assert result.exit_code == 2, result.output
     assert _errors(result.output) == [
-        f"error: no run folder at {tmp_path / 'nope'} (a new run makes it once it has checked "
-        "its spec)"
+        f"error: {tmp_path / 'nope'} does not exist; check the path (a new run makes its "
+        "folder once it has checked its spec: one started a moment ago may not have made it "
+        "yet)"
+    ]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_mistyped_folder_is_given_the_nearest_beside_it(tmp_path: Path, command: str) -> None:
+    (tmp_path / "quickstart").mkdir()
+    (tmp_path / "quickstrat.txt").write_text("a file, not a folder", encoding="utf-8")
+    result = CliRunner().invoke(app, [command, str(tmp_path / "quickstrat")])
+    assert result.exit_code == 2, result.output
+    assert _errors(result.output) == [
+        f"error: {tmp_path / 'quickstrat'} does not exist; check the path; did you mean "
+        f"{tmp_path / 'quickstart'}? (a new run makes its folder once it has checked its "
+        "spec: one started a moment ago may not have made it yet)"
     ]
 
 
