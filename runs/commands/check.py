@@ -103,6 +103,9 @@ class CheckInput:
     panel: Panel
     probs: FloatArray
     describe_atom: Callable[[int], str]
+    #: What the file counts the panel's atoms out of: its "atom"s (listed by hand) or its
+    #: variables' "possible world"s (`_atoms_words`).
+    unit: str = "atom"
 
 
 # -- reading and validating ------------------------------------------------------------
@@ -333,7 +336,7 @@ def _propositional(name: str, raw: Mapping[str, Any]) -> CheckInput:
         more = len(worlds) - 1
         return first + (f" (and {more} more world{'s' if more > 1 else ''})" if more else "")
 
-    return _checked(name, panel, probs, describe, "its formula is impossible")
+    return _checked(name, panel, probs, describe, "its formula is impossible", "possible world")
 
 
 def _truth_tables(
@@ -455,12 +458,17 @@ def _too_large(name: str, error: PanelTooLarge) -> CheckInputError:
 
 
 def _checked(
-    name: str, panel: Panel, probs: list[float], describe: Callable[[int], str], why: str
+    name: str,
+    panel: Panel,
+    probs: list[float],
+    describe: Callable[[int], str],
+    why: str,
+    unit: str = "atom",
 ) -> CheckInput:
     impossible = panel.impossible()  # the rule a family file is refused by, too
     if impossible:
         raise CheckInputError(f"{name}: event {impossible[0]!r} holds in no atom ({why})")
-    return CheckInput(panel, np.asarray(probs, dtype=np.float64), describe)
+    return CheckInput(panel, np.asarray(probs, dtype=np.float64), describe, unit)
 
 
 def read_input(path: Path, *, stdin: bool = False) -> CheckInput:
@@ -518,6 +526,19 @@ def book_rows(
 
 def _count(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _atoms_words(data: CheckInput) -> str:
+    """The panel's atoms counted, and where the file gave more (atoms or possible worlds no
+    event tells apart, merged into one atom), how many it gave: examples/atoms.json, which
+    declares 4 atoms, read "3 atoms" with no word why."""
+    atoms = data.panel.n_atoms
+    given = sum(len(atom.positions) for atom in data.panel.atoms)
+    if given == atoms:
+        return _count(atoms, "atom")
+    of = f"{given:,} given" if data.unit == "atom" else f"{given:,} {data.unit}s"
+    merged = data.unit.split()[-1]  # "worlds no event tells apart", not "possible worlds ..."
+    return f"{_count(atoms, 'atom')} (of {of}; {merged}s no event tells apart are merged)"
 
 
 def _as_dict(ids: tuple[str, ...], values: FloatArray) -> dict[str, float | None]:
@@ -618,7 +639,7 @@ def _print_report(
     panel = data.panel
     norm_words = "total stake at most 1" if norm == "inf" else "at most 1 of each contract"
     console.print(
-        f"{_count(len(panel.ids), 'event')}, {_count(panel.n_atoms, 'atom')}; norm {norm} "
+        f"{_count(len(panel.ids), 'event')}, {_atoms_words(data)}; norm {norm} "
         f"({norm_words})\n"
         f"Dutch-book profit: [bold]{_money(profit)}[/]"
     )

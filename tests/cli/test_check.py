@@ -384,7 +384,10 @@ def test_the_lp_limit_counts_atoms_not_worlds(
     path.write_text(_propositional(20, [f"v{i}" for i in range(8)]))
     monkeypatch.setattr(check_module, "MAX_LP_PAIRS", 8 * 256)
     code, out, _ = _run(str(path))
-    assert code == 0 and out.startswith("8 events, 256 atoms;")
+    assert code == 0 and " ".join(out.split()).startswith(  # as the console wraps it
+        "8 events, 256 atoms (of 1,048,576 possible worlds; worlds no event tells apart are "
+        "merged);"
+    )
     monkeypatch.setattr(check_module, "MAX_LP_PAIRS", 8 * 256 - 1)
     code, _, err = _run(str(path))
     assert code == 2 and "8 events over 256 atoms are 2,048 event-atom pairs" in err
@@ -396,7 +399,27 @@ def test_the_lp_limit_counts_atoms_not_worlds(
     assert code == 2 and "3 events over 4 atoms are 12 event-atom pairs" in err
     monkeypatch.setattr(check_module, "MAX_LP_PAIRS", 3 * 4)
     code, out, _ = _run(str(atoms))
-    assert code == 0 and out.startswith("3 events, 4 atoms;")
+    assert code == 0 and " ".join(out.split()).startswith(
+        "3 events, 4 atoms (of 5 given; atoms no event tells apart are merged);"
+    )
+
+
+@pytest.mark.parametrize(
+    ("example", "counts"),
+    [
+        ("atoms.json", "3 atoms (of 4 given; atoms no event tells apart are merged)"),
+        ("figure1.toml",
+         "3 atoms (of 4 possible worlds; worlds no event tells apart are merged)"),
+        ("conjunction.toml", "4 atoms"),  # none merged: as before
+    ],
+)
+def test_merged_atoms_are_counted_with_what_the_file_gave(example: str, counts: str) -> None:
+    """examples/atoms.json declares 4 atoms and read "3 events, 3 atoms", with no word of
+    the two that no event tells apart, merged into one."""
+    code, out, _ = _run(str(EXAMPLES / example))
+    assert code == 0
+    first = " ".join(out.split()).split("; norm")[0]  # the line as the console wraps it
+    assert first.split(", ", 1)[1] == counts
 
 
 def test_one_event_and_one_atom_read_in_the_singular(tmp_path: Path) -> None:
