@@ -928,6 +928,14 @@ USAGE = (
 )
 
 
+#: `--help`'s words for the three commands, which it listed with none.
+_WHAT_HELP = (
+    "demo: run the spec against the local model and print its leaderboard (make demo-local); "
+    "test: run tests_local/ against it (make test-local); serve: start the model server and "
+    "keep it until Ctrl-C"
+)
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """The wrapper's arguments; for `test`, those it does not know, and all after `--`, are
     pytest's (`args.rest`). A positional `rest` took them only before any option and never
@@ -938,10 +946,21 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m runs.local_model", description=__doc__, usage=USAGE, allow_abbrev=False
     )
-    parser.add_argument("what", choices=("demo", "test", "serve"))
-    parser.add_argument("--spec", type=Path, default=Path("runs/specs/local.toml"))
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("what", choices=("demo", "test", "serve"), help=_WHAT_HELP)
+    parser.add_argument(
+        "--spec", type=Path, default=Path("runs/specs/local.toml"),
+        help="the campaign spec demo runs (default: %(default)s); its name names the run "
+        "folder when --out is not given",
+    )  # fmt: skip
+    parser.add_argument(
+        "--out", type=Path, default=None,
+        help="the run folder demo writes (default: out/<the spec's name>); the server's log "
+        "goes beside it (out/local-server.log for out/local)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--threads", type=int, default=2, metavar="N",
+        help="CPU threads the model server computes with (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument("--port", type=int, default=0, help="default: a free port")
     cut = argv.index("--") if "--" in argv else len(argv)
     args, rest = parser.parse_known_args(argv[:cut])
