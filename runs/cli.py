@@ -121,6 +121,19 @@ MEANT = {
 }  # fmt: skip
 
 
+def _options_near(given: str, ctx: Any) -> list[str]:
+    """The command's options a mistyped `given` may have meant: its `MEANT` one, else those
+    near it in spelling, their dashes left out. Click compared them with the dashes, which
+    every long option shares: `dutchbook run --bogus x` drew "(Possible options: --out)"."""
+    import difflib
+
+    opts = [o for p in ctx.command.get_params(ctx) for o in (*p.opts, *p.secondary_opts)]
+    if (meant := MEANT.get(given)) is not None and meant in opts:
+        return [meant]  # "Did you mean --max-cost?"
+    by_name = {o.lstrip("-"): o for o in opts if o.startswith("--")}
+    return [by_name[n] for n in difflib.get_close_matches(given.lstrip("-"), list(by_name))]
+
+
 def usage_error(exc: click_errors.UsageError) -> NoReturn:
     """A usage error (no such option or command, a bad or missing value) in one line, exit 2,
     as every other error: typer drew a box of five lines around it, after the usage.
@@ -129,10 +142,9 @@ def usage_error(exc: click_errors.UsageError) -> NoReturn:
         raise exc
     from runs.commands._errors import fail
 
-    if isinstance(exc, click_errors.NoSuchOption) and exc.ctx is not None:
-        meant = MEANT.get(exc.option_name.split("=", 1)[0])
-        if meant is not None and any(meant in p.opts for p in exc.ctx.command.params):
-            exc.possibilities = [meant]  # "Did you mean --max-cost?"
+    # A long option's: click suggests none for a short one (-x).
+    if isinstance(exc, click_errors.NoSuchOption) and exc.ctx and exc.option_name[:2] == "--":
+        exc.possibilities = _options_near(exc.option_name.split("=", 1)[0], exc.ctx)
 
     where = exc.ctx.command_path if exc.ctx is not None else "dutchbook"
     fail(f"{exc.format_message().rstrip('.')} (see '{where} --help')", exc.exit_code)

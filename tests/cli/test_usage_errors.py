@@ -28,6 +28,15 @@ from runs.cli import app
          "(see 'dutchbook run --help')"),
         (["plan", "spec.toml", "--budget", "5"],  # a command without it suggests nothing
          "error: No such option: --budget (see 'dutchbook plan --help')"),
+        # Compared with their dashes, every option was near: "--bogus" drew "--out".
+        (["run", "spec.toml", "--bogus", "x"],
+         "error: No such option: --bogus (see 'dutchbook run --help')"),
+        (["run", "spec.toml", "--max-cots", "5"],  # a typo is still suggested for
+         "error: No such option: --max-cots (Possible options: --max-cost) "
+         "(see 'dutchbook run --help')"),
+        (["status", "x", "--jsn"],
+         "error: No such option: --jsn (Possible options: --json) "
+         "(see 'dutchbook status --help')"),
         (["serve-sim", "--port", "99999"],
          "error: Invalid value for '--port': 99999 is not in the range 0<=x<=65535 "
          "(see 'dutchbook serve-sim --help')"),
