@@ -152,7 +152,7 @@ def _lanes_of_latest_run(run_dir: Path, report: Audit) -> Audit:
     import dataclasses
 
     from engine.lanefile import read_lane_states
-    from runs.report.provenance import run_since
+    from runs.run_history import run_since
 
     if not report.lane_ends:  # nothing read from the file that could be another run's
         return report

@@ -14,10 +14,9 @@ are left out: they name a machine, and the digests say what the files were.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from runs import markdown
 from runs.design import DESIGN_FILE, EMBEDDED_LABEL, SPEC_FILE, DesignChanged, recorded_design
 from runs.rehearsal import rehearsed
 from runs.report.models import frozen_spec
+from runs.run_history import run_starts, runs_of, utc_instant
 from runs.scored_from import scores_digests
 from runs.version import installed_version
 
@@ -52,7 +52,7 @@ def provenance(run_dir: Path) -> dict[str, Any]:
         "last_attempt_at": last,
         # `dutchbook run` processes that recorded a phase (`_runs`): each laps its plan
         # first, so a run killed while it dispatched counts too.
-        "runs": len(_runs(phases)),
+        "runs": len(runs_of(phases)),
         # Additive: those of them that sent an attempt (a run of a finished folder sends none).
         "runs_with_attempts": runs_with_attempts,
         # Additive: every answer is the local simulator's (`--rehearse`, `runs.rehearsal`).
@@ -173,107 +173,6 @@ def answers_span(prov: Mapping[str, Any]) -> str:
     return f"Attempts sent from {first} to {last} (UTC){over}."
 
 
-def _runs(phases: list[dict[str, object]]) -> list[list[dict[str, object]]]:
-    """The lines of each run `phases` records, in the order the runs first appear. A line
-    names its run by `started` (`runs.phases`), one run to each: told apart by plan laps and
-    pids, a run whose plan lap was lost merged with the run before where both were pid 1 (a
-    container's), and one whose plan and dispatch laps were lost opened at its score lap,
-    after its attempts. A line without a readable `started` (an older version's, or one
-    hand-edited) is told apart as before: it opens a run if it is a `plan` lap, which a
-    `dutchbook run` writes once, before it sends anything; or, where that lap was not
-    written (a full disk: `runs.phases` lets it go), if it is the first line, or of a pid
-    other than the line before's. The folder's lock keeps runs from interleaving their
-    lines."""
-    runs: list[list[dict[str, object]]] = []
-    named: dict[datetime, list[dict[str, object]]] = {}
-    run: list[dict[str, object]] | None = None
-    before: object = None
-    for phase in phases:
-        started = _started(phase)
-        if started is not None:
-            run = named.get(started)
-            if run is None:
-                run = named[started] = []
-                runs.append(run)
-        elif run is None or phase.get("phase") == "plan" or phase.get("pid") != before:
-            run = []
-            runs.append(run)
-        run.append(phase)
-        before = phase.get("pid")
-    return runs
-
-
-#: How late after a time written to the second (`logs/lanes.json`'s `updated_at`, cut down
-#: to it) a run must begin to have begun after it.
-_TO_THE_SECOND = timedelta(seconds=1)
-
-
-def run_since(run_dir: Path, written: object) -> datetime | None:
-    """When the folder's latest run began (`_run_start`), where that is after `written` (an
-    ISO time to the second: a file's own record of when it was written) and the run sent an
-    attempt from then on; else None: no run recorded a lap after it, or the one that did
-    sent nothing (a run of a finished folder, one refused before it dispatched). Such a
-    run's attempts are not what a file written before it describes."""
-    from engine.scan import scan_attempts
-    from runs.phases import read_phases
-
-    at, starts = _utc_instant(written), _run_starts(read_phases(run_dir))
-    if at is None or not starts:
-        return None
-    try:
-        if starts[-1] < at + _TO_THE_SECOND:
-            return None
-    except OverflowError:  # a hand-edited year 9999: no run began after it
-        return None
-    sent = scan_attempts(run_dir, ["started_at"]).filter(pl.col("started_at") >= starts[-1])
-    return starts[-1] if sent.head(1).collect().height else None
-
-
-def _started(phase: Mapping[str, object]) -> datetime | None:
-    """A line's `started`, or None where it has none that can be read as a time."""
-    return _utc_instant(phase.get("started"))
-
-
-def _run_starts(phases: list[dict[str, object]]) -> list[datetime]:
-    """When each run `phases` records began, in order (`_run_start`)."""
-    return sorted(start for run in _runs(phases) if (start := _run_start(run)) is not None)
-
-
-def _run_start(run: list[dict[str, object]]) -> datetime | None:
-    """When a run began, as far as the attempts it sent are concerned: its plan lap's time,
-    written once the folder's lock was held and before it sent anything; else its `started`
-    (taken as it began, before it took the lock); else, a line of an older version, its
-    opening line's time less the lap's `seconds`. A lap is written as its phase ends: a run
-    whose plan lap was lost opened at its dispatch lap, written once dispatch ended, and
-    its attempts read as the run's before it ("in 1 of 3 runs" of two that sent attempts)."""
-    opening, started = run[0], _started(run[0])
-    plans = (_utc_instant(line.get("at")) for line in run if line.get("phase") == "plan")
-    if (at := next((at for at in plans if at is not None), None)) is not None:
-        return at
-    if started is not None:
-        return started
-    at = _utc_instant(opening.get("at"))
-    if at is None:
-        return None
-    seconds = opening.get("seconds")
-    if isinstance(seconds, int | float) and seconds > 0:
-        with contextlib.suppress(OverflowError, ValueError):  # a hand-edited 1e308, inf, nan
-            at -= timedelta(seconds=seconds)
-    return at
-
-
-def _utc_instant(value: object) -> datetime | None:
-    """`value` read as a time in UTC (naive taken as UTC), or None: no time, or one UTC
-    cannot hold (a hand-edited year 1 at +14:00, on which polars' comparison overflowed)."""
-    if not isinstance(value, str):
-        return None
-    try:
-        at = datetime.fromisoformat(value)
-        return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-    except (ValueError, OverflowError):
-        return None
-
-
 def _parser(
     run_dir: Path, spec: Mapping[str, Any], phases: list[dict[str, object]]
 ) -> tuple[str | None, str]:
@@ -287,7 +186,7 @@ def _parser(
     last_one = last_reparse(run_dir)
     if last_one is None:
         return in_spec, "spec"
-    last, when = last_one.parser, _utc_instant(last_one.at)
+    last, when = last_one.parser, utc_instant(last_one.at)
     reparsed = f"dutchbook reparse at {last_one.at}"
     if not last_one.finished:
         return "unknown", f"{reparsed} to {last} did not finish; run it again"
@@ -301,10 +200,10 @@ def _parser(
 
 def _dispatched_after(phases: list[dict[str, object]], when: datetime) -> bool:
     """Whether a dispatch of this folder ended after `when` (`logs/phases.jsonl`). Both in
-    UTC (`_utc_instant`): a lap time without an offset (hand-edited) against the reparse's
-    ended `report`, `status` and a resume's last step in a TypeError."""
+    UTC (`runs.run_history.utc_instant`): a lap time without an offset (hand-edited) against
+    the reparse's ended `report`, `status` and a resume's last step in a TypeError."""
     return any(
-        phase.get("phase") == "dispatch" and (at := _utc_instant(phase.get("at"))) is not None
+        phase.get("phase") == "dispatch" and (at := utc_instant(phase.get("at"))) is not None
         and at > when
         for phase in phases
     )
@@ -354,12 +253,12 @@ def _attempts_seen(
     the runs `phases` records sent an attempt, from one read of the ledger's times. A run
     laps its plan before it sends anything, and the folder's lock keeps the next from
     starting before it ends: so each run's attempts start from its plan lap's time to the
-    next run's (`_run_starts`). An attempt keeps its first send's time (a batch line
+    next run's (`runs.run_history.run_starts`). An attempt keeps its first send's time (a batch line
     collected by a later run, an attempt recorded as interrupted by the resume after a
     kill): the run that sent it."""
     from engine.scan import scan_attempts
 
-    bounds = _run_starts(phases)
+    bounds = run_starts(phases)
     started = pl.col("started_at")
     row = (
         scan_attempts(run_dir, ["started_at"])

@@ -500,7 +500,7 @@ def test_a_run_since_a_file_was_written_is_one_that_began_after_it_and_sent_atte
     """`run_since` (what tells `audit` that `logs/lanes.json` is an earlier run's): the
     latest run, where it began after the file's time, to the second, and sent an attempt
     from then on; not a run that began after it and sent nothing, nor one begun before it."""
-    from runs.report.provenance import run_since
+    from runs.run_history import run_since
 
     folder = tmp_path / "run"
     shutil.copytree(run_dir, folder)
