@@ -17,7 +17,13 @@ import numpy as np
 import polars as pl
 
 from panels.calendar import first_session_after
-from panels.input_files import check_utf8_head, file_kind, not_utf8
+from panels.input_files import (
+    bidi_control,
+    check_utf8_head,
+    control_character,
+    file_kind,
+    not_utf8,
+)
 from panels.units import (
     FUTURE_DAYS_KEPT,
     FUTURE_DAYS_REQUIRED,
@@ -34,6 +40,7 @@ __all__ = [
     "DataError",
     "NoStockDay",
     "TooFewDates",
+    "check_headline_text",
     "embedded_returns_words",
     "first_session_after",
     "load_headlines",
@@ -248,17 +255,44 @@ def load_headlines(path: str | Path) -> pl.DataFrame:
 
     When a stock-day has several rows, the first one in file order is its headline.
     """
-    source = Path(path)
+    rows = _headline_rows(Path(path))
+    return rows.unique(subset=["date", "asset"], keep="first", maintain_order=True)
+
+
+def _headline_rows(source: Path) -> pl.DataFrame:
+    """Every data row of a headlines file, in file order, its headline stripped."""
     raw = _read_table(source)
     _require(raw, source, ("date", "asset", "headline"))
-    df = pl.DataFrame(
+    return pl.DataFrame(
         [
             _as_date(raw, source),
             _as_text(raw, source, "asset", required=True),
             _as_text(raw, source, "headline", required=True).str.strip_chars(),
         ]
     )
-    return df.unique(subset=["date", "asset"], keep="first", maintain_order=True)
+
+
+#: Why a headline may hold neither kind of character: each is written into a prompt.
+_UNASKABLE_HEADLINE = (
+    (control_character, "a line break could start an instruction of its own in the prompt "
+     "(\"Ignore previous instructions ...\") and an escape sequence reaches a terminal; make "
+     "it one line"),
+    (bidi_control, "a bidirectional control reorders what follows it on screen, so the "
+     "headline displays other than it reads and than the model is asked; leave it out"),
+)
+
+
+def check_headline_text(path: str | Path) -> None:
+    """Refuse a headline holding a control character or a bidirectional control, naming its
+    data row and the character, as a statement's text is refused
+    (`panels.families.check_well_posed`): the headline arm writes it into the prompt of its
+    stock-day. For a new design only (`runs.design.check_new_design`): a folder an earlier
+    build ran with such a file must stay resumable, scorable and reportable."""
+    source = Path(path)
+    for row, text in enumerate(_headline_rows(source)["headline"], start=1):
+        for found, why in _UNASKABLE_HEADLINE:
+            if (named := found(text)) is not None:
+                raise DataError(f"{source}: data row {row}'s headline holds {named}: {why}")
 
 
 def _sample_sd(values: Sequence[float]) -> float:

@@ -210,7 +210,18 @@ def has_control(text: str) -> bool:
     """A control character (C0, DEL, C1) or a Unicode line or paragraph separator: what a
     name shown in messages, tables and logs may not hold (an escape sequence would reach the
     terminal; a line break would split a one-line message)."""
-    return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029" for c in text)
+    return control_character(text) is not None
+
+
+def control_character(text: str) -> str | None:
+    """The first character of `text` that `has_control` refuses, named as `U+000A, a control
+    character` or `U+2028 LINE SEPARATOR`, or None: for a message that says which one."""
+    for c in text:
+        if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0:  # C0, DEL, C1: Unicode names none of them
+            return f"U+{ord(c):04X}, a control character"
+        if c in "\u2028\u2029":
+            return _named(c)
+    return None
 
 
 #: Characters drawn as another in a table's font, and that other: spaces that do not break

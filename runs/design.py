@@ -373,10 +373,12 @@ def check_new_design(spec: CampaignSpec, units: UnitSource, run_dir: Path | None
     would misread (a formula's first character, `all`), and a family whose control
     has no `exact` value, that has `exact` but is no control, of more than `MAX_STATEMENTS`
     statements, whose statement is impossible or always true, or two of whose statements of
-    one text hold in different worlds (`panels.families.check_well_posed`),
-    in a design about to be planned: `dutchbook plan` (no `run_dir`), or a run into a folder
-    without a frozen spec. There too, the entries of its families folder that are not read
-    as families are said on stderr (`not_family_files_note`), the plan going ahead.
+    one text hold in different worlds (`panels.families.check_well_posed`), and a headline
+    the headline arm would ask holding a control character or a bidirectional control
+    (`panels.data.check_headline_text`), in a design about to be planned: `dutchbook plan`
+    (no `run_dir`), or a run into a folder without a frozen spec. There too, the entries of
+    its families folder that are not read as families are said on stderr
+    (`not_family_files_note`), the plan going ahead.
 
     A folder with one is not asked: a resume of another design is refused by
     `freeze_design`, and a folder an earlier build ran with such a pair (its tables show
@@ -386,10 +388,15 @@ def check_new_design(spec: CampaignSpec, units: UnitSource, run_dir: Path | None
     if run_dir is not None and (run_dir / SPEC_FILE).exists():
         return
     from panels.arms import ARMS
+    from panels.data import check_headline_text
     from panels.families import FAMILIES_DIR, check_well_posed
     from panels.families import check_one_form as check_families
 
     check_one_form(spec)
+    if spec.data.headlines is not None and any(
+        "headlines" in ARMS[entry.name].requires for entry in spec.arms
+    ):
+        check_headline_text(spec.data.headlines)
     if any(ARMS[entry.name].unit_kind == "family" for entry in spec.arms):
         families = [unit.family for unit in units.families]
         check_families(families)
