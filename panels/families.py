@@ -51,6 +51,7 @@ from panels.input_files import (
     invisible_character,
     not_utf8,
     read_input_file,
+    without_invisible,
 )
 from panels.space import OutcomeSpace
 
@@ -324,7 +325,10 @@ def check_well_posed(families: Iterable[Family] | Mapping[str, Family]) -> None:
 def _refuse_unaskable_text(statement: Statement, family_id: str, file: str) -> None:
     """Refuse a statement's text that a prompt cannot carry as written: a control character,
     a bidirectional control (a tester's U+202E in a text made it display other than it reads,
-    in the file and wherever the prompt is shown), more than `STATEMENT_TEXT_MAX` characters."""
+    in the file and wherever the prompt is shown), an invisible format character (a tester's
+    two statements differing by a U+200B read as one question, scored as two events), more
+    than `STATEMENT_TEXT_MAX` characters. Free text's joiners and variation selectors pass
+    where `invisible_character(joiners_in_words=True)` lets them."""
     if has_control(statement.text):
         raise FamilyError(
             file,
@@ -339,6 +343,15 @@ def _refuse_unaskable_text(statement: Statement, family_id: str, file: str) -> N
             f"'text' of family {family_id!r} holds {bidi}, a bidirectional control: it "
             "reorders what follows it on screen, so the text displays other than it reads and "
             "than the model is asked; leave it out",
+            statement.id,
+        )
+    if (invisible := invisible_character(statement.text, joiners_in_words=True)) is not None:
+        raise FamilyError(
+            file,
+            f"'text' of family {family_id!r} holds {invisible}, an invisible format character: "
+            "it draws nothing, so two texts that differ by it read as one question; leave it "
+            "out (a joiner between two letters, as Persian and Indic words and emoji use, is "
+            "kept)",
             statement.id,
         )
     if len(statement.text) > STATEMENT_TEXT_MAX:
@@ -435,12 +448,15 @@ def _refuse_trivial(family: Family, file: str, *, impossible: bool) -> None:
 def _refuse_one_text_two_events(family: Family, file: str) -> None:
     """Two statements of one text whose formulas hold in different worlds: a model reads one
     question (the isolated arm asks it once, its request named by its text), so at least one
-    of the two answers is charged as incoherence."""
+    of the two answers is charged as incoherence. Texts are compared as they read: spaces
+    aside, without the joiners and selectors free text keeps (`without_invisible`), and in
+    one Unicode form (`composed`)."""
     panel = family.panel()
     incidence = np.asarray(panel.incidence)
     first: dict[str, Statement] = {}
     for statement in family.statements:  # "X wins." and "X  wins. " read alike
-        seen = first.setdefault(" ".join(statement.text.split()), statement)
+        read = " ".join(composed(without_invisible(statement.text)).split())
+        seen = first.setdefault(read, statement)
         if seen is statement:
             continue
         rows = incidence[panel.index(seen.id)], incidence[panel.index(statement.id)]

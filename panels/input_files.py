@@ -320,6 +320,16 @@ def invisible_character(text: str, *, joiners_in_words: bool = False) -> str | N
     return None
 
 
+def without_invisible(text: str) -> str:
+    """`text` without the characters `invisible_character` names in either mode (format
+    characters, `_BLANKS`, variation selectors): what a reader sees, so free text that may
+    keep a joiner or a selector is compared as it reads ("a" + U+200D + "b" and "ab")."""
+    return "".join(
+        c for c in text
+        if unicodedata.category(c) != "Cf" and c not in _BLANKS and not _variation_selector(c)
+    )
+
+
 def _named(c: str) -> str:
     return f"U+{ord(c):04X} {unicodedata.name(c, 'FORMAT CHARACTER')}"
 

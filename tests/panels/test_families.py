@@ -634,6 +634,45 @@ def test_a_statement_text_with_a_bidirectional_control_is_refused_for_a_new_desi
     )
 
 
+@pytest.mark.parametrize(
+    ("char", "named"),
+    [
+        ("\u200b", "U+200B ZERO WIDTH SPACE"),
+        ("\ufeff", "U+FEFF ZERO WIDTH NO-BREAK SPACE"),
+        ("\u180e", "U+180E MONGOLIAN VOWEL SEPARATOR"),
+        ("\u034f", "U+034F COMBINING GRAPHEME JOINER"),
+        ("\u115f", "U+115F HANGUL CHOSEONG FILLER"),
+        ("\u200d", "U+200D ZERO WIDTH JOINER"),  # beside a space: no word's joiner
+    ],
+)
+def test_a_statement_text_with_an_invisible_character_is_refused_for_a_new_design(
+    tmp_path: Path, char: str, named: str
+) -> None:
+    """A tester's two statements of one family whose texts differed by a U+200B alone passed
+    as two events, a model asked one question and charged for answering both alike; the
+    loader still takes such a text (a folder an earlier build ran with it stays readable)."""
+    text = f"Y wins{char} by 3 goals."
+    load_family(_write(tmp_path, PARTITION.replace('text = "Y wins."', f'text = "{text}"')))
+    message = _broken(tmp_path, 'text = "Y wins."', f'text = "{text}"', PARTITION, posed=True)
+    assert message.startswith(
+        f"{tmp_path / 'x.toml'}: statement 'y': 'text' of family 'cup' holds {named}, an "
+        "invisible format character: it draws nothing, so two texts that differ by it read as "
+        "one question; leave it out"
+    )
+
+
+def test_a_joiner_in_a_word_passes_but_texts_are_compared_without_it(tmp_path: Path) -> None:
+    """Persian and Indic words and emoji sequences need U+200C and U+200D between letters, so
+    a text keeps them; two texts told apart by one alone still read as one question."""
+    joined = 'text = "\u0645\u06cc\u200c\u0631\u0648\u062f wins \U0001f469\u200d\U0001f4bb."'
+    check_well_posed([load_family(_write(tmp_path, PARTITION.replace('text = "Y wins."', joined)))])
+    message = _broken(tmp_path, 'text = "Y wins."', 'text = "X w\u200dins."', PARTITION, posed=True)
+    assert message.endswith("statement 'y': has the text of statement 'x' of family 'cup' with "
+                            "another formula: a model is asked one question and gives one "
+                            "answer, scored against two different events; change the text or "
+                            "the formula")  # fmt: skip
+
+
 def test_a_statement_text_too_long_for_a_question_is_refused_for_a_new_design(
     tmp_path: Path,
 ) -> None:
