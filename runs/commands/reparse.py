@@ -123,14 +123,33 @@ def reparse(
 
 
 def _scores_behind(run_dir: Path, changed: int, holds: bool) -> str | None:
-    """What the folder needs where the reparse changed the answers its scores were computed
-    from: score and report again (None where it has no scores, or they still hold)."""
-    if not changed or holds or not (run_dir / "scores.parquet").exists():
+    """What the folder needs where its scores do not read its answers after the reparse:
+    score and report again (None where it has no scores, or they read these answers). A
+    reparse that changed nothing leaves scores an earlier one put behind as they were
+    (strict, score, lenient, lenient again): it said nothing, and its cut output "nothing to
+    run again"; it asks `stale_scores`, as `status` does for "scores out of date"."""
+    if holds or not (run_dir / "scores.parquet").exists():
+        return None
+    then = f"run `{rerun_command(run_dir)}`, then `dutchbook report {run_dir}`"
+    if changed:
+        return f"the scores still read the answers before this re-parse: {then}"
+    if not _scores_stale(run_dir):
         return None
     return (
-        f"the scores still read the answers before this re-parse: run "
-        f"`{rerun_command(run_dir)}`, then `dutchbook report {run_dir}`"
+        "the scores already read other answers than the folder's before this re-parse, which "
+        f"left its answers as they were: {then}"
     )
+
+
+def _scores_stale(run_dir: Path) -> bool:
+    """Whether `stale_scores` says the scores do not read the answers (a damaged answers
+    file, which it raises for, is the run folder's checks' to say, not this advice's)."""
+    import polars as pl
+
+    try:
+        return stale_scores(run_dir) is not None
+    except (pl.exceptions.PolarsError, OSError):
+        return False
 
 
 def _refuse_unrebuildable(run_dir: Path) -> None:

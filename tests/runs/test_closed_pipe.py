@@ -138,6 +138,33 @@ def test_a_reparse_cut_after_its_files_says_the_folder_needs_scoring(
     ]
 
 
+def test_a_reparse_that_changed_nothing_still_says_scores_an_earlier_one_left_behind(
+    finished_runs: FinishedRuns, tmp_path: Path
+) -> None:
+    """Strict, score, lenient, then lenient again: the last reparse changed no answer, but the
+    scores still read the strict ones. Cut, it said "nothing to run again", and printed in
+    full, nothing about the scores, where `status` said "scores out of date"."""
+    folder, code = finished_runs.run(tmp_path, FRACTIONS_SPEC)
+    assert code == 4 and (folder / "scores.parquet").is_file()
+    lenient = ["reparse", str(folder), "--parser", "lenient"]
+    assert _dutchbook(lenient, subprocess.PIPE).returncode == 0
+    advice = (
+        "the scores already read other answers than the folder's before this re-parse, which "
+        f"left its answers as they were: run `dutchbook score {folder}`, then `dutchbook "
+        f"report {folder}`"
+    )
+    printed = _dutchbook(lenient, subprocess.PIPE)
+    assert printed.returncode == 0 and advice in " ".join(printed.stdout.split()), printed.stdout
+    lines = _to_closed_pipe(lenient).stderr.strip().splitlines()
+    assert lines == [
+        "note: the output (stdout) closed before `dutchbook reparse` printed all it had to say "
+        f"(its reader ended); its work is finished and written, but {advice}"
+    ]
+    assert _dutchbook(["score", str(folder)], subprocess.PIPE).returncode == 0
+    lines = _to_closed_pipe(lenient).stderr.strip().splitlines()  # scored now: nothing to do
+    assert "its work is finished and written, nothing to run again" in lines[0], lines
+
+
 @pytest.mark.parametrize(
     ("command", "written", "code", "begins"),
     [
