@@ -472,9 +472,11 @@ def simulator_faults(
         )
     if sim_url is not None:
         check_simulator_answers(sim_url)
+    # As parsed (its items stripped, empty ones passed over), as `serve-sim` says it:
+    # `--faults " flaky"` was printed "( flaky)" in the line of faults injected.
     if faults is not None:
-        return faults
-    return spec.sim_faults if sim_url is None else "none"
+        return parse_faults(faults).name
+    return parse_faults(spec.sim_faults).name if sim_url is None else "none"
 
 
 #: How long `--sim-url`'s simulator has to answer before the run is refused.

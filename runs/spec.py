@@ -1113,7 +1113,9 @@ def _close(name: str, choices: set[str], otherwise: str | None = None) -> str:
     hint once named a `dutchbook arms` command that does not exist)."""
     import difflib
 
-    near = difflib.get_close_matches(name, sorted(choices), n=3)
+    folded = [choice for choice in sorted(choices) if choice.casefold() == name.casefold()]
+    # difflib weighs a letter's case as any other difference: "FLAKY" was near no "flaky"
+    near = folded or difflib.get_close_matches(name, sorted(choices), n=3)
     if near:
         return f"did you mean {', '.join(near)}?"
     return f"one of {', '.join(sorted(choices))}" if otherwise is None else otherwise

@@ -245,12 +245,7 @@ def parse_faults(spec: str | FaultProfile) -> FaultProfile:
         if not item:
             continue
         if "=" not in item:
-            base = _named_profile(item)
-            if name_parts:
-                raise ValueError(
-                    f"fault profile {item!r} comes after {','.join(name_parts)!r}: a profile "
-                    "name may only lead the list (flaky,server_error=0.5), one profile at most"
-                )
+            base = _named_profile(item, ",".join(name_parts))
             name_parts.append(item)
             rates.update(base.rates)
             batch_rates.update(base.batch_rates)
@@ -274,6 +269,15 @@ def parse_faults(spec: str | FaultProfile) -> FaultProfile:
 
 
 _BATCH_NAMES = frozenset(k.value for k in BatchFaultKind)
+#: The kinds a list may give rates, as its messages list them (live, then batch).
+_KIND_NAMES = (*(k.value for k in ALL_KINDS), *sorted(_BATCH_NAMES))
+#: Every name that takes a value after `=`: the kinds and the settings.
+_VALUED = frozenset(_KIND_NAMES) | frozenset(_SETTINGS)
+#: What a kind (False) or a setting (True) written without `=` is told it takes.
+_TAKES = {
+    False: ("a fault kind, whose rate is the fraction of requests it strikes", "RATE (0.05)"),
+    True: ("a setting, in seconds", "SECONDS (5)"),
+}
 
 
 class UnknownFaultName(ValueError):
@@ -290,7 +294,28 @@ class UnknownFaultName(ValueError):
         return f"unknown {self.what} {self.name!r}; {hint + ' ' if hint else ''}known: {self.known}"
 
 
-def _named_profile(name: str) -> FaultProfile:
+def _named_profile(name: str, before: str = "") -> FaultProfile:
+    """The profile an entry without `=` names, leading the list (`before` the entries ahead
+    of it, "" for the first). A kind or setting so written is told it takes a value
+    (`rate_limit` was called an unknown profile); past the first entry, a name no profile
+    has is an unknown kind, whose nearest names are kinds (`light,flakey` was told "did you
+    mean flaky?", which then failed as a profile after the first entry)."""
+    if name in _VALUED:
+        takes, value = _TAKES[name in _SETTINGS]
+        raise ValueError(
+            f"{name!r} is {takes}: give it as {name}={value}; only a profile name stands alone"
+        )
+    if before and name in PROFILES:
+        raise ValueError(
+            f"fault profile {name!r} comes after {before!r}: a profile name may only lead the "
+            "list (flaky,server_error=0.5), one profile at most"
+        )
+    if before:
+        raise UnknownFaultName(
+            "fault kind", name,
+            f"{', '.join(_KIND_NAMES)} (each as kind=RATE; a profile name may only lead the list)",
+            frozenset(_VALUED),
+        )  # fmt: skip
     if name not in PROFILES:
         raise UnknownFaultName(
             "fault profile", name, f"{', '.join(PROFILES)} or explicit kind=rate pairs",
@@ -312,10 +337,7 @@ def _live_kind(key: str) -> FaultKind:
     try:
         return FaultKind(key)
     except ValueError:
-        known = [k.value for k in ALL_KINDS] + sorted(_BATCH_NAMES)
-        raise UnknownFaultName(
-            "fault kind", key, ", ".join(known), frozenset(known) | frozenset(_SETTINGS)
-        ) from None
+        raise UnknownFaultName("fault kind", key, ", ".join(_KIND_NAMES), _VALUED) from None
 
 
 K = TypeVar("K", FaultKind, BatchFaultKind)

@@ -91,6 +91,18 @@ def test_faults_none_turns_the_specs_own_off(
     [
         (["--rehearse", "--faults", "bogus"], "unknown fault profile 'bogus'; known:"),
         (["--rehearse", "--faults", "flakey"], "profile 'flakey'; did you mean flaky?"),
+        # difflib weighs case as any letter: "FLAKY" was told no nearest name
+        (["--rehearse", "--faults", "FLAKY"], "profile 'FLAKY'; did you mean flaky? known:"),
+        # a kind alone was an unknown profile, with no word that kinds take =RATE
+        (["--rehearse", "--faults", "rate_limit"], "'rate_limit' is a fault kind, whose rate "
+         "is the fraction of requests it strikes: give it as rate_limit=RATE (0.05); only a "
+         "profile name stands alone"),
+        (["--rehearse", "--faults", "slow_delay_s"], "give it as slow_delay_s=SECONDS (5)"),
+        # told "did you mean flaky?", which then failed: a profile may only lead the list;
+        # no nearest kind, so no hint between the name and "known"
+        (["--rehearse", "--faults", "light,flakey"], "unknown fault kind 'flakey'; known: "
+         "rate_limit, "),
+        (["--rehearse", "--faults", "light,slow"], "give it as slow=RATE (0.05)"),
         (["--faults", "flaky"], "add --rehearse"),
         (["--rehearse", "--sim-url", "http://example.com:80"], "a simulator on this machine"),
     ],
@@ -102,8 +114,26 @@ def test_fault_options_are_checked_before_anything_is_written(
     spec.write_text(SPEC, encoding="utf-8")
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out), *args])
-    assert result.exit_code == 2 and message in result.output, result.output
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and message in said, result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [(" flaky", "flaky"), ("light, slow=0.1,", "light,slow=0.1"), (" none", "none")],
+)
+def test_the_faults_a_rehearsal_injects_are_said_as_parsed(
+    tmp_path: Path, given: str, said: str
+) -> None:
+    """`--faults " flaky"` was taken and printed "( flaky)" in the line of the faults the
+    simulator injected: the run says them as parsed, as `serve-sim` does."""
+    from runs.pipeline import simulator_faults
+    from runs.spec import load_spec
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    assert simulator_faults(load_spec(spec), True, given, None) == said
 
 
 class _NotTheSimulator(http.server.BaseHTTPRequestHandler):
