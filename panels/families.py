@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -607,10 +607,24 @@ def not_family_files(directory: Path) -> list[str]:
     as a family. A family written as `g.json` beside `.toml` ones was passed over without a
     word (`runs.design.check_new_design` says these). None from a folder that cannot be
     listed: `family_files` says why."""
+    return _entry_names(
+        directory, lambda name: not name.endswith(".toml") and not name.startswith(".")
+    )
+
+
+def hidden_entries(directory: Path) -> list[str]:
+    """The hidden entries of a families folder (a name starting with "."), in name order,
+    which `family_files` passes over: a folder holding only `.h.toml` was said to have no
+    family file, with no word of it (`runs.units.UnitSource.families` names them)."""
+    return _entry_names(directory, lambda name: name.startswith("."))
+
+
+def _entry_names(directory: Path, wanted: Callable[[str], bool]) -> list[str]:
+    """The `wanted` names of a folder's entries in name order, a folder's ending in "/";
+    none from a folder that cannot be listed."""
     try:
         with os.scandir(directory) as entries:
-            names = [f"{e.name}/" if e.is_dir() else e.name for e in entries
-                     if not e.name.endswith(".toml") and not e.name.startswith(".")]  # fmt: skip
+            names = [f"{e.name}/" if e.is_dir() else e.name for e in entries if wanted(e.name)]
     except OSError:
         return []
     return sorted(names)

@@ -419,12 +419,16 @@ def not_family_files_note(folder: Path) -> str | None:
     names = not_family_files(folder)
     if not names:
         return None
-    more = len(names) - NOT_FAMILY_FILES_SHOWN
-    shown = ", ".join(names[:NOT_FAMILY_FILES_SHOWN]) + (f" and {more:,} more" if more > 0 else "")
     return (
         f"note: {folder} holds {plural(len(names), 'entry', 'entries')} not named *.toml, not "
-        f"read as families: {shown}; a family file's name must end in .toml"
+        f"read as families: {names_shown(names)}; a family file's name must end in .toml"
     )
+
+
+def names_shown(names: list[str]) -> str:
+    """The first `NOT_FAMILY_FILES_SHOWN` of a folder's `names`, then how many more."""
+    more = len(names) - NOT_FAMILY_FILES_SHOWN
+    return ", ".join(names[:NOT_FAMILY_FILES_SHOWN]) + (f" and {more:,} more" if more > 0 else "")
 
 
 def freeze_design(spec: CampaignSpec, run_dir: Path) -> bool:

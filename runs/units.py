@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
+from engine.console_lines import plural
 from panels import data as panel_data
 from panels.arms import ARMS, Arm
-from panels.families import FAMILIES_DIR, Family, FamilyError, load_families
+from panels.families import FAMILIES_DIR, Family, FamilyError, hidden_entries, load_families
 from panels.units import FamilyUnit
+from runs.design import names_shown
 from runs.spec import CampaignSpec, SpecError
 
 #: Largest Dutch-book profit (L1 norm) a control's exact answers may admit: the LP's own
@@ -138,7 +141,8 @@ class UnitSource:
             raise SpecError(
                 self.spec.path,
                 "data.families",
-                f"a folder holding at least one family file (*.toml); {folder} has none",
+                f"a folder holding at least one family file (*.toml); {folder} has none"
+                + _hidden_said(folder),
             )
         for family in families.values():
             if family.control:
@@ -169,3 +173,16 @@ class UnitSource:
         if kind == "family":
             return self.families
         raise ValueError(f"arm {arm.name!r} has an unknown unit kind {kind!r}")
+
+
+def _hidden_said(folder: Path) -> str:
+    """What "has none" adds for a folder holding hidden entries, which are no families
+    (`panels.families.family_files`): a folder holding only `.h.toml` was said to have none,
+    with no word of it, and its writer looked for a typo in the path."""
+    hidden = hidden_entries(folder)
+    if not hidden:
+        return ""
+    return (
+        f"; {plural(len(hidden), 'hidden entry', 'hidden entries')} passed over (a name "
+        f"starting with \".\" is not read as a family): {names_shown(hidden)}"
+    )

@@ -61,6 +61,30 @@ def test_an_empty_families_folder_is_refused(tmp_path: Path) -> None:
         units_for(tmp_path, {}).families  # noqa: B018
 
 
+def test_a_folder_of_hidden_files_alone_names_them(tmp_path: Path) -> None:
+    """A families folder holding only `.h.toml` (a family written under a hidden name) was
+    said to have no *.toml, with no word of the file passed over."""
+    coin = COIN.format(heads=0.5, tails=0.5)
+    units = units_for(tmp_path, {".h.toml": coin, ".DS_Store": "", ".a.toml": coin, ".z": ""})
+    (tmp_path / "families" / ".git").mkdir()
+    with pytest.raises(SpecError) as refused:
+        units.families  # noqa: B018
+    assert str(refused.value).endswith(
+        f"{tmp_path / 'families'} has none; 5 hidden entries passed over (a name starting with "
+        '"." is not read as a family): .DS_Store, .a.toml, .git/ and 2 more'
+    )
+    for name in (".DS_Store", ".a.toml", ".z"):
+        (tmp_path / "families" / name).unlink()
+    (tmp_path / "families" / ".git").rmdir()
+    with pytest.raises(SpecError) as refused:
+        UnitSource.from_spec(units.spec).families  # noqa: B018
+    assert str(refused.value).endswith('is not read as a family): .h.toml')
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SpecError) as refused:
+        units_for(tmp_path / "empty", {}).families  # noqa: B018
+    assert str(refused.value).endswith("has none")  # no hidden entry: nothing more said
+
+
 def test_a_coherent_control_is_accepted(tmp_path: Path) -> None:
     units = units_for(tmp_path, {"coin.toml": COIN.format(heads=0.5, tails=0.5)})
     assert [u.id for u in units.families] == ["coin"]
