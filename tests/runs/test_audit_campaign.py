@@ -158,7 +158,8 @@ def test_run_summary_status_and_audit_agree(campaign, tmp_path: Path) -> None:  
 def test_audit_refuses_a_missing_folder_in_one_line(tmp_path: Path) -> None:
     missing = CliRunner().invoke(app, ["audit", str(tmp_path / "nope")])
     assert missing.exit_code == 2
-    assert missing.output.strip().count("\n") == 0 and "does not exist; check the path" in missing.output
+    assert missing.output.strip().count("\n") == 0
+    assert "does not exist; check the path" in missing.output
 
 
 def test_the_audit_of_a_run_still_going_says_its_counts_are_a_snapshot(campaign) -> None:  # type: ignore[no-untyped-def]
