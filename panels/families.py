@@ -600,6 +600,19 @@ def family_files(directory: Path, keep: Collection[str] = ()) -> list[Path]:
             if name.endswith(".toml") and (not name.startswith(".") or name in keep)]  # fmt: skip
 
 
+#: The entries of a families folder a note or a refusal names (`names_shown`); past them, it
+#: counts.
+NOT_FAMILY_FILES_SHOWN = 3
+
+
+def names_shown(names: list[str]) -> str:
+    """The first `NOT_FAMILY_FILES_SHOWN` of a folder's `names`, then how many more: the
+    entries not read as families (`runs.design.not_family_files_note`), the hidden ones of a
+    folder holding no other (`runs.units`)."""
+    more = len(names) - NOT_FAMILY_FILES_SHOWN
+    return ", ".join(names[:NOT_FAMILY_FILES_SHOWN]) + (f" and {more:,} more" if more > 0 else "")
+
+
 def not_family_files(directory: Path) -> list[str]:
     """The names in a families folder that `family_files` leaves out and a user may have
     meant as families: every entry not named `*.toml` (a folder's name ending in "/"), in

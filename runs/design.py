@@ -406,15 +406,11 @@ def check_new_design(spec: CampaignSpec, units: UnitSource, run_dir: Path | None
             say(note)  # dropped where stderr cannot take it: a note is advice
 
 
-#: The names `not_family_files_note` gives; past them, it counts.
-NOT_FAMILY_FILES_SHOWN = 3
-
-
 def not_family_files_note(folder: Path) -> str | None:
     """A `note:` naming the entries of a families folder not read as families
     (`panels.families.not_family_files`), or None: a family saved as `g.json` beside `.toml`
     files was left out without a word, and the campaign planned without it."""
-    from panels.families import not_family_files
+    from panels.families import names_shown, not_family_files
 
     names = not_family_files(folder)
     if not names:
@@ -423,12 +419,6 @@ def not_family_files_note(folder: Path) -> str | None:
         f"note: {folder} holds {plural(len(names), 'entry', 'entries')} not named *.toml, not "
         f"read as families: {names_shown(names)}; a family file's name must end in .toml"
     )
-
-
-def names_shown(names: list[str]) -> str:
-    """The first `NOT_FAMILY_FILES_SHOWN` of a folder's `names`, then how many more."""
-    more = len(names) - NOT_FAMILY_FILES_SHOWN
-    return ", ".join(names[:NOT_FAMILY_FILES_SHOWN]) + (f" and {more:,} more" if more > 0 else "")
 
 
 def freeze_design(spec: CampaignSpec, run_dir: Path) -> bool:

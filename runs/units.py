@@ -15,9 +15,15 @@ from typing import Any
 from engine.console_lines import plural
 from panels import data as panel_data
 from panels.arms import ARMS, Arm
-from panels.families import FAMILIES_DIR, Family, FamilyError, hidden_entries, load_families
+from panels.families import (
+    FAMILIES_DIR,
+    Family,
+    FamilyError,
+    hidden_entries,
+    load_families,
+    names_shown,
+)
 from panels.units import FamilyUnit
-from runs.design import names_shown
 from runs.spec import CampaignSpec, SpecError
 
 #: Largest Dutch-book profit (L1 norm) a control's exact answers may admit: the LP's own
