@@ -117,6 +117,7 @@ from runs.planner import (
     write_plan,
 )
 from runs.planning_progress import PlanningProgress
+from runs.rate_floors import run_floors
 from runs.rehearsal import mark_folder, mixing_refusal, rehearsal_matters
 from runs.report import write_report_folder
 from runs.run_folder import ResolvedFolder, foreign_entries, has_run_marks
@@ -1146,6 +1147,9 @@ def _design_and_plan(
         + (" (resuming)" if resumed else "")
         + (" — rehearsal on the local simulator" if rehearse else "")
     )
+    if not resumed:  # a resume's figures would count what is already answered
+        for line in run_floors(spec, plan_summary, rehearse=rehearse):
+            console.print(line, markup=False, highlight=False)
     return plan_path
 
 

@@ -12,8 +12,6 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.console_lines import plural
-from engine.limits import whole_per_minute
-from providers.types import ModelConfig
 from runs.batch_bytes import PlannedSizes
 from runs.commands._errors import interrupt_says_rerun, path_given, user_errors
 from runs.design import check_new_design
@@ -21,6 +19,7 @@ from runs.model_options import check_model_options
 from runs.output import print_text, stdout_console, warn
 from runs.planner import estimate, summarise
 from runs.planning_progress import PlanningProgress
+from runs.rate_floors import floor_hours, limit_floors
 from runs.spec import (
     CampaignSpec,
     SpecError,
@@ -69,7 +68,7 @@ def plan(
         summary = summarise(rendered)
     if as_json:
         for model, row in summary["by_model"].items():
-            row["min_hours_at_limits"] = _floor_hours(spec.model(model), row)
+            row["min_hours_at_limits"] = floor_hours(spec.model(model), row)
         print_text(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
         return
     console = stdout_console()
@@ -78,38 +77,6 @@ def plan(
     _print_tables(console, spec.name, summary)
     for line in [*limit_floors(spec, summary), *below_batch_minimum(spec, summary)]:
         console.print(line, highlight=False, markup=False)
-
-
-def _floor_hours(model: ModelConfig, row: dict[str, Any]) -> float | None:
-    """The fewest hours a live model's queries take at its `rpm` and `tpm` (typical tokens:
-    the token bucket books what a reply reports), or None without limits or in batch."""
-    if row.get("dispatch") == "batch" or (model.rpm is None and model.tpm is None):
-        return None
-    minutes = max(
-        row["queries"] / whole_per_minute(model.rpm) if model.rpm else 0.0,  # 10 of 10.5
-        (row["tokens_in"] + row["tokens_out"]) / model.tpm if model.tpm else 0.0,
-    )
-    return minutes / 60.0
-
-
-def limit_floors(spec: CampaignSpec, summary: dict[str, Any]) -> list[str]:
-    """One line per model whose rate limits hold its queries to an hour or more: a `tpm`
-    of 50 (for 50,000) made a 155-query campaign take about nine hours, silently."""
-    lines = []
-    for name, row in summary["by_model"].items():
-        model = spec.model(name)
-        hours = _floor_hours(model, row)
-        if hours is None or hours < 1.0:
-            continue
-        limits = ", ".join(
-            f"{key} {value:,g}" for key, value in (("rpm", model.rpm), ("tpm", model.tpm)) if value
-        )
-        whole, minutes = divmod(round(hours * 60), 60)
-        lines.append(
-            f"at its rate limits ({limits}), {name} needs at least {whole}:{minutes:02d} "
-            f"(hours:minutes) for its {plural(row['queries'], 'query', 'queries')}"
-        )
-    return lines
 
 
 def below_batch_minimum(spec: CampaignSpec, summary: dict[str, Any]) -> list[str]:

@@ -17,10 +17,11 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from runs.cli import app
-from runs.commands.plan import _floor_hours, _print_tables, limit_floors
+from runs.commands.plan import _print_tables
 from runs.pipeline import RunError, run_campaign
 from runs.plan_estimate import _KEPT
 from runs.planner import PlanLine, price_lines, summarise
+from runs.rate_floors import FLOOR_NOTE_MINUTES, floor_hours, limit_floors, run_floors
 from runs.spec import CampaignSpec, parse_spec
 
 RAW = {
@@ -208,7 +209,7 @@ def test_rate_limits_that_hold_a_model_to_hours_are_said_by_hand() -> None:
     one = {**RAW["models"][1], "rpm": 1.5, "tpm": 1e9}  # type: ignore[index]
     slow = parse_spec({**RAW, "models": [one]}, Path("costs.toml"), arm_names={"baseline"})
     row = {"queries": 75, "tokens_in": 0, "tokens_out": 0, "dispatch": "live"}
-    assert _floor_hours(slow.models[0], row) == pytest.approx(75 / 60)
+    assert floor_hours(slow.models[0], row) == pytest.approx(75 / 60)
 
 
 def test_plan_says_the_floor_and_its_json_carries_it(tmp_path: Path) -> None:
@@ -386,3 +387,58 @@ def test_plan_says_a_batch_model_below_its_providers_smallest_job(
     said = " ".join(shown.stdout.split())
     assert (f"sonnet: 28 queries, fewer than bedrock's minimum of 100 lines per batch job: "
             f"{fate}") in said  # fmt: skip
+
+
+def test_a_floor_of_minutes_is_said_not_only_of_hours() -> None:
+    """`runs/specs/families.toml` rehearsed for six and a half minutes at one model's
+    `rpm = 30` (192 queries), and `plan` said nothing: it spoke only at an hour or more.
+    By hand: 192 queries at rpm 30 take 6.4 minutes, past `FLOOR_NOTE_MINUTES`; at rpm 60,
+    3.2 minutes, under it."""
+    assert 3.2 < FLOOR_NOTE_MINUTES < 6.4
+    one = {**RAW["models"][1], "rpm": 30.0}  # type: ignore[index]
+    spec = parse_spec({**RAW, "models": [one]}, Path("costs.toml"), arm_names={"baseline"})
+    name = spec.models[0].name
+    row = {"queries": 192, "tokens_in": 0, "tokens_out": 0, "dispatch": "live"}
+    summary = {"by_model": {name: row}}
+    assert limit_floors(spec, summary) == [
+        f"at its rate limits (rpm 30), {name} needs at least 0:06 (hours:minutes) for its "
+        "192 queries"
+    ]
+    assert run_floors(spec, summary, rehearse=True) == [
+        f"at its rate limits (rpm 30), {name} needs at least 0:06 (hours:minutes) for its "
+        "192 queries; a rehearsal keeps the spec's rate limits"
+    ]
+    faster = parse_spec(
+        {**RAW, "models": [{**one, "rpm": 60.0}]}, Path("costs.toml"), arm_names={"baseline"}
+    )
+    assert limit_floors(faster, summary) == []
+
+
+def test_a_rehearsal_says_its_floor_once_planned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --rehearse` said nothing of the floor either: a user took the six minutes for a
+    stall. The floor is lowered to 0 here so that a fast limit (rpm 6,000) is said without
+    a test of minutes; a resume, whose figures would count what is answered, says none."""
+    import runs.rate_floors
+
+    monkeypatch.setattr(runs.rate_floors, "FLOOR_NOTE_MINUTES", 0.0)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        'name = "paced"\nseed = 2\n[data]\nstock_days = 2\n[[models]]\nname = "w"\n'
+        'provider = "groq"\nmodel = "openai/gpt-oss-120b"\nrpm = 6000\n'
+        '[[arms]]\nname = "baseline"\n',
+        encoding="utf-8",
+    )
+    said = []
+    for _ in range(2):
+        console = Console(file=io.StringIO(), width=200)
+        asyncio.run(run_campaign(spec, tmp_path / "out", rehearse=True, console=console,
+                                 progress=False))  # fmt: skip
+        said.append(console.file.getvalue())  # type: ignore[attr-defined]
+    floor = re.compile(
+        r"at its rate limits \(rpm 6,000\), w needs at least 0:00 \(hours:minutes\) for its "
+        r"\d+ queries; a rehearsal keeps the spec's rate limits"
+    )
+    assert floor.search(said[0]), said[0]
+    assert "at its rate limits" not in said[1]
