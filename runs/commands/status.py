@@ -139,6 +139,10 @@ def render(summary: dict[str, Any], console: Console) -> None:
         state = "answers missing"
     elif state == "died" and summary.get("read_only"):  # its pid file could not go
         state = STOPPED_READ_ONLY
+    elif state == "stopped" and summary.get("reparse_rejected_only"):
+        # Nothing stopped: a stricter reparse took answers back, and its note says what then.
+        rejected = plural(summary["answers_rejected_on_reparse"], "answer")
+        state = f"answered, {rejected} rejected by a re-parse since"
     elif state == "finished" and (gap := summary.get("outputs_gap")):
         # Every query answered and the scores or the report not written from those answers (a
         # stop while it scored or reported): "finished" read as the whole run done (a tester's).
@@ -192,6 +196,18 @@ def render(summary: dict[str, Any], console: Console) -> None:
         console.print(f"warning: {warning}", style="yellow", soft_wrap=True, highlight=False,
                       markup=False)
     console.print(summary["sentence"], soft_wrap=True, highlight=False, markup=False)
+
+
+def _reparse_rejected_only(summary: dict[str, Any]) -> bool:
+    """Whether a stopped folder's only requests left are those whose reply the run accepted
+    and a later reparse rejected: the run asked everything and ended, yet its header read
+    "stopped" (a user's strict reparse of a lenient run), the why lines further down."""
+    rejected = summary.get("answers_rejected_on_reparse") or 0
+    remaining = summary.get("remaining")
+    if summary["state"] != "stopped" or not rejected or remaining is None:
+        return False
+    lost: int = summary["pending_failures"].get("lost_to_damage", 0)
+    return bool(remaining - lost <= rejected)
 
 
 def _lanes_silent_s(summary: dict[str, Any]) -> float | None:
@@ -385,6 +401,7 @@ def status(
             note = ELSEWHERE_NOTE if names_another_host(summary["pid"]) else BUSY_NOTE
             summary["warnings"].insert(0, note.format(host=(summary["pid"] or {}).get("host")))
         summary["rehearsal"] = rehearsed(run_dir)  # additive
+        summary["reparse_rejected_only"] = _reparse_rejected_only(summary)  # additive
         if summary["rehearsal"]:
             summary["notes"] = [REHEARSAL_NOTE, *(summary.get("notes") or [])]
     if as_json:
