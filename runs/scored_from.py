@@ -407,16 +407,34 @@ def rerun_command(run_dir: Path, command: str = "score") -> str:
     spec names a `[data]` path relative to the spec the run was started with: the command
     cannot resolve it from the frozen copy (`local.toml`'s families), and the advice led to
     that refusal (`runs.commands.score._frozen` says the same when it refuses)."""
+    if not frozen_spec_resolves(run_dir):
+        return f"dutchbook {command} {run_dir} --spec <the spec it was started with>"
+    return f"dutchbook {command} {run_dir}"
+
+
+def resume_command(run_dir: Path) -> str:
+    """`dutchbook run SPEC --out DIR` as advice to resume the folder: SPEC is the spec it was
+    started with, or its frozen copy `DIR/spec.toml` where that resolves its `[data]` paths
+    (a relative one names a file beside the spec the run was started with)."""
+    spec = run_dir / "spec.toml"
+    said = f"`dutchbook run SPEC --out {run_dir}` resumes it, SPEC the spec it was started with"
+    if frozen_spec_resolves(run_dir):
+        return f"{said} (or {spec}, the folder's copy)"
+    return f"{said} ({spec}, the folder's copy, names a relative [data] path it cannot resolve)"
+
+
+def frozen_spec_resolves(run_dir: Path) -> bool:
+    """Whether the folder's own spec resolves its `[data]` paths; a spec that does not read
+    otherwise counts as resolving (the command it is given to says what it cannot read)."""
     from runs.spec import SpecError, load_spec
 
     try:
         load_spec(run_dir / "spec.toml")
     except SpecError as exc:
-        if exc.key.startswith("data."):
-            return f"dutchbook {command} {run_dir} --spec <the spec it was started with>"
+        return not exc.key.startswith("data.")
     except OSError:
-        pass  # the command says what it cannot read
-    return f"dutchbook {command} {run_dir}"
+        pass
+    return True
 
 
 def has_report(run_dir: Path) -> bool:

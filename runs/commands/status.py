@@ -198,6 +198,20 @@ def render(summary: dict[str, Any], console: Console) -> None:
     console.print(summary["sentence"], soft_wrap=True, highlight=False, markup=False)
 
 
+def _resume(run_dir: Path, summary: dict[str, Any], busy: bool) -> str | None:
+    """The line saying what resumes a run that died or stopped with requests left to ask
+    (`runs.scored_from.resume_command`), as `audit` says "running the same command again";
+    None where no resume would go on, or another line says what comes first (answers lost
+    or rejected by a reparse, a reparse unfinished, a read-only folder, a writer at work)."""
+    from runs.scored_from import resume_command
+
+    first = ("answers_gone", "answers_missing", "answers_rejected_on_reparse",
+             "reparse_unfinished", "read_only")  # fmt: skip
+    if summary["state"] not in ("died", "stopped") or busy or not summary.get("remaining"):
+        return None
+    return None if any(summary.get(key) for key in first) else resume_command(run_dir)
+
+
 def _reparse_rejected_only(summary: dict[str, Any]) -> bool:
     """Whether a stopped folder's only requests left are those whose reply the run accepted
     and a later reparse rejected: the run asked everything and ended, yet its header read
@@ -402,6 +416,9 @@ def status(
             summary["warnings"].insert(0, note.format(host=(summary["pid"] or {}).get("host")))
         summary["rehearsal"] = rehearsed(run_dir)  # additive
         summary["reparse_rejected_only"] = _reparse_rejected_only(summary)  # additive
+        summary["resume_command"] = _resume(run_dir, summary, busy)  # additive
+        if summary["resume_command"]:
+            summary["notes"].append(summary["resume_command"])
         if summary["rehearsal"]:
             summary["notes"] = [REHEARSAL_NOTE, *(summary.get("notes") or [])]
     if as_json:

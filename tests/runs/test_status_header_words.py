@@ -6,11 +6,14 @@ reading "stopped", though nothing stopped (the why came lines later).
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import orjson
+import pytest
 from typer.testing import CliRunner
 
+import runs
 from runs.cli import app
 
 SPEC = """
@@ -51,3 +54,41 @@ def test_a_strict_reparse_of_a_lenient_run_is_not_said_stopped(tmp_path: Path) -
     _invoke("reparse", str(out), "--parser", "lenient")
     summary = orjson.loads(_invoke("status", str(out), "--json"))
     assert summary["reparse_rejected_only"] is False
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_a_stopped_run_is_said_with_the_command_that_resumes_it(
+    tmp_path: Path, relative: bool
+) -> None:
+    """A run that stopped (or died) with requests left said so, and nothing of what resumes
+    it, where `audit` says "running the same command again". Its frozen spec naming a
+    families folder relative to the spec it was started with (as `local.toml`'s is), the
+    copy cannot resume it: the line says so."""
+    started = tmp_path / "campaign"
+    started.mkdir()
+    data, arm = "stock_days = 2", "baseline"
+    if relative:
+        shutil.copytree(Path(runs.__file__).parent / "specs" / "local-families", started / "f")
+        data, arm = 'families = "f"', "families/joint"
+    spec = started / "spec.toml"
+    spec.write_text(
+        'name = "stops"\nseed = 1\nmax_attempts = 1\nsim_faults = "server_error=0.3"\n'
+        f'[data]\n{data}\n[[models]]\nname = "m"\nprovider = "sim"\nmodel = "sim-coherent"\n'
+        f'[[arms]]\nname = "{arm}"\n',
+        encoding="utf-8",
+    )  # fmt: skip
+    out = tmp_path / "out"
+    CliRunner().invoke(app, ["run", str(spec), "--out", str(out)])
+    summary = orjson.loads(_invoke("status", str(out), "--json"))
+    assert summary["state"] == "stopped" and summary["remaining"] > 0
+    copy = out / "spec.toml"
+    said = f"`dutchbook run SPEC --out {out}` resumes it, SPEC the spec it was started with"
+    said += (
+        f" ({copy}, the folder's copy, names a relative [data] path it cannot resolve)"
+        if relative
+        else f" (or {copy}, the folder's copy)"
+    )
+    assert summary["resume_command"] == said
+    assert said in _invoke("status", str(out)).splitlines()
+    resumed = CliRunner().invoke(app, ["run", str(spec if relative else copy), "--out", str(out)])
+    assert "queries planned (resuming)" in resumed.output, resumed.output
