@@ -31,6 +31,12 @@ REHEARSAL_NOTE = (
     "A rehearsal (--rehearse): every answer here is the local simulator's, in every "
     "provider's place."
 )
+#: What `audit` says of such a folder under its title: its latency and token tables name the
+#: providers, and read as theirs (a new user's), though the simulator answered in their place.
+AUDIT_REHEARSAL_NOTE = (
+    f"{REHEARSAL_NOTE.removesuffix('.')}; so are the latencies and tokens below, under the "
+    "providers' names."
+)
 
 
 def rehearsed(run_dir: Path) -> bool:

@@ -31,6 +31,7 @@ def audit(
     """Retry attempts by cause, requests given up, latency, tokens and cost, per model."""
     from engine.runlock import read_pid
     from runs.audit import render, run_audit
+    from runs.rehearsal import AUDIT_REHEARSAL_NOTE, rehearsed
 
     require_run_folder(run_dir)
     with user_errors(OSError, folder=run_dir):  # a file of the folder unreadable, in the way
@@ -43,6 +44,7 @@ def audit(
     from runs.plan_checksums import lost_plan
 
     warnings = []
+    rehearsal = rehearsed(run_dir)
     if unplanned is None and (lost := lost_plan(run_dir)) is not None:
         # Its counts are of the requests found asked, not of those planned: said first.
         warn(lost)
@@ -51,7 +53,9 @@ def audit(
         import orjson
 
         # `warnings` as `status --json` has them: a script reads stdout, not stderr.
-        payload = {**report.to_dict(), "live": live, "warnings": warnings}
+        payload = {**report.to_dict(), "live": live, "warnings": warnings,
+                   "rehearsal": rehearsal,  # additive, as `status --json` has it
+                   "notes": [AUDIT_REHEARSAL_NOTE] if rehearsal else []}  # fmt: skip
         if unplanned is not None:
             payload["sentence"] = unplanned
         print_text(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
@@ -83,6 +87,8 @@ def audit(
         )
     elif (again := _asked_again(report)) is not None:
         note = again
+    if rehearsal:  # first: every table below reads as the providers' otherwise
+        note = AUDIT_REHEARSAL_NOTE if note is None else f"{AUDIT_REHEARSAL_NOTE}\n{note}"
     render(report, stdout_console(), title=str(run_dir), note=note)
 
 

@@ -123,6 +123,7 @@ def test_run_summary_status_and_audit_agree(campaign, tmp_path: Path) -> None:  
     state = orjson.loads(shown.output)
     assert as_json.pop("live") is False  # no run writes the folder now
     assert as_json.pop("warnings") == []  # nothing said on stderr
+    assert as_json.pop("rehearsal") is False and as_json.pop("notes") == []  # not --rehearse
     assert as_json == orjson.loads(orjson.dumps(report.to_dict()))
     assert set(as_json) >= {"totals", "by_model", "sentence"}
     for key in (

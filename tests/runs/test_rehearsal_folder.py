@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runs.cli import app
-from runs.rehearsal import REHEARSAL_FILE, REHEARSAL_NOTE
+from runs.rehearsal import AUDIT_REHEARSAL_NOTE, REHEARSAL_FILE, REHEARSAL_NOTE
 from runs.report.models import REHEARSAL_WORDS
 
 #: The local model's spec: an OpenAI-compatible server on this machine, which no test starts.
@@ -56,6 +56,25 @@ def test_a_rehearsals_report_says_every_answer_is_the_simulators(rehearsal: Path
     status = CliRunner().invoke(app, ["status", str(rehearsal), "--json"])
     said = orjson.loads(status.stdout)
     assert said["rehearsal"] is True and said["notes"][0] == REHEARSAL_NOTE
+
+
+def test_a_rehearsals_audit_says_its_latencies_and_tokens_are_the_simulators(
+    rehearsal: Path, tmp_path: Path
+) -> None:
+    """The audit's tables name the providers, their latencies and tokens read as theirs (a
+    new user's), though `status` and the report said the simulator answered."""
+    shown = CliRunner().invoke(app, ["audit", str(rehearsal)], env={"COLUMNS": "400"})
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.splitlines()[1] == AUDIT_REHEARSAL_NOTE
+    assert AUDIT_REHEARSAL_NOTE.startswith(REHEARSAL_NOTE.removesuffix("."))
+    said = orjson.loads(CliRunner().invoke(app, ["audit", str(rehearsal), "--json"]).stdout)
+    assert said["rehearsal"] is True and said["notes"] == [AUDIT_REHEARSAL_NOTE]
+    (rehearsal / REHEARSAL_FILE).rename(tmp_path / REHEARSAL_FILE)  # a run's folder
+    try:
+        plain = CliRunner().invoke(app, ["audit", str(rehearsal), "--json"]).stdout
+        assert orjson.loads(plain)["notes"] == []
+    finally:
+        (tmp_path / REHEARSAL_FILE).rename(rehearsal / REHEARSAL_FILE)
 
 
 def test_a_run_is_refused_a_rehearsals_folder_before_anything_is_asked(
