@@ -582,6 +582,32 @@ def fault_counts(counts: Mapping[str, int]) -> dict[str, int]:
     return {k.removeprefix(prefix): v for k, v in sorted(counts.items()) if k.startswith(prefix)}
 
 
+def injected_faults_line(
+    kinds: dict[str, int], spec: CampaignSpec, options: CampaignOptions
+) -> str:
+    """The line of the faults a simulator injected, by kind, the `slow` ones said with what
+    they are: a delay, which a retry follows only where it outlasts the model's `timeout_s`
+    (a user saw 324 faults injected and 314 retry attempts, the difference the slow ones)."""
+    from providers.sim.faults import FaultKind, parse_faults
+
+    said = [f"{kind} {n:,}" for kind, n in kinds.items()]
+    if slow := kinds.get(FaultKind.SLOW.value):
+        delay = parse_faults(options.faults).slow_delay_s
+        timeouts = [model.timeout_s for model in spec.models
+                    if options.rehearse or model.provider == "sim"]  # fmt: skip
+        what = (
+            "shorter than every timeout_s: no retry follows" if all(delay < t for t in timeouts)
+            else "past timeout_s: retried as a timeout" if all(delay >= t for t in timeouts)
+            else "retried as a timeout where it outlasts the model's timeout_s"
+        )
+        at = list(kinds).index(FaultKind.SLOW.value)
+        said[at] = f"slow {slow:,} (a {delay:g} s delay, {what})"
+    return (
+        f"simulator injected {plural(sum(kinds.values()), 'fault')} ({options.faults}): "
+        + (", ".join(said) or "none drawn")
+    )
+
+
 def resolve_models(
     spec: CampaignSpec,
     sim_root: str | None,
@@ -1307,12 +1333,8 @@ def _score_and_report(
             disk_full=summary.disk_full, read_only=summary.read_only,
         )  # fmt: skip
     if faults != "none" and injected:
-        kinds = fault_counts(injected)
-        console.print(
-            f"simulator injected {plural(sum(kinds.values()), 'fault')} ({faults}): "
-            + (", ".join(f"{k} {v:,}" for k, v in kinds.items()) or "none drawn"),
-            soft_wrap=True, highlight=False, markup=False,
-        )  # fmt: skip
+        console.print(injected_faults_line(fault_counts(injected), spec, options),
+                      soft_wrap=True, highlight=False, markup=False)  # fmt: skip
     # The dispatch summary, then the folder's audit sentence (earlier runs of it included),
     # counted as `dutchbook audit` and `status` count (engine.audit).
     for line in _dispatch_lines(summary):

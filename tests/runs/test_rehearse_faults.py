@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import io
+import re
 import threading
 from collections import Counter
 from pathlib import Path
@@ -179,3 +180,31 @@ def test_a_sim_url_where_no_simulator_answers_is_refused_before_planning(
     assert result.exit_code == 2, result.output
     assert f"error: --sim-url: {other} answers, but not as dutchbook's simulator" in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("timeout_s", "said", "retried"),
+    [(120, "shorter than every timeout_s: no retry follows", False),
+     (0.2, "past timeout_s: retried as a timeout", True)],
+)
+def test_slow_faults_are_said_as_the_delay_they_are(
+    tmp_path: Path, timeout_s: float, said: str, retried: bool
+) -> None:
+    """`--faults flaky` said "simulator injected 324 faults (... slow 10 ...)" and then "314
+    retry attempts": a slow fault is a delay, a retry only where it outlasts the timeout."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        "name = \"slow\"\nseed = 4\n[data]\nstock_days = 2\n[[models]]\nname = \"m\"\n"
+        f"provider = \"sim\"\nmodel = \"sim-coherent\"\ntimeout_s = {timeout_s}\n"
+        "[[arms]]\nname = \"baseline\"\n",
+        encoding="utf-8",
+    )
+    faults = "slow=0.3,slow_delay_s=0.5"
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["run", str(spec), "--out", str(out), "--faults", faults])
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("simulator injected"))
+    slow = rf"slow \1 \(a 0\.5 s delay, {said}\)"
+    whole = rf"simulator injected (\d+) faults \({re.escape(faults)}\): {slow}"
+    assert re.fullmatch(whole, line), line
+    assert (audit(out).totals.retry_attempts > 0) is retried
