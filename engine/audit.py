@@ -724,6 +724,18 @@ def _resumed(held: AtProvider) -> list[str]:
 # --------------------------------------------------------------------------- the audit
 
 
+def earlier_lanes_text(updated_at: object, run_started_at: object) -> str:
+    """What `audit` and `status` say of a `logs/lanes.json` older than the folder's latest
+    run, which sent attempts and never wrote it (`runs.run_history.run_since`): how that
+    run's lanes ended is not known (each adds what it does of the file's lanes)."""
+    return (
+        f"logs/lanes.json is of an earlier run (last written at {updated_at}): the latest "
+        f"run, begun at {run_started_at}, sent attempts and has not written it (it stopped "
+        "before its lanes' first write, or its logs/ could not be written), so how its lanes "
+        "ended is not known"
+    )
+
+
 @dataclass(frozen=True)
 class AuditRow:
     """The audit of one scope (a model, a provider, or the whole run)."""
@@ -966,10 +978,8 @@ class Audit:
             return []
         ended = [str(end.get("model")) for end in earlier.get("lanes_ended_early") or []]
         return [
-            f"logs/lanes.json is of an earlier run (last written at {earlier['updated_at']}): "
-            f"the latest run, begun at {earlier['run_started_at']}, sent attempts and has not "
-            "written it (it stopped before its lanes' first write, or its logs/ could not be "
-            "written), so how its lanes ended is not known and none is said to have ended early"
+            earlier_lanes_text(earlier["updated_at"], earlier["run_started_at"])
+            + " and none is said to have ended early"
             + (f" (the earlier run's file says {', '.join(ended)} did)" if ended else "")
         ]
 

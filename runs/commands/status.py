@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from engine.audit import REJECTED_ON_REPARSE
+from engine.audit import REJECTED_ON_REPARSE, earlier_lanes_text
 from engine.batch_jobs import AtProvider
 from engine.batch_lost import LostJob, lost_jobs, lost_jobs_line
 from engine.batch_waits import from_dict, job_lines
@@ -61,6 +61,8 @@ _ACTIVE_LANE_STATES = ("waiting", "running", "probing")
 #: so: dispatch rewrites it every second. A run frozen by SIGSTOP (or stalled) read "live",
 #: its lanes "running" and their ETAs frozen, for as long as it stayed so.
 LANES_STALE_S = 10.0
+#: The lane column where `logs/lanes.json` is an earlier run's (`lanes_of_earlier_run`).
+EARLIER_LANE = "not known (see the warning)"
 
 
 #: What a folder with no plan yet says, by state (a run stopped while it planned, as a
@@ -177,7 +179,8 @@ def render(summary: dict[str, Any], console: Console) -> None:
     )
     _say_unresolved(summary, console)
     as_of = _lanes_as_of(summary) if summary.get("lanes_stale") else None
-    print_whole(console, _models_table(summary["models"], state, as_of))
+    earlier = summary.get("lanes_of_earlier_run") is not None
+    print_whole(console, _models_table(summary["models"], state, as_of, earlier=earlier))
     _render_jobs(summary.get("batch_jobs") or {}, console)
     _say_jobs_at_provider(summary.get("batch_jobs_at_provider") or [], console)
     if summary["retries_by_cause"]:
@@ -268,12 +271,19 @@ def _lanes_as_of(summary: dict[str, Any]) -> str:
     return written.astimezone(UTC).strftime(AS_OF_FORMAT)
 
 
-def _say_lanes_stale(summary: dict[str, Any]) -> None:
+def _say_lanes_stale(run_dir: Path, summary: dict[str, Any]) -> None:
     """Note in `lanes_stale` (additive) whether the lanes `status` reads are older than the
-    run's attempts (`lanes_behind_s`), and warn of it."""
+    run's attempts (`lanes_behind_s`), and in `lanes_of_earlier_run` (additive) whether they
+    are an earlier run's (`_lanes_of_earlier_run`), and warn of either."""
     behind = lanes_behind_s(summary)
     summary["lanes_stale"] = behind is not None
-    if behind is not None:
+    earlier = summary["lanes_of_earlier_run"] = _lanes_of_earlier_run(run_dir, summary)
+    if earlier is not None:  # said as `audit` says it, not as a file behind its own run
+        summary["warnings"].append(
+            f"{earlier_lanes_text(earlier['updated_at'], earlier['run_started_at'])}: the lane "
+            "column does not say the earlier run's lanes (the counts are the ledger's)"
+        )
+    elif behind is not None:
         summary["warnings"].append(
             f"logs/lanes.json was last written at {summary['lanes_updated_at']}, "
             f"{duration(behind)} before the run's last attempt (its logs/ could not be "
@@ -282,11 +292,32 @@ def _say_lanes_stale(summary: dict[str, Any]) -> None:
         )
 
 
+def _lanes_of_earlier_run(run_dir: Path, summary: dict[str, Any]) -> dict[str, str] | None:
+    """`{updated_at, run_started_at}` where `logs/lanes.json` is older than the folder's
+    latest run, which sent attempts and never wrote it (`runs.run_history.run_since`, as
+    `audit` asks it), else None. A resume killed before its lanes' first write (or whose
+    `logs/` refused it) left the run before's file, and `status` said its lanes' reasons
+    ("spend cap reached ...") as the resume's; `lanes_behind_s` warned only where the file
+    was more than `LANES_STALE_S` behind, and said it was a file the run could not write. A
+    live run writes it within a second of dispatching: not asked."""
+    from runs.run_history import run_since
+
+    written = summary.get("lanes_updated_at")
+    if summary["state"] == "live" or written is None:
+        return None
+    began = run_since(run_dir, written)
+    if began is None:
+        return None
+    return {"updated_at": str(written), "run_started_at": began.isoformat(timespec="seconds")}
+
+
 def _models_table(
-    models: dict[str, dict[str, Any]], state: str, as_of: str | None = None
+    models: dict[str, dict[str, Any]], state: str, as_of: str | None = None,
+    *, earlier: bool = False,
 ) -> Table:
     """One row per model; its pending failures are those that failed (`failed`), not the
-    replies a strict reparse rejected, which their note says; `as_of`: `_lane_text`'s."""
+    replies a strict reparse rejected, which their note says; `as_of`: `_lane_text`'s;
+    `earlier`: the lanes read are an earlier run's (`lanes_of_earlier_run`), not said."""
     table = Table(title="per model", title_justify="left")
     columns = ("model", "done/planned", "attempts", "retry attempts", "pending failures", "lane",
                "ETA")
@@ -295,7 +326,8 @@ def _models_table(
     for name, entry in models.items():
         table.add_row(
             Text(name), _fraction(entry["accepted"], entry["planned"]), f"{entry['attempts']:,}",
-            f"{entry['retries']:,}", f"{entry['failed']:,}", Text(_lane_text(entry, state, as_of)),
+            f"{entry['retries']:,}", f"{entry['failed']:,}",
+            Text(EARLIER_LANE if earlier else _lane_text(entry, state, as_of)),
             _eta(entry, live=state == "live"),
         )
     return table
@@ -393,7 +425,7 @@ def status(
         # Probed once: a lock let go between two probes dropped both of their warnings.
         busy = summary["state"] != "live" and lock_held(run_dir)
         _say_read_only(run_dir, summary, busy)
-        _say_lanes_stale(summary)
+        _say_lanes_stale(run_dir, summary)
         gone = _say_gone_answers(run_dir, summary)  # `repair` refuses: no line to run it
         if not gone and (repairs := stale_repairs(run_dir)):
             summary["warnings"].append(repairs)

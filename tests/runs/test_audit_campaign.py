@@ -488,6 +488,8 @@ def test_lanes_a_killed_resume_never_wrote_are_said_to_be_an_earlier_runs(
     CliRunner().invoke(app, ["run", str(spec), "--out", str(run_dir), "--max-cost", "0.02"])
     first = run_audit(run_dir)
     assert "spend cap reached: $" in "\n".join(first.notes())  # the capped run's lanes
+    said = orjson.loads(CliRunner().invoke(app, ["status", str(run_dir), "--json"]).output)
+    assert said["lanes_of_earlier_run"] is None  # its own run's file
     written = (run_dir / "logs" / "lanes.json").read_bytes()
     resume = ["run", str(spec), "--out", str(run_dir), "--max-cost", "100"]
     killed = subprocess.run(
@@ -503,3 +505,13 @@ def test_lanes_a_killed_resume_never_wrote_are_said_to_be_an_earlier_runs(
     as_json = orjson.loads(CliRunner().invoke(app, ["audit", str(run_dir), "--json"]).output)
     assert as_json["lanes_ended_early"] == []
     assert as_json["lanes_of_earlier_run"]["lanes_ended_early"] == first.lane_ends
+    # `status` read the file's lane reasons as the resume's too ("spend cap reached"), and
+    # its own check (`lanes_behind_s`) warns only of a file over 10 s behind: it asks as
+    # the audit does.
+    said = orjson.loads(CliRunner().invoke(app, ["status", str(run_dir), "--json"]).output)
+    assert said["lanes_of_earlier_run"] == {
+        key: as_json["lanes_of_earlier_run"][key] for key in ("updated_at", "run_started_at")
+    }
+    shown = CliRunner().invoke(app, ["status", str(run_dir)], env={"COLUMNS": "300"})
+    assert "spend cap reached" not in shown.output, shown.output
+    assert "warning: logs/lanes.json is of an earlier run (last written at " in shown.output

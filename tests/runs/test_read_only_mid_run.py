@@ -472,7 +472,9 @@ def test_status_says_lanes_the_run_went_on_without_are_as_of_their_last_write(
     finished_runs: FinishedRuns, tmp_path: Path
 ) -> None:
     """A finished run whose logs/lanes.json was last written long before its last attempt
-    (its logs/ refused it): its lane said "running when the run stopped"."""
+    (its logs/ refused it): its lane said "running when the run stopped". The run is made
+    to have begun before that write, as a run its lanes' file lags must have (a file older
+    than the run is an earlier run's, `lanes_of_earlier_run`)."""
     out = tmp_path / "out"
     finished_runs.copy_to(out, SMALL_SPEC)
     fresh = orjson.loads(CliRunner().invoke(app, ["status", str(out), "--json"]).output)
@@ -481,6 +483,7 @@ def test_status_says_lanes_the_run_went_on_without_are_as_of_their_last_write(
     states = orjson.loads(lanes.read_bytes())
     last = datetime.fromisoformat(fresh["last_attempt_at"])
     written = last - timedelta(minutes=2)
+    _began_at(out, last - timedelta(minutes=5))
     states["updated_at"] = written.isoformat(timespec="seconds")
     for lane in states["lanes"].values():
         lane["state"] = "running"
@@ -492,6 +495,18 @@ def test_status_says_lanes_the_run_went_on_without_are_as_of_their_last_write(
     text = " ".join(CliRunner().invoke(app, ["status", str(out)], env=wide).output.split())
     assert f"running as of {written.strftime('%H:%M:%S')} UTC" in text, text
     assert "when the run stopped" not in text, text
+    assert summary["lanes_of_earlier_run"] is None
+
+
+def _began_at(out: Path, began: datetime) -> None:
+    """Rewrite `out`'s logs/phases.jsonl (one run's) as of a run that began at `began`."""
+    phases = out / "logs" / "phases.jsonl"
+    lines = [orjson.loads(line) for line in phases.read_bytes().splitlines()]
+    for line in lines:
+        line["started"] = began.isoformat()
+        if line["phase"] == "plan":
+            line["at"] = began.isoformat()
+    phases.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
 
 
 def _says_it_hedged(out: Path, summary: dict[str, Any]) -> None:
