@@ -11,20 +11,24 @@ interpreter finalized ended when it took the GIL back: CPython ends such a threa
 script's exit was an abort ("terminate called without an active exception", status 134).
 Every solve goes through `run` here: as the process exits (`_close_at_exit`, an atexit
 hook) solves in flight are waited for, at most `EXIT_WAIT_S`, and a daemon thread that was
-running then starts no new one: its solve raises `SystemExit`, which ends the thread
-quietly (`threading` prints nothing for it). It does not wait for the end of the process
-instead: a later atexit hook may join that thread (a service's `stop()`), and a first
-version that made it wait hung such a script for ever. The exiting thread, and threads
-started after the hook ran (by a later hook, which joins them), still solve.
+running then holds its next solve for up to `DAEMON_HOLD_S`: the interpreter ends it there,
+outside HiGHS, once the exit goes on. Held for good, as a first version did, it hung a
+script whose later atexit hook joined that thread (a service's `stop()`) or waited for its
+work (`queue.join()`); ended at once (`SystemExit`, a second version), it left such a
+hook's queue waiting for ever. Past the hold the solve goes ahead, for a later hook that
+waits for it. The exiting thread, and threads started after the hook ran (by a later
+hook), solve at once.
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
+import math
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 import highspy
@@ -38,12 +42,19 @@ _quiet_stdout: int | None = None
 #: this project's LPs solves in milliseconds, a repair QP within its time limit
 #: (`scoring.repair.QP_TIME_LIMIT_S`); a solve still running after this aborts the exit as before.
 EXIT_WAIT_S = 30.0
-#: Guards `_solving` and `_refused`; notified as each solve ends.
+#: How long a daemon thread running as the process began to exit holds a new solve
+#: (`_enter`): long enough for an exit with nothing left to wait for to end it there, short
+#: enough that a later atexit hook waiting for that thread's work is not kept long.
+DAEMON_HOLD_S = 2.0
+#: Guards `_solving` and `_held`; notified as each solve ends.
 _gate = threading.Condition(threading.Lock())
 _solving = 0
-#: The daemon threads (idents) that may start no solve, alive but for the exiting one when
-#: `_close_at_exit` ran; empty before.
-_refused: frozenset[int] = frozenset()
+#: The daemon threads (the objects: a thread's ident is reused by one started later) that
+#: hold a new solve, alive but for the exiting one when `_close_at_exit` ran; empty before.
+_held: frozenset[threading.Thread] = frozenset()
+#: When their hold ends (`time.monotonic()`; infinite while the exit waits for the solves in
+#: flight).
+_held_until = 0.0
 
 
 def _after_fork() -> None:
@@ -52,9 +63,9 @@ def _after_fork() -> None:
     child's copy stayed held: its first instance waited for ever. If that thread was making
     the first one, the child's fd 1 was /dev/null for good, and all it printed was lost. The
     other threads' solves are not in the child, and it is not exiting."""
-    global _lock, _quiet_stdout, _gate, _solving, _refused
+    global _lock, _quiet_stdout, _gate, _solving, _held
     _lock = threading.Lock()
-    _gate, _solving, _refused = threading.Condition(threading.Lock()), 0, frozenset()
+    _gate, _solving, _held = threading.Condition(threading.Lock()), 0, frozenset()
     if _quiet_stdout is not None:
         os.dup2(_quiet_stdout, 1)
         os.close(_quiet_stdout)
@@ -89,12 +100,13 @@ def _construct_without_banner() -> Any:
 
 def _enter() -> None:
     """Count a solve in; once the process is exiting, a daemon thread that was running then
-    is ended instead (`SystemExit`, which `threading` ends a thread with silently): its solve,
-    started now, could still be running at the interpreter's end (`run`)."""
+    waits first, up to `_held_until`: its solve, started now, could still be running at the
+    interpreter's end (`run`), where waiting here it is ended outside HiGHS."""
     global _solving
     with _gate:
-        if threading.get_ident() in _refused:
-            raise SystemExit("the process is exiting: no new HiGHS solve in a daemon thread")
+        if threading.current_thread() in _held:
+            while (left := _held_until - time.monotonic()) > 0:
+                _gate.wait(None if left == math.inf else left)
         _solving += 1
 
 
@@ -116,16 +128,17 @@ def run(highs: Any) -> Any:
 
 def _close_at_exit() -> None:
     """At exit (after the non-daemon threads are joined, before the interpreter finalizes):
-    the daemon threads running now start no new solve, and the solves in flight end, within
-    `EXIT_WAIT_S`. The exiting thread itself may still solve (another atexit hook scoring),
-    as may threads a later hook starts and joins."""
-    global _refused
-    me = threading.get_ident()
+    the daemon threads running now hold a new solve for `DAEMON_HOLD_S`, and the solves in
+    flight end, within `EXIT_WAIT_S`. The exiting thread itself may still solve (another
+    atexit hook scoring), as may threads a later hook starts."""
+    global _held, _held_until
+    me = threading.current_thread()
     with _gate:
-        _refused = frozenset(
-            t.ident for t in threading.enumerate() if t.daemon and t.ident not in (None, me)
-        )
+        _held = frozenset(t for t in threading.enumerate() if t.daemon and t is not me)
+        _held_until = math.inf  # held while the solves in flight end, then counted from there
         _gate.wait_for(lambda: _solving == 0, timeout=EXIT_WAIT_S)
+        _held_until = time.monotonic() + DAEMON_HOLD_S
+        _gate.notify_all()
 
 
 atexit.register(_close_at_exit)

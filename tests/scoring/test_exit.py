@@ -92,9 +92,9 @@ def test_the_exiting_thread_still_solves_in_an_atexit_hook() -> None:
 
 # A service's worker: a daemon thread that imports scoring lazily and scores from a queue,
 # and a `stop()` registered at exit before scoring was imported, so it runs after scoring's
-# hook and joins the worker. The worker waited in `scoring.highs._enter` for the process's
-# end, the join for the worker: the script hung for ever (it exited at once before the
-# exit hook existed).
+# hook and joins the worker. A first version held the worker in `scoring.highs._enter`
+# until the process's end, the join waited for the worker: the script hung for ever (it
+# exited at once before the exit hook existed).
 _A_LATER_HOOK_JOINS_A_SCORING_DAEMON = """
 import atexit, queue, threading
 import numpy as np
@@ -147,14 +147,68 @@ scoring.dutch_books([[1, 0], [0, 1]], [0.6, 0.6])
 """
 
 
+# A later exit hook waits for a daemon's queued work (`queue.join()`, a service's flush). A
+# second version ended such a daemon at its next solve (`SystemExit`), its `task_done()`
+# never came, and the hook waited for ever; the hold ends and the work is done.
+_A_LATER_HOOK_WAITS_FOR_A_DAEMONS_WORK = """
+import atexit, queue, threading
+work = queue.Queue()
+def worker():
+    import scoring
+    while True:
+        p = work.get()
+        scoring.dutch_books([[1, 0], [0, 1]], [p, p])
+        work.task_done()
+def drain():
+    work.join()
+    print("drained", flush=True)
+atexit.register(drain)
+import scoring
+threading.Thread(target=worker, daemon=True).start()
+for _ in range(2000):
+    work.put(0.6)
+print("returned", flush=True)
+"""
+
+# A later exit hook stops a scoring daemon, then scores in a thread of its own, which the
+# system may give the daemon's ident: threads were held by ident, and that one's result was
+# lost (a reviewer's).
+_A_LATER_HOOK_SCORES_IN_A_THREAD_AFTER_A_DAEMON = """
+import atexit, threading, time
+stop = threading.Event()
+def loop():
+    import scoring
+    while not stop.is_set():
+        scoring.dutch_books([[1, 0], [0, 1]], [0.6, 0.6])
+        time.sleep(0.001)
+daemon = threading.Thread(target=loop, daemon=True)
+def final():
+    stop.set()
+    daemon.join()
+    for _ in range(3):
+        out = []
+        t = threading.Thread(target=lambda: out.append(
+            round(float(scoring.dutch_books([[1, 0], [0, 1]], [0.7, 0.7]).profit[0]), 6)))
+        t.start()
+        t.join()
+        print(out, flush=True)
+atexit.register(final)
+import scoring
+daemon.start()
+time.sleep(0.3)
+"""
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
     ("script", "said"),
     [
         (_A_LATER_HOOK_JOINS_A_SCORING_DAEMON, "returned\nstopped\n"),
         (_A_LATER_HOOK_SCORES_IN_THREADS, "[0.2, 0.2]\n"),
+        (_A_LATER_HOOK_WAITS_FOR_A_DAEMONS_WORK, "returned\ndrained\n"),
+        (_A_LATER_HOOK_SCORES_IN_A_THREAD_AFTER_A_DAEMON, "[0.2]\n" * 3),
     ],
-    ids=["joins-a-daemon", "scores-in-new-threads"],
+    ids=["joins-a-daemon", "scores-in-new-threads", "waits-for-its-work", "ident-reused"],
 )
 def test_a_later_exit_hook_that_scores_or_joins_a_scorer_ends(script: str, said: str) -> None:
     done = subprocess.run(
