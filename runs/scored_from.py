@@ -412,12 +412,19 @@ def rerun_command(run_dir: Path, command: str = "score") -> str:
     return f"dutchbook {command} {run_dir}"
 
 
-def resume_command(run_dir: Path) -> str:
+def resume_command(run_dir: Path, *, rehearse: bool = False, capped: bool = False) -> str:
     """`dutchbook run SPEC --out DIR` as advice to resume the folder: SPEC is the spec it was
     started with, or its frozen copy `DIR/spec.toml` where that resolves its `[data]` paths
-    (a relative one names a file beside the spec the run was started with)."""
+    (a relative one names a file beside the spec the run was started with). `rehearse`: a
+    rehearsal's folder, which a run without `--rehearse` refuses; `capped`: the spend cap
+    stopped a lane, and the cap counts what earlier runs spent, so the command needs a
+    higher `--max-cost` (without one, none holds at all). A reviewer found both left out."""
     spec = run_dir / "spec.toml"
-    said = f"`dutchbook run SPEC --out {run_dir}` resumes it, SPEC the spec it was started with"
+    flags = (" --rehearse" if rehearse else "") + (" --max-cost USD" if capped else "")
+    said = f"`dutchbook run SPEC --out {run_dir}{flags}` resumes it, SPEC the spec it was "
+    said += "started with"
+    if capped:
+        said += ", USD above the cap that stopped it (the cap counts what earlier runs spent)"
     if frozen_spec_resolves(run_dir):
         return f"{said} (or {spec}, the folder's copy)"
     return f"{said} ({spec}, the folder's copy, names a relative [data] path it cannot resolve)"

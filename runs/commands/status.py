@@ -212,7 +212,24 @@ def _resume(run_dir: Path, summary: dict[str, Any], busy: bool) -> str | None:
              "reparse_unfinished", "read_only")  # fmt: skip
     if summary["state"] not in ("died", "stopped") or busy or not summary.get("remaining"):
         return None
-    return None if any(summary.get(key) for key in first) else resume_command(run_dir)
+    if any(summary.get(key) for key in first):
+        return None
+    rehearse = bool(summary.get("rehearsal"))  # set before: a run without --rehearse refuses
+    return resume_command(run_dir, rehearse=rehearse, capped=_spend_capped(summary))
+
+
+def _spend_capped(summary: dict[str, Any]) -> bool:
+    """Whether the spend cap stopped a lane of the run's last dispatch, as its lanes' file
+    says (not an earlier run's: `lanes_of_earlier_run`)."""
+    from engine.spend import SPEND_CAP_REACHED
+
+    if summary.get("lanes_of_earlier_run") is not None:
+        return False
+    return any(
+        entry.get("lane_state") == "cancelled"
+        and (entry.get("lane_message") or "").startswith(SPEND_CAP_REACHED)
+        for entry in summary["models"].values()
+    )
 
 
 def _reparse_rejected_only(summary: dict[str, Any]) -> bool:

@@ -416,6 +416,13 @@ def test_after_a_spend_cap_the_audit_asks_for_a_higher_cap_as_the_next_run_needs
     )
     assert resume in shown.output, shown.output
     assert f"- {resume}" in (run_dir / "report" / "report.md").read_text(encoding="utf-8")
+    # `status` says the command with it (it said `dutchbook run SPEC --out DIR`, which asks
+    # nothing more under the same cap, and, with no --max-cost at all, holds to none).
+    status = orjson.loads(CliRunner().invoke(app, ["status", str(run_dir), "--json"]).output)
+    assert status["resume_command"].startswith(
+        f"`dutchbook run SPEC --out {run_dir} --max-cost USD` resumes it, SPEC the spec it was "
+        "started with, USD above the cap that stopped it"
+    ), status["resume_command"]
     # What it says is what the same command does: nothing more of the priced model.
     from runs.audit import run_audit
 

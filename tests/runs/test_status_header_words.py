@@ -92,3 +92,23 @@ def test_a_stopped_run_is_said_with_the_command_that_resumes_it(
     assert said in _invoke("status", str(out)).splitlines()
     resumed = CliRunner().invoke(app, ["run", str(spec if relative else copy), "--out", str(out)])
     assert "queries planned (resuming)" in resumed.output, resumed.output
+
+
+def test_a_stopped_rehearsal_is_said_with_the_rehearse_flag(tmp_path: Path) -> None:
+    """A rehearsal's folder is refused to a run without --rehearse: the resume command
+    `status` gives left the flag out (a reviewer's)."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        'name = "stops"\nseed = 1\nmax_attempts = 1\nsim_faults = "server_error=0.3"\n'
+        '[data]\nstock_days = 2\n[[models]]\nname = "m"\nprovider = "groq"\n'
+        'model = "llama-3.1-8b-instant"\n[[arms]]\nname = "baseline"\n',
+        encoding="utf-8",
+    )  # fmt: skip
+    out = tmp_path / "out"
+    CliRunner().invoke(app, ["run", str(spec), "--out", str(out), "--rehearse"])
+    summary = orjson.loads(_invoke("status", str(out), "--json"))
+    assert summary["rehearsal"] and summary["state"] == "stopped" and summary["remaining"] > 0
+    command = summary["resume_command"]
+    assert command.startswith(f"`dutchbook run SPEC --out {out} --rehearse` resumes it"), command
+    resumed = CliRunner().invoke(app, ["run", str(spec), "--out", str(out), "--rehearse"])
+    assert "queries planned (resuming)" in resumed.output, resumed.output
