@@ -725,11 +725,11 @@ def _resumed(held: AtProvider) -> list[str]:
 
 
 def earlier_lanes_text(updated_at: object, run_started_at: object) -> str:
-    """What `audit` and `status` say of a `logs/lanes.json` older than the folder's latest
-    run, which sent attempts and never wrote it (`runs.run_history.run_since`): how that
+    """What `audit` and `status` say of a `logs/lanes.json` older than a later run, which
+    sent attempts and never wrote it (`runs.run_history.run_since`): how that
     run's lanes ended is not known (each adds what it does of the file's lanes)."""
     return (
-        f"logs/lanes.json is of an earlier run (last written at {updated_at}): the latest "
+        f"logs/lanes.json is of an earlier run (last written at {updated_at}): a later "
         f"run, begun at {run_started_at}, sent attempts and has not written it (it stopped "
         "before its lanes' first write, or its logs/ could not be written), so how its lanes "
         "ended is not known"

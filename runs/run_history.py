@@ -55,24 +55,27 @@ _TO_THE_SECOND = timedelta(seconds=1)
 
 
 def run_since(run_dir: Path, written: object) -> datetime | None:
-    """When the folder's latest run began (`_run_start`), where that is after `written` (an
-    ISO time to the second: a file's own record of when it was written) and the run sent an
-    attempt from then on; else None: no run recorded a lap after it, or the one that did
-    sent nothing (a run of a finished folder, one refused before it dispatched). Such a
-    run's attempts are not what a file written before it describes."""
+    """When the latest run that began after `written` (an ISO time to the second: a file's
+    own record of when it was written) and sent an attempt from then on began (`_run_start`);
+    else None: no run recorded a lap after it, or none of those that did sent anything (a
+    run of a finished folder, one refused before it dispatched). Such a run's attempts are
+    not what a file written before it describes. Every run after the file is asked, not only
+    the last: a resume that sent attempts and was killed before its lanes' first write,
+    then a run refused before it dispatched, read as the file's own run (a reviewer's)."""
     from engine.scan import scan_attempts
 
     at, starts = utc_instant(written), run_starts(read_phases(run_dir))
-    if at is None or not starts:
+    if at is None:
         return None
     try:
-        if starts[-1] < at + _TO_THE_SECOND:
-            return None
+        later = [start for start in starts if start >= at + _TO_THE_SECOND]
     except OverflowError:  # a hand-edited year 9999: no run began after it
         return None
-    sent = scan_attempts(run_dir, ["started_at"]).filter(pl.col("started_at") >= starts[-1])
-    return starts[-1] if sent.head(1).collect().height else None
-
+    attempts = scan_attempts(run_dir, ["started_at"])
+    for start in reversed(later):
+        if attempts.filter(pl.col("started_at") >= start).head(1).collect().height:
+            return start
+    return None
 
 def _started(phase: Mapping[str, object]) -> datetime | None:
     """A line's `started`, or None where it has none that can be read as a time."""

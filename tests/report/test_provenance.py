@@ -515,3 +515,7 @@ def test_a_run_since_a_file_was_written_is_one_that_began_after_it_and_sent_atte
     assert run_since(folder, "9999-12-31T23:59:59+00:00") is None  # hand-edited: no overflow
     _resume(folder, last + timedelta(minutes=2), 10**7, ("plan", "score", "report"))
     assert run_since(folder, last.isoformat()) is None  # a later run that sent nothing
+    # The run that sent attempts after the file is found behind the later one that sent
+    # nothing (a resume killed before its lanes' first write, then a run refused before it
+    # dispatched): only the last run was asked, and the file read as current.
+    assert run_since(folder, before) == began
