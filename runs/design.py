@@ -373,8 +373,9 @@ def check_new_design(spec: CampaignSpec, units: UnitSource, run_dir: Path | None
     would misread (a formula's first character, `all`), and a family whose control
     has no `exact` value, that has `exact` but is no control, of more than `MAX_STATEMENTS`
     statements, whose statement is impossible or always true, or two of whose statements of
-    one text hold in different worlds (`panels.families.check_well_posed`), and a headline
-    the headline arm would ask holding a control character or a bidirectional control
+    one text hold in different worlds (`panels.families.check_well_posed`), and a row of the
+    headlines file the headline arm reads holding a control character or a bidirectional
+    control (every data row, those the window never samples too)
     (`panels.data.check_headline_text`), in a design about to be planned: `dutchbook plan`
     (no `run_dir`), or a run into a folder without a frozen spec. There too, the entries of
     its families folder that are not read as families are said on stderr
@@ -634,3 +635,14 @@ def _record(run_dir: Path, spec: CampaignSpec, changed: list[str]) -> None:
     }
     with (run_dir / HISTORY_FILE).open("ab") as handle:
         handle.write(orjson.dumps(line) + b"\n")
+
+
+def __getattr__(name: str) -> Any:
+    """`NOT_FAMILY_FILES_SHOWN`, documented here before it moved to `panels.families` (with
+    the other words on a families folder's entries), still read from this module; loaded
+    when asked, as this module loads `panels` nowhere at import."""
+    if name == "NOT_FAMILY_FILES_SHOWN":
+        from panels.families import NOT_FAMILY_FILES_SHOWN
+
+        return NOT_FAMILY_FILES_SHOWN
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -844,7 +844,8 @@ def _iv(iv: Any, digits: int = 5, *, signed: bool = False) -> str:
     report.md "[—, —]"."""
     if not isinstance(iv, Mapping) or not _finite(iv.get("mean")):
         return ""
-    return interval_text(iv, digits, signed=signed, space=NO_BREAK)
+    ends = {key: iv.get(key) if _finite(iv.get(key)) else None for key in ("mean", "lo", "hi")}
+    return interval_text(ends, digits, signed=signed, space=NO_BREAK)
 
 
 def _pct(x: Any) -> str:

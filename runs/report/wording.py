@@ -306,6 +306,16 @@ def bootstrap_draws(replicates: int | None, seed: object) -> str:
     return f"{reps} replicates (seed {seed})"
 
 
+def bootstrap_words(replicates: int | None, seed: object, labels: Iterable[str]) -> str:
+    """The bootstrap behind every interval in one phrase, "95% intervals from a bootstrap of
+    20,000 replicates (seed 7) clustered by date": the page's header said it until its guide
+    alone did (`reading_guide`); kept for callers of the documented name."""
+    return (
+        f"95% intervals from a bootstrap of {bootstrap_draws(replicates, seed)} "
+        f"{cluster_words(labels)}"
+    )
+
+
 def _cluster_kinds(stock: bool, family: bool) -> str:
     """The clusters the intervals resample: with both kinds of arm, which arm's are which
     (report.md's "dates or families" left a reader to guess, where it had said "clustered

@@ -586,3 +586,26 @@ def test_a_one_date_profit_and_brier_on_the_page_read_as_leaderboard_txt(tmp_pat
         assert f"<td>0.01500 [—,{nbsp}—]</td>" in table, section
         assert f"<td>0.2100 [—,{nbsp}—]</td>" in table, section
     assert _fmt_iv(Interval(0.015, math.nan, math.nan)) == "0.01500 [—, —]"
+
+
+def test_an_interval_end_that_is_no_number_reads_as_missing() -> None:
+    """A summary.json interval whose end is not a number (a hand-edited or foreign file) ended
+    the page in a TypeError once every interval went through `interval_text` (a reviewer's);
+    the page reads summary.json's numbers defensively elsewhere."""
+    from runs.report_page import _iv
+
+    assert _iv({"mean": 0.015, "lo": "0.01", "hi": None}) == "0.01500 [—,\u00a0—]"
+    assert _iv({"mean": 0.015, "lo": math.inf, "hi": 0.02}) == "0.01500 [—,\u00a00.02000]"
+
+
+def test_names_moved_or_left_by_the_page_stay_importable() -> None:
+    """Extend, don't rename: `bootstrap_words` (the page's header no longer says it) and
+    `runs.design.NOT_FAMILY_FILES_SHOWN` (moved to `panels.families`) are documented names."""
+    import runs.design
+    from panels.families import NOT_FAMILY_FILES_SHOWN
+    from runs.report.wording import bootstrap_words
+
+    assert runs.design.NOT_FAMILY_FILES_SHOWN == NOT_FAMILY_FILES_SHOWN
+    assert bootstrap_words(20_000, 7, ["baseline"]) == (
+        "95% intervals from a bootstrap of 20,000 replicates (seed 7) clustered by date"
+    )
