@@ -626,10 +626,11 @@ def not_family_files(directory: Path) -> list[str]:
 
 
 def hidden_entries(directory: Path) -> list[str]:
-    """The hidden entries of a families folder (a name starting with "."), in name order,
-    which `family_files` passes over: a folder holding only `.h.toml` was said to have no
-    family file, with no word of it (`runs.units.UnitSource.families` names them)."""
-    return _entry_names(directory, lambda name: name.startswith("."))
+    """The hidden `*.toml` entries of a families folder (a name starting with "."), in name
+    order, which `family_files` passes over: a folder holding only `.h.toml` was said to have
+    no family file, with no word of it (`runs.units.UnitSource.families` names them). Other
+    hidden entries (`.git/`, `.DS_Store`) were never taken for families, and are not named."""
+    return _entry_names(directory, lambda name: name.startswith(".") and name.endswith(".toml"))
 
 
 def _entry_names(directory: Path, wanted: Callable[[str], bool]) -> list[str]:

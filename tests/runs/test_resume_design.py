@@ -119,7 +119,6 @@ def test_a_fifo_among_the_family_files_is_refused_before_the_design_is_hashed(
     )
 
 
-
 _KINDS = {"folder": "a folder", "fifo": "a FIFO", "socket": "a socket",
           "/dev/zero": "a character device"}  # fmt: skip
 
@@ -440,12 +439,11 @@ def test_a_model_option_that_changes_the_requests_is_named(
 
 
 def test_a_model_added_or_removed_is_named_once() -> None:
-    added = SIMULATED + '[[models]]\nname = "c"\nprovider = "sim"\nmodel = "sim-noisy"\n'
     """Each of its keys was named, and would be with the options it leaves out filled in; the
     arms running every model (the default) run one more."""
+    added = SIMULATED + '[[models]]\nname = "c"\nprovider = "sim"\nmodel = "sim-noisy"\n'
     assert spec_changes(SIMULATED, added) == (["arms[baseline].models", "models[c]"], [])
     assert spec_changes(added, SIMULATED) == (["arms[baseline].models", "models[c]"], [])
-
 
 
 def test_a_folder_resumes_and_scores_with_model_defaults_written_out(
