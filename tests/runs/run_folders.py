@@ -30,6 +30,14 @@ name = "baseline"
 """
 
 
+def fraction_spec(name: str, seed: int, parser: str) -> str:
+    """Two stock-days of the baseline arm asked of the simulator's fraction personality,
+    whose answers ("11/36") the strict parser rejects and the lenient one accepts."""
+    return SMALL_SPEC.replace('name = "small"', f'name = "{name}"').replace(
+        "seed = 2", f'seed = {seed}\nparser = "{parser}"'
+    ).replace('name = "m"', 'name = "fractions"').replace("sim-coherent", "sim-fraction")
+
+
 #: The shipped demo's spec.
 QUICKSTART = Path(__file__).resolve().parents[2] / "runs" / "specs" / "quickstart.toml"
 

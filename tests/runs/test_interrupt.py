@@ -37,6 +37,7 @@ from runs.commands._errors import EXIT_DISK_FULL
 from runs.figure_workers import SHARES
 from runs.pipeline import INTERRUPTED_MESSAGE, SPEND_CAP_HINT
 from runs.signals import INTERRUPTED
+from tests.runs.run_folders import fraction_spec
 
 DUTCHBOOK = str(Path(sys.executable).with_name("dutchbook"))
 
@@ -730,19 +731,7 @@ def _full(*args: object) -> None:
 
 #: A campaign whose every answer (a fraction, "11/36") the strict parser rejects: it ends
 #: incomplete, exit 4, all 28 planned queries unanswered.
-INCOMPLETE_SPEC = """
-name = "rejected"
-seed = 1
-parser = "strict"
-[data]
-stock_days = 2
-[[models]]
-name = "fractions"
-provider = "sim"
-model = "sim-fraction"
-[[arms]]
-name = "baseline"
-"""
+INCOMPLETE_SPEC = fraction_spec("rejected", 1, "strict")
 
 
 def _ended_run(ending: str, tmp_path: Path) -> Result:

@@ -15,20 +15,9 @@ from typer.testing import CliRunner
 
 import runs
 from runs.cli import app
+from tests.runs.run_folders import fraction_spec
 
-SPEC = """
-name = "header"
-seed = 3
-parser = "lenient"
-[data]
-stock_days = 2
-[[models]]
-name = "fractions"
-provider = "sim"
-model = "sim-fraction"
-[[arms]]
-name = "baseline"
-"""
+SPEC = fraction_spec("header", 3, "lenient")
 
 
 def _invoke(*args: str) -> str:
