@@ -284,6 +284,15 @@ def hidden_families(run_dir: Path | None) -> frozenset[str]:
     return frozenset(name for name in names if name.startswith("."))
 
 
+def folder_units(spec: CampaignSpec, run_dir: Path | None) -> UnitSource:
+    """The units of `spec` as `run_dir` reads them: with the hidden family files its design
+    records (`hidden_families`), which the run, `score`, `repair` and the plan's writer
+    each built alike."""
+    from runs.units import UnitSource
+
+    return UnitSource.from_spec(spec, hidden_families(run_dir))
+
+
 def input_sha256(label: str, path: Path) -> str:
     """The SHA-256 `design.json` records of an input file labelled `label` (`report` compares
     the family files with it), read without waiting: a FIFO among the family files, or as the

@@ -77,8 +77,8 @@ from runs.design import (
     check_new_design,
     data_changes,
     design_matches,
+    folder_units,
     freeze_design,
-    hidden_families,
     other_design,
 )
 from runs.folder_lock import FolderBusy
@@ -693,7 +693,7 @@ async def run_campaign(
         check_keys_read(spec)
     abandon = check_abandon(run_dir, abandon_batch_jobs)
     remove_orphaned_scratch()  # what runs killed before left in the temporary folder
-    units = UnitSource.from_spec(spec, hidden_families(run_dir))
+    units = folder_units(spec, run_dir)
     for entry in spec.arms:
         units.check_requirements(ARMS[entry.name])
     check_new_design(spec, units, run_dir)  # before the prompts are rendered, for a new folder

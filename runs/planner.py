@@ -377,9 +377,9 @@ def _count(number: int, one: str, many: str) -> str:
 def write_plan(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None) -> Path:
     """Write `plan.parquet` and `plan_members.parquet` atomically; returns the plan's path."""
     if units is None:
-        from runs.design import hidden_families  # only here: callers mostly pass `units`
+        from runs.design import folder_units  # only here: callers mostly pass `units`
 
-        units = UnitSource.from_spec(spec, hidden_families(run_dir))
+        units = folder_units(spec, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     writer = PlanWriter(run_dir)
     try:

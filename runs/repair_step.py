@@ -71,9 +71,9 @@ def _nulls(row: np.ndarray) -> list[float | None]:
 def repair_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None) -> RepairSummary:
     """Write `repaired.parquet`: one row per answered (model, arm, unit, pass, set)."""
     if units is None:
-        from runs.design import hidden_families  # only here: callers mostly pass `units`
+        from runs.design import folder_units  # only here: callers mostly pass `units`
 
-        units = UnitSource.from_spec(spec, hidden_families(run_dir))
+        units = folder_units(spec, run_dir)
     answers = answers_now(run_dir)  # before they are read: what these repairs come from
     source = AnswerSource(run_dir)
     changes: list[float] = []

@@ -325,9 +325,9 @@ def score_run(spec: CampaignSpec, run_dir: Path, units: UnitSource | None = None
     reads (`ScoredRun`), so nothing is written and read back.
     """
     if units is None:
-        from runs.design import hidden_families  # only here: callers mostly pass `units`
+        from runs.design import folder_units  # only here: callers mostly pass `units`
 
-        units = UnitSource.from_spec(spec, hidden_families(run_dir))
+        units = folder_units(spec, run_dir)
     answers = answers_now(run_dir)  # before they are read: what these scores come from
     source = AnswerSource(run_dir)
     slim: list[pl.DataFrame] = []

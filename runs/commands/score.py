@@ -68,7 +68,6 @@ def _load(run_dir: Path, spec_path: Path | None) -> tuple[CampaignSpec, UnitSour
     (`engine.reparse.unfinished_line`). Read under the folder's lock (`_planned_folder`
     first)."""
     from engine.reparse import unfinished_line
-    from runs.units import UnitSource
 
     unfinished = unfinished_line(run_dir)
     if unfinished:  # scored as they are, but whose answers they are is not known
@@ -77,7 +76,7 @@ def _load(run_dir: Path, spec_path: Path | None) -> tuple[CampaignSpec, UnitSour
     from runs.design import (
         DesignChanged,
         changed_family_refusal,
-        hidden_families,
+        folder_units,
         input_changes,
         said_changes,
     )
@@ -86,7 +85,7 @@ def _load(run_dir: Path, spec_path: Path | None) -> tuple[CampaignSpec, UnitSour
         changed = input_changes(spec, run_dir)
     except DesignChanged as exc:  # design.json is damaged
         fail(str(exc))
-    units = UnitSource.from_spec(spec, hidden_families(run_dir))
+    units = folder_units(spec, run_dir)
     if changed.phrases:
         # Loaded before the note: a family file made invalid TOML was said to be "scored
         # against the data as it is now", then refused; so is one a new plan would refuse.
