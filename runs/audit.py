@@ -152,17 +152,16 @@ def _lanes_of_latest_run(run_dir: Path, report: Audit) -> Audit:
     import dataclasses
 
     from engine.lanefile import read_lane_states
-    from runs.run_history import run_since
+    from runs.run_history import lanes_of_earlier_run
 
     if not report.lane_ends:  # nothing read from the file that could be another run's
         return report
     written = (read_lane_states(run_dir) or {}).get("updated_at")
-    began = run_since(run_dir, written)
-    if began is None:
+    earlier = lanes_of_earlier_run(run_dir, written)
+    if earlier is None:
         return report
-    earlier = {"updated_at": written, "run_started_at": began.isoformat(timespec="seconds"),
-               "lanes_ended_early": report.lane_ends}  # fmt: skip
-    return dataclasses.replace(report, lane_ends=[], lanes_of_earlier_run=earlier)
+    earlier_run = {**earlier, "lanes_ended_early": report.lane_ends}
+    return dataclasses.replace(report, lane_ends=[], lanes_of_earlier_run=earlier_run)
 
 
 def _output_caps_of(raw: dict[str, Any] | None) -> dict[str, int | None]:

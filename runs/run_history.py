@@ -120,3 +120,13 @@ def utc_instant(value: object) -> datetime | None:
         return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
     except (ValueError, OverflowError):
         return None
+
+
+def lanes_of_earlier_run(run_dir: Path, written: object) -> dict[str, str] | None:
+    """`{updated_at, run_started_at}` of a `logs/lanes.json` written at `written` (its own
+    `updated_at`) that is an earlier run's (`run_since`), else None: what `audit` and
+    `status` record of it (each adds what it does of the file's lanes)."""
+    began = run_since(run_dir, written)
+    if began is None:
+        return None
+    return {"updated_at": str(written), "run_started_at": began.isoformat(timespec="seconds")}

@@ -317,15 +317,12 @@ def _lanes_of_earlier_run(run_dir: Path, summary: dict[str, Any]) -> dict[str, s
     ("spend cap reached ...") as the resume's; `lanes_behind_s` warned only where the file
     was more than `LANES_STALE_S` behind, and said it was a file the run could not write. A
     live run writes it within a second of dispatching: not asked."""
-    from runs.run_history import run_since
+    from runs.run_history import lanes_of_earlier_run
 
     written = summary.get("lanes_updated_at")
     if summary["state"] == "live" or written is None:
         return None
-    began = run_since(run_dir, written)
-    if began is None:
-        return None
-    return {"updated_at": str(written), "run_started_at": began.isoformat(timespec="seconds")}
+    return lanes_of_earlier_run(run_dir, written)
 
 
 def _models_table(
